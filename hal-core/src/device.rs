@@ -1,0 +1,295 @@
+//! The traits every backend implements.
+//!
+//! One trait per role with associated types, in the style of wgpu-hal: a
+//! program that knows its backend at compile time calls these directly and
+//! pays no dynamic dispatch. The object-safe mirror in [`crate::dynamic`]
+//! serves programs that choose a backend at run time.
+//!
+//! Operations live on [`Device`]; resources ([`Allocation`], [`Mapping`],
+//! events, notifies, physical allocations, reservations) are RAII values that
+//! release themselves on drop. A backend that cannot do an operation answers
+//! [`Error::Unsupported`](crate::Error::Unsupported), never a panic.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::handle::SharedHandle;
+use crate::types::{
+    Access, AllocDesc, Availability, BackendId, Capabilities, DeviceInfo, EventFlags,
+    ExportOptions, Granularity, ImportOptions, Location, WaitOptions,
+};
+use crate::Exported;
+
+/// A future returned by the awaitable waits. It does not block the executor
+/// thread that polls it, and it works under any async runtime.
+pub type WaitFuture<'a> = Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>>;
+
+/// A vendor runtime: lists and opens devices.
+pub trait Backend: Send + Sync + 'static {
+    /// The device type.
+    type Device: Device;
+
+    /// Which backend this is.
+    fn id(&self) -> BackendId;
+
+    /// Whether it can be used on this machine, and why not.
+    fn availability(&self) -> Availability;
+
+    /// Information about every device, in ordinal order.
+    fn devices(&self) -> Result<Vec<DeviceInfo>>;
+
+    /// Open device `ordinal`.
+    fn open(&self, ordinal: u32) -> Result<Self::Device>;
+}
+
+/// A byte range of memory with a location: what allocations and mappings share.
+///
+/// Host-visible memory also gives its address; device memory is reached with
+/// [`Memory::read`] and [`Memory::write`], which every backend implements.
+pub trait Memory: Send + Sync {
+    /// The address of the first byte in this process (a host pointer for host
+    /// memory, a device pointer otherwise).
+    fn addr(&self) -> u64;
+
+    /// Length in bytes.
+    fn len(&self) -> u64;
+
+    /// True when the length is zero.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Where the bytes live.
+    fn location(&self) -> Location;
+
+    /// The host pointer, when the memory is host-visible.
+    fn host_ptr(&self) -> Option<*mut u8>;
+
+    /// True when writes are refused (a read-only import).
+    fn is_read_only(&self) -> bool {
+        false
+    }
+
+    /// Copy `dst.len()` bytes starting at `offset` into `dst`.
+    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()>;
+
+    /// Copy `src` into the memory starting at `offset`.
+    fn write(&self, offset: u64, src: &[u8]) -> Result<()>;
+}
+
+/// Check that `offset..offset+len` lies inside `size` bytes.
+pub fn check_bounds(offset: u64, len: u64, size: u64) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(Error::invalid(format!(
+            "access {offset:#x}+{len:#x} is outside the {size:#x}-byte range"
+        ))),
+    }
+}
+
+/// A resource returned by [`Allocation::free`] when it could not be freed.
+#[derive(Debug)]
+pub struct FreeError<T> {
+    /// The resource, still alive.
+    pub resource: T,
+    /// Why it was not freed (usually [`Error::Busy`]).
+    pub error: Error,
+}
+
+/// Memory this process allocated and may export.
+pub trait Allocation: Memory + Sized {
+    /// How many importers hold mappings of this allocation now. Importers
+    /// whose process died are not counted.
+    fn importers(&self) -> Result<usize>;
+
+    /// Block until no importer holds this allocation, or `timeout` passes
+    /// ([`Error::Timeout`]).
+    fn wait_unleased(&self, timeout: Option<Duration>) -> Result<()>;
+
+    /// Free the allocation now. Refused with [`Error::Busy`] while importers
+    /// hold it, on backends whose vendor requires importers to close first;
+    /// the allocation comes back in the error. Dropping instead defers the
+    /// release until the importers are gone.
+    fn free(self) -> std::result::Result<(), FreeError<Self>> {
+        drop(self);
+        Ok(())
+    }
+}
+
+/// Memory imported from another process.
+pub trait Mapping: Memory {
+    /// The handle this mapping was imported from.
+    fn handle(&self) -> &crate::Handle;
+}
+
+/// An event: stream-ordered completion, waited on from the host.
+pub trait Event: Send + Sync {
+    /// True when every operation recorded before it has completed.
+    /// Unsupported on IPC events of backends without [`Capabilities::IPC_EVENT_QUERY`].
+    fn query(&self) -> Result<bool>;
+
+    /// Block the calling thread until the event completes.
+    fn wait(&self, opts: WaitOptions) -> Result<()>;
+
+    /// Await completion without blocking the executor thread.
+    fn wait_async(&self, opts: WaitOptions) -> WaitFuture<'_>;
+}
+
+/// A notify: a wake-up signal, recorded by one side and waited-and-reset by
+/// the other.
+pub trait Notify: Send + Sync {
+    /// Signal from the host.
+    fn signal(&self) -> Result<()>;
+
+    /// Wait until signalled, then reset. Refused with
+    /// [`Error::PermissionDenied`] on an importer where the backend has
+    /// [`Capabilities::CREATOR_ONLY_NOTIFY_WAIT`].
+    fn wait(&self, opts: WaitOptions) -> Result<()>;
+
+    /// Await the signal (and reset it) without blocking the executor thread.
+    fn wait_async(&self, opts: WaitOptions) -> WaitFuture<'_>;
+}
+
+/// A VMM physical allocation: memory with no address until mapped.
+pub trait Physical: Send + Sync {
+    /// Size in bytes (a multiple of the minimum granularity).
+    fn size(&self) -> u64;
+}
+
+/// A VMM address range reservation.
+pub trait Reservation: Send + Sync {
+    /// First address of the range.
+    fn base(&self) -> u64;
+    /// Length in bytes.
+    fn len(&self) -> u64;
+    /// True when the length is zero.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Copy out of a mapped, accessible part of the range.
+    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()>;
+    /// Copy into a mapped, writable part of the range.
+    fn write(&self, offset: u64, src: &[u8]) -> Result<()>;
+}
+
+/// A device: allocates, exports and imports memory, events and notifies,
+/// and runs streams.
+pub trait Device: Send + Sync + 'static {
+    /// Memory this process allocated.
+    type Allocation: Allocation;
+    /// Memory imported from another process.
+    type Mapping: Mapping;
+    /// An ordered queue of work.
+    type Stream: Send + Sync + 'static;
+    /// An event.
+    type Event: Event;
+    /// A notify.
+    type Notify: Notify;
+    /// A VMM physical allocation.
+    type Physical: Physical;
+    /// A VMM address reservation.
+    type Reservation: Reservation;
+
+    /// What the device is and can do.
+    fn info(&self) -> &DeviceInfo;
+
+    /// Shorthand for `info().capabilities`.
+    fn capabilities(&self) -> Capabilities {
+        self.info().capabilities
+    }
+
+    // --- memory ---------------------------------------------------------
+
+    /// Allocate memory.
+    fn allocate(&self, desc: &AllocDesc) -> Result<Self::Allocation>;
+
+    /// Export a page-aligned range of an allocation. A range that is not
+    /// whole pages is refused with [`Error::Misaligned`].
+    fn export_memory(&self, alloc: &Self::Allocation, opts: &ExportOptions) -> Result<Exported>;
+
+    /// Add importer pids to an export after the fact (Ascend's
+    /// `aclrtIpcMemSetImportPid`).
+    fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()>;
+
+    /// Import memory exported by another (or this) process.
+    fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<Self::Mapping>;
+
+    // --- streams, events, notifies ---------------------------------------
+
+    /// Create a stream.
+    fn create_stream(&self) -> Result<Self::Stream>;
+
+    /// Block until everything queued on `stream` has run.
+    fn synchronize(&self, stream: &Self::Stream, timeout: Option<Duration>) -> Result<()>;
+
+    /// Create an event.
+    fn create_event(&self, flags: EventFlags) -> Result<Self::Event>;
+
+    /// Record `event` on `stream`: it completes when the work queued before it has.
+    fn record_event(&self, stream: &Self::Stream, event: &Self::Event) -> Result<()>;
+
+    /// Make `stream` wait for `event` before running later work.
+    fn stream_wait_event(&self, stream: &Self::Stream, event: &Self::Event) -> Result<()>;
+
+    /// Export an event created with [`EventFlags::interprocess`].
+    fn export_event(&self, event: &Self::Event, opts: &ExportOptions) -> Result<Exported>;
+
+    /// Import an event.
+    fn import_event(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<Self::Event>;
+
+    /// Create a notify.
+    fn create_notify(&self) -> Result<Self::Notify>;
+
+    /// Record (signal) `notify` on `stream`, after the work queued before it.
+    fn record_notify(&self, stream: &Self::Stream, notify: &Self::Notify) -> Result<()>;
+
+    /// Make `stream` wait for `notify` and reset it, giving up after `timeout`.
+    fn stream_wait_notify(
+        &self,
+        stream: &Self::Stream,
+        notify: &Self::Notify,
+        timeout: Option<Duration>,
+    ) -> Result<()>;
+
+    /// Export a notify.
+    fn export_notify(&self, notify: &Self::Notify, opts: &ExportOptions) -> Result<Exported>;
+
+    /// Import a notify.
+    fn import_notify(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<Self::Notify>;
+
+    // --- VMM ----------------------------------------------------------------
+
+    /// The VMM granularity.
+    fn granularity(&self, which: Granularity) -> Result<u64>;
+
+    /// Allocate physical memory (a multiple of the minimum granularity).
+    fn allocate_physical(&self, size: u64) -> Result<Self::Physical>;
+
+    /// Reserve an address range (size and alignment multiples of the minimum granularity).
+    fn reserve(&self, size: u64, align: u64) -> Result<Self::Reservation>;
+
+    /// Map the whole of `physical` at `offset` in `reservation`.
+    fn map(&self, reservation: &Self::Reservation, offset: u64, physical: &Self::Physical)
+        -> Result<()>;
+
+    /// Unmap `len` bytes at `offset` of `reservation`.
+    fn unmap(&self, reservation: &Self::Reservation, offset: u64, len: u64) -> Result<()>;
+
+    /// Set access rights of a mapped part of `reservation`.
+    fn set_access(
+        &self,
+        reservation: &Self::Reservation,
+        offset: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<()>;
+
+    /// Export a physical allocation.
+    fn export_physical(&self, physical: &Self::Physical, opts: &ExportOptions) -> Result<Exported>;
+
+    /// Import a physical allocation.
+    fn import_physical(&self, shared: SharedHandle, opts: &ImportOptions)
+        -> Result<Self::Physical>;
+}

@@ -1,0 +1,1 @@
+//! Placeholder: DLPack export is being written.

@@ -1,0 +1,1 @@
+//! Placeholder: the object-safe mirror is being written.

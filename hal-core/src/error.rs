@@ -1,0 +1,387 @@
+//! The one error type of the contract.
+//!
+//! Every fallible call in every backend returns [`Error`]. Its variants tell
+//! apart what a caller can act on differently: a backend that is not there, an
+//! operation the backend cannot do, a bad handle, a misaligned range, a refused
+//! importer, and so on. Vendor errors keep their numeric code and symbolic name.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `Result` with the contract's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in a hal call.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The backend cannot be used on this machine (library missing, no device).
+    #[error("backend `{backend}` is unavailable: {reason}{}", SearchedPaths(searched))]
+    Unavailable {
+        /// Backend name, e.g. `cuda`.
+        backend: String,
+        /// Why it is unavailable.
+        reason: String,
+        /// Every path that was searched for the vendor runtime.
+        searched: Vec<PathBuf>,
+    },
+
+    /// The backend (or this device) cannot perform the operation.
+    #[error("`{operation}` is not supported by backend `{backend}`: {detail}")]
+    Unsupported {
+        /// Backend name.
+        backend: String,
+        /// The operation, or the missing vendor entry point.
+        operation: String,
+        /// Why, and what to use instead where there is an alternative.
+        detail: String,
+    },
+
+    /// A handle that could not be decoded or does not fit the call.
+    #[error("invalid handle: {0}")]
+    InvalidHandle(#[from] HandleError),
+
+    /// An exported range that does not cover whole pages.
+    #[error(
+        "range at offset {offset:#x} of length {len:#x} is not aligned to the \
+         {page_size}-byte page: export whole pages (sub-allocations are never widened)"
+    )]
+    Misaligned {
+        /// Offset of the range within its allocation.
+        offset: u64,
+        /// Length of the range.
+        len: u64,
+        /// The page size the range must be a multiple of.
+        page_size: u64,
+    },
+
+    /// The calling process is not allowed to use the resource.
+    #[error("permission denied{}: {reason}", OptPid(*pid))]
+    PermissionDenied {
+        /// The refused process, where one is known.
+        pid: Option<u32>,
+        /// What was refused and how to allow it.
+        reason: String,
+    },
+
+    /// The named resource does not exist.
+    #[error("not found: {what}")]
+    NotFound {
+        /// What was looked for.
+        what: String,
+    },
+
+    /// An exclusive create found the name taken.
+    #[error("already exists: {what} (open it instead, or choose another name)")]
+    AlreadyExists {
+        /// What exists already.
+        what: String,
+    },
+
+    /// The device or the host could not provide the memory.
+    #[error("out of memory: {requested} bytes requested: {detail}")]
+    OutOfMemory {
+        /// Bytes requested.
+        requested: u64,
+        /// What ran out.
+        detail: String,
+    },
+
+    /// A wait did not complete in time.
+    #[error("timed out after {after:?} waiting for {what}")]
+    Timeout {
+        /// How long the call waited.
+        after: Duration,
+        /// What it waited for.
+        what: String,
+    },
+
+    /// The resource was closed (by this process or by its peer).
+    #[error("closed: {what}")]
+    Closed {
+        /// What was closed.
+        what: String,
+    },
+
+    /// The resource is still in use by importers and cannot be freed yet.
+    #[error("busy: {what} is still held by {holders} importer(s); wait for them to close first")]
+    Busy {
+        /// The resource.
+        what: String,
+        /// How many importers hold it.
+        holders: usize,
+    },
+
+    /// An argument is out of range or inconsistent.
+    #[error("invalid argument: {what}")]
+    InvalidArgument {
+        /// What is wrong with it.
+        what: String,
+    },
+
+    /// A vendor runtime returned an error code.
+    #[error(transparent)]
+    Vendor(#[from] VendorError),
+
+    /// An operating-system call failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What the library was doing.
+        context: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A vendor runtime's error, with its code and symbolic name kept.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{backend} error {code} ({name}): {message}")]
+pub struct VendorError {
+    /// Backend that reported it.
+    pub backend: String,
+    /// The vendor's numeric code, unchanged (e.g. `CUDA_ERROR_INVALID_VALUE` = 1, `ACL_ERROR_RT_NO_PERMISSION` = 207006).
+    pub code: i64,
+    /// The vendor's symbolic name for the code.
+    pub name: String,
+    /// The vendor's message, or the library's description.
+    pub message: String,
+}
+
+/// Why a handle was refused: by the decoder or by an import.
+///
+/// Every malformed input maps to exactly one variant, so tests and callers can
+/// tell them apart.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HandleError {
+    /// The input ended before the field named.
+    #[error("truncated: {field} needs {needed} more byte(s) at offset {offset}")]
+    Truncated {
+        /// Field being read.
+        field: &'static str,
+        /// Offset at which it starts.
+        offset: usize,
+        /// Bytes missing.
+        needed: usize,
+    },
+    /// The input does not start with the handle magic.
+    #[error("bad magic: not a hal handle")]
+    BadMagic,
+    /// A wire version this build does not understand.
+    #[error("unsupported wire version {found} (this build reads up to {supported})")]
+    UnsupportedVersion {
+        /// Version in the input.
+        found: u8,
+        /// Highest version this build reads.
+        supported: u8,
+    },
+    /// An unknown handle kind tag.
+    #[error("unknown handle kind {0}")]
+    UnknownKind(u8),
+    /// An unknown backend id.
+    #[error("unknown backend id {0:#06x}")]
+    UnknownBackend(u16),
+    /// The checksum does not match the content.
+    #[error("bad checksum: stored {stored:#010x}, computed {computed:#010x}")]
+    BadChecksum {
+        /// Checksum in the input.
+        stored: u32,
+        /// Checksum of the content.
+        computed: u32,
+    },
+    /// A length or range field overflows.
+    #[error("length overflow in {field}")]
+    LengthOverflow {
+        /// The field.
+        field: &'static str,
+    },
+    /// A variable-length field is over its bound.
+    #[error("{field} is {len} bytes/items, over the bound of {max}")]
+    OverBound {
+        /// The field.
+        field: &'static str,
+        /// Its length.
+        len: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// Bytes follow the end of the handle.
+    #[error("{0} trailing byte(s) after the handle")]
+    TrailingBytes(usize),
+    /// The text form has a character outside its alphabet.
+    #[error("invalid character {ch:?} at position {position} of the text form")]
+    InvalidText {
+        /// Position of the character.
+        position: usize,
+        /// The character.
+        ch: char,
+    },
+    /// The text form lacks its `hal1.` style prefix.
+    #[error("text form must start with {expected:?}")]
+    BadPrefix {
+        /// The prefix expected.
+        expected: &'static str,
+    },
+    /// A reserved field or flag is set, or a field has an impossible value.
+    #[error("malformed field {field}: {detail}")]
+    Malformed {
+        /// The field.
+        field: &'static str,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The handle is of another kind than the call expects.
+    #[error("expected a {expected} handle, got a {found} handle")]
+    WrongKind {
+        /// Kind expected.
+        expected: &'static str,
+        /// Kind found.
+        found: &'static str,
+    },
+    /// The handle belongs to another backend.
+    #[error("handle is for backend `{found}`, not `{expected}`")]
+    WrongBackend {
+        /// Backend expected.
+        expected: String,
+        /// Backend found.
+        found: String,
+    },
+    /// The file descriptors that go with the handle are missing or wrong.
+    #[error("file descriptors: {0}")]
+    Descriptors(String),
+}
+
+impl Error {
+    /// An [`Error::Io`] from the last OS error, with context.
+    pub fn last_os(context: impl Into<String>) -> Self {
+        Error::Io {
+            context: context.into(),
+            source: std::io::Error::last_os_error(),
+        }
+    }
+
+    /// An [`Error::Io`] wrapping `source`, with context.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// An [`Error::Io`] from a `nix` errno, with context.
+    pub fn errno(context: impl Into<String>, errno: nix::errno::Errno) -> Self {
+        Error::Io {
+            context: context.into(),
+            source: std::io::Error::from_raw_os_error(errno as i32),
+        }
+    }
+
+    /// An [`Error::Unsupported`].
+    pub fn unsupported(
+        backend: impl Into<String>,
+        operation: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Self {
+        Error::Unsupported {
+            backend: backend.into(),
+            operation: operation.into(),
+            detail: detail.into(),
+        }
+    }
+
+    /// An [`Error::InvalidArgument`].
+    pub fn invalid(what: impl Into<String>) -> Self {
+        Error::InvalidArgument { what: what.into() }
+    }
+
+    /// True for [`Error::Unsupported`]; conformance tests use it for capability gating.
+    pub fn is_unsupported(&self) -> bool {
+        matches!(self, Error::Unsupported { .. })
+    }
+
+    /// True for [`Error::Timeout`].
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Error::Timeout { .. })
+    }
+
+    /// A short stable name of the variant, for logs and JSON output.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Error::Unavailable { .. } => "unavailable",
+            Error::Unsupported { .. } => "unsupported",
+            Error::InvalidHandle(_) => "invalid-handle",
+            Error::Misaligned { .. } => "misaligned",
+            Error::PermissionDenied { .. } => "permission-denied",
+            Error::NotFound { .. } => "not-found",
+            Error::AlreadyExists { .. } => "already-exists",
+            Error::OutOfMemory { .. } => "out-of-memory",
+            Error::Timeout { .. } => "timeout",
+            Error::Closed { .. } => "closed",
+            Error::Busy { .. } => "busy",
+            Error::InvalidArgument { .. } => "invalid-argument",
+            Error::Vendor(_) => "vendor",
+            Error::Io { .. } => "io",
+        }
+    }
+}
+
+struct SearchedPaths<'a>(&'a [PathBuf]);
+
+impl fmt::Display for SearchedPaths<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        f.write_str(" (searched: ")?;
+        for (i, p) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{}", p.display())?;
+        }
+        f.write_str(")")
+    }
+}
+
+struct OptPid(Option<u32>);
+
+impl fmt::Display for OptPid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(pid) => write!(f, " for pid {pid}"),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unavailable_lists_searched_paths() {
+        let e = Error::Unavailable {
+            backend: "cuda".into(),
+            reason: "libcuda.so.1 not found".into(),
+            searched: vec!["/usr/lib".into(), "/opt/cuda/lib64".into()],
+        };
+        let s = e.to_string();
+        assert!(s.contains("searched: /usr/lib, /opt/cuda/lib64"), "{s}");
+        assert_eq!(e.kind_name(), "unavailable");
+    }
+
+    #[test]
+    fn vendor_error_keeps_code_and_name() {
+        let e: Error = VendorError {
+            backend: "ascend".into(),
+            code: 207006,
+            name: "ACL_ERROR_RT_NO_PERMISSION".into(),
+            message: "pid not in allow-list".into(),
+        }
+        .into();
+        let s = e.to_string();
+        assert!(s.contains("207006") && s.contains("ACL_ERROR_RT_NO_PERMISSION"), "{s}");
+    }
+}

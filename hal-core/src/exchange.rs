@@ -1,0 +1,1 @@
+//! Placeholder: handle exchange is being written.

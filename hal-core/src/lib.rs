@@ -1,0 +1,46 @@
+//! # hal-core: the contract
+//!
+//! `hal` shares memory, events and notifications between processes on one
+//! machine, across CPU shared memory, CUDA device memory, CUDA managed memory
+//! and Ascend NPUs. This crate is the contract every backend implements and
+//! every program speaks:
+//!
+//! - [`Backend`] and [`Device`]: what a vendor runtime and its devices can do
+//!   ([`DeviceInfo`], [`Capabilities`]), allocation, export and import of
+//!   memory, streams, events, notifies and VMM;
+//! - [`Error`]: one typed error for every backend;
+//! - [`Handle`]: the versioned wire format of every exported resource (see
+//!   [`handle::wire`] for the byte layout and the compatibility promise);
+//! - [`exchange`]: how handles and their file descriptors travel between
+//!   processes (a file, a string, a Unix socket with `SCM_RIGHTS`, the
+//!   exporter's descriptor broker);
+//! - [`lease`]: importers counted by the exporter, dead processes excluded;
+//! - [`dlpack`]: host-visible memory as a DLPack 1.x tensor;
+//! - [`dynamic`]: the object-safe mirror of the traits, for choosing a backend
+//!   at run time.
+//!
+//! Backends live in their own crates (`hal-cpu-shm`, `hal-mock`, ...); the
+//! `hal` facade crate gathers them behind Cargo features.
+#![deny(missing_docs)]
+#![cfg(unix)]
+
+pub mod device;
+pub mod dlpack;
+pub mod dynamic;
+pub mod error;
+pub mod exchange;
+mod export;
+pub mod handle;
+pub mod lease;
+pub mod os;
+pub mod types;
+pub mod wait;
+
+pub use device::{
+    Allocation, Backend, Device, Event, FreeError, Mapping, Memory, Notify, Physical, Reservation,
+    WaitFuture,
+};
+pub use error::{Error, HandleError, Result, VendorError};
+pub use export::Exported;
+pub use handle::{FdSource, Handle, HandleFlags, HandleKind, SharedHandle};
+pub use types::*;

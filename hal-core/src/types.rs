@@ -1,0 +1,499 @@
+//! Plain data of the contract: backends, devices, capabilities, locations and
+//! the options of allocate, export and import.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Which backend a handle or a device belongs to. The numeric id is part of
+/// the handle wire format and never changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum BackendId {
+    /// CPU shared memory (`hal-cpu-shm`), id `0x0001`.
+    CpuShm,
+    /// CUDA device memory through the driver API, id `0x0002`.
+    Cuda,
+    /// CUDA managed memory shared across processes, id `0x0003`.
+    CudaUvm,
+    /// Huawei Ascend through ACL, id `0x0004`.
+    Ascend,
+    /// The simulator's CUDA-like profile, id `0x0100`.
+    MockCuda,
+    /// The simulator's Ascend-like profile, id `0x0101`.
+    MockAscend,
+    /// An out-of-tree backend; ids `0x8000..=0xFFFF` are left to vendor integrators.
+    External(u16),
+}
+
+impl BackendId {
+    /// The wire id.
+    pub const fn to_wire(self) -> u16 {
+        match self {
+            BackendId::CpuShm => 0x0001,
+            BackendId::Cuda => 0x0002,
+            BackendId::CudaUvm => 0x0003,
+            BackendId::Ascend => 0x0004,
+            BackendId::MockCuda => 0x0100,
+            BackendId::MockAscend => 0x0101,
+            BackendId::External(id) => id,
+        }
+    }
+
+    /// The backend for a wire id, or `None` for an unassigned id.
+    pub const fn from_wire(id: u16) -> Option<Self> {
+        Some(match id {
+            0x0001 => BackendId::CpuShm,
+            0x0002 => BackendId::Cuda,
+            0x0003 => BackendId::CudaUvm,
+            0x0004 => BackendId::Ascend,
+            0x0100 => BackendId::MockCuda,
+            0x0101 => BackendId::MockAscend,
+            0x8000..=0xFFFF => BackendId::External(id),
+            _ => return None,
+        })
+    }
+
+    /// The backend's registry name (`cpu-shm`, `mock-cuda`, ...).
+    pub fn name(self) -> String {
+        match self {
+            BackendId::CpuShm => "cpu-shm".into(),
+            BackendId::Cuda => "cuda".into(),
+            BackendId::CudaUvm => "cuda-uvm".into(),
+            BackendId::Ascend => "ascend".into(),
+            BackendId::MockCuda => "mock-cuda".into(),
+            BackendId::MockAscend => "mock-ascend".into(),
+            BackendId::External(id) => format!("external-{id:04x}"),
+        }
+    }
+}
+
+impl fmt::Display for BackendId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// Whether a backend can be used on this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Availability {
+    /// Usable.
+    Available,
+    /// Not usable, and why.
+    Unavailable {
+        /// Why not (library missing, no device, driver too old, ...).
+        reason: String,
+        /// Paths that were searched for the vendor runtime.
+        searched: Vec<std::path::PathBuf>,
+    },
+}
+
+impl Availability {
+    /// True when usable.
+    pub fn is_available(&self) -> bool {
+        matches!(self, Availability::Available)
+    }
+}
+
+macro_rules! capabilities {
+    ($($(#[$doc:meta])* $name:ident = $bit:expr, $label:literal;)*) => {
+        /// What a device can do. A set of flags; test with [`Capabilities::contains`].
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+        pub struct Capabilities(u64);
+
+        impl Capabilities {
+            $($(#[$doc])* pub const $name: Capabilities = Capabilities(1 << $bit);)*
+
+            /// Every flag with its stable label, for listings and JSON.
+            pub const ALL: &'static [(Capabilities, &'static str)] = &[$((Capabilities::$name, $label),)*];
+        }
+    };
+}
+
+capabilities! {
+    /// Memory can be exported to and imported by another process.
+    IPC_MEMORY = 0, "ipc-memory";
+    /// Events can be exported to another process.
+    IPC_EVENT = 1, "ipc-event";
+    /// Notifies can be exported to another process.
+    IPC_NOTIFY = 2, "ipc-notify";
+    /// Only the creating process may wait on a notify; importers record (Ascend).
+    CREATOR_ONLY_NOTIFY_WAIT = 3, "creator-only-notify-wait";
+    /// Virtual memory management: physical allocations, reservations, map/unmap.
+    VMM = 4, "vmm";
+    /// Managed (unified) memory can be allocated.
+    MANAGED_MEMORY = 5, "managed-memory";
+    /// Managed memory can be shared across processes.
+    IPC_MANAGED_MEMORY = 6, "ipc-managed-memory";
+    /// The device can access pageable host memory directly.
+    PAGEABLE_MEMORY_ACCESS = 7, "pageable-memory-access";
+    /// Another device's memory can be imported with peer access.
+    PEER_ACCESS = 8, "peer-access";
+    /// Exports can be restricted to a list of importer pids.
+    PID_ALLOW_LIST = 9, "pid-allow-list";
+    /// The pid allow-list is on unless an export turns it off (Ascend's default).
+    PID_ALLOW_LIST_DEFAULT_ON = 10, "pid-allow-list-default-on";
+    /// Regions can be created and opened by a string name.
+    NAMED_REGIONS = 11, "named-regions";
+    /// An import can be placed at the exporter's address.
+    FIXED_ADDRESS_IMPORT = 12, "fixed-address-import";
+    /// Events can be queried and timed after import (false on Ascend IPC events).
+    IPC_EVENT_QUERY = 13, "ipc-event-query";
+    /// Memory is directly addressable from the host.
+    HOST_VISIBLE = 14, "host-visible";
+    /// Read-only exports are enforced by the importer's mapping.
+    READ_ONLY_EXPORT = 15, "read-only-export";
+    /// A buffer can grow after export and importers follow.
+    GROWABLE = 16, "growable";
+    /// NUMA placement hints are honoured.
+    NUMA_PLACEMENT = 17, "numa-placement";
+    /// Leases: the exporter can count importers and wait for them.
+    LEASES = 18, "leases";
+    /// File-backed regions.
+    FILE_BACKED = 19, "file-backed";
+}
+
+impl Capabilities {
+    /// The empty set.
+    pub const NONE: Capabilities = Capabilities(0);
+
+    /// True when every flag of `other` is set here.
+    pub const fn contains(self, other: Capabilities) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The union.
+    pub const fn union(self, other: Capabilities) -> Capabilities {
+        Capabilities(self.0 | other.0)
+    }
+
+    /// This set without the flags of `other`.
+    pub const fn difference(self, other: Capabilities) -> Capabilities {
+        Capabilities(self.0 & !other.0)
+    }
+
+    /// The raw bits.
+    pub const fn bits(self) -> u64 {
+        self.0
+    }
+
+    /// Labels of the flags set, in a stable order.
+    pub fn labels(self) -> Vec<&'static str> {
+        Self::ALL
+            .iter()
+            .filter(|(c, _)| self.contains(*c))
+            .map(|(_, l)| *l)
+            .collect()
+    }
+}
+
+impl std::ops::BitOr for Capabilities {
+    type Output = Capabilities;
+    fn bitor(self, rhs: Capabilities) -> Capabilities {
+        self.union(rhs)
+    }
+}
+
+impl fmt::Debug for Capabilities {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.labels()).finish()
+    }
+}
+
+/// Which granularity to ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Granularity {
+    /// The smallest unit a mapping may use.
+    Minimum,
+    /// The unit that performs best.
+    Recommended,
+}
+
+/// What a backend says about one device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// The backend.
+    pub backend: BackendId,
+    /// Ordinal on this backend, as this process sees it.
+    pub ordinal: u32,
+    /// A stable identifier: processes that number devices differently still agree on it.
+    pub uuid: [u8; 16],
+    /// Human-readable name.
+    pub name: String,
+    /// Total memory in bytes.
+    pub total_memory: u64,
+    /// Page sizes the device maps with, smallest first. Exported ranges are
+    /// multiples of the smallest.
+    pub page_sizes: Vec<u64>,
+    /// Minimum allocation granularity (VMM mapping unit).
+    pub granularity_min: u64,
+    /// Recommended allocation granularity.
+    pub granularity_recommended: u64,
+    /// What the device can do.
+    pub capabilities: Capabilities,
+}
+
+impl DeviceInfo {
+    /// The smallest page size, which every exported range must be aligned to.
+    pub fn page_size(&self) -> u64 {
+        self.page_sizes.first().copied().unwrap_or(4096)
+    }
+
+    /// The granularity of the given kind.
+    pub fn granularity(&self, which: Granularity) -> u64 {
+        match which {
+            Granularity::Minimum => self.granularity_min,
+            Granularity::Recommended => self.granularity_recommended,
+        }
+    }
+}
+
+/// Where memory lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Location {
+    /// Device memory of the given ordinal; not addressable from the host
+    /// unless the backend says [`Capabilities::HOST_VISIBLE`].
+    Device(u32),
+    /// Host memory (CPU shared memory, pinned host memory).
+    Host,
+    /// Managed memory that migrates between host and devices.
+    Managed,
+}
+
+impl Location {
+    /// The wire tag.
+    pub const fn to_wire(self) -> (u8, u32) {
+        match self {
+            Location::Device(d) => (0, d),
+            Location::Host => (1, 0),
+            Location::Managed => (2, 0),
+        }
+    }
+
+    /// Decode a wire tag.
+    pub const fn from_wire(tag: u8, ordinal: u32) -> Option<Self> {
+        match tag {
+            0 => Some(Location::Device(ordinal)),
+            1 => Some(Location::Host),
+            2 => Some(Location::Managed),
+            _ => None,
+        }
+    }
+}
+
+/// NUMA placement for host memory.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum NumaPolicy {
+    /// The kernel's default (first touch).
+    #[default]
+    Default,
+    /// Bind to these nodes.
+    Bind(Vec<u32>),
+    /// Interleave pages over these nodes.
+    Interleave(Vec<u32>),
+    /// Prefer this node, fall back to others.
+    Preferred(u32),
+}
+
+/// Huge-page use for host memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HugePages {
+    /// Normal pages.
+    #[default]
+    None,
+    /// Transparent huge pages where the kernel can (`madvise(MADV_HUGEPAGE)`).
+    Transparent,
+    /// Explicit huge pages of the given size (2 MiB or 1 GiB); fails with a
+    /// clear error when none are reserved.
+    Explicit(u64),
+}
+
+/// Hints for where and how an allocation is placed. Backends honour what
+/// they can and say which hints they ignore in their documentation.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Placement {
+    /// NUMA policy for host memory.
+    pub numa: NumaPolicy,
+    /// Huge pages.
+    pub huge_pages: HugePages,
+    /// Touch every page at allocation so that first use pays no faults.
+    pub prefault: bool,
+}
+
+/// What to allocate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllocDesc {
+    /// Size in bytes; backends round up to their granularity.
+    pub size: u64,
+    /// Required alignment of the start address (0 = the backend's default).
+    pub align: u64,
+    /// Where.
+    pub location: Location,
+    /// Placement hints.
+    pub placement: Placement,
+}
+
+impl AllocDesc {
+    /// `size` bytes of host memory with default placement.
+    pub fn host(size: u64) -> Self {
+        AllocDesc {
+            size,
+            align: 0,
+            location: Location::Host,
+            placement: Placement::default(),
+        }
+    }
+
+    /// `size` bytes on device `ordinal`.
+    pub fn device(ordinal: u32, size: u64) -> Self {
+        AllocDesc {
+            size,
+            align: 0,
+            location: Location::Device(ordinal),
+            placement: Placement::default(),
+        }
+    }
+
+    /// `size` bytes of managed memory.
+    pub fn managed(size: u64) -> Self {
+        AllocDesc {
+            size,
+            align: 0,
+            location: Location::Managed,
+            placement: Placement::default(),
+        }
+    }
+}
+
+/// Which processes may import an export.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Importers {
+    /// The backend's default: anyone for CPU shared memory and CUDA; on
+    /// backends with [`Capabilities::PID_ALLOW_LIST_DEFAULT_ON`] (Ascend) nobody
+    /// until pids are added.
+    #[default]
+    BackendDefault,
+    /// Any process (Ascend: `DISABLE_PID_VALIDATION`).
+    Anyone,
+    /// Only these pids (in the exporter's pid namespace).
+    Pids(Vec<u32>),
+}
+
+/// A byte range within an allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteRange {
+    /// Offset from the start of the allocation.
+    pub offset: u64,
+    /// Length in bytes.
+    pub len: u64,
+}
+
+impl ByteRange {
+    /// The range `offset..offset+len`.
+    pub const fn new(offset: u64, len: u64) -> Self {
+        ByteRange { offset, len }
+    }
+
+    /// Check the range is non-empty, whole pages, and inside `size` bytes.
+    pub fn check(&self, size: u64, page_size: u64) -> crate::Result<()> {
+        let end = self
+            .offset
+            .checked_add(self.len)
+            .ok_or_else(|| crate::Error::invalid("range end overflows"))?;
+        if self.len == 0 || end > size {
+            return Err(crate::Error::invalid(format!(
+                "range {:#x}+{:#x} is empty or past the allocation's {size:#x} bytes",
+                self.offset, self.len
+            )));
+        }
+        if page_size != 0 && (self.offset % page_size != 0 || self.len % page_size != 0) {
+            return Err(crate::Error::Misaligned {
+                offset: self.offset,
+                len: self.len,
+                page_size,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Options of an export.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExportOptions {
+    /// The range to export; `None` exports the whole allocation. The range
+    /// must cover whole pages: a misaligned range is refused, never widened.
+    pub range: Option<ByteRange>,
+    /// Who may import.
+    pub importers: Importers,
+    /// Importers map the memory read-only.
+    pub read_only: bool,
+}
+
+/// Where an import places the mapping in the importer's address space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ImportPlacement {
+    /// Wherever the backend chooses.
+    #[default]
+    Anywhere,
+    /// At the exporter's address, so pointer-rich structures work unchanged;
+    /// fails with [`crate::Error::AlreadyExists`] when that range is taken here.
+    ExporterAddress,
+}
+
+/// Options of an import.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ImportOptions {
+    /// Import onto this device (default: the exporter's device, matched by UUID).
+    pub device: Option<u32>,
+    /// Enable peer access when the target device differs from the exporter's.
+    pub peer_access: bool,
+    /// Address placement.
+    pub placement: ImportPlacement,
+}
+
+/// Options of a wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitOptions {
+    /// Give up after this long (`None` waits forever).
+    pub timeout: Option<Duration>,
+    /// Spin this long before sleeping (latency-critical users; zero = sleep at once).
+    pub spin: Duration,
+}
+
+impl Default for WaitOptions {
+    fn default() -> Self {
+        WaitOptions {
+            timeout: None,
+            spin: Duration::from_micros(50),
+        }
+    }
+}
+
+impl WaitOptions {
+    /// Wait at most `timeout`, with the default spin.
+    pub fn timeout(timeout: Duration) -> Self {
+        WaitOptions {
+            timeout: Some(timeout),
+            ..Default::default()
+        }
+    }
+}
+
+/// Flags of an event at creation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EventFlags {
+    /// The event can be exported (CUDA `CU_EVENT_INTERPROCESS`, Ascend `ACL_EVENT_IPC`).
+    pub interprocess: bool,
+    /// The event records timing (not allowed together with `interprocess` on CUDA and Ascend).
+    pub timing: bool,
+}
+
+/// Access rights of a VMM mapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// No access.
+    None,
+    /// Read only.
+    Read,
+    /// Read and write.
+    ReadWrite,
+}
