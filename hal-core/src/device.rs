@@ -8,7 +8,7 @@
 //! Operations live on [`Device`]; resources ([`Allocation`], [`Mapping`],
 //! events, notifies, physical allocations, reservations) are RAII values that
 //! release themselves on drop. A backend that cannot do an operation answers
-//! [`Error::Unsupported`](crate::Error::Unsupported), never a panic.
+//! [`Error::Unsupported`], never a panic.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -271,8 +271,12 @@ pub trait Device: Send + Sync + 'static {
     fn reserve(&self, size: u64, align: u64) -> Result<Self::Reservation>;
 
     /// Map the whole of `physical` at `offset` in `reservation`.
-    fn map(&self, reservation: &Self::Reservation, offset: u64, physical: &Self::Physical)
-        -> Result<()>;
+    fn map(
+        &self,
+        reservation: &Self::Reservation,
+        offset: u64,
+        physical: &Self::Physical,
+    ) -> Result<()>;
 
     /// Unmap `len` bytes at `offset` of `reservation`.
     fn unmap(&self, reservation: &Self::Reservation, offset: u64, len: u64) -> Result<()>;

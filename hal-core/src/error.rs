@@ -17,7 +17,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// The backend cannot be used on this machine (library missing, no device).
-    #[error("backend `{backend}` is unavailable: {reason}{}", SearchedPaths(searched))]
+    #[error(
+        "backend `{backend}` is unavailable: {reason}{}",
+        SearchedPaths(searched)
+    )]
     Unavailable {
         /// Backend name, e.g. `cuda`.
         backend: String,
@@ -382,6 +385,9 @@ mod tests {
         }
         .into();
         let s = e.to_string();
-        assert!(s.contains("207006") && s.contains("ACL_ERROR_RT_NO_PERMISSION"), "{s}");
+        assert!(
+            s.contains("207006") && s.contains("ACL_ERROR_RT_NO_PERMISSION"),
+            "{s}"
+        );
     }
 }

@@ -1,25 +1,232 @@
-//! Placeholder: the exporter side of a handle is being written.
-use crate::handle::Handle;
-use std::os::fd::OwnedFd;
+//! The exporter's side of a handle: the handle, its descriptors, and their
+//! registration with this process's descriptor broker.
 
-/// An exported resource's handle, its descriptors, and its broker registration.
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::exchange::broker::{self, Policy, Registration};
+use crate::exchange::MAX_FDS;
+use crate::handle::wire::MAX_PIDS;
+use crate::handle::{FdSource, Handle, HandleFlags, SharedHandle};
+use crate::os;
+use crate::types::Importers;
+
+/// An exported resource: its [`Handle`], the descriptors that go with it, and
+/// their registration with this process's descriptor broker (see
+/// [`exchange`](crate::exchange)), so that the handle's text alone is enough
+/// for another process to import.
+///
+/// Dropping it unregisters the descriptors: importers that already hold
+/// them keep them, later imports from the text get [`Error::NotFound`].
+/// Backends return it from their `export_*` calls.
+///
+/// ```
+/// use hal_core::{os, BackendId, Exported, FdSource, Handle, HandleFlags, HandleKind};
+/// use hal_core::{Importers, Location};
+///
+/// let (pid, start) = os::self_identity();
+/// let handle = Handle {
+///     kind: HandleKind::Memory,
+///     backend: BackendId::CpuShm,
+///     device: 0,
+///     device_uuid: [0; 16],
+///     location: Location::Host,
+///     size: 4096,
+///     offset: 0,
+///     address: 0,
+///     creator_pid: pid,
+///     creator_start: start,
+///     object_id: os::random_id(),
+///     flags: HandleFlags::default(),
+///     allowed_pids: Vec::new(), // nobody yet
+///     fds: FdSource::None,
+///     payload: Vec::new(),
+/// };
+/// let mut exported = Exported::new(handle, vec![os::memfd("example", 4096, None)?])?;
+/// assert!(matches!(exported.handle().fds, FdSource::Broker { count: 1, .. }));
+/// exported.add_importers(&[4242])?;
+/// assert!(exported.handle().allows(4242));
+/// exported.set_importers(&Importers::Anyone)?;
+/// assert!(exported.handle().allows(1));
+/// # Ok::<(), hal_core::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Exported {
     handle: Handle,
-    fds: Vec<OwnedFd>,
+    fds: Arc<[OwnedFd]>,
+    registration: Option<Registration>,
 }
 
 impl Exported {
-    /// A handle whose descriptors travel beside it.
-    pub fn new(handle: Handle, fds: Vec<OwnedFd>) -> Self {
-        Exported { handle, fds }
+    /// Registers `fds` with this process's descriptor broker (an abstract Unix
+    /// socket, nothing on the file system) so that the handle text alone is
+    /// enough to import from another process; sets `handle.fds` to
+    /// [`FdSource::Broker`] with their count and the broker's name. With no
+    /// fds: [`FdSource::None`].
+    ///
+    /// The broker's allow-list starts as the handle's (`allowed_pids`, or
+    /// anyone with [`HandleFlags::ANY_IMPORTER`]). At most
+    /// [`MAX_FDS`](crate::exchange::MAX_FDS) descriptors. Where the broker
+    /// cannot be started (sockets forbidden by a sandbox), a warning is logged
+    /// and the handle says [`FdSource::Attached`]: its descriptors then travel
+    /// only beside it (a Unix socket, [`Exported::share`]).
+    pub fn new(mut handle: Handle, fds: Vec<OwnedFd>) -> Result<Exported> {
+        if fds.len() > MAX_FDS {
+            return Err(Error::invalid(format!(
+                "{} descriptors for one export, over the bound of {MAX_FDS}",
+                fds.len()
+            )));
+        }
+        let fds: Arc<[OwnedFd]> = fds.into();
+        let count = fds.len() as u8;
+        if fds.is_empty() {
+            handle.fds = FdSource::None;
+            return Ok(Exported {
+                handle,
+                fds,
+                registration: None,
+            });
+        }
+        let registration =
+            match broker::register(handle.object_id, Arc::clone(&fds), Policy::of(&handle)) {
+                Ok(reg) => {
+                    handle.fds = FdSource::Broker {
+                        count,
+                        name: reg.name().to_owned(),
+                    };
+                    Some(reg)
+                }
+                Err(e) => {
+                    log::warn!(
+                        "the descriptor broker is unavailable ({e}); the descriptors of export {} \
+                         travel only beside its handle (a Unix socket, Exported::share), not with \
+                         its text alone",
+                        os::hex(&handle.object_id)
+                    );
+                    handle.fds = FdSource::Attached { count };
+                    None
+                }
+            };
+        Ok(Exported {
+            handle,
+            fds,
+            registration,
+        })
     }
+
     /// The handle.
     pub fn handle(&self) -> &Handle {
         &self.handle
     }
-    /// The descriptors.
+
+    /// The descriptors, in the order the backend gave them.
     pub fn fds(&self) -> &[OwnedFd] {
         &self.fds
+    }
+
+    /// The handle's text form ([`Handle::to_text`]).
+    pub fn to_text(&self) -> String {
+        self.handle.to_text()
+    }
+
+    /// A copy of the handle with duplicates of the descriptors: to import in
+    /// this process, or to pass to a child.
+    pub fn share(&self) -> Result<SharedHandle> {
+        let fds = self
+            .fds
+            .iter()
+            .map(|fd| os::dup(fd.as_fd()))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(SharedHandle {
+            handle: self.handle.clone(),
+            fds,
+        })
+    }
+
+    /// Replace who may import: the handle's flags and allow-list, and the
+    /// broker's policy, which is what other processes are checked against.
+    ///
+    /// [`Importers::BackendDefault`] is refused with
+    /// [`Error::InvalidArgument`]: only the backend knows its default, and
+    /// resolves it to [`Importers::Anyone`] or [`Importers::Pids`] first.
+    /// Pids are deduplicated; pid 0 and more than
+    /// [`MAX_PIDS`](crate::handle::wire::MAX_PIDS) pids are refused.
+    pub fn set_importers(&mut self, importers: &Importers) -> Result<()> {
+        match importers {
+            Importers::Anyone => {
+                self.handle.flags.insert(HandleFlags::ANY_IMPORTER);
+                self.handle.allowed_pids.clear();
+            }
+            Importers::Pids(pids) => {
+                let list = merge(&[], pids)?;
+                self.handle.flags.0 &= !HandleFlags::ANY_IMPORTER.0;
+                self.handle.allowed_pids = list;
+            }
+            Importers::BackendDefault => {
+                return Err(Error::invalid(
+                    "Importers::BackendDefault means the backend's choice: the backend resolves \
+                     it to Importers::Anyone or Importers::Pids before Exported::set_importers",
+                ))
+            }
+        }
+        self.sync_policy();
+        Ok(())
+    }
+
+    /// Allow more pids to import (Ascend's `aclrtIpcMemSetImportPid`). Pids
+    /// already allowed are skipped; pid 0 and a list over
+    /// [`MAX_PIDS`](crate::handle::wire::MAX_PIDS) are refused, leaving the
+    /// export unchanged.
+    pub fn add_importers(&mut self, pids: &[u32]) -> Result<()> {
+        self.handle.allowed_pids = merge(&self.handle.allowed_pids, pids)?;
+        self.sync_policy();
+        Ok(())
+    }
+
+    fn sync_policy(&self) {
+        if let Some(reg) = &self.registration {
+            reg.set_policy(Policy::of(&self.handle));
+        }
+    }
+}
+
+/// `old` followed by the pids of `new` not in it yet.
+fn merge(old: &[u32], new: &[u32]) -> Result<Vec<u32>> {
+    let mut list = old.to_vec();
+    for &pid in new {
+        if pid == 0 {
+            return Err(Error::invalid("pid 0 names no process"));
+        }
+        if !list.contains(&pid) {
+            list.push(pid);
+        }
+    }
+    if list.len() > MAX_PIDS {
+        return Err(Error::invalid(format!(
+            "{} importer pids, over the bound of {MAX_PIDS}",
+            list.len()
+        )));
+    }
+    Ok(list)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn exported_is_send_sync() {
+        assert_send_sync::<Exported>();
+    }
+
+    #[test]
+    fn merge_dedups_and_bounds() {
+        assert_eq!(merge(&[1, 2], &[2, 3, 3]).unwrap(), vec![1, 2, 3]);
+        assert!(merge(&[], &[0]).is_err());
+        let many: Vec<u32> = (1..=MAX_PIDS as u32 + 1).collect();
+        assert!(merge(&[], &many).is_err());
     }
 }

@@ -29,6 +29,7 @@ pub mod dlpack;
 pub mod dynamic;
 pub mod error;
 pub mod exchange;
+pub mod growable;
 mod export;
 pub mod handle;
 pub mod lease;

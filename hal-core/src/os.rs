@@ -547,13 +547,8 @@ pub fn random_id() -> [u8; 16] {
     let mut filled = 0;
     while filled < buf.len() {
         // SAFETY: the destination is the unfilled tail of `buf`.
-        let n = unsafe {
-            libc::getrandom(
-                buf[filled..].as_mut_ptr().cast(),
-                buf.len() - filled,
-                0,
-            )
-        };
+        let n =
+            unsafe { libc::getrandom(buf[filled..].as_mut_ptr().cast(), buf.len() - filled, 0) };
         if n > 0 {
             filled += n as usize;
         } else if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {

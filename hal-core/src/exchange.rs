@@ -1,1 +1,0 @@
-//! Placeholder: handle exchange is being written.

@@ -1,0 +1,221 @@
+//! The socket calls of the exchange: `sendmsg` and `recvmsg` with descriptors
+//! and credentials, peer credentials, timeouts.
+//!
+//! `recvmsg` is written against libc rather than `nix` because a receiver must
+//! close every descriptor the kernel installed even when it also reports
+//! `MSG_CTRUNC` (some descriptors dropped), and `nix` refuses to walk the
+//! control messages of a truncated reception.
+
+use std::io;
+use std::mem;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+use nix::sys::socket::{self, sockopt, ControlMessage, MsgFlags};
+use nix::sys::time::TimeVal;
+
+use super::PeerCred;
+
+/// What one `recvmsg` delivered.
+#[derive(Debug)]
+pub(crate) struct Received {
+    /// Bytes of data (0 at end of stream).
+    pub bytes: usize,
+    /// Descriptors the kernel installed (close-on-exec), owned here.
+    pub fds: Vec<OwnedFd>,
+    /// The sender's credentials (`SCM_CREDENTIALS`), when the socket passes them.
+    pub creds: Option<PeerCred>,
+    /// `MSG_CTRUNC`: the kernel dropped control data, usually descriptors.
+    pub ctrunc: bool,
+    /// `MSG_TRUNC`: a datagram or packet was longer than the buffer.
+    pub trunc: bool,
+}
+
+/// Bytes of control buffer for credentials and `max_fds` descriptors.
+fn control_len(max_fds: usize) -> usize {
+    let fd_bytes = (max_fds * mem::size_of::<RawFd>()) as u32;
+    let cred_bytes = mem::size_of::<libc::ucred>() as u32;
+    // SAFETY: CMSG_SPACE is pure arithmetic on its argument.
+    let rights = unsafe { libc::CMSG_SPACE(fd_bytes) } as usize;
+    // SAFETY: as above.
+    let cred = unsafe { libc::CMSG_SPACE(cred_bytes) } as usize;
+    if max_fds == 0 {
+        cred
+    } else {
+        rights + cred
+    }
+}
+
+/// One `recvmsg` into `buf`, with room for `max_fds` descriptors and the
+/// sender's credentials. Received descriptors are close-on-exec. `EINTR` is
+/// retried; a timeout reads as `WouldBlock`.
+pub(crate) fn recv_msg(fd: BorrowedFd<'_>, buf: &mut [u8], max_fds: usize) -> io::Result<Received> {
+    let clen = control_len(max_fds);
+    // u64 words keep the control buffer aligned for `cmsghdr`.
+    let mut control = vec![0u64; clen.div_ceil(8)];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is plain data for which all-zero is a valid value.
+    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = clen as _;
+    let n = loop {
+        // SAFETY: `msg` points at `iov` (which covers `buf`) and at `control`
+        // (`clen` bytes); all three outlive the call and nothing else
+        // accesses them meanwhile.
+        let n = unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n >= 0 {
+            break n as usize;
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    };
+    let used = (msg.msg_controllen as usize).min(clen);
+    // SAFETY: the control buffer is `clen` initialised bytes (zeroed, then
+    // partly written by the kernel); viewing u64 words as bytes is sound.
+    let bytes = unsafe { std::slice::from_raw_parts(control.as_ptr().cast::<u8>(), clen) };
+    let (fds, creds) = parse_control(&bytes[..used]);
+    Ok(Received {
+        bytes: n,
+        fds,
+        creds,
+        ctrunc: msg.msg_flags & libc::MSG_CTRUNC != 0,
+        trunc: msg.msg_flags & libc::MSG_TRUNC != 0,
+    })
+}
+
+/// Walk the control messages in `control` (what the kernel wrote), taking
+/// ownership of every descriptor and reading credentials. Bounds are checked
+/// against the buffer, so a truncated message cannot make it read past it.
+fn parse_control(control: &[u8]) -> (Vec<OwnedFd>, Option<PeerCred>) {
+    let hdr_len = mem::size_of::<libc::cmsghdr>();
+    // SAFETY: CMSG_LEN is pure arithmetic.
+    let data_off = unsafe { libc::CMSG_LEN(0) } as usize;
+    let align = mem::size_of::<usize>();
+    let mut fds = Vec::new();
+    let mut creds = None;
+    let mut off = 0usize;
+    while off + hdr_len <= control.len() {
+        // SAFETY: `off + hdr_len` bytes are in bounds; read_unaligned copes
+        // with any alignment and cmsghdr is plain integers.
+        let hdr: libc::cmsghdr =
+            unsafe { std::ptr::read_unaligned(control[off..].as_ptr().cast()) };
+        let len = hdr.cmsg_len as usize;
+        if len < data_off {
+            break;
+        }
+        let start = off + data_off;
+        let end = off.saturating_add(len).min(control.len());
+        let data = control.get(start..end).unwrap_or(&[]);
+        if hdr.cmsg_level == libc::SOL_SOCKET && hdr.cmsg_type == libc::SCM_RIGHTS {
+            for chunk in data.chunks_exact(mem::size_of::<RawFd>()) {
+                let mut raw = [0u8; 4];
+                raw.copy_from_slice(chunk);
+                let raw = RawFd::from_ne_bytes(raw);
+                if raw >= 0 {
+                    // SAFETY: the kernel installed this descriptor in our
+                    // table for this reception; nothing else owns it.
+                    fds.push(unsafe { OwnedFd::from_raw_fd(raw) });
+                }
+            }
+        } else if hdr.cmsg_level == libc::SOL_SOCKET
+            && hdr.cmsg_type == libc::SCM_CREDENTIALS
+            && data.len() >= mem::size_of::<libc::ucred>()
+        {
+            // SAFETY: `data` holds at least one ucred; read_unaligned copes
+            // with alignment and ucred is plain integers.
+            let c: libc::ucred = unsafe { std::ptr::read_unaligned(data.as_ptr().cast()) };
+            creds = Some(PeerCred {
+                pid: c.pid.max(0) as u32,
+                uid: c.uid,
+                gid: c.gid,
+            });
+        }
+        let step = len.div_ceil(align) * align;
+        off = match off.checked_add(step) {
+            Some(next) => next,
+            None => break,
+        };
+    }
+    (fds, creds)
+}
+
+/// One `sendmsg` of `data` with `fds` attached (`MSG_NOSIGNAL`: a closed peer
+/// is `EPIPE`, never `SIGPIPE`). Returns the bytes sent; `EINTR` is retried.
+pub(crate) fn send_msg(fd: BorrowedFd<'_>, data: &[u8], fds: &[RawFd]) -> io::Result<usize> {
+    let iov = [io::IoSlice::new(data)];
+    let rights = [ControlMessage::ScmRights(fds)];
+    let cmsgs: &[ControlMessage<'_>] = if fds.is_empty() { &[] } else { &rights };
+    loop {
+        match socket::sendmsg::<()>(fd.as_raw_fd(), &iov, cmsgs, MsgFlags::MSG_NOSIGNAL, None) {
+            Ok(n) => return Ok(n),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(io::Error::from_raw_os_error(e as i32)),
+        }
+    }
+}
+
+/// Send all of `data`, the descriptors with the first bytes.
+pub(crate) fn send_all(fd: BorrowedFd<'_>, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
+    let mut sent = send_msg(fd, data, fds)?;
+    while sent < data.len() {
+        match send_msg(fd, &data[sent..], &[])? {
+            0 => return Err(io::ErrorKind::WriteZero.into()),
+            n => sent += n,
+        }
+    }
+    Ok(())
+}
+
+/// The credentials the kernel recorded for the peer at connect time.
+pub(crate) fn peer_cred(fd: BorrowedFd<'_>) -> io::Result<PeerCred> {
+    let c = socket::getsockopt(&fd, sockopt::PeerCredentials)
+        .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
+    Ok(PeerCred {
+        pid: c.pid().max(0) as u32,
+        uid: c.uid(),
+        gid: c.gid(),
+    })
+}
+
+/// Ask the kernel to attach the sender's credentials to every message this
+/// socket receives (`SO_PASSCRED`).
+pub(crate) fn pass_cred(fd: BorrowedFd<'_>) -> io::Result<()> {
+    socket::setsockopt(&fd, sockopt::PassCred, &true)
+        .map_err(|e| io::Error::from_raw_os_error(e as i32))
+}
+
+/// Receive and send timeouts (`SO_RCVTIMEO`, `SO_SNDTIMEO`; the latter also
+/// bounds a Unix `connect` waiting on a full backlog). `None` blocks.
+pub(crate) fn set_timeouts(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Result<()> {
+    let tv = match timeout {
+        Some(t) => {
+            let secs = t.as_secs().min(i64::MAX as u64 / 2);
+            let mut micros = t.subsec_micros();
+            // An all-zero timeval means "forever" to the kernel: round a
+            // timeout under a microsecond up to one.
+            if secs == 0 && micros == 0 {
+                micros = 1;
+            }
+            TimeVal::new(secs as _, micros as _)
+        }
+        None => TimeVal::new(0, 0),
+    };
+    let map = |e: nix::errno::Errno| io::Error::from_raw_os_error(e as i32);
+    socket::setsockopt(&fd, sockopt::ReceiveTimeout, &tv).map_err(map)?;
+    socket::setsockopt(&fd, sockopt::SendTimeout, &tv).map_err(map)
+}
+
+/// True for the errors a socket timeout produces.
+pub(crate) fn is_timeout(err: &io::Error) -> bool {
+    matches!(
+        err.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}

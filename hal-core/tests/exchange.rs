@@ -1,0 +1,921 @@
+//! Handle exchange across real processes.
+//!
+//! Each cross-process test starts this test binary again with
+//! `--exact child_process` and the environment variable `HAL_EXCHANGE_ROLE`
+//! naming what the child does; the child reports on stdout with lines that
+//! start with `RESULT ` and fails (exit status 101) on any broken
+//! expectation. Sockets are abstract or live in temporary directories, and
+//! memory is in memfds, so nothing is left behind.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use hal_core::exchange::{self, HandleListener, HandleStream};
+use hal_core::{
+    os, BackendId, Error, Exported, FdSource, Handle, HandleError, HandleFlags, HandleKind,
+    Importers, Location, SharedHandle,
+};
+use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
+
+const ROLE: &str = "HAL_EXCHANGE_ROLE";
+const ARG: &str = "HAL_EXCHANGE_ARG";
+/// Generous bound on waits for a child, so that a broken child fails the
+/// test instead of hanging it (never a timing assertion).
+const PATIENCE: Duration = Duration::from_secs(60);
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+fn unique(tag: &str) -> String {
+    format!(
+        "hal-test-{tag}-{}-{}-{}",
+        os::pid(),
+        COUNTER.fetch_add(1, Ordering::Relaxed),
+        os::hex(&os::random_id()[..4])
+    )
+}
+
+fn euid() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
+
+fn handle_with(fds: FdSource, flags: HandleFlags, allowed: Vec<u32>) -> Handle {
+    let (pid, start) = os::self_identity();
+    Handle {
+        kind: HandleKind::Memory,
+        backend: BackendId::CpuShm,
+        device: 0,
+        device_uuid: [0x11; 16],
+        location: Location::Host,
+        size: 4096,
+        offset: 0,
+        address: 0,
+        creator_pid: pid,
+        creator_start: start,
+        object_id: os::random_id(),
+        flags,
+        allowed_pids: allowed,
+        fds,
+        payload: b"exchange-test".to_vec(),
+    }
+}
+
+fn memfd_with(bytes: &[u8]) -> OwnedFd {
+    let fd = os::memfd("hal-exchange-test", 4096, None).expect("memfd");
+    File::from(os::dup(fd.as_fd()).expect("dup"))
+        .write_all_at(bytes, 0)
+        .expect("write memfd");
+    fd
+}
+
+fn read_fd(fd: &OwnedFd, len: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; len];
+    File::from(os::dup(fd.as_fd()).expect("dup"))
+        .read_exact_at(&mut buf, 0)
+        .expect("read memfd");
+    buf
+}
+
+// ---------------------------------------------------------------------------
+// Child processes
+
+/// A child process that is killed and reaped if the test fails early.
+struct Kid {
+    child: Option<Child>,
+    stdout: Option<BufReader<ChildStdout>>,
+}
+
+impl Kid {
+    fn spawn(role: &str, arg: &str) -> Kid {
+        Kid::spawn_with(role, arg, |_| {})
+    }
+
+    fn spawn_with(role: &str, arg: &str, setup: impl FnOnce(&mut Command)) -> Kid {
+        let mut cmd = Command::new(std::env::current_exe().expect("current_exe"));
+        cmd.args([
+            "--exact",
+            "child_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, role)
+        .env(ARG, arg)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+        setup(&mut cmd);
+        let mut child = cmd.spawn().expect("spawn child");
+        let stdout = child.stdout.take().map(BufReader::new);
+        Kid {
+            child: Some(child),
+            stdout,
+        }
+    }
+
+    fn id(&self) -> u32 {
+        self.child.as_ref().map_or(0, |c| c.id())
+    }
+
+    fn tell(&mut self, line: &str) {
+        let child = self.child.as_mut().expect("child");
+        let stdin = child.stdin.as_mut().expect("stdin");
+        writeln!(stdin, "{line}").expect("write to child");
+        stdin.flush().expect("flush");
+    }
+
+    /// The next `RESULT ` line of the child (other output is libtest's).
+    fn result(&mut self) -> String {
+        let out = self.stdout.as_mut().expect("stdout");
+        let mut line = String::new();
+        let mut seen = String::new();
+        loop {
+            line.clear();
+            let n = out.read_line(&mut line).expect("read child output");
+            assert!(
+                n > 0,
+                "the child ended without a RESULT line; it wrote:\n{seen}"
+            );
+            seen.push_str(&line);
+            // libtest may have written "test child_process ... " on the same line.
+            if let Some(at) = line.find("RESULT ") {
+                return line[at + 7..].trim_end().to_owned();
+            }
+        }
+    }
+
+    /// Wait for the child; it must have passed.
+    fn finish(mut self) {
+        let mut child = self.child.take().expect("child");
+        drop(child.stdin.take());
+        let mut rest = String::new();
+        if let Some(mut out) = self.stdout.take() {
+            let _ = out.read_to_string(&mut rest);
+        }
+        let status = child.wait().expect("wait child");
+        assert!(status.success(), "child failed ({status}); output:\n{rest}");
+    }
+}
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn say(result: impl std::fmt::Display) {
+    println!("RESULT {result}");
+    let _ = std::io::stdout().flush();
+}
+
+fn read_line() -> String {
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).expect("stdin");
+    line.trim().to_owned()
+}
+
+/// The entry of every child process; a no-op in a normal test run.
+#[test]
+fn child_process() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    let arg = std::env::var(ARG).unwrap_or_default();
+    match role.as_str() {
+        "socket-recv" => child_socket_recv(&arg),
+        "socket-expect-nothing" => child_socket_expect_nothing(&arg),
+        "broker-import" => child_broker_import(),
+        "broker-denied" => child_broker_denied(),
+        "export-and-exit" => child_export_and_exit(),
+        "other-user" => child_other_user(),
+        "file-writer" => child_file_writer(&arg),
+        "umask-writer" => child_umask_writer(&arg),
+        "rlimit-recv" => child_rlimit_recv(&arg),
+        "pair-child" => child_pair(&arg),
+        "fork" => child_fork(),
+        other => panic!("unknown child role {other}"),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// A handle with a descriptor crosses a Unix socket; both sides see each other.
+
+#[test]
+fn socket_carries_a_memfd_and_both_sides_see_the_peer() {
+    let name = unique("sock");
+    let listener = HandleListener::bind_abstract(&name).unwrap();
+    let mut kid = Kid::spawn("socket-recv", &name);
+    let stream = listener.accept_timeout(PATIENCE).unwrap();
+    stream.set_timeout(Some(PATIENCE)).unwrap();
+    let peer = stream.peer().unwrap();
+    assert_eq!(peer.pid, kid.id(), "the parent sees the child's pid");
+    assert_eq!(peer.uid, euid());
+
+    let fd = memfd_with(b"bytes across the socket");
+    let handle = handle_with(
+        FdSource::Attached { count: 1 },
+        HandleFlags::default(),
+        vec![kid.id()],
+    );
+    stream.send(&handle, &[fd]).unwrap();
+    assert_eq!(kid.result(), "bytes across the socket");
+    assert_eq!(kid.result(), handle.to_text(), "the handle arrives intact");
+    kid.finish();
+}
+
+fn child_socket_recv(name: &str) {
+    let stream = HandleStream::connect_abstract(name).unwrap();
+    stream.set_timeout(Some(PATIENCE)).unwrap();
+    let parent = std::os::unix::process::parent_id();
+    let peer = stream.peer().unwrap();
+    assert_eq!(peer.pid, parent, "the child sees the parent's pid");
+    assert_eq!(peer.uid, euid());
+    let (mut shared, sender) = stream.recv().unwrap();
+    assert_eq!(sender.pid, parent);
+    assert_eq!(sender.uid, euid());
+    let fds = exchange::take_fds(&mut shared).unwrap();
+    assert_eq!(fds.len(), 1);
+    say(String::from_utf8(read_fd(&fds[0], 23)).unwrap());
+    say(shared.handle.to_text());
+}
+
+#[test]
+fn socket_sender_refuses_a_pid_not_on_the_allow_list() {
+    let name = unique("deny");
+    let listener = HandleListener::bind_abstract(&name).unwrap();
+    let mut kid = Kid::spawn("socket-expect-nothing", &name);
+    let stream = listener.accept_timeout(PATIENCE).unwrap();
+    let fd = memfd_with(b"secret");
+    // Someone else (pid 1) is allowed; the child is not.
+    let handle = handle_with(
+        FdSource::Attached { count: 1 },
+        HandleFlags::default(),
+        vec![1],
+    );
+    match stream.send(&handle, &[fd]) {
+        Err(Error::PermissionDenied { pid, .. }) => assert_eq!(pid, Some(kid.id())),
+        other => panic!("expected PermissionDenied, got {other:?}"),
+    }
+    drop(stream);
+    assert_eq!(kid.result(), "closed");
+    kid.finish();
+}
+
+fn child_socket_expect_nothing(name: &str) {
+    let stream = HandleStream::connect_abstract(name).unwrap();
+    stream.set_timeout(Some(PATIENCE)).unwrap();
+    match stream.recv() {
+        Err(Error::Closed { .. }) => say("closed"),
+        other => panic!("expected the parent to hang up without sending, got {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// A socket pair shared with a child: the child says hello, the parent learns
+// its pid from the kernel, then sends.
+
+#[test]
+fn socketpair_child_is_identified_by_its_hello() {
+    let (parent_end, child_end) = exchange::socketpair().unwrap();
+    parent_end.set_timeout(Some(PATIENCE)).unwrap();
+    let child_raw = child_end.as_fd().as_raw_fd();
+    let mut kid = Kid::spawn_with("pair-child", &child_raw.to_string(), |cmd| {
+        // SAFETY: fcntl is async-signal-safe; clearing close-on-exec on the
+        // child's end (same number) lets it survive the exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::fcntl(child_raw, libc::F_SETFD, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
+    });
+    drop(child_end);
+    let handle = handle_with(
+        FdSource::Attached { count: 1 },
+        HandleFlags::default(),
+        vec![kid.id()],
+    );
+    let fd = memfd_with(b"through a pair");
+    // Before the hello the peer of the pair is unknown: a restricted handle
+    // is not sent.
+    assert!(matches!(
+        parent_end.send(&handle, &[&fd]),
+        Err(Error::PermissionDenied { pid: None, .. })
+    ));
+    let hello = parent_end.wait_hello().unwrap();
+    assert_eq!(hello.pid, kid.id());
+    assert_eq!(parent_end.peer().unwrap().pid, kid.id());
+    parent_end.send(&handle, &[&fd]).unwrap();
+    assert_eq!(kid.result(), "through a pair");
+    kid.finish();
+}
+
+fn child_pair(arg: &str) {
+    let raw: RawFd = arg.parse().unwrap();
+    // SAFETY: the parent left this process's end of the pair open at `raw`
+    // across the exec, and nothing else here owns that number.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let stream = HandleStream::from_fd(fd).unwrap();
+    stream.set_timeout(Some(PATIENCE)).unwrap();
+    let parent = std::os::unix::process::parent_id();
+    assert_eq!(stream.peer().unwrap().pid, parent);
+    stream.hello().unwrap();
+    let (mut shared, sender) = stream.recv().unwrap();
+    assert_eq!(sender.pid, parent);
+    let fds = exchange::take_fds(&mut shared).unwrap();
+    say(String::from_utf8(read_fd(&fds[0], 14)).unwrap());
+}
+
+// ---------------------------------------------------------------------------
+// The broker: a handle's text is enough for an allowed process.
+
+#[test]
+fn broker_serves_a_text_only_import_to_an_allowed_child() {
+    let fd = memfd_with(b"fetched from the broker");
+    let handle = handle_with(FdSource::None, HandleFlags::default(), Vec::new());
+    let mut exported = Exported::new(handle, vec![fd]).unwrap();
+    assert!(matches!(
+        exported.handle().fds,
+        FdSource::Broker { count: 1, .. }
+    ));
+    let mut kid = Kid::spawn("broker-import", "");
+    exported.add_importers(&[kid.id()]).unwrap();
+    kid.tell(&exported.to_text());
+    assert_eq!(kid.result(), "fetched from the broker");
+    kid.finish();
+}
+
+fn child_broker_import() {
+    let handle = exchange::decode(&read_line()).unwrap();
+    assert!(handle.allows(os::pid()));
+    let mut shared = SharedHandle::from(handle);
+    let fds = exchange::take_fds(&mut shared).unwrap();
+    assert_eq!(fds.len(), 1);
+    say(String::from_utf8(read_fd(&fds[0], 23)).unwrap());
+}
+
+#[test]
+fn broker_refuses_a_pid_not_on_its_list_even_with_a_forged_handle() {
+    let fd = memfd_with(b"allowed at last");
+    let handle = handle_with(FdSource::None, HandleFlags::default(), Vec::new());
+    let mut exported = Exported::new(handle, vec![fd]).unwrap();
+    exported.set_importers(&Importers::Pids(vec![1])).unwrap();
+    let mut kid = Kid::spawn("broker-denied", "");
+    kid.tell(&exported.to_text());
+    assert_eq!(kid.result(), format!("denied {}", kid.id()));
+    assert_eq!(kid.result(), "forged handle denied");
+    // The exporter's own decision counts: allowing the child lets it in.
+    exported.add_importers(&[kid.id()]).unwrap();
+    kid.tell("go");
+    assert_eq!(kid.result(), "allowed at last");
+    kid.finish();
+}
+
+fn child_broker_denied() {
+    let handle = exchange::decode(&read_line()).unwrap();
+    assert!(!handle.allows(os::pid()));
+    let mut shared = SharedHandle::from(handle.clone());
+    match exchange::take_fds(&mut shared) {
+        Err(Error::PermissionDenied {
+            pid: Some(pid),
+            reason,
+        }) => {
+            assert!(reason.contains("not allowed"), "{reason}");
+            say(format!("denied {pid}"));
+        }
+        other => panic!("expected PermissionDenied, got {other:?}"),
+    }
+    // Claim in the text that anyone, and this pid, may import.
+    let mut forged = handle.clone();
+    forged.flags.insert(HandleFlags::ANY_IMPORTER);
+    forged.allowed_pids = vec![os::pid()];
+    let mut shared = SharedHandle::from(exchange::decode(&forged.to_text()).unwrap());
+    match exchange::take_fds(&mut shared) {
+        Err(Error::PermissionDenied { .. }) => say("forged handle denied"),
+        other => panic!("a forged handle must not open the broker, got {other:?}"),
+    }
+    assert_eq!(read_line(), "go");
+    let mut shared = SharedHandle::from(handle);
+    let fds = exchange::take_fds(&mut shared).unwrap();
+    say(String::from_utf8(read_fd(&fds[0], 15)).unwrap());
+}
+
+#[test]
+fn importing_after_the_exporter_exited_says_so() {
+    let mut kid = Kid::spawn("export-and-exit", "");
+    let text = kid.result();
+    kid.finish();
+    let mut shared = SharedHandle::from(exchange::decode(&text).unwrap());
+    match exchange::take_fds(&mut shared) {
+        Err(Error::Closed { what }) => assert!(what.contains("exited"), "{what}"),
+        other => panic!("expected Closed, got {other:?}"),
+    }
+}
+
+fn child_export_and_exit() {
+    let handle = handle_with(FdSource::None, HandleFlags::ANY_IMPORTER, Vec::new());
+    let exported = Exported::new(handle, vec![memfd_with(b"gone")]).unwrap();
+    say(exported.to_text());
+}
+
+#[test]
+fn broker_refuses_another_user() {
+    let handle = handle_with(FdSource::None, HandleFlags::ANY_IMPORTER, Vec::new());
+    let exported = Exported::new(handle, vec![memfd_with(b"mine")]).unwrap();
+    let mut kid = Kid::spawn("other-user", "");
+    kid.tell(&exported.to_text());
+    let outcome = kid.result();
+    eprintln!("another user: {outcome}");
+    // Changing user needs root; elsewhere the child says it could not.
+    assert!(
+        outcome == "uid denied" || outcome == "skipped: not root",
+        "{outcome}"
+    );
+    kid.finish();
+}
+
+fn child_other_user() {
+    let text = read_line();
+    if euid() != 0 {
+        say("skipped: not root");
+        return;
+    }
+    let nobody = 65534;
+    nix::unistd::setgid(nix::unistd::Gid::from_raw(nobody)).unwrap();
+    nix::unistd::setuid(nix::unistd::Uid::from_raw(nobody)).unwrap();
+    let mut shared = SharedHandle::from(exchange::decode(&text).unwrap());
+    match exchange::take_fds(&mut shared) {
+        Err(Error::PermissionDenied { reason, .. }) if reason.contains("another user") => {
+            say("uid denied")
+        }
+        other => panic!("expected the broker to refuse another user, got {other:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// In-process broker behaviour.
+
+fn broker_name(handle: &Handle) -> String {
+    match &handle.fds {
+        FdSource::Broker { name, .. } => name.clone(),
+        other => panic!("expected a broker handle, got {other:?}"),
+    }
+}
+
+fn raw_connect(name: &str) -> OwnedFd {
+    let fd = socket::socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    let timeout = nix::sys::time::TimeVal::new(30, 0);
+    socket::setsockopt(&fd, socket::sockopt::ReceiveTimeout, &timeout).unwrap();
+    let addr = UnixAddr::new_abstract(name.as_bytes()).unwrap();
+    socket::connect(fd.as_raw_fd(), &addr).unwrap();
+    fd
+}
+
+/// Send `bytes` (and optionally descriptors) and return the reply's status.
+fn raw_exchange(name: &str, bytes: &[u8], fds: &[RawFd]) -> Option<u8> {
+    let fd = raw_connect(name);
+    let rights = [socket::ControlMessage::ScmRights(fds)];
+    let cmsgs: &[socket::ControlMessage<'_>] = if fds.is_empty() { &[] } else { &rights };
+    socket::sendmsg::<()>(
+        fd.as_raw_fd(),
+        &[std::io::IoSlice::new(bytes)],
+        cmsgs,
+        socket::MsgFlags::MSG_NOSIGNAL,
+        None,
+    )
+    .unwrap();
+    let mut reply = [0u8; 64];
+    let n = socket::recv(fd.as_raw_fd(), &mut reply, socket::MsgFlags::empty()).unwrap();
+    (n >= 6).then(|| {
+        assert_eq!(&reply[..4], b"HALR");
+        reply[5]
+    })
+}
+
+fn request(object_id: &[u8; 16], version: u8) -> Vec<u8> {
+    let mut r = b"HALB".to_vec();
+    r.extend_from_slice(&[version, 1, 0, 0]);
+    r.extend_from_slice(object_id);
+    r
+}
+
+#[test]
+fn garbage_on_the_broker_socket_does_not_break_it() {
+    let handle = handle_with(FdSource::None, HandleFlags::ANY_IMPORTER, Vec::new());
+    let exported = Exported::new(handle, vec![memfd_with(b"still served")]).unwrap();
+    let name = broker_name(exported.handle());
+    let id = exported.handle().object_id;
+
+    // Connect and hang up, send an empty packet, stay silent for a while.
+    drop(raw_connect(&name));
+    assert_eq!(raw_exchange(&name, &[], &[]), None);
+    let silent = raw_connect(&name);
+    // Short, random, oversized and mislabelled requests.
+    assert_eq!(raw_exchange(&name, b"hi!", &[]), Some(1));
+    assert_eq!(raw_exchange(&name, &[0xff; 24], &[]), Some(1));
+    assert_eq!(raw_exchange(&name, &vec![0x5a; 60_000], &[]), Some(1));
+    let mut long = request(&id, 1);
+    long.push(0);
+    assert_eq!(raw_exchange(&name, &long, &[]), Some(1));
+    assert_eq!(raw_exchange(&name, &request(&id, 99), &[]), Some(2));
+    assert_eq!(
+        raw_exchange(&name, &request(&os::random_id(), 1), &[]),
+        Some(3)
+    );
+    // Descriptors sent to the broker are dropped, and the request served.
+    let (r, w) = nix::unistd::pipe().unwrap();
+    assert_eq!(
+        raw_exchange(&name, &request(&id, 1), &[r.as_raw_fd(), w.as_raw_fd()]),
+        Some(0)
+    );
+    drop(silent);
+
+    let mut shared = SharedHandle::from(exported.handle().clone());
+    let fds = exchange::take_fds(&mut shared).unwrap();
+    assert_eq!(read_fd(&fds[0], 12), b"still served");
+}
+
+#[test]
+fn a_broker_that_never_answers_times_out() {
+    // A socket that listens but never accepts, named in a handle of ours.
+    let name = unique("mute");
+    let mute = socket::socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    let addr = UnixAddr::new_abstract(name.as_bytes()).unwrap();
+    socket::bind(mute.as_raw_fd(), &addr).unwrap();
+    socket::listen(&mute, socket::Backlog::new(4).unwrap()).unwrap();
+    let handle = handle_with(
+        FdSource::Broker { count: 1, name },
+        HandleFlags::ANY_IMPORTER,
+        Vec::new(),
+    );
+    let err = exchange::take_fds(&mut SharedHandle::from(handle)).unwrap_err();
+    assert!(err.is_timeout(), "{err:?}");
+}
+
+#[test]
+fn take_fds_checks_counts_and_unknown_objects() {
+    let handle = handle_with(FdSource::None, HandleFlags::ANY_IMPORTER, Vec::new());
+    let exported = Exported::new(handle, vec![memfd_with(b"x")]).unwrap();
+
+    // Same process, attached descriptors: taken as they are.
+    let mut shared = exported.share().unwrap();
+    assert_eq!(exchange::take_fds(&mut shared).unwrap().len(), 1);
+    assert!(shared.fds.is_empty());
+
+    // A count that does not match the handle.
+    let mut shared = exported.share().unwrap();
+    shared.fds.push(memfd_with(b"extra"));
+    assert!(matches!(
+        exchange::take_fds(&mut shared),
+        Err(Error::InvalidHandle(HandleError::Descriptors(_)))
+    ));
+
+    // An object the broker does not know.
+    let mut stale = exported.handle().clone();
+    stale.object_id = os::random_id();
+    assert!(matches!(
+        exchange::take_fds(&mut SharedHandle::from(stale)),
+        Err(Error::NotFound { .. })
+    ));
+
+    // No descriptors at all; descriptors that should have come along.
+    let none = handle_with(FdSource::None, HandleFlags::ANY_IMPORTER, Vec::new());
+    assert!(exchange::take_fds(&mut SharedHandle::from(none))
+        .unwrap()
+        .is_empty());
+    let attached = handle_with(
+        FdSource::Attached { count: 2 },
+        HandleFlags::ANY_IMPORTER,
+        Vec::new(),
+    );
+    assert!(matches!(
+        exchange::take_fds(&mut SharedHandle::from(attached)),
+        Err(Error::InvalidHandle(HandleError::Descriptors(_)))
+    ));
+
+    // After the export is dropped its descriptors are no longer served.
+    let gone = exported.handle().clone();
+    drop(exported);
+    assert!(matches!(
+        exchange::take_fds(&mut SharedHandle::from(gone)),
+        Err(Error::NotFound { .. })
+    ));
+}
+
+#[test]
+fn an_export_without_descriptors_names_none() {
+    let handle = handle_with(
+        FdSource::Attached { count: 3 },
+        HandleFlags::ANY_IMPORTER,
+        Vec::new(),
+    );
+    let exported = Exported::new(handle, Vec::new()).unwrap();
+    assert_eq!(exported.handle().fds, FdSource::None);
+    assert!(exported.fds().is_empty());
+}
+
+// ---------------------------------------------------------------------------
+// A forked child neither serves nor holds its parent's broker.
+
+#[test]
+fn a_forked_child_does_not_serve_its_parents_registrations() {
+    // Forking happens in a child of its own, away from the other tests' threads.
+    let mut kid = Kid::spawn("fork", "");
+    assert_eq!(kid.result(), "fork ok");
+    kid.finish();
+}
+
+fn socket_inode(abstract_name: &str) -> Option<String> {
+    let table = std::fs::read_to_string("/proc/net/unix").ok()?;
+    let want = format!("@{abstract_name}");
+    table.lines().find_map(|l| {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        (cols.len() >= 8 && cols[7] == want).then(|| cols[6].to_owned())
+    })
+}
+
+fn holds_socket(inode: &str) -> bool {
+    let want = format!("socket:[{inode}]");
+    std::fs::read_dir("/proc/self/fd")
+        .map(|dir| {
+            dir.flatten()
+                .any(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy() == want))
+        })
+        .unwrap_or(false)
+}
+
+fn in_forked_child(parent: &Exported) -> Result<(), String> {
+    let parent_name = broker_name(parent.handle());
+    let inode = socket_inode(&parent_name).ok_or("the parent's broker is not listed")?;
+    if holds_socket(&inode) {
+        return Err("the child still holds the parent's listening socket".into());
+    }
+    let handle = handle_with(FdSource::None, HandleFlags::ANY_IMPORTER, Vec::new());
+    let own = Exported::new(handle, vec![memfd_with(b"child")]).map_err(|e| e.to_string())?;
+    let own_name = broker_name(own.handle());
+    if own_name == parent_name || !own_name.contains(&format!("-{}-", os::pid())) {
+        return Err(format!(
+            "child broker named {own_name}, parent's {parent_name}"
+        ));
+    }
+    // A handle whose socket is served by someone other than its (live)
+    // creator is refused before anything is asked.
+    let mut asked = parent.handle().clone();
+    asked.fds = FdSource::Broker {
+        count: 1,
+        name: own_name,
+    };
+    match exchange::take_fds(&mut SharedHandle::from(asked.clone())) {
+        Err(Error::PermissionDenied { pid, .. }) if pid == Some(os::pid()) => {}
+        other => return Err(format!("an impostor broker was trusted: {other:?}")),
+    }
+    // The child's broker does not know the parent's export.
+    (asked.creator_pid, asked.creator_start) = os::self_identity();
+    match exchange::take_fds(&mut SharedHandle::from(asked)) {
+        Err(Error::NotFound { .. }) => {}
+        other => return Err(format!("child broker answered for the parent: {other:?}")),
+    }
+    // The parent's broker still serves it to the child.
+    let fds = exchange::take_fds(&mut SharedHandle::from(parent.handle().clone()))
+        .map_err(|e| e.to_string())?;
+    if read_fd(&fds[0], 6) != b"parent" {
+        return Err("wrong bytes from the parent's broker".into());
+    }
+    Ok(())
+}
+
+fn child_fork() {
+    let handle = handle_with(FdSource::None, HandleFlags::ANY_IMPORTER, Vec::new());
+    let parent = Exported::new(handle, vec![memfd_with(b"parent")]).unwrap();
+    // SAFETY: the forked child runs only `in_forked_child` and leaves with
+    // `_exit`; no other thread of this process holds a lock the child needs
+    // (the broker thread is idle, this test runs alone).
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let code = match in_forked_child(&parent) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("forked child: {e}");
+                1
+            }
+        };
+        // SAFETY: ends the forked child without running the parent's
+        // exit handlers or destructors twice.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above; `status` is a valid out pointer.
+    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(waited, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "forked child failed: {status:#x}"
+    );
+    // The parent's broker works as before.
+    let fds = exchange::take_fds(&mut SharedHandle::from(parent.handle().clone())).unwrap();
+    assert_eq!(read_fd(&fds[0], 6), b"parent");
+    say("fork ok");
+}
+
+// ---------------------------------------------------------------------------
+// Handle files.
+
+fn file_handles() -> [Handle; 2] {
+    let mut small = handle_with(FdSource::None, HandleFlags::ANY_IMPORTER, Vec::new());
+    small.object_id = [1; 16];
+    small.creator_pid = 100;
+    small.creator_start = 1;
+    let mut large = small.clone();
+    large.object_id = [2; 16];
+    large.flags = HandleFlags::default();
+    large.allowed_pids = (1..=64).collect();
+    large.payload = vec![0xab; 256];
+    large.fds = FdSource::Broker {
+        count: 2,
+        name: "b".repeat(100),
+    };
+    [small, large]
+}
+
+#[test]
+fn a_reader_never_sees_a_half_written_handle_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("handle");
+    let handles = file_handles();
+    exchange::write_handle_file(&path, &handles[0]).unwrap();
+    let mut kid = Kid::spawn("file-writer", path.to_str().unwrap());
+    let mut reads = 0u64;
+    let mut seen = [false; 2];
+    loop {
+        let done = kid.child.as_mut().unwrap().try_wait().unwrap().is_some();
+        let h = exchange::read_handle_file(&path).unwrap();
+        let which = handles
+            .iter()
+            .position(|x| *x == h)
+            .expect("a known handle");
+        seen[which] = true;
+        reads += 1;
+        if done {
+            break;
+        }
+    }
+    kid.finish();
+    assert!(reads > 0);
+    eprintln!(
+        "{reads} reads; saw the small handle: {}, the large: {}",
+        seen[0], seen[1]
+    );
+    assert_eq!(leftovers(dir.path()), vec!["handle".to_owned()]);
+}
+
+fn leftovers(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn child_file_writer(path: &str) {
+    let handles = file_handles();
+    for i in 0..2000 {
+        exchange::write_handle_file(path, &handles[(i + 1) % 2]).unwrap();
+    }
+}
+
+#[test]
+fn handle_files_are_0600_whatever_the_umask() {
+    let dir = tempfile::tempdir().unwrap();
+    // The umask is per process: change it in a child, not under other tests.
+    let mut kid = Kid::spawn("umask-writer", dir.path().to_str().unwrap());
+    assert_eq!(kid.result(), "600");
+    kid.finish();
+    let mode = std::fs::metadata(dir.path().join("handle"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    assert_eq!(leftovers(dir.path()), vec!["handle".to_owned()]);
+}
+
+fn child_umask_writer(dir: &str) {
+    // SAFETY: umask has no memory-safety preconditions.
+    unsafe { libc::umask(0) };
+    let path = PathBuf::from(dir).join("handle");
+    exchange::write_handle_file(&path, &file_handles()[0]).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    say(format!("{mode:o}"));
+}
+
+#[test]
+fn handle_files_refuse_symbolic_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("target");
+    let link = dir.path().join("link");
+    let [a, b] = file_handles();
+    exchange::write_handle_file(&target, &a).unwrap();
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    assert!(matches!(
+        exchange::read_handle_file(&link),
+        Err(Error::PermissionDenied { pid: None, .. })
+    ));
+    assert!(matches!(
+        exchange::write_handle_file(&link, &b),
+        Err(Error::PermissionDenied { pid: None, .. })
+    ));
+    assert_eq!(exchange::read_handle_file(&target).unwrap(), a);
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    // A dangling link is refused too.
+    let dangling = dir.path().join("dangling");
+    std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
+    assert!(matches!(
+        exchange::read_handle_file(&dangling),
+        Err(Error::PermissionDenied { .. })
+    ));
+    assert!(matches!(
+        exchange::read_handle_file(dir.path().join("missing")),
+        Err(Error::NotFound { .. })
+    ));
+}
+
+// ---------------------------------------------------------------------------
+// Descriptors dropped at the open-file limit.
+
+#[test]
+fn descriptors_dropped_at_the_open_file_limit_are_an_error() {
+    let name = unique("nofile");
+    let listener = HandleListener::bind_abstract(&name).unwrap();
+    let mut kid = Kid::spawn("rlimit-recv", &name);
+    let stream = listener.accept_timeout(PATIENCE).unwrap();
+    stream.set_timeout(Some(PATIENCE)).unwrap();
+    let handle = handle_with(
+        FdSource::Attached { count: 2 },
+        HandleFlags::ANY_IMPORTER,
+        Vec::new(),
+    );
+    // Wait until the child has lowered its limit, then send two descriptors.
+    assert_eq!(kid.result(), "limited");
+    stream
+        .send(&handle, &[memfd_with(b"one"), memfd_with(b"two")])
+        .unwrap();
+    let outcome = kid.result();
+    assert!(outcome.starts_with("error io"), "{outcome}");
+    assert!(outcome.contains("MSG_CTRUNC"), "{outcome}");
+    kid.finish();
+}
+
+fn lowest_free_fd() -> RawFd {
+    let probe = os::dup(std::io::stdin().as_fd()).unwrap();
+    probe.as_raw_fd()
+}
+
+fn child_rlimit_recv(name: &str) {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let stream = HandleStream::connect_abstract(name).unwrap();
+    stream.set_timeout(Some(PATIENCE)).unwrap();
+    let free = lowest_free_fd();
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    // Room for exactly one more descriptor: the first of the two arrives,
+    // the second cannot.
+    setrlimit(Resource::RLIMIT_NOFILE, free as u64 + 1, hard).unwrap();
+    say("limited");
+    let outcome = stream.recv();
+    let err = match outcome {
+        Ok((shared, _)) => panic!(
+            "a reception that lost descriptors must fail, got {} fd(s)",
+            shared.fds.len()
+        ),
+        Err(e) => e,
+    };
+    // The descriptor that did arrive was closed again.
+    assert_eq!(lowest_free_fd(), free, "a received descriptor leaked");
+    setrlimit(Resource::RLIMIT_NOFILE, soft, hard).unwrap();
+    say(format!("error {} {err}", err.kind_name()));
+}
