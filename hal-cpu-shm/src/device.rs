@@ -1,0 +1,241 @@
+//! The backend and its one device, the host.
+
+use std::path::Path;
+use std::time::Duration;
+
+use hal_core::{
+    Access, AllocDesc, Availability, Backend, BackendId, Device, DeviceInfo, Error, EventFlags,
+    ExportOptions, Exported, Granularity, ImportOptions, Result, SharedHandle, WaitOptions,
+};
+
+use crate::info::host_info;
+use crate::memory::{CpuAllocation, CpuMapping};
+use crate::named::{self, NamedOptions};
+use crate::sync::{CpuEvent, CpuNotify, CpuStream};
+use crate::vmm::{CpuPhysical, CpuReservation};
+use crate::{file, plumb};
+
+/// The CPU shared-memory backend: always available on Linux, with one device,
+/// ordinal 0, the host.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuShm;
+
+impl CpuShm {
+    /// The backend.
+    pub fn new() -> Self {
+        CpuShm
+    }
+
+    /// Open the host device (ordinal 0).
+    pub fn host(&self) -> CpuDevice {
+        CpuDevice::new()
+    }
+}
+
+impl Backend for CpuShm {
+    type Device = CpuDevice;
+
+    fn id(&self) -> BackendId {
+        BackendId::CpuShm
+    }
+
+    fn availability(&self) -> Availability {
+        if cfg!(target_os = "linux") {
+            Availability::Available
+        } else {
+            Availability::Unavailable {
+                reason: "hal-cpu-shm needs Linux (memfd seals, futexes)".into(),
+                searched: Vec::new(),
+            }
+        }
+    }
+
+    fn devices(&self) -> Result<Vec<DeviceInfo>> {
+        Ok(vec![host_info().clone()])
+    }
+
+    fn open(&self, ordinal: u32) -> Result<CpuDevice> {
+        if ordinal != 0 {
+            return Err(Error::NotFound {
+                what: format!(
+                    "device {ordinal} of backend cpu-shm (it has one device, 0, the host)"
+                ),
+            });
+        }
+        Ok(CpuDevice::new())
+    }
+}
+
+/// The host device: allocates, exports and imports host memory, events and
+/// notifies, and does VMM with memfd chunks.
+#[derive(Debug, Clone)]
+pub struct CpuDevice {
+    info: &'static DeviceInfo,
+}
+
+impl Default for CpuDevice {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CpuDevice {
+    /// The host device.
+    pub fn new() -> Self {
+        CpuDevice { info: host_info() }
+    }
+
+    /// Create a named region: see [`named::create_named`].
+    pub fn create_named(
+        &self,
+        name: &str,
+        size: u64,
+        opts: &NamedOptions,
+    ) -> Result<CpuAllocation> {
+        named::create_named(name, size, opts)
+    }
+
+    /// Open a named region: see [`named::open_named`].
+    pub fn open_named(&self, name: &str, expected_size: Option<u64>) -> Result<CpuAllocation> {
+        named::open_named(name, expected_size)
+    }
+
+    /// Create a file-backed region: see [`file::create_file_backed`].
+    pub fn create_file_backed(&self, path: impl AsRef<Path>, size: u64) -> Result<CpuAllocation> {
+        file::create_file_backed(path, size)
+    }
+
+    /// Open a file-backed region: see [`file::open_file_backed`].
+    pub fn open_file_backed(&self, path: impl AsRef<Path>) -> Result<CpuAllocation> {
+        file::open_file_backed(path)
+    }
+}
+
+impl Device for CpuDevice {
+    type Allocation = CpuAllocation;
+    type Mapping = CpuMapping;
+    type Stream = CpuStream;
+    type Event = CpuEvent;
+    type Notify = CpuNotify;
+    type Physical = CpuPhysical;
+    type Reservation = CpuReservation;
+
+    fn info(&self) -> &DeviceInfo {
+        self.info
+    }
+
+    fn allocate(&self, desc: &AllocDesc) -> Result<CpuAllocation> {
+        CpuAllocation::anonymous(desc)
+    }
+
+    fn export_memory(&self, alloc: &CpuAllocation, opts: &ExportOptions) -> Result<Exported> {
+        alloc.export(opts)
+    }
+
+    fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()> {
+        plumb::add_importers(exported, pids)
+    }
+
+    fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CpuMapping> {
+        CpuMapping::import(shared, opts)
+    }
+
+    fn create_stream(&self) -> Result<CpuStream> {
+        Ok(CpuStream::new())
+    }
+
+    fn synchronize(&self, _stream: &CpuStream, _timeout: Option<Duration>) -> Result<()> {
+        // Host-synchronous: everything queued has already run.
+        Ok(())
+    }
+
+    fn create_event(&self, flags: EventFlags) -> Result<CpuEvent> {
+        CpuEvent::create(flags)
+    }
+
+    fn record_event(&self, _stream: &CpuStream, event: &CpuEvent) -> Result<()> {
+        event.record()
+    }
+
+    fn stream_wait_event(&self, _stream: &CpuStream, event: &CpuEvent) -> Result<()> {
+        // Later work runs on this thread, so it waits here.
+        hal_core::Event::wait(event, WaitOptions::default())
+    }
+
+    fn export_event(&self, event: &CpuEvent, opts: &ExportOptions) -> Result<Exported> {
+        event.export(opts)
+    }
+
+    fn import_event(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CpuEvent> {
+        CpuEvent::import(shared, opts)
+    }
+
+    fn create_notify(&self) -> Result<CpuNotify> {
+        CpuNotify::create()
+    }
+
+    fn record_notify(&self, _stream: &CpuStream, notify: &CpuNotify) -> Result<()> {
+        hal_core::Notify::signal(notify)
+    }
+
+    fn stream_wait_notify(
+        &self,
+        _stream: &CpuStream,
+        notify: &CpuNotify,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        hal_core::Notify::wait(
+            notify,
+            WaitOptions {
+                timeout,
+                ..WaitOptions::default()
+            },
+        )
+    }
+
+    fn export_notify(&self, notify: &CpuNotify, opts: &ExportOptions) -> Result<Exported> {
+        notify.export(opts)
+    }
+
+    fn import_notify(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CpuNotify> {
+        CpuNotify::import(shared, opts)
+    }
+
+    fn granularity(&self, which: Granularity) -> Result<u64> {
+        Ok(self.info.granularity(which))
+    }
+
+    fn allocate_physical(&self, size: u64) -> Result<CpuPhysical> {
+        CpuPhysical::allocate(size)
+    }
+
+    fn reserve(&self, size: u64, align: u64) -> Result<CpuReservation> {
+        CpuReservation::reserve(size, align)
+    }
+
+    fn map(&self, reservation: &CpuReservation, offset: u64, physical: &CpuPhysical) -> Result<()> {
+        reservation.map_physical(offset, physical)
+    }
+
+    fn unmap(&self, reservation: &CpuReservation, offset: u64, len: u64) -> Result<()> {
+        reservation.unmap(offset, len)
+    }
+
+    fn set_access(
+        &self,
+        reservation: &CpuReservation,
+        offset: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<()> {
+        reservation.set_access(offset, len, access)
+    }
+
+    fn export_physical(&self, physical: &CpuPhysical, opts: &ExportOptions) -> Result<Exported> {
+        physical.export(opts)
+    }
+
+    fn import_physical(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CpuPhysical> {
+        CpuPhysical::import(shared, opts)
+    }
+}

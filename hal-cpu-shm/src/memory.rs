@@ -1,0 +1,665 @@
+//! Allocations and mappings of host memory: anonymous regions (sealed
+//! memfds), named regions (`shm_open`) and file-backed regions, their export
+//! and import, and the per-process import cache.
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Duration;
+
+use hal_core::handle::wire::MAX_PIDS;
+use hal_core::lease::{Lease, LeaseTable, DEFAULT_SLOTS};
+use hal_core::os::{self, Prot};
+use hal_core::{
+    AllocDesc, Allocation, BackendId, ByteRange, Error, ExportOptions, Exported, Handle,
+    HandleError, HandleFlags, HandleKind, HugePages, ImportOptions, ImportPlacement, Importers,
+    Location, Mapping, Memory, Result, SharedHandle,
+};
+
+use crate::info::host_info;
+use crate::named::{self, NamedRegion};
+use crate::view::View;
+use crate::{io, placement, plumb, BACKEND};
+
+/// What kind of region an allocation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegionKind {
+    /// An anonymous region: a memfd, shared by passing its descriptor.
+    Anonymous,
+    /// A named region: the POSIX shared memory object `/NAME`.
+    Named,
+    /// A region mapped from a regular file.
+    FileBacked,
+}
+
+#[derive(Debug, Default)]
+struct ExportState {
+    sealed: bool,
+    leases: Option<(Arc<LeaseTable>, OwnedFd)>,
+}
+
+#[derive(Debug)]
+enum Backing {
+    Memfd {
+        fd: OwnedFd,
+        export: Mutex<ExportState>,
+    },
+    Named(NamedRegion),
+    File {
+        fd: OwnedFd,
+        path: PathBuf,
+    },
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Host memory this process allocated, created or opened: an anonymous
+/// region ([`Device::allocate`](hal_core::Device::allocate)), a named region
+/// ([`crate::named`]) or a file-backed region ([`crate::file`]).
+///
+/// Dropping it unmaps it. An anonymous region's memory lives on while an
+/// importer maps it; a named region created here is unlinked on drop unless it
+/// was created with [`NamedOptions::keep`](crate::named::NamedOptions::keep).
+#[derive(Debug)]
+pub struct CpuAllocation {
+    view: View,
+    len: u64,
+    read_only: bool,
+    backing: Backing,
+}
+
+impl CpuAllocation {
+    /// Allocate an anonymous region.
+    pub(crate) fn anonymous(desc: &AllocDesc) -> Result<CpuAllocation> {
+        match desc.location {
+            Location::Host => {}
+            other => {
+                return Err(Error::unsupported(
+                    BACKEND,
+                    "allocate",
+                    format!(
+                        "location {other:?}: CPU shared memory has only host memory \
+                         (use Location::Host)"
+                    ),
+                ))
+            }
+        }
+        if desc.size == 0 {
+            return Err(Error::invalid("cannot allocate zero bytes"));
+        }
+        let (huge, unit) = match desc.placement.huge_pages {
+            HugePages::Explicit(sz) => (Some(sz), sz),
+            _ => (None, View::page()),
+        };
+        let len = View::round_up(desc.size, unit)?;
+        let fd = os::memfd("hal-cpu-shm", len, huge)?;
+        let view = View::map(fd.as_fd(), len, 0, Prot::ReadWrite, desc.align, unit, None).map_err(
+            |e| match (huge, e) {
+                (Some(sz), Error::OutOfMemory { requested, detail }) => Error::OutOfMemory {
+                    requested,
+                    detail: format!(
+                        "{detail}: not enough free explicit huge pages of {sz} bytes; reserve \
+                         some in /sys/kernel/mm/hugepages/hugepages-{}kB/nr_hugepages (or \
+                         /proc/sys/vm/nr_hugepages), or use HugePages::Transparent",
+                        sz / 1024
+                    ),
+                },
+                (_, e) => e,
+            },
+        )?;
+        placement::apply(&view, &desc.placement)?;
+        Ok(CpuAllocation {
+            view,
+            len,
+            read_only: false,
+            backing: Backing::Memfd {
+                fd,
+                export: Mutex::new(ExportState::default()),
+            },
+        })
+    }
+
+    pub(crate) fn from_named(view: View, len: u64, read_only: bool, region: NamedRegion) -> Self {
+        CpuAllocation {
+            view,
+            len,
+            read_only,
+            backing: Backing::Named(region),
+        }
+    }
+
+    pub(crate) fn from_file(
+        view: View,
+        len: u64,
+        read_only: bool,
+        fd: OwnedFd,
+        path: PathBuf,
+    ) -> Self {
+        CpuAllocation {
+            view,
+            len,
+            read_only,
+            backing: Backing::File { fd, path },
+        }
+    }
+
+    /// What kind of region this is.
+    pub fn kind(&self) -> RegionKind {
+        match self.backing {
+            Backing::Memfd { .. } => RegionKind::Anonymous,
+            Backing::Named(_) => RegionKind::Named,
+            Backing::File { .. } => RegionKind::FileBacked,
+        }
+    }
+
+    /// The name of a named region.
+    pub fn name(&self) -> Option<&str> {
+        match &self.backing {
+            Backing::Named(r) => Some(r.name()),
+            _ => None,
+        }
+    }
+
+    /// The path of a file-backed region.
+    pub fn path(&self) -> Option<&Path> {
+        match &self.backing {
+            Backing::File { path, .. } => Some(path),
+            _ => None,
+        }
+    }
+
+    /// The descriptor of the region (the memfd, the shared memory object or
+    /// the file). Resizing it is refused once an anonymous region has been
+    /// exported (its seals); resizing a named or file-backed region under its
+    /// mappings makes direct accesses through [`Memory::host_ptr`] fault.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        match &self.backing {
+            Backing::Memfd { fd, .. } | Backing::File { fd, .. } => fd.as_fd(),
+            Backing::Named(r) => r.fd(),
+        }
+    }
+
+    /// True once an anonymous region has been sealed by its first export.
+    pub fn is_sealed(&self) -> bool {
+        match &self.backing {
+            Backing::Memfd { export, .. } => lock(export).sealed,
+            _ => false,
+        }
+    }
+
+    /// Flush a file-backed region's changes to its file (`fsync`); a no-op
+    /// for the other kinds, which live in memory only.
+    pub fn sync(&self) -> Result<()> {
+        match &self.backing {
+            Backing::File { fd, path } => nix::unistd::fsync(fd.as_raw_fd())
+                .map_err(|e| Error::errno(format!("fsync of {}", path.display()), e)),
+            _ => Ok(()),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match &self.backing {
+            Backing::Memfd { .. } => "anonymous region".into(),
+            Backing::Named(r) => format!("named region {:?}", r.name()),
+            Backing::File { path, .. } => format!("file-backed region {}", path.display()),
+        }
+    }
+
+    fn leases(&self) -> Result<Option<Arc<LeaseTable>>> {
+        match &self.backing {
+            Backing::Memfd { export, .. } => Ok(lock(export).leases.as_ref().map(|l| l.0.clone())),
+            _ => Err(Error::unsupported(
+                BACKEND,
+                "importers",
+                format!(
+                    "the {} is opened by name or path, so its importers are not counted; \
+                     use an anonymous region for leases",
+                    self.describe()
+                ),
+            )),
+        }
+    }
+
+    /// Export a range of this allocation.
+    pub(crate) fn export(&self, opts: &ExportOptions) -> Result<Exported> {
+        let range = opts.range.unwrap_or(ByteRange::new(0, self.len));
+        range.check(self.len, View::page())?;
+        if self.read_only && !opts.read_only {
+            return Err(Error::PermissionDenied {
+                pid: None,
+                reason: format!(
+                    "the {} was opened read-only here; export it with read_only = true",
+                    self.describe()
+                ),
+            });
+        }
+        let mut handle = new_handle(HandleKind::Memory, opts)?;
+        handle.size = range.len;
+        handle.offset = range.offset;
+        handle.address = self.view.addr() + range.offset;
+        handle.flags.insert(HandleFlags::HAS_ADDRESS);
+        match &self.backing {
+            Backing::Memfd { fd, export } => {
+                let mut st = lock(export);
+                if !st.sealed {
+                    os::add_seals(fd.as_fd(), os::EXPORT_SEALS)?;
+                    st.sealed = true;
+                }
+                if st.leases.is_none() {
+                    st.leases = Some(LeaseTable::create(DEFAULT_SLOTS)?);
+                }
+                let lease_fd = match &st.leases {
+                    Some((_, lfd)) => os::dup(lfd.as_fd())?,
+                    None => return Err(Error::invalid("lease table missing")),
+                };
+                drop(st);
+                let data_fd = if opts.read_only {
+                    reopen_read_only(fd.as_fd())?
+                } else {
+                    os::dup(fd.as_fd())?
+                };
+                plumb::exported(handle, vec![data_fd, lease_fd])
+            }
+            Backing::Named(r) => {
+                if let Importers::Pids(_) = opts.importers {
+                    return Err(Error::unsupported(
+                        BACKEND,
+                        "export_memory with a pid allow-list",
+                        format!(
+                            "named region {:?} is opened by name by any process of its user; \
+                             a pid allow-list cannot be enforced: export an anonymous region \
+                             instead",
+                            r.name()
+                        ),
+                    ));
+                }
+                handle.flags.insert(HandleFlags::NAMED);
+                handle.payload = r.name().as_bytes().to_vec();
+                plumb::exported(handle, Vec::new())
+            }
+            Backing::File { path, .. } => Err(Error::unsupported(
+                BACKEND,
+                "export_memory of a file-backed region",
+                format!(
+                    "a regular file cannot be sealed against truncation, so its descriptor is \
+                     not exported; share the path {} and open it with open_file_backed",
+                    path.display()
+                ),
+            )),
+        }
+    }
+}
+
+/// A fresh handle of `kind` for this host, flags and importers from `opts`.
+pub(crate) fn new_handle(kind: HandleKind, opts: &ExportOptions) -> Result<Handle> {
+    let (pid, start) = os::self_identity();
+    let mut flags = HandleFlags::default();
+    let mut allowed_pids = Vec::new();
+    match &opts.importers {
+        Importers::BackendDefault | Importers::Anyone => flags.insert(HandleFlags::ANY_IMPORTER),
+        Importers::Pids(pids) => {
+            if pids.len() > MAX_PIDS {
+                return Err(Error::invalid(format!(
+                    "{} importer pids, over the bound of {MAX_PIDS}; use Importers::Anyone",
+                    pids.len()
+                )));
+            }
+            allowed_pids = pids.clone();
+        }
+    }
+    if opts.read_only {
+        flags.insert(HandleFlags::READ_ONLY);
+    }
+    let info = host_info();
+    Ok(Handle {
+        kind,
+        backend: BackendId::CpuShm,
+        device: 0,
+        device_uuid: info.uuid,
+        location: Location::Host,
+        size: 0,
+        offset: 0,
+        address: 0,
+        creator_pid: pid,
+        creator_start: start,
+        object_id: os::random_id(),
+        flags,
+        allowed_pids,
+        fds: hal_core::FdSource::None,
+        payload: Vec::new(),
+    })
+}
+
+/// A new open file description of `fd`'s object, read-only: mappings of it
+/// can never be made writable, not even with `mprotect`.
+pub(crate) fn reopen_read_only(fd: BorrowedFd<'_>) -> Result<OwnedFd> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .open(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map_err(|e| Error::io("reopening a memfd read-only through /proc/self/fd", e))?;
+    Ok(f.into())
+}
+
+impl Memory for CpuAllocation {
+    fn addr(&self) -> u64 {
+        self.view.addr()
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn location(&self) -> Location {
+        Location::Host
+    }
+
+    fn host_ptr(&self) -> Option<*mut u8> {
+        Some(self.view.ptr())
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        hal_core::device::check_bounds(offset, dst.len() as u64, self.len)?;
+        match &self.backing {
+            Backing::Memfd { .. } => self.view.read(offset, dst),
+            Backing::Named(r) => io::read_at(r.fd(), offset, dst, &self.describe()),
+            Backing::File { fd, .. } => io::read_at(fd.as_fd(), offset, dst, &self.describe()),
+        }
+    }
+
+    fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
+        hal_core::device::check_bounds(offset, src.len() as u64, self.len)?;
+        if self.read_only {
+            return Err(read_only_error(&self.describe()));
+        }
+        match &self.backing {
+            Backing::Memfd { .. } => self.view.write(offset, src),
+            Backing::Named(r) => io::write_at(r.fd(), offset, src, &self.describe()),
+            Backing::File { fd, .. } => io::write_at(fd.as_fd(), offset, src, &self.describe()),
+        }
+    }
+}
+
+fn read_only_error(what: &str) -> Error {
+    Error::PermissionDenied {
+        pid: None,
+        reason: format!("the {what} is mapped read-only here; writes are refused"),
+    }
+}
+
+impl Allocation for CpuAllocation {
+    fn importers(&self) -> Result<usize> {
+        Ok(self.leases()?.map_or(0, |t| t.count()))
+    }
+
+    fn wait_unleased(&self, timeout: Option<Duration>) -> Result<()> {
+        match self.leases()? {
+            Some(t) => t.wait_empty(timeout),
+            None => Ok(()),
+        }
+    }
+}
+
+// --- import ----------------------------------------------------------------
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct CacheKey {
+    creator_pid: u32,
+    object_id: [u8; 16],
+    offset: u64,
+    size: u64,
+    read_only: bool,
+    fixed: bool,
+}
+
+type Cache = Mutex<HashMap<CacheKey, Weak<MapInner>>>;
+
+fn cache() -> &'static Cache {
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+#[derive(Debug)]
+enum Source {
+    /// A sealed memfd: its size cannot change, direct copies are safe.
+    Sealed,
+    /// A named region: copies go through its descriptor.
+    Named { fd: OwnedFd, file_offset: u64 },
+}
+
+#[derive(Debug)]
+struct MapInner {
+    view: View,
+    handle: Handle,
+    read_only: bool,
+    source: Source,
+    key: CacheKey,
+    _lease: Option<Lease>,
+}
+
+impl Drop for MapInner {
+    fn drop(&mut self) {
+        let mut c = lock(cache());
+        if let Some(w) = c.get(&self.key) {
+            if std::ptr::eq(w.as_ptr(), self) {
+                c.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// Memory imported from another process (or from this one), by handle.
+///
+/// Cloning is cheap and shares the mapping; importing the same handle again in
+/// this process returns a clone of the existing mapping (the import cache).
+/// The mapping and the importer's lease go when the last clone is dropped.
+#[derive(Debug, Clone)]
+pub struct CpuMapping {
+    inner: Arc<MapInner>,
+}
+
+impl CpuMapping {
+    /// How many clones of this mapping exist in this process (imports of the
+    /// same handle included).
+    pub fn ref_count(&self) -> usize {
+        Arc::strong_count(&self.inner)
+    }
+
+    /// True when this value and `other` share one mapping.
+    pub fn same_mapping(&self, other: &CpuMapping) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    fn describe(&self) -> String {
+        match &self.inner.source {
+            Source::Sealed => "imported region".into(),
+            Source::Named { .. } => format!(
+                "imported named region {:?}",
+                String::from_utf8_lossy(&self.inner.handle.payload)
+            ),
+        }
+    }
+
+    /// Import a memory handle.
+    pub(crate) fn import(mut shared: SharedHandle, opts: &ImportOptions) -> Result<CpuMapping> {
+        let h = &shared.handle;
+        h.expect(HandleKind::Memory, BackendId::CpuShm)?;
+        if h.location != Location::Host {
+            return Err(malformed("location", "CPU shared memory is host memory"));
+        }
+        if let Some(d) = opts.device {
+            if d != 0 {
+                return Err(Error::NotFound {
+                    what: format!("device {d} of backend cpu-shm (it has only device 0, the host)"),
+                });
+            }
+        }
+        let page = View::page();
+        if h.size == 0 || h.size % page != 0 || h.offset % page != 0 {
+            return Err(malformed(
+                "size",
+                format!(
+                    "range {:#x}+{:#x} is not whole {page}-byte pages",
+                    h.offset, h.size
+                ),
+            ));
+        }
+        let end = h
+            .offset
+            .checked_add(h.size)
+            .ok_or(HandleError::LengthOverflow { field: "offset" })?;
+        let fixed = opts.placement == ImportPlacement::ExporterAddress;
+        if fixed && !h.flags.contains(HandleFlags::HAS_ADDRESS) {
+            return Err(Error::invalid(
+                "ImportPlacement::ExporterAddress needs a handle that carries the exporter's \
+                 address",
+            ));
+        }
+        let read_only = h.flags.contains(HandleFlags::READ_ONLY);
+        let key = CacheKey {
+            creator_pid: h.creator_pid,
+            object_id: h.object_id,
+            offset: h.offset,
+            size: h.size,
+            read_only,
+            fixed,
+        };
+        let hit = lock(cache()).get(&key).and_then(Weak::upgrade);
+        if let Some(inner) = hit {
+            // Close the descriptors that came with the handle; nothing else.
+            drop(shared);
+            return Ok(CpuMapping { inner });
+        }
+        let prot = if read_only {
+            Prot::Read
+        } else {
+            Prot::ReadWrite
+        };
+        let at = fixed.then_some(h.address);
+        let (view, source, lease) = if h.flags.contains(HandleFlags::NAMED) {
+            let name = std::str::from_utf8(&h.payload)
+                .map_err(|_| malformed("payload", "the region name is not UTF-8"))?
+                .to_owned();
+            let (fd, size) = named::open_fd(&name, read_only)?;
+            if size < end {
+                return Err(Error::invalid(format!(
+                    "named region {name:?} holds {size} bytes, fewer than the {end} the handle \
+                     names"
+                )));
+            }
+            let view = View::map(fd.as_fd(), h.size, h.offset, prot, 0, page, at)
+                .map_err(|e| fixed_error(e, h))?;
+            let source = Source::Named {
+                fd,
+                file_offset: h.offset,
+            };
+            (view, source, None)
+        } else {
+            let fds = plumb::take_fds(&mut shared)?;
+            let h = &shared.handle;
+            let [data, lease_fd]: [OwnedFd; 2] = fds.try_into().map_err(|v: Vec<OwnedFd>| {
+                Error::from(HandleError::Descriptors(format!(
+                    "a CPU memory handle takes 2 descriptors (data, lease table), {} came",
+                    v.len()
+                )))
+            })?;
+            // Seals and size first: nothing is mapped from a descriptor a
+            // peer could still truncate.
+            os::verify_sealed_memfd(data.as_fd(), end)?;
+            let table = LeaseTable::open(&lease_fd)?;
+            let view = View::map(data.as_fd(), h.size, h.offset, prot, 0, page, at)
+                .map_err(|e| fixed_error(e, h))?;
+            let lease = table.acquire()?;
+            (view, Source::Sealed, Some(lease))
+        };
+        let inner = Arc::new(MapInner {
+            view,
+            handle: shared.handle.clone(),
+            read_only,
+            source,
+            key: key.clone(),
+            _lease: lease,
+        });
+        lock(cache()).insert(key, Arc::downgrade(&inner));
+        Ok(CpuMapping { inner })
+    }
+}
+
+fn malformed(field: &'static str, detail: impl Into<String>) -> Error {
+    HandleError::Malformed {
+        field,
+        detail: detail.into(),
+    }
+    .into()
+}
+
+fn fixed_error(e: Error, h: &Handle) -> Error {
+    match e {
+        Error::AlreadyExists { .. } => Error::AlreadyExists {
+            what: format!(
+                "the exporter's address range {:#x}+{:#x} is already mapped in this process, so \
+                 the region cannot be placed there; import with ImportPlacement::Anywhere, or \
+                 import before that range gets used",
+                h.address, h.size
+            ),
+        },
+        e => e,
+    }
+}
+
+impl Memory for CpuMapping {
+    fn addr(&self) -> u64 {
+        self.inner.view.addr()
+    }
+
+    fn len(&self) -> u64 {
+        self.inner.view.len()
+    }
+
+    fn location(&self) -> Location {
+        Location::Host
+    }
+
+    fn host_ptr(&self) -> Option<*mut u8> {
+        Some(self.inner.view.ptr())
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.inner.read_only
+    }
+
+    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        hal_core::device::check_bounds(offset, dst.len() as u64, self.len())?;
+        match &self.inner.source {
+            Source::Sealed => self.inner.view.read(offset, dst),
+            Source::Named { fd, file_offset } => {
+                io::read_at(fd.as_fd(), file_offset + offset, dst, &self.describe())
+            }
+        }
+    }
+
+    fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
+        hal_core::device::check_bounds(offset, src.len() as u64, self.len())?;
+        if self.inner.read_only {
+            return Err(read_only_error(&self.describe()));
+        }
+        match &self.inner.source {
+            Source::Sealed => self.inner.view.write(offset, src),
+            Source::Named { fd, file_offset } => {
+                io::write_at(fd.as_fd(), file_offset + offset, src, &self.describe())
+            }
+        }
+    }
+}
+
+impl Mapping for CpuMapping {
+    fn handle(&self) -> &Handle {
+        &self.inner.handle
+    }
+}

@@ -1,0 +1,697 @@
+//! Named regions: POSIX shared memory objects that processes find by name.
+//!
+//! # Names
+//!
+//! A region named `X` is the POSIX shared memory object `/X`, the file
+//! `/dev/shm/X`: C's `shm_open("/X", ...)` and Python's
+//! `multiprocessing.shared_memory.SharedMemory("X")` reach the same bytes.
+//! A name is 1 to [`MAX_NAME_LEN`] bytes of printable ASCII (space to `~`),
+//! without `/`, without `..`, and not starting with `.` (names starting with a
+//! dot are kept for the library's metadata). See [`validate_name`].
+//!
+//! Names map onto the device model like this: every named region lives on the
+//! host device (backend `cpu-shm`, ordinal 0, DLPack `kDLCPU` device 0); the
+//! name identifies the region within it, and [`region_id`] turns the name
+//! into a stable 64-bit integer (FNV-1a of the name bytes: the same in every
+//! process, language and run) for frameworks that want integer ids.
+//!
+//! # Create, open, unlink
+//!
+//! [`create_named`] is exclusive (`O_CREAT | O_EXCL`): it fails with
+//! [`Error::AlreadyExists`] when the name is taken. The object gets mode 0600
+//! whatever the umask. [`open_named`] takes an existing region: it refuses
+//! one owned by another user (even when running as root, so that a root
+//! service does not trust another user's bytes) and, when asked, one of an
+//! unexpected size; the size is checked before anything is mapped.
+//!
+//! [`unlink_named`] removes the name: later opens fail with
+//! [`Error::NotFound`] and the name may be created again, while existing
+//! mappings (here and in every other process) stay valid until they are
+//! unmapped; the memory is freed with the last mapping. A region created by
+//! [`create_named`] is unlinked when its [`CpuAllocation`] drops, unless it
+//! was created with [`NamedOptions::keep`].
+//!
+//! # Metadata and cleanup
+//!
+//! Every region this library creates gets a small metadata object beside it,
+//! `/dev/shm/.hal-meta.X` (mode 0600), never inside the region's bytes (so
+//! other languages see exactly the bytes they expect). It holds a magic, the
+//! owner's uid, pid, process start time and pid namespace, the region's size,
+//! inode and device, and the creation time (128 bytes, little-endian).
+//! [`list_regions`] lists the regions that have such metadata; regions
+//! created by other programs are never listed. [`collect_garbage`] removes
+//! the regions whose creator has died (its pid is gone or now belongs to a
+//! process with another start time): never a live creator's region, never a
+//! region without metadata, never a region whose inode or owner differs from
+//! its metadata (a region re-created under the same name by someone else),
+//! and never one whose creator lives in another pid namespace (its liveness
+//! cannot be judged from here).
+//!
+//! # What is protected and what is not
+//!
+//! Named regions cannot be sealed (`shm_open` objects are not memfds), so any
+//! process of the owning user can truncate one while others map it; loads
+//! and stores through the mapping past the new end then raise `SIGBUS`.
+//! The library checks the size before it maps, and its own
+//! [`Memory::read`](hal_core::Memory::read) and
+//! [`Memory::write`](hal_core::Memory::write) go through the descriptor
+//! (`pread`/`pwrite`), which never fault: after a truncation they return
+//! [`Error::Closed`]. A write racing a truncation may grow the object back
+//! (with zeros), never crash. What remains: direct accesses through
+//! [`Memory::host_ptr`](hal_core::Memory::host_ptr) are the caller's, and
+//! fault after such a truncation. Use anonymous regions (sealed memfds) when
+//! peers are not trusted. Likewise a full `/dev/shm` makes the first touch of
+//! a page fault; [`NamedOptions::allocate_now`] reserves the space at
+//! creation instead and reports a clear [`Error::OutOfMemory`].
+
+use std::fs::OpenOptions;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hal_core::os::{self, Prot};
+use hal_core::{Error, Placement, Result};
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
+
+use crate::info::fnv1a;
+use crate::memory::CpuAllocation;
+use crate::placement;
+use crate::view::View;
+
+/// The longest name, in bytes.
+pub const MAX_NAME_LEN: usize = 200;
+/// Where the system keeps POSIX shared memory objects.
+pub const SHM_DIR: &str = "/dev/shm";
+/// The prefix of metadata objects: `/dev/shm/.hal-meta.NAME`.
+pub const META_PREFIX: &str = ".hal-meta.";
+
+const META_MAGIC: &[u8; 8] = b"HALSHMD1";
+const META_VERSION: u32 = 1;
+const META_LEN: usize = 128;
+
+/// Options of [`create_named`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NamedOptions {
+    /// Leave the region when the creating [`CpuAllocation`] drops (it is
+    /// then removed by [`unlink_named`], or by [`collect_garbage`] once the
+    /// creator has exited). Default: unlink on drop.
+    pub keep: bool,
+    /// Reserve the memory now (`posix_fallocate`), so that a full `/dev/shm`
+    /// fails here with [`Error::OutOfMemory`] instead of faulting on the first
+    /// touch. It then costs its full size at once.
+    pub allocate_now: bool,
+    /// NUMA and huge-page hints, as for anonymous regions (explicit huge
+    /// pages are not available for named regions).
+    pub placement: Placement,
+}
+
+/// A region this library created, as [`list_regions`] sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegionInfo {
+    /// The name (`/dev/shm/NAME`).
+    pub name: String,
+    /// The stable integer id of the name ([`region_id`]).
+    pub id: u64,
+    /// Size in bytes (the object's current size when it exists).
+    pub size: u64,
+    /// The owner's uid.
+    pub uid: u32,
+    /// The creating process.
+    pub owner_pid: u32,
+    /// The creating process's start time (clock ticks since boot).
+    pub owner_start: u64,
+    /// True while the creator runs, and when it cannot be judged (it lives
+    /// in another pid namespace). Regions with a live owner are never
+    /// collected.
+    pub alive: bool,
+    /// True when the region object exists and is the one the metadata
+    /// describes; false for metadata left behind by a removed region.
+    pub present: bool,
+    /// When the region was created.
+    pub created: SystemTime,
+}
+
+/// Check a region name (see the [module documentation](self#names)).
+pub fn validate_name(name: &str) -> Result<()> {
+    let bad = |why: &str| Err(Error::invalid(format!("region name {name:?} {why}")));
+    if name.is_empty() {
+        return bad("is empty");
+    }
+    if name.len() > MAX_NAME_LEN {
+        return bad(&format!("is longer than {MAX_NAME_LEN} bytes"));
+    }
+    if name.contains('/') {
+        return bad("contains '/' (give the name without the leading slash)");
+    }
+    if name.contains("..") {
+        return bad("contains \"..\"");
+    }
+    if name.starts_with('.') {
+        return bad("starts with '.' (such names are kept for the library's metadata)");
+    }
+    if let Some(c) = name.chars().find(|c| !(' '..='~').contains(c)) {
+        return bad(&format!(
+            "contains {c:?}: names are printable ASCII (no NUL or control characters)"
+        ));
+    }
+    Ok(())
+}
+
+/// The stable integer id of a region name: FNV-1a (64-bit) of its bytes.
+///
+/// ```
+/// assert_eq!(hal_cpu_shm::named::region_id("a"), 0xaf63dc4c8601ec8c);
+/// ```
+pub fn region_id(name: &str) -> u64 {
+    fnv1a(0xcbf2_9ce4_8422_2325, name.as_bytes())
+}
+
+fn shm_path(name: &str) -> String {
+    format!("/{name}")
+}
+
+fn meta_path(name: &str) -> String {
+    format!("{SHM_DIR}/{META_PREFIX}{name}")
+}
+
+fn what(name: &str) -> String {
+    format!("shared memory region {name:?} ({SHM_DIR}/{name})")
+}
+
+fn shm_error(e: Errno, name: &str, action: &str) -> Error {
+    match e {
+        Errno::ENOENT => Error::NotFound { what: what(name) },
+        Errno::EEXIST => Error::AlreadyExists { what: what(name) },
+        Errno::EACCES | Errno::EPERM => Error::PermissionDenied {
+            pid: None,
+            reason: format!("{action} {} refused by the system ({e})", what(name)),
+        },
+        e => Error::errno(format!("{action} {}", what(name)), e),
+    }
+}
+
+fn euid() -> u32 {
+    nix::unistd::geteuid().as_raw()
+}
+
+fn pid_namespace() -> u64 {
+    static NS: OnceLock<u64> = OnceLock::new();
+    *NS.get_or_init(|| {
+        std::fs::read_link("/proc/self/ns/pid")
+            .ok()
+            .and_then(|p| {
+                let s = p.to_string_lossy().into_owned();
+                s.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
+            })
+            .unwrap_or(0)
+    })
+}
+
+/// The named region behind a [`CpuAllocation`]: its descriptor, and for the
+/// creator the record that lets its drop unlink the name.
+#[derive(Debug)]
+pub(crate) struct NamedRegion {
+    fd: OwnedFd,
+    name: String,
+    owner: Option<Owner>,
+}
+
+#[derive(Debug)]
+struct Owner {
+    ino: u64,
+    dev: u64,
+    unlink_on_drop: bool,
+}
+
+impl NamedRegion {
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl Drop for NamedRegion {
+    fn drop(&mut self) {
+        if let Some(o) = &self.owner {
+            if o.unlink_on_drop {
+                remove_if(&self.name, o.ino, o.dev);
+            }
+        }
+    }
+}
+
+/// Unlink region `name` if it still is the object (`ino`, `dev`), and its
+/// metadata if that describes it.
+fn remove_if(name: &str, ino: u64, dev: u64) {
+    if let Ok(m) = std::fs::symlink_metadata(format!("{SHM_DIR}/{name}")) {
+        if m.ino() == ino && m.dev() == dev {
+            let _ = nix::sys::mman::shm_unlink(shm_path(name).as_str());
+        }
+    }
+    if let Ok(Some((meta, _))) = read_meta(name) {
+        if meta.ino == ino && meta.dev == dev {
+            let _ = std::fs::remove_file(meta_path(name));
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Meta {
+    uid: u32,
+    pid: u32,
+    start: u64,
+    size: u64,
+    created: u64,
+    ino: u64,
+    dev: u64,
+    pidns: u64,
+}
+
+impl Meta {
+    fn encode(&self, name: &str) -> [u8; META_LEN] {
+        let mut b = [0u8; META_LEN];
+        b[0..8].copy_from_slice(META_MAGIC);
+        b[8..12].copy_from_slice(&META_VERSION.to_le_bytes());
+        b[12..16].copy_from_slice(&self.uid.to_le_bytes());
+        b[16..20].copy_from_slice(&self.pid.to_le_bytes());
+        b[24..32].copy_from_slice(&self.start.to_le_bytes());
+        b[32..40].copy_from_slice(&self.size.to_le_bytes());
+        b[40..48].copy_from_slice(&self.created.to_le_bytes());
+        b[48..56].copy_from_slice(&self.ino.to_le_bytes());
+        b[56..64].copy_from_slice(&self.dev.to_le_bytes());
+        b[64..72].copy_from_slice(&self.pidns.to_le_bytes());
+        b[72..80].copy_from_slice(&region_id(name).to_le_bytes());
+        b
+    }
+
+    fn decode(b: &[u8; META_LEN]) -> Option<Meta> {
+        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let u64_at = |i: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[i..i + 8]);
+            u64::from_le_bytes(a)
+        };
+        if &b[0..8] != META_MAGIC || u32_at(8) != META_VERSION {
+            return None;
+        }
+        Some(Meta {
+            uid: u32_at(12),
+            pid: u32_at(16),
+            start: u64_at(24),
+            size: u64_at(32),
+            created: u64_at(40),
+            ino: u64_at(48),
+            dev: u64_at(56),
+            pidns: u64_at(64),
+        })
+    }
+}
+
+/// Read the metadata of `name`: `Ok(None)` when there is none or it is not a
+/// complete metadata object; also returns the metadata file's uid.
+fn read_meta(name: &str) -> Result<Option<(Meta, u32)>> {
+    let f = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(meta_path(name))
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(format!("opening {}", meta_path(name)), e)),
+    };
+    let m = f
+        .metadata()
+        .map_err(|e| Error::io(format!("stat of {}", meta_path(name)), e))?;
+    if !m.file_type().is_file() || m.len() != META_LEN as u64 {
+        return Ok(None);
+    }
+    let mut b = [0u8; META_LEN];
+    let mut f = f;
+    if f.read_exact(&mut b).is_err() {
+        return Ok(None);
+    }
+    Ok(Meta::decode(&b).map(|meta| (meta, m.uid())))
+}
+
+fn write_meta(name: &str, meta: &Meta) -> Result<()> {
+    let path = meta_path(name);
+    // Metadata left by a region of the same name that is gone (we hold the
+    // name exclusively now) is stale.
+    let _ = std::fs::remove_file(&path);
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .map_err(|e| Error::io(format!("creating {path}"), e))?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| Error::io(format!("chmod 0600 of {path}"), e))?;
+    f.write_all(&meta.encode(name))
+        .map_err(|e| Error::io(format!("writing {path}"), e))
+}
+
+/// Unlinks a half-created region unless disarmed.
+struct CreateGuard<'a> {
+    name: &'a str,
+    armed: bool,
+}
+
+impl Drop for CreateGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = nix::sys::mman::shm_unlink(shm_path(self.name).as_str());
+            let _ = std::fs::remove_file(meta_path(self.name));
+        }
+    }
+}
+
+/// Create the named region `name` of `size` bytes, exclusively, mode 0600,
+/// with its metadata. The new region reads as zeros.
+///
+/// Fails with [`Error::AlreadyExists`] when the name is taken.
+pub fn create_named(name: &str, size: u64, opts: &NamedOptions) -> Result<CpuAllocation> {
+    validate_name(name)?;
+    if size == 0 {
+        return Err(Error::invalid("a named region needs at least one byte"));
+    }
+    if let hal_core::HugePages::Explicit(_) = opts.placement.huge_pages {
+        return Err(Error::unsupported(
+            crate::BACKEND,
+            "create_named with explicit huge pages",
+            "POSIX shared memory objects live on /dev/shm, which has no explicit huge pages; \
+             use an anonymous region or transparent huge pages",
+        ));
+    }
+    let len = i64::try_from(size).map_err(|_| Error::invalid("size over i64::MAX"))?;
+    if let Ok(vfs) = nix::sys::statvfs::statvfs(SHM_DIR) {
+        // The field types are narrower on 32-bit targets.
+        #[allow(clippy::unnecessary_cast)]
+        let cap = (vfs.blocks() as u64).saturating_mul(vfs.fragment_size() as u64);
+        if cap != 0 && size > cap {
+            return Err(Error::OutOfMemory {
+                requested: size,
+                detail: format!("{SHM_DIR} holds at most {cap} bytes"),
+            });
+        }
+    }
+    let fd = nix::sys::mman::shm_open(
+        shm_path(name).as_str(),
+        OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_EXCL,
+        Mode::from_bits_truncate(0o600),
+    )
+    .map_err(|e| shm_error(e, name, "creating"))?;
+    let mut guard = CreateGuard { name, armed: true };
+    nix::sys::stat::fchmod(fd.as_raw_fd(), Mode::from_bits_truncate(0o600))
+        .map_err(|e| Error::errno(format!("chmod 0600 of {}", what(name)), e))?;
+    os::set_len(fd.as_fd(), size)?;
+    if opts.allocate_now {
+        nix::fcntl::posix_fallocate(fd.as_raw_fd(), 0, len).map_err(|e| match e {
+            Errno::ENOSPC => Error::OutOfMemory {
+                requested: size,
+                detail: format!("{SHM_DIR} is full"),
+            },
+            e => Error::errno(format!("reserving the memory of {}", what(name)), e),
+        })?;
+    }
+    let st = os::fstat(fd.as_fd())?;
+    let (pid, start) = os::self_identity();
+    let meta = Meta {
+        uid: st.st_uid,
+        pid,
+        start,
+        size,
+        created: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        ino: st.st_ino,
+        dev: st.st_dev,
+        pidns: pid_namespace(),
+    };
+    write_meta(name, &meta)?;
+    let view = View::map(fd.as_fd(), size, 0, Prot::ReadWrite, 0, View::page(), None)?;
+    placement::apply(&view, &opts.placement)?;
+    guard.armed = false;
+    let region = NamedRegion {
+        fd,
+        name: name.to_owned(),
+        owner: Some(Owner {
+            ino: meta.ino,
+            dev: meta.dev,
+            unlink_on_drop: !opts.keep,
+        }),
+    };
+    Ok(CpuAllocation::from_named(view, size, false, region))
+}
+
+/// Open region `name` (read-write or read-only) after checking that it is a
+/// regular object of this user; returns the descriptor and the size.
+pub(crate) fn open_fd(name: &str, read_only: bool) -> Result<(OwnedFd, u64)> {
+    validate_name(name)?;
+    let flags = if read_only {
+        OFlag::O_RDONLY
+    } else {
+        OFlag::O_RDWR
+    };
+    let fd = nix::sys::mman::shm_open(
+        shm_path(name).as_str(),
+        flags | OFlag::O_NOFOLLOW,
+        Mode::empty(),
+    )
+    .map_err(|e| shm_error(e, name, "opening"))?;
+    let st = os::fstat(fd.as_fd())?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(Error::invalid(format!(
+            "{} is not a regular object",
+            what(name)
+        )));
+    }
+    let me = euid();
+    if st.st_uid != me {
+        return Err(Error::PermissionDenied {
+            pid: None,
+            reason: format!(
+                "{} belongs to uid {}, not to this process's uid {me}; regions of other users \
+                 are not opened",
+                what(name),
+                st.st_uid
+            ),
+        });
+    }
+    Ok((fd, st.st_size as u64))
+}
+
+fn open_impl(name: &str, expected_size: Option<u64>, read_only: bool) -> Result<CpuAllocation> {
+    let (fd, size) = open_fd(name, read_only)?;
+    if let Some(want) = expected_size {
+        if size != want {
+            return Err(Error::invalid(format!(
+                "{} holds {size} bytes, not the expected {want}",
+                what(name)
+            )));
+        }
+    }
+    if size == 0 {
+        return Err(Error::invalid(format!(
+            "{} is empty (is its creator still sizing it?)",
+            what(name)
+        )));
+    }
+    let prot = if read_only {
+        Prot::Read
+    } else {
+        Prot::ReadWrite
+    };
+    let view = View::map(fd.as_fd(), size, 0, prot, 0, View::page(), None)?;
+    let region = NamedRegion {
+        fd,
+        name: name.to_owned(),
+        owner: None,
+    };
+    Ok(CpuAllocation::from_named(view, size, read_only, region))
+}
+
+/// Open the existing region `name` read-write. With `expected_size`, a
+/// region of another size is refused before it is mapped. Regions of another
+/// user are refused with [`Error::PermissionDenied`]; a missing one is
+/// [`Error::NotFound`]. Regions created by other programs (C, Python) open too.
+pub fn open_named(name: &str, expected_size: Option<u64>) -> Result<CpuAllocation> {
+    open_impl(name, expected_size, false)
+}
+
+/// Open the existing region `name` read-only: the mapping cannot be written,
+/// and writes through [`Memory::write`](hal_core::Memory::write) fail with
+/// [`Error::PermissionDenied`].
+pub fn open_named_read_only(name: &str, expected_size: Option<u64>) -> Result<CpuAllocation> {
+    open_impl(name, expected_size, true)
+}
+
+/// Remove the name of region `name` (and its metadata). Existing mappings
+/// stay valid until they are unmapped; see the [module documentation](self).
+/// A region of another user is refused with [`Error::PermissionDenied`].
+pub fn unlink_named(name: &str) -> Result<()> {
+    drop(open_fd(name, true)?);
+    nix::sys::mman::shm_unlink(shm_path(name).as_str())
+        .map_err(|e| shm_error(e, name, "unlinking"))?;
+    match std::fs::remove_file(meta_path(name)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(Error::io(format!("removing {}", meta_path(name)), e))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Every region this library created that this user can see, by name.
+/// Regions without the library's metadata are not listed.
+pub fn list_regions() -> Result<Vec<RegionInfo>> {
+    let dir = match std::fs::read_dir(SHM_DIR) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(format!("listing {SHM_DIR}"), e)),
+    };
+    let me = euid();
+    let mut out = Vec::new();
+    for entry in dir.flatten() {
+        let file_name = entry.file_name();
+        let Some(name) = file_name.to_str().and_then(|n| n.strip_prefix(META_PREFIX)) else {
+            continue;
+        };
+        if validate_name(name).is_err() {
+            continue;
+        }
+        let Ok(Some((meta, file_uid))) = read_meta(name) else {
+            continue;
+        };
+        // Metadata must be written by the user it names; others only see their own.
+        if file_uid != meta.uid || (me != 0 && meta.uid != me) {
+            continue;
+        }
+        out.push(info_of(name, &meta));
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+fn info_of(name: &str, meta: &Meta) -> RegionInfo {
+    let region = std::fs::symlink_metadata(format!("{SHM_DIR}/{name}")).ok();
+    let present = region.as_ref().is_some_and(|m| {
+        m.file_type().is_file() && m.ino() == meta.ino && m.dev() == meta.dev && m.uid() == meta.uid
+    });
+    let size = match (&region, present) {
+        (Some(m), true) => m.len(),
+        _ => meta.size,
+    };
+    let alive = if meta.pidns != 0 && meta.pidns != pid_namespace() {
+        true
+    } else {
+        os::process_alive(meta.pid, meta.start)
+    };
+    RegionInfo {
+        name: name.to_owned(),
+        id: region_id(name),
+        size,
+        uid: meta.uid,
+        owner_pid: meta.pid,
+        owner_start: meta.start,
+        alive,
+        present,
+        created: UNIX_EPOCH + Duration::from_secs(meta.created),
+    }
+}
+
+/// Remove the regions (and metadata) this library created whose creator has
+/// died; with `dry_run`, only say which. Returns what was (or would be)
+/// removed. Never touches a live creator's region, a region without the
+/// library's metadata, or a region that is not the object its metadata
+/// describes (only the stale metadata goes then).
+pub fn collect_garbage(dry_run: bool) -> Result<Vec<RegionInfo>> {
+    collect_garbage_prefix("", dry_run)
+}
+
+/// [`collect_garbage`] restricted to the regions whose name starts with
+/// `prefix` (an application's own namespace).
+pub fn collect_garbage_prefix(prefix: &str, dry_run: bool) -> Result<Vec<RegionInfo>> {
+    let mut removed = Vec::new();
+    for info in list_regions()? {
+        if info.alive || !info.name.starts_with(prefix) {
+            continue;
+        }
+        if !dry_run {
+            // Re-check right before removing: the name may have changed hands.
+            if let Ok(Some((meta, _))) = read_meta(&info.name) {
+                let now = info_of(&info.name, &meta);
+                if now.alive {
+                    continue;
+                }
+                if now.present {
+                    match nix::sys::mman::shm_unlink(shm_path(&info.name).as_str()) {
+                        Ok(()) | Err(Errno::ENOENT) => {}
+                        Err(e) => return Err(shm_error(e, &info.name, "unlinking")),
+                    }
+                }
+                match std::fs::remove_file(meta_path(&info.name)) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(Error::io(format!("removing {}", meta_path(&info.name)), e))
+                    }
+                    _ => {}
+                }
+            } else {
+                continue;
+            }
+        }
+        removed.push(info);
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_round_trips_and_rejects_foreign_bytes() {
+        let m = Meta {
+            uid: 1000,
+            pid: 4242,
+            start: 123_456,
+            size: 1 << 30,
+            created: 1_700_000_000,
+            ino: 77,
+            dev: 0x2a,
+            pidns: 4_026_531_836,
+        };
+        let b = m.encode("region");
+        assert_eq!(Meta::decode(&b), Some(m));
+        assert_eq!(&b[72..80], &region_id("region").to_le_bytes());
+        let mut bad = b;
+        bad[0] ^= 1;
+        assert_eq!(Meta::decode(&bad), None);
+        let mut newer = b;
+        newer[8] = 2;
+        assert_eq!(Meta::decode(&newer), None);
+    }
+
+    #[test]
+    fn name_rules() {
+        for ok in [
+            "a",
+            "psm_0123abcd",
+            "with space",
+            "x~y",
+            &"n".repeat(MAX_NAME_LEN),
+        ] {
+            validate_name(ok).unwrap();
+        }
+        for bad in ["", ".", "..", "a..b", "a/b", ".x", "a\0", "a\n", "\u{e9}"] {
+            assert!(validate_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(validate_name(&"n".repeat(MAX_NAME_LEN + 1)).is_err());
+    }
+}

@@ -1,0 +1,21 @@
+//! The one place that talks to hal-core's export and exchange plumbing.
+
+use std::os::fd::OwnedFd;
+
+use hal_core::{Exported, Handle, Result, SharedHandle};
+
+/// Register the descriptors with this process's broker and wrap the handle.
+pub(crate) fn exported(handle: Handle, fds: Vec<OwnedFd>) -> Result<Exported> {
+    Exported::new(handle, fds)
+}
+
+/// The descriptors that go with an imported handle (attached, or fetched
+/// from the exporter's broker).
+pub(crate) fn take_fds(shared: &mut SharedHandle) -> Result<Vec<OwnedFd>> {
+    hal_core::exchange::take_fds(shared)
+}
+
+/// Add importer pids to an export.
+pub(crate) fn add_importers(exported: &mut Exported, pids: &[u32]) -> Result<()> {
+    exported.add_importers(pids)
+}

@@ -1,0 +1,416 @@
+//! VMM on the host: physical allocations are sealed memfd chunks, a
+//! reservation is a no-access range of address space (`PROT_NONE`,
+//! `MAP_NORESERVE`), and mapping places a chunk over part of it
+//! (`MAP_FIXED`). Chunks export with their descriptor, so an importer can map
+//! the same memory into its own reservation, which is how a buffer grows
+//! after it was shared: the exporter maps a new chunk at the end and exports
+//! it; importers import it and map it at the same offset.
+//!
+//! A chunk is mapped readable and writable at once (read-only when it was
+//! imported read-only); [`Device::set_access`](hal_core::Device::set_access)
+//! changes that with `mprotect`.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use hal_core::device::check_bounds;
+use hal_core::os::{self, Prot, SharedMap};
+use hal_core::{
+    Access, BackendId, Error, ExportOptions, Exported, HandleError, HandleFlags, HandleKind,
+    ImportOptions, Physical, Reservation, Result, SharedHandle,
+};
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+
+use crate::memory::{new_handle, reopen_read_only};
+use crate::plumb;
+use crate::view::{access_error, View};
+
+/// A physical allocation: a sealed memfd chunk with no address until mapped.
+#[derive(Debug, Clone)]
+pub struct CpuPhysical {
+    inner: Arc<PhysInner>,
+}
+
+#[derive(Debug)]
+struct PhysInner {
+    fd: OwnedFd,
+    size: u64,
+    read_only: bool,
+}
+
+fn check_pages(what: &str, v: u64) -> Result<()> {
+    let page = View::page();
+    if v % page != 0 {
+        return Err(Error::invalid(format!(
+            "{what} {v:#x} is not a multiple of the {page}-byte granularity"
+        )));
+    }
+    Ok(())
+}
+
+impl CpuPhysical {
+    pub(crate) fn allocate(size: u64) -> Result<CpuPhysical> {
+        if size == 0 {
+            return Err(Error::invalid("cannot allocate zero bytes"));
+        }
+        check_pages("physical size", size)?;
+        let fd = os::memfd("hal-cpu-shm-physical", size, None)?;
+        os::add_seals(fd.as_fd(), os::EXPORT_SEALS)?;
+        Ok(CpuPhysical {
+            inner: Arc::new(PhysInner {
+                fd,
+                size,
+                read_only: false,
+            }),
+        })
+    }
+
+    /// True when the chunk was imported read-only (it maps read-only).
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
+    }
+
+    pub(crate) fn export(&self, opts: &ExportOptions) -> Result<Exported> {
+        if opts.range.is_some() {
+            return Err(Error::invalid(
+                "a physical allocation is exported whole; a range is not allowed",
+            ));
+        }
+        if self.inner.read_only && !opts.read_only {
+            return Err(Error::PermissionDenied {
+                pid: None,
+                reason: "the physical allocation was imported read-only; re-export it read-only"
+                    .into(),
+            });
+        }
+        let mut handle = new_handle(HandleKind::Physical, opts)?;
+        handle.size = self.inner.size;
+        let fd = if opts.read_only {
+            reopen_read_only(self.inner.fd.as_fd())?
+        } else {
+            os::dup(self.inner.fd.as_fd())?
+        };
+        plumb::exported(handle, vec![fd])
+    }
+
+    pub(crate) fn import(mut shared: SharedHandle, _opts: &ImportOptions) -> Result<CpuPhysical> {
+        shared
+            .handle
+            .expect(HandleKind::Physical, BackendId::CpuShm)?;
+        let size = shared.handle.size;
+        if size == 0 || size % View::page() != 0 {
+            return Err(HandleError::Malformed {
+                field: "size",
+                detail: format!("{size:#x} is not whole pages"),
+            }
+            .into());
+        }
+        let mut read_only = shared.handle.flags.contains(HandleFlags::READ_ONLY);
+        let fds = plumb::take_fds(&mut shared)?;
+        let [fd]: [OwnedFd; 1] = fds.try_into().map_err(|v: Vec<OwnedFd>| {
+            Error::from(HandleError::Descriptors(format!(
+                "a CPU physical handle takes 1 descriptor, {} came",
+                v.len()
+            )))
+        })?;
+        os::verify_sealed_memfd(fd.as_fd(), size)?;
+        let fl = fcntl(std::os::fd::AsRawFd::as_raw_fd(&fd), FcntlArg::F_GETFL)
+            .map_err(|e| Error::errno("fcntl(F_GETFL)", e))?;
+        if OFlag::from_bits_truncate(fl) & OFlag::O_ACCMODE == OFlag::O_RDONLY {
+            read_only = true;
+        }
+        Ok(CpuPhysical {
+            inner: Arc::new(PhysInner {
+                fd,
+                size,
+                read_only,
+            }),
+        })
+    }
+}
+
+impl Physical for CpuPhysical {
+    fn size(&self) -> u64 {
+        self.inner.size
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Piece {
+    offset: u64,
+    len: u64,
+    access: Access,
+    read_only: bool,
+    // Keeps the chunk's descriptor (not needed by the mapping, but it names
+    // the memory while mapped).
+    _phys: Arc<PhysInner>,
+}
+
+/// An address range reservation: no memory until chunks are mapped into it.
+#[derive(Debug)]
+pub struct CpuReservation {
+    map: SharedMap,
+    start: u64,
+    len: u64,
+    pieces: Mutex<Vec<Piece>>,
+}
+
+fn prot_of(a: Access) -> Prot {
+    match a {
+        Access::None => Prot::None,
+        Access::Read => Prot::Read,
+        Access::ReadWrite => Prot::ReadWrite,
+    }
+}
+
+impl CpuReservation {
+    pub(crate) fn reserve(size: u64, align: u64) -> Result<CpuReservation> {
+        if size == 0 {
+            return Err(Error::invalid("cannot reserve zero bytes"));
+        }
+        check_pages("reservation size", size)?;
+        let page = View::page();
+        if align != 0 && (!align.is_power_of_two() || align % page != 0) {
+            return Err(Error::invalid(format!(
+                "alignment {align:#x} is not a power-of-two multiple of {page}"
+            )));
+        }
+        let extra = if align > page { align } else { 0 };
+        let total = size
+            .checked_add(extra)
+            .ok_or_else(|| Error::invalid("size plus alignment overflows"))?;
+        let map = SharedMap::reserve(total, None)?;
+        let base = map.as_ptr() as u64;
+        let start = if extra == 0 {
+            0
+        } else {
+            ((base + align - 1) & !(align - 1)) - base
+        };
+        Ok(CpuReservation {
+            map,
+            start,
+            len: size,
+            pieces: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn pieces(&self) -> MutexGuard<'_, Vec<Piece>> {
+        self.pieces.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn map_physical(&self, offset: u64, phys: &CpuPhysical) -> Result<()> {
+        check_pages("offset", offset)?;
+        let len = phys.inner.size;
+        check_bounds(offset, len, self.len)?;
+        let mut pieces = self.pieces();
+        if let Some(p) = pieces
+            .iter()
+            .find(|p| p.offset < offset + len && offset < p.offset + p.len)
+        {
+            return Err(Error::AlreadyExists {
+                what: format!(
+                    "a mapping at {:#x}+{:#x} of the reservation overlaps {offset:#x}+{len:#x}; \
+                     unmap it first",
+                    p.offset, p.len
+                ),
+            });
+        }
+        let read_only = phys.inner.read_only;
+        let access = if read_only {
+            Access::Read
+        } else {
+            Access::ReadWrite
+        };
+        self.map
+            .map_over(
+                self.start + offset,
+                phys.inner.fd.as_fd(),
+                0,
+                len,
+                prot_of(access),
+            )
+            .map_err(access_error)?;
+        pieces.push(Piece {
+            offset,
+            len,
+            access,
+            read_only,
+            _phys: phys.inner.clone(),
+        });
+        pieces.sort_by_key(|p| p.offset);
+        Ok(())
+    }
+
+    /// Split the pieces at `at` so that no piece straddles it.
+    fn split_at(pieces: &mut Vec<Piece>, at: u64) {
+        if let Some(i) = pieces
+            .iter()
+            .position(|p| p.offset < at && at < p.offset + p.len)
+        {
+            let mut tail = pieces[i].clone();
+            tail.len = pieces[i].offset + pieces[i].len - at;
+            tail.offset = at;
+            pieces[i].len = at - pieces[i].offset;
+            pieces.insert(i + 1, tail);
+        }
+    }
+
+    /// Indices of the pieces covering `offset..offset+len` exactly, or an
+    /// error naming the first unmapped byte.
+    fn covering(pieces: &[Piece], offset: u64, len: u64) -> Result<std::ops::Range<usize>> {
+        let end = offset + len;
+        let first = pieces.iter().position(|p| p.offset + p.len > offset);
+        let mut at = offset;
+        let mut i = first.unwrap_or(pieces.len());
+        let begin = i;
+        while at < end {
+            match pieces.get(i) {
+                Some(p) if p.offset <= at => {
+                    at = p.offset + p.len;
+                    i += 1;
+                }
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "nothing is mapped at offset {at:#x} of the reservation"
+                    )))
+                }
+            }
+        }
+        Ok(begin..i)
+    }
+
+    pub(crate) fn unmap(&self, offset: u64, len: u64) -> Result<()> {
+        check_pages("offset", offset)?;
+        check_pages("length", len)?;
+        check_bounds(offset, len, self.len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let mut pieces = self.pieces();
+        Self::covering(&pieces, offset, len)?;
+        Self::split_at(&mut pieces, offset);
+        Self::split_at(&mut pieces, offset + len);
+        self.map.unmap_part(self.start + offset, len)?;
+        pieces.retain(|p| p.offset + p.len <= offset || p.offset >= offset + len);
+        Ok(())
+    }
+
+    pub(crate) fn set_access(&self, offset: u64, len: u64, access: Access) -> Result<()> {
+        check_pages("offset", offset)?;
+        check_pages("length", len)?;
+        check_bounds(offset, len, self.len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let mut pieces = self.pieces();
+        let range = Self::covering(&pieces, offset, len)?;
+        if access == Access::ReadWrite && pieces[range].iter().any(|p| p.read_only) {
+            return Err(Error::PermissionDenied {
+                pid: None,
+                reason: "part of the range maps a chunk imported read-only; it cannot be made \
+                         writable"
+                    .into(),
+            });
+        }
+        Self::split_at(&mut pieces, offset);
+        Self::split_at(&mut pieces, offset + len);
+        self.map
+            .protect(self.start + offset, len, prot_of(access))
+            .map_err(access_error)?;
+        for p in pieces
+            .iter_mut()
+            .filter(|p| p.offset >= offset && p.offset + p.len <= offset + len)
+        {
+            p.access = access;
+        }
+        Ok(())
+    }
+
+    fn check_access(&self, pieces: &[Piece], offset: u64, len: u64, write: bool) -> Result<()> {
+        check_bounds(offset, len, self.len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let range = Self::covering(pieces, offset, len)?;
+        for p in &pieces[range] {
+            let ok = match p.access {
+                Access::None => false,
+                Access::Read => !write,
+                Access::ReadWrite => true,
+            };
+            if !ok {
+                return Err(Error::PermissionDenied {
+                    pid: None,
+                    reason: format!(
+                        "the mapping at offset {:#x} of the reservation allows {:?}",
+                        p.offset, p.access
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Reservation for CpuReservation {
+    fn base(&self) -> u64 {
+        self.map.as_ptr() as u64 + self.start
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        let pieces = self.pieces();
+        self.check_access(&pieces, offset, dst.len() as u64, false)?;
+        self.map.read(self.start + offset, dst)
+    }
+
+    fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
+        let pieces = self.pieces();
+        self.check_access(&pieces, offset, src.len() as u64, true)?;
+        self.map.write(self.start + offset, src)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn piece(offset: u64, len: u64) -> Piece {
+        Piece {
+            offset,
+            len,
+            access: Access::ReadWrite,
+            read_only: false,
+            _phys: Arc::new(PhysInner {
+                fd: os::memfd("piece", 4096, None).unwrap(),
+                size: 4096,
+                read_only: false,
+            }),
+        }
+    }
+
+    #[test]
+    fn covering_and_splitting() {
+        let mut v = vec![piece(0, 100), piece(100, 50), piece(200, 100)];
+        assert_eq!(CpuReservation::covering(&v, 0, 150).unwrap(), 0..2);
+        assert_eq!(CpuReservation::covering(&v, 120, 10).unwrap(), 1..2);
+        assert!(
+            CpuReservation::covering(&v, 100, 101).is_err(),
+            "gap at 150"
+        );
+        assert!(
+            CpuReservation::covering(&v, 300, 1).is_err(),
+            "past the last"
+        );
+        CpuReservation::split_at(&mut v, 250);
+        assert_eq!(
+            v.iter().map(|p| (p.offset, p.len)).collect::<Vec<_>>(),
+            [(0, 100), (100, 50), (200, 50), (250, 50)]
+        );
+        CpuReservation::split_at(&mut v, 100);
+        assert_eq!(v.len(), 4, "a boundary already");
+    }
+}

@@ -1,0 +1,62 @@
+//! The cases of the suite, each a generic function over the backend.
+//!
+//! Every case takes a [`Suite`] and fails by panicking with a message that
+//! says what the backend did wrong. [`conformance_suite!`](crate::conformance_suite)
+//! turns each into a `#[test]`; they can also be called one by one.
+
+use hal_core::Backend;
+
+use crate::Suite;
+
+mod access;
+mod device;
+mod handle;
+mod lease;
+mod memory;
+mod process;
+mod sync;
+mod vmm;
+
+pub use access::*;
+pub use device::*;
+pub use handle::*;
+pub use lease::*;
+pub use memory::*;
+pub use process::*;
+pub use sync::*;
+pub use vmm::*;
+
+/// Play the child `role` (called by the generated `__child` test in a child
+/// process).
+pub fn run_child_role<B: Backend>(suite: &Suite<B>, role: &str) {
+    match role {
+        lease::HOLD_ROLE => lease::child_hold(suite),
+        vmm::GROW_ROLE => vmm::child_grow(suite),
+        access::PID_ROLE => access::child_pid_allow(suite),
+        process::IMPORT_ROLE => process::child_import_signal(suite),
+        process::HYGIENE_ROLE => process::child_hygiene(suite),
+        other => panic!("unknown child role `{other}`"),
+    }
+}
+
+/// The export's handle with duplicated descriptors, for an import here.
+#[track_caller]
+pub(crate) fn share(ex: &hal_core::Exported) -> hal_core::SharedHandle {
+    crate::must(ex.share(), "Exported::share")
+}
+
+/// Decode a handle text, failing the case with the decoder's error.
+#[track_caller]
+pub(crate) fn decode(text: &str) -> hal_core::Handle {
+    crate::must(
+        hal_core::Handle::from_text(text).map_err(hal_core::Error::from),
+        "decoding a handle text",
+    )
+}
+
+/// The export's handle as another process receives it: decoded from its
+/// text, with no descriptors (the import fetches them from the broker).
+#[track_caller]
+pub(crate) fn by_text(ex: &hal_core::Exported) -> hal_core::SharedHandle {
+    hal_core::SharedHandle::from(decode(&ex.to_text()))
+}
