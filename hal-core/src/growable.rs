@@ -105,6 +105,9 @@ impl<'d, D: Device> GrowableBuffer<'d, D> {
         let page = device.info().page_size();
         let mut desc = AllocDesc::host(header_len(max_chunks, page));
         desc.location = header_location(device);
+        // Whole pages, page-aligned: some allocators (aclrtMalloc) hand out
+        // sub-allocations that could not be exported otherwise.
+        desc.align = page;
         let header = device.allocate(&desc)?;
         let mut fields = [0u8; 32];
         fields[..8].copy_from_slice(MAGIC);

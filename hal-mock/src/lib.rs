@@ -1,1 +1,191 @@
-//! Being written.
+//! # hal-mock: a strict simulator of CUDA-like and Ascend-like devices
+//!
+//! `hal-mock` implements the [`hal_core`] contract without a GPU or an NPU,
+//! and refuses what the real runtimes refuse: a simulator that accepts what
+//! the hardware rejects teaches its users bugs. It is what the conformance
+//! suite proves the contract against, and what programs test their sharing
+//! code with in CI.
+//!
+//! ```
+//! use hal_core::{AllocDesc, Backend, Device, ExportOptions, ImportOptions, Memory};
+//! use hal_mock::{MockBackend, Profile};
+//!
+//! let backend = MockBackend::new(Profile::cuda());
+//! let gpu = backend.open(0)?;
+//! let buf = gpu.allocate(&AllocDesc::device(0, 8192))?;
+//! assert_eq!(buf.host_ptr(), None); // device memory is not host-visible
+//! buf.write(4096, b"hello")?;
+//! let exported = gpu.export_memory(&buf, &ExportOptions::default())?;
+//! // In another process: `Handle::from_text(&exported.to_text())` and import;
+//! // the exporter's descriptor broker serves the memory's descriptors.
+//! let mapping = gpu.import_memory(exported.share()?, &ImportOptions::default())?;
+//! let mut out = [0u8; 5];
+//! mapping.read(4096, &mut out)?;
+//! assert_eq!(&out, b"hello");
+//! # Ok::<(), hal_core::Error>(())
+//! ```
+//!
+//! ## Profiles
+//!
+//! A [`Profile`] describes the devices: their number, memory, page sizes,
+//! allocation granularity, capabilities, and whose rules they follow
+//! ([`Vendor`]). Two are built in:
+//!
+//! | | [`Profile::cuda()`] | [`Profile::ascend()`] |
+//! |---|---|---|
+//! | backend id | [`BackendId::MockCuda`](hal_core::BackendId::MockCuda) | [`BackendId::MockAscend`](hal_core::BackendId::MockAscend) |
+//! | devices | 4 × 16 GiB | 2 × 32 GiB |
+//! | page sizes | 4 KiB, 2 MiB, 1 GiB | 4 KiB, 2 MiB, 1 GiB |
+//! | VMM granularity (min / recommended) | 2 MiB / 2 MiB | 2 MiB / 2 MiB |
+//! | plain allocations | own memory, rounded to 4 KiB | under 1 MiB: sub-allocated from 2 MiB pool chunks in 512-byte steps; larger: own memory, rounded to 512 bytes |
+//! | capabilities | IPC memory, events, notifies; VMM; managed memory; peer access; IPC event query; leases | IPC memory, events, notifies; creator-only notify wait; VMM; peer access; pid allow-lists, on by default; leases |
+//!
+//! Change the number of devices with [`Profile::with_devices`] or the
+//! `HAL_MOCK_DEVICES` variable ([`Profile::with_env_overrides`]). Device UUIDs
+//! derive from the profile name and the ordinal
+//! ([`Profile::device_uuid`]), so a child process that builds the same
+//! profile (`MockBackend::new(Profile::cuda())`) imports onto the same
+//! devices. Removing a capability from a profile makes the operations that
+//! need it answer [`Error::Unsupported`](hal_core::Error::Unsupported).
+//!
+//! ## How it is built
+//!
+//! - **Memory** lives in sealed memfds mapped into the process, so handles
+//!   exported by one process are imported by another real process, which
+//!   maps the same pages. Nothing is created in `/dev/shm`. Device memory is
+//!   not host-visible: [`Memory::host_ptr`](hal_core::Memory::host_ptr) is
+//!   `None`, and bytes move with `Memory::read` / `Memory::write` (a
+//!   simulated `cuMemcpyDtoH` / `aclrtMemcpy`) or the stream copies
+//!   [`MockDevice::write_async`] and [`MockDevice::copy_async`]. A device
+//!   address ([`Memory::addr`](hal_core::Memory::addr)) is the address of
+//!   the simulator's private mapping of the memory: unique and stable, like
+//!   a unified virtual address, but not to be dereferenced.
+//! - **Streams** are ordered queues, each run by a worker thread: a stream
+//!   waiting on an event or a notify runs no later work until the wait is
+//!   satisfied, and `synchronize` waits for the queue to drain.
+//! - **Events and notifies** keep their state in futex words in a shared
+//!   memfd, so records, signals and waits work across processes; host waits
+//!   take timeouts, and `wait_async` runs on a waiter thread
+//!   ([`hal_core::wait::blocking_future`]).
+//! - **Leases**: memory handles carry two descriptors, the data memfd and a
+//!   [`LeaseTable`](hal_core::lease::LeaseTable) memfd; each importer holds a
+//!   lease until it closes.
+//! - **Descriptors** travel through the exporter's broker
+//!   ([`hal_core::Exported`]), which enforces pid allow-lists across
+//!   processes; descriptors that arrive attached are checked against the
+//!   handle's allow-list by the import itself.
+//!
+//! ## The rules enforced, and where they come from
+//!
+//! Every refusal that the vendor reports with an error code is an
+//! [`Error::Vendor`](hal_core::Error::Vendor) with the vendor's number and
+//! name ([`codes`]).
+//!
+//! **Both profiles**
+//!
+//! - *Exports are whole pages.* An exported range must start and end on a
+//!   page boundary of the allocation's page size (4 KiB, or 2 MiB / 1 GiB
+//!   with [`HugePages::Explicit`](hal_core::HugePages::Explicit)), in the
+//!   device's address space: otherwise [`Error::Misaligned`](hal_core::Error::Misaligned),
+//!   never a widened range (Ascend's `aclrtIpcMemGetExportKey` checks that
+//!   the range is page-table aligned so that no neighbouring data leaks).
+//! - *Import onto another device needs peer access*:
+//!   [`ImportOptions::peer_access`](hal_core::ImportOptions::peer_access)
+//!   (`CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`,
+//!   `ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS`) or a prior
+//!   [`MockDevice::enable_peer_access`] (`cuCtxEnablePeerAccess`,
+//!   `aclrtDeviceEnablePeerAccess`); otherwise
+//!   `CUDA_ERROR_PEER_ACCESS_NOT_ENABLED` (705) or
+//!   `ACL_ERROR_RT_NO_PERMISSION` (207006).
+//! - *IPC events need the IPC flag at creation*: exporting an event created
+//!   without [`EventFlags::interprocess`](hal_core::EventFlags) fails with
+//!   `CUDA_ERROR_INVALID_VALUE` (1) from `cuIpcGetEventHandle`, or
+//!   `ACL_ERROR_RT_PARAM_INVALID` (107000); and an IPC event cannot time:
+//!   `interprocess` with `timing` is refused at creation
+//!   (`CU_EVENT_INTERPROCESS` requires `CU_EVENT_DISABLE_TIMING`;
+//!   `ACL_EVENT_IPC` is not OR-ed with other flags).
+//! - *Close order*: [`Allocation::free`](hal_core::Allocation::free) while
+//!   importers hold the memory is refused with
+//!   [`Error::Busy`](hal_core::Error::Busy) (Ascend documents that importers
+//!   `aclrtIpcMemClose` before the exporter frees; on CUDA freeing under an
+//!   importer is undefined). Dropping instead keeps the memory, with a
+//!   warning in the log, until the last importer closes
+//!   ([`MockDevice::deferred_frees`]); a pool range is not reused meanwhile.
+//! - *VMM*: physical sizes, reservation sizes and alignments, mapping
+//!   offsets, unmap and access ranges must be multiples of the minimum
+//!   granularity (`cuMemGetAllocationGranularity`,
+//!   `aclrtMemGetAllocationGranularity`), else the vendor's invalid-value
+//!   code. A new mapping has no access until `set_access`
+//!   (`cuMemSetAccess`, `aclrtMemSetAccess`); reads and writes of unmapped
+//!   or inaccessible parts of a reservation are refused; unmap takes whole
+//!   mappings only (`cuMemUnmap`).
+//! - *Managed and host memory cannot be exported through IPC*
+//!   (`cuMemAllocManaged` memory is refused by `cuIpcGetMemHandle`):
+//!   [`Error::Unsupported`](hal_core::Error::Unsupported). Read-only
+//!   exports are unsupported too: neither vendor's IPC maps read-only.
+//!
+//! **CUDA-like** ([`Vendor::Cuda`])
+//!
+//! - `cuIpcGetMemHandle` works on the base allocation: the handle names the
+//!   base plus [`Handle::offset`](hal_core::Handle::offset), and the importer
+//!   maps the base.
+//! - Opening the same allocation twice in one process
+//!   (`cuIpcOpenMemHandle_v2`) returns the same mapping, reference counted:
+//!   the same base address, and closing one does not unmap the other.
+//! - Notifies are built from stream memory operations on shared host memory
+//!   (`cuStreamWriteValue32_v2` / `cuStreamWaitValue32_v2`): any process may
+//!   wait, and there is no pid allow-list (`Importers::Pids` is unsupported).
+//!
+//! **Ascend-like** ([`Vendor::Ascend`])
+//!
+//! - `aclrtMalloc` may hand out sub-allocations that are not page-aligned:
+//!   allocations under 1 MiB are carved from shared 2 MiB chunks in 512-byte
+//!   steps, so exporting one fails with `Misaligned` unless it was allocated
+//!   with [`AllocDesc::align`](hal_core::AllocDesc::align) of a page.
+//! - The pid allow-list is on by default: with
+//!   [`Importers::BackendDefault`](hal_core::Importers) nobody may import
+//!   until pids are added, after the export too
+//!   ([`Device::allow_importers`](hal_core::Device::allow_importers):
+//!   `aclrtIpcMemSetImportPid`, `aclrtNotifySetImportPid`,
+//!   `aclrtMemSetPidToShareableHandle`); `Importers::Anyone` is
+//!   `DISABLE_PID_VALIDATION`. A refused importer gets
+//!   [`Error::PermissionDenied`](hal_core::Error::PermissionDenied).
+//! - Only the creator of a notify waits on it (`aclrtWaitAndResetNotify`);
+//!   importers record. An importer's wait is `PermissionDenied`.
+//! - IPC events cannot be queried or timed: `query` is `Unsupported`, and
+//!   handles carry [`HandleFlags::NO_QUERY`](hal_core::HandleFlags::NO_QUERY).
+//! - Memory imported onto another device is usable only for asynchronous
+//!   device-to-device copies ([`MockDevice::copy_async`]); `read` / `write`
+//!   on it are `Unsupported`.
+//! - Importing a notify onto another device needs peer access too
+//!   (`ACL_RT_NOTIFY_IMPORT_FLAG_ENABLE_PEER_ACCESS`).
+//!
+//! ## Fault injection
+//!
+//! [`fault`] makes the next allocation, export, import or wait fail with a
+//! chosen vendor error, loses a device (every later call answers the
+//! vendor's device-lost code: `CUDA_ERROR_DEVICE_UNAVAILABLE` (46),
+//! `ACL_ERROR_RT_LOST_HEARTBEAT` (507010)), or removes a vendor entry point
+//! so that the operations calling it answer `Unsupported` naming the symbol.
+//! Faults belong to one backend instance: parallel tests do not see each
+//! other's.
+#![deny(missing_docs)]
+#![cfg(target_os = "linux")]
+
+mod backend;
+pub mod codes;
+mod device;
+pub mod fault;
+mod memory;
+mod profile;
+mod stream;
+mod sync;
+mod vmm;
+
+pub use backend::MockBackend;
+pub use device::MockDevice;
+pub use memory::{DeviceMemory, MockAllocation, MockMapping};
+pub use profile::{Profile, SubAllocation, Vendor};
+pub use stream::MockStream;
+pub use sync::{MockEvent, MockNotify};
+pub use vmm::{MockPhysical, MockReservation};

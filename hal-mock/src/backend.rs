@@ -1,0 +1,406 @@
+//! The backend, its per-device state, and the small helpers every resource
+//! uses to reach them.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use hal_core::{Availability, Backend, BackendId, Capabilities, DeviceInfo, Error, Result};
+
+use crate::codes::Code;
+use crate::device::MockDevice;
+use crate::fault::{FaultOp, Faults};
+use crate::memory::{Backing, ImportRegion};
+use crate::profile::{Api, Profile, Vendor};
+
+/// Lock a mutex, taking the data of a poisoned one (a panic elsewhere must
+/// not turn every later call into a panic).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A simulated vendor runtime: a set of devices following a [`Profile`].
+///
+/// Each instance is one simulated driver in this process (clones share it):
+/// its devices share memory accounting, peer-access state, the import cache
+/// and the [`Faults`]. Build the same profile in another process to import
+/// what this one exports.
+///
+/// ```
+/// use hal_core::{Backend, BackendId};
+/// use hal_mock::{MockBackend, Profile};
+///
+/// let cuda = MockBackend::new(Profile::cuda());
+/// assert_eq!(cuda.id(), BackendId::MockCuda);
+/// assert_eq!(cuda.devices()?.len(), 4);
+/// let ascend = MockBackend::new(Profile::ascend().with_devices(3));
+/// assert_eq!(ascend.devices()?.len(), 3);
+/// # Ok::<(), hal_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct MockBackend {
+    shared: Arc<BackendShared>,
+}
+
+impl std::fmt::Debug for MockBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockBackend")
+            .field("profile", &self.shared.profile.name)
+            .field("devices", &self.shared.devices.len())
+            .finish()
+    }
+}
+
+impl MockBackend {
+    /// A backend simulating `profile`. A profile that fails
+    /// [`Profile::validate`] gives a backend that is unavailable and says why.
+    pub fn new(profile: Profile) -> MockBackend {
+        let invalid = profile.validate().err().map(|e| e.to_string());
+        let count = if invalid.is_some() {
+            0
+        } else {
+            profile.devices
+        };
+        let devices = (0..count)
+            .map(|ordinal| DeviceState {
+                info: profile.device_info(ordinal),
+                used: Mutex::new(0),
+                pool: Mutex::new(Pool::default()),
+                peers: Mutex::new(BTreeSet::new()),
+                deferred: AtomicUsize::new(0),
+            })
+            .collect();
+        MockBackend {
+            shared: Arc::new(BackendShared {
+                profile,
+                invalid,
+                faults: Faults::default(),
+                devices,
+                import_cache: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The CUDA-like backend with its default profile ([`Profile::cuda`]).
+    pub fn cuda() -> MockBackend {
+        MockBackend::new(Profile::cuda())
+    }
+
+    /// The Ascend-like backend with its default profile ([`Profile::ascend`]).
+    pub fn ascend() -> MockBackend {
+        MockBackend::new(Profile::ascend())
+    }
+
+    /// The profile simulated.
+    pub fn profile(&self) -> &Profile {
+        &self.shared.profile
+    }
+
+    /// The fault injection of this backend instance (shared by every device
+    /// opened from it, untouched by other instances).
+    pub fn faults(&self) -> &Faults {
+        &self.shared.faults
+    }
+
+    fn check_valid(&self) -> Result<()> {
+        match &self.shared.invalid {
+            None => Ok(()),
+            Some(reason) => Err(Error::Unavailable {
+                backend: self.shared.profile.backend().name(),
+                reason: format!("invalid profile `{}`: {reason}", self.shared.profile.name),
+                searched: Vec::new(),
+            }),
+        }
+    }
+}
+
+impl Backend for MockBackend {
+    type Device = MockDevice;
+
+    fn id(&self) -> BackendId {
+        self.shared.profile.backend()
+    }
+
+    fn availability(&self) -> Availability {
+        match &self.shared.invalid {
+            None => Availability::Available,
+            Some(reason) => Availability::Unavailable {
+                reason: format!("invalid profile `{}`: {reason}", self.shared.profile.name),
+                searched: Vec::new(),
+            },
+        }
+    }
+
+    fn devices(&self) -> Result<Vec<DeviceInfo>> {
+        self.check_valid()?;
+        Ok(self.shared.devices.iter().map(|d| d.info.clone()).collect())
+    }
+
+    fn open(&self, ordinal: u32) -> Result<MockDevice> {
+        self.check_valid()?;
+        let vendor = self.shared.profile.vendor;
+        if ordinal as usize >= self.shared.devices.len() {
+            return Err(vendor.invalid_device().error(
+                vendor.backend(),
+                format!(
+                    "device {ordinal} does not exist: the profile `{}` has {} device(s)",
+                    self.shared.profile.name,
+                    self.shared.devices.len()
+                ),
+            ));
+        }
+        self.shared.faults.alive(vendor, ordinal)?;
+        Ok(MockDevice::new(DevRef {
+            shared: Arc::clone(&self.shared),
+            ordinal,
+        }))
+    }
+}
+
+/// Imported regions by (buffer id, target device).
+pub(crate) type ImportCache = HashMap<([u8; 16], u32), Weak<ImportRegion>>;
+
+/// What every device and resource of one backend instance shares.
+pub(crate) struct BackendShared {
+    pub(crate) profile: Profile,
+    invalid: Option<String>,
+    pub(crate) faults: Faults,
+    pub(crate) devices: Vec<DeviceState>,
+    /// CUDA-like: imported regions by (buffer id, target device), so that a
+    /// second open of one handle returns the same mapping.
+    pub(crate) import_cache: Mutex<ImportCache>,
+}
+
+/// The state of one simulated device.
+pub(crate) struct DeviceState {
+    pub(crate) info: DeviceInfo,
+    /// Bytes of device memory in use.
+    used: Mutex<u64>,
+    /// Sub-allocation pool (Ascend-like profiles).
+    pub(crate) pool: Mutex<Pool>,
+    /// Devices whose memory this one may access.
+    pub(crate) peers: Mutex<BTreeSet<u32>>,
+    /// Allocations dropped while importers held them, not yet released.
+    pub(crate) deferred: AtomicUsize,
+}
+
+impl DeviceState {
+    /// Account for `bytes` more of device memory.
+    pub(crate) fn charge(&self, vendor: Vendor, bytes: u64) -> Result<()> {
+        let mut used = lock(&self.used);
+        match used.checked_add(bytes) {
+            Some(n) if n <= self.info.total_memory => {
+                *used = n;
+                Ok(())
+            }
+            _ => Err(Error::OutOfMemory {
+                requested: bytes,
+                detail: format!(
+                    "device {} has {} of {} bytes in use ({} {}); free memory first",
+                    self.info.ordinal,
+                    *used,
+                    self.info.total_memory,
+                    vendor.out_of_memory().name,
+                    vendor.out_of_memory().code
+                ),
+            }),
+        }
+    }
+
+    /// Give back `bytes` of device memory.
+    pub(crate) fn refund(&self, bytes: u64) {
+        let mut used = lock(&self.used);
+        *used = used.saturating_sub(bytes);
+    }
+
+    /// Bytes in use.
+    pub(crate) fn used(&self) -> u64 {
+        *lock(&self.used)
+    }
+}
+
+/// A device of a backend instance: what resources keep to reach their
+/// device's state, the profile and the faults.
+#[derive(Clone)]
+pub(crate) struct DevRef {
+    pub(crate) shared: Arc<BackendShared>,
+    pub(crate) ordinal: u32,
+}
+
+impl DevRef {
+    pub(crate) fn state(&self) -> &DeviceState {
+        &self.shared.devices[self.ordinal as usize]
+    }
+
+    pub(crate) fn profile(&self) -> &Profile {
+        &self.shared.profile
+    }
+
+    pub(crate) fn vendor(&self) -> Vendor {
+        self.shared.profile.vendor
+    }
+
+    pub(crate) fn backend(&self) -> BackendId {
+        self.shared.profile.backend()
+    }
+
+    pub(crate) fn name(&self) -> String {
+        self.backend().name()
+    }
+
+    pub(crate) fn caps(&self) -> Capabilities {
+        self.shared.profile.capabilities
+    }
+
+    /// The checks of a simulated vendor call: missing entry point, lost
+    /// device, injected fault.
+    pub(crate) fn enter(&self, api: Api, op: Option<FaultOp>) -> Result<()> {
+        self.shared
+            .faults
+            .enter(self.vendor(), self.ordinal, api, op)
+    }
+
+    /// The lost-device check and an injected fault, for operations that
+    /// call no entry point of their own.
+    pub(crate) fn inject(&self, op: FaultOp) -> Result<()> {
+        self.shared.faults.inject(self.vendor(), self.ordinal, op)
+    }
+
+    /// The lost-device check alone.
+    pub(crate) fn alive(&self) -> Result<()> {
+        self.shared.faults.alive(self.vendor(), self.ordinal)
+    }
+
+    /// A vendor error of this backend.
+    pub(crate) fn err(&self, code: Code, message: impl Into<String>) -> Error {
+        code.error(self.backend(), message)
+    }
+
+    /// [`Error::Unsupported`] unless the profile has `cap`.
+    pub(crate) fn require(&self, cap: Capabilities, operation: &str) -> Result<()> {
+        if self.caps().contains(cap) {
+            return Ok(());
+        }
+        Err(Error::unsupported(
+            self.name(),
+            operation,
+            format!(
+                "the profile `{}` lacks the capability {:?}",
+                self.profile().name,
+                cap
+            ),
+        ))
+    }
+
+    /// True when `other` belongs to the same backend instance.
+    pub(crate) fn same_backend(&self, other: &DevRef) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    /// Refuse a resource of another backend instance or device.
+    pub(crate) fn check_owner(&self, other: &DevRef, what: &str, same_device: bool) -> Result<()> {
+        if !self.same_backend(other) {
+            return Err(Error::invalid(format!(
+                "the {what} belongs to another backend instance, not to this `{}` device",
+                self.profile().name
+            )));
+        }
+        if same_device && other.ordinal != self.ordinal {
+            return Err(Error::invalid(format!(
+                "the {what} belongs to device {}, not to device {}; call the operation on \
+                 its own device",
+                other.ordinal, self.ordinal
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A pool of sub-allocation chunks: first fit in each chunk's free list.
+#[derive(Default)]
+pub(crate) struct Pool {
+    next_id: u64,
+    chunks: Vec<Chunk>,
+}
+
+struct Chunk {
+    id: u64,
+    backing: Arc<Backing>,
+    /// Free ranges: offset -> length.
+    free: BTreeMap<u64, u64>,
+    live: usize,
+}
+
+/// One sub-allocation: where it lives.
+pub(crate) struct Slot {
+    pub(crate) chunk: u64,
+    pub(crate) backing: Arc<Backing>,
+    pub(crate) offset: u64,
+}
+
+impl Pool {
+    /// Take `len` bytes aligned to `align` from an existing chunk.
+    pub(crate) fn take(&mut self, len: u64, align: u64) -> Option<Slot> {
+        for c in &mut self.chunks {
+            let found = c.free.iter().find_map(|(&start, &flen)| {
+                let at = start.next_multiple_of(align);
+                (at.checked_add(len)? <= start + flen).then_some((start, flen, at))
+            });
+            if let Some((start, flen, at)) = found {
+                c.free.remove(&start);
+                if at > start {
+                    c.free.insert(start, at - start);
+                }
+                let end = start + flen;
+                if at + len < end {
+                    c.free.insert(at + len, end - at - len);
+                }
+                c.live += 1;
+                return Some(Slot {
+                    chunk: c.id,
+                    backing: Arc::clone(&c.backing),
+                    offset: at,
+                });
+            }
+        }
+        None
+    }
+
+    /// Add an empty chunk.
+    pub(crate) fn add(&mut self, backing: Arc<Backing>) {
+        let size = backing.size();
+        self.next_id += 1;
+        self.chunks.push(Chunk {
+            id: self.next_id,
+            backing,
+            free: BTreeMap::from([(0, size)]),
+            live: 0,
+        });
+    }
+
+    /// Return a sub-allocation. Returns the chunk's size when the chunk
+    /// became empty and was released.
+    pub(crate) fn give_back(&mut self, chunk: u64, offset: u64, len: u64) -> Option<u64> {
+        let idx = self.chunks.iter().position(|c| c.id == chunk)?;
+        let c = &mut self.chunks[idx];
+        let (mut start, mut flen) = (offset, len);
+        if let Some((&p, &plen)) = c.free.range(..offset).next_back() {
+            if p + plen == offset {
+                c.free.remove(&p);
+                start = p;
+                flen += plen;
+            }
+        }
+        if let Some(&nlen) = c.free.get(&(offset + len)) {
+            c.free.remove(&(offset + len));
+            flen += nlen;
+        }
+        c.free.insert(start, flen);
+        c.live = c.live.saturating_sub(1);
+        if c.live == 0 {
+            let c = self.chunks.swap_remove(idx);
+            return Some(c.backing.size());
+        }
+        None
+    }
+}

@@ -1,0 +1,609 @@
+//! Simulated device memory: memfd-backed allocations, imported mappings, and
+//! the handle payload that names them.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use hal_core::device::check_bounds;
+use hal_core::lease::{Lease, LeaseTable};
+use hal_core::os::{self, Prot, SharedMap};
+use hal_core::{
+    Allocation, Error, FreeError, Handle, HandleError, Location, Mapping, Memory, Result,
+};
+
+use crate::backend::DevRef;
+use crate::fault::FaultOp;
+use crate::profile::{Api, Vendor};
+
+/// Map `len` bytes of `fd` (or reserve them, without `fd`) at an address
+/// aligned to `align`.
+pub(crate) fn map_aligned(fd: Option<BorrowedFd<'_>>, len: u64, align: u64) -> Result<SharedMap> {
+    let map_at = |at: Option<u64>| match fd {
+        Some(fd) => SharedMap::map(fd, len, 0, Prot::ReadWrite, at),
+        None => SharedMap::reserve(len, at),
+    };
+    if align <= os::page_size() {
+        return map_at(None);
+    }
+    // Reserve room for the aligned range, release it, and map there; another
+    // thread may take the range in between, so try a few times.
+    for _ in 0..16 {
+        let probe_len = len
+            .checked_add(align)
+            .ok_or_else(|| Error::invalid("size plus alignment overflows"))?;
+        let probe = SharedMap::reserve(probe_len, None)?;
+        let at = (probe.as_ptr() as u64).next_multiple_of(align);
+        drop(probe);
+        match map_at(Some(at)) {
+            Err(Error::AlreadyExists { .. }) => continue,
+            other => return other,
+        }
+    }
+    Err(Error::OutOfMemory {
+        requested: len,
+        detail: format!("no {align:#x}-aligned address range of {len:#x} bytes stayed free"),
+    })
+}
+
+/// A sealed memfd and this process's mapping of all of it: the pages of
+/// one allocation, one pool chunk, or one physical allocation.
+pub(crate) struct Backing {
+    fd: OwnedFd,
+    map: SharedMap,
+    size: u64,
+}
+
+impl Backing {
+    /// A new zeroed backing of `size` bytes mapped at an `align`-aligned address.
+    pub(crate) fn create(label: &str, size: u64, align: u64) -> Result<Arc<Backing>> {
+        let fd = os::memfd(label, size, None)?;
+        os::add_seals(fd.as_fd(), os::EXPORT_SEALS)?;
+        let map = map_aligned(Some(fd.as_fd()), size, align)?;
+        Ok(Arc::new(Backing { fd, map, size }))
+    }
+
+    pub(crate) fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    pub(crate) fn map(&self) -> &SharedMap {
+        &self.map
+    }
+}
+
+/// Something that holds a mapping stream work can copy into or out of.
+pub(crate) trait Holder: Send + Sync {
+    fn map(&self) -> &SharedMap;
+}
+
+impl Holder for Backing {
+    fn map(&self) -> &SharedMap {
+        &self.map
+    }
+}
+
+impl Holder for ImportRegion {
+    fn map(&self) -> &SharedMap {
+        &self.map
+    }
+}
+
+pub(crate) mod sealed {
+    use std::sync::Arc;
+
+    use crate::backend::DevRef;
+
+    /// The bytes of a memory object that queued stream work keeps alive.
+    pub struct Span {
+        pub(crate) holder: Arc<dyn super::Holder>,
+        /// Offset of the first byte in the holder's mapping.
+        pub(crate) base: u64,
+        pub(crate) len: u64,
+        pub(crate) writable: bool,
+        /// Usable only by device-to-device copies (Ascend peer import).
+        pub(crate) peer_only: bool,
+        pub(crate) dev: DevRef,
+    }
+
+    /// Implemented by this crate's memory types only.
+    pub trait Sealed {
+        /// The bytes, kept alive.
+        fn span(&self) -> Span;
+    }
+}
+
+/// Memory that the stream copies of [`MockDevice`](crate::MockDevice) accept:
+/// [`MockAllocation`] and [`MockMapping`].
+pub trait DeviceMemory: Memory + sealed::Sealed {}
+
+/// What freeing an allocation gives back to its device.
+pub(crate) struct Release {
+    pub(crate) dev: DevRef,
+    pub(crate) backing: Arc<Backing>,
+    /// (chunk, offset, length) of a sub-allocation.
+    pub(crate) slot: Option<(u64, u64, u64)>,
+    /// Bytes charged to the device for memory of its own.
+    pub(crate) charged: u64,
+}
+
+impl Release {
+    fn run(self) {
+        let state = self.dev.state();
+        match self.slot {
+            Some((chunk, offset, len)) => {
+                let emptied = crate::backend::lock(&state.pool).give_back(chunk, offset, len);
+                if let Some(size) = emptied {
+                    state.refund(size);
+                }
+            }
+            None => state.refund(self.charged),
+        }
+        drop(self.backing);
+    }
+}
+
+/// Device (or host, or managed) memory allocated by this process.
+///
+/// Device memory is not host-visible: [`Memory::host_ptr`] is `None` and
+/// [`Memory::addr`] is a device address (the address of the simulator's
+/// private mapping, not to be dereferenced); bytes move with
+/// [`Memory::read`] / [`Memory::write`] or the stream copies.
+pub struct MockAllocation {
+    pub(crate) dev: DevRef,
+    pub(crate) backing: Arc<Backing>,
+    /// Offset of the first byte in the backing memfd.
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+    pub(crate) location: Location,
+    /// The page size exports of this allocation must be aligned to.
+    pub(crate) page: u64,
+    /// A unique id (CUDA's buffer id): the key of importers' caches.
+    pub(crate) buffer_id: [u8; 16],
+    /// The importers' lease table, made at the first export.
+    pub(crate) lease: OnceLock<(Arc<LeaseTable>, OwnedFd)>,
+    pub(crate) release: Option<Release>,
+}
+
+impl std::fmt::Debug for MockAllocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockAllocation")
+            .field("backend", &self.dev.name())
+            .field("addr", &format_args!("{:#x}", self.addr()))
+            .field("len", &self.len)
+            .field("location", &self.location)
+            .field("page", &self.page)
+            .finish()
+    }
+}
+
+impl MockAllocation {
+    /// The importers' lease table, created on first use.
+    pub(crate) fn lease_table(&self) -> Result<&(Arc<LeaseTable>, OwnedFd)> {
+        if let Some(t) = self.lease.get() {
+            return Ok(t);
+        }
+        let made = LeaseTable::create(hal_core::lease::DEFAULT_SLOTS)?;
+        // A concurrent export may have won the race; its table is kept.
+        let _ = self.lease.set(made);
+        self.lease
+            .get()
+            .ok_or_else(|| Error::invalid("lease table vanished"))
+    }
+
+    fn holders(&self) -> usize {
+        self.lease.get().map_or(0, |(t, _)| t.count())
+    }
+
+    /// The page size that exported ranges of this allocation must be whole
+    /// multiples of, and aligned to in the device's address space.
+    pub fn page_size(&self) -> u64 {
+        self.page
+    }
+
+    fn copy_api(&self, to_device: bool) -> Option<Api> {
+        match self.location {
+            Location::Device(_) if to_device => Some(Api::MemcpyHtoD),
+            Location::Device(_) => Some(Api::MemcpyDtoH),
+            _ => None,
+        }
+    }
+
+    fn access(&self, api: Option<Api>, offset: u64, len: u64) -> Result<()> {
+        match api {
+            Some(api) => self.dev.enter(api, None)?,
+            None => self.dev.alive()?,
+        }
+        check_bounds(offset, len, self.len)
+    }
+}
+
+impl Memory for MockAllocation {
+    fn addr(&self) -> u64 {
+        self.backing.map().as_ptr() as u64 + self.offset
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn location(&self) -> Location {
+        self.location
+    }
+
+    fn host_ptr(&self) -> Option<*mut u8> {
+        match self.location {
+            Location::Device(_) => None,
+            _ => Some(
+                self.backing
+                    .map()
+                    .as_ptr()
+                    .wrapping_add(self.offset as usize),
+            ),
+        }
+    }
+
+    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        self.access(self.copy_api(false), offset, dst.len() as u64)?;
+        self.backing.map().read(self.offset + offset, dst)
+    }
+
+    fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
+        self.access(self.copy_api(true), offset, src.len() as u64)?;
+        self.backing.map().write(self.offset + offset, src)
+    }
+}
+
+impl Allocation for MockAllocation {
+    fn importers(&self) -> Result<usize> {
+        self.dev
+            .require(hal_core::Capabilities::LEASES, "importers")?;
+        Ok(self.holders())
+    }
+
+    fn wait_unleased(&self, timeout: Option<Duration>) -> Result<()> {
+        self.dev
+            .require(hal_core::Capabilities::LEASES, "wait_unleased")?;
+        self.dev.inject(FaultOp::Wait)?;
+        match self.lease.get() {
+            Some((t, _)) => t.wait_empty(timeout),
+            None => Ok(()),
+        }
+    }
+
+    /// Refused with [`Error::Busy`] while importers hold the memory: Ascend
+    /// documents that every importer closes (`aclrtIpcMemClose`) before the
+    /// exporter frees, and CUDA makes freeing under an importer undefined.
+    fn free(self) -> std::result::Result<(), FreeError<Self>> {
+        let holders = self.holders();
+        if holders > 0 {
+            let what = format!(
+                "allocation at {:#x} ({} bytes; {} before {})",
+                self.addr(),
+                self.len,
+                Api::IpcCloseMem.symbol(self.dev.vendor()),
+                Api::MemFree.symbol(self.dev.vendor()),
+            );
+            return Err(FreeError {
+                resource: self,
+                error: Error::Busy { what, holders },
+            });
+        }
+        drop(self);
+        Ok(())
+    }
+}
+
+impl Drop for MockAllocation {
+    fn drop(&mut self) {
+        let Some(release) = self.release.take() else {
+            return;
+        };
+        let lease = self.lease.take();
+        let holders = lease.as_ref().map_or(0, |(t, _)| t.count());
+        let Some((table, lease_fd)) = lease.filter(|_| holders > 0) else {
+            release.run();
+            return;
+        };
+        log::warn!(
+            "{}: allocation at {:#x} ({} bytes) dropped while {holders} importer(s) hold it; \
+             its memory is kept until they close (free it after wait_unleased instead)",
+            self.dev.name(),
+            self.addr(),
+            self.len
+        );
+        let deferred = &self.dev.state().deferred;
+        deferred.fetch_add(1, Ordering::AcqRel);
+        let dev = self.dev.clone();
+        let spawned = std::thread::Builder::new()
+            .name("hal-mock-deferred-free".into())
+            .spawn(move || {
+                // No timeout: the memory must outlive every importer; dead
+                // importers are not counted.
+                let _ = table.wait_empty(None);
+                drop(lease_fd);
+                release.run();
+                dev.state().deferred.fetch_sub(1, Ordering::AcqRel);
+            });
+        if let Err(e) = spawned {
+            log::error!(
+                "{}: cannot start the deferred release ({e}); the allocation is kept for the \
+                 life of the process",
+                self.dev.name()
+            );
+        }
+    }
+}
+
+impl sealed::Sealed for MockAllocation {
+    fn span(&self) -> sealed::Span {
+        sealed::Span {
+            holder: Arc::clone(&self.backing) as Arc<dyn Holder>,
+            base: self.offset,
+            len: self.len,
+            writable: true,
+            peer_only: false,
+            dev: self.dev.clone(),
+        }
+    }
+}
+
+impl DeviceMemory for MockAllocation {}
+
+/// An imported span of another allocation, mapped in this process.
+pub(crate) struct ImportRegion {
+    pub(crate) map: SharedMap,
+    /// The importer's lease; released when the last mapping of the region closes.
+    pub(crate) _lease: Option<Lease>,
+}
+
+/// Memory imported from another process (or this one).
+///
+/// CUDA-like: the whole exported base allocation is mapped once per process
+/// and device; every import of a handle of that allocation shares the mapping
+/// (reference counted), and the mapping's address is the base plus the
+/// handle's offset. Ascend-like: each import maps exactly the exported range.
+pub struct MockMapping {
+    pub(crate) dev: DevRef,
+    pub(crate) region: Arc<ImportRegion>,
+    /// Offset of the first byte in the region's mapping.
+    pub(crate) view: u64,
+    pub(crate) len: u64,
+    pub(crate) handle: Handle,
+    pub(crate) location: Location,
+    pub(crate) read_only: bool,
+    /// Ascend: imported onto another device, usable only by asynchronous
+    /// device-to-device copies.
+    pub(crate) peer_only: bool,
+}
+
+impl std::fmt::Debug for MockMapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockMapping")
+            .field("backend", &self.dev.name())
+            .field("addr", &format_args!("{:#x}", self.addr()))
+            .field("len", &self.len)
+            .field("device", &self.dev.ordinal)
+            .field("read_only", &self.read_only)
+            .field("peer_only", &self.peer_only)
+            .finish()
+    }
+}
+
+impl MockMapping {
+    /// The device the memory was imported onto.
+    pub fn device(&self) -> u32 {
+        self.dev.ordinal
+    }
+
+    /// True when the mapping is usable only by asynchronous
+    /// device-to-device copies (Ascend: memory imported onto another device).
+    pub fn is_peer_only(&self) -> bool {
+        self.peer_only
+    }
+
+    fn check(&self, to_device: bool, offset: u64, len: u64) -> Result<()> {
+        if self.peer_only {
+            return Err(Error::unsupported(
+                self.dev.name(),
+                Api::MemcpyDtoH.symbol(self.dev.vendor()),
+                format!(
+                    "memory imported onto device {} from another device is usable only for \
+                     asynchronous device-to-device copies (MockDevice::copy_async); import it \
+                     onto its own device to read or write it",
+                    self.dev.ordinal
+                ),
+            ));
+        }
+        if to_device && self.read_only {
+            return Err(Error::PermissionDenied {
+                pid: None,
+                reason: "the memory was exported read-only".into(),
+            });
+        }
+        let api = if to_device {
+            Api::MemcpyHtoD
+        } else {
+            Api::MemcpyDtoH
+        };
+        self.dev.enter(api, None)?;
+        check_bounds(offset, len, self.len)
+    }
+}
+
+impl Memory for MockMapping {
+    fn addr(&self) -> u64 {
+        self.region.map.as_ptr() as u64 + self.view
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn location(&self) -> Location {
+        self.location
+    }
+
+    fn host_ptr(&self) -> Option<*mut u8> {
+        match self.location {
+            Location::Device(_) => None,
+            _ => Some(self.region.map.as_ptr().wrapping_add(self.view as usize)),
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        self.check(false, offset, dst.len() as u64)?;
+        self.region.map.read(self.view + offset, dst)
+    }
+
+    fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
+        self.check(true, offset, src.len() as u64)?;
+        self.region.map.write(self.view + offset, src)
+    }
+}
+
+impl Mapping for MockMapping {
+    fn handle(&self) -> &Handle {
+        &self.handle
+    }
+}
+
+impl sealed::Sealed for MockMapping {
+    fn span(&self) -> sealed::Span {
+        sealed::Span {
+            holder: Arc::clone(&self.region) as Arc<dyn Holder>,
+            base: self.view,
+            len: self.len,
+            writable: !self.read_only,
+            peer_only: self.peer_only,
+            dev: self.dev.clone(),
+        }
+    }
+}
+
+impl DeviceMemory for MockMapping {}
+
+/// The simulator's vendor payload: what a CUDA IPC handle or an Ascend key
+/// would carry, padded to the vendor's size (64 bytes for `CUipcMemHandle`
+/// and `CUipcEventHandle`, 65 for an Ascend key).
+///
+/// | offset | size | field |
+/// |---|---|---|
+/// | 0 | 4 | magic `HMK1` |
+/// | 4 | 1 | handle kind tag |
+/// | 5 | 1 | vendor (1 CUDA, 2 Ascend) |
+/// | 6 | 2 | zero |
+/// | 8 | 8 | offset in the memfd where the importer's mapping starts |
+/// | 16 | 8 | bytes the importer maps |
+/// | 24 | 8 | offset of the exported range in that mapping |
+/// | 32 | 16 | buffer id of the exported allocation |
+/// | 48 | 16 or 17 | zero |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Payload {
+    pub(crate) kind: u8,
+    pub(crate) fd_offset: u64,
+    pub(crate) map_len: u64,
+    pub(crate) view: u64,
+    pub(crate) buffer_id: [u8; 16],
+}
+
+const PAYLOAD_MAGIC: &[u8; 4] = b"HMK1";
+
+fn payload_len(vendor: Vendor) -> usize {
+    match vendor {
+        Vendor::Cuda => 64,
+        Vendor::Ascend => 65,
+    }
+}
+
+fn vendor_tag(vendor: Vendor) -> u8 {
+    match vendor {
+        Vendor::Cuda => 1,
+        Vendor::Ascend => 2,
+    }
+}
+
+impl Payload {
+    pub(crate) fn encode(&self, vendor: Vendor) -> Vec<u8> {
+        let mut b = vec![0u8; payload_len(vendor)];
+        b[..4].copy_from_slice(PAYLOAD_MAGIC);
+        b[4] = self.kind;
+        b[5] = vendor_tag(vendor);
+        b[8..16].copy_from_slice(&self.fd_offset.to_le_bytes());
+        b[16..24].copy_from_slice(&self.map_len.to_le_bytes());
+        b[24..32].copy_from_slice(&self.view.to_le_bytes());
+        b[32..48].copy_from_slice(&self.buffer_id);
+        b
+    }
+
+    /// Decode and check a handle's payload against the handle.
+    pub(crate) fn decode(vendor: Vendor, handle: &Handle) -> Result<Payload> {
+        let bad = |detail: String| -> Error {
+            HandleError::Malformed {
+                field: "payload",
+                detail,
+            }
+            .into()
+        };
+        let b = &handle.payload;
+        if b.len() != payload_len(vendor) {
+            return Err(bad(format!(
+                "{} bytes, the simulator's {vendor:?} handles carry {}",
+                b.len(),
+                payload_len(vendor)
+            )));
+        }
+        if &b[..4] != PAYLOAD_MAGIC || b[5] != vendor_tag(vendor) {
+            return Err(bad("not a handle of this simulator profile".into()));
+        }
+        if b[4] != handle.kind.to_wire() {
+            return Err(bad(format!(
+                "the payload is for kind {}, the handle says {}",
+                b[4],
+                handle.kind.name()
+            )));
+        }
+        if b[6..8].iter().chain(&b[48..]).any(|&x| x != 0) {
+            return Err(bad("reserved bytes are not zero".into()));
+        }
+        let u64_at = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[i..i + 8]);
+            u64::from_le_bytes(w)
+        };
+        let mut buffer_id = [0u8; 16];
+        buffer_id.copy_from_slice(&b[32..48]);
+        let p = Payload {
+            kind: b[4],
+            fd_offset: u64_at(8),
+            map_len: u64_at(16),
+            view: u64_at(24),
+            buffer_id,
+        };
+        let page = os::page_size();
+        let fits = p
+            .view
+            .checked_add(handle.size)
+            .is_some_and(|end| end <= p.map_len);
+        if p.map_len == 0
+            || p.fd_offset % page != 0
+            || p.fd_offset.checked_add(p.map_len).is_none()
+            || !fits
+        {
+            return Err(bad(format!(
+                "span {:#x}+{:#x} with the range {:#x}+{:#x} is inconsistent",
+                p.fd_offset, p.map_len, p.view, handle.size
+            )));
+        }
+        Ok(p)
+    }
+}

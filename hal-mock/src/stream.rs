@@ -1,0 +1,269 @@
+//! Streams: ordered queues of work, each run by its own worker thread.
+//!
+//! Work runs strictly in the order it was queued; a queued wait (on an event
+//! or a notify) holds back everything queued after it until it is satisfied,
+//! exactly as a device stream does. `synchronize` waits until every piece of
+//! work queued before the call has run, and reports the first error of the
+//! queued work (a device lost meanwhile, a notify wait that timed out).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use hal_core::{Error, Result};
+
+use crate::backend::{lock, DevRef};
+use crate::memory::sealed::Span;
+use crate::sync::SyncWords;
+
+/// One piece of queued work.
+pub(crate) enum Op {
+    /// Copy host bytes into device memory.
+    Write {
+        dst: Span,
+        offset: u64,
+        data: Vec<u8>,
+    },
+    /// Copy between two device memories.
+    Copy {
+        dst: Span,
+        dst_offset: u64,
+        src: Span,
+        src_offset: u64,
+        len: u64,
+    },
+    /// Complete record `seq` of an event.
+    Record { sync: Arc<SyncWords>, seq: u32 },
+    /// Hold the stream until record `target` of an event completed.
+    WaitEvent { sync: Arc<SyncWords>, target: u32 },
+    /// Signal a notify.
+    Signal { sync: Arc<SyncWords> },
+    /// Hold the stream until a notify is signalled, then reset it.
+    WaitNotify {
+        sync: Arc<SyncWords>,
+        timeout: Option<Duration>,
+    },
+}
+
+#[derive(Default)]
+struct Queue {
+    ops: VecDeque<Op>,
+    submitted: u64,
+    completed: u64,
+    error: Option<Error>,
+}
+
+struct Inner {
+    queue: Mutex<Queue>,
+    changed: Condvar,
+    closing: AtomicBool,
+}
+
+/// An ordered queue of work on one device.
+///
+/// Dropping a stream lets the work already queued run, except waits that
+/// would block: those (and what follows them) are abandoned, with a warning
+/// in the log, so that no thread outlives the stream.
+pub struct MockStream {
+    pub(crate) dev: DevRef,
+    inner: Arc<Inner>,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for MockStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let q = lock(&self.inner.queue);
+        f.debug_struct("MockStream")
+            .field("backend", &self.dev.name())
+            .field("device", &self.dev.ordinal)
+            .field("queued", &(q.submitted - q.completed))
+            .finish()
+    }
+}
+
+impl MockStream {
+    pub(crate) fn create(dev: &DevRef) -> Result<MockStream> {
+        let inner = Arc::new(Inner {
+            queue: Mutex::new(Queue::default()),
+            changed: Condvar::new(),
+            closing: AtomicBool::new(false),
+        });
+        let worker_inner = Arc::clone(&inner);
+        let worker_dev = dev.clone();
+        let worker = std::thread::Builder::new()
+            .name(format!("hal-mock-stream-{}", dev.ordinal))
+            .spawn(move || run(&worker_dev, &worker_inner))
+            .map_err(|e| Error::io("starting a stream worker thread", e))?;
+        Ok(MockStream {
+            dev: dev.clone(),
+            inner,
+            worker: Some(worker),
+        })
+    }
+
+    /// The device of the stream.
+    pub fn device(&self) -> u32 {
+        self.dev.ordinal
+    }
+
+    /// Queue `op`.
+    pub(crate) fn push(&self, op: Op) {
+        let mut q = lock(&self.inner.queue);
+        q.ops.push_back(op);
+        q.submitted += 1;
+        self.inner.changed.notify_all();
+    }
+
+    /// Wait until the work queued before the call has run.
+    pub(crate) fn synchronize(&self, timeout: Option<Duration>) -> Result<()> {
+        let start = Instant::now();
+        let mut q = lock(&self.inner.queue);
+        let target = q.submitted;
+        while q.completed < target {
+            match timeout {
+                None => {
+                    q = self
+                        .inner
+                        .changed
+                        .wait(q)
+                        .unwrap_or_else(|p| p.into_inner());
+                }
+                Some(t) => {
+                    let Some(left) = t.checked_sub(start.elapsed()).filter(|d| !d.is_zero()) else {
+                        return Err(Error::Timeout {
+                            after: t,
+                            what: format!(
+                                "{} queued operation(s) of the stream to run",
+                                target - q.completed
+                            ),
+                        });
+                    };
+                    q = self
+                        .inner
+                        .changed
+                        .wait_timeout(q, left)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+            }
+        }
+        match q.error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for MockStream {
+    fn drop(&mut self) {
+        self.inner.closing.store(true, Ordering::Release);
+        {
+            let _q = lock(&self.inner.queue);
+            self.inner.changed.notify_all();
+        }
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+    }
+}
+
+fn run(dev: &DevRef, inner: &Inner) {
+    loop {
+        let op = {
+            let mut q = lock(&inner.queue);
+            loop {
+                if let Some(op) = q.ops.pop_front() {
+                    break op;
+                }
+                if inner.closing.load(Ordering::Acquire) {
+                    return;
+                }
+                q = inner.changed.wait(q).unwrap_or_else(|p| p.into_inner());
+            }
+        };
+        let result = dev.alive().and_then(|()| execute(dev, op, &inner.closing));
+        let mut q = lock(&inner.queue);
+        q.completed += 1;
+        if let Err(e) = result {
+            if inner.closing.load(Ordering::Acquire) {
+                log::warn!(
+                    "{}: a stream of device {} was dropped while its work waited; the wait and \
+                     {} later operation(s) were abandoned",
+                    dev.name(),
+                    dev.ordinal,
+                    q.ops.len()
+                );
+                q.ops.clear();
+            }
+            if q.error.is_none() {
+                q.error = Some(e);
+            }
+        }
+        inner.changed.notify_all();
+    }
+}
+
+fn abandoned() -> Error {
+    Error::Closed {
+        what: "the stream was dropped while its work waited".into(),
+    }
+}
+
+fn execute(dev: &DevRef, op: Op, closing: &AtomicBool) -> Result<()> {
+    match op {
+        Op::Write { dst, offset, data } => dst.holder.map().write(dst.base + offset, &data),
+        Op::Copy {
+            dst,
+            dst_offset,
+            src,
+            src_offset,
+            len,
+        } => {
+            let mut buf = vec![0u8; len as usize];
+            src.holder.map().read(src.base + src_offset, &mut buf)?;
+            dst.holder.map().write(dst.base + dst_offset, &buf)
+        }
+        Op::Record { sync, seq } => sync.complete(seq),
+        Op::WaitEvent { sync, target } => loop {
+            if sync.reached(target)? {
+                return Ok(());
+            }
+            if closing.load(Ordering::Acquire) {
+                return Err(abandoned());
+            }
+            dev.alive()?;
+            sync.sleep_until_reached(target, None)?;
+        },
+        Op::Signal { sync } => sync.signal(),
+        Op::WaitNotify { sync, timeout } => {
+            let start = Instant::now();
+            loop {
+                if sync.take_signal()? {
+                    return Ok(());
+                }
+                if closing.load(Ordering::Acquire) {
+                    return Err(abandoned());
+                }
+                dev.alive()?;
+                let nap = match timeout {
+                    None => None,
+                    Some(t) => match t.checked_sub(start.elapsed()).filter(|d| !d.is_zero()) {
+                        Some(left) => Some(left),
+                        None => {
+                            return Err(Error::Timeout {
+                                after: t,
+                                what: format!(
+                                    "the notify waited on by a stream ({})",
+                                    crate::profile::Api::NotifyWait.symbol(dev.vendor())
+                                ),
+                            })
+                        }
+                    },
+                };
+                sync.sleep_unsignalled(nap)?;
+            }
+        }
+    }
+}

@@ -1,0 +1,418 @@
+//! Events and notifies whose state lives in shared memory (futex words in a
+//! sealed memfd), so that they work across processes.
+//!
+//! Layout of the 4 KiB block (little-endian `u32` words):
+//!
+//! | offset | field |
+//! |---|---|
+//! | 0 | magic: `HMEV` (event) or `HMNT` (notify) |
+//! | 4 | flags (events: 1 interprocess, 2 timing) |
+//! | 8 | event: records enqueued; notify: the signal (1 = signalled) |
+//! | 12 | event: records completed (futex word) |
+//! | 16 | 1 once the creator destroyed the object |
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hal_core::os::{self, Prot, SharedMap};
+use hal_core::wait::{blocking_future, spin_then_sleep};
+use hal_core::{
+    Capabilities, Error, Event, EventFlags, HandleError, Notify, Result, WaitFuture, WaitOptions,
+};
+
+use crate::backend::DevRef;
+use crate::fault::FaultOp;
+use crate::profile::Api;
+
+/// Size of a shared event or notify block.
+pub(crate) const SYNC_LEN: u64 = 4096;
+const EVENT_MAGIC: u32 = u32::from_le_bytes(*b"HMEV");
+const NOTIFY_MAGIC: u32 = u32::from_le_bytes(*b"HMNT");
+const FLAGS: usize = 4;
+const WORD_A: usize = 8;
+const WORD_B: usize = 12;
+const DESTROYED: usize = 16;
+const FLAG_IPC: u32 = 1;
+const FLAG_TIMING: u32 = 2;
+/// The longest a waiter sleeps before it looks again (for cancellation and
+/// for peers that died).
+pub(crate) const NAP: Duration = Duration::from_millis(20);
+
+/// A shared block of futex words.
+pub(crate) struct SyncWords {
+    map: SharedMap,
+    fd: OwnedFd,
+}
+
+impl SyncWords {
+    fn create(label: &str, magic: u32, flags: u32) -> Result<Arc<SyncWords>> {
+        let fd = os::memfd(label, SYNC_LEN, None)?;
+        os::add_seals(fd.as_fd(), os::EXPORT_SEALS)?;
+        let map = SharedMap::map(fd.as_fd(), SYNC_LEN, 0, Prot::ReadWrite, None)?;
+        map.atomic_u32(FLAGS)?.store(flags, Ordering::Relaxed);
+        map.atomic_u32(0)?.store(magic, Ordering::Release);
+        Ok(Arc::new(SyncWords { map, fd }))
+    }
+
+    fn open(fd: OwnedFd, magic: u32, what: &str) -> Result<Arc<SyncWords>> {
+        os::verify_sealed_memfd(fd.as_fd(), SYNC_LEN)?;
+        let map = SharedMap::map(fd.as_fd(), SYNC_LEN, 0, Prot::ReadWrite, None)?;
+        if map.atomic_u32(0)?.load(Ordering::Acquire) != magic {
+            return Err(HandleError::Descriptors(format!(
+                "the descriptor does not hold a simulated {what}"
+            ))
+            .into());
+        }
+        Ok(Arc::new(SyncWords { map, fd }))
+    }
+
+    fn word(&self, offset: usize) -> Result<&AtomicU32> {
+        self.map.atomic_u32(offset)
+    }
+
+    /// A duplicate of the descriptor, for an export.
+    pub(crate) fn dup_fd(&self) -> Result<OwnedFd> {
+        os::dup(self.fd.as_fd())
+    }
+
+    fn destroyed(&self) -> bool {
+        self.word(DESTROYED)
+            .map(|w| w.load(Ordering::Acquire) != 0)
+            .unwrap_or(true)
+    }
+
+    // --- event words -------------------------------------------------------
+
+    /// Enqueue a record: the sequence number the stream completes.
+    pub(crate) fn next_record(&self) -> Result<u32> {
+        Ok(self
+            .word(WORD_A)?
+            .fetch_add(1, Ordering::AcqRel)
+            .wrapping_add(1))
+    }
+
+    /// The latest record enqueued.
+    pub(crate) fn last_record(&self) -> Result<u32> {
+        Ok(self.word(WORD_A)?.load(Ordering::Acquire))
+    }
+
+    /// True when record `target` (and every earlier one) has completed.
+    pub(crate) fn reached(&self, target: u32) -> Result<bool> {
+        let done = self.word(WORD_B)?.load(Ordering::Acquire);
+        Ok(done.wrapping_sub(target) as i32 >= 0)
+    }
+
+    /// Complete record `seq` (stream side).
+    pub(crate) fn complete(&self, seq: u32) -> Result<()> {
+        let w = self.word(WORD_B)?;
+        let mut cur = w.load(Ordering::Acquire);
+        while (seq.wrapping_sub(cur) as i32) > 0 {
+            match w.compare_exchange(cur, seq, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => break,
+                Err(now) => cur = now,
+            }
+        }
+        os::futex_wake(w, u32::MAX);
+        Ok(())
+    }
+
+    /// Sleep until record `target` completes, `closing` says stop, or `nap` passes.
+    pub(crate) fn sleep_until_reached(&self, target: u32, nap: Option<Duration>) -> Result<()> {
+        let w = self.word(WORD_B)?;
+        let seen = w.load(Ordering::Acquire);
+        if seen.wrapping_sub(target) as i32 >= 0 {
+            return Ok(());
+        }
+        os::futex_wait(w, seen, Some(nap.map_or(NAP, |n| n.min(NAP))));
+        Ok(())
+    }
+
+    // --- notify words ------------------------------------------------------
+
+    /// Signal (record) a notify.
+    pub(crate) fn signal(&self) -> Result<()> {
+        let w = self.word(WORD_A)?;
+        w.store(1, Ordering::Release);
+        os::futex_wake(w, u32::MAX);
+        Ok(())
+    }
+
+    /// Take the signal if it is set (wait-and-reset).
+    pub(crate) fn take_signal(&self) -> Result<bool> {
+        Ok(self
+            .word(WORD_A)?
+            .compare_exchange(1, 0, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok())
+    }
+
+    /// Sleep while the notify is not signalled, at most `nap`.
+    pub(crate) fn sleep_unsignalled(&self, nap: Option<Duration>) -> Result<()> {
+        let w = self.word(WORD_A)?;
+        os::futex_wait(w, 0, Some(nap.map_or(NAP, |n| n.min(NAP))));
+        Ok(())
+    }
+}
+
+fn label(dev: &DevRef, what: &str) -> String {
+    format!("hal-mock-{}-{}-{what}", dev.profile().name, dev.ordinal)
+}
+
+/// An event: stream-ordered completion, with its state in shared memory.
+///
+/// Records are numbered: recording enqueues the next number, the stream
+/// completes it when it reaches it, and waits (host or stream) wait for the
+/// number that was the latest when the wait began.
+pub struct MockEvent {
+    pub(crate) dev: DevRef,
+    pub(crate) sync: Arc<SyncWords>,
+    pub(crate) flags: EventFlags,
+    pub(crate) imported: bool,
+}
+
+impl std::fmt::Debug for MockEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockEvent")
+            .field("backend", &self.dev.name())
+            .field("device", &self.dev.ordinal)
+            .field("flags", &self.flags)
+            .field("imported", &self.imported)
+            .finish()
+    }
+}
+
+impl MockEvent {
+    pub(crate) fn create(dev: &DevRef, flags: EventFlags) -> Result<MockEvent> {
+        let mut bits = 0;
+        if flags.interprocess {
+            bits |= FLAG_IPC;
+        }
+        if flags.timing {
+            bits |= FLAG_TIMING;
+        }
+        Ok(MockEvent {
+            dev: dev.clone(),
+            sync: SyncWords::create(&label(dev, "event"), EVENT_MAGIC, bits)?,
+            flags,
+            imported: false,
+        })
+    }
+
+    /// Open an exported event's block; refused once its creator destroyed it.
+    pub(crate) fn open(dev: &DevRef, fd: OwnedFd) -> Result<MockEvent> {
+        let sync = SyncWords::open(fd, EVENT_MAGIC, "event")?;
+        if sync.destroyed() {
+            return Err(dev.err(
+                dev.vendor().invalid_handle(),
+                format!(
+                    "{}: the exporter destroyed the event before it was opened",
+                    Api::IpcOpenEvent.symbol(dev.vendor())
+                ),
+            ));
+        }
+        let bits = sync.word(FLAGS)?.load(Ordering::Acquire);
+        if bits & FLAG_IPC == 0 || bits & FLAG_TIMING != 0 {
+            return Err(HandleError::Descriptors(
+                "the shared event was not created as an IPC event without timing".into(),
+            )
+            .into());
+        }
+        Ok(MockEvent {
+            dev: dev.clone(),
+            sync,
+            flags: EventFlags {
+                interprocess: true,
+                timing: false,
+            },
+            imported: true,
+        })
+    }
+
+    /// True when this event was imported from another process (or this one).
+    pub fn is_imported(&self) -> bool {
+        self.imported
+    }
+
+    /// The flags it was created with.
+    pub fn flags(&self) -> EventFlags {
+        self.flags
+    }
+
+    /// IPC events of vendors without [`Capabilities::IPC_EVENT_QUERY`]
+    /// (Ascend: "cannot be reset, queried or timed") refuse queries.
+    fn check_query(&self) -> Result<()> {
+        if self.flags.interprocess && !self.dev.caps().contains(Capabilities::IPC_EVENT_QUERY) {
+            return Err(Error::unsupported(
+                self.dev.name(),
+                Api::EventQuery.symbol(self.dev.vendor()),
+                format!(
+                    "an event created with {} cannot be queried or timed on this vendor; wait \
+                     on it instead",
+                    self.dev.vendor().ipc_event_flag()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn wait_event(dev: &DevRef, sync: &SyncWords, opts: WaitOptions) -> Result<()> {
+    dev.enter(Api::EventSynchronize, Some(FaultOp::Wait))?;
+    let target = sync.last_record()?;
+    let mut failed = None;
+    let r = spin_then_sleep(
+        "the event to complete",
+        opts.spin,
+        opts.timeout,
+        || match (sync.reached(target), dev.alive()) {
+            (Ok(done), Ok(())) => done,
+            (Err(e), _) | (_, Err(e)) => {
+                failed = Some(e);
+                true
+            }
+        },
+        |remaining| {
+            let _ = sync.sleep_until_reached(target, remaining);
+        },
+    );
+    match failed {
+        Some(e) => Err(e),
+        None => r,
+    }
+}
+
+impl Event for MockEvent {
+    fn query(&self) -> Result<bool> {
+        self.check_query()?;
+        self.dev.enter(Api::EventQuery, None)?;
+        let target = self.sync.last_record()?;
+        self.sync.reached(target)
+    }
+
+    fn wait(&self, opts: WaitOptions) -> Result<()> {
+        wait_event(&self.dev, &self.sync, opts)
+    }
+
+    fn wait_async(&self, opts: WaitOptions) -> WaitFuture<'_> {
+        let dev = self.dev.clone();
+        let sync = Arc::clone(&self.sync);
+        blocking_future(move || wait_event(&dev, &sync, opts))
+    }
+}
+
+impl Drop for MockEvent {
+    fn drop(&mut self) {
+        if !self.imported {
+            if let Ok(w) = self.sync.word(DESTROYED) {
+                w.store(1, Ordering::Release);
+            }
+        }
+    }
+}
+
+/// A notify: a wake-up signal in shared memory, recorded by one side and
+/// waited-and-reset by the other.
+pub struct MockNotify {
+    pub(crate) dev: DevRef,
+    pub(crate) sync: Arc<SyncWords>,
+    pub(crate) creator: bool,
+}
+
+impl std::fmt::Debug for MockNotify {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockNotify")
+            .field("backend", &self.dev.name())
+            .field("device", &self.dev.ordinal)
+            .field("creator", &self.creator)
+            .finish()
+    }
+}
+
+impl MockNotify {
+    pub(crate) fn create(dev: &DevRef) -> Result<MockNotify> {
+        Ok(MockNotify {
+            dev: dev.clone(),
+            sync: SyncWords::create(&label(dev, "notify"), NOTIFY_MAGIC, 0)?,
+            creator: true,
+        })
+    }
+
+    pub(crate) fn open(dev: &DevRef, fd: OwnedFd) -> Result<MockNotify> {
+        Ok(MockNotify {
+            dev: dev.clone(),
+            sync: SyncWords::open(fd, NOTIFY_MAGIC, "notify")?,
+            creator: false,
+        })
+    }
+
+    /// True when this process created the notify (it was not imported).
+    pub fn is_creator(&self) -> bool {
+        self.creator
+    }
+
+    /// Refuse a wait by an importer on vendors where only the creator waits.
+    pub(crate) fn check_waiter(&self) -> Result<()> {
+        if !self.creator
+            && self
+                .dev
+                .caps()
+                .contains(Capabilities::CREATOR_ONLY_NOTIFY_WAIT)
+        {
+            return Err(Error::PermissionDenied {
+                pid: Some(os::pid()),
+                reason: format!(
+                    "only the process that created a notify may wait on it ({}); importers \
+                     record it",
+                    Api::NotifyWait.symbol(self.dev.vendor())
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn wait_notify(dev: &DevRef, sync: &SyncWords, opts: WaitOptions) -> Result<()> {
+    dev.enter(Api::NotifyWait, Some(FaultOp::Wait))?;
+    let mut failed = None;
+    let r = spin_then_sleep(
+        "the notify to be signalled",
+        opts.spin,
+        opts.timeout,
+        || match (sync.take_signal(), dev.alive()) {
+            (Ok(taken), Ok(())) => taken,
+            (Err(e), _) | (_, Err(e)) => {
+                failed = Some(e);
+                true
+            }
+        },
+        |remaining| {
+            let _ = sync.sleep_unsignalled(remaining);
+        },
+    );
+    match failed {
+        Some(e) => Err(e),
+        None => r,
+    }
+}
+
+impl Notify for MockNotify {
+    fn signal(&self) -> Result<()> {
+        self.dev.alive()?;
+        self.sync.signal()
+    }
+
+    fn wait(&self, opts: WaitOptions) -> Result<()> {
+        self.check_waiter()?;
+        wait_notify(&self.dev, &self.sync, opts)
+    }
+
+    fn wait_async(&self, opts: WaitOptions) -> WaitFuture<'_> {
+        if let Err(e) = self.check_waiter() {
+            return hal_core::wait::ready(Err(e));
+        }
+        let dev = self.dev.clone();
+        let sync = Arc::clone(&self.sync);
+        blocking_future(move || wait_notify(&dev, &sync, opts))
+    }
+}

@@ -1,0 +1,362 @@
+//! VMM: physical allocations (memfds), address reservations, and the
+//! mappings between them with their access rights.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+
+use hal_core::os::{self, Prot, SharedMap};
+use hal_core::{Access, Physical, Reservation, Result};
+
+use crate::backend::{lock, DevRef};
+use crate::memory::map_aligned;
+
+/// The memory of a physical allocation, shared by its owner, its mappings
+/// and its importers in this process.
+pub(crate) struct PhysMem {
+    pub(crate) fd: OwnedFd,
+    pub(crate) size: u64,
+    /// The device charged for it (`None` for an import).
+    charged: Option<DevRef>,
+}
+
+impl Drop for PhysMem {
+    fn drop(&mut self) {
+        if let Some(dev) = &self.charged {
+            dev.state().refund(self.size);
+        }
+    }
+}
+
+/// A VMM physical allocation: memory with no address until mapped into a
+/// [`MockReservation`].
+pub struct MockPhysical {
+    pub(crate) dev: DevRef,
+    pub(crate) mem: Arc<PhysMem>,
+    pub(crate) imported: bool,
+}
+
+impl std::fmt::Debug for MockPhysical {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockPhysical")
+            .field("backend", &self.dev.name())
+            .field("device", &self.dev.ordinal)
+            .field("size", &self.mem.size)
+            .field("imported", &self.imported)
+            .finish()
+    }
+}
+
+impl MockPhysical {
+    /// Create `size` bytes charged to `dev` (the caller checked the size).
+    pub(crate) fn create(dev: &DevRef, size: u64) -> Result<MockPhysical> {
+        dev.state().charge(dev.vendor(), size)?;
+        let label = format!("hal-mock-{}-{}-physical", dev.profile().name, dev.ordinal);
+        let fd = match os::memfd(&label, size, None)
+            .and_then(|fd| os::add_seals(fd.as_fd(), os::EXPORT_SEALS).map(|()| fd))
+        {
+            Ok(fd) => fd,
+            Err(e) => {
+                dev.state().refund(size);
+                return Err(e);
+            }
+        };
+        Ok(MockPhysical {
+            dev: dev.clone(),
+            mem: Arc::new(PhysMem {
+                fd,
+                size,
+                charged: Some(dev.clone()),
+            }),
+            imported: false,
+        })
+    }
+
+    /// Wrap an imported, verified memfd of `size` bytes.
+    pub(crate) fn imported(dev: &DevRef, fd: OwnedFd, size: u64) -> MockPhysical {
+        MockPhysical {
+            dev: dev.clone(),
+            mem: Arc::new(PhysMem {
+                fd,
+                size,
+                charged: None,
+            }),
+            imported: true,
+        }
+    }
+
+    /// True when this physical allocation was imported.
+    pub fn is_imported(&self) -> bool {
+        self.imported
+    }
+}
+
+impl Physical for MockPhysical {
+    fn size(&self) -> u64 {
+        self.mem.size
+    }
+}
+
+/// One mapped part of a reservation.
+pub(crate) struct Segment {
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+    pub(crate) mem: Arc<PhysMem>,
+    /// Which `map` call made it (unmap must cover whole mappings).
+    pub(crate) map_id: u64,
+    pub(crate) access: Access,
+}
+
+#[derive(Default)]
+pub(crate) struct Segments {
+    pub(crate) next_id: u64,
+    /// Sorted by offset, not overlapping.
+    pub(crate) list: Vec<Segment>,
+}
+
+/// A VMM address range reservation. Parts are mapped with
+/// [`Device::map`](hal_core::Device::map) and made accessible with
+/// [`Device::set_access`](hal_core::Device::set_access); reads and writes
+/// of parts that are not mapped, or mapped without the access needed, are
+/// refused with the vendor's error instead of faulting.
+pub struct MockReservation {
+    pub(crate) dev: DevRef,
+    pub(crate) map: SharedMap,
+    pub(crate) len: u64,
+    pub(crate) segments: Mutex<Segments>,
+}
+
+impl std::fmt::Debug for MockReservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockReservation")
+            .field("backend", &self.dev.name())
+            .field("device", &self.dev.ordinal)
+            .field("base", &format_args!("{:#x}", self.base()))
+            .field("len", &self.len)
+            .field("mapped", &lock(&self.segments).list.len())
+            .finish()
+    }
+}
+
+impl MockReservation {
+    pub(crate) fn create(dev: &DevRef, size: u64, align: u64) -> Result<MockReservation> {
+        Ok(MockReservation {
+            dev: dev.clone(),
+            map: map_aligned(None, size, align)?,
+            len: size,
+            segments: Mutex::new(Segments::default()),
+        })
+    }
+
+    /// Check that `offset..offset+len` is mapped with at least `need` access.
+    fn check_access(&self, offset: u64, len: u64, write: bool) -> Result<()> {
+        self.dev.alive()?;
+        hal_core::device::check_bounds(offset, len, self.len)?;
+        let segs = lock(&self.segments);
+        let end = offset + len;
+        let mut at = offset;
+        for s in segs
+            .list
+            .iter()
+            .filter(|s| s.offset + s.len > offset && s.offset < end)
+        {
+            if s.offset > at {
+                break;
+            }
+            let ok = match s.access {
+                Access::ReadWrite => true,
+                Access::Read => !write,
+                Access::None => false,
+            };
+            if !ok {
+                return Err(self.dev.err(
+                    self.dev.vendor().invalid_value(),
+                    format!(
+                        "address {:#x} of the reservation is mapped with {:?} access; {} it \
+                         needs {} access (set_access first)",
+                        self.base() + at,
+                        s.access,
+                        if write { "writing" } else { "reading" },
+                        if write { "read-write" } else { "read" }
+                    ),
+                ));
+            }
+            at = s.offset + s.len;
+            if at >= end {
+                return Ok(());
+            }
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        Err(self.dev.err(
+            self.dev.vendor().invalid_value(),
+            format!(
+                "address {:#x} of the reservation is not mapped (map a physical allocation \
+                 there first)",
+                self.base() + at
+            ),
+        ))
+    }
+
+    /// Map `mem` at `offset` with no access (the caller checked the range).
+    pub(crate) fn map_mem(&self, offset: u64, mem: &Arc<PhysMem>) -> Result<()> {
+        let mut segs = lock(&self.segments);
+        let end = offset + mem.size;
+        if let Some(s) = segs
+            .list
+            .iter()
+            .find(|s| s.offset < end && s.offset + s.len > offset)
+        {
+            return Err(self.dev.err(
+                self.dev.vendor().invalid_value(),
+                format!(
+                    "range {offset:#x}+{:#x} overlaps the mapping at {:#x}+{:#x}: unmap it first",
+                    mem.size, s.offset, s.len
+                ),
+            ));
+        }
+        self.map
+            .map_over(offset, mem.fd.as_fd(), 0, mem.size, Prot::None)?;
+        segs.next_id += 1;
+        let map_id = segs.next_id;
+        let at = segs.list.partition_point(|s| s.offset < offset);
+        segs.list.insert(
+            at,
+            Segment {
+                offset,
+                len: mem.size,
+                mem: Arc::clone(mem),
+                map_id,
+                access: Access::None,
+            },
+        );
+        Ok(())
+    }
+
+    /// Unmap exactly the mappings that make up `offset..offset+len`.
+    pub(crate) fn unmap_range(&self, offset: u64, len: u64) -> Result<()> {
+        let mut segs = lock(&self.segments);
+        let end = offset + len;
+        let inside = |s: &Segment| s.offset >= offset && s.offset + s.len <= end;
+        let touched: Vec<u64> = segs
+            .list
+            .iter()
+            .filter(|s| s.offset < end && s.offset + s.len > offset)
+            .map(|s| s.map_id)
+            .collect();
+        let covered: u64 = segs.list.iter().filter(|s| inside(s)).map(|s| s.len).sum();
+        let whole = segs
+            .list
+            .iter()
+            .filter(|s| touched.contains(&s.map_id))
+            .all(inside);
+        if covered != len || !whole {
+            return Err(self.dev.err(
+                self.dev.vendor().invalid_value(),
+                format!(
+                    "range {offset:#x}+{len:#x} is not exactly a set of whole mappings: unmap \
+                     what one map call mapped, with no unmapped hole"
+                ),
+            ));
+        }
+        self.map.unmap_part(offset, len)?;
+        segs.list.retain(|s| !inside(s));
+        Ok(())
+    }
+
+    /// Set the access of `offset..offset+len`, which must be mapped.
+    pub(crate) fn set_range_access(&self, offset: u64, len: u64, access: Access) -> Result<()> {
+        let mut segs = lock(&self.segments);
+        let end = offset + len;
+        // Every byte of the range must be mapped.
+        let mut at = offset;
+        for s in segs
+            .list
+            .iter()
+            .filter(|s| s.offset + s.len > offset && s.offset < end)
+        {
+            if s.offset > at {
+                break;
+            }
+            at = s.offset + s.len;
+        }
+        if at < end {
+            return Err(self.dev.err(
+                self.dev.vendor().invalid_value(),
+                format!(
+                    "address {:#x} of the range is not mapped: set access only on mapped memory",
+                    self.base() + at
+                ),
+            ));
+        }
+        // Split the segments at the range's ends, then set the access.
+        for cut in [offset, end] {
+            if let Some(i) = segs
+                .list
+                .iter()
+                .position(|s| s.offset < cut && s.offset + s.len > cut)
+            {
+                let s = &mut segs.list[i];
+                let tail = Segment {
+                    offset: cut,
+                    len: s.offset + s.len - cut,
+                    mem: Arc::clone(&s.mem),
+                    map_id: s.map_id,
+                    access: s.access,
+                };
+                s.len = cut - s.offset;
+                segs.list.insert(i + 1, tail);
+            }
+        }
+        let prot = match access {
+            Access::None => Prot::None,
+            Access::Read => Prot::Read,
+            Access::ReadWrite => Prot::ReadWrite,
+        };
+        self.map.protect(offset, len, prot)?;
+        for s in segs
+            .list
+            .iter_mut()
+            .filter(|s| s.offset >= offset && s.offset + s.len <= end)
+        {
+            s.access = access;
+        }
+        Ok(())
+    }
+}
+
+impl Reservation for MockReservation {
+    fn base(&self) -> u64 {
+        self.map.as_ptr() as u64
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        self.check_access(offset, dst.len() as u64, false)?;
+        self.map.read(offset, dst)
+    }
+
+    fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
+        self.check_access(offset, src.len() as u64, true)?;
+        self.map.write(offset, src)
+    }
+}
+
+/// Refuse `value` unless it is a non-zero multiple of the granularity.
+pub(crate) fn check_granular(dev: &DevRef, what: &str, value: u64, zero_ok: bool) -> Result<()> {
+    let g = dev.profile().granularity_min;
+    if (value == 0 && !zero_ok) || value % g != 0 {
+        return Err(dev.err(
+            dev.vendor().invalid_value(),
+            format!(
+                "{what} {value:#x} is not a {}multiple of the minimum granularity {g:#x} \
+                 (granularity(Minimum))",
+                if zero_ok { "" } else { "non-zero " }
+            ),
+        ));
+    }
+    Ok(())
+}
