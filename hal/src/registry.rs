@@ -1,0 +1,515 @@
+//! The registry: which backends are compiled in, which of them are usable on
+//! this machine (and why not), opening one by name, and picking the best.
+//!
+//! Every backend compiled in (one Cargo feature each) has a registry name:
+//!
+//! | name | feature | what |
+//! |---|---|---|
+//! | `cuda` | `cuda` (later) | CUDA device memory through the driver API |
+//! | `cuda-uvm` | `cuda-uvm` (later) | CUDA managed memory shared across processes |
+//! | `ascend` | `ascend` (later) | Huawei Ascend NPUs through ACL |
+//! | `cpu-shm` | `cpu-shm` (default) | CPU shared memory |
+//! | `mock-cuda` (alias `mock`) | `mock` | the simulator's CUDA-like devices |
+//! | `mock-ascend` | `mock` | the simulator's Ascend-like devices |
+//!
+//! The table is also the preference order of [`Registry::best`]: hardware
+//! backends first, then CPU shared memory, and a simulator only when nothing
+//! else is usable.
+//!
+//! A backend is constructed and probed the first time the registry is asked
+//! about it, once per [`Registry`]. Probing never panics: a backend that
+//! fails to construct (or panics while doing so) is listed as unavailable
+//! with the reason.
+//!
+//! ```
+//! let registry = hal::Registry::new();
+//! for entry in registry.entries() {
+//!     match &entry.availability {
+//!         hal::Availability::Available => println!("{}: available", entry.name),
+//!         hal::Availability::Unavailable { reason, .. } => {
+//!             println!("{}: unavailable: {reason}", entry.name)
+//!         }
+//!     }
+//! }
+//! # #[cfg(feature = "cpu-shm")]
+//! assert_eq!(registry.best()?.name(), "cpu-shm");
+//! # Ok::<(), hal::Error>(())
+//! ```
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use hal_core::dynamic::{DynBackend, DynDevice};
+use hal_core::{Availability, BackendId, DeviceInfo, Error, Handle, Result};
+
+/// One backend the registry knows, as [`Registry::entries`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendEntry {
+    /// The registry name (`cpu-shm`, `mock-cuda`, ...).
+    pub name: String,
+    /// Which backend.
+    pub id: BackendId,
+    /// Whether it can be used on this machine, and why not.
+    pub availability: Availability,
+}
+
+type Constructor = fn() -> Result<Box<dyn DynBackend>>;
+
+/// A backend name the registry recognises, compiled in or not.
+struct Known {
+    name: &'static str,
+    id: BackendId,
+    feature: &'static str,
+    make: Option<Constructor>,
+}
+
+/// Every backend name, in preference order, with its constructor where the
+/// backend is compiled in.
+const KNOWN: &[Known] = &[
+    Known {
+        name: "cuda",
+        id: BackendId::Cuda,
+        feature: "cuda",
+        make: None,
+    },
+    Known {
+        name: "cuda-uvm",
+        id: BackendId::CudaUvm,
+        feature: "cuda-uvm",
+        make: None,
+    },
+    Known {
+        name: "ascend",
+        id: BackendId::Ascend,
+        feature: "ascend",
+        make: None,
+    },
+    Known {
+        name: "cpu-shm",
+        id: BackendId::CpuShm,
+        feature: "cpu-shm",
+        make: constructors::CPU_SHM,
+    },
+    Known {
+        name: "mock-cuda",
+        id: BackendId::MockCuda,
+        feature: "mock",
+        make: constructors::MOCK_CUDA,
+    },
+    Known {
+        name: "mock-ascend",
+        id: BackendId::MockAscend,
+        feature: "mock",
+        make: constructors::MOCK_ASCEND,
+    },
+];
+
+/// Other spellings of registry names.
+const ALIASES: &[(&str, &str)] = &[("mock", "mock-cuda")];
+
+mod constructors {
+    use super::Constructor;
+    #[cfg(any(feature = "cpu-shm", feature = "mock"))]
+    use hal_core::dynamic::DynBackend;
+    #[cfg(any(feature = "cpu-shm", feature = "mock"))]
+    use hal_core::Result;
+
+    #[cfg(feature = "cpu-shm")]
+    pub(super) const CPU_SHM: Option<Constructor> = Some(cpu_shm);
+    #[cfg(not(feature = "cpu-shm"))]
+    pub(super) const CPU_SHM: Option<Constructor> = None;
+
+    #[cfg(feature = "mock")]
+    pub(super) const MOCK_CUDA: Option<Constructor> = Some(mock_cuda);
+    #[cfg(not(feature = "mock"))]
+    pub(super) const MOCK_CUDA: Option<Constructor> = None;
+
+    #[cfg(feature = "mock")]
+    pub(super) const MOCK_ASCEND: Option<Constructor> = Some(mock_ascend);
+    #[cfg(not(feature = "mock"))]
+    pub(super) const MOCK_ASCEND: Option<Constructor> = None;
+
+    #[cfg(feature = "cpu-shm")]
+    fn cpu_shm() -> Result<Box<dyn DynBackend>> {
+        Ok(Box::new(hal_cpu_shm::CpuShm::new()))
+    }
+
+    #[cfg(feature = "mock")]
+    fn mock_cuda() -> Result<Box<dyn DynBackend>> {
+        let profile = hal_mock::Profile::cuda().with_env_overrides()?;
+        Ok(Box::new(hal_mock::MockBackend::new(profile)))
+    }
+
+    #[cfg(feature = "mock")]
+    fn mock_ascend() -> Result<Box<dyn DynBackend>> {
+        let profile = hal_mock::Profile::ascend().with_env_overrides()?;
+        Ok(Box::new(hal_mock::MockBackend::new(profile)))
+    }
+}
+
+/// The names of the backends compiled into this build, in preference order.
+pub fn compiled_in() -> &'static [&'static str] {
+    const NAMES: &[&str] = &[
+        #[cfg(feature = "cpu-shm")]
+        "cpu-shm",
+        #[cfg(feature = "mock")]
+        "mock-cuda",
+        #[cfg(feature = "mock")]
+        "mock-ascend",
+    ];
+    NAMES
+}
+
+/// A backend as probed: constructed, or the reason it could not be.
+enum Probed {
+    Ready(Arc<dyn DynBackend>),
+    Failed {
+        reason: String,
+        searched: Vec<PathBuf>,
+    },
+}
+
+struct Slot {
+    known: &'static Known,
+    make: Constructor,
+    probed: OnceLock<Probed>,
+}
+
+impl Slot {
+    fn probed(&self) -> &Probed {
+        self.probed
+            .get_or_init(|| probe(self.known.name, self.make))
+    }
+
+    fn availability(&self) -> Availability {
+        match self.probed() {
+            Probed::Ready(backend) => {
+                guarded(self.known.name, "availability", || backend.availability())
+                    .unwrap_or_else(|e| unavailable_from(&e))
+            }
+            Probed::Failed { reason, searched } => Availability::Unavailable {
+                reason: reason.clone(),
+                searched: searched.clone(),
+            },
+        }
+    }
+}
+
+/// Run `f`, turning a panic into an error.
+fn guarded<T>(name: &str, what: &str, f: impl FnOnce() -> T) -> Result<T> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+        let msg = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into());
+        Error::Unavailable {
+            backend: name.to_string(),
+            reason: format!("the backend panicked in {what}: {msg}"),
+            searched: Vec::new(),
+        }
+    })
+}
+
+fn unavailable_from(error: &Error) -> Availability {
+    match error {
+        Error::Unavailable {
+            reason, searched, ..
+        } => Availability::Unavailable {
+            reason: reason.clone(),
+            searched: searched.clone(),
+        },
+        other => Availability::Unavailable {
+            reason: other.to_string(),
+            searched: Vec::new(),
+        },
+    }
+}
+
+fn probe(name: &str, make: Constructor) -> Probed {
+    match guarded(name, "construction", make).and_then(|r| r) {
+        Ok(backend) => Probed::Ready(Arc::from(backend)),
+        Err(e) => match unavailable_from(&e) {
+            Availability::Unavailable { reason, searched } => Probed::Failed { reason, searched },
+            Availability::Available => Probed::Failed {
+                reason: e.to_string(),
+                searched: Vec::new(),
+            },
+        },
+    }
+}
+
+/// A backend the registry holds, handed out as a box.
+struct Shared(Arc<dyn DynBackend>);
+
+impl DynBackend for Shared {
+    fn id(&self) -> BackendId {
+        self.0.id()
+    }
+    fn name(&self) -> String {
+        self.0.name()
+    }
+    fn availability(&self) -> Availability {
+        self.0.availability()
+    }
+    fn devices(&self) -> Result<Vec<DeviceInfo>> {
+        self.0.devices()
+    }
+    fn open(&self, ordinal: u32) -> Result<Box<dyn DynDevice>> {
+        self.0.open(ordinal)
+    }
+}
+
+/// The backends compiled into this build, probed on first use.
+///
+/// Cheap to create; each backend is constructed once per registry, the first
+/// time it is listed or opened, and the boxes [`Registry::open`] hands out
+/// share that one instance.
+pub struct Registry {
+    slots: Vec<Slot>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::new()
+    }
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("compiled_in", &compiled_in())
+            .finish()
+    }
+}
+
+/// The canonical name for `name`: lower case, `_` read as `-`, aliases resolved.
+fn canonical(name: &str) -> Option<&'static Known> {
+    let name = name.trim().to_ascii_lowercase().replace('_', "-");
+    let name = ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == name)
+        .map_or(name.as_str(), |(_, target)| target);
+    KNOWN.iter().find(|k| k.name == name)
+}
+
+fn known_list() -> String {
+    let names = compiled_in();
+    if names.is_empty() {
+        return "none (enable a backend feature of the hal crate: cpu-shm, mock)".into();
+    }
+    let mut list = names.join(", ");
+    for (alias, target) in ALIASES {
+        if names.contains(target) {
+            list.push_str(&format!("; `{alias}` for {target}"));
+        }
+    }
+    list
+}
+
+impl Registry {
+    /// A registry of every backend compiled in. Nothing is probed yet.
+    pub fn new() -> Registry {
+        let slots = KNOWN
+            .iter()
+            .filter_map(|known| {
+                known.make.map(|make| Slot {
+                    known,
+                    make,
+                    probed: OnceLock::new(),
+                })
+            })
+            .collect();
+        Registry { slots }
+    }
+
+    /// Every backend compiled in, in preference order, with its availability
+    /// on this machine.
+    pub fn entries(&self) -> Vec<BackendEntry> {
+        self.slots
+            .iter()
+            .map(|slot| BackendEntry {
+                name: slot.known.name.to_string(),
+                id: slot.known.id,
+                availability: slot.availability(),
+            })
+            .collect()
+    }
+
+    fn slot(&self, name: &str) -> Result<&Slot> {
+        let known = canonical(name).ok_or_else(|| Error::NotFound {
+            what: format!(
+                "backend `{name}`; the backends compiled in are: {}",
+                known_list()
+            ),
+        })?;
+        self.slots
+            .iter()
+            .find(|s| std::ptr::eq(s.known, known))
+            .ok_or_else(|| Error::NotFound {
+                what: format!(
+                    "backend `{}`: not compiled into this build (it needs the Cargo feature \
+                     `{}` of the hal crate); the backends compiled in are: {}",
+                    known.name,
+                    known.feature,
+                    known_list()
+                ),
+            })
+    }
+
+    /// Open the backend called `name` (`mock` is an alias of `mock-cuda`).
+    ///
+    /// An unknown name, or one not compiled in, is [`Error::NotFound`]
+    /// naming the backends compiled in; a backend that is not usable on this
+    /// machine is [`Error::Unavailable`] with the reason.
+    pub fn open(&self, name: &str) -> Result<Box<dyn DynBackend>> {
+        let slot = self.slot(name)?;
+        match slot.availability() {
+            Availability::Available => {}
+            Availability::Unavailable { reason, searched } => {
+                return Err(Error::Unavailable {
+                    backend: slot.known.name.to_string(),
+                    reason,
+                    searched,
+                })
+            }
+        }
+        match slot.probed() {
+            Probed::Ready(backend) => Ok(Box::new(Shared(Arc::clone(backend)))),
+            Probed::Failed { reason, searched } => Err(Error::Unavailable {
+                backend: slot.known.name.to_string(),
+                reason: reason.clone(),
+                searched: searched.clone(),
+            }),
+        }
+    }
+
+    /// The first usable backend in the preference order: hardware backends
+    /// first, then `cpu-shm`, and a simulator only when nothing else is usable.
+    pub fn best(&self) -> Result<Box<dyn DynBackend>> {
+        if self.slots.is_empty() {
+            return Err(Error::Unavailable {
+                backend: "any".into(),
+                reason: format!("no backend is compiled in: {}", known_list()),
+                searched: Vec::new(),
+            });
+        }
+        let prefs: Vec<&str> = KNOWN.iter().map(|k| k.name).collect();
+        self.best_of(&prefs)
+    }
+
+    /// The first usable backend of `prefs`, in their order.
+    ///
+    /// Names of backends not compiled in are passed over; a name that is no
+    /// backend at all is [`Error::NotFound`] (a typo should not silently fall
+    /// through to another backend). When none is usable the error is
+    /// [`Error::Unavailable`] with every backend's reason.
+    pub fn best_of(&self, prefs: &[&str]) -> Result<Box<dyn DynBackend>> {
+        if prefs.is_empty() {
+            return Err(Error::invalid(
+                "the preference list is empty: name at least one backend",
+            ));
+        }
+        if let Some(bad) = prefs.iter().find(|p| canonical(p).is_none()) {
+            return Err(Error::NotFound {
+                what: format!(
+                    "backend `{bad}` in the preference list; the backends compiled in are: {}",
+                    known_list()
+                ),
+            });
+        }
+        let mut why = Vec::new();
+        for pref in prefs {
+            match self.open(pref) {
+                Ok(backend) => return Ok(backend),
+                Err(Error::NotFound { .. }) => why.push(format!("{pref}: not compiled in")),
+                Err(Error::Unavailable { reason, .. }) => why.push(format!("{pref}: {reason}")),
+                Err(other) => why.push(format!("{pref}: {other}")),
+            }
+        }
+        Err(Error::Unavailable {
+            backend: prefs.join(", "),
+            reason: format!("none of them is usable ({})", why.join("; ")),
+            searched: Vec::new(),
+        })
+    }
+
+    /// The backend that made `handle` (by its [`BackendId`]), to import it with.
+    pub fn for_handle(&self, handle: &Handle) -> Result<Box<dyn DynBackend>> {
+        match handle.backend {
+            BackendId::External(id) => Err(Error::NotFound {
+                what: format!(
+                    "backend {id:#06x} of the handle: an out-of-tree backend this registry \
+                     does not know; open it through its own crate"
+                ),
+            }),
+            id => self.open(&id.name()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_canonical() {
+        assert_eq!(canonical("mock").map(|k| k.name), Some("mock-cuda"));
+        assert_eq!(canonical(" CPU_SHM ").map(|k| k.name), Some("cpu-shm"));
+        assert_eq!(
+            canonical("Mock-Ascend").map(|k| k.name),
+            Some("mock-ascend")
+        );
+        assert!(canonical("gpu").is_none());
+        for known in KNOWN {
+            assert_eq!(known.id.name(), known.name, "registry and wire names agree");
+        }
+    }
+
+    #[test]
+    fn compiled_in_matches_the_slots() {
+        let names: Vec<String> = Registry::new()
+            .entries()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        assert_eq!(names, compiled_in());
+    }
+
+    #[test]
+    fn a_failing_constructor_is_listed_unavailable() {
+        fn fails() -> Result<Box<dyn DynBackend>> {
+            Err(Error::Unavailable {
+                backend: "cuda".into(),
+                reason: "libcuda.so.1 not found".into(),
+                searched: vec!["/usr/lib".into()],
+            })
+        }
+        fn panics() -> Result<Box<dyn DynBackend>> {
+            panic!("driver exploded")
+        }
+        fn io_error() -> Result<Box<dyn DynBackend>> {
+            Err(Error::invalid("bad environment"))
+        }
+        match probe("cuda", fails) {
+            Probed::Failed { reason, searched } => {
+                assert_eq!(reason, "libcuda.so.1 not found");
+                assert_eq!(searched, vec![PathBuf::from("/usr/lib")]);
+            }
+            Probed::Ready(_) => panic!("constructed"),
+        }
+        match probe("cuda", panics) {
+            Probed::Failed { reason, .. } => {
+                assert!(reason.contains("driver exploded"), "{reason}")
+            }
+            Probed::Ready(_) => panic!("constructed"),
+        }
+        match probe("cuda", io_error) {
+            Probed::Failed { reason, .. } => {
+                assert!(reason.contains("bad environment"), "{reason}")
+            }
+            Probed::Ready(_) => panic!("constructed"),
+        }
+    }
+}
