@@ -1,1 +1,234 @@
-fn main() {}
+//! `halctl`: see what a machine can share, try sharing between two processes,
+//! export and import regions by hand, decode handles, and clean up after
+//! crashed programs.
+
+mod backend;
+mod channel;
+mod demo;
+mod devices;
+mod fail;
+mod inspect;
+mod out;
+mod pattern;
+mod raw;
+mod region;
+mod shm;
+mod stats;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::fail::{CmdResult, Fail};
+
+/// Shown at the end of every `--help`.
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success (for demo and import --expect: every byte verified)
+  1  the operation failed: a verification mismatch, a region or exporter that is gone,
+     a known backend that this build lacks or that is unavailable on this machine,
+     not enough memory
+  2  bad usage or bad input: an unknown option, a backend name hal does not know,
+     a malformed handle, an invalid region name, size or byte value";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "halctl",
+    version,
+    about = "Share memory, events and notifications between processes: inspect, try, clean up.",
+    after_help = EXIT_CODES,
+    propagate_version = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List the backends compiled in, whether each is usable here (and why
+    /// not), their devices and capabilities.
+    #[command(after_help = EXIT_CODES)]
+    Devices(DevicesArgs),
+
+    /// Share a buffer with a second process: export, import, verify every
+    /// byte, ping-pong a notify, and print import time, notify round trip and
+    /// read bandwidth, each beside its raw baseline measured in the same run.
+    #[command(after_help = EXIT_CODES)]
+    Demo(demo::DemoArgs),
+
+    /// Create, fill and export a region; print its handle; keep it alive.
+    #[command(after_help = EXIT_CODES)]
+    Export(region::ExportArgs),
+
+    /// Import a region by handle (or open a named region by name), optionally
+    /// checking that every byte has a value.
+    #[command(after_help = EXIT_CODES)]
+    Import(region::ImportArgs),
+
+    /// Decode a handle and print every field.
+    #[command(after_help = EXIT_CODES)]
+    Inspect(inspect::InspectArgs),
+
+    /// Named shared-memory regions this library created on this machine.
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Shm(shm::ShmCommand),
+
+    /// The consumer process of `halctl demo` (started by the demo itself).
+    #[command(name = "__demo-consumer", hide = true)]
+    DemoConsumer(demo::ConsumerArgs),
+}
+
+#[derive(Debug, Args)]
+struct DevicesArgs {
+    /// Only this backend (e.g. cpu-shm, mock-cuda, mock-ascend; `mock` means mock-cuda).
+    #[arg(long, value_name = "NAME")]
+    backend: Option<String>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A handle given on the command line or in a file.
+#[derive(Debug, Clone, Args)]
+pub struct HandleSource {
+    /// The handle's text form.
+    #[arg(value_name = "HANDLE", conflicts_with = "handle_file")]
+    pub handle: Option<String>,
+    /// Read the handle from this file (as written by `export --handle-file`).
+    #[arg(long, value_name = "PATH")]
+    pub handle_file: Option<PathBuf>,
+}
+
+fn run(cli: Cli) -> CmdResult {
+    match cli.command {
+        Command::Devices(a) => devices::run(a.backend.as_deref(), a.json),
+        Command::Demo(a) => demo::run(&a),
+        Command::Export(a) => region::export(&a),
+        Command::Import(a) => region::import(&a),
+        Command::Inspect(a) => inspect::run(&a),
+        Command::Shm(c) => shm::run(&c),
+        Command::DemoConsumer(a) => demo::consumer(&a),
+    }
+}
+
+fn main() -> ExitCode {
+    // A defect must still end in one short line, not a backtrace.
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown".into());
+        eprintln!("halctl: error: internal error: {msg}");
+    }));
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version print and succeed; usage errors exit 2.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { fail::EXIT_USAGE } else { 0 });
+        }
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli))) {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(f)) => {
+            if !f.message.is_empty() {
+                eprintln!("halctl: error: {}", f.message);
+            }
+            f.exit_code()
+        }
+        Err(_) => ExitCode::from(fail::EXIT_FAILED),
+    }
+}
+
+/// Bytes from a size such as `4096`, `64K`, `64KiB`, `16M`, `1G` (binary units).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '_')
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let num: u64 = num
+        .replace('_', "")
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size (examples: 4096, 64K, 16MiB, 1G)"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        other => return Err(format!("unknown size unit `{other}` (use K, M, G or T)")),
+    };
+    num.checked_mul(mult)
+        .ok_or_else(|| format!("size `{s}` overflows"))
+}
+
+/// A byte value: decimal (`171`) or hexadecimal (`0xab`).
+pub fn parse_byte(s: &str) -> Result<u8, String> {
+    let t = s.trim();
+    let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u8::from_str_radix(hex, 16),
+        None => t.parse::<u8>(),
+    };
+    parsed.map_err(|_| format!("`{s}` is not a byte value (0..=255 or 0x00..=0xff)"))
+}
+
+/// Refuse a zero size as bad input.
+pub fn nonzero_size(size: u64) -> CmdResult<u64> {
+    if size == 0 {
+        return Err(Fail::usage("--size must be at least one byte"));
+    }
+    Ok(size)
+}
+
+/// Refuse (exit 1) work that needs more memory than this machine has
+/// available now (`MemAvailable` of /proc/meminfo), instead of running into
+/// the out-of-memory killer. Passes when the figure cannot be read.
+pub fn fits_in_memory(bytes: u64, what: &str) -> CmdResult {
+    let available = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemAvailable:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map(|kib| kib.saturating_mul(1024));
+    match available {
+        Some(avail) if bytes > avail => Err(Fail::failed(format!(
+            "{what} needs {} of memory, but only {} is available on this machine",
+            out::bytes(bytes),
+            out::bytes(avail)
+        ))),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_bytes() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64K"), Ok(64 << 10));
+        assert_eq!(parse_size("16MiB"), Ok(16 << 20));
+        assert_eq!(parse_size("1g"), Ok(1 << 30));
+        assert!(parse_size("").is_err());
+        assert!(parse_size("12Q").is_err());
+        assert!(parse_size("99999999999999T").is_err());
+        assert_eq!(parse_byte("0xab"), Ok(0xab));
+        assert_eq!(parse_byte("7"), Ok(7));
+        assert!(parse_byte("256").is_err());
+        assert!(parse_byte("0x").is_err());
+    }
+
+    #[test]
+    fn cli_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

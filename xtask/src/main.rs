@@ -1,1 +1,377 @@
-fn main() {}
+//! `cargo xtask`: the project's own automation, in Rust with the standard
+//! library only.
+//!
+//! ```text
+//! cargo xtask ci          formatting, clippy (warnings are errors), the tests
+//! cargo xtask matrix      each backend feature of `hal` alone, all together and none,
+//!                         built and tested for every installed target; prints a table
+//! cargo xtask bindgen     (comes with the CUDA backend)
+//! cargo xtask gpu-smoke   (comes with the CUDA backend)
+//! ```
+//!
+//! Every command prints what it runs. Exit codes: 0 success, 1 a step
+//! failed, 2 bad usage or a command that is not available yet.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  ci         cargo fmt --check, cargo clippy --workspace --all-targets -D warnings,
+             and the tests (cargo nextest run --workspace plus the doc tests when
+             cargo-nextest is installed, else cargo test --workspace)
+  matrix     for each backend feature set of the hal crate (cpu-shm, mock, both,
+             none) and each installed target: build the library with exactly that
+             feature set, then run its tests (and the same for halctl once per
+             target); print a table; non-zero exit if any failed
+  bindgen    regenerate vendor bindings (comes with the CUDA backend)
+  gpu-smoke  run the GPU smoke test on a machine with a GPU (comes with the CUDA backend)
+  help       this text
+
+environment: XTASK_STEP_TIMEOUT  seconds one cargo invocation may run (default 1800);
+             a step that runs longer is stopped and counts as failed
+
+exit codes: 0 success, 1 a step failed, 2 bad usage or a command not available yet";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(cmd) = args.first() else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    if args.len() > 1 {
+        eprintln!("xtask: `{cmd}` takes no arguments\n\n{USAGE}");
+        return ExitCode::from(2);
+    }
+    match cmd.as_str() {
+        "ci" => ci(),
+        "matrix" => matrix(),
+        // Both arrive with the CUDA backend: bindgen regenerates the driver
+        // API bindings from cuda.h, gpu-smoke runs the conformance suite on a
+        // real GPU. Until then they say so instead of pretending.
+        "bindgen" | "gpu-smoke" => {
+            eprintln!("xtask {cmd}: not yet available: comes with the CUDA backend");
+            ExitCode::from(2)
+        }
+        "help" | "-h" | "--help" => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        other => {
+            eprintln!("xtask: unknown command `{other}`\n\n{USAGE}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The workspace root (the parent of this crate's directory).
+fn root() -> PathBuf {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent().unwrap_or(here).to_path_buf()
+}
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string())
+}
+
+/// How one cargo invocation ended.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Run {
+    Ok,
+    Failed,
+    TimedOut,
+}
+
+/// How long one cargo invocation may run: `XTASK_STEP_TIMEOUT` seconds,
+/// default 30 minutes. A hung test then fails its step instead of hanging
+/// the whole run.
+fn step_timeout() -> Duration {
+    let secs = std::env::var("XTASK_STEP_TIMEOUT")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|&s| s > 0)
+        .unwrap_or(30 * 60);
+    Duration::from_secs(secs)
+}
+
+/// Run `cargo args...` in the workspace root, echoing it first.
+fn run_cargo(args: &[&str]) -> Run {
+    println!("\n$ cargo {}", args.join(" "));
+    let mut child = match Command::new(cargo()).args(args).current_dir(root()).spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("xtask: could not run cargo: {e}");
+            return Run::Failed;
+        }
+    };
+    let limit = step_timeout();
+    let deadline = Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => return Run::Ok,
+            Ok(Some(_)) => return Run::Failed,
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("xtask: waiting for cargo: {e}");
+                return Run::Failed;
+            }
+        }
+        if Instant::now() >= deadline {
+            eprintln!(
+                "xtask: `cargo {}` ran past {} s (XTASK_STEP_TIMEOUT): stopping it",
+                args.join(" "),
+                limit.as_secs()
+            );
+            kill_tree(child.id());
+            let _ = child.kill();
+            let _ = child.wait();
+            return Run::TimedOut;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The parent pid of `pid`, from `/proc/PID/stat`.
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields resume after the command name's last ')': state, then ppid.
+    stat.get(stat.rfind(')')? + 1..)?
+        .split_ascii_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// SIGKILL `pid` and every process descended from it (cargo and the test
+/// binaries it started).
+fn kill_tree(pid: u32) {
+    let mut parent: HashMap<u32, u32> = HashMap::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            if let Some(p) = entry.file_name().to_str().and_then(|n| n.parse().ok()) {
+                if let Some(pp) = parent_of(p) {
+                    parent.insert(p, pp);
+                }
+            }
+        }
+    }
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        let p = tree[i];
+        tree.extend(parent.iter().filter(|(_, &pp)| pp == p).map(|(&c, _)| c));
+        i += 1;
+    }
+    let pids: Vec<String> = tree.iter().map(u32::to_string).collect();
+    let _ = Command::new("kill").arg("-KILL").args(&pids).status();
+}
+
+/// The stdout of `program args...` when it runs and succeeds (nothing echoed).
+fn probe(program: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(program).args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn ci() -> ExitCode {
+    let mut steps: Vec<(String, Run)> = Vec::new();
+    let mut step = |name: &str, args: &[&str]| {
+        let t = Instant::now();
+        let run = run_cargo(args);
+        steps.push((format!("{name} ({:.0} s)", t.elapsed().as_secs_f64()), run));
+    };
+    step("fmt", &["fmt", "--all", "--", "--check"]);
+    step(
+        "clippy",
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    );
+    if probe(&cargo(), &["nextest", "--version"]).is_some() {
+        step("tests (nextest)", &["nextest", "run", "--workspace"]);
+        // nextest does not run documentation examples.
+        step("doc tests", &["test", "--workspace", "--doc"]);
+    } else {
+        println!("\n(cargo-nextest is not installed: running cargo test)");
+        step("tests", &["test", "--workspace"]);
+    }
+    println!("\nxtask ci:");
+    let mut failed = false;
+    for (name, run) in &steps {
+        println!("  {:<24} {}", name, outcome(*run).label());
+        failed |= *run != Run::Ok;
+    }
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// The host's target triple, from `rustc -vV`.
+fn host_target() -> Option<String> {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_string());
+    probe(&rustc, &["-vV"])?
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .map(|s| s.trim().to_string())
+}
+
+/// The installed targets (`rustup target list --installed`), host first; the
+/// host alone when rustup is not there.
+fn targets(host: &str) -> Vec<String> {
+    let mut list = vec![host.to_string()];
+    if let Some(out) = probe("rustup", &["target", "list", "--installed"]) {
+        for t in out.lines().map(str::trim).filter(|t| !t.is_empty()) {
+            if !list.iter().any(|x| x == t) {
+                list.push(t.to_string());
+            }
+        }
+    }
+    list
+}
+
+/// The outcome of one build or test.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Ok,
+    Failed,
+    TimedOut,
+    /// Not run: a cross target whose binaries cannot run here.
+    NotRun,
+    /// Not run because the build failed.
+    Blocked,
+}
+
+impl Outcome {
+    fn label(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Failed => "FAILED",
+            Outcome::TimedOut => "TIMED OUT",
+            Outcome::NotRun => "not run (cross)",
+            Outcome::Blocked => "- (build failed)",
+        }
+    }
+}
+
+fn outcome(run: Run) -> Outcome {
+    match run {
+        Run::Ok => Outcome::Ok,
+        Run::Failed => Outcome::Failed,
+        Run::TimedOut => Outcome::TimedOut,
+    }
+}
+
+struct Row {
+    subject: String,
+    target: String,
+    build: Outcome,
+    test: Outcome,
+    secs: f64,
+}
+
+fn matrix() -> ExitCode {
+    let Some(host) = host_target() else {
+        eprintln!("xtask matrix: cannot tell the host target (rustc -vV failed)");
+        return ExitCode::from(1);
+    };
+    // (label, the feature arguments of the hal crate)
+    let sets: [(&str, &[&str]); 4] = [
+        (
+            "hal: cpu-shm",
+            &["--no-default-features", "--features", "cpu-shm"],
+        ),
+        (
+            "hal: mock",
+            &["--no-default-features", "--features", "mock"],
+        ),
+        (
+            "hal: cpu-shm,mock",
+            &["--no-default-features", "--features", "cpu-shm,mock"],
+        ),
+        ("hal: no features", &["--no-default-features"]),
+    ];
+    let mut rows = Vec::new();
+    for target in targets(&host) {
+        let native = target == host;
+        // The host target is built without --target so that its artefacts
+        // are shared with `cargo build` and `cargo xtask ci`.
+        let target_args: Vec<&str> = if native {
+            Vec::new()
+        } else {
+            vec!["--target", target.as_str()]
+        };
+        let mut subjects: Vec<(String, Vec<&str>)> = sets
+            .iter()
+            .map(|(label, feats)| {
+                let mut a = vec!["-p", "hal"];
+                a.extend_from_slice(feats);
+                (label.to_string(), a)
+            })
+            .collect();
+        // halctl always builds hal with cpu-shm and mock: once per target.
+        subjects.push(("halctl".to_string(), vec!["-p", "halctl"]));
+        for (subject, pkg_args) in subjects {
+            let t = Instant::now();
+            // The library (or binary) alone, so that the feature set is
+            // exactly the one named: building tests and examples would add
+            // the features that dev-dependencies turn on.
+            let mut build_args = vec!["build"];
+            build_args.extend_from_slice(&pkg_args);
+            build_args.extend_from_slice(&target_args);
+            let build = outcome(run_cargo(&build_args));
+            let test = if build != Outcome::Ok {
+                Outcome::Blocked
+            } else if !native {
+                Outcome::NotRun
+            } else {
+                let mut test_args = vec!["test"];
+                test_args.extend_from_slice(&pkg_args);
+                outcome(run_cargo(&test_args))
+            };
+            rows.push(Row {
+                subject,
+                target: target.clone(),
+                build,
+                test,
+                secs: t.elapsed().as_secs_f64(),
+            });
+        }
+    }
+    println!("\nxtask matrix:");
+    println!(
+        "  {:<20} {:<28} {:<8} {:<18} {:>6}",
+        "feature set", "target", "build", "test", "time"
+    );
+    let mut failed = false;
+    for r in &rows {
+        println!(
+            "  {:<20} {:<28} {:<8} {:<18} {:>5.0}s",
+            r.subject,
+            r.target,
+            r.build.label(),
+            r.test.label(),
+            r.secs
+        );
+        failed |= matches!(r.build, Outcome::Failed | Outcome::TimedOut)
+            || matches!(r.test, Outcome::Failed | Outcome::TimedOut);
+    }
+    if failed {
+        println!("\nxtask matrix: FAILED");
+        ExitCode::from(1)
+    } else {
+        println!("\nxtask matrix: all passed");
+        ExitCode::SUCCESS
+    }
+}

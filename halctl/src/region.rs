@@ -1,0 +1,351 @@
+//! `halctl export` and `halctl import`.
+
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use hal::dynamic::{DynAllocation, DynDevice};
+use hal::registry::Registry;
+use hal::{AllocDesc, BackendId, Capabilities, ExportOptions, Handle, HandleKind, ImportOptions};
+use hal::{Memory, SharedHandle};
+use nix::sys::signal::{SigSet, Signal};
+use serde::Serialize;
+
+use crate::fail::{CmdResult, Context, Fail};
+use crate::pattern::{self, Content};
+use crate::{backend, out, HandleSource};
+
+/// Arguments of `halctl export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Backend to allocate on (cpu-shm, mock-cuda, mock-ascend; `mock` means mock-cuda).
+    #[arg(long, value_name = "NAME")]
+    backend: String,
+    /// Create a named region (cpu-shm only): the POSIX shared memory object
+    /// /NAME, which C's shm_open and Python's multiprocessing.shared_memory
+    /// open too. It is removed when halctl exits. Without --name the region is
+    /// anonymous (a sealed memfd).
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+    /// Size (4096, 64K, 16M, 1G); backends round it up to whole pages.
+    #[arg(long, value_name = "BYTES", value_parser = crate::parse_size)]
+    size: u64,
+    /// Fill every byte with this value (decimal or 0x hex).
+    #[arg(long, value_name = "BYTE", value_parser = crate::parse_byte, default_value = "0")]
+    fill: u8,
+    /// Keep the region alive this many seconds, then clean up and exit. 0
+    /// (the default) holds until standard input closes (Ctrl-D, or the end
+    /// of a pipe). SIGINT and SIGTERM end the hold early in either case.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    hold: u64,
+    /// Also write the handle to this file (atomically, mode 0600); the file
+    /// is removed when the region is released.
+    #[arg(long, value_name = "PATH")]
+    handle_file: Option<PathBuf>,
+    /// Print one JSON object instead of the bare handle text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `halctl import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    #[command(flatten)]
+    source: HandleSource,
+    /// Open the named region NAME instead of importing a handle (also one
+    /// created by another program, e.g. Python's multiprocessing.shared_memory).
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["handle", "handle_file"])]
+    name: Option<String>,
+    /// With --name: the backend of the region (only cpu-shm has named regions).
+    #[arg(long, value_name = "NAME", requires = "name")]
+    backend: Option<String>,
+    /// Check that every byte has this value (decimal or 0x hex); exit 1 if not.
+    #[arg(long, value_name = "BYTE", value_parser = crate::parse_byte)]
+    expect: Option<u8>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct ExportOut {
+    handle: String,
+    backend: String,
+    kind: &'static str,
+    name: Option<String>,
+    size: u64,
+    fill: u8,
+    pid: u32,
+    handle_file: Option<PathBuf>,
+    hold_seconds: u64,
+}
+
+/// Why a hold ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Release {
+    Elapsed,
+    StdinClosed,
+    Signal(Signal),
+}
+
+/// Block SIGINT and SIGTERM in this thread (and so in every thread started
+/// after this), so that a signal waits for [`hold`] to take it and the
+/// region is cleaned up instead of the process dying.
+fn block_termination() -> CmdResult<SigSet> {
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    set.add(Signal::SIGTERM);
+    set.thread_block()
+        .map_err(|e| Fail::failed(format!("blocking SIGINT/SIGTERM: {e}")))?;
+    Ok(set)
+}
+
+fn hold(seconds: u64, signals: SigSet) -> Release {
+    let (tx, rx) = mpsc::channel();
+    let tx_sig = tx.clone();
+    std::thread::spawn(move || {
+        if let Ok(sig) = signals.wait() {
+            let _ = tx_sig.send(Release::Signal(sig));
+        }
+    });
+    if seconds == 0 {
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+            let _ = tx.send(Release::StdinClosed);
+        });
+        rx.recv().unwrap_or(Release::StdinClosed)
+    } else {
+        drop(tx);
+        let until = Instant::now() + Duration::from_secs(seconds);
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Release::Elapsed;
+            }
+            match rx.recv_timeout(left) {
+                Ok(r) => return r,
+                Err(mpsc::RecvTimeoutError::Timeout) => return Release::Elapsed,
+                // The signal thread is gone (it cannot wait): just sleep it out.
+                Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(left),
+            }
+        }
+    }
+}
+
+fn alloc_desc(dev: &dyn DynDevice, size: u64) -> AllocDesc {
+    let info = dev.info();
+    if info.capabilities.contains(Capabilities::HOST_VISIBLE) {
+        AllocDesc::host(size)
+    } else {
+        AllocDesc::device(info.ordinal, size)
+    }
+}
+
+/// `halctl export`.
+pub fn export(args: &ExportArgs) -> CmdResult {
+    let size = crate::nonzero_size(args.size)?;
+    // Filling touches every page.
+    crate::fits_in_memory(size, "the filled region")?;
+    let signals = block_termination()?;
+    let registry = Registry::new();
+    let backend = backend::open(&registry, &args.backend)?;
+    if args.name.is_some() && backend.id() != BackendId::CpuShm {
+        return Err(Fail::usage(format!(
+            "--name: backend `{}` has no named regions (use --backend cpu-shm)",
+            backend.name()
+        )));
+    }
+    let dev = backend::device(backend.as_ref(), 0)?;
+
+    // The region: named (removed on drop) or anonymous.
+    let alloc: Box<dyn DynAllocation> = match &args.name {
+        Some(name) => Box::new(
+            hal::cpu_shm::named::create_named(name, size, &Default::default())
+                .ctx(&format!("creating named region {name:?}"))?,
+        ),
+        None => dev
+            .allocate(&alloc_desc(dev.as_ref(), size))
+            .ctx("allocating the region")?,
+    };
+    pattern::fill(&alloc, Content::Fill(args.fill))?;
+    let exported = dev
+        .export_memory(alloc.as_ref(), &ExportOptions::default())
+        .ctx("exporting the region")?;
+    let text = exported.to_text();
+    if let Some(path) = &args.handle_file {
+        hal::exchange::write_handle_file(path, exported.handle())
+            .ctx(&format!("writing the handle file {}", path.display()))?;
+    }
+    let report = ExportOut {
+        handle: text.clone(),
+        backend: backend.name(),
+        kind: exported.handle().kind.name(),
+        name: args.name.clone(),
+        size: alloc.len(),
+        fill: args.fill,
+        pid: std::process::id(),
+        handle_file: args.handle_file.clone(),
+        hold_seconds: args.hold,
+    };
+    if args.json {
+        out::json(&report)?;
+    } else {
+        out::line(&text)?;
+        let region = match &args.name {
+            Some(n) => format!("named region {n:?} (/dev/shm/{n})"),
+            None => "anonymous region".to_string(),
+        };
+        let until = if args.hold == 0 {
+            "until standard input closes or SIGINT/SIGTERM".to_string()
+        } else {
+            format!("for {} s (SIGINT/SIGTERM end it early)", args.hold)
+        };
+        eprintln!(
+            "halctl: exported a {} {region} on {}, every byte {:#04x}; holding it {until}",
+            out::bytes(report.size),
+            report.backend,
+            args.fill
+        );
+    }
+
+    let why = hold(args.hold, signals);
+    // Release in order: the export (and its broker registration), the
+    // region (a named one is unlinked here), then the handle file.
+    drop(exported);
+    drop(alloc);
+    if let Some(path) = &args.handle_file {
+        let _ = std::fs::remove_file(path);
+    }
+    if !args.json {
+        let why = match why {
+            Release::Elapsed => "the hold time passed".to_string(),
+            Release::StdinClosed => "standard input closed".to_string(),
+            Release::Signal(s) => format!("{s} received"),
+        };
+        eprintln!("halctl: released the region ({why})");
+    }
+    Ok(())
+}
+
+#[derive(Debug, Serialize)]
+struct MismatchOut {
+    offset: u64,
+    expected: u8,
+    found: u8,
+}
+
+#[derive(Debug, Serialize)]
+struct ImportOut {
+    source: &'static str,
+    backend: String,
+    name: Option<String>,
+    size: u64,
+    crc32: String,
+    expect: Option<u8>,
+    verified: Option<bool>,
+    mismatches: u64,
+    first_mismatch: Option<MismatchOut>,
+}
+
+/// Read a handle from the command line or a file; undecodable input is
+/// bad input (exit 2).
+pub fn load_handle(source: &HandleSource) -> CmdResult<Handle> {
+    match (&source.handle, &source.handle_file) {
+        (Some(text), None) => Handle::from_text(text.trim())
+            .map_err(|e| Fail::usage(format!("malformed handle: {e}"))),
+        (None, Some(path)) => hal::exchange::read_handle_file(path).map_err(|e| match e {
+            hal::Error::InvalidHandle(h) => {
+                Fail::usage(format!("malformed handle in {}: {h}", path.display()))
+            }
+            other => Fail::failed(format!("reading {}: {other}", path.display())),
+        }),
+        _ => Err(Fail::usage(
+            "give a handle: HANDLE, --handle-file PATH, or --name NAME for a named region",
+        )),
+    }
+}
+
+/// `halctl import`.
+pub fn import(args: &ImportArgs) -> CmdResult {
+    let registry = Registry::new();
+    let (mem, source, backend_name): (Box<dyn Memory>, &'static str, String) = match &args.name {
+        Some(name) => {
+            let backend = backend::open(&registry, args.backend.as_deref().unwrap_or("cpu-shm"))?;
+            if backend.id() != BackendId::CpuShm {
+                return Err(Fail::usage(format!(
+                    "--name: backend `{}` has no named regions (use --backend cpu-shm)",
+                    backend.name()
+                )));
+            }
+            let region = hal::cpu_shm::named::open_named(name, None)
+                .ctx(&format!("opening named region {name:?}"))?;
+            (Box::new(region), "name", backend.name())
+        }
+        None => {
+            let handle = load_handle(&args.source)?;
+            if handle.kind != HandleKind::Memory {
+                return Err(Fail::usage(format!(
+                    "this is a {} handle; import takes memory handles (try `halctl inspect`)",
+                    handle.kind.name()
+                )));
+            }
+            let (backend, dev) = backend::for_handle(&registry, &handle)?;
+            let mapping = dev
+                .import_memory(SharedHandle::from(handle), &ImportOptions::default())
+                .ctx("importing the handle")?;
+            (Box::new(mapping), "handle", backend.name())
+        }
+    };
+    let checked = pattern::verify(mem.as_ref(), args.expect.map(Content::Fill))?;
+    let verified = args.expect.map(|_| checked.ok());
+    let report = ImportOut {
+        source,
+        backend: backend_name,
+        name: args.name.clone(),
+        size: mem.len(),
+        crc32: format!("{:#010x}", checked.crc32),
+        expect: args.expect,
+        verified,
+        mismatches: checked.mismatches,
+        first_mismatch: checked
+            .first_mismatch
+            .map(|(offset, expected, found)| MismatchOut {
+                offset,
+                expected,
+                found,
+            }),
+    };
+    drop(mem);
+    if args.json {
+        out::json(&report)?;
+    } else {
+        let what = match &report.name {
+            Some(n) => format!("named region {n:?}"),
+            None => "the handle".to_string(),
+        };
+        out::line(format!(
+            "imported {what} on {}: {} ({} bytes), crc32 {}",
+            report.backend,
+            out::bytes(report.size),
+            report.size,
+            report.crc32
+        ))?;
+        if let Some(b) = args.expect {
+            match &report.first_mismatch {
+                None => out::line(format!("verified: every byte is {b:#04x}"))?,
+                Some(m) => out::line(format!(
+                    "MISMATCH: {} byte(s) are not {b:#04x}; the first at offset {} is {:#04x}",
+                    report.mismatches, m.offset, m.found
+                ))?,
+            }
+        }
+    }
+    match verified {
+        Some(false) => Err(Fail::failed(format!(
+            "{} byte(s) differ from the expected value",
+            report.mismatches
+        ))),
+        _ => Ok(()),
+    }
+}

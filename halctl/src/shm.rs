@@ -1,0 +1,232 @@
+//! `halctl shm ls` and `halctl shm gc`: the named regions this library
+//! created on this machine (those with its metadata beside them), their
+//! owners, and the removal of those whose owner died.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use clap::Subcommand;
+use hal::cpu_shm::named::{self, RegionInfo};
+use serde::Serialize;
+
+use crate::fail::{CmdResult, Context, Fail};
+use crate::out;
+
+/// `halctl shm ...`.
+#[derive(Debug, Subcommand)]
+pub enum ShmCommand {
+    /// List the named regions this library created (this user's; all with
+    /// root), with their owner pid and whether it is alive.
+    Ls {
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove the regions whose creator has died. Regions of live
+    /// processes, and regions this library did not create, are never touched.
+    Gc {
+        /// Only these regions (by name); default: every region of a dead owner.
+        #[arg(value_name = "NAME")]
+        names: Vec<String>,
+        /// Only say what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Serialize)]
+struct RegionOut {
+    name: String,
+    path: String,
+    id: String,
+    size: u64,
+    uid: u32,
+    owner_pid: u32,
+    owner_start: u64,
+    alive: bool,
+    present: bool,
+    created_unix: u64,
+}
+
+fn region_out(r: &RegionInfo) -> RegionOut {
+    RegionOut {
+        name: r.name.clone(),
+        path: format!("{}/{}", named::SHM_DIR, r.name),
+        id: format!("{:#018x}", r.id),
+        size: r.size,
+        uid: r.uid,
+        owner_pid: r.owner_pid,
+        owner_start: r.owner_start,
+        alive: r.alive,
+        present: r.present,
+        created_unix: unix(r.created),
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct LsOut {
+    regions: Vec<RegionOut>,
+}
+
+#[derive(Debug, Serialize)]
+struct GcOut {
+    dry_run: bool,
+    removed: Vec<RegionOut>,
+}
+
+fn unix(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// `YYYY-MM-DD HH:MM:SS` UTC for seconds since the epoch.
+fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Days to a civil date (proleptic Gregorian), after Howard Hinnant.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn state(r: &RegionOut) -> String {
+    let mut s = if r.alive { "alive" } else { "dead" }.to_string();
+    if !r.present {
+        s.push_str(" (region missing: stale metadata)");
+    }
+    s
+}
+
+fn table(regions: &[RegionOut]) -> CmdResult {
+    out::line(format!(
+        "{:<32} {:>10} {:>9}  {:<20} STATE",
+        "NAME", "SIZE", "OWNER", "CREATED (UTC)"
+    ))?;
+    for r in regions {
+        out::line(format!(
+            "{:<32} {:>10} {:>9}  {:<20} {}",
+            r.name,
+            out::bytes(r.size),
+            r.owner_pid,
+            utc(r.created_unix),
+            state(r)
+        ))?;
+    }
+    Ok(())
+}
+
+/// Collect the regions of dead owners, all of them or only those named.
+///
+/// With names, the library judges which regions are garbage (a dry run of
+/// [`named::collect_garbage`]); of those, the named ones are removed: the
+/// region with its metadata when the region is the one the metadata
+/// describes, the stale metadata alone otherwise (a region re-created under
+/// the same name by someone else is left alone).
+fn gc(names: &[String], dry_run: bool) -> CmdResult<Vec<RegionInfo>> {
+    if names.is_empty() {
+        return named::collect_garbage(dry_run).ctx("collecting regions of dead owners");
+    }
+    for n in names {
+        named::validate_name(n).ctx("shm gc")?;
+    }
+    let chosen: Vec<RegionInfo> = named::collect_garbage(true)
+        .ctx("finding regions of dead owners")?
+        .into_iter()
+        .filter(|r| names.contains(&r.name))
+        .collect();
+    if dry_run {
+        return Ok(chosen);
+    }
+    let mut removed = Vec::new();
+    for r in chosen {
+        if r.present {
+            match named::unlink_named(&r.name) {
+                Ok(()) | Err(hal::Error::NotFound { .. }) => {}
+                Err(e) => return Err(Fail::hal(&format!("removing region {:?}", r.name), e)),
+            }
+        } else {
+            let meta = format!("{}/{}{}", named::SHM_DIR, named::META_PREFIX, r.name);
+            match std::fs::remove_file(&meta) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(Fail::failed(format!("removing {meta}: {e}")))
+                }
+                _ => {}
+            }
+        }
+        removed.push(r);
+    }
+    Ok(removed)
+}
+
+/// Run `halctl shm ...`.
+pub fn run(cmd: &ShmCommand) -> CmdResult {
+    match *cmd {
+        ShmCommand::Ls { json } => {
+            let regions: Vec<RegionOut> = named::list_regions()
+                .ctx("listing named regions")?
+                .iter()
+                .map(region_out)
+                .collect();
+            if json {
+                return out::json(&LsOut { regions });
+            }
+            if regions.is_empty() {
+                return out::line(format!(
+                    "no named regions created by hal in {}",
+                    named::SHM_DIR
+                ));
+            }
+            table(&regions)
+        }
+        ShmCommand::Gc {
+            ref names,
+            dry_run,
+            json,
+        } => {
+            let removed: Vec<RegionOut> = gc(names, dry_run)?.iter().map(region_out).collect();
+            if json {
+                return out::json(&GcOut { dry_run, removed });
+            }
+            let verb = if dry_run { "would remove" } else { "removed" };
+            if removed.is_empty() {
+                return out::line(format!(
+                    "nothing to remove: no region of a dead owner ({verb} 0)"
+                ));
+            }
+            for r in &removed {
+                out::line(format!(
+                    "{verb} {} ({}, owner pid {} is dead)",
+                    r.path,
+                    out::bytes(r.size),
+                    r.owner_pid
+                ))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00");
+        assert_eq!(utc(1_700_000_000), "2023-11-14 22:13:20");
+    }
+}
