@@ -103,11 +103,23 @@ impl LeaseTable {
         for i in 0..self.slots {
             let p = self.slot_pid(i);
             let cur = p.load(Ordering::Acquire);
-            let free = cur == 0
-                || (cur != pid && {
-                    let s = self.slot_start(i).load(Ordering::Acquire);
-                    s != 0 && !os::process_alive(cur, s)
-                });
+            let mut free = cur == 0;
+            if cur != 0 && cur != pid {
+                // A slot of a dead holder is free. A start time of 0 (a holder
+                // killed between its two stores in `acquire` or in
+                // `Lease::drop`) is judged on the pid alone.
+                let s = self.slot_start(i).load(Ordering::Acquire);
+                if !os::process_alive(cur, s) {
+                    // Clear the dead holder's start time before the pid
+                    // changes hands, so that no reader ever sees this
+                    // process's pid with the dead holder's start time (which
+                    // reads as a dead holder and would free the new lease).
+                    free = self
+                        .slot_start(i)
+                        .compare_exchange(s, 0, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok();
+                }
+            }
             if free
                 && p.compare_exchange(cur, pid, Ordering::AcqRel, Ordering::Acquire)
                     .is_ok()
@@ -134,7 +146,11 @@ impl LeaseTable {
                 continue;
             }
             let s = self.slot_start(i).load(Ordering::Acquire);
-            if s == 0 || os::process_alive(p, s) {
+            // A start time of 0 means the holder is between its two stores
+            // (taking or giving back the slot): it counts while its pid is
+            // alive, and not once that process is dead (killed right there),
+            // so that such a slot is not counted forever.
+            if os::process_alive(p, s) {
                 n += 1;
             } else if self
                 .slot_pid(i)
@@ -224,6 +240,25 @@ mod tests {
         t.slot_start(0).store(12345, Ordering::Release);
         assert_eq!(t.count(), 0);
         assert_eq!(t.slot_pid(0).load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn holder_killed_between_its_two_stores_is_not_counted() {
+        let (t, _fd) = LeaseTable::create(2).unwrap();
+        // A pid and no start time: a holder killed inside acquire or drop.
+        t.slot_pid(0).store(0x7fff_fff0, Ordering::Release);
+        t.slot_start(0).store(0, Ordering::Release);
+        assert_eq!(t.count(), 0);
+        assert!(t.wait_empty(Some(Duration::from_secs(5))).is_ok());
+        // The same state for a live process counts, and its slot is not taken.
+        let (me, _) = os::self_identity();
+        t.slot_pid(1).store(me, Ordering::Release);
+        t.slot_start(1).store(0, Ordering::Release);
+        assert_eq!(t.count(), 1);
+        // A dead holder's slot (with or without start time) is reused.
+        t.slot_pid(0).store(0x7fff_fff0, Ordering::Release);
+        let l = t.acquire().unwrap();
+        assert_eq!(l.slot, 0);
     }
 
     #[test]

@@ -523,7 +523,8 @@ pub fn self_identity() -> (u32, u64) {
 }
 
 /// True when the process `pid` that started at `start` is still alive (a
-/// zombie counts as dead). `start == 0` means unknown and trusts the pid alone.
+/// zombie, or a process already in its exit path, counts as dead).
+/// `start == 0` means unknown and trusts the pid alone.
 pub fn process_alive(pid: u32, start: u64) -> bool {
     if pid == 0 {
         return false;
@@ -534,11 +535,27 @@ pub fn process_alive(pid: u32, start: u64) -> bool {
     let Some(close) = stat.rfind(')') else {
         return false;
     };
-    let mut fields = stat[close + 1..].split_ascii_whitespace();
-    if fields.next() == Some("Z") {
+    // Fields after the command name: state (field 3), ..., flags (field 9),
+    // ..., start time (field 22).
+    let fields: Vec<&str> = stat[close + 1..].split_ascii_whitespace().collect();
+    if fields.first() == Some(&"Z") {
         return false;
     }
-    start == 0 || fields.nth(18).and_then(|s| s.parse::<u64>().ok()) == Some(start)
+    // A process being torn down (PF_EXITING, set at the start of the kernel's
+    // exit path, before its descriptors are closed and before it shows as a
+    // zombie) counts as dead too: otherwise a peer that sees the dying
+    // process's sockets close reads it as alive and misreports the cause
+    // (for example an exporter killed during a broker fetch gave NotFound
+    // instead of Closed).
+    const PF_EXITING: u64 = 0x4;
+    if fields
+        .get(6)
+        .and_then(|s| s.parse::<u64>().ok())
+        .is_some_and(|flags| flags & PF_EXITING != 0)
+    {
+        return false;
+    }
+    start == 0 || fields.get(19).and_then(|s| s.parse::<u64>().ok()) == Some(start)
 }
 
 /// 16 random bytes from the kernel (`getrandom`).

@@ -38,6 +38,9 @@
 //! other languages see exactly the bytes they expect). It holds a magic, the
 //! owner's uid, pid, process start time and pid namespace, the region's size,
 //! inode and device, and the creation time (128 bytes, little-endian).
+//! A region is created unnamed, its complete metadata is put in place, and
+//! only then does the region get its name, so a creator killed at any point
+//! leaves nothing that [`collect_garbage`] cannot remove.
 //! [`list_regions`] lists the regions that have such metadata; regions
 //! created by other programs are never listed. [`collect_garbage`] removes
 //! the regions whose creator has died (its pid is gone or now belongs to a
@@ -190,6 +193,15 @@ fn shm_error(e: Errno, name: &str, action: &str) -> Error {
             pid: None,
             reason: format!("{action} {} refused by the system ({e})", what(name)),
         },
+        // shm_open does not follow links (O_NOFOLLOW): a link planted at the
+        // name is refused like a link planted at a handle file's path.
+        Errno::ELOOP => Error::PermissionDenied {
+            pid: None,
+            reason: format!(
+                "{} is a symbolic link; regions are never opened through links (remove it)",
+                what(name)
+            ),
+        },
         e => Error::errno(format!("{action} {}", what(name)), e),
     }
 }
@@ -340,35 +352,86 @@ fn read_meta(name: &str) -> Result<Option<(Meta, u32)>> {
     Ok(Meta::decode(&b).map(|meta| (meta, m.uid())))
 }
 
-fn write_meta(name: &str, meta: &Meta) -> Result<()> {
-    let path = meta_path(name);
-    // Metadata left by a region of the same name that is gone (we hold the
-    // name exclusively now) is stale.
-    let _ = std::fs::remove_file(&path);
-    let mut f = OpenOptions::new()
+/// An unnamed file in [`SHM_DIR`] (`O_TMPFILE`, mode 0600): it gets a name
+/// only through [`link_unnamed`], and vanishes with its descriptors if the
+/// process dies first, so a crash never leaves a half-made object behind.
+fn unnamed_file(what_for: &str) -> Result<std::fs::File> {
+    let f = OpenOptions::new()
+        .read(true)
         .write(true)
-        .create_new(true)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&path)
-        .map_err(|e| Error::io(format!("creating {path}"), e))?;
+        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+        .open(SHM_DIR)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL) => Error::unsupported(
+                crate::BACKEND,
+                "create_named",
+                format!(
+                    "{SHM_DIR} does not support unnamed files (O_TMPFILE, Linux 3.11 and \
+                     later on tmpfs), which named regions are created with ({e})"
+                ),
+            ),
+            _ => Error::io(format!("creating {what_for} in {SHM_DIR}"), e),
+        })?;
     f.set_permissions(std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| Error::io(format!("chmod 0600 of {path}"), e))?;
-    f.write_all(&meta.encode(name))
-        .map_err(|e| Error::io(format!("writing {path}"), e))
+        .map_err(|e| Error::io(format!("chmod 0600 of {what_for}"), e))?;
+    Ok(f)
 }
 
-/// Unlinks a half-created region unless disarmed.
+/// Give the unnamed file `fd` the name `path`, exclusively: `EEXIST` when
+/// the name is taken (`linkat` never replaces).
+fn link_unnamed(fd: BorrowedFd<'_>, path: &str) -> std::result::Result<(), Errno> {
+    let proc_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    nix::unistd::linkat(
+        None,
+        proc_path.as_str(),
+        None,
+        path,
+        nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW,
+    )
+}
+
+/// Put the complete metadata of `name` in place, exclusively. Metadata
+/// already there is replaced only when it is stale: its region is gone (or
+/// is another object) and its creator is dead; otherwise the name is taken
+/// (or being created by a live process) and this is [`Error::AlreadyExists`].
+fn place_meta(name: &str, meta: &Meta) -> Result<()> {
+    let path = meta_path(name);
+    let mut f = unnamed_file("region metadata")?;
+    f.write_all(&meta.encode(name))
+        .map_err(|e| Error::io(format!("writing the metadata of {}", what(name)), e))?;
+    for _ in 0..2 {
+        match link_unnamed(f.as_fd(), &path) {
+            Ok(()) => return Ok(()),
+            Err(Errno::EEXIST) => {
+                if let Ok(Some((old, _))) = read_meta(name) {
+                    let info = info_of(name, &old);
+                    if info.present || info.alive {
+                        return Err(Error::AlreadyExists { what: what(name) });
+                    }
+                }
+                // Stale, or not metadata this version can read: replace it.
+                let _ = std::fs::remove_file(&path);
+            }
+            Err(e) => return Err(Error::errno(format!("naming {path}"), e)),
+        }
+    }
+    Err(Error::AlreadyExists { what: what(name) })
+}
+
+/// Removes what a failed [`create_named`] made (only the objects it made:
+/// see [`remove_if`]) unless disarmed.
 struct CreateGuard<'a> {
     name: &'a str,
+    ino: u64,
+    dev: u64,
     armed: bool,
 }
 
 impl Drop for CreateGuard<'_> {
     fn drop(&mut self) {
         if self.armed {
-            let _ = nix::sys::mman::shm_unlink(shm_path(self.name).as_str());
-            let _ = std::fs::remove_file(meta_path(self.name));
+            remove_if(self.name, self.ino, self.dev);
         }
     }
 }
@@ -402,15 +465,15 @@ pub fn create_named(name: &str, size: u64, opts: &NamedOptions) -> Result<CpuAll
             });
         }
     }
-    let fd = nix::sys::mman::shm_open(
-        shm_path(name).as_str(),
-        OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_EXCL,
-        Mode::from_bits_truncate(0o600),
-    )
-    .map_err(|e| shm_error(e, name, "creating"))?;
-    let mut guard = CreateGuard { name, armed: true };
-    nix::sys::stat::fchmod(fd.as_raw_fd(), Mode::from_bits_truncate(0o600))
-        .map_err(|e| Error::errno(format!("chmod 0600 of {}", what(name)), e))?;
+    // The region is made unnamed, sized, described by complete metadata put
+    // in place first, and only then named: a creator killed at any point
+    // leaves either nothing, or metadata (whose region is absent) that
+    // collect_garbage removes, or a complete pair that it removes. (Naming
+    // the region first, as shm_open(O_CREAT | O_EXCL) does, leaves a region
+    // without metadata, which no cleanup may touch, when the creator dies
+    // before writing it.) The object is the same file /dev/shm/NAME that
+    // shm_open reaches.
+    let fd: OwnedFd = unnamed_file(&what(name))?.into();
     os::set_len(fd.as_fd(), size)?;
     if opts.allocate_now {
         nix::fcntl::posix_fallocate(fd.as_raw_fd(), 0, len).map_err(|e| match e {
@@ -435,7 +498,15 @@ pub fn create_named(name: &str, size: u64, opts: &NamedOptions) -> Result<CpuAll
         dev: st.st_dev,
         pidns: pid_namespace(),
     };
-    write_meta(name, &meta)?;
+    place_meta(name, &meta)?;
+    let mut guard = CreateGuard {
+        name,
+        ino: meta.ino,
+        dev: meta.dev,
+        armed: true,
+    };
+    link_unnamed(fd.as_fd(), &format!("{SHM_DIR}/{name}"))
+        .map_err(|e| shm_error(e, name, "creating"))?;
     let view = View::map(fd.as_fd(), size, 0, Prot::ReadWrite, 0, View::page(), None)?;
     placement::apply(&view, &opts.placement)?;
     guard.armed = false;

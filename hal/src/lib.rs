@@ -111,3 +111,9 @@ pub use hal_mock as mock;
 pub mod registry;
 
 pub use registry::{compiled_in, BackendEntry, Registry};
+
+/// The README's examples, compiled and run as documentation tests so that
+/// they stay true.
+#[cfg(all(doctest, feature = "cpu-shm"))]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

@@ -1,0 +1,1187 @@
+//! Hostile peers: a real process that sends bad descriptors, forged handles
+//! and garbage over the handle-exchange socket and the descriptor broker.
+//!
+//! Every case is refused with a typed error (the variant is asserted), and
+//! the receiving process is unaffected: right after each refusal it does a
+//! normal, successful import, and at the end its descriptor and mapping
+//! counts are what they were after the first round. Each case runs 21 times
+//! (a warm-up round and 20 more) against one hostile process.
+
+mod reliability;
+
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr, UnixStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use hal_core::exchange::{self, HandleListener, HandleStream};
+use hal_core::os;
+use hal_core::{
+    AllocDesc, Allocation, Backend, Capabilities, Device, Error, ExportOptions, Exported, FdSource,
+    HandleFlags, HandleKind, ImportOptions, Importers, Memory, SharedHandle,
+};
+use hal_cpu_shm::{named, CpuShm, NamedOptions};
+use hal_mock::{MockBackend, Profile};
+use nix::sys::socket::{
+    connect, recvmsg, socket, AddressFamily, ControlMessageOwned, MsgFlags, SockFlag, SockType,
+    UnixAddr,
+};
+use reliability::*;
+
+/// Rounds after the warm-up round.
+const ROUNDS: u32 = 20;
+
+macro_rules! on_backend {
+    ($b:expr, |$d:ident| $body:expr) => {
+        match $b {
+            "cpu" => {
+                let $d = CpuShm::new()
+                    .open(0)
+                    .expect("opening the cpu-shm host device");
+                $body
+            }
+            "mock" => {
+                let $d = MockBackend::new(Profile::cuda())
+                    .open(0)
+                    .expect("opening mock-cuda device 0");
+                $body
+            }
+            "ascend" => {
+                let $d = MockBackend::new(Profile::ascend())
+                    .open(0)
+                    .expect("opening mock-ascend device 0");
+                $body
+            }
+            other => panic!("unknown backend {other}"),
+        }
+    };
+}
+
+// --- tests -------------------------------------------------------------------
+
+fn receive(scenario: &str, backend: &str) {
+    let kid = Kid::spawn(&format!("{scenario}:{backend}"), &[]);
+    let pid = kid.pid();
+    let _sweep = ShmSweep(format!("hal-rel-{pid}-"));
+    let out = kid.finish();
+    for line in out.lines().filter(|l| l.starts_with("note: ")) {
+        eprintln!("{scenario}:{backend}: {}", &line[6..]);
+    }
+    assert_no_shm(&format!("hal-rel-{pid}-"));
+}
+
+#[test]
+fn bad_descriptors_and_garbage_on_the_handle_socket_cpu() {
+    receive("socket-receiver", "cpu");
+}
+
+#[test]
+fn bad_descriptors_and_garbage_on_the_handle_socket_mock() {
+    receive("socket-receiver", "mock");
+}
+
+#[test]
+fn garbage_on_the_broker_socket() {
+    receive("broker-receiver", "cpu");
+}
+
+#[test]
+fn forged_allow_list_gains_nothing_cpu() {
+    receive("allow-list-exporter", "cpu");
+}
+
+#[test]
+fn forged_allow_list_gains_nothing_mock_ascend() {
+    receive("allow-list-exporter", "ascend");
+}
+
+#[test]
+fn forged_creator_and_hostile_brokers_cpu() {
+    receive("fake-broker-importer", "cpu");
+}
+
+#[test]
+fn forged_creator_and_hostile_brokers_mock() {
+    receive("fake-broker-importer", "mock");
+}
+
+#[test]
+fn another_users_exports_are_refused() {
+    if !is_root() {
+        eprintln!(
+            "NOT RUN: this test needs root to start a process of uid {NOBODY}; the same-user \
+             paths are covered by the other tests"
+        );
+        return;
+    }
+    receive("other-user-importer", "cpu");
+}
+
+#[test]
+fn a_hostile_importer_scribbling_on_leases_cpu() {
+    receive("lease-exporter", "cpu");
+}
+
+#[test]
+fn a_hostile_importer_scribbling_on_leases_mock() {
+    receive("lease-exporter", "mock");
+}
+
+#[test]
+fn named_region_truncated_by_its_owner() {
+    receive("truncation-importer", "cpu");
+}
+
+#[test]
+fn __child() {
+    let Some(role) = role() else { return };
+    let (what, backend) = role.split_once(':').unwrap_or((role.as_str(), "cpu"));
+    match what {
+        "socket-receiver" => on_backend!(backend, |d| socket_receiver(&d, backend)),
+        "socket-sender" => on_backend!(backend, |d| socket_sender(&d)),
+        "broker-receiver" => broker_receiver(),
+        "broker-garbler" => broker_garbler(),
+        "allow-list-exporter" => on_backend!(backend, |d| allow_list_exporter(&d, backend)),
+        "allow-list-forger" => on_backend!(backend, |d| allow_list_forger(&d)),
+        "fake-broker-importer" => on_backend!(backend, |d| fake_broker_importer(&d, backend)),
+        "fake-broker" => on_backend!(backend, |d| fake_broker(&d)),
+        "other-user-importer" => other_user_importer(),
+        "other-user-exporter" => other_user_exporter(),
+        "lease-exporter" => on_backend!(backend, |d| lease_exporter(&d, backend)),
+        "lease-scribbler" => on_backend!(backend, |d| lease_scribbler(&d)),
+        "truncation-importer" => truncation_importer(),
+        "truncating-owner" => truncating_owner(),
+        "toucher" => toucher(),
+        other => panic!("unknown role {other}"),
+    }
+}
+
+// --- shared code ---------------------------------------------------------------
+
+const PAGES: u64 = 2;
+const GOOD_SEED: u32 = 777;
+
+fn desc<D: Device>(d: &D) -> AllocDesc {
+    let page = d.info().page_size();
+    let mut desc = if d.capabilities().contains(Capabilities::HOST_VISIBLE) {
+        AllocDesc::host(PAGES * page)
+    } else {
+        AllocDesc::device(d.info().ordinal, PAGES * page)
+    };
+    desc.align = page;
+    desc
+}
+
+/// An allocation filled with `pattern(seed)` and its export.
+fn filled_export<D: Device>(d: &D, seed: u32, importers: Importers) -> (D::Allocation, Exported) {
+    let a = d.allocate(&desc(d)).unwrap();
+    a.write(0, &pattern(seed, a.len() as usize)).unwrap();
+    let opts = ExportOptions {
+        importers,
+        ..ExportOptions::default()
+    };
+    let ex = d.export_memory(&a, &opts).unwrap();
+    (a, ex)
+}
+
+#[track_caller]
+fn assert_pattern(m: &impl Memory, seed: u32, what: &str) {
+    let mut got = vec![0u8; m.len() as usize];
+    m.read(0, &mut got).unwrap();
+    assert!(got == pattern(seed, got.len()), "{what}: wrong bytes");
+}
+
+fn from_text(text: &str) -> SharedHandle {
+    SharedHandle::from(exchange::decode(text).expect("a decodable handle text"))
+}
+
+/// A short description of an error: its kind, and for an invalid handle
+/// its `HandleError` variant.
+fn variant(e: &Error) -> String {
+    match e {
+        Error::InvalidHandle(h) => {
+            let dbg = format!("{h:?}");
+            let name = dbg.split(['(', ' ', '{']).next().unwrap_or("").to_string();
+            format!("invalid-handle/{name}")
+        }
+        e => e.kind_name().to_string(),
+    }
+}
+
+/// A memfd of `size` bytes with `seals` added (0: none).
+fn memfd_sealed(size: u64, seals: i32) -> OwnedFd {
+    let fd = os::memfd("hal-rel-hostile", size, None).unwrap();
+    if seals != 0 {
+        os::add_seals(fd.as_fd(), seals).unwrap();
+    }
+    fd
+}
+
+// --- 1. bad descriptors and garbage on the handle socket ------------------------
+
+/// The bad inputs the sender tries, and the error each must give the
+/// receiver: `(case, expected variant)`. `cpu_only` cases need named regions.
+const SOCKET_CASES: &[(&str, &str)] = &[
+    ("unsealed-memfd", "invalid-handle/Descriptors"),
+    ("shrink-sealed-only", "invalid-handle/Descriptors"),
+    ("regular-file", "invalid-handle/Descriptors"),
+    ("pipe", "invalid-handle/Descriptors"),
+    ("socket", "invalid-handle/Descriptors"),
+    ("dev-null", "invalid-handle/Descriptors"),
+    ("too-small-memfd", "invalid-handle/Descriptors"),
+    ("read-only-fd-for-writable-handle", "permission-denied"),
+    ("unsealed-lease", "invalid-handle/Descriptors"),
+    ("zeroed-lease", "invalid-handle/Descriptors"),
+    ("data-as-lease", "invalid-handle/Descriptors"),
+    ("one-fd-for-two", "invalid-handle/Descriptors"),
+    ("three-fds-for-two", "invalid-handle/Descriptors"),
+    ("announced-two-sent-three", "invalid-handle/Descriptors"),
+    ("beyond-max-fds", "io"),
+    ("announces-beyond-max", "invalid-handle/OverBound"),
+    ("garbage-bytes", "invalid-handle/Malformed"),
+    ("bad-version", "invalid-handle/Malformed"),
+    ("oversized-length", "invalid-handle/OverBound"),
+    ("garbage-body", "invalid-handle/BadMagic"),
+    ("flipped-byte", "invalid-handle/BadChecksum"),
+    ("hang-up-mid-header", "closed"),
+    ("hang-up-mid-body", "closed"),
+    ("wrong-kind", "invalid-handle/WrongKind"),
+    ("wrong-backend", "invalid-handle/WrongBackend"),
+    ("named-other-user", "permission-denied"),
+    ("named-traversal", "invalid-argument"),
+    ("named-missing", "not-found"),
+];
+
+fn socket_receiver<D: Device>(d: &D, backend: &str) {
+    let name = unique("hostile-listen");
+    let listener = HandleListener::bind_abstract(&name).unwrap();
+    let mut sender = Kid::spawn(
+        &format!("socket-sender:{backend}"),
+        &[("name", name.clone()), ("foreign", unique("foreign"))],
+    );
+    sender.expect("ready");
+    let cases: Vec<_> = SOCKET_CASES
+        .iter()
+        .filter(|(c, _)| backend == "cpu" || !c.starts_with("named-"))
+        .filter(|(c, _)| is_root() || *c != "named-other-user")
+        .collect();
+    let mut census = None;
+    for round in 0..=ROUNDS {
+        for (case, want) in &cases {
+            sender.tell(&format!("case {case}"));
+            let stream = listener.accept_timeout(LONG).unwrap();
+            stream.set_timeout(Some(LONG)).unwrap();
+            let outcome = match stream.recv() {
+                Err(e) => Err(("recv", e)),
+                Ok((shared, _)) => match d.import_memory(shared, &ImportOptions::default()) {
+                    Err(e) => Err(("import", e)),
+                    Ok(_) => Ok(()),
+                },
+            };
+            drop(stream);
+            // The simulator reports the refused writable mapping of a
+            // read-only descriptor as the mmap error itself (EACCES).
+            let want = if backend != "cpu" && *case == "read-only-fd-for-writable-handle" {
+                "io"
+            } else {
+                want
+            };
+            match outcome {
+                Ok(()) => panic!("round {round}: the hostile case {case} was imported"),
+                Err((stage, e)) => assert_eq!(
+                    variant(&e),
+                    want,
+                    "round {round}, case {case}, refused at {stage}: {e}"
+                ),
+            }
+            sender.expect("sent");
+            // Unaffected: the next, honest handle imports.
+            sender.tell("good");
+            let stream = listener.accept_timeout(LONG).unwrap();
+            stream.set_timeout(Some(LONG)).unwrap();
+            let (shared, _) = stream.recv().unwrap();
+            let m = d.import_memory(shared, &ImportOptions::default()).unwrap();
+            assert_pattern(&m, GOOD_SEED, "the honest import after a hostile one");
+            drop(m);
+            sender.expect("sent");
+        }
+        if round == 0 {
+            census = Some(Census::take());
+        }
+    }
+    census
+        .unwrap()
+        .assert_back("after the hostile sender's descriptors were refused");
+    sender.tell("done");
+    sender.finish();
+    eprintln!(
+        "note: {} hostile messages refused, {} honest imports",
+        cases.len() as u32 * (ROUNDS + 1),
+        cases.len() as u32 * (ROUNDS + 1)
+    );
+}
+
+fn socket_sender<D: Device>(d: &D) {
+    let name = arg("name");
+    let (alloc, ex) = filled_export(d, GOOD_SEED, Importers::BackendDefault);
+    let h = ex.handle().clone();
+    let [data, lease] = ex.fds() else {
+        panic!("a memory export has two descriptors")
+    };
+    let size = alloc.len();
+    // A named region of another user (root only).
+    let foreign = is_root().then(|| {
+        let r = named::create_named(&arg("foreign"), size, &NamedOptions::default()).unwrap();
+        nix::unistd::fchown(
+            r.fd().as_raw_fd(),
+            Some(nix::unistd::Uid::from_raw(NOBODY)),
+            Some(nix::unistd::Gid::from_raw(NOBODY)),
+        )
+        .unwrap();
+        r
+    });
+    say("ready", "");
+    loop {
+        let line = hear();
+        if line == "done" {
+            break;
+        }
+        let s = UnixStream::connect_addr(&SocketAddr::from_abstract_name(name.as_bytes()).unwrap())
+            .unwrap();
+        let hs = || HandleStream::from_fd(OwnedFd::from(s.try_clone().unwrap())).unwrap();
+        if line == "good" {
+            hs().send_exported(&ex).unwrap();
+            say("sent", "");
+            continue;
+        }
+        let case = line.strip_prefix("case ").expect("a case");
+        let raw = |bytes: &[u8], fds: &[RawFd]| send_raw(s.as_fd(), bytes, fds);
+        let with_data = |fd: &OwnedFd| hs().send(&h, &[fd, lease]).unwrap();
+        match case {
+            "unsealed-memfd" => with_data(&memfd_sealed(size, 0)),
+            "shrink-sealed-only" => with_data(&memfd_sealed(size, libc::F_SEAL_SHRINK)),
+            "regular-file" => {
+                let path = std::env::temp_dir().join(unique("regular"));
+                let f = File::options()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+                    .unwrap();
+                std::fs::remove_file(&path).unwrap();
+                f.set_len(size).unwrap();
+                with_data(&OwnedFd::from(f));
+            }
+            "pipe" => {
+                let (r, _w) = nix::unistd::pipe().unwrap();
+                with_data(&r);
+            }
+            "socket" => {
+                let (a, _b) = UnixStream::pair().unwrap();
+                with_data(&OwnedFd::from(a));
+            }
+            "dev-null" => with_data(&OwnedFd::from(File::open("/dev/null").unwrap())),
+            "too-small-memfd" => with_data(&memfd_sealed(size / 2, os::EXPORT_SEALS)),
+            "read-only-fd-for-writable-handle" => {
+                let ro = File::open(format!("/proc/self/fd/{}", data.as_raw_fd())).unwrap();
+                with_data(&OwnedFd::from(ro));
+            }
+            "unsealed-lease" => hs().send(&h, &[data, &memfd_sealed(4096, 0)]).unwrap(),
+            "zeroed-lease" => hs()
+                .send(&h, &[data, &memfd_sealed(4096, os::EXPORT_SEALS)])
+                .unwrap(),
+            "data-as-lease" => hs().send(&h, &[data, data]).unwrap(),
+            "one-fd-for-two" => {
+                let mut one = h.clone();
+                one.fds = FdSource::Attached { count: 1 };
+                hs().send(&one, &[data]).unwrap();
+            }
+            "three-fds-for-two" => {
+                let mut three = h.clone();
+                three.fds = FdSource::Attached { count: 3 };
+                hs().send(&three, &[data, lease, lease]).unwrap();
+            }
+            "announced-two-sent-three" => {
+                let body = h.to_bytes();
+                let mut f = frame_header(1, 1, 2, body.len() as u32);
+                f.extend_from_slice(&body);
+                let fds = [data.as_raw_fd(), lease.as_raw_fd(), lease.as_raw_fd()];
+                raw(&f, &fds);
+            }
+            "beyond-max-fds" => {
+                let body = h.to_bytes();
+                let mut f = frame_header(1, 1, 2, body.len() as u32);
+                f.extend_from_slice(&body);
+                raw(&f, &[data.as_raw_fd(); exchange::MAX_FDS + 8]);
+            }
+            "announces-beyond-max" => raw(&frame_header(1, 1, 200, 10), &[]),
+            "garbage-bytes" => raw(&pattern(5, 64), &[data.as_raw_fd()]),
+            "bad-version" => raw(&frame_header(9, 1, 0, 0), &[]),
+            "oversized-length" => raw(&frame_header(1, 1, 0, u32::MAX), &[]),
+            "garbage-body" => {
+                let mut f = frame_header(1, 1, 0, 100);
+                f.extend_from_slice(&pattern(6, 100));
+                raw(&f, &[]);
+            }
+            "flipped-byte" => {
+                let mut body = h.to_bytes();
+                let mid = body.len() / 2;
+                body[mid] ^= 0x40;
+                let mut f = frame_header(1, 1, 0, body.len() as u32);
+                f.extend_from_slice(&body);
+                raw(&f, &[]);
+            }
+            "hang-up-mid-header" => raw(&frame_header(1, 1, 2, 300)[..7], &[lease.as_raw_fd()]),
+            "hang-up-mid-body" => {
+                let mut f = frame_header(1, 1, 0, 300);
+                f.extend_from_slice(&[1; 40]);
+                raw(&f, &[]);
+            }
+            "wrong-kind" => {
+                let mut k = h.clone();
+                k.kind = HandleKind::Event;
+                hs().send(&k, &[data, lease]).unwrap();
+            }
+            "wrong-backend" => {
+                let mut k = h.clone();
+                k.backend = if k.backend == hal_core::BackendId::CpuShm {
+                    hal_core::BackendId::MockCuda
+                } else {
+                    hal_core::BackendId::CpuShm
+                };
+                hs().send(&k, &[data, lease]).unwrap();
+            }
+            "named-other-user" | "named-traversal" | "named-missing" => {
+                let region = match case {
+                    "named-other-user" => foreign.as_ref().unwrap().name().unwrap().to_string(),
+                    "named-traversal" => "../../etc/passwd".to_string(),
+                    _ => unique("missing"),
+                };
+                let mut n = h.clone();
+                n.flags.insert(HandleFlags::NAMED);
+                n.payload = region.into_bytes();
+                n.fds = FdSource::None;
+                hs().send::<OwnedFd>(&n, &[]).unwrap();
+            }
+            other => panic!("unknown case {other}"),
+        }
+        drop(s);
+        say("sent", "");
+    }
+    drop(foreign);
+    drop(ex);
+    drop(alloc);
+}
+
+// --- 2. garbage on the broker socket ---------------------------------------------
+
+/// What the garbler sends to the broker, and the reply status it must get
+/// (`eof` when the broker hangs up without a reply, `-` when it does not
+/// wait for one).
+const BROKER_CASES: &[(&str, &str)] = &[
+    ("empty", "eof"),
+    ("three-bytes", "1"),
+    ("random-24", "1"),
+    ("version-9", "2"),
+    ("op-2", "1"),
+    ("reserved-set", "1"),
+    ("long-100", "1"),
+    ("unknown-object", "3"),
+    ("reply-lookalike", "1"),
+    ("request-with-fds", "0+2fds"),
+    ("connect-and-close", "-"),
+    ("request-then-close", "-"),
+];
+
+fn broker_receiver() {
+    let d = CpuShm::new().host();
+    let (alloc, ex) = filled_export(&d, GOOD_SEED, Importers::Anyone);
+    let text = ex.to_text();
+    let mut garbler = Kid::spawn("broker-garbler", &[("handle", text.clone())]);
+    let mut census = None;
+    for round in 0..=ROUNDS {
+        garbler.tell("round");
+        for (case, want) in BROKER_CASES {
+            let got = garbler.expect(case);
+            assert_eq!(&got, want, "round {round}: the broker's answer to {case}");
+        }
+        // The garbler, then this process, import from the text: served.
+        assert_eq!(garbler.expect("honest"), "ok");
+        let m = d
+            .import_memory(from_text(&text), &ImportOptions::default())
+            .unwrap();
+        assert_pattern(&m, GOOD_SEED, "an import after broker garbage");
+        drop(m);
+        assert_eq!(alloc.importers().unwrap(), 0);
+        if round == 0 {
+            census = Some(Census::take());
+        }
+    }
+    census
+        .unwrap()
+        .assert_back("after garbage and descriptors sent to the broker");
+    garbler.tell("done");
+    garbler.finish();
+    drop(ex);
+}
+
+fn broker_garbler() {
+    let text = arg("handle");
+    let h = exchange::decode(&text).unwrap();
+    let FdSource::Broker { name, .. } = h.fds.clone() else {
+        panic!("no broker in the handle")
+    };
+    let d = CpuShm::new().host();
+    let request = broker_request;
+    let (probe_r, probe_w) = nix::unistd::pipe().unwrap();
+    loop {
+        if hear() == "done" {
+            break;
+        }
+        for (case, _) in BROKER_CASES {
+            let fd = broker_connect(&name);
+            let send = |bytes: &[u8], fds: &[RawFd]| send_raw(fd.as_fd(), bytes, fds);
+            let mut wait_reply = true;
+            match *case {
+                "empty" => send(&[], &[]),
+                "three-bytes" => send(b"HAL", &[]),
+                "random-24" => send(&pattern(3, 24), &[]),
+                "version-9" => {
+                    let mut r = request(&h.object_id);
+                    r[4] = 9;
+                    send(&r, &[]);
+                }
+                "op-2" => {
+                    let mut r = request(&h.object_id);
+                    r[5] = 2;
+                    send(&r, &[]);
+                }
+                "reserved-set" => {
+                    let mut r = request(&h.object_id);
+                    r[7] = 1;
+                    send(&r, &[]);
+                }
+                "long-100" => {
+                    let mut r = request(&h.object_id);
+                    r.resize(100, 0);
+                    send(&r, &[]);
+                }
+                "unknown-object" => send(&request(&os::random_id()), &[]),
+                "reply-lookalike" => send(b"HALR\x01\x00\x02\x00\x00\x00\x00\x00", &[]),
+                "request-with-fds" => {
+                    // The write end of a pipe rides along: if the broker kept
+                    // it, the read end below would never see end-of-file.
+                    send(&request(&h.object_id), &[probe_w.as_raw_fd(); 3]);
+                }
+                "connect-and-close" => wait_reply = false,
+                "request-then-close" => {
+                    send(&request(&h.object_id), &[]);
+                    wait_reply = false;
+                }
+                other => panic!("unknown case {other}"),
+            }
+            let answer = if wait_reply {
+                broker_answer(fd.as_fd())
+            } else {
+                "-".to_string()
+            };
+            drop(fd);
+            say(case, answer);
+        }
+        // The pipe's write end went only to the broker (and here): nobody
+        // else holds it, so the broker closed what it was sent.
+        // An honest import from the text alone.
+        let r = d.import_memory(from_text(&text), &ImportOptions::default());
+        let ok = match &r {
+            Ok(m) => {
+                assert_pattern(m, GOOD_SEED, "the garbler's honest import");
+                "ok".to_string()
+            }
+            Err(e) => format!("{e}"),
+        };
+        drop(r);
+        say("honest", ok);
+    }
+    drop(probe_w);
+    // Every copy of the write end is closed now, the broker's included.
+    let mut b = [0u8; 1];
+    assert_eq!(
+        File::from(probe_r).read(&mut b).unwrap(),
+        0,
+        "descriptors sent to the broker were kept"
+    );
+}
+
+/// Read a broker's reply on `fd`: `eof`, the status, or `status+Nfds` when
+/// descriptors came with it (they are closed at once).
+fn broker_answer(fd: std::os::fd::BorrowedFd<'_>) -> String {
+    let mut buf = [0u8; 64];
+    let mut space = nix::cmsg_space!([RawFd; 16]);
+    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+    let msg = recvmsg::<()>(
+        fd.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )
+    .unwrap();
+    let mut fds = Vec::new();
+    for c in msg.cmsgs().unwrap() {
+        if let ControlMessageOwned::ScmRights(r) = c {
+            for raw in r {
+                // SAFETY: the kernel installed this descriptor for this
+                // reception; nothing else owns it.
+                fds.push(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) });
+            }
+        }
+    }
+    let n = msg.bytes;
+    if n == 0 {
+        return "eof".to_string();
+    }
+    assert!(
+        n == 12 && &buf[..4] == b"HALR",
+        "a malformed reply {:?}",
+        &buf[..n]
+    );
+    if fds.is_empty() {
+        buf[5].to_string()
+    } else {
+        format!("{}+{}fds", buf[5], fds.len())
+    }
+}
+
+/// Connect to the broker `name` and send it `bytes`, the raw protocol.
+fn broker_connect(name: &str) -> OwnedFd {
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    let tv = nix::sys::time::TimeVal::new(10, 0);
+    nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::ReceiveTimeout, &tv).unwrap();
+    connect(
+        fd.as_raw_fd(),
+        &UnixAddr::new_abstract(name.as_bytes()).unwrap(),
+    )
+    .unwrap();
+    fd
+}
+
+/// The broker's fetch request for `id` (see `hal_core::exchange`).
+fn broker_request(id: &[u8; 16]) -> Vec<u8> {
+    let mut r = b"HALB\x01\x01\x00\x00".to_vec();
+    r.extend_from_slice(id);
+    r
+}
+
+// --- 3. forged allow-lists --------------------------------------------------------
+
+fn allow_list_exporter<D: Device>(d: &D, backend: &str) {
+    let me = std::process::id();
+    let importers = if d
+        .capabilities()
+        .contains(Capabilities::PID_ALLOW_LIST_DEFAULT_ON)
+    {
+        Importers::BackendDefault
+    } else {
+        Importers::Pids(vec![me])
+    };
+    let (alloc, mut ex) = filled_export(d, GOOD_SEED, importers);
+    assert!(!ex.handle().allows(0) && !ex.handle().flags.contains(HandleFlags::ANY_IMPORTER));
+    let mut forger = Kid::spawn(
+        &format!("allow-list-forger:{backend}"),
+        &[("handle", ex.to_text())],
+    );
+    let census = Census::take();
+    for round in 0..=ROUNDS {
+        forger.tell("round");
+        for case in ["genuine", "any-importer", "own-pid", "both", "own-creator"] {
+            assert_eq!(
+                forger.expect(case),
+                "permission-denied",
+                "round {round}: a {case} handle must be refused by the broker"
+            );
+        }
+        assert_eq!(alloc.importers().unwrap(), 0);
+        // Unaffected: this process imports its own export from the text
+        // (its broker always serves the exporting process itself).
+        let m = d
+            .import_memory(from_text(&ex.to_text()), &ImportOptions::default())
+            .unwrap();
+        assert_pattern(&m, GOOD_SEED, "the exporter's own import");
+        drop(m);
+    }
+    census.assert_back("after the forged imports");
+    // Once the exporter allows the pid, the genuine handle works.
+    let pid = forger.pid();
+    d.allow_importers(&mut ex, &[pid]).unwrap();
+    forger.tell("allowed");
+    assert_eq!(forger.expect("allowed"), "ok");
+    forger.finish();
+    drop(ex);
+}
+
+fn allow_list_forger<D: Device>(d: &D) {
+    let genuine = exchange::decode(&arg("handle")).unwrap();
+    let me = std::process::id();
+    let (_, my_start) = os::self_identity();
+    loop {
+        let line = hear();
+        if line == "allowed" {
+            let r = d.import_memory(
+                SharedHandle::from(genuine.clone()),
+                &ImportOptions::default(),
+            );
+            if let Ok(m) = &r {
+                assert_pattern(m, GOOD_SEED, "the allowed import");
+            }
+            say("allowed", kind(&r));
+            break;
+        }
+        let forgeries = [
+            ("genuine", genuine.clone()),
+            ("any-importer", {
+                let mut h = genuine.clone();
+                h.flags.insert(HandleFlags::ANY_IMPORTER);
+                h
+            }),
+            ("own-pid", {
+                let mut h = genuine.clone();
+                h.allowed_pids.push(me);
+                h
+            }),
+            ("both", {
+                let mut h = genuine.clone();
+                h.flags.insert(HandleFlags::ANY_IMPORTER);
+                h.allowed_pids = vec![me];
+                h
+            }),
+            ("own-creator", {
+                // "The exporting process itself is always served": claiming to
+                // be the creator does not make this process the exporter.
+                let mut h = genuine.clone();
+                h.creator_pid = me;
+                h.creator_start = my_start;
+                h.flags.insert(HandleFlags::ANY_IMPORTER);
+                h
+            }),
+        ];
+        for (case, h) in forgeries {
+            // Through the text form, as a forger would pass it around.
+            let text = h.to_text();
+            let r = d.import_memory(from_text(&text), &ImportOptions::default());
+            say(case, kind(&r));
+        }
+    }
+}
+
+// --- 4. forged creators and hostile brokers -----------------------------------------
+
+/// The fake brokers a hostile exporter runs, and what the importer must get.
+const FAKE_BROKERS: &[(&str, &str)] = &[
+    ("impersonates-a-live-exporter", "permission-denied"),
+    ("unsealed-descriptors", "invalid-handle/Descriptors"),
+    (
+        "more-descriptors-than-announced",
+        "invalid-handle/Descriptors",
+    ),
+    ("far-too-many-descriptors", "io"),
+    ("fewer-than-announced", "invalid-handle/Descriptors"),
+    ("garbage-reply", "io"),
+    ("unknown-status", "io"),
+    ("says-denied", "permission-denied"),
+    ("hangs-up", "closed"),
+];
+
+fn fake_broker_importer<D: Device>(d: &D, backend: &str) {
+    let mut exporter = Kid::spawn(&format!("fake-broker:{backend}"), &[]);
+    let genuine = exporter.expect("genuine");
+    let forged: Vec<(&str, &str, String)> = FAKE_BROKERS
+        .iter()
+        .map(|(case, want)| (*case, *want, exporter.expect(case)))
+        .collect();
+    let mut census = None;
+    for round in 0..=ROUNDS {
+        for (case, want, text) in &forged {
+            let r = d.import_memory(from_text(text), &ImportOptions::default());
+            match r {
+                Ok(_) => panic!("round {round}: the {case} broker's descriptors were imported"),
+                Err(e) => assert_eq!(variant(&e), *want, "round {round}, {case}: {e}"),
+            }
+            let m = d
+                .import_memory(from_text(&genuine), &ImportOptions::default())
+                .unwrap();
+            assert_pattern(&m, GOOD_SEED, "the genuine import after a fake broker");
+            drop(m);
+        }
+        if round == 0 {
+            census = Some(Census::take());
+        }
+    }
+    census
+        .unwrap()
+        .assert_back("after the hostile brokers' descriptors were refused");
+    drop(exporter);
+}
+
+fn fake_broker<D: Device>(d: &D) {
+    let (_alloc, ex) = filled_export(d, GOOD_SEED, Importers::Anyone);
+    say("genuine", ex.to_text());
+    let parent = nix::unistd::getppid().as_raw() as u32;
+    let parent_start = os::process_start_time(parent).expect("the parent's start time");
+    let [data, lease] = ex.fds() else {
+        panic!("a memory export has two descriptors")
+    };
+    let data = Arc::new(os::dup(data.as_fd()).unwrap());
+    let lease = Arc::new(os::dup(lease.as_fd()).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    for (case, _) in FAKE_BROKERS {
+        let name = unique("fake-broker");
+        let listener = socket(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
+        nix::sys::socket::bind(
+            listener.as_raw_fd(),
+            &UnixAddr::new_abstract(name.as_bytes()).unwrap(),
+        )
+        .unwrap();
+        nix::sys::socket::listen(&listener, nix::sys::socket::Backlog::new(16).unwrap()).unwrap();
+        let mut h = ex.handle().clone();
+        h.object_id = os::random_id();
+        h.fds = FdSource::Broker {
+            count: 2,
+            name: name.clone(),
+        };
+        if *case == "impersonates-a-live-exporter" {
+            // The importer's own pid as the creator: a live process that is
+            // not the one serving the socket.
+            h.creator_pid = parent;
+            h.creator_start = parent_start;
+        }
+        say(case, h.to_text());
+        let (data, lease, stop) = (Arc::clone(&data), Arc::clone(&lease), Arc::clone(&stop));
+        let case = case.to_string();
+        threads.push(std::thread::spawn(move || {
+            serve_fake(listener, &case, &data, &lease, &stop)
+        }));
+    }
+    wait_for_eof();
+    stop.store(true, Ordering::SeqCst);
+    drop(threads);
+}
+
+fn serve_fake(listener: OwnedFd, case: &str, data: &OwnedFd, lease: &OwnedFd, stop: &AtomicBool) {
+    while !stop.load(Ordering::SeqCst) {
+        let Ok(raw) = nix::sys::socket::accept(listener.as_raw_fd()) else {
+            continue;
+        };
+        // SAFETY: accept returned a new descriptor that nothing else owns.
+        let conn: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(raw) };
+        let mut buf = [0u8; 64];
+        let _ = nix::unistd::read(conn.as_raw_fd(), &mut buf);
+        let reply = |status: u8, announced: u8| {
+            let mut r = b"HALR\x01".to_vec();
+            r.extend_from_slice(&[status, announced, 0]);
+            r.extend_from_slice(&0u32.to_le_bytes());
+            r
+        };
+        let send = |bytes: &[u8], fds: &[RawFd]| {
+            let _ = std::panic::catch_unwind(|| send_raw(conn.as_fd(), bytes, fds));
+        };
+        match case {
+            "impersonates-a-live-exporter" => {
+                send(&reply(0, 2), &[data.as_raw_fd(), lease.as_raw_fd()])
+            }
+            "unsealed-descriptors" => {
+                let bad = memfd_sealed(PAGES * 4096, 0);
+                send(&reply(0, 2), &[bad.as_raw_fd(), lease.as_raw_fd()]);
+            }
+            "more-descriptors-than-announced" => send(&reply(0, 2), &[data.as_raw_fd(); 5]),
+            // More than the importer has room for: the kernel drops the rest.
+            "far-too-many-descriptors" => send(&reply(0, 2), &[data.as_raw_fd(); 64]),
+            "fewer-than-announced" => send(&reply(0, 2), &[data.as_raw_fd()]),
+            "garbage-reply" => send(&pattern(9, 12), &[]),
+            "unknown-status" => send(&reply(9, 0), &[]),
+            "says-denied" => send(&reply(4, 0), &[]),
+            "hangs-up" => {}
+            other => panic!("unknown fake broker {other}"),
+        }
+        drop(conn);
+    }
+}
+
+// --- 5. another user's exports ---------------------------------------------------------
+
+fn other_user_importer() {
+    let d = CpuShm::new().host();
+    let (alloc, ex) = filled_export(&d, GOOD_SEED, Importers::Anyone);
+    let setup = |cmd: &mut std::process::Command| {
+        std::os::unix::process::CommandExt::uid(cmd, NOBODY);
+        std::os::unix::process::CommandExt::gid(cmd, NOBODY);
+    };
+    let mut other = Kid::spawn_with("other-user-exporter", &[("handle", ex.to_text())], setup);
+    let theirs = other.expect("export");
+    let mut census = None;
+    for round in 0..=ROUNDS {
+        // Root does not take descriptors from another user's broker.
+        let r = d.import_memory(from_text(&theirs), &ImportOptions::default());
+        assert_eq!(
+            kind(&r),
+            "permission-denied",
+            "round {round}: {:?}",
+            r.err()
+        );
+        drop(r);
+        // ... though their broker serves root (by design: root can take any
+        // process's memory anyway), as a raw request shows.
+        let theirs_h = exchange::decode(&theirs).unwrap();
+        let FdSource::Broker { name, .. } = &theirs_h.fds else {
+            panic!("no broker in their handle")
+        };
+        let fd = broker_connect(name);
+        send_raw(fd.as_fd(), &broker_request(&theirs_h.object_id), &[]);
+        assert_eq!(broker_answer(fd.as_fd()), "0+2fds", "round {round}");
+        drop(fd);
+        // Root's broker serves only root (and its own uid, root): the other
+        // user is refused.
+        other.tell("import");
+        assert_eq!(other.expect("import"), "permission-denied", "round {round}");
+        assert_eq!(alloc.importers().unwrap(), 0);
+        // Unaffected.
+        let m = d
+            .import_memory(from_text(&ex.to_text()), &ImportOptions::default())
+            .unwrap();
+        assert_pattern(&m, GOOD_SEED, "root's own import");
+        drop(m);
+        if round == 0 {
+            census = Some(Census::take());
+        }
+    }
+    census
+        .unwrap()
+        .assert_back("after another user's handles were refused");
+    other.tell("done");
+    other.finish();
+}
+
+fn other_user_exporter() {
+    assert_eq!(nix::unistd::geteuid().as_raw(), NOBODY);
+    let d = CpuShm::new().host();
+    let (_alloc, ex) = filled_export(&d, 1, Importers::Anyone);
+    say("export", ex.to_text());
+    let roots = arg("handle");
+    while hear() == "import" {
+        let r = d.import_memory(from_text(&roots), &ImportOptions::default());
+        say("import", kind(&r));
+    }
+}
+
+// --- 6. an importer that scribbles on the lease table ----------------------------------
+
+/// The lease table's layout (see `hal_core::lease`): a 64-byte header, then
+/// 16-byte slots of (pid `u32`, reserved `u32`, start time `u64`).
+const LEASE_HEADER: u64 = 64;
+const LEASE_SLOT: u64 = 16;
+
+fn lease_exporter<D: Device>(d: &D, backend: &str) {
+    let mut census = None;
+    let slots = hal_core::lease::DEFAULT_SLOTS as usize;
+    for round in 0..=ROUNDS {
+        let (alloc, ex) = filled_export(d, GOOD_SEED, Importers::Anyone);
+        let text = ex.to_text();
+        let mut scribbler = Kid::spawn(
+            &format!("lease-scribbler:{backend}"),
+            &[("handle", text.clone())],
+        );
+        // Every slot claimed by one live process: the count is a lie, and
+        // new imports find the table full (a typed error).
+        scribbler.expect("filled");
+        assert_eq!(alloc.importers().unwrap(), slots, "round {round}");
+        let r = d.import_memory(from_text(&text), &ImportOptions::default());
+        assert_eq!(kind(&r), "busy", "round {round}");
+        drop(r);
+        // Random slots: counted or not, never a crash.
+        scribbler.tell("garbage");
+        scribbler.expect("garbage");
+        let _ = alloc.importers().unwrap();
+        // Every slot in the state a holder killed between its two stores
+        // leaves: a pid and no start time.
+        scribbler.tell("half-written");
+        scribbler.expect("half-written");
+        assert_eq!(
+            alloc.importers().unwrap(),
+            slots,
+            "live half-written slots count"
+        );
+        scribbler.kill();
+        // Once that process is dead, none of its slots count.
+        alloc
+            .wait_unleased(Some(LONG))
+            .expect("the dead scribbler's slots are freed");
+        assert_eq!(alloc.importers().unwrap(), 0);
+        let m = d
+            .import_memory(from_text(&text), &ImportOptions::default())
+            .unwrap();
+        assert_pattern(&m, GOOD_SEED, "an import after the scribbler died");
+        drop(m);
+        // A scribbled header makes the table unusable for new imports of
+        // this allocation: a typed error, the exporter itself unaffected.
+        let mut scribbler = Kid::spawn(
+            &format!("lease-scribbler:{backend}"),
+            &[("handle", text.clone()), ("header", "1".into())],
+        );
+        scribbler.expect("filled");
+        scribbler.kill();
+        let r = d.import_memory(from_text(&text), &ImportOptions::default());
+        assert_eq!(
+            variant(r.as_ref().err().expect("an import of a scribbled table")),
+            "invalid-handle/Descriptors"
+        );
+        drop(r);
+        assert_eq!(alloc.importers().unwrap(), 0);
+        alloc.wait_unleased(Some(LONG)).unwrap();
+        drop((ex, alloc));
+        if round == 0 {
+            census = Some(Census::take());
+        }
+    }
+    census.unwrap().assert_back("after the lease scribblers");
+}
+
+fn lease_scribbler<D: Device>(d: &D) {
+    let text = arg("handle");
+    // A genuine import (and lease) first, then the raw descriptors.
+    let m = d
+        .import_memory(from_text(&text), &ImportOptions::default())
+        .unwrap();
+    let mut shared = from_text(&text);
+    let fds = exchange::take_fds(&mut shared).unwrap();
+    let lease = &fds[1];
+    let len = os::fstat(lease.as_fd()).unwrap().st_size as u64;
+    let map = os::SharedMap::map(lease.as_fd(), len, 0, os::Prot::ReadWrite, None).unwrap();
+    let slots = (len - LEASE_HEADER) / LEASE_SLOT;
+    let (pid, start) = os::self_identity();
+    let fill = |start: u64| {
+        for i in 0..slots {
+            let at = LEASE_HEADER + i * LEASE_SLOT;
+            map.write(at, &pid.to_le_bytes()).unwrap();
+            map.write(at + 8, &start.to_le_bytes()).unwrap();
+        }
+    };
+    if std::env::var(format!("{ARG_PREFIX}HEADER")).is_ok() {
+        map.write(0, &pattern(4, LEASE_HEADER as usize)).unwrap();
+        say("filled", "");
+        wait_for_eof();
+        return;
+    }
+    fill(start);
+    say("filled", "");
+    assert_eq!(hear(), "garbage");
+    map.write(LEASE_HEADER, &pattern(8, (len - LEASE_HEADER) as usize))
+        .unwrap();
+    say("garbage", "");
+    assert_eq!(hear(), "half-written");
+    fill(0);
+    say("half-written", "");
+    wait_for_eof();
+    drop(m);
+}
+
+// --- 7. a named region truncated by its owner --------------------------------------------
+
+fn truncation_importer() {
+    let d = CpuShm::new().host();
+    let mut census = None;
+    let mut sigbus = 0;
+    for round in 0..=ROUNDS {
+        let name = unique("truncated");
+        let mut owner = Kid::spawn("truncating-owner", &[("name", name.clone())]);
+        let text = owner.expect("handle");
+        let m = d
+            .import_memory(from_text(&text), &ImportOptions::default())
+            .unwrap();
+        let opened = named::open_named(&name, None).unwrap();
+        assert_pattern(&m, GOOD_SEED, "a named import before the truncation");
+        // A process that touches the mapping directly after the truncation.
+        let mut toucher = Kid::spawn_with("toucher", &[("handle", text.clone())], |cmd| {
+            // SAFETY: runs in the forked child before exec and only calls
+            // setrlimit(2), which is async-signal-safe: no core file for the
+            // expected SIGBUS.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(cmd, || {
+                    let zero = libc::rlimit {
+                        rlim_cur: 0,
+                        rlim_max: 0,
+                    };
+                    libc::setrlimit(libc::RLIMIT_CORE, &zero);
+                    Ok(())
+                });
+            }
+        });
+        toucher.expect("mapped");
+        owner.tell("truncate");
+        owner.expect("truncated");
+        // The library's own accesses never fault: a typed error.
+        let mut buf = [0u8; 16];
+        assert_eq!(kind(&m.read(0, &mut buf)), "closed", "round {round}");
+        assert_eq!(kind(&m.write(0, b"x")), "closed", "round {round}");
+        assert_eq!(kind(&opened.read(0, &mut buf)), "closed", "round {round}");
+        assert_eq!(kind(&opened.write(0, b"x")), "closed", "round {round}");
+        // Direct loads through the mapping are the caller's: they fault.
+        toucher.tell("touch");
+        let status = toucher.wait();
+        if std::os::unix::process::ExitStatusExt::signal(&status) == Some(libc::SIGBUS) {
+            sigbus += 1;
+        } else {
+            panic!("round {round}: the toucher ended with {status}, not SIGBUS");
+        }
+        drop((m, opened));
+        owner.finish();
+        assert_no_shm(&name);
+        if round == 0 {
+            census = Some(Census::take());
+        }
+    }
+    census.unwrap().assert_back("after the truncated regions");
+    eprintln!("note: {sigbus} direct loads after a truncation died of SIGBUS, as documented");
+}
+
+fn truncating_owner() {
+    let d = CpuShm::new().host();
+    let name = arg("name");
+    let r = named::create_named(&name, PAGES * 4096, &NamedOptions::default()).unwrap();
+    r.write(0, &pattern(GOOD_SEED, r.len() as usize)).unwrap();
+    let ex = d.export_memory(&r, &ExportOptions::default()).unwrap();
+    say("handle", ex.to_text());
+    assert_eq!(hear(), "truncate");
+    // The owner (any process of its user) shrinks the object to nothing.
+    os::set_len(r.fd(), 0).unwrap();
+    say("truncated", "");
+    wait_for_eof();
+}
+
+fn toucher() {
+    let d = CpuShm::new().host();
+    let m = d
+        .import_memory(from_text(&arg("handle")), &ImportOptions::default())
+        .unwrap();
+    let p = m.host_ptr().unwrap();
+    say("mapped", "");
+    assert_eq!(hear(), "touch");
+    // SAFETY: `p` is the first byte of a live mapping of this process. The
+    // object behind it was truncated, so this load raises SIGBUS: that is
+    // what this process exists to show (host_ptr accesses are not protected).
+    let b = unsafe { std::ptr::read_volatile(p) };
+    say("survived", b);
+}
