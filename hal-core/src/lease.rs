@@ -100,35 +100,44 @@ impl LeaseTable {
     /// Take a slot for this process. Dropping the [`Lease`] gives it back.
     pub fn acquire(self: &Arc<Self>) -> Result<Lease> {
         let (pid, start) = os::self_identity();
-        for i in 0..self.slots {
-            let p = self.slot_pid(i);
-            let cur = p.load(Ordering::Acquire);
-            let mut free = cur == 0;
-            if cur != 0 && cur != pid {
-                // A slot of a dead holder is free. A start time of 0 (a holder
-                // killed between its two stores in `acquire` or in
-                // `Lease::drop`) is judged on the pid alone.
-                let s = self.slot_start(i).load(Ordering::Acquire);
-                if !os::process_alive(cur, s) {
-                    // Clear the dead holder's start time before the pid
-                    // changes hands, so that no reader ever sees this
-                    // process's pid with the dead holder's start time (which
-                    // reads as a dead holder and would free the new lease).
-                    free = self
-                        .slot_start(i)
-                        .compare_exchange(s, 0, Ordering::AcqRel, Ordering::Acquire)
-                        .is_ok();
+        // Free slots first; the slots of dead holders only when none is
+        // free. Telling a dead holder from a live one reads
+        // /proc/PID/stat (three system calls), so looking at every held
+        // slot on the way to a free one made each import cost that much per
+        // importer already holding the region (`halctl bench`, scaling with
+        // 32 importers). `count` frees dead holders' slots too.
+        for reclaim in [false, true] {
+            for i in 0..self.slots {
+                let p = self.slot_pid(i);
+                let cur = p.load(Ordering::Acquire);
+                let mut free = cur == 0;
+                if reclaim && cur != 0 && cur != pid {
+                    // A slot of a dead holder is free. A start time of 0 (a
+                    // holder killed between its two stores in `acquire` or
+                    // in `Lease::drop`) is judged on the pid alone.
+                    let s = self.slot_start(i).load(Ordering::Acquire);
+                    if !os::process_alive(cur, s) {
+                        // Clear the dead holder's start time before the pid
+                        // changes hands, so that no reader ever sees this
+                        // process's pid with the dead holder's start time
+                        // (which reads as a dead holder and would free the
+                        // new lease).
+                        free = self
+                            .slot_start(i)
+                            .compare_exchange(s, 0, Ordering::AcqRel, Ordering::Acquire)
+                            .is_ok();
+                    }
                 }
-            }
-            if free
-                && p.compare_exchange(cur, pid, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-            {
-                self.slot_start(i).store(start.max(1), Ordering::Release);
-                return Ok(Lease {
-                    table: Arc::clone(self),
-                    slot: i,
-                });
+                if free
+                    && p.compare_exchange(cur, pid, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                {
+                    self.slot_start(i).store(start.max(1), Ordering::Release);
+                    return Ok(Lease {
+                        table: Arc::clone(self),
+                        slot: i,
+                    });
+                }
             }
         }
         Err(Error::Busy {
@@ -259,6 +268,18 @@ mod tests {
         t.slot_pid(0).store(0x7fff_fff0, Ordering::Release);
         let l = t.acquire().unwrap();
         assert_eq!(l.slot, 0);
+    }
+
+    #[test]
+    fn free_slots_go_before_dead_holders_slots() {
+        let (t, _fd) = LeaseTable::create(2).unwrap();
+        t.slot_pid(0).store(0x7fff_fff0, Ordering::Release);
+        t.slot_start(0).store(12345, Ordering::Release);
+        let first = t.acquire().unwrap();
+        assert_eq!(first.slot, 1, "a free slot is taken first");
+        let second = t.acquire().unwrap();
+        assert_eq!(second.slot, 0, "then the dead holder's slot is reclaimed");
+        assert_eq!(t.count(), 2);
     }
 
     #[test]

@@ -800,14 +800,20 @@ fn broker() {
     let mut census = None;
     let mut caught = 0;
     for i in 0..=ROUNDS {
-        // A peer connects to the broker and says nothing: the broker waits on
-        // it (at most a second) ...
+        // A peer connects to the broker and says nothing: a connection thread
+        // waits on it (at most a second) ...
         let mut victim = Kid::spawn("victim-broker-hog", &[("handle", text.clone())]);
         victim.expect("connected");
-        if await_thread_in_syscall(me, "hal-broker", libc::SYS_recvmsg) {
+        if await_thread_in_syscall(me, "hal-broker-conn", libc::SYS_recvmsg) {
             caught += 1;
         }
-        // ... and is killed there.
+        // ... while the broker serves everyone else ...
+        let m = d
+            .import_memory(from_text(&text), &ImportOptions::default())
+            .unwrap();
+        assert_pattern(&m, 7, "an import while a silent peer holds a connection");
+        drop(m);
+        // ... and the silent peer is killed there.
         victim.kill();
         // The broker goes on serving: an import from the text alone works.
         let m = d
