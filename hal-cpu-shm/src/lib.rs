@@ -118,6 +118,7 @@
 //! | writes through a read-only import | impossible (`O_RDONLY` descriptor) | refused by the library; a same-user process may open the name read-write |
 //! | an importer not on the allow-list | refused by the exporter's broker | allow-lists cannot be enforced on a name: such exports are refused |
 //! | a crashed creator | nothing is left | [`collect_garbage`] removes its regions |
+//! | an importer maps past the exported range | possible: a sub-range export sends the whole allocation's memfd (it cannot be narrowed); the library maps only the range — export a separate allocation to hide neighbours | n/a (the whole region is shared by name) |
 //!
 //! Shared bytes are shared: a peer with write access can change them at any
 //! time, and users of [`Memory::host_ptr`](hal_core::Memory::host_ptr) must
