@@ -3,6 +3,7 @@
 //! crashed programs.
 
 mod backend;
+mod bench;
 mod channel;
 mod demo;
 mod devices;
@@ -58,6 +59,12 @@ enum Command {
     #[command(after_help = EXIT_CODES)]
     Demo(demo::DemoArgs),
 
+    /// Measure what sharing costs, scenario by scenario (export, import,
+    /// notify round trips, read bandwidth, scaling), each across two real
+    /// processes beside its raw baseline measured in the same run.
+    #[command(after_help = EXIT_CODES)]
+    Bench(bench::BenchArgs),
+
     /// Create, fill and export a region; print its handle; keep it alive.
     #[command(after_help = EXIT_CODES)]
     Export(region::ExportArgs),
@@ -78,6 +85,10 @@ enum Command {
     /// The consumer process of `halctl demo` (started by the demo itself).
     #[command(name = "__demo-consumer", hide = true)]
     DemoConsumer(demo::ConsumerArgs),
+
+    /// The consumer process of `halctl bench` (started by the bench itself).
+    #[command(name = "__bench-consumer", hide = true)]
+    BenchConsumer(bench::ConsumerArgs),
 }
 
 #[derive(Debug, Args)]
@@ -105,11 +116,13 @@ fn run(cli: Cli) -> CmdResult {
     match cli.command {
         Command::Devices(a) => devices::run(a.backend.as_deref(), a.json),
         Command::Demo(a) => demo::run(&a),
+        Command::Bench(a) => bench::run(&a),
         Command::Export(a) => region::export(&a),
         Command::Import(a) => region::import(&a),
         Command::Inspect(a) => inspect::run(&a),
         Command::Shm(c) => shm::run(&c),
         Command::DemoConsumer(a) => demo::consumer(&a),
+        Command::BenchConsumer(a) => bench::consumer(&a),
     }
 }
 

@@ -1,0 +1,424 @@
+//! The consumer side of `halctl bench`: a second process (this binary,
+//! hidden subcommand `__bench-consumer`) that runs the exporter's commands
+//! and times what happens on its side: imports, ping-pong answers, idle
+//! waits and reads.
+
+use std::hint::black_box;
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use hal::dynamic::{DynBackend, DynDevice, DynMapping, DynNotify};
+use hal::os::{self, Prot, SharedMap};
+use hal::registry::Registry;
+use hal::{Exported, Handle, ImportOptions, SharedHandle, WaitOptions};
+
+use super::proto::{self, Block, Cmd, IdleMode, Pong, Reply, PEER_TIMEOUT};
+use super::spin::{self, SpinPair};
+use super::{blocking_wait, export_options, spin_wait, PROBE_MARKER};
+use crate::backend;
+use crate::channel::Channel;
+use crate::fail::{CmdResult, Context, Fail};
+use crate::pattern::{self, ReadPath};
+use crate::raw::{self, FutexPair};
+
+/// Arguments of the hidden consumer subcommand.
+#[derive(Debug, clap::Args)]
+pub struct ConsumerArgs {
+    /// Abstract socket name of the exporter's control channel.
+    #[arg(long)]
+    control: String,
+    /// Pin this process to this CPU.
+    #[arg(long)]
+    cpu: Option<usize>,
+}
+
+/// A raw memfd mapped shared in this process, filled with the pattern.
+struct RawRegion {
+    map: SharedMap,
+    words: usize,
+}
+
+impl RawRegion {
+    fn new(words: usize) -> CmdResult<RawRegion> {
+        let len = (words * 8) as u64;
+        let fd = os::memfd("halctl-bench-raw-read", len, None).ctx("raw memfd")?;
+        let map = SharedMap::map(fd.as_fd(), len, 0, Prot::ReadWrite, None).ctx("raw mmap")?;
+        let mut chunk = vec![0u8; pattern::CHUNK];
+        let mut k = 0u64;
+        for off in (0..len).step_by(pattern::CHUNK) {
+            let n = (len - off).min(pattern::CHUNK as u64) as usize;
+            for w in chunk[..n].chunks_exact_mut(8) {
+                w.copy_from_slice(&pattern::word(7, k).to_le_bytes());
+                k += 1;
+            }
+            map.write(off, &chunk[..n]).ctx("raw write")?;
+        }
+        Ok(RawRegion { map, words })
+    }
+
+    fn words(&self) -> &[u64] {
+        // SAFETY: the mapping is page-aligned (so aligned for u64), holds
+        // `words * 8` bytes and lives as long as `self`; only this process
+        // maps it (its memfd was never shared) and nothing writes it while
+        // the slice is borrowed.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr().cast::<u64>(), self.words) }
+    }
+}
+
+/// One pass over `words`, summing them: every in-place read of the
+/// bandwidth scenario goes through this one function, so that all are
+/// compiled alike.
+#[inline(never)]
+fn sum_in_place(words: &[u64]) -> u64 {
+    words.iter().fold(0u64, |a, &w| a.wrapping_add(w))
+}
+
+/// The words of a host-visible mapping, read in place.
+fn shared_words(mapping: &dyn DynMapping, words: usize) -> Option<&[u64]> {
+    let ptr = mapping.host_ptr()?;
+    if words as u64 * 8 > mapping.len() || ptr.align_offset(8) != 0 {
+        return None;
+    }
+    // SAFETY: the Memory contract makes `host_ptr` valid for `len` bytes
+    // while the mapping lives, and the slice borrows the mapping; the pointer
+    // is aligned for u64 (checked). The exporter wrote the region before it
+    // sent the handle and does not write it while the consumer reads (the
+    // bench's protocol), so no byte changes under the slice.
+    Some(unsafe { std::slice::from_raw_parts(ptr.cast::<u64>().cast_const(), words) })
+}
+
+/// The notifies and raw pairs of the ping-pong.
+struct Pingpong {
+    futex: FutexPair,
+    spin: SpinPair,
+    mine: Box<dyn DynNotify>,
+    _mine_exported: Exported,
+    theirs: Box<dyn DynNotify>,
+}
+
+#[derive(Default)]
+struct State {
+    backend: Option<Box<dyn DynBackend>>,
+    dev: Option<Box<dyn DynDevice>>,
+    handles: Vec<String>,
+    pingpong: Option<Pingpong>,
+    futex_round: u32,
+    spin_round: u32,
+}
+
+/// Run the consumer (started by `halctl bench`).
+pub fn consumer(args: &ConsumerArgs) -> CmdResult {
+    if let Some(cpu) = args.cpu {
+        super::pin_to(cpu)?;
+    }
+    let chan = Channel::connect(&args.control)?;
+    chan.set_timeout(PEER_TIMEOUT)?;
+    let mut st = State::default();
+    loop {
+        let (cmd, fds) = chan.recv_json::<Cmd>()?;
+        if matches!(cmd, Cmd::Quit) {
+            return proto::send_reply(&chan, Reply::default(), &[]);
+        }
+        let mut series: Vec<Vec<u64>> = Vec::new();
+        let reply = match st.run(cmd, fds, &mut series) {
+            Ok(r) => r,
+            Err(f) => Reply {
+                error: Some(f.message),
+                ..Reply::default()
+            },
+        };
+        let refs: Vec<&[u64]> = series.iter().map(Vec::as_slice).collect();
+        proto::send_reply(&chan, reply, &refs)?;
+    }
+}
+
+fn ns(d: Duration) -> u64 {
+    d.as_nanos().min(u64::MAX as u128) as u64
+}
+
+fn decode(text: &str) -> CmdResult<Handle> {
+    Handle::from_text(text).map_err(|e| Fail::failed(format!("decoding a handle: {e}")))
+}
+
+/// Decode, import, and touch the first byte: a consumer's whole first import.
+fn import_touch(dev: &dyn DynDevice, text: &str) -> CmdResult<(Box<dyn DynMapping>, u8)> {
+    let handle = decode(text)?;
+    let mapping = dev
+        .import_memory(SharedHandle::from(handle), &ImportOptions::default())
+        .ctx("importing a region")?;
+    let mut first = [0u8; 1];
+    mapping.read(0, &mut first).ctx("first touch")?;
+    Ok((mapping, first[0]))
+}
+
+impl State {
+    fn dev(&self) -> CmdResult<&dyn DynDevice> {
+        self.dev
+            .as_deref()
+            .ok_or_else(|| Fail::failed("no device is open"))
+    }
+
+    fn first_handle(&self) -> CmdResult<&str> {
+        self.handles
+            .first()
+            .map(String::as_str)
+            .ok_or_else(|| Fail::failed("no handle was sent"))
+    }
+
+    fn run(
+        &mut self,
+        cmd: Cmd,
+        fds: Vec<std::os::fd::OwnedFd>,
+        series: &mut Vec<Vec<u64>>,
+    ) -> CmdResult<Reply> {
+        let mut reply = Reply::default();
+        match cmd {
+            Cmd::Open { backend, device } => {
+                let registry = Registry::new();
+                let b = backend::open(&registry, &backend)?;
+                self.dev = Some(backend::device(b.as_ref(), device)?);
+                self.backend = Some(b);
+            }
+            Cmd::AddHandles { clear, texts } => {
+                if clear {
+                    self.handles.clear();
+                }
+                self.handles.extend(texts);
+            }
+            Cmd::ImportFirst { raw_socket, size } => {
+                let dev = self.dev()?;
+                let mut hal_ns = Vec::with_capacity(self.handles.len());
+                let mut raw_ns = Vec::with_capacity(self.handles.len());
+                for (i, text) in self.handles.iter().enumerate() {
+                    // Alternate which goes first, so neither always finds
+                    // the other's caches warm.
+                    for step in 0..2 {
+                        if (i + step) % 2 == 0 {
+                            let (t, byte) = raw::raw_import(&raw_socket, size)?;
+                            if byte != raw::RAW_MARKER {
+                                return Err(Fail::failed("the raw baseline read a wrong byte"));
+                            }
+                            raw_ns.push(ns(t));
+                        } else {
+                            let t0 = Instant::now();
+                            let (mapping, byte) = import_touch(dev, text)?;
+                            hal_ns.push(ns(t0.elapsed()));
+                            drop(mapping);
+                            if byte != PROBE_MARKER {
+                                return Err(Fail::failed("an import read a wrong first byte"));
+                            }
+                        }
+                    }
+                }
+                series.push(hal_ns);
+                series.push(raw_ns);
+            }
+            Cmd::ImportCached { n } => {
+                let dev = self.dev()?;
+                let handle = decode(self.first_handle()?)?;
+                let opts = ImportOptions::default();
+                let (held, _) = import_touch(dev, self.first_handle()?)?;
+                let mut hal_ns = Vec::with_capacity(n as usize);
+                let mut same = true;
+                for _ in 0..n {
+                    // The handle is decoded and cloned before the clock
+                    // starts: what is timed is the import call alone.
+                    let shared = SharedHandle::from(handle.clone());
+                    let t0 = Instant::now();
+                    let again = dev.import_memory(shared, &opts);
+                    let dt = t0.elapsed();
+                    let again = again.ctx("importing the region again")?;
+                    same &= again.addr() == held.addr();
+                    drop(again);
+                    hal_ns.push(ns(dt));
+                }
+                let mut timer_ns = Vec::with_capacity(n as usize);
+                for _ in 0..n {
+                    let t0 = Instant::now();
+                    timer_ns.push(ns(black_box(t0).elapsed()));
+                }
+                drop(held);
+                reply.values = vec![if same { 1.0 } else { 0.0 }];
+                series.push(hal_ns);
+                series.push(timer_ns);
+            }
+            Cmd::ImportEach => {
+                let dev = self.dev()?;
+                let mut hal_ns = Vec::with_capacity(self.handles.len());
+                for text in &self.handles {
+                    let t0 = Instant::now();
+                    let (mapping, _) = import_touch(dev, text)?;
+                    hal_ns.push(ns(t0.elapsed()));
+                    drop(mapping);
+                }
+                series.push(hal_ns);
+            }
+            Cmd::ImportKeep { rounds } => {
+                let dev = self.dev()?;
+                let mut hal_ns = Vec::with_capacity(self.handles.len() * rounds as usize);
+                for _ in 0..rounds {
+                    let mut kept = Vec::with_capacity(self.handles.len());
+                    for text in &self.handles {
+                        let t0 = Instant::now();
+                        let (mapping, _) = import_touch(dev, text)?;
+                        hal_ns.push(ns(t0.elapsed()));
+                        kept.push(mapping);
+                    }
+                }
+                series.push(hal_ns);
+            }
+            Cmd::NotifySetup { notify } => {
+                let [futex_fd, spin_fd]: [std::os::fd::OwnedFd; 2] = fds
+                    .try_into()
+                    .map_err(|_| Fail::failed("the raw pairs' memfds did not arrive"))?;
+                let dev = self.dev()?;
+                let parent = std::os::unix::process::parent_id();
+                let mine = dev.create_notify().ctx("creating the consumer's notify")?;
+                let mine_exported = dev
+                    .export_notify(mine.as_ref(), &export_options(dev, &[parent]))
+                    .ctx("exporting the consumer's notify")?;
+                let theirs = dev
+                    .import_notify(
+                        SharedHandle::from(decode(&notify)?),
+                        &ImportOptions::default(),
+                    )
+                    .ctx("importing the exporter's notify")?;
+                reply.text = Some(mine_exported.to_text());
+                self.pingpong = Some(Pingpong {
+                    futex: FutexPair::open(&futex_fd)?,
+                    spin: SpinPair::open(&spin_fd)?,
+                    mine,
+                    _mine_exported: mine_exported,
+                    theirs,
+                });
+            }
+            Cmd::PingPong { plan } => self.answer(&plan)?,
+            Cmd::Idle { mode, wait_ns } => {
+                let p = self
+                    .pingpong
+                    .as_ref()
+                    .ok_or_else(|| Fail::failed("no notify is set up"))?;
+                let wait = Duration::from_nanos(wait_ns);
+                let opts = match mode {
+                    IdleMode::Blocking => WaitOptions {
+                        timeout: Some(wait),
+                        spin: Duration::ZERO,
+                    },
+                    IdleMode::Spin => WaitOptions {
+                        timeout: Some(wait),
+                        spin: wait,
+                    },
+                    IdleMode::Adaptive => WaitOptions::timeout(wait),
+                };
+                let cpu0 = spin::process_cpu()?;
+                let t0 = Instant::now();
+                let r = p.mine.wait(opts);
+                let wall = t0.elapsed();
+                let cpu = spin::process_cpu()?.saturating_sub(cpu0);
+                match r {
+                    Err(e) if e.is_timeout() => {}
+                    Err(e) => return Err(Fail::hal("an idle wait", e)),
+                    Ok(()) => return Err(Fail::failed("an idle wait was woken by a signal")),
+                }
+                reply.values = vec![ns(cpu) as f64, ns(wall) as f64];
+            }
+            Cmd::Bandwidth { passes } => {
+                let dev = self.dev()?;
+                let (mapping, _) = import_touch(dev, self.first_handle()?)?;
+                let path = ReadPath::for_memory(mapping.as_ref());
+                let words = (mapping.len() / 8) as usize;
+                let mut private: Vec<u64> = Vec::new();
+                private.try_reserve_exact(words).map_err(|_| {
+                    Fail::failed(format!(
+                        "cannot allocate the {}-byte private buffer of the bandwidth baseline",
+                        words * 8
+                    ))
+                })?;
+                private.extend((0..words as u64).map(|k| pattern::word(7, k)));
+                // A raw memfd of the same size, written and read in place in
+                // this process: the floor for memory that can be shared.
+                let raw = RawRegion::new(words)?;
+                let mut bounce = vec![0u8; pattern::CHUNK];
+                // The first pass maps the pages in (page faults); it is
+                // reported on its own, not in the percentiles.
+                let t0 = Instant::now();
+                pattern::read_pass(mapping.as_ref(), path, &mut bounce)?;
+                let first = t0.elapsed();
+                pattern::read_private(&private, path, &mut bounce);
+                pattern::read_private(raw.words(), path, &mut bounce);
+                // Host-visible memory and both baselines are read in place by
+                // one function at one call site: the same sum compiled at
+                // different places (`pattern::read_pass` against
+                // `pattern::read_private`) ran up to 8% apart here.
+                let in_place = shared_words(mapping.as_ref(), words);
+                let mut times: [Vec<u64>; 3] =
+                    std::array::from_fn(|_| Vec::with_capacity(passes as usize));
+                for i in 0..passes as usize {
+                    // The order rotates from pass to pass.
+                    for step in 0..3 {
+                        let which = (i + step) % 3;
+                        let t0 = Instant::now();
+                        match (which, in_place) {
+                            (0, None) => {
+                                pattern::read_pass(mapping.as_ref(), path, &mut bounce)?;
+                            }
+                            (_, None) => {
+                                let w = if which == 1 {
+                                    &private[..]
+                                } else {
+                                    raw.words()
+                                };
+                                pattern::read_private(w, path, &mut bounce);
+                            }
+                            (_, Some(shared)) => {
+                                let w = [shared, &private[..], raw.words()][which];
+                                black_box(sum_in_place(black_box(w)));
+                            }
+                        }
+                        times[which].push(ns(t0.elapsed()));
+                    }
+                }
+                reply.values = vec![ns(first) as f64, (words * 8) as f64];
+                reply.text = Some(path.label().to_string());
+                series.extend(times);
+            }
+            Cmd::Quit => {}
+        }
+        Ok(reply)
+    }
+
+    /// Answer the exporter's round trips: wait for its ping on our side,
+    /// answer on its side.
+    fn answer(&mut self, plan: &[Block]) -> CmdResult {
+        let p = self
+            .pingpong
+            .as_ref()
+            .ok_or_else(|| Fail::failed("no notify is set up"))?;
+        for block in plan {
+            for kind in (0..block.cycles).flat_map(|_| block.kinds.iter().copied()) {
+                match kind {
+                    Pong::RawFutex => {
+                        self.futex_round = self.futex_round.wrapping_add(1);
+                        p.futex.pong(self.futex_round, PEER_TIMEOUT)?;
+                    }
+                    Pong::RawSpin => {
+                        self.spin_round = self.spin_round.wrapping_add(1);
+                        p.spin.pong(self.spin_round, PEER_TIMEOUT)?;
+                    }
+                    Pong::HalBlocking | Pong::HalSpin | Pong::HalAdaptive => {
+                        let opts = match kind {
+                            Pong::HalBlocking => blocking_wait(),
+                            Pong::HalSpin => spin_wait(),
+                            _ => WaitOptions::timeout(PEER_TIMEOUT),
+                        };
+                        p.mine
+                            .wait(opts)
+                            .ctx("waiting for the exporter's ping on our notify")?;
+                        p.theirs.signal().ctx("signalling the exporter's notify")?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,185 @@
+//! What the bench's processes say to each other over the control channel
+//! ([`crate::channel`]): commands from the exporter, replies from a consumer,
+//! and long series of samples in binary chunks (a JSON message is bounded by
+//! the channel's message size).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::channel::Channel;
+use crate::fail::{CmdResult, Fail};
+
+/// How long either side waits for the other before giving up.
+pub const PEER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Handle texts per [`Cmd::AddHandles`] message (a text is about 200 bytes;
+/// a message carries at most 64 KiB).
+pub const HANDLES_PER_MESSAGE: usize = 200;
+
+/// Samples per binary chunk (8 bytes each, under the 64 KiB message bound).
+const SAMPLES_PER_CHUNK: usize = 8000;
+
+/// One kind of round trip of the ping-pong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Pong {
+    /// Raw futex ping-pong on a shared memfd (blocking waits).
+    RawFutex,
+    /// Raw atomic ping-pong on a shared memfd (both sides spin).
+    RawSpin,
+    /// hal notifies, blocking waits (`WaitOptions::spin` zero).
+    HalBlocking,
+    /// hal notifies, busy polling (a spin as long as the timeout).
+    HalSpin,
+    /// hal notifies, the default `WaitOptions` (a short spin, then sleep).
+    HalAdaptive,
+}
+
+/// A block of round trips: `cycles` times, one round trip of each of
+/// `kinds` in turn. Kinds that wait alike are interleaved round by round, so
+/// that hal and its baseline meet the same state of the machine (on a
+/// virtual machine whose idle CPUs poll for a while before they halt, a
+/// blocking wake-up takes about 1 us or about 45 us depending on that state).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Block {
+    /// Which kinds, in order.
+    pub kinds: Vec<Pong>,
+    /// How many cycles.
+    pub cycles: u32,
+    /// False for warm-up blocks.
+    pub timed: bool,
+}
+
+/// How an idle waiter waits, for the CPU-per-idle-second figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum IdleMode {
+    /// `WaitOptions::spin` zero.
+    Blocking,
+    /// A spin as long as the wait.
+    Spin,
+    /// The default `WaitOptions`.
+    Adaptive,
+}
+
+/// A command from the exporter to a consumer. Every command is answered by
+/// one [`Reply`], followed by the series of samples it announces.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Cmd {
+    /// Open the backend and device the exports come from.
+    Open { backend: String, device: u32 },
+    /// Append handle texts to the consumer's list (after clearing it).
+    AddHandles { clear: bool, texts: Vec<String> },
+    /// First imports of every listed handle, each interleaved with a raw
+    /// baseline import from `raw_socket`; series: hal, raw.
+    ImportFirst { raw_socket: String, size: u64 },
+    /// Import the first listed handle once and keep it; then time `n`
+    /// imports of it again; series: hal, timer overhead.
+    ImportCached { n: u32 },
+    /// Import (mapping and first touch) and drop each listed handle in
+    /// turn; series: hal.
+    ImportEach,
+    /// `rounds` times: import every listed handle and keep the mappings,
+    /// then drop them all; series: hal.
+    ImportKeep { rounds: u32 },
+    /// Open the raw futex and spin pairs (their memfds travel with the
+    /// command, in that order), create the consumer's notify, export it to
+    /// the exporter, import the exporter's; reply text: the consumer's
+    /// notify handle.
+    NotifySetup { notify: String },
+    /// Answer the round trips of `plan`, in order.
+    PingPong { plan: Vec<Block> },
+    /// Wait on the consumer's own notify, which nobody signals, for
+    /// `wait_ns`; reply values: CPU time of this process (ns), wall time (ns).
+    Idle { mode: IdleMode, wait_ns: u64 },
+    /// Read the first listed handle's region `passes` times in place,
+    /// interleaved with a private buffer and a raw memfd of the same size;
+    /// reply values: first pass over the shared region (ns), bytes; series:
+    /// shared, private, raw memfd pass times (ns); reply text: how the
+    /// region was read.
+    Bandwidth { passes: u32 },
+    /// End.
+    Quit,
+}
+
+/// A consumer's answer.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct Reply {
+    /// Why the command failed, if it did.
+    pub error: Option<String>,
+    /// A text result (a handle, a description).
+    pub text: Option<String>,
+    /// Small numeric results.
+    pub values: Vec<f64>,
+    /// Lengths of the series of samples that follow, in order.
+    pub series: Vec<usize>,
+}
+
+/// Send `reply` and the series it announces.
+pub fn send_reply(chan: &Channel, mut reply: Reply, series: &[&[u64]]) -> CmdResult {
+    reply.series = series.iter().map(|s| s.len()).collect();
+    chan.send_json(&reply, &[])?;
+    for s in series {
+        for chunk in s.chunks(SAMPLES_PER_CHUNK) {
+            let bytes: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
+            chan.send(&bytes, &[])?;
+        }
+    }
+    Ok(())
+}
+
+/// Receive a reply and its series; a reply that reports an error becomes
+/// the error, prefixed with `who`.
+pub fn recv_reply(chan: &Channel, who: &str) -> CmdResult<(Reply, Vec<Vec<u64>>)> {
+    let (reply, _) = chan.recv_json::<Reply>()?;
+    let mut all = Vec::with_capacity(reply.series.len());
+    for &len in &reply.series {
+        let mut s = Vec::with_capacity(len);
+        while s.len() < len {
+            let (bytes, _) = chan.recv()?;
+            if bytes.len() % 8 != 0 || s.len() + bytes.len() / 8 > len {
+                return Err(Fail::failed(format!("{who}: a malformed chunk of samples")));
+            }
+            s.extend(
+                bytes
+                    .chunks_exact(8)
+                    .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))),
+            );
+        }
+        all.push(s);
+    }
+    if let Some(e) = &reply.error {
+        return Err(Fail::failed(format!("{who}: {e}")));
+    }
+    Ok((reply, all))
+}
+
+/// Send `cmd` and wait for its reply.
+pub fn call(chan: &Channel, who: &str, cmd: &Cmd) -> CmdResult<(Reply, Vec<Vec<u64>>)> {
+    chan.send_json(cmd, &[])?;
+    recv_reply(chan, who)
+}
+
+/// Send handle texts in messages of bounded size (the first clears the list).
+pub fn send_handles(chan: &Channel, who: &str, texts: &[String]) -> CmdResult {
+    if texts.is_empty() {
+        call(
+            chan,
+            who,
+            &Cmd::AddHandles {
+                clear: true,
+                texts: Vec::new(),
+            },
+        )?;
+    }
+    for (i, part) in texts.chunks(HANDLES_PER_MESSAGE).enumerate() {
+        call(
+            chan,
+            who,
+            &Cmd::AddHandles {
+                clear: i == 0,
+                texts: part.to_vec(),
+            },
+        )?;
+    }
+    Ok(())
+}
