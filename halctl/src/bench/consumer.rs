@@ -65,14 +65,6 @@ impl RawRegion {
     }
 }
 
-/// One pass over `words`, summing them: every in-place read of the
-/// bandwidth scenario goes through this one function, so that all are
-/// compiled alike.
-#[inline(never)]
-fn sum_in_place(words: &[u64]) -> u64 {
-    words.iter().fold(0u64, |a, &w| a.wrapping_add(w))
-}
-
 /// The words of a host-visible mapping, read in place.
 fn shared_words(mapping: &dyn DynMapping, words: usize) -> Option<&[u64]> {
     let ptr = mapping.host_ptr()?;
@@ -372,7 +364,7 @@ impl State {
                             }
                             (_, Some(shared)) => {
                                 let w = [shared, &private[..], raw.words()][which];
-                                black_box(sum_in_place(black_box(w)));
+                                black_box(crate::pattern::sum_words(black_box(w)));
                             }
                         }
                         times[which].push(ns(t0.elapsed()));
