@@ -99,6 +99,50 @@ pub fn seals(fd: BorrowedFd<'_>) -> Result<i32> {
     Ok(s)
 }
 
+/// The access mode a descriptor was opened with (`O_ACCMODE` of its file
+/// status flags): what a mapping of it may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessMode {
+    /// `O_RDONLY`: mappings may only read.
+    ReadOnly,
+    /// `O_WRONLY`: no mapping at all (a shared mapping must read).
+    WriteOnly,
+    /// `O_RDWR`: mappings may read and write.
+    ReadWrite,
+}
+
+impl AccessMode {
+    /// True for `O_RDONLY` and `O_RDWR`.
+    pub fn readable(self) -> bool {
+        matches!(self, AccessMode::ReadOnly | AccessMode::ReadWrite)
+    }
+
+    /// True for `O_WRONLY` and `O_RDWR`.
+    pub fn writable(self) -> bool {
+        matches!(self, AccessMode::WriteOnly | AccessMode::ReadWrite)
+    }
+}
+
+/// The access mode of a descriptor (`fcntl(F_GETFL) & O_ACCMODE`): check it
+/// before mapping a received descriptor, so that a read-only descriptor for
+/// writable memory is refused with a clear error instead of the `mmap`
+/// `EACCES`.
+pub fn access_mode(fd: BorrowedFd<'_>) -> Result<AccessMode> {
+    // SAFETY: fcntl(F_GETFL) on a valid borrowed descriptor takes no argument.
+    let fl = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    if fl < 0 {
+        return Err(Error::last_os("fcntl(F_GETFL)"));
+    }
+    match fl & libc::O_ACCMODE {
+        libc::O_RDONLY => Ok(AccessMode::ReadOnly),
+        libc::O_WRONLY => Ok(AccessMode::WriteOnly),
+        libc::O_RDWR => Ok(AccessMode::ReadWrite),
+        other => Err(Error::invalid(format!(
+            "the descriptor's access mode {other} is none of O_RDONLY, O_WRONLY, O_RDWR"
+        ))),
+    }
+}
+
 /// `fstat` a descriptor.
 pub fn fstat(fd: BorrowedFd<'_>) -> Result<libc::stat> {
     let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
@@ -620,6 +664,18 @@ mod tests {
         assert_eq!(verify_sealed_memfd(fd.as_fd(), 8192).unwrap(), 8192);
         assert!(verify_sealed_memfd(fd.as_fd(), 8193).is_err());
         assert!(set_len(fd.as_fd(), 4096).is_err(), "shrink must be refused");
+    }
+
+    #[test]
+    fn access_mode_of_read_write_and_read_only_descriptors() {
+        let fd = memfd("hal-test", 4096, None).unwrap();
+        let rw = access_mode(fd.as_fd()).unwrap();
+        assert_eq!(rw, AccessMode::ReadWrite);
+        assert!(rw.readable() && rw.writable());
+        let ro = std::fs::File::open(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap();
+        let mode = access_mode(ro.as_fd()).unwrap();
+        assert_eq!(mode, AccessMode::ReadOnly);
+        assert!(mode.readable() && !mode.writable());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The simulated device: every operation of the contract, with the vendors'
 //! rules enforced.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
@@ -340,14 +340,20 @@ impl MockDevice {
 
     /// The descriptors of an import, `count` of them. Descriptors that came
     /// attached (not from the exporter's broker, which checks the pid
-    /// itself) are refused when the handle's allow-list excludes this process.
+    /// itself) are refused when the handle's allow-list excludes this
+    /// process, unless this process made the export: the allow-list governs
+    /// other processes, as the broker, which always serves its own process,
+    /// does.
     fn take_fds(&self, shared: &mut SharedHandle, count: usize) -> Result<Vec<OwnedFd>> {
         let attached = !shared.fds.is_empty();
         let fds = hal_core::exchange::take_fds(shared)?;
         let me = os::pid();
+        let h = &shared.handle;
+        let exporter = (h.creator_pid, h.creator_start) == os::self_identity();
         if attached
+            && !exporter
             && self.dev.caps().contains(Capabilities::PID_ALLOW_LIST)
-            && !shared.handle.allows(me)
+            && !h.allows(me)
         {
             return Err(Error::PermissionDenied {
                 pid: Some(me),
@@ -440,6 +446,27 @@ fn vendor_name(vendor: Vendor) -> &'static str {
         Vendor::Cuda => "CUDA",
         Vendor::Ascend => "Ascend",
     }
+}
+
+/// Refuse a data descriptor whose open mode does not allow the mapping the
+/// handle asks for (read-write, or read-only with `READ_ONLY`), before
+/// mapping it: [`Error::PermissionDenied`], as the cpu-shm backend answers,
+/// rather than the `mmap` `EACCES`.
+fn check_data_access(data: BorrowedFd<'_>, read_only: bool) -> Result<()> {
+    let mode = os::access_mode(data)?;
+    let problem = if !mode.readable() {
+        "the memory's descriptor was opened write-only, and a mapping needs to read it"
+    } else if !read_only && !mode.writable() {
+        "the memory's descriptor is read-only but the handle is writable (no READ_ONLY flag): \
+         send the exporter's read-write descriptor, or import from the handle text alone so \
+         that the exporter's broker serves it"
+    } else {
+        return Ok(());
+    };
+    Err(Error::PermissionDenied {
+        pid: None,
+        reason: problem.into(),
+    })
 }
 
 fn writable(span: &crate::memory::sealed::Span) -> Result<()> {
@@ -622,6 +649,7 @@ impl Device for MockDevice {
                 map_len: alloc.len.next_multiple_of(os::page_size()),
                 view: range.offset,
                 buffer_id: alloc.buffer_id,
+                alloc_offset: alloc.offset,
             },
             // The key names exactly the range.
             Vendor::Ascend => Payload {
@@ -630,6 +658,7 @@ impl Device for MockDevice {
                 map_len: range.len,
                 view: 0,
                 buffer_id: alloc.buffer_id,
+                alloc_offset: alloc.offset,
             },
         };
         let handle = self.handle(
@@ -687,6 +716,7 @@ impl Device for MockDevice {
             )?;
         }
         let payload = Payload::decode(vendor, &shared.handle)?;
+        payload.check_memory_window(vendor, &shared.handle)?;
         let (source, target) = self.resolve(&shared.handle, opts, true)?;
         let on = self.on(target);
         on.enter(Api::IpcOpenMem, Some(FaultOp::Import))?;
@@ -724,6 +754,7 @@ impl Device for MockDevice {
             .try_into()
             .map_err(|_| Error::from(HandleError::Descriptors("two descriptors".into())))?;
         os::verify_sealed_memfd(data.as_fd(), payload.fd_offset + payload.map_len)?;
+        check_data_access(data.as_fd(), read_only)?;
         let lease = LeaseTable::open(&lease_fd)?.acquire()?;
         let prot = if read_only {
             Prot::Read
@@ -831,6 +862,7 @@ impl Device for MockDevice {
             map_len: SYNC_LEN,
             view: 0,
             buffer_id: os::random_id(),
+            alloc_offset: 0,
         };
         let handle = self.handle(
             HandleKind::Event,
@@ -906,6 +938,7 @@ impl Device for MockDevice {
             map_len: SYNC_LEN,
             view: 0,
             buffer_id: os::random_id(),
+            alloc_offset: 0,
         };
         let handle = self.handle(
             HandleKind::Notify,
@@ -1035,6 +1068,7 @@ impl Device for MockDevice {
             map_len: size,
             view: 0,
             buffer_id: os::random_id(),
+            alloc_offset: 0,
         };
         let handle = self.handle(
             HandleKind::Physical,

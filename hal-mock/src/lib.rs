@@ -38,7 +38,7 @@
 //! | page sizes | 4 KiB, 2 MiB, 1 GiB | 4 KiB, 2 MiB, 1 GiB |
 //! | VMM granularity (min / recommended) | 2 MiB / 2 MiB | 2 MiB / 2 MiB |
 //! | plain allocations | own memory, rounded to 4 KiB | under 1 MiB: sub-allocated from 2 MiB pool chunks in 512-byte steps; larger: own memory, rounded to 512 bytes |
-//! | capabilities | IPC memory, events, notifies; VMM; managed memory; peer access; IPC event query; leases | IPC memory, events, notifies; creator-only notify wait; VMM; peer access; pid allow-lists, on by default; leases |
+//! | capabilities | IPC memory, events, notifies; VMM; managed memory; peer access; IPC event query; leases; growable buffers | IPC memory, events, notifies; creator-only notify wait; VMM; peer access; pid allow-lists, on by default; leases; growable buffers |
 //!
 //! Change the number of devices with [`Profile::with_devices`] or the
 //! `HAL_MOCK_DEVICES` variable ([`Profile::with_env_overrides`]). Device UUIDs
@@ -47,6 +47,9 @@
 //! profile (`MockBackend::new(Profile::cuda())`) imports onto the same
 //! devices. Removing a capability from a profile makes the operations that
 //! need it answer [`Error::Unsupported`](hal_core::Error::Unsupported).
+//! Growable buffers ([`hal_core::growable`]) are built on VMM and IPC memory:
+//! without either, the devices do not report
+//! [`Capabilities::GROWABLE`](hal_core::Capabilities::GROWABLE).
 //!
 //! ## How it is built
 //!
@@ -73,7 +76,11 @@
 //! - **Descriptors** travel through the exporter's broker
 //!   ([`hal_core::Exported`]), which enforces pid allow-lists across
 //!   processes; descriptors that arrive attached are checked against the
-//!   handle's allow-list by the import itself.
+//!   handle's allow-list by the import itself. Allow-lists govern the
+//!   processes other than the exporter's: the exporting process imports its
+//!   own exports from the handle text (its broker serves it) and with the
+//!   descriptors attached ([`Exported::share`](hal_core::Exported::share))
+//!   alike.
 //!
 //! ## The rules enforced, and where they come from
 //!
@@ -119,6 +126,16 @@
 //!   (`cuMemSetAccess`, `aclrtMemSetAccess`); reads and writes of unmapped
 //!   or inaccessible parts of a reservation are refused; unmap takes whole
 //!   mappings only (`cuMemUnmap`).
+//! - *Imports check the handle before mapping.* A memory handle whose
+//!   [`offset`](hal_core::Handle::offset) or [`size`](hal_core::Handle::size)
+//!   is not the window its vendor payload names (an edited handle text) is
+//!   refused with [`HandleError::Malformed`](hal_core::HandleError::Malformed)
+//!   for the field `payload`, so that a mapping's
+//!   [`handle()`](hal_core::Mapping::handle) always describes what it maps.
+//!   A data descriptor opened read-only (or write-only) for a writable
+//!   handle is refused with
+//!   [`Error::PermissionDenied`](hal_core::Error::PermissionDenied) before
+//!   anything is mapped, as `hal-cpu-shm` refuses it.
 //! - *Managed and host memory cannot be exported through IPC*
 //!   (`cuMemAllocManaged` memory is refused by `cuIpcGetMemHandle`):
 //!   [`Error::Unsupported`](hal_core::Error::Unsupported). Read-only
@@ -143,13 +160,15 @@
 //!   steps, so exporting one fails with `Misaligned` unless it was allocated
 //!   with [`AllocDesc::align`](hal_core::AllocDesc::align) of a page.
 //! - The pid allow-list is on by default: with
-//!   [`Importers::BackendDefault`](hal_core::Importers) nobody may import
-//!   until pids are added, after the export too
+//!   [`Importers::BackendDefault`](hal_core::Importers) no other process may
+//!   import until pids are added, after the export too
 //!   ([`Device::allow_importers`](hal_core::Device::allow_importers):
 //!   `aclrtIpcMemSetImportPid`, `aclrtNotifySetImportPid`,
 //!   `aclrtMemSetPidToShareableHandle`); `Importers::Anyone` is
 //!   `DISABLE_PID_VALIDATION`. A refused importer gets
-//!   [`Error::PermissionDenied`](hal_core::Error::PermissionDenied).
+//!   [`Error::PermissionDenied`](hal_core::Error::PermissionDenied), whether
+//!   it imports from the handle text or with the descriptors attached; the
+//!   exporting process itself is never refused.
 //! - Only the creator of a notify waits on it (`aclrtWaitAndResetNotify`);
 //!   importers record. An importer's wait is `PermissionDenied`.
 //! - IPC events cannot be queried or timed: `query` is `Unsupported`, and

@@ -506,7 +506,12 @@ impl DeviceMemory for MockMapping {}
 /// | 16 | 8 | bytes the importer maps |
 /// | 24 | 8 | offset of the exported range in that mapping |
 /// | 32 | 16 | buffer id of the exported allocation |
-/// | 48 | 16 or 17 | zero |
+/// | 48 | 8 | memory: offset in the memfd of the allocation's first byte; other kinds: zero |
+/// | 56 | 8 or 9 | zero |
+///
+/// A memory handle's range ([`Handle::offset`] and [`Handle::size`], in the
+/// allocation) must be the window the payload maps
+/// ([`Payload::check_memory_window`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Payload {
     pub(crate) kind: u8,
@@ -514,6 +519,8 @@ pub(crate) struct Payload {
     pub(crate) map_len: u64,
     pub(crate) view: u64,
     pub(crate) buffer_id: [u8; 16],
+    /// Memory: offset in the memfd of the exported allocation's first byte.
+    pub(crate) alloc_offset: u64,
 }
 
 const PAYLOAD_MAGIC: &[u8; 4] = b"HMK1";
@@ -542,6 +549,7 @@ impl Payload {
         b[16..24].copy_from_slice(&self.map_len.to_le_bytes());
         b[24..32].copy_from_slice(&self.view.to_le_bytes());
         b[32..48].copy_from_slice(&self.buffer_id);
+        b[48..56].copy_from_slice(&self.alloc_offset.to_le_bytes());
         b
     }
 
@@ -572,7 +580,7 @@ impl Payload {
                 handle.kind.name()
             )));
         }
-        if b[6..8].iter().chain(&b[48..]).any(|&x| x != 0) {
+        if b[6..8].iter().chain(&b[56..]).any(|&x| x != 0) {
             return Err(bad("reserved bytes are not zero".into()));
         }
         let u64_at = |i: usize| {
@@ -588,6 +596,7 @@ impl Payload {
             map_len: u64_at(16),
             view: u64_at(24),
             buffer_id,
+            alloc_offset: u64_at(48),
         };
         let page = os::page_size();
         let fits = p
@@ -605,5 +614,38 @@ impl Payload {
             )));
         }
         Ok(p)
+    }
+
+    /// Check a memory handle's range against the window this payload maps:
+    /// the range starts at memfd offset `alloc_offset + handle.offset`, which
+    /// is where the importer's view starts (`fd_offset + view`). CUDA-like
+    /// payloads map the base allocation (`fd_offset == alloc_offset`);
+    /// Ascend-like ones map exactly the range (`view == 0`,
+    /// `map_len == handle.size`). A handle whose offset or size was changed
+    /// without its payload is refused, so that a mapping's
+    /// [`Mapping::handle`] always describes what it maps.
+    pub(crate) fn check_memory_window(&self, vendor: Vendor, handle: &Handle) -> Result<()> {
+        let range_start = self.alloc_offset.checked_add(handle.offset);
+        let view_start = self.fd_offset.checked_add(self.view);
+        let vendor_rule = match vendor {
+            Vendor::Cuda => self.fd_offset == self.alloc_offset,
+            Vendor::Ascend => self.view == 0 && self.map_len == handle.size,
+        };
+        if range_start.is_none() || range_start != view_start || !vendor_rule {
+            return Err(HandleError::Malformed {
+                field: "payload",
+                detail: format!(
+                    "the handle's range {:#x}+{:#x} of the allocation is not the window the                      payload maps ({:#x} bytes from {:#x} in the memory object, range at {:#x}                      in them, allocation at {:#x}): the handle's offset or size was altered",
+                    handle.offset,
+                    handle.size,
+                    self.map_len,
+                    self.fd_offset,
+                    self.view,
+                    self.alloc_offset
+                ),
+            }
+            .into());
+        }
+        Ok(())
     }
 }

@@ -144,7 +144,9 @@ pub struct Profile {
     /// Pool sub-allocation of small allocations, if the vendor does it.
     pub suballocation: Option<SubAllocation>,
     /// What the devices can do. Operations whose capability is removed
-    /// answer [`Error::Unsupported`].
+    /// answer [`Error::Unsupported`]. [`Capabilities::GROWABLE`] is reported
+    /// only together with VMM and IPC memory, which growable buffers
+    /// ([`hal_core::growable`]) are built on.
     pub capabilities: Capabilities,
 }
 
@@ -170,7 +172,8 @@ impl Profile {
                 | Capabilities::MANAGED_MEMORY
                 | Capabilities::PEER_ACCESS
                 | Capabilities::IPC_EVENT_QUERY
-                | Capabilities::LEASES,
+                | Capabilities::LEASES
+                | Capabilities::GROWABLE,
         }
     }
 
@@ -202,7 +205,8 @@ impl Profile {
                 | Capabilities::PEER_ACCESS
                 | Capabilities::PID_ALLOW_LIST
                 | Capabilities::PID_ALLOW_LIST_DEFAULT_ON
-                | Capabilities::LEASES,
+                | Capabilities::LEASES
+                | Capabilities::GROWABLE,
         }
     }
 
@@ -345,7 +349,19 @@ impl Profile {
             page_sizes: self.page_sizes.clone(),
             granularity_min: self.granularity_min,
             granularity_recommended: self.granularity_recommended,
-            capabilities: self.capabilities,
+            capabilities: self.reported_capabilities(),
+        }
+    }
+
+    /// The capabilities the devices report: the profile's, without
+    /// [`Capabilities::GROWABLE`] when VMM or IPC memory was removed (a
+    /// growable buffer is built on both).
+    fn reported_capabilities(&self) -> Capabilities {
+        let needs = Capabilities::VMM.union(Capabilities::IPC_MEMORY);
+        if self.capabilities.contains(needs) {
+            self.capabilities
+        } else {
+            self.capabilities.difference(Capabilities::GROWABLE)
         }
     }
 }
@@ -502,6 +518,25 @@ mod tests {
             Profile::cuda().device_uuid(0),
             Profile::ascend().device_uuid(0)
         );
+    }
+
+    #[test]
+    fn growable_is_reported_only_with_vmm_and_ipc_memory() {
+        for p in [Profile::cuda(), Profile::ascend()] {
+            assert!(p
+                .device_info(0)
+                .capabilities
+                .contains(Capabilities::GROWABLE));
+            for removed in [Capabilities::VMM, Capabilities::IPC_MEMORY] {
+                let mut q = p.clone();
+                q.capabilities = q.capabilities.difference(removed);
+                let caps = q.device_info(0).capabilities;
+                assert!(
+                    !caps.contains(Capabilities::GROWABLE),
+                    "{removed:?} removed"
+                );
+            }
+        }
     }
 
     #[test]

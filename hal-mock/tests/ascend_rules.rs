@@ -4,8 +4,8 @@ mod common;
 
 use common::{aligned, assert_vendor, wait_until, LONG, SHORT};
 use hal_core::{
-    AllocDesc, Allocation, Backend, Device, Error, Event, EventFlags, ExportOptions, HandleFlags,
-    ImportOptions, Importers, Memory, Notify, WaitOptions,
+    AllocDesc, Allocation, Backend, Device, Error, Event, EventFlags, ExportOptions, Handle,
+    HandleFlags, ImportOptions, Importers, Memory, Notify, SharedHandle, WaitOptions,
 };
 use hal_mock::codes::acl;
 use hal_mock::{MockBackend, MockDevice};
@@ -27,58 +27,89 @@ fn open() -> (MockBackend, MockDevice) {
 
 #[test]
 fn ascend_pid_allow_list_is_on_by_default() {
+    // Who is refused is shown by real child processes (cross_process.rs);
+    // here, what the handles say.
     let (_b, dev) = open();
     let me = std::process::id();
+    let other = me.wrapping_add(1).max(1);
     let a = dev.allocate(&aligned(0, PAGE)).unwrap();
     let mut exported = dev.export_memory(&a, &ExportOptions::default()).unwrap();
     let h = exported.handle();
     assert!(!h.flags.contains(HandleFlags::ANY_IMPORTER));
     assert!(h.allowed_pids.is_empty(), "nobody until pids are added");
-    let denied = dev.import_memory(exported.share().unwrap(), &ImportOptions::default());
-    match denied {
-        Err(Error::PermissionDenied { pid, .. }) => assert_eq!(pid, Some(me)),
-        other => panic!("expected PermissionDenied, got {other:?}"),
-    }
+    assert!(!h.allows(other));
     // Importer pids can be added after the export (aclrtIpcMemSetImportPid).
-    dev.allow_importers(&mut exported, &[me]).unwrap();
-    assert!(exported.handle().allows(me));
-    dev.import_memory(exported.share().unwrap(), &ImportOptions::default())
-        .unwrap();
+    dev.allow_importers(&mut exported, &[other]).unwrap();
+    assert!(exported.handle().allows(other));
     // DISABLE_PID_VALIDATION.
     let open_export = dev.export_memory(&a, &anyone()).unwrap();
     assert!(open_export
         .handle()
         .flags
         .contains(HandleFlags::ANY_IMPORTER));
-    dev.import_memory(open_export.share().unwrap(), &ImportOptions::default())
-        .unwrap();
     // An explicit list from the start.
     let listed = dev
         .export_memory(
             &a,
             &ExportOptions {
-                importers: Importers::Pids(vec![me]),
+                importers: Importers::Pids(vec![other]),
                 ..ExportOptions::default()
             },
         )
         .unwrap();
-    dev.import_memory(listed.share().unwrap(), &ImportOptions::default())
-        .unwrap();
+    assert_eq!(listed.handle().allowed_pids, vec![other]);
+    // Notifies and physical allocations keep lists too.
+    let n = dev.create_notify().unwrap();
+    let mut notify = dev.export_notify(&n, &ExportOptions::default()).unwrap();
+    assert!(!notify.handle().allows(other));
+    dev.allow_importers(&mut notify, &[other]).unwrap();
+    assert!(notify.handle().allows(other));
 }
 
+/// The allow-list governs other processes: the exporting process imports its
+/// own exports with an empty list, from the handle text alone (its broker
+/// serves it) and with the descriptors attached (`Exported::share`) alike.
 #[test]
-fn ascend_notify_allow_list_is_on_by_default() {
+fn ascend_exporter_imports_its_own_export_either_way() {
     let (_b, dev) = open();
+    let a = dev.allocate(&aligned(0, PAGE)).unwrap();
+    a.write(0, b"own export").unwrap();
+    let mem = dev.export_memory(&a, &ExportOptions::default()).unwrap();
+    assert!(mem.handle().allowed_pids.is_empty());
     let n = dev.create_notify().unwrap();
-    let mut exported = dev.export_notify(&n, &ExportOptions::default()).unwrap();
-    assert!(matches!(
-        dev.import_notify(exported.share().unwrap(), &ImportOptions::default()),
-        Err(Error::PermissionDenied { .. })
-    ));
-    dev.allow_importers(&mut exported, &[std::process::id()])
+    let notify = dev.export_notify(&n, &ExportOptions::default()).unwrap();
+    let phys = dev.allocate_physical(2 << 20).unwrap();
+    let physical = dev
+        .export_physical(&phys, &ExportOptions::default())
         .unwrap();
-    dev.import_notify(exported.share().unwrap(), &ImportOptions::default())
-        .unwrap();
+    let text = |e: &hal_core::Exported| {
+        SharedHandle::from(Handle::from_text(&e.to_text()).expect("a valid handle text"))
+    };
+    for (path, shared) in [("attached", mem.share().unwrap()), ("text", text(&mem))] {
+        let m = dev
+            .import_memory(shared, &ImportOptions::default())
+            .unwrap_or_else(|e| panic!("memory, {path}: {e}"));
+        let mut out = [0u8; 10];
+        m.read(0, &mut out).unwrap();
+        assert_eq!(&out, b"own export", "memory, {path}");
+    }
+    for (path, shared) in [
+        ("attached", notify.share().unwrap()),
+        ("text", text(&notify)),
+    ] {
+        let imported = dev
+            .import_notify(shared, &ImportOptions::default())
+            .unwrap_or_else(|e| panic!("notify, {path}: {e}"));
+        imported.signal().unwrap();
+        n.wait(WaitOptions::timeout(LONG)).unwrap();
+    }
+    for (path, shared) in [
+        ("attached", physical.share().unwrap()),
+        ("text", text(&physical)),
+    ] {
+        dev.import_physical(shared, &ImportOptions::default())
+            .unwrap_or_else(|e| panic!("physical, {path}: {e}"));
+    }
 }
 
 #[test]

@@ -7,6 +7,7 @@ mod common;
 use std::io::{BufRead, Write};
 
 use common::{aligned, child_role, spawn_child, LONG};
+use hal_core::exchange::{HandleListener, HandleStream};
 use hal_core::{
     Allocation, Backend, ByteRange, Device, Error, Event, EventFlags, ExportOptions, Handle,
     ImportOptions, Memory, Notify, SharedHandle, WaitOptions,
@@ -104,6 +105,167 @@ fn ascend_child(role: &str) {
         }
         other => panic!("unknown role {other}"),
     }
+}
+
+const PHYS: &str = "HAL_MOCK_TEST_PHYS";
+const SOCK: &str = "HAL_MOCK_TEST_SOCK";
+
+/// Read the child's output up to the line that contains `want`.
+fn expect_line(out: &mut impl BufRead, want: &str) {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = out
+            .read_line(&mut line)
+            .expect("reading the child's output");
+        assert!(n > 0, "the child ended before saying `{want}`");
+        if line.contains(want) {
+            return;
+        }
+    }
+}
+
+/// The pid allow-list governs every process but the exporter's: a child
+/// that is not on it is refused from the handle text alone (by the
+/// exporter's broker) and with the descriptors attached (by the import
+/// itself), for memory, notifies and physical allocations; once
+/// `allow_importers` adds it, both ways work.
+#[test]
+fn ascend_allow_list_refuses_other_processes_either_way() {
+    if let Some(role) = child_role() {
+        assert_eq!(role, "outsider");
+        return ascend_outsider();
+    }
+    let backend = MockBackend::ascend();
+    let dev = backend.open(0).unwrap();
+    let a = dev.allocate(&aligned(0, PAGE)).unwrap();
+    a.write(0, b"listed").unwrap();
+    let mut mem = dev.export_memory(&a, &ExportOptions::default()).unwrap();
+    let n = dev.create_notify().unwrap();
+    let mut notify = dev.export_notify(&n, &ExportOptions::default()).unwrap();
+    let phys = dev.allocate_physical(2 << 20).unwrap();
+    let mut physical = dev
+        .export_physical(&phys, &ExportOptions::default())
+        .unwrap();
+    let sock = format!(
+        "hal-mock-test-{}-{}",
+        std::process::id(),
+        hal_core::os::hex(&hal_core::os::random_id())
+    );
+    let listener = HandleListener::bind_abstract(&sock).unwrap();
+    let env = [
+        (MEM, mem.to_text()),
+        (NOTIFY, notify.to_text()),
+        (PHYS, physical.to_text()),
+        (SOCK, sock),
+    ];
+    let mut child = spawn_child(
+        "ascend_allow_list_refuses_other_processes_either_way",
+        "outsider",
+        &env,
+    );
+    let pid = child.id();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let stream = listener.accept_timeout(LONG).unwrap();
+    stream.set_timeout(Some(LONG)).unwrap();
+    // The descriptors reach the child beside a copy of each handle that
+    // lists it (the socket checks that much); the child imports them with
+    // the genuine handle, whose list is empty.
+    for e in [&mem, &notify, &physical] {
+        let mut listing_child = e.handle().clone();
+        listing_child.allowed_pids.push(pid);
+        stream.send(&listing_child, e.fds()).unwrap();
+    }
+    expect_line(&mut out, "child: refused");
+
+    dev.allow_importers(&mut mem, &[pid]).unwrap();
+    dev.allow_importers(&mut notify, &[pid]).unwrap();
+    dev.allow_importers(&mut physical, &[pid]).unwrap();
+    for e in [&mem, &notify, &physical] {
+        stream.send_exported(e).unwrap();
+    }
+    n.wait(WaitOptions::timeout(LONG)).unwrap();
+    expect_line(&mut out, "child: done");
+    assert_eq!(read_str(&a, 0, 10), "from child");
+    assert!(child.wait().unwrap().success(), "the child failed");
+    a.wait_unleased(Some(LONG)).unwrap();
+}
+
+fn ascend_outsider() {
+    let backend = MockBackend::ascend();
+    let dev = backend.open(0).unwrap();
+    let me = std::process::id();
+    let opts = ImportOptions::default();
+    let sock = std::env::var(SOCK).expect("the socket name in the environment");
+    let stream = HandleStream::connect_abstract(&sock).unwrap();
+    stream.set_timeout(Some(LONG)).unwrap();
+    let attached = |env: &str| {
+        let (mut shared, _) = stream.recv().unwrap();
+        shared.handle = from_env(env).handle;
+        shared
+    };
+
+    // Not on the list: refused by the broker (text) and by the import
+    // (descriptors attached).
+    fn refused<T: std::fmt::Debug>(r: hal_core::Result<T>, me: u32, attached: bool, what: &str) {
+        match r {
+            Err(Error::PermissionDenied { pid, .. }) if !attached || pid == Some(me) => {}
+            other => panic!("{what}: expected PermissionDenied, got {other:?}"),
+        }
+    }
+    refused(
+        dev.import_memory(from_env(MEM), &opts),
+        me,
+        false,
+        "memory, text",
+    );
+    refused(
+        dev.import_notify(from_env(NOTIFY), &opts),
+        me,
+        false,
+        "notify, text",
+    );
+    refused(
+        dev.import_physical(from_env(PHYS), &opts),
+        me,
+        false,
+        "physical, text",
+    );
+    refused(
+        dev.import_memory(attached(MEM), &opts),
+        me,
+        true,
+        "memory, attached",
+    );
+    refused(
+        dev.import_notify(attached(NOTIFY), &opts),
+        me,
+        true,
+        "notify, attached",
+    );
+    refused(
+        dev.import_physical(attached(PHYS), &opts),
+        me,
+        true,
+        "physical, attached",
+    );
+    println!("child: refused");
+
+    // Added by the exporter: both ways work. The handles now list this pid.
+    let (mem, _) = stream.recv().unwrap();
+    let (notify, _) = stream.recv().unwrap();
+    let (physical, _) = stream.recv().unwrap();
+    let m = dev.import_memory(mem, &opts).unwrap();
+    assert_eq!(read_str(&m, 0, 6), "listed");
+    let by_text = dev.import_memory(from_env(MEM), &opts).unwrap();
+    assert_eq!(read_str(&by_text, 0, 6), "listed");
+    dev.import_physical(physical, &opts).unwrap();
+    dev.import_physical(from_env(PHYS), &opts).unwrap();
+    dev.import_notify(from_env(NOTIFY), &opts).unwrap();
+    let n = dev.import_notify(notify, &opts).unwrap();
+    m.write(0, b"from child").unwrap();
+    n.signal().unwrap();
+    println!("child: done");
 }
 
 #[test]

@@ -131,14 +131,16 @@ fn ascend_physical_export_keeps_a_pid_allow_list() {
     let mut exported = dev
         .export_physical(&phys, &ExportOptions::default())
         .unwrap();
-    assert!(matches!(
-        dev.import_physical(exported.share().unwrap(), &ImportOptions::default()),
-        Err(hal_core::Error::PermissionDenied { .. })
-    ));
-    dev.allow_importers(&mut exported, &[std::process::id()])
-        .unwrap();
+    // On by default and empty: other processes are refused
+    // (cross_process.rs); the exporting process itself imports.
+    let other = std::process::id().wrapping_add(1).max(1);
+    assert!(exported.handle().allowed_pids.is_empty());
+    assert!(!exported.handle().allows(other));
     dev.import_physical(exported.share().unwrap(), &ImportOptions::default())
         .unwrap();
+    // aclrtMemSetPidToShareableHandle, after the export.
+    dev.allow_importers(&mut exported, &[other]).unwrap();
+    assert!(exported.handle().allows(other));
 }
 
 #[test]

@@ -339,19 +339,29 @@ pub struct Census {
 
 impl Census {
     /// Count now, once this process's descriptor broker (if it runs) is idle
-    /// in `accept`, so that a connection it is still serving is not counted.
+    /// in `accept` and none of its connection threads is left, so that a
+    /// connection it is still serving is not counted.
     pub fn take() -> Census {
         let me = std::process::id();
-        let has_broker = std::fs::read_dir("/proc/self/task")
-            .map(|d| {
-                d.flatten().any(|t| {
-                    std::fs::read_to_string(t.path().join("comm"))
-                        .is_ok_and(|c| c.trim_end() == "hal-broker")
+        let thread_named = |name: &str| {
+            std::fs::read_dir("/proc/self/task")
+                .map(|d| {
+                    d.flatten().any(|t| {
+                        std::fs::read_to_string(t.path().join("comm"))
+                            .is_ok_and(|c| c.trim_end() == name)
+                    })
                 })
-            })
-            .unwrap_or(false);
-        if has_broker {
+                .unwrap_or(false)
+        };
+        if thread_named("hal-broker") {
             await_thread_in_syscall(me, "hal-broker", libc::SYS_accept4);
+        }
+        // A connection served on a thread of its own (a peer that was slow to
+        // send its request, or another user's) holds its descriptor until the
+        // thread ends, at most about a second later.
+        let start = Instant::now();
+        while thread_named("hal-broker-conn") && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(1));
         }
         let mut fds: Vec<String> = std::fs::read_dir("/proc/self/fd")
             .map(|d| {
