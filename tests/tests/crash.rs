@@ -26,49 +26,18 @@ use hal_core::{
     ImportOptions, Memory, Notify, SharedHandle, WaitOptions,
 };
 use hal_cpu_shm::{named, CpuShm, NamedOptions};
-use hal_mock::{MockBackend, Profile};
 use nix::sys::signal::Signal;
 use reliability::*;
 
 /// Rounds after the warm-up round.
 const ROUNDS: u32 = 20;
 
-/// Open device 0 of the backend named `$b` ("cpu" or "mock") as `$d` and
-/// evaluate `$body` with it (the scenarios are generic over the device).
-macro_rules! on_backend {
-    ($b:expr, |$d:ident| $body:expr) => {
-        match $b {
-            "cpu" => {
-                let $d = CpuShm::new()
-                    .open(0)
-                    .expect("opening the cpu-shm host device");
-                $body
-            }
-            "mock" => {
-                let $d = MockBackend::new(Profile::cuda())
-                    .open(0)
-                    .expect("opening mock-cuda device 0");
-                $body
-            }
-            other => panic!("unknown backend {other}"),
-        }
-    };
-}
-
 // --- tests (the parent side) --------------------------------------------------
 
 /// Start the survivor `scenario` on `backend`, require its success, and check
 /// that `/dev/shm` holds nothing of it or of its victims.
 fn survive(scenario: &str, backend: &str) {
-    let kid = Kid::spawn(&format!("{scenario}:{backend}"), &[]);
-    let pid = kid.pid();
-    let _sweep = ShmSweep(format!("hal-rel-{pid}-"));
-    let out = kid.finish();
-    // The survivor's notes (how many victims were caught where), for --nocapture.
-    for line in out.lines().filter(|l| l.starts_with("note: ")) {
-        eprintln!("{scenario}:{backend}: {}", &line[6..]);
-    }
-    assert_no_shm(&format!("hal-rel-{pid}-"));
+    run_scenario(scenario, backend);
 }
 
 #[test]

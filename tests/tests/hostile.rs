@@ -24,7 +24,6 @@ use hal_core::{
     HandleFlags, HandleKind, ImportOptions, Importers, Memory, SharedHandle,
 };
 use hal_cpu_shm::{named, CpuShm, NamedOptions};
-use hal_mock::{MockBackend, Profile};
 use nix::sys::socket::{
     connect, recvmsg, socket, AddressFamily, ControlMessageOwned, MsgFlags, SockFlag, SockType,
     UnixAddr,
@@ -34,43 +33,12 @@ use reliability::*;
 /// Rounds after the warm-up round.
 const ROUNDS: u32 = 20;
 
-macro_rules! on_backend {
-    ($b:expr, |$d:ident| $body:expr) => {
-        match $b {
-            "cpu" => {
-                let $d = CpuShm::new()
-                    .open(0)
-                    .expect("opening the cpu-shm host device");
-                $body
-            }
-            "mock" => {
-                let $d = MockBackend::new(Profile::cuda())
-                    .open(0)
-                    .expect("opening mock-cuda device 0");
-                $body
-            }
-            "ascend" => {
-                let $d = MockBackend::new(Profile::ascend())
-                    .open(0)
-                    .expect("opening mock-ascend device 0");
-                $body
-            }
-            other => panic!("unknown backend {other}"),
-        }
-    };
-}
-
 // --- tests -------------------------------------------------------------------
 
+/// Start the receiving process `scenario` on `backend`, require its success,
+/// and check that `/dev/shm` holds nothing of it or of its peers.
 fn receive(scenario: &str, backend: &str) {
-    let kid = Kid::spawn(&format!("{scenario}:{backend}"), &[]);
-    let pid = kid.pid();
-    let _sweep = ShmSweep(format!("hal-rel-{pid}-"));
-    let out = kid.finish();
-    for line in out.lines().filter(|l| l.starts_with("note: ")) {
-        eprintln!("{scenario}:{backend}: {}", &line[6..]);
-    }
-    assert_no_shm(&format!("hal-rel-{pid}-"));
+    run_scenario(scenario, backend);
 }
 
 #[test]

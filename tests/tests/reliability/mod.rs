@@ -592,3 +592,50 @@ pub fn is_root() -> bool {
 
 /// The unprivileged uid and gid the cross-user tests switch to.
 pub const NOBODY: u32 = 65534;
+
+/// Open device 0 of the backend named `$b` ("cpu", "mock" for the CUDA-like
+/// profile, "ascend" for the Ascend-like one) as `$d` and evaluate `$body`
+/// with it (the scenarios are generic over the device).
+#[allow(unused_macros)]
+macro_rules! on_backend {
+    ($b:expr, |$d:ident| $body:expr) => {
+        match $b {
+            "cpu" => {
+                let $d = hal_cpu_shm::CpuShm::new()
+                    .open(0)
+                    .expect("opening the cpu-shm host device");
+                $body
+            }
+            "mock" => {
+                let $d = hal_mock::MockBackend::new(hal_mock::Profile::cuda())
+                    .open(0)
+                    .expect("opening mock-cuda device 0");
+                $body
+            }
+            "ascend" => {
+                let $d = hal_mock::MockBackend::new(hal_mock::Profile::ascend())
+                    .open(0)
+                    .expect("opening mock-ascend device 0");
+                $body
+            }
+            other => panic!("unknown backend {other}"),
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use on_backend;
+
+/// Run the child role `scenario:backend` to its end, require its success,
+/// pass its notes on (for `--nocapture`), and check that `/dev/shm` holds
+/// nothing of it or of the processes it started.
+#[allow(dead_code)]
+pub fn run_scenario(scenario: &str, backend: &str) {
+    let kid = Kid::spawn(&format!("{scenario}:{backend}"), &[]);
+    let pid = kid.pid();
+    let _sweep = ShmSweep(format!("hal-rel-{pid}-"));
+    let out = kid.finish();
+    for line in out.lines().filter(|l| l.starts_with("note: ")) {
+        eprintln!("{scenario}:{backend}: {}", &line[6..]);
+    }
+    assert_no_shm(&format!("hal-rel-{pid}-"));
+}
