@@ -197,6 +197,27 @@ impl MockDevice {
         }
     }
 
+    /// Export an event's or a notify's shared block (`fd`) as a handle of `kind`.
+    fn export_sync(
+        &self,
+        kind: HandleKind,
+        ordinal: u32,
+        opts: &ExportOptions,
+        list: ListKind,
+        fd: OwnedFd,
+    ) -> Result<Exported> {
+        let payload = Payload {
+            kind: kind.to_wire(),
+            fd_offset: 0,
+            map_len: SYNC_LEN,
+            view: 0,
+            buffer_id: os::random_id(),
+            alloc_offset: 0,
+        };
+        let handle = self.handle(kind, Location::Device(ordinal), 0, 0, opts, list, payload)?;
+        Exported::new(handle, vec![fd])
+    }
+
     /// A new handle of this device with the pid policy of `importers`.
     #[allow(clippy::too_many_arguments)]
     fn handle(
@@ -856,24 +877,13 @@ impl Device for MockDevice {
                 ),
             ));
         }
-        let payload = Payload {
-            kind: HandleKind::Event.to_wire(),
-            fd_offset: 0,
-            map_len: SYNC_LEN,
-            view: 0,
-            buffer_id: os::random_id(),
-            alloc_offset: 0,
-        };
-        let handle = self.handle(
+        self.export_sync(
             HandleKind::Event,
-            Location::Device(event.dev.ordinal),
-            0,
-            0,
+            event.dev.ordinal,
             opts,
             ListKind::Unlisted,
-            payload,
-        )?;
-        Exported::new(handle, vec![event.sync.dup_fd()?])
+            event.sync.dup_fd()?,
+        )
     }
 
     fn import_event(&self, mut shared: SharedHandle, opts: &ImportOptions) -> Result<MockEvent> {
@@ -932,24 +942,13 @@ impl Device for MockDevice {
         }
         self.check_export_opts(opts, "notify")?;
         self.dev.enter(Api::NotifyExport, Some(FaultOp::Export))?;
-        let payload = Payload {
-            kind: HandleKind::Notify.to_wire(),
-            fd_offset: 0,
-            map_len: SYNC_LEN,
-            view: 0,
-            buffer_id: os::random_id(),
-            alloc_offset: 0,
-        };
-        let handle = self.handle(
+        self.export_sync(
             HandleKind::Notify,
-            Location::Device(notify.dev.ordinal),
-            0,
-            0,
+            notify.dev.ordinal,
             opts,
             ListKind::Listed,
-            payload,
-        )?;
-        Exported::new(handle, vec![notify.sync.dup_fd()?])
+            notify.sync.dup_fd()?,
+        )
     }
 
     fn import_notify(&self, mut shared: SharedHandle, opts: &ImportOptions) -> Result<MockNotify> {
