@@ -23,8 +23,11 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 ///
 /// Each instance is one simulated driver in this process (clones share it):
 /// its devices share memory accounting, peer-access state, the import cache
-/// and the [`Faults`]. Build the same profile in another process to import
-/// what this one exports.
+/// and the [`Faults`], all by this process's ordinals, as a real runtime
+/// keeps them under `CUDA_VISIBLE_DEVICES`. Build the same profile in
+/// another process, with any visible-device list
+/// ([`Profile::with_visible_devices`]), to import what this one exports:
+/// handles find their device by UUID.
 ///
 /// ```
 /// use hal_core::{Backend, BackendId};
@@ -47,6 +50,7 @@ impl std::fmt::Debug for MockBackend {
         f.debug_struct("MockBackend")
             .field("profile", &self.shared.profile.name)
             .field("devices", &self.shared.devices.len())
+            .field("visible_devices", &self.shared.profile.visible_devices)
             .finish()
     }
 }
@@ -59,11 +63,14 @@ impl MockBackend {
         let count = if invalid.is_some() {
             0
         } else {
-            profile.devices
+            profile.visible_device_count()
         };
+        // Ordinals are this process's; each device's UUID and name are its
+        // physical device's.
         let devices = (0..count)
-            .map(|ordinal| DeviceState {
-                info: profile.device_info(ordinal),
+            .filter_map(|ordinal| profile.device_info(ordinal))
+            .map(|info| DeviceState {
+                info,
                 used: Mutex::new(0),
                 pool: Mutex::new(Pool::default()),
                 peers: Mutex::new(BTreeSet::new()),
@@ -143,9 +150,8 @@ impl Backend for MockBackend {
             return Err(vendor.invalid_device().error(
                 vendor.backend(),
                 format!(
-                    "device {ordinal} does not exist: the profile `{}` has {} device(s)",
-                    self.shared.profile.name,
-                    self.shared.devices.len()
+                    "device {ordinal} does not exist: {}",
+                    self.shared.device_count()
                 ),
             ));
         }
@@ -169,6 +175,29 @@ pub(crate) struct BackendShared {
     /// CUDA-like: imported regions by (buffer id, target device), so that a
     /// second open of one handle returns the same mapping.
     pub(crate) import_cache: Mutex<ImportCache>,
+}
+
+impl BackendShared {
+    /// How many devices this process sees, for messages: "the profile
+    /// `mock-cuda` has 4 device(s)", or with a visible-device list, which
+    /// of them are visible.
+    pub(crate) fn device_count(&self) -> String {
+        let p = &self.profile;
+        match &p.visible_devices {
+            None => format!(
+                "the profile `{}` has {} device(s)",
+                p.name,
+                self.devices.len()
+            ),
+            Some(v) => format!(
+                "this process sees {} of the {} device(s) of profile `{}` (visible devices \
+                 {v:?}, as physical indices)",
+                self.devices.len(),
+                p.devices,
+                p.name
+            ),
+        }
+    }
 }
 
 /// The state of one simulated device.

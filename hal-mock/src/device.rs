@@ -66,6 +66,15 @@ impl MockDevice {
         self.dev.profile()
     }
 
+    /// The physical device behind this ordinal: the ordinal itself unless
+    /// the profile lists visible devices ([`Profile::with_visible_devices`]).
+    pub fn physical_device(&self) -> u32 {
+        self.dev
+            .profile()
+            .physical_device(self.dev.ordinal)
+            .unwrap_or(self.dev.ordinal)
+    }
+
     /// The fault injection of the device's backend instance.
     pub fn faults(&self) -> &Faults {
         &self.dev.shared.faults
@@ -87,6 +96,7 @@ impl MockDevice {
     }
 
     /// True when this device may access the memory of device `peer`.
+    /// Peers are this process's ordinals, as everywhere in the simulator.
     pub fn peer_access_enabled(&self, peer: u32) -> bool {
         lock(&self.dev.state().peers).contains(&peer)
     }
@@ -105,9 +115,10 @@ impl MockDevice {
             return Err(self.dev.err(
                 vendor.invalid_device(),
                 format!(
-                    "{}: device {peer} is not a peer of device {}",
+                    "{}: device {peer} is not a peer of device {} ({})",
                     Api::EnablePeerAccess.symbol(vendor),
-                    self.dev.ordinal
+                    self.dev.ordinal,
+                    self.dev.shared.device_count()
                 ),
             ));
         }
@@ -309,26 +320,20 @@ impl MockDevice {
     fn resolve(&self, h: &Handle, opts: &ImportOptions, peer_rule: bool) -> Result<(u32, u32)> {
         let vendor = self.dev.vendor();
         let devices = &self.dev.shared.devices;
+        // By UUID, never by the handle's ordinal: the exporter may number
+        // the devices differently (another visible-device list).
         let source = devices
             .iter()
             .position(|d| d.info.uuid == h.device_uuid)
-            .ok_or_else(|| {
-                self.dev.err(
-                    vendor.invalid_device(),
-                    format!(
-                        "the handle's device (uuid {}, ordinal {} in the exporter) is not a \
-                         device of profile `{}` here: build the same profile in both processes",
-                        os::hex(&h.device_uuid),
-                        h.device,
-                        self.dev.profile().name
-                    ),
-                )
-            })? as u32;
+            .ok_or_else(|| self.unknown_device(h))? as u32;
         let target = opts.device.unwrap_or(source);
         if target as usize >= devices.len() {
             return Err(self.dev.err(
                 vendor.invalid_device(),
-                format!("cannot import onto device {target}: no such device"),
+                format!(
+                    "cannot import onto device {target}: no such device ({})",
+                    self.dev.shared.device_count()
+                ),
             ));
         }
         self.on(target).alive()?;
@@ -357,6 +362,37 @@ impl MockDevice {
             }
         }
         Ok((source, target))
+    }
+
+    /// The invalid-device error for a handle whose device UUID is not one
+    /// of this process's devices: a device of the profile that this process
+    /// does not see, or no device of the profile at all.
+    fn unknown_device(&self, h: &Handle) -> Error {
+        let profile = self.dev.profile();
+        let uuid = os::hex(&h.device_uuid);
+        let hidden = (0..profile.devices).find(|&p| profile.device_uuid(p) == h.device_uuid);
+        let detail = match hidden {
+            Some(physical) => format!(
+                "is physical device {physical} of profile `{}`, which this process does not see \
+                 ({}): make it visible (Profile::with_visible_devices, \
+                 HAL_MOCK_VISIBLE_DEVICES, as CUDA_VISIBLE_DEVICES / ASCEND_RT_VISIBLE_DEVICES \
+                 do on hardware)",
+                profile.name,
+                self.dev.shared.device_count()
+            ),
+            None => format!(
+                "is not a device of profile `{}` here: build the same profile, with the same \
+                 device count, in both processes",
+                profile.name
+            ),
+        };
+        self.dev.err(
+            self.dev.vendor().invalid_device(),
+            format!(
+                "the handle's device (uuid {uuid}, ordinal {} in the exporter) {detail}",
+                h.device
+            ),
+        )
     }
 
     /// The descriptors of an import, `count` of them. Descriptors that came

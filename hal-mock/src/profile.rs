@@ -9,6 +9,21 @@ const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
 const GIB: u64 = 1024 * MIB;
 
+/// The environment variable that sets the visible devices
+/// ([`Profile::with_env_overrides`]).
+const VISIBLE_ENV: &str = "HAL_MOCK_VISIBLE_DEVICES";
+
+/// The value of the environment variable `name`, if set.
+fn env_var(name: &str) -> Result<Option<String>> {
+    match std::env::var(name) {
+        Ok(value) => Ok(Some(value)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err(Error::invalid(format!("{name} is not valid UTF-8")))
+        }
+    }
+}
+
 /// Whose rules a profile follows: error codes, entry point names and the
 /// behaviour the capabilities cannot express.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -115,17 +130,27 @@ pub struct SubAllocation {
 /// granularity, capabilities, and whose rules they follow.
 ///
 /// Two processes that build the same profile see the same devices with the
-/// same UUIDs (derived from [`Profile::name`] and the ordinal), so a handle
-/// exported by one is imported onto the right device by the other.
+/// same UUIDs (derived from [`Profile::name`] and the physical device index),
+/// so a handle exported by one is imported onto the right device by the
+/// other, even when the processes number the devices differently
+/// ([`Profile::with_visible_devices`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Profile {
     /// Profile name, part of every device UUID (`mock-cuda`, `mock-ascend`).
     pub name: String,
     /// Whose rules apply.
     pub vendor: Vendor,
-    /// Number of devices.
+    /// Number of physical devices on the simulated machine. This process
+    /// sees all of them, or those [`Profile::visible_devices`] lists.
     pub devices: u32,
-    /// Device name prefix; the ordinal is appended.
+    /// The physical devices this process sees, in ordinal order, as
+    /// `CUDA_VISIBLE_DEVICES` and `ASCEND_RT_VISIBLE_DEVICES` set them:
+    /// `Some(vec![2, 0])` makes ordinal 0 physical device 2 and ordinal 1
+    /// physical device 0. `None`: every device, ordinal = physical index.
+    /// Indices are below [`Profile::devices`] and distinct
+    /// ([`Profile::validate`] checks).
+    pub visible_devices: Option<Vec<u32>>,
+    /// Device name prefix; the physical device index is appended.
     pub device_name: String,
     /// Memory per device in bytes (accounted, not reserved: pages are only
     /// used when touched).
@@ -158,6 +183,7 @@ impl Profile {
             name: "mock-cuda".into(),
             vendor: Vendor::Cuda,
             devices: 4,
+            visible_devices: None,
             device_name: "Mock CUDA device".into(),
             total_memory: 16 * GIB,
             page_sizes: vec![4 * KIB, 2 * MIB, GIB],
@@ -186,6 +212,7 @@ impl Profile {
             name: "mock-ascend".into(),
             vendor: Vendor::Ascend,
             devices: 2,
+            visible_devices: None,
             device_name: "Mock Ascend NPU".into(),
             total_memory: 32 * GIB,
             page_sizes: vec![4 * KIB, 2 * MIB, GIB],
@@ -219,7 +246,9 @@ impl Profile {
         }
     }
 
-    /// This profile with `devices` devices.
+    /// This profile with `devices` physical devices. A visible-device list
+    /// set before must still name devices under the new count, else the
+    /// profile fails [`Profile::validate`].
     pub fn with_devices(mut self, devices: u32) -> Profile {
         self.devices = devices;
         self
@@ -231,18 +260,122 @@ impl Profile {
         self
     }
 
-    /// Apply the `HAL_MOCK_DEVICES` environment variable, if set: either a
-    /// count for every profile (`HAL_MOCK_DEVICES=8`) or a list of
-    /// `name=count` pairs (`HAL_MOCK_DEVICES=mock-cuda=8,mock-ascend=1`).
-    /// A child process that applies it too sees the same devices.
-    pub fn with_env_overrides(self) -> Result<Profile> {
-        match std::env::var("HAL_MOCK_DEVICES") {
-            Ok(spec) => self.with_device_spec(&spec),
-            Err(std::env::VarError::NotPresent) => Ok(self),
-            Err(std::env::VarError::NotUnicode(_)) => {
-                Err(Error::invalid("HAL_MOCK_DEVICES is not valid UTF-8"))
+    /// This process sees only the physical devices `physical`, in that
+    /// order, as `CUDA_VISIBLE_DEVICES=2,0` or `ASCEND_RT_VISIBLE_DEVICES=2,0`
+    /// make a real runtime do: with `&[2, 0]` ordinal 0 is physical device 2
+    /// and ordinal 1 is physical device 0. UUIDs, names and memory follow
+    /// the physical device, so processes with different lists agree on
+    /// which device a handle names. An empty list hides every device.
+    ///
+    /// Refused with [`Error::InvalidArgument`] when an index is not below
+    /// [`Profile::devices`] or appears twice.
+    ///
+    /// ```
+    /// use hal_core::Backend;
+    /// use hal_mock::{MockBackend, Profile};
+    ///
+    /// let all = MockBackend::new(Profile::cuda()).devices()?;
+    /// let here = MockBackend::new(Profile::cuda().with_visible_devices(&[2, 0])?).devices()?;
+    /// assert_eq!(here.len(), 2);
+    /// assert_eq!(here[0].ordinal, 0);
+    /// assert_eq!(here[0].uuid, all[2].uuid);
+    /// assert_eq!(here[1].uuid, all[0].uuid);
+    /// assert!(Profile::cuda().with_visible_devices(&[0, 0]).is_err());
+    /// # Ok::<(), hal_core::Error>(())
+    /// ```
+    pub fn with_visible_devices(mut self, physical: &[u32]) -> Result<Profile> {
+        self.check_visible(physical)?;
+        self.visible_devices = Some(physical.to_vec());
+        Ok(self)
+    }
+
+    fn check_visible(&self, physical: &[u32]) -> Result<()> {
+        for (i, &p) in physical.iter().enumerate() {
+            if p >= self.devices {
+                return Err(Error::invalid(format!(
+                    "visible devices {physical:?}: device {p} does not exist, the profile `{}` \
+                     has {} device(s) (indices 0..{})",
+                    self.name, self.devices, self.devices
+                )));
+            }
+            if physical[..i].contains(&p) {
+                return Err(Error::invalid(format!(
+                    "visible devices {physical:?}: device {p} is listed twice; list each \
+                     physical device once"
+                )));
             }
         }
+        Ok(())
+    }
+
+    /// Apply the environment variables, if set:
+    ///
+    /// - `HAL_MOCK_DEVICES`: the number of physical devices, either a count
+    ///   for every profile (`HAL_MOCK_DEVICES=8`) or a list of `name=count`
+    ///   pairs (`HAL_MOCK_DEVICES=mock-cuda=8,mock-ascend=1`).
+    /// - `HAL_MOCK_VISIBLE_DEVICES`: the physical devices this process sees,
+    ///   in ordinal order ([`Profile::with_visible_devices`]), the
+    ///   simulator's `CUDA_VISIBLE_DEVICES` / `ASCEND_RT_VISIBLE_DEVICES`:
+    ///   either a list for every profile (`HAL_MOCK_VISIBLE_DEVICES=2,0`) or
+    ///   `name=list` entries separated by `;`
+    ///   (`HAL_MOCK_VISIBLE_DEVICES=mock-cuda=2,0;mock-ascend=1`), since the
+    ///   vendors have a variable each. An empty list hides every device, as
+    ///   an empty `CUDA_VISIBLE_DEVICES` does. Applied after
+    ///   `HAL_MOCK_DEVICES`, against its count.
+    ///
+    /// A child process that applies them too sees the same devices; one
+    /// with another visible list still agrees on every device's UUID.
+    /// Values that do not parse, and lists that name a device twice or one
+    /// that does not exist, are [`Error::InvalidArgument`].
+    pub fn with_env_overrides(self) -> Result<Profile> {
+        let profile = match env_var("HAL_MOCK_DEVICES")? {
+            Some(spec) => self.with_device_spec(&spec)?,
+            None => self,
+        };
+        match env_var(VISIBLE_ENV)? {
+            Some(spec) => profile.with_visible_spec(&spec),
+            None => Ok(profile),
+        }
+    }
+
+    /// Apply a `HAL_MOCK_VISIBLE_DEVICES` value.
+    fn with_visible_spec(self, spec: &str) -> Result<Profile> {
+        let bad = || {
+            Error::invalid(format!(
+                "{VISIBLE_ENV}={spec:?}: expected physical device indices (2,0) or \
+                 name=indices entries separated by `;` (mock-cuda=2,0;mock-ascend=1)"
+            ))
+        };
+        let indices = |text: &str| -> Result<Vec<u32>> {
+            text.split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(|p| p.parse::<u32>().map_err(|_| bad()))
+                .collect()
+        };
+        let physical = if spec.contains('=') {
+            let mut mine = None;
+            for entry in spec.split(';').filter(|e| !e.trim().is_empty()) {
+                let (name, list) = entry.split_once('=').ok_or_else(bad)?;
+                let list = indices(list)?;
+                if name.trim() == self.name {
+                    mine = Some(list);
+                }
+            }
+            match mine {
+                Some(list) => list,
+                None => return Ok(self),
+            }
+        } else {
+            indices(spec)?
+        };
+        let name = self.name.clone();
+        self.with_visible_devices(&physical).map_err(|e| match e {
+            Error::InvalidArgument { what } => Error::invalid(format!(
+                "{VISIBLE_ENV}={spec:?} for profile `{name}`: {what}"
+            )),
+            other => other,
+        })
     }
 
     fn with_device_spec(mut self, spec: &str) -> Result<Profile> {
@@ -321,15 +454,50 @@ impl Profile {
         if self.devices > 1024 {
             return Err(Error::invalid("at most 1024 devices per profile"));
         }
+        if let Some(visible) = &self.visible_devices {
+            self.check_visible(visible)?;
+        }
         Ok(())
     }
 
-    /// The stable UUID of device `ordinal`: the same in every process that
-    /// builds a profile of this name.
-    pub fn device_uuid(&self, ordinal: u32) -> [u8; 16] {
+    /// The number of devices this process sees: the visible list's length,
+    /// else [`Profile::devices`].
+    pub fn visible_device_count(&self) -> u32 {
+        match &self.visible_devices {
+            // At most `devices` entries once validated; saturate otherwise.
+            Some(v) => u32::try_from(v.len()).unwrap_or(u32::MAX),
+            None => self.devices,
+        }
+    }
+
+    /// The physical device this process sees at `ordinal`, or `None` when
+    /// `ordinal` is not one of its devices.
+    pub fn physical_device(&self, ordinal: u32) -> Option<u32> {
+        match &self.visible_devices {
+            Some(v) => v.get(ordinal as usize).copied(),
+            None => (ordinal < self.devices).then_some(ordinal),
+        }
+    }
+
+    /// The ordinal at which this process sees physical device `physical`,
+    /// or `None` when it is not visible here.
+    pub fn ordinal_of(&self, physical: u32) -> Option<u32> {
+        match &self.visible_devices {
+            Some(v) => v
+                .iter()
+                .position(|&p| p == physical)
+                .and_then(|i| u32::try_from(i).ok()),
+            None => (physical < self.devices).then_some(physical),
+        }
+    }
+
+    /// The stable UUID of physical device `physical` (the ordinal, when
+    /// every device is visible): the same in every process that builds a
+    /// profile of this name, whatever its visible devices.
+    pub fn device_uuid(&self, physical: u32) -> [u8; 16] {
         let mut out = [0u8; 16];
-        let lo = fnv1a(0xcbf2_9ce4_8422_2325, self.name.as_bytes(), ordinal);
-        let hi = fnv1a(0x6c62_272e_07bb_0142, self.name.as_bytes(), ordinal);
+        let lo = fnv1a(0xcbf2_9ce4_8422_2325, self.name.as_bytes(), physical);
+        let hi = fnv1a(0x6c62_272e_07bb_0142, self.name.as_bytes(), physical);
         out[..8].copy_from_slice(&lo.to_be_bytes());
         out[8..].copy_from_slice(&hi.to_be_bytes());
         // RFC 9562 version 8 (custom), variant 10.
@@ -338,19 +506,23 @@ impl Profile {
         out
     }
 
-    /// The description of device `ordinal`.
-    pub fn device_info(&self, ordinal: u32) -> DeviceInfo {
-        DeviceInfo {
+    /// The description of the device this process sees at `ordinal`, or
+    /// `None` when there is none: the ordinal is this process's, the UUID
+    /// and the name are the physical device's
+    /// ([`Profile::physical_device`]).
+    pub fn device_info(&self, ordinal: u32) -> Option<DeviceInfo> {
+        let physical = self.physical_device(ordinal)?;
+        Some(DeviceInfo {
             backend: self.backend(),
             ordinal,
-            uuid: self.device_uuid(ordinal),
-            name: format!("{} {ordinal}", self.device_name),
+            uuid: self.device_uuid(physical),
+            name: format!("{} {physical}", self.device_name),
             total_memory: self.total_memory,
             page_sizes: self.page_sizes.clone(),
             granularity_min: self.granularity_min,
             granularity_recommended: self.granularity_recommended,
             capabilities: self.reported_capabilities(),
-        }
+        })
     }
 
     /// The capabilities the devices report: the profile's, without
@@ -525,12 +697,13 @@ mod tests {
         for p in [Profile::cuda(), Profile::ascend()] {
             assert!(p
                 .device_info(0)
+                .unwrap()
                 .capabilities
                 .contains(Capabilities::GROWABLE));
             for removed in [Capabilities::VMM, Capabilities::IPC_MEMORY] {
                 let mut q = p.clone();
                 q.capabilities = q.capabilities.difference(removed);
-                let caps = q.device_info(0).capabilities;
+                let caps = q.device_info(0).unwrap().capabilities;
                 assert!(
                     !caps.contains(Capabilities::GROWABLE),
                     "{removed:?} removed"
@@ -548,5 +721,74 @@ mod tests {
             .unwrap();
         assert_eq!(p.devices, 3);
         assert!(Profile::cuda().with_device_spec("x=y").is_err());
+    }
+
+    #[test]
+    fn visible_devices_map_ordinals_to_physical_devices() {
+        let p = Profile::cuda().with_visible_devices(&[2, 0]).unwrap();
+        p.validate().unwrap();
+        assert_eq!(p.visible_device_count(), 2);
+        assert_eq!(p.physical_device(0), Some(2));
+        assert_eq!(p.physical_device(1), Some(0));
+        assert_eq!(p.physical_device(2), None);
+        assert_eq!(p.ordinal_of(2), Some(0));
+        assert_eq!(p.ordinal_of(1), None);
+        let info = p.device_info(0).unwrap();
+        assert_eq!(info.ordinal, 0);
+        assert_eq!(info.uuid, Profile::cuda().device_uuid(2));
+        assert_eq!(info.name, "Mock CUDA device 2");
+        assert!(p.device_info(2).is_none());
+
+        let all = Profile::cuda();
+        assert_eq!(all.visible_device_count(), 4);
+        assert_eq!(all.physical_device(3), Some(3));
+        assert_eq!(all.physical_device(4), None);
+        assert_eq!(
+            Profile::cuda()
+                .with_visible_devices(&[])
+                .unwrap()
+                .visible_device_count(),
+            0
+        );
+    }
+
+    #[test]
+    fn visible_devices_refuse_duplicates_and_missing_devices() {
+        for bad in [&[0, 0][..], &[4], &[1, 2, 1]] {
+            match Profile::cuda().with_visible_devices(bad) {
+                Err(Error::InvalidArgument { .. }) => {}
+                other => panic!("{bad:?}: expected InvalidArgument, got {other:?}"),
+            }
+        }
+        // A list that a later device count no longer covers fails validation.
+        let p = Profile::cuda()
+            .with_visible_devices(&[3])
+            .unwrap()
+            .with_devices(2);
+        assert!(matches!(p.validate(), Err(Error::InvalidArgument { .. })));
+    }
+
+    #[test]
+    fn visible_spec_parses() {
+        let p = Profile::cuda().with_visible_spec(" 2, 0 ").unwrap();
+        assert_eq!(p.visible_devices, Some(vec![2, 0]));
+        let p = Profile::cuda().with_visible_spec("").unwrap();
+        assert_eq!(p.visible_devices, Some(vec![]));
+        let spec = "mock-cuda=3,1;mock-ascend=1";
+        let p = Profile::cuda().with_visible_spec(spec).unwrap();
+        assert_eq!(p.visible_devices, Some(vec![3, 1]));
+        let p = Profile::ascend().with_visible_spec(spec).unwrap();
+        assert_eq!(p.visible_devices, Some(vec![1]));
+        // A profile the spec does not name keeps every device.
+        let p = Profile::ascend().with_visible_spec("mock-cuda=2").unwrap();
+        assert_eq!(p.visible_devices, None);
+        for bad in ["2,x", "mock-cuda=2;oops", "0,0", "9", "mock-cuda=1,1"] {
+            match Profile::cuda().with_visible_spec(bad) {
+                Err(Error::InvalidArgument { what }) => {
+                    assert!(what.contains(VISIBLE_ENV), "{bad}: {what}")
+                }
+                other => panic!("{bad}: expected InvalidArgument, got {other:?}"),
+            }
+        }
     }
 }
