@@ -1141,6 +1141,9 @@ impl Device for MockDevice {
         check_granular(&on, "imported physical size", size, false)?;
         let fd = self.take_fds(&mut shared, 1)?.remove(0);
         os::verify_sealed_memfd(fd.as_fd(), size)?;
+        // Physical handles are always read-write: a read-only descriptor is
+        // refused here, not later at `map`.
+        check_data_access(fd.as_fd(), false)?;
         Ok(MockPhysical::imported(&on, fd, size))
     }
 }

@@ -184,3 +184,38 @@ fn read_only_descriptor_for_writable_handle_is_permission_denied() {
         m.write(0, b"writable").unwrap();
     }
 }
+
+/// A physical handle always maps read-write, so a read-only descriptor sent
+/// with one is refused at import with `PermissionDenied`, not later at `map`.
+#[test]
+fn read_only_descriptor_for_a_physical_handle_is_permission_denied() {
+    use hal_core::Granularity;
+    for (_b, dev) in devices() {
+        let name = dev.profile().name.clone();
+        let size = dev.granularity(Granularity::Minimum).unwrap();
+        let phys = dev.allocate_physical(size).unwrap();
+        let exported = dev
+            .export_physical(
+                &phys,
+                &ExportOptions {
+                    importers: Importers::Anyone,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let mut read = OpenOptions::new();
+        read.read(true);
+        match dev.import_physical(reopened_data(&exported, &read), &ImportOptions::default()) {
+            Err(Error::PermissionDenied { reason, .. }) => {
+                assert!(reason.contains("read-only"), "{name}: {reason}");
+            }
+            other => panic!("{name}: expected PermissionDenied, got {other:?}"),
+        }
+        // The exporter's own read-write descriptor imports and maps.
+        let imported = dev
+            .import_physical(exported.share().unwrap(), &ImportOptions::default())
+            .unwrap();
+        let r = dev.reserve(size, size).unwrap();
+        dev.map(&r, 0, &imported).unwrap();
+    }
+}
