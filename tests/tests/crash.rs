@@ -29,80 +29,71 @@ use hal_cpu_shm::{named, CpuShm, NamedOptions};
 use nix::sys::signal::Signal;
 use reliability::*;
 
-/// Rounds after the warm-up round.
-const ROUNDS: u32 = 20;
-
 // --- tests (the parent side) --------------------------------------------------
-
-/// Start the survivor `scenario` on `backend`, require its success, and check
-/// that `/dev/shm` holds nothing of it or of its victims.
-fn survive(scenario: &str, backend: &str) {
-    run_scenario(scenario, backend);
-}
 
 #[test]
 fn killed_after_create_cpu() {
-    survive("after-create", "cpu");
+    run_scenario("after-create", "cpu");
 }
 
 #[test]
 fn killed_after_create_mock() {
-    survive("after-create", "mock");
+    run_scenario("after-create", "mock");
 }
 
 #[test]
 fn killed_after_export_cpu() {
-    survive("after-export", "cpu");
+    run_scenario("after-export", "cpu");
 }
 
 #[test]
 fn killed_after_export_mock() {
-    survive("after-export", "mock");
+    run_scenario("after-export", "mock");
 }
 
 #[test]
 fn killed_importer_is_not_counted_cpu() {
-    survive("importer-killed", "cpu");
+    run_scenario("importer-killed", "cpu");
 }
 
 #[test]
 fn killed_importer_is_not_counted_mock() {
-    survive("importer-killed", "mock");
+    run_scenario("importer-killed", "mock");
 }
 
 #[test]
 fn killed_waiter_on_notify_cpu() {
-    survive("waiter-killed", "cpu");
+    run_scenario("waiter-killed", "cpu");
 }
 
 #[test]
 fn killed_waiter_on_notify_mock() {
-    survive("waiter-killed", "mock");
+    run_scenario("waiter-killed", "mock");
 }
 
 #[test]
 fn killed_while_growing_cpu() {
-    survive("growing", "cpu");
+    run_scenario("growing", "cpu");
 }
 
 #[test]
 fn killed_while_growing_mock() {
-    survive("growing", "mock");
+    run_scenario("growing", "mock");
 }
 
 #[test]
 fn killed_holding_exchange_sockets() {
-    survive("sockets", "cpu");
+    run_scenario("sockets", "cpu");
 }
 
 #[test]
 fn killed_holding_broker_connections() {
-    survive("broker", "cpu");
+    run_scenario("broker", "cpu");
 }
 
 #[test]
 fn killed_while_creating_and_dropping_named_regions() {
-    survive("churn", "cpu");
+    run_scenario("churn", "cpu");
 }
 
 /// The child entry: nothing in a normal run; a role in a child process.

@@ -30,50 +30,41 @@ use nix::sys::socket::{
 };
 use reliability::*;
 
-/// Rounds after the warm-up round.
-const ROUNDS: u32 = 20;
-
 // --- tests -------------------------------------------------------------------
-
-/// Start the receiving process `scenario` on `backend`, require its success,
-/// and check that `/dev/shm` holds nothing of it or of its peers.
-fn receive(scenario: &str, backend: &str) {
-    run_scenario(scenario, backend);
-}
 
 #[test]
 fn bad_descriptors_and_garbage_on_the_handle_socket_cpu() {
-    receive("socket-receiver", "cpu");
+    run_scenario("socket-receiver", "cpu");
 }
 
 #[test]
 fn bad_descriptors_and_garbage_on_the_handle_socket_mock() {
-    receive("socket-receiver", "mock");
+    run_scenario("socket-receiver", "mock");
 }
 
 #[test]
 fn garbage_on_the_broker_socket() {
-    receive("broker-receiver", "cpu");
+    run_scenario("broker-receiver", "cpu");
 }
 
 #[test]
 fn forged_allow_list_gains_nothing_cpu() {
-    receive("allow-list-exporter", "cpu");
+    run_scenario("allow-list-exporter", "cpu");
 }
 
 #[test]
 fn forged_allow_list_gains_nothing_mock_ascend() {
-    receive("allow-list-exporter", "ascend");
+    run_scenario("allow-list-exporter", "ascend");
 }
 
 #[test]
 fn forged_creator_and_hostile_brokers_cpu() {
-    receive("fake-broker-importer", "cpu");
+    run_scenario("fake-broker-importer", "cpu");
 }
 
 #[test]
 fn forged_creator_and_hostile_brokers_mock() {
-    receive("fake-broker-importer", "mock");
+    run_scenario("fake-broker-importer", "mock");
 }
 
 #[test]
@@ -85,22 +76,22 @@ fn another_users_exports_are_refused() {
         );
         return;
     }
-    receive("other-user-importer", "cpu");
+    run_scenario("other-user-importer", "cpu");
 }
 
 #[test]
 fn a_hostile_importer_scribbling_on_leases_cpu() {
-    receive("lease-exporter", "cpu");
+    run_scenario("lease-exporter", "cpu");
 }
 
 #[test]
 fn a_hostile_importer_scribbling_on_leases_mock() {
-    receive("lease-exporter", "mock");
+    run_scenario("lease-exporter", "mock");
 }
 
 #[test]
 fn named_region_truncated_by_its_owner() {
-    receive("truncation-importer", "cpu");
+    run_scenario("truncation-importer", "cpu");
 }
 
 #[test]

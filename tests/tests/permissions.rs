@@ -21,8 +21,6 @@ use hal_core::{
 use hal_cpu_shm::{named, CpuShm, NamedOptions};
 use reliability::*;
 
-/// Rounds after the warm-up round.
-const ROUNDS: u32 = 20;
 const SIZE: u64 = 8192;
 
 #[test]

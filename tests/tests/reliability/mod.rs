@@ -625,6 +625,10 @@ macro_rules! on_backend {
 #[allow(unused_imports)]
 pub(crate) use on_backend;
 
+/// Rounds of each crash and hostile scenario after the warm-up round.
+#[allow(dead_code)]
+pub const ROUNDS: u32 = 20;
+
 /// Run the child role `scenario:backend` to its end, require its success,
 /// pass its notes on (for `--nocapture`), and check that `/dev/shm` holds
 /// nothing of it or of the processes it started.
