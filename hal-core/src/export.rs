@@ -9,6 +9,7 @@ use crate::exchange::broker::{self, Policy, Registration};
 use crate::exchange::MAX_FDS;
 use crate::handle::wire::MAX_PIDS;
 use crate::handle::{FdSource, Handle, HandleFlags, SharedHandle};
+use crate::lease::LeaseTable;
 use crate::os;
 use crate::types::Importers;
 
@@ -71,7 +72,27 @@ impl Exported {
     /// cannot be started (sockets forbidden by a sandbox), a warning is logged
     /// and the handle says [`FdSource::Attached`]: its descriptors then travel
     /// only beside it (a Unix socket, [`Exported::share`]).
-    pub fn new(mut handle: Handle, fds: Vec<OwnedFd>) -> Result<Exported> {
+    pub fn new(handle: Handle, fds: Vec<OwnedFd>) -> Result<Exported> {
+        Exported::register(handle, fds, None)
+    }
+
+    /// As [`Exported::new`], for a resource whose importers the exporter
+    /// counts in `leases`: the broker registers a lease for every process
+    /// it serves (see [`lease`](crate::lease)). Without a broker (the
+    /// warning case of [`Exported::new`]) importers are not counted.
+    pub fn with_leases(
+        handle: Handle,
+        fds: Vec<OwnedFd>,
+        leases: Arc<LeaseTable>,
+    ) -> Result<Exported> {
+        Exported::register(handle, fds, Some(leases))
+    }
+
+    fn register(
+        mut handle: Handle,
+        fds: Vec<OwnedFd>,
+        leases: Option<Arc<LeaseTable>>,
+    ) -> Result<Exported> {
         if fds.len() > MAX_FDS {
             return Err(Error::invalid(format!(
                 "{} descriptors for one export, over the bound of {MAX_FDS}",
@@ -88,26 +109,30 @@ impl Exported {
                 registration: None,
             });
         }
-        let registration =
-            match broker::register(handle.object_id, Arc::clone(&fds), Policy::of(&handle)) {
-                Ok(reg) => {
-                    handle.fds = FdSource::Broker {
-                        count,
-                        name: reg.name().to_owned(),
-                    };
-                    Some(reg)
-                }
-                Err(e) => {
-                    log::warn!(
-                        "the descriptor broker is unavailable ({e}); the descriptors of export {} \
+        let registration = match broker::register(
+            handle.object_id,
+            Arc::clone(&fds),
+            Policy::of(&handle, None),
+            leases,
+        ) {
+            Ok(reg) => {
+                handle.fds = FdSource::Broker {
+                    count,
+                    name: reg.name().to_owned(),
+                };
+                Some(reg)
+            }
+            Err(e) => {
+                log::warn!(
+                    "the descriptor broker is unavailable ({e}); the descriptors of export {} \
                          travel only beside its handle (a Unix socket, Exported::share), not with \
                          its text alone",
-                        os::hex(&handle.object_id)
-                    );
-                    handle.fds = FdSource::Attached { count };
-                    None
-                }
-            };
+                    os::hex(&handle.object_id)
+                );
+                handle.fds = FdSource::Attached { count };
+                None
+            }
+        };
         Ok(Exported {
             handle,
             fds,
@@ -186,7 +211,7 @@ impl Exported {
 
     fn sync_policy(&self) {
         if let Some(reg) = &self.registration {
-            reg.set_policy(Policy::of(&self.handle));
+            reg.set_policy_of(&self.handle);
         }
     }
 }

@@ -1,188 +1,236 @@
 //! Leases: the exporter counts the importers that hold a resource and waits
 //! until none do. An importer whose process died counts as gone.
 //!
-//! A [`LeaseTable`] lives in a small sealed memfd that travels with the
-//! handle. Each importing process takes a slot holding its pid and its start
-//! time (which tells a recycled pid apart); closing clears the slot and wakes
-//! the exporter through a futex. A process killed while holding a slot leaves
-//! it behind, and [`LeaseTable::count`] sees that the pid is gone (or belongs
-//! to a newer process) and frees it. Nothing is left on the machine: the memfd
-//! disappears with the last descriptor.
+//! The exporter owns its [`LeaseTable`]: it lives in the exporter's own
+//! memory and only the exporter's process writes it. Importers never see
+//! it. An importer's lease is registered by the exporter's descriptor broker
+//! when it serves the importer ([`exchange`](crate::exchange)), under the pid
+//! the broker reads from the kernel (`SO_PEERCRED`, the pid as the
+//! *exporter's* pid namespace numbers the importer) and that process's start
+//! time, as the exporter's `/proc` shows it. The importer gets back a
+//! [`LeaseTicket`] (a slot and an unguessable token) and gives the lease back
+//! by presenting the ticket to the broker, which frees the slot only when the
+//! ticket and the sender's pid match what it recorded. So:
 //!
-//! Layout (little-endian, 64-byte header then 16-byte slots):
+//! - an importer in another pid namespace is counted under the pid the
+//!   exporter sees, and counted as long as that process lives;
+//! - a hostile importer cannot write slots: it can hold leases only by being
+//!   a live process that the broker served, and every one of them is freed
+//!   when it dies;
+//! - a released or reclaimed slot is never freed again by a stale ticket: a
+//!   release names the token of the registration it ends.
 //!
-//! | offset | size | field |
-//! |---|---|---|
-//! | 0 | 4 | magic `HLSE` |
-//! | 4 | 4 | version (1) |
-//! | 8 | 4 | slot count |
-//! | 12 | 4 | change counter (futex word) |
-//! | 64 + 16·i | 4 | slot i: holder pid (0 = free) |
-//! | 68 + 16·i | 4 | slot i: reserved |
-//! | 72 + 16·i | 8 | slot i: holder start time (0 = being written) |
+//! A holder whose process died (or whose pid now belongs to a newer process:
+//! the start time tells them apart) is not counted, and its slot is freed by
+//! the next [`LeaseTable::count`] or reused by the next registration.
 
-use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::os::{self, Prot, SharedMap};
+use crate::os;
 
-const MAGIC: u32 = u32::from_le_bytes(*b"HLSE");
-const VERSION: u32 = 1;
-const HEADER: usize = 64;
-const SLOT: usize = 16;
-/// Slots in a table made by [`LeaseTable::create`].
+/// Slots in a table made by [`LeaseTable::new`] with [`DEFAULT_SLOTS`].
 pub const DEFAULT_SLOTS: u32 = 1024;
+/// The most slots a table may have.
+pub const MAX_SLOTS: u32 = 1 << 20;
 
-/// A table of importer leases in shared memory.
+/// What an importer holds to give its lease back: the slot and the token of
+/// its registration. It travels in the broker's reply and in a release
+/// request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LeaseTicket {
+    /// The id of the table (unique per table, random).
+    pub table: [u8; 16],
+    /// The slot.
+    pub slot: u32,
+    /// The registration's token (never 0).
+    pub token: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    /// The holder's pid in this process's pid namespace (0: free).
+    pid: u32,
+    /// The holder's start time, 0 when it could not be read.
+    start: u64,
+    /// The registration's token (0: free).
+    token: u64,
+}
+
+#[derive(Debug)]
+struct Slots {
+    slots: Vec<Slot>,
+    next_token: u64,
+}
+
+/// The importers of one exported resource, as the exporter counts them.
 #[derive(Debug)]
 pub struct LeaseTable {
-    map: SharedMap,
-    slots: u32,
+    id: [u8; 16],
+    capacity: u32,
+    slots: Mutex<Slots>,
+    changed: Condvar,
+}
+
+type Registry = Mutex<HashMap<[u8; 16], Weak<LeaseTable>>>;
+
+/// This process's tables by id, so that the broker can find the table of a
+/// release request after the export that registered the lease is gone (the
+/// table lives as long as its allocation).
+fn registry() -> &'static Registry {
+    static TABLES: OnceLock<Registry> = OnceLock::new();
+    TABLES.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every update below leaves the slots consistent, even if a holder of
+    // the lock panicked afterwards.
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl LeaseTable {
-    fn bytes(slots: u32) -> u64 {
-        (HEADER + SLOT * slots as usize) as u64
-    }
-
-    /// Create a table with `slots` slots. Returns it and a sealed descriptor
-    /// to send to importers.
-    pub fn create(slots: u32) -> Result<(Arc<LeaseTable>, OwnedFd)> {
-        if slots == 0 || slots > 1 << 20 {
-            return Err(Error::invalid("lease table slot count out of range"));
+    /// A table with room for `capacity` live importers (1 to [`MAX_SLOTS`]).
+    pub fn new(capacity: u32) -> Result<Arc<LeaseTable>> {
+        if capacity == 0 || capacity > MAX_SLOTS {
+            return Err(Error::invalid(format!(
+                "lease table of {capacity} slots: between 1 and {MAX_SLOTS}"
+            )));
         }
-        let len = Self::bytes(slots);
-        let fd = os::memfd("hal-lease", len, None)?;
-        os::add_seals(fd.as_fd(), os::EXPORT_SEALS)?;
-        let map = SharedMap::map(fd.as_fd(), len, 0, Prot::ReadWrite, None)?;
-        map.atomic_u32(0)?.store(MAGIC, Ordering::Relaxed);
-        map.atomic_u32(4)?.store(VERSION, Ordering::Relaxed);
-        map.atomic_u32(8)?.store(slots, Ordering::Release);
-        Ok((Arc::new(LeaseTable { map, slots }), fd))
+        let seed = os::random_id();
+        let mut token = [0u8; 8];
+        token.copy_from_slice(&seed[..8]);
+        let table = Arc::new(LeaseTable {
+            id: os::random_id(),
+            capacity,
+            slots: Mutex::new(Slots {
+                slots: Vec::new(),
+                next_token: u64::from_le_bytes(token),
+            }),
+            changed: Condvar::new(),
+        });
+        let mut reg = lock(registry());
+        reg.retain(|_, t| t.strong_count() > 0);
+        reg.insert(table.id, Arc::downgrade(&table));
+        Ok(table)
     }
 
-    /// Open a table received from an exporter, verifying its seals, size and header.
-    pub fn open(fd: &OwnedFd) -> Result<Arc<LeaseTable>> {
-        let size = os::verify_sealed_memfd(fd.as_fd(), HEADER as u64)?;
-        let map = SharedMap::map(fd.as_fd(), size, 0, Prot::ReadWrite, None)?;
-        let magic = map.atomic_u32(0)?.load(Ordering::Acquire);
-        let version = map.atomic_u32(4)?.load(Ordering::Acquire);
-        let slots = map.atomic_u32(8)?.load(Ordering::Acquire);
-        if magic != MAGIC || version != VERSION || Self::bytes(slots) != size {
-            return Err(crate::HandleError::Descriptors(
-                "the lease descriptor does not hold a lease table".into(),
-            )
-            .into());
+    /// The table of this process with id `id`, while it lives.
+    pub fn find(id: &[u8; 16]) -> Option<Arc<LeaseTable>> {
+        lock(registry()).get(id).and_then(Weak::upgrade)
+    }
+
+    /// The table's id.
+    pub fn id(&self) -> [u8; 16] {
+        self.id
+    }
+
+    /// The most live importers the table holds.
+    pub fn capacity(&self) -> u32 {
+        self.capacity
+    }
+
+    /// Register a lease for the process `pid` (as this process's pid
+    /// namespace numbers it) that started at `start` (0: unknown; the pid
+    /// alone is then trusted). Free slots go first; the slots of dead
+    /// holders are reclaimed only when none is free, since telling a dead
+    /// holder from a live one reads `/proc`.
+    ///
+    /// [`Error::Busy`] when every slot is held by a live process;
+    /// [`Error::InvalidArgument`] for pid 0 (a process this namespace cannot
+    /// see: it could never be told dead).
+    pub fn register(&self, pid: u32, start: u64) -> Result<LeaseTicket> {
+        if pid == 0 {
+            return Err(Error::invalid(
+                "a lease for pid 0: the importer runs in a pid namespace the exporter cannot \
+                 see, so its death could not be noticed",
+            ));
         }
-        Ok(Arc::new(LeaseTable { map, slots }))
-    }
-
-    fn slot_pid(&self, i: u32) -> &std::sync::atomic::AtomicU32 {
-        // Offsets are in bounds and aligned by construction (checked in open).
-        self.map
-            .atomic_u32(HEADER + SLOT * i as usize)
-            .expect("slot in bounds")
-    }
-
-    fn slot_start(&self, i: u32) -> &std::sync::atomic::AtomicU64 {
-        self.map
-            .atomic_u64(HEADER + SLOT * i as usize + 8)
-            .expect("slot in bounds")
-    }
-
-    fn changes(&self) -> &std::sync::atomic::AtomicU32 {
-        self.map.atomic_u32(12).expect("header in bounds")
-    }
-
-    /// Take a slot for this process. Dropping the [`Lease`] gives it back.
-    pub fn acquire(self: &Arc<Self>) -> Result<Lease> {
-        let (pid, start) = os::self_identity();
-        // Free slots first; the slots of dead holders only when none is
-        // free. Telling a dead holder from a live one reads
-        // /proc/PID/stat (three system calls), so looking at every held
-        // slot on the way to a free one made each import cost that much per
-        // importer already holding the region (`halctl bench`, scaling with
-        // 32 importers). `count` frees dead holders' slots too.
-        for reclaim in [false, true] {
-            for i in 0..self.slots {
-                let p = self.slot_pid(i);
-                let cur = p.load(Ordering::Acquire);
-                let mut free = cur == 0;
-                if reclaim && cur != 0 && cur != pid {
-                    // A slot of a dead holder is free. A start time of 0 (a
-                    // holder killed between its two stores in `acquire` or
-                    // in `Lease::drop`) is judged on the pid alone.
-                    let s = self.slot_start(i).load(Ordering::Acquire);
-                    if !os::process_alive(cur, s) {
-                        // Clear the dead holder's start time before the pid
-                        // changes hands, so that no reader ever sees this
-                        // process's pid with the dead holder's start time
-                        // (which reads as a dead holder and would free the
-                        // new lease).
-                        free = self
-                            .slot_start(i)
-                            .compare_exchange(s, 0, Ordering::AcqRel, Ordering::Acquire)
-                            .is_ok();
-                    }
-                }
-                if free
-                    && p.compare_exchange(cur, pid, Ordering::AcqRel, Ordering::Acquire)
-                        .is_ok()
-                {
-                    self.slot_start(i).store(start.max(1), Ordering::Release);
-                    return Ok(Lease {
-                        table: Arc::clone(self),
-                        slot: i,
-                    });
-                }
+        let mut s = lock(&self.slots);
+        let token = s.next_token.max(1);
+        s.next_token = token.wrapping_add(1);
+        let slot = Slot { pid, start, token };
+        let index = match s.slots.iter().position(|x| x.token == 0) {
+            Some(i) => i,
+            None if s.slots.len() < self.capacity as usize => {
+                s.slots.push(Slot::default());
+                s.slots.len() - 1
             }
-        }
-        Err(Error::Busy {
-            what: format!("lease table ({} slots)", self.slots),
-            holders: self.slots as usize,
+            None => match s
+                .slots
+                .iter()
+                .position(|x| !os::process_alive(x.pid, x.start))
+            {
+                Some(i) => i,
+                None => {
+                    return Err(Error::Busy {
+                        what: format!("lease table ({} slots)", self.capacity),
+                        holders: self.capacity as usize,
+                    })
+                }
+            },
+        };
+        s.slots[index] = slot;
+        drop(s);
+        self.changed.notify_all();
+        Ok(LeaseTicket {
+            table: self.id,
+            slot: index as u32,
+            token,
         })
+    }
+
+    /// End the registration of `ticket`, presented by the process `pid`.
+    /// True when it was live and held by `pid`; a stale, forged or foreign
+    /// ticket changes nothing and gives false.
+    pub fn release(&self, ticket: &LeaseTicket, pid: u32) -> bool {
+        if ticket.table != self.id || ticket.token == 0 {
+            return false;
+        }
+        let mut s = lock(&self.slots);
+        let Some(slot) = s.slots.get_mut(ticket.slot as usize) else {
+            return false;
+        };
+        if slot.token != ticket.token || slot.pid != pid {
+            return false;
+        }
+        *slot = Slot::default();
+        drop(s);
+        self.changed.notify_all();
+        true
     }
 
     /// How many live processes hold a lease. Slots of dead holders are freed.
     pub fn count(&self) -> usize {
+        let mut s = lock(&self.slots);
         let mut n = 0;
-        for i in 0..self.slots {
-            let p = self.slot_pid(i).load(Ordering::Acquire);
-            if p == 0 {
-                continue;
-            }
-            let s = self.slot_start(i).load(Ordering::Acquire);
-            // A start time of 0 means the holder is between its two stores
-            // (taking or giving back the slot): it counts while its pid is
-            // alive, and not once that process is dead (killed right there),
-            // so that such a slot is not counted forever.
-            if os::process_alive(p, s) {
+        let mut freed = false;
+        for slot in s.slots.iter_mut().filter(|x| x.token != 0) {
+            if os::process_alive(slot.pid, slot.start) {
                 n += 1;
-            } else if self
-                .slot_pid(i)
-                .compare_exchange(p, 0, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                self.slot_start(i).store(0, Ordering::Release);
-                self.changes().fetch_add(1, Ordering::AcqRel);
+            } else {
+                *slot = Slot::default();
+                freed = true;
             }
+        }
+        drop(s);
+        if freed {
+            self.changed.notify_all();
         }
         n
     }
 
-    /// Block until no live process holds a lease, or `timeout` passes.
+    /// Block until no live process holds a lease, or `timeout` passes
+    /// ([`Error::Timeout`]). Importers that die without giving their lease
+    /// back are noticed within 20 ms.
     pub fn wait_empty(&self, timeout: Option<Duration>) -> Result<()> {
         let start = Instant::now();
         loop {
-            let seen = self.changes().load(Ordering::Acquire);
             let n = self.count();
             if n == 0 {
                 return Ok(());
             }
-            // Wake at least every 20 ms to notice importers that died without closing.
             let mut nap = Duration::from_millis(20);
             if let Some(t) = timeout {
                 match t.checked_sub(start.elapsed()) {
@@ -195,24 +243,58 @@ impl LeaseTable {
                     }
                 }
             }
-            os::futex_wait(self.changes(), seen, Some(nap));
+            let s = lock(&self.slots);
+            // A release between `count` and here notified nobody; the nap
+            // bounds the wait for it.
+            let _unused = self
+                .changed
+                .wait_timeout(s, nap)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Register a lease for this process and hold it until the returned
+    /// [`LocalLease`] is dropped: the lease of an import in the exporting
+    /// process itself.
+    pub fn hold_here(self: &Arc<Self>) -> Result<LocalLease> {
+        let (pid, start) = os::self_identity();
+        let ticket = self.register(pid, start)?;
+        Ok(LocalLease {
+            table: Arc::clone(self),
+            ticket,
+            pid,
+        })
+    }
+}
+
+impl Drop for LeaseTable {
+    fn drop(&mut self) {
+        let mut reg = lock(registry());
+        if reg.get(&self.id).is_some_and(|w| w.strong_count() == 0) {
+            reg.remove(&self.id);
         }
     }
 }
 
-/// One importer's lease; released on drop.
+/// A lease held by the exporting process itself; released on drop.
 #[derive(Debug)]
-pub struct Lease {
+pub struct LocalLease {
     table: Arc<LeaseTable>,
-    slot: u32,
+    ticket: LeaseTicket,
+    pid: u32,
 }
 
-impl Drop for Lease {
+impl LocalLease {
+    /// The registration's ticket.
+    pub fn ticket(&self) -> &LeaseTicket {
+        &self.ticket
+    }
+}
+
+impl Drop for LocalLease {
     fn drop(&mut self) {
-        self.table.slot_start(self.slot).store(0, Ordering::Release);
-        self.table.slot_pid(self.slot).store(0, Ordering::Release);
-        self.table.changes().fetch_add(1, Ordering::AcqRel);
-        os::futex_wake(self.table.changes(), u32::MAX);
+        // In a forked child the pid differs and the parent's lease stays.
+        self.table.release(&self.ticket, self.pid);
     }
 }
 
@@ -220,74 +302,139 @@ impl Drop for Lease {
 mod tests {
     use super::*;
 
+    /// A pid that no process can have (above the kernel's limit of 2^22).
+    const NO_SUCH_PID: u32 = 0x7fff_fff0;
+
+    fn me() -> (u32, u64) {
+        os::self_identity()
+    }
+
     #[test]
-    fn acquire_count_release_wait() {
-        let (t, fd) = LeaseTable::create(4).unwrap();
-        let t2 = LeaseTable::open(&fd).unwrap();
+    fn register_count_release_wait() {
+        let t = LeaseTable::new(4).unwrap();
         assert_eq!(t.count(), 0);
-        let l1 = t2.acquire().unwrap();
-        let l2 = t2.acquire().unwrap();
+        let (pid, start) = me();
+        let a = t.register(pid, start).unwrap();
+        let b = t.register(pid, start).unwrap();
+        assert_ne!(a.token, b.token);
         assert_eq!(t.count(), 2);
         assert!(t
             .wait_empty(Some(Duration::from_millis(10)))
             .unwrap_err()
             .is_timeout());
-        drop(l1);
+        assert!(t.release(&a, pid));
+        assert!(!t.release(&a, pid), "a ticket ends its registration once");
+        assert_eq!(t.count(), 1);
+        let t2 = Arc::clone(&t);
         let h = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(10));
-            drop(l2);
+            assert!(t2.release(&b, pid));
         });
         t.wait_empty(Some(Duration::from_secs(5))).unwrap();
         h.join().unwrap();
     }
 
     #[test]
-    fn dead_holder_is_not_counted() {
-        let (t, _fd) = LeaseTable::create(2).unwrap();
-        // A slot claimed by a process that cannot exist (pid 0x7fff_fff0).
-        t.slot_pid(0).store(0x7fff_fff0, Ordering::Release);
-        t.slot_start(0).store(12345, Ordering::Release);
+    fn release_needs_the_holders_pid_and_token() {
+        let t = LeaseTable::new(2).unwrap();
+        let (pid, start) = me();
+        let ticket = t.register(pid, start).unwrap();
+        assert!(!t.release(&ticket, pid + 1), "another pid");
+        let forged = LeaseTicket {
+            token: ticket.token ^ 1,
+            ..ticket
+        };
+        assert!(!t.release(&forged, pid), "another token");
+        let zero = LeaseTicket { token: 0, ..ticket };
+        assert!(!t.release(&zero, pid), "token 0 names no registration");
+        let elsewhere = LeaseTicket { slot: 7, ..ticket };
+        assert!(!t.release(&elsewhere, pid), "a slot out of range");
+        let other = LeaseTable::new(2).unwrap();
+        assert!(!other.release(&ticket, pid), "another table");
+        assert_eq!(t.count(), 1);
+        assert!(t.release(&ticket, pid));
         assert_eq!(t.count(), 0);
-        assert_eq!(t.slot_pid(0).load(Ordering::Acquire), 0);
     }
 
     #[test]
-    fn holder_killed_between_its_two_stores_is_not_counted() {
-        let (t, _fd) = LeaseTable::create(2).unwrap();
-        // A pid and no start time: a holder killed inside acquire or drop.
-        t.slot_pid(0).store(0x7fff_fff0, Ordering::Release);
-        t.slot_start(0).store(0, Ordering::Release);
-        assert_eq!(t.count(), 0);
-        assert!(t.wait_empty(Some(Duration::from_secs(5))).is_ok());
-        // The same state for a live process counts, and its slot is not taken.
-        let (me, _) = os::self_identity();
-        t.slot_pid(1).store(me, Ordering::Release);
-        t.slot_start(1).store(0, Ordering::Release);
+    fn a_stale_ticket_never_frees_a_reused_slot() {
+        let t = LeaseTable::new(1).unwrap();
+        let (pid, start) = me();
+        let old = t.register(pid, start).unwrap();
+        assert!(t.release(&old, pid));
+        let new = t.register(pid, start).unwrap();
+        assert_eq!(old.slot, new.slot);
+        assert!(!t.release(&old, pid));
         assert_eq!(t.count(), 1);
-        // A dead holder's slot (with or without start time) is reused.
-        t.slot_pid(0).store(0x7fff_fff0, Ordering::Release);
-        let l = t.acquire().unwrap();
-        assert_eq!(l.slot, 0);
+    }
+
+    #[test]
+    fn dead_holders_are_not_counted_and_their_slots_are_reused() {
+        let t = LeaseTable::new(2).unwrap();
+        let (pid, start) = me();
+        t.register(NO_SUCH_PID, 12345).unwrap();
+        // A live pid with another start time is a recycled pid: dead.
+        t.register(pid, start + 1).unwrap();
+        assert_eq!(t.count(), 0);
+        // Both slots were freed by count; a full table of dead holders is
+        // reclaimed by register.
+        t.register(NO_SUCH_PID, 1).unwrap();
+        t.register(NO_SUCH_PID, 2).unwrap();
+        let live = t.register(pid, start).unwrap();
+        assert_eq!(t.count(), 1);
+        assert!(t.release(&live, pid));
     }
 
     #[test]
     fn free_slots_go_before_dead_holders_slots() {
-        let (t, _fd) = LeaseTable::create(2).unwrap();
-        t.slot_pid(0).store(0x7fff_fff0, Ordering::Release);
-        t.slot_start(0).store(12345, Ordering::Release);
-        let first = t.acquire().unwrap();
+        let t = LeaseTable::new(2).unwrap();
+        let (pid, start) = me();
+        let dead = t.register(NO_SUCH_PID, 1).unwrap();
+        let first = t.register(pid, start).unwrap();
         assert_eq!(first.slot, 1, "a free slot is taken first");
-        let second = t.acquire().unwrap();
-        assert_eq!(second.slot, 0, "then the dead holder's slot is reclaimed");
+        let second = t.register(pid, start).unwrap();
+        assert_eq!(second.slot, dead.slot, "then the dead holder's slot");
         assert_eq!(t.count(), 2);
     }
 
     #[test]
-    fn full_table_is_busy_and_bad_fd_refused() {
-        let (t, _fd) = LeaseTable::create(1).unwrap();
-        let _l = t.acquire().unwrap();
-        assert!(matches!(t.acquire(), Err(Error::Busy { .. })));
-        let other = os::memfd("x", 4096, None).unwrap();
-        assert!(LeaseTable::open(&other).is_err());
+    fn full_table_of_live_holders_is_busy() {
+        let t = LeaseTable::new(1).unwrap();
+        let (pid, start) = me();
+        let _held = t.register(pid, start).unwrap();
+        assert!(matches!(t.register(pid, start), Err(Error::Busy { .. })));
+        // An unknown start time trusts the pid: still live.
+        let u = LeaseTable::new(1).unwrap();
+        u.register(pid, 0).unwrap();
+        assert_eq!(u.count(), 1);
+    }
+
+    #[test]
+    fn bounds_and_pid_zero_are_refused() {
+        assert!(LeaseTable::new(0).is_err());
+        assert!(LeaseTable::new(MAX_SLOTS + 1).is_err());
+        assert!(LeaseTable::new(MAX_SLOTS).is_ok());
+        let t = LeaseTable::new(1).unwrap();
+        assert!(t.register(0, 1).is_err());
+        assert_eq!(t.capacity(), 1);
+    }
+
+    #[test]
+    fn tables_are_found_by_id_while_they_live() {
+        let t = LeaseTable::new(1).unwrap();
+        let id = t.id();
+        assert!(Arc::ptr_eq(&LeaseTable::find(&id).unwrap(), &t));
+        drop(t);
+        assert!(LeaseTable::find(&id).is_none());
+    }
+
+    #[test]
+    fn a_local_lease_counts_until_dropped() {
+        let t = LeaseTable::new(2).unwrap();
+        let l = t.hold_here().unwrap();
+        assert_eq!(l.ticket().table, t.id());
+        assert_eq!(t.count(), 1);
+        drop(l);
+        assert_eq!(t.count(), 0);
     }
 }

@@ -508,10 +508,13 @@ fn raw_exchange(name: &str, bytes: &[u8], fds: &[RawFd]) -> Option<u8> {
     })
 }
 
+/// A fetch request: `HALB`, version, operation 1, two zero bytes, the
+/// object id, then 16 zero bytes (no lease ticket).
 fn request(object_id: &[u8; 16], version: u8) -> Vec<u8> {
     let mut r = b"HALB".to_vec();
     r.extend_from_slice(&[version, 1, 0, 0]);
     r.extend_from_slice(object_id);
+    r.extend_from_slice(&[0; 16]);
     r
 }
 
@@ -530,18 +533,19 @@ fn garbage_on_the_broker_socket_does_not_break_it() {
     assert_eq!(raw_exchange(&name, b"hi!", &[]), Some(1));
     assert_eq!(raw_exchange(&name, &[0xff; 24], &[]), Some(1));
     assert_eq!(raw_exchange(&name, &vec![0x5a; 60_000], &[]), Some(1));
-    let mut long = request(&id, 1);
+    let mut long = request(&id, 2);
     long.push(0);
     assert_eq!(raw_exchange(&name, &long, &[]), Some(1));
+    assert_eq!(raw_exchange(&name, &request(&id, 1)[..24], &[]), Some(1));
     assert_eq!(raw_exchange(&name, &request(&id, 99), &[]), Some(2));
     assert_eq!(
-        raw_exchange(&name, &request(&os::random_id(), 1), &[]),
+        raw_exchange(&name, &request(&os::random_id(), 2), &[]),
         Some(3)
     );
     // Descriptors sent to the broker are dropped, and the request served.
     let (r, w) = nix::unistd::pipe().unwrap();
     assert_eq!(
-        raw_exchange(&name, &request(&id, 1), &[r.as_raw_fd(), w.as_raw_fd()]),
+        raw_exchange(&name, &request(&id, 2), &[r.as_raw_fd(), w.as_raw_fd()]),
         Some(0)
     );
     drop(silent);

@@ -35,9 +35,9 @@
 //! (`F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`); from then on nobody, the
 //! exporter included, can change its size. An export covers whole pages (a
 //! misaligned range is [`Error::Misaligned`](hal_core::Error::Misaligned),
-//! never widened) and carries two descriptors, `[data memfd, lease table]`,
-//! which the exporter's descriptor broker serves, so the handle text alone is
-//! enough to import from another process (`hal_core::exchange`). The
+//! never widened) and carries one descriptor, the data memfd, which the
+//! exporter's descriptor broker serves, so the handle text alone is enough
+//! to import from another process (`hal_core::exchange`). The
 //! handle holds the exporter's address for fixed-address imports, the
 //! creator's pid and start time, and a random object id.
 //! `Importers::BackendDefault` means anyone; a pid allow-list is enforced by
@@ -54,13 +54,19 @@
 //! goes at the exporter's address (`MAP_FIXED_NOREPLACE`) so pointer-rich
 //! structures work unchanged, or fails with
 //! [`Error::AlreadyExists`](hal_core::Error::AlreadyExists) when that range is
-//! taken. Each importing mapping holds a lease in the export's lease table:
+//! taken. Each importing mapping holds a lease that the exporter's broker
+//! registered in the allocation's [`LeaseTable`](hal_core::lease::LeaseTable)
+//! (kept by the exporter, never sent):
 //! [`Allocation::importers`](hal_core::Allocation::importers) counts them (dead
 //! importers excluded) and
 //! [`Allocation::wait_unleased`](hal_core::Allocation::wait_unleased) waits
 //! for none. Importing the same handle again in one process returns the
 //! existing mapping ([`CpuMapping`] is a cheap reference-counted clone) with
 //! no system call beyond closing the descriptors that came with the handle.
+//! Only imports whose descriptors came from a checked source (the creator's
+//! own broker, or this process's own registration) are kept for reuse, and
+//! a reuse must match the whole handle: a handle that names a genuine
+//! object but carries a peer's descriptors never answers a later import.
 //! Anonymous regions leave nothing behind: the memory goes with the last
 //! descriptor and mapping, whatever way the processes end.
 //!

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
+use hal_core::exchange::Lease;
 use hal_core::handle::wire::MAX_PIDS;
-use hal_core::lease::{Lease, LeaseTable, DEFAULT_SLOTS};
+use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
 use hal_core::os::{self, Prot};
 use hal_core::{
     AllocDesc, Allocation, BackendId, ByteRange, Error, ExportOptions, Exported, Handle,
@@ -36,7 +37,7 @@ pub enum RegionKind {
 #[derive(Debug, Default)]
 struct ExportState {
     sealed: bool,
-    leases: Option<(Arc<LeaseTable>, OwnedFd)>,
+    leases: Option<Arc<LeaseTable>>,
 }
 
 #[derive(Debug)]
@@ -210,7 +211,7 @@ impl CpuAllocation {
 
     fn leases(&self) -> Result<Option<Arc<LeaseTable>>> {
         match &self.backing {
-            Backing::Memfd { export, .. } => Ok(lock(export).leases.as_ref().map(|l| l.0.clone())),
+            Backing::Memfd { export, .. } => Ok(lock(export).leases.clone()),
             _ => Err(Error::unsupported(
                 BACKEND,
                 "importers",
@@ -248,12 +249,13 @@ impl CpuAllocation {
                     os::add_seals(fd.as_fd(), os::EXPORT_SEALS)?;
                     st.sealed = true;
                 }
-                if st.leases.is_none() {
-                    st.leases = Some(LeaseTable::create(DEFAULT_SLOTS)?);
-                }
-                let lease_fd = match &st.leases {
-                    Some((_, lfd)) => os::dup(lfd.as_fd())?,
-                    None => return Err(Error::invalid("lease table missing")),
+                let leases = match &st.leases {
+                    Some(t) => Arc::clone(t),
+                    None => {
+                        let t = LeaseTable::new(DEFAULT_SLOTS)?;
+                        st.leases = Some(Arc::clone(&t));
+                        t
+                    }
                 };
                 drop(st);
                 let data_fd = if opts.read_only {
@@ -261,7 +263,7 @@ impl CpuAllocation {
                 } else {
                     os::dup(fd.as_fd())?
                 };
-                plumb::exported(handle, vec![data_fd, lease_fd])
+                plumb::exported_leased(handle, vec![data_fd], leases)
             }
             Backing::Named(r) => {
                 if let Importers::Pids(_) = opts.importers {
@@ -530,11 +532,23 @@ impl CpuMapping {
             read_only,
             fixed,
         };
-        let hit = lock(cache()).get(&key).and_then(Weak::upgrade);
-        if let Some(inner) = hit {
-            // Close the descriptors that came with the handle; nothing else.
-            drop(shared);
-            return Ok(CpuMapping { inner });
+        // Only imports whose descriptors came from a checked source (the
+        // creator's own broker, or a name, whose owner `named::open_fd`
+        // checks) are cached, and a hit must match the whole handle: a
+        // forged handle that names a genuine object but carries a peer's
+        // descriptors never poisons a later import of the genuine one.
+        let named = h.flags.contains(HandleFlags::NAMED);
+        let mut cacheable = named || hal_core::exchange::source_is_checked(&shared);
+        if cacheable {
+            let hit = lock(cache())
+                .get(&key)
+                .and_then(Weak::upgrade)
+                .filter(|inner| inner.handle == shared.handle);
+            if let Some(inner) = hit {
+                // Close the descriptors that came with the handle; nothing else.
+                drop(shared);
+                return Ok(CpuMapping { inner });
+            }
         }
         let prot = if read_only {
             Prot::Read
@@ -561,22 +575,21 @@ impl CpuMapping {
             };
             (view, source, None)
         } else {
-            let fds = plumb::take_fds(&mut shared)?;
+            let taken = plumb::take_fds_leased(&mut shared)?;
             let h = &shared.handle;
-            let [data, lease_fd]: [OwnedFd; 2] = fds.try_into().map_err(|v: Vec<OwnedFd>| {
+            let [data]: [OwnedFd; 1] = taken.fds.try_into().map_err(|v: Vec<OwnedFd>| {
                 Error::from(HandleError::Descriptors(format!(
-                    "a CPU memory handle takes 2 descriptors (data, lease table), {} came",
+                    "a CPU memory handle takes 1 descriptor (the data memfd), {} came",
                     v.len()
                 )))
             })?;
             // Seals and size first: nothing is mapped from a descriptor a
             // peer could still truncate.
             os::verify_sealed_memfd(data.as_fd(), end)?;
-            let table = LeaseTable::open(&lease_fd)?;
             let view = View::map(data.as_fd(), h.size, h.offset, prot, 0, page, at)
                 .map_err(|e| fixed_error(e, h))?;
-            let lease = table.acquire()?;
-            (view, Source::Sealed, Some(lease))
+            cacheable &= taken.checked;
+            (view, Source::Sealed, taken.lease)
         };
         let inner = Arc::new(MapInner {
             view,
@@ -586,7 +599,9 @@ impl CpuMapping {
             key: key.clone(),
             _lease: lease,
         });
-        lock(cache()).insert(key, Arc::downgrade(&inner));
+        if cacheable {
+            lock(cache()).insert(key, Arc::downgrade(&inner));
+        }
         Ok(CpuMapping { inner })
     }
 }

@@ -5,8 +5,8 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
+use hal_core::exchange::Taken;
 use hal_core::handle::wire::MAX_PIDS;
-use hal_core::lease::LeaseTable;
 use hal_core::os::{self, Prot, SharedMap};
 use hal_core::{
     Access, AllocDesc, ByteRange, Capabilities, Device, DeviceInfo, Error, EventFlags,
@@ -402,8 +402,15 @@ impl MockDevice {
     /// other processes, as the broker, which always serves its own process,
     /// does.
     fn take_fds(&self, shared: &mut SharedHandle, count: usize) -> Result<Vec<OwnedFd>> {
+        Ok(self.take_fds_leased(shared, count)?.fds)
+    }
+
+    /// The descriptors of an import and the importer's lease, when the
+    /// exporter counts importers.
+    fn take_fds_leased(&self, shared: &mut SharedHandle, count: usize) -> Result<Taken> {
         let attached = !shared.fds.is_empty();
-        let fds = hal_core::exchange::take_fds(shared)?;
+        let taken = hal_core::exchange::take_fds_leased(shared)?;
+        let fds = &taken.fds;
         let me = os::pid();
         let h = &shared.handle;
         let exporter = (h.creator_pid, h.creator_start) == os::self_identity();
@@ -431,7 +438,7 @@ impl MockDevice {
             ))
             .into());
         }
-        Ok(fds)
+        Ok(taken)
     }
 
     fn allocate_in_pool(
@@ -727,9 +734,8 @@ impl Device for MockDevice {
             ListKind::Listed,
             payload,
         )?;
-        let (_, lease_fd) = alloc.lease_table()?;
-        let fds = vec![os::dup(alloc.backing.fd())?, os::dup(lease_fd.as_fd())?];
-        Exported::new(handle, fds)
+        let leases = Arc::clone(alloc.lease_table()?);
+        Exported::with_leases(handle, vec![os::dup(alloc.backing.fd())?], leases)
     }
 
     fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()> {
@@ -806,13 +812,14 @@ impl Device for MockDevice {
                 return Ok(mapping(region, handle));
             }
         }
-        let fds = self.take_fds(&mut shared, 2)?;
-        let [data, lease_fd]: [OwnedFd; 2] = fds
+        let taken = self.take_fds_leased(&mut shared, 1)?;
+        let checked = taken.checked;
+        let [data]: [OwnedFd; 1] = taken
+            .fds
             .try_into()
-            .map_err(|_| Error::from(HandleError::Descriptors("two descriptors".into())))?;
+            .map_err(|_| Error::from(HandleError::Descriptors("one descriptor".into())))?;
         os::verify_sealed_memfd(data.as_fd(), payload.fd_offset + payload.map_len)?;
         check_data_access(data.as_fd(), read_only)?;
-        let lease = LeaseTable::open(&lease_fd)?.acquire()?;
         let prot = if read_only {
             Prot::Read
         } else {
@@ -821,9 +828,12 @@ impl Device for MockDevice {
         let map = SharedMap::map(data.as_fd(), payload.map_len, payload.fd_offset, prot, None)?;
         let region = Arc::new(ImportRegion {
             map,
-            _lease: Some(lease),
+            _lease: taken.lease,
         });
-        if vendor == Vendor::Cuda {
+        // Only descriptors from a checked source are cached: a forged
+        // handle naming a genuine buffer id with a peer's descriptors must
+        // not answer later imports of the genuine buffer.
+        if vendor == Vendor::Cuda && checked {
             let mut cache = lock(&self.dev.shared.import_cache);
             cache.retain(|_, w| w.strong_count() > 0);
             cache.insert(key, Arc::downgrade(&region));

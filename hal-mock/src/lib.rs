@@ -109,9 +109,10 @@
 //!   memfd, so records, signals and waits work across processes; host waits
 //!   take timeouts, and `wait_async` runs on a waiter thread
 //!   ([`hal_core::wait::blocking_future`]).
-//! - **Leases**: memory handles carry two descriptors, the data memfd and a
-//!   [`LeaseTable`](hal_core::lease::LeaseTable) memfd; each importer holds a
-//!   lease until it closes.
+//! - **Leases**: each exported allocation keeps a
+//!   [`LeaseTable`](hal_core::lease::LeaseTable) in the exporter; the
+//!   exporter's broker registers a lease for each importing process, which
+//!   holds it until it closes (or dies).
 //! - **Descriptors** travel through the exporter's broker
 //!   ([`hal_core::Exported`]), which enforces pid allow-lists across
 //!   processes; descriptors that arrive attached are checked against the

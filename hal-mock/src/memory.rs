@@ -7,7 +7,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use hal_core::device::check_bounds;
-use hal_core::lease::{Lease, LeaseTable};
+use hal_core::exchange::Lease;
+use hal_core::lease::LeaseTable;
 use hal_core::os::{self, Prot, SharedMap};
 use hal_core::{
     Allocation, Error, FreeError, Handle, HandleError, Location, Mapping, Memory, Result,
@@ -166,7 +167,7 @@ pub struct MockAllocation {
     /// A unique id (CUDA's buffer id): the key of importers' caches.
     pub(crate) buffer_id: [u8; 16],
     /// The importers' lease table, made at the first export.
-    pub(crate) lease: OnceLock<(Arc<LeaseTable>, OwnedFd)>,
+    pub(crate) lease: OnceLock<Arc<LeaseTable>>,
     pub(crate) release: Option<Release>,
 }
 
@@ -184,11 +185,11 @@ impl std::fmt::Debug for MockAllocation {
 
 impl MockAllocation {
     /// The importers' lease table, created on first use.
-    pub(crate) fn lease_table(&self) -> Result<&(Arc<LeaseTable>, OwnedFd)> {
+    pub(crate) fn lease_table(&self) -> Result<&Arc<LeaseTable>> {
         if let Some(t) = self.lease.get() {
             return Ok(t);
         }
-        let made = LeaseTable::create(hal_core::lease::DEFAULT_SLOTS)?;
+        let made = LeaseTable::new(hal_core::lease::DEFAULT_SLOTS)?;
         // A concurrent export may have won the race; its table is kept.
         let _ = self.lease.set(made);
         self.lease
@@ -197,7 +198,7 @@ impl MockAllocation {
     }
 
     fn holders(&self) -> usize {
-        self.lease.get().map_or(0, |(t, _)| t.count())
+        self.lease.get().map_or(0, |t| t.count())
     }
 
     /// The page size that exported ranges of this allocation must be whole
@@ -271,7 +272,7 @@ impl Allocation for MockAllocation {
             .require(hal_core::Capabilities::LEASES, "wait_unleased")?;
         self.dev.inject(FaultOp::Wait)?;
         match self.lease.get() {
-            Some((t, _)) => t.wait_empty(timeout),
+            Some(t) => t.wait_empty(timeout),
             None => Ok(()),
         }
     }
@@ -305,8 +306,8 @@ impl Drop for MockAllocation {
             return;
         };
         let lease = self.lease.take();
-        let holders = lease.as_ref().map_or(0, |(t, _)| t.count());
-        let Some((table, lease_fd)) = lease.filter(|_| holders > 0) else {
+        let holders = lease.as_ref().map_or(0, |t| t.count());
+        let Some(table) = lease.filter(|_| holders > 0) else {
             release.run();
             return;
         };
@@ -326,7 +327,6 @@ impl Drop for MockAllocation {
                 // No timeout: the memory must outlive every importer; dead
                 // importers are not counted.
                 let _ = table.wait_empty(None);
-                drop(lease_fd);
                 release.run();
                 dev.state().deferred.fetch_sub(1, Ordering::AcqRel);
             });

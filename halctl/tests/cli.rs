@@ -697,7 +697,7 @@ fn inspect_prints_every_field() {
     assert_eq!(v["creator_pid"], exporter.pid());
     assert_eq!(v["creator_alive"], true);
     assert_eq!(v["fds"]["source"], "broker");
-    assert_eq!(v["fds"]["count"], 2);
+    assert_eq!(v["fds"]["count"], 1);
     assert_eq!(v["object_id"].as_str().unwrap().len(), 32);
     assert_eq!(v["text_len"], handle.len());
     for key in [

@@ -31,39 +31,58 @@
 //!    checks the server: its uid must be the importer's or root's, and when the
 //!    exporter is visible in the importer's pid namespace, its pid must be the
 //!    exporter's;
-//! 2. it sends a request: `HALB`, version 1, operation 1 (fetch), two zero
-//!    bytes, the 16-byte object id (24 bytes);
+//! 2. it sends a request of 40 bytes: `HALB`, version 2, an operation
+//!    (1: fetch the descriptors, 2: a lease only, for descriptors that came
+//!    another way, 3: give a lease back), two zero bytes, a 16-byte id (the
+//!    object's; for a release, the lease table's), the slot (`u32`), four
+//!    zero bytes, the token (`u64`; zero but for a release);
 //! 3. the broker reads the importer's credentials from the kernel
-//!    (`SO_PEERCRED`), never from the request, and answers `HALR`, version 1,
-//!    a status, the number of descriptors, a zero byte, and the importer's pid
-//!    as the broker sees it (`u32` little-endian; 12 bytes), with the
-//!    descriptors attached (`SCM_RIGHTS`) when the status is 0.
+//!    (`SO_PEERCRED`), never from the request, and answers with 40 bytes:
+//!    `HALR`, version 2, a status, the number of descriptors, flags (1: a
+//!    lease ticket follows), the importer's pid as the broker sees it (`u32`
+//!    little-endian), then the ticket: slot, token, table id. The
+//!    descriptors are attached (`SCM_RIGHTS`) when a fetch succeeds.
+//!
+//! When the export counts its importers (memory), the broker registers a
+//! lease for every process it serves, under the pid it sees and that
+//! process's start time (see [`lease`](crate::lease)); the importer keeps a
+//! [`Lease`] and gives it back with a release request when it drops the
+//! mapping. The broker frees a slot only for the ticket's token presented
+//! by the pid it registered.
 //!
 //! | status | meaning | importer's error |
 //! | ---: | --- | --- |
-//! | 0 | the descriptors follow | — |
+//! | 0 | done: the descriptors (and the ticket) follow | — |
 //! | 1 | malformed request | [`Error::Io`] (incompatible versions) |
 //! | 2 | unknown protocol version | [`Error::Io`] (incompatible versions) |
-//! | 3 | no export with this object id | [`Error::NotFound`] |
+//! | 3 | no export with this object id (no such lease, for a release) | [`Error::NotFound`] |
 //! | 4 | the pid is not allowed | [`Error::PermissionDenied`] with the pid |
-//! | 5 | another user | [`Error::PermissionDenied`] |
+//! | 5 | another user, or the overflow uid | [`Error::PermissionDenied`] |
 //! | 6 | the broker could not serve | [`Error::Io`] |
+//! | 7 | every lease slot is held by a live process | [`Error::Busy`] |
+//! | 8 | the export counts importers and cannot see this one (pid 0) | [`Error::PermissionDenied`] |
 //!
 //! The broker's own registration, not the handle, decides who may import: it
 //! is updated by [`Exported::set_importers`](crate::Exported::set_importers)
 //! and [`Exported::add_importers`](crate::Exported::add_importers), and a
 //! forged handle text (say, with [`HandleFlags::ANY_IMPORTER`] set) gains
-//! nothing. The exporting process itself is always served. Requests longer
-//! than 24 bytes, descriptors sent to the broker, silence (the broker waits at
+//! nothing. Each allowed pid is pinned to the process that had it when it
+//! was allowed (its start time), so a process that later gets a recycled
+//! pid is refused; a pid that no process had when it was allowed is pinned
+//! by the first process served under it. The exporting process itself is
+//! always served. Requests of another length than 40 bytes, descriptors sent to the broker, silence (the broker waits at
 //! most 1 s per connection) and garbage are answered or dropped without
 //! disturbing later requests.
 //!
 //! **Users.** The broker serves processes of its own effective uid and root.
 //! Root is served because refusing it protects nothing: root can read any
 //! process's memory and take its descriptors anyway (`/proc/PID/mem`,
-//! `pidfd_getfd` with `CAP_SYS_PTRACE`). A process of a user namespace in
-//! which the exporter's uid is not mapped shows up as the overflow uid and is
-//! refused.
+//! `pidfd_getfd` with `CAP_SYS_PTRACE`). The overflow uid
+//! (`/proc/sys/kernel/overflowuid`) never matches, on either side: it stands
+//! for every user not mapped into the reader's user namespace, so an
+//! exporter running as it would otherwise serve all of them (and an importer
+//! running as it would trust any of their brokers). Processes that run as
+//! the overflow uid share descriptors over sockets only.
 //!
 //! **Pid namespaces.** Allow-list pids are pids as the *exporter's* pid
 //! namespace numbers processes, and the kernel translates the importer's pid
@@ -71,8 +90,11 @@
 //! namespace (a container started from the exporter's namespace) must be
 //! listed under the pid the exporter sees, not the one it sees itself (the
 //! error names both). An importer the exporter cannot see at all (a sibling or
-//! parent namespace) shows up as pid 0 and can import only an export open to
-//! anyone. `creator_pid` is likewise the exporter's view, so the liveness
+//! parent namespace) shows up as pid 0: it can fetch only from an export open
+//! to anyone that does not count importers (events, notifies); memory, whose
+//! leases must be told dead, is refused to it (status 8). Leases are kept
+//! under the pid the exporter sees, so an importer in a child namespace is
+//! counted exactly as long as it lives. `creator_pid` is likewise the exporter's view, so the liveness
 //! checks that make error messages precise are only hints across namespaces.
 //!
 //! **Network namespaces.** Abstract socket names belong to a network
@@ -148,11 +170,13 @@ use crate::handle::{Handle, HandleFlags};
 
 pub(crate) mod broker;
 mod file;
+mod held;
 mod socket;
 mod sys;
 mod text;
 
 pub use file::{read_handle_file, write_handle_file, MAX_HANDLE_FILE};
+pub use held::Lease;
 pub use socket::{socketpair, HandleListener, HandleStream, MAX_FRAME};
 pub use text::{decode, encode, from_env, to_env};
 
@@ -193,6 +217,66 @@ pub struct PeerCred {
 ///   [`HandleError::Descriptors`] (the descriptors were meant to come with the
 ///   handle and did not).
 pub fn take_fds(shared: &mut SharedHandle) -> Result<Vec<OwnedFd>> {
+    Ok(take(shared, false)?.fds)
+}
+
+/// What [`take_fds_leased`] gives an importer.
+#[derive(Debug)]
+pub struct Taken {
+    /// The descriptors, in the exporter's order.
+    pub fds: Vec<OwnedFd>,
+    /// The importer's lease, when the exporter counts its importers.
+    pub lease: Option<Lease>,
+    /// True when the descriptors are the exporter's own: fetched from a
+    /// broker that [`take_fds`] checked is served by the handle's creator,
+    /// or the very files registered with this process's own broker. Descriptors that came
+    /// attached to a handle from another process are not: any peer can
+    /// attach its own descriptors to a copy of a genuine handle. Import
+    /// caches keep only checked imports.
+    pub checked: bool,
+}
+
+/// True when the descriptors of `shared` will come from a checked source
+/// ([`Taken::checked`]): none are attached and the handle names a broker,
+/// or the attached ones are those this process's own broker registered for
+/// the handle's object.
+pub fn source_is_checked(shared: &SharedHandle) -> bool {
+    match &shared.handle.fds {
+        FdSource::Broker { name, .. } => {
+            shared.fds.is_empty()
+                || broker::registered_here(name, &shared.handle.object_id, &shared.fds)
+        }
+        _ => false,
+    }
+}
+
+/// The descriptors for an import, as [`take_fds`], and a [`Lease`] when the
+/// exporter counts its importers: the exporter's broker registers it with
+/// the fetch (one round trip), or on its own when the descriptors came with
+/// the handle. Backends keep the lease in the mapping and drop it with the
+/// mapping.
+///
+/// No lease when the export does not count importers, or when the handle
+/// names no broker ([`FdSource::Attached`]: the exporter could not start
+/// one, and its importers are not counted). An importer in a pid namespace
+/// the exporter cannot see gets [`Error::PermissionDenied`] from an export
+/// that counts importers: its death could never be noticed.
+///
+/// With descriptors attached to a handle, the lease is asked for on its
+/// own: an exporter that has exited leaves the import without one (nothing
+/// counts importers any more, and the memory lives with the descriptors);
+/// an export that was dropped while its exporter lives is refused
+/// ([`Error::NotFound`]), as a text import is.
+///
+/// Descriptors attached to a handle are used as they came; they count as
+/// checked only when they are the very files this process's own broker
+/// registered for the handle's object (an import in the exporting process,
+/// [`Exported::share`](crate::Exported::share)).
+pub fn take_fds_leased(shared: &mut SharedHandle) -> Result<Taken> {
+    take(shared, true)
+}
+
+fn take(shared: &mut SharedHandle, leased: bool) -> Result<Taken> {
     let expected = shared.handle.fds.count();
     if !shared.fds.is_empty() {
         if shared.fds.len() != expected {
@@ -202,10 +286,40 @@ pub fn take_fds(shared: &mut SharedHandle) -> Result<Vec<OwnedFd>> {
             ))
             .into());
         }
-        return Ok(std::mem::take(&mut shared.fds));
+        let fds = std::mem::take(&mut shared.fds);
+        return match &shared.handle.fds {
+            FdSource::Broker { name, .. } => {
+                let checked = broker::registered_here(name, &shared.handle.object_id, &fds);
+                let lease = if leased {
+                    match broker::lease(&shared.handle, name) {
+                        Ok(ticket) => ticket.map(|t| Lease::new(name.clone(), t)),
+                        // The exporter has exited: nothing counts importers
+                        // any more, and the memory lives with the descriptors.
+                        Err(Error::Closed { .. }) => None,
+                        Err(e) => return Err(e),
+                    }
+                } else {
+                    None
+                };
+                Ok(Taken {
+                    fds,
+                    lease,
+                    checked,
+                })
+            }
+            _ => Ok(Taken {
+                fds,
+                lease: None,
+                checked: false,
+            }),
+        };
     }
     match &shared.handle.fds {
-        FdSource::None => Ok(Vec::new()),
+        FdSource::None => Ok(Taken {
+            fds: Vec::new(),
+            lease: None,
+            checked: false,
+        }),
         FdSource::Attached { count } => Err(HandleError::Descriptors(format!(
             "the handle's {count} descriptor(s) travel beside it and none came with it: pass \
              it over a Unix socket (exchange::HandleStream) or with Exported::share"
@@ -219,7 +333,15 @@ pub fn take_fds(shared: &mut SharedHandle) -> Result<Vec<OwnedFd>> {
                 ))
                 .into());
             }
-            broker::fetch(&shared.handle, name, count)
+            let served = broker::fetch(&shared.handle, name, count)?;
+            // An export that counts importers registers a lease with every
+            // fetch; a caller that wants none gives it back at once.
+            let lease = served.lease.map(|t| Lease::new(name.clone(), t));
+            Ok(Taken {
+                fds: served.fds,
+                lease: lease.filter(|_| leased),
+                checked: true,
+            })
         }
     }
 }

@@ -1,0 +1,66 @@
+//! An importer's lease on an exported resource, registered by the
+//! exporter's broker and given back to it on drop.
+
+use std::fmt;
+
+use super::broker;
+use crate::lease::LeaseTicket;
+use crate::os;
+
+/// An importer's lease: while it lives, the exporter counts this process
+/// among the importers of the resource
+/// ([`Allocation::importers`](crate::Allocation::importers)) and does not
+/// free it ([`Allocation::wait_unleased`](crate::Allocation::wait_unleased)).
+///
+/// The exporter's broker registered it, under this process's pid as the
+/// exporter sees it; dropping it gives it back to that broker, which frees
+/// the slot only for the process it registered. A process that dies holding
+/// it stops being counted without giving it back. Backends keep one in each
+/// mapping they import (see [`take_fds_leased`](super::take_fds_leased)).
+pub struct Lease {
+    broker: String,
+    ticket: LeaseTicket,
+    /// The process that holds it: a forked child's copy gives nothing back.
+    pid: u32,
+}
+
+impl Lease {
+    pub(crate) fn new(broker: String, ticket: LeaseTicket) -> Lease {
+        Lease {
+            broker,
+            ticket,
+            pid: os::pid(),
+        }
+    }
+
+    /// The registration's ticket.
+    pub fn ticket(&self) -> &LeaseTicket {
+        &self.ticket
+    }
+}
+
+impl fmt::Debug for Lease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lease")
+            .field("broker", &self.broker)
+            .field("slot", &self.ticket.slot)
+            .finish()
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if self.pid != os::pid() {
+            return;
+        }
+        if let Err(e) = broker::release(&self.broker, &self.ticket) {
+            // The exporter exited (nothing counts the lease any more) or
+            // refused the ticket; either way there is nothing left to do.
+            log::debug!(
+                "giving lease slot {} back to `{}`: {e}",
+                self.ticket.slot,
+                self.broker
+            );
+        }
+    }
+}
