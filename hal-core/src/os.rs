@@ -188,25 +188,30 @@ pub fn seal_for_export(fd: BorrowedFd<'_>, read_only: bool) -> Result<()> {
     } else {
         EXPORT_SEALS
     };
-    if seals(fd)? & libc::F_SEAL_SEAL == 0 {
-        match add_seals(fd, want) {
-            Ok(()) => return Ok(()),
-            // Sealed by a concurrent first export: follow its decision.
-            Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EPERM) => {}
-            Err(Error::Io { source, .. })
-                if read_only && source.raw_os_error() == Some(libc::EINVAL) =>
-            {
-                return Err(Error::io(
-                    "fcntl(F_ADD_SEALS, F_SEAL_FUTURE_WRITE): a read-only export needs \
-                     Linux 5.1 or later; export writable instead",
-                    source,
-                ))
-            }
-            Err(e) => return Err(e),
+    match add_seals(fd, want) {
+        Ok(()) => return Ok(()),
+        // F_SEAL_SEAL is there: an earlier (or a concurrent) export decided.
+        Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EPERM) => {}
+        Err(Error::Io { source, .. }) => {
+            return Err(Error::io(
+                format!(
+                    "sealing the memory for export (fcntl(F_ADD_SEALS, {want:#x}); \
+                     F_SEAL_FUTURE_WRITE, for a read-only export, needs Linux 5.1 or later)"
+                ),
+                source,
+            ))
         }
+        Err(e) => return Err(e),
     }
-    let write_sealed = seals(fd)? & FUTURE_WRITE_SEAL != 0;
-    match (read_only, write_sealed) {
+    let s = seals(fd)?;
+    if s & SIZE_SEALS != SIZE_SEALS {
+        return Err(Error::invalid(format!(
+            "the memory cannot be sealed for export (seals {s:#x}: a memfd created without \
+             MFD_ALLOW_SEALING?), so a peer could truncate it; export memory this library \
+             allocated"
+        )));
+    }
+    match (read_only, s & FUTURE_WRITE_SEAL != 0) {
         (true, true) | (false, false) => Ok(()),
         (false, true) => Err(Error::PermissionDenied {
             pid: None,
@@ -256,8 +261,7 @@ fn verify_memfd_seals(fd: BorrowedFd<'_>, min_size: u64, write_sealed: bool) -> 
                 .into(),
         ))
     })?;
-    let need = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW;
-    if s & need != need {
+    if s & SIZE_SEALS != SIZE_SEALS {
         return Err(crate::HandleError::Descriptors(format!(
             "the memfd is not sealed against shrinking and growing (seals {s:#x}); \
              refusing it so that a truncation cannot raise SIGBUS here"
@@ -1031,6 +1035,17 @@ mod tests {
         // An unsealable descriptor is an error, not a decision.
         let (r, _w) = nix::unistd::pipe().unwrap();
         assert!(seal_for_export(r.as_fd(), true).is_err());
+        assert!(seal_for_export(r.as_fd(), false).is_err());
+        // So is a memfd made without MFD_ALLOW_SEALING (born with F_SEAL_SEAL).
+        let unsealable = nix::sys::memfd::memfd_create(
+            c"hal-test",
+            nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC,
+        )
+        .unwrap();
+        for read_only in [false, true] {
+            let e = seal_for_export(unsealable.as_fd(), read_only).unwrap_err();
+            assert!(e.to_string().contains("MFD_ALLOW_SEALING"), "{e}");
+        }
     }
 
     #[test]
