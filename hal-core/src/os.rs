@@ -1033,9 +1033,18 @@ mod tests {
         let m = SharedMap::map(fd.as_fd(), 4096, 0, Prot::ReadWrite, None).unwrap();
         m.write(0, b"w").unwrap();
         // An unsealable descriptor is an error, not a decision.
-        let (r, _w) = nix::unistd::pipe().unwrap();
-        assert!(seal_for_export(r.as_fd(), true).is_err());
-        assert!(seal_for_export(r.as_fd(), false).is_err());
+        let (r, w) = nix::unistd::pipe().unwrap();
+        for read_only in [false, true] {
+            // F_ADD_SEALS: EPERM for a descriptor not open for writing (as
+            // for a sealed memfd), then F_GET_SEALS refuses it.
+            assert!(seal_for_export(r.as_fd(), read_only).is_err());
+            // EINVAL for one that is: refused at once.
+            let e = seal_for_export(w.as_fd(), read_only).unwrap_err();
+            assert!(
+                e.to_string().contains("sealing the memory for export"),
+                "{e}"
+            );
+        }
         // So is a memfd made without MFD_ALLOW_SEALING (born with F_SEAL_SEAL).
         let unsealable = nix::sys::memfd::memfd_create(
             c"hal-test",
