@@ -8,14 +8,27 @@
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
-use std::sync::atomic::AtomicU32;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{OnceLock, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
 
 /// The seals an exported memfd carries: its size can never change again.
 pub const EXPORT_SEALS: i32 = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+
+/// The seals that fix a memfd's size but leave room for more seals: what an
+/// allocation carries before [`seal_for_export`] decides, at its first
+/// export, whether it is also sealed against writes.
+pub const SIZE_SEALS: i32 = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW;
+
+/// `F_SEAL_FUTURE_WRITE` (Linux 5.1): from now on nobody can create a
+/// writable shared mapping of the memfd (`mmap` gives `EPERM`, `mprotect`
+/// of a read-only shared mapping gives `EACCES`), `write(2)` and hole
+/// punching fail, whatever descriptor is used, even one reopened read-write
+/// through `/proc/PID/fd`. Writable shared mappings that already exist keep
+/// working. This is what makes a read-only export hold against its importers.
+pub const FUTURE_WRITE_SEAL: i32 = libc::F_SEAL_FUTURE_WRITE;
 
 /// Create a memfd with `MFD_CLOEXEC | MFD_ALLOW_SEALING` of `size` bytes.
 ///
@@ -154,28 +167,120 @@ pub fn fstat(fd: BorrowedFd<'_>) -> Result<libc::stat> {
     Ok(unsafe { st.assume_init() })
 }
 
+/// Seal an allocation's memfd for export: against any change of size, and
+/// against further seals (`F_SEAL_SEAL`), so that no importer can add seals
+/// of its own. The first export decides, for every later export of the
+/// memfd, whether it is also sealed against writes:
+///
+/// * a first export with `read_only` adds [`FUTURE_WRITE_SEAL`]: the
+///   mappings that exist now (the exporter's) stay writable; no descriptor,
+///   in any process, can write the memory from then on. A later writable
+///   export of the memfd is refused with [`Error::PermissionDenied`].
+/// * a first writable export seals without it. A later read-only export is
+///   refused with [`Error::PermissionDenied`]: importers may already hold a
+///   descriptor that writes, so read-only could not be enforced.
+///
+/// Concurrent first exports are decided by the kernel: one `F_ADD_SEALS`
+/// wins, the other sees `F_SEAL_SEAL` and follows the winner's decision.
+pub fn seal_for_export(fd: BorrowedFd<'_>, read_only: bool) -> Result<()> {
+    let want = if read_only {
+        EXPORT_SEALS | FUTURE_WRITE_SEAL
+    } else {
+        EXPORT_SEALS
+    };
+    match add_seals(fd, want) {
+        Ok(()) => return Ok(()),
+        // F_SEAL_SEAL is there: an earlier (or a concurrent) export decided.
+        Err(Error::Io { source, .. }) if source.raw_os_error() == Some(libc::EPERM) => {}
+        Err(Error::Io { source, .. }) => {
+            return Err(Error::io(
+                format!(
+                    "sealing the memory for export (fcntl(F_ADD_SEALS, {want:#x}); \
+                     F_SEAL_FUTURE_WRITE, for a read-only export, needs Linux 5.1 or later)"
+                ),
+                source,
+            ))
+        }
+        Err(e) => return Err(e),
+    }
+    let s = seals(fd)?;
+    if s & SIZE_SEALS != SIZE_SEALS {
+        return Err(Error::invalid(format!(
+            "the memory cannot be sealed for export (seals {s:#x}: a memfd created without \
+             MFD_ALLOW_SEALING?), so a peer could truncate it; export memory this library \
+             allocated"
+        )));
+    }
+    match (read_only, s & FUTURE_WRITE_SEAL != 0) {
+        (true, true) | (false, false) => Ok(()),
+        (false, true) => Err(Error::PermissionDenied {
+            pid: None,
+            reason: "the allocation was first exported read-only, so its memory is sealed \
+                     against writes through any new mapping or descriptor (F_SEAL_FUTURE_WRITE); \
+                     export it read-only, or export another allocation writable"
+                .into(),
+        }),
+        (true, false) => Err(Error::PermissionDenied {
+            pid: None,
+            reason: "the allocation was first exported writable, so its importers may hold \
+                     descriptors that write it and a read-only export could not be enforced; \
+                     export it writable, or copy the bytes into another allocation and export \
+                     that one read-only first"
+                .into(),
+        }),
+    }
+}
+
 /// Verify that a received descriptor is a memfd sealed against shrinking and
 /// growing, of at least `min_size` bytes. Returns its size. This is what keeps
 /// a hostile peer from making an importer die of `SIGBUS` by truncating.
 pub fn verify_sealed_memfd(fd: BorrowedFd<'_>, min_size: u64) -> Result<u64> {
-    let st = fstat(fd)?;
-    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-        return Err(crate::HandleError::Descriptors(
-            "the descriptor is not a memory file (a pipe, socket or device was sent)".into(),
-        )
-        .into());
-    }
+    verify_memfd_seals(fd, min_size, false)
+}
+
+/// As [`verify_sealed_memfd`], and also sealed against writes
+/// ([`FUTURE_WRITE_SEAL`]): what the memory of a read-only export carries on
+/// backends that promise it (`hal-cpu-shm` anonymous regions, the
+/// simulator). A read-only handle backed by a memfd that another process
+/// could still write (a forged handle, or an exporter that sealed it
+/// otherwise) is refused with [`crate::HandleError::Descriptors`].
+pub fn verify_read_only_memfd(fd: BorrowedFd<'_>, min_size: u64) -> Result<u64> {
+    verify_memfd_seals(fd, min_size, true)
+}
+
+/// The checks of a received data descriptor, in an order that matters:
+/// `F_GET_SEALS` first, which fails at once (`EINVAL`) for anything that is
+/// not a memfd (a regular file, a pipe, a socket, a device), and only then
+/// `fstat`, which for a file of a FUSE mount asks the file system daemon
+/// (`getattr`) and may stall as long as the daemon likes.
+fn verify_memfd_seals(fd: BorrowedFd<'_>, min_size: u64, write_sealed: bool) -> Result<u64> {
     let s = seals(fd).map_err(|_| {
         Error::from(crate::HandleError::Descriptors(
-            "the descriptor is not a sealable memfd (a regular file was sent?)".into(),
+            "the descriptor is not a sealable memfd (F_GET_SEALS refused it: a regular file, \
+             pipe, socket or device was sent)"
+                .into(),
         ))
     })?;
-    let need = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW;
-    if s & need != need {
+    if s & SIZE_SEALS != SIZE_SEALS {
         return Err(crate::HandleError::Descriptors(format!(
             "the memfd is not sealed against shrinking and growing (seals {s:#x}); \
              refusing it so that a truncation cannot raise SIGBUS here"
         ))
+        .into());
+    }
+    if write_sealed && s & FUTURE_WRITE_SEAL == 0 {
+        return Err(crate::HandleError::Descriptors(format!(
+            "the handle is read-only but its memfd is not sealed against writes (seals {s:#x}, \
+             no F_SEAL_FUTURE_WRITE): other processes could still write it; the handle was \
+             forged or altered, or the exporter did not seal it"
+        ))
+        .into());
+    }
+    let st = fstat(fd)?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(crate::HandleError::Descriptors(
+            "the sealable descriptor is not a regular memory file".into(),
+        )
         .into());
     }
     let size = st.st_size as u64;
@@ -186,6 +291,19 @@ pub fn verify_sealed_memfd(fd: BorrowedFd<'_>, min_size: u64) -> Result<u64> {
         .into());
     }
     Ok(size)
+}
+
+/// A new open file description of `fd`'s object, read-only (through
+/// `/proc/self/fd`): mappings of it can never be made writable, not even
+/// with `mprotect`. The object itself is untouched: whoever holds it can
+/// reopen it read-write the same way unless it is sealed against writes
+/// ([`FUTURE_WRITE_SEAL`]).
+pub fn reopen_read_only(fd: BorrowedFd<'_>) -> Result<OwnedFd> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .open(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map_err(|e| Error::io("reopening a memfd read-only through /proc/self/fd", e))?;
+    Ok(f.into())
 }
 
 /// Protection of a shared mapping.
@@ -207,21 +325,82 @@ impl Prot {
             Prot::None => libc::PROT_NONE,
         }
     }
+
+    /// True when loads are allowed.
+    pub fn readable(self) -> bool {
+        matches!(self, Prot::Read | Prot::ReadWrite)
+    }
+
+    /// True when stores are allowed.
+    pub fn writable(self) -> bool {
+        self == Prot::ReadWrite
+    }
+}
+
+/// The protection of every byte of a mapping: pieces `(start, prot)`, sorted
+/// by start, the first at 0; each runs to the next one's start (the last to
+/// the end of the mapping).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pieces(Vec<(usize, Prot)>);
+
+impl Pieces {
+    fn new(prot: Prot) -> Pieces {
+        Pieces(vec![(0, prot)])
+    }
+
+    /// Index of the piece that holds byte `at`.
+    fn index_of(&self, at: usize) -> usize {
+        self.0.partition_point(|&(start, _)| start <= at) - 1
+    }
+
+    /// Set the protection of `start..end` (in bounds, non-empty) of a
+    /// mapping of `len` bytes.
+    fn set(&mut self, start: usize, end: usize, len: usize, prot: Prot) {
+        let after = (end < len).then(|| self.0[self.index_of(end)].1);
+        self.0.retain(|&(s, _)| s < start || s > end);
+        let at = self.0.partition_point(|&(s, _)| s < start);
+        self.0.insert(at, (start, prot));
+        if let Some(p) = after {
+            self.0.insert(at + 1, (end, p));
+        }
+        self.0.dedup_by(|next, prev| next.1 == prev.1);
+    }
+
+    /// True when every byte of `start..end` (in bounds) allows `want`.
+    fn allow(&self, start: usize, end: usize, want: fn(Prot) -> bool) -> bool {
+        self.0[self.index_of(start)..]
+            .iter()
+            .take_while(|&&(s, _)| s < end)
+            .all(|&(_, p)| want(p))
+    }
 }
 
 /// A `MAP_SHARED` mapping of a descriptor (or an anonymous `PROT_NONE`
 /// reservation), unmapped on drop.
+///
+/// It keeps the protection of each of its bytes, so that its safe accessors
+/// ([`SharedMap::read`], [`SharedMap::write`], [`SharedMap::atomic_u32`],
+/// [`SharedMap::atomic_u64`]) refuse an access the protection forbids with
+/// [`Error::PermissionDenied`] instead of faulting. Protection changes
+/// ([`SharedMap::map_over`], [`SharedMap::protect`],
+/// [`SharedMap::unmap_part`]) wait for copies in progress, and are refused
+/// once an atomic reference has been handed out (it could outlive any
+/// check).
 #[derive(Debug)]
 pub struct SharedMap {
     ptr: NonNull<u8>,
     len: usize,
+    prot: RwLock<Pieces>,
+    /// Set when an atomic reference into the mapping was handed out.
+    pinned: AtomicBool,
 }
 
 // SAFETY: the mapping is plain memory owned by this value; concurrent access
 // from several threads is governed by the users of the bytes (atomics or
 // copies), exactly as for memory shared with another process.
 unsafe impl Send for SharedMap {}
-// SAFETY: see `Send`; `&SharedMap` only hands out raw pointers.
+// SAFETY: see `Send`; `&SharedMap` only hands out raw pointers, atomics and
+// copies, and its protection record is behind a lock.
 unsafe impl Sync for SharedMap {}
 
 impl SharedMap {
@@ -242,6 +421,17 @@ impl SharedMap {
     /// Reserve `len` bytes of address space with no access and no memory.
     pub fn reserve(len: u64, at: Option<u64>) -> Result<SharedMap> {
         Self::mmap(None, len, 0, Prot::None, at, libc::MAP_NORESERVE)
+    }
+
+    /// Own the mapping of `len` bytes at `p` (non-null: `mmap` succeeded).
+    fn owned(p: *mut libc::c_void, len: usize, prot: Prot) -> SharedMap {
+        SharedMap {
+            // SAFETY: mmap succeeded, so p is non-null.
+            ptr: unsafe { NonNull::new_unchecked(p.cast()) },
+            len,
+            prot: RwLock::new(Pieces::new(prot)),
+            pinned: AtomicBool::new(false),
+        }
     }
 
     fn mmap(
@@ -293,21 +483,13 @@ impl SharedMap {
         if let Some(want) = at {
             if p as u64 != want {
                 // Kernels before 4.17 ignore MAP_FIXED_NOREPLACE and treat it as a hint.
-                let _ = SharedMap {
-                    // SAFETY: mmap succeeded, so p is non-null.
-                    ptr: unsafe { NonNull::new_unchecked(p.cast()) },
-                    len: len_us,
-                };
+                drop(SharedMap::owned(p, len_us, prot));
                 return Err(Error::AlreadyExists {
                     what: format!("address {want:#x} is not free in this process"),
                 });
             }
         }
-        Ok(SharedMap {
-            // SAFETY: mmap succeeded, so p is non-null.
-            ptr: unsafe { NonNull::new_unchecked(p.cast()) },
-            len: len_us,
-        })
+        Ok(SharedMap::owned(p, len_us, prot))
     }
 
     /// Map `len` bytes of `fd` over part of this mapping (`MAP_FIXED`), for
@@ -320,66 +502,119 @@ impl SharedMap {
         len: u64,
         prot: Prot,
     ) -> Result<()> {
-        self.check_sub(offset, len)?;
         let off =
             libc::off_t::try_from(fd_offset).map_err(|_| Error::invalid("offset too large"))?;
-        // SAFETY: the target range lies inside this mapping, which this value
-        // owns; MAP_FIXED replaces only those pages.
-        let p = unsafe {
-            libc::mmap(
-                self.ptr.as_ptr().add(offset as usize).cast(),
-                len as usize,
-                prot.bits(),
-                libc::MAP_SHARED | libc::MAP_FIXED,
-                fd.as_raw_fd(),
-                off,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(Error::last_os("mmap(MAP_FIXED)"));
-        }
-        Ok(())
+        self.reprotect(offset, len, prot, "mmap(MAP_FIXED)", |at| {
+            // SAFETY: the target range lies inside this mapping, which this
+            // value owns; MAP_FIXED replaces only those pages.
+            let p = unsafe {
+                libc::mmap(
+                    at.cast(),
+                    len as usize,
+                    prot.bits(),
+                    libc::MAP_SHARED | libc::MAP_FIXED,
+                    fd.as_raw_fd(),
+                    off,
+                )
+            };
+            p != libc::MAP_FAILED
+        })
     }
 
     /// Return part of this mapping to a no-access reservation.
     pub fn unmap_part(&self, offset: u64, len: u64) -> Result<()> {
-        self.check_sub(offset, len)?;
-        // SAFETY: the range lies inside this mapping, which this value owns.
-        let p = unsafe {
-            libc::mmap(
-                self.ptr.as_ptr().add(offset as usize).cast(),
-                len as usize,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(Error::last_os("mmap(MAP_FIXED) to unmap"));
-        }
-        Ok(())
+        self.reprotect(offset, len, Prot::None, "mmap(MAP_FIXED) to unmap", |at| {
+            // SAFETY: the range lies inside this mapping, which this value owns.
+            let p = unsafe {
+                libc::mmap(
+                    at.cast(),
+                    len as usize,
+                    libc::PROT_NONE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | libc::MAP_NORESERVE,
+                    -1,
+                    0,
+                )
+            };
+            p != libc::MAP_FAILED
+        })
     }
 
     /// Change the protection of part of this mapping.
     pub fn protect(&self, offset: u64, len: u64, prot: Prot) -> Result<()> {
+        self.reprotect(offset, len, prot, "mprotect", |at| {
+            // SAFETY: the range lies inside this mapping, which this value owns.
+            unsafe { libc::mprotect(at.cast(), len as usize, prot.bits()) == 0 }
+        })
+    }
+
+    /// Change the protection of `offset..offset + len` with `call` (given
+    /// the range's first byte; true on success, `errno` set otherwise), and
+    /// record it. The record's lock is held across the call, so that no copy
+    /// runs on pages whose protection changes under it.
+    fn reprotect(
+        &self,
+        offset: u64,
+        len: u64,
+        prot: Prot,
+        what: &str,
+        call: impl FnOnce(*mut u8) -> bool,
+    ) -> Result<()> {
         self.check_sub(offset, len)?;
-        // SAFETY: the range lies inside this mapping, which this value owns.
-        let r = unsafe {
-            libc::mprotect(
-                self.ptr.as_ptr().add(offset as usize).cast(),
-                len as usize,
-                prot.bits(),
-            )
-        };
-        if r != 0 {
-            return Err(Error::last_os("mprotect"));
+        let mut pieces = self.prot.write().unwrap_or_else(|p| p.into_inner());
+        if self.pinned.load(Ordering::Acquire) {
+            return Err(Error::invalid(
+                "the mapping has handed out atomic references, so its protection can no \
+                 longer change; use a mapping of its own for atomics",
+            ));
         }
+        if len == 0 {
+            return Ok(());
+        }
+        // SAFETY: check_sub put offset..offset + len inside this mapping.
+        let at = unsafe { self.ptr.as_ptr().add(offset as usize) };
+        if !call(at) {
+            return Err(Error::last_os(what));
+        }
+        let start = offset as usize;
+        pieces.set(start, start + len as usize, self.len, prot);
         Ok(())
     }
 
     fn check_sub(&self, offset: u64, len: u64) -> Result<()> {
         crate::device::check_bounds(offset, len, self.len as u64)
+    }
+
+    /// Check that `offset..offset + len` is in bounds and that its
+    /// protection allows `want` (`what` names the access for the error), and
+    /// hold the protection record until the access is done.
+    fn access(
+        &self,
+        offset: u64,
+        len: u64,
+        want: fn(Prot) -> bool,
+        what: &str,
+    ) -> Result<RwLockReadGuard<'_, Pieces>> {
+        self.check_sub(offset, len)?;
+        let pieces = self.prot.read().unwrap_or_else(|p| p.into_inner());
+        let start = offset as usize;
+        if len > 0 && !pieces.allow(start, start + len as usize, want) {
+            return Err(Error::PermissionDenied {
+                pid: None,
+                reason: format!(
+                    "{what} of bytes {offset:#x}+{len:#x}: the mapping's protection there does \
+                     not allow it (mapped read-only, or not mapped at all); refused rather than \
+                     faulting"
+                ),
+            });
+        }
+        Ok(pieces)
+    }
+
+    /// The protection of the byte at `offset` (`None` when out of bounds).
+    pub fn protection_at(&self, offset: u64) -> Option<Prot> {
+        let at = usize::try_from(offset).ok().filter(|&o| o < self.len)?;
+        let pieces = self.prot.read().unwrap_or_else(|p| p.into_inner());
+        Some(pieces.0[pieces.index_of(at)].1)
     }
 
     /// First byte.
@@ -397,37 +632,52 @@ impl SharedMap {
         self.len == 0
     }
 
-    /// A reference to a `u32` atomic at `offset` (4-byte aligned, in bounds).
+    /// The address of an atomic of `size` bytes at `offset`: aligned, in
+    /// bounds, and read-write (a store through it must not fault). Pins the
+    /// mapping's protection (see [`SharedMap`]).
+    fn atomic_at(&self, offset: usize, size: usize) -> Result<*mut u8> {
+        if offset % size != 0 || offset.checked_add(size).is_none_or(|e| e > self.len) {
+            return Err(Error::invalid(format!(
+                "atomic at {offset} outside the mapping"
+            )));
+        }
+        let pieces = self.access(offset as u64, size as u64, Prot::writable, "an atomic")?;
+        self.pinned.store(true, Ordering::Release);
+        drop(pieces);
+        // SAFETY: in bounds (checked above).
+        Ok(unsafe { self.ptr.as_ptr().add(offset) })
+    }
+
+    /// A reference to a `u32` atomic at `offset` (4-byte aligned, in bounds,
+    /// in a read-write part of the mapping: [`Error::PermissionDenied`]
+    /// otherwise, since an atomic may be stored to).
     pub fn atomic_u32(&self, offset: usize) -> Result<&AtomicU32> {
-        if offset % 4 != 0 || offset.checked_add(4).is_none_or(|e| e > self.len) {
-            return Err(Error::invalid(format!(
-                "atomic at {offset} outside the mapping"
-            )));
-        }
-        // SAFETY: in bounds and aligned (page-aligned base + multiple of 4);
-        // AtomicU32 has the layout of u32 and the memory lives as long as `self`.
-        Ok(unsafe { &*self.ptr.as_ptr().add(offset).cast::<AtomicU32>() })
+        let p = self.atomic_at(offset, 4)?;
+        // SAFETY: in bounds and aligned (page-aligned base + multiple of 4),
+        // writable for as long as `self` lives (protection changes are
+        // refused from now on); AtomicU32 has the layout of u32 and the
+        // memory lives as long as `self`.
+        Ok(unsafe { &*p.cast::<AtomicU32>() })
     }
 
-    /// A reference to a `u64` atomic at `offset` (8-byte aligned, in bounds).
+    /// A reference to a `u64` atomic at `offset` (8-byte aligned, in bounds,
+    /// read-write; see [`SharedMap::atomic_u32`]).
     pub fn atomic_u64(&self, offset: usize) -> Result<&std::sync::atomic::AtomicU64> {
-        if offset % 8 != 0 || offset.checked_add(8).is_none_or(|e| e > self.len) {
-            return Err(Error::invalid(format!(
-                "atomic at {offset} outside the mapping"
-            )));
-        }
-        // SAFETY: in bounds and aligned; AtomicU64 has the layout of u64 and
-        // the memory lives as long as `self`.
-        Ok(unsafe { &*self.ptr.as_ptr().add(offset).cast() })
+        let p = self.atomic_at(offset, 8)?;
+        // SAFETY: in bounds, aligned and writable for the life of `self`, as
+        // for atomic_u32; AtomicU64 has the layout of u64.
+        Ok(unsafe { &*p.cast() })
     }
 
-    /// Copy out of the mapping.
+    /// Copy out of the mapping. [`Error::PermissionDenied`] where the
+    /// mapping may not be read (`PROT_NONE`).
     pub fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
-        self.check_sub(offset, dst.len() as u64)?;
-        // SAFETY: the source range is inside the mapping; `dst` is a distinct
-        // exclusive buffer. Another process may write concurrently: the bytes
-        // read are then some mix, never undefined behaviour for plain u8 data
-        // copied without references into the shared region.
+        let _held = self.access(offset, dst.len() as u64, Prot::readable, "a read")?;
+        // SAFETY: the source range is inside the mapping and readable, and
+        // stays so while `_held` is held; `dst` is a distinct exclusive
+        // buffer. Another process may write concurrently: the bytes read are
+        // then some mix, never undefined behaviour for plain u8 data copied
+        // without references into the shared region.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 self.ptr.as_ptr().add(offset as usize),
@@ -438,11 +688,13 @@ impl SharedMap {
         Ok(())
     }
 
-    /// Copy into the mapping.
+    /// Copy into the mapping. [`Error::PermissionDenied`] where the mapping
+    /// may not be written (`PROT_READ`, `PROT_NONE`).
     pub fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
-        self.check_sub(offset, src.len() as u64)?;
-        // SAFETY: the destination range is inside the mapping; `src` does not
-        // overlap it (it is a Rust slice borrowed elsewhere).
+        let _held = self.access(offset, src.len() as u64, Prot::writable, "a write")?;
+        // SAFETY: the destination range is inside the mapping and writable,
+        // and stays so while `_held` is held; `src` does not overlap it (it
+        // is a Rust slice borrowed elsewhere).
         unsafe {
             std::ptr::copy_nonoverlapping(
                 src.as_ptr(),
@@ -654,7 +906,6 @@ pub fn dup(fd: BorrowedFd<'_>) -> Result<OwnedFd> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::Ordering;
 
     #[test]
     fn sealed_memfd_is_verified_and_unsealed_refused() {
@@ -664,6 +915,146 @@ mod tests {
         assert_eq!(verify_sealed_memfd(fd.as_fd(), 8192).unwrap(), 8192);
         assert!(verify_sealed_memfd(fd.as_fd(), 8193).is_err());
         assert!(set_len(fd.as_fd(), 4096).is_err(), "shrink must be refused");
+    }
+
+    /// The error of a verification as text (the size on success).
+    fn verdict(r: Result<u64>) -> String {
+        match r {
+            Ok(size) => format!("ok {size}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn descriptors_that_are_not_memfds_are_refused_by_their_seals_first() {
+        // Every one of these passes fstat; F_GET_SEALS refuses each, and the
+        // verification asks it first (an fstat first would call the pipe
+        // and the socket "not a memory file", and could stall on a FUSE
+        // file, whose getattr goes to its daemon).
+        let (pipe_r, pipe_w) = nix::unistd::pipe().unwrap();
+        let (sock, _peer) = nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::Stream,
+            None,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap();
+        let file = std::fs::File::open("/proc/self/exe").unwrap();
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let cases: [(&str, BorrowedFd<'_>); 5] = [
+            ("pipe read end", pipe_r.as_fd()),
+            ("pipe write end", pipe_w.as_fd()),
+            ("socket", sock.as_fd()),
+            ("regular file", file.as_fd()),
+            ("/dev/null", null.as_fd()),
+        ];
+        for (what, fd) in cases {
+            assert!(fstat(fd).is_ok(), "{what}: fstat works on it");
+            for v in [verify_sealed_memfd(fd, 0), verify_read_only_memfd(fd, 0)] {
+                let e = verdict(v);
+                assert!(
+                    e.contains("F_GET_SEALS refused it"),
+                    "{what}: refused by something else first: {e}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn read_only_first_export_seals_against_every_later_write() {
+        let fd = memfd("hal-test", 8192, None).unwrap();
+        add_seals(fd.as_fd(), SIZE_SEALS).unwrap();
+        let mine = SharedMap::map(fd.as_fd(), 8192, 0, Prot::ReadWrite, None).unwrap();
+        assert!(
+            verdict(verify_read_only_memfd(fd.as_fd(), 8192)).contains("F_SEAL_FUTURE_WRITE"),
+            "a memfd that is not write-sealed passes as read-only"
+        );
+        seal_for_export(fd.as_fd(), true).unwrap();
+        assert_eq!(
+            seals(fd.as_fd()).unwrap(),
+            EXPORT_SEALS | FUTURE_WRITE_SEAL,
+            "seals of a read-only first export"
+        );
+        assert_eq!(verdict(verify_read_only_memfd(fd.as_fd(), 8192)), "ok 8192");
+        assert_eq!(verdict(verify_sealed_memfd(fd.as_fd(), 8192)), "ok 8192");
+        // The exporter's mapping, made before, still writes.
+        mine.write(0, b"exporter").unwrap();
+        // Nobody else can, not even through a read-write reopen.
+        let rw = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .unwrap();
+        assert_eq!(access_mode(rw.as_fd()).unwrap(), AccessMode::ReadWrite);
+        for f in [fd.as_fd(), rw.as_fd()] {
+            let e = SharedMap::map(f, 8192, 0, Prot::ReadWrite, None).unwrap_err();
+            assert!(
+                matches!(&e, Error::Io { source, .. } if source.raw_os_error() == Some(libc::EPERM)),
+                "{e}"
+            );
+            assert!(
+                nix::sys::uio::pwrite(f, b"x", 0).is_err(),
+                "pwrite went through"
+            );
+        }
+        let ro = SharedMap::map(rw.as_fd(), 8192, 0, Prot::Read, None).unwrap();
+        assert!(
+            ro.protect(0, 4096, Prot::ReadWrite).is_err(),
+            "mprotect made it writable"
+        );
+        let mut got = [0u8; 8];
+        ro.read(0, &mut got).unwrap();
+        assert_eq!(&got, b"exporter");
+        // Later exports follow the first: read-only again is fine, writable
+        // is refused.
+        seal_for_export(fd.as_fd(), true).unwrap();
+        let e = seal_for_export(fd.as_fd(), false).unwrap_err();
+        assert!(
+            matches!(&e, Error::PermissionDenied { reason, .. } if reason.contains("first exported read-only")),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn writable_first_export_refuses_a_later_read_only_one() {
+        let fd = memfd("hal-test", 4096, None).unwrap();
+        add_seals(fd.as_fd(), SIZE_SEALS).unwrap();
+        seal_for_export(fd.as_fd(), false).unwrap();
+        assert_eq!(seals(fd.as_fd()).unwrap(), EXPORT_SEALS);
+        seal_for_export(fd.as_fd(), false).unwrap();
+        let e = seal_for_export(fd.as_fd(), true).unwrap_err();
+        assert!(
+            matches!(&e, Error::PermissionDenied { reason, .. } if reason.contains("first exported writable")),
+            "{e}"
+        );
+        assert!(verify_read_only_memfd(fd.as_fd(), 4096).is_err());
+        assert_eq!(verdict(verify_sealed_memfd(fd.as_fd(), 4096)), "ok 4096");
+        // Still writable by a new mapping: the export did not seal writes.
+        let m = SharedMap::map(fd.as_fd(), 4096, 0, Prot::ReadWrite, None).unwrap();
+        m.write(0, b"w").unwrap();
+        // An unsealable descriptor is an error, not a decision.
+        let (r, w) = nix::unistd::pipe().unwrap();
+        for read_only in [false, true] {
+            // F_ADD_SEALS: EPERM for a descriptor not open for writing (as
+            // for a sealed memfd), then F_GET_SEALS refuses it.
+            assert!(seal_for_export(r.as_fd(), read_only).is_err());
+            // EINVAL for one that is: refused at once.
+            let e = seal_for_export(w.as_fd(), read_only).unwrap_err();
+            assert!(
+                e.to_string().contains("sealing the memory for export"),
+                "{e}"
+            );
+        }
+        // So is a memfd made without MFD_ALLOW_SEALING (born with F_SEAL_SEAL).
+        let unsealable = nix::sys::memfd::memfd_create(
+            c"hal-test",
+            nix::sys::memfd::MemFdCreateFlag::MFD_CLOEXEC,
+        )
+        .unwrap();
+        for read_only in [false, true] {
+            let e = seal_for_export(unsealable.as_fd(), read_only).unwrap_err();
+            assert!(e.to_string().contains("MFD_ALLOW_SEALING"), "{e}");
+        }
     }
 
     #[test]
@@ -690,6 +1081,175 @@ mod tests {
         let e = SharedMap::map(fd.as_fd(), 4096, 0, Prot::Read, Some(a.as_ptr() as u64));
         assert!(matches!(e, Err(Error::AlreadyExists { .. })), "{e:?}");
         assert!(a.read(4095, &mut out).is_err());
+    }
+
+    /// The child half of `shared_map_refuses_write_to_read_only`: every
+    /// access a protection forbids, each of which faulted before the
+    /// protection was kept. Prints what each gave.
+    fn forbidden_accesses() {
+        let fd = memfd("hal-test", 8192, None).unwrap();
+        let ro = SharedMap::map(fd.as_fd(), 8192, 0, Prot::Read, None).unwrap();
+        let none = SharedMap::reserve(8192, None).unwrap();
+        let kind = |r: Result<()>| r.map_or_else(|e| e.kind_name().to_string(), |()| "ok".into());
+        let mut buf = [0u8; 4];
+        println!("@os@ write {}", kind(ro.write(8, b"boom")));
+        println!(
+            "@os@ atomic32 {}",
+            kind(ro.atomic_u32(0).map(|a| a.store(1, Ordering::SeqCst)))
+        );
+        println!(
+            "@os@ atomic64 {}",
+            kind(ro.atomic_u64(8).map(|a| a.store(1, Ordering::SeqCst)))
+        );
+        println!("@os@ read-none {}", kind(none.read(0, &mut buf)));
+        println!("@os@ write-none {}", kind(none.write(0, b"boom")));
+        println!("@os@ done");
+    }
+
+    #[test]
+    fn shared_map_refuses_write_to_read_only() {
+        const ROLE: &str = "HAL_OS_TEST_CHILD";
+        if std::env::var_os(ROLE).is_some() {
+            forbidden_accesses();
+            return;
+        }
+        // In a child process of its own, so that a fault shows as its death
+        // rather than killing the test run.
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "os::tests::shared_map_refuses_write_to_read_only",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(ROLE, "1")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "the child ended with {} after:\n{text}",
+            out.status
+        );
+        let lines: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split_once("@os@ ").map(|(_, r)| r))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "write permission-denied",
+                "atomic32 permission-denied",
+                "atomic64 permission-denied",
+                "read-none permission-denied",
+                "write-none permission-denied",
+                "done"
+            ]
+        );
+    }
+
+    #[test]
+    fn protections_follow_protect_map_over_and_unmap_part() {
+        let page = page_size();
+        let fd = memfd("hal-test", 4 * page, None).unwrap();
+        let m = SharedMap::reserve(8 * page, None).unwrap();
+        assert_eq!(m.protection_at(0), Some(Prot::None));
+        assert_eq!(m.protection_at(8 * page), None);
+        // Pages 2..6 read-write, then page 3 read-only, page 5 unmapped.
+        m.map_over(2 * page, fd.as_fd(), 0, 4 * page, Prot::ReadWrite)
+            .unwrap();
+        m.protect(3 * page, page, Prot::Read).unwrap();
+        m.unmap_part(5 * page, page).unwrap();
+        let expect = [
+            Prot::None,
+            Prot::None,
+            Prot::ReadWrite,
+            Prot::Read,
+            Prot::ReadWrite,
+            Prot::None,
+            Prot::None,
+            Prot::None,
+        ];
+        for (i, p) in expect.iter().enumerate() {
+            let at = i as u64 * page;
+            assert_eq!(m.protection_at(at), Some(*p), "page {i}");
+            assert_eq!(m.protection_at(at + page - 1), Some(*p), "end of page {i}");
+            let mut b = [0u8; 1];
+            assert_eq!(m.read(at, &mut b).is_ok(), p.readable(), "read page {i}");
+            assert_eq!(m.write(at, b"w").is_ok(), p.writable(), "write page {i}");
+        }
+        let mut two = vec![0u8; 2 * page as usize];
+        // Copies that span pages need every page to allow them.
+        m.write(2 * page + 1, b"ab").unwrap();
+        assert!(
+            m.write(3 * page - 1, b"ab").is_err(),
+            "into the read-only page"
+        );
+        m.read(2 * page, &mut two).unwrap();
+        assert!(
+            m.read(4 * page, &mut two).is_err(),
+            "into the unmapped page"
+        );
+        assert!(m.read(page, &mut two).is_err(), "from the reserved page");
+        // Zero bytes need nothing.
+        m.read(0, &mut []).unwrap();
+        m.write(3 * page, &[]).unwrap();
+        // Back to read-write all over pages 2..5: one piece again.
+        m.protect(3 * page, page, Prot::ReadWrite).unwrap();
+        m.write(2 * page, &vec![7u8; 3 * page as usize]).unwrap();
+        // A failed protection change records nothing.
+        assert!(
+            m.protect(page + 1, page, Prot::ReadWrite).is_err(),
+            "mprotect of an unaligned range"
+        );
+        assert_eq!(m.protection_at(page + 1), Some(Prot::None));
+        assert!(
+            m.protect(7 * page, 2 * page, Prot::Read).is_err(),
+            "out of bounds"
+        );
+        // Once an atomic is handed out, protections stay as they are.
+        let a = m.atomic_u32(2 * page as usize).unwrap();
+        a.store(5, Ordering::SeqCst);
+        let e = m.protect(2 * page, page, Prot::None).unwrap_err();
+        assert!(e.to_string().contains("atomic"), "{e}");
+        assert!(m.unmap_part(2 * page, page).is_err());
+        assert!(m
+            .map_over(2 * page, fd.as_fd(), 0, page, Prot::None)
+            .is_err());
+        assert_eq!(m.protection_at(2 * page), Some(Prot::ReadWrite));
+        assert_eq!(a.load(Ordering::SeqCst), 5);
+    }
+
+    #[test]
+    fn pieces_split_and_merge() {
+        let mut p = Pieces::new(Prot::None);
+        p.set(10, 20, 100, Prot::Read);
+        assert_eq!(p.0, [(0, Prot::None), (10, Prot::Read), (20, Prot::None)]);
+        p.set(15, 100, 100, Prot::ReadWrite);
+        assert_eq!(
+            p.0,
+            [(0, Prot::None), (10, Prot::Read), (15, Prot::ReadWrite)]
+        );
+        p.set(0, 15, 100, Prot::ReadWrite);
+        assert_eq!(p.0, [(0, Prot::ReadWrite)]);
+        p.set(20, 30, 100, Prot::Read);
+        p.set(40, 50, 100, Prot::None);
+        p.set(25, 45, 100, Prot::Read);
+        assert_eq!(
+            p.0,
+            [
+                (0, Prot::ReadWrite),
+                (20, Prot::Read),
+                (45, Prot::None),
+                (50, Prot::ReadWrite)
+            ]
+        );
+        assert!(p.allow(20, 45, Prot::readable));
+        assert!(!p.allow(20, 46, Prot::readable));
+        assert!(!p.allow(19, 45, Prot::writable));
+        assert!(p.allow(0, 20, Prot::writable));
+        assert!(p.allow(50, 100, Prot::writable));
+        assert!(!p.allow(44, 51, Prot::readable));
     }
 
     #[test]

@@ -42,8 +42,14 @@
 //! creator's pid and start time, and a random object id.
 //! `Importers::BackendDefault` means anyone; a pid allow-list is enforced by
 //! the broker (pids of the exporter's pid namespace). A read-only export
-//! sends a descriptor reopened `O_RDONLY`, so the importer's mapping can never
-//! become writable, not even with `mprotect`.
+//! sends a descriptor reopened `O_RDONLY`, and its first export seals the memfd
+//! against writes (`F_SEAL_FUTURE_WRITE`): the exporter's own mapping keeps
+//! writing, and no other mapping or descriptor, in any process, can ever
+//! write it (not one reopened read-write through `/proc/PID/fd`, not
+//! `mprotect`). An allocation is therefore exported either writable or
+//! read-only, as its first export decides; the other kind is refused with
+//! [`Error::PermissionDenied`](hal_core::Error::PermissionDenied). An importer
+//! refuses a read-only handle whose memfd lacks that seal.
 //!
 //! An import verifies the descriptor **before** mapping it: a memfd, sealed
 //! against shrinking and growing, at least as large as the handle's range.
@@ -121,7 +127,7 @@
 //! | a peer truncates or grows it | refused by the seals | possible: the library's own `read`/`write` return [`Error::Closed`](hal_core::Error::Closed), direct accesses through `host_ptr` fault |
 //! | a forged descriptor (unsealed, short, not memory) | refused before mapping | n/a (opened by name: the size is checked before mapping) |
 //! | another user's object | n/a (descriptors are capabilities) | refused on open (owner uid) |
-//! | writes through a read-only import | impossible (`O_RDONLY` descriptor) | refused by the library; a same-user process may open the name read-write |
+//! | writes through a read-only import | impossible: `O_RDONLY` descriptor and `F_SEAL_FUTURE_WRITE` (a read-write reopen through `/proc` cannot write either) | refused by the library; a same-user process may open the name read-write |
 //! | an importer not on the allow-list | refused by the exporter's broker | allow-lists cannot be enforced on a name: such exports are refused |
 //! | a crashed creator | nothing is left | [`collect_garbage`] removes its regions |
 //! | an importer maps past the exported range | possible: a sub-range export sends the whole allocation's memfd (it cannot be narrowed); the library maps only the range — export a separate allocation to hide neighbours | n/a (the whole region is shared by name) |

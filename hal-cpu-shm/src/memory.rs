@@ -225,6 +225,27 @@ impl CpuAllocation {
     }
 
     /// Export a range of this allocation.
+    ///
+    /// An anonymous region is sealed by its first export, which also decides
+    /// whether it is sealed against writes ([`os::seal_for_export`]):
+    ///
+    /// * a first export with [`ExportOptions::read_only`] adds
+    ///   `F_SEAL_FUTURE_WRITE`. This allocation's own mapping keeps writing
+    ///   (and [`Memory::write`] with it); nothing else can write the memory
+    ///   ever again, in any process: a writable `mmap` of any descriptor of
+    ///   it (the importer's, one reopened read-write through `/proc`, or
+    ///   [`CpuAllocation::fd`] here) fails, `write(2)` fails, `mprotect`
+    ///   cannot make a read-only mapping writable. Importers get an
+    ///   `O_RDONLY` descriptor and check the seal before mapping. A later
+    ///   writable export of this allocation is refused with
+    ///   [`Error::PermissionDenied`].
+    /// * a first writable export seals without it; a later read-only export
+    ///   is refused with [`Error::PermissionDenied`] (its importers could
+    ///   not be kept from writing: earlier ones hold a writable descriptor).
+    ///
+    /// A named region's read-only export binds only the library (any process
+    /// of the owning user can open the name read-write); a file-backed
+    /// region is not exported.
     pub(crate) fn export(&self, opts: &ExportOptions) -> Result<Exported> {
         let range = opts.range.unwrap_or(ByteRange::new(0, self.len));
         range.check(self.len, View::page())?;
@@ -245,10 +266,8 @@ impl CpuAllocation {
         match &self.backing {
             Backing::Memfd { fd, export } => {
                 let mut st = lock(export);
-                if !st.sealed {
-                    os::add_seals(fd.as_fd(), os::EXPORT_SEALS)?;
-                    st.sealed = true;
-                }
+                os::seal_for_export(fd.as_fd(), opts.read_only)?;
+                st.sealed = true;
                 let leases = match &st.leases {
                     Some(t) => Arc::clone(t),
                     None => {
@@ -338,11 +357,7 @@ pub(crate) fn new_handle(kind: HandleKind, opts: &ExportOptions) -> Result<Handl
 /// A new open file description of `fd`'s object, read-only: mappings of it
 /// can never be made writable, not even with `mprotect`.
 pub(crate) fn reopen_read_only(fd: BorrowedFd<'_>) -> Result<OwnedFd> {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .open(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-        .map_err(|e| Error::io("reopening a memfd read-only through /proc/self/fd", e))?;
-    Ok(f.into())
+    os::reopen_read_only(fd)
 }
 
 impl Memory for CpuAllocation {
@@ -585,7 +600,11 @@ impl CpuMapping {
             })?;
             // Seals and size first: nothing is mapped from a descriptor a
             // peer could still truncate.
-            os::verify_sealed_memfd(data.as_fd(), end)?;
+            if read_only {
+                os::verify_read_only_memfd(data.as_fd(), end)?;
+            } else {
+                os::verify_sealed_memfd(data.as_fd(), end)?;
+            }
             let view = View::map(data.as_fd(), h.size, h.offset, prot, 0, page, at)
                 .map_err(|e| fixed_error(e, h))?;
             cacheable &= taken.checked;

@@ -33,9 +33,12 @@ fn cycle(d: &CpuDevice) {
             &ImportOptions::default(),
         )
         .unwrap();
+    // A read-only export is of an allocation of its own: one first exported
+    // writable cannot be exported read-only.
+    let b = d.allocate(&AllocDesc::host(4096)).unwrap();
     let ro = d
         .export_memory(
-            &a,
+            &b,
             &ExportOptions {
                 read_only: true,
                 ..Default::default()
@@ -45,7 +48,7 @@ fn cycle(d: &CpuDevice) {
     let r = d
         .import_memory(ro.share().unwrap(), &ImportOptions::default())
         .unwrap();
-    drop((m, r, ro, ex, a));
+    drop((m, r, ro, ex, a, b));
     // A failed import closes what it was given.
     let mut bad = d
         .export_memory(

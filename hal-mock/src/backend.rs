@@ -163,8 +163,9 @@ impl Backend for MockBackend {
     }
 }
 
-/// Imported regions by (buffer id, target device).
-pub(crate) type ImportCache = HashMap<([u8; 16], u32), Weak<ImportRegion>>;
+/// Imported regions by (buffer id, target device, read-only): a read-only
+/// mapping is never handed to a writable import, nor the other way round.
+pub(crate) type ImportCache = HashMap<([u8; 16], u32, bool), Weak<ImportRegion>>;
 
 /// What every device and resource of one backend instance shares.
 pub(crate) struct BackendShared {
@@ -172,8 +173,8 @@ pub(crate) struct BackendShared {
     invalid: Option<String>,
     pub(crate) faults: Faults,
     pub(crate) devices: Vec<DeviceState>,
-    /// CUDA-like: imported regions by (buffer id, target device), so that a
-    /// second open of one handle returns the same mapping.
+    /// CUDA-like: imported regions by (buffer id, target device, read-only),
+    /// so that a second open of one handle returns the same mapping.
     pub(crate) import_cache: Mutex<ImportCache>,
 }
 

@@ -734,8 +734,32 @@ impl Device for MockDevice {
             ListKind::Listed,
             payload,
         )?;
+        if opts.read_only && !alloc.owns_its_memory() {
+            return Err(Error::unsupported(
+                self.dev.name(),
+                "read-only export of a pooled allocation",
+                format!(
+                    "the allocation of {} bytes shares a pool chunk (one memory object) with \
+                     other allocations, which a read-only export would seal against writes \
+                     too; allocate at least {} bytes, so that it has memory of its own, to \
+                     export it read-only",
+                    alloc.len,
+                    self.dev
+                        .profile()
+                        .suballocation
+                        .as_ref()
+                        .map_or(0, |s| s.max_size)
+                ),
+            ));
+        }
+        os::seal_for_export(alloc.backing.fd(), opts.read_only)?;
+        let data = if opts.read_only {
+            os::reopen_read_only(alloc.backing.fd())?
+        } else {
+            os::dup(alloc.backing.fd())?
+        };
         let leases = Arc::clone(alloc.lease_table()?);
-        Exported::with_leases(handle, vec![os::dup(alloc.backing.fd())?], leases)
+        Exported::with_leases(handle, vec![data], leases)
     }
 
     fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()> {
@@ -799,7 +823,7 @@ impl Device for MockDevice {
             read_only,
             peer_only: vendor == Vendor::Ascend && target != source,
         };
-        let key = (payload.buffer_id, target);
+        let key = (payload.buffer_id, target, read_only);
         if vendor == Vendor::Cuda {
             // A second open of the same allocation in this process returns
             // the same mapping, reference counted.
@@ -818,7 +842,12 @@ impl Device for MockDevice {
             .fds
             .try_into()
             .map_err(|_| Error::from(HandleError::Descriptors("one descriptor".into())))?;
-        os::verify_sealed_memfd(data.as_fd(), payload.fd_offset + payload.map_len)?;
+        let end = payload.fd_offset + payload.map_len;
+        if read_only {
+            os::verify_read_only_memfd(data.as_fd(), end)?;
+        } else {
+            os::verify_sealed_memfd(data.as_fd(), end)?;
+        }
         check_data_access(data.as_fd(), read_only)?;
         let prot = if read_only {
             Prot::Read

@@ -180,6 +180,19 @@
 //!   (`cuMemAllocManaged` memory is refused by `cuIpcGetMemHandle`):
 //!   [`Error::Unsupported`](hal_core::Error::Unsupported). Read-only
 //!   exports are unsupported too: neither vendor's IPC maps read-only.
+//!   A profile that adds
+//!   [`Capabilities::READ_ONLY_EXPORT`](hal_core::Capabilities::READ_ONLY_EXPORT)
+//!   gets them with the guarantee of `hal-cpu-shm`: the first export of an
+//!   allocation decides, for all of its exports, whether its memory object
+//!   is sealed against writes (`F_SEAL_FUTURE_WRITE`; the exporter's own
+//!   mapping keeps writing, nothing else ever can, not even a descriptor
+//!   reopened read-write through `/proc`); the other kind of export is then
+//!   refused with [`Error::PermissionDenied`](hal_core::Error::PermissionDenied).
+//!   A read-only export sends an `O_RDONLY` descriptor, and an importer
+//!   refuses a read-only handle whose memory object lacks the seal. A
+//!   sub-allocation of a pool chunk is not exported read-only
+//!   ([`Error::Unsupported`](hal_core::Error::Unsupported)): the seal would
+//!   cover every allocation of its chunk.
 //!
 //! **CUDA-like** ([`Vendor::Cuda`])
 //!

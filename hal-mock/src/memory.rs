@@ -57,10 +57,13 @@ pub(crate) struct Backing {
 }
 
 impl Backing {
-    /// A new zeroed backing of `size` bytes mapped at an `align`-aligned address.
+    /// A new zeroed backing of `size` bytes mapped (read-write) at an
+    /// `align`-aligned address. Its size is sealed now; the first export
+    /// seals the rest ([`os::seal_for_export`]), so that a read-only first
+    /// export can still seal it against writes by anyone but this mapping.
     pub(crate) fn create(label: &str, size: u64, align: u64) -> Result<Arc<Backing>> {
         let fd = os::memfd(label, size, None)?;
-        os::add_seals(fd.as_fd(), os::EXPORT_SEALS)?;
+        os::add_seals(fd.as_fd(), os::SIZE_SEALS)?;
         let map = map_aligned(Some(fd.as_fd()), size, align)?;
         Ok(Arc::new(Backing { fd, map, size }))
     }
@@ -195,6 +198,14 @@ impl MockAllocation {
         self.lease
             .get()
             .ok_or_else(|| Error::invalid("lease table vanished"))
+    }
+
+    /// True when the allocation has its memory object to itself (not a
+    /// sub-allocation of a pool chunk): only such an allocation can be
+    /// exported read-only, since sealing it against writes seals all of its
+    /// memory object.
+    pub(crate) fn owns_its_memory(&self) -> bool {
+        self.release.as_ref().is_some_and(|r| r.slot.is_none())
     }
 
     fn holders(&self) -> usize {
@@ -635,7 +646,9 @@ impl Payload {
             return Err(HandleError::Malformed {
                 field: "payload",
                 detail: format!(
-                    "the handle's range {:#x}+{:#x} of the allocation is not the window the                      payload maps ({:#x} bytes from {:#x} in the memory object, range at {:#x}                      in them, allocation at {:#x}): the handle's offset or size was altered",
+                    "the handle's range {:#x}+{:#x} of the allocation is not the window the \
+                     payload maps ({:#x} bytes from {:#x} in the memory object, range at {:#x} \
+                     in them, allocation at {:#x}): the handle's offset or size was altered",
                     handle.offset,
                     handle.size,
                     self.map_len,
@@ -647,5 +660,47 @@ impl Payload {
             .into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hal_core::{AllocDesc, Backend, ByteRange, Device, ExportOptions};
+
+    use super::*;
+    use crate::{MockBackend, Profile};
+
+    #[test]
+    fn an_altered_window_is_explained_in_plain_words() {
+        for profile in [Profile::cuda(), Profile::ascend()] {
+            let vendor = profile.vendor;
+            let dev = MockBackend::new(profile).open(0).unwrap();
+            let page = dev.info().page_size();
+            let mut desc = AllocDesc::device(0, 4 * page);
+            desc.align = page;
+            let a = dev.allocate(&desc).unwrap();
+            let opts = ExportOptions {
+                range: Some(ByteRange::new(page, page)),
+                ..ExportOptions::default()
+            };
+            let ex = dev.export_memory(&a, &opts).unwrap();
+            let mut h = ex.handle().clone();
+            h.offset += page;
+            let payload = Payload::decode(vendor, &h).unwrap();
+            let msg = payload
+                .check_memory_window(vendor, &h)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                msg.contains("is not the window the payload maps (")
+                    && msg.contains(" in the memory object, range at ")
+                    && msg.contains(" in them, allocation at "),
+                "{vendor:?}: {msg}"
+            );
+            assert!(
+                !msg.contains("  "),
+                "{vendor:?}: a run of spaces in {msg:?}"
+            );
+        }
     }
 }

@@ -171,6 +171,55 @@ fn cuda_has_no_pid_allow_list_and_no_read_only_export() {
     hal_core::Notify::wait(&imported, WaitOptions::timeout(LONG)).unwrap();
 }
 
+/// The import cache returns an existing mapping only to an import of the
+/// same access: a writable import of a buffer this process imported
+/// read-only (here, its handle with the flag cleared) is not given the
+/// read-only mapping (whose writes would fault), it is refused.
+#[test]
+fn cuda_import_cache_keeps_read_only_and_writable_apart() {
+    let mut profile = hal_mock::Profile::cuda();
+    profile.capabilities = profile
+        .capabilities
+        .union(hal_core::Capabilities::READ_ONLY_EXPORT);
+    let backend = MockBackend::new(profile);
+    let dev = backend.open(0).unwrap();
+    let a = dev.allocate(&AllocDesc::device(0, 2 * PAGE)).unwrap();
+    a.write(0, b"exporter").unwrap();
+    let read_only = ExportOptions {
+        read_only: true,
+        ..ExportOptions::default()
+    };
+    let ex = dev.export_memory(&a, &read_only).unwrap();
+    let ro = dev
+        .import_memory(ex.share().unwrap(), &ImportOptions::default())
+        .unwrap();
+    assert!(ro.is_read_only());
+    // The same access shares the cached mapping.
+    let again = dev
+        .import_memory(ex.share().unwrap(), &ImportOptions::default())
+        .unwrap();
+    assert_eq!(again.addr(), ro.addr(), "a second read-only open is cached");
+    let mut writable = ex.handle().clone();
+    writable.flags.0 &= !HandleFlags::READ_ONLY.0;
+    let r = dev.import_memory(
+        hal_core::SharedHandle::from(writable),
+        &ImportOptions::default(),
+    );
+    match r {
+        Err(hal_core::Error::PermissionDenied { .. }) => {}
+        Err(e) => panic!("a writable import of a read-only buffer: {e}"),
+        Ok(m) => panic!(
+            "a writable import of a read-only buffer was given a mapping (read-only: {}, \
+             write: {:?})",
+            m.is_read_only(),
+            m.write(0, b"x")
+        ),
+    }
+    let mut got = [0u8; 8];
+    ro.read(0, &mut got).unwrap();
+    assert_eq!(&got, b"exporter");
+}
+
 #[test]
 fn cuda_free_under_importers_is_busy() {
     let (_b, dev) = open();

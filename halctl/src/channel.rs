@@ -5,15 +5,14 @@
 //! The listening side checks the connecting peer's pid (`SO_PEERCRED`), so
 //! another process that guesses the abstract name is refused.
 
-use std::io::{IoSlice, IoSliceMut};
+use std::io::IoSlice;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{
-    self, sockopt, AddressFamily, Backlog, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag,
-    SockType, UnixAddr,
+    self, sockopt, AddressFamily, Backlog, ControlMessage, MsgFlags, SockFlag, SockType, UnixAddr,
 };
 use nix::sys::time::TimeVal;
 
@@ -166,44 +165,27 @@ impl Channel {
         }
     }
 
-    /// Receive one message and the descriptors that came with it.
+    /// Receive one message and the descriptors that came with it. Every
+    /// descriptor the kernel installed is owned here, so that a refused
+    /// message (truncated: more descriptors than [`MAX_FDS`], or a longer
+    /// body) closes them all.
     pub fn recv(&self) -> CmdResult<(Vec<u8>, Vec<OwnedFd>)> {
         let mut buf = vec![0u8; MAX_MESSAGE];
-        let mut space = nix::cmsg_space!([RawFd; MAX_FDS]);
         loop {
-            let mut iov = [IoSliceMut::new(&mut buf)];
-            let r = socket::recvmsg::<()>(
-                self.fd.as_raw_fd(),
-                &mut iov,
-                Some(&mut space),
-                MsgFlags::MSG_CMSG_CLOEXEC,
-            );
-            let msg = match r {
-                Ok(m) => m,
+            let (n, fds, flags) = match recv_with_fds(self.fd.as_fd(), &mut buf) {
+                Ok(got) => got,
                 Err(Errno::EINTR) => continue,
                 Err(Errno::EAGAIN) => {
                     return Err(Fail::failed("timed out waiting for the peer process"))
                 }
                 Err(e) => return Err(sys("recvmsg", e)),
             };
-            let mut fds = Vec::new();
-            if let Ok(cmsgs) = msg.cmsgs() {
-                for c in cmsgs {
-                    if let ControlMessageOwned::ScmRights(list) = c {
-                        for raw in list {
-                            // SAFETY: SCM_RIGHTS installed a fresh descriptor
-                            // in this process that nothing else owns.
-                            fds.push(unsafe { OwnedFd::from_raw_fd(raw) });
-                        }
-                    }
-                }
-            }
-            let n = msg.bytes;
-            let truncated = msg
-                .flags
-                .intersects(MsgFlags::MSG_TRUNC | MsgFlags::MSG_CTRUNC);
-            if truncated {
-                return Err(Fail::failed("a message from the peer was truncated"));
+            if flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0 {
+                drop(fds);
+                return Err(Fail::failed(format!(
+                    "a message from the peer was truncated (more than {MAX_FDS} descriptors, \
+                     or more than {MAX_MESSAGE} bytes); the descriptors that came were closed"
+                )));
             }
             if n == 0 {
                 return Err(Fail::failed("the peer process closed the channel"));
@@ -230,5 +212,113 @@ impl Channel {
         let value = serde_json::from_slice(&bytes)
             .map_err(|e| Fail::failed(format!("malformed message from the peer: {e}")))?;
         Ok((value, fds))
+    }
+}
+
+/// One `recvmsg` into `buf` with room for [`MAX_FDS`] descriptors (installed
+/// close-on-exec): the bytes received, every descriptor the kernel installed,
+/// and the message flags. Written against libc because `nix` refuses to walk
+/// the control messages of a reception flagged `MSG_CTRUNC`, which would
+/// leave the descriptors that did arrive open.
+fn recv_with_fds(fd: BorrowedFd<'_>, buf: &mut [u8]) -> Result<(usize, Vec<OwnedFd>, i32), Errno> {
+    let fd_bytes = (MAX_FDS * std::mem::size_of::<RawFd>()) as u32;
+    // SAFETY: CMSG_SPACE is pure arithmetic on its argument.
+    let space = unsafe { libc::CMSG_SPACE(fd_bytes) } as usize;
+    // u64 words keep the control buffer aligned for `cmsghdr`.
+    let mut control = vec![0u64; space.div_ceil(8)];
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: msghdr is plain data for which all-zero is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    // SAFETY: `msg` points at `iov` (which covers `buf`) and at `control`
+    // (`space` bytes); all three outlive the call.
+    let n = unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return Err(Errno::last());
+    }
+    let mut fds = Vec::new();
+    let end = control.as_ptr() as usize + (msg.msg_controllen as usize).min(space);
+    // SAFETY: the kernel wrote `msg_controllen` bytes of well-formed control
+    // messages into `control`; CMSG_FIRSTHDR / CMSG_NXTHDR never step past
+    // them, and every descriptor read is checked to end inside them.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(c).cast::<RawFd>();
+                let len = ((*c).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
+                for i in 0..len / std::mem::size_of::<RawFd>() {
+                    let p = data.add(i);
+                    if p as usize + std::mem::size_of::<RawFd>() > end {
+                        break;
+                    }
+                    // The kernel installed this descriptor for this
+                    // reception; nothing else owns it.
+                    fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(p)));
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n as usize, fds, msg.msg_flags))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How many of this process's descriptors name the memfd `name`.
+    fn open_copies(name: &str) -> usize {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                std::fs::read_link(e.path()).is_ok_and(|t| t.to_string_lossy().contains(name))
+            })
+            .count()
+    }
+
+    #[test]
+    fn descriptors_of_a_truncated_message_are_all_closed() {
+        let name = format!("halctl-ctrunc-{}", std::process::id());
+        let memfd = hal::os::memfd(&name, 4096, None).unwrap();
+        let listener = Listener::bind("halctl-test-ctrunc").unwrap();
+        let sender = Channel::connect(listener.name()).unwrap();
+        let receiver = listener
+            .accept_from(std::process::id(), Duration::from_secs(30))
+            .unwrap();
+        assert_eq!(open_copies(&name), 1, "only the memfd itself");
+        // Twice the descriptors a message may carry: the kernel installs
+        // those that fit and flags MSG_CTRUNC.
+        let raw = vec![memfd.as_raw_fd(); 2 * MAX_FDS];
+        let iov = [IoSlice::new(b"too many")];
+        socket::sendmsg::<()>(
+            sender.fd.as_raw_fd(),
+            &iov,
+            &[ControlMessage::ScmRights(&raw)],
+            MsgFlags::MSG_NOSIGNAL,
+            None,
+        )
+        .unwrap();
+        let e = receiver.recv().unwrap_err();
+        assert!(format!("{e:?}").contains("truncated"), "{e:?}");
+        assert_eq!(
+            open_copies(&name),
+            1,
+            "descriptors of the truncated message are still open"
+        );
+        // The channel goes on working, descriptors included.
+        sender.send(b"fine", &[memfd.as_fd()]).unwrap();
+        let (msg, fds) = receiver.recv().unwrap();
+        assert_eq!((msg.as_slice(), fds.len()), (&b"fine"[..], 1));
+        assert_eq!(open_copies(&name), 2);
+        drop(fds);
+        assert_eq!(open_copies(&name), 1);
     }
 }

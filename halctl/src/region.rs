@@ -7,7 +7,10 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use hal::dynamic::{DynAllocation, DynDevice};
 use hal::registry::Registry;
-use hal::{AllocDesc, BackendId, Capabilities, ExportOptions, Handle, HandleKind, ImportOptions};
+use hal::{
+    AllocDesc, BackendId, Capabilities, ExportOptions, Handle, HandleFlags, HandleKind,
+    ImportOptions,
+};
 use hal::{Memory, SharedHandle};
 use nix::sys::signal::{SigSet, Signal};
 use serde::Serialize;
@@ -43,6 +46,15 @@ pub struct ExportArgs {
     /// is removed when the region is released.
     #[arg(long, value_name = "PATH")]
     handle_file: Option<PathBuf>,
+    /// Export read-only: importers map the region read-only. An anonymous
+    /// cpu-shm region is then sealed against writes (F_SEAL_FUTURE_WRITE):
+    /// only this process's own mapping can write it, and no importer can,
+    /// not even by reopening its descriptor read-write through /proc. A named
+    /// region's read-only export binds only the library (any process of the
+    /// user can open the name read-write). Backends without read-only
+    /// exports (the CUDA-like and Ascend-like simulators) refuse it.
+    #[arg(long)]
+    read_only: bool,
     /// Print one JSON object instead of the bare handle text.
     #[arg(long)]
     json: bool,
@@ -63,6 +75,13 @@ pub struct ImportArgs {
     /// Check that every byte has this value (decimal or 0x hex); exit 1 if not.
     #[arg(long, value_name = "BYTE", value_parser = crate::parse_byte)]
     expect: Option<u8>,
+    /// Import read-only, and check that a write through the mapping is
+    /// refused. A handle's access is decided by its export: --read-only
+    /// takes a handle of a read-only export (a writable one fails, exit 1),
+    /// and without it such a handle is refused (exit 1), since the import
+    /// asks for writes. With --name: open the region read-only.
+    #[arg(long)]
+    read_only: bool,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -79,6 +98,7 @@ struct ExportOut {
     pid: u32,
     handle_file: Option<PathBuf>,
     hold_seconds: u64,
+    read_only: bool,
 }
 
 /// Why a hold ended.
@@ -169,8 +189,12 @@ pub fn export(args: &ExportArgs) -> CmdResult {
             .ctx("allocating the region")?,
     };
     pattern::fill(&alloc, Content::Fill(args.fill))?;
+    let opts = ExportOptions {
+        read_only: args.read_only,
+        ..ExportOptions::default()
+    };
     let exported = dev
-        .export_memory(alloc.as_ref(), &ExportOptions::default())
+        .export_memory(alloc.as_ref(), &opts)
         .ctx("exporting the region")?;
     let text = exported.to_text();
     if let Some(path) = &args.handle_file {
@@ -187,6 +211,7 @@ pub fn export(args: &ExportArgs) -> CmdResult {
         pid: std::process::id(),
         handle_file: args.handle_file.clone(),
         hold_seconds: args.hold,
+        read_only: args.read_only,
     };
     if args.json {
         out::json(&report)?;
@@ -201,8 +226,9 @@ pub fn export(args: &ExportArgs) -> CmdResult {
         } else {
             format!("for {} s (SIGINT/SIGTERM end it early)", args.hold)
         };
+        let access = if args.read_only { " read-only" } else { "" };
         eprintln!(
-            "halctl: exported a {} {region} on {}, every byte {:#04x}; holding it {until}",
+            "halctl: exported{access} a {} {region} on {}, every byte {:#04x}; holding it {until}",
             out::bytes(report.size),
             report.backend,
             args.fill
@@ -246,6 +272,7 @@ struct ImportOut {
     verified: Option<bool>,
     mismatches: u64,
     first_mismatch: Option<MismatchOut>,
+    read_only: bool,
 }
 
 /// Read a handle from the command line or a file; undecodable input is
@@ -278,8 +305,12 @@ pub fn import(args: &ImportArgs) -> CmdResult {
                     backend.name()
                 )));
             }
-            let region = hal::cpu_shm::named::open_named(name, None)
-                .ctx(&format!("opening named region {name:?}"))?;
+            let region = if args.read_only {
+                hal::cpu_shm::named::open_named_read_only(name, None)
+            } else {
+                hal::cpu_shm::named::open_named(name, None)
+            }
+            .ctx(&format!("opening named region {name:?}"))?;
             (Box::new(region), "name", backend.name())
         }
         None => {
@@ -290,6 +321,12 @@ pub fn import(args: &ImportArgs) -> CmdResult {
                     handle.kind.name()
                 )));
             }
+            if handle.flags.contains(HandleFlags::READ_ONLY) && !args.read_only {
+                return Err(Fail::failed(
+                    "the handle is of a read-only export, and this import asks for writes; \
+                     import it with --read-only",
+                ));
+            }
             let (backend, dev) = backend::for_handle(&registry, &handle)?;
             let mapping = dev
                 .import_memory(SharedHandle::from(handle), &ImportOptions::default())
@@ -297,6 +334,9 @@ pub fn import(args: &ImportArgs) -> CmdResult {
             (Box::new(mapping), "handle", backend.name())
         }
     };
+    if args.read_only {
+        check_read_only(mem.as_ref())?;
+    }
     let checked = pattern::verify(mem.as_ref(), args.expect.map(Content::Fill))?;
     let verified = args.expect.map(|_| checked.ok());
     let report = ImportOut {
@@ -315,6 +355,7 @@ pub fn import(args: &ImportArgs) -> CmdResult {
                 expected,
                 found,
             }),
+        read_only: mem.is_read_only(),
     };
     drop(mem);
     if args.json {
@@ -325,10 +366,15 @@ pub fn import(args: &ImportArgs) -> CmdResult {
             None => "the handle".to_string(),
         };
         out::line(format!(
-            "imported {what} on {}: {} ({} bytes), crc32 {}",
+            "imported {what} on {}: {} ({} bytes){}, crc32 {}",
             report.backend,
             out::bytes(report.size),
             report.size,
+            if report.read_only {
+                ", read-only (a write was refused)"
+            } else {
+                ""
+            },
             report.crc32
         ))?;
         if let Some(b) = args.expect {
@@ -347,5 +393,27 @@ pub fn import(args: &ImportArgs) -> CmdResult {
             report.mismatches
         ))),
         _ => Ok(()),
+    }
+}
+
+/// With `--read-only`: the memory must say it is read-only, and a write
+/// through it must be refused. The probe writes back the byte it read, so
+/// that a library that let it through would change nothing.
+fn check_read_only(mem: &dyn Memory) -> CmdResult {
+    if !mem.is_read_only() {
+        return Err(Fail::failed(
+            "--read-only: the imported memory is not read-only",
+        ));
+    }
+    let mut byte = [0u8; 1];
+    mem.read(0, &mut byte).ctx("reading the first byte")?;
+    match mem.write(0, &byte) {
+        Err(hal::Error::PermissionDenied { .. }) => Ok(()),
+        Err(e) => Err(Fail::failed(format!(
+            "--read-only: a write was refused with an unexpected error: {e}"
+        ))),
+        Ok(()) => Err(Fail::failed(
+            "--read-only: a write through the read-only mapping went through",
+        )),
     }
 }

@@ -482,6 +482,72 @@ fn export_in_one_process_import_in_another() {
 }
 
 #[test]
+fn read_only_export_and_import() {
+    let exporter = Exporter::start(&[
+        "--backend",
+        "cpu-shm",
+        "--size",
+        "64K",
+        "--fill",
+        "0x5a",
+        "--read-only",
+    ]);
+    let handle = exporter.first_line.clone();
+    // A read-only import works, says so, and finds every byte.
+    let out = halctl(&[
+        "import",
+        &handle,
+        "--read-only",
+        "--expect",
+        "0x5a",
+        "--json",
+    ]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let v = out.json();
+    assert_eq!(v["read_only"], true);
+    assert_eq!(v["verified"], true);
+    let out = halctl(&["import", &handle, "--read-only"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        out.stdout.contains("read-only (a write was refused)"),
+        "{out:?}"
+    );
+    // An import that asks for writes is refused (exit 1, one line).
+    let out = halctl(&["import", &handle, "--expect", "0x5a"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert_short_error(&out);
+    assert!(out.stderr.contains("--read-only"), "{out:?}");
+    assert_eq!(exporter.finish(), 0);
+
+    // A writable export imported with --read-only: the mapping is writable,
+    // which --read-only reports as a failure.
+    let exporter = Exporter::start(&["--backend", "cpu-shm", "--size", "8K"]);
+    let out = halctl(&["import", &exporter.first_line, "--read-only"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert_short_error(&out);
+    assert_eq!(exporter.finish(), 0);
+
+    // The simulators have no read-only export.
+    let out = halctl(&[
+        "export",
+        "--backend",
+        "mock",
+        "--size",
+        "8K",
+        "--read-only",
+        "--hold",
+        "1",
+    ]);
+    assert_eq!(out.code, 1, "{out:?}");
+    assert_short_error(&out);
+
+    let out = halctl(&["export", "--help"]);
+    assert!(out.stdout.contains("--read-only"), "{out:?}");
+    let out = halctl(&["import", "--help"]);
+    assert!(out.stdout.contains("--read-only"), "{out:?}");
+}
+
+#[test]
 fn export_json_and_hold_time() {
     let out = halctl(&[
         "export",

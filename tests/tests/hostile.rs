@@ -95,6 +95,16 @@ fn named_region_truncated_by_its_owner() {
 }
 
 #[test]
+fn read_only_export_cannot_be_reopened_writable_cpu() {
+    run_scenario("read-only-exporter", "cpu");
+}
+
+#[test]
+fn read_only_export_cannot_be_reopened_writable_mock() {
+    run_scenario("read-only-exporter", "mock-ro");
+}
+
+#[test]
 fn __child() {
     let Some(role) = role() else { return };
     let (what, backend) = role.split_once(':').unwrap_or((role.as_str(), "cpu"));
@@ -111,6 +121,8 @@ fn __child() {
         "other-user-exporter" => other_user_exporter(),
         "lease-exporter" => on_backend!(backend, |d| lease_exporter(&d, backend)),
         "lease-hog" => lease_hog(),
+        "read-only-exporter" => on_backend!(backend, |d| read_only_exporter(&d, backend)),
+        "read-only-attacker" => on_backend!(backend, |d| read_only_attacker(&d)),
         "truncation-importer" => truncation_importer(),
         "truncating-owner" => truncating_owner(),
         "toucher" => toucher(),
@@ -1110,7 +1122,146 @@ fn lease_hog() {
     wait_for_eof();
 }
 
-// --- 7. a named region truncated by its owner --------------------------------------------
+// --- 7. an importer that tries to write a read-only export ---------------------------------
+
+/// Exports a filled allocation read-only, lets an attacker process try every
+/// way to write it, and checks that its bytes are unchanged, that it still
+/// writes them itself, and that a writable export of it is refused.
+fn read_only_exporter<D: Device>(d: &D, backend: &str) {
+    let mut census = None;
+    let read_only = ExportOptions {
+        importers: Importers::Anyone,
+        read_only: true,
+        ..ExportOptions::default()
+    };
+    for round in 0..=ROUNDS {
+        let a = d.allocate(&desc(d)).unwrap();
+        a.write(0, &pattern(GOOD_SEED, a.len() as usize)).unwrap();
+        let ex = d.export_memory(&a, &read_only).unwrap();
+        let text = ex.to_text();
+        let mut attacker = Kid::spawn(
+            &format!("read-only-attacker:{backend}"),
+            &[("handle", text.clone())],
+        );
+        let tried = attacker.expect("tried");
+        attacker.finish();
+        for entry in tried.split_whitespace() {
+            let (what, result) = entry.split_once('=').expect("name=result");
+            // The kernel checks no seal at open: a read-write reopen may
+            // work, and then gives nothing (its attempts below fail).
+            if what != "open-rw" {
+                assert!(
+                    result.starts_with("refused"),
+                    "round {round}: {what} went through ({tried})"
+                );
+            }
+        }
+        assert!(tried.contains("received-mmap-write="), "{tried}");
+        assert_pattern(&a, GOOD_SEED, "the exporter's bytes after the attacker");
+        // The allocation stays read-only for every later export.
+        let writable = ExportOptions {
+            importers: Importers::Anyone,
+            ..ExportOptions::default()
+        };
+        let r = d.export_memory(&a, &writable);
+        assert_eq!(kind(&r), "permission-denied", "round {round}");
+        drop(r);
+        // The exporter's own mapping still writes, and importers see it.
+        a.write(8, b"exporter").unwrap();
+        let m = d
+            .import_memory(from_text(&text), &ImportOptions::default())
+            .unwrap();
+        let mut got = [0u8; 8];
+        m.read(8, &mut got).unwrap();
+        assert_eq!(&got, b"exporter", "round {round}");
+        drop((m, ex, a));
+        if round == 0 {
+            census = Some(Census::take());
+        }
+    }
+    census.unwrap().assert_back("after the read-only attackers");
+}
+
+/// Imports the read-only handle text it is given, then tries to write the
+/// memory behind it: through the library, through a read-write reopen of
+/// the descriptor in `/proc/self/fd`, with a writable shared `mmap`, with
+/// `pwrite`, hole punching, `ftruncate` and `mprotect`, on the descriptor it
+/// was sent and on the reopened one. Reports each outcome on a `tried` line
+/// (`name=refused(..)`, or `name=WENT-THROUGH`).
+fn read_only_attacker<D: Device>(d: &D) {
+    let text = arg("handle");
+    let m = d
+        .import_memory(from_text(&text), &ImportOptions::default())
+        .unwrap();
+    assert!(m.is_read_only(), "the import of a read-only export");
+    let mut tried = vec![format!("library-write={}", outcome(m.write(0, b"hostile")))];
+    // The descriptors themselves, as the exporter's broker serves them.
+    let mut shared = from_text(&text);
+    let fds = exchange::take_fds(&mut shared).unwrap();
+    let data = fds[0].as_fd();
+    assert_eq!(os::access_mode(data).unwrap(), os::AccessMode::ReadOnly);
+    let len = os::fstat(data).unwrap().st_size as u64;
+    let reopened = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(format!("/proc/self/fd/{}", data.as_raw_fd()));
+    let opened = if reopened.is_ok() {
+        "opened"
+    } else {
+        "refused"
+    };
+    tried.push(format!("open-rw={opened}"));
+    let mut targets = vec![("received", data)];
+    if let Ok(f) = &reopened {
+        targets.push(("reopened", f.as_fd()));
+    }
+    for (name, fd) in targets {
+        // A writable mapping that works is used, as an attacker would.
+        let map = os::SharedMap::map(fd, len, 0, os::Prot::ReadWrite, None)
+            .and_then(|w| w.write(0, b"hostile"));
+        tried.push(format!("{name}-mmap-write={}", outcome(map)));
+        let pw = nix::sys::uio::pwrite(fd, b"hostile", 0);
+        tried.push(format!("{name}-pwrite={}", outcome(pw)));
+        let punch = nix::fcntl::fallocate(
+            fd.as_raw_fd(),
+            nix::fcntl::FallocateFlags::FALLOC_FL_PUNCH_HOLE
+                | nix::fcntl::FallocateFlags::FALLOC_FL_KEEP_SIZE,
+            0,
+            len as i64,
+        );
+        tried.push(format!("{name}-punch-hole={}", outcome(punch)));
+        tried.push(format!(
+            "{name}-ftruncate={}",
+            outcome(nix::unistd::ftruncate(fd, 0))
+        ));
+        let ro = os::SharedMap::map(fd, len, 0, os::Prot::Read, None).unwrap();
+        let prot = ro
+            .protect(0, len, os::Prot::ReadWrite)
+            .and_then(|()| ro.write(0, b"hostile"));
+        tried.push(format!("{name}-mprotect-write={}", outcome(prot)));
+    }
+    say("tried", tried.join(" "));
+    wait_for_eof();
+    drop(m);
+}
+
+/// `refused(why)` or `WENT-THROUGH`, without spaces.
+fn outcome<T>(r: std::result::Result<T, impl std::fmt::Debug>) -> String {
+    match r {
+        Ok(_) => "WENT-THROUGH".into(),
+        Err(e) => {
+            let why = format!("{e:?}");
+            let short: String = why
+                .chars()
+                .take(40)
+                .map(|c| if c.is_whitespace() { '_' } else { c })
+                .collect();
+            format!("refused({short})")
+        }
+    }
+}
+
+// --- 8. a named region truncated by its owner --------------------------------------------
 
 fn truncation_importer() {
     let d = CpuShm::new().host();

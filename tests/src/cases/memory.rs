@@ -261,7 +261,10 @@ pub fn memory_import_twice<B: Backend>(s: &Suite<B>) {
 }
 
 /// A read-only export (READ_ONLY_EXPORT): the importer's mapping says so
-/// and refuses writes; the exporter's later writes still show.
+/// and refuses writes; the exporter's later writes still show. The first
+/// export decides: a writable export of the same allocation is then refused
+/// with `PermissionDenied`, and so is a read-only export of an allocation
+/// first exported writable.
 pub fn memory_read_only_export<B: Backend>(s: &Suite<B>) {
     let dev = s.device();
     let caps = dev.capabilities();
@@ -305,6 +308,28 @@ pub fn memory_read_only_export<B: Backend>(s: &Suite<B>) {
             "read-only importer sees the exporter's write",
         );
     }
+    let writable = ExportOptions {
+        read_only: false,
+        ..opts.clone()
+    };
+    let e = must_fail(
+        dev.export_memory(&a, &writable),
+        "a writable export of an allocation first exported read-only",
+    );
+    assert!(
+        matches!(e, Error::PermissionDenied { .. }),
+        "a writable export after a read-only one: {e:?}"
+    );
+    let b = alloc_filled(&dev, 1, 6);
+    must(dev.export_memory(&b, &writable), "writable export");
+    let e = must_fail(
+        dev.export_memory(&b, &opts),
+        "a read-only export of an allocation first exported writable",
+    );
+    assert!(
+        matches!(e, Error::PermissionDenied { .. }),
+        "a read-only export after a writable one: {e:?}"
+    );
 }
 
 /// Ranges that are not whole pages of `info.page_size()` are refused with

@@ -231,7 +231,10 @@ pub fn full_cycle<B: Backend>(s: &Suite<B>) {
             read_only: caps.contains(C::READ_ONLY_EXPORT),
             ..opts.clone()
         };
-        let ex_sub = must(dev.export_memory(&a, &sub), "export of a range");
+        // Read-only or not, from an allocation of its own: one first
+        // exported writable is never exported read-only.
+        let b = alloc_filled(&dev, 2, 91);
+        let ex_sub = must(dev.export_memory(&b, &sub), "export of a range");
         let m3 = must(
             dev.import_memory(by_text(&ex_sub), &io),
             "import of a range",
@@ -240,7 +243,7 @@ pub fn full_cycle<B: Backend>(s: &Suite<B>) {
         if caps.contains(C::LEASES) {
             must(hal_core::Allocation::importers(&a), "importers");
         }
-        drop((m1, m2, m3, ex, ex_sub));
+        drop((m1, m2, m3, ex, ex_sub, b));
     }
     let stream = must(dev.create_stream(), "create_stream");
     let gate = must(dev.create_notify(), "create_notify");

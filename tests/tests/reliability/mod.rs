@@ -594,7 +594,8 @@ pub fn is_root() -> bool {
 pub const NOBODY: u32 = 65534;
 
 /// Open device 0 of the backend named `$b` ("cpu", "mock" for the CUDA-like
-/// profile, "ascend" for the Ascend-like one) as `$d` and evaluate `$body`
+/// profile, "mock-ro" for it with read-only exports, "ascend" for the
+/// Ascend-like one) as `$d` and evaluate `$body`
 /// with it (the scenarios are generic over the device).
 #[allow(unused_macros)]
 macro_rules! on_backend {
@@ -610,6 +611,16 @@ macro_rules! on_backend {
                 let $d = hal_mock::MockBackend::new(hal_mock::Profile::cuda())
                     .open(0)
                     .expect("opening mock-cuda device 0");
+                $body
+            }
+            "mock-ro" => {
+                let mut profile = hal_mock::Profile::cuda();
+                profile.capabilities = profile
+                    .capabilities
+                    .union(hal_core::Capabilities::READ_ONLY_EXPORT);
+                let $d = hal_mock::MockBackend::new(profile)
+                    .open(0)
+                    .expect("opening mock-cuda device 0 with read-only exports");
                 $body
             }
             "ascend" => {
