@@ -232,6 +232,9 @@ impl LeaseTable {
                 return Ok(());
             }
             let mut nap = Duration::from_millis(20);
+            // (`Some(r)` with `r` zero, exactly at the deadline, would nap
+            // for no time and come back here to time out: refusing it at
+            // once only saves that turn.)
             if let Some(t) = timeout {
                 match t.checked_sub(start.elapsed()) {
                     Some(r) if !r.is_zero() => nap = nap.min(r),
@@ -351,6 +354,14 @@ mod tests {
         assert!(!t.release(&elsewhere, pid), "a slot out of range");
         let other = LeaseTable::new(2).unwrap();
         assert!(!other.release(&ticket, pid), "another table");
+        let elsewhere = LeaseTicket {
+            table: other.id(),
+            ..ticket
+        };
+        assert!(
+            !t.release(&elsewhere, pid),
+            "a ticket of another table names no slot here"
+        );
         assert_eq!(t.count(), 1);
         assert!(t.release(&ticket, pid));
         assert_eq!(t.count(), 0);
@@ -417,6 +428,7 @@ mod tests {
         let t = LeaseTable::new(1).unwrap();
         assert!(t.register(0, 1).is_err());
         assert_eq!(t.capacity(), 1);
+        assert_eq!(LeaseTable::new(3).unwrap().capacity(), 3);
     }
 
     #[test]
@@ -426,6 +438,10 @@ mod tests {
         assert!(Arc::ptr_eq(&LeaseTable::find(&id).unwrap(), &t));
         drop(t);
         assert!(LeaseTable::find(&id).is_none());
+        assert!(
+            !lock(registry()).contains_key(&id),
+            "a dropped table leaves the registry at once"
+        );
     }
 
     #[test]
