@@ -31,6 +31,20 @@ impl Drop for Cleanup {
     }
 }
 
+/// Removes every region (and metadata) whose name starts with its prefix
+/// whatever happens to the test: a child's objects when it is killed.
+struct Sweep(String);
+
+impl Drop for Sweep {
+    fn drop(&mut self) {
+        for n in shm_entries(&self.0) {
+            if n.starts_with(&self.0) || n.starts_with(&format!("{META_PREFIX}{}", self.0)) {
+                let _ = std::fs::remove_file(format!("{SHM_DIR}/{n}"));
+            }
+        }
+    }
+}
+
 fn gone(name: &str) -> bool {
     shm_entries(name).is_empty()
 }
@@ -428,4 +442,552 @@ fn a_region_created_by_python_opens_here() {
     assert!(!gone(&name), "opening does not unlink");
     unlink_named(&name).unwrap();
     assert!(gone(&name));
+}
+
+// --- hostile files in /dev/shm, other users, racing creators ------------------
+
+/// The unprivileged uid the cross-user tests switch to (nobody), and a third
+/// uid that owns victims' objects.
+const NOBODY: u32 = 65534;
+const THIRD: u32 = 65533;
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// The fields of a metadata object, laid out as the module documentation
+/// of `named` says (128 bytes, little-endian), so that tests can plant what
+/// another program or user could write.
+#[derive(Debug, Clone, Copy)]
+struct Planted {
+    uid: u32,
+    pid: u32,
+    start: u64,
+    size: u64,
+    ino: u64,
+    dev: u64,
+    pidns: u64,
+}
+
+impl Planted {
+    /// Metadata that describes the object at `/dev/shm/NAME` as `uid`'s,
+    /// created by a process that is gone.
+    fn describing(name: &str, uid: u32) -> Planted {
+        let m = std::fs::symlink_metadata(format!("{SHM_DIR}/{name}")).unwrap();
+        Planted {
+            uid,
+            pid: dead_pid(),
+            start: 0,
+            size: m.len(),
+            ino: m.ino(),
+            dev: m.dev(),
+            pidns: 0,
+        }
+    }
+
+    fn bytes(&self, name: &str) -> Vec<u8> {
+        let mut b = vec![0u8; 128];
+        b[0..8].copy_from_slice(b"HALSHMD1");
+        b[8..12].copy_from_slice(&1u32.to_le_bytes());
+        b[12..16].copy_from_slice(&self.uid.to_le_bytes());
+        b[16..20].copy_from_slice(&self.pid.to_le_bytes());
+        b[24..32].copy_from_slice(&self.start.to_le_bytes());
+        b[32..40].copy_from_slice(&self.size.to_le_bytes());
+        b[40..48].copy_from_slice(&1_700_000_000u64.to_le_bytes());
+        b[48..56].copy_from_slice(&self.ino.to_le_bytes());
+        b[56..64].copy_from_slice(&self.dev.to_le_bytes());
+        b[64..72].copy_from_slice(&self.pidns.to_le_bytes());
+        b[72..80].copy_from_slice(&region_id(name).to_le_bytes());
+        b
+    }
+
+    /// Write it at `/dev/shm/.hal-meta.NAME` (replacing what is there), mode
+    /// `mode`, owned by whoever runs this.
+    fn plant(&self, name: &str, mode: u32) {
+        plant_bytes(name, &self.bytes(name), mode);
+    }
+}
+
+fn meta_file(name: &str) -> String {
+    format!("{SHM_DIR}/{META_PREFIX}{name}")
+}
+
+fn plant_bytes(name: &str, bytes: &[u8], mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    let path = meta_file(name);
+    let _ = std::fs::remove_file(&path);
+    std::fs::write(&path, bytes).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// The pid of a process that has exited and been reaped.
+fn dead_pid() -> u32 {
+    let mut c = Command::new("true").spawn().expect("running `true`");
+    let pid = c.id();
+    c.wait().unwrap();
+    pid
+}
+
+/// A plain object at `/dev/shm/NAME` (as C or Python make them, no
+/// metadata), owned by `uid`; returns its inode.
+fn plain_object(name: &str, uid: u32) -> u64 {
+    let fd = nix::sys::mman::shm_open(
+        format!("/{name}").as_str(),
+        OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_EXCL,
+        Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    os::set_len(std::os::fd::AsFd::as_fd(&fd), 4096).unwrap();
+    if uid != nix::unistd::geteuid().as_raw() {
+        nix::unistd::fchown(fd.as_raw_fd(), Some(uid.into()), Some(uid.into())).unwrap();
+    }
+    os::fstat(std::os::fd::AsFd::as_fd(&fd)).unwrap().st_ino
+}
+
+fn ino_of(name: &str) -> Option<u64> {
+    std::fs::symlink_metadata(format!("{SHM_DIR}/{name}"))
+        .ok()
+        .map(|m| m.ino())
+}
+
+fn listed(name: &str) -> Option<hal_cpu_shm::RegionInfo> {
+    list_regions().unwrap().into_iter().find(|r| r.name == name)
+}
+
+#[test]
+fn gc_as_root_spares_other_users_objects() {
+    if let Some(r) = role() {
+        if r == "planter" {
+            planter();
+        }
+        return;
+    }
+    if !is_root() {
+        eprintln!(
+            "NOT RUN: the objects of other users, and a process of another uid that plants \
+             metadata beside them, need root here (fchown, setuid)"
+        );
+        return;
+    }
+    let scope = unique("gc-victims-");
+    // Victims: objects of root and of a third user, made by other programs
+    // (no metadata), and a region the library made for root.
+    let names: Vec<String> = (0..6).map(|i| format!("{scope}{i}")).collect();
+    let _c: Vec<Cleanup> = names.iter().map(|n| Cleanup(n.clone())).collect();
+    let inos = [
+        plain_object(&names[0], 0),
+        plain_object(&names[1], 0),
+        plain_object(&names[2], THIRD),
+        plain_object(&names[3], THIRD),
+        plain_object(&names[4], 0),
+    ];
+    // The planter's own region of a dead creator: root's gc removes it (as
+    // that user), which shows the cleanup of other users' regions still works.
+    let own = names[5].clone();
+    let mut planter = Peer::spawn_as(
+        "gc_as_root_spares_other_users_objects",
+        "planter",
+        &[("HAL_TEST_NAMES", names.join(" "))],
+        NOBODY,
+    );
+    assert_eq!(planter.recv(), "planted");
+    let before = shm_entries(&scope).len();
+    assert_eq!(before, 12, "{:?}", shm_entries(&scope));
+    // The metadata the planter wrote about its own uid is listed (root sees
+    // every user's), but its object is not the one it describes.
+    for n in [&names[0], &names[2]] {
+        let info = listed(n).expect("the planter's metadata is listed");
+        assert_eq!(info.uid, NOBODY);
+        assert!(!info.alive && !info.present, "{info:?}");
+    }
+    // Metadata the planter wrote in root's or the third user's name is not.
+    assert!(listed(&names[1]).is_none());
+    assert!(listed(&names[3]).is_none());
+    let removed = collect_garbage_prefix(&scope, false).unwrap();
+    let mut removed: Vec<(String, bool)> =
+        removed.into_iter().map(|r| (r.name, r.present)).collect();
+    removed.sort();
+    assert_eq!(
+        removed,
+        vec![
+            (names[0].clone(), false),
+            (names[2].clone(), false),
+            (names[4].clone(), false),
+            (own.clone(), true),
+        ]
+    );
+    for (i, ino) in inos.iter().enumerate() {
+        assert_eq!(ino_of(&names[i]), Some(*ino), "victim {i} survives");
+    }
+    // Only the planter's own files went.
+    assert!(!std::path::Path::new(&meta_file(&names[0])).exists());
+    assert!(std::path::Path::new(&meta_file(&names[1])).exists());
+    assert_eq!(
+        ino_of(&own),
+        None,
+        "the planter's own dead region is collected"
+    );
+    assert!(!std::path::Path::new(&meta_file(&own)).exists());
+
+    // The race: metadata rewritten in place between the listing and the
+    // removal, back and forth between the planter's uid (the file owner's,
+    // so it is listed) and root's (the victim's). No interleaving gets the
+    // victim removed.
+    planter.send("flip");
+    assert_eq!(planter.recv(), "flipping");
+    for _ in 0..300 {
+        let _ = collect_garbage_prefix(&names[4], false).unwrap();
+        let _ = hal_cpu_shm::collect_garbage_named(&[names[4].clone()], false).unwrap();
+        assert_eq!(ino_of(&names[4]), Some(inos[4]), "the victim survives");
+    }
+    planter.send("stop");
+    assert_eq!(planter.recv(), "stopped");
+    assert!(planter.finish().success());
+    for (i, ino) in inos.iter().enumerate() {
+        assert_eq!(ino_of(&names[i]), Some(*ino), "victim {i} survives");
+    }
+    drop(_c);
+    assert!(shm_entries(&scope).is_empty(), "{:?}", shm_entries(&scope));
+}
+
+/// As uid 65534: plant metadata beside other users' objects.
+fn planter() {
+    let names: Vec<String> = std::env::var("HAL_TEST_NAMES")
+        .unwrap()
+        .split(' ')
+        .map(str::to_string)
+        .collect();
+    let me = nix::unistd::geteuid().as_raw();
+    assert_eq!(me, NOBODY);
+    // Beside root's object: in this user's name, and in root's.
+    Planted::describing(&names[0], me).plant(&names[0], 0o600);
+    Planted::describing(&names[1], 0).plant(&names[1], 0o600);
+    // Beside the third user's object: in this user's name, and in theirs.
+    Planted::describing(&names[2], me).plant(&names[2], 0o600);
+    Planted::describing(&names[3], THIRD).plant(&names[3], 0o600);
+    // Beside root's object, for the race: this user's name for now.
+    Planted::describing(&names[4], me).plant(&names[4], 0o644);
+    // Its own object, with metadata of a dead creator.
+    plain_object(&names[5], me);
+    Planted::describing(&names[5], me).plant(&names[5], 0o600);
+    say("planted");
+    assert_eq!(hear(), "flip");
+    let victim = Planted::describing(&names[4], 0);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flipper = {
+        let stop = stop.clone();
+        let name = names[4].clone();
+        std::thread::spawn(move || {
+            use std::os::unix::fs::FileExt;
+            let mine = Planted { uid: me, ..victim };
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // Rewritten in place (the same file), and planted again
+                // whenever the gc removed it.
+                match std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(meta_file(&name))
+                {
+                    Ok(f) => {
+                        let uid = if n % 2 == 0 { 0 } else { me };
+                        let _ = f.write_all_at(&uid.to_le_bytes(), 12);
+                    }
+                    Err(_) => mine.plant(&name, 0o644),
+                }
+                n += 1;
+            }
+            let _ = std::fs::remove_file(meta_file(&name));
+        })
+    };
+    say("flipping");
+    assert_eq!(hear(), "stop");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    flipper.join().unwrap();
+    for n in &names[..4] {
+        let _ = std::fs::remove_file(meta_file(n));
+    }
+    say("stopped");
+}
+
+/// Run `f` on a thread and return its result; a guard against hangs only:
+/// after 30 s it gives up and fails the test (after `unblock`).
+fn guarded<T: Send + 'static>(
+    what: &str,
+    unblock: impl FnOnce(),
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(30)) {
+        Ok(v) => v,
+        Err(_) => {
+            unblock();
+            panic!("{what} hung");
+        }
+    }
+}
+
+#[test]
+fn fifo_in_dev_shm_fails_fast() {
+    let d = CpuDevice::new();
+    // A genuine read-only named export, as a template for handles.
+    let template_name = unique("fifo-template");
+    let _t = Cleanup(template_name.clone());
+    let template = d
+        .create_named(&template_name, 4096, &NamedOptions::default())
+        .unwrap();
+    let ro = d
+        .export_memory(
+            &template,
+            &ExportOptions {
+                read_only: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let name = unique("fifo");
+    let _c = Cleanup(name.clone());
+    let path = format!("{SHM_DIR}/{name}");
+    nix::unistd::mkfifo(path.as_str(), Mode::from_bits_truncate(0o600)).unwrap();
+    // If an open hangs, opening the other end for writing releases it.
+    let unblock = || {
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&path);
+    };
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let mut handle = ro.handle().clone();
+    handle.payload = name.clone().into_bytes();
+    handle.object_id = os::random_id();
+    let n = name.clone();
+    let results: Vec<(&str, Result<(), Error>)> = vec![
+        ("open_named_read_only", {
+            let n = n.clone();
+            guarded("open_named_read_only", unblock, move || {
+                open_named_read_only(&n, None).map(drop)
+            })
+        }),
+        ("open_named", {
+            let n = n.clone();
+            guarded("open_named", unblock, move || {
+                open_named(&n, None).map(drop)
+            })
+        }),
+        ("unlink_named", {
+            let n = n.clone();
+            guarded("unlink_named", unblock, move || unlink_named(&n))
+        }),
+        ("import of a read-only named handle", {
+            guarded("the import", unblock, move || {
+                CpuDevice::new()
+                    .import_memory(SharedHandle::from(handle), &ImportOptions::default())
+                    .map(drop)
+            })
+        }),
+    ];
+    for (what, r) in results {
+        match r {
+            Err(Error::InvalidArgument { what: why }) => {
+                assert!(why.contains("FIFO"), "{what}: {why}")
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    // Creating over it: the name is taken.
+    let e = create_named(&name, 4096, &NamedOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
+    assert!(std::fs::symlink_metadata(&path)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    std::fs::remove_file(&path).unwrap();
+    drop((ro, template));
+    assert!(gone(&name) && gone(&template_name));
+}
+
+#[test]
+fn named_handles_bind_the_region_to_their_creators_user() {
+    if let Some(r) = role() {
+        if r == "forger" {
+            forger();
+        }
+        return;
+    }
+    if !is_root() {
+        eprintln!(
+            "NOT RUN: a handle from a process of another uid needs root here (setuid) to \
+             start that process"
+        );
+        return;
+    }
+    let d = CpuDevice::new();
+    let name = unique("handle-victim");
+    let _c = Cleanup(name.clone());
+    let region = d
+        .create_named(&name, 4096, &NamedOptions::default())
+        .unwrap();
+    region.write(0, b"root's bytes").unwrap();
+    let mut forger = Peer::spawn_as(
+        "named_handles_bind_the_region_to_their_creators_user",
+        "forger",
+        &[("HAL_TEST_NAMES", name.clone())],
+        NOBODY,
+    );
+    let forger_pid = forger.pid();
+    let prefix = format!("hal-t-{forger_pid}-");
+    let _sweep = Sweep(prefix.clone());
+    let forged = forger.recv();
+    let h = hal_core::Handle::from_text(&forged).unwrap();
+    assert_eq!(h.creator_pid, forger_pid, "the forger names itself");
+    assert_eq!(h.payload, name.as_bytes());
+    for read_only in [false, true] {
+        let mut h = h.clone();
+        if read_only {
+            h.flags.insert(HandleFlags::READ_ONLY);
+        }
+        let e = d
+            .import_memory(SharedHandle::from(h), &ImportOptions::default())
+            .unwrap_err();
+        match &e {
+            Error::PermissionDenied { pid, reason } => {
+                assert_eq!(*pid, Some(forger_pid), "{e}");
+                assert!(
+                    reason.contains("uid 65534") && reason.contains("uid 0"),
+                    "{e}"
+                );
+            }
+            _ => panic!("{e}"),
+        }
+    }
+    let mut b = [0u8; 12];
+    region.read(0, &mut b).unwrap();
+    assert_eq!(&b, b"root's bytes");
+    // A handle of this user's process for the same region imports.
+    let own = d.export_memory(&region, &ExportOptions::default()).unwrap();
+    let m = d
+        .import_memory(
+            SharedHandle::from(own.handle().clone()),
+            &ImportOptions::default(),
+        )
+        .unwrap();
+    m.read(0, &mut b).unwrap();
+    assert_eq!(&b, b"root's bytes");
+    drop(m);
+    // Once the forger is gone, only the owner check is left (see
+    // `open_for_import`): the region is this user's, so it imports.
+    forger.send("done");
+    assert!(forger.finish().success());
+    let m = d
+        .import_memory(SharedHandle::from(h), &ImportOptions::default())
+        .unwrap();
+    m.read(0, &mut b).unwrap();
+    assert_eq!(&b, b"root's bytes");
+    drop((m, own, region));
+    assert!(gone(&name));
+    assert!(shm_entries(&prefix).is_empty());
+}
+
+/// As uid 65534: export a region of its own, and hand out a handle that
+/// names root's region instead.
+fn forger() {
+    let d = CpuDevice::new();
+    let name = unique("forger");
+    let region = d
+        .create_named(&name, 4096, &NamedOptions::default())
+        .unwrap();
+    let ex = d.export_memory(&region, &ExportOptions::default()).unwrap();
+    let mut h = ex.handle().clone();
+    h.payload = std::env::var("HAL_TEST_NAMES").unwrap().into_bytes();
+    h.object_id = os::random_id();
+    say(&h.to_text());
+    assert_eq!(hear(), "done");
+    drop((ex, region));
+}
+
+#[test]
+fn racing_creators_on_a_stale_name_leave_every_region_its_metadata() {
+    const PROCS: usize = 8;
+    const ROUNDS: usize = 50;
+    if let Some(r) = role() {
+        if r == "racer" {
+            racer();
+        }
+        return;
+    }
+    let scope = unique("stale-race-");
+    let me = nix::unistd::geteuid().as_raw();
+    let mut racers: Vec<Peer> = (0..PROCS)
+        .map(|_| {
+            Peer::spawn(
+                "racing_creators_on_a_stale_name_leave_every_region_its_metadata",
+                "racer",
+                &[],
+            )
+        })
+        .collect();
+    let pids: Vec<u32> = racers.iter().map(Peer::pid).collect();
+    for round in 0..ROUNDS {
+        let name = format!("{scope}{round}");
+        let _c = Cleanup(name.clone());
+        // Stale metadata: its creator is dead and its region is gone.
+        Planted {
+            uid: me,
+            pid: dead_pid(),
+            start: 0,
+            size: 4096,
+            ino: 1,
+            dev: 1,
+            pidns: 0,
+        }
+        .plant(&name, 0o600);
+        for r in &mut racers {
+            r.send(&name);
+        }
+        let results: Vec<String> = racers.iter_mut().map(Peer::recv).collect();
+        let winners: Vec<usize> = (0..PROCS).filter(|&i| results[i] == "ok").collect();
+        for r in &results {
+            assert!(
+                r == "ok" || r == "already-exists",
+                "round {round}: {results:?}"
+            );
+        }
+        assert_eq!(winners.len(), 1, "round {round}: {results:?}");
+        // The region that stands has its metadata, which names its creator.
+        let info = listed(&name).unwrap_or_else(|| panic!("round {round}: no metadata"));
+        assert!(info.present && info.alive, "round {round}: {info:?}");
+        assert_eq!(info.owner_pid, pids[winners[0]], "round {round}");
+        for r in &mut racers {
+            r.send("drop");
+        }
+        for r in &mut racers {
+            assert_eq!(r.recv(), "dropped");
+        }
+        assert!(gone(&name), "round {round}: {:?}", shm_entries(&name));
+    }
+    for r in racers {
+        assert!(r.finish().success());
+    }
+    assert!(shm_entries(&scope).is_empty());
+}
+
+/// Create each name the parent sends, all racers at once; hold what was
+/// created until the parent says `drop`.
+fn racer() {
+    loop {
+        let name = hear();
+        if name.is_empty() {
+            break;
+        }
+        let r = create_named(&name, 4096, &NamedOptions::default());
+        say(match &r {
+            Ok(_) => "ok",
+            Err(e) => e.kind_name(),
+        });
+        assert_eq!(hear(), "drop");
+        drop(r);
+        say("dropped");
+    }
 }

@@ -49,6 +49,24 @@ pub struct Peer {
 impl Peer {
     /// Start `test` (its full path, e.g. `cross::notify_ping_pong`) in `role`.
     pub fn spawn(test: &str, role: &str, env: &[(&str, String)]) -> Peer {
+        Peer::spawn_with(test, role, env, |_| {})
+    }
+
+    /// As [`Peer::spawn`], running as `uid` (and group `uid`): needs root.
+    pub fn spawn_as(test: &str, role: &str, env: &[(&str, String)], uid: u32) -> Peer {
+        Peer::spawn_with(test, role, env, |cmd| {
+            std::os::unix::process::CommandExt::uid(cmd, uid);
+            std::os::unix::process::CommandExt::gid(cmd, uid);
+        })
+    }
+
+    /// As [`Peer::spawn`], letting `setup` adjust the command first.
+    pub fn spawn_with(
+        test: &str,
+        role: &str,
+        env: &[(&str, String)],
+        setup: impl FnOnce(&mut Command),
+    ) -> Peer {
         let exe = std::env::current_exe().expect("test binary path");
         let mut cmd = Command::new(exe);
         cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
@@ -59,6 +77,7 @@ impl Peer {
         for (k, v) in env {
             cmd.env(k, v);
         }
+        setup(&mut cmd);
         let mut child = cmd.spawn().expect("spawning the child");
         let stdout = child.stdout.take().expect("child stdout");
         let (tx, lines) = mpsc::channel();
