@@ -652,6 +652,7 @@ fn gc_as_root_spares_other_users_objects() {
 
 /// As uid 65534: plant metadata beside other users' objects.
 fn planter() {
+    become_user();
     let names: Vec<String> = std::env::var("HAL_TEST_NAMES")
         .unwrap()
         .split(' ')
@@ -893,6 +894,7 @@ fn named_handles_bind_the_region_to_their_creators_user() {
 /// As uid 65534: export a region of its own, and hand out a handle that
 /// names root's region instead.
 fn forger() {
+    become_user();
     let d = CpuDevice::new();
     let name = unique("forger");
     let region = d

@@ -12,6 +12,24 @@ use hal_core::{Handle, SharedHandle};
 
 /// The environment variable that selects a child's role.
 pub const ROLE: &str = "HAL_CPU_SHM_TEST_ROLE";
+/// The environment variable that names the uid a child's role runs as.
+pub const AS_UID: &str = "HAL_CPU_SHM_TEST_AS_UID";
+
+/// In a child started by [`Peer::spawn_as`]: switch every thread of this
+/// process to that uid and gid for good, dropping supplementary groups.
+pub fn become_user() {
+    let uid: u32 = std::env::var(AS_UID)
+        .expect("started by Peer::spawn_as")
+        .parse()
+        .expect("a uid");
+    nix::unistd::setgroups(&[]).expect("setgroups");
+    let gid = nix::unistd::Gid::from_raw(uid);
+    nix::unistd::setresgid(gid, gid, gid).expect("setresgid");
+    let id = nix::unistd::Uid::from_raw(uid);
+    nix::unistd::setresuid(id, id, id).expect("setresuid");
+    assert_eq!(nix::unistd::geteuid().as_raw(), uid);
+}
+
 /// The environment variable that carries a handle's text to a child.
 pub const HANDLE: &str = "HAL_CPU_SHM_TEST_HANDLE";
 /// How long a test waits for a child's line before failing.
@@ -52,11 +70,13 @@ impl Peer {
         Peer::spawn_with(test, role, env, |_| {})
     }
 
-    /// As [`Peer::spawn`], running as `uid` (and group `uid`): needs root.
+    /// As [`Peer::spawn`], for a role that runs as `uid` (and group `uid`):
+    /// needs root. The child starts as this process's user and switches as
+    /// its role begins ([`become_user`]), so that the test binary need not be
+    /// reachable by `uid` (it may sit in a directory only root can enter).
     pub fn spawn_as(test: &str, role: &str, env: &[(&str, String)], uid: u32) -> Peer {
         Peer::spawn_with(test, role, env, |cmd| {
-            std::os::unix::process::CommandExt::uid(cmd, uid);
-            std::os::unix::process::CommandExt::gid(cmd, uid);
+            cmd.env(AS_UID, uid.to_string());
         })
     }
 
