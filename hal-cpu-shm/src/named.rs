@@ -394,13 +394,21 @@ const META_LOCK_PATIENCE: Duration = Duration::from_secs(2);
 /// an existing file) until the holder has judged and removed the file it
 /// read. False when the lock could not be had or the name has moved on.
 fn lock_meta(name: &str, mf: &MetaFile) -> bool {
+    lock_patiently(mf.file.as_fd())
+        && std::fs::symlink_metadata(meta_path(name))
+            .is_ok_and(|m| m.ino() == mf.ino && m.dev() == mf.dev)
+}
+
+/// `flock(LOCK_EX)` on `fd`, waiting at most [`META_LOCK_PATIENCE`] for
+/// another holder. The lock goes with the last descriptor of that open file.
+fn lock_patiently(fd: BorrowedFd<'_>) -> bool {
     let deadline = std::time::Instant::now() + META_LOCK_PATIENCE;
     loop {
-        // SAFETY: flock(2) on a descriptor this function borrows; it touches no
-        // memory. The lock goes with the descriptor when `mf` drops.
-        let rc = unsafe { libc::flock(mf.file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        // SAFETY: flock(2) on a descriptor this function borrows; it touches
+        // no memory.
+        let rc = unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         match if rc == 0 { Ok(()) } else { Err(Errno::last()) } {
-            Ok(()) => break,
+            Ok(()) => return true,
             Err(Errno::EINTR) => {}
             Err(Errno::EWOULDBLOCK) if std::time::Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(1));
@@ -408,7 +416,34 @@ fn lock_meta(name: &str, mf: &MetaFile) -> bool {
             Err(_) => return false,
         }
     }
-    std::fs::symlink_metadata(meta_path(name)).is_ok_and(|m| m.ino() == mf.ino && m.dev() == mf.dev)
+}
+
+/// Remove what sits at the metadata path of `name` when it cannot be opened
+/// to be judged (a symbolic link, a socket): never a regular file or a
+/// directory. Such entries cannot be locked themselves, so their removers
+/// hold the lock of [`SHM_DIR`] and check, under it, that the name still
+/// leads to the entry they saw.
+fn remove_junk_meta(name: &str) {
+    let path = meta_path(name);
+    let Ok(seen) = std::fs::symlink_metadata(&path) else {
+        return;
+    };
+    if seen.file_type().is_file() || seen.file_type().is_dir() {
+        return;
+    }
+    let Ok(dir) = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(SHM_DIR)
+    else {
+        return;
+    };
+    if lock_patiently(dir.as_fd())
+        && std::fs::symlink_metadata(&path)
+            .is_ok_and(|m| m.ino() == seen.ino() && m.dev() == seen.dev())
+    {
+        let _ = std::fs::remove_file(&path);
+    }
 }
 
 /// An unnamed file in [`SHM_DIR`] (`O_TMPFILE`, mode 0600): it gets a name
@@ -463,10 +498,17 @@ fn place_meta(name: &str, meta: &Meta) -> Result<()> {
         match link_unnamed(f.as_fd(), &path) {
             Ok(()) => return Ok(()),
             Err(Errno::EEXIST) => {
-                let Ok(Some(old)) = open_meta(name) else {
-                    // Gone in the meantime (try again), or unreadable: not ours
-                    // to replace (the link fails again and says so).
-                    continue;
+                let old = match open_meta(name) {
+                    Ok(Some(old)) => old,
+                    // Gone in the meantime: try again.
+                    Ok(None) => continue,
+                    // A link or a socket: remove it. Another user's metadata
+                    // that this process cannot read stays (the link fails
+                    // again and says the name is taken).
+                    Err(_) => {
+                        remove_junk_meta(name);
+                        continue;
+                    }
                 };
                 if let Some(m) = &old.meta {
                     let info = info_of(name, m);

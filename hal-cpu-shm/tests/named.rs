@@ -993,3 +993,319 @@ fn racer() {
         say("dropped");
     }
 }
+
+// --- metadata that must not be trusted ------------------------------------------
+
+fn our_pid_namespace() -> u64 {
+    let link = std::fs::read_link("/proc/self/ns/pid").unwrap();
+    let s = link.to_string_lossy().into_owned();
+    s.trim_start_matches("pid:[")
+        .trim_end_matches(']')
+        .parse()
+        .unwrap()
+}
+
+fn collected(prefix: &str) -> Vec<(String, bool)> {
+    let mut v: Vec<(String, bool)> = collect_garbage_prefix(prefix, false)
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.name, r.present))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn metadata_naming_another_object_or_a_live_creator() {
+    let me = nix::unistd::geteuid().as_raw();
+    let scope = unique("meta-other-");
+    let _sweep = Sweep(scope.clone());
+    let name = |i: usize| format!("{scope}{i}");
+    let mut inos = Vec::new();
+    for i in 0..5 {
+        inos.push(plain_object(&name(i), me));
+    }
+    // 0: the object it names, creator dead: both go.
+    Planted::describing(&name(0), me).plant(&name(0), 0o600);
+    // 1: another inode; 2: another device: only the metadata goes.
+    let p = Planted::describing(&name(1), me);
+    Planted {
+        ino: p.ino + 1,
+        ..p
+    }
+    .plant(&name(1), 0o600);
+    let p = Planted::describing(&name(2), me);
+    Planted {
+        dev: p.dev + 1,
+        ..p
+    }
+    .plant(&name(2), 0o600);
+    // 3: a creator in another pid namespace: never judged dead from here.
+    let p = Planted::describing(&name(3), me);
+    Planted {
+        pidns: our_pid_namespace() + 1,
+        ..p
+    }
+    .plant(&name(3), 0o600);
+    // 4: a live creator (this process) in this namespace, then the same pid
+    // with another start time (a recycled pid): dead.
+    let own_start = os::process_start_time(std::process::id()).unwrap();
+    let p = Planted::describing(&name(4), me);
+    let live = Planted {
+        pid: std::process::id(),
+        start: own_start,
+        pidns: our_pid_namespace(),
+        size: 100,
+        ..p
+    };
+    live.plant(&name(4), 0o600);
+    let info = |i: usize| listed(&name(i)).unwrap();
+    assert!(info(0).present && !info(0).alive);
+    assert_eq!(info(0).size, 4096);
+    for i in [1, 2] {
+        assert!(!info(i).present && !info(i).alive, "{:?}", info(i));
+    }
+    assert!(info(3).alive && info(3).present);
+    assert!(info(4).alive && info(4).present);
+    assert_eq!(
+        info(4).size,
+        4096,
+        "the object's size, not the recorded one"
+    );
+    assert_eq!(info(4).owner_start, own_start);
+    assert_eq!(info(1).size, 4096);
+    let would = collect_garbage_prefix(&scope, true).unwrap();
+    assert_eq!(would.len(), 3, "{would:?}");
+    assert_eq!(shm_entries(&scope).len(), 10, "a dry run removes nothing");
+    assert_eq!(
+        collected(&scope),
+        vec![(name(0), true), (name(1), false), (name(2), false)]
+    );
+    assert_eq!(ino_of(&name(0)), None);
+    for (i, ino) in inos.iter().enumerate().skip(1) {
+        assert_eq!(ino_of(&name(i)), Some(*ino), "object {i} stays");
+    }
+    assert!(!std::path::Path::new(&meta_file(&name(1))).exists());
+    assert!(std::path::Path::new(&meta_file(&name(3))).exists());
+    // A recycled pid: dead, so collected.
+    Planted {
+        start: own_start + 1,
+        ..live
+    }
+    .plant(&name(4), 0o600);
+    let i4 = listed(&name(4)).unwrap();
+    assert!(!i4.alive && i4.present && i4.size == 4096, "{i4:?}");
+    assert_eq!(collected(&name(4)), vec![(name(4), true)]);
+    // Metadata whose region is a directory or a link: not present; only the
+    // metadata goes.
+    let dir = format!("{SHM_DIR}/{}", name(5));
+    std::fs::create_dir(&dir).unwrap();
+    let m = std::fs::symlink_metadata(&dir).unwrap();
+    let dead = Planted {
+        uid: me,
+        pid: dead_pid(),
+        start: 0,
+        size: 7,
+        ino: m.ino(),
+        dev: m.dev(),
+        pidns: 0,
+    };
+    dead.plant(&name(5), 0o600);
+    let i5 = listed(&name(5)).unwrap();
+    assert!(!i5.present && i5.size == 7, "{i5:?}");
+    assert_eq!(collected(&name(5)), vec![(name(5), false)]);
+    assert!(std::path::Path::new(&dir).is_dir());
+    std::fs::remove_dir(&dir).unwrap();
+    for i in [1, 2, 3] {
+        let _ = nix::sys::mman::shm_unlink(format!("/{}", name(i)).as_str());
+    }
+    let _ = std::fs::remove_file(meta_file(&name(3)));
+    assert!(shm_entries(&scope).is_empty(), "{:?}", shm_entries(&scope));
+}
+
+#[test]
+fn metadata_that_is_not_whole_is_ignored_and_replaced() {
+    let me = nix::unistd::geteuid().as_raw();
+    let scope = unique("meta-bad-");
+    let _sweep = Sweep(scope.clone());
+    type Bytes = Box<dyn Fn(&str) -> Vec<u8>>;
+    let mut variants: Vec<(&str, Bytes)> = Vec::new();
+    variants.push(("short", Box::new(|_| vec![0u8; 127])));
+    let good = move |n: &str| {
+        Planted {
+            uid: me,
+            pid: 0,
+            start: 0,
+            size: 4096,
+            ino: 1,
+            dev: 1,
+            pidns: 0,
+        }
+        .bytes(n)
+    };
+    variants.push((
+        "long",
+        Box::new(move |n| {
+            let mut b = good(n);
+            b.push(0);
+            b
+        }),
+    ));
+    variants.push((
+        "cut",
+        Box::new(move |n| {
+            let mut b = good(n);
+            b.truncate(127);
+            b
+        }),
+    ));
+    variants.push((
+        "magic",
+        Box::new(move |n| {
+            let mut b = good(n);
+            b[3] ^= 0x20;
+            b
+        }),
+    ));
+    variants.push((
+        "version",
+        Box::new(move |n| {
+            let mut b = good(n);
+            b[8] = 2;
+            b
+        }),
+    ));
+    for (i, (what, bytes)) in variants.iter().enumerate() {
+        let name = format!("{scope}{i}");
+        // Beside an object whose creator would be dead: never listed, never
+        // collected.
+        let ino = plain_object(&name, me);
+        plant_bytes(&name, &bytes(&name), 0o600);
+        assert!(listed(&name).is_none(), "{what}");
+        assert!(collected(&name).is_empty(), "{what}");
+        assert_eq!(ino_of(&name), Some(ino), "{what}");
+        assert!(std::path::Path::new(&meta_file(&name)).exists(), "{what}");
+        // Without the object, creating the name replaces it.
+        unlink_named(&name).unwrap();
+        plant_bytes(&name, &bytes(&name), 0o600);
+        let a = create_named(&name, 4096, &NamedOptions::default()).unwrap();
+        let info = listed(&name).unwrap();
+        assert!(info.present && info.alive, "{what}: {info:?}");
+        assert_eq!(info.owner_pid, std::process::id(), "{what}");
+        drop(a);
+        assert!(gone(&name), "{what}");
+    }
+    // A FIFO where metadata would be: no hang, ignored.
+    let name = format!("{scope}fifo");
+    nix::unistd::mkfifo(meta_file(&name).as_str(), Mode::from_bits_truncate(0o600)).unwrap();
+    assert!(listed(&name).is_none());
+    assert!(collected(&name).is_empty());
+    std::fs::remove_file(meta_file(&name)).unwrap();
+    // A link (to a file that must not change) or a socket where metadata
+    // would be: creating the name replaces it.
+    let target = format!("/tmp/{scope}target");
+    std::fs::write(&target, b"precious").unwrap();
+    for junk in ["link", "socket"] {
+        let name = format!("{scope}{junk}");
+        let _listener = if junk == "link" {
+            std::os::unix::fs::symlink(&target, meta_file(&name)).unwrap();
+            None
+        } else {
+            Some(std::os::unix::net::UnixListener::bind(meta_file(&name)).unwrap())
+        };
+        assert!(listed(&name).is_none());
+        let a = create_named(&name, 4096, &NamedOptions::default()).unwrap();
+        assert!(std::fs::symlink_metadata(meta_file(&name))
+            .unwrap()
+            .file_type()
+            .is_file());
+        assert_eq!(listed(&name).unwrap().owner_pid, std::process::id());
+        drop(a);
+        assert!(gone(&name), "{junk}");
+    }
+    assert_eq!(std::fs::read(&target).unwrap(), b"precious");
+    std::fs::remove_file(&target).unwrap();
+    // Stale metadata of this version, with no object: creating replaces it.
+    let name = format!("{scope}stale");
+    plant_bytes(&name, &good(&name), 0o600);
+    let a = create_named(&name, 4096, &NamedOptions::default()).unwrap();
+    assert_eq!(listed(&name).unwrap().owner_pid, std::process::id());
+    drop(a);
+    assert!(shm_entries(&scope).is_empty(), "{:?}", shm_entries(&scope));
+}
+
+#[test]
+fn metadata_of_another_user_is_not_trusted() {
+    if let Some(r) = role() {
+        if r == "lister" {
+            lister();
+        }
+        return;
+    }
+    if !is_root() {
+        eprintln!("NOT RUN: files of other users need root here (fchown, setuid)");
+        return;
+    }
+    let scope = unique("meta-user-");
+    let _sweep = Sweep(scope.clone());
+    let name = |i: usize| format!("{scope}{i}");
+    let chown = |path: &str, uid: u32| {
+        nix::unistd::chown(path, Some(uid.into()), Some(uid.into())).unwrap();
+    };
+    // 0: root's object, metadata in root's name but owned by another user.
+    let ino0 = plain_object(&name(0), 0);
+    Planted::describing(&name(0), 0).plant(&name(0), 0o644);
+    chown(&meta_file(&name(0)), THIRD);
+    // 1: root's object and root's metadata file, naming another user.
+    let ino1 = plain_object(&name(1), 0);
+    Planted::describing(&name(1), THIRD).plant(&name(1), 0o644);
+    // 2: the third user's object and metadata, readable by all: root lists
+    // and collects it, as that user; nobody sees it.
+    plain_object(&name(2), THIRD);
+    Planted::describing(&name(2), THIRD).plant(&name(2), 0o644);
+    chown(&meta_file(&name(2)), THIRD);
+    // 3: the same, for the lister (nobody) to see and collect.
+    plain_object(&name(3), NOBODY);
+    Planted::describing(&name(3), NOBODY).plant(&name(3), 0o644);
+    chown(&meta_file(&name(3)), NOBODY);
+    assert!(listed(&name(0)).is_none());
+    assert!(listed(&name(1)).is_none());
+    assert_eq!(listed(&name(2)).unwrap().uid, THIRD);
+    assert!(listed(&name(2)).unwrap().present);
+    let mut lister = Peer::spawn_as(
+        "metadata_of_another_user_is_not_trusted",
+        "lister",
+        &[("HAL_TEST_NAMES", scope.clone())],
+        NOBODY,
+    );
+    assert_eq!(lister.recv(), format!("listed {}", name(3)));
+    assert_eq!(lister.recv(), format!("collected {}", name(3)));
+    assert!(lister.finish().success());
+    assert_eq!(ino_of(&name(3)), None);
+    assert_eq!(collected(&scope), vec![(name(2), true)]);
+    assert_eq!(ino_of(&name(2)), None);
+    assert_eq!(ino_of(&name(0)), Some(ino0));
+    assert_eq!(ino_of(&name(1)), Some(ino1));
+    assert_eq!(shm_entries(&scope).len(), 4, "{:?}", shm_entries(&scope));
+    drop(_sweep);
+    assert!(shm_entries(&scope).is_empty());
+}
+
+/// As uid 65534: list and collect what is under the scope.
+fn lister() {
+    become_user();
+    let scope = std::env::var("HAL_TEST_NAMES").unwrap();
+    let names: Vec<String> = list_regions()
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.name.starts_with(&scope))
+        .map(|r| r.name)
+        .collect();
+    say(&format!("listed {}", names.join(" ")));
+    let names: Vec<String> = collect_garbage_prefix(&scope, false)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    say(&format!("collected {}", names.join(" ")));
+}
