@@ -653,12 +653,11 @@ pub(crate) fn open_fd(name: &str, read_only: bool) -> Result<(OwnedFd, u64)> {
     )
     .map_err(|e| shm_error(e, name, "opening"))?;
     let st = os::fstat(fd.as_fd())?;
+    // (A socket cannot be opened at all, and /dev/shm holds no devices.)
     let kind = match st.st_mode & libc::S_IFMT {
         libc::S_IFREG => None,
         libc::S_IFIFO => Some("a FIFO (named pipe)"),
-        libc::S_IFSOCK => Some("a socket"),
         libc::S_IFDIR => Some("a directory"),
-        libc::S_IFCHR | libc::S_IFBLK => Some("a device"),
         _ => Some("not a regular file"),
     };
     if let Some(kind) = kind {
@@ -1031,6 +1030,87 @@ mod tests {
         let mut newer = b;
         newer[8] = 2;
         assert_eq!(Meta::decode(&newer), None);
+    }
+
+    /// A file in [`SHM_DIR`] owned by `uid`, removed when dropped.
+    struct Planted(String);
+
+    impl Planted {
+        fn new(tag: &str, uid: u32) -> Planted {
+            let path = format!("{SHM_DIR}/hal-unit-{}-{tag}", std::process::id());
+            std::fs::write(&path, b"x").unwrap();
+            nix::unistd::chown(path.as_str(), Some(uid.into()), None).unwrap();
+            Planted(path)
+        }
+    }
+
+    impl Drop for Planted {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn unlink(path: &str) -> Result<()> {
+        nix::unistd::unlink(path).map_err(|e| Error::errno(format!("unlinking {path}"), e))
+    }
+
+    #[test]
+    fn removal_as_the_owner_is_checked_by_the_kernel() {
+        if euid() != 0 {
+            eprintln!("NOT RUN: acting as another uid needs root here");
+            return;
+        }
+        // Root's file: a thread acting as uid 65534 cannot unlink it.
+        let roots = Planted::new("fsuid-root", 0);
+        let e = as_fs_user(65534, || unlink(&roots.0)).unwrap_err();
+        assert!(e.to_string().contains("not permitted"), "{e}");
+        assert!(std::path::Path::new(&roots.0).exists());
+        // That user's own file: it can.
+        let theirs = Planted::new("fsuid-theirs", 65534);
+        as_fs_user(65534, || unlink(&theirs.0)).unwrap();
+        assert!(!std::path::Path::new(&theirs.0).exists());
+        // This thread's file-system uid did not change.
+        // SAFETY: setfsuid(-1) reads the calling thread's value, changes nothing.
+        assert_eq!(unsafe { libc::setfsuid(u32::MAX) }, 0);
+        // As this process's own uid, it runs here.
+        let here = std::thread::current().id();
+        let ran_on = as_fs_user(0, || Ok(std::thread::current().id())).unwrap();
+        assert_eq!(ran_on, here);
+    }
+
+    #[test]
+    fn metadata_is_removed_only_while_the_name_leads_to_it() {
+        let name = format!("hal-unit-{}-moved", std::process::id());
+        let path = meta_path(&name);
+        let meta = Meta {
+            uid: euid(),
+            pid: 0,
+            start: 0,
+            size: 4096,
+            created: 0,
+            ino: 1,
+            dev: 1,
+            pidns: 0,
+        };
+        std::fs::write(&path, meta.encode(&name)).unwrap();
+        let old = open_meta(&name).unwrap().unwrap();
+        assert_eq!(old.meta.as_ref(), Some(&meta));
+        // Another file takes the name: the lock on the old one is worth nothing.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, meta.encode(&name)).unwrap();
+        assert!(!lock_meta(&name, &old));
+        let new = open_meta(&name).unwrap().unwrap();
+        assert!(lock_meta(&name, &new));
+        // The gc does not remove metadata that differs from what it listed.
+        let other = Meta {
+            pid: 1,
+            ..meta.clone()
+        };
+        drop(new);
+        assert!(!remove_stale(&name, &other, euid()).unwrap());
+        assert!(std::path::Path::new(&path).exists());
+        assert!(remove_stale(&name, &meta, euid()).unwrap());
+        assert!(!std::path::Path::new(&path).exists());
     }
 
     #[test]

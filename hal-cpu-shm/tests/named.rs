@@ -513,11 +513,20 @@ fn meta_file(name: &str) -> String {
 }
 
 fn plant_bytes(name: &str, bytes: &[u8], mode: u32) {
-    use std::os::unix::fs::PermissionsExt;
+    try_plant_bytes(name, bytes, mode).unwrap();
+}
+
+fn try_plant_bytes(name: &str, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let path = meta_file(name);
     let _ = std::fs::remove_file(&path);
-    std::fs::write(&path, bytes).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    std::io::Write::write_all(&mut f, bytes)
 }
 
 /// The pid of a process that has exited and been reaped.
@@ -693,7 +702,10 @@ fn planter() {
                         let uid = if n % 2 == 0 { 0 } else { me };
                         let _ = f.write_all_at(&uid.to_le_bytes(), 12);
                     }
-                    Err(_) => mine.plant(&name, 0o644),
+                    // (The gc may remove it again at any moment.)
+                    Err(_) => {
+                        let _ = try_plant_bytes(&name, &mine.bytes(&name), 0o644);
+                    }
                 }
                 n += 1;
             }
@@ -1308,4 +1320,80 @@ fn lister() {
         .map(|r| r.name)
         .collect();
     say(&format!("collected {}", names.join(" ")));
+}
+
+#[test]
+fn sizes_at_the_bounds_of_dev_shm() {
+    let vfs = nix::sys::statvfs::statvfs(SHM_DIR).unwrap();
+    #[allow(clippy::unnecessary_cast)]
+    let cap = (vfs.blocks() as u64).saturating_mul(vfs.fragment_size() as u64);
+    let name = unique("bounds");
+    let _c = Cleanup(name.clone());
+    if cap != 0 && cap < i64::MAX as u64 {
+        let e = create_named(&name, cap + 1, &NamedOptions::default()).unwrap_err();
+        assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
+        assert!(gone(&name));
+        // Exactly the capacity: fine (nothing is reserved without
+        // allocate_now, so this costs no memory).
+        let a = create_named(&name, cap, &NamedOptions::default()).unwrap();
+        assert_eq!(a.len(), cap);
+        drop(a);
+        assert!(gone(&name));
+    }
+    let e = create_named(&name, i64::MAX as u64 + 1, &NamedOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    assert!(gone(&name));
+}
+
+#[test]
+fn gc_by_name_and_around_locks_and_live_regions() {
+    let me = nix::unistd::geteuid().as_raw();
+    let scope = unique("gc-named-");
+    let _sweep = Sweep(scope.clone());
+    let name = |i: usize| format!("{scope}{i}");
+    for i in 0..3 {
+        plain_object(&name(i), me);
+        Planted::describing(&name(i), me).plant(&name(i), 0o600);
+    }
+    // Only the names given.
+    let e = hal_cpu_shm::collect_garbage_named(&[name(0), "a/b".into()], false).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    assert_eq!(shm_entries(&scope).len(), 6);
+    let would = hal_cpu_shm::collect_garbage_named(&[name(0)], true).unwrap();
+    assert_eq!(would.len(), 1);
+    assert_eq!(shm_entries(&scope).len(), 6);
+    let removed = hal_cpu_shm::collect_garbage_named(&[name(0)], false).unwrap();
+    assert_eq!(removed.len(), 1);
+    assert_eq!(removed[0].name, name(0));
+    assert!(gone(&name(0)));
+    assert_eq!(shm_entries(&scope).len(), 4);
+    // Metadata that another process holds locked (it is being judged or
+    // removed there) is left to it.
+    let held = std::fs::File::open(meta_file(&name(1))).unwrap();
+    nix::fcntl::Flock::lock(held, nix::fcntl::FlockArg::LockExclusive)
+        .map(|lock| {
+            assert!(collect_garbage_prefix(&name(1), false).unwrap().is_empty());
+            assert_eq!(shm_entries(&name(1)).len(), 2);
+            drop(lock);
+        })
+        .map_err(|(_, e)| e)
+        .unwrap();
+    assert_eq!(collected(&name(1)), vec![(name(1), true)]);
+    // A region of a dead creator that is still there keeps its name:
+    // creating it again is refused and its metadata stays.
+    let e = create_named(&name(2), 4096, &NamedOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
+    let info = listed(&name(2)).unwrap();
+    assert!(info.present && !info.alive, "{info:?}");
+    assert_eq!(collected(&name(2)), vec![(name(2), true)]);
+    // A directory at a region's name is refused, not opened.
+    let dir = format!("{SHM_DIR}/{}", name(3));
+    std::fs::create_dir(&dir).unwrap();
+    let e = open_named_read_only(&name(3), None).unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument { what } if what.contains("directory")),
+        "{e}"
+    );
+    std::fs::remove_dir(&dir).unwrap();
+    assert!(shm_entries(&scope).is_empty(), "{:?}", shm_entries(&scope));
 }
