@@ -382,9 +382,11 @@ fn meta_trusted(file_uid: u32, meta_uid: u32, me: u32) -> bool {
     file_uid == meta_uid && (me == 0 || meta_uid == me)
 }
 
-/// How long a remover waits for another process's hold on a metadata file
-/// (removers hold it for a few system calls; a process that holds it longer
-/// only keeps its own stale region from being removed).
+/// How long a creator waits for another process's hold on stale metadata
+/// it wants to replace (removers hold it for a few system calls). The
+/// cleanup does not wait: metadata that someone holds is being judged or
+/// removed there, and waiting would let a user who holds locks on many files
+/// of their own slow every cleanup down.
 const META_LOCK_PATIENCE: Duration = Duration::from_secs(2);
 
 /// Take the lock every remover of metadata holds (`flock` on the metadata
@@ -392,17 +394,18 @@ const META_LOCK_PATIENCE: Duration = Duration::from_secs(2);
 /// process holds it, nobody else removes the file, so the name cannot pass
 /// to newer metadata (which is only ever linked exclusively, never put over
 /// an existing file) until the holder has judged and removed the file it
-/// read. False when the lock could not be had or the name has moved on.
-fn lock_meta(name: &str, mf: &MetaFile) -> bool {
-    lock_patiently(mf.file.as_fd())
+/// read. False when the lock could not be had within `patience` or the name
+/// has moved on.
+fn lock_meta(name: &str, mf: &MetaFile, patience: Duration) -> bool {
+    lock_patiently(mf.file.as_fd(), patience)
         && std::fs::symlink_metadata(meta_path(name))
             .is_ok_and(|m| m.ino() == mf.ino && m.dev() == mf.dev)
 }
 
-/// `flock(LOCK_EX)` on `fd`, waiting at most [`META_LOCK_PATIENCE`] for
-/// another holder. The lock goes with the last descriptor of that open file.
-fn lock_patiently(fd: BorrowedFd<'_>) -> bool {
-    let deadline = std::time::Instant::now() + META_LOCK_PATIENCE;
+/// `flock(LOCK_EX)` on `fd`, waiting at most `patience` for another holder.
+/// The lock goes with the last descriptor of that open file.
+fn lock_patiently(fd: BorrowedFd<'_>, patience: Duration) -> bool {
+    let deadline = std::time::Instant::now() + patience;
     loop {
         // SAFETY: flock(2) on a descriptor this function borrows; it touches
         // no memory.
@@ -438,7 +441,7 @@ fn remove_junk_meta(name: &str) {
     else {
         return;
     };
-    if lock_patiently(dir.as_fd())
+    if lock_patiently(dir.as_fd(), META_LOCK_PATIENCE)
         && std::fs::symlink_metadata(&path)
             .is_ok_and(|m| m.ino() == seen.ino() && m.dev() == seen.dev())
     {
@@ -521,7 +524,7 @@ fn place_meta(name: &str, meta: &Meta) -> Result<()> {
                 // the name leads to by then would remove the metadata another
                 // creator put in place meanwhile, leaving its region without
                 // metadata.
-                if lock_meta(name, &old) {
+                if lock_meta(name, &old, META_LOCK_PATIENCE) {
                     let _ = std::fs::remove_file(&path);
                 }
             }
@@ -883,7 +886,9 @@ fn info_of(name: &str, meta: &Meta) -> RegionInfo {
 /// set to that uid, so that the kernel (the sticky bit of [`SHM_DIR`])
 /// refuses it should the name pass to another user's object in the
 /// meantime. Metadata that another user planted beside someone's object
-/// therefore never gets that object removed.
+/// therefore never gets that object removed. Metadata that another process
+/// holds locked (a creator replacing it, another cleanup) is left for a
+/// later run.
 pub fn collect_garbage(dry_run: bool) -> Result<Vec<RegionInfo>> {
     collect_garbage_prefix("", dry_run)
 }
@@ -929,7 +934,7 @@ fn remove_stale(name: &str, listed: &Meta, me: u32) -> Result<bool> {
         Some(m) if m == listed && meta_trusted(mf.uid, m.uid, me) => {}
         _ => return Ok(false),
     }
-    if !lock_meta(name, &mf) {
+    if !lock_meta(name, &mf, Duration::ZERO) {
         return Ok(false);
     }
     // Judged again under the lock, from the file the name leads to.
@@ -1098,9 +1103,9 @@ mod tests {
         // Another file takes the name: the lock on the old one is worth nothing.
         std::fs::remove_file(&path).unwrap();
         std::fs::write(&path, meta.encode(&name)).unwrap();
-        assert!(!lock_meta(&name, &old));
+        assert!(!lock_meta(&name, &old, Duration::ZERO));
         let new = open_meta(&name).unwrap().unwrap();
-        assert!(lock_meta(&name, &new));
+        assert!(lock_meta(&name, &new, Duration::ZERO));
         // The gc does not remove metadata that differs from what it listed.
         let other = Meta {
             pid: 1,
