@@ -575,7 +575,8 @@ impl CpuMapping {
             let name = std::str::from_utf8(&h.payload)
                 .map_err(|_| malformed("payload", "the region name is not UTF-8"))?
                 .to_owned();
-            let (fd, size) = named::open_fd(&name, read_only)?;
+            let (fd, size) =
+                named::open_for_import(&name, read_only, h.creator_pid, h.creator_start)?;
             if size < end {
                 return Err(Error::invalid(format!(
                     "named region {name:?} holds {size} bytes, fewer than the {end} the handle \

@@ -326,12 +326,24 @@ impl Meta {
     }
 }
 
-/// Read the metadata of `name`: `Ok(None)` when there is none or it is not a
-/// complete metadata object; also returns the metadata file's uid.
-fn read_meta(name: &str) -> Result<Option<(Meta, u32)>> {
+/// An open metadata object: what it says, who owns the file, and which file
+/// it is (so that it is removed only while its name still leads to it).
+#[derive(Debug)]
+struct MetaFile {
+    file: std::fs::File,
+    /// `None` when the file is not complete metadata of this version.
+    meta: Option<Meta>,
+    /// The owner of the metadata file.
+    uid: u32,
+    ino: u64,
+    dev: u64,
+}
+
+/// Open the metadata of `name`: `Ok(None)` when there is none.
+fn open_meta(name: &str) -> Result<Option<MetaFile>> {
     let f = match OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(meta_path(name))
     {
         Ok(f) => f,
@@ -341,15 +353,100 @@ fn read_meta(name: &str) -> Result<Option<(Meta, u32)>> {
     let m = f
         .metadata()
         .map_err(|e| Error::io(format!("stat of {}", meta_path(name)), e))?;
-    if !m.file_type().is_file() || m.len() != META_LEN as u64 {
-        return Ok(None);
-    }
     let mut b = [0u8; META_LEN];
-    let mut f = f;
-    if f.read_exact(&mut b).is_err() {
-        return Ok(None);
+    let meta = if m.file_type().is_file() && m.len() == META_LEN as u64 {
+        (&f).read_exact(&mut b).ok().and_then(|()| Meta::decode(&b))
+    } else {
+        None
+    };
+    Ok(Some(MetaFile {
+        file: f,
+        meta,
+        uid: m.uid(),
+        ino: m.ino(),
+        dev: m.dev(),
+    }))
+}
+
+/// Read the metadata of `name`: `Ok(None)` when there is none or it is not a
+/// complete metadata object; also returns the metadata file's uid.
+fn read_meta(name: &str) -> Result<Option<(Meta, u32)>> {
+    Ok(open_meta(name)?.and_then(|mf| Some((mf.meta?, mf.uid))))
+}
+
+/// Metadata counts only when the user it names wrote it: the file's owner is
+/// the uid recorded inside, and, for a process other than root, that uid is
+/// this process's. (Anyone may create files in [`SHM_DIR`]; only this check
+/// keeps a user from describing another user's object as theirs.)
+fn meta_trusted(file_uid: u32, meta_uid: u32, me: u32) -> bool {
+    file_uid == meta_uid && (me == 0 || meta_uid == me)
+}
+
+/// How long a creator waits for another process's hold on stale metadata
+/// it wants to replace (removers hold it for a few system calls). The
+/// cleanup does not wait: metadata that someone holds is being judged or
+/// removed there, and waiting would let a user who holds locks on many files
+/// of their own slow every cleanup down.
+const META_LOCK_PATIENCE: Duration = Duration::from_secs(2);
+
+/// Take the lock every remover of metadata holds (`flock` on the metadata
+/// file itself), then check that the name still leads to that file. While a
+/// process holds it, nobody else removes the file, so the name cannot pass
+/// to newer metadata (which is only ever linked exclusively, never put over
+/// an existing file) until the holder has judged and removed the file it
+/// read. False when the lock could not be had within `patience` or the name
+/// has moved on.
+fn lock_meta(name: &str, mf: &MetaFile, patience: Duration) -> bool {
+    lock_patiently(mf.file.as_fd(), patience)
+        && std::fs::symlink_metadata(meta_path(name))
+            .is_ok_and(|m| m.ino() == mf.ino && m.dev() == mf.dev)
+}
+
+/// `flock(LOCK_EX)` on `fd`, waiting at most `patience` for another holder.
+/// The lock goes with the last descriptor of that open file.
+fn lock_patiently(fd: BorrowedFd<'_>, patience: Duration) -> bool {
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        // SAFETY: flock(2) on a descriptor this function borrows; it touches
+        // no memory.
+        let rc = unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        match if rc == 0 { Ok(()) } else { Err(Errno::last()) } {
+            Ok(()) => return true,
+            Err(Errno::EINTR) => {}
+            Err(Errno::EWOULDBLOCK) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(_) => return false,
+        }
     }
-    Ok(Meta::decode(&b).map(|meta| (meta, m.uid())))
+}
+
+/// Remove what sits at the metadata path of `name` when it cannot be opened
+/// to be judged (a symbolic link, a socket): never a regular file or a
+/// directory. Such entries cannot be locked themselves, so their removers
+/// hold the lock of [`SHM_DIR`] and check, under it, that the name still
+/// leads to the entry they saw.
+fn remove_junk_meta(name: &str) {
+    let path = meta_path(name);
+    let Ok(seen) = std::fs::symlink_metadata(&path) else {
+        return;
+    };
+    if seen.file_type().is_file() || seen.file_type().is_dir() {
+        return;
+    }
+    let Ok(dir) = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(SHM_DIR)
+    else {
+        return;
+    };
+    if lock_patiently(dir.as_fd(), META_LOCK_PATIENCE)
+        && std::fs::symlink_metadata(&path)
+            .is_ok_and(|m| m.ino() == seen.ino() && m.dev() == seen.dev())
+    {
+        let _ = std::fs::remove_file(&path);
+    }
 }
 
 /// An unnamed file in [`SHM_DIR`] (`O_TMPFILE`, mode 0600): it gets a name
@@ -400,18 +497,36 @@ fn place_meta(name: &str, meta: &Meta) -> Result<()> {
     let mut f = unnamed_file("region metadata")?;
     f.write_all(&meta.encode(name))
         .map_err(|e| Error::io(format!("writing the metadata of {}", what(name)), e))?;
-    for _ in 0..2 {
+    for _ in 0..3 {
         match link_unnamed(f.as_fd(), &path) {
             Ok(()) => return Ok(()),
             Err(Errno::EEXIST) => {
-                if let Ok(Some((old, _))) = read_meta(name) {
-                    let info = info_of(name, &old);
+                let old = match open_meta(name) {
+                    Ok(Some(old)) => old,
+                    // Gone in the meantime: try again.
+                    Ok(None) => continue,
+                    // A link or a socket: remove it. Another user's metadata
+                    // that this process cannot read stays (the link fails
+                    // again and says the name is taken).
+                    Err(_) => {
+                        remove_junk_meta(name);
+                        continue;
+                    }
+                };
+                if let Some(m) = &old.meta {
+                    let info = info_of(name, m);
                     if info.present || info.alive {
                         return Err(Error::AlreadyExists { what: what(name) });
                     }
                 }
-                // Stale, or not metadata this version can read: replace it.
-                let _ = std::fs::remove_file(&path);
+                // Stale, or not metadata this version can read: replace it,
+                // but only that file. Judging it and then removing whatever
+                // the name leads to by then would remove the metadata another
+                // creator put in place meanwhile, leaving its region without
+                // metadata.
+                if lock_meta(name, &old, META_LOCK_PATIENCE) {
+                    let _ = std::fs::remove_file(&path);
+                }
             }
             Err(e) => return Err(Error::errno(format!("naming {path}"), e)),
         }
@@ -531,16 +646,27 @@ pub(crate) fn open_fd(name: &str, read_only: bool) -> Result<(OwnedFd, u64)> {
     } else {
         OFlag::O_RDWR
     };
+    // O_NONBLOCK: a FIFO planted at the name would otherwise block a
+    // read-only open until some process opened it for writing (forever).
+    // Nothing is read before the type check below, which refuses it.
     let fd = nix::sys::mman::shm_open(
         shm_path(name).as_str(),
-        flags | OFlag::O_NOFOLLOW,
+        flags | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
         Mode::empty(),
     )
     .map_err(|e| shm_error(e, name, "opening"))?;
     let st = os::fstat(fd.as_fd())?;
-    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+    // (A socket cannot be opened at all, and /dev/shm holds no devices.)
+    let kind = match st.st_mode & libc::S_IFMT {
+        libc::S_IFREG => None,
+        libc::S_IFIFO => Some("a FIFO (named pipe)"),
+        libc::S_IFDIR => Some("a directory"),
+        _ => Some("not a regular file"),
+    };
+    if let Some(kind) = kind {
         return Err(Error::invalid(format!(
-            "{} is not a regular object",
+            "{} is {kind}, not a shared memory object; it is not opened (remove it if it \
+             does not belong there)",
             what(name)
         )));
     }
@@ -556,7 +682,72 @@ pub(crate) fn open_fd(name: &str, read_only: bool) -> Result<(OwnedFd, u64)> {
             ),
         });
     }
+    nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(flags))
+        .map_err(|e| Error::errno(format!("clearing O_NONBLOCK on {}", what(name)), e))?;
     Ok((fd, st.st_size as u64))
+}
+
+/// Open the region a named handle names, for its import: the checks of
+/// [`open_named`] (a regular object of this process's effective uid), and
+/// one more that binds the name to the handle's creator.
+///
+/// What holds, exactly: when the process the handle names as its creator
+/// (`creator_pid`, with `creator_start` as its start time; a start time of 0
+/// trusts the pid alone) is alive and its `/proc/PID/status` is readable
+/// here, the region's owner must be that process's effective uid, else the
+/// import is refused with [`Error::PermissionDenied`]. Together with the
+/// first check, a process of another user that names itself as the creator
+/// cannot make this process open, and write, one of its own regions by
+/// naming it. When the creator has exited (or cannot be seen: another pid
+/// namespace, `/proc` mounted with `hidepid`), only the first check holds,
+/// as for [`open_named`]: the handle then grants nothing beyond what the
+/// name does to any process of this user. The creator fields are not
+/// authenticated: a peer that names a dead process, or a live process of this
+/// user, as the creator passes this check; what it reaches is then still
+/// only a region of this user, which every process of this user can open by
+/// name anyway. A creator in another pid namespace whose pid happens to name
+/// a live process of another user here is refused.
+pub(crate) fn open_for_import(
+    name: &str,
+    read_only: bool,
+    creator_pid: u32,
+    creator_start: u64,
+) -> Result<(OwnedFd, u64)> {
+    let (fd, size) = open_fd(name, read_only)?;
+    if let Some(creator_uid) = live_uid(creator_pid, creator_start) {
+        let owner = os::fstat(fd.as_fd())?.st_uid;
+        if owner != creator_uid {
+            return Err(Error::PermissionDenied {
+                pid: Some(creator_pid),
+                reason: format!(
+                    "the handle names {} as its region, but its creator, pid {creator_pid}, \
+                     runs as uid {creator_uid} and the region belongs to uid {owner}: a \
+                     process may hand over only regions of its own user",
+                    what(name)
+                ),
+            });
+        }
+    }
+    Ok((fd, size))
+}
+
+/// The effective uid of process `pid` that started at `start`, when it is
+/// alive and visible here.
+fn live_uid(pid: u32, start: u64) -> Option<u32> {
+    if pid == 0 {
+        return None;
+    }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let uid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))?
+        .split_ascii_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    // Checked after the read: if the process still runs with that start
+    // time, the status read was its own and not a recycled pid's.
+    os::process_alive(pid, start).then_some(uid)
 }
 
 fn open_impl(name: &str, expected_size: Option<u64>, read_only: bool) -> Result<CpuAllocation> {
@@ -620,8 +811,15 @@ pub fn unlink_named(name: &str) -> Result<()> {
 }
 
 /// Every region this library created that this user can see, by name.
-/// Regions without the library's metadata are not listed.
+/// Regions without the library's metadata are not listed, nor are those
+/// whose metadata file is not owned by the uid it records (anyone may create
+/// files in [`SHM_DIR`]); a process other than root sees only its own user's.
 pub fn list_regions() -> Result<Vec<RegionInfo>> {
+    Ok(listed()?.into_iter().map(|(info, _)| info).collect())
+}
+
+/// [`list_regions`], with the metadata each entry was made from.
+fn listed() -> Result<Vec<(RegionInfo, Meta)>> {
     let dir = match std::fs::read_dir(SHM_DIR) {
         Ok(d) => d,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -640,13 +838,12 @@ pub fn list_regions() -> Result<Vec<RegionInfo>> {
         let Ok(Some((meta, file_uid))) = read_meta(name) else {
             continue;
         };
-        // Metadata must be written by the user it names; others only see their own.
-        if file_uid != meta.uid || (me != 0 && meta.uid != me) {
+        if !meta_trusted(file_uid, meta.uid, me) {
             continue;
         }
-        out.push(info_of(name, &meta));
+        out.push((info_of(name, &meta), meta));
     }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out.sort_by(|a, b| a.0.name.cmp(&b.0.name));
     Ok(out)
 }
 
@@ -682,6 +879,16 @@ fn info_of(name: &str, meta: &Meta) -> RegionInfo {
 /// removed. Never touches a live creator's region, a region without the
 /// library's metadata, or a region that is not the object its metadata
 /// describes (only the stale metadata goes then).
+///
+/// Run as root, it removes the regions of every user, each as that user: a
+/// region and its metadata are removed only when both files belong to the
+/// uid the metadata records, and the removal runs with the file-system uid
+/// set to that uid, so that the kernel (the sticky bit of [`SHM_DIR`])
+/// refuses it should the name pass to another user's object in the
+/// meantime. Metadata that another user planted beside someone's object
+/// therefore never gets that object removed. Metadata that another process
+/// holds locked (a creator replacing it, another cleanup) is left for a
+/// later run.
 pub fn collect_garbage(dry_run: bool) -> Result<Vec<RegionInfo>> {
     collect_garbage_prefix("", dry_run)
 }
@@ -689,37 +896,118 @@ pub fn collect_garbage(dry_run: bool) -> Result<Vec<RegionInfo>> {
 /// [`collect_garbage`] restricted to the regions whose name starts with
 /// `prefix` (an application's own namespace).
 pub fn collect_garbage_prefix(prefix: &str, dry_run: bool) -> Result<Vec<RegionInfo>> {
+    collect_where(dry_run, |name| name.starts_with(prefix))
+}
+
+/// [`collect_garbage`] restricted to the regions named in `names`.
+pub fn collect_garbage_named(names: &[String], dry_run: bool) -> Result<Vec<RegionInfo>> {
+    for n in names {
+        validate_name(n)?;
+    }
+    collect_where(dry_run, |name| names.iter().any(|n| n == name))
+}
+
+fn collect_where(dry_run: bool, chosen: impl Fn(&str) -> bool) -> Result<Vec<RegionInfo>> {
+    let me = euid();
     let mut removed = Vec::new();
-    for info in list_regions()? {
-        if info.alive || !info.name.starts_with(prefix) {
+    for (info, meta) in listed()? {
+        if info.alive || !chosen(&info.name) {
             continue;
         }
-        if !dry_run {
-            // Re-check right before removing: the name may have changed hands.
-            if let Ok(Some((meta, _))) = read_meta(&info.name) {
-                let now = info_of(&info.name, &meta);
-                if now.alive {
-                    continue;
-                }
-                if now.present {
-                    match nix::sys::mman::shm_unlink(shm_path(&info.name).as_str()) {
-                        Ok(()) | Err(Errno::ENOENT) => {}
-                        Err(e) => return Err(shm_error(e, &info.name, "unlinking")),
-                    }
-                }
-                match std::fs::remove_file(meta_path(&info.name)) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        return Err(Error::io(format!("removing {}", meta_path(&info.name)), e))
-                    }
-                    _ => {}
-                }
-            } else {
-                continue;
-            }
+        if !dry_run && !remove_stale(&info.name, &meta, me)? {
+            continue;
         }
         removed.push(info);
     }
     Ok(removed)
+}
+
+/// Remove region `name` and its metadata, or the metadata alone when the
+/// region is not the object it describes, if the metadata still is `listed`
+/// and its creator is dead. False when something changed since the listing
+/// (or the kernel refused): nothing was removed then.
+fn remove_stale(name: &str, listed: &Meta, me: u32) -> Result<bool> {
+    let Ok(Some(mf)) = open_meta(name) else {
+        return Ok(false);
+    };
+    match &mf.meta {
+        Some(m) if m == listed && meta_trusted(mf.uid, m.uid, me) => {}
+        _ => return Ok(false),
+    }
+    if !lock_meta(name, &mf, Duration::ZERO) {
+        return Ok(false);
+    }
+    // Judged again under the lock, from the file the name leads to.
+    let now = info_of(name, listed);
+    if now.alive {
+        return Ok(false);
+    }
+    as_fs_user(listed.uid, || {
+        if now.present {
+            match nix::sys::mman::shm_unlink(shm_path(name).as_str()) {
+                Ok(()) | Err(Errno::ENOENT) => {}
+                // The name passed to an object of another user since the
+                // check: the kernel refused for us.
+                Err(Errno::EPERM | Errno::EACCES) => return Ok(false),
+                Err(e) => return Err(shm_error(e, name, "unlinking")),
+            }
+        }
+        match nix::unistd::unlink(meta_path(name).as_str()) {
+            Ok(()) | Err(Errno::ENOENT) => Ok(true),
+            Err(e) => Err(Error::errno(format!("removing {}", meta_path(name)), e)),
+        }
+    })
+}
+
+/// Run `f` on a short-lived thread whose file-system uid is `uid`, so that
+/// the kernel checks its unlinks against `uid` rather than against root's
+/// powers. (`setfsuid` changes only the calling thread; the thread sets it
+/// back before it ends, and ends right after `f`.) When `uid` is already this
+/// process's effective uid, `f` runs here.
+fn as_fs_user<T: Send>(uid: u32, f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    let me = euid();
+    if uid == me {
+        return f();
+    }
+    std::thread::scope(|s| {
+        let worker = std::thread::Builder::new()
+            .name("hal-shm-gc".into())
+            .spawn_scoped(s, move || {
+                set_fsuid(uid)?;
+                let r = f();
+                let back = set_fsuid(me);
+                r.and_then(|v| back.map(|()| v))
+            })
+            .map_err(|e| Error::io("starting a thread to remove a region as its owner", e))?;
+        worker.join().unwrap_or_else(|_| {
+            Err(Error::io(
+                "removing a region as its owner",
+                std::io::Error::other("the removing thread panicked"),
+            ))
+        })
+    })
+}
+
+/// Set this thread's file-system uid, and check that it took.
+fn set_fsuid(uid: u32) -> Result<()> {
+    // SAFETY: setfsuid(2) takes an integer and changes only the calling
+    // thread's file-system uid; it touches no memory.
+    unsafe { libc::setfsuid(uid) };
+    // It returns the previous value whether or not it succeeded; an invalid
+    // uid (-1) changes nothing and returns the current one.
+    // SAFETY: as above.
+    let now = unsafe { libc::setfsuid(u32::MAX) } as u32;
+    if now == uid {
+        Ok(())
+    } else {
+        Err(Error::PermissionDenied {
+            pid: None,
+            reason: format!(
+                "cannot act as uid {uid} to remove its regions (setfsuid needs CAP_SETUID); \
+                 run the cleanup as that user"
+            ),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -747,6 +1035,87 @@ mod tests {
         let mut newer = b;
         newer[8] = 2;
         assert_eq!(Meta::decode(&newer), None);
+    }
+
+    /// A file in [`SHM_DIR`] owned by `uid`, removed when dropped.
+    struct Planted(String);
+
+    impl Planted {
+        fn new(tag: &str, uid: u32) -> Planted {
+            let path = format!("{SHM_DIR}/hal-unit-{}-{tag}", std::process::id());
+            std::fs::write(&path, b"x").unwrap();
+            nix::unistd::chown(path.as_str(), Some(uid.into()), None).unwrap();
+            Planted(path)
+        }
+    }
+
+    impl Drop for Planted {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn unlink(path: &str) -> Result<()> {
+        nix::unistd::unlink(path).map_err(|e| Error::errno(format!("unlinking {path}"), e))
+    }
+
+    #[test]
+    fn removal_as_the_owner_is_checked_by_the_kernel() {
+        if euid() != 0 {
+            eprintln!("NOT RUN: acting as another uid needs root here");
+            return;
+        }
+        // Root's file: a thread acting as uid 65534 cannot unlink it.
+        let roots = Planted::new("fsuid-root", 0);
+        let e = as_fs_user(65534, || unlink(&roots.0)).unwrap_err();
+        assert!(e.to_string().contains("not permitted"), "{e}");
+        assert!(std::path::Path::new(&roots.0).exists());
+        // That user's own file: it can.
+        let theirs = Planted::new("fsuid-theirs", 65534);
+        as_fs_user(65534, || unlink(&theirs.0)).unwrap();
+        assert!(!std::path::Path::new(&theirs.0).exists());
+        // This thread's file-system uid did not change.
+        // SAFETY: setfsuid(-1) reads the calling thread's value, changes nothing.
+        assert_eq!(unsafe { libc::setfsuid(u32::MAX) }, 0);
+        // As this process's own uid, it runs here.
+        let here = std::thread::current().id();
+        let ran_on = as_fs_user(0, || Ok(std::thread::current().id())).unwrap();
+        assert_eq!(ran_on, here);
+    }
+
+    #[test]
+    fn metadata_is_removed_only_while_the_name_leads_to_it() {
+        let name = format!("hal-unit-{}-moved", std::process::id());
+        let path = meta_path(&name);
+        let meta = Meta {
+            uid: euid(),
+            pid: 0,
+            start: 0,
+            size: 4096,
+            created: 0,
+            ino: 1,
+            dev: 1,
+            pidns: 0,
+        };
+        std::fs::write(&path, meta.encode(&name)).unwrap();
+        let old = open_meta(&name).unwrap().unwrap();
+        assert_eq!(old.meta.as_ref(), Some(&meta));
+        // Another file takes the name: the lock on the old one is worth nothing.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, meta.encode(&name)).unwrap();
+        assert!(!lock_meta(&name, &old, Duration::ZERO));
+        let new = open_meta(&name).unwrap().unwrap();
+        assert!(lock_meta(&name, &new, Duration::ZERO));
+        // The gc does not remove metadata that differs from what it listed.
+        let other = Meta {
+            pid: 1,
+            ..meta.clone()
+        };
+        drop(new);
+        assert!(!remove_stale(&name, &other, euid()).unwrap());
+        assert!(std::path::Path::new(&path).exists());
+        assert!(remove_stale(&name, &meta, euid()).unwrap());
+        assert!(!std::path::Path::new(&path).exists());
     }
 
     #[test]

@@ -31,6 +31,20 @@ impl Drop for Cleanup {
     }
 }
 
+/// Removes every region (and metadata) whose name starts with its prefix
+/// whatever happens to the test: a child's objects when it is killed.
+struct Sweep(String);
+
+impl Drop for Sweep {
+    fn drop(&mut self) {
+        for n in shm_entries(&self.0) {
+            if n.starts_with(&self.0) || n.starts_with(&format!("{META_PREFIX}{}", self.0)) {
+                let _ = std::fs::remove_file(format!("{SHM_DIR}/{n}"));
+            }
+        }
+    }
+}
+
 fn gone(name: &str) -> bool {
     shm_entries(name).is_empty()
 }
@@ -428,4 +442,958 @@ fn a_region_created_by_python_opens_here() {
     assert!(!gone(&name), "opening does not unlink");
     unlink_named(&name).unwrap();
     assert!(gone(&name));
+}
+
+// --- hostile files in /dev/shm, other users, racing creators ------------------
+
+/// The unprivileged uid the cross-user tests switch to (nobody), and a third
+/// uid that owns victims' objects.
+const NOBODY: u32 = 65534;
+const THIRD: u32 = 65533;
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// The fields of a metadata object, laid out as the module documentation
+/// of `named` says (128 bytes, little-endian), so that tests can plant what
+/// another program or user could write.
+#[derive(Debug, Clone, Copy)]
+struct Planted {
+    uid: u32,
+    pid: u32,
+    start: u64,
+    size: u64,
+    ino: u64,
+    dev: u64,
+    pidns: u64,
+}
+
+impl Planted {
+    /// Metadata that describes the object at `/dev/shm/NAME` as `uid`'s,
+    /// created by a process that is gone.
+    fn describing(name: &str, uid: u32) -> Planted {
+        let m = std::fs::symlink_metadata(format!("{SHM_DIR}/{name}")).unwrap();
+        Planted {
+            uid,
+            pid: dead_pid(),
+            start: 0,
+            size: m.len(),
+            ino: m.ino(),
+            dev: m.dev(),
+            pidns: 0,
+        }
+    }
+
+    fn bytes(&self, name: &str) -> Vec<u8> {
+        let mut b = vec![0u8; 128];
+        b[0..8].copy_from_slice(b"HALSHMD1");
+        b[8..12].copy_from_slice(&1u32.to_le_bytes());
+        b[12..16].copy_from_slice(&self.uid.to_le_bytes());
+        b[16..20].copy_from_slice(&self.pid.to_le_bytes());
+        b[24..32].copy_from_slice(&self.start.to_le_bytes());
+        b[32..40].copy_from_slice(&self.size.to_le_bytes());
+        b[40..48].copy_from_slice(&1_700_000_000u64.to_le_bytes());
+        b[48..56].copy_from_slice(&self.ino.to_le_bytes());
+        b[56..64].copy_from_slice(&self.dev.to_le_bytes());
+        b[64..72].copy_from_slice(&self.pidns.to_le_bytes());
+        b[72..80].copy_from_slice(&region_id(name).to_le_bytes());
+        b
+    }
+
+    /// Write it at `/dev/shm/.hal-meta.NAME` (replacing what is there), mode
+    /// `mode`, owned by whoever runs this.
+    fn plant(&self, name: &str, mode: u32) {
+        plant_bytes(name, &self.bytes(name), mode);
+    }
+}
+
+fn meta_file(name: &str) -> String {
+    format!("{SHM_DIR}/{META_PREFIX}{name}")
+}
+
+fn plant_bytes(name: &str, bytes: &[u8], mode: u32) {
+    try_plant_bytes(name, bytes, mode).unwrap();
+}
+
+fn try_plant_bytes(name: &str, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let path = meta_file(name);
+    let _ = std::fs::remove_file(&path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    std::io::Write::write_all(&mut f, bytes)
+}
+
+/// The pid of a process that has exited and been reaped.
+fn dead_pid() -> u32 {
+    let mut c = Command::new("true").spawn().expect("running `true`");
+    let pid = c.id();
+    c.wait().unwrap();
+    pid
+}
+
+/// A plain object at `/dev/shm/NAME` (as C or Python make them, no
+/// metadata), owned by `uid`; returns its inode.
+fn plain_object(name: &str, uid: u32) -> u64 {
+    let fd = nix::sys::mman::shm_open(
+        format!("/{name}").as_str(),
+        OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_EXCL,
+        Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    os::set_len(std::os::fd::AsFd::as_fd(&fd), 4096).unwrap();
+    if uid != nix::unistd::geteuid().as_raw() {
+        nix::unistd::fchown(fd.as_raw_fd(), Some(uid.into()), Some(uid.into())).unwrap();
+    }
+    os::fstat(std::os::fd::AsFd::as_fd(&fd)).unwrap().st_ino
+}
+
+fn ino_of(name: &str) -> Option<u64> {
+    std::fs::symlink_metadata(format!("{SHM_DIR}/{name}"))
+        .ok()
+        .map(|m| m.ino())
+}
+
+fn listed(name: &str) -> Option<hal_cpu_shm::RegionInfo> {
+    list_regions().unwrap().into_iter().find(|r| r.name == name)
+}
+
+#[test]
+fn gc_as_root_spares_other_users_objects() {
+    if let Some(r) = role() {
+        if r == "planter" {
+            planter();
+        }
+        return;
+    }
+    if !is_root() {
+        eprintln!(
+            "NOT RUN: the objects of other users, and a process of another uid that plants \
+             metadata beside them, need root here (fchown, setuid)"
+        );
+        return;
+    }
+    let scope = unique("gc-victims-");
+    // Victims: objects of root and of a third user, made by other programs
+    // (no metadata), and a region the library made for root.
+    let names: Vec<String> = (0..6).map(|i| format!("{scope}{i}")).collect();
+    let _c: Vec<Cleanup> = names.iter().map(|n| Cleanup(n.clone())).collect();
+    let inos = [
+        plain_object(&names[0], 0),
+        plain_object(&names[1], 0),
+        plain_object(&names[2], THIRD),
+        plain_object(&names[3], THIRD),
+        plain_object(&names[4], 0),
+    ];
+    // The planter's own region of a dead creator: root's gc removes it (as
+    // that user), which shows the cleanup of other users' regions still works.
+    let own = names[5].clone();
+    let mut planter = Peer::spawn_as(
+        "gc_as_root_spares_other_users_objects",
+        "planter",
+        &[("HAL_TEST_NAMES", names.join(" "))],
+        NOBODY,
+    );
+    assert_eq!(planter.recv(), "planted");
+    let before = shm_entries(&scope).len();
+    assert_eq!(before, 12, "{:?}", shm_entries(&scope));
+    // The metadata the planter wrote about its own uid is listed (root sees
+    // every user's), but its object is not the one it describes.
+    for n in [&names[0], &names[2]] {
+        let info = listed(n).expect("the planter's metadata is listed");
+        assert_eq!(info.uid, NOBODY);
+        assert!(!info.alive && !info.present, "{info:?}");
+    }
+    // Metadata the planter wrote in root's or the third user's name is not.
+    assert!(listed(&names[1]).is_none());
+    assert!(listed(&names[3]).is_none());
+    let removed = collect_garbage_prefix(&scope, false).unwrap();
+    let mut removed: Vec<(String, bool)> =
+        removed.into_iter().map(|r| (r.name, r.present)).collect();
+    removed.sort();
+    assert_eq!(
+        removed,
+        vec![
+            (names[0].clone(), false),
+            (names[2].clone(), false),
+            (names[4].clone(), false),
+            (own.clone(), true),
+        ]
+    );
+    for (i, ino) in inos.iter().enumerate() {
+        assert_eq!(ino_of(&names[i]), Some(*ino), "victim {i} survives");
+    }
+    // Only the planter's own files went.
+    assert!(!std::path::Path::new(&meta_file(&names[0])).exists());
+    assert!(std::path::Path::new(&meta_file(&names[1])).exists());
+    assert_eq!(
+        ino_of(&own),
+        None,
+        "the planter's own dead region is collected"
+    );
+    assert!(!std::path::Path::new(&meta_file(&own)).exists());
+
+    // The race: metadata rewritten in place between the listing and the
+    // removal, back and forth between the planter's uid (the file owner's,
+    // so it is listed) and root's (the victim's). No interleaving gets the
+    // victim removed.
+    planter.send("flip");
+    assert_eq!(planter.recv(), "flipping");
+    for _ in 0..300 {
+        let _ = collect_garbage_prefix(&names[4], false).unwrap();
+        let _ = hal_cpu_shm::collect_garbage_named(&[names[4].clone()], false).unwrap();
+        assert_eq!(ino_of(&names[4]), Some(inos[4]), "the victim survives");
+    }
+    planter.send("stop");
+    assert_eq!(planter.recv(), "stopped");
+    assert!(planter.finish().success());
+    for (i, ino) in inos.iter().enumerate() {
+        assert_eq!(ino_of(&names[i]), Some(*ino), "victim {i} survives");
+    }
+    drop(_c);
+    assert!(shm_entries(&scope).is_empty(), "{:?}", shm_entries(&scope));
+}
+
+/// As uid 65534: plant metadata beside other users' objects.
+fn planter() {
+    become_user();
+    let names: Vec<String> = std::env::var("HAL_TEST_NAMES")
+        .unwrap()
+        .split(' ')
+        .map(str::to_string)
+        .collect();
+    let me = nix::unistd::geteuid().as_raw();
+    assert_eq!(me, NOBODY);
+    // Beside root's object: in this user's name, and in root's.
+    Planted::describing(&names[0], me).plant(&names[0], 0o600);
+    Planted::describing(&names[1], 0).plant(&names[1], 0o600);
+    // Beside the third user's object: in this user's name, and in theirs.
+    Planted::describing(&names[2], me).plant(&names[2], 0o600);
+    Planted::describing(&names[3], THIRD).plant(&names[3], 0o600);
+    // Beside root's object, for the race: this user's name for now.
+    Planted::describing(&names[4], me).plant(&names[4], 0o644);
+    // Its own object, with metadata of a dead creator.
+    plain_object(&names[5], me);
+    Planted::describing(&names[5], me).plant(&names[5], 0o600);
+    say("planted");
+    assert_eq!(hear(), "flip");
+    let victim = Planted::describing(&names[4], 0);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flipper = {
+        let stop = stop.clone();
+        let name = names[4].clone();
+        std::thread::spawn(move || {
+            use std::os::unix::fs::FileExt;
+            let mine = Planted { uid: me, ..victim };
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // Rewritten in place (the same file), and planted again
+                // whenever the gc removed it.
+                match std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(meta_file(&name))
+                {
+                    Ok(f) => {
+                        let uid = if n % 2 == 0 { 0 } else { me };
+                        let _ = f.write_all_at(&uid.to_le_bytes(), 12);
+                    }
+                    // (The gc may remove it again at any moment.)
+                    Err(_) => {
+                        let _ = try_plant_bytes(&name, &mine.bytes(&name), 0o644);
+                    }
+                }
+                n += 1;
+            }
+            let _ = std::fs::remove_file(meta_file(&name));
+        })
+    };
+    say("flipping");
+    assert_eq!(hear(), "stop");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    flipper.join().unwrap();
+    for n in &names[..4] {
+        let _ = std::fs::remove_file(meta_file(n));
+    }
+    say("stopped");
+}
+
+/// Run `f` on a thread and return its result; a guard against hangs only:
+/// after 30 s it gives up and fails the test (after `unblock`).
+fn guarded<T: Send + 'static>(
+    what: &str,
+    unblock: impl FnOnce(),
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(30)) {
+        Ok(v) => v,
+        Err(_) => {
+            unblock();
+            panic!("{what} hung");
+        }
+    }
+}
+
+#[test]
+fn fifo_in_dev_shm_fails_fast() {
+    let d = CpuDevice::new();
+    // A genuine read-only named export, as a template for handles.
+    let template_name = unique("fifo-template");
+    let _t = Cleanup(template_name.clone());
+    let template = d
+        .create_named(&template_name, 4096, &NamedOptions::default())
+        .unwrap();
+    let ro = d
+        .export_memory(
+            &template,
+            &ExportOptions {
+                read_only: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let name = unique("fifo");
+    let _c = Cleanup(name.clone());
+    let path = format!("{SHM_DIR}/{name}");
+    nix::unistd::mkfifo(path.as_str(), Mode::from_bits_truncate(0o600)).unwrap();
+    // If an open hangs, opening the other end for writing releases it.
+    let unblock = || {
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&path);
+    };
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let mut handle = ro.handle().clone();
+    handle.payload = name.clone().into_bytes();
+    handle.object_id = os::random_id();
+    let n = name.clone();
+    let results: Vec<(&str, Result<(), Error>)> = vec![
+        ("open_named_read_only", {
+            let n = n.clone();
+            guarded("open_named_read_only", unblock, move || {
+                open_named_read_only(&n, None).map(drop)
+            })
+        }),
+        ("open_named", {
+            let n = n.clone();
+            guarded("open_named", unblock, move || {
+                open_named(&n, None).map(drop)
+            })
+        }),
+        ("unlink_named", {
+            let n = n.clone();
+            guarded("unlink_named", unblock, move || unlink_named(&n))
+        }),
+        ("import of a read-only named handle", {
+            guarded("the import", unblock, move || {
+                CpuDevice::new()
+                    .import_memory(SharedHandle::from(handle), &ImportOptions::default())
+                    .map(drop)
+            })
+        }),
+    ];
+    for (what, r) in results {
+        match r {
+            Err(Error::InvalidArgument { what: why }) => {
+                assert!(why.contains("FIFO"), "{what}: {why}")
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    // Creating over it: the name is taken.
+    let e = create_named(&name, 4096, &NamedOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
+    assert!(std::fs::symlink_metadata(&path)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    std::fs::remove_file(&path).unwrap();
+    drop((ro, template));
+    assert!(gone(&name) && gone(&template_name));
+}
+
+#[test]
+fn named_handles_bind_the_region_to_their_creators_user() {
+    if let Some(r) = role() {
+        if r == "forger" {
+            forger();
+        }
+        return;
+    }
+    if !is_root() {
+        eprintln!(
+            "NOT RUN: a handle from a process of another uid needs root here (setuid) to \
+             start that process"
+        );
+        return;
+    }
+    let d = CpuDevice::new();
+    let name = unique("handle-victim");
+    let _c = Cleanup(name.clone());
+    let region = d
+        .create_named(&name, 4096, &NamedOptions::default())
+        .unwrap();
+    region.write(0, b"root's bytes").unwrap();
+    let mut forger = Peer::spawn_as(
+        "named_handles_bind_the_region_to_their_creators_user",
+        "forger",
+        &[("HAL_TEST_NAMES", name.clone())],
+        NOBODY,
+    );
+    let forger_pid = forger.pid();
+    let prefix = format!("hal-t-{forger_pid}-");
+    let _sweep = Sweep(prefix.clone());
+    let forged = forger.recv();
+    let h = hal_core::Handle::from_text(&forged).unwrap();
+    assert_eq!(h.creator_pid, forger_pid, "the forger names itself");
+    assert_eq!(h.payload, name.as_bytes());
+    for read_only in [false, true] {
+        let mut h = h.clone();
+        if read_only {
+            h.flags.insert(HandleFlags::READ_ONLY);
+        }
+        let e = d
+            .import_memory(SharedHandle::from(h), &ImportOptions::default())
+            .unwrap_err();
+        match &e {
+            Error::PermissionDenied { pid, reason } => {
+                assert_eq!(*pid, Some(forger_pid), "{e}");
+                assert!(
+                    reason.contains("uid 65534") && reason.contains("uid 0"),
+                    "{e}"
+                );
+            }
+            _ => panic!("{e}"),
+        }
+    }
+    let mut b = [0u8; 12];
+    region.read(0, &mut b).unwrap();
+    assert_eq!(&b, b"root's bytes");
+    // A handle of this user's process for the same region imports.
+    let own = d.export_memory(&region, &ExportOptions::default()).unwrap();
+    let m = d
+        .import_memory(
+            SharedHandle::from(own.handle().clone()),
+            &ImportOptions::default(),
+        )
+        .unwrap();
+    m.read(0, &mut b).unwrap();
+    assert_eq!(&b, b"root's bytes");
+    drop(m);
+    // Once the forger is gone, only the owner check is left (see
+    // `open_for_import`): the region is this user's, so it imports.
+    forger.send("done");
+    assert!(forger.finish().success());
+    let m = d
+        .import_memory(SharedHandle::from(h), &ImportOptions::default())
+        .unwrap();
+    m.read(0, &mut b).unwrap();
+    assert_eq!(&b, b"root's bytes");
+    drop((m, own, region));
+    assert!(gone(&name));
+    assert!(shm_entries(&prefix).is_empty());
+}
+
+/// As uid 65534: export a region of its own, and hand out a handle that
+/// names root's region instead.
+fn forger() {
+    become_user();
+    let d = CpuDevice::new();
+    let name = unique("forger");
+    let region = d
+        .create_named(&name, 4096, &NamedOptions::default())
+        .unwrap();
+    let ex = d.export_memory(&region, &ExportOptions::default()).unwrap();
+    let mut h = ex.handle().clone();
+    h.payload = std::env::var("HAL_TEST_NAMES").unwrap().into_bytes();
+    h.object_id = os::random_id();
+    say(&h.to_text());
+    assert_eq!(hear(), "done");
+    drop((ex, region));
+}
+
+#[test]
+fn racing_creators_on_a_stale_name_leave_every_region_its_metadata() {
+    const PROCS: usize = 8;
+    const ROUNDS: usize = 50;
+    if let Some(r) = role() {
+        if r == "racer" {
+            racer();
+        }
+        return;
+    }
+    let scope = unique("stale-race-");
+    let me = nix::unistd::geteuid().as_raw();
+    let mut racers: Vec<Peer> = (0..PROCS)
+        .map(|_| {
+            Peer::spawn(
+                "racing_creators_on_a_stale_name_leave_every_region_its_metadata",
+                "racer",
+                &[],
+            )
+        })
+        .collect();
+    let pids: Vec<u32> = racers.iter().map(Peer::pid).collect();
+    for round in 0..ROUNDS {
+        let name = format!("{scope}{round}");
+        let _c = Cleanup(name.clone());
+        // Stale metadata: its creator is dead and its region is gone.
+        Planted {
+            uid: me,
+            pid: dead_pid(),
+            start: 0,
+            size: 4096,
+            ino: 1,
+            dev: 1,
+            pidns: 0,
+        }
+        .plant(&name, 0o600);
+        for r in &mut racers {
+            r.send(&name);
+        }
+        let results: Vec<String> = racers.iter_mut().map(Peer::recv).collect();
+        let winners: Vec<usize> = (0..PROCS).filter(|&i| results[i] == "ok").collect();
+        for r in &results {
+            assert!(
+                r == "ok" || r == "already-exists",
+                "round {round}: {results:?}"
+            );
+        }
+        assert_eq!(winners.len(), 1, "round {round}: {results:?}");
+        // The region that stands has its metadata, which names its creator.
+        let info = listed(&name).unwrap_or_else(|| panic!("round {round}: no metadata"));
+        assert!(info.present && info.alive, "round {round}: {info:?}");
+        assert_eq!(info.owner_pid, pids[winners[0]], "round {round}");
+        for r in &mut racers {
+            r.send("drop");
+        }
+        for r in &mut racers {
+            assert_eq!(r.recv(), "dropped");
+        }
+        assert!(gone(&name), "round {round}: {:?}", shm_entries(&name));
+    }
+    for r in racers {
+        assert!(r.finish().success());
+    }
+    assert!(shm_entries(&scope).is_empty());
+}
+
+/// Create each name the parent sends, all racers at once; hold what was
+/// created until the parent says `drop`.
+fn racer() {
+    loop {
+        let name = hear();
+        if name.is_empty() {
+            break;
+        }
+        let r = create_named(&name, 4096, &NamedOptions::default());
+        say(match &r {
+            Ok(_) => "ok",
+            Err(e) => e.kind_name(),
+        });
+        assert_eq!(hear(), "drop");
+        drop(r);
+        say("dropped");
+    }
+}
+
+// --- metadata that must not be trusted ------------------------------------------
+
+fn our_pid_namespace() -> u64 {
+    let link = std::fs::read_link("/proc/self/ns/pid").unwrap();
+    let s = link.to_string_lossy().into_owned();
+    s.trim_start_matches("pid:[")
+        .trim_end_matches(']')
+        .parse()
+        .unwrap()
+}
+
+fn collected(prefix: &str) -> Vec<(String, bool)> {
+    let mut v: Vec<(String, bool)> = collect_garbage_prefix(prefix, false)
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.name, r.present))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn metadata_naming_another_object_or_a_live_creator() {
+    let me = nix::unistd::geteuid().as_raw();
+    let scope = unique("meta-other-");
+    let _sweep = Sweep(scope.clone());
+    let name = |i: usize| format!("{scope}{i}");
+    let mut inos = Vec::new();
+    for i in 0..5 {
+        inos.push(plain_object(&name(i), me));
+    }
+    // 0: the object it names, creator dead: both go.
+    Planted::describing(&name(0), me).plant(&name(0), 0o600);
+    // 1: another inode; 2: another device: only the metadata goes.
+    let p = Planted::describing(&name(1), me);
+    Planted {
+        ino: p.ino + 1,
+        ..p
+    }
+    .plant(&name(1), 0o600);
+    let p = Planted::describing(&name(2), me);
+    Planted {
+        dev: p.dev + 1,
+        ..p
+    }
+    .plant(&name(2), 0o600);
+    // 3: a creator in another pid namespace: never judged dead from here.
+    let p = Planted::describing(&name(3), me);
+    Planted {
+        pidns: our_pid_namespace() + 1,
+        ..p
+    }
+    .plant(&name(3), 0o600);
+    // 4: a live creator (this process) in this namespace, then the same pid
+    // with another start time (a recycled pid): dead.
+    let own_start = os::process_start_time(std::process::id()).unwrap();
+    let p = Planted::describing(&name(4), me);
+    let live = Planted {
+        pid: std::process::id(),
+        start: own_start,
+        pidns: our_pid_namespace(),
+        size: 100,
+        ..p
+    };
+    live.plant(&name(4), 0o600);
+    let info = |i: usize| listed(&name(i)).unwrap();
+    assert!(info(0).present && !info(0).alive);
+    assert_eq!(info(0).size, 4096);
+    for i in [1, 2] {
+        assert!(!info(i).present && !info(i).alive, "{:?}", info(i));
+    }
+    assert!(info(3).alive && info(3).present);
+    assert!(info(4).alive && info(4).present);
+    assert_eq!(
+        info(4).size,
+        4096,
+        "the object's size, not the recorded one"
+    );
+    assert_eq!(info(4).owner_start, own_start);
+    assert_eq!(info(1).size, 4096);
+    let would = collect_garbage_prefix(&scope, true).unwrap();
+    assert_eq!(would.len(), 3, "{would:?}");
+    assert_eq!(shm_entries(&scope).len(), 10, "a dry run removes nothing");
+    assert_eq!(
+        collected(&scope),
+        vec![(name(0), true), (name(1), false), (name(2), false)]
+    );
+    assert_eq!(ino_of(&name(0)), None);
+    for (i, ino) in inos.iter().enumerate().skip(1) {
+        assert_eq!(ino_of(&name(i)), Some(*ino), "object {i} stays");
+    }
+    assert!(!std::path::Path::new(&meta_file(&name(1))).exists());
+    assert!(std::path::Path::new(&meta_file(&name(3))).exists());
+    // A recycled pid: dead, so collected.
+    Planted {
+        start: own_start + 1,
+        ..live
+    }
+    .plant(&name(4), 0o600);
+    let i4 = listed(&name(4)).unwrap();
+    assert!(!i4.alive && i4.present && i4.size == 4096, "{i4:?}");
+    assert_eq!(collected(&name(4)), vec![(name(4), true)]);
+    // Metadata whose region is a directory or a link: not present; only the
+    // metadata goes.
+    let dir = format!("{SHM_DIR}/{}", name(5));
+    std::fs::create_dir(&dir).unwrap();
+    let m = std::fs::symlink_metadata(&dir).unwrap();
+    let dead = Planted {
+        uid: me,
+        pid: dead_pid(),
+        start: 0,
+        size: 7,
+        ino: m.ino(),
+        dev: m.dev(),
+        pidns: 0,
+    };
+    dead.plant(&name(5), 0o600);
+    let i5 = listed(&name(5)).unwrap();
+    assert!(!i5.present && i5.size == 7, "{i5:?}");
+    assert_eq!(collected(&name(5)), vec![(name(5), false)]);
+    assert!(std::path::Path::new(&dir).is_dir());
+    std::fs::remove_dir(&dir).unwrap();
+    for i in [1, 2, 3] {
+        let _ = nix::sys::mman::shm_unlink(format!("/{}", name(i)).as_str());
+    }
+    let _ = std::fs::remove_file(meta_file(&name(3)));
+    assert!(shm_entries(&scope).is_empty(), "{:?}", shm_entries(&scope));
+}
+
+#[test]
+fn metadata_that_is_not_whole_is_ignored_and_replaced() {
+    let me = nix::unistd::geteuid().as_raw();
+    let scope = unique("meta-bad-");
+    let _sweep = Sweep(scope.clone());
+    type Bytes = Box<dyn Fn(&str) -> Vec<u8>>;
+    let mut variants: Vec<(&str, Bytes)> = Vec::new();
+    variants.push(("short", Box::new(|_| vec![0u8; 127])));
+    let good = move |n: &str| {
+        Planted {
+            uid: me,
+            pid: 0,
+            start: 0,
+            size: 4096,
+            ino: 1,
+            dev: 1,
+            pidns: 0,
+        }
+        .bytes(n)
+    };
+    variants.push((
+        "long",
+        Box::new(move |n| {
+            let mut b = good(n);
+            b.push(0);
+            b
+        }),
+    ));
+    variants.push((
+        "cut",
+        Box::new(move |n| {
+            let mut b = good(n);
+            b.truncate(127);
+            b
+        }),
+    ));
+    variants.push((
+        "magic",
+        Box::new(move |n| {
+            let mut b = good(n);
+            b[3] ^= 0x20;
+            b
+        }),
+    ));
+    variants.push((
+        "version",
+        Box::new(move |n| {
+            let mut b = good(n);
+            b[8] = 2;
+            b
+        }),
+    ));
+    for (i, (what, bytes)) in variants.iter().enumerate() {
+        let name = format!("{scope}{i}");
+        // Beside an object whose creator would be dead: never listed, never
+        // collected.
+        let ino = plain_object(&name, me);
+        plant_bytes(&name, &bytes(&name), 0o600);
+        assert!(listed(&name).is_none(), "{what}");
+        assert!(collected(&name).is_empty(), "{what}");
+        assert_eq!(ino_of(&name), Some(ino), "{what}");
+        assert!(std::path::Path::new(&meta_file(&name)).exists(), "{what}");
+        // Without the object, creating the name replaces it.
+        unlink_named(&name).unwrap();
+        plant_bytes(&name, &bytes(&name), 0o600);
+        let a = create_named(&name, 4096, &NamedOptions::default()).unwrap();
+        let info = listed(&name).unwrap();
+        assert!(info.present && info.alive, "{what}: {info:?}");
+        assert_eq!(info.owner_pid, std::process::id(), "{what}");
+        drop(a);
+        assert!(gone(&name), "{what}");
+    }
+    // A FIFO where metadata would be: no hang, ignored.
+    let name = format!("{scope}fifo");
+    nix::unistd::mkfifo(meta_file(&name).as_str(), Mode::from_bits_truncate(0o600)).unwrap();
+    assert!(listed(&name).is_none());
+    assert!(collected(&name).is_empty());
+    std::fs::remove_file(meta_file(&name)).unwrap();
+    // A link (to a file that must not change) or a socket where metadata
+    // would be: creating the name replaces it.
+    let target = format!("/tmp/{scope}target");
+    std::fs::write(&target, b"precious").unwrap();
+    for junk in ["link", "socket"] {
+        let name = format!("{scope}{junk}");
+        let _listener = if junk == "link" {
+            std::os::unix::fs::symlink(&target, meta_file(&name)).unwrap();
+            None
+        } else {
+            Some(std::os::unix::net::UnixListener::bind(meta_file(&name)).unwrap())
+        };
+        assert!(listed(&name).is_none());
+        let a = create_named(&name, 4096, &NamedOptions::default()).unwrap();
+        assert!(std::fs::symlink_metadata(meta_file(&name))
+            .unwrap()
+            .file_type()
+            .is_file());
+        assert_eq!(listed(&name).unwrap().owner_pid, std::process::id());
+        drop(a);
+        assert!(gone(&name), "{junk}");
+    }
+    assert_eq!(std::fs::read(&target).unwrap(), b"precious");
+    std::fs::remove_file(&target).unwrap();
+    // Stale metadata of this version, with no object: creating replaces it.
+    let name = format!("{scope}stale");
+    plant_bytes(&name, &good(&name), 0o600);
+    let a = create_named(&name, 4096, &NamedOptions::default()).unwrap();
+    assert_eq!(listed(&name).unwrap().owner_pid, std::process::id());
+    drop(a);
+    assert!(shm_entries(&scope).is_empty(), "{:?}", shm_entries(&scope));
+}
+
+#[test]
+fn metadata_of_another_user_is_not_trusted() {
+    if let Some(r) = role() {
+        if r == "lister" {
+            lister();
+        }
+        return;
+    }
+    if !is_root() {
+        eprintln!("NOT RUN: files of other users need root here (fchown, setuid)");
+        return;
+    }
+    let scope = unique("meta-user-");
+    let _sweep = Sweep(scope.clone());
+    let name = |i: usize| format!("{scope}{i}");
+    let chown = |path: &str, uid: u32| {
+        nix::unistd::chown(path, Some(uid.into()), Some(uid.into())).unwrap();
+    };
+    // 0: root's object, metadata in root's name but owned by another user.
+    let ino0 = plain_object(&name(0), 0);
+    Planted::describing(&name(0), 0).plant(&name(0), 0o644);
+    chown(&meta_file(&name(0)), THIRD);
+    // 1: root's object and root's metadata file, naming another user.
+    let ino1 = plain_object(&name(1), 0);
+    Planted::describing(&name(1), THIRD).plant(&name(1), 0o644);
+    // 2: the third user's object and metadata, readable by all: root lists
+    // and collects it, as that user; nobody sees it.
+    plain_object(&name(2), THIRD);
+    Planted::describing(&name(2), THIRD).plant(&name(2), 0o644);
+    chown(&meta_file(&name(2)), THIRD);
+    // 3: the same, for the lister (nobody) to see and collect.
+    plain_object(&name(3), NOBODY);
+    Planted::describing(&name(3), NOBODY).plant(&name(3), 0o644);
+    chown(&meta_file(&name(3)), NOBODY);
+    assert!(listed(&name(0)).is_none());
+    assert!(listed(&name(1)).is_none());
+    assert_eq!(listed(&name(2)).unwrap().uid, THIRD);
+    assert!(listed(&name(2)).unwrap().present);
+    let mut lister = Peer::spawn_as(
+        "metadata_of_another_user_is_not_trusted",
+        "lister",
+        &[("HAL_TEST_NAMES", scope.clone())],
+        NOBODY,
+    );
+    assert_eq!(lister.recv(), format!("listed {}", name(3)));
+    assert_eq!(lister.recv(), format!("collected {}", name(3)));
+    assert!(lister.finish().success());
+    assert_eq!(ino_of(&name(3)), None);
+    assert_eq!(collected(&scope), vec![(name(2), true)]);
+    assert_eq!(ino_of(&name(2)), None);
+    assert_eq!(ino_of(&name(0)), Some(ino0));
+    assert_eq!(ino_of(&name(1)), Some(ino1));
+    assert_eq!(shm_entries(&scope).len(), 4, "{:?}", shm_entries(&scope));
+    drop(_sweep);
+    assert!(shm_entries(&scope).is_empty());
+}
+
+/// As uid 65534: list and collect what is under the scope.
+fn lister() {
+    become_user();
+    let scope = std::env::var("HAL_TEST_NAMES").unwrap();
+    let names: Vec<String> = list_regions()
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.name.starts_with(&scope))
+        .map(|r| r.name)
+        .collect();
+    say(&format!("listed {}", names.join(" ")));
+    let names: Vec<String> = collect_garbage_prefix(&scope, false)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    say(&format!("collected {}", names.join(" ")));
+}
+
+#[test]
+fn sizes_at_the_bounds_of_dev_shm() {
+    let vfs = nix::sys::statvfs::statvfs(SHM_DIR).unwrap();
+    #[allow(clippy::unnecessary_cast)]
+    let cap = (vfs.blocks() as u64).saturating_mul(vfs.fragment_size() as u64);
+    let name = unique("bounds");
+    let _c = Cleanup(name.clone());
+    if cap != 0 && cap < i64::MAX as u64 {
+        let e = create_named(&name, cap + 1, &NamedOptions::default()).unwrap_err();
+        assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
+        assert!(gone(&name));
+        // Exactly the capacity: fine (nothing is reserved without
+        // allocate_now, so this costs no memory).
+        let a = create_named(&name, cap, &NamedOptions::default()).unwrap();
+        assert_eq!(a.len(), cap);
+        drop(a);
+        assert!(gone(&name));
+    }
+    let e = create_named(&name, i64::MAX as u64 + 1, &NamedOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    assert!(gone(&name));
+}
+
+#[test]
+fn gc_by_name_and_around_locks_and_live_regions() {
+    let me = nix::unistd::geteuid().as_raw();
+    let scope = unique("gc-named-");
+    let _sweep = Sweep(scope.clone());
+    let name = |i: usize| format!("{scope}{i}");
+    for i in 0..3 {
+        plain_object(&name(i), me);
+        Planted::describing(&name(i), me).plant(&name(i), 0o600);
+    }
+    // Only the names given.
+    let e = hal_cpu_shm::collect_garbage_named(&[name(0), "a/b".into()], false).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    assert_eq!(shm_entries(&scope).len(), 6);
+    let would = hal_cpu_shm::collect_garbage_named(&[name(0)], true).unwrap();
+    assert_eq!(would.len(), 1);
+    assert_eq!(shm_entries(&scope).len(), 6);
+    let removed = hal_cpu_shm::collect_garbage_named(&[name(0)], false).unwrap();
+    assert_eq!(removed.len(), 1);
+    assert_eq!(removed[0].name, name(0));
+    assert!(gone(&name(0)));
+    assert_eq!(shm_entries(&scope).len(), 4);
+    // Metadata that another process holds locked (it is being judged or
+    // removed there) is left to it.
+    let held = std::fs::File::open(meta_file(&name(1))).unwrap();
+    nix::fcntl::Flock::lock(held, nix::fcntl::FlockArg::LockExclusive)
+        .map(|lock| {
+            assert!(collect_garbage_prefix(&name(1), false).unwrap().is_empty());
+            assert_eq!(shm_entries(&name(1)).len(), 2);
+            drop(lock);
+        })
+        .map_err(|(_, e)| e)
+        .unwrap();
+    assert_eq!(collected(&name(1)), vec![(name(1), true)]);
+    // A region of a dead creator that is still there keeps its name:
+    // creating it again is refused and its metadata stays.
+    let e = create_named(&name(2), 4096, &NamedOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
+    let info = listed(&name(2)).unwrap();
+    assert!(info.present && !info.alive, "{info:?}");
+    assert_eq!(collected(&name(2)), vec![(name(2), true)]);
+    // A directory at a region's name is refused, not opened.
+    let dir = format!("{SHM_DIR}/{}", name(3));
+    std::fs::create_dir(&dir).unwrap();
+    let e = open_named_read_only(&name(3), None).unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument { what } if what.contains("directory")),
+        "{e}"
+    );
+    std::fs::remove_dir(&dir).unwrap();
+    assert!(shm_entries(&scope).is_empty(), "{:?}", shm_entries(&scope));
 }

@@ -8,7 +8,7 @@ use clap::Subcommand;
 use hal::cpu_shm::named::{self, RegionInfo};
 use serde::Serialize;
 
-use crate::fail::{CmdResult, Context, Fail};
+use crate::fail::{CmdResult, Context};
 use crate::out;
 
 /// `halctl shm ...`.
@@ -128,47 +128,16 @@ fn table(regions: &[RegionOut]) -> CmdResult {
     Ok(())
 }
 
-/// Collect the regions of dead owners, all of them or only those named.
-///
-/// With names, the library judges which regions are garbage (a dry run of
-/// [`named::collect_garbage`]); of those, the named ones are removed: the
-/// region with its metadata when the region is the one the metadata
-/// describes, the stale metadata alone otherwise (a region re-created under
-/// the same name by someone else is left alone).
+/// Collect the regions of dead owners, all of them or only those named,
+/// with the library's checks (see [`named::collect_garbage`]): the region
+/// with its metadata when the region is the one the metadata describes, the
+/// stale metadata alone otherwise (a region re-created under the same name
+/// by someone else is left alone).
 fn gc(names: &[String], dry_run: bool) -> CmdResult<Vec<RegionInfo>> {
     if names.is_empty() {
         return named::collect_garbage(dry_run).ctx("collecting regions of dead owners");
     }
-    for n in names {
-        named::validate_name(n).ctx("shm gc")?;
-    }
-    let chosen: Vec<RegionInfo> = named::collect_garbage(true)
-        .ctx("finding regions of dead owners")?
-        .into_iter()
-        .filter(|r| names.contains(&r.name))
-        .collect();
-    if dry_run {
-        return Ok(chosen);
-    }
-    let mut removed = Vec::new();
-    for r in chosen {
-        if r.present {
-            match named::unlink_named(&r.name) {
-                Ok(()) | Err(hal::Error::NotFound { .. }) => {}
-                Err(e) => return Err(Fail::hal(&format!("removing region {:?}", r.name), e)),
-            }
-        } else {
-            let meta = format!("{}/{}{}", named::SHM_DIR, named::META_PREFIX, r.name);
-            match std::fs::remove_file(&meta) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(Fail::failed(format!("removing {meta}: {e}")))
-                }
-                _ => {}
-            }
-        }
-        removed.push(r);
-    }
-    Ok(removed)
+    named::collect_garbage_named(names, dry_run).ctx("shm gc")
 }
 
 /// Run `halctl shm ...`.

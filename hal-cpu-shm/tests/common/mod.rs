@@ -12,6 +12,24 @@ use hal_core::{Handle, SharedHandle};
 
 /// The environment variable that selects a child's role.
 pub const ROLE: &str = "HAL_CPU_SHM_TEST_ROLE";
+/// The environment variable that names the uid a child's role runs as.
+pub const AS_UID: &str = "HAL_CPU_SHM_TEST_AS_UID";
+
+/// In a child started by [`Peer::spawn_as`]: switch every thread of this
+/// process to that uid and gid for good, dropping supplementary groups.
+pub fn become_user() {
+    let uid: u32 = std::env::var(AS_UID)
+        .expect("started by Peer::spawn_as")
+        .parse()
+        .expect("a uid");
+    nix::unistd::setgroups(&[]).expect("setgroups");
+    let gid = nix::unistd::Gid::from_raw(uid);
+    nix::unistd::setresgid(gid, gid, gid).expect("setresgid");
+    let id = nix::unistd::Uid::from_raw(uid);
+    nix::unistd::setresuid(id, id, id).expect("setresuid");
+    assert_eq!(nix::unistd::geteuid().as_raw(), uid);
+}
+
 /// The environment variable that carries a handle's text to a child.
 pub const HANDLE: &str = "HAL_CPU_SHM_TEST_HANDLE";
 /// How long a test waits for a child's line before failing.
@@ -49,6 +67,26 @@ pub struct Peer {
 impl Peer {
     /// Start `test` (its full path, e.g. `cross::notify_ping_pong`) in `role`.
     pub fn spawn(test: &str, role: &str, env: &[(&str, String)]) -> Peer {
+        Peer::spawn_with(test, role, env, |_| {})
+    }
+
+    /// As [`Peer::spawn`], for a role that runs as `uid` (and group `uid`):
+    /// needs root. The child starts as this process's user and switches as
+    /// its role begins ([`become_user`]), so that the test binary need not be
+    /// reachable by `uid` (it may sit in a directory only root can enter).
+    pub fn spawn_as(test: &str, role: &str, env: &[(&str, String)], uid: u32) -> Peer {
+        Peer::spawn_with(test, role, env, |cmd| {
+            cmd.env(AS_UID, uid.to_string());
+        })
+    }
+
+    /// As [`Peer::spawn`], letting `setup` adjust the command first.
+    pub fn spawn_with(
+        test: &str,
+        role: &str,
+        env: &[(&str, String)],
+        setup: impl FnOnce(&mut Command),
+    ) -> Peer {
         let exe = std::env::current_exe().expect("test binary path");
         let mut cmd = Command::new(exe);
         cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
@@ -59,6 +97,7 @@ impl Peer {
         for (k, v) in env {
             cmd.env(k, v);
         }
+        setup(&mut cmd);
         let mut child = cmd.spawn().expect("spawning the child");
         let stdout = child.stdout.take().expect("child stdout");
         let (tx, lines) = mpsc::channel();
