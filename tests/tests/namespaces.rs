@@ -1,7 +1,7 @@
-//! Attacks that need user and pid namespaces, and forged creators, with
-//! real processes: the overflow uid, leases of importers the exporter
-//! numbers differently, and handles that name a genuine creator but come
-//! from elsewhere.
+//! Attacks that need user and pid namespaces, forged creators and recycled
+//! pids, with real processes: the overflow uid, leases of importers the
+//! exporter numbers differently, handles that name a genuine creator but
+//! come from elsewhere, and a new process that gets an allowed pid.
 //!
 //! Namespaces are made with `unshare(2)` in a child right before it runs
 //! (a `pre_exec` hook). Where the kernel refuses (no user namespaces for
@@ -33,6 +33,7 @@ fn __child() {
         "userns-importer" => userns_importer(),
         "pidns-importer" => on_backend!(backend, |d| pidns_importer(&d)),
         "forger" => forger(),
+        "allowed-importer" => allowed_importer(),
         other => panic!("unknown role {other}"),
     }
 }
@@ -394,4 +395,76 @@ fn forger() {
     let ex = Exported::new(h, vec![fd]).unwrap();
     say("forged", ex.to_text());
     assert_eq!(hear(), "done");
+}
+
+// --- recycled pids on an allow-list ------------------------------------------------
+
+/// An allow-list names a pid; that process exits and a new process gets the
+/// same pid. The new process must not inherit the access: the exporter
+/// pinned the pid to the process that had it.
+#[test]
+fn allow_list_refuses_a_recycled_pid() {
+    if !is_root() {
+        eprintln!("NOT RUN: choosing the next pid (/proc/sys/kernel/ns_last_pid) needs root");
+        return;
+    }
+    if std::fs::OpenOptions::new()
+        .write(true)
+        .open("/proc/sys/kernel/ns_last_pid")
+        .is_err()
+    {
+        eprintln!("NOT RUN: /proc/sys/kernel/ns_last_pid cannot be written here");
+        return;
+    }
+    let d = CpuShm::new().host();
+    let page = d.info().page_size();
+    let a = d.allocate(&hal_core::AllocDesc::host(4 * page)).unwrap();
+    a.write(0, &pattern(21, a.len() as usize)).unwrap();
+    // The first process: allowed, imports, exits.
+    let mut first = Kid::spawn("allowed-importer", &[]);
+    let pid = first.pid();
+    let opts = ExportOptions {
+        importers: Importers::Pids(vec![pid]),
+        ..ExportOptions::default()
+    };
+    let ex = d.export_memory(&a, &opts).unwrap();
+    first.tell(&ex.to_text());
+    assert_eq!(first.expect("import"), "ok");
+    first.finish();
+    // A new process with the same pid (other processes may take it first:
+    // try again until this one gets it).
+    let mut second = None;
+    for _ in 0..200 {
+        std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).unwrap();
+        let kid = Kid::spawn("allowed-importer", &[]);
+        if kid.pid() == pid {
+            second = Some(kid);
+            break;
+        }
+        kid.kill();
+    }
+    let Some(mut second) = second else {
+        eprintln!("NOT RUN: pid {pid} was never handed out again (a busy machine)");
+        return;
+    };
+    second.tell(&ex.to_text());
+    assert_eq!(
+        second.expect("import"),
+        "permission-denied",
+        "a recycled pid inherited the allow-list"
+    );
+    second.finish();
+    assert_eq!(a.importers().unwrap(), 0);
+}
+
+fn allowed_importer() {
+    let d = CpuShm::new().host();
+    let text = hear();
+    let r = d.import_memory(from_text(&text), &ImportOptions::default());
+    let answer = match &r {
+        Ok(m) if holds_pattern(m, 21) => "ok",
+        Ok(_) => "wrong bytes",
+        Err(_) => kind(&r),
+    };
+    say("import", answer);
 }
