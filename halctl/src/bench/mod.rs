@@ -762,9 +762,8 @@ impl Bench<'_> {
 
     /// scaling: import latency with more live exports.
     ///
-    /// A live memory export holds four descriptors here (the region's
-    /// memfd, its lease table, and their duplicates registered with the
-    /// broker). Where the open-file limit cannot hold that many, the
+    /// A live memory export holds two descriptors here (the region's
+    /// memfd and its duplicate registered with the broker). Where the open-file limit cannot hold that many, the
     /// configuration is made of as many memory exports as fit (the ones
     /// imported) and notify exports (one descriptor each) for the rest:
     /// every one of them is an entry of the exporter's broker.
@@ -778,10 +777,12 @@ impl Bench<'_> {
         let configs = self.plan.live_exports.clone();
         for (i, &want) in configs.iter().enumerate() {
             let k = want.min(budget as usize).max(1);
-            let mem_target = if 4 * k as u64 <= budget {
+            // m memory exports (two descriptors each) and k - m notify
+            // exports (one each) hold m + k descriptors.
+            let mem_target = if 2 * k as u64 <= budget {
                 k
             } else {
-                (budget.saturating_sub(k as u64) / 3).clamp(1, k as u64) as usize
+                budget.saturating_sub(k as u64).clamp(1, k as u64) as usize
             };
             while memory.len() < mem_target {
                 let p = self.probe()?;
@@ -998,7 +999,7 @@ pub fn run(args: &BenchArgs) -> CmdResult {
         AllocDesc::device(info.ordinal, REGION)
     };
     let max_exports = *plan.live_exports.iter().max().unwrap_or(&1) as u64;
-    let file_limit = raise_nofile(4 * max_exports + 5 * IMPORT_BATCH as u64 + 1024);
+    let file_limit = raise_nofile(2 * max_exports + 5 * IMPORT_BATCH as u64 + 1024);
 
     let cpus = allowed_cpus();
     let placement = if args.no_pin { None } else { pin_pair() };
