@@ -15,9 +15,11 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hal_core::exchange::{self, HandleListener, HandleStream};
+use hal_core::lease::LeaseTable;
 use hal_core::{
     os, BackendId, Error, Exported, FdSource, Handle, HandleError, HandleFlags, HandleKind,
     Importers, Location, SharedHandle,
@@ -201,6 +203,7 @@ fn child_process() {
         "rlimit-recv" => child_rlimit_recv(&arg),
         "pair-child" => child_pair(&arg),
         "fork" => child_fork(),
+        "lease-holder" => child_lease_holder(),
         other => panic!("unknown child role {other}"),
     }
 }
@@ -671,6 +674,24 @@ fn holds_socket(inode: &str) -> bool {
 }
 
 fn in_forked_child(parent: &Exported) -> Result<(), String> {
+    // A grandchild forked before this child exports anything keeps its
+    // standard descriptors: the fork handler closed only the broker's
+    // socket, once.
+    // SAFETY: the grandchild calls only fcntl(2) and _exit(2).
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: fcntl on descriptor numbers, then leave the grandchild.
+        unsafe {
+            let open = (0..3).all(|fd| libc::fcntl(fd, libc::F_GETFD) != -1);
+            libc::_exit(i32::from(!open));
+        }
+    }
+    let mut status = 0;
+    // SAFETY: waits for the grandchild forked above.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+        return Err("a grandchild lost a standard descriptor to the fork handler".into());
+    }
     let parent_name = broker_name(parent.handle());
     let inode = socket_inode(&parent_name).ok_or("the parent's broker is not listed")?;
     if holds_socket(&inode) {
@@ -922,4 +943,150 @@ fn child_rlimit_recv(name: &str) {
     assert_eq!(lowest_free_fd(), free, "a received descriptor leaked");
     setrlimit(Resource::RLIMIT_NOFILE, soft, hard).unwrap();
     say(format!("error {} {err}", err.kind_name()));
+}
+
+// ---------------------------------------------------------------------------
+// Leases registered by the broker.
+
+fn leased_export(bytes: &[u8], slots: u32) -> (Exported, Arc<LeaseTable>) {
+    let handle = handle_with(FdSource::None, HandleFlags::ANY_IMPORTER, Vec::new());
+    let table = LeaseTable::new(slots).unwrap();
+    let exported =
+        Exported::with_leases(handle, vec![memfd_with(bytes)], Arc::clone(&table)).unwrap();
+    (exported, table)
+}
+
+#[test]
+fn a_text_import_in_another_process_holds_a_lease_until_dropped() {
+    let (exported, table) = leased_export(b"leased", 4);
+    let mut kid = Kid::spawn("lease-holder", "");
+    kid.tell(&exported.to_text());
+    assert_eq!(kid.result(), "leased");
+    assert_eq!(table.count(), 1, "the importer is counted");
+    kid.tell("drop");
+    assert_eq!(kid.result(), "dropped");
+    assert_eq!(table.count(), 0, "the lease went back to the broker");
+    kid.tell(&exported.to_text());
+    assert_eq!(kid.result(), "leased");
+    assert_eq!(table.count(), 1);
+    kid.finish();
+    table
+        .wait_empty(Some(Duration::from_secs(30)))
+        .expect("an importer that exited is not counted");
+}
+
+fn child_lease_holder() {
+    loop {
+        let line = read_line();
+        if line.is_empty() {
+            return;
+        }
+        let mut shared = SharedHandle::from(exchange::decode(&line).unwrap());
+        let taken = exchange::take_fds_leased(&mut shared).unwrap();
+        assert!(taken.checked, "fetched from the creator's broker");
+        let lease = taken.lease.expect("a lease with the descriptors");
+        say(String::from_utf8(read_fd(&taken.fds[0], 6)).unwrap());
+        if read_line() != "drop" {
+            // The parent is done: exit holding the lease.
+            return;
+        }
+        drop(lease);
+        say("dropped");
+    }
+}
+
+#[test]
+fn imports_in_the_exporting_process_are_leased_and_checked() {
+    let (exported, table) = leased_export(b"here", 4);
+    // From the text: the broker's registration, answered in place.
+    let mut text = SharedHandle::from(exported.handle().clone());
+    let taken = exchange::take_fds_leased(&mut text).unwrap();
+    assert!(taken.checked);
+    assert_eq!(read_fd(&taken.fds[0], 4), b"here");
+    assert_eq!(table.count(), 1);
+    // With the registered descriptors attached (Exported::share): checked,
+    // and a lease of its own.
+    let mut shared = exported.share().unwrap();
+    assert!(exchange::source_is_checked(&shared));
+    let again = exchange::take_fds_leased(&mut shared).unwrap();
+    assert!(again.checked && again.lease.is_some());
+    assert_eq!(table.count(), 2);
+    drop(again);
+    drop(taken);
+    assert_eq!(table.count(), 0, "both leases given back");
+    // Other descriptors attached to the genuine handle: not checked (nothing
+    // can tell them apart), still leased.
+    let mut forged = exported.share().unwrap();
+    forged.fds = vec![memfd_with(b"not it")];
+    assert!(!exchange::source_is_checked(&forged));
+    let t = exchange::take_fds_leased(&mut forged).unwrap();
+    assert!(!t.checked && t.lease.is_some());
+    drop(t);
+    // The wrong number of registered descriptors, or a non-memfd: not
+    // checked either.
+    let mut two = exported.share().unwrap();
+    two.fds.push(memfd_with(b"extra"));
+    two.handle.fds = FdSource::Broker {
+        count: 2,
+        name: broker_name(exported.handle()),
+    };
+    assert!(!exchange::source_is_checked(&two));
+    let mut pipe = exported.share().unwrap();
+    pipe.fds = vec![nix::unistd::pipe().unwrap().0];
+    assert!(!exchange::source_is_checked(&pipe));
+    // A plain take_fds gives its lease back at once.
+    let fds = exchange::take_fds(&mut SharedHandle::from(exported.handle().clone())).unwrap();
+    assert_eq!(fds.len(), 1);
+    assert_eq!(table.count(), 0);
+    // Another export of the same object id's process, without leases: none.
+    let plain = Exported::new(
+        handle_with(FdSource::None, HandleFlags::ANY_IMPORTER, Vec::new()),
+        vec![memfd_with(b"plain")],
+    )
+    .unwrap();
+    let t = exchange::take_fds_leased(&mut SharedHandle::from(plain.handle().clone())).unwrap();
+    assert!(t.lease.is_none() && t.checked);
+}
+
+#[test]
+fn a_full_lease_table_is_busy_and_frees_with_its_holders() {
+    let (exported, table) = leased_export(b"full", 1);
+    let mut first = SharedHandle::from(exported.handle().clone());
+    let held = exchange::take_fds_leased(&mut first).unwrap();
+    let mut second = SharedHandle::from(exported.handle().clone());
+    match exchange::take_fds_leased(&mut second) {
+        Err(Error::Busy { .. }) => {}
+        other => panic!("a full table must be busy: {other:?}"),
+    }
+    drop(held);
+    assert_eq!(table.count(), 0);
+    let mut third = SharedHandle::from(exported.handle().clone());
+    assert!(exchange::take_fds_leased(&mut third)
+        .unwrap()
+        .lease
+        .is_some());
+}
+
+#[test]
+fn an_export_of_the_most_descriptors_is_served() {
+    let fds: Vec<OwnedFd> = (0..exchange::MAX_FDS).map(|_| memfd_with(b"x")).collect();
+    let handle = handle_with(FdSource::None, HandleFlags::ANY_IMPORTER, Vec::new());
+    let exported = Exported::new(handle, fds).unwrap();
+    let got = exchange::take_fds(&mut SharedHandle::from(exported.handle().clone())).unwrap();
+    assert_eq!(got.len(), exchange::MAX_FDS);
+    assert!(format!("{exported:?}").contains("broker"));
+}
+
+#[test]
+fn silent_connections_do_not_hold_up_an_import() {
+    let handle = handle_with(FdSource::None, HandleFlags::ANY_IMPORTER, Vec::new());
+    let exported = Exported::new(handle, vec![memfd_with(b"served")]).unwrap();
+    let name = broker_name(exported.handle());
+    // Eight peers connect and say nothing. Each would hold a broker that
+    // served connections one at a time for its 1 s limit: eight of them
+    // outlast the importer's 5 s timeout.
+    let silent: Vec<OwnedFd> = (0..8).map(|_| raw_connect(&name)).collect();
+    let fds = exchange::take_fds(&mut SharedHandle::from(exported.handle().clone())).unwrap();
+    assert_eq!(read_fd(&fds[0], 6), b"served");
+    drop(silent);
 }

@@ -1336,7 +1336,10 @@ mod tests {
         assert!(!uid_matches(65534, 0, 65534));
         assert!(uid_allowed(0));
         assert!(!uid_allowed(overflow_uid()));
-        assert!(overflow_uid() > 0);
+        let configured = std::fs::read_to_string("/proc/sys/kernel/overflowuid")
+            .map(|s| s.trim().parse::<u32>().unwrap())
+            .unwrap_or(65534);
+        assert_eq!(overflow_uid(), configured);
     }
 
     fn table_with(id: [u8; 16], policy: Policy, leases: Option<Arc<LeaseTable>>) -> Table {
