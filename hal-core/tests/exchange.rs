@@ -1090,3 +1090,175 @@ fn silent_connections_do_not_hold_up_an_import() {
     assert_eq!(read_fd(&fds[0], 6), b"served");
     drop(silent);
 }
+
+// ---------------------------------------------------------------------------
+// An importer against a broker that answers what a test tells it to.
+
+/// A reply of the broker protocol: `HALR`, version 2, status, descriptor
+/// count, flags, the pid the broker saw, then a ticket (slot, token, table).
+fn canned_reply(status: u8, announced: u8, seen_pid: u32, ticket: Option<(u32, u64)>) -> Vec<u8> {
+    let mut r = b"HALR\x02".to_vec();
+    r.extend_from_slice(&[status, announced, u8::from(ticket.is_some())]);
+    r.extend_from_slice(&seen_pid.to_le_bytes());
+    let (slot, token) = ticket.unwrap_or((0, 0));
+    r.extend_from_slice(&slot.to_le_bytes());
+    r.extend_from_slice(&token.to_le_bytes());
+    r.extend_from_slice(&[7; 16]);
+    r
+}
+
+/// A listener on a fresh abstract name whose thread answers each connection
+/// with the next of `replies` (bytes and how many copies of a sealed memfd
+/// ride along; `None`: hang up), then stops.
+fn scripted_broker(
+    replies: Vec<Option<(Vec<u8>, usize)>>,
+) -> (String, std::thread::JoinHandle<()>) {
+    let name = unique("scripted-broker");
+    let listener = socket::socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    socket::bind(
+        listener.as_raw_fd(),
+        &UnixAddr::new_abstract(name.as_bytes()).unwrap(),
+    )
+    .unwrap();
+    socket::listen(&listener, socket::Backlog::new(16).unwrap()).unwrap();
+    let memfd = os::memfd("hal-scripted", 4096, None).unwrap();
+    os::add_seals(memfd.as_fd(), os::EXPORT_SEALS).unwrap();
+    let thread = std::thread::spawn(move || {
+        for reply in replies {
+            let raw = socket::accept(listener.as_raw_fd()).unwrap();
+            // SAFETY: accept returned a new descriptor nothing else owns.
+            let conn = unsafe { OwnedFd::from_raw_fd(raw) };
+            let mut buf = [0u8; 64];
+            let _ = nix::unistd::read(conn.as_raw_fd(), &mut buf);
+            if let Some((bytes, fds)) = reply {
+                let raw_fds = vec![memfd.as_raw_fd(); fds];
+                let rights = [socket::ControlMessage::ScmRights(&raw_fds)];
+                let cmsgs: &[socket::ControlMessage<'_>] = if fds == 0 { &[] } else { &rights };
+                let _ = socket::sendmsg::<()>(
+                    conn.as_raw_fd(),
+                    &[std::io::IoSlice::new(&bytes)],
+                    cmsgs,
+                    socket::MsgFlags::MSG_NOSIGNAL,
+                    None,
+                );
+            }
+        }
+    });
+    (name, thread)
+}
+
+/// A handle served by `name` whose creator is this process.
+fn served_by(name: &str, count: u8) -> SharedHandle {
+    let mut h = handle_with(FdSource::None, HandleFlags::ANY_IMPORTER, Vec::new());
+    h.fds = FdSource::Broker {
+        count,
+        name: name.to_owned(),
+    };
+    SharedHandle::from(h)
+}
+
+#[test]
+fn an_importer_reads_every_answer_of_a_broker_right() {
+    let me = os::pid();
+    let replies = vec![
+        Some((canned_reply(3, 0, me, None), 0)),
+        Some((canned_reply(4, 0, me, None), 0)),
+        Some((canned_reply(4, 0, 0, None), 0)),
+        Some((canned_reply(4, 0, me + 1, None), 0)),
+        Some((canned_reply(5, 0, 0, None), 0)),
+        Some((canned_reply(5, 0, me + 2, None), 0)),
+        Some((canned_reply(7, 0, me, None), 0)),
+        Some((canned_reply(8, 0, 0, None), 0)),
+        Some((canned_reply(1, 0, me, None), 0)),
+        Some((canned_reply(2, 0, me, None), 0)),
+        Some((canned_reply(6, 0, me, None), 0)),
+        Some((canned_reply(200, 0, me, None), 0)),
+        Some((canned_reply(4, 0, me, None), 1)),
+        Some((canned_reply(0, 1, me, None), 2)),
+        Some((canned_reply(0, 2, me, None), 2)),
+        Some((canned_reply(0, 1, me, None)[..39].to_vec(), 0)),
+        None,
+        Some((canned_reply(0, 1, me, Some((3, 99))), 1)),
+        Some((canned_reply(0, 1, me, None), 1)),
+    ];
+    let (name, thread) = scripted_broker(replies);
+    let take = || exchange::take_fds_leased(&mut served_by(&name, 1));
+    let denied = |r: Result<exchange::Taken, Error>| match r {
+        Err(Error::PermissionDenied { pid, reason }) => (pid, reason),
+        other => panic!("expected a refusal: {other:?}"),
+    };
+    assert!(matches!(take(), Err(Error::NotFound { .. })));
+    let (pid, reason) = denied(take());
+    assert_eq!(pid, Some(me));
+    assert!(!reason.contains("pid namespace"), "{reason}");
+    let (pid, reason) = denied(take());
+    assert_eq!(pid, Some(me), "unseen: this process's own pid");
+    assert!(reason.contains("cannot see this process"), "{reason}");
+    let (pid, reason) = denied(take());
+    assert_eq!(pid, Some(me + 1), "the pid the exporter sees");
+    assert!(reason.contains("own pid namespace"), "{reason}");
+    let (pid, reason) = denied(take());
+    assert_eq!(pid, Some(me));
+    assert!(reason.contains("another user"), "{reason}");
+    assert_eq!(denied(take()).0, Some(me + 2));
+    assert!(matches!(take(), Err(Error::Busy { .. })));
+    let (_, reason) = denied(take());
+    assert!(reason.contains("counts its importers"), "{reason}");
+    for _ in 0..4 {
+        assert!(matches!(take(), Err(Error::Io { .. })));
+    }
+    assert!(matches!(
+        take(),
+        Err(Error::InvalidHandle(HandleError::Descriptors(_)))
+    ));
+    for _ in 0..2 {
+        assert!(matches!(
+            take(),
+            Err(Error::InvalidHandle(HandleError::Descriptors(_)))
+        ));
+    }
+    assert!(matches!(take(), Err(Error::Io { .. })), "a short reply");
+    assert!(matches!(take(), Err(Error::Closed { .. })), "a hang-up");
+    let leased = take().unwrap();
+    let ticket = *leased.lease.as_ref().expect("a ticket").ticket();
+    assert_eq!((ticket.slot, ticket.token, ticket.table), (3, 99, [7; 16]));
+    // Dropping it asks the broker to take it back: the script answers.
+    drop(leased);
+    thread.join().unwrap();
+}
+
+#[test]
+fn a_broker_that_is_not_the_creators_is_refused() {
+    // One answer for each connection: the refused importers connect too.
+    let answer = Some((canned_reply(0, 1, os::pid(), None), 1));
+    let (name, thread) = scripted_broker(vec![answer.clone(), answer.clone(), answer]);
+    // A live creator that is not this process (the one serving `name`).
+    let mut kid = Kid::spawn("lease-holder", "");
+    let start = os::process_start_time(kid.id()).unwrap();
+    let mut alive = served_by(&name, 1);
+    (alive.handle.creator_pid, alive.handle.creator_start) = (kid.id(), start);
+    assert!(matches!(
+        exchange::take_fds(&mut alive),
+        Err(Error::PermissionDenied { .. })
+    ));
+    // The same creator without a start time: refused too.
+    let mut no_start = served_by(&name, 1);
+    (no_start.handle.creator_pid, no_start.handle.creator_start) = (kid.id(), 0);
+    assert!(matches!(
+        exchange::take_fds(&mut no_start),
+        Err(Error::PermissionDenied { .. })
+    ));
+    // A creator that is gone (no such pid): nothing to check against, and
+    // the broker is asked.
+    let mut gone = served_by(&name, 1);
+    (gone.handle.creator_pid, gone.handle.creator_start) = (0x7fff_fff0, 1);
+    assert_eq!(exchange::take_fds(&mut gone).unwrap().len(), 1);
+    thread.join().unwrap();
+    drop(kid);
+}
