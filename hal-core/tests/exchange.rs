@@ -1239,7 +1239,7 @@ fn a_broker_that_is_not_the_creators_is_refused() {
     let answer = Some((canned_reply(0, 1, os::pid(), None), 1));
     let (name, thread) = scripted_broker(vec![answer.clone(), answer.clone(), answer]);
     // A live creator that is not this process (the one serving `name`).
-    let mut kid = Kid::spawn("lease-holder", "");
+    let kid = Kid::spawn("lease-holder", "");
     let start = os::process_start_time(kid.id()).unwrap();
     let mut alive = served_by(&name, 1);
     (alive.handle.creator_pid, alive.handle.creator_start) = (kid.id(), start);
