@@ -451,9 +451,18 @@ pub struct ImportOptions {
 }
 
 /// Options of a wait.
+///
+/// Timeouts mean the same on every backend: `None` waits until the
+/// condition holds; `Some(Duration::ZERO)` looks once and answers at once
+/// (success when the condition holds, [`Error::Timeout`](crate::Error::Timeout)
+/// otherwise); any other value gives up after that long. A backend whose
+/// vendor reads a zero timeout as "forever" (Ascend's
+/// `aclrtWaitAndResetNotify`) maps these meanings onto its own. An awaitable
+/// wait (`wait_async`) whose future is dropped before it completes is
+/// cancelled: its waiter thread ends (see [`wait`](crate::wait)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WaitOptions {
-    /// Give up after this long (`None` waits forever).
+    /// Give up after this long: `None` waits forever, `Some(0)` looks once.
     pub timeout: Option<Duration>,
     /// Spin this long before sleeping (latency-critical users; zero = sleep at once).
     pub spin: Duration,

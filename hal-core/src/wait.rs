@@ -4,9 +4,16 @@
 //! to one async runtime. [`blocking_future`] runs a blocking wait on a
 //! dedicated waiter thread and completes a plain [`std::future::Future`] that
 //! any executor can poll (tokio, async-std, smol, a hand-written one).
+//!
+//! A future dropped before it completes (a `select!` that took another
+//! branch, a timeout around it) cancels its wait: the waiter thread notices
+//! within [`CANCEL_CHECK`] and ends, whatever timeout the wait had (even
+//! none). Backends get this for free by waiting through [`spin_then_sleep`].
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -22,6 +29,29 @@ struct Shared {
 struct ThreadFuture {
     shared: Arc<Mutex<Shared>>,
     started: Option<Box<dyn FnOnce() -> Result<()> + Send + 'static>>,
+    cancelled: Arc<AtomicBool>,
+}
+
+/// How long a waiter thread whose future was dropped may go on sleeping
+/// before it notices and ends.
+pub const CANCEL_CHECK: Duration = Duration::from_millis(20);
+
+thread_local! {
+    /// The cancellation flag of the future this waiter thread serves.
+    static CANCEL: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
+}
+
+/// The cancellation flag of the wait running on this thread, if it runs
+/// for a [`blocking_future`].
+fn cancel_flag() -> Option<Arc<AtomicBool>> {
+    CANCEL.with(|c| c.borrow().clone())
+}
+
+impl Drop for ThreadFuture {
+    fn drop(&mut self) {
+        // Done or not, nobody waits for the result any more.
+        self.cancelled.store(true, Ordering::Release);
+    }
 }
 
 impl Future for ThreadFuture {
@@ -30,10 +60,12 @@ impl Future for ThreadFuture {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
         if let Some(work) = self.started.take() {
             let shared = Arc::clone(&self.shared);
+            let cancelled = Arc::clone(&self.cancelled);
             shared.lock().unwrap_or_else(|p| p.into_inner()).waker = Some(cx.waker().clone());
             let spawned = std::thread::Builder::new()
-                .name("hal-waiter".into())
+                .name(WAITER_THREAD.into())
                 .spawn(move || {
+                    CANCEL.with(|c| *c.borrow_mut() = Some(cancelled));
                     let r = work();
                     let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
                     s.result = Some(r);
@@ -56,8 +88,15 @@ impl Future for ThreadFuture {
     }
 }
 
+/// The name of waiter threads.
+pub const WAITER_THREAD: &str = "hal-waiter";
+
 /// A future that runs `wait` on a waiter thread when first polled and
 /// completes with its result. The executor thread never blocks.
+///
+/// Dropping the future before it completes cancels the wait: a `wait` that
+/// sleeps through [`spin_then_sleep`] returns within [`CANCEL_CHECK`] and
+/// its thread ends.
 pub fn blocking_future<F>(wait: F) -> WaitFuture<'static>
 where
     F: FnOnce() -> Result<()> + Send + 'static,
@@ -68,6 +107,7 @@ where
             waker: None,
         })),
         started: Some(Box::new(wait)),
+        cancelled: Arc::new(AtomicBool::new(false)),
     })
 }
 
@@ -82,6 +122,10 @@ pub fn ready(r: Result<()>) -> WaitFuture<'static> {
 ///
 /// This is the adaptive policy of every hal wait: an active peer is answered
 /// almost as fast as pure spinning, an idle waiter burns no CPU.
+///
+/// On the waiter thread of a [`blocking_future`], each sleep lasts at most
+/// [`CANCEL_CHECK`], and a wait whose future was dropped returns
+/// [`Error::Closed`] (nobody receives it) instead of sleeping on.
 pub fn spin_then_sleep(
     what: &str,
     spin: Duration,
@@ -93,6 +137,7 @@ pub fn spin_then_sleep(
     if done() {
         return Ok(());
     }
+    let cancel = cancel_flag();
     if !spin.is_zero() {
         let spin = timeout.map_or(spin, |t| spin.min(t));
         // `done` is polled after every pause instruction. A pause costs tens
@@ -123,7 +168,7 @@ pub fn spin_then_sleep(
         if done() {
             return Ok(());
         }
-        let remaining = match timeout {
+        let mut remaining = match timeout {
             None => None,
             Some(t) => match t.checked_sub(start.elapsed()) {
                 Some(r) if !r.is_zero() => Some(r),
@@ -135,6 +180,14 @@ pub fn spin_then_sleep(
                 }
             },
         };
+        if let Some(flag) = &cancel {
+            if flag.load(Ordering::Acquire) {
+                return Err(Error::Closed {
+                    what: format!("the wait for {what}: its future was dropped"),
+                });
+            }
+            remaining = Some(remaining.map_or(CANCEL_CHECK, |r| r.min(CANCEL_CHECK)));
+        }
         sleep(remaining);
     }
 }
@@ -162,7 +215,6 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicBool, Ordering};
 
     #[test]
     fn future_completes_from_waiter_thread() {
@@ -175,6 +227,69 @@ mod tests {
         });
         block_on(fut).unwrap();
         assert!(flag.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn a_dropped_future_ends_its_wait() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (asleep_tx, asleep) = std::sync::mpsc::channel();
+        let slept = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&slept);
+        let mut fut = blocking_future(move || {
+            let r = spin_then_sleep(
+                "nothing",
+                Duration::ZERO,
+                None,
+                || false,
+                |d| {
+                    seen.lock().unwrap().push(d);
+                    let _ = asleep_tx.send(());
+                    std::thread::sleep(Duration::from_millis(1));
+                },
+            );
+            let _ = tx.send(r);
+            Ok(())
+        });
+        let waker = Waker::from(Arc::new(Noop));
+        assert!(fut
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending());
+        asleep
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the waiter thread sleeps");
+        drop(fut);
+        let r = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the cancelled wait returned");
+        assert!(matches!(r, Err(Error::Closed { .. })), "{r:?}");
+        // Every sleep of a wait without a timeout was bounded.
+        let slept = slept.lock().unwrap();
+        assert!(!slept.is_empty());
+        assert!(slept.iter().all(|d| *d == Some(CANCEL_CHECK)));
+    }
+
+    #[test]
+    fn waits_outside_a_future_sleep_as_asked() {
+        let mut slept = Vec::new();
+        let mut n = 0;
+        spin_then_sleep(
+            "three naps",
+            Duration::ZERO,
+            None,
+            || {
+                n += 1;
+                n > 3
+            },
+            |d| slept.push(d),
+        )
+        .unwrap();
+        assert!(slept.iter().all(Option::is_none), "{slept:?}");
+    }
+
+    struct Noop;
+    impl std::task::Wake for Noop {
+        fn wake(self: Arc<Self>) {}
     }
 
     #[test]

@@ -423,6 +423,8 @@ macro_rules! conformance_suite {
                 notify_wait_async,
                 notify_stream_record_and_wait,
                 notify_ipc_export_import,
+                notify_timeout_semantics,
+                cancelled_wait_async_releases_thread,
                 vmm_granularity,
                 vmm_physical_size_refused,
                 vmm_reserve_map_access_unmap,

@@ -16,6 +16,7 @@ mod memory;
 mod process;
 mod sync;
 mod vmm;
+mod waits;
 
 pub use access::*;
 pub use device::*;
@@ -25,6 +26,7 @@ pub use memory::*;
 pub use process::*;
 pub use sync::*;
 pub use vmm::*;
+pub use waits::*;
 
 /// Play the child `role` (called by the generated `__child` test in a child
 /// process).
@@ -35,6 +37,7 @@ pub fn run_child_role<B: Backend>(suite: &Suite<B>, role: &str) {
         access::PID_ROLE => access::child_pid_allow(suite),
         process::IMPORT_ROLE => process::child_import_signal(suite),
         process::HYGIENE_ROLE => process::child_hygiene(suite),
+        waits::CANCEL_ROLE => waits::child_cancel_waits(suite),
         other => panic!("unknown child role `{other}`"),
     }
 }
