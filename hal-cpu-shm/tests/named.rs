@@ -212,10 +212,16 @@ fn unlink_removes_the_name_and_mappings_stay_valid() {
     let c = create_named(&name, 4096, &NamedOptions::default()).unwrap();
     c.read(0, &mut buf).unwrap();
     assert_eq!(buf, [0; 13]);
-    // Dropping the first creator leaves the new region alone.
+    // Dropping the first creator leaves the new region alone, metadata and all.
     drop((a, b));
     assert!(!gone(&name));
     assert!(open_named(&name, Some(4096)).is_ok());
+    let info = list_regions()
+        .unwrap()
+        .into_iter()
+        .find(|r| r.name == name)
+        .expect("the new region keeps its metadata");
+    assert!(info.present && info.alive, "{info:?}");
     drop(c);
     assert!(gone(&name));
 }
@@ -804,7 +810,7 @@ fn fifo_in_dev_shm_fails_fast() {
     for (what, r) in results {
         match r {
             Err(Error::InvalidArgument { what: why }) => {
-                assert!(why.contains("FIFO"), "{what}: {why}")
+                assert!(why.contains("FIFO") && why.contains(&path), "{what}: {why}")
             }
             other => panic!("{what}: {other:?}"),
         }
@@ -1292,6 +1298,8 @@ fn metadata_of_another_user_is_not_trusted() {
     );
     assert_eq!(lister.recv(), format!("listed {}", name(3)));
     assert_eq!(lister.recv(), format!("collected {}", name(3)));
+    assert_eq!(lister.recv(), "unreadable already-exists");
+    assert_eq!(lister.recv(), "kept true");
     assert!(lister.finish().success());
     assert_eq!(ino_of(&name(3)), None);
     assert_eq!(collected(&scope), vec![(name(2), true)]);
@@ -1320,6 +1328,23 @@ fn lister() {
         .map(|r| r.name)
         .collect();
     say(&format!("collected {}", names.join(" ")));
+    // Its own metadata that it cannot read (mode 000): not judged, so not
+    // replaced; the name stays taken.
+    let name = format!("{scope}unreadable");
+    plant_bytes(&name, &[0u8; 128], 0o000);
+    let r = create_named(&name, 4096, &NamedOptions::default());
+    say(&format!("unreadable {}", kind_of(&r)));
+    drop(r);
+    let kept = std::fs::symlink_metadata(meta_file(&name)).is_ok_and(|m| m.is_file());
+    let _ = std::fs::remove_file(meta_file(&name));
+    say(&format!("kept {kept}"));
+}
+
+fn kind_of<T>(r: &Result<T, Error>) -> &'static str {
+    match r {
+        Ok(_) => "ok",
+        Err(e) => e.kind_name(),
+    }
 }
 
 #[test]
