@@ -1108,12 +1108,22 @@ mod tests {
         assert!(lock_meta(&name, &new, Duration::ZERO));
         // The gc does not remove metadata that differs from what it listed.
         let other = Meta {
-            pid: 1,
+            size: 1,
             ..meta.clone()
         };
         drop(new);
         assert!(!remove_stale(&name, &other, euid()).unwrap());
         assert!(std::path::Path::new(&path).exists());
+        // Nor metadata whose file is not owned by the uid it records.
+        let foreign = Meta {
+            uid: euid() ^ 1,
+            ..meta.clone()
+        };
+        std::fs::write(&path, foreign.encode(&name)).unwrap();
+        assert!(!remove_stale(&name, &foreign, 0).unwrap());
+        assert!(!remove_stale(&name, &foreign, euid()).unwrap());
+        assert!(std::path::Path::new(&path).exists());
+        std::fs::write(&path, meta.encode(&name)).unwrap();
         assert!(remove_stale(&name, &meta, euid()).unwrap());
         assert!(!std::path::Path::new(&path).exists());
     }

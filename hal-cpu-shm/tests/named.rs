@@ -212,10 +212,16 @@ fn unlink_removes_the_name_and_mappings_stay_valid() {
     let c = create_named(&name, 4096, &NamedOptions::default()).unwrap();
     c.read(0, &mut buf).unwrap();
     assert_eq!(buf, [0; 13]);
-    // Dropping the first creator leaves the new region alone.
+    // Dropping the first creator leaves the new region alone, metadata and all.
     drop((a, b));
     assert!(!gone(&name));
     assert!(open_named(&name, Some(4096)).is_ok());
+    let info = list_regions()
+        .unwrap()
+        .into_iter()
+        .find(|r| r.name == name)
+        .expect("the new region keeps its metadata");
+    assert!(info.present && info.alive, "{info:?}");
     drop(c);
     assert!(gone(&name));
 }
@@ -804,7 +810,7 @@ fn fifo_in_dev_shm_fails_fast() {
     for (what, r) in results {
         match r {
             Err(Error::InvalidArgument { what: why }) => {
-                assert!(why.contains("FIFO"), "{what}: {why}")
+                assert!(why.contains("FIFO") && why.contains(&path), "{what}: {why}")
             }
             other => panic!("{what}: {other:?}"),
         }
@@ -1073,6 +1079,10 @@ fn metadata_naming_another_object_or_a_live_creator() {
     live.plant(&name(4), 0o600);
     let info = |i: usize| listed(&name(i)).unwrap();
     assert!(info(0).present && !info(0).alive);
+    assert_eq!(
+        info(0).created,
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000)
+    );
     assert_eq!(info(0).size, 4096);
     for i in [1, 2] {
         assert!(!info(i).present && !info(i).alive, "{:?}", info(i));
@@ -1280,8 +1290,14 @@ fn metadata_of_another_user_is_not_trusted() {
     plain_object(&name(3), NOBODY);
     Planted::describing(&name(3), NOBODY).plant(&name(3), 0o644);
     chown(&meta_file(&name(3)), NOBODY);
+    // 4: an object of the lister's (nobody's) with metadata that root put
+    // beside it: unlinking removes the object and says that the metadata
+    // could not be removed.
+    plain_object(&name(4), NOBODY);
+    Planted::describing(&name(4), NOBODY).plant(&name(4), 0o644);
     assert!(listed(&name(0)).is_none());
     assert!(listed(&name(1)).is_none());
+    assert!(listed(&name(4)).is_none());
     assert_eq!(listed(&name(2)).unwrap().uid, THIRD);
     assert!(listed(&name(2)).unwrap().present);
     let mut lister = Peer::spawn_as(
@@ -1292,6 +1308,12 @@ fn metadata_of_another_user_is_not_trusted() {
     );
     assert_eq!(lister.recv(), format!("listed {}", name(3)));
     assert_eq!(lister.recv(), format!("collected {}", name(3)));
+    assert_eq!(lister.recv(), "unreadable already-exists");
+    assert_eq!(lister.recv(), "kept true");
+    assert_eq!(lister.recv(), "unlink io");
+    assert_eq!(ino_of(&name(4)), None);
+    assert!(std::path::Path::new(&meta_file(&name(4))).exists());
+    std::fs::remove_file(meta_file(&name(4))).unwrap();
     assert!(lister.finish().success());
     assert_eq!(ino_of(&name(3)), None);
     assert_eq!(collected(&scope), vec![(name(2), true)]);
@@ -1320,6 +1342,25 @@ fn lister() {
         .map(|r| r.name)
         .collect();
     say(&format!("collected {}", names.join(" ")));
+    // Its own metadata that it cannot read (mode 000): not judged, so not
+    // replaced; the name stays taken.
+    let name = format!("{scope}unreadable");
+    plant_bytes(&name, &[0u8; 128], 0o000);
+    let r = create_named(&name, 4096, &NamedOptions::default());
+    say(&format!("unreadable {}", kind_of(&r)));
+    drop(r);
+    let kept = std::fs::symlink_metadata(meta_file(&name)).is_ok_and(|m| m.is_file());
+    let _ = std::fs::remove_file(meta_file(&name));
+    say(&format!("kept {kept}"));
+    let r = unlink_named(&format!("{scope}4"));
+    say(&format!("unlink {}", kind_of(&r)));
+}
+
+fn kind_of<T>(r: &Result<T, Error>) -> &'static str {
+    match r {
+        Ok(_) => "ok",
+        Err(e) => e.kind_name(),
+    }
 }
 
 #[test]
@@ -1355,6 +1396,12 @@ fn gc_by_name_and_around_locks_and_live_regions() {
         plain_object(&name(i), me);
         Planted::describing(&name(i), me).plant(&name(i), 0o600);
     }
+    // The whole machine's dry run sees them (and removes nothing).
+    let all = hal_cpu_shm::collect_garbage(true).unwrap();
+    for i in 0..3 {
+        assert!(all.iter().any(|r| r.name == name(i)), "{i}");
+    }
+    assert_eq!(shm_entries(&scope).len(), 6);
     // Only the names given.
     let e = hal_cpu_shm::collect_garbage_named(&[name(0), "a/b".into()], false).unwrap_err();
     assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
