@@ -253,5 +253,50 @@ mod tests {
         assert!(merge(&[], &[0]).is_err());
         let many: Vec<u32> = (1..=MAX_PIDS as u32 + 1).collect();
         assert!(merge(&[], &many).is_err());
+        assert_eq!(merge(&[], &many[..MAX_PIDS]).unwrap().len(), MAX_PIDS);
+    }
+
+    fn exported() -> Exported {
+        let (pid, start) = os::self_identity();
+        let handle = Handle {
+            kind: crate::HandleKind::Memory,
+            backend: crate::BackendId::CpuShm,
+            device: 0,
+            device_uuid: [0; 16],
+            location: crate::Location::Host,
+            size: 4096,
+            offset: 0,
+            address: 0,
+            creator_pid: pid,
+            creator_start: start,
+            object_id: os::random_id(),
+            flags: HandleFlags::default(),
+            allowed_pids: Vec::new(),
+            fds: FdSource::None,
+            payload: Vec::new(),
+        };
+        Exported::new(handle, vec![os::memfd("export-test", 4096, None).unwrap()]).unwrap()
+    }
+
+    #[test]
+    fn set_importers_replaces_who_may_import() {
+        let mut ex = exported();
+        assert_eq!(ex.fds().len(), 1);
+        ex.set_importers(&Importers::Anyone).unwrap();
+        assert!(ex.handle().flags.contains(HandleFlags::ANY_IMPORTER));
+        assert!(ex.handle().allows(77));
+        ex.set_importers(&Importers::Pids(vec![5, 6, 5])).unwrap();
+        assert!(!ex.handle().flags.contains(HandleFlags::ANY_IMPORTER));
+        assert_eq!(ex.handle().allowed_pids, vec![5, 6]);
+        assert!(!ex.handle().allows(77) && ex.handle().allows(6));
+        assert!(ex.set_importers(&Importers::BackendDefault).is_err());
+        assert!(ex.set_importers(&Importers::Pids(vec![0])).is_err());
+        assert_eq!(
+            ex.handle().allowed_pids,
+            vec![5, 6],
+            "unchanged by a refusal"
+        );
+        ex.add_importers(&[7]).unwrap();
+        assert_eq!(ex.handle().allowed_pids, vec![5, 6, 7]);
     }
 }
