@@ -17,7 +17,9 @@
 //! - [`lease`]: importers counted by the exporter, dead processes excluded;
 //! - [`dlpack`]: host-visible memory as a DLPack 1.x tensor;
 //! - [`dynamic`]: the object-safe mirror of the traits, for choosing a backend
-//!   at run time.
+//!   at run time;
+//! - [`vendor`]: the vendors' error codes and entry-point names as plain data,
+//!   shared by the real backends and the simulator.
 //!
 //! Backends live in their own crates (`hal-cpu-shm`, `hal-mock`, ...); the
 //! `hal` facade crate gathers them behind Cargo features.
@@ -35,6 +37,7 @@ pub mod handle;
 pub mod lease;
 pub mod os;
 pub mod types;
+pub mod vendor;
 pub mod wait;
 
 pub use device::{

@@ -40,7 +40,7 @@ use std::sync::Mutex;
 use hal_core::{Error, Result};
 
 use crate::codes::Code;
-use crate::profile::{Api, Vendor};
+use crate::vendor::{Api, Vendor};
 
 /// The kinds of operation a fault can be injected into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -245,19 +245,24 @@
 #![cfg(target_os = "linux")]
 
 mod backend;
+mod backing;
 pub mod codes;
 mod device;
 pub mod fault;
 mod memory;
 mod profile;
+mod rules;
+mod state;
 mod stream;
 mod sync;
+mod vendor;
 mod vmm;
 
 pub use backend::MockBackend;
 pub use device::MockDevice;
 pub use memory::{DeviceMemory, MockAllocation, MockMapping};
-pub use profile::{Profile, SubAllocation, Vendor};
+pub use profile::{Profile, SubAllocation};
 pub use stream::MockStream;
 pub use sync::{MockEvent, MockNotify};
+pub use vendor::Vendor;
 pub use vmm::{MockPhysical, MockReservation};

@@ -1,111 +1,32 @@
 //! Simulated device memory: memfd-backed allocations, imported mappings, and
 //! the handle payload that names them.
 
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use hal_core::device::check_bounds;
-use hal_core::exchange::Lease;
 use hal_core::lease::LeaseTable;
-use hal_core::os::{self, Prot, SharedMap};
+use hal_core::os;
 use hal_core::{
     Allocation, Error, FreeError, Handle, HandleError, Location, Mapping, Memory, Result,
 };
 
-use crate::backend::DevRef;
+use crate::backing::{Backing, Holder, ImportRegion};
 use crate::fault::FaultOp;
-use crate::profile::{Api, Vendor};
-
-/// Map `len` bytes of `fd` (or reserve them, without `fd`) at an address
-/// aligned to `align`.
-pub(crate) fn map_aligned(fd: Option<BorrowedFd<'_>>, len: u64, align: u64) -> Result<SharedMap> {
-    let map_at = |at: Option<u64>| match fd {
-        Some(fd) => SharedMap::map(fd, len, 0, Prot::ReadWrite, at),
-        None => SharedMap::reserve(len, at),
-    };
-    if align <= os::page_size() {
-        return map_at(None);
-    }
-    // Reserve room for the aligned range, release it, and map there; another
-    // thread may take the range in between, so try a few times.
-    for _ in 0..16 {
-        let probe_len = len
-            .checked_add(align)
-            .ok_or_else(|| Error::invalid("size plus alignment overflows"))?;
-        let probe = SharedMap::reserve(probe_len, None)?;
-        let at = (probe.as_ptr() as u64).next_multiple_of(align);
-        drop(probe);
-        match map_at(Some(at)) {
-            Err(Error::AlreadyExists { .. }) => continue,
-            other => return other,
-        }
-    }
-    Err(Error::OutOfMemory {
-        requested: len,
-        detail: format!("no {align:#x}-aligned address range of {len:#x} bytes stayed free"),
-    })
-}
-
-/// A sealed memfd and this process's mapping of all of it: the pages of
-/// one allocation, one pool chunk, or one physical allocation.
-pub(crate) struct Backing {
-    fd: OwnedFd,
-    map: SharedMap,
-    size: u64,
-}
-
-impl Backing {
-    /// A new zeroed backing of `size` bytes mapped (read-write) at an
-    /// `align`-aligned address. Its size is sealed now; the first export
-    /// seals the rest ([`os::seal_for_export`]), so that a read-only first
-    /// export can still seal it against writes by anyone but this mapping.
-    pub(crate) fn create(label: &str, size: u64, align: u64) -> Result<Arc<Backing>> {
-        let fd = os::memfd(label, size, None)?;
-        os::add_seals(fd.as_fd(), os::SIZE_SEALS)?;
-        let map = map_aligned(Some(fd.as_fd()), size, align)?;
-        Ok(Arc::new(Backing { fd, map, size }))
-    }
-
-    pub(crate) fn size(&self) -> u64 {
-        self.size
-    }
-
-    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
-
-    pub(crate) fn map(&self) -> &SharedMap {
-        &self.map
-    }
-}
-
-/// Something that holds a mapping stream work can copy into or out of.
-pub(crate) trait Holder: Send + Sync {
-    fn map(&self) -> &SharedMap;
-}
-
-impl Holder for Backing {
-    fn map(&self) -> &SharedMap {
-        &self.map
-    }
-}
-
-impl Holder for ImportRegion {
-    fn map(&self) -> &SharedMap {
-        &self.map
-    }
-}
+use crate::rules;
+use crate::state::{lock, DevRef};
+use crate::vendor::{Api, Vendor};
 
 pub(crate) mod sealed {
     use std::sync::Arc;
 
-    use crate::backend::DevRef;
+    use crate::backing::Holder;
+    use crate::state::DevRef;
 
     /// The bytes of a memory object that queued stream work keeps alive.
     pub struct Span {
-        pub(crate) holder: Arc<dyn super::Holder>,
+        pub(crate) holder: Arc<dyn Holder>,
         /// Offset of the first byte in the holder's mapping.
         pub(crate) base: u64,
         pub(crate) len: u64,
@@ -141,7 +62,7 @@ impl Release {
         let state = self.dev.state();
         match self.slot {
             Some((chunk, offset, len)) => {
-                let emptied = crate::backend::lock(&state.pool).give_back(chunk, offset, len);
+                let emptied = lock(&state.pool).give_back(chunk, offset, len);
                 if let Some(size) = emptied {
                     state.refund(size);
                 }
@@ -366,13 +287,6 @@ impl sealed::Sealed for MockAllocation {
 
 impl DeviceMemory for MockAllocation {}
 
-/// An imported span of another allocation, mapped in this process.
-pub(crate) struct ImportRegion {
-    pub(crate) map: SharedMap,
-    /// The importer's lease; released when the last mapping of the region closes.
-    pub(crate) _lease: Option<Lease>,
-}
-
 /// Memory imported from another process (or this one).
 ///
 /// CUDA-like: the whole exported base allocation is mapped once per process
@@ -536,26 +450,21 @@ pub(crate) struct Payload {
 
 const PAYLOAD_MAGIC: &[u8; 4] = b"HMK1";
 
-fn payload_len(vendor: Vendor) -> usize {
-    match vendor {
-        Vendor::Cuda => 64,
-        Vendor::Ascend => 65,
-    }
-}
-
-fn vendor_tag(vendor: Vendor) -> u8 {
-    match vendor {
-        Vendor::Cuda => 1,
-        Vendor::Ascend => 2,
-    }
-}
-
 impl Payload {
+    /// The window of the memory object this payload maps.
+    pub(crate) fn window(&self) -> rules::Window {
+        rules::Window {
+            fd_offset: self.fd_offset,
+            map_len: self.map_len,
+            view: self.view,
+        }
+    }
+
     pub(crate) fn encode(&self, vendor: Vendor) -> Vec<u8> {
-        let mut b = vec![0u8; payload_len(vendor)];
+        let mut b = vec![0u8; rules::payload_len(vendor)];
         b[..4].copy_from_slice(PAYLOAD_MAGIC);
         b[4] = self.kind;
-        b[5] = vendor_tag(vendor);
+        b[5] = rules::payload_tag(vendor);
         b[8..16].copy_from_slice(&self.fd_offset.to_le_bytes());
         b[16..24].copy_from_slice(&self.map_len.to_le_bytes());
         b[24..32].copy_from_slice(&self.view.to_le_bytes());
@@ -574,14 +483,14 @@ impl Payload {
             .into()
         };
         let b = &handle.payload;
-        if b.len() != payload_len(vendor) {
+        if b.len() != rules::payload_len(vendor) {
             return Err(bad(format!(
                 "{} bytes, the simulator's {vendor:?} handles carry {}",
                 b.len(),
-                payload_len(vendor)
+                rules::payload_len(vendor)
             )));
         }
-        if &b[..4] != PAYLOAD_MAGIC || b[5] != vendor_tag(vendor) {
+        if &b[..4] != PAYLOAD_MAGIC || b[5] != rules::payload_tag(vendor) {
             return Err(bad("not a handle of this simulator profile".into()));
         }
         if b[4] != handle.kind.to_wire() {
@@ -638,10 +547,8 @@ impl Payload {
     pub(crate) fn check_memory_window(&self, vendor: Vendor, handle: &Handle) -> Result<()> {
         let range_start = self.alloc_offset.checked_add(handle.offset);
         let view_start = self.fd_offset.checked_add(self.view);
-        let vendor_rule = match vendor {
-            Vendor::Cuda => self.fd_offset == self.alloc_offset,
-            Vendor::Ascend => self.view == 0 && self.map_len == handle.size,
-        };
+        let vendor_rule =
+            rules::window_has_vendor_shape(vendor, self.window(), self.alloc_offset, handle.size);
         if range_start.is_none() || range_start != view_start || !vendor_rule {
             return Err(HandleError::Malformed {
                 field: "payload",

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use hal_core::{Error, Result};
 
-use crate::backend::{lock, DevRef};
 use crate::memory::sealed::Span;
+use crate::state::{lock, DevRef};
 use crate::sync::SyncWords;
 
 /// One piece of queued work.
@@ -256,7 +256,7 @@ fn execute(dev: &DevRef, op: Op, closing: &AtomicBool) -> Result<()> {
                                 after: t,
                                 what: format!(
                                     "the notify waited on by a stream ({})",
-                                    crate::profile::Api::NotifyWait.symbol(dev.vendor())
+                                    crate::vendor::Api::NotifyWait.symbol(dev.vendor())
                                 ),
                             })
                         }

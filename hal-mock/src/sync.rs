@@ -22,9 +22,9 @@ use hal_core::{
     Capabilities, Error, Event, EventFlags, HandleError, Notify, Result, WaitFuture, WaitOptions,
 };
 
-use crate::backend::DevRef;
 use crate::fault::FaultOp;
-use crate::profile::Api;
+use crate::state::DevRef;
+use crate::vendor::Api;
 
 /// Size of a shared event or notify block.
 pub(crate) const SYNC_LEN: u64 = 4096;

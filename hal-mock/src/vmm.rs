@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use hal_core::os::{self, Prot, SharedMap};
 use hal_core::{Access, Physical, Reservation, Result};
 
-use crate::backend::{lock, DevRef};
-use crate::memory::map_aligned;
+use crate::backing::map_aligned;
+use crate::state::{lock, DevRef};
 
 /// The memory of a physical allocation, shared by its owner, its mappings
 /// and its importers in this process.

@@ -23,7 +23,6 @@
 //! slower for bandwidth.
 
 use std::os::fd::AsFd;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -36,7 +35,8 @@ use hal::{
 use serde::{Deserialize, Serialize};
 
 use crate::backend;
-use crate::channel::{Channel, Listener};
+use crate::channel::Channel;
+use crate::child::ConsumerProcess;
 use crate::fail::{CmdResult, Context, Fail};
 use crate::out;
 use crate::pattern::{self, Content, ReadPath};
@@ -196,36 +196,6 @@ fn decode(text: &str, what: &str) -> CmdResult<Handle> {
     Handle::from_text(text).map_err(|e| Fail::failed(format!("decoding the {what} handle: {e}")))
 }
 
-/// Kills the consumer if the exporter gives up early.
-struct Consumer {
-    child: Option<Child>,
-}
-
-impl Consumer {
-    fn pid(&self) -> u32 {
-        self.child.as_ref().map_or(0, Child::id)
-    }
-
-    fn wait(mut self) -> CmdResult<bool> {
-        match self.child.take() {
-            Some(mut c) => c
-                .wait()
-                .map(|s| s.success())
-                .map_err(|e| Fail::failed(format!("waiting for the consumer: {e}"))),
-            None => Ok(false),
-        }
-    }
-}
-
-impl Drop for Consumer {
-    fn drop(&mut self) {
-        if let Some(c) = self.child.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 #[derive(Debug, Serialize)]
 struct Mismatch {
     offset: u64,
@@ -348,26 +318,15 @@ pub fn run(args: &DemoArgs) -> CmdResult {
     let raw_export = RawExport::new(size, IMPORT_SAMPLES)?;
     let raw_name = raw_export.name().to_string();
     let (futex, futex_fd) = FutexPair::create()?;
-    let control = Listener::bind("halctl-demo")?;
 
-    let exe = std::env::current_exe().map_err(|e| {
-        Fail::failed(format!(
-            "finding the halctl binary to start the consumer: {e}"
-        ))
-    })?;
-    let child = Command::new(exe)
-        .arg("__demo-consumer")
-        .arg("--control")
-        .arg(control.name())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| Fail::failed(format!("starting the consumer process: {e}")))?;
-    let consumer = Consumer { child: Some(child) };
+    let (consumer, chan) = ConsumerProcess::spawn(
+        "__demo-consumer",
+        &[],
+        "halctl-demo",
+        "the consumer",
+        PEER_TIMEOUT,
+    )?;
     let consumer_pid = consumer.pid();
-    let chan = control.accept_from(consumer_pid, PEER_TIMEOUT)?;
-    chan.set_timeout(PEER_TIMEOUT)?;
 
     let opts = export_options(dev.as_ref(), consumer_pid);
     let exported: Exported = dev

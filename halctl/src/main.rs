@@ -5,6 +5,7 @@
 mod backend;
 mod bench;
 mod channel;
+mod child;
 mod demo;
 mod devices;
 mod fail;

@@ -5,6 +5,9 @@
 //! cargo xtask ci          formatting, clippy (warnings are errors), the tests
 //! cargo xtask matrix      each backend feature of `hal` alone, all together and none,
 //!                         built and tested for every installed target; prints a table
+//! cargo xtask circles [CRATE...]
+//!                         import cycles between the files of each crate (or of
+//!                         the crates named); exit 1 on a cycle
 //! cargo xtask bindgen     (comes with the CUDA backend)
 //! cargo xtask gpu-smoke   (comes with the CUDA backend)
 //! ```
@@ -17,6 +20,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
+mod circles;
+
 const USAGE: &str = "\
 usage: cargo xtask <command>
 
@@ -28,6 +33,13 @@ commands:
              none) and each installed target: build the library with exactly that
              feature set, then run its tests (and the same for halctl once per
              target); print a table; non-zero exit if any failed
+  circles [CRATE...]
+             import cycles between the files of each workspace crate (or of the
+             crates named): the `use crate::`, `crate::`, `super::` and `self::`
+             paths of src/**/*.rs followed to the file that defines them (through
+             re-exports; comments, strings and #[cfg(test)] modules skipped);
+             prints each crate's files in layers, leaves first, and every cycle;
+             exit 1 on a cycle
   bindgen    regenerate vendor bindings (comes with the CUDA backend)
   gpu-smoke  run the GPU smoke test on a machine with a GPU (comes with the CUDA backend)
   help       this text
@@ -43,6 +55,9 @@ fn main() -> ExitCode {
         eprintln!("{USAGE}");
         return ExitCode::from(2);
     };
+    if cmd == "circles" {
+        return circles_cmd(&args[1..]);
+    }
     if args.len() > 1 {
         eprintln!("xtask: `{cmd}` takes no arguments\n\n{USAGE}");
         return ExitCode::from(2);
@@ -65,6 +80,63 @@ fn main() -> ExitCode {
             eprintln!("xtask: unknown command `{other}`\n\n{USAGE}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// `cargo xtask circles [CRATE...]`.
+fn circles_cmd(names: &[String]) -> ExitCode {
+    let root = root();
+    let crates: Vec<PathBuf> = if names.is_empty() {
+        let mut all: Vec<PathBuf> = std::fs::read_dir(&root)
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        all.retain(|p| p.join("Cargo.toml").is_file() && p.join("src").is_dir());
+        all.sort();
+        all
+    } else {
+        names.iter().map(|n| root.join(n)).collect()
+    };
+    let mut cycles = 0;
+    for dir in crates {
+        let name = dir
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        if !dir.join("src").is_dir() {
+            eprintln!("xtask circles: `{name}` is not a crate folder of the workspace");
+            return ExitCode::from(2);
+        }
+        let graph = match circles::graph(&dir) {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("xtask circles: reading {}: {e}", dir.display());
+                return ExitCode::from(2);
+            }
+        };
+        let found = graph.cycles();
+        let imports: usize = graph.edges.values().map(|d| d.len()).sum();
+        println!(
+            "{name}: {} files, {imports} imports between them, {}",
+            graph.files.len(),
+            match found.len() {
+                0 => "no cycle".to_string(),
+                1 => "1 cycle".to_string(),
+                n => format!("{n} cycles"),
+            }
+        );
+        for (i, layer) in graph.layers().iter().enumerate() {
+            let names: Vec<&str> = layer.iter().map(|&f| graph.files[f].as_str()).collect();
+            println!("  layer {i}: {}", names.join(" "));
+        }
+        for cycle in &found {
+            let names: Vec<&str> = cycle.iter().map(|&f| graph.files[f].as_str()).collect();
+            println!("  cycle: {}", names.join(" -> "));
+        }
+        cycles += found.len();
+    }
+    if cycles > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 

@@ -12,9 +12,10 @@ use hal::os::{self, Prot, SharedMap};
 use hal::registry::Registry;
 use hal::{Exported, Handle, ImportOptions, SharedHandle, WaitOptions};
 
+use super::host::pin_to;
+use super::options::{blocking_wait, export_options, spin_wait, PROBE_MARKER};
 use super::proto::{self, Block, Cmd, IdleMode, Pong, Reply, PEER_TIMEOUT};
 use super::spin::{self, SpinPair};
-use super::{blocking_wait, export_options, spin_wait, PROBE_MARKER};
 use crate::backend;
 use crate::channel::Channel;
 use crate::fail::{CmdResult, Context, Fail};
@@ -101,7 +102,7 @@ struct State {
 /// Run the consumer (started by `halctl bench`).
 pub fn consumer(args: &ConsumerArgs) -> CmdResult {
     if let Some(cpu) = args.cpu {
-        super::pin_to(cpu)?;
+        pin_to(cpu)?;
     }
     let chan = Channel::connect(&args.control)?;
     chan.set_timeout(PEER_TIMEOUT)?;

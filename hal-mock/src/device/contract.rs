@@ -1,0 +1,148 @@
+//! The [`Device`] contract of [`MockDevice`]: each operation is the
+//! simulated vendor call of its concern (`alloc.rs`, `streams.rs`,
+//! `vmm.rs`).
+
+use std::time::Duration;
+
+use hal_core::{
+    Access, AllocDesc, Device, DeviceInfo, EventFlags, ExportOptions, Exported, Granularity,
+    ImportOptions, Result, SharedHandle,
+};
+
+use crate::device::MockDevice;
+use crate::memory::{MockAllocation, MockMapping};
+use crate::stream::MockStream;
+use crate::sync::{MockEvent, MockNotify};
+use crate::vmm::{MockPhysical, MockReservation};
+
+impl Device for MockDevice {
+    type Allocation = MockAllocation;
+    type Mapping = MockMapping;
+    type Stream = MockStream;
+    type Event = MockEvent;
+    type Notify = MockNotify;
+    type Physical = MockPhysical;
+    type Reservation = MockReservation;
+
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    // --- memory -------------------------------------------------------------
+
+    fn allocate(&self, desc: &AllocDesc) -> Result<MockAllocation> {
+        self.sim_allocate(desc)
+    }
+
+    fn export_memory(&self, alloc: &MockAllocation, opts: &ExportOptions) -> Result<Exported> {
+        self.sim_export_memory(alloc, opts)
+    }
+
+    fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()> {
+        self.sim_allow_importers(exported, pids)
+    }
+
+    fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<MockMapping> {
+        self.sim_import_memory(shared, opts)
+    }
+
+    // --- streams, events, notifies -----------------------------------------
+
+    fn create_stream(&self) -> Result<MockStream> {
+        self.sim_create_stream()
+    }
+
+    fn synchronize(&self, stream: &MockStream, timeout: Option<Duration>) -> Result<()> {
+        self.sim_synchronize(stream, timeout)
+    }
+
+    fn create_event(&self, flags: EventFlags) -> Result<MockEvent> {
+        self.sim_create_event(flags)
+    }
+
+    fn record_event(&self, stream: &MockStream, event: &MockEvent) -> Result<()> {
+        self.sim_record_event(stream, event)
+    }
+
+    fn stream_wait_event(&self, stream: &MockStream, event: &MockEvent) -> Result<()> {
+        self.sim_stream_wait_event(stream, event)
+    }
+
+    fn export_event(&self, event: &MockEvent, opts: &ExportOptions) -> Result<Exported> {
+        self.sim_export_event(event, opts)
+    }
+
+    fn import_event(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<MockEvent> {
+        self.sim_import_event(shared, opts)
+    }
+
+    fn create_notify(&self) -> Result<MockNotify> {
+        self.sim_create_notify()
+    }
+
+    fn record_notify(&self, stream: &MockStream, notify: &MockNotify) -> Result<()> {
+        self.sim_record_notify(stream, notify)
+    }
+
+    fn stream_wait_notify(
+        &self,
+        stream: &MockStream,
+        notify: &MockNotify,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        self.sim_stream_wait_notify(stream, notify, timeout)
+    }
+
+    fn export_notify(&self, notify: &MockNotify, opts: &ExportOptions) -> Result<Exported> {
+        self.sim_export_notify(notify, opts)
+    }
+
+    fn import_notify(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<MockNotify> {
+        self.sim_import_notify(shared, opts)
+    }
+
+    // --- VMM ------------------------------------------------------------------
+
+    fn granularity(&self, which: Granularity) -> Result<u64> {
+        self.sim_granularity(which)
+    }
+
+    fn allocate_physical(&self, size: u64) -> Result<MockPhysical> {
+        self.sim_allocate_physical(size)
+    }
+
+    fn reserve(&self, size: u64, align: u64) -> Result<MockReservation> {
+        self.sim_reserve(size, align)
+    }
+
+    fn map(
+        &self,
+        reservation: &MockReservation,
+        offset: u64,
+        physical: &MockPhysical,
+    ) -> Result<()> {
+        self.sim_map(reservation, offset, physical)
+    }
+
+    fn unmap(&self, reservation: &MockReservation, offset: u64, len: u64) -> Result<()> {
+        self.sim_unmap(reservation, offset, len)
+    }
+
+    fn set_access(
+        &self,
+        reservation: &MockReservation,
+        offset: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<()> {
+        self.sim_set_access(reservation, offset, len, access)
+    }
+
+    fn export_physical(&self, physical: &MockPhysical, opts: &ExportOptions) -> Result<Exported> {
+        self.sim_export_physical(physical, opts)
+    }
+
+    fn import_physical(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<MockPhysical> {
+        self.sim_import_physical(shared, opts)
+    }
+}

@@ -1,0 +1,204 @@
+//! Streams, events and notifies of a [`MockDevice`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hal_core::{
+    Capabilities, Error, EventFlags, ExportOptions, Exported, HandleKind, ImportOptions, Result,
+    SharedHandle,
+};
+
+use crate::device::{ListKind, MockDevice};
+use crate::fault::FaultOp;
+use crate::memory::Payload;
+use crate::rules;
+use crate::stream::{MockStream, Op};
+use crate::sync::{MockEvent, MockNotify};
+use crate::vendor::Api;
+
+impl MockDevice {
+    pub(super) fn sim_create_stream(&self) -> Result<MockStream> {
+        self.dev.enter(Api::StreamCreate, None)?;
+        MockStream::create(&self.dev)
+    }
+
+    pub(super) fn sim_synchronize(
+        &self,
+        stream: &MockStream,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        self.dev.check_owner(&stream.dev, "stream", true)?;
+        self.dev
+            .enter(Api::StreamSynchronize, Some(FaultOp::Wait))?;
+        stream.synchronize(timeout)
+    }
+
+    pub(super) fn sim_create_event(&self, flags: EventFlags) -> Result<MockEvent> {
+        let vendor = self.dev.vendor();
+        if flags.interprocess {
+            self.dev
+                .require(Capabilities::IPC_EVENT, "create an IPC event")?;
+        }
+        self.dev.enter(Api::EventCreate, None)?;
+        if let Err(why) = rules::event_flags_allowed(vendor, flags) {
+            return Err(self.dev.err(vendor.invalid_value(), why));
+        }
+        MockEvent::create(&self.dev, flags)
+    }
+
+    pub(super) fn sim_record_event(&self, stream: &MockStream, event: &MockEvent) -> Result<()> {
+        self.dev.check_owner(&stream.dev, "stream", true)?;
+        self.dev.check_owner(&event.dev, "event", false)?;
+        self.dev.enter(Api::EventRecord, None)?;
+        let seq = event.sync.next_record()?;
+        stream.push(Op::Record {
+            sync: Arc::clone(&event.sync),
+            seq,
+        });
+        Ok(())
+    }
+
+    pub(super) fn sim_stream_wait_event(
+        &self,
+        stream: &MockStream,
+        event: &MockEvent,
+    ) -> Result<()> {
+        self.dev.check_owner(&stream.dev, "stream", true)?;
+        self.dev.check_owner(&event.dev, "event", false)?;
+        self.dev.enter(Api::StreamWaitEvent, None)?;
+        let target = event.sync.last_record()?;
+        stream.push(Op::WaitEvent {
+            sync: Arc::clone(&event.sync),
+            target,
+        });
+        Ok(())
+    }
+
+    pub(super) fn sim_export_event(
+        &self,
+        event: &MockEvent,
+        opts: &ExportOptions,
+    ) -> Result<Exported> {
+        self.dev.check_owner(&event.dev, "event", false)?;
+        self.dev.require(Capabilities::IPC_EVENT, "export_event")?;
+        let vendor = self.dev.vendor();
+        if event.imported {
+            return Err(Error::invalid(
+                "an imported event is exported again by its creator, not by an importer",
+            ));
+        }
+        self.check_export_opts(opts, "event")?;
+        self.dev.enter(Api::IpcGetEvent, Some(FaultOp::Export))?;
+        if !event.flags.interprocess {
+            return Err(self.dev.err(
+                vendor.invalid_value(),
+                format!(
+                    "{}: the event was not created with {} (EventFlags::interprocess)",
+                    Api::IpcGetEvent.symbol(vendor),
+                    vendor.ipc_event_flag()
+                ),
+            ));
+        }
+        self.export_sync(
+            HandleKind::Event,
+            event.dev.ordinal,
+            opts,
+            ListKind::Unlisted,
+            event.sync.dup_fd()?,
+        )
+    }
+
+    pub(super) fn sim_import_event(
+        &self,
+        mut shared: SharedHandle,
+        opts: &ImportOptions,
+    ) -> Result<MockEvent> {
+        shared
+            .handle
+            .expect(HandleKind::Event, self.dev.backend())?;
+        self.dev.require(Capabilities::IPC_EVENT, "import_event")?;
+        Payload::decode(self.dev.vendor(), &shared.handle)?;
+        let (_, target) = self.resolve(&shared.handle, opts, false)?;
+        let on = self.on(target);
+        on.enter(Api::IpcOpenEvent, Some(FaultOp::Import))?;
+        let fd = self.take_fds(&mut shared, 1)?.remove(0);
+        MockEvent::open(&on, fd)
+    }
+
+    pub(super) fn sim_create_notify(&self) -> Result<MockNotify> {
+        self.dev.enter(Api::NotifyCreate, None)?;
+        MockNotify::create(&self.dev)
+    }
+
+    pub(super) fn sim_record_notify(&self, stream: &MockStream, notify: &MockNotify) -> Result<()> {
+        self.dev.check_owner(&stream.dev, "stream", true)?;
+        self.dev.check_owner(&notify.dev, "notify", false)?;
+        self.dev.enter(Api::NotifyRecord, None)?;
+        stream.push(Op::Signal {
+            sync: Arc::clone(&notify.sync),
+        });
+        Ok(())
+    }
+
+    pub(super) fn sim_stream_wait_notify(
+        &self,
+        stream: &MockStream,
+        notify: &MockNotify,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        self.dev.check_owner(&stream.dev, "stream", true)?;
+        self.dev.check_owner(&notify.dev, "notify", false)?;
+        notify.check_waiter()?;
+        self.dev.enter(Api::NotifyWait, None)?;
+        stream.push(Op::WaitNotify {
+            sync: Arc::clone(&notify.sync),
+            timeout,
+        });
+        Ok(())
+    }
+
+    pub(super) fn sim_export_notify(
+        &self,
+        notify: &MockNotify,
+        opts: &ExportOptions,
+    ) -> Result<Exported> {
+        self.dev.check_owner(&notify.dev, "notify", false)?;
+        self.dev
+            .require(Capabilities::IPC_NOTIFY, "export_notify")?;
+        if !notify.creator {
+            return Err(Error::invalid(
+                "an imported notify is exported again by its creator, not by an importer",
+            ));
+        }
+        self.check_export_opts(opts, "notify")?;
+        self.dev.enter(Api::NotifyExport, Some(FaultOp::Export))?;
+        self.export_sync(
+            HandleKind::Notify,
+            notify.dev.ordinal,
+            opts,
+            ListKind::Listed,
+            notify.sync.dup_fd()?,
+        )
+    }
+
+    pub(super) fn sim_import_notify(
+        &self,
+        mut shared: SharedHandle,
+        opts: &ImportOptions,
+    ) -> Result<MockNotify> {
+        shared
+            .handle
+            .expect(HandleKind::Notify, self.dev.backend())?;
+        self.dev
+            .require(Capabilities::IPC_NOTIFY, "import_notify")?;
+        Payload::decode(self.dev.vendor(), &shared.handle)?;
+        // Ascend's notify import has its own ENABLE_PEER_ACCESS flag; the
+        // CUDA-like notify is host memory, reachable from every device.
+        let peer_rule = rules::notify_import_needs_peer_access(self.dev.vendor());
+        let (_, target) = self.resolve(&shared.handle, opts, peer_rule)?;
+        let on = self.on(target);
+        on.enter(Api::NotifyImport, Some(FaultOp::Import))?;
+        let fd = self.take_fds(&mut shared, 1)?.remove(0);
+        MockNotify::open(&on, fd)
+    }
+}
