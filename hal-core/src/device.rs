@@ -79,15 +79,7 @@ pub trait Memory: Send + Sync {
     fn write(&self, offset: u64, src: &[u8]) -> Result<()>;
 }
 
-/// Check that `offset..offset+len` lies inside `size` bytes.
-pub fn check_bounds(offset: u64, len: u64, size: u64) -> Result<()> {
-    match offset.checked_add(len) {
-        Some(end) if end <= size => Ok(()),
-        _ => Err(Error::invalid(format!(
-            "access {offset:#x}+{len:#x} is outside the {size:#x}-byte range"
-        ))),
-    }
-}
+pub use crate::bounds::check_bounds;
 
 /// A resource returned by [`Allocation::free`] when it could not be freed.
 #[derive(Debug)]

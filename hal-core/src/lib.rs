@@ -26,6 +26,7 @@
 #![deny(missing_docs)]
 #![cfg(unix)]
 
+mod bounds;
 pub mod device;
 pub mod dlpack;
 pub mod dynamic;

@@ -581,7 +581,7 @@ impl SharedMap {
     }
 
     fn check_sub(&self, offset: u64, len: u64) -> Result<()> {
-        crate::device::check_bounds(offset, len, self.len as u64)
+        crate::bounds::check_bounds(offset, len, self.len as u64)
     }
 
     /// Check that `offset..offset + len` is in bounds and that its

@@ -141,6 +141,7 @@
 
 mod device;
 pub mod file;
+mod id;
 mod info;
 mod io;
 mod memory;
@@ -162,6 +163,3 @@ pub use named::{
 pub use placement::numa_nodes;
 pub use sync::{CpuEvent, CpuNotify, CpuStream};
 pub use vmm::{CpuPhysical, CpuReservation};
-
-/// The backend's registry name, used in errors.
-pub(crate) const BACKEND: &str = "cpu-shm";

@@ -18,10 +18,11 @@ use hal_core::{
     Location, Mapping, Memory, Result, SharedHandle,
 };
 
+use crate::id::BACKEND;
 use crate::info::host_info;
 use crate::named::{self, NamedRegion};
 use crate::view::View;
-use crate::{io, placement, plumb, BACKEND};
+use crate::{io, placement, plumb};
 
 /// What kind of region an allocation is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

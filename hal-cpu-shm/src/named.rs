@@ -461,7 +461,7 @@ fn unnamed_file(what_for: &str) -> Result<std::fs::File> {
         .open(SHM_DIR)
         .map_err(|e| match e.raw_os_error() {
             Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL) => Error::unsupported(
-                crate::BACKEND,
+                crate::id::BACKEND,
                 "create_named",
                 format!(
                     "{SHM_DIR} does not support unnamed files (O_TMPFILE, Linux 3.11 and \
@@ -562,7 +562,7 @@ pub fn create_named(name: &str, size: u64, opts: &NamedOptions) -> Result<CpuAll
     }
     if let hal_core::HugePages::Explicit(_) = opts.placement.huge_pages {
         return Err(Error::unsupported(
-            crate::BACKEND,
+            crate::id::BACKEND,
             "create_named with explicit huge pages",
             "POSIX shared memory objects live on /dev/shm, which has no explicit huge pages; \
              use an anonymous region or transparent huge pages",

@@ -7,7 +7,7 @@ use hal_core::{
 };
 
 use super::memory::ipc_memory_or_unsupported;
-use super::{decode, share};
+use super::util::{decode, share};
 use crate::process::{self, report};
 use crate::{
     alloc_filled, assert_bytes, location, must, must_be_denied, must_be_unsupported, must_fail,

@@ -7,7 +7,7 @@ use hal_core::{
 };
 
 use super::memory::ipc_memory_or_unsupported;
-use super::share;
+use super::util::share;
 use crate::{alloc_filled, assert_bytes, must, must_fail, open_export, pattern, Suite};
 
 #[track_caller]
@@ -36,7 +36,11 @@ pub fn handle_corrupted_text_refused<B: Backend>(s: &Suite<B>) {
         synthetic(s.backend().id(), dev.info().uuid)
     };
     let text = handle.to_text();
-    assert_eq!(super::decode(&text), handle, "the unmodified text decodes");
+    assert_eq!(
+        super::util::decode(&text),
+        handle,
+        "the unmodified text decodes"
+    );
     let chars: Vec<char> = text.chars().collect();
     let body = text.find('.').map_or(0, |i| i + 1);
     // Every position but the last character (whose low bits may be padding
@@ -225,7 +229,7 @@ pub fn handle_wrong_backend_refused<B: Backend>(s: &Suite<B>) {
     for other in others {
         let mut shared = share(&ex);
         shared.handle.backend = other;
-        let by_text = SharedHandle::from(super::decode(&shared.handle.to_text()));
+        let by_text = SharedHandle::from(super::util::decode(&shared.handle.to_text()));
         for (how, sh) in [("with descriptors", shared), ("as text", by_text)] {
             match dev.import_memory(sh, &ImportOptions::default()) {
                 Err(Error::InvalidHandle(HandleError::WrongBackend { .. })) => {}

@@ -9,7 +9,7 @@ use hal_core::{
 };
 
 use super::memory::ipc_memory_or_unsupported;
-use super::{decode, share};
+use super::util::{decode, share};
 use crate::process::{self, report};
 use crate::{
     alloc_filled, assert_bytes, importers_of, must, must_be_unsupported, must_time_out,

@@ -5,7 +5,7 @@ use hal_core::{
     HandleFlags, HandleKind, ImportOptions, ImportPlacement, Mapping, Memory,
 };
 
-use super::{by_text, share};
+use super::util::{by_text, share};
 use crate::{
     alloc_filled, assert_bytes, must, must_be_unsupported, must_fail, open_export, pattern,
     read_vec, Suite,
@@ -154,7 +154,7 @@ pub fn memory_import_by_text_via_broker<B: Backend>(s: &Suite<B>) {
         ex.handle().to_text(),
         "Exported::to_text is the handle's text"
     );
-    let decoded = super::decode(&text);
+    let decoded = super::util::decode(&text);
     assert_eq!(&decoded, ex.handle(), "text round trip");
     let bytes = ex.handle().to_bytes();
     let back = must(

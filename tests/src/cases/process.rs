@@ -9,7 +9,7 @@ use hal_core::{
 };
 
 use super::sync::{block_stream, stream_model, StreamModel};
-use super::{by_text, decode, share};
+use super::util::{by_text, decode, share};
 use crate::probe::{self, Snapshot};
 use crate::process::{self, report};
 use crate::{

@@ -13,7 +13,7 @@ use hal_core::{
     ImportOptions, Notify, WaitFuture, WaitOptions,
 };
 
-use super::{by_text, share};
+use super::util::{by_text, share};
 use crate::{
     must, must_be_denied, must_be_unsupported, must_fail, must_time_out, open_export, Suite, LONG,
     SHORT,

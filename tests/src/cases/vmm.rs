@@ -7,7 +7,7 @@ use hal_core::{
     Reservation, SharedHandle,
 };
 
-use super::{by_text, decode, share};
+use super::util::{by_text, decode, share};
 use crate::process::{self, report};
 use crate::{must, must_be_unsupported, must_fail, open_export, pattern, Suite};
 

@@ -1,0 +1,13 @@
+//! The bounds check every byte-range access makes.
+
+use crate::error::{Error, Result};
+
+/// Check that `offset..offset+len` lies inside `size` bytes.
+pub fn check_bounds(offset: u64, len: u64, size: u64) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(Error::invalid(format!(
+            "access {offset:#x}+{len:#x} is outside the {size:#x}-byte range"
+        ))),
+    }
+}
