@@ -161,7 +161,6 @@
 //! ```
 
 use std::os::fd::OwnedFd;
-use std::time::Duration;
 
 use crate::error::{Error, HandleError, Result};
 use crate::handle::{FdSource, SharedHandle};
@@ -171,34 +170,19 @@ use crate::handle::{Handle, HandleFlags};
 pub(crate) mod broker;
 mod file;
 mod held;
+mod limits;
+mod peer;
 mod socket;
 mod sys;
 mod text;
 
 pub use file::{read_handle_file, write_handle_file, MAX_HANDLE_FILE};
 pub use held::Lease;
+pub(crate) use limits::dropped_descriptors;
+pub use limits::{BROKER_TIMEOUT, MAX_FDS};
+pub use peer::PeerCred;
 pub use socket::{socketpair, HandleListener, HandleStream, MAX_FRAME};
 pub use text::{decode, encode, from_env, to_env};
-
-/// Most descriptors one handle may carry, on a socket or from a broker.
-pub const MAX_FDS: usize = 16;
-
-/// How long an importer waits for a broker to accept, take a request and
-/// answer, each, before [`Error::Timeout`].
-pub const BROKER_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The credentials of the process at the other end of a socket, as the
-/// kernel reports them (translated into this process's pid and user
-/// namespaces; a process this namespace cannot see has pid 0).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PeerCred {
-    /// Process id.
-    pub pid: u32,
-    /// User id.
-    pub uid: u32,
-    /// Group id.
-    pub gid: u32,
-}
 
 /// The descriptors for an import.
 ///
@@ -343,19 +327,5 @@ fn take(shared: &mut SharedHandle, leased: bool) -> Result<Taken> {
                 checked: true,
             })
         }
-    }
-}
-
-/// The error for a reception the kernel truncated (`MSG_CTRUNC`).
-pub(crate) fn dropped_descriptors(arrived: usize, expected: Option<usize>) -> Error {
-    let expected = expected.map_or(String::new(), |n| format!(" of {n}"));
-    Error::Io {
-        context: format!(
-            "receiving a handle's descriptors: the kernel dropped descriptors (MSG_CTRUNC; \
-             {arrived}{expected} arrived and were closed). This process is probably at its \
-             open-file limit (RLIMIT_NOFILE, `ulimit -n`): close descriptors or raise the \
-             limit; otherwise the sender attached more than {MAX_FDS}"
-        ),
-        source: std::io::Error::other("descriptors dropped in transit"),
     }
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use nix::sys::socket::{self, sockopt, ControlMessage, MsgFlags};
 use nix::sys::time::TimeVal;
 
-use super::PeerCred;
+use super::peer::PeerCred;
 
 /// What one `recvmsg` delivered.
 #[derive(Debug)]

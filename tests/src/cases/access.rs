@@ -9,7 +9,7 @@ use hal_core::{
 use super::memory::ipc_memory_or_unsupported;
 use super::util::{decode, share};
 use crate::process::{self, report};
-use crate::{
+use crate::support::{
     alloc_filled, assert_bytes, location, must, must_be_denied, must_be_unsupported, must_fail,
     open_export, pattern, Suite, LONG,
 };

@@ -7,7 +7,9 @@ use hal_core::{
     Importers, Memory,
 };
 
-use crate::{alloc_filled, location, must, must_be_unsupported, must_fail, open_export, Suite};
+use crate::support::{
+    alloc_filled, location, must, must_be_unsupported, must_fail, open_export, Suite,
+};
 
 /// Device information is consistent: ordinals match, page sizes ascend and
 /// are powers of two, granularities are powers of two, UUIDs are non-zero
@@ -135,7 +137,7 @@ pub fn capabilities_match_behaviour<B: Backend>(s: &Suite<B>) {
             // it during this write.
             unsafe { p.write_volatile(0xA5) };
             assert_eq!(
-                crate::read_vec(&a, 0, 1),
+                crate::support::read_vec(&a, 0, 1),
                 [0xA5],
                 "a write through host_ptr is not read back"
             );

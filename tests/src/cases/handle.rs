@@ -8,7 +8,7 @@ use hal_core::{
 
 use super::memory::ipc_memory_or_unsupported;
 use super::util::share;
-use crate::{alloc_filled, assert_bytes, must, must_fail, open_export, pattern, Suite};
+use crate::support::{alloc_filled, assert_bytes, must, must_fail, open_export, pattern, Suite};
 
 #[track_caller]
 fn must_be_invalid_handle(r: Result<Handle, HandleError>, what: &str) {

@@ -11,7 +11,7 @@ use hal_core::{
 use super::memory::ipc_memory_or_unsupported;
 use super::util::{decode, share};
 use crate::process::{self, report};
-use crate::{
+use crate::support::{
     alloc_filled, assert_bytes, importers_of, must, must_be_unsupported, must_time_out,
     open_export, pattern, Suite, LONG, SHORT,
 };

@@ -6,7 +6,7 @@ use hal_core::{
 };
 
 use super::util::{by_text, share};
-use crate::{
+use crate::support::{
     alloc_filled, assert_bytes, must, must_be_unsupported, must_fail, open_export, pattern,
     read_vec, Suite,
 };
@@ -378,7 +378,7 @@ pub fn memory_misaligned_export_refused<B: Backend>(s: &Suite<B>) {
     let small: Vec<_> = (0..3)
         .map(|_| {
             let desc = hal_core::AllocDesc {
-                location: crate::location(&dev),
+                location: crate::support::location(&dev),
                 ..hal_core::AllocDesc::host(512)
             };
             must(dev.allocate(&desc), "allocate(512)")

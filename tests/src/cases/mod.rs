@@ -6,7 +6,7 @@
 
 use hal_core::Backend;
 
-use crate::Suite;
+use crate::support::Suite;
 
 mod access;
 mod device;

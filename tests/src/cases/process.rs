@@ -12,7 +12,7 @@ use super::sync::{block_stream, stream_model, StreamModel};
 use super::util::{by_text, decode, share};
 use crate::probe::{self, Snapshot};
 use crate::process::{self, report};
-use crate::{
+use crate::support::{
     alloc_filled, assert_bytes, must, must_be_unsupported, must_time_out, open_export, pattern,
     read_vec, Suite, LONG, SHORT,
 };

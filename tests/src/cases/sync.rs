@@ -14,7 +14,7 @@ use hal_core::{
 };
 
 use super::util::{by_text, share};
-use crate::{
+use crate::support::{
     must, must_be_denied, must_be_unsupported, must_fail, must_time_out, open_export, Suite, LONG,
     SHORT,
 };

@@ -3,13 +3,13 @@
 /// The export's handle with duplicated descriptors, for an import here.
 #[track_caller]
 pub(crate) fn share(ex: &hal_core::Exported) -> hal_core::SharedHandle {
-    crate::must(ex.share(), "Exported::share")
+    crate::support::must(ex.share(), "Exported::share")
 }
 
 /// Decode a handle text, failing the case with the decoder's error.
 #[track_caller]
 pub(crate) fn decode(text: &str) -> hal_core::Handle {
-    crate::must(
+    crate::support::must(
         hal_core::Handle::from_text(text).map_err(hal_core::Error::from),
         "decoding a handle text",
     )

@@ -9,7 +9,7 @@ use hal_core::{
 
 use super::util::{by_text, decode, share};
 use crate::process::{self, report};
-use crate::{must, must_be_unsupported, must_fail, open_export, pattern, Suite};
+use crate::support::{must, must_be_unsupported, must_fail, open_export, pattern, Suite};
 
 /// The child role that follows a growable buffer.
 pub(crate) const GROW_ROLE: &str = "grow";

@@ -7,7 +7,7 @@ use hal_core::{Backend, Device, Error, Notify, WaitOptions};
 
 use super::sync::pending_after_one_poll;
 use crate::process::report;
-use crate::{must, must_time_out, Suite, LONG};
+use crate::support::{must, must_time_out, Suite, LONG};
 
 /// The child role that starts awaitable waits and drops them.
 pub(crate) const CANCEL_ROLE: &str = "cancel-waits";

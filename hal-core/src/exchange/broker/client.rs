@@ -1,0 +1,416 @@
+//! The broker's client: what an importer asks an exporter's broker, and
+//! how it checks who answers.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+
+use nix::errno::Errno;
+use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
+
+use super::policy::{overflow_uid, uid_allowed};
+use super::protocol::{encode_request, parse_reply, Request, Status};
+use super::server::{decide, own_table};
+use crate::error::{Error, HandleError, Result};
+use crate::exchange::limits::{dropped_descriptors, BROKER_TIMEOUT, MAX_FDS};
+use crate::exchange::peer::PeerCred;
+use crate::exchange::sys;
+use crate::handle::Handle;
+use crate::lease::LeaseTicket;
+use crate::os;
+
+/// What an importer gets from a broker: descriptors and a lease ticket.
+pub(crate) struct Served {
+    pub(crate) fds: Vec<OwnedFd>,
+    pub(crate) lease: Option<LeaseTicket>,
+}
+
+/// Fetch the `count` descriptors of `handle` (and a lease, when the export
+/// counts importers) from the broker `name`.
+pub(crate) fn fetch(handle: &Handle, name: &str, count: usize) -> Result<Served> {
+    call(handle, name, Request::Fetch(handle.object_id), count)
+}
+
+/// Take a lease on `handle`'s object from the broker `name`, for
+/// descriptors that came another way. `None` when the export does not count
+/// importers.
+pub(crate) fn lease(handle: &Handle, name: &str) -> Result<Option<LeaseTicket>> {
+    Ok(call(handle, name, Request::Lease(handle.object_id), 0)?.lease)
+}
+
+/// Give the lease `ticket` back to the broker `name`. Errors mean that the
+/// broker is gone (its exporter exited: nothing counts the lease any more)
+/// or refused the ticket.
+pub(crate) fn release(name: &str, ticket: &LeaseTicket) -> Result<()> {
+    let request = Request::Release(*ticket);
+    if let Some(table) = own_table(name) {
+        let (pid, _) = os::self_identity();
+        let me = PeerCred {
+            pid,
+            uid: nix::unistd::geteuid().as_raw(),
+            gid: nix::unistd::getegid().as_raw(),
+        };
+        let answer = decide(&encode_request(&request), false, me, &table, pid);
+        return match answer.status {
+            Status::Ok => Ok(()),
+            s => Err(status_error(
+                s,
+                &format!("lease release at `{name}`"),
+                pid,
+                None,
+            )),
+        };
+    }
+    let fd = connect(name, 0)?;
+    let server =
+        sys::peer_cred(fd.as_fd()).map_err(|e| Error::io("reading the broker's credentials", e))?;
+    if !uid_allowed(server.uid) {
+        return Err(Error::PermissionDenied {
+            pid: Some(server.pid),
+            reason: format!("the socket `{name}` is served by uid {}", server.uid),
+        });
+    }
+    exchange(
+        fd.as_fd(),
+        name,
+        server.pid,
+        &request,
+        0,
+        &format!("lease release at `{name}`"),
+    )
+    .map(drop)
+}
+
+pub(super) fn call(handle: &Handle, name: &str, request: Request, count: usize) -> Result<Served> {
+    let exporter = handle.creator_pid;
+    let object = os::hex(&handle.object_id);
+    let what = format!("object {object} at the descriptor broker `{name}` of pid {exporter}");
+    if let Some(table) = own_table(name) {
+        // An import in the exporting process itself: the same decision,
+        // with duplicates of the registered descriptors. A handle that
+        // names another creator is refused as `check_server` refuses a
+        // broker that is not its creator's.
+        let (pid, _) = os::self_identity();
+        if !creator_may_be(handle, pid) {
+            return Err(impostor(name, pid, handle));
+        }
+        let me = PeerCred {
+            pid,
+            uid: nix::unistd::geteuid().as_raw(),
+            gid: nix::unistd::getegid().as_raw(),
+        };
+        let answer = decide(&encode_request(&request), false, me, &table, pid);
+        if answer.status != Status::Ok {
+            return Err(status_error(answer.status, &what, pid, None));
+        }
+        let fds = match answer.fds {
+            Some(fds) => fds
+                .iter()
+                .map(|fd| os::dup(fd.as_fd()))
+                .collect::<Result<Vec<_>>>()?,
+            None => Vec::new(),
+        };
+        if fds.len() != count {
+            return Err(HandleError::Descriptors(format!(
+                "the export has {} descriptor(s) and the handle describes {count}",
+                fds.len()
+            ))
+            .into());
+        }
+        return Ok(Served {
+            fds,
+            lease: answer.lease,
+        });
+    }
+    let fd = connect(name, exporter).map_err(|e| match e {
+        Error::NotFound { .. } => gone(handle, name),
+        e => e,
+    })?;
+    check_server(fd.as_fd(), handle, name)?;
+    let (lease, fds) =
+        exchange(fd.as_fd(), name, exporter, &request, count, &what).map_err(|e| match e {
+            Error::Closed { .. } if !os::process_alive(exporter, handle.creator_start) => {
+                gone(handle, name)
+            }
+            e => e,
+        })?;
+    Ok(Served { fds, lease })
+}
+
+pub(super) fn connect(name: &str, exporter: u32) -> Result<OwnedFd> {
+    let fd = socket::socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .map_err(|e| Error::errno("creating a socket to the exporter's descriptor broker", e))?;
+    sys::set_timeouts(fd.as_fd(), Some(BROKER_TIMEOUT))
+        .map_err(|e| Error::io("setting the broker socket's timeouts", e))?;
+    let addr = UnixAddr::new_abstract(name.as_bytes())
+        .map_err(|e| Error::errno(format!("naming the broker socket `{name}`"), e))?;
+    loop {
+        match socket::connect(fd.as_raw_fd(), &addr) {
+            Ok(()) => return Ok(fd),
+            Err(Errno::EINTR) => continue,
+            Err(Errno::ECONNREFUSED | Errno::ENOENT) => {
+                return Err(Error::NotFound {
+                    what: format!("no descriptor broker listens on `{name}`"),
+                })
+            }
+            Err(Errno::EAGAIN) => return Err(timeout(name, exporter, "to accept the connection")),
+            Err(e) => {
+                return Err(Error::errno(
+                    format!("connecting to the descriptor broker `{name}` of pid {exporter}"),
+                    e,
+                ))
+            }
+        }
+    }
+}
+
+/// Send `request` on a connected socket and read and validate the reply:
+/// its length, magic, version and status, the descriptors against the
+/// announced count and `count`, and the lease ticket.
+pub(super) fn exchange(
+    fd: BorrowedFd<'_>,
+    name: &str,
+    exporter: u32,
+    request: &Request,
+    count: usize,
+    what: &str,
+) -> Result<(Option<LeaseTicket>, Vec<OwnedFd>)> {
+    match sys::send_msg(fd, &encode_request(request), &[]) {
+        Ok(_) => {}
+        Err(e) if sys::is_timeout(&e) => {
+            return Err(timeout(name, exporter, "to take the request"))
+        }
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EPIPE | libc::ECONNRESET)) => {
+            return Err(hung_up(name, exporter))
+        }
+        Err(e) => {
+            return Err(Error::io(
+                format!("sending a request to the broker `{name}`"),
+                e,
+            ))
+        }
+    }
+    let mut buf = [0u8; 64];
+    let got = match sys::recv_msg(fd, &mut buf, MAX_FDS) {
+        Ok(got) => got,
+        Err(e) if sys::is_timeout(&e) => return Err(timeout(name, exporter, "to answer")),
+        Err(e) if e.raw_os_error() == Some(libc::ECONNRESET) => {
+            return Err(hung_up(name, exporter))
+        }
+        Err(e) => {
+            return Err(Error::io(
+                format!("receiving the reply of the broker `{name}`"),
+                e,
+            ))
+        }
+    };
+    // `got.fds` owns whatever arrived: every error return below closes it.
+    if got.ctrunc {
+        return Err(dropped_descriptors(got.fds.len(), Some(count)));
+    }
+    if got.bytes == 0 {
+        return Err(hung_up(name, exporter));
+    }
+    let reply = &buf[..got.bytes.min(buf.len())];
+    let (status, announced, seen_pid, lease) = parse_reply(reply, got.trunc).ok_or_else(|| {
+        Error::io(
+            format!("reading the reply of the broker `{name}`"),
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "malformed reply: the exporter runs an incompatible hal version, or the socket \
+                 is not a hal broker",
+            ),
+        )
+    })?;
+    let Some(status) = status else {
+        return Err(Error::io(
+            format!("fetching descriptors from the broker `{name}` of pid {exporter}"),
+            io::Error::other(format!("the broker answered with status {}", reply[5])),
+        ));
+    };
+    if status != Status::Ok {
+        if !got.fds.is_empty() {
+            return Err(HandleError::Descriptors(format!(
+                "the broker `{name}` refused the request and sent {} descriptor(s) anyway",
+                got.fds.len()
+            ))
+            .into());
+        }
+        return Err(status_error(status, what, exporter, Some(seen_pid)));
+    }
+    if got.fds.len() != announced || announced != count {
+        return Err(HandleError::Descriptors(format!(
+            "the broker `{name}` sent {} descriptor(s) and announced {announced}, and the \
+             handle describes {count}",
+            got.fds.len()
+        ))
+        .into());
+    }
+    Ok((lease, got.fds))
+}
+
+/// The error for a refusal `status` of a request about `what`; `seen_pid`
+/// is this process's pid as the broker saw it, when it said.
+pub(super) fn status_error(
+    status: Status,
+    what: &str,
+    exporter: u32,
+    seen_pid: Option<u32>,
+) -> Error {
+    let own = os::pid();
+    let seen_pid = seen_pid.unwrap_or(own);
+    match status {
+        Status::Ok => Error::invalid(format!("{what}: no error")),
+        Status::NotFound => Error::NotFound {
+            what: format!(
+                "{what}: the export was dropped, or the handle is from another run; ask the \
+                 exporter for a fresh handle"
+            ),
+        },
+        Status::PidDenied => {
+            let pid = if seen_pid != 0 { seen_pid } else { own };
+            let view = if seen_pid == own {
+                String::new()
+            } else if seen_pid == 0 {
+                format!(
+                    " (the exporter cannot see this process, pid {own} here: it runs in another \
+                     pid namespace, so only an export to anyone can reach it)"
+                )
+            } else {
+                format!(" (pid {own} in this process's own pid namespace)")
+            };
+            Error::PermissionDenied {
+                pid: Some(pid),
+                reason: format!(
+                    "the exporter (pid {exporter}) has not allowed pid {pid}{view} to import \
+                     ({what}); it must add the pid (Exported::add_importers, \
+                     Device::allow_importers) or export to anyone"
+                ),
+            }
+        }
+        Status::UidDenied => Error::PermissionDenied {
+            pid: Some(if seen_pid != 0 { seen_pid } else { own }),
+            reason: format!(
+                "the exporter (pid {exporter}) runs as another user, or as the overflow uid \
+                 ({}): its broker serves only processes of its own uid, and root",
+                overflow_uid()
+            ),
+        },
+        Status::Busy => Error::Busy {
+            what: format!("the exporter's lease table ({what}): every slot is held"),
+            holders: 0,
+        },
+        Status::Unseen => Error::PermissionDenied {
+            pid: Some(own),
+            reason: format!(
+                "{what}: the exporter (pid {exporter}) counts its importers and cannot see this \
+                 process (it runs in a pid namespace the exporter cannot see), so it could \
+                 never tell when this process is gone; import from a process the exporter can \
+                 see, or pass the descriptors over a Unix socket"
+            ),
+        },
+        Status::BadRequest | Status::UnsupportedVersion => Error::io(
+            what.to_string(),
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the broker refused the request as malformed or of an unknown protocol version: \
+                 the exporter runs an incompatible hal version",
+            ),
+        ),
+        Status::Internal => Error::io(
+            what.to_string(),
+            io::Error::other("the broker could not serve the request"),
+        ),
+    }
+}
+
+pub(super) fn hung_up(name: &str, exporter: u32) -> Error {
+    Error::Closed {
+        what: format!(
+            "the descriptor broker `{name}` of pid {exporter} hung up without answering (the \
+             exporter may be exiting); export again"
+        ),
+    }
+}
+
+/// Refuse a broker socket served by a process that cannot be the exporter:
+/// another user (other than root) or the overflow uid; another pid than the
+/// creator when the handle names no start time (`creator_start == 0`: the
+/// server's pid must then be the creator's); or, when the creator is alive
+/// in this pid namespace, another pid.
+pub(super) fn check_server(fd: BorrowedFd<'_>, handle: &Handle, name: &str) -> Result<()> {
+    let server =
+        sys::peer_cred(fd).map_err(|e| Error::io("reading the broker socket's credentials", e))?;
+    if !uid_allowed(server.uid) {
+        return Err(Error::PermissionDenied {
+            pid: Some(server.pid),
+            reason: format!(
+                "the socket `{name}` is served by uid {}, neither this user nor root (or the \
+                 overflow uid, which stands for any unmapped user); refusing descriptors from it",
+                server.uid
+            ),
+        });
+    }
+    if !creator_may_be(handle, server.pid) {
+        return Err(impostor(name, server.pid, handle));
+    }
+    Ok(())
+}
+
+/// Whether the process `server` (pid as this process sees it) may be the
+/// creator of `handle`: it is the creator's pid; or the handle names its
+/// creator's start time and the creator cannot be checked here: it is not
+/// alive as this process's `/proc` shows it (gone, or numbered by another
+/// pid namespace), or the server runs in a pid namespace this process
+/// cannot see (its pid reads 0; the creator's pid in the handle is then the
+/// exporter's own view and means nothing here). A handle without a start
+/// time (`creator_start == 0`) must be served by its creator's pid.
+pub(super) fn creator_may_be(handle: &Handle, server: u32) -> bool {
+    server == handle.creator_pid
+        || (handle.creator_start != 0
+            && (server == 0 || !os::process_alive(handle.creator_pid, handle.creator_start)))
+}
+
+pub(super) fn impostor(name: &str, server: u32, handle: &Handle) -> Error {
+    Error::PermissionDenied {
+        pid: Some(server),
+        reason: format!(
+            "the socket `{name}` is served by pid {server}, not by the exporter (pid {}); \
+             refusing descriptors from it",
+            handle.creator_pid
+        ),
+    }
+}
+
+pub(super) fn gone(handle: &Handle, name: &str) -> Error {
+    let pid = handle.creator_pid;
+    if os::process_alive(pid, handle.creator_start) {
+        Error::NotFound {
+            what: format!(
+                "no descriptor broker listens on `{name}` in this network namespace: the exporter \
+                 (pid {pid}) runs in another network namespace (abstract sockets do not cross \
+                 them: pass the handle over a Unix socket file with exchange::socket instead), or \
+                 the handle is stale"
+            ),
+        }
+    } else {
+        Error::Closed {
+            what: format!(
+                "the exporting process (pid {pid}) has exited and its descriptors went with it \
+                 (its broker `{name}` is gone); export the resource again. (An exporter in \
+                 another network namespace looks the same: abstract sockets do not cross them.)"
+            ),
+        }
+    }
+}
+
+pub(super) fn timeout(name: &str, pid: u32, what: &str) -> Error {
+    Error::Timeout {
+        after: BROKER_TIMEOUT,
+        what: format!("the descriptor broker `{name}` of pid {pid} {what}"),
+    }
+}

@@ -1,0 +1,189 @@
+//! Who a broker serves: the export's importer policy (pids pinned to their
+//! processes) and the user check (the overflow uid never matches).
+
+use std::sync::OnceLock;
+
+use crate::handle::Handle;
+use crate::os;
+
+/// Who may fetch an export's descriptors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Policy {
+    /// Any process of an allowed user.
+    Anyone,
+    /// Only these processes (pids as this process's pid namespace numbers
+    /// them).
+    Pids(Vec<Allowed>),
+}
+
+/// One allowed importer: a pid, pinned to the process that had it when it
+/// was allowed, so that a recycled pid inherits nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Allowed {
+    pub(crate) pid: u32,
+    /// The start time of the allowed process; 0 when no process had the pid
+    /// when it was allowed: the first process served under it pins it.
+    pub(crate) start: u64,
+}
+
+impl Policy {
+    /// The policy a handle states. Each pid is pinned to the process that
+    /// has it now; `old` keeps the pins of pids it already held, so that
+    /// allowing more importers never re-pins a pid to a newer process.
+    pub(crate) fn of(handle: &Handle, old: Option<&Policy>) -> Policy {
+        if handle
+            .flags
+            .contains(crate::handle::HandleFlags::ANY_IMPORTER)
+        {
+            return Policy::Anyone;
+        }
+        let kept = |pid: u32| match old {
+            Some(Policy::Pids(list)) => list.iter().find(|a| a.pid == pid).copied(),
+            _ => None,
+        };
+        Policy::Pids(
+            handle
+                .allowed_pids
+                .iter()
+                .map(|&pid| {
+                    kept(pid).unwrap_or(Allowed {
+                        pid,
+                        start: os::process_start_time(pid).unwrap_or(0),
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    /// Whether the process `pid` that started at `start` may import; pins
+    /// an unpinned pid to it.
+    pub(super) fn admit(&mut self, pid: u32, start: Option<u64>) -> bool {
+        match self {
+            Policy::Anyone => true,
+            Policy::Pids(list) => {
+                let Some(a) = list.iter_mut().find(|a| pid != 0 && a.pid == pid) else {
+                    return false;
+                };
+                match (a.start, start) {
+                    (0, Some(now)) => {
+                        a.start = now;
+                        true
+                    }
+                    (pinned, Some(now)) => pinned == now,
+                    // The process vanished while being served.
+                    (_, None) => false,
+                }
+            }
+        }
+    }
+}
+
+/// The overflow uid of this machine (`/proc/sys/kernel/overflowuid`): the
+/// uid the kernel reports for a user that is not mapped into the reader's
+/// user namespace.
+pub(crate) fn overflow_uid() -> u32 {
+    static UID: OnceLock<u32> = OnceLock::new();
+    *UID.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/overflowuid")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(65534)
+    })
+}
+
+/// True when a process of `uid` may talk to a broker of this user (and a
+/// broker of `uid` may serve us): the same effective uid, or root. The
+/// overflow uid never matches: it stands for *any* user that is not mapped
+/// into this user namespace, so a process running as it would otherwise
+/// serve (or trust) every such user.
+pub(crate) fn uid_allowed(uid: u32) -> bool {
+    uid_matches(uid, nix::unistd::geteuid().as_raw(), overflow_uid())
+}
+
+fn uid_matches(peer: u32, me: u32, overflow: u32) -> bool {
+    peer != overflow && (peer == 0 || peer == me)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_pins_pids_to_processes() {
+        let (me, start) = os::self_identity();
+        assert!(Policy::Anyone.admit(7, None));
+        let mut p = Policy::Pids(vec![
+            Allowed { pid: me, start },
+            Allowed { pid: 5, start: 0 },
+        ]);
+        assert!(p.admit(me, Some(start)));
+        assert!(!p.admit(me, Some(start + 1)), "a recycled pid");
+        assert!(!p.admit(me, None), "a vanished process");
+        assert!(!p.admit(6, Some(1)) && !p.admit(0, Some(1)));
+        assert!(
+            p.admit(5, Some(99)),
+            "an unpinned pid is pinned at first use"
+        );
+        assert!(p.admit(5, Some(99)));
+        assert!(!p.admit(5, Some(100)));
+        assert!(!Policy::Pids(Vec::new()).admit(1, Some(1)));
+    }
+
+    fn test_handle() -> Handle {
+        Handle {
+            kind: crate::handle::HandleKind::Memory,
+            backend: crate::types::BackendId::CpuShm,
+            device: 0,
+            device_uuid: [0; 16],
+            location: crate::types::Location::Host,
+            size: 4096,
+            offset: 0,
+            address: 0,
+            creator_pid: 1,
+            creator_start: 1,
+            object_id: os::random_id(),
+            flags: crate::handle::HandleFlags::default(),
+            allowed_pids: Vec::new(),
+            fds: crate::handle::FdSource::None,
+            payload: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn policy_of_a_handle_keeps_old_pins() {
+        let (me, start) = os::self_identity();
+        let mut h = test_handle();
+        h.allowed_pids = vec![me];
+        let first = Policy::of(&h, None);
+        assert_eq!(first, Policy::Pids(vec![Allowed { pid: me, start }]));
+        let old = Policy::Pids(vec![Allowed { pid: me, start: 1 }]);
+        h.allowed_pids = vec![me, 0x7fff_fff0];
+        assert_eq!(
+            Policy::of(&h, Some(&old)),
+            Policy::Pids(vec![
+                Allowed { pid: me, start: 1 },
+                Allowed {
+                    pid: 0x7fff_fff0,
+                    start: 0
+                }
+            ])
+        );
+        h.flags.insert(crate::handle::HandleFlags::ANY_IMPORTER);
+        assert_eq!(Policy::of(&h, Some(&old)), Policy::Anyone);
+    }
+
+    #[test]
+    fn uids_never_match_the_overflow_uid() {
+        assert!(uid_matches(0, 1000, 65534));
+        assert!(uid_matches(1000, 1000, 65534));
+        assert!(!uid_matches(1001, 1000, 65534));
+        assert!(!uid_matches(65534, 65534, 65534), "overflow uid as both");
+        assert!(!uid_matches(65534, 0, 65534));
+        assert!(uid_allowed(0));
+        assert!(!uid_allowed(overflow_uid()));
+        let configured = std::fs::read_to_string("/proc/sys/kernel/overflowuid")
+            .map(|s| s.trim().parse::<u32>().unwrap())
+            .unwrap_or(65534);
+        assert_eq!(overflow_uid(), configured);
+    }
+}
