@@ -210,7 +210,8 @@ pub trait Device: Send + Sync + 'static {
     /// simulator). A backend whose vendor keeps its own allow-list of its
     /// own process ids answers with that id instead: Ascend's bare tgid
     /// (`aclrtDeviceGetBareTgid`), which is the host pid even inside a
-    /// container, where the OS pid is not.
+    /// container, where the OS pid is not. A handle says which of the two
+    /// its allow-list holds ([`Handle::pid_kind`](crate::Handle::pid_kind)).
     ///
     /// An OS pid is the importer's pid as the *exporter's* pid namespace
     /// numbers it: an importer in another pid namespace sees itself under

@@ -754,7 +754,7 @@ fn inspect_prints_every_field() {
     let out = halctl(&["inspect", &handle, "--json"]);
     assert_eq!(out.code, 0, "{out:?}");
     let v = out.json();
-    assert_eq!(v["version"], 1);
+    assert_eq!(v["version"], 2);
     assert_eq!(v["kind"], "memory");
     assert_eq!(v["backend"], "cpu-shm");
     assert_eq!(v["backend_id"], "0x0001");
