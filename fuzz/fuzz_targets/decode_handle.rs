@@ -1,12 +1,14 @@
 //! Fuzz the handle decoders: any input must decode or give an error, never
-//! panic; whatever decodes must be canonical and survive a round trip.
+//! panic; whatever decodes must be canonical (version 2 bytes re-encode to
+//! themselves, version 1 bytes to their version 2 form) and survive a round
+//! trip.
 
 #![no_main]
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use hal_core::handle::wire::{MAX_ENCODED_LEN, TEXT_PREFIX};
-use hal_core::Handle;
+use hal_core::handle::wire::{FIXED_LEN, FIXED_LEN_V1, MAX_ENCODED_LEN, TEXT_PREFIX};
+use hal_core::{Handle, PidKind};
 use libfuzzer_sys::fuzz_target;
 
 /// A decoded handle re-encodes to a handle that decodes to itself.
@@ -16,12 +18,32 @@ fn round_trip(h: &Handle) {
     assert_eq!(Handle::from_text(&h.to_text()).as_ref(), Ok(h));
 }
 
-/// Decode `bytes`; an accepted input is exactly the encoding of its handle.
+/// What the wire format promises an accepted input re-encodes to: version
+/// 2 bytes to themselves; version 1 bytes to the version 2 encoding with the
+/// new fields at their defaults (creator pid namespace 0, pid kind 0)
+/// inserted after the flags, and the checksum recomputed.
+fn canonical(bytes: &[u8]) -> Vec<u8> {
+    if bytes[4] != 1 {
+        return bytes.to_vec();
+    }
+    let mut v2 = bytes[..bytes.len() - 4].to_vec();
+    v2[4] = 2;
+    v2.splice(FIXED_LEN_V1..FIXED_LEN_V1, [0; FIXED_LEN - FIXED_LEN_V1]);
+    let crc = crc32fast::hash(&v2);
+    v2.extend_from_slice(&crc.to_le_bytes());
+    v2
+}
+
+/// Decode `bytes`; an accepted input is exactly the encoding of its handle
+/// (after the upgrade of a version 1 input).
 fn decode_bytes(bytes: &[u8]) -> Result<Handle, hal_core::HandleError> {
     let decoded = Handle::from_bytes(bytes);
     if let Ok(h) = &decoded {
         round_trip(h);
-        assert_eq!(h.to_bytes(), bytes);
+        if bytes[4] == 1 {
+            assert_eq!((h.pid_kind, h.creator_pid_ns), (PidKind::Os, 0));
+        }
+        assert_eq!(h.to_bytes(), canonical(bytes));
     }
     decoded
 }

@@ -23,8 +23,10 @@ fn handle() -> Handle {
         address: 0x7f00_0000_0000,
         creator_pid: pid,
         creator_start: start,
+        creator_pid_ns: hal_core::os::pid_namespace(),
         object_id: hal_core::os::random_id(),
         flags: HandleFlags::HAS_ADDRESS,
+        pid_kind: hal_core::PidKind::Os,
         allowed_pids: vec![pid + 1],
         fds: FdSource::Broker {
             count: 2,

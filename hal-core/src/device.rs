@@ -192,6 +192,28 @@ pub trait Device: Send + Sync + 'static {
         self.info().capabilities
     }
 
+    /// The id the exporter must put on its allow-list for this process to
+    /// import from this backend: what an importer sends its exporter to pass
+    /// to [`Device::allow_importers`] or [`Importers::Pids`].
+    ///
+    /// The default is this process's OS pid ([`os::pid`](crate::os::pid)),
+    /// right for backends whose allow-list the exporter's descriptor broker
+    /// checks against `SO_PEERCRED` (CPU shared memory, the CUDA-like
+    /// simulator). A backend whose vendor keeps its own allow-list of its
+    /// own process ids answers with that id instead: Ascend's bare tgid
+    /// (`aclrtDeviceGetBareTgid`), which is the host pid even inside a
+    /// container, where the OS pid is not. A handle says which of the two
+    /// its allow-list holds ([`Handle::pid_kind`](crate::Handle::pid_kind)).
+    ///
+    /// An OS pid is the importer's pid as the *exporter's* pid namespace
+    /// numbers it: an importer in another pid namespace sees itself under
+    /// another pid (see [`exchange`](crate::exchange), *Pid namespaces*).
+    ///
+    /// [`Importers::Pids`]: crate::Importers::Pids
+    fn process_id(&self) -> Result<u32> {
+        Ok(crate::os::pid())
+    }
+
     // --- memory ---------------------------------------------------------
 
     /// Allocate memory.
@@ -201,8 +223,9 @@ pub trait Device: Send + Sync + 'static {
     /// whole pages is refused with [`Error::Misaligned`].
     fn export_memory(&self, alloc: &Self::Allocation, opts: &ExportOptions) -> Result<Exported>;
 
-    /// Add importer pids to an export after the fact (Ascend's
-    /// `aclrtIpcMemSetImportPid`).
+    /// Add importers to an export after the fact (Ascend's
+    /// `aclrtIpcMemSetImportPid`): `pids` are the ids the importers'
+    /// [`Device::process_id`] gave them.
     fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()>;
 
     /// Import memory exported by another (or this) process.

@@ -282,6 +282,10 @@ pub trait DynDevice: Send + Sync {
         self.info().capabilities
     }
 
+    /// The id the exporter must put on its allow-list for this process to
+    /// import from this backend; see [`Device::process_id`].
+    fn process_id(&self) -> Result<u32>;
+
     /// Allocate memory; see [`Device::allocate`].
     fn allocate(&self, desc: &AllocDesc) -> Result<Box<dyn DynAllocation>>;
 
@@ -413,6 +417,10 @@ where
 
     fn capabilities(&self) -> Capabilities {
         Device::capabilities(self)
+    }
+
+    fn process_id(&self) -> Result<u32> {
+        Device::process_id(self)
     }
 
     fn allocate(&self, desc: &AllocDesc) -> Result<Box<dyn DynAllocation>> {
@@ -612,8 +620,10 @@ mod tests {
             address: 0,
             creator_pid: crate::os::pid(),
             creator_start: 0,
+            creator_pid_ns: crate::os::pid_namespace(),
             object_id: [0; 16],
             flags: crate::HandleFlags::default(),
+            pid_kind: crate::PidKind::Os,
             allowed_pids: Vec::new(),
             fds: crate::FdSource::None,
             payload: Vec::new(),
@@ -883,6 +893,16 @@ mod tests {
             assert_eq!(b.open(0).unwrap().info().backend, b.id());
             assert!(matches!(b.open(7), Err(Error::NotFound { .. })));
         }
+    }
+
+    #[test]
+    fn process_id_defaults_to_the_os_pid_through_the_box() {
+        for b in backends() {
+            let dev = b.open(0).unwrap();
+            assert_eq!(dev.process_id().unwrap(), crate::os::pid());
+        }
+        let dev = Backend::open(&Toy::<1>, 0).unwrap();
+        assert_eq!(Device::process_id(&dev).unwrap(), std::process::id());
     }
 
     #[test]

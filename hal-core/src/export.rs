@@ -24,7 +24,7 @@ use crate::types::Importers;
 ///
 /// ```
 /// use hal_core::{os, BackendId, Exported, FdSource, Handle, HandleFlags, HandleKind};
-/// use hal_core::{Importers, Location};
+/// use hal_core::{Importers, Location, PidKind};
 ///
 /// let (pid, start) = os::self_identity();
 /// let handle = Handle {
@@ -38,8 +38,10 @@ use crate::types::Importers;
 ///     address: 0,
 ///     creator_pid: pid,
 ///     creator_start: start,
+///     creator_pid_ns: os::pid_namespace(),
 ///     object_id: os::random_id(),
 ///     flags: HandleFlags::default(),
+///     pid_kind: PidKind::Os,
 ///     allowed_pids: Vec::new(), // nobody yet
 ///     fds: FdSource::None,
 ///     payload: Vec::new(),
@@ -269,8 +271,10 @@ mod tests {
             address: 0,
             creator_pid: pid,
             creator_start: start,
+            creator_pid_ns: os::pid_namespace(),
             object_id: os::random_id(),
             flags: HandleFlags::default(),
+            pid_kind: crate::PidKind::Os,
             allowed_pids: Vec::new(),
             fds: FdSource::None,
             payload: Vec::new(),

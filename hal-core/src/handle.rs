@@ -96,6 +96,54 @@ impl HandleFlags {
     }
 }
 
+/// Which kind of process id a handle's allow-list
+/// ([`Handle::allowed_pids`]) holds: who checks it, and against what.
+///
+/// An importer learns the id to send its exporter from
+/// [`Device::process_id`](crate::Device::process_id) of the importing
+/// backend, which gives the kind of id that backend's exports list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum PidKind {
+    /// OS pids as the exporter's pid namespace numbers processes, checked
+    /// by the exporter's descriptor broker against the importer's
+    /// `SO_PEERCRED` (wire tag 0; every version 1 handle).
+    #[default]
+    Os,
+    /// The vendor runtime's own process ids, checked by the vendor (Ascend:
+    /// bare tgids from `aclrtDeviceGetBareTgid`, given to
+    /// `aclrtIpcMemSetImportPid`; the host's pids, even inside a container)
+    /// (wire tag 1).
+    Vendor,
+}
+
+impl PidKind {
+    /// Wire tag.
+    pub const fn to_wire(self) -> u8 {
+        match self {
+            PidKind::Os => 0,
+            PidKind::Vendor => 1,
+        }
+    }
+
+    /// Kind for a wire tag.
+    pub const fn from_wire(tag: u8) -> Option<Self> {
+        Some(match tag {
+            0 => PidKind::Os,
+            1 => PidKind::Vendor,
+            _ => return None,
+        })
+    }
+
+    /// Lower-case name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            PidKind::Os => "os",
+            PidKind::Vendor => "vendor",
+        }
+    }
+}
+
 /// How the importer obtains the file descriptors that go with a handle.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub enum FdSource {
@@ -151,17 +199,28 @@ pub struct Handle {
     pub offset: u64,
     /// The exporter's mapping address (valid with [`HandleFlags::HAS_ADDRESS`]).
     pub address: u64,
-    /// Pid of the creating process (in its pid namespace).
+    /// Pid of the creating process (in its pid namespace, always an OS pid
+    /// whatever [`Handle::pid_kind`] says).
     pub creator_pid: u32,
     /// Start time of the creating process (clock ticks since boot), which tells
     /// a recycled pid from the creator.
     pub creator_start: u64,
+    /// The creating process's pid namespace: the inode of its
+    /// `/proc/self/ns/pid` ([`os::pid_namespace`](crate::os::pid_namespace)),
+    /// 0 when unknown (a handle decoded from wire version 1, or a creator
+    /// without `/proc`). With it, [`Handle::same_pid_namespace`] and
+    /// [`Handle::is_own`] are decidable.
+    pub creator_pid_ns: u64,
     /// A unique id of the exported object, the key of import caches and brokers.
     pub object_id: [u8; 16],
     /// Flags.
     pub flags: HandleFlags,
-    /// Pids allowed to import (empty with [`HandleFlags::ANY_IMPORTER`] means anyone;
-    /// empty without it means nobody yet). At most [`wire::MAX_PIDS`].
+    /// Which kind of id [`Handle::allowed_pids`] holds: OS pids in the
+    /// creator's pid namespace, or the vendor's own process ids.
+    pub pid_kind: PidKind,
+    /// Ids allowed to import, of the kind [`Handle::pid_kind`] says (empty
+    /// with [`HandleFlags::ANY_IMPORTER`] means anyone; empty without it means
+    /// nobody yet). At most [`wire::MAX_PIDS`].
     pub allowed_pids: Vec<u32>,
     /// Where the file descriptors come from.
     pub fds: FdSource,
@@ -171,9 +230,36 @@ pub struct Handle {
 }
 
 impl Handle {
-    /// True when `pid` may import.
+    /// True when the handle's allow-list admits `pid`, an id of the kind
+    /// [`Handle::pid_kind`] says (what the importer's
+    /// [`Device::process_id`](crate::Device::process_id) gives). This is the
+    /// handle's claim only: the exporter's broker, or the vendor, decides.
     pub fn allows(&self, pid: u32) -> bool {
         self.flags.contains(HandleFlags::ANY_IMPORTER) || self.allowed_pids.contains(&pid)
+    }
+
+    /// Whether the creator is in this process's pid namespace, so that the
+    /// pids of the handle ([`Handle::creator_pid`], and an allow-list of
+    /// [`PidKind::Os`]) mean here what they meant to the creator. `None`
+    /// when it cannot be told: the handle does not record its creator's
+    /// namespace (`creator_pid_ns` 0, version 1 handles) or this process
+    /// cannot read its own ([`os::pid_namespace`](crate::os::pid_namespace)
+    /// gives 0).
+    pub fn same_pid_namespace(&self) -> Option<bool> {
+        let here = crate::os::pid_namespace();
+        (self.creator_pid_ns != 0 && here != 0).then_some(self.creator_pid_ns == here)
+    }
+
+    /// True when this process created the handle: its pid, start time and
+    /// pid namespace are the handle's `creator_pid`, `creator_start` and
+    /// `creator_pid_ns`. False when that cannot be told (a namespace or
+    /// start time of 0): a pid and start time alone may belong to another
+    /// process in another pid namespace.
+    pub fn is_own(&self) -> bool {
+        let (pid, start) = crate::os::self_identity();
+        self.creator_start != 0
+            && (self.creator_pid, self.creator_start) == (pid, start)
+            && self.same_pid_namespace() == Some(true)
     }
 
     /// Refuse the handle unless it is of `kind` and from `backend`.
@@ -214,5 +300,78 @@ impl From<Handle> for SharedHandle {
             handle,
             fds: Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::os;
+
+    fn made_here() -> Handle {
+        let (pid, start) = os::self_identity();
+        Handle {
+            kind: HandleKind::Memory,
+            backend: BackendId::CpuShm,
+            device: 0,
+            device_uuid: [0; 16],
+            location: Location::Host,
+            size: 4096,
+            offset: 0,
+            address: 0,
+            creator_pid: pid,
+            creator_start: start,
+            creator_pid_ns: os::pid_namespace(),
+            object_id: [1; 16],
+            flags: HandleFlags::default(),
+            pid_kind: PidKind::Os,
+            allowed_pids: Vec::new(),
+            fds: FdSource::None,
+            payload: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn is_own_needs_pid_start_and_namespace() {
+        let h = made_here();
+        assert_ne!(
+            h.creator_pid_ns, 0,
+            "this process can read its pid namespace"
+        );
+        assert_eq!(h.same_pid_namespace(), Some(true));
+        assert!(h.is_own());
+
+        let mut other = h.clone();
+        other.creator_pid_ns ^= 1;
+        assert_eq!(other.same_pid_namespace(), Some(false));
+        assert!(!other.is_own(), "another namespace's process with this pid");
+
+        let mut unknown = h.clone();
+        unknown.creator_pid_ns = 0;
+        assert_eq!(unknown.same_pid_namespace(), None);
+        assert!(!unknown.is_own(), "undecidable is not own");
+
+        let mut recycled = h.clone();
+        recycled.creator_start += 1;
+        assert_eq!(recycled.same_pid_namespace(), Some(true));
+        assert!(!recycled.is_own());
+
+        let mut no_start = h.clone();
+        no_start.creator_start = 0;
+        assert!(!no_start.is_own());
+
+        let mut parent = h;
+        parent.creator_pid = os::pid() + 1;
+        assert!(!parent.is_own());
+    }
+
+    #[test]
+    fn pid_kinds_round_trip_their_tags() {
+        for kind in [PidKind::Os, PidKind::Vendor] {
+            assert_eq!(PidKind::from_wire(kind.to_wire()), Some(kind));
+        }
+        assert_eq!(PidKind::Os.name(), "os");
+        assert_eq!(PidKind::Vendor.name(), "vendor");
+        assert_eq!(PidKind::from_wire(2), None);
     }
 }

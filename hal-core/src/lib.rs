@@ -47,5 +47,5 @@ pub use device::{
 };
 pub use error::{Error, HandleError, Result, VendorError};
 pub use export::Exported;
-pub use handle::{FdSource, Handle, HandleFlags, HandleKind, SharedHandle};
+pub use handle::{FdSource, Handle, HandleFlags, HandleKind, PidKind, SharedHandle};
 pub use types::*;

@@ -818,6 +818,21 @@ pub fn self_identity() -> (u32, u64) {
     }
 }
 
+/// This process's pid namespace: the inode number of `/proc/self/ns/pid`
+/// (what `lsns` and `readlink /proc/self/ns/pid` show as `pid:[N]`), or 0
+/// when it cannot be read (no `/proc`, or a `/proc` mounted from a pid
+/// namespace that does not see this process).
+///
+/// Two processes with the same value number processes alike, so a pid one
+/// of them names means the same process to the other. A process's pid
+/// namespace never changes (`unshare` and `setns` move only its later
+/// children), but a forked child may be in another one, so the value is
+/// read at every call rather than cached.
+pub fn pid_namespace() -> u64 {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
+}
+
 /// True when the process `pid` that started at `start` is still alive (a
 /// zombie, or a process already in its exit path, counts as dead).
 /// `start == 0` means unknown and trusts the pid alone.
@@ -1272,5 +1287,20 @@ mod tests {
         assert!(!process_alive(pid, start + 1));
         assert!(!process_alive(0, 0));
         assert_ne!(random_id(), random_id());
+    }
+
+    #[test]
+    fn pid_namespace_is_the_inode_of_proc_self_ns_pid() {
+        let link = std::fs::read_link("/proc/self/ns/pid").unwrap();
+        let link = link.to_string_lossy();
+        let inode: u64 = link
+            .strip_prefix("pid:[")
+            .and_then(|s| s.strip_suffix(']'))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_ne!(inode, 0);
+        assert_eq!(pid_namespace(), inode);
+        assert_eq!(pid_namespace(), pid_namespace());
     }
 }

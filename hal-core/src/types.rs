@@ -374,7 +374,10 @@ pub enum Importers {
     BackendDefault,
     /// Any process (Ascend: `DISABLE_PID_VALIDATION`).
     Anyone,
-    /// Only these pids (in the exporter's pid namespace).
+    /// Only these importers: each the id its
+    /// [`Device::process_id`](crate::Device::process_id) gives (an OS pid
+    /// in the exporter's pid namespace, or the vendor's own process id; the
+    /// handle's [`pid_kind`](crate::Handle::pid_kind) says which).
     Pids(Vec<u32>),
 }
 

@@ -1,15 +1,18 @@
 //! The handle codec: round trips of every kind through both encodings, a
-//! catalogue of malformed inputs with the error each gives, and property
-//! tests that feed the decoders well over 100,000 random and mutated inputs
-//! per run.
+//! catalogue of malformed inputs with the error each gives (in every wire
+//! version the decoder reads), and property tests that feed the decoders
+//! well over 100,000 random and mutated inputs per run.
 
 use std::cell::Cell;
 
 use hal_core::handle::wire::{
-    MAGIC, MAX_ENCODED_LEN, MAX_PAYLOAD, MAX_PIDS, MAX_SOCKET_NAME, MAX_TEXT_LEN, MIN_ENCODED_LEN,
+    FIXED_LEN, FIXED_LEN_V1, MAGIC, MAX_ENCODED_LEN, MAX_ENCODED_LEN_V1, MAX_PAYLOAD, MAX_PIDS,
+    MAX_SOCKET_NAME, MAX_TEXT_LEN, MIN_ENCODED_LEN, MIN_ENCODED_LEN_V1, OLDEST_VERSION,
     TEXT_PREFIX, VERSION,
 };
-use hal_core::{BackendId, FdSource, Handle, HandleError, HandleFlags, HandleKind, Location};
+use hal_core::{
+    BackendId, FdSource, Handle, HandleError, HandleFlags, HandleKind, Location, PidKind,
+};
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 
@@ -21,7 +24,71 @@ const LOCATION_ORDINAL_AT: usize = 29;
 const SIZE_AT: usize = 33;
 const OFFSET_AT: usize = 41;
 const FLAGS_AT: usize = 85;
-const PID_COUNT_AT: usize = 89;
+const PID_NS_AT: usize = 89;
+const PID_KIND_AT: usize = 97;
+const PID_COUNT_AT: usize = 98;
+/// Version 1 has neither the pid namespace nor the pid kind.
+const PID_COUNT_AT_V1: usize = 89;
+
+/// Every version the decoder reads, newest first.
+const VERSIONS: [u8; 2] = [2, 1];
+
+/// The offset of the pid count in `version`; the fields after it follow.
+fn pid_count_at(version: u8) -> usize {
+    if version == 1 {
+        PID_COUNT_AT_V1
+    } else {
+        PID_COUNT_AT
+    }
+}
+
+/// A version 2 encoding rewritten as version 1 wrote it: without the pid
+/// namespace and pid kind, checksum recomputed.
+fn to_v1(v2: &[u8]) -> Vec<u8> {
+    assert_eq!(v2[4], 2);
+    let mut b = [&v2[..PID_NS_AT], &v2[PID_COUNT_AT..]].concat();
+    b[4] = 1;
+    reseal(&mut b);
+    b
+}
+
+/// What the canonical-encoding promise says a version 1 encoding re-encodes
+/// to: version 2, with a pid namespace of 0 and pid kind 0 at offset 89.
+fn v1_to_v2(v1: &[u8]) -> Vec<u8> {
+    let mut b = v1.to_vec();
+    b[4] = 2;
+    b.splice(PID_NS_AT..PID_NS_AT, [0u8; 9]);
+    reseal(&mut b);
+    b
+}
+
+/// `h` encoded in `version`.
+fn encode_as(h: &Handle, version: u8) -> Vec<u8> {
+    match version {
+        2 => h.to_bytes(),
+        1 => to_v1(&h.to_bytes()),
+        v => panic!("no encoder for version {v}"),
+    }
+}
+
+/// The handle `h` becomes after a trip through `version`.
+fn through(h: &Handle, version: u8) -> Handle {
+    let mut h = h.clone();
+    if version == 1 {
+        h.pid_kind = PidKind::Os;
+        h.creator_pid_ns = 0;
+    }
+    h
+}
+
+/// What an accepted input re-encodes to, by the canonical-encoding promise.
+fn canonical(input: &[u8]) -> Vec<u8> {
+    if input.get(4) == Some(&1) {
+        v1_to_v2(input)
+    } else {
+        input.to_vec()
+    }
+}
 
 const KINDS: [HandleKind; 5] = [
     HandleKind::Memory,
@@ -70,8 +137,10 @@ fn sample(kind: HandleKind, backend: BackendId, fds: FdSource) -> Handle {
         address: 0x7f00_dead_0000,
         creator_pid: 4242,
         creator_start: 987_654_321,
+        creator_pid_ns: 0xF000_0FFC,
         object_id: [0xA5; 16],
         flags: HandleFlags(HandleFlags::READ_ONLY.0 | HandleFlags::HAS_ADDRESS.0),
+        pid_kind: PidKind::Vendor,
         allowed_pids: vec![1, 4242, u32::MAX],
         fds,
         payload: (0..64).collect(),
@@ -96,7 +165,12 @@ fn reseal(bytes: &mut [u8]) {
 
 /// `simple()` encoded, edited by `edit`, resealed.
 fn edited(edit: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
-    let mut b = simple().to_bytes();
+    edited_as(VERSION, edit)
+}
+
+/// `simple()` encoded in `version`, edited by `edit`, resealed.
+fn edited_as(version: u8, edit: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let mut b = encode_as(&simple(), version);
     edit(&mut b);
     reseal(&mut b);
     b
@@ -124,6 +198,16 @@ fn assert_round_trip(h: &Handle) {
         .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'));
     assert_eq!(Handle::from_text(&text).as_ref(), Ok(h));
     assert_eq!(text_of(&bytes), text);
+
+    // The same handle as version 1 wrote it: the new fields at their
+    // defaults, re-encoded as version 2.
+    let v1 = to_v1(&bytes);
+    assert!((MIN_ENCODED_LEN_V1..=MAX_ENCODED_LEN_V1).contains(&v1.len()));
+    assert_eq!(v1.len() + FIXED_LEN - FIXED_LEN_V1, bytes.len());
+    let old = Handle::from_bytes(&v1).unwrap();
+    assert_eq!(old, through(h, 1));
+    assert_eq!(old.to_bytes(), v1_to_v2(&v1));
+    assert_eq!(Handle::from_text(&text_of(&v1)).as_ref(), Ok(&old));
 }
 
 #[test]
@@ -133,15 +217,18 @@ fn every_kind_backend_and_fd_source_round_trips() {
         for backend in BACKENDS {
             for fds in fd_sources() {
                 for location in [Location::Device(0), Location::Host, Location::Managed] {
-                    let mut h = sample(kind, backend, fds.clone());
-                    h.location = location;
-                    assert_round_trip(&h);
-                    n += 1;
+                    for pid_kind in [PidKind::Os, PidKind::Vendor] {
+                        let mut h = sample(kind, backend, fds.clone());
+                        h.location = location;
+                        h.pid_kind = pid_kind;
+                        assert_round_trip(&h);
+                        n += 1;
+                    }
                 }
             }
         }
     }
-    assert_eq!(n, 5 * 8 * 5 * 3);
+    assert_eq!(n, 5 * 8 * 5 * 3 * 2);
 }
 
 #[test]
@@ -166,12 +253,15 @@ fn every_field_at_its_extremes_round_trips() {
     h.address = u64::MAX;
     h.creator_pid = u32::MAX;
     h.creator_start = u64::MAX;
+    h.creator_pid_ns = u64::MAX;
     h.flags = HandleFlags::KNOWN;
+    h.pid_kind = PidKind::Vendor;
     h.allowed_pids = (0..MAX_PIDS as u32).map(|i| u32::MAX - i).collect();
     h.payload = vec![0xEE; MAX_PAYLOAD];
     assert_round_trip(&h);
     assert_eq!(h.to_bytes().len(), MAX_ENCODED_LEN);
     assert_eq!(h.to_text().len(), MAX_TEXT_LEN);
+    assert_eq!(to_v1(&h.to_bytes()).len(), MAX_ENCODED_LEN_V1);
 
     let mut h = sample(HandleKind::Event, BackendId::CpuShm, FdSource::None);
     h.location = Location::Host;
@@ -180,8 +270,11 @@ fn every_field_at_its_extremes_round_trips() {
     h.flags = HandleFlags::default();
     h.allowed_pids.clear();
     h.payload.clear();
+    h.creator_pid_ns = 0;
+    h.pid_kind = PidKind::Os;
     assert_round_trip(&h);
     assert_eq!(h.to_bytes().len(), MIN_ENCODED_LEN);
+    assert_eq!(to_v1(&h.to_bytes()).len(), MIN_ENCODED_LEN_V1);
 }
 
 #[test]
@@ -202,13 +295,97 @@ fn layout_matches_the_documented_table() {
     assert_eq!(b[57..61], 4242u32.to_le_bytes());
     assert_eq!(b[61..69], 987_654_321u64.to_le_bytes());
     assert_eq!(b[69..85], [0xA5; 16]);
-    assert_eq!(b[FLAGS_AT..PID_COUNT_AT], 5u32.to_le_bytes());
+    assert_eq!(b[FLAGS_AT..PID_NS_AT], 5u32.to_le_bytes());
+    assert_eq!(b[PID_NS_AT..PID_KIND_AT], 0xF000_0FFCu64.to_le_bytes());
+    assert_eq!(b[PID_KIND_AT], 1);
+    assert_eq!(PID_COUNT_AT, FIXED_LEN);
     assert_eq!(b[PID_COUNT_AT], 3);
+    assert_eq!(b[PID_COUNT_AT + 1..PID_COUNT_AT + 5], 1u32.to_le_bytes());
     let fd_at = PID_COUNT_AT + 1 + 12;
     assert_eq!(b[fd_at..fd_at + 2], [1, 2]);
     assert_eq!(b[fd_at + 2..fd_at + 4], 64u16.to_le_bytes());
+    assert_eq!(b[fd_at + 4..fd_at + 68], *(0..64).collect::<Vec<u8>>());
     let crc_at = b.len() - 4;
+    assert_eq!(crc_at, fd_at + 68);
     assert_eq!(b[crc_at..], crc32fast::hash(&b[..crc_at]).to_le_bytes());
+    // The pid kinds.
+    let mut h = simple();
+    h.pid_kind = PidKind::Os;
+    assert_eq!(h.to_bytes()[PID_KIND_AT], 0);
+    assert_eq!(PidKind::from_wire(0), Some(PidKind::Os));
+    assert_eq!(PidKind::from_wire(1), Some(PidKind::Vendor));
+    assert_eq!(PidKind::from_wire(2), None);
+    assert_eq!(PidKind::default(), PidKind::Os);
+}
+
+/// Version 1, as the first release wrote it (byte for byte, by hand): the
+/// layout of version 2 without the pid namespace and pid kind.
+#[test]
+fn version_1_layout_is_read_as_documented() {
+    let mut b = Vec::new();
+    b.extend_from_slice(&MAGIC);
+    b.push(1); // version
+    b.push(3); // notify
+    b.extend_from_slice(&0x0101u16.to_le_bytes()); // mock-ascend
+    b.extend_from_slice(&7u32.to_le_bytes());
+    b.extend_from_slice(&[0x11; 16]);
+    b.push(1); // host
+    b.extend_from_slice(&0u32.to_le_bytes());
+    b.extend_from_slice(&0u64.to_le_bytes()); // size
+    b.extend_from_slice(&0u64.to_le_bytes()); // offset
+    b.extend_from_slice(&0u64.to_le_bytes()); // address
+    b.extend_from_slice(&321u32.to_le_bytes()); // creator pid
+    b.extend_from_slice(&654u64.to_le_bytes()); // creator start
+    b.extend_from_slice(&[0x22; 16]); // object id
+    b.extend_from_slice(&0u32.to_le_bytes()); // flags
+    assert_eq!(b.len(), FIXED_LEN_V1);
+    assert_eq!(b.len(), PID_COUNT_AT_V1);
+    b.push(2); // pid count
+    b.extend_from_slice(&10u32.to_le_bytes());
+    b.extend_from_slice(&20u32.to_le_bytes());
+    b.push(0); // no descriptors
+    b.extend_from_slice(&3u16.to_le_bytes());
+    b.extend_from_slice(b"key");
+    let crc = crc32fast::hash(&b);
+    b.extend_from_slice(&crc.to_le_bytes());
+    assert_eq!(b.len(), MIN_ENCODED_LEN_V1 + 8 + 3);
+
+    let h = Handle::from_bytes(&b).unwrap();
+    assert_eq!(
+        h,
+        Handle {
+            kind: HandleKind::Notify,
+            backend: BackendId::MockAscend,
+            device: 7,
+            device_uuid: [0x11; 16],
+            location: Location::Host,
+            size: 0,
+            offset: 0,
+            address: 0,
+            creator_pid: 321,
+            creator_start: 654,
+            creator_pid_ns: 0,
+            object_id: [0x22; 16],
+            flags: HandleFlags::default(),
+            pid_kind: PidKind::Os,
+            allowed_pids: vec![10, 20],
+            fds: FdSource::None,
+            payload: b"key".to_vec(),
+        }
+    );
+    assert_eq!(h.same_pid_namespace(), None);
+    assert!(!h.is_own());
+    // Re-encoded as version 2, the new fields at their defaults.
+    let v2 = h.to_bytes();
+    assert_eq!(v2, v1_to_v2(&b));
+    assert_eq!(v2[4], 2);
+    assert_eq!(v2[PID_NS_AT..PID_COUNT_AT], [0; 9]);
+    assert_eq!(
+        v2[PID_COUNT_AT..v2.len() - 4],
+        b[PID_COUNT_AT_V1..b.len() - 4]
+    );
+    assert_eq!(to_v1(&v2), b);
+    assert_eq!(Handle::from_text(&text_of(&b)), Ok(h));
 }
 
 #[test]
@@ -235,44 +412,54 @@ fn text_form_ignores_surrounding_whitespace() {
 
 #[test]
 fn truncated_at_every_length() {
-    for h in [
-        simple(),
-        sample(
-            HandleKind::Notify,
-            BackendId::Ascend,
-            FdSource::Broker {
-                count: 2,
-                name: "hal-broker-x".into(),
-            },
-        ),
-    ] {
-        let b = h.to_bytes();
-        for len in 0..b.len() {
-            match Handle::from_bytes(&b[..len]) {
-                Err(HandleError::Truncated {
-                    field,
-                    offset,
-                    needed,
-                }) => {
-                    assert!(offset <= len && needed > 0, "{field} at {len}");
+    for version in VERSIONS {
+        for h in [
+            simple(),
+            sample(
+                HandleKind::Notify,
+                BackendId::Ascend,
+                FdSource::Broker {
+                    count: 2,
+                    name: "hal-broker-x".into(),
+                },
+            ),
+        ] {
+            let b = encode_as(&h, version);
+            for len in 0..b.len() {
+                match Handle::from_bytes(&b[..len]) {
+                    Err(HandleError::Truncated {
+                        field,
+                        offset,
+                        needed,
+                    }) => {
+                        assert!(offset <= len && needed > 0, "{field} at {len}");
+                    }
+                    other => panic!("v{version} cut at {len} of {}: {other:?}", b.len()),
                 }
-                other => panic!("cut at {len} of {}: {other:?}", b.len()),
             }
         }
+        let b = encode_as(&simple(), version);
+        let field_at = |len: usize| match Handle::from_bytes(&b[..len]) {
+            Err(HandleError::Truncated { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(field_at(0), "magic");
+        assert_eq!(field_at(3), "magic");
+        assert_eq!(field_at(4), "version");
+        assert_eq!(field_at(KIND_AT), "kind");
+        assert_eq!(field_at(SIZE_AT + 7), "size");
+        assert_eq!(field_at(FLAGS_AT + 3), "flags");
+        let pids_at = pid_count_at(version);
+        if version >= 2 {
+            assert_eq!(field_at(PID_NS_AT), "creator_pid_ns");
+            assert_eq!(field_at(PID_NS_AT + 7), "creator_pid_ns");
+            assert_eq!(field_at(PID_KIND_AT), "pid_kind");
+        }
+        assert_eq!(field_at(pids_at), "pid_count");
+        assert_eq!(field_at(pids_at + 5), "allowed_pids");
+        assert_eq!(field_at(pids_at + 13), "fd_tag");
+        assert_eq!(field_at(b.len() - 1), "checksum");
     }
-    let b = simple().to_bytes();
-    let field_at = |len: usize| match Handle::from_bytes(&b[..len]) {
-        Err(HandleError::Truncated { field, .. }) => field,
-        other => panic!("{other:?}"),
-    };
-    assert_eq!(field_at(0), "magic");
-    assert_eq!(field_at(3), "magic");
-    assert_eq!(field_at(4), "version");
-    assert_eq!(field_at(KIND_AT), "kind");
-    assert_eq!(field_at(SIZE_AT + 7), "size");
-    assert_eq!(field_at(PID_COUNT_AT), "pid_count");
-    assert_eq!(field_at(PID_COUNT_AT + 5), "allowed_pids");
-    assert_eq!(field_at(b.len() - 1), "checksum");
     assert_eq!(
         Handle::from_bytes(&[]),
         Err(HandleError::Truncated {
@@ -298,31 +485,52 @@ fn wrong_magic() {
 
 #[test]
 fn unknown_version() {
-    for v in [0, VERSION + 1, 0xFF] {
-        let b = edited(|b| b[4] = v);
-        assert_eq!(
-            Handle::from_bytes(&b),
-            Err(HandleError::UnsupportedVersion {
-                found: v,
-                supported: VERSION
-            })
-        );
+    assert_eq!((OLDEST_VERSION, VERSION), (1, 2));
+    for version in VERSIONS {
+        for v in [0, VERSION + 1, 0xFF] {
+            let b = edited_as(version, |b| b[4] = v);
+            assert_eq!(
+                Handle::from_bytes(&b),
+                Err(HandleError::UnsupportedVersion {
+                    found: v,
+                    supported: VERSION
+                })
+            );
+        }
     }
+    // A version byte that does not match the layout after it is refused:
+    // version 2 bytes read as version 1 find the pid namespace where the
+    // pid count belongs, and version 1 bytes read as version 2 come up short.
+    assert_eq!(
+        Handle::from_bytes(&edited_as(2, |b| b[4] = 1)),
+        Err(HandleError::OverBound {
+            field: "allowed_pids",
+            len: 0xFC,
+            max: MAX_PIDS
+        })
+    );
+    assert!(Handle::from_bytes(&edited_as(1, |b| b[4] = 2)).is_err());
 }
 
 #[test]
 fn unknown_kind() {
-    for k in [0, 6, 0xFF] {
-        let b = edited(|b| b[KIND_AT] = k);
-        assert_eq!(Handle::from_bytes(&b), Err(HandleError::UnknownKind(k)));
+    for version in VERSIONS {
+        for k in [0, 6, 0xFF] {
+            let b = edited_as(version, |b| b[KIND_AT] = k);
+            assert_eq!(Handle::from_bytes(&b), Err(HandleError::UnknownKind(k)));
+        }
     }
 }
 
 #[test]
 fn unknown_backend() {
-    for id in [0x0000u16, 0x0005, 0x00FF, 0x0102, 0x7FFF] {
-        let b = edited(|b| b[BACKEND_AT..BACKEND_AT + 2].copy_from_slice(&id.to_le_bytes()));
-        assert_eq!(Handle::from_bytes(&b), Err(HandleError::UnknownBackend(id)));
+    for version in VERSIONS {
+        for id in [0x0000u16, 0x0005, 0x00FF, 0x0102, 0x7FFF] {
+            let b = edited_as(version, |b| {
+                b[BACKEND_AT..BACKEND_AT + 2].copy_from_slice(&id.to_le_bytes())
+            });
+            assert_eq!(Handle::from_bytes(&b), Err(HandleError::UnknownBackend(id)));
+        }
     }
     // The encoder refuses an external id outside the external range.
     let mut h = simple();
@@ -345,31 +553,44 @@ fn unknown_backend() {
 
 #[test]
 fn bad_checksum() {
-    let mut b = simple().to_bytes();
-    b[SIZE_AT] ^= 0x10;
-    let Err(HandleError::BadChecksum { stored, computed }) = Handle::from_bytes(&b) else {
-        panic!("a flipped size bit must fail the checksum");
-    };
-    assert_ne!(stored, computed);
-    let mut b = simple().to_bytes();
-    let last = b.len() - 1;
-    b[last] ^= 0x80;
-    assert!(matches!(
-        Handle::from_bytes(&b),
-        Err(HandleError::BadChecksum { .. })
-    ));
+    for version in VERSIONS {
+        let mut b = encode_as(&simple(), version);
+        b[SIZE_AT] ^= 0x10;
+        let Err(HandleError::BadChecksum { stored, computed }) = Handle::from_bytes(&b) else {
+            panic!("a flipped size bit must fail the checksum");
+        };
+        assert_ne!(stored, computed);
+        let mut b = encode_as(&simple(), version);
+        let last = b.len() - 1;
+        b[last] ^= 0x80;
+        assert!(matches!(
+            Handle::from_bytes(&b),
+            Err(HandleError::BadChecksum { .. })
+        ));
+    }
+    // The new fields are covered by the checksum.
+    for at in [PID_NS_AT, PID_NS_AT + 7, PID_KIND_AT] {
+        let mut b = simple().to_bytes();
+        b[at] ^= 0x01;
+        assert!(matches!(
+            Handle::from_bytes(&b),
+            Err(HandleError::BadChecksum { .. })
+        ));
+    }
 }
 
 #[test]
 fn overflowing_offset_plus_size() {
-    let b = edited(|b| {
-        b[SIZE_AT..OFFSET_AT].copy_from_slice(&u64::MAX.to_le_bytes());
-        b[OFFSET_AT..OFFSET_AT + 8].copy_from_slice(&1u64.to_le_bytes());
-    });
     let err = HandleError::LengthOverflow {
         field: "offset + size",
     };
-    assert_eq!(Handle::from_bytes(&b), Err(err.clone()));
+    for version in VERSIONS {
+        let b = edited_as(version, |b| {
+            b[SIZE_AT..OFFSET_AT].copy_from_slice(&u64::MAX.to_le_bytes());
+            b[OFFSET_AT..OFFSET_AT + 8].copy_from_slice(&1u64.to_le_bytes());
+        });
+        assert_eq!(Handle::from_bytes(&b), Err(err.clone()));
+    }
     let mut h = simple();
     h.size = u64::MAX;
     h.offset = 1;
@@ -383,13 +604,21 @@ fn overflowing_offset_plus_size() {
 
 #[test]
 fn pids_over_the_bound() {
-    let b = edited(|b| b[PID_COUNT_AT] = MAX_PIDS as u8 + 1);
     let err = HandleError::OverBound {
         field: "allowed_pids",
         len: MAX_PIDS + 1,
         max: MAX_PIDS,
     };
-    assert_eq!(Handle::from_bytes(&b), Err(err.clone()));
+    for version in VERSIONS {
+        let at = pid_count_at(version);
+        let b = edited_as(version, |b| b[at] = MAX_PIDS as u8 + 1);
+        assert_eq!(Handle::from_bytes(&b), Err(err.clone()));
+        let b = edited_as(version, |b| b[at] = 0xFF);
+        assert!(matches!(
+            Handle::from_bytes(&b),
+            Err(HandleError::OverBound { len: 255, .. })
+        ));
+    }
     let mut h = simple();
     h.allowed_pids = (0..1000).collect();
     assert_eq!(
@@ -420,9 +649,19 @@ fn payload_over_the_bound() {
     };
     assert_eq!(h.validate(), Err(err.clone()));
     assert_eq!(h.try_to_text(), Err(err.clone()));
-    assert_eq!(Handle::from_bytes(&h.to_bytes()), Err(err.clone()));
+    for version in VERSIONS {
+        assert_eq!(
+            Handle::from_bytes(&encode_as(&h, version)),
+            Err(err.clone())
+        );
+    }
     h.payload = vec![1; 70_000];
-    assert_eq!(Handle::from_bytes(&h.to_bytes()), Err(err));
+    for version in VERSIONS {
+        assert_eq!(
+            Handle::from_bytes(&encode_as(&h, version)),
+            Err(err.clone())
+        );
+    }
     assert!(h.to_bytes().len() <= MAX_ENCODED_LEN + 8);
 }
 
@@ -442,20 +681,26 @@ fn socket_name_over_the_bound() {
         max: MAX_SOCKET_NAME,
     };
     assert_eq!(h.validate(), Err(err.clone()));
-    assert_eq!(Handle::from_bytes(&h.to_bytes()), Err(err));
+    for version in VERSIONS {
+        assert_eq!(
+            Handle::from_bytes(&encode_as(&h, version)),
+            Err(err.clone())
+        );
+    }
 }
 
 #[test]
 fn trailing_bytes() {
-    for extra in [1usize, 3, 4, 10, 1000] {
-        let mut b = simple().to_bytes();
+    for (version, extra) in VERSIONS
+        .into_iter()
+        .flat_map(|v| [1usize, 3, 4, 10, 1000].map(|e| (v, e)))
+    {
+        let mut b = encode_as(&simple(), version);
         b.extend(std::iter::repeat_n(0u8, extra));
         assert_eq!(
             Handle::from_bytes(&b),
             Err(HandleError::TrailingBytes(extra))
         );
-        let mut b = simple().to_bytes();
-        b.extend(std::iter::repeat_n(0u8, extra));
         assert_eq!(
             Handle::from_text(&text_of(&b)),
             if text_of(&b).len() > MAX_TEXT_LEN {
@@ -586,23 +831,6 @@ fn malformed_fields() {
         }
         other => panic!("{other:?}"),
     };
-    // Unknown flag bits.
-    assert_eq!(malformed(&edited(|b| b[FLAGS_AT + 3] = 0x80)), "flags");
-    // Unknown location tag, and an ordinal on host memory.
-    assert_eq!(malformed(&edited(|b| b[LOCATION_AT] = 3)), "location");
-    assert_eq!(
-        malformed(&edited(|b| {
-            b[LOCATION_AT] = 1;
-            b[LOCATION_ORDINAL_AT] = 1;
-        })),
-        "location"
-    );
-    let fd_at = PID_COUNT_AT + 1 + 4 * 3;
-    // Unknown fd tag.
-    assert_eq!(malformed(&edited(|b| b[fd_at] = 3)), "fd_source");
-    // Attached with a count of 0.
-    assert_eq!(malformed(&edited(|b| b[fd_at + 1] = 0)), "fd_source");
-
     let broker = |name: &str, count: u8| {
         sample(
             HandleKind::Memory,
@@ -613,24 +841,53 @@ fn malformed_fields() {
             },
         )
     };
-    let resealed = |h: Handle, edit: &dyn Fn(&mut Vec<u8>)| {
-        let mut b = h.to_bytes();
-        edit(&mut b);
-        reseal(&mut b);
-        b
-    };
-    // Broker with a count of 0, an empty name, a name that is not printable ASCII.
-    assert_eq!(malformed(&resealed(broker("abc", 0), &|_| {})), "fd_source");
-    assert_eq!(malformed(&resealed(broker("", 1), &|_| {})), "socket_name");
-    let name_at = fd_at + 3;
-    assert_eq!(
-        malformed(&resealed(broker("abc", 1), &|b| b[name_at] = 0xC3)),
-        "socket_name"
-    );
-    assert_eq!(
-        malformed(&resealed(broker("abc", 1), &|b| b[name_at + 2] = b'\n')),
-        "socket_name"
-    );
+    for version in VERSIONS {
+        let edited = |edit: &dyn Fn(&mut Vec<u8>)| edited_as(version, edit);
+        // Unknown flag bits.
+        assert_eq!(malformed(&edited(&|b| b[FLAGS_AT + 3] = 0x80)), "flags");
+        // Unknown location tag, and an ordinal on host memory.
+        assert_eq!(malformed(&edited(&|b| b[LOCATION_AT] = 3)), "location");
+        assert_eq!(
+            malformed(&edited(&|b| {
+                b[LOCATION_AT] = 1;
+                b[LOCATION_ORDINAL_AT] = 1;
+            })),
+            "location"
+        );
+        let fd_at = pid_count_at(version) + 1 + 4 * 3;
+        // Unknown fd tag.
+        assert_eq!(malformed(&edited(&|b| b[fd_at] = 3)), "fd_source");
+        // Attached with a count of 0.
+        assert_eq!(malformed(&edited(&|b| b[fd_at + 1] = 0)), "fd_source");
+
+        let resealed = |h: Handle, edit: &dyn Fn(&mut Vec<u8>)| {
+            let mut b = encode_as(&h, version);
+            edit(&mut b);
+            reseal(&mut b);
+            b
+        };
+        // Broker with a count of 0, an empty name, a name that is not printable ASCII.
+        assert_eq!(malformed(&resealed(broker("abc", 0), &|_| {})), "fd_source");
+        assert_eq!(malformed(&resealed(broker("", 1), &|_| {})), "socket_name");
+        let name_at = fd_at + 3;
+        assert_eq!(
+            malformed(&resealed(broker("abc", 1), &|b| b[name_at] = 0xC3)),
+            "socket_name"
+        );
+        assert_eq!(
+            malformed(&resealed(broker("abc", 1), &|b| b[name_at + 2] = b'\n')),
+            "socket_name"
+        );
+    }
+    // Unknown pid kinds (version 2 only; version 1 has none).
+    for kind in [2, 3, 0x80, 0xFF] {
+        assert_eq!(malformed(&edited(|b| b[PID_KIND_AT] = kind)), "pid_kind");
+    }
+    // Any pid namespace is a value.
+    for ns in [0, 1, u64::MAX] {
+        let b = edited(|b| b[PID_NS_AT..PID_KIND_AT].copy_from_slice(&ns.to_le_bytes()));
+        assert_eq!(Handle::from_bytes(&b).unwrap().creator_pid_ns, ns);
+    }
     // The encoder refuses the same.
     for h in [
         broker("abc", 0),
@@ -833,6 +1090,8 @@ fn arb_handle() -> impl Strategy<Value = Handle> {
         any::<u32>(),
         any::<[u8; 16]>(),
         arb_location(),
+        prop_oneof![Just(0u64), any::<u64>()],
+        prop::sample::select(vec![PidKind::Os, PidKind::Vendor]),
     );
     let range = any::<u64>().prop_flat_map(|size| (Just(size), 0..=u64::MAX - size));
     let rest = (
@@ -848,7 +1107,7 @@ fn arb_handle() -> impl Strategy<Value = Handle> {
     );
     (ids, rest).prop_map(
         |(
-            (kind, backend, device, device_uuid, location),
+            (kind, backend, device, device_uuid, location, creator_pid_ns, pid_kind),
             (
                 (size, offset),
                 address,
@@ -871,8 +1130,10 @@ fn arb_handle() -> impl Strategy<Value = Handle> {
             address,
             creator_pid,
             creator_start,
+            creator_pid_ns,
             object_id,
             flags: HandleFlags(flags),
+            pid_kind,
             allowed_pids,
             fds,
             payload,
@@ -896,7 +1157,10 @@ proptest! {
         prop_assert_eq!(h.validate(), Ok(()));
         let bytes = h.to_bytes();
         prop_assert_eq!(Handle::from_bytes(&bytes), Ok(h.clone()));
-        prop_assert_eq!(Handle::from_text(&h.to_text()), Ok(h));
+        prop_assert_eq!(Handle::from_text(&h.to_text()), Ok(h.clone()));
+        let v1 = to_v1(&bytes);
+        prop_assert_eq!(Handle::from_bytes(&v1), Ok(through(&h, 1)));
+        prop_assert_eq!(through(&h, 1).to_bytes(), v1_to_v2(&v1));
     }
 }
 
@@ -976,7 +1240,10 @@ fn mutate(rng: &mut Rng, a: &[u8], b: &[u8]) -> Vec<u8> {
                     BACKEND_AT + 1,
                     LOCATION_AT,
                     FLAGS_AT,
+                    PID_NS_AT,
+                    PID_KIND_AT,
                     PID_COUNT_AT,
+                    PID_COUNT_AT_V1,
                 ];
                 let i = at[rng.below(at.len())];
                 if let Some(x) = m.get_mut(i) {
@@ -988,7 +1255,7 @@ fn mutate(rng: &mut Rng, a: &[u8], b: &[u8]) -> Vec<u8> {
                 m = (0..n).map(|_| rng.next() as u8).collect();
                 if rng.below(2) == 0 && m.len() >= 5 {
                     m[..4].copy_from_slice(&MAGIC);
-                    m[4] = VERSION;
+                    m[4] = VERSIONS[rng.below(VERSIONS.len())];
                 }
             }
             _ => {
@@ -1021,12 +1288,20 @@ fn check_error(e: &HandleError, input_len: usize) {
     assert!(!e.to_string().is_empty());
 }
 
-/// Decode `input`; an accepted input must be canonical.
+/// Decode `input`; an accepted input must be canonical: version 2
+/// re-encodes to itself, version 1 to its version 2 form.
 fn check_bytes(input: &[u8]) {
     match Handle::from_bytes(input) {
         Ok(h) => {
             assert_eq!(h.validate(), Ok(()));
-            assert_eq!(h.to_bytes(), input, "an accepted input is not canonical");
+            if input[4] == 1 {
+                assert_eq!((h.pid_kind, h.creator_pid_ns), (PidKind::Os, 0));
+            }
+            assert_eq!(
+                h.to_bytes(),
+                canonical(input),
+                "an accepted input is not canonical"
+            );
         }
         Err(e) => check_error(&e, input.len()),
     }
@@ -1035,8 +1310,16 @@ fn check_bytes(input: &[u8]) {
 fn check_text(input: &str) {
     match Handle::from_text(input) {
         Ok(h) => {
+            use base64::Engine as _;
             let trimmed = input.trim_matches(|c: char| c.is_ascii_whitespace());
-            assert_eq!(h.to_text(), trimmed, "an accepted text is not canonical");
+            let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(&trimmed[TEXT_PREFIX.len()..])
+                .unwrap();
+            assert_eq!(
+                h.to_text(),
+                text_of(&canonical(&bytes)),
+                "an accepted text is not canonical"
+            );
         }
         Err(HandleError::InvalidText { position, ch }) => {
             assert!(
@@ -1060,7 +1343,14 @@ fn random_and_mutated_bytes_never_panic() {
         .run(
             &(arb_handle(), arb_handle(), any::<u64>()),
             |(a, b, seed)| {
-                let (a, b) = (a.to_bytes(), b.to_bytes());
+                let (mut a, mut b) = (a.to_bytes(), b.to_bytes());
+                // A quarter of the cases start from version 1 encodings.
+                if seed % 4 == 0 {
+                    a = to_v1(&a);
+                }
+                if seed % 8 < 2 {
+                    b = to_v1(&b);
+                }
                 let mut rng = Rng(seed | 1);
                 check_bytes(&a);
                 for _ in 0..MUTANTS_PER_CASE - 1 {
@@ -1085,8 +1375,11 @@ fn random_and_mutated_texts_never_panic() {
         .run(
             &(arb_handle(), arb_handle(), any::<u64>()),
             |(a, b, seed)| {
-                let (ta, tb) = (a.to_text(), b.to_text());
-                let (ba, bb) = (a.to_bytes(), b.to_bytes());
+                let (mut ba, bb) = (a.to_bytes(), b.to_bytes());
+                if seed % 4 == 0 {
+                    ba = to_v1(&ba);
+                }
+                let (ta, tb) = (text_of(&ba), b.to_text());
                 let mut rng = Rng(seed | 1);
                 check_text(&ta);
                 for _ in 0..MUTANTS_PER_CASE - 1 {
@@ -1155,4 +1448,29 @@ fn fuzz_corpus_replays_without_panic() {
     }
     assert!(n > 100, "the corpus holds {n} inputs");
     assert!(refusals.len() >= 6, "the corpus reaches only {refusals:?}");
+}
+
+/// The fuzz target's seed inputs (`fuzz/seeds/decode_handle`): handles of
+/// both versions, binary and text; each decodes, its text to the same handle,
+/// and re-encodes as the canonical-encoding promise says.
+#[test]
+fn fuzz_seeds_decode_in_both_versions() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/decode_handle");
+    let mut versions = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(&dir).expect("the seed directory is part of the repository") {
+        let path = entry.expect("readable seed entry").path();
+        if path.extension().is_none_or(|e| e != "bin") {
+            continue;
+        }
+        let bytes = std::fs::read(&path).expect("readable seed");
+        let h = Handle::from_bytes(&bytes).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        assert_eq!(h.to_bytes(), canonical(&bytes), "{path:?}");
+        let text = std::fs::read_to_string(path.with_extension("txt")).expect("its text form");
+        assert_eq!(Handle::from_text(&text).as_ref(), Ok(&h), "{path:?}");
+        *versions.entry(bytes[4]).or_insert(0) += 1;
+    }
+    assert!(
+        versions.get(&1) >= Some(&5) && versions.get(&2) >= Some(&5),
+        "{versions:?}"
+    );
 }

@@ -55,10 +55,13 @@ struct InspectOut {
     address: String,
     creator_pid: u32,
     creator_start: u64,
+    creator_pid_ns: u64,
+    same_pid_namespace: Option<bool>,
     creator_alive: bool,
     object_id: String,
     flags: Vec<&'static str>,
     flags_bits: String,
+    pid_kind: &'static str,
     allowed_pids: Vec<u32>,
     importers: String,
     fds: Fds,
@@ -101,6 +104,8 @@ fn describe(h: &Handle) -> InspectOut {
         address: format!("{:#x}", h.address),
         creator_pid: h.creator_pid,
         creator_start: h.creator_start,
+        creator_pid_ns: h.creator_pid_ns,
+        same_pid_namespace: h.same_pid_namespace(),
         creator_alive: hal::os::process_alive(h.creator_pid, h.creator_start),
         object_id: hal::os::hex(&h.object_id),
         flags: FLAG_NAMES
@@ -109,6 +114,7 @@ fn describe(h: &Handle) -> InspectOut {
             .map(|(_, n)| *n)
             .collect(),
         flags_bits: format!("{:#x}", h.flags.0),
+        pid_kind: h.pid_kind.name(),
         allowed_pids: h.allowed_pids.clone(),
         importers,
         fds: match &h.fds {
@@ -173,6 +179,15 @@ pub fn run(args: &InspectArgs) -> CmdResult {
                 }
             ),
         ),
+        (
+            "pid namespace",
+            match d.same_pid_namespace {
+                _ if d.creator_pid_ns == 0 => "unknown".into(),
+                Some(true) => format!("{} (this one)", d.creator_pid_ns),
+                Some(false) => format!("{} (another one)", d.creator_pid_ns),
+                None => d.creator_pid_ns.to_string(),
+            },
+        ),
         ("object id", d.object_id.clone()),
         (
             "flags",
@@ -192,6 +207,14 @@ pub fn run(args: &InspectArgs) -> CmdResult {
                     .map(u32::to_string)
                     .collect::<Vec<_>>()
                     .join(", ")
+            },
+        ),
+        (
+            "pid kind",
+            match d.pid_kind {
+                "os" => "os (pids in the creator's pid namespace)".into(),
+                "vendor" => "vendor (the vendor runtime's process ids)".into(),
+                other => other.to_string(),
             },
         ),
         ("importers", d.importers.clone()),

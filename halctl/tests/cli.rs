@@ -754,7 +754,7 @@ fn inspect_prints_every_field() {
     let out = halctl(&["inspect", &handle, "--json"]);
     assert_eq!(out.code, 0, "{out:?}");
     let v = out.json();
-    assert_eq!(v["version"], 1);
+    assert_eq!(v["version"], 2);
     assert_eq!(v["kind"], "memory");
     assert_eq!(v["backend"], "cpu-shm");
     assert_eq!(v["backend_id"], "0x0001");
@@ -762,6 +762,11 @@ fn inspect_prints_every_field() {
     assert_eq!(v["size"], 16384);
     assert_eq!(v["creator_pid"], exporter.pid());
     assert_eq!(v["creator_alive"], true);
+    assert_eq!(v["pid_kind"], "os");
+    assert_eq!(
+        v["same_pid_namespace"], true,
+        "the exporter is in this pid namespace"
+    );
     assert_eq!(v["fds"]["source"], "broker");
     assert_eq!(v["fds"]["count"], 1);
     assert_eq!(v["object_id"].as_str().unwrap().len(), 32);
@@ -772,6 +777,8 @@ fn inspect_prints_every_field() {
         "offset",
         "address",
         "creator_start",
+        "creator_pid_ns",
+        "pid_kind",
         "flags",
         "flags_bits",
         "allowed_pids",
@@ -789,6 +796,8 @@ fn inspect_prints_every_field() {
         "backend",
         "size",
         "creator",
+        "pid namespace",
+        "pid kind",
         "object id",
         "flags",
         "descriptors",

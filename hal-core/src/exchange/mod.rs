@@ -97,6 +97,33 @@
 //! counted exactly as long as it lives. `creator_pid` is likewise the exporter's view, so the liveness
 //! checks that make error messages precise are only hints across namespaces.
 //!
+//! What a handle records makes this decidable (wire version 2; see
+//! [`wire`](crate::handle::wire)):
+//!
+//! - [`Handle::creator_pid_ns`] is the exporter's pid namespace, the inode of
+//!   its `/proc/self/ns/pid` ([`os::pid_namespace`](crate::os::pid_namespace)).
+//!   [`Handle::same_pid_namespace`] tells an importer whether the handle's
+//!   pids mean here what they meant to the exporter; [`Handle::is_own`] is
+//!   true only in the exporting process (pid, start time and namespace all
+//!   equal). A handle of wire version 1, or from an exporter without
+//!   `/proc`, has 0 there: then neither can be told, and `is_own` says false.
+//! - [`Handle::pid_kind`] says what the allow-list holds.
+//!   [`PidKind::Os`](crate::PidKind::Os): OS pids in the exporter's
+//!   namespace, checked by the broker as above.
+//!   [`PidKind::Vendor`](crate::PidKind::Vendor): the vendor runtime's own
+//!   process ids, checked by the vendor, which does not number processes by
+//!   pid namespace (Ascend's bare tgid is the host pid, inside a container
+//!   too).
+//! - Either way, the id to allow is what the importer's
+//!   [`Device::process_id`](crate::Device::process_id) gives: the importer
+//!   sends it to the exporter, which passes it to
+//!   [`Device::allow_importers`](crate::Device::allow_importers). For an OS
+//!   pid, that id is right as it stands only when both are in one pid
+//!   namespace (`same_pid_namespace` is `Some(true)` on the importer's side);
+//!   an importer in a child namespace sees itself under another pid than the
+//!   exporter does, and must be allowed under the pid the exporter sees (the
+//!   broker's refusal names it).
+//!
 //! **Network namespaces.** Abstract socket names belong to a network
 //! namespace: an importer in another one cannot reach the broker and gets
 //! [`Error::Closed`] or [`Error::NotFound`] saying so. Pass the handle with its
@@ -127,7 +154,7 @@
 //! ```
 //! use std::os::fd::AsFd;
 //! use hal_core::{exchange, os, BackendId, Exported, FdSource, Handle, HandleFlags, HandleKind};
-//! use hal_core::{Location, SharedHandle};
+//! use hal_core::{Location, PidKind, SharedHandle};
 //!
 //! // The exporter: a memfd and a handle that anyone (of this user) may import.
 //! let fd = os::memfd("example", 4096, None)?;
@@ -143,8 +170,10 @@
 //!     address: 0,
 //!     creator_pid: pid,
 //!     creator_start: start,
+//!     creator_pid_ns: os::pid_namespace(),
 //!     object_id: os::random_id(),
 //!     flags: HandleFlags::ANY_IMPORTER,
+//!     pid_kind: PidKind::Os,
 //!     allowed_pids: Vec::new(),
 //!     fds: FdSource::None,
 //!     payload: Vec::new(),

@@ -2,7 +2,7 @@
 //! handle of every backend, and a text form of it that is safe in files,
 //! environment variables and command lines.
 //!
-//! # Binary form (version 1)
+//! # Binary form (version 2)
 //!
 //! Integers are little-endian. Fields follow each other with no padding, in
 //! this order:
@@ -10,7 +10,7 @@
 //! | offset | size | field | meaning |
 //! | ---: | ---: | --- | --- |
 //! | 0 | 4 | magic | [`MAGIC`], the bytes `89 48 41 4C` (`\x89HAL`) |
-//! | 4 | 1 | version | [`VERSION`] (1) |
+//! | 4 | 1 | version | [`VERSION`] (2); version 1 is still read (see *Version 1* below) |
 //! | 5 | 1 | kind | [`HandleKind`] tag: 1 memory, 2 event, 3 notify, 4 physical, 5 growable |
 //! | 6 | 2 | backend | [`BackendId`] wire id (see *Backend ids* below) |
 //! | 8 | 4 | device | the exporter's device ordinal |
@@ -20,12 +20,14 @@
 //! | 33 | 8 | size | bytes of the exported range |
 //! | 41 | 8 | offset | offset of the range in the exporter's allocation; `offset + size` must not overflow |
 //! | 49 | 8 | address | the exporter's mapping address (meaningful with [`HandleFlags::HAS_ADDRESS`]) |
-//! | 57 | 4 | creator pid | pid of the exporting process |
+//! | 57 | 4 | creator pid | pid of the exporting process, in its own pid namespace |
 //! | 61 | 8 | creator start | start time of that process, in clock ticks since boot |
 //! | 69 | 16 | object id | unique id of the exported object |
 //! | 85 | 4 | flags | [`HandleFlags`]; bits outside [`HandleFlags::KNOWN`] are refused |
-//! | 89 | 1 | pid count | `n`, at most [`MAX_PIDS`] (64) |
-//! | 90 | 4·n | allowed pids | `n` pids, `u32` each |
+//! | 89 | 8 | creator pid ns | *version 2 only*: the exporting process's pid namespace, the inode of its `/proc/self/ns/pid`; 0 when unknown |
+//! | 97 | 1 | pid kind | *version 2 only*: what the allowed pids are ([`PidKind`]): 0 OS pids in the creator's pid namespace, 1 the vendor's own process ids |
+//! | 98 | 1 | pid count | `n`, at most [`MAX_PIDS`] (64) |
+//! | 99 | 4·n | allowed pids | `n` ids of the kind the pid kind says, `u32` each |
 //! | … | 1 | fd tag | 0 none, 1 attached, 2 broker ([`FdSource`]) |
 //! | … | 1 | fd count | tags 1 and 2 only: how many descriptors, at least 1 |
 //! | … | 1 | name length | tag 2 only: `m`, 1 to [`MAX_SOCKET_NAME`] (107) |
@@ -34,9 +36,47 @@
 //! | … | p | payload | backend-specific bytes |
 //! | … | 4 | checksum | CRC-32 (IEEE, as zlib computes it) of every byte before it |
 //!
-//! An encoding is [`MIN_ENCODED_LEN`] (97) to [`MAX_ENCODED_LEN`] (718) bytes
-//! long. The encoding is canonical: every byte string the decoder accepts is
-//! exactly what [`Handle::to_bytes`] writes for the handle it decodes to.
+//! A version 2 encoding is [`MIN_ENCODED_LEN`] (106) to [`MAX_ENCODED_LEN`]
+//! (727) bytes long.
+//!
+//! ## What the identity fields decide
+//!
+//! - *Creator pid*, *creator start* and *creator pid ns* together name one
+//!   process: [`Handle::is_own`] is true only in it. A pid and start time
+//!   alone do not: two pid namespaces may each have had a process with that
+//!   pid start in the same clock tick.
+//! - *Creator pid ns* tells whether the pids of the handle mean the same
+//!   process here as they did to the exporter
+//!   ([`Handle::same_pid_namespace`]): the creator pid, and the allowed pids
+//!   when the pid kind is 0. With 0 (unknown) it cannot be told.
+//! - *Pid kind* says who checks the allow-list and against what: 0, the
+//!   exporter's descriptor broker against the importer's `SO_PEERCRED` pid,
+//!   as the exporter's namespace numbers it; 1, the vendor runtime, against
+//!   its own process ids (Ascend's bare tgid, which is the host pid even
+//!   inside a container). An importer learns which id to send its exporter
+//!   from [`Device::process_id`](crate::Device::process_id).
+//!
+//! ## Version 1
+//!
+//! Version 1 is the layout above without the two rows marked *version 2
+//! only*: the pid count follows the flags at offset 89, and an encoding is
+//! [`MIN_ENCODED_LEN_V1`] (97) to [`MAX_ENCODED_LEN_V1`] (718) bytes long.
+//! Every other field has the same offset, meaning and bounds. A version 1
+//! handle decodes with [`PidKind::Os`] (the only kind version 1 had) and
+//! `creator_pid_ns` 0 (unknown).
+//!
+//! ## Canonical encoding
+//!
+//! - Version 2 bytes that decode re-encode to exactly themselves: every
+//!   version 2 byte string the decoder accepts is what [`Handle::to_bytes`]
+//!   writes for the handle it decodes to.
+//! - Version 1 bytes decode to the handle whose version 2 encoding has the
+//!   new fields at their defaults: [`Handle::to_bytes`] of it is the input
+//!   with the version byte set to 2, the nine bytes `00 ×8` (creator pid ns
+//!   0) and `00` (pid kind OS) inserted at offset 89, and the checksum
+//!   recomputed. Two different accepted version 1 inputs decode to
+//!   different handles.
+//! - This build writes version 2 only.
 //!
 //! # Text form
 //!
@@ -66,9 +106,9 @@
 //!    checksum ([`HandleError::TrailingBytes`]);
 //! 3. the checksum ([`HandleError::BadChecksum`]);
 //! 4. the values: kind ([`HandleError::UnknownKind`]), backend
-//!    ([`HandleError::UnknownBackend`]), location, flags, descriptor count and
-//!    socket name ([`HandleError::Malformed`]), `offset + size`
-//!    ([`HandleError::LengthOverflow`]).
+//!    ([`HandleError::UnknownBackend`]), location, flags, pid kind,
+//!    descriptor count and socket name ([`HandleError::Malformed`]),
+//!    `offset + size` ([`HandleError::LengthOverflow`]).
 //!
 //! The checksum comes after the structure because the structure is what
 //! locates it, and before the values so that random damage reads as a bad
@@ -82,13 +122,17 @@
 //!   version they know; readers refuse versions newer than they know with
 //!   [`HandleError::UnsupportedVersion`] and keep reading every older
 //!   version that was ever released.
-//! - New kinds, backend ids, flag bits, location tags and fd tags may be
-//!   assigned within a version. Older readers refuse them with their
+//! - New kinds, backend ids, flag bits, location tags, fd tags and pid
+//!   kinds may be assigned within a version. Older readers refuse them with their
 //!   specific error; they never misread them.
 //! - Tags and ids are never reused or renumbered, even after their meaning
 //!   is retired.
 //! - The text prefix names the text scheme, not the binary version: `hal1.`
-//!   stays as long as the text is base64 of the binary form.
+//!   stays as long as the text is base64 of the binary form, and a text
+//!   handle of either version starts with it.
+//! - Versions so far: 1 (the first release), 2 (adds the creator's pid
+//!   namespace and the pid kind). A build that reads only version 1 refuses
+//!   what this build writes with [`HandleError::UnsupportedVersion`].
 //!
 //! # Backend ids
 //!
@@ -103,7 +147,7 @@
 //! # Example
 //!
 //! ```
-//! use hal_core::{BackendId, FdSource, Handle, HandleFlags, HandleKind, Location};
+//! use hal_core::{BackendId, FdSource, Handle, HandleFlags, HandleKind, Location, PidKind};
 //!
 //! let handle = Handle {
 //!     kind: HandleKind::Memory,
@@ -116,8 +160,10 @@
 //!     address: 0,
 //!     creator_pid: 4242,
 //!     creator_start: 1234,
+//!     creator_pid_ns: 4026531836,
 //!     object_id: [7; 16],
 //!     flags: HandleFlags::ANY_IMPORTER,
+//!     pid_kind: PidKind::Os,
 //!     allowed_pids: Vec::new(),
 //!     fds: FdSource::Broker { count: 2, name: "hal-broker-4242".into() },
 //!     payload: Vec::new(),
@@ -126,21 +172,33 @@
 //! let text = handle.to_text();
 //! assert!(text.starts_with("hal1."));
 //! assert_eq!(Handle::from_text(&text)?, handle);
-//! assert_eq!(Handle::from_bytes(&handle.to_bytes())?, handle);
+//! let bytes = handle.to_bytes();
+//! assert_eq!(bytes[4], 2);
+//! assert_eq!(Handle::from_bytes(&bytes)?, handle);
+//!
+//! // The same handle as version 1 wrote it: no namespace, no pid kind.
+//! let mut v1 = [&bytes[..89], &bytes[98..bytes.len() - 4]].concat();
+//! v1[4] = 1;
+//! v1.extend_from_slice(&crc32fast::hash(&v1).to_le_bytes());
+//! let old = Handle::from_bytes(&v1)?;
+//! assert_eq!((old.pid_kind, old.creator_pid_ns), (PidKind::Os, 0));
+//! assert_eq!(old, Handle { creator_pid_ns: 0, ..handle });
 //! # Ok::<(), hal_core::HandleError>(())
 //! ```
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 
-use super::{FdSource, Handle, HandleFlags, HandleKind};
+use super::{FdSource, Handle, HandleFlags, HandleKind, PidKind};
 use crate::error::HandleError;
 use crate::types::{BackendId, Location};
 
 /// The first four bytes of every binary handle.
 pub const MAGIC: [u8; 4] = *b"\x89HAL";
 /// The wire version this build writes, and the newest it reads.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
+/// The oldest wire version this build reads.
+pub const OLDEST_VERSION: u8 = 1;
 /// The start of every text handle.
 pub const TEXT_PREFIX: &str = "hal1.";
 /// Most pids in an allow-list.
@@ -150,15 +208,29 @@ pub const MAX_PAYLOAD: usize = 256;
 /// Longest broker socket name: a Unix socket path holds 108 bytes, and an
 /// abstract name spends the first on its leading NUL.
 pub const MAX_SOCKET_NAME: usize = 107;
-/// Length of the fixed fields, magic to flags.
-pub const FIXED_LEN: usize = 89;
-/// Length of the shortest encoding: no pids, no descriptors, no payload.
-pub const MIN_ENCODED_LEN: usize = FIXED_LEN + 1 + 1 + 2 + 4;
-/// Length of the longest encoding: every variable field at its bound.
-pub const MAX_ENCODED_LEN: usize =
-    FIXED_LEN + 1 + 4 * MAX_PIDS + 3 + MAX_SOCKET_NAME + 2 + MAX_PAYLOAD + 4;
-/// Length of the longest text form.
+/// Length of the fixed fields of version 2, magic to pid kind.
+pub const FIXED_LEN: usize = FIXED_LEN_V1 + 8 + 1;
+/// Length of the shortest version 2 encoding: no pids, no descriptors, no
+/// payload.
+pub const MIN_ENCODED_LEN: usize = FIXED_LEN + VARIABLE_MIN;
+/// Length of the longest version 2 encoding: every variable field at its
+/// bound. No encoding of any version this build reads is longer.
+pub const MAX_ENCODED_LEN: usize = FIXED_LEN + VARIABLE_MAX;
+/// Length of the fixed fields of version 1, magic to flags.
+pub const FIXED_LEN_V1: usize = 89;
+/// Length of the shortest version 1 encoding. No encoding of any version
+/// this build reads is shorter.
+pub const MIN_ENCODED_LEN_V1: usize = FIXED_LEN_V1 + VARIABLE_MIN;
+/// Length of the longest version 1 encoding.
+pub const MAX_ENCODED_LEN_V1: usize = FIXED_LEN_V1 + VARIABLE_MAX;
+/// Length of the longest text form (of the longest encoding, version 2).
 pub const MAX_TEXT_LEN: usize = TEXT_PREFIX.len() + base64_len(MAX_ENCODED_LEN);
+
+/// Bytes after the fixed fields, at the least: pid count, fd tag, payload
+/// length, checksum.
+const VARIABLE_MIN: usize = 1 + 1 + 2 + 4;
+/// Bytes after the fixed fields, at the most.
+const VARIABLE_MAX: usize = 1 + 4 * MAX_PIDS + 3 + MAX_SOCKET_NAME + 2 + MAX_PAYLOAD + 4;
 
 /// Fd tag: no descriptors.
 const FD_NONE: u8 = 0;
@@ -239,7 +311,8 @@ impl Handle {
         Ok(self.to_text())
     }
 
-    /// The binary form (see the [module documentation](self)).
+    /// The binary form, version [`VERSION`] (see the
+    /// [module documentation](self)).
     ///
     /// Encoding cannot fail. A handle that [`Handle::validate`] refuses
     /// (a field over its bound, an unknown flag, ...) still encodes, but to
@@ -264,6 +337,8 @@ impl Handle {
         out.extend_from_slice(&self.creator_start.to_le_bytes());
         out.extend_from_slice(&self.object_id);
         out.extend_from_slice(&self.flags.0.to_le_bytes());
+        out.extend_from_slice(&self.creator_pid_ns.to_le_bytes());
+        out.push(self.pid_kind.to_wire());
 
         let pids = clamp(&self.allowed_pids, MAX_PIDS + 1);
         out.push(pids.len() as u8);
@@ -309,8 +384,10 @@ impl Handle {
         text
     }
 
-    /// Decode the binary form. Total: see the [module documentation](self)
-    /// for the order of the checks and the error each gives.
+    /// Decode the binary form, of version [`OLDEST_VERSION`] to
+    /// [`VERSION`]. Total: see the [module documentation](self) for the
+    /// order of the checks and the error each gives, and for what a version
+    /// 1 input decodes to.
     pub fn from_bytes(bytes: &[u8]) -> Result<Handle, HandleError> {
         let raw = parse(bytes)?;
         raw.into_handle()
@@ -490,6 +567,8 @@ struct Raw<'a> {
     creator_start: u64,
     object_id: [u8; 16],
     flags: u32,
+    creator_pid_ns: u64,
+    pid_kind: u8,
     pids: &'a [u8],
     fd_tag: u8,
     fd_count: u8,
@@ -506,7 +585,7 @@ fn parse(bytes: &[u8]) -> Result<Raw<'_>, HandleError> {
     let mut c = Cursor { buf: bytes, pos: 0 };
     c.take(MAGIC.len(), "magic")?;
     let version = c.u8("version")?;
-    if version != VERSION {
+    if !(OLDEST_VERSION..=VERSION).contains(&version) {
         return Err(HandleError::UnsupportedVersion {
             found: version,
             supported: VERSION,
@@ -525,6 +604,13 @@ fn parse(bytes: &[u8]) -> Result<Raw<'_>, HandleError> {
     let creator_start = c.u64("creator_start")?;
     let object_id = c.array("object_id")?;
     let flags = c.u32("flags")?;
+    // Version 1 had neither field: its handles are of unknown namespace
+    // and list OS pids.
+    let (creator_pid_ns, pid_kind) = if version >= 2 {
+        (c.u64("creator_pid_ns")?, c.u8("pid_kind")?)
+    } else {
+        (0, PidKind::Os.to_wire())
+    };
 
     let pid_count = usize::from(c.u8("pid_count")?);
     if pid_count > MAX_PIDS {
@@ -595,6 +681,8 @@ fn parse(bytes: &[u8]) -> Result<Raw<'_>, HandleError> {
         creator_start,
         object_id,
         flags,
+        creator_pid_ns,
+        pid_kind,
         pids,
         fd_tag,
         fd_count,
@@ -630,6 +718,13 @@ impl Raw<'_> {
         }
         check_range(self.offset, self.size)?;
         check_flags(self.flags)?;
+        let pid_kind = PidKind::from_wire(self.pid_kind).ok_or_else(|| HandleError::Malformed {
+            field: "pid_kind",
+            detail: format!(
+                "unknown pid kind {} (this build knows 0 and 1)",
+                self.pid_kind
+            ),
+        })?;
         let allowed_pids = self
             .pids
             .chunks_exact(4)
@@ -669,8 +764,10 @@ impl Raw<'_> {
             address: self.address,
             creator_pid: self.creator_pid,
             creator_start: self.creator_start,
+            creator_pid_ns: self.creator_pid_ns,
             object_id: self.object_id,
             flags: HandleFlags(self.flags),
+            pid_kind,
             allowed_pids,
             fds,
             payload: self.payload.to_vec(),
@@ -685,12 +782,15 @@ mod tests {
     #[test]
     fn constants_agree_with_the_layout() {
         assert_eq!(
-            FIXED_LEN,
+            FIXED_LEN_V1,
             4 + 1 + 1 + 2 + 4 + 16 + 1 + 4 + 8 + 8 + 8 + 4 + 8 + 16 + 4
         );
-        assert_eq!(MIN_ENCODED_LEN, 97);
-        assert_eq!(MAX_ENCODED_LEN, 718);
-        assert_eq!(MAX_TEXT_LEN, TEXT_PREFIX.len() + 958);
+        assert_eq!(FIXED_LEN, FIXED_LEN_V1 + 8 + 1);
+        assert_eq!(MIN_ENCODED_LEN, 106);
+        assert_eq!(MAX_ENCODED_LEN, 727);
+        assert_eq!(MIN_ENCODED_LEN_V1, 97);
+        assert_eq!(MAX_ENCODED_LEN_V1, 718);
+        assert_eq!(MAX_TEXT_LEN, TEXT_PREFIX.len() + 970);
     }
 
     #[test]

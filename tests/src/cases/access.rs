@@ -1,9 +1,9 @@
-//! Who may import: pid allow-lists (checked in a real child process) and
-//! peer access between devices.
+//! Who may import: pid allow-lists and the id an importer is listed under
+//! (checked in real child processes), and peer access between devices.
 
 use hal_core::{
-    AllocDesc, Backend, Capabilities as C, Device, ExportOptions, HandleFlags, ImportOptions,
-    Importers, Memory, Notify, SharedHandle, WaitOptions,
+    os, AllocDesc, Backend, Capabilities as C, Device, ExportOptions, HandleFlags, ImportOptions,
+    Importers, Memory, Notify, PidKind, SharedHandle, WaitOptions,
 };
 
 use super::memory::ipc_memory_or_unsupported;
@@ -17,13 +17,16 @@ use crate::support::{
 /// The child role that tries imports against allow-lists.
 pub(crate) const PID_ROLE: &str = "pid-allow";
 
+/// The child role that reports its `process_id()` and imports under it.
+pub(crate) const IDENTITY_ROLE: &str = "process-identity";
+
 /// Pid allow-lists (PID_ALLOW_LIST), enforced in a real child process: an
-/// export limited to another pid is refused with PermissionDenied, and works
-/// from the same handle text once `allow_importers` adds the child's pid; an
-/// export to anyone works; the backend's default refuses (with
-/// PID_ALLOW_LIST_DEFAULT_ON) or admits the child. Notifies follow the same
-/// lists. Without PID_ALLOW_LIST, pid lists are Unsupported and the default
-/// export admits the child.
+/// export limited to another process is refused with PermissionDenied, and
+/// works from the same handle text once `allow_importers` adds the id the
+/// child's `Device::process_id` reports; an export to anyone works; the
+/// backend's default refuses (with PID_ALLOW_LIST_DEFAULT_ON) or admits the
+/// child. Notifies follow the same lists. Without PID_ALLOW_LIST, pid lists
+/// are Unsupported and the default export admits the child.
 pub fn pid_allow_list_in_child<B: Backend>(s: &Suite<B>) {
     let dev = s.device();
     let caps = dev.capabilities();
@@ -31,7 +34,7 @@ pub fn pid_allow_list_in_child<B: Backend>(s: &Suite<B>) {
     if !ipc_memory_or_unsupported(&dev, &a) {
         return;
     }
-    let me = std::process::id();
+    let me = must(dev.process_id(), "process_id()");
     let to_me = ExportOptions {
         importers: Importers::Pids(vec![me]),
         ..ExportOptions::default()
@@ -101,8 +104,11 @@ pub fn pid_allow_list_in_child<B: Backend>(s: &Suite<B>) {
     };
 
     let mut child = s.spawn(PID_ROLE, &args);
-    child.expect("refused");
-    let pid = child.pid();
+    let pid: u32 = child
+        .expect("refused")
+        .trim()
+        .parse()
+        .expect("the child reports its process_id() with `refused`");
     must(
         dev.allow_importers(&mut ex_pids, &[pid]),
         "allow_importers(child)",
@@ -174,7 +180,8 @@ pub(crate) fn child_pid_allow<B: Backend>(s: &Suite<B>) {
             "a notify import by a pid not on the list",
         );
     }
-    report("refused", "");
+    let id = must(dev.process_id(), "process_id() in the child");
+    report("refused", &id.to_string());
     process::wait_for("allowed");
     let m = must(
         import("pids"),
@@ -198,6 +205,113 @@ pub(crate) fn child_pid_allow<B: Backend>(s: &Suite<B>) {
         );
         must(n.signal(), "signal the parent");
     }
+    report("done", "");
+}
+
+/// The identity an allow-list names, in a real child process:
+/// `Device::process_id` is the id the backend's allow-list accepts (an
+/// export to exactly the child's reported id imports there; where the
+/// handle's pid kind is `Os`, the id is the child's OS pid), and an
+/// exported handle names this process's pid namespace (`creator_pid_ns`),
+/// `is_own()` here and not in the child. Without PID_ALLOW_LIST the id is
+/// still reported and the child imports an open export.
+pub fn process_id_is_what_allow_lists_accept<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    let caps = dev.capabilities();
+    let a = alloc_filled(&dev, 1, 55);
+    if !ipc_memory_or_unsupported(&dev, &a) {
+        return;
+    }
+    let own = must(dev.process_id(), "process_id()");
+    let ex = must(dev.export_memory(&a, &open_export(caps)), "export_memory");
+    let h = ex.handle();
+    let ns = os::pid_namespace();
+    assert_eq!(h.creator_pid, os::pid(), "the handle names this process");
+    assert_eq!(
+        h.creator_pid_ns, ns,
+        "the handle names this process's pid namespace"
+    );
+    if ns == 0 {
+        eprintln!("this process cannot read /proc/self/ns/pid: is_own() cannot be told here");
+        assert!(!h.is_own(), "is_own() is false when it cannot be told");
+    } else {
+        assert_eq!(h.same_pid_namespace(), Some(true), "same_pid_namespace()");
+        assert!(h.is_own(), "is_own() in the exporting process");
+        assert!(
+            super::util::decode(&ex.to_text()).is_own(),
+            "is_own() of the handle decoded from its text"
+        );
+    }
+    if h.pid_kind == PidKind::Os {
+        assert_eq!(
+            own,
+            os::pid(),
+            "process_id() of a backend whose allow-lists hold OS pids"
+        );
+    }
+
+    let mut child = s.spawn(IDENTITY_ROLE, &[("seed", "55".into())]);
+    let id: u32 = child
+        .expect("id")
+        .trim()
+        .parse()
+        .expect("the child reports its process_id()");
+    let importers = if caps.contains(C::PID_ALLOW_LIST) {
+        Importers::Pids(vec![id])
+    } else {
+        open_export(caps).importers
+    };
+    let ex = must(
+        dev.export_memory(
+            &a,
+            &ExportOptions {
+                importers,
+                ..ExportOptions::default()
+            },
+        ),
+        "export to the child's process_id()",
+    );
+    let h = ex.handle();
+    if caps.contains(C::PID_ALLOW_LIST) {
+        assert_eq!(h.allowed_pids, vec![id], "the handle lists the child's id");
+        assert!(!h.flags.contains(HandleFlags::ANY_IMPORTER));
+    }
+    if h.pid_kind == PidKind::Os && h.same_pid_namespace() == Some(true) {
+        assert_eq!(
+            id,
+            child.pid(),
+            "process_id() in a child of this pid namespace is its OS pid"
+        );
+    }
+    child.send(&format!("handle {}", ex.to_text()));
+    child.expect("done");
+    assert_bytes(&a, 0, b"imported under process_id()", "the child's write");
+    child.finish();
+}
+
+/// Child role for [`process_id_is_what_allow_lists_accept`].
+pub(crate) fn child_process_identity<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    let seed: u8 = process::arg("seed").parse().expect("seed");
+    let id = must(dev.process_id(), "process_id() in the child");
+    report("id", &id.to_string());
+    let h = decode(&process::wait_for("handle"));
+    assert!(!h.is_own(), "is_own() of the parent's handle in the child");
+    assert_ne!(h.creator_pid, os::pid(), "the handle names the parent");
+    assert_eq!(
+        h.creator_pid_ns,
+        os::pid_namespace(),
+        "the parent's pid namespace is the child's"
+    );
+    let m = must(
+        dev.import_memory(SharedHandle::from(h), &ImportOptions::default()),
+        "an import of an export that allows the id process_id() gave",
+    );
+    assert_bytes(&m, 0, &pattern(seed, 64), "bytes of the export");
+    must(
+        m.write(0, b"imported under process_id()"),
+        "write to the import",
+    );
     report("done", "");
 }
 

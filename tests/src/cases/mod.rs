@@ -36,6 +36,7 @@ pub fn run_child_role<B: Backend>(suite: &Suite<B>, role: &str) {
         lease::HOLD_ROLE => lease::child_hold(suite),
         vmm::GROW_ROLE => vmm::child_grow(suite),
         access::PID_ROLE => access::child_pid_allow(suite),
+        access::IDENTITY_ROLE => access::child_process_identity(suite),
         process::IMPORT_ROLE => process::child_import_signal(suite),
         process::HYGIENE_ROLE => process::child_hygiene(suite),
         waits::CANCEL_ROLE => waits::child_cancel_waits(suite),
