@@ -1081,15 +1081,19 @@ fn an_export_of_the_most_descriptors_is_served() {
 
 #[test]
 fn silent_connections_do_not_hold_up_an_import() {
-    let handle = handle_with(FdSource::None, HandleFlags::ANY_IMPORTER, Vec::new());
-    let exported = Exported::new(handle, vec![memfd_with(b"served")]).unwrap();
+    let handle = handle_with(FdSource::None, HandleFlags::default(), Vec::new());
+    let mut exported = Exported::new(handle, vec![memfd_with(b"fetched from the broker")]).unwrap();
     let name = broker_name(exported.handle());
     // Eight peers connect and say nothing. Each would hold a broker that
     // served connections one at a time for its 1 s limit: eight of them
-    // outlast the importer's 5 s timeout.
+    // outlast the importer's 5 s timeout. The importer is another process
+    // (an import here is decided in place, without the socket).
     let silent: Vec<OwnedFd> = (0..8).map(|_| raw_connect(&name)).collect();
-    let fds = exchange::take_fds(&mut SharedHandle::from(exported.handle().clone())).unwrap();
-    assert_eq!(read_fd(&fds[0], 6), b"served");
+    let mut kid = Kid::spawn("broker-import", "");
+    exported.add_importers(&[kid.id()]).unwrap();
+    kid.tell(&exported.to_text());
+    assert_eq!(kid.result(), "fetched from the broker");
+    kid.finish();
     drop(silent);
 }
 
@@ -1109,9 +1113,14 @@ fn canned_reply(status: u8, announced: u8, seen_pid: u32, ticket: Option<(u32, u
     r
 }
 
+/// A script entry that waits for the request and closes without reading it:
+/// the importer's `recv` then fails with `ECONNRESET`.
+const RESET: usize = usize::MAX;
+
 /// A listener on a fresh abstract name whose thread answers each connection
 /// with the next of `replies` (bytes and how many copies of a sealed memfd
-/// ride along; `None`: hang up), then stops.
+/// ride along; `None`: hang up after reading the request; [`RESET`] as the
+/// count: close without reading it), then stops.
 fn scripted_broker(
     replies: Vec<Option<(Vec<u8>, usize)>>,
 ) -> (String, std::thread::JoinHandle<()>) {
@@ -1136,6 +1145,14 @@ fn scripted_broker(
             let raw = socket::accept(listener.as_raw_fd()).unwrap();
             // SAFETY: accept returned a new descriptor nothing else owns.
             let conn = unsafe { OwnedFd::from_raw_fd(raw) };
+            if matches!(reply, Some((_, RESET))) {
+                let mut ready = [nix::poll::PollFd::new(
+                    conn.as_fd(),
+                    nix::poll::PollFlags::POLLIN,
+                )];
+                let _ = nix::poll::poll(&mut ready, nix::poll::PollTimeout::from(30_000u16));
+                continue;
+            }
             let mut buf = [0u8; 64];
             let _ = nix::unistd::read(conn.as_raw_fd(), &mut buf);
             if let Some((bytes, fds)) = reply {
@@ -1186,6 +1203,7 @@ fn an_importer_reads_every_answer_of_a_broker_right() {
         Some((canned_reply(0, 2, me, None), 2)),
         Some((canned_reply(0, 1, me, None)[..39].to_vec(), 0)),
         None,
+        Some((Vec::new(), RESET)),
         Some((canned_reply(0, 1, me, Some((3, 99))), 1)),
         Some((canned_reply(0, 1, me, None), 1)),
     ];
@@ -1227,8 +1245,13 @@ fn an_importer_reads_every_answer_of_a_broker_right() {
     }
     assert!(matches!(take(), Err(Error::Io { .. })), "a short reply");
     assert!(matches!(take(), Err(Error::Closed { .. })), "a hang-up");
+    assert!(
+        matches!(take(), Err(Error::Closed { .. })),
+        "a reset before the answer"
+    );
     let leased = take().unwrap();
     let ticket = *leased.lease.as_ref().expect("a ticket").ticket();
+    assert!(format!("{:?}", leased.lease.as_ref().unwrap()).contains("slot: 3"));
     assert_eq!((ticket.slot, ticket.token, ticket.table), (3, 99, [7; 16]));
     // Dropping it asks the broker to take it back: the script answers.
     drop(leased);

@@ -431,6 +431,10 @@ fn allow_list_refuses_a_recycled_pid() {
     first.tell(&ex.to_text());
     assert_eq!(first.expect("import"), "ok");
     first.finish();
+    // Start times count clock ticks (10 ms at the usual 100 Hz): a process
+    // that started in the same tick as the allowed one could not be told
+    // apart. Let a few ticks pass (a guard, not a timing assertion).
+    std::thread::sleep(std::time::Duration::from_millis(50));
     // A new process with the same pid (other processes may take it first:
     // try again until this one gets it).
     let mut second = None;
