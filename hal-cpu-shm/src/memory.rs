@@ -20,7 +20,7 @@ use hal_core::{
 
 use crate::id::BACKEND;
 use crate::info::host_info;
-use crate::named::{self, NamedRegion};
+use crate::named::region::{open_for_import, NamedRegion};
 use crate::view::View;
 use crate::{io, placement, plumb};
 
@@ -551,7 +551,7 @@ impl CpuMapping {
             fixed,
         };
         // Only imports whose descriptors came from a checked source (the
-        // creator's own broker, or a name, whose owner `named::open_fd`
+        // creator's own broker, or a name, whose owner `named::region::open_fd`
         // checks) are cached, and a hit must match the whole handle: a
         // forged handle that names a genuine object but carries a peer's
         // descriptors never poisons a later import of the genuine one.
@@ -578,8 +578,7 @@ impl CpuMapping {
             let name = std::str::from_utf8(&h.payload)
                 .map_err(|_| malformed("payload", "the region name is not UTF-8"))?
                 .to_owned();
-            let (fd, size) =
-                named::open_for_import(&name, read_only, h.creator_pid, h.creator_start)?;
+            let (fd, size) = open_for_import(&name, read_only, h.creator_pid, h.creator_start)?;
             if size < end {
                 return Err(Error::invalid(format!(
                     "named region {name:?} holds {size} bytes, fewer than the {end} the handle \

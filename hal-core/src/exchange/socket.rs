@@ -1,25 +1,7 @@
 //! Handles over Unix stream sockets, with their descriptors (`SCM_RIGHTS`)
 //! and the peer's credentials (`SO_PEERCRED`, `SCM_CREDENTIALS`).
 //!
-//! # Framing
-//!
-//! Each message is a 12-byte header and a body:
-//!
-//! | offset | size | field |
-//! | ---: | ---: | --- |
-//! | 0 | 4 | magic `HALS` |
-//! | 4 | 1 | version (1) |
-//! | 5 | 1 | kind: 1 handle, 2 hello |
-//! | 6 | 1 | descriptors attached, at most [`MAX_FDS`] |
-//! | 7 | 1 | zero |
-//! | 8 | 4 | body length (little-endian), at most [`MAX_FRAME`] |
-//! | 12 | n | body: the handle's binary form (kind 1); empty (kind 2) |
-//!
-//! The descriptors ride on the message's first bytes. A receiver treats
-//! descriptors dropped by the kernel (`MSG_CTRUNC`: the open-file limit, or
-//! more than [`MAX_FDS`] sent) as an error, never as success, and closes every
-//! descriptor of a message it refuses. After an error a stream may be out of
-//! step: drop it.
+//! The messages' wire format, and its limits, are in `frame`.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -38,14 +20,10 @@ use crate::export::Exported;
 use crate::handle::{FdSource, Handle, HandleFlags, SharedHandle};
 use crate::os;
 
-/// Longest body of a message (a handle's binary form is under a kilobyte).
-pub const MAX_FRAME: usize = 4096;
+mod frame;
 
-const MAGIC: [u8; 4] = *b"HALS";
-const VERSION: u8 = 1;
-const KIND_HANDLE: u8 = 1;
-const KIND_HELLO: u8 = 2;
-const HEADER_LEN: usize = 12;
+pub use frame::MAX_FRAME;
+use frame::{parse_header, push_header, Frame, HEADER_LEN, KIND_HANDLE, KIND_HELLO};
 
 /// A Unix socket that accepts [`HandleStream`]s, on a file-system path or an
 /// abstract name.
@@ -408,46 +386,7 @@ impl HandleStream {
         };
         let mut header = [0u8; HEADER_LEN];
         self.read_exact(&mut header, &mut frame, true)?;
-        if header[..4] != MAGIC {
-            return Err(malformed("magic", "not a hal handle stream"));
-        }
-        if header[4] != VERSION {
-            return Err(malformed(
-                "version",
-                format!(
-                    "message version {} (this build speaks {VERSION})",
-                    header[4]
-                ),
-            ));
-        }
-        let kind = header[5];
-        if kind != KIND_HANDLE && kind != KIND_HELLO {
-            return Err(malformed("kind", format!("unknown message kind {kind}")));
-        }
-        let announced = header[6] as usize;
-        if header[7] != 0 {
-            return Err(malformed("reserved", "a reserved byte is set"));
-        }
-        let len = u32::from_le_bytes([header[8], header[9], header[10], header[11]]) as usize;
-        if len > MAX_FRAME {
-            return Err(HandleError::OverBound {
-                field: "frame",
-                len,
-                max: MAX_FRAME,
-            }
-            .into());
-        }
-        if announced > MAX_FDS {
-            return Err(HandleError::OverBound {
-                field: "descriptors",
-                len: announced,
-                max: MAX_FDS,
-            }
-            .into());
-        }
-        if kind == KIND_HELLO && (len != 0 || announced != 0) {
-            return Err(malformed("hello", "a hello carries nothing"));
-        }
+        let (kind, announced, len) = parse_header(&header)?;
         frame.kind = kind;
         frame.body = vec![0u8; len];
         let mut body = std::mem::take(&mut frame.body);
@@ -522,30 +461,6 @@ impl From<HandleStream> for OwnedFd {
     fn from(s: HandleStream) -> OwnedFd {
         s.inner.into()
     }
-}
-
-struct Frame {
-    kind: u8,
-    body: Vec<u8>,
-    fds: Vec<OwnedFd>,
-    creds: Option<PeerCred>,
-}
-
-fn push_header(out: &mut Vec<u8>, kind: u8, fds: u8, len: u32) {
-    out.extend_from_slice(&MAGIC);
-    out.push(VERSION);
-    out.push(kind);
-    out.push(fds);
-    out.push(0);
-    out.extend_from_slice(&len.to_le_bytes());
-}
-
-fn malformed(field: &'static str, detail: impl Into<String>) -> Error {
-    HandleError::Malformed {
-        field,
-        detail: format!("handle stream {}", detail.into()),
-    }
-    .into()
 }
 
 fn abstract_addr(name: &str) -> Result<SocketAddr> {

@@ -1,0 +1,336 @@
+//! Listing the regions this library created, and removing those whose
+//! creator has died.
+
+use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hal_core::os;
+use hal_core::{Error, Result};
+use nix::errno::Errno;
+
+use super::meta::{lock_meta, meta_trusted, open_meta, pid_namespace, read_meta, Meta};
+use super::name::{
+    euid, meta_path, region_id, shm_error, shm_path, validate_name, META_PREFIX, SHM_DIR,
+};
+
+/// A region this library created, as [`list_regions`] sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegionInfo {
+    /// The name (`/dev/shm/NAME`).
+    pub name: String,
+    /// The stable integer id of the name ([`region_id`]).
+    pub id: u64,
+    /// Size in bytes (the object's current size when it exists).
+    pub size: u64,
+    /// The owner's uid.
+    pub uid: u32,
+    /// The creating process.
+    pub owner_pid: u32,
+    /// The creating process's start time (clock ticks since boot).
+    pub owner_start: u64,
+    /// True while the creator runs, and when it cannot be judged (it lives
+    /// in another pid namespace). Regions with a live owner are never
+    /// collected.
+    pub alive: bool,
+    /// True when the region object exists and is the one the metadata
+    /// describes; false for metadata left behind by a removed region.
+    pub present: bool,
+    /// When the region was created.
+    pub created: SystemTime,
+}
+
+/// Every region this library created that this user can see, by name.
+/// Regions without the library's metadata are not listed, nor are those
+/// whose metadata file is not owned by the uid it records (anyone may create
+/// files in [`SHM_DIR`]); a process other than root sees only its own user's.
+pub fn list_regions() -> Result<Vec<RegionInfo>> {
+    Ok(listed()?.into_iter().map(|(info, _)| info).collect())
+}
+
+/// [`list_regions`], with the metadata each entry was made from.
+fn listed() -> Result<Vec<(RegionInfo, Meta)>> {
+    let dir = match std::fs::read_dir(SHM_DIR) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(format!("listing {SHM_DIR}"), e)),
+    };
+    let me = euid();
+    let mut out = Vec::new();
+    for entry in dir.flatten() {
+        let file_name = entry.file_name();
+        let Some(name) = file_name.to_str().and_then(|n| n.strip_prefix(META_PREFIX)) else {
+            continue;
+        };
+        if validate_name(name).is_err() {
+            continue;
+        }
+        let Ok(Some((meta, file_uid))) = read_meta(name) else {
+            continue;
+        };
+        if !meta_trusted(file_uid, meta.uid, me) {
+            continue;
+        }
+        out.push((info_of(name, &meta), meta));
+    }
+    out.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+    Ok(out)
+}
+
+pub(super) fn info_of(name: &str, meta: &Meta) -> RegionInfo {
+    let region = std::fs::symlink_metadata(format!("{SHM_DIR}/{name}")).ok();
+    let present = region.as_ref().is_some_and(|m| {
+        m.file_type().is_file() && m.ino() == meta.ino && m.dev() == meta.dev && m.uid() == meta.uid
+    });
+    let size = match (&region, present) {
+        (Some(m), true) => m.len(),
+        _ => meta.size,
+    };
+    let alive = if meta.pidns != 0 && meta.pidns != pid_namespace() {
+        true
+    } else {
+        os::process_alive(meta.pid, meta.start)
+    };
+    RegionInfo {
+        name: name.to_owned(),
+        id: region_id(name),
+        size,
+        uid: meta.uid,
+        owner_pid: meta.pid,
+        owner_start: meta.start,
+        alive,
+        present,
+        created: UNIX_EPOCH + Duration::from_secs(meta.created),
+    }
+}
+
+/// Remove the regions (and metadata) this library created whose creator has
+/// died; with `dry_run`, only say which. Returns what was (or would be)
+/// removed. Never touches a live creator's region, a region without the
+/// library's metadata, or a region that is not the object its metadata
+/// describes (only the stale metadata goes then).
+///
+/// Run as root, it removes the regions of every user, each as that user: a
+/// region and its metadata are removed only when both files belong to the
+/// uid the metadata records, and the removal runs with the file-system uid
+/// set to that uid, so that the kernel (the sticky bit of [`SHM_DIR`])
+/// refuses it should the name pass to another user's object in the
+/// meantime. Metadata that another user planted beside someone's object
+/// therefore never gets that object removed. Metadata that another process
+/// holds locked (a creator replacing it, another cleanup) is left for a
+/// later run.
+pub fn collect_garbage(dry_run: bool) -> Result<Vec<RegionInfo>> {
+    collect_garbage_prefix("", dry_run)
+}
+
+/// [`collect_garbage`] restricted to the regions whose name starts with
+/// `prefix` (an application's own namespace).
+pub fn collect_garbage_prefix(prefix: &str, dry_run: bool) -> Result<Vec<RegionInfo>> {
+    collect_where(dry_run, |name| name.starts_with(prefix))
+}
+
+/// [`collect_garbage`] restricted to the regions named in `names`.
+pub fn collect_garbage_named(names: &[String], dry_run: bool) -> Result<Vec<RegionInfo>> {
+    for n in names {
+        validate_name(n)?;
+    }
+    collect_where(dry_run, |name| names.iter().any(|n| n == name))
+}
+
+fn collect_where(dry_run: bool, chosen: impl Fn(&str) -> bool) -> Result<Vec<RegionInfo>> {
+    let me = euid();
+    let mut removed = Vec::new();
+    for (info, meta) in listed()? {
+        if info.alive || !chosen(&info.name) {
+            continue;
+        }
+        if !dry_run && !remove_stale(&info.name, &meta, me)? {
+            continue;
+        }
+        removed.push(info);
+    }
+    Ok(removed)
+}
+
+/// Remove region `name` and its metadata, or the metadata alone when the
+/// region is not the object it describes, if the metadata still is `listed`
+/// and its creator is dead. False when something changed since the listing
+/// (or the kernel refused): nothing was removed then.
+fn remove_stale(name: &str, listed: &Meta, me: u32) -> Result<bool> {
+    let Ok(Some(mf)) = open_meta(name) else {
+        return Ok(false);
+    };
+    match &mf.meta {
+        Some(m) if m == listed && meta_trusted(mf.uid, m.uid, me) => {}
+        _ => return Ok(false),
+    }
+    if !lock_meta(name, &mf, Duration::ZERO) {
+        return Ok(false);
+    }
+    // Judged again under the lock, from the file the name leads to.
+    let now = info_of(name, listed);
+    if now.alive {
+        return Ok(false);
+    }
+    as_fs_user(listed.uid, || {
+        if now.present {
+            match nix::sys::mman::shm_unlink(shm_path(name).as_str()) {
+                Ok(()) | Err(Errno::ENOENT) => {}
+                // The name passed to an object of another user since the
+                // check: the kernel refused for us.
+                Err(Errno::EPERM | Errno::EACCES) => return Ok(false),
+                Err(e) => return Err(shm_error(e, name, "unlinking")),
+            }
+        }
+        match nix::unistd::unlink(meta_path(name).as_str()) {
+            Ok(()) | Err(Errno::ENOENT) => Ok(true),
+            Err(e) => Err(Error::errno(format!("removing {}", meta_path(name)), e)),
+        }
+    })
+}
+
+/// Run `f` on a short-lived thread whose file-system uid is `uid`, so that
+/// the kernel checks its unlinks against `uid` rather than against root's
+/// powers. (`setfsuid` changes only the calling thread; the thread sets it
+/// back before it ends, and ends right after `f`.) When `uid` is already this
+/// process's effective uid, `f` runs here.
+fn as_fs_user<T: Send>(uid: u32, f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    let me = euid();
+    if uid == me {
+        return f();
+    }
+    std::thread::scope(|s| {
+        let worker = std::thread::Builder::new()
+            .name("hal-shm-gc".into())
+            .spawn_scoped(s, move || {
+                set_fsuid(uid)?;
+                let r = f();
+                let back = set_fsuid(me);
+                r.and_then(|v| back.map(|()| v))
+            })
+            .map_err(|e| Error::io("starting a thread to remove a region as its owner", e))?;
+        worker.join().unwrap_or_else(|_| {
+            Err(Error::io(
+                "removing a region as its owner",
+                std::io::Error::other("the removing thread panicked"),
+            ))
+        })
+    })
+}
+
+/// Set this thread's file-system uid, and check that it took.
+fn set_fsuid(uid: u32) -> Result<()> {
+    // SAFETY: setfsuid(2) takes an integer and changes only the calling
+    // thread's file-system uid; it touches no memory.
+    unsafe { libc::setfsuid(uid) };
+    // It returns the previous value whether or not it succeeded; an invalid
+    // uid (-1) changes nothing and returns the current one.
+    // SAFETY: as above.
+    let now = unsafe { libc::setfsuid(u32::MAX) } as u32;
+    if now == uid {
+        Ok(())
+    } else {
+        Err(Error::PermissionDenied {
+            pid: None,
+            reason: format!(
+                "cannot act as uid {uid} to remove its regions (setfsuid needs CAP_SETUID); \
+                 run the cleanup as that user"
+            ),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file in [`SHM_DIR`] owned by `uid`, removed when dropped.
+    struct Planted(String);
+
+    impl Planted {
+        fn new(tag: &str, uid: u32) -> Planted {
+            let path = format!("{SHM_DIR}/hal-unit-{}-{tag}", std::process::id());
+            std::fs::write(&path, b"x").unwrap();
+            nix::unistd::chown(path.as_str(), Some(uid.into()), None).unwrap();
+            Planted(path)
+        }
+    }
+
+    impl Drop for Planted {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn unlink(path: &str) -> Result<()> {
+        nix::unistd::unlink(path).map_err(|e| Error::errno(format!("unlinking {path}"), e))
+    }
+
+    #[test]
+    fn removal_as_the_owner_is_checked_by_the_kernel() {
+        if euid() != 0 {
+            eprintln!("NOT RUN: acting as another uid needs root here");
+            return;
+        }
+        // Root's file: a thread acting as uid 65534 cannot unlink it.
+        let roots = Planted::new("fsuid-root", 0);
+        let e = as_fs_user(65534, || unlink(&roots.0)).unwrap_err();
+        assert!(e.to_string().contains("not permitted"), "{e}");
+        assert!(std::path::Path::new(&roots.0).exists());
+        // That user's own file: it can.
+        let theirs = Planted::new("fsuid-theirs", 65534);
+        as_fs_user(65534, || unlink(&theirs.0)).unwrap();
+        assert!(!std::path::Path::new(&theirs.0).exists());
+        // This thread's file-system uid did not change.
+        // SAFETY: setfsuid(-1) reads the calling thread's value, changes nothing.
+        assert_eq!(unsafe { libc::setfsuid(u32::MAX) }, 0);
+        // As this process's own uid, it runs here.
+        let here = std::thread::current().id();
+        let ran_on = as_fs_user(0, || Ok(std::thread::current().id())).unwrap();
+        assert_eq!(ran_on, here);
+    }
+
+    #[test]
+    fn metadata_is_removed_only_while_the_name_leads_to_it() {
+        let name = format!("hal-unit-{}-moved", std::process::id());
+        let path = meta_path(&name);
+        let meta = Meta {
+            uid: euid(),
+            pid: 0,
+            start: 0,
+            size: 4096,
+            created: 0,
+            ino: 1,
+            dev: 1,
+            pidns: 0,
+        };
+        std::fs::write(&path, meta.encode(&name)).unwrap();
+        let old = open_meta(&name).unwrap().unwrap();
+        assert_eq!(old.meta.as_ref(), Some(&meta));
+        // Another file takes the name: the lock on the old one is worth nothing.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, meta.encode(&name)).unwrap();
+        assert!(!lock_meta(&name, &old, Duration::ZERO));
+        let new = open_meta(&name).unwrap().unwrap();
+        assert!(lock_meta(&name, &new, Duration::ZERO));
+        // The gc does not remove metadata that differs from what it listed.
+        let other = Meta {
+            size: 1,
+            ..meta.clone()
+        };
+        drop(new);
+        assert!(!remove_stale(&name, &other, euid()).unwrap());
+        assert!(std::path::Path::new(&path).exists());
+        // Nor metadata whose file is not owned by the uid it records.
+        let foreign = Meta {
+            uid: euid() ^ 1,
+            ..meta.clone()
+        };
+        std::fs::write(&path, foreign.encode(&name)).unwrap();
+        assert!(!remove_stale(&name, &foreign, 0).unwrap());
+        assert!(!remove_stale(&name, &foreign, euid()).unwrap());
+        assert!(std::path::Path::new(&path).exists());
+        std::fs::write(&path, meta.encode(&name)).unwrap();
+        assert!(remove_stale(&name, &meta, euid()).unwrap());
+        assert!(!std::path::Path::new(&path).exists());
+    }
+}
