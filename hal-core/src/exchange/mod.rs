@@ -207,7 +207,6 @@ mod text;
 
 pub use file::{read_handle_file, write_handle_file, MAX_HANDLE_FILE};
 pub use held::Lease;
-pub(crate) use limits::dropped_descriptors;
 pub use limits::{BROKER_TIMEOUT, MAX_FDS};
 pub use peer::PeerCred;
 pub use socket::{socketpair, HandleListener, HandleStream, MAX_FRAME};

@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
-use super::{sys, PeerCred, MAX_FDS};
+use super::limits::{dropped_descriptors, MAX_FDS};
+use super::peer::PeerCred;
+use super::sys;
 use crate::error::{Error, HandleError, Result};
 use crate::export::Exported;
 use crate::handle::{FdSource, Handle, HandleFlags, SharedHandle};
@@ -426,7 +428,7 @@ impl HandleStream {
                 frame.creds = got.creds;
             }
             if ctrunc {
-                return Err(super::dropped_descriptors(frame.fds.len(), None));
+                return Err(dropped_descriptors(frame.fds.len(), None));
             }
             if frame.fds.len() > MAX_FDS {
                 return Err(HandleError::OverBound {
