@@ -14,7 +14,7 @@
 //!
 //! ## Capability gating
 //!
-//! Every case is gated on [`Capabilities`]: where the device lacks a
+//! Every case is gated on [`Capabilities`](hal_core::Capabilities): where the device lacks a
 //! capability, the case calls the operation anyway and requires the backend
 //! to answer [`Error::Unsupported`](hal_core::Error) (`err.is_unsupported()`).
 //! Nothing is skipped silently, and no case passes without checking

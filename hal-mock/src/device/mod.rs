@@ -33,7 +33,7 @@ use crate::vendor::Api;
 
 /// A simulated device of a [`MockBackend`](crate::MockBackend).
 ///
-/// Besides the [`Device`] operations it offers what the vendors have and the
+/// Besides the [`Device`](hal_core::Device) operations it offers what the vendors have and the
 /// contract does not: [`MockDevice::enable_peer_access`], stream copies
 /// ([`MockDevice::write_async`], [`MockDevice::copy_async`]), and views of
 /// the simulator's state for tests.
