@@ -229,6 +229,14 @@ pub trait Device: Send + Sync + 'static {
     fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()>;
 
     /// Import memory exported by another (or this) process.
+    ///
+    /// A process may import its own export, on every backend. Where the
+    /// vendor refuses to open a process's own handle (CUDA answers
+    /// `CUDA_ERROR_INVALID_CONTEXT`), the backend short-circuits the import
+    /// to the original memory: a device mapping then has the exporter's
+    /// address for the range. Either way the import takes a lease, so
+    /// [`Allocation::importers`] counts it and
+    /// [`Allocation::wait_unleased`] waits for it, as for any importer.
     fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<Self::Mapping>;
 
     // --- streams, events, notifies ---------------------------------------

@@ -69,6 +69,7 @@ impl MockBackend {
                 faults: Faults::default(),
                 devices,
                 import_cache: Mutex::new(HashMap::new()),
+                own_buffers: Mutex::new(HashMap::new()),
             }),
         }
     }

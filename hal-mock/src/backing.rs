@@ -84,13 +84,33 @@ impl Holder for Backing {
 
 impl Holder for ImportRegion {
     fn map(&self) -> &SharedMap {
-        &self.map
+        self.memory()
     }
+}
+
+/// What an imported region reaches.
+pub(crate) enum RegionMemory {
+    /// A mapping of the exporter's memory object made for this import.
+    Mapped(SharedMap),
+    /// The exporter's own memory: an import in the exporting process,
+    /// short-circuited to the allocation it names (the vendors refuse to
+    /// open a process's own handle, CUDA with `CUDA_ERROR_INVALID_CONTEXT`).
+    Original(Arc<Backing>),
 }
 
 /// An imported span of another allocation, mapped in this process.
 pub(crate) struct ImportRegion {
-    pub(crate) map: SharedMap,
+    pub(crate) memory: RegionMemory,
     /// The importer's lease; released when the last mapping of the region closes.
     pub(crate) _lease: Option<Lease>,
+}
+
+impl ImportRegion {
+    /// The mapping the region's offsets count from.
+    pub(crate) fn memory(&self) -> &SharedMap {
+        match &self.memory {
+            RegionMemory::Mapped(map) => map,
+            RegionMemory::Original(backing) => backing.map(),
+        }
+    }
 }

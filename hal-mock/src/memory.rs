@@ -363,7 +363,7 @@ impl MockMapping {
 
 impl Memory for MockMapping {
     fn addr(&self) -> u64 {
-        self.region.map.as_ptr() as u64 + self.view
+        self.region.memory().as_ptr() as u64 + self.view
     }
 
     fn len(&self) -> u64 {
@@ -377,7 +377,12 @@ impl Memory for MockMapping {
     fn host_ptr(&self) -> Option<*mut u8> {
         match self.location {
             Location::Device(_) => None,
-            _ => Some(self.region.map.as_ptr().wrapping_add(self.view as usize)),
+            _ => Some(
+                self.region
+                    .memory()
+                    .as_ptr()
+                    .wrapping_add(self.view as usize),
+            ),
         }
     }
 
@@ -387,12 +392,12 @@ impl Memory for MockMapping {
 
     fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
         self.check(false, offset, dst.len() as u64)?;
-        self.region.map.read(self.view + offset, dst)
+        self.region.memory().read(self.view + offset, dst)
     }
 
     fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
         self.check(true, offset, src.len() as u64)?;
-        self.region.map.write(self.view + offset, src)
+        self.region.memory().write(self.view + offset, src)
     }
 }
 

@@ -34,6 +34,9 @@ pub(crate) struct BackendShared {
     /// CUDA-like: imported regions by (buffer id, target device, read-only),
     /// so that a second open of one handle returns the same mapping.
     pub(crate) import_cache: Mutex<ImportCache>,
+    /// This process's allocations by buffer id, so that an import of its
+    /// own export reaches the original memory.
+    pub(crate) own_buffers: Mutex<HashMap<[u8; 16], Weak<Backing>>>,
 }
 
 impl BackendShared {

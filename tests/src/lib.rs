@@ -175,6 +175,7 @@ macro_rules! conformance_suite {
                 memory_import_by_text_via_broker,
                 memory_export_subrange_at_offset,
                 memory_import_twice,
+                same_process_import,
                 memory_read_only_export,
                 memory_misaligned_export_refused,
                 memory_out_of_range_export_refused,

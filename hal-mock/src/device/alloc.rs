@@ -12,7 +12,7 @@ use hal_core::{
     SharedHandle,
 };
 
-use crate::backing::{Backing, ImportRegion};
+use crate::backing::{Backing, ImportRegion, RegionMemory};
 use crate::device::{check_data_access, set_pid_api, ListKind, MockDevice};
 use crate::fault::FaultOp;
 use crate::memory::{MockAllocation, MockMapping, Payload, Release};
@@ -92,7 +92,7 @@ impl MockDevice {
                 return Err(e);
             }
         };
-        Ok(MockAllocation {
+        Ok(self.remember(MockAllocation {
             dev: self.dev.clone(),
             backing: Arc::clone(&backing),
             offset: 0,
@@ -107,7 +107,16 @@ impl MockDevice {
                 slot: None,
                 charged,
             }),
-        })
+        }))
+    }
+
+    /// Note an allocation of this process by its buffer id, so that an
+    /// import of its own export reaches it (dead entries are dropped here).
+    fn remember(&self, alloc: MockAllocation) -> MockAllocation {
+        let mut own = lock(&self.dev.shared.own_buffers);
+        own.retain(|_, b| b.strong_count() > 0);
+        own.insert(alloc.buffer_id, Arc::downgrade(&alloc.backing));
+        alloc
     }
 
     pub(super) fn sim_export_memory(
@@ -296,11 +305,34 @@ impl MockDevice {
             let hit = lock(&self.dev.shared.import_cache)
                 .get(&key)
                 .and_then(Weak::upgrade)
-                .filter(|r| r.map.len() as u64 >= payload.map_len);
+                .filter(|r| r.memory().len() as u64 >= payload.map_len);
             if let Some(region) = hit {
                 let handle = shared.handle.clone();
                 return Ok(mapping(region, handle));
             }
+        }
+        let own = shared
+            .handle
+            .is_own()
+            .then(|| {
+                lock(&self.dev.shared.own_buffers)
+                    .get(&payload.buffer_id)
+                    .and_then(Weak::upgrade)
+            })
+            .flatten();
+        if let Some(backing) = own {
+            // The exporting process imports its own export: the vendors
+            // refuse to open their own handle (CUDA answers
+            // CUDA_ERROR_INVALID_CONTEXT), so the import reaches the
+            // original memory, and still takes a lease.
+            let taken = self.take_fds_leased(&mut shared, 1)?;
+            let region = Arc::new(ImportRegion {
+                memory: RegionMemory::Original(backing),
+                _lease: taken.lease,
+            });
+            let mut m = mapping(region, shared.handle);
+            m.view += payload.fd_offset;
+            return Ok(m);
         }
         let taken = self.take_fds_leased(&mut shared, 1)?;
         let checked = taken.checked;
@@ -322,7 +354,7 @@ impl MockDevice {
         };
         let map = SharedMap::map(data.as_fd(), payload.map_len, payload.fd_offset, prot, None)?;
         let region = Arc::new(ImportRegion {
-            map,
+            memory: RegionMemory::Mapped(map),
             _lease: taken.lease,
         });
         // Only descriptors from a checked source are cached: a forged
@@ -372,7 +404,7 @@ impl MockDevice {
                 })?
             }
         };
-        Ok(Some(MockAllocation {
+        Ok(Some(self.remember(MockAllocation {
             dev: self.dev.clone(),
             backing: Arc::clone(&slot.backing),
             offset: slot.offset,
@@ -387,6 +419,6 @@ impl MockDevice {
                 slot: Some((slot.chunk, slot.offset, len)),
                 charged: 0,
             }),
-        }))
+        })))
     }
 }

@@ -1,14 +1,14 @@
 //! Memory: allocate, export, import, close; ranges, read-only, placement.
 
 use hal_core::{
-    Backend, BackendId, ByteRange, Capabilities as C, Device, Error, ExportOptions, FdSource,
-    HandleFlags, HandleKind, ImportOptions, ImportPlacement, Mapping, Memory,
+    Allocation, Backend, BackendId, ByteRange, Capabilities as C, Device, Error, ExportOptions,
+    FdSource, HandleFlags, HandleKind, ImportOptions, ImportPlacement, Location, Mapping, Memory,
 };
 
 use super::util::{by_text, share};
 use crate::support::{
-    alloc_filled, assert_bytes, must, must_be_unsupported, must_fail, open_export, pattern,
-    read_vec, Suite,
+    alloc_filled, assert_bytes, importers_of, must, must_be_unsupported, must_fail, must_time_out,
+    open_export, pattern, read_vec, Suite, SHORT,
 };
 
 /// Require Unsupported from a memory export on a device without IPC memory.
@@ -217,6 +217,65 @@ pub fn memory_export_subrange_at_offset<B: Backend>(s: &Suite<B>) {
         &whole[..page as usize],
         "bytes outside the range untouched",
     );
+}
+
+/// The exporting process imports its own export (with the descriptors and
+/// from the text): the bytes are the allocation's, both ways; a device
+/// mapping has the exporter's address for the range (the backend
+/// short-circuits to the original memory where the vendor refuses to open
+/// its own handle); and the import holds a lease like any importer.
+pub fn same_process_import<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    let caps = dev.capabilities();
+    let a = alloc_filled(&dev, 3, 6);
+    if !ipc_memory_or_unsupported(&dev, &a) {
+        return;
+    }
+    let page = dev.info().page_size();
+    let opts = ExportOptions {
+        range: Some(ByteRange::new(page, page)),
+        ..open_export(caps)
+    };
+    let ex = must(dev.export_memory(&a, &opts), "export_memory");
+    assert!(ex.handle().is_own(), "an export names this process");
+    let shared = must(
+        dev.import_memory(share(&ex), &ImportOptions::default()),
+        "import of this process's own export",
+    );
+    let text = must(
+        dev.import_memory(by_text(&ex), &ImportOptions::default()),
+        "import of this process's own export from its text",
+    );
+    let want = read_vec(&a, page, page);
+    for m in [&shared, &text] {
+        assert_bytes(m, 0, &want, "the allocation's bytes through the import");
+        if matches!(a.location(), Location::Device(_)) {
+            assert_eq!(
+                m.addr(),
+                a.addr() + page,
+                "a same-process device import reaches the original memory"
+            );
+        }
+    }
+    must(
+        shared.write(5, b"from the import"),
+        "write through the import",
+    );
+    assert_bytes(&a, page + 5, b"from the import", "the allocation sees it");
+    must(
+        a.write(page + 40, b"from the allocation"),
+        "write to the allocation",
+    );
+    assert_bytes(&text, 40, b"from the allocation", "the import sees it");
+    if caps.contains(C::LEASES) {
+        assert!(importers_of(&a) >= 1, "a same-process import holds a lease");
+        must_time_out(
+            a.wait_unleased(Some(SHORT)),
+            "wait_unleased under a same-process import",
+        );
+        drop((shared, text));
+        assert_eq!(importers_of(&a), 0, "its lease goes with it");
+    }
 }
 
 /// Import the same handle twice in one process: both mappings see the same
