@@ -59,6 +59,19 @@ pub struct Exported {
     handle: Handle,
     fds: Arc<[OwnedFd]>,
     registration: Option<Registration>,
+    // Declared after the registration: fields drop in order, so the broker
+    // serves no importer once the guard is gone.
+    guard: Option<Guard>,
+}
+
+/// What the exporter's side of an export must close (see
+/// [`Exported::with_guard`]).
+struct Guard(#[allow(dead_code)] Box<dyn std::any::Any + Send + Sync>);
+
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Guard")
+    }
 }
 
 impl Exported {
@@ -109,6 +122,7 @@ impl Exported {
                 handle,
                 fds,
                 registration: None,
+                guard: None,
             });
         }
         let registration = match broker::register(
@@ -139,7 +153,20 @@ impl Exported {
             handle,
             fds,
             registration,
+            guard: None,
         })
+    }
+
+    /// Keep `guard` until the export is dropped: what the vendor requires
+    /// the exporter to close when it stops exporting (Ascend's
+    /// `aclrtIpcMemClose` of a key, a VMM shareable descriptor). It is
+    /// dropped after the broker registration, so no importer is served the
+    /// export once the guard has closed it. Importers that already imported
+    /// keep what they hold: the resource's own lifetime (its leases) decides
+    /// when the memory itself goes.
+    pub fn with_guard(mut self, guard: impl Send + Sync + 'static) -> Exported {
+        self.guard = Some(Guard(Box::new(guard)));
+        self
     }
 
     /// The handle.
@@ -259,8 +286,16 @@ mod tests {
     }
 
     fn exported() -> Exported {
+        Exported::new(
+            exported_handle(),
+            vec![os::memfd("export-test", 4096, None).unwrap()],
+        )
+        .unwrap()
+    }
+
+    fn exported_handle() -> Handle {
         let (pid, start) = os::self_identity();
-        let handle = Handle {
+        Handle {
             kind: crate::HandleKind::Memory,
             backend: crate::BackendId::CpuShm,
             device: 0,
@@ -278,8 +313,41 @@ mod tests {
             allowed_pids: Vec::new(),
             fds: FdSource::None,
             payload: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_guard_is_dropped_with_the_export_after_its_registration() {
+        struct Flag(Arc<std::sync::atomic::AtomicBool>, String, [u8; 16]);
+        impl Drop for Flag {
+            fn drop(&mut self) {
+                // The registration went first: the broker no longer has it.
+                let mut shared = SharedHandle::from(Handle {
+                    fds: FdSource::Broker {
+                        count: 1,
+                        name: self.1.clone(),
+                    },
+                    object_id: self.2,
+                    ..exported_handle()
+                });
+                let gone = matches!(
+                    crate::exchange::take_fds(&mut shared),
+                    Err(Error::NotFound { .. })
+                );
+                self.0.store(gone, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ex = exported();
+        let FdSource::Broker { name, .. } = ex.handle().fds.clone() else {
+            panic!("a broker export")
         };
-        Exported::new(handle, vec![os::memfd("export-test", 4096, None).unwrap()]).unwrap()
+        let id = ex.handle().object_id;
+        let ex = ex.with_guard(Flag(Arc::clone(&dropped), name, id));
+        assert!(format!("{ex:?}").contains("Guard"));
+        assert!(!dropped.load(std::sync::atomic::Ordering::SeqCst));
+        drop(ex);
+        assert!(dropped.load(std::sync::atomic::Ordering::SeqCst));
     }
 
     #[test]

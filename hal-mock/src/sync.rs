@@ -13,9 +13,11 @@
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use hal_core::exchange::Lease;
+use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
 use hal_core::os::{self, Prot, SharedMap};
 use hal_core::wait::{blocking_future, spin_then_sleep};
 use hal_core::{
@@ -44,6 +46,10 @@ pub(crate) const NAP: Duration = Duration::from_millis(20);
 pub(crate) struct SyncWords {
     map: SharedMap,
     fd: OwnedFd,
+    /// The creator's count of importers, made at the first export.
+    leases: OnceLock<Arc<LeaseTable>>,
+    /// An importer's lease; given back when its last handle on the block goes.
+    _lease: Option<Lease>,
 }
 
 impl SyncWords {
@@ -53,10 +59,15 @@ impl SyncWords {
         let map = SharedMap::map(fd.as_fd(), SYNC_LEN, 0, Prot::ReadWrite, None)?;
         map.atomic_u32(FLAGS)?.store(flags, Ordering::Relaxed);
         map.atomic_u32(0)?.store(magic, Ordering::Release);
-        Ok(Arc::new(SyncWords { map, fd }))
+        Ok(Arc::new(SyncWords {
+            map,
+            fd,
+            leases: OnceLock::new(),
+            _lease: None,
+        }))
     }
 
-    fn open(fd: OwnedFd, magic: u32, what: &str) -> Result<Arc<SyncWords>> {
+    fn open(fd: OwnedFd, magic: u32, what: &str, lease: Option<Lease>) -> Result<Arc<SyncWords>> {
         os::verify_sealed_memfd(fd.as_fd(), SYNC_LEN)?;
         let map = SharedMap::map(fd.as_fd(), SYNC_LEN, 0, Prot::ReadWrite, None)?;
         if map.atomic_u32(0)?.load(Ordering::Acquire) != magic {
@@ -65,7 +76,69 @@ impl SyncWords {
             ))
             .into());
         }
-        Ok(Arc::new(SyncWords { map, fd }))
+        Ok(Arc::new(SyncWords {
+            map,
+            fd,
+            leases: OnceLock::new(),
+            _lease: lease,
+        }))
+    }
+
+    /// The importers' lease table, made at the first export.
+    pub(crate) fn leases(&self) -> Result<Arc<LeaseTable>> {
+        if let Some(t) = self.leases.get() {
+            return Ok(Arc::clone(t));
+        }
+        let made = LeaseTable::new(DEFAULT_SLOTS)?;
+        // A concurrent export may have won the race; its table is kept.
+        let _ = self.leases.set(made);
+        self.leases
+            .get()
+            .map(Arc::clone)
+            .ok_or_else(|| Error::invalid("lease table vanished"))
+    }
+
+    /// Destroy the object as its creator's drop does: at once when no
+    /// importer holds it, otherwise once the last one let go (on a thread
+    /// of its own). The vendors make using an IPC event after its exporter
+    /// destroyed it undefined (CUDA) and forbid destroying one before the
+    /// importer is done (Ascend): the leases make the order right.
+    fn destroy_when_unleased(self: &Arc<Self>) {
+        let held = self.leases.get().filter(|t| t.count() > 0).cloned();
+        let Some(table) = held else {
+            self.mark_destroyed();
+            return;
+        };
+        let me = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("hal-mock-deferred-destroy".into())
+            .spawn(move || {
+                let _ = table.wait_empty(None);
+                me.mark_destroyed();
+            });
+        if spawned.is_err() {
+            log::warn!("no thread to defer destroying an exported event or notify; destroyed now");
+            self.mark_destroyed();
+        }
+    }
+
+    fn mark_destroyed(&self) {
+        if let Ok(w) = self.word(DESTROYED) {
+            w.store(1, Ordering::Release);
+        }
+    }
+
+    /// Refuse to use a block its creator destroyed (an importer that outlived
+    /// the exporter's destroy: undefined behaviour on the vendors).
+    fn live(&self) -> Result<()> {
+        if self.destroyed() {
+            return Err(Error::Closed {
+                what: "the exporter destroyed this event or notify while it was still imported \
+                       (using it afterwards is undefined on the vendors)"
+                    .into(),
+            });
+        }
+        Ok(())
     }
 
     fn word(&self, offset: usize) -> Result<&AtomicU32> {
@@ -87,6 +160,7 @@ impl SyncWords {
 
     /// Enqueue a record: the sequence number the stream completes.
     pub(crate) fn next_record(&self) -> Result<u32> {
+        self.live()?;
         Ok(self
             .word(WORD_A)?
             .fetch_add(1, Ordering::AcqRel)
@@ -95,6 +169,7 @@ impl SyncWords {
 
     /// The latest record enqueued.
     pub(crate) fn last_record(&self) -> Result<u32> {
+        self.live()?;
         Ok(self.word(WORD_A)?.load(Ordering::Acquire))
     }
 
@@ -133,6 +208,7 @@ impl SyncWords {
 
     /// Signal (record) a notify.
     pub(crate) fn signal(&self) -> Result<()> {
+        self.live()?;
         let w = self.word(WORD_A)?;
         w.store(1, Ordering::Release);
         os::futex_wake(w, u32::MAX);
@@ -141,6 +217,7 @@ impl SyncWords {
 
     /// Take the signal if it is set (wait-and-reset).
     pub(crate) fn take_signal(&self) -> Result<bool> {
+        self.live()?;
         Ok(self
             .word(WORD_A)?
             .compare_exchange(1, 0, Ordering::AcqRel, Ordering::Acquire)
@@ -200,8 +277,8 @@ impl MockEvent {
     }
 
     /// Open an exported event's block; refused once its creator destroyed it.
-    pub(crate) fn open(dev: &DevRef, fd: OwnedFd) -> Result<MockEvent> {
-        let sync = SyncWords::open(fd, EVENT_MAGIC, "event")?;
+    pub(crate) fn open(dev: &DevRef, fd: OwnedFd, lease: Option<Lease>) -> Result<MockEvent> {
+        let sync = SyncWords::open(fd, EVENT_MAGIC, "event", lease)?;
         if sync.destroyed() {
             return Err(dev.err(
                 dev.vendor().invalid_handle(),
@@ -304,9 +381,7 @@ impl Event for MockEvent {
 impl Drop for MockEvent {
     fn drop(&mut self) {
         if !self.imported {
-            if let Ok(w) = self.sync.word(DESTROYED) {
-                w.store(1, Ordering::Release);
-            }
+            self.sync.destroy_when_unleased();
         }
     }
 }
@@ -338,10 +413,10 @@ impl MockNotify {
         })
     }
 
-    pub(crate) fn open(dev: &DevRef, fd: OwnedFd) -> Result<MockNotify> {
+    pub(crate) fn open(dev: &DevRef, fd: OwnedFd, lease: Option<Lease>) -> Result<MockNotify> {
         Ok(MockNotify {
             dev: dev.clone(),
-            sync: SyncWords::open(fd, NOTIFY_MAGIC, "notify")?,
+            sync: SyncWords::open(fd, NOTIFY_MAGIC, "notify", lease)?,
             creator: false,
         })
     }
@@ -393,6 +468,14 @@ fn wait_notify(dev: &DevRef, sync: &SyncWords, opts: WaitOptions) -> Result<()> 
     match failed {
         Some(e) => Err(e),
         None => r,
+    }
+}
+
+impl Drop for MockNotify {
+    fn drop(&mut self) {
+        if self.creator {
+            self.sync.destroy_when_unleased();
+        }
     }
 }
 

@@ -184,6 +184,7 @@ macro_rules! conformance_suite {
                 lease_wait_unleased_times_out_then_returns,
                 lease_free_while_imported,
                 lease_killed_importer_is_gone,
+                exported_event_outlives_exporter_drop,
                 event_wait_timeout_and_stream_order,
                 event_stream_wait_event,
                 event_wait_async,

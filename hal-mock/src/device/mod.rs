@@ -28,7 +28,7 @@ use crate::profile::Profile;
 use crate::rules;
 use crate::state::{lock, DevRef};
 use crate::stream::{MockStream, Op};
-use crate::sync::SYNC_LEN;
+use crate::sync::{SyncWords, SYNC_LEN};
 use crate::vendor::Api;
 
 /// A simulated device of a [`MockBackend`](crate::MockBackend).
@@ -223,7 +223,7 @@ impl MockDevice {
         ordinal: u32,
         opts: &ExportOptions,
         list: ListKind,
-        fd: OwnedFd,
+        sync: &SyncWords,
     ) -> Result<Exported> {
         let payload = Payload {
             kind: kind.to_wire(),
@@ -234,7 +234,7 @@ impl MockDevice {
             alloc_offset: 0,
         };
         let handle = self.handle(kind, Location::Device(ordinal), 0, 0, opts, list, payload)?;
-        Exported::new(handle, vec![fd])
+        Exported::with_leases(handle, vec![sync.dup_fd()?], sync.leases()?)
     }
 
     /// A new handle of this device with the pid policy of `importers`.

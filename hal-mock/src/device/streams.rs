@@ -104,7 +104,7 @@ impl MockDevice {
             event.dev.ordinal,
             opts,
             ListKind::Unlisted,
-            event.sync.dup_fd()?,
+            &event.sync,
         )
     }
 
@@ -121,8 +121,8 @@ impl MockDevice {
         let (_, target) = self.resolve(&shared.handle, opts, false)?;
         let on = self.on(target);
         on.enter(Api::IpcOpenEvent, Some(FaultOp::Import))?;
-        let fd = self.take_fds(&mut shared, 1)?.remove(0);
-        MockEvent::open(&on, fd)
+        let mut taken = self.take_fds_leased(&mut shared, 1)?;
+        MockEvent::open(&on, taken.fds.remove(0), taken.lease)
     }
 
     pub(super) fn sim_create_notify(&self) -> Result<MockNotify> {
@@ -177,7 +177,7 @@ impl MockDevice {
             notify.dev.ordinal,
             opts,
             ListKind::Listed,
-            notify.sync.dup_fd()?,
+            &notify.sync,
         )
     }
 
@@ -198,7 +198,7 @@ impl MockDevice {
         let (_, target) = self.resolve(&shared.handle, opts, peer_rule)?;
         let on = self.on(target);
         on.enter(Api::NotifyImport, Some(FaultOp::Import))?;
-        let fd = self.take_fds(&mut shared, 1)?.remove(0);
-        MockNotify::open(&on, fd)
+        let mut taken = self.take_fds_leased(&mut shared, 1)?;
+        MockNotify::open(&on, taken.fds.remove(0), taken.lease)
     }
 }

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use hal_core::{
-    Allocation, Backend, BackendId, Capabilities as C, Device, Error, FreeError, ImportOptions,
-    Memory, SharedHandle,
+    Allocation, Backend, BackendId, Capabilities as C, Device, Error, Event, EventFlags, FreeError,
+    ImportOptions, Memory, Notify, SharedHandle, WaitOptions,
 };
 
 use super::memory::ipc_memory_or_unsupported;
@@ -204,4 +204,94 @@ pub(crate) fn child_hold<B: Backend>(s: &Suite<B>) {
     report("held", "");
     process::wait_for_eof();
     drop(m);
+}
+
+/// The child role that imports an event (and a notify) and uses them after
+/// the exporter dropped its own.
+pub(crate) const HOLD_SYNC_ROLE: &str = "hold-sync";
+
+/// An exporter drops its IPC event and notify (and their exports) while an
+/// importer in another process holds them: the importer's event and notify
+/// keep working (CUDA makes using an IPC event after its exporter destroyed
+/// it undefined, Ascend forbids destroying one before the importer is done:
+/// the exporter's drop waits for its importers' leases).
+pub fn exported_event_outlives_exporter_drop<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    let caps = dev.capabilities();
+    let ipc = EventFlags {
+        interprocess: true,
+        timing: false,
+    };
+    if !caps.contains(C::IPC_EVENT) {
+        match dev.create_event(ipc) {
+            Ok(ev) => must_be_unsupported(
+                dev.export_event(&ev, &open_export(caps)),
+                "IPC events",
+                "export_event",
+            ),
+            Err(e) => assert!(
+                matches!(e, Error::Unsupported { .. }),
+                "an IPC event without the capability: {e}"
+            ),
+        }
+        return;
+    }
+    let ev = must(dev.create_event(ipc), "create an IPC event");
+    let stream = must(dev.create_stream(), "create_stream");
+    must(dev.record_event(&stream, &ev), "record_event");
+    must(dev.synchronize(&stream, Some(LONG)), "synchronize");
+    let ex = must(dev.export_event(&ev, &open_export(caps)), "export_event");
+    let notify = caps.contains(C::IPC_NOTIFY).then(|| {
+        let n = must(dev.create_notify(), "create_notify");
+        let exn = must(dev.export_notify(&n, &open_export(caps)), "export_notify");
+        (n, exn)
+    });
+    let notify_text = notify.as_ref().map_or(String::new(), |(_, e)| e.to_text());
+    let mut child = s.spawn(
+        HOLD_SYNC_ROLE,
+        &[("event", ex.to_text()), ("notify", notify_text)],
+    );
+    assert_eq!(child.expect("imported"), "ok", "the child's imports");
+    drop(ex);
+    drop(ev);
+    drop(notify);
+    drop(stream);
+    child.send("go");
+    assert_eq!(
+        child.expect("used"),
+        "ok",
+        "the importer's event and notify after the exporter dropped its own"
+    );
+    child.finish();
+}
+
+pub(crate) fn child_hold_sync<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    let ev = dev.import_event(
+        SharedHandle::from(decode(&process::arg("event"))),
+        &ImportOptions::default(),
+    );
+    let text = process::arg("notify");
+    let n = (!text.is_empty())
+        .then(|| dev.import_notify(SharedHandle::from(decode(&text)), &ImportOptions::default()));
+    let imported = match (&ev, &n) {
+        (Err(e), _) | (_, Some(Err(e))) => e.to_string(),
+        _ => "ok".to_string(),
+    };
+    report("imported", &imported);
+    if imported != "ok" {
+        return;
+    }
+    assert_eq!(process::wait_for("go"), "");
+    let mut used = Ok(());
+    if let Ok(ev) = &ev {
+        used = used.and_then(|()| ev.wait(WaitOptions::timeout(LONG)));
+    }
+    if let Some(Ok(n)) = &n {
+        used = used.and_then(|()| n.signal());
+    }
+    report(
+        "used",
+        &used.map_or_else(|e| e.to_string(), |()| "ok".to_string()),
+    );
 }

@@ -34,6 +34,7 @@ pub use waits::*;
 pub fn run_child_role<B: Backend>(suite: &Suite<B>, role: &str) {
     match role {
         lease::HOLD_ROLE => lease::child_hold(suite),
+        lease::HOLD_SYNC_ROLE => lease::child_hold_sync(suite),
         vmm::GROW_ROLE => vmm::child_grow(suite),
         access::PID_ROLE => access::child_pid_allow(suite),
         access::IDENTITY_ROLE => access::child_process_identity(suite),
