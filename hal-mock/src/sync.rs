@@ -103,20 +103,29 @@ impl SyncWords {
     /// of its own). The vendors make using an IPC event after its exporter
     /// destroyed it undefined (CUDA) and forbid destroying one before the
     /// importer is done (Ascend): the leases make the order right.
-    fn destroy_when_unleased(self: &Arc<Self>) {
+    ///
+    /// A deferred destroy counts among the device's deferred releases
+    /// ([`MockDevice::deferred_frees`](crate::MockDevice::deferred_frees))
+    /// until it ran.
+    fn destroy_when_unleased(self: &Arc<Self>, dev: &DevRef) {
         let held = self.leases.get().filter(|t| t.count() > 0).cloned();
         let Some(table) = held else {
             self.mark_destroyed();
             return;
         };
         let me = Arc::clone(self);
+        let owner = dev.clone();
+        owner.state().deferred.fetch_add(1, Ordering::AcqRel);
         let spawned = std::thread::Builder::new()
             .name("hal-mock-deferred-destroy".into())
             .spawn(move || {
                 let _ = table.wait_empty(None);
                 me.mark_destroyed();
+                drop(me);
+                owner.state().deferred.fetch_sub(1, Ordering::AcqRel);
             });
         if spawned.is_err() {
+            dev.state().deferred.fetch_sub(1, Ordering::AcqRel);
             log::warn!("no thread to defer destroying an exported event or notify; destroyed now");
             self.mark_destroyed();
         }
@@ -381,7 +390,7 @@ impl Event for MockEvent {
 impl Drop for MockEvent {
     fn drop(&mut self) {
         if !self.imported {
-            self.sync.destroy_when_unleased();
+            self.sync.destroy_when_unleased(&self.dev);
         }
     }
 }
@@ -474,7 +483,7 @@ fn wait_notify(dev: &DevRef, sync: &SyncWords, opts: WaitOptions) -> Result<()> 
 impl Drop for MockNotify {
     fn drop(&mut self) {
         if self.creator {
-            self.sync.destroy_when_unleased();
+            self.sync.destroy_when_unleased(&self.dev);
         }
     }
 }

@@ -271,21 +271,45 @@ fn ascend_has_no_managed_memory() {
 #[test]
 fn ascend_ipc_event_destroyed_before_import_is_refused() {
     let (_b, dev) = open();
-    let e = dev
-        .create_event(EventFlags {
-            interprocess: true,
-            timing: false,
-        })
-        .unwrap();
+    let ipc = EventFlags {
+        interprocess: true,
+        timing: false,
+    };
+    // Destroyed with no importer: an import after it is refused.
+    let e = dev.create_event(ipc).unwrap();
     let exported = dev.export_event(&e, &ExportOptions::default()).unwrap();
-    let early = dev
-        .import_event(exported.share().unwrap(), &ImportOptions::default())
-        .unwrap();
     drop(e);
     let err = dev
         .import_event(exported.share().unwrap(), &ImportOptions::default())
         .unwrap_err();
     assert_vendor(&err, acl::RT_INVALID_HANDLE);
-    // An importer that opened it in time keeps a usable event.
+    // With an importer holding it, the exporter's drop waits for that
+    // importer's lease: its event stays usable, and the event is destroyed
+    // once it lets go.
+    let e = dev.create_event(ipc).unwrap();
+    let exported = dev.export_event(&e, &ExportOptions::default()).unwrap();
+    let early = dev
+        .import_event(exported.share().unwrap(), &ImportOptions::default())
+        .unwrap();
+    drop(e);
     early.wait(WaitOptions::timeout(SHORT)).unwrap();
+    drop(early);
+    let mut refused = None;
+    for _ in 0..3000 {
+        match dev.import_event(exported.share().unwrap(), &ImportOptions::default()) {
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+            // Destruction runs on a thread once the lease is given back.
+            Ok(late) => {
+                drop(late);
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+    }
+    assert_vendor(
+        &refused.expect("the event is destroyed once its importer let go"),
+        acl::RT_INVALID_HANDLE,
+    );
 }

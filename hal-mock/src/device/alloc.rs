@@ -290,8 +290,13 @@ impl MockDevice {
         };
         let mapping = |region: Arc<ImportRegion>, handle: Handle| MockMapping {
             dev: on.clone(),
+            // A region of the original memory counts from the start of its
+            // memory object, a mapping made for the import from the window.
+            view: match region.memory {
+                RegionMemory::Original(_) => payload.fd_offset + payload.view,
+                RegionMemory::Mapped(_) => payload.view,
+            },
             region,
-            view: payload.view,
             len: handle.size,
             handle,
             location,
@@ -311,29 +316,6 @@ impl MockDevice {
                 return Ok(mapping(region, handle));
             }
         }
-        let own = shared
-            .handle
-            .is_own()
-            .then(|| {
-                lock(&self.dev.shared.own_buffers)
-                    .get(&payload.buffer_id)
-                    .and_then(Weak::upgrade)
-            })
-            .flatten();
-        if let Some(backing) = own {
-            // The exporting process imports its own export: the vendors
-            // refuse to open their own handle (CUDA answers
-            // CUDA_ERROR_INVALID_CONTEXT), so the import reaches the
-            // original memory, and still takes a lease.
-            let taken = self.take_fds_leased(&mut shared, 1)?;
-            let region = Arc::new(ImportRegion {
-                memory: RegionMemory::Original(backing),
-                _lease: taken.lease,
-            });
-            let mut m = mapping(region, shared.handle);
-            m.view += payload.fd_offset;
-            return Ok(m);
-        }
         let taken = self.take_fds_leased(&mut shared, 1)?;
         let checked = taken.checked;
         let [data]: [OwnedFd; 1] = taken
@@ -347,6 +329,29 @@ impl MockDevice {
             os::verify_sealed_memfd(data.as_fd(), end)?;
         }
         check_data_access(data.as_fd(), read_only)?;
+        // The exporting process imports its own export (with its own
+        // descriptors): the vendors refuse to open their own handle (CUDA
+        // answers CUDA_ERROR_INVALID_CONTEXT), so the import reaches the
+        // original memory, and still takes a lease.
+        let own = (checked && target == source && shared.handle.is_own())
+            .then(|| {
+                lock(&self.dev.shared.own_buffers)
+                    .get(&payload.buffer_id)
+                    .and_then(Weak::upgrade)
+            })
+            .flatten();
+        if let Some(backing) = own {
+            let region = Arc::new(ImportRegion {
+                memory: RegionMemory::Original(backing),
+                _lease: taken.lease,
+            });
+            if rules::shares_repeated_imports(vendor) {
+                let mut cache = lock(&self.dev.shared.import_cache);
+                cache.retain(|_, w| w.strong_count() > 0);
+                cache.insert(key, Arc::downgrade(&region));
+            }
+            return Ok(mapping(region, shared.handle));
+        }
         let prot = if read_only {
             Prot::Read
         } else {
