@@ -24,10 +24,7 @@ use hal_core::{
     HandleFlags, HandleKind, ImportOptions, Importers, Memory, SharedHandle,
 };
 use hal_cpu_shm::{named, CpuShm, NamedOptions};
-use nix::sys::socket::{
-    connect, recvmsg, socket, AddressFamily, ControlMessageOwned, MsgFlags, SockFlag, SockType,
-    UnixAddr,
-};
+use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType, UnixAddr};
 use reliability::*;
 
 // --- tests -------------------------------------------------------------------
@@ -575,116 +572,6 @@ fn broker_garbler() {
     );
 }
 
-/// Read a broker's reply on `fd`: `eof`, the status, or `status+Nfds` when
-/// descriptors came with it (they are closed at once), then `+lease` when a
-/// lease ticket came with it (it is given back at once, with a release
-/// request on a new connection to `name`).
-fn broker_answer_at(fd: std::os::fd::BorrowedFd<'_>, name: &str) -> String {
-    let mut buf = [0u8; 64];
-    let mut space = nix::cmsg_space!([RawFd; 16]);
-    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
-    let msg = recvmsg::<()>(
-        fd.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )
-    .unwrap();
-    let mut fds = Vec::new();
-    for c in msg.cmsgs().unwrap() {
-        if let ControlMessageOwned::ScmRights(r) = c {
-            for raw in r {
-                // SAFETY: the kernel installed this descriptor for this
-                // reception; nothing else owns it.
-                fds.push(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) });
-            }
-        }
-    }
-    let n = msg.bytes;
-    if n == 0 {
-        return "eof".to_string();
-    }
-    assert!(
-        n == 40 && &buf[..4] == b"HALR",
-        "a malformed reply {:?}",
-        &buf[..n]
-    );
-    let mut answer = if fds.is_empty() {
-        buf[5].to_string()
-    } else {
-        format!("{}+{}fds", buf[5], fds.len())
-    };
-    if buf[7] == 1 {
-        // Give the lease back: op 3 with the ticket (table id, slot, token).
-        let mut release = b"HALB\x02\x03\x00\x00".to_vec();
-        release.extend_from_slice(&buf[24..40]);
-        release.extend_from_slice(&buf[12..16]);
-        release.extend_from_slice(&[0; 4]);
-        release.extend_from_slice(&buf[16..24]);
-        let conn = broker_connect(name);
-        send_raw(conn.as_fd(), &release, &[]);
-        assert_eq!(
-            broker_answer_at(conn.as_fd(), name),
-            "0",
-            "a lease given back"
-        );
-        answer.push_str("+lease");
-    }
-    answer
-}
-
-/// Connect to the broker `name` and send it `bytes`, the raw protocol.
-fn broker_connect(name: &str) -> OwnedFd {
-    let fd = socket(
-        AddressFamily::Unix,
-        SockType::SeqPacket,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .unwrap();
-    let tv = nix::sys::time::TimeVal::new(10, 0);
-    nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::ReceiveTimeout, &tv).unwrap();
-    connect(
-        fd.as_raw_fd(),
-        &UnixAddr::new_abstract(name.as_bytes()).unwrap(),
-    )
-    .unwrap();
-    fd
-}
-
-/// The broker's fetch request for `id` (see `hal_core::exchange`): version
-/// 2, operation 1, the id, no ticket.
-fn broker_request(id: &[u8; 16]) -> Vec<u8> {
-    let mut r = b"HALB\x02\x01\x00\x00".to_vec();
-    r.extend_from_slice(id);
-    r.extend_from_slice(&[0; 16]);
-    r
-}
-
-/// The broker's lease request for `id`: operation 2.
-fn lease_request(id: &[u8; 16]) -> Vec<u8> {
-    let mut r = broker_request(id);
-    r[5] = 2;
-    r
-}
-
-/// A release request: operation 3, the table id, the slot and the token.
-fn release_request(table: &[u8], slot: u32, token: u64) -> Vec<u8> {
-    let mut r = b"HALB\x02\x03\x00\x00".to_vec();
-    r.extend_from_slice(table);
-    r.extend_from_slice(&slot.to_le_bytes());
-    r.extend_from_slice(&[0; 4]);
-    r.extend_from_slice(&token.to_le_bytes());
-    r
-}
-
-/// Something shaped like a broker reply, sent to a broker.
-fn reply_lookalike() -> Vec<u8> {
-    let mut r = b"HALR\x02\x00\x01\x00".to_vec();
-    r.resize(40, 0);
-    r
-}
-
 // --- 3. forged allow-lists --------------------------------------------------------
 
 fn allow_list_exporter<D: Device>(d: &D, backend: &str) {
@@ -1041,42 +928,6 @@ fn lease_exporter<D: Device>(d: &D, backend: &str) {
     census.unwrap().assert_back("after the lease hogs");
 }
 
-/// A lease ticket as a reply carries it: table id, slot, token.
-type RawTicket = (Vec<u8>, u32, u64);
-
-/// A broker reply's status, descriptor count and lease ticket.
-fn raw_reply(fd: std::os::fd::BorrowedFd<'_>) -> (u8, usize, Option<RawTicket>) {
-    let mut buf = [0u8; 64];
-    let mut space = nix::cmsg_space!([RawFd; 16]);
-    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
-    let msg = recvmsg::<()>(
-        fd.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )
-    .unwrap();
-    let mut fds = Vec::new();
-    for c in msg.cmsgs().unwrap() {
-        if let ControlMessageOwned::ScmRights(r) = c {
-            for raw in r {
-                // SAFETY: the kernel installed this descriptor for this
-                // reception; nothing else owns it.
-                fds.push(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) });
-            }
-        }
-    }
-    assert_eq!(msg.bytes, 40, "a reply");
-    let ticket = (buf[7] == 1).then(|| {
-        (
-            buf[24..40].to_vec(),
-            u32::from_le_bytes(buf[12..16].try_into().unwrap()),
-            u64::from_le_bytes(buf[16..24].try_into().unwrap()),
-        )
-    });
-    (buf[5], fds.len(), ticket)
-}
-
 fn lease_hog() {
     let h = exchange::decode(&arg("handle")).unwrap();
     let FdSource::Broker { name, .. } = h.fds.clone() else {
@@ -1085,7 +936,7 @@ fn lease_hog() {
     let ask = |bytes: &[u8]| {
         let fd = broker_connect(&name);
         send_raw(fd.as_fd(), bytes, &[]);
-        raw_reply(fd.as_fd())
+        raw_reply(fd.as_fd()).expect("a reply")
     };
     // The raw fetch: what travels.
     let (status, fds, ticket) = ask(&broker_request(&h.object_id));

@@ -9,7 +9,7 @@
 
 mod reliability;
 
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 
 use hal_core::exchange;
@@ -19,9 +19,6 @@ use hal_core::{
     Importers, Memory, SharedHandle,
 };
 use hal_cpu_shm::CpuShm;
-use nix::sys::socket::{
-    connect, recv, socket, AddressFamily, MsgFlags, SockFlag, SockType, UnixAddr,
-};
 use reliability::*;
 
 #[test]
@@ -157,28 +154,9 @@ fn holds_pattern(m: &impl Memory, seed: u32) -> bool {
 
 /// A raw fetch request (protocol version 2) and the status of the reply.
 fn raw_fetch_status(name: &str, id: &[u8; 16]) -> u8 {
-    let fd = socket(
-        AddressFamily::Unix,
-        SockType::SeqPacket,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )
-    .unwrap();
-    let tv = nix::sys::time::TimeVal::new(30, 0);
-    nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::ReceiveTimeout, &tv).unwrap();
-    connect(
-        fd.as_raw_fd(),
-        &UnixAddr::new_abstract(name.as_bytes()).unwrap(),
-    )
-    .unwrap();
-    let mut r = b"HALB\x02\x01\x00\x00".to_vec();
-    r.extend_from_slice(id);
-    r.extend_from_slice(&[0; 16]);
-    send_raw(fd.as_fd(), &r, &[]);
-    let mut buf = [0u8; 64];
-    let n = recv(fd.as_raw_fd(), &mut buf, MsgFlags::empty()).unwrap();
-    assert!(n >= 6 && &buf[..4] == b"HALR", "a reply");
-    buf[5]
+    let fd = broker_connect(name);
+    send_raw(fd.as_fd(), &broker_request(id), &[]);
+    raw_reply(fd.as_fd()).expect("a reply").0
 }
 
 // --- the overflow uid ----------------------------------------------------------

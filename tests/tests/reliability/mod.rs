@@ -654,3 +654,133 @@ pub fn run_scenario(scenario: &str, backend: &str) {
     }
     assert_no_shm(&format!("hal-rel-{pid}-"));
 }
+
+// --- the descriptor broker's protocol, spoken by hand ------------------------------
+
+/// A lease ticket as a reply carries it: table id, slot, token.
+pub type RawTicket = (Vec<u8>, u32, u64);
+
+/// Connect to the broker `name` and send it `bytes`, the raw protocol.
+pub fn broker_connect(name: &str) -> std::os::fd::OwnedFd {
+    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+    use std::os::fd::AsRawFd;
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    let tv = nix::sys::time::TimeVal::new(10, 0);
+    nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::ReceiveTimeout, &tv).unwrap();
+    connect(
+        fd.as_raw_fd(),
+        &UnixAddr::new_abstract(name.as_bytes()).unwrap(),
+    )
+    .unwrap();
+    fd
+}
+
+/// The broker's fetch request for `id` (see `hal_core::exchange`): version
+/// 2, operation 1, the id, no ticket.
+pub fn broker_request(id: &[u8; 16]) -> Vec<u8> {
+    let mut r = b"HALB\x02\x01\x00\x00".to_vec();
+    r.extend_from_slice(id);
+    r.extend_from_slice(&[0; 16]);
+    r
+}
+
+/// The broker's lease request for `id`: operation 2.
+pub fn lease_request(id: &[u8; 16]) -> Vec<u8> {
+    let mut r = broker_request(id);
+    r[5] = 2;
+    r
+}
+
+/// A release request: operation 3, the table id, the slot and the token.
+pub fn release_request(table: &[u8], slot: u32, token: u64) -> Vec<u8> {
+    let mut r = b"HALB\x02\x03\x00\x00".to_vec();
+    r.extend_from_slice(table);
+    r.extend_from_slice(&slot.to_le_bytes());
+    r.extend_from_slice(&[0; 4]);
+    r.extend_from_slice(&token.to_le_bytes());
+    r
+}
+
+/// Something shaped like a broker reply, sent to a broker.
+pub fn reply_lookalike() -> Vec<u8> {
+    let mut r = b"HALR\x02\x00\x01\x00".to_vec();
+    r.resize(40, 0);
+    r
+}
+
+/// A broker reply read by hand: `None` at end of file, else its status,
+/// how many descriptors came (closed at once) and the lease ticket.
+pub fn raw_reply(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u8, usize, Option<RawTicket>)> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+    let mut buf = [0u8; 64];
+    let mut space = nix::cmsg_space!([RawFd; 16]);
+    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+    let msg = recvmsg::<()>(
+        fd.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )
+    .unwrap();
+    let mut fds = Vec::new();
+    for c in msg.cmsgs().unwrap() {
+        if let ControlMessageOwned::ScmRights(r) = c {
+            for raw in r {
+                // SAFETY: the kernel installed this descriptor for this
+                // reception; nothing else owns it.
+                fds.push(unsafe { OwnedFd::from_raw_fd(raw) });
+            }
+        }
+    }
+    let n = msg.bytes;
+    if n == 0 {
+        return None;
+    }
+    assert!(
+        n == 40 && &buf[..4] == b"HALR",
+        "a malformed reply {:?}",
+        &buf[..n]
+    );
+    let ticket = (buf[7] == 1).then(|| {
+        (
+            buf[24..40].to_vec(),
+            u32::from_le_bytes(buf[12..16].try_into().unwrap()),
+            u64::from_le_bytes(buf[16..24].try_into().unwrap()),
+        )
+    });
+    Some((buf[5], fds.len(), ticket))
+}
+
+/// A broker's reply on `fd` as text: `eof`, the status, or `status+Nfds`
+/// when descriptors came with it, then `+lease` when a lease ticket came
+/// with it (given back at once, with a release request to the broker
+/// `name`).
+pub fn broker_answer_at(fd: std::os::fd::BorrowedFd<'_>, name: &str) -> String {
+    use std::os::fd::AsFd;
+    let Some((status, fds, ticket)) = raw_reply(fd) else {
+        return "eof".to_string();
+    };
+    let mut answer = if fds == 0 {
+        status.to_string()
+    } else {
+        format!("{status}+{fds}fds")
+    };
+    if let Some((table, slot, token)) = ticket {
+        let conn = broker_connect(name);
+        send_raw(conn.as_fd(), &release_request(&table, slot, token), &[]);
+        assert_eq!(
+            broker_answer_at(conn.as_fd(), name),
+            "0",
+            "a lease given back"
+        );
+        answer.push_str("+lease");
+    }
+    answer
+}
