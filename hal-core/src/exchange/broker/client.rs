@@ -126,14 +126,20 @@ pub(super) fn call(handle: &Handle, name: &str, request: Request, count: usize) 
         e => e,
     })?;
     check_server(fd.as_fd(), handle, name)?;
-    let (lease, fds) =
-        exchange(fd.as_fd(), name, exporter, &request, count, &what).map_err(|e| match e {
-            Error::Closed { .. } if !os::process_alive(exporter, handle.creator_start) => {
-                gone(handle, name)
-            }
-            e => e,
-        })?;
+    let (lease, fds) = exchange(fd.as_fd(), name, exporter, &request, count, &what)
+        .map_err(|e| closed_by_exit(e, handle, name))?;
     Ok(Served { fds, lease })
+}
+
+/// A broker that hung up mid-request: when its exporter has exited, say so
+/// ([`gone`]); otherwise the hang-up as it is.
+pub(super) fn closed_by_exit(e: Error, handle: &Handle, name: &str) -> Error {
+    match e {
+        Error::Closed { .. } if !os::process_alive(handle.creator_pid, handle.creator_start) => {
+            gone(handle, name)
+        }
+        e => e,
+    }
 }
 
 pub(super) fn connect(name: &str, exporter: u32) -> Result<OwnedFd> {
@@ -179,35 +185,10 @@ pub(super) fn exchange(
     count: usize,
     what: &str,
 ) -> Result<(Option<LeaseTicket>, Vec<OwnedFd>)> {
-    match sys::send_msg(fd, &encode_request(request), &[]) {
-        Ok(_) => {}
-        Err(e) if sys::is_timeout(&e) => {
-            return Err(timeout(name, exporter, "to take the request"))
-        }
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EPIPE | libc::ECONNRESET)) => {
-            return Err(hung_up(name, exporter))
-        }
-        Err(e) => {
-            return Err(Error::io(
-                format!("sending a request to the broker `{name}`"),
-                e,
-            ))
-        }
-    }
+    sys::send_msg(fd, &encode_request(request), &[])
+        .map_err(|e| send_failure(e, name, exporter))?;
     let mut buf = [0u8; 64];
-    let got = match sys::recv_msg(fd, &mut buf, MAX_FDS) {
-        Ok(got) => got,
-        Err(e) if sys::is_timeout(&e) => return Err(timeout(name, exporter, "to answer")),
-        Err(e) if e.raw_os_error() == Some(libc::ECONNRESET) => {
-            return Err(hung_up(name, exporter))
-        }
-        Err(e) => {
-            return Err(Error::io(
-                format!("receiving the reply of the broker `{name}`"),
-                e,
-            ))
-        }
-    };
+    let got = sys::recv_msg(fd, &mut buf, MAX_FDS).map_err(|e| recv_failure(e, name, exporter))?;
     // `got.fds` owns whatever arrived: every error return below closes it.
     if got.ctrunc {
         return Err(dropped_descriptors(got.fds.len(), Some(count)));
@@ -328,6 +309,32 @@ pub(super) fn status_error(
     }
 }
 
+/// The error for a request the broker did not take: its queue stayed full
+/// for [`BROKER_TIMEOUT`] ([`Error::Timeout`]), it hung up ([`Error::Closed`]),
+/// or the socket failed ([`Error::Io`]).
+pub(super) fn send_failure(e: io::Error, name: &str, exporter: u32) -> Error {
+    if sys::is_timeout(&e) {
+        timeout(name, exporter, "to take the request")
+    } else if matches!(e.raw_os_error(), Some(libc::EPIPE | libc::ECONNRESET)) {
+        hung_up(name, exporter)
+    } else {
+        Error::io(format!("sending a request to the broker `{name}`"), e)
+    }
+}
+
+/// The error for a reply that did not come: no answer within
+/// [`BROKER_TIMEOUT`] ([`Error::Timeout`]), a reset ([`Error::Closed`]), or
+/// a socket failure ([`Error::Io`]).
+pub(super) fn recv_failure(e: io::Error, name: &str, exporter: u32) -> Error {
+    if sys::is_timeout(&e) {
+        timeout(name, exporter, "to answer")
+    } else if e.raw_os_error() == Some(libc::ECONNRESET) {
+        hung_up(name, exporter)
+    } else {
+        Error::io(format!("receiving the reply of the broker `{name}`"), e)
+    }
+}
+
 pub(super) fn hung_up(name: &str, exporter: u32) -> Error {
     Error::Closed {
         what: format!(
@@ -412,5 +419,76 @@ pub(super) fn timeout(name: &str, pid: u32, what: &str) -> Error {
     Error::Timeout {
         after: BROKER_TIMEOUT,
         what: format!("the descriptor broker `{name}` of pid {pid} {what}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errno(n: i32) -> io::Error {
+        io::Error::from_raw_os_error(n)
+    }
+
+    #[test]
+    fn failed_sends_and_receives_say_what_happened() {
+        for (e, want) in [
+            (errno(libc::EAGAIN), "timeout"),
+            (errno(libc::EPIPE), "closed"),
+            (errno(libc::ECONNRESET), "closed"),
+            (errno(libc::EBADF), "io"),
+        ] {
+            assert_eq!(send_failure(e, "b", 1).kind_name(), want);
+        }
+        for (e, want) in [
+            (errno(libc::EAGAIN), "timeout"),
+            (errno(libc::EPIPE), "io"),
+            (errno(libc::ECONNRESET), "closed"),
+            (errno(libc::EBADF), "io"),
+        ] {
+            assert_eq!(recv_failure(e, "b", 1).kind_name(), want);
+        }
+    }
+
+    #[test]
+    fn a_hang_up_of_an_exited_exporter_says_it_exited() {
+        let (pid, start) = os::self_identity();
+        let mut h = crate::Handle {
+            kind: crate::HandleKind::Memory,
+            backend: crate::BackendId::CpuShm,
+            device: 0,
+            device_uuid: [0; 16],
+            location: crate::Location::Host,
+            size: 4096,
+            offset: 0,
+            address: 0,
+            creator_pid: pid,
+            creator_start: start,
+            creator_pid_ns: os::pid_namespace(),
+            object_id: [1; 16],
+            flags: crate::HandleFlags::default(),
+            pid_kind: crate::PidKind::Os,
+            allowed_pids: Vec::new(),
+            fds: crate::FdSource::None,
+            payload: Vec::new(),
+        };
+        let closed = || Error::Closed {
+            what: "hung up".into(),
+        };
+        // A live exporter: the hang-up as it is.
+        assert!(
+            matches!(closed_by_exit(closed(), &h, "b"), Error::Closed { what } if what == "hung up")
+        );
+        // An exporter that has exited: said so.
+        h.creator_pid = 0x7fff_fff0;
+        match closed_by_exit(closed(), &h, "b") {
+            Error::Closed { what } => assert!(what.contains("has exited"), "{what}"),
+            other => panic!("{other:?}"),
+        }
+        // Other errors pass through.
+        assert_eq!(
+            closed_by_exit(Error::invalid("x"), &h, "b").kind_name(),
+            "invalid-argument"
+        );
     }
 }
