@@ -176,6 +176,7 @@ macro_rules! conformance_suite {
                 memory_export_subrange_at_offset,
                 memory_import_twice,
                 same_process_import,
+                dlpack_device_memory,
                 memory_read_only_export,
                 memory_misaligned_export_refused,
                 memory_out_of_range_export_refused,

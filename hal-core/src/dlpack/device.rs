@@ -13,6 +13,10 @@ pub fn dl_device(backend: BackendId, location: Location) -> Result<DLDevice> {
             .map_err(|_| Error::invalid(format!("device ordinal {n} does not fit DLPack's int32")))
     };
     let device = match (backend, location) {
+        (BackendId::MockCuda | BackendId::MockAscend, Location::Device(n)) => DLDevice {
+            device_type: DLDeviceType::EXT_DEV,
+            device_id: ordinal(n)?,
+        },
         (BackendId::CpuShm | BackendId::MockCuda | BackendId::MockAscend, _) => DLDevice::CPU,
         (BackendId::Cuda | BackendId::CudaUvm, Location::Device(n)) => DLDevice {
             device_type: DLDeviceType::CUDA,
@@ -86,6 +90,11 @@ mod tests {
             (
                 BackendId::MockCuda,
                 Location::Device(2),
+                dev(DLDeviceType::EXT_DEV, 2),
+            ),
+            (
+                BackendId::MockCuda,
+                Location::Host,
                 dev(DLDeviceType::CPU, 0),
             ),
             (

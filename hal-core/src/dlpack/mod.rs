@@ -21,7 +21,8 @@
 //! | cuda, cuda-uvm | `Managed` | `kDLCUDAManaged` (13) | 0 |
 //! | ascend | `Device(n)` | `kDLExtDev` (12) | n |
 //! | ascend | `Host` | `kDLCPU` (1) | 0 |
-//! | mock-cuda, mock-ascend | any | `kDLCPU` (1) | 0 |
+//! | mock-cuda, mock-ascend | `Device(n)` | `kDLExtDev` (12) | n |
+//! | mock-cuda, mock-ascend | `Host`, `Managed` | `kDLCPU` (1) | 0 |
 //! | external | `Host` | `kDLCPU` (1) | 0 |
 //!
 //! DLPack never added a type for shared CPU memory: shared host memory is
@@ -36,9 +37,11 @@
 //! [`TensorSpec::with_device`]. Ascend host memory is plain host memory
 //! (`kDLCPU`); Ascend has no managed memory.
 //!
-//! **The simulator.** Memory of the mock backends lives in host memfds
-//! whatever its simulated location, so it is `kDLCPU`: a consumer told
-//! `kDLCUDA` would hand the pointer to a GPU kernel.
+//! **The simulator.** Host and managed memory of the mock backends is
+//! host-visible, so it is `kDLCPU`. Their device memory is no real device's:
+//! it is `kDLExtDev` with the simulated ordinal and the simulator's device
+//! address, so that no consumer takes it for CPU or CUDA memory (told
+//! `kDLCUDA`, a consumer would hand the pointer to a GPU kernel).
 //!
 //! Other combinations (managed memory of a non-CUDA backend, device memory
 //! of an external backend) are refused unless [`TensorSpec::with_device`]

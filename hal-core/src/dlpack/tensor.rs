@@ -65,37 +65,41 @@ impl DlpackTensor {
     /// Describe `mem` as a tensor of `spec` on behalf of `backend` (which
     /// chooses the device type, see [`dl_device`]).
     ///
-    /// Refused when the memory is not host-visible
-    /// ([`Error::Unsupported`]) and when the layout does not fit its length
-    /// ([`Error::InvalidArgument`]).
+    /// Device memory is described too: its data pointer is the device's
+    /// address ([`Memory::addr`]) and its device type the backend's (a
+    /// framework hands it to its own kernels). Refused when a host device
+    /// type (`kDLCPU`, `kDLCUDAHost`) would describe memory that is not
+    /// host-visible ([`Error::Unsupported`]), and when the layout does not
+    /// fit its length ([`Error::InvalidArgument`]).
     pub fn new<M>(mem: Arc<M>, backend: BackendId, spec: &TensorSpec) -> Result<DlpackTensor>
     where
         M: Memory + ?Sized + 'static,
     {
-        let Some(host) = mem.host_ptr() else {
-            return Err(Error::unsupported(
-                backend.name(),
-                "DLPack export",
-                format!(
-                    "the {:?} memory is not host-visible; copy it into host memory first",
-                    mem.location()
-                ),
-            ));
-        };
         let (strides, elements) = spec.layout(mem.len())?;
         let device = match spec.device {
             Some(d) => d,
             None => dl_device(backend, mem.location())?,
         };
-        let data: *mut c_void = if elements == 0 {
-            std::ptr::null_mut()
-        } else if matches!(
+        let host_type = matches!(
             device.device_type,
             DLDeviceType::CPU | DLDeviceType::CUDA_HOST
-        ) {
-            host.cast()
-        } else {
-            mem.addr() as usize as *mut c_void
+        );
+        let data: *mut c_void = match (host_type, mem.host_ptr()) {
+            (true, None) => {
+                return Err(Error::unsupported(
+                    backend.name(),
+                    "DLPack export",
+                    format!(
+                        "the {:?} memory is not host-visible, so a host device type cannot \
+                         describe it; export it with its device's type, or copy it into host \
+                         memory first",
+                        mem.location()
+                    ),
+                ))
+            }
+            _ if elements == 0 => std::ptr::null_mut(),
+            (true, Some(host)) => host.cast(),
+            (false, _) => mem.addr() as usize as *mut c_void,
         };
         let mut flags = 0;
         if spec.read_only || mem.is_read_only() {
@@ -437,9 +441,31 @@ mod tests {
     }
 
     #[test]
+    fn device_memory_is_described_by_its_device_address() {
+        let t = to_dlpack(Arc::new(DeviceOnly), BackendId::Cuda, DLDataType::F32, &[4]).unwrap();
+        assert_eq!(t.tensor().data as usize, 0x7000_0000);
+        assert_eq!(t.tensor().device.device_type, DLDeviceType::CUDA);
+        assert_eq!(t.tensor().device.device_id, 0);
+        let sim = to_dlpack(
+            Arc::new(DeviceOnly),
+            BackendId::MockCuda,
+            DLDataType::U8,
+            &[8],
+        )
+        .unwrap();
+        assert_eq!(sim.tensor().device.device_type, DLDeviceType::EXT_DEV);
+        assert_eq!(sim.tensor().data as usize, 0x7000_0000);
+    }
+
+    #[test]
     fn refusals() {
-        let err =
-            to_dlpack(Arc::new(DeviceOnly), BackendId::Cuda, DLDataType::F32, &[4]).unwrap_err();
+        // Device memory described as host memory.
+        let err = DlpackTensor::new(
+            Arc::new(DeviceOnly),
+            BackendId::Cuda,
+            &TensorSpec::new(DLDataType::F32, &[4]).with_device(DLDevice::CPU),
+        )
+        .unwrap_err();
         assert!(err.is_unsupported(), "{err}");
 
         let (mem, drops) = ShmMemory::new(4096, false);

@@ -10,6 +10,7 @@ use crate::support::Suite;
 
 mod access;
 mod device;
+mod dlpack;
 mod handle;
 mod lease;
 mod memory;
@@ -21,6 +22,7 @@ mod waits;
 
 pub use access::*;
 pub use device::*;
+pub use dlpack::*;
 pub use handle::*;
 pub use lease::*;
 pub use memory::*;
