@@ -81,6 +81,33 @@ pub trait Memory: Send + Sync {
 
 pub use crate::bounds::check_bounds;
 
+/// Memory of one device that a stream operation reads or writes: an
+/// allocation of this process or a mapping it imported.
+pub enum MemRef<'a, D: Device + ?Sized> {
+    /// An allocation.
+    Allocation(&'a D::Allocation),
+    /// An imported mapping.
+    Mapping(&'a D::Mapping),
+}
+
+impl<D: Device + ?Sized> Clone for MemRef<'_, D> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<D: Device + ?Sized> Copy for MemRef<'_, D> {}
+
+impl<'a, D: Device + ?Sized> MemRef<'a, D> {
+    /// The memory, whichever kind it is.
+    pub fn memory(self) -> &'a dyn Memory {
+        match self {
+            MemRef::Allocation(a) => a,
+            MemRef::Mapping(m) => m,
+        }
+    }
+}
+
 /// A resource returned by [`Allocation::free`] when it could not be freed.
 #[derive(Debug)]
 pub struct FreeError<T> {
@@ -246,6 +273,54 @@ pub trait Device: Send + Sync + 'static {
 
     /// Block until everything queued on `stream` has run.
     fn synchronize(&self, stream: &Self::Stream, timeout: Option<Duration>) -> Result<()>;
+
+    /// Queue a copy of `len` bytes from `src` at `src_offset` to `dst` at
+    /// `dst_offset` on `stream`: host to device, device to host or device to
+    /// device, by where each side lives (a host allocation of the device is
+    /// the host side). The stream keeps both sides alive until the copy ran;
+    /// its errors surface at the next [`Device::synchronize`]. Out-of-range
+    /// offsets are [`Error::InvalidArgument`], a read-only destination
+    /// [`Error::PermissionDenied`]. On a host-synchronous stream the copy runs
+    /// before the call returns.
+    fn copy_async(
+        &self,
+        stream: &Self::Stream,
+        dst: MemRef<'_, Self>,
+        dst_offset: u64,
+        src: MemRef<'_, Self>,
+        src_offset: u64,
+        len: u64,
+    ) -> Result<()>;
+
+    /// Queue a copy of the host bytes `data` into `dst` at `offset` on
+    /// `stream` (the stream owns the bytes until the copy ran).
+    fn write_async(
+        &self,
+        stream: &Self::Stream,
+        dst: MemRef<'_, Self>,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> Result<()>;
+
+    /// Queue setting `len` bytes of `dst` at `offset` to `value` on `stream`
+    /// (`cuMemsetD8Async`, `aclrtMemsetAsync`).
+    fn memset_async(
+        &self,
+        stream: &Self::Stream,
+        dst: MemRef<'_, Self>,
+        offset: u64,
+        len: u64,
+        value: u8,
+    ) -> Result<()>;
+
+    /// True when everything queued on `stream` so far has run (it never
+    /// waits; `cuStreamQuery`, `aclrtStreamQuery`). An error of queued work
+    /// is returned here as it would be by [`Device::synchronize`].
+    fn query_stream(&self, stream: &Self::Stream) -> Result<bool>;
+
+    /// Block until everything queued on every stream of this device has run
+    /// (`cuCtxSynchronize`, `aclrtSynchronizeDevice`).
+    fn synchronize_device(&self, timeout: Option<Duration>) -> Result<()>;
 
     /// Create an event.
     fn create_event(&self, flags: EventFlags) -> Result<Self::Event>;

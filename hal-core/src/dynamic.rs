@@ -308,6 +308,42 @@ pub trait DynDevice: Send + Sync {
     /// Block until everything queued on `stream` has run.
     fn synchronize(&self, stream: &dyn DynStream, timeout: Option<Duration>) -> Result<()>;
 
+    /// Queue a copy on `stream`; see [`Device::copy_async`].
+    fn copy_async(
+        &self,
+        stream: &dyn DynStream,
+        dst: DynMemRef<'_>,
+        dst_offset: u64,
+        src: DynMemRef<'_>,
+        src_offset: u64,
+        len: u64,
+    ) -> Result<()>;
+
+    /// Queue a write of host bytes on `stream`; see [`Device::write_async`].
+    fn write_async(
+        &self,
+        stream: &dyn DynStream,
+        dst: DynMemRef<'_>,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> Result<()>;
+
+    /// Queue a memset on `stream`; see [`Device::memset_async`].
+    fn memset_async(
+        &self,
+        stream: &dyn DynStream,
+        dst: DynMemRef<'_>,
+        offset: u64,
+        len: u64,
+        value: u8,
+    ) -> Result<()>;
+
+    /// Whether `stream`'s work has run; see [`Device::query_stream`].
+    fn query_stream(&self, stream: &dyn DynStream) -> Result<bool>;
+
+    /// Wait for every stream of the device; see [`Device::synchronize_device`].
+    fn synchronize_device(&self, timeout: Option<Duration>) -> Result<()>;
+
     /// Create an event; see [`Device::create_event`].
     fn create_event(&self, flags: EventFlags) -> Result<Box<dyn DynEvent>>;
 
@@ -391,6 +427,36 @@ pub trait DynDevice: Send + Sync {
 
 /// The backend's own resource behind `any`, or [`Error::InvalidArgument`]
 /// when another backend made it.
+/// Memory of one device for a stream operation of the dynamic layer; see
+/// [`MemRef`](crate::MemRef).
+#[derive(Clone, Copy)]
+pub enum DynMemRef<'a> {
+    /// An allocation.
+    Allocation(&'a dyn DynAllocation),
+    /// An imported mapping.
+    Mapping(&'a dyn DynMapping),
+}
+
+impl<'a> DynMemRef<'a> {
+    /// The backend's own reference, or [`Error::InvalidArgument`] for memory
+    /// of another backend.
+    fn own<D>(self, info: &DeviceInfo) -> Result<crate::MemRef<'a, D>>
+    where
+        D: Device,
+        D::Allocation: 'static,
+        D::Mapping: 'static,
+    {
+        Ok(match self {
+            DynMemRef::Allocation(a) => {
+                crate::MemRef::Allocation(own::<D::Allocation>(a.as_any(), info, "allocation")?)
+            }
+            DynMemRef::Mapping(m) => {
+                crate::MemRef::Mapping(own::<D::Mapping>(m.as_any(), info, "mapping")?)
+            }
+        })
+    }
+}
+
 fn own<'a, T: 'static>(any: &'a dyn Any, info: &DeviceInfo, what: &str) -> Result<&'a T> {
     any.downcast_ref::<T>().ok_or_else(|| {
         Error::invalid(format!(
@@ -451,6 +517,56 @@ where
     fn synchronize(&self, stream: &dyn DynStream, timeout: Option<Duration>) -> Result<()> {
         let stream = own::<D::Stream>(stream.as_any(), Device::info(self), "stream")?;
         Device::synchronize(self, stream, timeout)
+    }
+
+    fn copy_async(
+        &self,
+        stream: &dyn DynStream,
+        dst: DynMemRef<'_>,
+        dst_offset: u64,
+        src: DynMemRef<'_>,
+        src_offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        let info = Device::info(self);
+        let stream = own::<D::Stream>(stream.as_any(), info, "stream")?;
+        let dst = dst.own::<D>(info)?;
+        let src = src.own::<D>(info)?;
+        Device::copy_async(self, stream, dst, dst_offset, src, src_offset, len)
+    }
+
+    fn write_async(
+        &self,
+        stream: &dyn DynStream,
+        dst: DynMemRef<'_>,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> Result<()> {
+        let info = Device::info(self);
+        let stream = own::<D::Stream>(stream.as_any(), info, "stream")?;
+        Device::write_async(self, stream, dst.own::<D>(info)?, offset, data)
+    }
+
+    fn memset_async(
+        &self,
+        stream: &dyn DynStream,
+        dst: DynMemRef<'_>,
+        offset: u64,
+        len: u64,
+        value: u8,
+    ) -> Result<()> {
+        let info = Device::info(self);
+        let stream = own::<D::Stream>(stream.as_any(), info, "stream")?;
+        Device::memset_async(self, stream, dst.own::<D>(info)?, offset, len, value)
+    }
+
+    fn query_stream(&self, stream: &dyn DynStream) -> Result<bool> {
+        let stream = own::<D::Stream>(stream.as_any(), Device::info(self), "stream")?;
+        Device::query_stream(self, stream)
+    }
+
+    fn synchronize_device(&self, timeout: Option<Duration>) -> Result<()> {
+        Device::synchronize_device(self, timeout)
     }
 
     fn create_event(&self, flags: EventFlags) -> Result<Box<dyn DynEvent>> {
@@ -811,6 +927,42 @@ mod tests {
             Ok(ToyStream)
         }
         fn synchronize(&self, _s: &ToyStream<N>, _t: Option<Duration>) -> Result<()> {
+            Ok(())
+        }
+        fn copy_async(
+            &self,
+            _s: &ToyStream<N>,
+            _d: crate::MemRef<'_, Self>,
+            _do: u64,
+            _src: crate::MemRef<'_, Self>,
+            _so: u64,
+            _l: u64,
+        ) -> Result<()> {
+            Err(Error::unsupported("toy", "copy_async", "no streams"))
+        }
+        fn write_async(
+            &self,
+            _s: &ToyStream<N>,
+            _d: crate::MemRef<'_, Self>,
+            _o: u64,
+            _data: Vec<u8>,
+        ) -> Result<()> {
+            Err(Error::unsupported("toy", "write_async", "no streams"))
+        }
+        fn memset_async(
+            &self,
+            _s: &ToyStream<N>,
+            _d: crate::MemRef<'_, Self>,
+            _o: u64,
+            _l: u64,
+            _v: u8,
+        ) -> Result<()> {
+            Err(Error::unsupported("toy", "memset_async", "no streams"))
+        }
+        fn query_stream(&self, _s: &ToyStream<N>) -> Result<bool> {
+            Ok(true)
+        }
+        fn synchronize_device(&self, _t: Option<Duration>) -> Result<()> {
             Ok(())
         }
         fn create_event(&self, _f: EventFlags) -> Result<ToyEvent<N>> {

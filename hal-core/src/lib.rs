@@ -42,8 +42,8 @@ pub mod vendor;
 pub mod wait;
 
 pub use device::{
-    Allocation, Backend, Device, Event, FreeError, Mapping, Memory, Notify, Physical, Reservation,
-    WaitFuture,
+    Allocation, Backend, Device, Event, FreeError, Mapping, MemRef, Memory, Notify, Physical,
+    Reservation, WaitFuture,
 };
 pub use error::{Error, HandleError, Result, VendorError};
 pub use export::Exported;

@@ -266,6 +266,10 @@ pub mod cuda {
         pub const MEM_SET_ACCESS: &str = "cuMemSetAccess";
         /// The `cuMemsetD8_v2` entry point.
         pub const MEMSET_D8_V2: &str = "cuMemsetD8_v2";
+        /// The `cuMemsetD8Async` entry point.
+        pub const MEMSET_D8_ASYNC: &str = "cuMemsetD8Async";
+        /// The `cuStreamQuery` entry point.
+        pub const STREAM_QUERY: &str = "cuStreamQuery";
         /// The `cuMemUnmap` entry point.
         pub const MEM_UNMAP: &str = "cuMemUnmap";
         /// The `cuPointerGetAttribute` entry point.
@@ -344,6 +348,8 @@ pub mod cuda {
             MEM_RETAIN_ALLOCATION_HANDLE,
             MEM_SET_ACCESS,
             MEMSET_D8_V2,
+            MEMSET_D8_ASYNC,
+            STREAM_QUERY,
             MEM_UNMAP,
             POINTER_GET_ATTRIBUTE,
             STREAM_CREATE,
@@ -496,6 +502,12 @@ pub mod acl {
         pub const RT_MEMCPY: &str = "aclrtMemcpy";
         /// The `aclrtMemcpyAsync` entry point.
         pub const RT_MEMCPY_ASYNC: &str = "aclrtMemcpyAsync";
+        /// The `aclrtMemsetAsync` entry point.
+        pub const RT_MEMSET_ASYNC: &str = "aclrtMemsetAsync";
+        /// The `aclrtStreamQuery` entry point.
+        pub const RT_STREAM_QUERY: &str = "aclrtStreamQuery";
+        /// The `aclrtSynchronizeDevice` entry point.
+        pub const RT_SYNCHRONIZE_DEVICE: &str = "aclrtSynchronizeDevice";
         /// The `aclrtMemExportToShareableHandle` entry point.
         pub const RT_MEM_EXPORT_TO_SHAREABLE_HANDLE: &str = "aclrtMemExportToShareableHandle";
         /// The `aclrtMemGetAllocationGranularity` entry point.
@@ -558,6 +570,9 @@ pub mod acl {
             RT_MAP_MEM,
             RT_MEMCPY,
             RT_MEMCPY_ASYNC,
+            RT_MEMSET_ASYNC,
+            RT_STREAM_QUERY,
+            RT_SYNCHRONIZE_DEVICE,
             RT_MEM_EXPORT_TO_SHAREABLE_HANDLE,
             RT_MEM_GET_ALLOCATION_GRANULARITY,
             RT_MEM_IMPORT_FROM_SHAREABLE_HANDLE,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use hal_core::{
     Access, AllocDesc, Availability, Backend, BackendId, Device, DeviceInfo, Error, EventFlags,
-    ExportOptions, Exported, Granularity, ImportOptions, Result, SharedHandle, WaitOptions,
+    ExportOptions, Exported, Granularity, ImportOptions, MemRef, Result, SharedHandle, WaitOptions,
 };
 
 use crate::info::host_info;
@@ -146,6 +146,61 @@ impl Device for CpuDevice {
 
     fn synchronize(&self, _stream: &CpuStream, _timeout: Option<Duration>) -> Result<()> {
         // Host-synchronous: everything queued has already run.
+        Ok(())
+    }
+
+    /// Host-synchronous: the copy runs before the call returns, through the
+    /// bounds- and protection-checked `read` and `write` of both sides.
+    fn copy_async(
+        &self,
+        _stream: &CpuStream,
+        dst: MemRef<'_, Self>,
+        dst_offset: u64,
+        src: MemRef<'_, Self>,
+        src_offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        let (dst, src) = (dst.memory(), src.memory());
+        hal_core::device::check_bounds(src_offset, len, src.len())?;
+        hal_core::device::check_bounds(dst_offset, len, dst.len())?;
+        let len = usize::try_from(len)
+            .map_err(|_| Error::invalid(format!("a copy of {len} bytes does not fit memory")))?;
+        let mut buf = vec![0u8; len];
+        src.read(src_offset, &mut buf)?;
+        dst.write(dst_offset, &buf)
+    }
+
+    fn write_async(
+        &self,
+        _stream: &CpuStream,
+        dst: MemRef<'_, Self>,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> Result<()> {
+        dst.memory().write(offset, &data)
+    }
+
+    fn memset_async(
+        &self,
+        _stream: &CpuStream,
+        dst: MemRef<'_, Self>,
+        offset: u64,
+        len: u64,
+        value: u8,
+    ) -> Result<()> {
+        let dst = dst.memory();
+        hal_core::device::check_bounds(offset, len, dst.len())?;
+        let len = usize::try_from(len)
+            .map_err(|_| Error::invalid(format!("a memset of {len} bytes does not fit memory")))?;
+        dst.write(offset, &vec![value; len])
+    }
+
+    fn query_stream(&self, _stream: &CpuStream) -> Result<bool> {
+        // Host-synchronous: everything queued has already run.
+        Ok(true)
+    }
+
+    fn synchronize_device(&self, _timeout: Option<Duration>) -> Result<()> {
         Ok(())
     }
 

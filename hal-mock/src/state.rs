@@ -73,6 +73,14 @@ pub(crate) struct DeviceState {
     pub(crate) peers: Mutex<BTreeSet<u32>>,
     /// Allocations dropped while importers held them, not yet released.
     pub(crate) deferred: AtomicUsize,
+    /// The live streams of the device, for a device-wide synchronize.
+    pub(crate) streams: Mutex<Vec<Weak<dyn StreamWork>>>,
+}
+
+/// What a device-wide synchronize needs of a stream.
+pub(crate) trait StreamWork: Send + Sync {
+    /// Wait until the work queued so far has run.
+    fn wait_idle(&self, timeout: Option<std::time::Duration>) -> Result<()>;
 }
 
 impl DeviceState {
@@ -84,6 +92,7 @@ impl DeviceState {
             pool: Mutex::new(Pool::default()),
             peers: Mutex::new(BTreeSet::new()),
             deferred: AtomicUsize::new(0),
+            streams: Mutex::new(Vec::new()),
         }
     }
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use hal_core::{Error, Result};
 
 use crate::memory::sealed::Span;
-use crate::state::{lock, DevRef};
+use crate::state::{lock, DevRef, StreamWork};
 use crate::sync::SyncWords;
 
 /// One piece of queued work.
@@ -25,6 +25,13 @@ pub(crate) enum Op {
         dst: Span,
         offset: u64,
         data: Vec<u8>,
+    },
+    /// Set bytes of device memory to a value.
+    Memset {
+        dst: Span,
+        offset: u64,
+        len: u64,
+        value: u8,
     },
     /// Copy between two device memories.
     Copy {
@@ -96,11 +103,27 @@ impl MockStream {
             .name(format!("hal-mock-stream-{}", dev.ordinal))
             .spawn(move || run(&worker_dev, &worker_inner))
             .map_err(|e| Error::io("starting a stream worker thread", e))?;
+        {
+            let mut streams = lock(&dev.state().streams);
+            streams.retain(|w| w.strong_count() > 0);
+            let work: Arc<dyn StreamWork> = Arc::clone(&inner) as Arc<dyn StreamWork>;
+            streams.push(Arc::downgrade(&work));
+        }
         Ok(MockStream {
             dev: dev.clone(),
             inner,
             worker: Some(worker),
         })
+    }
+
+    /// True when the work queued so far has run; the first error of that
+    /// work, if any, is returned (and cleared) as `synchronize` does.
+    pub(crate) fn query(&self) -> Result<bool> {
+        let mut q = lock(&self.inner.queue);
+        if let Some(e) = q.error.take() {
+            return Err(e);
+        }
+        Ok(q.completed == q.submitted)
     }
 
     /// The device of the stream.
@@ -118,17 +141,19 @@ impl MockStream {
 
     /// Wait until the work queued before the call has run.
     pub(crate) fn synchronize(&self, timeout: Option<Duration>) -> Result<()> {
+        self.inner.wait_idle(timeout)
+    }
+}
+
+impl StreamWork for Inner {
+    fn wait_idle(&self, timeout: Option<Duration>) -> Result<()> {
         let start = Instant::now();
-        let mut q = lock(&self.inner.queue);
+        let mut q = lock(&self.queue);
         let target = q.submitted;
         while q.completed < target {
             match timeout {
                 None => {
-                    q = self
-                        .inner
-                        .changed
-                        .wait(q)
-                        .unwrap_or_else(|p| p.into_inner());
+                    q = self.changed.wait(q).unwrap_or_else(|p| p.into_inner());
                 }
                 Some(t) => {
                     let Some(left) = t.checked_sub(start.elapsed()).filter(|d| !d.is_zero()) else {
@@ -141,7 +166,6 @@ impl MockStream {
                         });
                     };
                     q = self
-                        .inner
                         .changed
                         .wait_timeout(q, left)
                         .unwrap_or_else(|p| p.into_inner())
@@ -214,6 +238,16 @@ fn abandoned() -> Error {
 fn execute(dev: &DevRef, op: Op, closing: &AtomicBool) -> Result<()> {
     match op {
         Op::Write { dst, offset, data } => dst.holder.map().write(dst.base + offset, &data),
+        Op::Memset {
+            dst,
+            offset,
+            len,
+            value,
+        } => {
+            let len = usize::try_from(len)
+                .map_err(|_| Error::invalid("a memset larger than the address space"))?;
+            dst.holder.map().write(dst.base + offset, &vec![value; len])
+        }
         Op::Copy {
             dst,
             dst_offset,

@@ -192,6 +192,8 @@ macro_rules! conformance_suite {
                 event_ipc_export_import,
                 event_ipc_needs_interprocess_flag,
                 stream_synchronize_timeout,
+                async_copy_roundtrip,
+                memset_on_stream,
                 notify_wait_timeout,
                 notify_signal_then_wait_resets,
                 notify_wait_async,

@@ -6,13 +6,17 @@ use std::time::Duration;
 
 use hal_core::{
     Access, AllocDesc, Device, DeviceInfo, EventFlags, ExportOptions, Exported, Granularity,
-    ImportOptions, Result, SharedHandle,
+    ImportOptions, MemRef, Result, SharedHandle,
 };
 
 use crate::device::MockDevice;
+use crate::fault::FaultOp;
+use crate::memory::sealed::{Sealed, Span};
 use crate::memory::{MockAllocation, MockMapping};
+use crate::state::lock;
 use crate::stream::MockStream;
 use crate::sync::{MockEvent, MockNotify};
+use crate::vendor::Api;
 use crate::vmm::{MockPhysical, MockReservation};
 
 impl Device for MockDevice {
@@ -54,6 +58,58 @@ impl Device for MockDevice {
 
     fn synchronize(&self, stream: &MockStream, timeout: Option<Duration>) -> Result<()> {
         self.sim_synchronize(stream, timeout)
+    }
+
+    fn copy_async(
+        &self,
+        stream: &MockStream,
+        dst: MemRef<'_, Self>,
+        dst_offset: u64,
+        src: MemRef<'_, Self>,
+        src_offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        self.copy_spans(stream, span(dst), dst_offset, span(src), src_offset, len)
+    }
+
+    fn write_async(
+        &self,
+        stream: &MockStream,
+        dst: MemRef<'_, Self>,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> Result<()> {
+        self.write_span(stream, span(dst), offset, data)
+    }
+
+    fn memset_async(
+        &self,
+        stream: &MockStream,
+        dst: MemRef<'_, Self>,
+        offset: u64,
+        len: u64,
+        value: u8,
+    ) -> Result<()> {
+        self.memset_span(stream, span(dst), offset, len, value)
+    }
+
+    fn query_stream(&self, stream: &MockStream) -> Result<bool> {
+        self.dev.check_owner(&stream.dev, "stream", true)?;
+        self.dev.enter(Api::StreamQuery, None)?;
+        stream.query()
+    }
+
+    fn synchronize_device(&self, timeout: Option<Duration>) -> Result<()> {
+        self.dev
+            .enter(Api::DeviceSynchronize, Some(FaultOp::Wait))?;
+        let streams: Vec<_> = lock(&self.dev.state().streams)
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect();
+        for s in streams {
+            s.wait_idle(timeout)?;
+        }
+        Ok(())
     }
 
     fn create_event(&self, flags: EventFlags) -> Result<MockEvent> {
@@ -144,5 +200,13 @@ impl Device for MockDevice {
 
     fn import_physical(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<MockPhysical> {
         self.sim_import_physical(shared, opts)
+    }
+}
+
+/// The bytes of a memory reference, kept alive for queued stream work.
+fn span(m: MemRef<'_, MockDevice>) -> Span {
+    match m {
+        MemRef::Allocation(a) => a.span(),
+        MemRef::Mapping(m) => m.span(),
     }
 }

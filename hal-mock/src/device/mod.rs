@@ -152,8 +152,32 @@ impl MockDevice {
         offset: u64,
         data: Vec<u8>,
     ) -> Result<()> {
+        self.write_span(stream, dst.span(), offset, data)
+    }
+
+    /// Queue a device-to-device copy of `len` bytes on `stream`
+    /// (`cuMemcpyAsync`, `aclrtMemcpyAsync` with `ACL_MEMCPY_DEVICE_TO_DEVICE`).
+    /// The only use Ascend allows of memory imported onto another device.
+    pub fn copy_async(
+        &self,
+        stream: &MockStream,
+        dst: &impl DeviceMemory,
+        dst_offset: u64,
+        src: &impl DeviceMemory,
+        src_offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        self.copy_spans(stream, dst.span(), dst_offset, src.span(), src_offset, len)
+    }
+
+    pub(super) fn write_span(
+        &self,
+        stream: &MockStream,
+        span: Span,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> Result<()> {
         self.dev.check_owner(&stream.dev, "stream", true)?;
-        let span = dst.span();
         self.dev.check_owner(&span.dev, "memory", false)?;
         if span.peer_only {
             return Err(Error::unsupported(
@@ -174,20 +198,46 @@ impl MockDevice {
         Ok(())
     }
 
-    /// Queue a device-to-device copy of `len` bytes on `stream`
-    /// (`cuMemcpyAsync`, `aclrtMemcpyAsync` with `ACL_MEMCPY_DEVICE_TO_DEVICE`).
-    /// The only use Ascend allows of memory imported onto another device.
-    pub fn copy_async(
+    pub(super) fn memset_span(
         &self,
         stream: &MockStream,
-        dst: &impl DeviceMemory,
+        span: Span,
+        offset: u64,
+        len: u64,
+        value: u8,
+    ) -> Result<()> {
+        self.dev.check_owner(&stream.dev, "stream", true)?;
+        self.dev.check_owner(&span.dev, "memory", false)?;
+        if span.peer_only {
+            return Err(Error::unsupported(
+                self.dev.name(),
+                Api::MemsetAsync.symbol(self.dev.vendor()),
+                "memory imported onto another device takes only device-to-device copies \
+                 (copy_async)",
+            ));
+        }
+        writable(&span)?;
+        hal_core::device::check_bounds(offset, len, span.len)?;
+        self.dev.enter(Api::MemsetAsync, None)?;
+        stream.push(Op::Memset {
+            dst: span,
+            offset,
+            len,
+            value,
+        });
+        Ok(())
+    }
+
+    pub(super) fn copy_spans(
+        &self,
+        stream: &MockStream,
+        dst: Span,
         dst_offset: u64,
-        src: &impl DeviceMemory,
+        src: Span,
         src_offset: u64,
         len: u64,
     ) -> Result<()> {
         self.dev.check_owner(&stream.dev, "stream", true)?;
-        let (dst, src) = (dst.span(), src.span());
         self.dev
             .check_owner(&dst.dev, "destination memory", false)?;
         self.dev.check_owner(&src.dev, "source memory", false)?;
