@@ -271,6 +271,29 @@ pub trait Device: Send + Sync + 'static {
     /// Create a stream.
     fn create_stream(&self) -> Result<Self::Stream>;
 
+    /// Use a stream the caller already owns (a framework's `CUstream` or
+    /// `aclrtStream`) as this device's stream, without taking ownership:
+    /// dropping the returned value never destroys `raw`.
+    ///
+    /// The default answers [`Error::Unsupported`]: backends without vendor
+    /// streams (CPU shared memory, the simulator) have nothing to wrap.
+    ///
+    /// # Safety
+    ///
+    /// `raw` must be a live stream of this device's vendor runtime, created
+    /// in the context (CUDA) or on the device (Ascend) this device stands
+    /// for, and it must outlive the returned value and every operation
+    /// queued through it; the caller must not destroy it while work queued
+    /// here may still run.
+    unsafe fn wrap_stream(&self, raw: *mut std::ffi::c_void) -> Result<Self::Stream> {
+        let _ = raw;
+        Err(Error::unsupported(
+            self.info().backend.name(),
+            "wrap_stream",
+            "this backend has no vendor streams to wrap; create one with create_stream",
+        ))
+    }
+
     /// Block until everything queued on `stream` has run.
     fn synchronize(&self, stream: &Self::Stream, timeout: Option<Duration>) -> Result<()>;
 

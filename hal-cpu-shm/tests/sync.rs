@@ -145,3 +145,12 @@ fn events_record_query_wait() {
     ipc.wait(short(1000, 0)).unwrap();
     assert!(imp.flags().interprocess);
 }
+
+#[test]
+fn there_is_no_vendor_stream_to_wrap() {
+    let dev = CpuDevice::new();
+    // SAFETY: the host backend never dereferences the pointer: it has no
+    // vendor streams and refuses at once.
+    let r = unsafe { dev.wrap_stream(std::ptr::null_mut()) };
+    assert!(r.unwrap_err().is_unsupported());
+}

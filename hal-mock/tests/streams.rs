@@ -131,3 +131,12 @@ fn resources_of_another_backend_instance_are_refused() {
         Err(hal_core::Error::InvalidArgument { .. })
     ));
 }
+
+#[test]
+fn the_simulator_has_no_vendor_stream_to_wrap() {
+    let dev = MockBackend::cuda().open(0).unwrap();
+    // SAFETY: the simulator never dereferences the pointer: it has no
+    // vendor streams and refuses at once.
+    let r = unsafe { dev.wrap_stream(std::ptr::null_mut()) };
+    assert!(r.unwrap_err().is_unsupported());
+}
