@@ -294,26 +294,7 @@ mod tests {
     }
 
     fn exported_handle() -> Handle {
-        let (pid, start) = os::self_identity();
-        Handle {
-            kind: crate::HandleKind::Memory,
-            backend: crate::BackendId::CpuShm,
-            device: 0,
-            device_uuid: [0; 16],
-            location: crate::Location::Host,
-            size: 4096,
-            offset: 0,
-            address: 0,
-            creator_pid: pid,
-            creator_start: start,
-            creator_pid_ns: os::pid_namespace(),
-            object_id: os::random_id(),
-            flags: HandleFlags::default(),
-            pid_kind: crate::PidKind::Os,
-            allowed_pids: Vec::new(),
-            fds: FdSource::None,
-            payload: Vec::new(),
-        }
+        crate::handle::sample()
     }
 
     #[test]

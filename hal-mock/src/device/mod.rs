@@ -177,19 +177,7 @@ impl MockDevice {
         offset: u64,
         data: Vec<u8>,
     ) -> Result<()> {
-        self.dev.check_owner(&stream.dev, "stream", true)?;
-        self.dev.check_owner(&span.dev, "memory", false)?;
-        if span.peer_only {
-            return Err(Error::unsupported(
-                self.dev.name(),
-                Api::MemcpyAsync.symbol(self.dev.vendor()),
-                "memory imported onto another device takes only device-to-device copies \
-                 (copy_async)",
-            ));
-        }
-        writable(&span)?;
-        hal_core::device::check_bounds(offset, data.len() as u64, span.len)?;
-        self.dev.enter(Api::MemcpyAsync, None)?;
+        self.host_side_target(stream, &span, offset, data.len() as u64, Api::MemcpyAsync)?;
         stream.push(Op::Write {
             dst: span,
             offset,
@@ -206,19 +194,7 @@ impl MockDevice {
         len: u64,
         value: u8,
     ) -> Result<()> {
-        self.dev.check_owner(&stream.dev, "stream", true)?;
-        self.dev.check_owner(&span.dev, "memory", false)?;
-        if span.peer_only {
-            return Err(Error::unsupported(
-                self.dev.name(),
-                Api::MemsetAsync.symbol(self.dev.vendor()),
-                "memory imported onto another device takes only device-to-device copies \
-                 (copy_async)",
-            ));
-        }
-        writable(&span)?;
-        hal_core::device::check_bounds(offset, len, span.len)?;
-        self.dev.enter(Api::MemsetAsync, None)?;
+        self.host_side_target(stream, &span, offset, len, Api::MemsetAsync)?;
         stream.push(Op::Memset {
             dst: span,
             offset,
@@ -226,6 +202,33 @@ impl MockDevice {
             value,
         });
         Ok(())
+    }
+
+    /// The checks of work that writes `len` bytes at `offset` of `span`
+    /// from the host's side (a write of host bytes, a memset), then the
+    /// vendor call `api`: the stream and the memory are this device's, the
+    /// memory is not a peer-only import, it is writable and the range fits.
+    fn host_side_target(
+        &self,
+        stream: &MockStream,
+        span: &Span,
+        offset: u64,
+        len: u64,
+        api: Api,
+    ) -> Result<()> {
+        self.dev.check_owner(&stream.dev, "stream", true)?;
+        self.dev.check_owner(&span.dev, "memory", false)?;
+        if span.peer_only {
+            return Err(Error::unsupported(
+                self.dev.name(),
+                api.symbol(self.dev.vendor()),
+                "memory imported onto another device takes only device-to-device copies \
+                 (copy_async)",
+            ));
+        }
+        writable(span)?;
+        hal_core::device::check_bounds(offset, len, span.len)?;
+        self.dev.enter(api, None)
     }
 
     pub(super) fn copy_spans(

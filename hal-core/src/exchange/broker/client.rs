@@ -452,26 +452,7 @@ mod tests {
 
     #[test]
     fn a_hang_up_of_an_exited_exporter_says_it_exited() {
-        let (pid, start) = os::self_identity();
-        let mut h = crate::Handle {
-            kind: crate::HandleKind::Memory,
-            backend: crate::BackendId::CpuShm,
-            device: 0,
-            device_uuid: [0; 16],
-            location: crate::Location::Host,
-            size: 4096,
-            offset: 0,
-            address: 0,
-            creator_pid: pid,
-            creator_start: start,
-            creator_pid_ns: os::pid_namespace(),
-            object_id: [1; 16],
-            flags: crate::HandleFlags::default(),
-            pid_kind: crate::PidKind::Os,
-            allowed_pids: Vec::new(),
-            fds: crate::FdSource::None,
-            payload: Vec::new(),
-        };
+        let mut h = crate::handle::sample();
         let closed = || Error::Closed {
             what: "hung up".into(),
         };

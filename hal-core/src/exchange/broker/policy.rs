@@ -130,25 +130,7 @@ mod tests {
     }
 
     fn test_handle() -> Handle {
-        Handle {
-            kind: crate::handle::HandleKind::Memory,
-            backend: crate::types::BackendId::CpuShm,
-            device: 0,
-            device_uuid: [0; 16],
-            location: crate::types::Location::Host,
-            size: 4096,
-            offset: 0,
-            address: 0,
-            creator_pid: 1,
-            creator_start: 1,
-            creator_pid_ns: 0,
-            object_id: os::random_id(),
-            flags: crate::handle::HandleFlags::default(),
-            pid_kind: crate::PidKind::Os,
-            allowed_pids: Vec::new(),
-            fds: crate::handle::FdSource::None,
-            payload: Vec::new(),
-        }
+        crate::handle::sample()
     }
 
     #[test]
