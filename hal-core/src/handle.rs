@@ -303,6 +303,32 @@ impl From<Handle> for SharedHandle {
     }
 }
 
+/// A memory handle of this process for the crate's unit tests: cpu-shm, host
+/// memory, one page, no importers, no descriptors.
+#[cfg(test)]
+pub(crate) fn sample() -> Handle {
+    let (pid, start) = crate::os::self_identity();
+    Handle {
+        kind: HandleKind::Memory,
+        backend: crate::types::BackendId::CpuShm,
+        device: 0,
+        device_uuid: [0; 16],
+        location: crate::types::Location::Host,
+        size: 4096,
+        offset: 0,
+        address: 0,
+        creator_pid: pid,
+        creator_start: start,
+        creator_pid_ns: crate::os::pid_namespace(),
+        object_id: crate::os::random_id(),
+        flags: HandleFlags::default(),
+        pid_kind: PidKind::Os,
+        allowed_pids: Vec::new(),
+        fds: FdSource::None,
+        payload: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,31 +399,5 @@ mod tests {
         assert_eq!(PidKind::Os.name(), "os");
         assert_eq!(PidKind::Vendor.name(), "vendor");
         assert_eq!(PidKind::from_wire(2), None);
-    }
-}
-
-/// A memory handle of this process for the crate's unit tests: cpu-shm, host
-/// memory, one page, no importers, no descriptors.
-#[cfg(test)]
-pub(crate) fn sample() -> Handle {
-    let (pid, start) = crate::os::self_identity();
-    Handle {
-        kind: HandleKind::Memory,
-        backend: crate::types::BackendId::CpuShm,
-        device: 0,
-        device_uuid: [0; 16],
-        location: crate::types::Location::Host,
-        size: 4096,
-        offset: 0,
-        address: 0,
-        creator_pid: pid,
-        creator_start: start,
-        creator_pid_ns: crate::os::pid_namespace(),
-        object_id: crate::os::random_id(),
-        flags: HandleFlags::default(),
-        pid_kind: PidKind::Os,
-        allowed_pids: Vec::new(),
-        fds: FdSource::None,
-        payload: Vec::new(),
     }
 }
