@@ -17,7 +17,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::handle::SharedHandle;
 use crate::types::{
-    Access, AllocDesc, Availability, BackendId, Capabilities, DeviceInfo, EventFlags,
+    Access, Advice, AllocDesc, Availability, BackendId, Capabilities, DeviceInfo, EventFlags,
     ExportOptions, Granularity, ImportOptions, Location, WaitOptions,
 };
 use crate::Exported;
@@ -335,6 +335,39 @@ pub trait Device: Send + Sync + 'static {
         len: u64,
         value: u8,
     ) -> Result<()>;
+
+    /// Advise how a range of managed memory will be used. Backends with
+    /// [`Capabilities::MANAGED_MEMORY`] apply it to managed memory and refuse
+    /// other memory with the vendor's error (CUDA: `CUDA_ERROR_INVALID_VALUE`,
+    /// measured); the others answer [`Error::Unsupported`] (the default).
+    fn advise(&self, mem: MemRef<'_, Self>, offset: u64, len: u64, advice: Advice) -> Result<()> {
+        let _ = (mem, offset, len, advice);
+        Err(Error::unsupported(
+            self.info().backend.name(),
+            "advise",
+            "this device has no managed memory (Capabilities::MANAGED_MEMORY)",
+        ))
+    }
+
+    /// Queue moving a range of managed memory to `to` (a device or the host)
+    /// on `stream` (`cuMemPrefetchAsync`): the bytes stay the same, only
+    /// where the pages live changes. As [`Device::advise`] for backends
+    /// without managed memory.
+    fn prefetch_async(
+        &self,
+        stream: &Self::Stream,
+        mem: MemRef<'_, Self>,
+        offset: u64,
+        len: u64,
+        to: Location,
+    ) -> Result<()> {
+        let _ = (stream, mem, offset, len, to);
+        Err(Error::unsupported(
+            self.info().backend.name(),
+            "prefetch_async",
+            "this device has no managed memory (Capabilities::MANAGED_MEMORY)",
+        ))
+    }
 
     /// True when everything queued on `stream` so far has run (it never
     /// waits; `cuStreamQuery`, `aclrtStreamQuery`). An error of queued work

@@ -46,7 +46,7 @@ use crate::device::{
 use crate::error::{Error, Result};
 use crate::handle::{Handle, SharedHandle};
 use crate::types::{
-    Access, AllocDesc, Availability, BackendId, Capabilities, DeviceInfo, EventFlags,
+    Access, Advice, AllocDesc, Availability, BackendId, Capabilities, DeviceInfo, EventFlags,
     ExportOptions, Granularity, ImportOptions, Location,
 };
 use crate::Exported;
@@ -338,6 +338,19 @@ pub trait DynDevice: Send + Sync {
         value: u8,
     ) -> Result<()>;
 
+    /// Advise on managed memory; see [`Device::advise`].
+    fn advise(&self, mem: DynMemRef<'_>, offset: u64, len: u64, advice: Advice) -> Result<()>;
+
+    /// Queue a prefetch of managed memory; see [`Device::prefetch_async`].
+    fn prefetch_async(
+        &self,
+        stream: &dyn DynStream,
+        mem: DynMemRef<'_>,
+        offset: u64,
+        len: u64,
+        to: Location,
+    ) -> Result<()>;
+
     /// Whether `stream`'s work has run; see [`Device::query_stream`].
     fn query_stream(&self, stream: &dyn DynStream) -> Result<bool>;
 
@@ -558,6 +571,24 @@ where
         let info = Device::info(self);
         let stream = own::<D::Stream>(stream.as_any(), info, "stream")?;
         Device::memset_async(self, stream, dst.own::<D>(info)?, offset, len, value)
+    }
+
+    fn advise(&self, mem: DynMemRef<'_>, offset: u64, len: u64, advice: Advice) -> Result<()> {
+        let mem = mem.own::<D>(Device::info(self))?;
+        Device::advise(self, mem, offset, len, advice)
+    }
+
+    fn prefetch_async(
+        &self,
+        stream: &dyn DynStream,
+        mem: DynMemRef<'_>,
+        offset: u64,
+        len: u64,
+        to: Location,
+    ) -> Result<()> {
+        let info = Device::info(self);
+        let stream = own::<D::Stream>(stream.as_any(), info, "stream")?;
+        Device::prefetch_async(self, stream, mem.own::<D>(info)?, offset, len, to)
     }
 
     fn query_stream(&self, stream: &dyn DynStream) -> Result<bool> {

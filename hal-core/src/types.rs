@@ -247,6 +247,17 @@ impl DeviceInfo {
     }
 }
 
+/// Advice on how a range of managed memory will be used (`cuMemAdvise`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Advice {
+    /// Mostly read: devices may keep read-only copies.
+    ReadMostly,
+    /// Keep the pages at this location when possible.
+    PreferredLocation(Location),
+    /// This device will access the range: keep it mapped there.
+    AccessedBy(u32),
+}
+
 /// Where memory lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Location {

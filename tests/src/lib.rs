@@ -194,6 +194,7 @@ macro_rules! conformance_suite {
                 stream_synchronize_timeout,
                 async_copy_roundtrip,
                 memset_on_stream,
+                managed_advise_and_prefetch,
                 notify_wait_timeout,
                 notify_signal_then_wait_resets,
                 notify_wait_async,

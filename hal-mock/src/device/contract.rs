@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use hal_core::{
-    Access, AllocDesc, Device, DeviceInfo, EventFlags, ExportOptions, Exported, Granularity,
-    ImportOptions, MemRef, Result, SharedHandle,
+    Access, Advice, AllocDesc, Device, DeviceInfo, EventFlags, ExportOptions, Exported,
+    Granularity, ImportOptions, Location, MemRef, Result, SharedHandle,
 };
 
 use crate::device::MockDevice;
@@ -91,6 +91,40 @@ impl Device for MockDevice {
         value: u8,
     ) -> Result<()> {
         self.memset_span(stream, span(dst), offset, len, value)
+    }
+
+    fn advise(&self, mem: MemRef<'_, Self>, offset: u64, len: u64, advice: Advice) -> Result<()> {
+        self.managed_range("advise", mem, offset, len)?;
+        match advice {
+            Advice::ReadMostly | Advice::PreferredLocation(Location::Host | Location::Managed) => {
+                Ok(())
+            }
+            Advice::PreferredLocation(Location::Device(n)) | Advice::AccessedBy(n) => {
+                self.known_device(n)
+            }
+        }
+    }
+
+    fn prefetch_async(
+        &self,
+        stream: &MockStream,
+        mem: MemRef<'_, Self>,
+        offset: u64,
+        len: u64,
+        to: Location,
+    ) -> Result<()> {
+        self.dev.check_owner(&stream.dev, "stream", true)?;
+        self.managed_range("prefetch_async", mem, offset, len)?;
+        match to {
+            Location::Device(n) => self.known_device(n),
+            Location::Host => Ok(()),
+            Location::Managed => Err(self.dev.err(
+                self.dev.vendor().invalid_value(),
+                "prefetch to Location::Managed: name a device or the host",
+            )),
+        }
+        // The simulated pages live in one memfd wherever they are said to
+        // be: a prefetch moves nothing and the bytes stay the same.
     }
 
     fn query_stream(&self, stream: &MockStream) -> Result<bool> {
@@ -208,5 +242,46 @@ fn span(m: MemRef<'_, MockDevice>) -> Span {
     match m {
         MemRef::Allocation(a) => a.span(),
         MemRef::Mapping(m) => m.span(),
+    }
+}
+
+impl MockDevice {
+    /// The checks of a managed-memory operation: the capability, the
+    /// device's own memory, managed memory (the vendor refuses others with
+    /// its invalid-value code, as CUDA does, measured), and the range.
+    fn managed_range(
+        &self,
+        operation: &str,
+        mem: MemRef<'_, Self>,
+        offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        self.dev
+            .require(hal_core::Capabilities::MANAGED_MEMORY, operation)?;
+        let span = span(mem);
+        self.dev.check_owner(&span.dev, "memory", false)?;
+        let memory = mem.memory();
+        if memory.location() != Location::Managed {
+            return Err(self.dev.err(
+                self.dev.vendor().invalid_value(),
+                format!(
+                    "{operation}: the memory is {:?}, not managed memory",
+                    memory.location()
+                ),
+            ));
+        }
+        hal_core::device::check_bounds(offset, len, memory.len())
+    }
+
+    /// A device ordinal of this backend, or the vendor's invalid-device code.
+    fn known_device(&self, ordinal: u32) -> Result<()> {
+        if (ordinal as usize) < self.dev.shared.devices.len() {
+            Ok(())
+        } else {
+            Err(self.dev.err(
+                self.dev.vendor().invalid_device(),
+                format!("device {ordinal} does not exist"),
+            ))
+        }
     }
 }

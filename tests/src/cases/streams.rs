@@ -1,10 +1,15 @@
 //! Work on streams: asynchronous copies in every direction, memset, stream
 //! queries and a device-wide synchronize, in stream order.
 
-use hal_core::{AllocDesc, Backend, Device, Error, Location, MemRef, Memory, Notify};
+use hal_core::{
+    Advice, AllocDesc, Backend, Capabilities as C, Device, Error, Location, MemRef, Memory, Notify,
+};
 
 use super::sync::{gated, stream_model, StreamModel};
-use crate::support::{alloc_filled, assert_bytes, must, must_fail, pattern, read_vec, Suite, LONG};
+use crate::support::{
+    alloc_filled, assert_bytes, must, must_be_unsupported, must_fail, pattern, read_vec, Suite,
+    LONG,
+};
 
 /// Host bytes into device memory, device to device, and device into host
 /// memory, all queued on one stream: after `synchronize` every destination
@@ -132,4 +137,72 @@ pub fn memset_on_stream<B: Backend>(s: &Suite<B>) {
     );
     must(dev.synchronize_device(Some(LONG)), "synchronize_device");
     assert!(must(dev.query_stream(&stream), "query_stream"));
+}
+
+/// Advise and prefetch on managed memory where the device has it: the
+/// advice is taken, a prefetch to the device and back to the host leaves
+/// the bytes as they were, and other memory is refused. Elsewhere both
+/// answer `Unsupported`.
+pub fn managed_advise_and_prefetch<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    let page = dev.info().page_size();
+    let stream = must(dev.create_stream(), "create_stream");
+    let plain = alloc_filled(&dev, 1, 8);
+    if !dev.capabilities().contains(C::MANAGED_MEMORY) {
+        must_be_unsupported(
+            dev.advise(MemRef::Allocation(&plain), 0, page, Advice::ReadMostly),
+            "managed memory",
+            "advise",
+        );
+        must_be_unsupported(
+            dev.prefetch_async(&stream, MemRef::Allocation(&plain), 0, page, Location::Host),
+            "managed memory",
+            "prefetch_async",
+        );
+        return;
+    }
+    let m = must(
+        dev.allocate(&AllocDesc::managed(2 * page)),
+        "a managed allocation",
+    );
+    must(m.write(0, &pattern(8, 2 * page)), "write managed memory");
+    let ordinal = dev.info().ordinal;
+    for advice in [
+        Advice::ReadMostly,
+        Advice::PreferredLocation(Location::Device(ordinal)),
+        Advice::PreferredLocation(Location::Host),
+        Advice::AccessedBy(ordinal),
+    ] {
+        must(
+            dev.advise(MemRef::Allocation(&m), 0, 2 * page, advice),
+            &format!("advise {advice:?}"),
+        );
+    }
+    for to in [Location::Device(ordinal), Location::Host] {
+        must(
+            dev.prefetch_async(&stream, MemRef::Allocation(&m), page, page, to),
+            &format!("prefetch to {to:?}"),
+        );
+    }
+    must(dev.synchronize(&stream, Some(LONG)), "synchronize");
+    assert_bytes(&m, 0, &pattern(8, 2 * page), "bytes after the prefetches");
+    if plain.location() != Location::Managed {
+        must_fail(
+            dev.advise(MemRef::Allocation(&plain), 0, page, Advice::ReadMostly),
+            "advise on memory that is not managed",
+        );
+    }
+    must_fail(
+        dev.advise(MemRef::Allocation(&m), page, 2 * page, Advice::ReadMostly),
+        "advise past the end",
+    );
+    must_fail(
+        dev.advise(
+            MemRef::Allocation(&m),
+            0,
+            page,
+            Advice::AccessedBy(u32::MAX),
+        ),
+        "advise for a device that does not exist",
+    );
 }
