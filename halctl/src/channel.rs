@@ -321,4 +321,52 @@ mod tests {
         drop(fds);
         assert_eq!(open_copies(&name), 1);
     }
+
+    fn pair(tag: &str) -> (Listener, Channel, Channel) {
+        let listener =
+            Listener::bind(&format!("halctl-test-{tag}-{}", std::process::id())).unwrap();
+        let sender = Channel::connect(listener.name()).unwrap();
+        let receiver = listener
+            .accept_from(std::process::id(), Duration::from_secs(30))
+            .unwrap();
+        (listener, sender, receiver)
+    }
+
+    #[test]
+    fn messages_and_descriptors_up_to_the_bounds_go_through() {
+        let (_l, sender, receiver) = pair("bounds");
+        let name = format!("halctl-bounds-{}", std::process::id());
+        let memfd = hal::os::memfd(&name, 4096, None).unwrap();
+        // The largest message, with the most descriptors.
+        let big = vec![7u8; MAX_MESSAGE];
+        let fds = vec![memfd.as_fd(); MAX_FDS];
+        sender.send(&big, &fds).unwrap();
+        let (msg, got) = receiver.recv().unwrap();
+        assert_eq!(msg, big);
+        assert_eq!(got.len(), MAX_FDS);
+        for fd in &got {
+            assert_eq!(hal::os::fstat(fd.as_fd()).unwrap().st_size, 4096);
+        }
+        drop(got);
+        // Past either bound, or empty: refused before anything is sent.
+        let past = vec![7u8; MAX_MESSAGE + 1];
+        assert!(sender.send(&past, &[]).is_err(), "a message over the bound");
+        assert!(sender.send(&[], &[]).is_err(), "an empty message");
+        let too_many = vec![memfd.as_fd(); MAX_FDS + 1];
+        assert!(
+            sender.send(b"x", &too_many).is_err(),
+            "descriptors over the bound"
+        );
+        // The channel still works.
+        sender.send(b"after", &[]).unwrap();
+        assert_eq!(receiver.recv().unwrap().0, b"after");
+    }
+
+    #[test]
+    fn a_closed_peer_is_reported_as_closed() {
+        let (_l, sender, receiver) = pair("closed");
+        drop(sender);
+        let e = receiver.recv().unwrap_err();
+        assert!(format!("{e:?}").contains("closed the channel"), "{e:?}");
+    }
 }
