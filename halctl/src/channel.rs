@@ -337,8 +337,9 @@ mod tests {
         let (_l, sender, receiver) = pair("bounds");
         let name = format!("halctl-bounds-{}", std::process::id());
         let memfd = hal::os::memfd(&name, 4096, None).unwrap();
-        // The largest message, with the most descriptors.
-        let big = vec![7u8; MAX_MESSAGE];
+        // The largest message (64 KiB), with the most descriptors.
+        assert_eq!(MAX_MESSAGE, 64 * 1024);
+        let big = vec![7u8; 64 * 1024];
         let fds = vec![memfd.as_fd(); MAX_FDS];
         sender.send(&big, &fds).unwrap();
         let (msg, got) = receiver.recv().unwrap();
