@@ -134,10 +134,24 @@ pub fn spin_then_sleep(
     mut sleep: impl FnMut(Option<Duration>),
 ) -> Result<()> {
     let start = Instant::now();
+    // A wait whose future was dropped stops before it looks at the
+    // condition again: looking may consume it (a notify's signal), and
+    // nobody would receive it.
+    let cancel = cancel_flag();
+    let cancelled = || {
+        cancel
+            .as_ref()
+            .is_some_and(|flag| flag.load(Ordering::Acquire))
+    };
+    let dropped = || Error::Closed {
+        what: format!("the wait for {what}: its future was dropped"),
+    };
+    if cancelled() {
+        return Err(dropped());
+    }
     if done() {
         return Ok(());
     }
-    let cancel = cancel_flag();
     if !spin.is_zero() {
         let spin = timeout.map_or(spin, |t| spin.min(t));
         // `done` is polled after every pause instruction. A pause costs tens
@@ -145,8 +159,8 @@ pub fn spin_then_sleep(
         // 40 ns on Intel since Skylake), so polling after 64 of them, as this
         // loop once did, answered a spinning peer up to 1.6 us late: 16 times
         // a raw spin round trip (`halctl bench`, notify-spin-pingpong). The
-        // clock is read every 32 polls and the CPU is offered to other
-        // threads every 4096 polls (about 100 us), as before.
+        // clock (and cancellation) is read every 32 polls and the CPU is
+        // offered to other threads every 4096 polls (about 100 us), as before.
         let mut polls = 0u32;
         loop {
             if done() {
@@ -158,6 +172,9 @@ pub fn spin_then_sleep(
                 if start.elapsed() >= spin {
                     break;
                 }
+                if cancelled() {
+                    return Err(dropped());
+                }
                 if polls % 4096 == 0 {
                     std::thread::yield_now();
                 }
@@ -165,6 +182,9 @@ pub fn spin_then_sleep(
         }
     }
     loop {
+        if cancelled() {
+            return Err(dropped());
+        }
         if done() {
             return Ok(());
         }
@@ -180,12 +200,7 @@ pub fn spin_then_sleep(
                 }
             },
         };
-        if let Some(flag) = &cancel {
-            if flag.load(Ordering::Acquire) {
-                return Err(Error::Closed {
-                    what: format!("the wait for {what}: its future was dropped"),
-                });
-            }
+        if cancel.is_some() {
             remaining = Some(remaining.map_or(CANCEL_CHECK, |r| r.min(CANCEL_CHECK)));
         }
         sleep(remaining);

@@ -74,6 +74,9 @@ pub(crate) fn child_cancel_waits<B: Backend>(suite: &Suite<B>) {
         timeout: None,
         spin: Duration::ZERO,
     };
+    // Threads start named after their parent and take their own name
+    // later: count every thread of this process against the count before.
+    let before = threads();
     let mut started = 0;
     for _ in 0..DROPPED_WAITS {
         let mut fut = n.wait_async(forever);
@@ -84,12 +87,11 @@ pub(crate) fn child_cancel_waits<B: Backend>(suite: &Suite<B>) {
     }
     report("started", &started.to_string());
     let guard = Instant::now() + LONG;
-    let mut left = waiter_threads();
-    while left > 0 && Instant::now() < guard {
+    let left = || threads().saturating_sub(before).max(waiter_threads());
+    while left() > 0 && Instant::now() < guard {
         std::thread::sleep(Duration::from_millis(10));
-        left = waiter_threads();
     }
-    report("waiters-left", &left.to_string());
+    report("waiters-left", &left().to_string());
     // The notify still works for a wait that is not given up.
     must(n.signal(), "signal");
     match hal_core::wait::block_on(n.wait_async(WaitOptions::timeout(LONG))) {
@@ -97,6 +99,11 @@ pub(crate) fn child_cancel_waits<B: Backend>(suite: &Suite<B>) {
         Err(e @ Error::Timeout { .. }) => panic!("an awaited signalled notify: {e}"),
         Err(e) => panic!("an awaited signalled notify: {e}"),
     }
+}
+
+/// Threads of this process.
+fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task").map_or(0, |dir| dir.count())
 }
 
 /// Threads of this process named as waiter threads.
