@@ -81,6 +81,15 @@ pub trait Memory: Send + Sync {
 
 pub use crate::bounds::check_bounds;
 
+/// The default answer of the managed-memory operations.
+fn no_managed_memory(info: &DeviceInfo, operation: &str) -> Error {
+    Error::unsupported(
+        info.backend.name(),
+        operation,
+        "this device has no managed memory (Capabilities::MANAGED_MEMORY)",
+    )
+}
+
 /// Memory of one device that a stream operation reads or writes: an
 /// allocation of this process or a mapping it imported.
 pub enum MemRef<'a, D: Device + ?Sized> {
@@ -342,11 +351,7 @@ pub trait Device: Send + Sync + 'static {
     /// measured); the others answer [`Error::Unsupported`] (the default).
     fn advise(&self, mem: MemRef<'_, Self>, offset: u64, len: u64, advice: Advice) -> Result<()> {
         let _ = (mem, offset, len, advice);
-        Err(Error::unsupported(
-            self.info().backend.name(),
-            "advise",
-            "this device has no managed memory (Capabilities::MANAGED_MEMORY)",
-        ))
+        Err(no_managed_memory(self.info(), "advise"))
     }
 
     /// Queue moving a range of managed memory to `to` (a device or the host)
@@ -362,11 +367,7 @@ pub trait Device: Send + Sync + 'static {
         to: Location,
     ) -> Result<()> {
         let _ = (stream, mem, offset, len, to);
-        Err(Error::unsupported(
-            self.info().backend.name(),
-            "prefetch_async",
-            "this device has no managed memory (Capabilities::MANAGED_MEMORY)",
-        ))
+        Err(no_managed_memory(self.info(), "prefetch_async"))
     }
 
     /// True when everything queued on `stream` so far has run (it never

@@ -55,16 +55,17 @@ impl Policy {
         )
     }
 
-    /// Whether the process `pid` that started at `start` may import; pins
-    /// an unpinned pid to it.
-    pub(super) fn admit(&mut self, pid: u32, start: Option<u64>) -> bool {
+    /// Whether the process `pid` that started at `start()` may import; pins
+    /// an unpinned pid to it. `start` is asked only for a listed pid (it
+    /// reads `/proc`).
+    pub(super) fn admit(&mut self, pid: u32, start: impl FnOnce() -> Option<u64>) -> bool {
         match self {
             Policy::Anyone => true,
             Policy::Pids(list) => {
                 let Some(a) = list.iter_mut().find(|a| pid != 0 && a.pid == pid) else {
                     return false;
                 };
-                match (a.start, start) {
+                match (a.start, start()) {
                     (0, Some(now)) => {
                         a.start = now;
                         true
@@ -111,22 +112,22 @@ mod tests {
     #[test]
     fn policy_pins_pids_to_processes() {
         let (me, start) = os::self_identity();
-        assert!(Policy::Anyone.admit(7, None));
+        assert!(Policy::Anyone.admit(7, || None));
         let mut p = Policy::Pids(vec![
             Allowed { pid: me, start },
             Allowed { pid: 5, start: 0 },
         ]);
-        assert!(p.admit(me, Some(start)));
-        assert!(!p.admit(me, Some(start + 1)), "a recycled pid");
-        assert!(!p.admit(me, None), "a vanished process");
-        assert!(!p.admit(6, Some(1)) && !p.admit(0, Some(1)));
+        assert!(p.admit(me, || Some(start)));
+        assert!(!p.admit(me, || Some(start + 1)), "a recycled pid");
+        assert!(!p.admit(me, || None), "a vanished process");
+        assert!(!p.admit(6, || Some(1)) && !p.admit(0, || Some(1)));
         assert!(
-            p.admit(5, Some(99)),
+            p.admit(5, || Some(99)),
             "an unpinned pid is pinned at first use"
         );
-        assert!(p.admit(5, Some(99)));
-        assert!(!p.admit(5, Some(100)));
-        assert!(!Policy::Pids(Vec::new()).admit(1, Some(1)));
+        assert!(p.admit(5, || Some(99)));
+        assert!(!p.admit(5, || Some(100)));
+        assert!(!Policy::Pids(Vec::new()).admit(1, || Some(1)));
     }
 
     fn test_handle() -> Handle {

@@ -313,9 +313,11 @@ pub(super) fn decide(
         }
         Err(status) => return Answer::status(status),
     };
-    // The peer's start time, read once: it pins allow-list entries and
-    // leases to this process, so that a recycled pid inherits neither.
-    let start = os::process_start_time(peer.pid);
+    // The peer's start time, read at most once and only when an allow-list
+    // or a lease needs it: it pins both to this process, so that a recycled
+    // pid inherits neither.
+    let start_time = std::cell::OnceCell::new();
+    let start = || *start_time.get_or_init(|| os::process_start_time(peer.pid));
     let mut table = lock(table);
     let Some(entries) = table.get_mut(&id) else {
         return Answer::status(Status::NotFound);
@@ -333,7 +335,7 @@ pub(super) fn decide(
     let lease = match &entry.leases {
         None => None,
         Some(_) if peer.pid == 0 => return Answer::status(Status::Unseen),
-        Some(t) => match t.register(peer.pid, start.unwrap_or(0)) {
+        Some(t) => match t.register(peer.pid, start().unwrap_or(0)) {
             Ok(ticket) => Some(ticket),
             Err(Error::Busy { .. }) => return Answer::status(Status::Busy),
             Err(_) => return Answer::status(Status::Internal),
