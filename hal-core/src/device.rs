@@ -20,6 +20,7 @@ use crate::types::{
     Access, Advice, AllocDesc, Availability, BackendId, Capabilities, DeviceInfo, EventFlags,
     ExportOptions, Granularity, ImportOptions, Location, WaitOptions,
 };
+use crate::vmm::{AccessGrant, AccessTarget, PhysicalDesc, PhysicalLocation, ShareableHandle};
 use crate::Exported;
 
 /// A future returned by the awaitable waits. It does not block the executor
@@ -184,6 +185,15 @@ pub trait Notify: Send + Sync {
 pub trait Physical: Send + Sync {
     /// Size in bytes (a multiple of the minimum granularity).
     fn size(&self) -> u64;
+
+    /// Where its pages live (for an import: where the exporter put them).
+    fn location(&self) -> PhysicalLocation;
+
+    /// The shareable handle it was made for: what was asked in
+    /// [`PhysicalDesc::handle`], or [`ShareableHandle::PosixFd`] after a
+    /// refused fabric request fell back ([`crate::vmm::fabric_or_posix`]).
+    /// An import answers the handle it came through.
+    fn handle_type(&self) -> ShareableHandle;
 }
 
 /// A VMM address range reservation.
@@ -248,6 +258,23 @@ pub trait Device: Send + Sync + 'static {
     /// [`Importers::Pids`]: crate::Importers::Pids
     fn process_id(&self) -> Result<u32> {
         Ok(crate::os::pid())
+    }
+
+    /// The vendor context current on the calling thread, as an opaque id
+    /// (CUDA `cuCtxGetCurrent`, Ascend `aclrtGetCurrentContext`), or `None`
+    /// when none is current or the backend has no contexts (the default).
+    ///
+    /// It exists for the contract's thread rule: **every call and every drop
+    /// may happen on any thread, and leaves the calling thread's current
+    /// context (CUDA) or current device and context (Ascend) as it found
+    /// it.** A backend pushes its device's context for each vendor call and
+    /// pops it after, so a framework sharing the process (PyTorch, a
+    /// runtime's own CUDA code) never finds its context changed; resources
+    /// may be created on one thread and used and dropped on others. No
+    /// backend finalizes the vendor runtime (`aclFinalize`) or resets a
+    /// device that a framework in the same process may be using.
+    fn current_context(&self) -> Result<Option<u64>> {
+        Ok(None)
     }
 
     // --- memory ---------------------------------------------------------
@@ -419,31 +446,89 @@ pub trait Device: Send + Sync + 'static {
     /// The VMM granularity.
     fn granularity(&self, which: Granularity) -> Result<u64>;
 
-    /// Allocate physical memory (a multiple of the minimum granularity).
-    fn allocate_physical(&self, size: u64) -> Result<Self::Physical>;
+    /// Allocate `size` bytes of physical memory on this device, exportable
+    /// as a POSIX descriptor: [`Device::allocate_physical_with`] with
+    /// [`PhysicalDesc::new`].
+    fn allocate_physical(&self, size: u64) -> Result<Self::Physical> {
+        self.allocate_physical_with(&PhysicalDesc::new(size))
+    }
+
+    /// Allocate physical memory as `desc` says: its size (a multiple of the
+    /// minimum granularity), where the pages live (this device, or host
+    /// NUMA memory with [`Capabilities::HOST_NUMA_VMM`]) and the shareable
+    /// handle it is made for. A fabric handle the device refuses falls back
+    /// to a POSIX descriptor with one warning
+    /// ([`crate::vmm::fabric_or_posix`]); an allocation made for
+    /// [`ShareableHandle::None`] may be refused at export, as the vendor
+    /// does (CUDA: `CUDA_ERROR_INVALID_VALUE`, measured).
+    fn allocate_physical_with(&self, desc: &PhysicalDesc) -> Result<Self::Physical>;
 
     /// Reserve an address range (size and alignment multiples of the minimum granularity).
     fn reserve(&self, size: u64, align: u64) -> Result<Self::Reservation>;
 
-    /// Map the whole of `physical` at `offset` in `reservation`.
+    /// Map the whole of `physical` at `offset` in `reservation`:
+    /// [`Device::map_range`] from the physical allocation's first byte.
     fn map(
         &self,
         reservation: &Self::Reservation,
         offset: u64,
         physical: &Self::Physical,
+    ) -> Result<()> {
+        self.map_range(reservation, offset, physical, 0, physical.size())
+    }
+
+    /// Map `len` bytes of `physical`, from `physical_offset`, at `offset` in
+    /// `reservation` (`cuMemMap`'s `offset`, `aclrtMapMem`'s): offsets and
+    /// length are multiples of the minimum granularity and the range lies
+    /// inside both. A mapping starts with no access; give it with
+    /// [`Device::set_access`] or [`Device::set_access_for`].
+    fn map_range(
+        &self,
+        reservation: &Self::Reservation,
+        offset: u64,
+        physical: &Self::Physical,
+        physical_offset: u64,
+        len: u64,
     ) -> Result<()>;
 
     /// Unmap `len` bytes at `offset` of `reservation`.
     fn unmap(&self, reservation: &Self::Reservation, offset: u64, len: u64) -> Result<()>;
 
-    /// Set access rights of a mapped part of `reservation`.
+    /// Set this device's access rights to a mapped part of `reservation`:
+    /// [`Device::set_access_for`] with one grant for this device.
     fn set_access(
         &self,
         reservation: &Self::Reservation,
         offset: u64,
         len: u64,
         access: Access,
+    ) -> Result<()> {
+        let me = AccessGrant::device(self.info().ordinal, access);
+        self.set_access_for(reservation, offset, len, &[me])
+    }
+
+    /// Set the access rights of several devices (and the host, for host
+    /// NUMA pages) to a mapped part of `reservation` in one call
+    /// (`cuMemSetAccess` with an array of descriptors, `aclrtMemSetAccess`).
+    /// The list is checked whole first ([`crate::vmm::check_grants`]): a list
+    /// that is refused changes nothing. Grants for devices not named keep
+    /// what they had.
+    fn set_access_for(
+        &self,
+        reservation: &Self::Reservation,
+        offset: u64,
+        len: u64,
+        grants: &[AccessGrant],
     ) -> Result<()>;
+
+    /// The access `target` has to the mapped byte at `offset` of
+    /// `reservation` (`cuMemGetAccess`).
+    fn access(
+        &self,
+        reservation: &Self::Reservation,
+        offset: u64,
+        target: AccessTarget,
+    ) -> Result<Access>;
 
     /// Export a physical allocation.
     fn export_physical(&self, physical: &Self::Physical, opts: &ExportOptions) -> Result<Exported>;

@@ -49,6 +49,7 @@ use crate::types::{
     Access, Advice, AllocDesc, Availability, BackendId, Capabilities, DeviceInfo, EventFlags,
     ExportOptions, Granularity, ImportOptions, Location,
 };
+use crate::vmm::{AccessGrant, AccessTarget, PhysicalDesc};
 use crate::Exported;
 
 /// A backend chosen at run time: the object-safe mirror of [`Backend`].
@@ -286,6 +287,9 @@ pub trait DynDevice: Send + Sync {
     /// import from this backend; see [`Device::process_id`].
     fn process_id(&self) -> Result<u32>;
 
+    /// The vendor context current on the calling thread; see [`Device::current_context`].
+    fn current_context(&self) -> Result<Option<u64>>;
+
     /// Allocate memory; see [`Device::allocate`].
     fn allocate(&self, desc: &AllocDesc) -> Result<Box<dyn DynAllocation>>;
 
@@ -403,6 +407,9 @@ pub trait DynDevice: Send + Sync {
     /// Allocate physical memory; see [`Device::allocate_physical`].
     fn allocate_physical(&self, size: u64) -> Result<Box<dyn DynPhysical>>;
 
+    /// Allocate physical memory as `desc` says; see [`Device::allocate_physical_with`].
+    fn allocate_physical_with(&self, desc: &PhysicalDesc) -> Result<Box<dyn DynPhysical>>;
+
     /// Reserve an address range; see [`Device::reserve`].
     fn reserve(&self, size: u64, align: u64) -> Result<Box<dyn DynReservation>>;
 
@@ -414,10 +421,20 @@ pub trait DynDevice: Send + Sync {
         physical: &dyn DynPhysical,
     ) -> Result<()>;
 
+    /// Map part of `physical`; see [`Device::map_range`].
+    fn map_range(
+        &self,
+        reservation: &dyn DynReservation,
+        offset: u64,
+        physical: &dyn DynPhysical,
+        physical_offset: u64,
+        len: u64,
+    ) -> Result<()>;
+
     /// Unmap `len` bytes at `offset` of `reservation`.
     fn unmap(&self, reservation: &dyn DynReservation, offset: u64, len: u64) -> Result<()>;
 
-    /// Set access rights of a mapped part of `reservation`.
+    /// Set this device's access rights to a mapped part of `reservation`.
     fn set_access(
         &self,
         reservation: &dyn DynReservation,
@@ -425,6 +442,23 @@ pub trait DynDevice: Send + Sync {
         len: u64,
         access: Access,
     ) -> Result<()>;
+
+    /// Set several targets' access at once; see [`Device::set_access_for`].
+    fn set_access_for(
+        &self,
+        reservation: &dyn DynReservation,
+        offset: u64,
+        len: u64,
+        grants: &[AccessGrant],
+    ) -> Result<()>;
+
+    /// The access `target` has; see [`Device::access`].
+    fn access(
+        &self,
+        reservation: &dyn DynReservation,
+        offset: u64,
+        target: AccessTarget,
+    ) -> Result<Access>;
 
     /// Export a physical allocation.
     fn export_physical(&self, physical: &dyn DynPhysical, opts: &ExportOptions)
@@ -500,6 +534,10 @@ where
 
     fn process_id(&self) -> Result<u32> {
         Device::process_id(self)
+    }
+
+    fn current_context(&self) -> Result<Option<u64>> {
+        Device::current_context(self)
     }
 
     fn allocate(&self, desc: &AllocDesc) -> Result<Box<dyn DynAllocation>> {
@@ -675,6 +713,10 @@ where
         Ok(Box::new(Device::allocate_physical(self, size)?))
     }
 
+    fn allocate_physical_with(&self, desc: &PhysicalDesc) -> Result<Box<dyn DynPhysical>> {
+        Ok(Box::new(Device::allocate_physical_with(self, desc)?))
+    }
+
     fn reserve(&self, size: u64, align: u64) -> Result<Box<dyn DynReservation>> {
         Ok(Box::new(Device::reserve(self, size, align)?))
     }
@@ -689,6 +731,20 @@ where
         let reservation = own::<D::Reservation>(reservation.as_any(), info, "reservation")?;
         let physical = own::<D::Physical>(physical.as_any(), info, "physical allocation")?;
         Device::map(self, reservation, offset, physical)
+    }
+
+    fn map_range(
+        &self,
+        reservation: &dyn DynReservation,
+        offset: u64,
+        physical: &dyn DynPhysical,
+        physical_offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        let info = Device::info(self);
+        let reservation = own::<D::Reservation>(reservation.as_any(), info, "reservation")?;
+        let physical = own::<D::Physical>(physical.as_any(), info, "physical allocation")?;
+        Device::map_range(self, reservation, offset, physical, physical_offset, len)
     }
 
     fn unmap(&self, reservation: &dyn DynReservation, offset: u64, len: u64) -> Result<()> {
@@ -707,6 +763,29 @@ where
         let reservation =
             own::<D::Reservation>(reservation.as_any(), Device::info(self), "reservation")?;
         Device::set_access(self, reservation, offset, len, access)
+    }
+
+    fn set_access_for(
+        &self,
+        reservation: &dyn DynReservation,
+        offset: u64,
+        len: u64,
+        grants: &[AccessGrant],
+    ) -> Result<()> {
+        let reservation =
+            own::<D::Reservation>(reservation.as_any(), Device::info(self), "reservation")?;
+        Device::set_access_for(self, reservation, offset, len, grants)
+    }
+
+    fn access(
+        &self,
+        reservation: &dyn DynReservation,
+        offset: u64,
+        target: AccessTarget,
+    ) -> Result<Access> {
+        let reservation =
+            own::<D::Reservation>(reservation.as_any(), Device::info(self), "reservation")?;
+        Device::access(self, reservation, offset, target)
     }
 
     fn export_physical(
@@ -905,6 +984,12 @@ mod tests {
         fn size(&self) -> u64 {
             self.0
         }
+        fn location(&self) -> crate::PhysicalLocation {
+            crate::PhysicalLocation::Device(0)
+        }
+        fn handle_type(&self) -> crate::ShareableHandle {
+            crate::ShareableHandle::PosixFd
+        }
     }
 
     impl<const N: u16> Reservation for ToyRes<N> {
@@ -1035,20 +1120,36 @@ mod tests {
         fn granularity(&self, which: Granularity) -> Result<u64> {
             Ok(self.info.granularity(which))
         }
-        fn allocate_physical(&self, size: u64) -> Result<ToyPhys<N>> {
-            Ok(ToyPhys(size))
+        fn allocate_physical_with(&self, desc: &PhysicalDesc) -> Result<ToyPhys<N>> {
+            Ok(ToyPhys(desc.size))
         }
         fn reserve(&self, size: u64, _align: u64) -> Result<ToyRes<N>> {
             Ok(ToyRes(size))
         }
-        fn map(&self, _r: &ToyRes<N>, _o: u64, _p: &ToyPhys<N>) -> Result<()> {
+        fn map_range(
+            &self,
+            _r: &ToyRes<N>,
+            _o: u64,
+            _p: &ToyPhys<N>,
+            _po: u64,
+            _l: u64,
+        ) -> Result<()> {
             Ok(())
         }
         fn unmap(&self, _r: &ToyRes<N>, _o: u64, _l: u64) -> Result<()> {
             Ok(())
         }
-        fn set_access(&self, _r: &ToyRes<N>, _o: u64, _l: u64, _a: Access) -> Result<()> {
+        fn set_access_for(
+            &self,
+            _r: &ToyRes<N>,
+            _o: u64,
+            _l: u64,
+            _g: &[AccessGrant],
+        ) -> Result<()> {
             Ok(())
+        }
+        fn access(&self, _r: &ToyRes<N>, _o: u64, _t: AccessTarget) -> Result<Access> {
+            Ok(Access::ReadWrite)
         }
         fn export_physical(&self, _p: &ToyPhys<N>, _o: &ExportOptions) -> Result<Exported> {
             Err(unsupported("export_physical"))

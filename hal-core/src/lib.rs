@@ -39,6 +39,7 @@ pub mod lease;
 pub mod os;
 pub mod types;
 pub mod vendor;
+pub mod vmm;
 pub mod wait;
 
 pub use device::{
@@ -49,3 +50,4 @@ pub use error::{Error, HandleError, Result, VendorError};
 pub use export::Exported;
 pub use handle::{FdSource, Handle, HandleFlags, HandleKind, PidKind, SharedHandle};
 pub use types::*;
+pub use vmm::{AccessGrant, AccessTarget, PhysicalDesc, PhysicalLocation, ShareableHandle};

@@ -150,6 +150,16 @@ capabilities! {
     LEASES = 18, "leases";
     /// File-backed regions.
     FILE_BACKED = 19, "file-backed";
+    /// VMM physical allocations can live in host NUMA memory
+    /// ([`PhysicalLocation::HostNuma`](crate::PhysicalLocation::HostNuma)) and
+    /// be made host-accessible (CUDA's `HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED`).
+    HOST_NUMA_VMM = 20, "host-numa-vmm";
+    /// Notifies can be signalled and waited on in stream order
+    /// ([`Device::record_notify`](crate::Device::record_notify),
+    /// [`Device::stream_wait_notify`](crate::Device::stream_wait_notify));
+    /// without it those answer [`Error::Unsupported`](crate::Error::Unsupported)
+    /// and only the host-side signal and wait work.
+    STREAM_ORDERED_NOTIFY = 21, "stream-ordered-notify";
 }
 
 impl Capabilities {

@@ -260,30 +260,47 @@ impl Device for CpuDevice {
         Ok(self.info.granularity(which))
     }
 
-    fn allocate_physical(&self, size: u64) -> Result<CpuPhysical> {
-        CpuPhysical::allocate(size)
+    fn allocate_physical_with(&self, desc: &hal_core::PhysicalDesc) -> Result<CpuPhysical> {
+        hal_core::vmm::fabric_or_posix(crate::id::BACKEND, desc, CpuPhysical::allocate)
     }
 
     fn reserve(&self, size: u64, align: u64) -> Result<CpuReservation> {
         CpuReservation::reserve(size, align)
     }
 
-    fn map(&self, reservation: &CpuReservation, offset: u64, physical: &CpuPhysical) -> Result<()> {
-        reservation.map_physical(offset, physical)
+    fn map_range(
+        &self,
+        reservation: &CpuReservation,
+        offset: u64,
+        physical: &CpuPhysical,
+        physical_offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        reservation.map_physical(offset, physical, physical_offset, len)
     }
 
     fn unmap(&self, reservation: &CpuReservation, offset: u64, len: u64) -> Result<()> {
         reservation.unmap(offset, len)
     }
 
-    fn set_access(
+    fn set_access_for(
         &self,
         reservation: &CpuReservation,
         offset: u64,
         len: u64,
-        access: Access,
+        grants: &[hal_core::AccessGrant],
     ) -> Result<()> {
+        let access = CpuReservation::granted(grants)?;
         reservation.set_access(offset, len, access)
+    }
+
+    fn access(
+        &self,
+        reservation: &CpuReservation,
+        offset: u64,
+        target: hal_core::AccessTarget,
+    ) -> Result<Access> {
+        reservation.access_at(offset, target)
     }
 
     fn export_physical(&self, physical: &CpuPhysical, opts: &ExportOptions) -> Result<Exported> {

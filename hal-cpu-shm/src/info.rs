@@ -23,7 +23,9 @@ pub const CAPABILITIES: Capabilities = Capabilities::IPC_MEMORY
     .union(Capabilities::GROWABLE)
     .union(Capabilities::NUMA_PLACEMENT)
     .union(Capabilities::LEASES)
-    .union(Capabilities::FILE_BACKED);
+    .union(Capabilities::FILE_BACKED)
+    .union(Capabilities::HOST_NUMA_VMM)
+    .union(Capabilities::STREAM_ORDERED_NOTIFY);
 
 /// The host device's information, computed once per process.
 pub fn host_info() -> &'static DeviceInfo {

@@ -154,12 +154,12 @@ mod vmm;
 
 pub use device::{CpuDevice, CpuShm};
 pub use file::{create_file_backed, open_file_backed, open_file_backed_read_only};
+pub use hal_core::os::numa_nodes;
 pub use info::{CAPABILITIES, HUGE_1G, HUGE_2M};
 pub use memory::{CpuAllocation, CpuMapping, RegionKind};
 pub use named::{
     collect_garbage, collect_garbage_named, collect_garbage_prefix, create_named, list_regions,
     open_named, open_named_read_only, region_id, unlink_named, NamedOptions, RegionInfo,
 };
-pub use placement::numa_nodes;
 pub use sync::{CpuEvent, CpuNotify, CpuStream};
 pub use vmm::{CpuPhysical, CpuReservation};

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use hal_core::os;
 use hal_core::{Error, HugePages, NumaPolicy, Placement, Result};
 
 use crate::view::View;
@@ -14,32 +15,11 @@ const MPOL_INTERLEAVE: i32 = 3;
 const MADV_POPULATE_WRITE: i32 = 23;
 const NODE_DIR: &str = "/sys/devices/system/node";
 
-/// The NUMA nodes of this machine that have memory (`[0]` without NUMA support).
-pub fn numa_nodes() -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir(NODE_DIR) else {
-        return vec![0];
-    };
-    let mut nodes: Vec<u32> = dir
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            e.file_name()
-                .to_str()
-                .and_then(|n| n.strip_prefix("node"))
-                .and_then(|n| n.parse().ok())
-        })
-        .collect();
-    nodes.sort_unstable();
-    if nodes.is_empty() {
-        nodes.push(0);
-    }
-    nodes
-}
-
 fn check_nodes(nodes: &[u32]) -> Result<()> {
     if nodes.is_empty() {
         return Err(Error::invalid("a NUMA policy needs at least one node"));
     }
-    let have = numa_nodes();
+    let have = os::numa_nodes();
     for n in nodes {
         if !have.contains(n) && !Path::new(&format!("{NODE_DIR}/node{n}")).exists() {
             return Err(Error::invalid(format!(

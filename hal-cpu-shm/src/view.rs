@@ -6,11 +6,10 @@ use hal_core::device::check_bounds;
 use hal_core::os::{self, Prot, SharedMap};
 use hal_core::{Error, Result};
 
-/// `len` bytes at `start` inside `map`.
+/// A mapping of `len` bytes.
 #[derive(Debug)]
 pub(crate) struct View {
     map: SharedMap,
-    start: u64,
     len: u64,
 }
 
@@ -32,31 +31,23 @@ impl View {
                 "alignment {align:#x} is not a power of two"
             )));
         }
-        if at.is_some() || align <= natural {
-            let map = SharedMap::map(fd, len, file_offset, prot, at).map_err(access_error)?;
-            return Ok(View { map, start: 0, len });
+        let map = if at.is_some() || align <= natural {
+            SharedMap::map(fd, len, file_offset, prot, at)
+        } else {
+            SharedMap::map_aligned(fd, len, file_offset, align, prot)
         }
-        // Reserve enough to find an aligned start, then map the descriptor over it.
-        let total = len
-            .checked_add(align)
-            .ok_or_else(|| Error::invalid("size plus alignment overflows"))?;
-        let map = SharedMap::reserve(total, None)?;
-        let base = map.as_ptr() as u64;
-        let aligned = (base + align - 1) & !(align - 1);
-        let start = aligned - base;
-        map.map_over(start, fd, file_offset, len, prot)
-            .map_err(access_error)?;
-        Ok(View { map, start, len })
+        .map_err(access_error)?;
+        Ok(View { map, len })
     }
 
     /// The address of the first byte.
     pub(crate) fn addr(&self) -> u64 {
-        self.map.as_ptr() as u64 + self.start
+        self.map.as_ptr() as u64
     }
 
     /// A pointer to the first byte.
     pub(crate) fn ptr(&self) -> *mut u8 {
-        self.map.as_ptr().wrapping_add(self.start as usize)
+        self.map.as_ptr()
     }
 
     /// Length in bytes.
@@ -67,19 +58,19 @@ impl View {
     /// Copy out.
     pub(crate) fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
         check_bounds(offset, dst.len() as u64, self.len)?;
-        self.map.read(self.start + offset, dst)
+        self.map.read(offset, dst)
     }
 
     /// Copy in.
     pub(crate) fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
         check_bounds(offset, src.len() as u64, self.len)?;
-        self.map.write(self.start + offset, src)
+        self.map.write(offset, src)
     }
 
     /// `madvise` a part.
     pub(crate) fn advise(&self, offset: u64, len: u64, advice: i32) -> Result<()> {
         check_bounds(offset, len, self.len)?;
-        self.map.advise(self.start + offset, len, advice)
+        self.map.advise(offset, len, advice)
     }
 
     /// Round `len` up to whole pages of `page` bytes.

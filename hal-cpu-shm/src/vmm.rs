@@ -8,16 +8,23 @@
 //!
 //! A chunk is mapped readable and writable at once (read-only when it was
 //! imported read-only); [`Device::set_access`](hal_core::Device::set_access)
-//! changes that with `mprotect`.
+//! changes that with `mprotect`. The one device of this backend is the host,
+//! so [`AccessTarget::Device`]`(0)` and [`AccessTarget::Host`] name the same
+//! processors and share one access right. A chunk placed on a host NUMA
+//! node ([`PhysicalLocation::HostNuma`]) carries a bind policy on its memfd
+//! (`mbind` on a shared mapping sets the file's policy), so its pages come
+//! from that node in every process that maps it.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use hal_core::device::check_bounds;
 use hal_core::os::{self, Prot, SharedMap};
+use hal_core::vmm::check_grants;
 use hal_core::{
-    Access, BackendId, Error, ExportOptions, Exported, HandleError, HandleFlags, HandleKind,
-    ImportOptions, Physical, Reservation, Result, SharedHandle,
+    Access, AccessGrant, AccessTarget, BackendId, Error, ExportOptions, Exported, HandleError,
+    HandleFlags, HandleKind, ImportOptions, NumaPolicy, Physical, PhysicalDesc, PhysicalLocation,
+    Placement, Reservation, Result, ShareableHandle, SharedHandle,
 };
 use nix::fcntl::{fcntl, FcntlArg, OFlag};
 
@@ -36,6 +43,8 @@ struct PhysInner {
     fd: OwnedFd,
     size: u64,
     read_only: bool,
+    location: PhysicalLocation,
+    handle: ShareableHandle,
 }
 
 fn check_pages(what: &str, v: u64) -> Result<()> {
@@ -49,18 +58,44 @@ fn check_pages(what: &str, v: u64) -> Result<()> {
 }
 
 impl CpuPhysical {
-    pub(crate) fn allocate(size: u64) -> Result<CpuPhysical> {
+    pub(crate) fn allocate(desc: &PhysicalDesc) -> Result<CpuPhysical> {
+        let size = desc.size;
         if size == 0 {
             return Err(Error::invalid("cannot allocate zero bytes"));
         }
         check_pages("physical size", size)?;
+        let location = desc.location.unwrap_or(PhysicalLocation::Device(0));
+        if let PhysicalLocation::Device(d @ 1..) = location {
+            return Err(Error::invalid(format!(
+                "device {d} does not exist: the CPU backend has device 0 only"
+            )));
+        }
+        if desc.handle == ShareableHandle::Fabric {
+            return Err(Error::unsupported(
+                crate::id::BACKEND,
+                "a fabric handle",
+                "host memory is shared by POSIX descriptor only",
+            ));
+        }
         let fd = os::memfd("hal-cpu-shm-physical", size, None)?;
+        if let PhysicalLocation::HostNuma(node) = location {
+            // A bind policy set through a shared mapping is the file's own:
+            // every later page of the memfd comes from `node`.
+            let view = View::map(fd.as_fd(), size, 0, Prot::ReadWrite, 0, View::page(), None)?;
+            let placement = Placement {
+                numa: NumaPolicy::Bind(vec![node]),
+                ..Placement::default()
+            };
+            crate::placement::apply(&view, &placement)?;
+        }
         os::add_seals(fd.as_fd(), os::EXPORT_SEALS)?;
         Ok(CpuPhysical {
             inner: Arc::new(PhysInner {
                 fd,
                 size,
                 read_only: false,
+                location,
+                handle: desc.handle,
             }),
         })
     }
@@ -83,8 +118,19 @@ impl CpuPhysical {
                     .into(),
             });
         }
+        if self.inner.handle == ShareableHandle::None {
+            return Err(Error::invalid(
+                "the physical allocation was made without a shareable handle type; allocate it \
+                 with PhysicalDesc::handle(ShareableHandle::PosixFd) to export it",
+            ));
+        }
         let mut handle = new_handle(HandleKind::Physical, opts)?;
         handle.size = self.inner.size;
+        // The NUMA node travels in the handle's address field, which a
+        // physical handle does not otherwise use (0: the device itself).
+        if let PhysicalLocation::HostNuma(node) = self.inner.location {
+            handle.address = u64::from(node) + 1;
+        }
         let fd = if opts.read_only {
             reopen_read_only(self.inner.fd.as_fd())?
         } else {
@@ -119,11 +165,22 @@ impl CpuPhysical {
         if OFlag::from_bits_truncate(fl) & OFlag::O_ACCMODE == OFlag::O_RDONLY {
             read_only = true;
         }
+        let location = match shared.handle.address {
+            0 => PhysicalLocation::Device(0),
+            n => PhysicalLocation::HostNuma(u32::try_from(n - 1).map_err(|_| {
+                HandleError::Malformed {
+                    field: "address",
+                    detail: "a CPU physical handle's NUMA node does not fit 32 bits".into(),
+                }
+            })?),
+        };
         Ok(CpuPhysical {
             inner: Arc::new(PhysInner {
                 fd,
                 size,
                 read_only,
+                location,
+                handle: ShareableHandle::PosixFd,
             }),
         })
     }
@@ -132,6 +189,14 @@ impl CpuPhysical {
 impl Physical for CpuPhysical {
     fn size(&self) -> u64 {
         self.inner.size
+    }
+
+    fn location(&self) -> PhysicalLocation {
+        self.inner.location
+    }
+
+    fn handle_type(&self) -> ShareableHandle {
+        self.inner.handle
     }
 }
 
@@ -150,7 +215,6 @@ struct Piece {
 #[derive(Debug)]
 pub struct CpuReservation {
     map: SharedMap,
-    start: u64,
     len: u64,
     pieces: Mutex<Vec<Piece>>,
 }
@@ -175,20 +239,8 @@ impl CpuReservation {
                 "alignment {align:#x} is not a power-of-two multiple of {page}"
             )));
         }
-        let extra = if align > page { align } else { 0 };
-        let total = size
-            .checked_add(extra)
-            .ok_or_else(|| Error::invalid("size plus alignment overflows"))?;
-        let map = SharedMap::reserve(total, None)?;
-        let base = map.as_ptr() as u64;
-        let start = if extra == 0 {
-            0
-        } else {
-            ((base + align - 1) & !(align - 1)) - base
-        };
         Ok(CpuReservation {
-            map,
-            start,
+            map: SharedMap::reserve_aligned(size, align)?,
             len: size,
             pieces: Mutex::new(Vec::new()),
         })
@@ -198,9 +250,20 @@ impl CpuReservation {
         self.pieces.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn map_physical(&self, offset: u64, phys: &CpuPhysical) -> Result<()> {
+    pub(crate) fn map_physical(
+        &self,
+        offset: u64,
+        phys: &CpuPhysical,
+        phys_offset: u64,
+        len: u64,
+    ) -> Result<()> {
         check_pages("offset", offset)?;
-        let len = phys.inner.size;
+        check_pages("offset in the physical allocation", phys_offset)?;
+        check_pages("length", len)?;
+        if len == 0 {
+            return Err(Error::invalid("cannot map zero bytes"));
+        }
+        check_bounds(phys_offset, len, phys.inner.size)?;
         check_bounds(offset, len, self.len)?;
         let mut pieces = self.pieces();
         if let Some(p) = pieces
@@ -223,9 +286,9 @@ impl CpuReservation {
         };
         self.map
             .map_over(
-                self.start + offset,
+                offset,
                 phys.inner.fd.as_fd(),
-                0,
+                phys_offset,
                 len,
                 prot_of(access),
             )
@@ -290,7 +353,7 @@ impl CpuReservation {
         Self::covering(&pieces, offset, len)?;
         Self::split_at(&mut pieces, offset);
         Self::split_at(&mut pieces, offset + len);
-        self.map.unmap_part(self.start + offset, len)?;
+        self.map.unmap_part(offset, len)?;
         pieces.retain(|p| p.offset + p.len <= offset || p.offset >= offset + len);
         Ok(())
     }
@@ -315,7 +378,7 @@ impl CpuReservation {
         Self::split_at(&mut pieces, offset);
         Self::split_at(&mut pieces, offset + len);
         self.map
-            .protect(self.start + offset, len, prot_of(access))
+            .protect(offset, len, prot_of(access))
             .map_err(access_error)?;
         for p in pieces
             .iter_mut()
@@ -324,6 +387,34 @@ impl CpuReservation {
             p.access = access;
         }
         Ok(())
+    }
+
+    /// The one access right a grant list gives: device 0 and the host are
+    /// the same processors here, so both may be named only with one right.
+    pub(crate) fn granted(grants: &[AccessGrant]) -> Result<Access> {
+        check_grants(grants, 1)?;
+        let first = grants[0].access;
+        if grants.iter().any(|g| g.access != first) {
+            return Err(Error::invalid(
+                "device 0 of the CPU backend is the host: give AccessTarget::Device(0) and \
+                 AccessTarget::Host the same access, or name one of them",
+            ));
+        }
+        Ok(first)
+    }
+
+    /// The access of the mapped byte at `offset` (any target: see
+    /// [`CpuReservation::granted`]).
+    pub(crate) fn access_at(&self, offset: u64, target: AccessTarget) -> Result<Access> {
+        if let AccessTarget::Device(d @ 1..) = target {
+            return Err(Error::invalid(format!(
+                "device {d} does not exist: the CPU backend has device 0 only"
+            )));
+        }
+        check_bounds(offset, 1, self.len)?;
+        let pieces = self.pieces();
+        let range = Self::covering(&pieces, offset, 1)?;
+        Ok(pieces[range.start].access)
     }
 
     fn check_access(&self, pieces: &[Piece], offset: u64, len: u64, write: bool) -> Result<()> {
@@ -354,7 +445,7 @@ impl CpuReservation {
 
 impl Reservation for CpuReservation {
     fn base(&self) -> u64 {
-        self.map.as_ptr() as u64 + self.start
+        self.map.as_ptr() as u64
     }
 
     fn len(&self) -> u64 {
@@ -364,13 +455,13 @@ impl Reservation for CpuReservation {
     fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
         let pieces = self.pieces();
         self.check_access(&pieces, offset, dst.len() as u64, false)?;
-        self.map.read(self.start + offset, dst)
+        self.map.read(offset, dst)
     }
 
     fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
         let pieces = self.pieces();
         self.check_access(&pieces, offset, src.len() as u64, true)?;
-        self.map.write(self.start + offset, src)
+        self.map.write(offset, src)
     }
 }
 
@@ -388,6 +479,8 @@ mod tests {
                 fd: os::memfd("piece", 4096, None).unwrap(),
                 size: 4096,
                 read_only: false,
+                location: PhysicalLocation::Device(0),
+                handle: ShareableHandle::PosixFd,
             }),
         }
     }

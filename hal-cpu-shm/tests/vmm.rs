@@ -157,3 +157,74 @@ fn physical_export_import_in_process() {
         )
         .is_err());
 }
+
+#[test]
+fn device_zero_and_the_host_share_one_access_right() {
+    use hal_core::{AccessGrant, AccessTarget};
+    let d = CpuDevice::new();
+    let p = d.allocate_physical(P).unwrap();
+    let r = d.reserve(P, 0).unwrap();
+    d.map(&r, 0, &p).unwrap();
+    d.set_access_for(&r, 0, P, &[AccessGrant::host(Access::Read)])
+        .unwrap();
+    for t in [AccessTarget::Host, AccessTarget::Device(0)] {
+        assert_eq!(d.access(&r, 0, t).unwrap(), Access::Read, "{t:?}");
+    }
+    assert!(r.write(0, b"x").is_err(), "read-only for the one processor");
+    let mixed = [
+        AccessGrant::device(0, Access::ReadWrite),
+        AccessGrant::host(Access::None),
+    ];
+    assert!(matches!(
+        d.set_access_for(&r, 0, P, &mixed),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert_eq!(d.access(&r, 0, AccessTarget::Host).unwrap(), Access::Read);
+    let same = [
+        AccessGrant::device(0, Access::ReadWrite),
+        AccessGrant::host(Access::ReadWrite),
+    ];
+    d.set_access_for(&r, 0, P, &same).unwrap();
+    r.write(0, b"x").unwrap();
+    assert!(d.access(&r, 0, AccessTarget::Device(1)).is_err());
+}
+
+#[test]
+fn physical_properties_travel_and_refusals_say_why() {
+    use hal_core::{PhysicalDesc, PhysicalLocation, ShareableHandle};
+    let d = CpuDevice::new();
+    let none = d
+        .allocate_physical_with(&PhysicalDesc::new(P).handle(ShareableHandle::None))
+        .unwrap();
+    let err = d
+        .export_physical(&none, &ExportOptions::default())
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("ShareableHandle::PosixFd"),
+        "{err}"
+    );
+    let fabric = d
+        .allocate_physical_with(&PhysicalDesc::new(P).handle(ShareableHandle::Fabric))
+        .unwrap();
+    assert_eq!(fabric.handle_type(), ShareableHandle::PosixFd, "fell back");
+    assert!(d
+        .allocate_physical_with(&PhysicalDesc::new(P).location(PhysicalLocation::Device(1)))
+        .is_err());
+    let node = *hal_core::os::numa_nodes().last().unwrap();
+    let numa = d
+        .allocate_physical_with(&PhysicalDesc::new(P).location(PhysicalLocation::HostNuma(node)))
+        .unwrap();
+    let ex = d.export_physical(&numa, &ExportOptions::default()).unwrap();
+    let back = d
+        .import_physical(ex.share().unwrap(), &ImportOptions::default())
+        .unwrap();
+    assert_eq!(back.location(), PhysicalLocation::HostNuma(node));
+    let plain = d.allocate_physical(P).unwrap();
+    let ex = d
+        .export_physical(&plain, &ExportOptions::default())
+        .unwrap();
+    let back = d
+        .import_physical(ex.share().unwrap(), &ImportOptions::default())
+        .unwrap();
+    assert_eq!(back.location(), PhysicalLocation::Device(0));
+}

@@ -62,8 +62,10 @@ impl MockBackend {
             .filter_map(|ordinal| profile.device_info(ordinal))
             .map(DeviceState::new)
             .collect();
+        static INSTANCES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         MockBackend {
             shared: Arc::new(BackendShared {
+                instance: INSTANCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                 profile,
                 invalid,
                 faults: Faults::default(),

@@ -6,37 +6,7 @@ use std::sync::Arc;
 
 use hal_core::exchange::Lease;
 use hal_core::os::{self, Prot, SharedMap};
-use hal_core::{Error, Result};
-
-/// Map `len` bytes of `fd` (or reserve them, without `fd`) at an address
-/// aligned to `align`.
-pub(crate) fn map_aligned(fd: Option<BorrowedFd<'_>>, len: u64, align: u64) -> Result<SharedMap> {
-    let map_at = |at: Option<u64>| match fd {
-        Some(fd) => SharedMap::map(fd, len, 0, Prot::ReadWrite, at),
-        None => SharedMap::reserve(len, at),
-    };
-    if align <= os::page_size() {
-        return map_at(None);
-    }
-    // Reserve room for the aligned range, release it, and map there; another
-    // thread may take the range in between, so try a few times.
-    for _ in 0..16 {
-        let probe_len = len
-            .checked_add(align)
-            .ok_or_else(|| Error::invalid("size plus alignment overflows"))?;
-        let probe = SharedMap::reserve(probe_len, None)?;
-        let at = (probe.as_ptr() as u64).next_multiple_of(align);
-        drop(probe);
-        match map_at(Some(at)) {
-            Err(Error::AlreadyExists { .. }) => continue,
-            other => return other,
-        }
-    }
-    Err(Error::OutOfMemory {
-        requested: len,
-        detail: format!("no {align:#x}-aligned address range of {len:#x} bytes stayed free"),
-    })
-}
+use hal_core::Result;
 
 /// A sealed memfd and this process's mapping of all of it: the pages of
 /// one allocation, one pool chunk, or one physical allocation.
@@ -54,7 +24,7 @@ impl Backing {
     pub(crate) fn create(label: &str, size: u64, align: u64) -> Result<Arc<Backing>> {
         let fd = os::memfd(label, size, None)?;
         os::add_seals(fd.as_fd(), os::SIZE_SEALS)?;
-        let map = map_aligned(Some(fd.as_fd()), size, align)?;
+        let map = SharedMap::map_aligned(fd.as_fd(), size, 0, align, Prot::ReadWrite)?;
         Ok(Arc::new(Backing { fd, map, size }))
     }
 

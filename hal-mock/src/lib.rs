@@ -247,6 +247,7 @@
 mod backend;
 mod backing;
 pub mod codes;
+pub mod context;
 mod device;
 pub mod fault;
 mod memory;

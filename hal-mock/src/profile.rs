@@ -111,7 +111,9 @@ impl Profile {
                 | Capabilities::PEER_ACCESS
                 | Capabilities::IPC_EVENT_QUERY
                 | Capabilities::LEASES
-                | Capabilities::GROWABLE,
+                | Capabilities::GROWABLE
+                | Capabilities::HOST_NUMA_VMM
+                | Capabilities::STREAM_ORDERED_NOTIFY,
         }
     }
 
@@ -145,7 +147,8 @@ impl Profile {
                 | Capabilities::PID_ALLOW_LIST
                 | Capabilities::PID_ALLOW_LIST_DEFAULT_ON
                 | Capabilities::LEASES
-                | Capabilities::GROWABLE,
+                | Capabilities::GROWABLE
+                | Capabilities::STREAM_ORDERED_NOTIFY,
         }
     }
 

@@ -353,3 +353,43 @@ pub(crate) fn event_flags_allowed(vendor: Vendor, flags: EventFlags) -> Result<(
         }
     })
 }
+
+/// A physical allocation made for a fabric handle: CUDA without an IMEX
+/// daemon answers `CUDA_ERROR_NOT_PERMITTED` (`vendor/cuda.md`,
+/// "Measured"); Ascend knows only `ACL_MEM_HANDLE_TYPE_NONE` and POSIX
+/// (`vendor/ascend.md`, "Constants") and refuses the parameter.
+pub(crate) const fn fabric_refusal(vendor: Vendor) -> Code {
+    match vendor {
+        Vendor::Cuda => cuda::NOT_PERMITTED,
+        Vendor::Ascend => acl::RT_PARAM_INVALID,
+    }
+}
+
+/// Export of a physical allocation made without a requested shareable
+/// handle type: CUDA refuses it with `CUDA_ERROR_INVALID_VALUE`
+/// (`vendor/cuda.md`, "Measured"); Ascend's `ACL_MEM_HANDLE_TYPE_NONE`
+/// exports a 64-bit key (`vendor/ascend.md`, "Semantics", VMM).
+pub(crate) const fn exports_unrequested_handle(vendor: Vendor) -> bool {
+    matches!(vendor, Vendor::Ascend)
+}
+
+/// A call with no context current on the calling thread:
+/// `CUDA_ERROR_INVALID_CONTEXT` (`vendor/cuda.md`, "Measured": the same code
+/// answers an open of one's own handle) or `ACL_ERROR_RT_CONTEXT_NULL`
+/// (`vendor/ascend.md`, "Types and status").
+pub(crate) const fn no_context(vendor: Vendor) -> Code {
+    match vendor {
+        Vendor::Cuda => cuda::INVALID_CONTEXT,
+        Vendor::Ascend => acl::RT_CONTEXT_NULL,
+    }
+}
+
+/// Opening a handle in the process that exported it: CUDA refuses with
+/// `CUDA_ERROR_INVALID_CONTEXT` (`vendor/cuda.md`, "Measured"); the Ascend
+/// notes document no refusal, so the simulator opens it.
+pub(crate) const fn own_handle_open(vendor: Vendor) -> Option<Code> {
+    match vendor {
+        Vendor::Cuda => Some(cuda::INVALID_CONTEXT),
+        Vendor::Ascend => None,
+    }
+}

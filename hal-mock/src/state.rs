@@ -10,8 +10,10 @@ use hal_core::{BackendId, Capabilities, DeviceInfo, Error, Result};
 
 use crate::backing::{Backing, ImportRegion};
 use crate::codes::Code;
+use crate::context::{self, Context};
 use crate::fault::{FaultOp, Faults};
 use crate::profile::Profile;
+use crate::rules;
 use crate::vendor::{Api, Vendor};
 
 /// Lock a mutex, taking the data of a poisoned one (a panic elsewhere must
@@ -26,6 +28,8 @@ pub(crate) type ImportCache = HashMap<([u8; 16], u32, bool), Weak<ImportRegion>>
 
 /// What every device and resource of one backend instance shares.
 pub(crate) struct BackendShared {
+    /// This instance's number in the process (for its contexts' ids).
+    pub(crate) instance: u64,
     pub(crate) profile: Profile,
     /// Why the profile is invalid, if it is: the backend is then unavailable.
     pub(crate) invalid: Option<String>,
@@ -163,12 +167,40 @@ impl DevRef {
         self.shared.profile.capabilities
     }
 
-    /// The checks of a simulated vendor call: missing entry point, lost
-    /// device, injected fault.
+    /// The primary context of this device.
+    pub(crate) fn context(&self) -> Context {
+        Context {
+            instance: self.shared.instance,
+            ordinal: self.ordinal,
+        }
+    }
+
+    /// A simulated vendor call: the device's context pushed on the calling
+    /// thread for the call and popped after it (the caller's current
+    /// context is left as it was), then the checks of the call: a context
+    /// of this backend current (the vendor's invalid-context code
+    /// otherwise), missing entry point, lost device, injected fault.
     pub(crate) fn enter(&self, api: Api, op: Option<FaultOp>) -> Result<()> {
+        let _pushed = context::push(self.context());
+        self.in_context(api)?;
         self.shared
             .faults
             .enter(self.vendor(), self.ordinal, api, op)
+    }
+
+    /// The driver's check that a context of this backend instance is
+    /// current on the calling thread.
+    fn in_context(&self, api: Api) -> Result<()> {
+        match context::current() {
+            Some(c) if c.instance == self.shared.instance => Ok(()),
+            other => Err(self.err(
+                rules::no_context(self.vendor()),
+                format!(
+                    "{}: no context of this device is current on the calling thread ({other:?})",
+                    api.symbol(self.vendor())
+                ),
+            )),
+        }
     }
 
     /// The lost-device check and an injected fault, for operations that

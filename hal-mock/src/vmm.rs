@@ -5,9 +5,11 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
 use hal_core::os::{self, Prot, SharedMap};
-use hal_core::{Access, Physical, Reservation, Result};
+use hal_core::{
+    Access, AccessGrant, AccessTarget, Physical, PhysicalLocation, Reservation, Result,
+    ShareableHandle,
+};
 
-use crate::backing::map_aligned;
 use crate::state::{lock, DevRef};
 
 /// The memory of a physical allocation, shared by its owner, its mappings
@@ -15,6 +17,7 @@ use crate::state::{lock, DevRef};
 pub(crate) struct PhysMem {
     pub(crate) fd: OwnedFd,
     pub(crate) size: u64,
+    pub(crate) location: PhysicalLocation,
     /// The device charged for it (`None` for an import).
     charged: Option<DevRef>,
 }
@@ -33,6 +36,7 @@ pub struct MockPhysical {
     pub(crate) dev: DevRef,
     pub(crate) mem: Arc<PhysMem>,
     pub(crate) imported: bool,
+    pub(crate) handle: ShareableHandle,
 }
 
 impl std::fmt::Debug for MockPhysical {
@@ -41,22 +45,39 @@ impl std::fmt::Debug for MockPhysical {
             .field("backend", &self.dev.name())
             .field("device", &self.dev.ordinal)
             .field("size", &self.mem.size)
+            .field("location", &self.mem.location)
+            .field("handle", &self.handle)
             .field("imported", &self.imported)
             .finish()
     }
 }
 
 impl MockPhysical {
-    /// Create `size` bytes charged to `dev` (the caller checked the size).
-    pub(crate) fn create(dev: &DevRef, size: u64) -> Result<MockPhysical> {
-        dev.state().charge(dev.vendor(), size)?;
+    /// Create `size` bytes for `dev` at `location`, made for `handle` (the
+    /// caller checked all three). Device memory is charged to the device
+    /// that holds it (`charged`); host NUMA memory to no device.
+    pub(crate) fn create(
+        dev: &DevRef,
+        size: u64,
+        location: PhysicalLocation,
+        charged: Option<DevRef>,
+        handle: ShareableHandle,
+    ) -> Result<MockPhysical> {
+        if let Some(holder) = &charged {
+            holder.state().charge(holder.vendor(), size)?;
+        }
+        let refund = || {
+            if let Some(holder) = &charged {
+                holder.state().refund(size);
+            }
+        };
         let label = format!("hal-mock-{}-{}-physical", dev.profile().name, dev.ordinal);
         let fd = match os::memfd(&label, size, None)
             .and_then(|fd| os::add_seals(fd.as_fd(), os::EXPORT_SEALS).map(|()| fd))
         {
             Ok(fd) => fd,
             Err(e) => {
-                dev.state().refund(size);
+                refund();
                 return Err(e);
             }
         };
@@ -65,22 +86,32 @@ impl MockPhysical {
             mem: Arc::new(PhysMem {
                 fd,
                 size,
-                charged: Some(dev.clone()),
+                location,
+                charged,
             }),
             imported: false,
+            handle,
         })
     }
 
     /// Wrap an imported, verified memfd of `size` bytes.
-    pub(crate) fn imported(dev: &DevRef, fd: OwnedFd, size: u64) -> MockPhysical {
+    pub(crate) fn imported(
+        dev: &DevRef,
+        fd: OwnedFd,
+        size: u64,
+        location: PhysicalLocation,
+        handle: ShareableHandle,
+    ) -> MockPhysical {
         MockPhysical {
             dev: dev.clone(),
             mem: Arc::new(PhysMem {
                 fd,
                 size,
+                location,
                 charged: None,
             }),
             imported: true,
+            handle,
         }
     }
 
@@ -94,6 +125,14 @@ impl Physical for MockPhysical {
     fn size(&self) -> u64 {
         self.mem.size
     }
+
+    fn location(&self) -> PhysicalLocation {
+        self.mem.location
+    }
+
+    fn handle_type(&self) -> ShareableHandle {
+        self.handle
+    }
 }
 
 /// One mapped part of a reservation.
@@ -103,7 +142,18 @@ pub(crate) struct Segment {
     pub(crate) mem: Arc<PhysMem>,
     /// Which `map` call made it (unmap must cover whole mappings).
     pub(crate) map_id: u64,
-    pub(crate) access: Access,
+    /// Who may access it, and how; a target not listed has no access.
+    pub(crate) grants: Vec<AccessGrant>,
+}
+
+impl Segment {
+    /// The access `target` has to this segment.
+    pub(crate) fn access_of(&self, target: AccessTarget) -> Access {
+        self.grants
+            .iter()
+            .find(|g| g.target == target)
+            .map_or(Access::None, |g| g.access)
+    }
 }
 
 #[derive(Default)]
@@ -115,9 +165,12 @@ pub(crate) struct Segments {
 
 /// A VMM address range reservation. Parts are mapped with
 /// [`Device::map`](hal_core::Device::map) and made accessible with
-/// [`Device::set_access`](hal_core::Device::set_access); reads and writes
-/// of parts that are not mapped, or mapped without the access needed, are
-/// refused with the vendor's error instead of faulting.
+/// [`Device::set_access`](hal_core::Device::set_access) or, for several
+/// devices and the host at once,
+/// [`Device::set_access_for`](hal_core::Device::set_access_for). Reads and
+/// writes through the reservation are the reserving device's: parts that are
+/// not mapped, or where that device lacks the access needed, are refused
+/// with the vendor's error instead of faulting.
 pub struct MockReservation {
     pub(crate) dev: DevRef,
     pub(crate) map: SharedMap,
@@ -141,7 +194,7 @@ impl MockReservation {
     pub(crate) fn create(dev: &DevRef, size: u64, align: u64) -> Result<MockReservation> {
         Ok(MockReservation {
             dev: dev.clone(),
-            map: map_aligned(None, size, align)?,
+            map: SharedMap::reserve_aligned(size, align)?,
             len: size,
             segments: Mutex::new(Segments::default()),
         })
@@ -162,7 +215,8 @@ impl MockReservation {
             if s.offset > at {
                 break;
             }
-            let ok = match s.access {
+            let access = s.access_of(self.me());
+            let ok = match access {
                 Access::ReadWrite => true,
                 Access::Read => !write,
                 Access::None => false,
@@ -171,10 +225,11 @@ impl MockReservation {
                 return Err(self.dev.err(
                     self.dev.vendor().invalid_value(),
                     format!(
-                        "address {:#x} of the reservation is mapped with {:?} access; {} it \
-                         needs {} access (set_access first)",
+                        "address {:#x} of the reservation is mapped with {:?} access for \
+                         device {}; {} it needs {} access (set_access first)",
                         self.base() + at,
-                        s.access,
+                        access,
+                        self.dev.ordinal,
                         if write { "writing" } else { "reading" },
                         if write { "read-write" } else { "read" }
                     ),
@@ -198,10 +253,22 @@ impl MockReservation {
         ))
     }
 
-    /// Map `mem` at `offset` with no access (the caller checked the range).
-    pub(crate) fn map_mem(&self, offset: u64, mem: &Arc<PhysMem>) -> Result<()> {
+    /// The reserving device, as an access target.
+    fn me(&self) -> AccessTarget {
+        AccessTarget::Device(self.dev.ordinal)
+    }
+
+    /// Map `len` bytes of `mem` from `mem_offset` at `offset`, with no
+    /// access (the caller checked both ranges).
+    pub(crate) fn map_mem(
+        &self,
+        offset: u64,
+        mem: &Arc<PhysMem>,
+        mem_offset: u64,
+        len: u64,
+    ) -> Result<()> {
         let mut segs = lock(&self.segments);
-        let end = offset + mem.size;
+        let end = offset + len;
         if let Some(s) = segs
             .list
             .iter()
@@ -210,13 +277,14 @@ impl MockReservation {
             return Err(self.dev.err(
                 self.dev.vendor().invalid_value(),
                 format!(
-                    "range {offset:#x}+{:#x} overlaps the mapping at {:#x}+{:#x}: unmap it first",
-                    mem.size, s.offset, s.len
+                    "range {offset:#x}+{len:#x} overlaps the mapping at {:#x}+{:#x}: unmap it \
+                     first",
+                    s.offset, s.len
                 ),
             ));
         }
         self.map
-            .map_over(offset, mem.fd.as_fd(), 0, mem.size, Prot::None)?;
+            .map_over(offset, mem.fd.as_fd(), mem_offset, len, Prot::None)?;
         segs.next_id += 1;
         let map_id = segs.next_id;
         let at = segs.list.partition_point(|s| s.offset < offset);
@@ -224,10 +292,10 @@ impl MockReservation {
             at,
             Segment {
                 offset,
-                len: mem.size,
+                len,
                 mem: Arc::clone(mem),
                 map_id,
-                access: Access::None,
+                grants: Vec::new(),
             },
         );
         Ok(())
@@ -264,17 +332,21 @@ impl MockReservation {
         Ok(())
     }
 
-    /// Set the access of `offset..offset+len`, which must be mapped.
-    pub(crate) fn set_range_access(&self, offset: u64, len: u64, access: Access) -> Result<()> {
+    /// Apply `grants` (checked by the caller against the device list) to
+    /// `offset..offset+len`, which must be mapped whole. Host grants need
+    /// host pages. Nothing changes when the range or a grant is refused.
+    pub(crate) fn set_range_access(
+        &self,
+        offset: u64,
+        len: u64,
+        grants: &[AccessGrant],
+    ) -> Result<()> {
         let mut segs = lock(&self.segments);
         let end = offset + len;
+        let touched = |s: &Segment| s.offset + s.len > offset && s.offset < end;
         // Every byte of the range must be mapped.
         let mut at = offset;
-        for s in segs
-            .list
-            .iter()
-            .filter(|s| s.offset + s.len > offset && s.offset < end)
-        {
+        for s in segs.list.iter().filter(|s| touched(s)) {
             if s.offset > at {
                 break;
             }
@@ -286,6 +358,23 @@ impl MockReservation {
                 format!(
                     "address {:#x} of the range is not mapped: set access only on mapped memory",
                     self.base() + at
+                ),
+            ));
+        }
+        let host = grants.iter().any(|g| g.target == AccessTarget::Host);
+        if let Some(s) = segs
+            .list
+            .iter()
+            .filter(|s| touched(s))
+            .find(|s| host && !matches!(s.mem.location, PhysicalLocation::HostNuma(_)))
+        {
+            return Err(self.dev.err(
+                self.dev.vendor().invalid_value(),
+                format!(
+                    "host access to the mapping at {:#x}: its pages live in {:?}; only host \
+                     NUMA pages (PhysicalLocation::HostNuma) can be made host-accessible",
+                    self.base() + s.offset,
+                    s.mem.location
                 ),
             ));
         }
@@ -302,26 +391,52 @@ impl MockReservation {
                     len: s.offset + s.len - cut,
                     mem: Arc::clone(&s.mem),
                     map_id: s.map_id,
-                    access: s.access,
+                    grants: s.grants.clone(),
                 };
                 s.len = cut - s.offset;
                 segs.list.insert(i + 1, tail);
             }
         }
-        let prot = match access {
-            Access::None => Prot::None,
-            Access::Read => Prot::Read,
-            Access::ReadWrite => Prot::ReadWrite,
-        };
-        self.map.protect(offset, len, prot)?;
+        // The process's view of the range is the reserving device's.
+        if let Some(mine) = grants.iter().find(|g| g.target == self.me()) {
+            let prot = match mine.access {
+                Access::None => Prot::None,
+                Access::Read => Prot::Read,
+                Access::ReadWrite => Prot::ReadWrite,
+            };
+            self.map.protect(offset, len, prot)?;
+        }
         for s in segs
             .list
             .iter_mut()
             .filter(|s| s.offset >= offset && s.offset + s.len <= end)
         {
-            s.access = access;
+            for g in grants {
+                match s.grants.iter_mut().find(|h| h.target == g.target) {
+                    Some(h) => h.access = g.access,
+                    None => s.grants.push(*g),
+                }
+            }
         }
         Ok(())
+    }
+
+    /// The access `target` has to the mapped byte at `offset`.
+    pub(crate) fn access_at(&self, offset: u64, target: AccessTarget) -> Result<Access> {
+        let segs = lock(&self.segments);
+        segs.list
+            .iter()
+            .find(|s| s.offset <= offset && offset < s.offset + s.len)
+            .map(|s| s.access_of(target))
+            .ok_or_else(|| {
+                self.dev.err(
+                    self.dev.vendor().invalid_value(),
+                    format!(
+                        "address {:#x} of the reservation is not mapped",
+                        self.base() + offset
+                    ),
+                )
+            })
     }
 }
 

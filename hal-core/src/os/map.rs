@@ -126,6 +126,68 @@ impl SharedMap {
         Self::mmap(None, len, 0, Prot::None, at, libc::MAP_NORESERVE)
     }
 
+    /// Reserve `len` bytes of address space at an `align`-aligned address
+    /// (`align` a power of two; at most a page means any page). Race-free:
+    /// it reserves `len + align` bytes and gives back the unaligned head and
+    /// tail, so the aligned range is never free for another thread to take
+    /// in between.
+    pub fn reserve_aligned(len: u64, align: u64) -> Result<SharedMap> {
+        if align != 0 && !align.is_power_of_two() {
+            return Err(Error::invalid(format!(
+                "alignment {align:#x} is not a power of two"
+            )));
+        }
+        if align <= super::page_size() {
+            return Self::reserve(len, None);
+        }
+        let total = len
+            .checked_add(align)
+            .ok_or_else(|| Error::invalid("size plus alignment overflows"))?;
+        let whole = Self::reserve(total, None)?;
+        let base = whole.ptr.as_ptr() as usize;
+        let align_us = align as usize;
+        let start = base.next_multiple_of(align_us);
+        let head = start - base;
+        let len_us = len as usize;
+        let tail = whole.len - head - len_us;
+        // The aligned part is now owned by the value made below; the head
+        // and the tail go back to the kernel.
+        std::mem::forget(whole);
+        if head > 0 {
+            // SAFETY: `base..start` is the head of the reservation made
+            // above, which nothing else refers to.
+            unsafe { libc::munmap(base as *mut libc::c_void, head) };
+        }
+        if tail > 0 {
+            // SAFETY: as for the head: the tail past `start + len` of the
+            // same reservation.
+            unsafe { libc::munmap((start + len_us) as *mut libc::c_void, tail) };
+        }
+        Ok(SharedMap::owned(
+            start as *mut libc::c_void,
+            len_us,
+            Prot::None,
+        ))
+    }
+
+    /// Map `len` bytes of `fd` at `offset` at an `align`-aligned address: a
+    /// [`SharedMap::reserve_aligned`] range with the descriptor mapped over
+    /// all of it, so the placement is race-free too.
+    pub fn map_aligned(
+        fd: BorrowedFd<'_>,
+        len: u64,
+        offset: u64,
+        align: u64,
+        prot: Prot,
+    ) -> Result<SharedMap> {
+        if align <= super::page_size() {
+            return Self::map(fd, len, offset, prot, None);
+        }
+        let map = Self::reserve_aligned(len, align)?;
+        map.map_over(0, fd, offset, len, prot)?;
+        Ok(map)
+    }
+
     /// Own the mapping of `len` bytes at `p` (non-null: `mmap` succeeded).
     fn owned(p: *mut libc::c_void, len: usize, prot: Prot) -> SharedMap {
         SharedMap {
@@ -439,6 +501,7 @@ impl Drop for SharedMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsFd;
 
     #[test]
     fn pieces_split_and_merge() {
@@ -470,5 +533,36 @@ mod tests {
         assert!(p.allow(0, 20, Prot::writable));
         assert!(p.allow(50, 100, Prot::writable));
         assert!(!p.allow(44, 51, Prot::readable));
+    }
+
+    #[test]
+    fn aligned_reservations_are_aligned_and_give_back_the_rest() {
+        let align = 1u64 << 21;
+        let len = 3 * 4096;
+        let map = SharedMap::reserve_aligned(len, align).unwrap();
+        let base = map.as_ptr() as usize;
+        assert_eq!(base % align as usize, 0);
+        assert_eq!(map.len(), len as usize);
+        assert_eq!(map.protection_at(0), Some(Prot::None));
+        assert!(
+            map.read(0, &mut [0u8; 1]).is_err(),
+            "a reservation has no access"
+        );
+        assert!(
+            SharedMap::reserve_aligned(4096, 3 * 4096).is_err(),
+            "not a power of two"
+        );
+    }
+
+    #[test]
+    fn aligned_mappings_hold_the_descriptor() {
+        let fd = crate::os::memfd("aligned-map", 8192, None).unwrap();
+        let map = SharedMap::map_aligned(fd.as_fd(), 8192, 0, 1 << 21, Prot::ReadWrite).unwrap();
+        assert_eq!(map.as_ptr() as usize % (1 << 21), 0);
+        map.write(8190, b"hi").unwrap();
+        let other = SharedMap::map(fd.as_fd(), 8192, 0, Prot::Read, None).unwrap();
+        let mut got = [0u8; 2];
+        other.read(8190, &mut got).unwrap();
+        assert_eq!(&got, b"hi");
     }
 }

@@ -14,8 +14,10 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 
 mod map;
+mod numa;
 
 pub use map::{Prot, SharedMap};
+pub use numa::numa_nodes;
 
 /// The seals an exported memfd carries: its size can never change again.
 pub const EXPORT_SEALS: i32 = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;

@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use hal_core::{
-    Access, Advice, AllocDesc, Device, DeviceInfo, EventFlags, ExportOptions, Exported,
-    Granularity, ImportOptions, Location, MemRef, Result, SharedHandle,
+    Access, AccessGrant, AccessTarget, Advice, AllocDesc, Device, DeviceInfo, EventFlags,
+    ExportOptions, Exported, Granularity, ImportOptions, Location, MemRef, PhysicalDesc, Result,
+    SharedHandle,
 };
 
 use crate::device::MockDevice;
@@ -33,6 +34,10 @@ impl Device for MockDevice {
     }
 
     // --- memory -------------------------------------------------------------
+
+    fn current_context(&self) -> Result<Option<u64>> {
+        Ok(crate::context::current().map(crate::context::Context::id))
+    }
 
     fn allocate(&self, desc: &AllocDesc) -> Result<MockAllocation> {
         self.sim_allocate(desc)
@@ -197,35 +202,46 @@ impl Device for MockDevice {
         self.sim_granularity(which)
     }
 
-    fn allocate_physical(&self, size: u64) -> Result<MockPhysical> {
-        self.sim_allocate_physical(size)
+    fn allocate_physical_with(&self, desc: &PhysicalDesc) -> Result<MockPhysical> {
+        self.sim_allocate_physical(desc)
     }
 
     fn reserve(&self, size: u64, align: u64) -> Result<MockReservation> {
         self.sim_reserve(size, align)
     }
 
-    fn map(
+    fn map_range(
         &self,
         reservation: &MockReservation,
         offset: u64,
         physical: &MockPhysical,
+        physical_offset: u64,
+        len: u64,
     ) -> Result<()> {
-        self.sim_map(reservation, offset, physical)
+        self.sim_map(reservation, offset, physical, physical_offset, len)
     }
 
     fn unmap(&self, reservation: &MockReservation, offset: u64, len: u64) -> Result<()> {
         self.sim_unmap(reservation, offset, len)
     }
 
-    fn set_access(
+    fn set_access_for(
         &self,
         reservation: &MockReservation,
         offset: u64,
         len: u64,
-        access: Access,
+        grants: &[AccessGrant],
     ) -> Result<()> {
-        self.sim_set_access(reservation, offset, len, access)
+        self.sim_set_access(reservation, offset, len, grants)
+    }
+
+    fn access(
+        &self,
+        reservation: &MockReservation,
+        offset: u64,
+        target: AccessTarget,
+    ) -> Result<Access> {
+        self.sim_access(reservation, offset, target)
     }
 
     fn export_physical(&self, physical: &MockPhysical, opts: &ExportOptions) -> Result<Exported> {
@@ -274,7 +290,7 @@ impl MockDevice {
     }
 
     /// A device ordinal of this backend, or the vendor's invalid-device code.
-    fn known_device(&self, ordinal: u32) -> Result<()> {
+    pub(super) fn known_device(&self, ordinal: u32) -> Result<()> {
         if (ordinal as usize) < self.dev.shared.devices.len() {
             Ok(())
         } else {

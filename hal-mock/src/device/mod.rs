@@ -7,6 +7,7 @@
 
 mod alloc;
 mod contract;
+mod driver;
 mod streams;
 mod vmm;
 
@@ -100,6 +101,13 @@ impl MockDevice {
             .state()
             .deferred
             .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// This device's primary context: what every simulated vendor call of
+    /// the device pushes on the calling thread for its duration (see
+    /// [`context`](crate::context)).
+    pub fn context(&self) -> crate::context::Context {
+        self.dev.context()
     }
 
     /// True when this device may access the memory of device `peer`.

@@ -4,14 +4,17 @@
 use std::os::fd::AsFd;
 
 use hal_core::os;
+use hal_core::vmm::{check_grants, fabric_or_posix};
 use hal_core::{
-    Access, Capabilities, Error, ExportOptions, Exported, Granularity, HandleError, HandleKind,
-    ImportOptions, Location, Result, SharedHandle,
+    Access, AccessGrant, AccessTarget, Capabilities, Error, ExportOptions, Exported, Granularity,
+    HandleError, HandleKind, ImportOptions, Location, PhysicalDesc, PhysicalLocation, Result,
+    ShareableHandle, SharedHandle,
 };
 
 use crate::device::{check_data_access, ListKind, MockDevice};
 use crate::fault::FaultOp;
 use crate::memory::Payload;
+use crate::rules;
 use crate::vendor::Api;
 use crate::vmm::{check_granular, MockPhysical, MockReservation};
 
@@ -22,11 +25,40 @@ impl MockDevice {
         Ok(self.info.granularity(which))
     }
 
-    pub(super) fn sim_allocate_physical(&self, size: u64) -> Result<MockPhysical> {
+    pub(super) fn sim_allocate_physical(&self, desc: &PhysicalDesc) -> Result<MockPhysical> {
         self.dev.require(Capabilities::VMM, "allocate_physical")?;
-        self.dev.enter(Api::MemCreate, Some(FaultOp::Allocate))?;
-        check_granular(&self.dev, "physical allocation size", size, false)?;
-        MockPhysical::create(&self.dev, size)
+        fabric_or_posix(&self.dev.name(), desc, |desc| {
+            self.dev.enter(Api::MemCreate, Some(FaultOp::Allocate))?;
+            check_granular(&self.dev, "physical allocation size", desc.size, false)?;
+            let location = desc
+                .location
+                .unwrap_or(PhysicalLocation::Device(self.dev.ordinal));
+            let charged = match location {
+                PhysicalLocation::Device(d) => {
+                    self.known_device(d)?;
+                    Some(self.on(d))
+                }
+                PhysicalLocation::HostNuma(node) => {
+                    self.dev
+                        .require(Capabilities::HOST_NUMA_VMM, "host NUMA physical memory")?;
+                    let nodes = os::numa_nodes();
+                    if !nodes.contains(&node) {
+                        return Err(self.dev.err(
+                            self.dev.vendor().invalid_value(),
+                            format!("host NUMA node {node} does not exist (nodes: {nodes:?})"),
+                        ));
+                    }
+                    None
+                }
+            };
+            if desc.handle == ShareableHandle::Fabric {
+                return Err(self.dev.err(
+                    rules::fabric_refusal(self.dev.vendor()),
+                    "a fabric handle type was requested and no fabric manager (IMEX) serves it",
+                ));
+            }
+            MockPhysical::create(&self.dev, desc.size, location, charged, desc.handle)
+        })
     }
 
     pub(super) fn sim_reserve(&self, size: u64, align: u64) -> Result<MockReservation> {
@@ -42,6 +74,8 @@ impl MockDevice {
         reservation: &MockReservation,
         offset: u64,
         physical: &MockPhysical,
+        physical_offset: u64,
+        len: u64,
     ) -> Result<()> {
         self.dev
             .check_owner(&reservation.dev, "reservation", true)?;
@@ -50,20 +84,39 @@ impl MockDevice {
         self.dev.require(Capabilities::VMM, "map")?;
         self.dev.enter(Api::MemMap, None)?;
         check_granular(&self.dev, "mapping offset", offset, true)?;
+        check_granular(
+            &self.dev,
+            "offset in the physical allocation",
+            physical_offset,
+            true,
+        )?;
+        check_granular(&self.dev, "mapping length", len, false)?;
         let size = physical.mem.size;
+        if physical_offset
+            .checked_add(len)
+            .is_none_or(|end| end > size)
+        {
+            return Err(self.dev.err(
+                self.dev.vendor().invalid_value(),
+                format!(
+                    "mapping {len:#x} bytes from {physical_offset:#x} runs past the {size:#x}-byte \
+                     physical allocation"
+                ),
+            ));
+        }
         if offset
-            .checked_add(size)
+            .checked_add(len)
             .is_none_or(|end| end > reservation.len)
         {
             return Err(self.dev.err(
                 self.dev.vendor().invalid_value(),
                 format!(
-                    "mapping {size:#x} bytes at {offset:#x} runs past the {:#x}-byte reservation",
+                    "mapping {len:#x} bytes at {offset:#x} runs past the {:#x}-byte reservation",
                     reservation.len
                 ),
             ));
         }
-        reservation.map_mem(offset, &physical.mem)
+        reservation.map_mem(offset, &physical.mem, physical_offset, len)
     }
 
     pub(super) fn sim_unmap(
@@ -87,16 +140,36 @@ impl MockDevice {
         reservation: &MockReservation,
         offset: u64,
         len: u64,
-        access: Access,
+        grants: &[AccessGrant],
     ) -> Result<()> {
         self.dev
             .check_owner(&reservation.dev, "reservation", true)?;
         self.dev.require(Capabilities::VMM, "set_access")?;
         self.dev.enter(Api::MemSetAccess, None)?;
+        check_grants(grants, self.dev.shared.devices.len() as u32).map_err(|e| {
+            self.dev
+                .err(self.dev.vendor().invalid_value(), e.to_string())
+        })?;
         check_granular(&self.dev, "access offset", offset, true)?;
         check_granular(&self.dev, "access length", len, false)?;
         hal_core::device::check_bounds(offset, len, reservation.len)?;
-        reservation.set_range_access(offset, len, access)
+        reservation.set_range_access(offset, len, grants)
+    }
+
+    pub(super) fn sim_access(
+        &self,
+        reservation: &MockReservation,
+        offset: u64,
+        target: AccessTarget,
+    ) -> Result<Access> {
+        self.dev
+            .check_owner(&reservation.dev, "reservation", true)?;
+        self.dev.require(Capabilities::VMM, "access")?;
+        if let AccessTarget::Device(d) = target {
+            self.known_device(d)?;
+        }
+        hal_core::device::check_bounds(offset, 1, reservation.len)?;
+        reservation.access_at(offset, target)
     }
 
     pub(super) fn sim_export_physical(
@@ -115,18 +188,34 @@ impl MockDevice {
         self.check_export_opts(opts, "physical allocation")?;
         self.dev
             .enter(Api::MemExportShareable, Some(FaultOp::Export))?;
+        if physical.handle == ShareableHandle::None
+            && !rules::exports_unrequested_handle(self.dev.vendor())
+        {
+            return Err(self.dev.err(
+                self.dev.vendor().invalid_value(),
+                "the physical allocation was made without a shareable handle type; allocate it \
+                 with PhysicalDesc::handle(ShareableHandle::PosixFd) to export it",
+            ));
+        }
         let size = physical.mem.size;
+        // A physical handle maps the whole allocation; where its pages live
+        // travels in the handle's location (device) or, for host NUMA
+        // memory, as the node in the payload's allocation offset.
+        let (location, node) = match physical.mem.location {
+            PhysicalLocation::Device(d) => (Location::Device(d), 0),
+            PhysicalLocation::HostNuma(n) => (Location::Host, u64::from(n)),
+        };
         let payload = Payload {
             kind: HandleKind::Physical.to_wire(),
             fd_offset: 0,
             map_len: size,
             view: 0,
             buffer_id: os::random_id(),
-            alloc_offset: 0,
+            alloc_offset: node,
         };
         let handle = self.handle(
             HandleKind::Physical,
-            Location::Device(physical.dev.ordinal),
+            location,
             size,
             0,
             opts,
@@ -163,6 +252,29 @@ impl MockDevice {
         // Physical handles are always read-write: a read-only descriptor is
         // refused here, not later at `map`.
         check_data_access(fd.as_fd(), false)?;
-        Ok(MockPhysical::imported(&on, fd, size))
+        let location =
+            match shared.handle.location {
+                Location::Device(d) => PhysicalLocation::Device(d),
+                Location::Host => PhysicalLocation::HostNuma(
+                    u32::try_from(payload.alloc_offset).map_err(|_| HandleError::Malformed {
+                        field: "payload",
+                        detail: "the host NUMA node does not fit 32 bits".into(),
+                    })?,
+                ),
+                Location::Managed => {
+                    return Err(HandleError::Malformed {
+                        field: "location",
+                        detail: "a physical allocation is device or host NUMA memory".into(),
+                    }
+                    .into())
+                }
+            };
+        Ok(MockPhysical::imported(
+            &on,
+            fd,
+            size,
+            location,
+            ShareableHandle::PosixFd,
+        ))
     }
 }

@@ -17,8 +17,10 @@ mod memory;
 mod process;
 mod streams;
 mod sync;
+mod threads;
 mod util;
 mod vmm;
+mod vmm_access;
 mod waits;
 
 pub use access::*;
@@ -30,7 +32,9 @@ pub use memory::*;
 pub use process::*;
 pub use streams::*;
 pub use sync::*;
+pub use threads::*;
 pub use vmm::*;
+pub use vmm_access::*;
 pub use waits::*;
 
 /// Play the child `role` (called by the generated `__child` test in a child

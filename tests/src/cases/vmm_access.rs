@@ -1,0 +1,245 @@
+//! VMM as real devices need it: access lists over several devices (and the
+//! host), mappings at an offset into a physical allocation, and the
+//! properties a physical allocation is made with (location, shareable
+//! handle type).
+
+use hal_core::{
+    Access, AccessGrant, AccessTarget, Backend, Capabilities as C, Device, Granularity,
+    ImportOptions, Physical, PhysicalDesc, PhysicalLocation, Reservation, ShareableHandle,
+};
+
+use super::util::share;
+use crate::support::{must, must_be_unsupported, must_fail, open_export, pattern, Suite};
+
+fn gran<D: Device>(dev: &D) -> u64 {
+    must(
+        dev.granularity(Granularity::Minimum),
+        "granularity(Minimum)",
+    )
+}
+
+#[track_caller]
+fn read_res(r: &impl Reservation, offset: u64, len: u64) -> Vec<u8> {
+    let mut v = vec![0u8; len as usize];
+    must(r.read(offset, &mut v), "reservation read");
+    v
+}
+
+#[track_caller]
+fn access_of<D: Device>(dev: &D, r: &D::Reservation, offset: u64, t: AccessTarget) -> Access {
+    must(dev.access(r, offset, t), "access")
+}
+
+/// One `set_access_for` call gives every device of the backend access to a
+/// mapped range, and `access` reports each; a later list changes only the
+/// devices it names. A refused list (an unknown device, a target twice,
+/// nothing at all) changes nothing, and an unmapped byte has no access to
+/// report.
+pub fn vmm_access_several_devices<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    if !dev.capabilities().contains(C::VMM) {
+        let r = dev.reserve(dev.info().granularity_min, 0);
+        must_be_unsupported(r, "vmm", "reserve");
+        return;
+    }
+    let n = must(s.backend().devices(), "devices").len() as u32;
+    let me = dev.info().ordinal;
+    let g = gran(&dev);
+    let p = must(dev.allocate_physical(g), "allocate_physical");
+    let r = must(dev.reserve(2 * g, g), "reserve");
+    must(dev.map(&r, 0, &p), "map");
+
+    let all: Vec<AccessGrant> = (0..n)
+        .map(|d| AccessGrant::device(d, Access::ReadWrite))
+        .collect();
+    must(
+        dev.set_access_for(&r, 0, g, &all),
+        "set_access_for every device",
+    );
+    for d in 0..n {
+        assert_eq!(
+            access_of(&dev, &r, 0, AccessTarget::Device(d)),
+            Access::ReadWrite,
+            "device {d} after one grant list for all {n}"
+        );
+    }
+    let data = pattern(61, g);
+    must(r.write(0, &data), "write under read-write access");
+
+    if n >= 2 {
+        let other = (me + 1) % n;
+        must(
+            dev.set_access_for(&r, 0, g, &[AccessGrant::device(other, Access::Read)]),
+            "set_access_for one other device",
+        );
+        assert_eq!(
+            access_of(&dev, &r, 0, AccessTarget::Device(other)),
+            Access::Read,
+            "the device named"
+        );
+        assert_eq!(
+            access_of(&dev, &r, 0, AccessTarget::Device(me)),
+            Access::ReadWrite,
+            "a device not named keeps its access"
+        );
+    }
+
+    let refused: [(&str, Vec<AccessGrant>); 3] = [
+        ("an empty list", Vec::new()),
+        (
+            "a device that does not exist",
+            vec![
+                AccessGrant::device(me, Access::None),
+                AccessGrant::device(n, Access::ReadWrite),
+            ],
+        ),
+        (
+            "the same device twice",
+            vec![
+                AccessGrant::device(me, Access::None),
+                AccessGrant::device(me, Access::Read),
+            ],
+        ),
+    ];
+    for (what, grants) in refused {
+        let _ = must_fail(dev.set_access_for(&r, 0, g, &grants), what);
+        assert_eq!(
+            access_of(&dev, &r, 0, AccessTarget::Device(me)),
+            Access::ReadWrite,
+            "{what}: a refused list changes nothing"
+        );
+    }
+    assert_eq!(
+        read_res(&r, 0, 64),
+        &data[..64],
+        "bytes after refused lists"
+    );
+    let _ = must_fail(
+        dev.access(&r, g, AccessTarget::Device(me)),
+        "access of an unmapped byte",
+    );
+    let _ = must_fail(
+        dev.set_access_for(&r, g, g, &all),
+        "set_access_for an unmapped range",
+    );
+    must(dev.unmap(&r, 0, g), "unmap");
+}
+
+/// `map_range` maps part of a physical allocation at an offset: the bytes
+/// are the allocation's at that offset, seen through a second mapping of the
+/// whole; ranges that do not fit are refused. A physical allocation reports
+/// where it lives and the handle it was made for; a fabric request the
+/// device refuses falls back to a POSIX descriptor, never failing and never
+/// silently; host NUMA memory (with [`C::HOST_NUMA_VMM`]) is mapped,
+/// written by the host and, when exported, imported with its location.
+pub fn vmm_physical_properties<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    if !dev.capabilities().contains(C::VMM) {
+        let desc = PhysicalDesc::new(dev.info().granularity_min);
+        must_be_unsupported(
+            dev.allocate_physical_with(&desc),
+            "vmm",
+            "allocate_physical_with",
+        );
+        return;
+    }
+    let caps = dev.capabilities();
+    let me = dev.info().ordinal;
+    let g = gran(&dev);
+    let p = must(dev.allocate_physical(2 * g), "allocate_physical");
+    assert_eq!(
+        p.location(),
+        PhysicalLocation::Device(me),
+        "default location"
+    );
+    assert_eq!(p.handle_type(), ShareableHandle::PosixFd, "default handle");
+
+    let whole = must(dev.reserve(2 * g, g), "reserve");
+    must(dev.map(&whole, 0, &p), "map the whole");
+    must(
+        dev.set_access(&whole, 0, 2 * g, Access::ReadWrite),
+        "set_access",
+    );
+    let part = must(dev.reserve(g, g), "reserve");
+    must(
+        dev.map_range(&part, 0, &p, g, g),
+        "map the second granule alone",
+    );
+    must(dev.set_access(&part, 0, g, Access::ReadWrite), "set_access");
+    let data = pattern(62, g);
+    must(part.write(0, &data), "write through the partial mapping");
+    assert_eq!(
+        read_res(&whole, g, g),
+        data,
+        "the partial mapping shows the allocation from its offset"
+    );
+    must(dev.unmap(&part, 0, g), "unmap the part");
+    for (what, off, len) in [
+        ("past the allocation's end", g, 2 * g),
+        ("an offset that is not whole granules", g / 2, g),
+        ("zero bytes", 0, 0),
+    ] {
+        let _ = must_fail(dev.map_range(&part, 0, &p, off, len), what);
+    }
+    must(dev.unmap(&whole, 0, 2 * g), "unmap the whole");
+
+    let fabric = must(
+        dev.allocate_physical_with(&PhysicalDesc::new(g).handle(ShareableHandle::Fabric)),
+        "a fabric request is served, by fabric or by a POSIX descriptor",
+    );
+    assert!(
+        matches!(
+            fabric.handle_type(),
+            ShareableHandle::Fabric | ShareableHandle::PosixFd
+        ),
+        "the handle type says what was made: {:?}",
+        fabric.handle_type()
+    );
+
+    let numa = PhysicalDesc::new(g).location(PhysicalLocation::HostNuma(0));
+    if !caps.contains(C::HOST_NUMA_VMM) {
+        must_be_unsupported(
+            dev.allocate_physical_with(&numa),
+            "host-numa-vmm",
+            "allocate_physical_with(HostNuma)",
+        );
+        return;
+    }
+    let h = must(dev.allocate_physical_with(&numa), "host NUMA physical");
+    assert_eq!(h.location(), PhysicalLocation::HostNuma(0), "host location");
+    let r = must(dev.reserve(g, g), "reserve");
+    must(dev.map(&r, 0, &h), "map host NUMA memory");
+    must(
+        dev.set_access_for(
+            &r,
+            0,
+            g,
+            &[
+                AccessGrant::device(me, Access::ReadWrite),
+                AccessGrant::host(Access::ReadWrite),
+            ],
+        ),
+        "device and host access to host NUMA memory",
+    );
+    assert_eq!(
+        access_of(&dev, &r, 0, AccessTarget::Host),
+        Access::ReadWrite,
+        "host access"
+    );
+    let bytes = pattern(63, 256);
+    must(r.write(0, &bytes), "write host NUMA memory");
+    assert_eq!(read_res(&r, 0, 256), bytes, "read it back");
+    if caps.contains(C::IPC_MEMORY) {
+        let ex = must(dev.export_physical(&h, &open_export(caps)), "export");
+        let q = must(
+            dev.import_physical(share(&ex), &ImportOptions::default()),
+            "import host NUMA memory",
+        );
+        assert_eq!(
+            q.location(),
+            PhysicalLocation::HostNuma(0),
+            "an import says where the exporter put the pages"
+        );
+    }
+    must(dev.unmap(&r, 0, g), "unmap");
+}
