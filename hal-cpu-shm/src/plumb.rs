@@ -4,7 +4,6 @@ use std::os::fd::OwnedFd;
 
 use std::sync::Arc;
 
-use hal_core::exchange::Taken;
 use hal_core::lease::LeaseTable;
 use hal_core::{Exported, Handle, Result, SharedHandle};
 
@@ -20,11 +19,6 @@ pub(crate) fn exported_leased(
     leases: Arc<LeaseTable>,
 ) -> Result<Exported> {
     Exported::with_leases(handle, fds, leases)
-}
-
-/// The descriptors and the lease that go with an imported handle.
-pub(crate) fn take_fds_leased(shared: &mut SharedHandle) -> Result<Taken> {
-    hal_core::exchange::take_fds_leased(shared)
 }
 
 /// The descriptors that go with an imported handle (attached, or fetched
