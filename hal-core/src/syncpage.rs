@@ -284,19 +284,11 @@ impl SyncPage {
         i: usize,
         what: &str,
         opts: WaitOptions,
-        mut check: impl FnMut() -> Result<()>,
+        check: impl FnMut() -> Result<()>,
     ) -> Result<()> {
         let word = self.word(i)?;
-        self.wait_on(
-            i,
-            what,
-            opts,
-            || {
-                check()?;
-                self.take_signal(i)
-            },
-            || (word.load(Ordering::SeqCst) == 0).then_some(0),
-        )
+        let look = checked(check, || self.take_signal(i));
+        self.wait_on(i, what, opts, look, || unsignalled(word))
     }
 
     // --- sequences (events) ------------------------------------------------
@@ -345,19 +337,11 @@ impl SyncPage {
         target: u32,
         what: &str,
         opts: WaitOptions,
-        mut check: impl FnMut() -> Result<()>,
+        check: impl FnMut() -> Result<()>,
     ) -> Result<()> {
         let word = self.word(i)?;
-        self.wait_on(
-            i,
-            what,
-            opts,
-            || {
-                check()?;
-                self.reached(i, target)
-            },
-            || unreached(word, target),
-        )
+        let look = checked(check, || self.reached(i, target));
+        self.wait_on(i, what, opts, look, || unreached(word, target))
     }
 }
 
@@ -369,6 +353,22 @@ impl From<SealedMemfd> for SyncPage {
             _lease: None,
         }
     }
+}
+
+/// `look`, after `check`, whose error it returns instead.
+fn checked(
+    mut check: impl FnMut() -> Result<()>,
+    mut look: impl FnMut() -> Result<bool>,
+) -> impl FnMut() -> Result<bool> {
+    move || {
+        check()?;
+        look()
+    }
+}
+
+/// The value to sleep on while the signal in `word` is not set.
+fn unsignalled(word: &AtomicU32) -> Option<u32> {
+    (word.load(Ordering::SeqCst) == 0).then_some(0)
 }
 
 /// True when the completed number `done` has reached `target` (wrapping).
