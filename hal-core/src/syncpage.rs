@@ -22,7 +22,7 @@
 //! count), so an uncontended signal costs an atomic store. A waiter killed
 //! while asleep leaves the count raised, which costs later wakes one system
 //! call each, never a lost wake-up. Waits go through
-//! [`spin_then_sleep`](crate::wait::spin_then_sleep), so a wait whose
+//! [`spin_then_sleep`], so a wait whose
 //! future was dropped ends within [`CANCEL_CHECK`](crate::wait::CANCEL_CHECK).
 //!
 //! Two protocols on a word are provided: a signal (a notify: set by
@@ -211,7 +211,7 @@ impl SyncPage {
 
     /// Wait until `done()` holds: spin for `opts.spin`, then sleep on word
     /// `i` ([`SyncPage::sleep_while`]) until `opts.timeout`
-    /// ([`Error::Timeout`](crate::Error::Timeout) naming `what`). An error
+    /// ([`Error::Timeout`] naming `what`). An error
     /// from `done` ends the wait with it.
     pub fn wait_on(
         &self,
