@@ -14,6 +14,9 @@
 //! - [`exchange`]: how handles and their file descriptors travel between
 //!   processes (a file, a string, a Unix socket with `SCM_RIGHTS`, the
 //!   exporter's descriptor broker);
+//! - [`export`]: the export layer of memfd-backed backends (a handle from
+//!   the export options, sealed memfds, [`Exported`], checked imports), and
+//!   [`syncpage`], the shared page under their events and notifies;
 //! - [`lease`]: importers counted by the exporter, dead processes excluded;
 //! - [`dlpack`]: host-visible memory as a DLPack 1.x tensor;
 //! - [`dynamic`]: the object-safe mirror of the traits, for choosing a backend
@@ -32,11 +35,12 @@ pub mod dlpack;
 pub mod dynamic;
 pub mod error;
 pub mod exchange;
-mod export;
+pub mod export;
 pub mod growable;
 pub mod handle;
 pub mod lease;
 pub mod os;
+pub mod syncpage;
 pub mod types;
 pub mod vendor;
 pub mod vmm;

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
 use hal_core::exchange::Lease;
-use hal_core::handle::wire::MAX_PIDS;
+use hal_core::export::{self, take_sealed, Expect, HandleSpec};
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
 use hal_core::os::{self, Prot};
 use hal_core::{
@@ -315,46 +315,18 @@ impl CpuAllocation {
     }
 }
 
-/// A fresh handle of `kind` for this host, flags and importers from `opts`.
+/// A fresh handle of `kind` for this host, flags and importers from `opts`;
+/// the backend's default importers are anyone.
 pub(crate) fn new_handle(kind: HandleKind, opts: &ExportOptions) -> Result<Handle> {
-    let (pid, start) = os::self_identity();
-    let mut flags = HandleFlags::default();
-    let mut allowed_pids = Vec::new();
-    match &opts.importers {
-        Importers::BackendDefault | Importers::Anyone => flags.insert(HandleFlags::ANY_IMPORTER),
-        Importers::Pids(pids) => {
-            if pids.len() > MAX_PIDS {
-                return Err(Error::invalid(format!(
-                    "{} importer pids, over the bound of {MAX_PIDS}; use Importers::Anyone",
-                    pids.len()
-                )));
-            }
-            allowed_pids = pids.clone();
-        }
-    }
-    if opts.read_only {
-        flags.insert(HandleFlags::READ_ONLY);
-    }
-    let info = host_info();
-    Ok(Handle {
+    let spec = HandleSpec {
         kind,
         backend: BackendId::CpuShm,
         device: 0,
-        device_uuid: info.uuid,
+        device_uuid: host_info().uuid,
         location: Location::Host,
-        size: 0,
-        offset: 0,
-        address: 0,
-        creator_pid: pid,
-        creator_start: start,
-        creator_pid_ns: os::pid_namespace(),
-        object_id: os::random_id(),
-        flags,
-        pid_kind: hal_core::PidKind::Os,
-        allowed_pids,
-        fds: hal_core::FdSource::None,
-        payload: Vec::new(),
-    })
+        default_allow_list: false,
+    };
+    export::new_handle(&spec, opts)
 }
 
 /// A new open file description of `fd`'s object, read-only: mappings of it
@@ -593,21 +565,17 @@ impl CpuMapping {
             };
             (view, source, None)
         } else {
-            let taken = plumb::take_fds_leased(&mut shared)?;
-            let h = &shared.handle;
-            let [data]: [OwnedFd; 1] = taken.fds.try_into().map_err(|v: Vec<OwnedFd>| {
-                Error::from(HandleError::Descriptors(format!(
-                    "a CPU memory handle takes 1 descriptor (the data memfd), {} came",
-                    v.len()
-                )))
-            })?;
             // Seals and size first: nothing is mapped from a descriptor a
             // peer could still truncate.
-            if read_only {
-                os::verify_read_only_memfd(data.as_fd(), end)?;
-            } else {
-                os::verify_sealed_memfd(data.as_fd(), end)?;
-            }
+            let expect = Expect {
+                what: "a CPU memory handle (the data memfd)",
+                min_size: end,
+                read_only,
+                leased: true,
+            };
+            let taken = take_sealed::<1>(&mut shared, &expect)?;
+            let h = &shared.handle;
+            let [data] = taken.fds;
             let view = View::map(data.as_fd(), h.size, h.offset, prot, 0, page, at)
                 .map_err(|e| fixed_error(e, h))?;
             cacheable &= taken.checked;

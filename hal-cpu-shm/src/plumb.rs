@@ -4,9 +4,8 @@ use std::os::fd::OwnedFd;
 
 use std::sync::Arc;
 
-use hal_core::exchange::Taken;
 use hal_core::lease::LeaseTable;
-use hal_core::{Exported, Handle, Result, SharedHandle};
+use hal_core::{Exported, Handle, Result};
 
 /// Register the descriptors with this process's broker and wrap the handle.
 pub(crate) fn exported(handle: Handle, fds: Vec<OwnedFd>) -> Result<Exported> {
@@ -20,17 +19,6 @@ pub(crate) fn exported_leased(
     leases: Arc<LeaseTable>,
 ) -> Result<Exported> {
     Exported::with_leases(handle, fds, leases)
-}
-
-/// The descriptors and the lease that go with an imported handle.
-pub(crate) fn take_fds_leased(shared: &mut SharedHandle) -> Result<Taken> {
-    hal_core::exchange::take_fds_leased(shared)
-}
-
-/// The descriptors that go with an imported handle (attached, or fetched
-/// from the exporter's broker).
-pub(crate) fn take_fds(shared: &mut SharedHandle) -> Result<Vec<OwnedFd>> {
-    hal_core::exchange::take_fds(shared)
 }
 
 /// Add importer pids to an export.

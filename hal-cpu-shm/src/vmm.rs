@@ -19,6 +19,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use hal_core::device::check_bounds;
+use hal_core::export::{take_sealed, Expect};
 use hal_core::os::{self, Prot, SharedMap};
 use hal_core::vmm::check_grants;
 use hal_core::{
@@ -26,7 +27,6 @@ use hal_core::{
     HandleFlags, HandleKind, ImportOptions, NumaPolicy, Physical, PhysicalDesc, PhysicalLocation,
     Placement, Reservation, Result, ShareableHandle, SharedHandle,
 };
-use nix::fcntl::{fcntl, FcntlArg, OFlag};
 
 use crate::memory::{new_handle, reopen_read_only};
 use crate::plumb;
@@ -152,17 +152,16 @@ impl CpuPhysical {
             .into());
         }
         let mut read_only = shared.handle.flags.contains(HandleFlags::READ_ONLY);
-        let fds = plumb::take_fds(&mut shared)?;
-        let [fd]: [OwnedFd; 1] = fds.try_into().map_err(|v: Vec<OwnedFd>| {
-            Error::from(HandleError::Descriptors(format!(
-                "a CPU physical handle takes 1 descriptor, {} came",
-                v.len()
-            )))
-        })?;
-        os::verify_sealed_memfd(fd.as_fd(), size)?;
-        let fl = fcntl(std::os::fd::AsRawFd::as_raw_fd(&fd), FcntlArg::F_GETFL)
-            .map_err(|e| Error::errno("fcntl(F_GETFL)", e))?;
-        if OFlag::from_bits_truncate(fl) & OFlag::O_ACCMODE == OFlag::O_RDONLY {
+        let expect = Expect {
+            what: "a CPU physical handle",
+            min_size: size,
+            read_only: false,
+            leased: false,
+        };
+        let [fd] = take_sealed::<1>(&mut shared, &expect)?.fds;
+        // A read-only export sends a read-only descriptor (no write seal:
+        // the exporter keeps writing).
+        if !os::access_mode(fd.as_fd())?.writable() {
             read_only = true;
         }
         let location = match shared.handle.address {

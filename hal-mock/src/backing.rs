@@ -5,6 +5,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
 use hal_core::exchange::Lease;
+use hal_core::export::sealed_memfd;
 use hal_core::os::{self, Prot, SharedMap};
 use hal_core::Result;
 
@@ -22,8 +23,7 @@ impl Backing {
     /// seals the rest ([`os::seal_for_export`]), so that a read-only first
     /// export can still seal it against writes by anyone but this mapping.
     pub(crate) fn create(label: &str, size: u64, align: u64) -> Result<Arc<Backing>> {
-        let fd = os::memfd(label, size, None)?;
-        os::add_seals(fd.as_fd(), os::SIZE_SEALS)?;
+        let fd = sealed_memfd(label, size, os::SIZE_SEALS)?;
         let map = SharedMap::map_aligned(fd.as_fd(), size, 0, align, Prot::ReadWrite)?;
         Ok(Arc::new(Backing { fd, map, size }))
     }

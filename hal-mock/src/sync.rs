@@ -1,41 +1,54 @@
-//! Events and notifies whose state lives in shared memory (futex words in a
-//! sealed memfd), so that they work across processes.
+//! Events and notifies whose state lives in shared memory (futex words in
+//! a sealed memfd), so that they work across processes.
 //!
-//! Layout of the 4 KiB block (little-endian `u32` words):
+//! The block is a shared page of [`hal_core::syncpage`] (little-endian
+//! `u32` words):
 //!
 //! | offset | field |
 //! |---|---|
 //! | 0 | magic: `HMEV` (event) or `HMNT` (notify) |
-//! | 4 | flags (events: 1 interprocess, 2 timing) |
-//! | 8 | event: records enqueued; notify: the signal (1 = signalled) |
-//! | 12 | event: records completed (futex word) |
-//! | 16 | 1 once the creator destroyed the object |
+//! | 4 | kind: an event's flags (1 interprocess, 2 timing); 0 for a notify |
+//! | 8 | sleeping waiters |
+//! | 12 | zero |
+//! | 16 | word 0: event, records enqueued; notify, the signal (not 0 = signalled) |
+//! | 20 | word 1: event, records completed (futex word) |
+//! | 24 | word 2: 1 once the creator destroyed the object |
+//!
+//! Every sleep lasts at most [`NAP`], so that waiters notice a lost device
+//! or a destroyed object.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use hal_core::exchange::Lease;
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
-use hal_core::os::{self, Prot, SharedMap};
-use hal_core::wait::{blocking_future, spin_then_sleep};
-use hal_core::{
-    Capabilities, Error, Event, EventFlags, HandleError, Notify, Result, WaitFuture, WaitOptions,
-};
+use hal_core::os;
+use hal_core::syncpage::{PageKind, SyncPage, PAGE_LEN};
+use hal_core::wait::blocking_future;
+use hal_core::{Capabilities, Error, Event, EventFlags, Notify, Result, WaitFuture, WaitOptions};
 
 use crate::fault::FaultOp;
 use crate::state::DevRef;
 use crate::vendor::Api;
 
 /// Size of a shared event or notify block.
-pub(crate) const SYNC_LEN: u64 = 4096;
+pub(crate) const SYNC_LEN: u64 = PAGE_LEN;
 const EVENT_MAGIC: u32 = u32::from_le_bytes(*b"HMEV");
 const NOTIFY_MAGIC: u32 = u32::from_le_bytes(*b"HMNT");
-const FLAGS: usize = 4;
-const WORD_A: usize = 8;
-const WORD_B: usize = 12;
-const DESTROYED: usize = 16;
+/// What an importer opens: an IPC event without timing.
+const IPC_EVENT: PageKind = PageKind {
+    magic: EVENT_MAGIC,
+    kind: FLAG_IPC,
+};
+const NOTIFY: PageKind = PageKind {
+    magic: NOTIFY_MAGIC,
+    kind: 0,
+};
+const WORD_A: usize = 0;
+const WORD_B: usize = 1;
+const DESTROYED: usize = 2;
 const FLAG_IPC: u32 = 1;
 const FLAG_TIMING: u32 = 2;
 /// The longest a waiter sleeps before it looks again (for cancellation and
@@ -44,44 +57,33 @@ pub(crate) const NAP: Duration = Duration::from_millis(20);
 
 /// A shared block of futex words.
 pub(crate) struct SyncWords {
-    map: SharedMap,
-    fd: OwnedFd,
+    /// The page; an importer's lease goes with it.
+    page: SyncPage,
     /// The creator's count of importers, made at the first export.
     leases: OnceLock<Arc<LeaseTable>>,
-    /// An importer's lease; given back when its last handle on the block goes.
-    _lease: Option<Lease>,
 }
 
 impl SyncWords {
-    fn create(label: &str, magic: u32, flags: u32) -> Result<Arc<SyncWords>> {
-        let fd = os::memfd(label, SYNC_LEN, None)?;
-        os::add_seals(fd.as_fd(), os::EXPORT_SEALS)?;
-        let map = SharedMap::map(fd.as_fd(), SYNC_LEN, 0, Prot::ReadWrite, None)?;
-        map.atomic_u32(FLAGS)?.store(flags, Ordering::Relaxed);
-        map.atomic_u32(0)?.store(magic, Ordering::Release);
-        Ok(Arc::new(SyncWords {
-            map,
-            fd,
-            leases: OnceLock::new(),
-            _lease: None,
-        }))
+    fn create(label: &str, kind: PageKind) -> Result<Arc<SyncWords>> {
+        Ok(SyncWords::wrap(SyncPage::create(label, kind)?))
     }
 
-    fn open(fd: OwnedFd, magic: u32, what: &str, lease: Option<Lease>) -> Result<Arc<SyncWords>> {
-        os::verify_sealed_memfd(fd.as_fd(), SYNC_LEN)?;
-        let map = SharedMap::map(fd.as_fd(), SYNC_LEN, 0, Prot::ReadWrite, None)?;
-        if map.atomic_u32(0)?.load(Ordering::Acquire) != magic {
-            return Err(HandleError::Descriptors(format!(
-                "the descriptor does not hold a simulated {what}"
-            ))
-            .into());
-        }
-        Ok(Arc::new(SyncWords {
-            map,
-            fd,
+    fn open(
+        fd: OwnedFd,
+        kind: PageKind,
+        what: &str,
+        lease: Option<Lease>,
+    ) -> Result<Arc<SyncWords>> {
+        Ok(SyncWords::wrap(
+            SyncPage::open(fd, kind, what)?.with_lease(lease),
+        ))
+    }
+
+    fn wrap(page: SyncPage) -> Arc<SyncWords> {
+        Arc::new(SyncWords {
+            page: page.with_max_sleep(NAP),
             leases: OnceLock::new(),
-            _lease: lease,
-        }))
+        })
     }
 
     /// The importers' lease table, made at the first export.
@@ -150,13 +152,13 @@ impl SyncWords {
         Ok(())
     }
 
-    fn word(&self, offset: usize) -> Result<&AtomicU32> {
-        self.map.atomic_u32(offset)
+    fn word(&self, i: usize) -> Result<&AtomicU32> {
+        self.page.word(i)
     }
 
     /// A duplicate of the descriptor, for an export.
     pub(crate) fn dup_fd(&self) -> Result<OwnedFd> {
-        os::dup(self.fd.as_fd())
+        self.page.dup_fd()
     }
 
     fn destroyed(&self) -> bool {
@@ -170,47 +172,28 @@ impl SyncWords {
     /// Enqueue a record: the sequence number the stream completes.
     pub(crate) fn next_record(&self) -> Result<u32> {
         self.live()?;
-        Ok(self
-            .word(WORD_A)?
-            .fetch_add(1, Ordering::AcqRel)
-            .wrapping_add(1))
+        self.page.next_sequence(WORD_A)
     }
 
     /// The latest record enqueued.
     pub(crate) fn last_record(&self) -> Result<u32> {
         self.live()?;
-        Ok(self.word(WORD_A)?.load(Ordering::Acquire))
+        self.page.sequence(WORD_A)
     }
 
     /// True when record `target` (and every earlier one) has completed.
     pub(crate) fn reached(&self, target: u32) -> Result<bool> {
-        let done = self.word(WORD_B)?.load(Ordering::Acquire);
-        Ok(done.wrapping_sub(target) as i32 >= 0)
+        self.page.reached(WORD_B, target)
     }
 
     /// Complete record `seq` (stream side).
     pub(crate) fn complete(&self, seq: u32) -> Result<()> {
-        let w = self.word(WORD_B)?;
-        let mut cur = w.load(Ordering::Acquire);
-        while (seq.wrapping_sub(cur) as i32) > 0 {
-            match w.compare_exchange(cur, seq, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => break,
-                Err(now) => cur = now,
-            }
-        }
-        os::futex_wake(w, u32::MAX);
-        Ok(())
+        self.page.complete(WORD_B, seq)
     }
 
-    /// Sleep until record `target` completes, `closing` says stop, or `nap` passes.
+    /// Sleep until record `target` completes, or `nap` (at most [`NAP`]) passes.
     pub(crate) fn sleep_until_reached(&self, target: u32, nap: Option<Duration>) -> Result<()> {
-        let w = self.word(WORD_B)?;
-        let seen = w.load(Ordering::Acquire);
-        if seen.wrapping_sub(target) as i32 >= 0 {
-            return Ok(());
-        }
-        os::futex_wait(w, seen, Some(nap.map_or(NAP, |n| n.min(NAP))));
-        Ok(())
+        self.page.sleep_unreached(WORD_B, target, nap)
     }
 
     // --- notify words ------------------------------------------------------
@@ -218,26 +201,18 @@ impl SyncWords {
     /// Signal (record) a notify.
     pub(crate) fn signal(&self) -> Result<()> {
         self.live()?;
-        let w = self.word(WORD_A)?;
-        w.store(1, Ordering::Release);
-        os::futex_wake(w, u32::MAX);
-        Ok(())
+        self.page.signal(WORD_A)
     }
 
     /// Take the signal if it is set (wait-and-reset).
     pub(crate) fn take_signal(&self) -> Result<bool> {
         self.live()?;
-        Ok(self
-            .word(WORD_A)?
-            .compare_exchange(1, 0, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok())
+        self.page.take_signal(WORD_A)
     }
 
-    /// Sleep while the notify is not signalled, at most `nap`.
+    /// Sleep while the notify is not signalled, at most `nap` (and [`NAP`]).
     pub(crate) fn sleep_unsignalled(&self, nap: Option<Duration>) -> Result<()> {
-        let w = self.word(WORD_A)?;
-        os::futex_wait(w, 0, Some(nap.map_or(NAP, |n| n.min(NAP))));
-        Ok(())
+        self.page.sleep_unsignalled(WORD_A, nap)
     }
 }
 
@@ -279,7 +254,13 @@ impl MockEvent {
         }
         Ok(MockEvent {
             dev: dev.clone(),
-            sync: SyncWords::create(&label(dev, "event"), EVENT_MAGIC, bits)?,
+            sync: SyncWords::create(
+                &label(dev, "event"),
+                PageKind {
+                    magic: EVENT_MAGIC,
+                    kind: bits,
+                },
+            )?,
             flags,
             imported: false,
         })
@@ -287,7 +268,7 @@ impl MockEvent {
 
     /// Open an exported event's block; refused once its creator destroyed it.
     pub(crate) fn open(dev: &DevRef, fd: OwnedFd, lease: Option<Lease>) -> Result<MockEvent> {
-        let sync = SyncWords::open(fd, EVENT_MAGIC, "event", lease)?;
+        let sync = SyncWords::open(fd, IPC_EVENT, "a simulated IPC event without timing", lease)?;
         if sync.destroyed() {
             return Err(dev.err(
                 dev.vendor().invalid_handle(),
@@ -296,13 +277,6 @@ impl MockEvent {
                     Api::IpcOpenEvent.symbol(dev.vendor())
                 ),
             ));
-        }
-        let bits = sync.word(FLAGS)?.load(Ordering::Acquire);
-        if bits & FLAG_IPC == 0 || bits & FLAG_TIMING != 0 {
-            return Err(HandleError::Descriptors(
-                "the shared event was not created as an IPC event without timing".into(),
-            )
-            .into());
         }
         Ok(MockEvent {
             dev: dev.clone(),
@@ -346,26 +320,10 @@ impl MockEvent {
 fn wait_event(dev: &DevRef, sync: &SyncWords, opts: WaitOptions) -> Result<()> {
     dev.enter(Api::EventSynchronize, Some(FaultOp::Wait))?;
     let target = sync.last_record()?;
-    let mut failed = None;
-    let r = spin_then_sleep(
-        "the event to complete",
-        opts.spin,
-        opts.timeout,
-        || match (sync.reached(target), dev.alive()) {
-            (Ok(done), Ok(())) => done,
-            (Err(e), _) | (_, Err(e)) => {
-                failed = Some(e);
-                true
-            }
-        },
-        |remaining| {
-            let _ = sync.sleep_until_reached(target, remaining);
-        },
-    );
-    match failed {
-        Some(e) => Err(e),
-        None => r,
-    }
+    sync.page
+        .wait_reached(WORD_B, target, "the event to complete", opts, || {
+            dev.alive()
+        })
 }
 
 impl Event for MockEvent {
@@ -417,7 +375,7 @@ impl MockNotify {
     pub(crate) fn create(dev: &DevRef) -> Result<MockNotify> {
         Ok(MockNotify {
             dev: dev.clone(),
-            sync: SyncWords::create(&label(dev, "notify"), NOTIFY_MAGIC, 0)?,
+            sync: SyncWords::create(&label(dev, "notify"), NOTIFY)?,
             creator: true,
         })
     }
@@ -425,7 +383,7 @@ impl MockNotify {
     pub(crate) fn open(dev: &DevRef, fd: OwnedFd, lease: Option<Lease>) -> Result<MockNotify> {
         Ok(MockNotify {
             dev: dev.clone(),
-            sync: SyncWords::open(fd, NOTIFY_MAGIC, "notify", lease)?,
+            sync: SyncWords::open(fd, NOTIFY, "a simulated notify", lease)?,
             creator: false,
         })
     }
@@ -458,26 +416,11 @@ impl MockNotify {
 
 fn wait_notify(dev: &DevRef, sync: &SyncWords, opts: WaitOptions) -> Result<()> {
     dev.enter(Api::NotifyWait, Some(FaultOp::Wait))?;
-    let mut failed = None;
-    let r = spin_then_sleep(
-        "the notify to be signalled",
-        opts.spin,
-        opts.timeout,
-        || match (sync.take_signal(), dev.alive()) {
-            (Ok(taken), Ok(())) => taken,
-            (Err(e), _) | (_, Err(e)) => {
-                failed = Some(e);
-                true
-            }
-        },
-        |remaining| {
-            let _ = sync.sleep_unsignalled(remaining);
-        },
-    );
-    match failed {
-        Some(e) => Err(e),
-        None => r,
-    }
+    sync.page
+        .wait_signal(WORD_A, "the notify to be signalled", opts, || {
+            sync.live()?;
+            dev.alive()
+        })
 }
 
 impl Drop for MockNotify {

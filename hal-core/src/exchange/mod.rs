@@ -288,7 +288,9 @@ pub fn take_fds_leased(shared: &mut SharedHandle) -> Result<Taken> {
     take(shared, true)
 }
 
-fn take(shared: &mut SharedHandle, leased: bool) -> Result<Taken> {
+/// [`take_fds`] (`leased` false) or [`take_fds_leased`], with the whole
+/// [`Taken`] either way.
+pub(crate) fn take(shared: &mut SharedHandle, leased: bool) -> Result<Taken> {
     let expected = shared.handle.fds.count();
     if !shared.fds.is_empty() {
         if shared.fds.len() != expected {

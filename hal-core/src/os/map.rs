@@ -127,19 +127,21 @@ impl SharedMap {
     }
 
     /// Reserve `len` bytes of address space at an `align`-aligned address
-    /// (`align` a power of two; at most a page means any page). Race-free:
-    /// it reserves `len + align` bytes and gives back the unaligned head and
-    /// tail, so the aligned range is never free for another thread to take
-    /// in between.
+    /// (`align` a power of two, or 0 for any). Race-free: when the kernel's
+    /// first choice is not aligned, it reserves `len + align` bytes and
+    /// gives back the unaligned head and tail, so the aligned range is never
+    /// free for another thread to take in between.
     pub fn reserve_aligned(len: u64, align: u64) -> Result<SharedMap> {
         if align != 0 && !align.is_power_of_two() {
             return Err(Error::invalid(format!(
                 "alignment {align:#x} is not a power of two"
             )));
         }
-        if align <= super::page_size() {
-            return Self::reserve(len, None);
+        let plain = Self::reserve(len, None)?;
+        if align == 0 || plain.ptr.as_ptr() as u64 % align == 0 {
+            return Ok(plain);
         }
+        drop(plain);
         let total = len
             .checked_add(align)
             .ok_or_else(|| Error::invalid("size plus alignment overflows"))?;
@@ -180,9 +182,11 @@ impl SharedMap {
         align: u64,
         prot: Prot,
     ) -> Result<SharedMap> {
-        if align <= super::page_size() {
-            return Self::map(fd, len, offset, prot, None);
+        let plain = Self::map(fd, len, offset, prot, None)?;
+        if align == 0 || plain.ptr.as_ptr() as u64 % align == 0 {
+            return Ok(plain);
         }
+        drop(plain);
         let map = Self::reserve_aligned(len, align)?;
         map.map_over(0, fd, offset, len, prot)?;
         Ok(map)

@@ -1,9 +1,10 @@
 //! Memory of a [`MockDevice`]: allocation (with the Ascend-like pool),
 //! export, allow-lists and import.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::sync::{Arc, OnceLock, Weak};
 
+use hal_core::export::{take_sealed, Expect};
 use hal_core::handle::wire::MAX_PIDS;
 use hal_core::os::{self, Prot, SharedMap};
 use hal_core::{
@@ -316,18 +317,16 @@ impl MockDevice {
                 return Ok(mapping(region, handle));
             }
         }
-        let taken = self.take_fds_leased(&mut shared, 1)?;
+        self.check_attached_allowed(&shared)?;
+        let expect = Expect {
+            what: &self.what(HandleKind::Memory),
+            min_size: payload.fd_offset + payload.map_len,
+            read_only,
+            leased: true,
+        };
+        let taken = take_sealed::<1>(&mut shared, &expect)?;
         let checked = taken.checked;
-        let [data]: [OwnedFd; 1] = taken
-            .fds
-            .try_into()
-            .map_err(|_| Error::from(HandleError::Descriptors("one descriptor".into())))?;
-        let end = payload.fd_offset + payload.map_len;
-        if read_only {
-            os::verify_read_only_memfd(data.as_fd(), end)?;
-        } else {
-            os::verify_sealed_memfd(data.as_fd(), end)?;
-        }
+        let [data] = taken.fds;
         check_data_access(data.as_fd(), read_only)?;
         // The exporting process imports its own export (with its own
         // descriptors): the vendors refuse to open their own handle (CUDA

@@ -15,11 +15,11 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
 use hal_core::exchange::Taken;
-use hal_core::handle::wire::MAX_PIDS;
+use hal_core::export::{self, check_fd_count, HandleSpec};
 use hal_core::os;
 use hal_core::{
-    Capabilities, DeviceInfo, Error, ExportOptions, Exported, FdSource, Handle, HandleError,
-    HandleFlags, HandleKind, ImportOptions, Importers, Location, Result, SharedHandle,
+    Capabilities, DeviceInfo, Error, ExportOptions, Exported, Handle, HandleFlags, HandleKind,
+    ImportOptions, Importers, Location, Result, SharedHandle,
 };
 
 use crate::fault::Faults;
@@ -312,65 +312,35 @@ impl MockDevice {
     ) -> Result<Handle> {
         let caps = self.dev.caps();
         let vendor = self.dev.vendor();
-        let mut flags = HandleFlags::default();
-        let mut allowed_pids = Vec::new();
         let listed = list == ListKind::Listed && caps.contains(Capabilities::PID_ALLOW_LIST);
-        match &opts.importers {
-            Importers::Anyone => flags.insert(HandleFlags::ANY_IMPORTER),
-            Importers::BackendDefault => {
-                if !(listed && caps.contains(Capabilities::PID_ALLOW_LIST_DEFAULT_ON)) {
-                    flags.insert(HandleFlags::ANY_IMPORTER);
-                }
-            }
-            Importers::Pids(pids) => {
-                if !listed {
-                    return Err(Error::unsupported(
-                        self.dev.name(),
-                        "export to a pid allow-list",
-                        format!(
-                            "{} keeps no pid allow-list for {} handles; export with \
-                             Importers::Anyone or BackendDefault and control who receives the \
-                             handle",
-                            rules::vendor_name(vendor),
-                            kind.name()
-                        ),
-                    ));
-                }
-                if pids.len() > MAX_PIDS {
-                    return Err(Error::invalid(format!(
-                        "{} importer pids, at most {MAX_PIDS} fit in a handle",
-                        pids.len()
-                    )));
-                }
-                allowed_pids = pids.clone();
-            }
+        if matches!(opts.importers, Importers::Pids(_)) && !listed {
+            return Err(Error::unsupported(
+                self.dev.name(),
+                "export to a pid allow-list",
+                format!(
+                    "{} keeps no pid allow-list for {} handles; export with Importers::Anyone or \
+                     BackendDefault and control who receives the handle",
+                    rules::vendor_name(vendor),
+                    kind.name()
+                ),
+            ));
         }
-        if opts.read_only {
-            flags.insert(HandleFlags::READ_ONLY);
-        }
-        if kind == HandleKind::Event && !caps.contains(Capabilities::IPC_EVENT_QUERY) {
-            flags.insert(HandleFlags::NO_QUERY);
-        }
-        let (creator_pid, creator_start) = os::self_identity();
-        Ok(Handle {
+        let spec = HandleSpec {
             kind,
             backend: self.dev.backend(),
             device: self.dev.ordinal,
             device_uuid: self.info.uuid,
             location,
-            size,
-            offset,
-            address: 0,
-            creator_pid,
-            creator_start,
-            creator_pid_ns: os::pid_namespace(),
-            object_id: os::random_id(),
-            flags,
-            pid_kind: hal_core::PidKind::Os,
-            allowed_pids,
-            fds: FdSource::None,
-            payload: payload.encode(vendor),
-        })
+            default_allow_list: listed && caps.contains(Capabilities::PID_ALLOW_LIST_DEFAULT_ON),
+        };
+        let mut handle = export::new_handle(&spec, opts)?;
+        handle.size = size;
+        handle.offset = offset;
+        handle.payload = payload.encode(vendor);
+        if kind == HandleKind::Event && !caps.contains(Capabilities::IPC_EVENT_QUERY) {
+            handle.flags.insert(HandleFlags::NO_QUERY);
+        }
+        Ok(handle)
     }
 
     fn check_export_opts(&self, opts: &ExportOptions, what: &str) -> Result<()> {
@@ -457,12 +427,8 @@ impl MockDevice {
         )
     }
 
-    /// The descriptors of an import, `count` of them. Descriptors that came
-    /// attached (not from the exporter's broker, which checks the pid
-    /// itself) are refused when the handle's allow-list excludes this
-    /// process, unless this process made the export: the allow-list governs
-    /// other processes, as the broker, which always serves its own process,
-    /// does.
+    /// The descriptors of an import, `count` of them (see
+    /// [`MockDevice::check_attached_allowed`]).
     fn take_fds(&self, shared: &mut SharedHandle, count: usize) -> Result<Vec<OwnedFd>> {
         Ok(self.take_fds_leased(shared, count)?.fds)
     }
@@ -470,13 +436,27 @@ impl MockDevice {
     /// The descriptors of an import and the importer's lease, when the
     /// exporter counts importers.
     fn take_fds_leased(&self, shared: &mut SharedHandle, count: usize) -> Result<Taken> {
-        let attached = !shared.fds.is_empty();
+        self.check_attached_allowed(shared)?;
         let taken = hal_core::exchange::take_fds_leased(shared)?;
-        let fds = &taken.fds;
+        check_fd_count(&self.what(shared.handle.kind), count, taken.fds.len())?;
+        Ok(taken)
+    }
+
+    /// "a KIND handle of `BACKEND`", as errors about descriptors name it.
+    fn what(&self, kind: HandleKind) -> String {
+        format!("a {} handle of `{}`", kind.name(), self.dev.name())
+    }
+
+    /// Descriptors that came attached (not from the exporter's broker,
+    /// which checks the pid itself) are refused when the handle's
+    /// allow-list excludes this process, unless this process made the
+    /// export: the allow-list governs other processes, as the broker, which
+    /// always serves its own process, does.
+    fn check_attached_allowed(&self, shared: &SharedHandle) -> Result<()> {
         let me = os::pid();
         let h = &shared.handle;
         let exporter = (h.creator_pid, h.creator_start) == os::self_identity();
-        if attached
+        if !shared.fds.is_empty()
             && !exporter
             && self.dev.caps().contains(Capabilities::PID_ALLOW_LIST)
             && !h.allows(me)
@@ -487,20 +467,11 @@ impl MockDevice {
                     "pid {me} is not on the export's allow-list: the exporter adds it with \
                      allow_importers ({}) or exports with Importers::Anyone \
                      (DISABLE_PID_VALIDATION)",
-                    set_pid_api(shared.handle.kind).symbol(self.dev.vendor())
+                    set_pid_api(h.kind).symbol(self.dev.vendor())
                 ),
             });
         }
-        if fds.len() != count {
-            return Err(HandleError::Descriptors(format!(
-                "{} descriptor(s) for a {} handle of `{}`, which carries {count}",
-                fds.len(),
-                shared.handle.kind.name(),
-                self.dev.name()
-            ))
-            .into());
-        }
-        Ok(taken)
+        Ok(())
     }
 }
 

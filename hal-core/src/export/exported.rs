@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::exchange::broker::{self, Policy, Registration};
 use crate::exchange::MAX_FDS;
-use crate::handle::wire::MAX_PIDS;
+use crate::export::handle::check_pid_count;
 use crate::handle::{FdSource, Handle, HandleFlags, SharedHandle};
 use crate::lease::LeaseTable;
 use crate::os;
@@ -256,18 +256,14 @@ fn merge(old: &[u32], new: &[u32]) -> Result<Vec<u32>> {
             list.push(pid);
         }
     }
-    if list.len() > MAX_PIDS {
-        return Err(Error::invalid(format!(
-            "{} importer pids, over the bound of {MAX_PIDS}",
-            list.len()
-        )));
-    }
+    check_pid_count(list.len())?;
     Ok(list)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::handle::wire::MAX_PIDS;
 
     fn assert_send_sync<T: Send + Sync>() {}
 
