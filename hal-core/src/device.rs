@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::handle::SharedHandle;
 use crate::types::{
     Access, Advice, AllocDesc, Availability, BackendId, Capabilities, DeviceInfo, EventFlags,
-    ExportOptions, Granularity, ImportOptions, Location, WaitOptions,
+    ExportOptions, Granularity, ImportOptions, Location, NotifyFlags, WaitOptions,
 };
 use crate::vmm::{AccessGrant, AccessTarget, PhysicalDesc, PhysicalLocation, ShareableHandle};
 use crate::Exported;
@@ -67,6 +67,16 @@ pub trait Memory: Send + Sync {
 
     /// The host pointer, when the memory is host-visible.
     fn host_ptr(&self) -> Option<*mut u8>;
+
+    /// True when the host can address this memory ([`Memory::host_ptr`]):
+    /// a property of each allocation and mapping (pinned host and managed
+    /// memory of a GPU are, its device memory is not), never of the
+    /// device. Memory that is not host-visible is still read and written
+    /// with [`Memory::read`] / [`Memory::write`] and exported to DLPack
+    /// with its device address.
+    fn host_visible(&self) -> bool {
+        self.host_ptr().is_some()
+    }
 
     /// True when writes are refused (a read-only import).
     fn is_read_only(&self) -> bool {
@@ -229,6 +239,8 @@ pub trait Device: Send + Sync + 'static {
     type Physical: Physical;
     /// A VMM address reservation.
     type Reservation: Reservation;
+    /// Host memory registered with the device ([`Device::register_host`]).
+    type HostRegistration: Memory;
 
     /// What the device is and can do.
     fn info(&self) -> &DeviceInfo;
@@ -290,6 +302,55 @@ pub trait Device: Send + Sync + 'static {
     /// `aclrtIpcMemSetImportPid`): `pids` are the ids the importers'
     /// [`Device::process_id`] gave them.
     fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()>;
+
+    /// Adopt memory this library did not allocate (a range of a framework's
+    /// caching allocator, a raw `cuMemAlloc` pointer) as an allocation that
+    /// can be exported: the backend finds the vendor allocation that holds
+    /// `addr..addr + len` (`cuMemGetAddressRange`), and exports of the
+    /// adopted allocation name that allocation's base plus the offset, as
+    /// the vendor's handles do. A range that is not inside one allocation
+    /// is refused; exports keep the whole-page rule
+    /// ([`Error::Misaligned`]), never widening the range.
+    ///
+    /// Dropping the adopted allocation never frees the memory; it counts
+    /// its own importers ([`Allocation::importers`],
+    /// [`Allocation::wait_unleased`]), which the owner waits for before it
+    /// frees. Backends without [`Capabilities::FOREIGN_MEMORY`] answer
+    /// [`Error::Unsupported`] (the default).
+    ///
+    /// # Safety
+    ///
+    /// `addr..addr + len` must be memory of this device's vendor runtime,
+    /// and it must stay allocated as long as the returned allocation, its
+    /// exports and every importer's mapping of them live (wait for
+    /// [`Allocation::wait_unleased`] before the owner frees it).
+    unsafe fn adopt_memory(&self, addr: u64, len: u64) -> Result<Self::Allocation> {
+        let _ = (addr, len);
+        Err(Error::unsupported(
+            self.info().backend.name(),
+            "adopt_memory",
+            "this backend exports only memory it allocated \
+             (Capabilities::FOREIGN_MEMORY); allocate the buffer with Device::allocate",
+        ))
+    }
+
+    /// Register existing host memory, any page-aligned mapping of this
+    /// process (a PostgreSQL dynamic shared memory segment, a memfd
+    /// region), so that the device reaches it (`cuMemHostRegister` with
+    /// `PORTABLE | DEVICEMAP`); the returned memory's [`Memory::addr`] is the
+    /// address the device uses (on the H200 measured, the host address
+    /// itself). Dropping it unregisters the range. A range that is not whole
+    /// pages is [`Error::Misaligned`]; one that overlaps a registration is
+    /// refused (CUDA: `CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED`). Backends
+    /// without [`Capabilities::HOST_REGISTRATION`] answer
+    /// [`Error::Unsupported`].
+    ///
+    /// # Safety
+    ///
+    /// `ptr..ptr + len` must be mapped in this process, readable and
+    /// writable, and stay mapped as long as the registration lives; the
+    /// caller is responsible for what else reads and writes those bytes.
+    unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<Self::HostRegistration>;
 
     /// Import memory exported by another (or this) process.
     ///
@@ -421,10 +482,30 @@ pub trait Device: Send + Sync + 'static {
     /// Import an event.
     fn import_event(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<Self::Event>;
 
-    /// Create a notify.
-    fn create_notify(&self) -> Result<Self::Notify>;
+    /// Create a notify with the default flags: [`Device::create_notify_with`]
+    /// with [`NotifyFlags::default`].
+    fn create_notify(&self) -> Result<Self::Notify> {
+        self.create_notify_with(NotifyFlags::default())
+    }
+
+    /// Create a notify with `flags`. A device-only notify
+    /// ([`NotifyFlags::device_only`]) needs
+    /// [`Capabilities::STREAM_ORDERED_NOTIFY`] ([`Error::Unsupported`]
+    /// otherwise).
+    ///
+    /// A notify is signalled from the host ([`Notify::signal`]) or on a
+    /// stream ([`Device::record_notify`]); a backend whose vendor records
+    /// only on streams (Ascend's `aclrtRecordNotify`) signals from the host
+    /// through an internal stream of its own, so `signal` returns once the
+    /// signal is recorded.
+    fn create_notify_with(&self, flags: NotifyFlags) -> Result<Self::Notify>;
 
     /// Record (signal) `notify` on `stream`, after the work queued before it.
+    /// Backends without [`Capabilities::STREAM_ORDERED_NOTIFY`] answer
+    /// [`Error::Unsupported`] here and in [`Device::stream_wait_notify`];
+    /// CUDA does it with `cuStreamWriteValue32` / `cuStreamWaitValue32` on
+    /// a word of registered shared pages (measured: a 3.6 µs cross-process
+    /// round trip on an H200).
     fn record_notify(&self, stream: &Self::Stream, notify: &Self::Notify) -> Result<()>;
 
     /// Make `stream` wait for `notify` and reset it, giving up after `timeout`.

@@ -293,6 +293,20 @@ pub trait DynDevice: Send + Sync {
     /// Allocate memory; see [`Device::allocate`].
     fn allocate(&self, desc: &AllocDesc) -> Result<Box<dyn DynAllocation>>;
 
+    /// Adopt memory this library did not allocate; see [`Device::adopt_memory`].
+    ///
+    /// # Safety
+    ///
+    /// As for [`Device::adopt_memory`].
+    unsafe fn adopt_memory(&self, addr: u64, len: u64) -> Result<Box<dyn DynAllocation>>;
+
+    /// Register existing host memory; see [`Device::register_host`].
+    ///
+    /// # Safety
+    ///
+    /// As for [`Device::register_host`].
+    unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<Box<dyn Memory>>;
+
     /// Export a page-aligned range of an allocation; see [`Device::export_memory`].
     fn export_memory(&self, alloc: &dyn DynAllocation, opts: &ExportOptions) -> Result<Exported>;
 
@@ -376,6 +390,9 @@ pub trait DynDevice: Send + Sync {
     /// Import an event.
     fn import_event(&self, shared: SharedHandle, opts: &ImportOptions)
         -> Result<Box<dyn DynEvent>>;
+
+    /// Create a notify with flags; see [`Device::create_notify_with`].
+    fn create_notify_with(&self, flags: crate::NotifyFlags) -> Result<Box<dyn DynNotify>>;
 
     /// Create a notify.
     fn create_notify(&self) -> Result<Box<dyn DynNotify>>;
@@ -523,6 +540,7 @@ where
     D::Notify: 'static,
     D::Physical: 'static,
     D::Reservation: 'static,
+    D::HostRegistration: 'static,
 {
     fn info(&self) -> &DeviceInfo {
         Device::info(self)
@@ -542,6 +560,16 @@ where
 
     fn allocate(&self, desc: &AllocDesc) -> Result<Box<dyn DynAllocation>> {
         Ok(Box::new(Device::allocate(self, desc)?))
+    }
+
+    unsafe fn adopt_memory(&self, addr: u64, len: u64) -> Result<Box<dyn DynAllocation>> {
+        // SAFETY: the caller gives the promise of `Device::adopt_memory`.
+        Ok(Box::new(unsafe { Device::adopt_memory(self, addr, len) }?))
+    }
+
+    unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<Box<dyn Memory>> {
+        // SAFETY: the caller gives the promise of `Device::register_host`.
+        Ok(Box::new(unsafe { Device::register_host(self, ptr, len) }?))
     }
 
     fn export_memory(&self, alloc: &dyn DynAllocation, opts: &ExportOptions) -> Result<Exported> {
@@ -667,6 +695,10 @@ where
         opts: &ImportOptions,
     ) -> Result<Box<dyn DynEvent>> {
         Ok(Box::new(Device::import_event(self, shared, opts)?))
+    }
+
+    fn create_notify_with(&self, flags: crate::NotifyFlags) -> Result<Box<dyn DynNotify>> {
+        Ok(Box::new(Device::create_notify_with(self, flags)?))
     }
 
     fn create_notify(&self) -> Result<Box<dyn DynNotify>> {
@@ -1015,9 +1047,13 @@ mod tests {
         type Notify = ToyNotify<N>;
         type Physical = ToyPhys<N>;
         type Reservation = ToyRes<N>;
+        type HostRegistration = ToyMem<N>;
 
         fn info(&self) -> &DeviceInfo {
             &self.info
+        }
+        unsafe fn register_host(&self, _p: *mut u8, _l: u64) -> Result<ToyMem<N>> {
+            Err(unsupported("register_host"))
         }
         fn allocate(&self, desc: &AllocDesc) -> Result<ToyMem<N>> {
             Ok(ToyMem {
@@ -1097,7 +1133,7 @@ mod tests {
         fn import_event(&self, _s: SharedHandle, _o: &ImportOptions) -> Result<ToyEvent<N>> {
             Err(unsupported("import_event"))
         }
-        fn create_notify(&self) -> Result<ToyNotify<N>> {
+        fn create_notify_with(&self, _f: crate::NotifyFlags) -> Result<ToyNotify<N>> {
             Ok(ToyNotify(AtomicBool::new(false)))
         }
         fn record_notify(&self, _s: &ToyStream<N>, n: &ToyNotify<N>) -> Result<()> {

@@ -138,7 +138,12 @@ capabilities! {
     FIXED_ADDRESS_IMPORT = 12, "fixed-address-import";
     /// Events can be queried and timed after import (false on Ascend IPC events).
     IPC_EVENT_QUERY = 13, "ipc-event-query";
-    /// Memory is directly addressable from the host.
+    /// The device's own memory is host memory ([`Location::Host`] is its
+    /// default: CPU shared memory). Host visibility is a property of each
+    /// allocation and mapping, not of the device: a GPU has pinned host,
+    /// managed and device-only memory side by side, and
+    /// [`Memory::host_visible`](crate::Memory::host_visible) says which an
+    /// allocation is.
     HOST_VISIBLE = 14, "host-visible";
     /// Read-only exports are enforced by the importer's mapping.
     READ_ONLY_EXPORT = 15, "read-only-export";
@@ -160,6 +165,13 @@ capabilities! {
     /// without it those answer [`Error::Unsupported`](crate::Error::Unsupported)
     /// and only the host-side signal and wait work.
     STREAM_ORDERED_NOTIFY = 21, "stream-ordered-notify";
+    /// Memory this library did not allocate (a framework's allocator, a raw
+    /// vendor pointer) can be adopted and exported
+    /// ([`Device::adopt_memory`](crate::Device::adopt_memory)).
+    FOREIGN_MEMORY = 22, "foreign-memory";
+    /// Existing host memory can be registered so that the device reaches it
+    /// ([`Device::register_host`](crate::Device::register_host)).
+    HOST_REGISTRATION = 23, "host-registration";
 }
 
 impl Capabilities {
@@ -271,8 +283,8 @@ pub enum Advice {
 /// Where memory lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Location {
-    /// Device memory of the given ordinal; not addressable from the host
-    /// unless the backend says [`Capabilities::HOST_VISIBLE`].
+    /// Device memory of the given ordinal; host-addressable only where the
+    /// allocation says so ([`Memory::host_visible`](crate::Memory::host_visible)).
     Device(u32),
     /// Host memory (CPU shared memory, pinned host memory).
     Host,
@@ -518,6 +530,31 @@ pub struct EventFlags {
     pub interprocess: bool,
     /// The event records timing (not allowed together with `interprocess` on CUDA and Ascend).
     pub timing: bool,
+}
+
+/// Flags of a notify at creation (Ascend `aclrtCreateNotify`'s flag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NotifyFlags {
+    /// Only streams signal and wait on it (`ACL_NOTIFY_DEVICE_USE_ONLY`):
+    /// the host-side [`Notify::signal`](crate::Notify::signal) and
+    /// [`Notify::wait`](crate::Notify::wait) are refused with
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument). Needs
+    /// [`Capabilities::STREAM_ORDERED_NOTIFY`].
+    pub device_only: bool,
+}
+
+impl NotifyFlags {
+    /// The refusal of a host-side `operation` (`"signal"`, `"wait"`) on a
+    /// device-only notify, the same on every backend.
+    pub fn refuse_host(self, operation: &str) -> crate::Result<()> {
+        if self.device_only {
+            return Err(crate::Error::invalid(format!(
+                "host-side {operation} of a notify created with NotifyFlags::device_only: record \
+                 it and wait on it on streams (Device::record_notify, Device::stream_wait_notify)"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// Access rights of a VMM mapping.

@@ -98,11 +98,20 @@ pub mod cuda {
     pub const INVALID_HANDLE: Code = Code::new(400, "CUDA_ERROR_INVALID_HANDLE");
     /// The device accessed an illegal address.
     pub const ILLEGAL_ADDRESS: Code = Code::new(700, "CUDA_ERROR_ILLEGAL_ADDRESS");
+    /// Work an event stands for has not completed (`cuEventElapsedTime`,
+    /// `cuEventQuery`).
+    pub const NOT_READY: Code = Code::new(600, "CUDA_ERROR_NOT_READY");
     /// `cuCtxEnablePeerAccess` for a peer that is already enabled.
     pub const PEER_ACCESS_ALREADY_ENABLED: Code =
         Code::new(704, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED");
     /// Memory of another device used without peer access.
     pub const PEER_ACCESS_NOT_ENABLED: Code = Code::new(705, "CUDA_ERROR_PEER_ACCESS_NOT_ENABLED");
+    /// `cuMemHostRegister` of a range that is already registered.
+    pub const HOST_MEMORY_ALREADY_REGISTERED: Code =
+        Code::new(712, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED");
+    /// `cuMemHostUnregister` of a range that is not registered.
+    pub const HOST_MEMORY_NOT_REGISTERED: Code =
+        Code::new(713, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED");
     /// The operation is not permitted (a VMM allocation with the FABRIC
     /// handle type and no IMEX daemon, measured in `vendor/cuda.md`).
     pub const NOT_PERMITTED: Code = Code::new(800, "CUDA_ERROR_NOT_PERMITTED");
@@ -123,9 +132,12 @@ pub mod cuda {
         NOT_MAPPED,
         PEER_ACCESS_UNSUPPORTED,
         INVALID_HANDLE,
+        NOT_READY,
         ILLEGAL_ADDRESS,
         PEER_ACCESS_ALREADY_ENABLED,
         PEER_ACCESS_NOT_ENABLED,
+        HOST_MEMORY_ALREADY_REGISTERED,
+        HOST_MEMORY_NOT_REGISTERED,
         NOT_PERMITTED,
         NOT_SUPPORTED,
         UNKNOWN,
@@ -186,6 +198,8 @@ pub mod cuda {
         pub const EVENT_CREATE: &str = "cuEventCreate";
         /// The `cuEventDestroy_v2` entry point.
         pub const EVENT_DESTROY_V2: &str = "cuEventDestroy_v2";
+        /// The `cuEventElapsedTime` entry point.
+        pub const EVENT_ELAPSED_TIME: &str = "cuEventElapsedTime";
         /// The `cuEventQuery` entry point.
         pub const EVENT_QUERY: &str = "cuEventQuery";
         /// The `cuEventRecord` entry point.
@@ -308,6 +322,7 @@ pub mod cuda {
             DRIVER_GET_VERSION,
             EVENT_CREATE,
             EVENT_DESTROY_V2,
+            EVENT_ELAPSED_TIME,
             EVENT_QUERY,
             EVENT_RECORD,
             EVENT_SYNCHRONIZE,
@@ -472,6 +487,8 @@ pub mod acl {
         pub const RT_DEVICE_ENABLE_PEER_ACCESS: &str = "aclrtDeviceEnablePeerAccess";
         /// The `aclrtDeviceGetBareTgid` entry point.
         pub const RT_DEVICE_GET_BARE_TGID: &str = "aclrtDeviceGetBareTgid";
+        /// The `aclrtEventElapsedTime` entry point.
+        pub const RT_EVENT_ELAPSED_TIME: &str = "aclrtEventElapsedTime";
         /// The `aclrtFree` entry point.
         pub const RT_FREE: &str = "aclrtFree";
         /// The `aclrtGetDeviceCount` entry point.
@@ -555,6 +572,7 @@ pub mod acl {
             RT_DESTROY_NOTIFY,
             RT_DEVICE_ENABLE_PEER_ACCESS,
             RT_DEVICE_GET_BARE_TGID,
+            RT_EVENT_ELAPSED_TIME,
             RT_FREE,
             RT_GET_DEVICE_COUNT,
             RT_IPC_GET_EVENT_HANDLE,

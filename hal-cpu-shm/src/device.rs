@@ -8,6 +8,7 @@ use hal_core::{
     ExportOptions, Exported, Granularity, ImportOptions, MemRef, Result, SharedHandle, WaitOptions,
 };
 
+use crate::hostreg::CpuHostRegistration;
 use crate::info::host_info;
 use crate::memory::{CpuAllocation, CpuMapping};
 use crate::named::{self, NamedOptions};
@@ -119,9 +120,17 @@ impl Device for CpuDevice {
     type Notify = CpuNotify;
     type Physical = CpuPhysical;
     type Reservation = CpuReservation;
+    type HostRegistration = CpuHostRegistration;
 
     fn info(&self) -> &DeviceInfo {
         self.info
+    }
+
+    unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<CpuHostRegistration> {
+        // SAFETY: the caller gives `register_host`'s promise: the range
+        // stays mapped, readable and writable while the registration lives.
+        let range = unsafe { hal_core::os::HostRange::new(ptr, len) }?;
+        CpuHostRegistration::register(range)
     }
 
     fn allocate(&self, desc: &AllocDesc) -> Result<CpuAllocation> {
@@ -225,12 +234,12 @@ impl Device for CpuDevice {
         CpuEvent::import(shared, opts)
     }
 
-    fn create_notify(&self) -> Result<CpuNotify> {
-        CpuNotify::create()
+    fn create_notify_with(&self, flags: hal_core::NotifyFlags) -> Result<CpuNotify> {
+        CpuNotify::create(flags)
     }
 
     fn record_notify(&self, _stream: &CpuStream, notify: &CpuNotify) -> Result<()> {
-        hal_core::Notify::signal(notify)
+        notify.record()
     }
 
     fn stream_wait_notify(
@@ -239,13 +248,10 @@ impl Device for CpuDevice {
         notify: &CpuNotify,
         timeout: Option<Duration>,
     ) -> Result<()> {
-        hal_core::Notify::wait(
-            notify,
-            WaitOptions {
-                timeout,
-                ..WaitOptions::default()
-            },
-        )
+        notify.stream_wait(WaitOptions {
+            timeout,
+            ..WaitOptions::default()
+        })
     }
 
     fn export_notify(&self, notify: &CpuNotify, opts: &ExportOptions) -> Result<Exported> {

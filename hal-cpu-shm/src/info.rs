@@ -25,7 +25,8 @@ pub const CAPABILITIES: Capabilities = Capabilities::IPC_MEMORY
     .union(Capabilities::LEASES)
     .union(Capabilities::FILE_BACKED)
     .union(Capabilities::HOST_NUMA_VMM)
-    .union(Capabilities::STREAM_ORDERED_NOTIFY);
+    .union(Capabilities::STREAM_ORDERED_NOTIFY)
+    .union(Capabilities::HOST_REGISTRATION);
 
 /// The host device's information, computed once per process.
 pub fn host_info() -> &'static DeviceInfo {

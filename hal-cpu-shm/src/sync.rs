@@ -22,7 +22,7 @@ use hal_core::syncpage::{PageKind, SyncPage};
 use hal_core::wait::blocking_future;
 use hal_core::{
     BackendId, Error, Event, EventFlags, ExportOptions, Exported, HandleKind, ImportOptions,
-    Notify, Result, SharedHandle, WaitFuture, WaitOptions,
+    Notify, NotifyFlags, Result, SharedHandle, WaitFuture, WaitOptions,
 };
 
 use crate::memory::new_handle;
@@ -85,19 +85,33 @@ fn export_page(page: &SyncPage, kind: HandleKind, opts: &ExportOptions) -> Resul
 #[derive(Debug, Clone)]
 pub struct CpuNotify {
     page: Arc<SyncPage>,
+    flags: NotifyFlags,
 }
 
 impl CpuNotify {
-    pub(crate) fn create() -> Result<CpuNotify> {
+    pub(crate) fn create(flags: NotifyFlags) -> Result<CpuNotify> {
         Ok(CpuNotify {
             page: create_page(NOTIFY_PAGE)?,
+            flags,
         })
     }
 
     pub(crate) fn import(shared: SharedHandle, _opts: &ImportOptions) -> Result<CpuNotify> {
         Ok(CpuNotify {
             page: import_page(shared, HandleKind::Notify, NOTIFY_PAGE)?,
+            flags: NotifyFlags::default(),
         })
+    }
+
+    /// Signal in stream order: streams are host-synchronous, so at once.
+    pub(crate) fn record(&self) -> Result<()> {
+        self.page.signal(W_WORD)
+    }
+
+    /// Wait in stream order: the host-synchronous stream waits here.
+    pub(crate) fn stream_wait(&self, opts: WaitOptions) -> Result<()> {
+        self.page
+            .wait_signal(W_WORD, "a notify signal", opts, || Ok(()))
     }
 
     pub(crate) fn export(&self, opts: &ExportOptions) -> Result<Exported> {
@@ -107,7 +121,8 @@ impl CpuNotify {
 
 impl Notify for CpuNotify {
     fn signal(&self) -> Result<()> {
-        self.page.signal(W_WORD)
+        self.flags.refuse_host("signal")?;
+        self.record()
     }
 
     /// Any value but 0 reads as signalled (a confused peer's too); the
@@ -115,8 +130,8 @@ impl Notify for CpuNotify {
     /// spinning on one notify pass its cache line between them; a notify
     /// has one waiter in the usual case.
     fn wait(&self, opts: WaitOptions) -> Result<()> {
-        self.page
-            .wait_signal(W_WORD, "a notify signal", opts, || Ok(()))
+        self.flags.refuse_host("wait")?;
+        self.stream_wait(opts)
     }
 
     fn wait_async(&self, opts: WaitOptions) -> WaitFuture<'_> {

@@ -250,6 +250,7 @@ pub mod codes;
 pub mod context;
 mod device;
 pub mod fault;
+mod hostreg;
 mod memory;
 mod profile;
 mod rules;
@@ -261,6 +262,7 @@ mod vmm;
 
 pub use backend::MockBackend;
 pub use device::MockDevice;
+pub use hostreg::MockHostRegistration;
 pub use memory::{DeviceMemory, MockAllocation, MockMapping};
 pub use profile::{Profile, SubAllocation};
 pub use stream::MockStream;

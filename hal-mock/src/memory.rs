@@ -55,10 +55,13 @@ pub(crate) struct Release {
     pub(crate) slot: Option<(u64, u64, u64)>,
     /// Bytes charged to the device for memory of its own.
     pub(crate) charged: u64,
+    /// The allocation's id: the driver forgets it once freed.
+    pub(crate) buffer_id: [u8; 16],
 }
 
 impl Release {
     fn run(self) {
+        lock(&self.dev.shared.own_buffers).remove(&self.buffer_id);
         let state = self.dev.state();
         match self.slot {
             Some((chunk, offset, len)) => {

@@ -113,7 +113,9 @@ impl Profile {
                 | Capabilities::LEASES
                 | Capabilities::GROWABLE
                 | Capabilities::HOST_NUMA_VMM
-                | Capabilities::STREAM_ORDERED_NOTIFY,
+                | Capabilities::STREAM_ORDERED_NOTIFY
+                | Capabilities::FOREIGN_MEMORY
+                | Capabilities::HOST_REGISTRATION,
         }
     }
 
@@ -148,7 +150,8 @@ impl Profile {
                 | Capabilities::PID_ALLOW_LIST_DEFAULT_ON
                 | Capabilities::LEASES
                 | Capabilities::GROWABLE
-                | Capabilities::STREAM_ORDERED_NOTIFY,
+                | Capabilities::STREAM_ORDERED_NOTIFY
+                | Capabilities::FOREIGN_MEMORY,
         }
     }
 

@@ -112,6 +112,8 @@ impl Api {
                 MemAllocManaged => cuda::entry::MEM_ALLOC_MANAGED,
                 MemAllocHost => cuda::entry::MEM_HOST_ALLOC,
                 MemFree => cuda::entry::MEM_FREE_V2,
+                MemGetAddressRange => cuda::entry::MEM_GET_ADDRESS_RANGE_V2,
+                MemHostRegister => cuda::entry::MEM_HOST_REGISTER_V2,
                 MemcpyHtoD => cuda::entry::MEMCPY_HTOD_V2,
                 MemcpyDtoH => cuda::entry::MEMCPY_DTOH_V2,
                 MemcpyAsync => cuda::entry::MEMCPY_ASYNC,
@@ -130,6 +132,7 @@ impl Api {
                 EventRecord => cuda::entry::EVENT_RECORD,
                 EventQuery => cuda::entry::EVENT_QUERY,
                 EventSynchronize => cuda::entry::EVENT_SYNCHRONIZE,
+                EventElapsedTime => cuda::entry::EVENT_ELAPSED_TIME,
                 StreamWaitEvent => cuda::entry::STREAM_WAIT_EVENT,
                 IpcGetEvent => cuda::entry::IPC_GET_EVENT_HANDLE,
                 IpcOpenEvent => cuda::entry::IPC_OPEN_EVENT_HANDLE,
@@ -154,6 +157,11 @@ impl Api {
                 MemAllocManaged => acl::entry::RT_MALLOC_MANAGED,
                 MemAllocHost => acl::entry::RT_MALLOC_HOST,
                 MemFree => acl::entry::RT_FREE,
+                // The key export finds the allocation of the range itself.
+                MemGetAddressRange => acl::entry::RT_IPC_MEM_GET_EXPORT_KEY,
+                // The Ascend notes have no host registration: the profile
+                // lacks HOST_REGISTRATION and refuses before any entry point.
+                MemHostRegister => acl::entry::RT_MALLOC_HOST,
                 MemcpyHtoD | MemcpyDtoH => acl::entry::RT_MEMCPY,
                 MemcpyAsync => acl::entry::RT_MEMCPY_ASYNC,
                 MemsetAsync => acl::entry::RT_MEMSET_ASYNC,
@@ -169,6 +177,7 @@ impl Api {
                 EventRecord => acl::entry::RT_RECORD_EVENT,
                 EventQuery => acl::entry::RT_QUERY_EVENT_STATUS,
                 EventSynchronize => acl::entry::RT_SYNCHRONIZE_EVENT,
+                EventElapsedTime => acl::entry::RT_EVENT_ELAPSED_TIME,
                 StreamWaitEvent => acl::entry::RT_STREAM_WAIT_EVENT,
                 IpcGetEvent => acl::entry::RT_IPC_GET_EVENT_HANDLE,
                 IpcOpenEvent => acl::entry::RT_IPC_OPEN_EVENT_HANDLE,
@@ -391,5 +400,26 @@ pub(crate) const fn own_handle_open(vendor: Vendor) -> Option<Code> {
     match vendor {
         Vendor::Cuda => Some(cuda::INVALID_CONTEXT),
         Vendor::Ascend => None,
+    }
+}
+
+/// Registering host memory that overlaps a registration:
+/// `CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED` (`cuMemHostRegister`,
+/// `vendor/cuda.md`, "Managed memory" and "Measured": registration of
+/// shared memfd pages). The Ascend profile registers no host memory.
+pub(crate) const fn host_already_registered(vendor: Vendor) -> Code {
+    match vendor {
+        Vendor::Cuda => cuda::HOST_MEMORY_ALREADY_REGISTERED,
+        Vendor::Ascend => acl::RT_PARAM_INVALID,
+    }
+}
+
+/// The elapsed time between two events whose records have not both
+/// completed: `CUDA_ERROR_NOT_READY` (`cuEventElapsedTime`); the Ascend
+/// notes give no code, so the simulator answers its invalid-value code.
+pub(crate) const fn event_not_ready(vendor: Vendor) -> Code {
+    match vendor {
+        Vendor::Cuda => cuda::NOT_READY,
+        Vendor::Ascend => acl::RT_PARAM_INVALID,
     }
 }

@@ -39,8 +39,22 @@ pub(crate) struct BackendShared {
     /// so that a second open of one handle returns the same mapping.
     pub(crate) import_cache: Mutex<ImportCache>,
     /// This process's allocations by buffer id, so that an import of its
-    /// own export reaches the original memory.
-    pub(crate) own_buffers: Mutex<HashMap<[u8; 16], Weak<Backing>>>,
+    /// own export reaches the original memory and an address finds its
+    /// allocation ([`MockDevice::adopt_memory`](hal_core::Device::adopt_memory)).
+    pub(crate) own_buffers: Mutex<HashMap<[u8; 16], OwnBuffer>>,
+    /// Host ranges registered with the devices.
+    pub(crate) host_registered: hal_core::os::HostRegistry,
+}
+
+/// An allocation of this process, as the driver knows it.
+pub(crate) struct OwnBuffer {
+    pub(crate) backing: Weak<Backing>,
+    /// Offset of its first byte in the backing.
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+    pub(crate) location: hal_core::Location,
+    pub(crate) page: u64,
+    pub(crate) ordinal: u32,
 }
 
 impl BackendShared {

@@ -27,7 +27,9 @@ use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
 use hal_core::os;
 use hal_core::syncpage::{PageKind, SyncPage, PAGE_LEN};
 use hal_core::wait::blocking_future;
-use hal_core::{Capabilities, Error, Event, EventFlags, Notify, Result, WaitFuture, WaitOptions};
+use hal_core::{
+    Capabilities, Error, Event, EventFlags, Notify, NotifyFlags, Result, WaitFuture, WaitOptions,
+};
 
 use crate::fault::FaultOp;
 use crate::state::DevRef;
@@ -61,6 +63,9 @@ pub(crate) struct SyncWords {
     page: SyncPage,
     /// The creator's count of importers, made at the first export.
     leases: OnceLock<Arc<LeaseTable>>,
+    /// When this process's stream last completed a record of the event (for
+    /// the elapsed time between two events).
+    completed_at: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl SyncWords {
@@ -83,6 +88,7 @@ impl SyncWords {
         Arc::new(SyncWords {
             page: page.with_max_sleep(NAP),
             leases: OnceLock::new(),
+            completed_at: std::sync::Mutex::new(None),
         })
     }
 
@@ -188,7 +194,18 @@ impl SyncWords {
 
     /// Complete record `seq` (stream side).
     pub(crate) fn complete(&self, seq: u32) -> Result<()> {
+        *crate::state::lock(&self.completed_at) = Some(std::time::Instant::now());
         self.page.complete(WORD_B, seq)
+    }
+
+    /// When this process completed the latest record, once every record so
+    /// far has completed.
+    pub(crate) fn completed_at(&self) -> Result<Option<std::time::Instant>> {
+        let last = self.last_record()?;
+        if !self.reached(last)? {
+            return Ok(None);
+        }
+        Ok(*crate::state::lock(&self.completed_at))
     }
 
     /// Sleep until record `target` completes, or `nap` (at most [`NAP`]) passes.
@@ -359,6 +376,7 @@ pub struct MockNotify {
     pub(crate) dev: DevRef,
     pub(crate) sync: Arc<SyncWords>,
     pub(crate) creator: bool,
+    pub(crate) flags: NotifyFlags,
 }
 
 impl std::fmt::Debug for MockNotify {
@@ -372,11 +390,12 @@ impl std::fmt::Debug for MockNotify {
 }
 
 impl MockNotify {
-    pub(crate) fn create(dev: &DevRef) -> Result<MockNotify> {
+    pub(crate) fn create(dev: &DevRef, flags: NotifyFlags) -> Result<MockNotify> {
         Ok(MockNotify {
             dev: dev.clone(),
             sync: SyncWords::create(&label(dev, "notify"), NOTIFY)?,
             creator: true,
+            flags,
         })
     }
 
@@ -385,6 +404,7 @@ impl MockNotify {
             dev: dev.clone(),
             sync: SyncWords::open(fd, NOTIFY, "a simulated notify", lease)?,
             creator: false,
+            flags: NotifyFlags::default(),
         })
     }
 
@@ -433,17 +453,23 @@ impl Drop for MockNotify {
 
 impl Notify for MockNotify {
     fn signal(&self) -> Result<()> {
+        self.flags.refuse_host("signal")?;
         self.dev.alive()?;
         self.sync.signal()
     }
 
     fn wait(&self, opts: WaitOptions) -> Result<()> {
+        self.flags.refuse_host("wait")?;
         self.check_waiter()?;
         wait_notify(&self.dev, &self.sync, opts)
     }
 
     fn wait_async(&self, opts: WaitOptions) -> WaitFuture<'_> {
-        if let Err(e) = self.check_waiter() {
+        if let Err(e) = self
+            .flags
+            .refuse_host("wait")
+            .and_then(|()| self.check_waiter())
+        {
             return hal_core::wait::ready(Err(e));
         }
         let dev = self.dev.clone();

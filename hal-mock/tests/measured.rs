@@ -8,6 +8,7 @@
 //! | `cuIpcGetMemHandle(base + 16 MiB)` equals the base's handle | `cuda_rules::cuda_export_names_the_base_allocation_plus_an_offset` |
 //! | a second open of one handle: same pointer, reference counted | `cuda_rules::cuda_second_open_returns_the_same_mapping_refcounted` |
 //! | `cuEventCreate(INTERPROCESS)` without `DISABLE_TIMING`: `CUDA_ERROR_INVALID_VALUE` | `cuda_rules::cuda_ipc_events_need_the_interprocess_flag` |
+//! | `cuEventElapsedTime` on an IPC event: `CUDA_ERROR_INVALID_HANDLE` | [`measured_elapsed_time_of_an_ipc_event_is_invalid_handle`] |
 //! | VMM with a fabric handle type: `CUDA_ERROR_NOT_PERMITTED` | [`measured_fabric_handle_is_not_permitted_and_falls_back`] |
 //! | export of a VMM allocation made without a handle type: `CUDA_ERROR_INVALID_VALUE` | [`measured_vmm_export_without_a_handle_type_is_invalid_value`] |
 //! | `cuIpcGetMemHandle` on managed memory: `CUDA_ERROR_INVALID_VALUE` | [`measured_managed_memory_handle_is_invalid_value`] |
@@ -91,6 +92,46 @@ fn measured_open_in_the_exporting_process_is_invalid_context() {
     let bx = adev.export_memory(&b, &anyone()).unwrap();
     adev.driver_open_memory(bx.share().unwrap(), &ImportOptions::default())
         .unwrap();
+}
+
+#[test]
+fn measured_elapsed_time_of_an_ipc_event_is_invalid_handle() {
+    let (_b, dev) = open();
+    let event = |interprocess, timing| {
+        dev.create_event(hal_core::EventFlags {
+            interprocess,
+            timing,
+        })
+        .unwrap()
+    };
+    let ipc = event(true, false);
+    let (start, end) = (event(false, true), event(false, true));
+    let stream = dev.create_stream().unwrap();
+    assert_vendor(
+        &dev.event_elapsed(&start, &end).unwrap_err(),
+        cuda::NOT_READY,
+    );
+    dev.record_event(&stream, &start).unwrap();
+    dev.record_event(&stream, &ipc).unwrap();
+    dev.record_event(&stream, &end).unwrap();
+    dev.synchronize(&stream, None).unwrap();
+    dev.event_elapsed(&start, &end).unwrap();
+    assert_vendor(
+        &dev.event_elapsed(&start, &ipc).unwrap_err(),
+        cuda::INVALID_HANDLE,
+    );
+    let ex = dev.export_event(&ipc, &ExportOptions::default()).unwrap();
+    let opened = dev
+        .import_event(ex.share().unwrap(), &ImportOptions::default())
+        .unwrap();
+    assert_vendor(
+        &dev.event_elapsed(&opened, &end).unwrap_err(),
+        cuda::INVALID_HANDLE,
+    );
+    assert_vendor(
+        &dev.event_elapsed(&start, &event(false, false)).unwrap_err(),
+        cuda::INVALID_HANDLE,
+    );
 }
 
 #[test]

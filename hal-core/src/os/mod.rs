@@ -13,11 +13,15 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
+mod host;
 mod map;
 mod numa;
+mod page;
 
+pub use host::{is_mapped, HostRange, HostRegistry};
 pub use map::{Prot, SharedMap};
 pub use numa::numa_nodes;
+pub use page::page_size;
 
 /// The seals an exported memfd carries: its size can never change again.
 pub const EXPORT_SEALS: i32 = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
@@ -477,16 +481,6 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().fold(String::new(), |mut s, b| {
         let _ = write!(s, "{b:02x}");
         s
-    })
-}
-
-/// The page size of this machine.
-pub fn page_size() -> u64 {
-    static PS: OnceLock<u64> = OnceLock::new();
-    // SAFETY: sysconf has no preconditions.
-    *PS.get_or_init(|| match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
-        n if n > 0 => n as u64,
-        _ => 4096,
     })
 }
 

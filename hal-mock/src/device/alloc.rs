@@ -18,7 +18,7 @@ use crate::device::{check_data_access, set_pid_api, ListKind, MockDevice};
 use crate::fault::FaultOp;
 use crate::memory::{MockAllocation, MockMapping, Payload, Release};
 use crate::rules;
-use crate::state::lock;
+use crate::state::{lock, OwnBuffer};
 use crate::vendor::Api;
 
 impl MockDevice {
@@ -93,6 +93,7 @@ impl MockDevice {
                 return Err(e);
             }
         };
+        let buffer_id = os::random_id();
         Ok(self.remember(MockAllocation {
             dev: self.dev.clone(),
             backing: Arc::clone(&backing),
@@ -100,13 +101,14 @@ impl MockDevice {
             len,
             location: desc.location,
             page,
-            buffer_id: os::random_id(),
+            buffer_id,
             lease: OnceLock::new(),
             release: Some(Release {
                 dev: self.dev.clone(),
                 backing,
                 slot: None,
                 charged,
+                buffer_id,
             }),
         }))
     }
@@ -115,8 +117,18 @@ impl MockDevice {
     /// import of its own export reaches it (dead entries are dropped here).
     fn remember(&self, alloc: MockAllocation) -> MockAllocation {
         let mut own = lock(&self.dev.shared.own_buffers);
-        own.retain(|_, b| b.strong_count() > 0);
-        own.insert(alloc.buffer_id, Arc::downgrade(&alloc.backing));
+        own.retain(|_, b| b.backing.strong_count() > 0);
+        own.insert(
+            alloc.buffer_id,
+            OwnBuffer {
+                backing: Arc::downgrade(&alloc.backing),
+                offset: alloc.offset,
+                len: alloc.len,
+                location: alloc.location,
+                page: alloc.page,
+                ordinal: alloc.dev.ordinal,
+            },
+        );
         alloc
     }
 
@@ -336,7 +348,7 @@ impl MockDevice {
             .then(|| {
                 lock(&self.dev.shared.own_buffers)
                     .get(&payload.buffer_id)
-                    .and_then(Weak::upgrade)
+                    .and_then(|b| b.backing.upgrade())
             })
             .flatten();
         if let Some(backing) = own {
@@ -408,6 +420,7 @@ impl MockDevice {
                 })?
             }
         };
+        let buffer_id = os::random_id();
         Ok(Some(self.remember(MockAllocation {
             dev: self.dev.clone(),
             backing: Arc::clone(&slot.backing),
@@ -415,13 +428,14 @@ impl MockDevice {
             len,
             location,
             page,
-            buffer_id: os::random_id(),
+            buffer_id,
             lease: OnceLock::new(),
             release: Some(Release {
                 dev: self.dev.clone(),
                 backing: slot.backing,
                 slot: Some((slot.chunk, slot.offset, len)),
                 charged: 0,
+                buffer_id,
             }),
         })))
     }

@@ -12,6 +12,7 @@ use hal_core::{
 
 use crate::device::MockDevice;
 use crate::fault::FaultOp;
+use crate::hostreg::MockHostRegistration;
 use crate::memory::sealed::{Sealed, Span};
 use crate::memory::{MockAllocation, MockMapping};
 use crate::state::lock;
@@ -28,12 +29,22 @@ impl Device for MockDevice {
     type Notify = MockNotify;
     type Physical = MockPhysical;
     type Reservation = MockReservation;
+    type HostRegistration = MockHostRegistration;
 
     fn info(&self) -> &DeviceInfo {
         &self.info
     }
 
     // --- memory -------------------------------------------------------------
+
+    unsafe fn adopt_memory(&self, addr: u64, len: u64) -> Result<MockAllocation> {
+        self.sim_adopt_memory(addr, len)
+    }
+
+    unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<MockHostRegistration> {
+        // SAFETY: the caller gives `register_host`'s promise.
+        unsafe { self.sim_register_host(ptr, len) }
+    }
 
     fn current_context(&self) -> Result<Option<u64>> {
         Ok(crate::context::current().map(crate::context::Context::id))
@@ -171,8 +182,8 @@ impl Device for MockDevice {
         self.sim_import_event(shared, opts)
     }
 
-    fn create_notify(&self) -> Result<MockNotify> {
-        self.sim_create_notify()
+    fn create_notify_with(&self, flags: hal_core::NotifyFlags) -> Result<MockNotify> {
+        self.sim_create_notify(flags)
     }
 
     fn record_notify(&self, stream: &MockStream, notify: &MockNotify) -> Result<()> {

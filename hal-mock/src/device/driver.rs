@@ -10,13 +10,53 @@
 
 use hal_core::SharedHandle;
 use hal_core::{Device, ExportOptions, Exported, ImportOptions, Location, Memory, Result};
+use std::time::Duration;
 
 use crate::device::MockDevice;
 use crate::memory::{MockAllocation, MockMapping};
 use crate::rules;
+use crate::sync::MockEvent;
 use crate::vendor::Api;
 
 impl MockDevice {
+    /// The time between the completions of the latest records of `start`
+    /// and `end` (`cuEventElapsedTime`, `aclrtEventElapsedTime`). Only
+    /// events created with timing and not for IPC can be timed: CUDA answers
+    /// `CUDA_ERROR_INVALID_HANDLE` for an IPC event (measured) and for an
+    /// event without timing; Ascend's IPC events "cannot be timed". Records
+    /// that have not both completed answer `CUDA_ERROR_NOT_READY`.
+    pub fn event_elapsed(&self, start: &MockEvent, end: &MockEvent) -> Result<Duration> {
+        let vendor = self.dev.vendor();
+        self.dev.enter(Api::EventElapsedTime, None)?;
+        for e in [start, end] {
+            let flags = e.flags();
+            if flags.interprocess || !flags.timing || e.is_imported() {
+                return Err(self.dev.err(
+                    vendor.invalid_handle(),
+                    format!(
+                        "{}: an event {} cannot be timed",
+                        Api::EventElapsedTime.symbol(vendor),
+                        if flags.interprocess {
+                            "created for IPC"
+                        } else {
+                            "created without timing"
+                        }
+                    ),
+                ));
+            }
+        }
+        match (start.sync.completed_at()?, end.sync.completed_at()?) {
+            (Some(a), Some(b)) => Ok(b.saturating_duration_since(a)),
+            _ => Err(self.dev.err(
+                rules::event_not_ready(vendor),
+                format!(
+                    "{}: a record of the events has not completed",
+                    Api::EventElapsedTime.symbol(vendor)
+                ),
+            )),
+        }
+    }
+
     /// Export memory as the driver does (`cuIpcGetMemHandle`,
     /// `aclrtIpcMemGetExportKey`): as [`Device::export_memory`], except that
     /// managed memory is refused with the vendor's invalid-value code

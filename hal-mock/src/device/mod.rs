@@ -5,6 +5,7 @@
 //! (streams, events, notifies) and `vmm.rs`, and `contract.rs` ties them to
 //! the [`Device`](hal_core::Device) trait.
 
+mod adopt;
 mod alloc;
 mod contract;
 mod driver;

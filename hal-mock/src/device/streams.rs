@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hal_core::{
-    Capabilities, Error, EventFlags, ExportOptions, Exported, HandleKind, ImportOptions, Result,
-    SharedHandle,
+    Capabilities, Error, EventFlags, ExportOptions, Exported, HandleKind, ImportOptions,
+    NotifyFlags, Result, SharedHandle,
 };
 
 use crate::device::{ListKind, MockDevice};
@@ -125,12 +125,18 @@ impl MockDevice {
         MockEvent::open(&on, taken.fds.remove(0), taken.lease)
     }
 
-    pub(super) fn sim_create_notify(&self) -> Result<MockNotify> {
+    pub(super) fn sim_create_notify(&self, flags: NotifyFlags) -> Result<MockNotify> {
+        if flags.device_only {
+            self.dev
+                .require(Capabilities::STREAM_ORDERED_NOTIFY, "a device-only notify")?;
+        }
         self.dev.enter(Api::NotifyCreate, None)?;
-        MockNotify::create(&self.dev)
+        MockNotify::create(&self.dev, flags)
     }
 
     pub(super) fn sim_record_notify(&self, stream: &MockStream, notify: &MockNotify) -> Result<()> {
+        self.dev
+            .require(Capabilities::STREAM_ORDERED_NOTIFY, "record_notify")?;
         self.dev.check_owner(&stream.dev, "stream", true)?;
         self.dev.check_owner(&notify.dev, "notify", false)?;
         self.dev.enter(Api::NotifyRecord, None)?;
@@ -146,6 +152,8 @@ impl MockDevice {
         notify: &MockNotify,
         timeout: Option<Duration>,
     ) -> Result<()> {
+        self.dev
+            .require(Capabilities::STREAM_ORDERED_NOTIFY, "stream_wait_notify")?;
         self.dev.check_owner(&stream.dev, "stream", true)?;
         self.dev.check_owner(&notify.dev, "notify", false)?;
         notify.check_waiter()?;

@@ -146,6 +146,21 @@ pub fn capabilities_match_behaviour<B: Backend>(s: &Suite<B>) {
         (true, None) => panic!("host-visible device gave no host pointer"),
         (false, Some(_)) => panic!("device without host-visible gave a host pointer"),
     }
+    // Host visibility is a property of each allocation: host and managed
+    // memory are host-visible on every device that has them.
+    assert_eq!(a.host_visible(), a.host_ptr().is_some(), "host_visible()");
+    let page = dev.info().page_size();
+    if let Ok(h) = dev.allocate(&hal_core::AllocDesc::host(page)) {
+        assert!(h.host_visible(), "host memory is host-visible");
+        must(h.write(0, b"pinned"), "write host memory");
+    }
+    if caps.contains(C::MANAGED_MEMORY) {
+        let m = must(
+            dev.allocate(&hal_core::AllocDesc::managed(page)),
+            "allocate managed memory",
+        );
+        assert!(m.host_visible(), "managed memory is host-visible");
+    }
 
     // Memory export, pid lists and leases.
     let opts = open_export(caps);
