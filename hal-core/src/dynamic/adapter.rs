@@ -1,0 +1,393 @@
+//! The blanket implementations that make every `B: Backend` a
+//! [`DynBackend`] and every `D: Device` a [`DynDevice`].
+
+use std::any::Any;
+use std::time::Duration;
+
+use crate::device::{Backend, Device, Memory};
+use crate::dynamic::traits::{
+    DynAllocation, DynBackend, DynDevice, DynEvent, DynMapping, DynMemRef, DynNotify, DynPhysical,
+    DynReservation, DynStream,
+};
+use crate::error::{Error, Result};
+use crate::handle::SharedHandle;
+use crate::types::{
+    Access, Advice, AllocDesc, Availability, BackendId, Capabilities, DeviceInfo, EventFlags,
+    ExportOptions, Granularity, ImportOptions, Location,
+};
+use crate::vmm::{AccessGrant, AccessTarget, PhysicalDesc};
+use crate::Exported;
+
+impl<B> DynBackend for B
+where
+    B: Backend,
+    B::Device: DynDevice,
+{
+    fn id(&self) -> BackendId {
+        Backend::id(self)
+    }
+
+    fn name(&self) -> String {
+        Backend::id(self).name()
+    }
+
+    fn availability(&self) -> Availability {
+        Backend::availability(self)
+    }
+
+    fn devices(&self) -> Result<Vec<DeviceInfo>> {
+        Backend::devices(self)
+    }
+
+    fn open(&self, ordinal: u32) -> Result<Box<dyn DynDevice>> {
+        Ok(Box::new(Backend::open(self, ordinal)?))
+    }
+}
+
+struct StreamOf<S>(S);
+
+impl<S: Send + Sync + 'static> DynStream for StreamOf<S> {
+    fn as_any(&self) -> &dyn Any {
+        &self.0
+    }
+}
+
+// A boxed stream is a stream too, so `&stream` passes where `&dyn DynStream`
+
+impl<'a> DynMemRef<'a> {
+    /// The backend's own reference, or [`Error::InvalidArgument`] for memory
+    /// of another backend.
+    fn own<D>(self, info: &DeviceInfo) -> Result<crate::MemRef<'a, D>>
+    where
+        D: Device,
+        D::Allocation: 'static,
+        D::Mapping: 'static,
+    {
+        Ok(match self {
+            DynMemRef::Allocation(a) => {
+                crate::MemRef::Allocation(own::<D::Allocation>(a.as_any(), info, "allocation")?)
+            }
+            DynMemRef::Mapping(m) => {
+                crate::MemRef::Mapping(own::<D::Mapping>(m.as_any(), info, "mapping")?)
+            }
+        })
+    }
+}
+
+fn own<'a, T: 'static>(any: &'a dyn Any, info: &DeviceInfo, what: &str) -> Result<&'a T> {
+    any.downcast_ref::<T>().ok_or_else(|| {
+        Error::invalid(format!(
+            "the {what} was not made by backend `{}`: pass a resource only to a device of \
+             the backend that created it (device {} here)",
+            info.backend, info.ordinal
+        ))
+    })
+}
+
+impl<D> DynDevice for D
+where
+    D: Device,
+    D::Allocation: 'static,
+    D::Mapping: 'static,
+    D::Event: 'static,
+    D::Notify: 'static,
+    D::Physical: 'static,
+    D::Reservation: 'static,
+    D::HostRegistration: 'static,
+{
+    fn info(&self) -> &DeviceInfo {
+        Device::info(self)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Device::capabilities(self)
+    }
+
+    fn process_id(&self) -> Result<u32> {
+        Device::process_id(self)
+    }
+
+    fn current_context(&self) -> Result<Option<u64>> {
+        Device::current_context(self)
+    }
+
+    fn allocate(&self, desc: &AllocDesc) -> Result<Box<dyn DynAllocation>> {
+        Ok(Box::new(Device::allocate(self, desc)?))
+    }
+
+    unsafe fn adopt_memory(&self, addr: u64, len: u64) -> Result<Box<dyn DynAllocation>> {
+        // SAFETY: the caller gives the promise of `Device::adopt_memory`.
+        Ok(Box::new(unsafe { Device::adopt_memory(self, addr, len) }?))
+    }
+
+    unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<Box<dyn Memory>> {
+        // SAFETY: the caller gives the promise of `Device::register_host`.
+        Ok(Box::new(unsafe { Device::register_host(self, ptr, len) }?))
+    }
+
+    fn export_memory(&self, alloc: &dyn DynAllocation, opts: &ExportOptions) -> Result<Exported> {
+        let alloc = own::<D::Allocation>(alloc.as_any(), Device::info(self), "allocation")?;
+        Device::export_memory(self, alloc, opts)
+    }
+
+    fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()> {
+        Device::allow_importers(self, exported, pids)
+    }
+
+    fn import_memory(
+        &self,
+        shared: SharedHandle,
+        opts: &ImportOptions,
+    ) -> Result<Box<dyn DynMapping>> {
+        Ok(Box::new(Device::import_memory(self, shared, opts)?))
+    }
+
+    fn create_stream(&self) -> Result<Box<dyn DynStream>> {
+        Ok(Box::new(StreamOf(Device::create_stream(self)?)))
+    }
+
+    fn synchronize(&self, stream: &dyn DynStream, timeout: Option<Duration>) -> Result<()> {
+        let stream = own::<D::Stream>(stream.as_any(), Device::info(self), "stream")?;
+        Device::synchronize(self, stream, timeout)
+    }
+
+    fn copy_async(
+        &self,
+        stream: &dyn DynStream,
+        dst: DynMemRef<'_>,
+        dst_offset: u64,
+        src: DynMemRef<'_>,
+        src_offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        let info = Device::info(self);
+        let stream = own::<D::Stream>(stream.as_any(), info, "stream")?;
+        let dst = dst.own::<D>(info)?;
+        let src = src.own::<D>(info)?;
+        Device::copy_async(self, stream, dst, dst_offset, src, src_offset, len)
+    }
+
+    fn write_async(
+        &self,
+        stream: &dyn DynStream,
+        dst: DynMemRef<'_>,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> Result<()> {
+        let info = Device::info(self);
+        let stream = own::<D::Stream>(stream.as_any(), info, "stream")?;
+        Device::write_async(self, stream, dst.own::<D>(info)?, offset, data)
+    }
+
+    fn memset_async(
+        &self,
+        stream: &dyn DynStream,
+        dst: DynMemRef<'_>,
+        offset: u64,
+        len: u64,
+        value: u8,
+    ) -> Result<()> {
+        let info = Device::info(self);
+        let stream = own::<D::Stream>(stream.as_any(), info, "stream")?;
+        Device::memset_async(self, stream, dst.own::<D>(info)?, offset, len, value)
+    }
+
+    fn advise(&self, mem: DynMemRef<'_>, offset: u64, len: u64, advice: Advice) -> Result<()> {
+        let mem = mem.own::<D>(Device::info(self))?;
+        Device::advise(self, mem, offset, len, advice)
+    }
+
+    fn prefetch_async(
+        &self,
+        stream: &dyn DynStream,
+        mem: DynMemRef<'_>,
+        offset: u64,
+        len: u64,
+        to: Location,
+    ) -> Result<()> {
+        let info = Device::info(self);
+        let stream = own::<D::Stream>(stream.as_any(), info, "stream")?;
+        Device::prefetch_async(self, stream, mem.own::<D>(info)?, offset, len, to)
+    }
+
+    fn query_stream(&self, stream: &dyn DynStream) -> Result<bool> {
+        let stream = own::<D::Stream>(stream.as_any(), Device::info(self), "stream")?;
+        Device::query_stream(self, stream)
+    }
+
+    fn synchronize_device(&self, timeout: Option<Duration>) -> Result<()> {
+        Device::synchronize_device(self, timeout)
+    }
+
+    fn create_event(&self, flags: EventFlags) -> Result<Box<dyn DynEvent>> {
+        Ok(Box::new(Device::create_event(self, flags)?))
+    }
+
+    fn record_event(&self, stream: &dyn DynStream, event: &dyn DynEvent) -> Result<()> {
+        let info = Device::info(self);
+        let stream = own::<D::Stream>(stream.as_any(), info, "stream")?;
+        let event = own::<D::Event>(event.as_any(), info, "event")?;
+        Device::record_event(self, stream, event)
+    }
+
+    fn stream_wait_event(&self, stream: &dyn DynStream, event: &dyn DynEvent) -> Result<()> {
+        let info = Device::info(self);
+        let stream = own::<D::Stream>(stream.as_any(), info, "stream")?;
+        let event = own::<D::Event>(event.as_any(), info, "event")?;
+        Device::stream_wait_event(self, stream, event)
+    }
+
+    fn export_event(&self, event: &dyn DynEvent, opts: &ExportOptions) -> Result<Exported> {
+        let event = own::<D::Event>(event.as_any(), Device::info(self), "event")?;
+        Device::export_event(self, event, opts)
+    }
+
+    fn import_event(
+        &self,
+        shared: SharedHandle,
+        opts: &ImportOptions,
+    ) -> Result<Box<dyn DynEvent>> {
+        Ok(Box::new(Device::import_event(self, shared, opts)?))
+    }
+
+    fn create_notify_with(&self, flags: crate::NotifyFlags) -> Result<Box<dyn DynNotify>> {
+        Ok(Box::new(Device::create_notify_with(self, flags)?))
+    }
+
+    fn create_notify(&self) -> Result<Box<dyn DynNotify>> {
+        Ok(Box::new(Device::create_notify(self)?))
+    }
+
+    fn record_notify(&self, stream: &dyn DynStream, notify: &dyn DynNotify) -> Result<()> {
+        let info = Device::info(self);
+        let stream = own::<D::Stream>(stream.as_any(), info, "stream")?;
+        let notify = own::<D::Notify>(notify.as_any(), info, "notify")?;
+        Device::record_notify(self, stream, notify)
+    }
+
+    fn stream_wait_notify(
+        &self,
+        stream: &dyn DynStream,
+        notify: &dyn DynNotify,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        let info = Device::info(self);
+        let stream = own::<D::Stream>(stream.as_any(), info, "stream")?;
+        let notify = own::<D::Notify>(notify.as_any(), info, "notify")?;
+        Device::stream_wait_notify(self, stream, notify, timeout)
+    }
+
+    fn export_notify(&self, notify: &dyn DynNotify, opts: &ExportOptions) -> Result<Exported> {
+        let notify = own::<D::Notify>(notify.as_any(), Device::info(self), "notify")?;
+        Device::export_notify(self, notify, opts)
+    }
+
+    fn import_notify(
+        &self,
+        shared: SharedHandle,
+        opts: &ImportOptions,
+    ) -> Result<Box<dyn DynNotify>> {
+        Ok(Box::new(Device::import_notify(self, shared, opts)?))
+    }
+
+    fn granularity(&self, which: Granularity) -> Result<u64> {
+        Device::granularity(self, which)
+    }
+
+    fn allocate_physical(&self, size: u64) -> Result<Box<dyn DynPhysical>> {
+        Ok(Box::new(Device::allocate_physical(self, size)?))
+    }
+
+    fn allocate_physical_with(&self, desc: &PhysicalDesc) -> Result<Box<dyn DynPhysical>> {
+        Ok(Box::new(Device::allocate_physical_with(self, desc)?))
+    }
+
+    fn reserve(&self, size: u64, align: u64) -> Result<Box<dyn DynReservation>> {
+        Ok(Box::new(Device::reserve(self, size, align)?))
+    }
+
+    fn map(
+        &self,
+        reservation: &dyn DynReservation,
+        offset: u64,
+        physical: &dyn DynPhysical,
+    ) -> Result<()> {
+        let info = Device::info(self);
+        let reservation = own::<D::Reservation>(reservation.as_any(), info, "reservation")?;
+        let physical = own::<D::Physical>(physical.as_any(), info, "physical allocation")?;
+        Device::map(self, reservation, offset, physical)
+    }
+
+    fn map_range(
+        &self,
+        reservation: &dyn DynReservation,
+        offset: u64,
+        physical: &dyn DynPhysical,
+        physical_offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        let info = Device::info(self);
+        let reservation = own::<D::Reservation>(reservation.as_any(), info, "reservation")?;
+        let physical = own::<D::Physical>(physical.as_any(), info, "physical allocation")?;
+        Device::map_range(self, reservation, offset, physical, physical_offset, len)
+    }
+
+    fn unmap(&self, reservation: &dyn DynReservation, offset: u64, len: u64) -> Result<()> {
+        let reservation =
+            own::<D::Reservation>(reservation.as_any(), Device::info(self), "reservation")?;
+        Device::unmap(self, reservation, offset, len)
+    }
+
+    fn set_access(
+        &self,
+        reservation: &dyn DynReservation,
+        offset: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<()> {
+        let reservation =
+            own::<D::Reservation>(reservation.as_any(), Device::info(self), "reservation")?;
+        Device::set_access(self, reservation, offset, len, access)
+    }
+
+    fn set_access_for(
+        &self,
+        reservation: &dyn DynReservation,
+        offset: u64,
+        len: u64,
+        grants: &[AccessGrant],
+    ) -> Result<()> {
+        let reservation =
+            own::<D::Reservation>(reservation.as_any(), Device::info(self), "reservation")?;
+        Device::set_access_for(self, reservation, offset, len, grants)
+    }
+
+    fn access(
+        &self,
+        reservation: &dyn DynReservation,
+        offset: u64,
+        target: AccessTarget,
+    ) -> Result<Access> {
+        let reservation =
+            own::<D::Reservation>(reservation.as_any(), Device::info(self), "reservation")?;
+        Device::access(self, reservation, offset, target)
+    }
+
+    fn export_physical(
+        &self,
+        physical: &dyn DynPhysical,
+        opts: &ExportOptions,
+    ) -> Result<Exported> {
+        let physical =
+            own::<D::Physical>(physical.as_any(), Device::info(self), "physical allocation")?;
+        Device::export_physical(self, physical, opts)
+    }
+
+    fn import_physical(
+        &self,
+        shared: SharedHandle,
+        opts: &ImportOptions,
+    ) -> Result<Box<dyn DynPhysical>> {
+        Ok(Box::new(Device::import_physical(self, shared, opts)?))
+    }
+}
