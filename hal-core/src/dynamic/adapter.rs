@@ -44,6 +44,7 @@ where
     }
 }
 
+/// The box a backend's stream travels in through [`DynDevice::create_stream`].
 struct StreamOf<S>(S);
 
 impl<S: Send + Sync + 'static> DynStream for StreamOf<S> {
@@ -52,10 +53,9 @@ impl<S: Send + Sync + 'static> DynStream for StreamOf<S> {
     }
 }
 
-// A boxed stream is a stream too, so `&stream` passes where `&dyn DynStream`
-
 impl<'a> DynMemRef<'a> {
-    /// The backend's own reference, or [`Error::InvalidArgument`] for memory
+    /// The backend's own reference, or
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for memory
     /// of another backend.
     fn own<D>(self, info: &DeviceInfo) -> Result<crate::MemRef<'a, D>>
     where
@@ -74,6 +74,9 @@ impl<'a> DynMemRef<'a> {
     }
 }
 
+/// The backend's own resource behind `any`, or
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a resource
+/// of another backend.
 fn own<'a, T: 'static>(any: &'a dyn Any, info: &DeviceInfo, what: &str) -> Result<&'a T> {
     any.downcast_ref::<T>().ok_or_else(|| {
         Error::invalid(format!(

@@ -6,7 +6,7 @@
 //! flag, or by probing the machine) speaks this module instead:
 //!
 //! - [`DynBackend`] and [`DynDevice`] have the same operations as
-//!   [`Backend`] and [`Device`], with every resource boxed as a trait object;
+//!   [`Backend`](crate::Backend) and [`Device`](crate::Device), with every resource boxed as a trait object;
 //! - blanket implementations make every `B: Backend` a [`DynBackend`] and
 //!   every `D: Device` a [`DynDevice`], so a backend crate writes nothing for
 //!   this layer;
@@ -14,7 +14,7 @@
 //!   with `Any::downcast_ref`.
 //!
 //! A resource passed to a device must come from that device's backend: one
-//! from another backend is refused with [`Error::InvalidArgument`], never a
+//! from another backend is refused with [`Error::InvalidArgument`](crate::Error::InvalidArgument), never a
 //! panic. Resources are told apart by their concrete type; backends whose
 //! instances share resource types (the simulator's CUDA and Ascend profiles)
 //! check the owner of a resource themselves.

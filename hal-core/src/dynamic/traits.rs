@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::device::{Allocation, Event, FreeError, Mapping, Memory, Notify, Physical, Reservation};
 use crate::error::Result;
+// Named by the documentation's links only.
 use crate::handle::{Handle, SharedHandle};
 use crate::types::{
     Access, Advice, AllocDesc, Availability, BackendId, Capabilities, DeviceInfo, EventFlags,
@@ -13,6 +14,8 @@ use crate::types::{
 };
 use crate::vmm::{AccessGrant, AccessTarget, PhysicalDesc};
 use crate::Exported;
+#[cfg(doc)]
+use crate::{Backend, Device, Error};
 
 /// A backend chosen at run time: the object-safe mirror of [`Backend`].
 ///
@@ -127,8 +130,7 @@ pub trait DynStream: Send + Sync {
     fn as_any(&self) -> &dyn Any;
 }
 
-/// The box a backend's stream travels in through [`DynDevice::create_stream`].
-
+// A boxed stream is a stream too, so `&stream` passes where `&dyn DynStream`
 // is asked for; `as_any` looks through the box.
 impl DynStream for Box<dyn DynStream> {
     fn as_any(&self) -> &dyn Any {
@@ -201,7 +203,7 @@ forward_memory!(Box<dyn DynMapping>);
 ///
 /// Every `D: Device` is a `DynDevice` through a blanket implementation. A
 /// resource passed in that another backend made is refused with
-/// [`Error::InvalidArgument`].
+/// [`Error::InvalidArgument`](crate::Error::InvalidArgument).
 pub trait DynDevice: Send + Sync {
     /// What the device is and can do.
     fn info(&self) -> &DeviceInfo;
@@ -417,8 +419,6 @@ pub trait DynDevice: Send + Sync {
     ) -> Result<Box<dyn DynPhysical>>;
 }
 
-/// The backend's own resource behind `any`, or [`Error::InvalidArgument`]
-/// when another backend made it.
 /// Memory of one device for a stream operation of the dynamic layer; see
 /// [`MemRef`](crate::MemRef).
 #[derive(Clone, Copy)]
