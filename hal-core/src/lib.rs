@@ -40,6 +40,7 @@ pub mod growable;
 pub mod handle;
 pub mod lease;
 pub mod os;
+mod registered;
 pub mod syncpage;
 pub mod types;
 pub mod vendor;
@@ -53,5 +54,6 @@ pub use device::{
 pub use error::{Error, HandleError, Result, VendorError};
 pub use export::Exported;
 pub use handle::{FdSource, Handle, HandleFlags, HandleKind, PidKind, SharedHandle};
+pub use registered::RegisteredHost;
 pub use types::*;
 pub use vmm::{AccessGrant, AccessTarget, PhysicalDesc, PhysicalLocation, ShareableHandle};

@@ -8,7 +8,6 @@ use hal_core::{
     ExportOptions, Exported, Granularity, ImportOptions, MemRef, Result, SharedHandle, WaitOptions,
 };
 
-use crate::hostreg::CpuHostRegistration;
 use crate::info::host_info;
 use crate::memory::{CpuAllocation, CpuMapping};
 use crate::named::{self, NamedOptions};
@@ -120,17 +119,17 @@ impl Device for CpuDevice {
     type Notify = CpuNotify;
     type Physical = CpuPhysical;
     type Reservation = CpuReservation;
-    type HostRegistration = CpuHostRegistration;
+    type HostRegistration = hal_core::RegisteredHost;
 
     fn info(&self) -> &DeviceInfo {
         self.info
     }
 
-    unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<CpuHostRegistration> {
+    unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<hal_core::RegisteredHost> {
         // SAFETY: the caller gives `register_host`'s promise: the range
         // stays mapped, readable and writable while the registration lives.
         let range = unsafe { hal_core::os::HostRange::new(ptr, len) }?;
-        CpuHostRegistration::register(range)
+        crate::hostreg::register(range)
     }
 
     fn allocate(&self, desc: &AllocDesc) -> Result<CpuAllocation> {

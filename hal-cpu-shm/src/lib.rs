@@ -156,7 +156,6 @@ mod vmm;
 pub use device::{CpuDevice, CpuShm};
 pub use file::{create_file_backed, open_file_backed, open_file_backed_read_only};
 pub use hal_core::os::numa_nodes;
-pub use hostreg::CpuHostRegistration;
 pub use info::{CAPABILITIES, HUGE_1G, HUGE_2M};
 pub use memory::{CpuAllocation, CpuMapping, RegionKind};
 pub use named::{

@@ -250,7 +250,6 @@ pub mod codes;
 pub mod context;
 mod device;
 pub mod fault;
-mod hostreg;
 mod memory;
 mod profile;
 mod rules;
@@ -262,7 +261,6 @@ mod vmm;
 
 pub use backend::MockBackend;
 pub use device::MockDevice;
-pub use hostreg::MockHostRegistration;
 pub use memory::{DeviceMemory, MockAllocation, MockMapping};
 pub use profile::{Profile, SubAllocation};
 pub use stream::MockStream;

@@ -5,11 +5,10 @@
 use std::sync::OnceLock;
 
 use hal_core::os::{self, HostRange};
-use hal_core::{Capabilities, Result};
+use hal_core::{Capabilities, RegisteredHost, Result};
 
 use crate::device::MockDevice;
 use crate::fault::FaultOp;
-use crate::hostreg::MockHostRegistration;
 use crate::memory::MockAllocation;
 use crate::rules;
 use crate::state::lock;
@@ -80,7 +79,7 @@ impl MockDevice {
         &self,
         ptr: *mut u8,
         len: u64,
-    ) -> Result<MockHostRegistration> {
+    ) -> Result<RegisteredHost> {
         self.dev
             .require(Capabilities::HOST_REGISTRATION, "register_host")?;
         self.dev
@@ -99,9 +98,12 @@ impl MockDevice {
                 ),
             ));
         }
-        Ok(MockHostRegistration {
-            dev: self.dev.clone(),
-            range,
-        })
+        // The device reaches registered pages at their host address
+        // (`cuMemHostGetDevicePointer`, measured).
+        let addr = range.addr();
+        let shared = std::sync::Arc::clone(&self.dev.shared);
+        Ok(RegisteredHost::new(range, addr, move |r| {
+            shared.host_registered.release(r)
+        }))
     }
 }

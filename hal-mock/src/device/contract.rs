@@ -12,7 +12,6 @@ use hal_core::{
 
 use crate::device::MockDevice;
 use crate::fault::FaultOp;
-use crate::hostreg::MockHostRegistration;
 use crate::memory::sealed::{Sealed, Span};
 use crate::memory::{MockAllocation, MockMapping};
 use crate::state::lock;
@@ -29,7 +28,7 @@ impl Device for MockDevice {
     type Notify = MockNotify;
     type Physical = MockPhysical;
     type Reservation = MockReservation;
-    type HostRegistration = MockHostRegistration;
+    type HostRegistration = hal_core::RegisteredHost;
 
     fn info(&self) -> &DeviceInfo {
         &self.info
@@ -41,7 +40,7 @@ impl Device for MockDevice {
         self.sim_adopt_memory(addr, len)
     }
 
-    unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<MockHostRegistration> {
+    unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<hal_core::RegisteredHost> {
         // SAFETY: the caller gives `register_host`'s promise.
         unsafe { self.sim_register_host(ptr, len) }
     }

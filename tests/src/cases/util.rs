@@ -21,3 +21,20 @@ pub(crate) fn decode(text: &str) -> hal_core::Handle {
 pub(crate) fn by_text(ex: &hal_core::Exported) -> hal_core::SharedHandle {
     hal_core::SharedHandle::from(decode(&ex.to_text()))
 }
+
+/// The device's minimum VMM granularity.
+#[track_caller]
+pub(crate) fn gran<D: hal_core::Device>(dev: &D) -> u64 {
+    crate::support::must(
+        dev.granularity(hal_core::Granularity::Minimum),
+        "granularity(Minimum)",
+    )
+}
+
+/// `len` bytes of a reservation at `offset`.
+#[track_caller]
+pub(crate) fn read_res(r: &impl hal_core::Reservation, offset: u64, len: u64) -> Vec<u8> {
+    let mut v = vec![0u8; len as usize];
+    crate::support::must(r.read(offset, &mut v), "reservation read");
+    v
+}

@@ -7,7 +7,7 @@ use hal_core::{
     Reservation, SharedHandle,
 };
 
-use super::util::{by_text, decode, share};
+use super::util::{by_text, decode, gran, read_res, share};
 use crate::process::{self, report};
 use crate::support::{must, must_be_unsupported, must_fail, open_export, pattern, Suite};
 
@@ -24,20 +24,6 @@ fn vmm_or_unsupported<D: Device>(dev: &D) -> bool {
     must_be_unsupported(dev.allocate_physical(g), "vmm", "allocate_physical");
     must_be_unsupported(dev.reserve(4 * g, g), "vmm", "reserve");
     false
-}
-
-fn gran<D: Device>(dev: &D) -> u64 {
-    must(
-        dev.granularity(Granularity::Minimum),
-        "granularity(Minimum)",
-    )
-}
-
-#[track_caller]
-fn read_res(r: &impl Reservation, offset: u64, len: u64) -> Vec<u8> {
-    let mut v = vec![0u8; len as usize];
-    must(r.read(offset, &mut v), "reservation read");
-    v
 }
 
 /// The granularities match `DeviceInfo`, are powers of two, the recommended

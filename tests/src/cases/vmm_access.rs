@@ -4,26 +4,12 @@
 //! handle type).
 
 use hal_core::{
-    Access, AccessGrant, AccessTarget, Backend, Capabilities as C, Device, Granularity,
-    ImportOptions, Physical, PhysicalDesc, PhysicalLocation, Reservation, ShareableHandle,
+    Access, AccessGrant, AccessTarget, Backend, Capabilities as C, Device, ImportOptions, Physical,
+    PhysicalDesc, PhysicalLocation, Reservation, ShareableHandle,
 };
 
-use super::util::share;
+use super::util::{gran, read_res, share};
 use crate::support::{must, must_be_unsupported, must_fail, open_export, pattern, Suite};
-
-fn gran<D: Device>(dev: &D) -> u64 {
-    must(
-        dev.granularity(Granularity::Minimum),
-        "granularity(Minimum)",
-    )
-}
-
-#[track_caller]
-fn read_res(r: &impl Reservation, offset: u64, len: u64) -> Vec<u8> {
-    let mut v = vec![0u8; len as usize];
-    must(r.read(offset, &mut v), "reservation read");
-    v
-}
 
 #[track_caller]
 fn access_of<D: Device>(dev: &D, r: &D::Reservation, offset: u64, t: AccessTarget) -> Access {
