@@ -236,6 +236,8 @@ pub mod cuda {
         pub const MEM_ADVISE_V2: &str = "cuMemAdvise_v2";
         /// The `cuMemAlloc_v2` entry point.
         pub const MEM_ALLOC_V2: &str = "cuMemAlloc_v2";
+        /// The `cuMemAllocHost_v2` entry point.
+        pub const MEM_ALLOC_HOST_V2: &str = "cuMemAllocHost_v2";
         /// The `cuMemAllocManaged` entry point.
         pub const MEM_ALLOC_MANAGED: &str = "cuMemAllocManaged";
         /// The `cuMemcpyAsync` entry point.
@@ -244,14 +246,20 @@ pub mod cuda {
         pub const MEMCPY_DTOD_V2: &str = "cuMemcpyDtoD_v2";
         /// The `cuMemcpyDtoH_v2` entry point.
         pub const MEMCPY_DTOH_V2: &str = "cuMemcpyDtoH_v2";
+        /// The `cuMemcpyDtoHAsync_v2` entry point.
+        pub const MEMCPY_DTOH_ASYNC_V2: &str = "cuMemcpyDtoHAsync_v2";
         /// The `cuMemcpyHtoD_v2` entry point.
         pub const MEMCPY_HTOD_V2: &str = "cuMemcpyHtoD_v2";
+        /// The `cuMemcpyHtoDAsync_v2` entry point.
+        pub const MEMCPY_HTOD_ASYNC_V2: &str = "cuMemcpyHtoDAsync_v2";
         /// The `cuMemCreate` entry point.
         pub const MEM_CREATE: &str = "cuMemCreate";
         /// The `cuMemExportToShareableHandle` entry point.
         pub const MEM_EXPORT_TO_SHAREABLE_HANDLE: &str = "cuMemExportToShareableHandle";
         /// The `cuMemFree_v2` entry point.
         pub const MEM_FREE_V2: &str = "cuMemFree_v2";
+        /// The `cuMemFreeHost` entry point.
+        pub const MEM_FREE_HOST: &str = "cuMemFreeHost";
         /// The `cuMemGetAddressRange_v2` entry point.
         pub const MEM_GET_ADDRESS_RANGE_V2: &str = "cuMemGetAddressRange_v2";
         /// The `cuMemGetAllocationGranularity` entry point.
@@ -341,14 +349,18 @@ pub mod cuda {
             MEM_ADVISE,
             MEM_ADVISE_V2,
             MEM_ALLOC_V2,
+            MEM_ALLOC_HOST_V2,
             MEM_ALLOC_MANAGED,
             MEMCPY_ASYNC,
             MEMCPY_DTOD_V2,
             MEMCPY_DTOH_V2,
+            MEMCPY_DTOH_ASYNC_V2,
             MEMCPY_HTOD_V2,
+            MEMCPY_HTOD_ASYNC_V2,
             MEM_CREATE,
             MEM_EXPORT_TO_SHAREABLE_HANDLE,
             MEM_FREE_V2,
+            MEM_FREE_HOST,
             MEM_GET_ADDRESS_RANGE_V2,
             MEM_GET_ALLOCATION_GRANULARITY,
             MEM_HOST_ALLOC,

@@ -1,0 +1,216 @@
+//! [`CudaBackend`]: the driver, loaded on first use, and its devices.
+
+use std::ffi::{c_char, c_int, CStr};
+use std::sync::{Arc, OnceLock};
+
+use hal_core::{Availability, Backend, BackendId, Capabilities, DeviceInfo, Error, Result};
+
+use crate::device::CudaDevice;
+use crate::loader::{self, NotLoaded};
+use crate::sys::{CUdevice, CUuuid, Driver};
+
+/// The CUDA backend: `libcuda.so.1` loaded at run time (never linked; see
+/// [`loader::LIBRARY_VAR`](crate::LIBRARY_VAR) to name another library).
+///
+/// ```
+/// use hal_core::Backend;
+///
+/// let cuda = hal_cuda::CudaBackend::new();
+/// // On a machine without the NVIDIA driver this says why, naming the
+/// // paths searched; it never panics.
+/// println!("{:?}", cuda.availability());
+/// ```
+pub struct CudaBackend {
+    driver: OnceLock<std::result::Result<Arc<Driver>, Failure>>,
+}
+
+/// Why the driver cannot be used.
+#[derive(Debug, Clone)]
+enum Failure {
+    NotLoaded(NotLoaded),
+    /// Loaded, but `cuInit` or a device query failed.
+    Init {
+        path: std::path::PathBuf,
+        reason: String,
+    },
+}
+
+impl Default for CudaBackend {
+    fn default() -> Self {
+        CudaBackend::new()
+    }
+}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBackend").finish_non_exhaustive()
+    }
+}
+
+impl CudaBackend {
+    /// The backend; nothing is loaded until it is used.
+    pub fn new() -> CudaBackend {
+        CudaBackend {
+            driver: OnceLock::new(),
+        }
+    }
+
+    /// The loaded, initialised driver.
+    fn driver(&self) -> Result<Arc<Driver>> {
+        match self.driver.get_or_init(load_and_init) {
+            Ok(d) => Ok(Arc::clone(d)),
+            Err(Failure::NotLoaded(n)) => Err(Error::Unavailable {
+                backend: "cuda".into(),
+                reason: n.reason(),
+                searched: n.searched(),
+            }),
+            Err(Failure::Init { path, reason }) => Err(Error::Unavailable {
+                backend: "cuda".into(),
+                reason: format!("{}: {reason}", path.display()),
+                searched: vec![path.clone()],
+            }),
+        }
+    }
+}
+
+fn load_and_init() -> std::result::Result<Arc<Driver>, Failure> {
+    let driver = Arc::new(Driver::new(loader::load().map_err(Failure::NotLoaded)?));
+    let init = || -> Result<()> {
+        let f = driver.init()?;
+        // SAFETY: cuInit takes flags 0 and has no other precondition.
+        driver.check("cuInit", unsafe { f(0) })
+    };
+    init().map_err(|e| Failure::Init {
+        path: driver.path().clone(),
+        reason: e.to_string(),
+    })?;
+    Ok(driver)
+}
+
+/// The number of devices the driver sees.
+fn device_count(driver: &Driver) -> Result<u32> {
+    let f = driver.device_get_count()?;
+    let mut n: c_int = 0;
+    // SAFETY: `n` is a valid place for the count.
+    driver.check("cuDeviceGetCount", unsafe { f(&mut n) })?;
+    Ok(u32::try_from(n).unwrap_or(0))
+}
+
+/// The driver's handle of device `ordinal`.
+pub(crate) fn device_handle(driver: &Driver, ordinal: u32) -> Result<CUdevice> {
+    let count = device_count(driver)?;
+    if ordinal >= count {
+        return Err(Error::invalid(format!(
+            "CUDA device {ordinal} does not exist: the driver sees {count} device(s)"
+        )));
+    }
+    let f = driver.device_get()?;
+    let mut dev: CUdevice = 0;
+    // SAFETY: `dev` is a valid place; the ordinal is below the count.
+    driver.check("cuDeviceGet", unsafe { f(&mut dev, ordinal as c_int) })?;
+    Ok(dev)
+}
+
+/// An attribute of `dev` (`cuDeviceGetAttribute`).
+pub(crate) fn attribute(
+    driver: &Driver,
+    dev: CUdevice,
+    attr: cudarc::driver::sys::CUdevice_attribute,
+) -> Result<i32> {
+    let f = driver.device_get_attribute()?;
+    let mut v: c_int = 0;
+    // SAFETY: `v` is a valid place; the attribute number is one of the enum's.
+    let status = unsafe { f(&mut v, attr as c_int, dev) };
+    driver.check("cuDeviceGetAttribute", status)?;
+    Ok(v)
+}
+
+/// What the device is and can do.
+pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
+    use cudarc::driver::sys::CUdevice_attribute as A;
+    let dev = device_handle(driver, ordinal)?;
+    let mut name = [0 as c_char; 256];
+    let f = driver.device_get_name()?;
+    // SAFETY: `name` holds 256 bytes, the length passed.
+    driver.check("cuDeviceGetName", unsafe {
+        f(name.as_mut_ptr(), name.len() as c_int, dev)
+    })?;
+    name[255] = 0;
+    // SAFETY: the buffer ends with a NUL (set just above), so the string
+    // the driver wrote is terminated.
+    let name = unsafe { CStr::from_ptr(name.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
+    let mut uuid = CUuuid { bytes: [0; 16] };
+    let f = driver.device_get_uuid()?;
+    // SAFETY: `uuid` is a valid place for 16 bytes.
+    driver.check("cuDeviceGetUuid_v2", unsafe { f(&mut uuid, dev) })?;
+    let mut total: usize = 0;
+    let f = driver.device_total_mem()?;
+    // SAFETY: `total` is a valid place.
+    driver.check("cuDeviceTotalMem_v2", unsafe { f(&mut total, dev) })?;
+    let mut capabilities = Capabilities::NONE;
+    if attribute(driver, dev, A::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY)? != 0 {
+        capabilities = capabilities | Capabilities::MANAGED_MEMORY;
+    }
+    if attribute(driver, dev, A::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS)? != 0 {
+        capabilities = capabilities | Capabilities::PAGEABLE_MEMORY_ACCESS;
+    }
+    Ok(DeviceInfo {
+        backend: BackendId::Cuda,
+        ordinal,
+        uuid: uuid.bytes.map(|b| b as u8),
+        name,
+        total_memory: total as u64,
+        page_sizes: vec![4096, 2 << 20],
+        granularity_min: 2 << 20,
+        granularity_recommended: 2 << 20,
+        capabilities,
+    })
+}
+
+impl Backend for CudaBackend {
+    type Device = CudaDevice;
+
+    fn id(&self) -> BackendId {
+        BackendId::Cuda
+    }
+
+    fn availability(&self) -> Availability {
+        match self.driver.get_or_init(load_and_init) {
+            Ok(d) => match device_count(d) {
+                Ok(0) => Availability::Unavailable {
+                    reason: format!("{}: the driver sees no CUDA device", d.path().display()),
+                    searched: vec![d.path().clone()],
+                },
+                Ok(_) => Availability::Available,
+                Err(e) => Availability::Unavailable {
+                    reason: e.to_string(),
+                    searched: vec![d.path().clone()],
+                },
+            },
+            Err(Failure::NotLoaded(n)) => Availability::Unavailable {
+                reason: n.reason(),
+                searched: n.searched(),
+            },
+            Err(Failure::Init { path, reason }) => Availability::Unavailable {
+                reason: format!("{}: {reason}", path.display()),
+                searched: vec![path.clone()],
+            },
+        }
+    }
+
+    fn devices(&self) -> Result<Vec<DeviceInfo>> {
+        let driver = self.driver()?;
+        (0..device_count(&driver)?)
+            .map(|i| device_info(&driver, i))
+            .collect()
+    }
+
+    fn open(&self, ordinal: u32) -> Result<CudaDevice> {
+        let driver = self.driver()?;
+        let info = device_info(&driver, ordinal)?;
+        let dev = device_handle(&driver, ordinal)?;
+        CudaDevice::open(driver, dev, info)
+    }
+}

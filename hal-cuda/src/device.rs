@@ -1,0 +1,433 @@
+//! [`CudaDevice`]: one device of the driver, its primary context, and the
+//! operations of the contract this backend offers (allocation, host
+//! copies, streams, events). What it does not offer answers
+//! [`Error::Unsupported`], and its capabilities say so.
+
+use std::ffi::c_void;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use hal_core::device::check_bounds;
+use hal_core::{
+    Access, AccessGrant, AccessTarget, AllocDesc, Device, DeviceInfo, Error, EventFlags,
+    ExportOptions, Exported, Granularity, ImportOptions, Location, MemRef, NotifyFlags,
+    PhysicalDesc, RegisteredHost, Result, SharedHandle,
+};
+
+use crate::absent::{CudaMapping, CudaNotify, CudaPhysical, CudaReservation};
+use crate::context::Primary;
+use crate::memory::CudaAllocation;
+use crate::stream::{CudaEvent, CudaStream, RawEvent};
+use crate::sys::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUstream, Driver};
+
+/// `CU_STREAM_NON_BLOCKING`: no implicit order with the legacy stream.
+const STREAM_NON_BLOCKING: u32 = 1;
+/// `CU_EVENT_DISABLE_TIMING`.
+const EVENT_DISABLE_TIMING: u32 = 2;
+
+/// A CUDA device: its primary context, retained while the device lives.
+pub struct CudaDevice {
+    primary: Arc<Primary>,
+    info: DeviceInfo,
+}
+
+impl std::fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaDevice")
+            .field("ordinal", &self.info.ordinal)
+            .field("name", &self.info.name)
+            .finish()
+    }
+}
+
+/// The answer of an operation whose capability this backend lacks.
+fn absent(operation: &str, capability: &str) -> Error {
+    Error::unsupported(
+        "cuda",
+        operation,
+        format!("this backend does not offer it (Capabilities::{capability} is absent)"),
+    )
+}
+
+impl CudaDevice {
+    pub(crate) fn open(driver: Arc<Driver>, dev: CUdevice, info: DeviceInfo) -> Result<CudaDevice> {
+        Ok(CudaDevice {
+            primary: Arc::new(Primary::retain(driver, dev)?),
+            info,
+        })
+    }
+
+    fn driver(&self) -> &Driver {
+        &self.primary.driver
+    }
+
+    /// The address and length of memory a stream operation names, after a
+    /// bounds check of `offset..offset + len`.
+    fn span(&self, mem: MemRef<'_, Self>, offset: u64, len: u64) -> Result<CUdeviceptr> {
+        let m = mem.memory();
+        check_bounds(offset, len, m.len())?;
+        Ok(m.addr() + offset)
+    }
+
+    fn check_stream(&self, stream: &CudaStream) -> Result<()> {
+        if !Arc::ptr_eq(&stream.primary, &self.primary) {
+            return Err(Error::invalid(
+                "the stream belongs to another CUDA device: queue work on a stream of this device",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Device for CudaDevice {
+    type Allocation = CudaAllocation;
+    type Mapping = CudaMapping;
+    type Stream = CudaStream;
+    type Event = CudaEvent;
+    type Notify = CudaNotify;
+    type Physical = CudaPhysical;
+    type Reservation = CudaReservation;
+    type HostRegistration = RegisteredHost;
+
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn current_context(&self) -> Result<Option<u64>> {
+        let f = self.driver().ctx_get_current()?;
+        let mut ctx: CUcontext = std::ptr::null_mut();
+        // SAFETY: `ctx` is a valid place for the handle.
+        let status = unsafe { f(&mut ctx) };
+        self.driver().check("cuCtxGetCurrent", status)?;
+        Ok((!ctx.is_null()).then_some(ctx as u64))
+    }
+
+    fn allocate(&self, desc: &AllocDesc) -> Result<CudaAllocation> {
+        if desc.size == 0 {
+            return Err(Error::invalid("cannot allocate zero bytes"));
+        }
+        if desc.align != 0 && !desc.align.is_power_of_two() {
+            return Err(Error::invalid(format!(
+                "alignment {} is not a power of two",
+                desc.align
+            )));
+        }
+        let size = usize::try_from(desc.size).map_err(|_| Error::invalid("size too large"))?;
+        let driver = self.driver();
+        let _ctx = self.primary.enter()?;
+        let ptr: CUdeviceptr = match desc.location {
+            Location::Device(d) if d != self.info.ordinal => {
+                return Err(Error::invalid(format!(
+                    "allocation for device {d} requested on device {}: allocate on device {d}",
+                    self.info.ordinal
+                )))
+            }
+            Location::Device(_) => {
+                let f = driver.mem_alloc()?;
+                let mut p: CUdeviceptr = 0;
+                // SAFETY: `p` is a valid place; the size is non-zero.
+                driver.check("cuMemAlloc_v2", unsafe { f(&mut p, size) })?;
+                p
+            }
+            Location::Host => {
+                let f = driver.mem_alloc_host()?;
+                let mut p: *mut c_void = std::ptr::null_mut();
+                // SAFETY: `p` is a valid place; the size is non-zero.
+                driver.check("cuMemAllocHost_v2", unsafe { f(&mut p, size) })?;
+                p as CUdeviceptr
+            }
+            Location::Managed => return Err(absent("allocate managed memory", "MANAGED_MEMORY")),
+        };
+        let alloc = CudaAllocation {
+            primary: Arc::clone(&self.primary),
+            ptr,
+            len: desc.size,
+            location: desc.location,
+        };
+        if desc.align > 1 && ptr % desc.align != 0 {
+            return Err(Error::invalid(format!(
+                "the driver returned {ptr:#x}, not aligned to {:#x}; CUDA aligns allocations to \
+                 at least 256 bytes",
+                desc.align
+            )));
+        }
+        Ok(alloc)
+    }
+
+    fn export_memory(&self, _alloc: &CudaAllocation, _opts: &ExportOptions) -> Result<Exported> {
+        Err(absent("export_memory", "IPC_MEMORY"))
+    }
+
+    fn allow_importers(&self, _exported: &mut Exported, _pids: &[u32]) -> Result<()> {
+        Err(absent("allow_importers", "IPC_MEMORY"))
+    }
+
+    unsafe fn register_host(&self, _ptr: *mut u8, _len: u64) -> Result<RegisteredHost> {
+        Err(absent("register_host", "HOST_REGISTRATION"))
+    }
+
+    fn import_memory(&self, _shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaMapping> {
+        Err(absent("import_memory", "IPC_MEMORY"))
+    }
+
+    fn create_stream(&self) -> Result<CudaStream> {
+        let driver = self.driver();
+        let _ctx = self.primary.enter()?;
+        let f = driver.stream_create()?;
+        let mut raw: CUstream = std::ptr::null_mut();
+        // SAFETY: `raw` is a valid place; the flags are the driver's.
+        driver.check("cuStreamCreate", unsafe {
+            f(&mut raw, STREAM_NON_BLOCKING)
+        })?;
+        Ok(CudaStream {
+            primary: Arc::clone(&self.primary),
+            raw,
+            owned: true,
+            keep: Mutex::new(Vec::new()),
+        })
+    }
+
+    unsafe fn wrap_stream(&self, raw: *mut c_void) -> Result<CudaStream> {
+        Ok(CudaStream {
+            primary: Arc::clone(&self.primary),
+            raw: raw.cast(),
+            owned: false,
+            keep: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn synchronize(&self, stream: &CudaStream, timeout: Option<Duration>) -> Result<()> {
+        self.check_stream(stream)?;
+        stream.wait(timeout)
+    }
+
+    fn copy_async(
+        &self,
+        stream: &CudaStream,
+        dst: MemRef<'_, Self>,
+        dst_offset: u64,
+        src: MemRef<'_, Self>,
+        src_offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        self.check_stream(stream)?;
+        let to = self.span(dst, dst_offset, len)?;
+        let from = self.span(src, src_offset, len)?;
+        let driver = self.driver();
+        let _ctx = self.primary.enter()?;
+        let f = driver.memcpy_async()?;
+        // SAFETY: both ranges lie inside live memory of this device (bounds
+        // checked), which the caller keeps alive while the stream runs.
+        let status = unsafe { f(to, from, len as usize, stream.raw) };
+        driver.check("cuMemcpyAsync", status)
+    }
+
+    fn write_async(
+        &self,
+        stream: &CudaStream,
+        dst: MemRef<'_, Self>,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> Result<()> {
+        self.check_stream(stream)?;
+        let to = self.span(dst, offset, data.len() as u64)?;
+        let driver = self.driver();
+        let _ctx = self.primary.enter()?;
+        let f = driver.memcpy_htod_async()?;
+        let mut keep = crate::lock::lock(&stream.keep);
+        // SAFETY: the destination lies inside live device memory; the bytes
+        // stay in `stream.keep` (their heap buffer does not move) until the
+        // stream ran the copy.
+        let status = unsafe { f(to, data.as_ptr().cast(), data.len(), stream.raw) };
+        driver.check("cuMemcpyHtoDAsync_v2", status)?;
+        keep.push(data);
+        Ok(())
+    }
+
+    fn memset_async(
+        &self,
+        stream: &CudaStream,
+        dst: MemRef<'_, Self>,
+        offset: u64,
+        len: u64,
+        value: u8,
+    ) -> Result<()> {
+        self.check_stream(stream)?;
+        let to = self.span(dst, offset, len)?;
+        let driver = self.driver();
+        let _ctx = self.primary.enter()?;
+        let f = driver.memset_d8_async()?;
+        // SAFETY: the range lies inside live memory of this device.
+        let status = unsafe { f(to, value, len as usize, stream.raw) };
+        driver.check("cuMemsetD8Async", status)
+    }
+
+    fn query_stream(&self, stream: &CudaStream) -> Result<bool> {
+        self.check_stream(stream)?;
+        stream.query()
+    }
+
+    fn synchronize_device(&self, timeout: Option<Duration>) -> Result<()> {
+        let primary = Arc::clone(&self.primary);
+        let (tx, rx) = mpsc::channel();
+        // cuCtxSynchronize cannot time out: it runs on a thread of its own,
+        // and a timeout leaves it to finish there.
+        std::thread::Builder::new()
+            .name("hal-cuda-synchronize".into())
+            .spawn(move || {
+                let done = primary.enter().and_then(|_ctx| {
+                    let f = primary.driver.ctx_synchronize()?;
+                    // SAFETY: the device's context is current on this thread.
+                    primary.driver.check("cuCtxSynchronize", unsafe { f() })
+                });
+                let _ = tx.send(done);
+            })
+            .map_err(|e| Error::io("spawning the synchronize thread", e))?;
+        match timeout {
+            None => rx
+                .recv()
+                .unwrap_or_else(|_| Err(Error::invalid("synchronize thread lost"))),
+            Some(t) => rx.recv_timeout(t).unwrap_or_else(|_| {
+                Err(Error::Timeout {
+                    what: "the CUDA device to finish its work".into(),
+                    after: t,
+                })
+            }),
+        }
+    }
+
+    fn create_event(&self, flags: EventFlags) -> Result<CudaEvent> {
+        if flags.interprocess {
+            return Err(absent("an interprocess event", "IPC_EVENT"));
+        }
+        let driver = self.driver();
+        let _ctx = self.primary.enter()?;
+        let f = driver.event_create()?;
+        let mut raw: CUevent = std::ptr::null_mut();
+        let bits = if flags.timing {
+            0
+        } else {
+            EVENT_DISABLE_TIMING
+        };
+        // SAFETY: `raw` is a valid place; the flags are the driver's.
+        driver.check("cuEventCreate", unsafe { f(&mut raw, bits) })?;
+        Ok(CudaEvent {
+            inner: Arc::new(RawEvent {
+                primary: Arc::clone(&self.primary),
+                raw,
+            }),
+            flags,
+        })
+    }
+
+    fn record_event(&self, stream: &CudaStream, event: &CudaEvent) -> Result<()> {
+        self.check_stream(stream)?;
+        let driver = self.driver();
+        let _ctx = self.primary.enter()?;
+        let f = driver.event_record()?;
+        // SAFETY: both handles are live and of this context.
+        driver.check("cuEventRecord", unsafe { f(event.inner.raw, stream.raw) })
+    }
+
+    fn stream_wait_event(&self, stream: &CudaStream, event: &CudaEvent) -> Result<()> {
+        self.check_stream(stream)?;
+        let driver = self.driver();
+        let _ctx = self.primary.enter()?;
+        let f = driver.stream_wait_event()?;
+        // SAFETY: both handles are live; flags 0.
+        driver.check("cuStreamWaitEvent", unsafe {
+            f(stream.raw, event.inner.raw, 0)
+        })
+    }
+
+    fn export_event(&self, _event: &CudaEvent, _opts: &ExportOptions) -> Result<Exported> {
+        Err(absent("export_event", "IPC_EVENT"))
+    }
+
+    fn import_event(&self, _shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaEvent> {
+        Err(absent("import_event", "IPC_EVENT"))
+    }
+
+    fn create_notify_with(&self, _flags: NotifyFlags) -> Result<CudaNotify> {
+        Err(absent("create_notify", "IPC_NOTIFY"))
+    }
+
+    fn record_notify(&self, _stream: &CudaStream, notify: &CudaNotify) -> Result<()> {
+        match *notify {}
+    }
+
+    fn stream_wait_notify(
+        &self,
+        _stream: &CudaStream,
+        notify: &CudaNotify,
+        _timeout: Option<Duration>,
+    ) -> Result<()> {
+        match *notify {}
+    }
+
+    fn export_notify(&self, notify: &CudaNotify, _opts: &ExportOptions) -> Result<Exported> {
+        match *notify {}
+    }
+
+    fn import_notify(&self, _shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaNotify> {
+        Err(absent("import_notify", "IPC_NOTIFY"))
+    }
+
+    fn granularity(&self, _which: Granularity) -> Result<u64> {
+        Err(absent("granularity", "VMM"))
+    }
+
+    fn allocate_physical_with(&self, _desc: &PhysicalDesc) -> Result<CudaPhysical> {
+        Err(absent("allocate_physical", "VMM"))
+    }
+
+    fn reserve(&self, _size: u64, _align: u64) -> Result<CudaReservation> {
+        Err(absent("reserve", "VMM"))
+    }
+
+    fn map_range(
+        &self,
+        reservation: &CudaReservation,
+        _offset: u64,
+        _physical: &CudaPhysical,
+        _physical_offset: u64,
+        _len: u64,
+    ) -> Result<()> {
+        match *reservation {}
+    }
+
+    fn unmap(&self, reservation: &CudaReservation, _offset: u64, _len: u64) -> Result<()> {
+        match *reservation {}
+    }
+
+    fn set_access_for(
+        &self,
+        reservation: &CudaReservation,
+        _offset: u64,
+        _len: u64,
+        _grants: &[AccessGrant],
+    ) -> Result<()> {
+        match *reservation {}
+    }
+
+    fn access(
+        &self,
+        reservation: &CudaReservation,
+        _offset: u64,
+        _target: AccessTarget,
+    ) -> Result<Access> {
+        match *reservation {}
+    }
+
+    fn export_physical(&self, physical: &CudaPhysical, _opts: &ExportOptions) -> Result<Exported> {
+        match *physical {}
+    }
+
+    fn import_physical(
+        &self,
+        _shared: SharedHandle,
+        _opts: &ImportOptions,
+    ) -> Result<CudaPhysical> {
+        Err(absent("import_physical", "VMM"))
+    }
+}

@@ -1,0 +1,54 @@
+//! # hal-cuda: the CUDA driver behind the hal contract
+//!
+//! `libcuda.so.1` is loaded at run time with `libloading`, never linked: a
+//! program built with this backend starts on a machine without the NVIDIA
+//! driver, and [`CudaBackend::availability`](hal_core::Backend::availability)
+//! says why the backend is unavailable, naming every path it searched. Set
+//! [`LIBRARY_VAR`] (`HAL_CUDA_LIBRARY=/path/to/libcuda.so.1`) to load a
+//! given library instead of searching.
+//!
+//! Layers, as in `cudarc`: a thin table of entry points ([`RESOLVED`]),
+//! each resolved on first use by the versioned name of
+//! [`hal_core::vendor::cuda::entry`] (a missing one is
+//! [`Error::Unsupported`](hal_core::Error::Unsupported) naming it); a result
+//! layer turning a `CUresult` into a [`VendorError`](hal_core::VendorError)
+//! with the driver's number and name (`cuGetErrorName`); and the backend
+//! on top. Handle types come from `cudarc::driver::sys` (CUDA 12.8
+//! headers); cudarc's own loader is never used.
+//!
+//! ## What this backend offers, and the vendor rules it keeps
+//!
+//! | rule | where |
+//! |---|---|
+//! | every call pushes the device's primary context and pops it, so the caller's current context is unchanged, on any thread | `context.rs` (`Primary::enter`) |
+//! | the primary context is retained once per opened device and released when it drops | `context.rs` |
+//! | device memory is reached with `cuMemcpyHtoD` / `DtoH`, never dereferenced | `memory.rs` |
+//! | pinned host memory (`cuMemAllocHost`) is host-visible | `memory.rs` |
+//! | host waits poll `cuStreamQuery` / `cuEventQuery`, so timeouts and dropped `wait_async` futures hold | `stream.rs` |
+//! | `cuCtxSynchronize` cannot time out: it runs on a thread of its own | `device.rs` |
+//! | a stream keeps the host bytes of its queued copies until it ran them | `device.rs`, `stream.rs` |
+//!
+//! Sharing between processes (legacy IPC, IPC events, notifies on
+//! registered shared pages), managed memory, host registration and VMM are
+//! not offered by this version: the capabilities do not claim them and the
+//! calls answer `Unsupported`.
+#![deny(missing_docs)]
+
+mod absent;
+mod backend;
+mod context;
+mod device;
+mod loader;
+mod lock;
+mod memory;
+mod result;
+mod stream;
+mod sys;
+
+pub use absent::{CudaMapping, CudaNotify, CudaPhysical, CudaReservation};
+pub use backend::CudaBackend;
+pub use device::CudaDevice;
+pub use loader::{LIBRARY_NAME, LIBRARY_VAR};
+pub use memory::CudaAllocation;
+pub use stream::{CudaEvent, CudaStream};
+pub use sys::RESOLVED;

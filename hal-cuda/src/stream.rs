@@ -1,0 +1,195 @@
+//! Streams and events of the driver. Host waits poll `cuStreamQuery` /
+//! `cuEventQuery` with the library's spin-then-sleep policy, so that every
+//! wait honours its timeout and a dropped `wait_async` stops.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hal_core::wait::{blocking_future, spin_then_sleep};
+use hal_core::{Event, EventFlags, Result, WaitFuture, WaitOptions};
+
+use crate::context::Primary;
+use crate::result::{NOT_READY, SUCCESS};
+use crate::sys::{CUevent, CUstream};
+
+/// The longest a host wait sleeps between two looks at the device.
+const POLL: Duration = Duration::from_micros(200);
+
+/// A stream of the driver.
+pub struct CudaStream {
+    pub(crate) primary: Arc<Primary>,
+    pub(crate) raw: CUstream,
+    /// False for a stream the caller owns (`wrap_stream`): never destroyed here.
+    pub(crate) owned: bool,
+    /// Host bytes queued copies read from, kept until the stream ran them.
+    pub(crate) keep: Mutex<Vec<Vec<u8>>>,
+}
+
+// SAFETY: a CUstream is a driver handle usable from any thread; the host
+// bytes kept for it are behind a mutex.
+unsafe impl Send for CudaStream {}
+// SAFETY: see `Send`.
+unsafe impl Sync for CudaStream {}
+
+impl std::fmt::Debug for CudaStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaStream")
+            .field("raw", &self.raw)
+            .field("owned", &self.owned)
+            .finish()
+    }
+}
+
+impl CudaStream {
+    /// True when everything queued so far has run (`cuStreamQuery`); the
+    /// host bytes of finished copies are let go then.
+    pub(crate) fn query(&self) -> Result<bool> {
+        let driver = &self.primary.driver;
+        let _ctx = self.primary.enter()?;
+        let f = driver.stream_query()?;
+        // SAFETY: `raw` is a live stream of this context.
+        match unsafe { f(self.raw) } {
+            SUCCESS => {
+                crate::lock::lock(&self.keep).clear();
+                Ok(true)
+            }
+            NOT_READY => Ok(false),
+            other => Err(driver.error("cuStreamQuery", other)),
+        }
+    }
+
+    /// Wait until the stream ran everything queued, or `timeout` passes.
+    pub(crate) fn wait(&self, timeout: Option<Duration>) -> Result<()> {
+        let mut failed = None;
+        let waited = spin_then_sleep(
+            "the CUDA stream to finish",
+            Duration::from_micros(50),
+            timeout,
+            || match self.query() {
+                Ok(done) => done,
+                Err(e) => {
+                    failed = Some(e);
+                    true
+                }
+            },
+            |left| std::thread::sleep(left.map_or(POLL, |l| l.min(POLL))),
+        );
+        match failed {
+            Some(e) => Err(e),
+            None => waited,
+        }
+    }
+}
+
+impl Drop for CudaStream {
+    fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
+        // Queued work may still read kept bytes: let it finish first.
+        if let Err(e) = self.wait(None) {
+            log::warn!("a CUDA stream failed before it was destroyed: {e}");
+        }
+        let driver = &self.primary.driver;
+        let destroyed = self.primary.enter().and_then(|_ctx| {
+            let f = driver.stream_destroy()?;
+            // SAFETY: this value created the stream and destroys it once.
+            driver.check("cuStreamDestroy_v2", unsafe { f(self.raw) })
+        });
+        if let Err(e) = destroyed {
+            log::warn!("destroying a CUDA stream: {e}");
+        }
+    }
+}
+
+/// An event of the driver.
+pub struct CudaEvent {
+    pub(crate) inner: Arc<RawEvent>,
+    pub(crate) flags: EventFlags,
+}
+
+/// The driver's event, destroyed when the last holder (the event, or a
+/// waiter thread of a dropped `wait_async`) lets go.
+pub(crate) struct RawEvent {
+    pub(crate) primary: Arc<Primary>,
+    pub(crate) raw: CUevent,
+}
+
+// SAFETY: a CUevent is a driver handle usable from any thread.
+unsafe impl Send for RawEvent {}
+// SAFETY: see `Send`.
+unsafe impl Sync for RawEvent {}
+
+impl std::fmt::Debug for CudaEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaEvent")
+            .field("raw", &self.inner.raw)
+            .field("flags", &self.flags)
+            .finish()
+    }
+}
+
+impl Drop for RawEvent {
+    fn drop(&mut self) {
+        let driver = &self.primary.driver;
+        let destroyed = self.primary.enter().and_then(|_ctx| {
+            let f = driver.event_destroy()?;
+            // SAFETY: the event was created for this value, which destroys
+            // it once, when no one holds it any more.
+            driver.check("cuEventDestroy_v2", unsafe { f(self.raw) })
+        });
+        if let Err(e) = destroyed {
+            log::warn!("destroying a CUDA event: {e}");
+        }
+    }
+}
+
+impl RawEvent {
+    fn query(&self) -> Result<bool> {
+        let driver = &self.primary.driver;
+        let _ctx = self.primary.enter()?;
+        let f = driver.event_query()?;
+        // SAFETY: `raw` is a live event of this context.
+        match unsafe { f(self.raw) } {
+            SUCCESS => Ok(true),
+            NOT_READY => Ok(false),
+            other => Err(driver.error("cuEventQuery", other)),
+        }
+    }
+
+    fn wait(&self, opts: WaitOptions) -> Result<()> {
+        let mut failed = None;
+        let waited = spin_then_sleep(
+            "the CUDA event",
+            opts.spin,
+            opts.timeout,
+            || match self.query() {
+                Ok(done) => done,
+                Err(e) => {
+                    failed = Some(e);
+                    true
+                }
+            },
+            |left| std::thread::sleep(left.map_or(POLL, |l| l.min(POLL))),
+        );
+        match failed {
+            Some(e) => Err(e),
+            None => waited,
+        }
+    }
+}
+
+impl Event for CudaEvent {
+    fn query(&self) -> Result<bool> {
+        self.inner.query()
+    }
+
+    fn wait(&self, opts: WaitOptions) -> Result<()> {
+        self.inner.wait(opts)
+    }
+
+    fn wait_async(&self, opts: WaitOptions) -> WaitFuture<'_> {
+        let inner = Arc::clone(&self.inner);
+        blocking_future(move || inner.wait(opts))
+    }
+}

@@ -1,0 +1,168 @@
+//! The thin table of driver entry points: each resolved from the loaded
+//! library on first use, by the versioned name of `hal_core::vendor::cuda`,
+//! and kept; a missing one is [`Error::Unsupported`] naming the symbol and
+//! the library, never a panic.
+//!
+//! Results are declared as `c_uint`, not as an enum: the driver may answer
+//! a code newer than any table, and an unknown value in a Rust enum would
+//! be undefined behaviour. Handle types come from `cudarc::driver::sys`.
+
+use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+pub(crate) use cudarc::driver::sys::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUstream, CUuuid};
+use hal_core::vendor::cuda::entry;
+use hal_core::{Error, Result};
+
+use crate::loader::Loaded;
+
+/// A `CUresult` as the driver returns it.
+pub(crate) type Status = c_uint;
+
+macro_rules! entries {
+    ($( $(#[$doc:meta])* $field:ident = $sym:expr => fn($($arg:ty),* $(,)?); )*) => {
+        /// The resolved entry points, each on first use.
+        #[derive(Default)]
+        struct Table {
+            $( $field: OnceLock<Option<unsafe extern "C" fn($($arg),*) -> Status>>, )*
+        }
+
+        impl Driver {
+            $(
+                $(#[$doc])*
+                pub(crate) fn $field(&self) -> Result<unsafe extern "C" fn($($arg),*) -> Status> {
+                    let f = self.table.$field.get_or_init(|| {
+                        // SAFETY: the symbol is the driver's entry point of
+                        // this name, whose C signature is the one declared
+                        // here (CUDA driver API, `cuda.h`).
+                        unsafe { self.resolve::<unsafe extern "C" fn($($arg),*) -> Status>($sym) }
+                    });
+                    f.ok_or_else(|| self.missing($sym))
+                }
+            )*
+        }
+
+        /// Every entry point this crate resolves, by its versioned name.
+        pub const RESOLVED: &[&str] = &[$($sym),*];
+    };
+}
+
+/// The loaded driver library and its entry points.
+pub(crate) struct Driver {
+    loaded: Loaded,
+    table: Table,
+}
+
+impl Driver {
+    pub(crate) fn new(loaded: Loaded) -> Driver {
+        Driver {
+            loaded,
+            table: Table::default(),
+        }
+    }
+
+    /// Where the library was loaded from.
+    pub(crate) fn path(&self) -> &PathBuf {
+        &self.loaded.path
+    }
+
+    /// # Safety
+    ///
+    /// `F` must be the C signature of the symbol `name`.
+    unsafe fn resolve<F: Copy>(&self, name: &str) -> Option<F> {
+        let mut bytes = name.as_bytes().to_vec();
+        bytes.push(0);
+        // SAFETY: `F` is the symbol's signature (the caller's promise); the
+        // pointer is copied out and stays valid while `self.loaded.library`
+        // is loaded, which it is for as long as `self` lives, and every
+        // copy is used only through `&self`.
+        unsafe { self.loaded.library.get::<F>(&bytes).ok().map(|s| *s) }
+    }
+
+    fn missing(&self, symbol: &str) -> Error {
+        Error::unsupported(
+            "cuda",
+            symbol,
+            format!(
+                "{} has no entry point {symbol}; the driver is older than this call needs \
+                 (update the NVIDIA driver)",
+                self.loaded.path.display()
+            ),
+        )
+    }
+}
+
+entries! {
+    /// `cuGetErrorName`.
+    get_error_name = entry::GET_ERROR_NAME => fn(Status, *mut *const c_char);
+    /// `cuGetErrorString`.
+    get_error_string = entry::GET_ERROR_STRING => fn(Status, *mut *const c_char);
+    /// `cuInit`.
+    init = entry::INIT => fn(c_uint);
+    /// `cuDeviceGetCount`.
+    device_get_count = entry::DEVICE_GET_COUNT => fn(*mut c_int);
+    /// `cuDeviceGet`.
+    device_get = entry::DEVICE_GET => fn(*mut CUdevice, c_int);
+    /// `cuDeviceGetName`.
+    device_get_name = entry::DEVICE_GET_NAME => fn(*mut c_char, c_int, CUdevice);
+    /// `cuDeviceGetUuid_v2`.
+    device_get_uuid = entry::DEVICE_GET_UUID_V2 => fn(*mut CUuuid, CUdevice);
+    /// `cuDeviceTotalMem_v2`.
+    device_total_mem = entry::DEVICE_TOTAL_MEM_V2 => fn(*mut usize, CUdevice);
+    /// `cuDeviceGetAttribute`.
+    device_get_attribute = entry::DEVICE_GET_ATTRIBUTE => fn(*mut c_int, c_int, CUdevice);
+    /// `cuDevicePrimaryCtxRetain`.
+    primary_ctx_retain = entry::DEVICE_PRIMARY_CTX_RETAIN => fn(*mut CUcontext, CUdevice);
+    /// `cuDevicePrimaryCtxRelease_v2`.
+    primary_ctx_release = entry::DEVICE_PRIMARY_CTX_RELEASE_V2 => fn(CUdevice);
+    /// `cuCtxPushCurrent_v2`.
+    ctx_push_current = entry::CTX_PUSH_CURRENT_V2 => fn(CUcontext);
+    /// `cuCtxPopCurrent_v2`.
+    ctx_pop_current = entry::CTX_POP_CURRENT_V2 => fn(*mut CUcontext);
+    /// `cuCtxGetCurrent`.
+    ctx_get_current = entry::CTX_GET_CURRENT => fn(*mut CUcontext);
+    /// `cuCtxSynchronize`.
+    ctx_synchronize = entry::CTX_SYNCHRONIZE => fn();
+    /// `cuMemAlloc_v2`.
+    mem_alloc = entry::MEM_ALLOC_V2 => fn(*mut CUdeviceptr, usize);
+    /// `cuMemAllocHost_v2`.
+    mem_alloc_host = entry::MEM_ALLOC_HOST_V2 => fn(*mut *mut c_void, usize);
+    /// `cuMemFree_v2`.
+    mem_free = entry::MEM_FREE_V2 => fn(CUdeviceptr);
+    /// `cuMemFreeHost`.
+    mem_free_host = entry::MEM_FREE_HOST => fn(*mut c_void);
+    /// `cuMemcpyHtoD_v2`.
+    memcpy_htod = entry::MEMCPY_HTOD_V2 => fn(CUdeviceptr, *const c_void, usize);
+    /// `cuMemcpyDtoH_v2`.
+    memcpy_dtoh = entry::MEMCPY_DTOH_V2 => fn(*mut c_void, CUdeviceptr, usize);
+    /// `cuMemcpyHtoDAsync_v2`.
+    memcpy_htod_async = entry::MEMCPY_HTOD_ASYNC_V2 => fn(CUdeviceptr, *const c_void, usize, CUstream);
+    /// `cuMemcpyAsync` (unified addressing: either side host or device).
+    memcpy_async = entry::MEMCPY_ASYNC => fn(CUdeviceptr, CUdeviceptr, usize, CUstream);
+    /// `cuMemsetD8Async`.
+    memset_d8_async = entry::MEMSET_D8_ASYNC => fn(CUdeviceptr, u8, usize, CUstream);
+    /// `cuStreamCreate`.
+    stream_create = entry::STREAM_CREATE => fn(*mut CUstream, c_uint);
+    /// `cuStreamDestroy_v2`.
+    stream_destroy = entry::STREAM_DESTROY_V2 => fn(CUstream);
+    /// `cuStreamQuery`.
+    stream_query = entry::STREAM_QUERY => fn(CUstream);
+    /// `cuStreamWaitEvent`.
+    stream_wait_event = entry::STREAM_WAIT_EVENT => fn(CUstream, CUevent, c_uint);
+    /// `cuEventCreate`.
+    event_create = entry::EVENT_CREATE => fn(*mut CUevent, c_uint);
+    /// `cuEventDestroy_v2`.
+    event_destroy = entry::EVENT_DESTROY_V2 => fn(CUevent);
+    /// `cuEventRecord`.
+    event_record = entry::EVENT_RECORD => fn(CUevent, CUstream);
+    /// `cuEventQuery`.
+    event_query = entry::EVENT_QUERY => fn(CUevent);
+}
+
+// SAFETY: the driver API is thread-safe (every entry point may be called
+// from any thread); the table's cells are `OnceLock`s and the library
+// handle is only read.
+unsafe impl Send for Driver {}
+// SAFETY: see `Send`.
+unsafe impl Sync for Driver {}
