@@ -21,6 +21,8 @@ use crate::sys::{CUdevice, CUuuid, Driver};
 /// println!("{:?}", cuda.availability());
 /// ```
 pub struct CudaBackend {
+    /// The library named by the program; `None`: `HAL_CUDA_LIBRARY`, then the search.
+    library: Option<std::path::PathBuf>,
     driver: OnceLock<std::result::Result<Arc<Driver>, Failure>>,
 }
 
@@ -48,16 +50,32 @@ impl std::fmt::Debug for CudaBackend {
 }
 
 impl CudaBackend {
-    /// The backend; nothing is loaded until it is used.
+    /// The backend; nothing is loaded until it is used. The library is
+    /// the one `HAL_CUDA_LIBRARY` names, or the first found by the search.
     pub fn new() -> CudaBackend {
         CudaBackend {
+            library: None,
             driver: OnceLock::new(),
         }
     }
 
+    /// The backend on the driver library at `path` (a stand-in driver, a
+    /// driver outside the search path), whatever `HAL_CUDA_LIBRARY` says.
+    pub fn with_library(path: impl Into<std::path::PathBuf>) -> CudaBackend {
+        CudaBackend {
+            library: Some(path.into()),
+            driver: OnceLock::new(),
+        }
+    }
+
+    fn loaded(&self) -> &std::result::Result<Arc<Driver>, Failure> {
+        self.driver
+            .get_or_init(|| load_and_init(self.library.clone().or_else(loader::from_env)))
+    }
+
     /// The loaded, initialised driver.
     fn driver(&self) -> Result<Arc<Driver>> {
-        match self.driver.get_or_init(load_and_init) {
+        match self.loaded() {
             Ok(d) => Ok(Arc::clone(d)),
             Err(Failure::NotLoaded(n)) => Err(Error::Unavailable {
                 backend: "cuda".into(),
@@ -73,8 +91,10 @@ impl CudaBackend {
     }
 }
 
-fn load_and_init() -> std::result::Result<Arc<Driver>, Failure> {
-    let driver = Arc::new(Driver::new(loader::load().map_err(Failure::NotLoaded)?));
+fn load_and_init(library: Option<std::path::PathBuf>) -> std::result::Result<Arc<Driver>, Failure> {
+    let driver = Arc::new(Driver::new(
+        loader::load(library).map_err(Failure::NotLoaded)?,
+    ));
     let init = || -> Result<()> {
         let f = driver.init()?;
         // SAFETY: cuInit takes flags 0 and has no other precondition.
@@ -177,7 +197,7 @@ impl Backend for CudaBackend {
     }
 
     fn availability(&self) -> Availability {
-        match self.driver.get_or_init(load_and_init) {
+        match self.loaded() {
             Ok(d) => match device_count(d) {
                 Ok(0) => Availability::Unavailable {
                     reason: format!("{}: the driver sees no CUDA device", d.path().display()),

@@ -70,11 +70,15 @@ pub(crate) fn candidates(override_path: Option<PathBuf>) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Load the first candidate that loads.
-pub(crate) fn load() -> Result<Loaded, NotLoaded> {
-    let over = std::env::var_os(LIBRARY_VAR)
+/// The library [`LIBRARY_VAR`] names, if it is set and not empty.
+pub(crate) fn from_env() -> Option<PathBuf> {
+    std::env::var_os(LIBRARY_VAR)
         .filter(|v| !v.is_empty())
-        .map(PathBuf::from);
+        .map(PathBuf::from)
+}
+
+/// Load `over` if given, else the first candidate of the search that loads.
+pub(crate) fn load(over: Option<PathBuf>) -> Result<Loaded, NotLoaded> {
     let mut tried = Vec::new();
     for path in candidates(over) {
         // SAFETY: loading runs the library's initialisers. The candidates

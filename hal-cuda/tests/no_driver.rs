@@ -92,3 +92,16 @@ fn the_search_without_an_override_lists_every_place() {
         assert!(searched.len() > 2, "{searched:?}");
     }
 }
+
+#[test]
+fn a_library_named_by_the_program_wins_over_the_variable() {
+    let path = "/nonexistent/hal-cuda-test/named/libcuda.so.1";
+    let cuda = CudaBackend::with_library(path);
+    match cuda.availability() {
+        Availability::Unavailable { searched, reason } => {
+            assert_eq!(searched, vec![std::path::PathBuf::from(path)]);
+            assert!(reason.contains(path), "{reason}");
+        }
+        Availability::Available => panic!("a missing library is available"),
+    }
+}
