@@ -45,7 +45,15 @@ impl NotLoaded {
         let tried: Vec<String> = self
             .tried
             .iter()
-            .map(|(p, e)| format!("{}: {e}", p.display()))
+            .map(|(p, e)| {
+                // The loader's message usually names the path already.
+                let shown = p.display().to_string();
+                if e.contains(&shown) {
+                    e.clone()
+                } else {
+                    format!("{shown}: {e}")
+                }
+            })
             .collect();
         format!(
             "the CUDA driver library could not be loaded (install the NVIDIA driver, or set \

@@ -5,7 +5,7 @@
 //!
 //! | name | feature | what |
 //! |---|---|---|
-//! | `cuda` | `cuda` (later) | CUDA device memory through the driver API |
+//! | `cuda` | `cuda` | CUDA device memory through the driver API (`hal-cuda`) |
 //! | `cuda-uvm` | `cuda-uvm` (later) | CUDA managed memory shared across processes |
 //! | `ascend` | `ascend` (later) | Huawei Ascend NPUs through ACL |
 //! | `cpu-shm` | `cpu-shm` (default) | CPU shared memory |
@@ -71,7 +71,7 @@ const KNOWN: &[Known] = &[
         name: "cuda",
         id: BackendId::Cuda,
         feature: "cuda",
-        make: None,
+        make: constructors::CUDA,
     },
     Known {
         name: "cuda-uvm",
@@ -110,10 +110,20 @@ const ALIASES: &[(&str, &str)] = &[("mock", "mock-cuda")];
 
 mod constructors {
     use super::Constructor;
-    #[cfg(any(feature = "cpu-shm", feature = "mock"))]
+    #[cfg(any(feature = "cpu-shm", feature = "mock", feature = "cuda"))]
     use hal_core::dynamic::DynBackend;
-    #[cfg(any(feature = "cpu-shm", feature = "mock"))]
+    #[cfg(any(feature = "cpu-shm", feature = "mock", feature = "cuda"))]
     use hal_core::Result;
+
+    #[cfg(feature = "cuda")]
+    pub(super) const CUDA: Option<Constructor> = Some(cuda);
+    #[cfg(not(feature = "cuda"))]
+    pub(super) const CUDA: Option<Constructor> = None;
+
+    #[cfg(feature = "cuda")]
+    fn cuda() -> Result<Box<dyn DynBackend>> {
+        Ok(Box::new(hal_cuda::CudaBackend::new()))
+    }
 
     #[cfg(feature = "cpu-shm")]
     pub(super) const CPU_SHM: Option<Constructor> = Some(cpu_shm);
@@ -151,6 +161,8 @@ mod constructors {
 /// The names of the backends compiled into this build, in preference order.
 pub fn compiled_in() -> &'static [&'static str] {
     const NAMES: &[&str] = &[
+        #[cfg(feature = "cuda")]
+        "cuda",
         #[cfg(feature = "cpu-shm")]
         "cpu-shm",
         #[cfg(feature = "mock")]
