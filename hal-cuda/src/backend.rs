@@ -173,6 +173,9 @@ pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
     if attribute(driver, dev, A::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY)? != 0 {
         capabilities = capabilities | Capabilities::MANAGED_MEMORY;
     }
+    if attribute(driver, dev, A::CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED)? != 0 {
+        capabilities = capabilities | Capabilities::HOST_REGISTRATION;
+    }
     if attribute(driver, dev, A::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS)? != 0 {
         capabilities = capabilities | Capabilities::PAGEABLE_MEMORY_ACCESS;
     }

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use hal_core::device::check_bounds;
 use hal_core::{
-    Access, AccessGrant, AccessTarget, AllocDesc, Device, DeviceInfo, Error, EventFlags,
-    ExportOptions, Exported, Granularity, ImportOptions, Location, MemRef, NotifyFlags,
+    Access, AccessGrant, AccessTarget, Advice, AllocDesc, Capabilities, Device, DeviceInfo, Error,
+    EventFlags, ExportOptions, Exported, Granularity, ImportOptions, Location, MemRef, NotifyFlags,
     PhysicalDesc, RegisteredHost, Result, SharedHandle,
 };
 
@@ -67,6 +67,38 @@ impl CudaDevice {
         let m = mem.memory();
         check_bounds(offset, len, m.len())?;
         Ok(m.addr() + offset)
+    }
+
+    /// The address of a managed-memory range, after the checks of the
+    /// managed operations: the capability, managed memory (other memory is
+    /// refused as the driver does, `CUDA_ERROR_INVALID_VALUE`), the range.
+    fn managed_range(
+        &self,
+        operation: &str,
+        mem: MemRef<'_, Self>,
+        offset: u64,
+        len: u64,
+    ) -> Result<CUdeviceptr> {
+        if !self
+            .info
+            .capabilities
+            .contains(Capabilities::MANAGED_MEMORY)
+        {
+            return Err(absent(operation, "MANAGED_MEMORY"));
+        }
+        let m = mem.memory();
+        if m.location() != Location::Managed {
+            return Err(Error::Vendor(hal_core::VendorError {
+                backend: "cuda".into(),
+                code: hal_core::vendor::cuda::INVALID_VALUE.code,
+                name: hal_core::vendor::cuda::INVALID_VALUE.name.into(),
+                message: format!(
+                    "{operation}: the memory is {:?}, not managed memory",
+                    m.location()
+                ),
+            }));
+        }
+        self.span(mem, offset, len)
     }
 
     fn check_stream(&self, stream: &CudaStream) -> Result<()> {
@@ -136,7 +168,21 @@ impl Device for CudaDevice {
                 driver.check("cuMemAllocHost_v2", unsafe { f(&mut p, size) })?;
                 p as CUdeviceptr
             }
-            Location::Managed => return Err(absent("allocate managed memory", "MANAGED_MEMORY")),
+            Location::Managed => {
+                if !self
+                    .info
+                    .capabilities
+                    .contains(Capabilities::MANAGED_MEMORY)
+                {
+                    return Err(absent("allocate managed memory", "MANAGED_MEMORY"));
+                }
+                let f = driver.mem_alloc_managed()?;
+                let mut p: CUdeviceptr = 0;
+                // SAFETY: `p` is a valid place; the size is non-zero.
+                let status = unsafe { f(&mut p, size, crate::managed::ATTACH_GLOBAL) };
+                driver.check("cuMemAllocManaged", status)?;
+                p
+            }
         };
         let alloc = CudaAllocation {
             primary: Arc::clone(&self.primary),
@@ -154,7 +200,16 @@ impl Device for CudaDevice {
         Ok(alloc)
     }
 
-    fn export_memory(&self, _alloc: &CudaAllocation, _opts: &ExportOptions) -> Result<Exported> {
+    fn export_memory(&self, alloc: &CudaAllocation, _opts: &ExportOptions) -> Result<Exported> {
+        if alloc.location == Location::Managed {
+            // cuIpcGetMemHandle answers CUDA_ERROR_INVALID_VALUE (measured).
+            return Err(Error::unsupported(
+                "cuda",
+                "export managed memory",
+                "CUDA cannot export managed memory (cuIpcGetMemHandle answers \
+                 CUDA_ERROR_INVALID_VALUE); share it with the cuda-uvm backend",
+            ));
+        }
         Err(absent("export_memory", "IPC_MEMORY"))
     }
 
@@ -162,8 +217,35 @@ impl Device for CudaDevice {
         Err(absent("allow_importers", "IPC_MEMORY"))
     }
 
-    unsafe fn register_host(&self, _ptr: *mut u8, _len: u64) -> Result<RegisteredHost> {
-        Err(absent("register_host", "HOST_REGISTRATION"))
+    unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<RegisteredHost> {
+        if !self
+            .info
+            .capabilities
+            .contains(Capabilities::HOST_REGISTRATION)
+        {
+            return Err(absent("register_host", "HOST_REGISTRATION"));
+        }
+        // SAFETY: the caller gives `register_host`'s promise.
+        let range = unsafe { hal_core::os::HostRange::new(ptr, len) }?;
+        crate::managed::register(&self.primary, range)
+    }
+
+    fn advise(&self, mem: MemRef<'_, Self>, offset: u64, len: u64, advice: Advice) -> Result<()> {
+        let ptr = self.managed_range("advise", mem, offset, len)?;
+        crate::managed::advise(&self.primary, ptr, len, advice)
+    }
+
+    fn prefetch_async(
+        &self,
+        stream: &CudaStream,
+        mem: MemRef<'_, Self>,
+        offset: u64,
+        len: u64,
+        to: Location,
+    ) -> Result<()> {
+        self.check_stream(stream)?;
+        let ptr = self.managed_range("prefetch_async", mem, offset, len)?;
+        crate::managed::prefetch(&self.primary, stream.raw, ptr, len, to)
     }
 
     fn import_memory(&self, _shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaMapping> {

@@ -26,11 +26,12 @@
 //! | pinned host memory (`cuMemAllocHost`) is host-visible | `memory.rs` |
 //! | host waits poll `cuStreamQuery` / `cuEventQuery`, so timeouts and dropped `wait_async` futures hold | `stream.rs` |
 //! | `cuCtxSynchronize` cannot time out: it runs on a thread of its own | `device.rs` |
+//! | managed memory is allocated, advised and prefetched, never exported (INVALID_VALUE, measured) | `managed.rs`, `device.rs` |
+//! | host memory is registered `PORTABLE \| DEVICEMAP` and reached at `cuMemHostGetDevicePointer` | `managed.rs` |
 //! | a stream keeps the host bytes of its queued copies until it ran them | `device.rs`, `stream.rs` |
 //!
 //! Sharing between processes (legacy IPC, IPC events, notifies on
-//! registered shared pages), managed memory, host registration and VMM are
-//! not offered by this version: the capabilities do not claim them and the
+//! registered shared pages) and VMM are not offered by this version: the capabilities do not claim them and the
 //! calls answer `Unsupported`.
 #![deny(missing_docs)]
 
@@ -40,6 +41,7 @@ mod context;
 mod device;
 mod loader;
 mod lock;
+mod managed;
 mod memory;
 mod result;
 mod stream;

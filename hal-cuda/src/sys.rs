@@ -11,7 +11,9 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-pub(crate) use cudarc::driver::sys::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUstream, CUuuid};
+pub(crate) use cudarc::driver::sys::{
+    CUcontext, CUdevice, CUdeviceptr, CUevent, CUmemLocation, CUstream, CUuuid,
+};
 use hal_core::vendor::cuda::entry;
 use hal_core::{Error, Result};
 
@@ -128,6 +130,18 @@ entries! {
     mem_alloc = entry::MEM_ALLOC_V2 => fn(*mut CUdeviceptr, usize);
     /// `cuMemAllocHost_v2`.
     mem_alloc_host = entry::MEM_ALLOC_HOST_V2 => fn(*mut *mut c_void, usize);
+    /// `cuMemAllocManaged`.
+    mem_alloc_managed = entry::MEM_ALLOC_MANAGED => fn(*mut CUdeviceptr, usize, c_uint);
+    /// `cuMemAdvise_v2`.
+    mem_advise = entry::MEM_ADVISE_V2 => fn(CUdeviceptr, usize, c_uint, CUmemLocation);
+    /// `cuMemPrefetchAsync_v2`.
+    mem_prefetch_async = entry::MEM_PREFETCH_ASYNC_V2 => fn(CUdeviceptr, usize, CUmemLocation, c_uint, CUstream);
+    /// `cuMemHostRegister_v2`.
+    mem_host_register = entry::MEM_HOST_REGISTER_V2 => fn(*mut c_void, usize, c_uint);
+    /// `cuMemHostGetDevicePointer_v2`.
+    mem_host_get_device_pointer = entry::MEM_HOST_GET_DEVICE_POINTER_V2 => fn(*mut CUdeviceptr, *mut c_void, c_uint);
+    /// `cuMemHostUnregister`.
+    mem_host_unregister = entry::MEM_HOST_UNREGISTER => fn(*mut c_void);
     /// `cuMemFree_v2`.
     mem_free = entry::MEM_FREE_V2 => fn(CUdeviceptr);
     /// `cuMemFreeHost`.
