@@ -1,0 +1,197 @@
+//! hal-cuda on the stand-in `libcuda.so.1` (`hal-mock-libcuda`, built by
+//! cargo as a dev-dependency): every code path of the backend that the
+//! stand-in answers, without a GPU.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hal_core::{
+    Advice, AllocDesc, Availability, Backend, Capabilities, Device, Error, Event, EventFlags,
+    Location, MemRef, Memory, WaitOptions,
+};
+use hal_cuda::CudaBackend;
+
+const LONG: Duration = Duration::from_secs(20);
+
+/// The stand-in beside this test's executable (cargo builds it in `deps/`).
+fn standin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    let name = "libhal_mock_libcuda.so";
+    [deps.join(name), deps.parent().unwrap().join(name)]
+        .into_iter()
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("{name} is not built beside {}", exe.display()))
+}
+
+fn backend() -> CudaBackend {
+    CudaBackend::with_library(standin())
+}
+
+#[test]
+fn the_standin_is_a_driver_with_devices() {
+    let cuda = backend();
+    assert_eq!(cuda.availability(), Availability::Available);
+    let devices = cuda.devices().unwrap();
+    assert!(!devices.is_empty());
+    for (i, d) in devices.iter().enumerate() {
+        assert_eq!(d.ordinal as usize, i);
+        assert_eq!(d.backend, hal_core::BackendId::Cuda);
+        assert!(!d.name.is_empty());
+        assert_ne!(d.uuid, [0; 16]);
+        assert!(d.total_memory > 0);
+        assert!(d.capabilities.contains(Capabilities::MANAGED_MEMORY));
+        assert!(d.capabilities.contains(Capabilities::HOST_REGISTRATION));
+        assert!(!d.capabilities.contains(Capabilities::IPC_MEMORY), "not offered yet");
+    }
+    let uuids: std::collections::HashSet<_> = devices.iter().map(|d| d.uuid).collect();
+    assert_eq!(uuids.len(), devices.len(), "every device has its own uuid");
+    assert!(matches!(
+        cuda.open(devices.len() as u32),
+        Err(Error::InvalidArgument { .. })
+    ));
+}
+
+#[test]
+fn device_memory_is_copied_never_dereferenced() {
+    let dev = backend().open(0).unwrap();
+    let a = dev.allocate(&AllocDesc::device(0, 8192)).unwrap();
+    assert_eq!(a.host_ptr(), None, "device memory is not host-visible");
+    assert_eq!(a.location(), Location::Device(0));
+    a.write(4000, b"across a page").unwrap();
+    let mut back = [0u8; 13];
+    a.read(4000, &mut back).unwrap();
+    assert_eq!(&back, b"across a page");
+    assert!(matches!(
+        a.read(8190, &mut back),
+        Err(Error::InvalidArgument { .. })
+    ));
+    let pinned = dev.allocate(&AllocDesc::host(4096)).unwrap();
+    assert!(pinned.host_visible(), "pinned host memory is host-visible");
+    pinned.write(0, b"pinned").unwrap();
+    let mut p = [0u8; 6];
+    pinned.read(0, &mut p).unwrap();
+    assert_eq!(&p, b"pinned");
+    assert!(matches!(
+        dev.allocate(&AllocDesc::device(1, 4096)),
+        Err(Error::InvalidArgument { .. })
+    ));
+}
+
+#[test]
+fn stream_work_runs_in_order_and_events_follow_it() {
+    let dev = backend().open(0).unwrap();
+    let a = dev.allocate(&AllocDesc::device(0, 4096)).unwrap();
+    let b = dev.allocate(&AllocDesc::device(0, 4096)).unwrap();
+    let stream = dev.create_stream().unwrap();
+    dev.write_async(&stream, MemRef::Allocation(&a), 0, b"queued bytes".to_vec())
+        .unwrap();
+    dev.memset_async(&stream, MemRef::Allocation(&a), 6, 1, b'-')
+        .unwrap();
+    dev.copy_async(&stream, MemRef::Allocation(&b), 100, MemRef::Allocation(&a), 0, 12)
+        .unwrap();
+    let done = dev.create_event(EventFlags::default()).unwrap();
+    dev.record_event(&stream, &done).unwrap();
+    done.wait(WaitOptions::timeout(LONG)).unwrap();
+    assert!(done.query().unwrap());
+    dev.synchronize(&stream, Some(LONG)).unwrap();
+    assert!(dev.query_stream(&stream).unwrap());
+    let mut got = [0u8; 12];
+    b.read(100, &mut got).unwrap();
+    assert_eq!(&got, b"queued-bytes");
+    let other = dev.create_stream().unwrap();
+    dev.stream_wait_event(&other, &done).unwrap();
+    dev.synchronize(&other, Some(LONG)).unwrap();
+    dev.synchronize_device(Some(LONG)).unwrap();
+    assert!(matches!(
+        dev.memset_async(&stream, MemRef::Allocation(&a), 4090, 10, 0),
+        Err(Error::InvalidArgument { .. })
+    ));
+    // An IPC event is not offered by this backend yet.
+    let ipc = EventFlags {
+        interprocess: true,
+        timing: false,
+    };
+    assert!(dev.create_event(ipc).unwrap_err().is_unsupported());
+}
+
+#[test]
+fn calls_leave_the_callers_context_alone_on_every_thread() {
+    let cuda = backend();
+    let dev = cuda.open(0).unwrap();
+    let before = dev.current_context().unwrap();
+    let a = dev.allocate(&AllocDesc::device(0, 4096)).unwrap();
+    assert_eq!(dev.current_context().unwrap(), before);
+    std::thread::scope(|t| {
+        t.spawn(|| {
+            let mine = dev.current_context().unwrap();
+            a.write(0, b"elsewhere").unwrap();
+            let s = dev.create_stream().unwrap();
+            dev.synchronize(&s, Some(LONG)).unwrap();
+            drop(s);
+            assert_eq!(dev.current_context().unwrap(), mine, "another thread's context");
+        });
+    });
+    drop(a);
+    assert_eq!(dev.current_context().unwrap(), before, "after a drop");
+}
+
+#[test]
+fn managed_memory_is_advised_and_never_exported() {
+    let dev = backend().open(0).unwrap();
+    let m = dev.allocate(&AllocDesc::managed(4096)).unwrap();
+    assert!(m.host_visible());
+    dev.advise(MemRef::Allocation(&m), 0, 4096, Advice::ReadMostly)
+        .unwrap();
+    let stream = dev.create_stream().unwrap();
+    dev.prefetch_async(&stream, MemRef::Allocation(&m), 0, 4096, Location::Device(0))
+        .unwrap();
+    dev.synchronize(&stream, Some(LONG)).unwrap();
+    let err = dev
+        .export_memory(&m, &hal_core::ExportOptions::default())
+        .unwrap_err();
+    assert!(err.is_unsupported() && err.to_string().contains("cuda-uvm"), "{err}");
+    let d = dev.allocate(&AllocDesc::device(0, 4096)).unwrap();
+    match dev.advise(MemRef::Allocation(&d), 0, 4096, Advice::ReadMostly) {
+        Err(Error::Vendor(v)) => assert_eq!(v.name, "CUDA_ERROR_INVALID_VALUE"),
+        other => panic!("advice on device memory: {other:?}"),
+    }
+}
+
+#[test]
+fn host_memory_is_registered_and_unregistered() {
+    let dev = backend().open(0).unwrap();
+    let page = hal_core::os::page_size();
+    let map = hal_core::os::SharedMap::reserve(2 * page, None).unwrap();
+    map.protect(0, 2 * page, hal_core::os::Prot::ReadWrite).unwrap();
+    // SAFETY: `map` outlives the registration.
+    let reg = unsafe { dev.register_host(map.as_ptr(), 2 * page) }.unwrap();
+    reg.write(10, b"registered").unwrap();
+    let mut got = [0u8; 10];
+    map.read(10, &mut got).unwrap();
+    assert_eq!(&got, b"registered");
+    // SAFETY: as above; refused.
+    let again = unsafe { dev.register_host(map.as_ptr(), page) };
+    match again {
+        Err(Error::Vendor(v)) => {
+            assert_eq!(v.name, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED")
+        }
+        other => panic!("a second registration: {other:?}"),
+    }
+    drop(reg);
+    // SAFETY: as above.
+    let _again = unsafe { dev.register_host(map.as_ptr(), page) }.unwrap();
+}
+
+#[test]
+fn driver_errors_keep_their_number_and_name() {
+    let dev = backend().open(0).unwrap();
+    match dev.allocate(&AllocDesc::device(0, 1 << 50)) {
+        Err(Error::Vendor(v)) => {
+            assert_eq!(v.code, 2);
+            assert_eq!(v.name, "CUDA_ERROR_OUT_OF_MEMORY");
+            assert!(v.message.contains("cuMemAlloc_v2"), "{}", v.message);
+        }
+        other => panic!("an allocation past the device's memory: {other:?}"),
+    }
+}
