@@ -79,6 +79,9 @@ pub mod cuda {
     pub const NOT_INITIALIZED: Code = Code::new(3, "CUDA_ERROR_NOT_INITIALIZED");
     /// The device is unavailable; the simulator's lost device.
     pub const DEVICE_UNAVAILABLE: Code = Code::new(46, "CUDA_ERROR_DEVICE_UNAVAILABLE");
+    /// No device is visible: `cuInit`'s answer when `CUDA_VISIBLE_DEVICES`
+    /// hides every device.
+    pub const NO_DEVICE: Code = Code::new(100, "CUDA_ERROR_NO_DEVICE");
     /// No such device ordinal.
     pub const INVALID_DEVICE: Code = Code::new(101, "CUDA_ERROR_INVALID_DEVICE");
     /// No valid current context; the driver's answer to
@@ -98,6 +101,9 @@ pub mod cuda {
     pub const INVALID_HANDLE: Code = Code::new(400, "CUDA_ERROR_INVALID_HANDLE");
     /// The device accessed an illegal address.
     pub const ILLEGAL_ADDRESS: Code = Code::new(700, "CUDA_ERROR_ILLEGAL_ADDRESS");
+    /// A named thing does not exist: `cuMemGetAddressRange` of a pointer
+    /// that no allocation holds.
+    pub const NOT_FOUND: Code = Code::new(500, "CUDA_ERROR_NOT_FOUND");
     /// Work an event stands for has not completed (`cuEventElapsedTime`,
     /// `cuEventQuery`).
     pub const NOT_READY: Code = Code::new(600, "CUDA_ERROR_NOT_READY");
@@ -126,12 +132,14 @@ pub mod cuda {
         OUT_OF_MEMORY,
         NOT_INITIALIZED,
         DEVICE_UNAVAILABLE,
+        NO_DEVICE,
         INVALID_DEVICE,
         INVALID_CONTEXT,
         ALREADY_MAPPED,
         NOT_MAPPED,
         PEER_ACCESS_UNSUPPORTED,
         INVALID_HANDLE,
+        NOT_FOUND,
         NOT_READY,
         ILLEGAL_ADDRESS,
         PEER_ACCESS_ALREADY_ENABLED,
@@ -238,20 +246,28 @@ pub mod cuda {
         pub const MEM_ALLOC_V2: &str = "cuMemAlloc_v2";
         /// The `cuMemAllocManaged` entry point.
         pub const MEM_ALLOC_MANAGED: &str = "cuMemAllocManaged";
+        /// The `cuMemAllocHost_v2` entry point.
+        pub const MEM_ALLOC_HOST_V2: &str = "cuMemAllocHost_v2";
         /// The `cuMemcpyAsync` entry point.
         pub const MEMCPY_ASYNC: &str = "cuMemcpyAsync";
         /// The `cuMemcpyDtoD_v2` entry point.
         pub const MEMCPY_DTOD_V2: &str = "cuMemcpyDtoD_v2";
         /// The `cuMemcpyDtoH_v2` entry point.
         pub const MEMCPY_DTOH_V2: &str = "cuMemcpyDtoH_v2";
+        /// The `cuMemcpyDtoHAsync_v2` entry point.
+        pub const MEMCPY_DTOH_ASYNC_V2: &str = "cuMemcpyDtoHAsync_v2";
         /// The `cuMemcpyHtoD_v2` entry point.
         pub const MEMCPY_HTOD_V2: &str = "cuMemcpyHtoD_v2";
+        /// The `cuMemcpyHtoDAsync_v2` entry point.
+        pub const MEMCPY_HTOD_ASYNC_V2: &str = "cuMemcpyHtoDAsync_v2";
         /// The `cuMemCreate` entry point.
         pub const MEM_CREATE: &str = "cuMemCreate";
         /// The `cuMemExportToShareableHandle` entry point.
         pub const MEM_EXPORT_TO_SHAREABLE_HANDLE: &str = "cuMemExportToShareableHandle";
         /// The `cuMemFree_v2` entry point.
         pub const MEM_FREE_V2: &str = "cuMemFree_v2";
+        /// The `cuMemFreeHost` entry point.
+        pub const MEM_FREE_HOST: &str = "cuMemFreeHost";
         /// The `cuMemGetAddressRange_v2` entry point.
         pub const MEM_GET_ADDRESS_RANGE_V2: &str = "cuMemGetAddressRange_v2";
         /// The `cuMemGetAllocationGranularity` entry point.
@@ -342,13 +358,17 @@ pub mod cuda {
             MEM_ADVISE_V2,
             MEM_ALLOC_V2,
             MEM_ALLOC_MANAGED,
+            MEM_ALLOC_HOST_V2,
             MEMCPY_ASYNC,
             MEMCPY_DTOD_V2,
             MEMCPY_DTOH_V2,
+            MEMCPY_DTOH_ASYNC_V2,
             MEMCPY_HTOD_V2,
+            MEMCPY_HTOD_ASYNC_V2,
             MEM_CREATE,
             MEM_EXPORT_TO_SHAREABLE_HANDLE,
             MEM_FREE_V2,
+            MEM_FREE_HOST,
             MEM_GET_ADDRESS_RANGE_V2,
             MEM_GET_ALLOCATION_GRANULARITY,
             MEM_HOST_ALLOC,
