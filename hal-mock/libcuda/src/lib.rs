@@ -63,13 +63,18 @@
 //! ## How the shared library gets built
 //!
 //! The package's library target has `crate-type = ["cdylib", "rlib"]`, and
-//! cargo compiles every crate type of a library in one `rustc` call: any
-//! build of the library, including the one `cargo test --workspace` makes
-//! to link this package's integration tests (they use [`EXPORTED`]), writes
-//! `target/<profile>/deps/libhal_mock_libcuda.so` and copies it to
-//! `target/<profile>/libhal_mock_libcuda.so` before any test runs. The
-//! tests load it from there (the parent of the `deps` folder their
-//! executable runs from), and checked this from an empty target folder.
+//! cargo compiles every crate type of a library in one `rustc` call, also
+//! when the library is built as a dependency: the build `cargo test
+//! --workspace` makes to link this package's integration tests (they use
+//! [`EXPORTED`]) writes `target/<profile>/deps/libhal_mock_libcuda.so`
+//! (a cdylib's name has no hash) before any test runs. Checked from an
+//! empty target folder: after `cargo test --workspace` the library is in
+//! `deps/` only; the copy in `target/<profile>/libhal_mock_libcuda.so`
+//! appears when the package is built on its own (`cargo build`,
+//! `cargo build -p hal-mock-libcuda`), and may then be older than the one in
+//! `deps/`. The tests load the one beside their executable (in `deps/`),
+//! falling back to the other; another crate's tests do the same after a
+//! dev-dependency on this package, which makes cargo build it.
 #![deny(missing_docs)]
 #![cfg(target_os = "linux")]
 // The entry points' safety contract is the driver API's, stated once above.
