@@ -79,6 +79,9 @@ pub mod cuda {
     pub const NOT_INITIALIZED: Code = Code::new(3, "CUDA_ERROR_NOT_INITIALIZED");
     /// The device is unavailable; the simulator's lost device.
     pub const DEVICE_UNAVAILABLE: Code = Code::new(46, "CUDA_ERROR_DEVICE_UNAVAILABLE");
+    /// No device is visible: `cuInit`'s answer when `CUDA_VISIBLE_DEVICES`
+    /// hides every device.
+    pub const NO_DEVICE: Code = Code::new(100, "CUDA_ERROR_NO_DEVICE");
     /// No such device ordinal.
     pub const INVALID_DEVICE: Code = Code::new(101, "CUDA_ERROR_INVALID_DEVICE");
     /// No valid current context; the driver's answer to
@@ -98,6 +101,9 @@ pub mod cuda {
     pub const INVALID_HANDLE: Code = Code::new(400, "CUDA_ERROR_INVALID_HANDLE");
     /// The device accessed an illegal address.
     pub const ILLEGAL_ADDRESS: Code = Code::new(700, "CUDA_ERROR_ILLEGAL_ADDRESS");
+    /// A named thing does not exist: `cuMemGetAddressRange` of a pointer
+    /// that no allocation holds.
+    pub const NOT_FOUND: Code = Code::new(500, "CUDA_ERROR_NOT_FOUND");
     /// Work an event stands for has not completed (`cuEventElapsedTime`,
     /// `cuEventQuery`).
     pub const NOT_READY: Code = Code::new(600, "CUDA_ERROR_NOT_READY");
@@ -126,12 +132,14 @@ pub mod cuda {
         OUT_OF_MEMORY,
         NOT_INITIALIZED,
         DEVICE_UNAVAILABLE,
+        NO_DEVICE,
         INVALID_DEVICE,
         INVALID_CONTEXT,
         ALREADY_MAPPED,
         NOT_MAPPED,
         PEER_ACCESS_UNSUPPORTED,
         INVALID_HANDLE,
+        NOT_FOUND,
         NOT_READY,
         ILLEGAL_ADDRESS,
         PEER_ACCESS_ALREADY_ENABLED,

@@ -73,13 +73,11 @@ impl Driver {
     ///
     /// `F` must be the C signature of the symbol `name`.
     unsafe fn resolve<F: Copy>(&self, name: &str) -> Option<F> {
-        let mut bytes = name.as_bytes().to_vec();
-        bytes.push(0);
         // SAFETY: `F` is the symbol's signature (the caller's promise); the
         // pointer is copied out and stays valid while `self.loaded.library`
         // is loaded, which it is for as long as `self` lives, and every
         // copy is used only through `&self`.
-        unsafe { self.loaded.library.get::<F>(&bytes).ok().map(|s| *s) }
+        unsafe { self.loaded.library.get::<F>(name).ok().map(|s| *s) }
     }
 
     fn missing(&self, symbol: &str) -> Error {

@@ -42,7 +42,10 @@ fn the_standin_is_a_driver_with_devices() {
         assert!(d.total_memory > 0);
         assert!(d.capabilities.contains(Capabilities::MANAGED_MEMORY));
         assert!(d.capabilities.contains(Capabilities::HOST_REGISTRATION));
-        assert!(!d.capabilities.contains(Capabilities::IPC_MEMORY), "not offered yet");
+        assert!(
+            !d.capabilities.contains(Capabilities::IPC_MEMORY),
+            "not offered yet"
+        );
     }
     let uuids: std::collections::HashSet<_> = devices.iter().map(|d| d.uuid).collect();
     assert_eq!(uuids.len(), devices.len(), "every device has its own uuid");
@@ -88,8 +91,15 @@ fn stream_work_runs_in_order_and_events_follow_it() {
         .unwrap();
     dev.memset_async(&stream, MemRef::Allocation(&a), 6, 1, b'-')
         .unwrap();
-    dev.copy_async(&stream, MemRef::Allocation(&b), 100, MemRef::Allocation(&a), 0, 12)
-        .unwrap();
+    dev.copy_async(
+        &stream,
+        MemRef::Allocation(&b),
+        100,
+        MemRef::Allocation(&a),
+        0,
+        12,
+    )
+    .unwrap();
     let done = dev.create_event(EventFlags::default()).unwrap();
     dev.record_event(&stream, &done).unwrap();
     done.wait(WaitOptions::timeout(LONG)).unwrap();
@@ -129,7 +139,11 @@ fn calls_leave_the_callers_context_alone_on_every_thread() {
             let s = dev.create_stream().unwrap();
             dev.synchronize(&s, Some(LONG)).unwrap();
             drop(s);
-            assert_eq!(dev.current_context().unwrap(), mine, "another thread's context");
+            assert_eq!(
+                dev.current_context().unwrap(),
+                mine,
+                "another thread's context"
+            );
         });
     });
     drop(a);
@@ -144,13 +158,22 @@ fn managed_memory_is_advised_and_never_exported() {
     dev.advise(MemRef::Allocation(&m), 0, 4096, Advice::ReadMostly)
         .unwrap();
     let stream = dev.create_stream().unwrap();
-    dev.prefetch_async(&stream, MemRef::Allocation(&m), 0, 4096, Location::Device(0))
-        .unwrap();
+    dev.prefetch_async(
+        &stream,
+        MemRef::Allocation(&m),
+        0,
+        4096,
+        Location::Device(0),
+    )
+    .unwrap();
     dev.synchronize(&stream, Some(LONG)).unwrap();
     let err = dev
         .export_memory(&m, &hal_core::ExportOptions::default())
         .unwrap_err();
-    assert!(err.is_unsupported() && err.to_string().contains("cuda-uvm"), "{err}");
+    assert!(
+        err.is_unsupported() && err.to_string().contains("cuda-uvm"),
+        "{err}"
+    );
     let d = dev.allocate(&AllocDesc::device(0, 4096)).unwrap();
     match dev.advise(MemRef::Allocation(&d), 0, 4096, Advice::ReadMostly) {
         Err(Error::Vendor(v)) => assert_eq!(v.name, "CUDA_ERROR_INVALID_VALUE"),
@@ -163,7 +186,8 @@ fn host_memory_is_registered_and_unregistered() {
     let dev = backend().open(0).unwrap();
     let page = hal_core::os::page_size();
     let map = hal_core::os::SharedMap::reserve(2 * page, None).unwrap();
-    map.protect(0, 2 * page, hal_core::os::Prot::ReadWrite).unwrap();
+    map.protect(0, 2 * page, hal_core::os::Prot::ReadWrite)
+        .unwrap();
     // SAFETY: `map` outlives the registration.
     let reg = unsafe { dev.register_host(map.as_ptr(), 2 * page) }.unwrap();
     reg.write(10, b"registered").unwrap();
@@ -193,5 +217,15 @@ fn driver_errors_keep_their_number_and_name() {
             assert!(v.message.contains("cuMemAlloc_v2"), "{}", v.message);
         }
         other => panic!("an allocation past the device's memory: {other:?}"),
+    }
+}
+
+#[test]
+fn the_standin_exports_every_entry_point_this_backend_resolves() {
+    for name in hal_cuda::RESOLVED {
+        assert!(
+            hal_mock_libcuda::EXPORTED.contains(name),
+            "the stand-in lacks {name}: hal-cuda's calls of it would go untested"
+        );
     }
 }

@@ -87,9 +87,20 @@ fn main() -> ExitCode {
 fn circles_cmd(names: &[String]) -> ExitCode {
     let root = root();
     let crates: Vec<PathBuf> = if names.is_empty() {
-        let mut all: Vec<PathBuf> = std::fs::read_dir(&root)
-            .map(|d| d.flatten().map(|e| e.path()).collect())
-            .unwrap_or_default();
+        // Crate folders at the root and one level below (hal-mock/libcuda).
+        let list = |dir: &Path| -> Vec<PathBuf> {
+            std::fs::read_dir(dir)
+                .map(|d| {
+                    d.flatten()
+                        .map(|e| e.path())
+                        .filter(|p| p.is_dir())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let mut all: Vec<PathBuf> = list(&root);
+        let nested: Vec<PathBuf> = all.iter().flat_map(|p| list(p)).collect();
+        all.extend(nested);
         all.retain(|p| p.join("Cargo.toml").is_file() && p.join("src").is_dir());
         all.sort();
         all

@@ -1,0 +1,42 @@
+//! What every entry point shares: the panic guard and the output pointers.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use cudarc::driver::sys::CUresult;
+use hal_core::vendor::{cuda, Code};
+
+use crate::error::result_of;
+
+/// Run an entry point's body: its answer as a `CUresult`, and
+/// `CUDA_ERROR_UNKNOWN` if it panicked (a panic never unwinds into C).
+pub(crate) fn guard(f: impl FnOnce() -> Result<(), Code>) -> CUresult {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => CUresult::CUDA_SUCCESS,
+        Ok(Err(code)) => result_of(code),
+        Err(_) => result_of(cuda::UNKNOWN),
+    }
+}
+
+/// Write `value` through the output pointer `out`;
+/// `CUDA_ERROR_INVALID_VALUE` when it is null.
+///
+/// # Safety
+///
+/// `out` is null or valid for one write of a `T`.
+pub(crate) unsafe fn put<T>(out: *mut T, value: T) -> Result<(), Code> {
+    if out.is_null() {
+        return Err(cuda::INVALID_VALUE);
+    }
+    // SAFETY: not null, and valid for one write of a `T` (this fn's contract).
+    unsafe { out.write(value) };
+    Ok(())
+}
+
+/// Refuse a null output pointer before doing anything.
+pub(crate) fn non_null<T>(out: *mut T) -> Result<(), Code> {
+    if out.is_null() {
+        Err(cuda::INVALID_VALUE)
+    } else {
+        Ok(())
+    }
+}

@@ -1,0 +1,131 @@
+//! Events.
+
+use std::ffi::c_uint;
+use std::sync::Arc;
+
+use cudarc::driver::sys::{CUevent, CUevent_st, CUresult, CUstream};
+use hal_core::vendor::{cuda, Code};
+use hal_core::{Device, Event, EventFlags, WaitOptions};
+use hal_mock::MockEvent;
+
+use crate::abi::{guard, non_null, put};
+use crate::context::current;
+use crate::error::sim;
+use crate::state::{driver, lock, Driver, EventEntry};
+use crate::stream::stream_of;
+
+/// `CU_EVENT_BLOCKING_SYNC`.
+const BLOCKING_SYNC: c_uint = 1;
+/// `CU_EVENT_DISABLE_TIMING`.
+const DISABLE_TIMING: c_uint = 2;
+/// `CU_EVENT_INTERPROCESS`.
+const INTERPROCESS: c_uint = 4;
+
+/// The event `h` names; `CUDA_ERROR_INVALID_HANDLE` for a value that is
+/// no live event.
+fn event_of(d: &Driver, h: CUevent) -> Result<Arc<MockEvent>, Code> {
+    current(d)?;
+    lock(&d.events)
+        .get(&h.addr())
+        .map(|e| Arc::clone(&e.event))
+        .ok_or(cuda::INVALID_HANDLE)
+}
+
+/// Creates an event in the current context; `CU_EVENT_INTERPROCESS` needs
+/// `CU_EVENT_DISABLE_TIMING` (measured on driver 580).
+#[no_mangle]
+pub unsafe extern "C" fn cuEventCreate(ph_event: *mut CUevent, flags: c_uint) -> CUresult {
+    guard(|| {
+        let d = driver()?;
+        let ordinal = current(d)?;
+        non_null(ph_event)?;
+        if flags & !(BLOCKING_SYNC | DISABLE_TIMING | INTERPROCESS) != 0 {
+            return Err(cuda::INVALID_VALUE);
+        }
+        let interprocess = flags & INTERPROCESS != 0;
+        let timing = flags & DISABLE_TIMING == 0;
+        if interprocess && timing {
+            return Err(cuda::INVALID_VALUE);
+        }
+        let flags = EventFlags {
+            interprocess,
+            timing,
+        };
+        let event = sim(d.devices[ordinal as usize].device.create_event(flags))?;
+        let id = d.new_handle();
+        let entry = EventEntry {
+            event: Arc::new(event),
+            ordinal,
+        };
+        lock(&d.events).insert(id, entry);
+        // SAFETY: `ph_event` is not null and valid for a write (the caller's contract).
+        unsafe { put(ph_event, std::ptr::without_provenance_mut::<CUevent_st>(id)) }
+    })
+}
+
+/// Destroys an event.
+#[no_mangle]
+pub unsafe extern "C" fn cuEventDestroy_v2(h_event: CUevent) -> CUresult {
+    guard(|| {
+        let d = driver()?;
+        current(d)?;
+        let entry = lock(&d.events).remove(&h_event.addr());
+        entry.map(drop).ok_or(cuda::INVALID_HANDLE)
+    })
+}
+
+/// Records the event on the stream, after the work queued before it.
+#[no_mangle]
+pub unsafe extern "C" fn cuEventRecord(h_event: CUevent, h_stream: CUstream) -> CUresult {
+    guard(|| {
+        let d = driver()?;
+        let event = event_of(d, h_event)?;
+        let (stream, ordinal) = stream_of(d, h_stream)?;
+        sim(d.devices[ordinal as usize]
+            .device
+            .record_event(&stream, &event))
+    })
+}
+
+/// `CUDA_SUCCESS` when the work before the event's last record has run,
+/// `CUDA_ERROR_NOT_READY` while some is pending.
+#[no_mangle]
+pub unsafe extern "C" fn cuEventQuery(h_event: CUevent) -> CUresult {
+    guard(|| {
+        let event = event_of(driver()?, h_event)?;
+        match sim(event.query())? {
+            true => Ok(()),
+            false => Err(cuda::NOT_READY),
+        }
+    })
+}
+
+/// Waits until the work before the event's last record has run.
+#[no_mangle]
+pub unsafe extern "C" fn cuEventSynchronize(h_event: CUevent) -> CUresult {
+    guard(|| {
+        let event = event_of(driver()?, h_event)?;
+        sim(event.wait(WaitOptions::default()))
+    })
+}
+
+/// Makes later work of the stream wait for the event's last record
+/// (`flags` must be 0).
+#[no_mangle]
+pub unsafe extern "C" fn cuStreamWaitEvent(
+    h_stream: CUstream,
+    h_event: CUevent,
+    flags: c_uint,
+) -> CUresult {
+    guard(|| {
+        if flags != 0 {
+            return Err(cuda::INVALID_VALUE);
+        }
+        let d = driver()?;
+        let event = event_of(d, h_event)?;
+        let (stream, ordinal) = stream_of(d, h_stream)?;
+        sim(d.devices[ordinal as usize]
+            .device
+            .stream_wait_event(&stream, &event))
+    })
+}

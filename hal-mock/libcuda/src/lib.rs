@@ -1,0 +1,155 @@
+//! # hal-mock-libcuda: a stand-in `libcuda.so.1` built on the simulator
+//!
+//! This crate builds `libhal_mock_libcuda.so`, a shared library that
+//! exports the CUDA driver entry points listed in [`EXPORTED`] with the C
+//! ABI, under the names a loader resolves (`cuMemAlloc_v2`,
+//! `cuCtxPushCurrent_v2`, ...; see `hal_core::vendor::cuda::entry`). A
+//! program that loads the driver with `dlopen` / `libloading` loads this
+//! file instead (hal-cuda: `HAL_CUDA_LIBRARY=/path/to/libhal_mock_libcuda.so`)
+//! and runs without a GPU, against one process-wide
+//! [`hal_mock::MockBackend`] with the CUDA-like profile.
+//!
+//! ## What it answers
+//!
+//! As driver 580 does (`shared/vendor/cuda.md`, "Measured on an H200")
+//! for what this first slice covers:
+//!
+//! - Before a successful `cuInit(0)`, every call answers
+//!   `CUDA_ERROR_NOT_INITIALIZED` (3), except `cuGetErrorName`,
+//!   `cuGetErrorString` and `cuDriverGetVersion` (12080). `cuInit` with
+//!   flags other than 0 is `CUDA_ERROR_INVALID_VALUE` (1); with no visible
+//!   device it is `CUDA_ERROR_NO_DEVICE` (100), and so are later `cuInit`s.
+//! - Devices are the simulator's (4 × 16 GiB by default): `HAL_MOCK_DEVICES`
+//!   and `HAL_MOCK_VISIBLE_DEVICES` apply
+//!   ([`hal_mock::Profile::with_env_overrides`]), then `CUDA_VISIBLE_DEVICES`
+//!   (indices or `GPU-` UUID prefixes, the list ending at the first entry
+//!   that names no device, as the driver reads it). An ordinal past the
+//!   count is `CUDA_ERROR_INVALID_DEVICE` (101).
+//! - Contexts: one primary context per device, reference counted by
+//!   `cuDevicePrimaryCtxRetain` / `cuDevicePrimaryCtxRelease_v2`; releasing
+//!   the last reference destroys what it owns (allocations, streams,
+//!   events). Each thread has its own context stack. Memory, stream and
+//!   event calls with no current context, or with a current primary
+//!   context that is not retained, answer `CUDA_ERROR_INVALID_CONTEXT` (201).
+//! - Memory: device pointers are the simulator's device addresses, never
+//!   dereferenced; a pointer may point inside an allocation, and a range
+//!   that leaves its allocation is `CUDA_ERROR_INVALID_VALUE`, as is freeing
+//!   anything but the base of a live allocation of the matching kind.
+//!   Synchronous copies first wait for the context's default stream and its
+//!   blocking streams (the legacy default stream's ordering).
+//! - Streams and events run on the simulator's streams: `cuStreamQuery` and
+//!   `cuEventQuery` answer `CUDA_ERROR_NOT_READY` (600) while work is
+//!   pending. The null stream, `CU_STREAM_LEGACY` and `CU_STREAM_PER_THREAD`
+//!   are the current context's default stream. An unknown stream or event
+//!   handle is `CUDA_ERROR_INVALID_HANDLE` (400).
+//! - A null output pointer is `CUDA_ERROR_INVALID_VALUE`, except for
+//!   `cuCtxPopCurrent_v2`, whose output the driver makes optional.
+//! - A panic inside an entry point never crosses the C boundary: the call
+//!   answers `CUDA_ERROR_UNKNOWN` (999).
+//!
+//! Parameters that are C enums (the `CUresult` of `cuGetErrorName` and
+//! `cuGetErrorString`, the `CUdevice_attribute` of `cuDeviceGetAttribute`)
+//! are taken as their integer, the same ABI, so that a number outside
+//! cudarc's enum is answered rather than being undefined behaviour.
+//!
+//! ## Safety
+//!
+//! Every entry point is an `unsafe extern "C" fn` with the CUDA driver
+//! API's contract: pointers are null or valid for what the driver documents
+//! (an output pointer for one write of its type, a host buffer for `n`
+//! bytes). Device pointers and handles are never dereferenced: any value is
+//! answered.
+//!
+//! ## How the shared library gets built
+//!
+//! The package's library target has `crate-type = ["cdylib", "rlib"]`, and
+//! cargo compiles every crate type of a library in one `rustc` call, also
+//! when the library is built as a dependency: the build `cargo test
+//! --workspace` makes to link this package's integration tests (they use
+//! [`EXPORTED`]) writes `target/<profile>/deps/libhal_mock_libcuda.so`
+//! (a cdylib's name has no hash) before any test runs. Checked from an
+//! empty target folder: after `cargo test --workspace` the library is in
+//! `deps/` only; the copy in `target/<profile>/libhal_mock_libcuda.so`
+//! appears when the package is built on its own (`cargo build`,
+//! `cargo build -p hal-mock-libcuda`), and may then be older than the one in
+//! `deps/`. The tests load the one beside their executable (in `deps/`),
+//! falling back to the other; another crate's tests do the same after a
+//! dev-dependency on this package, which makes cargo build it.
+#![deny(missing_docs)]
+#![cfg(target_os = "linux")]
+// The entry points' safety contract is the driver API's, stated once above.
+#![allow(clippy::missing_safety_doc)]
+// The exported names are the driver's.
+#![allow(non_snake_case)]
+
+mod abi;
+mod context;
+mod device;
+mod error;
+mod event;
+mod hostreg;
+mod managed;
+mod memory;
+mod state;
+mod stream;
+mod strings;
+mod visible;
+
+pub use context::*;
+pub use device::*;
+pub use event::*;
+pub use hostreg::*;
+pub use managed::*;
+pub use memory::*;
+pub use stream::*;
+pub use strings::*;
+
+/// Every symbol this library exports, as `dlsym` resolves them.
+pub const EXPORTED: &[&str] = &[
+    "cuGetErrorName",
+    "cuGetErrorString",
+    "cuInit",
+    "cuDriverGetVersion",
+    "cuDeviceGetCount",
+    "cuDeviceGet",
+    "cuDeviceGetName",
+    "cuDeviceGetUuid",
+    "cuDeviceGetUuid_v2",
+    "cuDeviceTotalMem_v2",
+    "cuDeviceGetAttribute",
+    "cuDevicePrimaryCtxRetain",
+    "cuDevicePrimaryCtxRelease_v2",
+    "cuCtxPushCurrent_v2",
+    "cuCtxPopCurrent_v2",
+    "cuCtxGetCurrent",
+    "cuCtxSetCurrent",
+    "cuCtxSynchronize",
+    "cuMemAlloc_v2",
+    "cuMemFree_v2",
+    "cuMemAllocHost_v2",
+    "cuMemFreeHost",
+    "cuMemAllocManaged",
+    "cuMemGetAddressRange_v2",
+    "cuMemcpyHtoD_v2",
+    "cuMemcpyDtoH_v2",
+    "cuMemcpyDtoD_v2",
+    "cuStreamCreate",
+    "cuStreamDestroy_v2",
+    "cuStreamSynchronize",
+    "cuStreamQuery",
+    "cuMemcpyHtoDAsync_v2",
+    "cuMemcpyDtoHAsync_v2",
+    "cuMemsetD8Async",
+    "cuStreamWaitEvent",
+    "cuMemcpyAsync",
+    "cuMemAdvise_v2",
+    "cuMemPrefetchAsync_v2",
+    "cuMemHostRegister_v2",
+    "cuMemHostGetDevicePointer_v2",
+    "cuMemHostUnregister",
+    "cuEventCreate",
+    "cuEventDestroy_v2",
+    "cuEventRecord",
+    "cuEventQuery",
+    "cuEventSynchronize",
+];

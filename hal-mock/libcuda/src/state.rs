@@ -1,0 +1,279 @@
+//! The process-wide driver state: the simulator backend made by `cuInit`,
+//! its devices and their primary contexts, and the tables of allocations,
+//! streams and events that the opaque handles name.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use hal_core::vendor::{cuda, Code};
+use hal_core::{Backend, Device, Memory};
+use hal_mock::{MockAllocation, MockBackend, MockDevice, MockEvent, MockStream};
+
+use crate::error::sim;
+use crate::visible;
+
+/// Lock a mutex, taking the data of a poisoned one: a panic caught at the
+/// C boundary must not make every later call fail.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What kind of memory an allocation is, by the call that made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// `cuMemAlloc_v2`.
+    Device,
+    /// `cuMemAllocHost_v2`.
+    Host,
+    /// `cuMemAllocManaged`.
+    Managed,
+}
+
+/// An allocation of the table, keyed by its address.
+pub(crate) struct Block {
+    /// The simulator's memory.
+    pub(crate) alloc: Arc<MockAllocation>,
+    /// The device whose context made it.
+    pub(crate) ordinal: u32,
+    /// Which call made it.
+    pub(crate) kind: Kind,
+}
+
+/// What [`Driver::find`] found.
+pub(crate) struct Found {
+    /// The allocation.
+    pub(crate) alloc: Arc<MockAllocation>,
+    /// Its address.
+    pub(crate) base: u64,
+    /// The offset of the pointer looked up.
+    pub(crate) offset: u64,
+    /// Which call made it.
+    pub(crate) kind: Kind,
+}
+
+/// A stream of the table.
+pub(crate) struct StreamEntry {
+    /// The simulator's stream.
+    pub(crate) stream: Arc<MockStream>,
+    /// The device whose context made it.
+    pub(crate) ordinal: u32,
+    /// Created without `CU_STREAM_NON_BLOCKING`: synchronous copies wait for it.
+    pub(crate) blocking: bool,
+}
+
+/// An event of the table.
+pub(crate) struct EventEntry {
+    /// The simulator's event.
+    pub(crate) event: Arc<MockEvent>,
+    /// The device whose context made it.
+    pub(crate) ordinal: u32,
+}
+
+/// The primary context of one device.
+#[derive(Default)]
+pub(crate) struct Primary {
+    /// `cuDevicePrimaryCtxRetain` minus `cuDevicePrimaryCtxRelease_v2`:
+    /// the context is active while this is above zero.
+    pub(crate) refs: u32,
+    /// The context's default (null) stream, made on first use.
+    pub(crate) default_stream: Option<Arc<MockStream>>,
+}
+
+/// One device this process sees.
+pub(crate) struct Dev {
+    /// The simulator's device.
+    pub(crate) device: MockDevice,
+    /// The primary context's handle: the address of this box, never read
+    /// through, stable for the life of the process.
+    token: Box<u64>,
+    /// The primary context's state.
+    pub(crate) primary: Mutex<Primary>,
+}
+
+impl Dev {
+    /// The `CUcontext` value of this device's primary context.
+    pub(crate) fn context_addr(&self) -> usize {
+        std::ptr::from_ref::<u64>(&*self.token).addr()
+    }
+}
+
+/// The driver after a successful `cuInit`.
+pub(crate) struct Driver {
+    /// The simulator (kept so that its devices stay one backend instance).
+    _backend: MockBackend,
+    /// The devices, by ordinal.
+    pub(crate) devices: Vec<Dev>,
+    /// Allocations by address.
+    pub(crate) memory: Mutex<BTreeMap<u64, Block>>,
+    /// Streams by handle.
+    pub(crate) streams: Mutex<HashMap<usize, StreamEntry>>,
+    /// Events by handle.
+    pub(crate) events: Mutex<HashMap<usize, EventEntry>>,
+    /// Registered host memory by its first address.
+    pub(crate) registered: Mutex<BTreeMap<u64, hal_core::RegisteredHost>>,
+    /// The next stream or event handle.
+    next_handle: AtomicUsize,
+}
+
+/// The first stream or event handle; they step by 16, so that none is
+/// null, `CU_STREAM_LEGACY` (1) or `CU_STREAM_PER_THREAD` (2).
+const FIRST_HANDLE: usize = 0x10_0000;
+
+static DRIVER: OnceLock<Result<Driver, Code>> = OnceLock::new();
+
+/// `cuInit`: make the driver once; later calls answer what the first did.
+pub(crate) fn init() -> Result<(), Code> {
+    match DRIVER.get_or_init(Driver::new) {
+        Ok(_) => Ok(()),
+        Err(code) => Err(*code),
+    }
+}
+
+/// The driver, or `CUDA_ERROR_NOT_INITIALIZED` before a successful `cuInit`.
+pub(crate) fn driver() -> Result<&'static Driver, Code> {
+    match DRIVER.get() {
+        Some(Ok(d)) => Ok(d),
+        _ => Err(cuda::NOT_INITIALIZED),
+    }
+}
+
+impl Driver {
+    fn new() -> Result<Driver, Code> {
+        let profile = visible::profile()?;
+        let backend = MockBackend::new(profile);
+        let count = sim(backend.devices())?.len();
+        if count == 0 {
+            return Err(cuda::NO_DEVICE);
+        }
+        let devices = (0..count)
+            .map(|i| {
+                let ordinal = u32::try_from(i).map_err(|_| cuda::INVALID_DEVICE)?;
+                Ok(Dev {
+                    device: sim(backend.open(ordinal))?,
+                    token: Box::new(u64::from(ordinal)),
+                    primary: Mutex::new(Primary::default()),
+                })
+            })
+            .collect::<Result<Vec<_>, Code>>()?;
+        Ok(Driver {
+            _backend: backend,
+            devices,
+            memory: Mutex::new(BTreeMap::new()),
+            streams: Mutex::new(HashMap::new()),
+            events: Mutex::new(HashMap::new()),
+            registered: Mutex::new(BTreeMap::new()),
+            next_handle: AtomicUsize::new(FIRST_HANDLE),
+        })
+    }
+
+    /// The device `dev`, or `CUDA_ERROR_INVALID_DEVICE`.
+    pub(crate) fn dev(&self, dev: i32) -> Result<&Dev, Code> {
+        usize::try_from(dev)
+            .ok()
+            .and_then(|i| self.devices.get(i))
+            .ok_or(cuda::INVALID_DEVICE)
+    }
+
+    /// The ordinal of the device whose primary context is `ctx`.
+    pub(crate) fn ordinal_of_context(&self, ctx: usize) -> Option<u32> {
+        self.devices
+            .iter()
+            .position(|d| d.context_addr() == ctx)
+            .and_then(|i| u32::try_from(i).ok())
+    }
+
+    /// A new stream or event handle.
+    pub(crate) fn new_handle(&self) -> usize {
+        self.next_handle.fetch_add(16, Ordering::Relaxed)
+    }
+
+    /// The allocation holding `ptr..ptr + len` (at least the byte at `ptr`
+    /// when `len` is 0), the offset of `ptr` in it and its kind;
+    /// `CUDA_ERROR_INVALID_VALUE` when no allocation holds the range.
+    pub(crate) fn find(&self, ptr: u64, len: u64) -> Result<Found, Code> {
+        let memory = lock(&self.memory);
+        let (&base, block) = memory
+            .range(..=ptr)
+            .next_back()
+            .ok_or(cuda::INVALID_VALUE)?;
+        let offset = ptr - base;
+        let end = offset.checked_add(len).ok_or(cuda::INVALID_VALUE)?;
+        if offset >= block.alloc.len() || end > block.alloc.len() {
+            return Err(cuda::INVALID_VALUE);
+        }
+        Ok(Found {
+            alloc: Arc::clone(&block.alloc),
+            base,
+            offset,
+            kind: block.kind,
+        })
+    }
+
+    /// The default stream of device `ordinal`'s primary context, made on
+    /// first use.
+    pub(crate) fn default_stream(&self, ordinal: u32) -> Result<Arc<MockStream>, Code> {
+        let dev = &self.devices[ordinal as usize];
+        let mut primary = lock(&dev.primary);
+        if let Some(s) = &primary.default_stream {
+            return Ok(Arc::clone(s));
+        }
+        let s = Arc::new(sim(dev.device.create_stream())?);
+        primary.default_stream = Some(Arc::clone(&s));
+        Ok(s)
+    }
+
+    /// Wait for the work a synchronous call of device `ordinal`'s context
+    /// is ordered after: its default stream and its blocking streams (the
+    /// legacy default stream's rule).
+    pub(crate) fn sync_blocking(&self, ordinal: u32) -> Result<(), Code> {
+        let dev = &self.devices[ordinal as usize];
+        let mut streams: Vec<Arc<MockStream>> = lock(&self.streams)
+            .values()
+            .filter(|s| s.ordinal == ordinal && s.blocking)
+            .map(|s| Arc::clone(&s.stream))
+            .collect();
+        streams.extend(lock(&dev.primary).default_stream.clone());
+        for s in streams {
+            sim(dev.device.synchronize(&s, None))?;
+        }
+        Ok(())
+    }
+
+    /// Destroy what device `ordinal`'s primary context owns, as the driver
+    /// does when its last reference is released: allocations, streams,
+    /// events and the default stream. Dropped outside the locks (a stream
+    /// drains its queue on drop).
+    pub(crate) fn destroy_context(&self, ordinal: u32) {
+        let dev = &self.devices[ordinal as usize];
+        let default = lock(&dev.primary).default_stream.take();
+        let blocks: Vec<Block> = {
+            let mut memory = lock(&self.memory);
+            let gone: Vec<u64> = memory
+                .iter()
+                .filter(|(_, b)| b.ordinal == ordinal)
+                .map(|(&a, _)| a)
+                .collect();
+            gone.iter().filter_map(|a| memory.remove(a)).collect()
+        };
+        let streams: Vec<StreamEntry> = {
+            let mut table = lock(&self.streams);
+            let gone: Vec<usize> = table
+                .iter()
+                .filter(|(_, s)| s.ordinal == ordinal)
+                .map(|(&h, _)| h)
+                .collect();
+            gone.iter().filter_map(|h| table.remove(h)).collect()
+        };
+        let events: Vec<EventEntry> = {
+            let mut table = lock(&self.events);
+            let gone: Vec<usize> = table
+                .iter()
+                .filter(|(_, e)| e.ordinal == ordinal)
+                .map(|(&h, _)| h)
+                .collect();
+            gone.iter().filter_map(|h| table.remove(h)).collect()
+        };
+        drop((default, streams, events, blocks));
+    }
+}

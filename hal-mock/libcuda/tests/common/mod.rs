@@ -1,0 +1,169 @@
+//! Loading the built `libhal_mock_libcuda.so` and its entry points, as a
+//! program that loads the driver does.
+#![allow(dead_code, non_snake_case)]
+
+use std::ffi::{c_char, c_int, c_uchar, c_uint, c_void};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use cudarc::driver::sys::{
+    CUcontext, CUdevice, CUdeviceptr, CUevent, CUmemLocation, CUresult, CUstream, CUuuid,
+};
+use libloading::Library;
+
+/// The shared library cargo built with this package's library target:
+/// `target/<profile>/deps/libhal_mock_libcuda.so`, beside the test
+/// executable. Every build of the library writes it there, the one
+/// `cargo test --workspace` makes for these tests included; the copy in
+/// `target/<profile>` appears only when the package is built on its own
+/// (`cargo build`), and may be older, so it is the fallback.
+pub fn library_path() -> PathBuf {
+    const NAME: &str = "libhal_mock_libcuda.so";
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let deps = exe.parent().expect("the deps folder");
+    let candidates = [
+        deps.join(NAME),
+        deps.parent().expect("the profile folder").join(NAME),
+    ];
+    candidates
+        .iter()
+        .find(|p| p.exists())
+        .unwrap_or_else(|| {
+            panic!("none of {candidates:?}: cargo builds it with the package's library")
+        })
+        .clone()
+}
+
+/// The library, loaded once for the process.
+pub fn library() -> &'static Library {
+    static LIB: OnceLock<Library> = OnceLock::new();
+    LIB.get_or_init(|| {
+        // SAFETY: the stand-in's initialisers do nothing but set up Rust statics.
+        unsafe { Library::new(library_path()) }.expect("load the stand-in libcuda")
+    })
+}
+
+macro_rules! entry_points {
+    ($($name:ident: fn($($arg:ty),*);)*) => {
+        /// The entry points, resolved by name.
+        #[derive(Clone, Copy)]
+        pub struct Cu {
+            $(pub $name: unsafe extern "C" fn($($arg),*) -> CUresult,)*
+        }
+
+        /// Resolve every entry point of [`Cu`].
+        pub fn cu() -> &'static Cu {
+            static CU: OnceLock<Cu> = OnceLock::new();
+            CU.get_or_init(|| {
+                let lib = library();
+                Cu {
+                    $($name: {
+                        // SAFETY: the symbol is the stand-in's function of this signature.
+                        let s = unsafe {
+                            lib.get::<unsafe extern "C" fn($($arg),*) -> CUresult>(stringify!($name))
+                        };
+                        *s.unwrap_or_else(|e| panic!("{}: {e}", stringify!($name)))
+                    },)*
+                }
+            })
+        }
+    };
+}
+
+entry_points! {
+    cuGetErrorName: fn(c_uint, *mut *const c_char);
+    cuGetErrorString: fn(c_uint, *mut *const c_char);
+    cuInit: fn(c_uint);
+    cuDriverGetVersion: fn(*mut c_int);
+    cuDeviceGetCount: fn(*mut c_int);
+    cuDeviceGet: fn(*mut CUdevice, c_int);
+    cuDeviceGetName: fn(*mut c_char, c_int, CUdevice);
+    cuDeviceGetUuid: fn(*mut CUuuid, CUdevice);
+    cuDeviceGetUuid_v2: fn(*mut CUuuid, CUdevice);
+    cuDeviceTotalMem_v2: fn(*mut usize, CUdevice);
+    cuDeviceGetAttribute: fn(*mut c_int, c_int, CUdevice);
+    cuDevicePrimaryCtxRetain: fn(*mut CUcontext, CUdevice);
+    cuDevicePrimaryCtxRelease_v2: fn(CUdevice);
+    cuCtxPushCurrent_v2: fn(CUcontext);
+    cuCtxPopCurrent_v2: fn(*mut CUcontext);
+    cuCtxGetCurrent: fn(*mut CUcontext);
+    cuCtxSetCurrent: fn(CUcontext);
+    cuCtxSynchronize: fn();
+    cuMemAlloc_v2: fn(*mut CUdeviceptr, usize);
+    cuMemFree_v2: fn(CUdeviceptr);
+    cuMemAllocHost_v2: fn(*mut *mut c_void, usize);
+    cuMemFreeHost: fn(*mut c_void);
+    cuMemAllocManaged: fn(*mut CUdeviceptr, usize, c_uint);
+    cuMemGetAddressRange_v2: fn(*mut CUdeviceptr, *mut usize, CUdeviceptr);
+    cuMemcpyHtoD_v2: fn(CUdeviceptr, *const c_void, usize);
+    cuMemcpyDtoH_v2: fn(*mut c_void, CUdeviceptr, usize);
+    cuMemcpyDtoD_v2: fn(CUdeviceptr, CUdeviceptr, usize);
+    cuStreamCreate: fn(*mut CUstream, c_uint);
+    cuStreamDestroy_v2: fn(CUstream);
+    cuStreamSynchronize: fn(CUstream);
+    cuStreamQuery: fn(CUstream);
+    cuMemcpyHtoDAsync_v2: fn(CUdeviceptr, *const c_void, usize, CUstream);
+    cuMemcpyDtoHAsync_v2: fn(*mut c_void, CUdeviceptr, usize, CUstream);
+    cuMemsetD8Async: fn(CUdeviceptr, c_uchar, usize, CUstream);
+    cuEventCreate: fn(*mut CUevent, c_uint);
+    cuEventDestroy_v2: fn(CUevent);
+    cuEventRecord: fn(CUevent, CUstream);
+    cuEventQuery: fn(CUevent);
+    cuEventSynchronize: fn(CUevent);
+    cuStreamWaitEvent: fn(CUstream, CUevent, c_uint);
+    cuMemcpyAsync: fn(CUdeviceptr, CUdeviceptr, usize, CUstream);
+    cuMemAdvise_v2: fn(CUdeviceptr, usize, c_uint, CUmemLocation);
+    cuMemPrefetchAsync_v2: fn(CUdeviceptr, usize, CUmemLocation, c_uint, CUstream);
+    cuMemHostRegister_v2: fn(*mut c_void, usize, c_uint);
+    cuMemHostGetDevicePointer_v2: fn(*mut CUdeviceptr, *mut c_void, c_uint);
+    cuMemHostUnregister: fn(*mut c_void);
+}
+
+/// `CUDA_SUCCESS`.
+pub const OK: CUresult = CUresult::CUDA_SUCCESS;
+
+/// Initialise the driver (again: later calls answer what the first did).
+pub fn init() -> &'static Cu {
+    let cu = cu();
+    // SAFETY: plain call with no pointers.
+    assert_eq!(unsafe { (cu.cuInit)(0) }, OK);
+    cu
+}
+
+/// Retain device `dev`'s primary context and push it on this thread;
+/// [`Current::drop`] pops and releases it.
+pub struct Current {
+    pub dev: CUdevice,
+    pub ctx: CUcontext,
+}
+
+impl Current {
+    pub fn on(dev: CUdevice) -> Current {
+        let cu = init();
+        let mut ctx = std::ptr::null_mut();
+        // SAFETY: valid output pointer; the context handle is the library's.
+        unsafe {
+            assert_eq!((cu.cuDevicePrimaryCtxRetain)(&mut ctx, dev), OK);
+            assert_eq!((cu.cuCtxPushCurrent_v2)(ctx), OK);
+        }
+        Current { dev, ctx }
+    }
+}
+
+impl Drop for Current {
+    fn drop(&mut self) {
+        let cu = cu();
+        let mut popped = std::ptr::null_mut();
+        // SAFETY: valid output pointer.
+        let (pop, release) = unsafe {
+            (
+                (cu.cuCtxPopCurrent_v2)(&mut popped),
+                (cu.cuDevicePrimaryCtxRelease_v2)(self.dev),
+            )
+        };
+        if !std::thread::panicking() {
+            assert_eq!((pop, release), (OK, OK));
+            assert_eq!(popped, self.ctx);
+        }
+    }
+}
