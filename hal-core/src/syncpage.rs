@@ -169,6 +169,18 @@ impl SyncPage {
         self.mem.map().atomic_u32(offset)
     }
 
+    /// The page's first byte in this process, for a device that must reach
+    /// the page (registered host memory whose words streams write and wait
+    /// on): [`PAGE_LEN`] bytes, page-aligned.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.mem.map().as_ptr()
+    }
+
+    /// The offset of word `i` in the page.
+    pub const fn word_offset(i: usize) -> u64 {
+        (FIRST_WORD + 4 * i) as u64
+    }
+
     /// Wake every waiter sleeping on word `i`, after the caller changed it:
     /// no system call when nobody sleeps on the page.
     pub fn wake(&self, i: usize) -> Result<()> {

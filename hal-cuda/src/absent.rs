@@ -1,19 +1,15 @@
 //! The resource types of operations this backend does not offer yet:
-//! imported memory, notifies, VMM physical allocations and reservations.
+//! imported memory, VMM physical allocations and reservations.
 //! No value of them can exist (the types have no variant), and the device
 //! answers [`Error::Unsupported`](hal_core::Error::Unsupported) where one
 //! would be made; the capabilities do not claim them.
 
-use hal_core::{Handle, Location, Mapping, Memory, Notify, Physical, Reservation};
-use hal_core::{PhysicalLocation, Result, ShareableHandle, WaitFuture, WaitOptions};
+use hal_core::{Handle, Location, Mapping, Memory, Physical, Reservation};
+use hal_core::{PhysicalLocation, Result, ShareableHandle};
 
 /// Memory imported from another process (not offered yet).
 #[derive(Debug)]
 pub enum CudaMapping {}
-
-/// A notify (not offered yet).
-#[derive(Debug)]
-pub enum CudaNotify {}
 
 /// A VMM physical allocation (not offered yet).
 #[derive(Debug)]
@@ -46,18 +42,6 @@ impl Memory for CudaMapping {
 
 impl Mapping for CudaMapping {
     fn handle(&self) -> &Handle {
-        match *self {}
-    }
-}
-
-impl Notify for CudaNotify {
-    fn signal(&self) -> Result<()> {
-        match *self {}
-    }
-    fn wait(&self, _opts: WaitOptions) -> Result<()> {
-        match *self {}
-    }
-    fn wait_async(&self, _opts: WaitOptions) -> WaitFuture<'_> {
         match *self {}
     }
 }

@@ -169,12 +169,16 @@ pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
     let f = driver.device_total_mem()?;
     // SAFETY: `total` is a valid place.
     driver.check("cuDeviceTotalMem_v2", unsafe { f(&mut total, dev) })?;
-    let mut capabilities = Capabilities::NONE;
+    // Notifies are host pages shared by descriptor: every device has them.
+    let mut capabilities = Capabilities::IPC_NOTIFY;
     if attribute(driver, dev, A::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY)? != 0 {
         capabilities = capabilities | Capabilities::MANAGED_MEMORY;
     }
     if attribute(driver, dev, A::CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED)? != 0 {
-        capabilities = capabilities | Capabilities::HOST_REGISTRATION;
+        // Stream-ordered notifies write and wait on registered host pages
+        // (32-bit stream memory operations are always there in CUDA 12).
+        capabilities =
+            capabilities | Capabilities::HOST_REGISTRATION | Capabilities::STREAM_ORDERED_NOTIFY;
     }
     if attribute(driver, dev, A::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS)? != 0 {
         capabilities = capabilities | Capabilities::PAGEABLE_MEMORY_ACCESS;

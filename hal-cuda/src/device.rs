@@ -14,9 +14,10 @@ use hal_core::{
     PhysicalDesc, RegisteredHost, Result, SharedHandle,
 };
 
-use crate::absent::{CudaMapping, CudaNotify, CudaPhysical, CudaReservation};
+use crate::absent::{CudaMapping, CudaPhysical, CudaReservation};
 use crate::context::Primary;
 use crate::memory::CudaAllocation;
+use crate::notify::CudaNotify;
 use crate::stream::{CudaEvent, CudaStream, RawEvent};
 use crate::sys::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUstream, Driver};
 
@@ -99,6 +100,12 @@ impl CudaDevice {
             }));
         }
         self.span(mem, offset, len)
+    }
+
+    fn stream_ordered_notify(&self) -> bool {
+        self.info
+            .capabilities
+            .contains(Capabilities::STREAM_ORDERED_NOTIFY)
     }
 
     fn check_stream(&self, stream: &CudaStream) -> Result<()> {
@@ -430,29 +437,44 @@ impl Device for CudaDevice {
         Err(absent("import_event", "IPC_EVENT"))
     }
 
-    fn create_notify_with(&self, _flags: NotifyFlags) -> Result<CudaNotify> {
-        Err(absent("create_notify", "IPC_NOTIFY"))
+    fn create_notify_with(&self, flags: NotifyFlags) -> Result<CudaNotify> {
+        if flags.device_only && !self.stream_ordered_notify() {
+            return Err(absent("a device-only notify", "STREAM_ORDERED_NOTIFY"));
+        }
+        CudaNotify::create(flags)
     }
 
-    fn record_notify(&self, _stream: &CudaStream, notify: &CudaNotify) -> Result<()> {
-        match *notify {}
+    fn record_notify(&self, stream: &CudaStream, notify: &CudaNotify) -> Result<()> {
+        if !self.stream_ordered_notify() {
+            return Err(absent("record_notify", "STREAM_ORDERED_NOTIFY"));
+        }
+        self.check_stream(stream)?;
+        notify.record(&self.primary, stream.raw)
     }
 
+    /// The stream waits until the notify is signalled, with no bound: a
+    /// device cannot give up a wait (`cuStreamWaitValue32`), so `timeout`
+    /// is not enforced here; bound the wait with
+    /// [`Device::synchronize`]'s timeout instead.
     fn stream_wait_notify(
         &self,
-        _stream: &CudaStream,
+        stream: &CudaStream,
         notify: &CudaNotify,
         _timeout: Option<Duration>,
     ) -> Result<()> {
-        match *notify {}
+        if !self.stream_ordered_notify() {
+            return Err(absent("stream_wait_notify", "STREAM_ORDERED_NOTIFY"));
+        }
+        self.check_stream(stream)?;
+        notify.stream_wait(&self.primary, stream.raw)
     }
 
-    fn export_notify(&self, notify: &CudaNotify, _opts: &ExportOptions) -> Result<Exported> {
-        match *notify {}
+    fn export_notify(&self, notify: &CudaNotify, opts: &ExportOptions) -> Result<Exported> {
+        notify.export(&self.info, opts)
     }
 
-    fn import_notify(&self, _shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaNotify> {
-        Err(absent("import_notify", "IPC_NOTIFY"))
+    fn import_notify(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaNotify> {
+        CudaNotify::import(shared)
     }
 
     fn granularity(&self, _which: Granularity) -> Result<u64> {

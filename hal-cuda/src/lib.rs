@@ -30,8 +30,11 @@
 //! | host memory is registered `PORTABLE \| DEVICEMAP` and reached at `cuMemHostGetDevicePointer` | `managed.rs` |
 //! | a stream keeps the host bytes of its queued copies until it ran them | `device.rs`, `stream.rs` |
 //!
-//! Sharing between processes (legacy IPC, IPC events, notifies on
-//! registered shared pages) and VMM are not offered by this version: the capabilities do not claim them and the
+//! Notifies are words of a shared page signalled and waited on by the host
+//! and shared across processes by descriptor (`notify.rs`). Sharing memory
+//! and events between processes (legacy IPC, IPC events), stream-ordered
+//! notifies (`cuStreamWriteValue32` / `cuStreamWaitValue32`) and VMM are
+//! not offered by this version: the capabilities do not claim them and the
 //! calls answer `Unsupported`.
 #![deny(missing_docs)]
 
@@ -43,14 +46,16 @@ mod loader;
 mod lock;
 mod managed;
 mod memory;
+mod notify;
 mod result;
 mod stream;
 mod sys;
 
-pub use absent::{CudaMapping, CudaNotify, CudaPhysical, CudaReservation};
+pub use absent::{CudaMapping, CudaPhysical, CudaReservation};
 pub use backend::CudaBackend;
 pub use device::CudaDevice;
 pub use loader::{LIBRARY_NAME, LIBRARY_VAR};
 pub use memory::CudaAllocation;
+pub use notify::CudaNotify;
 pub use stream::{CudaEvent, CudaStream};
 pub use sys::RESOLVED;

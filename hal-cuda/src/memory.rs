@@ -106,13 +106,23 @@ impl Memory for CudaAllocation {
     }
 }
 
+/// Leases count importers of exported memory, which this backend does not
+/// export yet.
+fn no_leases(operation: &str) -> hal_core::Error {
+    hal_core::Error::unsupported(
+        "cuda",
+        operation,
+        "this backend does not export memory yet, so it counts no importers \
+         (Capabilities::LEASES is absent)",
+    )
+}
+
 impl Allocation for CudaAllocation {
-    /// No importer can hold it yet: this backend does not export memory.
     fn importers(&self) -> Result<usize> {
-        Ok(0)
+        Err(no_leases("importers"))
     }
 
     fn wait_unleased(&self, _timeout: Option<std::time::Duration>) -> Result<()> {
-        Ok(())
+        Err(no_leases("wait_unleased"))
     }
 }

@@ -160,6 +160,10 @@ entries! {
     stream_destroy = entry::STREAM_DESTROY_V2 => fn(CUstream);
     /// `cuStreamQuery`.
     stream_query = entry::STREAM_QUERY => fn(CUstream);
+    /// `cuStreamWriteValue32_v2`.
+    stream_write_value32 = entry::STREAM_WRITE_VALUE32_V2 => fn(CUstream, CUdeviceptr, c_uint, c_uint);
+    /// `cuStreamWaitValue32_v2`.
+    stream_wait_value32 = entry::STREAM_WAIT_VALUE32_V2 => fn(CUstream, CUdeviceptr, c_uint, c_uint);
     /// `cuStreamWaitEvent`.
     stream_wait_event = entry::STREAM_WAIT_EVENT => fn(CUstream, CUevent, c_uint);
     /// `cuEventCreate`.

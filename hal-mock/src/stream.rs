@@ -52,6 +52,35 @@ pub(crate) enum Op {
         sync: Arc<SyncWords>,
         timeout: Option<Duration>,
     },
+    /// Store a value into a word of registered host memory
+    /// (`cuStreamWriteValue32`).
+    WriteWord { word: HostWord, value: u32 },
+    /// Hold the stream until a word of registered host memory holds a value
+    /// (`cuStreamWaitValue32`), looking at it as a device does: by polling.
+    WaitWord { word: HostWord, value: u32 },
+}
+
+/// A 32-bit word of host memory registered with the device, which stream
+/// operations read and write.
+pub(crate) struct HostWord(*const std::sync::atomic::AtomicU32);
+
+// SAFETY: the word is shared memory accessed only atomically; `HostWord::new`'s
+// caller keeps it mapped until the stream ran the operation.
+unsafe impl Send for HostWord {}
+
+impl HostWord {
+    /// # Safety
+    ///
+    /// `addr` is a 4-byte aligned word of memory mapped in this process
+    /// that stays mapped until the operation holding it ran.
+    pub(crate) unsafe fn new(addr: u64) -> HostWord {
+        HostWord(addr as usize as *const std::sync::atomic::AtomicU32)
+    }
+
+    fn get(&self) -> &std::sync::atomic::AtomicU32 {
+        // SAFETY: aligned and mapped while the operation exists (`new`'s contract).
+        unsafe { &*self.0 }
+    }
 }
 
 #[derive(Default)]
@@ -271,6 +300,20 @@ fn execute(dev: &DevRef, op: Op, closing: &AtomicBool) -> Result<()> {
             sync.sleep_until_reached(target, None)?;
         },
         Op::Signal { sync } => sync.signal(),
+        Op::WriteWord { word, value } => {
+            word.get().store(value, Ordering::Release);
+            Ok(())
+        }
+        Op::WaitWord { word, value } => loop {
+            if word.get().load(Ordering::Acquire) == value {
+                return Ok(());
+            }
+            if closing.load(Ordering::Acquire) {
+                return Err(abandoned());
+            }
+            dev.alive()?;
+            std::thread::sleep(Duration::from_micros(50));
+        },
         Op::WaitNotify { sync, timeout } => {
             let start = Instant::now();
             loop {

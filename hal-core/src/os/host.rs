@@ -118,6 +118,14 @@ impl HostRegistry {
         Ok(())
     }
 
+    /// True when `addr..addr + len` lies inside one registered range.
+    pub fn contains(&self, addr: u64, len: u64) -> bool {
+        let ranges = self.ranges.lock().unwrap_or_else(|p| p.into_inner());
+        ranges
+            .iter()
+            .any(|(s, l)| *s <= addr && addr.checked_add(len).is_some_and(|end| end <= s + l))
+    }
+
     /// Forget `range` (its registration ended).
     pub fn release(&self, range: &HostRange) {
         let key = (range.addr(), range.len());
@@ -173,7 +181,13 @@ mod tests {
         let half =
             unsafe { HostRange::new(map.as_ptr().wrapping_add(page as usize), page) }.unwrap();
         assert_eq!(registry.claim(&half), Err((range.addr(), range.len())));
+        assert!(registry.contains(range.addr() + 8, 4));
+        assert!(
+            !registry.contains(range.addr() + 2 * page - 2, 4),
+            "runs past the end"
+        );
         registry.release(&range);
+        assert!(!registry.contains(range.addr() + 8, 4));
         registry.claim(&half).unwrap();
         assert!(!is_mapped(0, page), "the zero page is never mapped");
     }

@@ -89,6 +89,7 @@ mod error;
 mod event;
 mod hostreg;
 mod managed;
+mod memops;
 mod memory;
 mod state;
 mod stream;
@@ -100,6 +101,7 @@ pub use device::*;
 pub use event::*;
 pub use hostreg::*;
 pub use managed::*;
+pub use memops::*;
 pub use memory::*;
 pub use stream::*;
 pub use strings::*;
@@ -147,6 +149,8 @@ pub const EXPORTED: &[&str] = &[
     "cuMemHostRegister_v2",
     "cuMemHostGetDevicePointer_v2",
     "cuMemHostUnregister",
+    "cuStreamWriteValue32_v2",
+    "cuStreamWaitValue32_v2",
     "cuEventCreate",
     "cuEventDestroy_v2",
     "cuEventRecord",

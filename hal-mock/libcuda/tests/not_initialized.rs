@@ -75,6 +75,8 @@ fn every_call_before_cu_init_is_not_initialized() {
             (cu.cuMemHostRegister_v2)(null_mut(), 1, 0),
             (cu.cuMemHostGetDevicePointer_v2)(null_mut(), null_mut(), 0),
             (cu.cuMemHostUnregister)(null_mut()),
+            (cu.cuStreamWriteValue32_v2)(h.cast(), 0, 1, 0),
+            (cu.cuStreamWaitValue32_v2)(h.cast(), 0, 1, 1),
         ];
         assert_eq!(
             answers.len() + 4,

@@ -12,7 +12,7 @@ use crate::device::{ListKind, MockDevice};
 use crate::fault::FaultOp;
 use crate::memory::Payload;
 use crate::rules;
-use crate::stream::{MockStream, Op};
+use crate::stream::{HostWord, MockStream, Op};
 use crate::sync::{MockEvent, MockNotify};
 use crate::vendor::Api;
 
@@ -208,5 +208,55 @@ impl MockDevice {
         on.enter(Api::NotifyImport, Some(FaultOp::Import))?;
         let mut taken = self.take_fds_leased(&mut shared, 1)?;
         MockNotify::open(&on, taken.fds.remove(0), taken.lease)
+    }
+}
+
+impl MockDevice {
+    /// The checks of a stream memory operation on `addr`: stream-ordered
+    /// notifies, this device's stream, an aligned word of registered host
+    /// memory (the vendor's invalid-value code otherwise).
+    fn host_word(&self, stream: &MockStream, addr: u64, what: &str) -> Result<()> {
+        self.dev
+            .require(Capabilities::STREAM_ORDERED_NOTIFY, what)?;
+        self.dev.check_owner(&stream.dev, "stream", true)?;
+        if addr % 4 != 0 || !self.dev.shared.host_registered.contains(addr, 4) {
+            return Err(self.dev.err(
+                self.dev.vendor().invalid_value(),
+                format!("{what}: {addr:#x} is not an aligned word of registered host memory"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Queue storing `value` into the word at `addr` of host memory
+    /// registered with this backend (`cuStreamWriteValue32`).
+    ///
+    /// # Safety
+    ///
+    /// The word stays registered (and mapped) until the stream ran the
+    /// operation.
+    pub unsafe fn write_value32(&self, stream: &MockStream, addr: u64, value: u32) -> Result<()> {
+        self.host_word(stream, addr, "cuStreamWriteValue32")?;
+        self.dev.enter(Api::NotifyRecord, None)?;
+        // SAFETY: checked aligned and registered; kept so by the caller.
+        let word = unsafe { HostWord::new(addr) };
+        stream.push(Op::WriteWord { word, value });
+        Ok(())
+    }
+
+    /// Queue holding `stream` until the word at `addr` of registered host
+    /// memory equals `value` (`cuStreamWaitValue32` with
+    /// `CU_STREAM_WAIT_VALUE_EQ`).
+    ///
+    /// # Safety
+    ///
+    /// As [`MockDevice::write_value32`].
+    pub unsafe fn wait_value32(&self, stream: &MockStream, addr: u64, value: u32) -> Result<()> {
+        self.host_word(stream, addr, "cuStreamWaitValue32")?;
+        self.dev.enter(Api::NotifyWait, None)?;
+        // SAFETY: checked aligned and registered; kept so by the caller.
+        let word = unsafe { HostWord::new(addr) };
+        stream.push(Op::WaitWord { word, value });
+        Ok(())
     }
 }

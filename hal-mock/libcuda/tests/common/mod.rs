@@ -117,6 +117,8 @@ entry_points! {
     cuMemHostRegister_v2: fn(*mut c_void, usize, c_uint);
     cuMemHostGetDevicePointer_v2: fn(*mut CUdeviceptr, *mut c_void, c_uint);
     cuMemHostUnregister: fn(*mut c_void);
+    cuStreamWriteValue32_v2: fn(CUstream, CUdeviceptr, c_uint, c_uint);
+    cuStreamWaitValue32_v2: fn(CUstream, CUdeviceptr, c_uint, c_uint);
 }
 
 /// `CUDA_SUCCESS`.
