@@ -1,6 +1,10 @@
 //! The conformance suite on hal-cuda over the stand-in `libcuda.so.1`
 //! (`hal-mock-libcuda`): every case runs against the backend's real code
 //! paths, answering `Unsupported` where a capability is not claimed.
+//!
+//! With `HAL_CUDA_CONFORMANCE_DRIVER=1` the same cases run on the NVIDIA
+//! driver the backend finds (`HAL_CUDA_LIBRARY`, then the search): what
+//! `cargo xtask gpu-smoke`'s run script does on a machine with a GPU.
 
 /// The stand-in beside this test's executable (cargo builds it in `deps/`).
 fn standin() -> std::path::PathBuf {

@@ -1,0 +1,215 @@
+//! `cargo xtask gpu-smoke`: build, here, what a machine with an NVIDIA GPU
+//! and no Rust toolchain runs against its real driver, and the script that
+//! runs it.
+//!
+//! The folder `target/gpu-smoke/` gets, in release mode and stripped: the
+//! test executables of `hal-cuda` (its conformance suite among them,
+//! switched to the real driver by `HAL_CUDA_CONFORMANCE_DRIVER=1`), the
+//! numbered examples of `hal`, `halctl`, and `run.sh`. The script runs each
+//! and writes `report.jsonl` (one line per step: name, exit code, seconds,
+//! tests passed and failed) and `summary.txt` into the folder named by its
+//! first argument (default: `./out`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+
+/// The most the folder may hold, in bytes: what a run on a lent machine
+/// can carry.
+const BUDGET: u64 = 60 << 20;
+
+/// The run script.
+const RUN_SH: &str = r#"#!/usr/bin/env bash
+# Run on a machine with an NVIDIA GPU: every step against the real driver.
+set -u
+here="$(cd "$(dirname "$0")" && pwd)"
+out="${1:-$here/out}"
+mkdir -p "$out"
+report="$out/report.jsonl"
+: > "$report"
+export HAL_CUDA_CONFORMANCE_DRIVER=1
+export RUST_BACKTRACE=1
+step() {
+    local name="$1"; shift
+    local start end rc passed failed
+    start=$(date +%s.%N)
+    "$@" > "$out/$name.log" 2>&1
+    rc=$?
+    end=$(date +%s.%N)
+    passed=$(grep -o '[0-9]* passed' "$out/$name.log" | awk '{s+=$1} END {print s+0}')
+    failed=$(grep -o '[0-9]* failed' "$out/$name.log" | awk '{s+=$1} END {print s+0}')
+    printf '{"step":"%s","rc":%d,"seconds":%.2f,"passed":%d,"failed":%d}\n' \
+        "$name" "$rc" "$(awk -v a="$start" -v b="$end" 'BEGIN {print b - a}')" "$passed" "$failed" >> "$report"
+}
+step devices "$here/bin/halctl" devices --json
+for t in "$here"/tests/*; do
+    step "test-$(basename "$t")" "$t" --test-threads=4
+done
+for e in "$here"/examples/*; do
+    step "example-$(basename "$e")" "$e"
+done
+step demo-cpu-shm "$here/bin/halctl" demo --json
+{
+    echo "gpu-smoke: $(date -u +%FT%TZ) on $(hostname)"
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
+    awk -F'"rc":' '{split($2, a, ","); if (a[1] != 0) bad++} END {printf "steps: %d, failed: %d\n", NR, bad+0}' "$report"
+    cat "$report"
+} > "$out/summary.txt"
+cat "$out/summary.txt"
+"#;
+
+pub(crate) fn gpu_smoke(root: &Path, cargo: &str) -> ExitCode {
+    let dir = root.join("target").join("gpu-smoke");
+    let _ = std::fs::remove_dir_all(&dir);
+    for sub in ["bin", "tests", "examples"] {
+        if let Err(e) = std::fs::create_dir_all(dir.join(sub)) {
+            eprintln!("xtask gpu-smoke: {}: {e}", dir.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    let mut copied: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let steps: [(&[&str], &str); 3] = [
+        (
+            &[
+                "build",
+                "--release",
+                "-p",
+                "halctl",
+                "--message-format=json",
+            ],
+            "bin",
+        ),
+        (
+            &[
+                "test",
+                "--release",
+                "-p",
+                "hal-cuda",
+                "--no-run",
+                "--message-format=json",
+            ],
+            "tests",
+        ),
+        (
+            &[
+                "build",
+                "--release",
+                "-p",
+                "hal",
+                "--examples",
+                "--message-format=json",
+            ],
+            "examples",
+        ),
+    ];
+    for (args, sub) in steps {
+        println!("\n$ cargo {}", args.join(" "));
+        let out = match Command::new(cargo)
+            .args(args)
+            .current_dir(root)
+            .stderr(Stdio::inherit())
+            .output()
+        {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("xtask gpu-smoke: could not run cargo: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        if !out.status.success() {
+            eprintln!("xtask gpu-smoke: `cargo {}` failed", args.join(" "));
+            return ExitCode::FAILURE;
+        }
+        for exe in executables(&String::from_utf8_lossy(&out.stdout)) {
+            let name = exe.file_name().map(|n| n.to_owned()).unwrap_or_default();
+            // The stand-in's own tests need the stand-in, not a GPU.
+            if name.to_string_lossy().starts_with("standin-") {
+                continue;
+            }
+            copied.push((exe, dir.join(sub).join(name)));
+        }
+    }
+    for (from, to) in &copied {
+        if let Err(e) = std::fs::copy(from, to) {
+            eprintln!("xtask gpu-smoke: copying {}: {e}", from.display());
+            return ExitCode::FAILURE;
+        }
+        // Debug information stays here; the machine that runs them needs none.
+        let _ = Command::new("strip").arg(to).status();
+    }
+    let script = dir.join("run.sh");
+    if let Err(e) = std::fs::write(&script, RUN_SH) {
+        eprintln!("xtask gpu-smoke: {}: {e}", script.display());
+        return ExitCode::FAILURE;
+    }
+    let _ = Command::new("chmod").arg("+x").arg(&script).status();
+    let size: u64 = copied
+        .iter()
+        .filter_map(|(_, to)| std::fs::metadata(to).ok())
+        .map(|m| m.len())
+        .sum();
+    println!(
+        "\ngpu-smoke: {} files, {:.1} MiB in {}; run `{}/run.sh OUT` on the GPU machine",
+        copied.len() + 1,
+        size as f64 / f64::from(1 << 20),
+        dir.display(),
+        dir.display()
+    );
+    if size > BUDGET {
+        eprintln!(
+            "xtask gpu-smoke: {size} bytes, over the {BUDGET}-byte budget of a run; strip failed?"
+        );
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+/// The executables cargo's JSON messages name (`"executable":"/path"`),
+/// build scripts excluded.
+fn executables(messages: &str) -> Vec<PathBuf> {
+    const KEY: &str = "\"executable\":\"";
+    let mut found = Vec::new();
+    for line in messages.lines() {
+        if !line.contains("\"reason\":\"compiler-artifact\"") {
+            continue;
+        }
+        if let Some(at) = line.find(KEY) {
+            let rest = &line[at + KEY.len()..];
+            if let Some(end) = rest.find('"') {
+                let path = PathBuf::from(&rest[..end]);
+                if !path.to_string_lossy().contains("/build/") {
+                    found.push(path);
+                }
+            }
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn executables_are_read_from_cargos_messages() {
+        let msgs = concat!(
+            r#"{"reason":"compiler-artifact","executable":"/t/release/deps/conformance-1"}"#,
+            "\n",
+            r#"{"reason":"compiler-artifact","executable":null}"#,
+            "\n",
+            r#"{"reason":"build-script-executed"}"#,
+            "\n",
+            r#"{"reason":"compiler-artifact","executable":"/t/release/build/x/build-script-build"}"#,
+            "\n",
+            r#"{"reason":"compiler-artifact","executable":"/t/release/halctl"}"#,
+        );
+        assert_eq!(
+            executables(msgs),
+            vec![
+                PathBuf::from("/t/release/deps/conformance-1"),
+                PathBuf::from("/t/release/halctl")
+            ]
+        );
+    }
+}
