@@ -15,6 +15,35 @@ use crate::sys::{CUevent, CUstream};
 /// The longest a host wait sleeps between two looks at the device.
 const POLL: Duration = Duration::from_micros(200);
 
+/// Poll `query` (a `cuStreamQuery` or `cuEventQuery`) with the library's
+/// spin-then-sleep policy, sleeping at most [`POLL`] at a time, until it
+/// answers true, fails, or `timeout` passes.
+fn poll_until(
+    what: &str,
+    spin: Duration,
+    timeout: Option<Duration>,
+    mut query: impl FnMut() -> Result<bool>,
+) -> Result<()> {
+    let mut failed = None;
+    let waited = spin_then_sleep(
+        what,
+        spin,
+        timeout,
+        || match query() {
+            Ok(done) => done,
+            Err(e) => {
+                failed = Some(e);
+                true
+            }
+        },
+        |left| std::thread::sleep(left.map_or(POLL, |l| l.min(POLL))),
+    );
+    match failed {
+        Some(e) => Err(e),
+        None => waited,
+    }
+}
+
 /// A stream of the driver.
 pub struct CudaStream {
     pub(crate) primary: Arc<Primary>,
@@ -60,24 +89,12 @@ impl CudaStream {
 
     /// Wait until the stream ran everything queued, or `timeout` passes.
     pub(crate) fn wait(&self, timeout: Option<Duration>) -> Result<()> {
-        let mut failed = None;
-        let waited = spin_then_sleep(
+        poll_until(
             "the CUDA stream to finish",
             Duration::from_micros(50),
             timeout,
-            || match self.query() {
-                Ok(done) => done,
-                Err(e) => {
-                    failed = Some(e);
-                    true
-                }
-            },
-            |left| std::thread::sleep(left.map_or(POLL, |l| l.min(POLL))),
-        );
-        match failed {
-            Some(e) => Err(e),
-            None => waited,
-        }
+            || self.query(),
+        )
     }
 }
 
@@ -158,24 +175,7 @@ impl RawEvent {
     }
 
     fn wait(&self, opts: WaitOptions) -> Result<()> {
-        let mut failed = None;
-        let waited = spin_then_sleep(
-            "the CUDA event",
-            opts.spin,
-            opts.timeout,
-            || match self.query() {
-                Ok(done) => done,
-                Err(e) => {
-                    failed = Some(e);
-                    true
-                }
-            },
-            |left| std::thread::sleep(left.map_or(POLL, |l| l.min(POLL))),
-        );
-        match failed {
-            Some(e) => Err(e),
-            None => waited,
-        }
+        poll_until("the CUDA event", opts.spin, opts.timeout, || self.query())
     }
 }
 
