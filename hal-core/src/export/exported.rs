@@ -95,6 +95,14 @@ impl Exported {
     /// counts in `leases`: the broker registers a lease for every process
     /// it serves (see [`lease`](crate::lease)). Without a broker (the
     /// warning case of [`Exported::new`]) importers are not counted.
+    ///
+    /// A resource that needs no descriptors (memory the vendor shares by a
+    /// key of its own, as CUDA's legacy IPC does) is still registered, so
+    /// that importers take their leases from the broker: the export then
+    /// carries one descriptor of its own, an empty sealed memfd (the lease
+    /// token), because a handle names a broker only together with at least
+    /// one descriptor ([`wire`](crate::handle::wire)). Importers receive it
+    /// and may close it at once.
     pub fn with_leases(
         handle: Handle,
         fds: Vec<OwnedFd>,
@@ -114,6 +122,11 @@ impl Exported {
                 fds.len()
             )));
         }
+        let fds = if fds.is_empty() && leases.is_some() {
+            vec![lease_token()?]
+        } else {
+            fds
+        };
         let fds: Arc<[OwnedFd]> = fds.into();
         let count = fds.len() as u8;
         if fds.is_empty() {
@@ -245,6 +258,17 @@ impl Exported {
     }
 }
 
+/// The one descriptor of an export that counts its importers and needs no
+/// descriptors: an empty memfd sealed against every change.
+fn lease_token() -> Result<OwnedFd> {
+    let fd = os::memfd("hal-lease-token", 0, None)?;
+    os::add_seals(
+        fd.as_fd(),
+        libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE,
+    )?;
+    Ok(fd)
+}
+
 /// `old` followed by the pids of `new` not in it yet.
 fn merge(old: &[u32], new: &[u32]) -> Result<Vec<u32>> {
     let mut list = old.to_vec();
@@ -347,5 +371,38 @@ mod tests {
         );
         ex.add_importers(&[7]).unwrap();
         assert_eq!(ex.handle().allowed_pids, vec![5, 6, 7]);
+    }
+
+    #[test]
+    fn an_export_without_descriptors_that_counts_importers_serves_leases() {
+        let table = LeaseTable::new(4).unwrap();
+        let mut handle = exported_handle();
+        handle.flags.insert(HandleFlags::ANY_IMPORTER);
+        let ex = Exported::with_leases(handle, Vec::new(), Arc::clone(&table)).unwrap();
+        assert!(
+            matches!(ex.handle().fds, FdSource::Broker { count: 1, .. }),
+            "the handle names the broker: {:?}",
+            ex.handle().fds
+        );
+        assert_eq!(
+            ex.fds().len(),
+            1,
+            "the lease token is the export's descriptor"
+        );
+        let token = &ex.fds()[0];
+        assert_eq!(os::fstat(token.as_fd()).unwrap().st_size, 0);
+        assert_ne!(os::seals(token.as_fd()).unwrap() & libc::F_SEAL_WRITE, 0);
+        // From the text alone, as another process imports.
+        let mut shared = SharedHandle::from(ex.handle().clone());
+        let taken = crate::exchange::take_fds_leased(&mut shared).unwrap();
+        assert_eq!(taken.fds.len(), 1);
+        assert!(taken.lease.is_some(), "the import holds a lease");
+        assert_eq!(table.count(), 1);
+        drop(taken);
+        assert_eq!(table.count(), 0, "the lease goes with the import");
+        // Without a lease table nothing is registered, as before.
+        let plain = Exported::new(exported_handle(), Vec::new()).unwrap();
+        assert_eq!(plain.handle().fds, FdSource::None);
+        assert!(plain.fds().is_empty());
     }
 }

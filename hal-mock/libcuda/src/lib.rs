@@ -88,6 +88,7 @@ mod device;
 mod error;
 mod event;
 mod hostreg;
+mod ipc;
 mod managed;
 mod memops;
 mod memory;
@@ -100,6 +101,7 @@ pub use context::*;
 pub use device::*;
 pub use event::*;
 pub use hostreg::*;
+pub use ipc::*;
 pub use managed::*;
 pub use memops::*;
 pub use memory::*;
@@ -156,4 +158,8 @@ pub const EXPORTED: &[&str] = &[
     "cuEventRecord",
     "cuEventQuery",
     "cuEventSynchronize",
+    "cuIpcGetMemHandle",
+    "cuIpcOpenMemHandle_v2",
+    "cuIpcCloseMemHandle",
+    "cuPointerGetAttribute",
 ];

@@ -6,7 +6,7 @@ use std::ffi::c_uint;
 
 use cudarc::driver::sys::{CUdeviceptr, CUmemLocation, CUmemLocationType, CUresult, CUstream};
 use hal_core::vendor::{cuda, Code};
-use hal_core::{Advice, Device, Location, MemRef};
+use hal_core::{Advice, Device, Location};
 
 use crate::abi::guard;
 use crate::context::current;
@@ -59,12 +59,9 @@ pub unsafe extern "C" fn cuMemAdvise_v2(
             2 | 4 | 6 => return Ok(()),
             _ => return Err(cuda::INVALID_VALUE),
         };
-        sim(d.devices[ordinal as usize].device.advise(
-            MemRef::Allocation(&*found.alloc),
-            found.offset,
-            len,
-            advice,
-        ))
+        sim(d.devices[ordinal as usize]
+            .device
+            .advise(found.alloc.r(), found.offset, len, advice))
     })
 }
 
@@ -86,7 +83,7 @@ pub unsafe extern "C" fn cuMemPrefetchAsync_v2(
         let (found, len) = managed(d, dev_ptr, count)?;
         sim(d.devices[ordinal as usize].device.prefetch_async(
             &stream,
-            MemRef::Allocation(&*found.alloc),
+            found.alloc.r(),
             found.offset,
             len,
             location(loc)?,

@@ -10,7 +10,7 @@ use hal_core::{AllocDesc, Device, Memory};
 use crate::abi::{guard, non_null, put};
 use crate::context::current;
 use crate::error::sim;
-use crate::state::{driver, lock, Block, Driver, Kind};
+use crate::state::{driver, lock, Block, Driver, Kind, Mem};
 
 /// `CU_MEM_ATTACH_GLOBAL`.
 const ATTACH_GLOBAL: c_uint = 1;
@@ -29,13 +29,16 @@ fn allocate(d: &Driver, size: usize, kind: Kind) -> Result<u64, Code> {
         Kind::Device => AllocDesc::device(ordinal, size),
         Kind::Host => AllocDesc::host(size),
         Kind::Managed => AllocDesc::managed(size),
+        Kind::Imported => return Err(cuda::INVALID_VALUE),
     };
     let alloc = sim(d.devices[ordinal as usize].device.allocate(&desc))?;
     let addr = alloc.addr();
     let block = Block {
-        alloc: Arc::new(alloc),
+        alloc: Mem::Alloc(Arc::new(alloc)),
         ordinal,
         kind,
+        buffer_id: d.new_buffer_id(),
+        ipc: None,
     };
     lock(&d.memory).insert(addr, block);
     Ok(addr)

@@ -3,14 +3,15 @@
 //! streams and events that the opaque handles name.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use hal_core::vendor::{cuda, Code};
-use hal_core::{Backend, Device, Memory};
-use hal_mock::{MockAllocation, MockBackend, MockDevice, MockEvent, MockStream};
+use hal_core::{Backend, Device, MemRef};
+use hal_mock::{MockAllocation, MockBackend, MockDevice, MockEvent, MockMapping, MockStream};
 
 use crate::error::sim;
+use crate::ipc::{IpcExport, Opened};
 use crate::visible;
 
 /// Lock a mutex, taking the data of a poisoned one: a panic caught at the
@@ -28,22 +29,64 @@ pub(crate) enum Kind {
     Host,
     /// `cuMemAllocManaged`.
     Managed,
+    /// `cuIpcOpenMemHandle_v2`: another process's device memory.
+    Imported,
+}
+
+/// The simulator's memory behind an address: an allocation of this
+/// process, or another process's memory opened here.
+#[derive(Clone)]
+pub(crate) enum Mem {
+    /// Allocated here.
+    Alloc(Arc<MockAllocation>),
+    /// Opened from another process's IPC handle.
+    Map(Arc<MockMapping>),
+}
+
+impl Mem {
+    /// The memory as the simulator's stream calls take it.
+    pub(crate) fn r(&self) -> MemRef<'_, MockDevice> {
+        match self {
+            Mem::Alloc(a) => MemRef::Allocation(a.as_ref()),
+            Mem::Map(m) => MemRef::Mapping(m.as_ref()),
+        }
+    }
+
+    /// Its length.
+    pub(crate) fn len(&self) -> u64 {
+        self.r().memory().len()
+    }
+
+    /// Read `dst.len()` bytes at `offset`.
+    pub(crate) fn read(&self, offset: u64, dst: &mut [u8]) -> hal_core::Result<()> {
+        self.r().memory().read(offset, dst)
+    }
+
+    /// Write `src` at `offset`.
+    pub(crate) fn write(&self, offset: u64, src: &[u8]) -> hal_core::Result<()> {
+        self.r().memory().write(offset, src)
+    }
 }
 
 /// An allocation of the table, keyed by its address.
 pub(crate) struct Block {
     /// The simulator's memory.
-    pub(crate) alloc: Arc<MockAllocation>,
+    pub(crate) alloc: Mem,
     /// The device whose context made it.
     pub(crate) ordinal: u32,
     /// Which call made it.
     pub(crate) kind: Kind,
+    /// `CU_POINTER_ATTRIBUTE_BUFFER_ID`: unique per allocation.
+    pub(crate) buffer_id: u64,
+    /// Its IPC export, made by the first `cuIpcGetMemHandle` and kept
+    /// while the allocation lives.
+    pub(crate) ipc: Option<IpcExport>,
 }
 
 /// What [`Driver::find`] found.
 pub(crate) struct Found {
     /// The allocation.
-    pub(crate) alloc: Arc<MockAllocation>,
+    pub(crate) alloc: Mem,
     /// Its address.
     pub(crate) base: u64,
     /// The offset of the pointer looked up.
@@ -112,8 +155,12 @@ pub(crate) struct Driver {
     pub(crate) events: Mutex<HashMap<usize, EventEntry>>,
     /// Registered host memory by its first address.
     pub(crate) registered: Mutex<BTreeMap<u64, hal_core::RegisteredHost>>,
+    /// Handles opened with `cuIpcOpenMemHandle_v2`, by their 64 bytes.
+    pub(crate) opened: Mutex<HashMap<[u8; 64], Opened>>,
     /// The next stream or event handle.
     next_handle: AtomicUsize,
+    /// The next buffer id.
+    next_buffer_id: AtomicU64,
 }
 
 /// The first stream or event handle; they step by 16, so that none is
@@ -163,7 +210,9 @@ impl Driver {
             streams: Mutex::new(HashMap::new()),
             events: Mutex::new(HashMap::new()),
             registered: Mutex::new(BTreeMap::new()),
+            opened: Mutex::new(HashMap::new()),
             next_handle: AtomicUsize::new(FIRST_HANDLE),
+            next_buffer_id: AtomicU64::new(1),
         })
     }
 
@@ -181,6 +230,11 @@ impl Driver {
             .iter()
             .position(|d| d.context_addr() == ctx)
             .and_then(|i| u32::try_from(i).ok())
+    }
+
+    /// A new buffer id.
+    pub(crate) fn new_buffer_id(&self) -> u64 {
+        self.next_buffer_id.fetch_add(1, Ordering::Relaxed)
     }
 
     /// A new stream or event handle.
@@ -203,7 +257,7 @@ impl Driver {
             return Err(cuda::INVALID_VALUE);
         }
         Ok(Found {
-            alloc: Arc::clone(&block.alloc),
+            alloc: block.alloc.clone(),
             base,
             offset,
             kind: block.kind,
@@ -256,6 +310,8 @@ impl Driver {
                 .collect();
             gone.iter().filter_map(|a| memory.remove(a)).collect()
         };
+        // Handles opened in the context go with it.
+        lock(&self.opened).retain(|_, o| !blocks.iter().any(|b| b.buffer_id == o.buffer_id));
         let streams: Vec<StreamEntry> = {
             let mut table = lock(&self.streams);
             let gone: Vec<usize> = table

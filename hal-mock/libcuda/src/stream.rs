@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::{CUdeviceptr, CUresult, CUstream, CUstream_st};
 use hal_core::vendor::{cuda, Code};
-use hal_core::{Device, MemRef, Memory};
+use hal_core::Device;
 use hal_mock::MockStream;
 
 use crate::abi::{guard, non_null, put};
@@ -123,11 +123,12 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
         let device = &d.devices[ordinal as usize].device;
         if let Ok(pinned) = d.find(src.addr() as u64, len) {
             if pinned.kind == Kind::Host {
-                return sim(device.copy_async(
+                return sim(Device::copy_async(
+                    device,
                     &stream,
-                    &*to.alloc,
+                    to.alloc.r(),
                     to.offset,
-                    &*pinned.alloc,
+                    pinned.alloc.r(),
                     pinned.offset,
                     len,
                 ));
@@ -135,7 +136,13 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
         }
         // SAFETY: `src` is not null and readable for `n` bytes (the caller's contract).
         let bytes = unsafe { std::slice::from_raw_parts(src.cast::<u8>(), n) }.to_vec();
-        sim(device.write_async(&stream, &*to.alloc, to.offset, bytes))
+        sim(Device::write_async(
+            device,
+            &stream,
+            to.alloc.r(),
+            to.offset,
+            bytes,
+        ))
     })
 }
 
@@ -161,11 +168,12 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
         let device = &d.devices[ordinal as usize].device;
         if let Ok(pinned) = d.find(dst.addr() as u64, len) {
             if pinned.kind == Kind::Host {
-                return sim(device.copy_async(
+                return sim(Device::copy_async(
+                    device,
                     &stream,
-                    &*pinned.alloc,
+                    pinned.alloc.r(),
                     pinned.offset,
-                    &*from.alloc,
+                    from.alloc.r(),
                     from.offset,
                     len,
                 ));
@@ -196,7 +204,7 @@ pub unsafe extern "C" fn cuMemsetD8Async(
         let len = u64::try_from(n).map_err(|_| cuda::INVALID_VALUE)?;
         let to = d.find(dst, len)?;
         let device = &d.devices[ordinal as usize].device;
-        sim(device.memset_async(&stream, MemRef::Allocation(&*to.alloc), to.offset, len, uc))
+        sim(device.memset_async(&stream, to.alloc.r(), to.offset, len, uc))
     })
 }
 
@@ -233,11 +241,12 @@ pub unsafe extern "C" fn cuMemcpyAsync(
             }
             let to = d.find(dst, len)?;
             let from = d.find(src, len)?;
-            sim(d.devices[ordinal as usize].device.copy_async(
+            sim(Device::copy_async(
+                &d.devices[ordinal as usize].device,
                 &stream,
-                &*to.alloc,
+                to.alloc.r(),
                 to.offset,
-                &*from.alloc,
+                from.alloc.r(),
                 from.offset,
                 len,
             ))

@@ -8,7 +8,7 @@ use std::ffi::c_char;
 use std::ptr::{null, null_mut};
 
 use common::{cu, OK};
-use cudarc::driver::sys::CUresult;
+use cudarc::driver::sys::{CUipcMemHandle, CUresult};
 
 fn host() -> cudarc::driver::sys::CUmemLocation {
     cudarc::driver::sys::CUmemLocation {
@@ -77,6 +77,10 @@ fn every_call_before_cu_init_is_not_initialized() {
             (cu.cuMemHostUnregister)(null_mut()),
             (cu.cuStreamWriteValue32_v2)(h.cast(), 0, 1, 0),
             (cu.cuStreamWaitValue32_v2)(h.cast(), 0, 1, 1),
+            (cu.cuIpcGetMemHandle)(null_mut(), 0),
+            (cu.cuIpcOpenMemHandle_v2)(null_mut(), CUipcMemHandle { reserved: [0; 64] }, 1),
+            (cu.cuIpcCloseMemHandle)(0),
+            (cu.cuPointerGetAttribute)(null_mut(), 7, 0),
         ];
         assert_eq!(
             answers.len() + 4,

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use cudarc::driver::sys::{
-    CUcontext, CUdevice, CUdeviceptr, CUevent, CUmemLocation, CUresult, CUstream, CUuuid,
+    CUcontext, CUdevice, CUdeviceptr, CUevent, CUipcMemHandle, CUmemLocation, CUresult, CUstream,
+    CUuuid,
 };
 use libloading::Library;
 
@@ -119,6 +120,10 @@ entry_points! {
     cuMemHostUnregister: fn(*mut c_void);
     cuStreamWriteValue32_v2: fn(CUstream, CUdeviceptr, c_uint, c_uint);
     cuStreamWaitValue32_v2: fn(CUstream, CUdeviceptr, c_uint, c_uint);
+    cuIpcGetMemHandle: fn(*mut CUipcMemHandle, CUdeviceptr);
+    cuIpcOpenMemHandle_v2: fn(*mut CUdeviceptr, CUipcMemHandle, c_uint);
+    cuIpcCloseMemHandle: fn(CUdeviceptr);
+    cuPointerGetAttribute: fn(*mut c_void, c_int, CUdeviceptr);
 }
 
 /// `CUDA_SUCCESS`.
