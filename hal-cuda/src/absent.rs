@@ -1,15 +1,11 @@
 //! The resource types of operations this backend does not offer yet:
-//! imported memory, VMM physical allocations and reservations.
+//! VMM physical allocations and reservations.
 //! No value of them can exist (the types have no variant), and the device
 //! answers [`Error::Unsupported`](hal_core::Error::Unsupported) where one
 //! would be made; the capabilities do not claim them.
 
-use hal_core::{Handle, Location, Mapping, Memory, Physical, Reservation};
+use hal_core::{Physical, Reservation};
 use hal_core::{PhysicalLocation, Result, ShareableHandle};
-
-/// Memory imported from another process (not offered yet).
-#[derive(Debug)]
-pub enum CudaMapping {}
 
 /// A VMM physical allocation (not offered yet).
 #[derive(Debug)]
@@ -18,33 +14,6 @@ pub enum CudaPhysical {}
 /// A VMM reservation (not offered yet).
 #[derive(Debug)]
 pub enum CudaReservation {}
-
-impl Memory for CudaMapping {
-    fn addr(&self) -> u64 {
-        match *self {}
-    }
-    fn len(&self) -> u64 {
-        match *self {}
-    }
-    fn location(&self) -> Location {
-        match *self {}
-    }
-    fn host_ptr(&self) -> Option<*mut u8> {
-        match *self {}
-    }
-    fn read(&self, _offset: u64, _dst: &mut [u8]) -> Result<()> {
-        match *self {}
-    }
-    fn write(&self, _offset: u64, _src: &[u8]) -> Result<()> {
-        match *self {}
-    }
-}
-
-impl Mapping for CudaMapping {
-    fn handle(&self) -> &Handle {
-        match *self {}
-    }
-}
 
 impl Physical for CudaPhysical {
     fn size(&self) -> u64 {

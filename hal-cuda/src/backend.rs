@@ -180,6 +180,10 @@ pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
         capabilities =
             capabilities | Capabilities::HOST_REGISTRATION | Capabilities::STREAM_ORDERED_NOTIFY;
     }
+    if driver.has_ipc_memory() {
+        // Legacy IPC of device memory; importers are counted by leases.
+        capabilities = capabilities | Capabilities::IPC_MEMORY | Capabilities::LEASES;
+    }
     if attribute(driver, dev, A::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS)? != 0 {
         capabilities = capabilities | Capabilities::PAGEABLE_MEMORY_ACCESS;
     }

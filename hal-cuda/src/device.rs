@@ -14,8 +14,9 @@ use hal_core::{
     PhysicalDesc, RegisteredHost, Result, SharedHandle,
 };
 
-use crate::absent::{CudaMapping, CudaPhysical, CudaReservation};
+use crate::absent::{CudaPhysical, CudaReservation};
 use crate::context::Primary;
+use crate::mapping::CudaMapping;
 use crate::memory::CudaAllocation;
 use crate::notify::CudaNotify;
 use crate::stream::{CudaEvent, CudaStream, RawEvent};
@@ -100,6 +101,18 @@ impl CudaDevice {
             }));
         }
         self.span(mem, offset, len)
+    }
+
+    fn ipc_memory(&self) -> bool {
+        self.info.capabilities.contains(Capabilities::IPC_MEMORY)
+    }
+
+    /// How many exported allocations of other processes this process holds
+    /// open on this device: each is opened once (`cuIpcOpenMemHandle_v2`)
+    /// however many imports of its ranges are alive, and closed when the
+    /// last of them drops.
+    pub fn ipc_opens(&self) -> usize {
+        crate::ipc::open_count(self.primary.device)
     }
 
     fn stream_ordered_notify(&self) -> bool {
@@ -196,6 +209,8 @@ impl Device for CudaDevice {
             ptr,
             len: desc.size,
             location: desc.location,
+            counts_importers: self.info.capabilities.contains(Capabilities::LEASES),
+            exports: std::sync::OnceLock::new(),
         };
         if desc.align > 1 && ptr % desc.align != 0 {
             return Err(Error::invalid(format!(
@@ -207,7 +222,7 @@ impl Device for CudaDevice {
         Ok(alloc)
     }
 
-    fn export_memory(&self, alloc: &CudaAllocation, _opts: &ExportOptions) -> Result<Exported> {
+    fn export_memory(&self, alloc: &CudaAllocation, opts: &ExportOptions) -> Result<Exported> {
         if alloc.location == Location::Managed {
             // cuIpcGetMemHandle answers CUDA_ERROR_INVALID_VALUE (measured).
             return Err(Error::unsupported(
@@ -217,11 +232,19 @@ impl Device for CudaDevice {
                  CUDA_ERROR_INVALID_VALUE); share it with the cuda-uvm backend",
             ));
         }
-        Err(absent("export_memory", "IPC_MEMORY"))
+        if !self.ipc_memory() {
+            return Err(absent("export_memory", "IPC_MEMORY"));
+        }
+        if !Arc::ptr_eq(&alloc.primary, &self.primary) {
+            return Err(Error::invalid(
+                "the allocation belongs to another CUDA device: export it through that device",
+            ));
+        }
+        crate::ipc::export(&self.primary, &self.info, alloc, opts)
     }
 
     fn allow_importers(&self, _exported: &mut Exported, _pids: &[u32]) -> Result<()> {
-        Err(absent("allow_importers", "IPC_MEMORY"))
+        Err(absent("allow_importers", "PID_ALLOW_LIST"))
     }
 
     unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<RegisteredHost> {
@@ -255,8 +278,11 @@ impl Device for CudaDevice {
         crate::managed::prefetch(&self.primary, stream.raw, ptr, len, to)
     }
 
-    fn import_memory(&self, _shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaMapping> {
-        Err(absent("import_memory", "IPC_MEMORY"))
+    fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CudaMapping> {
+        if !self.ipc_memory() {
+            return Err(absent("import_memory", "IPC_MEMORY"));
+        }
+        crate::ipc::import(&self.primary, &self.info, shared, opts)
     }
 
     fn create_stream(&self) -> Result<CudaStream> {

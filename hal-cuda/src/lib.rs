@@ -30,31 +30,35 @@
 //! | host memory is registered `PORTABLE \| DEVICEMAP` and reached at `cuMemHostGetDevicePointer` | `managed.rs` |
 //! | a stream keeps the host bytes of its queued copies until it ran them | `device.rs`, `stream.rs` |
 //!
+//! | device memory is shared with legacy IPC: the handle of the allocation's base, the range as an offset; one `cuIpcOpenMemHandle_v2` per process for every import of an allocation, closed at the last drop; the exporter's own imports reach the original memory (the driver answers INVALID_CONTEXT, measured) | `ipc.rs`, `mapping.rs` |
+//! | importers of exported memory are counted with leases from the exporter's descriptor broker | `ipc.rs`, `memory.rs` |
+//!
 //! Notifies are words of a shared page signalled and waited on by the host
-//! and shared across processes by descriptor (`notify.rs`). Sharing memory
-//! and events between processes (legacy IPC, IPC events), stream-ordered
-//! notifies (`cuStreamWriteValue32` / `cuStreamWaitValue32`) and VMM are
-//! not offered by this version: the capabilities do not claim them and the
-//! calls answer `Unsupported`.
+//! and shared across processes by descriptor (`notify.rs`). IPC events and
+//! VMM are not offered by this version: the capabilities do not claim them
+//! and the calls answer `Unsupported`.
 #![deny(missing_docs)]
 
 mod absent;
 mod backend;
 mod context;
 mod device;
+mod ipc;
 mod loader;
 mod lock;
 mod managed;
+mod mapping;
 mod memory;
 mod notify;
 mod result;
 mod stream;
 mod sys;
 
-pub use absent::{CudaMapping, CudaPhysical, CudaReservation};
+pub use absent::{CudaPhysical, CudaReservation};
 pub use backend::CudaBackend;
 pub use device::CudaDevice;
 pub use loader::{LIBRARY_NAME, LIBRARY_VAR};
+pub use mapping::CudaMapping;
 pub use memory::CudaAllocation;
 pub use notify::CudaNotify;
 pub use stream::{CudaEvent, CudaStream};

@@ -3,12 +3,13 @@
 //! (`cuMemAllocManaged`), freed on drop with the device's context pushed.
 
 use std::ffi::c_void;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use hal_core::device::check_bounds;
 use hal_core::{Allocation, Location, Memory, Result};
 
 use crate::context::Primary;
+use crate::ipc::Exports;
 use crate::sys::CUdeviceptr;
 
 /// Memory this process allocated on a CUDA device.
@@ -18,6 +19,10 @@ pub struct CudaAllocation {
     pub(crate) ptr: CUdeviceptr,
     pub(crate) len: u64,
     pub(crate) location: Location,
+    /// The device counts importers (`Capabilities::LEASES`).
+    pub(crate) counts_importers: bool,
+    /// Its importers' leases and buffer id, made at the first export.
+    pub(crate) exports: OnceLock<Exports>,
 }
 
 // SAFETY: the allocation is a driver address range; it is only passed to
@@ -36,30 +41,76 @@ impl std::fmt::Debug for CudaAllocation {
     }
 }
 
+impl CudaAllocation {
+    /// What its exports share, made at the first (`buffer_id` is the
+    /// driver's id of the allocation).
+    pub(crate) fn exports(&self, buffer_id: u64) -> Result<&Exports> {
+        if let Some(e) = self.exports.get() {
+            return Ok(e);
+        }
+        let made = crate::ipc::new_exports(buffer_id)?;
+        // A concurrent export may have won the race; its table is kept.
+        let _ = self.exports.set(made);
+        self.exports
+            .get()
+            .ok_or_else(|| hal_core::Error::invalid("lease table vanished"))
+    }
+}
+
 impl Drop for CudaAllocation {
     fn drop(&mut self) {
-        let driver = &self.primary.driver;
-        let Ok(_ctx) = self.primary.enter() else {
-            log::warn!(
-                "freeing CUDA memory at {:#x}: its context cannot be pushed",
-                self.ptr
-            );
+        let Some(e) = self.exports.get() else {
+            release(&self.primary, self.ptr, self.location);
             return;
         };
-        let result = match self.location {
-            Location::Host => driver.mem_free_host().and_then(|f| {
-                // SAFETY: `ptr` came from cuMemAllocHost and is freed once.
-                driver.check("cuMemFreeHost", unsafe { f(self.ptr as *mut c_void) })
-            }),
-            _ => driver.mem_free().and_then(|f| {
-                // SAFETY: `ptr` came from cuMemAlloc or cuMemAllocManaged
-                // and is freed once.
-                driver.check("cuMemFree_v2", unsafe { f(self.ptr) })
-            }),
-        };
-        if let Err(e) = result {
-            log::warn!("freeing CUDA memory at {:#x}: {e}", self.ptr);
+        crate::ipc::forget(e.buffer_id);
+        if e.leases.count() == 0 {
+            release(&self.primary, self.ptr, self.location);
+            return;
         }
+        // Importers still map it: freeing now would pull the memory from
+        // under them (undefined behaviour in CUDA), so the release waits
+        // for their leases on a thread of its own.
+        let (primary, ptr, location) = (Arc::clone(&self.primary), self.ptr, self.location);
+        let leases = Arc::clone(&e.leases);
+        let spawned = std::thread::Builder::new()
+            .name("hal-cuda-deferred-free".into())
+            .spawn(move || {
+                if let Err(e) = leases.wait_empty(None) {
+                    log::warn!("waiting for the importers of CUDA memory at {ptr:#x}: {e}");
+                }
+                release(&primary, ptr, location);
+            });
+        if let Err(e) = spawned {
+            log::warn!(
+                "CUDA memory at {:#x} is still imported and no thread could wait for its \
+                 importers ({e}); it is left allocated",
+                self.ptr
+            );
+        }
+    }
+}
+
+/// Free the memory at `ptr` with its context pushed.
+fn release(primary: &Primary, ptr: CUdeviceptr, location: Location) {
+    let driver = &primary.driver;
+    let Ok(_ctx) = primary.enter() else {
+        log::warn!("freeing CUDA memory at {ptr:#x}: its context cannot be pushed");
+        return;
+    };
+    let result = match location {
+        Location::Host => driver.mem_free_host().and_then(|f| {
+            // SAFETY: `ptr` came from cuMemAllocHost and is freed once.
+            driver.check("cuMemFreeHost", unsafe { f(ptr as *mut c_void) })
+        }),
+        _ => driver.mem_free().and_then(|f| {
+            // SAFETY: `ptr` came from cuMemAlloc or cuMemAllocManaged and
+            // is freed once.
+            driver.check("cuMemFree_v2", unsafe { f(ptr) })
+        }),
+    };
+    if let Err(e) = result {
+        log::warn!("freeing CUDA memory at {ptr:#x}: {e}");
     }
 }
 
@@ -106,23 +157,52 @@ impl Memory for CudaAllocation {
     }
 }
 
-/// Leases count importers of exported memory, which this backend does not
-/// export yet.
+/// The answer of the lease calls on a device without
+/// `Capabilities::LEASES` (a driver without the IPC entry points).
 fn no_leases(operation: &str) -> hal_core::Error {
     hal_core::Error::unsupported(
         "cuda",
         operation,
-        "this backend does not export memory yet, so it counts no importers \
-         (Capabilities::LEASES is absent)",
+        "the driver has no legacy IPC entry points, so nothing is exported and no importer \
+         is counted (Capabilities::LEASES is absent)",
     )
 }
 
 impl Allocation for CudaAllocation {
     fn importers(&self) -> Result<usize> {
-        Err(no_leases("importers"))
+        if !self.counts_importers {
+            return Err(no_leases("importers"));
+        }
+        Ok(self.exports.get().map_or(0, |e| e.leases.count()))
     }
 
-    fn wait_unleased(&self, _timeout: Option<std::time::Duration>) -> Result<()> {
-        Err(no_leases("wait_unleased"))
+    /// Refused with [`Error::Busy`](hal_core::Error::Busy) while importers
+    /// map it: CUDA leaves freeing memory another process has open
+    /// undefined. Dropping instead frees it once they are gone.
+    fn free(self) -> std::result::Result<(), hal_core::FreeError<Self>> {
+        let holders = self.exports.get().map_or(0, |e| e.leases.count());
+        if holders > 0 {
+            let what = format!(
+                "CUDA memory at {:#x} ({} bytes; importers close it with cuIpcCloseMemHandle \
+                 before cuMemFree_v2)",
+                self.ptr, self.len
+            );
+            return Err(hal_core::FreeError {
+                resource: self,
+                error: hal_core::Error::Busy { what, holders },
+            });
+        }
+        drop(self);
+        Ok(())
+    }
+
+    fn wait_unleased(&self, timeout: Option<std::time::Duration>) -> Result<()> {
+        if !self.counts_importers {
+            return Err(no_leases("wait_unleased"));
+        }
+        match self.exports.get() {
+            Some(e) => e.leases.wait_empty(timeout),
+            None => Ok(()),
+        }
     }
 }

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 pub(crate) use cudarc::driver::sys::{
-    CUcontext, CUdevice, CUdeviceptr, CUevent, CUmemLocation, CUstream, CUuuid,
+    CUcontext, CUdevice, CUdeviceptr, CUevent, CUipcMemHandle, CUmemLocation, CUstream, CUuuid,
 };
 use hal_core::vendor::cuda::entry;
 use hal_core::{Error, Result};
@@ -174,6 +174,28 @@ entries! {
     event_record = entry::EVENT_RECORD => fn(CUevent, CUstream);
     /// `cuEventQuery`.
     event_query = entry::EVENT_QUERY => fn(CUevent);
+    /// `cuMemGetAddressRange_v2`.
+    mem_get_address_range = entry::MEM_GET_ADDRESS_RANGE_V2 => fn(*mut CUdeviceptr, *mut usize, CUdeviceptr);
+    /// `cuPointerGetAttribute`.
+    pointer_get_attribute = entry::POINTER_GET_ATTRIBUTE => fn(*mut c_void, c_int, CUdeviceptr);
+    /// `cuIpcGetMemHandle`.
+    ipc_get_mem_handle = entry::IPC_GET_MEM_HANDLE => fn(*mut CUipcMemHandle, CUdeviceptr);
+    /// `cuIpcOpenMemHandle_v2`.
+    ipc_open_mem_handle = entry::IPC_OPEN_MEM_HANDLE_V2 => fn(*mut CUdeviceptr, CUipcMemHandle, c_uint);
+    /// `cuIpcCloseMemHandle`.
+    ipc_close_mem_handle = entry::IPC_CLOSE_MEM_HANDLE => fn(CUdeviceptr);
+}
+
+impl Driver {
+    /// True when the driver has every entry point of legacy IPC of device
+    /// memory (what `Capabilities::IPC_MEMORY` needs here).
+    pub(crate) fn has_ipc_memory(&self) -> bool {
+        self.mem_get_address_range().is_ok()
+            && self.pointer_get_attribute().is_ok()
+            && self.ipc_get_mem_handle().is_ok()
+            && self.ipc_open_mem_handle().is_ok()
+            && self.ipc_close_mem_handle().is_ok()
+    }
 }
 
 // SAFETY: the driver API is thread-safe (every entry point may be called

@@ -43,8 +43,9 @@ fn the_standin_is_a_driver_with_devices() {
         assert!(d.capabilities.contains(Capabilities::MANAGED_MEMORY));
         assert!(d.capabilities.contains(Capabilities::HOST_REGISTRATION));
         assert!(
-            !d.capabilities.contains(Capabilities::IPC_MEMORY),
-            "not offered yet"
+            d.capabilities
+                .contains(Capabilities::IPC_MEMORY | Capabilities::LEASES),
+            "the stand-in has the legacy IPC entry points"
         );
     }
     let uuids: std::collections::HashSet<_> = devices.iter().map(|d| d.uuid).collect();

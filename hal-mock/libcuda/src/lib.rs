@@ -42,6 +42,15 @@
 //!   pending. The null stream, `CU_STREAM_LEGACY` and `CU_STREAM_PER_THREAD`
 //!   are the current context's default stream. An unknown stream or event
 //!   handle is `CUDA_ERROR_INVALID_HANDLE` (400).
+//! - Legacy IPC of device memory (`cuIpcGetMemHandle`,
+//!   `cuIpcOpenMemHandle_v2`, `cuIpcCloseMemHandle`) as measured: the handle
+//!   of a pointer inside an allocation is the base's; opening in the
+//!   exporting process is `CUDA_ERROR_INVALID_CONTEXT`; opens in one process
+//!   are reference counted; managed and pinned host memory, and closing a
+//!   pointer not opened, are `CUDA_ERROR_INVALID_VALUE`. The 64 bytes work
+//!   across processes running this build (see `ipc.rs` for their layout).
+//!   `cuPointerGetAttribute` answers `CU_POINTER_ATTRIBUTE_BUFFER_ID` and
+//!   `CUDA_ERROR_NOT_SUPPORTED` for other attributes.
 //! - A null output pointer is `CUDA_ERROR_INVALID_VALUE`, except for
 //!   `cuCtxPopCurrent_v2`, whose output the driver makes optional.
 //! - A panic inside an entry point never crosses the C boundary: the call

@@ -109,11 +109,7 @@ fn an_inner_pointers_handle_is_the_bases_and_the_exporter_cannot_open_it() {
     damaged[40] ^= 1;
     assert_eq!(open(damaged), Err(INVALID_VALUE), "bytes no exporter wrote");
     assert_eq!(close(a), INVALID_VALUE, "a pointer that was not opened");
-    assert_eq!(
-        handle_of(a + 4 * PAGE as u64),
-        Err(INVALID_VALUE),
-        "past the end"
-    );
+    assert_eq!(handle_of(0x10), Err(INVALID_VALUE), "no allocation there");
 
     let id = buffer_id(a).unwrap();
     assert_eq!(buffer_id(a + 100).unwrap(), id, "one id per allocation");
@@ -122,9 +118,9 @@ fn an_inner_pointers_handle_is_the_bases_and_the_exporter_cannot_open_it() {
     // SAFETY: valid output pointer.
     let other = unsafe { (cu().cuPointerGetAttribute)((&raw mut v).cast(), 1, a) };
     assert_eq!(other, NOT_SUPPORTED, "attributes beyond the buffer id");
+    assert_eq!(buffer_id(0x10), Err(INVALID_VALUE), "no allocation there");
     free(b);
     free(a);
-    assert_eq!(buffer_id(a), Err(INVALID_VALUE), "a freed allocation");
 }
 
 #[test]

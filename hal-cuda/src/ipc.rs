@@ -1,0 +1,392 @@
+//! Legacy CUDA IPC of device memory (`cuMemAlloc` memory).
+//!
+//! **Export.** The range (the whole allocation or `ExportOptions::range`)
+//! must be whole pages of the device's page size, else
+//! [`Error::Misaligned`] (never widened). The driver's handle names an
+//! allocation's *base* (a handle taken inside it is the base's, measured),
+//! so the base is found with `cuMemGetAddressRange_v2`, its 64 bytes taken
+//! with `cuIpcGetMemHandle`, and the hal handle's `offset` and `size` name
+//! the range relative to the base. Its payload ([`Payload`]) carries the 64
+//! bytes, the base's size and the base's `CU_POINTER_ATTRIBUTE_BUFFER_ID`.
+//! CUDA keeps no allow-list: exports are open to anyone (a pid list, and a
+//! read-only export, are [`Error::Unsupported`]). The export needs no
+//! descriptor but counts its importers: it is registered with the
+//! descriptor broker with the allocation's lease table.
+//!
+//! **Import.** The lease is taken from the exporter's broker first. In the
+//! exporting process the driver refuses to open its own handle
+//! (`CUDA_ERROR_INVALID_CONTEXT`, measured), so the import reaches the
+//! original memory, still holding the lease. Elsewhere the 64 bytes are
+//! opened with `cuIpcOpenMemHandle_v2(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)`,
+//! once per process and device for each exported allocation: a cache keyed
+//! by (exporter pid, start time, pid namespace, buffer id, device) shares
+//! the open among every import of any range of it, and the last mapping to
+//! drop closes it. The buffer id, not the address, names the allocation,
+//! so a freed and reused address is never mistaken for the old memory.
+
+use std::collections::HashMap;
+use std::ffi::{c_int, c_uint, c_void};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use hal_core::exchange::take_fds_leased;
+use hal_core::export::{new_handle, HandleSpec};
+use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
+use hal_core::{
+    BackendId, ByteRange, DeviceInfo, Error, ExportOptions, Exported, HandleError, HandleKind,
+    ImportOptions, ImportPlacement, Importers, Location, Result, SharedHandle,
+};
+
+use crate::context::Primary;
+use crate::lock::lock;
+use crate::mapping::CudaMapping;
+use crate::memory::CudaAllocation;
+use crate::sys::{CUdevice, CUdeviceptr, CUipcMemHandle};
+
+/// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`.
+const LAZY_ENABLE_PEER_ACCESS: c_uint = 1;
+/// `CU_POINTER_ATTRIBUTE_BUFFER_ID`.
+const POINTER_ATTRIBUTE_BUFFER_ID: c_int = 7;
+/// The payload layout's version.
+const PAYLOAD_VERSION: u8 = 1;
+/// Bytes of a payload.
+const PAYLOAD_LEN: usize = 1 + 64 + 8 + 8;
+
+/// What a memory handle of this backend carries beyond hal's fields.
+///
+/// | bytes | field |
+/// | ---: | --- |
+/// | 0 | version, 1 |
+/// | 1..65 | the driver's `CUipcMemHandle` of the base |
+/// | 65..73 | the base allocation's size (`u64`, little-endian) |
+/// | 73..81 | the base's `CU_POINTER_ATTRIBUTE_BUFFER_ID` (`u64`, little-endian) |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Payload {
+    pub(crate) ipc: [u8; 64],
+    pub(crate) base_size: u64,
+    pub(crate) buffer_id: u64,
+}
+
+impl Payload {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(PAYLOAD_LEN);
+        b.push(PAYLOAD_VERSION);
+        b.extend_from_slice(&self.ipc);
+        b.extend_from_slice(&self.base_size.to_le_bytes());
+        b.extend_from_slice(&self.buffer_id.to_le_bytes());
+        b
+    }
+
+    pub(crate) fn decode(b: &[u8]) -> Result<Payload> {
+        let malformed = |detail: String| -> Error {
+            HandleError::Malformed {
+                field: "payload",
+                detail,
+            }
+            .into()
+        };
+        if b.len() != PAYLOAD_LEN {
+            return Err(malformed(format!(
+                "a CUDA memory payload is {PAYLOAD_LEN} bytes, this one {}",
+                b.len()
+            )));
+        }
+        if b[0] != PAYLOAD_VERSION {
+            return Err(malformed(format!(
+                "CUDA memory payload version {} (this build reads {PAYLOAD_VERSION})",
+                b[0]
+            )));
+        }
+        let mut ipc = [0u8; 64];
+        ipc.copy_from_slice(&b[1..65]);
+        let mut size = [0u8; 8];
+        size.copy_from_slice(&b[65..73]);
+        let mut id = [0u8; 8];
+        id.copy_from_slice(&b[73..81]);
+        Ok(Payload {
+            ipc,
+            base_size: u64::from_le_bytes(size),
+            buffer_id: u64::from_le_bytes(id),
+        })
+    }
+}
+
+/// What an exported allocation keeps: its importers' leases and its id.
+#[derive(Debug)]
+pub(crate) struct Exports {
+    pub(crate) leases: Arc<LeaseTable>,
+    pub(crate) buffer_id: u64,
+}
+
+/// The bases of this process's exported allocations, by buffer id: what a
+/// same-process import reaches.
+fn own() -> &'static Mutex<HashMap<u64, CUdeviceptr>> {
+    static OWN: OnceLock<Mutex<HashMap<u64, CUdeviceptr>>> = OnceLock::new();
+    OWN.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Forget an exported allocation that is being freed.
+pub(crate) fn forget(buffer_id: u64) {
+    lock(own()).remove(&buffer_id);
+}
+
+/// Export `alloc` as [`Device::export_memory`](hal_core::Device::export_memory) does.
+pub(crate) fn export(
+    primary: &Primary,
+    info: &DeviceInfo,
+    alloc: &CudaAllocation,
+    opts: &ExportOptions,
+) -> Result<Exported> {
+    if alloc.location == Location::Host {
+        return Err(Error::unsupported(
+            "cuda",
+            "export pinned host memory",
+            "legacy CUDA IPC exports device memory only (cuIpcGetMemHandle answers \
+             CUDA_ERROR_INVALID_VALUE for cuMemAllocHost memory)",
+        ));
+    }
+    if opts.read_only {
+        return Err(Error::unsupported(
+            "cuda",
+            "a read-only export",
+            "legacy CUDA IPC maps imports read-write (Capabilities::READ_ONLY_EXPORT is absent)",
+        ));
+    }
+    if matches!(opts.importers, Importers::Pids(_)) {
+        return Err(Error::unsupported(
+            "cuda",
+            "an export to a pid list",
+            "CUDA keeps no allow-list of importers: export to anyone \
+             (Capabilities::PID_ALLOW_LIST is absent)",
+        ));
+    }
+    let range = opts.range.unwrap_or(ByteRange::new(0, alloc.len));
+    range.check(alloc.len, 0)?;
+    let page = info.page_size();
+    if (alloc.ptr + range.offset) % page != 0 || range.len % page != 0 {
+        return Err(Error::Misaligned {
+            offset: range.offset,
+            len: range.len,
+            page_size: page,
+        });
+    }
+    let driver = &primary.driver;
+    let _ctx = primary.enter()?;
+    let mut base: CUdeviceptr = 0;
+    let mut size: usize = 0;
+    let f = driver.mem_get_address_range()?;
+    // SAFETY: both outputs are valid places; `alloc.ptr` is live memory.
+    let status = unsafe { f(&mut base, &mut size, alloc.ptr) };
+    driver.check("cuMemGetAddressRange_v2", status)?;
+    let mut raw = CUipcMemHandle { reserved: [0; 64] };
+    let f = driver.ipc_get_mem_handle()?;
+    // SAFETY: `raw` is a valid place for 64 bytes; `base` is live memory.
+    driver.check("cuIpcGetMemHandle", unsafe { f(&mut raw, base) })?;
+    let mut buffer_id: u64 = 0;
+    let f = driver.pointer_get_attribute()?;
+    // SAFETY: the attribute's value is an `unsigned long long`, and
+    // `buffer_id` is a valid place for one.
+    let status = unsafe {
+        f(
+            (&raw mut buffer_id).cast::<c_void>(),
+            POINTER_ATTRIBUTE_BUFFER_ID,
+            base,
+        )
+    };
+    driver.check("cuPointerGetAttribute", status)?;
+    let exports = alloc.exports(buffer_id)?;
+    lock(own()).insert(buffer_id, base);
+    let spec = HandleSpec {
+        kind: HandleKind::Memory,
+        backend: BackendId::Cuda,
+        device: info.ordinal,
+        device_uuid: info.uuid,
+        location: Location::Device(info.ordinal),
+        default_allow_list: false,
+    };
+    let mut handle = new_handle(&spec, opts)?;
+    handle.offset = alloc.ptr - base + range.offset;
+    handle.size = range.len;
+    handle.payload = Payload {
+        ipc: raw.reserved.map(|b| b as u8),
+        base_size: size as u64,
+        buffer_id,
+    }
+    .encode();
+    Exported::with_leases(handle, Vec::new(), Arc::clone(&exports.leases))
+}
+
+/// A new lease table for an allocation's first export.
+pub(crate) fn new_exports(buffer_id: u64) -> Result<Exports> {
+    Ok(Exports {
+        leases: LeaseTable::new(DEFAULT_SLOTS)?,
+        buffer_id,
+    })
+}
+
+/// One `cuIpcOpenMemHandle_v2` in this process, shared by the mappings of
+/// every range of one exported allocation; closed when the last drops.
+pub(crate) struct Opened {
+    primary: Arc<Primary>,
+    base: CUdeviceptr,
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        let driver = &self.primary.driver;
+        let closed = self.primary.enter().and_then(|_ctx| {
+            let f = driver.ipc_close_mem_handle()?;
+            // SAFETY: `base` came from cuIpcOpenMemHandle_v2 and is closed
+            // once, by its one owner.
+            driver.check("cuIpcCloseMemHandle", unsafe { f(self.base) })
+        });
+        if let Err(e) = closed {
+            log::warn!("closing imported CUDA memory at {:#x}: {e}", self.base);
+        }
+    }
+}
+
+/// Who exported an allocation, which one, and the device it is opened on.
+type Key = (u32, u64, u64, u64, CUdevice);
+
+fn cache() -> &'static Mutex<HashMap<Key, Weak<Opened>>> {
+    static CACHE: OnceLock<Mutex<HashMap<Key, Weak<Opened>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// How many exported allocations this process holds open on `device`.
+pub(crate) fn open_count(device: CUdevice) -> usize {
+    lock(cache())
+        .iter()
+        .filter(|(k, w)| k.4 == device && w.strong_count() > 0)
+        .count()
+}
+
+/// The shared open of `payload`'s allocation, opening it on first use.
+fn open(primary: &Arc<Primary>, key: Key, payload: &Payload) -> Result<Arc<Opened>> {
+    let mut cache = lock(cache());
+    if let Some(o) = cache.get(&key).and_then(Weak::upgrade) {
+        return Ok(o);
+    }
+    cache.retain(|_, w| w.strong_count() > 0);
+    let driver = &primary.driver;
+    let _ctx = primary.enter()?;
+    let f = driver.ipc_open_mem_handle()?;
+    let raw = CUipcMemHandle {
+        reserved: payload.ipc.map(|b| b as _),
+    };
+    let mut base: CUdeviceptr = 0;
+    // SAFETY: `base` is a valid place; the handle is passed by value.
+    let status = unsafe { f(&mut base, raw, LAZY_ENABLE_PEER_ACCESS) };
+    driver.check("cuIpcOpenMemHandle_v2", status)?;
+    let opened = Arc::new(Opened {
+        primary: Arc::clone(primary),
+        base,
+    });
+    cache.insert(key, Arc::downgrade(&opened));
+    Ok(opened)
+}
+
+/// Import as [`Device::import_memory`](hal_core::Device::import_memory) does.
+pub(crate) fn import(
+    primary: &Arc<Primary>,
+    info: &DeviceInfo,
+    mut shared: SharedHandle,
+    opts: &ImportOptions,
+) -> Result<CudaMapping> {
+    shared.handle.expect(HandleKind::Memory, BackendId::Cuda)?;
+    let handle = shared.handle.clone();
+    if opts.placement == ImportPlacement::ExporterAddress {
+        return Err(Error::unsupported(
+            "cuda",
+            "an import at the exporter's address",
+            "cuIpcOpenMemHandle_v2 chooses the address \
+             (Capabilities::FIXED_ADDRESS_IMPORT is absent)",
+        ));
+    }
+    if opts.device.is_some_and(|d| d != info.ordinal) {
+        return Err(Error::invalid(format!(
+            "an import onto device {} asked of device {}: import through that device",
+            opts.device.unwrap_or_default(),
+            info.ordinal
+        )));
+    }
+    if handle.device_uuid != info.uuid && opts.peer_access {
+        return Err(Error::unsupported(
+            "cuda",
+            "an import onto another device with peer access",
+            "this backend imports memory on the exporter's device only \
+             (Capabilities::PEER_ACCESS is absent)",
+        ));
+    }
+    if handle.device_uuid != info.uuid {
+        return Err(Error::invalid(format!(
+            "the memory is on the device with UUID {} (ordinal {} of the exporter), not on \
+             device {}: import it through that device, or ask for peer access",
+            hal_core::os::hex(&handle.device_uuid),
+            handle.device,
+            info.ordinal
+        )));
+    }
+    let payload = Payload::decode(&handle.payload)?;
+    let end = handle.offset.checked_add(handle.size);
+    if end.is_none_or(|e| e > payload.base_size) || handle.size == 0 {
+        return Err(HandleError::Malformed {
+            field: "size",
+            detail: format!(
+                "range {:#x}+{:#x} of a {:#x}-byte allocation",
+                handle.offset, handle.size, payload.base_size
+            ),
+        }
+        .into());
+    }
+    let taken = take_fds_leased(&mut shared)?;
+    let (addr, open) = if handle.is_own() {
+        let base = lock(own())
+            .get(&payload.buffer_id)
+            .copied()
+            .ok_or_else(|| Error::NotFound {
+                what: "the exported allocation was freed".into(),
+            })?;
+        (base + handle.offset, None)
+    } else {
+        let key = (
+            handle.creator_pid,
+            handle.creator_start,
+            handle.creator_pid_ns,
+            payload.buffer_id,
+            primary.device,
+        );
+        let opened = open(primary, key, &payload)?;
+        (opened.base + handle.offset, Some(opened))
+    };
+    Ok(CudaMapping {
+        primary: Arc::clone(primary),
+        handle,
+        addr,
+        len: shared.handle.size,
+        ordinal: info.ordinal,
+        open,
+        _lease: taken.lease,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_round_trip_and_refuse_other_layouts() {
+        let p = Payload {
+            ipc: [3; 64],
+            base_size: 1 << 20,
+            buffer_id: 42,
+        };
+        let b = p.encode();
+        assert_eq!(b.len(), PAYLOAD_LEN);
+        assert_eq!(Payload::decode(&b).unwrap(), p);
+        assert!(Payload::decode(&b[1..]).is_err());
+        let mut v = b.clone();
+        v[0] = 2;
+        assert!(Payload::decode(&v).is_err());
+    }
+}
