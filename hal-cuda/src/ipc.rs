@@ -30,16 +30,17 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use hal_core::exchange::take_fds_leased;
 use hal_core::export::{new_handle, HandleSpec};
-use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
 use hal_core::{
     BackendId, ByteRange, DeviceInfo, Error, ExportOptions, Exported, HandleError, HandleKind,
     ImportOptions, ImportPlacement, Importers, Location, Result, SharedHandle,
 };
 
 use crate::context::Primary;
+use crate::exports::own;
 use crate::lock::lock;
 use crate::mapping::CudaMapping;
 use crate::memory::CudaAllocation;
+use crate::opened::Opened;
 use crate::sys::{CUdevice, CUdeviceptr, CUipcMemHandle};
 
 /// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`.
@@ -108,25 +109,6 @@ impl Payload {
             buffer_id: u64::from_le_bytes(id),
         })
     }
-}
-
-/// What an exported allocation keeps: its importers' leases and its id.
-#[derive(Debug)]
-pub(crate) struct Exports {
-    pub(crate) leases: Arc<LeaseTable>,
-    pub(crate) buffer_id: u64,
-}
-
-/// The bases of this process's exported allocations, by buffer id: what a
-/// same-process import reaches.
-fn own() -> &'static Mutex<HashMap<u64, CUdeviceptr>> {
-    static OWN: OnceLock<Mutex<HashMap<u64, CUdeviceptr>>> = OnceLock::new();
-    OWN.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
-/// Forget an exported allocation that is being freed.
-pub(crate) fn forget(buffer_id: u64) {
-    lock(own()).remove(&buffer_id);
 }
 
 /// Export `alloc` as [`Device::export_memory`](hal_core::Device::export_memory) does.
@@ -213,36 +195,6 @@ pub(crate) fn export(
     }
     .encode();
     Exported::with_leases(handle, Vec::new(), Arc::clone(&exports.leases))
-}
-
-/// A new lease table for an allocation's first export.
-pub(crate) fn new_exports(buffer_id: u64) -> Result<Exports> {
-    Ok(Exports {
-        leases: LeaseTable::new(DEFAULT_SLOTS)?,
-        buffer_id,
-    })
-}
-
-/// One `cuIpcOpenMemHandle_v2` in this process, shared by the mappings of
-/// every range of one exported allocation; closed when the last drops.
-pub(crate) struct Opened {
-    primary: Arc<Primary>,
-    base: CUdeviceptr,
-}
-
-impl Drop for Opened {
-    fn drop(&mut self) {
-        let driver = &self.primary.driver;
-        let closed = self.primary.enter().and_then(|_ctx| {
-            let f = driver.ipc_close_mem_handle()?;
-            // SAFETY: `base` came from cuIpcOpenMemHandle_v2 and is closed
-            // once, by its one owner.
-            driver.check("cuIpcCloseMemHandle", unsafe { f(self.base) })
-        });
-        if let Err(e) = closed {
-            log::warn!("closing imported CUDA memory at {:#x}: {e}", self.base);
-        }
-    }
 }
 
 /// Who exported an allocation, which one, and the device it is opened on.

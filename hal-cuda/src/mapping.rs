@@ -9,7 +9,7 @@ use hal_core::exchange::Lease;
 use hal_core::{Handle, Location, Mapping, Memory, Result};
 
 use crate::context::Primary;
-use crate::ipc::Opened;
+use crate::opened::Opened;
 use crate::sys::CUdeviceptr;
 
 /// Device memory imported from an export (`Device::import_memory`).

@@ -9,7 +9,7 @@ use hal_core::device::check_bounds;
 use hal_core::{Allocation, Location, Memory, Result};
 
 use crate::context::Primary;
-use crate::ipc::Exports;
+use crate::exports::Exports;
 use crate::sys::CUdeviceptr;
 
 /// Memory this process allocated on a CUDA device.
@@ -48,7 +48,7 @@ impl CudaAllocation {
         if let Some(e) = self.exports.get() {
             return Ok(e);
         }
-        let made = crate::ipc::new_exports(buffer_id)?;
+        let made = crate::exports::new_exports(buffer_id)?;
         // A concurrent export may have won the race; its table is kept.
         let _ = self.exports.set(made);
         self.exports
@@ -63,7 +63,7 @@ impl Drop for CudaAllocation {
             release(&self.primary, self.ptr, self.location);
             return;
         };
-        crate::ipc::forget(e.buffer_id);
+        crate::exports::forget(e.buffer_id);
         if e.leases.count() == 0 {
             release(&self.primary, self.ptr, self.location);
             return;

@@ -216,6 +216,8 @@ fn driver_errors_keep_their_number_and_name() {
             assert_eq!(v.code, 2);
             assert_eq!(v.name, "CUDA_ERROR_OUT_OF_MEMORY");
             assert!(v.message.contains("cuMemAlloc_v2"), "{}", v.message);
+            // The driver's own description (cuGetErrorString), not a stand-in text.
+            assert!(v.message.contains("out of memory"), "{}", v.message);
         }
         other => panic!("an allocation past the device's memory: {other:?}"),
     }
@@ -229,4 +231,27 @@ fn the_standin_exports_every_entry_point_this_backend_resolves() {
             "the stand-in lacks {name}: hal-cuda's calls of it would go untested"
         );
     }
+}
+
+#[test]
+fn dropping_the_device_releases_its_primary_context() {
+    // A device of its own backend instance, on an ordinal no other test
+    // of this binary retains, so the count is this test's alone.
+    let cuda = backend();
+    let last = cuda.devices().unwrap().len() as u32 - 1;
+    let dev = cuda.open(last).unwrap();
+    drop(dev);
+    // SAFETY: the stand-in is loaded already (by the backend); the symbol is
+    // the driver's cuDevicePrimaryCtxRelease_v2(CUdevice) -> CUresult.
+    let status = unsafe {
+        let lib = libloading::Library::new(standin()).unwrap();
+        let release = lib
+            .get::<unsafe extern "C" fn(i32) -> u32>("cuDevicePrimaryCtxRelease_v2")
+            .unwrap();
+        release(last as i32)
+    };
+    assert_eq!(
+        status, 201,
+        "the device released its retain: one more release is CUDA_ERROR_INVALID_CONTEXT"
+    );
 }

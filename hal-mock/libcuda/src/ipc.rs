@@ -52,6 +52,7 @@ use hal_core::{
 use crate::abi::{guard, non_null, put};
 use crate::context::current;
 use crate::error::sim;
+use crate::ipc_table::{IpcExport, Opened};
 use crate::state::{driver, lock, Block, Driver, Kind, Mem};
 
 /// The first bytes of a stand-in IPC handle.
@@ -64,26 +65,6 @@ const LAZY_ENABLE_PEER_ACCESS: c_uint = 1;
 const POINTER_ATTRIBUTE_BUFFER_ID: c_int = 7;
 /// The most bytes an envelope holds (a handle's text is far shorter).
 const MAX_ENVELOPE: u64 = 4096;
-
-/// The exports of one allocation, kept while it lives.
-pub(crate) struct IpcExport {
-    /// Its 64 bytes.
-    bytes: [u8; 64],
-    /// The simulator's export of the memory.
-    _memory: Exported,
-    /// The envelope holding the memory export's text.
-    _envelope: Exported,
-}
-
-/// A handle opened in this process.
-pub(crate) struct Opened {
-    /// Where it is mapped.
-    pub(crate) addr: u64,
-    /// Opens minus closes.
-    pub(crate) refs: u32,
-    /// The buffer id of the opened memory's block here.
-    pub(crate) buffer_id: u64,
-}
 
 /// What the 64 bytes say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

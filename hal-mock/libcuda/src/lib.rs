@@ -98,6 +98,7 @@ mod error;
 mod event;
 mod hostreg;
 mod ipc;
+mod ipc_table;
 mod managed;
 mod memops;
 mod memory;

@@ -11,7 +11,7 @@ use hal_core::{Backend, Device, MemRef};
 use hal_mock::{MockAllocation, MockBackend, MockDevice, MockEvent, MockMapping, MockStream};
 
 use crate::error::sim;
-use crate::ipc::{IpcExport, Opened};
+use crate::ipc_table::{IpcExport, Opened};
 use crate::visible;
 
 /// Lock a mutex, taking the data of a poisoned one: a panic caught at the

@@ -1,0 +1,28 @@
+//! One open of an allocation another process exported.
+
+use std::sync::Arc;
+
+use crate::context::Primary;
+use crate::sys::CUdeviceptr;
+
+/// One `cuIpcOpenMemHandle_v2` in this process, shared by the mappings of
+/// every range of one exported allocation; closed when the last drops.
+pub(crate) struct Opened {
+    pub(crate) primary: Arc<Primary>,
+    pub(crate) base: CUdeviceptr,
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        let driver = &self.primary.driver;
+        let closed = self.primary.enter().and_then(|_ctx| {
+            let f = driver.ipc_close_mem_handle()?;
+            // SAFETY: `base` came from cuIpcOpenMemHandle_v2 and is closed
+            // once, by its one owner.
+            driver.check("cuIpcCloseMemHandle", unsafe { f(self.base) })
+        });
+        if let Err(e) = closed {
+            log::warn!("closing imported CUDA memory at {:#x}: {e}", self.base);
+        }
+    }
+}
