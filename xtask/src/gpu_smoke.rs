@@ -48,6 +48,7 @@ for e in "$here"/examples/*; do
     step "example-$(basename "$e")" "$e"
 done
 step demo-cpu-shm "$here/bin/halctl" demo --json
+step demo-cuda "$here/bin/halctl" demo --backend cuda --json
 {
     echo "gpu-smoke: $(date -u +%FT%TZ) on $(hostname)"
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
