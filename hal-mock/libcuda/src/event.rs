@@ -23,7 +23,7 @@ const INTERPROCESS: c_uint = 4;
 
 /// The event `h` names; `CUDA_ERROR_INVALID_HANDLE` for a value that is
 /// no live event.
-fn event_of(d: &Driver, h: CUevent) -> Result<Arc<MockEvent>, Code> {
+pub(crate) fn event_of(d: &Driver, h: CUevent) -> Result<Arc<MockEvent>, Code> {
     current(d)?;
     lock(&d.events)
         .get(&h.addr())
@@ -56,6 +56,7 @@ pub unsafe extern "C" fn cuEventCreate(ph_event: *mut CUevent, flags: c_uint) ->
         let entry = EventEntry {
             event: Arc::new(event),
             ordinal,
+            ipc: None,
         };
         lock(&d.events).insert(id, entry);
         // SAFETY: `ph_event` is not null and valid for a write (the caller's contract).
@@ -63,7 +64,8 @@ pub unsafe extern "C" fn cuEventCreate(ph_event: *mut CUevent, flags: c_uint) ->
     })
 }
 
-/// Destroys an event.
+/// Destroys an event; an opened IPC event is released (the exporter's
+/// event lives on).
 #[no_mangle]
 pub unsafe extern "C" fn cuEventDestroy_v2(h_event: CUevent) -> CUresult {
     guard(|| {
@@ -127,5 +129,33 @@ pub unsafe extern "C" fn cuStreamWaitEvent(
         sim(d.devices[ordinal as usize]
             .device
             .stream_wait_event(&stream, &event))
+    })
+}
+
+/// The milliseconds between the completions of the latest records of
+/// `h_start` and `h_end`. Events created without timing, IPC events and
+/// opened IPC events answer `CUDA_ERROR_INVALID_HANDLE` (measured on an
+/// opened one); records not both completed `CUDA_ERROR_NOT_READY`.
+#[no_mangle]
+pub unsafe extern "C" fn cuEventElapsedTime(
+    pms: *mut f32,
+    h_start: CUevent,
+    h_end: CUevent,
+) -> CUresult {
+    guard(|| {
+        let d = driver()?;
+        non_null(pms)?;
+        let start = event_of(d, h_start)?;
+        let end = event_of(d, h_end)?;
+        let ordinal = lock(&d.events)
+            .get(&h_start.addr())
+            .map(|e| e.ordinal)
+            .ok_or(cuda::INVALID_HANDLE)?;
+        let took = sim(d.devices[ordinal as usize]
+            .device
+            .event_elapsed(&start, &end))?;
+        let ms = took.as_secs_f64() * 1000.0;
+        // SAFETY: `pms` is not null and valid for a write (the caller's contract).
+        unsafe { put(pms, ms as f32) }
     })
 }

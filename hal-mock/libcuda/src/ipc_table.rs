@@ -1,5 +1,5 @@
 //! What the driver state keeps of legacy IPC: the exports of this
-//! process's allocations and the handles it opened.
+//! process's allocations and events, and the memory handles it opened.
 
 use hal_core::Exported;
 
@@ -21,4 +21,14 @@ pub(crate) struct Opened {
     pub(crate) refs: u32,
     /// The buffer id of the opened memory's block here.
     pub(crate) buffer_id: u64,
+}
+
+/// The exports of one IPC event, kept while it lives.
+pub(crate) struct EventExport {
+    /// Its 64 bytes.
+    pub(crate) bytes: [u8; 64],
+    /// The simulator's export of the event.
+    pub(crate) _event: Exported,
+    /// The envelope holding the event export's text.
+    pub(crate) _envelope: Exported,
 }

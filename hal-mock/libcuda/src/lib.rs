@@ -51,6 +51,12 @@
 //!   across processes running this build (see `ipc.rs` for their layout).
 //!   `cuPointerGetAttribute` answers `CU_POINTER_ATTRIBUTE_BUFFER_ID` and
 //!   `CUDA_ERROR_NOT_SUPPORTED` for other attributes.
+//! - IPC events (`cuIpcGetEventHandle`, `cuIpcOpenEventHandle`) as
+//!   measured: only `CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING`
+//!   events have a handle; an opened event answers `cuEventQuery` and
+//!   `cuStreamWaitEvent`, and `cuEventElapsedTime` with
+//!   `CUDA_ERROR_INVALID_HANDLE`; the exporter's destroy waits for its
+//!   openers. The 64 bytes work across processes (see `ipc_event.rs`).
 //! - A null output pointer is `CUDA_ERROR_INVALID_VALUE`, except for
 //!   `cuCtxPopCurrent_v2`, whose output the driver makes optional.
 //! - A panic inside an entry point never crosses the C boundary: the call
@@ -94,10 +100,12 @@
 mod abi;
 mod context;
 mod device;
+mod envelope;
 mod error;
 mod event;
 mod hostreg;
 mod ipc;
+mod ipc_event;
 mod ipc_table;
 mod managed;
 mod memops;
@@ -112,6 +120,7 @@ pub use device::*;
 pub use event::*;
 pub use hostreg::*;
 pub use ipc::*;
+pub use ipc_event::*;
 pub use managed::*;
 pub use memops::*;
 pub use memory::*;
@@ -168,8 +177,11 @@ pub const EXPORTED: &[&str] = &[
     "cuEventRecord",
     "cuEventQuery",
     "cuEventSynchronize",
+    "cuEventElapsedTime",
     "cuIpcGetMemHandle",
     "cuIpcOpenMemHandle_v2",
     "cuIpcCloseMemHandle",
+    "cuIpcGetEventHandle",
+    "cuIpcOpenEventHandle",
     "cuPointerGetAttribute",
 ];

@@ -11,7 +11,7 @@ use hal_core::{Backend, Device, MemRef};
 use hal_mock::{MockAllocation, MockBackend, MockDevice, MockEvent, MockMapping, MockStream};
 
 use crate::error::sim;
-use crate::ipc_table::{IpcExport, Opened};
+use crate::ipc_table::{EventExport, IpcExport, Opened};
 use crate::visible;
 
 /// Lock a mutex, taking the data of a poisoned one: a panic caught at the
@@ -111,6 +111,8 @@ pub(crate) struct EventEntry {
     pub(crate) event: Arc<MockEvent>,
     /// The device whose context made it.
     pub(crate) ordinal: u32,
+    /// Its IPC export, after the first `cuIpcGetEventHandle`.
+    pub(crate) ipc: Option<EventExport>,
 }
 
 /// The primary context of one device.

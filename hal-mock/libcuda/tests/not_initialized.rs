@@ -8,7 +8,7 @@ use std::ffi::c_char;
 use std::ptr::{null, null_mut};
 
 use common::{cu, OK};
-use cudarc::driver::sys::{CUipcMemHandle, CUresult};
+use cudarc::driver::sys::{CUipcEventHandle, CUipcMemHandle, CUresult};
 
 fn host() -> cudarc::driver::sys::CUmemLocation {
     cudarc::driver::sys::CUmemLocation {
@@ -68,6 +68,7 @@ fn every_call_before_cu_init_is_not_initialized() {
             (cu.cuEventRecord)(h.cast(), h.cast()),
             (cu.cuEventQuery)(h.cast()),
             (cu.cuEventSynchronize)(h.cast()),
+            (cu.cuEventElapsedTime)(null_mut(), h.cast(), h.cast()),
             (cu.cuStreamWaitEvent)(h.cast(), h.cast(), 0),
             (cu.cuMemcpyAsync)(0, 0, 1, h.cast()),
             (cu.cuMemAdvise_v2)(0, 1, 1, host()),
@@ -80,6 +81,8 @@ fn every_call_before_cu_init_is_not_initialized() {
             (cu.cuIpcGetMemHandle)(null_mut(), 0),
             (cu.cuIpcOpenMemHandle_v2)(null_mut(), CUipcMemHandle { reserved: [0; 64] }, 1),
             (cu.cuIpcCloseMemHandle)(0),
+            (cu.cuIpcGetEventHandle)(null_mut(), h.cast()),
+            (cu.cuIpcOpenEventHandle)(null_mut(), CUipcEventHandle { reserved: [0; 64] }),
             (cu.cuPointerGetAttribute)(null_mut(), 7, 0),
         ];
         assert_eq!(

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use cudarc::driver::sys::{
-    CUcontext, CUdevice, CUdeviceptr, CUevent, CUipcMemHandle, CUmemLocation, CUresult, CUstream,
-    CUuuid,
+    CUcontext, CUdevice, CUdeviceptr, CUevent, CUipcEventHandle, CUipcMemHandle, CUmemLocation,
+    CUresult, CUstream, CUuuid,
 };
 use libloading::Library;
 
@@ -111,6 +111,7 @@ entry_points! {
     cuEventRecord: fn(CUevent, CUstream);
     cuEventQuery: fn(CUevent);
     cuEventSynchronize: fn(CUevent);
+    cuEventElapsedTime: fn(*mut f32, CUevent, CUevent);
     cuStreamWaitEvent: fn(CUstream, CUevent, c_uint);
     cuMemcpyAsync: fn(CUdeviceptr, CUdeviceptr, usize, CUstream);
     cuMemAdvise_v2: fn(CUdeviceptr, usize, c_uint, CUmemLocation);
@@ -123,6 +124,8 @@ entry_points! {
     cuIpcGetMemHandle: fn(*mut CUipcMemHandle, CUdeviceptr);
     cuIpcOpenMemHandle_v2: fn(*mut CUdeviceptr, CUipcMemHandle, c_uint);
     cuIpcCloseMemHandle: fn(CUdeviceptr);
+    cuIpcGetEventHandle: fn(*mut CUipcEventHandle, CUevent);
+    cuIpcOpenEventHandle: fn(*mut CUevent, CUipcEventHandle);
     cuPointerGetAttribute: fn(*mut c_void, c_int, CUdeviceptr);
 }
 
