@@ -184,6 +184,16 @@ pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
         // Legacy IPC of device memory; importers are counted by leases.
         capabilities = capabilities | Capabilities::IPC_MEMORY | Capabilities::LEASES;
     }
+    if driver.has_ipc_event()
+        && attribute(driver, dev, A::CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED)? != 0
+    {
+        // IPC events; an opened one answers cuEventQuery (measured).
+        // Importers are counted by leases.
+        capabilities = capabilities
+            | Capabilities::IPC_EVENT
+            | Capabilities::IPC_EVENT_QUERY
+            | Capabilities::LEASES;
+    }
     if attribute(driver, dev, A::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS)? != 0 {
         capabilities = capabilities | Capabilities::PAGEABLE_MEMORY_ACCESS;
     }

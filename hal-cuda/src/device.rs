@@ -19,13 +19,11 @@ use crate::context::Primary;
 use crate::mapping::CudaMapping;
 use crate::memory::CudaAllocation;
 use crate::notify::CudaNotify;
-use crate::stream::{CudaEvent, CudaStream, RawEvent};
-use crate::sys::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUstream, Driver};
+use crate::stream::{CudaEvent, CudaStream};
+use crate::sys::{CUcontext, CUdevice, CUdeviceptr, CUstream, Driver};
 
 /// `CU_STREAM_NON_BLOCKING`: no implicit order with the legacy stream.
 const STREAM_NON_BLOCKING: u32 = 1;
-/// `CU_EVENT_DISABLE_TIMING`.
-const EVENT_DISABLE_TIMING: u32 = 2;
 
 /// A CUDA device: its primary context, retained while the device lives.
 pub struct CudaDevice {
@@ -101,6 +99,10 @@ impl CudaDevice {
             }));
         }
         self.span(mem, offset, len)
+    }
+
+    fn ipc_event(&self) -> bool {
+        self.info.capabilities.contains(Capabilities::IPC_EVENT)
     }
 
     fn ipc_memory(&self) -> bool {
@@ -412,36 +414,17 @@ impl Device for CudaDevice {
     }
 
     fn create_event(&self, flags: EventFlags) -> Result<CudaEvent> {
-        if flags.interprocess {
+        if flags.interprocess && !self.ipc_event() {
             return Err(absent("an interprocess event", "IPC_EVENT"));
         }
-        let driver = self.driver();
-        let _ctx = self.primary.enter()?;
-        let f = driver.event_create()?;
-        let mut raw: CUevent = std::ptr::null_mut();
-        let bits = if flags.timing {
-            0
-        } else {
-            EVENT_DISABLE_TIMING
-        };
-        // SAFETY: `raw` is a valid place; the flags are the driver's.
-        driver.check("cuEventCreate", unsafe { f(&mut raw, bits) })?;
-        Ok(CudaEvent {
-            inner: Arc::new(RawEvent {
-                primary: Arc::clone(&self.primary),
-                raw,
-            }),
-            flags,
-        })
+        crate::ipc_event::create(&self.primary, flags)
     }
 
+    /// Records the event; an interprocess event made past the cap on live
+    /// IPC events (1000) is recorded and then the stream synchronized.
     fn record_event(&self, stream: &CudaStream, event: &CudaEvent) -> Result<()> {
         self.check_stream(stream)?;
-        let driver = self.driver();
-        let _ctx = self.primary.enter()?;
-        let f = driver.event_record()?;
-        // SAFETY: both handles are live and of this context.
-        driver.check("cuEventRecord", unsafe { f(event.inner.raw, stream.raw) })
+        crate::ipc_event::record(&self.primary, stream, event)
     }
 
     fn stream_wait_event(&self, stream: &CudaStream, event: &CudaEvent) -> Result<()> {
@@ -455,12 +438,23 @@ impl Device for CudaDevice {
         })
     }
 
-    fn export_event(&self, _event: &CudaEvent, _opts: &ExportOptions) -> Result<Exported> {
-        Err(absent("export_event", "IPC_EVENT"))
+    fn export_event(&self, event: &CudaEvent, opts: &ExportOptions) -> Result<Exported> {
+        if !self.ipc_event() {
+            return Err(absent("export_event", "IPC_EVENT"));
+        }
+        if !Arc::ptr_eq(&event.inner.primary, &self.primary) {
+            return Err(Error::invalid(
+                "the event belongs to another CUDA device: export it through that device",
+            ));
+        }
+        crate::ipc_event::export(&self.primary, &self.info, event, opts)
     }
 
-    fn import_event(&self, _shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaEvent> {
-        Err(absent("import_event", "IPC_EVENT"))
+    fn import_event(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaEvent> {
+        if !self.ipc_event() {
+            return Err(absent("import_event", "IPC_EVENT"));
+        }
+        crate::ipc_event::import(&self.primary, &self.info, shared)
     }
 
     fn create_notify_with(&self, flags: NotifyFlags) -> Result<CudaNotify> {

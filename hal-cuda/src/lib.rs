@@ -29,22 +29,25 @@
 //! | managed memory is allocated, advised and prefetched, never exported (INVALID_VALUE, measured) | `managed.rs`, `device.rs` |
 //! | host memory is registered `PORTABLE \| DEVICEMAP` and reached at `cuMemHostGetDevicePointer` | `managed.rs` |
 //! | a stream keeps the host bytes of its queued copies until it ran them | `device.rs`, `stream.rs` |
-//!
 //! | device memory is shared with legacy IPC: the handle of the allocation's base, the range as an offset; one `cuIpcOpenMemHandle_v2` per process for every import of an allocation, closed at the last drop; the exporter's own imports reach the original memory (the driver answers INVALID_CONTEXT, measured) | `ipc.rs`, `mapping.rs` |
 //! | importers of exported memory are counted with leases from the exporter's descriptor broker | `ipc.rs`, `memory.rs` |
+//! | IPC events: `CU_EVENT_INTERPROCESS \| CU_EVENT_DISABLE_TIMING` (with timing: INVALID_VALUE, measured); the handle's 64 bytes in the payload; importers counted with leases, and the exporter's drop destroys the event only after them; an opened event answers queries and stream waits (measured) | `ipc_event.rs`, `stream.rs` |
+//! | at most 1000 live IPC events per process (as PyTorch); past the cap an interprocess event has no driver handle and recording it synchronizes the stream (a warning is logged once) | `event_cap.rs`, `ipc_event.rs` |
 //!
 //! Notifies are words of a shared page signalled and waited on by the host
-//! and shared across processes by descriptor (`notify.rs`). IPC events and
-//! VMM are not offered by this version: the capabilities do not claim them
-//! and the calls answer `Unsupported`.
+//! and shared across processes by descriptor (`notify.rs`). VMM is not
+//! offered by this version: the capabilities do not claim it and the calls
+//! answer `Unsupported`.
 #![deny(missing_docs)]
 
 mod absent;
 mod backend;
 mod context;
 mod device;
+mod event_cap;
 mod exports;
 mod ipc;
+mod ipc_event;
 mod loader;
 mod lock;
 mod managed;
@@ -59,6 +62,9 @@ mod sys;
 pub use absent::{CudaPhysical, CudaReservation};
 pub use backend::CudaBackend;
 pub use device::CudaDevice;
+pub use event_cap::DEFAULT_IPC_EVENT_CAP;
+#[doc(hidden)]
+pub use event_cap::{live_ipc_events, set_ipc_event_cap};
 pub use loader::{LIBRARY_NAME, LIBRARY_VAR};
 pub use mapping::CudaMapping;
 pub use memory::CudaAllocation;

@@ -2,13 +2,16 @@
 //! `cuEventQuery` with the library's spin-then-sleep policy, so that every
 //! wait honours its timeout and a dropped `wait_async` stops.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use hal_core::exchange::Lease;
+use hal_core::lease::LeaseTable;
 use hal_core::wait::{blocking_future, spin_then_sleep};
 use hal_core::{Event, EventFlags, Result, WaitFuture, WaitOptions};
 
 use crate::context::Primary;
+use crate::event_cap::Slot;
 use crate::result::{NOT_READY, SUCCESS};
 use crate::sys::{CUevent, CUstream};
 
@@ -119,17 +122,42 @@ impl Drop for CudaStream {
     }
 }
 
+/// What an event is to IPC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IpcMode {
+    /// Not an IPC event.
+    None,
+    /// A driver IPC event (`CU_EVENT_INTERPROCESS`, or opened by handle).
+    Driver,
+    /// An interprocess event past the cap on live IPC events: no driver
+    /// handle; recording it synchronizes the stream, so that it is complete
+    /// whenever anyone looks (`ipc_event.rs`).
+    SyncOnRecord,
+}
+
 /// An event of the driver.
 pub struct CudaEvent {
     pub(crate) inner: Arc<RawEvent>,
     pub(crate) flags: EventFlags,
+    pub(crate) ipc: IpcMode,
+    /// Imported from an export (never exported again).
+    pub(crate) imported: bool,
+    /// Its importers' leases, made at the first export; its drop waits
+    /// for them before the driver's event is destroyed.
+    pub(crate) leases: OnceLock<Arc<LeaseTable>>,
+    /// An importer's lease on the exporter's event, let go after the
+    /// opened event is destroyed.
+    pub(crate) _lease: Option<Lease>,
 }
 
-/// The driver's event, destroyed when the last holder (the event, or a
-/// waiter thread of a dropped `wait_async`) lets go.
+/// The driver's event, destroyed when the last holder (the event, a
+/// waiter thread of a dropped `wait_async`, or the wait for an exported
+/// event's importers) lets go.
 pub(crate) struct RawEvent {
     pub(crate) primary: Arc<Primary>,
     pub(crate) raw: CUevent,
+    /// Its place among the live IPC events, given back after the destroy.
+    pub(crate) _slot: Option<Slot>,
 }
 
 // SAFETY: a CUevent is a driver handle usable from any thread.
@@ -142,7 +170,40 @@ impl std::fmt::Debug for CudaEvent {
         f.debug_struct("CudaEvent")
             .field("raw", &self.inner.raw)
             .field("flags", &self.flags)
+            .field("ipc", &self.ipc)
+            .field("imported", &self.imported)
             .finish()
+    }
+}
+
+impl Drop for CudaEvent {
+    fn drop(&mut self) {
+        let Some(leases) = self.leases.get().filter(|t| t.count() > 0) else {
+            return;
+        };
+        // Importers still use it: CUDA makes using an IPC event after its
+        // exporter destroyed it undefined, so the destroy waits for their
+        // leases on a thread of its own (the thread holds the event).
+        let (leases, inner) = (Arc::clone(leases), Arc::clone(&self.inner));
+        let kept = Arc::clone(&self.inner);
+        let spawned = std::thread::Builder::new()
+            .name("hal-cuda-deferred-event".into())
+            .spawn(move || {
+                if let Err(e) = leases.wait_empty(None) {
+                    log::warn!("waiting for the importers of a CUDA IPC event: {e}");
+                }
+                drop(inner);
+            });
+        match spawned {
+            Ok(_) => drop(kept),
+            Err(e) => {
+                log::warn!(
+                    "a CUDA IPC event is still imported and no thread could wait for its \
+                     importers ({e}); it is left undestroyed"
+                );
+                std::mem::forget(kept);
+            }
+        }
     }
 }
 

@@ -12,7 +12,8 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 pub(crate) use cudarc::driver::sys::{
-    CUcontext, CUdevice, CUdeviceptr, CUevent, CUipcMemHandle, CUmemLocation, CUstream, CUuuid,
+    CUcontext, CUdevice, CUdeviceptr, CUevent, CUipcEventHandle, CUipcMemHandle, CUmemLocation,
+    CUstream, CUuuid,
 };
 use hal_core::vendor::cuda::entry;
 use hal_core::{Error, Result};
@@ -184,6 +185,10 @@ entries! {
     ipc_open_mem_handle = entry::IPC_OPEN_MEM_HANDLE_V2 => fn(*mut CUdeviceptr, CUipcMemHandle, c_uint);
     /// `cuIpcCloseMemHandle`.
     ipc_close_mem_handle = entry::IPC_CLOSE_MEM_HANDLE => fn(CUdeviceptr);
+    /// `cuIpcGetEventHandle`.
+    ipc_get_event_handle = entry::IPC_GET_EVENT_HANDLE => fn(*mut CUipcEventHandle, CUevent);
+    /// `cuIpcOpenEventHandle`.
+    ipc_open_event_handle = entry::IPC_OPEN_EVENT_HANDLE => fn(*mut CUevent, CUipcEventHandle);
 }
 
 impl Driver {
@@ -195,6 +200,14 @@ impl Driver {
             && self.ipc_get_mem_handle().is_ok()
             && self.ipc_open_mem_handle().is_ok()
             && self.ipc_close_mem_handle().is_ok()
+    }
+}
+
+impl Driver {
+    /// True when the driver has the entry points of IPC events (what
+    /// `Capabilities::IPC_EVENT` needs here).
+    pub(crate) fn has_ipc_event(&self) -> bool {
+        self.ipc_get_event_handle().is_ok() && self.ipc_open_event_handle().is_ok()
     }
 }
 

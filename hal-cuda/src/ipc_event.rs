@@ -1,0 +1,323 @@
+//! CUDA IPC events.
+//!
+//! **Create.** An interprocess event is `cuEventCreate(CU_EVENT_INTERPROCESS
+//! | CU_EVENT_DISABLE_TIMING)`; with timing it is refused with the driver's
+//! own answer, `CUDA_ERROR_INVALID_VALUE` (measured). Past the cap on live
+//! IPC events (`event_cap.rs`, 1000 as in PyTorch) the fallback is PyTorch's
+//! stream synchronize: the event is an ordinary driver event without
+//! timing, and [`record_event`] of it waits on the host until the stream
+//! ran everything before the record. Such an event is complete whenever
+//! another process looks at it, so its export carries no driver handle
+//! and an importer gets a driver event that is never recorded there
+//! (`cuEventQuery` answers success, `cuStreamWaitEvent` waits for nothing):
+//! the same answers the exporter's event would give after the synchronize.
+//!
+//! **Export.** `cuIpcGetEventHandle`; the hal handle (kind Event) carries
+//! the 64 bytes in its payload ([`Payload`]). An event created without the
+//! interprocess flag is refused by the driver. Exports count their
+//! importers with leases from the descriptor broker; the exporter's drop
+//! waits for them before destroying the driver's event (using an IPC event
+//! after its exporter destroyed it is undefined in CUDA).
+//!
+//! **Import.** The lease is taken first, then `cuIpcOpenEventHandle`; the
+//! lease is kept with the event and let go after `cuEventDestroy_v2` of
+//! the opened event. An opened event answers `cuEventQuery` and
+//! `cuStreamWaitEvent` (measured: `Capabilities::IPC_EVENT_QUERY`), and
+//! has no timing.
+
+use std::sync::{Arc, OnceLock};
+
+use hal_core::exchange::take_fds_leased;
+use hal_core::export::{new_handle, HandleSpec};
+use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
+use hal_core::{
+    BackendId, DeviceInfo, Error, EventFlags, ExportOptions, Exported, HandleError, HandleKind,
+    Importers, Location, Result, SharedHandle, VendorError,
+};
+
+use crate::context::Primary;
+use crate::event_cap::Slot;
+use crate::stream::{CudaEvent, CudaStream, IpcMode, RawEvent};
+use crate::sys::{CUevent, CUipcEventHandle};
+
+/// `CU_EVENT_DISABLE_TIMING`.
+pub(crate) const DISABLE_TIMING: u32 = 2;
+/// `CU_EVENT_INTERPROCESS`.
+const INTERPROCESS: u32 = 4;
+/// The payload layout's version.
+const PAYLOAD_VERSION: u8 = 1;
+/// Bytes of a payload.
+const PAYLOAD_LEN: usize = 2 + 64;
+
+/// What an event handle of this backend carries beyond hal's fields.
+///
+/// | bytes | field |
+/// | ---: | --- |
+/// | 0 | version, 1 |
+/// | 1 | 0: a driver IPC event; 1: past the cap, synchronized on record (no driver handle) |
+/// | 2..66 | the driver's `CUipcEventHandle` (zero past the cap) |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Payload {
+    pub(crate) synchronized: bool,
+    pub(crate) ipc: [u8; 64],
+}
+
+impl Payload {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(PAYLOAD_LEN);
+        b.push(PAYLOAD_VERSION);
+        b.push(u8::from(self.synchronized));
+        b.extend_from_slice(&self.ipc);
+        b
+    }
+
+    pub(crate) fn decode(b: &[u8]) -> Result<Payload> {
+        let malformed = |detail: String| -> Error {
+            HandleError::Malformed {
+                field: "payload",
+                detail,
+            }
+            .into()
+        };
+        if b.len() != PAYLOAD_LEN {
+            return Err(malformed(format!(
+                "a CUDA event payload is {PAYLOAD_LEN} bytes, this one {}",
+                b.len()
+            )));
+        }
+        if b[0] != PAYLOAD_VERSION || b[1] > 1 {
+            return Err(malformed(format!(
+                "CUDA event payload version {} mode {} (this build reads version \
+                 {PAYLOAD_VERSION}, modes 0 and 1)",
+                b[0], b[1]
+            )));
+        }
+        let mut ipc = [0u8; 64];
+        ipc.copy_from_slice(&b[2..66]);
+        Ok(Payload {
+            synchronized: b[1] == 1,
+            ipc,
+        })
+    }
+}
+
+/// The driver's `CUDA_ERROR_INVALID_VALUE`, for what it refuses so.
+fn invalid_value(message: String) -> Error {
+    Error::Vendor(VendorError {
+        backend: "cuda".into(),
+        code: hal_core::vendor::cuda::INVALID_VALUE.code,
+        name: hal_core::vendor::cuda::INVALID_VALUE.name.into(),
+        message,
+    })
+}
+
+/// A new event from `cuEventCreate(bits)`.
+fn create_raw(primary: &Arc<Primary>, bits: u32, slot: Option<Slot>) -> Result<RawEvent> {
+    let driver = &primary.driver;
+    let _ctx = primary.enter()?;
+    let f = driver.event_create()?;
+    let mut raw: CUevent = std::ptr::null_mut();
+    // SAFETY: `raw` is a valid place; the flags are the driver's.
+    driver.check("cuEventCreate", unsafe { f(&mut raw, bits) })?;
+    Ok(RawEvent {
+        primary: Arc::clone(primary),
+        raw,
+        _slot: slot,
+    })
+}
+
+/// Create an event: an IPC event when `flags.interprocess` (the caller
+/// checked the capability).
+pub(crate) fn create(primary: &Arc<Primary>, flags: EventFlags) -> Result<CudaEvent> {
+    let (bits, slot, ipc) = match (flags.interprocess, flags.timing) {
+        (false, true) => (0, None, IpcMode::None),
+        (false, false) => (DISABLE_TIMING, None, IpcMode::None),
+        (true, true) => {
+            // What the driver answers (measured), also past the cap.
+            return Err(invalid_value(
+                "cuEventCreate: CU_EVENT_INTERPROCESS needs CU_EVENT_DISABLE_TIMING \
+                 (create the interprocess event without timing)"
+                    .into(),
+            ));
+        }
+        (true, false) => match Slot::take() {
+            Some(slot) => (INTERPROCESS | DISABLE_TIMING, Some(slot), IpcMode::Driver),
+            None => (DISABLE_TIMING, None, IpcMode::SyncOnRecord),
+        },
+    };
+    Ok(CudaEvent {
+        inner: Arc::new(create_raw(primary, bits, slot)?),
+        flags,
+        ipc,
+        imported: false,
+        leases: OnceLock::new(),
+        _lease: None,
+    })
+}
+
+/// Record `event` on `stream`; past the cap, then wait until the stream
+/// ran everything before the record.
+pub(crate) fn record(primary: &Primary, stream: &CudaStream, event: &CudaEvent) -> Result<()> {
+    let driver = &primary.driver;
+    {
+        let _ctx = primary.enter()?;
+        let f = driver.event_record()?;
+        // SAFETY: both handles are live and of this context.
+        driver.check("cuEventRecord", unsafe { f(event.inner.raw, stream.raw) })?;
+    }
+    if event.ipc == IpcMode::SyncOnRecord {
+        stream.wait(None)?;
+    }
+    Ok(())
+}
+
+/// The lease table of `event`'s exports, made at the first.
+fn leases(event: &CudaEvent) -> Result<Arc<LeaseTable>> {
+    if let Some(t) = event.leases.get() {
+        return Ok(Arc::clone(t));
+    }
+    let made = LeaseTable::new(DEFAULT_SLOTS)?;
+    // A concurrent export may have won the race; its table is kept.
+    let _ = event.leases.set(made);
+    event
+        .leases
+        .get()
+        .map(Arc::clone)
+        .ok_or_else(|| Error::invalid("lease table vanished"))
+}
+
+/// Export `event` as [`Device::export_event`](hal_core::Device::export_event) does.
+pub(crate) fn export(
+    primary: &Primary,
+    info: &DeviceInfo,
+    event: &CudaEvent,
+    opts: &ExportOptions,
+) -> Result<Exported> {
+    if event.imported {
+        return Err(Error::invalid(
+            "an imported event is exported again by its creator, not by an importer",
+        ));
+    }
+    if opts.range.is_some() {
+        return Err(Error::invalid("an event export takes no range"));
+    }
+    if opts.read_only {
+        return Err(Error::invalid("an event cannot be exported read-only"));
+    }
+    if matches!(opts.importers, Importers::Pids(_)) {
+        return Err(Error::unsupported(
+            "cuda",
+            "an export to a pid list",
+            "CUDA keeps no allow-list of importers: export to anyone \
+             (Capabilities::PID_ALLOW_LIST is absent)",
+        ));
+    }
+    let mut ipc = [0u8; 64];
+    if event.ipc != IpcMode::SyncOnRecord {
+        // The driver refuses an event created without CU_EVENT_INTERPROCESS.
+        let driver = &primary.driver;
+        let _ctx = primary.enter()?;
+        let f = driver.ipc_get_event_handle()?;
+        let mut raw = CUipcEventHandle { reserved: [0; 64] };
+        // SAFETY: `raw` is a valid place for 64 bytes; the event is live.
+        driver.check("cuIpcGetEventHandle", unsafe {
+            f(&mut raw, event.inner.raw)
+        })?;
+        ipc = raw.reserved.map(|b| b as u8);
+    }
+    let spec = HandleSpec {
+        kind: HandleKind::Event,
+        backend: BackendId::Cuda,
+        device: info.ordinal,
+        device_uuid: info.uuid,
+        location: Location::Device(info.ordinal),
+        default_allow_list: false,
+    };
+    let mut handle = new_handle(&spec, opts)?;
+    handle.payload = Payload {
+        synchronized: event.ipc == IpcMode::SyncOnRecord,
+        ipc,
+    }
+    .encode();
+    Exported::with_leases(handle, Vec::new(), leases(event)?)
+}
+
+/// Import as [`Device::import_event`](hal_core::Device::import_event) does.
+pub(crate) fn import(
+    primary: &Arc<Primary>,
+    info: &DeviceInfo,
+    mut shared: SharedHandle,
+) -> Result<CudaEvent> {
+    shared.handle.expect(HandleKind::Event, BackendId::Cuda)?;
+    if shared.handle.device_uuid != info.uuid {
+        return Err(Error::invalid(format!(
+            "the event is on the device with UUID {} (ordinal {} of the exporter), not on \
+             device {}: import it through that device",
+            hal_core::os::hex(&shared.handle.device_uuid),
+            shared.handle.device,
+            info.ordinal
+        )));
+    }
+    let payload = Payload::decode(&shared.handle.payload)?;
+    let taken = take_fds_leased(&mut shared)?;
+    let (inner, ipc) = if payload.synchronized {
+        // Never recorded here: complete, as the exporter's event is
+        // whenever anyone looks at it.
+        (
+            create_raw(primary, DISABLE_TIMING, None)?,
+            IpcMode::SyncOnRecord,
+        )
+    } else {
+        let driver = &primary.driver;
+        let _ctx = primary.enter()?;
+        let f = driver.ipc_open_event_handle()?;
+        let mut raw: CUevent = std::ptr::null_mut();
+        let handle = CUipcEventHandle {
+            reserved: payload.ipc.map(|b| b as _),
+        };
+        // SAFETY: `raw` is a valid place; the handle is passed by value.
+        driver.check("cuIpcOpenEventHandle", unsafe { f(&mut raw, handle) })?;
+        let inner = RawEvent {
+            primary: Arc::clone(primary),
+            raw,
+            _slot: None,
+        };
+        (inner, IpcMode::Driver)
+    };
+    Ok(CudaEvent {
+        inner: Arc::new(inner),
+        flags: EventFlags {
+            interprocess: true,
+            timing: false,
+        },
+        ipc,
+        imported: true,
+        leases: OnceLock::new(),
+        _lease: taken.lease,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_round_trip_and_refuse_other_layouts() {
+        for synchronized in [false, true] {
+            let p = Payload {
+                synchronized,
+                ipc: [7; 64],
+            };
+            let b = p.encode();
+            assert_eq!(b.len(), PAYLOAD_LEN);
+            assert_eq!(Payload::decode(&b).unwrap(), p);
+            assert!(Payload::decode(&b[1..]).is_err());
+            let mut v = b.clone();
+            v[0] = 2;
+            assert!(Payload::decode(&v).is_err());
+            v = b.clone();
+            v[1] = 2;
+            assert!(Payload::decode(&v).is_err());
+        }
+    }
+}

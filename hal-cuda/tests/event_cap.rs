@@ -1,0 +1,71 @@
+//! The cap on live IPC events (a binary of its own: the cap is the
+//! process's): past it an interprocess event has no driver handle and
+//! `record_event` synchronizes the stream, so that importers find it
+//! complete; below it again, IPC events are the driver's.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use hal_core::{Backend, Device, Event, EventFlags, ExportOptions, ImportOptions, Notify};
+use hal_cuda::{live_ipc_events, set_ipc_event_cap, CudaBackend};
+
+const IPC: EventFlags = EventFlags {
+    interprocess: true,
+    timing: false,
+};
+
+/// The stand-in beside this test's executable (cargo builds it in `deps/`).
+fn standin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    let name = "libhal_mock_libcuda.so";
+    [deps.join(name), deps.parent().unwrap().join(name)]
+        .into_iter()
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("{name} is not built beside {}", exe.display()))
+}
+
+#[test]
+fn past_the_cap_recording_synchronizes_the_stream() {
+    set_ipc_event_cap(1);
+    let dev = CudaBackend::with_library(standin()).open(0).unwrap();
+    let stream = dev.create_stream().unwrap();
+    let gate = dev.create_notify().unwrap();
+    dev.stream_wait_notify(&stream, &gate, None).unwrap();
+
+    let driver_event = dev.create_event(IPC).unwrap();
+    assert_eq!(live_ipc_events(), 1);
+    let past = dev.create_event(IPC).unwrap();
+    assert_eq!(live_ipc_events(), 1, "past the cap: no driver IPC event");
+    dev.record_event(&stream, &driver_event).unwrap();
+    assert!(!driver_event.query().unwrap(), "behind the gate");
+
+    let ex = dev.export_event(&past, &ExportOptions::default()).unwrap();
+    let imported = dev
+        .import_event(ex.share().unwrap(), &ImportOptions::default())
+        .unwrap();
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(200));
+            gate.signal().unwrap();
+        });
+        dev.record_event(&stream, &past).unwrap();
+    });
+    assert!(
+        started.elapsed() >= Duration::from_millis(150),
+        "the record waited for the stream"
+    );
+    assert!(past.query().unwrap(), "complete when the record returns");
+    assert!(imported.query().unwrap());
+    assert!(driver_event.query().unwrap());
+    dev.stream_wait_event(&stream, &imported).unwrap();
+    dev.synchronize(&stream, Some(Duration::from_secs(10)))
+        .unwrap();
+    drop((imported, ex, past, driver_event));
+    assert_eq!(live_ipc_events(), 0, "the slot comes back with the event");
+    let again = dev.create_event(IPC).unwrap();
+    assert_eq!(live_ipc_events(), 1, "below the cap: a driver IPC event");
+    drop(again);
+    set_ipc_event_cap(hal_cuda::DEFAULT_IPC_EVENT_CAP);
+}
