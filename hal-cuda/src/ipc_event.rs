@@ -21,11 +21,14 @@
 //!
 //! **Import.** The lease is taken first, then `cuIpcOpenEventHandle`; the
 //! lease is kept with the event and let go after `cuEventDestroy_v2` of
-//! the opened event. An opened event answers `cuEventQuery` and
+//! the opened event. An import in the exporting process reaches the
+//! original event instead (whether the driver opens its own process's
+//! event handle is not measured; it refuses its own memory handles). An opened event answers `cuEventQuery` and
 //! `cuStreamWaitEvent` (measured: `Capabilities::IPC_EVENT_QUERY`), and
 //! has no timing.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use hal_core::exchange::take_fds_leased;
 use hal_core::export::{new_handle, HandleSpec};
@@ -37,6 +40,7 @@ use hal_core::{
 
 use crate::context::Primary;
 use crate::event_cap::Slot;
+use crate::lock::lock;
 use crate::stream::{CudaEvent, CudaStream, IpcMode, RawEvent};
 use crate::sys::{CUevent, CUipcEventHandle};
 
@@ -99,6 +103,13 @@ impl Payload {
             ipc,
         })
     }
+}
+
+/// This process's exported events, by the export's object id: what a
+/// same-process import reaches.
+fn own() -> &'static Mutex<HashMap<[u8; 16], Weak<RawEvent>>> {
+    static OWN: OnceLock<Mutex<HashMap<[u8; 16], Weak<RawEvent>>>> = OnceLock::new();
+    OWN.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
 /// The driver's `CUDA_ERROR_INVALID_VALUE`, for what it refuses so.
@@ -239,6 +250,10 @@ pub(crate) fn export(
         ipc,
     }
     .encode();
+    let mut exported = lock(own());
+    exported.retain(|_, w| w.strong_count() > 0);
+    exported.insert(handle.object_id, Arc::downgrade(&event.inner));
+    drop(exported);
     Exported::with_leases(handle, Vec::new(), leases(event)?)
 }
 
@@ -260,13 +275,26 @@ pub(crate) fn import(
     }
     let payload = Payload::decode(&shared.handle.payload)?;
     let taken = take_fds_leased(&mut shared)?;
-    let (inner, ipc) = if payload.synchronized {
+    let own_event = || {
+        lock(own())
+            .get(&shared.handle.object_id)
+            .and_then(Weak::upgrade)
+            .ok_or_else(|| Error::NotFound {
+                what: "the exported event was destroyed".into(),
+            })
+    };
+    let (inner, ipc) = if shared.handle.is_own() {
+        let mode = if payload.synchronized {
+            IpcMode::SyncOnRecord
+        } else {
+            IpcMode::Driver
+        };
+        (own_event()?, mode)
+    } else if payload.synchronized {
         // Never recorded here: complete, as the exporter's event is
         // whenever anyone looks at it.
-        (
-            create_raw(primary, DISABLE_TIMING, None)?,
-            IpcMode::SyncOnRecord,
-        )
+        let inner = create_raw(primary, DISABLE_TIMING, None)?;
+        (Arc::new(inner), IpcMode::SyncOnRecord)
     } else {
         let driver = &primary.driver;
         let _ctx = primary.enter()?;
@@ -282,10 +310,10 @@ pub(crate) fn import(
             raw,
             _slot: None,
         };
-        (inner, IpcMode::Driver)
+        (Arc::new(inner), IpcMode::Driver)
     };
     Ok(CudaEvent {
-        inner: Arc::new(inner),
+        inner,
         flags: EventFlags {
             interprocess: true,
             timing: false,

@@ -31,7 +31,7 @@
 //! | a stream keeps the host bytes of its queued copies until it ran them | `device.rs`, `stream.rs` |
 //! | device memory is shared with legacy IPC: the handle of the allocation's base, the range as an offset; one `cuIpcOpenMemHandle_v2` per process for every import of an allocation, closed at the last drop; the exporter's own imports reach the original memory (the driver answers INVALID_CONTEXT, measured) | `ipc.rs`, `mapping.rs` |
 //! | importers of exported memory are counted with leases from the exporter's descriptor broker | `ipc.rs`, `memory.rs` |
-//! | IPC events: `CU_EVENT_INTERPROCESS \| CU_EVENT_DISABLE_TIMING` (with timing: INVALID_VALUE, measured); the handle's 64 bytes in the payload; importers counted with leases, and the exporter's drop destroys the event only after them; an opened event answers queries and stream waits (measured) | `ipc_event.rs`, `stream.rs` |
+//! | IPC events: `CU_EVENT_INTERPROCESS \| CU_EVENT_DISABLE_TIMING` (with timing: INVALID_VALUE, measured); the handle's 64 bytes in the payload; importers counted with leases, and the exporter's drop destroys the event only after them; the exporting process's own imports reach the original event; an opened event answers queries and stream waits (measured) | `ipc_event.rs`, `stream.rs` |
 //! | at most 1000 live IPC events per process (as PyTorch); past the cap an interprocess event has no driver handle and recording it synchronizes the stream (a warning is logged once) | `event_cap.rs`, `ipc_event.rs` |
 //!
 //! Notifies are words of a shared page signalled and waited on by the host
