@@ -6,21 +6,22 @@
 //! driver the backend finds (`HAL_CUDA_LIBRARY`, then the search): what
 //! `cargo xtask gpu-smoke`'s run script does on a machine with a GPU.
 
-/// The stand-in beside this test's executable (cargo builds it in `deps/`).
+/// The stand-in driver cargo built for this test.
 fn standin() -> std::path::PathBuf {
-    let exe = std::env::current_exe().expect("the test executable");
-    let deps = exe.parent().expect("deps");
-    let name = "libhal_mock_libcuda.so";
-    [deps.join(name), deps.parent().expect("profile").join(name)]
-        .into_iter()
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("{name} is not built beside {}", exe.display()))
+    hal_mock_libcuda::built_library()
 }
 
-hal_tests::conformance_suite!(
-    cuda_standin,
-    hal_cuda::CudaBackend::with_library(crate::standin())
-);
+/// The backend of the suite: the stand-in, or the real driver when
+/// `HAL_CUDA_CONFORMANCE_DRIVER=1` (the GPU smoke run).
+fn backend() -> hal_cuda::CudaBackend {
+    if std::env::var_os("HAL_CUDA_CONFORMANCE_DRIVER").is_some_and(|v| v == "1") {
+        hal_cuda::CudaBackend::new()
+    } else {
+        hal_cuda::CudaBackend::with_library(standin())
+    }
+}
+
+hal_tests::conformance_suite!(cuda_standin, crate::backend());
 
 #[test]
 fn zz_after_suite_no_shm_entries_left() {

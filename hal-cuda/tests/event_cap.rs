@@ -3,7 +3,6 @@
 //! `record_event` synchronizes the stream, so that importers find it
 //! complete; below it again, IPC events are the driver's.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use hal_core::{Backend, Device, Event, EventFlags, ExportOptions, ImportOptions, Notify};
@@ -14,15 +13,9 @@ const IPC: EventFlags = EventFlags {
     timing: false,
 };
 
-/// The stand-in beside this test's executable (cargo builds it in `deps/`).
-fn standin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let name = "libhal_mock_libcuda.so";
-    [deps.join(name), deps.parent().unwrap().join(name)]
-        .into_iter()
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("{name} is not built beside {}", exe.display()))
+/// The stand-in driver cargo built for this test.
+fn standin() -> std::path::PathBuf {
+    hal_mock_libcuda::built_library()
 }
 
 #[test]

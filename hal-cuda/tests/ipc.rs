@@ -4,7 +4,6 @@
 //! allocation and close it at the last drop, and misaligned ranges are
 //! refused.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use hal_core::{
@@ -18,15 +17,9 @@ const PAGE: u64 = 4096;
 const FIRST_VAR: &str = "HAL_CUDA_IPC_TEST_FIRST";
 const SECOND_VAR: &str = "HAL_CUDA_IPC_TEST_SECOND";
 
-/// The stand-in beside this test's executable (cargo builds it in `deps/`).
-fn standin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let name = "libhal_mock_libcuda.so";
-    [deps.join(name), deps.parent().unwrap().join(name)]
-        .into_iter()
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("{name} is not built beside {}", exe.display()))
+/// The stand-in driver cargo built for this test.
+fn standin() -> std::path::PathBuf {
+    hal_mock_libcuda::built_library()
 }
 
 fn device() -> CudaDevice {

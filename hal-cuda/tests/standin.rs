@@ -2,7 +2,6 @@
 //! cargo as a dev-dependency): every code path of the backend that the
 //! stand-in answers, without a GPU.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use hal_core::{
@@ -13,15 +12,9 @@ use hal_cuda::CudaBackend;
 
 const LONG: Duration = Duration::from_secs(20);
 
-/// The stand-in beside this test's executable (cargo builds it in `deps/`).
-fn standin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let name = "libhal_mock_libcuda.so";
-    [deps.join(name), deps.parent().unwrap().join(name)]
-        .into_iter()
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("{name} is not built beside {}", exe.display()))
+/// The stand-in driver cargo built for this test.
+fn standin() -> std::path::PathBuf {
+    hal_mock_libcuda::built_library()
 }
 
 fn backend() -> CudaBackend {

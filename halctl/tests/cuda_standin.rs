@@ -5,15 +5,9 @@ use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_halctl");
 
-/// The stand-in beside this test's executable (cargo builds it in `deps/`).
+/// The stand-in driver cargo built for this test.
 fn standin() -> std::path::PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let name = "libhal_mock_libcuda.so";
-    [deps.join(name), deps.parent().unwrap().join(name)]
-        .into_iter()
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("{name} is not built beside {}", exe.display()))
+    hal_mock_libcuda::built_library()
 }
 
 #[test]

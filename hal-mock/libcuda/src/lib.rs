@@ -127,6 +127,38 @@ pub use memory::*;
 pub use stream::*;
 pub use strings::*;
 
+/// The file name cargo gives the built library.
+pub const LIBRARY_FILE: &str = "libhal_mock_libcuda.so";
+
+/// The built library for a test executable of this workspace: beside it in
+/// `target/<profile>/deps/` (where every build of this package writes it,
+/// the one `cargo test --workspace` makes included), else in
+/// `target/<profile>/` (written by `cargo build` of the package, possibly
+/// older). A test that loads it depends on this package, so that cargo
+/// builds it first.
+///
+/// # Panics
+///
+/// When neither exists, with the places looked at: a test helper, never
+/// called by the library's entry points.
+pub fn built_library() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let deps = exe.parent().expect("the deps folder");
+    let candidates = [
+        deps.join(LIBRARY_FILE),
+        deps.parent()
+            .map(|p| p.join(LIBRARY_FILE))
+            .unwrap_or_default(),
+    ];
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("none of {candidates:?}: cargo builds it with the hal-mock-libcuda package")
+        })
+        .clone()
+}
+
 /// Every symbol this library exports, as `dlsym` resolves them.
 pub const EXPORTED: &[&str] = &[
     "cuGetErrorName",

@@ -12,27 +12,9 @@ use cudarc::driver::sys::{
 };
 use libloading::Library;
 
-/// The shared library cargo built with this package's library target:
-/// `target/<profile>/deps/libhal_mock_libcuda.so`, beside the test
-/// executable. Every build of the library writes it there, the one
-/// `cargo test --workspace` makes for these tests included; the copy in
-/// `target/<profile>` appears only when the package is built on its own
-/// (`cargo build`), and may be older, so it is the fallback.
+/// The shared library cargo built with this package's library target.
 pub fn library_path() -> PathBuf {
-    const NAME: &str = "libhal_mock_libcuda.so";
-    let exe = std::env::current_exe().expect("the test executable's path");
-    let deps = exe.parent().expect("the deps folder");
-    let candidates = [
-        deps.join(NAME),
-        deps.parent().expect("the profile folder").join(NAME),
-    ];
-    candidates
-        .iter()
-        .find(|p| p.exists())
-        .unwrap_or_else(|| {
-            panic!("none of {candidates:?}: cargo builds it with the package's library")
-        })
-        .clone()
+    hal_mock_libcuda::built_library()
 }
 
 /// The library, loaded once for the process.
