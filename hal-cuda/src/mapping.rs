@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use hal_core::device::check_bounds;
 use hal_core::exchange::Lease;
 use hal_core::{Handle, Location, Mapping, Memory, Result};
 
@@ -69,25 +68,11 @@ impl Memory for CudaMapping {
     }
 
     fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
-        check_bounds(offset, dst.len() as u64, self.len)?;
-        let driver = &self.primary.driver;
-        let _ctx = self.primary.enter()?;
-        let f = driver.memcpy_dtoh()?;
-        // SAFETY: the source range lies inside the open mapping (bounds
-        // checked); `dst` is a distinct host buffer of that length.
-        let status = unsafe { f(dst.as_mut_ptr().cast(), self.addr + offset, dst.len()) };
-        driver.check("cuMemcpyDtoH_v2", status)
+        crate::memory::copy_out(&self.primary, self.addr, self.len, offset, dst)
     }
 
     fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
-        check_bounds(offset, src.len() as u64, self.len)?;
-        let driver = &self.primary.driver;
-        let _ctx = self.primary.enter()?;
-        let f = driver.memcpy_htod()?;
-        // SAFETY: the destination range lies inside the open mapping;
-        // `src` is a distinct host buffer of that length.
-        let status = unsafe { f(self.addr + offset, src.as_ptr().cast(), src.len()) };
-        driver.check("cuMemcpyHtoD_v2", status)
+        crate::memory::copy_in(&self.primary, self.addr, self.len, offset, src)
     }
 }
 

@@ -135,25 +135,11 @@ impl Memory for CudaAllocation {
     }
 
     fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
-        check_bounds(offset, dst.len() as u64, self.len)?;
-        let driver = &self.primary.driver;
-        let _ctx = self.primary.enter()?;
-        let f = driver.memcpy_dtoh()?;
-        // SAFETY: the source range lies inside this live allocation (bounds
-        // checked); `dst` is a distinct host buffer of that length.
-        let status = unsafe { f(dst.as_mut_ptr().cast(), self.ptr + offset, dst.len()) };
-        driver.check("cuMemcpyDtoH_v2", status)
+        copy_out(&self.primary, self.ptr, self.len, offset, dst)
     }
 
     fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
-        check_bounds(offset, src.len() as u64, self.len)?;
-        let driver = &self.primary.driver;
-        let _ctx = self.primary.enter()?;
-        let f = driver.memcpy_htod()?;
-        // SAFETY: the destination range lies inside this live allocation;
-        // `src` is a distinct host buffer of that length.
-        let status = unsafe { f(self.ptr + offset, src.as_ptr().cast(), src.len()) };
-        driver.check("cuMemcpyHtoD_v2", status)
+        copy_in(&self.primary, self.ptr, self.len, offset, src)
     }
 }
 
@@ -205,4 +191,43 @@ impl Allocation for CudaAllocation {
             None => Ok(()),
         }
     }
+}
+
+/// Copy `dst.len()` bytes at `offset` of the live device range
+/// `base..base + len` into `dst` (`cuMemcpyDtoH`), with the context pushed.
+pub(crate) fn copy_out(
+    primary: &Primary,
+    base: CUdeviceptr,
+    len: u64,
+    offset: u64,
+    dst: &mut [u8],
+) -> Result<()> {
+    check_bounds(offset, dst.len() as u64, len)?;
+    let driver = &primary.driver;
+    let _ctx = primary.enter()?;
+    let f = driver.memcpy_dtoh()?;
+    // SAFETY: the source lies inside the live device range (bounds checked;
+    // the caller holds the memory); `dst` is a distinct host buffer of that
+    // length.
+    let status = unsafe { f(dst.as_mut_ptr().cast(), base + offset, dst.len()) };
+    driver.check("cuMemcpyDtoH_v2", status)
+}
+
+/// Copy `src` to `offset` of the live device range `base..base + len`
+/// (`cuMemcpyHtoD`), with the context pushed.
+pub(crate) fn copy_in(
+    primary: &Primary,
+    base: CUdeviceptr,
+    len: u64,
+    offset: u64,
+    src: &[u8],
+) -> Result<()> {
+    check_bounds(offset, src.len() as u64, len)?;
+    let driver = &primary.driver;
+    let _ctx = primary.enter()?;
+    let f = driver.memcpy_htod()?;
+    // SAFETY: the destination lies inside the live device range (bounds
+    // checked); `src` is a distinct host buffer of that length.
+    let status = unsafe { f(base + offset, src.as_ptr().cast(), src.len()) };
+    driver.check("cuMemcpyHtoD_v2", status)
 }
