@@ -28,6 +28,7 @@ use crate::envelope::{self, Names, Wire};
 use crate::error::sim;
 use crate::ipc_table::{IpcExport, Opened};
 use crate::state::{driver, lock, Block, Driver, Kind, Mem};
+use crate::view::NoAccess;
 
 /// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`.
 const LAZY_ENABLE_PEER_ACCESS: c_uint = 1;
@@ -106,7 +107,9 @@ fn open(d: &Driver, bytes: [u8; 64], flags: c_uint) -> Result<u64, Code> {
     };
     let device = &d.devices[ordinal as usize].device;
     let mapping = sim(device.driver_open_memory(SharedHandle::from(inner), &options))?;
-    let addr = mapping.addr();
+    // Another process's device memory is device memory here too.
+    let view = NoAccess::reserve(mapping.len())?;
+    let addr = view.addr();
     let buffer_id = d.new_buffer_id();
     lock(&d.memory).insert(
         addr,
@@ -116,6 +119,7 @@ fn open(d: &Driver, bytes: [u8; 64], flags: c_uint) -> Result<u64, Code> {
             kind: Kind::Imported,
             buffer_id,
             ipc: None,
+            view: Some(view),
         },
     );
     opened.insert(

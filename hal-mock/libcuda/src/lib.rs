@@ -31,8 +31,10 @@
 //!   events). Each thread has its own context stack. Memory, stream and
 //!   event calls with no current context, or with a current primary
 //!   context that is not retained, answer `CUDA_ERROR_INVALID_CONTEXT` (201).
-//! - Memory: device pointers are the simulator's device addresses, never
-//!   dereferenced; a pointer may point inside an allocation, and a range
+//! - Memory: a device pointer (of `cuMemAlloc_v2`, or of an IPC open) is
+//!   the address of a range reserved with no access, as long as the
+//!   memory: a host access through it faults, as on a GPU (`view.rs`).
+//!   Pinned and managed memory are host memory. A pointer may point inside an allocation, and a range
 //!   that leaves its allocation is `CUDA_ERROR_INVALID_VALUE`, as is freeing
 //!   anything but the base of a live allocation of the matching kind.
 //!   Synchronous copies first wait for the context's default stream and its
@@ -113,6 +115,7 @@ mod memory;
 mod state;
 mod stream;
 mod strings;
+mod view;
 mod visible;
 
 pub use context::*;

@@ -11,6 +11,7 @@ use crate::abi::{guard, non_null, put};
 use crate::context::current;
 use crate::error::sim;
 use crate::state::{driver, lock, Block, Driver, Kind, Mem};
+use crate::view::NoAccess;
 
 /// `CU_MEM_ATTACH_GLOBAL`.
 const ATTACH_GLOBAL: c_uint = 1;
@@ -32,13 +33,20 @@ fn allocate(d: &Driver, size: usize, kind: Kind) -> Result<u64, Code> {
         Kind::Imported => return Err(cuda::INVALID_VALUE),
     };
     let alloc = sim(d.devices[ordinal as usize].device.allocate(&desc))?;
-    let addr = alloc.addr();
+    // Device memory is handed out at a no-access address: the host cannot
+    // touch it. Pinned and managed memory are host memory.
+    let view = match kind {
+        Kind::Device => Some(NoAccess::reserve(size)?),
+        _ => None,
+    };
+    let addr = view.as_ref().map_or_else(|| alloc.addr(), NoAccess::addr);
     let block = Block {
         alloc: Mem::Alloc(Arc::new(alloc)),
         ordinal,
         kind,
         buffer_id: d.new_buffer_id(),
         ipc: None,
+        view,
     };
     lock(&d.memory).insert(addr, block);
     Ok(addr)

@@ -12,6 +12,7 @@ use hal_mock::{MockAllocation, MockBackend, MockDevice, MockEvent, MockMapping, 
 
 use crate::error::sim;
 use crate::ipc_table::{EventExport, IpcExport, Opened};
+use crate::view::NoAccess;
 use crate::visible;
 
 /// Lock a mutex, taking the data of a poisoned one: a panic caught at the
@@ -81,6 +82,9 @@ pub(crate) struct Block {
     /// Its IPC export, made by the first `cuIpcGetMemHandle` and kept
     /// while the allocation lives.
     pub(crate) ipc: Option<IpcExport>,
+    /// For device memory: the no-access range whose address is the
+    /// allocation's device pointer (the key of the table).
+    pub(crate) view: Option<NoAccess>,
 }
 
 /// What [`Driver::find`] found.

@@ -8,7 +8,7 @@ mod common;
 use std::ffi::c_void;
 use std::process::Command;
 
-use common::{cu, Current, OK};
+use common::{cu, protection, Current, OK};
 use cudarc::driver::sys::{CUdeviceptr, CUipcMemHandle, CUresult};
 
 use CUresult::{
@@ -144,6 +144,13 @@ fn managed_and_pinned_host_memory_have_no_ipc_handle() {
         Err(INVALID_VALUE),
         "pinned host memory"
     );
+    for (p, what) in [(m, "managed"), (h as u64, "pinned host")] {
+        let perms = protection(p).unwrap_or_default();
+        assert!(
+            perms.starts_with("rw"),
+            "{what} memory is host memory: {perms}"
+        );
+    }
     // SAFETY: plain calls on live allocations.
     unsafe {
         assert_eq!((cu.cuMemFree_v2)(m), OK);
@@ -155,6 +162,11 @@ fn managed_and_pinned_host_memory_have_no_ipc_handle() {
 fn another_process_opens_the_memory_by_its_64_bytes() {
     let _ctx = Current::on(2);
     let a = alloc(2 * PAGE);
+    assert_eq!(
+        protection(a + PAGE as u64).as_deref(),
+        Some("---p"),
+        "a device pointer has no host access"
+    );
     let pattern: Vec<u8> = (0..2 * PAGE).map(|i| (i * 7 % 251) as u8).collect();
     write(a, &pattern);
     let h = handle_of(a + PAGE as u64).unwrap();
@@ -198,6 +210,11 @@ fn child_opens_the_handle() {
     let _ctx = Current::on(2);
     let p = open(h).unwrap();
     assert_eq!(open(h), Ok(p), "a second open returns the same pointer");
+    assert_eq!(
+        protection(p).as_deref(),
+        Some("---p"),
+        "an opened device pointer has no host access"
+    );
     let pattern: Vec<u8> = (0..2 * PAGE).map(|i| (i * 7 % 251) as u8).collect();
     assert_eq!(
         read(p, 2 * PAGE),

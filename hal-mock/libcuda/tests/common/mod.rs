@@ -159,3 +159,19 @@ impl Drop for Current {
         }
     }
 }
+
+/// The permissions (`r`, `w`, `x`, `p`/`s`: as `/proc/self/maps` prints
+/// them) of the mapping holding `addr`, or `None` when nothing is mapped there.
+pub fn protection(addr: u64) -> Option<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("read /proc/self/maps");
+    maps.lines().find_map(|line| {
+        let mut f = line.split_whitespace();
+        let (range, perms) = (f.next()?, f.next()?);
+        let (lo, hi) = range.split_once('-')?;
+        let (lo, hi) = (
+            u64::from_str_radix(lo, 16).ok()?,
+            u64::from_str_radix(hi, 16).ok()?,
+        );
+        (lo..hi).contains(&addr).then(|| perms.to_string())
+    })
+}
