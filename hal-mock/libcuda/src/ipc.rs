@@ -119,7 +119,7 @@ fn open(d: &Driver, bytes: [u8; 64], flags: c_uint) -> Result<u64, Code> {
             kind: Kind::Imported,
             buffer_id,
             ipc: None,
-            view: Some(view),
+            _view: Some(view),
         },
     );
     opened.insert(

@@ -46,7 +46,7 @@ fn allocate(d: &Driver, size: usize, kind: Kind) -> Result<u64, Code> {
         kind,
         buffer_id: d.new_buffer_id(),
         ipc: None,
-        view,
+        _view: view,
     };
     lock(&d.memory).insert(addr, block);
     Ok(addr)

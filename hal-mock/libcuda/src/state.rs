@@ -84,7 +84,7 @@ pub(crate) struct Block {
     pub(crate) ipc: Option<IpcExport>,
     /// For device memory: the no-access range whose address is the
     /// allocation's device pointer (the key of the table).
-    pub(crate) view: Option<NoAccess>,
+    pub(crate) _view: Option<NoAccess>,
 }
 
 /// What [`Driver::find`] found.
