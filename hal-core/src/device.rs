@@ -43,6 +43,17 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Open device `ordinal`.
     fn open(&self, ordinal: u32) -> Result<Self::Device>;
+
+    /// The ordinal, in this process, of the device to import `handle`
+    /// through: the device with the handle's UUID (see
+    /// [`Handle::device_in`](crate::Handle::device_in)).
+    /// [`Error::NotFound`] when this process sees no such device.
+    fn device_for(&self, handle: &crate::Handle) -> Result<u32> {
+        let devices = self.devices()?;
+        handle.device_in(&devices).ok_or_else(|| {
+            crate::error::no_device_for(&handle.device_uuid, handle.device, devices.len())
+        })
+    }
 }
 
 /// A byte range of memory with a location: what allocations and mappings share.

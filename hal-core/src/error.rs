@@ -359,6 +359,19 @@ impl fmt::Display for OptPid {
     }
 }
 
+/// The error of an import whose device (by UUID) this process does not see.
+pub(crate) fn no_device_for(uuid: &[u8; 16], exporter_ordinal: u32, seen: usize) -> Error {
+    let uuid: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
+    Error::NotFound {
+        what: format!(
+            "a device with UUID {uuid} (device {exporter_ordinal} of the exporter) among the \
+             {seen} device(s) of this process: a device hidden from it (CUDA_VISIBLE_DEVICES, \
+             ASCEND_RT_VISIBLE_DEVICES) cannot be imported onto; import onto a device it sees \
+             with peer access, or make that device visible"
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -230,6 +230,23 @@ pub struct Handle {
 }
 
 impl Handle {
+    /// The ordinal, among `devices` (a backend's list in this process),
+    /// of the device the handle's resource lives on: the device with the
+    /// handle's [`device_uuid`](Handle::device_uuid), never the exporter's
+    /// ordinal alone, which another process may number otherwise
+    /// (`CUDA_VISIBLE_DEVICES`, `ASCEND_RT_VISIBLE_DEVICES`). Host memory
+    /// ([`Location::Host`]) is reached from any device: its handle's
+    /// ordinal is kept when no UUID matches. `None`: no device here has
+    /// the UUID. [`Backend::device_for`](crate::Backend::device_for) says
+    /// it as an error.
+    pub fn device_in(&self, devices: &[crate::types::DeviceInfo]) -> Option<u32> {
+        if let Some(d) = devices.iter().find(|d| d.uuid == self.device_uuid) {
+            return Some(d.ordinal);
+        }
+        (self.location == Location::Host && devices.iter().any(|d| d.ordinal == self.device))
+            .then_some(self.device)
+    }
+
     /// True when the handle's allow-list admits `pid`, an id of the kind
     /// [`Handle::pid_kind`] says (what the importer's
     /// [`Device::process_id`](crate::Device::process_id) gives). This is the
@@ -399,5 +416,41 @@ mod tests {
         assert_eq!(PidKind::Os.name(), "os");
         assert_eq!(PidKind::Vendor.name(), "vendor");
         assert_eq!(PidKind::from_wire(2), None);
+    }
+
+    #[test]
+    fn the_device_of_a_handle_is_found_by_uuid_and_host_memory_by_ordinal() {
+        let info = |ordinal: u32, uuid: u8| crate::types::DeviceInfo {
+            backend: BackendId::Cuda,
+            ordinal,
+            uuid: [uuid; 16],
+            name: String::new(),
+            total_memory: 0,
+            page_sizes: vec![4096],
+            granularity_min: 4096,
+            granularity_recommended: 4096,
+            capabilities: crate::types::Capabilities::NONE,
+        };
+        // This process numbers the devices in the other order.
+        let here = [info(0, 7), info(1, 5)];
+        let mut h = made_here();
+        h.location = Location::Device(0);
+        h.device = 0;
+        h.device_uuid = [5; 16];
+        assert_eq!(h.device_in(&here), Some(1), "by UUID, not by ordinal");
+        h.device_uuid = [9; 16];
+        assert_eq!(
+            h.device_in(&here),
+            None,
+            "a device this process does not see"
+        );
+        h.location = Location::Host;
+        assert_eq!(h.device_in(&here), Some(0), "host memory keeps its ordinal");
+        h.device = 4;
+        assert_eq!(
+            h.device_in(&here),
+            None,
+            "an ordinal that does not exist here"
+        );
     }
 }

@@ -194,6 +194,10 @@ pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
             | Capabilities::IPC_EVENT_QUERY
             | Capabilities::LEASES;
     }
+    if device_count(driver).is_ok_and(|n| crate::peer::has_peers(driver, dev, n as c_int)) {
+        // Imports onto this device of another device's memory.
+        capabilities = capabilities | Capabilities::PEER_ACCESS;
+    }
     if attribute(driver, dev, A::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS)? != 0 {
         capabilities = capabilities | Capabilities::PAGEABLE_MEMORY_ACCESS;
     }

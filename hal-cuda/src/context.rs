@@ -39,6 +39,12 @@ impl Primary {
         })
     }
 
+    /// The context's handle, for calls that name a context
+    /// (`cuCtxEnablePeerAccess`).
+    pub(crate) fn raw(&self) -> CUcontext {
+        self.ctx
+    }
+
     /// Push the context on the calling thread until the guard drops.
     pub(crate) fn enter(&self) -> Result<Entered<'_>> {
         let push = self.driver.ctx_push_current()?;

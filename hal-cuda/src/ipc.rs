@@ -41,6 +41,7 @@ use crate::lock::lock;
 use crate::mapping::CudaMapping;
 use crate::memory::CudaAllocation;
 use crate::opened::Opened;
+use crate::peer;
 use crate::sys::{CUdevice, CUdeviceptr, CUipcMemHandle};
 
 /// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`.
@@ -262,15 +263,11 @@ pub(crate) fn import(
             info.ordinal
         )));
     }
-    if handle.device_uuid != info.uuid && opts.peer_access {
-        return Err(Error::unsupported(
-            "cuda",
-            "an import onto another device with peer access",
-            "this backend imports memory on the exporter's device only \
-             (Capabilities::PEER_ACCESS is absent)",
-        ));
-    }
-    if handle.device_uuid != info.uuid {
+    // The memory's device, when it is not this one: found by UUID (this
+    // process may number the devices otherwise), and reachable.
+    let source = if handle.device_uuid == info.uuid {
+        None
+    } else if !opts.peer_access {
         return Err(Error::invalid(format!(
             "the memory is on the device with UUID {} (ordinal {} of the exporter), not on \
              device {}: import it through that device, or ask for peer access",
@@ -278,7 +275,13 @@ pub(crate) fn import(
             handle.device,
             info.ordinal
         )));
-    }
+    } else {
+        let source = peer::device_of_uuid(&primary.driver, &handle.device_uuid)?;
+        if let Some(src) = source {
+            peer::check(&primary.driver, primary.device, src)?;
+        }
+        Some(source)
+    };
     let payload = Payload::decode(&handle.payload)?;
     let end = handle.offset.checked_add(handle.size);
     if end.is_none_or(|e| e > payload.base_size) || handle.size == 0 {
@@ -292,14 +295,28 @@ pub(crate) fn import(
         .into());
     }
     let taken = take_fds_leased(&mut shared)?;
-    let (addr, open) = if handle.is_own() {
+    let (addr, open, peer) = if handle.is_own() {
         let base = lock(own())
             .get(&payload.buffer_id)
             .copied()
             .ok_or_else(|| Error::NotFound {
                 what: "the exported allocation was freed".into(),
             })?;
-        (base + handle.offset, None)
+        let peer = match source {
+            // This process's memory of another device: reached once this
+            // device's context may access it.
+            Some(Some(src)) => Some(peer::enable(primary, src)?),
+            Some(None) => {
+                return Err(Error::NotFound {
+                    what: format!(
+                        "this process's device with UUID {}",
+                        hal_core::os::hex(&handle.device_uuid)
+                    ),
+                })
+            }
+            None => None,
+        };
+        (base + handle.offset, None, peer)
     } else {
         let key = (
             handle.creator_pid,
@@ -308,8 +325,10 @@ pub(crate) fn import(
             payload.buffer_id,
             primary.device,
         );
+        // Opened in this device's context; with another device's memory,
+        // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS lets this device reach it.
         let opened = open(primary, key, &payload)?;
-        (opened.base + handle.offset, Some(opened))
+        (opened.base + handle.offset, Some(opened), None)
     };
     Ok(CudaMapping {
         primary: Arc::clone(primary),
@@ -318,6 +337,7 @@ pub(crate) fn import(
         len: shared.handle.size,
         ordinal: info.ordinal,
         open,
+        _peer: peer,
         _lease: taken.lease,
     })
 }

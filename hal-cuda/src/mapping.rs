@@ -28,6 +28,9 @@ pub struct CudaMapping {
     /// The shared open; `None` for this process's own export, which is
     /// the original memory.
     pub(crate) open: Option<Arc<Opened>>,
+    /// For this process's own memory of another device: that device's
+    /// primary context, retained while peer access to it is used.
+    pub(crate) _peer: Option<Arc<Primary>>,
     /// Declared after `open`: fields drop in order, so the lease goes
     /// back only once the memory is closed.
     pub(crate) _lease: Option<Lease>,

@@ -125,6 +125,10 @@ entries! {
     ctx_get_current = entry::CTX_GET_CURRENT => fn(*mut CUcontext);
     /// `cuCtxSynchronize`.
     ctx_synchronize = entry::CTX_SYNCHRONIZE => fn();
+    /// `cuCtxEnablePeerAccess`.
+    ctx_enable_peer_access = entry::CTX_ENABLE_PEER_ACCESS => fn(CUcontext, c_uint);
+    /// `cuDeviceCanAccessPeer`.
+    device_can_access_peer = entry::DEVICE_CAN_ACCESS_PEER => fn(*mut c_int, CUdevice, CUdevice);
     /// `cuMemAlloc_v2`.
     mem_alloc = entry::MEM_ALLOC_V2 => fn(*mut CUdeviceptr, usize);
     /// `cuMemAllocHost_v2`.

@@ -64,7 +64,7 @@ pub fn device(backend: &dyn DynBackend, ordinal: u32) -> CmdResult<Box<dyn DynDe
 }
 
 /// The backend and device a handle belongs to: the device with the
-/// exporter's UUID, else the exporter's ordinal.
+/// exporter's UUID ([`hal::dynamic::DynBackend::device_for`]).
 pub fn for_handle(
     registry: &Registry,
     handle: &Handle,
@@ -74,14 +74,8 @@ pub fn for_handle(
         handle.backend
     ))?;
     let ordinal = backend
-        .devices()
-        .ok()
-        .and_then(|list| {
-            list.iter()
-                .find(|d| d.uuid == handle.device_uuid)
-                .map(|d| d.ordinal)
-        })
-        .unwrap_or(handle.device);
+        .device_for(handle)
+        .ctx("finding the handle's device")?;
     let dev = device(backend.as_ref(), ordinal)?;
     Ok((backend, dev))
 }

@@ -35,6 +35,15 @@ pub trait DynBackend: Send + Sync {
 
     /// Open device `ordinal`.
     fn open(&self, ordinal: u32) -> Result<Box<dyn DynDevice>>;
+
+    /// The ordinal, in this process, of the device to import `handle`
+    /// through: see [`Backend::device_for`].
+    fn device_for(&self, handle: &Handle) -> Result<u32> {
+        let devices = self.devices()?;
+        handle.device_in(&devices).ok_or_else(|| {
+            crate::error::no_device_for(&handle.device_uuid, handle.device, devices.len())
+        })
+    }
 }
 
 /// Memory this process allocated: the object-safe mirror of [`Allocation`].

@@ -38,7 +38,7 @@ pub(crate) fn current(d: &Driver) -> Result<u32, Code> {
 
 /// The ordinal of the context `ctx` names: `CUDA_ERROR_INVALID_CONTEXT`
 /// for a value that is no context of this driver.
-fn ordinal_of(d: &Driver, ctx: CUcontext) -> Result<u32, Code> {
+pub(crate) fn ordinal_of(d: &Driver, ctx: CUcontext) -> Result<u32, Code> {
     d.ordinal_of_context(ctx.addr())
         .ok_or(cuda::INVALID_CONTEXT)
 }

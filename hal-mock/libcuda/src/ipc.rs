@@ -92,13 +92,21 @@ fn open(d: &Driver, bytes: [u8; 64], flags: c_uint) -> Result<u64, Code> {
         return Err(cuda::INVALID_CONTEXT);
     }
     let mut opened = lock(&d.opened);
-    if let Some(o) = opened.get_mut(&bytes) {
+    // Opens are counted per context (device), as the driver keeps them.
+    if let Some(o) = opened.get_mut(&(bytes, ordinal)) {
         o.refs = o.refs.checked_add(1).ok_or(cuda::UNKNOWN)?;
         return Ok(o.addr);
     }
     let inner = envelope::open(&wire)?;
     if inner.kind != HandleKind::Memory || inner.backend != BackendId::MockCuda {
         return Err(cuda::INVALID_VALUE);
+    }
+    if let Some(source) = d
+        .devices
+        .iter()
+        .position(|dv| dv.device.info().uuid == inner.device_uuid)
+    {
+        crate::peer::refuse_without_peer(ordinal, source as u32)?;
     }
     let options = ImportOptions {
         device: Some(ordinal),
@@ -123,7 +131,7 @@ fn open(d: &Driver, bytes: [u8; 64], flags: c_uint) -> Result<u64, Code> {
         },
     );
     opened.insert(
-        bytes,
+        (bytes, ordinal),
         Opened {
             addr,
             refs: 1,

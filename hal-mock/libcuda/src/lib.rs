@@ -112,6 +112,7 @@ mod ipc_table;
 mod managed;
 mod memops;
 mod memory;
+mod peer;
 mod state;
 mod stream;
 mod strings;
@@ -127,6 +128,7 @@ pub use ipc_event::*;
 pub use managed::*;
 pub use memops::*;
 pub use memory::*;
+pub use peer::*;
 pub use stream::*;
 pub use strings::*;
 
@@ -182,6 +184,8 @@ pub const EXPORTED: &[&str] = &[
     "cuCtxGetCurrent",
     "cuCtxSetCurrent",
     "cuCtxSynchronize",
+    "cuCtxEnablePeerAccess",
+    "cuDeviceCanAccessPeer",
     "cuMemAlloc_v2",
     "cuMemFree_v2",
     "cuMemAllocHost_v2",

@@ -161,8 +161,9 @@ pub(crate) struct Driver {
     pub(crate) events: Mutex<HashMap<usize, EventEntry>>,
     /// Registered host memory by its first address.
     pub(crate) registered: Mutex<BTreeMap<u64, hal_core::RegisteredHost>>,
-    /// Handles opened with `cuIpcOpenMemHandle_v2`, by their 64 bytes.
-    pub(crate) opened: Mutex<HashMap<[u8; 64], Opened>>,
+    /// Handles opened with `cuIpcOpenMemHandle_v2`, by their 64 bytes and
+    /// the device whose context opened them.
+    pub(crate) opened: Mutex<HashMap<([u8; 64], u32), Opened>>,
     /// The next stream or event handle.
     next_handle: AtomicUsize,
     /// The next buffer id.

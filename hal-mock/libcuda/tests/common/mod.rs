@@ -72,6 +72,8 @@ entry_points! {
     cuCtxGetCurrent: fn(*mut CUcontext);
     cuCtxSetCurrent: fn(CUcontext);
     cuCtxSynchronize: fn();
+    cuCtxEnablePeerAccess: fn(CUcontext, c_uint);
+    cuDeviceCanAccessPeer: fn(*mut c_int, CUdevice, CUdevice);
     cuMemAlloc_v2: fn(*mut CUdeviceptr, usize);
     cuMemFree_v2: fn(CUdeviceptr);
     cuMemAllocHost_v2: fn(*mut *mut c_void, usize);
