@@ -117,6 +117,38 @@ impl CudaDevice {
         crate::ipc::open_count(self.primary.device)
     }
 
+    /// The raw legacy IPC handle of `range` of `alloc` (the whole
+    /// allocation by default), for a library that opens it itself with
+    /// `cuIpcOpenMemHandle` (PyTorch's CUDA storage sharing sends these).
+    /// Such importers are not counted: keep `alloc` alive until they
+    /// closed it. See [`RawIpcHandle`](crate::RawIpcHandle).
+    pub fn export_raw(
+        &self,
+        alloc: &CudaAllocation,
+        range: Option<hal_core::ByteRange>,
+    ) -> Result<crate::RawIpcHandle> {
+        if !self.ipc_memory() {
+            return Err(absent("export_raw", "IPC_MEMORY"));
+        }
+        if !Arc::ptr_eq(&alloc.primary, &self.primary) {
+            return Err(Error::invalid(
+                "the allocation belongs to another CUDA device: export it through that device",
+            ));
+        }
+        crate::raw::export(&self.primary, alloc, range)
+    }
+
+    /// Open a raw legacy IPC handle that another library made (the 64
+    /// bytes of the base, an offset and a size) on this device. Opens
+    /// share the per-process cache with hal's own imports; the range is
+    /// checked against the allocation's size as the driver opened it.
+    pub fn import_raw(&self, raw: &crate::RawIpcHandle) -> Result<CudaMapping> {
+        if !self.ipc_memory() {
+            return Err(absent("import_raw", "IPC_MEMORY"));
+        }
+        crate::raw::import(&self.primary, &self.info, raw)
+    }
+
     fn stream_ordered_notify(&self) -> bool {
         self.info
             .capabilities
@@ -225,15 +257,7 @@ impl Device for CudaDevice {
     }
 
     fn export_memory(&self, alloc: &CudaAllocation, opts: &ExportOptions) -> Result<Exported> {
-        if alloc.location == Location::Managed {
-            // cuIpcGetMemHandle answers CUDA_ERROR_INVALID_VALUE (measured).
-            return Err(Error::unsupported(
-                "cuda",
-                "export managed memory",
-                "CUDA cannot export managed memory (cuIpcGetMemHandle answers \
-                 CUDA_ERROR_INVALID_VALUE); share it with the cuda-uvm backend",
-            ));
-        }
+        crate::ipc::exportable(alloc)?;
         if !self.ipc_memory() {
             return Err(absent("export_memory", "IPC_MEMORY"));
         }

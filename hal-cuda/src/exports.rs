@@ -25,9 +25,18 @@ pub(crate) fn own() -> &'static Mutex<HashMap<u64, CUdeviceptr>> {
     OWN.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
+/// The buffer ids of this process's allocations exported in raw form, by
+/// the driver's 64 bytes: a raw import of one of them in this process
+/// reaches the original (the driver refuses to open its own handles).
+pub(crate) fn own_raw() -> &'static Mutex<HashMap<[u8; 64], u64>> {
+    static OWN_RAW: OnceLock<Mutex<HashMap<[u8; 64], u64>>> = OnceLock::new();
+    OWN_RAW.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
 /// Forget an exported allocation that is being freed.
 pub(crate) fn forget(buffer_id: u64) {
     lock(own()).remove(&buffer_id);
+    lock(own_raw()).retain(|_, id| *id != buffer_id);
 }
 
 /// A new lease table for an allocation's first export.

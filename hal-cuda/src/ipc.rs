@@ -112,6 +112,90 @@ impl Payload {
     }
 }
 
+/// The allocation holding a device pointer, as legacy IPC names it.
+pub(crate) struct Base {
+    /// Its first byte.
+    pub(crate) base: CUdeviceptr,
+    /// Its size in bytes.
+    pub(crate) size: u64,
+    /// The driver's 64-byte handle of the base.
+    pub(crate) ipc: [u8; 64],
+    /// `CU_POINTER_ATTRIBUTE_BUFFER_ID`.
+    pub(crate) buffer_id: u64,
+}
+
+/// The base, size, IPC handle and buffer id of the allocation holding
+/// `ptr` (`cuMemGetAddressRange_v2`, `cuIpcGetMemHandle`,
+/// `cuPointerGetAttribute`).
+pub(crate) fn base_of(primary: &Primary, ptr: CUdeviceptr) -> Result<Base> {
+    let driver = &primary.driver;
+    let _ctx = primary.enter()?;
+    let (base, size) = address_range(primary, ptr)?;
+    let mut raw = CUipcMemHandle { reserved: [0; 64] };
+    let f = driver.ipc_get_mem_handle()?;
+    // SAFETY: `raw` is a valid place for 64 bytes; `base` is live memory.
+    driver.check("cuIpcGetMemHandle", unsafe { f(&mut raw, base) })?;
+    Ok(Base {
+        base,
+        size,
+        ipc: raw.reserved.map(|b| b as u8),
+        buffer_id: buffer_id(primary, base)?,
+    })
+}
+
+/// The first byte and size of the allocation holding `ptr`
+/// (`cuMemGetAddressRange_v2`; the caller has the context pushed).
+pub(crate) fn address_range(primary: &Primary, ptr: CUdeviceptr) -> Result<(CUdeviceptr, u64)> {
+    let driver = &primary.driver;
+    let mut base: CUdeviceptr = 0;
+    let mut size: usize = 0;
+    let f = driver.mem_get_address_range()?;
+    // SAFETY: both outputs are valid places; the driver checks `ptr`.
+    let status = unsafe { f(&mut base, &mut size, ptr) };
+    driver.check("cuMemGetAddressRange_v2", status)?;
+    Ok((base, size as u64))
+}
+
+/// `CU_POINTER_ATTRIBUTE_BUFFER_ID` of the memory at `ptr` (the caller
+/// has the context pushed).
+fn buffer_id(primary: &Primary, ptr: CUdeviceptr) -> Result<u64> {
+    let driver = &primary.driver;
+    let mut id: u64 = 0;
+    let f = driver.pointer_get_attribute()?;
+    // SAFETY: the attribute's value is an `unsigned long long`, and `id`
+    // is a valid place for one.
+    let status = unsafe {
+        f(
+            (&raw mut id).cast::<c_void>(),
+            POINTER_ATTRIBUTE_BUFFER_ID,
+            ptr,
+        )
+    };
+    driver.check("cuPointerGetAttribute", status)?;
+    Ok(id)
+}
+
+/// Refuse memory that legacy IPC cannot export: managed and pinned host
+/// memory (`cuIpcGetMemHandle` answers `CUDA_ERROR_INVALID_VALUE` for
+/// both, measured for managed memory).
+pub(crate) fn exportable(alloc: &CudaAllocation) -> Result<()> {
+    match alloc.location {
+        Location::Managed => Err(Error::unsupported(
+            "cuda",
+            "export managed memory",
+            "CUDA cannot export managed memory (cuIpcGetMemHandle answers \
+             CUDA_ERROR_INVALID_VALUE); share it with the cuda-uvm backend",
+        )),
+        Location::Host => Err(Error::unsupported(
+            "cuda",
+            "export pinned host memory",
+            "legacy CUDA IPC exports device memory only (cuIpcGetMemHandle answers \
+             CUDA_ERROR_INVALID_VALUE for cuMemAllocHost memory)",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Export `alloc` as [`Device::export_memory`](hal_core::Device::export_memory) does.
 pub(crate) fn export(
     primary: &Primary,
@@ -119,14 +203,7 @@ pub(crate) fn export(
     alloc: &CudaAllocation,
     opts: &ExportOptions,
 ) -> Result<Exported> {
-    if alloc.location == Location::Host {
-        return Err(Error::unsupported(
-            "cuda",
-            "export pinned host memory",
-            "legacy CUDA IPC exports device memory only (cuIpcGetMemHandle answers \
-             CUDA_ERROR_INVALID_VALUE for cuMemAllocHost memory)",
-        ));
-    }
+    exportable(alloc)?;
     if opts.read_only {
         return Err(Error::unsupported(
             "cuda",
@@ -152,30 +229,12 @@ pub(crate) fn export(
             page_size: page,
         });
     }
-    let driver = &primary.driver;
-    let _ctx = primary.enter()?;
-    let mut base: CUdeviceptr = 0;
-    let mut size: usize = 0;
-    let f = driver.mem_get_address_range()?;
-    // SAFETY: both outputs are valid places; `alloc.ptr` is live memory.
-    let status = unsafe { f(&mut base, &mut size, alloc.ptr) };
-    driver.check("cuMemGetAddressRange_v2", status)?;
-    let mut raw = CUipcMemHandle { reserved: [0; 64] };
-    let f = driver.ipc_get_mem_handle()?;
-    // SAFETY: `raw` is a valid place for 64 bytes; `base` is live memory.
-    driver.check("cuIpcGetMemHandle", unsafe { f(&mut raw, base) })?;
-    let mut buffer_id: u64 = 0;
-    let f = driver.pointer_get_attribute()?;
-    // SAFETY: the attribute's value is an `unsigned long long`, and
-    // `buffer_id` is a valid place for one.
-    let status = unsafe {
-        f(
-            (&raw mut buffer_id).cast::<c_void>(),
-            POINTER_ATTRIBUTE_BUFFER_ID,
-            base,
-        )
-    };
-    driver.check("cuPointerGetAttribute", status)?;
+    let Base {
+        base,
+        size,
+        ipc,
+        buffer_id,
+    } = base_of(primary, alloc.ptr)?;
     let exports = alloc.exports(buffer_id)?;
     lock(own()).insert(buffer_id, base);
     let spec = HandleSpec {
@@ -190,16 +249,31 @@ pub(crate) fn export(
     handle.offset = alloc.ptr - base + range.offset;
     handle.size = range.len;
     handle.payload = Payload {
-        ipc: raw.reserved.map(|b| b as u8),
-        base_size: size as u64,
+        ipc,
+        base_size: size,
         buffer_id,
     }
     .encode();
     Exported::with_leases(handle, Vec::new(), Arc::clone(&exports.leases))
 }
 
-/// Who exported an allocation, which one, and the device it is opened on.
-type Key = (u32, u64, u64, u64, CUdevice);
+/// What names one open of an allocation in this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Key {
+    /// A hal handle: who exported the allocation (pid, start time, pid
+    /// namespace), its buffer id, and the device it is opened on.
+    Hal(u32, u64, u64, u64, CUdevice),
+    /// A raw handle of another library: its 64 bytes, and the device.
+    Raw([u8; 64], CUdevice),
+}
+
+impl Key {
+    fn device(&self) -> CUdevice {
+        match *self {
+            Key::Hal(.., d) | Key::Raw(_, d) => d,
+        }
+    }
+}
 
 fn cache() -> &'static Mutex<HashMap<Key, Weak<Opened>>> {
     static CACHE: OnceLock<Mutex<HashMap<Key, Weak<Opened>>>> = OnceLock::new();
@@ -210,12 +284,13 @@ fn cache() -> &'static Mutex<HashMap<Key, Weak<Opened>>> {
 pub(crate) fn open_count(device: CUdevice) -> usize {
     lock(cache())
         .iter()
-        .filter(|(k, w)| k.4 == device && w.strong_count() > 0)
+        .filter(|(k, w)| k.device() == device && w.strong_count() > 0)
         .count()
 }
 
-/// The shared open of `payload`'s allocation, opening it on first use.
-fn open(primary: &Arc<Primary>, key: Key, payload: &Payload) -> Result<Arc<Opened>> {
+/// The shared open of the allocation whose driver handle is `ipc`,
+/// opening it on first use.
+pub(crate) fn open(primary: &Arc<Primary>, key: Key, ipc: &[u8; 64]) -> Result<Arc<Opened>> {
     let mut cache = lock(cache());
     if let Some(o) = cache.get(&key).and_then(Weak::upgrade) {
         return Ok(o);
@@ -225,7 +300,7 @@ fn open(primary: &Arc<Primary>, key: Key, payload: &Payload) -> Result<Arc<Opene
     let _ctx = primary.enter()?;
     let f = driver.ipc_open_mem_handle()?;
     let raw = CUipcMemHandle {
-        reserved: payload.ipc.map(|b| b as _),
+        reserved: ipc.map(|b| b as _),
     };
     let mut base: CUdeviceptr = 0;
     // SAFETY: `base` is a valid place; the handle is passed by value.
@@ -318,7 +393,7 @@ pub(crate) fn import(
         };
         (base + handle.offset, None, peer)
     } else {
-        let key = (
+        let key = Key::Hal(
             handle.creator_pid,
             handle.creator_start,
             handle.creator_pid_ns,
@@ -327,7 +402,7 @@ pub(crate) fn import(
         );
         // Opened in this device's context; with another device's memory,
         // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS lets this device reach it.
-        let opened = open(primary, key, &payload)?;
+        let opened = open(primary, key, &payload.ipc)?;
         (opened.base + handle.offset, Some(opened), None)
     };
     Ok(CudaMapping {

@@ -34,6 +34,7 @@
 //! | IPC events: `CU_EVENT_INTERPROCESS \| CU_EVENT_DISABLE_TIMING` (with timing: INVALID_VALUE, measured); the handle's 64 bytes in the payload; importers counted with leases, and the exporter's drop destroys the event only after them; the exporting process's own imports reach the original event; an opened event answers queries and stream waits (measured) | `ipc_event.rs`, `stream.rs` |
 //! | a handle names its device by UUID (`cuDeviceGetUuid_v2`): an importer that numbers the devices otherwise (`CUDA_VISIBLE_DEVICES`) finds it with `Backend::device_for`; an import through another device without peer access is refused naming the UUID | `peer.rs`, `ipc.rs` |
 //! | an import onto another device needs `ImportOptions::peer_access` and `cuDeviceCanAccessPeer`; another process's memory is opened with `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS` in the importing device's context, this process's own after `cuCtxEnablePeerAccess` (ALREADY_ENABLED is success); `PEER_ACCESS` is claimed where a device reaches another | `peer.rs`, `ipc.rs`, `backend.rs` |
+//! | raw legacy handles of other libraries (64 bytes, offset, size) open through the same per-process cache, keyed by their bytes; the range is checked against `cuMemGetAddressRange_v2` of the opened base; raw exports carry no lease | `raw.rs` |
 //! | at most 1000 live IPC events per process (as PyTorch); past the cap an interprocess event has no driver handle and recording it synchronizes the stream (a warning is logged once) | `event_cap.rs`, `ipc_event.rs` |
 //!
 //! Notifies are words of a shared page signalled and waited on by the host
@@ -58,6 +59,7 @@ mod memory;
 mod notify;
 mod opened;
 mod peer;
+mod raw;
 mod result;
 mod stream;
 mod sys;
@@ -72,5 +74,6 @@ pub use loader::{LIBRARY_NAME, LIBRARY_VAR};
 pub use mapping::CudaMapping;
 pub use memory::CudaAllocation;
 pub use notify::CudaNotify;
+pub use raw::{RawIpcHandle, RAW_HANDLE_LEN};
 pub use stream::{CudaEvent, CudaStream};
 pub use sys::RESOLVED;

@@ -1,0 +1,194 @@
+//! Legacy CUDA IPC in the raw form other libraries exchange: the driver's
+//! 64 bytes of an allocation's base, with an offset and a size.
+//!
+//! PyTorch's CUDA tensor sharing (and code written after it) sends the
+//! 64-byte `cudaIpcMemHandle_t` of the storage's base allocation, the
+//! storage's offset in it and its size in bytes, and the receiver opens
+//! the 64 bytes itself. [`RawIpcHandle`] is that triple.
+//! [`CudaDevice::import_raw`](crate::CudaDevice::import_raw) opens one that
+//! another library made, through the same per-process open cache as hal's
+//! own imports, and checks the range against the allocation's size as the
+//! driver reports it after the open. [`CudaDevice::export_raw`](crate::CudaDevice::export_raw)
+//! hands one out for a library that opens it itself.
+//!
+//! What a raw handle cannot do: it names no exporter and carries no lease,
+//! so its importers are not counted. The exporter must keep the allocation
+//! alive until every other library has closed it (`cuIpcCloseMemHandle`);
+//! freeing earlier is undefined behaviour in CUDA. Prefer hal's handles
+//! between processes that both use hal.
+
+use std::sync::Arc;
+
+use hal_core::export::{new_handle, HandleSpec};
+use hal_core::{
+    BackendId, ByteRange, DeviceInfo, Error, ExportOptions, HandleError, HandleKind, Importers,
+    Location, Result,
+};
+
+use crate::context::Primary;
+use crate::exports::{own, own_raw};
+use crate::ipc::{self, Key, Payload};
+use crate::lock::lock;
+use crate::mapping::CudaMapping;
+use crate::memory::CudaAllocation;
+
+/// Bytes of [`RawIpcHandle::to_bytes`].
+pub const RAW_HANDLE_LEN: usize = 64 + 8 + 8;
+
+/// A legacy CUDA IPC handle as other libraries exchange it: the driver's
+/// 64 bytes of the allocation's base, and the range as an offset from the
+/// base and a size, in bytes.
+///
+/// ```
+/// use hal_cuda::RawIpcHandle;
+///
+/// // What a PyTorch producer sends for a CUDA storage: the handle bytes,
+/// // the storage's offset in its allocation, and its size.
+/// let raw = RawIpcHandle { bytes: [7; 64], offset: 4096, size: 1 << 20 };
+/// let wire = raw.to_bytes();
+/// assert_eq!(RawIpcHandle::from_bytes(&wire)?, raw);
+/// # Ok::<(), hal_core::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RawIpcHandle {
+    /// The driver's `CUipcMemHandle` (`cudaIpcMemHandle_t`) of the base.
+    pub bytes: [u8; 64],
+    /// Where the range starts, in bytes from the base.
+    pub offset: u64,
+    /// The range's length in bytes.
+    pub size: u64,
+}
+
+impl RawIpcHandle {
+    /// The 64 bytes, then the offset and the size as little-endian `u64`s.
+    pub fn to_bytes(&self) -> [u8; RAW_HANDLE_LEN] {
+        let mut out = [0u8; RAW_HANDLE_LEN];
+        out[..64].copy_from_slice(&self.bytes);
+        out[64..72].copy_from_slice(&self.offset.to_le_bytes());
+        out[72..].copy_from_slice(&self.size.to_le_bytes());
+        out
+    }
+
+    /// Read what [`RawIpcHandle::to_bytes`] wrote.
+    pub fn from_bytes(b: &[u8]) -> Result<RawIpcHandle> {
+        if b.len() != RAW_HANDLE_LEN {
+            return Err(HandleError::Malformed {
+                field: "raw CUDA IPC handle",
+                detail: format!("{RAW_HANDLE_LEN} bytes expected, {} given", b.len()),
+            }
+            .into());
+        }
+        let mut bytes = [0u8; 64];
+        bytes.copy_from_slice(&b[..64]);
+        let word = |at: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[at..at + 8]);
+            u64::from_le_bytes(w)
+        };
+        Ok(RawIpcHandle {
+            bytes,
+            offset: word(64),
+            size: word(72),
+        })
+    }
+}
+
+/// The raw handle of `range` of `alloc` (the whole allocation by default).
+pub(crate) fn export(
+    primary: &Primary,
+    alloc: &CudaAllocation,
+    range: Option<ByteRange>,
+) -> Result<RawIpcHandle> {
+    ipc::exportable(alloc)?;
+    let range = range.unwrap_or(ByteRange::new(0, alloc.len));
+    range.check(alloc.len, 0)?;
+    if range.len == 0 {
+        return Err(Error::invalid("a raw CUDA IPC handle of zero bytes"));
+    }
+    let base = ipc::base_of(primary, alloc.ptr)?;
+    // Made so that freeing the allocation forgets it (exports.rs).
+    alloc.exports(base.buffer_id)?;
+    lock(own()).insert(base.buffer_id, base.base);
+    lock(own_raw()).insert(base.ipc, base.buffer_id);
+    Ok(RawIpcHandle {
+        bytes: base.ipc,
+        offset: alloc.ptr - base.base + range.offset,
+        size: range.len,
+    })
+}
+
+/// Open a raw handle on this device.
+pub(crate) fn import(
+    primary: &Arc<Primary>,
+    info: &DeviceInfo,
+    raw: &RawIpcHandle,
+) -> Result<CudaMapping> {
+    if raw.size == 0 {
+        return Err(Error::invalid("a raw CUDA IPC handle of zero bytes"));
+    }
+    // This process's own export reaches the original memory.
+    let own_base = lock(own_raw())
+        .get(&raw.bytes)
+        .and_then(|id| lock(own()).get(id).copied());
+    let (base, open) = match own_base {
+        Some(base) => (base, None),
+        None => {
+            let opened = ipc::open(primary, Key::Raw(raw.bytes, primary.device), &raw.bytes)?;
+            (opened.base, Some(opened))
+        }
+    };
+    // The range is checked against the allocation the driver opened, not
+    // against what the sender claims.
+    let (_, base_size) = {
+        let _ctx = primary.enter()?;
+        ipc::address_range(primary, base)?
+    };
+    let end = raw.offset.checked_add(raw.size);
+    if end.is_none_or(|e| e > base_size) {
+        return Err(HandleError::Malformed {
+            field: "size",
+            detail: format!(
+                "range {:#x}+{:#x} of a {:#x}-byte allocation (as the driver opened it)",
+                raw.offset, raw.size, base_size
+            ),
+        }
+        .into());
+    }
+    let spec = HandleSpec {
+        kind: HandleKind::Memory,
+        backend: BackendId::Cuda,
+        device: info.ordinal,
+        device_uuid: info.uuid,
+        location: Location::Device(info.ordinal),
+        default_allow_list: false,
+    };
+    let opts = ExportOptions {
+        importers: Importers::Anyone,
+        ..ExportOptions::default()
+    };
+    // A description of what was opened: a raw handle names no creator.
+    let mut handle = new_handle(&spec, &opts)?;
+    (
+        handle.creator_pid,
+        handle.creator_start,
+        handle.creator_pid_ns,
+    ) = (0, 0, 0);
+    handle.offset = raw.offset;
+    handle.size = raw.size;
+    handle.payload = Payload {
+        ipc: raw.bytes,
+        base_size,
+        buffer_id: 0,
+    }
+    .encode();
+    Ok(CudaMapping {
+        primary: Arc::clone(primary),
+        handle,
+        addr: base + raw.offset,
+        len: raw.size,
+        ordinal: info.ordinal,
+        open,
+        _peer: None,
+        _lease: None,
+    })
+}
