@@ -1,0 +1,148 @@
+//! Crashed peers, on the stand-in `libcuda.so.1`: an exporter killed with
+//! SIGKILL while an importer holds its memory (the importer keeps reading
+//! the right bytes, then releases cleanly), and an importer killed while
+//! holding (the exporter's lease count drops and it frees).
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use hal_core::{
+    AllocDesc, Allocation, Backend, Device, Error, ExportOptions, Handle, ImportOptions, Memory,
+    SharedHandle,
+};
+use hal_cuda::{CudaBackend, CudaDevice};
+
+const PAGE: u64 = 4096;
+/// The variables that make a run of this executable a child, and hand it a handle.
+const ROLE_VAR: &str = "HAL_CUDA_CRASH_TEST_ROLE";
+const HANDLE_VAR: &str = "HAL_CUDA_CRASH_TEST_HANDLE";
+
+fn device() -> CudaDevice {
+    CudaBackend::with_library(hal_mock_libcuda::built_library())
+        .open(0)
+        .unwrap()
+}
+
+fn pattern(len: u64) -> Vec<u8> {
+    (0..len).map(|i| (i % 241) as u8 ^ 0x3c).collect()
+}
+
+/// Start this executable's `child` test as `role`; its stdout, line by line.
+fn spawn(role: &str, handle: Option<&str>) -> (Child, impl Iterator<Item = String>) {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env(ROLE_VAR, role)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    if let Some(h) = handle {
+        cmd.env(HANDLE_VAR, h);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let lines = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok);
+    (child, lines)
+}
+
+/// What follows `prefix` on the first line of `lines` holding it (the
+/// test harness may print its own words before it on the line).
+fn expect_line(lines: &mut impl Iterator<Item = String>, prefix: &str) -> String {
+    lines
+        .find_map(|l| l.find(prefix).map(|at| l[at + prefix.len()..].to_string()))
+        .unwrap_or_else(|| panic!("the child never printed {prefix}"))
+}
+
+/// SIGKILL (what `Child::kill` sends on Unix), then reap.
+fn kill(mut child: Child) {
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "the child was killed");
+}
+
+#[test]
+fn an_importer_keeps_the_right_bytes_after_its_exporter_is_killed() {
+    let (child, mut lines) = spawn("exporter", None);
+    let text = expect_line(&mut lines, "handle ");
+    let dev = device();
+    let m = dev
+        .import_memory(
+            SharedHandle::from(Handle::from_text(&text).unwrap()),
+            &ImportOptions::default(),
+        )
+        .unwrap();
+    let expect = pattern(2 * PAGE);
+    let mut got = vec![0u8; expect.len()];
+    m.read(0, &mut got).unwrap();
+    assert_eq!(got, expect);
+    kill(child);
+    m.read(0, &mut got).unwrap();
+    assert_eq!(got, expect, "the bytes after the exporter died");
+    m.write(0, b"still writable").unwrap();
+    drop(m);
+    assert_eq!(dev.ipc_opens(), 0, "released cleanly");
+}
+
+#[test]
+fn an_exporter_frees_after_its_importer_is_killed() {
+    let dev = device();
+    let a = dev.allocate(&AllocDesc::device(0, PAGE)).unwrap();
+    a.write(0, b"held by a child").unwrap();
+    let ex = dev.export_memory(&a, &ExportOptions::default()).unwrap();
+    let (child, mut lines) = spawn("importer", Some(&ex.to_text()));
+    expect_line(&mut lines, "imported");
+    assert_eq!(a.importers().unwrap(), 1, "the child holds a lease");
+    let a = match a.free() {
+        Err(e) => {
+            assert!(matches!(e.error, Error::Busy { .. }), "{}", e.error);
+            e.resource
+        }
+        Ok(()) => panic!("freed under a live importer"),
+    };
+    kill(child);
+    a.wait_unleased(Some(Duration::from_secs(10))).unwrap();
+    assert_eq!(
+        a.importers().unwrap(),
+        0,
+        "the dead importer's lease is gone"
+    );
+    a.free().unwrap();
+    drop(ex);
+}
+
+/// The children of the tests above.
+#[test]
+fn child() {
+    let Ok(role) = std::env::var(ROLE_VAR) else {
+        return;
+    };
+    let dev = device();
+    let mut out = std::io::stdout();
+    match role.as_str() {
+        "exporter" => {
+            let a = dev.allocate(&AllocDesc::device(0, 2 * PAGE)).unwrap();
+            a.write(0, &pattern(2 * PAGE)).unwrap();
+            let ex = dev.export_memory(&a, &ExportOptions::default()).unwrap();
+            writeln!(out, "handle {}", ex.to_text()).unwrap();
+            out.flush().unwrap();
+            // Held until killed.
+            std::thread::sleep(Duration::from_secs(120));
+        }
+        "importer" => {
+            let text = std::env::var(HANDLE_VAR).unwrap();
+            let m = dev
+                .import_memory(
+                    SharedHandle::from(Handle::from_text(&text).unwrap()),
+                    &ImportOptions::default(),
+                )
+                .unwrap();
+            let mut got = [0u8; 15];
+            m.read(0, &mut got).unwrap();
+            assert_eq!(&got, b"held by a child");
+            writeln!(out, "imported").unwrap();
+            out.flush().unwrap();
+            std::thread::sleep(Duration::from_secs(120));
+        }
+        other => panic!("unknown role {other}"),
+    }
+}
