@@ -6,20 +6,9 @@
 //! driver the backend finds (`HAL_CUDA_LIBRARY`, then the search): what
 //! `cargo xtask gpu-smoke`'s run script does on a machine with a GPU.
 
-/// The stand-in driver cargo built for this test.
-fn standin() -> std::path::PathBuf {
-    hal_mock_libcuda::built_library()
-}
+mod common;
 
-/// The backend of the suite: the stand-in, or the real driver when
-/// `HAL_CUDA_CONFORMANCE_DRIVER=1` (the GPU smoke run).
-fn backend() -> hal_cuda::CudaBackend {
-    if std::env::var_os("HAL_CUDA_CONFORMANCE_DRIVER").is_some_and(|v| v == "1") {
-        hal_cuda::CudaBackend::new()
-    } else {
-        hal_cuda::CudaBackend::with_library(standin())
-    }
-}
+use common::backend;
 
 hal_tests::conformance_suite!(cuda_standin, crate::backend());
 

@@ -1,7 +1,8 @@
 //! Crashed peers, on the stand-in `libcuda.so.1`: an exporter killed with
 //! SIGKILL while an importer holds its memory (the importer keeps reading
 //! the right bytes, then releases cleanly), and an importer killed while
-//! holding (the exporter's lease count drops and it frees).
+//! holding (the exporter's lease count drops and it frees). On the real
+//! driver too, with `HAL_CUDA_CONFORMANCE_DRIVER=1`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
@@ -11,7 +12,9 @@ use hal_core::{
     AllocDesc, Allocation, Backend, Device, Error, ExportOptions, Handle, ImportOptions, Memory,
     SharedHandle,
 };
-use hal_cuda::{CudaBackend, CudaDevice};
+use hal_cuda::CudaDevice;
+
+mod common;
 
 const PAGE: u64 = 4096;
 /// The variables that make a run of this executable a child, and hand it a handle.
@@ -19,9 +22,7 @@ const ROLE_VAR: &str = "HAL_CUDA_CRASH_TEST_ROLE";
 const HANDLE_VAR: &str = "HAL_CUDA_CRASH_TEST_HANDLE";
 
 fn device() -> CudaDevice {
-    CudaBackend::with_library(hal_mock_libcuda::built_library())
-        .open(0)
-        .unwrap()
+    common::backend().open(0).unwrap()
 }
 
 fn pattern(len: u64) -> Vec<u8> {

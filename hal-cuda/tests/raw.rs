@@ -2,24 +2,23 @@
 //! storage sharing): exported by hal and opened by plain driver calls in
 //! another process, made by plain driver calls and imported by hal in
 //! another process, imported in the exporting process, and a range that
-//! leaves the allocation refused. On the stand-in `libcuda.so.1`.
+//! leaves the allocation refused. On the stand-in `libcuda.so.1`, or on
+//! the real driver with `HAL_CUDA_CONFORMANCE_DRIVER=1`.
 
 use std::process::Command;
 
 use hal_core::{AllocDesc, Backend, ByteRange, Device, Error, HandleError, Memory};
-use hal_cuda::{CudaBackend, CudaDevice, RawIpcHandle};
+use hal_cuda::{CudaDevice, RawIpcHandle};
+
+mod common;
 
 const PAGE: u64 = 4096;
 /// The variables that hand the child its role and the raw handle.
 const ROLE_VAR: &str = "HAL_CUDA_RAW_TEST_ROLE";
 const RAW_VAR: &str = "HAL_CUDA_RAW_TEST_HANDLE";
 
-fn standin() -> std::path::PathBuf {
-    hal_mock_libcuda::built_library()
-}
-
 fn device() -> CudaDevice {
-    CudaBackend::with_library(standin()).open(0).unwrap()
+    common::backend().open(0).unwrap()
 }
 
 fn pattern(len: u64) -> Vec<u8> {
@@ -46,7 +45,7 @@ fn with_driver<R>(f: impl FnOnce(&libloading::Library) -> R) -> R {
     type Init = unsafe extern "C" fn(u32) -> u32;
     // SAFETY: the same file hal-cuda loaded, so the same instance; its
     // initialisers set up statics only.
-    let lib = unsafe { libloading::Library::new(standin()) }.unwrap();
+    let lib = unsafe { libloading::Library::new(common::library_path()) }.unwrap();
     // SAFETY: the stand-in's entry points of these signatures; the context
     // is pushed and popped on this thread and the retain released.
     unsafe {
