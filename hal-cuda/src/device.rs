@@ -27,7 +27,7 @@ const STREAM_NON_BLOCKING: u32 = 1;
 
 /// A CUDA device: its primary context, retained while the device lives.
 pub struct CudaDevice {
-    primary: Arc<Primary>,
+    pub(crate) primary: Arc<Primary>,
     info: DeviceInfo,
 }
 

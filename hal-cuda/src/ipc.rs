@@ -28,7 +28,7 @@ use std::collections::HashMap;
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use hal_core::exchange::take_fds_leased;
+use hal_core::exchange::{take_fds_leased, Lease};
 use hal_core::export::{new_handle, HandleSpec};
 use hal_core::{
     BackendId, ByteRange, DeviceInfo, Error, ExportOptions, Exported, HandleError, HandleKind,
@@ -288,14 +288,9 @@ pub(crate) fn open_count(device: CUdevice) -> usize {
         .count()
 }
 
-/// The shared open of the allocation whose driver handle is `ipc`,
-/// opening it on first use.
-pub(crate) fn open(primary: &Arc<Primary>, key: Key, ipc: &[u8; 64]) -> Result<Arc<Opened>> {
-    let mut cache = lock(cache());
-    if let Some(o) = cache.get(&key).and_then(Weak::upgrade) {
-        return Ok(o);
-    }
-    cache.retain(|_, w| w.strong_count() > 0);
+/// One `cuIpcOpenMemHandle_v2(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)` of
+/// `ipc` in `primary`'s context, closed when the value drops.
+pub(crate) fn open_bare(primary: &Arc<Primary>, ipc: &[u8; 64]) -> Result<Opened> {
     let driver = &primary.driver;
     let _ctx = primary.enter()?;
     let f = driver.ipc_open_mem_handle()?;
@@ -306,10 +301,40 @@ pub(crate) fn open(primary: &Arc<Primary>, key: Key, ipc: &[u8; 64]) -> Result<A
     // SAFETY: `base` is a valid place; the handle is passed by value.
     let status = unsafe { f(&mut base, raw, LAZY_ENABLE_PEER_ACCESS) };
     driver.check("cuIpcOpenMemHandle_v2", status)?;
-    let opened = Arc::new(Opened {
+    Ok(Opened {
         primary: Arc::clone(primary),
         base,
-    });
+        size: 0,
+        _lease: None,
+    })
+}
+
+/// The open of `key` this process holds already, if any.
+pub(crate) fn cached(key: &Key) -> Option<Arc<Opened>> {
+    lock(cache()).get(key).and_then(Weak::upgrade)
+}
+
+/// The shared open of the allocation whose driver handle is `ipc`,
+/// opening it on first use (holding `lease` with it, if given; a lease
+/// taken for an open that another thread made first is given back).
+pub(crate) fn open(
+    primary: &Arc<Primary>,
+    key: Key,
+    ipc: &[u8; 64],
+    lease: Option<Lease>,
+) -> Result<Arc<Opened>> {
+    let mut cache = lock(cache());
+    if let Some(o) = cache.get(&key).and_then(Weak::upgrade) {
+        return Ok(o);
+    }
+    cache.retain(|_, w| w.strong_count() > 0);
+    let mut opened = open_bare(primary, ipc)?;
+    opened.size = {
+        let _ctx = primary.enter()?;
+        address_range(primary, opened.base)?.1
+    };
+    opened._lease = lease;
+    let opened = Arc::new(opened);
     cache.insert(key, Arc::downgrade(&opened));
     Ok(opened)
 }
@@ -369,8 +394,19 @@ pub(crate) fn import(
         }
         .into());
     }
-    let taken = take_fds_leased(&mut shared)?;
-    let (addr, open, peer) = if handle.is_own() {
+    let key = Key::Hal(
+        handle.creator_pid,
+        handle.creator_start,
+        handle.creator_pid_ns,
+        payload.buffer_id,
+        primary.device,
+    );
+    // A range of an allocation this process holds open costs a lookup
+    // (looked up first: only other processes' allocations are in the
+    // cache): the open and the process's lease are shared.
+    let hit = cached(&key);
+    let (addr, open, peer, lease) = if hit.is_none() && handle.is_own() {
+        let taken = take_fds_leased(&mut shared)?;
         let base = lock(own())
             .get(&payload.buffer_id)
             .copied()
@@ -391,19 +427,32 @@ pub(crate) fn import(
             }
             None => None,
         };
-        (base + handle.offset, None, peer)
+        (base + handle.offset, None, peer, taken.lease)
     } else {
-        let key = Key::Hal(
-            handle.creator_pid,
-            handle.creator_start,
-            handle.creator_pid_ns,
-            payload.buffer_id,
-            primary.device,
-        );
-        // Opened in this device's context; with another device's memory,
-        // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS lets this device reach it.
-        let opened = open(primary, key, &payload.ipc)?;
-        (opened.base + handle.offset, Some(opened), None)
+        // On a miss the lease is taken from the exporter's broker, then the
+        // 64 bytes are opened in this device's context (with another
+        // device's memory, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS lets this
+        // device reach it).
+        let opened = match hit {
+            Some(o) => o,
+            None => {
+                let taken = take_fds_leased(&mut shared)?;
+                open(primary, key, &payload.ipc, taken.lease)?
+            }
+        };
+        // The range is checked against the allocation the driver opened,
+        // not only against what the handle claims.
+        if handle.offset + handle.size > opened.size {
+            return Err(HandleError::Malformed {
+                field: "size",
+                detail: format!(
+                    "range {:#x}+{:#x} of a {:#x}-byte allocation (as the driver opened it)",
+                    handle.offset, handle.size, opened.size
+                ),
+            }
+            .into());
+        }
+        (opened.base + handle.offset, Some(opened), None, None)
     };
     Ok(CudaMapping {
         primary: Arc::clone(primary),
@@ -413,7 +462,7 @@ pub(crate) fn import(
         ordinal: info.ordinal,
         open,
         _peer: peer,
-        _lease: taken.lease,
+        _lease: lease,
     })
 }
 

@@ -45,6 +45,7 @@
 
 mod absent;
 mod backend;
+mod baseline;
 mod context;
 mod device;
 mod event_cap;
@@ -66,6 +67,7 @@ mod sys;
 
 pub use absent::{CudaPhysical, CudaReservation};
 pub use backend::CudaBackend;
+pub use baseline::BareOpen;
 pub use device::CudaDevice;
 pub use event_cap::DEFAULT_IPC_EVENT_CAP;
 #[doc(hidden)]

@@ -2,14 +2,24 @@
 
 use std::sync::Arc;
 
+use hal_core::exchange::Lease;
+
 use crate::context::Primary;
 use crate::sys::CUdeviceptr;
 
 /// One `cuIpcOpenMemHandle_v2` in this process, shared by the mappings of
 /// every range of one exported allocation; closed when the last drops.
+///
+/// The process's lease on the exporter's allocation goes with it: one per
+/// process and allocation, however many ranges are imported, given back
+/// after the close (fields drop after `drop` runs).
 pub(crate) struct Opened {
     pub(crate) primary: Arc<Primary>,
     pub(crate) base: CUdeviceptr,
+    /// The allocation's size as the driver reports it after the open
+    /// (`cuMemGetAddressRange_v2`); 0 for a bare open, which does not ask.
+    pub(crate) size: u64,
+    pub(crate) _lease: Option<Lease>,
 }
 
 impl Drop for Opened {

@@ -130,19 +130,22 @@ pub(crate) fn import(
     let own_base = lock(own_raw())
         .get(&raw.bytes)
         .and_then(|id| lock(own()).get(id).copied());
-    let (base, open) = match own_base {
-        Some(base) => (base, None),
+    let (base, base_size, open) = match own_base {
+        Some(base) => {
+            let size = {
+                let _ctx = primary.enter()?;
+                ipc::address_range(primary, base)?.1
+            };
+            (base, size, None)
+        }
         None => {
-            let opened = ipc::open(primary, Key::Raw(raw.bytes, primary.device), &raw.bytes)?;
-            (opened.base, Some(opened))
+            let key = Key::Raw(raw.bytes, primary.device);
+            let opened = ipc::open(primary, key, &raw.bytes, None)?;
+            (opened.base, opened.size, Some(opened))
         }
     };
     // The range is checked against the allocation the driver opened, not
     // against what the sender claims.
-    let (_, base_size) = {
-        let _ctx = primary.enter()?;
-        ipc::address_range(primary, base)?
-    };
     let end = raw.offset.checked_add(raw.size);
     if end.is_none_or(|e| e > base_size) {
         return Err(HandleError::Malformed {

@@ -30,7 +30,7 @@ fn pattern(len: u64) -> Vec<u8> {
 }
 
 /// Start this executable's `child` test as `role`; its stdout, line by line.
-fn spawn(role: &str, handle: Option<&str>) -> (Child, impl Iterator<Item = String>) {
+fn spawn(role: &str, handle: Option<&str>) -> (Held, impl Iterator<Item = String>) {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--exact", "child", "--nocapture", "--test-threads=1"])
         .env(ROLE_VAR, role)
@@ -43,7 +43,7 @@ fn spawn(role: &str, handle: Option<&str>) -> (Child, impl Iterator<Item = Strin
     let lines = BufReader::new(child.stdout.take().unwrap())
         .lines()
         .map_while(Result::ok);
-    (child, lines)
+    (Held(child), lines)
 }
 
 /// What follows `prefix` on the first line of `lines` holding it (the
@@ -54,10 +54,21 @@ fn expect_line(lines: &mut impl Iterator<Item = String>, prefix: &str) -> String
         .unwrap_or_else(|| panic!("the child never printed {prefix}"))
 }
 
+/// A child that is killed and reaped when dropped, should a test fail
+/// before it kills it.
+struct Held(Child);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// SIGKILL (what `Child::kill` sends on Unix), then reap.
-fn kill(mut child: Child) {
-    child.kill().unwrap();
-    let status = child.wait().unwrap();
+fn kill(mut child: Held) {
+    child.0.kill().unwrap();
+    let status = child.0.wait().unwrap();
     assert!(!status.success(), "the child was killed");
 }
 
@@ -111,6 +122,30 @@ fn an_exporter_frees_after_its_importer_is_killed() {
     drop(ex);
 }
 
+#[test]
+fn a_process_holding_two_ranges_of_an_allocation_holds_one_lease() {
+    let dev = device();
+    let a = dev.allocate(&AllocDesc::device(0, 2 * PAGE)).unwrap();
+    a.write(0, &pattern(2 * PAGE)).unwrap();
+    let range = |offset| ExportOptions {
+        range: Some(hal_core::ByteRange::new(offset, PAGE)),
+        ..ExportOptions::default()
+    };
+    let first = dev.export_memory(&a, &range(0)).unwrap();
+    let second = dev.export_memory(&a, &range(PAGE)).unwrap();
+    let both = format!("{} {}", first.to_text(), second.to_text());
+    let (child, mut lines) = spawn("two-ranges", Some(&both));
+    expect_line(&mut lines, "imported");
+    assert_eq!(
+        a.importers().unwrap(),
+        1,
+        "one lease for the process: the second range was a lookup"
+    );
+    kill(child);
+    a.wait_unleased(Some(Duration::from_secs(10))).unwrap();
+    drop((first, second));
+}
+
 /// The children of the tests above.
 #[test]
 fn child() {
@@ -140,6 +175,26 @@ fn child() {
             let mut got = [0u8; 15];
             m.read(0, &mut got).unwrap();
             assert_eq!(&got, b"held by a child");
+            writeln!(out, "imported").unwrap();
+            out.flush().unwrap();
+            std::thread::sleep(Duration::from_secs(120));
+        }
+        "two-ranges" => {
+            let texts = std::env::var(HANDLE_VAR).unwrap();
+            let maps: Vec<_> = texts
+                .split(' ')
+                .map(|t| {
+                    dev.import_memory(
+                        SharedHandle::from(Handle::from_text(t).unwrap()),
+                        &ImportOptions::default(),
+                    )
+                    .unwrap()
+                })
+                .collect();
+            assert_eq!(dev.ipc_opens(), 1);
+            let mut got = vec![0u8; PAGE as usize];
+            maps[1].read(0, &mut got).unwrap();
+            assert_eq!(got, &pattern(2 * PAGE)[PAGE as usize..]);
             writeln!(out, "imported").unwrap();
             out.flush().unwrap();
             std::thread::sleep(Duration::from_secs(120));

@@ -104,6 +104,10 @@ pub use hal_core::*;
 #[cfg(feature = "cpu-shm")]
 pub use hal_cpu_shm as cpu_shm;
 
+/// The CUDA backend (feature `cuda`).
+#[cfg(feature = "cuda")]
+pub use hal_cuda as cuda;
+
 /// The simulator backend (feature `mock`).
 #[cfg(feature = "mock")]
 pub use hal_mock as mock;

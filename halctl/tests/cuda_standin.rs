@@ -52,3 +52,41 @@ fn devices_lists_the_standin_devices_as_cuda() {
         "{caps:?}"
     );
 }
+
+#[test]
+fn the_bench_runs_the_cuda_scenarios_over_the_standin_driver() {
+    let out = Command::new(BIN)
+        .args(["bench", "--backend", "cuda", "--tiny", "--json", "--no-pin"])
+        .env("HAL_CUDA_LIBRARY", standin())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let scenario = |name: &str| {
+        lines
+            .iter()
+            .find(|v| v["scenario"] == name)
+            .unwrap_or_else(|| panic!("no {name} line in:\n{stdout}"))
+            .clone()
+    };
+    for name in ["cuda-import-first", "cuda-import-cached", "cuda-read"] {
+        let v = scenario(name);
+        assert!(v["n"].as_u64().unwrap() > 0, "{v}");
+        assert!(
+            v["ratio_p50"].as_f64().is_some(),
+            "a ratio to the baseline: {v}"
+        );
+        assert!(v["baseline"].as_str().is_some(), "{v}");
+    }
+    assert_eq!(scenario("cuda-import-cached")["cached"], true);
+    // The host-memory scenarios give way to the CUDA ones.
+    assert!(lines.iter().all(|v| v["scenario"] != "import-first"));
+}

@@ -55,6 +55,9 @@ for e in "$here"/examples/*; do
 done
 step demo-cpu-shm "$here/bin/halctl" demo --json
 step demo-cuda "$here/bin/halctl" demo --backend cuda --json
+# The CUDA scenarios and the host notify ones, each against its baseline of
+# the same run; the lines stay in bench-cuda.log for the figures.
+step bench-cuda "$here/bin/halctl" bench --backend cuda --quick --json
 {
     echo "gpu-smoke: $(date -u +%FT%TZ) on $(hostname)"
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true

@@ -375,6 +375,25 @@ impl State {
                 reply.text = Some(path.label().to_string());
                 series.extend(times);
             }
+            Cmd::CudaImportFirst { hal } => {
+                series.extend(super::cuda_consumer::import_first(
+                    self.dev()?,
+                    &self.handles,
+                    hal,
+                )?);
+            }
+            Cmd::CudaImportCached { n } => {
+                let (same, s) = super::cuda_consumer::import_cached(self.dev()?, &self.handles, n)?;
+                reply.values = vec![same];
+                series.extend(s);
+            }
+            Cmd::CudaRead { passes } => {
+                series.extend(super::cuda_consumer::read(
+                    self.dev()?,
+                    self.first_handle()?,
+                    passes,
+                )?);
+            }
             Cmd::Quit => {}
         }
         Ok(reply)

@@ -19,9 +19,14 @@
 //! | notify-adaptive-pingpong | round trip, default waits | raw atomic spin ping-pong |
 //! | read-bandwidth | in-place read of a shared region | a private buffer of the same size |
 //! | scaling | import with 1/100/10,000 live exports, 1/8/32 importers | the smallest configuration |
+//!
+//! On the CUDA backend the scenarios whose baselines are host memory give
+//! way to the CUDA ones, each against the bare driver call ([`cuda`]).
 
 mod bandwidth;
 mod consumer;
+mod cuda;
+mod cuda_consumer;
 mod export;
 mod host;
 mod notify;
@@ -187,11 +192,14 @@ struct Bench<'a> {
     only: Vec<String>,
     rng: Rng,
     file_limit: u64,
+    /// Scenarios (prefixes) this backend does not run.
+    skip: Vec<&'static str>,
 }
 
 impl Bench<'_> {
     fn wants(&self, scenario: &str) -> bool {
-        self.only.is_empty() || self.only.iter().any(|o| scenario.starts_with(o.as_str()))
+        !self.skip.iter().any(|s| scenario.starts_with(s))
+            && (self.only.is_empty() || self.only.iter().any(|o| scenario.starts_with(o.as_str())))
     }
 
     fn opts(&self, pids: &[u32]) -> ExportOptions {
@@ -222,13 +230,26 @@ fn one(series: Vec<Vec<u64>>) -> CmdResult<[Vec<u64>; 1]> {
         .map_err(|_| Fail::failed("the consumer sent the wrong number of series"))
 }
 
-const SCENARIOS: [&str; 8] = [
+const SCENARIOS: [&str; 11] = [
     "export",
     "import-first",
     "import-cached",
     "notify-pingpong",
     "notify-spin-pingpong",
     "notify-adaptive-pingpong",
+    "read-bandwidth",
+    "scaling",
+    "cuda-import-first",
+    "cuda-import-cached",
+    "cuda-read",
+];
+
+/// The scenarios whose baselines are host memory (a memfd, a private
+/// buffer): on the CUDA backend its own scenarios replace them.
+const HOST_MEMORY_SCENARIOS: [&str; 5] = [
+    "export",
+    "import-first",
+    "import-cached",
     "read-bandwidth",
     "scaling",
 ];
@@ -287,7 +308,17 @@ pub fn run(args: &BenchArgs) -> CmdResult {
         only: args.only.clone(),
         rng: Rng::new(),
         file_limit,
+        skip: Vec::new(),
     };
+    let cuda = info.backend == hal::BackendId::Cuda;
+    b.skip = if cuda {
+        HOST_MEMORY_SCENARIOS.to_vec()
+    } else {
+        vec!["cuda-"]
+    };
+    if cuda {
+        b.cuda()?;
+    }
     if b.wants("export") {
         b.export()?;
     }

@@ -40,3 +40,6 @@ pub(crate) fn spin_wait() -> WaitOptions {
         spin: PEER_TIMEOUT,
     }
 }
+
+/// The byte every region of the CUDA scenarios starts with.
+pub(crate) const CUDA_MARKER: u8 = 0xc7;

@@ -97,6 +97,18 @@ pub enum Cmd {
     /// shared, private, raw memfd pass times (ns); reply text: how the
     /// region was read.
     Bandwidth { passes: u32 },
+    /// CUDA: first imports of the first `hal` listed handles, interleaved
+    /// with bare opens of the raw handles listed after them (hex of
+    /// `RawIpcHandle::to_bytes`); series: hal, bare.
+    CudaImportFirst { hal: usize },
+    /// CUDA: hold the first listed handle's import, then time `n` imports
+    /// of the second (another range of the same allocation); reply value:
+    /// 1 when every one was a range of the open held; series: hal.
+    CudaImportCached { n: u32 },
+    /// CUDA: `passes` device-to-device copies out of the first listed
+    /// handle's import, interleaved with copies out of an allocation of
+    /// the consumer's own; series: imported, own.
+    CudaRead { passes: u32 },
     /// End.
     Quit,
 }
