@@ -47,6 +47,8 @@ fn every_call_before_cu_init_is_not_initialized() {
             (cu.cuCtxGetCurrent)(null_mut()),
             (cu.cuCtxSetCurrent)(h),
             (cu.cuCtxSynchronize)(),
+            (cu.cuCtxEnablePeerAccess)(h, 0),
+            (cu.cuDeviceCanAccessPeer)(&mut v, 0, 1),
             (cu.cuMemAlloc_v2)(null_mut(), 1),
             (cu.cuMemFree_v2)(0),
             (cu.cuMemAllocHost_v2)(null_mut(), 1),
