@@ -175,6 +175,27 @@ fn buffer_id(primary: &Primary, ptr: CUdeviceptr) -> Result<u64> {
     Ok(id)
 }
 
+/// What a memory handle of device `info` says of itself.
+pub(crate) fn memory_spec(info: &DeviceInfo) -> HandleSpec {
+    HandleSpec {
+        kind: HandleKind::Memory,
+        backend: BackendId::Cuda,
+        device: info.ordinal,
+        device_uuid: info.uuid,
+        location: Location::Device(info.ordinal),
+        default_allow_list: false,
+    }
+}
+
+/// The error of a handle's range that leaves its allocation of `size` bytes.
+pub(crate) fn out_of_range(offset: u64, len: u64, size: u64, whose: &str) -> Error {
+    HandleError::Malformed {
+        field: "size",
+        detail: format!("range {offset:#x}+{len:#x} of a {size:#x}-byte allocation{whose}"),
+    }
+    .into()
+}
+
 /// Refuse memory that legacy IPC cannot export: managed and pinned host
 /// memory (`cuIpcGetMemHandle` answers `CUDA_ERROR_INVALID_VALUE` for
 /// both, measured for managed memory).
@@ -237,14 +258,7 @@ pub(crate) fn export(
     } = base_of(primary, alloc.ptr)?;
     let exports = alloc.exports(buffer_id)?;
     lock(own()).insert(buffer_id, base);
-    let spec = HandleSpec {
-        kind: HandleKind::Memory,
-        backend: BackendId::Cuda,
-        device: info.ordinal,
-        device_uuid: info.uuid,
-        location: Location::Device(info.ordinal),
-        default_allow_list: false,
-    };
+    let spec = memory_spec(info);
     let mut handle = new_handle(&spec, opts)?;
     handle.offset = alloc.ptr - base + range.offset;
     handle.size = range.len;
@@ -385,14 +399,12 @@ pub(crate) fn import(
     let payload = Payload::decode(&handle.payload)?;
     let end = handle.offset.checked_add(handle.size);
     if end.is_none_or(|e| e > payload.base_size) || handle.size == 0 {
-        return Err(HandleError::Malformed {
-            field: "size",
-            detail: format!(
-                "range {:#x}+{:#x} of a {:#x}-byte allocation",
-                handle.offset, handle.size, payload.base_size
-            ),
-        }
-        .into());
+        return Err(out_of_range(
+            handle.offset,
+            handle.size,
+            payload.base_size,
+            "",
+        ));
     }
     let key = Key::Hal(
         handle.creator_pid,
@@ -443,14 +455,12 @@ pub(crate) fn import(
         // The range is checked against the allocation the driver opened,
         // not only against what the handle claims.
         if handle.offset + handle.size > opened.size {
-            return Err(HandleError::Malformed {
-                field: "size",
-                detail: format!(
-                    "range {:#x}+{:#x} of a {:#x}-byte allocation (as the driver opened it)",
-                    handle.offset, handle.size, opened.size
-                ),
-            }
-            .into());
+            return Err(out_of_range(
+                handle.offset,
+                handle.size,
+                opened.size,
+                " (as the driver opened it)",
+            ));
         }
         (opened.base + handle.offset, Some(opened), None, None)
     };

@@ -19,11 +19,8 @@
 
 use std::sync::Arc;
 
-use hal_core::export::{new_handle, HandleSpec};
-use hal_core::{
-    BackendId, ByteRange, DeviceInfo, Error, ExportOptions, HandleError, HandleKind, Importers,
-    Location, Result,
-};
+use hal_core::export::new_handle;
+use hal_core::{ByteRange, DeviceInfo, Error, ExportOptions, HandleError, Importers, Result};
 
 use crate::context::Primary;
 use crate::exports::{own, own_raw};
@@ -148,23 +145,14 @@ pub(crate) fn import(
     // against what the sender claims.
     let end = raw.offset.checked_add(raw.size);
     if end.is_none_or(|e| e > base_size) {
-        return Err(HandleError::Malformed {
-            field: "size",
-            detail: format!(
-                "range {:#x}+{:#x} of a {:#x}-byte allocation (as the driver opened it)",
-                raw.offset, raw.size, base_size
-            ),
-        }
-        .into());
+        return Err(ipc::out_of_range(
+            raw.offset,
+            raw.size,
+            base_size,
+            " (as the driver opened it)",
+        ));
     }
-    let spec = HandleSpec {
-        kind: HandleKind::Memory,
-        backend: BackendId::Cuda,
-        device: info.ordinal,
-        device_uuid: info.uuid,
-        location: Location::Device(info.ordinal),
-        default_allow_list: false,
-    };
+    let spec = ipc::memory_spec(info);
     let opts = ExportOptions {
         importers: Importers::Anyone,
         ..ExportOptions::default()
