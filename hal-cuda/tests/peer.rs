@@ -71,6 +71,29 @@ fn another_device_imports_with_peer_access_only() {
 }
 
 #[test]
+fn this_process_imports_its_own_memory_onto_another_device_again_and_again() {
+    let cuda = backend();
+    let (d2, d3) = (cuda.open(2).unwrap(), cuda.open(3).unwrap());
+    let a = d2.allocate(&AllocDesc::device(2, PAGE)).unwrap();
+    a.write(0, b"device two").unwrap();
+    let ex = d2.export_memory(&a, &ExportOptions::default()).unwrap();
+    let opts = ImportOptions {
+        device: Some(3),
+        peer_access: true,
+        ..ImportOptions::default()
+    };
+    // The second import enables peer access again: the driver's
+    // CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED is success here.
+    for _ in 0..2 {
+        let m = d3.import_memory(ex.share().unwrap(), &opts).unwrap();
+        assert_eq!(m.addr(), a.addr(), "the original memory");
+        let mut got = [0u8; 10];
+        m.read(0, &mut got).unwrap();
+        assert_eq!(&got, b"device two");
+    }
+}
+
+#[test]
 fn without_peer_access_an_import_onto_another_device_is_unsupported() {
     run_child("no-peer", &[(hal_mock_libcuda::NO_PEER_VAR, "1")]);
 }

@@ -129,6 +129,16 @@ fn a_raw_import_in_the_exporting_process_reaches_the_original() {
     let m = dev.import_raw(&raw).unwrap();
     assert_eq!(m.addr(), a.addr());
     assert_eq!(dev.ipc_opens(), 0, "nothing opened with the driver");
+    // The mapping's handle describes what was opened: a raw handle names
+    // no creator and no allow-list.
+    let h = hal_core::Mapping::handle(&m);
+    assert_eq!(
+        (h.creator_pid, h.creator_start, h.creator_pid_ns),
+        (0, 0, 0)
+    );
+    assert!(h.flags.contains(hal_core::HandleFlags::ANY_IMPORTER));
+    assert!(!h.is_own());
+    assert_eq!((h.offset, h.size), (raw.offset, raw.size));
     let mut back = [0u8; 8];
     m.read(0, &mut back).unwrap();
     assert_eq!(&back, b"original");
