@@ -3,6 +3,7 @@
 use std::ffi::{c_char, c_int, CStr};
 use std::sync::{Arc, OnceLock};
 
+use hal_core::vendor::cuda;
 use hal_core::{Availability, Backend, BackendId, Capabilities, DeviceInfo, Error, Result};
 
 use crate::device::CudaDevice;
@@ -108,7 +109,7 @@ fn load_and_init(library: Option<std::path::PathBuf>) -> std::result::Result<Arc
 }
 
 /// The number of devices the driver sees.
-fn device_count(driver: &Driver) -> Result<u32> {
+pub(crate) fn device_count(driver: &Driver) -> Result<u32> {
     let f = driver.device_get_count()?;
     let mut n: c_int = 0;
     // SAFETY: `n` is a valid place for the count.
@@ -137,10 +138,17 @@ pub(crate) fn attribute(
     dev: CUdevice,
     attr: cudarc::driver::sys::CUdevice_attribute,
 ) -> Result<i32> {
+    attribute_number(driver, dev, attr as c_int)
+}
+
+/// The attribute numbered `attr` of `dev`: also numbers newer than the
+/// headers' enum (`hal_core::vendor::cuda::ATTRIBUTE_*`).
+fn attribute_number(driver: &Driver, dev: CUdevice, attr: c_int) -> Result<i32> {
     let f = driver.device_get_attribute()?;
     let mut v: c_int = 0;
-    // SAFETY: `v` is a valid place; the attribute number is one of the enum's.
-    let status = unsafe { f(&mut v, attr as c_int, dev) };
+    // SAFETY: `v` is a valid place; the attribute is passed as its number
+    // (the enum's ABI), and the driver answers any number.
+    let status = unsafe { f(&mut v, attr, dev) };
     driver.check("cuDeviceGetAttribute", status)?;
     Ok(v)
 }
@@ -197,6 +205,37 @@ pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
     if attribute(driver, dev, A::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS)? != 0 {
         capabilities = capabilities | Capabilities::PAGEABLE_MEMORY_ACCESS;
     }
+    let (mut granularity_min, mut granularity_recommended) = (2 << 20, 2 << 20);
+    if driver.has_vmm()
+        && attribute(
+            driver,
+            dev,
+            A::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+        )? != 0
+        && attribute(
+            driver,
+            dev,
+            A::CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+        )? != 0
+    {
+        // VMM shared by POSIX descriptor (fabric is tried per allocation).
+        capabilities = capabilities | Capabilities::VMM;
+        if attribute_number(driver, dev, cuda::ATTRIBUTE_HOST_NUMA_VMM_SUPPORTED)? != 0 {
+            capabilities = capabilities | Capabilities::HOST_NUMA_VMM;
+        }
+        match (
+            crate::vmm::device_granularity(driver, ordinal, false),
+            crate::vmm::device_granularity(driver, ordinal, true),
+        ) {
+            (Ok(min), Ok(rec)) if rec % min == 0 => {
+                (granularity_min, granularity_recommended) = (min, rec);
+            }
+            (min, rec) => log::warn!(
+                "CUDA device {ordinal}: the VMM granularity is unknown ({min:?}, {rec:?}); \
+                 assuming 2 MiB, the H200's"
+            ),
+        }
+    }
     Ok(DeviceInfo {
         backend: BackendId::Cuda,
         ordinal,
@@ -204,8 +243,8 @@ pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
         name,
         total_memory: total as u64,
         page_sizes: vec![4096, 2 << 20],
-        granularity_min: 2 << 20,
-        granularity_recommended: 2 << 20,
+        granularity_min,
+        granularity_recommended,
         capabilities,
     })
 }

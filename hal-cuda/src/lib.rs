@@ -40,7 +40,6 @@
 //! answer `Unsupported`.
 #![deny(missing_docs)]
 
-mod absent;
 mod backend;
 mod context;
 mod device;
@@ -55,11 +54,13 @@ mod mapping;
 mod memory;
 mod notify;
 mod opened;
+mod physical;
+mod reservation;
 mod result;
 mod stream;
 mod sys;
+mod vmm;
 
-pub use absent::{CudaPhysical, CudaReservation};
 pub use backend::CudaBackend;
 pub use device::CudaDevice;
 pub use event_cap::DEFAULT_IPC_EVENT_CAP;
@@ -69,5 +70,7 @@ pub use loader::{LIBRARY_NAME, LIBRARY_VAR};
 pub use mapping::CudaMapping;
 pub use memory::CudaAllocation;
 pub use notify::CudaNotify;
+pub use physical::CudaPhysical;
+pub use reservation::CudaReservation;
 pub use stream::{CudaEvent, CudaStream};
 pub use sys::RESOLVED;

@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 pub(crate) use cudarc::driver::sys::{
-    CUcontext, CUdevice, CUdeviceptr, CUevent, CUipcEventHandle, CUipcMemHandle, CUmemLocation,
-    CUstream, CUuuid,
+    CUcontext, CUdevice, CUdeviceptr, CUevent, CUipcEventHandle, CUipcMemHandle, CUmemAccessDesc,
+    CUmemAllocationProp, CUmemGenericAllocationHandle, CUmemLocation, CUstream, CUuuid,
 };
 use hal_core::vendor::cuda::entry;
 use hal_core::{Error, Result};
@@ -189,6 +189,44 @@ entries! {
     ipc_get_event_handle = entry::IPC_GET_EVENT_HANDLE => fn(*mut CUipcEventHandle, CUevent);
     /// `cuIpcOpenEventHandle`.
     ipc_open_event_handle = entry::IPC_OPEN_EVENT_HANDLE => fn(*mut CUevent, CUipcEventHandle);
+    /// `cuMemGetAllocationGranularity`.
+    mem_get_allocation_granularity = entry::MEM_GET_ALLOCATION_GRANULARITY => fn(*mut usize, *const CUmemAllocationProp, c_uint);
+    /// `cuMemCreate`.
+    mem_create = entry::MEM_CREATE => fn(*mut CUmemGenericAllocationHandle, usize, *const CUmemAllocationProp, u64);
+    /// `cuMemRelease`.
+    mem_release = entry::MEM_RELEASE => fn(CUmemGenericAllocationHandle);
+    /// `cuMemAddressReserve`.
+    mem_address_reserve = entry::MEM_ADDRESS_RESERVE => fn(*mut CUdeviceptr, usize, usize, CUdeviceptr, u64);
+    /// `cuMemAddressFree`.
+    mem_address_free = entry::MEM_ADDRESS_FREE => fn(CUdeviceptr, usize);
+    /// `cuMemMap`.
+    mem_map = entry::MEM_MAP => fn(CUdeviceptr, usize, usize, CUmemGenericAllocationHandle, u64);
+    /// `cuMemUnmap`.
+    mem_unmap = entry::MEM_UNMAP => fn(CUdeviceptr, usize);
+    /// `cuMemSetAccess`.
+    mem_set_access = entry::MEM_SET_ACCESS => fn(CUdeviceptr, usize, *const CUmemAccessDesc, usize);
+    /// `cuMemExportToShareableHandle`.
+    mem_export_to_shareable_handle = entry::MEM_EXPORT_TO_SHAREABLE_HANDLE => fn(*mut c_void, CUmemGenericAllocationHandle, c_uint, u64);
+    /// `cuMemImportFromShareableHandle`.
+    mem_import_from_shareable_handle = entry::MEM_IMPORT_FROM_SHAREABLE_HANDLE => fn(*mut CUmemGenericAllocationHandle, *mut c_void, c_uint);
+}
+
+impl Driver {
+    /// True when the driver has every entry point of VMM sharing (what
+    /// `Capabilities::VMM` needs here, with the device's attributes).
+    pub(crate) fn has_vmm(&self) -> bool {
+        self.mem_get_allocation_granularity().is_ok()
+            && self.mem_create().is_ok()
+            && self.mem_release().is_ok()
+            && self.mem_address_reserve().is_ok()
+            && self.mem_address_free().is_ok()
+            && self.mem_map().is_ok()
+            && self.mem_unmap().is_ok()
+            && self.mem_set_access().is_ok()
+            && self.mem_export_to_shareable_handle().is_ok()
+            && self.mem_import_from_shareable_handle().is_ok()
+            && self.ctx_synchronize().is_ok()
+    }
 }
 
 impl Driver {

@@ -20,7 +20,7 @@ pub const ATTRIBUTE_LIMIT: c_int = 148;
 
 /// `CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED`
 /// (CUDA 13.0; the 12.8 enum has no name for it).
-pub const HOST_NUMA_VMM_SUPPORTED: c_int = 141;
+pub const HOST_NUMA_VMM_SUPPORTED: c_int = cuda::ATTRIBUTE_HOST_NUMA_VMM_SUPPORTED;
 
 /// Initialises the driver (`flags` must be 0) and the simulated devices.
 #[no_mangle]

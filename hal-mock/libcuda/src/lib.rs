@@ -113,7 +113,10 @@ mod memory;
 mod state;
 mod stream;
 mod strings;
+mod switches;
 mod visible;
+mod vmm;
+mod vmm_table;
 
 pub use context::*;
 pub use device::*;
@@ -126,6 +129,8 @@ pub use memops::*;
 pub use memory::*;
 pub use stream::*;
 pub use strings::*;
+pub use switches::{FAIL_VAR, IMEX_VAR};
+pub use vmm::*;
 
 /// The file name cargo gives the built library.
 pub const LIBRARY_FILE: &str = "libhal_mock_libcuda.so";
@@ -216,4 +221,14 @@ pub const EXPORTED: &[&str] = &[
     "cuIpcGetEventHandle",
     "cuIpcOpenEventHandle",
     "cuPointerGetAttribute",
+    "cuMemGetAllocationGranularity",
+    "cuMemCreate",
+    "cuMemRelease",
+    "cuMemAddressReserve",
+    "cuMemAddressFree",
+    "cuMemMap",
+    "cuMemUnmap",
+    "cuMemSetAccess",
+    "cuMemExportToShareableHandle",
+    "cuMemImportFromShareableHandle",
 ];

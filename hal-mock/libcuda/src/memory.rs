@@ -5,12 +5,13 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::{CUdeviceptr, CUresult};
 use hal_core::vendor::{cuda, Code};
-use hal_core::{AllocDesc, Device, Memory};
+use hal_core::{AllocDesc, Device, Memory, Reservation};
 
 use crate::abi::{guard, non_null, put};
 use crate::context::current;
 use crate::error::sim;
 use crate::state::{driver, lock, Block, Driver, Kind, Mem};
+use crate::vmm_table::vmm;
 
 /// `CU_MEM_ATTACH_GLOBAL`.
 const ATTACH_GLOBAL: c_uint = 1;
@@ -156,6 +157,32 @@ fn before_copy(d: &Driver, n: usize) -> Result<Option<u64>, Code> {
     u64::try_from(n).map(Some).map_err(|_| cuda::INVALID_VALUE)
 }
 
+/// Write `bytes` at `ptr`: into an allocation, or into a mapped part of a
+/// reservation that its device may write (`CUDA_ERROR_INVALID_VALUE`
+/// otherwise, where a driver's copy would fault).
+fn write_at(d: &Driver, ptr: u64, bytes: &[u8]) -> Result<(), Code> {
+    let len = bytes.len() as u64;
+    match d.find(ptr, len) {
+        Ok(to) => sim(to.alloc.write(to.offset, bytes)),
+        Err(e) => match vmm().find(ptr, len) {
+            Ok(at) => sim(at.res.write(at.offset, bytes)),
+            Err(_) => Err(e),
+        },
+    }
+}
+
+/// Read `bytes.len()` bytes at `ptr`, as [`write_at`] writes.
+fn read_at(d: &Driver, ptr: u64, bytes: &mut [u8]) -> Result<(), Code> {
+    let len = bytes.len() as u64;
+    match d.find(ptr, len) {
+        Ok(from) => sim(from.alloc.read(from.offset, bytes)),
+        Err(e) => match vmm().find(ptr, len) {
+            Ok(at) => sim(at.res.read(at.offset, bytes)),
+            Err(_) => Err(e),
+        },
+    }
+}
+
 /// Copies `n` bytes from host memory to device memory.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyHtoD_v2(
@@ -169,10 +196,10 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2(
             return Ok(());
         };
         non_null(src.cast_mut())?;
-        let to = d.find(dst, len)?;
+        debug_assert_eq!(len, n as u64);
         // SAFETY: `src` is not null and readable for `n` bytes (the caller's contract).
         let bytes = unsafe { std::slice::from_raw_parts(src.cast::<u8>(), n) };
-        sim(to.alloc.write(to.offset, bytes))
+        write_at(d, dst, bytes)
     })
 }
 
@@ -185,11 +212,11 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: 
             return Ok(());
         };
         non_null(dst)?;
-        let from = d.find(src, len)?;
+        debug_assert_eq!(len, n as u64);
         // SAFETY: `dst` is not null and writable for `n` bytes (the caller's
         // contract), and nothing else in this call refers to them.
         let bytes = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), n) };
-        sim(from.alloc.read(from.offset, bytes))
+        read_at(d, src, bytes)
     })
 }
 
@@ -198,13 +225,11 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: 
 pub unsafe extern "C" fn cuMemcpyDtoD_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize) -> CUresult {
     guard(|| {
         let d = driver()?;
-        let Some(len) = before_copy(d, n)? else {
+        if before_copy(d, n)?.is_none() {
             return Ok(());
-        };
-        let from = d.find(src, len)?;
-        let to = d.find(dst, len)?;
+        }
         let mut bytes = vec![0u8; n];
-        sim(from.alloc.read(from.offset, &mut bytes))?;
-        sim(to.alloc.write(to.offset, &bytes))
+        read_at(d, src, &mut bytes)?;
+        write_at(d, dst, &bytes)
     })
 }
