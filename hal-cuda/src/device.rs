@@ -1,6 +1,6 @@
 //! [`CudaDevice`]: one device of the driver, its primary context, and the
 //! operations of the contract this backend offers (allocation, host
-//! copies, streams, events). What it does not offer answers
+//! copies, streams, events; VMM through `vmm.rs`). What it does not offer answers
 //! [`Error::Unsupported`], and its capabilities say so.
 
 use std::ffi::c_void;

@@ -33,11 +33,15 @@
 //! | importers of exported memory are counted with leases from the exporter's descriptor broker | `ipc.rs`, `memory.rs` |
 //! | IPC events: `CU_EVENT_INTERPROCESS \| CU_EVENT_DISABLE_TIMING` (with timing: INVALID_VALUE, measured); the handle's 64 bytes in the payload; importers counted with leases, and the exporter's drop destroys the event only after them; the exporting process's own imports reach the original event; an opened event answers queries and stream waits (measured) | `ipc_event.rs`, `stream.rs` |
 //! | at most 1000 live IPC events per process (as PyTorch); past the cap an interprocess event has no driver handle and recording it synchronizes the stream (a warning is logged once) | `event_cap.rs`, `ipc_event.rs` |
+//! | VMM is claimed only when the driver has the `cuMem*` entry points and the device says VMM and POSIX descriptors are supported; host NUMA memory only with `CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED`; the granularity is the driver's | `backend.rs` |
+//! | sizes, offsets and alignments are whole granules; physical memory is made on the device it is asked of, or in host NUMA memory | `vmm.rs` |
+//! | fabric is asked for (with a POSIX descriptor beside it) only where the device supports fabric handles; a refusal (NOT_PERMITTED without IMEX, measured) falls back to a POSIX descriptor with one warning per process | `vmm.rs` (`hal_core::vmm::fabric_or_posix`) |
+//! | physical memory is exported as a POSIX descriptor, made once per allocation and served by the descriptor broker over SCM_RIGHTS; importers are counted with leases; an import closes the descriptor after `cuMemImportFromShareableHandle` | `vmm.rs`, `physical.rs` |
+//! | a mapping has no access until `cuMemSetAccess`; one call gives every device (and the host, for host NUMA pages only) its access; reads and writes through a reservation check this device's access first and copy with `cuMemcpyHtoD` / `DtoH`, never through the address | `vmm.rs`, `reservation.rs` |
+//! | unmaps cover whole mappings and run after the context's queued work (`cuCtxSynchronize`, then `cuMemUnmap`); a reservation's drop unmaps what is left the same way, then frees the range; physical memory is released when its last mapping and owner are gone | `reservation.rs`, `physical.rs` |
 //!
 //! Notifies are words of a shared page signalled and waited on by the host
-//! and shared across processes by descriptor (`notify.rs`). VMM is not
-//! offered by this version: the capabilities do not claim it and the calls
-//! answer `Unsupported`.
+//! and shared across processes by descriptor (`notify.rs`).
 #![deny(missing_docs)]
 
 mod backend;

@@ -57,6 +57,18 @@
 //!   `cuStreamWaitEvent`, and `cuEventElapsedTime` with
 //!   `CUDA_ERROR_INVALID_HANDLE`; the exporter's destroy waits for its
 //!   openers. The 64 bytes work across processes (see `ipc_event.rs`).
+//! - VMM (`cuMemCreate`, `cuMemAddressReserve`, `cuMemMap`,
+//!   `cuMemSetAccess`, POSIX shareable handles, ...) on the simulator's
+//!   VMM, as measured: a fabric handle type is `CUDA_ERROR_NOT_PERMITTED`
+//!   without an IMEX daemon, an export of an allocation made for no handle
+//!   type `CUDA_ERROR_INVALID_VALUE`; host NUMA memory is made
+//!   host-accessible by `cuMemSetAccess`; a copy through a mapping without
+//!   access is refused. The descriptor is the memfd of the bytes, so
+//!   another process imports it alone (see `vmm.rs`). Copies on streams do
+//!   not reach reservations (the synchronous ones do).
+//! - Switches from the environment (`switches.rs`): [`IMEX_VAR`] says an
+//!   IMEX daemon is present, [`FAIL_VAR`] makes named entry points answer
+//!   a given code.
 //! - A null output pointer is `CUDA_ERROR_INVALID_VALUE`, except for
 //!   `cuCtxPopCurrent_v2`, whose output the driver makes optional.
 //! - A panic inside an entry point never crosses the C boundary: the call

@@ -22,6 +22,13 @@
 //! The POSIX handle is a descriptor of the memfd that holds the bytes, so
 //! another process's stand-in imports the same memory from the descriptor
 //! alone; the memfd's name says where the pages live.
+//!
+//! Limits: a reservation is the simulator's, a range of host address space
+//! whose protection follows the reserving device's access, so unlike
+//! `cuMemAlloc` memory a mapped, accessible VMM address can be read by the
+//! host here; the stream-ordered copies do not reach reservations (the
+//! synchronous `cuMemcpy*` do); `cuMemAddressReserve`'s address hint is
+//! ignored; a fabric export is `CUDA_ERROR_NOT_SUPPORTED`.
 
 use std::ffi::{c_int, c_uint, c_void};
 use std::os::fd::{BorrowedFd, IntoRawFd};

@@ -54,10 +54,8 @@ fn create(p: &AllocationProp, size: usize) -> Result<u64, CUresult> {
 fn reserve(size: usize) -> CUdeviceptr {
     let mut base = 0;
     // SAFETY: valid output pointer.
-    assert_eq!(
-        unsafe { (cu().cuMemAddressReserve)(&mut base, size, 0, 0, 0) },
-        OK
-    );
+    let status = unsafe { (cu().cuMemAddressReserve)(&mut base, size, 0, 0, 0) };
+    assert_eq!(status, OK);
     base
 }
 
