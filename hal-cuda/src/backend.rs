@@ -8,6 +8,7 @@ use hal_core::{Availability, Backend, BackendId, Capabilities, DeviceInfo, Error
 
 use crate::device::CudaDevice;
 use crate::loader::{self, NotLoaded};
+use crate::query::{attribute, attribute_number, device_count};
 use crate::sys::{CUdevice, CUuuid, Driver};
 
 /// The CUDA backend: `libcuda.so.1` loaded at run time (never linked; see
@@ -108,15 +109,6 @@ fn load_and_init(library: Option<std::path::PathBuf>) -> std::result::Result<Arc
     Ok(driver)
 }
 
-/// The number of devices the driver sees.
-pub(crate) fn device_count(driver: &Driver) -> Result<u32> {
-    let f = driver.device_get_count()?;
-    let mut n: c_int = 0;
-    // SAFETY: `n` is a valid place for the count.
-    driver.check("cuDeviceGetCount", unsafe { f(&mut n) })?;
-    Ok(u32::try_from(n).unwrap_or(0))
-}
-
 /// The driver's handle of device `ordinal`.
 pub(crate) fn device_handle(driver: &Driver, ordinal: u32) -> Result<CUdevice> {
     let count = device_count(driver)?;
@@ -130,27 +122,6 @@ pub(crate) fn device_handle(driver: &Driver, ordinal: u32) -> Result<CUdevice> {
     // SAFETY: `dev` is a valid place; the ordinal is below the count.
     driver.check("cuDeviceGet", unsafe { f(&mut dev, ordinal as c_int) })?;
     Ok(dev)
-}
-
-/// An attribute of `dev` (`cuDeviceGetAttribute`).
-pub(crate) fn attribute(
-    driver: &Driver,
-    dev: CUdevice,
-    attr: cudarc::driver::sys::CUdevice_attribute,
-) -> Result<i32> {
-    attribute_number(driver, dev, attr as c_int)
-}
-
-/// The attribute numbered `attr` of `dev`: also numbers newer than the
-/// headers' enum (`hal_core::vendor::cuda::ATTRIBUTE_*`).
-fn attribute_number(driver: &Driver, dev: CUdevice, attr: c_int) -> Result<i32> {
-    let f = driver.device_get_attribute()?;
-    let mut v: c_int = 0;
-    // SAFETY: `v` is a valid place; the attribute is passed as its number
-    // (the enum's ABI), and the driver answers any number.
-    let status = unsafe { f(&mut v, attr, dev) };
-    driver.check("cuDeviceGetAttribute", status)?;
-    Ok(v)
 }
 
 /// What the device is and can do.

@@ -57,7 +57,7 @@ impl CudaDevice {
     pub(crate) fn open(driver: Arc<Driver>, dev: CUdevice, info: DeviceInfo) -> Result<CudaDevice> {
         use cudarc::driver::sys::CUdevice_attribute as A;
         let fabric = info.capabilities.contains(Capabilities::VMM)
-            && crate::backend::attribute(
+            && crate::query::attribute(
                 &driver,
                 dev,
                 A::CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED,
@@ -83,7 +83,7 @@ impl CudaDevice {
 
     /// How many devices the driver sees (for access lists).
     fn device_count(&self) -> Result<u32> {
-        crate::backend::device_count(self.driver())
+        crate::query::device_count(self.driver())
     }
 
     fn driver(&self) -> &Driver {

@@ -59,6 +59,7 @@ mod memory;
 mod notify;
 mod opened;
 mod physical;
+mod query;
 mod reservation;
 mod result;
 mod stream;
