@@ -33,6 +33,8 @@ pub struct CudaDevice {
     info: DeviceInfo,
     /// `CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED`.
     fabric: bool,
+    /// How many devices the driver sees (access lists name them).
+    device_count: u32,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -62,10 +64,12 @@ impl CudaDevice {
                 dev,
                 A::CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED,
             )? != 0;
+        let device_count = crate::query::device_count(&driver)?;
         Ok(CudaDevice {
             primary: Arc::new(Primary::retain(driver, dev)?),
             info,
             fabric,
+            device_count,
         })
     }
 
@@ -79,11 +83,6 @@ impl CudaDevice {
             info: &self.info,
             fabric: self.fabric,
         })
-    }
-
-    /// How many devices the driver sees (for access lists).
-    fn device_count(&self) -> Result<u32> {
-        crate::query::device_count(self.driver())
     }
 
     fn driver(&self) -> &Driver {
@@ -565,7 +564,7 @@ impl Device for CudaDevice {
         grants: &[AccessGrant],
     ) -> Result<()> {
         let vmm = self.vmm("set_access")?;
-        vmm.set_access(reservation, offset, len, grants, self.device_count()?)
+        vmm.set_access(reservation, offset, len, grants, self.device_count)
     }
 
     fn access(
@@ -575,7 +574,7 @@ impl Device for CudaDevice {
         target: AccessTarget,
     ) -> Result<Access> {
         let vmm = self.vmm("access")?;
-        vmm.access(reservation, offset, target, self.device_count()?)
+        vmm.access(reservation, offset, target, self.device_count)
     }
 
     fn export_physical(&self, physical: &CudaPhysical, opts: &ExportOptions) -> Result<Exported> {

@@ -281,3 +281,60 @@ fn a_reservation_of_another_device_is_refused() {
         Err(hal_core::Error::InvalidArgument { .. })
     ));
 }
+
+#[test]
+fn a_failed_driver_call_keeps_its_code_and_changes_nothing() {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_with_failures",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(HANDLE_VAR, "failures")
+        .env(
+            hal_mock_libcuda::FAIL_VAR,
+            "cuMemMap:2,cuMemImportFromShareableHandle:1",
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("child done"),
+        "child failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The child of `a_failed_driver_call_keeps_its_code_and_changes_nothing`,
+/// whose stand-in fails `cuMemMap` and `cuMemImportFromShareableHandle`.
+#[test]
+fn child_with_failures() {
+    if std::env::var(HANDLE_VAR).as_deref() != Ok("failures") {
+        return;
+    }
+    let dev = device();
+    let g = gran(&dev);
+    let p = dev.allocate_physical(g).unwrap();
+    let r = dev.reserve(g, g).unwrap();
+    match dev.map(&r, 0, &p) {
+        Err(hal_core::Error::Vendor(v)) => {
+            assert_eq!((v.code, v.name.as_str()), (2, "CUDA_ERROR_OUT_OF_MEMORY"));
+            assert!(v.message.contains("cuMemMap"), "{}", v.message);
+        }
+        other => panic!("an injected cuMemMap failure: {other:?}"),
+    }
+    assert!(
+        dev.access(&r, 0, hal_core::AccessTarget::Device(0))
+            .is_err(),
+        "nothing was mapped"
+    );
+    assert!(dev.unmap(&r, 0, g).is_err(), "nothing to unmap");
+    let ex = dev.export_physical(&p, &ExportOptions::default()).unwrap();
+    match dev.import_physical(ex.share().unwrap(), &ImportOptions::default()) {
+        Err(hal_core::Error::Vendor(v)) => assert_eq!(v.code, 1),
+        other => panic!("an injected import failure: {other:?}"),
+    }
+    assert_eq!(p.importers(), 0, "the failed import gave its lease back");
+    println!("child done");
+}
