@@ -518,3 +518,21 @@ pub(crate) fn check_granular(dev: &DevRef, what: &str, value: u64, zero_ok: bool
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_physical_memfd_names_where_its_pages_live() {
+        for location in [PhysicalLocation::Device(3), PhysicalLocation::HostNuma(1)] {
+            let label = format!("hal-mock-mock-cuda-0-physical-{}", location_label(location));
+            let fd = os::memfd(&label, 4096, None).unwrap();
+            assert_eq!(location_of_fd(fd.as_fd()), Some(location), "{label}");
+        }
+        let other = os::memfd("hal-mock-something-else", 4096, None).unwrap();
+        assert_eq!(location_of_fd(other.as_fd()), None);
+        let bad = os::memfd("x-physical-host-numa-nope", 4096, None).unwrap();
+        assert_eq!(location_of_fd(bad.as_fd()), None);
+    }
+}
