@@ -75,6 +75,18 @@ impl CudaBackend {
             .get_or_init(|| load_and_init(self.library.clone().or_else(loader::from_env)))
     }
 
+    /// The driver entry points this backend's code paths have asked for
+    /// so far, by versioned name (capability probes do not count): what a
+    /// coverage test compares with [`RESOLVED`](crate::RESOLVED). Empty
+    /// when the driver is not loaded.
+    #[doc(hidden)]
+    pub fn entry_points_called(&self) -> Vec<&'static str> {
+        match self.loaded() {
+            Ok(d) => d.called(),
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// The loaded, initialised driver.
     fn driver(&self) -> Result<Arc<Driver>> {
         match self.loaded() {

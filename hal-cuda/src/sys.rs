@@ -9,6 +9,7 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 pub(crate) use cudarc::driver::sys::{
@@ -25,25 +26,58 @@ pub(crate) type Status = c_uint;
 
 macro_rules! entries {
     ($( $(#[$doc:meta])* $field:ident = $sym:expr => fn($($arg:ty),* $(,)?); )*) => {
-        /// The resolved entry points, each on first use.
+        /// The resolved entry points, each on first use, and whether a
+        /// call of it was made (asked for by a code path).
         #[derive(Default)]
         struct Table {
-            $( $field: OnceLock<Option<unsafe extern "C" fn($($arg),*) -> Status>>, )*
+            $( $field: (OnceLock<Option<unsafe extern "C" fn($($arg),*) -> Status>>, AtomicBool), )*
         }
 
         impl Driver {
             $(
                 $(#[$doc])*
                 pub(crate) fn $field(&self) -> Result<unsafe extern "C" fn($($arg),*) -> Status> {
-                    let f = self.table.$field.get_or_init(|| {
+                    let (cell, called) = &self.table.$field;
+                    let f = cell.get_or_init(|| {
                         // SAFETY: the symbol is the driver's entry point of
                         // this name, whose C signature is the one declared
                         // here (CUDA driver API, `cuda.h`).
                         unsafe { self.resolve::<unsafe extern "C" fn($($arg),*) -> Status>($sym) }
                     });
+                    if !called.load(Ordering::Relaxed) {
+                        called.store(true, Ordering::Relaxed);
+                    }
                     f.ok_or_else(|| self.missing($sym))
                 }
             )*
+
+            /// True when the library has the entry point `symbol` (one of
+            /// [`RESOLVED`]); a probe, not counted as a call.
+            pub(crate) fn present(&self, symbol: &str) -> bool {
+                $(
+                    if symbol == $sym {
+                        let (cell, _) = &self.table.$field;
+                        return cell
+                            .get_or_init(|| {
+                                // SAFETY: as in the entry point's accessor.
+                                unsafe { self.resolve::<unsafe extern "C" fn($($arg),*) -> Status>($sym) }
+                            })
+                            .is_some();
+                    }
+                )*
+                false
+            }
+
+            /// The entry points a code path has asked for so far.
+            pub(crate) fn called(&self) -> Vec<&'static str> {
+                let mut out = Vec::new();
+                $(
+                    if self.table.$field.1.load(Ordering::Relaxed) {
+                        out.push($sym);
+                    }
+                )*
+                out
+            }
         }
 
         /// Every entry point this crate resolves, by its versioned name.
@@ -212,40 +246,45 @@ entries! {
 }
 
 impl Driver {
-    /// True when the driver has every entry point of VMM sharing (what
-    /// `Capabilities::VMM` needs here, with the device's attributes).
-    pub(crate) fn has_vmm(&self) -> bool {
-        self.mem_get_allocation_granularity().is_ok()
-            && self.mem_create().is_ok()
-            && self.mem_release().is_ok()
-            && self.mem_address_reserve().is_ok()
-            && self.mem_address_free().is_ok()
-            && self.mem_map().is_ok()
-            && self.mem_unmap().is_ok()
-            && self.mem_set_access().is_ok()
-            && self.mem_export_to_shareable_handle().is_ok()
-            && self.mem_import_from_shareable_handle().is_ok()
-            && self.ctx_synchronize().is_ok()
+    /// True when the driver has every entry point of `symbols`.
+    fn has_all(&self, symbols: &[&str]) -> bool {
+        symbols.iter().all(|s| self.present(s))
     }
-}
 
-impl Driver {
     /// True when the driver has every entry point of legacy IPC of device
     /// memory (what `Capabilities::IPC_MEMORY` needs here).
     pub(crate) fn has_ipc_memory(&self) -> bool {
-        self.mem_get_address_range().is_ok()
-            && self.pointer_get_attribute().is_ok()
-            && self.ipc_get_mem_handle().is_ok()
-            && self.ipc_open_mem_handle().is_ok()
-            && self.ipc_close_mem_handle().is_ok()
+        self.has_all(&[
+            entry::MEM_GET_ADDRESS_RANGE_V2,
+            entry::POINTER_GET_ATTRIBUTE,
+            entry::IPC_GET_MEM_HANDLE,
+            entry::IPC_OPEN_MEM_HANDLE_V2,
+            entry::IPC_CLOSE_MEM_HANDLE,
+        ])
     }
-}
 
-impl Driver {
     /// True when the driver has the entry points of IPC events (what
     /// `Capabilities::IPC_EVENT` needs here).
     pub(crate) fn has_ipc_event(&self) -> bool {
-        self.ipc_get_event_handle().is_ok() && self.ipc_open_event_handle().is_ok()
+        self.has_all(&[entry::IPC_GET_EVENT_HANDLE, entry::IPC_OPEN_EVENT_HANDLE])
+    }
+
+    /// True when the driver has every entry point of VMM sharing (what
+    /// `Capabilities::VMM` needs here, with the device's attributes).
+    pub(crate) fn has_vmm(&self) -> bool {
+        self.has_all(&[
+            entry::MEM_GET_ALLOCATION_GRANULARITY,
+            entry::MEM_CREATE,
+            entry::MEM_RELEASE,
+            entry::MEM_ADDRESS_RESERVE,
+            entry::MEM_ADDRESS_FREE,
+            entry::MEM_MAP,
+            entry::MEM_UNMAP,
+            entry::MEM_SET_ACCESS,
+            entry::MEM_EXPORT_TO_SHAREABLE_HANDLE,
+            entry::MEM_IMPORT_FROM_SHAREABLE_HANDLE,
+            entry::CTX_SYNCHRONIZE,
+        ])
     }
 }
 
