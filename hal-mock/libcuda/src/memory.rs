@@ -63,7 +63,7 @@ fn free(d: &Driver, addr: u64, kinds: &[Kind]) -> Result<(), Code> {
 /// Allocates device memory in the current context.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult {
-    guard(|| {
+    guard("cuMemAlloc_v2", || {
         let d = driver()?;
         current(d)?;
         non_null(dptr)?;
@@ -76,13 +76,15 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytesize: usize) 
 /// Frees device or managed memory given by its base address.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
-    guard(|| free(driver()?, dptr, &[Kind::Device, Kind::Managed]))
+    guard("cuMemFree_v2", || {
+        free(driver()?, dptr, &[Kind::Device, Kind::Managed])
+    })
 }
 
 /// Allocates pinned host memory in the current context.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, bytesize: usize) -> CUresult {
-    guard(|| {
+    guard("cuMemAllocHost_v2", || {
         let d = driver()?;
         current(d)?;
         non_null(pp)?;
@@ -98,7 +100,9 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, bytesize: usize
 /// Frees pinned host memory given by its base address.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
-    guard(|| free(driver()?, p.addr() as u64, &[Kind::Host]))
+    guard("cuMemFreeHost", || {
+        free(driver()?, p.addr() as u64, &[Kind::Host])
+    })
 }
 
 /// Allocates managed memory (`flags`: `CU_MEM_ATTACH_GLOBAL` or `_HOST`).
@@ -108,7 +112,7 @@ pub unsafe extern "C" fn cuMemAllocManaged(
     bytesize: usize,
     flags: c_uint,
 ) -> CUresult {
-    guard(|| {
+    guard("cuMemAllocManaged", || {
         let d = driver()?;
         current(d)?;
         non_null(dptr)?;
@@ -129,7 +133,7 @@ pub unsafe extern "C" fn cuMemGetAddressRange_v2(
     psize: *mut usize,
     dptr: CUdeviceptr,
 ) -> CUresult {
-    guard(|| {
+    guard("cuMemGetAddressRange_v2", || {
         let d = driver()?;
         current(d)?;
         let found = d.find(dptr, 0).map_err(|_| cuda::NOT_FOUND)?;
@@ -190,7 +194,7 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2(
     src: *const c_void,
     n: usize,
 ) -> CUresult {
-    guard(|| {
+    guard("cuMemcpyHtoD_v2", || {
         let d = driver()?;
         let Some(len) = before_copy(d, n)? else {
             return Ok(());
@@ -206,7 +210,7 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2(
 /// Copies `n` bytes from device memory to host memory.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: usize) -> CUresult {
-    guard(|| {
+    guard("cuMemcpyDtoH_v2", || {
         let d = driver()?;
         let Some(len) = before_copy(d, n)? else {
             return Ok(());
@@ -223,7 +227,7 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: 
 /// Copies `n` bytes between device memory (the ranges may overlap).
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyDtoD_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize) -> CUresult {
-    guard(|| {
+    guard("cuMemcpyDtoD_v2", || {
         let d = driver()?;
         if before_copy(d, n)?.is_none() {
             return Ok(());

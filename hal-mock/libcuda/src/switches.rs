@@ -8,7 +8,8 @@
 //! - `HAL_MOCK_LIBCUDA_FAIL=cuMemCreate:2,cuMemMap:1`: each named entry
 //!   point answers the `CUresult` given (a number of `hal_core`'s CUDA
 //!   table) instead of doing its work, every time. Entries that name an
-//!   unknown code are ignored. The VMM entry points honour it.
+//!   unknown code are ignored. Every entry point honours it (before any
+//!   other check, `cuInit`'s included).
 //!
 //! The variables are read at the first call that asks, so a test sets them
 //! for a child process it starts, never in its own (parallel) process.

@@ -35,7 +35,7 @@ use std::os::fd::{BorrowedFd, IntoRawFd};
 use std::sync::Arc;
 
 use cudarc::driver::sys::{CUdeviceptr, CUmemGenericAllocationHandle, CUresult};
-use hal_core::vendor::cuda::{self, entry};
+use hal_core::vendor::cuda;
 use hal_core::vendor::Code;
 use hal_core::{
     Access, AccessGrant, Device, Granularity, PhysicalDesc, PhysicalLocation, Reservation,
@@ -101,11 +101,10 @@ const _: () = {
     assert!(std::mem::size_of::<AccessDesc>() == std::mem::size_of::<CUmemAccessDesc>());
 };
 
-/// The driver, the current context's device, and no injected failure of `entry`.
-fn enter(entry: &str) -> Result<(&'static Driver, u32), Code> {
+/// The driver and the current context's device.
+fn enter() -> Result<(&'static Driver, u32), Code> {
     let d = driver()?;
     let ordinal = current(d)?;
-    switches::injected(entry)?;
     Ok((d, ordinal))
 }
 
@@ -143,10 +142,9 @@ pub unsafe extern "C" fn cuMemGetAllocationGranularity(
     prop: *const AllocationProp,
     option: c_uint,
 ) -> CUresult {
-    guard(|| {
+    guard("cuMemGetAllocationGranularity", || {
         // A device property: no context is needed.
         let d = driver()?;
-        switches::injected(entry::MEM_GET_ALLOCATION_GRANULARITY)?;
         non_null(granularity)?;
         non_null(prop.cast_mut())?;
         // SAFETY: not null, and valid for a read (the caller's contract).
@@ -171,8 +169,8 @@ pub unsafe extern "C" fn cuMemCreate(
     prop: *const AllocationProp,
     flags: u64,
 ) -> CUresult {
-    guard(|| {
-        let (d, ordinal) = enter(entry::MEM_CREATE)?;
+    guard("cuMemCreate", || {
+        let (d, ordinal) = enter()?;
         non_null(handle)?;
         non_null(prop.cast_mut())?;
         // SAFETY: not null, and valid for a read (the caller's contract).
@@ -217,8 +215,8 @@ pub unsafe extern "C" fn cuMemCreate(
 /// until they are unmapped.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> CUresult {
-    guard(|| {
-        enter(entry::MEM_RELEASE)?;
+    guard("cuMemRelease", || {
+        enter()?;
         let gone = lock(&vmm().physical).remove(&handle);
         gone.map(drop).ok_or(cuda::INVALID_VALUE)
     })
@@ -234,8 +232,8 @@ pub unsafe extern "C" fn cuMemAddressReserve(
     _addr: CUdeviceptr,
     flags: u64,
 ) -> CUresult {
-    guard(|| {
-        let (d, ordinal) = enter(entry::MEM_ADDRESS_RESERVE)?;
+    guard("cuMemAddressReserve", || {
+        let (d, ordinal) = enter()?;
         non_null(ptr)?;
         if flags != 0 {
             return Err(cuda::INVALID_VALUE);
@@ -261,8 +259,8 @@ pub unsafe extern "C" fn cuMemAddressReserve(
 /// Frees a whole reservation given by its address and size.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: usize) -> CUresult {
-    guard(|| {
-        enter(entry::MEM_ADDRESS_FREE)?;
+    guard("cuMemAddressFree", || {
+        enter()?;
         let len = wide(size)?;
         let gone = {
             let mut table = lock(&vmm().reservations);
@@ -285,8 +283,8 @@ pub unsafe extern "C" fn cuMemMap(
     handle: CUmemGenericAllocationHandle,
     flags: u64,
 ) -> CUresult {
-    guard(|| {
-        let (d, _) = enter(entry::MEM_MAP)?;
+    guard("cuMemMap", || {
+        let (d, _) = enter()?;
         if flags != 0 {
             return Err(cuda::INVALID_VALUE);
         }
@@ -301,8 +299,8 @@ pub unsafe extern "C" fn cuMemMap(
 /// Unmaps `size` bytes at `ptr`: whole mappings only.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemUnmap(ptr: CUdeviceptr, size: usize) -> CUresult {
-    guard(|| {
-        let (d, _) = enter(entry::MEM_UNMAP)?;
+    guard("cuMemUnmap", || {
+        let (d, _) = enter()?;
         let len = wide(size)?;
         let at = vmm().find(ptr, len)?;
         let dev = &d.devices[at.ordinal as usize].device;
@@ -339,8 +337,8 @@ pub unsafe extern "C" fn cuMemSetAccess(
     desc: *const AccessDesc,
     count: usize,
 ) -> CUresult {
-    guard(|| {
-        let (d, _) = enter(entry::MEM_SET_ACCESS)?;
+    guard("cuMemSetAccess", || {
+        let (d, _) = enter()?;
         non_null(desc.cast_mut())?;
         if count == 0 {
             return Err(cuda::INVALID_VALUE);
@@ -364,8 +362,8 @@ pub unsafe extern "C" fn cuMemExportToShareableHandle(
     handle_type: c_uint,
     flags: u64,
 ) -> CUresult {
-    guard(|| {
-        enter(entry::MEM_EXPORT_TO_SHAREABLE_HANDLE)?;
+    guard("cuMemExportToShareableHandle", || {
+        enter()?;
         non_null(shareable_handle)?;
         let (phys, requested) = vmm().physical(handle)?;
         if flags != 0 || requested & handle_type == 0 {
@@ -393,8 +391,8 @@ pub unsafe extern "C" fn cuMemImportFromShareableHandle(
     os_handle: *mut c_void,
     handle_type: c_uint,
 ) -> CUresult {
-    guard(|| {
-        let (d, ordinal) = enter(entry::MEM_IMPORT_FROM_SHAREABLE_HANDLE)?;
+    guard("cuMemImportFromShareableHandle", || {
+        let (d, ordinal) = enter()?;
         non_null(handle)?;
         if handle_type != HANDLE_POSIX_FD {
             return Err(cuda::INVALID_VALUE);

@@ -308,7 +308,7 @@ fn switches_say_an_imex_daemon_is_there_and_inject_failures() {
         "fail",
         &[(
             hal_mock_libcuda::FAIL_VAR,
-            "cuMemMap:2,cuMemCreate:not-a-code",
+            "cuMemMap:2,cuMemCreate:not-a-code,cuMemAlloc_v2:2",
         )],
     );
 }
@@ -330,6 +330,10 @@ fn child_switches() {
             let h = create(&prop(DEVICE, 0, POSIX), G).unwrap();
             let base = reserve(G);
             assert_eq!(map(base, G, 0, h), OUT_OF_MEMORY, "injected");
+            let mut p = 0;
+            // SAFETY: valid output pointer.
+            let status = unsafe { (cu().cuMemAlloc_v2)(&mut p, 4096) };
+            assert_eq!(status, OUT_OF_MEMORY, "every entry point takes failures");
             assert_eq!(
                 create(&prop(DEVICE, 0, FABRIC), G),
                 Err(NOT_PERMITTED),
