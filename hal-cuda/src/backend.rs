@@ -203,6 +203,11 @@ pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
     {
         // VMM shared by POSIX descriptor (fabric is tried per allocation).
         capabilities = capabilities | Capabilities::VMM;
+        if capabilities.contains(Capabilities::IPC_MEMORY) {
+            // hal_core::growable: VMM chunks shared by descriptor, and a
+            // header shared with legacy IPC.
+            capabilities = capabilities | Capabilities::GROWABLE;
+        }
         if attribute_number(driver, dev, cuda::ATTRIBUTE_HOST_NUMA_VMM_SUPPORTED)? != 0 {
             capabilities = capabilities | Capabilities::HOST_NUMA_VMM;
         }

@@ -166,13 +166,21 @@ impl CudaReservation {
     }
 
     /// Wait for the context's queued work, then unmap `offset..offset + len`
-    /// (the caller checked it is whole mappings).
-    pub(crate) fn unmap_after_work(&self, offset: u64, len: u64) -> Result<()> {
+    /// (the caller checked it is whole mappings). When the wait fails (the
+    /// context holds an error of earlier work), `strict` returns that error
+    /// and unmaps nothing; otherwise (a drop) the error is logged and the
+    /// range unmapped anyway: the failed work will not run again.
+    pub(crate) fn unmap_after_work(&self, offset: u64, len: u64, strict: bool) -> Result<()> {
         let driver = &self.primary.driver;
         let _ctx = self.primary.enter()?;
         let sync = driver.ctx_synchronize()?;
         // SAFETY: the reservation's context is current on this thread.
-        driver.check("cuCtxSynchronize", unsafe { sync() })?;
+        if let Err(e) = driver.check("cuCtxSynchronize", unsafe { sync() }) {
+            if strict {
+                return Err(e);
+            }
+            log::warn!("unmapping after the context's work failed: {e}");
+        }
         let f = driver.mem_unmap()?;
         // SAFETY: the range is whole mappings of this reservation (checked
         // by the caller), and the context's work that could use it has run.
@@ -195,7 +203,7 @@ impl Drop for CudaReservation {
             runs.into_iter().map(|(o, l, _)| (o, l)).collect()
         };
         for (offset, len) in mapped {
-            if let Err(e) = self.unmap_after_work(offset, len) {
+            if let Err(e) = self.unmap_after_work(offset, len, false) {
                 log::warn!(
                     "unmapping {len:#x} bytes at {:#x} of a CUDA reservation: {e}",
                     self.base + offset

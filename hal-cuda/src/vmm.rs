@@ -358,7 +358,7 @@ impl Vmm<'_> {
                  mapped"
             )));
         }
-        r.unmap_after_work(offset, len)?;
+        r.unmap_after_work(offset, len, true)?;
         pieces.list.drain(range);
         Ok(())
     }

@@ -60,6 +60,7 @@ fn the_standin_device_claims_vmm_and_host_numa_vmm() {
     let caps = dev.info().capabilities;
     assert!(caps.contains(Capabilities::VMM), "{caps:?}");
     assert!(caps.contains(Capabilities::HOST_NUMA_VMM), "{caps:?}");
+    assert!(caps.contains(Capabilities::GROWABLE), "{caps:?}");
     assert_eq!(gran(&dev), 2 << 20, "the driver's granularity");
     assert_eq!(dev.info().granularity_min, 2 << 20);
 }
