@@ -162,6 +162,11 @@ pub mod cuda {
         code(number).map(|c| c.name)
     }
 
+    /// `CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED`:
+    /// a CUDA 13.0 attribute number the 12.8 headers have no name for
+    /// (1 on an H200 with driver 580, measured).
+    pub const ATTRIBUTE_HOST_NUMA_VMM_SUPPORTED: i32 = 141;
+
     /// Names of the driver's entry points, as `dlsym` resolves them
     /// (`vendor/cuda.md`, "Exported symbol names"): several exist only
     /// under a versioned `_v2` name.

@@ -3,10 +3,12 @@
 use std::ffi::{c_char, c_int, CStr};
 use std::sync::{Arc, OnceLock};
 
+use hal_core::vendor::cuda;
 use hal_core::{Availability, Backend, BackendId, Capabilities, DeviceInfo, Error, Result};
 
 use crate::device::CudaDevice;
 use crate::loader::{self, NotLoaded};
+use crate::query::{attribute, attribute_number, device_count};
 use crate::sys::{CUdevice, CUuuid, Driver};
 
 /// The CUDA backend: `libcuda.so.1` loaded at run time (never linked; see
@@ -73,6 +75,18 @@ impl CudaBackend {
             .get_or_init(|| load_and_init(self.library.clone().or_else(loader::from_env)))
     }
 
+    /// The driver entry points this backend's code paths have asked for
+    /// so far, by versioned name (capability probes do not count): what a
+    /// coverage test compares with [`RESOLVED`](crate::RESOLVED). Empty
+    /// when the driver is not loaded.
+    #[doc(hidden)]
+    pub fn entry_points_called(&self) -> Vec<&'static str> {
+        match self.loaded() {
+            Ok(d) => d.called(),
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// The loaded, initialised driver.
     fn driver(&self) -> Result<Arc<Driver>> {
         match self.loaded() {
@@ -107,15 +121,6 @@ fn load_and_init(library: Option<std::path::PathBuf>) -> std::result::Result<Arc
     Ok(driver)
 }
 
-/// The number of devices the driver sees.
-fn device_count(driver: &Driver) -> Result<u32> {
-    let f = driver.device_get_count()?;
-    let mut n: c_int = 0;
-    // SAFETY: `n` is a valid place for the count.
-    driver.check("cuDeviceGetCount", unsafe { f(&mut n) })?;
-    Ok(u32::try_from(n).unwrap_or(0))
-}
-
 /// The driver's handle of device `ordinal`.
 pub(crate) fn device_handle(driver: &Driver, ordinal: u32) -> Result<CUdevice> {
     let count = device_count(driver)?;
@@ -129,20 +134,6 @@ pub(crate) fn device_handle(driver: &Driver, ordinal: u32) -> Result<CUdevice> {
     // SAFETY: `dev` is a valid place; the ordinal is below the count.
     driver.check("cuDeviceGet", unsafe { f(&mut dev, ordinal as c_int) })?;
     Ok(dev)
-}
-
-/// An attribute of `dev` (`cuDeviceGetAttribute`).
-pub(crate) fn attribute(
-    driver: &Driver,
-    dev: CUdevice,
-    attr: cudarc::driver::sys::CUdevice_attribute,
-) -> Result<i32> {
-    let f = driver.device_get_attribute()?;
-    let mut v: c_int = 0;
-    // SAFETY: `v` is a valid place; the attribute number is one of the enum's.
-    let status = unsafe { f(&mut v, attr as c_int, dev) };
-    driver.check("cuDeviceGetAttribute", status)?;
-    Ok(v)
 }
 
 /// What the device is and can do.
@@ -201,6 +192,42 @@ pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
     if attribute(driver, dev, A::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS)? != 0 {
         capabilities = capabilities | Capabilities::PAGEABLE_MEMORY_ACCESS;
     }
+    let (mut granularity_min, mut granularity_recommended) = (2 << 20, 2 << 20);
+    if driver.has_vmm()
+        && attribute(
+            driver,
+            dev,
+            A::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+        )? != 0
+        && attribute(
+            driver,
+            dev,
+            A::CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+        )? != 0
+    {
+        // VMM shared by POSIX descriptor (fabric is tried per allocation).
+        capabilities = capabilities | Capabilities::VMM;
+        if capabilities.contains(Capabilities::IPC_MEMORY) {
+            // hal_core::growable: VMM chunks shared by descriptor, and a
+            // header shared with legacy IPC.
+            capabilities = capabilities | Capabilities::GROWABLE;
+        }
+        if attribute_number(driver, dev, cuda::ATTRIBUTE_HOST_NUMA_VMM_SUPPORTED)? != 0 {
+            capabilities = capabilities | Capabilities::HOST_NUMA_VMM;
+        }
+        match (
+            crate::vmm::device_granularity(driver, ordinal, false),
+            crate::vmm::device_granularity(driver, ordinal, true),
+        ) {
+            (Ok(min), Ok(rec)) if rec % min == 0 => {
+                (granularity_min, granularity_recommended) = (min, rec);
+            }
+            (min, rec) => log::warn!(
+                "CUDA device {ordinal}: the VMM granularity is unknown ({min:?}, {rec:?}); \
+                 assuming 2 MiB, the H200's"
+            ),
+        }
+    }
     Ok(DeviceInfo {
         backend: BackendId::Cuda,
         ordinal,
@@ -208,8 +235,8 @@ pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
         name,
         total_memory: total as u64,
         page_sizes: vec![4096, 2 << 20],
-        granularity_min: 2 << 20,
-        granularity_recommended: 2 << 20,
+        granularity_min,
+        granularity_recommended,
         capabilities,
     })
 }

@@ -1,6 +1,6 @@
 //! [`CudaDevice`]: one device of the driver, its primary context, and the
 //! operations of the contract this backend offers (allocation, host
-//! copies, streams, events). What it does not offer answers
+//! copies, streams, events; VMM through `vmm.rs`). What it does not offer answers
 //! [`Error::Unsupported`], and its capabilities say so.
 
 use std::ffi::c_void;
@@ -14,13 +14,15 @@ use hal_core::{
     PhysicalDesc, RegisteredHost, Result, SharedHandle,
 };
 
-use crate::absent::{CudaPhysical, CudaReservation};
 use crate::context::Primary;
 use crate::mapping::CudaMapping;
 use crate::memory::CudaAllocation;
 use crate::notify::CudaNotify;
+use crate::physical::CudaPhysical;
+use crate::reservation::CudaReservation;
 use crate::stream::{CudaEvent, CudaStream};
 use crate::sys::{CUcontext, CUdevice, CUdeviceptr, CUstream, Driver};
+use crate::vmm::Vmm;
 
 /// `CU_STREAM_NON_BLOCKING`: no implicit order with the legacy stream.
 const STREAM_NON_BLOCKING: u32 = 1;
@@ -29,6 +31,10 @@ const STREAM_NON_BLOCKING: u32 = 1;
 pub struct CudaDevice {
     pub(crate) primary: Arc<Primary>,
     info: DeviceInfo,
+    /// `CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED`.
+    fabric: bool,
+    /// How many devices the driver sees (access lists name them).
+    device_count: u32,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -51,9 +57,31 @@ fn absent(operation: &str, capability: &str) -> Error {
 
 impl CudaDevice {
     pub(crate) fn open(driver: Arc<Driver>, dev: CUdevice, info: DeviceInfo) -> Result<CudaDevice> {
+        use cudarc::driver::sys::CUdevice_attribute as A;
+        let fabric = info.capabilities.contains(Capabilities::VMM)
+            && crate::query::attribute(
+                &driver,
+                dev,
+                A::CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED,
+            )? != 0;
+        let device_count = crate::query::device_count(&driver)?;
         Ok(CudaDevice {
             primary: Arc::new(Primary::retain(driver, dev)?),
             info,
+            fabric,
+            device_count,
+        })
+    }
+
+    /// The VMM calls, once the device has [`Capabilities::VMM`].
+    fn vmm(&self, operation: &str) -> Result<Vmm<'_>> {
+        if !self.info.capabilities.contains(Capabilities::VMM) {
+            return Err(absent(operation, "VMM"));
+        }
+        Ok(Vmm {
+            primary: &self.primary,
+            info: &self.info,
+            fabric: self.fabric,
         })
     }
 
@@ -521,61 +549,71 @@ impl Device for CudaDevice {
         CudaNotify::import(shared)
     }
 
-    fn granularity(&self, _which: Granularity) -> Result<u64> {
-        Err(absent("granularity", "VMM"))
+    fn granularity(&self, which: Granularity) -> Result<u64> {
+        self.vmm("granularity")?;
+        Ok(self.info.granularity(which))
     }
 
-    fn allocate_physical_with(&self, _desc: &PhysicalDesc) -> Result<CudaPhysical> {
-        Err(absent("allocate_physical", "VMM"))
+    fn allocate_physical_with(&self, desc: &PhysicalDesc) -> Result<CudaPhysical> {
+        self.vmm("allocate_physical")?.allocate(desc)
     }
 
-    fn reserve(&self, _size: u64, _align: u64) -> Result<CudaReservation> {
-        Err(absent("reserve", "VMM"))
+    fn reserve(&self, size: u64, align: u64) -> Result<CudaReservation> {
+        self.vmm("reserve")?.reserve(size, align)
     }
 
     fn map_range(
         &self,
         reservation: &CudaReservation,
-        _offset: u64,
-        _physical: &CudaPhysical,
-        _physical_offset: u64,
-        _len: u64,
+        offset: u64,
+        physical: &CudaPhysical,
+        physical_offset: u64,
+        len: u64,
     ) -> Result<()> {
-        match *reservation {}
+        self.vmm("map")?
+            .map(reservation, offset, physical, physical_offset, len)
     }
 
-    fn unmap(&self, reservation: &CudaReservation, _offset: u64, _len: u64) -> Result<()> {
-        match *reservation {}
+    /// Unmaps after the context's queued work has run (`cuCtxSynchronize`,
+    /// then `cuMemUnmap`): a stream may still use the range.
+    fn unmap(&self, reservation: &CudaReservation, offset: u64, len: u64) -> Result<()> {
+        self.vmm("unmap")?.unmap(reservation, offset, len)
     }
 
     fn set_access_for(
         &self,
         reservation: &CudaReservation,
-        _offset: u64,
-        _len: u64,
-        _grants: &[AccessGrant],
+        offset: u64,
+        len: u64,
+        grants: &[AccessGrant],
     ) -> Result<()> {
-        match *reservation {}
+        let vmm = self.vmm("set_access")?;
+        vmm.set_access(reservation, offset, len, grants, self.device_count)
     }
 
     fn access(
         &self,
         reservation: &CudaReservation,
-        _offset: u64,
-        _target: AccessTarget,
+        offset: u64,
+        target: AccessTarget,
     ) -> Result<Access> {
-        match *reservation {}
+        let vmm = self.vmm("access")?;
+        vmm.access(reservation, offset, target, self.device_count)
     }
 
-    fn export_physical(&self, physical: &CudaPhysical, _opts: &ExportOptions) -> Result<Exported> {
-        match *physical {}
+    fn export_physical(&self, physical: &CudaPhysical, opts: &ExportOptions) -> Result<Exported> {
+        let vmm = self.vmm("export_physical")?;
+        if !self.ipc_memory() {
+            return Err(absent("export_physical", "IPC_MEMORY"));
+        }
+        vmm.export(physical, opts)
     }
 
-    fn import_physical(
-        &self,
-        _shared: SharedHandle,
-        _opts: &ImportOptions,
-    ) -> Result<CudaPhysical> {
-        Err(absent("import_physical", "VMM"))
+    fn import_physical(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaPhysical> {
+        let vmm = self.vmm("import_physical")?;
+        if !self.ipc_memory() {
+            return Err(absent("import_physical", "IPC_MEMORY"));
+        }
+        vmm.import(shared)
     }
 }

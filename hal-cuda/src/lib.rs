@@ -36,14 +36,17 @@
 //! | an import onto another device needs `ImportOptions::peer_access` and `cuDeviceCanAccessPeer`; another process's memory is opened with `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS` in the importing device's context, this process's own after `cuCtxEnablePeerAccess` (ALREADY_ENABLED is success); `PEER_ACCESS` is claimed where a device reaches another | `peer.rs`, `ipc.rs`, `backend.rs` |
 //! | raw legacy handles of other libraries (64 bytes, offset, size) open through the same per-process cache, keyed by their bytes; the range is checked against `cuMemGetAddressRange_v2` of the opened base; raw exports carry no lease | `raw.rs` |
 //! | at most 1000 live IPC events per process (as PyTorch); past the cap an interprocess event has no driver handle and recording it synchronizes the stream (a warning is logged once) | `event_cap.rs`, `ipc_event.rs` |
+//! | VMM is claimed only when the driver has the `cuMem*` entry points and the device says VMM and POSIX descriptors are supported; host NUMA memory only with `CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED`; the granularity is the driver's | `backend.rs` |
+//! | sizes, offsets and alignments are whole granules; physical memory is made on the device it is asked of, or in host NUMA memory | `vmm.rs` |
+//! | fabric is asked for (with a POSIX descriptor beside it) only where the device supports fabric handles; a refusal (NOT_PERMITTED without IMEX, measured) falls back to a POSIX descriptor with one warning per process | `vmm.rs` (`hal_core::vmm::fabric_or_posix`) |
+//! | physical memory is exported as a POSIX descriptor, made once per allocation and served by the descriptor broker over SCM_RIGHTS; importers are counted with leases; an import closes the descriptor after `cuMemImportFromShareableHandle` | `vmm.rs`, `physical.rs` |
+//! | a mapping has no access until `cuMemSetAccess`; one call gives every device (and the host, for host NUMA pages only) its access; reads and writes through a reservation check this device's access first and copy with `cuMemcpyHtoD` / `DtoH`, never through the address | `vmm.rs`, `reservation.rs` |
+//! | unmaps cover whole mappings and run after the context's queued work (`cuCtxSynchronize`, then `cuMemUnmap`); a reservation's drop unmaps what is left the same way, then frees the range; physical memory is released when its last mapping and owner are gone | `reservation.rs`, `physical.rs` |
 //!
 //! Notifies are words of a shared page signalled and waited on by the host
-//! and shared across processes by descriptor (`notify.rs`). VMM is not
-//! offered by this version: the capabilities do not claim it and the calls
-//! answer `Unsupported`.
+//! and shared across processes by descriptor (`notify.rs`).
 #![deny(missing_docs)]
 
-mod absent;
 mod backend;
 mod baseline;
 mod context;
@@ -60,12 +63,15 @@ mod memory;
 mod notify;
 mod opened;
 mod peer;
+mod physical;
+mod query;
 mod raw;
+mod reservation;
 mod result;
 mod stream;
 mod sys;
+mod vmm;
 
-pub use absent::{CudaPhysical, CudaReservation};
 pub use backend::CudaBackend;
 pub use baseline::BareOpen;
 pub use device::CudaDevice;
@@ -76,6 +82,8 @@ pub use loader::{LIBRARY_NAME, LIBRARY_VAR};
 pub use mapping::CudaMapping;
 pub use memory::CudaAllocation;
 pub use notify::CudaNotify;
+pub use physical::CudaPhysical;
 pub use raw::{RawIpcHandle, RAW_HANDLE_LEN};
+pub use reservation::CudaReservation;
 pub use stream::{CudaEvent, CudaStream};
 pub use sys::RESOLVED;

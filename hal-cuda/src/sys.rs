@@ -9,11 +9,12 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 pub(crate) use cudarc::driver::sys::{
-    CUcontext, CUdevice, CUdeviceptr, CUevent, CUipcEventHandle, CUipcMemHandle, CUmemLocation,
-    CUstream, CUuuid,
+    CUcontext, CUdevice, CUdeviceptr, CUevent, CUipcEventHandle, CUipcMemHandle, CUmemAccessDesc,
+    CUmemAllocationProp, CUmemGenericAllocationHandle, CUmemLocation, CUstream, CUuuid,
 };
 use hal_core::vendor::cuda::entry;
 use hal_core::{Error, Result};
@@ -25,25 +26,58 @@ pub(crate) type Status = c_uint;
 
 macro_rules! entries {
     ($( $(#[$doc:meta])* $field:ident = $sym:expr => fn($($arg:ty),* $(,)?); )*) => {
-        /// The resolved entry points, each on first use.
+        /// The resolved entry points, each on first use, and whether a
+        /// call of it was made (asked for by a code path).
         #[derive(Default)]
         struct Table {
-            $( $field: OnceLock<Option<unsafe extern "C" fn($($arg),*) -> Status>>, )*
+            $( $field: (OnceLock<Option<unsafe extern "C" fn($($arg),*) -> Status>>, AtomicBool), )*
         }
 
         impl Driver {
             $(
                 $(#[$doc])*
                 pub(crate) fn $field(&self) -> Result<unsafe extern "C" fn($($arg),*) -> Status> {
-                    let f = self.table.$field.get_or_init(|| {
+                    let (cell, called) = &self.table.$field;
+                    let f = cell.get_or_init(|| {
                         // SAFETY: the symbol is the driver's entry point of
                         // this name, whose C signature is the one declared
                         // here (CUDA driver API, `cuda.h`).
                         unsafe { self.resolve::<unsafe extern "C" fn($($arg),*) -> Status>($sym) }
                     });
+                    if !called.load(Ordering::Relaxed) {
+                        called.store(true, Ordering::Relaxed);
+                    }
                     f.ok_or_else(|| self.missing($sym))
                 }
             )*
+
+            /// True when the library has the entry point `symbol` (one of
+            /// [`RESOLVED`]); a probe, not counted as a call.
+            pub(crate) fn present(&self, symbol: &str) -> bool {
+                $(
+                    if symbol == $sym {
+                        let (cell, _) = &self.table.$field;
+                        return cell
+                            .get_or_init(|| {
+                                // SAFETY: as in the entry point's accessor.
+                                unsafe { self.resolve::<unsafe extern "C" fn($($arg),*) -> Status>($sym) }
+                            })
+                            .is_some();
+                    }
+                )*
+                false
+            }
+
+            /// The entry points a code path has asked for so far.
+            pub(crate) fn called(&self) -> Vec<&'static str> {
+                let mut out = Vec::new();
+                $(
+                    if self.table.$field.1.load(Ordering::Relaxed) {
+                        out.push($sym);
+                    }
+                )*
+                out
+            }
         }
 
         /// Every entry point this crate resolves, by its versioned name.
@@ -193,25 +227,68 @@ entries! {
     ipc_get_event_handle = entry::IPC_GET_EVENT_HANDLE => fn(*mut CUipcEventHandle, CUevent);
     /// `cuIpcOpenEventHandle`.
     ipc_open_event_handle = entry::IPC_OPEN_EVENT_HANDLE => fn(*mut CUevent, CUipcEventHandle);
+    /// `cuMemGetAllocationGranularity`.
+    mem_get_allocation_granularity = entry::MEM_GET_ALLOCATION_GRANULARITY => fn(*mut usize, *const CUmemAllocationProp, c_uint);
+    /// `cuMemCreate`.
+    mem_create = entry::MEM_CREATE => fn(*mut CUmemGenericAllocationHandle, usize, *const CUmemAllocationProp, u64);
+    /// `cuMemRelease`.
+    mem_release = entry::MEM_RELEASE => fn(CUmemGenericAllocationHandle);
+    /// `cuMemAddressReserve`.
+    mem_address_reserve = entry::MEM_ADDRESS_RESERVE => fn(*mut CUdeviceptr, usize, usize, CUdeviceptr, u64);
+    /// `cuMemAddressFree`.
+    mem_address_free = entry::MEM_ADDRESS_FREE => fn(CUdeviceptr, usize);
+    /// `cuMemMap`.
+    mem_map = entry::MEM_MAP => fn(CUdeviceptr, usize, usize, CUmemGenericAllocationHandle, u64);
+    /// `cuMemUnmap`.
+    mem_unmap = entry::MEM_UNMAP => fn(CUdeviceptr, usize);
+    /// `cuMemSetAccess`.
+    mem_set_access = entry::MEM_SET_ACCESS => fn(CUdeviceptr, usize, *const CUmemAccessDesc, usize);
+    /// `cuMemExportToShareableHandle`.
+    mem_export_to_shareable_handle = entry::MEM_EXPORT_TO_SHAREABLE_HANDLE => fn(*mut c_void, CUmemGenericAllocationHandle, c_uint, u64);
+    /// `cuMemImportFromShareableHandle`.
+    mem_import_from_shareable_handle = entry::MEM_IMPORT_FROM_SHAREABLE_HANDLE => fn(*mut CUmemGenericAllocationHandle, *mut c_void, c_uint);
 }
 
 impl Driver {
+    /// True when the driver has every entry point of `symbols`.
+    fn has_all(&self, symbols: &[&str]) -> bool {
+        symbols.iter().all(|s| self.present(s))
+    }
+
     /// True when the driver has every entry point of legacy IPC of device
     /// memory (what `Capabilities::IPC_MEMORY` needs here).
     pub(crate) fn has_ipc_memory(&self) -> bool {
-        self.mem_get_address_range().is_ok()
-            && self.pointer_get_attribute().is_ok()
-            && self.ipc_get_mem_handle().is_ok()
-            && self.ipc_open_mem_handle().is_ok()
-            && self.ipc_close_mem_handle().is_ok()
+        self.has_all(&[
+            entry::MEM_GET_ADDRESS_RANGE_V2,
+            entry::POINTER_GET_ATTRIBUTE,
+            entry::IPC_GET_MEM_HANDLE,
+            entry::IPC_OPEN_MEM_HANDLE_V2,
+            entry::IPC_CLOSE_MEM_HANDLE,
+        ])
     }
-}
 
-impl Driver {
     /// True when the driver has the entry points of IPC events (what
     /// `Capabilities::IPC_EVENT` needs here).
     pub(crate) fn has_ipc_event(&self) -> bool {
-        self.ipc_get_event_handle().is_ok() && self.ipc_open_event_handle().is_ok()
+        self.has_all(&[entry::IPC_GET_EVENT_HANDLE, entry::IPC_OPEN_EVENT_HANDLE])
+    }
+
+    /// True when the driver has every entry point of VMM sharing (what
+    /// `Capabilities::VMM` needs here, with the device's attributes).
+    pub(crate) fn has_vmm(&self) -> bool {
+        self.has_all(&[
+            entry::MEM_GET_ALLOCATION_GRANULARITY,
+            entry::MEM_CREATE,
+            entry::MEM_RELEASE,
+            entry::MEM_ADDRESS_RESERVE,
+            entry::MEM_ADDRESS_FREE,
+            entry::MEM_MAP,
+            entry::MEM_UNMAP,
+            entry::MEM_SET_ACCESS,
+            entry::MEM_EXPORT_TO_SHAREABLE_HANDLE,
+            entry::MEM_IMPORT_FROM_SHAREABLE_HANDLE,
+            entry::CTX_SYNCHRONIZE,
+        ])
     }
 }
 

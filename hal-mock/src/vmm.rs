@@ -71,7 +71,12 @@ impl MockPhysical {
                 holder.state().refund(size);
             }
         };
-        let label = format!("hal-mock-{}-{}-physical", dev.profile().name, dev.ordinal);
+        let label = format!(
+            "hal-mock-{}-{}-physical-{}",
+            dev.profile().name,
+            dev.ordinal,
+            location_label(location)
+        );
         let fd = match os::memfd(&label, size, None)
             .and_then(|fd| os::add_seals(fd.as_fd(), os::EXPORT_SEALS).map(|()| fd))
         {
@@ -119,6 +124,44 @@ impl MockPhysical {
     pub fn is_imported(&self) -> bool {
         self.imported
     }
+
+    /// A new descriptor of the memfd that holds the allocation's bytes:
+    /// what a stand-in vendor library hands out as the allocation's POSIX
+    /// shareable handle (see [`MockDevice::adopt_physical_fd`](crate::MockDevice::adopt_physical_fd)).
+    pub fn dup_fd(&self) -> Result<OwnedFd> {
+        os::dup(self.mem.fd.as_fd())
+    }
+}
+
+/// The part of a physical allocation's memfd name that says where its
+/// pages live: `device-N` or `host-numa-N`. The name travels with the
+/// descriptor (`/proc/self/fd/N` names it `/memfd:...`), so a process that
+/// receives only the descriptor learns the location from it, as a driver
+/// does from its own handle.
+pub(crate) fn location_label(location: PhysicalLocation) -> String {
+    match location {
+        PhysicalLocation::Device(d) => format!("device-{d}"),
+        PhysicalLocation::HostNuma(n) => format!("host-numa-{n}"),
+    }
+}
+
+/// The location [`location_label`] wrote into the name of the memfd `fd`;
+/// `None` when the name is not one of a physical allocation.
+pub(crate) fn location_of_fd(fd: std::os::fd::BorrowedFd<'_>) -> Option<PhysicalLocation> {
+    use std::os::fd::AsRawFd;
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+    let name = link
+        .to_str()?
+        .strip_suffix(" (deleted)")
+        .unwrap_or(link.to_str()?);
+    let (_, tail) = name.rsplit_once("-physical-")?;
+    if let Some(n) = tail.strip_prefix("host-numa-") {
+        return n.parse().ok().map(PhysicalLocation::HostNuma);
+    }
+    tail.strip_prefix("device-")?
+        .parse()
+        .ok()
+        .map(PhysicalLocation::Device)
 }
 
 impl Physical for MockPhysical {
@@ -474,4 +517,22 @@ pub(crate) fn check_granular(dev: &DevRef, what: &str, value: u64, zero_ok: bool
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_physical_memfd_names_where_its_pages_live() {
+        for location in [PhysicalLocation::Device(3), PhysicalLocation::HostNuma(1)] {
+            let label = format!("hal-mock-mock-cuda-0-physical-{}", location_label(location));
+            let fd = os::memfd(&label, 4096, None).unwrap();
+            assert_eq!(location_of_fd(fd.as_fd()), Some(location), "{label}");
+        }
+        let other = os::memfd("hal-mock-something-else", 4096, None).unwrap();
+        assert_eq!(location_of_fd(other.as_fd()), None);
+        let bad = os::memfd("x-physical-host-numa-nope", 4096, None).unwrap();
+        assert_eq!(location_of_fd(bad.as_fd()), None);
+    }
 }

@@ -7,10 +7,16 @@ use hal_core::vendor::{cuda, Code};
 
 use crate::error::result_of;
 
-/// Run an entry point's body: its answer as a `CUresult`, and
-/// `CUDA_ERROR_UNKNOWN` if it panicked (a panic never unwinds into C).
-pub(crate) fn guard(f: impl FnOnce() -> Result<(), Code>) -> CUresult {
-    match catch_unwind(AssertUnwindSafe(f)) {
+/// Run the body of entry point `entry`: its answer as a `CUresult`,
+/// `CUDA_ERROR_UNKNOWN` if it panicked (a panic never unwinds into C), or
+/// the failure [`FAIL_VAR`](crate::FAIL_VAR) injects into `entry` instead
+/// of running it.
+pub(crate) fn guard(entry: &str, f: impl FnOnce() -> Result<(), Code>) -> CUresult {
+    let run = || {
+        crate::switches::injected(entry)?;
+        f()
+    };
+    match catch_unwind(AssertUnwindSafe(run)) {
         Ok(Ok(())) => CUresult::CUDA_SUCCESS,
         Ok(Err(code)) => result_of(code),
         Err(_) => result_of(cuda::UNKNOWN),

@@ -46,7 +46,7 @@ pub(crate) fn ordinal_of(d: &Driver, ctx: CUcontext) -> Result<u32, Code> {
 /// Retains the device's primary context and gives its handle.
 #[no_mangle]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUdevice) -> CUresult {
-    guard(|| {
+    guard("cuDevicePrimaryCtxRetain", || {
         let d = driver()?;
         let dv = d.dev(dev)?;
         non_null(pctx)?;
@@ -64,7 +64,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(pctx: *mut CUcontext, dev: CUd
 /// it owns. `CUDA_ERROR_INVALID_CONTEXT` when it is not retained.
 #[no_mangle]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult {
-    guard(|| {
+    guard("cuDevicePrimaryCtxRelease_v2", || {
         let d = driver()?;
         let dv = d.dev(dev)?;
         let ordinal = u32::try_from(dev).map_err(|_| cuda::INVALID_DEVICE)?;
@@ -83,7 +83,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: CUdevice) -> CUresult
 /// Pushes a context on the calling thread's stack.
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxPushCurrent_v2(ctx: CUcontext) -> CUresult {
-    guard(|| {
+    guard("cuCtxPushCurrent_v2", || {
         let d = driver()?;
         if ctx.is_null() {
             return Err(cuda::INVALID_VALUE);
@@ -98,7 +98,7 @@ pub unsafe extern "C" fn cuCtxPushCurrent_v2(ctx: CUcontext) -> CUresult {
 /// null); `CUDA_ERROR_INVALID_CONTEXT` on an empty stack.
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxPopCurrent_v2(pctx: *mut CUcontext) -> CUresult {
-    guard(|| {
+    guard("cuCtxPopCurrent_v2", || {
         let d = driver()?;
         let ordinal = STACK
             .with(|s| s.borrow_mut().pop())
@@ -114,7 +114,7 @@ pub unsafe extern "C" fn cuCtxPopCurrent_v2(pctx: *mut CUcontext) -> CUresult {
 /// Gives the calling thread's current context, or null when it has none.
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxGetCurrent(pctx: *mut CUcontext) -> CUresult {
-    guard(|| {
+    guard("cuCtxGetCurrent", || {
         let d = driver()?;
         let ctx = top().map_or(std::ptr::null_mut(), |o| handle(d, o));
         // SAFETY: `pctx` is null or valid for a write (the caller's contract).
@@ -126,7 +126,7 @@ pub unsafe extern "C" fn cuCtxGetCurrent(pctx: *mut CUcontext) -> CUresult {
 /// pops it (nothing on an empty stack).
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
-    guard(|| {
+    guard("cuCtxSetCurrent", || {
         let d = driver()?;
         if ctx.is_null() {
             STACK.with(|s| s.borrow_mut().pop());
@@ -145,7 +145,7 @@ pub unsafe extern "C" fn cuCtxSetCurrent(ctx: CUcontext) -> CUresult {
 /// Waits for all work of the current context's device.
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
-    guard(|| {
+    guard("cuCtxSynchronize", || {
         let d = driver()?;
         let ordinal = current(d)?;
         sim(d.devices[ordinal as usize].device.synchronize_device(None))

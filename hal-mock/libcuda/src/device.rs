@@ -20,12 +20,12 @@ pub const ATTRIBUTE_LIMIT: c_int = 148;
 
 /// `CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED`
 /// (CUDA 13.0; the 12.8 enum has no name for it).
-pub const HOST_NUMA_VMM_SUPPORTED: c_int = 141;
+pub const HOST_NUMA_VMM_SUPPORTED: c_int = cuda::ATTRIBUTE_HOST_NUMA_VMM_SUPPORTED;
 
 /// Initialises the driver (`flags` must be 0) and the simulated devices.
 #[no_mangle]
 pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
-    guard(|| {
+    guard("cuInit", || {
         if flags != 0 {
             return Err(cuda::INVALID_VALUE);
         }
@@ -37,13 +37,15 @@ pub unsafe extern "C" fn cuInit(flags: c_uint) -> CUresult {
 #[no_mangle]
 pub unsafe extern "C" fn cuDriverGetVersion(driver_version: *mut c_int) -> CUresult {
     // SAFETY: `driver_version` is null or valid for a write (the caller's contract).
-    guard(|| unsafe { put(driver_version, DRIVER_VERSION) })
+    guard("cuDriverGetVersion", || unsafe {
+        put(driver_version, DRIVER_VERSION)
+    })
 }
 
 /// Gives the number of devices this process sees.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGetCount(count: *mut c_int) -> CUresult {
-    guard(|| {
+    guard("cuDeviceGetCount", || {
         let n = c_int::try_from(driver()?.devices.len()).map_err(|_| cuda::UNKNOWN)?;
         // SAFETY: `count` is null or valid for a write (the caller's contract).
         unsafe { put(count, n) }
@@ -53,7 +55,7 @@ pub unsafe extern "C" fn cuDeviceGetCount(count: *mut c_int) -> CUresult {
 /// Gives the device handle of ordinal `ordinal` (the ordinal itself).
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> CUresult {
-    guard(|| {
+    guard("cuDeviceGet", || {
         driver()?.dev(ordinal)?;
         // SAFETY: `device` is null or valid for a write (the caller's contract).
         unsafe { put(device, ordinal) }
@@ -63,7 +65,7 @@ pub unsafe extern "C" fn cuDeviceGet(device: *mut CUdevice, ordinal: c_int) -> C
 /// Copies the device's name, NUL-terminated and cut to `len` bytes.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: c_int, dev: CUdevice) -> CUresult {
-    guard(|| {
+    guard("cuDeviceGetName", || {
         let d = driver()?.dev(dev)?;
         non_null(name)?;
         let len = usize::try_from(len)
@@ -94,7 +96,7 @@ fn uuid_of(d: &Dev) -> CUuuid {
 /// Gives the device's UUID (the simulator's, the same in every process).
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGetUuid_v2(uuid: *mut CUuuid, dev: CUdevice) -> CUresult {
-    guard(|| {
+    guard("cuDeviceGetUuid_v2", || {
         let d = driver()?.dev(dev)?;
         // SAFETY: `uuid` is null or valid for a write (the caller's contract).
         unsafe { put(uuid, uuid_of(d)) }
@@ -111,7 +113,7 @@ pub unsafe extern "C" fn cuDeviceGetUuid(uuid: *mut CUuuid, dev: CUdevice) -> CU
 /// Gives the device's memory in bytes.
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) -> CUresult {
-    guard(|| {
+    guard("cuDeviceTotalMem_v2", || {
         let d = driver()?.dev(dev)?;
         let total = usize::try_from(d.device.info().total_memory).map_err(|_| cuda::UNKNOWN)?;
         // SAFETY: `bytes` is null or valid for a write (the caller's contract).
@@ -126,7 +128,7 @@ pub unsafe extern "C" fn cuDeviceGetAttribute(
     attrib: c_int,
     dev: CUdevice,
 ) -> CUresult {
-    guard(|| {
+    guard("cuDeviceGetAttribute", || {
         let d = driver()?.dev(dev)?;
         let value = attribute(d, attrib)?;
         // SAFETY: `pi` is null or valid for a write (the caller's contract).

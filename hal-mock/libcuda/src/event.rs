@@ -35,7 +35,7 @@ pub(crate) fn event_of(d: &Driver, h: CUevent) -> Result<Arc<MockEvent>, Code> {
 /// `CU_EVENT_DISABLE_TIMING` (measured on driver 580).
 #[no_mangle]
 pub unsafe extern "C" fn cuEventCreate(ph_event: *mut CUevent, flags: c_uint) -> CUresult {
-    guard(|| {
+    guard("cuEventCreate", || {
         let d = driver()?;
         let ordinal = current(d)?;
         non_null(ph_event)?;
@@ -68,7 +68,7 @@ pub unsafe extern "C" fn cuEventCreate(ph_event: *mut CUevent, flags: c_uint) ->
 /// event lives on).
 #[no_mangle]
 pub unsafe extern "C" fn cuEventDestroy_v2(h_event: CUevent) -> CUresult {
-    guard(|| {
+    guard("cuEventDestroy_v2", || {
         let d = driver()?;
         current(d)?;
         let entry = lock(&d.events).remove(&h_event.addr());
@@ -79,7 +79,7 @@ pub unsafe extern "C" fn cuEventDestroy_v2(h_event: CUevent) -> CUresult {
 /// Records the event on the stream, after the work queued before it.
 #[no_mangle]
 pub unsafe extern "C" fn cuEventRecord(h_event: CUevent, h_stream: CUstream) -> CUresult {
-    guard(|| {
+    guard("cuEventRecord", || {
         let d = driver()?;
         let event = event_of(d, h_event)?;
         let (stream, ordinal) = stream_of(d, h_stream)?;
@@ -93,7 +93,7 @@ pub unsafe extern "C" fn cuEventRecord(h_event: CUevent, h_stream: CUstream) -> 
 /// `CUDA_ERROR_NOT_READY` while some is pending.
 #[no_mangle]
 pub unsafe extern "C" fn cuEventQuery(h_event: CUevent) -> CUresult {
-    guard(|| {
+    guard("cuEventQuery", || {
         let event = event_of(driver()?, h_event)?;
         match sim(event.query())? {
             true => Ok(()),
@@ -105,7 +105,7 @@ pub unsafe extern "C" fn cuEventQuery(h_event: CUevent) -> CUresult {
 /// Waits until the work before the event's last record has run.
 #[no_mangle]
 pub unsafe extern "C" fn cuEventSynchronize(h_event: CUevent) -> CUresult {
-    guard(|| {
+    guard("cuEventSynchronize", || {
         let event = event_of(driver()?, h_event)?;
         sim(event.wait(WaitOptions::default()))
     })
@@ -119,7 +119,7 @@ pub unsafe extern "C" fn cuStreamWaitEvent(
     h_event: CUevent,
     flags: c_uint,
 ) -> CUresult {
-    guard(|| {
+    guard("cuStreamWaitEvent", || {
         if flags != 0 {
             return Err(cuda::INVALID_VALUE);
         }
@@ -142,7 +142,7 @@ pub unsafe extern "C" fn cuEventElapsedTime(
     h_start: CUevent,
     h_end: CUevent,
 ) -> CUresult {
-    guard(|| {
+    guard("cuEventElapsedTime", || {
         let d = driver()?;
         non_null(pms)?;
         let start = event_of(d, h_start)?;

@@ -26,7 +26,7 @@ pub unsafe extern "C" fn cuMemHostRegister_v2(
     bytesize: usize,
     flags: c_uint,
 ) -> CUresult {
-    guard(|| {
+    guard("cuMemHostRegister_v2", || {
         let d = driver()?;
         let ordinal = current(d)?;
         if flags & !KNOWN_FLAGS != 0 || p.is_null() {
@@ -53,7 +53,7 @@ pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(
     p: *mut c_void,
     flags: c_uint,
 ) -> CUresult {
-    guard(|| {
+    guard("cuMemHostGetDevicePointer_v2", || {
         let d = driver()?;
         current(d)?;
         if flags != 0 {
@@ -74,7 +74,7 @@ pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(
 /// Unregisters the host memory registered at `p`.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> CUresult {
-    guard(|| {
+    guard("cuMemHostUnregister", || {
         let d = driver()?;
         current(d)?;
         let reg = lock(&d.registered).remove(&(p as u64));

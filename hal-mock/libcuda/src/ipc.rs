@@ -172,7 +172,7 @@ pub unsafe extern "C" fn cuIpcGetMemHandle(
     handle: *mut CUipcMemHandle,
     dptr: CUdeviceptr,
 ) -> CUresult {
-    guard(|| {
+    guard("cuIpcGetMemHandle", || {
         let d = driver()?;
         current(d)?;
         non_null(handle)?;
@@ -193,7 +193,7 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(
     handle: CUipcMemHandle,
     flags: c_uint,
 ) -> CUresult {
-    guard(|| {
+    guard("cuIpcOpenMemHandle_v2", || {
         let d = driver()?;
         current(d)?;
         non_null(pdptr)?;
@@ -206,7 +206,7 @@ pub unsafe extern "C" fn cuIpcOpenMemHandle_v2(
 /// Closes one open of an IPC handle, given the pointer the open returned.
 #[no_mangle]
 pub unsafe extern "C" fn cuIpcCloseMemHandle(dptr: CUdeviceptr) -> CUresult {
-    guard(|| close(driver()?, dptr))
+    guard("cuIpcCloseMemHandle", || close(driver()?, dptr))
 }
 
 /// An attribute of the memory holding `ptr`: `CU_POINTER_ATTRIBUTE_BUFFER_ID`
@@ -218,7 +218,7 @@ pub unsafe extern "C" fn cuPointerGetAttribute(
     attribute: c_int,
     ptr: CUdeviceptr,
 ) -> CUresult {
-    guard(|| {
+    guard("cuPointerGetAttribute", || {
         let d = driver()?;
         non_null(data)?;
         if attribute != POINTER_ATTRIBUTE_BUFFER_ID {

@@ -94,7 +94,7 @@ pub unsafe extern "C" fn cuIpcGetEventHandle(
     p_handle: *mut CUipcEventHandle,
     event: CUevent,
 ) -> CUresult {
-    guard(|| {
+    guard("cuIpcGetEventHandle", || {
         let d = driver()?;
         current(d)?;
         non_null(p_handle)?;
@@ -114,7 +114,7 @@ pub unsafe extern "C" fn cuIpcOpenEventHandle(
     ph_event: *mut CUevent,
     handle: CUipcEventHandle,
 ) -> CUresult {
-    guard(|| {
+    guard("cuIpcOpenEventHandle", || {
         let d = driver()?;
         current(d)?;
         non_null(ph_event)?;

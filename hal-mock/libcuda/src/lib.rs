@@ -59,6 +59,18 @@
 //!   `cuStreamWaitEvent`, and `cuEventElapsedTime` with
 //!   `CUDA_ERROR_INVALID_HANDLE`; the exporter's destroy waits for its
 //!   openers. The 64 bytes work across processes (see `ipc_event.rs`).
+//! - VMM (`cuMemCreate`, `cuMemAddressReserve`, `cuMemMap`,
+//!   `cuMemSetAccess`, POSIX shareable handles, ...) on the simulator's
+//!   VMM, as measured: a fabric handle type is `CUDA_ERROR_NOT_PERMITTED`
+//!   without an IMEX daemon, an export of an allocation made for no handle
+//!   type `CUDA_ERROR_INVALID_VALUE`; host NUMA memory is made
+//!   host-accessible by `cuMemSetAccess`; a copy through a mapping without
+//!   access is refused. The descriptor is the memfd of the bytes, so
+//!   another process imports it alone (see `vmm.rs`). Copies on streams do
+//!   not reach reservations (the synchronous ones do).
+//! - Switches from the environment (`switches.rs`): [`IMEX_VAR`] says an
+//!   IMEX daemon is present, [`FAIL_VAR`] makes named entry points answer
+//!   a given code.
 //! - A null output pointer is `CUDA_ERROR_INVALID_VALUE`, except for
 //!   `cuCtxPopCurrent_v2`, whose output the driver makes optional.
 //! - A panic inside an entry point never crosses the C boundary: the call
@@ -116,8 +128,11 @@ mod peer;
 mod state;
 mod stream;
 mod strings;
+mod switches;
 mod view;
 mod visible;
+mod vmm;
+mod vmm_table;
 
 pub use context::*;
 pub use device::*;
@@ -131,6 +146,8 @@ pub use memory::*;
 pub use peer::*;
 pub use stream::*;
 pub use strings::*;
+pub use switches::{FAIL_VAR, IMEX_VAR};
+pub use vmm::*;
 
 /// The file name cargo gives the built library.
 pub const LIBRARY_FILE: &str = "libhal_mock_libcuda.so";
@@ -223,4 +240,14 @@ pub const EXPORTED: &[&str] = &[
     "cuIpcGetEventHandle",
     "cuIpcOpenEventHandle",
     "cuPointerGetAttribute",
+    "cuMemGetAllocationGranularity",
+    "cuMemCreate",
+    "cuMemRelease",
+    "cuMemAddressReserve",
+    "cuMemAddressFree",
+    "cuMemMap",
+    "cuMemUnmap",
+    "cuMemSetAccess",
+    "cuMemExportToShareableHandle",
+    "cuMemImportFromShareableHandle",
 ];

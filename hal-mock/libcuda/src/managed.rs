@@ -45,7 +45,7 @@ pub unsafe extern "C" fn cuMemAdvise_v2(
     advice: c_uint,
     loc: CUmemLocation,
 ) -> CUresult {
-    guard(|| {
+    guard("cuMemAdvise_v2", || {
         let d = driver()?;
         let ordinal = current(d)?;
         let (found, len) = managed(d, dev_ptr, count)?;
@@ -74,7 +74,7 @@ pub unsafe extern "C" fn cuMemPrefetchAsync_v2(
     flags: c_uint,
     h_stream: CUstream,
 ) -> CUresult {
-    guard(|| {
+    guard("cuMemPrefetchAsync_v2", || {
         if flags != 0 {
             return Err(cuda::INVALID_VALUE);
         }

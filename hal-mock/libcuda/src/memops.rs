@@ -28,7 +28,7 @@ pub unsafe extern "C" fn cuStreamWriteValue32_v2(
     value: c_uint,
     flags: c_uint,
 ) -> CUresult {
-    guard(|| {
+    guard("cuStreamWriteValue32_v2", || {
         if flags & !NO_MEMORY_BARRIER != 0 {
             return Err(cuda::INVALID_VALUE);
         }
@@ -55,7 +55,7 @@ pub unsafe extern "C" fn cuStreamWaitValue32_v2(
     value: c_uint,
     flags: c_uint,
 ) -> CUresult {
-    guard(|| {
+    guard("cuStreamWaitValue32_v2", || {
         let d = driver()?;
         let (stream, ordinal) = stream_of(d, h_stream)?;
         match flags & !WAIT_FLUSH {

@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::{CUdeviceptr, CUresult};
 use hal_core::vendor::{cuda, Code};
-use hal_core::{AllocDesc, Device, Memory};
+use hal_core::{AllocDesc, Device, Memory, Reservation};
 
 use crate::abi::{guard, non_null, put};
 use crate::context::current;
 use crate::error::sim;
 use crate::state::{driver, lock, Block, Driver, Kind, Mem};
 use crate::view::NoAccess;
+use crate::vmm_table::vmm;
 
 /// `CU_MEM_ATTACH_GLOBAL`.
 const ATTACH_GLOBAL: c_uint = 1;
@@ -70,7 +71,7 @@ fn free(d: &Driver, addr: u64, kinds: &[Kind]) -> Result<(), Code> {
 /// Allocates device memory in the current context.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytesize: usize) -> CUresult {
-    guard(|| {
+    guard("cuMemAlloc_v2", || {
         let d = driver()?;
         current(d)?;
         non_null(dptr)?;
@@ -83,13 +84,15 @@ pub unsafe extern "C" fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytesize: usize) 
 /// Frees device or managed memory given by its base address.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFree_v2(dptr: CUdeviceptr) -> CUresult {
-    guard(|| free(driver()?, dptr, &[Kind::Device, Kind::Managed]))
+    guard("cuMemFree_v2", || {
+        free(driver()?, dptr, &[Kind::Device, Kind::Managed])
+    })
 }
 
 /// Allocates pinned host memory in the current context.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, bytesize: usize) -> CUresult {
-    guard(|| {
+    guard("cuMemAllocHost_v2", || {
         let d = driver()?;
         current(d)?;
         non_null(pp)?;
@@ -105,7 +108,9 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, bytesize: usize
 /// Frees pinned host memory given by its base address.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
-    guard(|| free(driver()?, p.addr() as u64, &[Kind::Host]))
+    guard("cuMemFreeHost", || {
+        free(driver()?, p.addr() as u64, &[Kind::Host])
+    })
 }
 
 /// Allocates managed memory (`flags`: `CU_MEM_ATTACH_GLOBAL` or `_HOST`).
@@ -115,7 +120,7 @@ pub unsafe extern "C" fn cuMemAllocManaged(
     bytesize: usize,
     flags: c_uint,
 ) -> CUresult {
-    guard(|| {
+    guard("cuMemAllocManaged", || {
         let d = driver()?;
         current(d)?;
         non_null(dptr)?;
@@ -136,7 +141,7 @@ pub unsafe extern "C" fn cuMemGetAddressRange_v2(
     psize: *mut usize,
     dptr: CUdeviceptr,
 ) -> CUresult {
-    guard(|| {
+    guard("cuMemGetAddressRange_v2", || {
         let d = driver()?;
         current(d)?;
         let found = d.find(dptr, 0).map_err(|_| cuda::NOT_FOUND)?;
@@ -164,6 +169,32 @@ fn before_copy(d: &Driver, n: usize) -> Result<Option<u64>, Code> {
     u64::try_from(n).map(Some).map_err(|_| cuda::INVALID_VALUE)
 }
 
+/// Write `bytes` at `ptr`: into an allocation, or into a mapped part of a
+/// reservation that its device may write (`CUDA_ERROR_INVALID_VALUE`
+/// otherwise, where a driver's copy would fault).
+fn write_at(d: &Driver, ptr: u64, bytes: &[u8]) -> Result<(), Code> {
+    let len = bytes.len() as u64;
+    match d.find(ptr, len) {
+        Ok(to) => sim(to.alloc.write(to.offset, bytes)),
+        Err(e) => match vmm().find(ptr, len) {
+            Ok(at) => sim(at.res.write(at.offset, bytes)),
+            Err(_) => Err(e),
+        },
+    }
+}
+
+/// Read `bytes.len()` bytes at `ptr`, as [`write_at`] writes.
+fn read_at(d: &Driver, ptr: u64, bytes: &mut [u8]) -> Result<(), Code> {
+    let len = bytes.len() as u64;
+    match d.find(ptr, len) {
+        Ok(from) => sim(from.alloc.read(from.offset, bytes)),
+        Err(e) => match vmm().find(ptr, len) {
+            Ok(at) => sim(at.res.read(at.offset, bytes)),
+            Err(_) => Err(e),
+        },
+    }
+}
+
 /// Copies `n` bytes from host memory to device memory.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyHtoD_v2(
@@ -171,48 +202,46 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2(
     src: *const c_void,
     n: usize,
 ) -> CUresult {
-    guard(|| {
+    guard("cuMemcpyHtoD_v2", || {
         let d = driver()?;
         let Some(len) = before_copy(d, n)? else {
             return Ok(());
         };
         non_null(src.cast_mut())?;
-        let to = d.find(dst, len)?;
+        debug_assert_eq!(len, n as u64);
         // SAFETY: `src` is not null and readable for `n` bytes (the caller's contract).
         let bytes = unsafe { std::slice::from_raw_parts(src.cast::<u8>(), n) };
-        sim(to.alloc.write(to.offset, bytes))
+        write_at(d, dst, bytes)
     })
 }
 
 /// Copies `n` bytes from device memory to host memory.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: usize) -> CUresult {
-    guard(|| {
+    guard("cuMemcpyDtoH_v2", || {
         let d = driver()?;
         let Some(len) = before_copy(d, n)? else {
             return Ok(());
         };
         non_null(dst)?;
-        let from = d.find(src, len)?;
+        debug_assert_eq!(len, n as u64);
         // SAFETY: `dst` is not null and writable for `n` bytes (the caller's
         // contract), and nothing else in this call refers to them.
         let bytes = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), n) };
-        sim(from.alloc.read(from.offset, bytes))
+        read_at(d, src, bytes)
     })
 }
 
 /// Copies `n` bytes between device memory (the ranges may overlap).
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyDtoD_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize) -> CUresult {
-    guard(|| {
+    guard("cuMemcpyDtoD_v2", || {
         let d = driver()?;
-        let Some(len) = before_copy(d, n)? else {
+        if before_copy(d, n)?.is_none() {
             return Ok(());
-        };
-        let from = d.find(src, len)?;
-        let to = d.find(dst, len)?;
+        }
         let mut bytes = vec![0u8; n];
-        sim(from.alloc.read(from.offset, &mut bytes))?;
-        sim(to.alloc.write(to.offset, &bytes))
+        read_at(d, src, &mut bytes)?;
+        write_at(d, dst, &bytes)
     })
 }

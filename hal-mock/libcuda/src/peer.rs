@@ -42,7 +42,7 @@ pub unsafe extern "C" fn cuDeviceCanAccessPeer(
     dev: CUdevice,
     peer_dev: CUdevice,
 ) -> CUresult {
-    guard(|| {
+    guard("cuDeviceCanAccessPeer", || {
         let d = driver()?;
         d.dev(dev)?;
         d.dev(peer_dev)?;
@@ -59,7 +59,7 @@ pub unsafe extern "C" fn cuDeviceCanAccessPeer(
 /// is `CUDA_ERROR_INVALID_DEVICE` (101).
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxEnablePeerAccess(peer_context: CUcontext, flags: c_uint) -> CUresult {
-    guard(|| {
+    guard("cuCtxEnablePeerAccess", || {
         let d = driver()?;
         let ordinal = current(d)?;
         let peer = ordinal_of(d, peer_context)?;

@@ -38,7 +38,7 @@ pub(crate) fn stream_of(d: &Driver, h: CUstream) -> Result<(Arc<MockStream>, u32
 /// `CU_STREAM_NON_BLOCKING`).
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamCreate(ph_stream: *mut CUstream, flags: c_uint) -> CUresult {
-    guard(|| {
+    guard("cuStreamCreate", || {
         let d = driver()?;
         let ordinal = current(d)?;
         non_null(ph_stream)?;
@@ -66,7 +66,7 @@ pub unsafe extern "C" fn cuStreamCreate(ph_stream: *mut CUstream, flags: c_uint)
 /// Destroys a stream once the work queued on it has run.
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamDestroy_v2(h_stream: CUstream) -> CUresult {
-    guard(|| {
+    guard("cuStreamDestroy_v2", || {
         let d = driver()?;
         current(d)?;
         let entry = lock(&d.streams).remove(&h_stream.addr());
@@ -78,7 +78,7 @@ pub unsafe extern "C" fn cuStreamDestroy_v2(h_stream: CUstream) -> CUresult {
 /// Waits until the work queued on the stream has run.
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamSynchronize(h_stream: CUstream) -> CUresult {
-    guard(|| {
+    guard("cuStreamSynchronize", || {
         let d = driver()?;
         let (stream, ordinal) = stream_of(d, h_stream)?;
         sim(d.devices[ordinal as usize]
@@ -91,7 +91,7 @@ pub unsafe extern "C" fn cuStreamSynchronize(h_stream: CUstream) -> CUresult {
 /// `CUDA_ERROR_NOT_READY` while some is pending.
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamQuery(h_stream: CUstream) -> CUresult {
-    guard(|| {
+    guard("cuStreamQuery", || {
         let d = driver()?;
         let (stream, ordinal) = stream_of(d, h_stream)?;
         match sim(d.devices[ordinal as usize].device.query_stream(&stream))? {
@@ -111,7 +111,7 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
     n: usize,
     h_stream: CUstream,
 ) -> CUresult {
-    guard(|| {
+    guard("cuMemcpyHtoDAsync_v2", || {
         let d = driver()?;
         let (stream, ordinal) = stream_of(d, h_stream)?;
         if n == 0 {
@@ -156,7 +156,7 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
     n: usize,
     h_stream: CUstream,
 ) -> CUresult {
-    guard(|| {
+    guard("cuMemcpyDtoHAsync_v2", || {
         let d = driver()?;
         let (stream, ordinal) = stream_of(d, h_stream)?;
         if n == 0 {
@@ -195,7 +195,7 @@ pub unsafe extern "C" fn cuMemsetD8Async(
     n: usize,
     h_stream: CUstream,
 ) -> CUresult {
-    guard(|| {
+    guard("cuMemsetD8Async", || {
         let d = driver()?;
         let (stream, ordinal) = stream_of(d, h_stream)?;
         if n == 0 {
@@ -220,11 +220,11 @@ pub unsafe extern "C" fn cuMemcpyAsync(
     h_stream: CUstream,
 ) -> CUresult {
     if let Err(code) = driver() {
-        return guard(|| Err(code));
+        return guard("cuMemcpyAsync", || Err(code));
     }
     let len = match u64::try_from(n) {
         Ok(len) => len,
-        Err(_) => return guard(|| Err(cuda::INVALID_VALUE)),
+        Err(_) => return guard("cuMemcpyAsync", || Err(cuda::INVALID_VALUE)),
     };
     let known = |p: CUdeviceptr| driver().is_ok_and(|d| d.find(p, len.max(1)).is_ok());
     match (known(dst), known(src)) {
@@ -232,8 +232,8 @@ pub unsafe extern "C" fn cuMemcpyAsync(
         (true, false) => unsafe { cuMemcpyHtoDAsync_v2(dst, src as *const c_void, n, h_stream) },
         // SAFETY: the caller's contract: `dst` is host memory writable for `n` bytes.
         (false, true) => unsafe { cuMemcpyDtoHAsync_v2(dst as *mut c_void, src, n, h_stream) },
-        (false, false) => guard(|| Err(cuda::INVALID_VALUE)),
-        (true, true) => guard(|| {
+        (false, false) => guard("cuMemcpyAsync", || Err(cuda::INVALID_VALUE)),
+        (true, true) => guard("cuMemcpyAsync", || {
             let d = driver()?;
             let (stream, ordinal) = stream_of(d, h_stream)?;
             if n == 0 {

@@ -74,7 +74,12 @@ fn strings() -> &'static HashMap<u32, (CString, CString)> {
 ///
 /// `out` is null or valid for a write of a pointer.
 unsafe fn error_text(error: c_uint, out: *mut *const c_char, which: bool) -> CUresult {
-    guard(|| {
+    let entry = if which {
+        "cuGetErrorString"
+    } else {
+        "cuGetErrorName"
+    };
+    guard(entry, || {
         let (name, text) = strings().get(&error).ok_or(cuda::INVALID_VALUE)?;
         let s = if which { text } else { name };
         // SAFETY: `out` is null (refused by `put`) or valid, the caller's contract.

@@ -86,6 +86,16 @@ fn every_call_before_cu_init_is_not_initialized() {
             (cu.cuIpcGetEventHandle)(null_mut(), h.cast()),
             (cu.cuIpcOpenEventHandle)(null_mut(), CUipcEventHandle { reserved: [0; 64] }),
             (cu.cuPointerGetAttribute)(null_mut(), 7, 0),
+            (cu.cuMemGetAllocationGranularity)(null_mut(), null(), 0),
+            (cu.cuMemCreate)(null_mut(), 1, null(), 0),
+            (cu.cuMemRelease)(1),
+            (cu.cuMemAddressReserve)(null_mut(), 1, 0, 0, 0),
+            (cu.cuMemAddressFree)(0, 1),
+            (cu.cuMemMap)(0, 1, 0, 1, 0),
+            (cu.cuMemUnmap)(0, 1),
+            (cu.cuMemSetAccess)(0, 1, null(), 1),
+            (cu.cuMemExportToShareableHandle)(null_mut(), 1, 1, 0),
+            (cu.cuMemImportFromShareableHandle)(null_mut(), null_mut(), 1),
         ];
         assert_eq!(
             answers.len() + 4,

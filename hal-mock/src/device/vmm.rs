@@ -1,7 +1,7 @@
 //! VMM of a [`MockDevice`]: granularity, physical allocations,
 //! reservations, mappings, access and shareable physical handles.
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 
 use hal_core::os;
 use hal_core::vmm::{check_grants, fabric_or_posix};
@@ -16,7 +16,7 @@ use crate::fault::FaultOp;
 use crate::memory::Payload;
 use crate::rules;
 use crate::vendor::Api;
-use crate::vmm::{check_granular, MockPhysical, MockReservation};
+use crate::vmm::{check_granular, location_of_fd, MockPhysical, MockReservation};
 
 impl MockDevice {
     pub(super) fn sim_granularity(&self, which: Granularity) -> Result<u64> {
@@ -223,6 +223,34 @@ impl MockDevice {
             payload,
         )?;
         Exported::new(handle, vec![os::dup(physical.mem.fd.as_fd())?])
+    }
+
+    /// Take the descriptor of a physical allocation, as a stand-in vendor
+    /// library's import of a POSIX shareable handle does with the bare
+    /// descriptor it is given (`cuMemImportFromShareableHandle`): it must
+    /// be a sealed memfd of whole granules made by
+    /// [`MockPhysical::dup_fd`] (in this or another process), whose name
+    /// says where its pages live. Anything else is the vendor's invalid
+    /// value.
+    pub fn adopt_physical_fd(&self, fd: OwnedFd) -> Result<MockPhysical> {
+        self.dev.require(Capabilities::VMM, "import_physical")?;
+        self.dev
+            .enter(Api::MemImportShareable, Some(FaultOp::Import))?;
+        let refused = |detail: String| self.dev.err(self.dev.vendor().invalid_value(), detail);
+        let size = os::verify_sealed_memfd(fd.as_fd(), 1)
+            .map_err(|e| refused(format!("the descriptor is no physical allocation: {e}")))?;
+        check_granular(&self.dev, "imported physical size", size, false)?;
+        check_data_access(fd.as_fd(), false)?;
+        let location = location_of_fd(fd.as_fd()).ok_or_else(|| {
+            refused("the descriptor is not one a physical allocation exported".into())
+        })?;
+        Ok(MockPhysical::imported(
+            &self.dev,
+            fd,
+            size,
+            location,
+            ShareableHandle::PosixFd,
+        ))
     }
 
     pub(super) fn sim_import_physical(

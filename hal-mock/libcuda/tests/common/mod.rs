@@ -10,6 +10,7 @@ use cudarc::driver::sys::{
     CUcontext, CUdevice, CUdeviceptr, CUevent, CUipcEventHandle, CUipcMemHandle, CUmemLocation,
     CUresult, CUstream, CUuuid,
 };
+use hal_mock_libcuda::{AccessDesc, AllocationProp};
 use libloading::Library;
 
 /// The shared library cargo built with this package's library target.
@@ -111,6 +112,16 @@ entry_points! {
     cuIpcGetEventHandle: fn(*mut CUipcEventHandle, CUevent);
     cuIpcOpenEventHandle: fn(*mut CUevent, CUipcEventHandle);
     cuPointerGetAttribute: fn(*mut c_void, c_int, CUdeviceptr);
+    cuMemGetAllocationGranularity: fn(*mut usize, *const AllocationProp, c_uint);
+    cuMemCreate: fn(*mut u64, usize, *const AllocationProp, u64);
+    cuMemRelease: fn(u64);
+    cuMemAddressReserve: fn(*mut CUdeviceptr, usize, usize, CUdeviceptr, u64);
+    cuMemAddressFree: fn(CUdeviceptr, usize);
+    cuMemMap: fn(CUdeviceptr, usize, usize, u64, u64);
+    cuMemUnmap: fn(CUdeviceptr, usize);
+    cuMemSetAccess: fn(CUdeviceptr, usize, *const AccessDesc, usize);
+    cuMemExportToShareableHandle: fn(*mut c_void, u64, c_uint, u64);
+    cuMemImportFromShareableHandle: fn(*mut u64, *mut c_void, c_uint);
 }
 
 /// `CUDA_SUCCESS`.

@@ -1,0 +1,92 @@
+//! [`CudaPhysical`]: a VMM physical allocation (`cuMemCreate`, or
+//! `cuMemImportFromShareableHandle` for an import), released with
+//! `cuMemRelease` when the last owner drops.
+//!
+//! A physical allocation has no address until it is mapped, so no stream
+//! work can use it on its own: every mapping of it holds it
+//! ([`crate::reservation`]), and a mapping is unmapped only after the
+//! context's work has run. The release therefore needs no wait of its own.
+
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, OnceLock};
+
+use hal_core::exchange::Lease;
+use hal_core::lease::LeaseTable;
+use hal_core::{Physical, PhysicalLocation, ShareableHandle};
+
+use crate::context::Primary;
+use crate::sys::CUmemGenericAllocationHandle;
+
+/// A VMM physical allocation: memory with no address until mapped into a
+/// [`CudaReservation`](crate::CudaReservation).
+#[derive(Debug)]
+pub struct CudaPhysical {
+    pub(crate) inner: Arc<PhysInner>,
+}
+
+/// The allocation's driver handle and what is known of it; shared by the
+/// value and every mapping of it.
+pub(crate) struct PhysInner {
+    pub(crate) primary: Arc<Primary>,
+    pub(crate) handle: CUmemGenericAllocationHandle,
+    pub(crate) size: u64,
+    pub(crate) location: PhysicalLocation,
+    pub(crate) made_for: ShareableHandle,
+    /// Its POSIX descriptor, exported once (`cuMemExportToShareableHandle`
+    /// took 762 µs on an H200, measured) and duplicated for every export.
+    pub(crate) fd: OnceLock<OwnedFd>,
+    /// Its importers' leases, made at the first export.
+    pub(crate) leases: OnceLock<Arc<LeaseTable>>,
+    /// An import's lease from the exporter's broker, held as long as the
+    /// imported allocation.
+    pub(crate) _lease: Option<Lease>,
+}
+
+impl std::fmt::Debug for PhysInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaPhysical")
+            .field("handle", &format_args!("{:#x}", self.handle))
+            .field("size", &self.size)
+            .field("location", &self.location)
+            .field("made_for", &self.made_for)
+            .finish()
+    }
+}
+
+impl Drop for PhysInner {
+    fn drop(&mut self) {
+        let driver = &self.primary.driver;
+        let released = self.primary.enter().and_then(|_ctx| {
+            let f = driver.mem_release()?;
+            // SAFETY: the handle came from cuMemCreate or
+            // cuMemImportFromShareableHandle and is released once, by its
+            // one owner; no mapping of it is left (each holds this value).
+            driver.check("cuMemRelease", unsafe { f(self.handle) })
+        });
+        if let Err(e) = released {
+            log::warn!("releasing CUDA physical memory {:#x}: {e}", self.handle);
+        }
+    }
+}
+
+impl CudaPhysical {
+    /// How many importers hold this allocation now (0 before its first
+    /// export). Importers whose process died are not counted.
+    pub fn importers(&self) -> usize {
+        self.inner.leases.get().map_or(0, |l| l.count())
+    }
+}
+
+impl Physical for CudaPhysical {
+    fn size(&self) -> u64 {
+        self.inner.size
+    }
+
+    fn location(&self) -> PhysicalLocation {
+        self.inner.location
+    }
+
+    fn handle_type(&self) -> ShareableHandle {
+        self.inner.made_for
+    }
+}

@@ -1,0 +1,253 @@
+//! [`CudaReservation`]: a range of the process's device address space
+//! (`cuMemAddressReserve`), the physical allocations mapped into it
+//! (`cuMemMap`) and the access each device (and the host) has to them
+//! (`cuMemSetAccess`), as this process set it.
+//!
+//! **Reads and writes** go through `cuMemcpyDtoH_v2` / `cuMemcpyHtoD_v2`,
+//! never through the address: device memory is not host memory. Host NUMA
+//! memory that was given host access is CPU-accessible at the address
+//! (measured on an H200), but it is copied the same way too: one path for
+//! every location, and no host mapping to keep coherent with the access
+//! list. They are refused ([`Error::PermissionDenied`] or
+//! [`Error::InvalidArgument`]) where a part is not mapped or this device
+//! lacks the access, before the driver is called: a device copy through a
+//! mapping without access faults and loses the context.
+//!
+//! **Unmap after stream work.** A kernel or copy queued on any stream of
+//! the context may use the range through its address. So an unmap
+//! (`Device::unmap`, or the drop of the reservation, which unmaps what is
+//! left and frees the range with `cuMemAddressFree`) first synchronizes the
+//! context (`cuCtxSynchronize`), then unmaps: the memory is never taken
+//! from under queued work. The physical allocations a mapping holds are
+//! released when their last holder drops, after the unmap.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use hal_core::device::check_bounds;
+use hal_core::{Access, AccessGrant, AccessTarget, Error, Reservation, Result};
+
+use crate::context::Primary;
+use crate::lock::lock;
+use crate::physical::PhysInner;
+use crate::sys::CUdeviceptr;
+
+/// A VMM address range reservation of one device's context: physical
+/// allocations are mapped into it with [`Device::map`](hal_core::Device::map)
+/// and made accessible with [`Device::set_access`](hal_core::Device::set_access).
+pub struct CudaReservation {
+    pub(crate) primary: Arc<Primary>,
+    /// The reserving device's ordinal: whose access reads and writes need.
+    pub(crate) ordinal: u32,
+    pub(crate) base: CUdeviceptr,
+    pub(crate) len: u64,
+    pub(crate) pieces: Mutex<Pieces>,
+}
+
+/// The mapped parts of a reservation.
+#[derive(Default)]
+pub(crate) struct Pieces {
+    pub(crate) next_id: u64,
+    /// Sorted by offset, not overlapping.
+    pub(crate) list: Vec<Piece>,
+}
+
+/// One mapped part: part of a `cuMemMap` mapping (`map_id`), with the
+/// access given to it.
+#[derive(Clone)]
+pub(crate) struct Piece {
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+    pub(crate) map_id: u64,
+    pub(crate) phys: Arc<PhysInner>,
+    pub(crate) grants: Vec<AccessGrant>,
+}
+
+impl Piece {
+    pub(crate) fn end(&self) -> u64 {
+        self.offset + self.len
+    }
+
+    pub(crate) fn access_of(&self, target: AccessTarget) -> Access {
+        self.grants
+            .iter()
+            .find(|g| g.target == target)
+            .map_or(Access::None, |g| g.access)
+    }
+}
+
+impl Pieces {
+    /// The indices of the pieces that cover `offset..offset + len` with no
+    /// hole, or an error naming the first byte not mapped.
+    pub(crate) fn covering(&self, offset: u64, len: u64) -> Result<std::ops::Range<usize>> {
+        let end = offset + len;
+        let begin = self.list.partition_point(|p| p.end() <= offset);
+        let mut at = offset;
+        let mut i = begin;
+        while at < end {
+            match self.list.get(i) {
+                Some(p) if p.offset <= at => {
+                    at = p.end();
+                    i += 1;
+                }
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "nothing is mapped at offset {at:#x} of the reservation: map a physical \
+                         allocation there first"
+                    )))
+                }
+            }
+        }
+        Ok(begin..i)
+    }
+
+    /// Split the piece that straddles `at`, so that none does.
+    pub(crate) fn split_at(&mut self, at: u64) {
+        if let Some(i) = self.list.iter().position(|p| p.offset < at && at < p.end()) {
+            let mut tail = self.list[i].clone();
+            tail.len = self.list[i].end() - at;
+            tail.offset = at;
+            self.list[i].len = at - self.list[i].offset;
+            self.list.insert(i + 1, tail);
+        }
+    }
+}
+
+// SAFETY: the reservation is a driver address range; it is only passed to
+// the driver, never dereferenced.
+unsafe impl Send for CudaReservation {}
+// SAFETY: see `Send`; the pieces are behind a mutex.
+unsafe impl Sync for CudaReservation {}
+
+impl std::fmt::Debug for CudaReservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaReservation")
+            .field("base", &format_args!("{:#x}", self.base))
+            .field("len", &self.len)
+            .field("mapped", &self.pieces().list.len())
+            .finish()
+    }
+}
+
+impl CudaReservation {
+    pub(crate) fn pieces(&self) -> MutexGuard<'_, Pieces> {
+        lock(&self.pieces)
+    }
+
+    /// Refuse a copy of `len` bytes at `offset` unless every byte is mapped
+    /// with the access it needs for this device.
+    fn check_access(&self, offset: u64, len: u64, write: bool) -> Result<()> {
+        check_bounds(offset, len, self.len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let pieces = self.pieces();
+        let me = AccessTarget::Device(self.ordinal);
+        for p in &pieces.list[pieces.covering(offset, len)?] {
+            let access = p.access_of(me);
+            let ok = match access {
+                Access::ReadWrite => true,
+                Access::Read => !write,
+                Access::None => false,
+            };
+            if !ok {
+                return Err(Error::PermissionDenied {
+                    pid: None,
+                    reason: format!(
+                        "offset {:#x} of the reservation is mapped with {access:?} access for \
+                         CUDA device {}; {} it needs more (Device::set_access first)",
+                        p.offset,
+                        self.ordinal,
+                        if write { "writing" } else { "reading" }
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait for the context's queued work, then unmap `offset..offset + len`
+    /// (the caller checked it is whole mappings). When the wait fails (the
+    /// context holds an error of earlier work), `strict` returns that error
+    /// and unmaps nothing; otherwise (a drop) the error is logged and the
+    /// range unmapped anyway: the failed work will not run again.
+    pub(crate) fn unmap_after_work(&self, offset: u64, len: u64, strict: bool) -> Result<()> {
+        let driver = &self.primary.driver;
+        let _ctx = self.primary.enter()?;
+        let sync = driver.ctx_synchronize()?;
+        // SAFETY: the reservation's context is current on this thread.
+        if let Err(e) = driver.check("cuCtxSynchronize", unsafe { sync() }) {
+            if strict {
+                return Err(e);
+            }
+            log::warn!("unmapping after the context's work failed: {e}");
+        }
+        let f = driver.mem_unmap()?;
+        // SAFETY: the range is whole mappings of this reservation (checked
+        // by the caller), and the context's work that could use it has run.
+        let status = unsafe { f(self.base + offset, len as usize) };
+        driver.check("cuMemUnmap", status)
+    }
+}
+
+impl Drop for CudaReservation {
+    fn drop(&mut self) {
+        let mapped: Vec<(u64, u64)> = {
+            let pieces = self.pieces();
+            let mut runs: Vec<(u64, u64, u64)> = Vec::new();
+            for p in &pieces.list {
+                match runs.last_mut() {
+                    Some(r) if r.2 == p.map_id => r.1 += p.len,
+                    _ => runs.push((p.offset, p.len, p.map_id)),
+                }
+            }
+            runs.into_iter().map(|(o, l, _)| (o, l)).collect()
+        };
+        for (offset, len) in mapped {
+            if let Err(e) = self.unmap_after_work(offset, len, false) {
+                log::warn!(
+                    "unmapping {len:#x} bytes at {:#x} of a CUDA reservation: {e}",
+                    self.base + offset
+                );
+            }
+        }
+        self.pieces().list.clear();
+        let driver = &self.primary.driver;
+        let freed = self.primary.enter().and_then(|_ctx| {
+            let f = driver.mem_address_free()?;
+            // SAFETY: the range came from cuMemAddressReserve with this
+            // length and is freed once, by its one owner, after its unmaps.
+            driver.check("cuMemAddressFree", unsafe {
+                f(self.base, self.len as usize)
+            })
+        });
+        if let Err(e) = freed {
+            log::warn!("freeing the CUDA reservation at {:#x}: {e}", self.base);
+        }
+    }
+}
+
+impl Reservation for CudaReservation {
+    fn base(&self) -> u64 {
+        self.base
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        self.check_access(offset, dst.len() as u64, false)?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        crate::memory::copy_out(&self.primary, self.base, self.len, offset, dst)
+    }
+
+    fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
+        self.check_access(offset, src.len() as u64, true)?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        crate::memory::copy_in(&self.primary, self.base, self.len, offset, src)
+    }
+}

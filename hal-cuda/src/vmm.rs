@@ -1,0 +1,647 @@
+//! VMM of a [`CudaDevice`](crate::CudaDevice): physical allocations
+//! (`cuMemCreate`), reservations (`cuMemAddressReserve`), mappings
+//! (`cuMemMap`, `cuMemUnmap`), access (`cuMemSetAccess`) and sharing by
+//! POSIX descriptor (`cuMemExportToShareableHandle`,
+//! `cuMemImportFromShareableHandle`).
+//!
+//! **Handle types.** An allocation made for [`ShareableHandle::PosixFd`]
+//! requests `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`; one made for
+//! [`ShareableHandle::Fabric`] requests `FABRIC | POSIX_FILE_DESCRIPTOR`
+//! when the device says it supports fabric handles
+//! (`CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED`), so that it is
+//! still shared on this host by descriptor. Without an IMEX daemon the
+//! driver answers `CUDA_ERROR_NOT_PERMITTED` (measured on an H200), and
+//! [`fabric_or_posix`] makes it again for a POSIX descriptor with one
+//! warning. [`ShareableHandle::None`] requests nothing, and its export is
+//! refused by the driver (`CUDA_ERROR_INVALID_VALUE`, measured).
+//!
+//! **Export.** The descriptor is exported once per allocation and kept
+//! (the export took 762 µs on an H200); every export registers a duplicate
+//! with this process's descriptor broker, with the allocation's lease
+//! table, so importers are counted. The handle's payload says where the
+//! pages live ([`Payload`]).
+//!
+//! **Import.** The descriptor comes from the exporter's broker over
+//! SCM_RIGHTS with a lease, is imported with
+//! `cuMemImportFromShareableHandle` and closed at once (the driver holds
+//! the memory); the lease lives as long as the imported allocation. Device
+//! memory is imported through the device with the exporter's UUID; host
+//! NUMA memory through any device. An imported allocation holds the memory
+//! on its own, so the exporter may release its own at any time.
+
+use std::ffi::{c_uint, c_void};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Arc, OnceLock};
+
+use hal_core::exchange::take_fds_leased;
+use hal_core::export::{check_fd_count, new_handle, HandleSpec};
+use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
+use hal_core::vmm::{check_grants, fabric_or_posix};
+use hal_core::{
+    Access, AccessGrant, AccessTarget, BackendId, Capabilities, DeviceInfo, Error, ExportOptions,
+    Exported, HandleError, HandleKind, Importers, Location, PhysicalDesc, PhysicalLocation, Result,
+    ShareableHandle, SharedHandle,
+};
+
+use crate::context::Primary;
+use crate::physical::{CudaPhysical, PhysInner};
+use crate::reservation::{CudaReservation, Piece};
+use crate::sys::{CUmemAccessDesc, CUmemAllocationProp, CUmemGenericAllocationHandle, Driver};
+
+/// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`.
+const HANDLE_POSIX_FD: c_uint = 1;
+/// `CU_MEM_HANDLE_TYPE_FABRIC`.
+const HANDLE_FABRIC: c_uint = 8;
+
+/// The payload layout's version.
+const PAYLOAD_VERSION: u8 = 1;
+
+/// What a physical handle of this backend carries beyond hal's fields.
+///
+/// | bytes | field |
+/// | ---: | --- |
+/// | 0 | version, 1 |
+/// | 1 | where the pages live: 0 the device, 1 host NUMA memory |
+/// | 2..6 | the NUMA node (`u32`, little-endian; 0 for device memory) |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Payload {
+    pub(crate) host_numa: Option<u32>,
+}
+
+impl Payload {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut b = vec![PAYLOAD_VERSION, u8::from(self.host_numa.is_some())];
+        b.extend_from_slice(&self.host_numa.unwrap_or(0).to_le_bytes());
+        b
+    }
+
+    pub(crate) fn decode(b: &[u8]) -> Result<Payload> {
+        let malformed = |detail: String| -> Error {
+            HandleError::Malformed {
+                field: "payload",
+                detail,
+            }
+            .into()
+        };
+        if b.len() != 6 || b[0] != PAYLOAD_VERSION {
+            return Err(malformed(format!(
+                "a CUDA physical payload is 6 bytes of version {PAYLOAD_VERSION}; this one is {} \
+                 bytes{}",
+                b.len(),
+                b.first()
+                    .map(|v| format!(" of version {v}"))
+                    .unwrap_or_default()
+            )));
+        }
+        let node = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+        match b[1] {
+            0 => Ok(Payload { host_numa: None }),
+            1 => Ok(Payload {
+                host_numa: Some(node),
+            }),
+            k => Err(malformed(format!(
+                "location kind {k} (0 device, 1 host NUMA)"
+            ))),
+        }
+    }
+}
+
+/// The device's VMM context: what every call here needs.
+pub(crate) struct Vmm<'a> {
+    pub(crate) primary: &'a Arc<Primary>,
+    pub(crate) info: &'a DeviceInfo,
+    /// `CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED`.
+    pub(crate) fabric: bool,
+}
+
+fn driver_location(location: PhysicalLocation) -> cudarc::driver::sys::CUmemLocation {
+    use cudarc::driver::sys::CUmemLocationType as T;
+    let (type_, id) = match location {
+        PhysicalLocation::Device(d) => (T::CU_MEM_LOCATION_TYPE_DEVICE, d),
+        PhysicalLocation::HostNuma(n) => (T::CU_MEM_LOCATION_TYPE_HOST_NUMA, n),
+    };
+    cudarc::driver::sys::CUmemLocation {
+        type_,
+        id: id as i32,
+    }
+}
+
+fn prop(location: PhysicalLocation, handle_types: c_uint) -> CUmemAllocationProp {
+    use cudarc::driver::sys::{CUmemAllocationHandleType, CUmemAllocationType};
+    // SAFETY: CUmemAllocationProp is plain C data (integers, a pointer and
+    // bytes); all zeroes is its documented default.
+    let mut p: CUmemAllocationProp = unsafe { std::mem::zeroed() };
+    p.type_ = CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.requestedHandleTypes = CUmemAllocationHandleType(handle_types);
+    p.location = driver_location(location);
+    p
+}
+
+/// The minimum (or, with `recommended`, the recommended) granularity of
+/// device memory on device `ordinal` made for a POSIX descriptor
+/// (`cuMemGetAllocationGranularity`; 2 MiB both on an H200, measured).
+pub(crate) fn device_granularity(driver: &Driver, ordinal: u32, recommended: bool) -> Result<u64> {
+    let p = prop(PhysicalLocation::Device(ordinal), HANDLE_POSIX_FD);
+    let f = driver.mem_get_allocation_granularity()?;
+    let mut g: usize = 0;
+    // SAFETY: `g` is a valid place; `p` is a filled-in property structure;
+    // the option is CU_MEM_ALLOC_GRANULARITY_MINIMUM (0) or _RECOMMENDED (1).
+    let status = unsafe { f(&mut g, &p, c_uint::from(recommended)) };
+    driver.check("cuMemGetAllocationGranularity", status)?;
+    if g == 0 || !g.is_power_of_two() {
+        return Err(Error::invalid(format!(
+            "cuMemGetAllocationGranularity answered {g:#x}, not a power of two"
+        )));
+    }
+    Ok(g as u64)
+}
+
+fn granular(what: &str, value: u64, granularity: u64, zero_ok: bool) -> Result<()> {
+    if (value == 0 && !zero_ok) || value % granularity != 0 {
+        return Err(Error::invalid(format!(
+            "{what} {value:#x} is not a {}multiple of the VMM granularity {granularity:#x} \
+             (Device::granularity(Minimum))",
+            if zero_ok { "" } else { "non-zero " }
+        )));
+    }
+    Ok(())
+}
+
+impl Vmm<'_> {
+    fn driver(&self) -> &Driver {
+        &self.primary.driver
+    }
+
+    fn gran(&self) -> u64 {
+        self.info.granularity_min
+    }
+
+    fn caps(&self) -> Capabilities {
+        self.info.capabilities
+    }
+
+    /// `cuMemCreate` of `desc`, exactly as asked (no fallback).
+    fn create(&self, desc: &PhysicalDesc, location: PhysicalLocation) -> Result<CudaPhysical> {
+        let handle_types = match desc.handle {
+            ShareableHandle::None => 0,
+            ShareableHandle::PosixFd => HANDLE_POSIX_FD,
+            ShareableHandle::Fabric if self.fabric => HANDLE_FABRIC | HANDLE_POSIX_FD,
+            ShareableHandle::Fabric => {
+                return Err(Error::unsupported(
+                    "cuda",
+                    "a fabric handle",
+                    "the device does not support fabric handles \
+                     (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED is 0)",
+                ))
+            }
+        };
+        let p = prop(location, handle_types);
+        let driver = self.driver();
+        let _ctx = self.primary.enter()?;
+        let f = driver.mem_create()?;
+        let mut handle: CUmemGenericAllocationHandle = 0;
+        // SAFETY: `handle` is a valid place; `p` is a filled-in property
+        // structure that outlives the call; flags 0.
+        let status = unsafe { f(&mut handle, desc.size as usize, &p, 0) };
+        driver.check("cuMemCreate", status)?;
+        Ok(CudaPhysical {
+            inner: Arc::new(PhysInner {
+                primary: Arc::clone(self.primary),
+                handle,
+                size: desc.size,
+                location,
+                made_for: desc.handle,
+                fd: OnceLock::new(),
+                leases: OnceLock::new(),
+                _lease: None,
+            }),
+        })
+    }
+
+    /// [`Device::allocate_physical_with`](hal_core::Device::allocate_physical_with).
+    pub(crate) fn allocate(&self, desc: &PhysicalDesc) -> Result<CudaPhysical> {
+        granular("physical allocation size", desc.size, self.gran(), false)?;
+        let me = self.info.ordinal;
+        let location = desc.location.unwrap_or(PhysicalLocation::Device(me));
+        match location {
+            PhysicalLocation::Device(d) if d != me => {
+                return Err(Error::invalid(format!(
+                    "physical memory of device {d} asked of device {me}: allocate it through \
+                     device {d}"
+                )))
+            }
+            PhysicalLocation::HostNuma(_) if !self.caps().contains(Capabilities::HOST_NUMA_VMM) => {
+                return Err(Error::unsupported(
+                    "cuda",
+                    "host NUMA physical memory",
+                    "the driver or device lacks it \
+                     (CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0; \
+                     Capabilities::HOST_NUMA_VMM is absent)",
+                ))
+            }
+            _ => {}
+        }
+        fabric_or_posix("cuda", desc, |d| self.create(d, location))
+    }
+
+    /// [`Device::reserve`](hal_core::Device::reserve).
+    pub(crate) fn reserve(&self, size: u64, align: u64) -> Result<CudaReservation> {
+        granular("reservation size", size, self.gran(), false)?;
+        if align != 0 && !align.is_power_of_two() {
+            return Err(Error::invalid(format!(
+                "alignment {align:#x} is not a power of two"
+            )));
+        }
+        granular("reservation alignment", align, self.gran(), true)?;
+        let driver = self.driver();
+        let _ctx = self.primary.enter()?;
+        let f = driver.mem_address_reserve()?;
+        let mut base = 0;
+        // SAFETY: `base` is a valid place; no address is asked (0), flags 0.
+        let status = unsafe { f(&mut base, size as usize, align as usize, 0, 0) };
+        driver.check("cuMemAddressReserve", status)?;
+        Ok(CudaReservation {
+            primary: Arc::clone(self.primary),
+            ordinal: self.info.ordinal,
+            base,
+            len: size,
+            pieces: Default::default(),
+        })
+    }
+
+    /// [`Device::map_range`](hal_core::Device::map_range).
+    pub(crate) fn map(
+        &self,
+        r: &CudaReservation,
+        offset: u64,
+        p: &CudaPhysical,
+        physical_offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        self.check_reservation(r)?;
+        let g = self.gran();
+        granular("mapping offset", offset, g, true)?;
+        granular(
+            "offset in the physical allocation",
+            physical_offset,
+            g,
+            true,
+        )?;
+        granular("mapping length", len, g, false)?;
+        hal_core::device::check_bounds(physical_offset, len, p.inner.size)?;
+        hal_core::device::check_bounds(offset, len, r.len)?;
+        let mut pieces = r.pieces();
+        if let Some(q) = pieces
+            .list
+            .iter()
+            .find(|q| q.offset < offset + len && offset < q.end())
+        {
+            return Err(Error::AlreadyExists {
+                what: format!(
+                    "a mapping at {:#x}+{:#x} of the reservation overlaps {offset:#x}+{len:#x}; \
+                     unmap it first",
+                    q.offset, q.len
+                ),
+            });
+        }
+        let driver = self.driver();
+        let _ctx = self.primary.enter()?;
+        let f = driver.mem_map()?;
+        // SAFETY: the range lies inside the reservation and maps nothing
+        // yet (checked above); the handle is live (held by `p`); flags 0.
+        let status = unsafe {
+            f(
+                r.base + offset,
+                len as usize,
+                physical_offset as usize,
+                p.inner.handle,
+                0,
+            )
+        };
+        driver.check("cuMemMap", status)?;
+        pieces.next_id += 1;
+        let map_id = pieces.next_id;
+        let at = pieces.list.partition_point(|q| q.offset < offset);
+        pieces.list.insert(
+            at,
+            Piece {
+                offset,
+                len,
+                map_id,
+                phys: Arc::clone(&p.inner),
+                grants: Vec::new(),
+            },
+        );
+        Ok(())
+    }
+
+    /// [`Device::unmap`](hal_core::Device::unmap): whole mappings only,
+    /// after the context's queued work.
+    pub(crate) fn unmap(&self, r: &CudaReservation, offset: u64, len: u64) -> Result<()> {
+        self.check_reservation(r)?;
+        granular("unmap offset", offset, self.gran(), true)?;
+        granular("unmap length", len, self.gran(), false)?;
+        hal_core::device::check_bounds(offset, len, r.len)?;
+        let mut pieces = r.pieces();
+        let range = pieces.covering(offset, len)?;
+        let end = offset + len;
+        let whole = pieces.list[range.clone()].iter().all(|p| {
+            pieces
+                .list
+                .iter()
+                .filter(|q| q.map_id == p.map_id)
+                .all(|q| q.offset >= offset && q.end() <= end)
+        });
+        if !whole {
+            return Err(Error::invalid(format!(
+                "{offset:#x}+{len:#x} is not a set of whole mappings: unmap what each map call \
+                 mapped"
+            )));
+        }
+        r.unmap_after_work(offset, len, true)?;
+        pieces.list.drain(range);
+        Ok(())
+    }
+
+    /// [`Device::set_access_for`](hal_core::Device::set_access_for).
+    pub(crate) fn set_access(
+        &self,
+        r: &CudaReservation,
+        offset: u64,
+        len: u64,
+        grants: &[AccessGrant],
+        device_count: u32,
+    ) -> Result<()> {
+        self.check_reservation(r)?;
+        check_grants(grants, device_count)?;
+        granular("access offset", offset, self.gran(), true)?;
+        granular("access length", len, self.gran(), false)?;
+        hal_core::device::check_bounds(offset, len, r.len)?;
+        let mut pieces = r.pieces();
+        let range = pieces.covering(offset, len)?;
+        let host = grants.iter().any(|g| g.target == AccessTarget::Host);
+        if let Some(p) = pieces.list[range]
+            .iter()
+            .find(|p| host && !matches!(p.phys.location, PhysicalLocation::HostNuma(_)))
+        {
+            return Err(Error::invalid(format!(
+                "host access to the mapping at offset {:#x}: its pages live in {:?}; only host \
+                 NUMA memory (PhysicalLocation::HostNuma) can be made host-accessible",
+                p.offset, p.phys.location
+            )));
+        }
+        let descs: Vec<CUmemAccessDesc> = grants.iter().map(access_desc).collect();
+        let driver = self.driver();
+        let _ctx = self.primary.enter()?;
+        let f = driver.mem_set_access()?;
+        // SAFETY: the range is mapped (checked above); `descs` holds
+        // `descs.len()` descriptors and outlives the call.
+        let status = unsafe { f(r.base + offset, len as usize, descs.as_ptr(), descs.len()) };
+        driver.check("cuMemSetAccess", status)?;
+        pieces.split_at(offset);
+        pieces.split_at(offset + len);
+        for p in pieces
+            .list
+            .iter_mut()
+            .filter(|p| p.offset >= offset && p.end() <= offset + len)
+        {
+            for g in grants {
+                match p.grants.iter_mut().find(|h| h.target == g.target) {
+                    Some(h) => h.access = g.access,
+                    None => p.grants.push(*g),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Device::access`](hal_core::Device::access).
+    pub(crate) fn access(
+        &self,
+        r: &CudaReservation,
+        offset: u64,
+        target: AccessTarget,
+        device_count: u32,
+    ) -> Result<Access> {
+        self.check_reservation(r)?;
+        if let AccessTarget::Device(d) = target {
+            if d >= device_count {
+                return Err(Error::invalid(format!(
+                    "CUDA device {d} does not exist: the driver sees {device_count} device(s)"
+                )));
+            }
+        }
+        hal_core::device::check_bounds(offset, 1, r.len)?;
+        let pieces = r.pieces();
+        let range = pieces.covering(offset, 1)?;
+        Ok(pieces.list[range.start].access_of(target))
+    }
+
+    fn check_reservation(&self, r: &CudaReservation) -> Result<()> {
+        if !Arc::ptr_eq(&r.primary, self.primary) {
+            return Err(Error::invalid(
+                "the reservation belongs to another CUDA device: use it through that device",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The allocation's POSIX descriptor, exported on first use.
+    fn descriptor<'p>(&self, p: &'p PhysInner) -> Result<&'p OwnedFd> {
+        if let Some(fd) = p.fd.get() {
+            return Ok(fd);
+        }
+        let driver = self.driver();
+        let _ctx = self.primary.enter()?;
+        let f = driver.mem_export_to_shareable_handle()?;
+        let mut raw: i32 = -1;
+        // SAFETY: for a POSIX descriptor the output is an `int`, and `raw`
+        // is a valid place for one; the handle is live; flags 0.
+        let status = unsafe {
+            f(
+                (&raw mut raw).cast::<c_void>(),
+                p.handle,
+                HANDLE_POSIX_FD,
+                0,
+            )
+        };
+        driver.check("cuMemExportToShareableHandle", status)?;
+        if raw < 0 {
+            return Err(Error::invalid(
+                "cuMemExportToShareableHandle succeeded without a descriptor",
+            ));
+        }
+        // SAFETY: on success the driver gave a new descriptor that the
+        // caller owns (cuda.h); nothing else owns or closes it.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        // A concurrent first export may have won; its descriptor is kept.
+        let _ = p.fd.set(fd);
+        p.fd.get()
+            .ok_or_else(|| Error::invalid("the exported descriptor vanished"))
+    }
+
+    /// [`Device::export_physical`](hal_core::Device::export_physical).
+    pub(crate) fn export(&self, p: &CudaPhysical, opts: &ExportOptions) -> Result<Exported> {
+        if opts.range.is_some() {
+            return Err(Error::invalid(
+                "a physical allocation is exported whole; a range is not allowed",
+            ));
+        }
+        if opts.read_only {
+            return Err(Error::unsupported(
+                "cuda",
+                "a read-only export of physical memory",
+                "a CUDA shareable handle carries no access rights: each importer sets its own \
+                 with cuMemSetAccess (Capabilities::READ_ONLY_EXPORT is absent)",
+            ));
+        }
+        if matches!(opts.importers, Importers::Pids(_)) {
+            return Err(Error::unsupported(
+                "cuda",
+                "an export to a pid list",
+                "CUDA keeps no allow-list of importers: export to anyone \
+                 (Capabilities::PID_ALLOW_LIST is absent)",
+            ));
+        }
+        let fd = hal_core::os::dup(self.descriptor(&p.inner)?.as_fd())?;
+        let leases = match p.inner.leases.get() {
+            Some(l) => Arc::clone(l),
+            None => {
+                let _ = p.inner.leases.set(LeaseTable::new(DEFAULT_SLOTS)?);
+                p.inner
+                    .leases
+                    .get()
+                    .map(Arc::clone)
+                    .ok_or_else(|| Error::invalid("lease table vanished"))?
+            }
+        };
+        let (location, host_numa) = match p.inner.location {
+            PhysicalLocation::Device(_) => (Location::Device(self.info.ordinal), None),
+            PhysicalLocation::HostNuma(n) => (Location::Host, Some(n)),
+        };
+        let spec = HandleSpec {
+            kind: HandleKind::Physical,
+            backend: BackendId::Cuda,
+            device: self.info.ordinal,
+            device_uuid: self.info.uuid,
+            location,
+            default_allow_list: false,
+        };
+        let mut handle = new_handle(&spec, opts)?;
+        handle.size = p.inner.size;
+        handle.payload = Payload { host_numa }.encode();
+        Exported::with_leases(handle, vec![fd], leases)
+    }
+
+    /// [`Device::import_physical`](hal_core::Device::import_physical).
+    pub(crate) fn import(&self, mut shared: SharedHandle) -> Result<CudaPhysical> {
+        shared
+            .handle
+            .expect(HandleKind::Physical, BackendId::Cuda)?;
+        let payload = Payload::decode(&shared.handle.payload)?;
+        let size = shared.handle.size;
+        if size == 0 || size % self.gran() != 0 || shared.handle.offset != 0 {
+            return Err(HandleError::Malformed {
+                field: "size",
+                detail: format!(
+                    "a physical handle names a whole allocation of granules ({:#x}), not \
+                     {:#x}+{size:#x}",
+                    self.gran(),
+                    shared.handle.offset
+                ),
+            }
+            .into());
+        }
+        if payload.host_numa.is_none() && shared.handle.device_uuid != self.info.uuid {
+            return Err(Error::invalid(format!(
+                "the physical memory is on the device with UUID {}, not on device {}: import it \
+                 through that device",
+                hal_core::os::hex(&shared.handle.device_uuid),
+                self.info.ordinal
+            )));
+        }
+        let taken = take_fds_leased(&mut shared)?;
+        check_fd_count("a CUDA physical handle", 1, taken.fds.len())?;
+        let fd = &taken.fds[0];
+        let driver = self.driver();
+        let _ctx = self.primary.enter()?;
+        let f = driver.mem_import_from_shareable_handle()?;
+        let mut handle: CUmemGenericAllocationHandle = 0;
+        // SAFETY: `handle` is a valid place; a POSIX descriptor is passed
+        // as the pointer's value, and `fd` stays open for the call (it is
+        // closed when `taken` drops; the driver holds the memory).
+        let status = unsafe {
+            f(
+                &mut handle,
+                std::ptr::without_provenance_mut(fd.as_raw_fd() as usize),
+                HANDLE_POSIX_FD,
+            )
+        };
+        driver.check("cuMemImportFromShareableHandle", status)?;
+        let location = match payload.host_numa {
+            Some(n) => PhysicalLocation::HostNuma(n),
+            None => PhysicalLocation::Device(self.info.ordinal),
+        };
+        Ok(CudaPhysical {
+            inner: Arc::new(PhysInner {
+                primary: Arc::clone(self.primary),
+                handle,
+                size,
+                location,
+                made_for: ShareableHandle::PosixFd,
+                fd: OnceLock::new(),
+                leases: OnceLock::new(),
+                _lease: taken.lease,
+            }),
+        })
+    }
+}
+
+/// The driver's descriptor of one grant.
+fn access_desc(g: &AccessGrant) -> CUmemAccessDesc {
+    use cudarc::driver::sys::CUmemAccess_flags as F;
+    let flags = match g.access {
+        Access::None => F::CU_MEM_ACCESS_FLAGS_PROT_NONE,
+        Access::Read => F::CU_MEM_ACCESS_FLAGS_PROT_READ,
+        Access::ReadWrite => F::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+    };
+    let location = match g.target {
+        AccessTarget::Device(d) => driver_location(PhysicalLocation::Device(d)),
+        // Measured: HOST_NUMA id 0 (or HOST) makes host NUMA memory
+        // CPU-accessible.
+        AccessTarget::Host => cudarc::driver::sys::CUmemLocation {
+            type_: cudarc::driver::sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
+            id: 0,
+        },
+    };
+    CUmemAccessDesc { location, flags }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_round_trip_and_refuse_other_layouts() {
+        for p in [Payload { host_numa: None }, Payload { host_numa: Some(3) }] {
+            assert_eq!(Payload::decode(&p.encode()).unwrap(), p);
+        }
+        let b = Payload { host_numa: Some(1) }.encode();
+        assert!(Payload::decode(&b[1..]).is_err());
+        let mut v = b.clone();
+        v[0] = 2;
+        assert!(Payload::decode(&v).is_err());
+        v = b.clone();
+        v[1] = 7;
+        assert!(Payload::decode(&v).is_err());
+    }
+
+    #[test]
+    fn granularity_rules() {
+        let g = 2 << 20;
+        assert!(granular("x", 0, g, false).is_err());
+        assert!(granular("x", 0, g, true).is_ok());
+        assert!(granular("x", g / 2, g, true).is_err());
+        assert!(granular("x", 3 * g, g, false).is_ok());
+    }
+}

@@ -1,0 +1,341 @@
+//! VMM on the stand-in `libcuda.so.1`: physical memory (device and host
+//! NUMA) shared with a real child process (this executable run again) by
+//! descriptor through the broker, importers counted with leases, and
+//! unmaps that wait for the stream work queued before them.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use hal_core::{
+    Access, AccessGrant, Backend, Capabilities, Device, ExportOptions, Granularity, ImportOptions,
+    Notify, Physical, PhysicalDesc, PhysicalLocation, Reservation, SharedHandle,
+};
+use hal_cuda::{CudaBackend, CudaDevice, CudaPhysical, CudaReservation};
+
+/// The variable that hands the child the handle's text.
+const HANDLE_VAR: &str = "HAL_CUDA_VMM_TEST_HANDLE";
+
+/// The stand-in driver cargo built for this test.
+fn standin() -> std::path::PathBuf {
+    hal_mock_libcuda::built_library()
+}
+
+fn device() -> CudaDevice {
+    CudaBackend::with_library(standin()).open(0).unwrap()
+}
+
+fn pattern(seed: u8, len: u64) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8 ^ seed).collect()
+}
+
+fn gran(dev: &CudaDevice) -> u64 {
+    dev.granularity(Granularity::Minimum).unwrap()
+}
+
+/// `physical` mapped whole into a new reservation, with `grants`.
+fn mapped(dev: &CudaDevice, physical: &CudaPhysical, grants: &[AccessGrant]) -> CudaReservation {
+    let len = physical.size();
+    let r = dev.reserve(len, gran(dev)).unwrap();
+    dev.map(&r, 0, physical).unwrap();
+    dev.set_access_for(&r, 0, len, grants).unwrap();
+    r
+}
+
+fn rw() -> Vec<AccessGrant> {
+    vec![AccessGrant::device(0, Access::ReadWrite)]
+}
+
+fn host_and_device() -> Vec<AccessGrant> {
+    vec![
+        AccessGrant::device(0, Access::ReadWrite),
+        AccessGrant::host(Access::ReadWrite),
+    ]
+}
+
+#[test]
+fn the_standin_device_claims_vmm_and_host_numa_vmm() {
+    let dev = device();
+    let caps = dev.info().capabilities;
+    assert!(caps.contains(Capabilities::VMM), "{caps:?}");
+    assert!(caps.contains(Capabilities::HOST_NUMA_VMM), "{caps:?}");
+    assert!(caps.contains(Capabilities::GROWABLE), "{caps:?}");
+    assert_eq!(gran(&dev), 2 << 20, "the driver's granularity");
+    assert_eq!(dev.info().granularity_min, 2 << 20);
+}
+
+/// Export `physical`, run the child role `role` on its handle, and check
+/// that the child counted as an importer while it held the memory.
+fn share_with_child(dev: &CudaDevice, physical: &CudaPhysical, role: &str) {
+    let ex = dev
+        .export_physical(physical, &ExportOptions::default())
+        .unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", role, "--nocapture", "--test-threads=1"])
+        .env(HANDLE_VAR, ex.to_text())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let imported = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.ends_with("imported"));
+    if imported {
+        assert_eq!(physical.importers(), 1, "the child holds a lease");
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = writeln!(stdin, "go");
+    drop(stdin);
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        imported && out.status.success() && rest.iter().any(|l| l.contains("child done")),
+        "child failed:\n{rest:?}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(physical.importers(), 0, "the child gave its lease back");
+}
+
+/// The child's side: import the handle, report, wait for the parent, then
+/// run `body` on the imported allocation.
+fn child_side(body: impl FnOnce(&CudaDevice, CudaPhysical)) {
+    let Ok(text) = std::env::var(HANDLE_VAR) else {
+        return;
+    };
+    let dev = device();
+    let h = hal_core::Handle::from_text(&text).unwrap();
+    let p = dev
+        .import_physical(SharedHandle::from(h), &ImportOptions::default())
+        .unwrap();
+    println!("imported");
+    let mut go = String::new();
+    std::io::stdin().read_line(&mut go).unwrap();
+    body(&dev, p);
+    println!("child done");
+}
+
+#[test]
+fn device_memory_is_shared_with_another_process() {
+    let dev = device();
+    let g = gran(&dev);
+    let p = dev.allocate_physical(2 * g).unwrap();
+    let r = mapped(&dev, &p, &rw());
+    r.write(0, &pattern(1, 2 * g)).unwrap();
+    share_with_child(&dev, &p, "child_maps_device_memory");
+    let mut back = [0u8; 10];
+    r.read(g + 3, &mut back).unwrap();
+    assert_eq!(
+        &back, b"from child",
+        "the child's write through its mapping"
+    );
+}
+
+/// The child of `device_memory_is_shared_with_another_process`.
+#[test]
+fn child_maps_device_memory() {
+    child_side(|dev, p| {
+        let g = gran(dev);
+        assert_eq!(p.size(), 2 * g);
+        assert_eq!(p.location(), PhysicalLocation::Device(0));
+        let r = dev.reserve(2 * g, g).unwrap();
+        dev.map(&r, 0, &p).unwrap();
+        let mut got = vec![0u8; 2 * g as usize];
+        assert!(r.read(0, &mut got).is_err(), "no access before set_access");
+        dev.set_access(&r, 0, 2 * g, Access::ReadWrite).unwrap();
+        r.read(0, &mut got).unwrap();
+        assert_eq!(got, pattern(1, 2 * g), "the parent's bytes");
+        r.write(g + 3, b"from child").unwrap();
+    });
+}
+
+#[test]
+fn host_numa_memory_is_shared_with_another_process() {
+    let dev = device();
+    let g = gran(&dev);
+    let desc = PhysicalDesc::new(g).location(PhysicalLocation::HostNuma(0));
+    let p = dev.allocate_physical_with(&desc).unwrap();
+    assert_eq!(p.location(), PhysicalLocation::HostNuma(0));
+    let r = mapped(&dev, &p, &host_and_device());
+    r.write(0, &pattern(2, g)).unwrap();
+    share_with_child(&dev, &p, "child_maps_host_numa_memory");
+    let mut back = [0u8; 9];
+    r.read(64, &mut back).unwrap();
+    assert_eq!(&back, b"host numa");
+}
+
+/// The child of `host_numa_memory_is_shared_with_another_process`.
+#[test]
+fn child_maps_host_numa_memory() {
+    child_side(|dev, p| {
+        let g = gran(dev);
+        assert_eq!(
+            p.location(),
+            PhysicalLocation::HostNuma(0),
+            "the handle says where the pages live"
+        );
+        let r = mapped(dev, &p, &host_and_device());
+        assert_eq!(
+            dev.access(&r, 0, hal_core::AccessTarget::Host).unwrap(),
+            Access::ReadWrite
+        );
+        let mut got = vec![0u8; g as usize];
+        r.read(0, &mut got).unwrap();
+        assert_eq!(got, pattern(2, g));
+        r.write(64, b"host numa").unwrap();
+    });
+}
+
+#[test]
+fn host_access_is_refused_for_device_memory() {
+    let dev = device();
+    let g = gran(&dev);
+    let p = dev.allocate_physical(g).unwrap();
+    let r = dev.reserve(g, g).unwrap();
+    dev.map(&r, 0, &p).unwrap();
+    assert!(dev.set_access_for(&r, 0, g, &host_and_device()).is_err());
+    assert_eq!(
+        dev.access(&r, 0, hal_core::AccessTarget::Device(0))
+            .unwrap(),
+        Access::None,
+        "a refused list changes nothing"
+    );
+}
+
+#[test]
+fn an_allocation_made_without_a_handle_type_is_not_exported() {
+    let dev = device();
+    let g = gran(&dev);
+    let desc = PhysicalDesc::new(g).handle(hal_core::ShareableHandle::None);
+    let p = dev.allocate_physical_with(&desc).unwrap();
+    match dev.export_physical(&p, &ExportOptions::default()) {
+        Err(hal_core::Error::Vendor(v)) => {
+            assert_eq!(v.name, "CUDA_ERROR_INVALID_VALUE", "measured");
+            assert!(v.message.contains("cuMemExportToShareableHandle"));
+        }
+        other => panic!("export of an allocation made for no handle: {other:?}"),
+    }
+}
+
+#[test]
+fn unmapping_waits_for_the_stream_work_queued_before_it() {
+    let dev = device();
+    let g = gran(&dev);
+    let p = dev.allocate_physical(2 * g).unwrap();
+    let r = dev.reserve(2 * g, g).unwrap();
+    dev.map_range(&r, 0, &p, 0, g).unwrap();
+    dev.map_range(&r, g, &p, g, g).unwrap();
+    let stream = dev.create_stream().unwrap();
+    let notify = dev.create_notify().unwrap();
+    // Work that cannot run until the notify is signalled.
+    dev.stream_wait_notify(&stream, &notify, None).unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            dev.unmap(&r, 0, g).unwrap();
+            tx.send("unmapped").unwrap();
+            drop(r);
+            tx.send("dropped").unwrap();
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_millis(300)).is_err(),
+            "the unmap went ahead of the queued stream work"
+        );
+        notify.signal().unwrap();
+        assert_eq!(rx.recv().unwrap(), "unmapped");
+        assert_eq!(rx.recv().unwrap(), "dropped");
+    });
+    dev.synchronize(&stream, Some(Duration::from_secs(20)))
+        .unwrap();
+}
+
+#[test]
+fn an_unmap_covers_whole_mappings_only() {
+    let dev = device();
+    let g = gran(&dev);
+    let p = dev.allocate_physical(2 * g).unwrap();
+    let r = dev.reserve(2 * g, g).unwrap();
+    dev.map(&r, 0, &p).unwrap();
+    dev.set_access(&r, 0, g, Access::ReadWrite).unwrap();
+    assert!(dev.unmap(&r, 0, g).is_err(), "half of one mapping");
+    dev.unmap(&r, 0, 2 * g).unwrap();
+    let mut b = [0u8; 4];
+    assert!(r.read(0, &mut b).is_err(), "unmapped");
+    assert!(dev.unmap(&r, 0, 2 * g).is_err(), "nothing left to unmap");
+}
+
+#[test]
+fn a_reservation_of_another_device_is_refused() {
+    let cuda = CudaBackend::with_library(standin());
+    if cuda.devices().unwrap().len() < 2 {
+        return;
+    }
+    let (d0, d1) = (cuda.open(0).unwrap(), cuda.open(1).unwrap());
+    let g = gran(&d0);
+    let p = d0.allocate_physical(g).unwrap();
+    let r = d1.reserve(g, g).unwrap();
+    assert!(matches!(
+        d0.map(&r, 0, &p),
+        Err(hal_core::Error::InvalidArgument { .. })
+    ));
+}
+
+#[test]
+fn a_failed_driver_call_keeps_its_code_and_changes_nothing() {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_with_failures",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(HANDLE_VAR, "failures")
+        .env(
+            hal_mock_libcuda::FAIL_VAR,
+            "cuMemMap:2,cuMemImportFromShareableHandle:1",
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("child done"),
+        "child failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The child of `a_failed_driver_call_keeps_its_code_and_changes_nothing`,
+/// whose stand-in fails `cuMemMap` and `cuMemImportFromShareableHandle`.
+#[test]
+fn child_with_failures() {
+    if std::env::var(HANDLE_VAR).as_deref() != Ok("failures") {
+        return;
+    }
+    let dev = device();
+    let g = gran(&dev);
+    let p = dev.allocate_physical(g).unwrap();
+    let r = dev.reserve(g, g).unwrap();
+    match dev.map(&r, 0, &p) {
+        Err(hal_core::Error::Vendor(v)) => {
+            assert_eq!((v.code, v.name.as_str()), (2, "CUDA_ERROR_OUT_OF_MEMORY"));
+            assert!(v.message.contains("cuMemMap"), "{}", v.message);
+        }
+        other => panic!("an injected cuMemMap failure: {other:?}"),
+    }
+    assert!(
+        dev.access(&r, 0, hal_core::AccessTarget::Device(0))
+            .is_err(),
+        "nothing was mapped"
+    );
+    assert!(dev.unmap(&r, 0, g).is_err(), "nothing to unmap");
+    let ex = dev.export_physical(&p, &ExportOptions::default()).unwrap();
+    match dev.import_physical(ex.share().unwrap(), &ImportOptions::default()) {
+        Err(hal_core::Error::Vendor(v)) => assert_eq!(v.code, 1),
+        other => panic!("an injected import failure: {other:?}"),
+    }
+    assert_eq!(p.importers(), 0, "the failed import gave its lease back");
+    println!("child done");
+}

@@ -1,0 +1,82 @@
+//! The stand-in's switches, read from the environment once per process:
+//! an IMEX daemon that serves fabric handles, and injected failures.
+//!
+//! - `HAL_MOCK_LIBCUDA_IMEX=1`: an IMEX daemon is present, so `cuMemCreate`
+//!   accepts `CU_MEM_HANDLE_TYPE_FABRIC`. Without it a fabric request is
+//!   `CUDA_ERROR_NOT_PERMITTED` (800), as driver 580 answered on an H200
+//!   with no IMEX daemon (measured).
+//! - `HAL_MOCK_LIBCUDA_FAIL=cuMemCreate:2,cuMemMap:1`: each named entry
+//!   point answers the `CUresult` given (a number of `hal_core`'s CUDA
+//!   table) instead of doing its work, every time. Entries that name an
+//!   unknown code are ignored. Every entry point honours it (before any
+//!   other check, `cuInit`'s included).
+//!
+//! The variables are read at the first call that asks, so a test sets them
+//! for a child process it starts, never in its own (parallel) process.
+
+use std::sync::OnceLock;
+
+use hal_core::vendor::{cuda, Code};
+
+/// The variable that says an IMEX daemon serves fabric handles.
+pub const IMEX_VAR: &str = "HAL_MOCK_LIBCUDA_IMEX";
+/// The variable of injected failures.
+pub const FAIL_VAR: &str = "HAL_MOCK_LIBCUDA_FAIL";
+
+struct Switches {
+    imex: bool,
+    fail: Vec<(String, Code)>,
+}
+
+fn switches() -> &'static Switches {
+    static SWITCHES: OnceLock<Switches> = OnceLock::new();
+    SWITCHES.get_or_init(|| Switches {
+        imex: std::env::var(IMEX_VAR).is_ok_and(|v| v == "1"),
+        fail: std::env::var(FAIL_VAR)
+            .map(|v| parse_failures(&v))
+            .unwrap_or_default(),
+    })
+}
+
+/// `entry:code` pairs separated by commas; pairs whose code is not a
+/// known `CUresult` are dropped.
+fn parse_failures(text: &str) -> Vec<(String, Code)> {
+    text.split(',')
+        .filter_map(|pair| {
+            let (entry, number) = pair.trim().split_once(':')?;
+            let code = cuda::code(number.trim().parse().ok()?)?;
+            Some((entry.trim().to_owned(), code))
+        })
+        .collect()
+}
+
+/// True when an IMEX daemon is said to be present.
+pub(crate) fn imex() -> bool {
+    switches().imex
+}
+
+/// The failure injected into `entry`, if any.
+pub(crate) fn injected(entry: &str) -> Result<(), Code> {
+    match switches().fail.iter().find(|(e, _)| e == entry) {
+        Some((_, code)) => Err(*code),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_parse_and_unknown_codes_are_dropped() {
+        let f = parse_failures("cuMemCreate:2, cuMemMap : 1,cuMemUnmap:123456,junk");
+        assert_eq!(
+            f,
+            vec![
+                ("cuMemCreate".to_owned(), cuda::OUT_OF_MEMORY),
+                ("cuMemMap".to_owned(), cuda::INVALID_VALUE),
+            ]
+        );
+        assert!(parse_failures("").is_empty());
+    }
+}
