@@ -4,7 +4,7 @@
 //! handle's UUID and reads the right bytes; a child that does not see the
 //! device is told so; another device imports with peer access (opened
 //! with `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`), and not without it; on a
-//! machine without peer access (`HAL_LIBCUDA_NO_PEER_ACCESS=1`) the import
+//! machine without peer access (`HAL_MOCK_LIBCUDA_NO_PEER_ACCESS=1`) the import
 //! is refused as unsupported.
 
 use std::process::Command;
@@ -98,6 +98,15 @@ fn without_peer_access_an_import_onto_another_device_is_unsupported() {
     run_child("no-peer", &[(hal_mock_libcuda::NO_PEER_VAR, "1")]);
 }
 
+#[test]
+fn a_failed_peer_enable_fails_the_import_with_the_drivers_code() {
+    // The driver answers CUDA_ERROR_INVALID_CONTEXT (201) to the enable.
+    run_child(
+        "enable-fails",
+        &[(hal_mock_libcuda::FAIL_VAR, "cuCtxEnablePeerAccess:201")],
+    );
+}
+
 /// The children of the tests above.
 #[test]
 fn child() {
@@ -171,6 +180,27 @@ fn child() {
                     assert!(e.to_string().contains("cuDeviceCanAccessPeer"), "{e}")
                 }
                 other => panic!("an import onto another device without peer: {other:?}"),
+            }
+        }
+        "enable-fails" => {
+            // This process's own memory of device 2, imported onto device 3:
+            // the enable is the driver call that fails.
+            let (d2, d3) = (cuda.open(2).unwrap(), cuda.open(3).unwrap());
+            let a = d2.allocate(&AllocDesc::device(2, PAGE)).unwrap();
+            let ex = d2.export_memory(&a, &ExportOptions::default()).unwrap();
+            let opts = ImportOptions {
+                device: Some(3),
+                peer_access: true,
+                ..ImportOptions::default()
+            };
+            match d3.import_memory(ex.share().unwrap(), &opts) {
+                Err(Error::Vendor(v)) => {
+                    assert_eq!(
+                        (v.code, v.name.as_str()),
+                        (201, "CUDA_ERROR_INVALID_CONTEXT")
+                    )
+                }
+                other => panic!("an import whose peer enable failed: {other:?}"),
             }
         }
         other => panic!("unknown role {other}"),

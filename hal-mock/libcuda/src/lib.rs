@@ -146,7 +146,7 @@ pub use memory::*;
 pub use peer::*;
 pub use stream::*;
 pub use strings::*;
-pub use switches::{FAIL_VAR, IMEX_VAR};
+pub use switches::{FAIL_VAR, IMEX_VAR, NO_PEER_VAR};
 pub use vmm::*;
 
 /// The file name cargo gives the built library.

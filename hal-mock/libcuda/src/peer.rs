@@ -3,14 +3,13 @@
 //!
 //! Every pair of distinct devices of the simulator can reach each other,
 //! as on an NVLink machine such as the measured H200 host. The variable
-//! [`NO_PEER_VAR`] set to `1` makes the stand-in a machine without peer
+//! [`NO_PEER_VAR`](crate::NO_PEER_VAR) set to `1` makes the stand-in a machine without peer
 //! access: `cuDeviceCanAccessPeer` answers 0, and enabling access, or
 //! opening an IPC handle with `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS` onto a
 //! device other than the memory's, is `CUDA_ERROR_PEER_ACCESS_UNSUPPORTED`
 //! (217).
 
 use std::ffi::{c_int, c_uint};
-use std::sync::OnceLock;
 
 use cudarc::driver::sys::{CUcontext, CUdevice, CUresult};
 use hal_core::vendor::{cuda, Code};
@@ -20,13 +19,9 @@ use crate::context::{current, ordinal_of};
 use crate::error::sim;
 use crate::state::driver;
 
-/// Set to `1`: no two devices can access each other.
-pub const NO_PEER_VAR: &str = "HAL_LIBCUDA_NO_PEER_ACCESS";
-
-/// True when the machine has peer access (read once per process).
-pub(crate) fn available() -> bool {
-    static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| std::env::var(NO_PEER_VAR).as_deref() != Ok("1"))
+/// True when the machine has peer access.
+fn available() -> bool {
+    crate::switches::peer_access()
 }
 
 /// The answer for device `dev` reaching device `peer`.

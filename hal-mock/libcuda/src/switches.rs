@@ -5,6 +5,8 @@
 //!   accepts `CU_MEM_HANDLE_TYPE_FABRIC`. Without it a fabric request is
 //!   `CUDA_ERROR_NOT_PERMITTED` (800), as driver 580 answered on an H200
 //!   with no IMEX daemon (measured).
+//! - `HAL_MOCK_LIBCUDA_NO_PEER_ACCESS=1`: a machine whose devices cannot
+//!   reach each other (`peer.rs`).
 //! - `HAL_MOCK_LIBCUDA_FAIL=cuMemCreate:2,cuMemMap:1`: each named entry
 //!   point answers the `CUresult` given (a number of `hal_core`'s CUDA
 //!   table) instead of doing its work, every time. Entries that name an
@@ -22,9 +24,13 @@ use hal_core::vendor::{cuda, Code};
 pub const IMEX_VAR: &str = "HAL_MOCK_LIBCUDA_IMEX";
 /// The variable of injected failures.
 pub const FAIL_VAR: &str = "HAL_MOCK_LIBCUDA_FAIL";
+/// The variable that takes peer access away: set to `1`, no two devices
+/// can access each other.
+pub const NO_PEER_VAR: &str = "HAL_MOCK_LIBCUDA_NO_PEER_ACCESS";
 
 struct Switches {
     imex: bool,
+    no_peer: bool,
     fail: Vec<(String, Code)>,
 }
 
@@ -32,6 +38,7 @@ fn switches() -> &'static Switches {
     static SWITCHES: OnceLock<Switches> = OnceLock::new();
     SWITCHES.get_or_init(|| Switches {
         imex: std::env::var(IMEX_VAR).is_ok_and(|v| v == "1"),
+        no_peer: std::env::var(NO_PEER_VAR).is_ok_and(|v| v == "1"),
         fail: std::env::var(FAIL_VAR)
             .map(|v| parse_failures(&v))
             .unwrap_or_default(),
@@ -53,6 +60,11 @@ fn parse_failures(text: &str) -> Vec<(String, Code)> {
 /// True when an IMEX daemon is said to be present.
 pub(crate) fn imex() -> bool {
     switches().imex
+}
+
+/// True when the devices can access each other's memory.
+pub(crate) fn peer_access() -> bool {
+    !switches().no_peer
 }
 
 /// The failure injected into `entry`, if any.

@@ -1,6 +1,6 @@
 //! Peer access through the C ABI: which devices reach which, enabling it
 //! once, and a machine without peer access (a child process with
-//! `HAL_LIBCUDA_NO_PEER_ACCESS=1`). Tests that run in parallel use
+//! `HAL_MOCK_LIBCUDA_NO_PEER_ACCESS=1`). Tests that run in parallel use
 //! devices of their own.
 
 mod common;
