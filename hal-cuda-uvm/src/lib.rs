@@ -1,0 +1,28 @@
+//! # hal-cuda-uvm: managed memory shared across processes
+//!
+//! CUDA refuses to share managed memory between processes
+//! (`cuIpcGetMemHandle` on `cuMemAllocManaged` memory answers
+//! `CUDA_ERROR_INVALID_VALUE`, measured). This backend gives every process
+//! of a group (PostgreSQL's backends and background workers, a pool of
+//! data loaders) one buffer that its CPU and its GPU both reach at one
+//! address, without a service process that owns all GPU work.
+//!
+//! DOCS
+#![deny(missing_docs)]
+
+mod backend;
+mod brand;
+mod device;
+mod gpu;
+mod home;
+mod info;
+mod memory;
+pub mod registration;
+mod route;
+mod step;
+
+pub use backend::UvmBackend;
+pub use device::UvmDevice;
+pub use gpu::GpuDevice;
+pub use info::{GPU_CAPABILITIES, MEMORY_CAPABILITIES};
+pub use memory::{SharedManaged, SharedView, UvmAllocation, UvmMapping};
