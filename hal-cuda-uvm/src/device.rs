@@ -17,7 +17,7 @@ use crate::gpu::GpuDevice;
 use crate::home;
 use crate::memory::{SharedManaged, SharedView, UvmAllocation, UvmMapping};
 use crate::registration;
-use crate::route::{side, Reach, Side};
+use crate::route::{Reach, Side};
 use crate::step::{self, StepErrors};
 
 /// A device of [`UvmBackend`](crate::UvmBackend): the GPU `D` and the
@@ -156,6 +156,19 @@ where
                 "managed memory is not a place pages move to: name a device or the host",
             )),
         }
+    }
+}
+
+/// The side `m` names.
+fn side<D>(m: MemRef<'_, UvmDevice<D>>) -> Side<'_, D>
+where
+    D: GpuDevice,
+{
+    match m {
+        MemRef::Allocation(UvmAllocation::Shared(s)) => Side::Home(s.pages()),
+        MemRef::Allocation(UvmAllocation::Inner(a)) => Side::Inner(MemRef::Allocation(a)),
+        MemRef::Mapping(UvmMapping::Shared(s)) => Side::Home(s.pages()),
+        MemRef::Mapping(UvmMapping::Inner(m)) => Side::Inner(MemRef::Mapping(m)),
     }
 }
 

@@ -5,9 +5,7 @@ use std::sync::Arc;
 
 use hal_core::{Device, MemRef, Memory};
 
-use crate::device::UvmDevice;
-use crate::gpu::GpuDevice;
-use crate::memory::{HomePages, UvmAllocation, UvmMapping};
+use crate::memory::HomePages;
 
 /// One side of a stream operation.
 pub enum Side<'a, D: Device> {
@@ -15,19 +13,6 @@ pub enum Side<'a, D: Device> {
     Home(Arc<dyn HomePages>),
     /// The inner GPU's memory.
     Inner(MemRef<'a, D>),
-}
-
-/// The side `m` names.
-pub fn side<D>(m: MemRef<'_, UvmDevice<D>>) -> Side<'_, D>
-where
-    D: GpuDevice,
-{
-    match m {
-        MemRef::Allocation(UvmAllocation::Shared(s)) => Side::Home(s.pages()),
-        MemRef::Allocation(UvmAllocation::Inner(a)) => Side::Inner(MemRef::Allocation(a)),
-        MemRef::Mapping(UvmMapping::Shared(s)) => Side::Home(s.pages()),
-        MemRef::Mapping(UvmMapping::Inner(m)) => Side::Inner(MemRef::Mapping(m)),
-    }
 }
 
 /// Memory a host step reaches from another thread: home pages it holds,

@@ -3,9 +3,10 @@
 //! runs it.
 //!
 //! The folder `target/gpu-smoke/` gets, in release mode and stripped: the
-//! test executables of `hal-cuda` (its conformance suite among them,
-//! switched to the real driver by `HAL_CUDA_CONFORMANCE_DRIVER=1`), the
-//! numbered examples of `hal`, `halctl`, and `run.sh`. The script runs each
+//! test executables of `hal-cuda` and `hal-cuda-uvm` (their conformance
+//! suites among them, switched to the real driver by
+//! `HAL_CUDA_CONFORMANCE_DRIVER=1`), the numbered examples of `hal` (with
+//! `cuda-uvm`), `halctl`, and `run.sh`. The script runs each
 //! and writes `report.jsonl` (one line per step: name, exit code, seconds,
 //! tests passed and failed) and `summary.txt` into the folder named by its
 //! first argument (default: `./out`).
@@ -20,7 +21,12 @@ const BUDGET: u64 = 60 << 20;
 /// The test executables of hal-cuda that run on the machine's driver (the
 /// conformance suite switches to it; the others test a missing driver and
 /// the crate's units).
-const RUN_ON_THE_DRIVER: &[&str] = &["conformance-", "no_driver-", "hal_cuda-"];
+const RUN_ON_THE_DRIVER: &[&str] = &[
+    "conformance-",
+    "no_driver-",
+    "hal_cuda-",
+    "uvm_conformance-",
+];
 
 /// The run script.
 const RUN_SH: &str = r#"#!/usr/bin/env bash
@@ -54,6 +60,7 @@ for e in "$here"/examples/*; do
 done
 step demo-cpu-shm "$here/bin/halctl" demo --json
 step demo-cuda "$here/bin/halctl" demo --backend cuda --json
+step demo-cuda-uvm "$here/bin/halctl" demo --backend cuda-uvm --json
 {
     echo "gpu-smoke: $(date -u +%FT%TZ) on $(hostname)"
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
@@ -90,6 +97,8 @@ pub(crate) fn gpu_smoke(root: &Path, cargo: &str) -> ExitCode {
                 "--release",
                 "-p",
                 "hal-cuda",
+                "-p",
+                "hal-cuda-uvm",
                 "--no-run",
                 "--message-format=json",
             ],
@@ -102,6 +111,8 @@ pub(crate) fn gpu_smoke(root: &Path, cargo: &str) -> ExitCode {
                 "-p",
                 "hal",
                 "--examples",
+                "--features",
+                "cuda-uvm,mock",
                 "--message-format=json",
             ],
             "examples",

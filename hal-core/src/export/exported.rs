@@ -11,7 +11,7 @@ use crate::export::handle::check_pid_count;
 use crate::handle::{FdSource, Handle, HandleFlags, SharedHandle};
 use crate::lease::LeaseTable;
 use crate::os;
-use crate::types::Importers;
+use crate::types::{BackendId, Importers};
 
 /// An exported resource: its [`Handle`], the descriptors that go with it, and
 /// their registration with this process's descriptor broker (see
@@ -189,7 +189,7 @@ impl Exported {
     /// that importers route the handle to the layered backend, which
     /// restores the inner names before it imports. The broker checks only
     /// who may import, never the backend, so nothing else changes.
-    pub fn set_device(&mut self, backend: crate::BackendId, device: u32, device_uuid: [u8; 16]) {
+    pub fn set_device(&mut self, backend: BackendId, device: u32, device_uuid: [u8; 16]) {
         self.handle.backend = backend;
         self.handle.device = device;
         self.handle.device_uuid = device_uuid;
