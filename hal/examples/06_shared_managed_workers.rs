@@ -83,7 +83,7 @@ fn result_byte(id: u64, i: u64) -> u8 {
 
 /// Where appended results go.
 enum Results<'d, D: Device> {
-    Growable(GrowableBuffer<'d, D>),
+    Growable(Box<GrowableBuffer<'d, D>>),
     Segments(Vec<(D::Allocation, hal::Exported)>),
 }
 
@@ -92,12 +92,12 @@ fn coordinate<G: GpuDevice>(device: &UvmDevice<G>, name: &str, workers: u64) -> 
     let exported = device.export_memory(&shared, &ExportOptions::default())?;
     let mut results = if device.capabilities().contains(Capabilities::GROWABLE) {
         let chunk = device.granularity(Granularity::Minimum)?;
-        Results::Growable(GrowableBuffer::create(
+        Results::Growable(Box::new(GrowableBuffer::create(
             device,
             chunk * 16,
             chunk,
             ExportOptions::default(),
-        )?)
+        )?))
     } else {
         println!("coordinator: no VMM on this GPU backend: results are appended as segments");
         Results::Segments(Vec::new())
