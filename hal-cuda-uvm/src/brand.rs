@@ -30,3 +30,19 @@ pub fn theirs(mut shared: SharedHandle, gpu: BackendId) -> Result<SharedHandle> 
     shared.handle.backend = gpu;
     Ok(shared)
 }
+
+/// `shared`, a handle of this backend naming a shared managed buffer,
+/// renamed for `hal-cpu-shm`'s host device `host`, which exported its pages.
+pub fn host(mut shared: SharedHandle, host: &DeviceInfo) -> Result<SharedHandle> {
+    check(&shared)?;
+    if let hal_core::Location::Device(d) = shared.handle.location {
+        return Err(hal_core::Error::invalid(format!(
+            "the handle names device memory of GPU {d}, not a shared managed buffer: import it \
+             on a UvmDevice"
+        )));
+    }
+    shared.handle.backend = host.backend;
+    shared.handle.device = host.ordinal;
+    shared.handle.device_uuid = host.uuid;
+    Ok(shared)
+}

@@ -20,6 +20,18 @@ use crate::registration;
 use crate::route::{Reach, Side};
 use crate::step::{self, StepErrors};
 
+/// How the GPU reaches the home pages of shared managed buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// Registered with the GPU in every process that maps them
+    /// (`cuMemHostRegister(PORTABLE | DEVICEMAP)`), once per process and
+    /// region: every GPU, the H200 measured among them.
+    Registered,
+    /// Reached directly, unregistered: GPUs with
+    /// [`Capabilities::PAGEABLE_MEMORY_ACCESS`] (HMM or ATS machines).
+    Pageable,
+}
+
 /// A device of [`UvmBackend`](crate::UvmBackend): the GPU `D` and the
 /// host's shared memory.
 ///
@@ -85,6 +97,21 @@ where
         &self.gpu
     }
 
+    /// How the GPU reaches home pages here: registered in every process,
+    /// or directly where the GPU reads pageable memory (see the crate
+    /// documentation, *Strategies*).
+    pub fn strategy(&self) -> Strategy {
+        if self
+            .gpu
+            .capabilities()
+            .contains(Capabilities::PAGEABLE_MEMORY_ACCESS)
+        {
+            Strategy::Pageable
+        } else {
+            Strategy::Registered
+        }
+    }
+
     fn shared(&self, desc: &AllocDesc) -> Result<SharedManaged<D>> {
         let home_desc = AllocDesc {
             location: Location::Host,
@@ -96,27 +123,24 @@ where
             .ok_or_else(|| Error::invalid("host shared memory without a host address"))?;
         // SAFETY: the pages stay mapped as long as `home`, which the
         // buffer drops after the registration.
+        if self.strategy() == Strategy::Pageable {
+            return Ok(SharedManaged::new(None, true, home, desc.location));
+        }
         let reg = unsafe { registration::register(&self.gpu, ptr, home.len(), None) }?;
-        Ok(SharedManaged::new(Some(reg), home, desc.location))
+        Ok(SharedManaged::new(Some(reg), false, home, desc.location))
     }
 
-    fn import_shared(
-        &self,
-        mut shared: SharedHandle,
-        opts: &ImportOptions,
-    ) -> Result<SharedView<D>> {
+    fn import_shared(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<SharedView<D>> {
         let original = shared.handle.clone();
-        let host = self.host.info();
-        shared.handle.backend = BackendId::CpuShm;
-        shared.handle.device = host.ordinal;
-        shared.handle.device_uuid = host.uuid;
+        let shared = brand::host(shared, self.host.info())?;
         let host_opts = ImportOptions {
             device: None,
             ..opts.clone()
         };
         let home = self.host.import_memory(shared, &host_opts)?;
+        let direct = self.strategy() == Strategy::Pageable;
         let registration = match home.host_ptr() {
-            Some(ptr) if !home.is_read_only() => {
+            Some(ptr) if !home.is_read_only() && !direct => {
                 let keep: Box<dyn std::any::Any + Send + Sync> = Box::new(home.clone());
                 // SAFETY: `keep`, a clone of the mapping, keeps the pages
                 // mapped as long as the registration lives.
@@ -124,7 +148,7 @@ where
             }
             _ => None,
         };
-        Ok(SharedView::new(registration, home, original))
+        Ok(SharedView::new(registration, direct, home, original))
     }
 
     fn check_device(&self, ordinal: u32) -> Result<()> {

@@ -12,6 +12,7 @@
 
 mod backend;
 mod brand;
+mod cpu;
 mod device;
 mod gpu;
 mod header;
@@ -24,7 +25,8 @@ mod route;
 mod step;
 
 pub use backend::UvmBackend;
-pub use device::UvmDevice;
+pub use cpu::open_on_cpu;
+pub use device::{Strategy, UvmDevice};
 pub use gpu::GpuDevice;
 pub use header::Slot;
 pub use info::{GPU_CAPABILITIES, MEMORY_CAPABILITIES};

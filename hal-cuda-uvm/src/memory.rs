@@ -18,6 +18,8 @@ use crate::registration::Registered;
 pub(crate) struct Home<D: Device, P> {
     /// Dropped first: the pages are unregistered while still mapped.
     registration: Option<Arc<Registered<D>>>,
+    /// The GPU reaches the pages unregistered, at their host address.
+    direct: bool,
     pages: P,
 }
 
@@ -33,9 +35,13 @@ impl<D: Device, P: Memory> HomePages for Home<D, P> {
     }
 }
 
-impl<D: Device, P> Home<D, P> {
+impl<D: Device, P: Memory> Home<D, P> {
     fn device_addr(&self) -> Option<u64> {
-        self.registration.as_ref().map(|r| r.device_addr())
+        match &self.registration {
+            Some(r) => Some(r.device_addr()),
+            None if self.direct => Some(self.pages.addr()),
+            None => None,
+        }
     }
 }
 
@@ -62,12 +68,14 @@ impl<D: Device> std::fmt::Debug for SharedManaged<D> {
 impl<D: Device> SharedManaged<D> {
     pub(crate) fn new(
         registration: Option<Arc<Registered<D>>>,
+        direct: bool,
         home: CpuAllocation,
         location: Location,
     ) -> Self {
         SharedManaged {
             home: Arc::new(Home {
                 registration,
+                direct,
                 pages: home,
             }),
             location,
@@ -79,7 +87,8 @@ impl<D: Device> SharedManaged<D> {
         &self.home.pages
     }
 
-    /// The address this process's GPU uses, when the pages are registered.
+    /// The address this process's GPU uses: where the pages are
+    /// registered, or reached directly ([`Strategy::Pageable`](crate::Strategy)).
     pub fn device_addr(&self) -> Option<u64> {
         self.home.device_addr()
     }
@@ -114,19 +123,22 @@ impl<D: Device> std::fmt::Debug for SharedView<D> {
 impl<D: Device> SharedView<D> {
     pub(crate) fn new(
         registration: Option<Arc<Registered<D>>>,
+        direct: bool,
         home: CpuMapping,
         handle: Handle,
     ) -> Self {
         SharedView {
             home: Arc::new(Home {
                 registration,
+                direct,
                 pages: home,
             }),
             handle,
         }
     }
 
-    /// The address this process's GPU uses, when the pages are registered.
+    /// The address this process's GPU uses: where the pages are
+    /// registered, or reached directly ([`Strategy::Pageable`](crate::Strategy)).
     pub fn device_addr(&self) -> Option<u64> {
         self.home.device_addr()
     }

@@ -324,3 +324,88 @@ fn standin_killed_importer() {
 fn mock_killed_importer() {
     killed_importer(mock(), "mock_killed_importer");
 }
+
+/// A process without any GPU backend maps the buffer with `open_on_cpu`,
+/// reads the exporter's GPU write and writes back.
+#[test]
+fn a_cpu_only_process_maps_it() {
+    if let Some((role, text)) = child_role() {
+        assert_eq!(role, "cpu-only");
+        let handle = hal_core::Handle::from_text(&text).unwrap();
+        let pages = hal_cuda_uvm::open_on_cpu(handle.into(), &ImportOptions::default()).unwrap();
+        let mut got = vec![0u8; PAGE as usize];
+        pages.read(0, &mut got).unwrap();
+        assert_eq!(got, pattern(3, PAGE), "the exporter's GPU write");
+        pages.write(PAGE, b"from a CPU-only process").unwrap();
+        println!("child done");
+        return;
+    }
+    let dev = standin().open(0).unwrap();
+    let a = dev.allocate(&AllocDesc::managed(2 * PAGE)).unwrap();
+    gpu_write(&dev, MemRef::Allocation(&a), 0, &pattern(3, PAGE));
+    let ex = dev.export_memory(&a, &ExportOptions::default()).unwrap();
+    let out = run_child("a_cpu_only_process_maps_it", "cpu-only", &ex.to_text());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("child done"),
+        "child failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        gpu_read(&dev, MemRef::Allocation(&a), PAGE, 23),
+        b"from a CPU-only process"
+    );
+    // Device memory is not for CPU-only processes.
+    let d = dev.allocate(&AllocDesc::device(0, PAGE)).unwrap();
+    let dx = dev.export_memory(&d, &ExportOptions::default()).unwrap();
+    let e = hal_cuda_uvm::open_on_cpu(dx.share().unwrap(), &ImportOptions::default()).unwrap_err();
+    assert!(matches!(e, hal_core::Error::InvalidArgument { .. }), "{e}");
+}
+
+/// Where the GPU reads pageable memory (the stand-in told so by
+/// `HAL_MOCK_PAGEABLE_MEMORY_ACCESS=1`, in a child process of its own),
+/// nothing is registered and the GPU reaches the pages at their host
+/// address; elsewhere (the H200 measured, the stand-in's default) they are
+/// registered.
+#[test]
+fn pageable_access_skips_registration() {
+    const VAR: &str = "HAL_MOCK_PAGEABLE_MEMORY_ACCESS";
+    let dev = standin().open(0).unwrap();
+    if std::env::var_os(VAR).is_some() {
+        assert!(dev
+            .capabilities()
+            .contains(hal_core::Capabilities::PAGEABLE_MEMORY_ACCESS));
+        assert_eq!(dev.strategy(), hal_cuda_uvm::Strategy::Pageable);
+        let a = dev.allocate(&AllocDesc::managed(PAGE)).unwrap();
+        let at = a.shared().unwrap().device_addr().unwrap();
+        assert_eq!(at, a.addr(), "the host address itself");
+        assert!(
+            !registration::holds(dev.info().uuid, at, PAGE),
+            "not registered"
+        );
+        gpu_write(&dev, MemRef::Allocation(&a), 0, b"pageable");
+        assert_eq!(gpu_read(&dev, MemRef::Allocation(&a), 0, 8), b"pageable");
+        println!("child done");
+        return;
+    }
+    assert_eq!(dev.strategy(), hal_cuda_uvm::Strategy::Registered);
+    let a = dev.allocate(&AllocDesc::managed(PAGE)).unwrap();
+    let at = a.shared().unwrap().device_addr().unwrap();
+    assert!(registration::holds(dev.info().uuid, at, PAGE));
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "pageable_access_skips_registration",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(VAR, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("child done"),
+        "child failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
