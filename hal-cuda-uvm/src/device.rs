@@ -121,11 +121,11 @@ where
         let ptr = home
             .host_ptr()
             .ok_or_else(|| Error::invalid("host shared memory without a host address"))?;
-        // SAFETY: the pages stay mapped as long as `home`, which the
-        // buffer drops after the registration.
         if self.strategy() == Strategy::Pageable {
             return Ok(SharedManaged::new(None, true, home, desc.location));
         }
+        // SAFETY: the pages stay mapped as long as `home`, which the
+        // buffer drops after the registration.
         let reg = unsafe { registration::register(&self.gpu, ptr, home.len(), None) }?;
         Ok(SharedManaged::new(Some(reg), false, home, desc.location))
     }
