@@ -39,7 +39,8 @@ fn every_entry_is_probed_and_usable_here() {
     assert_eq!(names, compiled_in());
     for entry in &entries {
         assert_eq!(entry.id.name(), entry.name);
-        if entry.name == "cuda" && !entry.availability.is_available() {
+        if (entry.name == "cuda" || entry.name == "cuda-uvm") && !entry.availability.is_available()
+        {
             // A machine without the NVIDIA driver: the entry says why.
             assert!(
                 matches!(&entry.availability, Availability::Unavailable { searched, .. } if !searched.is_empty()),
