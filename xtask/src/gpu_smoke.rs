@@ -6,7 +6,8 @@
 //! test executables of `hal-cuda` and `hal-cuda-uvm` (their conformance
 //! suites among them, switched to the real driver by
 //! `HAL_CUDA_CONFORMANCE_DRIVER=1`), the numbered examples of `hal` (with
-//! `cuda-uvm`), `halctl`, and `run.sh`. The script runs each
+//! `cuda-uvm`), `hal-cuda-uvm`'s benchmark (`uvm_bench`), `halctl`, and
+//! `run.sh`. The script runs each
 //! and writes `report.jsonl` (one line per step: name, exit code, seconds,
 //! tests passed and failed) and `summary.txt` into the folder named by its
 //! first argument (default: `./out`).
@@ -80,7 +81,7 @@ pub(crate) fn gpu_smoke(root: &Path, cargo: &str) -> ExitCode {
         }
     }
     let mut copied: Vec<(PathBuf, PathBuf)> = Vec::new();
-    let steps: [(&[&str], &str); 3] = [
+    let steps: [(&[&str], &str); 4] = [
         (
             &[
                 "build",
@@ -113,6 +114,17 @@ pub(crate) fn gpu_smoke(root: &Path, cargo: &str) -> ExitCode {
                 "--examples",
                 "--features",
                 "cuda-uvm,mock",
+                "--message-format=json",
+            ],
+            "examples",
+        ),
+        (
+            &[
+                "build",
+                "--release",
+                "-p",
+                "hal-cuda-uvm",
+                "--examples",
                 "--message-format=json",
             ],
             "examples",
