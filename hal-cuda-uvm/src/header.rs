@@ -176,3 +176,53 @@ pub fn lock(m: &dyn Memory) -> Result<Locked<'_>> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hal_core::{AllocDesc, Device};
+
+    fn page() -> hal_cpu_shm::CpuAllocation {
+        hal_cpu_shm::CpuShm::new()
+            .host()
+            .allocate(&AllocDesc::host(4096))
+            .unwrap()
+    }
+
+    #[test]
+    fn slots_round_trip_and_a_bad_header_is_refused() {
+        let p = page();
+        assert!(geometry(&p).is_err(), "no magic yet");
+        init(&p, 2 << 20, 3).unwrap();
+        assert_eq!(geometry(&p).unwrap(), (2 << 20, 3));
+        let s = Slot {
+            on_device: true,
+            owner: 42,
+            generation: 7,
+            home_crc: 0xdead_beef,
+            text: "hal1.example".into(),
+        };
+        set_slot(&p, 2, &s).unwrap();
+        assert_eq!(slot(&p, 2).unwrap(), s);
+        assert!(!slot(&p, 1).unwrap().on_device);
+        let long = Slot {
+            text: "x".repeat(TEXT_MAX + 1),
+            ..s
+        };
+        assert!(set_slot(&p, 0, &long).is_err());
+    }
+
+    #[test]
+    fn a_lock_held_by_a_dead_process_is_taken_over() {
+        let p = page();
+        init(&p, 2 << 20, 1).unwrap();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let pid = gone.id();
+        gone.wait().unwrap();
+        p.write(24, &pid.to_le_bytes()).unwrap();
+        let held = lock(&p).unwrap();
+        assert_eq!(u32_at(&p, 24).unwrap(), std::process::id());
+        drop(held);
+        assert_eq!(u32_at(&p, 24).unwrap(), 0, "released on drop");
+    }
+}

@@ -22,7 +22,7 @@ use crate::gpu::GpuDevice;
 
 /// One registration of host pages with a GPU, shared by every user of the
 /// region in this process.
-pub struct Registered<D: Device> {
+pub(crate) struct Registered<D: Device> {
     /// Dropped first: the pages are unregistered while still mapped.
     reg: D::HostRegistration,
     /// What keeps the pages mapped while the registration lives (an
@@ -42,7 +42,7 @@ impl<D: Device> std::fmt::Debug for Registered<D> {
 impl<D: Device> Registered<D> {
     /// The address the GPU uses for the first byte (on the H200 measured,
     /// and on the stand-in, the host address itself).
-    pub fn device_addr(&self) -> u64 {
+    pub(crate) fn device_addr(&self) -> u64 {
         self.reg.addr()
     }
 }
@@ -79,7 +79,7 @@ fn lock() -> std::sync::MutexGuard<'static, HashMap<Key, Weak<dyn Any + Send + S
 /// `ptr..ptr + len` must be mapped readable and writable in this process
 /// as long as the returned registration lives (by `keep`, or by the
 /// caller, who then drops the registration before unmapping).
-pub unsafe fn register<D>(
+pub(crate) unsafe fn register<D>(
     gpu: &D,
     ptr: *mut u8,
     len: u64,
