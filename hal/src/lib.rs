@@ -8,7 +8,8 @@
 //! |---|---|---|
 //! | `cpu-shm` (default) | CPU shared memory: sealed memfd, named regions, futex events and notifies | `hal::cpu_shm` |
 //! | `mock` | the simulator: CUDA-like (`mock-cuda`) and Ascend-like (`mock-ascend`) devices, memfd-backed so sharing works across real processes | `hal::mock` |
-//! | `cuda`, `cuda-uvm`, `ascend` | CUDA device memory, CUDA managed memory, Ascend NPUs (coming in later releases) | |
+//! | `cuda-uvm` | CUDA managed memory shared across processes: memfd host pages registered with the GPU in every process, device copies on demand (implies `cuda`) | `hal::cuda_uvm` |
+//! | `cuda`, `ascend` | CUDA device memory, Ascend NPUs (`cuda` through the registry; `ascend` in a later release) | |
 //!
 //! This crate re-exports the whole contract of `hal-core` ([`Backend`],
 //! [`Device`], [`Memory`], [`Handle`], [`Error`], ...) and adds the
@@ -111,6 +112,10 @@ pub use hal_cuda as cuda;
 /// The simulator backend (feature `mock`).
 #[cfg(feature = "mock")]
 pub use hal_mock as mock;
+
+/// Managed memory shared across processes (feature `cuda-uvm`).
+#[cfg(feature = "cuda-uvm")]
+pub use hal_cuda_uvm as cuda_uvm;
 
 pub mod registry;
 

@@ -6,7 +6,7 @@
 //! | name | feature | what |
 //! |---|---|---|
 //! | `cuda` | `cuda` | CUDA device memory through the driver API (`hal-cuda`) |
-//! | `cuda-uvm` | `cuda-uvm` (later) | CUDA managed memory shared across processes |
+//! | `cuda-uvm` | `cuda-uvm` | CUDA managed memory shared across processes (`hal-cuda-uvm`) |
 //! | `ascend` | `ascend` (later) | Huawei Ascend NPUs through ACL |
 //! | `cpu-shm` | `cpu-shm` (default) | CPU shared memory |
 //! | `mock-cuda` (alias `mock`) | `mock` | the simulator's CUDA-like devices |
@@ -77,7 +77,7 @@ const KNOWN: &[Known] = &[
         name: "cuda-uvm",
         id: BackendId::CudaUvm,
         feature: "cuda-uvm",
-        make: None,
+        make: constructors::CUDA_UVM,
     },
     Known {
         name: "ascend",
@@ -110,9 +110,19 @@ const ALIASES: &[(&str, &str)] = &[("mock", "mock-cuda")];
 
 mod constructors {
     use super::Constructor;
-    #[cfg(any(feature = "cpu-shm", feature = "mock", feature = "cuda"))]
+    #[cfg(any(
+        feature = "cpu-shm",
+        feature = "mock",
+        feature = "cuda",
+        feature = "cuda-uvm"
+    ))]
     use hal_core::dynamic::DynBackend;
-    #[cfg(any(feature = "cpu-shm", feature = "mock", feature = "cuda"))]
+    #[cfg(any(
+        feature = "cpu-shm",
+        feature = "mock",
+        feature = "cuda",
+        feature = "cuda-uvm"
+    ))]
     use hal_core::Result;
 
     #[cfg(feature = "cuda")]
@@ -123,6 +133,16 @@ mod constructors {
     #[cfg(feature = "cuda")]
     fn cuda() -> Result<Box<dyn DynBackend>> {
         Ok(Box::new(hal_cuda::CudaBackend::new()))
+    }
+
+    #[cfg(feature = "cuda-uvm")]
+    pub(super) const CUDA_UVM: Option<Constructor> = Some(cuda_uvm);
+    #[cfg(not(feature = "cuda-uvm"))]
+    pub(super) const CUDA_UVM: Option<Constructor> = None;
+
+    #[cfg(feature = "cuda-uvm")]
+    fn cuda_uvm() -> Result<Box<dyn DynBackend>> {
+        Ok(Box::new(hal_cuda_uvm::UvmBackend::new()))
     }
 
     #[cfg(feature = "cpu-shm")]
@@ -163,6 +183,8 @@ pub fn compiled_in() -> &'static [&'static str] {
     const NAMES: &[&str] = &[
         #[cfg(feature = "cuda")]
         "cuda",
+        #[cfg(feature = "cuda-uvm")]
+        "cuda-uvm",
         #[cfg(feature = "cpu-shm")]
         "cpu-shm",
         #[cfg(feature = "mock")]

@@ -3,9 +3,11 @@
 //! runs it.
 //!
 //! The folder `target/gpu-smoke/` gets, in release mode and stripped: the
-//! test executables of `hal-cuda` (its conformance suite among them,
-//! switched to the real driver by `HAL_CUDA_CONFORMANCE_DRIVER=1`), the
-//! numbered examples of `hal`, `halctl`, and `run.sh`. The script runs each
+//! test executables of `hal-cuda` and `hal-cuda-uvm` (their conformance
+//! suites among them, switched to the real driver by
+//! `HAL_CUDA_CONFORMANCE_DRIVER=1`), the numbered examples of `hal` (with
+//! `cuda-uvm`), `hal-cuda-uvm`'s benchmark (`uvm_bench`), `halctl`, and
+//! `run.sh`. The script runs each
 //! and writes `report.jsonl` (one line per step: name, exit code, seconds,
 //! tests passed and failed) and `summary.txt` into the folder named by its
 //! first argument (default: `./out`).
@@ -18,10 +20,17 @@ use std::process::{Command, ExitCode, Stdio};
 const BUDGET: u64 = 60 << 20;
 
 /// The test executables of hal-cuda that run on the machine's driver (the
-/// conformance suite, the crash checks and the raw-handle tests switch to
+/// conformance suites, the crash checks and the raw-handle tests switch to
 /// it; the others test a missing driver and the crate's units). The rest
 /// need the stand-in's devices and switches.
-const RUN_ON_THE_DRIVER: &[&str] = &["conformance-", "no_driver-", "hal_cuda-", "crash-", "raw-"];
+const RUN_ON_THE_DRIVER: &[&str] = &[
+    "conformance-",
+    "no_driver-",
+    "hal_cuda-",
+    "crash-",
+    "raw-",
+    "uvm_conformance-",
+];
 
 /// The run script.
 const RUN_SH: &str = r#"#!/usr/bin/env bash
@@ -55,6 +64,7 @@ for e in "$here"/examples/*; do
 done
 step demo-cpu-shm "$here/bin/halctl" demo --json
 step demo-cuda "$here/bin/halctl" demo --backend cuda --json
+step demo-cuda-uvm "$here/bin/halctl" demo --backend cuda-uvm --json
 # The CUDA scenarios and the host notify ones, each against its baseline of
 # the same run; the lines stay in bench-cuda.log for the figures.
 step bench-cuda "$here/bin/halctl" bench --backend cuda --quick --json
@@ -77,7 +87,7 @@ pub(crate) fn gpu_smoke(root: &Path, cargo: &str) -> ExitCode {
         }
     }
     let mut copied: Vec<(PathBuf, PathBuf)> = Vec::new();
-    let steps: [(&[&str], &str); 3] = [
+    let steps: [(&[&str], &str); 4] = [
         (
             &[
                 "build",
@@ -94,6 +104,8 @@ pub(crate) fn gpu_smoke(root: &Path, cargo: &str) -> ExitCode {
                 "--release",
                 "-p",
                 "hal-cuda",
+                "-p",
+                "hal-cuda-uvm",
                 "--no-run",
                 "--message-format=json",
             ],
@@ -105,6 +117,19 @@ pub(crate) fn gpu_smoke(root: &Path, cargo: &str) -> ExitCode {
                 "--release",
                 "-p",
                 "hal",
+                "--examples",
+                "--features",
+                "cuda-uvm,mock",
+                "--message-format=json",
+            ],
+            "examples",
+        ),
+        (
+            &[
+                "build",
+                "--release",
+                "-p",
+                "hal-cuda-uvm",
                 "--examples",
                 "--message-format=json",
             ],

@@ -11,7 +11,7 @@ use crate::export::handle::check_pid_count;
 use crate::handle::{FdSource, Handle, HandleFlags, SharedHandle};
 use crate::lease::LeaseTable;
 use crate::os;
-use crate::types::Importers;
+use crate::types::{BackendId, Importers};
 
 /// An exported resource: its [`Handle`], the descriptors that go with it, and
 /// their registration with this process's descriptor broker (see
@@ -182,6 +182,19 @@ impl Exported {
         self
     }
 
+    /// Name another backend and device in the handle, keeping its
+    /// descriptors, broker registration, leases and importers: for a
+    /// backend layered on another one's export (`hal-cuda-uvm` exports
+    /// memfd pages through `hal-cpu-shm` and names itself and its GPU), so
+    /// that importers route the handle to the layered backend, which
+    /// restores the inner names before it imports. The broker checks only
+    /// who may import, never the backend, so nothing else changes.
+    pub fn set_device(&mut self, backend: BackendId, device: u32, device_uuid: [u8; 16]) {
+        self.handle.backend = backend;
+        self.handle.device = device;
+        self.handle.device_uuid = device_uuid;
+    }
+
     /// The handle.
     pub fn handle(&self) -> &Handle {
         &self.handle
@@ -315,6 +328,22 @@ mod tests {
 
     fn exported_handle() -> Handle {
         crate::handle::sample()
+    }
+
+    #[test]
+    fn set_device_renames_and_keeps_the_registration() {
+        let mut ex = exported();
+        let before = ex.handle().clone();
+        ex.set_device(crate::BackendId::CudaUvm, 3, [5; 16]);
+        let h = ex.handle();
+        assert_eq!(
+            (h.backend, h.device, h.device_uuid),
+            (crate::BackendId::CudaUvm, 3, [5; 16])
+        );
+        assert_eq!((&h.fds, h.object_id), (&before.fds, before.object_id));
+        // The text alone still reaches the broker's descriptors.
+        let mut shared = SharedHandle::from(Handle::from_text(&ex.to_text()).unwrap());
+        assert_eq!(crate::exchange::take_fds(&mut shared).unwrap().len(), 1);
     }
 
     #[test]

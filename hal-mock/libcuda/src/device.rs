@@ -121,6 +121,13 @@ pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) -
     })
 }
 
+/// `PAGEABLE_MEMORY_ACCESS`: 0 as on the H200 measured (no HMM), 1 with
+/// `HAL_MOCK_PAGEABLE_MEMORY_ACCESS=1`, to stand in for an HMM or ATS
+/// machine.
+fn pageable() -> c_int {
+    c_int::from(std::env::var_os("HAL_MOCK_PAGEABLE_MEMORY_ACCESS").is_some_and(|v| v == "1"))
+}
+
 /// Gives a device attribute (`attrib` is a `CUdevice_attribute` number).
 #[no_mangle]
 pub unsafe extern "C" fn cuDeviceGetAttribute(
@@ -176,7 +183,7 @@ fn attribute(d: &Dev, attrib: c_int) -> Result<c_int, Code> {
             has(Capabilities::MANAGED_MEMORY),
         ),
         (A::CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED, 0),
-        (A::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, 0),
+        (A::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, pageable()),
         (
             A::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
             has(Capabilities::MANAGED_MEMORY),

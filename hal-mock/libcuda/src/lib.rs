@@ -25,6 +25,9 @@
 //!   (indices or `GPU-` UUID prefixes, the list ending at the first entry
 //!   that names no device, as the driver reads it). An ordinal past the
 //!   count is `CUDA_ERROR_INVALID_DEVICE` (101).
+//! - Attributes are an H200's; `HAL_MOCK_PAGEABLE_MEMORY_ACCESS=1` answers
+//!   1 for `CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS` (an HMM or ATS
+//!   machine; 0 otherwise, as measured).
 //! - Contexts: one primary context per device, reference counted by
 //!   `cuDevicePrimaryCtxRetain` / `cuDevicePrimaryCtxRelease_v2`; releasing
 //!   the last reference destroys what it owns (allocations, streams,

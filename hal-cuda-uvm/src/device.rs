@@ -1,0 +1,565 @@
+//! [`UvmDevice`]: a GPU of the inner backend whose host and managed
+//! allocations are shared managed buffers, and whose streams, events,
+//! notifies and VMM are the GPU's own.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hal_core::{
+    Access, AccessGrant, AccessTarget, Advice, AllocDesc, BackendId, Capabilities, Device,
+    DeviceInfo, Error, EventFlags, ExportOptions, Exported, Granularity, ImportOptions, Location,
+    MemRef, Memory, PhysicalDesc, Result, SharedHandle,
+};
+use hal_cpu_shm::CpuDevice;
+
+use crate::brand;
+use crate::gpu::GpuDevice;
+use crate::home;
+use crate::memory::{SharedManaged, SharedView, UvmAllocation, UvmMapping};
+use crate::registration;
+use crate::route::{Reach, Side};
+use crate::step::{self, StepErrors};
+
+/// How the GPU reaches the home pages of shared managed buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// Registered with the GPU in every process that maps them
+    /// (`cuMemHostRegister(PORTABLE | DEVICEMAP)`), once per process and
+    /// region: every GPU, the H200 measured among them.
+    Registered,
+    /// Reached directly, unregistered: GPUs with
+    /// [`Capabilities::PAGEABLE_MEMORY_ACCESS`] (HMM or ATS machines).
+    Pageable,
+}
+
+/// A device of [`UvmBackend`](crate::UvmBackend): the GPU `D` and the
+/// host's shared memory.
+///
+/// - [`Location::Host`] and [`Location::Managed`] allocate a shared managed
+///   buffer ([`SharedManaged`]): memfd pages, registered with the GPU;
+///   [`Location::Device`] allocates the GPU's own memory.
+/// - Exports of shared managed buffers are `hal-cpu-shm` exports named
+///   for this backend and GPU; an import maps the pages and registers them
+///   once per process ([`registration`](crate::registration)).
+/// - Streams, events, notifies and VMM are the GPU's. A stream operation
+///   between the GPU's own memory runs on its stream; one that touches home
+///   pages waits for the stream's earlier work and copies at once, between
+///   the registered pages and the GPU's memory.
+pub struct UvmDevice<D: Device> {
+    gpu: D,
+    host: CpuDevice,
+    info: DeviceInfo,
+    devices: u32,
+    steps: Arc<StepErrors>,
+}
+
+impl<D: Device> std::fmt::Debug for UvmDevice<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UvmDevice")
+            .field("ordinal", &self.info.ordinal)
+            .field("name", &self.info.name)
+            .finish()
+    }
+}
+
+impl<D> UvmDevice<D>
+where
+    D: GpuDevice,
+{
+    /// The device over `gpu`, one of `devices` GPUs of its backend. `gpu`
+    /// must register host memory
+    /// ([`Capabilities::HOST_REGISTRATION`](hal_core::Capabilities::HOST_REGISTRATION)):
+    /// without, [`Error::Unsupported`].
+    pub fn new(gpu: D, devices: u32) -> Result<Self> {
+        if !gpu.capabilities().contains(crate::info::REQUIRED) {
+            return Err(Error::unsupported(
+                "cuda-uvm",
+                "open",
+                format!(
+                    "{} cannot register host memory (Capabilities::HOST_REGISTRATION), which \
+                     shared managed buffers need; use a GPU backend that has it",
+                    gpu.info().name
+                ),
+            ));
+        }
+        let info = crate::info::device_info(gpu.info());
+        Ok(UvmDevice {
+            gpu,
+            host: hal_cpu_shm::CpuShm::new().host(),
+            info,
+            devices,
+            steps: Arc::default(),
+        })
+    }
+
+    /// The GPU underneath.
+    pub fn gpu(&self) -> &D {
+        &self.gpu
+    }
+
+    /// How the GPU reaches home pages here: registered in every process,
+    /// or directly where the GPU reads pageable memory (see the crate
+    /// documentation, *Strategies*).
+    pub fn strategy(&self) -> Strategy {
+        if self
+            .gpu
+            .capabilities()
+            .contains(Capabilities::PAGEABLE_MEMORY_ACCESS)
+        {
+            Strategy::Pageable
+        } else {
+            Strategy::Registered
+        }
+    }
+
+    fn shared(&self, desc: &AllocDesc) -> Result<SharedManaged<D>> {
+        let home_desc = AllocDesc {
+            location: Location::Host,
+            ..desc.clone()
+        };
+        let home = self.host.allocate(&home_desc)?;
+        let ptr = home
+            .host_ptr()
+            .ok_or_else(|| Error::invalid("host shared memory without a host address"))?;
+        if self.strategy() == Strategy::Pageable {
+            return Ok(SharedManaged::new(None, true, home, desc.location));
+        }
+        // SAFETY: the pages stay mapped as long as `home`, which the
+        // buffer drops after the registration.
+        let reg = unsafe { registration::register(&self.gpu, ptr, home.len(), None) }?;
+        Ok(SharedManaged::new(Some(reg), false, home, desc.location))
+    }
+
+    fn import_shared(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<SharedView<D>> {
+        let original = shared.handle.clone();
+        let shared = brand::host(shared, self.host.info())?;
+        let host_opts = ImportOptions {
+            device: None,
+            ..opts.clone()
+        };
+        let home = self.host.import_memory(shared, &host_opts)?;
+        let direct = self.strategy() == Strategy::Pageable;
+        let registration = match home.host_ptr() {
+            Some(ptr) if !home.is_read_only() && !direct => {
+                let keep: Box<dyn std::any::Any + Send + Sync> = Box::new(home.clone());
+                // SAFETY: `keep`, a clone of the mapping, keeps the pages
+                // mapped as long as the registration lives.
+                Some(unsafe { registration::register(&self.gpu, ptr, home.len(), Some(keep)) }?)
+            }
+            _ => None,
+        };
+        Ok(SharedView::new(registration, direct, home, original))
+    }
+
+    fn check_device(&self, ordinal: u32) -> Result<()> {
+        if ordinal >= self.devices {
+            return Err(Error::invalid(format!(
+                "device {ordinal} does not exist: the GPU backend has {} device(s)",
+                self.devices
+            )));
+        }
+        Ok(())
+    }
+
+    /// The checks of advice and prefetch on a shared managed buffer: managed
+    /// memory (other memory is refused, as the driver does), the range, the
+    /// device named.
+    fn managed_hint(&self, mem: &dyn Memory, offset: u64, len: u64, at: Location) -> Result<()> {
+        if mem.location() != Location::Managed {
+            return Err(Error::invalid(format!(
+                "the memory is {:?}, not managed memory: advice and prefetch apply to \
+                 allocations made with Location::Managed",
+                mem.location()
+            )));
+        }
+        hal_core::device::check_bounds(offset, len, mem.len())?;
+        match at {
+            Location::Device(d) => self.check_device(d),
+            Location::Host => Ok(()),
+            Location::Managed => Err(Error::invalid(
+                "managed memory is not a place pages move to: name a device or the host",
+            )),
+        }
+    }
+}
+
+/// The side `m` names.
+fn side<D>(m: MemRef<'_, UvmDevice<D>>) -> Side<'_, D>
+where
+    D: GpuDevice,
+{
+    match m {
+        MemRef::Allocation(UvmAllocation::Shared(s)) => Side::Home(s.pages()),
+        MemRef::Allocation(UvmAllocation::Inner(a)) => Side::Inner(MemRef::Allocation(a)),
+        MemRef::Mapping(UvmMapping::Shared(s)) => Side::Home(s.pages()),
+        MemRef::Mapping(UvmMapping::Inner(m)) => Side::Inner(MemRef::Mapping(m)),
+    }
+}
+
+/// Refuse a read-only destination.
+fn writable(mem: &dyn Memory) -> Result<()> {
+    if mem.is_read_only() {
+        return Err(Error::PermissionDenied {
+            pid: None,
+            reason: "the destination is mapped read-only here; writes are refused".into(),
+        });
+    }
+    Ok(())
+}
+
+impl<D> Device for UvmDevice<D>
+where
+    D: GpuDevice,
+{
+    type Allocation = UvmAllocation<D>;
+    type Mapping = UvmMapping<D>;
+    type Stream = D::Stream;
+    type Event = D::Event;
+    type Notify = D::Notify;
+    type Physical = D::Physical;
+    type Reservation = D::Reservation;
+    type HostRegistration = D::HostRegistration;
+
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn process_id(&self) -> Result<u32> {
+        self.host.process_id()
+    }
+
+    fn current_context(&self) -> Result<Option<u64>> {
+        self.gpu.current_context()
+    }
+
+    fn allocate(&self, desc: &AllocDesc) -> Result<UvmAllocation<D>> {
+        match desc.location {
+            Location::Host | Location::Managed => Ok(UvmAllocation::Shared(self.shared(desc)?)),
+            Location::Device(_) => Ok(UvmAllocation::Inner(self.gpu.allocate(desc)?)),
+        }
+    }
+
+    fn export_memory(&self, alloc: &UvmAllocation<D>, opts: &ExportOptions) -> Result<Exported> {
+        match alloc {
+            UvmAllocation::Shared(s) => {
+                if matches!(opts.importers, hal_core::Importers::Pids(_))
+                    && !self
+                        .info
+                        .capabilities
+                        .contains(Capabilities::PID_ALLOW_LIST)
+                {
+                    return Err(Error::unsupported(
+                        "cuda-uvm",
+                        "export to a pid allow-list",
+                        "the GPU's events and notifies keep no pid allow-list, so this backend \
+                         claims none; export with Importers::Anyone or BackendDefault and \
+                         control who receives the handle",
+                    ));
+                }
+                let exported = self.host.export_memory(s.home(), opts)?;
+                Ok(brand::ours(exported, &self.info))
+            }
+            UvmAllocation::Inner(a) => {
+                Ok(brand::ours(self.gpu.export_memory(a, opts)?, &self.info))
+            }
+        }
+    }
+
+    fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()> {
+        let h = exported.handle();
+        let home =
+            h.kind == hal_core::HandleKind::Memory && !matches!(h.location, Location::Device(_));
+        if !self
+            .info
+            .capabilities
+            .contains(Capabilities::PID_ALLOW_LIST)
+        {
+            return Err(Error::unsupported(
+                "cuda-uvm",
+                "allow_importers",
+                "the GPU keeps no pid allow-list (Capabilities::PID_ALLOW_LIST is absent); \
+                 control who receives the handle",
+            ));
+        }
+        if home {
+            return self.host.allow_importers(exported, pids);
+        }
+        // The GPU's export, under its own name for the call.
+        let gpu = self.gpu.info();
+        exported.set_device(gpu.backend, gpu.ordinal, gpu.uuid);
+        let done = self.gpu.allow_importers(exported, pids);
+        exported.set_device(BackendId::CudaUvm, self.info.ordinal, self.info.uuid);
+        done
+    }
+
+    unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<D::HostRegistration> {
+        // SAFETY: the caller gives register_host's promise.
+        unsafe { self.gpu.register_host(ptr, len) }
+    }
+
+    fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<UvmMapping<D>> {
+        brand::check(&shared)?;
+        if let Some(d) = opts.device {
+            self.check_device(d)?;
+        }
+        if opts.peer_access {
+            return Err(Error::unsupported(
+                "cuda-uvm",
+                "an import with peer access",
+                "this backend does not enable peer access (Capabilities::PEER_ACCESS is absent): \
+                 shared managed buffers are host pages every GPU reaches once registered",
+            ));
+        }
+        if let Location::Device(_) = shared.handle.location {
+            let shared = brand::theirs(shared, self.gpu.info().backend)?;
+            return Ok(UvmMapping::Inner(self.gpu.import_memory(shared, opts)?));
+        }
+        Ok(UvmMapping::Shared(self.import_shared(shared, opts)?))
+    }
+
+    fn create_stream(&self) -> Result<D::Stream> {
+        self.gpu.create_stream()
+    }
+
+    unsafe fn wrap_stream(&self, raw: *mut std::ffi::c_void) -> Result<D::Stream> {
+        // SAFETY: the caller gives wrap_stream's promise.
+        unsafe { self.gpu.wrap_stream(raw) }
+    }
+
+    fn synchronize(&self, stream: &D::Stream, timeout: Option<Duration>) -> Result<()> {
+        self.gpu.synchronize(stream, timeout)?;
+        self.steps.take(step::key(stream))
+    }
+
+    /// Between the GPU's own memory, the GPU's copy; with home pages on
+    /// either side, a host step in stream order (see the crate docs,
+    /// *Stream order*).
+    fn copy_async(
+        &self,
+        stream: &D::Stream,
+        dst: MemRef<'_, Self>,
+        dst_offset: u64,
+        src: MemRef<'_, Self>,
+        src_offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        let (to, from) = match (side(dst), side(src)) {
+            (Side::Inner(d), Side::Inner(s)) => {
+                return self
+                    .gpu
+                    .copy_async(stream, d, dst_offset, s, src_offset, len)
+            }
+            (d, s) => (Reach::of(d), Reach::of(s)),
+        };
+        hal_core::device::check_bounds(src_offset, len, from.memory().len())?;
+        hal_core::device::check_bounds(dst_offset, len, to.memory().len())?;
+        writable(to.memory())?;
+        step::queue(&self.gpu, stream, &self.steps, move || {
+            home::copy(
+                to.memory(),
+                dst_offset,
+                to.is_home(),
+                from.memory(),
+                src_offset,
+                from.is_home(),
+                len,
+            )
+        })
+    }
+
+    fn write_async(
+        &self,
+        stream: &D::Stream,
+        dst: MemRef<'_, Self>,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> Result<()> {
+        match side(dst) {
+            Side::Inner(d) => self.gpu.write_async(stream, d, offset, data),
+            Side::Home(h) => {
+                hal_core::device::check_bounds(offset, data.len() as u64, h.memory().len())?;
+                writable(h.memory())?;
+                step::queue(&self.gpu, stream, &self.steps, move || {
+                    h.memory().write(offset, &data)
+                })
+            }
+        }
+    }
+
+    fn memset_async(
+        &self,
+        stream: &D::Stream,
+        dst: MemRef<'_, Self>,
+        offset: u64,
+        len: u64,
+        value: u8,
+    ) -> Result<()> {
+        match side(dst) {
+            Side::Inner(d) => self.gpu.memset_async(stream, d, offset, len, value),
+            Side::Home(h) => {
+                hal_core::device::check_bounds(offset, len, h.memory().len())?;
+                writable(h.memory())?;
+                step::queue(&self.gpu, stream, &self.steps, move || {
+                    home::fill(h.memory(), offset, len, value)
+                })
+            }
+        }
+    }
+
+    /// On a shared managed buffer, advice is checked and kept by nobody:
+    /// the home pages are registered (pinned) and never migrate, so every
+    /// device reaches them in place whatever the advice. Device copies are
+    /// made explicitly (see the crate documentation, *Strategies*).
+    fn advise(&self, mem: MemRef<'_, Self>, offset: u64, len: u64, advice: Advice) -> Result<()> {
+        match side(mem) {
+            Side::Inner(m) => self.gpu.advise(m, offset, len, advice),
+            Side::Home(_) => {
+                let at = match advice {
+                    Advice::ReadMostly => Location::Host,
+                    Advice::PreferredLocation(l) => l,
+                    Advice::AccessedBy(d) => Location::Device(d),
+                };
+                self.managed_hint(mem.memory(), offset, len, at)
+            }
+        }
+    }
+
+    /// On a shared managed buffer, the pages stay home (registered pages
+    /// do not migrate) and the bytes are unchanged, which is what a
+    /// prefetch promises; the call is ordered after the stream's work.
+    fn prefetch_async(
+        &self,
+        stream: &D::Stream,
+        mem: MemRef<'_, Self>,
+        offset: u64,
+        len: u64,
+        to: Location,
+    ) -> Result<()> {
+        match side(mem) {
+            Side::Inner(m) => self.gpu.prefetch_async(stream, m, offset, len, to),
+            Side::Home(_) => self.managed_hint(mem.memory(), offset, len, to),
+        }
+    }
+
+    fn query_stream(&self, stream: &D::Stream) -> Result<bool> {
+        let done = self.gpu.query_stream(stream)?;
+        if done {
+            self.steps.take(step::key(stream))?;
+        }
+        Ok(done)
+    }
+
+    fn synchronize_device(&self, timeout: Option<Duration>) -> Result<()> {
+        self.gpu.synchronize_device(timeout)?;
+        self.steps.take_any()
+    }
+
+    fn create_event(&self, flags: EventFlags) -> Result<D::Event> {
+        self.gpu.create_event(flags)
+    }
+
+    fn record_event(&self, stream: &D::Stream, event: &D::Event) -> Result<()> {
+        self.gpu.record_event(stream, event)
+    }
+
+    fn stream_wait_event(&self, stream: &D::Stream, event: &D::Event) -> Result<()> {
+        self.gpu.stream_wait_event(stream, event)
+    }
+
+    fn export_event(&self, event: &D::Event, opts: &ExportOptions) -> Result<Exported> {
+        Ok(brand::ours(self.gpu.export_event(event, opts)?, &self.info))
+    }
+
+    fn import_event(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<D::Event> {
+        let shared = brand::theirs(shared, self.gpu.info().backend)?;
+        self.gpu.import_event(shared, opts)
+    }
+
+    fn create_notify_with(&self, flags: hal_core::NotifyFlags) -> Result<D::Notify> {
+        self.gpu.create_notify_with(flags)
+    }
+
+    fn record_notify(&self, stream: &D::Stream, notify: &D::Notify) -> Result<()> {
+        self.gpu.record_notify(stream, notify)
+    }
+
+    fn stream_wait_notify(
+        &self,
+        stream: &D::Stream,
+        notify: &D::Notify,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        self.gpu.stream_wait_notify(stream, notify, timeout)
+    }
+
+    fn export_notify(&self, notify: &D::Notify, opts: &ExportOptions) -> Result<Exported> {
+        Ok(brand::ours(
+            self.gpu.export_notify(notify, opts)?,
+            &self.info,
+        ))
+    }
+
+    fn import_notify(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<D::Notify> {
+        let shared = brand::theirs(shared, self.gpu.info().backend)?;
+        self.gpu.import_notify(shared, opts)
+    }
+
+    fn granularity(&self, which: Granularity) -> Result<u64> {
+        self.gpu.granularity(which)
+    }
+
+    fn allocate_physical_with(&self, desc: &PhysicalDesc) -> Result<D::Physical> {
+        self.gpu.allocate_physical_with(desc)
+    }
+
+    fn reserve(&self, size: u64, align: u64) -> Result<D::Reservation> {
+        self.gpu.reserve(size, align)
+    }
+
+    fn map_range(
+        &self,
+        reservation: &D::Reservation,
+        offset: u64,
+        physical: &D::Physical,
+        physical_offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        self.gpu
+            .map_range(reservation, offset, physical, physical_offset, len)
+    }
+
+    fn unmap(&self, reservation: &D::Reservation, offset: u64, len: u64) -> Result<()> {
+        self.gpu.unmap(reservation, offset, len)
+    }
+
+    fn set_access_for(
+        &self,
+        reservation: &D::Reservation,
+        offset: u64,
+        len: u64,
+        grants: &[AccessGrant],
+    ) -> Result<()> {
+        self.gpu.set_access_for(reservation, offset, len, grants)
+    }
+
+    fn access(
+        &self,
+        reservation: &D::Reservation,
+        offset: u64,
+        target: AccessTarget,
+    ) -> Result<Access> {
+        self.gpu.access(reservation, offset, target)
+    }
+
+    fn export_physical(&self, physical: &D::Physical, opts: &ExportOptions) -> Result<Exported> {
+        Ok(brand::ours(
+            self.gpu.export_physical(physical, opts)?,
+            &self.info,
+        ))
+    }
+
+    fn import_physical(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<D::Physical> {
+        let shared = brand::theirs(shared, self.gpu.info().backend)?;
+        self.gpu.import_physical(shared, opts)
+    }
+}

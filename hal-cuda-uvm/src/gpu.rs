@@ -1,0 +1,10 @@
+//! What this backend needs of the GPU device underneath.
+
+use hal_core::Device;
+
+/// A GPU device this backend layers on: any [`Device`] whose host
+/// registrations, events and notifies own their resources (`'static`), as
+/// `hal-cuda`'s and the simulator's do. Implemented for every such device.
+pub trait GpuDevice: Device<HostRegistration: 'static, Event: 'static, Notify: 'static> {}
+
+impl<D> GpuDevice for D where D: Device<HostRegistration: 'static, Event: 'static, Notify: 'static> {}

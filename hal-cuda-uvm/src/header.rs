@@ -1,0 +1,228 @@
+//! The residency table: a shared page set beside a buffer that says, chunk
+//! by chunk, where the current copy lives, every process reading and
+//! writing it under one lock word.
+//!
+//! Layout (little-endian; the header is a shared managed buffer of its own):
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 8 | magic `HALRES01` |
+//! | 8 | 8 | chunk size |
+//! | 16 | 8 | chunk count |
+//! | 24 | 4 | lock word: 0 free, else the holder's pid |
+//! | 64 + 512·i | 4 | chunk i's state: 0 home, 1 device |
+//! | 68 + 512·i | 4 | the pid that made the device copy |
+//! | 72 + 512·i | 8 | generation: +1 at every prefetch and writeback |
+//! | 80 + 512·i | 4 | CRC-32 of the home pages when the device copy was made |
+//! | 84 + 512·i | 2 | length of the device chunk's handle text |
+//! | 86 + 512·i | ≤ 426 | the device chunk's handle text |
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use hal_core::{Error, Memory, Result};
+
+/// The magic of a residency header.
+pub const MAGIC: &[u8; 8] = b"HALRES01";
+const FIRST: u64 = 64;
+const SLOT: u64 = 512;
+const TEXT_MAX: usize = 426;
+
+/// The bytes a header for `chunks` chunks needs, in whole pages.
+pub fn len(chunks: u64, page: u64) -> u64 {
+    (FIRST + SLOT * chunks).div_ceil(page) * page
+}
+
+/// Where a chunk's current copy lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slot {
+    /// True when the device copy is the current one.
+    pub on_device: bool,
+    /// The process that made the device copy (and serves its handle).
+    pub owner: u32,
+    /// Bumped at every hand-over.
+    pub generation: u64,
+    /// CRC-32 of the home pages when the device copy was made.
+    pub home_crc: u32,
+    /// The device chunk's handle text (empty at home).
+    pub text: String,
+}
+
+fn u64_at(m: &dyn Memory, at: u64) -> Result<u64> {
+    let mut b = [0u8; 8];
+    m.read(at, &mut b)?;
+    Ok(u64::from_le_bytes(b))
+}
+
+fn u32_at(m: &dyn Memory, at: u64) -> Result<u32> {
+    let mut b = [0u8; 4];
+    m.read(at, &mut b)?;
+    Ok(u32::from_le_bytes(b))
+}
+
+/// Write a new header for `chunks` chunks of `chunk` bytes, all at home.
+pub fn init(m: &dyn Memory, chunk: u64, chunks: u64) -> Result<()> {
+    let mut fields = [0u8; 24];
+    fields[..8].copy_from_slice(MAGIC);
+    fields[8..16].copy_from_slice(&chunk.to_le_bytes());
+    fields[16..24].copy_from_slice(&chunks.to_le_bytes());
+    m.write(0, &fields)
+}
+
+/// The chunk size and count of an existing header, checked.
+pub fn geometry(m: &dyn Memory) -> Result<(u64, u64)> {
+    let mut magic = [0u8; 8];
+    m.read(0, &mut magic)?;
+    if &magic != MAGIC {
+        return Err(Error::invalid(
+            "not a residency header (bad magic): pass the header handle Residency::header_text gave",
+        ));
+    }
+    let (chunk, chunks) = (u64_at(m, 8)?, u64_at(m, 16)?);
+    if chunk == 0 || len(chunks, 1) > m.len() {
+        return Err(Error::invalid(
+            "a residency header whose geometry does not fit it",
+        ));
+    }
+    Ok((chunk, chunks))
+}
+
+/// Read slot `i`.
+pub fn slot(m: &dyn Memory, i: u64) -> Result<Slot> {
+    let at = FIRST + SLOT * i;
+    let n = {
+        let mut b = [0u8; 2];
+        m.read(at + 20, &mut b)?;
+        usize::from(u16::from_le_bytes(b)).min(TEXT_MAX)
+    };
+    let mut text = vec![0u8; n];
+    m.read(at + 22, &mut text)?;
+    Ok(Slot {
+        on_device: u32_at(m, at)? == 1,
+        owner: u32_at(m, at + 4)?,
+        generation: u64_at(m, at + 8)?,
+        home_crc: u32_at(m, at + 16)?,
+        text: String::from_utf8(text)
+            .map_err(|_| Error::invalid("a residency slot whose handle text is not UTF-8"))?,
+    })
+}
+
+/// Write slot `i`.
+pub fn set_slot(m: &dyn Memory, i: u64, s: &Slot) -> Result<()> {
+    if s.text.len() > TEXT_MAX {
+        return Err(Error::invalid(
+            "a chunk handle text longer than a residency slot holds",
+        ));
+    }
+    let mut b = vec![0u8; 22 + s.text.len()];
+    b[..4].copy_from_slice(&u32::from(s.on_device).to_le_bytes());
+    b[4..8].copy_from_slice(&s.owner.to_le_bytes());
+    b[8..16].copy_from_slice(&s.generation.to_le_bytes());
+    b[16..20].copy_from_slice(&s.home_crc.to_le_bytes());
+    b[20..22].copy_from_slice(&(s.text.len() as u16).to_le_bytes());
+    b[22..].copy_from_slice(s.text.as_bytes());
+    m.write(FIRST + SLOT * i, &b)
+}
+
+/// The header's lock word.
+fn word(m: &dyn Memory) -> Result<&AtomicU32> {
+    let base = m
+        .host_ptr()
+        .ok_or_else(|| Error::invalid("a residency header without a host address"))?;
+    if m.is_read_only() || m.len() < 28 {
+        return Err(Error::invalid(
+            "a residency header must be writable shared pages",
+        ));
+    }
+    // SAFETY: offset 24 of a page-aligned, writable shared mapping at least
+    // 28 bytes long (checked): in bounds and 4-byte aligned; the mapping
+    // outlives the borrow of `m`; AtomicU32 has the layout of u32.
+    Ok(unsafe { &*base.add(24).cast::<AtomicU32>() })
+}
+
+/// The lock over the header, released on drop.
+pub struct Locked<'a>(&'a AtomicU32);
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        self.0.store(0, Ordering::Release);
+    }
+}
+
+/// Take the header's lock. A holder whose process has died is replaced.
+pub fn lock(m: &dyn Memory) -> Result<Locked<'_>> {
+    let w = word(m)?;
+    let me = hal_core::os::pid();
+    let mut spins = 0u32;
+    loop {
+        match w.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
+            Ok(_) => return Ok(Locked(w)),
+            Err(holder) => {
+                spins += 1;
+                if spins % 1024 == 0 && hal_core::os::process_start_time(holder).is_none() {
+                    // The holder died with the lock: take it over.
+                    if w.compare_exchange(holder, me, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+                    {
+                        log::warn!("process {holder} died holding a residency lock; taken over");
+                        return Ok(Locked(w));
+                    }
+                }
+                if spins % 64 == 0 {
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hal_core::{AllocDesc, Device};
+
+    fn page() -> hal_cpu_shm::CpuAllocation {
+        hal_cpu_shm::CpuShm::new()
+            .host()
+            .allocate(&AllocDesc::host(4096))
+            .unwrap()
+    }
+
+    #[test]
+    fn slots_round_trip_and_a_bad_header_is_refused() {
+        let p = page();
+        assert!(geometry(&p).is_err(), "no magic yet");
+        init(&p, 2 << 20, 3).unwrap();
+        assert_eq!(geometry(&p).unwrap(), (2 << 20, 3));
+        let s = Slot {
+            on_device: true,
+            owner: 42,
+            generation: 7,
+            home_crc: 0xdead_beef,
+            text: "hal1.example".into(),
+        };
+        set_slot(&p, 2, &s).unwrap();
+        assert_eq!(slot(&p, 2).unwrap(), s);
+        assert!(!slot(&p, 1).unwrap().on_device);
+        let long = Slot {
+            text: "x".repeat(TEXT_MAX + 1),
+            ..s
+        };
+        assert!(set_slot(&p, 0, &long).is_err());
+    }
+
+    #[test]
+    fn a_lock_held_by_a_dead_process_is_taken_over() {
+        let p = page();
+        init(&p, 2 << 20, 1).unwrap();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let pid = gone.id();
+        gone.wait().unwrap();
+        p.write(24, &pid.to_le_bytes()).unwrap();
+        let held = lock(&p).unwrap();
+        assert_eq!(u32_at(&p, 24).unwrap(), std::process::id());
+        drop(held);
+        assert_eq!(u32_at(&p, 24).unwrap(), 0, "released on drop");
+    }
+}

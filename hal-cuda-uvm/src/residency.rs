@@ -1,0 +1,482 @@
+//! Residency on demand: device copies of a shared managed buffer's chunks,
+//! made by one process and used by all, with a residency table in a
+//! shared header.
+//!
+//! **The consistency rule.** Between a chunk's [`Residency::prefetch`] and
+//! its [`Residency::writeback`], the device copy is the chunk's current
+//! copy: it is read and written on the device (by kernels at
+//! [`Residency::device_addr`], or [`Residency::write_device`]), and its
+//! home pages are not written. After the writeback the home pages are
+//! current again. What can be enforced is: a host write through
+//! [`Residency::write`] to a device-resident chunk is refused, and
+//! [`Residency::read`] reads whichever copy is current. What cannot be
+//! prevented (a process writing the home pages through their address) is
+//! detected: the writeback compares the home pages with what they held at
+//! the prefetch, reports every chunk whose home pages changed, and the
+//! device copy wins, as the rule says.
+//!
+//! Device chunks are VMM physical allocations of the GPU, exported by
+//! descriptor: the process that prefetched a chunk serves it, and every
+//! other process maps the same chunk in its own reservation of the
+//! buffer's size (never more). The header's generation of each chunk tells
+//! a process whether its mapping is the current one. Copies here are
+//! synchronous, so a hand-over is complete when `prefetch` or `writeback`
+//! returns; GPU work of several processes on a device copy is ordered with
+//! exported events, as any shared GPU memory is.
+
+use std::sync::Arc;
+
+use hal_core::{
+    Access, AllocDesc, Capabilities, Device, Error, ExportOptions, Exported, Granularity, Handle,
+    ImportOptions, Importers, Memory, Reservation, Result, SharedHandle,
+};
+
+use crate::device::UvmDevice;
+use crate::gpu::GpuDevice;
+use crate::header::{self, Slot};
+use crate::memory::{HomePages, UvmAllocation, UvmMapping};
+
+/// This process's mapping of a device chunk.
+struct Local<D: Device> {
+    /// Released after the unmapping.
+    _physical: D::Physical,
+    generation: u64,
+    /// Set in the process that made the device copy: it serves the chunk.
+    export: Option<Exported>,
+}
+
+/// What keeps the header mapped here.
+enum HeaderHold<D: Device> {
+    Created {
+        _header: UvmAllocation<D>,
+        _export: Exported,
+    },
+    Imported {
+        _header: UvmMapping<D>,
+    },
+}
+
+/// Device copies of a shared managed buffer, shared by every process
+/// that attaches to the buffer's residency header.
+pub struct Residency<'d, D: GpuDevice> {
+    dev: &'d UvmDevice<D>,
+    data: Arc<dyn HomePages>,
+    header: Arc<dyn HomePages>,
+    /// Keeps the header mapped (and, in its creator, exported).
+    _hold: HeaderHold<D>,
+    text: String,
+    chunk: u64,
+    chunks: u64,
+    reservation: D::Reservation,
+    local: Vec<Option<Local<D>>>,
+}
+
+impl<D: GpuDevice> std::fmt::Debug for Residency<'_, D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Residency")
+            .field("chunk", &self.chunk)
+            .field("chunks", &self.chunks)
+            .finish()
+    }
+}
+
+fn need_vmm<D: GpuDevice>(dev: &UvmDevice<D>) -> Result<()> {
+    if !dev.capabilities().contains(Capabilities::VMM) {
+        return Err(Error::unsupported(
+            "cuda-uvm",
+            "residency (device copies of chunks)",
+            "the GPU backend offers no VMM (Capabilities::VMM is absent): the buffer stays in \
+             its home pages, which the GPU reaches in place",
+        ));
+    }
+    Ok(())
+}
+
+impl<'d, D: GpuDevice> Residency<'d, D> {
+    /// A residency table for `buffer`, in chunks of `chunk` bytes (0: the
+    /// GPU's recommended granularity), every chunk at home. The buffer's
+    /// length must be a multiple of the chunk. Other processes attach with
+    /// [`Residency::header_text`].
+    pub fn create(dev: &'d UvmDevice<D>, buffer: &UvmAllocation<D>, chunk: u64) -> Result<Self> {
+        need_vmm(dev)?;
+        let shared = buffer
+            .shared()
+            .ok_or_else(|| Error::invalid("residency is for shared managed buffers"))?;
+        let chunk = if chunk == 0 {
+            dev.granularity(Granularity::Recommended)?
+        } else {
+            chunk
+        };
+        let len = buffer.len();
+        let min = dev.granularity(Granularity::Minimum)?;
+        if chunk % min != 0 || len % chunk != 0 {
+            return Err(Error::invalid(format!(
+                "a buffer of {len} bytes in chunks of {chunk}: the chunk must be a multiple of \
+                 the GPU's {min}-byte granularity and divide the buffer"
+            )));
+        }
+        let chunks = len / chunk;
+        let page = dev.info().page_size();
+        let head = dev.allocate(&AllocDesc::host(header::len(chunks, page)))?;
+        let header = head
+            .shared()
+            .map(|s| s.pages())
+            .ok_or_else(|| Error::invalid("the header is a shared managed buffer"))?;
+        header::init(header.memory(), chunk, chunks)?;
+        let export = dev.export_memory(
+            &head,
+            &ExportOptions {
+                importers: Importers::BackendDefault,
+                ..ExportOptions::default()
+            },
+        )?;
+        let text = export.to_text();
+        Residency::build(
+            dev,
+            shared.pages(),
+            header,
+            HeaderHold::Created {
+                _header: head,
+                _export: export,
+            },
+            text,
+        )
+    }
+
+    /// Attach to the residency table whose header handle is `text`, for
+    /// `buffer`, this process's import of the same buffer.
+    pub fn attach(dev: &'d UvmDevice<D>, buffer: &UvmMapping<D>, text: &str) -> Result<Self> {
+        need_vmm(dev)?;
+        let shared = buffer
+            .shared()
+            .ok_or_else(|| Error::invalid("residency is for shared managed buffers"))?;
+        let head = dev.import_memory(
+            SharedHandle::from(Handle::from_text(text)?),
+            &ImportOptions::default(),
+        )?;
+        let header = head
+            .shared()
+            .map(|s| s.pages())
+            .ok_or_else(|| Error::invalid("the header handle names no shared managed buffer"))?;
+        Residency::build(
+            dev,
+            shared.pages(),
+            header,
+            HeaderHold::Imported { _header: head },
+            text.into(),
+        )
+    }
+
+    fn build(
+        dev: &'d UvmDevice<D>,
+        data: Arc<dyn HomePages>,
+        header: Arc<dyn HomePages>,
+        hold: HeaderHold<D>,
+        text: String,
+    ) -> Result<Self> {
+        let (chunk, chunks) = header::geometry(header.memory())?;
+        if data.memory().len() < chunk * chunks {
+            return Err(Error::invalid(
+                "the buffer is smaller than its residency header says: attach with the same buffer",
+            ));
+        }
+        let min = dev.granularity(Granularity::Minimum)?;
+        // Address space for this buffer only, in proportion to its size.
+        let reservation = dev.reserve(chunk * chunks, min)?;
+        Ok(Residency {
+            dev,
+            data,
+            header,
+            _hold: hold,
+            text,
+            chunk,
+            chunks,
+            reservation,
+            local: (0..chunks).map(|_| None).collect(),
+        })
+    }
+
+    /// The header's handle text: what other processes attach with.
+    pub fn header_text(&self) -> &str {
+        &self.text
+    }
+
+    /// The chunk size.
+    pub fn chunk_size(&self) -> u64 {
+        self.chunk
+    }
+
+    /// Where chunk `i`'s current copy lives, as the header says.
+    pub fn slot(&self, i: u64) -> Result<Slot> {
+        self.check_chunk(i)?;
+        header::slot(self.header.memory(), i)
+    }
+
+    fn check_chunk(&self, i: u64) -> Result<()> {
+        if i >= self.chunks {
+            return Err(Error::invalid(format!(
+                "chunk {i} of a buffer of {} chunks",
+                self.chunks
+            )));
+        }
+        Ok(())
+    }
+
+    /// The chunks `offset..offset + len` touches.
+    fn span(&self, offset: u64, len: u64) -> Result<std::ops::Range<u64>> {
+        hal_core::device::check_bounds(offset, len, self.chunk * self.chunks)?;
+        if len == 0 {
+            return Ok(0..0);
+        }
+        Ok(offset / self.chunk..(offset + len).div_ceil(self.chunk))
+    }
+
+    fn drop_local(&mut self, i: u64) -> Result<()> {
+        if let Some(local) = self.local[i as usize].take() {
+            let unmapped = self
+                .dev
+                .unmap(&self.reservation, i * self.chunk, self.chunk);
+            drop(local);
+            unmapped?;
+        }
+        Ok(())
+    }
+
+    /// Map chunk `i`'s current device copy here, if this process does not
+    /// hold that generation yet.
+    fn follow(&mut self, i: u64, s: &Slot) -> Result<()> {
+        if matches!(&self.local[i as usize], Some(l) if l.generation == s.generation) {
+            return Ok(());
+        }
+        self.drop_local(i)?;
+        let shared = SharedHandle::from(Handle::from_text(&s.text)?);
+        let physical = self
+            .dev
+            .import_physical(shared, &ImportOptions::default())?;
+        self.map_here(i, physical, s.generation, None)
+    }
+
+    fn map_here(
+        &mut self,
+        i: u64,
+        physical: D::Physical,
+        generation: u64,
+        export: Option<Exported>,
+    ) -> Result<()> {
+        let at = i * self.chunk;
+        self.dev.map(&self.reservation, at, &physical)?;
+        if let Err(e) = self
+            .dev
+            .set_access(&self.reservation, at, self.chunk, Access::ReadWrite)
+        {
+            let _ = self.dev.unmap(&self.reservation, at, self.chunk);
+            return Err(e);
+        }
+        self.local[i as usize] = Some(Local {
+            _physical: physical,
+            generation,
+            export,
+        });
+        Ok(())
+    }
+
+    fn home_chunk(&self, i: u64) -> Result<Vec<u8>> {
+        let mut bytes = vec![0u8; self.chunk as usize];
+        self.data.memory().read(i * self.chunk, &mut bytes)?;
+        Ok(bytes)
+    }
+
+    /// Make the device copy of every chunk `offset..offset + len` touches
+    /// the current one: a chunk at home is copied into a new device chunk,
+    /// exported, and published in the header; a chunk another process
+    /// already made resident is mapped here.
+    pub fn prefetch(&mut self, offset: u64, len: u64) -> Result<()> {
+        for i in self.span(offset, len)? {
+            let header = Arc::clone(&self.header);
+            let _lock = header::lock(header.memory())?;
+            let s = header::slot(header.memory(), i)?;
+            if s.on_device {
+                self.follow(i, &s)?;
+                continue;
+            }
+            self.drop_local(i)?;
+            let home = self.home_chunk(i)?;
+            let physical = self.dev.allocate_physical(self.chunk)?;
+            let export = self.dev.export_physical(
+                &physical,
+                &ExportOptions {
+                    importers: Importers::BackendDefault,
+                    ..ExportOptions::default()
+                },
+            )?;
+            let text = export.to_text();
+            let generation = s.generation + 1;
+            self.map_here(i, physical, generation, Some(export))?;
+            self.reservation.write(i * self.chunk, &home)?;
+            header::set_slot(
+                header.memory(),
+                i,
+                &Slot {
+                    on_device: true,
+                    owner: hal_core::os::pid(),
+                    generation,
+                    home_crc: crc(&home),
+                    text,
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Bring every chunk `offset..offset + len` touches home: the device
+    /// copy is copied into the home pages, the header says home, and the
+    /// device chunk is unmapped here (other processes drop theirs at their
+    /// next call). Returns the chunks whose home pages were written while
+    /// they were device-resident (the rule broken): their home writes are
+    /// lost, the device copy wins.
+    pub fn writeback(&mut self, offset: u64, len: u64) -> Result<Vec<u64>> {
+        let mut broken = Vec::new();
+        for i in self.span(offset, len)? {
+            let header = Arc::clone(&self.header);
+            let _lock = header::lock(header.memory())?;
+            let s = header::slot(header.memory(), i)?;
+            if !s.on_device {
+                self.drop_local(i)?;
+                continue;
+            }
+            self.follow(i, &s)?;
+            let mut bytes = vec![0u8; self.chunk as usize];
+            self.reservation.read(i * self.chunk, &mut bytes)?;
+            if crc(&self.home_chunk(i)?) != s.home_crc {
+                log::warn!(
+                    "chunk {i}'s home pages were written while it was device-resident; the \
+                     device copy wins"
+                );
+                broken.push(i);
+            }
+            self.data.memory().write(i * self.chunk, &bytes)?;
+            header::set_slot(
+                header.memory(),
+                i,
+                &Slot {
+                    on_device: false,
+                    owner: 0,
+                    generation: s.generation + 1,
+                    home_crc: 0,
+                    text: String::new(),
+                },
+            )?;
+            self.drop_local(i)?;
+        }
+        Ok(broken)
+    }
+
+    /// Copy out of the current copy of each chunk: the device copy where
+    /// the header says so, the home pages elsewhere.
+    pub fn read(&mut self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        self.each(offset, dst.len() as u64, |me, i, at, range, on_device| {
+            let out = &mut dst[range];
+            if on_device {
+                me.reservation.read(at, out)
+            } else {
+                me.data.memory().read(at, out)
+            }
+            .map(|()| i)
+        })
+    }
+
+    /// Write the home pages of chunks at home. A chunk that is
+    /// device-resident is refused ([`Error::PermissionDenied`]), nothing
+    /// written: write it on the device, or write it back first.
+    pub fn write(&mut self, offset: u64, src: &[u8]) -> Result<()> {
+        let header = Arc::clone(&self.header);
+        let _lock = header::lock(header.memory())?;
+        for i in self.span(offset, src.len() as u64)? {
+            let s = header::slot(header.memory(), i)?;
+            if s.on_device {
+                return Err(Error::PermissionDenied {
+                    pid: Some(s.owner),
+                    reason: format!(
+                        "chunk {i} is device-resident (generation {}): between a prefetch and \
+                         its writeback a chunk is written only on the device; use write_device, \
+                         or writeback first",
+                        s.generation
+                    ),
+                });
+            }
+        }
+        self.data.memory().write(offset, src)
+    }
+
+    /// Write the device copy of chunks that are device-resident; a chunk at
+    /// home is refused ([`Error::InvalidArgument`]): prefetch it first.
+    pub fn write_device(&mut self, offset: u64, src: &[u8]) -> Result<()> {
+        self.each(offset, src.len() as u64, |me, i, at, range, on_device| {
+            if !on_device {
+                return Err(Error::invalid(format!(
+                    "chunk {i} is at home: prefetch it before writing its device copy"
+                )));
+            }
+            me.reservation.write(at, &src[range]).map(|()| i)
+        })
+    }
+
+    /// The device address of `offset`, where its chunk's device copy is
+    /// mapped here (for kernels); `None` at home (the home pages' device
+    /// address serves then).
+    pub fn device_addr(&mut self, offset: u64) -> Result<Option<u64>> {
+        let i = offset / self.chunk;
+        self.check_chunk(i)?;
+        let s = header::slot(self.header.memory(), i)?;
+        if !s.on_device {
+            return Ok(None);
+        }
+        self.follow(i, &s)?;
+        Ok(Some(self.reservation.base() + offset))
+    }
+
+    /// Run `f` over the pieces of `offset..offset + len`, chunk by chunk,
+    /// with the chunk's current copy mapped here where it is on the device.
+    fn each(
+        &mut self,
+        offset: u64,
+        len: u64,
+        mut f: impl FnMut(&mut Self, u64, u64, std::ops::Range<usize>, bool) -> Result<u64>,
+    ) -> Result<()> {
+        let header = Arc::clone(&self.header);
+        for i in self.span(offset, len)? {
+            let _lock = header::lock(header.memory())?;
+            let s = header::slot(header.memory(), i)?;
+            if s.on_device {
+                self.follow(i, &s)?;
+            }
+            let start = offset.max(i * self.chunk);
+            let end = (offset + len).min((i + 1) * self.chunk);
+            let range = (start - offset) as usize..(end - offset) as usize;
+            f(self, i, start, range, s.on_device)?;
+        }
+        Ok(())
+    }
+}
+
+impl<D: GpuDevice> Drop for Residency<'_, D> {
+    /// Chunks this process serves are written back first (nobody could
+    /// import them after it), then every local mapping goes.
+    fn drop(&mut self) {
+        for i in 0..self.chunks {
+            let serves = matches!(&self.local[i as usize], Some(l) if l.export.is_some());
+            if serves {
+                if let Err(e) = self.writeback(i * self.chunk, self.chunk) {
+                    log::warn!("writing chunk {i} back when its server let go: {e}");
+                }
+            }
+            let _ = self.drop_local(i);
+        }
+    }
+}
+
+fn crc(bytes: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(bytes);
+    h.finalize()
+}

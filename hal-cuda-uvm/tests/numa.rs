@@ -1,0 +1,70 @@
+//! The host-NUMA home between real processes on the simulator's CUDA-like
+//! profile (VMM with host-NUMA pages): the CPU and the GPU address of each
+//! process are one, and a second process reads and writes the same pages;
+//! and over hal-cuda on the stand-in driver, which offers host-NUMA VMM.
+
+use std::process::Command;
+
+use hal_core::{Backend, ExportOptions, Memory};
+use hal_cuda_uvm::{NumaHome, UvmBackend};
+
+const MIB: u64 = 1 << 20;
+const VAR: &str = "HAL_UVM_NUMA_HANDLE";
+
+#[test]
+fn a_host_numa_home_is_shared_by_descriptor() {
+    let dev = UvmBackend::over(hal_mock::MockBackend::cuda())
+        .open(0)
+        .unwrap();
+    if let Ok(text) = std::env::var(VAR) {
+        let home = NumaHome::attach_text(&dev, &text).unwrap();
+        assert_eq!(home.len(), 2 * MIB);
+        assert_eq!(home.host_ptr(), Some(home.device_addr() as *mut u8));
+        let mut got = [0u8; 12];
+        home.read(MIB, &mut got).unwrap();
+        assert_eq!(&got, b"from creator");
+        home.write(0, b"from attacher").unwrap();
+        println!("child done");
+        return;
+    }
+    let home = NumaHome::create(&dev, 2 * MIB, 0).unwrap();
+    assert_eq!(home.host_ptr(), Some(home.device_addr() as *mut u8));
+    home.write(MIB, b"from creator").unwrap();
+    let ex = home.export(&ExportOptions::default()).unwrap();
+    assert_eq!(ex.handle().backend, hal_core::BackendId::CudaUvm);
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "a_host_numa_home_is_shared_by_descriptor",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(VAR, ex.to_text())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("child done"),
+        "child failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut got = [0u8; 13];
+    home.read(0, &mut got).unwrap();
+    assert_eq!(&got, b"from attacher");
+}
+
+#[test]
+fn over_hal_cuda_a_host_numa_home_is_made_and_reached() {
+    // hal-cuda offers host-NUMA VMM where the driver says so (the stand-in does).
+    let dev = UvmBackend::with_library(hal_mock_libcuda::built_library())
+        .open(0)
+        .unwrap();
+    let home = NumaHome::create(&dev, 2 * MIB, 0).unwrap();
+    assert_eq!(home.len(), 2 * MIB);
+    home.write(MIB, b"over hal-cuda").unwrap();
+    let mut got = [0u8; 13];
+    home.read(MIB, &mut got).unwrap();
+    assert_eq!(&got, b"over hal-cuda");
+    let ex = home.export(&ExportOptions::default()).unwrap();
+    assert_eq!(ex.handle().backend, hal_core::BackendId::CudaUvm);
+}
