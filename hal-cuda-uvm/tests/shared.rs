@@ -363,13 +363,13 @@ fn a_cpu_only_process_maps_it() {
 }
 
 /// Where the GPU reads pageable memory (the stand-in told so by
-/// `HAL_MOCK_PAGEABLE_MEMORY_ACCESS=1`, in a child process of its own),
+/// `HAL_MOCK_LIBCUDA_PAGEABLE_MEMORY_ACCESS=1`, in a child process of its own),
 /// nothing is registered and the GPU reaches the pages at their host
 /// address; elsewhere (the H200 measured, the stand-in's default) they are
 /// registered.
 #[test]
 fn pageable_access_skips_registration() {
-    const VAR: &str = "HAL_MOCK_PAGEABLE_MEMORY_ACCESS";
+    const VAR: &str = hal_mock_libcuda::PAGEABLE_VAR;
     let dev = standin().open(0).unwrap();
     if std::env::var_os(VAR).is_some() {
         assert!(dev

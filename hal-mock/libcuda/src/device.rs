@@ -122,10 +122,10 @@ pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: CUdevice) -
 }
 
 /// `PAGEABLE_MEMORY_ACCESS`: 0 as on the H200 measured (no HMM), 1 with
-/// `HAL_MOCK_PAGEABLE_MEMORY_ACCESS=1`, to stand in for an HMM or ATS
+/// `HAL_MOCK_LIBCUDA_PAGEABLE_MEMORY_ACCESS=1`, to stand in for an HMM or ATS
 /// machine.
 fn pageable() -> c_int {
-    c_int::from(std::env::var_os("HAL_MOCK_PAGEABLE_MEMORY_ACCESS").is_some_and(|v| v == "1"))
+    c_int::from(crate::switches::pageable_memory_access())
 }
 
 /// Gives a device attribute (`attrib` is a `CUdevice_attribute` number).

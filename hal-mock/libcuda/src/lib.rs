@@ -25,7 +25,7 @@
 //!   (indices or `GPU-` UUID prefixes, the list ending at the first entry
 //!   that names no device, as the driver reads it). An ordinal past the
 //!   count is `CUDA_ERROR_INVALID_DEVICE` (101).
-//! - Attributes are an H200's; `HAL_MOCK_PAGEABLE_MEMORY_ACCESS=1` answers
+//! - Attributes are an H200's; `HAL_MOCK_LIBCUDA_PAGEABLE_MEMORY_ACCESS=1` answers
 //!   1 for `CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS` (an HMM or ATS
 //!   machine; 0 otherwise, as measured).
 //! - Contexts: one primary context per device, reference counted by
@@ -149,7 +149,7 @@ pub use memory::*;
 pub use peer::*;
 pub use stream::*;
 pub use strings::*;
-pub use switches::{FAIL_VAR, IMEX_VAR, NO_PEER_VAR};
+pub use switches::{FAIL_VAR, IMEX_VAR, NO_PEER_VAR, PAGEABLE_VAR};
 pub use vmm::*;
 
 /// The file name cargo gives the built library.

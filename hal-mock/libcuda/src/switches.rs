@@ -5,6 +5,9 @@
 //!   accepts `CU_MEM_HANDLE_TYPE_FABRIC`. Without it a fabric request is
 //!   `CUDA_ERROR_NOT_PERMITTED` (800), as driver 580 answered on an H200
 //!   with no IMEX daemon (measured).
+//! - `HAL_MOCK_LIBCUDA_PAGEABLE_MEMORY_ACCESS=1`: the device reads
+//!   pageable host memory (`CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS` is
+//!   1, as on HMM or ATS machines; 0 otherwise, as on the measured H200).
 //! - `HAL_MOCK_LIBCUDA_NO_PEER_ACCESS=1`: a machine whose devices cannot
 //!   reach each other (`peer.rs`).
 //! - `HAL_MOCK_LIBCUDA_FAIL=cuMemCreate:2,cuMemMap:1`: each named entry
@@ -28,8 +31,12 @@ pub const FAIL_VAR: &str = "HAL_MOCK_LIBCUDA_FAIL";
 /// can access each other.
 pub const NO_PEER_VAR: &str = "HAL_MOCK_LIBCUDA_NO_PEER_ACCESS";
 
+/// The variable that makes the device read pageable host memory.
+pub const PAGEABLE_VAR: &str = "HAL_MOCK_LIBCUDA_PAGEABLE_MEMORY_ACCESS";
+
 struct Switches {
     imex: bool,
+    pageable: bool,
     no_peer: bool,
     fail: Vec<(String, Code)>,
 }
@@ -38,6 +45,7 @@ fn switches() -> &'static Switches {
     static SWITCHES: OnceLock<Switches> = OnceLock::new();
     SWITCHES.get_or_init(|| Switches {
         imex: std::env::var(IMEX_VAR).is_ok_and(|v| v == "1"),
+        pageable: std::env::var(PAGEABLE_VAR).is_ok_and(|v| v == "1"),
         no_peer: std::env::var(NO_PEER_VAR).is_ok_and(|v| v == "1"),
         fail: std::env::var(FAIL_VAR)
             .map(|v| parse_failures(&v))
@@ -60,6 +68,11 @@ fn parse_failures(text: &str) -> Vec<(String, Code)> {
 /// True when an IMEX daemon is said to be present.
 pub(crate) fn imex() -> bool {
     switches().imex
+}
+
+/// True when the device reads pageable host memory.
+pub(crate) fn pageable_memory_access() -> bool {
+    switches().pageable
 }
 
 /// True when the devices can access each other's memory.
