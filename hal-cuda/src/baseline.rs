@@ -34,3 +34,115 @@ impl CudaDevice {
         crate::ipc::open_bare(&self.primary, &raw.bytes).map(BareOpen)
     }
 }
+
+/// A bare VMM import of a descriptor already in hand:
+/// `cuMemImportFromShareableHandle`, `cuMemAddressReserve`, `cuMemMap`,
+/// `cuMemSetAccess` (read-write for this device), nothing else. Dropping
+/// it unmaps, frees the range and releases the handle.
+pub struct BareVmm {
+    primary: std::sync::Arc<crate::context::Primary>,
+    handle: crate::sys::CUmemGenericAllocationHandle,
+    base: u64,
+    size: u64,
+}
+
+impl BareVmm {
+    /// The mapped range's first address.
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+}
+
+impl std::fmt::Debug for BareVmm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BareVmm")
+            .field("base", &format_args!("{:#x}", self.base))
+            .field("size", &self.size)
+            .finish()
+    }
+}
+
+impl Drop for BareVmm {
+    fn drop(&mut self) {
+        let driver = &self.primary.driver;
+        let undone = self.primary.enter().and_then(|_ctx| {
+            if self.base != 0 {
+                let unmap = driver.mem_unmap()?;
+                // SAFETY: the range was mapped by `bare_vmm_import`, once.
+                driver.check("cuMemUnmap", unsafe {
+                    unmap(self.base, self.size as usize)
+                })?;
+                let free = driver.mem_address_free()?;
+                // SAFETY: the range was reserved by `bare_vmm_import`, once.
+                let status = unsafe { free(self.base, self.size as usize) };
+                driver.check("cuMemAddressFree", status)?;
+            }
+            let release = driver.mem_release()?;
+            // SAFETY: the handle came from cuMemImportFromShareableHandle, once.
+            driver.check("cuMemRelease", unsafe { release(self.handle) })
+        });
+        if let Err(e) = undone {
+            log::warn!("undoing a bare VMM import: {e}");
+        }
+    }
+}
+
+impl CudaDevice {
+    /// Import the POSIX descriptor `fd` of a physical allocation of `size`
+    /// bytes, reserve a range, map it and give this device read-write
+    /// access, with nothing but the driver calls: what a VMM import of a
+    /// descriptor already in hand costs at the least. For benchmarks;
+    /// programs use `import_physical`, `reserve`, `map` and `set_access_for`.
+    pub fn bare_vmm_import(&self, fd: std::os::fd::BorrowedFd<'_>, size: u64) -> Result<BareVmm> {
+        use std::os::fd::AsRawFd;
+
+        let driver = &self.primary.driver;
+        let _ctx = self.primary.enter()?;
+        let import = driver.mem_import_from_shareable_handle()?;
+        let mut handle: crate::sys::CUmemGenericAllocationHandle = 0;
+        // SAFETY: `handle` is a valid place; a POSIX descriptor is passed as
+        // the pointer's value and stays open for the call.
+        let status = unsafe {
+            import(
+                &mut handle,
+                std::ptr::without_provenance_mut(fd.as_raw_fd() as usize),
+                crate::vmm::HANDLE_POSIX_FD,
+            )
+        };
+        driver.check("cuMemImportFromShareableHandle", status)?;
+        // From here the value undoes what was done when dropped.
+        let mut bare = BareVmm {
+            primary: std::sync::Arc::clone(&self.primary),
+            handle,
+            base: 0,
+            size,
+        };
+        let reserve = driver.mem_address_reserve()?;
+        let mut base = 0;
+        // SAFETY: `base` is a valid place; no address hint, flags 0.
+        let status = unsafe { reserve(&mut base, size as usize, 0, 0, 0) };
+        driver.check("cuMemAddressReserve", status)?;
+        let map = driver.mem_map()?;
+        // SAFETY: the range was just reserved for `size` bytes and the
+        // handle is live; offset and flags 0.
+        if let Err(e) = driver.check("cuMemMap", unsafe {
+            map(base, size as usize, 0, handle, 0)
+        }) {
+            let free = driver.mem_address_free()?;
+            // SAFETY: the range was reserved above and nothing is mapped.
+            let _ = unsafe { free(base, size as usize) };
+            return Err(e);
+        }
+        bare.base = base;
+        let grant = hal_core::AccessGrant {
+            target: hal_core::AccessTarget::Device(hal_core::Device::info(self).ordinal),
+            access: hal_core::Access::ReadWrite,
+        };
+        let desc = crate::vmm::access_desc(&grant);
+        let set = driver.mem_set_access()?;
+        // SAFETY: the range is mapped; one descriptor, valid for the call.
+        let status = unsafe { set(base, size as usize, &desc, 1) };
+        driver.check("cuMemSetAccess", status)?;
+        Ok(bare)
+    }
+}

@@ -73,7 +73,7 @@ mod sys;
 mod vmm;
 
 pub use backend::CudaBackend;
-pub use baseline::BareOpen;
+pub use baseline::{BareOpen, BareVmm};
 pub use device::CudaDevice;
 pub use event_cap::DEFAULT_IPC_EVENT_CAP;
 #[doc(hidden)]

@@ -49,7 +49,7 @@ use crate::reservation::{CudaReservation, Piece};
 use crate::sys::{CUmemAccessDesc, CUmemAllocationProp, CUmemGenericAllocationHandle, Driver};
 
 /// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`.
-const HANDLE_POSIX_FD: c_uint = 1;
+pub(crate) const HANDLE_POSIX_FD: c_uint = 1;
 /// `CU_MEM_HANDLE_TYPE_FABRIC`.
 const HANDLE_FABRIC: c_uint = 8;
 
@@ -598,7 +598,7 @@ impl Vmm<'_> {
 }
 
 /// The driver's descriptor of one grant.
-fn access_desc(g: &AccessGrant) -> CUmemAccessDesc {
+pub(crate) fn access_desc(g: &AccessGrant) -> CUmemAccessDesc {
     use cudarc::driver::sys::CUmemAccess_flags as F;
     let flags = match g.access {
         Access::None => F::CU_MEM_ACCESS_FLAGS_PROT_NONE,

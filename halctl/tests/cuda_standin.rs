@@ -77,7 +77,12 @@ fn the_bench_runs_the_cuda_scenarios_over_the_standin_driver() {
             .unwrap_or_else(|| panic!("no {name} line in:\n{stdout}"))
             .clone()
     };
-    for name in ["cuda-import-first", "cuda-import-cached", "cuda-read"] {
+    for name in [
+        "cuda-import-first",
+        "cuda-import-cached",
+        "cuda-read",
+        "cuda-vmm-import",
+    ] {
         let v = scenario(name);
         assert!(v["n"].as_u64().unwrap() > 0, "{v}");
         assert!(

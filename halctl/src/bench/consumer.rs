@@ -97,6 +97,8 @@ struct State {
     pingpong: Option<Pingpong>,
     futex_round: u32,
     spin_round: u32,
+    /// Descriptors of physical allocations for the bare VMM imports.
+    vmm_fds: Vec<std::os::fd::OwnedFd>,
 }
 
 /// Run the consumer (started by `halctl bench`).
@@ -392,6 +394,16 @@ impl State {
                     self.dev()?,
                     self.first_handle()?,
                     passes,
+                )?);
+            }
+            Cmd::CudaVmmFds => self.vmm_fds.extend(fds),
+            Cmd::CudaVmmImport { size } => {
+                let fds = std::mem::take(&mut self.vmm_fds);
+                series.extend(super::cuda_consumer::vmm_import(
+                    self.dev()?,
+                    &self.handles,
+                    &fds,
+                    size,
                 )?);
             }
             Cmd::Quit => {}

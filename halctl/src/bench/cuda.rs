@@ -6,9 +6,13 @@
 //! | cuda-import-first | decode + lease + `cuIpcOpenMemHandle_v2` of a fresh allocation | a bare `cuIpcOpenMemHandle_v2` of 64 bytes already in hand (another fresh allocation) |
 //! | cuda-import-cached | import of another range of an allocation already imported | the same bare open |
 //! | cuda-read | a device-to-device copy out of memory imported from the exporter | the same copy out of the consumer's own allocation |
+//! | cuda-vmm-import | decode + broker fetch + `cuMemImportFromShareableHandle` + reserve + map + access | the same four driver calls on a descriptor already in hand |
 
 use hal::cuda::{CudaBackend, CudaDevice};
-use hal::{AllocDesc, Allocation, Backend, ByteRange, Device, ExportOptions, Memory};
+use hal::{
+    AllocDesc, Allocation, Backend, ByteRange, Capabilities, Device, ExportOptions, Granularity,
+    Memory, PhysicalDesc, PhysicalLocation, ShareableHandle,
+};
 
 use super::options::CUDA_MARKER;
 use super::proto::{self, Cmd};
@@ -22,6 +26,12 @@ const CUDA_BATCH: usize = 250;
 /// At most this many cuda-import-first samples of each kind: every one is a
 /// fresh open of a fresh allocation.
 const CUDA_IMPORTS_MAX: usize = 2000;
+/// At most this many cuda-vmm-import samples of each kind.
+const CUDA_VMM_MAX: usize = 500;
+/// Physical allocations per batch of cuda-vmm-import, of each kind.
+const CUDA_VMM_BATCH: usize = 50;
+/// Descriptors per control message (the channel's bound).
+const FDS_PER_MESSAGE: usize = 4;
 /// `RawIpcHandle` bytes as a handle-list entry.
 fn raw_text(raw: &hal::cuda::RawIpcHandle) -> String {
     raw.to_bytes().iter().map(|b| format!("{b:02x}")).collect()
@@ -42,6 +52,13 @@ impl Bench<'_> {
         }
         if self.wants("cuda-read") {
             self.cuda_read(&dev)?;
+        }
+        if self.wants("cuda-vmm-import") {
+            if dev.capabilities().contains(Capabilities::VMM) {
+                self.cuda_vmm_import(&dev)?;
+            } else {
+                eprintln!("cuda-vmm-import: skipped, the device offers no VMM");
+            }
         }
         Ok(())
     }
@@ -204,5 +221,73 @@ impl Bench<'_> {
             ));
         }
         Ok(())
+    }
+
+    /// cuda-vmm-import: the consumer imports, reserves, maps and gives
+    /// access to fresh physical allocations, against the bare driver calls
+    /// on descriptors sent beforehand.
+    fn cuda_vmm_import(&mut self, dev: &CudaDevice) -> CmdResult {
+        let size = dev
+            .granularity(Granularity::Minimum)
+            .ctx("asking the granularity")?;
+        let desc = PhysicalDesc::new(size)
+            .location(PhysicalLocation::Device(dev.info().ordinal))
+            .handle(ShareableHandle::PosixFd);
+        let total = self.plan.import_n.min(CUDA_VMM_MAX) + IMPORT_WARMUP;
+        let mut hal_all = Vec::with_capacity(total);
+        let mut bare_all = Vec::with_capacity(total);
+        while hal_all.len() < total {
+            let n = (total - hal_all.len()).min(CUDA_VMM_BATCH);
+            let mut physicals = Vec::with_capacity(2 * n);
+            let mut texts = Vec::with_capacity(n);
+            let mut exports = Vec::with_capacity(n);
+            let mut fds = Vec::with_capacity(n);
+            for i in 0..2 * n {
+                let p = dev
+                    .allocate_physical_with(&desc)
+                    .ctx("allocating physical memory")?;
+                let ex = dev
+                    .export_physical(&p, &ExportOptions::default())
+                    .ctx("exporting physical memory")?;
+                if i < n {
+                    texts.push(ex.to_text());
+                    exports.push(ex);
+                } else {
+                    // The baseline's descriptor, sent ahead over the channel.
+                    let mut shared = ex.share().ctx("the export's descriptor")?;
+                    fds.append(&mut shared.fds);
+                }
+                physicals.push(p);
+            }
+            proto::send_handles(&self.peer.chan, &self.peer.who(), &texts)?;
+            for part in fds.chunks(FDS_PER_MESSAGE) {
+                let raw: Vec<std::os::fd::BorrowedFd<'_>> =
+                    part.iter().map(std::os::fd::AsFd::as_fd).collect();
+                self.peer.chan.send_json(&Cmd::CudaVmmFds, &raw)?;
+                proto::recv_reply(&self.peer.chan, &self.peer.who())?;
+            }
+            drop(fds);
+            let (_, series) = self.peer.call(&Cmd::CudaVmmImport { size })?;
+            let [hal_ns, bare_ns] = two(series)?;
+            hal_all.extend(hal_ns);
+            bare_all.extend(bare_ns);
+            drop(exports);
+            drop(physicals);
+        }
+        let v = summarize(hal_all.into_iter().skip(IMPORT_WARMUP).collect());
+        let b = summarize(bare_all.into_iter().skip(IMPORT_WARMUP).collect());
+        let r = ratio(v.p50_ns as f64, b.p50_ns as f64);
+        let line = Line::new(
+            "cuda-vmm-import",
+            &self.backend,
+            v,
+            Some((
+                "cuda-vmm-import: cuMemImportFromShareableHandle + cuMemAddressReserve + \
+                 cuMemMap + cuMemSetAccess on a descriptor already in hand, in the consumer",
+                b,
+            )),
+        )
+        .target("ratio_p50 <= 1.3", r <= 1.3);
+        self.printer.emit(line)
     }
 }

@@ -4,7 +4,9 @@ use std::time::Instant;
 
 use hal::cuda::{CudaBackend, RawIpcHandle};
 use hal::dynamic::{DynDevice, DynMapping, DynMemRef};
-use hal::{AllocDesc, Backend, Handle, ImportOptions, SharedHandle};
+use hal::{
+    Access, AccessGrant, AccessTarget, AllocDesc, Backend, Handle, ImportOptions, SharedHandle,
+};
 
 use super::options::CUDA_MARKER;
 use crate::fail::{CmdResult, Context, Fail};
@@ -156,4 +158,61 @@ pub(super) fn read(dev: &dyn DynDevice, text: &str, passes: u32) -> CmdResult<Ve
         }
     }
     Ok(vec![imported_ns, own_ns])
+}
+
+/// cuda-vmm-import: each listed physical handle imported, reserved, mapped
+/// and given access, interleaved with bare imports of `fds`. Series: hal,
+/// bare.
+pub(super) fn vmm_import(
+    dev: &dyn DynDevice,
+    handles: &[String],
+    fds: &[std::os::fd::OwnedFd],
+    size: u64,
+) -> CmdResult<Vec<Vec<u64>>> {
+    use std::os::fd::AsFd;
+
+    let ordinal = dev.info().ordinal;
+    let cuda = CudaBackend::new()
+        .open(ordinal)
+        .ctx("opening the CUDA device")?;
+    let grant = [AccessGrant {
+        target: AccessTarget::Device(ordinal),
+        access: Access::ReadWrite,
+    }];
+    let mut hal_ns = Vec::with_capacity(handles.len());
+    let mut bare_ns = Vec::with_capacity(fds.len());
+    let mut kept = Vec::with_capacity(handles.len());
+    let mut bare_kept = Vec::with_capacity(fds.len());
+    for (i, (text, fd)) in handles.iter().zip(fds).enumerate() {
+        for step in 0..2 {
+            if (i + step) % 2 == 0 {
+                let t0 = Instant::now();
+                let bare = cuda.bare_vmm_import(fd.as_fd(), size);
+                bare_ns.push(ns(t0));
+                bare_kept.push(bare.ctx("a bare VMM import")?);
+            } else {
+                let t0 = Instant::now();
+                let made = (|| {
+                    let shared = SharedHandle::from(decode(text)?);
+                    let phys = dev
+                        .import_physical(shared, &ImportOptions::default())
+                        .ctx("importing physical memory")?;
+                    let res = dev.reserve(size, 0).ctx("reserving")?;
+                    dev.map(res.as_ref(), 0, phys.as_ref()).ctx("mapping")?;
+                    dev.set_access_for(res.as_ref(), 0, size, &grant)
+                        .ctx("setting access")?;
+                    CmdResult::Ok((phys, res))
+                })();
+                hal_ns.push(ns(t0));
+                kept.push(made?);
+            }
+        }
+    }
+    // Undone outside the clock: mappings first, then the allocations.
+    for (phys, res) in kept {
+        drop(res);
+        drop(phys);
+    }
+    drop(bare_kept);
+    Ok(vec![hal_ns, bare_ns])
 }

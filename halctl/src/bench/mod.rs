@@ -230,7 +230,7 @@ fn one(series: Vec<Vec<u64>>) -> CmdResult<[Vec<u64>; 1]> {
         .map_err(|_| Fail::failed("the consumer sent the wrong number of series"))
 }
 
-const SCENARIOS: [&str; 11] = [
+const SCENARIOS: [&str; 12] = [
     "export",
     "import-first",
     "import-cached",
@@ -242,6 +242,7 @@ const SCENARIOS: [&str; 11] = [
     "cuda-import-first",
     "cuda-import-cached",
     "cuda-read",
+    "cuda-vmm-import",
 ];
 
 /// The scenarios whose baselines are host memory (a memfd, a private

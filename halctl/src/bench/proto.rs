@@ -109,6 +109,13 @@ pub enum Cmd {
     /// handle's import, interleaved with copies out of an allocation of
     /// the consumer's own; series: imported, own.
     CudaRead { passes: u32 },
+    /// CUDA: keep the descriptors that come with this command (at most
+    /// four per message) for [`Cmd::CudaVmmImport`].
+    CudaVmmFds,
+    /// CUDA: VMM imports (import, reserve, map, access) of the listed
+    /// physical handles, interleaved with bare imports of the descriptors
+    /// kept by [`Cmd::CudaVmmFds`], each of `size` bytes; series: hal, bare.
+    CudaVmmImport { size: u64 },
     /// End.
     Quit,
 }
