@@ -339,8 +339,8 @@ pub struct Census {
 
 impl Census {
     /// Count now, once this process's descriptor broker (if it runs) is idle
-    /// in `accept` and none of its connection threads is left, so that a
-    /// connection it is still serving is not counted.
+    /// in `epoll_wait`, and without the connections this process keeps to
+    /// other processes' brokers (a cache of open sockets, closed first).
     pub fn take() -> Census {
         let me = std::process::id();
         let thread_named = |name: &str| {
@@ -353,15 +353,15 @@ impl Census {
                 })
                 .unwrap_or(false)
         };
+        hal_core::exchange::close_broker_connections();
         if thread_named("hal-broker") {
-            await_thread_in_syscall(me, "hal-broker", libc::SYS_accept4);
-        }
-        // A connection served on a thread of its own (a peer that was slow to
-        // send its request, or another user's) holds its descriptor until the
-        // thread ends, at most about a second later.
-        let start = Instant::now();
-        while thread_named("hal-broker-conn") && start.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(1));
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(10)
+                && !thread_in_syscall(me, "hal-broker", libc::SYS_epoll_wait)
+                && !thread_in_syscall(me, "hal-broker", libc::SYS_epoll_pwait)
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
         }
         let mut fds: Vec<String> = std::fs::read_dir("/proc/self/fd")
             .map(|d| {
