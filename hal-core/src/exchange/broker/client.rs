@@ -508,6 +508,66 @@ mod tests {
     }
 
     #[test]
+    fn a_request_on_a_connection_the_broker_closed_goes_again_on_a_new_one() {
+        use super::super::protocol::encode_reply;
+        use nix::sys::socket::{accept, bind, listen, Backlog};
+        let name = format!("hal-test-retry-{}", os::hex(&os::random_id()[..8]));
+        let listener = socket::socket(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
+        bind(
+            listener.as_raw_fd(),
+            &UnixAddr::new_abstract(name.as_bytes()).unwrap(),
+        )
+        .unwrap();
+        listen(&listener, Backlog::new(4).unwrap()).unwrap();
+        let (closed_tx, closed_rx) = std::sync::mpsc::channel();
+        // A broker that answers one request per connection, then closes it.
+        let server = std::thread::spawn(move || {
+            for _ in 0..2 {
+                let raw = accept(listener.as_raw_fd()).unwrap();
+                // SAFETY: accept returned a new descriptor that nothing else owns.
+                let conn = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+                let mut buf = [0u8; 64];
+                let got = sys::recv_msg(conn.as_fd(), &mut buf, 0).unwrap();
+                assert_eq!(got.bytes, 40);
+                let reply = encode_reply(Status::Ok, 0, os::pid(), None);
+                sys::send_msg(conn.as_fd(), &reply, &[]).unwrap();
+                drop(conn);
+                closed_tx.send(()).unwrap();
+            }
+        });
+        let ticket = LeaseTicket {
+            table: os::random_id(),
+            slot: 0,
+            token: 1,
+        };
+        let request = Request::Release(ticket);
+        let call = || {
+            with_connection(None, &name, 0, |fd, _| {
+                exchange(fd, &name, 0, &request, 0, "a test request")
+            })
+        };
+        call().expect("the first request, on a new connection");
+        assert_eq!(pool::kept(Some(&name)), 1, "the connection is kept");
+        closed_rx.recv().unwrap();
+        // The kept connection is closed on the broker's side: the request
+        // goes again, on a new one.
+        call().expect("the second request, sent again");
+        closed_rx.recv().unwrap();
+        server.join().unwrap();
+        assert_eq!(pool::kept(Some(&name)), 1);
+        // With no broker left, a kept connection it closed gives the error of
+        // a new connection.
+        assert_eq!(call().unwrap_err().kind_name(), "not-found");
+        assert_eq!(pool::kept(Some(&name)), 0);
+    }
+
+    #[test]
     fn a_hang_up_of_an_exited_exporter_says_it_exited() {
         let mut h = crate::handle::sample();
         let closed = || Error::Closed {
