@@ -162,8 +162,10 @@ mod tests {
         let child = unsafe { libc::fork() };
         assert!(child >= 0);
         if child == 0 {
-            // SAFETY: getpid and _exit are async-signal-safe.
+            // SAFETY: getpid is async-signal-safe and takes no argument.
             let ok = pid() as i32 == unsafe { libc::getpid() };
+            // SAFETY: leaves the forked child without running the parent's
+            // exit handlers or destructors twice.
             unsafe { libc::_exit(i32::from(!ok)) };
         }
         let mut status = 0;
