@@ -190,7 +190,18 @@
 //! pid namespace cannot be opened at all. `SCM_RIGHTS` from the exporter
 //! works in all of these cases, and it lets the exporter apply its own
 //! allow-list. A `pidfd_getfd` fast path for privileged deployments is
-//! possible future work; it is not built.
+//! not built, because it would save nothing here: the exporter must still
+//! be asked, for every import, whether this process is on the export's
+//! allow-list (the allow-list lives in the exporter; a handle's own list
+//! can be forged) and, for memory, to register the importer's lease. That
+//! is the round trip this broker makes, and its reply carries the
+//! descriptors at little extra cost (`SCM_RIGHTS` of the 16 descriptors of
+//! a batch: one message). `pidfd_getfd` would replace only that transfer,
+//! and add a race (a descriptor number the exporter closes and reuses
+//! between the reply and the call) to be closed with an identity check. A
+//! process that has the ptrace rights `pidfd_getfd` needs can read the
+//! exporter's memory anyway, so no allow-list protects anything from it;
+//! hal's own path keeps the allow-list by asking the broker.
 //!
 //! # Example
 //!
