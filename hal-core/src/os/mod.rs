@@ -17,6 +17,7 @@ mod ids;
 mod map;
 mod numa;
 mod page;
+mod pins;
 mod process;
 
 pub use host::{is_mapped, HostRange, HostRegistry};
@@ -24,6 +25,7 @@ pub use ids::{random_id, unique_id};
 pub use map::{Prot, SharedMap};
 pub use numa::numa_nodes;
 pub use page::page_size;
+pub use pins::current_start_time;
 pub use process::{pid, pid_namespace, process_alive, process_start_time, self_identity};
 
 /// The seals an exported memfd carries: its size can never change again.
