@@ -374,6 +374,27 @@ pub trait Device: Send + Sync + 'static {
     /// [`Allocation::wait_unleased`] waits for it, as for any importer.
     fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<Self::Mapping>;
 
+    /// Import many memory handles at once, with the same options: what a
+    /// process that maps hundreds of blocks at start-up calls. One result
+    /// per handle, in order, each as [`Device::import_memory`] would give
+    /// it: a handle this process may not import is refused with its own
+    /// error ([`Error::PermissionDenied`]) and the others are imported
+    /// all the same (the batch is not all-or-nothing).
+    ///
+    /// The default imports one handle after another. Backends whose
+    /// descriptors come from the exporter's broker override it to fetch
+    /// the descriptors of the handles of one exporter in one round trip.
+    fn import_memory_batch(
+        &self,
+        shared: Vec<SharedHandle>,
+        opts: &ImportOptions,
+    ) -> Vec<Result<Self::Mapping>> {
+        shared
+            .into_iter()
+            .map(|s| self.import_memory(s, opts))
+            .collect()
+    }
+
     // --- streams, events, notifies ---------------------------------------
 
     /// Create a stream.

@@ -98,11 +98,11 @@ impl LeaseTable {
                 "lease table of {capacity} slots: between 1 and {MAX_SLOTS}"
             )));
         }
-        let seed = os::random_id();
+        let seed = os::unique_id();
         let mut token = [0u8; 8];
         token.copy_from_slice(&seed[..8]);
         let table = Arc::new(LeaseTable {
-            id: os::random_id(),
+            id: os::unique_id(),
             capacity,
             slots: Mutex::new(Slots {
                 slots: Vec::new(),
@@ -110,9 +110,8 @@ impl LeaseTable {
             }),
             changed: Condvar::new(),
         });
-        let mut reg = lock(registry());
-        reg.retain(|_, t| t.strong_count() > 0);
-        reg.insert(table.id, Arc::downgrade(&table));
+        // A table leaves the registry when it is dropped (see `Drop`).
+        lock(registry()).insert(table.id, Arc::downgrade(&table));
         Ok(table)
     }
 

@@ -9,7 +9,8 @@ use hal_core::{
 };
 
 use crate::info::host_info;
-use crate::memory::{CpuAllocation, CpuMapping};
+use crate::mapping::CpuMapping;
+use crate::memory::CpuAllocation;
 use crate::named::{self, NamedOptions};
 use crate::sync::{CpuEvent, CpuNotify, CpuStream};
 use crate::vmm::{CpuPhysical, CpuReservation};
@@ -146,6 +147,14 @@ impl Device for CpuDevice {
 
     fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CpuMapping> {
         CpuMapping::import(shared, opts)
+    }
+
+    fn import_memory_batch(
+        &self,
+        shared: Vec<SharedHandle>,
+        opts: &ImportOptions,
+    ) -> Vec<Result<CpuMapping>> {
+        CpuMapping::import_batch(shared, opts)
     }
 
     fn create_stream(&self) -> Result<CpuStream> {

@@ -145,6 +145,7 @@ mod hostreg;
 mod id;
 mod info;
 mod io;
+mod mapping;
 mod memory;
 pub mod named;
 mod placement;
@@ -157,7 +158,8 @@ pub use device::{CpuDevice, CpuShm};
 pub use file::{create_file_backed, open_file_backed, open_file_backed_read_only};
 pub use hal_core::os::numa_nodes;
 pub use info::{CAPABILITIES, HUGE_1G, HUGE_2M};
-pub use memory::{CpuAllocation, CpuMapping, RegionKind};
+pub use mapping::CpuMapping;
+pub use memory::{CpuAllocation, RegionKind};
 pub use named::{
     collect_garbage, collect_garbage_named, collect_garbage_prefix, create_named, list_regions,
     open_named, open_named_read_only, region_id, unlink_named, NamedOptions, RegionInfo,

@@ -2,25 +2,22 @@
 //! memfds), named regions (`shm_open`) and file-backed regions, their export
 //! and import, and the per-process import cache.
 
-use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use hal_core::exchange::Lease;
-use hal_core::export::{self, take_sealed, Expect, HandleSpec};
+use hal_core::export::{self, HandleSpec};
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
 use hal_core::os::{self, Prot};
 use hal_core::{
     AllocDesc, Allocation, BackendId, ByteRange, Error, ExportOptions, Exported, Handle,
-    HandleError, HandleFlags, HandleKind, HugePages, ImportOptions, ImportPlacement, Importers,
-    Location, Mapping, Memory, Result, SharedHandle,
+    HandleFlags, HandleKind, HugePages, Importers, Location, Memory, Result,
 };
 
 use crate::id::BACKEND;
 use crate::info::host_info;
-use crate::named::region::{open_for_import, NamedRegion};
+use crate::named::region::NamedRegion;
 use crate::view::View;
 use crate::{io, placement, plumb};
 
@@ -54,7 +51,7 @@ enum Backing {
     },
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -378,7 +375,7 @@ impl Memory for CpuAllocation {
     }
 }
 
-fn read_only_error(what: &str) -> Error {
+pub(crate) fn read_only_error(what: &str) -> Error {
     Error::PermissionDenied {
         pid: None,
         reason: format!("the {what} is mapped read-only here; writes are refused"),
@@ -395,276 +392,5 @@ impl Allocation for CpuAllocation {
             Some(t) => t.wait_empty(timeout),
             None => Ok(()),
         }
-    }
-}
-
-// --- import ----------------------------------------------------------------
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct CacheKey {
-    creator_pid: u32,
-    object_id: [u8; 16],
-    offset: u64,
-    size: u64,
-    read_only: bool,
-    fixed: bool,
-}
-
-type Cache = Mutex<HashMap<CacheKey, Weak<MapInner>>>;
-
-fn cache() -> &'static Cache {
-    static CACHE: OnceLock<Cache> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
-#[derive(Debug)]
-enum Source {
-    /// A sealed memfd: its size cannot change, direct copies are safe.
-    Sealed,
-    /// A named region: copies go through its descriptor.
-    Named { fd: OwnedFd, file_offset: u64 },
-}
-
-#[derive(Debug)]
-struct MapInner {
-    view: View,
-    handle: Handle,
-    read_only: bool,
-    source: Source,
-    key: CacheKey,
-    _lease: Option<Lease>,
-}
-
-impl Drop for MapInner {
-    fn drop(&mut self) {
-        let mut c = lock(cache());
-        if let Some(w) = c.get(&self.key) {
-            if std::ptr::eq(w.as_ptr(), self) {
-                c.remove(&self.key);
-            }
-        }
-    }
-}
-
-/// Memory imported from another process (or from this one), by handle.
-///
-/// Cloning is cheap and shares the mapping; importing the same handle again in
-/// this process returns a clone of the existing mapping (the import cache).
-/// The mapping and the importer's lease go when the last clone is dropped.
-#[derive(Debug, Clone)]
-pub struct CpuMapping {
-    inner: Arc<MapInner>,
-}
-
-impl CpuMapping {
-    /// How many clones of this mapping exist in this process (imports of the
-    /// same handle included).
-    pub fn ref_count(&self) -> usize {
-        Arc::strong_count(&self.inner)
-    }
-
-    /// True when this value and `other` share one mapping.
-    pub fn same_mapping(&self, other: &CpuMapping) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
-    }
-
-    fn describe(&self) -> String {
-        match &self.inner.source {
-            Source::Sealed => "imported region".into(),
-            Source::Named { .. } => format!(
-                "imported named region {:?}",
-                String::from_utf8_lossy(&self.inner.handle.payload)
-            ),
-        }
-    }
-
-    /// Import a memory handle.
-    pub(crate) fn import(mut shared: SharedHandle, opts: &ImportOptions) -> Result<CpuMapping> {
-        let h = &shared.handle;
-        h.expect(HandleKind::Memory, BackendId::CpuShm)?;
-        if h.location != Location::Host {
-            return Err(malformed("location", "CPU shared memory is host memory"));
-        }
-        if let Some(d) = opts.device {
-            if d != 0 {
-                return Err(Error::NotFound {
-                    what: format!("device {d} of backend cpu-shm (it has only device 0, the host)"),
-                });
-            }
-        }
-        let page = View::page();
-        if h.size == 0 || h.size % page != 0 || h.offset % page != 0 {
-            return Err(malformed(
-                "size",
-                format!(
-                    "range {:#x}+{:#x} is not whole {page}-byte pages",
-                    h.offset, h.size
-                ),
-            ));
-        }
-        let end = h
-            .offset
-            .checked_add(h.size)
-            .ok_or(HandleError::LengthOverflow { field: "offset" })?;
-        let fixed = opts.placement == ImportPlacement::ExporterAddress;
-        if fixed && !h.flags.contains(HandleFlags::HAS_ADDRESS) {
-            return Err(Error::invalid(
-                "ImportPlacement::ExporterAddress needs a handle that carries the exporter's \
-                 address",
-            ));
-        }
-        let read_only = h.flags.contains(HandleFlags::READ_ONLY);
-        let key = CacheKey {
-            creator_pid: h.creator_pid,
-            object_id: h.object_id,
-            offset: h.offset,
-            size: h.size,
-            read_only,
-            fixed,
-        };
-        // Only imports whose descriptors came from a checked source (the
-        // creator's own broker, or a name, whose owner `named::region::open_fd`
-        // checks) are cached, and a hit must match the whole handle: a
-        // forged handle that names a genuine object but carries a peer's
-        // descriptors never poisons a later import of the genuine one.
-        let named = h.flags.contains(HandleFlags::NAMED);
-        let mut cacheable = named || hal_core::exchange::source_is_checked(&shared);
-        if cacheable {
-            let hit = lock(cache())
-                .get(&key)
-                .and_then(Weak::upgrade)
-                .filter(|inner| inner.handle == shared.handle);
-            if let Some(inner) = hit {
-                // Close the descriptors that came with the handle; nothing else.
-                drop(shared);
-                return Ok(CpuMapping { inner });
-            }
-        }
-        let prot = if read_only {
-            Prot::Read
-        } else {
-            Prot::ReadWrite
-        };
-        let at = fixed.then_some(h.address);
-        let (view, source, lease) = if h.flags.contains(HandleFlags::NAMED) {
-            let name = std::str::from_utf8(&h.payload)
-                .map_err(|_| malformed("payload", "the region name is not UTF-8"))?
-                .to_owned();
-            let (fd, size) = open_for_import(&name, read_only, h.creator_pid, h.creator_start)?;
-            if size < end {
-                return Err(Error::invalid(format!(
-                    "named region {name:?} holds {size} bytes, fewer than the {end} the handle \
-                     names"
-                )));
-            }
-            let view = View::map(fd.as_fd(), h.size, h.offset, prot, 0, page, at)
-                .map_err(|e| fixed_error(e, h))?;
-            let source = Source::Named {
-                fd,
-                file_offset: h.offset,
-            };
-            (view, source, None)
-        } else {
-            // Seals and size first: nothing is mapped from a descriptor a
-            // peer could still truncate.
-            let expect = Expect {
-                what: "a CPU memory handle (the data memfd)",
-                min_size: end,
-                read_only,
-                leased: true,
-            };
-            let taken = take_sealed::<1>(&mut shared, &expect)?;
-            let h = &shared.handle;
-            let [data] = taken.fds;
-            let view = View::map(data.as_fd(), h.size, h.offset, prot, 0, page, at)
-                .map_err(|e| fixed_error(e, h))?;
-            cacheable &= taken.checked;
-            (view, Source::Sealed, taken.lease)
-        };
-        let inner = Arc::new(MapInner {
-            view,
-            handle: shared.handle.clone(),
-            read_only,
-            source,
-            key: key.clone(),
-            _lease: lease,
-        });
-        if cacheable {
-            lock(cache()).insert(key, Arc::downgrade(&inner));
-        }
-        Ok(CpuMapping { inner })
-    }
-}
-
-fn malformed(field: &'static str, detail: impl Into<String>) -> Error {
-    HandleError::Malformed {
-        field,
-        detail: detail.into(),
-    }
-    .into()
-}
-
-fn fixed_error(e: Error, h: &Handle) -> Error {
-    match e {
-        Error::AlreadyExists { .. } => Error::AlreadyExists {
-            what: format!(
-                "the exporter's address range {:#x}+{:#x} is already mapped in this process, so \
-                 the region cannot be placed there; import with ImportPlacement::Anywhere, or \
-                 import before that range gets used",
-                h.address, h.size
-            ),
-        },
-        e => e,
-    }
-}
-
-impl Memory for CpuMapping {
-    fn addr(&self) -> u64 {
-        self.inner.view.addr()
-    }
-
-    fn len(&self) -> u64 {
-        self.inner.view.len()
-    }
-
-    fn location(&self) -> Location {
-        Location::Host
-    }
-
-    fn host_ptr(&self) -> Option<*mut u8> {
-        Some(self.inner.view.ptr())
-    }
-
-    fn is_read_only(&self) -> bool {
-        self.inner.read_only
-    }
-
-    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
-        hal_core::device::check_bounds(offset, dst.len() as u64, self.len())?;
-        match &self.inner.source {
-            Source::Sealed => self.inner.view.read(offset, dst),
-            Source::Named { fd, file_offset } => {
-                io::read_at(fd.as_fd(), file_offset + offset, dst, &self.describe())
-            }
-        }
-    }
-
-    fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
-        hal_core::device::check_bounds(offset, src.len() as u64, self.len())?;
-        if self.inner.read_only {
-            return Err(read_only_error(&self.describe()));
-        }
-        match &self.inner.source {
-            Source::Sealed => self.inner.view.write(offset, src),
-            Source::Named { fd, file_offset } => {
-                io::write_at(fd.as_fd(), file_offset + offset, src, &self.describe())
-            }
-        }
-    }
-}
-
-impl Mapping for CpuMapping {
-    fn handle(&self) -> &Handle {
-        &self.inner.handle
     }
 }

@@ -30,18 +30,7 @@ impl RawExport {
     /// (as the demo's probe buffers are, so every first touch finds a
     /// resident page).
     pub fn new(size: u64, count: usize) -> CmdResult<RawExport> {
-        let mut fds = Vec::with_capacity(count);
-        for _ in 0..count {
-            let fd = os::memfd("halctl-raw-baseline", size, None).ctx("raw memfd")?;
-            {
-                let len = os::page_size().min(size);
-                let map =
-                    SharedMap::map(fd.as_fd(), len, 0, Prot::ReadWrite, None).ctx("raw mmap")?;
-                map.write(0, &[RAW_MARKER]).ctx("raw write")?;
-            }
-            os::add_seals(fd.as_fd(), os::EXPORT_SEALS).ctx("raw seals")?;
-            fds.push(fd);
-        }
+        let fds = sealed_probes(size, count)?;
         let listener = Listener::bind("halctl-raw")?;
         Ok(RawExport { fds, listener })
     }
@@ -64,6 +53,23 @@ impl RawExport {
             Ok(())
         })
     }
+}
+
+/// `count` sealed memfds of `size` bytes whose first page is populated and
+/// starts with [`RAW_MARKER`].
+pub fn sealed_probes(size: u64, count: usize) -> CmdResult<Vec<OwnedFd>> {
+    let mut fds = Vec::with_capacity(count);
+    for _ in 0..count {
+        let fd = os::memfd("halctl-raw-baseline", size, None).ctx("raw memfd")?;
+        {
+            let len = os::page_size().min(size);
+            let map = SharedMap::map(fd.as_fd(), len, 0, Prot::ReadWrite, None).ctx("raw mmap")?;
+            map.write(0, &[RAW_MARKER]).ctx("raw write")?;
+        }
+        os::add_seals(fd.as_fd(), os::EXPORT_SEALS).ctx("raw seals")?;
+        fds.push(fd);
+    }
+    Ok(fds)
 }
 
 /// The consumer's side of the raw import baseline: connect, receive the

@@ -146,6 +146,8 @@ fn bench_json_lines_carry_every_field() {
     for want in [
         "export",
         "import-first",
+        "import-first-persistent",
+        "import-batch-16",
         "import-cached",
         "notify-pingpong",
         "notify-spin-pingpong",
@@ -181,6 +183,18 @@ fn bench_json_lines_carry_every_field() {
 
     for v in &lines {
         match v["scenario"].as_str() {
+            Some("import-first" | "import-first-persistent" | "import-batch-16") => {
+                // The line's baseline and the two other floors, each with a ratio.
+                positive(v, "baseline_p50_ns");
+                let others = v["other_baselines"].as_array().expect("other baselines");
+                assert_eq!(others.len(), 2, "{v}");
+                for o in others {
+                    positive(o, "p50_ns");
+                    positive(o, "ratio_p50");
+                    assert!(o["baseline"].is_string(), "{o}");
+                }
+                assert!(v["target"].is_string(), "{v}");
+            }
             Some("import-cached") => {
                 assert!(v["baseline"].is_null(), "{v}");
                 assert_eq!(v["cached"], true, "{v}");
@@ -218,9 +232,22 @@ fn bench_json_lines_carry_every_field() {
 
 #[test]
 fn bench_prints_a_table_with_its_baselines() {
-    let out = halctl(&["bench", "--tiny", "--only", "export,import-first"]);
+    let out = halctl(&["bench", "--tiny", "--only", "export,import"]);
     assert_eq!(out.code, 0, "{out:?}");
-    for text in ["export", "import-first", "baselines", "ratio", "[1]", "[2]"] {
+    for text in [
+        "export",
+        "import-first",
+        "import-first-persistent",
+        "import-batch-16",
+        "baselines",
+        "ratio",
+        "[1]",
+        "[2]",
+        "[3]",
+        "[4]",
+        "shm_open",
+        "recvmsg",
+    ] {
         assert!(out.stdout.contains(text), "lacks {text:?}: {out:?}");
     }
     // Only the scenarios asked for have rows.

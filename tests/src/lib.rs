@@ -215,6 +215,7 @@ macro_rules! conformance_suite {
                 vmm_growable_in_process,
                 vmm_growable_child_follows,
                 pid_allow_list_in_child,
+                memory_import_batch,
                 process_id_is_what_allow_lists_accept,
                 peer_access_import,
                 handle_corrupted_text_refused,

@@ -145,6 +145,17 @@ where
         Ok(Box::new(Device::import_memory(self, shared, opts)?))
     }
 
+    fn import_memory_batch(
+        &self,
+        shared: Vec<SharedHandle>,
+        opts: &ImportOptions,
+    ) -> Vec<Result<Box<dyn DynMapping>>> {
+        Device::import_memory_batch(self, shared, opts)
+            .into_iter()
+            .map(|r| r.map(|m| Box::new(m) as Box<dyn DynMapping>))
+            .collect()
+    }
+
     fn create_stream(&self) -> Result<Box<dyn DynStream>> {
         Ok(Box::new(StreamOf(Device::create_stream(self)?)))
     }

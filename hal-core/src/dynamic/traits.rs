@@ -259,6 +259,13 @@ pub trait DynDevice: Send + Sync {
         opts: &ImportOptions,
     ) -> Result<Box<dyn DynMapping>>;
 
+    /// Import many memory handles at once; see [`Device::import_memory_batch`].
+    fn import_memory_batch(
+        &self,
+        shared: Vec<SharedHandle>,
+        opts: &ImportOptions,
+    ) -> Vec<Result<Box<dyn DynMapping>>>;
+
     /// Create a stream.
     fn create_stream(&self) -> Result<Box<dyn DynStream>>;
 

@@ -20,28 +20,63 @@
 //! # The descriptor broker
 //!
 //! [`Exported::new`](crate::Exported::new) registers an export's descriptors
-//! with its process's broker: a thread, started on the first export, that
-//! accepts on an *abstract* Unix socket named `hal-<pid>-<16 hex digits>`
-//! (abstract names live in the kernel only, so nothing is left on the file
-//! system, even after a crash). The handle names the socket, so its text alone
-//! is enough to import from another process:
+//! with its process's broker, started on the first export: a few worker
+//! threads (one per CPU, at most 4), each an `epoll` loop over an *abstract*
+//! Unix socket named `hal-<pid>-<16 hex digits>` and the connections it
+//! accepted (abstract names live in the kernel only, so nothing is left on
+//! the file system, even after a crash). No thread is started per
+//! connection and no worker waits on a peer. The handle names the socket,
+//! so its text alone is enough to import from another process:
 //!
 //! 1. the importer connects (`SOCK_SEQPACKET`; 5 s timeouts, [`BROKER_TIMEOUT`],
 //!    on connect, send and receive, after which it gets [`Error::Timeout`]) and
 //!    checks the server: its uid must be the importer's or root's, and when the
 //!    exporter is visible in the importer's pid namespace, its pid must be the
-//!    exporter's;
+//!    exporter's. The connection is **kept** for later requests to the same
+//!    broker (see *Connections* below);
 //! 2. it sends a request of 40 bytes: `HALB`, version 2, an operation
 //!    (1: fetch the descriptors, 2: a lease only, for descriptors that came
 //!    another way, 3: give a lease back), two zero bytes, a 16-byte id (the
 //!    object's; for a release, the lease table's), the slot (`u32`), four
-//!    zero bytes, the token (`u64`; zero but for a release);
+//!    zero bytes, the token (`u64`; zero but for a release); or a **batch**
+//!    (operation 4): `HALB`, version 2, 4, the number of objects (`u16`, 1 to
+//!    64), then their 16-byte ids;
 //! 3. the broker reads the importer's credentials from the kernel
-//!    (`SO_PEERCRED`), never from the request, and answers with 40 bytes:
+//!    (`SO_PEERCRED`, once per connection), never from the request, and
+//!    answers with 40 bytes:
 //!    `HALR`, version 2, a status, the number of descriptors, flags (1: a
 //!    lease ticket follows), the importer's pid as the broker sees it (`u32`
 //!    little-endian), then the ticket: slot, token, table id. The
-//!    descriptors are attached (`SCM_RIGHTS`) when a fetch succeeds.
+//!    descriptors are attached (`SCM_RIGHTS`) when a fetch succeeds. A batch
+//!    is answered with `HALR`, version 2, status 0, the number of
+//!    descriptors, a zero byte, the pid, the number of objects (`u16`), two
+//!    zero bytes, then 32 bytes per object (its status, its number of
+//!    descriptors, flags, a zero byte, its ticket), and every object's
+//!    descriptors in one `SCM_RIGHTS` message, in order (at most 240).
+//!    Each object of a batch is decided on its own, exactly as a fetch of it
+//!    alone: a batch is **not all-or-nothing**, and an object refused to the
+//!    importer is answered with its status while the others are served
+//!    ([`take_fds_leased_batch`]). A batch malformed as a whole is answered
+//!    with a plain 40-byte reply (status 1).
+//!
+//! **Connections.** A connection carries any number of requests, one at a
+//! time (the importer reads each reply before it sends the next request).
+//! The broker reads at most one message per connection per wake-up, so a
+//! peer that floods it does not starve others; a peer that does not read
+//! its replies is disconnected when its socket is full. A new connection
+//! must send its first request within 1 s (another user's within 50 ms); a
+//! connection is closed after 30 s without a request, and at most 1024 are
+//! open at once (past that, the least recently used one is closed to
+//! accept a new one). The importer keeps at most 4 idle connections per
+//! broker, closes a connection it has not used for 5 s at its next import,
+//! and sends a request again, once, on a new connection when the broker
+//! had closed the kept one (the broker never reads a request from a
+//! connection it closes, so nothing is served twice).
+//! [`close_broker_connections`] closes the kept connections at once and
+//! [`broker_connections`] counts them. Credentials are checked per
+//! connection, on both sides: the broker decides every request on it for
+//! the process that connected, and the importer checks, for every handle,
+//! that the server it connected to may be the handle's creator.
 //!
 //! When the export counts its importers (memory), the broker registers a
 //! lease for every process it serves, under the pid it sees and that
@@ -70,9 +105,11 @@
 //! was allowed (its start time), so a process that later gets a recycled
 //! pid is refused; a pid that no process had when it was allowed is pinned
 //! by the first process served under it. The exporting process itself is
-//! always served. Requests of another length than 40 bytes, descriptors sent to the broker, silence (the broker waits at
-//! most 1 s per connection) and garbage are answered or dropped without
-//! disturbing later requests.
+//! always served. Requests of another length than 40 bytes (but a batch),
+//! descriptors sent to the broker, silence (the broker waits at most 1 s
+//! for a first request) and garbage are answered or dropped without
+//! disturbing later requests; a malformed request, or one from another
+//! user, also ends its connection.
 //!
 //! **Users.** The broker serves processes of its own effective uid and root.
 //! Root is served because refusing it protects nothing: root can read any
@@ -130,9 +167,15 @@
 //! descriptors over a Unix socket file that both can open ([`HandleListener`])
 //! instead.
 //!
-//! **Fork.** A child forked by an exporter inherits neither the broker thread
-//! nor its listening socket (a fork handler closes it in the child), so it
-//! never serves, and never blocks, its parent's registrations. The first
+//! **Fork.** A child forked by an exporter inherits neither the broker's
+//! workers nor its sockets (a fork handler closes the listening socket, the
+//! workers' `epoll` descriptors and every connection in the child), so it
+//! never serves, and never blocks, its parent's registrations, and an
+//! importer sees the broker hang up when the parent exits. A child forked
+//! by an importer never uses the connections its parent kept: the broker
+//! knows them as the parent's (their credentials are the parent's, and the
+//! leases taken over them would count the parent), so the child closes its
+//! copies at its first import and connects anew. The first
 //! export in the child starts the child's own broker under a new name. An
 //! `Exported` copied into a child by `fork` still names the parent's broker
 //! and does not unregister anything when dropped there. As with every lock
@@ -147,7 +190,18 @@
 //! pid namespace cannot be opened at all. `SCM_RIGHTS` from the exporter
 //! works in all of these cases, and it lets the exporter apply its own
 //! allow-list. A `pidfd_getfd` fast path for privileged deployments is
-//! possible future work; it is not built.
+//! not built, because it would save nothing here: the exporter must still
+//! be asked, for every import, whether this process is on the export's
+//! allow-list (the allow-list lives in the exporter; a handle's own list
+//! can be forged) and, for memory, to register the importer's lease. That
+//! is the round trip this broker makes, and its reply carries the
+//! descriptors at little extra cost (`SCM_RIGHTS` of the 16 descriptors of
+//! a batch: one message). `pidfd_getfd` would replace only that transfer,
+//! and add a race (a descriptor number the exporter closes and reuses
+//! between the reply and the call) to be closed with an identity check. A
+//! process that has the ptrace rights `pidfd_getfd` needs can read the
+//! exporter's memory anyway, so no allow-list protects anything from it;
+//! hal's own path keeps the allow-list by asking the broker.
 //!
 //! # Example
 //!
@@ -286,6 +340,64 @@ pub fn source_is_checked(shared: &SharedHandle) -> bool {
 /// [`Exported::share`](crate::Exported::share)).
 pub fn take_fds_leased(shared: &mut SharedHandle) -> Result<Taken> {
     take(shared, true)
+}
+
+/// [`take_fds_leased`] for many handles at once: the handles whose
+/// descriptors come from the same exporter's broker are fetched together,
+/// one round trip for up to 64 of them, over a connection that is kept
+/// for later imports. One result per handle, in order: each handle is
+/// decided on its own (its allow-list, its lease), so a handle this process
+/// may not import gets its [`Error::PermissionDenied`] and the others are
+/// served; the batch is not all-or-nothing. Handles whose descriptors came
+/// with them, or that name no broker, are taken as [`take_fds_leased`]
+/// takes them.
+pub fn take_fds_leased_batch(shared: &mut [SharedHandle]) -> Vec<Result<Taken>> {
+    let mut out: Vec<Option<Result<Taken>>> = (0..shared.len()).map(|_| None).collect();
+    // Handles to fetch, by broker, in order of first appearance.
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, s) in shared.iter_mut().enumerate() {
+        match &s.handle.fds {
+            FdSource::Broker { name, count }
+                if s.fds.is_empty() && (*count as usize) <= MAX_FDS =>
+            {
+                match groups.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, list)) => list.push(i),
+                    None => groups.push((name.clone(), vec![i])),
+                }
+            }
+            _ => out[i] = Some(take(s, true)),
+        }
+    }
+    for (name, list) in groups {
+        let handles: Vec<&crate::handle::Handle> =
+            list.iter().map(|&i| &shared[i].handle).collect();
+        let counts: Vec<usize> = handles.iter().map(|h| h.fds.count()).collect();
+        let served = broker::fetch_batch(&handles, &counts, &name);
+        for (&i, r) in list.iter().zip(served) {
+            out[i] = Some(r.map(|s| Taken {
+                fds: s.fds,
+                lease: s.lease.map(|t| Lease::new(name.clone(), t)),
+                checked: true,
+            }));
+        }
+    }
+    out.into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(Error::invalid("a handle of the batch was not taken"))))
+        .collect()
+}
+
+/// Close the connections this process keeps to exporters' brokers (see
+/// the module documentation); returns how many were closed. Imports
+/// reconnect when they need to. Useful before counting this process's
+/// descriptors, or before entering a sandbox that forbids sockets.
+pub fn close_broker_connections() -> usize {
+    broker::close_all()
+}
+
+/// How many connections this process keeps to the broker `name` (or to
+/// every broker, for `None`) for later imports.
+pub fn broker_connections(name: Option<&str>) -> usize {
+    broker::kept(name)
 }
 
 /// [`take_fds`] (`leased` false) or [`take_fds_leased`], with the whole

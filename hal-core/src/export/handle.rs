@@ -92,7 +92,7 @@ pub fn new_handle(spec: &HandleSpec, opts: &ExportOptions) -> Result<Handle> {
         creator_pid,
         creator_start,
         creator_pid_ns: os::pid_namespace(),
-        object_id: os::random_id(),
+        object_id: os::unique_id(),
         flags,
         pid_kind: PidKind::Os,
         allowed_pids,

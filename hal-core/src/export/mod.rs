@@ -22,4 +22,6 @@ mod take;
 pub use exported::Exported;
 pub use handle::{new_handle, HandleSpec};
 pub use memfd::{sealed_memfd, SealedMemfd};
-pub use take::{check_fd_count, fd_array, take_sealed, Expect, Sealed};
+pub use take::{
+    check_fd_count, check_sealed, fd_array, take_sealed, take_sealed_batch, Expect, Sealed,
+};

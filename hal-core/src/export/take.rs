@@ -5,7 +5,7 @@
 use std::os::fd::{AsFd, OwnedFd};
 
 use crate::error::{Error, HandleError, Result};
-use crate::exchange::{self, Lease};
+use crate::exchange::{self, Lease, Taken};
 use crate::handle::SharedHandle;
 use crate::os;
 
@@ -70,7 +70,28 @@ pub fn take_sealed<const N: usize>(
     shared: &mut SharedHandle,
     expect: &Expect<'_>,
 ) -> Result<Sealed<N>> {
-    let taken = exchange::take(shared, expect.leased)?;
+    check_sealed(exchange::take(shared, expect.leased)?, expect)
+}
+
+/// [`take_sealed`] for many handles at once, with one round trip per
+/// exporter for the handles that name its broker
+/// ([`exchange::take_fds_leased_batch`]; the lease is always asked for).
+/// One result per handle, in order: a refused handle does not spoil the
+/// others. `expect` gives each handle's [`Expect`].
+pub fn take_sealed_batch<'a, const N: usize>(
+    shared: &mut [SharedHandle],
+    expect: impl Fn(usize) -> Expect<'a>,
+) -> Vec<Result<Sealed<N>>> {
+    exchange::take_fds_leased_batch(shared)
+        .into_iter()
+        .enumerate()
+        .map(|(i, taken)| check_sealed(taken?, &expect(i)))
+        .collect()
+}
+
+/// The descriptors of `taken` as exactly `N` memfds checked against
+/// `expect` (see [`take_sealed`]).
+pub fn check_sealed<const N: usize>(taken: Taken, expect: &Expect<'_>) -> Result<Sealed<N>> {
     let fds = fd_array::<N>(taken.fds, expect.what)?;
     for fd in &fds {
         if expect.read_only {

@@ -8,20 +8,25 @@
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::AtomicU32;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
 
 mod host;
+mod ids;
 mod map;
 mod numa;
 mod page;
+mod pins;
+mod process;
 
 pub use host::{is_mapped, HostRange, HostRegistry};
+pub use ids::{random_id, unique_id};
 pub use map::{Prot, SharedMap};
 pub use numa::numa_nodes;
 pub use page::page_size;
+pub use pins::current_start_time;
+pub use process::{pid, pid_namespace, process_alive, process_start_time, self_identity};
 
 /// The seals an exported memfd carries: its size can never change again.
 pub const EXPORT_SEALS: i32 = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
@@ -369,110 +374,6 @@ pub fn futex_wake(word: &AtomicU32, n: u32) {
             0u32,
         )
     };
-}
-
-/// This process's pid.
-pub fn pid() -> u32 {
-    std::process::id()
-}
-
-/// The start time of process `pid` in clock ticks since boot (field 22 of
-/// `/proc/PID/stat`), or `None` when no such process exists.
-pub fn process_start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: fields
-    // resume after its last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_ascii_whitespace().nth(19)?.parse().ok()
-}
-
-/// This process's (pid, start time), computed once per process.
-pub fn self_identity() -> (u32, u64) {
-    static ID: OnceLock<(u32, u64)> = OnceLock::new();
-    let pid = pid();
-    let &(cached_pid, start) =
-        ID.get_or_init(|| (pid, process_start_time(pid).unwrap_or_default()));
-    if cached_pid == pid {
-        (pid, start)
-    } else {
-        // A forked child inherits the cache; recompute.
-        (pid, process_start_time(pid).unwrap_or_default())
-    }
-}
-
-/// This process's pid namespace: the inode number of `/proc/self/ns/pid`
-/// (what `lsns` and `readlink /proc/self/ns/pid` show as `pid:[N]`), or 0
-/// when it cannot be read (no `/proc`, or a `/proc` mounted from a pid
-/// namespace that does not see this process).
-///
-/// Two processes with the same value number processes alike, so a pid one
-/// of them names means the same process to the other. A process's pid
-/// namespace never changes (`unshare` and `setns` move only its later
-/// children), but a forked child may be in another one, so the value is
-/// read at every call rather than cached.
-pub fn pid_namespace() -> u64 {
-    use std::os::unix::fs::MetadataExt as _;
-    std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
-}
-
-/// True when the process `pid` that started at `start` is still alive (a
-/// zombie, or a process already in its exit path, counts as dead).
-/// `start == 0` means unknown and trusts the pid alone.
-pub fn process_alive(pid: u32, start: u64) -> bool {
-    if pid == 0 {
-        return false;
-    }
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let Some(close) = stat.rfind(')') else {
-        return false;
-    };
-    // Fields after the command name: state (field 3), ..., flags (field 9),
-    // ..., start time (field 22).
-    let fields: Vec<&str> = stat[close + 1..].split_ascii_whitespace().collect();
-    if fields.first() == Some(&"Z") {
-        return false;
-    }
-    // A process being torn down (PF_EXITING, set at the start of the kernel's
-    // exit path, before its descriptors are closed and before it shows as a
-    // zombie) counts as dead too: otherwise a peer that sees the dying
-    // process's sockets close reads it as alive and misreports the cause
-    // (for example an exporter killed during a broker fetch gave NotFound
-    // instead of Closed).
-    const PF_EXITING: u64 = 0x4;
-    if fields
-        .get(6)
-        .and_then(|s| s.parse::<u64>().ok())
-        .is_some_and(|flags| flags & PF_EXITING != 0)
-    {
-        return false;
-    }
-    start == 0 || fields.get(19).and_then(|s| s.parse::<u64>().ok()) == Some(start)
-}
-
-/// 16 random bytes from the kernel (`getrandom`).
-pub fn random_id() -> [u8; 16] {
-    let mut buf = [0u8; 16];
-    let mut filled = 0;
-    while filled < buf.len() {
-        // SAFETY: the destination is the unfilled tail of `buf`.
-        let n =
-            unsafe { libc::getrandom(buf[filled..].as_mut_ptr().cast(), buf.len() - filled, 0) };
-        if n > 0 {
-            filled += n as usize;
-        } else if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            // getrandom cannot fail on Linux >= 3.17 once the pool is ready;
-            // fall back on time and pid rather than panic.
-            let t = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap_or_default()
-                .as_nanos();
-            buf[..16].copy_from_slice(&(t ^ ((pid() as u128) << 64)).to_le_bytes());
-            break;
-        }
-    }
-    buf
 }
 
 /// Lower-case hex of bytes.

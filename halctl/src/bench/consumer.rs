@@ -12,15 +12,16 @@ use hal::os::{self, Prot, SharedMap};
 use hal::registry::Registry;
 use hal::{Exported, Handle, ImportOptions, SharedHandle, WaitOptions};
 
+use super::firsts::Firsts;
 use super::host::pin_to;
-use super::options::{blocking_wait, export_options, spin_wait, PROBE_MARKER};
+use super::options::{blocking_wait, export_options, spin_wait};
 use super::proto::{self, Block, Cmd, IdleMode, Pong, Reply, PEER_TIMEOUT};
 use super::spin::{self, SpinPair};
 use crate::backend;
 use crate::channel::Channel;
 use crate::fail::{CmdResult, Context, Fail};
 use crate::pattern::{self, ReadPath};
-use crate::raw::{self, FutexPair};
+use crate::raw::FutexPair;
 
 /// Arguments of the hidden consumer subcommand.
 #[derive(Debug, clap::Args)]
@@ -180,33 +181,26 @@ impl State {
                 }
                 self.handles.extend(texts);
             }
-            Cmd::ImportFirst { raw_socket, size } => {
-                let dev = self.dev()?;
-                let mut hal_ns = Vec::with_capacity(self.handles.len());
-                let mut raw_ns = Vec::with_capacity(self.handles.len());
-                for (i, text) in self.handles.iter().enumerate() {
-                    // Alternate which goes first, so neither always finds
-                    // the other's caches warm.
-                    for step in 0..2 {
-                        if (i + step) % 2 == 0 {
-                            let (t, byte) = raw::raw_import(&raw_socket, size)?;
-                            if byte != raw::RAW_MARKER {
-                                return Err(Fail::failed("the raw baseline read a wrong byte"));
-                            }
-                            raw_ns.push(ns(t));
-                        } else {
-                            let t0 = Instant::now();
-                            let (mapping, byte) = import_touch(dev, text)?;
-                            hal_ns.push(ns(t0.elapsed()));
-                            drop(mapping);
-                            if byte != PROBE_MARKER {
-                                return Err(Fail::failed("an import read a wrong first byte"));
-                            }
-                        }
-                    }
-                }
-                series.push(hal_ns);
-                series.push(raw_ns);
+            Cmd::ImportFirst {
+                raw_socket,
+                shm_prefix,
+                size,
+                fresh_connection,
+                group,
+            } => {
+                let queue = fds
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| Fail::failed("the baseline's queue did not arrive"))?;
+                let firsts = Firsts {
+                    raw_socket: &raw_socket,
+                    shm_prefix: &shm_prefix,
+                    size,
+                    fresh_connection,
+                    group,
+                    queue: &queue,
+                };
+                series.extend(firsts.run(self.dev()?, &self.handles)?);
             }
             Cmd::ImportCached { n } => {
                 let dev = self.dev()?;

@@ -1,17 +1,18 @@
-//! Scenarios export, import-first and import-cached.
+//! Scenarios export, import-first, import-first-persistent, import-batch-16
+//! and import-cached.
 
 use std::os::fd::AsFd;
 use std::time::Instant;
 
 use hal::{ExportOptions, Exported};
 
+use super::baselines::{RecvQueue, ShmSet};
 use super::host::ns;
 use super::proto::{self, Cmd, PEER_TIMEOUT};
-use super::report::{summarize, Line};
-use super::{two, Allocation, Bench, IMPORT_BATCH, IMPORT_WARMUP, REGION};
+use super::report::{summarize, Line, OtherBaseline};
+use super::{two, Allocation, Bench, BATCH_GROUP, IMPORT_BATCH, IMPORT_WARMUP, REGION};
 use crate::fail::{CmdResult, Context, Fail};
 use crate::raw::RawExport;
-use crate::stats::ratio;
 
 impl Bench<'_> {
     /// export: allocate + export a 1 MiB region, against the raw memfd.
@@ -82,48 +83,137 @@ impl Bench<'_> {
         Ok((probes, exports))
     }
 
-    /// import-first and import-cached.
+    /// First imports of fresh regions (see `Cmd::ImportFirst`), `total`
+    /// handles, in batches of fresh regions: series hal, raw, named,
+    /// received, per handle.
+    fn first_imports(
+        &self,
+        total: usize,
+        fresh_connection: bool,
+        group: usize,
+    ) -> CmdResult<[Vec<u64>; 4]> {
+        let pid = self.peer.pid;
+        let opts = self.opts(&[pid]);
+        let mut all: [Vec<u64>; 4] = Default::default();
+        let mut done = 0;
+        while done < total {
+            // A whole number of groups per batch.
+            let n = ((total - done).min(IMPORT_BATCH) / group * group).max(group);
+            let (probes, exports) = self.probes(n, &opts)?;
+            let size = probes[0].len();
+            let raw = RawExport::new(size, n)?;
+            let shm = ShmSet::new(size, n)?;
+            let mut queue = RecvQueue::new(size, n)?;
+            let theirs = queue.take_theirs()?;
+            let raw_socket = raw.name().to_string();
+            let server = raw.serve(pid, PEER_TIMEOUT);
+            let feeder = queue.feed();
+            proto::send_handles(&self.peer.chan, &self.peer.who(), &Self::texts(&exports))?;
+            let cmd = Cmd::ImportFirst {
+                raw_socket,
+                shm_prefix: shm.prefix().to_string(),
+                size,
+                fresh_connection,
+                group,
+            };
+            self.peer.chan.send_json(&cmd, &[theirs.as_fd()])?;
+            drop(theirs);
+            let (_, series) = proto::recv_reply(&self.peer.chan, &self.peer.who())?;
+            for (what, joined) in [("raw", server.join()), ("queue", feeder.join())] {
+                match joined {
+                    Ok(r) => r?,
+                    Err(_) => {
+                        return Err(Fail::failed(format!("the {what} baseline's thread failed")))
+                    }
+                }
+            }
+            let four: [Vec<u64>; 4] = series
+                .try_into()
+                .map_err(|_| Fail::failed("the consumer sent the wrong number of series"))?;
+            for (a, s) in all.iter_mut().zip(four) {
+                a.extend(s);
+            }
+            done += n;
+            drop(shm);
+        }
+        Ok(all)
+    }
+
+    /// A line of first imports against the three baselines: `main` (0:
+    /// the raw socket, 2: the named region) is the line's baseline, the
+    /// others are listed with their ratios.
+    fn first_line(
+        &self,
+        scenario: &'static str,
+        series: [Vec<u64>; 4],
+        skip: usize,
+        main: usize,
+    ) -> Line {
+        let [hal, raw, named, received] =
+            series.map(|s| summarize(s.into_iter().skip(skip).collect()));
+        let baselines = [
+            (
+                1,
+                "import-first: raw memfd of 1 MiB received over a Unix socket (connect + \
+                 SCM_RIGHTS) + fstat + mmap + first touch, in the consumer",
+                raw,
+            ),
+            (
+                2,
+                "import: shm_open + fstat + mmap + first touch of a named region of 1 MiB, in \
+                 the consumer",
+                named,
+            ),
+            (
+                3,
+                "import: a sealed memfd of 1 MiB already queued on a socket (recvmsg + seals \
+                 check + mmap + first touch), in the consumer",
+                received,
+            ),
+        ];
+        let main = if main == 2 { 2 } else { 1 };
+        let (_, desc, b) = baselines[main - 1];
+        let mut line = Line::new(scenario, &self.backend, hal, Some((desc, b)));
+        for (k, desc, b) in baselines {
+            if k != main {
+                line.other_baselines.push(OtherBaseline::new(desc, hal, b));
+            }
+        }
+        line
+    }
+
+    /// import-first, import-first-persistent, import-batch-16 and
+    /// import-cached.
     pub(super) fn imports(&mut self) -> CmdResult {
         let pid = self.peer.pid;
         let opts = self.opts(&[pid]);
+        let total = self.plan.import_n + IMPORT_WARMUP;
         if self.wants("import-first") {
-            // Fresh regions and raw memfds for every sample, made in batches
-            // so that the descriptors they hold stay well under the
-            // open-file limit.
-            let total = self.plan.import_n + IMPORT_WARMUP;
-            let mut hal_all = Vec::with_capacity(total);
-            let mut raw_all = Vec::with_capacity(total);
-            while hal_all.len() < total {
-                let n = (total - hal_all.len()).min(IMPORT_BATCH);
-                let (probes, exports) = self.probes(n, &opts)?;
-                let size = probes[0].len();
-                let raw = RawExport::new(size, n)?;
-                let raw_socket = raw.name().to_string();
-                let server = raw.serve(pid, PEER_TIMEOUT);
-                proto::send_handles(&self.peer.chan, &self.peer.who(), &Self::texts(&exports))?;
-                let (_, series) = self.peer.call(&Cmd::ImportFirst { raw_socket, size })?;
-                match server.join() {
-                    Ok(r) => r?,
-                    Err(_) => return Err(Fail::failed("the raw baseline's server thread failed")),
-                }
-                let [hal_ns, raw_ns] = two(series)?;
-                hal_all.extend(hal_ns);
-                raw_all.extend(raw_ns);
-            }
-            let v = summarize(hal_all.into_iter().skip(IMPORT_WARMUP).collect());
-            let b = summarize(raw_all.into_iter().skip(IMPORT_WARMUP).collect());
-            let r = ratio(v.p50_ns as f64, b.p50_ns as f64);
-            let line = Line::new(
-                "import-first",
-                &self.backend,
-                v,
-                Some((
-                    "import-first: raw memfd of 1 MiB received over a Unix socket (connect + \
-                     SCM_RIGHTS) + fstat + mmap + first touch, in the consumer",
-                    b,
-                )),
-            )
-            .target("ratio_p50 <= 1.3", r <= 1.3);
+            let series = self.first_imports(total, true, 1)?;
+            let line = self.first_line("import-first", series, IMPORT_WARMUP, 0);
+            let r = line.ratio_p50.unwrap_or(f64::INFINITY);
+            let mut line = line.target("ratio_p50 <= 1.3", r <= 1.3);
+            line.note = Some("a new connection to the exporter's broker for every import".into());
+            self.printer.emit(line)?;
+        }
+        if self.wants("import-first-persistent") {
+            let series = self.first_imports(total, false, 1)?;
+            let line = self.first_line("import-first-persistent", series, IMPORT_WARMUP, 2);
+            let r = line.ratio_p50.unwrap_or(f64::INFINITY);
+            let mut line = line.target("ratio_p50 <= 1.5", r <= 1.5);
+            line.note =
+                Some("the connection to the exporter's broker kept from import to import".into());
+            self.printer.emit(line)?;
+        }
+        if self.wants("import-batch-16") {
+            let series = self.first_imports(total.max(2 * BATCH_GROUP), false, BATCH_GROUP)?;
+            let line = self.first_line("import-batch-16", series, 1, 2);
+            let r = line.ratio_p50.unwrap_or(f64::INFINITY);
+            let mut line = line.target("ratio_p50 <= 1.2", r <= 1.2);
+            line.note = Some(format!(
+                "time per handle: import_memory_batch of {BATCH_GROUP} handles + first touch of \
+                 each, divided by {BATCH_GROUP} (the baselines likewise)"
+            ));
             self.printer.emit(line)?;
         }
         if self.wants("import-cached") {

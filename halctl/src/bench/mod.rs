@@ -12,7 +12,9 @@
 //! | scenario | hal | baseline |
 //! |---|---|---|
 //! | export | allocate + export a 1 MiB region | memfd_create + ftruncate + seals |
-//! | import-first | decode + import + first touch, in the consumer | fd over a Unix socket + fstat + mmap + touch |
+//! | import-first | decode + import + first touch, in the consumer, a new broker connection each | fd over a new Unix socket connection + fstat + mmap + touch; also shm_open + fstat + mmap + touch of a named region, and a received fd (recvmsg + seals + mmap + touch) |
+//! | import-first-persistent | as import-first, the broker connection kept | the named region (and the other two) |
+//! | import-batch-16 | `import_memory_batch` of 16 handles + first touch of each, per handle | the named region (and the other two), per handle |
 //! | import-cached | import of a handle already imported | none (absolute) |
 //! | notify-pingpong | round trip, blocking waits | raw futex ping-pong |
 //! | notify-spin-pingpong | round trip, busy polling | raw atomic spin ping-pong |
@@ -24,10 +26,12 @@
 //! way to the CUDA ones, each against the bare driver call ([`cuda`]).
 
 mod bandwidth;
+mod baselines;
 mod consumer;
 mod cuda;
 mod cuda_consumer;
 mod export;
+mod firsts;
 mod host;
 mod notify;
 mod options;
@@ -61,6 +65,8 @@ const REGION: u64 = 1 << 20;
 const IMPORT_WARMUP: usize = 10;
 /// Regions each importer process imports in the importer-scaling scenario.
 const IMPORTER_REGIONS: usize = 16;
+/// Handles per `import_memory_batch` call in import-batch-16.
+const BATCH_GROUP: usize = 16;
 /// Samples of import-first per batch of fresh regions.
 const IMPORT_BATCH: usize = 1000;
 /// Full-run read-bandwidth size.
@@ -230,9 +236,11 @@ fn one(series: Vec<Vec<u64>>) -> CmdResult<[Vec<u64>; 1]> {
         .map_err(|_| Fail::failed("the consumer sent the wrong number of series"))
 }
 
-const SCENARIOS: [&str; 12] = [
+const SCENARIOS: [&str; 14] = [
     "export",
     "import-first",
+    "import-first-persistent",
+    "import-batch-16",
     "import-cached",
     "notify-pingpong",
     "notify-spin-pingpong",
@@ -247,9 +255,10 @@ const SCENARIOS: [&str; 12] = [
 
 /// The scenarios whose baselines are host memory (a memfd, a private
 /// buffer): on the CUDA backend its own scenarios replace them.
-const HOST_MEMORY_SCENARIOS: [&str; 5] = [
+const HOST_MEMORY_SCENARIOS: [&str; 6] = [
     "export",
     "import-first",
+    "import-batch-16",
     "import-cached",
     "read-bandwidth",
     "scaling",
@@ -323,7 +332,10 @@ pub fn run(args: &BenchArgs) -> CmdResult {
     if b.wants("export") {
         b.export()?;
     }
-    if b.wants("import-first") || b.wants("import-cached") {
+    if ["import-first", "import-batch-16", "import-cached"]
+        .iter()
+        .any(|s| b.wants(s))
+    {
         b.imports()?;
     }
     if [

@@ -69,9 +69,22 @@ pub enum Cmd {
     Open { backend: String, device: u32 },
     /// Append handle texts to the consumer's list (after clearing it).
     AddHandles { clear: bool, texts: Vec<String> },
-    /// First imports of every listed handle, each interleaved with a raw
-    /// baseline import from `raw_socket`; series: hal, raw.
-    ImportFirst { raw_socket: String, size: u64 },
+    /// First imports of every listed handle, each interleaved with three
+    /// baseline imports: a raw memfd received over a new connection to
+    /// `raw_socket`, the named region `/{shm_prefix}{i}`, and a memfd
+    /// queued on the socket that travels with the command. `group` 1: each
+    /// import on its own (a new broker connection each when
+    /// `fresh_connection`); more: `group` handles per
+    /// `import_memory_batch` call, and every sample is a group's time per
+    /// handle (the baselines grouped alike). Series: hal, raw, named,
+    /// received.
+    ImportFirst {
+        raw_socket: String,
+        shm_prefix: String,
+        size: u64,
+        fresh_connection: bool,
+        group: usize,
+    },
     /// Import the first listed handle once and keep it; then time `n`
     /// imports of it again; series: hal, timer overhead.
     ImportCached { n: u32 },

@@ -54,6 +54,30 @@ pub fn summarize(mut v: Vec<u64>) -> Summary {
     }
 }
 
+/// Another floor a scenario is compared with, beside its baseline.
+#[derive(Debug, Clone, Serialize)]
+pub struct OtherBaseline {
+    pub baseline: String,
+    pub n: usize,
+    pub p50_ns: u64,
+    pub iqm_ns: f64,
+    /// value / this baseline, of the medians.
+    pub ratio_p50: f64,
+}
+
+impl OtherBaseline {
+    /// `value` against the baseline `b`, described by `desc`.
+    pub fn new(desc: &str, value: Summary, b: Summary) -> OtherBaseline {
+        OtherBaseline {
+            baseline: desc.to_string(),
+            n: b.n,
+            p50_ns: b.p50_ns,
+            iqm_ns: b.iqm_ns,
+            ratio_p50: ratio(value.p50_ns as f64, b.p50_ns as f64),
+        }
+    }
+}
+
 /// One scenario's result: the fields every line has, then the extras some
 /// scenarios add (left out of the JSON when absent).
 #[derive(Debug, Clone, Serialize)]
@@ -81,6 +105,9 @@ pub struct Line {
     pub ratio_p50: Option<f64>,
     /// value / baseline of the interquartile means.
     pub ratio_iqm: Option<f64>,
+    /// More floors, with their ratios.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub other_baselines: Vec<OtherBaseline>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gbps: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -161,6 +188,7 @@ impl Line {
             baseline_iqm_ns: b.map(|b| b.iqm_ns),
             ratio_p50: b.map(|b| ratio(value.p50_ns as f64, b.p50_ns as f64)),
             ratio_iqm: b.map(|b| ratio(value.iqm_ns, b.iqm_ns)),
+            other_baselines: Vec::new(),
             gbps: None,
             baseline_gbps: None,
             first_pass_gbps: None,
@@ -240,18 +268,20 @@ impl Printer {
         Ok(())
     }
 
+    /// The number of the note describing baseline `b` (added if new).
+    fn note_for(&mut self, b: &str) -> usize {
+        match self.notes.iter().position(|n| n == b) {
+            Some(k) => k + 1,
+            None => {
+                self.notes.push(b.to_string());
+                self.notes.len()
+            }
+        }
+    }
+
     fn row(&mut self, l: &Line) -> CmdResult {
         let note = match &l.baseline {
-            Some(b) => {
-                let k = match self.notes.iter().position(|n| n == b) {
-                    Some(k) => k,
-                    None => {
-                        self.notes.push(b.clone());
-                        self.notes.len() - 1
-                    }
-                };
-                format!("[{}]", k + 1)
-            }
+            Some(b) => format!("[{}]", self.note_for(b)),
             None => "-".to_string(),
         };
         let base = l.baseline_p50_ns.map_or("-".to_string(), out::nanos);
@@ -273,6 +303,14 @@ impl Printer {
             r,
         ))?;
         let mut extra = Vec::new();
+        for o in &l.other_baselines {
+            let k = self.note_for(&o.baseline);
+            extra.push(format!(
+                "{:.2}x [{k}] (its p50 {})",
+                o.ratio_p50,
+                out::nanos(o.p50_ns)
+            ));
+        }
         if let (Some(g), Some(b)) = (l.gbps, l.baseline_gbps) {
             extra.push(format!("{g:.2} GB/s shared vs {b:.2} GB/s private"));
         }

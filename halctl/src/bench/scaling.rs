@@ -62,7 +62,7 @@ impl Bench<'_> {
             if !others.is_empty() {
                 notes.push(format!(
                     "{} memory exports (the ones imported) and {} notify exports: a live \
-                     memory export holds 4 descriptors here and the open-file limit is {}",
+                     memory export holds 2 descriptors here and the open-file limit is {}",
                     memory.len(),
                     others.len(),
                     self.file_limit

@@ -9,6 +9,7 @@ use hal_core::Backend;
 use crate::support::Suite;
 
 mod access;
+mod batch;
 mod device;
 mod dlpack;
 mod foreign;
@@ -26,6 +27,7 @@ mod vmm_access;
 mod waits;
 
 pub use access::*;
+pub use batch::*;
 pub use device::*;
 pub use dlpack::*;
 pub use foreign::*;
@@ -49,6 +51,7 @@ pub fn run_child_role<B: Backend>(suite: &Suite<B>, role: &str) {
         lease::HOLD_SYNC_ROLE => lease::child_hold_sync(suite),
         vmm::GROW_ROLE => vmm::child_grow(suite),
         access::PID_ROLE => access::child_pid_allow(suite),
+        batch::BATCH_ROLE => batch::child_import_batch(suite),
         access::IDENTITY_ROLE => access::child_process_identity(suite),
         process::IMPORT_ROLE => process::child_import_signal(suite),
         process::HYGIENE_ROLE => process::child_hygiene(suite),

@@ -339,10 +339,9 @@ pub struct Census {
 
 impl Census {
     /// Count now, once this process's descriptor broker (if it runs) is idle
-    /// in `accept` and none of its connection threads is left, so that a
-    /// connection it is still serving is not counted.
+    /// in `epoll_wait`, and without the connections this process keeps to
+    /// other processes' brokers (a cache of open sockets, closed first).
     pub fn take() -> Census {
-        let me = std::process::id();
         let thread_named = |name: &str| {
             std::fs::read_dir("/proc/self/task")
                 .map(|d| {
@@ -353,15 +352,21 @@ impl Census {
                 })
                 .unwrap_or(false)
         };
+        hal_core::exchange::close_broker_connections();
         if thread_named("hal-broker") {
-            await_thread_in_syscall(me, "hal-broker", libc::SYS_accept4);
-        }
-        // A connection served on a thread of its own (a peer that was slow to
-        // send its request, or another user's) holds its descriptor until the
-        // thread ends, at most about a second later.
-        let start = Instant::now();
-        while thread_named("hal-broker-conn") && start.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(1));
+            // Every worker asleep in epoll_wait, twice in a row: none has an
+            // event it has not handled (a woken worker is runnable), so a
+            // connection whose peer hung up is closed already.
+            let start = Instant::now();
+            let mut quiet = 0;
+            while quiet < 2 && start.elapsed() < Duration::from_secs(10) {
+                if broker_workers_asleep() {
+                    quiet += 1;
+                } else {
+                    quiet = 0;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
         }
         let mut fds: Vec<String> = std::fs::read_dir("/proc/self/fd")
             .map(|d| {
@@ -472,6 +477,31 @@ pub fn thread_in_syscall(pid: u32, comm: &str, nr: i64) -> bool {
         }
     }
     false
+}
+
+/// True when every thread of this process named `hal-broker` sleeps
+/// (state `S`) in `epoll_wait` or `epoll_pwait`.
+fn broker_workers_asleep() -> bool {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return false;
+    };
+    tasks.flatten().all(|t| {
+        let name = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if name.trim_end() != "hal-broker" {
+            return true;
+        }
+        let sc = std::fs::read_to_string(t.path().join("syscall")).unwrap_or_default();
+        let nr = sc
+            .split_whitespace()
+            .next()
+            .and_then(|s| s.parse::<i64>().ok());
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        let state = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next())
+            .unwrap_or("");
+        state == "S" && (nr == Some(libc::SYS_epoll_wait) || nr == Some(libc::SYS_epoll_pwait))
+    })
 }
 
 /// Wait (at most 10 s) until [`thread_in_syscall`] holds. Returns whether it

@@ -7,9 +7,11 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use nix::errno::Errno;
 use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
 
+use super::decide::decide;
 use super::policy::{overflow_uid, uid_allowed};
+use super::pool::{self, Pooled};
 use super::protocol::{encode_request, parse_reply, Request, Status};
-use super::server::{decide, own_table};
+use super::server::own_table;
 use crate::error::{Error, HandleError, Result};
 use crate::exchange::limits::{dropped_descriptors, BROKER_TIMEOUT, MAX_FDS};
 use crate::exchange::peer::PeerCred;
@@ -60,24 +62,10 @@ pub(crate) fn release(name: &str, ticket: &LeaseTicket) -> Result<()> {
             )),
         };
     }
-    let fd = connect(name, 0)?;
-    let server =
-        sys::peer_cred(fd.as_fd()).map_err(|e| Error::io("reading the broker's credentials", e))?;
-    if !uid_allowed(server.uid) {
-        return Err(Error::PermissionDenied {
-            pid: Some(server.pid),
-            reason: format!("the socket `{name}` is served by uid {}", server.uid),
-        });
-    }
-    exchange(
-        fd.as_fd(),
-        name,
-        server.pid,
-        &request,
-        0,
-        &format!("lease release at `{name}`"),
-    )
-    .map(drop)
+    let what = format!("lease release at `{name}`");
+    with_connection(None, name, 0, |fd, _| {
+        exchange(fd, name, 0, &request, 0, &what).map(drop)
+    })
 }
 
 pub(super) fn call(handle: &Handle, name: &str, request: Request, count: usize) -> Result<Served> {
@@ -121,14 +109,76 @@ pub(super) fn call(handle: &Handle, name: &str, request: Request, count: usize) 
             lease: answer.lease,
         });
     }
-    let fd = connect(name, exporter).map_err(|e| match e {
-        Error::NotFound { .. } => gone(handle, name),
-        e => e,
-    })?;
-    check_server(fd.as_fd(), handle, name)?;
-    let (lease, fds) = exchange(fd.as_fd(), name, exporter, &request, count, &what)
-        .map_err(|e| closed_by_exit(e, handle, name))?;
+    let (lease, fds) = with_connection(Some(handle), name, exporter, |fd, _| {
+        exchange(fd, name, exporter, &request, count, &what)
+    })
+    .map_err(|e| closed_by_exit(e, handle, name))?;
     Ok(Served { fds, lease })
+}
+
+/// Run `f` on a connection to the broker `name`: a kept one when there is
+/// one (sent again once on a new connection if the broker had closed it),
+/// else a new one, checked ([`open`]) and, for `handle`, checked to be
+/// served by its creator. The connection is kept for later requests when
+/// `f` succeeds.
+pub(super) fn with_connection<T>(
+    handle: Option<&Handle>,
+    name: &str,
+    exporter: u32,
+    mut f: impl FnMut(BorrowedFd<'_>, &PeerCred) -> Result<T>,
+) -> Result<T> {
+    let kept = pool::checkout(name);
+    let reused = kept.is_some();
+    let conn = match kept {
+        Some(c) => c,
+        None => open(handle, name, exporter)?,
+    };
+    if let Some(h) = handle {
+        if !creator_may_be(h, conn.server.pid) {
+            return Err(impostor(name, conn.server.pid, h));
+        }
+    }
+    match f(conn.fd.as_fd(), &conn.server) {
+        Ok(v) => {
+            pool::checkin(name, conn);
+            Ok(v)
+        }
+        // The broker closed a kept connection (idle, or to make room) before
+        // it read the request: send it again on a new one.
+        Err(Error::Closed { .. }) if reused => {
+            drop(conn);
+            let conn = open(handle, name, exporter)?;
+            let v = f(conn.fd.as_fd(), &conn.server)?;
+            pool::checkin(name, conn);
+            Ok(v)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A new connection to the broker `name`, its server checked: another user
+/// than this one or root is refused, and, for `handle`, a server that
+/// cannot be its creator ([`check_server`]).
+pub(super) fn open(handle: Option<&Handle>, name: &str, exporter: u32) -> Result<Pooled> {
+    let fd = connect(name, exporter).map_err(|e| match (e, handle) {
+        (Error::NotFound { .. }, Some(h)) => gone(h, name),
+        (e, _) => e,
+    })?;
+    let server = match handle {
+        Some(h) => check_server(fd.as_fd(), h, name)?,
+        None => {
+            let server = sys::peer_cred(fd.as_fd())
+                .map_err(|e| Error::io("reading the broker's credentials", e))?;
+            if !uid_allowed(server.uid) {
+                return Err(Error::PermissionDenied {
+                    pid: Some(server.pid),
+                    reason: format!("the socket `{name}` is served by uid {}", server.uid),
+                });
+            }
+            server
+        }
+    };
+    Ok(Pooled::new(fd, server))
 }
 
 /// A broker that hung up mid-request: when its exporter has exited, say so
@@ -302,6 +352,13 @@ pub(super) fn status_error(
                  the exporter runs an incompatible hal version",
             ),
         ),
+        Status::TooMany => Error::io(
+            what.to_string(),
+            io::Error::other(
+                "the batch asked for more descriptors than one reply carries; import fewer \
+                 handles at once",
+            ),
+        ),
         Status::Internal => Error::io(
             what.to_string(),
             io::Error::other("the broker could not serve the request"),
@@ -349,7 +406,7 @@ pub(super) fn hung_up(name: &str, exporter: u32) -> Error {
 /// creator when the handle names no start time (`creator_start == 0`: the
 /// server's pid must then be the creator's); or, when the creator is alive
 /// in this pid namespace, another pid.
-pub(super) fn check_server(fd: BorrowedFd<'_>, handle: &Handle, name: &str) -> Result<()> {
+pub(super) fn check_server(fd: BorrowedFd<'_>, handle: &Handle, name: &str) -> Result<PeerCred> {
     let server =
         sys::peer_cred(fd).map_err(|e| Error::io("reading the broker socket's credentials", e))?;
     if !uid_allowed(server.uid) {
@@ -365,7 +422,7 @@ pub(super) fn check_server(fd: BorrowedFd<'_>, handle: &Handle, name: &str) -> R
     if !creator_may_be(handle, server.pid) {
         return Err(impostor(name, server.pid, handle));
     }
-    Ok(())
+    Ok(server)
 }
 
 /// Whether the process `server` (pid as this process sees it) may be the
@@ -448,6 +505,66 @@ mod tests {
         ] {
             assert_eq!(recv_failure(e, "b", 1).kind_name(), want);
         }
+    }
+
+    #[test]
+    fn a_request_on_a_connection_the_broker_closed_goes_again_on_a_new_one() {
+        use super::super::protocol::encode_reply;
+        use nix::sys::socket::{accept, bind, listen, Backlog};
+        let name = format!("hal-test-retry-{}", os::hex(&os::random_id()[..8]));
+        let listener = socket::socket(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .unwrap();
+        bind(
+            listener.as_raw_fd(),
+            &UnixAddr::new_abstract(name.as_bytes()).unwrap(),
+        )
+        .unwrap();
+        listen(&listener, Backlog::new(4).unwrap()).unwrap();
+        let (closed_tx, closed_rx) = std::sync::mpsc::channel();
+        // A broker that answers one request per connection, then closes it.
+        let server = std::thread::spawn(move || {
+            for _ in 0..2 {
+                let raw = accept(listener.as_raw_fd()).unwrap();
+                // SAFETY: accept returned a new descriptor that nothing else owns.
+                let conn = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+                let mut buf = [0u8; 64];
+                let got = sys::recv_msg(conn.as_fd(), &mut buf, 0).unwrap();
+                assert_eq!(got.bytes, 40);
+                let reply = encode_reply(Status::Ok, 0, os::pid(), None);
+                sys::send_msg(conn.as_fd(), &reply, &[]).unwrap();
+                drop(conn);
+                closed_tx.send(()).unwrap();
+            }
+        });
+        let ticket = LeaseTicket {
+            table: os::random_id(),
+            slot: 0,
+            token: 1,
+        };
+        let request = Request::Release(ticket);
+        let call = || {
+            with_connection(None, &name, 0, |fd, _| {
+                exchange(fd, &name, 0, &request, 0, "a test request")
+            })
+        };
+        call().expect("the first request, on a new connection");
+        assert_eq!(pool::kept(Some(&name)), 1, "the connection is kept");
+        closed_rx.recv().unwrap();
+        // The kept connection is closed on the broker's side: the request
+        // goes again, on a new one.
+        call().expect("the second request, sent again");
+        closed_rx.recv().unwrap();
+        server.join().unwrap();
+        assert_eq!(pool::kept(Some(&name)), 1);
+        // With no broker left, a kept connection it closed gives the error of
+        // a new connection.
+        assert_eq!(call().unwrap_err().kind_name(), "not-found");
+        assert_eq!(pool::kept(Some(&name)), 0);
     }
 
     #[test]

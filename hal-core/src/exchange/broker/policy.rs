@@ -48,7 +48,7 @@ impl Policy {
                 .map(|&pid| {
                     kept(pid).unwrap_or(Allowed {
                         pid,
-                        start: os::process_start_time(pid).unwrap_or(0),
+                        start: os::current_start_time(pid).unwrap_or(0),
                     })
                 })
                 .collect(),

@@ -16,6 +16,21 @@ pub(crate) const OP_FETCH: u8 = 1;
 pub(crate) const OP_LEASE: u8 = 2;
 /// Operation: give a lease back.
 pub(crate) const OP_RELEASE: u8 = 3;
+/// Operation: fetch the descriptors (and leases) of several objects.
+pub(crate) const OP_FETCH_BATCH: u8 = 4;
+/// Most objects in one batch request.
+pub(crate) const MAX_BATCH: usize = 64;
+/// Most descriptors in one batch reply: under the kernel's bound on one
+/// `SCM_RIGHTS` message (`SCM_MAX_FD`, 253).
+pub(crate) const MAX_BATCH_FDS: usize = 240;
+/// Length of a batch request's header (then 16 bytes per object).
+pub(crate) const BATCH_HEADER: usize = 8;
+/// Length of a batch reply's header (then [`BATCH_ENTRY`] bytes per object).
+pub(crate) const BATCH_REPLY_HEADER: usize = 16;
+/// Length of one object's entry in a batch reply.
+pub(crate) const BATCH_ENTRY: usize = 32;
+/// Longest message a broker reads.
+pub(crate) const MAX_REQUEST: usize = BATCH_HEADER + 16 * MAX_BATCH;
 /// Length of a request.
 pub(crate) const REQUEST_LEN: usize = 40;
 /// Length of a reply.
@@ -48,6 +63,8 @@ pub(crate) enum Status {
     /// namespace the exporter cannot see (its pid reads 0), so its lease
     /// could never be told dead.
     Unseen = 8,
+    /// A batch asks for more descriptors than one reply carries.
+    TooMany = 9,
 }
 
 impl Status {
@@ -62,6 +79,7 @@ impl Status {
             6 => Status::Internal,
             7 => Status::Busy,
             8 => Status::Unseen,
+            9 => Status::TooMany,
             _ => return None,
         })
     }
@@ -100,6 +118,130 @@ pub(crate) enum Request {
     Lease([u8; 16]),
     /// End a lease.
     Release(LeaseTicket),
+}
+
+/// One object's answer in a batch reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BatchEntry {
+    /// The object's status (`None` in a parsed reply: unknown to this
+    /// version).
+    pub(crate) status: Option<Status>,
+    /// How many of the reply's descriptors are this object's (they follow
+    /// those of the entries before it).
+    pub(crate) fds: usize,
+    /// The object's lease ticket.
+    pub(crate) lease: Option<LeaseTicket>,
+}
+
+/// The object ids of a batch request: `HALB`, version, operation 4, the
+/// count (`u16`), then each 16-byte id. `None` when `request` is not a
+/// well-formed batch (it may be another request).
+pub(crate) fn parse_batch(
+    request: &[u8],
+    truncated: bool,
+) -> Option<std::result::Result<Vec<[u8; 16]>, Status>> {
+    if request.len() < BATCH_HEADER
+        || request[..4] != REQUEST_MAGIC
+        || request[4] != PROTOCOL_VERSION
+        || request[5] != OP_FETCH_BATCH
+    {
+        return None;
+    }
+    let count = u16::from_le_bytes([request[6], request[7]]) as usize;
+    if truncated || count == 0 || count > MAX_BATCH || request.len() != BATCH_HEADER + 16 * count {
+        return Some(Err(Status::BadRequest));
+    }
+    Some(Ok(request[BATCH_HEADER..]
+        .chunks_exact(16)
+        .map(|c| {
+            let mut id = [0u8; 16];
+            id.copy_from_slice(c);
+            id
+        })
+        .collect()))
+}
+
+/// The bytes of a batch request for `ids` (1 to [`MAX_BATCH`]).
+pub(crate) fn encode_batch(ids: &[[u8; 16]]) -> Vec<u8> {
+    let mut r = Vec::with_capacity(BATCH_HEADER + 16 * ids.len());
+    r.extend_from_slice(&REQUEST_MAGIC);
+    r.push(PROTOCOL_VERSION);
+    r.push(OP_FETCH_BATCH);
+    r.extend_from_slice(&(ids.len() as u16).to_le_bytes());
+    for id in ids {
+        r.extend_from_slice(id);
+    }
+    r
+}
+
+/// A batch reply: `HALR`, version, status 0, the number of descriptors, a
+/// zero byte, the importer's pid as the broker sees it, the count (`u16`),
+/// two zero bytes, then per object: status, descriptor count, flags (1: a
+/// lease ticket), a zero byte, then the ticket (slot, token, table id).
+pub(crate) fn encode_batch_reply(seen_pid: u32, entries: &[BatchEntry]) -> Vec<u8> {
+    let mut r = vec![0u8; BATCH_REPLY_HEADER + BATCH_ENTRY * entries.len()];
+    r[..4].copy_from_slice(&REPLY_MAGIC);
+    r[4] = PROTOCOL_VERSION;
+    r[5] = Status::Ok as u8;
+    r[6] = entries.iter().map(|e| e.fds).sum::<usize>().min(255) as u8;
+    r[8..12].copy_from_slice(&seen_pid.to_le_bytes());
+    r[12..14].copy_from_slice(&(entries.len() as u16).to_le_bytes());
+    for (i, e) in entries.iter().enumerate() {
+        let at = BATCH_REPLY_HEADER + BATCH_ENTRY * i;
+        let x = &mut r[at..at + BATCH_ENTRY];
+        x[0] = e.status.unwrap_or(Status::Internal) as u8;
+        x[1] = e.fds as u8;
+        if let Some(t) = e.lease {
+            x[2] = REPLY_LEASED;
+            x[4..8].copy_from_slice(&t.slot.to_le_bytes());
+            x[8..16].copy_from_slice(&t.token.to_le_bytes());
+            x[16..32].copy_from_slice(&t.table);
+        }
+    }
+    r
+}
+
+/// The entries of a batch reply for `count` objects and the pid the
+/// broker saw; `None` for a malformed reply. A batch the broker refused as
+/// a whole comes as a plain reply (see [`parse_reply`]).
+pub(crate) fn parse_batch_reply(reply: &[u8], count: usize) -> Option<(u32, Vec<BatchEntry>)> {
+    if reply.len() != BATCH_REPLY_HEADER + BATCH_ENTRY * count
+        || reply[..4] != REPLY_MAGIC
+        || reply[4] != PROTOCOL_VERSION
+        || reply[5] != Status::Ok as u8
+        || u16::from_le_bytes([reply[12], reply[13]]) as usize != count
+    {
+        return None;
+    }
+    let seen_pid = u32::from_le_bytes([reply[8], reply[9], reply[10], reply[11]]);
+    let mut entries = Vec::with_capacity(count);
+    for x in reply[BATCH_REPLY_HEADER..].chunks_exact(BATCH_ENTRY) {
+        let lease = match x[2] {
+            0 => None,
+            REPLY_LEASED => {
+                let slot = u32::from_le_bytes([x[4], x[5], x[6], x[7]]);
+                let mut token = [0u8; 8];
+                token.copy_from_slice(&x[8..16]);
+                let mut table = [0u8; 16];
+                table.copy_from_slice(&x[16..32]);
+                let token = u64::from_le_bytes(token);
+                if token == 0 {
+                    return None;
+                }
+                Some(LeaseTicket { table, slot, token })
+            }
+            _ => return None,
+        };
+        entries.push(BatchEntry {
+            status: Status::from_wire(x[0]),
+            fds: x[1] as usize,
+            lease,
+        });
+    }
+    if entries.iter().map(|e| e.fds).sum::<usize>() != reply[6] as usize {
+        return None;
+    }
+    Some((seen_pid, entries))
 }
 
 /// A well-formed request.
@@ -261,9 +403,61 @@ mod tests {
         for b in 0..=255u8 {
             match Status::from_wire(b) {
                 Some(s) => assert_eq!(s as u8, b),
-                None => assert!(b > 8),
+                None => assert!(b > 9),
             }
         }
+    }
+
+    #[test]
+    fn batches_round_trip_and_garbage() {
+        let ids = [os::random_id(), os::random_id()];
+        let r = encode_batch(&ids);
+        assert_eq!(parse_batch(&r, false), Some(Ok(ids.to_vec())));
+        assert_eq!(parse_batch(&r, true), Some(Err(Status::BadRequest)));
+        assert_eq!(
+            parse_batch(&r[..r.len() - 1], false),
+            Some(Err(Status::BadRequest))
+        );
+        let mut zero = r.clone();
+        zero[6] = 0;
+        zero.truncate(BATCH_HEADER);
+        assert_eq!(parse_batch(&zero, false), Some(Err(Status::BadRequest)));
+        let many: Vec<[u8; 16]> = (0..=MAX_BATCH).map(|_| [1; 16]).collect();
+        assert_eq!(
+            parse_batch(&encode_batch(&many), false),
+            Some(Err(Status::BadRequest))
+        );
+        // A single request is no batch.
+        assert_eq!(
+            parse_batch(&encode_request(&Request::Fetch(ids[0])), false),
+            None
+        );
+        let ticket = LeaseTicket {
+            table: os::random_id(),
+            slot: 4,
+            token: 9,
+        };
+        let entries = [
+            BatchEntry {
+                status: Some(Status::Ok),
+                fds: 2,
+                lease: Some(ticket),
+            },
+            BatchEntry {
+                status: Some(Status::PidDenied),
+                fds: 0,
+                lease: None,
+            },
+        ];
+        let reply = encode_batch_reply(77, &entries);
+        assert_eq!(parse_batch_reply(&reply, 2), Some((77, entries.to_vec())));
+        assert_eq!(parse_batch_reply(&reply, 1), None, "another count");
+        let mut lying = reply.clone();
+        lying[6] = 3;
+        assert_eq!(parse_batch_reply(&lying, 2), None, "a wrong total");
+        let mut flags = reply;
+        flags[BATCH_REPLY_HEADER + 2] = 7;
+        assert_eq!(parse_batch_reply(&flags, 2), None, "unknown flags");
     }
 
     #[test]

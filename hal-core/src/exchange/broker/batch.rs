@@ -1,0 +1,166 @@
+//! The importer's batch fetch: the descriptors (and leases) of many objects
+//! of one exporter in one round trip.
+
+use std::io;
+use std::os::fd::{BorrowedFd, OwnedFd};
+
+use super::client::{
+    closed_by_exit, creator_may_be, fetch, hung_up, impostor, recv_failure, release, send_failure,
+    status_error, with_connection, Served,
+};
+use super::protocol::{
+    encode_batch, parse_batch_reply, BATCH_ENTRY, BATCH_REPLY_HEADER, MAX_BATCH, MAX_BATCH_FDS,
+};
+use super::server::own_table;
+use crate::error::{Error, HandleError, Result};
+use crate::exchange::limits::dropped_descriptors;
+use crate::exchange::peer::PeerCred;
+use crate::exchange::sys;
+use crate::handle::Handle;
+use crate::os;
+
+/// Fetch the descriptors of every handle in `handles`, all served by the
+/// broker `name`, each with `counts[i]` descriptors: one request per
+/// [`MAX_BATCH`] handles (and [`MAX_BATCH_FDS`] descriptors). One result per
+/// handle, in order: the broker decides each object on its own, so a
+/// refused handle does not spoil the others. A batch the broker does not
+/// take as a whole (an older broker, a connection lost) is fetched handle
+/// by handle, so that each gets its own answer.
+pub(crate) fn fetch_batch(
+    handles: &[&Handle],
+    counts: &[usize],
+    name: &str,
+) -> Vec<Result<Served>> {
+    let single = |i: usize| fetch(handles[i], name, counts[i]);
+    if handles.len() < 2 || own_table(name).is_some() {
+        return (0..handles.len()).map(single).collect();
+    }
+    let mut out = Vec::with_capacity(handles.len());
+    let mut i = 0;
+    while i < handles.len() {
+        let mut j = i;
+        let mut fds = 0;
+        while j < handles.len() && j - i < MAX_BATCH && fds + counts[j] <= MAX_BATCH_FDS {
+            fds += counts[j];
+            j += 1;
+        }
+        if j - i < 2 {
+            out.push(single(i));
+            i += 1;
+            continue;
+        }
+        let chunk = &handles[i..j];
+        let first = chunk[0];
+        let got = with_connection(Some(first), name, first.creator_pid, |fd, server| {
+            exchange_batch(fd, server, name, chunk, &counts[i..j])
+        })
+        .map_err(|e| closed_by_exit(e, first, name));
+        match got {
+            Ok(results) => out.extend(results),
+            Err(e) => {
+                log::debug!("batch fetch at `{name}` failed as a whole ({e}); one by one");
+                out.extend((i..j).map(single));
+            }
+        }
+        i = j;
+    }
+    out
+}
+
+/// One batch request for `chunk` on a connection to `server`, and its
+/// reply split per handle. An error when the reply as a whole is not a
+/// batch reply.
+fn exchange_batch(
+    fd: BorrowedFd<'_>,
+    server: &PeerCred,
+    name: &str,
+    chunk: &[&Handle],
+    counts: &[usize],
+) -> Result<Vec<Result<Served>>> {
+    // Handles whose creator cannot be this server are not asked for.
+    let asked: Vec<usize> = (0..chunk.len())
+        .filter(|&k| creator_may_be(chunk[k], server.pid))
+        .collect();
+    let exporter = chunk[0].creator_pid;
+    let ids: Vec<[u8; 16]> = asked.iter().map(|&k| chunk[k].object_id).collect();
+    let mut results: Vec<Option<Result<Served>>> = (0..chunk.len()).map(|_| None).collect();
+    if !ids.is_empty() {
+        sys::send_msg(fd, &encode_batch(&ids), &[]).map_err(|e| send_failure(e, name, exporter))?;
+        let mut buf = [0u8; BATCH_REPLY_HEADER + BATCH_ENTRY * MAX_BATCH];
+        let got = sys::recv_msg(fd, &mut buf, MAX_BATCH_FDS)
+            .map_err(|e| recv_failure(e, name, exporter))?;
+        if got.ctrunc {
+            return Err(dropped_descriptors(got.fds.len(), None));
+        }
+        if got.bytes == 0 {
+            return Err(hung_up(name, exporter));
+        }
+        let reply = &buf[..got.bytes.min(buf.len())];
+        let malformed = || {
+            Error::io(
+                format!("reading the batch reply of the broker `{name}`"),
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "not a batch reply: the exporter runs an older hal version, or refused the \
+                     batch as a whole",
+                ),
+            )
+        };
+        if got.trunc {
+            return Err(malformed());
+        }
+        let (seen_pid, entries) = parse_batch_reply(reply, ids.len()).ok_or_else(malformed)?;
+        if entries.iter().map(|e| e.fds).sum::<usize>() != got.fds.len() {
+            return Err(HandleError::Descriptors(format!(
+                "the broker `{name}` sent {} descriptor(s) for a batch that announced others",
+                got.fds.len()
+            ))
+            .into());
+        }
+        let mut fds = got.fds.into_iter();
+        for (&k, e) in asked.iter().zip(entries) {
+            let mine: Vec<OwnedFd> = fds.by_ref().take(e.fds).collect();
+            let h = chunk[k];
+            let what = format!(
+                "object {} at the descriptor broker `{name}` of pid {}",
+                os::hex(&h.object_id),
+                h.creator_pid
+            );
+            let r = match e.status {
+                Some(super::protocol::Status::Ok) if mine.len() == counts[k] => Ok(Served {
+                    fds: mine,
+                    lease: e.lease,
+                }),
+                Some(super::protocol::Status::Ok) => {
+                    if let Some(t) = e.lease {
+                        let _ = release(name, &t);
+                    }
+                    Err(HandleError::Descriptors(format!(
+                        "the broker `{name}` sent {} descriptor(s) for {what}, and the handle \
+                         describes {}",
+                        mine.len(),
+                        counts[k]
+                    ))
+                    .into())
+                }
+                Some(status) if mine.is_empty() => {
+                    Err(status_error(status, &what, h.creator_pid, Some(seen_pid)))
+                }
+                Some(_) => Err(HandleError::Descriptors(format!(
+                    "the broker `{name}` refused {what} and sent descriptors anyway"
+                ))
+                .into()),
+                None => Err(Error::io(
+                    what,
+                    io::Error::other("the broker answered with an unknown status"),
+                )),
+            };
+            results[k] = Some(r);
+        }
+    }
+    Ok(results
+        .into_iter()
+        .enumerate()
+        .map(|(k, r)| r.unwrap_or_else(|| Err(impostor(name, server.pid, chunk[k]))))
+        .collect())
+}
