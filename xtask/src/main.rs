@@ -8,7 +8,7 @@
 //! cargo xtask circles [CRATE...]
 //!                         import cycles between the files of each crate (or of
 //!                         the crates named); exit 1 on a cycle
-//! cargo xtask bindgen     (comes with the Ascend backend)
+//! cargo xtask bindgen     regenerate hal-ascend's bindings (--check: verify them)
 //! cargo xtask gpu-smoke   build, in release mode, what a GPU machine runs against its
 //!                         real driver (target/gpu-smoke/, with run.sh)
 //! ```
@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
+mod bindgen;
 mod circles;
 mod gpu_smoke;
 
@@ -42,7 +43,8 @@ commands:
              re-exports; comments, strings and #[cfg(test)] modules skipped);
              prints each crate's files in layers, leaves first, and every cycle;
              exit 1 on a cycle
-  bindgen    regenerate vendor bindings (comes with the Ascend backend)
+  bindgen    regenerate hal-ascend/src/bindings.rs from hal-ascend/include/acl_subset.h;
+             with --check, fail when the checked-in file differs from a fresh generation
   gpu-smoke  build in release mode, stripped, into target/gpu-smoke/: hal-cuda's test
              executables (its conformance suite switches to the real driver there),
              hal's examples, halctl, and run.sh, which a machine with an NVIDIA GPU and
@@ -63,6 +65,9 @@ fn main() -> ExitCode {
     if cmd == "circles" {
         return circles_cmd(&args[1..]);
     }
+    if cmd == "bindgen" {
+        return bindgen::bindgen_cmd(&root(), &args[1..]);
+    }
     if args.len() > 1 {
         eprintln!("xtask: `{cmd}` takes no arguments\n\n{USAGE}");
         return ExitCode::from(2);
@@ -71,12 +76,6 @@ fn main() -> ExitCode {
         "ci" => ci(),
         "matrix" => matrix(),
         "gpu-smoke" => gpu_smoke::gpu_smoke(&root(), &cargo()),
-        // bindgen arrives with the Ascend backend (its bindings are generated
-        // from a header the project writes); until then it says so.
-        "bindgen" => {
-            eprintln!("xtask {cmd}: not yet available: comes with the Ascend backend");
-            ExitCode::from(2)
-        }
         "help" | "-h" | "--help" => {
             println!("{USAGE}");
             ExitCode::SUCCESS
