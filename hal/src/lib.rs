@@ -8,7 +8,9 @@
 //! |---|---|---|
 //! | `cpu-shm` (default) | CPU shared memory: sealed memfd, named regions, futex events and notifies | `hal::cpu_shm` |
 //! | `mock` | the simulator: CUDA-like (`mock-cuda`) and Ascend-like (`mock-ascend`) devices, memfd-backed so sharing works across real processes | `hal::mock` |
-//! | `cuda`, `cuda-uvm`, `ascend` | CUDA device memory, CUDA managed memory, Ascend NPUs (coming in later releases) | |
+//! | `cuda` | CUDA device memory, events and notifies on the NVIDIA driver, loaded at run time | `hal::cuda` |
+//! | `ascend` | Ascend NPU memory keys, IPC events and notifies on the ACL runtime, loaded at run time (`HAL_ASCEND_LIBRARY`) | `hal::ascend` |
+//! | `cuda-uvm` | CUDA managed memory shared across processes (coming in a later release) | |
 //!
 //! This crate re-exports the whole contract of `hal-core` ([`Backend`],
 //! [`Device`], [`Memory`], [`Handle`], [`Error`], ...) and adds the
@@ -103,6 +105,14 @@ pub use hal_core::*;
 /// The CPU shared-memory backend (feature `cpu-shm`, on by default).
 #[cfg(feature = "cpu-shm")]
 pub use hal_cpu_shm as cpu_shm;
+
+/// The CUDA backend (feature `cuda`).
+#[cfg(feature = "cuda")]
+pub use hal_cuda as cuda;
+
+/// The Ascend backend (feature `ascend`).
+#[cfg(feature = "ascend")]
+pub use hal_ascend as ascend;
 
 /// The simulator backend (feature `mock`).
 #[cfg(feature = "mock")]

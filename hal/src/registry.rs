@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | `cuda` | `cuda` | CUDA device memory through the driver API (`hal-cuda`) |
 //! | `cuda-uvm` | `cuda-uvm` (later) | CUDA managed memory shared across processes |
-//! | `ascend` | `ascend` (later) | Huawei Ascend NPUs through ACL |
+//! | `ascend` | `ascend` | Huawei Ascend NPUs through the ACL runtime (`hal-ascend`) |
 //! | `cpu-shm` | `cpu-shm` (default) | CPU shared memory |
 //! | `mock-cuda` (alias `mock`) | `mock` | the simulator's CUDA-like devices |
 //! | `mock-ascend` | `mock` | the simulator's Ascend-like devices |
@@ -83,7 +83,7 @@ const KNOWN: &[Known] = &[
         name: "ascend",
         id: BackendId::Ascend,
         feature: "ascend",
-        make: None,
+        make: constructors::ASCEND,
     },
     Known {
         name: "cpu-shm",
@@ -110,9 +110,19 @@ const ALIASES: &[(&str, &str)] = &[("mock", "mock-cuda")];
 
 mod constructors {
     use super::Constructor;
-    #[cfg(any(feature = "cpu-shm", feature = "mock", feature = "cuda"))]
+    #[cfg(any(
+        feature = "cpu-shm",
+        feature = "mock",
+        feature = "cuda",
+        feature = "ascend"
+    ))]
     use hal_core::dynamic::DynBackend;
-    #[cfg(any(feature = "cpu-shm", feature = "mock", feature = "cuda"))]
+    #[cfg(any(
+        feature = "cpu-shm",
+        feature = "mock",
+        feature = "cuda",
+        feature = "ascend"
+    ))]
     use hal_core::Result;
 
     #[cfg(feature = "cuda")]
@@ -123,6 +133,16 @@ mod constructors {
     #[cfg(feature = "cuda")]
     fn cuda() -> Result<Box<dyn DynBackend>> {
         Ok(Box::new(hal_cuda::CudaBackend::new()))
+    }
+
+    #[cfg(feature = "ascend")]
+    pub(super) const ASCEND: Option<Constructor> = Some(ascend);
+    #[cfg(not(feature = "ascend"))]
+    pub(super) const ASCEND: Option<Constructor> = None;
+
+    #[cfg(feature = "ascend")]
+    fn ascend() -> Result<Box<dyn DynBackend>> {
+        Ok(Box::new(hal_ascend::AscendBackend::new()))
     }
 
     #[cfg(feature = "cpu-shm")]
@@ -163,6 +183,8 @@ pub fn compiled_in() -> &'static [&'static str] {
     const NAMES: &[&str] = &[
         #[cfg(feature = "cuda")]
         "cuda",
+        #[cfg(feature = "ascend")]
+        "ascend",
         #[cfg(feature = "cpu-shm")]
         "cpu-shm",
         #[cfg(feature = "mock")]

@@ -279,7 +279,7 @@ fn devices_lists_backends_devices_and_capabilities() {
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert!(not_in.contains(&"ascend"), "{not_in:?}");
+    assert!(not_in.contains(&"cuda-uvm"), "{not_in:?}");
     // CUDA is compiled in: without the driver it is unavailable and names
     // every path it searched.
     let cuda = backends.iter().find(|b| b["name"] == "cuda").expect("cuda");
@@ -320,7 +320,7 @@ fn devices_filters_by_backend_and_refuses_unknown_names() {
     assert_short_error(&out);
     assert!(out.stderr.contains("unknown backend"), "{out:?}");
     // A real backend that this build lacks is a failed operation.
-    let out = halctl(&["devices", "--backend", "ascend"]);
+    let out = halctl(&["devices", "--backend", "cuda-uvm"]);
     assert_eq!(out.code, 1, "{out:?}");
     assert_short_error(&out);
     assert!(out.stderr.contains("not compiled"), "{out:?}");
