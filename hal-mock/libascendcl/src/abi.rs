@@ -2,8 +2,10 @@
 //! and the output pointers.
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::ffi::{c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Mutex;
 
 use hal_core::vendor::{acl, Code};
 
@@ -34,6 +36,21 @@ pub(crate) fn refuse(code: Code, text: impl Into<String>) -> Refusal {
     }
 }
 
+/// How many times each entry point was called in this process.
+static CALLS: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
+
+/// Count a call of `symbol`.
+pub(crate) fn count(symbol: &'static str) {
+    let mut calls = CALLS.lock().unwrap_or_else(|p| p.into_inner());
+    *calls.entry(symbol).or_default() += 1;
+}
+
+/// How many times `symbol` was called in this process.
+pub(crate) fn calls(symbol: &str) -> u64 {
+    let calls = CALLS.lock().unwrap_or_else(|p| p.into_inner());
+    calls.get(symbol).copied().unwrap_or(0)
+}
+
 thread_local! {
     /// The text of this thread's last error (`aclGetRecentErrMsg`).
     static LAST: RefCell<Option<CString>> = const { RefCell::new(None) };
@@ -42,7 +59,8 @@ thread_local! {
 /// Run an entry point's body named `symbol`: its answer as an `aclError`,
 /// and `ACL_ERROR_RT_INTERNAL_ERROR` if it panicked (a panic never unwinds
 /// into C). A failure's text is kept for `aclGetRecentErrMsg`.
-pub(crate) fn guard(symbol: &str, f: impl FnOnce() -> Result<(), Refusal>) -> AclError {
+pub(crate) fn guard(symbol: &'static str, f: impl FnOnce() -> Result<(), Refusal>) -> AclError {
+    count(symbol);
     let r = match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(_) => Err(refuse(acl::RT_INTERNAL_ERROR, "the runtime panicked")),

@@ -32,6 +32,7 @@ pub unsafe extern "C" fn aclFinalize() -> AclError {
 /// The text of this thread's last error, or null.
 #[no_mangle]
 pub unsafe extern "C" fn aclGetRecentErrMsg() -> *const c_char {
+    crate::abi::count("aclGetRecentErrMsg");
     crate::abi::last_message()
 }
 
@@ -70,7 +71,25 @@ pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> AclError {
 /// The current device's chip name.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtGetSocName() -> *const c_char {
+    crate::abi::count("aclrtGetSocName");
     SOC_NAME.as_ptr()
+}
+
+/// How many times the entry point named `symbol` was called in this
+/// process: this stand-in's own symbol (no runtime has it), with which
+/// tests show that every entry point a backend resolves is exercised.
+/// 0 for a null or unknown name.
+#[no_mangle]
+pub unsafe extern "C" fn halStandinCalls(symbol: *const c_char) -> u64 {
+    if symbol.is_null() {
+        return 0;
+    }
+    std::panic::catch_unwind(|| {
+        // SAFETY: not null and NUL-terminated (the caller's contract).
+        let s = unsafe { std::ffi::CStr::from_ptr(symbol) };
+        s.to_str().map_or(0, crate::abi::calls)
+    })
+    .unwrap_or(0)
 }
 
 /// The 16 bytes that name device `device_id` on this host, the same in

@@ -98,15 +98,29 @@ fn import(rt: &Runtime, k: &str, flags: u64) -> Result<u64, Refusal> {
         .device(o)
         .driver_open_memory(SharedHandle::from(inner), &opts))?;
     let addr = m.addr();
-    lock(&rt.memory).insert(
-        addr,
-        Block {
-            mem: Mem::Map(Arc::new(m)),
-            ordinal: o,
-            open_keys: 0,
+    let mut memory = lock(&rt.memory);
+    // In the exporting process the import reaches the original memory,
+    // whose block stays the allocation's.
+    let own_block = !memory.contains_key(&addr);
+    if own_block {
+        memory.insert(
+            addr,
+            Block {
+                mem: Mem::Map(Arc::new(m)),
+                ordinal: o,
+                open_keys: 0,
+            },
+        );
+    }
+    drop(memory);
+    imported.insert(
+        k.to_owned(),
+        Imported {
+            addr,
+            refs: 1,
+            own_block,
         },
     );
-    imported.insert(k.to_owned(), Imported { addr, refs: 1 });
     Ok(addr)
 }
 
@@ -115,9 +129,9 @@ fn close(rt: &Runtime, k: &str) -> Result<(), Refusal> {
     if let Some(i) = imported.get_mut(k) {
         i.refs -= 1;
         if i.refs == 0 {
-            let addr = i.addr;
+            let (addr, own_block) = (i.addr, i.own_block);
             imported.remove(k);
-            let gone = lock(&rt.memory).remove(&addr);
+            let gone = own_block.then(|| lock(&rt.memory).remove(&addr)).flatten();
             drop(imported);
             drop(gone);
         }
@@ -133,6 +147,9 @@ fn close(rt: &Runtime, k: &str) -> Result<(), Refusal> {
         mem: Mem::Alloc(a), ..
     }) = memory.get(&e.base)
     {
+        // An importer's close reaches the exporter's lease table through
+        // its broker connection: give a close that just happened a moment.
+        let _ = a.wait_unleased(Some(std::time::Duration::from_millis(200)));
         let holders = sim(a.importers())?;
         if holders > 0 {
             return Err(refuse(

@@ -167,4 +167,5 @@ pub const EXPORTED: &[&str] = &[
     "aclrtNotifyGetExportKey",
     "aclrtNotifySetImportPid",
     "aclrtNotifyImportByKey",
+    "halStandinCalls",
 ];

@@ -77,6 +77,9 @@ pub(crate) struct KeyExport {
 pub(crate) struct Imported {
     pub(crate) addr: u64,
     pub(crate) refs: u32,
+    /// False in the exporting process, where the import is the original
+    /// memory and its block the allocation's.
+    pub(crate) own_block: bool,
 }
 
 pub(crate) struct StreamEntry {
