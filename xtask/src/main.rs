@@ -4,7 +4,9 @@
 //! ```text
 //! cargo xtask ci          formatting, clippy (warnings are errors), the tests
 //! cargo xtask matrix      each backend feature of `hal` alone, all together and none,
-//!                         built and tested for every installed target; prints a table
+//!                         built and tested on the host, checked (`cargo check`, with
+//!                         every crate and every feature) for every other installed
+//!                         target (aarch64 for Kunpeng hosts); prints a table
 //! cargo xtask circles [CRATE...]
 //!                         import cycles between the files of each crate (or of
 //!                         the crates named); exit 1 on a cycle
@@ -33,9 +35,11 @@ commands:
              and the tests (cargo nextest run --workspace plus the doc tests when
              cargo-nextest is installed, else cargo test --workspace)
   matrix     for each backend feature set of the hal crate (cpu-shm, mock, both,
-             none) and each installed target: build the library with exactly that
-             feature set, then run its tests (and the same for halctl once per
-             target); print a table; non-zero exit if any failed
+             none, cuda, ascend, all) and each installed target: on the host, build
+             the library with exactly that feature set, then run its tests (and
+             the same for halctl); on other targets (rustup target add
+             aarch64-unknown-linux-gnu) cargo check them, and every crate of the
+             workspace with every feature; print a table; non-zero exit if any failed
   circles [CRATE...]
              import cycles between the files of each workspace crate (or of the
              crates named): the `use crate::`, `crate::`, `super::` and `self::`
@@ -374,7 +378,7 @@ fn matrix() -> ExitCode {
         return ExitCode::from(1);
     };
     // (label, the feature arguments of the hal crate)
-    let sets: [(&str, &[&str]); 4] = [
+    let sets: [(&str, &[&str]); 7] = [
         (
             "hal: cpu-shm",
             &["--no-default-features", "--features", "cpu-shm"],
@@ -388,6 +392,15 @@ fn matrix() -> ExitCode {
             &["--no-default-features", "--features", "cpu-shm,mock"],
         ),
         ("hal: no features", &["--no-default-features"]),
+        (
+            "hal: cuda",
+            &["--no-default-features", "--features", "cuda"],
+        ),
+        (
+            "hal: ascend",
+            &["--no-default-features", "--features", "ascend"],
+        ),
+        ("hal: all features", &["--all-features"]),
     ];
     let mut rows = Vec::new();
     for target in targets(&host) {
@@ -409,12 +422,22 @@ fn matrix() -> ExitCode {
             .collect();
         // halctl always builds hal with cpu-shm and mock: once per target.
         subjects.push(("halctl".to_string(), vec!["-p", "halctl"]));
+        if !native {
+            // Every crate with every feature (a check: no linker for the
+            // target is needed, and none is here).
+            subjects.push((
+                "workspace: all".to_string(),
+                vec!["--workspace", "--all-features"],
+            ));
+        }
         for (subject, pkg_args) in subjects {
             let t = Instant::now();
             // The library (or binary) alone, so that the feature set is
             // exactly the one named: building tests and examples would add
             // the features that dev-dependencies turn on.
-            let mut build_args = vec!["build"];
+            // Other targets are checked (`cargo check` needs no linker for
+            // them); the host's are built and tested.
+            let mut build_args = vec![if native { "build" } else { "check" }];
             build_args.extend_from_slice(&pkg_args);
             build_args.extend_from_slice(&target_args);
             let build = outcome(run_cargo(&build_args));
@@ -438,16 +461,21 @@ fn matrix() -> ExitCode {
     }
     println!("\nxtask matrix:");
     println!(
-        "  {:<20} {:<28} {:<8} {:<18} {:>6}",
-        "feature set", "target", "build", "test", "time"
+        "  {:<20} {:<28} {:<14} {:<18} {:>6}",
+        "feature set", "target", "build / check", "test", "time"
     );
     let mut failed = false;
     for r in &rows {
+        let build = if r.target == host {
+            r.build.label().to_string()
+        } else {
+            format!("{} (check)", r.build.label())
+        };
         println!(
-            "  {:<20} {:<28} {:<8} {:<18} {:>5.0}s",
+            "  {:<20} {:<28} {:<14} {:<18} {:>5.0}s",
             r.subject,
             r.target,
-            r.build.label(),
+            build,
             r.test.label(),
             r.secs
         );

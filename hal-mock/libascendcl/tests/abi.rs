@@ -60,11 +60,8 @@ fn calls_before_acl_init_are_uninitialize_and_a_second_init_repeats() {
     // SAFETY: null configuration.
     assert_eq!(unsafe { init(std::ptr::null()) }, 0);
     // SAFETY: null configuration.
-    assert_eq!(
-        unsafe { init(std::ptr::null()) },
-        100_002,
-        "REPEAT_INITIALIZE"
-    );
+    let r = unsafe { init(std::ptr::null()) };
+    assert_eq!(r, 100_002, "REPEAT_INITIALIZE");
     // SAFETY: `n` is a valid place.
     assert_eq!(unsafe { count(&mut n) }, 0);
     assert_eq!(n, 2);
@@ -130,10 +127,8 @@ fn keys_are_printable_and_the_close_order_is_enforced() {
     assert_eq!(unsafe { malloc(&mut p, 2 << 20, 0) }, 0);
     let mut key = [0 as c_char; 65];
     // SAFETY: a 64-byte buffer is too short: refused before any write.
-    assert_eq!(
-        unsafe { get_key(p, 4096, key.as_mut_ptr(), 64, 0) },
-        100_000
-    );
+    let r = unsafe { get_key(p, 4096, key.as_mut_ptr(), 64, 0) };
+    assert_eq!(r, 100_000);
     // SAFETY: an unaligned range of live memory.
     let odd = unsafe { get_key(p.byte_add(512), 4096, key.as_mut_ptr(), 65, 0) };
     assert_eq!(odd, 107_000, "a range not on a page is refused");
@@ -206,11 +201,8 @@ fn notify_flags_are_the_notify_s_and_only_the_creator_waits() {
     // SAFETY: `m` is a valid place; the key is NUL-terminated.
     assert_eq!(unsafe { import(&mut m, key.as_ptr(), 0) }, 0);
     // SAFETY: the null stream is the current device's default stream.
-    assert_eq!(
-        unsafe { wait(m, std::ptr::null_mut(), 1) },
-        207_006,
-        "importers do not wait"
-    );
+    let r = unsafe { wait(m, std::ptr::null_mut(), 1) };
+    assert_eq!(r, 207_006, "importers do not wait");
 }
 
 #[test]
@@ -229,18 +221,12 @@ fn ipc_events_come_alone_and_are_not_queried() {
     );
     let mut e: Raw = std::ptr::null_mut();
     // SAFETY: `e` is a valid place.
-    assert_eq!(
-        unsafe { create(&mut e, 0x40 | 0x8) },
-        107_000,
-        "IPC | TIME_LINE"
-    );
+    let r = unsafe { create(&mut e, 0x40 | 0x8) };
+    assert_eq!(r, 107_000, "IPC | TIME_LINE");
     // SAFETY: as above.
     assert_eq!(unsafe { create(&mut e, 0x40) }, 0);
     let mut st = 0;
     // SAFETY: `st` is a valid place.
-    assert_eq!(
-        unsafe { query(e, &mut st) },
-        207_000,
-        "an IPC event is not queried"
-    );
+    let r = unsafe { query(e, &mut st) };
+    assert_eq!(r, 207_000, "an IPC event is not queried");
 }
