@@ -230,3 +230,48 @@ fn ipc_events_come_alone_and_are_not_queried() {
     let r = unsafe { query(e, &mut st) };
     assert_eq!(r, 207_000, "an IPC event is not queried");
 }
+
+#[test]
+fn ascend_rt_visible_devices_renumbers_the_devices_by_their_uuids() {
+    let l = lib();
+    ready(&l);
+    let uuid = sym!(
+        l,
+        "aclrtGetDeviceUuid",
+        unsafe extern "C" fn(i32, *mut [u8; 16]) -> i32
+    );
+    let child = std::env::var("HAL_STANDIN_UUID").ok();
+    let mut all = [[0u8; 16]; 2];
+    let seen = if child.is_some() { 1 } else { 2 };
+    for (i, u) in all.iter_mut().enumerate().take(seen) {
+        // SAFETY: `u` is a valid place for 16 bytes.
+        let r = unsafe { uuid(i as i32, u) };
+        assert_eq!(r, 0);
+    }
+    if let Some(want) = child {
+        // The child: one device, physical device 1.
+        let count = sym!(
+            l,
+            "aclrtGetDeviceCount",
+            unsafe extern "C" fn(*mut u32) -> i32
+        );
+        let mut n = 0u32;
+        // SAFETY: `n` is a valid place.
+        let r = unsafe { count(&mut n) };
+        assert_eq!((r, n), (0, 1));
+        assert_eq!(format!("{:?}", all[0]), want);
+        return;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "ascend_rt_visible_devices_renumbers_the_devices_by_their_uuids",
+            "--exact",
+            "--test-threads=1",
+        ])
+        .env("ASCEND_RT_VISIBLE_DEVICES", "1")
+        .env("HAL_STANDIN_UUID", format!("{:?}", all[1]))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_ne!(all[0], all[1]);
+}
