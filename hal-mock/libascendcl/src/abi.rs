@@ -105,3 +105,19 @@ pub(crate) fn non_null<T>(p: *const T, what: &str) -> Result<(), Refusal> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_never_crosses_the_c_boundary() {
+        let r = guard("aclrtMalloc", || panic!("a bug in the stand-in"));
+        assert_eq!(i64::from(r), acl::RT_INTERNAL_ERROR.code);
+        // SAFETY: the thread's last message is a NUL-terminated string.
+        let text = unsafe { std::ffi::CStr::from_ptr(last_message()) };
+        assert!(text.to_string_lossy().contains("aclrtMalloc"));
+        assert_eq!(calls("aclrtMalloc"), 1);
+        assert_eq!(guard("aclInit", || Ok(())), 0);
+    }
+}

@@ -32,8 +32,11 @@ pub unsafe extern "C" fn aclFinalize() -> AclError {
 /// The text of this thread's last error, or null.
 #[no_mangle]
 pub unsafe extern "C" fn aclGetRecentErrMsg() -> *const c_char {
-    crate::abi::count("aclGetRecentErrMsg");
-    crate::abi::last_message()
+    std::panic::catch_unwind(|| {
+        crate::abi::count("aclGetRecentErrMsg");
+        crate::abi::last_message()
+    })
+    .unwrap_or(std::ptr::null())
 }
 
 /// Makes `device_id` this thread's current device.
@@ -71,7 +74,7 @@ pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> AclError {
 /// The current device's chip name.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtGetSocName() -> *const c_char {
-    crate::abi::count("aclrtGetSocName");
+    std::panic::catch_unwind(|| crate::abi::count("aclrtGetSocName")).ok();
     SOC_NAME.as_ptr()
 }
 
