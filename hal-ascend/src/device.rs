@@ -15,6 +15,7 @@ use hal_core::{
     NotifyFlags, PhysicalDesc, RegisteredHost, Result, SharedHandle,
 };
 
+use crate::absent::{AscendPhysical, AscendReservation};
 use crate::bindings::{ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_HOST_TO_DEVICE};
 use crate::context::Ctx;
 use crate::event::AscendEvent;
@@ -22,7 +23,6 @@ use crate::mapping::AscendMapping;
 use crate::memory::AscendAllocation;
 use crate::notify::{AscendNotify, NotifyInner};
 use crate::stream::AscendStream;
-use crate::{AscendPhysical, AscendReservation};
 
 /// An Ascend device.
 pub struct AscendDevice {

@@ -48,6 +48,7 @@
 //! `hal-mock-libascendcl`, not on an NPU: see the workspace README.
 #![deny(missing_docs)]
 
+mod absent;
 mod backend;
 #[rustfmt::skip]
 mod bindings;
@@ -66,10 +67,7 @@ mod result;
 mod stream;
 mod sys;
 
-/// A VMM physical allocation: none exist, VMM is not offered yet.
-pub type AscendPhysical = hal_core::absent::NoPhysical;
-/// A VMM reservation: none exist, VMM is not offered yet.
-pub type AscendReservation = hal_core::absent::NoReservation;
+pub use absent::{AscendPhysical, AscendReservation};
 pub use backend::AscendBackend;
 pub use device::AscendDevice;
 pub use event::AscendEvent;
