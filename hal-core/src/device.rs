@@ -94,6 +94,15 @@ pub trait Memory: Send + Sync {
         false
     }
 
+    /// True when the memory takes only asynchronous device-to-device copies
+    /// ([`Device::copy_async`] between device memory): Ascend memory
+    /// imported onto another device than its own. [`Memory::read`],
+    /// [`Memory::write`], host writes on a stream and memsets are then
+    /// refused with [`Error::Unsupported`].
+    fn device_copies_only(&self) -> bool {
+        false
+    }
+
     /// Copy `dst.len()` bytes starting at `offset` into `dst`.
     fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()>;
 

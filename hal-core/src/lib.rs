@@ -29,6 +29,7 @@
 #![deny(missing_docs)]
 #![cfg(unix)]
 
+pub mod absent;
 mod bounds;
 pub mod device;
 pub mod dlpack;

@@ -586,6 +586,20 @@ pub mod acl {
         pub const RT_UNMAP_MEM: &str = "aclrtUnmapMem";
         /// The `aclrtWaitAndResetNotify` entry point.
         pub const RT_WAIT_AND_RESET_NOTIFY: &str = "aclrtWaitAndResetNotify";
+        /// The `aclrtDestroyEvent` entry point.
+        pub const RT_DESTROY_EVENT: &str = "aclrtDestroyEvent";
+        /// The `aclrtDestroyStream` entry point.
+        pub const RT_DESTROY_STREAM: &str = "aclrtDestroyStream";
+        /// The `aclrtGetDevice` entry point.
+        pub const RT_GET_DEVICE: &str = "aclrtGetDevice";
+        /// The `aclrtGetDeviceUuid` entry point.
+        pub const RT_GET_DEVICE_UUID: &str = "aclrtGetDeviceUuid";
+        /// The `aclrtGetMemInfo` entry point.
+        pub const RT_GET_MEM_INFO: &str = "aclrtGetMemInfo";
+        /// The `aclrtGetSocName` entry point.
+        pub const RT_GET_SOC_NAME: &str = "aclrtGetSocName";
+        /// The `aclrtSynchronizeEventWithTimeout` entry point.
+        pub const RT_SYNCHRONIZE_EVENT_WITH_TIMEOUT: &str = "aclrtSynchronizeEventWithTimeout";
         /// Every entry point above, sorted by name (case-insensitive).
         pub const ALL: &[&str] = &[
             FINALIZE,
@@ -634,6 +648,13 @@ pub mod acl {
             RT_SYNCHRONIZE_STREAM_WITH_TIMEOUT,
             RT_UNMAP_MEM,
             RT_WAIT_AND_RESET_NOTIFY,
+            RT_DESTROY_EVENT,
+            RT_DESTROY_STREAM,
+            RT_GET_DEVICE,
+            RT_GET_DEVICE_UUID,
+            RT_GET_MEM_INFO,
+            RT_GET_SOC_NAME,
+            RT_SYNCHRONIZE_EVENT_WITH_TIMEOUT,
         ];
     }
 }

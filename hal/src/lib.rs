@@ -8,8 +8,9 @@
 //! |---|---|---|
 //! | `cpu-shm` (default) | CPU shared memory: sealed memfd, named regions, futex events and notifies | `hal::cpu_shm` |
 //! | `mock` | the simulator: CUDA-like (`mock-cuda`) and Ascend-like (`mock-ascend`) devices, memfd-backed so sharing works across real processes | `hal::mock` |
+//! | `cuda` | CUDA device memory, events and notifies on the NVIDIA driver, loaded at run time | `hal::cuda` |
 //! | `cuda-uvm` | CUDA managed memory shared across processes: memfd host pages registered with the GPU in every process, device copies on demand (implies `cuda`) | `hal::cuda_uvm` |
-//! | `cuda`, `ascend` | CUDA device memory, Ascend NPUs (`cuda` through the registry; `ascend` in a later release) | |
+//! | `ascend` | Ascend NPU memory keys, IPC events and notifies on the ACL runtime, loaded at run time (`HAL_ASCEND_LIBRARY`) | `hal::ascend` |
 //!
 //! This crate re-exports the whole contract of `hal-core` ([`Backend`],
 //! [`Device`], [`Memory`], [`Handle`], [`Error`], ...) and adds the
@@ -108,6 +109,10 @@ pub use hal_cpu_shm as cpu_shm;
 /// The CUDA backend (feature `cuda`).
 #[cfg(feature = "cuda")]
 pub use hal_cuda as cuda;
+
+/// The Ascend backend (feature `ascend`).
+#[cfg(feature = "ascend")]
+pub use hal_ascend as ascend;
 
 /// The simulator backend (feature `mock`).
 #[cfg(feature = "mock")]

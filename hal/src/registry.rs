@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | `cuda` | `cuda` | CUDA device memory through the driver API (`hal-cuda`) |
 //! | `cuda-uvm` | `cuda-uvm` | CUDA managed memory shared across processes (`hal-cuda-uvm`) |
-//! | `ascend` | `ascend` (later) | Huawei Ascend NPUs through ACL |
+//! | `ascend` | `ascend` | Huawei Ascend NPUs through the ACL runtime (`hal-ascend`) |
 //! | `cpu-shm` | `cpu-shm` (default) | CPU shared memory |
 //! | `mock-cuda` (alias `mock`) | `mock` | the simulator's CUDA-like devices |
 //! | `mock-ascend` | `mock` | the simulator's Ascend-like devices |
@@ -83,7 +83,7 @@ const KNOWN: &[Known] = &[
         name: "ascend",
         id: BackendId::Ascend,
         feature: "ascend",
-        make: None,
+        make: constructors::ASCEND,
     },
     Known {
         name: "cpu-shm",
@@ -114,14 +114,16 @@ mod constructors {
         feature = "cpu-shm",
         feature = "mock",
         feature = "cuda",
-        feature = "cuda-uvm"
+        feature = "cuda-uvm",
+        feature = "ascend"
     ))]
     use hal_core::dynamic::DynBackend;
     #[cfg(any(
         feature = "cpu-shm",
         feature = "mock",
         feature = "cuda",
-        feature = "cuda-uvm"
+        feature = "cuda-uvm",
+        feature = "ascend"
     ))]
     use hal_core::Result;
 
@@ -143,6 +145,16 @@ mod constructors {
     #[cfg(feature = "cuda-uvm")]
     fn cuda_uvm() -> Result<Box<dyn DynBackend>> {
         Ok(Box::new(hal_cuda_uvm::UvmBackend::new()))
+    }
+
+    #[cfg(feature = "ascend")]
+    pub(super) const ASCEND: Option<Constructor> = Some(ascend);
+    #[cfg(not(feature = "ascend"))]
+    pub(super) const ASCEND: Option<Constructor> = None;
+
+    #[cfg(feature = "ascend")]
+    fn ascend() -> Result<Box<dyn DynBackend>> {
+        Ok(Box::new(hal_ascend::AscendBackend::new()))
     }
 
     #[cfg(feature = "cpu-shm")]
@@ -185,6 +197,8 @@ pub fn compiled_in() -> &'static [&'static str] {
         "cuda",
         #[cfg(feature = "cuda-uvm")]
         "cuda-uvm",
+        #[cfg(feature = "ascend")]
+        "ascend",
         #[cfg(feature = "cpu-shm")]
         "cpu-shm",
         #[cfg(feature = "mock")]

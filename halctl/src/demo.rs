@@ -84,6 +84,11 @@ pub struct ConsumerArgs {
     /// Abstract socket name of the exporter's control channel.
     #[arg(long)]
     control: String,
+    /// The backend: the consumer first reports its `process_id()` on it,
+    /// the id the exporter's allow-list needs (an Ascend bare tgid is not
+    /// the OS pid).
+    #[arg(long)]
+    backend: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,6 +109,8 @@ struct Block {
 struct Hello {
     backend: String,
     device: u32,
+    /// The exporter's `Device::process_id()`, for the consumer's allow-list.
+    exporter_id: u32,
     memory: String,
     probes: Vec<String>,
     notify: String,
@@ -134,6 +141,8 @@ struct Report {
 
 #[derive(Debug, Serialize, Deserialize)]
 enum FromConsumer {
+    /// The consumer's `Device::process_id()`, sent first.
+    Identity(u32),
     Report(Box<Report>),
     Done,
     Failed(String),
@@ -321,14 +330,21 @@ pub fn run(args: &DemoArgs) -> CmdResult {
 
     let (consumer, chan) = ConsumerProcess::spawn(
         "__demo-consumer",
-        &[],
+        &["--backend".to_string(), backend.name()],
         "halctl-demo",
         "the consumer",
         PEER_TIMEOUT,
     )?;
     let consumer_pid = consumer.pid();
+    // The id the consumer's backend puts on allow-lists (its OS pid, or an
+    // Ascend bare tgid), which only the consumer can tell.
+    let consumer_id = match chan.recv_json::<FromConsumer>()?.0 {
+        FromConsumer::Identity(id) => id,
+        FromConsumer::Failed(m) => return Err(Fail::failed(format!("consumer: {m}"))),
+        _ => return Err(Fail::failed("consumer: did not say who it is")),
+    };
 
-    let opts = export_options(dev.as_ref(), consumer_pid);
+    let opts = export_options(dev.as_ref(), consumer_id);
     let exported: Exported = dev
         .export_memory(alloc.as_ref(), &opts)
         .ctx("exporting the demo buffer")?;
@@ -348,6 +364,9 @@ pub fn run(args: &DemoArgs) -> CmdResult {
     let hello = Hello {
         backend: backend.name(),
         device: info.ordinal,
+        exporter_id: dev
+            .process_id()
+            .ctx("asking the backend for this process's id")?,
         memory: handle_text.clone(),
         probes: probe_exports.iter().map(Exported::to_text).collect(),
         notify: notify_exported.to_text(),
@@ -362,7 +381,9 @@ pub fn run(args: &DemoArgs) -> CmdResult {
     let report = match chan.recv_json::<FromConsumer>()?.0 {
         FromConsumer::Report(r) => r,
         FromConsumer::Failed(m) => return Err(Fail::failed(format!("consumer: {m}"))),
-        FromConsumer::Done => return Err(Fail::failed("consumer: ended early")),
+        FromConsumer::Done | FromConsumer::Identity(_) => {
+            return Err(Fail::failed("consumer: ended early"))
+        }
     };
     match raw_server.join() {
         Ok(r) => r?,
@@ -408,7 +429,9 @@ pub fn run(args: &DemoArgs) -> CmdResult {
     match chan.recv_json::<FromConsumer>()?.0 {
         FromConsumer::Done => {}
         FromConsumer::Failed(m) => return Err(Fail::failed(format!("consumer: {m}"))),
-        FromConsumer::Report(_) => return Err(Fail::failed("consumer: unexpected message")),
+        FromConsumer::Report(_) | FromConsumer::Identity(_) => {
+            return Err(Fail::failed("consumer: unexpected message"))
+        }
     }
     drop(theirs);
     let consumer_ok = consumer.wait()?;
@@ -644,14 +667,23 @@ fn print_human(r: &DemoOut) -> CmdResult {
 pub fn consumer(args: &ConsumerArgs) -> CmdResult {
     let chan = Channel::connect(&args.control)?;
     chan.set_timeout(PEER_TIMEOUT)?;
-    let r = consumer_steps(&chan);
+    let r = consumer_steps(&chan, args);
     if let Err(f) = &r {
         let _ = chan.send_json(&FromConsumer::Failed(f.message.clone()), &[]);
     }
     r
 }
 
-fn consumer_steps(chan: &Channel) -> CmdResult {
+fn consumer_steps(chan: &Channel, args: &ConsumerArgs) -> CmdResult {
+    {
+        let registry = Registry::new();
+        let backend = backend::open(&registry, &args.backend)?;
+        let dev = backend::device(backend.as_ref(), 0)?;
+        let id = dev
+            .process_id()
+            .ctx("asking the backend for this process's id")?;
+        chan.send_json(&FromConsumer::Identity(id), &[])?;
+    }
     let (hello, mut fds) = chan.recv_json::<Hello>()?;
     let futex_fd = fds
         .pop()
@@ -708,10 +740,12 @@ fn consumer_steps(chan: &Channel) -> CmdResult {
     drop(private);
 
     // Our notify (we wait on it), and the exporter's (we signal it).
-    let parent = std::os::unix::process::parent_id();
     let mine = dev.create_notify().ctx("creating the consumer's notify")?;
     let mine_exported = dev
-        .export_notify(mine.as_ref(), &export_options(dev.as_ref(), parent))
+        .export_notify(
+            mine.as_ref(),
+            &export_options(dev.as_ref(), hello.exporter_id),
+        )
         .ctx("exporting the consumer's notify")?;
     let theirs: Box<dyn DynNotify> = dev
         .import_notify(

@@ -4,11 +4,13 @@
 //! ```text
 //! cargo xtask ci          formatting, clippy (warnings are errors), the tests
 //! cargo xtask matrix      each backend feature of `hal` alone, all together and none,
-//!                         built and tested for every installed target; prints a table
+//!                         built and tested on the host, checked (`cargo check`, with
+//!                         every crate and every feature) for every other installed
+//!                         target (aarch64 for Kunpeng hosts); prints a table
 //! cargo xtask circles [CRATE...]
 //!                         import cycles between the files of each crate (or of
 //!                         the crates named); exit 1 on a cycle
-//! cargo xtask bindgen     (comes with the Ascend backend)
+//! cargo xtask bindgen     regenerate hal-ascend's bindings (--check: verify them)
 //! cargo xtask gpu-smoke   build, in release mode, what a GPU machine runs against its
 //!                         real driver (target/gpu-smoke/, with run.sh)
 //! ```
@@ -21,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
+mod bindgen;
 mod circles;
 mod gpu_smoke;
 
@@ -32,9 +35,11 @@ commands:
              and the tests (cargo nextest run --workspace plus the doc tests when
              cargo-nextest is installed, else cargo test --workspace)
   matrix     for each backend feature set of the hal crate (cpu-shm, mock, both,
-             none) and each installed target: build the library with exactly that
-             feature set, then run its tests (and the same for halctl once per
-             target); print a table; non-zero exit if any failed
+             none, cuda, ascend, all) and each installed target: on the host, build
+             the library with exactly that feature set, then run its tests (and
+             the same for halctl); on other targets (rustup target add
+             aarch64-unknown-linux-gnu) cargo check them, and every crate of the
+             workspace with every feature; print a table; non-zero exit if any failed
   circles [CRATE...]
              import cycles between the files of each workspace crate (or of the
              crates named): the `use crate::`, `crate::`, `super::` and `self::`
@@ -42,7 +47,8 @@ commands:
              re-exports; comments, strings and #[cfg(test)] modules skipped);
              prints each crate's files in layers, leaves first, and every cycle;
              exit 1 on a cycle
-  bindgen    regenerate vendor bindings (comes with the Ascend backend)
+  bindgen    regenerate hal-ascend/src/bindings.rs from hal-ascend/include/acl_subset.h;
+             with --check, fail when the checked-in file differs from a fresh generation
   gpu-smoke  build in release mode, stripped, into target/gpu-smoke/: hal-cuda's test
              executables (its conformance suite switches to the real driver there),
              hal's examples, halctl, and run.sh, which a machine with an NVIDIA GPU and
@@ -63,6 +69,9 @@ fn main() -> ExitCode {
     if cmd == "circles" {
         return circles_cmd(&args[1..]);
     }
+    if cmd == "bindgen" {
+        return bindgen::bindgen_cmd(&root(), &args[1..]);
+    }
     if args.len() > 1 {
         eprintln!("xtask: `{cmd}` takes no arguments\n\n{USAGE}");
         return ExitCode::from(2);
@@ -71,12 +80,6 @@ fn main() -> ExitCode {
         "ci" => ci(),
         "matrix" => matrix(),
         "gpu-smoke" => gpu_smoke::gpu_smoke(&root(), &cargo()),
-        // bindgen arrives with the Ascend backend (its bindings are generated
-        // from a header the project writes); until then it says so.
-        "bindgen" => {
-            eprintln!("xtask {cmd}: not yet available: comes with the Ascend backend");
-            ExitCode::from(2)
-        }
         "help" | "-h" | "--help" => {
             println!("{USAGE}");
             ExitCode::SUCCESS
@@ -375,7 +378,7 @@ fn matrix() -> ExitCode {
         return ExitCode::from(1);
     };
     // (label, the feature arguments of the hal crate)
-    let sets: [(&str, &[&str]); 4] = [
+    let sets: [(&str, &[&str]); 7] = [
         (
             "hal: cpu-shm",
             &["--no-default-features", "--features", "cpu-shm"],
@@ -389,6 +392,15 @@ fn matrix() -> ExitCode {
             &["--no-default-features", "--features", "cpu-shm,mock"],
         ),
         ("hal: no features", &["--no-default-features"]),
+        (
+            "hal: cuda",
+            &["--no-default-features", "--features", "cuda"],
+        ),
+        (
+            "hal: ascend",
+            &["--no-default-features", "--features", "ascend"],
+        ),
+        ("hal: all features", &["--all-features"]),
     ];
     let mut rows = Vec::new();
     for target in targets(&host) {
@@ -410,12 +422,22 @@ fn matrix() -> ExitCode {
             .collect();
         // halctl always builds hal with cpu-shm and mock: once per target.
         subjects.push(("halctl".to_string(), vec!["-p", "halctl"]));
+        if !native {
+            // Every crate with every feature (a check: no linker for the
+            // target is needed, and none is here).
+            subjects.push((
+                "workspace: all".to_string(),
+                vec!["--workspace", "--all-features"],
+            ));
+        }
         for (subject, pkg_args) in subjects {
             let t = Instant::now();
             // The library (or binary) alone, so that the feature set is
             // exactly the one named: building tests and examples would add
             // the features that dev-dependencies turn on.
-            let mut build_args = vec!["build"];
+            // Other targets are checked (`cargo check` needs no linker for
+            // them); the host's are built and tested.
+            let mut build_args = vec![if native { "build" } else { "check" }];
             build_args.extend_from_slice(&pkg_args);
             build_args.extend_from_slice(&target_args);
             let build = outcome(run_cargo(&build_args));
@@ -439,16 +461,21 @@ fn matrix() -> ExitCode {
     }
     println!("\nxtask matrix:");
     println!(
-        "  {:<20} {:<28} {:<8} {:<18} {:>6}",
-        "feature set", "target", "build", "test", "time"
+        "  {:<20} {:<28} {:<14} {:<18} {:>6}",
+        "feature set", "target", "build / check", "test", "time"
     );
     let mut failed = false;
     for r in &rows {
+        let build = if r.target == host {
+            r.build.label().to_string()
+        } else {
+            format!("{} (check)", r.build.label())
+        };
         println!(
-            "  {:<20} {:<28} {:<8} {:<18} {:>5.0}s",
+            "  {:<20} {:<28} {:<14} {:<18} {:>5.0}s",
             r.subject,
             r.target,
-            r.build.label(),
+            build,
             r.test.label(),
             r.secs
         );

@@ -14,6 +14,7 @@
 //! The shared page of an event or a notify built on these is
 //! [`syncpage`](crate::syncpage).
 
+pub mod envelope;
 mod exported;
 mod handle;
 mod memfd;

@@ -3,7 +3,7 @@
 
 use std::sync::OnceLock;
 
-use crate::handle::Handle;
+use crate::handle::{Handle, PidKind};
 use crate::os;
 
 /// Who may fetch an export's descriptors.
@@ -30,10 +30,16 @@ impl Policy {
     /// The policy a handle states. Each pid is pinned to the process that
     /// has it now; `old` keeps the pins of pids it already held, so that
     /// allowing more importers never re-pins a pid to a newer process.
+    ///
+    /// An allow-list of vendor process ids ([`PidKind::Vendor`]: Ascend's
+    /// bare tgids) is the vendor's to check, not the broker's: such an
+    /// export's descriptors (a lease token) go to any process of an
+    /// allowed user, and the vendor refuses the import itself.
     pub(crate) fn of(handle: &Handle, old: Option<&Policy>) -> Policy {
         if handle
             .flags
             .contains(crate::handle::HandleFlags::ANY_IMPORTER)
+            || handle.pid_kind == PidKind::Vendor
         {
             return Policy::Anyone;
         }

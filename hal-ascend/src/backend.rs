@@ -1,0 +1,249 @@
+//! [`AscendBackend`]: the runtime, loaded and initialised on first use, and
+//! its devices.
+
+use std::ffi::{c_int, CStr};
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use hal_core::vendor::acl;
+use hal_core::{Availability, Backend, BackendId, Capabilities, DeviceInfo, Error, Result};
+
+use crate::bindings::ACL_HBM_MEM;
+use crate::context::Ctx;
+use crate::device::AscendDevice;
+use crate::loader::{self, NotLoaded};
+use crate::result::is_code;
+use crate::sys::Runtime;
+
+/// The Ascend backend: `libascendcl.so` loaded at run time (never linked;
+/// [`LIBRARY_VAR`](crate::LIBRARY_VAR) names another library).
+///
+/// ```
+/// use hal_core::Backend;
+///
+/// let ascend = hal_ascend::AscendBackend::new();
+/// // On a machine without CANN this says why, naming the paths searched;
+/// // it never panics.
+/// println!("{:?}", ascend.availability());
+/// ```
+pub struct AscendBackend {
+    /// The library named by the program; `None`: `HAL_ASCEND_LIBRARY`, then the search.
+    library: Option<PathBuf>,
+    runtime: OnceLock<std::result::Result<Arc<Runtime>, Failure>>,
+}
+
+/// Why the runtime cannot be used.
+#[derive(Debug, Clone)]
+enum Failure {
+    NotLoaded(NotLoaded),
+    /// Loaded, but `aclInit` failed.
+    Init {
+        path: PathBuf,
+        reason: String,
+    },
+}
+
+impl Default for AscendBackend {
+    fn default() -> Self {
+        AscendBackend::new()
+    }
+}
+
+impl std::fmt::Debug for AscendBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AscendBackend").finish_non_exhaustive()
+    }
+}
+
+impl AscendBackend {
+    /// The backend; nothing is loaded until it is used. The library is the
+    /// one `HAL_ASCEND_LIBRARY` names, or the first found by the search.
+    pub fn new() -> AscendBackend {
+        AscendBackend {
+            library: None,
+            runtime: OnceLock::new(),
+        }
+    }
+
+    /// The backend on the runtime library at `path` (a stand-in, a CANN
+    /// outside the search path), whatever `HAL_ASCEND_LIBRARY` says.
+    pub fn with_library(path: impl Into<PathBuf>) -> AscendBackend {
+        AscendBackend {
+            library: Some(path.into()),
+            runtime: OnceLock::new(),
+        }
+    }
+
+    fn loaded(&self) -> &std::result::Result<Arc<Runtime>, Failure> {
+        self.runtime
+            .get_or_init(|| load_and_init(self.library.clone().or_else(loader::from_env)))
+    }
+
+    fn runtime(&self) -> Result<Arc<Runtime>> {
+        match self.loaded() {
+            Ok(r) => Ok(Arc::clone(r)),
+            Err(Failure::NotLoaded(n)) => Err(Error::Unavailable {
+                backend: "ascend".into(),
+                reason: n.reason(),
+                searched: n.searched(),
+            }),
+            Err(Failure::Init { path, reason }) => Err(Error::Unavailable {
+                backend: "ascend".into(),
+                reason: format!("{}: {reason}", path.display()),
+                searched: vec![path.clone()],
+            }),
+        }
+    }
+}
+
+/// Load the library and initialise the runtime once. A runtime a framework
+/// initialised first answers `ACL_ERROR_REPEAT_INITIALIZE`, which is
+/// success here; the runtime is never finalised (`aclFinalize` is not even
+/// resolved), since a framework may share it.
+fn load_and_init(library: Option<PathBuf>) -> std::result::Result<Arc<Runtime>, Failure> {
+    let rt = Arc::new(Runtime::new(
+        loader::load(library).map_err(Failure::NotLoaded)?,
+    ));
+    let init = || -> Result<()> {
+        let f = rt.init()?;
+        // SAFETY: a null configuration path is allowed (no configuration).
+        match rt.check("aclInit", unsafe { f(std::ptr::null()) }) {
+            Err(e) if is_code(&e, acl::REPEAT_INITIALIZE) => Ok(()),
+            r => r,
+        }
+    };
+    init().map_err(|e| Failure::Init {
+        path: rt.path().clone(),
+        reason: e.to_string(),
+    })?;
+    Ok(rt)
+}
+
+/// The number of devices the runtime sees.
+fn device_count(rt: &Runtime) -> Result<u32> {
+    let f = rt.get_device_count()?;
+    let mut n: u32 = 0;
+    // SAFETY: `n` is a valid place for the count.
+    rt.check("aclrtGetDeviceCount", unsafe { f(&mut n) })?;
+    Ok(n)
+}
+
+/// What device `ordinal` is and can do.
+pub(crate) fn device_info(rt: &Arc<Runtime>, ordinal: u32) -> Result<DeviceInfo> {
+    let count = device_count(rt)?;
+    if ordinal >= count {
+        return Err(Error::invalid(format!(
+            "Ascend device {ordinal} does not exist: the runtime sees {count} device(s)"
+        )));
+    }
+    let ctx = Ctx {
+        rt: Arc::clone(rt),
+        ordinal,
+    };
+    ctx.call(|| {
+        let name = match rt.get_soc_name() {
+            Ok(f) => {
+                // SAFETY: returns null or a static NUL-terminated string.
+                let p = unsafe { f() };
+                if p.is_null() {
+                    "Ascend NPU".to_string()
+                } else {
+                    // SAFETY: not null and NUL-terminated.
+                    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+                }
+            }
+            Err(_) => "Ascend NPU".to_string(),
+        };
+        let mut uuid = [0u8; 16];
+        let f = rt.get_device_uuid()?;
+        // SAFETY: `uuid` is a valid place for 16 bytes.
+        rt.check("aclrtGetDeviceUuid", unsafe {
+            f(ordinal as i32, &mut uuid)
+        })?;
+        let (mut free, mut total) = (0usize, 0usize);
+        let f = rt.get_mem_info()?;
+        // SAFETY: both are valid places; ACL_HBM_MEM is an `aclrtMemAttr`.
+        let status = unsafe { f(ACL_HBM_MEM as c_int, &mut free, &mut total) };
+        rt.check("aclrtGetMemInfo", status)?;
+        let mut capabilities = Capabilities::NONE;
+        if rt.has_ipc_memory() {
+            // Memory keys with allow-lists of bare tgids, on by default;
+            // importers counted by leases; imports onto another device with
+            // ENABLE_PEER_ACCESS.
+            capabilities = capabilities
+                | Capabilities::IPC_MEMORY
+                | Capabilities::LEASES
+                | Capabilities::PID_ALLOW_LIST
+                | Capabilities::PID_ALLOW_LIST_DEFAULT_ON;
+            if count > 1 {
+                capabilities = capabilities | Capabilities::PEER_ACCESS;
+            }
+        }
+        if rt.has_ipc_event() {
+            // No IPC_EVENT_QUERY: an IPC event cannot be queried or timed.
+            capabilities = capabilities | Capabilities::IPC_EVENT | Capabilities::LEASES;
+        }
+        if rt.has_ipc_notify() {
+            capabilities = capabilities
+                | Capabilities::IPC_NOTIFY
+                | Capabilities::CREATOR_ONLY_NOTIFY_WAIT
+                | Capabilities::STREAM_ORDERED_NOTIFY;
+        }
+        Ok(DeviceInfo {
+            backend: BackendId::Ascend,
+            ordinal,
+            uuid,
+            name,
+            total_memory: total as u64,
+            page_sizes: vec![4096, 2 << 20, 1 << 30],
+            granularity_min: 2 << 20,
+            granularity_recommended: 2 << 20,
+            capabilities,
+        })
+    })
+}
+
+impl Backend for AscendBackend {
+    type Device = AscendDevice;
+
+    fn id(&self) -> BackendId {
+        BackendId::Ascend
+    }
+
+    fn availability(&self) -> Availability {
+        match self.loaded() {
+            Ok(r) => match device_count(r) {
+                Ok(0) => Availability::Unavailable {
+                    reason: format!("{}: the runtime sees no Ascend device", r.path().display()),
+                    searched: vec![r.path().clone()],
+                },
+                Ok(_) => Availability::Available,
+                Err(e) => Availability::Unavailable {
+                    reason: e.to_string(),
+                    searched: vec![r.path().clone()],
+                },
+            },
+            Err(Failure::NotLoaded(n)) => Availability::Unavailable {
+                reason: n.reason(),
+                searched: n.searched(),
+            },
+            Err(Failure::Init { path, reason }) => Availability::Unavailable {
+                reason: format!("{}: {reason}", path.display()),
+                searched: vec![path.clone()],
+            },
+        }
+    }
+
+    fn devices(&self) -> Result<Vec<DeviceInfo>> {
+        let rt = self.runtime()?;
+        (0..device_count(&rt)?)
+            .map(|i| device_info(&rt, i))
+            .collect()
+    }
+
+    fn open(&self, ordinal: u32) -> Result<AscendDevice> {
+        let rt = self.runtime()?;
+        let info = device_info(&rt, ordinal)?;
+        Ok(AscendDevice::new(Arc::new(Ctx { rt, ordinal }), info))
+    }
+}

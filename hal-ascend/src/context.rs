@@ -1,0 +1,92 @@
+//! The device a call runs on. The ACL runtime keeps a current device per
+//! thread (`aclrtSetDevice`); every call of this crate runs with its
+//! device current and leaves the calling thread's current device as it
+//! found it, so a framework's thread (torch_npu's) finds its device as it
+//! left it, on any thread:
+//!
+//! - on a thread whose current device is this one, the call runs there;
+//! - on a thread with another current device, the call sets this device,
+//!   runs, and sets the other back;
+//! - on a thread with no current device, the call runs on a short-lived
+//!   thread of its own that sets the device: the runtime has no call that
+//!   unsets a thread's device (and `aclrtResetDevice` would tear down a
+//!   device a framework may be using).
+
+use std::sync::Arc;
+
+use hal_core::vendor::acl;
+use hal_core::{Error, Result};
+
+use crate::result::is_code;
+use crate::sys::Runtime;
+
+/// One device of the runtime.
+pub(crate) struct Ctx {
+    pub(crate) rt: Arc<Runtime>,
+    pub(crate) ordinal: u32,
+}
+
+/// A call and its answer carried to the thread that runs it.
+struct Anywhere<T>(T);
+// SAFETY: what crosses is a call of this crate's and its answer: runtime
+// handles (opaque pointers the ACL runtime lets any thread use) and
+// borrows of the caller's data, which outlive the scoped thread that uses
+// them while the caller waits for it.
+unsafe impl<T> Send for Anywhere<T> {}
+
+impl<T> Anywhere<T> {
+    /// The value (a method, so that closures capture the whole wrapper).
+    fn take(self) -> T {
+        self.0
+    }
+}
+
+impl Ctx {
+    /// The thread's current device, `None` before any `aclrtSetDevice`.
+    pub(crate) fn current(rt: &Runtime) -> Result<Option<i32>> {
+        let f = rt.get_device()?;
+        let mut id: i32 = -1;
+        // SAFETY: `id` is a valid place for the device id.
+        let status = unsafe { f(&mut id) };
+        match rt.check("aclrtGetDevice", status) {
+            Ok(()) => Ok(Some(id)),
+            Err(e) if is_code(&e, acl::RT_CONTEXT_NULL) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn set(&self, id: i32) -> Result<()> {
+        let f = self.rt.set_device()?;
+        // SAFETY: `id` is a device id below the runtime's count.
+        self.rt.check("aclrtSetDevice", unsafe { f(id) })
+    }
+
+    /// Run `body` with this device current, leaving the calling thread's
+    /// current device as it was.
+    pub(crate) fn call<T>(&self, body: impl FnOnce() -> Result<T>) -> Result<T> {
+        let me = self.ordinal as i32;
+        match Ctx::current(&self.rt)? {
+            Some(d) if d == me => body(),
+            Some(prev) => {
+                self.set(me)?;
+                let out = body();
+                if let Err(e) = self.set(prev) {
+                    log::warn!("restoring Ascend device {prev} on this thread: {e}");
+                }
+                out
+            }
+            None => {
+                let job = Anywhere(body);
+                std::thread::scope(|s| {
+                    s.spawn(move || {
+                        let body = job.take();
+                        Anywhere(self.set(me).and_then(|()| body()))
+                    })
+                    .join()
+                    .map_err(|_| Error::invalid("a call on the Ascend device's thread panicked"))
+                    .and_then(Anywhere::take)
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,489 @@
+//! [`AscendDevice`]: one device of the runtime and the operations of the
+//! contract this backend offers (memory and memory keys, streams, events
+//! and IPC events, notifies). What it does not offer (VMM, pinned host
+//! memory, managed memory) answers [`Error::Unsupported`], and its
+//! capabilities say so.
+
+use std::ffi::c_void;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use hal_core::device::check_bounds;
+use hal_core::{
+    Access, AccessGrant, AccessTarget, AllocDesc, Capabilities, Device, DeviceInfo, Error,
+    EventFlags, ExportOptions, Exported, Granularity, HandleKind, ImportOptions, Location, MemRef,
+    NotifyFlags, PhysicalDesc, RegisteredHost, Result, SharedHandle,
+};
+
+use crate::absent::{AscendPhysical, AscendReservation};
+use crate::bindings::{ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_HOST_TO_DEVICE};
+use crate::context::Ctx;
+use crate::event::AscendEvent;
+use crate::mapping::AscendMapping;
+use crate::memory::AscendAllocation;
+use crate::notify::{AscendNotify, NotifyInner};
+use crate::stream::AscendStream;
+
+/// An Ascend device.
+pub struct AscendDevice {
+    ctx: Arc<Ctx>,
+    info: DeviceInfo,
+}
+
+impl std::fmt::Debug for AscendDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AscendDevice")
+            .field("ordinal", &self.info.ordinal)
+            .field("name", &self.info.name)
+            .finish()
+    }
+}
+
+/// The answer of an operation whose capability this backend lacks.
+fn absent(operation: &str, capability: &str) -> Error {
+    Error::unsupported(
+        "ascend",
+        operation,
+        format!("this backend does not offer it (Capabilities::{capability} is absent)"),
+    )
+}
+
+impl AscendDevice {
+    pub(crate) fn new(ctx: Arc<Ctx>, info: DeviceInfo) -> AscendDevice {
+        AscendDevice { ctx, info }
+    }
+
+    fn has(&self, c: Capabilities) -> bool {
+        self.info.capabilities.contains(c)
+    }
+
+    /// The address of `offset..offset + len` of `mem`, bounds checked.
+    fn span(&self, mem: MemRef<'_, Self>, offset: u64, len: u64) -> Result<u64> {
+        let m = mem.memory();
+        check_bounds(offset, len, m.len())?;
+        Ok(m.addr() + offset)
+    }
+
+    /// Refuse host-side work on memory that takes only device-to-device copies.
+    fn host_side(&self, mem: MemRef<'_, Self>, what: &str) -> Result<()> {
+        if mem.memory().device_copies_only() {
+            return Err(Error::unsupported(
+                "ascend",
+                what,
+                "memory imported onto another device takes only asynchronous device-to-device \
+                 copies (Device::copy_async)",
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_stream(&self, stream: &AscendStream) -> Result<()> {
+        if stream.ctx.ordinal != self.ctx.ordinal || !Arc::ptr_eq(&stream.ctx.rt, &self.ctx.rt) {
+            return Err(Error::invalid(
+                "the stream belongs to another Ascend device: queue work on a stream of this device",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Device for AscendDevice {
+    type Allocation = AscendAllocation;
+    type Mapping = AscendMapping;
+    type Stream = AscendStream;
+    type Event = AscendEvent;
+    type Notify = AscendNotify;
+    type Physical = AscendPhysical;
+    type Reservation = AscendReservation;
+    type HostRegistration = RegisteredHost;
+
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// This process's bare tgid (`aclrtDeviceGetBareTgid`): the host's pid
+    /// even inside a container, which is what allow-lists hold.
+    fn process_id(&self) -> Result<u32> {
+        let rt = &self.ctx.rt;
+        let f = rt.device_get_bare_tgid()?;
+        let mut t: i32 = 0;
+        // SAFETY: `t` is a valid place.
+        rt.check("aclrtDeviceGetBareTgid", unsafe { f(&mut t) })?;
+        u32::try_from(t).map_err(|_| Error::invalid(format!("the runtime gave bare tgid {t}")))
+    }
+
+    /// The thread's current device as `device + 1` (0 is never answered),
+    /// `None` when no device was set on this thread.
+    fn current_context(&self) -> Result<Option<u64>> {
+        Ok(Ctx::current(&self.ctx.rt)?.map(|d| d as u64 + 1))
+    }
+
+    fn allocate(&self, desc: &AllocDesc) -> Result<AscendAllocation> {
+        if desc.size == 0 {
+            return Err(Error::invalid("cannot allocate zero bytes"));
+        }
+        match desc.location {
+            Location::Device(d) if d == self.info.ordinal => {}
+            Location::Device(d) => {
+                return Err(Error::invalid(format!(
+                    "allocation for device {d} requested on device {}: allocate on device {d}",
+                    self.info.ordinal
+                )))
+            }
+            Location::Host => {
+                return Err(Error::unsupported(
+                    "ascend",
+                    "allocate host memory",
+                    "this backend allocates device memory only (aclrtMalloc)",
+                ))
+            }
+            Location::Managed => return Err(absent("allocate managed memory", "MANAGED_MEMORY")),
+        }
+        if desc.align != 0 && !desc.align.is_power_of_two() {
+            return Err(Error::invalid(format!(
+                "alignment {} is not a power of two",
+                desc.align
+            )));
+        }
+        AscendAllocation::allocate(&self.ctx, desc.size, desc.align)
+    }
+
+    fn export_memory(&self, alloc: &AscendAllocation, opts: &ExportOptions) -> Result<Exported> {
+        if !self.has(Capabilities::IPC_MEMORY) {
+            return Err(absent("export_memory", "IPC_MEMORY"));
+        }
+        if alloc.ctx.ordinal != self.ctx.ordinal {
+            return Err(Error::invalid(
+                "the allocation belongs to another Ascend device: export it through that device",
+            ));
+        }
+        crate::ipc::export(&self.ctx, &self.info, alloc, opts)
+    }
+
+    fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()> {
+        if !self.has(Capabilities::PID_ALLOW_LIST) {
+            return Err(absent("allow_importers", "PID_ALLOW_LIST"));
+        }
+        let h = exported.handle();
+        h.expect(h.kind, hal_core::BackendId::Ascend)?;
+        let tgids = crate::key::tgids(pids)?;
+        match h.kind {
+            HandleKind::Memory => {
+                let k = crate::key::from_payload(&h.payload)?;
+                crate::ipc::set_import_pids(&self.ctx, &k, &tgids)?;
+            }
+            HandleKind::Notify => crate::notify::allow(&self.ctx, &h.payload, &tgids)?,
+            _ => {
+                return Err(Error::unsupported(
+                    "ascend",
+                    "allow_importers",
+                    "only memory and notify keys have a pid allow-list",
+                ))
+            }
+        }
+        exported.add_importers(pids)
+    }
+
+    unsafe fn register_host(&self, _ptr: *mut u8, _len: u64) -> Result<RegisteredHost> {
+        Err(absent("register_host", "HOST_REGISTRATION"))
+    }
+
+    fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<AscendMapping> {
+        if !self.has(Capabilities::IPC_MEMORY) {
+            return Err(absent("import_memory", "IPC_MEMORY"));
+        }
+        crate::ipc::import(&self.ctx, &self.info, shared, opts)
+    }
+
+    fn create_stream(&self) -> Result<AscendStream> {
+        AscendStream::create(&self.ctx)
+    }
+
+    unsafe fn wrap_stream(&self, raw: *mut c_void) -> Result<AscendStream> {
+        Ok(AscendStream {
+            ctx: Arc::clone(&self.ctx),
+            raw,
+            owned: false,
+            keep: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn synchronize(&self, stream: &AscendStream, timeout: Option<Duration>) -> Result<()> {
+        self.check_stream(stream)?;
+        stream.wait(timeout)
+    }
+
+    fn copy_async(
+        &self,
+        stream: &AscendStream,
+        dst: MemRef<'_, Self>,
+        dst_offset: u64,
+        src: MemRef<'_, Self>,
+        src_offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        self.check_stream(stream)?;
+        let to = self.span(dst, dst_offset, len)?;
+        let from = self.span(src, src_offset, len)?;
+        let rt = &self.ctx.rt;
+        self.ctx.call(|| {
+            let f = rt.memcpy_async()?;
+            // SAFETY: both ranges lie inside live device memory (bounds
+            // checked), which the caller keeps alive while the stream runs.
+            let status = unsafe {
+                f(
+                    to as *mut c_void,
+                    len as usize,
+                    from as *const c_void,
+                    len as usize,
+                    ACL_MEMCPY_DEVICE_TO_DEVICE as i32,
+                    stream.raw,
+                )
+            };
+            rt.check("aclrtMemcpyAsync", status)
+        })
+    }
+
+    fn write_async(
+        &self,
+        stream: &AscendStream,
+        dst: MemRef<'_, Self>,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> Result<()> {
+        self.check_stream(stream)?;
+        self.host_side(dst, "write_async")?;
+        let to = self.span(dst, offset, data.len() as u64)?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let rt = &self.ctx.rt;
+        self.ctx.call(|| {
+            let f = rt.memcpy_async()?;
+            let mut keep = crate::lock::lock(&stream.keep);
+            // SAFETY: the destination lies inside live device memory; the bytes
+            // stay in `stream.keep` (their heap buffer does not move) until the
+            // stream ran the copy.
+            let status = unsafe {
+                f(
+                    to as *mut c_void,
+                    data.len(),
+                    data.as_ptr().cast(),
+                    data.len(),
+                    ACL_MEMCPY_HOST_TO_DEVICE as i32,
+                    stream.raw,
+                )
+            };
+            rt.check("aclrtMemcpyAsync", status)?;
+            keep.push(data);
+            Ok(())
+        })
+    }
+
+    fn memset_async(
+        &self,
+        stream: &AscendStream,
+        dst: MemRef<'_, Self>,
+        offset: u64,
+        len: u64,
+        value: u8,
+    ) -> Result<()> {
+        self.check_stream(stream)?;
+        self.host_side(dst, "memset_async")?;
+        let to = self.span(dst, offset, len)?;
+        let rt = &self.ctx.rt;
+        self.ctx.call(|| {
+            let f = rt.memset_async()?;
+            // SAFETY: the range lies inside live device memory.
+            let status = unsafe {
+                f(
+                    to as *mut c_void,
+                    len as usize,
+                    i32::from(value),
+                    len as usize,
+                    stream.raw,
+                )
+            };
+            rt.check("aclrtMemsetAsync", status)
+        })
+    }
+
+    fn query_stream(&self, stream: &AscendStream) -> Result<bool> {
+        self.check_stream(stream)?;
+        stream.query()
+    }
+
+    fn synchronize_device(&self, timeout: Option<Duration>) -> Result<()> {
+        let ctx = Arc::clone(&self.ctx);
+        let (tx, rx) = mpsc::channel();
+        // aclrtSynchronizeDevice cannot time out: it runs on a thread of
+        // its own, and a timeout leaves it to finish there.
+        std::thread::Builder::new()
+            .name("hal-ascend-synchronize".into())
+            .spawn(move || {
+                let done = ctx.call(|| {
+                    let f = ctx.rt.synchronize_device()?;
+                    // SAFETY: the device is current on this thread.
+                    ctx.rt.check("aclrtSynchronizeDevice", unsafe { f() })
+                });
+                let _ = tx.send(done);
+            })
+            .map_err(|e| Error::io("spawning the synchronize thread", e))?;
+        match timeout {
+            None => rx
+                .recv()
+                .unwrap_or_else(|_| Err(Error::invalid("synchronize thread lost"))),
+            Some(t) => rx.recv_timeout(t).unwrap_or_else(|_| {
+                Err(Error::Timeout {
+                    what: "the Ascend device to finish its work".into(),
+                    after: t,
+                })
+            }),
+        }
+    }
+
+    fn create_event(&self, flags: EventFlags) -> Result<AscendEvent> {
+        if flags.interprocess && !self.has(Capabilities::IPC_EVENT) {
+            return Err(absent("an interprocess event", "IPC_EVENT"));
+        }
+        crate::event::create(&self.ctx, flags)
+    }
+
+    fn record_event(&self, stream: &AscendStream, event: &AscendEvent) -> Result<()> {
+        self.check_stream(stream)?;
+        let rt = &self.ctx.rt;
+        self.ctx.call(|| {
+            let f = rt.record_event()?;
+            // SAFETY: both handles are live.
+            rt.check("aclrtRecordEvent", unsafe {
+                f(event.inner.raw, stream.raw)
+            })
+        })
+    }
+
+    fn stream_wait_event(&self, stream: &AscendStream, event: &AscendEvent) -> Result<()> {
+        self.check_stream(stream)?;
+        let rt = &self.ctx.rt;
+        self.ctx.call(|| {
+            let f = rt.stream_wait_event()?;
+            // SAFETY: both handles are live.
+            rt.check("aclrtStreamWaitEvent", unsafe {
+                f(stream.raw, event.inner.raw)
+            })
+        })
+    }
+
+    fn export_event(&self, event: &AscendEvent, opts: &ExportOptions) -> Result<Exported> {
+        if !self.has(Capabilities::IPC_EVENT) {
+            return Err(absent("export_event", "IPC_EVENT"));
+        }
+        crate::event::export(&self.info, event, opts)
+    }
+
+    fn import_event(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<AscendEvent> {
+        if !self.has(Capabilities::IPC_EVENT) {
+            return Err(absent("import_event", "IPC_EVENT"));
+        }
+        crate::event::import(&self.ctx, shared)
+    }
+
+    fn create_notify_with(&self, flags: NotifyFlags) -> Result<AscendNotify> {
+        if !self.has(Capabilities::IPC_NOTIFY) {
+            return Err(absent("create_notify", "IPC_NOTIFY"));
+        }
+        NotifyInner::create(&self.ctx, flags)
+    }
+
+    fn record_notify(&self, stream: &AscendStream, notify: &AscendNotify) -> Result<()> {
+        self.check_stream(stream)?;
+        notify.inner.record(stream.raw)
+    }
+
+    /// The stream waits (and resets the notify) for at most `timeout`
+    /// ([`vendor_timeout`](crate::vendor_timeout): `None` is the runtime's
+    /// 0, forever); past it the stream's work fails with
+    /// `ACL_ERROR_RT_WAIT_TIMEOUT`, answered by the next synchronize. Only
+    /// the creating process may wait.
+    fn stream_wait_notify(
+        &self,
+        stream: &AscendStream,
+        notify: &AscendNotify,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        self.check_stream(stream)?;
+        notify.inner.stream_wait(stream.raw, timeout)
+    }
+
+    fn export_notify(&self, notify: &AscendNotify, opts: &ExportOptions) -> Result<Exported> {
+        notify.inner.export(&self.info, opts)
+    }
+
+    fn import_notify(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<AscendNotify> {
+        if !self.has(Capabilities::IPC_NOTIFY) {
+            return Err(absent("import_notify", "IPC_NOTIFY"));
+        }
+        NotifyInner::import(&self.ctx, &self.info, shared, opts)
+    }
+
+    fn granularity(&self, _which: Granularity) -> Result<u64> {
+        Err(absent("granularity", "VMM"))
+    }
+
+    fn allocate_physical_with(&self, _desc: &PhysicalDesc) -> Result<AscendPhysical> {
+        Err(absent("allocate_physical", "VMM"))
+    }
+
+    fn reserve(&self, _size: u64, _align: u64) -> Result<AscendReservation> {
+        Err(absent("reserve", "VMM"))
+    }
+
+    fn map_range(
+        &self,
+        reservation: &AscendReservation,
+        _offset: u64,
+        _physical: &AscendPhysical,
+        _physical_offset: u64,
+        _len: u64,
+    ) -> Result<()> {
+        match *reservation {}
+    }
+
+    fn unmap(&self, reservation: &AscendReservation, _offset: u64, _len: u64) -> Result<()> {
+        match *reservation {}
+    }
+
+    fn set_access_for(
+        &self,
+        reservation: &AscendReservation,
+        _offset: u64,
+        _len: u64,
+        _grants: &[AccessGrant],
+    ) -> Result<()> {
+        match *reservation {}
+    }
+
+    fn access(
+        &self,
+        reservation: &AscendReservation,
+        _offset: u64,
+        _target: AccessTarget,
+    ) -> Result<Access> {
+        match *reservation {}
+    }
+
+    fn export_physical(
+        &self,
+        physical: &AscendPhysical,
+        _opts: &ExportOptions,
+    ) -> Result<Exported> {
+        match *physical {}
+    }
+
+    fn import_physical(
+        &self,
+        _shared: SharedHandle,
+        _opts: &ImportOptions,
+    ) -> Result<AscendPhysical> {
+        Err(absent("import_physical", "VMM"))
+    }
+}

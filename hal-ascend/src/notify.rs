@@ -1,0 +1,353 @@
+//! Notifies of the runtime (`aclrtCreateNotify`): recorded on streams by
+//! any process that holds them, waited on and reset only by the process
+//! that created them (`aclrtWaitAndResetNotify`), shared by key with a pid
+//! allow-list of bare tgids like memory, with the notify's own flag values
+//! (0x02 where memory keys have 0x1). Each process destroys its own
+//! notify; the runtime frees it when all have.
+//!
+//! The runtime records and waits only on streams, so the host side goes
+//! through two internal streams of each notify: [`Notify::signal`]
+//! records on one and synchronizes it; a host wait queues a
+//! wait-and-reset of one slice on the other and synchronizes it, slice
+//! after slice, so that timeouts hold and a dropped `wait_async` ends its
+//! thread. The contract's timeout is mapped by [`vendor_timeout`]: the
+//! runtime's 0 means forever.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use hal_core::export::{new_handle, HandleSpec};
+use hal_core::wait::blocking_future;
+use hal_core::{
+    BackendId, DeviceInfo, Error, ExportOptions, Exported, HandleKind, ImportOptions, Importers,
+    Location, Notify, NotifyFlags, PidKind, Result, SharedHandle, WaitFuture, WaitOptions,
+};
+
+use crate::bindings::{
+    ACL_ERROR_RT_WAIT_TIMEOUT, ACL_NOTIFY_DEFAULT, ACL_NOTIFY_DEVICE_USE_ONLY,
+    ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT, ACL_RT_NOTIFY_EXPORT_FLAG_DISABLE_PID_VALIDATION,
+    ACL_RT_NOTIFY_IMPORT_FLAG_DEFAULT, ACL_RT_NOTIFY_IMPORT_FLAG_ENABLE_PEER_ACCESS,
+};
+use crate::context::Ctx;
+use crate::key;
+use crate::lock::lock;
+use crate::stream::{millis, poll_until, AscendStream, SLICE};
+use crate::sys::Raw;
+
+/// The runtime's wait timeout for the contract's `timeout`: `None` (wait
+/// forever) is the runtime's 0; a duration is milliseconds, rounded up and
+/// at least 1, so that a short timeout never becomes "forever".
+pub fn vendor_timeout(timeout: Option<Duration>) -> u32 {
+    match timeout {
+        None => 0,
+        Some(t) => u32::try_from(millis(t)).unwrap_or(u32::MAX),
+    }
+}
+
+/// A notify of this process or one imported from another.
+pub struct AscendNotify {
+    pub(crate) inner: Arc<NotifyInner>,
+}
+
+/// What a notify's waiter threads share with it.
+pub(crate) struct NotifyInner {
+    pub(crate) ctx: Arc<Ctx>,
+    pub(crate) raw: Raw,
+    creator: bool,
+    flags: NotifyFlags,
+    signal_stream: OnceLock<AscendStream>,
+    wait_stream: Mutex<Option<AscendStream>>,
+}
+
+// SAFETY: an aclrtNotify is an opaque handle the runtime lets any thread
+// use; this value only passes it to the runtime.
+unsafe impl Send for NotifyInner {}
+// SAFETY: see `Send`.
+unsafe impl Sync for NotifyInner {}
+
+impl std::fmt::Debug for AscendNotify {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AscendNotify")
+            .field("raw", &self.inner.raw)
+            .field("creator", &self.inner.creator)
+            .finish()
+    }
+}
+
+/// This process's exported notifies by key, for `aclrtNotifySetImportPid`,
+/// which takes the notify rather than the key.
+fn exported() -> &'static Mutex<HashMap<Vec<u8>, usize>> {
+    static EXPORTED: OnceLock<Mutex<HashMap<Vec<u8>, usize>>> = OnceLock::new();
+    EXPORTED.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+impl NotifyInner {
+    /// Create a notify on `ctx`'s device.
+    pub(crate) fn create(ctx: &Arc<Ctx>, flags: NotifyFlags) -> Result<AscendNotify> {
+        let flag = if flags.device_only {
+            ACL_NOTIFY_DEVICE_USE_ONLY
+        } else {
+            ACL_NOTIFY_DEFAULT
+        };
+        let rt = &ctx.rt;
+        ctx.call(|| {
+            let f = rt.create_notify()?;
+            let mut raw: Raw = std::ptr::null_mut();
+            // SAFETY: `raw` is a valid place; the flag is one of the runtime's.
+            rt.check("aclrtCreateNotify", unsafe { f(&mut raw, u64::from(flag)) })?;
+            Ok(NotifyInner::wrap(ctx, raw, true, flags))
+        })
+    }
+
+    /// The notify `raw`, with its internal streams made now (a host
+    /// signal or wait then starts no thread of the runtime's): a signal
+    /// stream, and for the creator of a notify the host may use, a wait
+    /// stream.
+    fn wrap(ctx: &Arc<Ctx>, raw: Raw, creator: bool, flags: NotifyFlags) -> AscendNotify {
+        let inner = NotifyInner {
+            ctx: Arc::clone(ctx),
+            raw,
+            creator,
+            flags,
+            signal_stream: OnceLock::new(),
+            wait_stream: Mutex::new(None),
+        };
+        if !flags.device_only {
+            if let Ok(s) = AscendStream::create(ctx) {
+                let _ = inner.signal_stream.set(s);
+            }
+            if creator {
+                *lock(&inner.wait_stream) = AscendStream::create(ctx).ok();
+            }
+        }
+        AscendNotify {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// Only the creating process waits (`CREATOR_ONLY_NOTIFY_WAIT`).
+    pub(crate) fn check_waiter(&self) -> Result<()> {
+        if !self.creator {
+            return Err(Error::PermissionDenied {
+                pid: None,
+                reason: "only the process that created an Ascend notify may wait on it; \
+                         importers record (signal) it"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// `aclrtRecordNotify` on `stream`.
+    pub(crate) fn record(&self, stream: Raw) -> Result<()> {
+        let rt = &self.ctx.rt;
+        self.ctx.call(|| {
+            let f = rt.record_notify()?;
+            // SAFETY: the notify and the stream are live.
+            rt.check("aclrtRecordNotify", unsafe { f(self.raw, stream) })
+        })
+    }
+
+    /// `aclrtWaitAndResetNotify` on `stream` with the runtime's `timeout`.
+    pub(crate) fn stream_wait(&self, stream: Raw, timeout: Option<Duration>) -> Result<()> {
+        self.check_waiter()?;
+        let rt = &self.ctx.rt;
+        self.ctx.call(|| {
+            let f = rt.wait_and_reset_notify()?;
+            // SAFETY: the notify and the stream are live.
+            let status = unsafe { f(self.raw, stream, vendor_timeout(timeout)) };
+            rt.check("aclrtWaitAndResetNotify", status)
+        })
+    }
+
+    /// One slice of a host wait: true when the signal came (and was reset).
+    fn slice(&self, stream: &AscendStream) -> Result<bool> {
+        self.stream_wait(stream.raw, Some(SLICE))?;
+        match stream.wait(None) {
+            Ok(()) => Ok(true),
+            Err(Error::Vendor(v)) if v.code == i64::from(ACL_ERROR_RT_WAIT_TIMEOUT) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn host_wait(&self, opts: WaitOptions) -> Result<()> {
+        self.flags.refuse_host("wait")?;
+        self.check_waiter()?;
+        let mut stream = lock(&self.wait_stream);
+        if stream.is_none() {
+            *stream = Some(AscendStream::create(&self.ctx)?);
+        }
+        let s = stream
+            .as_ref()
+            .ok_or_else(|| Error::invalid("the notify's wait stream vanished"))?;
+        poll_until("the Ascend notify", opts.spin, opts.timeout, || {
+            self.slice(s)
+        })
+    }
+
+    /// Export as [`Device::export_notify`](hal_core::Device::export_notify).
+    pub(crate) fn export(&self, info: &DeviceInfo, opts: &ExportOptions) -> Result<Exported> {
+        if !self.creator {
+            return Err(Error::invalid(
+                "an imported notify cannot be exported again: export the creator's",
+            ));
+        }
+        if opts.read_only || opts.range.is_some() {
+            return Err(Error::invalid(
+                "a notify export has no range and no read-only form",
+            ));
+        }
+        let (flags, pids) = match &opts.importers {
+            Importers::Anyone => (ACL_RT_NOTIFY_EXPORT_FLAG_DISABLE_PID_VALIDATION, Vec::new()),
+            Importers::BackendDefault => (ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT, Vec::new()),
+            Importers::Pids(p) => (ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT, p.clone()),
+        };
+        let tgids = key::tgids(&pids)?;
+        let rt = &self.ctx.rt;
+        self.ctx.call(|| {
+            let mut buf = key::buffer();
+            let f = rt.notify_get_export_key()?;
+            // SAFETY: the notify is live; `buf` holds KEY_LEN bytes.
+            let status = unsafe { f(self.raw, buf.as_mut_ptr(), buf.len(), u64::from(flags)) };
+            rt.check("aclrtNotifyGetExportKey", status)?;
+            let (k, payload) = key::from_buffer(&buf)?;
+            lock(exported()).insert(k.as_bytes().to_vec(), self.raw as usize);
+            if !tgids.is_empty() {
+                set_import_pids(&self.ctx, self.raw, &tgids)?;
+            }
+            let spec = HandleSpec {
+                kind: HandleKind::Notify,
+                backend: BackendId::Ascend,
+                device: info.ordinal,
+                device_uuid: info.uuid,
+                location: Location::Device(info.ordinal),
+                default_allow_list: true,
+            };
+            let mut handle = new_handle(&spec, opts)?;
+            handle.pid_kind = PidKind::Vendor;
+            handle.payload = payload;
+            Exported::new(handle, Vec::new())
+        })
+    }
+
+    /// Import as [`Device::import_notify`](hal_core::Device::import_notify).
+    pub(crate) fn import(
+        ctx: &Arc<Ctx>,
+        info: &DeviceInfo,
+        shared: SharedHandle,
+        opts: &ImportOptions,
+    ) -> Result<AscendNotify> {
+        shared
+            .handle
+            .expect(HandleKind::Notify, BackendId::Ascend)?;
+        let k = key::from_payload(&shared.handle.payload)?;
+        let flags = if shared.handle.device_uuid != info.uuid && opts.peer_access {
+            ACL_RT_NOTIFY_IMPORT_FLAG_ENABLE_PEER_ACCESS
+        } else {
+            ACL_RT_NOTIFY_IMPORT_FLAG_DEFAULT
+        };
+        let rt = &ctx.rt;
+        ctx.call(|| {
+            let f = rt.notify_import_by_key()?;
+            let mut raw: Raw = std::ptr::null_mut();
+            // SAFETY: `raw` is a valid place; `k` is NUL-terminated.
+            let status = unsafe { f(&mut raw, k.as_ptr(), u64::from(flags)) };
+            rt.check("aclrtNotifyImportByKey", status)
+                .map_err(crate::result::refused_import)?;
+            Ok(NotifyInner::wrap(ctx, raw, false, NotifyFlags::default()))
+        })
+    }
+}
+
+/// `aclrtNotifySetImportPid` of the notify `raw` with `tgids`.
+fn set_import_pids(ctx: &Ctx, raw: Raw, tgids: &[i32]) -> Result<()> {
+    let rt = &ctx.rt;
+    ctx.call(|| {
+        let f = rt.notify_set_import_pid()?;
+        let mut list = tgids.to_vec();
+        // SAFETY: the notify is live; `list` holds `len` ids.
+        let status = unsafe { f(raw, list.as_mut_ptr(), list.len()) };
+        rt.check("aclrtNotifySetImportPid", status)
+    })
+}
+
+/// Allow `tgids` to import the exported notify whose key is `payload`.
+pub(crate) fn allow(ctx: &Ctx, payload: &[u8], tgids: &[i32]) -> Result<()> {
+    let k: CString = key::from_payload(payload)?;
+    let raw = lock(exported())
+        .get(k.as_bytes())
+        .copied()
+        .ok_or_else(|| Error::NotFound {
+            what: "the exported Ascend notify (destroyed, or exported by another process)".into(),
+        })?;
+    set_import_pids(ctx, raw as Raw, tgids)
+}
+
+impl Drop for NotifyInner {
+    fn drop(&mut self) {
+        // The streams first (they may hold work on the notify).
+        drop(self.signal_stream.take());
+        drop(lock(&self.wait_stream).take());
+        lock(exported()).retain(|_, r| *r != self.raw as usize);
+        let rt = &self.ctx.rt;
+        let destroyed = self.ctx.call(|| {
+            let f = rt.destroy_notify()?;
+            // SAFETY: the notify was created or imported here, destroyed once.
+            rt.check("aclrtDestroyNotify", unsafe { f(self.raw) })
+        });
+        if let Err(e) = destroyed {
+            log::warn!("destroying an Ascend notify: {e}");
+        }
+    }
+}
+
+impl Notify for AscendNotify {
+    fn signal(&self) -> Result<()> {
+        self.inner.flags.refuse_host("signal")?;
+        let s = match self.inner.signal_stream.get() {
+            Some(s) => s,
+            None => {
+                let made = AscendStream::create(&self.inner.ctx)?;
+                let _ = self.inner.signal_stream.set(made);
+                self.inner
+                    .signal_stream
+                    .get()
+                    .ok_or_else(|| Error::invalid("the notify's signal stream vanished"))?
+            }
+        };
+        self.inner.record(s.raw)?;
+        s.wait(None)
+    }
+
+    fn wait(&self, opts: WaitOptions) -> Result<()> {
+        self.inner.host_wait(opts)
+    }
+
+    fn wait_async(&self, opts: WaitOptions) -> WaitFuture<'_> {
+        if let Err(e) = self
+            .inner
+            .flags
+            .refuse_host("wait")
+            .and_then(|()| self.inner.check_waiter())
+        {
+            return hal_core::wait::ready(Err(e));
+        }
+        let inner = Arc::clone(&self.inner);
+        blocking_future(move || inner.host_wait(opts))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeout_mapping_never_turns_a_bound_into_forever() {
+        assert_eq!(vendor_timeout(None), 0, "the runtime's 0 is forever");
+        assert_eq!(vendor_timeout(Some(Duration::ZERO)), 1);
+        assert_eq!(vendor_timeout(Some(Duration::from_micros(10))), 1);
+        assert_eq!(vendor_timeout(Some(Duration::from_millis(250))), 250);
+    }
+}

@@ -1,0 +1,167 @@
+//! Streams of the runtime, and the polling wait every host wait of this
+//! crate uses (so that timeouts hold and dropped `wait_async` futures end
+//! their threads).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hal_core::wait::spin_then_sleep;
+use hal_core::Result;
+
+use crate::bindings::{ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, ACL_STREAM_STATUS_COMPLETE};
+use crate::context::Ctx;
+use crate::sys::Raw;
+
+/// How long one slice of a polling wait lasts.
+pub(crate) const SLICE: Duration = Duration::from_millis(1);
+
+/// Call `done` until it says so, `timeout` passes, or it fails; `done`
+/// itself waits up to a [`SLICE`].
+pub(crate) fn poll_until(
+    what: &str,
+    spin: Duration,
+    timeout: Option<Duration>,
+    mut done: impl FnMut() -> Result<bool>,
+) -> Result<()> {
+    let mut failed = None;
+    let waited = spin_then_sleep(
+        what,
+        spin,
+        timeout,
+        || match done() {
+            Ok(d) => d,
+            Err(e) => {
+                failed = Some(e);
+                true
+            }
+        },
+        |_| {},
+    );
+    match failed {
+        Some(e) => Err(e),
+        None => waited,
+    }
+}
+
+/// A runtime timeout of `t`: milliseconds, rounded up, at least 1 (a
+/// shorter one would mean "forever" or be refused), at most `i32::MAX`.
+pub(crate) fn millis(t: Duration) -> u64 {
+    let ms = t.as_nanos().div_ceil(1_000_000);
+    u64::try_from(ms)
+        .unwrap_or(u64::MAX)
+        .clamp(1, i32::MAX as u64)
+}
+
+/// An ordered queue of work on an Ascend device.
+pub struct AscendStream {
+    pub(crate) ctx: Arc<Ctx>,
+    pub(crate) raw: Raw,
+    /// False for a stream the caller owns (`wrap_stream`): never destroyed here.
+    pub(crate) owned: bool,
+    /// Host bytes queued copies read from, kept until the stream ran them.
+    pub(crate) keep: Mutex<Vec<Vec<u8>>>,
+}
+
+// SAFETY: an aclrtStream is an opaque handle the runtime lets any thread
+// use; this value only passes it to the runtime.
+unsafe impl Send for AscendStream {}
+// SAFETY: see `Send`.
+unsafe impl Sync for AscendStream {}
+
+impl std::fmt::Debug for AscendStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AscendStream")
+            .field("raw", &self.raw)
+            .field("owned", &self.owned)
+            .finish()
+    }
+}
+
+impl AscendStream {
+    /// Create a stream on `ctx`'s device.
+    pub(crate) fn create(ctx: &Arc<Ctx>) -> Result<AscendStream> {
+        let rt = &ctx.rt;
+        ctx.call(|| {
+            let f = rt.create_stream()?;
+            let mut raw: Raw = std::ptr::null_mut();
+            // SAFETY: `raw` is a valid place for the handle.
+            rt.check("aclrtCreateStream", unsafe { f(&mut raw) })?;
+            Ok(AscendStream {
+                ctx: Arc::clone(ctx),
+                raw,
+                owned: true,
+                keep: Mutex::new(Vec::new()),
+            })
+        })
+    }
+
+    /// True when everything queued so far has run (`aclrtStreamQuery`);
+    /// the host bytes of finished copies are let go then.
+    pub(crate) fn query(&self) -> Result<bool> {
+        let rt = &self.ctx.rt;
+        self.ctx.call(|| {
+            let f = rt.stream_query()?;
+            let mut status = 0;
+            // SAFETY: the stream is live; `status` is a valid place.
+            rt.check("aclrtStreamQuery", unsafe { f(self.raw, &mut status) })?;
+            let done = status as u32 == ACL_STREAM_STATUS_COMPLETE;
+            if done {
+                crate::lock::lock(&self.keep).clear();
+            }
+            Ok(done)
+        })
+    }
+
+    /// Wait until the stream ran its work, at most `timeout`
+    /// (`aclrtSynchronizeStreamWithTimeout`; its own timeout code is
+    /// [`Error::Timeout`](hal_core::Error::Timeout)).
+    pub(crate) fn wait(&self, timeout: Option<Duration>) -> Result<()> {
+        let rt = &self.ctx.rt;
+        self.ctx.call(|| {
+            let f = rt.synchronize_stream_with_timeout()?;
+            let ms = timeout.map_or(-1, |t| millis(t) as i32);
+            // SAFETY: the stream is live.
+            let status = unsafe { f(self.raw, ms) };
+            if status as u32 == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT {
+                return Err(hal_core::Error::Timeout {
+                    what: "the Ascend stream to run its work".into(),
+                    after: timeout.unwrap_or_default(),
+                });
+            }
+            rt.check("aclrtSynchronizeStreamWithTimeout", status)?;
+            crate::lock::lock(&self.keep).clear();
+            Ok(())
+        })
+    }
+}
+
+impl Drop for AscendStream {
+    fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
+        let rt = &self.ctx.rt;
+        let destroyed = self.ctx.call(|| {
+            let f = rt.destroy_stream()?;
+            // SAFETY: the stream was created here and is destroyed once.
+            rt.check("aclrtDestroyStream", unsafe { f(self.raw) })
+        });
+        if let Err(e) = destroyed {
+            log::warn!("destroying an Ascend stream: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_round_up_to_whole_milliseconds_never_zero() {
+        assert_eq!(millis(Duration::ZERO), 1);
+        assert_eq!(millis(Duration::from_micros(1)), 1);
+        assert_eq!(millis(Duration::from_micros(1500)), 2);
+        assert_eq!(millis(Duration::from_secs(1)), 1000);
+        assert_eq!(millis(Duration::MAX), i32::MAX as u64);
+    }
+}

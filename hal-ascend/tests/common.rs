@@ -1,0 +1,46 @@
+//! What the tests of this crate share: the stand-in runtime, a backend on
+//! it, and re-running a test in a child process.
+
+#![allow(dead_code)]
+
+use std::process::{Command, Output};
+
+use hal_ascend::AscendBackend;
+
+/// The stand-in runtime cargo built for this test.
+pub fn standin() -> std::path::PathBuf {
+    hal_mock_libascendcl::built_library()
+}
+
+/// A backend on the stand-in.
+pub fn backend() -> AscendBackend {
+    AscendBackend::with_library(standin())
+}
+
+/// The variable that tells a re-run test which role it plays.
+pub const ROLE: &str = "HAL_ASCEND_TEST_ROLE";
+
+/// This test's role in a child, if it is one.
+pub fn role() -> Option<String> {
+    std::env::var(ROLE).ok()
+}
+
+/// Re-run test `name` alone in a child with `env`, and its output.
+pub fn child(name: &str, env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args([name, "--exact", "--nocapture", "--test-threads=1"]);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+/// Panic with the child's output unless it succeeded.
+pub fn assert_ok(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

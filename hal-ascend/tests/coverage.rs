@@ -1,0 +1,123 @@
+//! Every entry point this backend resolves is exported by the stand-in
+//! and exercised by the backend (the stand-in counts its calls).
+
+mod common;
+
+use std::ffi::CString;
+use std::time::Duration;
+
+use common::{backend, standin};
+use hal_core::{
+    AllocDesc, Backend, Device, Event, EventFlags, ExportOptions, Handle, ImportOptions, Importers,
+    MemRef, Memory, Notify, SharedHandle, WaitOptions,
+};
+
+const LONG: Duration = Duration::from_secs(20);
+
+/// How many times the stand-in ran `symbol` in this process.
+fn calls(symbol: &str) -> u64 {
+    let name = CString::new(symbol).unwrap();
+    // SAFETY: the stand-in is loaded (by the backend); halStandinCalls is
+    // its counter, (const char*) -> uint64_t.
+    unsafe {
+        let lib = libloading::Library::new(standin()).unwrap();
+        let f = lib
+            .get::<unsafe extern "C" fn(*const std::ffi::c_char) -> u64>(b"halStandinCalls")
+            .unwrap();
+        f(name.as_ptr())
+    }
+}
+
+#[test]
+fn every_resolved_entry_point_is_exported_and_exercised() {
+    for name in hal_ascend::RESOLVED {
+        assert!(
+            hal_mock_libascendcl::EXPORTED.contains(name),
+            "the stand-in lacks {name}"
+        );
+    }
+    let b = backend();
+    let anyone = ExportOptions {
+        importers: Importers::Anyone,
+        ..ExportOptions::default()
+    };
+    let (d0, d1) = (b.open(0).unwrap(), b.open(1).unwrap());
+    // Memory, copies, memset, keys and their allow-list.
+    let desc = AllocDesc {
+        align: 4096,
+        ..AllocDesc::device(0, 8192)
+    };
+    let a = d0.allocate(&desc).unwrap();
+    a.write(0, b"coverage").unwrap();
+    let mut ex = d0.export_memory(&a, &ExportOptions::default()).unwrap();
+    d0.allow_importers(&mut ex, &[d0.process_id().unwrap()])
+        .unwrap();
+    let peer = ImportOptions {
+        peer_access: true,
+        ..ImportOptions::default()
+    };
+    let text =
+        |e: &hal_core::Exported| SharedHandle::from(Handle::from_text(&e.to_text()).unwrap());
+    let m = d1.import_memory(text(&ex), &peer).unwrap();
+    let s1 = d1.create_stream().unwrap();
+    let b1 = d1.allocate(&AllocDesc::device(1, 4096)).unwrap();
+    d1.copy_async(&s1, MemRef::Allocation(&b1), 0, MemRef::Mapping(&m), 0, 8)
+        .unwrap();
+    d1.write_async(&s1, MemRef::Allocation(&b1), 8, vec![1, 2])
+        .unwrap();
+    d1.memset_async(&s1, MemRef::Allocation(&b1), 10, 2, 0)
+        .unwrap();
+    d1.synchronize(&s1, Some(LONG)).unwrap();
+    assert!(d1.query_stream(&s1).unwrap());
+    let mut out = [0u8; 8];
+    b1.read(0, &mut out).unwrap();
+    assert_eq!(&out, b"coverage");
+    drop(m);
+    d1.synchronize_device(Some(LONG)).unwrap();
+    // Events and IPC events.
+    let e = d0.create_event(EventFlags::default()).unwrap();
+    let s0 = d0.create_stream().unwrap();
+    d0.record_event(&s0, &e).unwrap();
+    d0.stream_wait_event(&s0, &e).unwrap();
+    e.wait(WaitOptions::timeout(LONG)).unwrap();
+    assert!(e.query().unwrap());
+    let ipc = d0
+        .create_event(EventFlags {
+            interprocess: true,
+            timing: false,
+        })
+        .unwrap();
+    let ipc_ex = d0.export_event(&ipc, &anyone).unwrap();
+    let opened = d1
+        .import_event(text(&ipc_ex), &ImportOptions::default())
+        .unwrap();
+    d0.record_event(&s0, &ipc).unwrap();
+    opened.wait(WaitOptions::timeout(LONG)).unwrap();
+    // Notifies.
+    let n = d0.create_notify().unwrap();
+    let mut n_ex = d0.export_notify(&n, &ExportOptions::default()).unwrap();
+    d0.allow_importers(&mut n_ex, &[d0.process_id().unwrap()])
+        .unwrap();
+    let imported = d1.import_notify(text(&n_ex), &peer).unwrap();
+    imported.signal().unwrap();
+    n.wait(WaitOptions::timeout(LONG)).unwrap();
+    // An error, whose text comes from aclGetRecentErrMsg.
+    assert!(
+        d0.export_memory(&d0.allocate(&AllocDesc::device(0, 100)).unwrap(), &anyone)
+            .is_err()
+            || d0
+                .import_memory(
+                    text(&ex),
+                    &ImportOptions {
+                        device: Some(0),
+                        ..peer
+                    }
+                )
+                .is_ok()
+    );
+    drop((imported, n_ex, n, opened, ipc_ex, ipc, e, s0, s1, b1, ex, a));
+    let _ = d0.allocate(&AllocDesc::device(0, 1 << 50)).unwrap_err();
+    for name in hal_ascend::RESOLVED {
+        assert!(calls(name) > 0, "{name} was never called");
+    }
+}

@@ -1,0 +1,171 @@
+//! # hal-mock-libascendcl: a stand-in `libascendcl.so` built on the simulator
+//!
+//! This crate builds `libhal_mock_libascendcl.so`, a shared library that
+//! exports the Ascend ACL runtime entry points listed in [`EXPORTED`] with
+//! the C ABI, under the names `dlsym` resolves (`aclInit`,
+//! `aclrtIpcMemGetExportKey`, ...; see `hal_core::vendor::acl::entry`). A
+//! program that loads the runtime with `dlopen` / `libloading` loads this
+//! file instead (hal-ascend: `HAL_ASCEND_LIBRARY=/path/to/libhal_mock_libascendcl.so`)
+//! and runs without an NPU, against one process-wide
+//! [`hal_mock::MockBackend`] with the Ascend-like profile, whose rules
+//! follow `vendor/ascend.md`.
+//!
+//! ## What it answers
+//!
+//! - Before `aclInit` (and after `aclFinalize`) every call answers
+//!   `ACL_ERROR_UNINITIALIZE` (100001); a second `aclInit` answers
+//!   `ACL_ERROR_REPEAT_INITIALIZE` (100002), as the runtime does when a
+//!   framework in the process initialised it first.
+//! - Devices are the simulator's (2 × 32 GiB): `HAL_MOCK_DEVICES` and
+//!   `HAL_MOCK_VISIBLE_DEVICES` apply, then `ASCEND_RT_VISIBLE_DEVICES`
+//!   (physical indices). Each thread has its own current device
+//!   (`aclrtSetDevice`); calls that need one answer
+//!   `ACL_ERROR_RT_CONTEXT_NULL` (107002) before it is set. A device id
+//!   past the count is `ACL_ERROR_RT_INVALID_DEVICEID` (107001).
+//! - Memory: device addresses are the simulator's, never dereferenced.
+//!   Small allocations are sub-allocated from 2 MiB chunks, so they may
+//!   not start on a page, as `aclrtMalloc` documents.
+//! - Memory keys and notify keys are 64 printable characters and a NUL
+//!   that work on their own across processes running this build (`key.rs`);
+//!   the rules of `ipc_mem.rs` (pages, pid allow-lists of bare tgids, peer
+//!   access, close order) and `notify.rs` (creator-only wait, the notify's
+//!   own flag values) are enforced.
+//! - Bare tgids (`aclrtDeviceGetBareTgid`) differ from OS pids
+//!   ([`tgid::TGID_OFFSET`]), as inside a container: passing an OS pid to
+//!   `aclrtIpcMemSetImportPid` admits nobody.
+//! - IPC events: `ACL_EVENT_IPC` alone; no query (`ACL_ERROR_RT_FEATURE_NOT_SUPPORT`),
+//!   no timing; the handle's 64 bytes work across processes.
+//! - `aclGetRecentErrMsg` gives the text of the calling thread's last
+//!   error, naming the entry point and the code.
+//! - Faults: [`visible::FAIL_VAR`] (`HAL_ASCEND_STANDIN_FAIL=allocate=207001`)
+//!   makes the next operation of a kind fail with a code.
+//! - A panic inside an entry point never crosses the C boundary: the call
+//!   answers `ACL_ERROR_RT_INTERNAL_ERROR` (507000).
+//!
+//! `aclrtGetDeviceUuid`, `aclrtGetSocName` and `aclrtGetMemInfo` are
+//! answered for the device's identity; they are not among the declarations
+//! of `vendor/ascend.md` and are to be checked against the CANN version in
+//! use.
+//!
+//! ## Safety
+//!
+//! Every entry point is an `unsafe extern "C" fn` with the runtime's
+//! contract: pointers are null or valid for what the runtime documents.
+//! Device pointers and handles are never dereferenced.
+//!
+//! ## Where the built library lies
+//!
+//! As for `hal-mock-libcuda`: the package's library target is
+//! `["cdylib", "rlib"]`, so any build of it (also as another package's
+//! dev-dependency) writes `target/<profile>/deps/libhal_mock_libascendcl.so`;
+//! [`built_library`] finds it for a test executable.
+//!
+//! ## Sharing the process with hal
+//!
+//! The library holds its own copy of `hal-core` and the simulator: its
+//! descriptor broker and lease tables are separate from the loading
+//! program's, under broker names of their own (`hal-<pid>-<random>`), so
+//! the two never collide.
+#![deny(missing_docs)]
+#![cfg(target_os = "linux")]
+// The entry points' safety contract is the runtime's, stated once above.
+#![allow(clippy::missing_safety_doc)]
+// The exported names are the runtime's.
+#![allow(non_snake_case)]
+
+mod abi;
+mod device;
+mod error;
+mod event;
+mod ipc_event;
+mod ipc_mem;
+mod key;
+mod memory;
+mod notify;
+mod state;
+mod stream;
+pub mod tgid;
+pub mod visible;
+
+pub use device::*;
+pub use event::*;
+pub use ipc_event::*;
+pub use ipc_mem::*;
+pub use key::KEY_LEN;
+pub use memory::*;
+pub use notify::*;
+pub use stream::*;
+
+/// The file name cargo gives the built library.
+pub const LIBRARY_FILE: &str = "libhal_mock_libascendcl.so";
+
+/// The built library for a test executable of this workspace: beside it in
+/// `target/<profile>/deps/`, else in `target/<profile>/`. A test that loads
+/// it depends on this package, so that cargo builds it first.
+///
+/// # Panics
+///
+/// When neither exists, with the places looked at: a test helper, never
+/// called by the library's entry points.
+pub fn built_library() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let deps = exe.parent().expect("the deps folder");
+    let candidates = [
+        deps.join(LIBRARY_FILE),
+        deps.parent()
+            .map(|p| p.join(LIBRARY_FILE))
+            .unwrap_or_default(),
+    ];
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("none of {candidates:?}: cargo builds it with the hal-mock-libascendcl package")
+        })
+        .clone()
+}
+
+/// Every symbol this library exports, as `dlsym` resolves them.
+pub const EXPORTED: &[&str] = &[
+    "aclInit",
+    "aclFinalize",
+    "aclGetRecentErrMsg",
+    "aclrtSetDevice",
+    "aclrtGetDevice",
+    "aclrtGetDeviceCount",
+    "aclrtGetSocName",
+    "aclrtGetDeviceUuid",
+    "aclrtGetMemInfo",
+    "aclrtDeviceGetBareTgid",
+    "aclrtDeviceEnablePeerAccess",
+    "aclrtSynchronizeDevice",
+    "aclrtMalloc",
+    "aclrtFree",
+    "aclrtMemcpy",
+    "aclrtMemcpyAsync",
+    "aclrtMemsetAsync",
+    "aclrtCreateStream",
+    "aclrtDestroyStream",
+    "aclrtSynchronizeStreamWithTimeout",
+    "aclrtStreamQuery",
+    "aclrtCreateEventExWithFlag",
+    "aclrtDestroyEvent",
+    "aclrtRecordEvent",
+    "aclrtStreamWaitEvent",
+    "aclrtQueryEventStatus",
+    "aclrtSynchronizeEventWithTimeout",
+    "aclrtIpcMemGetExportKey",
+    "aclrtIpcMemSetImportPid",
+    "aclrtIpcMemImportByKey",
+    "aclrtIpcMemClose",
+    "aclrtIpcGetEventHandle",
+    "aclrtIpcOpenEventHandle",
+    "aclrtCreateNotify",
+    "aclrtDestroyNotify",
+    "aclrtRecordNotify",
+    "aclrtWaitAndResetNotify",
+    "aclrtNotifyGetExportKey",
+    "aclrtNotifySetImportPid",
+    "aclrtNotifyImportByKey",
+    "halStandinCalls",
+];

@@ -1,0 +1,251 @@
+//! Device memory: allocation, synchronous and stream-ordered copies, and
+//! memset. Device addresses are the simulator's: never dereferenced, so a
+//! caller that dereferences one faults as on a real NPU.
+
+use std::ffi::{c_int, c_void};
+use std::sync::Arc;
+
+use hal_core::vendor::acl;
+use hal_core::{AllocDesc, Device, Memory};
+
+use crate::abi::{guard, non_null, put, refuse, AclError, Refusal};
+use crate::error::sim;
+use crate::state::{lock, runtime, Block, Found, Mem, Runtime};
+
+/// `aclrtMemMallocPolicy` values this runtime takes: `HUGE_FIRST` (0),
+/// `HUGE_ONLY` (1), `NORMAL_ONLY` (2).
+const MAX_POLICY: c_int = 2;
+/// `aclrtMemcpyKind`.
+const HOST_TO_HOST: c_int = 0;
+const HOST_TO_DEVICE: c_int = 1;
+const DEVICE_TO_HOST: c_int = 2;
+const DEVICE_TO_DEVICE: c_int = 3;
+
+fn peer_only(what: &str) -> Refusal {
+    refuse(
+        acl::RT_FEATURE_NOT_SUPPORT,
+        format!(
+            "the {what} is memory imported onto another device: it takes only asynchronous \
+             device-to-device copies (aclrtMemcpyAsync, ACL_MEMCPY_DEVICE_TO_DEVICE)"
+        ),
+    )
+}
+
+/// The device memory at `ptr` for `len` bytes, refusing peer-only memory
+/// for `what`.
+fn device_side(rt: &Runtime, ptr: u64, len: u64, what: &str) -> Result<Found, Refusal> {
+    let f = rt.find(ptr, len)?;
+    if f.mem.peer_only() {
+        return Err(peer_only(what));
+    }
+    Ok(f)
+}
+
+/// Allocates `size` bytes of device memory on the current device.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMalloc(
+    dev_ptr: *mut *mut c_void,
+    size: usize,
+    policy: c_int,
+) -> AclError {
+    guard("aclrtMalloc", || {
+        let rt = runtime()?;
+        let o = rt.current()?;
+        non_null(dev_ptr, "devPtr")?;
+        if size == 0 || !(0..=MAX_POLICY).contains(&policy) {
+            return Err(refuse(
+                acl::INVALID_PARAM,
+                format!("size {size}, policy {policy}"),
+            ));
+        }
+        let a = sim(rt.device(o).allocate(&AllocDesc::device(o, size as u64)))?;
+        let addr = a.addr();
+        lock(&rt.memory).insert(
+            addr,
+            Block {
+                mem: Mem::Alloc(Arc::new(a)),
+                ordinal: o,
+                open_keys: 0,
+            },
+        );
+        // SAFETY: not null, valid for a write (the caller's contract).
+        unsafe { put(dev_ptr, std::ptr::without_provenance_mut(addr as usize)) }
+    })
+}
+
+/// Frees memory `aclrtMalloc` gave. Refused while a key of it is open
+/// (the documented order: importers close, the exporter closes its key,
+/// then frees), and for memory imported by key (close it instead).
+#[no_mangle]
+pub unsafe extern "C" fn aclrtFree(dev_ptr: *mut c_void) -> AclError {
+    guard("aclrtFree", || {
+        let rt = runtime()?;
+        let addr = dev_ptr.addr() as u64;
+        let mut memory = lock(&rt.memory);
+        let block = memory.get(&addr).ok_or_else(|| {
+            refuse(
+                acl::RT_PARAM_INVALID,
+                format!("{addr:#x} was not allocated"),
+            )
+        })?;
+        if matches!(block.mem, Mem::Map(_)) {
+            return Err(refuse(
+                acl::RT_PARAM_INVALID,
+                "memory imported by key is closed with aclrtIpcMemClose, not freed",
+            ));
+        }
+        if block.open_keys > 0 {
+            return Err(refuse(
+                acl::RT_PARAM_INVALID,
+                format!(
+                    "{} key(s) of this memory are still open: importers close, then the exporter \
+                     closes its keys (aclrtIpcMemClose), then frees",
+                    block.open_keys
+                ),
+            ));
+        }
+        let gone = memory.remove(&addr);
+        drop(memory);
+        drop(gone);
+        Ok(())
+    })
+}
+
+/// Copies `count` bytes; `dest_max` bounds the destination.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMemcpy(
+    dst: *mut c_void,
+    dest_max: usize,
+    src: *const c_void,
+    count: usize,
+    kind: c_int,
+) -> AclError {
+    guard("aclrtMemcpy", || {
+        let rt = runtime()?;
+        rt.current()?;
+        if count > dest_max {
+            return Err(refuse(acl::INVALID_PARAM, "count exceeds destMax"));
+        }
+        if count == 0 {
+            return Ok(());
+        }
+        non_null(dst.cast_const(), "dst")?;
+        non_null(src, "src")?;
+        let len = count as u64;
+        match kind {
+            HOST_TO_HOST => {
+                // SAFETY: both are host buffers of `count` bytes (the caller's contract).
+                unsafe { std::ptr::copy(src.cast::<u8>(), dst.cast::<u8>(), count) };
+                Ok(())
+            }
+            HOST_TO_DEVICE => {
+                let to = device_side(rt, dst.addr() as u64, len, "destination")?;
+                // SAFETY: `src` is a host buffer of `count` bytes (the caller's contract).
+                let bytes = unsafe { std::slice::from_raw_parts(src.cast::<u8>(), count) };
+                sim(to.mem.r().memory().write(to.offset, bytes))
+            }
+            DEVICE_TO_HOST => {
+                let from = device_side(rt, src.addr() as u64, len, "source")?;
+                // SAFETY: `dst` is a host buffer of `count` bytes (the caller's contract).
+                let out = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), count) };
+                sim(from.mem.r().memory().read(from.offset, out))
+            }
+            DEVICE_TO_DEVICE => {
+                let to = device_side(rt, dst.addr() as u64, len, "destination")?;
+                let from = device_side(rt, src.addr() as u64, len, "source")?;
+                let mut bytes = vec![0u8; count];
+                sim(from.mem.r().memory().read(from.offset, &mut bytes))?;
+                sim(to.mem.r().memory().write(to.offset, &bytes))
+            }
+            _ => Err(refuse(acl::INVALID_PARAM, format!("copy kind {kind}"))),
+        }
+    })
+}
+
+/// Queues a copy of `count` bytes on `stream`: host to device (the host
+/// bytes are read before the call returns) or device to device (the only
+/// use of memory imported onto another device). Other kinds are
+/// `ACL_ERROR_RT_FEATURE_NOT_SUPPORT` in this runtime.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMemcpyAsync(
+    dst: *mut c_void,
+    dest_max: usize,
+    src: *const c_void,
+    count: usize,
+    kind: c_int,
+    stream: *mut c_void,
+) -> AclError {
+    guard("aclrtMemcpyAsync", || {
+        let rt = runtime()?;
+        let (s, o) = rt.stream(stream.addr())?;
+        if count > dest_max {
+            return Err(refuse(acl::INVALID_PARAM, "count exceeds destMax"));
+        }
+        if count == 0 {
+            return Ok(());
+        }
+        non_null(dst.cast_const(), "dst")?;
+        non_null(src, "src")?;
+        let len = count as u64;
+        let dev = rt.device(o);
+        match kind {
+            HOST_TO_DEVICE => {
+                let to = device_side(rt, dst.addr() as u64, len, "destination")?;
+                // SAFETY: `src` is a host buffer of `count` bytes (the caller's contract).
+                let bytes = unsafe { std::slice::from_raw_parts(src.cast::<u8>(), count) };
+                sim(Device::write_async(
+                    dev,
+                    &s,
+                    to.mem.r(),
+                    to.offset,
+                    bytes.to_vec(),
+                ))
+            }
+            DEVICE_TO_DEVICE => {
+                let to = rt.find(dst.addr() as u64, len)?;
+                let from = rt.find(src.addr() as u64, len)?;
+                sim(Device::copy_async(
+                    dev,
+                    &s,
+                    to.mem.r(),
+                    to.offset,
+                    from.mem.r(),
+                    from.offset,
+                    len,
+                ))
+            }
+            HOST_TO_HOST | DEVICE_TO_HOST => Err(refuse(
+                acl::RT_FEATURE_NOT_SUPPORT,
+                format!("copy kind {kind} on a stream is not offered by this runtime"),
+            )),
+            _ => Err(refuse(acl::INVALID_PARAM, format!("copy kind {kind}"))),
+        }
+    })
+}
+
+/// Queues setting `count` bytes at `dev_ptr` to `value` on `stream`.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMemsetAsync(
+    dev_ptr: *mut c_void,
+    max_count: usize,
+    value: i32,
+    count: usize,
+    stream: *mut c_void,
+) -> AclError {
+    guard("aclrtMemsetAsync", || {
+        let rt = runtime()?;
+        let (s, o) = rt.stream(stream.addr())?;
+        if count > max_count {
+            return Err(refuse(acl::INVALID_PARAM, "count exceeds maxCount"));
+        }
+        let to = device_side(rt, dev_ptr.addr() as u64, count as u64, "destination")?;
+        sim(Device::memset_async(
+            rt.device(o),
+            &s,
+            to.mem.r(),
+            to.offset,
+            count as u64,
+            value as u8,
+        ))
+    })
+}
