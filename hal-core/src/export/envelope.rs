@@ -116,7 +116,7 @@ impl EnvelopeRef {
 }
 
 /// The 8 bytes of a broker name `hal-<pid>-<16 hex digits>`.
-fn broker_suffix(name: &str, pid: u32) -> Option<[u8; 8]> {
+pub(super) fn broker_suffix(name: &str, pid: u32) -> Option<[u8; 8]> {
     let hex = name.strip_prefix(&format!("hal-{pid}-"))?;
     if hex.len() != 16 {
         return None;
@@ -133,6 +133,15 @@ fn broker_suffix(name: &str, pid: u32) -> Option<[u8; 8]> {
 /// names it. [`Error::Unsupported`] where no broker can run (sockets
 /// forbidden): the envelope could not be fetched.
 pub fn seal(text: &str, backend: BackendId) -> Result<(Exported, EnvelopeRef)> {
+    seal_as(text, backend, None)
+}
+
+/// [`seal`], with the object id `object_id` when given (else a fresh one).
+pub(super) fn seal_as(
+    text: &str,
+    backend: BackendId,
+    object_id: Option<[u8; 16]>,
+) -> Result<(Exported, EnvelopeRef)> {
     if text.len() as u64 > MAX_ENVELOPE {
         return Err(Error::invalid("the text is too long for an envelope"));
     }
@@ -150,6 +159,9 @@ pub fn seal(text: &str, backend: BackendId) -> Result<(Exported, EnvelopeRef)> {
     };
     let mut handle = new_handle(&spec, &opts)?;
     handle.size = text.len() as u64;
+    if let Some(id) = object_id {
+        handle.object_id = id;
+    }
     let fd = os::memfd("hal-envelope", 0, None)?;
     let mut file = std::fs::File::from(fd);
     file.write_all(text.as_bytes())

@@ -18,6 +18,7 @@ pub mod envelope;
 mod exported;
 mod handle;
 mod memfd;
+pub mod numbered;
 mod take;
 
 pub use exported::Exported;
