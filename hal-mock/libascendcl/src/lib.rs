@@ -30,6 +30,16 @@
 //!   the rules of `ipc_mem.rs` (pages, pid allow-lists of bare tgids, peer
 //!   access, close order) and `notify.rs` (creator-only wait, the notify's
 //!   own flag values) are enforced.
+//! - VMM (`vmm.rs`): granularity, physical allocations, reservations,
+//!   mappings, access, and the 64-bit shareable handle
+//!   (`aclrtMemExportToShareableHandle` with `ACL_MEM_HANDLE_TYPE_NONE`),
+//!   which works on its own across processes running this build
+//!   (`hal_core::export::numbered`); its pid allow-list
+//!   (`aclrtMemSetPidToShareableHandle`, bare tgids) or
+//!   `ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION` is enforced.
+//!   `aclrtFreePhysical`, `aclrtReleaseMemAddress` and `aclrtUnmapMem` are
+//!   the runtime's names for the releases, to be checked against the CANN
+//!   version in use.
 //! - Bare tgids (`aclrtDeviceGetBareTgid`) differ from OS pids
 //!   ([`tgid::TGID_OFFSET`]), as inside a container: passing an OS pid to
 //!   `aclrtIpcMemSetImportPid` admits nobody.
@@ -86,6 +96,8 @@ mod state;
 mod stream;
 pub mod tgid;
 pub mod visible;
+mod vmm;
+mod vmm_table;
 
 pub use device::*;
 pub use event::*;
@@ -95,6 +107,7 @@ pub use key::KEY_LEN;
 pub use memory::*;
 pub use notify::*;
 pub use stream::*;
+pub use vmm::*;
 
 /// The file name cargo gives the built library.
 pub const LIBRARY_FILE: &str = "libhal_mock_libascendcl.so";
@@ -167,5 +180,16 @@ pub const EXPORTED: &[&str] = &[
     "aclrtNotifyGetExportKey",
     "aclrtNotifySetImportPid",
     "aclrtNotifyImportByKey",
+    "aclrtMemGetAllocationGranularity",
+    "aclrtMallocPhysical",
+    "aclrtFreePhysical",
+    "aclrtReserveMemAddress",
+    "aclrtReleaseMemAddress",
+    "aclrtMapMem",
+    "aclrtUnmapMem",
+    "aclrtMemSetAccess",
+    "aclrtMemExportToShareableHandle",
+    "aclrtMemSetPidToShareableHandle",
+    "aclrtMemImportFromShareableHandle",
     "halStandinCalls",
 ];

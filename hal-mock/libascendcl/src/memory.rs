@@ -139,15 +139,21 @@ pub unsafe extern "C" fn aclrtMemcpy(
                 Ok(())
             }
             HOST_TO_DEVICE => {
-                let to = device_side(rt, dst.addr() as u64, len, "destination")?;
                 // SAFETY: `src` is a host buffer of `count` bytes (the caller's contract).
                 let bytes = unsafe { std::slice::from_raw_parts(src.cast::<u8>(), count) };
+                if let Some(r) = crate::vmm::write_reserved(dst.addr() as u64, bytes) {
+                    return r;
+                }
+                let to = device_side(rt, dst.addr() as u64, len, "destination")?;
                 sim(to.mem.r().memory().write(to.offset, bytes))
             }
             DEVICE_TO_HOST => {
-                let from = device_side(rt, src.addr() as u64, len, "source")?;
                 // SAFETY: `dst` is a host buffer of `count` bytes (the caller's contract).
                 let out = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), count) };
+                if let Some(r) = crate::vmm::read_reserved(src.addr() as u64, out) {
+                    return r;
+                }
+                let from = device_side(rt, src.addr() as u64, len, "source")?;
                 sim(from.mem.r().memory().read(from.offset, out))
             }
             DEVICE_TO_DEVICE => {
