@@ -46,6 +46,7 @@ pub mod syncpage;
 pub mod types;
 pub mod vendor;
 pub mod vmm;
+pub mod vmm_pieces;
 pub mod wait;
 
 pub use device::{
