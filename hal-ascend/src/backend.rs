@@ -183,6 +183,18 @@ pub(crate) fn device_info(rt: &Arc<Runtime>, ordinal: u32) -> Result<DeviceInfo>
             // No IPC_EVENT_QUERY: an IPC event cannot be queried or timed.
             capabilities = capabilities | Capabilities::IPC_EVENT | Capabilities::LEASES;
         }
+        let mut granularity = 2 << 20;
+        if rt.has_vmm() {
+            // Physical memory shared by the 64-bit handle, its allow-list of
+            // bare tgids on by default, importers counted by leases.
+            granularity = crate::vmm::device_granularity(rt, ordinal)?;
+            capabilities = capabilities
+                | Capabilities::VMM
+                | Capabilities::GROWABLE
+                | Capabilities::LEASES
+                | Capabilities::PID_ALLOW_LIST
+                | Capabilities::PID_ALLOW_LIST_DEFAULT_ON;
+        }
         if rt.has_ipc_notify() {
             capabilities = capabilities
                 | Capabilities::IPC_NOTIFY
@@ -196,8 +208,8 @@ pub(crate) fn device_info(rt: &Arc<Runtime>, ordinal: u32) -> Result<DeviceInfo>
             name,
             total_memory: total as u64,
             page_sizes: vec![4096, 2 << 20, 1 << 30],
-            granularity_min: 2 << 20,
-            granularity_recommended: 2 << 20,
+            granularity_min: granularity,
+            granularity_recommended: granularity,
             capabilities,
         })
     })

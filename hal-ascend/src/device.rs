@@ -1,6 +1,6 @@
 //! [`AscendDevice`]: one device of the runtime and the operations of the
 //! contract this backend offers (memory and memory keys, streams, events
-//! and IPC events, notifies). What it does not offer (VMM, pinned host
+//! and IPC events, notifies, VMM). What it does not offer (pinned host
 //! memory, managed memory) answers [`Error::Unsupported`], and its
 //! capabilities say so.
 
@@ -15,14 +15,16 @@ use hal_core::{
     NotifyFlags, PhysicalDesc, RegisteredHost, Result, SharedHandle,
 };
 
-use crate::absent::{AscendPhysical, AscendReservation};
 use crate::bindings::{ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_HOST_TO_DEVICE};
 use crate::context::Ctx;
 use crate::event::AscendEvent;
 use crate::mapping::AscendMapping;
 use crate::memory::AscendAllocation;
 use crate::notify::{AscendNotify, NotifyInner};
+use crate::physical::AscendPhysical;
+use crate::reservation::AscendReservation;
 use crate::stream::AscendStream;
+use crate::vmm::Vmm;
 
 /// An Ascend device.
 pub struct AscendDevice {
@@ -75,6 +77,17 @@ impl AscendDevice {
             ));
         }
         Ok(())
+    }
+
+    /// The VMM context, or `Unsupported` naming `operation` without VMM.
+    fn vmm(&self, operation: &str) -> Result<Vmm<'_>> {
+        if !self.has(Capabilities::VMM) {
+            return Err(absent(operation, "VMM"));
+        }
+        Ok(Vmm {
+            ctx: &self.ctx,
+            info: &self.info,
+        })
     }
 
     fn check_stream(&self, stream: &AscendStream) -> Result<()> {
@@ -173,11 +186,12 @@ impl Device for AscendDevice {
                 crate::ipc::set_import_pids(&self.ctx, &k, &tgids)?;
             }
             HandleKind::Notify => crate::notify::allow(&self.ctx, &h.payload, &tgids)?,
+            HandleKind::Physical => crate::vmm::allow(&self.ctx, &h.payload, &tgids)?,
             _ => {
                 return Err(Error::unsupported(
                     "ascend",
                     "allow_importers",
-                    "only memory and notify keys have a pid allow-list",
+                    "only memory keys, notify keys and physical handles have a pid allow-list",
                 ))
             }
         }
@@ -425,65 +439,64 @@ impl Device for AscendDevice {
         NotifyInner::import(&self.ctx, &self.info, shared, opts)
     }
 
-    fn granularity(&self, _which: Granularity) -> Result<u64> {
-        Err(absent("granularity", "VMM"))
+    fn granularity(&self, which: Granularity) -> Result<u64> {
+        self.vmm("granularity")?;
+        Ok(self.info.granularity(which))
     }
 
-    fn allocate_physical_with(&self, _desc: &PhysicalDesc) -> Result<AscendPhysical> {
-        Err(absent("allocate_physical", "VMM"))
+    fn allocate_physical_with(&self, desc: &PhysicalDesc) -> Result<AscendPhysical> {
+        self.vmm("allocate_physical")?.allocate(desc)
     }
 
-    fn reserve(&self, _size: u64, _align: u64) -> Result<AscendReservation> {
-        Err(absent("reserve", "VMM"))
+    fn reserve(&self, size: u64, align: u64) -> Result<AscendReservation> {
+        self.vmm("reserve")?.reserve(size, align)
     }
 
     fn map_range(
         &self,
         reservation: &AscendReservation,
-        _offset: u64,
-        _physical: &AscendPhysical,
-        _physical_offset: u64,
-        _len: u64,
+        offset: u64,
+        physical: &AscendPhysical,
+        physical_offset: u64,
+        len: u64,
     ) -> Result<()> {
-        match *reservation {}
+        self.vmm("map")?
+            .map(reservation, offset, physical, physical_offset, len)
     }
 
-    fn unmap(&self, reservation: &AscendReservation, _offset: u64, _len: u64) -> Result<()> {
-        match *reservation {}
+    fn unmap(&self, reservation: &AscendReservation, offset: u64, len: u64) -> Result<()> {
+        self.vmm("unmap")?.unmap(reservation, offset, len)
     }
 
     fn set_access_for(
         &self,
         reservation: &AscendReservation,
-        _offset: u64,
-        _len: u64,
-        _grants: &[AccessGrant],
+        offset: u64,
+        len: u64,
+        grants: &[AccessGrant],
     ) -> Result<()> {
-        match *reservation {}
+        self.vmm("set_access")?
+            .set_access(reservation, offset, len, grants)
     }
 
     fn access(
         &self,
         reservation: &AscendReservation,
-        _offset: u64,
-        _target: AccessTarget,
+        offset: u64,
+        target: AccessTarget,
     ) -> Result<Access> {
-        match *reservation {}
+        self.vmm("access")?.access(reservation, offset, target)
     }
 
-    fn export_physical(
-        &self,
-        physical: &AscendPhysical,
-        _opts: &ExportOptions,
-    ) -> Result<Exported> {
-        match *physical {}
+    fn export_physical(&self, physical: &AscendPhysical, opts: &ExportOptions) -> Result<Exported> {
+        self.vmm("export_physical")?.export(physical, opts)
     }
 
     fn import_physical(
         &self,
-        _shared: SharedHandle,
+        shared: SharedHandle,
         _opts: &ImportOptions,
     ) -> Result<AscendPhysical> {
-        Err(absent("import_physical", "VMM"))
+        self.vmm("import_physical")?.import(shared)
     }
 }

@@ -39,16 +39,19 @@
 //! | notifies: only the creator waits (`aclrtWaitAndResetNotify`), importers record; the notify's own flag values (0x02); each process destroys its own | `notify.rs` |
 //! | the contract's timeout mapped to the runtime's milliseconds, where 0 means forever | `notify.rs` ([`vendor_timeout`]) |
 //! | host-side signal and wait through internal streams | `notify.rs` |
+//! | VMM: sizes, offsets and alignments are whole granules (`aclrtMemGetAllocationGranularity`); device memory only, made with `ACL_MEM_HANDLE_TYPE_NONE`; a mapping has no access until `aclrtMemSetAccess`, and copies through it are refused before the runtime is called | `vmm.rs`, `reservation.rs` |
+//! | unmap (and release) only after the device's queued work (`aclrtSynchronizeDevice`), whole mappings only (`aclrtUnmapMem` names a mapping by its first address) | `reservation.rs` |
+//! | the 64-bit shareable handle (`aclrtMemExportToShareableHandle`) keeps the pid allow-list on by default; importers' bare tgids are added with `aclrtMemSetPidToShareableHandle`; an export to anyone passes `ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION`; importers are counted by leases | `vmm.rs`, `device.rs` |
 //!
-//! VMM (physical allocations, reservations, shareable handles) is not
-//! offered by this version: the capabilities do not claim it and the calls
-//! answer `Unsupported`; so is pinned host memory.
+//! VMM (and the growable buffer on it) is claimed only where every VMM
+//! entry point resolves. Pinned host memory and managed memory are not
+//! offered: the capabilities do not claim them and the calls answer
+//! `Unsupported`.
 //!
 //! Everything here was proven against the stand-in runtime
 //! `hal-mock-libascendcl`, not on an NPU: see the workspace README.
 #![deny(missing_docs)]
 
-mod absent;
 mod backend;
 #[rustfmt::skip]
 mod bindings;
@@ -63,11 +66,13 @@ mod lock;
 mod mapping;
 mod memory;
 mod notify;
+mod physical;
+mod reservation;
 mod result;
 mod stream;
 mod sys;
+mod vmm;
 
-pub use absent::{AscendPhysical, AscendReservation};
 pub use backend::AscendBackend;
 pub use device::AscendDevice;
 pub use event::AscendEvent;
@@ -75,5 +80,7 @@ pub use loader::{LIBRARY_NAME, LIBRARY_VAR};
 pub use mapping::AscendMapping;
 pub use memory::AscendAllocation;
 pub use notify::{vendor_timeout, AscendNotify};
+pub use physical::AscendPhysical;
+pub use reservation::AscendReservation;
 pub use stream::AscendStream;
 pub use sys::RESOLVED;

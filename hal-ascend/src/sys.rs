@@ -16,6 +16,7 @@ use hal_core::vendor::acl::entry;
 use hal_core::{Error, Result};
 
 pub(crate) use crate::bindings::aclrtIpcEventHandle;
+pub(crate) use crate::bindings::{aclrtMemAccessDesc, aclrtPhysicalMemProp};
 use crate::loader::Loaded;
 
 /// An `aclError` as the runtime returns it.
@@ -173,6 +174,28 @@ entries! {
     notify_set_import_pid = entry::RT_NOTIFY_SET_IMPORT_PID => fn(Raw, *mut i32, usize) -> Status;
     /// `aclrtNotifyImportByKey`.
     notify_import_by_key = entry::RT_NOTIFY_IMPORT_BY_KEY => fn(*mut Raw, *const c_char, u64) -> Status;
+    /// `aclrtMemGetAllocationGranularity`.
+    mem_get_allocation_granularity = entry::RT_MEM_GET_ALLOCATION_GRANULARITY => fn(*mut aclrtPhysicalMemProp, u32, *mut usize) -> Status;
+    /// `aclrtMallocPhysical`.
+    malloc_physical = entry::RT_MALLOC_PHYSICAL => fn(*mut Raw, usize, *const aclrtPhysicalMemProp, u64) -> Status;
+    /// `aclrtFreePhysical`.
+    free_physical = entry::RT_FREE_PHYSICAL => fn(Raw) -> Status;
+    /// `aclrtReserveMemAddress`.
+    reserve_mem_address = entry::RT_RESERVE_MEM_ADDRESS => fn(*mut Raw, usize, usize, Raw, u64) -> Status;
+    /// `aclrtReleaseMemAddress`.
+    release_mem_address = entry::RT_RELEASE_MEM_ADDRESS => fn(Raw) -> Status;
+    /// `aclrtMapMem`.
+    map_mem = entry::RT_MAP_MEM => fn(Raw, usize, usize, Raw, u64) -> Status;
+    /// `aclrtUnmapMem`.
+    unmap_mem = entry::RT_UNMAP_MEM => fn(Raw) -> Status;
+    /// `aclrtMemSetAccess`.
+    mem_set_access = entry::RT_MEM_SET_ACCESS => fn(Raw, usize, *mut aclrtMemAccessDesc, usize) -> Status;
+    /// `aclrtMemExportToShareableHandle`.
+    mem_export_to_shareable_handle = entry::RT_MEM_EXPORT_TO_SHAREABLE_HANDLE => fn(Raw, u32, u64, *mut u64) -> Status;
+    /// `aclrtMemSetPidToShareableHandle`.
+    mem_set_pid_to_shareable_handle = entry::RT_MEM_SET_PID_TO_SHAREABLE_HANDLE => fn(u64, *mut i32, usize) -> Status;
+    /// `aclrtMemImportFromShareableHandle`.
+    mem_import_from_shareable_handle = entry::RT_MEM_IMPORT_FROM_SHAREABLE_HANDLE => fn(u64, i32, *mut Raw) -> Status;
 }
 
 impl Runtime {
@@ -188,6 +211,23 @@ impl Runtime {
     /// True when the runtime has the entry points of IPC events.
     pub(crate) fn has_ipc_event(&self) -> bool {
         self.ipc_get_event_handle().is_ok() && self.ipc_open_event_handle().is_ok()
+    }
+
+    /// True when the runtime has every entry point of VMM, its shareable
+    /// handle and that handle's pid allow-list.
+    pub(crate) fn has_vmm(&self) -> bool {
+        self.mem_get_allocation_granularity().is_ok()
+            && self.malloc_physical().is_ok()
+            && self.free_physical().is_ok()
+            && self.reserve_mem_address().is_ok()
+            && self.release_mem_address().is_ok()
+            && self.map_mem().is_ok()
+            && self.unmap_mem().is_ok()
+            && self.mem_set_access().is_ok()
+            && self.mem_export_to_shareable_handle().is_ok()
+            && self.mem_set_pid_to_shareable_handle().is_ok()
+            && self.mem_import_from_shareable_handle().is_ok()
+            && self.device_get_bare_tgid().is_ok()
     }
 
     /// True when the runtime has the entry points of notify keys.

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use common::{backend, standin};
 use hal_core::{
-    AllocDesc, Backend, Device, Event, EventFlags, ExportOptions, Handle, ImportOptions, Importers,
-    MemRef, Memory, Notify, SharedHandle, WaitOptions,
+    Access, AllocDesc, Backend, Device, Event, EventFlags, ExportOptions, Granularity, Handle,
+    ImportOptions, Importers, MemRef, Memory, Notify, Reservation, SharedHandle, WaitOptions,
 };
 
 const LONG: Duration = Duration::from_secs(20);
@@ -117,6 +117,28 @@ fn every_resolved_entry_point_is_exported_and_exercised() {
     );
     drop((imported, n_ex, n, opened, ipc_ex, ipc, e, s0, s1, b1, ex, a));
     let _ = d0.allocate(&AllocDesc::device(0, 1 << 50)).unwrap_err();
+    // VMM: a physical allocation mapped, exported with its allow-list and
+    // imported again, then everything released.
+    let g = d0.granularity(Granularity::Minimum).unwrap();
+    let p = d0.allocate_physical(g).unwrap();
+    let r = d0.reserve(g, 0).unwrap();
+    d0.map(&r, 0, &p).unwrap();
+    d0.set_access(&r, 0, g, Access::ReadWrite).unwrap();
+    r.write(0, b"vmm").unwrap();
+    let mut p_ex = d0.export_physical(&p, &ExportOptions::default()).unwrap();
+    d0.allow_importers(&mut p_ex, &[d0.process_id().unwrap()])
+        .unwrap();
+    let q = d0
+        .import_physical(text(&p_ex), &ImportOptions::default())
+        .unwrap();
+    let r2 = d0.reserve(g, 0).unwrap();
+    d0.map(&r2, 0, &q).unwrap();
+    d0.set_access(&r2, 0, g, Access::ReadWrite).unwrap();
+    let mut three = [0u8; 3];
+    r2.read(0, &mut three).unwrap();
+    assert_eq!(&three, b"vmm");
+    d0.unmap(&r2, 0, g).unwrap();
+    drop((r2, q, p_ex, r, p));
     for name in hal_ascend::RESOLVED {
         assert!(calls(name) > 0, "{name} was never called");
     }

@@ -516,6 +516,8 @@ pub mod acl {
         pub const RT_EVENT_ELAPSED_TIME: &str = "aclrtEventElapsedTime";
         /// The `aclrtFree` entry point.
         pub const RT_FREE: &str = "aclrtFree";
+        /// The `aclrtFreePhysical` entry point.
+        pub const RT_FREE_PHYSICAL: &str = "aclrtFreePhysical";
         /// The `aclrtGetDeviceCount` entry point.
         pub const RT_GET_DEVICE_COUNT: &str = "aclrtGetDeviceCount";
         /// The `aclrtIpcGetEventHandle` entry point.
@@ -572,6 +574,8 @@ pub mod acl {
         pub const RT_RECORD_EVENT: &str = "aclrtRecordEvent";
         /// The `aclrtRecordNotify` entry point.
         pub const RT_RECORD_NOTIFY: &str = "aclrtRecordNotify";
+        /// The `aclrtReleaseMemAddress` entry point.
+        pub const RT_RELEASE_MEM_ADDRESS: &str = "aclrtReleaseMemAddress";
         /// The `aclrtReserveMemAddress` entry point.
         pub const RT_RESERVE_MEM_ADDRESS: &str = "aclrtReserveMemAddress";
         /// The `aclrtSetDevice` entry point.
@@ -613,6 +617,7 @@ pub mod acl {
             RT_DEVICE_GET_BARE_TGID,
             RT_EVENT_ELAPSED_TIME,
             RT_FREE,
+            RT_FREE_PHYSICAL,
             RT_GET_DEVICE_COUNT,
             RT_IPC_GET_EVENT_HANDLE,
             RT_IPC_MEM_CLOSE,
@@ -641,6 +646,7 @@ pub mod acl {
             RT_QUERY_EVENT_STATUS,
             RT_RECORD_EVENT,
             RT_RECORD_NOTIFY,
+            RT_RELEASE_MEM_ADDRESS,
             RT_RESERVE_MEM_ADDRESS,
             RT_SET_DEVICE,
             RT_STREAM_WAIT_EVENT,

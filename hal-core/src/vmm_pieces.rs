@@ -237,7 +237,11 @@ mod tests {
         p.grant(2, 4, &[AccessGrant::device(0, Access::ReadWrite)]);
         assert!(p.check_access(2, 4, me, true).is_ok());
         assert!(p.check_access(0, 4, me, false).is_err());
-        assert_eq!(p.mappings(), vec![(0, 4), (4, 4)], "splits keep the map calls");
+        assert_eq!(
+            p.mappings(),
+            vec![(0, 4), (4, 4)],
+            "splits keep the map calls"
+        );
         assert!(p.whole_mappings(0, 6).is_err(), "cuts a mapping");
         assert!(p.covering(6, 4).is_err(), "a hole");
         assert_eq!(p.whole_mappings(0, 8).unwrap(), vec![(0, 4), (4, 4)]);

@@ -1,0 +1,98 @@
+//! [`AscendPhysical`]: a VMM physical allocation (`aclrtMallocPhysical`,
+//! or `aclrtMemImportFromShareableHandle` for an import), freed with
+//! `aclrtFreePhysical` when its last holder drops.
+//!
+//! A physical allocation has no address until it is mapped, so no stream
+//! work can use it on its own: every mapping of it holds it
+//! ([`crate::reservation`]), and a mapping is unmapped only after the
+//! device's work has run. The free therefore needs no wait of its own.
+
+use std::sync::{Arc, OnceLock};
+
+use hal_core::exchange::Lease;
+use hal_core::lease::LeaseTable;
+use hal_core::{Physical, PhysicalLocation, ShareableHandle};
+
+use crate::context::Ctx;
+
+/// A VMM physical allocation: memory with no address until mapped into an
+/// [`AscendReservation`](crate::AscendReservation).
+#[derive(Debug)]
+pub struct AscendPhysical {
+    pub(crate) inner: Arc<PhysInner>,
+}
+
+/// The allocation's runtime handle and what is known of it; shared by the
+/// value and every mapping of it.
+pub(crate) struct PhysInner {
+    pub(crate) ctx: Arc<Ctx>,
+    /// The `aclrtDrvMemHandle`, as an address-sized value.
+    pub(crate) handle: usize,
+    pub(crate) size: u64,
+    pub(crate) location: PhysicalLocation,
+    pub(crate) made_for: ShareableHandle,
+    /// True for an import: the runtime refuses to export it again.
+    pub(crate) imported: bool,
+    /// Its importers' leases, made at the first export.
+    pub(crate) leases: OnceLock<Arc<LeaseTable>>,
+    /// An import's lease from the exporter's broker, held as long as the
+    /// imported allocation.
+    pub(crate) _lease: Option<Lease>,
+}
+
+impl std::fmt::Debug for PhysInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AscendPhysical")
+            .field("device", &self.ctx.ordinal)
+            .field("handle", &format_args!("{:#x}", self.handle))
+            .field("size", &self.size)
+            .field("location", &self.location)
+            .field("imported", &self.imported)
+            .finish()
+    }
+}
+
+impl PhysInner {
+    /// The handle as the runtime takes it.
+    pub(crate) fn raw(&self) -> crate::sys::Raw {
+        std::ptr::without_provenance_mut(self.handle)
+    }
+}
+
+impl Drop for PhysInner {
+    fn drop(&mut self) {
+        let rt = &self.ctx.rt;
+        let freed = self.ctx.call(|| {
+            let f = rt.free_physical()?;
+            // SAFETY: the handle came from aclrtMallocPhysical or
+            // aclrtMemImportFromShareableHandle and is freed once, by its
+            // one owner; no mapping of it is left (each holds this value).
+            rt.check("aclrtFreePhysical", unsafe { f(self.raw()) })
+        });
+        if let Err(e) = freed {
+            log::warn!("freeing Ascend physical memory {:#x}: {e}", self.handle);
+        }
+    }
+}
+
+impl AscendPhysical {
+    /// How many importers hold this allocation now (0 before its first
+    /// export). Importers whose process died are not counted.
+    pub fn importers(&self) -> usize {
+        self.inner.leases.get().map_or(0, |l| l.count())
+    }
+}
+
+impl Physical for AscendPhysical {
+    fn size(&self) -> u64 {
+        self.inner.size
+    }
+
+    fn location(&self) -> PhysicalLocation {
+        self.inner.location
+    }
+
+    fn handle_type(&self) -> ShareableHandle {
+        self.inner.made_for
+    }
+}

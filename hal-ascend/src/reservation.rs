@@ -1,0 +1,148 @@
+//! [`AscendReservation`]: a range of the process's device address space
+//! (`aclrtReserveMemAddress`), the physical allocations mapped into it
+//! (`aclrtMapMem`) and the access each device has to them
+//! (`aclrtMemSetAccess`), as this process set it (the runtime has no call
+//! that answers it, so [`hal_core::vmm_pieces`] keeps it).
+//!
+//! **Reads and writes** go through `aclrtMemcpy`, never through the
+//! address: device memory is not host memory. They are refused
+//! ([`Error::PermissionDenied`] or [`Error::InvalidArgument`]) where a part
+//! is not mapped or this device lacks the access, before the runtime is
+//! called.
+//!
+//! **Unmap after stream work.** Work queued on any stream of the device
+//! may use the range through its address. So an unmap (`Device::unmap`,
+//! or the drop of the reservation, which unmaps what is left and releases
+//! the range with `aclrtReleaseMemAddress`) first synchronizes the device
+//! (`aclrtSynchronizeDevice`), then unmaps each mapping (`aclrtUnmapMem`
+//! names a mapping by its first address): the memory is never taken from
+//! under queued work. The physical allocations a mapping holds are freed
+//! when their last holder drops, after the unmap.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use hal_core::device::check_bounds;
+use hal_core::vmm_pieces::Pieces;
+use hal_core::{AccessTarget, Error, Reservation, Result};
+
+use crate::context::Ctx;
+use crate::lock::lock;
+use crate::physical::PhysInner;
+
+/// A VMM address range reservation of one device: physical allocations
+/// are mapped into it with [`Device::map`](hal_core::Device::map) and made
+/// accessible with [`Device::set_access`](hal_core::Device::set_access).
+pub struct AscendReservation {
+    pub(crate) ctx: Arc<Ctx>,
+    pub(crate) base: u64,
+    pub(crate) len: u64,
+    pub(crate) pieces: Mutex<Pieces<Arc<PhysInner>>>,
+}
+
+impl std::fmt::Debug for AscendReservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AscendReservation")
+            .field("device", &self.ctx.ordinal)
+            .field("base", &format_args!("{:#x}", self.base))
+            .field("len", &self.len)
+            .field("mapped", &self.pieces().list.len())
+            .finish()
+    }
+}
+
+impl AscendReservation {
+    pub(crate) fn pieces(&self) -> MutexGuard<'_, Pieces<Arc<PhysInner>>> {
+        lock(&self.pieces)
+    }
+
+    /// The reserving device, as an access target.
+    pub(crate) fn me(&self) -> AccessTarget {
+        AccessTarget::Device(self.ctx.ordinal)
+    }
+
+    /// Refuse a copy of `len` bytes at `offset` unless every byte is mapped
+    /// with the access it needs for this device.
+    fn check_access(&self, offset: u64, len: u64, write: bool) -> Result<()> {
+        check_bounds(offset, len, self.len)?;
+        self.pieces().check_access(offset, len, self.me(), write)
+    }
+
+    /// Wait for the device's queued work, then unmap the whole mappings
+    /// `mappings` (offset, length). When the wait fails, `strict` returns
+    /// that error and unmaps nothing; otherwise (a drop) the error is
+    /// logged and the mappings unmapped anyway.
+    pub(crate) fn unmap_after_work(&self, mappings: &[(u64, u64)], strict: bool) -> Result<()> {
+        let rt = &self.ctx.rt;
+        self.ctx.call(|| {
+            let sync = rt.synchronize_device()?;
+            // SAFETY: no arguments; the device is current on this thread.
+            if let Err(e) = rt.check("aclrtSynchronizeDevice", unsafe { sync() }) {
+                if strict {
+                    return Err(e);
+                }
+                log::warn!("unmapping after the device's work failed: {e}");
+            }
+            let f = rt.unmap_mem()?;
+            for &(offset, _) in mappings {
+                let at = std::ptr::without_provenance_mut((self.base + offset) as usize);
+                // SAFETY: `at` is the first address of a mapping of this
+                // reservation, and the device's work that could use it
+                // has run.
+                rt.check("aclrtUnmapMem", unsafe { f(at) })?;
+            }
+            Ok(())
+        })
+    }
+}
+
+impl Drop for AscendReservation {
+    fn drop(&mut self) {
+        let mapped = self.pieces().mappings();
+        if let Err(e) = self.unmap_after_work(&mapped, false) {
+            log::warn!("unmapping an Ascend reservation at {:#x}: {e}", self.base);
+        }
+        self.pieces().list.clear();
+        let rt = &self.ctx.rt;
+        let released = self.ctx.call(|| {
+            let f = rt.release_mem_address()?;
+            let at = std::ptr::without_provenance_mut(self.base as usize);
+            // SAFETY: the range came from aclrtReserveMemAddress and is
+            // released once, by its one owner, after its unmaps.
+            rt.check("aclrtReleaseMemAddress", unsafe { f(at) })
+        });
+        if let Err(e) = released {
+            log::warn!("releasing the Ascend reservation at {:#x}: {e}", self.base);
+        }
+    }
+}
+
+impl Reservation for AscendReservation {
+    fn base(&self) -> u64 {
+        self.base
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        self.check_access(offset, dst.len() as u64, false)?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        crate::memory::copy_out(&self.ctx, self.base, self.len, offset, dst)
+    }
+
+    fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
+        self.check_access(offset, src.len() as u64, true)?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        crate::memory::copy_in(&self.ctx, self.base, self.len, offset, src)
+    }
+}
+
+/// The error of a reservation used through another device.
+pub(crate) fn foreign() -> Error {
+    Error::invalid("the reservation belongs to another Ascend device: use it through that device")
+}

@@ -1,0 +1,568 @@
+//! VMM of an [`AscendDevice`](crate::AscendDevice): physical allocations
+//! (`aclrtMallocPhysical`), reservations (`aclrtReserveMemAddress`),
+//! mappings (`aclrtMapMem`, `aclrtUnmapMem`), access (`aclrtMemSetAccess`)
+//! and sharing by the runtime's 64-bit shareable handle
+//! (`aclrtMemExportToShareableHandle`, `aclrtMemSetPidToShareableHandle`,
+//! `aclrtMemImportFromShareableHandle`), as `vendor/ascend.md`
+//! ("Semantics", VMM) describes them.
+//!
+//! **Handle types.** Every allocation is made with
+//! `ACL_MEM_HANDLE_TYPE_NONE`, whose export is the 64-bit handle; the
+//! allocation reports the [`ShareableHandle`] it was asked for (a fabric
+//! request is refused and falls back to [`ShareableHandle::PosixFd`],
+//! through [`fabric_or_posix`]). Only device memory exists
+//! (`Capabilities::HOST_NUMA_VMM` is absent).
+//!
+//! **Export.** `aclrtMemExportToShareableHandle` gives the `u64`, carried
+//! in the handle's payload ([`Payload`]). The runtime's pid allow-list is
+//! on by default: importers' bare tgids (`aclrtDeviceGetBareTgid`, through
+//! [`Device::process_id`](hal_core::Device::process_id)) are added with
+//! `aclrtMemSetPidToShareableHandle`, now or later with
+//! [`Device::allow_importers`](hal_core::Device::allow_importers); an
+//! export to anyone passes `ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION`.
+//! The handle's allow-list says [`PidKind::Vendor`]: the runtime checks
+//! it, and the exporter's broker serves the lease to anyone, so importers
+//! are counted ([`AscendPhysical::importers`]).
+//!
+//! **Import.** The lease is taken from the exporter's broker first, then
+//! `aclrtMemImportFromShareableHandle` opens the `u64` on this device; a
+//! process not listed is refused by the runtime
+//! (`ACL_ERROR_RT_NO_PERMISSION`, answered as
+//! [`Error::PermissionDenied`]). The imported allocation is freed
+//! (`aclrtFreePhysical`) and its lease given back when it drops.
+
+use std::sync::{Arc, OnceLock};
+
+use hal_core::exchange::take_fds_leased;
+use hal_core::export::{new_handle, HandleSpec};
+use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
+use hal_core::vmm::{check_grants, fabric_or_posix};
+use hal_core::{
+    Access, AccessGrant, AccessTarget, BackendId, DeviceInfo, Error, ExportOptions, Exported,
+    HandleError, HandleKind, Importers, Location, PhysicalDesc, PhysicalLocation, PidKind, Result,
+    ShareableHandle, SharedHandle,
+};
+
+use crate::bindings::aclrtMemLocation;
+use crate::bindings::{
+    ACL_HBM_MEM_NORMAL, ACL_MEM_ALLOCATION_TYPE_PINNED, ACL_MEM_HANDLE_TYPE_NONE,
+    ACL_MEM_LOCATION_TYPE_DEVICE, ACL_RT_MEM_ACCESS_FLAGS_NONE, ACL_RT_MEM_ACCESS_FLAGS_READ,
+    ACL_RT_MEM_ACCESS_FLAGS_READWRITE, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
+    ACL_RT_VMM_EXPORT_FLAG_DEFAULT, ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION,
+};
+use crate::context::Ctx;
+use crate::physical::{AscendPhysical, PhysInner};
+use crate::reservation::{foreign, AscendReservation};
+use crate::sys::{aclrtMemAccessDesc, aclrtPhysicalMemProp, Raw, Runtime};
+
+/// The payload layout's version.
+const PAYLOAD_VERSION: u8 = 1;
+
+/// What a physical handle of this backend carries beyond hal's fields.
+///
+/// | bytes | field |
+/// | ---: | --- |
+/// | 0 | version, 1 |
+/// | 1..9 | the runtime's shareable handle (`u64`, little-endian) |
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Payload {
+    pub(crate) shareable: u64,
+}
+
+impl Payload {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut b = vec![PAYLOAD_VERSION];
+        b.extend_from_slice(&self.shareable.to_le_bytes());
+        b
+    }
+
+    pub(crate) fn decode(b: &[u8]) -> Result<Payload> {
+        if b.len() != 9 || b[0] != PAYLOAD_VERSION {
+            return Err(HandleError::Malformed {
+                field: "payload",
+                detail: format!(
+                    "an Ascend physical payload is 9 bytes of version {PAYLOAD_VERSION}; this one \
+                     is {} bytes",
+                    b.len()
+                ),
+            }
+            .into());
+        }
+        let mut v = [0u8; 8];
+        v.copy_from_slice(&b[1..9]);
+        Ok(Payload {
+            shareable: u64::from_le_bytes(v),
+        })
+    }
+}
+
+/// The property structure of device memory on device `ordinal`.
+fn prop(ordinal: u32) -> aclrtPhysicalMemProp {
+    aclrtPhysicalMemProp {
+        handleType: ACL_MEM_HANDLE_TYPE_NONE,
+        allocationType: ACL_MEM_ALLOCATION_TYPE_PINNED,
+        memAttr: ACL_HBM_MEM_NORMAL,
+        location: aclrtMemLocation {
+            id: ordinal,
+            type_: ACL_MEM_LOCATION_TYPE_DEVICE,
+        },
+        reserve: 0,
+    }
+}
+
+/// The minimum granularity of device memory on device `ordinal`
+/// (`aclrtMemGetAllocationGranularity`), checked to be a power of two.
+pub(crate) fn device_granularity(rt: &Runtime, ordinal: u32) -> Result<u64> {
+    let f = rt.mem_get_allocation_granularity()?;
+    let mut p = prop(ordinal);
+    let mut g: usize = 0;
+    // SAFETY: `p` and `g` are valid places; the option is MINIMUM.
+    let status = unsafe { f(&mut p, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM, &mut g) };
+    rt.check("aclrtMemGetAllocationGranularity", status)?;
+    if g == 0 || !g.is_power_of_two() {
+        return Err(Error::invalid(format!(
+            "aclrtMemGetAllocationGranularity answered {g:#x}, not a power of two"
+        )));
+    }
+    Ok(g as u64)
+}
+
+fn granular(what: &str, value: u64, granularity: u64, zero_ok: bool) -> Result<()> {
+    if (value == 0 && !zero_ok) || value % granularity != 0 {
+        return Err(Error::invalid(format!(
+            "{what} {value:#x} is not a {}multiple of the VMM granularity {granularity:#x} \
+             (Device::granularity(Minimum))",
+            if zero_ok { "" } else { "non-zero " }
+        )));
+    }
+    Ok(())
+}
+
+/// The runtime's descriptor of one grant; host access does not exist.
+fn access_desc(g: &AccessGrant) -> Result<aclrtMemAccessDesc> {
+    let AccessTarget::Device(d) = g.target else {
+        return Err(Error::unsupported(
+            "ascend",
+            "host access to VMM memory",
+            "Ascend physical memory is device memory only (Capabilities::HOST_NUMA_VMM is \
+             absent)",
+        ));
+    };
+    let flags = match g.access {
+        Access::None => ACL_RT_MEM_ACCESS_FLAGS_NONE,
+        Access::Read => ACL_RT_MEM_ACCESS_FLAGS_READ,
+        Access::ReadWrite => ACL_RT_MEM_ACCESS_FLAGS_READWRITE,
+    };
+    Ok(aclrtMemAccessDesc {
+        flags,
+        location: aclrtMemLocation {
+            id: d,
+            type_: ACL_MEM_LOCATION_TYPE_DEVICE,
+        },
+        rsv: [0; 12],
+    })
+}
+
+/// The device's VMM context: what every call here needs.
+pub(crate) struct Vmm<'a> {
+    pub(crate) ctx: &'a Arc<Ctx>,
+    pub(crate) info: &'a DeviceInfo,
+}
+
+impl Vmm<'_> {
+    fn gran(&self) -> u64 {
+        self.info.granularity_min
+    }
+
+    fn rt(&self) -> &Runtime {
+        &self.ctx.rt
+    }
+
+    fn check_reservation(&self, r: &AscendReservation) -> Result<()> {
+        if r.ctx.ordinal != self.ctx.ordinal || !Arc::ptr_eq(&r.ctx.rt, &self.ctx.rt) {
+            return Err(foreign());
+        }
+        Ok(())
+    }
+
+    fn device_count(&self) -> Result<u32> {
+        let rt = self.rt();
+        let f = rt.get_device_count()?;
+        let mut n = 0u32;
+        // SAFETY: `n` is a valid place.
+        rt.check("aclrtGetDeviceCount", unsafe { f(&mut n) })?;
+        Ok(n)
+    }
+
+    /// `aclrtMallocPhysical` of `desc` (device memory, `HANDLE_TYPE_NONE`).
+    fn create(&self, desc: &PhysicalDesc) -> Result<AscendPhysical> {
+        if desc.handle == ShareableHandle::Fabric {
+            return Err(Error::unsupported(
+                "ascend",
+                "a fabric handle",
+                "the Ascend runtime shares physical memory by its 64-bit handle on this host only",
+            ));
+        }
+        let rt = self.rt();
+        let p = prop(self.info.ordinal);
+        let handle = self.ctx.call(|| {
+            let f = rt.malloc_physical()?;
+            let mut h: Raw = std::ptr::null_mut();
+            // SAFETY: `h` is a valid place; `p` is a filled-in property
+            // structure that outlives the call; flags 0.
+            let status = unsafe { f(&mut h, desc.size as usize, &p, 0) };
+            rt.check("aclrtMallocPhysical", status)?;
+            Ok(h.addr())
+        })?;
+        Ok(AscendPhysical {
+            inner: Arc::new(PhysInner {
+                ctx: Arc::clone(self.ctx),
+                handle,
+                size: desc.size,
+                location: PhysicalLocation::Device(self.info.ordinal),
+                made_for: desc.handle,
+                imported: false,
+                leases: OnceLock::new(),
+                _lease: None,
+            }),
+        })
+    }
+
+    /// [`Device::allocate_physical_with`](hal_core::Device::allocate_physical_with).
+    pub(crate) fn allocate(&self, desc: &PhysicalDesc) -> Result<AscendPhysical> {
+        granular("physical allocation size", desc.size, self.gran(), false)?;
+        let me = self.info.ordinal;
+        match desc.location.unwrap_or(PhysicalLocation::Device(me)) {
+            PhysicalLocation::Device(d) if d == me => {}
+            PhysicalLocation::Device(d) => {
+                return Err(Error::invalid(format!(
+                    "physical memory of device {d} asked of device {me}: allocate it through \
+                     device {d}"
+                )))
+            }
+            PhysicalLocation::HostNuma(_) => {
+                return Err(Error::unsupported(
+                    "ascend",
+                    "host NUMA physical memory",
+                    "the Ascend runtime allocates device physical memory only \
+                     (Capabilities::HOST_NUMA_VMM is absent)",
+                ))
+            }
+        }
+        fabric_or_posix("ascend", desc, |d| self.create(d))
+    }
+
+    /// [`Device::reserve`](hal_core::Device::reserve).
+    pub(crate) fn reserve(&self, size: u64, align: u64) -> Result<AscendReservation> {
+        granular("reservation size", size, self.gran(), false)?;
+        if align != 0 && !align.is_power_of_two() {
+            return Err(Error::invalid(format!(
+                "alignment {align:#x} is not a power of two"
+            )));
+        }
+        granular("reservation alignment", align, self.gran(), true)?;
+        let rt = self.rt();
+        let base = self.ctx.call(|| {
+            let f = rt.reserve_mem_address()?;
+            let mut va: Raw = std::ptr::null_mut();
+            // SAFETY: `va` is a valid place; no address is asked (null),
+            // flags 0.
+            let status = unsafe {
+                f(
+                    &mut va,
+                    size as usize,
+                    align as usize,
+                    std::ptr::null_mut(),
+                    0,
+                )
+            };
+            rt.check("aclrtReserveMemAddress", status)?;
+            Ok(va.addr() as u64)
+        })?;
+        Ok(AscendReservation {
+            ctx: Arc::clone(self.ctx),
+            base,
+            len: size,
+            pieces: Default::default(),
+        })
+    }
+
+    /// [`Device::map_range`](hal_core::Device::map_range).
+    pub(crate) fn map(
+        &self,
+        r: &AscendReservation,
+        offset: u64,
+        p: &AscendPhysical,
+        physical_offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        self.check_reservation(r)?;
+        let g = self.gran();
+        granular("mapping offset", offset, g, true)?;
+        granular(
+            "offset in the physical allocation",
+            physical_offset,
+            g,
+            true,
+        )?;
+        granular("mapping length", len, g, false)?;
+        hal_core::device::check_bounds(physical_offset, len, p.inner.size)?;
+        hal_core::device::check_bounds(offset, len, r.len)?;
+        let mut pieces = r.pieces();
+        pieces.check_free(offset, len)?;
+        let rt = self.rt();
+        self.ctx.call(|| {
+            let f = rt.map_mem()?;
+            let at = std::ptr::without_provenance_mut((r.base + offset) as usize);
+            // SAFETY: the range lies inside the reservation and maps
+            // nothing yet (checked above); the handle is live (held by
+            // `p`); flags 0.
+            let status = unsafe { f(at, len as usize, physical_offset as usize, p.inner.raw(), 0) };
+            rt.check("aclrtMapMem", status)
+        })?;
+        pieces.insert(offset, len, Arc::clone(&p.inner));
+        Ok(())
+    }
+
+    /// [`Device::unmap`](hal_core::Device::unmap): whole mappings only,
+    /// after the device's queued work.
+    pub(crate) fn unmap(&self, r: &AscendReservation, offset: u64, len: u64) -> Result<()> {
+        self.check_reservation(r)?;
+        granular("unmap offset", offset, self.gran(), true)?;
+        granular("unmap length", len, self.gran(), false)?;
+        hal_core::device::check_bounds(offset, len, r.len)?;
+        let mut pieces = r.pieces();
+        let mappings = pieces.whole_mappings(offset, len)?;
+        r.unmap_after_work(&mappings, true)?;
+        pieces.remove(offset, len);
+        Ok(())
+    }
+
+    /// [`Device::set_access_for`](hal_core::Device::set_access_for).
+    pub(crate) fn set_access(
+        &self,
+        r: &AscendReservation,
+        offset: u64,
+        len: u64,
+        grants: &[AccessGrant],
+    ) -> Result<()> {
+        self.check_reservation(r)?;
+        check_grants(grants, self.device_count()?)?;
+        granular("access offset", offset, self.gran(), true)?;
+        granular("access length", len, self.gran(), false)?;
+        hal_core::device::check_bounds(offset, len, r.len)?;
+        let mut descs = grants.iter().map(access_desc).collect::<Result<Vec<_>>>()?;
+        let mut pieces = r.pieces();
+        pieces.covering(offset, len)?;
+        let rt = self.rt();
+        self.ctx.call(|| {
+            let f = rt.mem_set_access()?;
+            let at = std::ptr::without_provenance_mut((r.base + offset) as usize);
+            // SAFETY: the range is mapped (checked above); `descs` holds
+            // `descs.len()` descriptors and outlives the call.
+            let status = unsafe { f(at, len as usize, descs.as_mut_ptr(), descs.len()) };
+            rt.check("aclrtMemSetAccess", status)
+        })?;
+        pieces.grant(offset, len, grants);
+        Ok(())
+    }
+
+    /// [`Device::access`](hal_core::Device::access), as this process set it.
+    pub(crate) fn access(
+        &self,
+        r: &AscendReservation,
+        offset: u64,
+        target: AccessTarget,
+    ) -> Result<Access> {
+        self.check_reservation(r)?;
+        if let AccessTarget::Device(d) = target {
+            let n = self.device_count()?;
+            if d >= n {
+                return Err(Error::invalid(format!(
+                    "Ascend device {d} does not exist: the runtime sees {n} device(s)"
+                )));
+            }
+        }
+        hal_core::device::check_bounds(offset, 1, r.len)?;
+        let pieces = r.pieces();
+        let range = pieces.covering(offset, 1)?;
+        Ok(pieces.list[range.start].access_of(target))
+    }
+
+    /// [`Device::export_physical`](hal_core::Device::export_physical).
+    pub(crate) fn export(&self, p: &AscendPhysical, opts: &ExportOptions) -> Result<Exported> {
+        if p.inner.ctx.ordinal != self.ctx.ordinal {
+            return Err(Error::invalid(
+                "the physical allocation belongs to another Ascend device: export it through \
+                 that device",
+            ));
+        }
+        if p.inner.imported {
+            return Err(Error::invalid(
+                "an imported physical allocation is exported again by its creator",
+            ));
+        }
+        if opts.range.is_some() {
+            return Err(Error::invalid(
+                "a physical allocation is exported whole; a range is not allowed",
+            ));
+        }
+        if opts.read_only {
+            return Err(Error::unsupported(
+                "ascend",
+                "a read-only export of physical memory",
+                "the shareable handle carries no access rights: each importer sets its own with \
+                 aclrtMemSetAccess (Capabilities::READ_ONLY_EXPORT is absent)",
+            ));
+        }
+        let (flags, pids) = match &opts.importers {
+            Importers::Anyone => (ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION, Vec::new()),
+            Importers::BackendDefault => (ACL_RT_VMM_EXPORT_FLAG_DEFAULT, Vec::new()),
+            Importers::Pids(p) => (ACL_RT_VMM_EXPORT_FLAG_DEFAULT, p.clone()),
+        };
+        let tgids = crate::key::tgids(&pids)?;
+        let rt = self.rt();
+        let shareable = self.ctx.call(|| {
+            let f = rt.mem_export_to_shareable_handle()?;
+            let mut n = 0u64;
+            // SAFETY: the handle is live (held by `p`); `n` is a valid place.
+            let status = unsafe {
+                f(
+                    p.inner.raw(),
+                    ACL_MEM_HANDLE_TYPE_NONE,
+                    u64::from(flags),
+                    &mut n,
+                )
+            };
+            rt.check("aclrtMemExportToShareableHandle", status)?;
+            Ok(n)
+        })?;
+        if !tgids.is_empty() {
+            set_pids(self.ctx, shareable, &tgids)?;
+        }
+        let leases = match p.inner.leases.get() {
+            Some(l) => Arc::clone(l),
+            None => {
+                let _ = p.inner.leases.set(LeaseTable::new(DEFAULT_SLOTS)?);
+                p.inner
+                    .leases
+                    .get()
+                    .map(Arc::clone)
+                    .ok_or_else(|| Error::invalid("lease table vanished"))?
+            }
+        };
+        let spec = HandleSpec {
+            kind: HandleKind::Physical,
+            backend: BackendId::Ascend,
+            device: self.info.ordinal,
+            device_uuid: self.info.uuid,
+            location: Location::Device(self.info.ordinal),
+            default_allow_list: true,
+        };
+        let mut handle = new_handle(&spec, opts)?;
+        handle.pid_kind = PidKind::Vendor;
+        handle.size = p.inner.size;
+        handle.payload = Payload { shareable }.encode();
+        Exported::with_leases(handle, Vec::new(), leases)
+    }
+
+    /// [`Device::import_physical`](hal_core::Device::import_physical).
+    pub(crate) fn import(&self, mut shared: SharedHandle) -> Result<AscendPhysical> {
+        shared
+            .handle
+            .expect(HandleKind::Physical, BackendId::Ascend)?;
+        let payload = Payload::decode(&shared.handle.payload)?;
+        let size = shared.handle.size;
+        if size == 0 || size % self.gran() != 0 || shared.handle.offset != 0 {
+            return Err(HandleError::Malformed {
+                field: "size",
+                detail: format!(
+                    "a physical handle names a whole allocation of granules ({:#x}), not \
+                     {:#x}+{size:#x}",
+                    self.gran(),
+                    shared.handle.offset
+                ),
+            }
+            .into());
+        }
+        if shared.handle.device_uuid != self.info.uuid {
+            return Err(Error::invalid(format!(
+                "the physical memory is on the device with UUID {}, not on device {}: import it \
+                 through that device",
+                hal_core::os::hex(&shared.handle.device_uuid),
+                self.info.ordinal
+            )));
+        }
+        let taken = take_fds_leased(&mut shared)?;
+        let rt = self.rt();
+        let ordinal = self.info.ordinal;
+        let handle = self.ctx.call(|| {
+            let f = rt.mem_import_from_shareable_handle()?;
+            let mut h: Raw = std::ptr::null_mut();
+            // SAFETY: `h` is a valid place; the shareable handle and the
+            // device id are plain values.
+            let status = unsafe { f(payload.shareable, ordinal as i32, &mut h) };
+            rt.check("aclrtMemImportFromShareableHandle", status)
+                .map_err(crate::result::refused_import)?;
+            Ok(h.addr())
+        })?;
+        Ok(AscendPhysical {
+            inner: Arc::new(PhysInner {
+                ctx: Arc::clone(self.ctx),
+                handle,
+                size,
+                location: PhysicalLocation::Device(ordinal),
+                made_for: ShareableHandle::PosixFd,
+                imported: true,
+                leases: OnceLock::new(),
+                _lease: taken.lease,
+            }),
+        })
+    }
+}
+
+/// `aclrtMemSetPidToShareableHandle` of the handle in `payload` with `tgids`.
+pub(crate) fn allow(ctx: &Ctx, payload: &[u8], tgids: &[i32]) -> Result<()> {
+    set_pids(ctx, Payload::decode(payload)?.shareable, tgids)
+}
+
+fn set_pids(ctx: &Ctx, shareable: u64, tgids: &[i32]) -> Result<()> {
+    let rt = &ctx.rt;
+    ctx.call(|| {
+        let f = rt.mem_set_pid_to_shareable_handle()?;
+        let mut list = tgids.to_vec();
+        // SAFETY: `list` holds `list.len()` ids.
+        let status = unsafe { f(shareable, list.as_mut_ptr(), list.len()) };
+        rt.check("aclrtMemSetPidToShareableHandle", status)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_round_trip_and_refuse_other_layouts() {
+        let p = Payload {
+            shareable: 0x1234_5678_9abc_def0,
+        };
+        assert_eq!(Payload::decode(&p.encode()).unwrap(), p);
+        let b = p.encode();
+        assert!(Payload::decode(&b[1..]).is_err());
+        let mut v = b.clone();
+        v[0] = 2;
+        assert!(Payload::decode(&v).is_err());
+    }
+
+    #[test]
+    fn granularity_rules() {
+        let g = 2 << 20;
+        assert!(granular("x", 0, g, false).is_err());
+        assert!(granular("x", 0, g, true).is_ok());
+        assert!(granular("x", g / 2, g, true).is_err());
+        assert!(granular("x", 3 * g, g, false).is_ok());
+        assert!(access_desc(&AccessGrant::host(Access::Read)).is_err());
+        let d = access_desc(&AccessGrant::device(1, Access::ReadWrite)).unwrap();
+        assert_eq!((d.flags, d.location.id), (3, 1));
+    }
+}

@@ -1,0 +1,190 @@
+//! VMM on the stand-in runtime: claimed where its entry points resolve,
+//! and the 64-bit shareable handle across real processes, its pid
+//! allow-list of bare tgids on by default.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+
+use common::{backend, role, ROLE};
+use hal_core::{
+    Access, Backend, Capabilities, Device, Error, ExportOptions, Exported, Granularity, Handle,
+    HandleFlags, ImportOptions, Importers, PidKind, Reservation, SharedHandle,
+};
+
+const TEST: &str = "a_physical_handle_admits_listed_bare_tgids_only";
+const DATA: &[u8; 6] = b"vmmpid";
+
+fn dev() -> hal_ascend::AscendDevice {
+    backend().open(0).unwrap()
+}
+
+#[test]
+fn vmm_and_growable_are_claimed_with_the_runtime_granularity() {
+    let d = dev();
+    let caps = d.capabilities();
+    assert!(caps.contains(Capabilities::VMM), "{caps:?}");
+    assert!(caps.contains(Capabilities::GROWABLE), "{caps:?}");
+    assert!(!caps.contains(Capabilities::HOST_NUMA_VMM));
+    let g = d.granularity(Granularity::Minimum).unwrap();
+    assert_eq!(g, d.info().granularity_min);
+    assert!(g.is_power_of_two());
+    let p = d.allocate_physical(g).unwrap();
+    let r = d.reserve(g, 0).unwrap();
+    d.map(&r, 0, &p).unwrap();
+    assert!(
+        r.write(0, b"x").is_err(),
+        "no access before set_access: refused, not faulted"
+    );
+    d.set_access(&r, 0, g, Access::Read).unwrap();
+    assert!(r.write(0, b"x").is_err(), "read access does not write");
+    d.set_access(&r, 0, g, Access::ReadWrite).unwrap();
+    r.write(0, b"x").unwrap();
+    assert_eq!(
+        d.access(&r, 0, hal_core::AccessTarget::Device(0)).unwrap(),
+        Access::ReadWrite
+    );
+    assert!(d.unmap(&r, 0, g / 2).is_err(), "whole granules only");
+    d.unmap(&r, 0, g).unwrap();
+}
+
+/// The child: prints its `process_id()` and OS pid, then for every line
+/// `try` imports the handle text of `HAL_ASCEND_TEST_HANDLE`, maps it and
+/// answers `ok` (after reading [`DATA`]) or `refused`.
+fn importer_child() {
+    let d = dev();
+    println!("\n@id {} {}", d.process_id().unwrap(), std::process::id());
+    let text = std::env::var("HAL_ASCEND_TEST_HANDLE").unwrap();
+    for line in std::io::stdin().lock().lines() {
+        if line.unwrap() != "try" {
+            break;
+        }
+        let shared = SharedHandle::from(Handle::from_text(&text).unwrap());
+        match d.import_physical(shared, &ImportOptions::default()) {
+            Ok(q) => {
+                let g = d.granularity(Granularity::Minimum).unwrap();
+                let r = d.reserve(g, 0).unwrap();
+                d.map(&r, 0, &q).unwrap();
+                d.set_access(&r, 0, g, Access::ReadWrite).unwrap();
+                let mut b = [0u8; 6];
+                r.read(0, &mut b).unwrap();
+                assert_eq!(&b, DATA);
+                d.unmap(&r, 0, g).unwrap();
+                println!("\n@ok");
+            }
+            Err(Error::PermissionDenied { .. }) => println!("\n@refused"),
+            Err(e) => panic!("unexpected: {e}"),
+        }
+    }
+}
+
+/// A child importer of `exported`, and its (bare tgid, OS pid).
+struct Importer {
+    child: Child,
+    stdin: ChildStdin,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl Importer {
+    fn spawn(exported: &Exported) -> (Importer, u32, u32) {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([TEST, "--exact", "--nocapture", "--test-threads=1"])
+            .env(ROLE, "vmm-importer")
+            .env("HAL_ASCEND_TEST_HANDLE", exported.to_text())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut me = Importer {
+            child,
+            stdin,
+            lines,
+        };
+        let ids = me.next();
+        let ids = ids.strip_prefix("id ").unwrap().to_owned();
+        let (tgid, pid) = ids.split_once(' ').unwrap();
+        (me, tgid.parse().unwrap(), pid.parse().unwrap())
+    }
+
+    fn next(&mut self) -> String {
+        loop {
+            let l = self.lines.next().expect("the child's answer").unwrap();
+            if let Some(answer) = l.strip_prefix('@') {
+                return answer.to_string();
+            }
+        }
+    }
+
+    fn ask(&mut self) -> String {
+        writeln!(self.stdin, "try").unwrap();
+        self.next()
+    }
+
+    fn finish(self) {
+        let Importer {
+            mut child, stdin, ..
+        } = self;
+        drop(stdin);
+        assert!(child.wait().unwrap().success());
+    }
+}
+
+#[test]
+fn a_physical_handle_admits_listed_bare_tgids_only() {
+    if role().as_deref() == Some("vmm-importer") {
+        return importer_child();
+    }
+    let d = dev();
+    let g = d.granularity(Granularity::Minimum).unwrap();
+    let p = d.allocate_physical(g).unwrap();
+    let r = d.reserve(g, 0).unwrap();
+    d.map(&r, 0, &p).unwrap();
+    d.set_access(&r, 0, g, Access::ReadWrite).unwrap();
+    r.write(0, DATA).unwrap();
+    let mut exported = d.export_physical(&p, &ExportOptions::default()).unwrap();
+    let h = exported.handle().clone();
+    assert!(
+        !h.flags.contains(HandleFlags::ANY_IMPORTER),
+        "on by default"
+    );
+    assert_eq!(h.pid_kind, PidKind::Vendor, "the runtime checks bare tgids");
+    let (mut listed, tgid, pid) = Importer::spawn(&exported);
+    assert_ne!(
+        tgid, pid,
+        "a bare tgid is not the OS pid (as in a container)"
+    );
+    assert_eq!(listed.ask(), "refused", "nobody is allowed by default");
+    d.allow_importers(&mut exported, &[pid]).unwrap();
+    assert_eq!(listed.ask(), "refused", "an OS pid admits nobody");
+    d.allow_importers(&mut exported, &[tgid]).unwrap();
+    assert_eq!(listed.ask(), "ok", "the child's process_id() admits it");
+    let (mut other, _, _) = Importer::spawn(&exported);
+    assert_eq!(other.ask(), "refused", "a child not listed is refused");
+    listed.finish();
+    other.finish();
+    d.unmap(&r, 0, g).unwrap();
+}
+
+#[test]
+fn disabled_pid_validation_admits_any_child() {
+    let d = dev();
+    let g = d.granularity(Granularity::Minimum).unwrap();
+    let p = d.allocate_physical(g).unwrap();
+    let r = d.reserve(g, 0).unwrap();
+    d.map(&r, 0, &p).unwrap();
+    d.set_access(&r, 0, g, Access::ReadWrite).unwrap();
+    r.write(0, DATA).unwrap();
+    let anyone = ExportOptions {
+        importers: Importers::Anyone,
+        ..ExportOptions::default()
+    };
+    let exported = d.export_physical(&p, &anyone).unwrap();
+    assert!(exported.handle().flags.contains(HandleFlags::ANY_IMPORTER));
+    let (mut child, _, _) = Importer::spawn(&exported);
+    assert_eq!(child.ask(), "ok", "DISABLE_PID_VALIDATION admits anyone");
+    child.finish();
+    d.unmap(&r, 0, g).unwrap();
+}
