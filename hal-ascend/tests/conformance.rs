@@ -1,7 +1,8 @@
 //! The conformance suite on hal-ascend over the stand-in `libascendcl.so`
 //! (`hal-mock-libascendcl`): every case runs against the backend's real
-//! code paths, answering `Unsupported` where a capability is not claimed
-//! (VMM, pinned host memory, managed memory, IPC event queries).
+//! code paths, VMM and the growable buffer included, answering
+//! `Unsupported` where a capability is not claimed (pinned host memory,
+//! managed memory, host NUMA VMM, IPC event queries).
 
 /// The stand-in runtime cargo built for this test.
 fn standin() -> std::path::PathBuf {
