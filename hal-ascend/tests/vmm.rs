@@ -183,6 +183,14 @@ fn disabled_pid_validation_admits_any_child() {
     };
     let exported = d.export_physical(&p, &anyone).unwrap();
     assert!(exported.handle().flags.contains(HandleFlags::ANY_IMPORTER));
+    // An importer holds a lease until its allocation drops.
+    let shared = SharedHandle::from(Handle::from_text(&exported.to_text()).unwrap());
+    let q = d
+        .import_physical(shared, &ImportOptions::default())
+        .unwrap();
+    assert_eq!(p.importers(), 1, "the import is counted");
+    drop(q);
+    assert_eq!(p.importers(), 0, "the dropped import gave its lease back");
     let (mut child, _, _) = Importer::spawn(&exported);
     assert_eq!(child.ask(), "ok", "DISABLE_PID_VALIDATION admits anyone");
     child.finish();
