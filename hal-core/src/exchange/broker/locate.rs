@@ -14,7 +14,7 @@ use super::getfd::{self, Took};
 use super::protocol::{encode_request, parse_located_reply, Request, Status, MAX_LOCATED_REPLY};
 use super::server::own_table;
 use crate::error::{Error, HandleError, Result};
-use crate::exchange::limits::MAX_FDS;
+use crate::exchange::limits::{dropped_descriptors, MAX_FDS};
 use crate::exchange::sys;
 use crate::handle::Handle;
 use crate::lease::LeaseTicket;
@@ -61,10 +61,14 @@ fn locate(handle: &Handle, name: &str, count: usize) -> Result<Option<Served>> {
         let mut buf = [0u8; MAX_LOCATED_REPLY + 1];
         let got =
             sys::recv_msg(fd, &mut buf, MAX_FDS).map_err(|e| recv_failure(e, name, exporter))?;
+        // `got.fds` owns whatever arrived: every error return closes it.
+        if got.ctrunc {
+            return Err(dropped_descriptors(got.fds.len(), None));
+        }
         if got.bytes == 0 && !got.trunc {
             return Err(hung_up(name, exporter));
         }
-        if !got.fds.is_empty() || got.ctrunc {
+        if !got.fds.is_empty() {
             return Err(HandleError::Descriptors(format!(
                 "the broker `{name}` sent descriptors with a reply that locates them"
             ))
