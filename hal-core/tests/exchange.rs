@@ -1184,6 +1184,9 @@ fn served_by(name: &str, count: u8) -> SharedHandle {
 
 #[test]
 fn an_importer_reads_every_answer_of_a_broker_right() {
+    // The script answers fetches: the pidfd_getfd path (HAL_PIDFD_GETFD=1)
+    // would ask it to locate instead.
+    exchange::set_pidfd_getfd(Some(false));
     let me = os::pid();
     let replies = vec![
         Some((canned_reply(3, 0, me, None), 0)),
@@ -1260,6 +1263,8 @@ fn an_importer_reads_every_answer_of_a_broker_right() {
 
 #[test]
 fn a_broker_that_is_not_the_creators_is_refused() {
+    // The script answers fetches (see above).
+    exchange::set_pidfd_getfd(Some(false));
     // One answer for each connection: the refused importers connect too.
     let answer = Some((canned_reply(0, 1, os::pid(), None), 1));
     let (name, thread) = scripted_broker(vec![answer.clone(), answer.clone(), answer]);

@@ -36,11 +36,12 @@
 //!    broker (see *Connections* below);
 //! 2. it sends a request of 40 bytes: `HALB`, version 2, an operation
 //!    (1: fetch the descriptors, 2: a lease only, for descriptors that came
-//!    another way, 3: give a lease back), two zero bytes, a 16-byte id (the
+//!    another way, 3: give a lease back, 5: lease and locate, see *The
+//!    `pidfd_getfd` path* below), two zero bytes, a 16-byte id (the
 //!    object's; for a release, the lease table's), the slot (`u32`), four
 //!    zero bytes, the token (`u64`; zero but for a release); or a **batch**
-//!    (operation 4): `HALB`, version 2, 4, the number of objects (`u16`, 1 to
-//!    64), then their 16-byte ids;
+//!    (operation 4, or 6 to locate): `HALB`, version 2, 4, the number of
+//!    objects (`u16`, 1 to 64), then their 16-byte ids;
 //! 3. the broker reads the importer's credentials from the kernel
 //!    (`SO_PEERCRED`, once per connection), never from the request, and
 //!    answers with 40 bytes:
@@ -182,26 +183,63 @@
 //! in a multi-threaded program, a child forked while another thread is inside
 //! an export must `exec` before exporting.
 //!
-//! **Why a broker and not `pidfd_getfd`.** Taking descriptors straight from
-//! the exporter with `pidfd_getfd(2)` needs ptrace rights over it, which
-//! unprivileged containers refuse: the default seccomp profiles of Docker
-//! and Podman block the call, Yama's `ptrace_scope=1` (the default on most
-//! distributions) allows it only towards descendants, and a pid from another
-//! pid namespace cannot be opened at all. `SCM_RIGHTS` from the exporter
-//! works in all of these cases, and it lets the exporter apply its own
-//! allow-list. A `pidfd_getfd` fast path for privileged deployments is
-//! not built, because it would save nothing here: the exporter must still
-//! be asked, for every import, whether this process is on the export's
-//! allow-list (the allow-list lives in the exporter; a handle's own list
-//! can be forged) and, for memory, to register the importer's lease. That
-//! is the round trip this broker makes, and its reply carries the
-//! descriptors at little extra cost (`SCM_RIGHTS` of the 16 descriptors of
-//! a batch: one message). `pidfd_getfd` would replace only that transfer,
-//! and add a race (a descriptor number the exporter closes and reuses
-//! between the reply and the call) to be closed with an identity check. A
-//! process that has the ptrace rights `pidfd_getfd` needs can read the
-//! exporter's memory anyway, so no allow-list protects anything from it;
-//! hal's own path keeps the allow-list by asking the broker.
+//! # The `pidfd_getfd` path
+//!
+//! An importer may take the descriptors from the exporter itself with
+//! `pidfd_getfd(2)` instead of receiving them with `SCM_RIGHTS`. It is
+//! **off by default** and turned on with `HAL_PIDFD_GETFD=1`
+//! ([`PIDFD_GETFD_ENV`], read once per process) or [`set_pidfd_getfd`].
+//! The broker is asked all the same, on the same kept connection: the
+//! allow-list and the leases live in the exporter (a handle's own list can
+//! be forged), so only the exporter can decide an import.
+//!
+//! 1. The importer opens a pidfd of the broker's process (`pidfd_open(2)`,
+//!    the pid from `SO_PEERCRED`), kept with the connection and closed with
+//!    it. It is opened before the first request that uses it, so a reply
+//!    on the connection proves it names the exporter (a live process keeps
+//!    its pid); when the handle names the creator's start time under that
+//!    pid, the start time is checked too.
+//! 2. It sends a **lease and locate** request (operation 5; a batch:
+//!    operation 6). The broker decides it exactly as a fetch: credentials,
+//!    allow-list, lease. A refused importer gets the same refusal as for a
+//!    fetch, and nothing else: **the allow-list holds on both paths,
+//!    because the broker decides before it reveals anything**, and what it
+//!    reveals (descriptor numbers) is of no use without ptrace access to
+//!    the exporter, which reads its memory anyway.
+//! 3. An allowed importer gets, instead of descriptors, their numbers in
+//!    the exporter and each file's identity: the reply's flags have bit 2
+//!    set and 24 bytes per descriptor follow its 40 bytes (a batch reply:
+//!    its zero header byte is 2, and the records follow the entries, every
+//!    object's in order): the number (`u32`), four zero bytes, `st_dev` and
+//!    `st_ino` (`u64` each), little-endian.
+//! 4. The importer takes each descriptor (`pidfd_getfd`) and checks its
+//!    identity with `fstat`: the exporter may have closed the number and
+//!    reused it between the reply and the take (a dropped export). A
+//!    mismatch, or a descriptor no longer there, gives the lease back and
+//!    fetches that object with `SCM_RIGHTS`.
+//!
+//! When the kernel or the security policy refuses the path (`EPERM` or
+//! `EACCES`: Yama's `ptrace_scope`, another user, the seccomp profiles of
+//! Docker and Podman; `ENOSYS` or `EINVAL`: a kernel before 5.6), the first
+//! refusal in the process is logged with one `log::warn!` line, the path is
+//! off from then on for that exporter's broker (a Yama scope of 1 allows
+//! it towards descendants, so one refusal does not say much about other
+//! exporters), and the import goes on with `SCM_RIGHTS`. A broker of an
+//! older hal answers the new operations as malformed: the path is off for
+//! it, silently. An exporter in a pid namespace this process cannot see
+//! (its pid reads 0) cannot be opened: the path is off for it, silently.
+//!
+//! **Why off by default.** The round trip to the broker is needed either
+//! way, and its reply carries the descriptors at little extra cost:
+//! `SCM_RIGHTS` of a batch's descriptors is one message. The path replaces
+//! that transfer with one `pidfd_getfd` and one `fstat` per descriptor,
+//! plus a `pidfd_open` per connection, and saves nothing measurable
+//! (`halctl bench --scenario import-first-persistent`, with and without
+//! `HAL_PIDFD_GETFD=1`: see the README for the numbers). Where it is
+//! refused it costs a wasted request, a lease given back and a warning. It
+//! exists for deployments whose policy prefers descriptors taken by the
+//! importer under ptrace rights rather than passed by the exporter, and
+//! to measure the difference.
 //!
 //! # Example
 //!
@@ -259,6 +297,7 @@ mod socket;
 mod sys;
 mod text;
 
+pub use broker::GETFD_ENV as PIDFD_GETFD_ENV;
 pub use file::{read_handle_file, write_handle_file, MAX_HANDLE_FILE};
 pub use held::Lease;
 pub use limits::{BROKER_TIMEOUT, MAX_FDS};
@@ -392,6 +431,21 @@ pub fn take_fds_leased_batch(shared: &mut [SharedHandle]) -> Vec<Result<Taken>> 
 /// descriptors, or before entering a sandbox that forbids sockets.
 pub fn close_broker_connections() -> usize {
     broker::close_all()
+}
+
+/// Turn the `pidfd_getfd` path (see the module documentation) on or off
+/// for this process, over what [`PIDFD_GETFD_ENV`] says; `None` goes back
+/// to what it says. Brokers that refused the path stay off.
+pub fn set_pidfd_getfd(on: Option<bool>) {
+    broker::set_getfd(on);
+}
+
+/// How many imports of this process took their descriptors by
+/// `pidfd_getfd`, and how many tried and were fetched with `SCM_RIGHTS`
+/// after all. For tests and benchmarks.
+#[doc(hidden)]
+pub fn pidfd_getfd_counts() -> (u64, u64) {
+    broker::getfd_counts()
 }
 
 /// How many connections this process keeps to the broker `name` (or to

@@ -17,6 +17,7 @@ mod ids;
 mod map;
 mod numa;
 mod page;
+mod pidfd;
 mod pins;
 mod process;
 
@@ -25,6 +26,7 @@ pub use ids::{random_id, unique_id};
 pub use map::{Prot, SharedMap};
 pub use numa::numa_nodes;
 pub use page::page_size;
+pub use pidfd::{pidfd_alive, pidfd_getfd, pidfd_open};
 pub use pins::current_start_time;
 pub use process::{pid, pid_namespace, process_alive, process_start_time, self_identity};
 

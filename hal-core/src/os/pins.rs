@@ -3,7 +3,7 @@
 //! importer) costs one `poll` instead of reading `/proc/PID/stat`.
 
 use std::collections::HashMap;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::{Mutex, TryLockError};
 
 use super::process::process_start_time;
@@ -16,24 +16,12 @@ static PINS: Mutex<Option<HashMap<u32, (u64, OwnedFd)>>> = Mutex::new(None);
 /// A pidfd of process `pid`, or `None` where the kernel has none (before
 /// Linux 5.3) or refuses it.
 fn pidfd_open(pid: u32) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor
-    // or -1; nothing else is read or written.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: the kernel returned a new descriptor that nothing else owns.
-    Some(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    super::pidfd::pidfd_open(pid).ok()
 }
 
-/// True while the process of `pidfd` has not exited (a pidfd becomes
-/// readable when its process exits).
+/// True while the process of `pidfd` has not exited.
 fn alive(pidfd: &OwnedFd) -> bool {
-    let mut p = [nix::poll::PollFd::new(
-        pidfd.as_fd(),
-        nix::poll::PollFlags::POLLIN,
-    )];
-    matches!(nix::poll::poll(&mut p, nix::poll::PollTimeout::ZERO), Ok(0))
+    super::pidfd::pidfd_alive(pidfd.as_fd())
 }
 
 /// The start time of the process that has pid `pid` now, as

@@ -200,7 +200,11 @@ impl State {
                     group,
                     queue: &queue,
                 };
+                let (taken, _) = hal::exchange::pidfd_getfd_counts();
                 series.extend(firsts.run(self.dev()?, &self.handles)?);
+                // How many of these imports took their descriptors by
+                // pidfd_getfd (HAL_PIDFD_GETFD=1), for the line's note.
+                reply.values = vec![(hal::exchange::pidfd_getfd_counts().0 - taken) as f64];
             }
             Cmd::ImportCached { n } => {
                 let dev = self.dev()?;

@@ -2,14 +2,18 @@
 //! of one exporter in one round trip.
 
 use std::io;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use super::client::{
-    closed_by_exit, creator_may_be, fetch, hung_up, impostor, recv_failure, release, send_failure,
+    self, closed_by_exit, creator_may_be, hung_up, impostor, recv_failure, release, send_failure,
     status_error, with_connection, Served,
 };
+use super::getfd::{self, Took};
+use super::locate::{fetch, give_back};
+use super::located::LOCATED_LEN;
 use super::protocol::{
-    encode_batch, parse_batch_reply, BATCH_ENTRY, BATCH_REPLY_HEADER, MAX_BATCH, MAX_BATCH_FDS,
+    encode_batch, parse_batch_reply, parse_reply, Status, BATCH_ENTRY, BATCH_REPLY_HEADER,
+    MAX_BATCH, MAX_BATCH_FDS,
 };
 use super::server::own_table;
 use crate::error::{Error, HandleError, Result};
@@ -17,6 +21,7 @@ use crate::exchange::limits::dropped_descriptors;
 use crate::exchange::peer::PeerCred;
 use crate::exchange::sys;
 use crate::handle::Handle;
+use crate::lease::LeaseTicket;
 use crate::os;
 
 /// Fetch the descriptors of every handle in `handles`, all served by the
@@ -51,12 +56,31 @@ pub(crate) fn fetch_batch(
         }
         let chunk = &handles[i..j];
         let first = chunk[0];
-        let got = with_connection(Some(first), name, first.creator_pid, |fd, server| {
-            exchange_batch(fd, server, name, chunk, &counts[i..j])
+        if getfd::wanted(name) {
+            if let Some(results) = locate_batch(chunk, &counts[i..j], name) {
+                out.extend(results);
+                i = j;
+                continue;
+            }
+        }
+        let got = with_connection(Some(first), name, first.creator_pid, |conn| {
+            exchange_batch(
+                conn.fd.as_fd(),
+                &conn.server,
+                None,
+                name,
+                chunk,
+                &counts[i..j],
+            )
         })
         .map_err(|e| closed_by_exit(e, first, name));
         match got {
-            Ok(results) => out.extend(results),
+            Ok(results) => out.extend(results.into_iter().map(|r| {
+                r.and_then(|g| match g {
+                    Got::Served(s) => Ok(s),
+                    Got::Again(_) => Err(Error::invalid("a fetched object was not served")),
+                })
+            })),
             Err(e) => {
                 log::debug!("batch fetch at `{name}` failed as a whole ({e}); one by one");
                 out.extend((i..j).map(single));
@@ -67,26 +91,82 @@ pub(crate) fn fetch_batch(
     out
 }
 
+/// The batch `chunk` by `pidfd_getfd`: one locate request, then each
+/// object's descriptors taken from the exporter; an object whose take
+/// fails is fetched on its own with `SCM_RIGHTS`. `None` when the whole
+/// chunk must be fetched with `SCM_RIGHTS` (the path is not possible with
+/// this broker, or the broker did not take the batch).
+fn locate_batch(chunk: &[&Handle], counts: &[usize], name: &str) -> Option<Vec<Result<Served>>> {
+    let first = chunk[0];
+    let got = with_connection(Some(first), name, first.creator_pid, |conn| {
+        if !getfd::ensure_pidfd(conn, first, name) {
+            return Ok(None);
+        }
+        let pidfd = conn.pidfd.as_ref().map(|p| p.as_fd());
+        exchange_batch(conn.fd.as_fd(), &conn.server, pidfd, name, chunk, counts).map(Some)
+    })
+    .map_err(|e| closed_by_exit(e, first, name));
+    let results = match got {
+        Ok(Some(results)) => results,
+        Ok(None) => {
+            getfd::note_fell_back();
+            return None;
+        }
+        Err(e) => {
+            log::debug!("batch locate at `{name}` failed as a whole ({e}); fetching it");
+            return None;
+        }
+    };
+    Some(
+        results
+            .into_iter()
+            .enumerate()
+            .map(|(k, r)| match r? {
+                Got::Served(s) => {
+                    getfd::note_taken();
+                    Ok(s)
+                }
+                Got::Again(lease) => {
+                    give_back(name, lease);
+                    client::fetch(chunk[k], name, counts[k])
+                }
+            })
+            .collect(),
+    )
+}
+
+/// One object's answer in a batch.
+enum Got {
+    /// Its descriptors (and lease).
+    Served(Served),
+    /// Located, but not taken: fetch it again after giving this lease back.
+    Again(Option<LeaseTicket>),
+}
+
 /// One batch request for `chunk` on a connection to `server`, and its
-/// reply split per handle. An error when the reply as a whole is not a
-/// batch reply.
+/// reply split per handle. With `pidfd` (the server's), the request asks
+/// for locations and each object's descriptors are taken through it. An
+/// error when the reply as a whole is not a batch reply.
 fn exchange_batch(
     fd: BorrowedFd<'_>,
     server: &PeerCred,
+    pidfd: Option<BorrowedFd<'_>>,
     name: &str,
     chunk: &[&Handle],
     counts: &[usize],
-) -> Result<Vec<Result<Served>>> {
+) -> Result<Vec<Result<Got>>> {
     // Handles whose creator cannot be this server are not asked for.
     let asked: Vec<usize> = (0..chunk.len())
         .filter(|&k| creator_may_be(chunk[k], server.pid))
         .collect();
     let exporter = chunk[0].creator_pid;
     let ids: Vec<[u8; 16]> = asked.iter().map(|&k| chunk[k].object_id).collect();
-    let mut results: Vec<Option<Result<Served>>> = (0..chunk.len()).map(|_| None).collect();
+    let mut results: Vec<Option<Result<Got>>> = (0..chunk.len()).map(|_| None).collect();
     if !ids.is_empty() {
-        sys::send_msg(fd, &encode_batch(&ids), &[]).map_err(|e| send_failure(e, name, exporter))?;
-        let mut buf = [0u8; BATCH_REPLY_HEADER + BATCH_ENTRY * MAX_BATCH];
+        sys::send_msg(fd, &encode_batch(&ids, pidfd.is_some()), &[])
+            .map_err(|e| send_failure(e, name, exporter))?;
+        let mut buf =
+            [0u8; BATCH_REPLY_HEADER + BATCH_ENTRY * MAX_BATCH + LOCATED_LEN * MAX_BATCH_FDS];
         let got = sys::recv_msg(fd, &mut buf, MAX_BATCH_FDS)
             .map_err(|e| recv_failure(e, name, exporter))?;
         if got.ctrunc {
@@ -109,8 +189,22 @@ fn exchange_batch(
         if got.trunc {
             return Err(malformed());
         }
-        let (seen_pid, entries) = parse_batch_reply(reply, ids.len()).ok_or_else(malformed)?;
-        if entries.iter().map(|e| e.fds).sum::<usize>() != got.fds.len() {
+        if pidfd.is_some() {
+            if let Some((Some(Status::BadRequest | Status::UnsupportedVersion), ..)) =
+                parse_reply(reply, false)
+            {
+                // An older broker, which does not know the request.
+                getfd::turn_off(name);
+                return Err(malformed());
+            }
+        }
+        let (seen_pid, entries, places) =
+            parse_batch_reply(reply, ids.len()).ok_or_else(malformed)?;
+        if pidfd.is_some() != places.is_some() || (pidfd.is_some() && !got.fds.is_empty()) {
+            return Err(malformed());
+        }
+        let mut places = places.unwrap_or_default().into_iter();
+        if pidfd.is_none() && entries.iter().map(|e| e.fds).sum::<usize>() != got.fds.len() {
             return Err(HandleError::Descriptors(format!(
                 "the broker `{name}` sent {} descriptor(s) for a batch that announced others",
                 got.fds.len()
@@ -119,19 +213,33 @@ fn exchange_batch(
         }
         let mut fds = got.fds.into_iter();
         for (&k, e) in asked.iter().zip(entries) {
-            let mine: Vec<OwnedFd> = fds.by_ref().take(e.fds).collect();
+            let mut mine: Vec<OwnedFd> = fds.by_ref().take(e.fds).collect();
             let h = chunk[k];
+            if let (Some(pidfd), Some(Status::Ok)) = (pidfd, e.status) {
+                let at: Vec<_> = places.by_ref().take(e.fds).collect();
+                if at.len() != counts[k] || !getfd::wanted(name) {
+                    results[k] = Some(Ok(Got::Again(e.lease)));
+                    continue;
+                }
+                match getfd::take(pidfd, &at, name) {
+                    Took::Fds(fds) => mine = fds,
+                    Took::Fallback => {
+                        results[k] = Some(Ok(Got::Again(e.lease)));
+                        continue;
+                    }
+                }
+            }
             let what = format!(
                 "object {} at the descriptor broker `{name}` of pid {}",
                 os::hex(&h.object_id),
                 h.creator_pid
             );
             let r = match e.status {
-                Some(super::protocol::Status::Ok) if mine.len() == counts[k] => Ok(Served {
+                Some(Status::Ok) if mine.len() == counts[k] => Ok(Got::Served(Served {
                     fds: mine,
                     lease: e.lease,
-                }),
-                Some(super::protocol::Status::Ok) => {
+                })),
+                Some(Status::Ok) => {
                     if let Some(t) = e.lease {
                         let _ = release(name, &t);
                     }

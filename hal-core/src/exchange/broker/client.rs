@@ -21,6 +21,7 @@ use crate::lease::LeaseTicket;
 use crate::os;
 
 /// What an importer gets from a broker: descriptors and a lease ticket.
+#[derive(Debug)]
 pub(crate) struct Served {
     pub(crate) fds: Vec<OwnedFd>,
     pub(crate) lease: Option<LeaseTicket>,
@@ -63,8 +64,8 @@ pub(crate) fn release(name: &str, ticket: &LeaseTicket) -> Result<()> {
         };
     }
     let what = format!("lease release at `{name}`");
-    with_connection(None, name, 0, |fd, _| {
-        exchange(fd, name, 0, &request, 0, &what).map(drop)
+    with_connection(None, name, 0, |conn| {
+        exchange(conn.fd.as_fd(), name, 0, &request, 0, &what).map(drop)
     })
 }
 
@@ -109,11 +110,22 @@ pub(super) fn call(handle: &Handle, name: &str, request: Request, count: usize) 
             lease: answer.lease,
         });
     }
-    let (lease, fds) = with_connection(Some(handle), name, exporter, |fd, _| {
-        exchange(fd, name, exporter, &request, count, &what)
+    let (lease, fds) = with_connection(Some(handle), name, exporter, |conn| {
+        exchange(conn.fd.as_fd(), name, exporter, &request, count, &what)
     })
     .map_err(|e| closed_by_exit(e, handle, name))?;
     Ok(Served { fds, lease })
+}
+
+/// Close the connections kept to the broker `name`; how many were kept.
+#[cfg(test)]
+pub(super) fn close_all_for_test(name: &str) -> usize {
+    let mut n = 0;
+    while let Some(c) = pool::checkout(name) {
+        drop(c);
+        n += 1;
+    }
+    n
 }
 
 /// Run `f` on a connection to the broker `name`: a kept one when there is
@@ -125,11 +137,11 @@ pub(super) fn with_connection<T>(
     handle: Option<&Handle>,
     name: &str,
     exporter: u32,
-    mut f: impl FnMut(BorrowedFd<'_>, &PeerCred) -> Result<T>,
+    mut f: impl FnMut(&mut Pooled) -> Result<T>,
 ) -> Result<T> {
     let kept = pool::checkout(name);
     let reused = kept.is_some();
-    let conn = match kept {
+    let mut conn = match kept {
         Some(c) => c,
         None => open(handle, name, exporter)?,
     };
@@ -138,7 +150,7 @@ pub(super) fn with_connection<T>(
             return Err(impostor(name, conn.server.pid, h));
         }
     }
-    match f(conn.fd.as_fd(), &conn.server) {
+    match f(&mut conn) {
         Ok(v) => {
             pool::checkin(name, conn);
             Ok(v)
@@ -147,8 +159,8 @@ pub(super) fn with_connection<T>(
         // it read the request: send it again on a new one.
         Err(Error::Closed { .. }) if reused => {
             drop(conn);
-            let conn = open(handle, name, exporter)?;
-            let v = f(conn.fd.as_fd(), &conn.server)?;
+            let mut conn = open(handle, name, exporter)?;
+            let v = f(&mut conn)?;
             pool::checkin(name, conn);
             Ok(v)
         }
@@ -548,8 +560,8 @@ mod tests {
         };
         let request = Request::Release(ticket);
         let call = || {
-            with_connection(None, &name, 0, |fd, _| {
-                exchange(fd, &name, 0, &request, 0, "a test request")
+            with_connection(None, &name, 0, |conn| {
+                exchange(conn.fd.as_fd(), &name, 0, &request, 0, "a test request")
             })
         };
         call().expect("the first request, on a new connection");

@@ -5,10 +5,11 @@ use std::cell::OnceCell;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
+use super::located::{locate, Located};
 use super::policy::uid_allowed;
 use super::protocol::{
-    encode_batch_reply, encode_reply, parse_batch, parse_request, BatchEntry, Request, Status,
-    MAX_BATCH_FDS,
+    encode_batch_reply, encode_located_reply, encode_reply, parse_batch, parse_request, BatchEntry,
+    Request, Status, MAX_BATCH_FDS,
 };
 use super::registry::{lock, Table};
 use crate::error::Error;
@@ -23,6 +24,9 @@ pub(crate) struct Answer {
     pub(crate) status: Status,
     pub(crate) fds: Option<Arc<[OwnedFd]>>,
     pub(crate) lease: Option<LeaseTicket>,
+    /// The request asked for the descriptors' locations, not the
+    /// descriptors (a locate request).
+    pub(crate) located: bool,
 }
 
 impl Answer {
@@ -31,6 +35,7 @@ impl Answer {
             status,
             fds: None,
             lease: None,
+            located: false,
         }
     }
 }
@@ -59,9 +64,10 @@ pub(super) fn decide_with(
     if !uid_allowed(peer.uid) {
         return Answer::status(Status::UidDenied);
     }
-    let (id, want_fds) = match parse_request(request, truncated) {
-        Ok(Request::Fetch(id)) => (id, true),
-        Ok(Request::Lease(id)) => (id, false),
+    let (id, want_fds, located) = match parse_request(request, truncated) {
+        Ok(Request::Fetch(id)) => (id, true, false),
+        Ok(Request::Lease(id)) => (id, false, false),
+        Ok(Request::Locate(id)) => (id, true, true),
         Ok(Request::Release(ticket)) => {
             let released =
                 LeaseTable::find(&ticket.table).is_some_and(|t| t.release(&ticket, peer.pid));
@@ -73,7 +79,9 @@ pub(super) fn decide_with(
         }
         Err(status) => return Answer::status(status),
     };
-    decide_object(&id, want_fds, peer, table, self_pid, start, MAX_FDS)
+    let mut answer = decide_object(&id, want_fds, peer, table, self_pid, start, MAX_FDS);
+    answer.located = located;
+    answer
 }
 
 /// What a batch request for `ids` gets: one answer per object, in order,
@@ -145,6 +153,26 @@ fn decide_object(
         status: Status::Ok,
         fds: want_fds.then(|| Arc::clone(&entry.fds)),
         lease,
+        located: false,
+    }
+}
+
+/// The locations of the descriptors of `answers` (all of them, in order);
+/// `None` when one cannot be `fstat`ed.
+fn locate_all(answers: &[Answer]) -> Option<Vec<Located>> {
+    let mut all = Vec::new();
+    for fds in answers.iter().filter_map(|a| a.fds.as_ref()) {
+        all.extend(locate(fds)?);
+    }
+    Some(all)
+}
+
+/// Give back the lease of an answer that cannot be sent after all.
+fn undo_lease(answer: &Answer, peer: PeerCred) {
+    if let Some(t) = &answer.lease {
+        if let Some(table) = LeaseTable::find(&t.table) {
+            table.release(t, peer.pid);
+        }
     }
 }
 
@@ -167,8 +195,8 @@ pub(super) fn respond(
 ) -> Response {
     if uid_allowed(peer.uid) {
         if let Some(parsed) = parse_batch(message, truncated) {
-            let answers = match parsed {
-                Ok(ids) => decide_batch(&ids, peer, table, self_pid, start),
+            let (answers, located) = match parsed {
+                Ok((ids, located)) => (decide_batch(&ids, peer, table, self_pid, start), located),
                 Err(status) => {
                     return Response {
                         bytes: encode_reply(status, 0, peer.pid, None).to_vec(),
@@ -185,14 +213,48 @@ pub(super) fn respond(
                     lease: a.lease,
                 })
                 .collect();
+            if located {
+                // The allow-list and the leases were decided above, exactly
+                // as for a fetch: only the allowed objects are located.
+                let Some(places) = locate_all(&answers) else {
+                    answers.iter().for_each(|a| undo_lease(a, peer));
+                    return Response {
+                        bytes: encode_reply(Status::Internal, 0, peer.pid, None).to_vec(),
+                        fds: Vec::new(),
+                        end: false,
+                    };
+                };
+                return Response {
+                    bytes: encode_batch_reply(peer.pid, &entries, Some(&places)),
+                    fds: Vec::new(),
+                    end: false,
+                };
+            }
             return Response {
-                bytes: encode_batch_reply(peer.pid, &entries),
+                bytes: encode_batch_reply(peer.pid, &entries, None),
                 fds: answers.into_iter().filter_map(|a| a.fds).collect(),
                 end: false,
             };
         }
     }
     let answer = decide_with(message, truncated, peer, table, self_pid, start);
+    if answer.located && answer.status == Status::Ok {
+        // Decided as a fetch (allow-list, lease); the descriptors' places
+        // go back instead of the descriptors.
+        let places = locate_all(std::slice::from_ref(&answer));
+        let bytes = match places {
+            Some(places) => encode_located_reply(peer.pid, answer.lease, &places),
+            None => {
+                undo_lease(&answer, peer);
+                encode_reply(Status::Internal, 0, peer.pid, None).to_vec()
+            }
+        };
+        return Response {
+            bytes,
+            fds: Vec::new(),
+            end: false,
+        };
+    }
     let count = answer.fds.as_ref().map_or(0, |f| f.len()) as u8;
     let end = matches!(
         answer.status,
@@ -310,5 +372,48 @@ mod tests {
         let a = decide(&fetch, false, cred(me), &t, me);
         assert_eq!(a.status, Status::Ok);
         assert!(a.lease.is_none());
+    }
+
+    #[test]
+    fn a_locate_request_reveals_nothing_to_a_refused_importer() {
+        use super::super::protocol::{
+            encode_batch, parse_batch_reply, parse_located_reply, REPLY_LEN,
+        };
+        let (me, _) = os::self_identity();
+        let id = os::random_id();
+        let leases = LeaseTable::new(4).unwrap();
+        let t = table_with(
+            id,
+            Policy::Pids(vec![Allowed { pid: 1, start: 0 }]),
+            Some(Arc::clone(&leases)),
+        );
+        let start = OnceCell::new();
+        let locate = encode_request(&Request::Locate(id));
+        // A pid not on the allow-list: the fetch's refusal, a plain reply,
+        // no location, no descriptor, no lease.
+        let r = respond(&locate, false, cred(me), &t, 1, &start);
+        assert_eq!(r.bytes.len(), REPLY_LEN);
+        let (status, _, lease, places) = parse_located_reply(&r.bytes, false).unwrap();
+        assert_eq!(status, Some(Status::PidDenied));
+        assert!(lease.is_none() && places.is_none() && r.fds.is_empty());
+        let batch = encode_batch(&[id, id], true);
+        let r = respond(&batch, false, cred(me), &t, 1, &start);
+        let (_, entries, places) = parse_batch_reply(&r.bytes, 2).unwrap();
+        assert!(entries.iter().all(|e| e.status == Some(Status::PidDenied)));
+        assert_eq!(places, Some(Vec::new()));
+        assert!(r.fds.is_empty());
+        assert_eq!(leases.count(), 0);
+        // The exporter itself: located, leased, and still no descriptor sent.
+        let r = respond(&locate, false, cred(me), &t, me, &start);
+        let (status, _, lease, places) = parse_located_reply(&r.bytes, false).unwrap();
+        assert_eq!(status, Some(Status::Ok));
+        assert!(lease.is_some() && r.fds.is_empty());
+        let places = places.unwrap();
+        assert_eq!(places.len(), 1);
+        let fds = lock(&t).get(&id).unwrap()[0].fds.clone();
+        assert_eq!(
+            places[0].fd,
+            std::os::fd::AsRawFd::as_raw_fd(&fds[0]) as u32
+        );
     }
 }

@@ -4,11 +4,15 @@
 //! The protocol is described in the [module documentation](super) of
 //! `exchange`: the server ([`server`]: the socket and its registrations;
 //! [`serve`]: the workers; [`decide`]: the answers) and the client
-//! ([`client`], over the connections kept in [`pool`]).
+//! ([`client`], over the connections kept in [`pool`]; [`locate`] and
+//! [`getfd`]: the optional `pidfd_getfd` path, on the wire as [`located`]).
 
 mod batch;
 mod client;
 mod decide;
+mod getfd;
+mod locate;
+mod located;
 mod policy;
 mod pool;
 mod protocol;
@@ -17,7 +21,10 @@ mod serve;
 mod server;
 
 pub(crate) use batch::fetch_batch;
-pub(crate) use client::{fetch, lease, release};
+pub(crate) use client::{lease, release};
+pub use getfd::ENV as GETFD_ENV;
+pub(crate) use getfd::{counts as getfd_counts, set_enabled as set_getfd};
+pub(crate) use locate::fetch;
 pub(crate) use policy::Policy;
 pub(crate) use pool::{close_all, kept};
 pub(crate) use registry::Registration;

@@ -30,11 +30,13 @@ pub(super) const CLIENT_IDLE: Duration = Duration::from_secs(5);
 pub(super) const PER_BROKER: usize = 4;
 
 /// A connection to a broker, with the server's credentials read at
-/// connect time.
+/// connect time, and a pidfd of the server once the `pidfd_getfd` path
+/// needed one (closed with the connection).
 #[derive(Debug)]
 pub(super) struct Pooled {
     pub(super) fd: OwnedFd,
     pub(super) server: PeerCred,
+    pub(super) pidfd: Option<OwnedFd>,
     idle_since: Instant,
 }
 
@@ -43,6 +45,7 @@ impl Pooled {
         Pooled {
             fd,
             server,
+            pidfd: None,
             idle_since: Instant::now(),
         }
     }

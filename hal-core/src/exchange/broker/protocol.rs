@@ -1,6 +1,7 @@
 //! The broker's wire protocol: requests, replies, statuses (see the
 //! [`exchange`](crate::exchange) documentation for the byte layout).
 
+use super::located::{encode_located, parse_located, Located, LOCATED_LEN};
 use crate::lease::LeaseTicket;
 
 /// Magic of a request.
@@ -18,6 +19,13 @@ pub(crate) const OP_LEASE: u8 = 2;
 pub(crate) const OP_RELEASE: u8 = 3;
 /// Operation: fetch the descriptors (and leases) of several objects.
 pub(crate) const OP_FETCH_BATCH: u8 = 4;
+/// Operation: lease and locate: decided as a fetch (the allow-list, the
+/// lease), answered with where the descriptors are in the exporter
+/// ([`Located`]) instead of the descriptors, for an importer that takes
+/// them with `pidfd_getfd(2)`.
+pub(crate) const OP_LOCATE: u8 = 5;
+/// Operation: lease and locate several objects (a batch of [`OP_LOCATE`]).
+pub(crate) const OP_LOCATE_BATCH: u8 = 6;
 /// Most objects in one batch request.
 pub(crate) const MAX_BATCH: usize = 64;
 /// Most descriptors in one batch reply: under the kernel's bound on one
@@ -37,6 +45,13 @@ pub(crate) const REQUEST_LEN: usize = 40;
 pub(crate) const REPLY_LEN: usize = 40;
 /// Reply flag: a lease ticket follows.
 pub(crate) const REPLY_LEASED: u8 = 1;
+/// Reply flag: the descriptors' locations follow the reply (a plain reply:
+/// one [`LOCATED_LEN`] record per descriptor after its 40 bytes; a batch
+/// reply: after the entries, every object's in order).
+pub(crate) const REPLY_LOCATED: u8 = 2;
+/// Longest single reply: 40 bytes and the locations of
+/// [`MAX_FDS`](crate::exchange::MAX_FDS) descriptors.
+pub(crate) const MAX_LOCATED_REPLY: usize = REPLY_LEN + LOCATED_LEN * crate::exchange::MAX_FDS;
 
 /// A reply's status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +124,56 @@ pub(crate) fn encode_reply(
     r
 }
 
+/// A reply to a locate request: [`encode_reply`] with [`REPLY_LOCATED`]
+/// set in the flags and the locations after its 40 bytes.
+pub(crate) fn encode_located_reply(
+    seen_pid: u32,
+    lease: Option<LeaseTicket>,
+    located: &[Located],
+) -> Vec<u8> {
+    let mut r = encode_reply(Status::Ok, located.len() as u8, seen_pid, lease).to_vec();
+    r[7] |= REPLY_LOCATED;
+    encode_located(&mut r, located);
+    r
+}
+
+/// A reply to a locate request: as [`parse_reply`], and the locations when
+/// the flags say they follow (exactly as many as the descriptor count).
+/// `None` for a malformed reply.
+#[allow(clippy::type_complexity)]
+pub(crate) fn parse_located_reply(
+    reply: &[u8],
+    truncated: bool,
+) -> Option<(
+    Option<Status>,
+    u32,
+    Option<LeaseTicket>,
+    Option<Vec<Located>>,
+)> {
+    if reply.len() < REPLY_LEN {
+        return None;
+    }
+    let mut head = [0u8; REPLY_LEN];
+    head.copy_from_slice(&reply[..REPLY_LEN]);
+    let located = head[7] & REPLY_LOCATED != 0;
+    head[7] &= !REPLY_LOCATED;
+    if !located && reply.len() != REPLY_LEN {
+        return None;
+    }
+    let (status, count, pid, lease) = parse_reply(&head, truncated)?;
+    let located = match located {
+        true => {
+            let l = parse_located(&reply[REPLY_LEN..])?;
+            if l.len() != count {
+                return None;
+            }
+            Some(l)
+        }
+        false => None,
+    };
+    Some((status, pid, lease, located))
+}
+
 /// A parsed request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Request {
@@ -116,6 +181,8 @@ pub(crate) enum Request {
     Fetch([u8; 16]),
     /// A lease on an object.
     Lease([u8; 16]),
+    /// A fetch answered with the descriptors' locations.
+    Locate([u8; 16]),
     /// End a lease.
     Release(LeaseTicket),
 }
@@ -133,40 +200,49 @@ pub(crate) struct BatchEntry {
     pub(crate) lease: Option<LeaseTicket>,
 }
 
-/// The object ids of a batch request: `HALB`, version, operation 4, the
-/// count (`u16`), then each 16-byte id. `None` when `request` is not a
-/// well-formed batch (it may be another request).
+/// The object ids of a batch request: `HALB`, version, operation 4 (or 6:
+/// locate), the count (`u16`), then each 16-byte id; and whether it asks
+/// for locations. `None` when `request` is not a well-formed batch (it may
+/// be another request).
+#[allow(clippy::type_complexity)]
 pub(crate) fn parse_batch(
     request: &[u8],
     truncated: bool,
-) -> Option<std::result::Result<Vec<[u8; 16]>, Status>> {
+) -> Option<std::result::Result<(Vec<[u8; 16]>, bool), Status>> {
     if request.len() < BATCH_HEADER
         || request[..4] != REQUEST_MAGIC
         || request[4] != PROTOCOL_VERSION
-        || request[5] != OP_FETCH_BATCH
+        || !matches!(request[5], OP_FETCH_BATCH | OP_LOCATE_BATCH)
     {
         return None;
     }
+    let located = request[5] == OP_LOCATE_BATCH;
     let count = u16::from_le_bytes([request[6], request[7]]) as usize;
     if truncated || count == 0 || count > MAX_BATCH || request.len() != BATCH_HEADER + 16 * count {
         return Some(Err(Status::BadRequest));
     }
-    Some(Ok(request[BATCH_HEADER..]
+    let ids = request[BATCH_HEADER..]
         .chunks_exact(16)
         .map(|c| {
             let mut id = [0u8; 16];
             id.copy_from_slice(c);
             id
         })
-        .collect()))
+        .collect();
+    Some(Ok((ids, located)))
 }
 
-/// The bytes of a batch request for `ids` (1 to [`MAX_BATCH`]).
-pub(crate) fn encode_batch(ids: &[[u8; 16]]) -> Vec<u8> {
+/// The bytes of a batch request for `ids` (1 to [`MAX_BATCH`]); `located`
+/// asks for locations instead of descriptors.
+pub(crate) fn encode_batch(ids: &[[u8; 16]], located: bool) -> Vec<u8> {
     let mut r = Vec::with_capacity(BATCH_HEADER + 16 * ids.len());
     r.extend_from_slice(&REQUEST_MAGIC);
     r.push(PROTOCOL_VERSION);
-    r.push(OP_FETCH_BATCH);
+    r.push(if located {
+        OP_LOCATE_BATCH
+    } else {
+        OP_FETCH_BATCH
+    });
     r.extend_from_slice(&(ids.len() as u16).to_le_bytes());
     for id in ids {
         r.extend_from_slice(id);
@@ -178,7 +254,13 @@ pub(crate) fn encode_batch(ids: &[[u8; 16]]) -> Vec<u8> {
 /// zero byte, the importer's pid as the broker sees it, the count (`u16`),
 /// two zero bytes, then per object: status, descriptor count, flags (1: a
 /// lease ticket), a zero byte, then the ticket (slot, token, table id).
-pub(crate) fn encode_batch_reply(seen_pid: u32, entries: &[BatchEntry]) -> Vec<u8> {
+/// With `located`, the header's zero byte is [`REPLY_LOCATED`] and the
+/// locations of every object's descriptors follow the entries.
+pub(crate) fn encode_batch_reply(
+    seen_pid: u32,
+    entries: &[BatchEntry],
+    located: Option<&[Located]>,
+) -> Vec<u8> {
     let mut r = vec![0u8; BATCH_REPLY_HEADER + BATCH_ENTRY * entries.len()];
     r[..4].copy_from_slice(&REPLY_MAGIC);
     r[4] = PROTOCOL_VERSION;
@@ -198,14 +280,31 @@ pub(crate) fn encode_batch_reply(seen_pid: u32, entries: &[BatchEntry]) -> Vec<u
             x[16..32].copy_from_slice(&t.table);
         }
     }
+    if let Some(l) = located {
+        r[7] = REPLY_LOCATED;
+        encode_located(&mut r, l);
+    }
     r
 }
 
-/// The entries of a batch reply for `count` objects and the pid the
-/// broker saw; `None` for a malformed reply. A batch the broker refused as
-/// a whole comes as a plain reply (see [`parse_reply`]).
-pub(crate) fn parse_batch_reply(reply: &[u8], count: usize) -> Option<(u32, Vec<BatchEntry>)> {
-    if reply.len() != BATCH_REPLY_HEADER + BATCH_ENTRY * count
+/// The entries of a batch reply for `count` objects, the pid the broker
+/// saw, and the locations when the reply carries them; `None` for a
+/// malformed reply. A batch the broker refused as a whole comes as a plain
+/// reply (see [`parse_reply`]).
+#[allow(clippy::type_complexity)]
+pub(crate) fn parse_batch_reply(
+    reply: &[u8],
+    count: usize,
+) -> Option<(u32, Vec<BatchEntry>, Option<Vec<Located>>)> {
+    let entries_end = BATCH_REPLY_HEADER + BATCH_ENTRY * count;
+    let located = match reply.get(7) {
+        Some(&0) => false,
+        Some(&REPLY_LOCATED) => true,
+        _ => return None,
+    };
+    let total = reply[6] as usize;
+    let len = entries_end + if located { LOCATED_LEN * total } else { 0 };
+    if reply.len() != len
         || reply[..4] != REPLY_MAGIC
         || reply[4] != PROTOCOL_VERSION
         || reply[5] != Status::Ok as u8
@@ -215,7 +314,7 @@ pub(crate) fn parse_batch_reply(reply: &[u8], count: usize) -> Option<(u32, Vec<
     }
     let seen_pid = u32::from_le_bytes([reply[8], reply[9], reply[10], reply[11]]);
     let mut entries = Vec::with_capacity(count);
-    for x in reply[BATCH_REPLY_HEADER..].chunks_exact(BATCH_ENTRY) {
+    for x in reply[BATCH_REPLY_HEADER..entries_end].chunks_exact(BATCH_ENTRY) {
         let lease = match x[2] {
             0 => None,
             REPLY_LEASED => {
@@ -238,10 +337,14 @@ pub(crate) fn parse_batch_reply(reply: &[u8], count: usize) -> Option<(u32, Vec<
             lease,
         });
     }
-    if entries.iter().map(|e| e.fds).sum::<usize>() != reply[6] as usize {
+    if entries.iter().map(|e| e.fds).sum::<usize>() != total {
         return None;
     }
-    Some((seen_pid, entries))
+    let located = match located {
+        true => Some(parse_located(&reply[entries_end..])?),
+        false => None,
+    };
+    Some((seen_pid, entries, located))
 }
 
 /// A well-formed request.
@@ -267,6 +370,7 @@ pub(crate) fn parse_request(
     match (request[5], slot, token) {
         (OP_FETCH, 0, 0) => Ok(Request::Fetch(id)),
         (OP_LEASE, 0, 0) => Ok(Request::Lease(id)),
+        (OP_LOCATE, 0, 0) => Ok(Request::Locate(id)),
         (OP_RELEASE, slot, token) if token != 0 => Ok(Request::Release(LeaseTicket {
             table: id,
             slot,
@@ -286,6 +390,7 @@ pub(crate) fn encode_request(request: &Request) -> [u8; REQUEST_LEN] {
     let (op, id, slot, token) = match *request {
         Request::Fetch(id) => (OP_FETCH, id, 0, 0),
         Request::Lease(id) => (OP_LEASE, id, 0, 0),
+        Request::Locate(id) => (OP_LOCATE, id, 0, 0),
         Request::Release(t) => (OP_RELEASE, t.table, t.slot, t.token),
     };
     r[5] = op;
@@ -345,6 +450,7 @@ mod tests {
         for r in [
             Request::Fetch(id),
             Request::Lease(id),
+            Request::Locate(id),
             Request::Release(LeaseTicket {
                 table: id,
                 slot: 3,
@@ -365,6 +471,7 @@ mod tests {
             (3, b'X', Status::BadRequest),
             (4, 9, Status::UnsupportedVersion),
             (5, 4, Status::BadRequest),
+            (5, 7, Status::BadRequest),
             (5, 0, Status::BadRequest),
             (6, 1, Status::BadRequest),
             (7, 1, Status::BadRequest),
@@ -411,8 +518,10 @@ mod tests {
     #[test]
     fn batches_round_trip_and_garbage() {
         let ids = [os::random_id(), os::random_id()];
-        let r = encode_batch(&ids);
-        assert_eq!(parse_batch(&r, false), Some(Ok(ids.to_vec())));
+        let r = encode_batch(&ids, false);
+        assert_eq!(parse_batch(&r, false), Some(Ok((ids.to_vec(), false))));
+        let l = encode_batch(&ids, true);
+        assert_eq!(parse_batch(&l, false), Some(Ok((ids.to_vec(), true))));
         assert_eq!(parse_batch(&r, true), Some(Err(Status::BadRequest)));
         assert_eq!(
             parse_batch(&r[..r.len() - 1], false),
@@ -424,7 +533,7 @@ mod tests {
         assert_eq!(parse_batch(&zero, false), Some(Err(Status::BadRequest)));
         let many: Vec<[u8; 16]> = (0..=MAX_BATCH).map(|_| [1; 16]).collect();
         assert_eq!(
-            parse_batch(&encode_batch(&many), false),
+            parse_batch(&encode_batch(&many, false), false),
             Some(Err(Status::BadRequest))
         );
         // A single request is no batch.
@@ -449,8 +558,40 @@ mod tests {
                 lease: None,
             },
         ];
-        let reply = encode_batch_reply(77, &entries);
-        assert_eq!(parse_batch_reply(&reply, 2), Some((77, entries.to_vec())));
+        let reply = encode_batch_reply(77, &entries, None);
+        assert_eq!(
+            parse_batch_reply(&reply, 2),
+            Some((77, entries.to_vec(), None))
+        );
+        let places = [
+            Located {
+                fd: 5,
+                dev: 1,
+                ino: 2,
+            },
+            Located {
+                fd: 6,
+                dev: 1,
+                ino: 3,
+            },
+        ];
+        let located = encode_batch_reply(77, &entries, Some(&places));
+        assert_eq!(
+            parse_batch_reply(&located, 2),
+            Some((77, entries.to_vec(), Some(places.to_vec())))
+        );
+        assert_eq!(
+            parse_batch_reply(&located[..located.len() - LOCATED_LEN], 2),
+            None,
+            "a location short"
+        );
+        let mut no_flag = located.clone();
+        no_flag[7] = 0;
+        assert_eq!(
+            parse_batch_reply(&no_flag, 2),
+            None,
+            "locations unannounced"
+        );
         assert_eq!(parse_batch_reply(&reply, 1), None, "another count");
         let mut lying = reply.clone();
         lying[6] = 3;
@@ -493,5 +634,40 @@ mod tests {
         let mut unknown = plain;
         unknown[5] = 200;
         assert_eq!(parse_reply(&unknown, false), Some((None, 0, 7, None)));
+    }
+
+    #[test]
+    fn located_replies_round_trip_and_garbage() {
+        let ticket = LeaseTicket {
+            table: os::random_id(),
+            slot: 1,
+            token: 5,
+        };
+        let places = [Located {
+            fd: 9,
+            dev: 10,
+            ino: 11,
+        }];
+        let r = encode_located_reply(33, Some(ticket), &places);
+        assert_eq!(r.len(), REPLY_LEN + LOCATED_LEN);
+        assert_eq!(
+            parse_located_reply(&r, false),
+            Some((Some(Status::Ok), 33, Some(ticket), Some(places.to_vec())))
+        );
+        assert_eq!(parse_reply(&r, false), None, "not a plain reply");
+        // A refusal is a plain reply.
+        let refused = encode_reply(Status::PidDenied, 0, 33, None);
+        assert_eq!(
+            parse_located_reply(&refused, false),
+            Some((Some(Status::PidDenied), 33, None, None))
+        );
+        assert_eq!(parse_located_reply(&r[..REPLY_LEN], false), None, "short");
+        let mut extra = r.clone();
+        extra.extend_from_slice(&[0; LOCATED_LEN]);
+        assert_eq!(parse_located_reply(&extra, false), None, "one too many");
+        let mut plain_long = refused.to_vec();
+        plain_long.push(0);
+        assert_eq!(parse_located_reply(&plain_long, false), None);
+        assert_eq!(parse_located_reply(&r, true), None, "truncated");
     }
 }

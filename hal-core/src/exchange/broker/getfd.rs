@@ -1,0 +1,219 @@
+//! The importer's `pidfd_getfd(2)` path: after the exporter's broker has
+//! decided a request (allow-list, lease) and answered with where the
+//! descriptors are ([`Located`]), the importer takes them from the exporter
+//! itself, through a pidfd kept with the connection, and checks each file's
+//! identity.
+//!
+//! - Opt-in: `HAL_PIDFD_GETFD=1` turns it on (read once per process;
+//!   anything else, or nothing, leaves it off), [`set_enabled`] overrides
+//!   it. See the `exchange` documentation for why it is off by default.
+//! - Refused (`EPERM`, `EACCES`: Yama, another user, a seccomp filter;
+//!   `ENOSYS`, `EINVAL`: an older kernel): one `log::warn!` line, the first
+//!   time in this process, and the path is off for that exporter's broker
+//!   from then on; the import goes on with `SCM_RIGHTS`.
+//! - A broker that does not know the request (an older hal), or an exporter
+//!   this process cannot see (another pid namespace): the path is off for
+//!   that broker, silently.
+//! - A descriptor that is not the located file (the exporter closed the
+//!   number and reused it), or not there any more: that request is fetched
+//!   again with `SCM_RIGHTS`.
+
+use std::collections::HashSet;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
+
+use super::located::{identity, Located};
+use super::pool::Pooled;
+use crate::handle::Handle;
+use crate::os;
+
+/// The environment variable that turns the `pidfd_getfd` path on (`1`).
+pub const ENV: &str = "HAL_PIDFD_GETFD";
+
+/// 0: not decided yet; 1: off; 2: on.
+static MODE: AtomicU8 = AtomicU8::new(0);
+/// Imports whose descriptors came by `pidfd_getfd`.
+static TAKEN: AtomicU64 = AtomicU64::new(0);
+/// Imports that tried the path and were fetched with `SCM_RIGHTS` after all.
+static FELL_BACK: AtomicU64 = AtomicU64::new(0);
+/// Whether the refusal was logged.
+static WARNED: AtomicBool = AtomicBool::new(false);
+/// Brokers the path is off for.
+static OFF_FOR: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+
+/// Whether the path is on in this process.
+pub(crate) fn enabled() -> bool {
+    match MODE.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            let on = std::env::var(ENV).is_ok_and(|v| v.trim() == "1");
+            // A concurrent `set_enabled` wins over the environment.
+            let _ = MODE.compare_exchange(
+                0,
+                if on { 2 } else { 1 },
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+            MODE.load(Ordering::Relaxed) == 2
+        }
+    }
+}
+
+/// Turn the path on or off in this process, or (`None`) back to what
+/// [`ENV`] says.
+pub(crate) fn set_enabled(on: Option<bool>) {
+    MODE.store(
+        match on {
+            None => 0,
+            Some(false) => 1,
+            Some(true) => 2,
+        },
+        Ordering::Relaxed,
+    );
+}
+
+/// How many imports came by `pidfd_getfd`, and how many tried it and
+/// fell back to `SCM_RIGHTS`.
+pub(crate) fn counts() -> (u64, u64) {
+    (
+        TAKEN.load(Ordering::Relaxed),
+        FELL_BACK.load(Ordering::Relaxed),
+    )
+}
+
+pub(super) fn note_taken() {
+    TAKEN.fetch_add(1, Ordering::Relaxed);
+}
+
+pub(super) fn note_fell_back() {
+    FELL_BACK.fetch_add(1, Ordering::Relaxed);
+}
+
+fn off_for() -> std::sync::MutexGuard<'static, Option<HashSet<String>>> {
+    OFF_FOR.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether to try the path with the broker `name`.
+pub(super) fn wanted(name: &str) -> bool {
+    enabled() && !off_for().as_ref().is_some_and(|s| s.contains(name))
+}
+
+/// Whether the path is off for the broker `name`.
+#[cfg(test)]
+pub(super) fn is_off(name: &str) -> bool {
+    off_for().as_ref().is_some_and(|s| s.contains(name))
+}
+
+/// Never try the path with the broker `name` again in this process.
+pub(super) fn turn_off(name: &str) {
+    off_for()
+        .get_or_insert_with(HashSet::new)
+        .insert(name.to_owned());
+}
+
+/// Whether `e` says that this process may not use the path at all (as
+/// opposed to a descriptor or a process that is gone).
+fn is_refusal(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EPERM | libc::EACCES | libc::ENOSYS | libc::EINVAL)
+    )
+}
+
+/// The path was refused with the broker `name`: off for it, and said once.
+fn refused(name: &str, call: &str, e: &io::Error) {
+    turn_off(name);
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        log::warn!(
+            "{call} refused ({e}): descriptors are passed by the exporters' brokers instead \
+             (SCM_RIGHTS, as without {ENV}=1); pidfd_getfd needs ptrace access to the exporter, \
+             which Yama, seccomp profiles of container runtimes and older kernels refuse"
+        );
+    } else {
+        log::debug!("{call} refused for the broker `{name}` ({e})");
+    }
+}
+
+/// Make sure `conn` holds a pidfd of its server; false when the path is not
+/// possible with it. The pidfd is opened before any request asks for
+/// locations, so a reply on the connection proves that the process it
+/// names was the broker's when it was opened: the broker answered, so its
+/// process still lived, and a live process keeps its pid. When the handle
+/// names its creator's start time under the server's pid, that is checked
+/// too.
+pub(super) fn ensure_pidfd(conn: &mut Pooled, handle: &Handle, name: &str) -> bool {
+    if conn.pidfd.is_some() {
+        return true;
+    }
+    let pid = conn.server.pid;
+    if pid == 0 {
+        // The exporter runs in a pid namespace this process cannot see.
+        turn_off(name);
+        return false;
+    }
+    let pidfd = match os::pidfd_open(pid) {
+        Ok(fd) => fd,
+        Err(e) if is_refusal(&e) => {
+            refused(name, "pidfd_open", &e);
+            return false;
+        }
+        Err(e) => {
+            log::debug!("pidfd_open({pid}) for the broker `{name}`: {e}");
+            return false;
+        }
+    };
+    if pid == handle.creator_pid
+        && handle.creator_start != 0
+        && (os::process_start_time(pid) != Some(handle.creator_start)
+            || !os::pidfd_alive(pidfd.as_fd()))
+    {
+        turn_off(name);
+        return false;
+    }
+    conn.pidfd = Some(pidfd);
+    true
+}
+
+/// What taking located descriptors gave.
+pub(super) enum Took {
+    /// The descriptors, each checked to be the located file.
+    Fds(Vec<OwnedFd>),
+    /// Fetch them with `SCM_RIGHTS` instead.
+    Fallback,
+}
+
+/// Take the descriptors at `places` from the process of `pidfd` (the
+/// broker `name`'s) and check that each is the file the broker located.
+pub(super) fn take(pidfd: BorrowedFd<'_>, places: &[Located], name: &str) -> Took {
+    let mut fds = Vec::with_capacity(places.len());
+    for place in places {
+        let fd = match os::pidfd_getfd(pidfd, place.fd) {
+            Ok(fd) => fd,
+            Err(e) if is_refusal(&e) => {
+                refused(name, "pidfd_getfd", &e);
+                return Took::Fallback;
+            }
+            Err(e) => {
+                log::debug!(
+                    "pidfd_getfd of descriptor {} of the broker `{name}`'s process: {e}; \
+                     fetching it with SCM_RIGHTS",
+                    place.fd
+                );
+                return Took::Fallback;
+            }
+        };
+        if identity(fd.as_fd()) != Some((place.dev, place.ino)) {
+            log::debug!(
+                "descriptor {} of the broker `{name}`'s process is another file than it \
+                 located (closed and reused); fetching it with SCM_RIGHTS",
+                place.fd
+            );
+            return Took::Fallback;
+        }
+        fds.push(fd);
+    }
+    Took::Fds(fds)
+}

@@ -1,0 +1,445 @@
+//! The optional `pidfd_getfd` path of imports (`HAL_PIDFD_GETFD=1`),
+//! across real processes: imports and batches taken from the exporter,
+//! the exporter's allow-list and leases kept, nothing left behind; and a
+//! process whose seccomp filter refuses `pidfd_getfd`, as container
+//! runtimes' profiles do, which warns once and imports all the same.
+//!
+//! Each test starts this test binary again with `--exact child_process`
+//! and `HAL_PIDFD_ROLE` naming what the child does: importers run in
+//! children of their own, so that the switch, the counters, the logger
+//! and the descriptors they count are theirs alone.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+use hal_core::exchange::{self, take_fds_leased_batch, PIDFD_GETFD_ENV};
+use hal_core::lease::LeaseTable;
+use hal_core::{
+    os, BackendId, Error, Exported, FdSource, Handle, HandleFlags, HandleKind, Location,
+    SharedHandle,
+};
+
+const ROLE: &str = "HAL_PIDFD_ROLE";
+const ARG: &str = "HAL_PIDFD_ARG";
+
+/// A child process, killed and reaped if the test fails early.
+struct Kid {
+    child: Option<Child>,
+    stdout: Option<BufReader<ChildStdout>>,
+}
+
+impl Kid {
+    fn spawn(role: &str, arg: &str, getfd: bool) -> Kid {
+        let mut child = Command::new(std::env::current_exe().expect("current_exe"))
+            .args([
+                "--exact",
+                "child_process",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(ROLE, role)
+            .env(ARG, arg)
+            .env(PIDFD_GETFD_ENV, if getfd { "1" } else { "0" })
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn child");
+        let stdout = child.stdout.take().map(BufReader::new);
+        Kid {
+            child: Some(child),
+            stdout,
+        }
+    }
+
+    fn tell(&mut self, line: &str) {
+        let stdin = self.child.as_mut().and_then(|c| c.stdin.as_mut());
+        let stdin = stdin.expect("stdin");
+        writeln!(stdin, "{line}").expect("write to child");
+        stdin.flush().expect("flush");
+    }
+
+    /// The next `RESULT ` line of the child.
+    fn result(&mut self) -> String {
+        let out = self.stdout.as_mut().expect("stdout");
+        let mut line = String::new();
+        let mut seen = String::new();
+        loop {
+            line.clear();
+            let n = out.read_line(&mut line).expect("read child output");
+            assert!(n > 0, "the child ended without a RESULT line:\n{seen}");
+            seen.push_str(&line);
+            if let Some(at) = line.find("RESULT ") {
+                return line[at + 7..].trim_end().to_owned();
+            }
+        }
+    }
+
+    /// The exporter's number of importers.
+    fn count(&mut self) -> String {
+        self.tell("count");
+        self.result()
+    }
+
+    /// Wait for the child; it must have passed.
+    fn finish(mut self) {
+        let mut child = self.child.take().expect("child");
+        drop(child.stdin.take());
+        let mut rest = String::new();
+        if let Some(mut out) = self.stdout.take() {
+            let _ = out.read_to_string(&mut rest);
+        }
+        let status = child.wait().expect("wait child");
+        assert!(status.success(), "child failed ({status}); output:\n{rest}");
+    }
+}
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn say(result: impl std::fmt::Display) {
+    println!("RESULT {result}");
+    let _ = std::io::stdout().flush();
+}
+
+fn read_line() -> String {
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).expect("stdin");
+    line.trim().to_owned()
+}
+
+fn handle(flags: HandleFlags, allowed: Vec<u32>) -> Handle {
+    let (pid, start) = os::self_identity();
+    Handle {
+        kind: HandleKind::Memory,
+        backend: BackendId::CpuShm,
+        device: 0,
+        device_uuid: [0x33; 16],
+        location: Location::Host,
+        size: 4096,
+        offset: 0,
+        address: 0,
+        creator_pid: pid,
+        creator_start: start,
+        creator_pid_ns: os::pid_namespace(),
+        object_id: os::random_id(),
+        flags,
+        pid_kind: hal_core::PidKind::Os,
+        allowed_pids: allowed,
+        fds: FdSource::None,
+        payload: b"pidfd-test".to_vec(),
+    }
+}
+
+fn memfd_with(bytes: &[u8]) -> OwnedFd {
+    let fd = os::memfd("hal-pidfd-test", 4096, None).expect("memfd");
+    File::from(os::dup(fd.as_fd()).expect("dup"))
+        .write_all_at(bytes, 0)
+        .expect("write memfd");
+    fd
+}
+
+fn read_fd(fd: &OwnedFd) -> String {
+    let mut buf = vec![0u8; 3];
+    File::from(os::dup(fd.as_fd()).expect("dup"))
+        .read_exact_at(&mut buf, 0)
+        .expect("read memfd");
+    String::from_utf8(buf).expect("utf-8")
+}
+
+/// This process's open descriptors.
+fn fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .count()
+}
+
+fn shared(text: &str) -> SharedHandle {
+    SharedHandle::from(exchange::decode(text).expect("decode"))
+}
+
+/// Import `text` with a lease: the bytes and the lease.
+fn import(text: &str) -> Result<(String, Option<exchange::Lease>), Error> {
+    let taken = exchange::take_fds_leased(&mut shared(text))?;
+    Ok((read_fd(&taken.fds[0]), taken.lease))
+}
+
+/// The entry of every child process; a no-op in a normal test run.
+#[test]
+fn child_process() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    let arg = std::env::var(ARG).unwrap_or_default();
+    match role.as_str() {
+        "exporter" => child_exporter(&arg),
+        "taken" => child_taken(),
+        "refused" => child_refused(),
+        "denied" => child_denied(),
+        other => panic!("unknown child role {other}"),
+    }
+}
+
+/// Export three objects, "aaa", "bbb", "ccc", counting importers: to
+/// anyone (`any`), or the second one to pid 1 only (`deny`). Print their
+/// texts, then answer `count` with the number of importers until stdin
+/// closes.
+fn child_exporter(arg: &str) {
+    let table = LeaseTable::new(16).unwrap();
+    let exports: Vec<Exported> = ["aaa", "bbb", "ccc"]
+        .iter()
+        .enumerate()
+        .map(|(i, bytes)| {
+            let h = if arg == "deny" && i == 1 {
+                handle(HandleFlags::default(), vec![1])
+            } else {
+                handle(HandleFlags::ANY_IMPORTER, Vec::new())
+            };
+            Exported::with_leases(h, vec![memfd_with(bytes.as_bytes())], Arc::clone(&table))
+                .unwrap()
+        })
+        .collect();
+    let texts: Vec<String> = exports.iter().map(Exported::to_text).collect();
+    say(texts.join(" "));
+    loop {
+        match read_line().as_str() {
+            "count" => say(table.count()),
+            _ => return,
+        }
+    }
+}
+
+fn texts(kid: &mut Kid) -> Vec<String> {
+    kid.result().split(' ').map(str::to_owned).collect()
+}
+
+#[test]
+fn the_fast_path_takes_imports_and_batches_and_leaves_nothing_behind() {
+    let mut kid = Kid::spawn("taken", "", true);
+    assert_eq!(kid.result(), "taken ok");
+    kid.finish();
+}
+
+fn child_taken() {
+    let mut exporter = Kid::spawn("exporter", "any", false);
+    let texts = texts(&mut exporter);
+    let before = fds();
+    assert_eq!(exchange::pidfd_getfd_counts(), (0, 0));
+    // One import: taken by pidfd_getfd, with its lease.
+    let (bytes, lease) = import(&texts[0]).unwrap();
+    assert_eq!(bytes, "aaa");
+    assert_eq!(
+        exchange::pidfd_getfd_counts(),
+        (1, 0),
+        "taken by pidfd_getfd"
+    );
+    assert_eq!(exporter.count(), "1", "the exporter counts the importer");
+    drop(lease);
+    assert_eq!(exporter.count(), "0");
+    // A batch: one locate request, every object taken.
+    let mut batch: Vec<SharedHandle> = texts.iter().map(|t| shared(t)).collect();
+    let got = take_fds_leased_batch(&mut batch);
+    let mut leases = Vec::new();
+    for (r, want) in got.into_iter().zip(["aaa", "bbb", "ccc"]) {
+        let t = r.unwrap();
+        assert_eq!(read_fd(&t.fds[0]), want);
+        assert!(t.checked && t.lease.is_some());
+        leases.push(t);
+    }
+    assert_eq!(exchange::pidfd_getfd_counts(), (4, 0), "the batch too");
+    assert_eq!(exporter.count(), "3");
+    assert_eq!(exchange::broker_connections(None), 1, "one connection");
+    drop(leases);
+    assert_eq!(exporter.count(), "0");
+    // The connection and the exporter's pidfd kept with it: all that is
+    // left, and closed with it.
+    assert_eq!(fds(), before + 2, "a kept connection and its pidfd");
+    assert_eq!(exchange::close_broker_connections(), 1);
+    assert_eq!(fds(), before, "nothing left behind");
+    // With the path off, the same import comes with SCM_RIGHTS.
+    exchange::set_pidfd_getfd(Some(false));
+    let (bytes, lease) = import(&texts[2]).unwrap();
+    assert_eq!(bytes, "ccc");
+    assert_eq!(exchange::pidfd_getfd_counts(), (4, 0), "not by pidfd_getfd");
+    drop(lease);
+    assert_eq!(fds(), before + 1, "a kept connection, no pidfd");
+    exchange::close_broker_connections();
+    exporter.finish();
+    say("taken ok");
+}
+
+/// Every `log` record of warning level or worse, as text.
+static WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+struct Warnings;
+
+impl log::Log for Warnings {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if record.level() <= log::Level::Warn {
+            let mut w = WARNINGS.lock().unwrap_or_else(|e| e.into_inner());
+            w.push(record.args().to_string());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+static LOGGER: Warnings = Warnings;
+
+fn warnings() -> Vec<String> {
+    WARNINGS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Make this thread's `pidfd_getfd` fail with `EPERM`, as the seccomp
+/// profiles of container runtimes do: a classic BPF filter that checks the
+/// architecture, then the system call number.
+fn refuse_pidfd_getfd() {
+    #[cfg(target_arch = "x86_64")]
+    const AUDIT_ARCH: u32 = 0xc000_003e;
+    #[cfg(target_arch = "aarch64")]
+    const AUDIT_ARCH: u32 = 0xc000_00b7;
+    const PIDFD_GETFD: u32 = 438;
+    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    const RET_ALLOW: u32 = 0x7fff_0000;
+    const RET_ERRNO: u32 = 0x0005_0000;
+    let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
+    let mut filter = [
+        op(LD_W_ABS, 0, 0, 4), // seccomp_data.arch
+        op(JEQ_K, 1, 0, AUDIT_ARCH),
+        op(RET_K, 0, 0, RET_ALLOW),
+        op(LD_W_ABS, 0, 0, 0), // seccomp_data.nr
+        op(JEQ_K, 0, 1, PIDFD_GETFD),
+        op(RET_K, 0, 0, RET_ERRNO | libc::EPERM as u32),
+        op(RET_K, 0, 0, RET_ALLOW),
+    ];
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_mut_ptr(),
+    };
+    // SAFETY: PR_SET_NO_NEW_PRIVS takes plain integers.
+    let r = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+    assert_eq!(r, 0, "PR_SET_NO_NEW_PRIVS");
+    // SAFETY: `prog` points to `filter`, both alive for the call; the
+    // kernel copies the program.
+    let r = unsafe {
+        libc::prctl(
+            libc::PR_SET_SECCOMP,
+            libc::SECCOMP_MODE_FILTER,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    assert_eq!(r, 0, "PR_SET_SECCOMP: {}", std::io::Error::last_os_error());
+    // The filter holds: this process cannot take even its own descriptor.
+    let me = os::pidfd_open(os::pid()).unwrap();
+    let e = os::pidfd_getfd(me.as_fd(), me.as_raw_fd() as u32).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EPERM));
+}
+
+#[test]
+fn a_refused_pidfd_getfd_warns_once_and_imports_all_the_same() {
+    let mut kid = Kid::spawn("refused", "", true);
+    assert_eq!(kid.result(), "refused ok");
+    kid.finish();
+}
+
+fn child_refused() {
+    log::set_logger(&LOGGER).unwrap();
+    log::set_max_level(log::LevelFilter::Debug);
+    let mut first = Kid::spawn("exporter", "any", false);
+    let mut second = Kid::spawn("exporter", "any", false);
+    let (one, two) = (texts(&mut first), texts(&mut second));
+    refuse_pidfd_getfd();
+    let before = fds();
+    // Refused: warned, and imported with SCM_RIGHTS.
+    let (bytes, lease) = import(&one[0]).unwrap();
+    assert_eq!(bytes, "aaa");
+    assert_eq!(first.count(), "1", "one lease: the locate's went back");
+    let w = warnings();
+    assert_eq!(w.len(), 1, "one warning: {w:?}");
+    assert!(w[0].contains("pidfd_getfd refused"), "{w:?}");
+    drop(lease);
+    assert_eq!(first.count(), "0");
+    // Later imports, a batch, and another exporter (tried once more, since
+    // a refusal is remembered per exporter): no warning again.
+    let (bytes, lease) = import(&one[1]).unwrap();
+    assert_eq!(bytes, "bbb");
+    drop(lease);
+    let mut batch: Vec<SharedHandle> = two.iter().map(|t| shared(t)).collect();
+    for (r, want) in take_fds_leased_batch(&mut batch)
+        .into_iter()
+        .zip(["aaa", "bbb", "ccc"])
+    {
+        assert_eq!(read_fd(&r.unwrap().fds[0]), want);
+    }
+    assert_eq!(second.count(), "0", "the batch's leases went back");
+    let (bytes, _lease) = import(&two[2]).unwrap();
+    assert_eq!(bytes, "ccc");
+    assert_eq!(second.count(), "1");
+    assert_eq!(warnings().len(), 1, "still one warning: {:?}", warnings());
+    let (taken, fell_back) = exchange::pidfd_getfd_counts();
+    assert_eq!(taken, 0, "nothing came by pidfd_getfd");
+    assert!(fell_back >= 2, "each exporter tried once: {fell_back}");
+    drop(_lease);
+    exchange::close_broker_connections();
+    assert_eq!(fds(), before, "nothing left behind");
+    first.finish();
+    second.finish();
+    say("refused ok");
+}
+
+#[test]
+fn the_allow_list_holds_on_the_fast_path() {
+    let mut kid = Kid::spawn("denied", "", true);
+    assert_eq!(kid.result(), "denied ok");
+    kid.finish();
+}
+
+fn child_denied() {
+    let mut exporter = Kid::spawn("exporter", "deny", false);
+    let texts = texts(&mut exporter);
+    let before = fds();
+    // The object allowed to pid 1 only: refused, and nothing taken.
+    match import(&texts[1]) {
+        Err(Error::PermissionDenied { pid, .. }) => assert_eq!(pid, Some(os::pid())),
+        other => panic!("a disallowed import gave {other:?}"),
+    }
+    assert_eq!(exchange::pidfd_getfd_counts(), (0, 0));
+    assert_eq!(exporter.count(), "0", "no lease for a refused importer");
+    assert_eq!(fds(), before, "no descriptor, no connection kept");
+    // In a batch: the allowed objects by pidfd_getfd, the other refused.
+    let mut batch: Vec<SharedHandle> = texts.iter().map(|t| shared(t)).collect();
+    let got = take_fds_leased_batch(&mut batch);
+    let mut kept = Vec::new();
+    for (i, r) in got.into_iter().enumerate() {
+        match (i, r) {
+            (1, Err(Error::PermissionDenied { .. })) => {}
+            (1, other) => panic!("the refused handle gave {other:?}"),
+            (_, r) => kept.push(r.unwrap()),
+        }
+    }
+    assert_eq!(read_fd(&kept[0].fds[0]), "aaa");
+    assert_eq!(read_fd(&kept[1].fds[0]), "ccc");
+    assert_eq!(exchange::pidfd_getfd_counts(), (2, 0));
+    assert_eq!(exporter.count(), "2");
+    drop(kept);
+    exchange::close_broker_connections();
+    assert_eq!(fds(), before, "nothing left behind");
+    exporter.finish();
+    say("denied ok");
+}
