@@ -158,6 +158,28 @@ fn unaligned_export_is_refused_never_widened() {
         Err(Error::Misaligned { page_size, .. }) => assert_eq!(page_size, PAGE),
         other => panic!("expected Misaligned, got {other:?}"),
     }
+    // Alignment is the device address's, not the offset's: inside an
+    // allocation that does not start on a page, the whole page it holds
+    // is exported (and nothing that starts off a page is).
+    let big = (0..16)
+        .map(|_| d.allocate(&AllocDesc::device(0, 3 * PAGE)).unwrap())
+        .find(|a| a.addr() % PAGE != 0 && a.addr() % PAGE != PAGE / 2)
+        .expect("a large allocation that is not page-aligned");
+    let into_page = PAGE - big.addr() % PAGE;
+    let inner = ExportOptions {
+        range: Some(ByteRange::new(into_page, PAGE)),
+        ..ExportOptions::default()
+    };
+    let e = d.export_memory(&big, &inner).unwrap();
+    assert_eq!((e.handle().offset, e.handle().size), (into_page, PAGE));
+    let off_page = ExportOptions {
+        range: Some(ByteRange::new(PAGE - into_page, PAGE)),
+        ..ExportOptions::default()
+    };
+    assert!(matches!(
+        d.export_memory(&big, &off_page),
+        Err(Error::Misaligned { .. })
+    ));
     let b = page_aligned(&d, 2);
     for (offset, len) in [(512, PAGE), (0, PAGE + 512), (PAGE, 100)] {
         let opts = ExportOptions {
