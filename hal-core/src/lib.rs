@@ -42,6 +42,7 @@ pub mod handle;
 pub mod lease;
 pub mod os;
 mod registered;
+pub mod runtime;
 pub mod syncpage;
 pub mod types;
 pub mod vendor;
