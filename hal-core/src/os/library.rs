@@ -55,6 +55,21 @@ pub struct Loaded {
     pub path: PathBuf,
 }
 
+impl Loaded {
+    /// The entry point `name`, copied out of the library; `None` when the
+    /// library has no such symbol.
+    ///
+    /// # Safety
+    ///
+    /// `F` must be the C signature of the symbol `name`, and the copy must
+    /// be used only while this library stays loaded (while `self` lives).
+    pub unsafe fn symbol<F: Copy>(&self, name: &str) -> Option<F> {
+        // SAFETY: `F` is the symbol's signature and the copy does not
+        // outlive the library (the caller's promises).
+        unsafe { self.library.get::<F>(name).ok().map(|s| *s) }
+    }
+}
+
 /// Why no library was loaded: every place tried, with the loader's answer.
 #[derive(Debug, Clone)]
 pub struct NotLoaded {
