@@ -11,7 +11,9 @@ use hal_core::{Availability, Backend, BackendId, Capabilities, DeviceInfo, Error
 use crate::bindings::ACL_HBM_MEM;
 use crate::context::Ctx;
 use crate::device::AscendDevice;
-use crate::loader::{self, NotLoaded};
+use hal_core::runtime::{self, Failure};
+
+use crate::loader;
 use crate::result::is_code;
 use crate::sys::Runtime;
 
@@ -30,17 +32,6 @@ pub struct AscendBackend {
     /// The library named by the program; `None`: `HAL_ASCEND_LIBRARY`, then the search.
     library: Option<PathBuf>,
     runtime: OnceLock<std::result::Result<Arc<Runtime>, Failure>>,
-}
-
-/// Why the runtime cannot be used.
-#[derive(Debug, Clone)]
-enum Failure {
-    NotLoaded(NotLoaded),
-    /// Loaded, but `aclInit` failed.
-    Init {
-        path: PathBuf,
-        reason: String,
-    },
 }
 
 impl Default for AscendBackend {
@@ -82,16 +73,7 @@ impl AscendBackend {
     fn runtime(&self) -> Result<Arc<Runtime>> {
         match self.loaded() {
             Ok(r) => Ok(Arc::clone(r)),
-            Err(Failure::NotLoaded(n)) => Err(Error::Unavailable {
-                backend: "ascend".into(),
-                reason: n.reason(),
-                searched: n.searched(),
-            }),
-            Err(Failure::Init { path, reason }) => Err(Error::Unavailable {
-                backend: "ascend".into(),
-                reason: format!("{}: {reason}", path.display()),
-                searched: vec![path.clone()],
-            }),
+            Err(f) => Err(f.error("ascend")),
         }
     }
 }
@@ -224,25 +206,12 @@ impl Backend for AscendBackend {
 
     fn availability(&self) -> Availability {
         match self.loaded() {
-            Ok(r) => match device_count(r) {
-                Ok(0) => Availability::Unavailable {
-                    reason: format!("{}: the runtime sees no Ascend device", r.path().display()),
-                    searched: vec![r.path().clone()],
-                },
-                Ok(_) => Availability::Available,
-                Err(e) => Availability::Unavailable {
-                    reason: e.to_string(),
-                    searched: vec![r.path().clone()],
-                },
-            },
-            Err(Failure::NotLoaded(n)) => Availability::Unavailable {
-                reason: n.reason(),
-                searched: n.searched(),
-            },
-            Err(Failure::Init { path, reason }) => Availability::Unavailable {
-                reason: format!("{}: {reason}", path.display()),
-                searched: vec![path.clone()],
-            },
+            Ok(r) => runtime::availability(
+                r.path(),
+                device_count(r),
+                "the runtime sees no Ascend device",
+            ),
+            Err(f) => f.availability(),
         }
     }
 

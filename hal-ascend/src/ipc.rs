@@ -32,7 +32,7 @@ use hal_core::exchange::take_fds_leased;
 use hal_core::export::{new_handle, HandleSpec};
 use hal_core::{
     BackendId, ByteRange, DeviceInfo, Error, ExportOptions, Exported, HandleKind, ImportOptions,
-    ImportPlacement, Importers, Location, PidKind, Result, SharedHandle,
+    Importers, Location, PidKind, Result, SharedHandle,
 };
 
 use crate::bindings::{
@@ -144,21 +144,7 @@ pub(crate) fn import(
         .handle
         .expect(HandleKind::Memory, BackendId::Ascend)?;
     let handle = shared.handle.clone();
-    if opts.placement == ImportPlacement::ExporterAddress {
-        return Err(Error::unsupported(
-            "ascend",
-            "an import at the exporter's address",
-            "aclrtIpcMemImportByKey chooses the address \
-             (Capabilities::FIXED_ADDRESS_IMPORT is absent)",
-        ));
-    }
-    if opts.device.is_some_and(|d| d != info.ordinal) {
-        return Err(Error::invalid(format!(
-            "an import onto device {} asked of device {}: import through that device",
-            opts.device.unwrap_or_default(),
-            info.ordinal
-        )));
-    }
+    opts.refuse_unplaceable("ascend", "aclrtIpcMemImportByKey", info.ordinal)?;
     if handle.size == 0 {
         return Err(hal_core::HandleError::Malformed {
             field: "size",

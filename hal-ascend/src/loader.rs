@@ -1,16 +1,26 @@
 //! Finding and loading `libascendcl.so` at run time: the library is never
 //! linked, so a program built with the `ascend` backend starts on machines
-//! without CANN and says why the backend is unavailable.
+//! without CANN and says why the backend is unavailable. The search itself
+//! is [`hal_core::os::library`]'s; its names and places are here.
 
 use std::path::PathBuf;
 
-use libloading::Library;
+use hal_core::os::library::RuntimeLibrary;
+pub(crate) use hal_core::os::library::{Loaded, NotLoaded};
 
 /// The variable that names the library to load instead of searching.
 pub const LIBRARY_VAR: &str = "HAL_ASCEND_LIBRARY";
 
 /// The runtime library's name, as the dynamic loader resolves it.
 pub const LIBRARY_NAME: &str = "libascendcl.so";
+
+/// The runtime library, its override variable and what to do without it.
+const LIBRARY: RuntimeLibrary = RuntimeLibrary {
+    what: "the Ascend runtime library",
+    file: LIBRARY_NAME,
+    var: LIBRARY_VAR,
+    remedy: "install CANN and source its set_env.sh",
+};
 
 /// Install prefixes whose `lib64` holds the library, after the loader's
 /// own search: the variables CANN's `set_env.sh` exports, then the
@@ -21,46 +31,6 @@ const KNOWN_DIRS: &[&str] = &[
     "/usr/local/Ascend/ascend-toolkit/latest/lib64",
 ];
 
-/// A loaded runtime library and where it came from.
-pub(crate) struct Loaded {
-    pub(crate) library: Library,
-    pub(crate) path: PathBuf,
-}
-
-/// Why no library was loaded: every place tried, with the loader's answer.
-#[derive(Debug, Clone)]
-pub(crate) struct NotLoaded {
-    pub(crate) tried: Vec<(PathBuf, String)>,
-}
-
-impl NotLoaded {
-    /// The paths tried, for [`hal_core::Availability::Unavailable`].
-    pub(crate) fn searched(&self) -> Vec<PathBuf> {
-        self.tried.iter().map(|(p, _)| p.clone()).collect()
-    }
-
-    /// One line naming every place tried.
-    pub(crate) fn reason(&self) -> String {
-        let tried: Vec<String> = self
-            .tried
-            .iter()
-            .map(|(p, e)| {
-                let shown = p.display().to_string();
-                if e.contains(&shown) {
-                    e.clone()
-                } else {
-                    format!("{shown}: {e}")
-                }
-            })
-            .collect();
-        format!(
-            "the Ascend runtime library could not be loaded (install CANN and source its \
-             set_env.sh, or set {LIBRARY_VAR} to the path of libascendcl.so); tried {}",
-            tried.join("; ")
-        )
-    }
-}
-
 /// The candidates in search order: the override alone when it is set;
 /// otherwise the loader's own search by name, `$ASCEND_HOME_PATH/lib64`,
 /// `$ASCEND_TOOLKIT_HOME/lib64`, then the default install directories.
@@ -68,44 +38,27 @@ pub(crate) fn candidates(
     override_path: Option<PathBuf>,
     env: impl Fn(&str) -> Option<String>,
 ) -> Vec<PathBuf> {
-    if let Some(p) = override_path {
-        return vec![p];
-    }
-    let mut out = vec![PathBuf::from(LIBRARY_NAME)];
-    for var in HOME_VARS {
-        if let Some(home) = env(var).filter(|v| !v.is_empty()) {
-            out.push(PathBuf::from(home).join("lib64").join(LIBRARY_NAME));
-        }
-    }
-    out.extend(
-        KNOWN_DIRS
-            .iter()
-            .map(|d| PathBuf::from(d).join(LIBRARY_NAME)),
-    );
-    out
+    let homes = HOME_VARS
+        .iter()
+        .filter_map(|var| env(var).filter(|v| !v.is_empty()))
+        .map(|home| PathBuf::from(home).join("lib64"));
+    let dirs = homes.chain(KNOWN_DIRS.iter().map(PathBuf::from));
+    LIBRARY.candidates(override_path, dirs)
 }
 
 /// The library [`LIBRARY_VAR`] names, if it is set and not empty.
 pub(crate) fn from_env() -> Option<PathBuf> {
-    std::env::var_os(LIBRARY_VAR)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
+    LIBRARY.from_env()
 }
 
 /// Load `over` if given, else the first candidate of the search that loads.
 pub(crate) fn load(over: Option<PathBuf>) -> Result<Loaded, NotLoaded> {
-    let mut tried = Vec::new();
-    for path in candidates(over, |v| std::env::var(v).ok()) {
-        // SAFETY: loading runs the library's initialisers. The candidates
-        // are the Ascend runtime library (by its name, its install
-        // directories, or the path the user named in HAL_ASCEND_LIBRARY),
-        // whose initialisers have no preconditions on this process.
-        match unsafe { Library::new(&path) } {
-            Ok(library) => return Ok(Loaded { library, path }),
-            Err(e) => tried.push((path, e.to_string())),
-        }
-    }
-    Err(NotLoaded { tried })
+    let search = candidates(over, |v| std::env::var(v).ok());
+    // SAFETY: loading runs the library's initialisers. The candidates are
+    // the Ascend runtime library (by its name, its install directories, or
+    // the path the user named in HAL_ASCEND_LIBRARY), whose initialisers
+    // have no preconditions on this process.
+    unsafe { LIBRARY.load(search) }
 }
 
 #[cfg(test)]
@@ -141,6 +94,7 @@ mod tests {
     #[test]
     fn the_reason_names_every_place_tried() {
         let n = NotLoaded {
+            library: LIBRARY,
             tried: vec![
                 (PathBuf::from("/a/libascendcl.so"), "no such file".into()),
                 (PathBuf::from("/b/libascendcl.so"), "wrong ELF class".into()),
@@ -149,7 +103,7 @@ mod tests {
         let r = n.reason();
         assert!(r.contains("/a/libascendcl.so: no such file"), "{r}");
         assert!(r.contains("/b/libascendcl.so: wrong ELF class"), "{r}");
-        assert!(r.contains(LIBRARY_VAR), "{r}");
+        assert!(r.starts_with("the Ascend runtime library could not be loaded (install CANN and source its set_env.sh, or set HAL_ASCEND_LIBRARY to the path of libascendcl.so)"), "{r}");
         assert_eq!(n.searched().len(), 2);
     }
 }

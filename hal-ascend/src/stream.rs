@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hal_core::wait::spin_then_sleep;
+use hal_core::wait;
 use hal_core::Result;
 
 use crate::bindings::{ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, ACL_STREAM_STATUS_COMPLETE};
@@ -16,31 +16,14 @@ use crate::sys::Raw;
 pub(crate) const SLICE: Duration = Duration::from_millis(1);
 
 /// Call `done` until it says so, `timeout` passes, or it fails; `done`
-/// itself waits up to a [`SLICE`].
+/// itself waits up to a [`SLICE`], so nothing sleeps between two calls.
 pub(crate) fn poll_until(
     what: &str,
     spin: Duration,
     timeout: Option<Duration>,
-    mut done: impl FnMut() -> Result<bool>,
+    done: impl FnMut() -> Result<bool>,
 ) -> Result<()> {
-    let mut failed = None;
-    let waited = spin_then_sleep(
-        what,
-        spin,
-        timeout,
-        || match done() {
-            Ok(d) => d,
-            Err(e) => {
-                failed = Some(e);
-                true
-            }
-        },
-        |_| {},
-    );
-    match failed {
-        Some(e) => Err(e),
-        None => waited,
-    }
+    wait::poll_until(what, spin, timeout, done, |_| {})
 }
 
 /// A runtime timeout of `t`: milliseconds, rounded up, at least 1 (a

@@ -207,6 +207,36 @@ pub fn spin_then_sleep(
     }
 }
 
+/// [`spin_then_sleep`] on a condition whose look can fail (a vendor's
+/// stream or event query): until `done` answers true, answers an error
+/// (returned as it is), or `timeout` passes.
+pub fn poll_until(
+    what: &str,
+    spin: Duration,
+    timeout: Option<Duration>,
+    mut done: impl FnMut() -> Result<bool>,
+    sleep: impl FnMut(Option<Duration>),
+) -> Result<()> {
+    let mut failed = None;
+    let waited = spin_then_sleep(
+        what,
+        spin,
+        timeout,
+        || match done() {
+            Ok(d) => d,
+            Err(e) => {
+                failed = Some(e);
+                true
+            }
+        },
+        sleep,
+    );
+    match failed {
+        Some(e) => Err(e),
+        None => waited,
+    }
+}
+
 /// Block on a future on the calling thread (for tests and examples that have
 /// no executor).
 pub fn block_on<F: Future>(fut: F) -> F::Output {
@@ -230,6 +260,41 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failing_look_ends_the_wait_with_its_error() {
+        let mut looks = 0;
+        let r = poll_until(
+            "a failing query",
+            Duration::ZERO,
+            None,
+            || {
+                looks += 1;
+                if looks < 3 {
+                    Ok(false)
+                } else {
+                    Err(Error::unsupported("test", "query", "it failed"))
+                }
+            },
+            |_| {},
+        );
+        assert!(
+            matches!(r, Err(Error::Unsupported { .. })),
+            "the query's own error: {r:?}"
+        );
+        assert_eq!(looks, 3);
+        assert!(poll_until("done", Duration::ZERO, None, || Ok(true), |_| {}).is_ok());
+        assert!(matches!(
+            poll_until(
+                "never",
+                Duration::ZERO,
+                Some(Duration::ZERO),
+                || Ok(false),
+                |_| {}
+            ),
+            Err(Error::Timeout { .. })
+        ));
+    }
 
     #[test]
     fn future_completes_from_waiter_thread() {

@@ -7,7 +7,9 @@ use hal_core::vendor::cuda;
 use hal_core::{Availability, Backend, BackendId, Capabilities, DeviceInfo, Error, Result};
 
 use crate::device::CudaDevice;
-use crate::loader::{self, NotLoaded};
+use hal_core::runtime::{self, Failure};
+
+use crate::loader;
 use crate::query::{attribute, attribute_number, device_count};
 use crate::sys::{CUdevice, CUuuid, Driver};
 
@@ -26,17 +28,6 @@ pub struct CudaBackend {
     /// The library named by the program; `None`: `HAL_CUDA_LIBRARY`, then the search.
     library: Option<std::path::PathBuf>,
     driver: OnceLock<std::result::Result<Arc<Driver>, Failure>>,
-}
-
-/// Why the driver cannot be used.
-#[derive(Debug, Clone)]
-enum Failure {
-    NotLoaded(NotLoaded),
-    /// Loaded, but `cuInit` or a device query failed.
-    Init {
-        path: std::path::PathBuf,
-        reason: String,
-    },
 }
 
 impl Default for CudaBackend {
@@ -91,16 +82,7 @@ impl CudaBackend {
     fn driver(&self) -> Result<Arc<Driver>> {
         match self.loaded() {
             Ok(d) => Ok(Arc::clone(d)),
-            Err(Failure::NotLoaded(n)) => Err(Error::Unavailable {
-                backend: "cuda".into(),
-                reason: n.reason(),
-                searched: n.searched(),
-            }),
-            Err(Failure::Init { path, reason }) => Err(Error::Unavailable {
-                backend: "cuda".into(),
-                reason: format!("{}: {reason}", path.display()),
-                searched: vec![path.clone()],
-            }),
+            Err(f) => Err(f.error("cuda")),
         }
     }
 }
@@ -250,25 +232,10 @@ impl Backend for CudaBackend {
 
     fn availability(&self) -> Availability {
         match self.loaded() {
-            Ok(d) => match device_count(d) {
-                Ok(0) => Availability::Unavailable {
-                    reason: format!("{}: the driver sees no CUDA device", d.path().display()),
-                    searched: vec![d.path().clone()],
-                },
-                Ok(_) => Availability::Available,
-                Err(e) => Availability::Unavailable {
-                    reason: e.to_string(),
-                    searched: vec![d.path().clone()],
-                },
-            },
-            Err(Failure::NotLoaded(n)) => Availability::Unavailable {
-                reason: n.reason(),
-                searched: n.searched(),
-            },
-            Err(Failure::Init { path, reason }) => Availability::Unavailable {
-                reason: format!("{}: {reason}", path.display()),
-                searched: vec![path.clone()],
-            },
+            Ok(d) => {
+                runtime::availability(d.path(), device_count(d), "the driver sees no CUDA device")
+            }
+            Err(f) => f.availability(),
         }
     }
 

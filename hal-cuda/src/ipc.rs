@@ -32,7 +32,7 @@ use hal_core::exchange::{take_fds_leased, Lease};
 use hal_core::export::{new_handle, HandleSpec};
 use hal_core::{
     BackendId, ByteRange, DeviceInfo, Error, ExportOptions, Exported, HandleError, HandleKind,
-    ImportOptions, ImportPlacement, Importers, Location, Result, SharedHandle,
+    ImportOptions, Importers, Location, Result, SharedHandle,
 };
 
 use crate::context::Primary;
@@ -362,21 +362,7 @@ pub(crate) fn import(
 ) -> Result<CudaMapping> {
     shared.handle.expect(HandleKind::Memory, BackendId::Cuda)?;
     let handle = shared.handle.clone();
-    if opts.placement == ImportPlacement::ExporterAddress {
-        return Err(Error::unsupported(
-            "cuda",
-            "an import at the exporter's address",
-            "cuIpcOpenMemHandle_v2 chooses the address \
-             (Capabilities::FIXED_ADDRESS_IMPORT is absent)",
-        ));
-    }
-    if opts.device.is_some_and(|d| d != info.ordinal) {
-        return Err(Error::invalid(format!(
-            "an import onto device {} asked of device {}: import through that device",
-            opts.device.unwrap_or_default(),
-            info.ordinal
-        )));
-    }
+    opts.refuse_unplaceable("cuda", "cuIpcOpenMemHandle_v2", info.ordinal)?;
     // The memory's device, when it is not this one: found by UUID (this
     // process may number the devices otherwise), and reachable.
     let source = if handle.device_uuid == info.uuid {

@@ -1,16 +1,26 @@
 //! Finding and loading `libcuda.so.1` at run time: the library is never
 //! linked, so a program built with the `cuda` backend starts on machines
-//! without a driver and says why the backend is unavailable.
+//! without a driver and says why the backend is unavailable. The search
+//! itself is [`hal_core::os::library`]'s; its names and places are here.
 
 use std::path::PathBuf;
 
-use libloading::Library;
+use hal_core::os::library::RuntimeLibrary;
+pub(crate) use hal_core::os::library::{Loaded, NotLoaded};
 
 /// The variable that names the library to load instead of searching.
 pub const LIBRARY_VAR: &str = "HAL_CUDA_LIBRARY";
 
 /// The driver library's name, as the dynamic loader resolves it.
 pub const LIBRARY_NAME: &str = "libcuda.so.1";
+
+/// The driver library, its override variable and what to do without it.
+const LIBRARY: RuntimeLibrary = RuntimeLibrary {
+    what: "the CUDA driver library",
+    file: LIBRARY_NAME,
+    var: LIBRARY_VAR,
+    remedy: "install the NVIDIA driver",
+};
 
 /// Where drivers install the library when the loader's path misses it.
 const KNOWN_DIRS: &[&str] = &[
@@ -22,83 +32,24 @@ const KNOWN_DIRS: &[&str] = &[
     "/usr/lib/wsl/lib",
 ];
 
-/// A loaded driver library and where it came from.
-pub(crate) struct Loaded {
-    pub(crate) library: Library,
-    pub(crate) path: PathBuf,
-}
-
-/// Why no library was loaded: every place tried, with the loader's answer.
-#[derive(Debug, Clone)]
-pub(crate) struct NotLoaded {
-    pub(crate) tried: Vec<(PathBuf, String)>,
-}
-
-impl NotLoaded {
-    /// The paths tried, for [`hal_core::Availability::Unavailable`].
-    pub(crate) fn searched(&self) -> Vec<PathBuf> {
-        self.tried.iter().map(|(p, _)| p.clone()).collect()
-    }
-
-    /// One line per place tried.
-    pub(crate) fn reason(&self) -> String {
-        let tried: Vec<String> = self
-            .tried
-            .iter()
-            .map(|(p, e)| {
-                // The loader's message usually names the path already.
-                let shown = p.display().to_string();
-                if e.contains(&shown) {
-                    e.clone()
-                } else {
-                    format!("{shown}: {e}")
-                }
-            })
-            .collect();
-        format!(
-            "the CUDA driver library could not be loaded (install the NVIDIA driver, or set \
-             {LIBRARY_VAR} to the path of libcuda.so.1); tried {}",
-            tried.join("; ")
-        )
-    }
-}
-
 /// The candidates in search order: the override alone when it is set;
 /// otherwise the loader's own search by name, then the known directories.
 pub(crate) fn candidates(override_path: Option<PathBuf>) -> Vec<PathBuf> {
-    if let Some(p) = override_path {
-        return vec![p];
-    }
-    std::iter::once(PathBuf::from(LIBRARY_NAME))
-        .chain(
-            KNOWN_DIRS
-                .iter()
-                .map(|d| PathBuf::from(d).join(LIBRARY_NAME)),
-        )
-        .collect()
+    LIBRARY.candidates(override_path, KNOWN_DIRS.iter().map(PathBuf::from))
 }
 
 /// The library [`LIBRARY_VAR`] names, if it is set and not empty.
 pub(crate) fn from_env() -> Option<PathBuf> {
-    std::env::var_os(LIBRARY_VAR)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
+    LIBRARY.from_env()
 }
 
 /// Load `over` if given, else the first candidate of the search that loads.
 pub(crate) fn load(over: Option<PathBuf>) -> Result<Loaded, NotLoaded> {
-    let mut tried = Vec::new();
-    for path in candidates(over) {
-        // SAFETY: loading runs the library's initialisers. The candidates
-        // are the NVIDIA driver library (by its name, its install
-        // directories, or the path the user named in HAL_CUDA_LIBRARY),
-        // whose initialisers have no preconditions on this process.
-        match unsafe { Library::new(&path) } {
-            Ok(library) => return Ok(Loaded { library, path }),
-            Err(e) => tried.push((path, e.to_string())),
-        }
-    }
-    Err(NotLoaded { tried })
+    // SAFETY: loading runs the library's initialisers. The candidates are
+    // the NVIDIA driver library (by its name, its install directories, or
+    // the path the user named in HAL_CUDA_LIBRARY), whose initialisers have
+    // no preconditions on this process.
+    unsafe { LIBRARY.load(candidates(over)) }
 }
 
 #[cfg(test)]
@@ -122,6 +73,7 @@ mod tests {
     #[test]
     fn the_reason_names_every_place_tried() {
         let n = NotLoaded {
+            library: LIBRARY,
             tried: vec![
                 (PathBuf::from("/a/libcuda.so.1"), "no such file".into()),
                 (PathBuf::from("/b/libcuda.so.1"), "wrong ELF class".into()),
@@ -130,7 +82,7 @@ mod tests {
         let r = n.reason();
         assert!(r.contains("/a/libcuda.so.1: no such file"), "{r}");
         assert!(r.contains("/b/libcuda.so.1: wrong ELF class"), "{r}");
-        assert!(r.contains(LIBRARY_VAR), "{r}");
+        assert!(r.starts_with("the CUDA driver library could not be loaded (install the NVIDIA driver, or set HAL_CUDA_LIBRARY to the path of libcuda.so.1)"), "{r}");
         assert_eq!(n.searched().len(), 2);
     }
 }

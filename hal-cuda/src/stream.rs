@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hal_core::exchange::Lease;
 use hal_core::lease::LeaseTable;
-use hal_core::wait::{blocking_future, spin_then_sleep};
+use hal_core::wait::{self, blocking_future};
 use hal_core::{Event, EventFlags, Result, WaitFuture, WaitOptions};
 
 use crate::context::Primary;
@@ -25,26 +25,11 @@ fn poll_until(
     what: &str,
     spin: Duration,
     timeout: Option<Duration>,
-    mut query: impl FnMut() -> Result<bool>,
+    query: impl FnMut() -> Result<bool>,
 ) -> Result<()> {
-    let mut failed = None;
-    let waited = spin_then_sleep(
-        what,
-        spin,
-        timeout,
-        || match query() {
-            Ok(done) => done,
-            Err(e) => {
-                failed = Some(e);
-                true
-            }
-        },
-        |left| std::thread::sleep(left.map_or(POLL, |l| l.min(POLL))),
-    );
-    match failed {
-        Some(e) => Err(e),
-        None => waited,
-    }
+    wait::poll_until(what, spin, timeout, query, |left| {
+        std::thread::sleep(left.map_or(POLL, |l| l.min(POLL)))
+    })
 }
 
 /// A stream of the driver.

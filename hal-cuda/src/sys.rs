@@ -109,10 +109,9 @@ impl Driver {
     /// `F` must be the C signature of the symbol `name`.
     unsafe fn resolve<F: Copy>(&self, name: &str) -> Option<F> {
         // SAFETY: `F` is the symbol's signature (the caller's promise); the
-        // pointer is copied out and stays valid while `self.loaded.library`
-        // is loaded, which it is for as long as `self` lives, and every
-        // copy is used only through `&self`.
-        unsafe { self.loaded.library.get::<F>(name).ok().map(|s| *s) }
+        // copy stays valid while `self.loaded` is loaded, which it is for as
+        // long as `self` lives, and every copy is used only through `&self`.
+        unsafe { self.loaded.symbol::<F>(name) }
     }
 
     fn missing(&self, symbol: &str) -> Error {

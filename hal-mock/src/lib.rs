@@ -253,6 +253,7 @@ pub mod fault;
 mod memory;
 mod profile;
 mod rules;
+pub mod standin;
 mod state;
 mod stream;
 mod sync;

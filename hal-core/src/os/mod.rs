@@ -1,6 +1,6 @@
 //! Operating-system building blocks shared by the backends: sealed memfds,
 //! shared mappings, futexes on shared memory, process identity and liveness,
-//! and random ids.
+//! random ids, and vendor runtime libraries loaded at run time.
 //!
 //! Every `unsafe` call of the crate that touches the OS lives here, each in a
 //! small function with its `SAFETY:` argument.
@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 
 mod host;
 mod ids;
+pub mod library;
 mod map;
 mod numa;
 mod page;

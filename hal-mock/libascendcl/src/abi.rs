@@ -89,12 +89,12 @@ pub(crate) fn last_message() -> *const std::ffi::c_char {
 ///
 /// `out` is null or valid for one write of a `T`.
 pub(crate) unsafe fn put<T>(out: *mut T, value: T) -> Result<(), Refusal> {
-    if out.is_null() {
-        return Err(refuse(acl::INVALID_PARAM, "a null output pointer"));
+    // SAFETY: `out` is null or valid for one write (this fn's contract).
+    unsafe {
+        hal_mock::standin::put(out, value, || {
+            refuse(acl::INVALID_PARAM, "a null output pointer")
+        })
     }
-    // SAFETY: not null, and valid for one write of a `T` (this fn's contract).
-    unsafe { out.write(value) };
-    Ok(())
 }
 
 /// Refuse a null pointer before doing anything.

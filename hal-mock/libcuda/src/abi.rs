@@ -30,12 +30,8 @@ pub(crate) fn guard(entry: &str, f: impl FnOnce() -> Result<(), Code>) -> CUresu
 ///
 /// `out` is null or valid for one write of a `T`.
 pub(crate) unsafe fn put<T>(out: *mut T, value: T) -> Result<(), Code> {
-    if out.is_null() {
-        return Err(cuda::INVALID_VALUE);
-    }
-    // SAFETY: not null, and valid for one write of a `T` (this fn's contract).
-    unsafe { out.write(value) };
-    Ok(())
+    // SAFETY: `out` is null or valid for one write (this fn's contract).
+    unsafe { hal_mock::standin::put(out, value, || cuda::INVALID_VALUE) }
 }
 
 /// Refuse a null output pointer before doing anything.

@@ -46,13 +46,7 @@ fn export(d: &Driver, block: &Block) -> Result<IpcExport, Code> {
         ..ExportOptions::default()
     };
     let memory = sim(device.driver_export_memory(alloc, &opts))?;
-    let (envelope, bytes) = envelope::seal(
-        &memory.to_text(),
-        Names::Memory,
-        block.ordinal,
-        device.info().uuid,
-        block.buffer_id,
-    )?;
+    let (envelope, bytes) = envelope::seal(&memory.to_text(), Names::Memory, block.buffer_id)?;
     Ok(IpcExport {
         bytes,
         _memory: memory,

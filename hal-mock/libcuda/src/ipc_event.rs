@@ -44,13 +44,7 @@ fn get(d: &Driver, h: CUevent) -> Result<[u8; 64], Code> {
         ..ExportOptions::default()
     };
     let event = sim(device.export_event(&entry.event, &opts))?;
-    let (envelope, bytes) = envelope::seal(
-        &event.to_text(),
-        Names::Event,
-        entry.ordinal,
-        device.info().uuid,
-        0,
-    )?;
+    let (envelope, bytes) = envelope::seal(&event.to_text(), Names::Event, 0)?;
     entry.ipc = Some(EventExport {
         bytes,
         _event: event,

@@ -167,21 +167,7 @@ pub const LIBRARY_FILE: &str = "libhal_mock_libcuda.so";
 /// When neither exists, with the places looked at: a test helper, never
 /// called by the library's entry points.
 pub fn built_library() -> std::path::PathBuf {
-    let exe = std::env::current_exe().expect("the test executable's path");
-    let deps = exe.parent().expect("the deps folder");
-    let candidates = [
-        deps.join(LIBRARY_FILE),
-        deps.parent()
-            .map(|p| p.join(LIBRARY_FILE))
-            .unwrap_or_default(),
-    ];
-    candidates
-        .iter()
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!("none of {candidates:?}: cargo builds it with the hal-mock-libcuda package")
-        })
-        .clone()
+    hal_mock::standin::built_library(LIBRARY_FILE, "hal-mock-libcuda")
 }
 
 /// Every symbol this library exports, as `dlsym` resolves them.
