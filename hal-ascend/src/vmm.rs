@@ -36,7 +36,7 @@ use std::sync::{Arc, OnceLock};
 use hal_core::exchange::take_fds_leased;
 use hal_core::export::{new_handle, HandleSpec};
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
-use hal_core::vmm::{check_grants, fabric_or_posix};
+use hal_core::vmm::{check_grants, check_granular, fabric_or_posix};
 use hal_core::{
     Access, AccessGrant, AccessTarget, BackendId, DeviceInfo, Error, ExportOptions, Exported,
     HandleError, HandleKind, Importers, Location, PhysicalDesc, PhysicalLocation, PidKind, Result,
@@ -119,23 +119,7 @@ pub(crate) fn device_granularity(rt: &Runtime, ordinal: u32) -> Result<u64> {
     // SAFETY: `p` and `g` are valid places; the option is MINIMUM.
     let status = unsafe { f(&mut p, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM, &mut g) };
     rt.check("aclrtMemGetAllocationGranularity", status)?;
-    if g == 0 || !g.is_power_of_two() {
-        return Err(Error::invalid(format!(
-            "aclrtMemGetAllocationGranularity answered {g:#x}, not a power of two"
-        )));
-    }
-    Ok(g as u64)
-}
-
-fn granular(what: &str, value: u64, granularity: u64, zero_ok: bool) -> Result<()> {
-    if (value == 0 && !zero_ok) || value % granularity != 0 {
-        return Err(Error::invalid(format!(
-            "{what} {value:#x} is not a {}multiple of the VMM granularity {granularity:#x} \
-             (Device::granularity(Minimum))",
-            if zero_ok { "" } else { "non-zero " }
-        )));
-    }
-    Ok(())
+    hal_core::vmm::check_granularity("aclrtMemGetAllocationGranularity", g as u64)
 }
 
 /// The runtime's descriptor of one grant; host access does not exist.
@@ -230,7 +214,7 @@ impl Vmm<'_> {
 
     /// [`Device::allocate_physical_with`](hal_core::Device::allocate_physical_with).
     pub(crate) fn allocate(&self, desc: &PhysicalDesc) -> Result<AscendPhysical> {
-        granular("physical allocation size", desc.size, self.gran(), false)?;
+        check_granular("physical allocation size", desc.size, self.gran(), false)?;
         let me = self.info.ordinal;
         match desc.location.unwrap_or(PhysicalLocation::Device(me)) {
             PhysicalLocation::Device(d) if d == me => {}
@@ -254,13 +238,13 @@ impl Vmm<'_> {
 
     /// [`Device::reserve`](hal_core::Device::reserve).
     pub(crate) fn reserve(&self, size: u64, align: u64) -> Result<AscendReservation> {
-        granular("reservation size", size, self.gran(), false)?;
+        check_granular("reservation size", size, self.gran(), false)?;
         if align != 0 && !align.is_power_of_two() {
             return Err(Error::invalid(format!(
                 "alignment {align:#x} is not a power of two"
             )));
         }
-        granular("reservation alignment", align, self.gran(), true)?;
+        check_granular("reservation alignment", align, self.gran(), true)?;
         let rt = self.rt();
         let base = self.ctx.call(|| {
             let f = rt.reserve_mem_address()?;
@@ -298,14 +282,14 @@ impl Vmm<'_> {
     ) -> Result<()> {
         self.check_reservation(r)?;
         let g = self.gran();
-        granular("mapping offset", offset, g, true)?;
-        granular(
+        check_granular("mapping offset", offset, g, true)?;
+        check_granular(
             "offset in the physical allocation",
             physical_offset,
             g,
             true,
         )?;
-        granular("mapping length", len, g, false)?;
+        check_granular("mapping length", len, g, false)?;
         hal_core::device::check_bounds(physical_offset, len, p.inner.size)?;
         hal_core::device::check_bounds(offset, len, r.len)?;
         let mut pieces = r.pieces();
@@ -328,8 +312,8 @@ impl Vmm<'_> {
     /// after the device's queued work.
     pub(crate) fn unmap(&self, r: &AscendReservation, offset: u64, len: u64) -> Result<()> {
         self.check_reservation(r)?;
-        granular("unmap offset", offset, self.gran(), true)?;
-        granular("unmap length", len, self.gran(), false)?;
+        check_granular("unmap offset", offset, self.gran(), true)?;
+        check_granular("unmap length", len, self.gran(), false)?;
         hal_core::device::check_bounds(offset, len, r.len)?;
         let mut pieces = r.pieces();
         let mappings = pieces.whole_mappings(offset, len)?;
@@ -348,8 +332,8 @@ impl Vmm<'_> {
     ) -> Result<()> {
         self.check_reservation(r)?;
         check_grants(grants, self.device_count()?)?;
-        granular("access offset", offset, self.gran(), true)?;
-        granular("access length", len, self.gran(), false)?;
+        check_granular("access offset", offset, self.gran(), true)?;
+        check_granular("access length", len, self.gran(), false)?;
         hal_core::device::check_bounds(offset, len, r.len)?;
         let mut descs = grants.iter().map(access_desc).collect::<Result<Vec<_>>>()?;
         let mut pieces = r.pieces();
@@ -555,12 +539,7 @@ mod tests {
     }
 
     #[test]
-    fn granularity_rules() {
-        let g = 2 << 20;
-        assert!(granular("x", 0, g, false).is_err());
-        assert!(granular("x", 0, g, true).is_ok());
-        assert!(granular("x", g / 2, g, true).is_err());
-        assert!(granular("x", 3 * g, g, false).is_ok());
+    fn access_descriptors() {
         assert!(access_desc(&AccessGrant::host(Access::Read)).is_err());
         let d = access_desc(&AccessGrant::device(1, Access::ReadWrite)).unwrap();
         assert_eq!((d.flags, d.location.id), (3, 1));

@@ -133,6 +133,31 @@ impl AccessGrant {
 
 /// The checks every backend makes on an access list before it changes
 /// anything: at least one grant, no target twice, and every device one of
+/// Refuse `value` (a size, offset, length or alignment named `what`) that
+/// is not a multiple of the VMM `granularity`; 0 is refused unless
+/// `zero_ok`. Every backend's VMM calls check with it.
+pub fn check_granular(what: &str, value: u64, granularity: u64, zero_ok: bool) -> Result<()> {
+    if (value == 0 && !zero_ok) || granularity == 0 || value % granularity != 0 {
+        return Err(Error::invalid(format!(
+            "{what} {value:#x} is not a {}multiple of the VMM granularity {granularity:#x} \
+             (Device::granularity(Minimum))",
+            if zero_ok { "" } else { "non-zero " }
+        )));
+    }
+    Ok(())
+}
+
+/// The granularity a vendor's query (`call`) answered, refused unless it is
+/// a power of two.
+pub fn check_granularity(call: &str, granularity: u64) -> Result<u64> {
+    if !granularity.is_power_of_two() {
+        return Err(Error::invalid(format!(
+            "{call} answered {granularity:#x}, not a power of two"
+        )));
+    }
+    Ok(granularity)
+}
+
 /// the backend's `device_count` devices. A list that fails changes nothing.
 pub fn check_grants(grants: &[AccessGrant], device_count: u32) -> Result<()> {
     if grants.is_empty() {
@@ -258,5 +283,17 @@ mod tests {
         });
         assert!(matches!(refused, Err(Error::Vendor(_))));
         assert_eq!(calls, 1, "only a fabric request is retried");
+    }
+
+    #[test]
+    fn granules_and_granularities() {
+        let g = 2 << 20;
+        assert!(check_granular("x", 0, g, false).is_err());
+        assert!(check_granular("x", 0, g, true).is_ok());
+        assert!(check_granular("x", g / 2, g, true).is_err());
+        assert!(check_granular("x", 3 * g, g, false).is_ok());
+        assert!(check_granularity("q", 0).is_err());
+        assert!(check_granularity("q", 3 << 20).is_err());
+        assert_eq!(check_granularity("q", g).unwrap(), g);
     }
 }

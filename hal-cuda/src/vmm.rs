@@ -36,7 +36,7 @@ use std::sync::{Arc, OnceLock};
 use hal_core::exchange::take_fds_leased;
 use hal_core::export::{check_fd_count, new_handle, HandleSpec};
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
-use hal_core::vmm::{check_grants, fabric_or_posix};
+use hal_core::vmm::{check_grants, check_granular, fabric_or_posix};
 use hal_core::{
     Access, AccessGrant, AccessTarget, BackendId, Capabilities, DeviceInfo, Error, ExportOptions,
     Exported, HandleError, HandleKind, Importers, Location, PhysicalDesc, PhysicalLocation, Result,
@@ -148,23 +148,7 @@ pub(crate) fn device_granularity(driver: &Driver, ordinal: u32, recommended: boo
     // the option is CU_MEM_ALLOC_GRANULARITY_MINIMUM (0) or _RECOMMENDED (1).
     let status = unsafe { f(&mut g, &p, c_uint::from(recommended)) };
     driver.check("cuMemGetAllocationGranularity", status)?;
-    if g == 0 || !g.is_power_of_two() {
-        return Err(Error::invalid(format!(
-            "cuMemGetAllocationGranularity answered {g:#x}, not a power of two"
-        )));
-    }
-    Ok(g as u64)
-}
-
-fn granular(what: &str, value: u64, granularity: u64, zero_ok: bool) -> Result<()> {
-    if (value == 0 && !zero_ok) || value % granularity != 0 {
-        return Err(Error::invalid(format!(
-            "{what} {value:#x} is not a {}multiple of the VMM granularity {granularity:#x} \
-             (Device::granularity(Minimum))",
-            if zero_ok { "" } else { "non-zero " }
-        )));
-    }
-    Ok(())
+    hal_core::vmm::check_granularity("cuMemGetAllocationGranularity", g as u64)
 }
 
 impl Vmm<'_> {
@@ -220,7 +204,7 @@ impl Vmm<'_> {
 
     /// [`Device::allocate_physical_with`](hal_core::Device::allocate_physical_with).
     pub(crate) fn allocate(&self, desc: &PhysicalDesc) -> Result<CudaPhysical> {
-        granular("physical allocation size", desc.size, self.gran(), false)?;
+        check_granular("physical allocation size", desc.size, self.gran(), false)?;
         let me = self.info.ordinal;
         let location = desc.location.unwrap_or(PhysicalLocation::Device(me));
         match location {
@@ -246,13 +230,13 @@ impl Vmm<'_> {
 
     /// [`Device::reserve`](hal_core::Device::reserve).
     pub(crate) fn reserve(&self, size: u64, align: u64) -> Result<CudaReservation> {
-        granular("reservation size", size, self.gran(), false)?;
+        check_granular("reservation size", size, self.gran(), false)?;
         if align != 0 && !align.is_power_of_two() {
             return Err(Error::invalid(format!(
                 "alignment {align:#x} is not a power of two"
             )));
         }
-        granular("reservation alignment", align, self.gran(), true)?;
+        check_granular("reservation alignment", align, self.gran(), true)?;
         let driver = self.driver();
         let _ctx = self.primary.enter()?;
         let f = driver.mem_address_reserve()?;
@@ -280,14 +264,14 @@ impl Vmm<'_> {
     ) -> Result<()> {
         self.check_reservation(r)?;
         let g = self.gran();
-        granular("mapping offset", offset, g, true)?;
-        granular(
+        check_granular("mapping offset", offset, g, true)?;
+        check_granular(
             "offset in the physical allocation",
             physical_offset,
             g,
             true,
         )?;
-        granular("mapping length", len, g, false)?;
+        check_granular("mapping length", len, g, false)?;
         hal_core::device::check_bounds(physical_offset, len, p.inner.size)?;
         hal_core::device::check_bounds(offset, len, r.len)?;
         let mut pieces = r.pieces();
@@ -339,8 +323,8 @@ impl Vmm<'_> {
     /// after the context's queued work.
     pub(crate) fn unmap(&self, r: &CudaReservation, offset: u64, len: u64) -> Result<()> {
         self.check_reservation(r)?;
-        granular("unmap offset", offset, self.gran(), true)?;
-        granular("unmap length", len, self.gran(), false)?;
+        check_granular("unmap offset", offset, self.gran(), true)?;
+        check_granular("unmap length", len, self.gran(), false)?;
         hal_core::device::check_bounds(offset, len, r.len)?;
         let mut pieces = r.pieces();
         let range = pieces.covering(offset, len)?;
@@ -374,8 +358,8 @@ impl Vmm<'_> {
     ) -> Result<()> {
         self.check_reservation(r)?;
         check_grants(grants, device_count)?;
-        granular("access offset", offset, self.gran(), true)?;
-        granular("access length", len, self.gran(), false)?;
+        check_granular("access offset", offset, self.gran(), true)?;
+        check_granular("access length", len, self.gran(), false)?;
         hal_core::device::check_bounds(offset, len, r.len)?;
         let mut pieces = r.pieces();
         let range = pieces.covering(offset, len)?;
@@ -634,14 +618,5 @@ mod tests {
         v = b.clone();
         v[1] = 7;
         assert!(Payload::decode(&v).is_err());
-    }
-
-    #[test]
-    fn granularity_rules() {
-        let g = 2 << 20;
-        assert!(granular("x", 0, g, false).is_err());
-        assert!(granular("x", 0, g, true).is_ok());
-        assert!(granular("x", g / 2, g, true).is_err());
-        assert!(granular("x", 3 * g, g, false).is_ok());
     }
 }
