@@ -5,7 +5,7 @@
 //! capabilities say so.
 
 use std::ffi::c_void;
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use hal_core::device::check_bounds;
@@ -218,7 +218,7 @@ impl Device for AscendDevice {
             ctx: Arc::clone(&self.ctx),
             raw,
             owned: false,
-            keep: Mutex::new(Vec::new()),
+            held: Default::default(),
         })
     }
 
@@ -274,10 +274,10 @@ impl Device for AscendDevice {
         let rt = &self.ctx.rt;
         self.ctx.call(|| {
             let f = rt.memcpy_async()?;
-            let mut keep = crate::lock::lock(&stream.keep);
+            let mut held = stream.holding();
             // SAFETY: the destination lies inside live device memory; the bytes
-            // stay in `stream.keep` (their heap buffer does not move) until the
-            // stream ran the copy.
+            // are held by the stream (their heap buffer does not move) until it
+            // ran the copy.
             let status = unsafe {
                 f(
                     to as *mut c_void,
@@ -289,7 +289,7 @@ impl Device for AscendDevice {
                 )
             };
             rt.check("aclrtMemcpyAsync", status)?;
-            keep.push(data);
+            held.hold(data);
             Ok(())
         })
     }
@@ -410,7 +410,11 @@ impl Device for AscendDevice {
 
     fn record_notify(&self, stream: &AscendStream, notify: &AscendNotify) -> Result<()> {
         self.check_stream(stream)?;
-        notify.inner.record(stream.raw)
+        let mut held = stream.holding();
+        notify.inner.record(stream.raw)?;
+        // The stream records the notify later: it holds the notify until then.
+        held.hold(Arc::clone(&notify.inner));
+        Ok(())
     }
 
     /// The stream waits (and resets the notify) for at most `timeout`
@@ -425,7 +429,11 @@ impl Device for AscendDevice {
         timeout: Option<Duration>,
     ) -> Result<()> {
         self.check_stream(stream)?;
-        notify.inner.stream_wait(stream.raw, timeout)
+        let mut held = stream.holding();
+        notify.inner.stream_wait(stream.raw, timeout)?;
+        // The stream waits on the notify later: it holds the notify until then.
+        held.hold(Arc::clone(&notify.inner));
+        Ok(())
     }
 
     fn export_notify(&self, notify: &AscendNotify, opts: &ExportOptions) -> Result<Exported> {

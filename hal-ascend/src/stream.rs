@@ -2,9 +2,10 @@
 //! crate uses (so that timeouts hold and dropped `wait_async` futures end
 //! their threads).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use hal_core::held::{Held, Holding};
 use hal_core::wait;
 use hal_core::Result;
 
@@ -41,8 +42,9 @@ pub struct AscendStream {
     pub(crate) raw: Raw,
     /// False for a stream the caller owns (`wrap_stream`): never destroyed here.
     pub(crate) owned: bool,
-    /// Host bytes queued copies read from, kept until the stream ran them.
-    pub(crate) keep: Mutex<Vec<Vec<u8>>>,
+    /// What queued work reaches (the bytes of a queued write, a notify
+    /// recorded or waited on), held until the stream ran it.
+    pub(crate) held: Held,
 }
 
 // SAFETY: an aclrtStream is an opaque handle the runtime lets any thread
@@ -73,15 +75,18 @@ impl AscendStream {
                 ctx: Arc::clone(ctx),
                 raw,
                 owned: true,
-                keep: Mutex::new(Vec::new()),
+                held: Held::default(),
             })
         })
     }
 
     /// True when everything queued so far has run (`aclrtStreamQuery`);
-    /// the host bytes of finished copies are let go then.
+    /// what the stream held for that work is let go then.
     pub(crate) fn query(&self) -> Result<bool> {
         let rt = &self.ctx.rt;
+        // Locked across the query: work is queued with the list locked (see
+        // `holding`), so an idle answer covers everything it holds.
+        let mut held = self.held.lock();
         self.ctx.call(|| {
             let f = rt.stream_query()?;
             let mut status = 0;
@@ -89,7 +94,7 @@ impl AscendStream {
             rt.check("aclrtStreamQuery", unsafe { f(self.raw, &mut status) })?;
             let done = status as u32 == ACL_STREAM_STATUS_COMPLETE;
             if done {
-                crate::lock::lock(&self.keep).clear();
+                held.release();
             }
             Ok(done)
         })
@@ -112,14 +117,35 @@ impl AscendStream {
                 });
             }
             rt.check("aclrtSynchronizeStreamWithTimeout", status)?;
-            crate::lock::lock(&self.keep).clear();
             Ok(())
-        })
+        })?;
+        // Idle, as far as work queued before the wait goes; the query lets
+        // go of what the stream held under the lock that covers queuing.
+        self.query().map(drop)
+    }
+
+    /// What the stream holds, locked: queue work that needs something
+    /// held with this guard alive, then hold that thing in it (see
+    /// [`hal_core::held`]). When many values are held, an idle stream lets
+    /// go of them first.
+    pub(crate) fn holding(&self) -> Holding<'_> {
+        if self.held.wants_query() {
+            // An error here is the stream's, returned by its next wait.
+            let _ = self.query();
+        }
+        self.held.lock()
     }
 }
 
 impl Drop for AscendStream {
     fn drop(&mut self) {
+        // Queued work may still use what the stream holds: let it finish
+        // first (a stream the caller owns is waited for only then).
+        if !self.held.is_empty() {
+            if let Err(e) = self.wait(None) {
+                log::warn!("an Ascend stream failed before it was dropped: {e}");
+            }
+        }
         if !self.owned {
             return;
         }

@@ -547,6 +547,11 @@ pub trait Device: Send + Sync + 'static {
     /// CUDA does it with `cuStreamWriteValue32` / `cuStreamWaitValue32` on
     /// a word of registered shared pages (measured: a 3.6 µs cross-process
     /// round trip on an H200).
+    ///
+    /// The stream holds the notify until it ran the operation: dropping
+    /// `notify` before then is allowed, and the stream still signals it
+    /// (another handle of it, an importer's, sees the signal). The same
+    /// holds for [`Device::stream_wait_notify`].
     fn record_notify(&self, stream: &Self::Stream, notify: &Self::Notify) -> Result<()>;
 
     /// Make `stream` wait for `notify` and reset it, giving up after `timeout`.

@@ -39,6 +39,7 @@ pub mod exchange;
 pub mod export;
 pub mod growable;
 pub mod handle;
+pub mod held;
 mod import;
 pub mod lease;
 pub mod os;

@@ -17,7 +17,7 @@ use crate::gpu::GpuDevice;
 use crate::home;
 use crate::memory::{SharedManaged, SharedView, UvmAllocation, UvmMapping};
 use crate::registration;
-use crate::route::{Reach, Side};
+use crate::route::Side;
 use crate::step::{self, StepErrors};
 
 /// How the GPU reaches the home pages of shared managed buffers.
@@ -343,28 +343,89 @@ where
         src_offset: u64,
         len: u64,
     ) -> Result<()> {
-        let (to, from) = match (side(dst), side(src)) {
-            (Side::Inner(d), Side::Inner(s)) => {
-                return self
-                    .gpu
-                    .copy_async(stream, d, dst_offset, s, src_offset, len)
-            }
-            (d, s) => (Reach::of(d), Reach::of(s)),
+        // Checks of a copy a host step takes part in; false when it is empty.
+        let checked = |to: &dyn Memory, from: &dyn Memory| -> Result<bool> {
+            hal_core::device::check_bounds(src_offset, len, from.len())?;
+            hal_core::device::check_bounds(dst_offset, len, to.len())?;
+            writable(to)?;
+            Ok(len > 0)
         };
-        hal_core::device::check_bounds(src_offset, len, from.memory().len())?;
-        hal_core::device::check_bounds(dst_offset, len, to.memory().len())?;
-        writable(to.memory())?;
-        step::queue(&self.gpu, stream, &self.steps, move || {
-            home::copy(
-                to.memory(),
-                dst_offset,
-                to.is_home(),
-                from.memory(),
-                src_offset,
-                from.is_home(),
-                len,
-            )
-        })
+        match (side(dst), side(src)) {
+            (Side::Inner(d), Side::Inner(s)) => self
+                .gpu
+                .copy_async(stream, d, dst_offset, s, src_offset, len),
+            (Side::Home(to), Side::Home(from)) => {
+                if !checked(to.memory(), from.memory())? {
+                    return Ok(());
+                }
+                step::queue(&self.gpu, stream, &self.steps, move || {
+                    home::copy(
+                        to.memory(),
+                        dst_offset,
+                        true,
+                        from.memory(),
+                        src_offset,
+                        true,
+                        len,
+                    )
+                })
+            }
+            // Home pages to the GPU's memory: the step copies them into a
+            // staging buffer of the GPU's host memory, which the GPU then
+            // copies in stream order; the step reaches only what it holds.
+            (Side::Inner(d), Side::Home(from)) => {
+                if !checked(d.memory(), from.memory())? {
+                    return Ok(());
+                }
+                let staging = Arc::new(self.gpu.allocate(&AllocDesc::host(len))?);
+                let filled = Arc::clone(&staging);
+                step::queue_around(
+                    &self.gpu,
+                    stream,
+                    &self.steps,
+                    || Ok(()),
+                    move || home::copy(&*filled, 0, false, from.memory(), src_offset, true, len),
+                    || {
+                        self.gpu.copy_async(
+                            stream,
+                            d,
+                            dst_offset,
+                            MemRef::Allocation(&*staging),
+                            0,
+                            len,
+                        )
+                    },
+                    Arc::clone(&staging),
+                )
+            }
+            // The GPU's memory to home pages: the GPU copies into a staging
+            // buffer first, and the step copies that home.
+            (Side::Home(to), Side::Inner(s)) => {
+                if !checked(to.memory(), s.memory())? {
+                    return Ok(());
+                }
+                let staging = Arc::new(self.gpu.allocate(&AllocDesc::host(len))?);
+                let filled = Arc::clone(&staging);
+                step::queue_around(
+                    &self.gpu,
+                    stream,
+                    &self.steps,
+                    || {
+                        self.gpu.copy_async(
+                            stream,
+                            MemRef::Allocation(&*staging),
+                            0,
+                            s,
+                            src_offset,
+                            len,
+                        )
+                    },
+                    move || home::copy(to.memory(), dst_offset, true, &*filled, 0, false, len),
+                    || Ok(()),
+                    Arc::clone(&staging),
+                )
+            }
+        }
     }
 
     fn write_async(

@@ -2,9 +2,16 @@
 
 use hal_core::Device;
 
-/// A GPU device this backend layers on: any [`Device`] whose host
-/// registrations, events and notifies own their resources (`'static`), as
-/// `hal-cuda`'s and the simulator's do. Implemented for every such device.
-pub trait GpuDevice: Device<HostRegistration: 'static, Event: 'static, Notify: 'static> {}
+/// A GPU device this backend layers on: any [`Device`] whose allocations,
+/// host registrations, events and notifies own their resources
+/// (`'static`), as `hal-cuda`'s and the simulator's do. Implemented for
+/// every such device.
+pub trait GpuDevice:
+    Device<Allocation: 'static, HostRegistration: 'static, Event: 'static, Notify: 'static>
+{
+}
 
-impl<D> GpuDevice for D where D: Device<HostRegistration: 'static, Event: 'static, Notify: 'static> {}
+impl<D> GpuDevice for D where
+    D: Device<Allocation: 'static, HostRegistration: 'static, Event: 'static, Notify: 'static>
+{
+}

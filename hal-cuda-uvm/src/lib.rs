@@ -64,12 +64,15 @@
 //! between the GPU's own memory runs on its stream as usual. One that
 //! touches home pages is queued as a host step: the stream records an
 //! event and waits on a notify; a thread waits for the event, copies
-//! between the registered pages and the GPU's memory (`cuMemcpyHtoD` /
-//! `DtoH`, at pinned speed) or fills the pages, and signals the notify, so
-//! later work on the stream runs after it. The call returns at once; a
-//! step's error comes back from the next `synchronize`. Each step costs an
-//! event, a notify and a thread: for bandwidth, run kernels on
-//! [`SharedManaged::device_addr`].
+//! between the home pages and a staging buffer of the GPU's pinned host
+//! memory (or between home pages, or fills them), and signals the notify,
+//! so later work on the stream runs after it. The GPU's side of a copy is
+//! a GPU copy to or from the staging buffer, queued in stream order at the
+//! call, so the step never reaches memory the caller may free: what it
+//! works on, it holds. The call returns at once; a step's error comes back
+//! from the next `synchronize`. Each step costs an event, a notify, a
+//! thread and, for a copy with the GPU's memory, a staging buffer: for
+//! bandwidth, run kernels on [`SharedManaged::device_addr`].
 //!
 //! ## Residency, and the consistency rule
 //!

@@ -1,12 +1,14 @@
 //! Host steps in stream order: work on home pages that the host does (a
-//! copy between the registered pages and the GPU's memory, a fill, a copy
-//! between home pages), queued on a GPU stream like any other work.
+//! copy between home pages and a staging buffer, a fill, a copy between
+//! home pages), queued on a GPU stream like any other work, with GPU work
+//! queued before and after it.
 //!
 //! The stream records an event, then waits on a notify; a thread of the
 //! step waits for the event (the stream's earlier work has run), does the
 //! step, and signals the notify, so the stream's later work runs after it.
-//! A second event, recorded after the wait, tells the thread when the
-//! stream has passed it, and only then the notify goes. The call that
+//! A second event, recorded after the GPU work queued behind the wait,
+//! tells the thread when the stream has passed it, and only then what
+//! that work reaches (a staging buffer) goes. The call that
 //! queues a step returns at once, as queued work does; a failed step's
 //! error comes back from the next `synchronize` or `query_stream` of the
 //! stream.
@@ -63,35 +65,66 @@ pub fn queue<D: GpuDevice>(
     errors: &Arc<StepErrors>,
     step: impl FnOnce() -> Result<()> + Send + 'static,
 ) -> Result<()> {
+    queue_around(gpu, stream, errors, || Ok(()), step, || Ok(()), ())
+}
+
+/// Queue on `stream` of `gpu`: the GPU work `gpu_before` queues, then
+/// `step`, then the GPU work `gpu_after` queues; `keep` (what that GPU work
+/// reaches, such as a staging buffer) lives until the stream has run all
+/// of it.
+pub fn queue_around<D: GpuDevice>(
+    gpu: &D,
+    stream: &D::Stream,
+    errors: &Arc<StepErrors>,
+    gpu_before: impl FnOnce() -> Result<()>,
+    step: impl FnOnce() -> Result<()> + Send + 'static,
+    gpu_after: impl FnOnce() -> Result<()>,
+    keep: impl Send + 'static,
+) -> Result<()> {
     let before = gpu.create_event(EventFlags::default())?;
     let gate = gpu.create_notify()?;
     let after = gpu.create_event(EventFlags::default())?;
+    gpu_before()?;
     gpu.record_event(stream, &before)?;
     gpu.stream_wait_notify(stream, &gate, None)?;
-    if let Err(e) = gpu.record_event(stream, &after) {
-        // The stream already waits on the gate: open it, and keep the
-        // notify for the stream to read (it is never released).
+    // From here on the stream waits on the gate: every way out opens it.
+    // The stream holds the gate itself (the contract of
+    // `stream_wait_notify`), so it may be dropped here.
+    if let Err(e) = gpu_after().and_then(|()| gpu.record_event(stream, &after)) {
         let _ = gate.signal();
-        std::mem::forget(gate);
+        // Queued GPU work may still reach it: leaked, never freed under it.
+        std::mem::forget(keep);
         return Err(e);
     }
-    let errors = Arc::clone(errors);
+    let thread_errors = Arc::clone(errors);
     let key = key(stream);
-    std::thread::Builder::new()
+    let (gate, keep) = (Arc::new(gate), Arc::new(Mutex::new(keep)));
+    let (thread_gate, thread_keep) = (Arc::clone(&gate), Arc::clone(&keep));
+    let spawned = std::thread::Builder::new()
         .name("hal-uvm-step".into())
         .spawn(move || {
             let done = before.wait(WaitOptions::default()).and_then(|()| step());
             if let Err(e) = done {
-                errors.keep(key, e);
+                thread_errors.keep(key, e);
             }
-            if let Err(e) = gate.signal() {
+            if let Err(e) = thread_gate.signal() {
                 log::warn!("a host step could not release its stream: {e}");
+                std::mem::forget(thread_keep);
                 return;
             }
-            // The notify lives until the stream has passed its wait.
-            let _ = after.wait(WaitOptions::default());
-            drop(gate);
-        })
-        .map_err(|e| Error::io("starting a host step's thread", e))?;
+            // What the GPU work reaches lives until the stream passed it.
+            if after.wait(WaitOptions::default()).is_err() {
+                std::mem::forget(thread_keep);
+            }
+        });
+    if let Err(e) = spawned {
+        // The step cannot run: its stream learns so at its next
+        // synchronization, and is let go on.
+        let e = Error::io("starting a host step's thread", e);
+        errors.keep(key, Error::invalid(format!("a host step did not run: {e}")));
+        let _ = gate.signal();
+        std::mem::forget(keep);
+        return Err(e);
+    }
     Ok(())
 }

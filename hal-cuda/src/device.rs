@@ -4,7 +4,7 @@
 //! [`Error::Unsupported`], and its capabilities say so.
 
 use std::ffi::c_void;
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use hal_core::device::check_bounds;
@@ -352,7 +352,7 @@ impl Device for CudaDevice {
             primary: Arc::clone(&self.primary),
             raw,
             owned: true,
-            keep: Mutex::new(Vec::new()),
+            held: Default::default(),
         })
     }
 
@@ -361,7 +361,7 @@ impl Device for CudaDevice {
             primary: Arc::clone(&self.primary),
             raw: raw.cast(),
             owned: false,
-            keep: Mutex::new(Vec::new()),
+            held: Default::default(),
         })
     }
 
@@ -403,13 +403,13 @@ impl Device for CudaDevice {
         let driver = self.driver();
         let _ctx = self.primary.enter()?;
         let f = driver.memcpy_htod_async()?;
-        let mut keep = crate::lock::lock(&stream.keep);
+        let mut held = stream.holding();
         // SAFETY: the destination lies inside live device memory; the bytes
-        // stay in `stream.keep` (their heap buffer does not move) until the
-        // stream ran the copy.
+        // are held by the stream (their heap buffer does not move) until it
+        // ran the copy.
         let status = unsafe { f(to, data.as_ptr().cast(), data.len(), stream.raw) };
         driver.check("cuMemcpyHtoDAsync_v2", status)?;
-        keep.push(data);
+        held.hold(data);
         Ok(())
     }
 
@@ -521,7 +521,11 @@ impl Device for CudaDevice {
             return Err(absent("record_notify", "STREAM_ORDERED_NOTIFY"));
         }
         self.check_stream(stream)?;
-        notify.record(&self.primary, stream.raw)
+        let mut held = stream.holding();
+        notify.record(&self.primary, stream.raw)?;
+        // The stream writes the notify's page: it holds the page until then.
+        held.hold(notify.clone());
+        Ok(())
     }
 
     /// The stream waits until the notify is signalled, with no bound: a
@@ -538,7 +542,12 @@ impl Device for CudaDevice {
             return Err(absent("stream_wait_notify", "STREAM_ORDERED_NOTIFY"));
         }
         self.check_stream(stream)?;
-        notify.stream_wait(&self.primary, stream.raw)
+        let mut held = stream.holding();
+        let queued = notify.stream_wait(&self.primary, stream.raw);
+        // Held even when only the wait was queued: the stream reads the
+        // notify's page until it passed.
+        held.hold(notify.clone());
+        queued
     }
 
     fn export_notify(&self, notify: &CudaNotify, opts: &ExportOptions) -> Result<Exported> {

@@ -114,8 +114,9 @@ impl CudaNotify {
         let _ctx = primary.enter()?;
         let f = driver.stream_write_value32()?;
         // SAFETY: the word is registered host memory that lives as long as
-        // this notify; the caller keeps the notify alive while the stream
-        // runs (the contract of `record_notify`).
+        // this notify, and the stream holds a clone of the notify until it
+        // ran the operation (`CudaDevice::record_notify` and
+        // `stream_wait_notify` put it in the stream's held values).
         let status = unsafe { f(stream, word, 1, 0) };
         driver.check("cuStreamWriteValue32_v2", status)
     }

@@ -2,10 +2,11 @@
 //! `cuEventQuery` with the library's spin-then-sleep policy, so that every
 //! wait honours its timeout and a dropped `wait_async` stops.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use hal_core::exchange::Lease;
+use hal_core::held::{Held, Holding};
 use hal_core::lease::LeaseTable;
 use hal_core::wait::{self, blocking_future};
 use hal_core::{Event, EventFlags, Result, WaitFuture, WaitOptions};
@@ -38,8 +39,10 @@ pub struct CudaStream {
     pub(crate) raw: CUstream,
     /// False for a stream the caller owns (`wrap_stream`): never destroyed here.
     pub(crate) owned: bool,
-    /// Host bytes queued copies read from, kept until the stream ran them.
-    pub(crate) keep: Mutex<Vec<Vec<u8>>>,
+    /// What queued work reads or writes from the host (the bytes of a
+    /// queued write, the page of a notify recorded or waited on), held
+    /// until the stream ran it.
+    pub(crate) held: Held,
 }
 
 // SAFETY: a CUstream is a driver handle usable from any thread; the host
@@ -58,21 +61,36 @@ impl std::fmt::Debug for CudaStream {
 }
 
 impl CudaStream {
-    /// True when everything queued so far has run (`cuStreamQuery`); the
-    /// host bytes of finished copies are let go then.
+    /// True when everything queued so far has run (`cuStreamQuery`); what
+    /// the stream held for that work is let go then.
     pub(crate) fn query(&self) -> Result<bool> {
         let driver = &self.primary.driver;
+        // Locked across the query: work is queued with the list locked
+        // (see `holding`), so an idle answer covers everything it holds.
+        let mut held = self.held.lock();
         let _ctx = self.primary.enter()?;
         let f = driver.stream_query()?;
         // SAFETY: `raw` is a live stream of this context.
         match unsafe { f(self.raw) } {
             SUCCESS => {
-                crate::lock::lock(&self.keep).clear();
+                held.release();
                 Ok(true)
             }
             NOT_READY => Ok(false),
             other => Err(driver.error("cuStreamQuery", other)),
         }
+    }
+
+    /// What the stream holds, locked: queue work that needs something
+    /// held with this guard alive, then hold that thing in it (see
+    /// [`hal_core::held`]). When many values are held, an idle stream lets
+    /// go of them first.
+    pub(crate) fn holding(&self) -> Holding<'_> {
+        if self.held.wants_query() {
+            // An error here is the stream's, returned by its next wait.
+            let _ = self.query();
+        }
+        self.held.lock()
     }
 
     /// Wait until the stream ran everything queued, or `timeout` passes.
@@ -88,12 +106,15 @@ impl CudaStream {
 
 impl Drop for CudaStream {
     fn drop(&mut self) {
+        // Queued work may still use what the stream holds: let it finish
+        // first (a stream the caller owns is waited for only then).
+        if self.owned || !self.held.is_empty() {
+            if let Err(e) = self.wait(None) {
+                log::warn!("a CUDA stream failed before it was dropped: {e}");
+            }
+        }
         if !self.owned {
             return;
-        }
-        // Queued work may still read kept bytes: let it finish first.
-        if let Err(e) = self.wait(None) {
-            log::warn!("a CUDA stream failed before it was destroyed: {e}");
         }
         let driver = &self.primary.driver;
         let destroyed = self.primary.enter().and_then(|_ctx| {

@@ -204,6 +204,7 @@ macro_rules! conformance_suite {
                 notify_ipc_export_import,
                 notify_timeout_semantics,
                 notify_device_only_flags,
+                queued_notify_outlives_its_drop,
                 cancelled_wait_async_releases_thread,
                 context_unchanged_across_threads,
                 vmm_granularity,

@@ -1,0 +1,114 @@
+//! What work queued on a vendor stream uses from the host, held by the
+//! stream until it ran that work.
+//!
+//! A stream runs later what it is given now: the bytes of a queued write,
+//! the page of a notify it records or waits on. The value the caller owns
+//! may be dropped before the stream gets there; the memory must not go
+//! with it. A backend's stream keeps a [`Held`] and puts into it, while the
+//! work is queued, whatever that work reaches; it lets go of everything
+//! when the vendor says the stream is idle.
+//!
+//! The order matters: work is queued with the list locked
+//! ([`Held::lock`]), and an idle query takes the same lock before it asks
+//! the vendor, so an idle answer covers everything the list holds.
+//!
+//! ```
+//! use hal_core::held::Held;
+//!
+//! let held = Held::default();
+//! {
+//!     let mut queuing = held.lock();
+//!     // ... queue work reading `bytes` on the vendor's stream ...
+//!     let bytes = vec![1u8, 2, 3];
+//!     queuing.hold(bytes);
+//! }
+//! assert_eq!(held.len(), 1);
+//! // The vendor answered that the stream is idle:
+//! held.lock().release();
+//! assert!(held.is_empty());
+//! ```
+
+use std::any::Any;
+use std::sync::{Mutex, MutexGuard};
+
+/// Past this many held values, a backend asks the stream whether it is
+/// idle (a query that never waits) before queuing more, so a stream that
+/// is never synchronized does not hold them forever.
+pub const QUERY_AT: usize = 64;
+
+/// The values a stream holds for its queued work.
+#[derive(Default)]
+pub struct Held(Mutex<Vec<Box<dyn Any + Send>>>);
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Held").field("len", &self.len()).finish()
+    }
+}
+
+/// The list locked: queue the work, then [`Holding::hold`] what it uses.
+pub struct Holding<'a>(MutexGuard<'a, Vec<Box<dyn Any + Send>>>);
+
+impl Held {
+    /// Lock the list (a poisoned lock is taken over: the list stays valid).
+    pub fn lock(&self) -> Holding<'_> {
+        Holding(self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// How many values are held.
+    pub fn len(&self) -> usize {
+        self.lock().0.len()
+    }
+
+    /// True when nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// True when enough is held that the stream should be asked whether it
+    /// is idle before more is queued ([`QUERY_AT`]).
+    pub fn wants_query(&self) -> bool {
+        self.len() >= QUERY_AT
+    }
+}
+
+impl Holding<'_> {
+    /// Hold `value` until the stream is idle.
+    pub fn hold<T: Send + 'static>(&mut self, value: T) {
+        self.0.push(Box::new(value));
+    }
+
+    /// Let go of everything: the stream ran all the work queued so far.
+    pub fn release(&mut self) {
+        self.0.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn values_live_until_released() {
+        let held = Held::default();
+        let value = Arc::new(7u32);
+        held.lock().hold(Arc::clone(&value));
+        assert_eq!(Arc::strong_count(&value), 2);
+        assert!(!held.is_empty());
+        held.lock().release();
+        assert_eq!(Arc::strong_count(&value), 1);
+        assert!(held.is_empty());
+    }
+
+    #[test]
+    fn a_query_is_wanted_from_the_threshold_on() {
+        let held = Held::default();
+        for _ in 0..QUERY_AT - 1 {
+            held.lock().hold(());
+        }
+        assert!(!held.wants_query());
+        held.lock().hold(());
+        assert!(held.wants_query());
+    }
+}

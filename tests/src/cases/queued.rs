@@ -1,0 +1,90 @@
+//! What queued work uses outlives the values the caller drops: a notify
+//! recorded or waited on by a stream stays valid for the stream after its
+//! owner let go of it.
+//!
+//! A stream-ordered notify is memory the device reads and writes (CUDA's
+//! `cuStreamWaitValue32`/`cuStreamWriteValue32` on a registered page). If
+//! dropping the notify unmapped that memory while the stream still had the
+//! operation queued, the device would write into whatever the addresses
+//! hold next (a crash on the stand-in, memory corruption or a device fault
+//! on a GPU). The cases keep a second, imported handle of each notify, so
+//! the shared word is reachable after the first handle is dropped, and
+//! check that the stream's operation happened on it.
+
+use hal_core::{Backend, Capabilities as C, Device, Notify, WaitOptions};
+
+use super::sync::{block_stream, stream_model, StreamModel};
+use super::util::share;
+use crate::support::{must, must_time_out, open_export, Suite, LONG, SHORT};
+
+/// On a queued stream with stream-ordered and IPC notifies: a notify
+/// recorded behind a blocked gate and then dropped is still written by the
+/// stream (its importer sees the signal), and a notify waited on and then
+/// dropped still holds the stream back until its importer signals it.
+pub fn queued_notify_outlives_its_drop<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    let caps = dev.capabilities();
+    if !caps.contains(C::STREAM_ORDERED_NOTIFY | C::IPC_NOTIFY)
+        || stream_model(&dev) != StreamModel::Queued
+    {
+        return;
+    }
+    let stream = must(dev.create_stream(), "create_stream");
+    let opts = open_export(caps);
+
+    // Recorded, then dropped: the stream's write still reaches the word
+    // (seen by an importer's wait, which a creator-only-wait vendor refuses).
+    if !caps.contains(C::CREATOR_ONLY_NOTIFY_WAIT) {
+        recorded_then_dropped(&dev, &stream, &opts);
+    }
+
+    // Waited on, then dropped: the stream still waits for the word.
+    let waited = must(dev.create_notify(), "create_notify (waited)");
+    let waited_ex = must(dev.export_notify(&waited, &opts), "export_notify");
+    let waited_peer = must(
+        dev.import_notify(share(&waited_ex), &Default::default()),
+        "import_notify (waited)",
+    );
+    let done = must(dev.create_notify(), "create_notify (done)");
+    must(
+        dev.stream_wait_notify(&stream, &waited, Some(LONG)),
+        "stream_wait_notify",
+    );
+    must(dev.record_notify(&stream, &done), "record_notify (done)");
+    drop(waited);
+    must_time_out(
+        done.wait(WaitOptions::timeout(SHORT)),
+        "work queued behind a wait for a notify its owner dropped",
+    );
+    must(waited_peer.signal(), "signal through the importer");
+    must(
+        done.wait(WaitOptions::timeout(LONG)),
+        "work behind the wait, after the importer's signal",
+    );
+    must(dev.synchronize(&stream, Some(LONG)), "synchronize");
+}
+
+/// A notify recorded behind a closed gate, then dropped: its importer sees
+/// the stream's signal once the gate opens.
+fn recorded_then_dropped<D: Device>(dev: &D, stream: &D::Stream, opts: &hal_core::ExportOptions) {
+    let gate = must(dev.create_notify(), "create_notify (gate)");
+    let recorded = must(dev.create_notify(), "create_notify (recorded)");
+    let recorded_ex = must(dev.export_notify(&recorded, opts), "export_notify");
+    let recorded_peer = must(
+        dev.import_notify(share(&recorded_ex), &Default::default()),
+        "import_notify (recorded)",
+    );
+    block_stream(dev, stream, &gate);
+    must(dev.record_notify(stream, &recorded), "record_notify");
+    drop(recorded);
+    must_time_out(
+        recorded_peer.wait(WaitOptions::timeout(SHORT)),
+        "a notify recorded behind a closed gate",
+    );
+    must(gate.signal(), "signal the gate");
+    must(
+        recorded_peer.wait(WaitOptions::timeout(LONG)),
+        "the signal the stream recorded on a notify its owner dropped",
+    );
+    must(dev.synchronize(stream, Some(LONG)), "synchronize");
+}
