@@ -31,9 +31,11 @@
 use std::any::Any;
 use std::sync::{Mutex, MutexGuard};
 
-/// Past this many held values, a backend asks the stream whether it is
-/// idle (a query that never waits) before queuing more, so a stream that
-/// is never synchronized does not hold them forever.
+/// Every time this many more values are held, a backend asks the stream
+/// whether it is idle (a query that never waits) before queuing more, so
+/// a stream that is never synchronized does not hold them forever, and a
+/// stream that stays busy is not asked at every call. A stream that never
+/// becomes idle holds what its work used until it is dropped.
 pub const QUERY_AT: usize = 64;
 
 /// The values a stream holds for its queued work.
@@ -65,10 +67,11 @@ impl Held {
         self.len() == 0
     }
 
-    /// True when enough is held that the stream should be asked whether it
-    /// is idle before more is queued ([`QUERY_AT`]).
+    /// True when the stream should be asked whether it is idle before more
+    /// is queued: at every [`QUERY_AT`] more held values.
     pub fn wants_query(&self) -> bool {
-        self.len() >= QUERY_AT
+        let n = self.len();
+        n > 0 && n % QUERY_AT == 0
     }
 }
 
@@ -110,5 +113,15 @@ mod tests {
         assert!(!held.wants_query());
         held.lock().hold(());
         assert!(held.wants_query());
+        held.lock().hold(());
+        assert!(
+            !held.wants_query(),
+            "a busy stream is not asked at every call"
+        );
+        for _ in 0..QUERY_AT - 1 {
+            held.lock().hold(());
+        }
+        assert!(held.wants_query());
+        assert!(!Held::default().wants_query());
     }
 }

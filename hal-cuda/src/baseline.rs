@@ -146,3 +146,50 @@ impl CudaDevice {
         Ok(bare)
     }
 }
+
+impl CudaDevice {
+    /// Queue a bare `cuStreamWaitValue32` on `stream`: later work waits
+    /// until the word at the device address `addr` equals `value`. What a
+    /// stream's wait on a shared word costs at the least (hal's
+    /// `stream_wait_notify` also resets the word and holds the notify).
+    /// For benchmarks.
+    ///
+    /// # Safety
+    ///
+    /// `addr` is this device's address of a 4-byte aligned word of host
+    /// memory registered with it, which stays registered and mapped until
+    /// the stream ran the wait.
+    pub unsafe fn bare_stream_wait_value32(
+        &self,
+        stream: &crate::CudaStream,
+        addr: u64,
+        value: u32,
+    ) -> Result<()> {
+        let driver = &self.primary.driver;
+        let _ctx = self.primary.enter()?;
+        let f = driver.stream_wait_value32()?;
+        // SAFETY: the caller's promise on `addr`; `stream` is live.
+        let status = unsafe { f(stream.raw, addr, value, crate::notify::WAIT_VALUE_EQ) };
+        driver.check("cuStreamWaitValue32_v2", status)
+    }
+
+    /// Queue a bare `cuStreamWriteValue32` of `value` to the word at the
+    /// device address `addr` on `stream`. For benchmarks.
+    ///
+    /// # Safety
+    ///
+    /// As [`CudaDevice::bare_stream_wait_value32`].
+    pub unsafe fn bare_stream_write_value32(
+        &self,
+        stream: &crate::CudaStream,
+        addr: u64,
+        value: u32,
+    ) -> Result<()> {
+        let driver = &self.primary.driver;
+        let _ctx = self.primary.enter()?;
+        let f = driver.stream_write_value32()?;
+        // SAFETY: the caller's promise on `addr`; `stream` is live.
+        let status = unsafe { f(stream.raw, addr, value, 0) };
+        driver.check("cuStreamWriteValue32_v2", status)
+    }
+}

@@ -29,7 +29,7 @@ use crate::context::Primary;
 use crate::sys::{CUdeviceptr, CUstream};
 
 /// `CU_STREAM_WAIT_VALUE_EQ`.
-const WAIT_VALUE_EQ: u32 = 1;
+pub(crate) const WAIT_VALUE_EQ: u32 = 1;
 
 /// The page of a CUDA notify.
 const PAGE: PageKind = PageKind {

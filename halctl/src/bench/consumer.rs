@@ -100,6 +100,8 @@ struct State {
     spin_round: u32,
     /// Descriptors of physical allocations for the bare VMM imports.
     vmm_fds: Vec<std::os::fd::OwnedFd>,
+    /// The thread queuing cuda-notify-rtt's round trips.
+    rtt: Option<std::thread::JoinHandle<CmdResult>>,
 }
 
 /// Run the consumer (started by `halctl bench`).
@@ -404,6 +406,15 @@ impl State {
                     size,
                 )?);
             }
+            Cmd::CudaRttArm { plan } => {
+                let fd = fds
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| Fail::failed("cuda-notify-rtt's page came without its memfd"))?;
+                let ordinal = self.dev()?.info().ordinal;
+                self.rtt = Some(super::cuda_rtt::arm(ordinal, &self.handles, fd, plan)?);
+            }
+            Cmd::CudaRttDone => super::cuda_rtt::done(self.rtt.take())?,
             Cmd::Quit => {}
         }
         Ok(reply)

@@ -7,6 +7,7 @@
 //! | cuda-import-cached | import of another range of an allocation already imported | the same bare open |
 //! | cuda-read | a device-to-device copy out of memory imported from the exporter | the same copy out of the consumer's own allocation |
 //! | cuda-vmm-import | decode + broker fetch + `cuMemImportFromShareableHandle` + reserve + map + access | the same four driver calls on a descriptor already in hand |
+//! | cuda-notify-rtt | host `signal` → the other process's stream: `stream_wait_notify` + `record_notify` → host `wait` | a bare `cuStreamWaitValue32` / `cuStreamWriteValue32` ping-pong on two words of a registered shared page (`cuda_rtt.rs`) |
 
 use hal::cuda::{CudaBackend, CudaDevice};
 use hal::{
@@ -58,6 +59,16 @@ impl Bench<'_> {
                 self.cuda_vmm_import(&dev)?;
             } else {
                 eprintln!("cuda-vmm-import: skipped, the device offers no VMM");
+            }
+        }
+        if self.wants("cuda-notify-rtt") {
+            if dev
+                .capabilities()
+                .contains(Capabilities::STREAM_ORDERED_NOTIFY)
+            {
+                self.cuda_notify_rtt(&dev)?;
+            } else {
+                eprintln!("cuda-notify-rtt: skipped, the device has no stream memory operations");
             }
         }
         Ok(())

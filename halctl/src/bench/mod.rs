@@ -30,6 +30,7 @@ mod baselines;
 mod consumer;
 mod cuda;
 mod cuda_consumer;
+mod cuda_rtt;
 mod export;
 mod firsts;
 mod host;
@@ -236,7 +237,7 @@ fn one(series: Vec<Vec<u64>>) -> CmdResult<[Vec<u64>; 1]> {
         .map_err(|_| Fail::failed("the consumer sent the wrong number of series"))
 }
 
-const SCENARIOS: [&str; 14] = [
+const SCENARIOS: [&str; 15] = [
     "export",
     "import-first",
     "import-first-persistent",
@@ -251,6 +252,7 @@ const SCENARIOS: [&str; 14] = [
     "cuda-import-cached",
     "cuda-read",
     "cuda-vmm-import",
+    "cuda-notify-rtt",
 ];
 
 /// The scenarios whose baselines are host memory (a memfd, a private

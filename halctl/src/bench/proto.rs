@@ -129,6 +129,15 @@ pub enum Cmd {
     /// physical handles, interleaved with bare imports of the descriptors
     /// kept by [`Cmd::CudaVmmFds`], each of `size` bytes; series: hal, bare.
     CudaVmmImport { size: u64 },
+    /// CUDA: queue on a stream the round trips of `plan` (true: on the
+    /// notifies of the two listed handles, ping then pong; false: bare
+    /// stream memory operations on the ping and pong words of the spin
+    /// page whose memfd comes with this command, rounds numbered from 1);
+    /// the reply comes once the queuing started.
+    CudaRttArm { plan: Vec<bool> },
+    /// CUDA: reply once the stream armed by [`Cmd::CudaRttArm`] ran every
+    /// round trip.
+    CudaRttDone,
     /// End.
     Quit,
 }

@@ -39,6 +39,17 @@ impl SpinPair {
         Ok(SpinPair { map })
     }
 
+    /// The shared page's first byte and length (to register it with a GPU).
+    pub fn page(&self) -> (*mut u8, usize) {
+        (self.map.as_ptr(), self.map.len())
+    }
+
+    /// The addresses of the ping and pong words in a view of the page that
+    /// starts at `base` (a GPU's address of the registered page).
+    pub fn word_addrs(base: u64) -> (u64, u64) {
+        (base + PING as u64, base + PONG as u64)
+    }
+
     fn word(&self, at: usize) -> CmdResult<&AtomicU32> {
         self.map.atomic_u32(at).ctx("spin word")
     }

@@ -1,0 +1,203 @@
+//! Scenario cuda-notify-rtt: a CPU in one process rings a GPU stream in
+//! another and waits for the stream's answer.
+//!
+//! hal: the exporter signals notify `ping` from the host and waits for
+//! notify `pong`; the consumer's stream waits on `ping`
+//! (`stream_wait_notify`) and records `pong` (`record_notify`). Baseline,
+//! interleaved in the same stream and the same run: two words of a shared
+//! memfd page registered with the consumer's GPU, a bare
+//! `cuStreamWaitValue32` on one and `cuStreamWriteValue32` on the other,
+//! the exporter storing and busy-polling the words. Both host sides
+//! busy-poll, so the ratio is what hal's notifies add to the driver's
+//! stream memory operations.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use hal::cuda::{CudaBackend, CudaDevice};
+use hal::{Backend, Device, ExportOptions, Handle, ImportOptions, Notify, SharedHandle};
+
+use super::host::ns;
+use super::options::spin_wait;
+use super::proto::{self, Cmd, PEER_TIMEOUT};
+use super::report::{summarize, Line};
+use super::spin::SpinPair;
+use super::Bench;
+use crate::fail::{CmdResult, Context, Fail};
+use crate::stats::ratio;
+
+/// Round trips of each kind, at most (every one is queued on the stream
+/// before the first runs).
+const RTT_MAX: u32 = 4000;
+/// Round trips of each kind left out of the figures (first stream uses
+/// register pages and warm the paths).
+const RTT_WARMUP: usize = 50;
+/// Round trips of one kind in a row before the other kind's turn.
+const RTT_BLOCK: usize = 25;
+
+/// The order of the round trips: blocks of [`RTT_BLOCK`], hal's first,
+/// `per_kind` of each in all; true is hal's.
+fn schedule(per_kind: usize) -> Vec<bool> {
+    let blocks = per_kind.div_ceil(RTT_BLOCK);
+    let mut plan = Vec::with_capacity(2 * blocks * RTT_BLOCK);
+    let (mut hal, mut raw) = (0, 0);
+    for _ in 0..blocks {
+        for kind in [true, false] {
+            let done = if kind { &mut hal } else { &mut raw };
+            let n = RTT_BLOCK.min(per_kind - *done);
+            plan.extend(std::iter::repeat_n(kind, n));
+            *done += n;
+        }
+    }
+    plan
+}
+
+impl Bench<'_> {
+    /// cuda-notify-rtt.
+    pub(super) fn cuda_notify_rtt(&mut self, dev: &CudaDevice) -> CmdResult {
+        let per_kind = self.plan.rounds.min(RTT_MAX) as usize + RTT_WARMUP;
+        let plan = schedule(per_kind);
+        let ping = dev.create_notify().ctx("creating the ping notify")?;
+        let pong = dev.create_notify().ctx("creating the pong notify")?;
+        let opts = ExportOptions::default();
+        let ping_ex = dev.export_notify(&ping, &opts).ctx("exporting a notify")?;
+        let pong_ex = dev.export_notify(&pong, &opts).ctx("exporting a notify")?;
+        let (words, fd) = SpinPair::create()?;
+        proto::send_handles(
+            &self.peer.chan,
+            &self.peer.who(),
+            &[ping_ex.to_text(), pong_ex.to_text()],
+        )?;
+        self.peer
+            .chan
+            .send_json(&Cmd::CudaRttArm { plan: plan.clone() }, &[fd.as_fd()])?;
+        proto::recv_reply(&self.peer.chan, &self.peer.who())?;
+        let wait = spin_wait();
+        let mut hal_ns = Vec::with_capacity(per_kind);
+        let mut raw_ns = Vec::with_capacity(per_kind);
+        let mut round = 0u32;
+        for &hal in &plan {
+            let t0 = Instant::now();
+            if hal {
+                ping.signal().ctx("signalling the ping notify")?;
+                pong.wait(wait).ctx("waiting for the stream's pong")?;
+                hal_ns.push(ns(t0.elapsed()));
+            } else {
+                round += 1;
+                words.ping(round, PEER_TIMEOUT)?;
+                raw_ns.push(ns(t0.elapsed()));
+            }
+        }
+        self.peer.call(&Cmd::CudaRttDone)?;
+        let v = summarize(hal_ns.into_iter().skip(RTT_WARMUP).collect());
+        let b = summarize(raw_ns.into_iter().skip(RTT_WARMUP).collect());
+        let r = ratio(v.p50_ns as f64, b.p50_ns as f64);
+        let mut line = Line::new(
+            "cuda-notify-rtt",
+            &self.backend,
+            v,
+            Some((
+                "cuda-notify-rtt: a bare cuStreamWaitValue32 / cuStreamWriteValue32 ping-pong \
+                 on two words of a registered shared page, the host busy-polling",
+                b,
+            )),
+        )
+        .target("ratio_p50 <= 1.5", r <= 1.5);
+        line.note = Some(
+            "host signal -> the other process's stream waits and records -> host wait \
+             (busy-polling); both kinds queued on one stream, interleaved"
+                .into(),
+        );
+        self.printer.emit(line)?;
+        drop((ping_ex, pong_ex));
+        Ok(())
+    }
+}
+
+/// The consumer's side: queue the round trips of `plan` on a stream of
+/// its GPU, hal's on the notifies of the first two listed handles, the
+/// bare ones on the words of the page `fd`; a thread queues them (a full
+/// stream blocks the queuing call until the exporter's pings drain it) and
+/// then waits until the stream ran them all.
+pub(super) fn arm(
+    ordinal: u32,
+    handles: &[String],
+    fd: OwnedFd,
+    plan: Vec<bool>,
+) -> CmdResult<JoinHandle<CmdResult>> {
+    let [ping_text, pong_text] = handles else {
+        return Err(Fail::failed("cuda-notify-rtt takes two notify handles"));
+    };
+    let cuda = CudaBackend::new()
+        .open(ordinal)
+        .ctx("opening the CUDA device")?;
+    let import = |text: &str| -> CmdResult<_> {
+        let handle = Handle::from_text(text)
+            .map_err(|e| Fail::failed(format!("decoding a notify handle: {e}")))?;
+        cuda.import_notify(SharedHandle::from(handle), &ImportOptions::default())
+            .ctx("importing a notify")
+    };
+    let (ping, pong) = (import(ping_text)?, import(pong_text)?);
+    let words = SpinPair::open(&fd)?;
+    let (ptr, len) = words.page();
+    // SAFETY: the page stays mapped as long as `words`, which the thread
+    // below drops after the registration.
+    let reg = unsafe { cuda.register_host(ptr, len as u64) }.ctx("registering the words' page")?;
+    let (ping_at, pong_at) = SpinPair::word_addrs(hal::Memory::addr(&reg));
+    let stream = cuda.create_stream().ctx("creating a stream")?;
+    std::thread::Builder::new()
+        .name("halctl-rtt-queue".into())
+        .spawn(move || {
+            let mut round = 0u32;
+            for hal in plan {
+                if hal {
+                    cuda.stream_wait_notify(&stream, &ping, None)
+                        .ctx("queuing the wait for ping")?;
+                    cuda.record_notify(&stream, &pong)
+                        .ctx("queuing the record of pong")?;
+                } else {
+                    round += 1;
+                    // SAFETY: the words are in the page registered above,
+                    // which stays registered and mapped until the stream
+                    // is synchronized below.
+                    unsafe {
+                        cuda.bare_stream_wait_value32(&stream, ping_at, round)
+                            .ctx("queuing a bare wait")?;
+                        cuda.bare_stream_write_value32(&stream, pong_at, round)
+                            .ctx("queuing a bare write")?;
+                    }
+                }
+            }
+            cuda.synchronize(&stream, Some(PEER_TIMEOUT))
+                .ctx("waiting for the round trips")?;
+            drop(stream);
+            drop(reg);
+            drop(words);
+            Ok(())
+        })
+        .map_err(|e| Fail::failed(format!("starting the queuing thread: {e}")))
+}
+
+/// The consumer's end of the scenario: the queuing thread's result.
+pub(super) fn done(queued: Option<JoinHandle<CmdResult>>) -> CmdResult {
+    queued
+        .ok_or_else(|| Fail::failed("cuda-notify-rtt was not armed"))?
+        .join()
+        .map_err(|_| Fail::failed("the queuing thread panicked"))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schedule_alternates_blocks_and_has_each_kind_per_kind_times() {
+        let plan = schedule(60);
+        assert_eq!(plan.iter().filter(|&&h| h).count(), 60);
+        assert_eq!(plan.iter().filter(|&&h| !h).count(), 60);
+        assert!(plan[..RTT_BLOCK].iter().all(|&h| h));
+        assert!(plan[RTT_BLOCK..2 * RTT_BLOCK].iter().all(|&h| !h));
+        assert!(schedule(0).is_empty());
+    }
+}
