@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hal_core::held::{Held, Holding};
+use hal_core::queued::{Held, Holding};
 use hal_core::wait;
 use hal_core::Result;
 
@@ -126,7 +126,7 @@ impl AscendStream {
 
     /// What the stream holds, locked: queue work that needs something
     /// held with this guard alive, then hold that thing in it (see
-    /// [`hal_core::held`]). When many values are held, an idle stream lets
+    /// [`hal_core::queued`]). When many values are held, an idle stream lets
     /// go of them first.
     pub(crate) fn holding(&self) -> Holding<'_> {
         if self.held.wants_query() {

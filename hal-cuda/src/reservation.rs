@@ -24,7 +24,8 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use hal_core::device::check_bounds;
-use hal_core::{Access, AccessGrant, AccessTarget, Error, Reservation, Result};
+use hal_core::vmm_pieces::Pieces;
+use hal_core::{AccessTarget, Reservation, Result};
 
 use crate::context::Primary;
 use crate::lock::lock;
@@ -40,76 +41,8 @@ pub struct CudaReservation {
     pub(crate) ordinal: u32,
     pub(crate) base: CUdeviceptr,
     pub(crate) len: u64,
-    pub(crate) pieces: Mutex<Pieces>,
-}
-
-/// The mapped parts of a reservation.
-#[derive(Default)]
-pub(crate) struct Pieces {
-    pub(crate) next_id: u64,
-    /// Sorted by offset, not overlapping.
-    pub(crate) list: Vec<Piece>,
-}
-
-/// One mapped part: part of a `cuMemMap` mapping (`map_id`), with the
-/// access given to it.
-#[derive(Clone)]
-pub(crate) struct Piece {
-    pub(crate) offset: u64,
-    pub(crate) len: u64,
-    pub(crate) map_id: u64,
-    pub(crate) phys: Arc<PhysInner>,
-    pub(crate) grants: Vec<AccessGrant>,
-}
-
-impl Piece {
-    pub(crate) fn end(&self) -> u64 {
-        self.offset + self.len
-    }
-
-    pub(crate) fn access_of(&self, target: AccessTarget) -> Access {
-        self.grants
-            .iter()
-            .find(|g| g.target == target)
-            .map_or(Access::None, |g| g.access)
-    }
-}
-
-impl Pieces {
-    /// The indices of the pieces that cover `offset..offset + len` with no
-    /// hole, or an error naming the first byte not mapped.
-    pub(crate) fn covering(&self, offset: u64, len: u64) -> Result<std::ops::Range<usize>> {
-        let end = offset + len;
-        let begin = self.list.partition_point(|p| p.end() <= offset);
-        let mut at = offset;
-        let mut i = begin;
-        while at < end {
-            match self.list.get(i) {
-                Some(p) if p.offset <= at => {
-                    at = p.end();
-                    i += 1;
-                }
-                _ => {
-                    return Err(Error::invalid(format!(
-                        "nothing is mapped at offset {at:#x} of the reservation: map a physical \
-                         allocation there first"
-                    )))
-                }
-            }
-        }
-        Ok(begin..i)
-    }
-
-    /// Split the piece that straddles `at`, so that none does.
-    pub(crate) fn split_at(&mut self, at: u64) {
-        if let Some(i) = self.list.iter().position(|p| p.offset < at && at < p.end()) {
-            let mut tail = self.list[i].clone();
-            tail.len = self.list[i].end() - at;
-            tail.offset = at;
-            self.list[i].len = at - self.list[i].offset;
-            self.list.insert(i + 1, tail);
-        }
-    }
+    /// The mapped parts, each holding its physical allocation.
+    pub(crate) pieces: Mutex<Pieces<Arc<PhysInner>>>,
 }
 
 // SAFETY: the reservation is a driver address range; it is only passed to
@@ -129,7 +62,7 @@ impl std::fmt::Debug for CudaReservation {
 }
 
 impl CudaReservation {
-    pub(crate) fn pieces(&self) -> MutexGuard<'_, Pieces> {
+    pub(crate) fn pieces(&self) -> MutexGuard<'_, Pieces<Arc<PhysInner>>> {
         lock(&self.pieces)
     }
 
@@ -137,32 +70,8 @@ impl CudaReservation {
     /// with the access it needs for this device.
     fn check_access(&self, offset: u64, len: u64, write: bool) -> Result<()> {
         check_bounds(offset, len, self.len)?;
-        if len == 0 {
-            return Ok(());
-        }
-        let pieces = self.pieces();
-        let me = AccessTarget::Device(self.ordinal);
-        for p in &pieces.list[pieces.covering(offset, len)?] {
-            let access = p.access_of(me);
-            let ok = match access {
-                Access::ReadWrite => true,
-                Access::Read => !write,
-                Access::None => false,
-            };
-            if !ok {
-                return Err(Error::PermissionDenied {
-                    pid: None,
-                    reason: format!(
-                        "offset {:#x} of the reservation is mapped with {access:?} access for \
-                         CUDA device {}; {} it needs more (Device::set_access first)",
-                        p.offset,
-                        self.ordinal,
-                        if write { "writing" } else { "reading" }
-                    ),
-                });
-            }
-        }
-        Ok(())
+        self.pieces()
+            .check_access(offset, len, AccessTarget::Device(self.ordinal), write)
     }
 
     /// Wait for the context's queued work, then unmap `offset..offset + len`
@@ -191,17 +100,7 @@ impl CudaReservation {
 
 impl Drop for CudaReservation {
     fn drop(&mut self) {
-        let mapped: Vec<(u64, u64)> = {
-            let pieces = self.pieces();
-            let mut runs: Vec<(u64, u64, u64)> = Vec::new();
-            for p in &pieces.list {
-                match runs.last_mut() {
-                    Some(r) if r.2 == p.map_id => r.1 += p.len,
-                    _ => runs.push((p.offset, p.len, p.map_id)),
-                }
-            }
-            runs.into_iter().map(|(o, l, _)| (o, l)).collect()
-        };
+        let mapped = self.pieces().mappings();
         for (offset, len) in mapped {
             if let Err(e) = self.unmap_after_work(offset, len, false) {
                 log::warn!(

@@ -6,8 +6,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use hal_core::exchange::Lease;
-use hal_core::held::{Held, Holding};
 use hal_core::lease::LeaseTable;
+use hal_core::queued::{Held, Holding};
 use hal_core::wait::{self, blocking_future};
 use hal_core::{Event, EventFlags, Result, WaitFuture, WaitOptions};
 
@@ -83,7 +83,7 @@ impl CudaStream {
 
     /// What the stream holds, locked: queue work that needs something
     /// held with this guard alive, then hold that thing in it (see
-    /// [`hal_core::held`]). When many values are held, an idle stream lets
+    /// [`hal_core::queued`]). When many values are held, an idle stream lets
     /// go of them first.
     pub(crate) fn holding(&self) -> Holding<'_> {
         if self.held.wants_query() {

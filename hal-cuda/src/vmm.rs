@@ -45,7 +45,7 @@ use hal_core::{
 
 use crate::context::Primary;
 use crate::physical::{CudaPhysical, PhysInner};
-use crate::reservation::{CudaReservation, Piece};
+use crate::reservation::CudaReservation;
 use crate::sys::{CUmemAccessDesc, CUmemAllocationProp, CUmemGenericAllocationHandle, Driver};
 
 /// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`.
@@ -275,19 +275,7 @@ impl Vmm<'_> {
         hal_core::device::check_bounds(physical_offset, len, p.inner.size)?;
         hal_core::device::check_bounds(offset, len, r.len)?;
         let mut pieces = r.pieces();
-        if let Some(q) = pieces
-            .list
-            .iter()
-            .find(|q| q.offset < offset + len && offset < q.end())
-        {
-            return Err(Error::AlreadyExists {
-                what: format!(
-                    "a mapping at {:#x}+{:#x} of the reservation overlaps {offset:#x}+{len:#x}; \
-                     unmap it first",
-                    q.offset, q.len
-                ),
-            });
-        }
+        pieces.check_free(offset, len)?;
         let driver = self.driver();
         let _ctx = self.primary.enter()?;
         let f = driver.mem_map()?;
@@ -303,19 +291,7 @@ impl Vmm<'_> {
             )
         };
         driver.check("cuMemMap", status)?;
-        pieces.next_id += 1;
-        let map_id = pieces.next_id;
-        let at = pieces.list.partition_point(|q| q.offset < offset);
-        pieces.list.insert(
-            at,
-            Piece {
-                offset,
-                len,
-                map_id,
-                phys: Arc::clone(&p.inner),
-                grants: Vec::new(),
-            },
-        );
+        pieces.insert(offset, len, Arc::clone(&p.inner));
         Ok(())
     }
 
@@ -327,23 +303,10 @@ impl Vmm<'_> {
         check_granular("unmap length", len, self.gran(), false)?;
         hal_core::device::check_bounds(offset, len, r.len)?;
         let mut pieces = r.pieces();
-        let range = pieces.covering(offset, len)?;
-        let end = offset + len;
-        let whole = pieces.list[range.clone()].iter().all(|p| {
-            pieces
-                .list
-                .iter()
-                .filter(|q| q.map_id == p.map_id)
-                .all(|q| q.offset >= offset && q.end() <= end)
-        });
-        if !whole {
-            return Err(Error::invalid(format!(
-                "{offset:#x}+{len:#x} is not a set of whole mappings: unmap what each map call \
-                 mapped"
-            )));
-        }
+        // Whole mappings only; CUDA unmaps the range in one call.
+        pieces.whole_mappings(offset, len)?;
         r.unmap_after_work(offset, len, true)?;
-        pieces.list.drain(range);
+        pieces.remove(offset, len);
         Ok(())
     }
 
@@ -366,12 +329,12 @@ impl Vmm<'_> {
         let host = grants.iter().any(|g| g.target == AccessTarget::Host);
         if let Some(p) = pieces.list[range]
             .iter()
-            .find(|p| host && !matches!(p.phys.location, PhysicalLocation::HostNuma(_)))
+            .find(|p| host && !matches!(p.held.location, PhysicalLocation::HostNuma(_)))
         {
             return Err(Error::invalid(format!(
                 "host access to the mapping at offset {:#x}: its pages live in {:?}; only host \
                  NUMA memory (PhysicalLocation::HostNuma) can be made host-accessible",
-                p.offset, p.phys.location
+                p.offset, p.held.location
             )));
         }
         let descs: Vec<CUmemAccessDesc> = grants.iter().map(access_desc).collect();
@@ -382,20 +345,7 @@ impl Vmm<'_> {
         // `descs.len()` descriptors and outlives the call.
         let status = unsafe { f(r.base + offset, len as usize, descs.as_ptr(), descs.len()) };
         driver.check("cuMemSetAccess", status)?;
-        pieces.split_at(offset);
-        pieces.split_at(offset + len);
-        for p in pieces
-            .list
-            .iter_mut()
-            .filter(|p| p.offset >= offset && p.end() <= offset + len)
-        {
-            for g in grants {
-                match p.grants.iter_mut().find(|h| h.target == g.target) {
-                    Some(h) => h.access = g.access,
-                    None => p.grants.push(*g),
-                }
-            }
-        }
+        pieces.grant(offset, len, grants);
         Ok(())
     }
 

@@ -13,7 +13,7 @@
 //! the vendor, so an idle answer covers everything the list holds.
 //!
 //! ```
-//! use hal_core::held::Held;
+//! use hal_core::queued::Held;
 //!
 //! let held = Held::default();
 //! {
