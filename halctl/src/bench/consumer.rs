@@ -412,9 +412,9 @@ impl State {
                     .next()
                     .ok_or_else(|| Fail::failed("cuda-notify-rtt's page came without its memfd"))?;
                 let ordinal = self.dev()?.info().ordinal;
-                self.rtt = Some(super::cuda_rtt::arm(ordinal, &self.handles, fd, plan)?);
+                self.rtt = Some(super::cuda_rtt_peer::arm(ordinal, &self.handles, fd, plan)?);
             }
-            Cmd::CudaRttDone => super::cuda_rtt::done(self.rtt.take())?,
+            Cmd::CudaRttDone => super::cuda_rtt_peer::done(self.rtt.take())?,
             Cmd::Quit => {}
         }
         Ok(reply)

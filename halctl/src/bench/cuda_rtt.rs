@@ -11,12 +11,11 @@
 //! busy-poll, so the ratio is what hal's notifies add to the driver's
 //! stream memory operations.
 
-use std::os::fd::{AsFd, OwnedFd};
-use std::thread::JoinHandle;
+use std::os::fd::AsFd;
 use std::time::Instant;
 
-use hal::cuda::{CudaBackend, CudaDevice};
-use hal::{Backend, Device, ExportOptions, Handle, ImportOptions, Notify, SharedHandle};
+use hal::cuda::CudaDevice;
+use hal::{Device, ExportOptions, Notify};
 
 use super::host::ns;
 use super::options::spin_wait;
@@ -24,7 +23,7 @@ use super::proto::{self, Cmd, PEER_TIMEOUT};
 use super::report::{summarize, Line};
 use super::spin::SpinPair;
 use super::Bench;
-use crate::fail::{CmdResult, Context, Fail};
+use crate::fail::{CmdResult, Context};
 use crate::stats::ratio;
 
 /// Round trips of each kind, at most (every one is queued on the stream
@@ -113,78 +112,6 @@ impl Bench<'_> {
         drop((ping_ex, pong_ex));
         Ok(())
     }
-}
-
-/// The consumer's side: queue the round trips of `plan` on a stream of
-/// its GPU, hal's on the notifies of the first two listed handles, the
-/// bare ones on the words of the page `fd`; a thread queues them (a full
-/// stream blocks the queuing call until the exporter's pings drain it) and
-/// then waits until the stream ran them all.
-pub(super) fn arm(
-    ordinal: u32,
-    handles: &[String],
-    fd: OwnedFd,
-    plan: Vec<bool>,
-) -> CmdResult<JoinHandle<CmdResult>> {
-    let [ping_text, pong_text] = handles else {
-        return Err(Fail::failed("cuda-notify-rtt takes two notify handles"));
-    };
-    let cuda = CudaBackend::new()
-        .open(ordinal)
-        .ctx("opening the CUDA device")?;
-    let import = |text: &str| -> CmdResult<_> {
-        let handle = Handle::from_text(text)
-            .map_err(|e| Fail::failed(format!("decoding a notify handle: {e}")))?;
-        cuda.import_notify(SharedHandle::from(handle), &ImportOptions::default())
-            .ctx("importing a notify")
-    };
-    let (ping, pong) = (import(ping_text)?, import(pong_text)?);
-    let words = SpinPair::open(&fd)?;
-    let (ptr, len) = words.page();
-    // SAFETY: the page stays mapped as long as `words`, which the thread
-    // below drops after the registration.
-    let reg = unsafe { cuda.register_host(ptr, len as u64) }.ctx("registering the words' page")?;
-    let (ping_at, pong_at) = SpinPair::word_addrs(hal::Memory::addr(&reg));
-    let stream = cuda.create_stream().ctx("creating a stream")?;
-    std::thread::Builder::new()
-        .name("halctl-rtt-queue".into())
-        .spawn(move || {
-            let mut round = 0u32;
-            for hal in plan {
-                if hal {
-                    cuda.stream_wait_notify(&stream, &ping, None)
-                        .ctx("queuing the wait for ping")?;
-                    cuda.record_notify(&stream, &pong)
-                        .ctx("queuing the record of pong")?;
-                } else {
-                    round += 1;
-                    // SAFETY: the words are in the page registered above,
-                    // which stays registered and mapped until the stream
-                    // is synchronized below.
-                    unsafe {
-                        cuda.bare_stream_wait_value32(&stream, ping_at, round)
-                            .ctx("queuing a bare wait")?;
-                        cuda.bare_stream_write_value32(&stream, pong_at, round)
-                            .ctx("queuing a bare write")?;
-                    }
-                }
-            }
-            cuda.synchronize(&stream, Some(PEER_TIMEOUT))
-                .ctx("waiting for the round trips")?;
-            drop(stream);
-            drop(reg);
-            drop(words);
-            Ok(())
-        })
-        .map_err(|e| Fail::failed(format!("starting the queuing thread: {e}")))
-}
-
-/// The consumer's end of the scenario: the queuing thread's result.
-pub(super) fn done(queued: Option<JoinHandle<CmdResult>>) -> CmdResult {
-    queued
-        .ok_or_else(|| Fail::failed("cuda-notify-rtt was not armed"))?
-        .join()
-        .map_err(|_| Fail::failed("the queuing thread panicked"))?
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ mod consumer;
 mod cuda;
 mod cuda_consumer;
 mod cuda_rtt;
+mod cuda_rtt_peer;
 mod export;
 mod firsts;
 mod host;
