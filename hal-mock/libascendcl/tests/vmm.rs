@@ -256,7 +256,15 @@ fn the_shareable_handle_needs_the_none_type_and_known_flags() {
         assert_ne!(n, 0);
         let mut me = 0;
         assert_eq!((v.tgid)(&mut me), 0);
-        assert_eq!((v.set_pid)(n ^ 1, &mut me, 1), 107_000, "not exported here");
+        // This process's pid and a number half the counter's range away
+        // from `n`: exported by no test of this process, which export in
+        // parallel with consecutive numbers.
+        let unexported = (n & !0xffff_ffff) | u64::from((n as u32).wrapping_add(1 << 31));
+        assert_eq!(
+            (v.set_pid)(unexported, &mut me, 1),
+            107_000,
+            "not exported here"
+        );
         assert_eq!((v.set_pid)(n, &mut me, 1), 0);
         // This process, listed, imports its own export.
         let mut again: Raw = std::ptr::null_mut();
