@@ -68,6 +68,9 @@ step demo-cuda-uvm "$here/bin/halctl" demo --backend cuda-uvm --json
 # The CUDA scenarios and the host notify ones, each against its baseline of
 # the same run; the lines stay in bench-cuda.log for the figures.
 step bench-cuda "$here/bin/halctl" bench --backend cuda --quick --json
+# The host scenarios on this machine's cores: the importer-scaling figure
+# (32 importer processes against one) where there are 16 of them.
+step bench-cpu-shm "$here/bin/halctl" bench --json --only export,import,scaling
 {
     echo "gpu-smoke: $(date -u +%FT%TZ) on $(hostname)"
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
