@@ -227,6 +227,18 @@ impl Device for AscendDevice {
         stream.wait(timeout)
     }
 
+    /// Held with the stream's other held values, let go once the stream is
+    /// idle (`aclrtStreamQuery`).
+    fn hold_until_done(
+        &self,
+        stream: &AscendStream,
+        value: Box<dyn std::any::Any + Send>,
+    ) -> Result<()> {
+        self.check_stream(stream)?;
+        stream.holding().hold(value);
+        Ok(())
+    }
+
     fn copy_async(
         &self,
         stream: &AscendStream,

@@ -122,12 +122,17 @@ fn no_managed_memory(info: &DeviceInfo, operation: &str) -> Error {
 }
 
 /// Memory of one device that a stream operation reads or writes: an
-/// allocation of this process or a mapping it imported.
+/// allocation of this process, a mapping it imported, or host memory it
+/// registered with the device.
 pub enum MemRef<'a, D: Device + ?Sized> {
     /// An allocation.
     Allocation(&'a D::Allocation),
     /// An imported mapping.
     Mapping(&'a D::Mapping),
+    /// Host memory registered with the device ([`Device::register_host`]):
+    /// the host side of a copy, reached by the device in stream order (on
+    /// CUDA at pinned-memory speed).
+    Registered(&'a D::HostRegistration),
 }
 
 impl<D: Device + ?Sized> Clone for MemRef<'_, D> {
@@ -144,6 +149,7 @@ impl<'a, D: Device + ?Sized> MemRef<'a, D> {
         match self {
             MemRef::Allocation(a) => a,
             MemRef::Mapping(m) => m,
+            MemRef::Registered(r) => r,
         }
     }
 }
@@ -368,8 +374,10 @@ pub trait Device: Send + Sync + 'static {
     /// # Safety
     ///
     /// `ptr..ptr + len` must be mapped in this process, readable and
-    /// writable, and stay mapped as long as the registration lives; the
-    /// caller is responsible for what else reads and writes those bytes.
+    /// writable, and stay mapped as long as the registration lives and
+    /// until the stream work queued on it ([`MemRef::Registered`]) has run;
+    /// the caller is responsible for what else reads and writes those
+    /// bytes.
     unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<Self::HostRegistration>;
 
     /// Import memory exported by another (or this) process.
@@ -435,10 +443,36 @@ pub trait Device: Send + Sync + 'static {
     /// Block until everything queued on `stream` has run.
     fn synchronize(&self, stream: &Self::Stream, timeout: Option<Duration>) -> Result<()>;
 
+    /// Keep `value` alive until `stream` has run the work queued on it so
+    /// far, then drop it: what that work reaches through an address (pages
+    /// a kernel reads, a buffer of another library) can be handed to the
+    /// stream instead of kept by the caller. Backends with device streams
+    /// hold it with the stream and let go once the stream is idle (queuing
+    /// never waits); the default waits for the stream, then drops it. A
+    /// failed wait keeps the value (leaked, never freed under queued work)
+    /// and returns the error.
+    fn hold_until_done(
+        &self,
+        stream: &Self::Stream,
+        value: Box<dyn std::any::Any + Send>,
+    ) -> Result<()> {
+        match self.synchronize(stream, None) {
+            Ok(()) => {
+                drop(value);
+                Ok(())
+            }
+            Err(e) => {
+                std::mem::forget(value);
+                Err(e)
+            }
+        }
+    }
+
     /// Queue a copy of `len` bytes from `src` at `src_offset` to `dst` at
     /// `dst_offset` on `stream`: host to device, device to host or device to
-    /// device, by where each side lives (a host allocation of the device is
-    /// the host side). The stream keeps both sides alive until the copy ran;
+    /// device, by where each side lives (a host allocation of the device, or
+    /// a host registration, is the host side). The stream keeps both sides
+    /// alive until the copy ran;
     /// its errors surface at the next [`Device::synchronize`]. Out-of-range
     /// offsets are [`Error::InvalidArgument`], a read-only destination
     /// [`Error::PermissionDenied`]. On a host-synchronous stream the copy runs

@@ -2,6 +2,8 @@
 //! interface over the caller's pages, and the backend's unregistration when
 //! it goes.
 
+use std::sync::Arc;
+
 use crate::device::Memory;
 use crate::error::Result;
 use crate::os::HostRange;
@@ -13,9 +15,14 @@ type Unregister = Box<dyn FnOnce(&HostRange) + Send + Sync>;
 /// Host memory registered by [`Device::register_host`](crate::Device::register_host):
 /// the caller's pages, read and written where they are, at the address the
 /// device uses (on CUDA the host address itself, measured with
-/// `cuMemHostGetDevicePointer`). Dropping it runs the backend's
-/// unregistration.
-pub struct RegisteredHost {
+/// `cuMemHostGetDevicePointer`). The backend's unregistration runs when the
+/// last clone drops: a stream that queued work on the registration
+/// ([`MemRef::Registered`](crate::MemRef::Registered)) holds a clone until
+/// it ran that work.
+#[derive(Clone)]
+pub struct RegisteredHost(Arc<Inner>);
+
+struct Inner {
     range: HostRange,
     device_addr: u64,
     unregister: Option<Unregister>,
@@ -24,34 +31,34 @@ pub struct RegisteredHost {
 impl std::fmt::Debug for RegisteredHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RegisteredHost")
-            .field("range", &self.range)
-            .field("device_addr", &format_args!("{:#x}", self.device_addr))
+            .field("range", &self.0.range)
+            .field("device_addr", &format_args!("{:#x}", self.0.device_addr))
             .finish()
     }
 }
 
 impl RegisteredHost {
     /// `range`, reached by the device at `device_addr`; `unregister` runs
-    /// once, when the value drops.
+    /// once, when the last clone drops.
     pub fn new(
         range: HostRange,
         device_addr: u64,
         unregister: impl FnOnce(&HostRange) + Send + Sync + 'static,
     ) -> RegisteredHost {
-        RegisteredHost {
+        RegisteredHost(Arc::new(Inner {
             range,
             device_addr,
             unregister: Some(Box::new(unregister)),
-        }
+        }))
     }
 
     /// The registered range.
     pub fn range(&self) -> &HostRange {
-        &self.range
+        &self.0.range
     }
 }
 
-impl Drop for RegisteredHost {
+impl Drop for Inner {
     fn drop(&mut self) {
         if let Some(unregister) = self.unregister.take() {
             unregister(&self.range);
@@ -62,11 +69,11 @@ impl Drop for RegisteredHost {
 impl Memory for RegisteredHost {
     /// The address the device uses.
     fn addr(&self) -> u64 {
-        self.device_addr
+        self.0.device_addr
     }
 
     fn len(&self) -> u64 {
-        self.range.len()
+        self.0.range.len()
     }
 
     fn location(&self) -> Location {
@@ -74,15 +81,15 @@ impl Memory for RegisteredHost {
     }
 
     fn host_ptr(&self) -> Option<*mut u8> {
-        Some(self.range.ptr())
+        Some(self.0.range.ptr())
     }
 
     fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
-        self.range.read(offset, dst)
+        self.0.range.read(offset, dst)
     }
 
     fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
-        self.range.write(offset, src)
+        self.0.range.write(offset, src)
     }
 }
 
@@ -91,7 +98,6 @@ mod tests {
     use super::*;
     use crate::os::{Prot, SharedMap};
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
 
     #[test]
     fn dropping_unregisters_once() {
@@ -110,7 +116,14 @@ mod tests {
         let mut got = [0u8; 3];
         map.read(0, &mut got).unwrap();
         assert_eq!(&got, b"reg");
+        let held = reg.clone();
         drop(reg);
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            0,
+            "a clone keeps it registered"
+        );
+        drop(held);
         assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 }

@@ -15,7 +15,7 @@ use hal_cpu_shm::CpuDevice;
 use crate::brand;
 use crate::gpu::GpuDevice;
 use crate::home;
-use crate::memory::{SharedManaged, SharedView, UvmAllocation, UvmMapping};
+use crate::memory::{HomePages, SharedManaged, SharedView, UvmAllocation, UvmMapping};
 use crate::registration;
 use crate::route::Side;
 use crate::step::{self, StepErrors};
@@ -151,6 +151,19 @@ where
         Ok(SharedView::new(registration, direct, home, original))
     }
 
+    /// Hold the home pages GPU work just queued on `stream` reaches, until
+    /// the stream ran it.
+    fn hold_homes<const N: usize>(
+        &self,
+        stream: &D::Stream,
+        homes: [Option<Arc<dyn HomePages>>; N],
+    ) -> Result<()> {
+        for home in homes.into_iter().flatten() {
+            self.gpu.hold_until_done(stream, Box::new(home))?;
+        }
+        Ok(())
+    }
+
     fn check_device(&self, ordinal: u32) -> Result<()> {
         if ordinal >= self.devices {
             return Err(Error::invalid(format!(
@@ -183,16 +196,25 @@ where
     }
 }
 
-/// The side `m` names.
+/// The side `m` names: memory the GPU reaches (home pages through their
+/// registration, held for the queued work), or home pages only the host
+/// reaches.
 fn side<D>(m: MemRef<'_, UvmDevice<D>>) -> Side<'_, D>
 where
     D: GpuDevice,
 {
     match m {
-        MemRef::Allocation(UvmAllocation::Shared(s)) => Side::Home(s.pages()),
-        MemRef::Allocation(UvmAllocation::Inner(a)) => Side::Inner(MemRef::Allocation(a)),
-        MemRef::Mapping(UvmMapping::Shared(s)) => Side::Home(s.pages()),
-        MemRef::Mapping(UvmMapping::Inner(m)) => Side::Inner(MemRef::Mapping(m)),
+        MemRef::Allocation(UvmAllocation::Shared(s)) => match s.registration() {
+            Some(r) => Side::Gpu(MemRef::Registered(r), Some(s.pages())),
+            None => Side::Host(s.pages()),
+        },
+        MemRef::Allocation(UvmAllocation::Inner(a)) => Side::Gpu(MemRef::Allocation(a), None),
+        MemRef::Mapping(UvmMapping::Shared(s)) => match s.registration() {
+            Some(r) => Side::Gpu(MemRef::Registered(r), Some(s.pages())),
+            None => Side::Host(s.pages()),
+        },
+        MemRef::Mapping(UvmMapping::Inner(m)) => Side::Gpu(MemRef::Mapping(m), None),
+        MemRef::Registered(r) => Side::Gpu(MemRef::Registered(r), None),
     }
 }
 
@@ -331,9 +353,10 @@ where
         self.steps.take(step::key(stream))
     }
 
-    /// Between the GPU's own memory, the GPU's copy; with home pages on
-    /// either side, a host step in stream order (see the crate docs,
-    /// *Stream order*).
+    /// Between memory the GPU reaches (its own, and home pages through
+    /// their registration), the GPU's copy in stream order; with home pages
+    /// only the host reaches, a host step (see the crate docs, *Stream
+    /// order*).
     fn copy_async(
         &self,
         stream: &D::Stream,
@@ -351,10 +374,12 @@ where
             Ok(len > 0)
         };
         match (side(dst), side(src)) {
-            (Side::Inner(d), Side::Inner(s)) => self
-                .gpu
-                .copy_async(stream, d, dst_offset, s, src_offset, len),
-            (Side::Home(to), Side::Home(from)) => {
+            (Side::Gpu(d, held_d), Side::Gpu(s, held_s)) => {
+                self.gpu
+                    .copy_async(stream, d, dst_offset, s, src_offset, len)?;
+                self.hold_homes(stream, [held_d, held_s])
+            }
+            (Side::Host(to), Side::Host(from)) => {
                 if !checked(to.memory(), from.memory())? {
                     return Ok(());
                 }
@@ -370,10 +395,11 @@ where
                     )
                 })
             }
-            // Home pages to the GPU's memory: the step copies them into a
-            // staging buffer of the GPU's host memory, which the GPU then
-            // copies in stream order; the step reaches only what it holds.
-            (Side::Inner(d), Side::Home(from)) => {
+            // Host-only pages to memory the GPU reaches: the step copies
+            // them into a staging buffer of the GPU's host memory, which the
+            // GPU then copies in stream order; the step reaches only what
+            // it holds.
+            (Side::Gpu(d, held_d), Side::Host(from)) => {
                 if !checked(d.memory(), from.memory())? {
                     return Ok(());
                 }
@@ -395,12 +421,12 @@ where
                             len,
                         )
                     },
-                    Arc::clone(&staging),
+                    (Arc::clone(&staging), held_d),
                 )
             }
-            // The GPU's memory to home pages: the GPU copies into a staging
-            // buffer first, and the step copies that home.
-            (Side::Home(to), Side::Inner(s)) => {
+            // Memory the GPU reaches to host-only pages: the GPU copies
+            // into a staging buffer first, and the step copies that home.
+            (Side::Host(to), Side::Gpu(s, held_s)) => {
                 if !checked(to.memory(), s.memory())? {
                     return Ok(());
                 }
@@ -422,7 +448,7 @@ where
                     },
                     move || home::copy(to.memory(), dst_offset, true, &*filled, 0, false, len),
                     || Ok(()),
-                    Arc::clone(&staging),
+                    (Arc::clone(&staging), held_s),
                 )
             }
         }
@@ -436,8 +462,11 @@ where
         data: Vec<u8>,
     ) -> Result<()> {
         match side(dst) {
-            Side::Inner(d) => self.gpu.write_async(stream, d, offset, data),
-            Side::Home(h) => {
+            Side::Gpu(d, held) => {
+                self.gpu.write_async(stream, d, offset, data)?;
+                self.hold_homes(stream, [held])
+            }
+            Side::Host(h) => {
                 hal_core::device::check_bounds(offset, data.len() as u64, h.memory().len())?;
                 writable(h.memory())?;
                 step::queue(&self.gpu, stream, &self.steps, move || {
@@ -456,8 +485,11 @@ where
         value: u8,
     ) -> Result<()> {
         match side(dst) {
-            Side::Inner(d) => self.gpu.memset_async(stream, d, offset, len, value),
-            Side::Home(h) => {
+            Side::Gpu(d, held) => {
+                self.gpu.memset_async(stream, d, offset, len, value)?;
+                self.hold_homes(stream, [held])
+            }
+            Side::Host(h) => {
                 hal_core::device::check_bounds(offset, len, h.memory().len())?;
                 writable(h.memory())?;
                 step::queue(&self.gpu, stream, &self.steps, move || {
@@ -467,14 +499,22 @@ where
         }
     }
 
+    fn hold_until_done(
+        &self,
+        stream: &D::Stream,
+        value: Box<dyn std::any::Any + Send>,
+    ) -> Result<()> {
+        self.gpu.hold_until_done(stream, value)
+    }
+
     /// On a shared managed buffer, advice is checked and kept by nobody:
     /// the home pages are registered (pinned) and never migrate, so every
     /// device reaches them in place whatever the advice. Device copies are
     /// made explicitly (see the crate documentation, *Strategies*).
     fn advise(&self, mem: MemRef<'_, Self>, offset: u64, len: u64, advice: Advice) -> Result<()> {
         match side(mem) {
-            Side::Inner(m) => self.gpu.advise(m, offset, len, advice),
-            Side::Home(_) => {
+            Side::Gpu(m, None) => self.gpu.advise(m, offset, len, advice),
+            Side::Gpu(_, Some(_)) | Side::Host(_) => {
                 let at = match advice {
                     Advice::ReadMostly => Location::Host,
                     Advice::PreferredLocation(l) => l,
@@ -497,8 +537,10 @@ where
         to: Location,
     ) -> Result<()> {
         match side(mem) {
-            Side::Inner(m) => self.gpu.prefetch_async(stream, m, offset, len, to),
-            Side::Home(_) => self.managed_hint(mem.memory(), offset, len, to),
+            Side::Gpu(m, None) => self.gpu.prefetch_async(stream, m, offset, len, to),
+            Side::Gpu(_, Some(_)) | Side::Host(_) => {
+                self.managed_hint(mem.memory(), offset, len, to)
+            }
         }
     }
 

@@ -61,18 +61,24 @@
 //! ## Stream order
 //!
 //! Streams, events and notifies are the GPU's. A copy, write or memset
-//! between the GPU's own memory runs on its stream as usual. One that
-//! touches home pages is queued as a host step: the stream records an
-//! event and waits on a notify; a thread waits for the event, copies
+//! between memory the GPU reaches runs on its stream as the GPU's own
+//! work: its own memory, and home pages through their registration
+//! (`MemRef::Registered` of the inner backend), at pinned-memory speed and
+//! with no thread; the stream holds the home pages until it ran the work
+//! (`Device::hold_until_done`), so dropping the buffer right after the
+//! call is safe. Home pages that the GPU does not reach here (a read-only
+//! view, which is never registered, and every home under
+//! [`Strategy::Pageable`]) are worked on by a host step: the stream records
+//! an event and waits on a notify; a thread waits for the event, copies
 //! between the home pages and a staging buffer of the GPU's pinned host
 //! memory (or between home pages, or fills them), and signals the notify,
-//! so later work on the stream runs after it. The GPU's side of a copy is
-//! a GPU copy to or from the staging buffer, queued in stream order at the
-//! call, so the step never reaches memory the caller may free: what it
-//! works on, it holds. The call returns at once; a step's error comes back
-//! from the next `synchronize`. Each step costs an event, a notify, a
-//! thread and, for a copy with the GPU's memory, a staging buffer: for
-//! bandwidth, run kernels on [`SharedManaged::device_addr`].
+//! so later work on the stream runs after it. The GPU's side of such a
+//! copy is a GPU copy to or from the staging buffer, queued in stream
+//! order at the call, so the step never reaches memory the caller may
+//! free: what it works on, it holds. The call returns at once; an error of
+//! the queued work comes back from the next `synchronize`. A host step
+//! costs an event, a notify, a thread and, for a copy with the GPU's
+//! memory, a staging buffer.
 //!
 //! ## Residency, and the consistency rule
 //!
@@ -82,8 +88,10 @@
 //! only on the device.** Host writes through [`Residency::write`] to a
 //! device-resident chunk are refused; home-page writes made behind the
 //! table's back are detected at the writeback, which reports the chunk and
-//! keeps the device copy. Residency needs the GPU's VMM: without it
-//! ([`hal_cuda`] today) it answers `Unsupported`.
+//! keeps the device copy. Residency needs the GPU's VMM
+//! ([`Capabilities::VMM`](hal_core::Capabilities::VMM), which [`hal_cuda`]
+//! offers where the driver reports it): without it, it answers
+//! `Unsupported`.
 //!
 //! ## Growth
 //!

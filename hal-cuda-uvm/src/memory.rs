@@ -36,6 +36,11 @@ impl<D: Device, P: Memory> HomePages for Home<D, P> {
 }
 
 impl<D: Device, P: Memory> Home<D, P> {
+    /// The pages' registration with the GPU, when they are registered.
+    pub(crate) fn registration(&self) -> Option<&D::HostRegistration> {
+        self.registration.as_deref().map(Registered::registration)
+    }
+
     fn device_addr(&self) -> Option<u64> {
         match &self.registration {
             Some(r) => Some(r.device_addr()),
@@ -99,6 +104,10 @@ impl<D: Device> SharedManaged<D> {
     {
         self.home.clone()
     }
+
+    pub(crate) fn registration(&self) -> Option<&D::HostRegistration> {
+        self.home.registration()
+    }
 }
 
 /// A shared managed buffer imported from another process (or this one):
@@ -157,6 +166,10 @@ impl<D: Device> SharedView<D> {
         D: GpuDevice,
     {
         self.home.clone()
+    }
+
+    pub(crate) fn registration(&self) -> Option<&D::HostRegistration> {
+        self.home.registration()
     }
 }
 

@@ -45,6 +45,11 @@ impl<D: Device> Registered<D> {
     pub(crate) fn device_addr(&self) -> u64 {
         self.reg.addr()
     }
+
+    /// The GPU's registration, for stream work on the pages.
+    pub(crate) fn registration(&self) -> &D::HostRegistration {
+        &self.reg
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

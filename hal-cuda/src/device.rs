@@ -193,6 +193,20 @@ impl CudaDevice {
     }
 }
 
+/// Hold the registrations among `sides` with the stream: the driver reaches
+/// their pages until it ran the work, so they stay registered until then
+/// (the clone's drop unregisters when it is the last).
+fn hold_registered<const N: usize>(
+    held: &mut hal_core::queued::Holding<'_>,
+    sides: [MemRef<'_, CudaDevice>; N],
+) {
+    for side in sides {
+        if let MemRef::Registered(r) = side {
+            held.hold(r.clone());
+        }
+    }
+}
+
 impl Device for CudaDevice {
     type Allocation = CudaAllocation;
     type Mapping = CudaMapping;
@@ -370,6 +384,18 @@ impl Device for CudaDevice {
         stream.wait(timeout)
     }
 
+    /// Held with the stream's other held values, let go once the stream is
+    /// idle (`cuStreamQuery`).
+    fn hold_until_done(
+        &self,
+        stream: &CudaStream,
+        value: Box<dyn std::any::Any + Send>,
+    ) -> Result<()> {
+        self.check_stream(stream)?;
+        stream.holding().hold(value);
+        Ok(())
+    }
+
     fn copy_async(
         &self,
         stream: &CudaStream,
@@ -385,10 +411,15 @@ impl Device for CudaDevice {
         let driver = self.driver();
         let _ctx = self.primary.enter()?;
         let f = driver.memcpy_async()?;
+        let mut held = stream.holding();
         // SAFETY: both ranges lie inside live memory of this device (bounds
-        // checked), which the caller keeps alive while the stream runs.
+        // checked): allocations and mappings the driver keeps until the
+        // copy ran (a free waits for the device), registrations the stream
+        // holds below.
         let status = unsafe { f(to, from, len as usize, stream.raw) };
-        driver.check("cuMemcpyAsync", status)
+        driver.check("cuMemcpyAsync", status)?;
+        hold_registered(&mut held, [dst, src]);
+        Ok(())
     }
 
     fn write_async(
@@ -410,6 +441,7 @@ impl Device for CudaDevice {
         let status = unsafe { f(to, data.as_ptr().cast(), data.len(), stream.raw) };
         driver.check("cuMemcpyHtoDAsync_v2", status)?;
         held.hold(data);
+        hold_registered(&mut held, [dst]);
         Ok(())
     }
 
@@ -426,9 +458,13 @@ impl Device for CudaDevice {
         let driver = self.driver();
         let _ctx = self.primary.enter()?;
         let f = driver.memset_d8_async()?;
-        // SAFETY: the range lies inside live memory of this device.
+        let mut held = stream.holding();
+        // SAFETY: the range lies inside live memory of this device (a
+        // registration is held by the stream below).
         let status = unsafe { f(to, value, len as usize, stream.raw) };
-        driver.check("cuMemsetD8Async", status)
+        driver.check("cuMemsetD8Async", status)?;
+        hold_registered(&mut held, [dst]);
+        Ok(())
     }
 
     fn query_stream(&self, stream: &CudaStream) -> Result<bool> {

@@ -41,20 +41,42 @@ impl Backing {
     }
 }
 
-/// Something that holds a mapping stream work can copy into or out of.
+/// Something that holds memory stream work can copy into or out of: a
+/// mapping of the simulator's, or host memory registered with it.
 pub(crate) trait Holder: Send + Sync {
-    fn map(&self) -> &SharedMap;
+    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()>;
+    fn write(&self, offset: u64, src: &[u8]) -> Result<()>;
 }
 
 impl Holder for Backing {
-    fn map(&self) -> &SharedMap {
-        &self.map
+    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        self.map.read(offset, dst)
+    }
+
+    fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
+        self.map.write(offset, src)
+    }
+}
+
+/// Registered host memory: the caller's pages, reached where they are; the
+/// clone a queued operation holds keeps the registration until it ran.
+impl Holder for hal_core::RegisteredHost {
+    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        hal_core::Memory::read(self, offset, dst)
+    }
+
+    fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
+        hal_core::Memory::write(self, offset, src)
     }
 }
 
 impl Holder for ImportRegion {
-    fn map(&self) -> &SharedMap {
-        self.memory()
+    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        self.memory().read(offset, dst)
+    }
+
+    fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
+        self.memory().write(offset, src)
     }
 }
 

@@ -58,6 +58,11 @@ pub(crate) enum Op {
     /// Hold the stream until a word of registered host memory holds a value
     /// (`cuStreamWaitValue32`), looking at it as a device does: by polling.
     WaitWord { word: HostWord, value: u32 },
+    /// Keep a value until the stream reaches this point, then drop it
+    /// (`Device::hold_until_done`).
+    Hold {
+        value: Box<dyn std::any::Any + Send>,
+    },
 }
 
 /// A 32-bit word of host memory registered with the device, which stream
@@ -266,7 +271,7 @@ fn abandoned() -> Error {
 
 fn execute(dev: &DevRef, op: Op, closing: &AtomicBool) -> Result<()> {
     match op {
-        Op::Write { dst, offset, data } => dst.holder.map().write(dst.base + offset, &data),
+        Op::Write { dst, offset, data } => dst.holder.write(dst.base + offset, &data),
         Op::Memset {
             dst,
             offset,
@@ -275,7 +280,7 @@ fn execute(dev: &DevRef, op: Op, closing: &AtomicBool) -> Result<()> {
         } => {
             let len = usize::try_from(len)
                 .map_err(|_| Error::invalid("a memset larger than the address space"))?;
-            dst.holder.map().write(dst.base + offset, &vec![value; len])
+            dst.holder.write(dst.base + offset, &vec![value; len])
         }
         Op::Copy {
             dst,
@@ -285,8 +290,8 @@ fn execute(dev: &DevRef, op: Op, closing: &AtomicBool) -> Result<()> {
             len,
         } => {
             let mut buf = vec![0u8; len as usize];
-            src.holder.map().read(src.base + src_offset, &mut buf)?;
-            dst.holder.map().write(dst.base + dst_offset, &buf)
+            src.holder.read(src.base + src_offset, &mut buf)?;
+            dst.holder.write(dst.base + dst_offset, &buf)
         }
         Op::Record { sync, seq } => sync.complete(seq),
         Op::WaitEvent { sync, target } => loop {
@@ -314,6 +319,10 @@ fn execute(dev: &DevRef, op: Op, closing: &AtomicBool) -> Result<()> {
             dev.alive()?;
             std::thread::sleep(Duration::from_micros(50));
         },
+        Op::Hold { value } => {
+            drop(value);
+            Ok(())
+        }
         Op::WaitNotify { sync, timeout } => {
             let start = Instant::now();
             loop {

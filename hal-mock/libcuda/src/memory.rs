@@ -31,7 +31,7 @@ fn allocate(d: &Driver, size: usize, kind: Kind) -> Result<u64, Code> {
         Kind::Device => AllocDesc::device(ordinal, size),
         Kind::Host => AllocDesc::host(size),
         Kind::Managed => AllocDesc::managed(size),
-        Kind::Imported => return Err(cuda::INVALID_VALUE),
+        Kind::Imported | Kind::Registered => return Err(cuda::INVALID_VALUE),
     };
     let alloc = sim(d.devices[ordinal as usize].device.allocate(&desc))?;
     // Device memory is handed out at a no-access address: the host cannot

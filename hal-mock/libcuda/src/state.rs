@@ -32,6 +32,9 @@ pub(crate) enum Kind {
     Managed,
     /// `cuIpcOpenMemHandle_v2`: another process's device memory.
     Imported,
+    /// `cuMemHostRegister_v2`: host memory of the caller's, reached by the
+    /// device at its host address (found by [`Driver::find_copyable`] only).
+    Registered,
 }
 
 /// The simulator's memory behind an address: an allocation of this
@@ -42,6 +45,9 @@ pub(crate) enum Mem {
     Alloc(Arc<MockAllocation>),
     /// Opened from another process's IPC handle.
     Map(Arc<MockMapping>),
+    /// Host memory registered with the device (a clone of the
+    /// registration: queued work holds it until it ran).
+    Registered(hal_core::RegisteredHost),
 }
 
 impl Mem {
@@ -50,6 +56,7 @@ impl Mem {
         match self {
             Mem::Alloc(a) => MemRef::Allocation(a.as_ref()),
             Mem::Map(m) => MemRef::Mapping(m.as_ref()),
+            Mem::Registered(r) => MemRef::Registered(r),
         }
     }
 
@@ -268,6 +275,44 @@ impl Driver {
             base,
             offset,
             kind: block.kind,
+        })
+    }
+
+    /// As [`Driver::find`], and else registered host memory: what copies
+    /// and memsets reach (the device addresses registered host memory at
+    /// its host address, measured).
+    pub(crate) fn find_copyable(&self, ptr: u64, len: u64) -> Result<Found, Code> {
+        if let Ok(found) = self.find(ptr, len) {
+            return Ok(found);
+        }
+        let registered = lock(&self.registered);
+        let (&base, reg) = registered
+            .range(..=ptr)
+            .next_back()
+            .ok_or(cuda::INVALID_VALUE)?;
+        let offset = ptr - base;
+        let end = offset.checked_add(len).ok_or(cuda::INVALID_VALUE)?;
+        if end > hal_core::Memory::len(reg) {
+            return Err(cuda::INVALID_VALUE);
+        }
+        // The queued work gets a view of the pages that does not keep them
+        // registered: as on the driver, `cuMemHostUnregister` ends the
+        // registration at once, whatever is queued (the caller keeps it
+        // registered until its work ran).
+        let range = reg.range();
+        // SAFETY: the caller of `cuMemHostRegister` keeps the range mapped
+        // while it is registered and until the work queued on it ran.
+        let view = unsafe { hal_core::os::HostRange::new(range.ptr(), range.len()) }
+            .map_err(|_| cuda::INVALID_VALUE)?;
+        Ok(Found {
+            alloc: Mem::Registered(hal_core::RegisteredHost::new(
+                view,
+                hal_core::Memory::addr(reg),
+                |_| {},
+            )),
+            base,
+            offset,
+            kind: Kind::Registered,
         })
     }
 

@@ -119,10 +119,10 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
         }
         non_null(src.cast_mut())?;
         let len = u64::try_from(n).map_err(|_| cuda::INVALID_VALUE)?;
-        let to = d.find(dst, len)?;
+        let to = d.find_copyable(dst, len)?;
         let device = &d.devices[ordinal as usize].device;
-        if let Ok(pinned) = d.find(src.addr() as u64, len) {
-            if pinned.kind == Kind::Host {
+        if let Ok(pinned) = d.find_copyable(src.addr() as u64, len) {
+            if matches!(pinned.kind, Kind::Host | Kind::Registered) {
                 return sim(Device::copy_async(
                     device,
                     &stream,
@@ -164,10 +164,10 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
         }
         non_null(dst)?;
         let len = u64::try_from(n).map_err(|_| cuda::INVALID_VALUE)?;
-        let from = d.find(src, len)?;
+        let from = d.find_copyable(src, len)?;
         let device = &d.devices[ordinal as usize].device;
-        if let Ok(pinned) = d.find(dst.addr() as u64, len) {
-            if pinned.kind == Kind::Host {
+        if let Ok(pinned) = d.find_copyable(dst.addr() as u64, len) {
+            if matches!(pinned.kind, Kind::Host | Kind::Registered) {
                 return sim(Device::copy_async(
                     device,
                     &stream,
@@ -202,7 +202,7 @@ pub unsafe extern "C" fn cuMemsetD8Async(
             return Ok(());
         }
         let len = u64::try_from(n).map_err(|_| cuda::INVALID_VALUE)?;
-        let to = d.find(dst, len)?;
+        let to = d.find_copyable(dst, len)?;
         let device = &d.devices[ordinal as usize].device;
         sim(device.memset_async(&stream, to.alloc.r(), to.offset, len, uc))
     })
@@ -226,7 +226,7 @@ pub unsafe extern "C" fn cuMemcpyAsync(
         Ok(len) => len,
         Err(_) => return guard("cuMemcpyAsync", || Err(cuda::INVALID_VALUE)),
     };
-    let known = |p: CUdeviceptr| driver().is_ok_and(|d| d.find(p, len.max(1)).is_ok());
+    let known = |p: CUdeviceptr| driver().is_ok_and(|d| d.find_copyable(p, len.max(1)).is_ok());
     match (known(dst), known(src)) {
         // SAFETY: the caller's contract: `src` is host memory readable for `n` bytes.
         (true, false) => unsafe { cuMemcpyHtoDAsync_v2(dst, src as *const c_void, n, h_stream) },
@@ -239,8 +239,8 @@ pub unsafe extern "C" fn cuMemcpyAsync(
             if n == 0 {
                 return Ok(());
             }
-            let to = d.find(dst, len)?;
-            let from = d.find(src, len)?;
+            let to = d.find_copyable(dst, len)?;
+            let from = d.find_copyable(src, len)?;
             sim(Device::copy_async(
                 &d.devices[ordinal as usize].device,
                 &stream,

@@ -2,6 +2,7 @@
 //! simulated vendor call of its concern (`alloc.rs`, `streams.rs`,
 //! `vmm.rs`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use hal_core::{
@@ -75,6 +76,17 @@ impl Device for MockDevice {
         self.sim_synchronize(stream, timeout)
     }
 
+    /// Queued as a step of the stream that drops the value when reached.
+    fn hold_until_done(
+        &self,
+        stream: &MockStream,
+        value: Box<dyn std::any::Any + Send>,
+    ) -> Result<()> {
+        self.dev.check_owner(&stream.dev, "stream", true)?;
+        stream.push(crate::stream::Op::Hold { value });
+        Ok(())
+    }
+
     fn copy_async(
         &self,
         stream: &MockStream,
@@ -84,7 +96,14 @@ impl Device for MockDevice {
         src_offset: u64,
         len: u64,
     ) -> Result<()> {
-        self.copy_spans(stream, span(dst), dst_offset, span(src), src_offset, len)
+        self.copy_spans(
+            stream,
+            self.span(dst),
+            dst_offset,
+            self.span(src),
+            src_offset,
+            len,
+        )
     }
 
     fn write_async(
@@ -94,7 +113,7 @@ impl Device for MockDevice {
         offset: u64,
         data: Vec<u8>,
     ) -> Result<()> {
-        self.write_span(stream, span(dst), offset, data)
+        self.write_span(stream, self.span(dst), offset, data)
     }
 
     fn memset_async(
@@ -105,7 +124,7 @@ impl Device for MockDevice {
         len: u64,
         value: u8,
     ) -> Result<()> {
-        self.memset_span(stream, span(dst), offset, len, value)
+        self.memset_span(stream, self.span(dst), offset, len, value)
     }
 
     fn advise(&self, mem: MemRef<'_, Self>, offset: u64, len: u64, advice: Advice) -> Result<()> {
@@ -263,15 +282,24 @@ impl Device for MockDevice {
     }
 }
 
-/// The bytes of a memory reference, kept alive for queued stream work.
-fn span(m: MemRef<'_, MockDevice>) -> Span {
-    match m {
-        MemRef::Allocation(a) => a.span(),
-        MemRef::Mapping(m) => m.span(),
-    }
-}
-
 impl MockDevice {
+    /// The bytes of a memory reference, kept alive for queued stream work
+    /// (a registration: the clone the span holds keeps it registered).
+    fn span(&self, m: MemRef<'_, MockDevice>) -> Span {
+        match m {
+            MemRef::Allocation(a) => a.span(),
+            MemRef::Mapping(m) => m.span(),
+            MemRef::Registered(r) => Span {
+                holder: Arc::new(r.clone()),
+                base: 0,
+                len: hal_core::Memory::len(r),
+                writable: true,
+                peer_only: false,
+                dev: self.on(self.dev.ordinal),
+            },
+        }
+    }
+
     /// The checks of a managed-memory operation: the capability, the
     /// device's own memory, managed memory (the vendor refuses others with
     /// its invalid-value code, as CUDA does, measured), and the range.
@@ -284,7 +312,7 @@ impl MockDevice {
     ) -> Result<()> {
         self.dev
             .require(hal_core::Capabilities::MANAGED_MEMORY, operation)?;
-        let span = span(mem);
+        let span = self.span(mem);
         self.dev.check_owner(&span.dev, "memory", false)?;
         let memory = mem.memory();
         if memory.location() != Location::Managed {
