@@ -375,6 +375,12 @@ fn creator_only_notify_wait_and_importers_record() {
             &ImportOptions::default(),
         )
         .unwrap();
+    // Which side may wait shows in the notify's debug form too.
+    assert!(format!("{n:?}").contains("creator: true"), "{n:?}");
+    assert!(
+        format!("{imported:?}").contains("creator: false"),
+        "{imported:?}"
+    );
     assert!(matches!(
         imported.wait(WaitOptions::timeout(Duration::from_millis(5))),
         Err(Error::PermissionDenied { .. })
@@ -395,6 +401,73 @@ fn creator_only_notify_wait_and_importers_record() {
 }
 
 #[test]
+fn a_notify_export_has_no_range_and_no_read_only_form() {
+    let d = dev(0);
+    let n = d.create_notify().unwrap();
+    for opts in [
+        ExportOptions {
+            read_only: true,
+            ..ExportOptions::default()
+        },
+        ExportOptions {
+            range: Some(ByteRange { offset: 0, len: 4 }),
+            ..ExportOptions::default()
+        },
+    ] {
+        let e = d.export_notify(&n, &opts).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
+    }
+    d.export_notify(&n, &ExportOptions::default()).unwrap();
+}
+
+#[test]
+fn a_notify_imported_onto_another_device_needs_the_peer_flag() {
+    let (d0, d1) = (dev(0), dev(1));
+    let n = d0.create_notify().unwrap();
+    let exported = d0
+        .export_notify(
+            &n,
+            &ExportOptions {
+                importers: Importers::Anyone,
+                ..ExportOptions::default()
+            },
+        )
+        .unwrap();
+    let shared = || SharedHandle::from(Handle::from_text(&exported.to_text()).unwrap());
+    let no_peer = ImportOptions {
+        peer_access: false,
+        ..ImportOptions::default()
+    };
+    assert!(
+        d1.import_notify(shared(), &no_peer).is_err(),
+        "another device's notify without ENABLE_PEER_ACCESS"
+    );
+    // On its own device no peer flag is passed, whatever the options say.
+    d0.import_notify(shared(), &no_peer).unwrap();
+    let peer = ImportOptions {
+        peer_access: true,
+        ..ImportOptions::default()
+    };
+    let imported = d1.import_notify(shared(), &peer).unwrap();
+    let s = d1.create_stream().unwrap();
+    d1.record_notify(&s, &imported).unwrap();
+    n.wait(WaitOptions::timeout(LONG)).unwrap();
+}
+
+#[test]
+fn dropping_an_exported_notify_forgets_its_key_and_no_other() {
+    let d = dev(0);
+    let (a, b) = (d.create_notify().unwrap(), d.create_notify().unwrap());
+    let mut ea = d.export_notify(&a, &ExportOptions::default()).unwrap();
+    let mut eb = d.export_notify(&b, &ExportOptions::default()).unwrap();
+    let me = d.process_id().unwrap();
+    drop(a);
+    let e = d.allow_importers(&mut ea, &[me]).unwrap_err();
+    assert!(matches!(e, Error::NotFound { .. }), "{e:?}");
+    d.allow_importers(&mut eb, &[me]).unwrap();
+}
+
+#[test]
 fn timeout_mapping_a_bounded_stream_wait_ends_with_the_runtime_timeout() {
     assert_eq!(hal_ascend::vendor_timeout(None), 0, "0 is forever");
     assert_eq!(hal_ascend::vendor_timeout(Some(Duration::ZERO)), 1);
@@ -405,6 +478,41 @@ fn timeout_mapping_a_bounded_stream_wait_ends_with_the_runtime_timeout() {
         .unwrap();
     let e = d.synchronize(&s, Some(LONG)).unwrap_err();
     assert!(acl::RT_WAIT_TIMEOUT.matches(&e), "{e}");
+}
+
+#[test]
+fn a_host_wait_reports_a_runtime_error_and_retries_only_its_own_slice_timeouts() {
+    if role().as_deref() == Some("wait-fault") {
+        // The host wait runs in slices, each a bounded wait-and-reset on
+        // the notify's stream whose ACL_ERROR_RT_WAIT_TIMEOUT means "not
+        // yet"; any other error of the runtime ends the wait with it.
+        let d = dev(0);
+        let n = d.create_notify().unwrap();
+        let e = n
+            .wait(WaitOptions {
+                timeout: Some(LONG),
+                ..WaitOptions::default()
+            })
+            .unwrap_err();
+        assert!(acl::RT_INTERNAL_ERROR.matches(&e), "{e}");
+        // One fault: the next wait sees only slice timeouts, then its own.
+        let e = n
+            .wait(WaitOptions {
+                timeout: Some(Duration::from_millis(50)),
+                ..WaitOptions::default()
+            })
+            .unwrap_err();
+        assert!(matches!(e, Error::Timeout { .. }), "{e:?}");
+        return;
+    }
+    let out = common::child(
+        "a_host_wait_reports_a_runtime_error_and_retries_only_its_own_slice_timeouts",
+        &[
+            (ROLE, "wait-fault"),
+            (hal_mock_libascendcl::visible::FAIL_VAR, "wait=507000"),
+        ],
+    );
+    common::assert_ok(&out, "the fault-injected child");
 }
 
 #[test]
