@@ -43,11 +43,14 @@ report="$out/report.jsonl"
 : > "$report"
 export HAL_CUDA_CONFORMANCE_DRIVER=1
 export RUST_BACKTRACE=1
+# A step that hangs on a driver ends after this many seconds (rc 124) and the
+# run goes on: the lent machine's time is short.
+step_timeout="${HAL_SMOKE_STEP_TIMEOUT:-240}"
 step() {
     local name="$1"; shift
     local start end rc passed failed
     start=$(date +%s.%N)
-    "$@" > "$out/$name.log" 2>&1
+    timeout --kill-after=10 "$step_timeout" "$@" > "$out/$name.log" 2>&1
     rc=$?
     end=$(date +%s.%N)
     passed=$(grep -o '[0-9]* passed' "$out/$name.log" | awk '{s+=$1} END {print s+0}')
