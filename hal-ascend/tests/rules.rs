@@ -23,6 +23,14 @@ fn dev(ordinal: u32) -> hal_ascend::AscendDevice {
     backend().open(ordinal).unwrap()
 }
 
+/// An export to anyone (`DISABLE_PID_VALIDATION`).
+fn anyone() -> ExportOptions {
+    ExportOptions {
+        importers: Importers::Anyone,
+        ..ExportOptions::default()
+    }
+}
+
 fn page_aligned(d: &hal_ascend::AscendDevice, pages: u64) -> hal_ascend::AscendAllocation {
     let desc = AllocDesc {
         align: PAGE,
@@ -116,15 +124,7 @@ fn pid_validation_is_on_by_default_and_lists_bare_tgids_not_os_pids() {
     drop(stdin);
     assert!(child.wait().unwrap().success());
     // DISABLE_PID_VALIDATION: an export to anyone.
-    let open = d
-        .export_memory(
-            &a,
-            &ExportOptions {
-                importers: Importers::Anyone,
-                ..ExportOptions::default()
-            },
-        )
-        .unwrap();
+    let open = d.export_memory(&a, &anyone()).unwrap();
     assert!(open.handle().flags.contains(HandleFlags::ANY_IMPORTER));
 }
 
@@ -205,15 +205,7 @@ fn peer_flag_imports_onto_another_device_for_device_copies_only() {
     let (d0, d1) = (dev(0), dev(1));
     let a = page_aligned(&d0, 1);
     a.write(0, b"peer bytes").unwrap();
-    let exported = d0
-        .export_memory(
-            &a,
-            &ExportOptions {
-                importers: Importers::Anyone,
-                ..ExportOptions::default()
-            },
-        )
-        .unwrap();
+    let exported = d0.export_memory(&a, &anyone()).unwrap();
     let text = || SharedHandle::from(Handle::from_text(&exported.to_text()).unwrap());
     let without = d1.import_memory(text(), &ImportOptions::default());
     assert!(
@@ -258,15 +250,7 @@ fn peer_flag_imports_onto_another_device_for_device_copies_only() {
 fn close_order_importers_close_then_the_exporter_frees() {
     let (d0, d1) = (dev(0), dev(1));
     let a = page_aligned(&d0, 1);
-    let exported = d0
-        .export_memory(
-            &a,
-            &ExportOptions {
-                importers: Importers::Anyone,
-                ..ExportOptions::default()
-            },
-        )
-        .unwrap();
+    let exported = d0.export_memory(&a, &anyone()).unwrap();
     let peer = ImportOptions {
         peer_access: true,
         ..ImportOptions::default()
@@ -359,15 +343,7 @@ fn an_exported_ipc_event_outlives_its_exporter_until_importers_close() {
 fn creator_only_notify_wait_and_importers_record() {
     let d = dev(0);
     let n = d.create_notify().unwrap();
-    let exported = d
-        .export_notify(
-            &n,
-            &ExportOptions {
-                importers: Importers::Anyone,
-                ..ExportOptions::default()
-            },
-        )
-        .unwrap();
+    let exported = d.export_notify(&n, &anyone()).unwrap();
     assert_eq!(exported.handle().payload.len(), 65);
     let imported = d
         .import_notify(
@@ -424,15 +400,7 @@ fn a_notify_export_has_no_range_and_no_read_only_form() {
 fn a_notify_imported_onto_another_device_needs_the_peer_flag() {
     let (d0, d1) = (dev(0), dev(1));
     let n = d0.create_notify().unwrap();
-    let exported = d0
-        .export_notify(
-            &n,
-            &ExportOptions {
-                importers: Importers::Anyone,
-                ..ExportOptions::default()
-            },
-        )
-        .unwrap();
+    let exported = d0.export_notify(&n, &anyone()).unwrap();
     let shared = || SharedHandle::from(Handle::from_text(&exported.to_text()).unwrap());
     let no_peer = ImportOptions {
         peer_access: false,
