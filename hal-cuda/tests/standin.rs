@@ -145,6 +145,21 @@ fn calls_leave_the_callers_context_alone_on_every_thread() {
 }
 
 #[test]
+fn pinned_host_memory_is_never_exported_by_legacy_ipc() {
+    let dev = backend().open(0).unwrap();
+    let pinned = dev.allocate(&AllocDesc::host(4096)).unwrap();
+    let err = dev
+        .export_memory(&pinned, &hal_core::ExportOptions::default())
+        .unwrap_err();
+    // Refused before the driver is asked (cuIpcGetMemHandle would answer
+    // CUDA_ERROR_INVALID_VALUE), with what to use instead.
+    assert!(
+        err.is_unsupported() && err.to_string().contains("device memory only"),
+        "{err}"
+    );
+}
+
+#[test]
 fn managed_memory_is_advised_and_never_exported() {
     let dev = backend().open(0).unwrap();
     let m = dev.allocate(&AllocDesc::managed(4096)).unwrap();
