@@ -13,6 +13,7 @@ use hal_core::{
     SharedHandle,
 };
 use hal_cuda::CudaDevice;
+use serial_test::serial;
 
 mod common;
 
@@ -73,6 +74,7 @@ fn kill(mut child: Held) {
 }
 
 #[test]
+#[serial(ipc_opens)]
 fn an_importer_keeps_the_right_bytes_after_its_exporter_is_killed() {
     let (child, mut lines) = spawn("exporter", None);
     let text = expect_line(&mut lines, "handle ");
@@ -92,6 +94,32 @@ fn an_importer_keeps_the_right_bytes_after_its_exporter_is_killed() {
     assert_eq!(got, expect, "the bytes after the exporter died");
     m.write(0, b"still writable").unwrap();
     drop(m);
+    assert_eq!(dev.ipc_opens(), 0, "released cleanly");
+}
+
+#[test]
+#[serial(ipc_opens)]
+fn another_range_of_an_open_allocation_imports_after_its_exporter_is_killed() {
+    let (child, mut lines) = spawn("exporter-two", None);
+    let texts = expect_line(&mut lines, "handles ");
+    let (first, second) = texts.split_once(' ').unwrap();
+    let dev = device();
+    let import = |text: &str| {
+        dev.import_memory(
+            SharedHandle::from(Handle::from_text(text).unwrap()),
+            &ImportOptions::default(),
+        )
+    };
+    let m1 = import(first).unwrap();
+    kill(child);
+    // The allocation is open here: a second range is a lookup in this
+    // process, with no round trip to the dead exporter.
+    let m2 = import(second).unwrap();
+    assert_eq!(dev.ipc_opens(), 1);
+    let mut got = vec![0u8; PAGE as usize];
+    m2.read(0, &mut got).unwrap();
+    assert_eq!(got, &pattern(2 * PAGE)[PAGE as usize..]);
+    drop((m1, m2));
     assert_eq!(dev.ipc_opens(), 0, "released cleanly");
 }
 
@@ -160,6 +188,20 @@ fn child() {
             a.write(0, &pattern(2 * PAGE)).unwrap();
             let ex = dev.export_memory(&a, &ExportOptions::default()).unwrap();
             writeln!(out, "handle {}", ex.to_text()).unwrap();
+            out.flush().unwrap();
+            // Held until killed.
+            std::thread::sleep(Duration::from_secs(120));
+        }
+        "exporter-two" => {
+            let a = dev.allocate(&AllocDesc::device(0, 2 * PAGE)).unwrap();
+            a.write(0, &pattern(2 * PAGE)).unwrap();
+            let range = |offset| ExportOptions {
+                range: Some(hal_core::ByteRange::new(offset, PAGE)),
+                ..ExportOptions::default()
+            };
+            let first = dev.export_memory(&a, &range(0)).unwrap();
+            let second = dev.export_memory(&a, &range(PAGE)).unwrap();
+            writeln!(out, "handles {} {}", first.to_text(), second.to_text()).unwrap();
             out.flush().unwrap();
             // Held until killed.
             std::thread::sleep(Duration::from_secs(120));

@@ -16,6 +16,7 @@ const PAGE: u64 = 4096;
 /// The variables that hand the child the two handles' texts.
 const FIRST_VAR: &str = "HAL_CUDA_IPC_TEST_FIRST";
 const SECOND_VAR: &str = "HAL_CUDA_IPC_TEST_SECOND";
+const OTHER_VAR: &str = "HAL_CUDA_IPC_TEST_OTHER";
 
 /// The stand-in driver cargo built for this test.
 fn standin() -> std::path::PathBuf {
@@ -133,6 +134,8 @@ fn imports_in_another_process_share_one_open_closed_at_the_last_drop() {
     a.write(0, &pattern(4 * PAGE)).unwrap();
     let first = export_range(&dev, &a, 0, 2 * PAGE).unwrap();
     let second = export_range(&dev, &a, 2 * PAGE, 2 * PAGE).unwrap();
+    let b = dev.allocate(&AllocDesc::device(0, PAGE)).unwrap();
+    let other = dev.export_memory(&b, &ExportOptions::default()).unwrap();
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -142,6 +145,7 @@ fn imports_in_another_process_share_one_open_closed_at_the_last_drop() {
         ])
         .env(FIRST_VAR, first.to_text())
         .env(SECOND_VAR, second.to_text())
+        .env(OTHER_VAR, other.to_text())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -159,7 +163,11 @@ fn imports_in_another_process_share_one_open_closed_at_the_last_drop() {
 /// The child of `imports_in_another_process_share_one_open_closed_at_the_last_drop`.
 #[test]
 fn child_imports_twice() {
-    let (Ok(first), Ok(second)) = (std::env::var(FIRST_VAR), std::env::var(SECOND_VAR)) else {
+    let (Ok(first), Ok(second), Ok(other)) = (
+        std::env::var(FIRST_VAR),
+        std::env::var(SECOND_VAR),
+        std::env::var(OTHER_VAR),
+    ) else {
         return;
     };
     let dev = device();
@@ -169,8 +177,21 @@ fn child_imports_twice() {
             .unwrap()
     };
     let m1 = import(&first);
+    // Another allocation opened between the two ranges leaves the first
+    // one's open found.
+    let m3 = import(&other);
     let m2 = import(&second);
-    assert_eq!(dev.ipc_opens(), 1, "one open for both ranges");
+    assert_eq!(
+        dev.ipc_opens(),
+        2,
+        "one open for both ranges, one for the other"
+    );
+    drop(m3);
+    assert_eq!(
+        dev.ipc_opens(),
+        1,
+        "the other allocation closed at its drop"
+    );
     assert_eq!(m2.addr(), m1.addr() + 2 * PAGE, "ranges of one open");
     let whole = pattern(4 * PAGE);
     let mut got = vec![0u8; 2 * PAGE as usize];

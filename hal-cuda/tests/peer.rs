@@ -129,6 +129,9 @@ fn child() {
             let mut got = vec![0u8; expect.len()];
             m.read(0, &mut got).unwrap();
             assert_eq!(got, expect);
+            // The open is counted on the device that made it, and on no other.
+            assert_eq!(dev.ipc_opens(), 1, "opened on device 2");
+            assert_eq!(cuda.open(0).unwrap().ipc_opens(), 0, "nothing on device 0");
             // Device 1 here is another device: without peer access, refused
             // with the UUID named.
             let other = cuda.open(1).unwrap();
