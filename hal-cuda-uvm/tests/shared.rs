@@ -285,6 +285,67 @@ fn mock() -> UvmBackend<hal_mock::MockBackend> {
     UvmBackend::over(hal_mock::MockBackend::cuda())
 }
 
+/// In a child of its own (the counts are the process's): a buffer's
+/// pages are registered once, an import maps and registers them once
+/// however often it is opened, and each registration ends with its last
+/// user.
+#[test]
+fn the_process_counts_its_registrations() {
+    let Some((role, _)) = child_role() else {
+        let out = run_child("the_process_counts_its_registrations", "counts", "-");
+        assert!(
+            out.status.success(),
+            "child failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    };
+    assert_eq!(role, "counts");
+    let dev = standin().open(0).unwrap();
+    assert_eq!(
+        (
+            registration::live_registrations(),
+            registration::registrations_made()
+        ),
+        (0, 0)
+    );
+    let a = dev.allocate(&AllocDesc::host(2 * PAGE)).unwrap();
+    assert_eq!(
+        (
+            registration::live_registrations(),
+            registration::registrations_made()
+        ),
+        (1, 1)
+    );
+    let ex = dev.export_memory(&a, &ExportOptions::default()).unwrap();
+    let one = import(&dev, &ex.to_text());
+    let two = import(&dev, &ex.to_text());
+    assert_eq!(
+        (
+            registration::live_registrations(),
+            registration::registrations_made()
+        ),
+        (2, 2),
+        "the imported mapping registered once for both opens"
+    );
+    let UvmMapping::Shared(view) = &one else {
+        panic!("a shared managed buffer")
+    };
+    assert!(format!("{view:?}").contains("device_addr"), "{view:?}");
+    drop((one, two));
+    assert_eq!(registration::live_registrations(), 1, "the import's ended");
+    drop(ex);
+    drop(a);
+    assert_eq!(
+        (
+            registration::live_registrations(),
+            registration::registrations_made()
+        ),
+        (0, 2)
+    );
+}
+
 #[test]
 fn standin_both_ways() {
     both_ways(standin(), "standin_both_ways");
