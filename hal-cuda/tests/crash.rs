@@ -66,6 +66,26 @@ impl Drop for Held {
     }
 }
 
+/// An allocation of two pages holding [`pattern`], and an export of each
+/// page.
+fn two_ranges(
+    dev: &CudaDevice,
+) -> (
+    <CudaDevice as Device>::Allocation,
+    hal_core::Exported,
+    hal_core::Exported,
+) {
+    let a = dev.allocate(&AllocDesc::device(0, 2 * PAGE)).unwrap();
+    a.write(0, &pattern(2 * PAGE)).unwrap();
+    let range = |offset| ExportOptions {
+        range: Some(hal_core::ByteRange::new(offset, PAGE)),
+        ..ExportOptions::default()
+    };
+    let first = dev.export_memory(&a, &range(0)).unwrap();
+    let second = dev.export_memory(&a, &range(PAGE)).unwrap();
+    (a, first, second)
+}
+
 /// SIGKILL (what `Child::kill` sends on Unix), then reap.
 fn kill(mut child: Held) {
     child.0.kill().unwrap();
@@ -153,14 +173,7 @@ fn an_exporter_frees_after_its_importer_is_killed() {
 #[test]
 fn a_process_holding_two_ranges_of_an_allocation_holds_one_lease() {
     let dev = device();
-    let a = dev.allocate(&AllocDesc::device(0, 2 * PAGE)).unwrap();
-    a.write(0, &pattern(2 * PAGE)).unwrap();
-    let range = |offset| ExportOptions {
-        range: Some(hal_core::ByteRange::new(offset, PAGE)),
-        ..ExportOptions::default()
-    };
-    let first = dev.export_memory(&a, &range(0)).unwrap();
-    let second = dev.export_memory(&a, &range(PAGE)).unwrap();
+    let (a, first, second) = two_ranges(&dev);
     let both = format!("{} {}", first.to_text(), second.to_text());
     let (child, mut lines) = spawn("two-ranges", Some(&both));
     expect_line(&mut lines, "imported");
@@ -193,14 +206,7 @@ fn child() {
             std::thread::sleep(Duration::from_secs(120));
         }
         "exporter-two" => {
-            let a = dev.allocate(&AllocDesc::device(0, 2 * PAGE)).unwrap();
-            a.write(0, &pattern(2 * PAGE)).unwrap();
-            let range = |offset| ExportOptions {
-                range: Some(hal_core::ByteRange::new(offset, PAGE)),
-                ..ExportOptions::default()
-            };
-            let first = dev.export_memory(&a, &range(0)).unwrap();
-            let second = dev.export_memory(&a, &range(PAGE)).unwrap();
+            let (_a, first, second) = two_ranges(&dev);
             writeln!(out, "handles {} {}", first.to_text(), second.to_text()).unwrap();
             out.flush().unwrap();
             // Held until killed.
