@@ -410,7 +410,7 @@ fn a_notify_imported_onto_another_device_needs_the_peer_flag() {
         d1.import_notify(shared(), &no_peer).is_err(),
         "another device's notify without ENABLE_PEER_ACCESS"
     );
-    // On its own device no peer flag is passed, whatever the options say.
+    // On its own device the import needs no peer flag.
     d0.import_notify(shared(), &no_peer).unwrap();
     let peer = ImportOptions {
         peer_access: true,

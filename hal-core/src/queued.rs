@@ -82,6 +82,8 @@ impl Holding<'_> {
     }
 
     /// Let go of everything: the stream ran all the work queued so far.
+    /// Values drop in the order they were held, so a backend layered on
+    /// another can rely on the inner backend's values going first.
     pub fn release(&mut self) {
         self.0.clear();
     }
@@ -102,6 +104,23 @@ mod tests {
         held.lock().release();
         assert_eq!(Arc::strong_count(&value), 1);
         assert!(held.is_empty());
+    }
+
+    #[test]
+    fn values_drop_in_the_order_they_were_held() {
+        struct Noted(u8, Arc<std::sync::Mutex<Vec<u8>>>);
+        impl Drop for Noted {
+            fn drop(&mut self) {
+                self.1.lock().unwrap().push(self.0);
+            }
+        }
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let held = Held::default();
+        for n in [1, 2, 3] {
+            held.lock().hold(Noted(n, Arc::clone(&order)));
+        }
+        held.lock().release();
+        assert_eq!(*order.lock().unwrap(), [1, 2, 3]);
     }
 
     #[test]

@@ -199,6 +199,24 @@ pub(crate) fn driver() -> Result<&'static Driver, Code> {
     }
 }
 
+/// The entry of `map` (keyed by first address) that holds `ptr..ptr + len`
+/// (at least the byte at `ptr` when `len` is 0): its base, the entry and
+/// the offset of `ptr` in it; `CUDA_ERROR_INVALID_VALUE` when none does.
+fn holding<V>(
+    map: &BTreeMap<u64, V>,
+    ptr: u64,
+    len: u64,
+    size: impl Fn(&V) -> u64,
+) -> Result<(u64, &V, u64), Code> {
+    let (&base, entry) = map.range(..=ptr).next_back().ok_or(cuda::INVALID_VALUE)?;
+    let offset = ptr - base;
+    let end = offset.checked_add(len).ok_or(cuda::INVALID_VALUE)?;
+    if offset >= size(entry) || end > size(entry) {
+        return Err(cuda::INVALID_VALUE);
+    }
+    Ok((base, entry, offset))
+}
+
 impl Driver {
     fn new() -> Result<Driver, Code> {
         let profile = visible::profile()?;
@@ -261,15 +279,7 @@ impl Driver {
     /// `CUDA_ERROR_INVALID_VALUE` when no allocation holds the range.
     pub(crate) fn find(&self, ptr: u64, len: u64) -> Result<Found, Code> {
         let memory = lock(&self.memory);
-        let (&base, block) = memory
-            .range(..=ptr)
-            .next_back()
-            .ok_or(cuda::INVALID_VALUE)?;
-        let offset = ptr - base;
-        let end = offset.checked_add(len).ok_or(cuda::INVALID_VALUE)?;
-        if offset >= block.alloc.len() || end > block.alloc.len() {
-            return Err(cuda::INVALID_VALUE);
-        }
+        let (base, block, offset) = holding(&memory, ptr, len, |b| b.alloc.len())?;
         Ok(Found {
             alloc: block.alloc.clone(),
             base,
@@ -286,15 +296,7 @@ impl Driver {
             return Ok(found);
         }
         let registered = lock(&self.registered);
-        let (&base, reg) = registered
-            .range(..=ptr)
-            .next_back()
-            .ok_or(cuda::INVALID_VALUE)?;
-        let offset = ptr - base;
-        let end = offset.checked_add(len).ok_or(cuda::INVALID_VALUE)?;
-        if end > hal_core::Memory::len(reg) {
-            return Err(cuda::INVALID_VALUE);
-        }
+        let (base, reg, offset) = holding(&registered, ptr, len, hal_core::Memory::len)?;
         // The queued work gets a view of the pages that does not keep them
         // registered: as on the driver, `cuMemHostUnregister` ends the
         // registration at once, whatever is queued (the caller keeps it
