@@ -39,6 +39,7 @@
 //! | notifies: only the creator waits (`aclrtWaitAndResetNotify`), importers record; the notify's own flag values (0x02); each process destroys its own | `notify.rs` |
 //! | the contract's timeout mapped to the runtime's milliseconds, where 0 means forever | `notify.rs` ([`vendor_timeout`]) |
 //! | host-side signal and wait through internal streams | `notify.rs` |
+//! | a dropped stream whose work has not run is destroyed (`aclrtDestroyStream`) only once the stream query says the work ran, by hal-core's reaper thread; the drop returns at once | `stream.rs` (`hal_core::reaper`) |
 //! | VMM: sizes, offsets and alignments are whole granules (`aclrtMemGetAllocationGranularity`); device memory only, made with `ACL_MEM_HANDLE_TYPE_NONE`; a mapping has no access until `aclrtMemSetAccess`, and copies through it are refused before the runtime is called | `vmm.rs`, `reservation.rs` |
 //! | unmap (and release) only after the device's queued work (`aclrtSynchronizeDevice`), whole mappings only (`aclrtUnmapMem` names a mapping by its first address) | `reservation.rs` |
 //! | the 64-bit shareable handle (`aclrtMemExportToShareableHandle`) keeps the pid allow-list on by default; importers' bare tgids are added with `aclrtMemSetPidToShareableHandle`; an export to anyone passes `ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION`; importers are counted by leases | `vmm.rs`, `device.rs` |

@@ -139,11 +139,25 @@ impl AscendStream {
 
 impl Drop for AscendStream {
     fn drop(&mut self) {
-        // Queued work may still use what the stream holds: let it finish
-        // first (a stream the caller owns is waited for only then).
+        // Queued work may still use what the stream holds. Work that has
+        // not run, which may wait for a notify nobody records yet, is not
+        // waited for here: the stream goes to hal-core's reaper, which
+        // drops it once the work ran, and the drop returns.
         if !self.held.is_empty() {
-            if let Err(e) = self.wait(None) {
-                log::warn!("an Ascend stream failed before it was dropped: {e}");
+            match self.query() {
+                Ok(true) => {}
+                Ok(false) => {
+                    let rest = AscendStream {
+                        ctx: Arc::clone(&self.ctx),
+                        raw: self.raw,
+                        owned: self.owned,
+                        held: std::mem::take(&mut self.held),
+                    };
+                    self.owned = false;
+                    hal_core::reaper::defer(Box::new(rest));
+                    return;
+                }
+                Err(e) => log::warn!("an Ascend stream failed before it was dropped: {e}"),
             }
         }
         if !self.owned {
@@ -152,12 +166,19 @@ impl Drop for AscendStream {
         let rt = &self.ctx.rt;
         let destroyed = self.ctx.call(|| {
             let f = rt.destroy_stream()?;
-            // SAFETY: the stream was created here and is destroyed once.
+            // SAFETY: the stream was created here and is destroyed once
+            // (a stream given to the reaper is no longer owned here).
             rt.check("aclrtDestroyStream", unsafe { f(self.raw) })
         });
         if let Err(e) = destroyed {
             log::warn!("destroying an Ascend stream: {e}");
         }
+    }
+}
+
+impl hal_core::reaper::Drained for AscendStream {
+    fn drained(&mut self) -> Result<bool> {
+        self.query()
     }
 }
 

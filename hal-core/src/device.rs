@@ -256,6 +256,11 @@ pub trait Device: Send + Sync + 'static {
     /// Memory imported from another process.
     type Mapping: Mapping;
     /// An ordered queue of work.
+    ///
+    /// Dropping a stream never waits for work that waits for a notify or
+    /// an event: the vendor backends let such work run on when it can and
+    /// destroy the vendor's stream afterwards ([`crate::reaper`]), keeping
+    /// what the work uses alive until then; the simulator abandons it.
     type Stream: Send + Sync + 'static;
     /// An event.
     type Event: Event;

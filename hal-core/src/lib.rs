@@ -43,6 +43,7 @@ mod import;
 pub mod lease;
 pub mod os;
 pub mod queued;
+pub mod reaper;
 mod registered;
 pub mod runtime;
 pub mod syncpage;

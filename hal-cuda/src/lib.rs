@@ -29,6 +29,7 @@
 //! | managed memory is allocated, advised and prefetched, never exported (INVALID_VALUE, measured) | `managed.rs`, `device.rs` |
 //! | host memory is registered `PORTABLE \| DEVICEMAP` and reached at `cuMemHostGetDevicePointer` | `managed.rs` |
 //! | a stream keeps the host bytes of its queued copies until it ran them | `device.rs`, `stream.rs` |
+//! | a dropped stream whose work has not run (it may wait for a notify nobody signals yet) is destroyed only once `cuStreamQuery` says the work ran, by hal-core's reaper thread; the drop returns at once | `stream.rs` (`hal_core::reaper`) |
 //! | device memory is shared with legacy IPC: the handle of the allocation's base, the range as an offset; one `cuIpcOpenMemHandle_v2` per process for every import of an allocation, closed at the last drop; the exporter's own imports reach the original memory (the driver answers INVALID_CONTEXT, measured) | `ipc.rs`, `mapping.rs` |
 //! | importers of exported memory are counted with leases from the exporter's descriptor broker | `ipc.rs`, `memory.rs` |
 //! | IPC events: `CU_EVENT_INTERPROCESS \| CU_EVENT_DISABLE_TIMING` (with timing: INVALID_VALUE, measured); the handle's 64 bytes in the payload; importers counted with leases, and the exporter's drop destroys the event only after them; the exporting process's own imports reach the original event; an opened event answers queries and stream waits (measured) | `ipc_event.rs`, `stream.rs` |

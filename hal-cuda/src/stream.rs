@@ -106,12 +106,28 @@ impl CudaStream {
 
 impl Drop for CudaStream {
     fn drop(&mut self) {
-        // Queued work may still use what the stream holds: let it finish
-        // first (a stream the caller owns is waited for only then).
-        if self.owned || !self.held.is_empty() {
-            if let Err(e) = self.wait(None) {
-                log::warn!("a CUDA stream failed before it was dropped: {e}");
+        // Queued work may still use what the stream holds (a stream the
+        // caller owns is asked only then). Work that has not run, which
+        // may wait for a notify nobody signals yet, is not waited for
+        // here: the stream goes to hal-core's reaper, which drops it once
+        // the work ran, and the drop returns.
+        if !self.owned && self.held.is_empty() {
+            return;
+        }
+        match self.query() {
+            Ok(true) => {}
+            Ok(false) => {
+                let rest = CudaStream {
+                    primary: Arc::clone(&self.primary),
+                    raw: self.raw,
+                    owned: self.owned,
+                    held: std::mem::take(&mut self.held),
+                };
+                self.owned = false;
+                hal_core::reaper::defer(Box::new(rest));
+                return;
             }
+            Err(e) => log::warn!("a CUDA stream failed before it was dropped: {e}"),
         }
         if !self.owned {
             return;
@@ -119,12 +135,19 @@ impl Drop for CudaStream {
         let driver = &self.primary.driver;
         let destroyed = self.primary.enter().and_then(|_ctx| {
             let f = driver.stream_destroy()?;
-            // SAFETY: this value created the stream and destroys it once.
+            // SAFETY: this value created the stream and destroys it once
+            // (a stream given to the reaper is no longer owned here).
             driver.check("cuStreamDestroy_v2", unsafe { f(self.raw) })
         });
         if let Err(e) = destroyed {
             log::warn!("destroying a CUDA stream: {e}");
         }
+    }
+}
+
+impl hal_core::reaper::Drained for CudaStream {
+    fn drained(&mut self) -> Result<bool> {
+        self.query()
     }
 }
 

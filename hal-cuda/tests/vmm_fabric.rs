@@ -3,38 +3,17 @@
 //! falls back to a POSIX descriptor with one warning per process. The only
 //! test of its binary: the warning is logged once per process.
 
-use std::sync::{Mutex, OnceLock};
-
 use hal_core::{
     Access, Backend, Device, ExportOptions, Granularity, ImportOptions, Physical, PhysicalDesc,
     Reservation, ShareableHandle,
 };
 use hal_cuda::CudaBackend;
 
-fn warnings() -> &'static Mutex<Vec<String>> {
-    static LINES: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
-    LINES.get_or_init(|| Mutex::new(Vec::new()))
-}
-
-struct Capture;
-
-impl log::Log for Capture {
-    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
-        m.level() <= log::Level::Warn
-    }
-    fn log(&self, r: &log::Record<'_>) {
-        if self.enabled(r.metadata()) {
-            warnings().lock().unwrap().push(r.args().to_string());
-        }
-    }
-    fn flush(&self) {}
-}
+mod common;
 
 #[test]
 fn a_refused_fabric_handle_falls_back_with_one_warning() {
-    static LOGGER: Capture = Capture;
-    log::set_logger(&LOGGER).unwrap();
-    log::set_max_level(log::LevelFilter::Warn);
+    common::warnings::capture();
 
     let dev = CudaBackend::with_library(hal_mock_libcuda::built_library())
         .open(0)
@@ -50,13 +29,7 @@ fn a_refused_fabric_handle_falls_back_with_one_warning() {
             "the fallback is visible on the allocation"
         );
     }
-    let fallbacks: Vec<String> = warnings()
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|l| l.contains("fabric handle was refused"))
-        .cloned()
-        .collect();
+    let fallbacks = common::warnings::containing("fabric handle was refused");
     assert_eq!(fallbacks.len(), 1, "one warning per process: {fallbacks:?}");
     assert!(
         fallbacks[0].contains("CUDA_ERROR_NOT_PERMITTED"),

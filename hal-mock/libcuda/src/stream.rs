@@ -63,15 +63,31 @@ pub unsafe extern "C" fn cuStreamCreate(ph_stream: *mut CUstream, flags: c_uint)
     })
 }
 
-/// Destroys a stream once the work queued on it has run.
+/// Destroys a stream. As the driver does, the call returns at once and
+/// work still queued runs on: the stream is released when it ran (a
+/// thread of the stand-in waits for that; work that never runs keeps it
+/// until the process ends).
 #[no_mangle]
 pub unsafe extern "C" fn cuStreamDestroy_v2(h_stream: CUstream) -> CUresult {
     guard("cuStreamDestroy_v2", || {
         let d = driver()?;
         current(d)?;
-        let entry = lock(&d.streams).remove(&h_stream.addr());
-        // Dropped outside the lock: the stream drains its queue first.
-        entry.map(drop).ok_or(cuda::INVALID_HANDLE)
+        let entry = lock(&d.streams)
+            .remove(&h_stream.addr())
+            .ok_or(cuda::INVALID_HANDLE)?;
+        let device = &d.devices[entry.ordinal as usize].device;
+        if matches!(device.query_stream(&entry.stream), Ok(false)) {
+            // Where no thread can be started, the stream drops here: the
+            // simulator runs its queued work and abandons waits.
+            let _ = std::thread::Builder::new()
+                .name("standin-destroyed-stream".into())
+                .spawn(move || {
+                    let device = &d.devices[entry.ordinal as usize].device;
+                    let _ = device.synchronize(&entry.stream, None);
+                    drop(entry);
+                });
+        }
+        Ok(())
     })
 }
 

@@ -406,3 +406,53 @@ fn pending_work_is_not_ready() {
         assert_eq!((cu.cuStreamDestroy_v2)(s), OK);
     }
 }
+
+#[test]
+fn destroying_a_waiting_stream_returns_and_its_work_runs_on() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::{Duration, Instant};
+    // As the driver does: cuStreamDestroy returns at once, and work still
+    // queued runs when it can.
+    let cu = init();
+    let _ctx = Current::on(3);
+    let mut s: CUstream = null_mut();
+    let layout = std::alloc::Layout::from_size_align(4096, 4096).unwrap();
+    let mut dev: CUdeviceptr = 0;
+    // SAFETY: valid output pointers; handles are the library's; the two
+    // words are in the registered page, which outlives every use of them.
+    unsafe {
+        let host = std::alloc::alloc_zeroed(layout).cast::<c_void>();
+        assert!(!host.is_null());
+        // PORTABLE | DEVICEMAP.
+        assert_eq!((cu.cuMemHostRegister_v2)(host, 4096, 3), OK);
+        assert_eq!((cu.cuMemHostGetDevicePointer_v2)(&mut dev, host, 0), OK);
+        let gate = &*host.cast::<AtomicU32>();
+        let done = &*host.cast::<AtomicU32>().add(1);
+        assert_eq!((cu.cuStreamCreate)(&mut s, 0), OK);
+        // EQ 1 on the gate, then 1 into `done`.
+        assert_eq!((cu.cuStreamWaitValue32_v2)(s, dev, 1, 1), OK);
+        assert_eq!((cu.cuStreamWriteValue32_v2)(s, dev + 4, 1, 0), OK);
+        assert_eq!(
+            (cu.cuStreamDestroy_v2)(s),
+            OK,
+            "returns while its work waits"
+        );
+        assert_eq!((cu.cuStreamQuery)(s), INVALID_HANDLE, "the handle is gone");
+        assert_eq!(
+            done.load(Ordering::Acquire),
+            0,
+            "the write is behind the wait"
+        );
+        gate.store(1, Ordering::Release);
+        let end = Instant::now() + Duration::from_secs(20);
+        while done.load(Ordering::Acquire) == 0 {
+            assert!(
+                Instant::now() < end,
+                "the destroyed stream's work never ran"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!((cu.cuMemHostUnregister)(host), OK);
+        std::alloc::dealloc(host.cast(), layout);
+    }
+}

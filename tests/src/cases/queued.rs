@@ -88,3 +88,51 @@ fn recorded_then_dropped<D: Device>(dev: &D, stream: &D::Stream, opts: &hal_core
     );
     must(dev.synchronize(stream, Some(LONG)), "synchronize");
 }
+
+/// On a queued stream with stream-ordered notifies: dropping a stream
+/// whose work waits, with no timeout, for a notify nobody has signalled
+/// returns without waiting for it (a peer that signals late, or never
+/// because it crashed, cannot hang the dropping thread), and signalling
+/// the notify afterwards harms nothing. What happens to the work is the
+/// backend's: the vendor backends run it on when the notify comes and let
+/// go of the stream then; the simulator abandons it.
+pub fn dropped_stream_never_waits_for_its_work<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    if !dev.capabilities().contains(C::STREAM_ORDERED_NOTIFY)
+        || stream_model(&dev) != StreamModel::Queued
+    {
+        return;
+    }
+    let stream = must(dev.create_stream(), "create_stream");
+    let gate = must(dev.create_notify(), "create_notify (gate)");
+    let done = must(dev.create_notify(), "create_notify (done)");
+    must(
+        dev.stream_wait_notify(&stream, &gate, None),
+        "stream_wait_notify with no timeout",
+    );
+    must(dev.record_notify(&stream, &done), "record_notify (done)");
+    let (dropped, returned) = std::sync::mpsc::channel();
+    let dropping = std::thread::spawn(move || {
+        drop(stream);
+        let _ = dropped.send(());
+    });
+    assert!(
+        returned.recv_timeout(LONG).is_ok(),
+        "dropping a stream whose work waits for a notify nobody signalled must return \
+         without waiting for the notify"
+    );
+    must(
+        dropping
+            .join()
+            .map_err(|_| hal_core::Error::invalid("panicked")),
+        "the dropping thread",
+    );
+    must_time_out(
+        done.wait(WaitOptions::timeout(SHORT)),
+        "work behind the unsignalled wait, after its stream was dropped",
+    );
+    must(
+        gate.signal(),
+        "signal the gate after the stream was dropped",
+    );
+}
