@@ -112,6 +112,13 @@ fn own() -> &'static Mutex<HashMap<[u8; 16], Weak<RawEvent>>> {
     OWN.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
+/// How many events this process's table of its own exports names (tests:
+/// the table forgets destroyed events at the next export).
+#[doc(hidden)]
+pub fn own_exported_events() -> usize {
+    lock(own()).len()
+}
+
 /// The driver's `CUDA_ERROR_INVALID_VALUE`, for what it refuses so.
 fn invalid_value(message: String) -> Error {
     Error::Vendor(VendorError {

@@ -79,6 +79,8 @@ pub use device::CudaDevice;
 pub use event_cap::DEFAULT_IPC_EVENT_CAP;
 #[doc(hidden)]
 pub use event_cap::{live_ipc_events, set_ipc_event_cap};
+#[doc(hidden)]
+pub use ipc_event::own_exported_events;
 pub use loader::{LIBRARY_NAME, LIBRARY_VAR};
 pub use mapping::CudaMapping;
 pub use memory::CudaAllocation;

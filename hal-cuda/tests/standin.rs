@@ -295,3 +295,29 @@ fn a_dropped_stream_runs_its_work_on_and_lets_go_of_it_then() {
         std::thread::sleep(Duration::from_millis(1));
     }
 }
+
+#[test]
+fn a_notify_export_refuses_a_range_and_a_read_only_form_each_alone() {
+    let dev = backend().open(0).unwrap();
+    let n = dev.create_notify().unwrap();
+    let range = hal_core::ExportOptions {
+        range: Some(hal_core::ByteRange::new(0, 4)),
+        ..Default::default()
+    };
+    let read_only = hal_core::ExportOptions {
+        read_only: true,
+        ..Default::default()
+    };
+    for (what, opts) in [("a range", range), ("read-only", read_only)] {
+        assert!(
+            matches!(
+                dev.export_notify(&n, &opts),
+                Err(Error::InvalidArgument { .. })
+            ),
+            "a notify exported with {what}"
+        );
+    }
+    assert!(dev
+        .export_notify(&n, &hal_core::ExportOptions::default())
+        .is_ok());
+}

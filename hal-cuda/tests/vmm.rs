@@ -339,3 +339,185 @@ fn child_with_failures() {
     assert_eq!(p.importers(), 0, "the failed import gave its lease back");
     println!("child done");
 }
+
+/// True for hal's own refusal of an argument (never the driver's).
+fn refused_here<T: std::fmt::Debug>(r: hal_core::Result<T>) -> bool {
+    matches!(r, Err(hal_core::Error::InvalidArgument { .. }))
+}
+
+#[test]
+fn sizes_alignments_and_devices_are_checked_before_the_driver_is_asked() {
+    let dev = device();
+    let g = gran(&dev);
+    assert!(refused_here(dev.allocate_physical(g / 2)), "half a granule");
+    assert!(
+        refused_here(dev.reserve(g / 2, 0)),
+        "a reservation of half a granule"
+    );
+    assert!(
+        refused_here(dev.reserve(g, 3 * g)),
+        "an alignment that is no power of two"
+    );
+    assert!(
+        dev.reserve(g, 0).is_ok(),
+        "alignment 0 is the driver's own choice"
+    );
+    let other = PhysicalDesc::new(g).location(PhysicalLocation::Device(1));
+    assert!(
+        refused_here(dev.allocate_physical_with(&other)),
+        "device 1's memory asked of device 0"
+    );
+}
+
+#[test]
+fn a_physical_handle_naming_part_of_an_allocation_is_refused() {
+    let dev = device();
+    let g = gran(&dev);
+    let p = dev.allocate_physical(g).unwrap();
+    let ex = dev.export_physical(&p, &ExportOptions::default()).unwrap();
+    for (what, size, offset) in [
+        ("half a granule", g / 2, 0),
+        ("no bytes", 0, 0),
+        ("an offset", g, g),
+    ] {
+        let mut shared = ex.share().unwrap();
+        shared.handle.size = size;
+        shared.handle.offset = offset;
+        match dev.import_physical(shared, &ImportOptions::default()) {
+            Err(hal_core::Error::InvalidHandle(hal_core::HandleError::Malformed { .. })) => {}
+            other => panic!("a handle of {what}: {other:?}"),
+        }
+    }
+    assert_eq!(p.importers(), 0, "nothing was imported");
+}
+
+/// The variable that names the case of `child_descriptor`.
+const DESCRIPTOR_VAR: &str = "HAL_CUDA_VMM_TEST_DESCRIPTOR";
+
+#[test]
+fn the_drivers_descriptor_is_checked_and_may_be_numbered_zero() {
+    for (case, fail) in [
+        ("none", Some("cuMemExportToShareableHandle:0")),
+        ("zero", None),
+    ] {
+        let mut child = Command::new(std::env::current_exe().unwrap());
+        child
+            .args([
+                "--exact",
+                "child_descriptor",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(DESCRIPTOR_VAR, case);
+        if let Some(fail) = fail {
+            child.env(hal_mock_libcuda::FAIL_VAR, fail);
+        }
+        let out = child.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("child done"),
+            "case {case}:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// The child of `the_drivers_descriptor_is_checked_and_may_be_numbered_zero`:
+/// "none", whose stand-in answers `cuMemExportToShareableHandle` with
+/// success and writes no descriptor (code 0 injected); "zero", whose
+/// standard input is closed, so the driver's descriptor is numbered 0.
+#[test]
+fn child_descriptor() {
+    let Ok(case) = std::env::var(DESCRIPTOR_VAR) else {
+        return;
+    };
+    let dev = device();
+    let g = gran(&dev);
+    let p = dev.allocate_physical(g).unwrap();
+    match case.as_str() {
+        "none" => match dev.export_physical(&p, &ExportOptions::default()) {
+            Err(e @ hal_core::Error::InvalidArgument { .. }) => {
+                assert!(e.to_string().contains("without a descriptor"), "{e}");
+            }
+            other => panic!("an export the driver gave no descriptor for: {other:?}"),
+        },
+        _ => {
+            // SAFETY: descriptor 0 is this child's standard input, which
+            // nothing in this process reads or closes.
+            drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(0) });
+            let ex = dev
+                .export_physical(&p, &ExportOptions::default())
+                .expect("a descriptor numbered 0 is a descriptor");
+            let back = dev
+                .import_physical(ex.share().unwrap(), &ImportOptions::default())
+                .unwrap();
+            assert_eq!(back.size(), g);
+        }
+    }
+    println!("child done");
+}
+
+/// The variable that names the case of `child_without_attribute`.
+const LACKS_VAR: &str = "HAL_CUDA_VMM_TEST_LACKS";
+
+#[test]
+fn what_the_device_says_it_lacks_is_never_asked_of_the_driver() {
+    // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, and host NUMA VMM.
+    let host_numa = hal_core::vendor::cuda::ATTRIBUTE_HOST_NUMA_VMM_SUPPORTED;
+    for (case, attributes) in [
+        ("fabric", "128:0".to_owned()),
+        ("host-numa", format!("{host_numa}:0")),
+    ] {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "child_without_attribute",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(LACKS_VAR, case)
+            .env(hal_mock_libcuda::ATTRIBUTES_VAR, attributes)
+            // The stand-in would make fabric memory if it were asked.
+            .env(hal_mock_libcuda::IMEX_VAR, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("child done"),
+            "case {case}:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// The child of `what_the_device_says_it_lacks_is_never_asked_of_the_driver`,
+/// whose device answers 0 for fabric handles ("fabric") or for host NUMA
+/// VMM ("host-numa"), while the stand-in would still make either.
+#[test]
+fn child_without_attribute() {
+    let Ok(case) = std::env::var(LACKS_VAR) else {
+        return;
+    };
+    let dev = device();
+    let g = gran(&dev);
+    if case == "fabric" {
+        let fabric = PhysicalDesc::new(g).handle(hal_core::ShareableHandle::Fabric);
+        let p = dev.allocate_physical_with(&fabric).unwrap();
+        assert_eq!(
+            p.handle_type(),
+            hal_core::ShareableHandle::PosixFd,
+            "no fabric handle on a device without them: the POSIX fallback"
+        );
+    } else {
+        assert!(!dev
+            .info()
+            .capabilities
+            .contains(Capabilities::HOST_NUMA_VMM));
+        let numa = PhysicalDesc::new(g).location(PhysicalLocation::HostNuma(0));
+        match dev.allocate_physical_with(&numa) {
+            Err(hal_core::Error::Unsupported { .. }) => {}
+            other => panic!("host NUMA memory on a device without it: {other:?}"),
+        }
+    }
+    println!("child done");
+}

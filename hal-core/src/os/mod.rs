@@ -388,10 +388,25 @@ pub fn hex(bytes: &[u8]) -> String {
     })
 }
 
-/// Duplicate a descriptor (`F_DUPFD_CLOEXEC`).
+/// Duplicate a descriptor (`F_DUPFD_CLOEXEC`; never onto 0, 1 or 2).
 pub fn dup(fd: BorrowedFd<'_>) -> Result<OwnedFd> {
     fd.try_clone_to_owned()
         .map_err(|e| Error::io("dup of a descriptor", e))
+}
+
+/// Duplicate a descriptor onto the lowest free number, 0 included, as a C
+/// library's `dup` does: what a vendor's library hands out where the
+/// process closed its standard input (the stand-in drivers do the same).
+pub fn dup_lowest(fd: BorrowedFd<'_>) -> Result<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: fcntl(F_DUPFD_CLOEXEC) on a valid borrowed descriptor takes
+    // an int, the lowest number it may use.
+    let raw = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
+    if raw < 0 {
+        return Err(Error::last_os("fcntl(F_DUPFD_CLOEXEC)"));
+    }
+    // SAFETY: the call returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
 #[cfg(test)]

@@ -152,6 +152,9 @@ fn attribute(d: &Dev, attrib: c_int) -> Result<c_int, Code> {
     if !(1..ATTRIBUTE_LIMIT).contains(&attrib) {
         return Err(cuda::INVALID_VALUE);
     }
+    if let Some(v) = crate::switches::attribute(attrib) {
+        return Ok(v);
+    }
     let caps = d.device.info().capabilities;
     let has = |c: Capabilities| c_int::from(caps.contains(c));
     let physical = c_int::try_from(d.device.physical_device()).unwrap_or(c_int::MAX);

@@ -73,7 +73,7 @@
 //!   not reach reservations (the synchronous ones do).
 //! - Switches from the environment (`switches.rs`): [`IMEX_VAR`] says an
 //!   IMEX daemon is present, [`FAIL_VAR`] makes named entry points answer
-//!   a given code.
+//!   a given code, [`ATTRIBUTES_VAR`] answers device attributes otherwise.
 //! - A null output pointer is `CUDA_ERROR_INVALID_VALUE`, except for
 //!   `cuCtxPopCurrent_v2`, whose output the driver makes optional.
 //! - A panic inside an entry point never crosses the C boundary: the call
@@ -149,7 +149,7 @@ pub use memory::*;
 pub use peer::*;
 pub use stream::*;
 pub use strings::*;
-pub use switches::{FAIL_VAR, IMEX_VAR, NO_PEER_VAR, PAGEABLE_VAR};
+pub use switches::{ATTRIBUTES_VAR, FAIL_VAR, IMEX_VAR, NO_PEER_VAR, PAGEABLE_VAR};
 pub use vmm::*;
 
 /// The file name cargo gives the built library.

@@ -12,9 +12,14 @@
 //!   reach each other (`peer.rs`).
 //! - `HAL_MOCK_LIBCUDA_FAIL=cuMemCreate:2,cuMemMap:1`: each named entry
 //!   point answers the `CUresult` given (a number of `hal_core`'s CUDA
-//!   table) instead of doing its work, every time. Entries that name an
-//!   unknown code are ignored. Every entry point honours it (before any
+//!   table) instead of doing its work, every time; code 0 is a driver that
+//!   answers success and does nothing (writes no output). Entries that name
+//!   an unknown code are ignored. Every entry point honours it (before any
 //!   other check, `cuInit`'s included).
+//! - `HAL_MOCK_LIBCUDA_ATTRIBUTES=128:0,141:0`: `cuDeviceGetAttribute`
+//!   answers each numbered attribute with the value given, on every
+//!   device. Only the answers change, never what the calls do: a test sees
+//!   whether a backend asks the driver for what the device says it lacks.
 //!
 //! The variables are read at the first call that asks, so a test sets them
 //! for a child process it starts, never in its own (parallel) process.
@@ -31,6 +36,9 @@ pub const FAIL_VAR: &str = "HAL_MOCK_LIBCUDA_FAIL";
 /// can access each other.
 pub const NO_PEER_VAR: &str = "HAL_MOCK_LIBCUDA_NO_PEER_ACCESS";
 
+/// The variable of attributes answered otherwise.
+pub const ATTRIBUTES_VAR: &str = "HAL_MOCK_LIBCUDA_ATTRIBUTES";
+
 /// The variable that makes the device read pageable host memory.
 pub const PAGEABLE_VAR: &str = "HAL_MOCK_LIBCUDA_PAGEABLE_MEMORY_ACCESS";
 
@@ -39,6 +47,7 @@ struct Switches {
     pageable: bool,
     no_peer: bool,
     fail: Vec<(String, Code)>,
+    attributes: Vec<(i32, i32)>,
 }
 
 fn switches() -> &'static Switches {
@@ -49,6 +58,9 @@ fn switches() -> &'static Switches {
         no_peer: std::env::var(NO_PEER_VAR).is_ok_and(|v| v == "1"),
         fail: std::env::var(FAIL_VAR)
             .map(|v| parse_failures(&v))
+            .unwrap_or_default(),
+        attributes: std::env::var(ATTRIBUTES_VAR)
+            .map(|v| parse_attributes(&v))
             .unwrap_or_default(),
     })
 }
@@ -63,6 +75,25 @@ fn parse_failures(text: &str) -> Vec<(String, Code)> {
             Some((entry.trim().to_owned(), code))
         })
         .collect()
+}
+
+/// `number:value` pairs separated by commas; malformed pairs are dropped.
+fn parse_attributes(text: &str) -> Vec<(i32, i32)> {
+    text.split(',')
+        .filter_map(|pair| {
+            let (number, value) = pair.trim().split_once(':')?;
+            Some((number.trim().parse().ok()?, value.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// The value the attribute numbered `number` is answered with instead, if any.
+pub(crate) fn attribute(number: i32) -> Option<i32> {
+    switches()
+        .attributes
+        .iter()
+        .find(|(n, _)| *n == number)
+        .map(|&(_, v)| v)
 }
 
 /// True when an IMEX daemon is said to be present.
@@ -103,5 +134,14 @@ mod tests {
             ]
         );
         assert!(parse_failures("").is_empty());
+    }
+
+    #[test]
+    fn attributes_parse_and_malformed_pairs_are_dropped() {
+        assert_eq!(
+            parse_attributes("128:0, 10020 : 1,x:1,5:,junk"),
+            vec![(128, 0), (10020, 1)]
+        );
+        assert!(parse_attributes("").is_empty());
     }
 }

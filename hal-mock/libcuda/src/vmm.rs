@@ -31,7 +31,7 @@
 //! ignored; a fabric export is `CUDA_ERROR_NOT_SUPPORTED`.
 
 use std::ffi::{c_int, c_uint, c_void};
-use std::os::fd::{BorrowedFd, IntoRawFd};
+use std::os::fd::{AsFd, BorrowedFd, IntoRawFd};
 use std::sync::Arc;
 
 use cudarc::driver::sys::{CUdeviceptr, CUmemGenericAllocationHandle, CUresult};
@@ -372,7 +372,11 @@ pub unsafe extern "C" fn cuMemExportToShareableHandle(
         }
         match handle_type {
             HANDLE_POSIX_FD => {
-                let fd = sim(phys.dup_fd())?.into_raw_fd();
+                // The lowest free number, as the driver's own descriptors.
+                let fd = sim(phys
+                    .dup_fd()
+                    .and_then(|f| hal_core::os::dup_lowest(f.as_fd())))?
+                .into_raw_fd();
                 // SAFETY: not null, and valid for a write of an `int` (the
                 // caller's contract for a POSIX descriptor handle).
                 unsafe { put(shareable_handle.cast::<c_int>(), fd) }
