@@ -11,6 +11,12 @@
 //! and writes `report.jsonl` (one line per step: name, exit code, seconds,
 //! tests passed and failed) and `summary.txt` into the folder named by its
 //! first argument (default: `./out`).
+//!
+//! `--rehearse` then runs the script here, with the stand-in `libcuda.so.1`
+//! the release build made as the driver (`HAL_CUDA_LIBRARY`), into
+//! `target/gpu-smoke-rehearsal/`, and fails unless every step passed and
+//! every test step ran tests: the script and the folder are proven before
+//! a GPU's short lease is spent on them.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -77,13 +83,14 @@ step bench-cpu-shm "$here/bin/halctl" bench --json --only export,import,scaling
 {
     echo "gpu-smoke: $(date -u +%FT%TZ) on $(hostname)"
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
+    echo "driver: ${HAL_CUDA_LIBRARY:-libcuda.so.1, the system library}"
     awk -F'"rc":' '{split($2, a, ","); if (a[1] != 0) bad++} END {printf "steps: %d, failed: %d\n", NR, bad+0}' "$report"
     cat "$report"
-} > "$out/summary.txt"
+} > "$out/summary.txt" || exit 1
 cat "$out/summary.txt"
 "#;
 
-pub(crate) fn gpu_smoke(root: &Path, cargo: &str) -> ExitCode {
+pub(crate) fn gpu_smoke(root: &Path, cargo: &str, rehearse: bool) -> ExitCode {
     let dir = root.join("target").join("gpu-smoke");
     let _ = std::fs::remove_dir_all(&dir);
     for sub in ["bin", "tests", "examples"] {
@@ -204,7 +211,98 @@ pub(crate) fn gpu_smoke(root: &Path, cargo: &str) -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
+    if rehearse {
+        return rehearsal(root, &script);
+    }
     ExitCode::SUCCESS
+}
+
+/// Run `script` with the release stand-in as the driver and check its report.
+fn rehearsal(root: &Path, script: &Path) -> ExitCode {
+    let standin = root
+        .join("target")
+        .join("release")
+        .join("deps")
+        .join("libhal_mock_libcuda.so");
+    if !standin.is_file() {
+        eprintln!(
+            "xtask gpu-smoke: the stand-in driver {} was not built",
+            standin.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    let out = root.join("target").join("gpu-smoke-rehearsal");
+    let _ = std::fs::remove_dir_all(&out);
+    println!(
+        "\n$ HAL_CUDA_LIBRARY={} {} {}",
+        standin.display(),
+        script.display(),
+        out.display()
+    );
+    let ran = Command::new(script)
+        .arg(&out)
+        .env("HAL_CUDA_LIBRARY", &standin)
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit())
+        .status();
+    match ran {
+        Ok(status) if status.success() => {}
+        Ok(status) => {
+            eprintln!("xtask gpu-smoke: {} ended with {status}", script.display());
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            eprintln!("xtask gpu-smoke: could not run {}: {e}", script.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    if !out.join("summary.txt").is_file() {
+        eprintln!("xtask gpu-smoke: the script wrote no summary.txt");
+        return ExitCode::FAILURE;
+    }
+    let report = match std::fs::read_to_string(out.join("report.jsonl")) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("xtask gpu-smoke: no report in {}: {e}", out.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let bad = failed_steps(&report);
+    if bad.is_empty() {
+        println!("gpu-smoke rehearsal: every step passed on the stand-in driver");
+        ExitCode::SUCCESS
+    } else {
+        for line in &bad {
+            eprintln!("xtask gpu-smoke: rehearsal step failed: {line}");
+        }
+        eprintln!("(logs in {})", out.display());
+        ExitCode::FAILURE
+    }
+}
+
+/// The report's lines whose step failed: a non-zero exit, a failed test,
+/// or a test step that ran no test. An empty report fails as a whole.
+fn failed_steps(report: &str) -> Vec<String> {
+    let field = |line: &str, key: &str| -> Option<i64> {
+        let at = line.find(&format!("\"{key}\":"))? + key.len() + 3;
+        let rest = &line[at..];
+        let end = rest.find([',', '}']).unwrap_or(rest.len());
+        rest[..end].trim().parse().ok()
+    };
+    let lines: Vec<&str> = report.lines().filter(|l| !l.trim().is_empty()).collect();
+    if lines.is_empty() {
+        return vec!["the report has no steps".into()];
+    }
+    lines
+        .into_iter()
+        .filter(|l| {
+            let test = l.contains("\"step\":\"test-");
+            field(l, "rc") != Some(0)
+                || field(l, "failed") != Some(0)
+                || (test && field(l, "passed").is_none_or(|p| p == 0))
+        })
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The executables cargo's JSON messages name (`"executable":"/path"`),
@@ -234,6 +332,34 @@ fn executables(messages: &str) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_run_script_parses() {
+        let out = Command::new("bash")
+            .args(["-n", "-c", RUN_SH])
+            .output()
+            .expect("bash runs");
+        assert!(
+            out.status.success(),
+            "bash -n: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    #[test]
+    fn a_rehearsal_fails_on_an_exit_code_a_failed_test_or_a_test_step_without_tests() {
+        let ok = r#"{"step":"devices","rc":0,"seconds":0.01,"passed":0,"failed":0}
+{"step":"test-conformance-1","rc":0,"seconds":0.35,"passed":59,"failed":0}"#;
+        assert!(failed_steps(ok).is_empty());
+        assert_eq!(failed_steps("").len(), 1, "an empty report");
+        for bad in [
+            r#"{"step":"demo-cuda","rc":124,"seconds":240.00,"passed":0,"failed":0}"#,
+            r#"{"step":"test-raw-2","rc":0,"seconds":0.02,"passed":4,"failed":1}"#,
+            r#"{"step":"test-raw-2","rc":0,"seconds":0.02,"passed":0,"failed":0}"#,
+        ] {
+            assert_eq!(failed_steps(&format!("{ok}\n{bad}")), vec![bad.to_owned()]);
+        }
+    }
 
     #[test]
     fn executables_are_read_from_cargos_messages() {

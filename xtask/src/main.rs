@@ -11,8 +11,10 @@
 //!                         import cycles between the files of each crate (or of
 //!                         the crates named); exit 1 on a cycle
 //! cargo xtask bindgen     regenerate hal-ascend's bindings (--check: verify them)
-//! cargo xtask gpu-smoke   build, in release mode, what a GPU machine runs against its
-//!                         real driver (target/gpu-smoke/, with run.sh)
+//! cargo xtask gpu-smoke [--rehearse]
+//!                         build, in release mode, what a GPU machine runs against its
+//!                         real driver (target/gpu-smoke/, with run.sh); --rehearse
+//!                         then runs it here with the stand-in as the driver
 //! ```
 //!
 //! Every command prints what it runs. Exit codes: 0 success, 1 a step
@@ -52,7 +54,10 @@ commands:
   gpu-smoke  build in release mode, stripped, into target/gpu-smoke/: hal-cuda's test
              executables (its conformance suite switches to the real driver there),
              hal's examples, halctl, and run.sh, which a machine with an NVIDIA GPU and
-             no Rust toolchain runs to write report.jsonl and summary.txt
+             no Rust toolchain runs to write report.jsonl and summary.txt; with
+             --rehearse, then run run.sh here with the stand-in libcuda as the driver
+             (HAL_CUDA_LIBRARY) into target/gpu-smoke-rehearsal/, and fail unless
+             every step passed and every test step ran tests
   help       this text
 
 environment: XTASK_STEP_TIMEOUT  seconds one cargo invocation may run (default 1800);
@@ -72,6 +77,16 @@ fn main() -> ExitCode {
     if cmd == "bindgen" {
         return bindgen::bindgen_cmd(&root(), &args[1..]);
     }
+    if cmd == "gpu-smoke" {
+        return match args[1..] {
+            [] => gpu_smoke::gpu_smoke(&root(), &cargo(), false),
+            [ref flag] if flag == "--rehearse" => gpu_smoke::gpu_smoke(&root(), &cargo(), true),
+            _ => {
+                eprintln!("xtask: `gpu-smoke` takes only --rehearse\n\n{USAGE}");
+                ExitCode::from(2)
+            }
+        };
+    }
     if args.len() > 1 {
         eprintln!("xtask: `{cmd}` takes no arguments\n\n{USAGE}");
         return ExitCode::from(2);
@@ -79,7 +94,6 @@ fn main() -> ExitCode {
     match cmd.as_str() {
         "ci" => ci(),
         "matrix" => matrix(),
-        "gpu-smoke" => gpu_smoke::gpu_smoke(&root(), &cargo()),
         "help" | "-h" | "--help" => {
             println!("{USAGE}");
             ExitCode::SUCCESS
