@@ -10,6 +10,7 @@
 //! | 8 | 8 | chunk size |
 //! | 16 | 8 | chunk count |
 //! | 24 | 4 | lock word: 0 free, else the holder's pid |
+//! | 32 | 8 | the holder's start time (`/proc/PID/stat` field 22); 0 while it is being written or the lock is free |
 //! | 64 + 512·i | 4 | chunk i's state: 0 home, 1 device |
 //! | 68 + 512·i | 4 | the pid that made the device copy |
 //! | 72 + 512·i | 8 | generation: +1 at every prefetch and writeback |
@@ -17,7 +18,7 @@
 //! | 84 + 512·i | 2 | length of the device chunk's handle text |
 //! | 86 + 512·i | ≤ 426 | the device chunk's handle text |
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use hal_core::{Error, Memory, Result};
 
@@ -123,49 +124,83 @@ pub fn set_slot(m: &dyn Memory, i: u64, s: &Slot) -> Result<()> {
     m.write(FIRST + SLOT * i, &b)
 }
 
-/// The header's lock word.
-fn word(m: &dyn Memory) -> Result<&AtomicU32> {
+/// The header's lock word and its holder's start time.
+fn words(m: &dyn Memory) -> Result<(&AtomicU32, &AtomicU64)> {
     let base = m
         .host_ptr()
         .ok_or_else(|| Error::invalid("a residency header without a host address"))?;
-    if m.is_read_only() || m.len() < 28 {
+    if m.is_read_only() || m.len() < FIRST {
         return Err(Error::invalid(
             "a residency header must be writable shared pages",
         ));
     }
-    // SAFETY: offset 24 of a page-aligned, writable shared mapping at least
-    // 28 bytes long (checked): in bounds and 4-byte aligned; the mapping
-    // outlives the borrow of `m`; AtomicU32 has the layout of u32.
-    Ok(unsafe { &*base.add(24).cast::<AtomicU32>() })
+    // SAFETY: offsets 24 and 32 of a page-aligned, writable shared mapping
+    // at least 64 bytes long (checked): in bounds and aligned for a u32 and
+    // a u64; the mapping outlives the borrow of `m`; the atomics have the
+    // layout of their integers.
+    Ok(unsafe {
+        (
+            &*base.add(24).cast::<AtomicU32>(),
+            &*base.add(32).cast::<AtomicU64>(),
+        )
+    })
 }
 
 /// The lock over the header, released on drop.
-pub struct Locked<'a>(&'a AtomicU32);
+pub struct Locked<'a> {
+    word: &'a AtomicU32,
+    started: &'a AtomicU64,
+}
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
-        self.0.store(0, Ordering::Release);
+        // The stamp goes first: whoever sees the lock free or newly taken
+        // never sees this holder's start time.
+        self.started.store(0, Ordering::Release);
+        self.word.store(0, Ordering::Release);
     }
 }
 
-/// Take the header's lock. A holder whose process has died is replaced.
+/// This process's start time, as `/proc/PID/stat` says it (never 0).
+fn my_start() -> u64 {
+    hal_core::os::process_start_time(hal_core::os::pid())
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+/// True when the process that holds the lock as `holder` is gone: no
+/// process has its pid, or the process that has it now started at another
+/// time than the holder did (the pid was reused). A stamp of 0 (being
+/// written) proves nothing.
+fn holder_is_gone(holder: u32, stamp: u64) -> bool {
+    match hal_core::os::process_start_time(holder) {
+        None => true,
+        Some(now) => stamp != 0 && now != stamp,
+    }
+}
+
+/// Take the header's lock. A holder whose process has died is replaced,
+/// also when its pid has been reused by another process since.
 pub fn lock(m: &dyn Memory) -> Result<Locked<'_>> {
-    let w = word(m)?;
+    let (word, started) = words(m)?;
     let me = hal_core::os::pid();
+    let taken = |how: &str| {
+        started.store(my_start(), Ordering::Release);
+        if !how.is_empty() {
+            log::warn!("{how}");
+        }
+        Ok(Locked { word, started })
+    };
     let mut spins = 0u32;
     loop {
-        match w.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
-            Ok(_) => return Ok(Locked(w)),
+        match word.compare_exchange(0, me, Ordering::Acquire, Ordering::Acquire) {
+            Ok(_) => return taken(""),
             Err(holder) => {
                 spins += 1;
-                if spins % 1024 == 0 && hal_core::os::process_start_time(holder).is_none() {
-                    // The holder died with the lock: take it over.
-                    if w.compare_exchange(holder, me, Ordering::Acquire, Ordering::Relaxed)
-                        .is_ok()
-                    {
-                        log::warn!("process {holder} died holding a residency lock; taken over");
-                        return Ok(Locked(w));
-                    }
+                if spins % 1024 == 0 && taken_over(word, started, holder, me) {
+                    return taken(&format!(
+                        "process {holder} died holding a residency lock; taken over"
+                    ));
                 }
                 if spins % 64 == 0 {
                     std::thread::yield_now();
@@ -175,6 +210,22 @@ pub fn lock(m: &dyn Memory) -> Result<Locked<'_>> {
             }
         }
     }
+}
+
+/// Take the lock over from `holder` if its process is gone.
+fn taken_over(word: &AtomicU32, started: &AtomicU64, holder: u32, me: u32) -> bool {
+    let stamp = started.load(Ordering::Acquire);
+    word.load(Ordering::Acquire) == holder
+        && holder_is_gone(holder, stamp)
+        // The dead holder's stamp goes before its lock is taken over, so
+        // that nobody judges the new holder by it; a stamp that changed
+        // meanwhile means a new holder.
+        && started
+            .compare_exchange(stamp, 0, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        && word
+            .compare_exchange(holder, me, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
 }
 
 #[cfg(test)]
@@ -224,5 +275,80 @@ mod tests {
         assert_eq!(u32_at(&p, 24).unwrap(), std::process::id());
         drop(held);
         assert_eq!(u32_at(&p, 24).unwrap(), 0, "released on drop");
+        assert_eq!(u64_at(&p, 32).unwrap(), 0, "and its stamp");
+    }
+
+    /// A live process that is not this one, killed when dropped.
+    struct Live(std::process::Child);
+
+    impl Live {
+        fn new() -> Live {
+            Live(
+                std::process::Command::new("sleep")
+                    .arg("30")
+                    .spawn()
+                    .unwrap(),
+            )
+        }
+        fn pid(&self) -> u32 {
+            self.0.id()
+        }
+        fn start(&self) -> u64 {
+            hal_core::os::process_start_time(self.pid()).unwrap()
+        }
+    }
+
+    impl Drop for Live {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// Write `pid` and `stamp` as the lock's holder.
+    fn held_by(p: &hal_cpu_shm::CpuAllocation, pid: u32, stamp: u64) {
+        p.write(24, &pid.to_le_bytes()).unwrap();
+        p.write(32, &stamp.to_le_bytes()).unwrap();
+    }
+
+    #[test]
+    fn a_lock_whose_holders_pid_was_reused_is_taken_over() {
+        let p = page();
+        init(&p, 2 << 20, 1).unwrap();
+        // The pid is alive, but its process started at another time than
+        // the holder that stamped the lock: the holder is gone.
+        let other = Live::new();
+        held_by(&p, other.pid(), other.start() + 1);
+        let held = lock(&p).unwrap();
+        assert_eq!(u32_at(&p, 24).unwrap(), std::process::id());
+        assert_eq!(u64_at(&p, 32).unwrap(), my_start(), "stamped by the new holder");
+        drop(held);
+    }
+
+    #[test]
+    fn a_live_holder_keeps_the_lock_until_it_lets_go() {
+        use std::sync::atomic::AtomicBool;
+        let p = page();
+        init(&p, 2 << 20, 1).unwrap();
+        let holder = Live::new();
+        // Stamped with its own start time, and not stamped yet (0).
+        for stamp in [holder.start(), 0] {
+            held_by(&p, holder.pid(), stamp);
+            let released = AtomicBool::new(false);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    // Long enough for many looks at the holder.
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                    released.store(true, Ordering::SeqCst);
+                    held_by(&p, 0, 0);
+                });
+                let held = lock(&p).unwrap();
+                assert!(
+                    released.load(Ordering::SeqCst),
+                    "the lock was taken from a live holder (stamp {stamp})"
+                );
+                drop(held);
+            });
+        }
     }
 }

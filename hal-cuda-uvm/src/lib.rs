@@ -152,7 +152,7 @@
 //! | registration once per process, GPU and region; unregistered at the last drop, before the pages are unmapped | `registration.rs`, `memory.rs` |
 //! | pageable access skips registration | `device.rs` (`Strategy`) |
 //! | stream work on home pages is a host step in stream order | `step.rs`, `home.rs` |
-//! | the residency table, its lock (a dead holder is replaced) and the consistency rule | `header.rs`, `residency.rs` |
+//! | the residency table, its lock (a dead holder is replaced, also when its pid was reused: the lock carries the holder's start time) and the consistency rule | `header.rs`, `residency.rs` |
 //! | the host-NUMA home: host-NUMA physical pages, host and device access granted together | `numa.rs` |
 #![deny(missing_docs)]
 
