@@ -79,7 +79,9 @@ pub fn geometry(m: &dyn Memory) -> Result<(u64, u64)> {
         ));
     }
     let (chunk, chunks) = (u64_at(m, 8)?, u64_at(m, 16)?);
-    if chunk == 0 || len(chunks, 1) > m.len() {
+    // Checked: the numbers come from pages other processes write.
+    let needs = chunks.checked_mul(SLOT).and_then(|b| b.checked_add(FIRST));
+    if chunk == 0 || chunk.checked_mul(chunks).is_none() || needs.is_none_or(|n| n > m.len()) {
         return Err(Error::invalid(
             "a residency header whose geometry does not fit it",
         ));
@@ -184,23 +186,19 @@ fn holder_is_gone(holder: u32, stamp: u64) -> bool {
 pub fn lock(m: &dyn Memory) -> Result<Locked<'_>> {
     let (word, started) = words(m)?;
     let me = hal_core::os::pid();
-    let taken = |how: &str| {
+    let taken = || {
         started.store(my_start(), Ordering::Release);
-        if !how.is_empty() {
-            log::warn!("{how}");
-        }
         Ok(Locked { word, started })
     };
     let mut spins = 0u32;
     loop {
         match word.compare_exchange(0, me, Ordering::Acquire, Ordering::Acquire) {
-            Ok(_) => return taken(""),
+            Ok(_) => return taken(),
             Err(holder) => {
                 spins += 1;
                 if spins % 1024 == 0 && taken_over(word, started, holder, me) {
-                    return taken(&format!(
-                        "process {holder} died holding a residency lock; taken over"
-                    ));
+                    log::warn!("process {holder} died holding a residency lock; taken over");
+                    return taken();
                 }
                 if spins % 64 == 0 {
                     std::thread::yield_now();
@@ -263,6 +261,107 @@ mod tests {
         assert!(set_slot(&p, 0, &long).is_err());
     }
 
+    /// A header's pages seen shorter or read-only.
+    struct View<'a> {
+        pages: &'a hal_cpu_shm::CpuAllocation,
+        len: u64,
+        read_only: bool,
+    }
+
+    impl Memory for View<'_> {
+        fn addr(&self) -> u64 {
+            self.pages.addr()
+        }
+        fn len(&self) -> u64 {
+            self.len
+        }
+        fn location(&self) -> hal_core::Location {
+            self.pages.location()
+        }
+        fn host_ptr(&self) -> Option<*mut u8> {
+            self.pages.host_ptr()
+        }
+        fn is_read_only(&self) -> bool {
+            self.read_only
+        }
+        fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+            self.pages.read(offset, dst)
+        }
+        fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
+            self.pages.write(offset, src)
+        }
+    }
+
+    #[test]
+    fn a_header_is_whole_pages_of_slots() {
+        assert_eq!(len(0, 4096), 4096);
+        assert_eq!(len(7, 4096), 4096, "64 + 7 slots of 512 fit a page");
+        assert_eq!(len(8, 4096), 8192);
+        assert_eq!(len(3, 1), 64 + 3 * 512);
+    }
+
+    #[test]
+    fn a_geometry_that_does_not_fit_its_header_is_refused() {
+        let p = page();
+        init(&p, 2 << 20, 7).unwrap();
+        assert_eq!(
+            geometry(&p).unwrap(),
+            (2 << 20, 7),
+            "seven slots fit a page"
+        );
+        for (chunk, chunks) in [
+            (2 << 20, 8),
+            (2 << 20, u64::MAX / 256),
+            (2 << 20, u64::MAX),
+            (0, 1),
+        ] {
+            init(&p, chunk, chunks).unwrap();
+            assert!(geometry(&p).is_err(), "{chunks} chunks of {chunk:#x}");
+        }
+    }
+
+    #[test]
+    fn a_slot_holds_handle_text_up_to_its_size() {
+        let p = page();
+        init(&p, 2 << 20, 1).unwrap();
+        let full = Slot {
+            on_device: true,
+            owner: 1,
+            generation: 1,
+            home_crc: 1,
+            text: "x".repeat(TEXT_MAX),
+        };
+        set_slot(&p, 0, &full).unwrap();
+        assert_eq!(slot(&p, 0).unwrap(), full);
+    }
+
+    #[test]
+    fn the_lock_needs_writable_pages_that_hold_it() {
+        let p = page();
+        init(&p, 2 << 20, 1).unwrap();
+        let read_only = View {
+            pages: &p,
+            len: 4096,
+            read_only: true,
+        };
+        assert!(lock(&read_only).is_err(), "read-only pages");
+        let short = View {
+            pages: &p,
+            len: 32,
+            read_only: false,
+        };
+        assert!(
+            lock(&short).is_err(),
+            "pages too short for the lock's words"
+        );
+        let whole = View {
+            pages: &p,
+            len: 4096,
+            read_only: false,
+        };
+        drop(lock(&whole).unwrap());
+    }
+
     #[test]
     fn a_lock_held_by_a_dead_process_is_taken_over() {
         let p = page();
@@ -321,8 +420,31 @@ mod tests {
         held_by(&p, other.pid(), other.start() + 1);
         let held = lock(&p).unwrap();
         assert_eq!(u32_at(&p, 24).unwrap(), std::process::id());
-        assert_eq!(u64_at(&p, 32).unwrap(), my_start(), "stamped by the new holder");
+        assert_eq!(
+            Some(u64_at(&p, 32).unwrap()),
+            hal_core::os::process_start_time(std::process::id()),
+            "stamped with the new holder's start time"
+        );
         drop(held);
+    }
+
+    #[test]
+    fn a_holder_that_dies_while_others_wait_is_replaced() {
+        let p = page();
+        init(&p, 2 << 20, 1).unwrap();
+        let mut holder = Live::new();
+        held_by(&p, holder.pid(), holder.start());
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // Long after the waiter began: it has looked many times.
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                holder.0.kill().unwrap();
+                holder.0.wait().unwrap();
+            });
+            let held = lock(&p).unwrap();
+            assert_eq!(u32_at(&p, 24).unwrap(), std::process::id());
+            drop(held);
+        });
     }
 
     #[test]
