@@ -196,3 +196,61 @@ fn disabled_pid_validation_admits_any_child() {
     child.finish();
     d.unmap(&r, 0, g).unwrap();
 }
+
+/// True for hal's own refusal of an argument (never the runtime's).
+fn refused_here<T: std::fmt::Debug>(r: hal_core::Result<T>) -> bool {
+    matches!(r, Err(Error::InvalidArgument { .. }))
+}
+
+#[test]
+fn sizes_and_devices_are_checked_before_the_runtime_is_asked() {
+    use hal_core::{PhysicalDesc, PhysicalLocation};
+    let d0 = dev();
+    let g = d0.granularity(Granularity::Minimum).unwrap();
+    assert!(refused_here(d0.allocate_physical(g / 2)), "half a granule");
+    let other = PhysicalDesc::new(g).location(PhysicalLocation::Device(1));
+    assert!(
+        refused_here(d0.allocate_physical_with(&other)),
+        "device 1's memory asked of device 0"
+    );
+    // A reservation of device 1 of the same backend, and one of device 0
+    // of another backend (a runtime of its own): each is foreign to d0,
+    // whose own reservation maps the same memory.
+    let b = backend();
+    let (d0, d1) = (b.open(0).unwrap(), b.open(1).unwrap());
+    let p0 = d0.allocate_physical(g).unwrap();
+    let own = d0.reserve(g, 0).unwrap();
+    d0.map(&own, 0, &p0).expect("d0's own reservation");
+    d0.unmap(&own, 0, g).unwrap();
+    let r1 = d1.reserve(g, 0).unwrap();
+    assert!(
+        refused_here(d0.map(&r1, 0, &p0)),
+        "device 1's reservation mapped through device 0"
+    );
+    let elsewhere = backend().open(0).unwrap().reserve(g, 0).unwrap();
+    assert!(
+        refused_here(d0.map(&elsewhere, 0, &p0)),
+        "another runtime's reservation mapped through this device 0"
+    );
+}
+
+#[test]
+fn a_physical_handle_naming_part_of_an_allocation_is_refused() {
+    let d = dev();
+    let g = d.granularity(Granularity::Minimum).unwrap();
+    let p = d.allocate_physical(g).unwrap();
+    let ex = d.export_physical(&p, &ExportOptions::default()).unwrap();
+    for (what, size, offset) in [
+        ("half a granule", g / 2, 0),
+        ("no bytes", 0, 0),
+        ("an offset", g, g),
+    ] {
+        let mut shared = ex.share().unwrap();
+        shared.handle.size = size;
+        shared.handle.offset = offset;
+        match d.import_physical(shared, &ImportOptions::default()) {
+            Err(Error::InvalidHandle(hal_core::HandleError::Malformed { .. })) => {}
+            other => panic!("a handle of {what}: {other:?}"),
+        }
+    }
+}
