@@ -354,12 +354,31 @@ mod tests {
             lock(&short).is_err(),
             "pages too short for the lock's words"
         );
-        let whole = View {
+        for len in [FIRST, 4096] {
+            let enough = View {
+                pages: &p,
+                len,
+                read_only: false,
+            };
+            drop(lock(&enough).unwrap());
+        }
+    }
+
+    #[test]
+    fn a_geometry_that_fills_its_header_exactly_fits() {
+        let p = page();
+        init(&p, 2 << 20, 1).unwrap();
+        let exact = View {
             pages: &p,
-            len: 4096,
+            len: FIRST + SLOT,
             read_only: false,
         };
-        drop(lock(&whole).unwrap());
+        assert_eq!(geometry(&exact).unwrap(), (2 << 20, 1));
+        let short = View {
+            len: FIRST + SLOT - 1,
+            ..exact
+        };
+        assert!(geometry(&short).is_err());
     }
 
     #[test]
