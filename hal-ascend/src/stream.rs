@@ -144,20 +144,18 @@ impl Drop for AscendStream {
         // waited for here: the stream goes to hal-core's reaper, which
         // drops it once the work ran, and the drop returns.
         if !self.held.is_empty() {
-            match self.query() {
-                Ok(true) => {}
-                Ok(false) => {
-                    let rest = AscendStream {
-                        ctx: Arc::clone(&self.ctx),
-                        raw: self.raw,
-                        owned: self.owned,
-                        held: std::mem::take(&mut self.held),
-                    };
-                    self.owned = false;
-                    hal_core::reaper::defer(Box::new(rest));
-                    return;
-                }
-                Err(e) => log::warn!("an Ascend stream failed before it was dropped: {e}"),
+            let idle = self.query();
+            let deferred =
+                hal_core::reaper::defer_unless_idle(idle, "an Ascend stream", || AscendStream {
+                    ctx: Arc::clone(&self.ctx),
+                    raw: self.raw,
+                    owned: self.owned,
+                    held: std::mem::take(&mut self.held),
+                });
+            if deferred {
+                // The reaper's value destroys the stream.
+                self.owned = false;
+                return;
             }
         }
         if !self.owned {

@@ -551,29 +551,5 @@ fn a_second_initialisation_is_tolerated_and_the_runtime_never_finalised() {
 
 #[test]
 fn a_dropped_stream_runs_its_work_on_and_lets_go_of_it_then() {
-    use std::sync::Arc;
-    let d = dev(0);
-    let stream = d.create_stream().unwrap();
-    let gate = d.create_notify().unwrap();
-    let done = d.create_notify().unwrap();
-    d.stream_wait_notify(&stream, &gate, None).unwrap();
-    d.record_notify(&stream, &done).unwrap();
-    let kept = Arc::new(());
-    d.hold_until_done(&stream, Box::new(Arc::clone(&kept)))
-        .unwrap();
-    // Returns although the stream's work waits for the gate; the stream
-    // is destroyed only once that work ran.
-    drop(stream);
-    assert_eq!(Arc::strong_count(&kept), 2, "held while the work waits");
-    gate.signal().unwrap();
-    done.wait(WaitOptions::timeout(LONG))
-        .expect("the work queued before the drop runs once the gate opens");
-    let end = std::time::Instant::now() + LONG;
-    while Arc::strong_count(&kept) > 1 {
-        assert!(
-            std::time::Instant::now() < end,
-            "the dropped stream never let go of what its work held"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    hal_tests::cases::dropped_stream_runs_its_work_on(&dev(0));
 }

@@ -109,6 +109,29 @@ pub fn defer(stream: Box<dyn Drained>) {
     r.more.notify_one();
 }
 
+/// What a backend's stream `Drop` does with its idle query's answer:
+/// when the work has not run, `rest` (the stream's parts, which the
+/// dropping value gives up) goes to [`defer`] and the answer is true; when
+/// it has run, or the query failed (logged as `what`'s failure), the drop
+/// goes on as usual and the answer is false.
+pub fn defer_unless_idle<S: Drained>(
+    idle: Result<bool>,
+    what: &str,
+    rest: impl FnOnce() -> S,
+) -> bool {
+    match idle {
+        Ok(true) => false,
+        Ok(false) => {
+            defer(Box::new(rest()));
+            true
+        }
+        Err(e) => {
+            log::warn!("{what} failed before it was dropped: {e}");
+            false
+        }
+    }
+}
+
 /// How many dropped streams still wait for their work.
 pub fn pending() -> usize {
     reaper().count.load(Ordering::Acquire)

@@ -114,20 +114,17 @@ impl Drop for CudaStream {
         if !self.owned && self.held.is_empty() {
             return;
         }
-        match self.query() {
-            Ok(true) => {}
-            Ok(false) => {
-                let rest = CudaStream {
-                    primary: Arc::clone(&self.primary),
-                    raw: self.raw,
-                    owned: self.owned,
-                    held: std::mem::take(&mut self.held),
-                };
-                self.owned = false;
-                hal_core::reaper::defer(Box::new(rest));
-                return;
-            }
-            Err(e) => log::warn!("a CUDA stream failed before it was dropped: {e}"),
+        let idle = self.query();
+        let deferred = hal_core::reaper::defer_unless_idle(idle, "a CUDA stream", || CudaStream {
+            primary: Arc::clone(&self.primary),
+            raw: self.raw,
+            owned: self.owned,
+            held: std::mem::take(&mut self.held),
+        });
+        if deferred {
+            // The reaper's value destroys the stream.
+            self.owned = false;
+            return;
         }
         if !self.owned {
             return;

@@ -266,34 +266,7 @@ fn dropping_the_device_releases_its_primary_context() {
 
 #[test]
 fn a_dropped_stream_runs_its_work_on_and_lets_go_of_it_then() {
-    use hal_core::Notify;
-    use std::sync::Arc;
-    let dev = backend().open(0).unwrap();
-    let stream = dev.create_stream().unwrap();
-    let gate = dev.create_notify().unwrap();
-    let done = dev.create_notify().unwrap();
-    dev.stream_wait_notify(&stream, &gate, None).unwrap();
-    dev.record_notify(&stream, &done).unwrap();
-    let kept = Arc::new(());
-    dev.hold_until_done(&stream, Box::new(Arc::clone(&kept)))
-        .unwrap();
-    // Returns although the stream's work waits for the gate.
-    drop(stream);
-    assert_eq!(Arc::strong_count(&kept), 2, "held while the work waits");
-    assert!(done
-        .wait(WaitOptions::timeout(Duration::from_millis(30)))
-        .is_err());
-    gate.signal().unwrap();
-    done.wait(WaitOptions::timeout(LONG))
-        .expect("the work queued before the drop runs once the gate opens");
-    let end = std::time::Instant::now() + LONG;
-    while Arc::strong_count(&kept) > 1 {
-        assert!(
-            std::time::Instant::now() < end,
-            "the dropped stream never let go of what its work held"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    hal_tests::cases::dropped_stream_runs_its_work_on(&backend().open(0).unwrap());
 }
 
 #[test]

@@ -118,6 +118,22 @@ fn child_side(body: impl FnOnce(&CudaDevice, CudaPhysical)) {
     println!("child done");
 }
 
+/// Run this executable's test `name` alone in a child with `env`, and
+/// require that it printed "child done" and exited 0.
+fn child_passes(name: &str, what: &str, env: &[(&str, &str)]) {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("child done"),
+        "{what}:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn device_memory_is_shared_with_another_process() {
     let dev = device();
@@ -285,25 +301,16 @@ fn a_reservation_of_another_device_is_refused() {
 
 #[test]
 fn a_failed_driver_call_keeps_its_code_and_changes_nothing() {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_with_failures",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(HANDLE_VAR, "failures")
-        .env(
-            hal_mock_libcuda::FAIL_VAR,
-            "cuMemMap:2,cuMemImportFromShareableHandle:1",
-        )
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("child done"),
-        "child failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    child_passes(
+        "child_with_failures",
+        "the child with failures",
+        &[
+            (HANDLE_VAR, "failures"),
+            (
+                hal_mock_libcuda::FAIL_VAR,
+                "cuMemMap:2,cuMemImportFromShareableHandle:1",
+            ),
+        ],
     );
 }
 
@@ -396,30 +403,19 @@ const DESCRIPTOR_VAR: &str = "HAL_CUDA_VMM_TEST_DESCRIPTOR";
 
 #[test]
 fn the_drivers_descriptor_is_checked_and_may_be_numbered_zero() {
-    for (case, fail) in [
-        ("none", Some("cuMemExportToShareableHandle:0")),
-        ("zero", None),
-    ] {
-        let mut child = Command::new(std::env::current_exe().unwrap());
-        child
-            .args([
-                "--exact",
-                "child_descriptor",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(DESCRIPTOR_VAR, case);
-        if let Some(fail) = fail {
-            child.env(hal_mock_libcuda::FAIL_VAR, fail);
-        }
-        let out = child.output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains("child done"),
-            "case {case}:\n{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    child_passes(
+        "child_descriptor",
+        "a driver that gives no descriptor",
+        &[
+            (DESCRIPTOR_VAR, "none"),
+            (hal_mock_libcuda::FAIL_VAR, "cuMemExportToShareableHandle:0"),
+        ],
+    );
+    child_passes(
+        "child_descriptor",
+        "descriptor 0",
+        &[(DESCRIPTOR_VAR, "zero")],
+    );
 }
 
 /// The child of `the_drivers_descriptor_is_checked_and_may_be_numbered_zero`:
@@ -462,30 +458,21 @@ const LACKS_VAR: &str = "HAL_CUDA_VMM_TEST_LACKS";
 
 #[test]
 fn what_the_device_says_it_lacks_is_never_asked_of_the_driver() {
-    // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, and host NUMA VMM.
-    let host_numa = hal_core::vendor::cuda::ATTRIBUTE_HOST_NUMA_VMM_SUPPORTED;
-    for (case, attributes) in [
-        ("fabric", "128:0".to_owned()),
-        ("host-numa", format!("{host_numa}:0")),
-    ] {
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "child_without_attribute",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(LACKS_VAR, case)
-            .env(hal_mock_libcuda::ATTRIBUTES_VAR, attributes)
-            // The stand-in would make fabric memory if it were asked.
-            .env(hal_mock_libcuda::IMEX_VAR, "1")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains("child done"),
-            "case {case}:\n{stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
+    // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, and host NUMA VMM;
+    // IMEX, so that the stand-in would make fabric memory if asked.
+    let host_numa = format!(
+        "{}:0",
+        hal_core::vendor::cuda::ATTRIBUTE_HOST_NUMA_VMM_SUPPORTED
+    );
+    for (case, attributes) in [("fabric", "128:0"), ("host-numa", host_numa.as_str())] {
+        child_passes(
+            "child_without_attribute",
+            case,
+            &[
+                (LACKS_VAR, case),
+                (hal_mock_libcuda::ATTRIBUTES_VAR, attributes),
+                (hal_mock_libcuda::IMEX_VAR, "1"),
+            ],
         );
     }
 }

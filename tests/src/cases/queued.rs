@@ -136,3 +136,48 @@ pub fn dropped_stream_never_waits_for_its_work<B: Backend>(s: &Suite<B>) {
         "signal the gate after the stream was dropped",
     );
 }
+
+/// A vendor backend's answer to a dropped stream (not a case of the suite:
+/// the simulator abandons the work instead): a stream dropped while its
+/// work waits for a notify runs that work once the notify is signalled,
+/// and lets go of what the work held then. Panics on a failure, as the
+/// cases do.
+pub fn dropped_stream_runs_its_work_on<D: Device>(dev: &D) {
+    let stream = must(dev.create_stream(), "create_stream");
+    let gate = must(dev.create_notify(), "create_notify (gate)");
+    let done = must(dev.create_notify(), "create_notify (done)");
+    must(
+        dev.stream_wait_notify(&stream, &gate, None),
+        "stream_wait_notify",
+    );
+    must(dev.record_notify(&stream, &done), "record_notify");
+    let kept = std::sync::Arc::new(());
+    must(
+        dev.hold_until_done(&stream, Box::new(std::sync::Arc::clone(&kept))),
+        "hold_until_done",
+    );
+    // Returns although the stream's work waits for the gate.
+    drop(stream);
+    assert_eq!(
+        std::sync::Arc::strong_count(&kept),
+        2,
+        "held while the work waits"
+    );
+    must_time_out(
+        done.wait(WaitOptions::timeout(SHORT)),
+        "work behind the gate, after the stream was dropped",
+    );
+    must(gate.signal(), "signal the gate");
+    must(
+        done.wait(WaitOptions::timeout(LONG)),
+        "the work queued before the drop, once the gate opened",
+    );
+    let end = std::time::Instant::now() + LONG;
+    while std::sync::Arc::strong_count(&kept) > 1 {
+        assert!(
+            std::time::Instant::now() < end,
+            "the dropped stream never let go of what its work held"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
