@@ -163,11 +163,10 @@ impl Drop for Locked<'_> {
     }
 }
 
-/// This process's start time, as `/proc/PID/stat` says it (never 0).
+/// This process's start time, as `/proc/PID/stat` says it; 0 where it
+/// cannot be read, a stamp by which nobody judges this holder.
 fn my_start() -> u64 {
-    hal_core::os::process_start_time(hal_core::os::pid())
-        .unwrap_or(u64::MAX)
-        .max(1)
+    hal_core::os::process_start_time(hal_core::os::pid()).unwrap_or(0)
 }
 
 /// True when the process that holds the lock as `holder` is gone: no

@@ -378,3 +378,29 @@ pub(crate) fn child_grow<B: Backend>(s: &Suite<B>) {
     must(view.write(g, &pattern(44, g)), "child write");
     report("written", "");
 }
+
+/// A vendor backend's check of a physical handle (not a case of the suite:
+/// each backend's own tests call it): a handle whose size is not whole
+/// granules, is 0, or has an offset names part of an allocation and is
+/// refused as malformed before anything is opened. `p` is one granule of
+/// `dev`'s physical memory. Panics on a failure.
+pub fn partial_physical_handles_are_refused<D: Device>(dev: &D, p: &D::Physical) {
+    let g = must(dev.granularity(Granularity::Minimum), "granularity");
+    let ex = must(
+        dev.export_physical(p, &Default::default()),
+        "export_physical",
+    );
+    for (what, size, offset) in [
+        ("half a granule", g / 2, 0),
+        ("no bytes", 0, 0),
+        ("an offset", g, g),
+    ] {
+        let mut shared = must(ex.share(), "share");
+        shared.handle.size = size;
+        shared.handle.offset = offset;
+        match dev.import_physical(shared, &ImportOptions::default()) {
+            Err(hal_core::Error::InvalidHandle(hal_core::HandleError::Malformed { .. })) => {}
+            other => panic!("a physical handle of {what}: {:?}", other.map(|_| ())),
+        }
+    }
+}
