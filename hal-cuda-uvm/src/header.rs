@@ -17,6 +17,7 @@
 //! | 80 + 512·i | 4 | CRC-32 of the home pages when the device copy was made |
 //! | 84 + 512·i | 2 | length of the device chunk's handle text |
 //! | 86 + 512·i | ≤ 426 | the device chunk's handle text |
+//! | 512 + 512·i | 8 | the start time of the pid that made the device copy (0: unknown) |
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -27,6 +28,8 @@ pub const MAGIC: &[u8; 8] = b"HALRES01";
 const FIRST: u64 = 64;
 const SLOT: u64 = 512;
 const TEXT_MAX: usize = 426;
+/// Where a slot's server start time sits: after the longest handle text.
+const STARTED: usize = 22 + TEXT_MAX;
 
 /// The bytes a header for `chunks` chunks needs, in whole pages.
 pub fn len(chunks: u64, page: u64) -> u64 {
@@ -40,12 +43,37 @@ pub struct Slot {
     pub on_device: bool,
     /// The process that made the device copy (and serves its handle).
     pub owner: u32,
+    /// `owner`'s start time (`/proc/PID/stat` field 22), by which a reused
+    /// pid is told from the server; 0 where it is unknown.
+    pub owner_started: u64,
     /// Bumped at every hand-over.
     pub generation: u64,
     /// CRC-32 of the home pages when the device copy was made.
     pub home_crc: u32,
     /// The device chunk's handle text (empty at home).
     pub text: String,
+}
+
+impl Slot {
+    /// A chunk at home, at `generation`.
+    pub(crate) fn home(generation: u64) -> Slot {
+        Slot {
+            on_device: false,
+            owner: 0,
+            owner_started: 0,
+            generation,
+            home_crc: 0,
+            text: String::new(),
+        }
+    }
+
+    /// True when the chunk is device-resident and the process that served
+    /// its device copy is gone without writing it back: no process has its
+    /// pid, or the one that has it started at another time. An unknown
+    /// start time (0) proves nothing while the pid lives.
+    pub fn server_gone(&self) -> bool {
+        self.on_device && holder_is_gone(self.owner, self.owner_started)
+    }
 }
 
 fn u64_at(m: &dyn Memory, at: u64) -> Result<u64> {
@@ -102,6 +130,7 @@ pub fn slot(m: &dyn Memory, i: u64) -> Result<Slot> {
     Ok(Slot {
         on_device: u32_at(m, at)? == 1,
         owner: u32_at(m, at + 4)?,
+        owner_started: u64_at(m, at + STARTED as u64)?,
         generation: u64_at(m, at + 8)?,
         home_crc: u32_at(m, at + 16)?,
         text: String::from_utf8(text)
@@ -116,13 +145,14 @@ pub fn set_slot(m: &dyn Memory, i: u64, s: &Slot) -> Result<()> {
             "a chunk handle text longer than a residency slot holds",
         ));
     }
-    let mut b = vec![0u8; 22 + s.text.len()];
+    let mut b = vec![0u8; STARTED + 8];
     b[..4].copy_from_slice(&u32::from(s.on_device).to_le_bytes());
     b[4..8].copy_from_slice(&s.owner.to_le_bytes());
     b[8..16].copy_from_slice(&s.generation.to_le_bytes());
     b[16..20].copy_from_slice(&s.home_crc.to_le_bytes());
     b[20..22].copy_from_slice(&(s.text.len() as u16).to_le_bytes());
-    b[22..].copy_from_slice(s.text.as_bytes());
+    b[22..22 + s.text.len()].copy_from_slice(s.text.as_bytes());
+    b[STARTED..].copy_from_slice(&s.owner_started.to_le_bytes());
     m.write(FIRST + SLOT * i, &b)
 }
 
@@ -165,8 +195,8 @@ impl Drop for Locked<'_> {
 
 /// This process's start time, as `/proc/PID/stat` says it; 0 where it
 /// cannot be read, a stamp by which nobody judges this holder.
-fn my_start() -> u64 {
-    hal_core::os::process_start_time(hal_core::os::pid()).unwrap_or(0)
+pub(crate) fn my_start() -> u64 {
+    hal_core::os::self_identity().1
 }
 
 /// True when the process that holds the lock as `holder` is gone: no
@@ -179,6 +209,11 @@ fn holder_is_gone(holder: u32, stamp: u64) -> bool {
         Some(now) => stamp != 0 && now != stamp,
     }
 }
+
+/// Looks at a held lock before a waiter naps between looks.
+const SPINS_BEFORE_SLEEP: u32 = 1 << 16;
+/// A waiter's nap between looks at a lock held for long.
+const NAP: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// Take the header's lock. A holder whose process has died is replaced,
 /// also when its pid has been reused by another process since.
@@ -194,12 +229,17 @@ pub fn lock(m: &dyn Memory) -> Result<Locked<'_>> {
         match word.compare_exchange(0, me, Ordering::Acquire, Ordering::Acquire) {
             Ok(_) => return taken(),
             Err(holder) => {
-                spins += 1;
-                if spins % 1024 == 0 && taken_over(word, started, holder, me) {
+                spins = spins.saturating_add(1);
+                let napping = spins > SPINS_BEFORE_SLEEP;
+                if (napping || spins % 1024 == 0) && taken_over(word, started, holder, me) {
                     log::warn!("process {holder} died holding a residency lock; taken over");
                     return taken();
                 }
-                if spins % 64 == 0 {
+                if napping {
+                    // A holder that runs this long is stopped or descheduled:
+                    // waiting on it costs no more than a timer.
+                    std::thread::sleep(NAP);
+                } else if spins % 64 == 0 {
                     std::thread::yield_now();
                 } else {
                     std::hint::spin_loop();
@@ -246,6 +286,7 @@ mod tests {
         let s = Slot {
             on_device: true,
             owner: 42,
+            owner_started: 0x0102_0304_0506_0708,
             generation: 7,
             home_crc: 0xdead_beef,
             text: "hal1.example".into(),
@@ -326,12 +367,17 @@ mod tests {
         let full = Slot {
             on_device: true,
             owner: 1,
+            owner_started: u64::MAX,
             generation: 1,
             home_crc: 1,
             text: "x".repeat(TEXT_MAX),
         };
         set_slot(&p, 0, &full).unwrap();
         assert_eq!(slot(&p, 0).unwrap(), full);
+        // The next slot starts right after: the start time stays inside.
+        set_slot(&p, 1, &Slot::home(9)).unwrap();
+        assert_eq!(slot(&p, 0).unwrap(), full);
+        assert_eq!(slot(&p, 1).unwrap(), Slot::home(9));
     }
 
     #[test]
@@ -426,6 +472,44 @@ mod tests {
     fn held_by(p: &hal_cpu_shm::CpuAllocation, pid: u32, stamp: u64) {
         p.write(24, &pid.to_le_bytes()).unwrap();
         p.write(32, &stamp.to_le_bytes()).unwrap();
+    }
+
+    #[test]
+    fn a_server_is_gone_when_its_pid_is_or_was_reused() {
+        let live = Live::new();
+        let served = |owner, owner_started| Slot {
+            on_device: true,
+            owner,
+            owner_started,
+            generation: 1,
+            home_crc: 0,
+            text: "x".into(),
+        };
+        assert!(!served(live.pid(), live.start()).server_gone());
+        assert!(
+            !served(live.pid(), 0).server_gone(),
+            "an unknown start time proves nothing while the pid lives"
+        );
+        assert!(
+            served(live.pid(), live.start() + 1).server_gone(),
+            "the pid was reused"
+        );
+        let mut dead = std::process::Command::new("true").spawn().unwrap();
+        let pid = dead.id();
+        dead.wait().unwrap();
+        assert!(served(pid, 0).server_gone(), "no such process");
+        assert!(
+            !Slot::home(3).server_gone(),
+            "a chunk at home has no server"
+        );
+        assert!(
+            !Slot {
+                on_device: false,
+                ..served(pid, 0)
+            }
+            .server_gone(),
+            "only a device-resident chunk has a server"
+        );
     }
 
     #[test]

@@ -136,9 +136,14 @@
 //!   copies are made by [`Residency`] and need VMM.
 //! - A read-only import is not registered (the driver registers writable
 //!   pages); its bytes reach the GPU through copies only.
-//! - Device copies are served by the process that made them: it must keep
-//!   its [`Residency`] until the chunk is written back (dropping it writes
-//!   back the chunks it serves).
+//! - Device copies are served by the process that made them: it should
+//!   keep its [`Residency`] until the chunk is written back (dropping it
+//!   writes back the chunks it serves). If it is killed first, a process
+//!   that maps the chunk writes it home at its next call on it; a device
+//!   copy no other process maps is lost with its server, and calls on the
+//!   chunk answer [`Error::Closed`](hal_core::Error::Closed) until
+//!   [`Residency::reclaim`] makes the home pages (the bytes from before the
+//!   prefetch) current again.
 //! - Pid allow-lists are offered only where the GPU backend keeps them for
 //!   events and notifies too (not on CUDA).
 //! - No peer access: shared managed buffers are host pages that every GPU
@@ -152,7 +157,7 @@
 //! | registration once per process, GPU and region; unregistered at the last drop, before the pages are unmapped | `registration.rs`, `memory.rs` |
 //! | pageable access skips registration | `device.rs` (`Strategy`) |
 //! | stream work on home pages is a host step in stream order | `step.rs`, `home.rs` |
-//! | the residency table, its lock (a dead holder is replaced, also when its pid was reused: the lock carries the holder's start time) and the consistency rule | `header.rs`, `residency.rs` |
+//! | the residency table, its lock (a dead holder is replaced, also when its pid was reused: the lock carries the holder's start time), a dead server's chunks (told the same way) and the consistency rule | `header.rs`, `residency.rs` |
 //! | the host-NUMA home: host-NUMA physical pages, host and device access granted together | `numa.rs` |
 #![deny(missing_docs)]
 

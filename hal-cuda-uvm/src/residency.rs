@@ -23,6 +23,16 @@
 //! synchronous, so a hand-over is complete when `prefetch` or `writeback`
 //! returns; GPU work of several processes on a device copy is ordered with
 //! exported events, as any shared GPU memory is.
+//!
+//! **A server that dies.** The process that made a device copy serves it
+//! until it writes it back (its drop does). If it dies first, the slot
+//! names a process that is gone (told by pid and start time, so a reused
+//! pid is no alibi). A process that maps that device copy writes it home at
+//! its next call on the chunk, as the server would have, and nothing is
+//! lost. A process that does not map it cannot reach it: its calls on the
+//! chunk answer [`Error::Closed`] until some process writes it home or
+//! [`Residency::reclaim`] gives up the device copy, making the home pages
+//! (the bytes from before the prefetch) current again.
 
 use std::sync::Arc;
 
@@ -245,7 +255,7 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
     /// Map chunk `i`'s current device copy here, if this process does not
     /// hold that generation yet.
     fn follow(&mut self, i: u64, s: &Slot) -> Result<()> {
-        if matches!(&self.local[i as usize], Some(l) if l.generation == s.generation) {
+        if self.maps(i, s) {
             return Ok(());
         }
         self.drop_local(i)?;
@@ -294,7 +304,7 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
         for i in self.span(offset, len)? {
             let header = Arc::clone(&self.header);
             let _lock = header::lock(header.memory())?;
-            let s = header::slot(header.memory(), i)?;
+            let s = self.current(header.memory(), i)?;
             if s.on_device {
                 self.follow(i, &s)?;
                 continue;
@@ -319,6 +329,7 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
                 &Slot {
                     on_device: true,
                     owner: hal_core::os::pid(),
+                    owner_started: header::my_start(),
                     generation,
                     home_crc: crc(&home),
                     text,
@@ -334,6 +345,10 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
     /// next call). Returns the chunks whose home pages were written while
     /// they were device-resident (the rule broken): their home writes are
     /// lost, the device copy wins.
+    ///
+    /// Any process may write a chunk back, also one whose server died (see
+    /// the module docs); a chunk whose server died and that this process
+    /// does not map answers [`Error::Closed`].
     pub fn writeback(&mut self, offset: u64, len: u64) -> Result<Vec<u64>> {
         let mut broken = Vec::new();
         for i in self.span(offset, len)? {
@@ -344,30 +359,97 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
                 self.drop_local(i)?;
                 continue;
             }
+            if s.server_gone() && !self.maps(i, &s) {
+                return Err(lost(i, &s));
+            }
             self.follow(i, &s)?;
-            let mut bytes = vec![0u8; self.chunk as usize];
-            self.reservation.read(i * self.chunk, &mut bytes)?;
-            if crc(&self.home_chunk(i)?) != s.home_crc {
-                log::warn!(
-                    "chunk {i}'s home pages were written while it was device-resident; the \
-                     device copy wins"
-                );
+            if self.bring_home(header.memory(), i, &s)? {
                 broken.push(i);
             }
-            self.data.memory().write(i * self.chunk, &bytes)?;
-            header::set_slot(
-                header.memory(),
-                i,
-                &Slot {
-                    on_device: false,
-                    owner: 0,
-                    generation: s.generation + 1,
-                    home_crc: 0,
-                    text: String::new(),
-                },
-            )?;
-            self.drop_local(i)?;
         }
+        Ok(broken)
+    }
+
+    /// Give up the device copies of the chunks `offset..offset + len`
+    /// touches whose server died and that no process wrote home: their home
+    /// pages, which hold the bytes from before the prefetch, become current
+    /// again, and the device writes since are lost. Returns those chunks. A
+    /// chunk this process maps is written home instead (nothing lost, not
+    /// returned); a chunk at home is left as it is; a chunk whose server is
+    /// alive is refused ([`Error::InvalidArgument`]): its server writes it
+    /// back.
+    pub fn reclaim(&mut self, offset: u64, len: u64) -> Result<Vec<u64>> {
+        let mut given_up = Vec::new();
+        for i in self.span(offset, len)? {
+            let header = Arc::clone(&self.header);
+            let _lock = header::lock(header.memory())?;
+            let s = header::slot(header.memory(), i)?;
+            if !s.on_device {
+                continue;
+            }
+            if !s.server_gone() {
+                return Err(Error::invalid(format!(
+                    "chunk {i} is served by process {}, which is alive: writeback brings it home \
+                     with its device writes; reclaim is for chunks whose server is gone",
+                    s.owner
+                )));
+            }
+            if self.maps(i, &s) {
+                self.bring_home(header.memory(), i, &s)?;
+                continue;
+            }
+            log::warn!(
+                "chunk {i}'s device copy died with process {}; its home pages, from before the \
+                 prefetch, are current again",
+                s.owner
+            );
+            header::set_slot(header.memory(), i, &Slot::home(s.generation + 1))?;
+            self.drop_local(i)?;
+            given_up.push(i);
+        }
+        Ok(given_up)
+    }
+
+    /// True when this process maps the device copy `s` names.
+    fn maps(&self, i: u64, s: &Slot) -> bool {
+        matches!(&self.local[i as usize], Some(l) if l.generation == s.generation)
+    }
+
+    /// Slot `i` as it stands, with the lock held: a device copy whose
+    /// server died is written home here if this process maps it; one this
+    /// process cannot reach answers [`Error::Closed`].
+    fn current(&mut self, header: &dyn Memory, i: u64) -> Result<Slot> {
+        let s = header::slot(header, i)?;
+        if !s.server_gone() {
+            return Ok(s);
+        }
+        if !self.maps(i, &s) {
+            return Err(lost(i, &s));
+        }
+        log::warn!(
+            "process {} died serving chunk {i} before writing it back; written home here",
+            s.owner
+        );
+        self.bring_home(header, i, &s)?;
+        header::slot(header, i)
+    }
+
+    /// Copy the device copy of chunk `i` (slot `s`, mapped here) into its
+    /// home pages and say so in the header, the lock held. True when the
+    /// home pages had been written since the prefetch (the rule broken).
+    fn bring_home(&mut self, header: &dyn Memory, i: u64, s: &Slot) -> Result<bool> {
+        let mut bytes = vec![0u8; self.chunk as usize];
+        self.reservation.read(i * self.chunk, &mut bytes)?;
+        let broken = crc(&self.home_chunk(i)?) != s.home_crc;
+        if broken {
+            log::warn!(
+                "chunk {i}'s home pages were written while it was device-resident; the device \
+                 copy wins"
+            );
+        }
+        self.data.memory().write(i * self.chunk, &bytes)?;
+        header::set_slot(header, i, &Slot::home(s.generation + 1))?;
+        self.drop_local(i)?;
         Ok(broken)
     }
 
@@ -392,7 +474,7 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
         let header = Arc::clone(&self.header);
         let _lock = header::lock(header.memory())?;
         for i in self.span(offset, src.len() as u64)? {
-            let s = header::slot(header.memory(), i)?;
+            let s = self.current(header.memory(), i)?;
             if s.on_device {
                 return Err(Error::PermissionDenied {
                     pid: Some(s.owner),
@@ -427,7 +509,9 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
     pub fn device_addr(&mut self, offset: u64) -> Result<Option<u64>> {
         let i = offset / self.chunk;
         self.check_chunk(i)?;
-        let s = header::slot(self.header.memory(), i)?;
+        let header = Arc::clone(&self.header);
+        let _lock = header::lock(header.memory())?;
+        let s = self.current(header.memory(), i)?;
         if !s.on_device {
             return Ok(None);
         }
@@ -446,7 +530,7 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
         let header = Arc::clone(&self.header);
         for i in self.span(offset, len)? {
             let _lock = header::lock(header.memory())?;
-            let s = header::slot(header.memory(), i)?;
+            let s = self.current(header.memory(), i)?;
             if s.on_device {
                 self.follow(i, &s)?;
             }
@@ -472,6 +556,21 @@ impl<D: GpuDevice> Drop for Residency<'_, D> {
             }
             let _ = self.drop_local(i);
         }
+    }
+}
+
+/// What a call on chunk `i` answers when its device copy (slot `s`) died
+/// with its server and this process does not map it.
+fn lost(i: u64, s: &Slot) -> Error {
+    Error::Closed {
+        what: format!(
+            "chunk {i}'s device copy (generation {}): process {}, which served it, is gone \
+             without writing it back, and this process does not map it. A process that maps \
+             it writes it home at its next call on the chunk; Residency::reclaim gives the \
+             device copy up and makes the home pages (the bytes from before the prefetch) \
+             current",
+            s.generation, s.owner
+        ),
     }
 }
 
