@@ -14,7 +14,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use hal_core::exchange::{self, take_fds_leased_batch, PIDFD_GETFD_ENV};
 use hal_core::lease::LeaseTable;
@@ -278,32 +278,6 @@ fn child_taken() {
     say("taken ok");
 }
 
-/// Every `log` record of warning level or worse, as text.
-static WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-struct Warnings;
-
-impl log::Log for Warnings {
-    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
-        true
-    }
-
-    fn log(&self, record: &log::Record<'_>) {
-        if record.level() <= log::Level::Warn {
-            let mut w = WARNINGS.lock().unwrap_or_else(|e| e.into_inner());
-            w.push(record.args().to_string());
-        }
-    }
-
-    fn flush(&self) {}
-}
-
-static LOGGER: Warnings = Warnings;
-
-fn warnings() -> Vec<String> {
-    WARNINGS.lock().unwrap_or_else(|e| e.into_inner()).clone()
-}
-
 /// Make this thread's `pidfd_getfd` fail with `EPERM`, as the seccomp
 /// profiles of container runtimes do: a classic BPF filter that checks the
 /// architecture, then the system call number.
@@ -359,8 +333,7 @@ fn a_refused_pidfd_getfd_warns_once_and_imports_all_the_same() {
 }
 
 fn child_refused() {
-    log::set_logger(&LOGGER).unwrap();
-    log::set_max_level(log::LevelFilter::Debug);
+    hal_tests::warnings::capture();
     let mut first = Kid::spawn("exporter", "any", false);
     let mut second = Kid::spawn("exporter", "any", false);
     let (one, two) = (texts(&mut first), texts(&mut second));
@@ -370,7 +343,7 @@ fn child_refused() {
     let (bytes, lease) = import(&one[0]).unwrap();
     assert_eq!(bytes, "aaa");
     assert_eq!(first.count(), "1", "one lease: the locate's went back");
-    let w = warnings();
+    let w = hal_tests::warnings::all();
     assert_eq!(w.len(), 1, "one warning: {w:?}");
     assert!(w[0].contains("pidfd_getfd refused"), "{w:?}");
     drop(lease);
@@ -391,7 +364,8 @@ fn child_refused() {
     let (bytes, _lease) = import(&two[2]).unwrap();
     assert_eq!(bytes, "ccc");
     assert_eq!(second.count(), "1");
-    assert_eq!(warnings().len(), 1, "still one warning: {:?}", warnings());
+    let w = hal_tests::warnings::all();
+    assert_eq!(w.len(), 1, "still one warning: {w:?}");
     let (taken, fell_back) = exchange::pidfd_getfd_counts();
     assert_eq!(taken, 0, "nothing came by pidfd_getfd");
     assert!(fell_back >= 2, "each exporter tried once: {fell_back}");

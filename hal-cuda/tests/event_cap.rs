@@ -27,7 +27,7 @@ fn standin() -> std::path::PathBuf {
 
 #[test]
 fn past_the_cap_recording_synchronizes_the_stream() {
-    common::warnings::capture();
+    hal_tests::warnings::capture();
     set_ipc_event_cap(1);
     let dev = CudaBackend::with_library(standin()).open(0).unwrap();
     let stream = dev.create_stream().unwrap();
@@ -38,7 +38,7 @@ fn past_the_cap_recording_synchronizes_the_stream() {
     assert_eq!(live_ipc_events(), 1);
     let past = dev.create_event(IPC).unwrap();
     assert_eq!(live_ipc_events(), 1, "past the cap: no driver IPC event");
-    let warned = common::warnings::containing(WARNING);
+    let warned = hal_tests::warnings::containing(WARNING);
     assert_eq!(
         warned.len(),
         1,
@@ -52,7 +52,7 @@ fn past_the_cap_recording_synchronizes_the_stream() {
     let also_past = dev.create_event(IPC).unwrap();
     assert_eq!(live_ipc_events(), 1);
     assert_eq!(
-        common::warnings::containing(WARNING).len(),
+        hal_tests::warnings::containing(WARNING).len(),
         1,
         "later events past the cap do not warn again"
     );

@@ -13,7 +13,7 @@ mod common;
 
 #[test]
 fn a_refused_fabric_handle_falls_back_with_one_warning() {
-    common::warnings::capture();
+    hal_tests::warnings::capture();
 
     let dev = CudaBackend::with_library(hal_mock_libcuda::built_library())
         .open(0)
@@ -29,7 +29,7 @@ fn a_refused_fabric_handle_falls_back_with_one_warning() {
             "the fallback is visible on the allocation"
         );
     }
-    let fallbacks = common::warnings::containing("fabric handle was refused");
+    let fallbacks = hal_tests::warnings::containing("fabric handle was refused");
     assert_eq!(fallbacks.len(), 1, "one warning per process: {fallbacks:?}");
     assert!(
         fallbacks[0].contains("CUDA_ERROR_NOT_PERMITTED"),

@@ -16,8 +16,6 @@
 
 mod common;
 
-use std::sync::{Mutex, OnceLock};
-
 use common::assert_vendor;
 use hal_core::{
     Access, AccessGrant, AccessTarget, AllocDesc, Backend, Device, ExportOptions, ImportOptions,
@@ -39,35 +37,6 @@ fn anyone() -> ExportOptions {
         importers: Importers::Anyone,
         ..ExportOptions::default()
     }
-}
-
-/// The warnings logged in this test binary.
-fn warnings() -> &'static Mutex<Vec<String>> {
-    static LINES: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
-    LINES.get_or_init(|| Mutex::new(Vec::new()))
-}
-
-struct Capture;
-
-impl log::Log for Capture {
-    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
-        m.level() <= log::Level::Warn
-    }
-    fn log(&self, r: &log::Record<'_>) {
-        if self.enabled(r.metadata()) {
-            warnings().lock().unwrap().push(r.args().to_string());
-        }
-    }
-    fn flush(&self) {}
-}
-
-fn capture_warnings() {
-    static INSTALLED: OnceLock<()> = OnceLock::new();
-    INSTALLED.get_or_init(|| {
-        static LOGGER: Capture = Capture;
-        log::set_logger(&LOGGER).unwrap();
-        log::set_max_level(log::LevelFilter::Warn);
-    });
 }
 
 #[test]
@@ -136,14 +105,14 @@ fn measured_elapsed_time_of_an_ipc_event_is_invalid_handle() {
 
 #[test]
 fn measured_fabric_handle_is_not_permitted_and_falls_back() {
-    capture_warnings();
+    hal_tests::warnings::capture();
     let (_b, dev) = open();
     let g = dev.info().granularity_min;
     let p = dev
         .allocate_physical_with(&PhysicalDesc::new(g).handle(ShareableHandle::Fabric))
         .unwrap();
     assert_eq!(p.handle_type(), ShareableHandle::PosixFd, "the fallback");
-    let lines = warnings().lock().unwrap().clone();
+    let lines = hal_tests::warnings::all();
     assert!(
         lines
             .iter()

@@ -73,6 +73,7 @@ pub mod cases;
 pub mod probe;
 pub mod process;
 mod support;
+pub mod warnings;
 
 pub use support::*;
 

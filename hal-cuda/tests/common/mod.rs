@@ -5,8 +5,6 @@
 
 use std::path::PathBuf;
 
-pub mod warnings;
-
 /// True when the tests run on the real driver.
 pub fn on_driver() -> bool {
     std::env::var_os("HAL_CUDA_CONFORMANCE_DRIVER").is_some_and(|v| v == "1")
