@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 use hal_core::{
     Access, AllocDesc, Capabilities, Device, Error, ExportOptions, Exported, Granularity, Handle,
-    ImportOptions, Importers, Memory, Reservation, Result, SharedHandle,
+    ImportOptions, Memory, Reservation, Result, SharedHandle,
 };
 
 use crate::device::UvmDevice;
@@ -133,13 +133,8 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
             .map(|s| s.pages())
             .ok_or_else(|| Error::invalid("the header is a shared managed buffer"))?;
         header::init(header.memory(), chunk, chunks)?;
-        let export = dev.export_memory(
-            &head,
-            &ExportOptions {
-                importers: Importers::BackendDefault,
-                ..ExportOptions::default()
-            },
-        )?;
+        // Attached by the backend's default importers, as the buffer is.
+        let export = dev.export_memory(&head, &ExportOptions::default())?;
         let text = export.to_text();
         Residency::build(
             dev,
@@ -312,13 +307,9 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
             self.drop_local(i)?;
             let home = self.home_chunk(i)?;
             let physical = self.dev.allocate_physical(self.chunk)?;
-            let export = self.dev.export_physical(
-                &physical,
-                &ExportOptions {
-                    importers: Importers::BackendDefault,
-                    ..ExportOptions::default()
-                },
-            )?;
+            let export = self
+                .dev
+                .export_physical(&physical, &ExportOptions::default())?;
             let text = export.to_text();
             let generation = s.generation + 1;
             self.map_here(i, physical, generation, Some(export))?;

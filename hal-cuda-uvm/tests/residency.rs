@@ -9,7 +9,8 @@
 use std::process::Command;
 
 use hal_core::{
-    AllocDesc, Backend, Device, Error, ExportOptions, Handle, ImportOptions, Memory, SharedHandle,
+    AllocDesc, Backend, Device, Error, ExportOptions, Granularity, Handle, ImportOptions, Memory,
+    SharedHandle,
 };
 use hal_cuda_uvm::{GpuDevice, Residency, UvmBackend, UvmDevice};
 
@@ -252,14 +253,148 @@ fn standin_dead_server() {
     dead_server(standin(), "standin_dead_server");
 }
 
+/// The simulator's CUDA-like profile, changed by `change`.
+fn mock_with(change: impl FnOnce(&mut hal_mock::Profile)) -> MockUvm {
+    let mut profile = hal_mock::Profile::cuda();
+    change(&mut profile);
+    UvmBackend::over(hal_mock::MockBackend::new(profile))
+        .open(0)
+        .unwrap()
+}
+
+#[test]
+fn every_chunk_is_its_own() {
+    let dev = mock();
+    let min = dev.granularity(Granularity::Minimum).unwrap();
+    let len = 3 * min;
+    let at = |x: u64| x as usize;
+    let a = dev.allocate(&AllocDesc::managed(len)).unwrap();
+    let before = pattern(len);
+    a.write(0, &before).unwrap();
+    let mut r = Residency::create(&dev, &a, min).unwrap();
+    assert_eq!(r.chunk_size(), min);
+    let shown = format!("{r:?}");
+    assert!(
+        shown.contains(&format!("chunk: {min}")) && shown.contains("chunks: 3"),
+        "{shown}"
+    );
+    r.prefetch(0, len).unwrap();
+    for i in 0..3 {
+        let slot = r.slot(i).unwrap();
+        assert!(
+            slot.on_device && slot.generation == 1,
+            "chunk {i}: {slot:?}"
+        );
+    }
+    let mut got = vec![0u8; at(len)];
+    r.read(0, &mut got).unwrap();
+    assert_eq!(got, before, "each device copy holds its own chunk");
+    // One reservation, chunk after chunk.
+    let base = r.device_addr(0).unwrap().expect("device-resident");
+    assert_eq!(r.device_addr(min + 16).unwrap(), Some(base + min + 16));
+    assert_eq!(
+        r.device_addr(2 * min + 5).unwrap(),
+        Some(base + 2 * min + 5)
+    );
+    // Writes on the device, one across a chunk boundary.
+    r.write_device(min - 3, b"across").unwrap();
+    r.write_device(2 * min + 7, b"third").unwrap();
+    assert!(r.writeback(0, len).unwrap().is_empty());
+    let mut want = before.clone();
+    want[at(min - 3)..at(min + 3)].copy_from_slice(b"across");
+    want[at(2 * min + 7)..at(2 * min + 12)].copy_from_slice(b"third");
+    let mut home = vec![0u8; at(len)];
+    a.read(0, &mut home).unwrap();
+    assert_eq!(home, want, "every chunk came home to its own place");
+    assert_eq!(r.device_addr(min).unwrap(), None, "at home");
+    // A second round: the first round's mappings went with its writeback.
+    r.prefetch(min, 1).unwrap();
+    assert_eq!(r.slot(1).unwrap().generation, 3);
+    let mut mid = [0u8; 3];
+    r.read(min, &mut mid).unwrap();
+    assert_eq!(&mid, b"oss");
+    assert!(r.writeback(0, len).unwrap().is_empty());
+    // Past the last chunk.
+    assert!(matches!(r.slot(3), Err(Error::InvalidArgument { .. })));
+    assert!(r.device_addr(len).is_err());
+    // The server lets go: every chunk it serves comes home first.
+    r.prefetch(0, len).unwrap();
+    for i in 0..3 {
+        r.write_device(i * min + 1, &[b'A' + i as u8; 2]).unwrap();
+    }
+    drop(r);
+    a.read(0, &mut home).unwrap();
+    for i in 0..3 {
+        want[at(i * min + 1)..at(i * min + 3)].fill(b'A' + i as u8);
+    }
+    assert_eq!(home, want, "written back at the drop, each to its place");
+}
+
+#[test]
+fn a_buffer_smaller_than_its_header_says_is_refused() {
+    let dev = mock();
+    let a = dev.allocate(&AllocDesc::managed(4 * MIB)).unwrap();
+    let r = Residency::create(&dev, &a, 2 * MIB).unwrap();
+    let import = |m: &dyn Fn() -> hal_cuda_uvm::UvmAllocation<hal_mock::MockDevice>| {
+        let m = m();
+        let ex = dev.export_memory(&m, &ExportOptions::default()).unwrap();
+        let mapping = dev
+            .import_memory(ex.share().unwrap(), &ImportOptions::default())
+            .unwrap();
+        (m, ex, mapping)
+    };
+    let (_small, _sx, small) = import(&|| dev.allocate(&AllocDesc::managed(3 * MIB)).unwrap());
+    match Residency::attach(&dev, &small, r.header_text()) {
+        Err(Error::InvalidArgument { what }) => assert!(what.contains("smaller"), "{what}"),
+        other => panic!("a 3 MiB buffer for a header of two 2 MiB chunks: {other:?}"),
+    }
+    let (_same, _ex, same) = import(&|| dev.allocate(&AllocDesc::managed(4 * MIB)).unwrap());
+    Residency::attach(&dev, &same, r.header_text()).unwrap();
+}
+
+#[test]
+fn without_vmm_there_is_no_residency() {
+    let dev =
+        mock_with(|p| p.capabilities = p.capabilities.difference(hal_core::Capabilities::VMM));
+    let a = dev.allocate(&AllocDesc::managed(4 * MIB)).unwrap();
+    let err = Residency::create(&dev, &a, 0).unwrap_err();
+    assert!(
+        err.is_unsupported() && err.to_string().contains("VMM"),
+        "{err}"
+    );
+}
+
+#[test]
+fn chunk_0_is_the_recommended_granularity() {
+    let dev = mock_with(|p| p.granularity_recommended = 4 * MIB);
+    let a = dev.allocate(&AllocDesc::managed(8 * MIB)).unwrap();
+    let r = Residency::create(&dev, &a, 0).unwrap();
+    assert_eq!(r.chunk_size(), 4 * MIB);
+    assert!(format!("{r:?}").contains("chunks: 2"));
+}
+
 #[test]
 fn a_misfit_chunk_is_refused() {
     let dev = mock();
     let a = dev.allocate(&AllocDesc::host(4 * MIB)).unwrap();
-    assert!(matches!(
-        Residency::create(&dev, &a, 3 * MIB),
-        Err(Error::InvalidArgument { .. })
-    ));
+    // Off the 2 MiB granularity, not dividing the buffer, or both.
+    for chunk in [MIB, 3 * MIB, 8 * MIB] {
+        assert!(
+            matches!(
+                Residency::create(&dev, &a, chunk),
+                Err(Error::InvalidArgument { .. })
+            ),
+            "a chunk of {chunk:#x}"
+        );
+    }
+    let b = dev.allocate(&AllocDesc::host(6 * MIB)).unwrap();
+    assert!(
+        matches!(
+            Residency::create(&dev, &b, 4 * MIB),
+            Err(Error::InvalidArgument { .. })
+        ),
+        "a granular chunk that does not divide the buffer"
+    );
     let d = dev.allocate(&AllocDesc::device(0, 2 * MIB)).unwrap();
     assert!(
         Residency::create(&dev, &d, 0).is_err(),
