@@ -139,7 +139,8 @@
 //! - Device copies are served by the process that made them: it should
 //!   keep its [`Residency`] until the chunk is written back (dropping it
 //!   writes back the chunks it serves). If it is killed first, a process
-//!   that maps the chunk writes it home at its next call on it; a device
+//!   that maps the chunk writes it home at its next call on it (or when it
+//!   lets go of its `Residency`); a device
 //!   copy no other process maps is lost with its server, and calls on the
 //!   chunk answer [`Error::Closed`](hal_core::Error::Closed) until
 //!   [`Residency::reclaim`] makes the home pages (the bytes from before the

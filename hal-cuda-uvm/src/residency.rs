@@ -29,8 +29,9 @@
 //! names a process that is gone (told by pid and start time, so a reused
 //! pid is no alibi). A process that maps that device copy writes it home at
 //! its next call on the chunk, as the server would have, and nothing is
-//! lost. A process that does not map it cannot reach it: its calls on the
-//! chunk answer [`Error::Closed`] until some process writes it home or
+//! lost; so does one that lets go of its `Residency` while it maps it. A
+//! process that does not map it cannot reach it: its calls on the chunk
+//! answer [`Error::Closed`] until some process writes it home or
 //! [`Residency::reclaim`] gives up the device copy, making the home pages
 //! (the bytes from before the prefetch) current again.
 
@@ -369,6 +370,11 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
     /// returned); a chunk at home is left as it is; a chunk whose server is
     /// alive is refused ([`Error::InvalidArgument`]): its server writes it
     /// back.
+    ///
+    /// A surviving process that still maps such a chunk writes it home at
+    /// its next call on it, or when it lets go of its [`Residency`]; reclaim
+    /// a chunk only once no survivor will, since its device writes are lost
+    /// then.
     pub fn reclaim(&mut self, offset: u64, len: u64) -> Result<Vec<u64>> {
         let mut given_up = Vec::new();
         for i in self.span(offset, len)? {
@@ -536,13 +542,18 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
 
 impl<D: GpuDevice> Drop for Residency<'_, D> {
     /// Chunks this process serves are written back first (nobody could
-    /// import them after it), then every local mapping goes.
+    /// import them after it), and so are the chunks it maps whose server
+    /// died (this may be the last mapping of them); then every local
+    /// mapping goes.
     fn drop(&mut self) {
         for i in 0..self.chunks {
             let serves = matches!(&self.local[i as usize], Some(l) if l.export.is_some());
-            if serves {
+            let orphan = !serves
+                && header::slot(self.header.memory(), i)
+                    .is_ok_and(|s| s.server_gone() && self.maps(i, &s));
+            if serves || orphan {
                 if let Err(e) = self.writeback(i * self.chunk, self.chunk) {
-                    log::warn!("writing chunk {i} back when its server let go: {e}");
+                    log::warn!("writing chunk {i} back when this process let go: {e}");
                 }
             }
             let _ = self.drop_local(i);

@@ -130,8 +130,13 @@ fn a_device_copy_is_shared_and_handed_back() {
 
 const SERVE_VAR: &str = "HAL_UVM_RES_SERVE";
 
-/// The server that dies: makes device copies of both chunks, writes each,
-/// says so, and waits on its stdin to be killed (or for its parent to go).
+/// The chunk size of the dead-server test, and its buffer of three chunks.
+const C: u64 = 2 * MIB;
+const THREE: u64 = 3 * C;
+
+/// The server that dies: makes device copies of the three chunks, writes
+/// each, says so, and waits on its stdin to be killed (or for its parent to
+/// go).
 fn serve_and_wait<G: GpuDevice>(dev: &UvmDevice<G>, buffer: &str, header: &str) {
     let m = dev
         .import_memory(
@@ -140,15 +145,18 @@ fn serve_and_wait<G: GpuDevice>(dev: &UvmDevice<G>, buffer: &str, header: &str) 
         )
         .unwrap();
     let mut r = Residency::attach(dev, &m, header).unwrap();
-    r.prefetch(0, 4 * MIB).unwrap();
+    r.prefetch(0, THREE).unwrap();
     r.write_device(0, b"served").unwrap();
-    r.write_device(2 * MIB, b"lost").unwrap();
+    r.write_device(C, b"kept").unwrap();
+    r.write_device(2 * C, b"lost").unwrap();
     println!("serving");
     let _ = std::io::Read::read(&mut std::io::stdin(), &mut [0u8; 1]);
 }
 
-/// A server killed with two device copies: the one this process maps is
-/// written home by it, the other is lost until reclaimed.
+/// A server killed with three device copies: the one this process maps is
+/// written home at its next call, the one a second attachment here maps
+/// when that attachment lets go, and the third, which nobody maps, is lost
+/// until reclaimed.
 fn dead_server<G: GpuDevice>(dev: UvmDevice<G>, test: &str) {
     if let (Ok(b), Ok(h), Ok(_)) = (
         std::env::var(BUFFER_VAR),
@@ -159,11 +167,12 @@ fn dead_server<G: GpuDevice>(dev: UvmDevice<G>, test: &str) {
     }
     use std::io::BufRead;
     use std::process::Stdio;
-    let a = dev.allocate(&AllocDesc::managed(4 * MIB)).unwrap();
-    let before = pattern(4 * MIB);
+    let at = |x: u64| x as usize;
+    let a = dev.allocate(&AllocDesc::managed(THREE)).unwrap();
+    let before = pattern(THREE);
     a.write(0, &before).unwrap();
     let ex = dev.export_memory(&a, &ExportOptions::default()).unwrap();
-    let mut r = Residency::create(&dev, &a, 2 * MIB).unwrap();
+    let mut r = Residency::create(&dev, &a, C).unwrap();
     let mut server = Command::new(std::env::current_exe().unwrap())
         .args([test, "--exact", "--nocapture", "--test-threads=1"])
         .env(BUFFER_VAR, ex.to_text())
@@ -178,16 +187,23 @@ fn dead_server<G: GpuDevice>(dev: UvmDevice<G>, test: &str) {
         lines.any(|l| l.is_ok_and(|l| l.contains("serving"))),
         "the server never served"
     );
-    // This process maps chunk 0's device copy and writes it; chunk 1's it
-    // never touches.
+    // `r` maps chunk 0's device copy and writes it; a second attachment
+    // maps chunk 1's; chunk 2's nobody here touches.
     let mut got = [0u8; 6];
     r.read(0, &mut got).unwrap();
     assert_eq!(&got, b"served");
     r.write_device(8, b"parent").unwrap();
+    let mapping = dev
+        .import_memory(ex.share().unwrap(), &ImportOptions::default())
+        .unwrap();
+    let mut second = Residency::attach(&dev, &mapping, r.header_text()).unwrap();
+    let mut kept = [0u8; 4];
+    second.read(C, &mut kept).unwrap();
+    assert_eq!(&kept, b"kept");
     assert!(!r.slot(0).unwrap().server_gone(), "the server lives");
     server.kill().unwrap();
     server.wait().unwrap();
-    for i in [0, 1] {
+    for i in 0..3 {
         let slot = r.slot(i).unwrap();
         assert!(slot.on_device && slot.server_gone(), "chunk {i}: {slot:?}");
     }
@@ -204,43 +220,50 @@ fn dead_server<G: GpuDevice>(dev: UvmDevice<G>, test: &str) {
     assert_eq!(&home[..], want, "the device writes came home");
     r.write(0, b"host").unwrap();
 
-    // Chunk 1: nobody here maps it; every call says it is lost.
+    // Chunk 1: written home when the attachment that maps it lets go.
+    drop(second);
+    let slot = r.slot(1).unwrap();
+    assert!(!slot.on_device && slot.generation == 2, "{slot:?}");
+    a.read(C, &mut kept).unwrap();
+    assert_eq!(&kept, b"kept", "the last mapping wrote it home");
+
+    // Chunk 2: nobody maps it; every call says it is lost.
     let mut tail = [0u8; 4];
     for (what, result) in [
-        ("read", r.read(2 * MIB, &mut tail)),
-        ("write", r.write(2 * MIB, b"host")),
-        ("write_device", r.write_device(2 * MIB, b"dev")),
-        ("device_addr", r.device_addr(2 * MIB).map(|_| ())),
-        ("prefetch", r.prefetch(2 * MIB, 1)),
-        ("writeback", r.writeback(2 * MIB, 1).map(|_| ())),
+        ("read", r.read(2 * C, &mut tail)),
+        ("write", r.write(2 * C, b"host")),
+        ("write_device", r.write_device(2 * C, b"dev")),
+        ("device_addr", r.device_addr(2 * C).map(|_| ())),
+        ("prefetch", r.prefetch(2 * C, 1)),
+        ("writeback", r.writeback(2 * C, 1).map(|_| ())),
     ] {
         match result {
             Err(Error::Closed { what: why }) => {
-                assert!(why.contains("chunk 1") && why.contains("reclaim"), "{why}")
+                assert!(why.contains("chunk 2") && why.contains("reclaim"), "{why}")
             }
             other => panic!("{what} on a lost chunk: {other:?}"),
         }
     }
-    assert_eq!(r.reclaim(0, 4 * MIB).unwrap(), vec![1], "only chunk 1 lost");
-    let slot = r.slot(1).unwrap();
+    assert_eq!(r.reclaim(0, THREE).unwrap(), vec![2], "only chunk 2 lost");
+    let slot = r.slot(2).unwrap();
     assert!(!slot.on_device && slot.generation == 2, "{slot:?}");
-    r.read(2 * MIB, &mut tail).unwrap();
+    r.read(2 * C, &mut tail).unwrap();
     assert_eq!(
         &tail[..],
-        &before[2 * MIB as usize..][..4],
+        &before[at(2 * C)..][..4],
         "the home pages from before the prefetch"
     );
-    assert!(r.reclaim(0, 4 * MIB).unwrap().is_empty(), "nothing more");
+    assert!(r.reclaim(0, THREE).unwrap().is_empty(), "nothing more");
 
     // The chunk serves again, from this process; a live server's chunk is
     // not given up.
-    r.prefetch(2 * MIB, 1).unwrap();
-    assert_eq!(r.slot(1).unwrap().owner, std::process::id());
+    r.prefetch(2 * C, 1).unwrap();
+    assert_eq!(r.slot(2).unwrap().owner, std::process::id());
     assert!(matches!(
-        r.reclaim(2 * MIB, 1),
+        r.reclaim(2 * C, 1),
         Err(Error::InvalidArgument { .. })
     ));
-    assert!(r.writeback(0, 4 * MIB).unwrap().is_empty());
+    assert!(r.writeback(0, THREE).unwrap().is_empty());
 }
 
 #[test]
