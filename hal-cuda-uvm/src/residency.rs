@@ -215,6 +215,8 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
     /// Where chunk `i`'s current copy lives, as the header says.
     pub fn slot(&self, i: u64) -> Result<Slot> {
         self.check_chunk(i)?;
+        // Under the lock: never a slot half written by another process.
+        let _lock = header::lock(self.header.memory())?;
         header::slot(self.header.memory(), i)
     }
 
