@@ -354,6 +354,26 @@ fn every_chunk_is_its_own() {
 }
 
 #[test]
+fn any_attachment_writes_a_chunk_back() {
+    let dev = mock();
+    let a = dev.allocate(&AllocDesc::managed(4 * MIB)).unwrap();
+    let ex = dev.export_memory(&a, &ExportOptions::default()).unwrap();
+    let mut server = Residency::create(&dev, &a, 2 * MIB).unwrap();
+    server.prefetch(0, 1).unwrap();
+    server.write_device(0, b"on the device").unwrap();
+    // Another attachment, which maps nothing yet, brings it home.
+    let mapping = dev
+        .import_memory(ex.share().unwrap(), &ImportOptions::default())
+        .unwrap();
+    let mut other = Residency::attach(&dev, &mapping, server.header_text()).unwrap();
+    assert!(other.writeback(0, 4 * MIB).unwrap().is_empty());
+    assert!(!server.slot(0).unwrap().on_device);
+    let mut home = [0u8; 13];
+    a.read(0, &mut home).unwrap();
+    assert_eq!(&home, b"on the device");
+}
+
+#[test]
 fn a_buffer_smaller_than_its_header_says_is_refused() {
     let dev = mock();
     let a = dev.allocate(&AllocDesc::managed(4 * MIB)).unwrap();
