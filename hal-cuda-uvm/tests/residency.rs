@@ -336,6 +336,14 @@ fn every_chunk_is_its_own() {
     let mut mid = [0u8; 3];
     r.read(min, &mut mid).unwrap();
     assert_eq!(&mid, b"oss");
+    // One read over chunks at home and on the device: each piece from its
+    // chunk's current copy.
+    r.write_device(min + 100, b"dev").unwrap();
+    let mut mixed = want.clone();
+    mixed[at(min + 100)..at(min + 103)].copy_from_slice(b"dev");
+    r.read(0, &mut home).unwrap();
+    assert_eq!(home, mixed);
+    want = mixed;
     assert!(r.writeback(0, len).unwrap().is_empty());
     // Past the last chunk.
     assert!(matches!(r.slot(3), Err(Error::InvalidArgument { .. })));
