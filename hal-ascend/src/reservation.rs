@@ -17,7 +17,10 @@
 //! (`aclrtSynchronizeDevice`), then unmaps each mapping (`aclrtUnmapMem`
 //! names a mapping by its first address): the memory is never taken from
 //! under queued work. The physical allocations a mapping holds are freed
-//! when their last holder drops, after the unmap.
+//! when their last holder drops, after the unmap. A drop never waits for
+//! long: the teardown runs on a thread of its own ([`hal_core::teardown`]),
+//! so that work waiting on a notify a crashed peer never signals cannot
+//! hang it.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -69,50 +72,83 @@ impl AscendReservation {
 
     /// Wait for the device's queued work, then unmap the whole mappings
     /// `mappings` (offset, length). When the wait fails, `strict` returns
-    /// that error and unmaps nothing; otherwise (a drop) the error is
-    /// logged and the mappings unmapped anyway.
+    /// that error and unmaps nothing; otherwise the error is logged and the
+    /// mappings unmapped anyway.
     pub(crate) fn unmap_after_work(&self, mappings: &[(u64, u64)], strict: bool) -> Result<()> {
-        let rt = &self.ctx.rt;
-        self.ctx.call(|| {
-            let sync = rt.synchronize_device()?;
-            // SAFETY: no arguments; the device is current on this thread.
-            if let Err(e) = rt.check("aclrtSynchronizeDevice", unsafe { sync() }) {
-                if strict {
-                    return Err(e);
-                }
-                log::warn!("unmapping after the device's work failed: {e}");
-            }
-            let f = rt.unmap_mem()?;
-            for &(offset, _) in mappings {
-                let at = std::ptr::without_provenance_mut((self.base + offset) as usize);
-                // SAFETY: `at` is the first address of a mapping of this
-                // reservation, and the device's work that could use it
-                // has run.
-                rt.check("aclrtUnmapMem", unsafe { f(at) })?;
-            }
-            Ok(())
-        })
+        unmap_after_work(&self.ctx, self.base, mappings, strict)
     }
 }
 
-impl Drop for AscendReservation {
-    fn drop(&mut self) {
-        let mapped = self.pieces().mappings();
-        if let Err(e) = self.unmap_after_work(&mapped, false) {
-            log::warn!("unmapping an Ascend reservation at {:#x}: {e}", self.base);
+/// [`AscendReservation::unmap_after_work`] of the reservation at `base` of
+/// `ctx`'s device.
+fn unmap_after_work(ctx: &Ctx, base: u64, mappings: &[(u64, u64)], strict: bool) -> Result<()> {
+    let rt = &ctx.rt;
+    ctx.call(|| {
+        let sync = rt.synchronize_device()?;
+        // SAFETY: no arguments; the device is current on this thread.
+        if let Err(e) = rt.check("aclrtSynchronizeDevice", unsafe { sync() }) {
+            if strict {
+                return Err(e);
+            }
+            log::warn!("unmapping after the device's work failed: {e}");
         }
-        self.pieces().list.clear();
-        let rt = &self.ctx.rt;
-        let released = self.ctx.call(|| {
+        let f = rt.unmap_mem()?;
+        for &(offset, _) in mappings {
+            let at = std::ptr::without_provenance_mut((base + offset) as usize);
+            // SAFETY: `at` is the first address of a mapping of this
+            // reservation, and the device's work that could use it has run.
+            rt.check("aclrtUnmapMem", unsafe { f(at) })?;
+        }
+        Ok(())
+    })
+}
+
+/// What a dropped reservation still has to do once the device's work has
+/// run: unmap what is mapped, let go of the physical allocations, release
+/// the range.
+struct Teardown {
+    ctx: Arc<Ctx>,
+    base: u64,
+    pieces: Pieces<Arc<PhysInner>>,
+}
+
+impl Teardown {
+    fn run(self) {
+        let Teardown { ctx, base, pieces } = self;
+        let mapped = pieces.mappings();
+        if !mapped.is_empty() {
+            if let Err(e) = unmap_after_work(&ctx, base, &mapped, false) {
+                log::warn!("unmapping an Ascend reservation at {base:#x}: {e}");
+            }
+        }
+        // The physical allocations go after their unmaps.
+        drop(pieces);
+        let rt = &ctx.rt;
+        let released = ctx.call(|| {
             let f = rt.release_mem_address()?;
-            let at = std::ptr::without_provenance_mut(self.base as usize);
+            let at = std::ptr::without_provenance_mut(base as usize);
             // SAFETY: the range came from aclrtReserveMemAddress and is
             // released once, by its one owner, after its unmaps.
             rt.check("aclrtReleaseMemAddress", unsafe { f(at) })
         });
         if let Err(e) = released {
-            log::warn!("releasing the Ascend reservation at {:#x}: {e}", self.base);
+            log::warn!("releasing the Ascend reservation at {base:#x}: {e}");
         }
+    }
+}
+
+impl Drop for AscendReservation {
+    /// Returns without waiting for the device's queued work for longer
+    /// than [`hal_core::teardown::GRACE`]: the unmaps, the physical
+    /// allocations and the range go once that work has run
+    /// ([`hal_core::teardown`]).
+    fn drop(&mut self) {
+        let teardown = Teardown {
+            ctx: Arc::clone(&self.ctx),
+            base: self.base,
+            pieces: std::mem::take(&mut *self.pieces()),
+        };
+        hal_core::teardown::after_work("hal-ascend-unmap", move || teardown.run());
     }
 }
 

@@ -269,6 +269,12 @@ pub trait Device: Send + Sync + 'static {
     /// A VMM physical allocation.
     type Physical: Physical;
     /// A VMM address reservation.
+    ///
+    /// Dropping a reservation unmaps what is mapped and frees the range
+    /// only after the device's queued work has run (a kernel may still use
+    /// the range through its address), but never waits long for it: the
+    /// vendor backends finish the teardown on a thread of their own when
+    /// that work waits for a notify or an event ([`crate::teardown`]).
     type Reservation: Reservation;
     /// Host memory registered with the device ([`Device::register_host`]).
     type HostRegistration: Memory;

@@ -47,6 +47,7 @@ pub mod reaper;
 mod registered;
 pub mod runtime;
 pub mod syncpage;
+pub mod teardown;
 pub mod types;
 pub mod vendor;
 pub mod vmm;

@@ -19,7 +19,10 @@
 //! left and frees the range with `cuMemAddressFree`) first synchronizes the
 //! context (`cuCtxSynchronize`), then unmaps: the memory is never taken
 //! from under queued work. The physical allocations a mapping holds are
-//! released when their last holder drops, after the unmap.
+//! released when their last holder drops, after the unmap. A drop never
+//! waits for long: the teardown runs on a thread of its own
+//! ([`hal_core::teardown`]), so that work waiting on a notify a crashed
+//! peer never signals cannot hang it.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -77,51 +80,101 @@ impl CudaReservation {
     /// Wait for the context's queued work, then unmap `offset..offset + len`
     /// (the caller checked it is whole mappings). When the wait fails (the
     /// context holds an error of earlier work), `strict` returns that error
-    /// and unmaps nothing; otherwise (a drop) the error is logged and the
-    /// range unmapped anyway: the failed work will not run again.
+    /// and unmaps nothing; otherwise the error is logged and the range
+    /// unmapped anyway: the failed work will not run again.
     pub(crate) fn unmap_after_work(&self, offset: u64, len: u64, strict: bool) -> Result<()> {
-        let driver = &self.primary.driver;
         let _ctx = self.primary.enter()?;
-        let sync = driver.ctx_synchronize()?;
-        // SAFETY: the reservation's context is current on this thread.
-        if let Err(e) = driver.check("cuCtxSynchronize", unsafe { sync() }) {
-            if strict {
-                return Err(e);
-            }
+        wait_for_work(&self.primary, strict)?;
+        unmap(&self.primary, self.base + offset, len)
+    }
+}
+
+/// Wait for the current context's queued work (`cuCtxSynchronize`). A
+/// failed wait is returned when `strict`, else logged: the failed work will
+/// not run again.
+fn wait_for_work(primary: &Primary, strict: bool) -> Result<()> {
+    let driver = &primary.driver;
+    let sync = driver.ctx_synchronize()?;
+    // SAFETY: the caller made the context current on this thread.
+    match driver.check("cuCtxSynchronize", unsafe { sync() }) {
+        Err(e) if strict => Err(e),
+        Err(e) => {
             log::warn!("unmapping after the context's work failed: {e}");
+            Ok(())
         }
-        let f = driver.mem_unmap()?;
-        // SAFETY: the range is whole mappings of this reservation (checked
-        // by the caller), and the context's work that could use it has run.
-        let status = unsafe { f(self.base + offset, len as usize) };
-        driver.check("cuMemUnmap", status)
+        Ok(()) => Ok(()),
+    }
+}
+
+/// `cuMemUnmap` of `len` bytes at `at`, the context current.
+fn unmap(primary: &Primary, at: CUdeviceptr, len: u64) -> Result<()> {
+    let driver = &primary.driver;
+    let f = driver.mem_unmap()?;
+    // SAFETY: the range is whole mappings of a reservation (checked by the
+    // callers), and the context's work that could use it has run.
+    let status = unsafe { f(at, len as usize) };
+    driver.check("cuMemUnmap", status)
+}
+
+/// What a dropped reservation still has to do once the context's work has
+/// run: unmap what is mapped, let go of the physical allocations, free the
+/// range.
+struct Teardown {
+    primary: Arc<Primary>,
+    base: CUdeviceptr,
+    len: u64,
+    pieces: Pieces<Arc<PhysInner>>,
+}
+
+impl Teardown {
+    fn run(self) {
+        let Teardown {
+            primary,
+            base,
+            len,
+            pieces,
+        } = self;
+        let driver = &primary.driver;
+        let done = primary.enter().and_then(|_ctx| {
+            if !pieces.list.is_empty() {
+                if let Err(e) = wait_for_work(&primary, false) {
+                    log::warn!("unmapping a dropped CUDA reservation without its wait: {e}");
+                }
+            }
+            for (offset, mapped) in pieces.mappings() {
+                if let Err(e) = unmap(&primary, base + offset, mapped) {
+                    log::warn!(
+                        "unmapping {mapped:#x} bytes at {:#x} of a CUDA reservation: {e}",
+                        base + offset
+                    );
+                }
+            }
+            // The physical allocations go after their unmaps.
+            drop(pieces);
+            let f = driver.mem_address_free()?;
+            // SAFETY: the range came from cuMemAddressReserve with this
+            // length and is freed once, by its one owner, after its unmaps.
+            driver.check("cuMemAddressFree", unsafe { f(base, len as usize) })
+        });
+        if let Err(e) = done {
+            log::warn!("freeing the CUDA reservation at {base:#x}: {e}");
+        }
     }
 }
 
 impl Drop for CudaReservation {
+    /// Returns without waiting for the context's queued work for longer
+    /// than [`hal_core::teardown::GRACE`]: the unmaps, the physical
+    /// allocations and the range go once that work has run
+    /// ([`hal_core::teardown`]).
     fn drop(&mut self) {
-        let mapped = self.pieces().mappings();
-        for (offset, len) in mapped {
-            if let Err(e) = self.unmap_after_work(offset, len, false) {
-                log::warn!(
-                    "unmapping {len:#x} bytes at {:#x} of a CUDA reservation: {e}",
-                    self.base + offset
-                );
-            }
-        }
-        self.pieces().list.clear();
-        let driver = &self.primary.driver;
-        let freed = self.primary.enter().and_then(|_ctx| {
-            let f = driver.mem_address_free()?;
-            // SAFETY: the range came from cuMemAddressReserve with this
-            // length and is freed once, by its one owner, after its unmaps.
-            driver.check("cuMemAddressFree", unsafe {
-                f(self.base, self.len as usize)
-            })
-        });
-        if let Err(e) = freed {
-            log::warn!("freeing the CUDA reservation at {:#x}: {e}", self.base);
-        }
+        let teardown = Teardown {
+            primary: Arc::clone(&self.primary),
+            base: self.base,
+            len: self.len,
+            pieces: std::mem::take(&mut *self.pieces()),
+        };
+        hal_core::teardown::after_work("hal-cuda-unmap", move || teardown.run());
     }
 }
 

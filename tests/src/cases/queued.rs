@@ -11,10 +11,10 @@
 //! the shared word is reachable after the first handle is dropped, and
 //! check that the stream's operation happened on it.
 
-use hal_core::{Backend, Capabilities as C, Device, Notify, WaitOptions};
+use hal_core::{Access, Backend, Capabilities as C, Device, Notify, Reservation, WaitOptions};
 
 use super::sync::{block_stream, stream_model, StreamModel};
-use super::util::share;
+use super::util::{gran, share};
 use crate::support::{must, must_time_out, open_export, Suite, LONG, SHORT};
 
 /// On a queued stream with stream-ordered and IPC notifies: a notify
@@ -135,6 +135,131 @@ pub fn dropped_stream_never_waits_for_its_work<B: Backend>(s: &Suite<B>) {
         gate.signal(),
         "signal the gate after the stream was dropped",
     );
+}
+
+/// A stream whose work waits, with no timeout, for a notify nobody has
+/// signalled, beside a mapped reservation; the caller signals `gate` when
+/// it wants the work to run. The work records `done`.
+struct Blocked<D: Device> {
+    stream: D::Stream,
+    gate: D::Notify,
+    done: D::Notify,
+    reservation: D::Reservation,
+}
+
+fn blocked_beside_a_mapping<D: Device>(dev: &D) -> Blocked<D> {
+    let stream = must(dev.create_stream(), "create_stream");
+    let gate = must(dev.create_notify(), "create_notify (gate)");
+    let done = must(dev.create_notify(), "create_notify (done)");
+    must(
+        dev.stream_wait_notify(&stream, &gate, None),
+        "stream_wait_notify with no timeout",
+    );
+    must(dev.record_notify(&stream, &done), "record_notify (done)");
+    let g = gran(dev);
+    let physical = must(dev.allocate_physical(g), "allocate_physical");
+    let reservation = must(dev.reserve(g, g), "reserve");
+    must(dev.map(&reservation, 0, &physical), "map");
+    must(
+        dev.set_access(&reservation, 0, g, Access::ReadWrite),
+        "set_access",
+    );
+    must(reservation.write(0, b"mapped"), "write through the mapping");
+    // The mapping holds the physical allocation from here on.
+    drop(physical);
+    Blocked {
+        stream,
+        gate,
+        done,
+        reservation,
+    }
+}
+
+/// Drop `value` on a thread of its own and require the drop to return.
+fn drop_returns<T: Send + 'static>(value: T, what: &str) {
+    let (dropped, returned) = std::sync::mpsc::channel();
+    let dropping = std::thread::spawn(move || {
+        drop(value);
+        let _ = dropped.send(());
+    });
+    assert!(
+        returned.recv_timeout(LONG).is_ok(),
+        "dropping {what} must return without waiting for queued work that waits for a notify \
+         nobody signalled"
+    );
+    must(
+        dropping
+            .join()
+            .map_err(|_| hal_core::Error::invalid("panicked")),
+        "the dropping thread",
+    );
+}
+
+/// On a queued stream with stream-ordered notifies and VMM: dropping a
+/// mapped reservation while a stream's work waits, with no timeout, for a
+/// notify nobody has signalled returns without waiting for that work (the
+/// vendor backends unmap after the device's queued work, which a crashed
+/// peer may never let run), and the work runs once the notify comes.
+pub fn dropped_reservation_never_waits_for_queued_work<B: Backend>(s: &Suite<B>)
+where
+    <B::Device as Device>::Reservation: Send + 'static,
+{
+    let dev = s.device();
+    if !dev
+        .capabilities()
+        .contains(C::VMM | C::STREAM_ORDERED_NOTIFY)
+        || stream_model(&dev) != StreamModel::Queued
+    {
+        return;
+    }
+    let blocked = blocked_beside_a_mapping(&dev);
+    drop_returns(blocked.reservation, "a mapped reservation");
+    must_time_out(
+        blocked.done.wait(WaitOptions::timeout(SHORT)),
+        "work behind the unsignalled wait, after the reservation was dropped",
+    );
+    must(blocked.gate.signal(), "signal the gate");
+    must(
+        blocked.done.wait(WaitOptions::timeout(LONG)),
+        "the work behind the gate, once it opened",
+    );
+}
+
+/// A vendor backend's answer to a dropped reservation (not a case of the
+/// suite: it counts what this process has left to finish, so the caller
+/// runs it alone in its process): a reservation dropped while the device's
+/// queued work waits for a notify is unmapped and freed once that work has
+/// run. Panics on a failure, as the cases do.
+pub fn dropped_reservation_is_freed_after_the_work<D: Device>(dev: &D)
+where
+    D::Reservation: Send + 'static,
+{
+    assert_eq!(
+        hal_core::teardown::unfinished(),
+        0,
+        "nothing left at the start"
+    );
+    let blocked = blocked_beside_a_mapping(dev);
+    drop_returns(blocked.reservation, "a mapped reservation");
+    assert_eq!(
+        hal_core::teardown::unfinished(),
+        1,
+        "the unmap waits for the work"
+    );
+    must(blocked.gate.signal(), "signal the gate");
+    must(
+        blocked.done.wait(WaitOptions::timeout(LONG)),
+        "the work behind the gate",
+    );
+    let end = std::time::Instant::now() + LONG;
+    while hal_core::teardown::unfinished() > 0 {
+        assert!(
+            std::time::Instant::now() < end,
+            "the dropped reservation was never unmapped and freed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    drop(blocked.stream);
 }
 
 /// A vendor backend's answer to a dropped stream (not a case of the suite:
