@@ -294,3 +294,20 @@ fn a_notify_export_refuses_a_range_and_a_read_only_form_each_alone() {
         .export_notify(&n, &hal_core::ExportOptions::default())
         .is_ok());
 }
+
+#[test]
+fn an_allocation_shows_its_address_length_and_location() {
+    let dev = backend().open(0).unwrap();
+    for desc in [AllocDesc::device(0, 4096), AllocDesc::host(8192)] {
+        let a = dev.allocate(&desc).unwrap();
+        let shown = format!("{a:?}");
+        for part in [
+            "CudaAllocation".to_string(),
+            format!("ptr: {:#x}", a.addr()),
+            format!("len: {}", a.len()),
+            format!("location: {:?}", a.location()),
+        ] {
+            assert!(shown.contains(&part), "{shown} lacks {part}");
+        }
+    }
+}
