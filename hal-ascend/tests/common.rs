@@ -44,3 +44,17 @@ pub fn assert_ok(out: &Output, what: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// How many times the stand-in ran `symbol` in this process.
+pub fn calls(symbol: &str) -> u64 {
+    let name = std::ffi::CString::new(symbol).unwrap();
+    // SAFETY: the stand-in is loaded (by the backend); halStandinCalls is
+    // its counter, (const char*) -> uint64_t.
+    unsafe {
+        let lib = libloading::Library::new(standin()).unwrap();
+        let f = lib
+            .get::<unsafe extern "C" fn(*const std::ffi::c_char) -> u64>(b"halStandinCalls")
+            .unwrap();
+        f(name.as_ptr())
+    }
+}

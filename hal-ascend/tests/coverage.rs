@@ -3,30 +3,15 @@
 
 mod common;
 
-use std::ffi::CString;
 use std::time::Duration;
 
-use common::{backend, standin};
+use common::{backend, calls};
 use hal_core::{
     Access, AllocDesc, Backend, Device, Event, EventFlags, ExportOptions, Granularity, Handle,
     ImportOptions, Importers, MemRef, Memory, Notify, Reservation, SharedHandle, WaitOptions,
 };
 
 const LONG: Duration = Duration::from_secs(20);
-
-/// How many times the stand-in ran `symbol` in this process.
-fn calls(symbol: &str) -> u64 {
-    let name = CString::new(symbol).unwrap();
-    // SAFETY: the stand-in is loaded (by the backend); halStandinCalls is
-    // its counter, (const char*) -> uint64_t.
-    unsafe {
-        let lib = libloading::Library::new(standin()).unwrap();
-        let f = lib
-            .get::<unsafe extern "C" fn(*const std::ffi::c_char) -> u64>(b"halStandinCalls")
-            .unwrap();
-        f(name.as_ptr())
-    }
-}
 
 #[test]
 fn every_resolved_entry_point_is_exported_and_exercised() {
