@@ -1,12 +1,13 @@
 //! `aclrtMalloc` takes no alignment: an aligned request is served by one
 //! call when the runtime's address is aligned already, and padded only
-//! when it is not (counted in a child process of its own, where nothing
+//! when it is not; and exported memory is freed only after its last
+//! importer closed (counted in a child process of its own, where nothing
 //! else allocates).
 
 mod common;
 
 use common::{assert_ok, backend, calls, child, role, ROLE};
-use hal_core::{AllocDesc, Backend, Device, Memory};
+use hal_core::{AllocDesc, Backend, Device, ExportOptions, ImportOptions, Importers, Memory};
 
 /// In the child: an aligned address costs one `aclrtMalloc`; a misaligned
 /// one is given back and padded.
@@ -37,12 +38,46 @@ fn counted() {
         "a misaligned address: given back, then padded"
     );
     drop((a, b));
+
+    // Freed at its drop when nobody imported it; after the last importer
+    // closed when one did.
+    let lone = d.allocate(&AllocDesc::device(0, 1 << 20)).unwrap();
+    d.export_memory(&lone, &anyone()).unwrap();
+    let free = calls("aclrtFree");
+    drop(lone);
+    assert_eq!(calls("aclrtFree"), free + 1, "freed at its drop");
+    let shared = d.allocate(&AllocDesc::device(0, 1 << 20)).unwrap();
+    let exported = d.export_memory(&shared, &anyone()).unwrap();
+    let import = d
+        .import_memory(exported.share().unwrap(), &ImportOptions::default())
+        .unwrap();
+    let free = calls("aclrtFree");
+    drop(shared);
+    drop(exported);
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(calls("aclrtFree"), free, "not while an importer holds it");
+    drop(import);
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while calls("aclrtFree") < free + 1 {
+        assert!(
+            std::time::Instant::now() < end,
+            "never freed after its importer closed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     println!("@counted ok");
 }
 
+fn anyone() -> ExportOptions {
+    ExportOptions {
+        importers: Importers::Anyone,
+        ..ExportOptions::default()
+    }
+}
+
 #[test]
-fn an_aligned_address_costs_one_malloc_and_a_misaligned_one_is_padded() {
-    const TEST: &str = "an_aligned_address_costs_one_malloc_and_a_misaligned_one_is_padded";
+fn mallocs_and_frees_are_counted() {
+    const TEST: &str = "mallocs_and_frees_are_counted";
     if role().as_deref() == Some("counted") {
         return counted();
     }
