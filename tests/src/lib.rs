@@ -208,6 +208,7 @@ macro_rules! conformance_suite {
                 queued_notify_outlives_its_drop,
                 dropped_stream_never_waits_for_its_work,
                 dropped_reservation_never_waits_for_queued_work,
+                dropped_allocation_never_waits_for_queued_work,
                 registered_memory_in_stream_order,
                 cancelled_wait_async_releases_thread,
                 context_unchanged_across_threads,

@@ -225,6 +225,45 @@ where
     );
 }
 
+/// On a queued stream with stream-ordered notifies: dropping device memory
+/// while a stream's work waits, with no timeout, for a notify nobody has
+/// signalled returns (a free that synchronized the device would wait for
+/// a peer that may have crashed), and the work runs once the notify comes.
+pub fn dropped_allocation_never_waits_for_queued_work<B: Backend>(s: &Suite<B>)
+where
+    <B::Device as Device>::Allocation: 'static,
+{
+    let dev = s.device();
+    if !dev.capabilities().contains(C::STREAM_ORDERED_NOTIFY)
+        || stream_model(&dev) != StreamModel::Queued
+    {
+        return;
+    }
+    let ordinal = dev.info().ordinal;
+    let memory = must(
+        dev.allocate(&hal_core::AllocDesc::device(ordinal, 1 << 20)),
+        "allocate device memory",
+    );
+    let stream = must(dev.create_stream(), "create_stream");
+    let gate = must(dev.create_notify(), "create_notify (gate)");
+    let done = must(dev.create_notify(), "create_notify (done)");
+    must(
+        dev.stream_wait_notify(&stream, &gate, None),
+        "stream_wait_notify with no timeout",
+    );
+    must(dev.record_notify(&stream, &done), "record_notify (done)");
+    drop_returns(memory, "device memory");
+    must_time_out(
+        done.wait(WaitOptions::timeout(SHORT)),
+        "work behind the unsignalled wait, after the memory was dropped",
+    );
+    must(gate.signal(), "signal the gate");
+    must(
+        done.wait(WaitOptions::timeout(LONG)),
+        "the work behind the gate, once it opened",
+    );
+}
+
 /// A vendor backend's answer to a dropped reservation (not a case of the
 /// suite: it counts what this process has left to finish, so the caller
 /// runs it alone in its process): a reservation dropped while the device's
