@@ -85,3 +85,18 @@ fn mallocs_and_frees_are_counted() {
     assert_ok(&out, "the counting child");
     assert!(String::from_utf8_lossy(&out.stdout).contains("@counted ok"));
 }
+
+#[test]
+fn an_allocation_shows_its_address_length_and_device() {
+    let d = backend().open(0).unwrap();
+    let a = d.allocate(&AllocDesc::device(0, 4096)).unwrap();
+    let shown = format!("{a:?}");
+    for part in [
+        "AscendAllocation".to_string(),
+        format!("ptr: {:#x}", a.addr()),
+        "len: 4096".to_string(),
+        "device: 0".to_string(),
+    ] {
+        assert!(shown.contains(&part), "{shown} lacks {part}");
+    }
+}
