@@ -80,6 +80,8 @@ pub struct Residency<'d, D: GpuDevice> {
     chunks: u64,
     reservation: D::Reservation,
     local: Vec<Option<Local<D>>>,
+    /// Set by the drop: mappings are left to the reservation's drop.
+    dropping: bool,
 }
 
 impl<D: GpuDevice> std::fmt::Debug for Residency<'_, D> {
@@ -199,6 +201,7 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
             chunks,
             reservation,
             local: (0..chunks).map(|_| None).collect(),
+            dropping: false,
         })
     }
 
@@ -241,6 +244,11 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
 
     fn drop_local(&mut self, i: u64) -> Result<()> {
         if let Some(local) = self.local[i as usize].take() {
+            if self.dropping {
+                // The reservation's own drop unmaps it, after the device's
+                // queued work, never waiting long for that work.
+                return Ok(());
+            }
             let unmapped = self
                 .dev
                 .unmap(&self.reservation, i * self.chunk, self.chunk);
@@ -546,8 +554,10 @@ impl<D: GpuDevice> Drop for Residency<'_, D> {
     /// Chunks this process serves are written back first (nobody could
     /// import them after it), and so are the chunks it maps whose server
     /// died (this may be the last mapping of them); then every local
-    /// mapping goes.
+    /// mapping goes with the reservation, whose drop unmaps after the
+    /// device's queued work without waiting long for it.
     fn drop(&mut self) {
+        self.dropping = true;
         for i in 0..self.chunks {
             let serves = matches!(&self.local[i as usize], Some(l) if l.export.is_some());
             let orphan = !serves

@@ -475,3 +475,38 @@ fn over_hal_cuda_a_chunk_goes_to_the_device_and_comes_home() {
     a.read(0, &mut home).unwrap();
     assert_eq!(&home, b"device", "the device write came home");
 }
+
+#[test]
+fn over_hal_cuda_a_residency_drop_never_waits_for_queued_work() {
+    use hal_core::Notify;
+    // 'static, so that the residency can be dropped on a thread that the
+    // test may have to leave behind.
+    let dev: &'static _ = Box::leak(Box::new(standin()));
+    let a = dev.allocate(&AllocDesc::managed(4 * MIB)).unwrap();
+    a.write(0, &pattern(4 * MIB)).unwrap();
+    let mut r = Residency::create(dev, &a, 2 * MIB).unwrap();
+    r.prefetch(0, 4 * MIB).unwrap();
+    r.write_device(0, b"device").unwrap();
+    // Work that waits for a notify nobody rings yet: the driver's unmap
+    // would wait for it (cuCtxSynchronize).
+    let stream = dev.create_stream().unwrap();
+    let gate = dev.create_notify().unwrap();
+    dev.stream_wait_notify(&stream, &gate, None).unwrap();
+    let (dropped, returned) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(r);
+        let _ = dropped.send(());
+    });
+    assert!(
+        returned
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .is_ok(),
+        "dropping a residency waited for queued work"
+    );
+    let mut home = [0u8; 6];
+    a.read(0, &mut home).unwrap();
+    assert_eq!(&home, b"device", "its chunks were written back first");
+    gate.signal().unwrap();
+    dev.synchronize(&stream, Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+}
