@@ -161,6 +161,17 @@ where
         panic!("shared managed buffers")
     };
     assert!(v1.same_registration(v2), "one registration per region");
+    let b = dev.allocate(&AllocDesc::host(2 * PAGE)).unwrap();
+    let bx = dev.export_memory(&b, &ExportOptions::default()).unwrap();
+    let other = import(&dev, &bx.to_text());
+    let UvmMapping::Shared(v3) = &other else {
+        panic!("a shared managed buffer")
+    };
+    assert!(
+        !v1.same_registration(v3),
+        "another region, another registration"
+    );
+    drop((other, bx, b));
     let addr = v1.device_addr().unwrap();
     assert!(registration::holds(dev.info().uuid, addr, 2 * PAGE));
     drop(one);
@@ -179,6 +190,73 @@ where
     drop(ex);
     drop(a);
     assert!(!registration::holds(dev.info().uuid, own, 2 * PAGE));
+}
+
+/// A stream copy between registered home pages and device memory is the
+/// GPU's own copy through the registration, never a host step (only the
+/// host reaches unregistered pages), and a buffer is never read-only to
+/// its creator. In a child of its own: the driver's calls are the
+/// process's.
+#[test]
+fn standin_registered_pages_are_copied_by_the_gpu() {
+    const TEST: &str = "standin_registered_pages_are_copied_by_the_gpu";
+    if let Some((role, _)) = child_role() {
+        assert_eq!(role, "gpu-copies");
+        return gpu_copies();
+    }
+    let out = run_child(TEST, "gpu-copies", "-");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("@gpu copies"),
+        "child failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn gpu_copies() {
+    let backend = standin();
+    let dev = backend.open(0).unwrap();
+    let home = dev.allocate(&AllocDesc::managed(PAGE)).unwrap();
+    let device = dev.allocate(&AllocDesc::device(0, PAGE)).unwrap();
+    assert!(!home.is_read_only() && !device.is_read_only());
+    home.write(0, &pattern(9, PAGE)).unwrap();
+    let stream = dev.create_stream().unwrap();
+    let to_device = (MemRef::Allocation(&device), 0, MemRef::Allocation(&home), 0);
+    dev.copy_async(
+        &stream,
+        to_device.0,
+        to_device.1,
+        to_device.2,
+        to_device.3,
+        PAGE,
+    )
+    .unwrap();
+    dev.copy_async(
+        &stream,
+        MemRef::Allocation(&home),
+        PAGE / 2,
+        MemRef::Allocation(&device),
+        0,
+        8,
+    )
+    .unwrap();
+    dev.synchronize(&stream, Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut back = [0u8; 8];
+    home.read(PAGE / 2, &mut back).unwrap();
+    assert_eq!(&back[..], &pattern(9, PAGE)[..8]);
+    // A host step would gate the stream on a notify and copy with the
+    // synchronous calls.
+    let called = backend.gpu().entry_points_called();
+    assert!(called.contains(&"cuMemcpyAsync"), "{called:?}");
+    for host_step in [
+        "cuStreamWaitValue32_v2",
+        "cuMemcpyHtoD_v2",
+        "cuMemcpyDtoH_v2",
+    ] {
+        assert!(!called.contains(&host_step), "{host_step}: {called:?}");
+    }
+    println!("@gpu copies");
 }
 
 /// A read-only import is not registered (the driver registers writable
