@@ -24,6 +24,9 @@ use crate::gpu::GpuDevice;
 /// A buffer whose home is host-NUMA pages of the GPU's VMM: the CPU and the
 /// GPU of every process that attaches reach it at one address
 /// ([`NumaHome::device_addr`], the host address too).
+///
+/// Dropping it drops its reservation, which unmaps the pages after the
+/// device's queued work without waiting long for that work.
 pub struct NumaHome<'d, D: GpuDevice> {
     dev: &'d UvmDevice<D>,
     reservation: D::Reservation,
@@ -113,14 +116,6 @@ impl<'d, D: GpuDevice> NumaHome<'d, D> {
     /// The address the CPU and the GPU use here.
     pub fn device_addr(&self) -> u64 {
         self.reservation.base()
-    }
-}
-
-impl<D: GpuDevice> Drop for NumaHome<'_, D> {
-    fn drop(&mut self) {
-        if let Err(e) = self.dev.unmap(&self.reservation, 0, self.len) {
-            log::warn!("unmapping a host-NUMA home: {e}");
-        }
     }
 }
 

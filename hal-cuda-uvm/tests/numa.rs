@@ -68,3 +68,41 @@ fn over_hal_cuda_a_host_numa_home_is_made_and_reached() {
     let ex = home.export(&ExportOptions::default()).unwrap();
     assert_eq!(ex.handle().backend, hal_core::BackendId::CudaUvm);
 }
+
+/// The simulator's CUDA-like profile without `missing`.
+fn mock_without(missing: hal_core::Capabilities) -> hal_cuda_uvm::UvmDevice<hal_mock::MockDevice> {
+    let mut profile = hal_mock::Profile::cuda();
+    profile.capabilities = profile.capabilities.difference(missing);
+    UvmBackend::over(hal_mock::MockBackend::new(profile))
+        .open(0)
+        .unwrap()
+}
+
+#[test]
+fn a_host_numa_home_needs_vmm_and_host_numa_vmm_both() {
+    use hal_core::Capabilities as C;
+    for missing in [C::VMM, C::HOST_NUMA_VMM] {
+        let dev = mock_without(missing);
+        let err = NumaHome::create(&dev, 2 * MIB, 0).unwrap_err();
+        assert!(
+            err.is_unsupported() && err.to_string().contains("HOST_NUMA_VMM"),
+            "without {missing:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_host_numa_home_is_one_address_and_shows_it() {
+    let dev = UvmBackend::over(hal_mock::MockBackend::cuda())
+        .open(0)
+        .unwrap();
+    let home = NumaHome::create(&dev, 2 * MIB, 0).unwrap();
+    assert_ne!(home.addr(), 0);
+    assert_eq!(home.addr(), home.device_addr());
+    assert_eq!(home.location(), hal_core::Location::Host);
+    let shown = format!("{home:?}");
+    assert!(
+        shown.contains(&format!("base: {:#x}", home.addr())) && shown.contains("len: 2097152"),
+        "{shown}"
+    );
+}

@@ -548,3 +548,43 @@ fn pageable_access_skips_registration() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Device memory of the GPU under the backend keeps that GPU's lease rule:
+/// its free is refused while an importer holds it, and goes through after.
+fn device_memory_is_not_freed_under_an_importer<B>(backend: B)
+where
+    B: Backend<Device = UvmDevice<<B as UvmGpu>::Gpu>> + UvmGpu,
+    <B as UvmGpu>::Gpu: GpuDevice,
+{
+    let dev = backend.open(0).unwrap();
+    let a = dev.allocate(&AllocDesc::device(0, PAGE)).unwrap();
+    let ex = dev.export_memory(&a, &ExportOptions::default()).unwrap();
+    let held = dev
+        .import_memory(ex.share().unwrap(), &ImportOptions::default())
+        .unwrap();
+    assert_eq!(a.importers().unwrap(), 1);
+    let a = match a.free() {
+        Err(e) => {
+            assert!(
+                matches!(e.error, hal_core::Error::Busy { holders: 1, .. }),
+                "{}",
+                e.error
+            );
+            e.resource
+        }
+        Ok(()) => panic!("device memory freed under its importer"),
+    };
+    drop(held);
+    drop(ex);
+    assert!(a.free().is_ok(), "nothing holds it any more");
+}
+
+#[test]
+fn mock_device_memory_is_not_freed_under_an_importer() {
+    device_memory_is_not_freed_under_an_importer(mock());
+}
+
+#[test]
+fn standin_device_memory_is_not_freed_under_an_importer() {
+    device_memory_is_not_freed_under_an_importer(standin());
+}
