@@ -323,9 +323,14 @@ where
         println!("child ready");
         use std::io::Write;
         std::io::stdout().flush().unwrap();
-        loop {
+        // Killed by the parent; gone on its own if the parent went first,
+        // and never after two minutes.
+        let parent = std::os::unix::process::parent_id();
+        let end = std::time::Instant::now() + Duration::from_secs(120);
+        while std::os::unix::process::parent_id() == parent && std::time::Instant::now() < end {
             std::thread::sleep(Duration::from_millis(50));
         }
+        std::process::exit(0);
     }
     let a = dev.allocate(&AllocDesc::managed(PAGE)).unwrap();
     let ex = dev.export_memory(&a, &ExportOptions::default()).unwrap();
