@@ -484,6 +484,12 @@ impl Device for AscendDevice {
             .map(reservation, offset, physical, physical_offset, len)
     }
 
+    /// Unmaps after the device's queued work has run
+    /// (`aclrtSynchronizeDevice`, then `aclrtUnmapMem`): a stream may still
+    /// use the range. That is all of the device's work: while a stream
+    /// waits for a notify nobody rings (a crashed peer's), this call waits
+    /// too. Dropping the reservation instead never waits long: it unmaps
+    /// once that work has run ([`hal_core::teardown`]).
     fn unmap(&self, reservation: &AscendReservation, offset: u64, len: u64) -> Result<()> {
         self.vmm("unmap")?.unmap(reservation, offset, len)
     }

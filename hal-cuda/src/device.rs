@@ -620,7 +620,11 @@ impl Device for CudaDevice {
     }
 
     /// Unmaps after the context's queued work has run (`cuCtxSynchronize`,
-    /// then `cuMemUnmap`): a stream may still use the range.
+    /// then `cuMemUnmap`): a stream may still use the range. That is all
+    /// of the context's work: while a stream waits for a notify nobody
+    /// rings (a crashed peer's), this call waits too. Dropping the
+    /// reservation instead never waits long: it unmaps once that work has
+    /// run ([`hal_core::teardown`]).
     fn unmap(&self, reservation: &CudaReservation, offset: u64, len: u64) -> Result<()> {
         self.vmm("unmap")?.unmap(reservation, offset, len)
     }
