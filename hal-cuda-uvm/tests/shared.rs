@@ -240,11 +240,31 @@ fn gpu_copies() {
         8,
     )
     .unwrap();
+    // And through an import of the same pages (a view with the same
+    // registration).
+    let ex = dev.export_memory(&home, &ExportOptions::default()).unwrap();
+    let view = import(&dev, &ex.to_text());
+    dev.copy_async(
+        &stream,
+        MemRef::Mapping(&view),
+        PAGE / 4,
+        MemRef::Allocation(&device),
+        8,
+        8,
+    )
+    .unwrap();
     dev.synchronize(&stream, Some(Duration::from_secs(30)))
         .unwrap();
     let mut back = [0u8; 8];
     home.read(PAGE / 2, &mut back).unwrap();
     assert_eq!(&back[..], &pattern(9, PAGE)[..8]);
+    home.read(PAGE / 4, &mut back).unwrap();
+    assert_eq!(&back[..], &pattern(9, PAGE)[8..16]);
+    let shown = format!("{home:?}");
+    assert!(
+        shown.contains("SharedManaged") && shown.contains(&format!("len: {PAGE}")),
+        "{shown}"
+    );
     // A host step would gate the stream on a notify and copy with the
     // synchronous calls.
     let called = backend.gpu().entry_points_called();
