@@ -89,65 +89,23 @@ fn recorded_then_dropped<D: Device>(dev: &D, stream: &D::Stream, opts: &hal_core
     must(dev.synchronize(stream, Some(LONG)), "synchronize");
 }
 
-/// On a queued stream with stream-ordered notifies: dropping a stream
-/// whose work waits, with no timeout, for a notify nobody has signalled
-/// returns without waiting for it (a peer that signals late, or never
-/// because it crashed, cannot hang the dropping thread), and signalling
-/// the notify afterwards harms nothing. What happens to the work is the
-/// backend's: the vendor backends run it on when the notify comes and let
-/// go of the stream then; the simulator abandons it.
-pub fn dropped_stream_never_waits_for_its_work<B: Backend>(s: &Suite<B>) {
-    let dev = s.device();
-    if !dev.capabilities().contains(C::STREAM_ORDERED_NOTIFY)
-        || stream_model(&dev) != StreamModel::Queued
-    {
-        return;
-    }
-    let stream = must(dev.create_stream(), "create_stream");
-    let gate = must(dev.create_notify(), "create_notify (gate)");
-    let done = must(dev.create_notify(), "create_notify (done)");
-    must(
-        dev.stream_wait_notify(&stream, &gate, None),
-        "stream_wait_notify with no timeout",
-    );
-    must(dev.record_notify(&stream, &done), "record_notify (done)");
-    let (dropped, returned) = std::sync::mpsc::channel();
-    let dropping = std::thread::spawn(move || {
-        drop(stream);
-        let _ = dropped.send(());
-    });
-    assert!(
-        returned.recv_timeout(LONG).is_ok(),
-        "dropping a stream whose work waits for a notify nobody signalled must return \
-         without waiting for the notify"
-    );
-    must(
-        dropping
-            .join()
-            .map_err(|_| hal_core::Error::invalid("panicked")),
-        "the dropping thread",
-    );
-    must_time_out(
-        done.wait(WaitOptions::timeout(SHORT)),
-        "work behind the unsignalled wait, after its stream was dropped",
-    );
-    must(
-        gate.signal(),
-        "signal the gate after the stream was dropped",
-    );
+/// True when `dev` has queued streams, stream-ordered notifies and `more`:
+/// what the dropped-value cases need.
+fn queued_with<D: Device>(dev: &D, more: C) -> bool {
+    dev.capabilities().contains(C::STREAM_ORDERED_NOTIFY | more)
+        && stream_model(dev) == StreamModel::Queued
 }
 
-/// A stream whose work waits, with no timeout, for a notify nobody has
-/// signalled, beside a mapped reservation; the caller signals `gate` when
-/// it wants the work to run. The work records `done`.
-struct Blocked<D: Device> {
-    stream: D::Stream,
+/// What a gated stream's work waits for (`gate`, signalled by nobody yet)
+/// and records after it (`done`).
+struct Gate<D: Device> {
     gate: D::Notify,
     done: D::Notify,
-    reservation: D::Reservation,
 }
 
-fn blocked_beside_a_mapping<D: Device>(dev: &D) -> Blocked<D> {
+/// A stream whose work waits, with no timeout, for the gate, then records
+/// `done`.
+fn gated<D: Device>(dev: &D) -> (D::Stream, Gate<D>) {
     let stream = must(dev.create_stream(), "create_stream");
     let gate = must(dev.create_notify(), "create_notify (gate)");
     let done = must(dev.create_notify(), "create_notify (done)");
@@ -156,22 +114,25 @@ fn blocked_beside_a_mapping<D: Device>(dev: &D) -> Blocked<D> {
         "stream_wait_notify with no timeout",
     );
     must(dev.record_notify(&stream, &done), "record_notify (done)");
-    let g = gran(dev);
-    let physical = must(dev.allocate_physical(g), "allocate_physical");
-    let reservation = must(dev.reserve(g, g), "reserve");
-    must(dev.map(&reservation, 0, &physical), "map");
-    must(
-        dev.set_access(&reservation, 0, g, Access::ReadWrite),
-        "set_access",
-    );
-    must(reservation.write(0, b"mapped"), "write through the mapping");
-    // The mapping holds the physical allocation from here on.
-    drop(physical);
-    Blocked {
-        stream,
-        gate,
-        done,
-        reservation,
+    (stream, Gate { gate, done })
+}
+
+impl<D: Device> Gate<D> {
+    /// The work behind the gate has not run, after `what` was dropped.
+    fn still_waits(&self, what: &str) {
+        must_time_out(
+            self.done.wait(WaitOptions::timeout(SHORT)),
+            &format!("work behind the unsignalled wait, after {what} was dropped"),
+        );
+    }
+
+    /// Open the gate and require the work behind it to run.
+    fn open(&self) {
+        must(self.gate.signal(), "signal the gate");
+        must(
+            self.done.wait(WaitOptions::timeout(LONG)),
+            "the work behind the gate, once it opened",
+        );
     }
 }
 
@@ -195,6 +156,44 @@ fn drop_returns<T: Send + 'static>(value: T, what: &str) {
     );
 }
 
+/// On a queued stream with stream-ordered notifies: dropping a stream
+/// whose work waits, with no timeout, for a notify nobody has signalled
+/// returns without waiting for it (a peer that signals late, or never
+/// because it crashed, cannot hang the dropping thread), and signalling
+/// the notify afterwards harms nothing. What happens to the work is the
+/// backend's: the vendor backends run it on when the notify comes and let
+/// go of the stream then; the simulator abandons it.
+pub fn dropped_stream_never_waits_for_its_work<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    if !queued_with(&dev, C::default()) {
+        return;
+    }
+    let (stream, gate) = gated(&dev);
+    drop_returns(stream, "a stream whose work waits");
+    gate.still_waits("its stream");
+    // What became of the work is the backend's; the signal harms nothing.
+    must(
+        gate.gate.signal(),
+        "signal the gate after the stream was dropped",
+    );
+}
+
+/// A mapped reservation beside a gated stream; the mapping holds the
+/// physical allocation.
+fn gated_beside_a_mapping<D: Device>(dev: &D) -> (D::Stream, Gate<D>, D::Reservation) {
+    let (stream, gate) = gated(dev);
+    let g = gran(dev);
+    let physical = must(dev.allocate_physical(g), "allocate_physical");
+    let reservation = must(dev.reserve(g, g), "reserve");
+    must(dev.map(&reservation, 0, &physical), "map");
+    must(
+        dev.set_access(&reservation, 0, g, Access::ReadWrite),
+        "set_access",
+    );
+    must(reservation.write(0, b"mapped"), "write through the mapping");
+    (stream, gate, reservation)
+}
+
 /// On a queued stream with stream-ordered notifies and VMM: dropping a
 /// mapped reservation while a stream's work waits, with no timeout, for a
 /// notify nobody has signalled returns without waiting for that work (the
@@ -205,24 +204,13 @@ where
     <B::Device as Device>::Reservation: Send + 'static,
 {
     let dev = s.device();
-    if !dev
-        .capabilities()
-        .contains(C::VMM | C::STREAM_ORDERED_NOTIFY)
-        || stream_model(&dev) != StreamModel::Queued
-    {
+    if !queued_with(&dev, C::VMM) {
         return;
     }
-    let blocked = blocked_beside_a_mapping(&dev);
-    drop_returns(blocked.reservation, "a mapped reservation");
-    must_time_out(
-        blocked.done.wait(WaitOptions::timeout(SHORT)),
-        "work behind the unsignalled wait, after the reservation was dropped",
-    );
-    must(blocked.gate.signal(), "signal the gate");
-    must(
-        blocked.done.wait(WaitOptions::timeout(LONG)),
-        "the work behind the gate, once it opened",
-    );
+    let (_stream, gate, reservation) = gated_beside_a_mapping(&dev);
+    drop_returns(reservation, "a mapped reservation");
+    gate.still_waits("the reservation");
+    gate.open();
 }
 
 /// On a queued stream with stream-ordered notifies: dropping device memory
@@ -234,34 +222,26 @@ where
     <B::Device as Device>::Allocation: 'static,
 {
     let dev = s.device();
-    if !dev.capabilities().contains(C::STREAM_ORDERED_NOTIFY)
-        || stream_model(&dev) != StreamModel::Queued
-    {
+    if !queued_with(&dev, C::default()) {
         return;
     }
-    let ordinal = dev.info().ordinal;
     let memory = must(
-        dev.allocate(&hal_core::AllocDesc::device(ordinal, 1 << 20)),
+        dev.allocate(&hal_core::AllocDesc::device(dev.info().ordinal, 1 << 20)),
         "allocate device memory",
     );
-    let stream = must(dev.create_stream(), "create_stream");
-    let gate = must(dev.create_notify(), "create_notify (gate)");
-    let done = must(dev.create_notify(), "create_notify (done)");
-    must(
-        dev.stream_wait_notify(&stream, &gate, None),
-        "stream_wait_notify with no timeout",
-    );
-    must(dev.record_notify(&stream, &done), "record_notify (done)");
+    let (_stream, gate) = gated(&dev);
     drop_returns(memory, "device memory");
-    must_time_out(
-        done.wait(WaitOptions::timeout(SHORT)),
-        "work behind the unsignalled wait, after the memory was dropped",
-    );
-    must(gate.signal(), "signal the gate");
-    must(
-        done.wait(WaitOptions::timeout(LONG)),
-        "the work behind the gate, once it opened",
-    );
+    gate.still_waits("the memory");
+    gate.open();
+}
+
+/// Wait until `done()` holds, at most [`LONG`], or panic with `what`.
+fn eventually(done: impl Fn() -> bool, what: &str) {
+    let end = std::time::Instant::now() + LONG;
+    while !done() {
+        assert!(std::time::Instant::now() < end, "{what}");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }
 
 /// A vendor backend's answer to a dropped reservation (not a case of the
@@ -273,32 +253,16 @@ pub fn dropped_reservation_is_freed_after_the_work<D: Device>(dev: &D)
 where
     D::Reservation: Send + 'static,
 {
-    assert_eq!(
-        hal_core::teardown::unfinished(),
-        0,
-        "nothing left at the start"
+    use hal_core::teardown::unfinished;
+    assert_eq!(unfinished(), 0, "nothing left at the start");
+    let (_stream, gate, reservation) = gated_beside_a_mapping(dev);
+    drop_returns(reservation, "a mapped reservation");
+    assert_eq!(unfinished(), 1, "the unmap waits for the work");
+    gate.open();
+    eventually(
+        || unfinished() == 0,
+        "the dropped reservation was never unmapped and freed",
     );
-    let blocked = blocked_beside_a_mapping(dev);
-    drop_returns(blocked.reservation, "a mapped reservation");
-    assert_eq!(
-        hal_core::teardown::unfinished(),
-        1,
-        "the unmap waits for the work"
-    );
-    must(blocked.gate.signal(), "signal the gate");
-    must(
-        blocked.done.wait(WaitOptions::timeout(LONG)),
-        "the work behind the gate",
-    );
-    let end = std::time::Instant::now() + LONG;
-    while hal_core::teardown::unfinished() > 0 {
-        assert!(
-            std::time::Instant::now() < end,
-            "the dropped reservation was never unmapped and freed"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-    drop(blocked.stream);
 }
 
 /// A vendor backend's answer to a dropped stream (not a case of the suite:
@@ -307,14 +271,7 @@ where
 /// and lets go of what the work held then. Panics on a failure, as the
 /// cases do.
 pub fn dropped_stream_runs_its_work_on<D: Device>(dev: &D) {
-    let stream = must(dev.create_stream(), "create_stream");
-    let gate = must(dev.create_notify(), "create_notify (gate)");
-    let done = must(dev.create_notify(), "create_notify (done)");
-    must(
-        dev.stream_wait_notify(&stream, &gate, None),
-        "stream_wait_notify",
-    );
-    must(dev.record_notify(&stream, &done), "record_notify");
+    let (stream, gate) = gated(dev);
     let kept = std::sync::Arc::new(());
     must(
         dev.hold_until_done(&stream, Box::new(std::sync::Arc::clone(&kept))),
@@ -327,21 +284,10 @@ pub fn dropped_stream_runs_its_work_on<D: Device>(dev: &D) {
         2,
         "held while the work waits"
     );
-    must_time_out(
-        done.wait(WaitOptions::timeout(SHORT)),
-        "work behind the gate, after the stream was dropped",
+    gate.still_waits("its stream");
+    gate.open();
+    eventually(
+        || std::sync::Arc::strong_count(&kept) == 1,
+        "the dropped stream never let go of what its work held",
     );
-    must(gate.signal(), "signal the gate");
-    must(
-        done.wait(WaitOptions::timeout(LONG)),
-        "the work queued before the drop, once the gate opened",
-    );
-    let end = std::time::Instant::now() + LONG;
-    while std::sync::Arc::strong_count(&kept) > 1 {
-        assert!(
-            std::time::Instant::now() < end,
-            "the dropped stream never let go of what its work held"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
 }
