@@ -148,6 +148,11 @@ impl Drop for AscendReservation {
             base: self.base,
             pieces: std::mem::take(&mut *self.pieces()),
         };
+        if teardown.pieces.list.is_empty() {
+            // Nothing mapped, nothing to wait for.
+            teardown.run();
+            return;
+        }
         hal_core::teardown::after_work("hal-ascend-unmap", move || teardown.run());
     }
 }

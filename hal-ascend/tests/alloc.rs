@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{assert_ok, backend, calls, child, role, ROLE};
+use common::{alone_in_a_child, backend, calls};
 use hal_core::{AllocDesc, Backend, Device, ExportOptions, ImportOptions, Importers, Memory};
 
 /// In the child: an aligned address costs one `aclrtMalloc`; a misaligned
@@ -65,7 +65,6 @@ fn counted() {
         );
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
-    println!("@counted ok");
 }
 
 fn anyone() -> ExportOptions {
@@ -77,13 +76,7 @@ fn anyone() -> ExportOptions {
 
 #[test]
 fn mallocs_and_frees_are_counted() {
-    const TEST: &str = "mallocs_and_frees_are_counted";
-    if role().as_deref() == Some("counted") {
-        return counted();
-    }
-    let out = child(TEST, &[(ROLE, "counted")]);
-    assert_ok(&out, "the counting child");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("@counted ok"));
+    alone_in_a_child("mallocs_and_frees_are_counted", counted);
 }
 
 #[test]

@@ -58,3 +58,21 @@ pub fn calls(symbol: &str) -> u64 {
         f(name.as_ptr())
     }
 }
+
+/// Run `body` alone in a child re-running test `name` (where the stand-in's
+/// counters are the body's own), and require it to finish: `body` prints
+/// `@done` last.
+pub fn alone_in_a_child(name: &str, body: fn()) {
+    const ALONE: &str = "alone";
+    if role().as_deref() == Some(ALONE) {
+        body();
+        println!("@done");
+        return;
+    }
+    let out = child(name, &[(ROLE, ALONE)]);
+    assert_ok(&out, name);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("@done"),
+        "{name}: the child never finished"
+    );
+}

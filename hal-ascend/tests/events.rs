@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{assert_ok, backend, calls, child, role, ROLE};
+use common::{alone_in_a_child, backend, calls};
 use hal_core::vendor::acl;
 use hal_core::{
     Backend, ByteRange, Device, Error, EventFlags, ExportOptions, ImportOptions, Importers,
@@ -135,16 +135,12 @@ fn destroy_order() {
         );
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
-    println!("@destroy order ok");
 }
 
 #[test]
 fn the_exporters_event_is_destroyed_after_its_last_importer() {
-    const TEST: &str = "the_exporters_event_is_destroyed_after_its_last_importer";
-    if role().as_deref() == Some("destroy-order") {
-        return destroy_order();
-    }
-    let out = child(TEST, &[(ROLE, "destroy-order")]);
-    assert_ok(&out, "the destroy-order child");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("@destroy order ok"));
+    alone_in_a_child(
+        "the_exporters_event_is_destroyed_after_its_last_importer",
+        destroy_order,
+    );
 }

@@ -204,6 +204,11 @@ pub(crate) fn my_start() -> u64 {
 /// time than the holder did (the pid was reused). A stamp of 0 (being
 /// written) proves nothing.
 fn holder_is_gone(holder: u32, stamp: u64) -> bool {
+    let (me, started) = hal_core::os::self_identity();
+    if holder == me && (stamp == 0 || stamp == started) {
+        // This process: alive, and no need to ask /proc.
+        return false;
+    }
     match hal_core::os::process_start_time(holder) {
         None => true,
         Some(now) => stamp != 0 && now != stamp,

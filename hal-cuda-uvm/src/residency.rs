@@ -561,6 +561,7 @@ impl<D: GpuDevice> Drop for Residency<'_, D> {
         for i in 0..self.chunks {
             let serves = matches!(&self.local[i as usize], Some(l) if l.export.is_some());
             let orphan = !serves
+                && self.local[i as usize].is_some()
                 && header::slot(self.header.memory(), i)
                     .is_ok_and(|s| s.server_gone() && self.maps(i, &s));
             if serves || orphan {

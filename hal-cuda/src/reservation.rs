@@ -174,6 +174,11 @@ impl Drop for CudaReservation {
             len: self.len,
             pieces: std::mem::take(&mut *self.pieces()),
         };
+        if teardown.pieces.list.is_empty() {
+            // Nothing mapped, nothing to wait for.
+            teardown.run();
+            return;
+        }
         hal_core::teardown::after_work("hal-cuda-unmap", move || teardown.run());
     }
 }

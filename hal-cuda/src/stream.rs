@@ -106,25 +106,26 @@ impl CudaStream {
 
 impl Drop for CudaStream {
     fn drop(&mut self) {
-        // Queued work may still use what the stream holds (a stream the
-        // caller owns is asked only then). Work that has not run, which
-        // may wait for a notify nobody signals yet, is not waited for
-        // here: the stream goes to hal-core's reaper, which drops it once
-        // the work ran, and the drop returns.
-        if !self.owned && self.held.is_empty() {
-            return;
-        }
-        let idle = self.query();
-        let deferred = hal_core::reaper::defer_unless_idle(idle, "a CUDA stream", || CudaStream {
-            primary: Arc::clone(&self.primary),
-            raw: self.raw,
-            owned: self.owned,
-            held: std::mem::take(&mut self.held),
-        });
-        if deferred {
-            // The reaper's value destroys the stream.
-            self.owned = false;
-            return;
+        // Queued work may still use what the stream holds. Work that has
+        // not run, which may wait for a notify nobody signals yet, is not
+        // waited for here: the stream goes to hal-core's reaper, which
+        // drops it once the work ran, and the drop returns. A stream that
+        // holds nothing is destroyed at once: cuStreamDestroy returns and
+        // the driver runs the queued work on.
+        if !self.held.is_empty() {
+            let idle = self.query();
+            let deferred =
+                hal_core::reaper::defer_unless_idle(idle, "a CUDA stream", || CudaStream {
+                    primary: Arc::clone(&self.primary),
+                    raw: self.raw,
+                    owned: self.owned,
+                    held: std::mem::take(&mut self.held),
+                });
+            if deferred {
+                // The reaper's value destroys the stream.
+                self.owned = false;
+                return;
+            }
         }
         if !self.owned {
             return;
