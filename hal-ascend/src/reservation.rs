@@ -18,7 +18,7 @@
 //! names a mapping by its first address): the memory is never taken from
 //! under queued work. The physical allocations a mapping holds are freed
 //! when their last holder drops, after the unmap. A drop never waits for
-//! long: the teardown runs on a thread of its own ([`hal_core::teardown`]),
+//! long: the teardown runs on a worker thread ([`hal_core::teardown`]),
 //! so that work waiting on a notify a crashed peer never signals cannot
 //! hang it.
 

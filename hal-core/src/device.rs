@@ -252,6 +252,11 @@ pub trait Reservation: Send + Sync {
 /// and runs streams.
 pub trait Device: Send + Sync + 'static {
     /// Memory this process allocated.
+    ///
+    /// Dropping it never waits long for the device's queued work: where
+    /// the vendor's free may synchronize the device (CUDA's), the backend
+    /// frees on a worker thread ([`crate::teardown`]) once that work has
+    /// run.
     type Allocation: Allocation;
     /// Memory imported from another process.
     type Mapping: Mapping;
@@ -273,7 +278,7 @@ pub trait Device: Send + Sync + 'static {
     /// Dropping a reservation unmaps what is mapped and frees the range
     /// only after the device's queued work has run (a kernel may still use
     /// the range through its address), but never waits long for it: the
-    /// vendor backends finish the teardown on a thread of their own when
+    /// vendor backends finish the teardown on a worker thread when
     /// that work waits for a notify or an event ([`crate::teardown`]).
     type Reservation: Reservation;
     /// Host memory registered with the device ([`Device::register_host`]).

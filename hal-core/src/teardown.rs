@@ -2,16 +2,23 @@
 //! for ever.
 //!
 //! A vendor backend unmaps a reservation only after the work queued on the
-//! device has run (`cuCtxSynchronize`, `aclrtSynchronizeDevice`): a kernel
-//! or copy may still use the range through its address. That work may wait
-//! for a notify that another process signals late, or never (the peer
-//! crashed), and a `Drop` that waited for it would hang the dropping thread
-//! for as long. [`after_work`] runs such a teardown (the wait, then the
-//! unmaps and frees) on a thread of its own and waits for it for at most
-//! [`GRACE`]: when the device is idle the drop has released everything when
-//! it returns; when it is not, the drop returns and the teardown finishes
-//! once the work has run. Work that never runs keeps what the teardown
-//! would free until the process ends.
+//! device has run (`cuCtxSynchronize`, `aclrtSynchronizeDevice`), and a
+//! driver may synchronize the device when it frees memory (`cuMemFree`
+//! "may perform implicit synchronization"): a kernel or copy may still use
+//! the memory through its address. That work may wait for a notify that
+//! another process signals late, or never (the peer crashed), and a `Drop`
+//! that waited for it would hang the dropping thread for as long.
+//! [`after_work`] runs such a teardown (the wait, then the unmaps and
+//! frees) on a worker thread and waits for it for at most [`GRACE`]: when
+//! the device is idle the drop has released everything when it returns;
+//! when it is not, the drop returns and the teardown finishes once the
+//! work has run. Work that never runs keeps what the teardown would free
+//! until the process ends.
+//!
+//! The workers are kept: a teardown goes to one that is idle, and a new
+//! one starts only when every worker is busy (one may be stuck behind a
+//! crashed peer's work, and must not hold back the teardowns of other
+//! devices). A worker idle for [`IDLE`] ends.
 //!
 //! ```
 //! use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,87 +32,304 @@
 //! assert_eq!(hal_core::teardown::unfinished(), 0);
 //! ```
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// How long a drop waits for its teardown before it returns and lets the
 /// teardown finish on its own.
 pub const GRACE: Duration = Duration::from_millis(100);
 
-/// Teardowns handed to [`after_work`] that have not finished.
-static UNFINISHED: AtomicUsize = AtomicUsize::new(0);
+/// How long a worker with nothing to do waits for a teardown before it
+/// ends.
+pub const IDLE: Duration = Duration::from_secs(10);
+
+/// The name of the worker threads.
+pub const WORKER_NAME: &str = "hal-teardown";
+
+/// The pool of this process.
+static POOL: Pool = Pool::new(IDLE);
 
 /// How many teardowns handed to [`after_work`] in this process have not
 /// finished yet (their device work has not run).
 pub fn unfinished() -> usize {
-    UNFINISHED.load(Ordering::Acquire)
+    POOL.unfinished.load(Ordering::Acquire)
 }
 
-/// Run `teardown` on a thread named `name` and wait up to [`GRACE`] for it
-/// to finish. Where no thread can be started, it runs here, and the caller
-/// waits for it as long as it takes.
+/// How many worker threads this process has now, busy or idle.
+pub fn workers() -> usize {
+    POOL.lock().workers
+}
+
+/// Run `teardown` on a worker thread and wait up to [`GRACE`] for it to
+/// finish; `name` says in the log what it was. Where no worker is idle and
+/// no thread can be started, it runs here, and the caller waits for it as
+/// long as it takes.
 pub fn after_work(name: &str, teardown: impl FnOnce() + Send + 'static) {
-    // The job and whether it finished: taken back to run here when no
-    // thread starts (a failed spawn drops its closure unrun).
-    let job = Arc::new(Mutex::new(Some(teardown)));
-    let done = Arc::new((Mutex::new(false), Condvar::new()));
-    UNFINISHED.fetch_add(1, Ordering::AcqRel);
-    let (their_job, their_done) = (Arc::clone(&job), Arc::clone(&done));
-    let spawned = std::thread::Builder::new()
-        .name(name.into())
-        .spawn(move || {
-            let teardown = their_job.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let Some(teardown) = teardown {
-                teardown();
-            }
-            finished(&their_done);
-        });
-    if let Err(e) = spawned {
-        log::warn!("no thread for {name} could be started ({e}); waiting for the device here");
-        let teardown = job.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(teardown) = teardown {
-            teardown();
-        }
-        finished(&done);
-        return;
-    }
-    let (flag, changed) = &*done;
-    let guard = flag.lock().unwrap_or_else(|p| p.into_inner());
-    let (guard, waited) = changed
-        .wait_timeout_while(guard, GRACE, |finished| !*finished)
-        .unwrap_or_else(|p| p.into_inner());
-    if waited.timed_out() && !*guard {
-        log::debug!("{name}: the device's queued work has not run yet; finishing when it has");
-    }
+    POOL.after_work(name, teardown);
 }
 
-fn finished(done: &(Mutex<bool>, Condvar)) {
-    UNFINISHED.fetch_sub(1, Ordering::AcqRel);
-    *done.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
-    done.1.notify_all();
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Workers and the teardowns they have to run.
+struct Pool {
+    queue: Mutex<Queue>,
+    /// Rung when a job is queued for an idle worker.
+    queued: Condvar,
+    /// Teardowns handed over that have not finished.
+    unfinished: AtomicUsize,
+    /// How long a worker waits for a job before it ends.
+    idle_for: Duration,
+}
+
+/// The teardowns no worker has taken yet, and the workers.
+struct Queue {
+    jobs: VecDeque<Job>,
+    /// Workers waiting for a job.
+    idle: usize,
+    /// Workers alive.
+    workers: usize,
+}
+
+impl Pool {
+    const fn new(idle_for: Duration) -> Self {
+        Self {
+            queue: Mutex::new(Queue {
+                jobs: VecDeque::new(),
+                idle: 0,
+                workers: 0,
+            }),
+            queued: Condvar::new(),
+            unfinished: AtomicUsize::new(0),
+            idle_for,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        // A job runs outside the lock, so no panic of a job poisons it.
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn after_work(&'static self, name: &str, teardown: impl FnOnce() + Send + 'static) {
+        let done = Arc::new((Mutex::new(false), Condvar::new()));
+        self.unfinished.fetch_add(1, Ordering::AcqRel);
+        let theirs = Arc::clone(&done);
+        let job: Job = Box::new(move || {
+            teardown();
+            self.unfinished.fetch_sub(1, Ordering::AcqRel);
+            *theirs.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+            theirs.1.notify_all();
+        });
+        if let Some(job) = self.hand_over(job) {
+            log::warn!("no thread for {name} could be started; waiting for the device here");
+            job();
+            return;
+        }
+        let (flag, changed) = &*done;
+        let guard = flag.lock().unwrap_or_else(|p| p.into_inner());
+        let (guard, waited) = changed
+            .wait_timeout_while(guard, GRACE, |finished| !*finished)
+            .unwrap_or_else(|p| p.into_inner());
+        if waited.timed_out() && !*guard {
+            log::debug!("{name}: the device's queued work has not run yet; finishing when it has");
+        }
+    }
+
+    /// Give `job` to an idle worker, or to a new one; the job back when no
+    /// worker could be started.
+    fn hand_over(&'static self, job: Job) -> Option<Job> {
+        let mut queue = self.lock();
+        if queue.jobs.len() < queue.idle {
+            queue.jobs.push_back(job);
+            self.queued.notify_one();
+            return None;
+        }
+        // Every worker is busy, or already has a job coming: a new one
+        // starts with this job. A failed spawn drops its closure unrun, so
+        // the job travels in a slot it can be taken back from.
+        let slot = Arc::new(Mutex::new(Some(job)));
+        let theirs = Arc::clone(&slot);
+        let spawned = std::thread::Builder::new()
+            .name(WORKER_NAME.into())
+            .spawn(move || {
+                let first = theirs.lock().unwrap_or_else(|p| p.into_inner()).take();
+                if let Some(first) = first {
+                    first();
+                }
+                self.work();
+            });
+        match spawned {
+            Ok(_) => {
+                queue.workers += 1;
+                None
+            }
+            Err(e) => {
+                log::warn!("starting a {WORKER_NAME} thread: {e}");
+                let job = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+                job
+            }
+        }
+    }
+
+    /// A worker's life after its first job: the queued jobs, then a wait
+    /// of at most `idle_for` for the next.
+    fn work(&self) {
+        let mut queue = self.lock();
+        loop {
+            if let Some(job) = queue.jobs.pop_front() {
+                drop(queue);
+                job();
+                queue = self.lock();
+                continue;
+            }
+            queue.idle += 1;
+            let (back, waited) = self
+                .queued
+                .wait_timeout(queue, self.idle_for)
+                .unwrap_or_else(|p| p.into_inner());
+            queue = back;
+            queue.idle -= 1;
+            if waited.timed_out() && queue.jobs.is_empty() {
+                queue.workers -= 1;
+                return;
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::mpsc;
+    use std::thread::ThreadId;
+
+    /// A pool of the test's own: what the other tests hand over does not
+    /// change its counts.
+    fn pool() -> &'static Pool {
+        Box::leak(Box::new(Pool::new(IDLE)))
+    }
+
+    /// A teardown that says on which thread it ran, once `gate` lets it go.
+    fn gated(gate: mpsc::Receiver<()>, tell: mpsc::Sender<ThreadId>) -> impl FnOnce() + Send {
+        move || {
+            let _ = gate.recv();
+            let _ = tell.send(std::thread::current().id());
+        }
+    }
+
+    /// A teardown that says on which thread it ran.
+    fn telling(tell: &mpsc::Sender<ThreadId>) -> impl FnOnce() + Send {
+        let tell = tell.clone();
+        move || {
+            let _ = tell.send(std::thread::current().id());
+        }
+    }
+
+    fn told(rx: &mpsc::Receiver<ThreadId>) -> ThreadId {
+        rx.recv_timeout(Duration::from_secs(30)).unwrap()
+    }
 
     #[test]
     fn a_teardown_that_waits_finishes_after_the_drop_returned() {
+        let pool = pool();
         let (open, gate) = mpsc::channel::<()>();
-        let (tell, told) = mpsc::channel();
-        let before = unfinished();
-        after_work("test-teardown", move || {
-            let _ = gate.recv();
-            let _ = tell.send(std::thread::current().name().map(String::from));
-        });
-        assert!(
-            unfinished() > before,
+        let (tell, rx) = mpsc::channel();
+        pool.after_work("test-teardown", gated(gate, tell));
+        assert_eq!(
+            pool.unfinished.load(Ordering::Acquire),
+            1,
             "returned after the grace, still waiting"
         );
         open.send(()).unwrap();
-        let name = told.recv_timeout(Duration::from_secs(30)).unwrap();
-        assert_eq!(name.as_deref(), Some("test-teardown"), "on its own thread");
+        assert_ne!(told(&rx), std::thread::current().id(), "on a worker");
+        // The count drops right after the job, before its waiter is told.
+        let end = std::time::Instant::now() + Duration::from_secs(30);
+        while pool.unfinished.load(Ordering::Acquire) != 0 {
+            assert!(std::time::Instant::now() < end, "counted finished");
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn a_teardown_that_needs_no_wait_is_done_when_the_drop_returns() {
+        let pool = pool();
+        let (tell, rx) = mpsc::channel();
+        pool.after_work("test-quick", telling(&tell));
+        assert_eq!(pool.unfinished.load(Ordering::Acquire), 0);
+        assert_ne!(told(&rx), std::thread::current().id(), "on a worker");
+    }
+
+    #[test]
+    fn a_stuck_teardown_holds_back_no_other_and_an_idle_worker_is_reused() {
+        let pool = pool();
+        let (open, gate) = mpsc::channel::<()>();
+        let (tell, rx) = mpsc::channel();
+        pool.after_work("test-stuck", gated(gate, tell.clone()));
+        pool.after_work("test-first", telling(&tell));
+        let first = told(&rx);
+        // Its worker tells before it waits again: wait until it does, so
+        // the next job finds it idle.
+        until_idle(pool, 1);
+        pool.after_work("test-second", telling(&tell));
+        assert_eq!(told(&rx), first, "the idle worker took it");
+        assert_eq!(pool.lock().workers, 2, "the stuck one's and the idle one");
+        open.send(()).unwrap();
+        assert_ne!(told(&rx), first, "the stuck one had a worker of its own");
+    }
+
+    /// Wait until `pool` has `n` idle workers.
+    fn until_idle(pool: &Pool, n: usize) {
+        let end = std::time::Instant::now() + Duration::from_secs(30);
+        while pool.lock().idle != n {
+            assert!(std::time::Instant::now() < end, "{n} workers wait again");
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn teardowns_handed_over_at_once_each_get_an_idle_worker() {
+        let pool = pool();
+        let (tell, rx) = mpsc::channel();
+        // Two workers, idle.
+        let gates: Vec<_> = (0..2)
+            .map(|_| {
+                let (open, gate) = mpsc::channel::<()>();
+                pool.after_work("test-warm", gated(gate, tell.clone()));
+                open
+            })
+            .collect();
+        for open in gates {
+            open.send(()).unwrap();
+            told(&rx);
+        }
+        until_idle(pool, 2);
+        // One that sticks, then one right behind it, before any worker
+        // woke: the second goes to the other idle worker, not behind the
+        // first, and no new worker starts.
+        let (open, gate) = mpsc::channel::<()>();
+        pool.after_work("test-stuck", gated(gate, tell.clone()));
+        pool.after_work("test-behind", telling(&tell));
+        told(&rx);
+        assert_eq!(pool.lock().workers, 2);
+        open.send(()).unwrap();
+        told(&rx);
+    }
+
+    #[test]
+    fn an_idle_worker_ends() {
+        let pool: &'static Pool = Box::leak(Box::new(Pool::new(Duration::from_millis(20))));
+        let (tell, rx) = mpsc::channel();
+        pool.after_work("test-quick", telling(&tell));
+        told(&rx);
+        let end = std::time::Instant::now() + Duration::from_secs(30);
+        while pool.lock().workers != 0 {
+            assert!(std::time::Instant::now() < end, "the idle worker ended");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // The next teardown starts a worker again.
+        pool.after_work("test-again", telling(&tell));
+        told(&rx);
+        assert_eq!(pool.unfinished.load(Ordering::Acquire), 0);
     }
 }

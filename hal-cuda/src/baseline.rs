@@ -193,3 +193,70 @@ impl CudaDevice {
         driver.check("cuStreamWriteValue32_v2", status)
     }
 }
+
+/// One bare `cuMemAlloc_v2` of device memory, freed with nothing but
+/// `cuMemFree_v2` (this device's context pushed around it) by
+/// [`BareAlloc::free`], or when dropped: what freeing device memory costs
+/// at the least, against the drop of a `CudaAllocation`.
+pub struct BareAlloc {
+    primary: std::sync::Arc<crate::context::Primary>,
+    ptr: crate::sys::CUdeviceptr,
+}
+
+impl std::fmt::Debug for BareAlloc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BareAlloc")
+            .field("ptr", &format_args!("{:#x}", self.ptr))
+            .finish()
+    }
+}
+
+impl BareAlloc {
+    /// Free it with `cuMemFree_v2`, here and now.
+    pub fn free(mut self) -> Result<()> {
+        let ptr = std::mem::take(&mut self.ptr);
+        bare_free(&self.primary, ptr)
+    }
+}
+
+impl Drop for BareAlloc {
+    fn drop(&mut self) {
+        if self.ptr != 0 {
+            if let Err(e) = bare_free(&self.primary, self.ptr) {
+                log::warn!("freeing a bare allocation: {e}");
+            }
+        }
+    }
+}
+
+fn bare_free(primary: &crate::context::Primary, ptr: crate::sys::CUdeviceptr) -> Result<()> {
+    let driver = &primary.driver;
+    let _ctx = primary.enter()?;
+    let free = driver.mem_free()?;
+    // SAFETY: `ptr` came from cuMemAlloc_v2 in `bare_alloc` and is freed
+    // once: `free` and the drop take it.
+    driver.check("cuMemFree_v2", unsafe { free(ptr) })
+}
+
+impl CudaDevice {
+    /// Allocate `size` bytes of device memory with nothing but
+    /// `cuMemAlloc_v2`. For benchmarks; programs use `allocate`.
+    pub fn bare_alloc(&self, size: u64) -> Result<BareAlloc> {
+        let size = usize::try_from(size)
+            .ok()
+            .filter(|&s| s != 0)
+            .ok_or_else(|| {
+                hal_core::Error::invalid(format!("a bare allocation of {size} bytes"))
+            })?;
+        let driver = &self.primary.driver;
+        let _ctx = self.primary.enter()?;
+        let alloc = driver.mem_alloc()?;
+        let mut ptr: crate::sys::CUdeviceptr = 0;
+        // SAFETY: `ptr` is a valid place; the size is non-zero.
+        driver.check("cuMemAlloc_v2", unsafe { alloc(&mut ptr, size) })?;
+        Ok(BareAlloc {
+            primary: std::sync::Arc::clone(&self.primary),
+            ptr,
+        })
+    }
+}

@@ -42,7 +42,8 @@
 //! | fabric is asked for (with a POSIX descriptor beside it) only where the device supports fabric handles; a refusal (NOT_PERMITTED without IMEX, measured) falls back to a POSIX descriptor with one warning per process | `vmm.rs` (`hal_core::vmm::fabric_or_posix`) |
 //! | physical memory is exported as a POSIX descriptor, made once per allocation and served by the descriptor broker over SCM_RIGHTS; importers are counted with leases; an import closes the descriptor after `cuMemImportFromShareableHandle` | `vmm.rs`, `physical.rs` |
 //! | a mapping has no access until `cuMemSetAccess`; one call gives every device (and the host, for host NUMA pages only) its access; reads and writes through a reservation check this device's access first and copy with `cuMemcpyHtoD` / `DtoH`, never through the address | `vmm.rs`, `reservation.rs` |
-//! | unmaps cover whole mappings and run after the context's queued work (`cuCtxSynchronize`, then `cuMemUnmap`); a reservation's drop unmaps what is left the same way, then frees the range; physical memory is released when its last mapping and owner are gone | `reservation.rs`, `physical.rs` |
+//! | unmaps cover whole mappings and run after the context's queued work (`cuCtxSynchronize`, then `cuMemUnmap`); a reservation's drop unmaps what is left the same way, then frees the range, on a teardown worker that it waits for at most `hal_core::teardown::GRACE`; physical memory is released when its last mapping and owner are gone | `reservation.rs`, `physical.rs` |
+//! | `cuMemFree_v2` and `cuMemFreeHost` may synchronize the context (the driver API says "may perform implicit synchronization"): a dropped allocation is freed on a teardown worker that it waits for at most `hal_core::teardown::GRACE`, so work that waits for a crashed peer's notify cannot hang the drop | `memory.rs` |
 //!
 //! Notifies are words of a shared page signalled and waited on by the host
 //! and shared across processes by descriptor (`notify.rs`).
@@ -74,7 +75,7 @@ mod sys;
 mod vmm;
 
 pub use backend::CudaBackend;
-pub use baseline::{BareOpen, BareVmm};
+pub use baseline::{BareAlloc, BareOpen, BareVmm};
 pub use device::CudaDevice;
 pub use event_cap::DEFAULT_IPC_EVENT_CAP;
 #[doc(hidden)]

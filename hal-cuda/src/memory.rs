@@ -1,6 +1,14 @@
 //! Memory allocated through the driver: device memory (`cuMemAlloc`),
 //! pinned host memory (`cuMemAllocHost`) and managed memory
 //! (`cuMemAllocManaged`), freed on drop with the device's context pushed.
+//!
+//! **A free may wait for the device.** `cuMemFree_v2` and `cuMemFreeHost`
+//! "may perform implicit synchronization" (the driver API's words): they
+//! may wait for all the work queued in the context, which may wait for a
+//! notify a crashed peer never signals. So a drop frees through
+//! [`hal_core::teardown::after_work`]: it returns within
+//! [`hal_core::teardown::GRACE`], and the memory is freed once the work has
+//! run.
 
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
@@ -58,20 +66,24 @@ impl CudaAllocation {
 }
 
 impl Drop for CudaAllocation {
+    /// Returns without waiting for the context's queued work for longer
+    /// than [`hal_core::teardown::GRACE`], and, where importers still map
+    /// the memory, without waiting for them: the memory is freed once both
+    /// are done.
     fn drop(&mut self) {
+        let (primary, ptr, location) = (Arc::clone(&self.primary), self.ptr, self.location);
         let Some(e) = self.exports.get() else {
-            release(&self.primary, self.ptr, self.location);
+            free_after_work(primary, ptr, location);
             return;
         };
         crate::exports::forget(e.buffer_id);
         if e.leases.count() == 0 {
-            release(&self.primary, self.ptr, self.location);
+            free_after_work(primary, ptr, location);
             return;
         }
         // Importers still map it: freeing now would pull the memory from
         // under them (undefined behaviour in CUDA), so the release waits
         // for their leases on a thread of its own.
-        let (primary, ptr, location) = (Arc::clone(&self.primary), self.ptr, self.location);
         let leases = Arc::clone(&e.leases);
         let spawned = std::thread::Builder::new()
             .name("hal-cuda-deferred-free".into())
@@ -89,6 +101,12 @@ impl Drop for CudaAllocation {
             );
         }
     }
+}
+
+/// Free the memory at `ptr` on a teardown worker: the free may wait for
+/// the context's queued work (the module's rule).
+fn free_after_work(primary: Arc<Primary>, ptr: CUdeviceptr, location: Location) {
+    hal_core::teardown::after_work("hal-cuda-free", move || release(&primary, ptr, location));
 }
 
 /// Free the memory at `ptr` with its context pushed.

@@ -20,7 +20,7 @@
 //! context (`cuCtxSynchronize`), then unmaps: the memory is never taken
 //! from under queued work. The physical allocations a mapping holds are
 //! released when their last holder drops, after the unmap. A drop never
-//! waits for long: the teardown runs on a thread of its own
+//! waits for long: the teardown runs on a worker thread
 //! ([`hal_core::teardown`]), so that work waiting on a notify a crashed
 //! peer never signals cannot hang it.
 

@@ -14,6 +14,8 @@ use hal_core::{
 };
 use hal_cuda::{CudaBackend, CudaDevice, CudaPhysical, CudaReservation};
 
+mod common;
+
 /// The variable that hands the child the handle's text.
 const HANDLE_VAR: &str = "HAL_CUDA_VMM_TEST_HANDLE";
 
@@ -116,22 +118,6 @@ fn child_side(body: impl FnOnce(&CudaDevice, CudaPhysical)) {
     std::io::stdin().read_line(&mut go).unwrap();
     body(&dev, p);
     println!("child done");
-}
-
-/// Run this executable's test `name` alone in a child with `env`, and
-/// require that it printed "child done" and exited 0.
-fn child_passes(name: &str, what: &str, env: &[(&str, &str)]) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("child done"),
-        "{what}:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[test]
@@ -301,7 +287,7 @@ fn a_reservation_of_another_device_is_refused() {
 
 #[test]
 fn a_failed_driver_call_keeps_its_code_and_changes_nothing() {
-    child_passes(
+    common::child_passes(
         "child_with_failures",
         "the child with failures",
         &[
@@ -389,7 +375,7 @@ const DESCRIPTOR_VAR: &str = "HAL_CUDA_VMM_TEST_DESCRIPTOR";
 
 #[test]
 fn the_drivers_descriptor_is_checked_and_may_be_numbered_zero() {
-    child_passes(
+    common::child_passes(
         "child_descriptor",
         "a driver that gives no descriptor",
         &[
@@ -397,7 +383,7 @@ fn the_drivers_descriptor_is_checked_and_may_be_numbered_zero() {
             (hal_mock_libcuda::FAIL_VAR, "cuMemExportToShareableHandle:0"),
         ],
     );
-    child_passes(
+    common::child_passes(
         "child_descriptor",
         "descriptor 0",
         &[(DESCRIPTOR_VAR, "zero")],
@@ -451,7 +437,7 @@ fn what_the_device_says_it_lacks_is_never_asked_of_the_driver() {
         hal_core::vendor::cuda::ATTRIBUTE_HOST_NUMA_VMM_SUPPORTED
     );
     for (case, attributes) in [("fabric", "128:0"), ("host-numa", host_numa.as_str())] {
-        child_passes(
+        common::child_passes(
             "child_without_attribute",
             case,
             &[

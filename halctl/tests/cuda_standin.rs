@@ -82,6 +82,7 @@ fn the_bench_runs_the_cuda_scenarios_over_the_standin_driver() {
         "cuda-import-cached",
         "cuda-read",
         "cuda-vmm-import",
+        "cuda-free",
         "cuda-notify-rtt",
     ] {
         let v = scenario(name);

@@ -27,9 +27,9 @@ const BUDGET: u64 = 60 << 20;
 
 /// The test executables of hal-cuda that run on the machine's driver (the
 /// conformance suites, the crash checks, the raw-handle tests and the
-/// dropped reservation's teardown switch to it; the others test a missing
-/// driver and the crate's units). The rest need the stand-in's devices and
-/// switches.
+/// teardowns of a dropped reservation and of dropped memory switch to it;
+/// the others test a missing driver and the crate's units). The rest need
+/// the stand-in's devices and switches.
 const RUN_ON_THE_DRIVER: &[&str] = &[
     "conformance-",
     "no_driver-",

@@ -149,7 +149,7 @@ pub use memory::*;
 pub use peer::*;
 pub use stream::*;
 pub use strings::*;
-pub use switches::{ATTRIBUTES_VAR, FAIL_VAR, IMEX_VAR, NO_PEER_VAR, PAGEABLE_VAR};
+pub use switches::{ATTRIBUTES_VAR, FAIL_VAR, FREE_SYNCS_VAR, IMEX_VAR, NO_PEER_VAR, PAGEABLE_VAR};
 pub use vmm::*;
 
 /// The file name cargo gives the built library.

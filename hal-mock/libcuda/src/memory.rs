@@ -55,7 +55,18 @@ fn allocate(d: &Driver, size: usize, kind: Kind) -> Result<u64, Code> {
 
 /// Free the allocation at `addr` if it is the base of one of `kinds`;
 /// `CUDA_ERROR_INVALID_VALUE` otherwise.
+/// With [`crate::switches::free_synchronizes`], first waits for the work
+/// queued on the allocation's device, as the driver API says
+/// `cuMemFree_v2` and `cuMemFreeHost` may.
 fn free(d: &Driver, addr: u64, kinds: &[Kind]) -> Result<(), Code> {
+    if crate::switches::free_synchronizes() {
+        let ordinal = match lock(&d.memory).get(&addr) {
+            Some(b) if kinds.contains(&b.kind) => b.ordinal,
+            _ => return Err(cuda::INVALID_VALUE),
+        };
+        // Outside the lock: the queued work may use the memory table.
+        sim(d.devices[ordinal as usize].device.synchronize_device(None))?;
+    }
     current(d)?;
     let block = {
         let mut memory = lock(&d.memory);

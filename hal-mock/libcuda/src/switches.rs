@@ -10,6 +10,10 @@
 //!   1, as on HMM or ATS machines; 0 otherwise, as on the measured H200).
 //! - `HAL_MOCK_LIBCUDA_NO_PEER_ACCESS=1`: a machine whose devices cannot
 //!   reach each other (`peer.rs`).
+//! - `HAL_MOCK_LIBCUDA_FREE_SYNCS=1`: `cuMemFree_v2` and `cuMemFreeHost`
+//!   wait for all the work queued on the memory's device before they free,
+//!   as the driver API says they "may perform implicit synchronization".
+//!   Off, they free at once (queued work keeps what it uses).
 //! - `HAL_MOCK_LIBCUDA_FAIL=cuMemCreate:2,cuMemMap:1`: each named entry
 //!   point answers the `CUresult` given (a number of `hal_core`'s CUDA
 //!   table) instead of doing its work, every time; code 0 is a driver that
@@ -36,6 +40,9 @@ pub const FAIL_VAR: &str = "HAL_MOCK_LIBCUDA_FAIL";
 /// can access each other.
 pub const NO_PEER_VAR: &str = "HAL_MOCK_LIBCUDA_NO_PEER_ACCESS";
 
+/// The variable that makes a free wait for the device's queued work.
+pub const FREE_SYNCS_VAR: &str = "HAL_MOCK_LIBCUDA_FREE_SYNCS";
+
 /// The variable of attributes answered otherwise.
 pub const ATTRIBUTES_VAR: &str = "HAL_MOCK_LIBCUDA_ATTRIBUTES";
 
@@ -46,6 +53,7 @@ struct Switches {
     imex: bool,
     pageable: bool,
     no_peer: bool,
+    free_syncs: bool,
     fail: Vec<(String, Code)>,
     attributes: Vec<(i32, i32)>,
 }
@@ -56,6 +64,7 @@ fn switches() -> &'static Switches {
         imex: std::env::var(IMEX_VAR).is_ok_and(|v| v == "1"),
         pageable: std::env::var(PAGEABLE_VAR).is_ok_and(|v| v == "1"),
         no_peer: std::env::var(NO_PEER_VAR).is_ok_and(|v| v == "1"),
+        free_syncs: std::env::var(FREE_SYNCS_VAR).is_ok_and(|v| v == "1"),
         fail: std::env::var(FAIL_VAR)
             .map(|v| parse_failures(&v))
             .unwrap_or_default(),
@@ -109,6 +118,11 @@ pub(crate) fn pageable_memory_access() -> bool {
 /// True when the devices can access each other's memory.
 pub(crate) fn peer_access() -> bool {
     !switches().no_peer
+}
+
+/// True when a free waits for the device's queued work.
+pub(crate) fn free_synchronizes() -> bool {
+    switches().free_syncs
 }
 
 /// The failure injected into `entry`, if any.

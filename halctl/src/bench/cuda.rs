@@ -7,6 +7,7 @@
 //! | cuda-import-cached | import of another range of an allocation already imported | the same bare open |
 //! | cuda-read | a device-to-device copy out of memory imported from the exporter | the same copy out of the consumer's own allocation |
 //! | cuda-vmm-import | decode + broker fetch + `cuMemImportFromShareableHandle` + reserve + map + access | the same four driver calls on a descriptor already in hand |
+//! | cuda-free | the drop of a `CudaAllocation` of fresh device memory: `cuMemFree_v2` on a teardown worker, waited for (the free may synchronize the device) | a bare `cuMemFree_v2` of another fresh allocation, in the same process |
 //! | cuda-notify-rtt | host `signal` → the other process's stream: `stream_wait_notify` + `record_notify` → host `wait` | a bare `cuStreamWaitValue32` / `cuStreamWriteValue32` ping-pong on two words of a registered shared page (`cuda_rtt.rs`) |
 
 use hal::cuda::{CudaBackend, CudaDevice};
@@ -31,6 +32,10 @@ const CUDA_IMPORTS_MAX: usize = 2000;
 const CUDA_VMM_MAX: usize = 500;
 /// Physical allocations per batch of cuda-vmm-import, of each kind.
 const CUDA_VMM_BATCH: usize = 50;
+/// At most this many cuda-free samples of each kind.
+const CUDA_FREES_MAX: usize = 2000;
+/// The size of each cuda-free allocation.
+const CUDA_FREE_SIZE: u64 = 1 << 20;
 /// Descriptors per control message (the channel's bound).
 const FDS_PER_MESSAGE: usize = 4;
 /// `RawIpcHandle` bytes as a handle-list entry.
@@ -60,6 +65,9 @@ impl Bench<'_> {
             } else {
                 eprintln!("cuda-vmm-import: skipped, the device offers no VMM");
             }
+        }
+        if self.wants("cuda-free") {
+            self.cuda_free(&dev)?;
         }
         if self.wants("cuda-notify-rtt") {
             if dev
@@ -299,6 +307,45 @@ impl Bench<'_> {
             )),
         )
         .target("ratio_p50 <= 1.3", r <= 1.3);
+        self.printer.emit(line)
+    }
+
+    /// cuda-free: dropping hal's device memory against a bare free, the
+    /// two interleaved on fresh allocations of the same size.
+    fn cuda_free(&mut self, dev: &CudaDevice) -> CmdResult {
+        let total = self.plan.import_n.min(CUDA_FREES_MAX) + IMPORT_WARMUP;
+        let desc = AllocDesc::device(dev.info().ordinal, CUDA_FREE_SIZE);
+        let mut hal_ns = Vec::with_capacity(total);
+        let mut bare_ns = Vec::with_capacity(total);
+        for _ in 0..total {
+            let a = dev.allocate(&desc).ctx("allocating device memory")?;
+            let bare = dev
+                .bare_alloc(CUDA_FREE_SIZE)
+                .ctx("allocating bare device memory")?;
+            let t = std::time::Instant::now();
+            drop(a);
+            hal_ns.push(t.elapsed().as_nanos() as u64);
+            let t = std::time::Instant::now();
+            bare.free().ctx("a bare cuMemFree_v2")?;
+            bare_ns.push(t.elapsed().as_nanos() as u64);
+        }
+        let v = summarize(hal_ns.into_iter().skip(IMPORT_WARMUP).collect());
+        let b = summarize(bare_ns.into_iter().skip(IMPORT_WARMUP).collect());
+        let mut line = Line::new(
+            "cuda-free",
+            &self.backend,
+            v,
+            Some((
+                "cuda-free: a bare cuMemFree_v2 of another fresh allocation, in the same process",
+                b,
+            )),
+        );
+        line.size_bytes = Some(CUDA_FREE_SIZE);
+        line.note = Some(
+            "no target: the price of freeing on a teardown worker, so that a free the driver \
+             synchronizes cannot hang a drop behind work that waits for a crashed peer"
+                .into(),
+        );
         self.printer.emit(line)
     }
 }

@@ -238,7 +238,7 @@ fn one(series: Vec<Vec<u64>>) -> CmdResult<[Vec<u64>; 1]> {
         .map_err(|_| Fail::failed("the consumer sent the wrong number of series"))
 }
 
-const SCENARIOS: [&str; 15] = [
+const SCENARIOS: [&str; 16] = [
     "export",
     "import-first",
     "import-first-persistent",
@@ -253,6 +253,7 @@ const SCENARIOS: [&str; 15] = [
     "cuda-import-cached",
     "cuda-read",
     "cuda-vmm-import",
+    "cuda-free",
     "cuda-notify-rtt",
 ];
 

@@ -265,6 +265,32 @@ where
     );
 }
 
+/// A vendor backend's answer to dropped device memory (not a case of the
+/// suite: it counts what this process has left to finish, so the caller
+/// runs it alone in its process): memory dropped while the device's queued
+/// work waits for a notify is freed, at once or, where the free waits for
+/// that work, once it has run. True when the free was still waiting after
+/// the drop returned. Panics on a failure, as the cases do.
+pub fn dropped_allocation_is_freed_after_the_work<D: Device>(dev: &D) -> bool
+where
+    D::Allocation: Send + 'static,
+{
+    use hal_core::teardown::unfinished;
+    assert_eq!(unfinished(), 0, "nothing left at the start");
+    let memory = must(
+        dev.allocate(&hal_core::AllocDesc::device(dev.info().ordinal, 1 << 20)),
+        "allocate device memory",
+    );
+    let (_stream, gate) = gated(dev);
+    drop_returns(memory, "device memory");
+    let waited = unfinished();
+    assert!(waited <= 1, "one free handed over, not {waited}");
+    gate.still_waits("the memory");
+    gate.open();
+    eventually(|| unfinished() == 0, "the dropped memory was never freed");
+    waited == 1
+}
+
 /// A vendor backend's answer to a dropped stream (not a case of the suite:
 /// the simulator abandons the work instead): a stream dropped while its
 /// work waits for a notify runs that work once the notify is signalled,
