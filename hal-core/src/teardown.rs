@@ -116,7 +116,11 @@ impl Pool {
         self.unfinished.fetch_add(1, Ordering::AcqRel);
         let theirs = Arc::clone(&done);
         let job: Job = Box::new(move || {
-            teardown();
+            // A teardown that panics is counted finished, and its worker
+            // lives on.
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(teardown)).is_err() {
+                log::error!("a teardown panicked; what it was freeing may be left");
+            }
             self.unfinished.fetch_sub(1, Ordering::AcqRel);
             *theirs.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
             theirs.1.notify_all();
@@ -243,7 +247,11 @@ mod tests {
         );
         open.send(()).unwrap();
         assert_ne!(told(&rx), std::thread::current().id(), "on a worker");
-        // The count drops right after the job, before its waiter is told.
+        until_finished(pool);
+    }
+
+    /// Wait until `pool` counts every teardown finished.
+    fn until_finished(pool: &Pool) {
         let end = std::time::Instant::now() + Duration::from_secs(30);
         while pool.unfinished.load(Ordering::Acquire) != 0 {
             assert!(std::time::Instant::now() < end, "counted finished");
@@ -314,6 +322,19 @@ mod tests {
         assert_eq!(pool.lock().workers, 2);
         open.send(()).unwrap();
         told(&rx);
+    }
+
+    #[test]
+    fn a_teardown_that_panics_is_counted_finished_and_its_worker_lives_on() {
+        let pool = pool();
+        let (tell, rx) = mpsc::channel();
+        pool.after_work("test-panics", || panic!("a teardown that panics"));
+        // Unwinding (and printing) may take longer than the grace.
+        until_finished(pool);
+        until_idle(pool, 1);
+        pool.after_work("test-after", telling(&tell));
+        told(&rx);
+        assert_eq!(pool.lock().workers, 1, "the same worker");
     }
 
     #[test]
