@@ -13,6 +13,7 @@ mod batch;
 mod device;
 mod dlpack;
 mod foreign;
+mod gate;
 mod handle;
 mod lease;
 mod memory;

@@ -57,7 +57,7 @@ pub fn cross_process_memory_event_notify<B: Backend>(s: &Suite<B>) {
         None
     };
     let stream = must(dev.create_stream(), "create_stream");
-    let gate = must(dev.create_notify(), "create_notify");
+    let gate = super::gate::gate(&dev);
     let event = if caps.contains(C::IPC_EVENT) {
         let e = must(
             dev.create_event(EventFlags {
@@ -246,7 +246,7 @@ pub fn full_cycle<B: Backend>(s: &Suite<B>) {
         drop((m1, m2, m3, ex, ex_sub, b));
     }
     let stream = must(dev.create_stream(), "create_stream");
-    let gate = must(dev.create_notify(), "create_notify");
+    let gate = super::gate::gate(&dev);
     let e = must(dev.create_event(EventFlags::default()), "create_event");
     let queued = stream_model(&dev) == StreamModel::Queued;
     if queued {

@@ -67,7 +67,7 @@ pub fn queued_notify_outlives_its_drop<B: Backend>(s: &Suite<B>) {
 /// A notify recorded behind a closed gate, then dropped: its importer sees
 /// the stream's signal once the gate opens.
 fn recorded_then_dropped<D: Device>(dev: &D, stream: &D::Stream, opts: &hal_core::ExportOptions) {
-    let gate = must(dev.create_notify(), "create_notify (gate)");
+    let gate = super::gate::gate(dev);
     let recorded = must(dev.create_notify(), "create_notify (recorded)");
     let recorded_ex = must(dev.export_notify(&recorded, opts), "export_notify");
     let recorded_peer = must(
@@ -98,26 +98,26 @@ fn queued_with<D: Device>(dev: &D, more: C) -> bool {
 
 /// What a gated stream's work waits for (`gate`, signalled by nobody yet)
 /// and records after it (`done`).
-struct Gate<D: Device> {
-    gate: D::Notify,
+struct GatedWork<D: Device> {
+    gate: super::gate::Gate<D::Notify>,
     done: D::Notify,
 }
 
 /// A stream whose work waits, with no timeout, for the gate, then records
 /// `done`.
-fn gated<D: Device>(dev: &D) -> (D::Stream, Gate<D>) {
+fn gated<D: Device>(dev: &D) -> (D::Stream, GatedWork<D>) {
     let stream = must(dev.create_stream(), "create_stream");
-    let gate = must(dev.create_notify(), "create_notify (gate)");
+    let gate = super::gate::gate(dev);
     let done = must(dev.create_notify(), "create_notify (done)");
     must(
         dev.stream_wait_notify(&stream, &gate, None),
         "stream_wait_notify with no timeout",
     );
     must(dev.record_notify(&stream, &done), "record_notify (done)");
-    (stream, Gate { gate, done })
+    (stream, GatedWork { gate, done })
 }
 
-impl<D: Device> Gate<D> {
+impl<D: Device> GatedWork<D> {
     /// The work behind the gate has not run, after `what` was dropped.
     fn still_waits(&self, what: &str) {
         must_time_out(
@@ -180,7 +180,7 @@ pub fn dropped_stream_never_waits_for_its_work<B: Backend>(s: &Suite<B>) {
 
 /// A mapped reservation beside a gated stream; the mapping holds the
 /// physical allocation.
-fn gated_beside_a_mapping<D: Device>(dev: &D) -> (D::Stream, Gate<D>, D::Reservation) {
+fn gated_beside_a_mapping<D: Device>(dev: &D) -> (D::Stream, GatedWork<D>, D::Reservation) {
     let (stream, gate) = gated(dev);
     let g = gran(dev);
     let physical = must(dev.allocate_physical(g), "allocate_physical");

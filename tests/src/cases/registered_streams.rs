@@ -82,7 +82,7 @@ pub fn registered_memory_in_stream_order<B: Backend>(s: &Suite<B>) {
     if stream_model(&dev) != StreamModel::Queued {
         return;
     }
-    let gate = must(dev.create_notify(), "create_notify");
+    let gate = super::gate::gate(&dev);
     {
         // SAFETY: as above.
         let reg = must(

@@ -100,7 +100,7 @@ pub fn memset_on_stream<B: Backend>(s: &Suite<B>) {
     let a = alloc_filled(&dev, 1, 5);
     let before = read_vec(&a, 0, a.len());
     let stream = must(dev.create_stream(), "create_stream");
-    let gate = must(dev.create_notify(), "create_notify (gate)");
+    let gate = super::gate::gate(&dev);
     gated(
         model,
         &dev,

@@ -117,7 +117,7 @@ pub fn event_wait_timeout_and_stream_order<B: Backend>(s: &Suite<B>) {
     let dev = s.device();
     let model = stream_model(&dev);
     let stream = must(dev.create_stream(), "create_stream");
-    let gate = must(dev.create_notify(), "create_notify");
+    let gate = super::gate::gate(&dev);
     let after = must(dev.create_notify(), "create_notify");
     let e = must(dev.create_event(EventFlags::default()), "create_event");
     gated(
@@ -168,7 +168,7 @@ pub fn event_stream_wait_event<B: Backend>(s: &Suite<B>) {
     let model = stream_model(&dev);
     let s1 = must(dev.create_stream(), "create_stream");
     let s2 = must(dev.create_stream(), "create_stream");
-    let gate = must(dev.create_notify(), "create_notify");
+    let gate = super::gate::gate(&dev);
     let done = must(dev.create_notify(), "create_notify");
     let e1 = must(dev.create_event(EventFlags::default()), "create_event");
     if model == StreamModel::Queued {
@@ -206,7 +206,7 @@ pub fn event_wait_async<B: Backend>(s: &Suite<B>) {
     let dev = s.device();
     let model = stream_model(&dev);
     let stream = must(dev.create_stream(), "create_stream");
-    let gate = must(dev.create_notify(), "create_notify");
+    let gate = super::gate::gate(&dev);
     let e = must(dev.create_event(EventFlags::default()), "create_event");
     if model == StreamModel::HostSynchronous {
         must(dev.record_event(&stream, &e), "record_event");
@@ -288,7 +288,7 @@ pub fn event_ipc_export_import<B: Backend>(s: &Suite<B>) {
     }
 
     let stream = must(dev.create_stream(), "create_stream");
-    let gate = must(dev.create_notify(), "create_notify");
+    let gate = super::gate::gate(&dev);
     let s2 = must(dev.create_stream(), "create_stream");
     let done = must(dev.create_notify(), "create_notify");
     if model == StreamModel::Queued {
@@ -379,7 +379,7 @@ pub fn stream_synchronize_timeout<B: Backend>(s: &Suite<B>) {
     let dev = s.device();
     let model = stream_model(&dev);
     let stream = must(dev.create_stream(), "create_stream");
-    let gate = must(dev.create_notify(), "create_notify");
+    let gate = super::gate::gate(&dev);
     must(
         dev.synchronize(&stream, Some(LONG)),
         "synchronize of an idle stream",
@@ -466,7 +466,7 @@ pub fn notify_stream_record_and_wait<B: Backend>(s: &Suite<B>) {
     let dev = s.device();
     let model = stream_model(&dev);
     let stream = must(dev.create_stream(), "create_stream");
-    let gate = must(dev.create_notify(), "create_notify");
+    let gate = super::gate::gate(&dev);
     let n = must(dev.create_notify(), "create_notify");
     gated(
         model,
