@@ -25,7 +25,9 @@
 //!
 //! Streams may be queued (device streams) or host-synchronous (work runs on
 //! the calling thread); the suite finds out which
-//! ([`cases::stream_model`]) and checks ordering in both.
+//! ([`cases::stream_model`]) and checks ordering in both. A device without
+//! stream-ordered notifies has no gate to hold queued work back with
+//! ([`cases::StreamModel::Ungated`]): the cases check what needs none.
 //!
 //! ## Real child processes
 //!

@@ -45,15 +45,36 @@ pub enum StreamModel {
     /// Work runs at once on the calling thread, in order (host streams): a
     /// queued wait blocks the caller, and a recorded event is complete.
     HostSynchronous,
+    /// Work is queued, but nothing the suite can queue holds it back: the
+    /// device has no STREAM_ORDERED_NOTIFY, so no gate. The cases check
+    /// what needs no gate (work runs, events complete, waits return), and
+    /// `stream_model` that the stream-ordered notify operations answer
+    /// Unsupported.
+    Ungated,
 }
 
 /// Find out how `dev` runs streams: queue a wait, with a short timeout, for
 /// a notify nobody signals. A queued stream accepts it at once; a
-/// host-synchronous one waits on the calling thread and times out.
+/// host-synchronous one waits on the calling thread and times out. Without
+/// STREAM_ORDERED_NOTIFY the wait and `record_notify` must answer
+/// Unsupported, and the model is [`StreamModel::Ungated`].
 #[track_caller]
 pub fn stream_model<D: Device>(dev: &D) -> StreamModel {
     let stream = must(dev.create_stream(), "create_stream");
     let never = must(dev.create_notify(), "create_notify");
+    if !dev.capabilities().contains(C::STREAM_ORDERED_NOTIFY) {
+        must_be_unsupported(
+            dev.stream_wait_notify(&stream, &never, Some(SHORT)),
+            "STREAM_ORDERED_NOTIFY",
+            "stream_wait_notify",
+        );
+        must_be_unsupported(
+            dev.record_notify(&stream, &never),
+            "STREAM_ORDERED_NOTIFY",
+            "record_notify",
+        );
+        return StreamModel::Ungated;
+    }
     match dev.stream_wait_notify(&stream, &never, Some(SHORT)) {
         Ok(()) => {
             // Let the queued wait finish before the stream goes.
@@ -105,6 +126,9 @@ pub(crate) fn gated<D: Device>(
                 std::panic::resume_unwind(p);
             }
         }),
+        StreamModel::Ungated => panic!(
+            "a gated check needs STREAM_ORDERED_NOTIFY: the case handles StreamModel::Ungated first"
+        ),
     }
 }
 
@@ -120,6 +144,14 @@ pub fn event_wait_timeout_and_stream_order<B: Backend>(s: &Suite<B>) {
     let gate = super::gate::gate(&dev);
     let after = must(dev.create_notify(), "create_notify");
     let e = must(dev.create_event(EventFlags::default()), "create_event");
+    if model == StreamModel::Ungated {
+        // Nothing holds the work back: the event completes.
+        must(dev.record_event(&stream, &e), "record_event");
+        must(e.wait(long()), "the recorded event");
+        assert!(must(e.query(), "query"), "query() after completion");
+        must(dev.synchronize(&stream, Some(LONG)), "synchronize");
+        return;
+    }
     gated(
         model,
         &dev,
@@ -178,6 +210,17 @@ pub fn event_stream_wait_event<B: Backend>(s: &Suite<B>) {
         must(dev.record_notify(&s2, &done), "record_notify");
         must_time_out(done.wait(short()), "work queued behind an incomplete event");
         must(gate.signal(), "signal the gate");
+    } else if model == StreamModel::Ungated {
+        // Without a notify to record, a second event tells that the work
+        // behind the wait ran.
+        let e2 = must(dev.create_event(EventFlags::default()), "create_event");
+        must(dev.record_event(&s1, &e1), "record_event");
+        must(dev.stream_wait_event(&s2, &e1), "stream_wait_event");
+        must(dev.record_event(&s2, &e2), "record_event behind the wait");
+        must(e2.wait(long()), "work queued behind the event");
+        must(dev.synchronize(&s1, Some(LONG)), "synchronize");
+        must(dev.synchronize(&s2, Some(LONG)), "synchronize");
+        return;
     } else {
         must(dev.record_event(&s1, &e1), "record_event");
         must(
@@ -208,7 +251,9 @@ pub fn event_wait_async<B: Backend>(s: &Suite<B>) {
     let stream = must(dev.create_stream(), "create_stream");
     let gate = super::gate::gate(&dev);
     let e = must(dev.create_event(EventFlags::default()), "create_event");
-    if model == StreamModel::HostSynchronous {
+    if model != StreamModel::Queued {
+        // Nothing to hold the work back with (host-synchronous, or no
+        // gate): the awaited event completes.
         must(dev.record_event(&stream, &e), "record_event");
         must(block_on(e.wait_async(long())), "awaited recorded event");
         must(
@@ -384,6 +429,21 @@ pub fn stream_synchronize_timeout<B: Backend>(s: &Suite<B>) {
         dev.synchronize(&stream, Some(LONG)),
         "synchronize of an idle stream",
     );
+    if model == StreamModel::Ungated {
+        // Nothing to block it with: work queued runs, and synchronize
+        // returns after it.
+        let e = must(dev.create_event(EventFlags::default()), "create_event");
+        must(dev.record_event(&stream, &e), "record_event");
+        must(
+            dev.synchronize(&stream, Some(LONG)),
+            "synchronize of a stream with work",
+        );
+        assert!(
+            must(e.query(), "query"),
+            "the work before the synchronize ran"
+        );
+        return;
+    }
     if model == StreamModel::Queued {
         block_stream(&dev, &stream, &gate);
         must_time_out(
@@ -465,6 +525,10 @@ pub fn notify_wait_async<B: Backend>(s: &Suite<B>) {
 pub fn notify_stream_record_and_wait<B: Backend>(s: &Suite<B>) {
     let dev = s.device();
     let model = stream_model(&dev);
+    if model == StreamModel::Ungated {
+        // stream_model required Unsupported of record_notify.
+        return;
+    }
     let stream = must(dev.create_stream(), "create_stream");
     let gate = super::gate::gate(&dev);
     let n = must(dev.create_notify(), "create_notify");
@@ -519,14 +583,22 @@ pub fn notify_ipc_export_import<B: Backend>(s: &Suite<B>) {
         "creator wait after the text importer's signal",
     );
     let stream = must(dev.create_stream(), "create_stream");
-    must(
-        dev.record_notify(&stream, &imported),
-        "record_notify on an imported notify",
-    );
-    must(
-        n.wait(long()),
-        "creator wait after the importer's stream record",
-    );
+    if caps.contains(C::STREAM_ORDERED_NOTIFY) {
+        must(
+            dev.record_notify(&stream, &imported),
+            "record_notify on an imported notify",
+        );
+        must(
+            n.wait(long()),
+            "creator wait after the importer's stream record",
+        );
+    } else {
+        must_be_unsupported(
+            dev.record_notify(&stream, &imported),
+            "STREAM_ORDERED_NOTIFY",
+            "record_notify on an imported notify",
+        );
+    }
     must_time_out(n.wait(short()), "creator wait with no signal");
 
     if caps.contains(C::CREATOR_ONLY_NOTIFY_WAIT) {
