@@ -129,6 +129,7 @@ fn calls_leave_the_callers_context_alone_on_every_thread() {
     std::thread::scope(|t| {
         t.spawn(|| {
             let mine = dev.current_context().unwrap();
+            assert_eq!(mine, None, "a new thread has no current context");
             a.write(0, b"elsewhere").unwrap();
             let s = dev.create_stream().unwrap();
             dev.synchronize(&s, Some(LONG)).unwrap();
@@ -309,5 +310,98 @@ fn an_allocation_shows_its_address_length_and_location() {
         ] {
             assert!(shown.contains(&part), "{shown} lacks {part}");
         }
+    }
+}
+
+#[test]
+fn a_device_shows_its_ordinal_and_name() {
+    let dev = backend().open(0).unwrap();
+    let shown = format!("{dev:?}");
+    for part in [
+        "CudaDevice".to_string(),
+        "ordinal: 0".to_string(),
+        format!("name: {:?}", dev.info().name),
+    ] {
+        assert!(shown.contains(&part), "{shown} lacks {part}");
+    }
+}
+
+#[test]
+fn a_stream_of_another_device_is_refused_by_every_stream_operation() {
+    let cuda = backend();
+    assert!(
+        cuda.devices().unwrap().len() >= 2,
+        "the stand-in has two devices"
+    );
+    let (dev, other) = (cuda.open(0).unwrap(), cuda.open(1).unwrap());
+    let theirs = other.create_stream().unwrap();
+    let a = dev.allocate(&AllocDesc::device(0, 4096)).unwrap();
+    let b = dev.allocate(&AllocDesc::device(0, 4096)).unwrap();
+    let e = dev.create_event(EventFlags::default()).unwrap();
+    let n = dev.create_notify().unwrap();
+    let m = dev.allocate(&AllocDesc::managed(4096)).unwrap();
+    let refused: Vec<(&str, hal_core::Result<()>)> = vec![
+        ("synchronize", dev.synchronize(&theirs, Some(LONG))),
+        ("query_stream", dev.query_stream(&theirs).map(drop)),
+        ("record_event", dev.record_event(&theirs, &e)),
+        ("stream_wait_event", dev.stream_wait_event(&theirs, &e)),
+        ("record_notify", dev.record_notify(&theirs, &n)),
+        (
+            "stream_wait_notify",
+            dev.stream_wait_notify(&theirs, &n, Some(LONG)),
+        ),
+        (
+            "copy_async",
+            dev.copy_async(
+                &theirs,
+                MemRef::Allocation(&a),
+                0,
+                MemRef::Allocation(&b),
+                0,
+                4,
+            ),
+        ),
+        (
+            "memset_async",
+            dev.memset_async(&theirs, MemRef::Allocation(&a), 0, 4, 1),
+        ),
+        (
+            "hold_until_done",
+            dev.hold_until_done(&theirs, Box::new(())),
+        ),
+        (
+            "write_async",
+            dev.write_async(&theirs, MemRef::Allocation(&a), 0, b"four".to_vec()),
+        ),
+        (
+            "prefetch_async",
+            dev.prefetch_async(
+                &theirs,
+                MemRef::Allocation(&m),
+                0,
+                4096,
+                Location::Device(0),
+            ),
+        ),
+    ];
+    for (what, r) in refused {
+        match r {
+            Err(Error::InvalidArgument { ref what }) if what.contains("another CUDA device") => {}
+            other => panic!("{what} on another device's stream: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn an_alignment_the_driver_did_not_give_is_refused() {
+    let dev = backend().open(0).unwrap();
+    // No address the stand-in hands out is aligned to a whole TiB.
+    let desc = AllocDesc {
+        align: 1 << 40,
+        ..AllocDesc::device(0, 4096)
+    };
+    match dev.allocate(&desc) {
+        Err(Error::InvalidArgument { what }) => assert!(what.contains("not aligned"), "{what}"),
+        other => panic!("a TiB alignment: {other:?}"),
     }
 }

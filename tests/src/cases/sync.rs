@@ -416,8 +416,9 @@ pub fn event_ipc_needs_interprocess_flag<B: Backend>(s: &Suite<B>) {
     }
 }
 
-/// Stream timeouts: on queued streams `synchronize` with a timeout times out
-/// while queued work cannot run and returns once it has; on
+/// Stream timeouts: on queued streams `synchronize` (and
+/// `synchronize_device`) with a timeout times out while queued work cannot
+/// run and returns once it has; on
 /// host-synchronous streams the queued wait itself times out on the caller
 /// and `synchronize` has nothing to wait for.
 pub fn stream_synchronize_timeout<B: Backend>(s: &Suite<B>) {
@@ -449,6 +450,10 @@ pub fn stream_synchronize_timeout<B: Backend>(s: &Suite<B>) {
         must_time_out(
             dev.synchronize(&stream, Some(SHORT)),
             "synchronize of a blocked stream",
+        );
+        must_time_out(
+            dev.synchronize_device(Some(SHORT)),
+            "synchronize_device while a stream is blocked",
         );
         must(gate.signal(), "signal the gate");
     } else {
