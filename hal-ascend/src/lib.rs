@@ -41,7 +41,8 @@
 //! | host-side signal and wait through internal streams | `notify.rs` |
 //! | a dropped stream whose work has not run is destroyed (`aclrtDestroyStream`) only once the stream query says the work ran, by hal-core's reaper thread; the drop returns at once | `stream.rs` (`hal_core::reaper`) |
 //! | VMM: sizes, offsets and alignments are whole granules (`aclrtMemGetAllocationGranularity`); device memory only, made with `ACL_MEM_HANDLE_TYPE_NONE`; a mapping has no access until `aclrtMemSetAccess`, and copies through it are refused before the runtime is called | `vmm.rs`, `reservation.rs` |
-//! | unmap (and release) only after the device's queued work (`aclrtSynchronizeDevice`), whole mappings only (`aclrtUnmapMem` names a mapping by its first address) | `reservation.rs` |
+//! | unmap (and release) only after the device's queued work (`aclrtSynchronizeDevice`), whole mappings only (`aclrtUnmapMem` names a mapping by its first address); a dropped reservation does it on a teardown worker that it waits for at most `hal_core::teardown::GRACE` | `reservation.rs` |
+//! | `aclrtMallocPhysical` refused for lack of memory (`ACL_ERROR_RT_MEMORY_ALLOCATION`) while dropped reservations still wait to release theirs is tried again as each finishes, for at most `hal_core::teardown::PATIENCE` (`hal_core::teardown::when_freed`); `aclrtFree` does no device synchronization (the runtime's documentation), so a dropped allocation frees at once | `vmm.rs`, `memory.rs` |
 //! | the 64-bit shareable handle (`aclrtMemExportToShareableHandle`) keeps the pid allow-list on by default; importers' bare tgids are added with `aclrtMemSetPidToShareableHandle`; an export to anyone passes `ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION`; importers are counted by leases | `vmm.rs`, `device.rs` |
 //!
 //! VMM (and the growable buffer on it) is claimed only where every VMM

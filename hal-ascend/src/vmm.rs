@@ -189,15 +189,23 @@ impl Vmm<'_> {
         }
         let rt = self.rt();
         let p = prop(self.info.ordinal);
-        let handle = self.ctx.call(|| {
-            let f = rt.malloc_physical()?;
-            let mut h: Raw = std::ptr::null_mut();
-            // SAFETY: `h` is a valid place; `p` is a filled-in property
-            // structure that outlives the call; flags 0.
-            let status = unsafe { f(&mut h, desc.size as usize, &p, 0) };
-            rt.check("aclrtMallocPhysical", status)?;
-            Ok(h.addr())
-        })?;
+        // A dropped reservation's physical memory may still be on its way
+        // back (`reservation.rs`): a refusal for lack of it waits for that.
+        let handle = hal_core::teardown::when_freed(
+            hal_core::teardown::PATIENCE,
+            |e| matches!(e, Error::Vendor(v) if v.code == hal_core::vendor::acl::RT_MEMORY_ALLOCATION.code),
+            || {
+                self.ctx.call(|| {
+                    let f = rt.malloc_physical()?;
+                    let mut h: Raw = std::ptr::null_mut();
+                    // SAFETY: `h` is a valid place; `p` is a filled-in
+                    // property structure that outlives the call; flags 0.
+                    let status = unsafe { f(&mut h, desc.size as usize, &p, 0) };
+                    rt.check("aclrtMallocPhysical", status)?;
+                    Ok(h.addr())
+                })
+            },
+        )?;
         Ok(AscendPhysical {
             inner: Arc::new(PhysInner {
                 ctx: Arc::clone(self.ctx),

@@ -256,7 +256,8 @@ pub trait Device: Send + Sync + 'static {
     /// Dropping it never waits long for the device's queued work: where
     /// the vendor's free may synchronize the device (CUDA's), the backend
     /// frees on a worker thread ([`crate::teardown`]) once that work has
-    /// run.
+    /// run, and an allocation that finds the device full meanwhile waits
+    /// for such frees ([`crate::teardown::when_freed`]).
     type Allocation: Allocation;
     /// Memory imported from another process.
     type Mapping: Mapping;

@@ -15,6 +15,11 @@
 //! work has run. Work that never runs keeps what the teardown would free
 //! until the process ends.
 //!
+//! Memory a pending teardown frees is not back yet: an allocation that
+//! finds the device full while teardowns are pending waits for them and
+//! tries again ([`when_freed`], for at most [`PATIENCE`]), so dropping a buffer and allocating the
+//! next of its size still succeeds on a device that is merely busy.
+//!
 //! The workers are kept: a teardown goes to one that is idle, and a new
 //! one starts only when every worker is busy (one may be stuck behind a
 //! crashed peer's work, and must not hold back the teardowns of other
@@ -35,11 +40,19 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use crate::{Error, Result};
 
 /// How long a drop waits for its teardown before it returns and lets the
 /// teardown finish on its own.
 pub const GRACE: Duration = Duration::from_millis(100);
+
+/// How long an allocation refused for lack of memory waits, with
+/// [`when_freed`], for this process's pending teardowns before it answers
+/// with the refusal: long enough for a busy device's queued work, short
+/// enough that work waiting for a crashed peer ends in an error.
+pub const PATIENCE: Duration = Duration::from_secs(10);
 
 /// How long a worker with nothing to do waits for a teardown before it
 /// ends.
@@ -62,6 +75,19 @@ pub fn workers() -> usize {
     POOL.lock().workers
 }
 
+/// Run `attempt`; while it fails for lack of memory (`for_lack_of_memory`
+/// says which errors are) and teardowns handed to [`after_work`] are
+/// unfinished (what they free may be the memory it lacks), wait for one of
+/// them to finish and try again, for at most `patience` in all. Past that,
+/// the last error, saying how many teardowns still wait for the device.
+pub fn when_freed<T>(
+    patience: Duration,
+    for_lack_of_memory: impl Fn(&Error) -> bool,
+    attempt: impl FnMut() -> Result<T>,
+) -> Result<T> {
+    POOL.when_freed(patience, for_lack_of_memory, attempt)
+}
+
 /// Run `teardown` on a worker thread and wait up to [`GRACE`] for it to
 /// finish; `name` says in the log what it was. Where no worker is idle and
 /// no thread can be started, it runs here, and the caller waits for it as
@@ -81,6 +107,9 @@ struct Pool {
     unfinished: AtomicUsize,
     /// How long a worker waits for a job before it ends.
     idle_for: Duration,
+    /// How many teardowns have finished, rung at each.
+    finished: Mutex<u64>,
+    finished_one: Condvar,
 }
 
 /// The teardowns no worker has taken yet, and the workers.
@@ -103,6 +132,8 @@ impl Pool {
             queued: Condvar::new(),
             unfinished: AtomicUsize::new(0),
             idle_for,
+            finished: Mutex::new(0),
+            finished_one: Condvar::new(),
         }
     }
 
@@ -122,6 +153,8 @@ impl Pool {
                 log::error!("a teardown panicked; what it was freeing may be left");
             }
             self.unfinished.fetch_sub(1, Ordering::AcqRel);
+            *self.finished.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+            self.finished_one.notify_all();
             *theirs.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
             theirs.1.notify_all();
         });
@@ -138,6 +171,45 @@ impl Pool {
         if waited.timed_out() && !*guard {
             log::debug!("{name}: the device's queued work has not run yet; finishing when it has");
         }
+    }
+
+    fn when_freed<T>(
+        &self,
+        patience: Duration,
+        for_lack_of_memory: impl Fn(&Error) -> bool,
+        mut attempt: impl FnMut() -> Result<T>,
+    ) -> Result<T> {
+        let deadline = Instant::now() + patience;
+        loop {
+            // Read before the attempt: a teardown that finishes during it
+            // counts as progress, and the next attempt follows at once.
+            let seen = *self.finished.lock().unwrap_or_else(|p| p.into_inner());
+            let e = match attempt() {
+                Err(e) if for_lack_of_memory(&e) => e,
+                other => return other,
+            };
+            let pending = self.unfinished.load(Ordering::Acquire);
+            if pending == 0 || !self.wait_for_one(seen, deadline) {
+                return Err(pending_said(e, self.unfinished.load(Ordering::Acquire)));
+            }
+        }
+    }
+
+    /// Wait until more teardowns than `seen` have finished, or `deadline`
+    /// passed; true in the first case.
+    fn wait_for_one(&self, seen: u64, deadline: Instant) -> bool {
+        let mut finished = self.finished.lock().unwrap_or_else(|p| p.into_inner());
+        while *finished == seen {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return false;
+            };
+            finished = self
+                .finished_one
+                .wait_timeout(finished, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
     }
 
     /// Give `job` to an idle worker, or to a new one; the job back when no
@@ -199,6 +271,29 @@ impl Pool {
                 return;
             }
         }
+    }
+}
+
+/// `e`, saying that `pending` teardowns (where there are any) still wait
+/// for the device.
+fn pending_said(e: Error, pending: usize) -> Error {
+    if pending == 0 {
+        return e;
+    }
+    let note = format!(
+        " ({pending} teardowns of this process, frees among them, still wait for the device's \
+         queued work: its memory comes back once that work has run)"
+    );
+    match e {
+        Error::Vendor(mut v) => {
+            v.message.push_str(&note);
+            Error::Vendor(v)
+        }
+        Error::OutOfMemory { requested, detail } => Error::OutOfMemory {
+            requested,
+            detail: detail + &note,
+        },
+        other => other,
     }
 }
 
@@ -335,6 +430,100 @@ mod tests {
         pool.after_work("test-after", telling(&tell));
         told(&rx);
         assert_eq!(pool.lock().workers, 1, "the same worker");
+    }
+
+    fn full() -> Error {
+        Error::OutOfMemory {
+            requested: 1,
+            detail: "full".into(),
+        }
+    }
+
+    fn is_full(e: &Error) -> bool {
+        matches!(e, Error::OutOfMemory { .. })
+    }
+
+    #[test]
+    fn an_allocation_that_finds_the_memory_taken_tries_again_once_a_teardown_freed_it() {
+        let pool = pool();
+        let freed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (open, gate) = mpsc::channel::<()>();
+        let f = Arc::clone(&freed);
+        pool.after_work("test-free", move || {
+            let _ = gate.recv();
+            f.store(true, Ordering::Release);
+        });
+        let mut attempts = 0;
+        let opener = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            open.send(()).unwrap();
+        });
+        let got = pool.when_freed(Duration::from_secs(30), is_full, || {
+            attempts += 1;
+            if freed.load(Ordering::Acquire) {
+                Ok(attempts)
+            } else {
+                Err(full())
+            }
+        });
+        opener.join().unwrap();
+        assert!(matches!(got, Ok(n) if n >= 2), "{got:?}");
+    }
+
+    #[test]
+    fn a_teardown_that_never_finishes_ends_the_wait_with_the_error_saying_so() {
+        let pool = pool();
+        let (open, gate) = mpsc::channel::<()>();
+        pool.after_work("test-stuck", move || {
+            let _ = gate.recv();
+        });
+        let got: Result<()> = pool.when_freed(Duration::from_millis(50), is_full, || Err(full()));
+        match got {
+            Err(Error::OutOfMemory { detail, .. }) => {
+                assert!(detail.starts_with("full ("), "{detail}");
+                assert!(detail.contains("1 teardowns"), "{detail}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // A vendor's error says it too.
+        let vendor = pending_said(
+            Error::Vendor(crate::VendorError {
+                backend: "cuda".into(),
+                code: 2,
+                name: "CUDA_ERROR_OUT_OF_MEMORY".into(),
+                message: "cuMemAlloc_v2: out of memory".into(),
+            }),
+            3,
+        );
+        match vendor {
+            Error::Vendor(v) => {
+                assert_eq!((v.code, v.name.as_str()), (2, "CUDA_ERROR_OUT_OF_MEMORY"));
+                assert!(v.message.contains("3 teardowns"), "{}", v.message);
+            }
+            other => panic!("{other:?}"),
+        }
+        open.send(()).unwrap();
+    }
+
+    #[test]
+    fn other_errors_and_an_empty_pool_answer_at_once() {
+        let pool = pool();
+        let mut attempts = 0;
+        let got: Result<()> = pool.when_freed(Duration::from_secs(30), is_full, || {
+            attempts += 1;
+            Err(full())
+        });
+        assert!(
+            matches!(got, Err(Error::OutOfMemory { ref detail, .. }) if detail == "full"),
+            "nothing pending, nothing said: {got:?}"
+        );
+        assert_eq!(attempts, 1);
+        let got: Result<()> = pool.when_freed(Duration::from_secs(30), is_full, || {
+            attempts += 1;
+            Err(Error::invalid("not memory"))
+        });
+        assert!(matches!(got, Err(Error::InvalidArgument { .. })));
+        assert_eq!(attempts, 2);
     }
 
     #[test]

@@ -183,6 +183,37 @@ impl CudaDevice {
             .contains(Capabilities::STREAM_ORDERED_NOTIFY)
     }
 
+    /// One driver allocation of `size` bytes at `location` (checked by
+    /// `allocate`), with the context pushed.
+    fn driver_allocate(&self, location: Location, size: usize) -> Result<CUdeviceptr> {
+        let driver = self.driver();
+        let _ctx = self.primary.enter()?;
+        match location {
+            Location::Device(_) => {
+                let f = driver.mem_alloc()?;
+                let mut p: CUdeviceptr = 0;
+                // SAFETY: `p` is a valid place; the size is non-zero.
+                driver.check("cuMemAlloc_v2", unsafe { f(&mut p, size) })?;
+                Ok(p)
+            }
+            Location::Host => {
+                let f = driver.mem_alloc_host()?;
+                let mut p: *mut c_void = std::ptr::null_mut();
+                // SAFETY: `p` is a valid place; the size is non-zero.
+                driver.check("cuMemAllocHost_v2", unsafe { f(&mut p, size) })?;
+                Ok(p as CUdeviceptr)
+            }
+            Location::Managed => {
+                let f = driver.mem_alloc_managed()?;
+                let mut p: CUdeviceptr = 0;
+                // SAFETY: `p` is a valid place; the size is non-zero.
+                let status = unsafe { f(&mut p, size, crate::managed::ATTACH_GLOBAL) };
+                driver.check("cuMemAllocManaged", status)?;
+                Ok(p)
+            }
+        }
+    }
+
     fn check_stream(&self, stream: &CudaStream) -> Result<()> {
         if !Arc::ptr_eq(&stream.primary, &self.primary) {
             return Err(Error::invalid(
@@ -241,45 +272,29 @@ impl Device for CudaDevice {
             )));
         }
         let size = usize::try_from(desc.size).map_err(|_| Error::invalid("size too large"))?;
-        let driver = self.driver();
-        let _ctx = self.primary.enter()?;
-        let ptr: CUdeviceptr = match desc.location {
-            Location::Device(d) if d != self.info.ordinal => {
+        if let Location::Device(d) = desc.location {
+            if d != self.info.ordinal {
                 return Err(Error::invalid(format!(
                     "allocation for device {d} requested on device {}: allocate on device {d}",
                     self.info.ordinal
-                )))
+                )));
             }
-            Location::Device(_) => {
-                let f = driver.mem_alloc()?;
-                let mut p: CUdeviceptr = 0;
-                // SAFETY: `p` is a valid place; the size is non-zero.
-                driver.check("cuMemAlloc_v2", unsafe { f(&mut p, size) })?;
-                p
-            }
-            Location::Host => {
-                let f = driver.mem_alloc_host()?;
-                let mut p: *mut c_void = std::ptr::null_mut();
-                // SAFETY: `p` is a valid place; the size is non-zero.
-                driver.check("cuMemAllocHost_v2", unsafe { f(&mut p, size) })?;
-                p as CUdeviceptr
-            }
-            Location::Managed => {
-                if !self
-                    .info
-                    .capabilities
-                    .contains(Capabilities::MANAGED_MEMORY)
-                {
-                    return Err(absent("allocate managed memory", "MANAGED_MEMORY"));
-                }
-                let f = driver.mem_alloc_managed()?;
-                let mut p: CUdeviceptr = 0;
-                // SAFETY: `p` is a valid place; the size is non-zero.
-                let status = unsafe { f(&mut p, size, crate::managed::ATTACH_GLOBAL) };
-                driver.check("cuMemAllocManaged", status)?;
-                p
-            }
-        };
+        }
+        if desc.location == Location::Managed
+            && !self
+                .info
+                .capabilities
+                .contains(Capabilities::MANAGED_MEMORY)
+        {
+            return Err(absent("allocate managed memory", "MANAGED_MEMORY"));
+        }
+        // Memory this process freed may still be on its way back
+        // (`memory.rs`): a refusal for lack of it waits for those frees.
+        let ptr = hal_core::teardown::when_freed(
+            hal_core::teardown::PATIENCE,
+            crate::memory::out_of_memory,
+            || self.driver_allocate(desc.location, size),
+        )?;
         let alloc = CudaAllocation {
             primary: Arc::clone(&self.primary),
             ptr,

@@ -8,7 +8,11 @@
 //! notify a crashed peer never signals. So a drop frees through
 //! [`hal_core::teardown::after_work`]: it returns within
 //! [`hal_core::teardown::GRACE`], and the memory is freed once the work has
-//! run.
+//! run. Until then the memory is not back: an allocation the driver refuses
+//! for lack of memory (`CUDA_ERROR_OUT_OF_MEMORY`) while such frees are
+//! pending waits for them, at most [`hal_core::teardown::PATIENCE`], and tries again
+//! ([`hal_core::teardown::when_freed`]); past that its error says how many
+//! still wait.
 
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
@@ -19,6 +23,11 @@ use hal_core::{Allocation, Location, Memory, Result};
 use crate::context::Primary;
 use crate::exports::Exports;
 use crate::sys::CUdeviceptr;
+
+/// True for the driver's refusal for lack of memory.
+pub(crate) fn out_of_memory(e: &hal_core::Error) -> bool {
+    matches!(e, hal_core::Error::Vendor(v) if v.code == hal_core::vendor::cuda::OUT_OF_MEMORY.code)
+}
 
 /// Memory this process allocated on a CUDA device.
 pub struct CudaAllocation {

@@ -184,10 +184,18 @@ impl Vmm<'_> {
         let _ctx = self.primary.enter()?;
         let f = driver.mem_create()?;
         let mut handle: CUmemGenericAllocationHandle = 0;
-        // SAFETY: `handle` is a valid place; `p` is a filled-in property
-        // structure that outlives the call; flags 0.
-        let status = unsafe { f(&mut handle, desc.size as usize, &p, 0) };
-        driver.check("cuMemCreate", status)?;
+        // A dropped reservation's physical memory may still be on its way
+        // back (`reservation.rs`): a refusal for lack of it waits for that.
+        hal_core::teardown::when_freed(
+            hal_core::teardown::PATIENCE,
+            crate::memory::out_of_memory,
+            || {
+                // SAFETY: `handle` is a valid place; `p` is a filled-in
+                // property structure that outlives the call; flags 0.
+                let status = unsafe { f(&mut handle, desc.size as usize, &p, 0) };
+                driver.check("cuMemCreate", status)
+            },
+        )?;
         Ok(CudaPhysical {
             inner: Arc::new(PhysInner {
                 primary: Arc::clone(self.primary),
