@@ -327,6 +327,16 @@ fn a_device_shows_its_ordinal_and_name() {
 }
 
 #[test]
+fn a_stream_shows_its_handle_and_whether_it_owns_it() {
+    let dev = backend().open(0).unwrap();
+    let s = dev.create_stream().unwrap();
+    let shown = format!("{s:?}");
+    for part in ["CudaStream", "raw: 0x", "owned: true"] {
+        assert!(shown.contains(part), "{shown} lacks {part}");
+    }
+}
+
+#[test]
 fn a_stream_of_another_device_is_refused_by_every_stream_operation() {
     let cuda = backend();
     assert!(

@@ -480,3 +480,122 @@ fn child_without_attribute() {
     }
     println!("child done");
 }
+
+#[test]
+fn copies_through_a_reservation_need_this_devices_access() {
+    let dev = device();
+    let g = gran(&dev);
+    let p = dev.allocate_physical(2 * g).unwrap();
+    let r = dev.reserve(3 * g, g).unwrap();
+    dev.map(&r, 0, &p).unwrap();
+    let denied = |what: &str, got: hal_core::Result<()>| match got {
+        Err(hal_core::Error::PermissionDenied { reason, .. }) => {
+            assert!(reason.contains("set_access"), "{what}: {reason}")
+        }
+        other => panic!("{what}: {other:?}"),
+    };
+    // Mapped, no access yet: refused before the driver is asked.
+    denied("a write with no access", r.write(0, b"x"));
+    denied("a read with no access", r.read(0, &mut [0u8; 1]));
+    dev.set_access_for(&r, 0, 2 * g, &[AccessGrant::device(0, Access::Read)])
+        .unwrap();
+    denied("a write with read access", r.write(g, b"x"));
+    r.read(g, &mut [0u8; 1]).unwrap();
+    // Past the mapping: nothing there to copy.
+    assert!(r.read(2 * g, &mut [0u8; 1]).is_err(), "an unmapped byte");
+    let shown = format!("{r:?}");
+    for part in [
+        "CudaReservation".to_string(),
+        format!("base: {:#x}", r.base()),
+        format!("len: {}", 3 * g),
+        "mapped: 1".to_string(),
+    ] {
+        assert!(shown.contains(&part), "{shown} lacks {part}");
+    }
+}
+
+#[test]
+fn a_strict_unmap_whose_wait_failed_unmaps_nothing_and_the_drop_still_does() {
+    common::child_passes(
+        "child_whose_synchronize_fails",
+        "the child whose cuCtxSynchronize fails",
+        &[
+            (HANDLE_VAR, "sync-fails"),
+            (hal_mock_libcuda::FAIL_VAR, "cuCtxSynchronize:999"),
+        ],
+    );
+}
+
+/// The child of
+/// `a_strict_unmap_whose_wait_failed_unmaps_nothing_and_the_drop_still_does`:
+/// its stand-in answers CUDA_ERROR_UNKNOWN to every `cuCtxSynchronize`.
+#[test]
+fn child_whose_synchronize_fails() {
+    if std::env::var(HANDLE_VAR).as_deref() != Ok("sync-fails") {
+        return;
+    }
+    hal_tests::warnings::capture();
+    let dev = device();
+    let g = gran(&dev);
+    let p = dev.allocate_physical(g).unwrap();
+    let r = mapped(&dev, &p, &rw());
+    match dev.unmap(&r, 0, g) {
+        Err(hal_core::Error::Vendor(v)) => {
+            assert_eq!((v.code, v.name.as_str()), (999, "CUDA_ERROR_UNKNOWN"));
+            assert!(v.message.contains("cuCtxSynchronize"), "{}", v.message);
+        }
+        other => panic!("a strict unmap whose wait failed: {other:?}"),
+    }
+    r.write(0, b"still mapped").unwrap();
+    // The drop unmaps all the same (the failed work will not run again),
+    // and says why it went on.
+    drop(r);
+    let said = hal_tests::warnings::containing("unmapping after the context's work failed");
+    assert_eq!(said.len(), 1, "{:?}", hal_tests::warnings::all());
+    assert!(said[0].contains("CUDA_ERROR_UNKNOWN"), "{}", said[0]);
+    println!("child done");
+}
+
+#[test]
+fn a_dropped_reservation_unmaps_every_mapping_at_its_own_address() {
+    common::child_passes(
+        "child_drops_two_mappings",
+        "the child that drops a reservation of two mappings",
+        &[(HANDLE_VAR, "two-mappings")],
+    );
+}
+
+/// The child of `a_dropped_reservation_unmaps_every_mapping_at_its_own_address`:
+/// the second mapping holds most of the device, which comes back, and no
+/// unmap of the drop failed (each names its mapping's own address).
+#[test]
+fn child_drops_two_mappings() {
+    if std::env::var(HANDLE_VAR).as_deref() != Ok("two-mappings") {
+        return;
+    }
+    hal_tests::warnings::capture();
+    let dev = device();
+    let g = gran(&dev);
+    let big = dev.info().total_memory * 3 / 4 / g * g;
+    let small = dev.allocate_physical(g).unwrap();
+    let large = dev.allocate_physical(big).unwrap();
+    let r = dev.reserve(g + big, g).unwrap();
+    dev.map(&r, 0, &small).unwrap();
+    dev.map(&r, g, &large).unwrap();
+    drop((small, large));
+    drop(r);
+    while hal_core::teardown::unfinished() != 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let again = dev.allocate_physical(big);
+    assert!(
+        again.is_ok(),
+        "the large mapping's memory came back: {again:?}"
+    );
+    let said = hal_tests::warnings::all();
+    assert!(
+        said.is_empty(),
+        "every unmap of the drop succeeded: {said:?}"
+    );
+    println!("child done");
+}
