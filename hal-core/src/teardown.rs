@@ -17,8 +17,9 @@
 //!
 //! Memory a pending teardown frees is not back yet: an allocation that
 //! finds the device full while teardowns are pending waits for them and
-//! tries again ([`when_freed`], for at most [`PATIENCE`]), so dropping a buffer and allocating the
-//! next of its size still succeeds on a device that is merely busy.
+//! tries again ([`when_freed`], for at most [`PATIENCE`]), so dropping a
+//! buffer and allocating the next of its size still succeeds on a device
+//! that is merely busy.
 //!
 //! The workers are kept: a teardown goes to one that is idle, and a new
 //! one starts only when every worker is busy (one may be stuck behind a
