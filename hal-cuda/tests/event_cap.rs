@@ -58,6 +58,10 @@ fn past_the_cap_recording_synchronizes_the_stream() {
     );
     dev.record_event(&stream, &driver_event).unwrap();
     assert!(!driver_event.query().unwrap(), "behind the gate");
+    // Exported, never imported: dropped, it gives its slot back at once.
+    let driver_ex = dev
+        .export_event(&driver_event, &ExportOptions::default())
+        .unwrap();
 
     let ex = dev.export_event(&past, &ExportOptions::default()).unwrap();
     let imported = dev
@@ -82,8 +86,12 @@ fn past_the_cap_recording_synchronizes_the_stream() {
     dev.stream_wait_event(&stream, &imported).unwrap();
     dev.synchronize(&stream, Some(Duration::from_secs(10)))
         .unwrap();
-    drop((imported, ex, past, also_past, driver_event));
-    assert_eq!(live_ipc_events(), 0, "the slot comes back with the event");
+    drop((imported, ex, past, also_past, driver_ex, driver_event));
+    assert_eq!(
+        live_ipc_events(),
+        0,
+        "the slot comes back with the event, an exported one with no importer too"
+    );
     let again = dev.create_event(IPC).unwrap();
     assert_eq!(live_ipc_events(), 1, "below the cap: a driver IPC event");
     drop(again);

@@ -1,8 +1,9 @@
 //! IPC events on the stand-in `libcuda.so.1`: the capabilities, and an
 //! import in another process (a child running this executable) that sees
 //! the exporter's pending record, waits for it, and makes a stream wait on
-//! it.
+//! it; and an exported event dropped while another process holds it.
 
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -114,6 +115,77 @@ fn child_imports_the_event() {
     let s = dev.create_stream().unwrap();
     dev.stream_wait_event(&s, &e).unwrap();
     dev.synchronize(&s, Some(Duration::from_secs(10))).unwrap();
+    drop(e);
+    println!("child done");
+}
+
+/// The variable that makes the child hold its import until told.
+const HOLD_VAR: &str = "HAL_CUDA_IPC_EVENT_TEST_HOLD";
+
+#[test]
+fn an_exported_event_dropped_while_another_process_holds_it_returns() {
+    let dev = device();
+    let e = dev.create_event(IPC).unwrap();
+    let stream = dev.create_stream().unwrap();
+    dev.record_event(&stream, &e).unwrap();
+    let ex = dev.export_event(&e, &ExportOptions::default()).unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_holds_the_event",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(HOLD_VAR, ex.to_text())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(
+        lines
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|l| l.ends_with("holding")),
+        "the child imported the event"
+    );
+    // The driver's destroy of an event other processes opened is theirs to
+    // survive (undefined behaviour on the driver; the stand-in's destroy
+    // waits for them): the drop hands it to a thread and returns.
+    let (dropped, returned) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop((ex, e));
+        let _ = dropped.send(());
+    });
+    let in_time = returned.recv_timeout(Duration::from_secs(20)).is_ok();
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = writeln!(stdin, "go");
+    drop(stdin);
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(child.wait().unwrap().success(), "child: {rest:?}");
+    assert!(
+        in_time,
+        "dropping an exported event its importer still holds must not wait for the importer"
+    );
+    assert!(rest.iter().any(|l| l.contains("child done")), "{rest:?}");
+}
+
+/// The child of `an_exported_event_dropped_while_another_process_holds_it_returns`.
+#[test]
+fn child_holds_the_event() {
+    let Ok(text) = std::env::var(HOLD_VAR) else {
+        return;
+    };
+    let dev = device();
+    let handle = hal_core::Handle::from_text(&text).unwrap();
+    let e = dev
+        .import_event(SharedHandle::from(handle), &ImportOptions::default())
+        .unwrap();
+    println!("holding");
+    let mut go = String::new();
+    std::io::stdin().read_line(&mut go).unwrap();
+    e.wait(WaitOptions::timeout(Duration::from_secs(10)))
+        .unwrap();
     drop(e);
     println!("child done");
 }
