@@ -337,6 +337,26 @@ fn a_stream_shows_its_handle_and_whether_it_owns_it() {
 }
 
 #[test]
+fn an_event_shows_its_handle_flags_and_kind() {
+    let dev = backend().open(0).unwrap();
+    let e = dev
+        .create_event(EventFlags {
+            interprocess: true,
+            timing: false,
+        })
+        .unwrap();
+    let shown = format!("{e:?}");
+    for part in [
+        "CudaEvent",
+        "raw: 0x",
+        "interprocess: true",
+        "imported: false",
+    ] {
+        assert!(shown.contains(part), "{shown} lacks {part}");
+    }
+}
+
+#[test]
 fn a_stream_of_another_device_is_refused_by_every_stream_operation() {
     let cuda = backend();
     assert!(

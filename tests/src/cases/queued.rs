@@ -311,6 +311,13 @@ pub fn dropped_stream_runs_its_work_on<D: Device>(dev: &D) {
         "held while the work waits"
     );
     gate.still_waits("its stream");
+    // The reaper has asked the stream by now (it asks every few
+    // milliseconds): still busy, so still held.
+    assert_eq!(
+        std::sync::Arc::strong_count(&kept),
+        2,
+        "held while the work still waits, after the reaper asked"
+    );
     gate.open();
     eventually(
         || std::sync::Arc::strong_count(&kept) == 1,
