@@ -553,3 +553,71 @@ fn a_second_initialisation_is_tolerated_and_the_runtime_never_finalised() {
 fn a_dropped_stream_runs_its_work_on_and_lets_go_of_it_then() {
     hal_tests::cases::dropped_stream_runs_its_work_on(&dev(0));
 }
+
+#[test]
+fn a_device_shows_its_ordinal_and_name() {
+    let d = dev(0);
+    let shown = format!("{d:?}");
+    for part in [
+        "AscendDevice".to_string(),
+        "ordinal: 0".to_string(),
+        format!("name: {:?}", d.info().name),
+    ] {
+        assert!(shown.contains(&part), "{shown} lacks {part}");
+    }
+}
+
+#[test]
+fn memory_for_another_device_is_refused() {
+    match dev(0).allocate(&AllocDesc::device(1, 4096)) {
+        Err(Error::InvalidArgument { what }) => assert!(what.contains("device 1"), "{what}"),
+        other => panic!("device 1's memory from device 0: {other:?}"),
+    }
+}
+
+#[test]
+fn a_stream_of_another_device_is_refused_by_every_stream_operation() {
+    let (d, other) = (dev(0), dev(1));
+    let theirs = other.create_stream().unwrap();
+    let a = page_aligned(&d, 1);
+    let b = page_aligned(&d, 1);
+    let e = d.create_event(EventFlags::default()).unwrap();
+    let n = d.create_notify().unwrap();
+    let refused: Vec<(&str, hal_core::Result<()>)> = vec![
+        ("synchronize", d.synchronize(&theirs, Some(LONG))),
+        ("query_stream", d.query_stream(&theirs).map(drop)),
+        ("record_event", d.record_event(&theirs, &e)),
+        ("stream_wait_event", d.stream_wait_event(&theirs, &e)),
+        ("record_notify", d.record_notify(&theirs, &n)),
+        (
+            "stream_wait_notify",
+            d.stream_wait_notify(&theirs, &n, Some(LONG)),
+        ),
+        (
+            "copy_async",
+            d.copy_async(
+                &theirs,
+                MemRef::Allocation(&a),
+                0,
+                MemRef::Allocation(&b),
+                0,
+                4,
+            ),
+        ),
+        (
+            "memset_async",
+            d.memset_async(&theirs, MemRef::Allocation(&a), 0, 4, 1),
+        ),
+        (
+            "write_async",
+            d.write_async(&theirs, MemRef::Allocation(&a), 0, b"four".to_vec()),
+        ),
+        ("hold_until_done", d.hold_until_done(&theirs, Box::new(()))),
+    ];
+    for (what, r) in refused {
+        match r {
+            Err(Error::InvalidArgument { ref what }) if what.contains("another Ascend device") => {}
+            other => panic!("{what} on another device's stream: {other:?}"),
+        }
+    }
+}
