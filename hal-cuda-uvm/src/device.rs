@@ -542,6 +542,10 @@ where
         match side(mem) {
             Side::Gpu(m, None) => self.gpu.prefetch_async(stream, m, offset, len, to),
             Side::Gpu(_, Some(_)) | Side::Host(_) => {
+                // A hint on the home pages queues nothing; the stream is
+                // still this device's to name (the GPU's query checks it,
+                // and answers without waiting).
+                self.gpu.query_stream(stream)?;
                 self.managed_hint(mem.memory(), offset, len, to)
             }
         }

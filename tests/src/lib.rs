@@ -199,6 +199,7 @@ macro_rules! conformance_suite {
                 stream_synchronize_timeout,
                 async_copy_roundtrip,
                 memset_on_stream,
+                stream_of_another_device_refused,
                 managed_advise_and_prefetch,
                 notify_wait_timeout,
                 notify_signal_then_wait_resets,

@@ -205,3 +205,94 @@ pub fn managed_advise_and_prefetch<B: Backend>(s: &Suite<B>) {
         "advise for a device that does not exist",
     );
 }
+
+/// Every stream operation of a device refuses a stream of another device
+/// with `InvalidArgument` (work queued on the wrong device's stream would
+/// run in the wrong context), and the operations the device lacks answer
+/// `Unsupported` as anywhere. With one device there is no other device's
+/// stream: the case says so and checks nothing more.
+pub fn stream_of_another_device_refused<B: Backend>(s: &Suite<B>) {
+    let n = must(s.backend().devices(), "devices").len();
+    if n < 2 {
+        eprintln!("stream_of_another_device_refused: one device, no other device's stream");
+        return;
+    }
+    let (dev, other) = (s.open(0), s.open(1));
+    let caps = dev.capabilities();
+    let theirs = must(other.create_stream(), "create_stream on device 1");
+    let a = alloc_filled(&dev, 1, 7);
+    let b = alloc_filled(&dev, 1, 8);
+    let e = must(
+        dev.create_event(hal_core::EventFlags::default()),
+        "create_event",
+    );
+    let n = must(dev.create_notify(), "create_notify");
+    let mut refused: Vec<(&str, hal_core::Result<()>, bool)> = vec![
+        ("synchronize", dev.synchronize(&theirs, Some(LONG)), true),
+        ("query_stream", dev.query_stream(&theirs).map(drop), true),
+        ("record_event", dev.record_event(&theirs, &e), true),
+        (
+            "stream_wait_event",
+            dev.stream_wait_event(&theirs, &e),
+            true,
+        ),
+        (
+            "copy_async",
+            dev.copy_async(
+                &theirs,
+                MemRef::Allocation(&a),
+                0,
+                MemRef::Allocation(&b),
+                0,
+                4,
+            ),
+            true,
+        ),
+        (
+            "memset_async",
+            dev.memset_async(&theirs, MemRef::Allocation(&a), 0, 4, 1),
+            true,
+        ),
+        (
+            "write_async",
+            dev.write_async(&theirs, MemRef::Allocation(&a), 0, b"four".to_vec()),
+            true,
+        ),
+        (
+            "hold_until_done",
+            dev.hold_until_done(&theirs, Box::new(())),
+            true,
+        ),
+    ];
+    let ordered = caps.contains(C::STREAM_ORDERED_NOTIFY);
+    refused.push(("record_notify", dev.record_notify(&theirs, &n), ordered));
+    refused.push((
+        "stream_wait_notify",
+        dev.stream_wait_notify(&theirs, &n, Some(LONG)),
+        ordered,
+    ));
+    if caps.contains(C::MANAGED_MEMORY) {
+        let m = must(dev.allocate(&AllocDesc::managed(4096)), "allocate managed");
+        let to = Location::Device(dev.info().ordinal);
+        refused.push((
+            "prefetch_async",
+            dev.prefetch_async(&theirs, MemRef::Allocation(&m), 0, 4096, to),
+            true,
+        ));
+    }
+    for (what, r, offered) in refused {
+        match r {
+            Err(Error::InvalidArgument { .. }) if offered => {}
+            Err(e) if !offered && e.is_unsupported() => {}
+            other => panic!(
+                "{what} on device 0 with a stream of device 1 must be refused with {}, got \
+                 {other:?}",
+                if offered {
+                    "InvalidArgument"
+                } else {
+                    "Unsupported (the capability is absent)"
+                }
+            ),
+        }
+    }
+}
