@@ -242,3 +242,27 @@ fn a_physical_handle_naming_part_of_an_allocation_is_refused() {
         .unwrap();
     hal_tests::cases::partial_physical_handles_are_refused(&d, &p);
 }
+
+#[test]
+fn copies_through_a_reservation_are_refused_before_the_runtime_without_access() {
+    use hal_core::AccessGrant;
+    let d = dev();
+    let g = d.granularity(Granularity::Minimum).unwrap();
+    let p = d.allocate_physical(g).unwrap();
+    let r = d.reserve(2 * g, g).unwrap();
+    d.map(&r, 0, &p).unwrap();
+    let denied = |what: &str, got: hal_core::Result<()>| match got {
+        Err(hal_core::Error::PermissionDenied { reason, .. }) => {
+            assert!(reason.contains("set_access"), "{what}: {reason}")
+        }
+        other => panic!("{what}: {other:?}"),
+    };
+    denied("a write with no access yet", r.write(0, b"x"));
+    denied("a read with no access yet", r.read(0, &mut [0u8; 1]));
+    d.set_access_for(&r, 0, g, &[AccessGrant::device(0, Access::Read)])
+        .unwrap();
+    denied("a write with read access", r.write(0, b"x"));
+    let shown = format!("{r:?}");
+    assert!(shown.contains("AscendReservation"), "{shown}");
+    assert!(shown.contains(&format!("{:#x}", r.base())), "{shown}");
+}

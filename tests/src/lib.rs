@@ -220,6 +220,7 @@ macro_rules! conformance_suite {
                 vmm_reserve_map_access_unmap,
                 vmm_export_import_physical,
                 vmm_access_several_devices,
+                vmm_copies_need_access,
                 vmm_physical_properties,
                 vmm_growable_in_process,
                 vmm_growable_child_follows,

@@ -229,3 +229,43 @@ pub fn vmm_physical_properties<B: Backend>(s: &Suite<B>) {
     }
     must(dev.unmap(&r, 0, g), "unmap");
 }
+
+/// A copy through a reservation needs this device's access to every byte
+/// it touches: with access taken away (`Access::None`) reads and writes are
+/// refused, with read access writes are, an unmapped byte is refused, and
+/// a refused write copies nothing. (How a backend refuses is its own: the
+/// vendor backends answer `PermissionDenied` before the driver is asked,
+/// the simulator its vendor's code.)
+pub fn vmm_copies_need_access<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    if !dev.capabilities().contains(C::VMM) {
+        must_be_unsupported(
+            dev.allocate_physical(dev.info().granularity_min),
+            "vmm",
+            "allocate_physical",
+        );
+        return;
+    }
+    let me = dev.info().ordinal;
+    let g = gran(&dev);
+    let p = must(dev.allocate_physical(2 * g), "allocate_physical");
+    let r = must(dev.reserve(3 * g, g), "reserve");
+    must(dev.map(&r, 0, &p), "map");
+    let grant = |access| {
+        must(
+            dev.set_access_for(&r, 0, 2 * g, &[AccessGrant::device(me, access)]),
+            &format!("set_access_for ({access:?})"),
+        )
+    };
+    grant(Access::ReadWrite);
+    must(r.write(g, b"kept"), "a write with read-write access");
+    grant(Access::None);
+    must_fail(r.write(0, b"x"), "a write with no access");
+    must_fail(r.read(0, &mut [0u8; 1]), "a read with no access");
+    grant(Access::Read);
+    must_fail(r.write(g, b"lost"), "a write with read access");
+    let mut back = [0u8; 4];
+    must(r.read(g, &mut back), "a read with read access");
+    assert_eq!(&back, b"kept", "the refused write copied nothing");
+    must_fail(r.read(2 * g, &mut [0u8; 1]), "a read of an unmapped byte");
+}
