@@ -574,3 +574,12 @@ fn memory_for_another_device_is_refused() {
         other => panic!("device 1's memory from device 0: {other:?}"),
     }
 }
+
+#[test]
+fn a_stream_shows_its_handle_and_whether_it_owns_it() {
+    let s = dev(0).create_stream().unwrap();
+    let shown = format!("{s:?}");
+    for part in ["AscendStream", "raw: 0x", "owned: true"] {
+        assert!(shown.contains(part), "{shown} lacks {part}");
+    }
+}
