@@ -528,6 +528,30 @@ mod tests {
     }
 
     #[test]
+    fn the_process_pool_counts_its_teardowns_and_workers() {
+        // The only test here that hands teardowns to the process's pool.
+        let gates: Vec<_> = (0..2)
+            .map(|_| {
+                let (open, gate) = mpsc::channel::<()>();
+                after_work("test-process-pool", move || {
+                    let _ = gate.recv();
+                });
+                open
+            })
+            .collect();
+        assert_eq!(unfinished(), 2, "both wait");
+        assert!(workers() >= 2, "each on a worker of its own");
+        for open in gates {
+            open.send(()).unwrap();
+        }
+        let end = Instant::now() + Duration::from_secs(30);
+        while unfinished() != 0 {
+            assert!(Instant::now() < end, "both finished");
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
     fn an_idle_worker_ends() {
         let pool: &'static Pool = Box::leak(Box::new(Pool::new(Duration::from_millis(20))));
         let (tell, rx) = mpsc::channel();
