@@ -166,10 +166,10 @@ impl Pool {
         }
         let (flag, changed) = &*done;
         let guard = flag.lock().unwrap_or_else(|p| p.into_inner());
-        let (guard, waited) = changed
+        let (guard, _) = changed
             .wait_timeout_while(guard, GRACE, |finished| !*finished)
             .unwrap_or_else(|p| p.into_inner());
-        if waited.timed_out() && !*guard {
+        if !*guard {
             log::debug!("{name}: the device's queued work has not run yet; finishing when it has");
         }
     }
@@ -525,6 +525,22 @@ mod tests {
         });
         assert!(matches!(got, Err(Error::InvalidArgument { .. })));
         assert_eq!(attempts, 2);
+        // Another error while a teardown is pending: no wait, and nothing
+        // said of the teardown.
+        let (open, gate) = mpsc::channel::<()>();
+        pool.after_work("test-stuck", move || {
+            let _ = gate.recv();
+        });
+        let got: Result<()> = pool.when_freed(Duration::from_secs(30), is_full, || {
+            attempts += 1;
+            Err(Error::invalid("not memory"))
+        });
+        assert!(
+            matches!(got, Err(Error::InvalidArgument { ref what }) if what == "not memory"),
+            "{got:?}"
+        );
+        assert_eq!(attempts, 3, "tried once");
+        open.send(()).unwrap();
     }
 
     #[test]
