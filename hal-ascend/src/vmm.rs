@@ -153,6 +153,11 @@ pub(crate) struct Vmm<'a> {
     pub(crate) info: &'a DeviceInfo,
 }
 
+/// True for the runtime's refusal for lack of device memory.
+fn out_of_memory(e: &Error) -> bool {
+    matches!(e, Error::Vendor(v) if v.code == hal_core::vendor::acl::RT_MEMORY_ALLOCATION.code)
+}
+
 impl Vmm<'_> {
     fn gran(&self) -> u64 {
         self.info.granularity_min
@@ -191,10 +196,8 @@ impl Vmm<'_> {
         let p = prop(self.info.ordinal);
         // A dropped reservation's physical memory may still be on its way
         // back (`reservation.rs`): a refusal for lack of it waits for that.
-        let handle = hal_core::teardown::when_freed(
-            hal_core::teardown::PATIENCE,
-            |e| matches!(e, Error::Vendor(v) if v.code == hal_core::vendor::acl::RT_MEMORY_ALLOCATION.code),
-            || {
+        let handle =
+            hal_core::teardown::when_freed(hal_core::teardown::PATIENCE, out_of_memory, || {
                 self.ctx.call(|| {
                     let f = rt.malloc_physical()?;
                     let mut h: Raw = std::ptr::null_mut();
@@ -204,8 +207,7 @@ impl Vmm<'_> {
                     rt.check("aclrtMallocPhysical", status)?;
                     Ok(h.addr())
                 })
-            },
-        )?;
+            })?;
         Ok(AscendPhysical {
             inner: Arc::new(PhysInner {
                 ctx: Arc::clone(self.ctx),

@@ -10,9 +10,9 @@
 //! [`hal_core::teardown::GRACE`], and the memory is freed once the work has
 //! run. Until then the memory is not back: an allocation the driver refuses
 //! for lack of memory (`CUDA_ERROR_OUT_OF_MEMORY`) while such frees are
-//! pending waits for them, at most [`hal_core::teardown::PATIENCE`], and tries again
-//! ([`hal_core::teardown::when_freed`]); past that its error says how many
-//! still wait.
+//! pending waits for them, at most [`hal_core::teardown::PATIENCE`], and
+//! tries again ([`hal_core::teardown::when_freed`]); past that its error
+//! says how many still wait.
 
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
