@@ -525,22 +525,27 @@ mod tests {
         });
         assert!(matches!(got, Err(Error::InvalidArgument { .. })));
         assert_eq!(attempts, 2);
-        // Another error while a teardown is pending: no wait, and nothing
-        // said of the teardown.
+        // Another error while a teardown is pending: no wait for it (the
+        // teardown finishes soon after, which would bring a second attempt
+        // to a call that waited), and nothing said of it.
         let (open, gate) = mpsc::channel::<()>();
-        pool.after_work("test-stuck", move || {
+        pool.after_work("test-pending", move || {
             let _ = gate.recv();
+        });
+        let opener = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            open.send(()).unwrap();
         });
         let got: Result<()> = pool.when_freed(Duration::from_secs(30), is_full, || {
             attempts += 1;
             Err(Error::invalid("not memory"))
         });
+        opener.join().unwrap();
         assert!(
             matches!(got, Err(Error::InvalidArgument { ref what }) if what == "not memory"),
             "{got:?}"
         );
         assert_eq!(attempts, 3, "tried once");
-        open.send(()).unwrap();
     }
 
     #[test]
