@@ -258,3 +258,28 @@ pub(crate) fn copy_in(
     let status = unsafe { f(base + offset, src.as_ptr().cast(), src.len()) };
     driver.check("cuMemcpyHtoD_v2", status)
 }
+
+#[cfg(test)]
+mod tests {
+    use hal_core::vendor::cuda;
+    use hal_core::{Error, VendorError};
+
+    fn vendor(code: hal_core::vendor::Code) -> Error {
+        Error::Vendor(VendorError {
+            backend: "cuda".into(),
+            code: code.code,
+            name: code.name.into(),
+            message: "cuMemAlloc_v2".into(),
+        })
+    }
+
+    #[test]
+    fn only_the_drivers_out_of_memory_is_a_lack_of_memory() {
+        assert!(super::out_of_memory(&vendor(cuda::OUT_OF_MEMORY)));
+        assert!(!super::out_of_memory(&vendor(cuda::INVALID_VALUE)));
+        assert!(!super::out_of_memory(&Error::OutOfMemory {
+            requested: 1,
+            detail: "hal's own answer, not the driver's".into(),
+        }));
+    }
+}
