@@ -1,6 +1,8 @@
 //! The bare driver calls that `halctl bench --backend cuda` measures hal
 //! against: they do what they name, on the stand-in driver.
 
+use std::os::fd::AsFd;
+
 use hal_core::Backend;
 
 mod common;
@@ -49,5 +51,90 @@ fn child_fills_the_device_with_bare_allocations() {
     drop(second);
     let third = dev.bare_alloc(big).unwrap();
     third.free().unwrap();
+    println!("child done");
+}
+
+/// The variable that hands the child of
+/// `a_bare_open_in_another_process_gives_the_allocations_base` the raw
+/// handle, in hex.
+const RAW_VAR: &str = "HAL_CUDA_BASELINE_TEST_RAW";
+
+#[test]
+fn a_bare_open_in_another_process_gives_the_allocations_base() {
+    let dev = common::backend().open(0).unwrap();
+    let a = hal_core::Device::allocate(&dev, &hal_core::AllocDesc::device(0, 1 << 20)).unwrap();
+    let raw = dev.export_raw(&a, None).unwrap();
+    let hex: String = raw.to_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    common::child_passes(
+        "child_opens_bare",
+        "the child that opens the raw handle bare",
+        &[(RAW_VAR, &hex)],
+    );
+}
+
+/// The child of `a_bare_open_in_another_process_gives_the_allocations_base`.
+#[test]
+fn child_opens_bare() {
+    let Ok(hex) = std::env::var(RAW_VAR) else {
+        return;
+    };
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    let raw = hal_cuda::RawIpcHandle::from_bytes(&bytes).unwrap();
+    let dev = common::backend().open(0).unwrap();
+    let open = dev.bare_ipc_open(&raw).unwrap();
+    let base = open.base();
+    assert!(base != 0 && base % 256 == 0, "a device address: {base:#x}");
+    assert!(format!("{open:?}").contains(&format!("{base:#x}")));
+    drop(open);
+    println!("child done");
+}
+
+#[test]
+fn a_bare_vmm_import_maps_the_whole_allocation() {
+    if common::on_driver() {
+        return;
+    }
+    common::child_passes(
+        "child_imports_bare",
+        "the child that imports physical memory bare",
+        &[(CHILD_VAR, "vmm")],
+    );
+}
+
+/// The child of `a_bare_vmm_import_maps_the_whole_allocation`:
+/// the physical memory fills most of the device and comes again after the
+/// bare import and the allocation went. (The stand-in gives the memory back
+/// at the allocation's own release even while an import still maps it,
+/// where the driver waits for both: whether the bare import's drop
+/// released its handle is not visible here.)
+#[test]
+fn child_imports_bare() {
+    use hal_core::{Device, ExportOptions, Granularity};
+    if std::env::var(CHILD_VAR).as_deref() != Ok("vmm") {
+        return;
+    }
+    let dev = common::backend().open(0).unwrap();
+    let g = dev.granularity(Granularity::Minimum).unwrap();
+    let big = dev.info().total_memory * 3 / 4 / g * g;
+    let p = dev.allocate_physical(big).unwrap();
+    let ex = dev.export_physical(&p, &ExportOptions::default()).unwrap();
+    let shared = ex.share().unwrap();
+    let bare = dev.bare_vmm_import(shared.fds[0].as_fd(), big).unwrap();
+    let base = bare.base();
+    assert!(base != 0 && base % g == 0, "a mapped range: {base:#x}");
+    let shown = format!("{bare:?}");
+    assert!(
+        shown.contains(&format!("{base:#x}")) && shown.contains(&big.to_string()),
+        "{shown}"
+    );
+    drop(bare);
+    drop((shared, ex, p));
+    assert!(
+        dev.allocate_physical(big).is_ok(),
+        "released with the bare import"
+    );
     println!("child done");
 }
