@@ -658,9 +658,8 @@ pub trait Device: Send + Sync + 'static {
     /// Map `len` bytes of `physical`, from `physical_offset`, at `offset` in
     /// `reservation` (`cuMemMap`'s `offset`, `aclrtMapMem`'s): offsets and
     /// length are multiples of the minimum granularity and the range lies
-    /// inside both. A mapping starts with no access (hal-cpu-shm's, host
-    /// memory, starts readable and writable); give it with
-    /// [`Device::set_access`] or [`Device::set_access_for`] on every backend.
+    /// inside both. A mapping starts with no access on every backend; give
+    /// it with [`Device::set_access`] or [`Device::set_access_for`].
     fn map_range(
         &self,
         reservation: &Self::Reservation,

@@ -6,9 +6,9 @@
 //! after it was shared: the exporter maps a new chunk at the end and exports
 //! it; importers import it and map it at the same offset.
 //!
-//! A chunk is mapped readable and writable at once (read-only when it was
-//! imported read-only); [`Device::set_access`](hal_core::Device::set_access)
-//! changes that with `mprotect`. The one device of this backend is the host,
+//! A chunk is mapped with no access, as on every backend (`PROT_NONE`);
+//! [`Device::set_access`](hal_core::Device::set_access) gives it with
+//! `mprotect` (`Read` only, for a chunk imported read-only). The one device of this backend is the host,
 //! so [`AccessTarget::Device`]`(0)` and [`AccessTarget::Host`] name the same
 //! processors and share one access right. A chunk placed on a host NUMA
 //! node ([`PhysicalLocation::HostNuma`]) carries a bind policy on its memfd
@@ -278,11 +278,9 @@ impl CpuReservation {
             });
         }
         let read_only = phys.inner.read_only;
-        let access = if read_only {
-            Access::Read
-        } else {
-            Access::ReadWrite
-        };
+        // As on every backend, a new mapping gives no access until
+        // `set_access` grants it (a read-only chunk can be given `Read` only).
+        let access = Access::None;
         self.map
             .map_over(
                 offset,

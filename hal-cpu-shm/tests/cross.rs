@@ -333,6 +333,7 @@ fn vmm_chunks_followed_by_a_child() {
     let res = d.reserve(4 * CHUNK, 0).unwrap();
     let c0 = d.allocate_physical(CHUNK).unwrap();
     d.map(&res, 0, &c0).unwrap();
+    d.set_access(&res, 0, CHUNK, Access::ReadWrite).unwrap();
     res.write(0, &pattern(CHUNK as usize, 10)).unwrap();
     let e0 = d.export_physical(&c0, &ExportOptions::default()).unwrap();
     let mut peer = Peer::spawn(
@@ -344,6 +345,7 @@ fn vmm_chunks_followed_by_a_child() {
     // Grow: a new chunk at the end, exported, followed by the importer.
     let c1 = d.allocate_physical(CHUNK).unwrap();
     d.map(&res, CHUNK, &c1).unwrap();
+    d.set_access(&res, CHUNK, CHUNK, Access::ReadWrite).unwrap();
     res.write(CHUNK, &pattern(CHUNK as usize, 11)).unwrap();
     let e1 = d
         .export_physical(
@@ -371,6 +373,11 @@ fn vmm_importer() {
     assert_eq!(c0.size(), CHUNK);
     d.map(&res, 0, &c0).unwrap();
     let mut got = vec![0u8; CHUNK as usize];
+    assert!(
+        matches!(res.read(0, &mut got), Err(Error::PermissionDenied { .. })),
+        "a new mapping gives no access until set_access"
+    );
+    d.set_access(&res, 0, CHUNK, Access::ReadWrite).unwrap();
     res.read(0, &mut got).unwrap();
     assert_eq!(got, pattern(CHUNK as usize, 10));
     // Beyond the mapped chunk nothing is accessible.
@@ -386,6 +393,7 @@ fn vmm_importer() {
         .unwrap();
     assert!(c1.is_read_only());
     d.map(&res, CHUNK, &c1).unwrap();
+    d.set_access(&res, CHUNK, CHUNK, Access::Read).unwrap();
     res.read(CHUNK, &mut got).unwrap();
     assert_eq!(got, pattern(CHUNK as usize, 11));
     assert!(matches!(

@@ -87,6 +87,8 @@ fn cycle(d: &CpuDevice) {
     let res = d.reserve(1 << 20, 0).unwrap();
     let p = d.allocate_physical(1 << 20).unwrap();
     d.map(&res, 0, &p).unwrap();
+    d.set_access(&res, 0, 1 << 20, hal_core::Access::ReadWrite)
+        .unwrap();
     res.write(0, b"vmm").unwrap();
     let pex = d.export_physical(&p, &ExportOptions::default()).unwrap();
     let p2 = d

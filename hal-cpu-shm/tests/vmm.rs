@@ -44,6 +44,16 @@ fn reserve_map_access_unmap() {
     let a = d.allocate_physical(2 * P).unwrap();
     assert_eq!(a.size(), 2 * P);
     d.map(&r, P, &a).unwrap();
+    assert_eq!(
+        d.access(&r, P, hal_core::AccessTarget::Host).unwrap(),
+        Access::None,
+        "a new mapping starts with no access, as on every backend"
+    );
+    assert!(matches!(
+        r.read(P, &mut b),
+        Err(Error::PermissionDenied { .. })
+    ));
+    d.set_access(&r, P, 2 * P, Access::ReadWrite).unwrap();
     r.write(P, b"abcd").unwrap();
     r.read(P, &mut b).unwrap();
     assert_eq!(&b, b"abcd");
@@ -60,6 +70,7 @@ fn reserve_map_access_unmap() {
     ));
     assert!(d.map(&r, 4 * P, &c).is_err(), "past the reservation");
     d.map(&r, 3 * P, &c).unwrap();
+    d.set_access(&r, 3 * P, P, Access::ReadWrite).unwrap();
     r.write(3 * P - 2, b"xyzw").unwrap(); // across two chunks
 
     // Access: read-only, then none, then back.
@@ -87,6 +98,7 @@ fn reserve_map_access_unmap() {
     d.unmap(&r, P, P).unwrap();
     assert!(d.unmap(&r, P, P).is_err(), "already unmapped");
     d.map(&r, 0, &a).unwrap();
+    d.set_access(&r, 0, 2 * P, Access::Read).unwrap();
     r.read(P, &mut b).unwrap();
     assert_eq!(&b[..2], b"ok", "the same chunk, mapped elsewhere");
 }
@@ -97,6 +109,7 @@ fn physical_export_import_in_process() {
     let a = d.allocate_physical(P).unwrap();
     let r1 = d.reserve(P, 0).unwrap();
     d.map(&r1, 0, &a).unwrap();
+    d.set_access(&r1, 0, P, Access::ReadWrite).unwrap();
     r1.write(0, b"shared chunk").unwrap();
     let ex = d.export_physical(&a, &ExportOptions::default()).unwrap();
     assert_eq!(ex.handle().kind, HandleKind::Physical);
@@ -107,6 +120,7 @@ fn physical_export_import_in_process() {
     assert!(!b.is_read_only());
     let r2 = d.reserve(2 * P, 0).unwrap();
     d.map(&r2, P, &b).unwrap();
+    d.set_access(&r2, P, P, Access::ReadWrite).unwrap();
     let mut got = [0u8; 12];
     r2.read(P, &mut got).unwrap();
     assert_eq!(&got, b"shared chunk");
@@ -130,6 +144,7 @@ fn physical_export_import_in_process() {
     assert!(c.is_read_only());
     let r3 = d.reserve(P, 0).unwrap();
     d.map(&r3, 0, &c).unwrap();
+    d.set_access(&r3, 0, P, Access::Read).unwrap();
     r3.read(0, &mut got[..1]).unwrap();
     assert!(matches!(
         r3.write(0, b"x"),

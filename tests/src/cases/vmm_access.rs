@@ -231,7 +231,8 @@ pub fn vmm_physical_properties<B: Backend>(s: &Suite<B>) {
 }
 
 /// A copy through a reservation needs this device's access to every byte
-/// it touches: with access taken away (`Access::None`) reads and writes are
+/// it touches: a new mapping gives none (on every backend, host memory
+/// included), with access taken away (`Access::None`) reads and writes are
 /// refused, with read access writes are, an unmapped byte is refused, and
 /// a refused write copies nothing. (How a backend refuses is its own: the
 /// vendor backends answer `PermissionDenied` before the driver is asked,
@@ -251,6 +252,16 @@ pub fn vmm_copies_need_access<B: Backend>(s: &Suite<B>) {
     let p = must(dev.allocate_physical(2 * g), "allocate_physical");
     let r = must(dev.reserve(3 * g, g), "reserve");
     must(dev.map(&r, 0, &p), "map");
+    assert_eq!(
+        access_of(&dev, &r, 0, AccessTarget::Device(me)),
+        Access::None,
+        "a new mapping starts with no access"
+    );
+    must_fail(r.write(0, b"x"), "a write before any access was given");
+    must_fail(
+        r.read(g, &mut [0u8; 1]),
+        "a read before any access was given",
+    );
     let grant = |access| {
         must(
             dev.set_access_for(&r, 0, 2 * g, &[AccessGrant::device(me, access)]),
