@@ -149,9 +149,10 @@ fn an_exported_event_dropped_while_another_process_holds_it_returns() {
             .any(|l| l.ends_with("holding")),
         "the child imported the event"
     );
-    // The driver's destroy of an event other processes opened is theirs to
-    // survive (undefined behaviour on the driver; the stand-in's destroy
-    // waits for them): the drop hands it to a thread and returns.
+    // The driver's destroy of an event other processes opened makes their
+    // later use of it undefined (on the stand-in it fails), so the drop
+    // leaves the destroy to a thread that waits for the importer's lease,
+    // and returns: the child's wait below must still succeed.
     let (dropped, returned) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         drop((ex, e));

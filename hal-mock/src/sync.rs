@@ -306,6 +306,18 @@ impl MockEvent {
         })
     }
 
+    /// Destroy the event as a vendor driver does when its creator destroys
+    /// it: at once, even while other processes hold it open. Their later
+    /// records, queries and waits answer [`Error::Closed`] (undefined
+    /// behaviour on CUDA's driver, made visible here); work already queued
+    /// on streams completes. The contract's drop waits for the importers'
+    /// leases instead. An imported event is left as it is.
+    pub fn destroy_at_once(&self) {
+        if !self.imported {
+            self.sync.mark_destroyed();
+        }
+    }
+
     /// True when this event was imported from another process (or this one).
     pub fn is_imported(&self) -> bool {
         self.imported

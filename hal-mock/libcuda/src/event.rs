@@ -65,14 +65,24 @@ pub unsafe extern "C" fn cuEventCreate(ph_event: *mut CUevent, flags: c_uint) ->
 }
 
 /// Destroys an event; an opened IPC event is released (the exporter's
-/// event lives on).
+/// event lives on). The exporter's destroy of an IPC event takes effect at
+/// once: the processes that opened it get `CUDA_ERROR_UNKNOWN` from then on
+/// (`ipc_event.rs`).
 #[no_mangle]
 pub unsafe extern "C" fn cuEventDestroy_v2(h_event: CUevent) -> CUresult {
     guard("cuEventDestroy_v2", || {
         let d = driver()?;
         current(d)?;
-        let entry = lock(&d.events).remove(&h_event.addr());
-        entry.map(drop).ok_or(cuda::INVALID_HANDLE)
+        let entry = lock(&d.events)
+            .remove(&h_event.addr())
+            .ok_or(cuda::INVALID_HANDLE)?;
+        if entry.ipc.is_some() {
+            // The driver does not wait for the processes that opened the
+            // event: their later use of it is undefined
+            // (`cuIpcOpenEventHandle`), so here it fails at once.
+            entry.event.destroy_at_once();
+        }
+        Ok(())
     })
 }
 

@@ -4,9 +4,12 @@
 //! event (`envelope.rs`), made at the first `cuIpcGetEventHandle` and kept
 //! with the event; later calls return the same bytes. Opening fetches the
 //! envelope from the exporter's broker and imports the event with the
-//! simulator, which takes a lease on it: the exporter's destroy of the
-//! event waits for its openers (using it afterwards is undefined on the
-//! driver). `cuEventDestroy_v2` of an opened event releases it.
+//! simulator, which takes a lease on it. As on the driver, the exporter's
+//! destroy of the event does not wait for its openers; using it afterwards
+//! is undefined there, and here every later record, query or wait of an
+//! opener answers `CUDA_ERROR_UNKNOWN`, so that a backend that destroys an
+//! event too early fails its tests. `cuEventDestroy_v2` of an opened event
+//! releases it.
 //!
 //! As the driver (`vendor/cuda.md`): only an event created with
 //! `CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING` has a handle; for any

@@ -60,8 +60,11 @@
 //!   measured: only `CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING`
 //!   events have a handle; an opened event answers `cuEventQuery` and
 //!   `cuStreamWaitEvent`, and `cuEventElapsedTime` with
-//!   `CUDA_ERROR_INVALID_HANDLE`; the exporter's destroy waits for its
-//!   openers. The 64 bytes work across processes (see `ipc_event.rs`).
+//!   `CUDA_ERROR_INVALID_HANDLE`; the exporter's destroy takes effect at
+//!   once, so an opener's later record, query or wait answers
+//!   `CUDA_ERROR_UNKNOWN` (a backend must keep the exporter's event alive
+//!   while openers use it). The 64 bytes work across processes (see
+//!   `ipc_event.rs`).
 //! - VMM (`cuMemCreate`, `cuMemAddressReserve`, `cuMemMap`,
 //!   `cuMemSetAccess`, POSIX shareable handles, ...) on the simulator's
 //!   VMM, as measured: a fabric handle type is `CUDA_ERROR_NOT_PERMITTED`

@@ -1,17 +1,21 @@
 //! IPC events through the C ABI: which events have a handle, timing
-//! refused on IPC events, and an open in another process (a child running
-//! this executable) that queries, waits on and destroys the event. Tests
-//! that run in parallel use devices of their own.
+//! refused on IPC events, an open in another process (a child running
+//! this executable) that queries, waits on and destroys the event, and the
+//! exporter's destroy, which does not wait for such an opener and makes
+//! its later calls fail. Tests that run in parallel use devices of their
+//! own.
 
 mod common;
 
-use std::process::Command;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
 
 use common::{cu, Current, OK};
 use cudarc::driver::sys::{CUevent, CUipcEventHandle, CUresult, CUstream};
 
 use CUresult::{
     CUDA_ERROR_INVALID_HANDLE as INVALID_HANDLE, CUDA_ERROR_INVALID_VALUE as INVALID_VALUE,
+    CUDA_ERROR_UNKNOWN as UNKNOWN,
 };
 
 /// `CU_EVENT_DISABLE_TIMING`.
@@ -20,6 +24,20 @@ const DISABLE_TIMING: u32 = 2;
 const INTERPROCESS: u32 = 4;
 /// The variable that hands the child the handle, in hex.
 const HANDLE_VAR: &str = "HAL_LIBCUDA_IPC_EVENT_TEST_HANDLE";
+/// The same, for the child that outlives the exporter's destroy.
+const OUTLIVES_VAR: &str = "HAL_LIBCUDA_IPC_EVENT_TEST_OUTLIVES";
+
+fn hex(bytes: [u8; 64]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(hex: &str) -> [u8; 64] {
+    let mut h = [0u8; 64];
+    for (i, b) in h.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+    }
+    h
+}
 
 fn event(flags: u32) -> Result<CUevent, CUresult> {
     let mut e = std::ptr::null_mut();
@@ -125,11 +143,6 @@ fn another_process_opens_queries_waits_on_and_destroys_the_event() {
     let e = event(INTERPROCESS | DISABLE_TIMING).unwrap();
     let s = stream();
     record_and_sync(e, s);
-    let hex: String = handle_of(e)
-        .unwrap()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -137,7 +150,7 @@ fn another_process_opens_queries_waits_on_and_destroys_the_event() {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env(HANDLE_VAR, hex)
+        .env(HANDLE_VAR, hex(handle_of(e).unwrap()))
         .output()
         .unwrap();
     assert!(
@@ -165,12 +178,8 @@ fn child_opens_the_event() {
     let Ok(hex) = std::env::var(HANDLE_VAR) else {
         return;
     };
-    let mut h = [0u8; 64];
-    for (i, b) in h.iter_mut().enumerate() {
-        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
-    }
     let _ctx = Current::on(1);
-    let e = open(h).unwrap();
+    let e = open(unhex(&hex)).unwrap();
     let s = stream();
     // SAFETY: live handles.
     unsafe {
@@ -190,6 +199,85 @@ fn child_opens_the_event() {
     assert_eq!(destroy(e), OK, "an opened event is released");
     assert_eq!(destroy(e), INVALID_HANDLE, "once");
     assert_eq!(destroy(timed), OK);
+    // SAFETY: a live stream.
+    assert_eq!(unsafe { (cu().cuStreamDestroy_v2)(s) }, OK);
+    println!("child done");
+}
+
+/// The driver's destroy of an IPC event does not wait for the processes
+/// that opened it, and their use of it afterwards is undefined
+/// (`cuIpcOpenEventHandle`): here it answers `CUDA_ERROR_UNKNOWN`, so that
+/// a backend that destroys an exported event under its importers fails.
+/// Work the exporter queued before its destroy still completes.
+#[test]
+fn the_exporters_destroy_does_not_wait_for_an_opener_whose_later_calls_fail() {
+    let _ctx = Current::on(2);
+    let e = event(INTERPROCESS | DISABLE_TIMING).unwrap();
+    let s = stream();
+    record_and_sync(e, s);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_outlives_the_exporters_destroy",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(OUTLIVES_VAR, hex(handle_of(e).unwrap()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(
+        lines
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|l| l.ends_with("opened")),
+        "the child opened the event"
+    );
+    // SAFETY: live handles; the record is queued before the destroy.
+    unsafe {
+        assert_eq!((cu().cuEventRecord)(e, s), OK);
+    }
+    assert_eq!(destroy(e), OK, "the destroy returns with an opener alive");
+    // SAFETY: a live stream.
+    unsafe {
+        assert_eq!((cu().cuStreamSynchronize)(s), OK, "queued work completes");
+        assert_eq!((cu().cuStreamDestroy_v2)(s), OK);
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "destroyed").unwrap();
+    drop(stdin);
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(child.wait().unwrap().success(), "child: {rest:?}");
+    assert!(rest.iter().any(|l| l.contains("child done")), "{rest:?}");
+}
+
+/// The child of
+/// `the_exporters_destroy_does_not_wait_for_an_opener_whose_later_calls_fail`.
+#[test]
+fn child_outlives_the_exporters_destroy() {
+    let Ok(hex) = std::env::var(OUTLIVES_VAR) else {
+        return;
+    };
+    let _ctx = Current::on(2);
+    let e = open(unhex(&hex)).unwrap();
+    let s = stream();
+    // SAFETY: a live event.
+    assert_eq!(unsafe { (cu().cuEventQuery)(e) }, OK, "before the destroy");
+    println!("opened");
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "destroyed");
+    // SAFETY: handles this process holds; the stand-in answers for the
+    // exporter's destroyed event.
+    unsafe {
+        assert_eq!((cu().cuEventQuery)(e), UNKNOWN, "query after the destroy");
+        assert_eq!((cu().cuEventSynchronize)(e), UNKNOWN, "wait after it");
+        assert_eq!((cu().cuEventRecord)(e, s), UNKNOWN, "record after it");
+        assert_eq!((cu().cuStreamSynchronize)(s), OK, "nothing was queued");
+    }
+    assert_eq!(destroy(e), OK, "the opened event is still released");
     // SAFETY: a live stream.
     assert_eq!(unsafe { (cu().cuStreamDestroy_v2)(s) }, OK);
     println!("child done");
