@@ -18,7 +18,9 @@ use crate::home;
 use crate::memory::{HomePages, SharedManaged, SharedView, UvmAllocation, UvmMapping};
 use crate::registration;
 use crate::route::Side;
-use crate::step::{self, StepErrors};
+use crate::step;
+use crate::step_errors::StepErrors;
+use crate::stream::UvmStream;
 
 /// How the GPU reaches the home pages of shared managed buffers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,10 +43,11 @@ pub enum Strategy {
 /// - Exports of shared managed buffers are `hal-cpu-shm` exports named
 ///   for this backend and GPU; an import maps the pages and registers them
 ///   once per process ([`registration`](crate::registration)).
-/// - Streams, events, notifies and VMM are the GPU's. A stream operation
-///   between the GPU's own memory runs on its stream; one that touches home
-///   pages waits for the stream's earlier work and copies at once, between
-///   the registered pages and the GPU's memory.
+/// - Events, notifies and VMM are the GPU's; a stream is the GPU's stream
+///   ([`UvmStream::inner`]). Stream work between the GPU's own memory and
+///   registered home pages runs on it as the GPU's own; work on home pages
+///   the GPU does not reach is a host step in stream order (see the crate
+///   documentation, *Stream order*).
 pub struct UvmDevice<D: Device> {
     gpu: D,
     host: CpuDevice,
@@ -158,11 +161,11 @@ where
     /// home's own drop unregisters the pages while they are still mapped.
     fn hold_homes<const N: usize>(
         &self,
-        stream: &D::Stream,
+        stream: &UvmStream<D::Stream>,
         homes: [Option<Arc<dyn HomePages>>; N],
     ) -> Result<()> {
         for home in homes.into_iter().flatten() {
-            self.gpu.hold_until_done(stream, Box::new(home))?;
+            self.gpu.hold_until_done(stream.inner(), Box::new(home))?;
         }
         Ok(())
     }
@@ -238,7 +241,7 @@ where
 {
     type Allocation = UvmAllocation<D>;
     type Mapping = UvmMapping<D>;
-    type Stream = D::Stream;
+    type Stream = UvmStream<D::Stream>;
     type Event = D::Event;
     type Notify = D::Notify;
     type Physical = D::Physical;
@@ -342,18 +345,20 @@ where
         Ok(UvmMapping::Shared(self.import_shared(shared, opts)?))
     }
 
-    fn create_stream(&self) -> Result<D::Stream> {
-        self.gpu.create_stream()
+    fn create_stream(&self) -> Result<UvmStream<D::Stream>> {
+        let inner = self.gpu.create_stream()?;
+        Ok(UvmStream::new(inner, Arc::clone(&self.steps)))
     }
 
-    unsafe fn wrap_stream(&self, raw: *mut std::ffi::c_void) -> Result<D::Stream> {
+    unsafe fn wrap_stream(&self, raw: *mut std::ffi::c_void) -> Result<UvmStream<D::Stream>> {
         // SAFETY: the caller gives wrap_stream's promise.
-        unsafe { self.gpu.wrap_stream(raw) }
+        let inner = unsafe { self.gpu.wrap_stream(raw) }?;
+        Ok(UvmStream::new(inner, Arc::clone(&self.steps)))
     }
 
-    fn synchronize(&self, stream: &D::Stream, timeout: Option<Duration>) -> Result<()> {
-        self.gpu.synchronize(stream, timeout)?;
-        self.steps.take(step::key(stream))
+    fn synchronize(&self, stream: &UvmStream<D::Stream>, timeout: Option<Duration>) -> Result<()> {
+        self.gpu.synchronize(stream.inner(), timeout)?;
+        self.steps.take(stream.id())
     }
 
     /// Between memory the GPU reaches (its own, and home pages through
@@ -362,7 +367,7 @@ where
     /// order*).
     fn copy_async(
         &self,
-        stream: &D::Stream,
+        stream: &UvmStream<D::Stream>,
         dst: MemRef<'_, Self>,
         dst_offset: u64,
         src: MemRef<'_, Self>,
@@ -379,14 +384,14 @@ where
         match (side(dst), side(src)) {
             (Side::Gpu(d, held_d), Side::Gpu(s, held_s)) => {
                 self.gpu
-                    .copy_async(stream, d, dst_offset, s, src_offset, len)?;
+                    .copy_async(stream.inner(), d, dst_offset, s, src_offset, len)?;
                 self.hold_homes(stream, [held_d, held_s])
             }
             (Side::Host(to), Side::Host(from)) => {
                 if !checked(to.memory(), from.memory())? {
                     return Ok(());
                 }
-                step::queue(&self.gpu, stream, &self.steps, move || {
+                step::queue(&self.gpu, stream, move || {
                     home::copy(
                         to.memory(),
                         dst_offset,
@@ -411,12 +416,11 @@ where
                 step::queue_around(
                     &self.gpu,
                     stream,
-                    &self.steps,
                     || Ok(()),
                     move || home::copy(&*filled, 0, false, from.memory(), src_offset, true, len),
                     || {
                         self.gpu.copy_async(
-                            stream,
+                            stream.inner(),
                             d,
                             dst_offset,
                             MemRef::Allocation(&*staging),
@@ -438,10 +442,9 @@ where
                 step::queue_around(
                     &self.gpu,
                     stream,
-                    &self.steps,
                     || {
                         self.gpu.copy_async(
-                            stream,
+                            stream.inner(),
                             MemRef::Allocation(&*staging),
                             0,
                             s,
@@ -459,29 +462,27 @@ where
 
     fn write_async(
         &self,
-        stream: &D::Stream,
+        stream: &UvmStream<D::Stream>,
         dst: MemRef<'_, Self>,
         offset: u64,
         data: Vec<u8>,
     ) -> Result<()> {
         match side(dst) {
             Side::Gpu(d, held) => {
-                self.gpu.write_async(stream, d, offset, data)?;
+                self.gpu.write_async(stream.inner(), d, offset, data)?;
                 self.hold_homes(stream, [held])
             }
             Side::Host(h) => {
                 hal_core::device::check_bounds(offset, data.len() as u64, h.memory().len())?;
                 writable(h.memory())?;
-                step::queue(&self.gpu, stream, &self.steps, move || {
-                    h.memory().write(offset, &data)
-                })
+                step::queue(&self.gpu, stream, move || h.memory().write(offset, &data))
             }
         }
     }
 
     fn memset_async(
         &self,
-        stream: &D::Stream,
+        stream: &UvmStream<D::Stream>,
         dst: MemRef<'_, Self>,
         offset: u64,
         len: u64,
@@ -489,13 +490,14 @@ where
     ) -> Result<()> {
         match side(dst) {
             Side::Gpu(d, held) => {
-                self.gpu.memset_async(stream, d, offset, len, value)?;
+                self.gpu
+                    .memset_async(stream.inner(), d, offset, len, value)?;
                 self.hold_homes(stream, [held])
             }
             Side::Host(h) => {
                 hal_core::device::check_bounds(offset, len, h.memory().len())?;
                 writable(h.memory())?;
-                step::queue(&self.gpu, stream, &self.steps, move || {
+                step::queue(&self.gpu, stream, move || {
                     home::fill(h.memory(), offset, len, value)
                 })
             }
@@ -504,10 +506,10 @@ where
 
     fn hold_until_done(
         &self,
-        stream: &D::Stream,
+        stream: &UvmStream<D::Stream>,
         value: Box<dyn std::any::Any + Send>,
     ) -> Result<()> {
-        self.gpu.hold_until_done(stream, value)
+        self.gpu.hold_until_done(stream.inner(), value)
     }
 
     /// On a shared managed buffer, advice is checked and kept by nobody:
@@ -533,28 +535,28 @@ where
     /// prefetch promises; the call is ordered after the stream's work.
     fn prefetch_async(
         &self,
-        stream: &D::Stream,
+        stream: &UvmStream<D::Stream>,
         mem: MemRef<'_, Self>,
         offset: u64,
         len: u64,
         to: Location,
     ) -> Result<()> {
         match side(mem) {
-            Side::Gpu(m, None) => self.gpu.prefetch_async(stream, m, offset, len, to),
+            Side::Gpu(m, None) => self.gpu.prefetch_async(stream.inner(), m, offset, len, to),
             Side::Gpu(_, Some(_)) | Side::Host(_) => {
                 // A hint on the home pages queues nothing; the stream is
                 // still this device's to name (the GPU's query checks it,
                 // and answers without waiting).
-                self.gpu.query_stream(stream)?;
+                self.gpu.query_stream(stream.inner())?;
                 self.managed_hint(mem.memory(), offset, len, to)
             }
         }
     }
 
-    fn query_stream(&self, stream: &D::Stream) -> Result<bool> {
-        let done = self.gpu.query_stream(stream)?;
+    fn query_stream(&self, stream: &UvmStream<D::Stream>) -> Result<bool> {
+        let done = self.gpu.query_stream(stream.inner())?;
         if done {
-            self.steps.take(step::key(stream))?;
+            self.steps.take(stream.id())?;
         }
         Ok(done)
     }
@@ -568,12 +570,12 @@ where
         self.gpu.create_event(flags)
     }
 
-    fn record_event(&self, stream: &D::Stream, event: &D::Event) -> Result<()> {
-        self.gpu.record_event(stream, event)
+    fn record_event(&self, stream: &UvmStream<D::Stream>, event: &D::Event) -> Result<()> {
+        self.gpu.record_event(stream.inner(), event)
     }
 
-    fn stream_wait_event(&self, stream: &D::Stream, event: &D::Event) -> Result<()> {
-        self.gpu.stream_wait_event(stream, event)
+    fn stream_wait_event(&self, stream: &UvmStream<D::Stream>, event: &D::Event) -> Result<()> {
+        self.gpu.stream_wait_event(stream.inner(), event)
     }
 
     fn export_event(&self, event: &D::Event, opts: &ExportOptions) -> Result<Exported> {
@@ -589,17 +591,17 @@ where
         self.gpu.create_notify_with(flags)
     }
 
-    fn record_notify(&self, stream: &D::Stream, notify: &D::Notify) -> Result<()> {
-        self.gpu.record_notify(stream, notify)
+    fn record_notify(&self, stream: &UvmStream<D::Stream>, notify: &D::Notify) -> Result<()> {
+        self.gpu.record_notify(stream.inner(), notify)
     }
 
     fn stream_wait_notify(
         &self,
-        stream: &D::Stream,
+        stream: &UvmStream<D::Stream>,
         notify: &D::Notify,
         timeout: Option<Duration>,
     ) -> Result<()> {
-        self.gpu.stream_wait_notify(stream, notify, timeout)
+        self.gpu.stream_wait_notify(stream.inner(), notify, timeout)
     }
 
     fn export_notify(&self, notify: &D::Notify, opts: &ExportOptions) -> Result<Exported> {

@@ -80,6 +80,13 @@
 //! costs an event, a notify, a thread and, for a copy with the GPU's
 //! memory, a staging buffer.
 //!
+//! A stream of this backend ([`UvmStream`]) is the GPU's stream
+//! ([`UvmStream::inner`], for the GPU backend's own calls such as a kernel
+//! launch) with an id of its own: a host step's error is kept under it, so
+//! it reaches that stream's next `synchronize` or `query_stream` however
+//! the stream was moved in between, and never another stream's; a stream
+//! dropped with an error unreported logs it.
+//!
 //! ## Residency, and the consistency rule
 //!
 //! [`Residency`] keeps a table in a shared header: for every chunk, where
@@ -157,7 +164,7 @@
 //! | home pages are `hal-cpu-shm` sealed memfds; handles are renamed for `cuda-uvm` and back | `memory.rs`, `brand.rs` |
 //! | registration once per process, GPU and region; unregistered at the last drop, before the pages are unmapped | `registration.rs`, `memory.rs` |
 //! | pageable access skips registration | `device.rs` (`Strategy`) |
-//! | stream work on home pages is a host step in stream order | `step.rs`, `home.rs` |
+//! | stream work on home pages is a host step in stream order; its error reported by its own stream's next synchronization | `step.rs`, `home.rs`, `stream.rs`, `step_errors.rs` |
 //! | the residency table, its lock (a dead holder is replaced, also when its pid was reused: the lock carries the holder's start time), a dead server's chunks (told the same way) and the consistency rule | `header.rs`, `residency.rs` |
 //! | the host-NUMA home: host-NUMA physical pages, host and device access granted together | `numa.rs` |
 #![deny(missing_docs)]
@@ -176,6 +183,8 @@ pub mod registration;
 mod residency;
 mod route;
 mod step;
+mod step_errors;
+mod stream;
 
 pub use backend::UvmBackend;
 pub use cpu::open_on_cpu;
@@ -186,3 +195,4 @@ pub use info::{GPU_CAPABILITIES, MEMORY_CAPABILITIES};
 pub use memory::{SharedManaged, SharedView, UvmAllocation, UvmMapping};
 pub use numa::NumaHome;
 pub use residency::Residency;
+pub use stream::UvmStream;

@@ -13,74 +13,36 @@
 //! error comes back from the next `synchronize` or `query_stream` of the
 //! stream.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use hal_core::{Error, Event, EventFlags, Notify, Result, WaitOptions};
 
 use crate::gpu::GpuDevice;
-
-/// Errors of host steps, by stream, until the stream's next
-/// synchronization reports them.
-#[derive(Debug, Default)]
-pub struct StepErrors(Mutex<HashMap<usize, Error>>);
-
-impl StepErrors {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<usize, Error>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The first error of a step on the stream `key`, taken.
-    pub fn take(&self, key: usize) -> Result<()> {
-        match self.lock().remove(&key) {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
-    }
-
-    /// The first error of a step on any stream, taken.
-    pub fn take_any(&self) -> Result<()> {
-        let mut errors = self.lock();
-        let first = errors.keys().next().copied();
-        match first.and_then(|k| errors.remove(&k)) {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
-    }
-
-    fn keep(&self, key: usize, e: Error) {
-        self.lock().entry(key).or_insert(e);
-    }
-}
-
-/// The key of a stream in [`StepErrors`].
-pub fn key<S>(stream: &S) -> usize {
-    stream as *const S as usize
-}
+use crate::stream::UvmStream;
 
 /// Queue `step` on `stream` of `gpu`.
 pub fn queue<D: GpuDevice>(
     gpu: &D,
-    stream: &D::Stream,
-    errors: &Arc<StepErrors>,
+    stream: &UvmStream<D::Stream>,
     step: impl FnOnce() -> Result<()> + Send + 'static,
 ) -> Result<()> {
-    queue_around(gpu, stream, errors, || Ok(()), step, || Ok(()), ())
+    queue_around(gpu, stream, || Ok(()), step, || Ok(()), ())
 }
 
 /// Queue on `stream` of `gpu`: the GPU work `gpu_before` queues, then
 /// `step`, then the GPU work `gpu_after` queues; `keep` (what that GPU work
 /// reaches, such as a staging buffer) lives until the stream has run all
-/// of it.
+/// of it. The step's error waits for the stream's next synchronization.
 pub fn queue_around<D: GpuDevice>(
     gpu: &D,
-    stream: &D::Stream,
-    errors: &Arc<StepErrors>,
+    stream: &UvmStream<D::Stream>,
     gpu_before: impl FnOnce() -> Result<()>,
     step: impl FnOnce() -> Result<()> + Send + 'static,
     gpu_after: impl FnOnce() -> Result<()>,
     keep: impl Send + 'static,
 ) -> Result<()> {
+    let (errors, key) = (stream.errors(), stream.id());
+    let stream = stream.inner();
     let before = gpu.create_event(EventFlags::default())?;
     let gate = gpu.create_notify()?;
     let after = gpu.create_event(EventFlags::default())?;
@@ -97,7 +59,6 @@ pub fn queue_around<D: GpuDevice>(
         return Err(e);
     }
     let thread_errors = Arc::clone(errors);
-    let key = key(stream);
     let (gate, keep) = (Arc::new(gate), Arc::new(Mutex::new(keep)));
     let (thread_gate, thread_keep) = (Arc::clone(&gate), Arc::clone(&keep));
     let spawned = std::thread::Builder::new()
@@ -127,4 +88,88 @@ pub fn queue_around<D: GpuDevice>(
         return Err(e);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use hal_core::{Backend, Device};
+
+    use super::*;
+    use crate::step_errors::StepErrors;
+
+    const LONG: Duration = Duration::from_secs(30);
+
+    fn gpu() -> hal_mock::MockDevice {
+        hal_mock::MockBackend::cuda().open(0).unwrap()
+    }
+
+    fn stream(
+        gpu: &hal_mock::MockDevice,
+        errors: &Arc<StepErrors>,
+    ) -> UvmStream<hal_mock::MockStream> {
+        UvmStream::new(gpu.create_stream().unwrap(), Arc::clone(errors))
+    }
+
+    /// A step queued behind a closed gate runs once the gate opens, before
+    /// the stream's synchronization returns.
+    #[test]
+    fn a_step_runs_in_stream_order() {
+        let gpu = gpu();
+        let errors = Arc::new(StepErrors::default());
+        let stream = stream(&gpu, &errors);
+        let gate = gpu.create_notify().unwrap();
+        gpu.stream_wait_notify(stream.inner(), &gate, None).unwrap();
+        let ran = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&ran);
+        queue(&gpu, &stream, move || {
+            flag.store(true, Ordering::SeqCst);
+            Ok(())
+        })
+        .unwrap();
+        assert!(!ran.load(Ordering::SeqCst), "ran before the gate opened");
+        gate.signal().unwrap();
+        gpu.synchronize(stream.inner(), Some(LONG)).unwrap();
+        assert!(ran.load(Ordering::SeqCst), "not run by the synchronization");
+        errors.take(stream.id()).unwrap();
+    }
+
+    /// A failed step's error is kept for its own stream, the first of
+    /// several, taken once, and still its stream's after the stream moved.
+    #[test]
+    fn the_first_error_is_its_streams_and_taken_once() {
+        let gpu = gpu();
+        let errors = Arc::new(StepErrors::default());
+        let (failing, other) = (stream(&gpu, &errors), stream(&gpu, &errors));
+        for what in ["first", "second"] {
+            queue(&gpu, &failing, move || Err(Error::invalid(what))).unwrap();
+        }
+        queue(&gpu, &other, || Ok(())).unwrap();
+        let moved = Box::new(failing);
+        gpu.synchronize(moved.inner(), Some(LONG)).unwrap();
+        gpu.synchronize(other.inner(), Some(LONG)).unwrap();
+        errors
+            .take(other.id())
+            .expect("the other stream's steps did not fail");
+        let e = errors.take(moved.id()).unwrap_err();
+        assert!(e.to_string().contains("first"), "{e}");
+        errors.take(moved.id()).expect("taken already");
+    }
+
+    /// A stream dropped with an error nobody took lets it go: the map keeps
+    /// nothing of it, and a later stream starts clean.
+    #[test]
+    fn a_dropped_stream_takes_its_error_along() {
+        let gpu = gpu();
+        let errors = Arc::new(StepErrors::default());
+        let failing = stream(&gpu, &errors);
+        queue(&gpu, &failing, || Err(Error::invalid("unreported"))).unwrap();
+        gpu.synchronize(failing.inner(), Some(LONG)).unwrap();
+        drop(failing);
+        errors.take_any().expect("dropped with its stream");
+        let later = stream(&gpu, &errors);
+        errors.take(later.id()).unwrap();
+    }
 }
