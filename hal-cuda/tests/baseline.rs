@@ -105,11 +105,10 @@ fn a_bare_vmm_import_maps_the_whole_allocation() {
 }
 
 /// The child of `a_bare_vmm_import_maps_the_whole_allocation`:
-/// the physical memory fills most of the device and comes again after the
-/// bare import and the allocation went. (The stand-in gives the memory back
-/// at the allocation's own release even while an import still maps it,
-/// where the driver waits for both: whether the bare import's drop
-/// released its handle is not visible here.)
+/// the physical memory fills most of the device and comes again only after
+/// both the bare import and the allocation went: as on the driver, the
+/// import's handle and its mapping hold the memory, so a bare import whose
+/// drop forgot to unmap or release leaves the device full.
 #[test]
 fn child_imports_bare() {
     use hal_core::{Device, ExportOptions, Granularity};

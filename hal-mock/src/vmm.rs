@@ -1,8 +1,9 @@
 //! VMM: physical allocations (memfds), address reservations, and the
 //! mappings between them with their access rights.
 
-use std::os::fd::{AsFd, OwnedFd};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use hal_core::os::{self, Prot, SharedMap};
 use hal_core::{
@@ -14,20 +15,51 @@ use crate::state::{lock, DevRef};
 
 /// The memory of a physical allocation, shared by its owner, its mappings
 /// and its importers in this process.
+///
+/// As the driver frees a physical allocation only when its handle, every
+/// handle imported from it and every mapping of it are gone
+/// (`cuMemRelease`), an import in the allocating process shares this
+/// value ([`live`]) and the device is refunded at the last of them.
 pub(crate) struct PhysMem {
     pub(crate) fd: OwnedFd,
     pub(crate) size: u64,
     pub(crate) location: PhysicalLocation,
-    /// The device charged for it (`None` for an import).
+    /// The device charged for it (`None` for memory made elsewhere).
     charged: Option<DevRef>,
+    /// Its memfd's identity, the key in [`live`].
+    key: Option<FileKey>,
 }
 
 impl Drop for PhysMem {
     fn drop(&mut self) {
+        if let Some(key) = self.key {
+            let mut live = lock(live());
+            if live
+                .get(&key)
+                .is_some_and(|w| std::ptr::eq(w.as_ptr(), self))
+            {
+                live.remove(&key);
+            }
+        }
         if let Some(dev) = &self.charged {
             dev.state().refund(self.size);
         }
     }
+}
+
+/// A memfd's identity: device and inode.
+type FileKey = (u64, u64);
+
+fn file_key(fd: BorrowedFd<'_>) -> Option<FileKey> {
+    let st = os::fstat(fd).ok()?;
+    Some((st.st_dev, st.st_ino))
+}
+
+/// The physical allocations made in this process, by memfd: what an
+/// import of a descriptor of one of them finds.
+fn live() -> &'static Mutex<HashMap<FileKey, Weak<PhysMem>>> {
+    static LIVE: OnceLock<Mutex<HashMap<FileKey, Weak<PhysMem>>>> = OnceLock::new();
+    LIVE.get_or_init(Mutex::default)
 }
 
 /// A VMM physical allocation: memory with no address until mapped into a
@@ -86,14 +118,20 @@ impl MockPhysical {
                 return Err(e);
             }
         };
+        let key = file_key(fd.as_fd());
+        let mem = Arc::new(PhysMem {
+            fd,
+            size,
+            location,
+            charged,
+            key,
+        });
+        if let Some(key) = key {
+            lock(live()).insert(key, Arc::downgrade(&mem));
+        }
         Ok(MockPhysical {
             dev: dev.clone(),
-            mem: Arc::new(PhysMem {
-                fd,
-                size,
-                location,
-                charged,
-            }),
+            mem,
             imported: false,
             handle,
         })
@@ -107,14 +145,22 @@ impl MockPhysical {
         location: PhysicalLocation,
         handle: ShareableHandle,
     ) -> MockPhysical {
-        MockPhysical {
-            dev: dev.clone(),
-            mem: Arc::new(PhysMem {
+        // An allocation of this process: its memory, kept until the last
+        // handle and mapping of it go.
+        let made_here =
+            file_key(fd.as_fd()).and_then(|key| lock(live()).get(&key).and_then(Weak::upgrade));
+        let mem = made_here.unwrap_or_else(|| {
+            Arc::new(PhysMem {
                 fd,
                 size,
                 location,
                 charged: None,
-            }),
+                key: None,
+            })
+        });
+        MockPhysical {
+            dev: dev.clone(),
+            mem,
             imported: true,
             handle,
         }

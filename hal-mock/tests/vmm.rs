@@ -9,7 +9,7 @@ use hal_core::{
     Reservation,
 };
 use hal_mock::codes::{acl, cuda, Code};
-use hal_mock::MockBackend;
+use hal_mock::{MockBackend, MockDevice, MockPhysical, Profile};
 
 const G: u64 = 2 << 20;
 
@@ -121,6 +121,46 @@ fn vmm_physical_handles_export_and_import() {
         drop((exported, phys));
         r2.read(12345, &mut out).unwrap();
     }
+}
+
+/// As the driver's `cuMemRelease`: a physical allocation's memory comes
+/// back when its own handle, the handles imported from it in this process
+/// and its mappings have all gone, whichever goes last.
+#[test]
+fn vmm_physical_memory_comes_back_at_its_last_handle_or_mapping() {
+    let dev = MockBackend::new(Profile::cuda().with_total_memory(8 << 20))
+        .open(0)
+        .unwrap();
+    let big = 3 * G;
+    let fits = |dev: &MockDevice| dev.allocate_physical(big).map(drop).is_ok();
+    let import_of = |phys: &MockPhysical| {
+        let ex = dev.export_physical(phys, &anyone()).unwrap();
+        dev.import_physical(ex.share().unwrap(), &ImportOptions::default())
+            .unwrap()
+    };
+
+    let phys = dev.allocate_physical(big).unwrap();
+    let imported = import_of(&phys);
+    drop(phys);
+    assert!(!fits(&dev), "the import still holds the memory");
+    drop(imported);
+    assert!(fits(&dev), "back when the import went");
+
+    let phys = dev.allocate_physical(big).unwrap();
+    let imported = import_of(&phys);
+    let r = dev.reserve(big, 0).unwrap();
+    dev.map(&r, 0, &imported).unwrap();
+    drop((imported, phys));
+    assert!(!fits(&dev), "the mapping still holds the memory");
+    dev.unmap(&r, 0, big).unwrap();
+    assert!(fits(&dev), "back when the mapping went");
+
+    let phys = dev.allocate_physical(big).unwrap();
+    let imported = import_of(&phys);
+    drop(imported);
+    assert!(!fits(&dev), "the allocation's own handle still holds it");
+    drop(phys);
+    assert!(fits(&dev), "back when the last handle went");
 }
 
 #[test]

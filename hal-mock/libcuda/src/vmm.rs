@@ -17,7 +17,11 @@
 //!   `HOST_NUMA` location makes it CPU-accessible, and is refused for
 //!   device memory;
 //! - a mapping has no access until `cuMemSetAccess`: copies through it are
-//!   refused (`CUDA_ERROR_INVALID_VALUE`) instead of faulting.
+//!   refused (`CUDA_ERROR_INVALID_VALUE`) instead of faulting;
+//! - as the driver API says of `cuMemRelease`, device memory comes back
+//!   only when the allocation's handle, the handles imported from it in
+//!   this process and its mappings are all gone (the simulator counts it in
+//!   the allocating process only).
 //!
 //! The POSIX handle is a descriptor of the memfd that holds the bytes, so
 //! another process's stand-in imports the same memory from the descriptor
@@ -211,8 +215,9 @@ pub unsafe extern "C" fn cuMemCreate(
     })
 }
 
-/// Releases a physical allocation handle; mappings of it keep the memory
-/// until they are unmapped.
+/// Releases a physical allocation handle. As on the driver, the memory
+/// stays until every handle of it (those imported from it in this process
+/// included) is released and every mapping of it unmapped.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemRelease(handle: CUmemGenericAllocationHandle) -> CUresult {
     guard("cuMemRelease", || {
