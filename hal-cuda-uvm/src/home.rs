@@ -1,7 +1,8 @@
-//! Copies that touch home pages: host-synchronous, after the stream's
-//! earlier work, straight between the registered pages and the GPU's
-//! memory (`cuMemcpyHtoD` / `cuMemcpyDtoH` from registered pages run at
-//! pinned speed, 55 GB/s measured), never through a bounce buffer.
+//! The copies and fills a host step (`step.rs`) does on home pages the
+//! GPU does not reach: straight between the home pages and the memory
+//! beside them (a staging buffer of the GPU's, read or written through its
+//! `Memory`), with a bounce only between two ranges of home pages, which
+//! may overlap.
 
 use hal_core::device::check_bounds;
 use hal_core::{Error, Memory, Result};
@@ -65,4 +66,56 @@ pub fn copy(
 pub fn fill(dst: &dyn Memory, offset: u64, len: u64, value: u8) -> Result<()> {
     bytes_mut(dst, offset, len)?.fill(value);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use hal_core::{AllocDesc, Backend, Device};
+
+    use super::*;
+
+    const PAGE: u64 = 4096;
+
+    fn home() -> hal_cpu_shm::CpuAllocation {
+        hal_cpu_shm::CpuShm::new()
+            .host()
+            .allocate(&AllocDesc::host(2 * PAGE))
+            .unwrap()
+    }
+
+    /// The other side of a copy is read and written through its `Memory`
+    /// alone: the simulator's device memory, which has no host address.
+    #[test]
+    fn the_other_side_needs_no_host_address() {
+        let gpu = hal_mock::MockBackend::cuda().open(0).unwrap();
+        let device = gpu.allocate(&AllocDesc::device(0, PAGE)).unwrap();
+        assert!(device.host_ptr().is_none());
+        let pages = home();
+        pages.write(PAGE, b"home to device").unwrap();
+        copy(&device, 8, false, &pages, PAGE, true, 14).unwrap();
+        let mut got = [0u8; 14];
+        device.read(8, &mut got).unwrap();
+        assert_eq!(&got, b"home to device");
+        device.write(100, b"device to home").unwrap();
+        copy(&pages, 0, true, &device, 100, false, 14).unwrap();
+        pages.read(0, &mut got).unwrap();
+        assert_eq!(&got, b"device to home");
+    }
+
+    /// Overlapping ranges of one buffer's home pages copy as if through a
+    /// copy of the source; a fill sets what it names and nothing else.
+    #[test]
+    fn overlapping_home_ranges_and_fills() {
+        let pages = home();
+        pages.write(0, b"abcdefgh").unwrap();
+        copy(&pages, 2, true, &pages, 0, true, 6).unwrap();
+        let mut got = [0u8; 8];
+        pages.read(0, &mut got).unwrap();
+        assert_eq!(&got, b"ababcdef");
+        fill(&pages, 1, 3, b'z').unwrap();
+        pages.read(0, &mut got).unwrap();
+        assert_eq!(&got, b"azzzcdef");
+        assert!(fill(&pages, 2 * PAGE - 1, 2, 0).is_err(), "out of bounds");
+        assert!(copy(&pages, 0, true, &pages, 2 * PAGE, true, 1).is_err());
+    }
 }

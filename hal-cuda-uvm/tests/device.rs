@@ -56,7 +56,8 @@ fn the_current_context_is_the_gpus_answer_for_the_calling_thread() {
 }
 
 /// Home pages are registered for every GPU (portable), so an import names
-/// any GPU of the backend; one that does not exist is refused.
+/// any GPU of the backend; one that does not exist is refused (and is
+/// moot to a process that maps the buffer without a GPU).
 #[test]
 fn a_shared_buffer_imports_onto_any_gpu_of_the_backend() {
     let dev = mock().open(0).unwrap();
@@ -79,6 +80,10 @@ fn a_shared_buffer_imports_onto_any_gpu_of_the_backend() {
         .import_memory(ex.share().unwrap(), &nowhere)
         .unwrap_err();
     assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    // A process without a GPU has no GPU to name: the option is moot there.
+    let pages = hal_cuda_uvm::open_on_cpu(ex.share().unwrap(), &nowhere).unwrap();
+    pages.read(0, &mut got).unwrap();
+    assert_eq!(&got, b"portable");
 }
 
 /// Over a GPU that keeps pid allow-lists, the home's export is the host's

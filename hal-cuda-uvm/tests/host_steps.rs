@@ -4,7 +4,6 @@
 //! its own) are written, filled and copied by a thread in stream order:
 //! behind the stream's earlier work, before its later work.
 
-use std::process::Command;
 use std::time::Duration;
 
 use hal_core::{AllocDesc, Backend, Device, MemRef, Memory, Notify};
@@ -13,22 +12,6 @@ use hal_mock_libcuda::PAGEABLE_VAR;
 
 const PAGE: u64 = 4096;
 const LONG: Duration = Duration::from_secs(30);
-
-/// Run the test `name` again in a child process whose stand-in driver
-/// reads pageable memory, and require it to pass.
-fn in_pageable_child(name: &str) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(PAGEABLE_VAR, "1")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("child done"),
-        "child failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 fn contents(m: &impl Memory) -> Vec<u8> {
     let mut got = vec![0u8; m.len() as usize];
@@ -42,7 +25,12 @@ fn contents(m: &impl Memory) -> Vec<u8> {
 #[test]
 fn host_steps_run_in_stream_order() {
     if std::env::var_os(PAGEABLE_VAR).is_none() {
-        return in_pageable_child("host_steps_run_in_stream_order");
+        hal_tests::process::child_passes(
+            "host_steps_run_in_stream_order",
+            "the child whose driver reads pageable memory",
+            &[(PAGEABLE_VAR, "1")],
+        );
+        return;
     }
     let dev = UvmBackend::with_library(hal_mock_libcuda::built_library())
         .open(0)

@@ -3,8 +3,6 @@
 //! process are one, and a second process reads and writes the same pages;
 //! and over hal-cuda on the stand-in driver, which offers host-NUMA VMM.
 
-use std::process::Command;
-
 use hal_core::{Backend, ExportOptions, Memory};
 use hal_cuda_uvm::{NumaHome, UvmBackend};
 
@@ -32,21 +30,10 @@ fn a_host_numa_home_is_shared_by_descriptor() {
     home.write(MIB, b"from creator").unwrap();
     let ex = home.export(&ExportOptions::default()).unwrap();
     assert_eq!(ex.handle().backend, hal_core::BackendId::CudaUvm);
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "a_host_numa_home_is_shared_by_descriptor",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(VAR, ex.to_text())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("child done"),
-        "child failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    hal_tests::process::child_passes(
+        "a_host_numa_home_is_shared_by_descriptor",
+        "the attaching process",
+        &[(VAR, &ex.to_text())],
     );
     let mut got = [0u8; 13];
     home.read(0, &mut got).unwrap();

@@ -83,22 +83,10 @@ fn a_device_copy_is_shared_and_handed_back() {
     assert!(slot.on_device && slot.generation == 1 && slot.owner == std::process::id());
     assert!(!r.slot(1).unwrap().on_device, "only the chunk asked for");
     r.write_device(0, b"device").unwrap();
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "a_device_copy_is_shared_and_handed_back",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(BUFFER_VAR, ex.to_text())
-        .env(HEADER_VAR, r.header_text())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("child done"),
-        "child failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    hal_tests::process::child_passes(
+        "a_device_copy_is_shared_and_handed_back",
+        "the process that takes the device copy",
+        &[(BUFFER_VAR, &ex.to_text()), (HEADER_VAR, r.header_text())],
     );
     let broken = r.writeback(0, 4 * MIB).unwrap();
     assert_eq!(

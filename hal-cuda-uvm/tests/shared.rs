@@ -556,21 +556,10 @@ fn pageable_access_skips_registration() {
     let a = dev.allocate(&AllocDesc::managed(PAGE)).unwrap();
     let at = a.shared().unwrap().device_addr().unwrap();
     assert!(registration::holds(dev.info().uuid, at, PAGE));
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "pageable_access_skips_registration",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(VAR, "1")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("child done"),
-        "child failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    hal_tests::process::child_passes(
+        "pageable_access_skips_registration",
+        "the child whose driver reads pageable memory",
+        &[(VAR, "1")],
     );
 }
 

@@ -295,3 +295,25 @@ pub fn wait_for_eof() {
     let mut sink = Vec::new();
     let _ = std::io::stdin().lock().read_to_end(&mut sink);
 }
+
+/// Run this executable's test `name` alone in a child process with `env`
+/// added to its environment, and require that it exited 0 having printed
+/// `child done`; its standard output. `what` names the child in the
+/// failure, which carries the child's output. The simple form of a child,
+/// for a test that runs itself again under other switches (a stand-in
+/// driver's, say) and checks inside.
+pub fn child_passes(name: &str, what: &str, env: &[(&str, &str)]) -> String {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let out = Command::new(exe)
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .envs(env.iter().copied())
+        .output()
+        .expect("starting the child test process");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && stdout.contains("child done"),
+        "{what}:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}

@@ -33,16 +33,5 @@ pub fn backend() -> hal_cuda::CudaBackend {
 /// Run this executable's test `name` alone in a child with `env`, and
 /// require that it printed "child done" and exited 0; its output.
 pub fn child_passes(name: &str, what: &str, env: &[(&str, &str)]) -> String {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success() && stdout.contains("child done"),
-        "{what}:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    hal_tests::process::child_passes(name, what, env)
 }
