@@ -142,6 +142,55 @@ fn a_raw_import_in_the_exporting_process_reaches_the_original() {
     let mut back = [0u8; 8];
     m.read(0, &mut back).unwrap();
     assert_eq!(&back, b"original");
+    let shown = format!("{m:?}");
+    for part in [
+        "CudaMapping".to_string(),
+        format!("addr: {:#x}", a.addr()),
+        format!("len: {PAGE}"),
+        "same_process: true".to_string(),
+    ] {
+        assert!(shown.contains(&part), "{shown} lacks {part}");
+    }
+}
+
+/// Freeing an exported allocation forgets its raw export, and only its
+/// own: another allocation's raw handle still reaches its original, and
+/// the freed one's bytes no longer lead to the freed address.
+#[test]
+fn freeing_an_allocation_forgets_its_raw_export_and_no_other() {
+    let dev = device();
+    let kept = dev.allocate(&AllocDesc::device(0, PAGE)).unwrap();
+    kept.write(0, b"kept").unwrap();
+    let kept_raw = dev.export_raw(&kept, None).unwrap();
+    let freed = dev.allocate(&AllocDesc::device(0, PAGE)).unwrap();
+    let freed_at = freed.addr();
+    let freed_raw = dev.export_raw(&freed, None).unwrap();
+    drop(freed);
+    // Once the free has run, a new allocation may take the freed address:
+    // the freed handle must not lead to it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    // Held to the end, so that the address stays taken.
+    let _reused = loop {
+        let again = dev.allocate(&AllocDesc::device(0, PAGE)).unwrap();
+        if again.addr() == freed_at {
+            break Some(again);
+        }
+        if std::time::Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let m = dev.import_raw(&kept_raw).unwrap();
+    assert_eq!(m.addr(), kept.addr(), "the original, not an open");
+    let mut back = [0u8; 4];
+    m.read(0, &mut back).unwrap();
+    assert_eq!(&back, b"kept");
+    if let Ok(stale) = dev.import_raw(&freed_raw) {
+        panic!(
+            "a freed allocation's raw handle was imported at {:#x} (freed at {freed_at:#x})",
+            stale.addr()
+        );
+    }
 }
 
 #[test]

@@ -314,6 +314,11 @@ fn an_allocation_shows_its_address_length_and_location() {
 }
 
 #[test]
+fn a_backend_shows_its_name() {
+    assert!(format!("{:?}", backend()).contains("CudaBackend"));
+}
+
+#[test]
 fn a_device_shows_its_ordinal_and_name() {
     let dev = backend().open(0).unwrap();
     let shown = format!("{dev:?}");

@@ -213,6 +213,19 @@ fn an_allocation_made_without_a_handle_type_is_not_exported() {
     let g = gran(&dev);
     let desc = PhysicalDesc::new(g).handle(hal_core::ShareableHandle::None);
     let p = dev.allocate_physical_with(&desc).unwrap();
+    assert_eq!(
+        hal_core::Physical::handle_type(&p),
+        hal_core::ShareableHandle::None
+    );
+    let shown = format!("{p:?}");
+    for part in [
+        "CudaPhysical".to_string(),
+        "handle: 0x".to_string(),
+        format!("size: {g}"),
+        "made_for: None".to_string(),
+    ] {
+        assert!(shown.contains(&part), "{shown} lacks {part}");
+    }
     match dev.export_physical(&p, &ExportOptions::default()) {
         Err(hal_core::Error::Vendor(v)) => {
             assert_eq!(v.name, "CUDA_ERROR_INVALID_VALUE", "measured");
