@@ -40,6 +40,13 @@ fn the_standin_is_a_driver_with_devices() {
                 .contains(Capabilities::IPC_MEMORY | Capabilities::LEASES),
             "the stand-in has the legacy IPC entry points"
         );
+        if std::env::var_os(hal_mock_libcuda::PAGEABLE_VAR).is_none() {
+            assert!(
+                !d.capabilities
+                    .contains(Capabilities::PAGEABLE_MEMORY_ACCESS),
+                "no pageable access, as on the H200 measured"
+            );
+        }
     }
     let uuids: std::collections::HashSet<_> = devices.iter().map(|d| d.uuid).collect();
     assert_eq!(uuids.len(), devices.len(), "every device has its own uuid");
@@ -311,6 +318,31 @@ fn an_allocation_shows_its_address_length_and_location() {
             assert!(shown.contains(&part), "{shown} lacks {part}");
         }
     }
+}
+
+/// A device that reports `PAGEABLE_MEMORY_ACCESS` (an HMM or ATS
+/// machine) has the capability; checked in a child whose stand-in says so.
+#[test]
+fn pageable_access_is_a_capability_where_the_device_reports_it() {
+    hal_tests::process::child_passes(
+        "pageable_child",
+        "the child whose stand-in reports pageable access",
+        &[(hal_mock_libcuda::PAGEABLE_VAR, "1")],
+    );
+}
+
+/// The child of the test above; does nothing outside it.
+#[test]
+fn pageable_child() {
+    if std::env::var_os(hal_mock_libcuda::PAGEABLE_VAR).is_none() {
+        return;
+    }
+    for d in backend().devices().unwrap() {
+        assert!(d
+            .capabilities
+            .contains(Capabilities::PAGEABLE_MEMORY_ACCESS));
+    }
+    println!("child done");
 }
 
 #[test]
