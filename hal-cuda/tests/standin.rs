@@ -345,6 +345,40 @@ fn pageable_child() {
     println!("child done");
 }
 
+/// A driver whose recommended VMM granularity is not a multiple of its
+/// minimum is not believed: the device keeps the H200's 2 MiB for both.
+/// Checked in a child whose stand-in answers so.
+#[test]
+fn a_granularity_that_does_not_divide_is_not_believed() {
+    for (answer, expected) in [
+        ("65536:1048576", (65536, 1 << 20)),
+        ("65536:4096", (2 << 20, 2 << 20)),
+    ] {
+        let out = hal_tests::process::child_passes(
+            "granularity_child",
+            "the child whose stand-in answers other granularities",
+            &[(hal_mock_libcuda::GRANULARITY_VAR, answer)],
+        );
+        let line = format!("granularity {} {}", expected.0, expected.1);
+        assert!(out.contains(&line), "{answer}: {out} lacks {line}");
+    }
+}
+
+/// The child of the test above; does nothing outside it.
+#[test]
+fn granularity_child() {
+    if std::env::var_os(hal_mock_libcuda::GRANULARITY_VAR).is_none() {
+        return;
+    }
+    let d = &backend().devices().unwrap()[0];
+    assert!(d.capabilities.contains(Capabilities::VMM));
+    println!(
+        "granularity {} {}",
+        d.granularity_min, d.granularity_recommended
+    );
+    println!("child done");
+}
+
 #[test]
 fn a_backend_shows_its_name() {
     assert!(format!("{:?}", backend()).contains("CudaBackend"));

@@ -76,7 +76,8 @@
 //!   not reach reservations (the synchronous ones do).
 //! - Switches from the environment (`switches.rs`): [`IMEX_VAR`] says an
 //!   IMEX daemon is present, [`FAIL_VAR`] makes named entry points answer
-//!   a given code, [`ATTRIBUTES_VAR`] answers device attributes otherwise.
+//!   a given code, [`ATTRIBUTES_VAR`] answers device attributes otherwise,
+//!   [`GRANULARITY_VAR`] answers VMM granularities otherwise.
 //! - A null output pointer is `CUDA_ERROR_INVALID_VALUE`, except for
 //!   `cuCtxPopCurrent_v2`, whose output the driver makes optional.
 //! - A panic inside an entry point never crosses the C boundary: the call
@@ -152,7 +153,9 @@ pub use memory::*;
 pub use peer::*;
 pub use stream::*;
 pub use strings::*;
-pub use switches::{ATTRIBUTES_VAR, FAIL_VAR, FREE_SYNCS_VAR, IMEX_VAR, NO_PEER_VAR, PAGEABLE_VAR};
+pub use switches::{
+    ATTRIBUTES_VAR, FAIL_VAR, FREE_SYNCS_VAR, GRANULARITY_VAR, IMEX_VAR, NO_PEER_VAR, PAGEABLE_VAR,
+};
 pub use vmm::*;
 
 /// The file name cargo gives the built library.

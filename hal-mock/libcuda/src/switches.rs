@@ -24,6 +24,10 @@
 //!   answers each numbered attribute with the value given, on every
 //!   device. Only the answers change, never what the calls do: a test sees
 //!   whether a backend asks the driver for what the device says it lacks.
+//! - `HAL_MOCK_LIBCUDA_GRANULARITY=4096:65536`: `cuMemGetAllocationGranularity`
+//!   answers the minimum and the recommended granularity given, for every
+//!   allocation kind. As with the attributes, only the answers change: the
+//!   simulator's own granularity still rules what `cuMemCreate` accepts.
 //!
 //! The variables are read at the first call that asks, so a test sets them
 //! for a child process it starts, never in its own (parallel) process.
@@ -49,6 +53,9 @@ pub const ATTRIBUTES_VAR: &str = "HAL_MOCK_LIBCUDA_ATTRIBUTES";
 /// The variable that makes the device read pageable host memory.
 pub const PAGEABLE_VAR: &str = "HAL_MOCK_LIBCUDA_PAGEABLE_MEMORY_ACCESS";
 
+/// The variable of granularities answered otherwise (`minimum:recommended`).
+pub const GRANULARITY_VAR: &str = "HAL_MOCK_LIBCUDA_GRANULARITY";
+
 struct Switches {
     imex: bool,
     pageable: bool,
@@ -56,6 +63,7 @@ struct Switches {
     free_syncs: bool,
     fail: Vec<(String, Code)>,
     attributes: Vec<(i32, i32)>,
+    granularity: Option<(u64, u64)>,
 }
 
 fn switches() -> &'static Switches {
@@ -71,6 +79,9 @@ fn switches() -> &'static Switches {
         attributes: std::env::var(ATTRIBUTES_VAR)
             .map(|v| parse_attributes(&v))
             .unwrap_or_default(),
+        granularity: std::env::var(GRANULARITY_VAR)
+            .ok()
+            .and_then(|v| parse_granularity(&v)),
     })
 }
 
@@ -94,6 +105,20 @@ fn parse_attributes(text: &str) -> Vec<(i32, i32)> {
             Some((number.trim().parse().ok()?, value.trim().parse().ok()?))
         })
         .collect()
+}
+
+/// `minimum:recommended`; `None` when malformed.
+fn parse_granularity(text: &str) -> Option<(u64, u64)> {
+    let (min, rec) = text.trim().split_once(':')?;
+    Some((min.trim().parse().ok()?, rec.trim().parse().ok()?))
+}
+
+/// The minimum (`recommended` false) or recommended granularity answered
+/// instead, if any.
+pub(crate) fn granularity(recommended: bool) -> Option<u64> {
+    switches()
+        .granularity
+        .map(|(min, rec)| if recommended { rec } else { min })
 }
 
 /// The value the attribute numbered `number` is answered with instead, if any.
@@ -157,5 +182,13 @@ mod tests {
             vec![(128, 0), (10020, 1)]
         );
         assert!(parse_attributes("").is_empty());
+    }
+
+    #[test]
+    fn granularities_parse_and_malformed_ones_are_none() {
+        assert_eq!(parse_granularity(" 4096 : 65536"), Some((4096, 65536)));
+        for junk in ["", "4096", "4096:", ":1", "a:b"] {
+            assert_eq!(parse_granularity(junk), None, "{junk:?}");
+        }
     }
 }

@@ -159,7 +159,10 @@ pub unsafe extern "C" fn cuMemGetAllocationGranularity(
             _ => return Err(cuda::INVALID_VALUE),
         };
         let on = serving(location_of(d, prop.location)?, 0);
-        let g = sim(d.devices[on as usize].device.granularity(which))?;
+        let g = match crate::switches::granularity(option == 1) {
+            Some(answer) => answer,
+            None => sim(d.devices[on as usize].device.granularity(which))?,
+        };
         // SAFETY: not null, and valid for a write (the caller's contract).
         unsafe { put(granularity, usize::try_from(g).map_err(|_| cuda::UNKNOWN)?) }
     })
