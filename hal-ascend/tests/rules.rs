@@ -583,3 +583,78 @@ fn a_stream_shows_its_handle_and_whether_it_owns_it() {
         assert!(shown.contains(part), "{shown} lacks {part}");
     }
 }
+
+/// Peer access is a capability only where there is a peer: with one
+/// visible device (`ASCEND_RT_VISIBLE_DEVICES=0`, in a child) it is not
+/// offered; with the stand-in's several it is.
+#[test]
+fn peer_access_needs_a_second_device() {
+    const ONE: &str = "one-device";
+    let devices = backend().devices().unwrap();
+    if role().as_deref() == Some(ONE) {
+        assert_eq!(devices.len(), 1);
+        assert!(!devices[0].capabilities.contains(Capabilities::PEER_ACCESS));
+        println!("@one done");
+        return;
+    }
+    assert!(devices.len() > 1, "the stand-in has several devices");
+    for d in &devices {
+        assert!(d.capabilities.contains(Capabilities::PEER_ACCESS));
+    }
+    let out = common::child(
+        "peer_access_needs_a_second_device",
+        &[(ROLE, ONE), ("ASCEND_RT_VISIBLE_DEVICES", "0")],
+    );
+    common::assert_ok(&out, "the one-device child");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("@one done"));
+}
+
+#[test]
+fn a_backend_shows_its_name() {
+    assert!(format!("{:?}", backend()).contains("AscendBackend"));
+}
+
+/// Freeing exported memory forgets its key in this process: the handle,
+/// imported here after the free, finds nothing, even where a new
+/// allocation took the freed address.
+#[test]
+fn an_export_of_freed_memory_is_not_found_here() {
+    let d = dev(0);
+    let a = d.allocate(&AllocDesc::device(0, PAGE)).unwrap();
+    let freed_at = a.addr();
+    let ex = d.export_memory(&a, &ExportOptions::default()).unwrap();
+    drop(a);
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    // Held to the end, so that the address stays taken.
+    let _reused = loop {
+        let again = d.allocate(&AllocDesc::device(0, PAGE)).unwrap();
+        if again.addr() == freed_at || std::time::Instant::now() > deadline {
+            break again;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let shared = SharedHandle::from(Handle::from_text(&ex.to_text()).unwrap());
+    if let Ok(m) = d.import_memory(shared, &ImportOptions::default()) {
+        panic!("freed memory imported at {:#x}", m.addr());
+    }
+}
+
+#[test]
+fn a_mapping_shows_its_address_length_and_device() {
+    let d = dev(0);
+    let a = d.allocate(&AllocDesc::device(0, PAGE)).unwrap();
+    let ex = d.export_memory(&a, &ExportOptions::default()).unwrap();
+    let shared = SharedHandle::from(Handle::from_text(&ex.to_text()).unwrap());
+    let m = d.import_memory(shared, &ImportOptions::default()).unwrap();
+    assert!(!m.device_copies_only(), "this process's own memory");
+    let shown = format!("{m:?}");
+    for part in [
+        "AscendMapping".to_string(),
+        format!("addr: {:#x}", a.addr()),
+        format!("len: {PAGE}"),
+        "device: 0".to_string(),
+        "copies_only: false".to_string(),
+    ] {
+        assert!(shown.contains(&part), "{shown} lacks {part}");
+    }
+}

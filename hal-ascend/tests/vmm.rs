@@ -31,6 +31,16 @@ fn vmm_and_growable_are_claimed_with_the_runtime_granularity() {
     assert_eq!(g, d.info().granularity_min);
     assert!(g.is_power_of_two());
     let p = d.allocate_physical(g).unwrap();
+    let shown = format!("{p:?}");
+    for part in [
+        "AscendPhysical".to_string(),
+        "device: 0".to_string(),
+        "handle: 0x".to_string(),
+        format!("size: {g}"),
+        "imported: false".to_string(),
+    ] {
+        assert!(shown.contains(&part), "{shown} lacks {part}");
+    }
     let r = d.reserve(g, 0).unwrap();
     d.map(&r, 0, &p).unwrap();
     assert!(
