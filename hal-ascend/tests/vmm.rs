@@ -10,7 +10,8 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use common::{backend, role, ROLE};
 use hal_core::{
     Access, Backend, Capabilities, Device, Error, ExportOptions, Exported, Granularity, Handle,
-    HandleFlags, ImportOptions, Importers, PidKind, Reservation, SharedHandle,
+    HandleFlags, ImportOptions, Importers, Physical, PhysicalDesc, PidKind, Reservation,
+    SharedHandle,
 };
 
 const TEST: &str = "a_physical_handle_admits_listed_bare_tgids_only";
@@ -41,6 +42,12 @@ fn vmm_and_growable_are_claimed_with_the_runtime_granularity() {
     ] {
         assert!(shown.contains(&part), "{shown} lacks {part}");
     }
+    assert_eq!(p.handle_type(), hal_core::ShareableHandle::PosixFd);
+    let none = d
+        .allocate_physical_with(&PhysicalDesc::new(g).handle(hal_core::ShareableHandle::None))
+        .unwrap();
+    assert_eq!(none.handle_type(), hal_core::ShareableHandle::None);
+    drop(none);
     let r = d.reserve(g, 0).unwrap();
     d.map(&r, 0, &p).unwrap();
     assert!(
