@@ -624,15 +624,12 @@ fn an_export_of_freed_memory_is_not_found_here() {
     let freed_at = a.addr();
     let ex = d.export_memory(&a, &ExportOptions::default()).unwrap();
     drop(a);
-    let deadline = std::time::Instant::now() + Duration::from_secs(2);
     // Held to the end, so that the address stays taken.
-    let _reused = loop {
-        let again = d.allocate(&AllocDesc::device(0, PAGE)).unwrap();
-        if again.addr() == freed_at || std::time::Instant::now() > deadline {
-            break again;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let _reused = hal_tests::reuse::allocation_at(
+        freed_at,
+        || d.allocate(&AllocDesc::device(0, PAGE)),
+        |a| a.addr(),
+    );
     let shared = SharedHandle::from(Handle::from_text(&ex.to_text()).unwrap());
     if let Ok(m) = d.import_memory(shared, &ImportOptions::default()) {
         panic!("freed memory imported at {:#x}", m.addr());

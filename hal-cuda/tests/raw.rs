@@ -168,18 +168,12 @@ fn freeing_an_allocation_forgets_its_raw_export_and_no_other() {
     drop(freed);
     // Once the free has run, a new allocation may take the freed address:
     // the freed handle must not lead to it.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
     // Held to the end, so that the address stays taken.
-    let _reused = loop {
-        let again = dev.allocate(&AllocDesc::device(0, PAGE)).unwrap();
-        if again.addr() == freed_at {
-            break Some(again);
-        }
-        if std::time::Instant::now() > deadline {
-            break None;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    };
+    let _reused = hal_tests::reuse::allocation_at(
+        freed_at,
+        || dev.allocate(&AllocDesc::device(0, PAGE)),
+        |a| a.addr(),
+    );
     let m = dev.import_raw(&kept_raw).unwrap();
     assert_eq!(m.addr(), kept.addr(), "the original, not an open");
     let mut back = [0u8; 4];

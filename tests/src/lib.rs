@@ -74,6 +74,7 @@ pub use hal_core;
 pub mod cases;
 pub mod probe;
 pub mod process;
+pub mod reuse;
 mod support;
 pub mod warnings;
 
