@@ -4,7 +4,6 @@
 //! child running this executable), and nothing resolved is left unasked.
 
 use std::collections::BTreeSet;
-use std::process::Command;
 use std::time::Duration;
 
 use hal_core::{
@@ -110,24 +109,11 @@ fn tour() -> (Vec<&'static str>, String) {
 }
 
 fn run_child(memory: &str, event: &str) -> String {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "child_imports",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(MEMORY_VAR, memory)
-        .env(EVENT_VAR, event)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success() && stdout.contains("called:"),
-        "child failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    hal_tests::process::child_passes(
+        "child_imports",
+        "the importing child",
+        &[(MEMORY_VAR, memory), (EVENT_VAR, event)],
+    )
 }
 
 #[test]
@@ -181,4 +167,5 @@ fn child_imports() {
     e.query().unwrap();
     drop((m, e, dev));
     println!("called:{}", cuda.entry_points_called().join(","));
+    println!("child done");
 }
