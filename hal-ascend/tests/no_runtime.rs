@@ -84,3 +84,32 @@ fn a_missing_symbol_is_unsupported_naming_it() {
         Availability::Available => panic!("libc is not the Ascend runtime"),
     }
 }
+
+/// A runtime whose `aclInit` fails (injected into the stand-in, in a
+/// child) is unavailable, the reason naming the library, `aclInit` and the
+/// runtime's code; the failure stays with that backend, and the next
+/// backend initialises again.
+#[test]
+fn a_runtime_that_fails_to_initialise_is_unavailable_naming_the_code() {
+    const ME: &str = "a_runtime_that_fails_to_initialise_is_unavailable_naming_the_code";
+    if role().as_deref() != Some(ME) {
+        let fail = (hal_mock_libascendcl::visible::FAIL_VAR, "aclInit=507000");
+        let out = common::child(ME, &[(ROLE, ME), fail]);
+        return common::assert_ok(&out, ME);
+    }
+    let failed = common::backend();
+    match failed.availability() {
+        Availability::Unavailable { reason, searched } => {
+            assert_eq!(searched, vec![common::standin()]);
+            for part in ["aclInit", "507000", "ACL_ERROR_RT_INTERNAL_ERROR"] {
+                assert!(reason.contains(part), "{reason} lacks {part}");
+            }
+        }
+        Availability::Available => panic!("aclInit failed"),
+    }
+    assert!(
+        failed.open(0).is_err(),
+        "the failure stays with its backend"
+    );
+    assert!(common::backend().open(0).is_ok(), "one fault: aclInit runs");
+}

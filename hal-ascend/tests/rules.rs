@@ -282,6 +282,43 @@ fn close_order_importers_close_then_the_exporter_frees() {
     a.free().unwrap();
 }
 
+/// An import from another process opens the key, and dropping it closes
+/// the key (`aclrtIpcMemClose`, counted in the importing child) before its
+/// lease goes back: the exporter can free at once after.
+#[test]
+fn dropping_an_import_from_another_process_closes_its_key() {
+    const CLOSER: &str = "closer";
+    if role().as_deref() == Some(CLOSER) {
+        let d = dev(0);
+        let text = std::env::var("HAL_ASCEND_TEST_HANDLE").unwrap();
+        let shared = SharedHandle::from(Handle::from_text(&text).unwrap());
+        let m = d.import_memory(shared, &ImportOptions::default()).unwrap();
+        let mut b = [0u8; 5];
+        m.read(0, &mut b).unwrap();
+        assert_eq!(&b, b"close");
+        let closes = common::calls("aclrtIpcMemClose");
+        drop(m);
+        assert_eq!(common::calls("aclrtIpcMemClose"), closes + 1, "closed once");
+        println!("@closed");
+        return;
+    }
+    let d = dev(0);
+    let a = page_aligned(&d, 1);
+    a.write(0, b"close").unwrap();
+    let exported = d.export_memory(&a, &anyone()).unwrap();
+    let out = common::child(
+        "dropping_an_import_from_another_process_closes_its_key",
+        &[
+            (ROLE, CLOSER),
+            ("HAL_ASCEND_TEST_HANDLE", exported.to_text().as_str()),
+        ],
+    );
+    common::assert_ok(&out, "the importing child");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("@closed"));
+    a.wait_unleased(Some(LONG)).unwrap();
+    a.free().unwrap();
+}
+
 #[test]
 fn ipc_events_come_alone_and_cannot_be_queried_or_timed() {
     let d = dev(0);

@@ -58,10 +58,16 @@ thread_local! {
 
 /// Run an entry point's body named `symbol`: its answer as an `aclError`,
 /// and `ACL_ERROR_RT_INTERNAL_ERROR` if it panicked (a panic never unwinds
-/// into C). A failure's text is kept for `aclGetRecentErrMsg`.
+/// into C), or the failure [`FAIL_VAR`](crate::visible::FAIL_VAR) injects
+/// into this call instead of running it. A failure's text is kept for
+/// `aclGetRecentErrMsg`.
 pub(crate) fn guard(symbol: &'static str, f: impl FnOnce() -> Result<(), Refusal>) -> AclError {
     count(symbol);
-    let r = match catch_unwind(AssertUnwindSafe(f)) {
+    let run = || {
+        crate::visible::entry_fault(symbol)?;
+        f()
+    };
+    let r = match catch_unwind(AssertUnwindSafe(run)) {
         Ok(r) => r,
         Err(_) => Err(refuse(acl::RT_INTERNAL_ERROR, "the runtime panicked")),
     };

@@ -48,7 +48,8 @@
 //! - `aclGetRecentErrMsg` gives the text of the calling thread's last
 //!   error, naming the entry point and the code.
 //! - Faults: [`visible::FAIL_VAR`] (`HAL_ASCEND_STANDIN_FAIL=allocate=207001`)
-//!   makes the next operation of a kind fail with a code.
+//!   makes the next operation of a kind fail with a code, or the next call
+//!   of a named entry point (`aclInit=507000`, `aclrtGetDevice=507899`).
 //! - A panic inside an entry point never crosses the C boundary: the call
 //!   answers `ACL_ERROR_RT_INTERNAL_ERROR` (507000).
 //!
