@@ -59,6 +59,20 @@ pub fn calls(symbol: &str) -> u64 {
     }
 }
 
+/// `aclrtSetDevice(id)` on the calling thread, straight to the stand-in:
+/// its `aclError` (0 on success).
+pub fn set_device(id: i32) -> i32 {
+    // SAFETY: the stand-in is loaded (by the backend); the symbol is
+    // aclrtSetDevice(int32_t) -> aclError.
+    unsafe {
+        let lib = libloading::Library::new(standin()).unwrap();
+        let f = lib
+            .get::<unsafe extern "C" fn(i32) -> i32>(b"aclrtSetDevice")
+            .unwrap();
+        f(id)
+    }
+}
+
 /// Run `body` alone in a child re-running test `name` (where the stand-in's
 /// counters are the body's own), and require it to finish: `body` prints
 /// `@done` last.

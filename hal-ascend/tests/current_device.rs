@@ -12,18 +12,9 @@ use hal_core::{AllocDesc, Backend, Device, Memory};
 
 const MIB: u64 = 1 << 20;
 
-/// `aclrtSetDevice(id)` on the calling thread, straight to the stand-in.
+/// `aclrtSetDevice(id)` on the calling thread, which must succeed.
 fn set_device(id: i32) {
-    // SAFETY: the stand-in is loaded (by the backend); the symbol is
-    // aclrtSetDevice(int32_t) -> aclError.
-    let status = unsafe {
-        let lib = libloading::Library::new(standin()).unwrap();
-        let f = lib
-            .get::<unsafe extern "C" fn(i32) -> i32>(b"aclrtSetDevice")
-            .unwrap();
-        f(id)
-    };
-    assert_eq!(status, 0, "aclrtSetDevice({id})");
+    assert_eq!(common::set_device(id), 0, "aclrtSetDevice({id})");
 }
 
 /// The free memory of device `id`, asked of the stand-in with `id` current;

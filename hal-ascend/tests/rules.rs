@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{backend, role, standin, ROLE};
+use common::{backend, role, ROLE};
 use hal_core::vendor::acl;
 use hal_core::{
     AllocDesc, Allocation, Backend, ByteRange, Capabilities, Device, Error, Event, EventFlags,
@@ -557,26 +557,13 @@ fn every_call_leaves_the_threads_current_device_as_it_was() {
         // A thread on device 1 (a framework's) calls into device 0.
         let _on1 = d1.allocate(&AllocDesc::device(1, PAGE)).unwrap();
         drop(_on1);
-        let set = unsafe_set_device(1);
+        let set = common::set_device(1);
         assert_eq!(set, 0);
         a.write(0, b"x").unwrap();
         assert_eq!(d0.current_context().unwrap(), Some(2), "device 1 again");
     })
     .join()
     .unwrap();
-}
-
-/// `aclrtSetDevice(id)` on the calling thread, straight to the stand-in.
-fn unsafe_set_device(id: i32) -> i32 {
-    // SAFETY: the stand-in is loaded (by the backend); the symbol is
-    // aclrtSetDevice(int32_t) -> aclError.
-    unsafe {
-        let lib = libloading::Library::new(standin()).unwrap();
-        let f = lib
-            .get::<unsafe extern "C" fn(i32) -> i32>(b"aclrtSetDevice")
-            .unwrap();
-        f(id)
-    }
 }
 
 #[test]
