@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::{Mutex, OnceLock};
 
-use crate::lock::lock;
+use hal_core::lock::lock;
 
 /// Key → (address, length) of the exported range.
 type Own = HashMap<Vec<u8>, (u64, u64)>;

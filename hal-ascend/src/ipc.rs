@@ -99,7 +99,7 @@ pub(crate) fn export(
         };
         rt.check("aclrtIpcMemGetExportKey", status)?;
         let (k, payload) = key::from_buffer(&buf)?;
-        crate::lock::lock(&alloc.keys).push(k.clone());
+        hal_core::lock::lock(&alloc.keys).push(k.clone());
         crate::exports::remember(&k, alloc.ptr + range.offset, range.len);
         if !tgids.is_empty() {
             set_import_pids(ctx, &k, &tgids)?;

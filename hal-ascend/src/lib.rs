@@ -64,7 +64,6 @@ mod exports;
 mod ipc;
 mod key;
 mod loader;
-mod lock;
 mod mapping;
 mod memory;
 mod notify;

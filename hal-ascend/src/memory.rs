@@ -102,7 +102,7 @@ impl AscendAllocation {
 
 impl Drop for AscendAllocation {
     fn drop(&mut self) {
-        let keys = std::mem::take(&mut *crate::lock::lock(&self.keys));
+        let keys = std::mem::take(&mut *hal_core::lock::lock(&self.keys));
         crate::exports::forget(&keys);
         let Some(leases) = self.leases.get().filter(|l| l.count() > 0).cloned() else {
             release(&self.ctx, self.base, &keys);

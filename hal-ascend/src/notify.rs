@@ -32,9 +32,9 @@ use crate::bindings::{
 };
 use crate::context::Ctx;
 use crate::key;
-use crate::lock::lock;
 use crate::stream::{millis, poll_until, AscendStream, SLICE};
 use crate::sys::Raw;
+use hal_core::lock::lock;
 
 /// The runtime's wait timeout for the contract's `timeout`: `None` (wait
 /// forever) is the runtime's 0; a duration is milliseconds, rounded up and

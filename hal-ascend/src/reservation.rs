@@ -29,8 +29,8 @@ use hal_core::vmm_pieces::Pieces;
 use hal_core::{AccessTarget, Error, Reservation, Result};
 
 use crate::context::Ctx;
-use crate::lock::lock;
 use crate::physical::PhysInner;
+use hal_core::lock::lock;
 
 /// A VMM address range reservation of one device: physical allocations
 /// are mapped into it with [`Device::map`](hal_core::Device::map) and made

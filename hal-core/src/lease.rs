@@ -25,10 +25,11 @@
 //! the next [`LeaseTable::count`] or reused by the next registration.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::lock::lock;
 use crate::os;
 
 /// Slots in a table made by [`LeaseTable::new`] with [`DEFAULT_SLOTS`].
@@ -82,12 +83,6 @@ type Registry = Mutex<HashMap<[u8; 16], Weak<LeaseTable>>>;
 fn registry() -> &'static Registry {
     static TABLES: OnceLock<Registry> = OnceLock::new();
     TABLES.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every update below leaves the slots consistent, even if a holder of
-    // the lock panicked afterwards.
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl LeaseTable {

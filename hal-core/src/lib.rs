@@ -41,6 +41,7 @@ pub mod growable;
 pub mod handle;
 mod import;
 pub mod lease;
+pub mod lock;
 pub mod os;
 pub mod queued;
 pub mod reaper;

@@ -112,10 +112,22 @@ mod tests {
             seen.fetch_add(1, Ordering::SeqCst);
         });
         assert_eq!(reg.addr(), 0x1000, "the device's address");
+        assert_eq!(reg.len(), page, "the whole range");
+        assert_eq!(reg.location(), Location::Host);
+        assert_eq!(reg.host_ptr(), Some(map.as_ptr()), "the caller's pages");
+        assert_eq!(reg.range().ptr(), map.as_ptr());
+        let shown = format!("{reg:?}");
+        assert!(
+            shown.starts_with("RegisteredHost") && shown.contains("device_addr: 0x1000"),
+            "{shown}"
+        );
         reg.write(0, b"reg").unwrap();
         let mut got = [0u8; 3];
         map.read(0, &mut got).unwrap();
         assert_eq!(&got, b"reg");
+        map.write(page - 2, b"up").unwrap();
+        reg.read(page - 2, &mut got[..2]).unwrap();
+        assert_eq!(&got[..2], b"up", "read where the pages are");
         let held = reg.clone();
         drop(reg);
         assert_eq!(

@@ -4,7 +4,7 @@
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hal_core::export::{self, HandleSpec};
@@ -51,9 +51,7 @@ enum Backing {
     },
 }
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+pub(crate) use hal_core::lock::lock;
 
 /// Host memory this process allocated, created or opened: an anonymous
 /// region ([`Device::allocate`](hal_core::Device::allocate)), a named region

@@ -22,7 +22,10 @@ fn debug_names_the_backend_the_device_and_its_streams() {
     let backend = mock();
     let shown = format!("{backend:?}");
     let gpu = format!("{:?}", backend.gpu().id());
-    assert!(shown.starts_with("UvmBackend") && shown.contains(&gpu), "{shown}");
+    assert!(
+        shown.starts_with("UvmBackend") && shown.contains(&gpu),
+        "{shown}"
+    );
     let dev = backend.open(1).unwrap();
     let shown = format!("{dev:?}");
     assert!(shown.starts_with("UvmDevice"), "{shown}");

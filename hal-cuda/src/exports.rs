@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
 use hal_core::Result;
 
-use crate::lock::lock;
 use crate::sys::CUdeviceptr;
+use hal_core::lock::lock;
 
 /// What an exported allocation keeps: its importers' leases and its id.
 #[derive(Debug)]

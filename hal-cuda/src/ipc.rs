@@ -37,12 +37,12 @@ use hal_core::{
 
 use crate::context::Primary;
 use crate::exports::own;
-use crate::lock::lock;
 use crate::mapping::CudaMapping;
 use crate::memory::CudaAllocation;
 use crate::opened::Opened;
 use crate::peer;
 use crate::sys::{CUdevice, CUdeviceptr, CUipcMemHandle};
+use hal_core::lock::lock;
 
 /// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`.
 const LAZY_ENABLE_PEER_ACCESS: c_uint = 1;

@@ -40,9 +40,9 @@ use hal_core::{
 
 use crate::context::Primary;
 use crate::event_cap::Slot;
-use crate::lock::lock;
 use crate::stream::{CudaEvent, CudaStream, IpcMode, RawEvent};
 use crate::sys::{CUevent, CUipcEventHandle};
+use hal_core::lock::lock;
 
 /// `CU_EVENT_DISABLE_TIMING`.
 pub(crate) const DISABLE_TIMING: u32 = 2;

@@ -58,7 +58,6 @@ mod exports;
 mod ipc;
 mod ipc_event;
 mod loader;
-mod lock;
 mod managed;
 mod mapping;
 mod memory;

@@ -25,9 +25,9 @@ use hal_core::{ByteRange, DeviceInfo, Error, ExportOptions, HandleError, Importe
 use crate::context::Primary;
 use crate::exports::{own, own_raw};
 use crate::ipc::{self, Key, Payload};
-use crate::lock::lock;
 use crate::mapping::CudaMapping;
 use crate::memory::CudaAllocation;
+use hal_core::lock::lock;
 
 /// Bytes of [`RawIpcHandle::to_bytes`].
 pub const RAW_HANDLE_LEN: usize = 64 + 8 + 8;

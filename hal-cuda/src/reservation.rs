@@ -31,9 +31,9 @@ use hal_core::vmm_pieces::Pieces;
 use hal_core::{AccessTarget, Reservation, Result};
 
 use crate::context::Primary;
-use crate::lock::lock;
 use crate::physical::PhysInner;
 use crate::sys::CUdeviceptr;
+use hal_core::lock::lock;
 
 /// A VMM address range reservation of one device's context: physical
 /// allocations are mapped into it with [`Device::map`](hal_core::Device::map)

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use hal_core::{BackendId, Capabilities, DeviceInfo, Error, Result};
 
@@ -16,11 +16,7 @@ use crate::profile::Profile;
 use crate::rules;
 use crate::vendor::{Api, Vendor};
 
-/// Lock a mutex, taking the data of a poisoned one (a panic elsewhere must
-/// not turn every later call into a panic).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+pub(crate) use hal_core::lock::lock;
 
 /// Imported regions by (buffer id, target device, read-only): a read-only
 /// mapping is never handed to a writable import, nor the other way round.

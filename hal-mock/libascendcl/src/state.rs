@@ -5,7 +5,7 @@
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use hal_core::vendor::acl;
 use hal_core::{Backend, Exported, MemRef};
@@ -16,10 +16,7 @@ use crate::abi::{refuse, Refusal};
 use crate::error::sim;
 use crate::visible;
 
-/// Lock a mutex, taking the data of a poisoned one.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+pub(crate) use hal_core::lock::lock;
 
 /// Memory the runtime hands out: allocated here, or imported by key.
 #[derive(Clone)]

@@ -129,7 +129,7 @@ pub(crate) fn entry_fault(symbol: &str) -> Result<(), Refusal> {
     let Ok(injected) = injected() else {
         return Ok(());
     };
-    let mut entries = injected.entries.lock().unwrap_or_else(|p| p.into_inner());
+    let mut entries = crate::state::lock(&injected.entries);
     match entries.iter().position(|(e, _)| *e == symbol) {
         Some(i) => {
             let (_, code) = entries.remove(i);

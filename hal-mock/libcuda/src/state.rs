@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use hal_core::vendor::{cuda, Code};
 use hal_core::{Backend, Device, MemRef};
@@ -15,11 +15,7 @@ use crate::ipc_table::{EventExport, IpcExport, Opened};
 use crate::view::NoAccess;
 use crate::visible;
 
-/// Lock a mutex, taking the data of a poisoned one: a panic caught at the
-/// C boundary must not make every later call fail.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+pub(crate) use hal_core::lock::lock;
 
 /// What kind of memory an allocation is, by the call that made it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
