@@ -241,6 +241,11 @@
 //! so that the operations calling it answer `Unsupported` naming the symbol.
 //! Faults belong to one backend instance: parallel tests do not see each
 //! other's.
+//!
+//! For the stand-in libraries, [`older::LibraryCopy`] makes a copy of a
+//! built stand-in whose dynamic symbol table lacks chosen entry points:
+//! loaded in place of the stand-in, it is a driver or runtime older than
+//! those calls (`dlsym` finds nothing for them).
 #![deny(missing_docs)]
 #![cfg(target_os = "linux")]
 
@@ -251,6 +256,7 @@ pub mod context;
 mod device;
 pub mod fault;
 mod memory;
+pub mod older;
 mod profile;
 mod rules;
 pub mod standin;
