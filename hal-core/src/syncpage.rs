@@ -281,11 +281,7 @@ impl SyncPage {
     /// Sleep while word `i` is not signalled, at most `timeout`.
     pub fn sleep_unsignalled(&self, i: usize, timeout: Option<Duration>) -> Result<()> {
         let word = self.word(i)?;
-        self.sleep_while(
-            i,
-            || (word.load(Ordering::SeqCst) == 0).then_some(0),
-            timeout,
-        )
+        self.sleep_while(i, || unsignalled(word), timeout)
     }
 
     /// Wait for the signal of word `i` and take it. `check` runs before
@@ -426,6 +422,25 @@ mod tests {
         assert!(page.word(WORDS).is_err());
     }
 
+    /// The layout of the module's table: word `i` at byte 16 + 4 `i`, where
+    /// a device writes it through the page's address.
+    #[test]
+    fn word_offsets_follow_the_layout() {
+        let page = SyncPage::create("syncpage-test", TEST).unwrap();
+        assert_eq!(
+            (SyncPage::word_offset(0), SyncPage::word_offset(1)),
+            (16, 20)
+        );
+        for i in 0..WORDS {
+            let at = page.word(i).unwrap() as *const AtomicU32 as usize;
+            assert_eq!(
+                (at - page.as_ptr() as usize) as u64,
+                SyncPage::word_offset(i),
+                "word {i}"
+            );
+        }
+    }
+
     #[test]
     fn a_page_of_another_magic_or_kind_is_refused() {
         let page = SyncPage::create("syncpage-test", TEST).unwrap();
@@ -495,6 +510,41 @@ mod tests {
         assert!(!page.take_signal(0).unwrap(), "the waiter took the signal");
     }
 
+    /// A sleeper sleeps, counted among the waiters, until its word changes
+    /// (a signal, a completed number); one whose word already holds what it
+    /// waits for does not sleep, even with no timeout and no bound.
+    #[test]
+    fn sleepers_sleep_until_their_word_changes() {
+        let page = Arc::new(SyncPage::create("syncpage-test", TEST).unwrap());
+        page.complete(2, 5).unwrap();
+        for signal in [true, false] {
+            let sleeper = {
+                let page = Arc::clone(&page);
+                std::thread::spawn(move || {
+                    if signal {
+                        page.sleep_unsignalled(0, None)
+                    } else {
+                        page.sleep_unreached(2, 7, None)
+                    }
+                })
+            };
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            while page.waiters().unwrap() == 0 {
+                assert!(std::time::Instant::now() < deadline, "never slept");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if signal {
+                page.signal(0).unwrap();
+            } else {
+                page.complete(2, 7).unwrap();
+            }
+            sleeper.join().unwrap().unwrap();
+        }
+        page.sleep_unsignalled(0, None).unwrap();
+        page.sleep_unreached(2, 6, None).unwrap();
+        assert_eq!(page.waiters().unwrap(), 0);
+    }
+
     #[test]
     fn sequences_complete_in_order_and_wrap() {
         let page = SyncPage::create("syncpage-test", TEST).unwrap();
@@ -503,6 +553,8 @@ mod tests {
         let b = page.next_sequence(1).unwrap();
         assert_eq!((a, b), (u32::MAX, 0));
         assert_eq!(page.sequence(1).unwrap(), 0);
+        page.next_sequence(1).unwrap();
+        assert_eq!(page.sequence(1).unwrap(), 1, "the latest handed out");
         page.word(2).unwrap().store(u32::MAX - 1, Ordering::SeqCst);
         assert!(!page.reached(2, a).unwrap());
         page.complete(2, b).unwrap();
