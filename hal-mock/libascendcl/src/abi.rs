@@ -7,34 +7,12 @@ use std::ffi::{c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
-use hal_core::vendor::{acl, Code};
+use hal_core::vendor::acl;
+
+use crate::refusal::{refuse, Refusal};
 
 /// An `aclError`.
 pub(crate) type AclError = c_int;
-
-/// A refusal: the code, and the text `aclGetRecentErrMsg` gives for it.
-#[derive(Debug, Clone)]
-pub(crate) struct Refusal {
-    pub(crate) code: Code,
-    pub(crate) text: String,
-}
-
-impl From<Code> for Refusal {
-    fn from(code: Code) -> Refusal {
-        Refusal {
-            code,
-            text: String::new(),
-        }
-    }
-}
-
-/// A refusal with `code` and `text`.
-pub(crate) fn refuse(code: Code, text: impl Into<String>) -> Refusal {
-    Refusal {
-        code,
-        text: text.into(),
-    }
-}
 
 /// How many times each entry point was called in this process.
 static CALLS: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());

@@ -6,8 +6,9 @@ use std::ffi::{c_char, c_int};
 use hal_core::vendor::acl;
 use hal_core::Device;
 
-use crate::abi::{guard, put, refuse, AclError};
+use crate::abi::{guard, put, AclError};
 use crate::error::sim;
+use crate::refusal::refuse;
 use crate::state::{finalize, init, runtime, set_current};
 use crate::tgid::bare_tgid;
 

@@ -3,7 +3,7 @@
 use hal_core::vendor::{acl, Code};
 use hal_core::Error;
 
-use crate::abi::{refuse, Refusal};
+use crate::refusal::{refuse, Refusal};
 
 /// The vendor code a simulator error stands for: its own code when it is a
 /// vendor error, else the runtime's nearest answer.

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use hal_core::vendor::acl;
 use hal_core::{Device, Error, Event, EventFlags, WaitOptions};
 
-use crate::abi::{guard, non_null, put, refuse, AclError};
+use crate::abi::{guard, non_null, put, AclError};
 use crate::error::sim;
+use crate::refusal::refuse;
 use crate::state::{lock, runtime, EventEntry};
 use crate::stream::timeout_ms;
 

@@ -10,10 +10,11 @@ use std::sync::Arc;
 use hal_core::vendor::acl;
 use hal_core::{Device, ExportOptions, ImportOptions, Importers, SharedHandle};
 
-use crate::abi::{guard, non_null, put, refuse, AclError, Refusal};
+use crate::abi::{guard, non_null, put, AclError};
 use crate::error::sim;
 use crate::event::EVENT_IPC;
 use crate::key::{self, Names, KEY_CHARS};
+use crate::refusal::{refuse, Refusal};
 use crate::state::{lock, runtime, EventEntry};
 
 /// `aclrtIpcEventHandle`: 64 bytes.

@@ -22,9 +22,10 @@ use std::sync::Arc;
 use hal_core::vendor::acl;
 use hal_core::{Allocation, Device, ExportOptions, ImportOptions, Importers, Memory, SharedHandle};
 
-use crate::abi::{guard, non_null, put, refuse, AclError, Refusal};
+use crate::abi::{guard, non_null, put, AclError};
 use crate::error::sim;
 use crate::key::{self, Names};
+use crate::refusal::{refuse, Refusal};
 use crate::state::{lock, runtime, Block, Imported, KeyExport, Mem, Runtime};
 use crate::tgid::os_pid;
 

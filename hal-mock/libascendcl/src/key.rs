@@ -21,8 +21,8 @@ use hal_core::export::envelope::{self, EnvelopeRef};
 use hal_core::vendor::acl;
 use hal_core::{BackendId, Exported, Handle};
 
-use crate::abi::{refuse, Refusal};
 use crate::error::sim;
+use crate::refusal::{refuse, Refusal};
 
 /// The bytes of a key buffer: 64 characters and a NUL.
 pub const KEY_LEN: usize = 65;

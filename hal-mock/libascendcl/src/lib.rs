@@ -93,6 +93,7 @@ mod ipc_mem;
 mod key;
 mod memory;
 mod notify;
+mod refusal;
 mod state;
 mod stream;
 pub mod tgid;

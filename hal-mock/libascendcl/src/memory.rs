@@ -8,8 +8,9 @@ use std::sync::Arc;
 use hal_core::vendor::acl;
 use hal_core::{AllocDesc, Device, Memory};
 
-use crate::abi::{guard, non_null, put, refuse, AclError, Refusal};
+use crate::abi::{guard, non_null, put, AclError};
 use crate::error::sim;
+use crate::refusal::{refuse, Refusal};
 use crate::state::{lock, runtime, Block, Found, Mem, Runtime};
 
 /// `aclrtMemMallocPolicy` values this runtime takes: `HUGE_FIRST` (0),

@@ -12,9 +12,10 @@ use std::time::Duration;
 use hal_core::vendor::acl;
 use hal_core::{Device, ExportOptions, ImportOptions, Importers, NotifyFlags, SharedHandle};
 
-use crate::abi::{guard, non_null, put, refuse, AclError};
+use crate::abi::{guard, non_null, put, AclError};
 use crate::error::sim;
 use crate::key::{self, Names};
+use crate::refusal::refuse;
 use crate::state::{lock, runtime, NotifyEntry};
 use crate::tgid::os_pid;
 

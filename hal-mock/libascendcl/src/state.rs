@@ -12,8 +12,8 @@ use hal_core::{Backend, Exported, MemRef};
 use hal_mock::MockStream;
 use hal_mock::{MockAllocation, MockBackend, MockDevice, MockEvent, MockMapping, MockNotify};
 
-use crate::abi::{refuse, Refusal};
 use crate::error::sim;
+use crate::refusal::{refuse, Refusal};
 use crate::visible;
 
 pub(crate) use hal_core::lock::lock;

@@ -8,8 +8,9 @@ use std::time::Duration;
 use hal_core::vendor::acl;
 use hal_core::{Device, Error};
 
-use crate::abi::{guard, non_null, put, refuse, AclError, Refusal};
+use crate::abi::{guard, non_null, put, AclError};
 use crate::error::sim;
+use crate::refusal::{refuse, Refusal};
 use crate::state::{lock, runtime, StreamEntry};
 
 /// `ACL_STREAM_STATUS_COMPLETE` / `ACL_STREAM_STATUS_NOT_READY`.

@@ -9,14 +9,14 @@ use hal_core::vendor::{acl, Code};
 use hal_mock::fault::{FaultOp, Faults};
 use hal_mock::Profile;
 
-use crate::abi::{refuse, Refusal};
+use crate::refusal::{refuse, Refusal};
 
 /// The variable of injected faults: `op=CODE[,op=CODE...]`, each making
 /// the next operation named `op` fail with the `aclError` numbered `CODE`.
 /// `op` is a kind of the simulator's (`allocate`, `export`, `import`,
-/// `wait`) or an entry point of [`EXPORTED`](crate::EXPORTED) (`aclInit`,
-/// `aclrtGetDevice`, ...): the next call of it answers `CODE` without
-/// doing anything. Items repeat: two of one op fail its next two.
+/// `wait`) or an entry point (`aclInit`, `aclrtGetDevice`, ... of
+/// `hal_core::vendor::acl::entry::ALL`): the next call of it answers
+/// `CODE` without doing anything. Items repeat: two of one op fail its next two.
 pub const FAIL_VAR: &str = "HAL_ASCEND_STANDIN_FAIL";
 
 /// The Ascend-like profile with the environment's device lists applied.
@@ -67,7 +67,7 @@ fn parse_faults(spec: &str) -> Result<Vec<(Target, Code)>, Refusal> {
             "export" => Target::Kind(FaultOp::Export),
             "import" => Target::Kind(FaultOp::Import),
             "wait" => Target::Kind(FaultOp::Wait),
-            name => crate::EXPORTED
+            name => acl::entry::ALL
                 .iter()
                 .find(|e| **e == name)
                 .map(|e| Target::Entry(e))
@@ -129,7 +129,7 @@ pub(crate) fn entry_fault(symbol: &str) -> Result<(), Refusal> {
     let Ok(injected) = injected() else {
         return Ok(());
     };
-    let mut entries = crate::state::lock(&injected.entries);
+    let mut entries = hal_core::lock::lock(&injected.entries);
     match entries.iter().position(|(e, _)| *e == symbol) {
         Some(i) => {
             let (_, code) = entries.remove(i);

@@ -38,8 +38,9 @@ use hal_core::{
     Importers, PhysicalDesc, PhysicalLocation, Reservation, ShareableHandle, SharedHandle,
 };
 
-use crate::abi::{guard, non_null, put, refuse, AclError, Refusal};
+use crate::abi::{guard, non_null, put, AclError};
 use crate::error::sim;
+use crate::refusal::{refuse, Refusal};
 use crate::state::{lock, runtime, Runtime};
 use crate::tgid::os_pid;
 use crate::vmm_table::{vmm, PhysEntry, ResEntry, SharedExport};

@@ -10,7 +10,7 @@ use hal_core::vendor::acl;
 use hal_core::Exported;
 use hal_mock::{MockPhysical, MockReservation};
 
-use crate::abi::{refuse, Refusal};
+use crate::refusal::{refuse, Refusal};
 use crate::state::lock;
 
 /// A physical allocation of the table.
