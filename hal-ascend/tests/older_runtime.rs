@@ -7,31 +7,44 @@ mod common;
 
 use common::{role, standin, ROLE};
 use hal_ascend::AscendBackend;
-use hal_core::{AllocDesc, Backend, Capabilities, Device, Error, Memory};
+use hal_core::{AllocDesc, Backend, Capabilities, Device, Error, ExportOptions, Memory};
 use hal_mock::older::LibraryCopy;
 
 /// The variable that gives the child the copy's path.
 const LIBRARY: &str = "HAL_ASCEND_TEST_OLDER_LIBRARY";
 
+/// One entry point of each group a capability needs: physical memory
+/// (VMM), memory keys, IPC events, notify keys.
+const HIDDEN: [&str; 4] = [
+    "aclrtMallocPhysical",
+    "aclrtIpcMemClose",
+    "aclrtIpcOpenEventHandle",
+    "aclrtNotifyImportByKey",
+];
+
 #[test]
-fn a_runtime_without_vmm_offers_none_and_keeps_a_two_mib_granularity() {
-    const ME: &str = "a_runtime_without_vmm_offers_none_and_keeps_a_two_mib_granularity";
+fn an_older_runtime_offers_only_what_it_has_with_a_two_mib_granularity() {
+    const ME: &str = "an_older_runtime_offers_only_what_it_has_with_a_two_mib_granularity";
     let Some(path) = std::env::var_os(LIBRARY).filter(|_| role().as_deref() == Some(ME)) else {
-        let copy =
-            LibraryCopy::without(&standin(), &["aclrtMallocPhysical"], &std::env::temp_dir())
-                .unwrap();
+        let copy = LibraryCopy::without(&standin(), &HIDDEN, &std::env::temp_dir()).unwrap();
         let path = copy.path().to_string_lossy().into_owned();
         let out = common::child(ME, &[(ROLE, ME), (LIBRARY, &path)]);
         return common::assert_ok(&out, ME);
     };
     let d = AscendBackend::with_library(path).open(0).unwrap();
     let info = d.info();
-    assert!(!info.capabilities.contains(Capabilities::VMM), "{info:?}");
-    assert!(!info.capabilities.contains(Capabilities::GROWABLE));
-    assert!(
-        info.capabilities.contains(Capabilities::IPC_MEMORY),
-        "the rest stays"
-    );
+    for lacking in [
+        Capabilities::VMM,
+        Capabilities::GROWABLE,
+        Capabilities::IPC_MEMORY,
+        Capabilities::IPC_EVENT,
+        Capabilities::IPC_NOTIFY,
+    ] {
+        assert!(
+            !info.capabilities.contains(lacking),
+            "{lacking:?} in {info:?}"
+        );
+    }
     assert_eq!(
         (info.granularity_min, info.granularity_recommended),
         (2 << 20, 2 << 20)
@@ -47,4 +60,6 @@ fn a_runtime_without_vmm_offers_none_and_keeps_a_two_mib_granularity() {
     let mut b = [0u8; 5];
     a.read(0, &mut b).unwrap();
     assert_eq!(&b, b"older");
+    let e = d.export_memory(&a, &ExportOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
 }
