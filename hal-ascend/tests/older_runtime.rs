@@ -1,13 +1,13 @@
 //! A runtime older than some calls (the stand-in copied without their
 //! entry points, loaded in a child): the capabilities that need them are
 //! not offered, the calls that need them are unsupported, and the rest
-//! works.
+//! works (`hal_tests::cases::older_runtime_keeps_plain_memory`).
 
 mod common;
 
 use common::{role, standin, ROLE};
 use hal_ascend::AscendBackend;
-use hal_core::{AllocDesc, Backend, Capabilities, Device, Error, ExportOptions, Memory};
+use hal_core::{Backend, Capabilities, Device};
 use hal_mock::older::LibraryCopy;
 
 /// The variable that gives the child the copy's path.
@@ -49,17 +49,5 @@ fn an_older_runtime_offers_only_what_it_has_with_a_two_mib_granularity() {
         (info.granularity_min, info.granularity_recommended),
         (2 << 20, 2 << 20)
     );
-    match d.allocate_physical(2 << 20) {
-        Err(e @ Error::Unsupported { .. }) => {
-            assert!(e.to_string().contains("Capabilities::VMM"), "{e}")
-        }
-        other => panic!("{other:?}"),
-    }
-    let a = d.allocate(&AllocDesc::device(0, 4096)).unwrap();
-    a.write(0, b"older").unwrap();
-    let mut b = [0u8; 5];
-    a.read(0, &mut b).unwrap();
-    assert_eq!(&b, b"older");
-    let e = d.export_memory(&a, &ExportOptions::default()).unwrap_err();
-    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    hal_tests::cases::older_runtime_keeps_plain_memory(&d);
 }

@@ -283,8 +283,8 @@ fn close_order_importers_close_then_the_exporter_frees() {
 }
 
 /// An import from another process opens the key, and dropping it closes
-/// the key (`aclrtIpcMemClose`, counted in the importing child) before its
-/// lease goes back: the exporter can free at once after.
+/// the key once (`aclrtIpcMemClose`, counted in the importing child) and
+/// gives its lease back: the exporter frees after.
 #[test]
 fn dropping_an_import_from_another_process_closes_its_key() {
     const CLOSER: &str = "closer";

@@ -2,7 +2,7 @@
 //! entry points, loaded in a child as `HAL_CUDA_LIBRARY`. It needs the
 //! stand-in, so the GPU smoke run leaves it out.
 
-use hal_core::{AllocDesc, Backend, Capabilities, Device, Error, ExportOptions, Memory};
+use hal_core::{Backend, Capabilities, Device};
 use hal_cuda::CudaBackend;
 
 const CHILD: &str = "HAL_CUDA_TEST_CASE";
@@ -37,14 +37,6 @@ fn an_older_driver_offers_only_what_it_has() {
         assert!(!caps.contains(lacking), "{lacking:?} in {caps:?}");
     }
     assert!(caps.contains(Capabilities::HOST_REGISTRATION), "{caps:?}");
-    let a = d.allocate(&AllocDesc::device(0, 4096)).unwrap();
-    a.write(0, b"older").unwrap();
-    let mut b = [0u8; 5];
-    a.read(0, &mut b).unwrap();
-    assert_eq!(&b, b"older");
-    let e = d.export_memory(&a, &ExportOptions::default()).unwrap_err();
-    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
-    let e = d.allocate_physical(2 << 20).unwrap_err();
-    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    hal_tests::cases::older_runtime_keeps_plain_memory(&d);
     println!("child done");
 }

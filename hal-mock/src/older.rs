@@ -120,7 +120,7 @@ fn hide(bytes: &mut [u8], hidden: &[&str]) -> io::Result<()> {
             .ok_or_else(|| invalid(format!("no dynamic symbol {name}")))?;
         if let Some(other) = names
             .iter()
-            .find(|r| r.start < at && r.end > at && r.end == at + name.len())
+            .find(|r| r.start < at && r.end == at + name.len())
         {
             let shared = String::from_utf8_lossy(&strings[other.clone()]);
             return Err(invalid(format!("{name} is the tail of {shared}")));
