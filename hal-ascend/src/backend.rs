@@ -14,6 +14,7 @@ use crate::device::AscendDevice;
 use hal_core::runtime::{self, Failure};
 
 use crate::loader;
+use crate::needs;
 use crate::result::is_code;
 use crate::sys::Runtime;
 
@@ -148,7 +149,7 @@ pub(crate) fn device_info(rt: &Arc<Runtime>, ordinal: u32) -> Result<DeviceInfo>
         let status = unsafe { f(ACL_HBM_MEM as c_int, &mut free, &mut total) };
         rt.check("aclrtGetMemInfo", status)?;
         let mut capabilities = Capabilities::NONE;
-        if rt.has_ipc_memory() {
+        if rt.offers(&needs::IPC_MEMORY) {
             // Memory keys with allow-lists of bare tgids, on by default;
             // importers counted by leases; imports onto another device with
             // ENABLE_PEER_ACCESS.
@@ -161,12 +162,12 @@ pub(crate) fn device_info(rt: &Arc<Runtime>, ordinal: u32) -> Result<DeviceInfo>
                 capabilities = capabilities | Capabilities::PEER_ACCESS;
             }
         }
-        if rt.has_ipc_event() {
+        if rt.offers(&needs::IPC_EVENT) {
             // No IPC_EVENT_QUERY: an IPC event cannot be queried or timed.
             capabilities = capabilities | Capabilities::IPC_EVENT | Capabilities::LEASES;
         }
         let mut granularity = 2 << 20;
-        if rt.has_vmm() {
+        if rt.offers(&needs::VMM) {
             // Physical memory shared by the 64-bit handle, its allow-list of
             // bare tgids on by default, importers counted by leases.
             granularity = crate::vmm::device_granularity(rt, ordinal)?;
@@ -177,7 +178,7 @@ pub(crate) fn device_info(rt: &Arc<Runtime>, ordinal: u32) -> Result<DeviceInfo>
                 | Capabilities::PID_ALLOW_LIST
                 | Capabilities::PID_ALLOW_LIST_DEFAULT_ON;
         }
-        if rt.has_ipc_notify() {
+        if rt.offers(&needs::IPC_NOTIFY) {
             capabilities = capabilities
                 | Capabilities::IPC_NOTIFY
                 | Capabilities::CREATOR_ONLY_NOTIFY_WAIT

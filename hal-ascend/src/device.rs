@@ -41,18 +41,14 @@ impl std::fmt::Debug for AscendDevice {
     }
 }
 
-/// The answer of an operation whose capability this backend lacks.
-fn absent(operation: &str, capability: &str) -> Error {
-    Error::unsupported(
-        "ascend",
-        operation,
-        format!("this backend does not offer it (Capabilities::{capability} is absent)"),
-    )
-}
-
 impl AscendDevice {
     pub(crate) fn new(ctx: Arc<Ctx>, info: DeviceInfo) -> AscendDevice {
         AscendDevice { ctx, info }
+    }
+
+    /// The answer of `operation`, whose `capability` this device lacks.
+    fn absent(&self, operation: &str, capability: Capabilities) -> Error {
+        self.ctx.rt.absent(operation, capability)
     }
 
     fn has(&self, c: Capabilities) -> bool {
@@ -82,7 +78,7 @@ impl AscendDevice {
     /// The VMM context, or `Unsupported` naming `operation` without VMM.
     fn vmm(&self, operation: &str) -> Result<Vmm<'_>> {
         if !self.has(Capabilities::VMM) {
-            return Err(absent(operation, "VMM"));
+            return Err(self.absent(operation, Capabilities::VMM));
         }
         Ok(Vmm {
             ctx: &self.ctx,
@@ -150,7 +146,9 @@ impl Device for AscendDevice {
                     "this backend allocates device memory only (aclrtMalloc)",
                 ))
             }
-            Location::Managed => return Err(absent("allocate managed memory", "MANAGED_MEMORY")),
+            Location::Managed => {
+                return Err(self.absent("allocate managed memory", Capabilities::MANAGED_MEMORY))
+            }
         }
         if desc.align != 0 && !desc.align.is_power_of_two() {
             return Err(Error::invalid(format!(
@@ -163,7 +161,7 @@ impl Device for AscendDevice {
 
     fn export_memory(&self, alloc: &AscendAllocation, opts: &ExportOptions) -> Result<Exported> {
         if !self.has(Capabilities::IPC_MEMORY) {
-            return Err(absent("export_memory", "IPC_MEMORY"));
+            return Err(self.absent("export_memory", Capabilities::IPC_MEMORY));
         }
         if alloc.ctx.ordinal != self.ctx.ordinal {
             return Err(Error::invalid(
@@ -175,7 +173,7 @@ impl Device for AscendDevice {
 
     fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()> {
         if !self.has(Capabilities::PID_ALLOW_LIST) {
-            return Err(absent("allow_importers", "PID_ALLOW_LIST"));
+            return Err(self.absent("allow_importers", Capabilities::PID_ALLOW_LIST));
         }
         let h = exported.handle();
         h.expect(h.kind, hal_core::BackendId::Ascend)?;
@@ -199,12 +197,12 @@ impl Device for AscendDevice {
     }
 
     unsafe fn register_host(&self, _ptr: *mut u8, _len: u64) -> Result<RegisteredHost> {
-        Err(absent("register_host", "HOST_REGISTRATION"))
+        Err(self.absent("register_host", Capabilities::HOST_REGISTRATION))
     }
 
     fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<AscendMapping> {
         if !self.has(Capabilities::IPC_MEMORY) {
-            return Err(absent("import_memory", "IPC_MEMORY"));
+            return Err(self.absent("import_memory", Capabilities::IPC_MEMORY));
         }
         crate::ipc::import(&self.ctx, &self.info, shared, opts)
     }
@@ -370,7 +368,7 @@ impl Device for AscendDevice {
 
     fn create_event(&self, flags: EventFlags) -> Result<AscendEvent> {
         if flags.interprocess && !self.has(Capabilities::IPC_EVENT) {
-            return Err(absent("an interprocess event", "IPC_EVENT"));
+            return Err(self.absent("an interprocess event", Capabilities::IPC_EVENT));
         }
         crate::event::create(&self.ctx, flags)
     }
@@ -401,21 +399,21 @@ impl Device for AscendDevice {
 
     fn export_event(&self, event: &AscendEvent, opts: &ExportOptions) -> Result<Exported> {
         if !self.has(Capabilities::IPC_EVENT) {
-            return Err(absent("export_event", "IPC_EVENT"));
+            return Err(self.absent("export_event", Capabilities::IPC_EVENT));
         }
         crate::event::export(&self.info, event, opts)
     }
 
     fn import_event(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<AscendEvent> {
         if !self.has(Capabilities::IPC_EVENT) {
-            return Err(absent("import_event", "IPC_EVENT"));
+            return Err(self.absent("import_event", Capabilities::IPC_EVENT));
         }
         crate::event::import(&self.ctx, shared)
     }
 
     fn create_notify_with(&self, flags: NotifyFlags) -> Result<AscendNotify> {
         if !self.has(Capabilities::IPC_NOTIFY) {
-            return Err(absent("create_notify", "IPC_NOTIFY"));
+            return Err(self.absent("create_notify", Capabilities::IPC_NOTIFY));
         }
         NotifyInner::create(&self.ctx, flags)
     }
@@ -454,7 +452,7 @@ impl Device for AscendDevice {
 
     fn import_notify(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<AscendNotify> {
         if !self.has(Capabilities::IPC_NOTIFY) {
-            return Err(absent("import_notify", "IPC_NOTIFY"));
+            return Err(self.absent("import_notify", Capabilities::IPC_NOTIFY));
         }
         NotifyInner::import(&self.ctx, &self.info, shared, opts)
     }

@@ -46,7 +46,9 @@
 //! | the 64-bit shareable handle (`aclrtMemExportToShareableHandle`) keeps the pid allow-list on by default; importers' bare tgids are added with `aclrtMemSetPidToShareableHandle`; an export to anyone passes `ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION`; importers are counted by leases | `vmm.rs`, `device.rs` |
 //!
 //! VMM (and the growable buffer on it) is claimed only where every VMM
-//! entry point resolves. Pinned host memory and managed memory are not
+//! entry point resolves, and memory keys, IPC events and notify keys each
+//! only where theirs do (`needs.rs`); on an older runtime a refused call
+//! names the entry point the runtime lacks and its path. Pinned host memory and managed memory are not
 //! offered: the capabilities do not claim them and the calls answer
 //! `Unsupported`.
 //!
@@ -66,6 +68,7 @@ mod key;
 mod loader;
 mod mapping;
 mod memory;
+mod needs;
 mod notify;
 mod physical;
 mod reservation;

@@ -45,6 +45,17 @@ macro_rules! entries {
                     f.ok_or_else(|| self.missing($sym))
                 }
             )*
+
+            /// True when the library has the entry point `symbol` (one of
+            /// [`RESOLVED`]).
+            pub(crate) fn present(&self, symbol: &str) -> bool {
+                $(
+                    if symbol == $sym {
+                        return self.$field().is_ok();
+                    }
+                )*
+                false
+            }
         }
 
         /// Every entry point this crate resolves, by name. `aclFinalize` is
@@ -195,49 +206,6 @@ entries! {
     mem_set_pid_to_shareable_handle = entry::RT_MEM_SET_PID_TO_SHAREABLE_HANDLE => fn(u64, *mut i32, usize) -> Status;
     /// `aclrtMemImportFromShareableHandle`.
     mem_import_from_shareable_handle = entry::RT_MEM_IMPORT_FROM_SHAREABLE_HANDLE => fn(u64, i32, *mut Raw) -> Status;
-}
-
-impl Runtime {
-    /// True when the runtime has every entry point of memory keys.
-    pub(crate) fn has_ipc_memory(&self) -> bool {
-        self.ipc_mem_get_export_key().is_ok()
-            && self.ipc_mem_set_import_pid().is_ok()
-            && self.ipc_mem_import_by_key().is_ok()
-            && self.ipc_mem_close().is_ok()
-            && self.device_get_bare_tgid().is_ok()
-    }
-
-    /// True when the runtime has the entry points of IPC events.
-    pub(crate) fn has_ipc_event(&self) -> bool {
-        self.ipc_get_event_handle().is_ok() && self.ipc_open_event_handle().is_ok()
-    }
-
-    /// True when the runtime has every entry point of VMM, its shareable
-    /// handle and that handle's pid allow-list.
-    pub(crate) fn has_vmm(&self) -> bool {
-        self.mem_get_allocation_granularity().is_ok()
-            && self.malloc_physical().is_ok()
-            && self.free_physical().is_ok()
-            && self.reserve_mem_address().is_ok()
-            && self.release_mem_address().is_ok()
-            && self.map_mem().is_ok()
-            && self.unmap_mem().is_ok()
-            && self.mem_set_access().is_ok()
-            && self.mem_export_to_shareable_handle().is_ok()
-            && self.mem_set_pid_to_shareable_handle().is_ok()
-            && self.mem_import_from_shareable_handle().is_ok()
-            && self.device_get_bare_tgid().is_ok()
-    }
-
-    /// True when the runtime has the entry points of notify keys.
-    pub(crate) fn has_ipc_notify(&self) -> bool {
-        self.create_notify().is_ok()
-            && self.notify_get_export_key().is_ok()
-            && self.notify_set_import_pid().is_ok()
-            && self.notify_import_by_key().is_ok()
-            && self.wait_and_reset_notify().is_ok()
-            && self.record_notify().is_ok()
-    }
 }
 
 // SAFETY: the ACL runtime API is thread-safe (every entry point may be

@@ -49,5 +49,18 @@ fn an_older_runtime_offers_only_what_it_has_with_a_two_mib_granularity() {
         (info.granularity_min, info.granularity_recommended),
         (2 << 20, 2 << 20)
     );
-    hal_tests::cases::older_runtime_keeps_plain_memory(&d);
+    let lacks = hal_tests::cases::Lacks {
+        export: "aclrtIpcMemClose",
+        physical: "aclrtMallocPhysical",
+        event: "aclrtIpcOpenEventHandle",
+    };
+    hal_tests::cases::older_runtime_keeps_plain_memory(&d, lacks);
+    match d.create_notify() {
+        Err(e @ hal_core::Error::Unsupported { .. }) => {
+            let e = e.to_string();
+            assert!(e.contains("Capabilities::IPC_NOTIFY is absent"), "{e}");
+            assert!(e.contains("no entry point aclrtNotifyImportByKey"), "{e}");
+        }
+        other => panic!("a notify on a runtime without notify keys: {other:?}"),
+    }
 }

@@ -42,6 +42,7 @@ pub mod handle;
 mod import;
 pub mod lease;
 pub mod lock;
+pub mod needs;
 pub mod os;
 pub mod queued;
 pub mod reaper;

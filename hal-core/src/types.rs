@@ -105,6 +105,15 @@ macro_rules! capabilities {
 
             /// Every flag with its stable label, for listings and JSON.
             pub const ALL: &'static [(Capabilities, &'static str)] = &[$((Capabilities::$name, $label),)*];
+
+            /// The name of a single flag as Rust spells it (`"VMM"`), for
+            /// messages; `None` for the empty set or a set of several flags.
+            pub const fn name(self) -> Option<&'static str> {
+                $(if self.0 == 1 << $bit {
+                    return Some(stringify!($name));
+                })*
+                None
+            }
         }
     };
 }
@@ -566,4 +575,24 @@ pub enum Access {
     Read,
     /// Read and write.
     ReadWrite,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Capabilities;
+
+    #[test]
+    fn every_single_flag_has_its_rust_name_and_a_set_has_none() {
+        assert_eq!(Capabilities::VMM.name(), Some("VMM"));
+        assert_eq!(
+            Capabilities::HOST_REGISTRATION.name(),
+            Some("HOST_REGISTRATION")
+        );
+        for (flag, label) in Capabilities::ALL {
+            let name = flag.name().unwrap_or_else(|| panic!("{label} has no name"));
+            assert_eq!(name.to_lowercase().replace('_', "-"), *label);
+        }
+        assert_eq!(Capabilities::NONE.name(), None);
+        assert_eq!((Capabilities::VMM | Capabilities::LEASES).name(), None);
+    }
 }

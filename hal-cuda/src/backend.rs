@@ -10,6 +10,7 @@ use crate::device::CudaDevice;
 use hal_core::runtime::{self, Failure};
 
 use crate::loader;
+use crate::needs;
 use crate::query::{attribute, attribute_number, device_count};
 use crate::sys::{CUdevice, CUuuid, Driver};
 
@@ -153,11 +154,11 @@ pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
         capabilities =
             capabilities | Capabilities::HOST_REGISTRATION | Capabilities::STREAM_ORDERED_NOTIFY;
     }
-    if driver.has_ipc_memory() {
+    if driver.offers(&needs::IPC_MEMORY) {
         // Legacy IPC of device memory; importers are counted by leases.
         capabilities = capabilities | Capabilities::IPC_MEMORY | Capabilities::LEASES;
     }
-    if driver.has_ipc_event()
+    if driver.offers(&needs::IPC_EVENT)
         && attribute(driver, dev, A::CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED)? != 0
     {
         // IPC events; an opened one answers cuEventQuery (measured).
@@ -175,7 +176,7 @@ pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
         capabilities = capabilities | Capabilities::PAGEABLE_MEMORY_ACCESS;
     }
     let (mut granularity_min, mut granularity_recommended) = (2 << 20, 2 << 20);
-    if driver.has_vmm()
+    if driver.offers(&needs::VMM)
         && attribute(
             driver,
             dev,

@@ -46,15 +46,6 @@ impl std::fmt::Debug for CudaDevice {
     }
 }
 
-/// The answer of an operation whose capability this backend lacks.
-fn absent(operation: &str, capability: &str) -> Error {
-    Error::unsupported(
-        "cuda",
-        operation,
-        format!("this backend does not offer it (Capabilities::{capability} is absent)"),
-    )
-}
-
 impl CudaDevice {
     pub(crate) fn open(driver: Arc<Driver>, dev: CUdevice, info: DeviceInfo) -> Result<CudaDevice> {
         use cudarc::driver::sys::CUdevice_attribute as A;
@@ -73,10 +64,15 @@ impl CudaDevice {
         })
     }
 
+    /// The answer of `operation`, whose `capability` this device lacks.
+    fn absent(&self, operation: &str, capability: Capabilities) -> Error {
+        self.primary.driver.absent(operation, capability)
+    }
+
     /// The VMM calls, once the device has [`Capabilities::VMM`].
     fn vmm(&self, operation: &str) -> Result<Vmm<'_>> {
         if !self.info.capabilities.contains(Capabilities::VMM) {
-            return Err(absent(operation, "VMM"));
+            return Err(self.absent(operation, Capabilities::VMM));
         }
         Ok(Vmm {
             primary: &self.primary,
@@ -112,7 +108,7 @@ impl CudaDevice {
             .capabilities
             .contains(Capabilities::MANAGED_MEMORY)
         {
-            return Err(absent(operation, "MANAGED_MEMORY"));
+            return Err(self.absent(operation, Capabilities::MANAGED_MEMORY));
         }
         let m = mem.memory();
         if m.location() != Location::Managed {
@@ -156,7 +152,7 @@ impl CudaDevice {
         range: Option<hal_core::ByteRange>,
     ) -> Result<crate::RawIpcHandle> {
         if !self.ipc_memory() {
-            return Err(absent("export_raw", "IPC_MEMORY"));
+            return Err(self.absent("export_raw", Capabilities::IPC_MEMORY));
         }
         if !Arc::ptr_eq(&alloc.primary, &self.primary) {
             return Err(Error::invalid(
@@ -172,7 +168,7 @@ impl CudaDevice {
     /// checked against the allocation's size as the driver opened it.
     pub fn import_raw(&self, raw: &crate::RawIpcHandle) -> Result<CudaMapping> {
         if !self.ipc_memory() {
-            return Err(absent("import_raw", "IPC_MEMORY"));
+            return Err(self.absent("import_raw", Capabilities::IPC_MEMORY));
         }
         crate::raw::import(&self.primary, &self.info, raw)
     }
@@ -286,7 +282,7 @@ impl Device for CudaDevice {
                 .capabilities
                 .contains(Capabilities::MANAGED_MEMORY)
         {
-            return Err(absent("allocate managed memory", "MANAGED_MEMORY"));
+            return Err(self.absent("allocate managed memory", Capabilities::MANAGED_MEMORY));
         }
         // Memory this process freed may still be on its way back
         // (`memory.rs`): a refusal for lack of it waits for those frees.
@@ -316,7 +312,7 @@ impl Device for CudaDevice {
     fn export_memory(&self, alloc: &CudaAllocation, opts: &ExportOptions) -> Result<Exported> {
         crate::ipc::exportable(alloc)?;
         if !self.ipc_memory() {
-            return Err(absent("export_memory", "IPC_MEMORY"));
+            return Err(self.absent("export_memory", Capabilities::IPC_MEMORY));
         }
         if !Arc::ptr_eq(&alloc.primary, &self.primary) {
             return Err(Error::invalid(
@@ -327,7 +323,7 @@ impl Device for CudaDevice {
     }
 
     fn allow_importers(&self, _exported: &mut Exported, _pids: &[u32]) -> Result<()> {
-        Err(absent("allow_importers", "PID_ALLOW_LIST"))
+        Err(self.absent("allow_importers", Capabilities::PID_ALLOW_LIST))
     }
 
     unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<RegisteredHost> {
@@ -336,7 +332,7 @@ impl Device for CudaDevice {
             .capabilities
             .contains(Capabilities::HOST_REGISTRATION)
         {
-            return Err(absent("register_host", "HOST_REGISTRATION"));
+            return Err(self.absent("register_host", Capabilities::HOST_REGISTRATION));
         }
         // SAFETY: the caller gives `register_host`'s promise.
         let range = unsafe { hal_core::os::HostRange::new(ptr, len) }?;
@@ -363,7 +359,7 @@ impl Device for CudaDevice {
 
     fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CudaMapping> {
         if !self.ipc_memory() {
-            return Err(absent("import_memory", "IPC_MEMORY"));
+            return Err(self.absent("import_memory", Capabilities::IPC_MEMORY));
         }
         crate::ipc::import(&self.primary, &self.info, shared, opts)
     }
@@ -518,7 +514,7 @@ impl Device for CudaDevice {
 
     fn create_event(&self, flags: EventFlags) -> Result<CudaEvent> {
         if flags.interprocess && !self.ipc_event() {
-            return Err(absent("an interprocess event", "IPC_EVENT"));
+            return Err(self.absent("an interprocess event", Capabilities::IPC_EVENT));
         }
         crate::ipc_event::create(&self.primary, flags)
     }
@@ -543,7 +539,7 @@ impl Device for CudaDevice {
 
     fn export_event(&self, event: &CudaEvent, opts: &ExportOptions) -> Result<Exported> {
         if !self.ipc_event() {
-            return Err(absent("export_event", "IPC_EVENT"));
+            return Err(self.absent("export_event", Capabilities::IPC_EVENT));
         }
         if !Arc::ptr_eq(&event.inner.primary, &self.primary) {
             return Err(Error::invalid(
@@ -555,21 +551,21 @@ impl Device for CudaDevice {
 
     fn import_event(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaEvent> {
         if !self.ipc_event() {
-            return Err(absent("import_event", "IPC_EVENT"));
+            return Err(self.absent("import_event", Capabilities::IPC_EVENT));
         }
         crate::ipc_event::import(&self.primary, &self.info, shared)
     }
 
     fn create_notify_with(&self, flags: NotifyFlags) -> Result<CudaNotify> {
         if flags.device_only && !self.stream_ordered_notify() {
-            return Err(absent("a device-only notify", "STREAM_ORDERED_NOTIFY"));
+            return Err(self.absent("a device-only notify", Capabilities::STREAM_ORDERED_NOTIFY));
         }
         CudaNotify::create(flags)
     }
 
     fn record_notify(&self, stream: &CudaStream, notify: &CudaNotify) -> Result<()> {
         if !self.stream_ordered_notify() {
-            return Err(absent("record_notify", "STREAM_ORDERED_NOTIFY"));
+            return Err(self.absent("record_notify", Capabilities::STREAM_ORDERED_NOTIFY));
         }
         self.check_stream(stream)?;
         let mut held = stream.holding();
@@ -590,7 +586,7 @@ impl Device for CudaDevice {
         _timeout: Option<Duration>,
     ) -> Result<()> {
         if !self.stream_ordered_notify() {
-            return Err(absent("stream_wait_notify", "STREAM_ORDERED_NOTIFY"));
+            return Err(self.absent("stream_wait_notify", Capabilities::STREAM_ORDERED_NOTIFY));
         }
         self.check_stream(stream)?;
         let mut held = stream.holding();
@@ -668,7 +664,7 @@ impl Device for CudaDevice {
     fn export_physical(&self, physical: &CudaPhysical, opts: &ExportOptions) -> Result<Exported> {
         let vmm = self.vmm("export_physical")?;
         if !self.ipc_memory() {
-            return Err(absent("export_physical", "IPC_MEMORY"));
+            return Err(self.absent("export_physical", Capabilities::IPC_MEMORY));
         }
         vmm.export(physical, opts)
     }
@@ -676,7 +672,7 @@ impl Device for CudaDevice {
     fn import_physical(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaPhysical> {
         let vmm = self.vmm("import_physical")?;
         if !self.ipc_memory() {
-            return Err(absent("import_physical", "IPC_MEMORY"));
+            return Err(self.absent("import_physical", Capabilities::IPC_MEMORY));
         }
         vmm.import(shared)
     }

@@ -38,6 +38,7 @@
 //! | raw legacy handles of other libraries (64 bytes, offset, size) open through the same per-process cache, keyed by their bytes; the range is checked against `cuMemGetAddressRange_v2` of the opened base; raw exports carry no lease | `raw.rs` |
 //! | at most 1000 live IPC events per process (as PyTorch); past the cap an interprocess event has no driver handle and recording it synchronizes the stream (a warning is logged once) | `event_cap.rs`, `ipc_event.rs` |
 //! | VMM is claimed only when the driver has the `cuMem*` entry points and the device says VMM and POSIX descriptors are supported; host NUMA memory only with `CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED`; the granularity is the driver's | `backend.rs` |
+//! | VMM, legacy IPC and IPC events each need a group of entry points; on a driver older than one of them the capability is not claimed and a refused call names the entry point the driver lacks and its path | `needs.rs` |
 //! | sizes, offsets and alignments are whole granules; physical memory is made on the device it is asked of, or in host NUMA memory | `vmm.rs` |
 //! | fabric is asked for (with a POSIX descriptor beside it) only where the device supports fabric handles; a refusal (NOT_PERMITTED without IMEX, measured) falls back to a POSIX descriptor with one warning per process | `vmm.rs` (`hal_core::vmm::fabric_or_posix`) |
 //! | physical memory is exported as a POSIX descriptor, made once per allocation and served by the descriptor broker over SCM_RIGHTS; importers are counted with leases; an import closes the descriptor after `cuMemImportFromShareableHandle` | `vmm.rs`, `physical.rs` |
@@ -61,6 +62,7 @@ mod loader;
 mod managed;
 mod mapping;
 mod memory;
+mod needs;
 mod notify;
 mod opened;
 mod peer;

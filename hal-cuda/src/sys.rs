@@ -248,49 +248,6 @@ entries! {
     mem_import_from_shareable_handle = entry::MEM_IMPORT_FROM_SHAREABLE_HANDLE => fn(*mut CUmemGenericAllocationHandle, *mut c_void, c_uint);
 }
 
-impl Driver {
-    /// True when the driver has every entry point of `symbols`.
-    fn has_all(&self, symbols: &[&str]) -> bool {
-        symbols.iter().all(|s| self.present(s))
-    }
-
-    /// True when the driver has every entry point of legacy IPC of device
-    /// memory (what `Capabilities::IPC_MEMORY` needs here).
-    pub(crate) fn has_ipc_memory(&self) -> bool {
-        self.has_all(&[
-            entry::MEM_GET_ADDRESS_RANGE_V2,
-            entry::POINTER_GET_ATTRIBUTE,
-            entry::IPC_GET_MEM_HANDLE,
-            entry::IPC_OPEN_MEM_HANDLE_V2,
-            entry::IPC_CLOSE_MEM_HANDLE,
-        ])
-    }
-
-    /// True when the driver has the entry points of IPC events (what
-    /// `Capabilities::IPC_EVENT` needs here).
-    pub(crate) fn has_ipc_event(&self) -> bool {
-        self.has_all(&[entry::IPC_GET_EVENT_HANDLE, entry::IPC_OPEN_EVENT_HANDLE])
-    }
-
-    /// True when the driver has every entry point of VMM sharing (what
-    /// `Capabilities::VMM` needs here, with the device's attributes).
-    pub(crate) fn has_vmm(&self) -> bool {
-        self.has_all(&[
-            entry::MEM_GET_ALLOCATION_GRANULARITY,
-            entry::MEM_CREATE,
-            entry::MEM_RELEASE,
-            entry::MEM_ADDRESS_RESERVE,
-            entry::MEM_ADDRESS_FREE,
-            entry::MEM_MAP,
-            entry::MEM_UNMAP,
-            entry::MEM_SET_ACCESS,
-            entry::MEM_EXPORT_TO_SHAREABLE_HANDLE,
-            entry::MEM_IMPORT_FROM_SHAREABLE_HANDLE,
-            entry::CTX_SYNCHRONIZE,
-        ])
-    }
-}
-
 // SAFETY: the driver API is thread-safe (every entry point may be called
 // from any thread); the table's cells are `OnceLock`s and the library
 // handle is only read.

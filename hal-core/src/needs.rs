@@ -1,0 +1,169 @@
+//! Capabilities that need entry points of a vendor library. A library older
+//! than one of them cannot offer the capability, and an operation refused
+//! for it should say so: which entry point is missing and where the library
+//! was loaded from, so that whoever reads the error knows to update the
+//! driver or runtime rather than to look for a bug.
+//!
+//! A backend declares its groups of entry points, each with the
+//! capabilities that cannot be offered without every one of them; the
+//! backend decides what to claim, these groups only explain a refusal.
+//!
+//! ```
+//! use std::path::Path;
+//! use hal_core::needs::{self, EntryGroup};
+//! use hal_core::Capabilities;
+//!
+//! const GROUPS: &[EntryGroup] = &[EntryGroup {
+//!     needed_by: Capabilities::VMM,
+//!     entries: &["exMemCreate", "exMemMap"],
+//! }];
+//! let present = |symbol: &str| symbol != "exMemMap";
+//! let lacking = needs::first_lacking(GROUPS, Capabilities::VMM, present);
+//! assert_eq!(lacking, Some("exMemMap"));
+//! let library = Path::new("/opt/example/libexample.so.1");
+//! let e = needs::capability_absent(
+//!     "example",
+//!     "allocate_physical",
+//!     Capabilities::VMM,
+//!     lacking.map(|symbol| (library, symbol)),
+//! );
+//! assert!(e.is_unsupported());
+//! assert!(e.to_string().contains("Capabilities::VMM is absent"));
+//! assert!(e.to_string().contains("/opt/example/libexample.so.1 has no entry point exMemMap"));
+//! ```
+
+use std::path::Path;
+
+use crate::error::Error;
+use crate::types::Capabilities;
+
+/// Entry points of a vendor library that some capabilities need, all of
+/// them.
+#[derive(Debug, Clone, Copy)]
+pub struct EntryGroup {
+    /// The capabilities that cannot be offered unless every entry point of
+    /// the group resolves (a capability that any of several groups grants
+    /// is named by none of them).
+    pub needed_by: Capabilities,
+    /// The entry points, by the name the library exports.
+    pub entries: &'static [&'static str],
+}
+
+impl EntryGroup {
+    /// The first entry point of the group that `present` says the library
+    /// lacks.
+    pub fn first_missing(&self, present: impl Fn(&str) -> bool) -> Option<&'static str> {
+        self.entries.iter().copied().find(|symbol| !present(symbol))
+    }
+}
+
+/// The first entry point missing from the library (`present` answers for
+/// each name) among the groups that `capability` needs, in the order of
+/// `groups`; `None` when every one resolves, or when no group is needed by
+/// `capability`.
+pub fn first_lacking(
+    groups: &[EntryGroup],
+    capability: Capabilities,
+    present: impl Fn(&str) -> bool,
+) -> Option<&'static str> {
+    groups
+        .iter()
+        .filter(|g| g.needed_by.contains(capability))
+        .find_map(|g| g.first_missing(&present))
+}
+
+/// The [`Error::Unsupported`] of `operation` on a device of `backend`
+/// without `capability`; `lacking` is the library and the entry point it
+/// misses, when that is why.
+pub fn capability_absent(
+    backend: &str,
+    operation: &str,
+    capability: Capabilities,
+    lacking: Option<(&Path, &str)>,
+) -> Error {
+    let name = capability.name().unwrap_or("(a set of flags)");
+    let detail = match lacking {
+        Some((library, symbol)) => format!(
+            "this backend does not offer it (Capabilities::{name} is absent: {} has no entry \
+             point {symbol}, so the library is older than this capability needs; update it)",
+            library.display()
+        ),
+        None => format!("this backend does not offer it (Capabilities::{name} is absent)"),
+    };
+    Error::unsupported(backend, operation, detail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GROUPS: &[EntryGroup] = &[
+        EntryGroup {
+            needed_by: Capabilities::IPC_MEMORY.union(Capabilities::GROWABLE),
+            entries: &["a1", "a2"],
+        },
+        EntryGroup {
+            needed_by: Capabilities::VMM.union(Capabilities::GROWABLE),
+            entries: &["b1", "b2"],
+        },
+    ];
+
+    #[test]
+    fn a_capability_lacks_the_first_missing_entry_of_the_groups_it_needs() {
+        let missing = |gone: &'static [&'static str]| move |s: &str| !gone.contains(&s);
+        assert_eq!(
+            first_lacking(GROUPS, Capabilities::VMM, missing(&["b2"])),
+            Some("b2")
+        );
+        assert_eq!(
+            first_lacking(GROUPS, Capabilities::VMM, missing(&["a1"])),
+            None
+        );
+        assert_eq!(
+            first_lacking(GROUPS, Capabilities::GROWABLE, missing(&["b1", "a2"])),
+            Some("a2")
+        );
+        assert_eq!(
+            first_lacking(GROUPS, Capabilities::GROWABLE, missing(&["b1"])),
+            Some("b1")
+        );
+        assert_eq!(
+            first_lacking(GROUPS, Capabilities::LEASES, missing(&["a1", "b1"])),
+            None
+        );
+        assert_eq!(first_lacking(GROUPS, Capabilities::VMM, |_| true), None);
+    }
+
+    #[test]
+    fn the_refusal_names_the_capability_and_what_is_missing() {
+        let e = capability_absent(
+            "x",
+            "op",
+            Capabilities::IPC_EVENT,
+            Some((Path::new("/lib/libx.so"), "xIpcOpen")),
+        );
+        let Error::Unsupported {
+            backend,
+            operation,
+            detail,
+        } = &e
+        else {
+            panic!("{e:?}")
+        };
+        assert_eq!((backend.as_str(), operation.as_str()), ("x", "op"));
+        assert!(
+            detail.contains("Capabilities::IPC_EVENT is absent"),
+            "{detail}"
+        );
+        assert!(
+            detail.contains("/lib/libx.so has no entry point xIpcOpen"),
+            "{detail}"
+        );
+        let plain = capability_absent("x", "op", Capabilities::LEASES, None).to_string();
+        assert!(plain.contains("Capabilities::LEASES is absent)"), "{plain}");
+        assert!(!plain.contains("entry point"), "{plain}");
+        let set = Capabilities::VMM | Capabilities::LEASES;
+        let many = capability_absent("x", "op", set, None).to_string();
+        assert!(many.contains("(a set of flags)"), "{many}");
+    }
+}
