@@ -28,6 +28,7 @@
 //! assert!(held.is_empty());
 //! ```
 
+use crate::lock::lock;
 use std::any::Any;
 use std::sync::{Mutex, MutexGuard};
 
@@ -54,7 +55,7 @@ pub struct Holding<'a>(MutexGuard<'a, Vec<Box<dyn Any + Send>>>);
 impl Held {
     /// Lock the list (a poisoned lock is taken over: the list stays valid).
     pub fn lock(&self) -> Holding<'_> {
-        Holding(self.0.lock().unwrap_or_else(|p| p.into_inner()))
+        Holding(lock(&self.0))
     }
 
     /// How many values are held.

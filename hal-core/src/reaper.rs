@@ -39,6 +39,7 @@ use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
+use crate::lock::lock;
 
 /// A dropped stream that finishes its work on its own.
 pub trait Drained: Send + 'static {
@@ -141,7 +142,7 @@ fn run() {
     let r = reaper();
     let mut pause = PAUSE.0;
     loop {
-        let mut items = r.items.lock().unwrap_or_else(|p| p.into_inner());
+        let mut items = lock(&r.items);
         while items.is_empty() {
             pause = PAUSE.0;
             items = r.more.wait(items).unwrap_or_else(|p| p.into_inner());

@@ -43,6 +43,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::lock::lock;
 use crate::{Error, Result};
 
 /// How long a drop waits for its teardown before it returns and lets the
@@ -140,7 +141,7 @@ impl Pool {
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
         // A job runs outside the lock, so no panic of a job poisons it.
-        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.queue)
     }
 
     fn after_work(&'static self, name: &str, teardown: impl FnOnce() + Send + 'static) {
@@ -154,9 +155,9 @@ impl Pool {
                 log::error!("a teardown panicked; what it was freeing may be left");
             }
             self.unfinished.fetch_sub(1, Ordering::AcqRel);
-            *self.finished.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+            *lock(&self.finished) += 1;
             self.finished_one.notify_all();
-            *theirs.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+            *lock(&theirs.0) = true;
             theirs.1.notify_all();
         });
         if let Some(job) = self.hand_over(job) {
@@ -165,7 +166,7 @@ impl Pool {
             return;
         }
         let (flag, changed) = &*done;
-        let guard = flag.lock().unwrap_or_else(|p| p.into_inner());
+        let guard = lock(flag);
         let (guard, _) = changed
             .wait_timeout_while(guard, GRACE, |finished| !*finished)
             .unwrap_or_else(|p| p.into_inner());
@@ -184,7 +185,7 @@ impl Pool {
         loop {
             // Read before the attempt: a teardown that finishes during it
             // counts as progress, and the next attempt follows at once.
-            let seen = *self.finished.lock().unwrap_or_else(|p| p.into_inner());
+            let seen = *lock(&self.finished);
             let e = match attempt() {
                 Err(e) if for_lack_of_memory(&e) => e,
                 other => return other,
@@ -199,7 +200,7 @@ impl Pool {
     /// Wait until more teardowns than `seen` have finished, or `deadline`
     /// passed; true in the first case.
     fn wait_for_one(&self, seen: u64, deadline: Instant) -> bool {
-        let mut finished = self.finished.lock().unwrap_or_else(|p| p.into_inner());
+        let mut finished = lock(&self.finished);
         while *finished == seen {
             let Some(left) = deadline.checked_duration_since(Instant::now()) else {
                 return false;
@@ -230,7 +231,7 @@ impl Pool {
         let spawned = std::thread::Builder::new()
             .name(WORKER_NAME.into())
             .spawn(move || {
-                let first = theirs.lock().unwrap_or_else(|p| p.into_inner()).take();
+                let first = lock(&theirs).take();
                 if let Some(first) = first {
                     first();
                 }
@@ -243,7 +244,7 @@ impl Pool {
             }
             Err(e) => {
                 log::warn!("starting a {WORKER_NAME} thread: {e}");
-                let job = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+                let job = lock(&slot).take();
                 job
             }
         }

@@ -579,7 +579,98 @@ pub enum Access {
 
 #[cfg(test)]
 mod tests {
-    use super::Capabilities;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::Error;
+
+    #[test]
+    fn capability_sets_join_subtract_and_list_their_labels() {
+        let both = Capabilities::VMM.union(Capabilities::LEASES);
+        assert_eq!(both, Capabilities::VMM | Capabilities::LEASES);
+        assert_eq!(both.bits(), (1 << 4) | (1 << 18));
+        assert_eq!(
+            Capabilities::VMM.union(Capabilities::VMM),
+            Capabilities::VMM
+        );
+        assert_eq!(both.difference(Capabilities::VMM), Capabilities::LEASES);
+        assert_eq!(both.difference(Capabilities::IPC_EVENT), both);
+        assert_eq!(
+            Capabilities::NONE.difference(Capabilities::VMM),
+            Capabilities::NONE
+        );
+        assert!(both.contains(Capabilities::VMM) && !Capabilities::VMM.contains(both));
+        assert_eq!(both.labels(), vec!["vmm", "leases"]);
+        assert!(Capabilities::NONE.labels().is_empty());
+        assert_eq!(format!("{both:?}"), r#"{"vmm", "leases"}"#);
+    }
+
+    #[test]
+    fn the_page_size_is_the_smallest_listed_or_4096() {
+        let mut info = DeviceInfo {
+            backend: BackendId::CpuShm,
+            ordinal: 0,
+            uuid: [0; 16],
+            name: String::new(),
+            total_memory: 0,
+            page_sizes: vec![65536, 2 << 20],
+            granularity_min: 65536,
+            granularity_recommended: 2 << 20,
+            capabilities: Capabilities::NONE,
+        };
+        assert_eq!(info.page_size(), 65536);
+        info.page_sizes.clear();
+        assert_eq!(info.page_size(), 4096);
+    }
+
+    #[test]
+    fn a_range_is_non_empty_whole_pages_and_inside() {
+        let page = 4096;
+        assert!(ByteRange::new(0, page).check(page, page).is_ok());
+        assert!(ByteRange::new(page, 2 * page).check(3 * page, page).is_ok());
+        assert!(
+            ByteRange::new(1, 3).check(4, 0).is_ok(),
+            "page size 0 checks no alignment"
+        );
+        for (range, size) in [
+            (ByteRange::new(0, 0), page),
+            (ByteRange::new(0, 2 * page), page),
+            (ByteRange::new(page, page), page),
+            (ByteRange::new(u64::MAX, 2), page),
+        ] {
+            assert!(
+                matches!(range.check(size, page), Err(Error::InvalidArgument { .. })),
+                "{range:?} in {size}"
+            );
+        }
+        for range in [ByteRange::new(1, page), ByteRange::new(0, page + 1)] {
+            match range.check(4 * page, page) {
+                Err(Error::Misaligned {
+                    offset,
+                    len,
+                    page_size,
+                }) => assert_eq!((offset, len, page_size), (range.offset, range.len, page)),
+                other => panic!("{range:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn wait_options_with_a_timeout_keep_the_default_spin() {
+        let w = WaitOptions::timeout(Duration::from_millis(7));
+        assert_eq!(w.timeout, Some(Duration::from_millis(7)));
+        assert_eq!(w.spin, WaitOptions::default().spin);
+    }
+
+    #[test]
+    fn a_device_only_notify_refuses_host_side_work() {
+        assert!(NotifyFlags::default().refuse_host("signal").is_ok());
+        let e = NotifyFlags { device_only: true }
+            .refuse_host("wait")
+            .unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
+        assert!(e.to_string().contains("host-side wait"), "{e}");
+    }
 
     #[test]
     fn every_single_flag_has_its_rust_name_and_a_set_has_none() {

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::device::WaitFuture;
 use crate::error::{Error, Result};
+use crate::lock::lock;
 
 struct Shared {
     result: Option<Result<()>>,
@@ -61,13 +62,13 @@ impl Future for ThreadFuture {
         if let Some(work) = self.started.take() {
             let shared = Arc::clone(&self.shared);
             let cancelled = Arc::clone(&self.cancelled);
-            shared.lock().unwrap_or_else(|p| p.into_inner()).waker = Some(cx.waker().clone());
+            lock(&shared).waker = Some(cx.waker().clone());
             let spawned = std::thread::Builder::new()
                 .name(WAITER_THREAD.into())
                 .spawn(move || {
                     CANCEL.with(|c| *c.borrow_mut() = Some(cancelled));
                     let r = work();
-                    let mut s = shared.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut s = lock(&shared);
                     s.result = Some(r);
                     if let Some(w) = s.waker.take() {
                         w.wake();
@@ -77,7 +78,7 @@ impl Future for ThreadFuture {
                 return Poll::Ready(Err(Error::io("spawning a waiter thread", e)));
             }
         }
-        let mut s = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = lock(&self.shared);
         match s.result.take() {
             Some(r) => Poll::Ready(r),
             None => {

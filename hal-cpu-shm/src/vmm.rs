@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use hal_core::device::check_bounds;
 use hal_core::export::{take_sealed, Expect};
+use hal_core::lock::lock;
 use hal_core::os::{self, Prot, SharedMap};
 use hal_core::vmm::check_grants;
 use hal_core::{
@@ -246,7 +247,7 @@ impl CpuReservation {
     }
 
     fn pieces(&self) -> MutexGuard<'_, Vec<Piece>> {
-        self.pieces.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.pieces)
     }
 
     pub(crate) fn map_physical(

@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
+use hal_core::lock::lock;
 use hal_core::{Device, Memory, Result};
 
 use crate::gpu::GpuDevice;
@@ -68,10 +69,6 @@ fn cache() -> &'static Cache {
 
 static MADE: AtomicU64 = AtomicU64::new(0);
 
-fn lock() -> std::sync::MutexGuard<'static, HashMap<Key, Weak<dyn Any + Send + Sync>>> {
-    cache().lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// The registration of `ptr..ptr + len` with `gpu`: the one this process
 /// already holds, or a new one (`Device::register_host`). `keep` is held
 /// as long as the registration lives.
@@ -98,7 +95,7 @@ where
         addr: ptr as u64,
         len,
     };
-    let mut cache = lock();
+    let mut cache = lock(cache());
     if let Some(found) = cache.get(&key).and_then(Weak::upgrade) {
         if let Ok(found) = found.downcast::<Registered<D>>() {
             return Ok(found);
@@ -117,7 +114,10 @@ where
 
 /// How many registrations this process holds now (over every GPU).
 pub fn live_registrations() -> usize {
-    lock().values().filter(|w| w.strong_count() > 0).count()
+    lock(cache())
+        .values()
+        .filter(|w| w.strong_count() > 0)
+        .count()
 }
 
 /// How many registrations this process has made since it started: a
@@ -129,7 +129,7 @@ pub fn registrations_made() -> u64 {
 /// True when this process holds a registration of `addr..addr + len` with
 /// the GPU whose UUID is `device`.
 pub fn holds(device: [u8; 16], addr: u64, len: u64) -> bool {
-    lock()
+    lock(cache())
         .get(&Key { device, addr, len })
         .is_some_and(|w| w.strong_count() > 0)
 }

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use hal_core::lock::lock;
 use hal_core::{Error, Result};
 
 /// Errors of host steps, by stream id ([`UvmStream`](crate::UvmStream)),
@@ -13,7 +14,7 @@ pub struct StepErrors(Mutex<HashMap<u64, Error>>);
 
 impl StepErrors {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Error>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.0)
     }
 
     /// The first error of a step on the stream `key`, taken.

@@ -37,6 +37,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::sync::Mutex;
 
+use hal_core::lock::lock;
 use hal_core::{Error, Result};
 
 use crate::codes::Code;
@@ -102,7 +103,7 @@ pub struct Faults {
 
 impl Faults {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
     }
 
     /// Make the next operation of kind `op` (on any device of this backend)

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use hal::dynamic::{DynBackend, DynDevice};
 use hal::{compiled_in, AllocDesc, Capabilities, DeviceInfo, Error, EventFlags, ExportOptions};
 use hal::{Handle, ImportOptions, Importers, Registry, SharedHandle, WaitOptions};
+use hal_core::lock::lock;
 
 const ROLE: &str = "HAL_TWO_PROCESS_ROLE";
 /// Starts a protocol line of the peer on its stdout.
@@ -62,7 +63,7 @@ impl Peer {
                 }
             }
             if let Some(child) = watched.upgrade() {
-                let mut child = child.lock().unwrap_or_else(|p| p.into_inner());
+                let mut child = lock(&child);
                 if let Ok(None) = child.try_wait() {
                     eprintln!("peer {pid} ran past {WATCHDOG:?}: killing it");
                     let _ = child.kill();
@@ -106,7 +107,7 @@ impl Peer {
             let _ = line;
         }
         let status = loop {
-            let mut child = self.child.lock().unwrap_or_else(|p| p.into_inner());
+            let mut child = lock(&self.child);
             if let Some(status) = child.try_wait().expect("waiting for the peer") {
                 break status;
             }
@@ -120,7 +121,7 @@ impl Peer {
 impl Drop for Peer {
     fn drop(&mut self) {
         // On a failed test: stop the peer and reap it.
-        let mut child = self.child.lock().unwrap_or_else(|p| p.into_inner());
+        let mut child = lock(&self.child);
         if let Ok(None) = child.try_wait() {
             let _ = child.kill();
             let _ = child.wait();

@@ -2,6 +2,7 @@
 //! warning calls [`capture`] (as often as it likes) and reads
 //! [`containing`] or [`all`].
 
+use hal_core::lock::lock;
 use std::sync::{Mutex, Once};
 
 static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -23,7 +24,7 @@ impl log::Log for Capture {
 }
 
 fn lines() -> std::sync::MutexGuard<'static, Vec<String>> {
-    LINES.lock().unwrap_or_else(|p| p.into_inner())
+    lock(&LINES)
 }
 
 /// Capture this process's warnings (and worse) from now on. The first call

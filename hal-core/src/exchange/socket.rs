@@ -20,6 +20,7 @@ use super::sys;
 use crate::error::{Error, HandleError, Result};
 use crate::export::Exported;
 use crate::handle::{FdSource, Handle, HandleFlags, SharedHandle};
+use crate::lock::lock;
 use crate::os;
 
 mod frame;
@@ -203,7 +204,7 @@ impl HandleStream {
     pub fn set_timeout(&self, timeout: Option<Duration>) -> Result<()> {
         sys::set_timeouts(self.inner.as_fd(), timeout)
             .map_err(|e| Error::io("setting a handle socket's timeouts", e))?;
-        *self.timeout.lock().unwrap_or_else(|e| e.into_inner()) = timeout;
+        *lock(&self.timeout) = timeout;
         Ok(())
     }
 
@@ -213,7 +214,7 @@ impl HandleStream {
     /// the kernel knows only the pair's creator: [`Error::NotFound`] until
     /// the peer sends a [`HandleStream::hello`].
     pub fn peer(&self) -> Result<PeerCred> {
-        if let Some(c) = *self.learned.lock().unwrap_or_else(|e| e.into_inner()) {
+        if let Some(c) = *lock(&self.learned) {
             return Ok(c);
         }
         let c = sys::peer_cred(self.inner.as_fd())
@@ -402,7 +403,7 @@ impl HandleStream {
             .into());
         }
         if let Some(c) = frame.creds {
-            *self.learned.lock().unwrap_or_else(|e| e.into_inner()) = Some(c);
+            *lock(&self.learned) = Some(c);
         }
         Ok(frame)
     }

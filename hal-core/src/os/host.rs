@@ -4,6 +4,7 @@
 
 use crate::bounds::check_bounds;
 use crate::error::{Error, Result};
+use crate::lock::lock;
 
 /// A page-aligned range of host memory mapped by someone else (a
 /// PostgreSQL dynamic shared memory segment, a framework's buffer), copied
@@ -110,7 +111,7 @@ impl HostRegistry {
     /// `(start, len)` it overlaps.
     pub fn claim(&self, range: &HostRange) -> std::result::Result<(), (u64, u64)> {
         let (start, end) = (range.addr(), range.addr() + range.len());
-        let mut ranges = self.ranges.lock().unwrap_or_else(|p| p.into_inner());
+        let mut ranges = lock(&self.ranges);
         if let Some(&hit) = ranges.iter().find(|(s, l)| *s < end && start < s + l) {
             return Err(hit);
         }
@@ -120,7 +121,7 @@ impl HostRegistry {
 
     /// True when `addr..addr + len` lies inside one registered range.
     pub fn contains(&self, addr: u64, len: u64) -> bool {
-        let ranges = self.ranges.lock().unwrap_or_else(|p| p.into_inner());
+        let ranges = lock(&self.ranges);
         ranges
             .iter()
             .any(|(s, l)| *s <= addr && addr.checked_add(len).is_some_and(|end| end <= s + l))

@@ -7,6 +7,7 @@ use std::ffi::{c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
+use hal_core::lock::lock;
 use hal_core::vendor::acl;
 
 use crate::refusal::{refuse, Refusal};
@@ -19,13 +20,13 @@ static CALLS: Mutex<BTreeMap<&'static str, u64>> = Mutex::new(BTreeMap::new());
 
 /// Count a call of `symbol`.
 pub(crate) fn count(symbol: &'static str) {
-    let mut calls = CALLS.lock().unwrap_or_else(|p| p.into_inner());
+    let mut calls = lock(&CALLS);
     *calls.entry(symbol).or_default() += 1;
 }
 
 /// How many times `symbol` was called in this process.
 pub(crate) fn calls(symbol: &str) -> u64 {
-    let calls = CALLS.lock().unwrap_or_else(|p| p.into_inner());
+    let calls = lock(&CALLS);
     calls.get(symbol).copied().unwrap_or(0)
 }
 

@@ -11,11 +11,12 @@ use super::protocol::{
     encode_batch_reply, encode_located_reply, encode_reply, parse_batch, parse_request, BatchEntry,
     Request, Status, MAX_BATCH_FDS,
 };
-use super::registry::{lock, Table};
+use super::registry::Table;
 use crate::error::Error;
 use crate::exchange::limits::MAX_FDS;
 use crate::exchange::peer::PeerCred;
 use crate::lease::{LeaseTable, LeaseTicket};
+use crate::lock::lock;
 use crate::os;
 
 /// What the broker answers to one request.

@@ -27,6 +27,7 @@ use std::sync::Mutex;
 use super::located::{identity, Located};
 use super::pool::Pooled;
 use crate::handle::Handle;
+use crate::lock::lock;
 use crate::os;
 
 /// The environment variable that turns the `pidfd_getfd` path on (`1`).
@@ -93,7 +94,7 @@ pub(super) fn note_fell_back() {
 }
 
 fn off_for() -> std::sync::MutexGuard<'static, Option<HashSet<String>>> {
-    OFF_FOR.lock().unwrap_or_else(|e| e.into_inner())
+    lock(&OFF_FOR)
 }
 
 /// Whether to try the path with the broker `name`.

@@ -22,6 +22,7 @@ use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 use crate::exchange::peer::PeerCred;
+use crate::lock::lock;
 use crate::os;
 
 /// How long an importer keeps a connection it does not use.
@@ -62,7 +63,7 @@ static OWNER: AtomicU32 = AtomicU32::new(0);
 fn pool() -> Option<MutexGuard<'static, Option<Idle>>> {
     let me = os::pid();
     if OWNER.load(Ordering::Acquire) == me {
-        return Some(POOL.lock().unwrap_or_else(|e| e.into_inner()));
+        return Some(lock(&POOL));
     }
     let mut guard = match POOL.try_lock() {
         Ok(g) => g,

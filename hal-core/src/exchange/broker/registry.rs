@@ -5,11 +5,12 @@ use std::collections::HashMap;
 use std::fmt;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicI32, AtomicU64};
-use std::sync::{Arc, Mutex, MutexGuard, Once};
+use std::sync::{Arc, Mutex, Once};
 
 use super::policy::Policy;
 use crate::handle::Handle;
 use crate::lease::LeaseTable;
+use crate::lock::lock;
 use crate::os;
 
 pub(super) struct Entry {
@@ -19,13 +20,10 @@ pub(super) struct Entry {
     pub(super) leases: Option<Arc<LeaseTable>>,
 }
 
+/// The registrations by object id. It stays consistent even if a holder
+/// panicked (every update is a single insert, remove or field store), so it
+/// is locked with [`crate::lock::lock`].
 pub(super) type Table = Mutex<HashMap<[u8; 16], Vec<Entry>>>;
-
-pub(super) fn lock(table: &Table) -> MutexGuard<'_, HashMap<[u8; 16], Vec<Entry>>> {
-    // The table stays consistent even if a holder panicked: every update is
-    // a single insert, remove or field store.
-    table.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// This process's broker.
 pub(super) struct Broker {

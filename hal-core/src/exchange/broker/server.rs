@@ -9,12 +9,11 @@ use std::sync::{Arc, Mutex};
 use nix::sys::socket::{self, AddressFamily, Backlog, SockFlag, SockType, UnixAddr};
 
 use super::policy::Policy;
-use super::registry::{
-    lock, Broker, Entry, Registration, Table, BROKER, FORK_HOOK, LISTENER_FD, SERIAL,
-};
+use super::registry::{Broker, Entry, Registration, Table, BROKER, FORK_HOOK, LISTENER_FD, SERIAL};
 use super::serve;
 use crate::error::{Error, Result};
 use crate::lease::LeaseTable;
+use crate::lock::lock;
 use crate::os;
 
 /// Register `fds` under `object_id` with this process's broker, starting it
@@ -27,7 +26,7 @@ pub(crate) fn register(
 ) -> Result<Registration> {
     let pid = os::pid();
     let (name, table) = {
-        let mut slot = BROKER.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slot = lock(&BROKER);
         if slot.as_ref().is_some_and(|b| b.pid != pid) {
             // Inherited through fork: its thread did not come along and its
             // registrations are the parent's. Drop what can be dropped
@@ -106,7 +105,7 @@ pub(super) fn start(pid: u32) -> Result<Broker> {
 /// This process's own broker table when `name` is its broker: a request to
 /// it is decided in place, without a socket.
 pub(super) fn own_table(name: &str) -> Option<Arc<Table>> {
-    let slot = BROKER.lock().unwrap_or_else(|e| e.into_inner());
+    let slot = lock(&BROKER);
     slot.as_ref()
         .filter(|b| b.pid == os::pid() && b.name == name)
         .map(|b| Arc::clone(&b.table))
