@@ -99,14 +99,11 @@ pub fn defer(stream: Box<dyn Drained>) {
     }
     let r = reaper();
     r.count.fetch_add(1, Ordering::AcqRel);
-    r.items
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(Item {
-            stream,
-            since: Instant::now(),
-            told: false,
-        });
+    lock(&r.items).push(Item {
+        stream,
+        since: Instant::now(),
+        told: false,
+    });
     r.more.notify_one();
 }
 
@@ -175,10 +172,7 @@ fn run() {
             finished += 1;
             r.count.fetch_sub(1, Ordering::AcqRel);
         }
-        r.items
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .append(&mut waiting);
+        lock(&r.items).append(&mut waiting);
         pause = if finished > 0 {
             PAUSE.0
         } else {

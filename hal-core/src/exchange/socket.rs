@@ -371,11 +371,7 @@ impl HandleStream {
 
     fn timed_out(&self, what: &str) -> Error {
         Error::Timeout {
-            after: self
-                .timeout
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .unwrap_or_default(),
+            after: lock(&self.timeout).unwrap_or_default(),
             what: what.into(),
         }
     }

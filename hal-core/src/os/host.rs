@@ -130,10 +130,7 @@ impl HostRegistry {
     /// Forget `range` (its registration ended).
     pub fn release(&self, range: &HostRange) {
         let key = (range.addr(), range.len());
-        self.ranges
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|r| *r != key);
+        lock(&self.ranges).retain(|r| *r != key);
     }
 }
 
