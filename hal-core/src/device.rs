@@ -556,7 +556,12 @@ pub trait Device: Send + Sync + 'static {
     fn query_stream(&self, stream: &Self::Stream) -> Result<bool>;
 
     /// Block until everything queued on every stream of this device has run
-    /// (`cuCtxSynchronize`, `aclrtSynchronizeDevice`).
+    /// (`cuCtxSynchronize`, `aclrtSynchronizeDevice`). An error of work
+    /// queued on a stream is that stream's, answered by its own
+    /// [`Device::synchronize`] or [`Device::query_stream`]: a device-wide
+    /// synchronize in one thread does not take it from the thread that owns
+    /// the stream. What this answers is a failure of the device itself (a
+    /// device lost, a driver error that stays with the whole context).
     fn synchronize_device(&self, timeout: Option<Duration>) -> Result<()>;
 
     /// Create an event.

@@ -93,7 +93,10 @@ pub(crate) struct DeviceState {
 
 /// What a device-wide synchronize needs of a stream.
 pub(crate) trait StreamWork: Send + Sync {
-    /// Wait until the work queued so far has run.
+    /// Wait until the work queued so far has run. An error of that work
+    /// stays with the stream, for its own synchronize or query to answer:
+    /// a device-wide synchronize in one thread never takes the error that
+    /// another thread's stream is about to be asked for.
     fn wait_idle(&self, timeout: Option<std::time::Duration>) -> Result<()>;
 }
 

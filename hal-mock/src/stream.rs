@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -173,14 +173,20 @@ impl MockStream {
         self.inner.changed.notify_all();
     }
 
-    /// Wait until the work queued before the call has run.
+    /// Wait until the work queued before the call has run; the first error
+    /// of the stream's work, if any, is returned (and cleared).
     pub(crate) fn synchronize(&self, timeout: Option<Duration>) -> Result<()> {
-        self.inner.wait_idle(timeout)
+        match self.inner.wait_ran(timeout)?.error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 }
 
-impl StreamWork for Inner {
-    fn wait_idle(&self, timeout: Option<Duration>) -> Result<()> {
+impl Inner {
+    /// Wait until the work queued before the call has run: the queue, still
+    /// locked, so that its error is read for the same work.
+    fn wait_ran(&self, timeout: Option<Duration>) -> Result<MutexGuard<'_, Queue>> {
         let start = Instant::now();
         let mut q = lock(&self.queue);
         let target = q.submitted;
@@ -207,10 +213,13 @@ impl StreamWork for Inner {
                 }
             }
         }
-        match q.error.take() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        Ok(q)
+    }
+}
+
+impl StreamWork for Inner {
+    fn wait_idle(&self, timeout: Option<Duration>) -> Result<()> {
+        self.wait_ran(timeout).map(drop)
     }
 }
 

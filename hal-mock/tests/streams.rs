@@ -99,6 +99,36 @@ fn notify_waits_reset_and_stream_wait_timeouts_reach_synchronize() {
         .is_timeout());
 }
 
+/// A device-wide synchronize waits for every stream but leaves each
+/// stream's error to that stream: a thread waiting on its own stream (as
+/// the Ascend backend's host wait of a notify does, slice by slice) still
+/// learns that its queued wait timed out.
+#[test]
+fn a_device_wide_synchronize_leaves_each_streams_error_to_it() {
+    for backend in [MockBackend::cuda(), MockBackend::ascend()] {
+        let dev = backend.open(0).unwrap();
+        let n = dev.create_notify().unwrap();
+        let (timed_out, queried) = (dev.create_stream().unwrap(), dev.create_stream().unwrap());
+        dev.stream_wait_notify(&timed_out, &n, Some(SHORT)).unwrap();
+        dev.stream_wait_notify(&queried, &n, Some(SHORT)).unwrap();
+        dev.synchronize_device(Some(LONG)).unwrap();
+        assert!(
+            dev.synchronize(&timed_out, Some(LONG))
+                .unwrap_err()
+                .is_timeout(),
+            "{:?}: the stream's own synchronize answers its timed-out wait",
+            backend.profile().name
+        );
+        assert!(
+            dev.query_stream(&queried).unwrap_err().is_timeout(),
+            "{:?}: so does its query",
+            backend.profile().name
+        );
+        dev.synchronize(&timed_out, Some(LONG)).unwrap();
+        assert!(dev.query_stream(&queried).unwrap());
+    }
+}
+
 #[test]
 fn dropping_a_blocked_stream_abandons_its_wait() {
     let backend = MockBackend::cuda();
