@@ -453,4 +453,65 @@ mod tests {
             "an ordinal that does not exist here"
         );
     }
+
+    #[test]
+    fn a_handle_of_another_kind_or_backend_is_refused_by_name() {
+        let h = made_here();
+        h.expect(HandleKind::Memory, BackendId::CpuShm).unwrap();
+        match h.expect(HandleKind::Event, BackendId::CpuShm) {
+            Err(crate::Error::InvalidHandle(crate::HandleError::WrongKind { expected, found })) => {
+                assert_eq!((expected, found), ("event", "memory"));
+            }
+            other => panic!("a memory handle taken for an event: {other:?}"),
+        }
+        match h.expect(HandleKind::Memory, BackendId::Cuda) {
+            Err(crate::Error::InvalidHandle(crate::HandleError::WrongBackend {
+                expected,
+                found,
+            })) => {
+                assert_eq!(expected, BackendId::Cuda.name());
+                assert_eq!(found, BackendId::CpuShm.name());
+            }
+            other => panic!("a cpu-shm handle taken for cuda: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn kinds_have_their_names_and_round_trip_their_tags() {
+        let kinds = [
+            (HandleKind::Memory, "memory", 1),
+            (HandleKind::Event, "event", 2),
+            (HandleKind::Notify, "notify", 3),
+            (HandleKind::Physical, "physical", 4),
+            (HandleKind::Growable, "growable", 5),
+        ];
+        for (kind, name, tag) in kinds {
+            assert_eq!(kind.name(), name);
+            assert_eq!(kind.to_wire(), tag);
+            assert_eq!(HandleKind::from_wire(tag), Some(kind));
+        }
+        assert_eq!(HandleKind::from_wire(0), None);
+        assert_eq!(HandleKind::from_wire(6), None);
+    }
+
+    /// The flags are wire bits: a handle written by one version is read by
+    /// another, so their values never change.
+    #[test]
+    fn flags_keep_their_wire_bits() {
+        let bits = [
+            (HandleFlags::READ_ONLY, 0x01),
+            (HandleFlags::ANY_IMPORTER, 0x02),
+            (HandleFlags::HAS_ADDRESS, 0x04),
+            (HandleFlags::NAMED, 0x08),
+            (HandleFlags::NO_QUERY, 0x10),
+        ];
+        let mut all = HandleFlags::default();
+        for (flag, bit) in bits {
+            assert_eq!(flag.0, bit);
+            assert!(HandleFlags::KNOWN.contains(flag));
+            all.insert(flag);
+        }
+        assert_eq!(all, HandleFlags::KNOWN);
+        assert!(!HandleFlags::READ_ONLY.contains(HandleFlags::ANY_IMPORTER));
+    }
 }
