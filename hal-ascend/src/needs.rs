@@ -4,7 +4,7 @@
 //! an operation refused for it names the entry point it lacks
 //! ([`hal_core::needs`]).
 
-use hal_core::needs::{self, EntryGroup};
+use hal_core::needs::{self, EntryGroup, Why};
 use hal_core::vendor::acl::entry;
 use hal_core::{Capabilities, Error};
 
@@ -83,7 +83,10 @@ impl Runtime {
             "ascend",
             operation,
             capability,
-            lacking.map(|s| (self.path().as_path(), s)),
+            lacking.map(|symbol| Why::Lacks {
+                library: self.path().as_path(),
+                symbol,
+            }),
         )
     }
 }

@@ -7,10 +7,13 @@
 //! A backend declares its groups of entry points, each with the
 //! capabilities that cannot be offered without every one of them; the
 //! backend decides what to claim, these groups only explain a refusal.
+//! Where the library has every entry point and the device itself says no
+//! (a device attribute), the refusal names the attribute instead
+//! ([`Why::DeviceSays`]).
 //!
 //! ```
 //! use std::path::Path;
-//! use hal_core::needs::{self, EntryGroup};
+//! use hal_core::needs::{self, EntryGroup, Why};
 //! use hal_core::Capabilities;
 //!
 //! const GROUPS: &[EntryGroup] = &[EntryGroup {
@@ -25,7 +28,7 @@
 //!     "example",
 //!     "allocate_physical",
 //!     Capabilities::VMM,
-//!     lacking.map(|symbol| (library, symbol)),
+//!     lacking.map(|symbol| Why::Lacks { library, symbol }),
 //! );
 //! assert!(e.is_unsupported());
 //! assert!(e.to_string().contains("Capabilities::VMM is absent"));
@@ -72,21 +75,47 @@ pub fn first_lacking(
         .find_map(|g| g.first_missing(&present))
 }
 
+/// Why a device lacks a capability, when the backend can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Why<'a> {
+    /// The vendor library has no `symbol`: it is older than the capability
+    /// needs.
+    Lacks {
+        /// Where the library was loaded from.
+        library: &'a Path,
+        /// The entry point it misses.
+        symbol: &'a str,
+    },
+    /// The device answers `attribute` with `value`, which leaves the
+    /// capability out: the library has what it needs, this device does
+    /// not.
+    DeviceSays {
+        /// The attribute, by the vendor's name.
+        attribute: &'a str,
+        /// What the device answered.
+        value: i64,
+    },
+}
+
 /// The [`Error::Unsupported`] of `operation` on a device of `backend`
-/// without `capability`; `lacking` is the library and the entry point it
-/// misses, when that is why.
+/// without `capability`; `why` says what leaves it out, when that is known.
 pub fn capability_absent(
     backend: &str,
     operation: &str,
     capability: Capabilities,
-    lacking: Option<(&Path, &str)>,
+    why: Option<Why<'_>>,
 ) -> Error {
     let name = capability.name().unwrap_or("(a set of flags)");
-    let detail = match lacking {
-        Some((library, symbol)) => format!(
+    let detail = match why {
+        Some(Why::Lacks { library, symbol }) => format!(
             "this backend does not offer it (Capabilities::{name} is absent: {} has no entry \
              point {symbol}, so the library is older than this capability needs; update it)",
             library.display()
+        ),
+        Some(Why::DeviceSays { attribute, value }) => format!(
+            "this backend does not offer it (Capabilities::{name} is absent: the device answers \
+             {attribute} = {value}, so this device cannot do it; check the capabilities before \
+             asking, or use a device that has it)"
         ),
         None => format!("this backend does not offer it (Capabilities::{name} is absent)"),
     };
@@ -140,7 +169,10 @@ mod tests {
             "x",
             "op",
             Capabilities::IPC_EVENT,
-            Some((Path::new("/lib/libx.so"), "xIpcOpen")),
+            Some(Why::Lacks {
+                library: Path::new("/lib/libx.so"),
+                symbol: "xIpcOpen",
+            }),
         );
         let Error::Unsupported {
             backend,
@@ -165,5 +197,15 @@ mod tests {
         let set = Capabilities::VMM | Capabilities::LEASES;
         let many = capability_absent("x", "op", set, None).to_string();
         assert!(many.contains("(a set of flags)"), "{many}");
+        let said = Why::DeviceSays {
+            attribute: "X_ATTRIBUTE_VMM",
+            value: 0,
+        };
+        let device = capability_absent("x", "op", Capabilities::VMM, Some(said)).to_string();
+        assert!(
+            device.contains("Capabilities::VMM is absent: the device answers X_ATTRIBUTE_VMM = 0"),
+            "{device}"
+        );
+        assert!(!device.contains("entry point"), "{device}");
     }
 }

@@ -3,7 +3,6 @@
 use std::ffi::{c_char, c_int, CStr};
 use std::sync::{Arc, OnceLock};
 
-use hal_core::vendor::cuda;
 use hal_core::{Availability, Backend, BackendId, Capabilities, DeviceInfo, Error, Result};
 
 use crate::device::CudaDevice;
@@ -11,7 +10,7 @@ use hal_core::runtime::{self, Failure};
 
 use crate::loader;
 use crate::needs;
-use crate::query::{attribute, attribute_number, device_count};
+use crate::query::device_count;
 use crate::sys::{CUdevice, CUuuid, Driver};
 
 /// The CUDA backend: `libcuda.so.1` loaded at run time (never linked; see
@@ -121,7 +120,6 @@ pub(crate) fn device_handle(driver: &Driver, ordinal: u32) -> Result<CUdevice> {
 
 /// What the device is and can do.
 pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
-    use cudarc::driver::sys::CUdevice_attribute as A;
     let dev = device_handle(driver, ordinal)?;
     let mut name = [0 as c_char; 256];
     let f = driver.device_get_name()?;
@@ -145,10 +143,10 @@ pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
     driver.check("cuDeviceTotalMem_v2", unsafe { f(&mut total, dev) })?;
     // Notifies are host pages shared by descriptor: every device has them.
     let mut capabilities = Capabilities::IPC_NOTIFY;
-    if attribute(driver, dev, A::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY)? != 0 {
+    if driver.grants(dev, &needs::MANAGED_MEMORY)? {
         capabilities = capabilities | Capabilities::MANAGED_MEMORY;
     }
-    if attribute(driver, dev, A::CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED)? != 0 {
+    if driver.grants(dev, &needs::HOST_REGISTER)? {
         // Stream-ordered notifies write and wait on registered host pages
         // (32-bit stream memory operations are always there in CUDA 12).
         capabilities =
@@ -158,9 +156,7 @@ pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
         // Legacy IPC of device memory; importers are counted by leases.
         capabilities = capabilities | Capabilities::IPC_MEMORY | Capabilities::LEASES;
     }
-    if driver.offers(&needs::IPC_EVENT)
-        && attribute(driver, dev, A::CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED)? != 0
-    {
+    if driver.offers(&needs::IPC_EVENT) && driver.grants(dev, &needs::IPC_EVENT_SUPPORTED)? {
         // IPC events; an opened one answers cuEventQuery (measured).
         // Importers are counted by leases.
         capabilities = capabilities
@@ -172,21 +168,13 @@ pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
         // Imports onto this device of another device's memory.
         capabilities = capabilities | Capabilities::PEER_ACCESS;
     }
-    if attribute(driver, dev, A::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS)? != 0 {
+    if driver.grants(dev, &needs::PAGEABLE_MEMORY_ACCESS)? {
         capabilities = capabilities | Capabilities::PAGEABLE_MEMORY_ACCESS;
     }
     let (mut granularity_min, mut granularity_recommended) = (2 << 20, 2 << 20);
     if driver.offers(&needs::VMM)
-        && attribute(
-            driver,
-            dev,
-            A::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
-        )? != 0
-        && attribute(
-            driver,
-            dev,
-            A::CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
-        )? != 0
+        && driver.grants(dev, &needs::VMM_SUPPORTED)?
+        && driver.grants(dev, &needs::POSIX_DESCRIPTOR)?
     {
         // VMM shared by POSIX descriptor (fabric is tried per allocation).
         capabilities = capabilities | Capabilities::VMM;
@@ -195,7 +183,7 @@ pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
             // header shared with legacy IPC.
             capabilities = capabilities | Capabilities::GROWABLE;
         }
-        if attribute_number(driver, dev, cuda::ATTRIBUTE_HOST_NUMA_VMM_SUPPORTED)? != 0 {
+        if driver.grants(dev, &needs::HOST_NUMA_VMM)? {
             capabilities = capabilities | Capabilities::HOST_NUMA_VMM;
         }
         match (

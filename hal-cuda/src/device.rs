@@ -66,7 +66,9 @@ impl CudaDevice {
 
     /// The answer of `operation`, whose `capability` this device lacks.
     fn absent(&self, operation: &str, capability: Capabilities) -> Error {
-        self.primary.driver.absent(operation, capability)
+        self.primary
+            .driver
+            .absent(operation, capability, self.primary.device)
     }
 
     /// The VMM calls, once the device has [`Capabilities::VMM`].

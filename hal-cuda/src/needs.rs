@@ -1,12 +1,18 @@
-//! Which driver entry points each capability needs. A driver older than
-//! one of them does not get the capability, and an operation refused for
-//! it names the entry point it lacks ([`hal_core::needs`]).
+//! Which driver entry points and which device attributes each capability
+//! needs. A driver older than one of the entry points, or a device that
+//! answers one of the attributes with 0, does not get the capability, and
+//! an operation refused for it names the entry point or the attribute
+//! ([`hal_core::needs`]).
 
-use hal_core::needs::{self, EntryGroup};
-use hal_core::vendor::cuda::entry;
-use hal_core::{Capabilities, Error};
+use std::ffi::c_int;
 
-use crate::sys::Driver;
+use cudarc::driver::sys::CUdevice_attribute as A;
+use hal_core::needs::{self, EntryGroup, Why};
+use hal_core::vendor::cuda::{self, entry};
+use hal_core::{Capabilities, Error, Result};
+
+use crate::query::attribute_number;
+use crate::sys::{CUdevice, Driver};
 
 /// Legacy IPC of device memory (importers counted by leases, which IPC
 /// events grant as well).
@@ -51,28 +57,126 @@ pub(crate) const VMM: EntryGroup = EntryGroup {
 /// Every group, in the order a refusal looks for what is missing.
 const GROUPS: &[EntryGroup] = &[VMM, IPC_MEMORY, IPC_EVENT];
 
+/// A device attribute that some capabilities need answered non-zero.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Gate {
+    /// The capabilities that a 0 leaves out.
+    pub(crate) needed_by: Capabilities,
+    /// The attribute's number: a `CUdevice_attribute`, or one newer than
+    /// the headers' enum (`hal_core::vendor::cuda::ATTRIBUTE_*`).
+    pub(crate) number: c_int,
+    /// The attribute's name in the driver API.
+    pub(crate) name: &'static str,
+}
+
+/// A gate on an attribute of the headers' enum, named as the enum names it.
+macro_rules! gate {
+    ($needed_by:expr, $attribute:ident) => {
+        Gate {
+            needed_by: $needed_by,
+            number: A::$attribute as c_int,
+            name: stringify!($attribute),
+        }
+    };
+}
+
+/// Managed memory.
+pub(crate) const MANAGED_MEMORY: Gate = gate!(
+    Capabilities::MANAGED_MEMORY,
+    CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY
+);
+
+/// Host registration, and the stream-ordered notifies that write and wait
+/// on registered host pages.
+pub(crate) const HOST_REGISTER: Gate = gate!(
+    Capabilities::HOST_REGISTRATION.union(Capabilities::STREAM_ORDERED_NOTIFY),
+    CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED
+);
+
+/// IPC events (the leases they grant are granted by legacy IPC too).
+pub(crate) const IPC_EVENT_SUPPORTED: Gate = gate!(
+    Capabilities::IPC_EVENT.union(Capabilities::IPC_EVENT_QUERY),
+    CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED
+);
+
+/// The device reads pageable host memory (HMM or ATS).
+pub(crate) const PAGEABLE_MEMORY_ACCESS: Gate = gate!(
+    Capabilities::PAGEABLE_MEMORY_ACCESS,
+    CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS
+);
+
+/// What VMM shared by descriptor needs, and what is built on it.
+const VMM_BUILT_ON: Capabilities = Capabilities::VMM
+    .union(Capabilities::GROWABLE)
+    .union(Capabilities::HOST_NUMA_VMM);
+
+/// VMM.
+pub(crate) const VMM_SUPPORTED: Gate = gate!(
+    VMM_BUILT_ON,
+    CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+);
+
+/// VMM allocations shared by POSIX descriptor.
+pub(crate) const POSIX_DESCRIPTOR: Gate = gate!(
+    VMM_BUILT_ON,
+    CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
+);
+
+/// Physical memory on a host NUMA node.
+pub(crate) const HOST_NUMA_VMM: Gate = Gate {
+    needed_by: Capabilities::HOST_NUMA_VMM,
+    number: cuda::ATTRIBUTE_HOST_NUMA_VMM_SUPPORTED,
+    name: "CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED",
+};
+
+/// Every gate, in the order a refusal looks for an attribute answered 0.
+const GATES: &[Gate] = &[
+    VMM_SUPPORTED,
+    POSIX_DESCRIPTOR,
+    HOST_NUMA_VMM,
+    MANAGED_MEMORY,
+    HOST_REGISTER,
+    IPC_EVENT_SUPPORTED,
+    PAGEABLE_MEMORY_ACCESS,
+];
+
 impl Driver {
     /// True when the driver has every entry point of `group`.
     pub(crate) fn offers(&self, group: &EntryGroup) -> bool {
         group.first_missing(|s| self.present(s)).is_none()
     }
 
-    /// The `Unsupported` answer of `operation` on a device without
-    /// `capability`, naming the entry point this driver lacks for it.
-    pub(crate) fn absent(&self, operation: &str, capability: Capabilities) -> Error {
-        let lacking = needs::first_lacking(GROUPS, capability, |s| self.present(s));
-        needs::capability_absent(
-            "cuda",
-            operation,
-            capability,
-            lacking.map(|s| (self.path().as_path(), s)),
-        )
+    /// True when device `dev` answers the attribute of `gate` non-zero.
+    pub(crate) fn grants(&self, dev: CUdevice, gate: &Gate) -> Result<bool> {
+        Ok(attribute_number(self, dev, gate.number)? != 0)
+    }
+
+    /// The `Unsupported` answer of `operation` on device `dev` without
+    /// `capability`: it names the entry point this driver lacks for it, or
+    /// else the attribute the device answers 0. Asked only on the way to
+    /// an error, so the attributes are read again here rather than kept.
+    pub(crate) fn absent(&self, operation: &str, capability: Capabilities, dev: CUdevice) -> Error {
+        let why = match needs::first_lacking(GROUPS, capability, |s| self.present(s)) {
+            Some(symbol) => Some(Why::Lacks {
+                library: self.path().as_path(),
+                symbol,
+            }),
+            None => GATES
+                .iter()
+                .filter(|g| g.needed_by.contains(capability))
+                .find(|g| attribute_number(self, dev, g.number).is_ok_and(|v| v == 0))
+                .map(|g| Why::DeviceSays {
+                    attribute: g.name,
+                    value: 0,
+                }),
+        };
+        needs::capability_absent("cuda", operation, capability, why)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::GROUPS;
+    use super::{GATES, GROUPS};
 
     /// `present` answers `false` for a name outside the table, so an entry
     /// point misspelt in a group would quietly take its capabilities away.
@@ -81,6 +185,27 @@ mod tests {
         for group in GROUPS {
             for entry in group.entries {
                 assert!(crate::RESOLVED.contains(entry), "{entry}");
+            }
+        }
+    }
+
+    /// Every capability a gate names is one that a 0 of its attribute takes
+    /// away, and no two gates read the same attribute.
+    #[test]
+    fn every_gate_reads_an_attribute_of_its_own() {
+        for (i, gate) in GATES.iter().enumerate() {
+            assert_ne!(gate.needed_by.bits(), 0, "{}", gate.name);
+            assert!(
+                gate.name.starts_with("CU_DEVICE_ATTRIBUTE_"),
+                "{}",
+                gate.name
+            );
+            for other in &GATES[i + 1..] {
+                assert_ne!(
+                    gate.number, other.number,
+                    "{} and {}",
+                    gate.name, other.name
+                );
             }
         }
     }

@@ -223,12 +223,10 @@ impl Vmm<'_> {
                 )))
             }
             PhysicalLocation::HostNuma(_) if !self.caps().contains(Capabilities::HOST_NUMA_VMM) => {
-                return Err(Error::unsupported(
-                    "cuda",
+                return Err(self.primary.driver.absent(
                     "host NUMA physical memory",
-                    "the driver or device lacks it \
-                     (CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0; \
-                     Capabilities::HOST_NUMA_VMM is absent)",
+                    Capabilities::HOST_NUMA_VMM,
+                    self.primary.device,
                 ))
             }
             _ => {}

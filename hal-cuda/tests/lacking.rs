@@ -51,6 +51,66 @@ fn the_device_lacks_what_its_attributes_say() {
     assert!(caps.contains(C::IPC_MEMORY), "{caps:?}");
 }
 
+/// Each refusal names the capability and the attribute the device answers
+/// 0: the driver has every entry point, so that is the reason.
+#[test]
+fn each_refusal_names_the_attribute_the_device_answers_0() {
+    use hal_core::{AllocDesc, Backend, Device, EventFlags, NotifyFlags};
+    let dev = backend().open(0).unwrap();
+    let says = |what: &str, e: hal_core::Error, capability: &str, attribute: &str| {
+        let e = e.to_string();
+        let said = format!(
+            "Capabilities::{capability} is absent: the device answers CU_DEVICE_ATTRIBUTE_{attribute} = 0"
+        );
+        assert!(e.contains(&said), "{what}: {e}");
+        assert!(!e.contains("entry point"), "{what}: {e}");
+    };
+    let managed = dev.allocate(&AllocDesc::managed(4096)).unwrap_err();
+    says(
+        "managed memory",
+        managed,
+        "MANAGED_MEMORY",
+        "MANAGED_MEMORY",
+    );
+    let physical = dev.allocate_physical(2 << 20).unwrap_err();
+    says(
+        "a physical allocation",
+        physical,
+        "VMM",
+        "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED",
+    );
+    let event = dev
+        .create_event(EventFlags {
+            interprocess: true,
+            timing: false,
+        })
+        .unwrap_err();
+    says(
+        "an interprocess event",
+        event,
+        "IPC_EVENT",
+        "IPC_EVENT_SUPPORTED",
+    );
+    let device_only = NotifyFlags { device_only: true };
+    let notify = dev.create_notify_with(device_only).unwrap_err();
+    says(
+        "a device-only notify",
+        notify,
+        "STREAM_ORDERED_NOTIFY",
+        "HOST_REGISTER_SUPPORTED",
+    );
+    let mut page = vec![0u8; 4096];
+    // SAFETY: `page` outlives the call, which is refused before it
+    // registers anything.
+    let registration = unsafe { dev.register_host(page.as_mut_ptr(), 4096) }.unwrap_err();
+    says(
+        "a host registration",
+        registration,
+        "HOST_REGISTRATION",
+        "HOST_REGISTER_SUPPORTED",
+    );
+}
+
 #[test]
 fn zz_after_suite_no_shm_entries_left() {
     hal_tests::assert_no_shm_left(cuda_standin_lacking::CASES);

@@ -487,7 +487,11 @@ fn child_without_attribute() {
             .contains(Capabilities::HOST_NUMA_VMM));
         let numa = PhysicalDesc::new(g).location(PhysicalLocation::HostNuma(0));
         match dev.allocate_physical_with(&numa) {
-            Err(hal_core::Error::Unsupported { .. }) => {}
+            Err(e @ hal_core::Error::Unsupported { .. }) => {
+                let said = "Capabilities::HOST_NUMA_VMM is absent: the device answers \
+                            CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 0";
+                assert!(e.to_string().contains(said), "{e}");
+            }
             other => panic!("host NUMA memory on a device without it: {other:?}"),
         }
     }
