@@ -82,5 +82,11 @@ mod tests {
         let e = pidfd_getfd(me.as_fd(), closed).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EBADF));
         assert_eq!(pidfd_open(0).unwrap_err().raw_os_error(), Some(libc::ESRCH));
+        // Past the pids the kernel can number (a negative pid_t would ask
+        // for something else).
+        assert_eq!(
+            pidfd_open(u32::MAX).unwrap_err().raw_os_error(),
+            Some(libc::ESRCH)
+        );
     }
 }

@@ -2,7 +2,6 @@
 //! read again after `fork`), start times read from `/proc/PID/stat`, the
 //! pid namespace.
 
-use std::io::Read as _;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Once, OnceLock};
 
@@ -47,7 +46,17 @@ pub fn pid() -> u32 {
 /// with one `read` where it fits in 1 KiB; `None` when there is no such
 /// process.
 fn stat_fields(pid: u32, buf: &mut [u8; 1024]) -> Option<&str> {
-    let mut file = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+    let file = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
+    let n = read_line(file, buf)?;
+    let text = std::str::from_utf8(&buf[..n]).ok()?;
+    Some(&text[text.rfind(')')? + 1..])
+}
+
+/// Read `file` into `buf` until a read ends with a newline, the file ends
+/// or `buf` is full (an interrupted read is tried again): how many bytes,
+/// or `None` on an error. `/proc` gives a whole line in one read, so one
+/// read is the usual cost.
+fn read_line(mut file: impl std::io::Read, buf: &mut [u8]) -> Option<usize> {
     let mut n = 0;
     while n < buf.len() {
         match file.read(&mut buf[n..]) {
@@ -62,8 +71,7 @@ fn stat_fields(pid: u32, buf: &mut [u8; 1024]) -> Option<&str> {
             Err(_) => return None,
         }
     }
-    let text = std::str::from_utf8(&buf[..n]).ok()?;
-    Some(&text[text.rfind(')')? + 1..])
+    Some(n)
 }
 
 /// The start time of process `pid` in clock ticks since boot (field 22 of
@@ -182,5 +190,89 @@ mod tests {
         assert!(process_alive(me, start));
         assert!(!process_alive(me, start + 1));
         assert_eq!(process_start_time(0x7fff_fff0), None);
+    }
+
+    /// A reader that answers each read with the next of `reads`, and counts
+    /// the reads.
+    struct Script {
+        reads: std::collections::VecDeque<std::io::Result<&'static [u8]>>,
+        count: usize,
+    }
+
+    impl std::io::Read for Script {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.count += 1;
+            let Some(next) = self.reads.pop_front() else {
+                return Ok(0);
+            };
+            let bytes = next?;
+            let n = bytes.len().min(buf.len());
+            buf[..n].copy_from_slice(&bytes[..n]);
+            Ok(n)
+        }
+    }
+
+    fn script(reads: Vec<std::io::Result<&'static [u8]>>) -> Script {
+        Script {
+            reads: reads.into(),
+            count: 0,
+        }
+    }
+
+    #[test]
+    fn a_line_is_read_until_a_read_ends_it() {
+        let mut buf = [0u8; 64];
+        let mut lines = script(vec![Ok(b"12 (a b) "), Ok(b"S 1\n"), Ok(b"more")]);
+        assert_eq!(read_line(&mut lines, &mut buf), Some(13));
+        assert_eq!(&buf[..13], b"12 (a b) S 1\n");
+        assert_eq!(lines.count, 2, "no read after the newline");
+        let mut short = script(vec![Ok(b"no newline")]);
+        assert_eq!(read_line(&mut short, &mut buf), Some(10));
+        assert_eq!(short.count, 2, "read until the end of the file");
+        let mut small = [0u8; 4];
+        let mut full = script(vec![Ok(b"abcd"), Ok(b"efgh")]);
+        assert_eq!(read_line(&mut full, &mut small), Some(4));
+        assert_eq!(full.count, 1, "no read into a full buffer");
+    }
+
+    #[test]
+    fn an_interrupted_read_is_tried_again_and_an_error_ends_the_line() {
+        use std::io::{Error, ErrorKind};
+        let mut buf = [0u8; 64];
+        let interrupted = || Err(Error::from(ErrorKind::Interrupted));
+        let mut again = script(vec![interrupted(), Ok(b"x\n")]);
+        assert_eq!(read_line(&mut again, &mut buf), Some(2));
+        let mut failed = script(vec![Err(Error::from(ErrorKind::Other)), Ok(b"x\n")]);
+        assert_eq!(read_line(&mut failed, &mut buf), None);
+    }
+
+    /// A forked child inherits the parent's cached identity; it must answer
+    /// its own pid and start time.
+    #[test]
+    fn a_forked_child_has_an_identity_of_its_own() {
+        let (me, start) = self_identity();
+        // Start times count clock ticks (10 ms at 100 Hz): a child forked
+        // later than two ticks after this process started cannot share its
+        // start time.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        // SAFETY: the child reads /proc (glibc makes malloc usable after
+        // fork) and leaves with `_exit`.
+        let child = unsafe { libc::fork() };
+        assert!(child >= 0);
+        if child == 0 {
+            // SAFETY: getpid is async-signal-safe and takes no argument.
+            let own = unsafe { libc::getpid() } as u32;
+            let (pid, start_here) = self_identity();
+            let ok = pid == own
+                && pid != me
+                && start_here != start
+                && Some(start_here) == process_start_time(own);
+            // SAFETY: leaves the child without the parent's exit handlers.
+            unsafe { libc::_exit(i32::from(!ok)) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child forked above.
+        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
     }
 }
