@@ -243,10 +243,7 @@ impl LeaseTable {
             let s = lock(&self.slots);
             // A release between `count` and here notified nobody; the nap
             // bounds the wait for it.
-            let _unused = self
-                .changed
-                .wait_timeout(s, nap)
-                .unwrap_or_else(|e| e.into_inner());
+            let _unused = crate::lock::wait_timeout(&self.changed, s, nap);
         }
     }
 

@@ -39,7 +39,7 @@ use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
-use crate::lock::lock;
+use crate::lock::{lock, wait};
 
 /// A dropped stream that finishes its work on its own.
 pub trait Drained: Send + 'static {
@@ -142,7 +142,7 @@ fn run() {
         let mut items = lock(&r.items);
         while items.is_empty() {
             pause = PAUSE.0;
-            items = r.more.wait(items).unwrap_or_else(|p| p.into_inner());
+            items = wait(&r.more, items);
         }
         // Asked outside the lock, so that `defer` never waits for a driver.
         let mine = std::mem::take(&mut *items);

@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::lock::lock;
+use crate::lock::{lock, wait_timeout, wait_timeout_while};
 use crate::{Error, Result};
 
 /// How long a drop waits for its teardown before it returns and lets the
@@ -167,9 +167,7 @@ impl Pool {
         }
         let (flag, changed) = &*done;
         let guard = lock(flag);
-        let (guard, _) = changed
-            .wait_timeout_while(guard, GRACE, |finished| !*finished)
-            .unwrap_or_else(|p| p.into_inner());
+        let (guard, _) = wait_timeout_while(changed, guard, GRACE, |finished| !*finished);
         if !*guard {
             log::debug!("{name}: the device's queued work has not run yet; finishing when it has");
         }
@@ -205,11 +203,7 @@ impl Pool {
             let Some(left) = deadline.checked_duration_since(Instant::now()) else {
                 return false;
             };
-            finished = self
-                .finished_one
-                .wait_timeout(finished, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            finished = wait_timeout(&self.finished_one, finished, left).0;
         }
         true
     }
@@ -262,10 +256,7 @@ impl Pool {
                 continue;
             }
             queue.idle += 1;
-            let (back, waited) = self
-                .queued
-                .wait_timeout(queue, self.idle_for)
-                .unwrap_or_else(|p| p.into_inner());
+            let (back, waited) = wait_timeout(&self.queued, queue, self.idle_for);
             queue = back;
             queue.idle -= 1;
             if waited.timed_out() && queue.jobs.is_empty() {

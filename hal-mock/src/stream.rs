@@ -12,6 +12,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use hal_core::lock::{wait, wait_timeout};
 use hal_core::{Error, Result};
 
 use crate::memory::sealed::Span;
@@ -193,7 +194,7 @@ impl Inner {
         while q.completed < target {
             match timeout {
                 None => {
-                    q = self.changed.wait(q).unwrap_or_else(|p| p.into_inner());
+                    q = wait(&self.changed, q);
                 }
                 Some(t) => {
                     let Some(left) = t.checked_sub(start.elapsed()).filter(|d| !d.is_zero()) else {
@@ -205,11 +206,7 @@ impl Inner {
                             ),
                         });
                     };
-                    q = self
-                        .changed
-                        .wait_timeout(q, left)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0;
+                    q = wait_timeout(&self.changed, q, left).0;
                 }
             }
         }
@@ -247,7 +244,7 @@ fn run(dev: &DevRef, inner: &Inner) {
                 if inner.closing.load(Ordering::Acquire) {
                     return;
                 }
-                q = inner.changed.wait(q).unwrap_or_else(|p| p.into_inner());
+                q = wait(&inner.changed, q);
             }
         };
         let result = dev.alive().and_then(|()| execute(dev, op, &inner.closing));

@@ -329,7 +329,7 @@ impl SharedMap {
         call: impl FnOnce(*mut u8) -> bool,
     ) -> Result<()> {
         self.check_sub(offset, len)?;
-        let mut pieces = self.prot.write().unwrap_or_else(|p| p.into_inner());
+        let mut pieces = crate::lock::write(&self.prot);
         if self.pinned.load(Ordering::Acquire) {
             return Err(Error::invalid(
                 "the mapping has handed out atomic references, so its protection can no \
@@ -364,7 +364,7 @@ impl SharedMap {
         what: &str,
     ) -> Result<RwLockReadGuard<'_, Pieces>> {
         self.check_sub(offset, len)?;
-        let pieces = self.prot.read().unwrap_or_else(|p| p.into_inner());
+        let pieces = crate::lock::read(&self.prot);
         let start = offset as usize;
         if len > 0 && !pieces.allow(start, start + len as usize, want) {
             return Err(Error::PermissionDenied {
@@ -382,7 +382,7 @@ impl SharedMap {
     /// The protection of the byte at `offset` (`None` when out of bounds).
     pub fn protection_at(&self, offset: u64) -> Option<Prot> {
         let at = usize::try_from(offset).ok().filter(|&o| o < self.len)?;
-        let pieces = self.prot.read().unwrap_or_else(|p| p.into_inner());
+        let pieces = crate::lock::read(&self.prot);
         Some(pieces.0[pieces.index_of(at)].1)
     }
 
