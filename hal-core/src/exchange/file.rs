@@ -70,14 +70,24 @@ pub fn write_handle_file(path: impl AsRef<Path>, handle: &Handle) -> Result<()> 
     Ok(())
 }
 
+/// A temporary file for `name` in `dir`, named at random.
 fn create_temp(dir: &Path, name: &str) -> Result<(PathBuf, File)> {
-    let mut last = None;
-    for _ in 0..8 {
-        let tmp = dir.join(format!(
+    create_temp_named(dir, || {
+        dir.join(format!(
             ".{name}.{}.{}.tmp",
             os::pid(),
             os::hex(&os::random_id()[..6])
-        ));
+        ))
+    })
+}
+
+/// A new file at the first of up to 8 paths from `next` that does not
+/// exist yet (a name taken meanwhile is passed over; any other error ends
+/// the search).
+fn create_temp_named(dir: &Path, mut next: impl FnMut() -> PathBuf) -> Result<(PathBuf, File)> {
+    let mut last = None;
+    for _ in 0..8 {
+        let tmp = next();
         let opened = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -201,6 +211,60 @@ mod tests {
         assert_eq!(read_handle_file(&path).unwrap(), sample());
         write_handle_file(&path, &sample()).unwrap();
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    /// The temporary file is made beside the target, so the rename is
+    /// atomic: a directory on another file system than the working
+    /// directory (tmpfs) is written as well as any.
+    #[test]
+    fn the_temporary_file_is_made_in_the_targets_directory() {
+        let dir = tempfile::Builder::new()
+            .prefix("hal-test-handle-file-")
+            .tempdir_in("/dev/shm")
+            .unwrap();
+        let path = dir.path().join("h");
+        write_handle_file(&path, &sample()).unwrap();
+        assert_eq!(read_handle_file(&path).unwrap(), sample());
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_file_of_the_largest_size_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h");
+        let text = sample().to_text();
+        let padded = format!("{text}{}", " ".repeat(MAX_HANDLE_FILE - text.len()));
+        assert_eq!(padded.len(), MAX_HANDLE_FILE);
+        fs::write(&path, padded).unwrap();
+        assert_eq!(read_handle_file(&path).unwrap(), sample());
+    }
+
+    #[test]
+    fn a_temporary_name_taken_is_passed_over_and_other_errors_end_the_search() {
+        let dir = tempfile::tempdir().unwrap();
+        let taken = dir.path().join("taken");
+        fs::write(&taken, b"").unwrap();
+        let fresh = dir.path().join("fresh");
+        let mut names = vec![fresh.clone(), taken.clone()];
+        let (tmp, _file) = create_temp_named(dir.path(), || names.pop().unwrap()).unwrap();
+        assert_eq!(tmp, fresh);
+        assert!(names.is_empty(), "both names were tried");
+
+        let mut tries = 0;
+        let every_name_taken = create_temp_named(dir.path(), || {
+            tries += 1;
+            taken.clone()
+        });
+        assert!(matches!(every_name_taken, Err(Error::Io { .. })));
+        assert_eq!(tries, 8);
+
+        let mut tries = 0;
+        let missing = create_temp_named(dir.path(), || {
+            tries += 1;
+            dir.path().join("no/such/tmp")
+        });
+        assert!(matches!(missing, Err(Error::Io { .. })));
+        assert_eq!(tries, 1, "a missing directory is not tried again");
     }
 
     #[test]

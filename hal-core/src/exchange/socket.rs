@@ -298,15 +298,8 @@ impl HandleStream {
             }
         }
         let body = handle.to_bytes();
+        // A handle that decodes fits in a frame (`frame.rs` asserts it).
         Handle::from_bytes(&body)?;
-        if body.len() > MAX_FRAME {
-            return Err(HandleError::OverBound {
-                field: "frame",
-                len: body.len(),
-                max: MAX_FRAME,
-            }
-            .into());
-        }
         let mut frame = Vec::with_capacity(HEADER_LEN + body.len());
         push_header(&mut frame, KIND_HANDLE, fds.len() as u8, body.len() as u32);
         frame.extend_from_slice(&body);
@@ -603,17 +596,63 @@ mod tests {
             a.send(&none, &[&fd]),
             Err(Error::InvalidArgument { .. })
         ));
+        // Over the bound, with a handle that describes them all.
         let many: Vec<&OwnedFd> = vec![&fd; MAX_FDS + 1];
-        assert!(matches!(
-            a.send(&none, &many),
-            Err(Error::InvalidArgument { .. })
-        ));
+        let over = sample(
+            FdSource::Attached {
+                count: MAX_FDS as u8 + 1,
+            },
+            HandleFlags::ANY_IMPORTER,
+            Vec::new(),
+        );
+        match a.send(&over, &many) {
+            Err(Error::InvalidArgument { what }) => {
+                assert!(what.contains("over the bound"), "{what}")
+            }
+            other => panic!("{} descriptors sent: {other:?}", MAX_FDS + 1),
+        }
         let mut bad = none.clone();
         bad.payload = vec![0; crate::handle::wire::MAX_PAYLOAD + 1];
         assert!(matches!(
             a.send::<OwnedFd>(&bad, &[]),
             Err(Error::InvalidHandle(_))
         ));
+    }
+
+    #[test]
+    fn as_many_descriptors_as_the_bound_travel() {
+        let (a, b) = pair();
+        let fd = os::memfd("hal-socket-test", 4096, None).unwrap();
+        let all: Vec<&OwnedFd> = vec![&fd; MAX_FDS];
+        let h = sample(
+            FdSource::Attached {
+                count: MAX_FDS as u8,
+            },
+            HandleFlags::ANY_IMPORTER,
+            Vec::new(),
+        );
+        a.send(&h, &all).unwrap();
+        let (shared, _) = b.recv().unwrap();
+        assert_eq!(shared.fds.len(), MAX_FDS);
+    }
+
+    #[test]
+    fn an_export_travels_with_its_descriptors() {
+        let (a, b) = pair();
+        let fd = os::memfd("hal-socket-test", 4096, None).unwrap();
+        let h = sample(
+            FdSource::Attached { count: 1 },
+            HandleFlags::ANY_IMPORTER,
+            Vec::new(),
+        );
+        let exported = crate::Exported::new(h, vec![fd]).unwrap();
+        a.send_exported(&exported).unwrap();
+        let (shared, _) = b.recv().unwrap();
+        assert_eq!(&shared.handle, exported.handle());
+        assert_eq!(shared.fds.len(), 1);
+        let got = os::fstat(shared.fds[0].as_fd()).unwrap();
+        let sent = os::fstat(exported.fds()[0].as_fd()).unwrap();
+        assert_eq!((got.st_dev, got.st_ino), (sent.st_dev, sent.st_ino));
     }
 
     #[test]
@@ -663,6 +702,48 @@ mod tests {
             other => panic!("expected MSG_CTRUNC to be an error, got {other:?}"),
         }
         assert!(!write_end_still_open(probe), "received descriptors leaked");
+    }
+
+    /// Descriptors that come in several pieces of one message count
+    /// together against the bound.
+    #[test]
+    fn descriptors_over_the_bound_across_reads_are_an_error() {
+        let (a, b) = pair();
+        let (probe, write) = leak_probe();
+        let w = write.as_raw_fd();
+        let h = sample(
+            FdSource::Attached {
+                count: MAX_FDS as u8,
+            },
+            HandleFlags::ANY_IMPORTER,
+            Vec::new(),
+        );
+        let frame = raw_frame(KIND_HANDLE, MAX_FDS as u8, &h.to_bytes());
+        sys::send_all(a.as_fd(), &frame[..HEADER_LEN], &[w; MAX_FDS]).unwrap();
+        sys::send_all(a.as_fd(), &frame[HEADER_LEN..], &[w]).unwrap();
+        drop(write);
+        match b.recv() {
+            Err(Error::InvalidHandle(HandleError::OverBound {
+                field: "descriptors",
+                len,
+                ..
+            })) => assert_eq!(len, MAX_FDS + 1),
+            other => panic!("expected the descriptor bound, got {other:?}"),
+        }
+        assert!(!write_end_still_open(probe), "received descriptors leaked");
+    }
+
+    /// A peer that closes its end with a message unread resets the
+    /// connection (ECONNRESET): a hang-up, as a plain close is.
+    #[test]
+    fn a_peer_that_closes_with_a_message_unread_has_hung_up() {
+        let (a, b) = pair();
+        a.hello().unwrap();
+        drop(b);
+        match a.recv() {
+            Err(Error::Closed { what }) => assert!(what.contains("hung up"), "{what}"),
+            other => panic!("expected a hang-up, got {other:?}"),
+        }
     }
 
     #[test]
@@ -743,6 +824,15 @@ mod tests {
             !path.exists(),
             "the socket file is removed with the listener"
         );
+        // A file put in the socket's place (same directory, so the same
+        // device) is not the listener's to remove.
+        let replaced = dir.path().join("replaced");
+        let listener = HandleListener::bind(&replaced).unwrap();
+        let planted = dir.path().join("planted");
+        std::fs::write(&planted, b"someone else's").unwrap();
+        std::fs::rename(&planted, &replaced).unwrap();
+        drop(listener);
+        assert_eq!(std::fs::read(&replaced).unwrap(), b"someone else's");
         assert!(matches!(
             HandleStream::connect(&path),
             Err(Error::NotFound { .. })

@@ -29,6 +29,10 @@ use crate::exchange::{PeerCred, MAX_FDS};
 /// Longest body of a message (a handle's binary form is under a kilobyte).
 pub const MAX_FRAME: usize = 4096;
 
+// Every handle that encodes fits in a frame, so a sender never has to
+// refuse one that `Handle::from_bytes` accepts.
+const _: () = assert!(crate::handle::wire::MAX_ENCODED_LEN <= MAX_FRAME);
+
 const MAGIC: [u8; 4] = *b"HALS";
 const VERSION: u8 = 1;
 pub(super) const KIND_HANDLE: u8 = 1;
