@@ -747,6 +747,41 @@ mod tests {
     }
 
     #[test]
+    fn a_hang_up_says_whether_a_message_was_cut() {
+        let (a, b) = pair();
+        drop(b);
+        match a.recv() {
+            Err(Error::Closed { what }) => assert!(!what.contains("middle"), "{what}"),
+            other => panic!("expected a hang-up, got {other:?}"),
+        }
+        let h = sample(FdSource::None, HandleFlags::ANY_IMPORTER, Vec::new());
+        let frame = raw_frame(KIND_HANDLE, 0, &h.to_bytes());
+        for cut in [HEADER_LEN / 2, HEADER_LEN + 3] {
+            let (a, b) = pair();
+            sys::send_all(a.as_fd(), &frame[..cut], &[]).unwrap();
+            drop(a);
+            match b.recv() {
+                Err(Error::Closed { what }) => {
+                    assert!(what.contains("in the middle of a message"), "{cut}: {what}")
+                }
+                other => panic!("{cut} bytes and a hang-up: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_socket_file_nobody_listens_on_is_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stale");
+        // A listener gone without removing its file.
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        match HandleStream::connect(&path) {
+            Err(Error::Closed { what }) => assert!(what.contains("nobody listens"), "{what}"),
+            other => panic!("a stale socket file: {other:?}"),
+        }
+    }
+
+    #[test]
     fn garbage_frames_are_typed_errors() {
         let cases: Vec<(Vec<u8>, &str)> = vec![
             (b"GARBAGE!0000".to_vec(), "magic"),

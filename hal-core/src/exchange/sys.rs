@@ -219,3 +219,108 @@ pub(crate) fn is_timeout(err: &io::Error) -> bool {
         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::{AsFd, IntoRawFd};
+
+    /// One control message as the kernel lays it out: the header, the
+    /// data, padding to the next header.
+    fn cmsg(level: i32, kind: i32, data: &[u8]) -> Vec<u8> {
+        // SAFETY: CMSG_LEN and CMSG_SPACE are pure arithmetic.
+        let (len, space) = unsafe {
+            (
+                libc::CMSG_LEN(data.len() as u32) as usize,
+                libc::CMSG_SPACE(data.len() as u32) as usize,
+            )
+        };
+        let mut out = Vec::with_capacity(space);
+        out.extend_from_slice(&len.to_ne_bytes());
+        out.extend_from_slice(&level.to_ne_bytes());
+        out.extend_from_slice(&kind.to_ne_bytes());
+        out.extend_from_slice(data);
+        out.resize(space, 0);
+        out
+    }
+
+    fn ucred_bytes(pid: i32, uid: u32, gid: u32) -> Vec<u8> {
+        [pid.to_ne_bytes(), uid.to_ne_bytes(), gid.to_ne_bytes()].concat()
+    }
+
+    #[test]
+    fn credentials_are_read_only_from_a_socket_credentials_message() {
+        let cred = ucred_bytes(42, 1000, 1000);
+        let other_type = cmsg(libc::SOL_SOCKET, libc::SO_TIMESTAMP, &cred);
+        let other_level = cmsg(libc::SOL_IP, libc::SCM_CREDENTIALS, &cred);
+        let control = [other_type, other_level].concat();
+        let (fds, creds) = parse_control(&control);
+        assert!(fds.is_empty());
+        assert_eq!(creds, None, "no credentials message");
+        let short = cmsg(libc::SOL_SOCKET, libc::SCM_CREDENTIALS, &cred[..8]);
+        assert_eq!(parse_control(&short).1, None, "a ucred cut short");
+        let real = cmsg(libc::SOL_SOCKET, libc::SCM_CREDENTIALS, &cred);
+        let (_, creds) = parse_control(&real);
+        let c = creds.expect("credentials");
+        assert_eq!((c.pid, c.uid, c.gid), (42, 1000, 1000));
+    }
+
+    #[test]
+    fn every_descriptor_is_taken_after_an_empty_message() {
+        let file = crate::os::memfd("hal-sys-test", 4096, None).unwrap();
+        let dup = file.try_clone().unwrap();
+        let raw = dup.into_raw_fd();
+        let control = [
+            cmsg(libc::SOL_SOCKET, libc::SCM_RIGHTS, &[]),
+            cmsg(libc::SOL_SOCKET, libc::SCM_RIGHTS, &raw.to_ne_bytes()),
+        ]
+        .concat();
+        let (fds, _) = parse_control(&control);
+        assert_eq!(fds.len(), 1, "the descriptor after the empty message");
+        assert_eq!(fds[0].as_raw_fd(), raw);
+        let (a, b) = (
+            crate::os::fstat(fds[0].as_fd()).unwrap(),
+            crate::os::fstat(file.as_fd()).unwrap(),
+        );
+        assert_eq!((a.st_dev, a.st_ino), (b.st_dev, b.st_ino));
+    }
+
+    #[test]
+    fn a_malformed_length_ends_the_walk() {
+        // A header whose length is under a header's: nothing after it is
+        // read, and the walk ends.
+        let mut control = cmsg(libc::SOL_SOCKET, libc::SCM_RIGHTS, &[]);
+        control[..mem::size_of::<usize>()].copy_from_slice(&0usize.to_ne_bytes());
+        let creds = cmsg(
+            libc::SOL_SOCKET,
+            libc::SCM_CREDENTIALS,
+            &ucred_bytes(1, 2, 3),
+        );
+        let (fds, found) = parse_control(&[control, creds].concat());
+        assert!(fds.is_empty());
+        assert_eq!(found, None);
+        // A length past the buffer reads only what is there.
+        let mut long = cmsg(
+            libc::SOL_SOCKET,
+            libc::SCM_CREDENTIALS,
+            &ucred_bytes(1, 2, 3),
+        );
+        long[..mem::size_of::<usize>()].copy_from_slice(&4096usize.to_ne_bytes());
+        assert!(parse_control(&long).1.is_some());
+        long.truncate(long.len() - 8);
+        assert_eq!(
+            parse_control(&long).1,
+            None,
+            "the ucred is cut by the buffer"
+        );
+    }
+
+    #[test]
+    fn the_control_buffer_holds_the_descriptors_and_the_credentials() {
+        // SAFETY: CMSG_SPACE is pure arithmetic.
+        let space = |n: usize| unsafe { libc::CMSG_SPACE(n as u32) } as usize;
+        let cred = space(mem::size_of::<libc::ucred>());
+        assert_eq!(control_len(0), cred);
+        assert_eq!(control_len(16), space(16 * 4) + cred);
+    }
+}
