@@ -163,9 +163,19 @@ pub(crate) fn send_msg(fd: BorrowedFd<'_>, data: &[u8], fds: &[RawFd]) -> io::Re
 
 /// Send all of `data`, the descriptors with the first bytes.
 pub(crate) fn send_all(fd: BorrowedFd<'_>, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
-    let mut sent = send_msg(fd, data, fds)?;
+    send_all_with(data, fds, |d, f| send_msg(fd, d, f))
+}
+
+/// Send all of `data` through `send` (a send with a timeout may send part):
+/// the descriptors go with the first part only.
+fn send_all_with(
+    data: &[u8],
+    fds: &[RawFd],
+    mut send: impl FnMut(&[u8], &[RawFd]) -> io::Result<usize>,
+) -> io::Result<()> {
+    let mut sent = send(data, fds)?;
     while sent < data.len() {
-        match send_msg(fd, &data[sent..], &[])? {
+        match send(&data[sent..], &[])? {
             0 => return Err(io::ErrorKind::WriteZero.into()),
             n => sent += n,
         }
@@ -194,22 +204,27 @@ pub(crate) fn pass_cred(fd: BorrowedFd<'_>) -> io::Result<()> {
 /// Receive and send timeouts (`SO_RCVTIMEO`, `SO_SNDTIMEO`; the latter also
 /// bounds a Unix `connect` waiting on a full backlog). `None` blocks.
 pub(crate) fn set_timeouts(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Result<()> {
-    let tv = match timeout {
+    let tv = timeval(timeout);
+    let map = |e: nix::errno::Errno| io::Error::from_raw_os_error(e as i32);
+    socket::setsockopt(&fd, sockopt::ReceiveTimeout, &tv).map_err(map)?;
+    socket::setsockopt(&fd, sockopt::SendTimeout, &tv).map_err(map)
+}
+
+/// The kernel's form of a socket timeout: an all-zero timeval is "forever",
+/// so a timeout under a microsecond is rounded up to one, and a timeout too
+/// long for the kernel is bounded.
+fn timeval(timeout: Option<Duration>) -> TimeVal {
+    match timeout {
         Some(t) => {
             let secs = t.as_secs().min(i64::MAX as u64 / 2);
             let mut micros = t.subsec_micros();
-            // An all-zero timeval means "forever" to the kernel: round a
-            // timeout under a microsecond up to one.
             if secs == 0 && micros == 0 {
                 micros = 1;
             }
             TimeVal::new(secs as _, micros as _)
         }
         None => TimeVal::new(0, 0),
-    };
-    let map = |e: nix::errno::Errno| io::Error::from_raw_os_error(e as i32);
-    socket::setsockopt(&fd, sockopt::ReceiveTimeout, &tv).map_err(map)?;
-    socket::setsockopt(&fd, sockopt::SendTimeout, &tv).map_err(map)
+    }
 }
 
 /// True for the errors a socket timeout produces.
@@ -313,6 +328,40 @@ mod tests {
             None,
             "the ucred is cut by the buffer"
         );
+    }
+
+    #[test]
+    fn a_partial_send_is_finished_and_the_descriptors_go_first() {
+        let data: Vec<u8> = (0..10).collect();
+        let mut got = Vec::new();
+        let mut with_fds = Vec::new();
+        send_all_with(&data, &[7, 8], |d, f| {
+            let n = d.len().min(3);
+            got.extend_from_slice(&d[..n]);
+            with_fds.push(f.to_vec());
+            Ok(n)
+        })
+        .unwrap();
+        assert_eq!(got, data);
+        assert_eq!(with_fds, vec![vec![7, 8], vec![], vec![], vec![]]);
+        let stalled = send_all_with(&data, &[], |d, _| Ok(if d.len() == 10 { 4 } else { 0 }));
+        assert_eq!(stalled.unwrap_err().kind(), io::ErrorKind::WriteZero);
+        let failed = send_all_with(&data, &[], |_, _| Err(io::ErrorKind::BrokenPipe.into()));
+        assert_eq!(failed.unwrap_err().kind(), io::ErrorKind::BrokenPipe);
+    }
+
+    #[test]
+    fn a_timeout_never_reads_as_forever() {
+        let tv = |t: Option<Duration>| {
+            let v = timeval(t);
+            (v.tv_sec() as i64, v.tv_usec() as i64)
+        };
+        assert_eq!(tv(None), (0, 0), "no timeout: forever");
+        assert_eq!(tv(Some(Duration::ZERO)), (0, 1));
+        assert_eq!(tv(Some(Duration::from_nanos(500))), (0, 1));
+        assert_eq!(tv(Some(Duration::from_secs(5))), (5, 0));
+        assert_eq!(tv(Some(Duration::from_micros(2_000_003))), (2, 3));
+        assert_eq!(tv(Some(Duration::MAX)), (i64::MAX / 2, 999_999));
     }
 
     #[test]

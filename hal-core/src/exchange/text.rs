@@ -29,7 +29,12 @@ pub fn to_env<'c>(command: &'c mut Command, name: &str, handle: &Handle) -> &'c 
 /// [`Error::NotFound`] when it is not set, the decoder's error when it does
 /// not hold a handle.
 pub fn from_env(name: &str) -> Result<Handle> {
-    match std::env::var_os(name) {
+    from_value(name, std::env::var_os(name).as_deref())
+}
+
+/// The handle in `value`, the value of the environment variable `name`.
+fn from_value(name: &str, value: Option<&OsStr>) -> Result<Handle> {
+    match value {
         None => Err(Error::NotFound {
             what: format!("environment variable {name} (it should hold a handle's text)"),
         }),
@@ -90,5 +95,21 @@ mod tests {
         assert_eq!(decode(value.to_str().unwrap()).unwrap(), h);
         let missing = format!("HAL_TEXT_TEST_MISSING_{}", crate::os::pid());
         assert!(matches!(from_env(&missing), Err(Error::NotFound { .. })));
+    }
+
+    #[test]
+    fn a_value_that_is_not_utf8_is_refused_where_it_stops_being_text() {
+        use std::os::unix::ffi::OsStrExt;
+        let value = OsStr::from_bytes(b"hal1.ab\xffcd");
+        match from_value("HAL_TEXT_TEST", Some(value)) {
+            Err(Error::InvalidHandle(HandleError::InvalidText { position, .. })) => {
+                assert_eq!(position, 7)
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            from_value("HAL_TEXT_TEST", None),
+            Err(Error::NotFound { .. })
+        ));
     }
 }
