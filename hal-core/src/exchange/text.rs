@@ -41,7 +41,7 @@ fn from_value(name: &str, value: Option<&OsStr>) -> Result<Handle> {
         Some(v) => match v.to_str() {
             Some(text) => decode(text),
             None => Err(HandleError::InvalidText {
-                position: first_non_utf8(&v),
+                position: first_non_utf8(v),
                 ch: char::REPLACEMENT_CHARACTER,
             }
             .into()),
