@@ -354,7 +354,7 @@ mod tests {
     fn a_timeout_never_reads_as_forever() {
         let tv = |t: Option<Duration>| {
             let v = timeval(t);
-            (v.tv_sec() as i64, v.tv_usec() as i64)
+            (v.tv_sec(), v.tv_usec())
         };
         assert_eq!(tv(None), (0, 0), "no timeout: forever");
         assert_eq!(tv(Some(Duration::ZERO)), (0, 1));
