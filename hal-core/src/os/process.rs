@@ -2,7 +2,7 @@
 //! read again after `fork`), start times read from `/proc/PID/stat`, the
 //! pid namespace.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Once, OnceLock};
 
 /// This process's pid, once read (0: to be read).
@@ -10,6 +10,9 @@ static PID: AtomicU32 = AtomicU32::new(0);
 /// This process's pid namespace, once read (0: to be read).
 static PID_NS: AtomicU64 = AtomicU64::new(0);
 static FORK_HOOK: Once = Once::new();
+/// True once the fork handler is installed: only then may the pid and the
+/// pid namespace be kept, since only then does a child forget them.
+static HOOKED: AtomicBool = AtomicBool::new(false);
 
 /// Runs in a child right after `fork`: its pid and pid namespace must be
 /// read again.
@@ -30,12 +33,14 @@ pub fn pid() -> u32 {
         // SAFETY: the handler only stores into atomics, which is
         // async-signal-safe, as handlers that run in a forked child must be.
         let r = unsafe { libc::pthread_atfork(None, None, Some(forget_in_child)) };
-        if r != 0 {
+        if r == 0 {
+            HOOKED.store(true, Ordering::SeqCst);
+        } else {
             log::warn!("pthread_atfork failed ({r}): the pid is read at every call");
         }
     });
     let p = std::process::id();
-    if FORK_HOOK.is_completed() {
+    if HOOKED.load(Ordering::SeqCst) {
         PID.store(p, Ordering::Relaxed);
     }
     p
@@ -116,8 +121,9 @@ pub fn pid_namespace() -> u64 {
         return ns;
     }
     let ns = std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino());
-    // `pid()` registers the fork handler that forgets the value.
-    if pid() != 0 && FORK_HOOK.is_completed() {
+    // `pid()` installs the fork handler that forgets the value.
+    pid();
+    if HOOKED.load(Ordering::SeqCst) {
         PID_NS.store(ns, Ordering::Relaxed);
     }
     ns
