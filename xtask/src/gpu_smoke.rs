@@ -7,10 +7,14 @@
 //! suites among them, switched to the real driver by
 //! `HAL_CUDA_CONFORMANCE_DRIVER=1`), the numbered examples of `hal` (with
 //! `cuda-uvm`), `hal-cuda-uvm`'s benchmark (`uvm_bench`), `halctl`, and
-//! `run.sh`. The script runs each
-//! and writes `report.jsonl` (one line per step: name, exit code, seconds,
-//! tests passed and failed) and `summary.txt` into the folder named by its
-//! first argument (default: `./out`).
+//! `run.sh`. The script runs each, the conformance suites first, and writes
+//! four files into the folder named by its first argument (default:
+//! `./out`), whatever the number of steps: `report.jsonl` (one line per
+//! step: name, exit code, seconds, tests passed and failed), `summary.txt`,
+//! `bench.txt` (the benchmark logs) and `logs.tar.gz` (every step's log).
+//! A run has a deadline (`HAL_SMOKE_DEADLINE`, seconds) past which no step
+//! starts, and a run stopped by a signal still writes its files: a lent
+//! machine's short lease always gets a report back.
 //!
 //! `--rehearse` then runs the script here, with the stand-in `libcuda.so.1`
 //! the release build made as the driver (`HAL_CUDA_LIBRARY`), into
@@ -43,10 +47,16 @@ const RUN_ON_THE_DRIVER: &[&str] = &[
 /// The run script.
 const RUN_SH: &str = r#"#!/usr/bin/env bash
 # Run on a machine with an NVIDIA GPU: every step against the real driver.
+#
+# OUT gets at most four files, whatever the number of steps: summary.txt,
+# report.jsonl (a line per step), bench.txt (the benchmark lines, the
+# figures of the run) and logs.tar.gz (every step's whole log): a lent
+# machine hands back only a few files.
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-$here/out}"
-mkdir -p "$out"
+mkdir -p "$out" || exit 1
+logs="$(mktemp -d "${TMPDIR:-/tmp}/gpu-smoke-logs.XXXXXX")" || exit 1
 report="$out/report.jsonl"
 : > "$report"
 export HAL_CUDA_CONFORMANCE_DRIVER=1
@@ -54,42 +64,75 @@ export RUST_BACKTRACE=1
 # A step that hangs on a driver ends after this many seconds (rc 124) and the
 # run goes on: the lent machine's time is short.
 step_timeout="${HAL_SMOKE_STEP_TIMEOUT:-240}"
+# No step starts once this many seconds have passed since the run began (rc
+# 125, "not started"), and a running step is cut at it: the summary is
+# written before the lease's own limit ends the command.
+deadline="${HAL_SMOKE_DEADLINE:-480}"
+began=$(date +%s)
+child=
+finish() {
+    trap - TERM INT
+    [ -n "$child" ] && kill -TERM "$child" 2>/dev/null && wait "$child" 2>/dev/null
+    for f in "$logs"/bench-*.log "$logs"/example-*bench*.log; do
+        [ -f "$f" ] && { echo "== $(basename "$f")"; cat "$f"; }
+    done > "$out/bench.txt" 2>/dev/null
+    tar -C "$logs" -czf "$out/logs.tar.gz" . 2>/dev/null
+    {
+        echo "gpu-smoke: $(date -u +%FT%TZ) on $(hostname)"
+        nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
+        echo "driver: ${HAL_CUDA_LIBRARY:-libcuda.so.1, the system library}"
+        awk -F'"rc":' '{split($2, a, ","); if (a[1] != 0) bad++} END {printf "steps: %d, failed: %d\n", NR, bad+0}' "$report"
+        cat "$report"
+    } > "$out/summary.txt"
+    rm -rf "$logs"
+    cat "$out/summary.txt"
+}
+# Stopped from outside (the lease's limit): what ran is still reported.
+trap 'echo "{\"step\":\"interrupted\",\"rc\":143,\"seconds\":0.00,\"passed\":0,\"failed\":0}" >> "$report"; finish; exit 143' TERM INT
 step() {
     local name="$1"; shift
-    local start end rc passed failed
+    local start end rc passed failed left limit
+    left=$(( deadline - ($(date +%s) - began) ))
+    if [ "$left" -le 0 ]; then
+        printf '{"step":"%s","rc":125,"seconds":0.00,"passed":0,"failed":0}\n' "$name" >> "$report"
+        return
+    fi
+    limit=$step_timeout
+    [ "$left" -lt "$limit" ] && limit=$left
     start=$(date +%s.%N)
-    timeout --kill-after=10 "$step_timeout" "$@" > "$out/$name.log" 2>&1
+    # In the background, so that a signal to the script is handled at once.
+    timeout --kill-after=10 "$limit" "$@" > "$logs/$name.log" 2>&1 < /dev/null &
+    child=$!
+    wait "$child"
     rc=$?
+    child=
     end=$(date +%s.%N)
-    passed=$(grep -o '[0-9]* passed' "$out/$name.log" | awk '{s+=$1} END {print s+0}')
-    failed=$(grep -o '[0-9]* failed' "$out/$name.log" | awk '{s+=$1} END {print s+0}')
+    passed=$(grep -o '[0-9]* passed' "$logs/$name.log" | awk '{s+=$1} END {print s+0}')
+    failed=$(grep -o '[0-9]* failed' "$logs/$name.log" | awk '{s+=$1} END {print s+0}')
     printf '{"step":"%s","rc":%d,"seconds":%.2f,"passed":%d,"failed":%d}\n' \
         "$name" "$rc" "$(awk -v a="$start" -v b="$end" 'BEGIN {print b - a}')" "$passed" "$failed" >> "$report"
 }
 step devices "$here/bin/halctl" devices --json
-for t in "$here"/tests/*; do
+# The conformance suites first: they are what the run is for.
+for t in "$here"/tests/conformance-* "$here"/tests/uvm_conformance-* "$here"/tests/*; do
+    [ -f "$t" ] || continue
+    grep -q "\"step\":\"test-$(basename "$t")\"" "$report" && continue
     step "test-$(basename "$t")" "$t" --test-threads=4
 done
 for e in "$here"/examples/*; do
+    [ -f "$e" ] || continue
     step "example-$(basename "$e")" "$e"
 done
 step demo-cpu-shm "$here/bin/halctl" demo --json
 step demo-cuda "$here/bin/halctl" demo --backend cuda --json
 step demo-cuda-uvm "$here/bin/halctl" demo --backend cuda-uvm --json
 # The CUDA scenarios and the host notify ones, each against its baseline of
-# the same run; the lines stay in bench-cuda.log for the figures.
+# the same run.
 step bench-cuda "$here/bin/halctl" bench --backend cuda --quick --json
 # The host scenarios on this machine's cores: the importer-scaling figure
 # (32 importer processes against one) where there are 16 of them.
 step bench-cpu-shm "$here/bin/halctl" bench --json --only export,import,scaling
-{
-    echo "gpu-smoke: $(date -u +%FT%TZ) on $(hostname)"
-    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
-    echo "driver: ${HAL_CUDA_LIBRARY:-libcuda.so.1, the system library}"
-    awk -F'"rc":' '{split($2, a, ","); if (a[1] != 0) bad++} END {printf "steps: %d, failed: %d\n", NR, bad+0}' "$report"
-    cat "$report"
-} > "$out/summary.txt" || exit 1
-cat "$out/summary.txt"
+finish
 "#;
 
 pub(crate) fn gpu_smoke(root: &Path, cargo: &str, rehearse: bool) -> ExitCode {
@@ -346,6 +389,252 @@ mod tests {
             "bash -n: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+
+    /// A smoke folder of fake steps, in a fresh directory removed on drop.
+    struct FakeFolder(PathBuf);
+
+    impl FakeFolder {
+        /// `steps`: (sub-folder and name, shell body) of each executable.
+        fn new(tag: &str, steps: &[(&str, &str)]) -> FakeFolder {
+            let dir = std::env::temp_dir().join(format!(
+                "hal-xtask-smoke-{tag}-{}-{:x}",
+                std::process::id(),
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .expect("a clock after 1970")
+                    .as_nanos()
+            ));
+            for sub in ["bin", "tests", "examples"] {
+                std::fs::create_dir_all(dir.join(sub)).expect("a fresh folder");
+            }
+            let mut all = vec![("run.sh", RUN_SH.to_owned())];
+            all.extend(
+                steps
+                    .iter()
+                    .map(|(path, body)| (*path, format!("#!/usr/bin/env bash\n{body}\n"))),
+            );
+            for (path, body) in all {
+                let file = dir.join(path);
+                std::fs::write(&file, body).expect("a step written");
+                Command::new("chmod")
+                    .arg("+x")
+                    .arg(&file)
+                    .status()
+                    .expect("chmod runs");
+            }
+            FakeFolder(dir)
+        }
+
+        fn out(&self) -> PathBuf {
+            self.0.join("out")
+        }
+
+        fn report(&self) -> Vec<String> {
+            std::fs::read_to_string(self.out().join("report.jsonl"))
+                .unwrap_or_default()
+                .lines()
+                .map(str::to_owned)
+                .collect()
+        }
+
+        /// The step names of the report, in order, each with its rc.
+        fn steps(&self) -> Vec<(String, i64)> {
+            self.report()
+                .iter()
+                .map(|l| {
+                    let name = l["{\"step\":\"".len()..].split('"').next().unwrap_or("");
+                    let rc = l.split("\"rc\":").nth(1).and_then(|r| r.split(',').next());
+                    (
+                        name.to_owned(),
+                        rc.and_then(|r| r.parse().ok()).unwrap_or(-1),
+                    )
+                })
+                .collect()
+        }
+
+        /// What OUT holds, sorted.
+        fn out_files(&self) -> Vec<String> {
+            let mut names: Vec<String> = std::fs::read_dir(self.out())
+                .expect("OUT exists")
+                .map(|e| {
+                    e.expect("an entry")
+                        .file_name()
+                        .to_string_lossy()
+                        .into_owned()
+                })
+                .collect();
+            names.sort();
+            names
+        }
+
+        /// The names of the logs packed in OUT/logs.tar.gz.
+        fn packed_logs(&self) -> Vec<String> {
+            let list = Command::new("tar")
+                .arg("-tzf")
+                .arg(self.out().join("logs.tar.gz"))
+                .output()
+                .expect("tar runs");
+            assert!(list.status.success(), "logs.tar.gz is a tar archive");
+            String::from_utf8_lossy(&list.stdout)
+                .lines()
+                .filter_map(|l| l.strip_prefix("./"))
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect()
+        }
+    }
+
+    impl Drop for FakeFolder {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    const HALCTL: (&str, &str) = (
+        "bin/halctl",
+        r#"case "$*" in *bench*) echo "scenario x p50 1.0 baseline 1.0 ratio 1.00";; *) echo ok;; esac"#,
+    );
+    const PASSING: &str = "echo 'test result: ok. 3 passed; 0 failed; 0 ignored'";
+
+    #[test]
+    fn the_run_puts_the_conformance_suites_first_and_hands_back_four_files() {
+        let f = FakeFolder::new(
+            "order",
+            &[
+                HALCTL,
+                ("tests/crash-1", PASSING),
+                ("tests/uvm_conformance-2", PASSING),
+                ("tests/conformance-3", PASSING),
+                ("examples/01_share_buffer", "echo shared"),
+                ("examples/uvm_bench", "echo 'uvm-read p50 2.0 baseline 2.0'"),
+            ],
+        );
+        let ran = Command::new(f.0.join("run.sh"))
+            .arg(f.out())
+            .env_remove("HAL_SMOKE_DEADLINE")
+            .env_remove("HAL_SMOKE_STEP_TIMEOUT")
+            .output()
+            .expect("the script runs");
+        assert!(ran.status.success(), "{ran:?}");
+        let names: Vec<String> = f
+            .steps()
+            .into_iter()
+            .map(|(n, rc)| {
+                assert_eq!(rc, 0, "{n}");
+                n
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "devices",
+                "test-conformance-3",
+                "test-uvm_conformance-2",
+                "test-crash-1",
+                "example-01_share_buffer",
+                "example-uvm_bench",
+                "demo-cpu-shm",
+                "demo-cuda",
+                "demo-cuda-uvm",
+                "bench-cuda",
+                "bench-cpu-shm",
+            ]
+        );
+        assert_eq!(
+            f.out_files(),
+            ["bench.txt", "logs.tar.gz", "report.jsonl", "summary.txt"]
+        );
+        let mut packed = f.packed_logs();
+        packed.sort();
+        assert_eq!(packed.len(), names.len(), "a log per step: {packed:?}");
+        assert!(packed.contains(&"test-conformance-3.log".to_owned()));
+        let bench = std::fs::read_to_string(f.out().join("bench.txt")).expect("bench.txt");
+        assert!(bench.contains("== bench-cuda.log") && bench.contains("scenario x p50"));
+        assert!(bench.contains("== example-uvm_bench.log") && bench.contains("uvm-read p50"));
+        let summary = std::fs::read_to_string(f.out().join("summary.txt")).expect("summary");
+        assert!(summary.contains("steps: 11, failed: 0"), "{summary}");
+        assert!(failed_steps(&f.report().join("\n")).is_empty());
+    }
+
+    #[test]
+    fn past_the_deadline_a_step_is_cut_and_the_rest_are_reported_not_started() {
+        let f = FakeFolder::new(
+            "deadline",
+            &[
+                HALCTL,
+                ("tests/conformance-1", "exec sleep 30"),
+                ("tests/crash-2", PASSING),
+            ],
+        );
+        let began = std::time::Instant::now();
+        let ran = Command::new(f.0.join("run.sh"))
+            .arg(f.out())
+            .env("HAL_SMOKE_DEADLINE", "2")
+            .env("HAL_SMOKE_STEP_TIMEOUT", "240")
+            .output()
+            .expect("the script runs");
+        assert!(ran.status.success(), "{ran:?}");
+        assert!(
+            began.elapsed() < std::time::Duration::from_secs(25),
+            "the sleeping step was cut at the deadline"
+        );
+        let steps = f.steps();
+        assert_eq!(steps[0], ("devices".to_owned(), 0));
+        assert_eq!(steps[1], ("test-conformance-1".to_owned(), 124), "cut");
+        assert_eq!(steps.len(), 8, "{steps:?}");
+        for (name, rc) in &steps[2..] {
+            assert_eq!(*rc, 125, "{name} is reported as not started");
+        }
+        let summary = std::fs::read_to_string(f.out().join("summary.txt")).expect("summary");
+        assert!(summary.contains("steps: 8, failed: 7"), "{summary}");
+        assert_eq!(failed_steps(&f.report().join("\n")).len(), 7);
+    }
+
+    #[test]
+    fn a_run_stopped_from_outside_still_writes_its_summary_and_logs() {
+        let f = FakeFolder::new(
+            "term",
+            &[
+                HALCTL,
+                ("tests/conformance-1", "echo started; exec sleep 60"),
+            ],
+        );
+        let mut child = Command::new(f.0.join("run.sh"))
+            .arg(f.out())
+            .env_remove("HAL_SMOKE_DEADLINE")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("the script starts");
+        // Until the sleeping step has begun.
+        let log_began = std::time::Instant::now();
+        while !f.report().iter().any(|l| l.contains("\"devices\"")) {
+            assert!(log_began.elapsed() < std::time::Duration::from_secs(20));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(send_signal(child.id(), "TERM"), "kill -TERM runs");
+        let status = child.wait().expect("the script ends");
+        assert_eq!(status.code(), Some(143));
+        let steps = f.steps();
+        assert_eq!(
+            steps.last().map(|s| s.0.as_str()),
+            Some("interrupted"),
+            "{steps:?}"
+        );
+        assert!(f.out().join("summary.txt").is_file());
+        assert!(f
+            .packed_logs()
+            .contains(&"test-conformance-1.log".to_owned()));
+    }
+
+    /// `kill -SIG pid`, by the system's kill.
+    fn send_signal(pid: u32, signal: &str) -> bool {
+        Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .is_ok_and(|s| s.success())
     }
 
     #[test]

@@ -54,7 +54,8 @@ commands:
   gpu-smoke  build in release mode, stripped, into target/gpu-smoke/: hal-cuda's test
              executables (its conformance suite switches to the real driver there),
              hal's examples, halctl, and run.sh, which a machine with an NVIDIA GPU and
-             no Rust toolchain runs to write report.jsonl and summary.txt; with
+             no Rust toolchain runs to write summary.txt, report.jsonl, bench.txt
+             and logs.tar.gz (HAL_SMOKE_DEADLINE: seconds, default 480); with
              --rehearse, then run run.sh here with the stand-in libcuda as the driver
              (HAL_CUDA_LIBRARY) into target/gpu-smoke-rehearsal/, and fail unless
              every step passed and every test step ran tests
