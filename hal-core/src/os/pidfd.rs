@@ -88,5 +88,71 @@ mod tests {
             pidfd_open(u32::MAX).unwrap_err().raw_os_error(),
             Some(libc::ESRCH)
         );
+        // Past the descriptors the kernel can number: refused, never a
+        // negative descriptor passed on.
+        assert_eq!(
+            pidfd_getfd(me.as_fd(), u32::MAX)
+                .unwrap_err()
+                .raw_os_error(),
+            Some(libc::EBADF)
+        );
+    }
+
+    /// In a process whose standard input is closed (a daemon's), the new
+    /// descriptors are numbered 0: a pidfd and a taken descriptor there are
+    /// descriptors like any other, not failures. Run in a child of its own
+    /// (the standard library opens /dev/null on a closed standard input at
+    /// start, so the child closes it itself).
+    fn descriptors_numbered_zero() {
+        // SAFETY: closing this child's standard input, which nothing in it
+        // reads, and asking whether number 0 is open, read no memory.
+        let zero_free = unsafe { libc::close(0) == 0 && libc::fcntl(0, libc::F_GETFD) == -1 };
+        println!("@pidfd@ zero-free {zero_free}");
+        let me = pidfd_open(crate::os::pid());
+        println!(
+            "@pidfd@ open {:?}",
+            me.as_ref().map(|fd| fd.as_raw_fd()).map_err(|e| e.kind())
+        );
+        let Ok(me) = me else { return };
+        let file = crate::os::memfd("hal-pidfd-zero", 4096, None).unwrap();
+        // Hold the pidfd under another number and free 0 again, so that the
+        // copy pidfd_getfd makes is the one numbered 0.
+        let held = crate::os::dup(me.as_fd()).unwrap();
+        drop(me);
+        let copy = pidfd_getfd(held.as_fd(), file.as_raw_fd() as u32);
+        println!(
+            "@pidfd@ getfd {:?}",
+            copy.as_ref().map(|fd| fd.as_raw_fd()).map_err(|e| e.kind())
+        );
+    }
+
+    #[test]
+    fn a_descriptor_numbered_zero_is_no_failure() {
+        const ROLE: &str = "HAL_PIDFD_TEST_CHILD";
+        if std::env::var_os(ROLE).is_some() {
+            descriptors_numbered_zero();
+            return;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "os::pidfd::tests::a_descriptor_numbered_zero_is_no_failure",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(ROLE, "1")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "the child: {}\n{text}", out.status);
+        let lines: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split_once("@pidfd@ ").map(|(_, r)| r))
+            .collect();
+        assert_eq!(
+            lines,
+            ["zero-free true", "open Ok(0)", "getfd Ok(0)"],
+            "{text}"
+        );
     }
 }
