@@ -110,3 +110,81 @@ fn malformed(field: &'static str, detail: impl Into<String>) -> Error {
     }
     .into()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(kind: u8, fds: u8, len: u32) -> [u8; HEADER_LEN] {
+        let mut out = Vec::new();
+        push_header(&mut out, kind, fds, len);
+        out.try_into().expect("a header is 12 bytes")
+    }
+
+    /// The field a refusal names, or "bound" for a length over its bound.
+    fn refused(h: &[u8; HEADER_LEN]) -> String {
+        match parse_header(h) {
+            Ok(parsed) => panic!("{h:?} was accepted as {parsed:?}"),
+            Err(Error::InvalidHandle(HandleError::Malformed { field, .. })) => field.to_owned(),
+            Err(Error::InvalidHandle(HandleError::OverBound { field, len, max })) => {
+                format!("{field} {len} > {max}")
+            }
+            Err(other) => panic!("{h:?}: an untyped refusal {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_header_reads_back_as_it_was_written() {
+        let h = header(KIND_HANDLE, 3, 700);
+        assert_eq!(&h[..4], b"HALS");
+        assert_eq!(h[4], VERSION);
+        assert_eq!(h[7], 0, "the reserved byte");
+        assert_eq!(&h[8..], &700u32.to_le_bytes(), "little-endian length");
+        assert_eq!(parse_header(&h).unwrap(), (KIND_HANDLE, 3, 700));
+        assert_eq!(
+            parse_header(&header(KIND_HANDLE, MAX_FDS as u8, MAX_FRAME as u32)).unwrap(),
+            (KIND_HANDLE, MAX_FDS, MAX_FRAME),
+            "both bounds are inclusive"
+        );
+        assert_eq!(
+            parse_header(&header(KIND_HANDLE, 0, 0)).unwrap(),
+            (KIND_HANDLE, 0, 0)
+        );
+        assert_eq!(
+            parse_header(&header(KIND_HELLO, 0, 0)).unwrap(),
+            (KIND_HELLO, 0, 0)
+        );
+    }
+
+    #[test]
+    fn each_bad_field_is_refused_by_name() {
+        let good = header(KIND_HANDLE, 1, 10);
+        let with = |at: usize, byte: u8| {
+            let mut h = good;
+            h[at] = byte;
+            h
+        };
+        assert_eq!(refused(&with(0, b'X')), "magic");
+        assert_eq!(refused(&with(3, b's')), "magic");
+        assert_eq!(refused(&with(4, VERSION + 1)), "version");
+        assert_eq!(refused(&with(4, 0)), "version");
+        assert_eq!(refused(&with(5, 0)), "kind");
+        assert_eq!(refused(&with(5, 3)), "kind");
+        assert_eq!(refused(&with(7, 1)), "reserved");
+        assert_eq!(
+            refused(&header(KIND_HANDLE, 0, MAX_FRAME as u32 + 1)),
+            format!("frame {} > {MAX_FRAME}", MAX_FRAME + 1)
+        );
+        assert_eq!(
+            refused(&header(KIND_HANDLE, 0, u32::MAX)),
+            format!("frame {} > {MAX_FRAME}", u32::MAX)
+        );
+        assert_eq!(
+            refused(&header(KIND_HANDLE, MAX_FDS as u8 + 1, 0)),
+            format!("descriptors {} > {MAX_FDS}", MAX_FDS + 1)
+        );
+        // A hello carries neither a body nor descriptors.
+        assert_eq!(refused(&header(KIND_HELLO, 0, 1)), "hello");
+        assert_eq!(refused(&header(KIND_HELLO, 1, 0)), "hello");
+    }
+}
