@@ -574,6 +574,56 @@ mod tests {
         assert!(shared.fds.is_empty());
     }
 
+    /// The bytes the socket `fd` holds unread, without waiting.
+    fn queued(fd: BorrowedFd<'_>) -> usize {
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int, `n`, which outlives the call.
+        let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) };
+        assert_eq!(rc, 0, "FIONREAD: {}", io::Error::last_os_error());
+        n as usize
+    }
+
+    #[test]
+    fn a_message_is_in_the_peers_socket_when_its_send_returns() {
+        let (a, b) = pair();
+        assert_eq!(queued(b.as_fd()), 0);
+        a.hello().unwrap();
+        assert_eq!(queued(b.as_fd()), HEADER_LEN, "a hello is a bare header");
+        assert_eq!(b.wait_hello().unwrap().pid, os::pid());
+        let h = sample(FdSource::None, HandleFlags::ANY_IMPORTER, Vec::new());
+        a.send::<OwnedFd>(&h, &[]).unwrap();
+        assert_eq!(queued(b.as_fd()), HEADER_LEN + h.to_bytes().len());
+        assert_eq!(b.recv().unwrap().0.handle, h);
+        let fd = os::memfd("hal-socket-test", 4096, None).unwrap();
+        let one = sample(
+            FdSource::Attached { count: 1 },
+            HandleFlags::ANY_IMPORTER,
+            Vec::new(),
+        );
+        let exported = crate::Exported::new(one, vec![fd]).unwrap();
+        a.send_exported(&exported).unwrap();
+        assert_eq!(
+            queued(b.as_fd()),
+            HEADER_LEN + exported.handle().to_bytes().len()
+        );
+        assert_eq!(b.recv().unwrap().1.pid, os::pid());
+    }
+
+    #[test]
+    fn set_timeout_bounds_both_directions_and_none_clears_it() {
+        use nix::sys::socket::{getsockopt, sockopt};
+        let (a, _b) = pair();
+        let read = |a: &HandleStream| {
+            let r = getsockopt(&a.as_fd(), sockopt::ReceiveTimeout).unwrap();
+            let s = getsockopt(&a.as_fd(), sockopt::SendTimeout).unwrap();
+            ((r.tv_sec(), r.tv_usec()), (s.tv_sec(), s.tv_usec()))
+        };
+        a.set_timeout(Some(Duration::from_millis(1_500))).unwrap();
+        assert_eq!(read(&a), ((1, 500_000), (1, 500_000)));
+        a.set_timeout(None).unwrap();
+        assert_eq!(read(&a), ((0, 0), (0, 0)), "forever");
+    }
+
     #[test]
     fn send_checks_its_arguments() {
         let (a, _b) = pair();
