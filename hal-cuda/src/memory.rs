@@ -241,7 +241,16 @@ pub(crate) fn copy_out(
 }
 
 /// Copy `src` to `offset` of the live device range `base..base + len`
-/// (`cuMemcpyHtoD`), with the context pushed.
+/// (`cuMemcpyHtoD`), with the context pushed, and wait until the bytes are
+/// in device memory.
+///
+/// `cuMemcpyHtoD` from pageable memory returns once the bytes are staged,
+/// before the DMA to device memory has finished: later work of this process
+/// on the legacy stream sees them, another process does not. Measured on an
+/// H200 (driver 580): a child that wrote imported memory this way and then
+/// rang a notify left its parent reading the old bytes. The legacy stream
+/// is synchronized after the copy; this crate's own streams are
+/// non-blocking, so the wait never stands behind their queued work.
 pub(crate) fn copy_in(
     primary: &Primary,
     base: CUdeviceptr,
@@ -256,7 +265,12 @@ pub(crate) fn copy_in(
     // SAFETY: the destination lies inside the live device range (bounds
     // checked); `src` is a distinct host buffer of that length.
     let status = unsafe { f(base + offset, src.as_ptr().cast(), src.len()) };
-    driver.check("cuMemcpyHtoD_v2", status)
+    driver.check("cuMemcpyHtoD_v2", status)?;
+    let sync = driver.stream_synchronize()?;
+    // SAFETY: the null stream is the context's legacy default stream, which
+    // the pushed context has; nothing else is passed.
+    let status = unsafe { sync(std::ptr::null_mut()) };
+    driver.check("cuStreamSynchronize", status)
 }
 
 #[cfg(test)]

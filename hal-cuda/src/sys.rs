@@ -198,6 +198,8 @@ entries! {
     stream_destroy = entry::STREAM_DESTROY_V2 => fn(CUstream);
     /// `cuStreamQuery`.
     stream_query = entry::STREAM_QUERY => fn(CUstream);
+    /// `cuStreamSynchronize`.
+    stream_synchronize = entry::STREAM_SYNCHRONIZE => fn(CUstream);
     /// `cuStreamWriteValue32_v2`.
     stream_write_value32 = entry::STREAM_WRITE_VALUE32_V2 => fn(CUstream, CUdeviceptr, c_uint, c_uint);
     /// `cuStreamWaitValue32_v2`.
