@@ -132,6 +132,7 @@ mod managed;
 mod memops;
 mod memory;
 mod peer;
+mod staged;
 mod state;
 mod stream;
 mod strings;

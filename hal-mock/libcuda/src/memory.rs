@@ -222,7 +222,22 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2(
         debug_assert_eq!(len, n as u64);
         // SAFETY: `src` is not null and readable for `n` bytes (the caller's contract).
         let bytes = unsafe { std::slice::from_raw_parts(src.cast::<u8>(), n) };
-        write_at(d, dst, bytes)
+        // Staged, not landed (`staged.rs`): the destination is checked and
+        // written now, so that a refusal is answered here, then given back
+        // its old bytes until this process calls the driver again.
+        let mut old = vec![0; n];
+        if read_at(d, dst, &mut old).is_err() {
+            return write_at(d, dst, bytes);
+        }
+        write_at(d, dst, bytes)?;
+        write_at(d, dst, &old)?;
+        let new = bytes.to_vec();
+        crate::staged::stage(Box::new(move || {
+            // Checked and written once already; a free since then was an
+            // entry point, which landed this copy before it ran.
+            let _ = write_at(d, dst, &new);
+        }));
+        Ok(())
     })
 }
 
