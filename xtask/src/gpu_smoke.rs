@@ -70,9 +70,18 @@ step_timeout="${HAL_SMOKE_STEP_TIMEOUT:-240}"
 deadline="${HAL_SMOKE_DEADLINE:-480}"
 began=$(date +%s)
 child=
+watch=
+# End the stack watcher of a step, its sleep with it.
+unwatch() {
+    [ -n "$watch" ] || return 0
+    kill $(pgrep -P "$watch") "$watch" 2>/dev/null
+    wait "$watch" 2>/dev/null
+    watch=
+}
 finish() {
     trap - TERM INT
     [ -n "$child" ] && kill -TERM "$child" 2>/dev/null && wait "$child" 2>/dev/null
+    unwatch
     for f in "$logs"/bench-*.log "$logs"/example-*bench*.log; do
         [ -f "$f" ] && { echo "== $(basename "$f")"; cat "$f"; }
     done > "$out/bench.txt" 2>/dev/null
@@ -89,9 +98,25 @@ finish() {
 }
 # Stopped from outside (the lease's limit): what ran is still reported.
 trap 'echo "{\"step\":\"interrupted\",\"rc\":143,\"seconds\":0.00,\"passed\":0,\"failed\":0}" >> "$report"; finish; exit 143' TERM INT
+# The debugger that takes stacks: HAL_SMOKE_GDB, else cuda-gdb or gdb.
+gdb="${HAL_SMOKE_GDB:-$(command -v cuda-gdb || command -v gdb || ls /usr/local/cuda/bin/cuda-gdb 2>/dev/null)}"
+# The stacks of every thread of the processes under `timeout` PID $1.
+stacks() {
+    local p
+    kill -0 "$1" 2>/dev/null || return 0
+    [ -n "$gdb" ] || { echo "no debugger to take stacks with"; return 0; }
+    for p in $(pgrep -P "$1"); do
+        echo "=== pid $p: $(tr '\0' ' ' < "/proc/$p/cmdline" | cut -c1-300)"
+        timeout 30 "$gdb" -p "$p" -batch -ex "thread apply all bt 30" < /dev/null
+        for c in $(pgrep -P "$p"); do
+            echo "=== child $c of $p: $(tr '\0' ' ' < "/proc/$c/cmdline" | cut -c1-300)"
+            timeout 30 "$gdb" -p "$c" -batch -ex "thread apply all bt 30" < /dev/null
+        done
+    done
+}
 step() {
     local name="$1"; shift
-    local start end rc passed failed left limit
+    local start end rc passed failed left limit at
     left=$(( deadline - ($(date +%s) - began) ))
     if [ "$left" -le 0 ]; then
         printf '{"step":"%s","rc":125,"seconds":0.00,"passed":0,"failed":0}\n' "$name" >> "$report"
@@ -103,9 +128,16 @@ step() {
     # In the background, so that a signal to the script is handled at once.
     timeout --kill-after=10 "$limit" "$@" > "$logs/$name.log" 2>&1 < /dev/null &
     child=$!
+    # A step still running 20 s before its limit has its threads' stacks
+    # taken (which driver call each waits in) into NAME.stacks.
+    at=$(( limit - 20 )); [ "$at" -lt 1 ] && at=1
+    ( sleep "$at"; stacks "$child" > "$logs/$name.stacks" 2>&1 ) &
+    watch=$!
     wait "$child"
     rc=$?
     child=
+    unwatch
+    [ -s "$logs/$name.stacks" ] || rm -f "$logs/$name.stacks"
     end=$(date +%s.%N)
     passed=$(grep -o '[0-9]* passed' "$logs/$name.log" | awk '{s+=$1} END {print s+0}')
     failed=$(grep -o '[0-9]* failed' "$logs/$name.log" | awk '{s+=$1} END {print s+0}')
@@ -626,6 +658,51 @@ mod tests {
         assert!(f
             .packed_logs()
             .contains(&"test-conformance-1.log".to_owned()));
+    }
+
+    #[test]
+    fn a_step_near_its_limit_has_its_stacks_taken() {
+        let f = FakeFolder::new(
+            "stacks",
+            &[
+                HALCTL,
+                ("tests/conformance-1", "exec sleep 30"),
+                (
+                    "bin/fake-gdb",
+                    r#"echo "stacks of $2"; kill -0 "$2" && echo "alive""#,
+                ),
+            ],
+        );
+        let ran = Command::new(f.0.join("run.sh"))
+            .arg(f.out())
+            .env("HAL_SMOKE_STEP_TIMEOUT", "3")
+            .env_remove("HAL_SMOKE_DEADLINE")
+            .env("HAL_SMOKE_GDB", f.0.join("bin/fake-gdb"))
+            .output()
+            .expect("the script runs");
+        assert!(ran.status.success(), "{ran:?}");
+        let steps = f.steps();
+        assert_eq!(steps[1], ("test-conformance-1".to_owned(), 124));
+        let packed = f.packed_logs();
+        assert!(
+            packed.contains(&"test-conformance-1.stacks".to_owned()),
+            "{packed:?}"
+        );
+        assert!(
+            !packed.iter().any(|p| p.starts_with("devices.stacks")),
+            "a step that ended in time has none: {packed:?}"
+        );
+        let list = Command::new("tar")
+            .arg("-xzOf")
+            .arg(f.out().join("logs.tar.gz"))
+            .arg("./test-conformance-1.stacks")
+            .output()
+            .expect("tar runs");
+        let text = String::from_utf8_lossy(&list.stdout);
+        assert!(
+            text.contains("=== pid ") && text.contains("sleep 30") && text.contains("alive"),
+            "{text}"
+        );
     }
 
     /// `kill -SIG pid`, by the system's kill.
