@@ -409,6 +409,27 @@ pub fn dup_lowest(fd: BorrowedFd<'_>) -> Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
 
+/// Run the unit test `test` of this test binary again in a child process
+/// of its own, with the variable `role` set (the test's child part), and
+/// return the lines it printed after `tag`; panics unless the child passed.
+#[cfg(test)]
+pub(crate) fn child_test_lines(test: &str, role: &str, tag: &str) -> Vec<String> {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(role, "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the child ended with {} after:\n{text}",
+        out.status
+    );
+    text.lines()
+        .filter_map(|l| l.split_once(tag).map(|(_, r)| r.to_owned()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -622,26 +643,11 @@ mod tests {
         }
         // In a child process of its own, so that a fault shows as its death
         // rather than killing the test run.
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "os::tests::shared_map_refuses_write_to_read_only",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(ROLE, "1")
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "the child ended with {} after:\n{text}",
-            out.status
+        let lines = child_test_lines(
+            "os::tests::shared_map_refuses_write_to_read_only",
+            ROLE,
+            "@os@ ",
         );
-        let lines: Vec<&str> = text
-            .lines()
-            .filter_map(|l| l.split_once("@os@ ").map(|(_, r)| r))
-            .collect();
         assert_eq!(
             lines,
             [

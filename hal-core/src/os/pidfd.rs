@@ -133,26 +133,11 @@ mod tests {
             descriptors_numbered_zero();
             return;
         }
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "os::pidfd::tests::a_descriptor_numbered_zero_is_no_failure",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(ROLE, "1")
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "the child: {}\n{text}", out.status);
-        let lines: Vec<&str> = text
-            .lines()
-            .filter_map(|l| l.split_once("@pidfd@ ").map(|(_, r)| r))
-            .collect();
-        assert_eq!(
-            lines,
-            ["zero-free true", "open Ok(0)", "getfd Ok(0)"],
-            "{text}"
+        let lines = crate::os::child_test_lines(
+            "os::pidfd::tests::a_descriptor_numbered_zero_is_no_failure",
+            ROLE,
+            "@pidfd@ ",
         );
+        assert_eq!(lines, ["zero-free true", "open Ok(0)", "getfd Ok(0)"]);
     }
 }
