@@ -23,6 +23,7 @@
 //! | every call pushes the device's primary context and pops it, so the caller's current context is unchanged, on any thread | `context.rs` (`Primary::enter`) |
 //! | the primary context is retained once per opened device and released when it drops | `context.rs` |
 //! | device memory is reached with `cuMemcpyHtoD` / `DtoH`, never dereferenced | `memory.rs` |
+//! | `cuMemcpyHtoD_v2` from pageable memory returns before the bytes are in device memory, so a synchronous write synchronizes the legacy stream after the copy before it returns: another process that is told afterwards (a notify, a pipe) reads the new bytes (seen on an H200: without it the peer read the old ones) | `memory.rs` (`copy_in`) |
 //! | pinned host memory (`cuMemAllocHost`) is host-visible | `memory.rs` |
 //! | host waits poll `cuStreamQuery` / `cuEventQuery`, so timeouts and dropped `wait_async` futures hold | `stream.rs` |
 //! | `cuCtxSynchronize` cannot time out: it runs on a thread of its own | `device.rs` |

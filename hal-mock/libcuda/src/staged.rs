@@ -36,10 +36,12 @@ pub(crate) fn stage(land: Landing) {
     hal_core::lock::lock(&STAGED).push(land);
 }
 
-/// Land every staged copy, in the order they were made.
+/// Land every staged copy, in the order they were made. The copies land
+/// under the lock: a caller that finds none left to land returns only once
+/// those another thread took have landed too.
 pub(crate) fn land_all() {
-    let staged = std::mem::take(&mut *hal_core::lock::lock(&STAGED));
-    for land in staged {
+    let mut staged = hal_core::lock::lock(&STAGED);
+    for land in staged.drain(..) {
         land();
     }
 }
@@ -68,6 +70,23 @@ mod tests {
         land_all();
         land_all();
         assert_eq!(landed.load(Ordering::SeqCst), 1, "a copy lands once");
+        // A second caller returns only after the copies a first caller is
+        // landing have landed.
+        let (started, done) = (
+            Arc::new(std::sync::Barrier::new(2)),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let (s, d) = (started.clone(), done.clone());
+        stage(Box::new(move || {
+            s.wait();
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            d.store(1, Ordering::SeqCst);
+        }));
+        let first = std::thread::spawn(land_all);
+        started.wait();
+        land_all();
+        assert_eq!(done.load(Ordering::SeqCst), 1, "landed before the return");
+        first.join().unwrap();
         for quiet in [
             "cuCtxPushCurrent_v2",
             "cuCtxPopCurrent_v2",
