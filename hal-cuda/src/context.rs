@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use hal_core::Result;
 
+use crate::quiet::Quiet;
 use crate::sys::{CUcontext, CUdevice, Driver};
 
 /// A device's retained primary context.
@@ -15,6 +16,9 @@ pub(crate) struct Primary {
     pub(crate) driver: Arc<Driver>,
     pub(crate) device: CUdevice,
     ctx: CUcontext,
+    /// The stream waits for notifies queued in this context, and the quiet
+    /// a call that waits for the device holds (`quiet.rs`).
+    pub(crate) quiet: Arc<Quiet>,
 }
 
 // SAFETY: a CUcontext is an opaque handle the driver lets any thread push
@@ -32,7 +36,10 @@ impl Primary {
         // `cuDeviceGet`.
         let status = unsafe { retain(&mut ctx, device) };
         driver.check("cuDevicePrimaryCtxRetain", status)?;
+        // One per primary context: the library's entry point and the handle.
+        let quiet = Quiet::of((retain as usize, ctx as usize));
         Ok(Primary {
+            quiet,
             driver,
             device,
             ctx,
@@ -63,6 +70,9 @@ impl Primary {
 
 impl Drop for Primary {
     fn drop(&mut self) {
+        // No stream of this value is left (each holds it).
+        let share = std::mem::take(&mut self.quiet);
+        Quiet::release(self, share);
         if let Ok(release) = self.driver.primary_ctx_release() {
             // SAFETY: the context was retained by `retain` for this device,
             // once; this is its one release.

@@ -495,6 +495,10 @@ impl Device for CudaDevice {
             .spawn(move || {
                 let done = primary.enter().and_then(|_ctx| {
                     let f = primary.driver.ctx_synchronize()?;
+                    // Only once no stream waits for a notify: the wait
+                    // would hold the driver until it was signalled
+                    // (`quiet.rs`).
+                    let _quiet = primary.quiet.hold();
                     // SAFETY: the device's context is current on this thread.
                     primary.driver.check("cuCtxSynchronize", unsafe { f() })
                 });

@@ -84,6 +84,17 @@ pub(crate) fn prefetch(
 /// Register `range` with the device; the registration ends when the
 /// returned value drops.
 pub(crate) fn register(primary: &Arc<Primary>, range: HostRange) -> Result<RegisteredHost> {
+    let dptr = register_raw(primary, &range)?;
+    let owner = Arc::clone(primary);
+    Ok(RegisteredHost::new(range, dptr, move |r| {
+        unregister(&owner, r.ptr().cast());
+    }))
+}
+
+/// Register `range` with the device (`cuMemHostRegister_v2`): the device's
+/// address of it. The caller unregisters it with [`unregister`], once,
+/// before the range is unmapped.
+pub(crate) fn register_raw(primary: &Primary, range: &HostRange) -> Result<CUdeviceptr> {
     let driver = &primary.driver;
     let _ctx = primary.enter()?;
     let reg = driver.mem_host_register()?;
@@ -102,16 +113,20 @@ pub(crate) fn register(primary: &Arc<Primary>, range: HostRange) -> Result<Regis
         unsafe { unregister(p) };
         return Err(e);
     }
-    let owner = Arc::clone(primary);
-    Ok(RegisteredHost::new(range, dptr, move |r| {
-        let driver = &owner.driver;
-        let done = owner.enter().and_then(|_ctx| {
-            // SAFETY: `r` was registered by this registration, once.
-            let status = unsafe { unregister(r.ptr().cast()) };
-            driver.check("cuMemHostUnregister", status)
-        });
-        if let Err(e) = done {
-            log::warn!("unregistering host memory at {:#x}: {e}", r.addr());
-        }
-    }))
+    Ok(dptr)
+}
+
+/// End the registration at `ptr` made by [`register_raw`]
+/// (`cuMemHostUnregister`); a failure is logged.
+pub(crate) fn unregister(primary: &Primary, ptr: *mut c_void) {
+    let driver = &primary.driver;
+    let done = primary.enter().and_then(|_ctx| {
+        let f = driver.mem_host_unregister()?;
+        // SAFETY: `ptr` was registered by `register_raw` and is
+        // unregistered once, by the owner of that registration.
+        driver.check("cuMemHostUnregister", unsafe { f(ptr) })
+    });
+    if let Err(e) = done {
+        log::warn!("unregistering host memory at {:#x}: {e}", ptr as usize);
+    }
 }

@@ -125,6 +125,9 @@ fn release(primary: &Primary, ptr: CUdeviceptr, location: Location) {
         log::warn!("freeing CUDA memory at {ptr:#x}: its context cannot be pushed");
         return;
     };
+    // The free may wait for the device: never while a stream waits for a
+    // notify (`quiet.rs`).
+    let _quiet = primary.quiet.hold();
     let result = match location {
         Location::Host => driver.mem_free_host().and_then(|f| {
             // SAFETY: `ptr` came from cuMemAllocHost and is freed once.

@@ -129,12 +129,16 @@ impl CudaNotify {
         let _ctx = primary.enter()?;
         let wait = driver.stream_wait_value32()?;
         let write = driver.stream_write_value32()?;
-        // SAFETY: as for `record`.
-        let status = unsafe { wait(stream, word, 1, WAIT_VALUE_EQ) };
-        driver.check("cuStreamWaitValue32_v2", status)?;
-        // SAFETY: as for `record`.
-        let status = unsafe { write(stream, word, 0, 0) };
-        driver.check("cuStreamWriteValue32_v2", status)
+        // Tracked: a call that waits for the device waits until it passed
+        // (`quiet.rs`).
+        primary.quiet.track(primary, stream, || {
+            // SAFETY: as for `record`.
+            let status = unsafe { wait(stream, word, 1, WAIT_VALUE_EQ) };
+            driver.check("cuStreamWaitValue32_v2", status)?;
+            // SAFETY: as for `record`.
+            let status = unsafe { write(stream, word, 0, 0) };
+            driver.check("cuStreamWriteValue32_v2", status)
+        })
     }
 
     pub(crate) fn export(&self, info: &DeviceInfo, opts: &ExportOptions) -> Result<Exported> {

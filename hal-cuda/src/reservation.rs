@@ -95,8 +95,12 @@ impl CudaReservation {
 fn wait_for_work(primary: &Primary, strict: bool) -> Result<()> {
     let driver = &primary.driver;
     let sync = driver.ctx_synchronize()?;
+    // Never while a stream waits for a notify (`quiet.rs`).
+    let quiet = primary.quiet.hold();
     // SAFETY: the caller made the context current on this thread.
-    match driver.check("cuCtxSynchronize", unsafe { sync() }) {
+    let status = unsafe { sync() };
+    drop(quiet);
+    match driver.check("cuCtxSynchronize", status) {
         Err(e) if strict => Err(e),
         Err(e) => {
             log::warn!("unmapping after the context's work failed: {e}");

@@ -124,6 +124,7 @@ mod device;
 mod envelope;
 mod error;
 mod event;
+mod held;
 mod hostreg;
 mod ipc;
 mod ipc_event;

@@ -55,16 +55,17 @@ fn allocate(d: &Driver, size: usize, kind: Kind) -> Result<u64, Code> {
 
 /// Free the allocation at `addr` if it is the base of one of `kinds`;
 /// `CUDA_ERROR_INVALID_VALUE` otherwise.
-/// With [`crate::switches::free_synchronizes`], first waits for the work
-/// queued on the allocation's device, as the driver API says
-/// `cuMemFree_v2` and `cuMemFreeHost` may.
+/// With [`crate::switches::free_synchronizes`] (the default), first waits
+/// for the work queued on the allocation's device, as driver 580 did.
 fn free(d: &Driver, addr: u64, kinds: &[Kind]) -> Result<(), Code> {
     if crate::switches::free_synchronizes() {
         let ordinal = match lock(&d.memory).get(&addr) {
             Some(b) if kinds.contains(&b.kind) => b.ordinal,
             _ => return Err(cuda::INVALID_VALUE),
         };
-        // Outside the lock: the queued work may use the memory table.
+        // Outside the memory table's lock: the queued work may use it. The
+        // driver is held meanwhile, as driver 580 holds it (`held.rs`).
+        let _held = crate::held::hold();
         sim(d.devices[ordinal as usize].device.synchronize_device(None))?;
     }
     current(d)?;

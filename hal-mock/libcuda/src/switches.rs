@@ -10,10 +10,12 @@
 //!   1, as on HMM or ATS machines; 0 otherwise, as on the measured H200).
 //! - `HAL_MOCK_LIBCUDA_NO_PEER_ACCESS=1`: a machine whose devices cannot
 //!   reach each other (`peer.rs`).
-//! - `HAL_MOCK_LIBCUDA_FREE_SYNCS=1`: `cuMemFree_v2` and `cuMemFreeHost`
-//!   wait for all the work queued on the memory's device before they free,
-//!   as the driver API says they "may perform implicit synchronization".
-//!   Off, they free at once (queued work keeps what it uses).
+//! - `HAL_MOCK_LIBCUDA_FREE_SYNCS=0`: `cuMemFree_v2` and `cuMemFreeHost`
+//!   free at once (queued work keeps what it uses). By default they wait
+//!   for all the work queued on the memory's device before they free, as
+//!   driver 580 did on an H200 (measured; the driver API says they "may
+//!   perform implicit synchronization"), and the process's other driver
+//!   calls wait behind them meanwhile, as they did there (`held.rs`).
 //! - `HAL_MOCK_LIBCUDA_FAIL=cuMemCreate:2,cuMemMap:1`: each named entry
 //!   point answers the `CUresult` given (a number of `hal_core`'s CUDA
 //!   table) instead of doing its work, every time; code 0 is a driver that
@@ -44,7 +46,8 @@ pub const FAIL_VAR: &str = "HAL_MOCK_LIBCUDA_FAIL";
 /// can access each other.
 pub const NO_PEER_VAR: &str = "HAL_MOCK_LIBCUDA_NO_PEER_ACCESS";
 
-/// The variable that makes a free wait for the device's queued work.
+/// The variable that, set to 0, makes a free return without waiting for
+/// the device's queued work.
 pub const FREE_SYNCS_VAR: &str = "HAL_MOCK_LIBCUDA_FREE_SYNCS";
 
 /// The variable of attributes answered otherwise.
@@ -72,7 +75,7 @@ fn switches() -> &'static Switches {
         imex: std::env::var(IMEX_VAR).is_ok_and(|v| v == "1"),
         pageable: std::env::var(PAGEABLE_VAR).is_ok_and(|v| v == "1"),
         no_peer: std::env::var(NO_PEER_VAR).is_ok_and(|v| v == "1"),
-        free_syncs: std::env::var(FREE_SYNCS_VAR).is_ok_and(|v| v == "1"),
+        free_syncs: !std::env::var(FREE_SYNCS_VAR).is_ok_and(|v| v == "0"),
         fail: std::env::var(FAIL_VAR)
             .map(|v| parse_failures(&v))
             .unwrap_or_default(),

@@ -1,0 +1,446 @@
+//! Quiet for a driver call that waits for the device: no stream of the
+//! context waits for a notify while it runs.
+//!
+//! Some driver calls wait for the work queued on the device before they do
+//! theirs: `cuCtxSynchronize` by definition, `cuMemFree_v2` and
+//! `cuMemFreeHost` as the driver API allows ("may perform implicit
+//! synchronization"; driver 580 on an H200 did, measured). While such a
+//! call waited on that driver, the other driver calls of the process
+//! waited behind it: four conformance cases, each with a stream waiting
+//! for a notify its own thread would signal after one more driver call,
+//! hung together while one case's free waited for the others' streams.
+//! A stream wait for a notify has no bound (another process signals it,
+//! late or never), so such a call must not start while one is queued.
+//!
+//! This module keeps that rule for the waits this crate queues
+//! ([`Quiet::track`]): each stream wait for a notify is followed, on its
+//! stream, by a write of 1 to a slot of a registered page of this
+//! process, so the host sees it passed without asking the driver. A call
+//! that waits for the device first holds [`Quiet::hold`], which returns
+//! once every tracked wait has passed, and keeps new ones from being
+//! queued until the call returned:
+//!
+//! 1. without blocking anyone, it waits until the waits queued before it
+//!    began have passed (a wait that never passes, a crashed peer's,
+//!    keeps it here, and with it only the teardown that asked);
+//! 2. it then shuts the door on new waits and waits for those queued
+//!    meanwhile, for a patience that doubles from
+//!    [`FIRST_PATIENCE`] to [`LAST_PATIENCE`]; past it, the door opens
+//!    again and it goes back to 1. Busy pipelines, whose streams always
+//!    have a wait in flight, are held back for at most the patience.
+//!
+//! Every opened device of this process shares its context's [`Quiet`]
+//! ([`Quiet::of`]): a device opened twice, by two backends, is one
+//! primary context to the driver.
+//! Waits queued by other code on the same context (a framework's
+//! `cuStreamWaitValue32`, a wait on another process's IPC event) are not
+//! seen here.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+use std::time::{Duration, Instant};
+
+use hal_core::lock::lock;
+use hal_core::os::HostRange;
+use hal_core::{Error, Result};
+
+use crate::context::Primary;
+use crate::sys::{CUdeviceptr, CUstream};
+
+/// The slots of one registered page (64 KiB: a whole page where pages are
+/// 4 or 64 KiB).
+const SLOTS: usize = 16 * 1024;
+
+/// How often the host looks at the slots while it waits.
+const POLL: Duration = Duration::from_micros(200);
+
+/// How long a holder first keeps new waits out while those queued
+/// meanwhile pass.
+const FIRST_PATIENCE: Duration = Duration::from_millis(10);
+
+/// The longest it keeps them out at a time.
+const LAST_PATIENCE: Duration = Duration::from_secs(1);
+
+/// A slot's value before its stream passed the wait.
+const QUEUED: u32 = 0;
+/// The value the stream writes once it passed the wait.
+const PASSED: u32 = 1;
+
+/// A page of slots, aligned to the largest page size so that it can be
+/// registered whole.
+#[repr(C, align(65536))]
+struct SlotPage([AtomicU32; SLOTS]);
+
+/// A registered page of slots.
+struct Registered {
+    page: Box<SlotPage>,
+    /// The device's address of the page (`cuMemHostGetDevicePointer`).
+    device: CUdeviceptr,
+}
+
+/// Where a slot is: its page and its index there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slot {
+    page: usize,
+    index: usize,
+}
+
+#[derive(Default)]
+struct Slots {
+    pages: Vec<Registered>,
+    free: Vec<Slot>,
+    /// Slots whose wait was queued and not yet seen passed.
+    queued: Vec<Slot>,
+}
+
+impl Slots {
+    fn word(&self, slot: Slot) -> &AtomicU32 {
+        &self.pages[slot.page].page.0[slot.index]
+    }
+
+    /// Move the slots whose wait passed back to the free list; true when
+    /// none is left queued.
+    fn reap(&mut self) -> bool {
+        let mut i = 0;
+        while i < self.queued.len() {
+            let slot = self.queued[i];
+            if self.word(slot).load(Ordering::Acquire) == PASSED {
+                self.queued.swap_remove(i);
+                self.free.push(slot);
+            } else {
+                i += 1;
+            }
+        }
+        self.queued.is_empty()
+    }
+
+    /// True when none of `slots` is still queued.
+    fn all_passed(&mut self, slots: &[Slot]) -> bool {
+        self.reap();
+        !slots.iter().any(|s| self.queued.contains(s))
+    }
+}
+
+/// The stream waits for notifies this context has queued, and the door a
+/// call that waits for the device shuts on new ones.
+#[derive(Default)]
+pub(crate) struct Quiet {
+    /// Its place in the registry.
+    key: Key,
+    /// Read while a wait is queued; written while a call that waits for the
+    /// device runs.
+    door: RwLock<()>,
+    slots: Mutex<Slots>,
+}
+
+/// Held while a call that waits for the device runs: no tracked stream
+/// wait is queued, and none can be until it drops.
+pub(crate) struct Held<'a> {
+    _door: RwLockWriteGuard<'a, ()>,
+}
+
+/// A primary context: the address of the library's
+/// `cuDevicePrimaryCtxRetain` (one per loaded library) and the context's
+/// handle.
+pub(crate) type Key = (usize, usize);
+
+/// The quiet of each primary context, shared by every [`Primary`] of it
+/// and ended by the last.
+type Registry = HashMap<Key, Weak<Quiet>>;
+
+static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
+
+impl Quiet {
+    /// The quiet of the primary context `key`: the one its other opened
+    /// devices share, or a new one.
+    pub(crate) fn of(key: Key) -> Arc<Quiet> {
+        let mut registry = lock(&REGISTRY);
+        let map = registry.get_or_insert_with(HashMap::new);
+        if let Some(q) = map.get(&key).and_then(Weak::upgrade) {
+            return q;
+        }
+        let q = Arc::new(Quiet {
+            key,
+            ..Quiet::default()
+        });
+        map.insert(key, Arc::downgrade(&q));
+        q
+    }
+
+    /// Let go of `primary`'s share of its context's quiet (taken out of
+    /// it), before the context is released: the last share unregisters the
+    /// pages (no stream of the context is left then: each holds a share).
+    pub(crate) fn release(primary: &Primary, share: Arc<Quiet>) {
+        let mut registry = lock(&REGISTRY);
+        // Under the registry's lock, as `of`'s upgrade: one caller is last.
+        let Some(last) = Arc::into_inner(share) else {
+            return;
+        };
+        if let Some(map) = registry.as_mut() {
+            map.remove(&last.key);
+        }
+        last.unregister(primary);
+    }
+
+    /// Queue a stream wait for a notify with `queue`, then, on `stream`, a
+    /// write that tells the host it passed. The context is current.
+    pub(crate) fn track(
+        &self,
+        primary: &Primary,
+        stream: CUstream,
+        queue: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
+        let _door = self.enter();
+        let (slot, device) = self.take(primary)?;
+        let queued = queue().and_then(|()| {
+            let driver = &primary.driver;
+            let write = driver.stream_write_value32()?;
+            // SAFETY: the slot is registered host memory of this context
+            // that lives as long as `self` (unregistered only when the
+            // context is released, after every stream of it), and it is
+            // written by this operation alone until the host saw it.
+            let status = unsafe { write(stream, device, PASSED, 0) };
+            driver.check("cuStreamWriteValue32_v2", status)
+        });
+        let mut slots = lock(&self.slots);
+        match queued {
+            Ok(()) => slots.queued.push(slot),
+            // Nothing will write the slot.
+            Err(_) => slots.free.push(slot),
+        }
+        queued
+    }
+
+    /// Wait until no tracked stream wait is queued, then keep new ones out
+    /// until the returned guard drops (the module's steps 1 and 2).
+    pub(crate) fn hold(&self) -> Held<'_> {
+        let mut patience = FIRST_PATIENCE;
+        loop {
+            let before = lock(&self.slots).queued.clone();
+            self.settle(&before);
+            if let Some(held) = self.shut(patience) {
+                return held;
+            }
+            patience = (patience * 2).min(LAST_PATIENCE);
+        }
+    }
+
+    /// Step 1: wait, keeping no one out, until the waits `before` passed.
+    fn settle(&self, before: &[Slot]) {
+        while !lock(&self.slots).all_passed(before) {
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Step 2: keep new waits out and wait for the queued ones, for at
+    /// most `patience`; `None`, the door open again, past it.
+    fn shut(&self, patience: Duration) -> Option<Held<'_>> {
+        let door = match self.door.write() {
+            Ok(d) => d,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let end = Instant::now() + patience;
+        loop {
+            if lock(&self.slots).reap() {
+                return Some(Held { _door: door });
+            }
+            if Instant::now() >= end {
+                return None;
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// How many tracked waits have not been seen passed.
+    #[cfg(test)]
+    fn queued(&self) -> usize {
+        let mut slots = lock(&self.slots);
+        slots.reap();
+        slots.queued.len()
+    }
+
+    /// Unregister the pages: at the context's release, when no stream of
+    /// it is left.
+    fn unregister(&self, primary: &Primary) {
+        let mut slots = lock(&self.slots);
+        for reg in slots.pages.drain(..) {
+            crate::managed::unregister(primary, reg.page.0.as_ptr().cast_mut().cast());
+        }
+        slots.free.clear();
+        slots.queued.clear();
+    }
+
+    fn enter(&self) -> RwLockReadGuard<'_, ()> {
+        match self.door.read() {
+            Ok(d) => d,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// A free slot set to [`QUEUED`] and its device address, registering a
+    /// new page when none is free.
+    fn take(&self, primary: &Primary) -> Result<(Slot, CUdeviceptr)> {
+        let mut slots = lock(&self.slots);
+        if slots.free.is_empty() {
+            slots.reap();
+        }
+        if slots.free.is_empty() {
+            let page = Box::new(SlotPage(std::array::from_fn(|_| AtomicU32::new(QUEUED))));
+            let len = std::mem::size_of::<SlotPage>() as u64;
+            // SAFETY: the page is heap memory that stays allocated (and
+            // never moves) as long as its registration: both are dropped
+            // together in `unregister`, the registration first.
+            let range = unsafe { HostRange::new(page.0.as_ptr().cast_mut().cast(), len) }?;
+            let device = crate::managed::register_raw(primary, &range)?;
+            let n = slots.pages.len();
+            slots.pages.push(Registered { page, device });
+            slots
+                .free
+                .extend((0..SLOTS).rev().map(|index| Slot { page: n, index }));
+        }
+        let slot = slots
+            .free
+            .pop()
+            .ok_or_else(|| Error::invalid("no free slot after a new page"))?;
+        slots.word(slot).store(QUEUED, Ordering::Release);
+        let device = slots.pages[slot.page].device + (slot.index * 4) as u64;
+        Ok((slot, device))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    /// A slot marked queued, on a page that is not registered (the host
+    /// logic only).
+    fn queued(q: &Quiet) -> Slot {
+        let mut slots = lock(&q.slots);
+        if slots.free.is_empty() {
+            let page = Box::new(SlotPage(std::array::from_fn(|_| AtomicU32::new(QUEUED))));
+            let n = slots.pages.len();
+            slots.pages.push(Registered { page, device: 0 });
+            slots
+                .free
+                .extend((0..SLOTS).rev().map(|index| Slot { page: n, index }));
+        }
+        let slot = slots.free.pop().unwrap();
+        slots.word(slot).store(QUEUED, Ordering::Release);
+        slots.queued.push(slot);
+        slot
+    }
+
+    /// What the stream does once it passed the wait.
+    fn pass(q: &Quiet, slot: Slot) {
+        lock(&q.slots).word(slot).store(PASSED, Ordering::Release);
+    }
+
+    /// True when a tracked wait could be queued now (the door is open).
+    fn door_open(q: &Quiet) -> bool {
+        q.door.try_read().is_ok()
+    }
+
+    #[test]
+    fn a_passed_wait_goes_back_to_the_free_list() {
+        let q = Quiet::default();
+        let (a, b) = (queued(&q), queued(&q));
+        assert_eq!(q.queued(), 2);
+        pass(&q, a);
+        assert_eq!(q.queued(), 1);
+        let mut slots = lock(&q.slots);
+        assert!(slots.free.contains(&a) && !slots.free.contains(&b));
+        assert!(!slots.all_passed(&[a, b]));
+        assert!(slots.all_passed(&[a]));
+        drop(slots);
+        pass(&q, b);
+        assert_eq!(q.queued(), 0);
+        assert!(lock(&q.slots).all_passed(&[a, b]));
+    }
+
+    #[test]
+    fn hold_returns_at_once_when_no_wait_is_queued_and_keeps_the_door_shut() {
+        let q = Quiet::default();
+        let held = q.hold();
+        assert!(!door_open(&q), "a wait was let in while the holder runs");
+        drop(held);
+        assert!(door_open(&q));
+    }
+
+    #[test]
+    fn hold_waits_with_the_door_open_for_the_waits_queued_before_it() {
+        let q = Arc::new(Quiet::default());
+        let slot = queued(&q);
+        let returned = Arc::new(AtomicBool::new(false));
+        let holder = {
+            let (q, returned) = (Arc::clone(&q), Arc::clone(&returned));
+            std::thread::spawn(move || {
+                let held = q.hold();
+                returned.store(true, Ordering::SeqCst);
+                drop(held);
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!returned.load(Ordering::SeqCst), "held past a queued wait");
+        // Step 1 blocks nobody: a new wait can still be queued.
+        assert!(door_open(&q));
+        pass(&q, slot);
+        holder.join().unwrap();
+        assert!(returned.load(Ordering::SeqCst));
+        assert_eq!(q.queued(), 0);
+    }
+
+    #[test]
+    fn shutting_the_door_waits_for_the_queued_waits_at_most_the_patience() {
+        let q = Arc::new(Quiet::default());
+        // Nothing queued: shut at once, and kept shut while held.
+        let held = q.shut(Duration::ZERO).expect("shut with nothing queued");
+        assert!(!door_open(&q));
+        drop(held);
+        assert!(door_open(&q));
+        // A wait that does not pass: the door opens again past the patience.
+        let slot = queued(&q);
+        assert!(q.shut(Duration::from_millis(20)).is_none());
+        assert!(door_open(&q), "the door stayed shut past the patience");
+        // A wait that passes while the door is shut: shut, and held.
+        let passer = {
+            let q = Arc::clone(&q);
+            std::thread::spawn(move || {
+                // Passes once the door is shut.
+                while door_open(&q) {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                pass(&q, slot);
+            })
+        };
+        let held = q
+            .shut(LAST_PATIENCE * 30)
+            .expect("shut once the wait passed");
+        assert!(!door_open(&q));
+        drop(held);
+        passer.join().unwrap();
+        assert_eq!(q.queued(), 0);
+    }
+
+    #[test]
+    fn settling_waits_only_for_the_waits_it_was_given() {
+        let q = Quiet::default();
+        let (a, b) = (queued(&q), queued(&q));
+        pass(&q, a);
+        // Returns although `b` is still queued.
+        q.settle(&[a]);
+        assert_eq!(q.queued(), 1);
+        pass(&q, b);
+        q.settle(&[a, b]);
+        assert_eq!(q.queued(), 0);
+    }
+
+    #[test]
+    fn slots_are_words_of_a_page_that_can_be_registered_whole() {
+        assert_eq!(std::mem::size_of::<SlotPage>(), 64 * 1024);
+        assert_eq!(std::mem::align_of::<SlotPage>(), 64 * 1024);
+        assert_eq!(SLOTS * 4, 64 * 1024);
+    }
+}
