@@ -72,7 +72,17 @@ impl Drop for Primary {
     fn drop(&mut self) {
         // No stream of this value is left (each holds it).
         let share = std::mem::take(&mut self.quiet);
-        Quiet::release(self, share);
+        match self.enter() {
+            Ok(_ctx) => Quiet::release(&self.driver, share),
+            Err(e) => {
+                log::warn!(
+                    "the stream-wait slots of CUDA device {} stay registered: {e}",
+                    self.device
+                );
+                // Never free pages the device may still write.
+                std::mem::forget(share);
+            }
+        }
         if let Ok(release) = self.driver.primary_ctx_release() {
             // SAFETY: the context was retained by `retain` for this device,
             // once; this is its one release.

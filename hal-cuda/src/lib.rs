@@ -28,7 +28,7 @@
 //! | host waits poll `cuStreamQuery` / `cuEventQuery`, so timeouts and dropped `wait_async` futures hold | `stream.rs` |
 //! | `cuCtxSynchronize` cannot time out: it runs on a thread of its own | `device.rs` |
 //! | managed memory is allocated, advised and prefetched, never exported (INVALID_VALUE, measured) | `managed.rs`, `device.rs` |
-//! | host memory is registered `PORTABLE \| DEVICEMAP` and reached at `cuMemHostGetDevicePointer` | `managed.rs` |
+//! | host memory is registered `PORTABLE \| DEVICEMAP` and reached at `cuMemHostGetDevicePointer` | `hostreg.rs` |
 //! | a stream keeps the host bytes of its queued copies until it ran them | `device.rs`, `stream.rs` |
 //! | a dropped stream whose work has not run (it may wait for a notify nobody signals yet) is destroyed only once `cuStreamQuery` says the work ran, by hal-core's reaper thread; the drop returns at once | `stream.rs` (`hal_core::reaper`) |
 //! | device memory is shared with legacy IPC: the handle of the allocation's base, the range as an offset; one `cuIpcOpenMemHandle_v2` per process for every import of an allocation, closed at the last drop; the exporter's own imports reach the original memory (the driver answers INVALID_CONTEXT, measured) | `ipc.rs`, `mapping.rs` |
@@ -58,6 +58,7 @@ mod context;
 mod device;
 mod event_cap;
 mod exports;
+mod hostreg;
 mod ipc;
 mod ipc_event;
 mod loader;

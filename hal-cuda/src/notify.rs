@@ -131,7 +131,7 @@ impl CudaNotify {
         let write = driver.stream_write_value32()?;
         // Tracked: a call that waits for the device waits until it passed
         // (`quiet.rs`).
-        primary.quiet.track(primary, stream, || {
+        primary.quiet.track(driver, stream, || {
             // SAFETY: as for `record`.
             let status = unsafe { wait(stream, word, 1, WAIT_VALUE_EQ) };
             driver.check("cuStreamWaitValue32_v2", status)?;

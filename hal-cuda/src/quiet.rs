@@ -45,8 +45,7 @@ use hal_core::lock::lock;
 use hal_core::os::HostRange;
 use hal_core::{Error, Result};
 
-use crate::context::Primary;
-use crate::sys::{CUdeviceptr, CUstream};
+use crate::sys::{CUdeviceptr, CUstream, Driver};
 
 /// The slots of one registered page (64 KiB: a whole page where pages are
 /// 4 or 64 KiB).
@@ -145,7 +144,7 @@ pub(crate) struct Held<'a> {
 /// handle.
 pub(crate) type Key = (usize, usize);
 
-/// The quiet of each primary context, shared by every [`Primary`] of it
+/// The quiet of each primary context, shared by every opened device of it
 /// and ended by the last.
 type Registry = HashMap<Key, Weak<Quiet>>;
 
@@ -168,10 +167,10 @@ impl Quiet {
         q
     }
 
-    /// Let go of `primary`'s share of its context's quiet (taken out of
-    /// it), before the context is released: the last share unregisters the
-    /// pages (no stream of the context is left then: each holds a share).
-    pub(crate) fn release(primary: &Primary, share: Arc<Quiet>) {
+    /// Let go of a share of a context's quiet, the context current and not
+    /// yet released: the last share unregisters the pages (no stream of
+    /// the context is left then: each holds a share).
+    pub(crate) fn release(driver: &Driver, share: Arc<Quiet>) {
         let mut registry = lock(&REGISTRY);
         // Under the registry's lock, as `of`'s upgrade: one caller is last.
         let Some(last) = Arc::into_inner(share) else {
@@ -180,21 +179,21 @@ impl Quiet {
         if let Some(map) = registry.as_mut() {
             map.remove(&last.key);
         }
-        last.unregister(primary);
+        last.unregister(driver);
     }
 
     /// Queue a stream wait for a notify with `queue`, then, on `stream`, a
-    /// write that tells the host it passed. The context is current.
+    /// write that tells the host it passed. The context is current (a new
+    /// page of slots is registered with it).
     pub(crate) fn track(
         &self,
-        primary: &Primary,
+        driver: &Driver,
         stream: CUstream,
         queue: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
         let _door = self.enter();
-        let (slot, device) = self.take(primary)?;
+        let (slot, device) = self.take(driver)?;
         let queued = queue().and_then(|()| {
-            let driver = &primary.driver;
             let write = driver.stream_write_value32()?;
             // SAFETY: the slot is registered host memory of this context
             // that lives as long as `self` (unregistered only when the
@@ -260,12 +259,18 @@ impl Quiet {
         slots.queued.len()
     }
 
-    /// Unregister the pages: at the context's release, when no stream of
-    /// it is left.
-    fn unregister(&self, primary: &Primary) {
+    /// Unregister the pages, the context current: at its release, when no
+    /// stream of it is left.
+    fn unregister(&self, driver: &Driver) {
         let mut slots = lock(&self.slots);
         for reg in slots.pages.drain(..) {
-            crate::managed::unregister(primary, reg.page.0.as_ptr().cast_mut().cast());
+            let at = reg.page.0.as_ptr().cast_mut().cast();
+            if let Err(e) = crate::hostreg::unregister(driver, at) {
+                log::warn!(
+                    "unregistering the stream-wait slots at {:#x}: {e}",
+                    at as usize
+                );
+            }
         }
         slots.free.clear();
         slots.queued.clear();
@@ -280,7 +285,7 @@ impl Quiet {
 
     /// A free slot set to [`QUEUED`] and its device address, registering a
     /// new page when none is free.
-    fn take(&self, primary: &Primary) -> Result<(Slot, CUdeviceptr)> {
+    fn take(&self, driver: &Driver) -> Result<(Slot, CUdeviceptr)> {
         let mut slots = lock(&self.slots);
         if slots.free.is_empty() {
             slots.reap();
@@ -292,7 +297,7 @@ impl Quiet {
             // never moves) as long as its registration: both are dropped
             // together in `unregister`, the registration first.
             let range = unsafe { HostRange::new(page.0.as_ptr().cast_mut().cast(), len) }?;
-            let device = crate::managed::register_raw(primary, &range)?;
+            let device = crate::hostreg::register(driver, &range)?;
             let n = slots.pages.len();
             slots.pages.push(Registered { page, device });
             slots
