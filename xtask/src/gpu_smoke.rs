@@ -7,11 +7,13 @@
 //! suites among them, switched to the real driver by
 //! `HAL_CUDA_CONFORMANCE_DRIVER=1`), the numbered examples of `hal` (with
 //! `cuda-uvm`), `hal-cuda-uvm`'s benchmark (`uvm_bench`), `halctl`, and
-//! `run.sh`. The script runs each, the conformance suites first, and writes
+//! `run.sh`. The script runs each, the driver probe (`driver_waits`) and
+//! the conformance suites first, and writes
 //! four files into the folder named by its first argument (default:
 //! `./out`), whatever the number of steps: `report.jsonl` (one line per
 //! step: name, exit code, seconds, tests passed and failed), `summary.txt`,
-//! `bench.txt` (the benchmark logs) and `logs.tar.gz` (every step's log).
+//! `bench.txt` (the benchmark logs and the probe's answers) and
+//! `logs.tar.gz` (every step's log).
 //! A run has a deadline (`HAL_SMOKE_DEADLINE`, seconds) past which no step
 //! starts, and a run stopped by a signal still writes its files: a lent
 //! machine's short lease always gets a report back.
@@ -42,6 +44,7 @@ const RUN_ON_THE_DRIVER: &[&str] = &[
     "raw-",
     "teardown-",
     "uvm_conformance-",
+    "driver_waits-",
 ];
 
 /// The run script.
@@ -82,9 +85,13 @@ finish() {
     trap - TERM INT
     [ -n "$child" ] && kill -TERM "$child" 2>/dev/null && wait "$child" 2>/dev/null
     unwatch
-    for f in "$logs"/bench-*.log "$logs"/example-*bench*.log; do
-        [ -f "$f" ] && { echo "== $(basename "$f")"; cat "$f"; }
-    done > "$out/bench.txt" 2>/dev/null
+    {
+        for f in "$logs"/bench-*.log "$logs"/example-*bench*.log; do
+            [ -f "$f" ] && { echo "== $(basename "$f")"; cat "$f"; }
+        done
+        # The driver's answers: which calls wait for a gated stream.
+        grep -h '^driver-waits:' "$logs"/test-driver_waits-*.log 2>/dev/null
+    } > "$out/bench.txt" 2>/dev/null
     tar -C "$logs" -czf "$out/logs.tar.gz" . 2>/dev/null
     {
         echo "gpu-smoke: $(date -u +%FT%TZ) on $(hostname)"
@@ -145,12 +152,13 @@ step() {
         "$name" "$rc" "$(awk -v a="$start" -v b="$end" 'BEGIN {print b - a}')" "$passed" "$failed" >> "$report"
 }
 step devices "$here/bin/halctl" devices --json
-# The conformance suites first: they are what the run is for.
-for t in "$here"/tests/conformance-* "$here"/tests/uvm_conformance-*; do
+# Which driver calls wait for a gated stream (a few seconds), then the
+# conformance suites: they are what the run is for.
+for t in "$here"/tests/driver_waits-* "$here"/tests/conformance-* "$here"/tests/uvm_conformance-*; do
     [ -f "$t" ] && step "test-$(basename "$t")" "$t" --test-threads=4
 done
 for t in "$here"/tests/*; do
-    case "$(basename "$t")" in conformance-* | uvm_conformance-*) continue ;; esac
+    case "$(basename "$t")" in driver_waits-* | conformance-* | uvm_conformance-*) continue ;; esac
     [ -f "$t" ] && step "test-$(basename "$t")" "$t" --test-threads=4
 done
 for e in "$here"/examples/*; do
@@ -532,7 +540,7 @@ mod tests {
     const PASSING: &str = "echo 'test result: ok. 3 passed; 0 failed; 0 ignored'";
 
     #[test]
-    fn the_run_puts_the_conformance_suites_first_and_hands_back_four_files() {
+    fn the_run_puts_the_driver_probe_and_the_conformance_suites_first_and_hands_back_four_files() {
         let f = FakeFolder::new(
             "order",
             &[
@@ -540,6 +548,10 @@ mod tests {
                 ("tests/crash-1", PASSING),
                 ("tests/uvm_conformance-2", PASSING),
                 ("tests/conformance-3", PASSING),
+                (
+                    "tests/driver_waits-4",
+                    "echo 'driver-waits: cuMemFree_v2: waits for the stream: true'; echo 'test result: ok. 1 passed; 0 failed'",
+                ),
                 ("examples/01_share_buffer", "echo shared"),
                 ("examples/uvm_bench", "echo 'uvm-read p50 2.0 baseline 2.0'"),
             ],
@@ -563,6 +575,7 @@ mod tests {
             names,
             [
                 "devices",
+                "test-driver_waits-4",
                 "test-conformance-3",
                 "test-uvm_conformance-2",
                 "test-crash-1",
@@ -586,8 +599,9 @@ mod tests {
         let bench = std::fs::read_to_string(f.out().join("bench.txt")).expect("bench.txt");
         assert!(bench.contains("== bench-cuda.log") && bench.contains("scenario x p50"));
         assert!(bench.contains("== example-uvm_bench.log") && bench.contains("uvm-read p50"));
+        assert!(bench.contains("driver-waits: cuMemFree_v2: waits for the stream: true"));
         let summary = std::fs::read_to_string(f.out().join("summary.txt")).expect("summary");
-        assert!(summary.contains("steps: 11, failed: 0"), "{summary}");
+        assert!(summary.contains("steps: 12, failed: 0"), "{summary}");
         assert!(failed_steps(&f.report().join("\n")).is_empty());
     }
 
