@@ -4,13 +4,15 @@
 //! Some driver calls wait for the work queued on the device before they do
 //! theirs: `cuCtxSynchronize` by definition, `cuMemFree_v2` and
 //! `cuMemFreeHost` as the driver API allows ("may perform implicit
-//! synchronization"; driver 580 on an H200 did, measured). While such a
-//! call waited on that driver, the other driver calls of the process
-//! waited behind it: four conformance cases, each with a stream waiting
-//! for a notify its own thread would signal after one more driver call,
-//! hung together while one case's free waited for the others' streams.
-//! A stream wait for a notify has no bound (another process signals it,
-//! late or never), so such a call must not start while one is queued.
+//! synchronization"; driver 580 on an H200 did, measured). On that driver
+//! four conformance cases, each with a stream waiting for a notify its own
+//! thread would signal after one more driver call, hung together beside
+//! such a free: what happens when the process's other driver calls wait
+//! behind the free until the device is idle (the stand-in, made to free
+//! so, hung the same way; `tests/driver_waits.rs` asks a driver which
+//! calls wait and hold). A stream wait for a notify has no bound (another
+//! process signals it, late or never), so such a call must not start
+//! while one is queued.
 //!
 //! This module keeps that rule for the waits this crate queues
 //! ([`Quiet::track`]): each stream wait for a notify is followed, on its
@@ -32,6 +34,7 @@
 //! Every opened device of this process shares its context's [`Quiet`]
 //! ([`Quiet::of`]): a device opened twice, by two backends, is one
 //! primary context to the driver.
+//!
 //! Waits queued by other code on the same context (a framework's
 //! `cuStreamWaitValue32`, a wait on another process's IPC event) are not
 //! seen here.
@@ -70,6 +73,8 @@ const PASSED: u32 = 1;
 /// registered whole.
 #[repr(C, align(65536))]
 struct SlotPage([AtomicU32; SLOTS]);
+
+const _: () = assert!(std::mem::size_of::<SlotPage>() == 64 * 1024 && SLOTS * 4 == 64 * 1024);
 
 /// A registered page of slots.
 struct Registered {
@@ -318,7 +323,21 @@ impl Quiet {
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;
-    use std::sync::Arc;
+    use std::sync::mpsc;
+
+    /// Longer than any step below needs: past it, a step hangs.
+    const BOUND: Duration = Duration::from_secs(10);
+
+    /// Run `f` on a thread of its own; its answer, or a failure (not a
+    /// hang) when it has not returned within [`BOUND`].
+    fn within<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(BOUND)
+            .unwrap_or_else(|_| panic!("{what} did not return"))
+    }
 
     /// A slot marked queued, on a page that is not registered (the host
     /// logic only).
@@ -367,11 +386,13 @@ mod tests {
 
     #[test]
     fn hold_returns_at_once_when_no_wait_is_queued_and_keeps_the_door_shut() {
-        let q = Quiet::default();
-        let held = q.hold();
-        assert!(!door_open(&q), "a wait was let in while the holder runs");
-        drop(held);
-        assert!(door_open(&q));
+        let q = Arc::new(Quiet::default());
+        within("hold with nothing queued", move || {
+            let held = q.hold();
+            assert!(!door_open(&q), "a wait was let in while the holder runs");
+            drop(held);
+            assert!(door_open(&q));
+        });
     }
 
     #[test]
@@ -379,20 +400,24 @@ mod tests {
         let q = Arc::new(Quiet::default());
         let slot = queued(&q);
         let returned = Arc::new(AtomicBool::new(false));
-        let holder = {
+        let (tx, holder) = mpsc::channel();
+        {
             let (q, returned) = (Arc::clone(&q), Arc::clone(&returned));
             std::thread::spawn(move || {
                 let held = q.hold();
                 returned.store(true, Ordering::SeqCst);
                 drop(held);
-            })
-        };
+                let _ = tx.send(());
+            });
+        }
         std::thread::sleep(Duration::from_millis(50));
         assert!(!returned.load(Ordering::SeqCst), "held past a queued wait");
         // Step 1 blocks nobody: a new wait can still be queued.
         assert!(door_open(&q));
         pass(&q, slot);
-        holder.join().unwrap();
+        holder
+            .recv_timeout(BOUND)
+            .expect("hold once the wait passed");
         assert!(returned.load(Ordering::SeqCst));
         assert_eq!(q.queued(), 0);
     }
@@ -409,43 +434,56 @@ mod tests {
         let slot = queued(&q);
         assert!(q.shut(Duration::from_millis(20)).is_none());
         assert!(door_open(&q), "the door stayed shut past the patience");
+        assert_eq!(q.queued(), 1);
         // A wait that passes while the door is shut: shut, and held.
-        let passer = {
+        let (tx, passed) = mpsc::channel();
+        {
             let q = Arc::clone(&q);
             std::thread::spawn(move || {
+                let end = Instant::now() + BOUND;
                 // Passes once the door is shut.
-                while door_open(&q) {
+                while door_open(&q) && Instant::now() < end {
                     std::thread::sleep(Duration::from_micros(100));
                 }
                 pass(&q, slot);
-            })
-        };
-        let held = q
-            .shut(LAST_PATIENCE * 30)
-            .expect("shut once the wait passed");
+                let _ = tx.send(());
+            });
+        }
+        let held = q.shut(BOUND).expect("shut once the wait passed");
         assert!(!door_open(&q));
         drop(held);
-        passer.join().unwrap();
+        passed.recv_timeout(BOUND).expect("the passer");
         assert_eq!(q.queued(), 0);
     }
 
     #[test]
     fn settling_waits_only_for_the_waits_it_was_given() {
-        let q = Quiet::default();
+        let q = Arc::new(Quiet::default());
         let (a, b) = (queued(&q), queued(&q));
         pass(&q, a);
         // Returns although `b` is still queued.
-        q.settle(&[a]);
+        let q = within("settle on a passed wait", move || {
+            q.settle(&[a]);
+            q
+        });
         assert_eq!(q.queued(), 1);
+        // Waits for `b` until it passes.
+        let settled = Arc::new(AtomicBool::new(false));
+        let (q2, s2) = (Arc::clone(&q), Arc::clone(&settled));
+        let (tx, done) = mpsc::channel();
+        std::thread::spawn(move || {
+            q2.settle(&[a, b]);
+            s2.store(true, Ordering::SeqCst);
+            let _ = tx.send(());
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            !settled.load(Ordering::SeqCst),
+            "settled past a queued wait"
+        );
         pass(&q, b);
-        q.settle(&[a, b]);
+        done.recv_timeout(BOUND)
+            .expect("settle once the wait passed");
         assert_eq!(q.queued(), 0);
-    }
-
-    #[test]
-    fn slots_are_words_of_a_page_that_can_be_registered_whole() {
-        assert_eq!(std::mem::size_of::<SlotPage>(), 64 * 1024);
-        assert_eq!(std::mem::align_of::<SlotPage>(), 64 * 1024);
-        assert_eq!(SLOTS * 4, 64 * 1024);
     }
 }
