@@ -73,7 +73,7 @@ impl Drop for Primary {
         // No stream of this value is left (each holds it).
         let share = std::mem::take(&mut self.quiet);
         match self.enter() {
-            Ok(_ctx) => Quiet::release(&self.driver, share),
+            Ok(_ctx) => Quiet::release(share, |p| crate::hostreg::unregister(&self.driver, p)),
             Err(e) => {
                 log::warn!(
                     "the stream-wait slots of CUDA device {} stay registered: {e}",

@@ -40,6 +40,7 @@
 //! seen here.
 
 use std::collections::HashMap;
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::{Duration, Instant};
@@ -63,6 +64,11 @@ const FIRST_PATIENCE: Duration = Duration::from_millis(10);
 
 /// The longest it keeps them out at a time.
 const LAST_PATIENCE: Duration = Duration::from_secs(1);
+
+/// The patience after `p`: twice as long, up to [`LAST_PATIENCE`].
+fn next_patience(p: Duration) -> Duration {
+    (p * 2).min(LAST_PATIENCE)
+}
 
 /// A slot's value before its stream passed the wait.
 const QUEUED: u32 = 0;
@@ -173,9 +179,10 @@ impl Quiet {
     }
 
     /// Let go of a share of a context's quiet, the context current and not
-    /// yet released: the last share unregisters the pages (no stream of
-    /// the context is left then: each holds a share).
-    pub(crate) fn release(driver: &Driver, share: Arc<Quiet>) {
+    /// yet released: the last share unregisters the pages with
+    /// `unregister` (`hostreg::unregister`; no stream of the context is
+    /// left then: each holds a share).
+    pub(crate) fn release(share: Arc<Quiet>, unregister: impl Fn(*mut c_void) -> Result<()>) {
         let mut registry = lock(&REGISTRY);
         // Under the registry's lock, as `of`'s upgrade: one caller is last.
         let Some(last) = Arc::into_inner(share) else {
@@ -184,7 +191,7 @@ impl Quiet {
         if let Some(map) = registry.as_mut() {
             map.remove(&last.key);
         }
-        last.unregister(driver);
+        last.unregister(unregister);
     }
 
     /// Queue a stream wait for a notify with `queue`, then, on `stream`, a
@@ -226,7 +233,7 @@ impl Quiet {
             if let Some(held) = self.shut(patience) {
                 return held;
             }
-            patience = (patience * 2).min(LAST_PATIENCE);
+            patience = next_patience(patience);
         }
     }
 
@@ -264,13 +271,13 @@ impl Quiet {
         slots.queued.len()
     }
 
-    /// Unregister the pages, the context current: at its release, when no
-    /// stream of it is left.
-    fn unregister(&self, driver: &Driver) {
+    /// Unregister the pages with `unregister`, the context current: at
+    /// its release, when no stream of it is left.
+    fn unregister(&self, unregister: impl Fn(*mut c_void) -> Result<()>) {
         let mut slots = lock(&self.slots);
         for reg in slots.pages.drain(..) {
             let at = reg.page.0.as_ptr().cast_mut().cast();
-            if let Err(e) = crate::hostreg::unregister(driver, at) {
+            if let Err(e) = unregister(at) {
                 log::warn!(
                     "unregistering the stream-wait slots at {:#x}: {e}",
                     at as usize
@@ -365,6 +372,45 @@ mod tests {
     /// True when a tracked wait could be queued now (the door is open).
     fn door_open(q: &Quiet) -> bool {
         q.door.try_read().is_ok()
+    }
+
+    #[test]
+    fn the_patience_doubles_up_to_its_cap() {
+        assert_eq!(next_patience(FIRST_PATIENCE), FIRST_PATIENCE * 2);
+        assert_eq!(next_patience(LAST_PATIENCE), LAST_PATIENCE);
+        assert_eq!(
+            next_patience(LAST_PATIENCE / 2 + FIRST_PATIENCE),
+            LAST_PATIENCE
+        );
+    }
+
+    #[test]
+    fn a_context_has_one_quiet_and_its_last_share_unregisters_the_pages() {
+        // A key no driver hands out (no entry point lives at address 1).
+        let key = (1, std::process::id() as usize);
+        let (a, b) = (Quiet::of(key), Quiet::of(key));
+        assert!(
+            Arc::ptr_eq(&a, &b),
+            "two opens of a context share its quiet"
+        );
+        queued(&a);
+        let unregistered = std::sync::Mutex::new(Vec::new());
+        let note = |p: *mut c_void| {
+            lock(&unregistered).push(p as usize);
+            Ok(())
+        };
+        Quiet::release(a, note);
+        assert!(lock(&unregistered).is_empty(), "a share is left");
+        assert!(lock(&REGISTRY).as_ref().unwrap().contains_key(&key));
+        Quiet::release(b, note);
+        assert_eq!(lock(&unregistered).len(), 1, "the one page, once");
+        assert!(
+            !lock(&REGISTRY).as_ref().unwrap().contains_key(&key),
+            "the registry forgot the context"
+        );
+        let c = Quiet::of(key);
+        assert_eq!(c.queued(), 0, "a new quiet after the last release");
+        Quiet::release(c, note);
     }
 
     #[test]
