@@ -32,6 +32,7 @@ use hal_core::{AccessTarget, Reservation, Result};
 
 use crate::context::Primary;
 use crate::physical::PhysInner;
+use crate::quiet::Held;
 use crate::sys::CUdeviceptr;
 use hal_core::lock::lock;
 
@@ -84,29 +85,29 @@ impl CudaReservation {
     /// unmapped anyway: the failed work will not run again.
     pub(crate) fn unmap_after_work(&self, offset: u64, len: u64, strict: bool) -> Result<()> {
         let _ctx = self.primary.enter()?;
-        wait_for_work(&self.primary, strict)?;
+        let _quiet = wait_for_work(&self.primary, strict)?;
         unmap(&self.primary, self.base + offset, len)
     }
 }
 
-/// Wait for the current context's queued work (`cuCtxSynchronize`). A
-/// failed wait is returned when `strict`, else logged: the failed work will
-/// not run again.
-fn wait_for_work(primary: &Primary, strict: bool) -> Result<()> {
+/// Wait for the current context's queued work (`cuCtxSynchronize`), once
+/// no stream waits for a notify (`quiet.rs`); the returned guard keeps new
+/// waits out, so that the unmaps that follow (which may wait for the
+/// device too) run with none queued. A failed wait is returned when
+/// `strict`, else logged: the failed work will not run again.
+fn wait_for_work(primary: &Primary, strict: bool) -> Result<Held<'_>> {
     let driver = &primary.driver;
     let sync = driver.ctx_synchronize()?;
-    // Never while a stream waits for a notify (`quiet.rs`).
     let quiet = primary.quiet.hold();
     // SAFETY: the caller made the context current on this thread.
     let status = unsafe { sync() };
-    drop(quiet);
     match driver.check("cuCtxSynchronize", status) {
         Err(e) if strict => Err(e),
         Err(e) => {
             log::warn!("unmapping after the context's work failed: {e}");
-            Ok(())
+            Ok(quiet)
         }
-        Ok(()) => Ok(()),
+        Ok(()) => Ok(quiet),
     }
 }
 
@@ -140,11 +141,19 @@ impl Teardown {
         } = self;
         let driver = &primary.driver;
         let done = primary.enter().and_then(|_ctx| {
-            if !pieces.list.is_empty() {
-                if let Err(e) = wait_for_work(&primary, false) {
-                    log::warn!("unmapping a dropped CUDA reservation without its wait: {e}");
+            // Held until the range is freed: the unmaps, releases and the
+            // free run with no stream wait queued.
+            let _quiet = if pieces.list.is_empty() {
+                None
+            } else {
+                match wait_for_work(&primary, false) {
+                    Ok(held) => Some(held),
+                    Err(e) => {
+                        log::warn!("unmapping a dropped CUDA reservation without its wait: {e}");
+                        None
+                    }
                 }
-            }
+            };
             for (offset, mapped) in pieces.mappings() {
                 if let Err(e) = unmap(&primary, base + offset, mapped) {
                     log::warn!(

@@ -10,7 +10,8 @@
 //!
 //! On the stand-in the answers must be the stand-in's model of driver 580
 //! (`hal-mock/libcuda/src/held.rs`): the frees wait and hold, a context
-//! synchronize waits, nothing else waits. On the real driver
+//! synchronize waits, nothing else waits (VMM's unmap, release and range
+//! free among them). On the real driver
 //! (`HAL_CUDA_CONFORMANCE_DRIVER=1`, the GPU smoke run) the answers are
 //! printed as `driver-waits:` lines, past the test harness's capture, for
 //! the run's log: a measurement, not a check.
@@ -55,7 +56,19 @@ struct Driver {
     event_destroy: unsafe extern "C" fn(Ptr) -> Status,
     htod: unsafe extern "C" fn(u64, *const c_void, usize) -> Status,
     dtoh: unsafe extern "C" fn(Ptr, u64, usize) -> Status,
+    mem_create: unsafe extern "C" fn(*mut u64, usize, *const Prop, u64) -> Status,
+    mem_release: unsafe extern "C" fn(u64) -> Status,
+    reserve: unsafe extern "C" fn(*mut u64, usize, usize, u64, u64) -> Status,
+    address_free: unsafe extern "C" fn(u64, usize) -> Status,
+    map: unsafe extern "C" fn(u64, usize, usize, u64, u64) -> Status,
+    unmap: unsafe extern "C" fn(u64, usize) -> Status,
 }
+
+type Prop = cudarc::driver::sys::CUmemAllocationProp;
+
+/// VMM pieces are this long: 2 MiB, the H200's granularity (and a
+/// multiple of the stand-in's).
+const GRANULE: usize = 2 << 20;
 
 // SAFETY: entry points of a thread-safe driver and a context handle, used
 // by each thread with the context pushed.
@@ -108,6 +121,12 @@ impl Driver {
             event_destroy: sym!(lib, "cuEventDestroy_v2"),
             htod: sym!(lib, "cuMemcpyHtoD_v2"),
             dtoh: sym!(lib, "cuMemcpyDtoH_v2"),
+            mem_create: sym!(lib, "cuMemCreate"),
+            mem_release: sym!(lib, "cuMemRelease"),
+            reserve: sym!(lib, "cuMemAddressReserve"),
+            address_free: sym!(lib, "cuMemAddressFree"),
+            map: sym!(lib, "cuMemMap"),
+            unmap: sym!(lib, "cuMemUnmap"),
             _lib: lib,
         }
     }
@@ -292,6 +311,45 @@ impl Driver {
         unsafe { (self.htod)(to, bytes.as_ptr().cast(), bytes.len()) }
     }
 
+    /// Physical memory of one granule on device 0, mapped into a range of
+    /// its own: (range, physical handle).
+    fn mapped(&self) -> (u64, u64) {
+        use cudarc::driver::sys::{CUmemAllocationType, CUmemLocationType};
+        // SAFETY: plain C data whose all-zero value is its default.
+        let mut prop: Prop = unsafe { std::mem::zeroed() };
+        prop.type_ = CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type_ = CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = 0;
+        let (mut handle, mut range) = (0u64, 0u64);
+        // SAFETY: valid out-pointers and a filled-in property structure;
+        // the range is reserved for the one mapping made here.
+        unsafe {
+            assert_eq!(
+                (self.mem_create)(&mut handle, GRANULE, &prop, 0),
+                0,
+                "cuMemCreate"
+            );
+            assert_eq!((self.reserve)(&mut range, GRANULE, 0, 0, 0), 0, "reserve");
+            assert_eq!((self.map)(range, GRANULE, 0, handle, 0), 0, "cuMemMap");
+        }
+        (range, handle)
+    }
+
+    fn vmm_unmap(&self, range: u64) -> Status {
+        // SAFETY: the one mapping of `range`, unmapped once.
+        unsafe { (self.unmap)(range, GRANULE) }
+    }
+
+    fn vmm_release(&self, handle: u64) -> Status {
+        // SAFETY: a handle of cuMemCreate, released once.
+        unsafe { (self.mem_release)(handle) }
+    }
+
+    fn vmm_address_free(&self, range: u64) -> Status {
+        // SAFETY: a range of cuMemAddressReserve with nothing mapped, freed once.
+        unsafe { (self.address_free)(range, GRANULE) }
+    }
+
     fn read(&self, from: u64, bytes: &mut [u8]) -> Status {
         // SAFETY: `from` is device memory of at least `bytes.len()` bytes.
         unsafe { (self.dtoh)(bytes.as_mut_ptr().cast(), from, bytes.len()) }
@@ -362,6 +420,14 @@ fn which_driver_calls_wait_for_a_stream_that_waits_for_a_word() {
         probe(&d, move |d| d.read(target, &mut [0u8; 4096])),
     ));
     assert_eq!(d.entered(|| d.mem_free(target)), 0);
+
+    let (range, handle) = d.entered(|| d.mapped());
+    answers.push(("cuMemUnmap", probe(&d, move |d| d.vmm_unmap(range))));
+    answers.push(("cuMemRelease", probe(&d, move |d| d.vmm_release(handle))));
+    answers.push((
+        "cuMemAddressFree",
+        probe(&d, move |d| d.vmm_address_free(range)),
+    ));
     drop(other);
     drop(third);
 
