@@ -238,6 +238,8 @@ impl Quiet {
     }
 
     /// Step 1: wait, keeping no one out, until the waits `before` passed.
+    /// (A slot of `before` that passed and was taken again by a new wait
+    /// is waited for again: longer, never wrongly shorter.)
     fn settle(&self, before: &[Slot]) {
         while !lock(&self.slots).all_passed(before) {
             std::thread::sleep(POLL);

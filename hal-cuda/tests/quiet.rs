@@ -1,9 +1,9 @@
 //! A driver call that waits for the device (`cuMemFree_v2` here) never
 //! starts while one of the process's streams waits for a notify: on driver
-//! 580 such a free held the process's other driver calls until the wait
-//! passed, and a thread that had to make one more driver call before it
-//! signalled the notify hung for ever. The stand-in frees the same way by
-//! default. Each test counts the teardowns its process has left, so they
+//! 580 such a free waited for the device and, it appears, held the
+//! process's other driver calls until the wait passed, so a thread that had
+//! to make one more driver call before it signalled the notify hung for
+//! ever. The stand-in frees that way by default. Each test counts the teardowns its process has left, so they
 //! run one at a time (`serial`); the file is a process of its own.
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,11 +1,11 @@
 //! The process's driver, held by a call that waits for the device.
 //!
 //! On driver 580 (an H200), `cuMemFree_v2` waited for the work queued on
-//! the device before it freed (measured), and while it waited, the other
-//! driver calls of the process waited behind it: four conformance cases
-//! whose streams waited on unsignalled notifies hung together, each
-//! stopped in the driver, while one of their frees waited for the others'
-//! streams. The stand-in does the same unless
+//! the device before it freed (measured), and four conformance cases whose
+//! streams waited on unsignalled notifies hung together beside such a
+//! free: what happens when the other driver calls of the process wait
+//! behind it (inferred, not yet measured: `hal-cuda/tests/driver_waits.rs`
+//! asks the driver). The stand-in does the same unless
 //! [`FREE_SYNCS_VAR`](crate::FREE_SYNCS_VAR) is 0: a waiting free holds
 //! this lock, and every entry point that does work passes through it first
 //! (the same entry points that land staged copies, `staged::lands`).
