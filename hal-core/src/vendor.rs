@@ -239,6 +239,8 @@ pub mod cuda {
         pub const IPC_OPEN_EVENT_HANDLE: &str = "cuIpcOpenEventHandle";
         /// The `cuIpcOpenMemHandle_v2` entry point.
         pub const IPC_OPEN_MEM_HANDLE_V2: &str = "cuIpcOpenMemHandle_v2";
+        /// The `cuLaunchHostFunc` entry point.
+        pub const LAUNCH_HOST_FUNC: &str = "cuLaunchHostFunc";
         /// The `cuMemAddressFree` entry point.
         pub const MEM_ADDRESS_FREE: &str = "cuMemAddressFree";
         /// The `cuMemAddressReserve` entry point.
@@ -357,6 +359,7 @@ pub mod cuda {
             IPC_GET_MEM_HANDLE,
             IPC_OPEN_EVENT_HANDLE,
             IPC_OPEN_MEM_HANDLE_V2,
+            LAUNCH_HOST_FUNC,
             MEM_ADDRESS_FREE,
             MEM_ADDRESS_RESERVE,
             MEM_ADVISE,

@@ -120,16 +120,17 @@ where
             location: Location::Host,
             ..desc.clone()
         };
-        let home = self.host.allocate(&home_desc)?;
+        let home = Arc::new(self.host.allocate(&home_desc)?);
         let ptr = home
             .host_ptr()
             .ok_or_else(|| Error::invalid("host shared memory without a host address"))?;
         if self.strategy() == Strategy::Pageable {
             return Ok(SharedManaged::new(None, true, home, desc.location));
         }
-        // SAFETY: the pages stay mapped as long as `home`, which the
-        // buffer drops after the registration.
-        let reg = unsafe { registration::register(&self.gpu, ptr, home.len(), None) }?;
+        let keep: Box<dyn std::any::Any + Send + Sync> = Box::new(Arc::clone(&home));
+        // SAFETY: `keep`, a share of the allocation, keeps the pages mapped
+        // as long as the registration lives.
+        let reg = unsafe { registration::register(&self.gpu, ptr, home.len(), Some(keep)) }?;
         Ok(SharedManaged::new(Some(reg), false, home, desc.location))
     }
 

@@ -16,11 +16,12 @@ use crate::registration::Registered;
 /// by the buffer and by stream work queued on it, so that pages stay
 /// mapped until the work ran.
 pub(crate) struct Home<D: Device, P> {
-    /// Dropped first: the pages are unregistered while still mapped.
+    /// Dropped first; the last share keeps the pages mapped until it is
+    /// unregistered (on a teardown worker, `registration.rs`).
     registration: Option<Arc<Registered<D>>>,
     /// The GPU reaches the pages unregistered, at their host address.
     direct: bool,
-    pages: P,
+    pages: Arc<P>,
 }
 
 /// Home pages as plain host memory, whatever the GPU type.
@@ -31,7 +32,7 @@ pub(crate) trait HomePages: Send + Sync {
 
 impl<D: Device, P: Memory> HomePages for Home<D, P> {
     fn memory(&self) -> &dyn Memory {
-        &self.pages
+        &*self.pages
     }
 }
 
@@ -74,7 +75,7 @@ impl<D: Device> SharedManaged<D> {
     pub(crate) fn new(
         registration: Option<Arc<Registered<D>>>,
         direct: bool,
-        home: CpuAllocation,
+        home: Arc<CpuAllocation>,
         location: Location,
     ) -> Self {
         SharedManaged {
@@ -140,7 +141,7 @@ impl<D: Device> SharedView<D> {
             home: Arc::new(Home {
                 registration,
                 direct,
-                pages: home,
+                pages: Arc::new(home),
             }),
             handle,
         }
@@ -203,7 +204,7 @@ impl<D: Device> UvmAllocation<D> {
 
     fn memory(&self) -> &dyn Memory {
         match self {
-            UvmAllocation::Shared(s) => &s.home.pages,
+            UvmAllocation::Shared(s) => &*s.home.pages,
             UvmAllocation::Inner(a) => a,
         }
     }
@@ -220,7 +221,7 @@ impl<D: Device> UvmMapping<D> {
 
     fn memory(&self) -> &dyn Memory {
         match self {
-            UvmMapping::Shared(s) => &s.home.pages,
+            UvmMapping::Shared(s) => &*s.home.pages,
             UvmMapping::Inner(m) => m,
         }
     }

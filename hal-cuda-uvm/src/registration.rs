@@ -13,6 +13,7 @@
 
 use std::any::Any;
 use std::collections::HashMap;
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
@@ -23,12 +24,36 @@ use crate::gpu::GpuDevice;
 
 /// One registration of host pages with a GPU, shared by every user of the
 /// region in this process.
+///
+/// Ending a registration waits for the GPU's queued work (driver 580's
+/// `cuMemHostUnregister` waits for the device, measured), which a stream
+/// waiting for a crashed peer never finishes: a registration that keeps its
+/// pages mapped itself (`keep`) ends on a teardown worker
+/// (`hal_core::teardown::after_work`), so that dropping the last buffer of
+/// a region never waits; one whose caller keeps the pages ends where it
+/// drops, before the caller unmaps them.
 pub(crate) struct Registered<D: Device> {
-    /// Dropped first: the pages are unregistered while still mapped.
-    reg: D::HostRegistration,
-    /// What keeps the pages mapped while the registration lives (an
-    /// imported mapping), when the caller does not own them itself.
-    _keep: Option<Box<dyn Any + Send + Sync>>,
+    /// Taken once, by `drop`.
+    reg: ManuallyDrop<D::HostRegistration>,
+    /// What keeps the pages mapped while the registration lives (the
+    /// buffer's allocation, an imported mapping), when the caller does not
+    /// keep them itself.
+    keep: Option<Box<dyn Any + Send + Sync>>,
+}
+
+impl<D: Device> Drop for Registered<D> {
+    fn drop(&mut self) {
+        // SAFETY: `reg` is taken here only, once, and never used after.
+        let reg = unsafe { ManuallyDrop::take(&mut self.reg) };
+        match self.keep.take() {
+            Some(keep) => hal_core::teardown::after_work("hal-uvm-unregister", move || {
+                // Unregistered while still mapped.
+                drop(reg);
+                drop(keep);
+            }),
+            None => drop(reg),
+        }
+    }
 }
 
 impl<D: Device> std::fmt::Debug for Registered<D> {
@@ -106,7 +131,10 @@ where
     // writable, as long as the registration lives.
     let reg = unsafe { gpu.register_host(ptr, len) }?;
     MADE.fetch_add(1, Ordering::Relaxed);
-    let entry = Arc::new(Registered::<D> { reg, _keep: keep });
+    let entry = Arc::new(Registered::<D> {
+        reg: ManuallyDrop::new(reg),
+        keep,
+    });
     let any: Arc<dyn Any + Send + Sync> = entry.clone();
     cache.insert(key, Arc::downgrade(&any));
     Ok(entry)

@@ -225,6 +225,18 @@ impl CudaDevice {
 /// Hold the registrations among `sides` with the stream: the driver reaches
 /// their pages until it ran the work, so they stay registered until then
 /// (the clone's drop unregisters when it is the last).
+/// The host address of byte `offset` of `mem` when it is host memory the
+/// CPU copies in stream order (a registration, pinned host memory).
+fn host_side(mem: MemRef<'_, CudaDevice>, offset: u64) -> Option<u64> {
+    match mem {
+        MemRef::Registered(r) => Some(r.range().addr() + offset),
+        MemRef::Allocation(a) if hal_core::Memory::location(a) == Location::Host => {
+            hal_core::Memory::host_ptr(a).map(|p| p as u64 + offset)
+        }
+        _ => None,
+    }
+}
+
 fn hold_registered<const N: usize>(
     held: &mut hal_core::queued::Holding<'_>,
     sides: [MemRef<'_, CudaDevice>; N],
@@ -423,14 +435,27 @@ impl Device for CudaDevice {
         let from = self.span(src, src_offset, len)?;
         let driver = self.driver();
         let _ctx = self.primary.enter()?;
-        let f = driver.memcpy_async()?;
         let mut held = stream.holding();
-        // SAFETY: both ranges lie inside live memory of this device (bounds
-        // checked): allocations and mappings the driver keeps until the
-        // copy ran (a free waits for the device), registrations the stream
-        // holds below.
-        let status = unsafe { f(to, from, len as usize, stream.raw) };
-        driver.check("cuMemcpyAsync", status)?;
+        match (host_side(dst, dst_offset), host_side(src, src_offset)) {
+            // Host to host: a host function, never a `cuMemcpyAsync` that
+            // waits for the stream (`hostcopy.rs`).
+            (Some(to), Some(from)) if len > 0 => {
+                // SAFETY: both ranges lie inside live host memory of this
+                // device (bounds checked): pinned allocations the driver
+                // keeps until the copy ran (their free waits for the
+                // device), registrations the stream holds below.
+                unsafe { crate::hostcopy::queue(driver, stream.raw, to, from, len) }?
+            }
+            _ => {
+                let f = driver.memcpy_async()?;
+                // SAFETY: both ranges lie inside live memory of this device
+                // (bounds checked): allocations and mappings the driver
+                // keeps until the copy ran (a free waits for the device),
+                // registrations the stream holds below.
+                let status = unsafe { f(to, from, len as usize, stream.raw) };
+                driver.check("cuMemcpyAsync", status)?;
+            }
+        }
         hold_registered(&mut held, [dst, src]);
         Ok(())
     }

@@ -45,7 +45,10 @@
 //! | physical memory is exported as a POSIX descriptor, made once per allocation and served by the descriptor broker over SCM_RIGHTS; importers are counted with leases; an import closes the descriptor after `cuMemImportFromShareableHandle` | `vmm.rs`, `physical.rs` |
 //! | a mapping has no access until `cuMemSetAccess`; one call gives every device (and the host, for host NUMA pages only) its access; reads and writes through a reservation check this device's access first and copy with `cuMemcpyHtoD` / `DtoH`, never through the address | `vmm.rs`, `reservation.rs` |
 //! | unmaps cover whole mappings and run after the context's queued work (`cuCtxSynchronize`, then `cuMemUnmap`); a reservation's drop unmaps what is left the same way, then frees the range, on a teardown worker that it waits for at most `hal_core::teardown::GRACE`; physical memory is released when its last mapping and owner are gone | `reservation.rs`, `physical.rs` |
-//! | a driver call that waits for the device's queued work (`cuMemFree_v2`, `cuMemFreeHost`, `cuCtxSynchronize`) starts only once no stream wait for a notify this crate queued in the context is pending, and keeps new ones out while it runs (a reservation's teardown until its range is freed): on driver 580 such a free waited for the device (measured) and, it appears, held the process's other driver calls until the wait passed (four conformance cases hung together on an H200; `tests/driver_waits.rs` measures it), and a wait for a notify has no bound; each wait is followed on its stream by a write to a registered word, so the host sees it pass without a driver call | `quiet.rs` |
+//! | a driver call that waits for the device's queued work (`cuMemFree_v2`, `cuMemFreeHost`, `cuMemHostUnregister`, `cuCtxSynchronize`) starts only once no stream wait for a notify this crate queued in the context is pending, and keeps new ones out while it runs (a reservation's teardown until its range is freed): on driver 580 the first three waited for a stream that waited for an unwritten word and held every other call tried meanwhile (registration, event creation, destruction and record, allocation, stream creation, stream writes) but `cuStreamQuery`; `cuCtxSynchronize` waited and held none (measured, `tests/driver_waits.rs`); a wait for a notify has no bound; each wait is followed on its stream by a write to a registered word, so the host sees it pass without a driver call | `quiet.rs` |
+//! | a registration ends after that quiet: a notify's page on a teardown worker (its drop never waits), a caller's registration where it drops | `managed.rs` |
+//! | a copy whose two sides are host memory (registered or pinned) is a host function (`cuLaunchHostFunc`) that copies with the CPU, never a `cuMemcpyAsync`, which is fully synchronous between host memories and waited in the driver for a gated stream on driver 580 (measured) | `hostcopy.rs` |
+//! | `cuMemMap` maps a physical allocation from its start only (offset 0; driver 580 answered NOT_SUPPORTED to a granule's offset, measured): any other offset is `Unsupported` before the driver is asked | `vmm.rs` |
 //! | `cuMemFree_v2` and `cuMemFreeHost` may synchronize the context (the driver API says "may perform implicit synchronization"): a dropped allocation is freed on a teardown worker that it waits for at most `hal_core::teardown::GRACE`, so work that waits for a crashed peer's notify cannot hang the drop; an allocation (`cuMemAlloc_v2`, `cuMemAllocHost_v2`, `cuMemAllocManaged`, `cuMemCreate`) refused with OUT_OF_MEMORY while such frees and teardowns are pending is tried again as each finishes, for at most `hal_core::teardown::PATIENCE` (`hal_core::teardown::when_freed`) | `memory.rs`, `device.rs`, `vmm.rs` |
 //!
 //! Notifies are words of a shared page signalled and waited on by the host
@@ -58,6 +61,8 @@ mod context;
 mod device;
 mod event_cap;
 mod exports;
+
+mod hostcopy;
 mod hostreg;
 mod ipc;
 mod ipc_event;

@@ -77,19 +77,60 @@ pub(crate) fn prefetch(
 }
 
 /// Register `range` with the device; the registration ends when the
-/// returned value drops.
+/// returned value drops, on the thread that drops it.
+///
+/// `cuMemHostUnregister` waits for the work queued on the device and,
+/// meanwhile, holds the process's other driver calls but `cuStreamQuery`
+/// (driver 580, measured): it starts only once no stream
+/// of the context waits for a notify (`quiet.rs`), so the drop may wait
+/// for such a wait to pass. Dropped by a thread that must still signal a
+/// notify a stream waits for, it waits for ever, as a bare
+/// `cuMemHostUnregister` would.
 pub(crate) fn register(primary: &Arc<Primary>, range: HostRange) -> Result<RegisteredHost> {
-    let dptr = {
-        let _ctx = primary.enter()?;
-        crate::hostreg::register(&primary.driver, &range)?
-    };
+    let dptr = registered(primary, &range)?;
     let owner = Arc::clone(primary);
     Ok(RegisteredHost::new(range, dptr, move |r| {
-        let done = owner
-            .enter()
-            .and_then(|_ctx| crate::hostreg::unregister(&owner.driver, r.ptr().cast()));
-        if let Err(e) = done {
-            log::warn!("unregistering host memory at {:#x}: {e}", r.addr());
-        }
+        unregister(&owner, r.addr())
     }))
+}
+
+/// Register `range`, mapped as long as `keep` lives; the registration ends
+/// when the returned value drops, on a teardown worker
+/// (`hal_core::teardown::after_work`), so that the drop returns even while
+/// a stream waits for a notify the dropping thread has yet to signal
+/// (`register`'s rule), and `keep` drops after it.
+pub(crate) fn register_kept(
+    primary: &Arc<Primary>,
+    range: HostRange,
+    keep: impl Send + Sync + 'static,
+) -> Result<RegisteredHost> {
+    let dptr = registered(primary, &range)?;
+    let owner = Arc::clone(primary);
+    Ok(RegisteredHost::new(range, dptr, move |r| {
+        let at = r.addr();
+        hal_core::teardown::after_work("hal-cuda-unregister", move || {
+            unregister(&owner, at);
+            drop(keep);
+        });
+    }))
+}
+
+/// `cuMemHostRegister` of `range` with `primary`'s context pushed: the
+/// device address of its first byte.
+fn registered(primary: &Primary, range: &HostRange) -> Result<u64> {
+    let _ctx = primary.enter()?;
+    crate::hostreg::register(&primary.driver, range)
+}
+
+/// End the registration of the host memory at `at`, once no stream waits
+/// for a notify (`register`'s rule); a failure is logged (nothing is left
+/// to undo).
+fn unregister(owner: &Primary, at: u64) {
+    let done = owner.enter().and_then(|_ctx| {
+        let _quiet = owner.quiet.hold();
+        crate::hostreg::unregister(&owner.driver, at as usize as *mut std::ffi::c_void)
+    });
+    if let Err(e) = done {
+        log::warn!("unregistering host memory at {at:#x}: {e}");
+    }
 }

@@ -54,9 +54,10 @@ pub struct CudaNotify {
 #[derive(Debug)]
 struct Inner {
     /// The page registered with the device, made on first stream use;
-    /// declared before the page, so it is unregistered first.
+    /// it keeps the page mapped until it is unregistered, on a teardown
+    /// worker (`managed::register_kept`).
     registered: OnceLock<RegisteredHost>,
-    page: SyncPage,
+    page: Arc<SyncPage>,
 }
 
 impl CudaNotify {
@@ -64,7 +65,7 @@ impl CudaNotify {
         CudaNotify {
             inner: Arc::new(Inner {
                 registered: OnceLock::new(),
-                page: page.with_max_sleep(HOST_POLL),
+                page: Arc::new(page.with_max_sleep(HOST_POLL)),
             }),
             flags,
         }
@@ -91,10 +92,11 @@ impl CudaNotify {
         let reg = match self.inner.registered.get() {
             Some(r) => r,
             None => {
-                // SAFETY: the page stays mapped as long as `inner`, which
-                // owns the registration and drops it first.
+                // SAFETY: the page stays mapped as long as the registration
+                // lives: it holds a share of the page.
                 let range = unsafe { HostRange::new(self.inner.page.as_ptr(), PAGE_LEN) }?;
-                let made = crate::managed::register(primary, range)?;
+                let made =
+                    crate::managed::register_kept(primary, range, Arc::clone(&self.inner.page))?;
                 // A concurrent first use may have won; its registration is
                 // kept and this one dropped (unregistered).
                 let _ = self.inner.registered.set(made);

@@ -2,17 +2,17 @@
 //! context waits for a notify while it runs.
 //!
 //! Some driver calls wait for the work queued on the device before they do
-//! theirs: `cuCtxSynchronize` by definition, `cuMemFree_v2` and
-//! `cuMemFreeHost` as the driver API allows ("may perform implicit
-//! synchronization"; driver 580 on an H200 did, measured). On that driver
-//! four conformance cases, each with a stream waiting for a notify its own
-//! thread would signal after one more driver call, hung together beside
-//! such a free: what happens when the process's other driver calls wait
-//! behind the free until the device is idle (the stand-in, made to free
-//! so, hung the same way; `tests/driver_waits.rs` asks a driver which
-//! calls wait and hold). A stream wait for a notify has no bound (another
-//! process signals it, late or never), so such a call must not start
-//! while one is queued.
+//! theirs: `cuCtxSynchronize` by definition, `cuMemFree_v2`,
+//! `cuMemFreeHost` and `cuMemHostUnregister` as driver 580 did on an H200
+//! (measured, `tests/driver_waits.rs`; the driver API says frees "may
+//! perform implicit synchronization"). Meanwhile the last three held every
+//! other driver call of the process that was tried (registration, event
+//! creation, destruction and record, allocation, stream creation, stream
+//! writes) but `cuStreamQuery`: a thread that had to make one more driver
+//! call before it signalled a notify a stream waited for hung for ever
+//! beside them (RELIABILITY.md, bug 11). A stream wait for a notify has no
+//! bound (another process signals it, late or never), so such a call must
+//! not start while one is queued.
 //!
 //! This module keeps that rule for the waits this crate queues
 //! ([`Quiet::track`]): each stream wait for a notify is followed, on its

@@ -21,6 +21,9 @@ use hal_core::{Error, Result};
 
 use crate::loader::Loaded;
 
+/// A host function of `cuLaunchHostFunc` (`CUhostFn`).
+pub(crate) type HostFn = Option<unsafe extern "C" fn(*mut c_void)>;
+
 /// A `CUresult` as the driver returns it.
 pub(crate) type Status = c_uint;
 
@@ -190,6 +193,8 @@ entries! {
     memcpy_htod_async = entry::MEMCPY_HTOD_ASYNC_V2 => fn(CUdeviceptr, *const c_void, usize, CUstream);
     /// `cuMemcpyAsync` (unified addressing: either side host or device).
     memcpy_async = entry::MEMCPY_ASYNC => fn(CUdeviceptr, CUdeviceptr, usize, CUstream);
+    /// `cuLaunchHostFunc`: `f(data)` on a driver thread, in stream order.
+    launch_host_func = entry::LAUNCH_HOST_FUNC => fn(CUstream, HostFn, *mut c_void);
     /// `cuMemsetD8Async`.
     memset_d8_async = entry::MEMSET_D8_ASYNC => fn(CUdeviceptr, u8, usize, CUstream);
     /// `cuStreamCreate`.

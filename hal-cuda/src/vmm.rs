@@ -259,7 +259,8 @@ impl Vmm<'_> {
         })
     }
 
-    /// [`Device::map_range`](hal_core::Device::map_range).
+    /// [`Device::map_range`](hal_core::Device::map_range), of a physical
+    /// allocation from its start ([`maps_from_start`]).
     pub(crate) fn map(
         &self,
         r: &CudaReservation,
@@ -280,6 +281,7 @@ impl Vmm<'_> {
         check_granular("mapping length", len, g, false)?;
         hal_core::device::check_bounds(physical_offset, len, p.inner.size)?;
         hal_core::device::check_bounds(offset, len, r.len)?;
+        maps_from_start(physical_offset)?;
         let mut pieces = r.pieces();
         pieces.check_free(offset, len)?;
         let driver = self.driver();
@@ -555,6 +557,24 @@ pub(crate) fn access_desc(g: &AccessGrant) -> CUmemAccessDesc {
         },
     };
     CUmemAccessDesc { location, flags }
+}
+
+/// `cuMemMap` maps a physical allocation from its start: its `offset`
+/// "must be zero" (CUDA driver API), and driver 580 answered
+/// `CUDA_ERROR_NOT_SUPPORTED` to an offset of one granule (measured on an
+/// H200). Any other offset is refused before the driver is asked.
+fn maps_from_start(physical_offset: u64) -> Result<()> {
+    if physical_offset == 0 {
+        return Ok(());
+    }
+    Err(Error::unsupported(
+        "cuda",
+        "map_range",
+        format!(
+            "cuMemMap maps a physical allocation from its start only (offset 0), not from \
+             {physical_offset:#x}: make one physical allocation per piece that is mapped alone"
+        ),
+    ))
 }
 
 #[cfg(test)]

@@ -77,7 +77,19 @@ fn tour() -> (Vec<&'static str>, String) {
     page.protect(0, len, hal_core::os::Prot::ReadWrite).unwrap();
     // SAFETY: the page is mapped, readable and writable, and outlives the
     // registration (dropped first).
-    drop(unsafe { dev.register_host(page.as_ptr(), len) }.unwrap());
+    let registered = unsafe { dev.register_host(page.as_ptr(), len) }.unwrap();
+    // Host to host: a host function in stream order.
+    dev.copy_async(
+        &stream,
+        MemRef::Registered(&registered),
+        0,
+        MemRef::Allocation(&host),
+        0,
+        5,
+    )
+    .unwrap();
+    dev.synchronize(&stream, LONG).unwrap();
+    drop(registered);
 
     let exported = dev.export_memory(&a, &ExportOptions::default()).unwrap();
     let ipc = dev

@@ -1,17 +1,16 @@
 //! Which driver calls wait for a stream that waits for a host word nobody
-//! has written yet, and which of them hold the process's other driver
-//! calls meanwhile: the facts `hal-cuda/src/quiet.rs` is built on, asked
-//! of the driver itself with plain driver calls.
+//! has written yet, and which other calls of the process wait behind them
+//! meanwhile: the facts `hal-cuda/src/quiet.rs` is built on, asked of the
+//! driver itself with plain driver calls.
 //!
 //! For each call: a stream waits (`cuStreamWaitValue32_v2`) for a word of
 //! registered host memory; a thread makes the call; if it has not returned
-//! after [`LOOK`], another thread asks the stream (`cuStreamQuery`), a call
-//! that never waits; then the word is written and both must return.
+//! after [`LOOK`], other threads make each of [`OTHERS`] (on objects of
+//! their own) and those that have not returned after [`LOOK`] more are
+//! held by it; then the word is written and every call must return.
 //!
 //! On the stand-in the answers must be the stand-in's model of driver 580
-//! (`hal-mock/libcuda/src/held.rs`): the frees wait and hold, a context
-//! synchronize waits, nothing else waits (VMM's unmap, release and range
-//! free among them). On the real driver
+//! (`hal-mock/libcuda/src/held.rs`). On the real driver
 //! (`HAL_CUDA_CONFORMANCE_DRIVER=1`, the GPU smoke run) the answers are
 //! printed as `driver-waits:` lines, past the test harness's capture, for
 //! the run's log: a measurement, not a check.
@@ -44,6 +43,8 @@ struct Driver {
     stream_query: unsafe extern "C" fn(Ptr) -> Status,
     stream_sync: unsafe extern "C" fn(Ptr) -> Status,
     wait_value: unsafe extern "C" fn(Ptr, u64, u32, u32) -> Status,
+    write_value: unsafe extern "C" fn(Ptr, u64, u32, u32) -> Status,
+    event_record: unsafe extern "C" fn(Ptr, Ptr) -> Status,
     host_register: unsafe extern "C" fn(Ptr, usize, u32) -> Status,
     host_device_ptr: unsafe extern "C" fn(*mut u64, Ptr, u32) -> Status,
     host_unregister: unsafe extern "C" fn(Ptr) -> Status,
@@ -109,6 +110,8 @@ impl Driver {
             stream_query: sym!(lib, "cuStreamQuery"),
             stream_sync: sym!(lib, "cuStreamSynchronize"),
             wait_value: sym!(lib, "cuStreamWaitValue32_v2"),
+            write_value: sym!(lib, "cuStreamWriteValue32_v2"),
+            event_record: sym!(lib, "cuEventRecord"),
             host_register: sym!(lib, "cuMemHostRegister_v2"),
             host_device_ptr: sym!(lib, "cuMemHostGetDevicePointer_v2"),
             host_unregister: sym!(lib, "cuMemHostUnregister"),
@@ -176,14 +179,81 @@ fn register(d: &Driver, page: &Page) -> u64 {
 struct Answer {
     /// It had not returned after [`LOOK`].
     waits: bool,
-    /// Meanwhile, `cuStreamQuery` of another thread had not returned either.
-    holds: bool,
+    /// Where it waits: the [`OTHERS`] that did not return meanwhile.
+    holds: Vec<&'static str>,
     /// What it returned once the word was written.
     status: Status,
 }
 
+/// What one of [`OTHERS`] leaves to undo once the word is written.
+type Undo = Box<dyn FnOnce(&Driver) + Send>;
+
+/// An other call: made with the context pushed, on objects of its own
+/// (`gate` is the waiting stream, `word` a registered word nobody waits
+/// for); what it returned and what to undo.
+type Other = fn(&Driver, gate: usize, word: u64) -> (Status, Undo);
+
+/// The calls asked whether a waiting call holds them.
+const OTHERS: [(&str, Other); 8] = [
+    ("cuStreamQuery", |d, gate, _| {
+        (d.query(gate), Box::new(|_| ()))
+    }),
+    ("cuMemHostRegister_v2", |d, _, _| {
+        let fresh = page();
+        let at = fresh.0.as_ptr() as usize;
+        let s = d.register_at(at);
+        (
+            s,
+            Box::new(move |d| {
+                if s == 0 {
+                    assert_eq!(d.entered(|| d.unregister(at)), 0, "unregister");
+                }
+                drop(fresh);
+            }),
+        )
+    }),
+    ("cuEventCreate", |d, _, _| {
+        let (s, e) = d.try_new_event();
+        (
+            s,
+            Box::new(move |d| assert_eq!(d.entered(|| d.destroy_event(e)), 0)),
+        )
+    }),
+    ("cuEventDestroy_v2", |d, _, _| {
+        let e = d.new_event();
+        (d.destroy_event(e), Box::new(|_| ()))
+    }),
+    ("cuMemAlloc_v2", |d, _, _| {
+        let (s, p) = d.allocate(1 << 20);
+        (
+            s,
+            Box::new(move |d| assert_eq!(d.entered(|| d.mem_free(p)), 0)),
+        )
+    }),
+    ("cuStreamCreate + cuStreamDestroy_v2", |d, _, _| {
+        (d.stream_round(), Box::new(|_| ()))
+    }),
+    ("cuStreamWriteValue32_v2", |d, _, word| {
+        let (s, stream) = d.stream_write(word);
+        (s, Box::new(move |d| d.entered(|| d.drain(stream))))
+    }),
+    ("cuEventRecord", |d, _, _| {
+        let (s, stream, e) = d.record_event();
+        (
+            s,
+            Box::new(move |d| {
+                let s = d.entered(|| {
+                    d.drain(stream);
+                    d.destroy_event(e)
+                });
+                assert_eq!(s, 0, "cuEventDestroy_v2");
+            }),
+        )
+    }),
+];
+
 /// Run `call` (made with the context pushed) beside a stream waiting for
-/// an unwritten word.
+/// an unwritten word; where it waits, ask [`OTHERS`] meanwhile.
 fn probe(d: &Arc<Driver>, call: impl FnOnce(&Driver) -> Status + Send + 'static) -> Answer {
     let gate = page();
     let word = register(d, &gate);
@@ -202,33 +272,48 @@ fn probe(d: &Arc<Driver>, call: impl FnOnce(&Driver) -> Status + Send + 'static)
     });
     let mut status = done.recv_timeout(LOOK).ok();
     let waits = status.is_none();
-    let mut holds = false;
     let stream_addr = stream as usize;
-    let (query_tx, queried) = mpsc::channel();
+    let mut asked = Vec::new();
     if waits {
-        let asker = Arc::clone(d);
-        std::thread::spawn(move || {
-            // SAFETY: a live stream of the pushed context.
-            let s = asker.entered(|| unsafe { (asker.stream_query)(stream_addr as Ptr) });
-            let _ = query_tx.send(s);
-        });
-        holds = queried.recv_timeout(LOOK).is_err();
+        for (name, other) in OTHERS {
+            let (tx, rx) = mpsc::channel();
+            let asker = Arc::clone(d);
+            // The second word of the gate's page: nobody waits for it.
+            let spare = word + 4;
+            std::thread::spawn(move || {
+                let answer = asker.entered(|| other(&asker, stream_addr, spare));
+                let _ = tx.send(answer);
+            });
+            asked.push((name, rx));
+        }
+        std::thread::sleep(LOOK);
     }
+    // What returned meanwhile, and which are held.
+    let early: Vec<_> = asked.iter().map(|(_, rx)| rx.try_recv().ok()).collect();
+    let holds = asked
+        .iter()
+        .zip(&early)
+        .filter(|(_, a)| a.is_none())
+        .map(|((name, _), _)| *name)
+        .collect::<Vec<_>>();
     gate.0[0].store(1, Ordering::Release);
     if status.is_none() {
         status = done.recv_timeout(AFTER).ok();
     }
-    if holds {
-        queried
-            .recv_timeout(AFTER)
-            .expect("cuStreamQuery after the word was written");
-    }
     let status = status.expect("the call returned after the word was written");
+    // Every other call returns too; what it made is undone.
+    for ((name, rx), answer) in asked.into_iter().zip(early) {
+        let (s, undo) = answer.unwrap_or_else(|| {
+            rx.recv_timeout(AFTER)
+                .unwrap_or_else(|_| panic!("{name} after the word was written"))
+        });
+        assert_eq!(s, 0, "{name} failed: {s}");
+        undo(d);
+    }
     // SAFETY: the stream is drained, then destroyed; the page unregistered
     // before it drops.
     d.entered(|| unsafe {
-        assert_eq!((d.stream_sync)(stream), 0, "cuStreamSynchronize");
-        assert_eq!((d.stream_destroy)(stream), 0, "cuStreamDestroy_v2");
+        d.drain(stream as usize);
         assert_eq!((d.host_unregister)(gate.0.as_ptr() as Ptr), 0, "unregister");
     });
     Answer {
@@ -283,10 +368,60 @@ impl Driver {
     }
 
     fn new_event(&self) -> usize {
+        let (s, e) = self.try_new_event();
+        assert_eq!(s, 0, "cuEventCreate");
+        e
+    }
+
+    fn try_new_event(&self) -> (Status, usize) {
         let mut e: Ptr = std::ptr::null_mut();
         // SAFETY: a valid out-pointer; 2 is CU_EVENT_DISABLE_TIMING.
-        assert_eq!(unsafe { (self.event_create)(&mut e, 2) }, 0);
-        e as usize
+        let s = unsafe { (self.event_create)(&mut e, 2) };
+        (s, e as usize)
+    }
+
+    fn query(&self, stream: usize) -> Status {
+        // SAFETY: a live stream of this context; not ready (600) is an
+        // answer, not a failure.
+        match unsafe { (self.stream_query)(stream as Ptr) } {
+            600 => 0,
+            s => s,
+        }
+    }
+
+    /// A new stream and, on it, a write of 1 to the registered `word`.
+    fn stream_write(&self, word: u64) -> (Status, usize) {
+        let mut s: Ptr = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer; `word` is registered host memory
+        // that outlives the stream (drained before the page drops).
+        unsafe {
+            assert_eq!((self.stream_create)(&mut s, 1), 0, "cuStreamCreate");
+            ((self.write_value)(s, word, 1, 0), s as usize)
+        }
+    }
+
+    /// A new stream and event, the event recorded on the stream.
+    fn record_event(&self) -> (Status, usize, usize) {
+        let e = self.new_event();
+        let mut s: Ptr = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer, then the stream and event just made.
+        unsafe {
+            assert_eq!((self.stream_create)(&mut s, 1), 0, "cuStreamCreate");
+            ((self.event_record)(e as Ptr, s), s as usize, e)
+        }
+    }
+
+    /// Wait for `stream`'s work, then destroy it.
+    fn drain(&self, stream: usize) {
+        // SAFETY: a live stream of this context, destroyed once.
+        unsafe {
+            assert_eq!((self.stream_sync)(stream as Ptr), 0, "cuStreamSynchronize");
+            assert_eq!(
+                (self.stream_destroy)(stream as Ptr),
+                0,
+                "cuStreamDestroy_v2"
+            );
+        }
     }
 
     fn destroy_event(&self, e: usize) -> Status {
@@ -437,24 +572,48 @@ fn which_driver_calls_wait_for_a_stream_that_waits_for_a_word() {
     if common::on_driver() {
         let mut err = std::io::stderr();
         for (call, a) in &answers {
+            let holds = if !a.waits {
+                String::new()
+            } else if a.holds.is_empty() {
+                ", holds: none".to_string()
+            } else {
+                format!(", holds: {}", a.holds.join(", "))
+            };
             let _ = writeln!(
                 err,
-                "driver-waits: {call}: waits for the stream: {}, holds other calls: {}",
-                a.waits, a.holds
+                "driver-waits: {call}: waits for the stream: {}{holds}",
+                a.waits
             );
         }
         return;
     }
-    // The stand-in's model of driver 580.
+    // The stand-in's model of driver 580 (`held.rs`).
     for (call, a) in &answers {
-        let frees = call.starts_with("cuMemFree");
-        let waits = frees || *call == "cuCtxSynchronize";
+        let holder = HOLDERS.contains(call);
+        let waits = holder || *call == "cuCtxSynchronize";
+        let holds: Vec<&str> = if holder { HELD.to_vec() } else { Vec::new() };
         assert_eq!(
-            (a.waits, a.holds),
-            (waits, frees),
-            "{call} on the stand-in: waits {}, holds {}",
+            (a.waits, &a.holds),
+            (waits, &holds),
+            "{call} on the stand-in: waits {}, holds {:?}",
             a.waits,
             a.holds
         );
     }
 }
+
+/// The calls that wait for the device and hold others meanwhile, on the
+/// stand-in.
+const HOLDERS: [&str; 3] = ["cuMemFree_v2", "cuMemFreeHost", "cuMemHostUnregister"];
+
+/// What they hold there, among [`OTHERS`]: all but `cuStreamQuery`, as on
+/// driver 580 (measured).
+const HELD: [&str; 7] = [
+    "cuMemHostRegister_v2",
+    "cuEventCreate",
+    "cuEventDestroy_v2",
+    "cuMemAlloc_v2",
+    "cuStreamCreate + cuStreamDestroy_v2",
+    "cuStreamWriteValue32_v2",
+    "cuEventRecord",
+];

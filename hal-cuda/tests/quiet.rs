@@ -1,16 +1,19 @@
-//! A driver call that waits for the device (`cuMemFree_v2` here) never
-//! starts while one of the process's streams waits for a notify: on driver
-//! 580 such a free waited for the device and, it appears, held the
-//! process's other driver calls until the wait passed, so a thread that had
-//! to make one more driver call before it signalled the notify hung for
-//! ever. The stand-in frees that way by default. Each test counts the teardowns its process has left, so they
-//! run one at a time (`serial`); the file is a process of its own.
+//! A driver call that waits for the device (`cuMemFree_v2`,
+//! `cuMemHostUnregister` here) never starts while one of the process's
+//! streams waits for a notify, and no queued operation becomes one (a copy
+//! between two host ranges): on driver 580 such a call waited for the
+//! device and held the process's other driver work meanwhile (measured,
+//! `driver_waits.rs`), so a thread that had to make one more driver call
+//! before it signalled the notify hung for ever. The stand-in behaves so
+//! by default. Each test counts the teardowns its process has left, so
+//! they run one at a time (`serial`); the file is a process of its own and
+//! runs on the real driver in the GPU smoke run.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use hal_core::{AllocDesc, Backend, Device, Memory, Notify, WaitOptions};
+use hal_core::{AllocDesc, Backend, Device, EventFlags, Memory, Notify, WaitOptions};
 use hal_cuda::CudaDevice;
 use serial_test::serial;
 
@@ -120,4 +123,134 @@ fn a_free_goes_through_beside_a_stream_that_always_has_a_wait_queued() {
     stop.store(true, Ordering::Release);
     let rounds = pipeline.join().unwrap();
     assert!(rounds > 0, "the pipeline never ran a round");
+}
+
+/// The driver calls a gate's opener may make before it opens the gate:
+/// registrations (a new notify's first stream wait), event destruction,
+/// stream work.
+fn calls_of_an_opener(d: &CudaDevice) {
+    let other = d.create_stream().unwrap();
+    let (inner, done) = (d.create_notify().unwrap(), d.create_notify().unwrap());
+    d.stream_wait_notify(&other, &inner, None).unwrap();
+    d.record_notify(&other, &done).unwrap();
+    inner.signal().unwrap();
+    done.wait(WaitOptions::timeout(LONG)).unwrap();
+    let event = d.create_event(EventFlags::default()).unwrap();
+    d.record_event(&other, &event).unwrap();
+    d.synchronize(&other, Some(LONG)).unwrap();
+    drop(event);
+}
+
+#[test]
+#[serial]
+fn driver_calls_go_on_while_a_dropped_notify_waits_to_be_unregistered() {
+    let dev = Arc::new(device());
+    let stream = dev.create_stream().unwrap();
+    let gate = dev.create_notify().unwrap();
+    dev.stream_wait_notify(&stream, &gate, None).unwrap();
+    // A notify used in stream order has its page registered; dropped, the
+    // page is unregistered on a teardown worker, after the gate.
+    let used = dev.create_notify().unwrap();
+    let side = dev.create_stream().unwrap();
+    dev.record_notify(&side, &used).unwrap();
+    dev.synchronize(&side, Some(LONG)).unwrap();
+    returns("dropping a registered notify", move || drop(used));
+    assert_eq!(
+        hal_core::teardown::unfinished(),
+        1,
+        "the unregistration waits"
+    );
+    let d = Arc::clone(&dev);
+    returns("driver calls beside a pending unregistration", move || {
+        calls_of_an_opener(&d)
+    });
+    gate.signal().unwrap();
+    dev.synchronize(&stream, Some(LONG)).unwrap();
+    teardowns_finish();
+}
+
+#[test]
+#[serial]
+fn a_dropped_registration_waits_for_the_gate_and_holds_nobody_meanwhile() {
+    let dev = Arc::new(device());
+    let stream = dev.create_stream().unwrap();
+    let gate = dev.create_notify().unwrap();
+    dev.stream_wait_notify(&stream, &gate, None).unwrap();
+    let page = hal_core::os::page_size();
+    let map = hal_core::os::SharedMap::reserve(page, None).unwrap();
+    map.protect(0, page, hal_core::os::Prot::ReadWrite).unwrap();
+    // SAFETY: `map` outlives the registration (dropped before it, below).
+    let reg = unsafe { dev.register_host(map.as_ptr(), page) }.unwrap();
+    // The drop unregisters on its own thread, once the gate has opened.
+    let (tx, dropped) = mpsc::channel();
+    let dropper = std::thread::spawn(move || {
+        drop(reg);
+        let _ = tx.send(());
+    });
+    let d = Arc::clone(&dev);
+    returns("driver calls beside a pending unregistration", move || {
+        calls_of_an_opener(&d)
+    });
+    assert!(
+        dropped.try_recv().is_err(),
+        "the unregistration went on while a stream waited for a notify"
+    );
+    gate.signal().unwrap();
+    dropped
+        .recv_timeout(LONG)
+        .expect("the registration ended once the gate opened");
+    dropper.join().unwrap();
+    dev.synchronize(&stream, Some(LONG)).unwrap();
+    drop(map);
+}
+
+#[test]
+#[serial]
+fn a_host_to_host_copy_behind_a_gate_is_queued() {
+    let dev = Arc::new(device());
+    let stream = Arc::new(dev.create_stream().unwrap());
+    let gate = dev.create_notify().unwrap();
+    let page = hal_core::os::page_size();
+    let map = hal_core::os::SharedMap::reserve(page, None).unwrap();
+    map.protect(0, page, hal_core::os::Prot::ReadWrite).unwrap();
+    // SAFETY: `map` outlives the registration (dropped before it, below).
+    let reg = unsafe { dev.register_host(map.as_ptr(), page) }.unwrap();
+    let pinned = dev.allocate(&AllocDesc::host(page)).unwrap();
+    pinned.write(0, b"pinned to registered").unwrap();
+    dev.stream_wait_notify(&stream, &gate, None).unwrap();
+    // Queued behind the gate, both ways; the calls return at once.
+    let (d, s) = (Arc::clone(&dev), Arc::clone(&stream));
+    let (reg, pinned) = returns("host-to-host copies behind a gate", move || {
+        d.copy_async(
+            &s,
+            hal_core::MemRef::Registered(&reg),
+            0,
+            hal_core::MemRef::Allocation(&pinned),
+            0,
+            20,
+        )
+        .unwrap();
+        d.copy_async(
+            &s,
+            hal_core::MemRef::Allocation(&pinned),
+            64,
+            hal_core::MemRef::Registered(&reg),
+            0,
+            20,
+        )
+        .unwrap();
+        (reg, pinned)
+    });
+    let mut early = [0u8; 20];
+    map.read(0, &mut early).unwrap();
+    assert_eq!(early, [0u8; 20], "a copy went ahead of the gate");
+    gate.signal().unwrap();
+    dev.synchronize(&stream, Some(LONG)).unwrap();
+    let mut got = [0u8; 20];
+    map.read(0, &mut got).unwrap();
+    assert_eq!(&got, b"pinned to registered", "into the registration");
+    pinned.read(64, &mut got).unwrap();
+    assert_eq!(&got, b"pinned to registered", "and back, in stream order");
+    drop(reg);
+    drop(map);
 }

@@ -239,10 +239,14 @@ fn an_allocation_made_without_a_handle_type_is_not_exported() {
 fn unmapping_waits_for_the_stream_work_queued_before_it() {
     let dev = device();
     let g = gran(&dev);
-    let p = dev.allocate_physical(2 * g).unwrap();
+    // Two pieces, each a physical allocation mapped from its start.
+    let (p, q) = (
+        dev.allocate_physical(g).unwrap(),
+        dev.allocate_physical(g).unwrap(),
+    );
     let r = dev.reserve(2 * g, g).unwrap();
     dev.map_range(&r, 0, &p, 0, g).unwrap();
-    dev.map_range(&r, g, &p, g, g).unwrap();
+    dev.map_range(&r, g, &q, 0, g).unwrap();
     let stream = dev.create_stream().unwrap();
     let notify = dev.create_notify().unwrap();
     // Work that cannot run until the notify is signalled.
@@ -615,4 +619,18 @@ fn child_drops_two_mappings() {
         "every unmap of the drop succeeded: {said:?}"
     );
     println!("child done");
+}
+
+#[test]
+fn a_physical_allocation_is_mapped_from_its_start_only() {
+    let dev = device();
+    let g = gran(&dev);
+    let p = dev.allocate_physical(2 * g).unwrap();
+    let r = dev.reserve(g, g).unwrap();
+    let err = dev.map_range(&r, 0, &p, g, g).unwrap_err();
+    assert!(err.is_unsupported(), "{err:?}");
+    assert!(err.to_string().contains("from its start"), "{err}");
+    // From the start, a part of it maps.
+    dev.map_range(&r, 0, &p, 0, g).unwrap();
+    dev.unmap(&r, 0, g).unwrap();
 }

@@ -64,6 +64,8 @@ pub(crate) enum Op {
     Hold {
         value: Box<dyn std::any::Any + Send>,
     },
+    /// Call a host function (`cuLaunchHostFunc`).
+    Host { run: Box<dyn FnOnce() + Send> },
 }
 
 /// A 32-bit word of host memory registered with the device, which stream
@@ -327,6 +329,10 @@ fn execute(dev: &DevRef, op: Op, closing: &AtomicBool) -> Result<()> {
         },
         Op::Hold { value } => {
             drop(value);
+            Ok(())
+        }
+        Op::Host { run } => {
+            run();
             Ok(())
         }
         Op::WaitNotify { sync, timeout } => {

@@ -45,6 +45,7 @@ const RUN_ON_THE_DRIVER: &[&str] = &[
     "teardown-",
     "uvm_conformance-",
     "driver_waits-",
+    "quiet-",
 ];
 
 /// The run script.

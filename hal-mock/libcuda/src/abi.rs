@@ -13,13 +13,14 @@ use crate::error::result_of;
 /// of running it.
 pub(crate) fn guard(entry: &str, f: impl FnOnce() -> Result<(), Code>) -> CUresult {
     let run = || {
-        // Later driver work of this process is ordered after its staged
-        // host-to-device copies, and waits while a free holds the driver;
-        // the context stack, the error strings and the device queries are
-        // no work.
-        if crate::staged::lands(entry) {
-            // A call that waits for the device may hold the driver.
+        // A call that waits for the device may hold the registrations.
+        if crate::held::takes(entry) {
             crate::held::pass();
+        }
+        // Later driver work of this process is ordered after its staged
+        // host-to-device copies; the context stack, the error strings and
+        // the device queries are no work.
+        if crate::staged::lands(entry) {
             crate::staged::land_all();
         }
         crate::switches::injected(entry)?;

@@ -1,20 +1,23 @@
 //! The process's driver, held by a call that waits for the device.
 //!
-//! On driver 580 (an H200), `cuMemFree_v2` waited for the work queued on
-//! the device before it freed (measured), and four conformance cases whose
-//! streams waited on unsignalled notifies hung together beside such a
-//! free: what happens when the other driver calls of the process wait
-//! behind it (inferred, not yet measured: `hal-cuda/tests/driver_waits.rs`
-//! asks the driver). The stand-in does the same unless
-//! [`FREE_SYNCS_VAR`](crate::FREE_SYNCS_VAR) is 0: a waiting free holds
-//! this lock, and every entry point that does work passes through it first
-//! (the same entry points that land staged copies, `staged::lands`).
+//! On driver 580 (an H200), `cuMemFree_v2`, `cuMemFreeHost`,
+//! `cuCtxSynchronize` and `cuMemHostUnregister` waited for a stream that
+//! waited for an unwritten host word, and all but `cuCtxSynchronize` held
+//! meanwhile every other call tried from other threads (registration, event
+//! creation, destruction and record, allocation, stream creation, stream
+//! writes) but `cuStreamQuery` (measured, `hal-cuda/tests/driver_waits.rs`).
+//! A `cuMemcpyAsync` between two host memories waited for its stream and
+//! held the same way (the stacks of a conformance case that hung there).
+//! The stand-in does the same unless [`FREE_SYNCS_VAR`](crate::FREE_SYNCS_VAR)
+//! is 0: such a call holds this lock while it waits ([`hold`]), and the
+//! entry points that [`takes`] names pass through it first.
 
 use std::sync::{Mutex, MutexGuard};
 
 static HELD: Mutex<()> = Mutex::new(());
 
-/// Hold the driver until the guard drops: entry points that do work wait.
+/// Hold the driver until the guard drops: the entry points that [`takes`]
+/// names wait.
 pub(crate) fn hold() -> MutexGuard<'static, ()> {
     hal_core::lock::lock(&HELD)
 }
@@ -22,6 +25,13 @@ pub(crate) fn hold() -> MutexGuard<'static, ()> {
 /// Wait while a call holds the driver.
 pub(crate) fn pass() {
     drop(hold());
+}
+
+/// True for the entry points that wait while a call holds the driver:
+/// every one that does work (`staged::lands`) but
+/// `cuStreamQuery`.
+pub(crate) fn takes(entry: &str) -> bool {
+    crate::staged::lands(entry) && entry != "cuStreamQuery"
 }
 
 #[cfg(test)]
@@ -48,5 +58,24 @@ mod tests {
         // Not held: passing returns at once, and again.
         pass();
         pass();
+    }
+
+    #[test]
+    fn work_waits_and_a_stream_query_does_not() {
+        for entry in [
+            "cuMemHostRegister_v2",
+            "cuMemHostUnregister",
+            "cuEventCreate",
+            "cuEventDestroy_v2",
+            "cuMemAlloc_v2",
+            "cuStreamCreate",
+            "cuStreamWriteValue32_v2",
+            "cuEventRecord",
+        ] {
+            assert!(takes(entry), "{entry}");
+        }
+        for entry in ["cuStreamQuery", "cuCtxPushCurrent_v2", "cuGetErrorName"] {
+            assert!(!takes(entry), "{entry}");
+        }
     }
 }

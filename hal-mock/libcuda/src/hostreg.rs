@@ -72,11 +72,25 @@ pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(
 }
 
 /// Unregisters the host memory registered at `p`.
+/// With [`crate::switches::free_synchronizes`] (the default), first waits
+/// for the work queued on the current device, holding the driver
+/// meanwhile, as driver 580 did (`held.rs`).
 #[no_mangle]
 pub unsafe extern "C" fn cuMemHostUnregister(p: *mut c_void) -> CUresult {
     guard("cuMemHostUnregister", || {
         let d = driver()?;
-        current(d)?;
+        let ordinal = current(d)?;
+        let _held = if crate::switches::free_synchronizes() {
+            if !lock(&d.registered).contains_key(&(p as u64)) {
+                return Err(cuda::HOST_MEMORY_NOT_REGISTERED);
+            }
+            // Outside the table's lock: the queued work may use it.
+            let held = crate::held::hold();
+            sim(d.devices[ordinal as usize].device.synchronize_device(None))?;
+            Some(held)
+        } else {
+            None
+        };
         let reg = lock(&d.registered).remove(&(p as u64));
         // Dropped outside the lock: the drop unregisters.
         reg.map(drop).ok_or(cuda::HOST_MEMORY_NOT_REGISTERED)

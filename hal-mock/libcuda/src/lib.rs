@@ -218,6 +218,7 @@ pub const EXPORTED: &[&str] = &[
     "cuMemsetD8Async",
     "cuStreamWaitEvent",
     "cuMemcpyAsync",
+    "cuLaunchHostFunc",
     "cuMemAdvise_v2",
     "cuMemPrefetchAsync_v2",
     "cuMemHostRegister_v2",

@@ -64,7 +64,7 @@ fn free(d: &Driver, addr: u64, kinds: &[Kind]) -> Result<(), Code> {
             _ => return Err(cuda::INVALID_VALUE),
         };
         // Outside the memory table's lock: the queued work may use it. The
-        // driver is held meanwhile, as driver 580 appears to (`held.rs`).
+        // driver is held meanwhile (`held.rs`).
         let _held = crate::held::hold();
         sim(d.devices[ordinal as usize].device.synchronize_device(None))?;
     }

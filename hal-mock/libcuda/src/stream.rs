@@ -257,15 +257,57 @@ pub unsafe extern "C" fn cuMemcpyAsync(
             }
             let to = d.find_copyable(dst, len)?;
             let from = d.find_copyable(src, len)?;
+            let dev = &d.devices[ordinal as usize].device;
+            let host = |k: Kind| matches!(k, Kind::Host | Kind::Registered);
+            // From host memory to host memory the copy is fully
+            // synchronous with respect to the host (CUDA's API
+            // synchronization behaviour): it waits for the stream's earlier
+            // work, and holds the driver meanwhile, as driver 580
+            // did (`held.rs`).
+            let held = if host(to.kind) && host(from.kind) {
+                let held = crate::held::hold();
+                sim(dev.synchronize(&stream, None))?;
+                Some(held)
+            } else {
+                None
+            };
             sim(Device::copy_async(
-                &d.devices[ordinal as usize].device,
+                dev,
                 &stream,
                 to.alloc.r(),
                 to.offset,
                 from.alloc.r(),
                 from.offset,
                 len,
-            ))
+            ))?;
+            if held.is_some() {
+                sim(dev.synchronize(&stream, None))?;
+            }
+            Ok(())
         }),
     }
+}
+
+/// Queues a call of `f(user_data)` on the stream: a thread of the stand-in
+/// makes it once the stream's earlier work has run, and later work waits
+/// for it.
+#[no_mangle]
+pub unsafe extern "C" fn cuLaunchHostFunc(
+    h_stream: CUstream,
+    f: cudarc::driver::sys::CUhostFn,
+    user_data: *mut c_void,
+) -> CUresult {
+    guard("cuLaunchHostFunc", || {
+        let d = driver()?;
+        let (stream, ordinal) = stream_of(d, h_stream)?;
+        let f = f.ok_or(cuda::INVALID_VALUE)?;
+        let data = user_data as usize;
+        sim(d.devices[ordinal as usize]
+            .device
+            .launch_host(&stream, move || {
+                // SAFETY: the caller's contract: `f` may be called once,
+                // on another thread, with `user_data`.
+                unsafe { f(data as *mut c_void) }
+            }))
+    })
 }

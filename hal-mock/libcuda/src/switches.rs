@@ -10,12 +10,13 @@
 //!   1, as on HMM or ATS machines; 0 otherwise, as on the measured H200).
 //! - `HAL_MOCK_LIBCUDA_NO_PEER_ACCESS=1`: a machine whose devices cannot
 //!   reach each other (`peer.rs`).
-//! - `HAL_MOCK_LIBCUDA_FREE_SYNCS=0`: `cuMemFree_v2` and `cuMemFreeHost`
-//!   free at once (queued work keeps what it uses). By default they wait
-//!   for all the work queued on the memory's device before they free, as
-//!   driver 580 did on an H200 (measured; the driver API says they "may
-//!   perform implicit synchronization"), and the process's other driver
-//!   calls wait behind them meanwhile, as they did there (`held.rs`).
+//! - `HAL_MOCK_LIBCUDA_FREE_SYNCS=0`: `cuMemFree_v2`, `cuMemFreeHost` and
+//!   `cuMemHostUnregister` end at once (queued work keeps what it uses).
+//!   By default they wait for all the work queued on the device before
+//!   they end anything, as driver 580 did on an H200 (measured; the driver
+//!   API says frees "may perform implicit synchronization"), and the
+//!   process's registrations and event destruction wait behind them
+//!   meanwhile, as they did there (`held.rs`).
 //! - `HAL_MOCK_LIBCUDA_FAIL=cuMemCreate:2,cuMemMap:1`: each named entry
 //!   point answers the `CUresult` given (a number of `hal_core`'s CUDA
 //!   table) instead of doing its work, every time; code 0 is a driver that

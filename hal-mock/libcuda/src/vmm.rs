@@ -281,7 +281,7 @@ pub unsafe extern "C" fn cuMemAddressFree(ptr: CUdeviceptr, size: usize) -> CUre
     })
 }
 
-/// Maps `size` bytes of a physical allocation, from `offset`, at `ptr`
+/// Maps `size` bytes of a physical allocation, from its start (`offset` 0), at `ptr`
 /// inside a reservation, with no access yet.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemMap(
@@ -296,11 +296,16 @@ pub unsafe extern "C" fn cuMemMap(
         if flags != 0 {
             return Err(cuda::INVALID_VALUE);
         }
+        // From the allocation's start only: the offset "must be zero" (the
+        // driver API), and driver 580 answered so (measured on an H200).
+        if offset != 0 {
+            return Err(cuda::NOT_SUPPORTED);
+        }
         let len = wide(size)?;
         let (phys, _) = vmm().physical(handle)?;
         let at = vmm().find(ptr, len)?;
         let dev = &d.devices[at.ordinal as usize].device;
-        sim(dev.map_range(&at.res, at.offset, &phys, wide(offset)?, len))
+        sim(dev.map_range(&at.res, at.offset, &phys, 0, len))
     })
 }
 

@@ -259,4 +259,17 @@ impl MockDevice {
         stream.push(Op::WaitWord { word, value });
         Ok(())
     }
+
+    /// Queue `run` on `stream`: the stream's worker calls it once the work
+    /// queued before it has run, and later work waits for it
+    /// (`cuLaunchHostFunc`). A stream that is abandoned drops it uncalled.
+    pub fn launch_host(
+        &self,
+        stream: &MockStream,
+        run: impl FnOnce() + Send + 'static,
+    ) -> Result<()> {
+        self.dev.check_owner(&stream.dev, "stream", true)?;
+        stream.push(Op::Host { run: Box::new(run) });
+        Ok(())
+    }
 }
