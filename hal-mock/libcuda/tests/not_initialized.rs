@@ -73,6 +73,7 @@ fn every_call_before_cu_init_is_not_initialized() {
             (cu.cuEventElapsedTime)(null_mut(), h.cast(), h.cast()),
             (cu.cuStreamWaitEvent)(h.cast(), h.cast(), 0),
             (cu.cuMemcpyAsync)(0, 0, 1, h.cast()),
+            (cu.cuLaunchHostFunc)(h.cast(), None, null_mut()),
             (cu.cuMemAdvise_v2)(0, 1, 1, host()),
             (cu.cuMemPrefetchAsync_v2)(0, 1, host(), 0, h.cast()),
             (cu.cuMemHostRegister_v2)(null_mut(), 1, 0),

@@ -456,3 +456,50 @@ fn destroying_a_waiting_stream_returns_and_its_work_runs_on() {
         std::alloc::dealloc(host.cast(), layout);
     }
 }
+
+/// The host function of the test below: stores 7 into the word it is given.
+unsafe extern "C" fn store_seven(word: *mut c_void) {
+    // SAFETY: the test gives a live, aligned word that outlives the call.
+    unsafe { &*word.cast::<std::sync::atomic::AtomicU32>() }
+        .store(7, std::sync::atomic::Ordering::Release);
+}
+
+#[test]
+fn a_host_function_runs_in_stream_order() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let cu = init();
+    let _ctx = Current::on(3);
+    let mut s: CUstream = null_mut();
+    let layout = std::alloc::Layout::from_size_align(4096, 4096).unwrap();
+    let mut dev: CUdeviceptr = 0;
+    // SAFETY: valid output pointers; handles are the library's; the words
+    // are in the registered page, which outlives the stream's work.
+    unsafe {
+        let host = std::alloc::alloc_zeroed(layout).cast::<c_void>();
+        assert!(!host.is_null());
+        assert_eq!((cu.cuMemHostRegister_v2)(host, 4096, 3), OK);
+        assert_eq!((cu.cuMemHostGetDevicePointer_v2)(&mut dev, host, 0), OK);
+        let gate = &*host.cast::<AtomicU32>();
+        let ran = host.cast::<AtomicU32>().add(1);
+        assert_eq!((cu.cuStreamCreate)(&mut s, 0), OK);
+        assert_eq!(
+            (cu.cuLaunchHostFunc)(s, None, ran.cast()),
+            INVALID_VALUE,
+            "no function"
+        );
+        assert_eq!((cu.cuStreamWaitValue32_v2)(s, dev, 1, 1), OK);
+        assert_eq!((cu.cuLaunchHostFunc)(s, Some(store_seven), ran.cast()), OK);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!((*ran).load(Ordering::Acquire), 0, "behind the wait");
+        gate.store(1, Ordering::Release);
+        assert_eq!((cu.cuStreamSynchronize)(s), OK);
+        assert_eq!(
+            (*ran).load(Ordering::Acquire),
+            7,
+            "ran once the wait passed"
+        );
+        assert_eq!((cu.cuStreamDestroy_v2)(s), OK);
+        assert_eq!((cu.cuMemHostUnregister)(host), OK);
+        std::alloc::dealloc(host.cast(), layout);
+    }
+}

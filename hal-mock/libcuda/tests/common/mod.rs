@@ -99,6 +99,7 @@ entry_points! {
     cuEventElapsedTime: fn(*mut f32, CUevent, CUevent);
     cuStreamWaitEvent: fn(CUstream, CUevent, c_uint);
     cuMemcpyAsync: fn(CUdeviceptr, CUdeviceptr, usize, CUstream);
+    cuLaunchHostFunc: fn(CUstream, cudarc::driver::sys::CUhostFn, *mut c_void);
     cuMemAdvise_v2: fn(CUdeviceptr, usize, c_uint, CUmemLocation);
     cuMemPrefetchAsync_v2: fn(CUdeviceptr, usize, CUmemLocation, c_uint, CUstream);
     cuMemHostRegister_v2: fn(*mut c_void, usize, c_uint);
