@@ -72,7 +72,7 @@ pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(
 }
 
 /// Unregisters the host memory registered at `p`.
-/// With [`crate::switches::free_synchronizes`] (the default), first waits
+/// Unless [`FREE_SYNCS_VAR`](crate::FREE_SYNCS_VAR) is 0, first waits
 /// for the work queued on the current device, holding the driver
 /// meanwhile, as driver 580 did (`held.rs`).
 #[no_mangle]
