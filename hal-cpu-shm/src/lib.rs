@@ -162,7 +162,7 @@ pub use mapping::CpuMapping;
 pub use memory::{CpuAllocation, RegionKind};
 pub use named::{
     collect_garbage, collect_garbage_named, collect_garbage_prefix, create_named, list_regions,
-    open_named, open_named_read_only, region_id, unlink_named, NamedOptions, RegionInfo,
+    open_named, open_named_read_only, region_id, unlink_named, Collected, NamedOptions, RegionInfo,
 };
 pub use sync::{CpuEvent, CpuNotify, CpuStream};
 pub use vmm::{CpuPhysical, CpuReservation};

@@ -92,7 +92,8 @@ use name::{meta_path, shm_error, what};
 use region::{open_fd, remove_if, NamedRegion, Owner};
 
 pub use gc::{
-    collect_garbage, collect_garbage_named, collect_garbage_prefix, list_regions, RegionInfo,
+    collect_garbage, collect_garbage_named, collect_garbage_prefix, list_regions, Collected,
+    RegionInfo,
 };
 pub use name::{region_id, validate_name, MAX_NAME_LEN, META_PREFIX, SHM_DIR};
 pub use region::unlink_named;

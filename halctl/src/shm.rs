@@ -5,10 +5,10 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::Subcommand;
-use hal::cpu_shm::named::{self, RegionInfo};
+use hal::cpu_shm::named::{self, Collected, RegionInfo};
 use serde::Serialize;
 
-use crate::fail::{CmdResult, Context};
+use crate::fail::{CmdResult, Context, Fail};
 use crate::out;
 
 /// `halctl shm ...`.
@@ -23,8 +23,13 @@ pub enum ShmCommand {
     },
     /// Remove the regions whose creator has died. Regions of live
     /// processes, and regions this library did not create, are never touched.
+    /// Metadata whose region is gone, or whose name now leads to another
+    /// object (perhaps another user's), is removed alone and reported as
+    /// stale metadata: the object is left as it is.
     Gc {
-        /// Only these regions (by name); default: every region of a dead owner.
+        /// Only these regions (by name); default: every region of a dead
+        /// owner. A name with nothing to remove (no such region, or one whose
+        /// creator lives or that hal did not create) is an error (exit 1).
         #[arg(value_name = "NAME")]
         names: Vec<String>,
         /// Only say what would be removed.
@@ -70,10 +75,33 @@ struct LsOut {
     regions: Vec<RegionOut>,
 }
 
+/// One entry of `shm gc`: the region and what went (or would go).
+#[derive(Debug, Serialize)]
+struct GcEntry {
+    #[serde(flatten)]
+    region: RegionOut,
+    /// `region` (the object and its metadata) or `stale-metadata` (the
+    /// metadata alone; the object under that name, if any, was left alone).
+    removes: &'static str,
+    /// The metadata file removed with it.
+    metadata: String,
+}
+
 #[derive(Debug, Serialize)]
 struct GcOut {
     dry_run: bool,
-    removed: Vec<RegionOut>,
+    removed: Vec<GcEntry>,
+}
+
+fn gc_entry(r: &RegionInfo) -> GcEntry {
+    GcEntry {
+        region: region_out(r),
+        removes: match r.collected() {
+            Collected::RegionAndMetadata => "region",
+            Collected::StaleMetadataOnly => "stale-metadata",
+        },
+        metadata: format!("{}/{}{}", named::SHM_DIR, named::META_PREFIX, r.name),
+    }
 }
 
 fn unix(t: SystemTime) -> u64 {
@@ -110,6 +138,24 @@ fn state(r: &RegionOut) -> String {
     s
 }
 
+/// The owner's pid, or `unknown` where the metadata records none (0).
+fn owner(pid: u32) -> String {
+    if pid == 0 {
+        "unknown".to_string()
+    } else {
+        pid.to_string()
+    }
+}
+
+/// The creation date, or `unknown` where the metadata records none (0).
+fn created(secs: u64) -> String {
+    if secs == 0 {
+        "unknown".to_string()
+    } else {
+        utc(secs)
+    }
+}
+
 fn table(regions: &[RegionOut]) -> CmdResult {
     out::line(format!(
         "{:<32} {:>10} {:>9}  {:<20} STATE",
@@ -120,8 +166,8 @@ fn table(regions: &[RegionOut]) -> CmdResult {
             "{:<32} {:>10} {:>9}  {:<20} {}",
             r.name,
             out::bytes(r.size),
-            r.owner_pid,
-            utc(r.created_unix),
+            owner(r.owner_pid),
+            created(r.created_unix),
             state(r)
         ))?;
     }
@@ -165,26 +211,74 @@ pub fn run(cmd: &ShmCommand) -> CmdResult {
             dry_run,
             json,
         } => {
-            let removed: Vec<RegionOut> = gc(names, dry_run)?.iter().map(region_out).collect();
+            let done = gc(names, dry_run)?;
+            let missed = not_collected(names, &done);
+            let removed: Vec<GcEntry> = done.iter().map(gc_entry).collect();
             if json {
-                return out::json(&GcOut { dry_run, removed });
+                out::json(&GcOut { dry_run, removed })?;
+            } else {
+                print_gc(&removed, dry_run, names.is_empty())?;
             }
-            let verb = if dry_run { "would remove" } else { "removed" };
-            if removed.is_empty() {
-                return out::line(format!(
-                    "nothing to remove: no region of a dead owner ({verb} 0)"
-                ));
+            match missed {
+                Some(m) => Err(Fail::failed(m)),
+                None => Ok(()),
             }
-            for r in &removed {
-                out::line(format!(
-                    "{verb} {} ({}, owner pid {} is dead)",
-                    r.path,
-                    out::bytes(r.size),
-                    r.owner_pid
-                ))?;
-            }
-            Ok(())
         }
+    }
+}
+
+fn print_gc(removed: &[GcEntry], dry_run: bool, everything: bool) -> CmdResult {
+    let verb = if dry_run { "would remove" } else { "removed" };
+    if removed.is_empty() {
+        if everything {
+            return out::line(format!(
+                "nothing to remove: no region of a dead owner ({verb} 0)"
+            ));
+        }
+        return Ok(());
+    }
+    for e in removed {
+        let r = &e.region;
+        let who = match r.owner_pid {
+            0 => "its owner is unknown".to_string(),
+            pid => format!("owner pid {pid} is dead"),
+        };
+        out::line(match e.removes {
+            "region" => format!(
+                "{verb} region {} and its metadata ({}, {who})",
+                r.path,
+                out::bytes(r.size)
+            ),
+            _ => format!(
+                "{verb} stale metadata {} ({who}); no region removed: {} is not the region \
+                 it describes (gone, or another object, left alone)",
+                e.metadata, r.path
+            ),
+        })?;
+    }
+    Ok(())
+}
+
+/// The names given to `shm gc` that it did not collect, with why, as one
+/// line; `None` when every name given was collected (or none was given).
+fn not_collected(names: &[String], done: &[RegionInfo]) -> Option<String> {
+    let listed = named::list_regions().unwrap_or_default();
+    let why: Vec<String> = names
+        .iter()
+        .filter(|n| !done.iter().any(|r| &r.name == *n))
+        .map(|n| match listed.iter().find(|r| &r.name == n) {
+            Some(r) if r.alive => format!("{n}: its creator (pid {}) is alive", r.owner_pid),
+            Some(_) => format!("{n}: it changed during the cleanup; try again"),
+            None if std::path::Path::new(&format!("{}/{n}", named::SHM_DIR)).exists() => {
+                format!("{n}: hal did not create it (or it belongs to another user); left alone")
+            }
+            None => format!("{n}: no such region in {}", named::SHM_DIR),
+        })
+        .collect();
+    if why.is_empty() {
+        None
+    } else {
+        Some(format!("nothing removed for {}", why.join("; ")))
     }
 }
 

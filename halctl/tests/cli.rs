@@ -895,8 +895,15 @@ fn shm_gc_removes_only_dead_owners_regions() {
     assert_eq!(d["owner_pid"], victim_pid);
     assert_eq!(find(&live).expect("live region listed")["alive"], true);
 
+    // The live one is named too: nothing can be removed for it, which is a
+    // failure (exit 1) that names it, after the dead one's entry.
     let out = halctl(&["shm", "gc", "--dry-run", "--json", &dead, &live]);
-    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.code, 1, "{out:?}");
+    assert_short_error(&out);
+    assert!(
+        out.stderr.contains(&format!("{live}: its creator")),
+        "{out:?}"
+    );
     let v = out.json();
     assert_eq!(v["dry_run"], true);
     let names: Vec<&str> = v["removed"]
@@ -917,9 +924,10 @@ fn shm_gc_removes_only_dead_owners_regions() {
     assert!(out.stdout.contains(&dead), "{out:?}");
 
     let out = halctl(&["shm", "gc", &dead, &live]);
-    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.code, 1, "{out:?}");
     assert!(
-        out.stdout.contains(&format!("removed /dev/shm/{dead}")),
+        out.stdout
+            .contains(&format!("removed region /dev/shm/{dead} and its metadata")),
         "{out:?}"
     );
     assert!(!shm_exists(&dead), "the dead owner's region is gone");

@@ -33,13 +33,17 @@ struct Planted(String);
 
 impl Planted {
     fn new(name: &str, created: u64) -> Planted {
+        Planted::with_pid(name, created, 1)
+    }
+
+    fn with_pid(name: &str, created: u64, pid: u32) -> Planted {
         // SAFETY: geteuid(2) has no preconditions.
         let uid = unsafe { libc::geteuid() };
         let mut b = [0u8; 128];
         b[0..8].copy_from_slice(b"HALSHMD1");
         b[8..12].copy_from_slice(&1u32.to_le_bytes());
         b[12..16].copy_from_slice(&uid.to_le_bytes());
-        b[16..20].copy_from_slice(&1u32.to_le_bytes()); // pid
+        b[16..20].copy_from_slice(&pid.to_le_bytes());
         b[24..32].copy_from_slice(&1u64.to_le_bytes()); // start
         b[32..40].copy_from_slice(&8192u64.to_le_bytes()); // size
         b[40..48].copy_from_slice(&created.to_le_bytes());
@@ -69,7 +73,9 @@ fn halctl(args: &[&str]) -> String {
 #[test]
 fn creation_times_print_as_seconds_and_utc_dates() {
     let dates: &[(u64, &str)] = &[
-        (0, "1970-01-01 00:00:00"),
+        // No creation time recorded (leftover metadata): not the epoch.
+        (0, "unknown"),
+        (1, "1970-01-01 00:00:01"),
         (68_255_999, "1972-02-29 23:59:59"),
         (946_684_799, "1999-12-31 23:59:59"),
         (951_782_400, "2000-02-29 00:00:00"),
@@ -123,4 +129,28 @@ fn creation_times_print_as_seconds_and_utc_dates() {
         .filter(|n| n.contains(&format!("halctl-ls-{}-", std::process::id())))
         .collect();
     assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn leftover_metadata_shows_an_unknown_owner_and_date() {
+    let name = unique("leftover");
+    let _p = Planted::with_pid(&name, 0, 0);
+    let text = halctl(&["shm", "ls"]);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(name.as_str()))
+        .unwrap_or_else(|| panic!("{name} not in:\n{text}"));
+    let cols: Vec<&str> = line.split_whitespace().collect();
+    // NAME SIZE(2 words) OWNER CREATED STATE...
+    assert_eq!(cols[3], "unknown", "{line:?}");
+    assert_eq!(cols[4], "unknown", "{line:?}");
+    assert!(!line.contains("1970"), "{line:?}");
+    let v: Value = serde_json::from_str(halctl(&["shm", "ls", "--json"]).trim()).unwrap();
+    let r = v["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == name.as_str())
+        .unwrap_or_else(|| panic!("{name} not listed: {v}"));
+    assert_eq!(r["owner_pid"], 0, "{r}");
 }
