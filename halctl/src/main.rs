@@ -20,6 +20,7 @@ mod stats;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand};
 
 use crate::fail::{CmdResult, Fail};
@@ -141,9 +142,20 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            // --help and --version print and succeed; usage errors exit 2.
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { fail::EXIT_USAGE } else { 0 });
+            // --help and --version print and succeed; usage errors are one
+            // line and exit 2.
+            if !e.use_stderr() {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            let rendered = e.render().to_string();
+            let line = if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                missing_command_line(&rendered)
+            } else {
+                usage_line(&rendered)
+            };
+            eprintln!("halctl: error: {line}");
+            return ExitCode::from(fail::EXIT_USAGE);
         }
     };
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli))) {
@@ -156,6 +168,46 @@ fn main() -> ExitCode {
         }
         Err(_) => ExitCode::from(fail::EXIT_FAILED),
     }
+}
+
+/// clap's usage error as one line: its message and notes (what is missing,
+/// a similar option), without the usage block, ending with where to look.
+fn usage_line(rendered: &str) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for line in rendered.lines().map(str::trim) {
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        if line.is_empty() {
+            continue;
+        }
+        match line.strip_prefix("tip: ") {
+            Some(tip) => parts.push(format!("; {tip}")),
+            None => parts.push(format!(" {}", line.strip_prefix("error: ").unwrap_or(line))),
+        }
+    }
+    format!("{} (see --help)", parts.concat().trim_start())
+}
+
+/// The help clap prints when a command is missing (`halctl`, `halctl shm`),
+/// as one line: the usage and the commands there are.
+fn missing_command_line(help: &str) -> String {
+    let usage = help
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Usage: "))
+        .unwrap_or("halctl <COMMAND>");
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    format!(
+        "a command is missing: {usage} (commands: {}; see --help)",
+        commands.join(", ")
+    )
 }
 
 /// Bytes from a size such as `4096`, `64K`, `64KiB`, `16M`, `1G` (binary units).
@@ -238,6 +290,34 @@ mod tests {
         assert_eq!(parse_byte("7"), Ok(7));
         assert!(parse_byte("256").is_err());
         assert!(parse_byte("0x").is_err());
+    }
+
+    #[test]
+    fn usage_errors_are_one_line() {
+        for args in [
+            &["halctl", "export"][..],
+            &["halctl", "export", "--backend", "cpu-shm", "--sise", "4K"],
+            &["halctl", "import", "--handle-file"],
+            &["halctl", "nonsense"],
+        ] {
+            let e = Cli::try_parse_from(args).unwrap_err();
+            let line = usage_line(&e.render().to_string());
+            assert!(!line.contains('\n'), "{args:?}: {line}");
+            assert!(!line.starts_with("error"), "{args:?}: {line}");
+            assert!(line.ends_with("(see --help)"), "{args:?}: {line}");
+        }
+        let e = Cli::try_parse_from(["halctl", "export", "--size", "4K"]).unwrap_err();
+        assert!(usage_line(&e.render().to_string()).contains("--backend"));
+        let e = Cli::try_parse_from(["halctl", "shm"]).unwrap_err();
+        assert_eq!(
+            e.kind(),
+            ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+        );
+        let line = missing_command_line(&e.render().to_string());
+        assert_eq!(
+            line,
+            "a command is missing: halctl shm <COMMAND> (commands: ls, gc; see --help)"
+        );
     }
 
     #[test]

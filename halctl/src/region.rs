@@ -9,7 +9,7 @@ use hal::dynamic::{DynAllocation, DynDevice};
 use hal::registry::Registry;
 use hal::{
     AllocDesc, BackendId, Capabilities, ExportOptions, Handle, HandleFlags, HandleKind,
-    ImportOptions,
+    ImportOptions, Importers, PidKind,
 };
 use hal::{Memory, SharedHandle};
 use nix::sys::signal::{SigSet, Signal};
@@ -22,7 +22,8 @@ use crate::{backend, out, HandleSource};
 /// Arguments of `halctl export`.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// Backend to allocate on (cpu-shm, mock-cuda, mock-ascend; `mock` means mock-cuda).
+    /// Backend to allocate on: cpu-shm, cuda, cuda-uvm, ascend, mock-cuda,
+    /// mock-ascend (`mock` means mock-cuda).
     #[arg(long, value_name = "NAME")]
     backend: String,
     /// Create a named region (cpu-shm only): the POSIX shared memory object
@@ -39,7 +40,10 @@ pub struct ExportArgs {
     fill: u8,
     /// Keep the region alive this many seconds, then clean up and exit. 0
     /// (the default) holds until standard input closes (Ctrl-D, or the end
-    /// of a pipe). SIGINT and SIGTERM end the hold early in either case.
+    /// of a pipe); when standard input is not a terminal and is already at
+    /// its end as the export starts (a background job `halctl export ... &`
+    /// in a script, `< /dev/null`), until a signal. SIGINT, SIGTERM and
+    /// SIGHUP end the hold early in every case, cleaning up.
     #[arg(long, value_name = "SECONDS", default_value_t = 0)]
     hold: u64,
     /// Also write the handle to this file (atomically, mode 0600); the file
@@ -55,9 +59,42 @@ pub struct ExportArgs {
     /// exports (the CUDA-like and Ascend-like simulators) refuse it.
     #[arg(long)]
     read_only: bool,
+    /// Who may import: `anyone`, or a comma-separated list of process ids,
+    /// each as the importer's backend names it (an OS pid on cpu-shm and
+    /// CUDA; on Ascend the runtime's own process id, which a refused
+    /// `halctl import` prints). Default: the backend's (anyone on cpu-shm and
+    /// CUDA, nobody on Ascend until allowed).
+    #[arg(long, value_name = "anyone|PID,...", value_parser = parse_importers)]
+    importers: Option<Importers>,
     /// Print one JSON object instead of the bare handle text.
     #[arg(long)]
     json: bool,
+}
+
+/// `anyone`, or process ids separated by commas.
+fn parse_importers(s: &str) -> Result<Importers, String> {
+    if s.trim().eq_ignore_ascii_case("anyone") {
+        return Ok(Importers::Anyone);
+    }
+    s.split(',')
+        .map(|p| match p.trim().parse::<u32>() {
+            Ok(pid) if pid > 0 => Ok(pid),
+            _ => Err(format!(
+                "`{}` is not a process id (give `anyone` or PID,PID,...)",
+                p.trim()
+            )),
+        })
+        .collect::<Result<Vec<u32>, String>>()
+        .map(Importers::Pids)
+}
+
+/// How `--importers` reads in messages.
+fn importers_text(importers: &Importers) -> String {
+    match importers {
+        Importers::BackendDefault => "the backend's default".to_string(),
+        Importers::Anyone => "anyone".to_string(),
+        Importers::Pids(p) => p.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+    }
 }
 
 /// Arguments of `halctl import`.
@@ -98,7 +135,10 @@ struct ExportOut {
     pid: u32,
     handle_file: Option<PathBuf>,
     hold_seconds: u64,
+    /// Until what the hold lasts: `time`, `stdin` or `signal`.
+    hold_until: &'static str,
     read_only: bool,
+    importers: String,
 }
 
 /// Why a hold ended.
@@ -109,19 +149,80 @@ enum Release {
     Signal(Signal),
 }
 
-/// Block SIGINT and SIGTERM in this thread (and so in every thread started
-/// after this), so that a signal waits for [`hold`] to take it and the
-/// region is cleaned up instead of the process dying.
+/// What a hold waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// This many seconds (or a signal).
+    Time(u64),
+    /// Standard input's end (or a signal).
+    StdinEnd,
+    /// A signal only.
+    Signal,
+}
+
+impl Until {
+    /// The hold `--hold SECONDS` asks for: with 0, the end of standard
+    /// input, unless it has already ended (a background job's input is
+    /// /dev/null), when only a signal ends it.
+    fn for_hold(seconds: u64) -> Until {
+        match seconds {
+            0 if stdin_already_ended() => Until::Signal,
+            0 => Until::StdinEnd,
+            s => Until::Time(s),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Until::Time(_) => "time",
+            Until::StdinEnd => "stdin",
+            Until::Signal => "signal",
+        }
+    }
+}
+
+/// True when standard input is not a terminal and has nothing more to give
+/// right now and ever: it reads as ended at once (/dev/null, an empty file,
+/// a pipe whose writers are gone). A pipe or terminal still open is not.
+/// (The byte a probe may read is lost; the hold discards input anyway.)
+fn stdin_already_ended() -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::{AsFd, AsRawFd};
+    let stdin = std::io::stdin();
+    let fd = stdin.as_fd();
+    if nix::unistd::isatty(fd.as_raw_fd()).unwrap_or(false) {
+        return false;
+    }
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    match poll(&mut fds, PollTimeout::ZERO) {
+        Ok(n) if n > 0 => {}
+        // Nothing to read yet: an open pipe, whose end ends the hold.
+        Ok(_) => return false,
+        // Standard input is closed altogether (no descriptor 0).
+        Err(_) => return true,
+    }
+    let revents = fds[0].revents().unwrap_or(PollFlags::empty());
+    if revents.intersects(PollFlags::POLLNVAL | PollFlags::POLLERR) {
+        return true;
+    }
+    let mut byte = [0u8; 1];
+    matches!(nix::unistd::read(fd.as_raw_fd(), &mut byte), Ok(0))
+}
+
+/// Block SIGINT, SIGTERM and SIGHUP in this thread (and so in every thread
+/// started after this), so that a signal waits for [`hold`] to take it and
+/// the region is cleaned up instead of the process dying.
 fn block_termination() -> CmdResult<SigSet> {
     let mut set = SigSet::empty();
     set.add(Signal::SIGINT);
     set.add(Signal::SIGTERM);
+    set.add(Signal::SIGHUP);
     set.thread_block()
-        .map_err(|e| Fail::failed(format!("blocking SIGINT/SIGTERM: {e}")))?;
+        .map_err(|e| Fail::failed(format!("blocking SIGINT/SIGTERM/SIGHUP: {e}")))?;
     Ok(set)
 }
 
-fn hold(seconds: u64, signals: SigSet) -> Release {
+fn hold(until: Until, signals: SigSet) -> Release {
     let (tx, rx) = mpsc::channel();
     let tx_sig = tx.clone();
     std::thread::spawn(move || {
@@ -129,26 +230,36 @@ fn hold(seconds: u64, signals: SigSet) -> Release {
             let _ = tx_sig.send(Release::Signal(sig));
         }
     });
-    if seconds == 0 {
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
-            let _ = tx.send(Release::StdinClosed);
-        });
-        rx.recv().unwrap_or(Release::StdinClosed)
-    } else {
-        drop(tx);
-        let until = Instant::now() + Duration::from_secs(seconds);
-        loop {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Release::Elapsed;
-            }
-            match rx.recv_timeout(left) {
-                Ok(r) => return r,
-                Err(mpsc::RecvTimeoutError::Timeout) => return Release::Elapsed,
-                // The signal thread is gone (it cannot wait): just sleep it out.
-                Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(left),
-            }
+    let seconds = match until {
+        Until::StdinEnd => {
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+                let _ = tx.send(Release::StdinClosed);
+            });
+            return rx.recv().unwrap_or(Release::StdinClosed);
+        }
+        Until::Signal => {
+            drop(tx);
+            // Only the signal thread sends; should it be gone (it could not
+            // wait), hold for good: the process's end removes what it made.
+            return rx.recv().unwrap_or_else(|_| loop {
+                std::thread::park();
+            });
+        }
+        Until::Time(s) => s,
+    };
+    drop(tx);
+    let until = Instant::now() + Duration::from_secs(seconds);
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Release::Elapsed;
+        }
+        match rx.recv_timeout(left) {
+            Ok(r) => return r,
+            Err(mpsc::RecvTimeoutError::Timeout) => return Release::Elapsed,
+            // The signal thread is gone (it cannot wait): just sleep it out.
+            Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(left),
         }
     }
 }
@@ -191,11 +302,13 @@ pub fn export(args: &ExportArgs) -> CmdResult {
     pattern::fill(&alloc, Content::Fill(args.fill))?;
     let opts = ExportOptions {
         read_only: args.read_only,
+        importers: args.importers.clone().unwrap_or_default(),
         ..ExportOptions::default()
     };
     let exported = dev
         .export_memory(alloc.as_ref(), &opts)
         .ctx("exporting the region")?;
+    let until = Until::for_hold(args.hold);
     let text = exported.to_text();
     if let Some(path) = &args.handle_file {
         hal::exchange::write_handle_file(path, exported.handle())
@@ -211,7 +324,9 @@ pub fn export(args: &ExportArgs) -> CmdResult {
         pid: std::process::id(),
         handle_file: args.handle_file.clone(),
         hold_seconds: args.hold,
+        hold_until: until.name(),
         read_only: args.read_only,
+        importers: importers_text(&opts.importers),
     };
     if args.json {
         out::json(&report)?;
@@ -221,21 +336,27 @@ pub fn export(args: &ExportArgs) -> CmdResult {
             Some(n) => format!("named region {n:?} (/dev/shm/{n})"),
             None => "anonymous region".to_string(),
         };
-        let until = if args.hold == 0 {
-            "until standard input closes or SIGINT/SIGTERM".to_string()
-        } else {
-            format!("for {} s (SIGINT/SIGTERM end it early)", args.hold)
+        let holding = match until {
+            Until::StdinEnd => "until standard input closes or SIGINT/SIGTERM/SIGHUP".to_string(),
+            Until::Signal => {
+                "until SIGTERM, SIGINT or SIGHUP (standard input has ended)".to_string()
+            }
+            Until::Time(s) => format!("for {s} s (SIGINT/SIGTERM/SIGHUP end it early)"),
         };
         let access = if args.read_only { " read-only" } else { "" };
+        let who = match &opts.importers {
+            Importers::BackendDefault => String::new(),
+            other => format!(", importers: {}", importers_text(other)),
+        };
         eprintln!(
-            "halctl: exported{access} a {} {region} on {}, every byte {:#04x}; holding it {until}",
+            "halctl: exported{access} a {} {region} on {}, every byte {:#04x}{who}; holding it {holding}",
             out::bytes(report.size),
             report.backend,
             args.fill
         );
     }
 
-    let why = hold(args.hold, signals);
+    let why = hold(until, signals);
     // Release in order: the export (and its broker registration), the
     // region (a named one is unlinked here), then the handle file.
     drop(exported);
@@ -243,14 +364,13 @@ pub fn export(args: &ExportArgs) -> CmdResult {
     if let Some(path) = &args.handle_file {
         let _ = std::fs::remove_file(path);
     }
-    if !args.json {
-        let why = match why {
-            Release::Elapsed => "the hold time passed".to_string(),
-            Release::StdinClosed => "standard input closed".to_string(),
-            Release::Signal(s) => format!("{s} received"),
-        };
-        eprintln!("halctl: released the region ({why})");
-    }
+    // On stderr even with --json: the JSON on stdout is complete already.
+    let why = match why {
+        Release::Elapsed => "the hold time passed".to_string(),
+        Release::StdinClosed => "standard input closed".to_string(),
+        Release::Signal(s) => format!("{s} received"),
+    };
+    eprintln!("halctl: released the region ({why})");
     Ok(())
 }
 
@@ -285,6 +405,11 @@ pub fn load_handle(source: &HandleSource) -> CmdResult<Handle> {
             hal::Error::InvalidHandle(h) => {
                 Fail::usage(format!("malformed handle in {}: {h}", path.display()))
             }
+            // A file that is not there is bad input, as a bad handle is.
+            hal::Error::NotFound { .. } => Fail::usage(format!(
+                "--handle-file {}: no such file (export --handle-file writes it)",
+                path.display()
+            )),
             other => Fail::failed(format!("reading {}: {other}", path.display())),
         }),
         _ => Err(Fail::usage(
@@ -328,9 +453,11 @@ pub fn import(args: &ImportArgs) -> CmdResult {
                 ));
             }
             let (backend, dev) = backend::for_handle(&registry, &handle)?;
+            let creator = handle.creator_pid;
+            let pid_kind = handle.pid_kind;
             let mapping = dev
                 .import_memory(SharedHandle::from(handle), &ImportOptions::default())
-                .ctx("importing the handle")?;
+                .map_err(|e| refused(e, creator, pid_kind, dev.as_ref()))?;
             (Box::new(mapping), "handle", backend.name())
         }
     };
@@ -394,6 +521,44 @@ pub fn import(args: &ImportArgs) -> CmdResult {
         ))),
         _ => Ok(()),
     }
+}
+
+/// An import's error; a refusal for want of permission says what the
+/// operator can do about it: run the export with `--importers`.
+fn refused(e: hal::Error, creator: u32, pid_kind: PidKind, dev: &dyn DynDevice) -> Fail {
+    if !matches!(e, hal::Error::PermissionDenied { .. }) {
+        return Fail::hal("importing the handle", e);
+    }
+    let me = std::process::id();
+    let (this, ids) = match (pid_kind, dev.process_id()) {
+        (PidKind::Vendor, Ok(id)) => (
+            format!("this process (runtime process id {id}, pid {me})"),
+            "the importers' runtime process ids",
+        ),
+        _ => (format!("this process (pid {me})"), "the importers' pids"),
+    };
+    let code = vendor_code(&e.to_string())
+        .map(|c| format!(" ({c})"))
+        .unwrap_or_default();
+    Fail::failed(format!(
+        "importing the handle: permission denied{code}: the exporter (pid {creator}) has not \
+         allowed {this} to import; run the export with `--importers anyone`, or \
+         `--importers ID,...` naming {ids}"
+    ))
+}
+
+/// The vendor's code and name in an error's text (`ascend error 207006
+/// (ACL_ERROR_RT_NO_PERMISSION)`), kept when halctl words an error itself.
+fn vendor_code(text: &str) -> Option<&str> {
+    let at = text.find(" error ")?;
+    let start = text[..at].rfind(|c: char| !c.is_ascii_alphanumeric() && c != '-')? + 1;
+    let rest = &text[at + " error ".len()..];
+    let digits = rest.find(|c: char| !c.is_ascii_digit() && c != '-')?;
+    if digits == 0 || !rest[digits..].starts_with(" (") {
+        return None;
+    }
+    let close = rest.find(')')?;
+    Some(&text[start..at + " error ".len() + close + 1])
 }
 
 /// With `--read-only`: the memory must say it is read-only, and a write

@@ -104,3 +104,85 @@ fn devices_lists_the_standin_devices_as_ascend() {
     }
     assert!(!caps.contains(&"ipc-event-query"), "{caps:?}");
 }
+
+/// `halctl export --backend ascend` in the background (standard input
+/// /dev/null: it holds until a signal) with `extra` arguments; its handle
+/// file, in `dir`. Killed when dropped.
+struct AscendExport(std::process::Child);
+
+impl AscendExport {
+    fn start(dir: &std::path::Path, extra: &[&str]) -> (AscendExport, std::path::PathBuf) {
+        use std::io::BufRead;
+        let file = dir.join("handle");
+        let mut child = Command::new(BIN)
+            .args([
+                "export",
+                "--backend",
+                "ascend",
+                "--size",
+                "64K",
+                "--fill",
+                "9",
+            ])
+            .args(extra)
+            .arg("--handle-file")
+            .arg(&file)
+            .env("HAL_ASCEND_LIBRARY", standin())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("hal1."), "{line:?}");
+        (AscendExport(child), file)
+    }
+}
+
+impl Drop for AscendExport {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn import(file: &std::path::Path) -> std::process::Output {
+    Command::new(BIN)
+        .args(["import", "--expect", "9", "--handle-file"])
+        .arg(file)
+        .env("HAL_ASCEND_LIBRARY", standin())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn an_ascend_export_is_importable_with_importers_anyone() {
+    let dir = tempfile::tempdir().unwrap();
+    // The backend's default allows nobody: the refusal says, in one line,
+    // what an operator can do (no library calls), and keeps the vendor's
+    // code and name.
+    let (exporter, file) = AscendExport::start(dir.path(), &[]);
+    let out = import(&file);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("halctl: error: "), "{err}");
+    assert!(err.contains("--importers anyone"), "{err}");
+    assert!(err.contains("ACL_ERROR_RT_NO_PERMISSION"), "{err}");
+    assert!(err.contains("runtime process id"), "{err}");
+    for rust in ["allow_importers", "add_importers", "process_id", "Device::"] {
+        assert!(!err.contains(rust), "{rust}: {err}");
+    }
+    drop(exporter);
+
+    let dir = tempfile::tempdir().unwrap();
+    let (_exporter, file) = AscendExport::start(dir.path(), &["--importers", "anyone"]);
+    let out = import(&file);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("verified: every byte is 0x09"), "{text}");
+}

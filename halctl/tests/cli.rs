@@ -230,11 +230,21 @@ fn bad_usage_exits_2() {
         &["demo", "--round-trips", "0"],
         &["demo", "--size", "lots"],
         &["shm", "gc", "--now"],
+        &["shm"],
+        &["export", "--backend", "cpu-shm", "--sise", "4K"],
+        &["import", "--handle-file", "/nonexistent/halctl-test/handle"],
+        &["import", "hal1.AAAA", "--handle-file", "x"],
+        &["inspect"],
     ] {
+        // One line, in the house format, whatever clap had to say.
         let out = halctl(args);
         assert_eq!(out.code, 2, "{args:?}: {out:?}");
-        assert!(!out.stderr.contains("panicked"), "{out:?}");
+        assert_short_error(&out);
     }
+    let out = halctl(&["export", "--backend", "cpu-shm", "--sise", "4K"]);
+    assert!(out.stderr.contains("--size"), "the tip survives: {out:?}");
+    let out = halctl(&["export", "--size", "4K"]);
+    assert!(out.stderr.contains("--backend"), "what is missing: {out:?}");
     let out = halctl(&["export", "--backend", "cpu-shm", "--size", "0"]);
     assert_eq!(out.code, 2, "{out:?}");
     assert_short_error(&out);
@@ -661,9 +671,12 @@ fn named_region_export_import_list_and_cleanup() {
     assert_eq!(out.code, 0, "{out:?}");
     assert!(out.stdout.contains(&name), "{out:?}");
 
-    // A live owner's region is never collected.
+    // A live owner's region is never collected; asked for by name, that
+    // is a failure that says why.
     let out = halctl(&["shm", "gc", &name, "--json"]);
-    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.code, 1, "{out:?}");
+    assert_short_error(&out);
+    assert!(out.stderr.contains("is alive"), "{out:?}");
     assert_eq!(out.json()["removed"].as_array().unwrap().len(), 0);
     assert!(Path::new(&shm_path(&name)).exists());
 
@@ -672,6 +685,62 @@ fn named_region_export_import_list_and_cleanup() {
     let out = halctl(&["import", "--name", &name]);
     assert_eq!(out.code, 1, "{out:?}");
     assert_short_error(&out);
+}
+
+#[test]
+fn export_importers_allows_the_pids_given_and_refuses_others() {
+    // The importer's pid is known before it starts: a shell that execs
+    // halctl import once it reads the handle keeps its pid.
+    let mut importer = Command::new("sh")
+        .args(["-c", "read h; exec \"$0\" import --expect 3 \"$h\"", BIN])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sh");
+    let allowed = importer.id().to_string();
+    let exporter = Exporter::start(&[
+        "--backend",
+        "mock-ascend",
+        "--size",
+        "64K",
+        "--fill",
+        "3",
+        "--importers",
+        &allowed,
+    ]);
+    {
+        use std::io::Write;
+        let mut stdin = importer.stdin.take().expect("stdin");
+        writeln!(stdin, "{}", exporter.first_line).expect("send the handle");
+    }
+    let out = reader(importer.stdout.take().expect("stdout"));
+    let err = reader(importer.stderr.take().expect("stderr"));
+    let code = wait_with_timeout(&mut importer);
+    let (out, err) = (out.join().unwrap(), err.join().unwrap());
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("verified: every byte is 0x03"), "{out}");
+    // This process is not on the list: refused, in one line naming the option.
+    let refused = halctl(&["import", &exporter.first_line]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    assert_short_error(&refused);
+    assert!(refused.stderr.contains("--importers"), "{refused:?}");
+    assert!(!refused.stderr.contains("allow_importers"), "{refused:?}");
+    assert_eq!(exporter.finish(), 0);
+    // A list that is not pids is bad usage.
+    for bad in ["nobody", "12,x", "0", ""] {
+        let out = halctl(&[
+            "export",
+            "--backend",
+            "cpu-shm",
+            "--size",
+            "4K",
+            "--importers",
+            bad,
+        ]);
+        assert_eq!(out.code, 2, "{bad}: {out:?}");
+        assert_short_error(&out);
+    }
 }
 
 #[test]
@@ -754,13 +823,13 @@ fn import_error_paths() {
     let out = halctl(&["import", "--handle-file", file.to_str().unwrap()]);
     assert_eq!(out.code, 2, "{out:?}");
     assert_short_error(&out);
-    // A handle file that does not exist: the operation failed.
+    // A handle file that does not exist: bad input, as the README's rule says.
     let out = halctl(&[
         "import",
         "--handle-file",
         dir.path().join("nope").to_str().unwrap(),
     ]);
-    assert_eq!(out.code, 1, "{out:?}");
+    assert_eq!(out.code, 2, "{out:?}");
     assert_short_error(&out);
 }
 
