@@ -59,7 +59,8 @@ const PROBE_MARKER: u8 = 0xa5;
 /// Arguments of `halctl demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Backend to share on (cpu-shm, mock-cuda, mock-ascend; `mock` means mock-cuda).
+    /// Backend to share on: cpu-shm, cuda, cuda-uvm, ascend, mock-cuda,
+    /// mock-ascend (`mock` means mock-cuda).
     #[arg(long, value_name = "NAME", default_value = "cpu-shm")]
     backend: String,
     /// Size of the shared buffer (4096, 64K, 16M, 1G); rounded up to whole pages.
@@ -349,6 +350,7 @@ pub fn run(args: &DemoArgs) -> CmdResult {
         .export_memory(alloc.as_ref(), &opts)
         .ctx("exporting the demo buffer")?;
     let handle_text = exported.to_text();
+    let pid_kind = exported.handle().pid_kind;
     let probe_exports = probes
         .iter()
         .map(|p| dev.export_memory(p.as_ref(), &opts))
@@ -462,8 +464,17 @@ pub fn run(args: &DemoArgs) -> CmdResult {
         exporter_pid: std::process::id(),
         consumer_pid,
         handle: handle_text,
-        importers: match &opts.importers {
-            Importers::Pids(p) => format!("pid {} only", p.first().copied().unwrap_or(0)),
+        importers: match (&opts.importers, pid_kind) {
+            // The vendor's own id for the consumer, which is not its pid
+            // (Ascend's bare tgid): labelled, with the pid it stands for.
+            (Importers::Pids(p), hal::PidKind::Vendor) => format!(
+                "runtime process id {} only (the consumer, pid {consumer_pid})",
+                p.first().copied().unwrap_or(0)
+            ),
+            (Importers::Pids(p), _) => format!(
+                "pid {} only (the consumer)",
+                p.first().copied().unwrap_or(0)
+            ),
             _ => "the backend's default".to_string(),
         },
         verified: VerifiedOut {

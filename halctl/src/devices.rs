@@ -101,6 +101,8 @@ pub fn run(only: Option<&str>, json: bool) -> CmdResult {
             error,
         });
     }
+    // What can be used first; each group in the registry's preference order.
+    backends.sort_by_key(|b| !b.available);
     let not_compiled_in: Vec<String> = if wanted.is_some() {
         Vec::new()
     } else {
@@ -122,8 +124,15 @@ pub fn run(only: Option<&str>, json: bool) -> CmdResult {
             None => out::line(format!("{} ({}): available", b.name, b.id))?,
             Some(r) => out::line(format!("{} ({}): unavailable: {r}", b.name, b.id))?,
         }
-        if !b.searched.is_empty() {
-            out::line(format!("  searched: {}", b.searched.join(", ")))?;
+        // The paths searched, each once: those the reason does not name already.
+        let unnamed: Vec<&str> = b
+            .searched
+            .iter()
+            .map(String::as_str)
+            .filter(|p| !b.reason.as_deref().is_some_and(|r| names_path(r, p)))
+            .collect();
+        if !unnamed.is_empty() {
+            out::line(format!("  searched: {}", unnamed.join(", ")))?;
         }
         if let Some(e) = &b.error {
             out::line(format!("  listing devices failed: {e}"))?;
@@ -153,4 +162,30 @@ pub fn run(only: Option<&str>, json: bool) -> CmdResult {
         ))?;
     }
     Ok(())
+}
+
+/// True when `text` names `path` as a whole: not merely as the end of a
+/// longer path (`libcuda.so.1` inside `/usr/lib/libcuda.so.1`).
+fn names_path(text: &str, path: &str) -> bool {
+    text.match_indices(path).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + path.len()..].chars().next();
+        !before.is_some_and(|c| c == '/' || c.is_alphanumeric() || c == '-' || c == '_' || c == '.')
+            && !after.is_some_and(|c| c == '/' || c.is_alphanumeric() || c == '-' || c == '_')
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_path;
+
+    #[test]
+    fn a_path_is_named_only_as_a_whole() {
+        let r = "tried libcuda.so.1: dlopen failed; /usr/lib/libcuda.so.1: no such file";
+        assert!(names_path(r, "libcuda.so.1"));
+        assert!(names_path(r, "/usr/lib/libcuda.so.1"));
+        assert!(!names_path("tried /usr/lib/libcuda.so.1", "libcuda.so.1"));
+        assert!(!names_path(r, "/usr/lib64/libcuda.so.1"));
+        assert!(names_path("`/x/libcuda.so.1`.", "/x/libcuda.so.1"));
+    }
 }

@@ -95,7 +95,8 @@ enum Command {
 
 #[derive(Debug, Args)]
 struct DevicesArgs {
-    /// Only this backend (e.g. cpu-shm, mock-cuda, mock-ascend; `mock` means mock-cuda).
+    /// Only this backend: cpu-shm, cuda, cuda-uvm, ascend, mock-cuda,
+    /// mock-ascend (`mock` means mock-cuda).
     #[arg(long, value_name = "NAME")]
     backend: Option<String>,
     /// Print one JSON object instead of text.

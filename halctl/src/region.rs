@@ -106,8 +106,10 @@ pub struct ImportArgs {
     /// created by another program, e.g. Python's multiprocessing.shared_memory).
     #[arg(long, value_name = "NAME", conflicts_with_all = ["handle", "handle_file"])]
     name: Option<String>,
-    /// With --name: the backend of the region (only cpu-shm has named regions).
-    #[arg(long, value_name = "NAME", requires = "name")]
+    /// The backend: with --name, of the region (only cpu-shm has named
+    /// regions); with a handle, a check (the handle names its backend, and
+    /// a handle of another backend is refused, exit 2).
+    #[arg(long, value_name = "NAME")]
     backend: Option<String>,
     /// Check that every byte has this value (decimal or 0x hex); exit 1 if not.
     #[arg(long, value_name = "BYTE", value_parser = crate::parse_byte)]
@@ -412,9 +414,7 @@ pub fn load_handle(source: &HandleSource) -> CmdResult<Handle> {
             )),
             other => Fail::failed(format!("reading {}: {other}", path.display())),
         }),
-        _ => Err(Fail::usage(
-            "give a handle: HANDLE, --handle-file PATH, or --name NAME for a named region",
-        )),
+        _ => Err(Fail::usage("give a handle: HANDLE or --handle-file PATH")),
     }
 }
 
@@ -439,7 +439,21 @@ pub fn import(args: &ImportArgs) -> CmdResult {
             (Box::new(region), "name", backend.name())
         }
         None => {
+            if args.source.handle.is_none() && args.source.handle_file.is_none() {
+                return Err(Fail::usage(
+                    "give a handle: HANDLE, --handle-file PATH, or --name NAME for a named region",
+                ));
+            }
             let handle = load_handle(&args.source)?;
+            if let Some(want) = &args.backend {
+                let have = handle.backend.name();
+                if backend::canonical(want) != have {
+                    return Err(Fail::usage(format!(
+                        "--backend {want}: the handle is of backend `{have}` (leave --backend out: \
+                         a handle names its backend)"
+                    )));
+                }
+            }
             if handle.kind != HandleKind::Memory {
                 return Err(Fail::usage(format!(
                     "this is a {} handle; import takes memory handles (try `halctl inspect`)",

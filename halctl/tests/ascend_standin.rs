@@ -35,10 +35,20 @@ fn the_demo_runs_on_the_ascend_backend_over_the_standin_runtime() {
     assert_eq!(v["ok"], true, "{v}");
     assert_eq!(v["backend"], "ascend", "{v}");
     assert_eq!(v["verified"]["ok"], true, "{v}");
-    // The allow-list holds the consumer's bare tgid, which is not its pid.
+    // The allow-list holds the consumer's bare tgid, which is not its pid,
+    // and says so: labelled as the runtime's id, beside the pid.
     let consumer = v["consumer_pid"].as_u64().unwrap();
     let importers = v["importers"].as_str().unwrap();
-    assert!(!importers.contains(&consumer.to_string()), "{importers}");
+    let id: u64 = importers
+        .strip_prefix("runtime process id ")
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("unlabelled: {importers}"));
+    assert_ne!(id, consumer, "{importers}");
+    assert!(
+        importers.ends_with(&format!("(the consumer, pid {consumer})")),
+        "{importers}"
+    );
 }
 
 #[test]

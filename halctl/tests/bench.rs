@@ -273,4 +273,38 @@ fn bench_refuses_bad_usage_with_2() {
     assert_eq!(out.code, 2, "{out:?}");
     let out = halctl(&["bench", "--no-such-option"]);
     assert_eq!(out.code, 2, "{out:?}");
+    // A plot that cannot be written is refused before the run, not after
+    // it: the full run (no --tiny, no --quick) would take many seconds, and
+    // its header would be on stdout.
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("no-such-dir").join("bench.svg");
+    let out = halctl(&["bench", "--plot", plot.to_str().unwrap()]);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stdout.is_empty(), "nothing ran: {out:?}");
+    assert_eq!(out.stderr.lines().count(), 1, "{out:?}");
+    assert!(out.stderr.contains("--plot"), "{out:?}");
+    assert!(!plot.exists());
+}
+
+#[test]
+fn bench_export_row_carries_its_target() {
+    let out = halctl(&["bench", "--tiny", "--json", "--only", "export"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let export: Value = out
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["scenario"] == "export")
+        .unwrap_or_else(|| panic!("no export line: {out:?}"));
+    assert_eq!(export["target"], "ratio_p50 <= 2", "{export}");
+    let met = export["target_met"].as_bool().expect("target_met");
+    assert_eq!(met, num(&export, "ratio_p50") <= 2.0, "{export}");
+    let out = halctl(&["bench", "--tiny", "--only", "export"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let row = out
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("export "))
+        .unwrap_or_else(|| panic!("no export row: {out:?}"));
+    assert!(row.contains("ratio_p50 <= 2"), "{row}");
 }

@@ -313,6 +313,67 @@ fn devices_lists_backends_devices_and_capabilities() {
 }
 
 #[test]
+fn devices_lists_available_backends_first_and_each_path_once() {
+    // CUDA made unavailable whatever the machine has; Ascend without CANN.
+    let run = |json: bool| {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("devices");
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd
+            .env("HAL_CUDA_LIBRARY", "/nonexistent/halctl-test/libcuda.so.1")
+            .env_remove("HAL_ASCEND_LIBRARY")
+            .env_remove("ASCEND_HOME_PATH")
+            .env_remove("ASCEND_TOOLKIT_HOME")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run halctl devices");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let v: Value = serde_json::from_str(run(true).trim()).unwrap();
+    let backends = v["backends"].as_array().unwrap();
+    let available: Vec<bool> = backends
+        .iter()
+        .map(|b| b["available"].as_bool().unwrap())
+        .collect();
+    assert!(available.contains(&false), "cuda is unavailable: {v}");
+    let first_unavailable = available.iter().position(|a| !a).unwrap();
+    assert!(
+        available[first_unavailable..].iter().all(|a| !a),
+        "available backends come first: {available:?}"
+    );
+    // In the text, each searched path is printed once in its backend's part.
+    let text = run(false);
+    for b in backends.iter().filter(|b| b["available"] == false) {
+        let name = b["name"].as_str().unwrap();
+        let part: String = text
+            .lines()
+            .skip_while(|l| !l.starts_with(&format!("{name} (")))
+            .enumerate()
+            .take_while(|(i, l)| *i == 0 || l.starts_with(' '))
+            .map(|(_, l)| format!("{l}\n"))
+            .collect();
+        assert!(!part.is_empty(), "{name} not in:\n{text}");
+        let searched = b["searched"].as_array().unwrap();
+        assert!(!searched.is_empty(), "{b}");
+        // (A bare library name may also appear in the advice; paths may not.)
+        for p in searched
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|p| p.starts_with('/'))
+        {
+            let times = part
+                .match_indices(p)
+                .filter(|(at, _)| !part[..*at].ends_with(|c: char| c == '/' || c.is_alphanumeric()))
+                .count();
+            assert_eq!(times, 1, "{p} in:\n{part}");
+        }
+    }
+}
+
+#[test]
 fn devices_filters_by_backend_and_refuses_unknown_names() {
     let out = halctl(&["devices", "--backend", "mock", "--json"]);
     assert_eq!(out.code, 0, "{out:?}");
@@ -741,6 +802,24 @@ fn export_importers_allows_the_pids_given_and_refuses_others() {
         assert_eq!(out.code, 2, "{bad}: {out:?}");
         assert_short_error(&out);
     }
+}
+
+#[test]
+fn import_backend_must_match_the_handle() {
+    let exporter = Exporter::start(&["--backend", "cpu-shm", "--size", "4K", "--fill", "1"]);
+    let handle = exporter.first_line.clone();
+    let out = halctl(&["import", &handle, "--backend", "mock-cuda"]);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert_short_error(&out);
+    assert!(out.stderr.contains("`cpu-shm`"), "{out:?}");
+    let out = halctl(&["import", &handle, "--backend", "cpu-shm", "--expect", "1"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(exporter.finish(), 0);
+    // inspect has no --name: its usage error does not suggest one.
+    let out = halctl(&["inspect"]);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert_short_error(&out);
+    assert!(!out.stderr.contains("--name"), "{out:?}");
 }
 
 #[test]

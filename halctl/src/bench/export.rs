@@ -60,6 +60,8 @@ impl Bench<'_> {
                 summarize(raw_ns),
             )),
         );
+        let r = line.ratio_p50.unwrap_or(f64::INFINITY);
+        let line = line.target("ratio_p50 <= 2", r <= 2.0);
         self.printer.emit(line)
     }
 

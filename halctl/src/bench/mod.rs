@@ -77,7 +77,8 @@ const BANDWIDTH_FULL: u64 = 256 << 20;
 /// Arguments of `halctl bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Backend to measure (cpu-shm, mock-cuda, mock-ascend; `mock` means mock-cuda).
+    /// Backend to measure: cpu-shm, cuda, cuda-uvm, ascend, mock-cuda,
+    /// mock-ascend (`mock` means mock-cuda).
     #[arg(long, value_name = "NAME", default_value = "cpu-shm")]
     backend: String,
     /// Print one JSON object per scenario per line instead of a table.
@@ -102,7 +103,7 @@ pub struct BenchArgs {
     tiny: bool,
     /// Only these scenarios (comma-separated names; a prefix selects
     /// several, e.g. `notify`).
-    #[arg(long, hide = true, value_delimiter = ',', value_name = "NAMES")]
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     only: Vec<String>,
 }
 
@@ -269,6 +270,31 @@ const HOST_MEMORY_SCENARIOS: [&str; 6] = [
 ];
 
 /// Run `halctl bench`.
+/// Refuse (exit 2) a `--plot` path that cannot be written, before the run
+/// rather than after it. An existing file is opened for writing and left as
+/// it is; a new one is created and removed again.
+fn writable(path: &std::path::Path) -> CmdResult {
+    let refuse = |e: std::io::Error| {
+        Fail::usage(format!(
+            "--plot {}: cannot write there ({e})",
+            path.display()
+        ))
+    };
+    match std::fs::OpenOptions::new().append(true).open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+                .map_err(refuse)?;
+            let _ = std::fs::remove_file(path);
+            Ok(())
+        }
+        Err(e) => Err(refuse(e)),
+    }
+}
+
 pub fn run(args: &BenchArgs) -> CmdResult {
     for o in &args.only {
         if !SCENARIOS.iter().any(|s| s.starts_with(o.as_str())) {
@@ -277,6 +303,9 @@ pub fn run(args: &BenchArgs) -> CmdResult {
                 SCENARIOS.join(", ")
             )));
         }
+    }
+    if let Some(path) = &args.plot {
+        writable(path)?;
     }
     let started = Instant::now();
     let plan = Plan::of(args);
