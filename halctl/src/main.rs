@@ -31,9 +31,11 @@ Exit codes:
   0  success (for demo and import --expect: every byte verified)
   1  the operation failed: a verification mismatch, a region or exporter that is gone,
      a known backend that this build lacks or that is unavailable on this machine,
-     not enough memory
+     not enough memory, a name given to `shm gc` that it could not remove
   2  bad usage or bad input: an unknown option, a backend name hal does not know,
-     a malformed handle, an invalid region name, size or byte value";
+     a malformed handle, a handle file that does not exist, an invalid region name,
+     size or byte value, a --plot path that cannot be written
+Every error is one line on stderr.";
 
 #[derive(Debug, Parser)]
 #[command(
