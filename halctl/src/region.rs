@@ -185,7 +185,9 @@ impl Until {
 
 /// True when standard input is not a terminal and has nothing more to give
 /// right now and ever: it reads as ended at once (/dev/null, an empty file,
-/// a pipe whose writers are gone). A pipe or terminal still open is not.
+/// a pipe whose writers are gone). A pipe still open is not, nor is a
+/// terminal this process may read (it is in the foreground); a terminal of
+/// which it is a background job is treated as ended.
 /// (The byte a probe may read is lost; the hold discards input anyway.)
 fn stdin_already_ended() -> bool {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -193,7 +195,13 @@ fn stdin_already_ended() -> bool {
     let stdin = std::io::stdin();
     let fd = stdin.as_fd();
     if nix::unistd::isatty(fd.as_raw_fd()).unwrap_or(false) {
-        return false;
+        // A terminal, but a background job of an interactive shell: reading
+        // it would stop the process (SIGTTIN), and its broker with it.
+        // SAFETY: tcgetpgrp(3) takes a descriptor this process holds open
+        // (standard input, borrowed above) and returns an integer; it
+        // touches no memory of ours.
+        let foreground = unsafe { libc::tcgetpgrp(fd.as_raw_fd()) };
+        return foreground > 0 && foreground != nix::unistd::getpgrp().as_raw();
     }
     let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
     match poll(&mut fds, PollTimeout::ZERO) {
@@ -341,7 +349,7 @@ pub fn export(args: &ExportArgs) -> CmdResult {
         let holding = match until {
             Until::StdinEnd => "until standard input closes or SIGINT/SIGTERM/SIGHUP".to_string(),
             Until::Signal => {
-                "until SIGTERM, SIGINT or SIGHUP (standard input has ended)".to_string()
+                "until SIGTERM, SIGINT or SIGHUP (standard input has ended, or is a terminal this background job may not read)".to_string()
             }
             Until::Time(s) => format!("for {s} s (SIGINT/SIGTERM/SIGHUP end it early)"),
         };
