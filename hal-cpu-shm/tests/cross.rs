@@ -15,7 +15,9 @@ use hal_core::{
     ImportOptions, ImportPlacement, Importers, Memory, Notify, Physical, Reservation, SharedHandle,
     WaitOptions,
 };
-use hal_cpu_shm::{collect_garbage_prefix, list_regions, named, CpuDevice, NamedOptions};
+use hal_cpu_shm::{
+    collect_garbage_prefix, list_regions, named, Collected, CpuDevice, NamedOptions,
+};
 
 fn dev() -> CpuDevice {
     CpuDevice::new()
@@ -498,8 +500,11 @@ fn sigkill_of_an_exporter_leaves_nothing_after_cleanup() {
         [name.as_str()]
     );
     assert_eq!(shm_entries(&name).len(), 2, "a dry run removes nothing");
+    assert_eq!(would[0].collected(), Collected::RegionAndMetadata);
     let removed = collect_garbage_prefix(&prefix, false).unwrap();
     assert_eq!(removed.len(), 1);
+    // The entry says the region itself went, not only its metadata.
+    assert_eq!(removed[0].collected(), Collected::RegionAndMetadata);
     assert!(
         shm_entries(&prefix).is_empty(),
         "{:?}",

@@ -619,16 +619,21 @@ fn gc_as_root_spares_other_users_objects() {
     assert!(listed(&names[1]).is_none());
     assert!(listed(&names[3]).is_none());
     let removed = collect_garbage_prefix(&scope, false).unwrap();
-    let mut removed: Vec<(String, bool)> =
-        removed.into_iter().map(|r| (r.name, r.present)).collect();
-    removed.sort();
+    // Each entry tells a removed region from metadata removed alone: beside
+    // the victims' objects, only the planted metadata went.
+    let mut removed: Vec<(String, hal_cpu_shm::Collected)> = removed
+        .into_iter()
+        .map(|r| (r.name.clone(), r.collected()))
+        .collect();
+    removed.sort_by(|a, b| a.0.cmp(&b.0));
+    let stale = hal_cpu_shm::Collected::StaleMetadataOnly;
     assert_eq!(
         removed,
         vec![
-            (names[0].clone(), false),
-            (names[2].clone(), false),
-            (names[4].clone(), false),
-            (own.clone(), true),
+            (names[0].clone(), stale),
+            (names[2].clone(), stale),
+            (names[4].clone(), stale),
+            (own.clone(), hal_cpu_shm::Collected::RegionAndMetadata),
         ]
     );
     for (i, ino) in inos.iter().enumerate() {
