@@ -319,6 +319,12 @@ pub fn export(args: &ExportArgs) -> CmdResult {
         .export_memory(alloc.as_ref(), &opts)
         .ctx("exporting the region")?;
     let until = Until::for_hold(args.hold);
+    // Ascend's default allow-list is empty: nobody may import yet.
+    let nobody = opts.importers == Importers::BackendDefault
+        && dev
+            .info()
+            .capabilities
+            .contains(Capabilities::PID_ALLOW_LIST_DEFAULT_ON);
     let text = exported.to_text();
     if let Some(path) = &args.handle_file {
         hal::exchange::write_handle_file(path, exported.handle())
@@ -336,7 +342,11 @@ pub fn export(args: &ExportArgs) -> CmdResult {
         hold_seconds: args.hold,
         hold_until: until.name(),
         read_only: args.read_only,
-        importers: importers_text(&opts.importers),
+        importers: match &opts.importers {
+            Importers::BackendDefault if nobody => "nobody (the backend's default)".to_string(),
+            Importers::BackendDefault => "anyone (the backend's default)".to_string(),
+            other => importers_text(other),
+        },
     };
     if args.json {
         out::json(&report)?;
@@ -355,6 +365,11 @@ pub fn export(args: &ExportArgs) -> CmdResult {
         };
         let access = if args.read_only { " read-only" } else { "" };
         let who = match &opts.importers {
+            Importers::BackendDefault if nobody => {
+                ", importers: nobody yet (this backend's default; export with \
+                 --importers anyone or --importers ID,... to allow some)"
+                    .to_string()
+            }
             Importers::BackendDefault => String::new(),
             other => format!(", importers: {}", importers_text(other)),
         };

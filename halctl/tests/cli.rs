@@ -788,6 +788,23 @@ fn export_importers_allows_the_pids_given_and_refuses_others() {
     assert!(refused.stderr.contains("--importers"), "{refused:?}");
     assert!(!refused.stderr.contains("allow_importers"), "{refused:?}");
     assert_eq!(exporter.finish(), 0);
+    // What each export allows, in its JSON: Ascend-like backends allow
+    // nobody by default, and say so.
+    for (backend, extra, want) in [
+        ("mock-ascend", None, "nobody (the backend's default)"),
+        ("cpu-shm", None, "anyone (the backend's default)"),
+        ("mock-ascend", Some("anyone"), "anyone"),
+        ("mock-ascend", Some("7,8"), "7,8"),
+    ] {
+        let mut args = vec!["--backend", backend, "--size", "4K", "--json"];
+        if let Some(e) = extra {
+            args.extend(["--importers", e]);
+        }
+        let exporter = Exporter::start(&args);
+        let v: Value = serde_json::from_str(&exporter.first_line).unwrap();
+        assert_eq!(v["importers"], want, "{backend} {extra:?}: {v}");
+        assert_eq!(exporter.finish(), 0);
+    }
     // A list that is not pids is bad usage.
     for bad in ["nobody", "12,x", "0", ""] {
         let out = halctl(&[
