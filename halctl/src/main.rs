@@ -9,6 +9,7 @@ mod child;
 mod demo;
 mod devices;
 mod fail;
+mod hold;
 mod inspect;
 mod out;
 mod pattern;
