@@ -120,9 +120,9 @@ fn umask_child() {
 #[test]
 fn other_users_regions_are_refused() {
     if !is_root() {
-        eprintln!(
-            "NOT RUN: refusing another user's region needs a region of another uid, which \
-             only root can make here (fchown, setuid)"
+        hal_core::testing::not_run(
+            "refusing another user's region needs a region of another uid, which only root can \
+             make here (fchown, setuid)",
         );
         return;
     }

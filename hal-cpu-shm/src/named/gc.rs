@@ -268,7 +268,7 @@ mod tests {
     #[test]
     fn removal_as_the_owner_is_checked_by_the_kernel() {
         if euid() != 0 {
-            eprintln!("NOT RUN: acting as another uid needs root here");
+            hal_core::testing::not_run("acting as another uid needs root here");
             return;
         }
         // Root's file: a thread acting as uid 65534 cannot unlink it.
