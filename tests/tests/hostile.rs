@@ -101,9 +101,11 @@ fn read_only_export_cannot_be_reopened_writable_mock() {
     run_scenario("read-only-exporter", "mock-ro");
 }
 
+/// The child entry point: a role in a child process its parent started.
 #[test]
+#[ignore = "child entry point: run by its parent"]
 fn __child() {
-    let Some(role) = role() else { return };
+    let role = child_role();
     let (what, backend) = role.split_once(':').unwrap_or((role.as_str(), "cpu"));
     match what {
         "socket-receiver" => on_backend!(backend, |d| socket_receiver(&d, backend)),

@@ -23,9 +23,11 @@ use reliability::*;
 
 const SIZE: u64 = 8192;
 
+/// The child entry point: a role in a child process its parent started.
 #[test]
+#[ignore = "child entry point: run by its parent"]
 fn __child() {
-    let Some(role) = role() else { return };
+    let role = child_role();
     match role.as_str() {
         "umask" => umask_child(),
         "nobody" => nobody_child(),
