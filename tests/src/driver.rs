@@ -73,6 +73,26 @@ pub fn assert_suite_fails_without_driver(module: &str, cases: usize, env: &[(&st
     assert_eq!(naming, cases, "each failure names driver mode:\n{text}");
 }
 
+/// The prefix of the line that names the driver a run loaded
+/// (`driver-loaded: PATH version N`), which the GPU smoke run's summary
+/// states.
+pub const LOADED_LINE: &str = "driver-loaded: ";
+
+/// The file mapped at `address` in this process (`/proc/self/maps`): the
+/// library a symbol of a loaded driver came from, whatever name it was
+/// loaded by.
+pub fn mapped_file(address: usize) -> Option<std::path::PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        let (start, end) = fields.next()?.split_once('-')?;
+        let start = usize::from_str_radix(start, 16).ok()?;
+        let end = usize::from_str_radix(end, 16).ok()?;
+        let path = fields.nth(4)?;
+        (start <= address && address < end && path.starts_with('/')).then(|| path.into())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +111,18 @@ mod tests {
             assert_eq!(driver_var(id), None, "{id:?}");
             assert_eq!(driver_required(id), None, "{id:?}");
         }
+    }
+
+    #[test]
+    fn a_mapped_address_names_its_file() {
+        let f: fn(usize) -> Option<std::path::PathBuf> = mapped_file;
+        let exe = std::env::current_exe().unwrap().canonicalize().unwrap();
+        assert_eq!(mapped_file(f as usize), Some(exe), "this function's code");
+        let on_stack = 0u8;
+        assert_eq!(
+            mapped_file(&on_stack as *const u8 as usize),
+            None,
+            "the stack"
+        );
     }
 }
