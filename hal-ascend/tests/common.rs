@@ -35,10 +35,11 @@ pub fn child(name: &str, env: &[(&str, &str)]) -> Output {
     c.output().unwrap()
 }
 
-/// Panic with the child's output unless it succeeded.
+/// Panic with the child's output unless it succeeded having run its one
+/// test (a name that matched nothing would run none, and pass).
 pub fn assert_ok(out: &Output, what: &str) {
     assert!(
-        out.status.success(),
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains(" 1 passed;"),
         "{what} failed:\n{}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)

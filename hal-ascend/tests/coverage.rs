@@ -86,22 +86,48 @@ fn every_resolved_entry_point_is_exported_and_exercised() {
     let imported = d1.import_notify(text(&n_ex), &peer).unwrap();
     imported.signal().unwrap();
     n.wait(WaitOptions::timeout(LONG)).unwrap();
-    // An error, whose text comes from aclGetRecentErrMsg.
+    // A range that is not whole pages is refused before the runtime is asked.
+    let small = d0.export_memory(&d0.allocate(&AllocDesc::device(0, 100)).unwrap(), &anyone);
     assert!(
-        d0.export_memory(&d0.allocate(&AllocDesc::device(0, 100)).unwrap(), &anyone)
-            .is_err()
-            || d0
-                .import_memory(
-                    text(&ex),
-                    &ImportOptions {
-                        device: Some(0),
-                        ..peer
-                    }
-                )
-                .is_ok()
+        matches!(small, Err(hal_core::Error::Misaligned { len: 100, .. })),
+        "{:?}",
+        small.map(|_| ())
     );
-    drop((imported, n_ex, n, opened, ipc_ex, ipc, e, s0, s1, b1, ex, a));
-    let _ = d0.allocate(&AllocDesc::device(0, 1 << 50)).unwrap_err();
+    // The exporting process imports its own export on device 0 too.
+    let same = d0
+        .import_memory(
+            text(&ex),
+            &ImportOptions {
+                device: Some(0),
+                ..peer
+            },
+        )
+        .unwrap();
+    let mut back = [0u8; 8];
+    same.read(0, &mut back).unwrap();
+    assert_eq!(&back, b"coverage");
+    drop((
+        imported, n_ex, n, opened, ipc_ex, ipc, e, s0, s1, b1, same, ex, a,
+    ));
+    // A vendor error, whose text comes from aclGetRecentErrMsg.
+    let asked = calls("aclGetRecentErrMsg");
+    match d0.allocate(&AllocDesc::device(0, 1 << 50)) {
+        Err(hal_core::Error::Vendor(v)) => {
+            assert_eq!(v.name, "ACL_ERROR_RT_MEMORY_ALLOCATION", "{v:?}");
+            assert!(
+                v.message.contains("out of memory"),
+                "the runtime's text: {v:?}"
+            );
+        }
+        other => panic!(
+            "expected the runtime's out-of-memory error, got {:?}",
+            other.map(|_| ())
+        ),
+    }
+    assert!(
+        calls("aclGetRecentErrMsg") > asked,
+        "the error's text was asked for"
+    );
     // VMM: a physical allocation mapped, exported with its allow-list and
     // imported again, then everything released.
     let g = d0.granularity(Granularity::Minimum).unwrap();

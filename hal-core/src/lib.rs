@@ -21,6 +21,8 @@
 //! - [`dlpack`]: host-visible memory as a DLPack 1.x tensor;
 //! - [`dynamic`]: the object-safe mirror of the traits, for choosing a backend
 //!   at run time;
+//! - [`testing`]: what a test suite does when a test cannot run here
+//!   (`HAL_TESTS_STRICT=1` makes it a failure);
 //! - [`vendor`]: the vendors' error codes and entry-point names as plain data,
 //!   shared by the real backends and the simulator.
 //!
@@ -50,6 +52,7 @@ mod registered;
 pub mod runtime;
 pub mod syncpage;
 pub mod teardown;
+pub mod testing;
 pub mod types;
 pub mod vendor;
 pub mod vmm;

@@ -156,7 +156,7 @@ fn a_region_of_another_user_is_refused() {
     // uid 65534 (nobody). Only root can give a file away; without root there
     // is no other user to test against.
     if nix::unistd::geteuid().as_raw() != 0 {
-        eprintln!("not root: cannot create a region owned by another uid; skipped");
+        hal_core::testing::not_run("cannot create a region owned by another uid without root");
         return;
     }
     let name = unique("foreign");
@@ -578,9 +578,9 @@ fn gc_as_root_spares_other_users_objects() {
         return;
     }
     if !is_root() {
-        eprintln!(
-            "NOT RUN: the objects of other users, and a process of another uid that plants \
-             metadata beside them, need root here (fchown, setuid)"
+        hal_core::testing::not_run(
+            "the objects of other users, and a process of another uid that plants metadata \
+             beside them, need root here (fchown, setuid)",
         );
         return;
     }
@@ -841,9 +841,9 @@ fn named_handles_bind_the_region_to_their_creators_user() {
         return;
     }
     if !is_root() {
-        eprintln!(
-            "NOT RUN: a handle from a process of another uid needs root here (setuid) to \
-             start that process"
+        hal_core::testing::not_run(
+            "a handle from a process of another uid needs root here (setuid) to start that \
+             process",
         );
         return;
     }
@@ -1270,7 +1270,7 @@ fn metadata_of_another_user_is_not_trusted() {
         return;
     }
     if !is_root() {
-        eprintln!("NOT RUN: files of other users need root here (fchown, setuid)");
+        hal_core::testing::not_run("files of other users need root here (fchown, setuid)");
         return;
     }
     let scope = unique("meta-user-");

@@ -155,9 +155,10 @@ fn every_resolved_entry_point_is_exercised() {
 /// parent's memory and event (`cuIpcOpenMemHandle_v2`, its close, and
 /// `cuIpcOpenEventHandle`) and prints the calls it made.
 #[test]
+#[ignore = "child entry point: run by its parent"]
 fn child_imports() {
     let (Ok(memory), Ok(event)) = (std::env::var(MEMORY_VAR), std::env::var(EVENT_VAR)) else {
-        return;
+        panic!("a child entry point: run by its parent, which sets its variables");
     };
     let cuda = backend();
     let dev = cuda.open(0).unwrap();

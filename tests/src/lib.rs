@@ -21,7 +21,9 @@
 //! something. A backend that is unavailable on this machine (no driver, no
 //! device) must say so: each case then requires
 //! [`Error::Unavailable`](hal_core::Error) from `open(0)` and prints the
-//! reason.
+//! reason. A suite pointed at a real driver ([`driver`]:
+//! `HAL_CUDA_CONFORMANCE_DRIVER=1`, `HAL_ASCEND_CONFORMANCE_DRIVER=1`)
+//! fails every case instead where that driver is unavailable.
 //!
 //! Streams may be queued (device streams) or host-synchronous (work runs on
 //! the calling thread); the suite finds out which
@@ -32,10 +34,11 @@
 //! ## Real child processes
 //!
 //! Cross-process cases start real child processes: the parent re-executes
-//! the current test binary with `--exact <module>::__child --nocapture
-//! --test-threads=1` and an environment variable naming the child's role
-//! (see [`process`]). The `__child` test that the macro generates does
-//! nothing in a normal run; in the child it builds the backend **with the
+//! the current test binary with `--exact <module>::__child --include-ignored
+//! --nocapture --test-threads=1` and an environment variable naming the
+//! child's role (see [`process`]). The `__child` test that the macro
+//! generates is ignored in a normal run (it is no test of its own, and is
+//! not counted as one); in the child it builds the backend **with the
 //! same expression** as the parent and plays its role: it imports memory, an
 //! event and a notify from the parent's handle *text* alone (the exporter's
 //! descriptor broker serves the descriptors), writes, signals, and exits.
@@ -72,6 +75,7 @@ use hal_core::{Backend, Error};
 pub use hal_core;
 
 pub mod cases;
+pub mod driver;
 pub mod probe;
 pub mod process;
 pub mod reuse;
@@ -83,11 +87,20 @@ pub use support::*;
 /// Run one case against a fresh backend (what each generated `#[test]` does).
 ///
 /// An unavailable backend must say so with [`Error::Unavailable`] from
-/// `open(0)`; the case then checks that and reports the reason.
+/// `open(0)`; the case then checks that and reports the reason. In driver
+/// mode ([`driver`]: `HAL_CUDA_CONFORMANCE_DRIVER=1` for a CUDA backend)
+/// an unavailable backend fails the case: the run is for the driver.
 pub fn run_case<B: Backend>(module_path: &str, make: fn() -> B, case: fn(&Suite<B>)) {
     let _running = probe::CaseGuard::enter();
     let suite = Suite::new(make(), module_path);
     if let hal_core::Availability::Unavailable { reason, .. } = suite.backend().availability() {
+        if let Some(var) = driver::driver_required(suite.backend().id()) {
+            panic!(
+                "{var}=1: this run is for the driver, but backend `{}` is unavailable here: \
+                 {reason}",
+                suite.backend().id()
+            );
+        }
         match suite.backend().open(0) {
             Err(Error::Unavailable { .. }) => {
                 eprintln!(
@@ -104,12 +117,20 @@ pub fn run_case<B: Backend>(module_path: &str, make: fn() -> B, case: fn(&Suite<
     case(&suite);
 }
 
-/// The body of the generated `__child` test: nothing in a normal run; in a
-/// child process started by a case, build the backend and play the role.
+/// The body of the generated `__child` test (ignored in a normal run): in
+/// a child process started by a case, build the backend and play the role.
+///
+/// # Panics
+///
+/// Run without a role (`--include-ignored` by hand): there is nothing to
+/// play, and it fails rather than pass without checking anything.
 pub fn child_entry<B: Backend>(module_path: &str, make: fn() -> B) {
-    let Ok(role) = std::env::var(process::ROLE_ENV) else {
-        return;
-    };
+    let role = std::env::var(process::ROLE_ENV).unwrap_or_else(|_| {
+        panic!(
+            "a child entry point, run by the suite's cross-process cases with {} set",
+            process::ROLE_ENV
+        )
+    });
     let module = test_module(module_path);
     let for_module = std::env::var(process::MODULE_ENV).unwrap_or_default();
     assert_eq!(
@@ -144,9 +165,10 @@ macro_rules! __conformance_module {
                 }
             )*
 
-            /// The child-process entry: does nothing unless a case started
-            /// this process to play a role.
+            /// The child-process entry: run by a case that starts this
+            /// process to play a role (by exact name, ignored otherwise).
             #[test]
+            #[ignore = "child entry point: run by its parent"]
             fn __child() {
                 $crate::child_entry(module_path!(), __make);
             }
@@ -157,7 +179,8 @@ macro_rules! __conformance_module {
 /// Instantiate the conformance suite for one backend.
 ///
 /// `conformance_suite!(name, expr)` expands to `mod name { ... }` holding one
-/// `#[test]` per case and a `__child` test used by the cross-process cases.
+/// `#[test]` per case and an ignored `__child` test that the cross-process
+/// cases run as their child processes.
 /// `expr` builds the backend (any type implementing [`hal_core::Backend`]);
 /// it is evaluated once per case and once in every child process, inside the
 /// generated module (which has `use super::*`). The module also defines

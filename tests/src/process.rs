@@ -1,11 +1,12 @@
 //! Real child processes for the cross-process cases.
 //!
 //! The parent re-executes the current test binary
-//! ([`std::env::current_exe`]) with `--exact <module>::__child --nocapture
-//! --test-threads=1` and environment variables naming the child's role and
-//! its arguments. The `__child` test that [`conformance_suite!`] generates
-//! does nothing unless [`ROLE_ENV`] is set; when it is, it builds the backend
-//! with the same expression as the parent and runs the role.
+//! ([`std::env::current_exe`]) with `--exact <module>::__child
+//! --include-ignored --nocapture --test-threads=1` and environment variables
+//! naming the child's role and its arguments. The `__child` test that
+//! [`conformance_suite!`] generates is ignored in a normal run (a child entry
+//! point, not a test of its own); run so, it builds the backend with the same
+//! expression as the parent and runs the role [`ROLE_ENV`] names.
 //!
 //! The two processes talk in lines: the child prints protocol lines
 //! (prefixed with [`LINE_PREFIX`]) on its standard output, the parent writes
@@ -57,6 +58,7 @@ impl ChildProc {
         let mut cmd = Command::new(exe);
         cmd.arg("--exact")
             .arg(format!("{test_module}::__child"))
+            .arg("--include-ignored")
             .arg("--nocapture")
             .arg("--test-threads=1")
             .env(ROLE_ENV, role)
@@ -298,14 +300,22 @@ pub fn wait_for_eof() {
 
 /// Run this executable's test `name` alone in a child process with `env`
 /// added to its environment, and require that it exited 0 having printed
-/// `child done`; its standard output. `what` names the child in the
+/// `child done`; its standard output. `name` may be an ignored child entry
+/// point (`#[ignore = "child entry point: run by its parent"]`): it is run
+/// with `--include-ignored`. `what` names the child in the
 /// failure, which carries the child's output. The simple form of a child,
 /// for a test that runs itself again under other switches (a stand-in
 /// driver's, say) and checks inside.
 pub fn child_passes(name: &str, what: &str, env: &[(&str, &str)]) -> String {
     let exe = std::env::current_exe().expect("the test executable's path");
     let out = Command::new(exe)
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            name,
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .envs(env.iter().copied())
         .output()
         .expect("starting the child test process");

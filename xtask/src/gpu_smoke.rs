@@ -13,7 +13,9 @@
 //! `./out`), whatever the number of steps: `report.jsonl` (one line per
 //! step: name, exit code, seconds, tests passed and failed), `summary.txt`,
 //! `bench.txt` (the benchmark logs and the probe's answers) and
-//! `logs.tar.gz` (every step's log).
+//! `logs.tar.gz` (every step's log). The summary names the driver the run
+//! loaded (its file and version, from hal-cuda's conformance binary); a run
+//! that loaded none exits 1 and says so.
 //! A run has a deadline (`HAL_SMOKE_DEADLINE`, seconds) past which no step
 //! starts, and a run stopped by a signal still writes its files: a lent
 //! machine's short lease always gets a report back.
@@ -86,6 +88,10 @@ finish() {
     trap - TERM INT
     [ -n "$child" ] && kill -TERM "$child" 2>/dev/null && wait "$child" 2>/dev/null
     unwatch
+    # The driver the run loaded (the `driver` step's line): a run without
+    # one tested nothing of what it is for, and fails.
+    loaded=$(sed -n 's/^driver-loaded: //p' "$logs/driver.log" 2>/dev/null | head -n 1)
+    [ -n "$loaded" ] || status=1
     {
         for f in "$logs"/bench-*.log "$logs"/example-*bench*.log; do
             [ -f "$f" ] && { echo "== $(basename "$f")"; cat "$f"; }
@@ -97,13 +103,20 @@ finish() {
     {
         echo "gpu-smoke: $(date -u +%FT%TZ) on $(hostname)"
         nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
-        echo "driver: ${HAL_CUDA_LIBRARY:-libcuda.so.1, the system library}"
+        if [ -n "$loaded" ]; then
+            echo "driver: $loaded"
+        else
+            echo "driver: NONE LOADED (HAL_CUDA_LIBRARY=${HAL_CUDA_LIBRARY:-unset}; see driver.log): the run FAILED"
+        fi
         awk -F'"rc":' '{split($2, a, ","); if (a[1] != 0) bad++} END {printf "steps: %d, failed: %d\n", NR, bad+0}' "$report"
         cat "$report"
     } > "$out/summary.txt"
     rm -rf "$logs"
     cat "$out/summary.txt"
 }
+# The exit status: 1 when no driver was loaded (finish says so).
+status=0
+loaded=
 # Stopped from outside (the lease's limit): what ran is still reported.
 trap 'echo "{\"step\":\"interrupted\",\"rc\":143,\"seconds\":0.00,\"passed\":0,\"failed\":0}" >> "$report"; finish; exit 143' TERM INT
 # The debugger that takes stacks: HAL_SMOKE_GDB, else cuda-gdb or gdb.
@@ -153,6 +166,12 @@ step() {
         "$name" "$rc" "$(awk -v a="$start" -v b="$end" 'BEGIN {print b - a}')" "$passed" "$failed" >> "$report"
 }
 step devices "$here/bin/halctl" devices --json
+# The driver the backend loads, by path and version: the summary names it,
+# and a run without it fails.
+for t in "$here"/tests/conformance-*; do
+    [ -f "$t" ] && step driver "$t" --exact the_driver_in_use_is_named --nocapture
+    break
+done
 # Which driver calls wait for a gated stream (a few seconds), then the
 # conformance suites: they are what the run is for.
 for t in "$here"/tests/driver_waits-* "$here"/tests/conformance-* "$here"/tests/uvm_conformance-*; do
@@ -176,6 +195,7 @@ step bench-cuda "$here/bin/halctl" bench --backend cuda --quick --json
 # (32 importer processes against one) where there are 16 of them.
 step bench-cpu-shm "$here/bin/halctl" bench --json --only export,import,scaling
 finish
+exit "$status"
 "#;
 
 pub(crate) fn gpu_smoke(root: &Path, cargo: &str, rehearse: bool) -> ExitCode {
@@ -539,6 +559,9 @@ mod tests {
         r#"case "$*" in *bench*) echo "scenario x p50 1.0 baseline 1.0 ratio 1.00";; *) echo ok;; esac"#,
     );
     const PASSING: &str = "echo 'test result: ok. 3 passed; 0 failed; 0 ignored'";
+    /// A conformance binary that names its driver when asked.
+    const SUITE: &str = r#"case "$*" in *the_driver_in_use_is_named*) echo "driver-loaded: /fake/libcuda.so.580 version 13.0 (13000)";; esac
+echo 'test result: ok. 3 passed; 0 failed; 0 ignored'"#;
 
     #[test]
     fn the_run_puts_the_driver_probe_and_the_conformance_suites_first_and_hands_back_four_files() {
@@ -548,7 +571,7 @@ mod tests {
                 HALCTL,
                 ("tests/crash-1", PASSING),
                 ("tests/uvm_conformance-2", PASSING),
-                ("tests/conformance-3", PASSING),
+                ("tests/conformance-3", SUITE),
                 (
                     "tests/driver_waits-4",
                     "echo 'driver-waits: cuMemFree_v2: waits for the stream: true'; echo 'test result: ok. 1 passed; 0 failed'",
@@ -576,6 +599,7 @@ mod tests {
             names,
             [
                 "devices",
+                "driver",
                 "test-driver_waits-4",
                 "test-conformance-3",
                 "test-uvm_conformance-2",
@@ -602,8 +626,41 @@ mod tests {
         assert!(bench.contains("== example-uvm_bench.log") && bench.contains("uvm-read p50"));
         assert!(bench.contains("driver-waits: cuMemFree_v2: waits for the stream: true"));
         let summary = std::fs::read_to_string(f.out().join("summary.txt")).expect("summary");
-        assert!(summary.contains("steps: 12, failed: 0"), "{summary}");
+        assert!(summary.contains("steps: 13, failed: 0"), "{summary}");
+        assert!(
+            summary.contains("driver: /fake/libcuda.so.580 version 13.0 (13000)"),
+            "{summary}"
+        );
         assert!(failed_steps(&f.report().join("\n")).is_empty());
+    }
+
+    #[test]
+    fn a_run_that_loaded_no_driver_fails_and_its_summary_says_so() {
+        for (tag, steps) in [
+            (
+                "nodriver",
+                &[
+                    HALCTL,
+                    (
+                        "tests/conformance-1",
+                        "echo 'backend `cuda` is unavailable here'; echo 'test result: FAILED. 0 passed; 1 failed'; exit 101",
+                    ),
+                ][..],
+            ),
+            ("nosuite", &[HALCTL, ("tests/crash-1", PASSING)][..]),
+        ] {
+            let f = FakeFolder::new(tag, steps);
+            let ran = Command::new(f.0.join("run.sh"))
+                .arg(f.out())
+                .env_remove("HAL_SMOKE_DEADLINE")
+                .env_remove("HAL_SMOKE_STEP_TIMEOUT")
+                .output()
+                .expect("the script runs");
+            assert_eq!(ran.status.code(), Some(1), "{tag}: {ran:?}");
+            let summary = std::fs::read_to_string(f.out().join("summary.txt")).expect("summary");
+            assert!(summary.contains("driver: NONE LOADED"), "{tag}: {summary}");
+            assert!(!summary.contains("driver-loaded"), "{tag}: {summary}");
+        }
     }
 
     #[test]
@@ -623,21 +680,22 @@ mod tests {
             .env("HAL_SMOKE_STEP_TIMEOUT", "240")
             .output()
             .expect("the script runs");
-        assert!(ran.status.success(), "{ran:?}");
+        assert_eq!(ran.status.code(), Some(1), "no driver was loaded: {ran:?}");
         assert!(
             began.elapsed() < std::time::Duration::from_secs(25),
             "the sleeping step was cut at the deadline"
         );
         let steps = f.steps();
         assert_eq!(steps[0], ("devices".to_owned(), 0));
-        assert_eq!(steps[1], ("test-conformance-1".to_owned(), 124), "cut");
-        assert_eq!(steps.len(), 8, "{steps:?}");
+        assert_eq!(steps[1], ("driver".to_owned(), 124), "cut");
+        assert_eq!(steps.len(), 9, "{steps:?}");
         for (name, rc) in &steps[2..] {
             assert_eq!(*rc, 125, "{name} is reported as not started");
         }
         let summary = std::fs::read_to_string(f.out().join("summary.txt")).expect("summary");
-        assert!(summary.contains("steps: 8, failed: 7"), "{summary}");
-        assert_eq!(failed_steps(&f.report().join("\n")).len(), 7);
+        assert!(summary.contains("steps: 9, failed: 8"), "{summary}");
+        assert!(summary.contains("driver: NONE LOADED"), "{summary}");
+        assert_eq!(failed_steps(&f.report().join("\n")).len(), 8);
     }
 
     #[test]
@@ -672,9 +730,7 @@ mod tests {
             "{steps:?}"
         );
         assert!(f.out().join("summary.txt").is_file());
-        assert!(f
-            .packed_logs()
-            .contains(&"test-conformance-1.log".to_owned()));
+        assert!(f.packed_logs().contains(&"driver.log".to_owned()));
     }
 
     #[test]
@@ -697,9 +753,10 @@ mod tests {
             .env("HAL_SMOKE_GDB", f.0.join("bin/fake-gdb"))
             .output()
             .expect("the script runs");
-        assert!(ran.status.success(), "{ran:?}");
+        assert_eq!(ran.status.code(), Some(1), "no driver was loaded: {ran:?}");
         let steps = f.steps();
-        assert_eq!(steps[1], ("test-conformance-1".to_owned(), 124));
+        assert_eq!(steps[1], ("driver".to_owned(), 124));
+        assert_eq!(steps[2], ("test-conformance-1".to_owned(), 124));
         let packed = f.packed_logs();
         assert!(
             packed.contains(&"test-conformance-1.stacks".to_owned()),

@@ -303,12 +303,7 @@ mod tests {
     #[test]
     fn removal_as_the_owner_is_checked_by_the_kernel() {
         if euid() != 0 {
-            // CI runs as root with HAL_TESTS_STRICT=1: there, not running fails.
-            assert!(
-                std::env::var_os("HAL_TESTS_STRICT").is_none_or(|v| v != "1"),
-                "acting as another uid needs root, and HAL_TESTS_STRICT=1 asks every test to run"
-            );
-            eprintln!("NOT RUN: acting as another uid needs root here");
+            hal_core::testing::not_run("acting as another uid needs root here");
             return;
         }
         // Root's file: a thread acting as uid 65534 cannot unlink it.

@@ -286,6 +286,7 @@ fn spawn(mode: &str) -> std::process::Child {
         .args([
             "child_imports_a_shareable_handle",
             "--exact",
+            "--include-ignored",
             "--test-threads=1",
             "--nocapture",
         ])
@@ -363,9 +364,10 @@ fn disabled_pid_validation_admits_any_child() {
 /// The child side: import the handle read from stdin on device 0, map it
 /// and print its first bytes.
 #[test]
+#[ignore = "child entry point: run by its parent"]
 fn child_imports_a_shareable_handle() {
     if std::env::var(CHILD).is_err() {
-        return;
+        panic!("a child entry point: run by its parent, which sets its variables");
     }
     let l = lib();
     ready(&l);
@@ -397,12 +399,16 @@ fn vmm_calls_before_acl_init_are_uninitialize() {
             .args([
                 "vmm_calls_before_acl_init_are_uninitialize",
                 "--exact",
+                "--include-ignored",
                 "--test-threads=1",
             ])
             .env(CHILD, "uninit")
             .output()
             .unwrap();
-        assert!(out.status.success(), "{out:?}");
+        assert!(
+            out.status.success() && String::from_utf8_lossy(&out.stdout).contains(" 1 passed;"),
+            "{out:?}"
+        );
         return;
     }
     let l = lib();

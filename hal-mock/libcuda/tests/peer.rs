@@ -68,7 +68,12 @@ fn peer_access_is_enabled_once() {
 #[test]
 fn a_machine_without_peer_access_says_so() {
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_without_peer_access", "--nocapture"])
+        .args([
+            "--exact",
+            "--include-ignored",
+            "child_without_peer_access",
+            "--nocapture",
+        ])
         .env(CHILD_VAR, "1")
         .env(hal_mock_libcuda::NO_PEER_VAR, "1")
         .output()
@@ -83,9 +88,10 @@ fn a_machine_without_peer_access_says_so() {
 
 /// The child of `a_machine_without_peer_access_says_so`.
 #[test]
+#[ignore = "child entry point: run by its parent"]
 fn child_without_peer_access() {
     if std::env::var(CHILD_VAR).is_err() {
-        return;
+        panic!("a child entry point: run by its parent, which sets its variables");
     }
     init();
     assert_eq!(can(0, 1), Ok(0));

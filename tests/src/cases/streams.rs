@@ -210,11 +210,19 @@ pub fn managed_advise_and_prefetch<B: Backend>(s: &Suite<B>) {
 /// with `InvalidArgument` (work queued on the wrong device's stream would
 /// run in the wrong context), and the operations the device lacks answer
 /// `Unsupported` as anywhere. With one device there is no other device's
-/// stream: the case says so and checks nothing more.
+/// stream: the case checks that no second device opens (so no stream of
+/// one exists), and says so.
 pub fn stream_of_another_device_refused<B: Backend>(s: &Suite<B>) {
     let n = must(s.backend().devices(), "devices").len();
     if n < 2 {
-        eprintln!("stream_of_another_device_refused: one device, no other device's stream");
+        let _ = must_fail(
+            s.backend().open(n as u32),
+            "opening a device past the last one",
+        );
+        eprintln!(
+            "stream_of_another_device_refused: one device, no other device's stream; checked \
+             that device {n} does not open"
+        );
         return;
     }
     let (dev, other) = (s.open(0), s.open(1));

@@ -3,10 +3,12 @@
 //!
 //! # Child processes
 //!
-//! Every test binary of this family has one `#[test] fn __child()` that does
-//! nothing in a normal run. A test starts a child by re-executing its own
-//! binary with `__child --exact --nocapture --test-threads=1` and
-//! [`ROLE_ENV`] naming the role; `__child` then runs that role. Roles may
+//! Every test binary of this family has one `#[test] fn __child()`, ignored
+//! in a normal run (`#[ignore = "child entry point: run by its parent"]`:
+//! it is no test of its own, and is not counted as one). A test starts a
+//! child by re-executing its own binary with `__child --exact
+//! --include-ignored --nocapture --test-threads=1` and [`ROLE_ENV`] naming
+//! the role; `__child` then runs that role ([`child_role`]). Roles may
 //! start further children the same way (a survivor starts its victims).
 //!
 //! Parent and child talk in lines: the child prints protocol lines
@@ -76,6 +78,19 @@ pub fn role() -> Option<String> {
     std::env::var(ROLE_ENV).ok()
 }
 
+/// In `__child`: the role its parent started it for.
+///
+/// # Panics
+///
+/// Without a role: the entry point was run by hand (`--include-ignored`),
+/// and has nothing to check.
+#[track_caller]
+pub fn child_role() -> String {
+    role().unwrap_or_else(|| {
+        panic!("a child entry point, run by this binary's tests with {ROLE_ENV} set")
+    })
+}
+
 /// In a child: the argument `key` its parent passed.
 #[track_caller]
 pub fn arg(key: &str) -> String {
@@ -142,11 +157,17 @@ impl Kid {
     ) -> Kid {
         let exe = std::env::current_exe().expect("the path of the running test binary");
         let mut cmd = Command::new(exe);
-        cmd.args(["__child", "--exact", "--nocapture", "--test-threads=1"])
-            .env(ROLE_ENV, role)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.args([
+            "__child",
+            "--exact",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE_ENV, role)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
         for (k, v) in args {
             cmd.env(format!("{ARG_PREFIX}{}", k.to_ascii_uppercase()), v);
         }
