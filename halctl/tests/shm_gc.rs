@@ -42,16 +42,6 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Stop a test that cannot run here: a note in a normal run, a failure
-/// under `HAL_TESTS_STRICT=1`.
-fn cannot_run(why: &str) {
-    assert!(
-        std::env::var_os("HAL_TESTS_STRICT").is_none_or(|v| v != "1"),
-        "{why}, and HAL_TESTS_STRICT=1 asks every test to run"
-    );
-    eprintln!("NOT RUN: {why}");
-}
-
 /// Removes a name's object and metadata when dropped, whatever happened.
 struct Cleanup(String);
 
@@ -123,7 +113,7 @@ fn halctl(args: &[&str]) -> Out {
 #[test]
 fn gc_reports_only_what_it_removed() {
     if !is_root() {
-        cannot_run("objects of other users need root here (chown)");
+        hal::testing::not_run("objects of other users need root here (chown)");
         return;
     }
     // Another user's object, and metadata a third user planted beside it
