@@ -84,7 +84,8 @@
 //! the backend from the handle itself.
 //!
 //! ```
-//! use hal::{AllocDesc, ExportOptions, Handle, ImportOptions, Registry, SharedHandle};
+//! use hal::{AllocDesc, Capabilities, ExportOptions, Handle, ImportOptions, Registry};
+//! use hal::SharedHandle;
 //! use std::process::Command;
 //!
 //! fn main() -> hal::Result<()> {
@@ -100,8 +101,13 @@
 //!         return Ok(());
 //!     }
 //!     // The producer: allocate, fill, export, start the consumer.
-//!     let device = registry.open("cpu-shm")?.open(0)?;
-//!     let buffer = device.allocate(&AllocDesc::host(4096))?;
+//!     // CPU shared memory, or the simulator in a build without it.
+//!     let device = registry.best_of(&["cpu-shm", "mock"])?.open(0)?;
+//!     let buffer = if device.info().capabilities.contains(Capabilities::HOST_VISIBLE) {
+//!         device.allocate(&AllocDesc::host(4096))?
+//!     } else {
+//!         device.allocate(&AllocDesc::device(0, 4096))?
+//!     };
 //!     buffer.write(0, b"hello")?;
 //!     let exported = device.export_memory(&*buffer, &ExportOptions::default())?;
 //!     let exe = std::env::current_exe().map_err(|e| hal::Error::io("current_exe", e))?;
