@@ -66,6 +66,7 @@ unsafe impl Send for Inner {}
 unsafe impl Sync for Inner {}
 
 /// An event of an Ascend device, or one imported from another process.
+#[must_use = "the event is destroyed when this value drops"]
 pub struct AscendEvent {
     pub(crate) inner: Arc<Inner>,
 }

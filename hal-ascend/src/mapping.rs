@@ -13,6 +13,7 @@ use crate::context::Ctx;
 ///
 /// Dropping it closes the key (`aclrtIpcMemClose`, with the device
 /// current) and then gives its lease back: the exporter frees only after.
+#[must_use = "the import is closed and its lease released when this value drops"]
 pub struct AscendMapping {
     pub(crate) ctx: Arc<Ctx>,
     pub(crate) handle: Handle,

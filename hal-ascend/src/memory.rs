@@ -17,6 +17,7 @@ use crate::bindings::{
 use crate::context::Ctx;
 
 /// Memory this process allocated on an Ascend device.
+#[must_use = "the memory is freed when this value drops"]
 pub struct AscendAllocation {
     pub(crate) ctx: Arc<Ctx>,
     /// What `aclrtMalloc` gave (freed with `aclrtFree`).

@@ -47,6 +47,7 @@ pub fn vendor_timeout(timeout: Option<Duration>) -> u32 {
 }
 
 /// A notify of this process or one imported from another.
+#[must_use = "the notify is destroyed when this value drops"]
 pub struct AscendNotify {
     pub(crate) inner: Arc<NotifyInner>,
 }

@@ -18,6 +18,7 @@ use crate::context::Ctx;
 /// A VMM physical allocation: memory with no address until mapped into an
 /// [`AscendReservation`](crate::AscendReservation).
 #[derive(Debug)]
+#[must_use = "the physical memory is released when this value drops"]
 pub struct AscendPhysical {
     pub(crate) inner: Arc<PhysInner>,
 }

@@ -35,6 +35,7 @@ use hal_core::lock::lock;
 /// A VMM address range reservation of one device: physical allocations
 /// are mapped into it with [`Device::map`](hal_core::Device::map) and made
 /// accessible with [`Device::set_access`](hal_core::Device::set_access).
+#[must_use = "the address range is unmapped and released when this value drops"]
 pub struct AscendReservation {
     pub(crate) ctx: Arc<Ctx>,
     pub(crate) base: u64,

@@ -430,7 +430,7 @@ fn a_notify_export_has_no_range_and_no_read_only_form() {
         let e = d.export_notify(&n, &opts).unwrap_err();
         assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
     }
-    d.export_notify(&n, &ExportOptions::default()).unwrap();
+    let _ = d.export_notify(&n, &ExportOptions::default()).unwrap();
 }
 
 #[test]
@@ -448,7 +448,7 @@ fn a_notify_imported_onto_another_device_needs_the_peer_flag() {
         "another device's notify without ENABLE_PEER_ACCESS"
     );
     // On its own device the import needs no peer flag.
-    d0.import_notify(shared(), &no_peer).unwrap();
+    let _ = d0.import_notify(shared(), &no_peer).unwrap();
     let peer = ImportOptions {
         peer_access: true,
         ..ImportOptions::default()

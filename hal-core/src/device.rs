@@ -250,6 +250,42 @@ pub trait Reservation: Send + Sync {
 
 /// A device: allocates, exports and imports memory, events and notifies,
 /// and runs streams.
+///
+/// Code written against `Device` runs on every backend. A program gets a
+/// device from its backend ([`Backend::open`]), or from the `hal` facade's
+/// registry when it chooses the backend at run time (then through the
+/// object-safe mirror, [`crate::dynamic`]). Here, on CPU shared memory:
+///
+/// ```
+/// use hal_core::{AllocDesc, Backend, Capabilities, Device, Exported, ExportOptions, Handle};
+/// use hal_core::{ImportOptions, Importers, Memory, Result};
+///
+/// /// Put `bytes` in a fresh page of `device` and export it to anyone.
+/// /// The caller keeps both: dropping the export ends it.
+/// fn publish<D: Device>(device: &D, bytes: &[u8]) -> Result<(D::Allocation, Exported)> {
+///     let desc = if device.capabilities().contains(Capabilities::HOST_VISIBLE) {
+///         AllocDesc::host(4096)
+///     } else {
+///         AllocDesc::device(device.info().ordinal, 4096)
+///     };
+///     let buffer = device.allocate(&desc)?;
+///     buffer.write(0, bytes)?;
+///     let opts = ExportOptions { importers: Importers::Anyone, ..Default::default() };
+///     let exported = device.export_memory(&buffer, &opts)?;
+///     Ok((buffer, exported))
+/// }
+///
+/// let device = hal_cpu_shm::CpuShm::new().open(0)?;
+/// let (_buffer, exported) = publish(&device, b"shared bytes")?;
+///
+/// // What another process does with the text (here the same process).
+/// let handle = Handle::from_text(&exported.to_text())?;
+/// let mapping = device.import_memory(handle.into(), &ImportOptions::default())?;
+/// let mut back = [0u8; 12];
+/// mapping.read(0, &mut back)?;
+/// assert_eq!(&back, b"shared bytes");
+/// # Ok::<(), hal_core::Error>(())
+/// ```
 pub trait Device: Send + Sync + 'static {
     /// Memory this process allocated.
     ///

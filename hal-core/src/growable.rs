@@ -52,6 +52,7 @@ fn read_u64(mem: &impl Memory, offset: u64) -> Result<u64> {
 }
 
 /// The exporter's side of a growable buffer.
+#[must_use = "the buffer and its exports end when this value drops"]
 pub struct GrowableBuffer<'d, D: Device> {
     device: &'d D,
     reservation: D::Reservation,
@@ -231,6 +232,7 @@ impl<'d, D: Device> GrowableBuffer<'d, D> {
 }
 
 /// An importer's view of a growable buffer.
+#[must_use = "the view is unmapped when this value drops"]
 pub struct GrowableView<'d, D: Device> {
     device: &'d D,
     header: D::Mapping,

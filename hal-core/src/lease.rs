@@ -68,6 +68,7 @@ struct Slots {
 
 /// The importers of one exported resource, as the exporter counts them.
 #[derive(Debug)]
+#[must_use = "the table stops counting leases when this value drops"]
 pub struct LeaseTable {
     id: [u8; 16],
     capacity: u32,
@@ -272,6 +273,7 @@ impl Drop for LeaseTable {
 
 /// A lease held by the exporting process itself; released on drop.
 #[derive(Debug)]
+#[must_use = "the lease is released when this value drops"]
 pub struct LocalLease {
     table: Arc<LeaseTable>,
     ticket: LeaseTicket,

@@ -28,6 +28,14 @@
 //!
 //! Backends live in their own crates (`hal-cpu-shm`, `hal-mock`, ...); the
 //! `hal` facade crate gathers them behind Cargo features.
+//!
+//! A program needs the traits, [`Error`], [`Handle`], the plain data of
+//! [`types`] and the modules [`dynamic`], [`exchange`], [`growable`],
+//! [`dlpack`], [`vmm`] and [`wait`]. The other modules are the backend
+//! author's kit ([`absent`], [`export`], [`lease`], [`lock`], [`needs`],
+//! [`os`], [`queued`], [`reaper`], [`runtime`], [`syncpage`], [`teardown`],
+//! [`vendor`], [`vmm_pieces`]); the `hal` facade shows them apart, as
+//! `hal::kit`.
 #![deny(missing_docs)]
 #![cfg(unix)]
 

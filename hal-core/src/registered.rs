@@ -20,6 +20,7 @@ type Unregister = Box<dyn FnOnce(&HostRange) + Send + Sync>;
 /// ([`MemRef::Registered`](crate::MemRef::Registered)) holds a clone until
 /// it ran that work.
 #[derive(Clone)]
+#[must_use = "the host memory is unregistered when the last clone drops"]
 pub struct RegisteredHost(Arc<Inner>);
 
 struct Inner {

@@ -70,6 +70,7 @@ impl Drop for MapInner {
 /// this process returns a clone of the existing mapping (the import cache).
 /// The mapping and the importer's lease go when the last clone is dropped.
 #[derive(Debug, Clone)]
+#[must_use = "the import is unmapped and its lease released when this value drops"]
 pub struct CpuMapping {
     inner: Arc<MapInner>,
 }

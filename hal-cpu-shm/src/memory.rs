@@ -61,6 +61,7 @@ pub(crate) use hal_core::lock::lock;
 /// importer maps it; a named region created here is unlinked on drop unless it
 /// was created with [`NamedOptions::keep`](crate::named::NamedOptions::keep).
 #[derive(Debug)]
+#[must_use = "the memory is freed when this value drops"]
 pub struct CpuAllocation {
     view: View,
     len: u64,

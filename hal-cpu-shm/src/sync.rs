@@ -83,6 +83,7 @@ fn export_page(page: &SyncPage, kind: HandleKind, opts: &ExportOptions) -> Resul
 /// importer) may signal and wait; a wait consumes the signal (wait-and-reset),
 /// and signals given while nobody waits collapse into one.
 #[derive(Debug, Clone)]
+#[must_use = "the notify is gone when this value drops"]
 pub struct CpuNotify {
     page: Arc<SyncPage>,
     flags: NotifyFlags,
@@ -144,6 +145,7 @@ impl Notify for CpuNotify {
 /// host-synchronous, so a record completes at once; the sequence numbers in
 /// shared memory let another process query and wait on it.
 #[derive(Debug, Clone)]
+#[must_use = "the event is gone when this value drops"]
 pub struct CpuEvent {
     page: Arc<SyncPage>,
     flags: EventFlags,

@@ -35,6 +35,7 @@ use crate::view::{access_error, View};
 
 /// A physical allocation: a sealed memfd chunk with no address until mapped.
 #[derive(Debug, Clone)]
+#[must_use = "the physical memory is released when this value drops"]
 pub struct CpuPhysical {
     inner: Arc<PhysInner>,
 }
@@ -213,6 +214,7 @@ struct Piece {
 
 /// An address range reservation: no memory until chunks are mapped into it.
 #[derive(Debug)]
+#[must_use = "the address range is unmapped and released when this value drops"]
 pub struct CpuReservation {
     map: SharedMap,
     len: u64,

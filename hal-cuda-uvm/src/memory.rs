@@ -57,6 +57,7 @@ impl<D: Device, P: Memory> Home<D, P> {
 /// and GPU reach the same bytes at one address. Export it with
 /// [`Device::export_memory`]; every importer maps the same pages and
 /// registers them with its own GPU once.
+#[must_use = "the buffer is unregistered and freed when this value drops"]
 pub struct SharedManaged<D: Device> {
     home: Arc<Home<D, CpuAllocation>>,
     location: Location,
@@ -116,6 +117,7 @@ impl<D: Device> SharedManaged<D> {
 /// GPU, once per process however many times it is imported. A read-only
 /// import is not registered (the driver registers writable pages); its
 /// bytes reach the GPU through the backend's copies.
+#[must_use = "the import is unmapped and its lease released when this value drops"]
 pub struct SharedView<D: Device> {
     home: Arc<Home<D, CpuMapping>>,
     handle: Handle,
@@ -176,6 +178,7 @@ impl<D: Device> SharedView<D> {
 
 /// Memory this process allocated on a [`UvmDevice`](crate::UvmDevice).
 #[derive(Debug)]
+#[must_use = "the memory is freed when this value drops"]
 pub enum UvmAllocation<D: Device> {
     /// A shared managed buffer (what [`Location::Host`] and
     /// [`Location::Managed`] allocate).

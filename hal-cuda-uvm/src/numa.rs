@@ -27,6 +27,7 @@ use crate::gpu::GpuDevice;
 ///
 /// Dropping it drops its reservation, which unmaps the pages after the
 /// device's queued work without waiting long for that work.
+#[must_use = "the host-NUMA pages are unmapped and released when this value drops"]
 pub struct NumaHome<'d, D: GpuDevice> {
     dev: &'d UvmDevice<D>,
     reservation: D::Reservation,

@@ -69,6 +69,7 @@ enum HeaderHold<D: Device> {
 
 /// Device copies of a shared managed buffer, shared by every process
 /// that attaches to the buffer's residency header.
+#[must_use = "this process's device copies are written home and released when this value drops"]
 pub struct Residency<'d, D: GpuDevice> {
     dev: &'d UvmDevice<D>,
     data: Arc<dyn HomePages>,

@@ -388,7 +388,7 @@ fn a_buffer_smaller_than_its_header_says_is_refused() {
         other => panic!("a 3 MiB buffer for a header of two 2 MiB chunks: {other:?}"),
     }
     let (_same, _ex, same) = import(&|| dev.allocate(&AllocDesc::managed(4 * MIB)).unwrap());
-    Residency::attach(&dev, &same, r.header_text()).unwrap();
+    let _attached = Residency::attach(&dev, &same, r.header_text()).unwrap();
 }
 
 #[test]

@@ -98,6 +98,7 @@ impl Drop for Primary {
 }
 
 /// The context pushed on the calling thread; dropping pops it.
+#[must_use = "the context is popped when this guard drops"]
 pub(crate) struct Entered<'a> {
     primary: &'a Primary,
     pop: unsafe extern "C" fn(*mut CUcontext) -> crate::sys::Status,

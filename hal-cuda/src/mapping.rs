@@ -18,6 +18,7 @@ use crate::sys::CUdeviceptr;
 /// (`cuIpcCloseMemHandle`, with the context pushed) and then gives its
 /// lease back, so the exporter counts this process until its memory is no
 /// longer mapped here.
+#[must_use = "the import is closed and its lease released when this value drops"]
 pub struct CudaMapping {
     pub(crate) primary: Arc<Primary>,
     pub(crate) handle: Handle,

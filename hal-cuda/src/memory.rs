@@ -30,6 +30,7 @@ pub(crate) fn out_of_memory(e: &hal_core::Error) -> bool {
 }
 
 /// Memory this process allocated on a CUDA device.
+#[must_use = "the memory is freed when this value drops"]
 pub struct CudaAllocation {
     pub(crate) primary: Arc<Primary>,
     /// The address (a device pointer; for host memory also the host's).

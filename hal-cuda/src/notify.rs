@@ -46,6 +46,7 @@ pub const HOST_POLL: Duration = Duration::from_micros(500);
 /// and wait; a wait consumes the signal, and signals given while nobody
 /// waits collapse into one.
 #[derive(Debug, Clone)]
+#[must_use = "the notify is destroyed when this value drops"]
 pub struct CudaNotify {
     inner: Arc<Inner>,
     flags: NotifyFlags,

@@ -20,6 +20,7 @@ use crate::sys::CUmemGenericAllocationHandle;
 /// A VMM physical allocation: memory with no address until mapped into a
 /// [`CudaReservation`](crate::CudaReservation).
 #[derive(Debug)]
+#[must_use = "the physical memory is released when this value drops"]
 pub struct CudaPhysical {
     pub(crate) inner: Arc<PhysInner>,
 }

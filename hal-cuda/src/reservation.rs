@@ -39,6 +39,7 @@ use hal_core::lock::lock;
 /// A VMM address range reservation of one device's context: physical
 /// allocations are mapped into it with [`Device::map`](hal_core::Device::map)
 /// and made accessible with [`Device::set_access`](hal_core::Device::set_access).
+#[must_use = "the address range is unmapped and released when this value drops"]
 pub struct CudaReservation {
     pub(crate) primary: Arc<Primary>,
     /// The reserving device's ordinal: whose access reads and writes need.

@@ -163,6 +163,7 @@ pub(crate) enum IpcMode {
 }
 
 /// An event of the driver.
+#[must_use = "the event is destroyed when this value drops"]
 pub struct CudaEvent {
     pub(crate) inner: Arc<RawEvent>,
     pub(crate) flags: EventFlags,

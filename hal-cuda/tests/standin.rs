@@ -123,7 +123,7 @@ fn stream_work_runs_in_order_and_events_follow_it() {
         interprocess: true,
         timing: false,
     };
-    dev.create_event(ipc).unwrap();
+    let _event = dev.create_event(ipc).unwrap();
 }
 
 #[test]

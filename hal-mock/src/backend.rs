@@ -24,7 +24,7 @@ use crate::state::{BackendShared, DevRef, DeviceState};
 /// use hal_core::{Backend, BackendId};
 /// use hal_mock::{MockBackend, Profile};
 ///
-/// let cuda = MockBackend::new(Profile::cuda());
+/// let cuda = MockBackend::cuda(); // the default CUDA-like profile
 /// assert_eq!(cuda.id(), BackendId::MockCuda);
 /// assert_eq!(cuda.devices()?.len(), 4);
 /// let ascend = MockBackend::new(Profile::ascend().with_devices(3));
@@ -47,8 +47,11 @@ impl std::fmt::Debug for MockBackend {
 }
 
 impl MockBackend {
-    /// A backend simulating `profile`. A profile that fails
-    /// [`Profile::validate`] gives a backend that is unavailable and says why.
+    /// A backend simulating `profile`: for a profile of your own (another
+    /// device count, memory size, visible-device list, older library). The
+    /// default profiles are [`MockBackend::cuda`] and [`MockBackend::ascend`].
+    /// A profile that fails [`Profile::validate`] gives a backend that is
+    /// unavailable and says why.
     pub fn new(profile: Profile) -> MockBackend {
         let invalid = profile.validate().err().map(|e| e.to_string());
         let count = if invalid.is_some() {

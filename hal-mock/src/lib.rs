@@ -8,9 +8,9 @@
 //!
 //! ```
 //! use hal_core::{AllocDesc, Backend, Device, ExportOptions, ImportOptions, Memory};
-//! use hal_mock::{MockBackend, Profile};
+//! use hal_mock::MockBackend;
 //!
-//! let backend = MockBackend::new(Profile::cuda());
+//! let backend = MockBackend::cuda(); // or MockBackend::ascend()
 //! let gpu = backend.open(0)?;
 //! let buf = gpu.allocate(&AllocDesc::device(0, 8192))?;
 //! assert_eq!(buf.host_ptr(), None); // device memory is not host-visible
@@ -44,7 +44,7 @@
 //! `HAL_MOCK_DEVICES` variable ([`Profile::with_env_overrides`]). Device UUIDs
 //! derive from the profile name and the physical device index
 //! ([`Profile::device_uuid`]), so a child process that builds the same
-//! profile (`MockBackend::new(Profile::cuda())`) imports onto the same
+//! profile (`MockBackend::cuda()`) imports onto the same
 //! devices.
 //!
 //! Removing a capability from a profile makes the operations that

@@ -82,6 +82,7 @@ impl Release {
 /// [`Memory::addr`] is a device address (the address of the simulator's
 /// private mapping, not to be dereferenced); bytes move with
 /// [`Memory::read`] / [`Memory::write`] or the stream copies.
+#[must_use = "the memory is freed when this value drops"]
 pub struct MockAllocation {
     pub(crate) dev: DevRef,
     pub(crate) backing: Arc<Backing>,
@@ -296,6 +297,7 @@ impl DeviceMemory for MockAllocation {}
 /// and device; every import of a handle of that allocation shares the mapping
 /// (reference counted), and the mapping's address is the base plus the
 /// handle's offset. Ascend-like: each import maps exactly the exported range.
+#[must_use = "the import is closed and its lease released when this value drops"]
 pub struct MockMapping {
     pub(crate) dev: DevRef,
     pub(crate) region: Arc<ImportRegion>,

@@ -242,6 +242,7 @@ fn label(dev: &DevRef, what: &str) -> String {
 /// Records are numbered: recording enqueues the next number, the stream
 /// completes it when it reaches it, and waits (host or stream) wait for the
 /// number that was the latest when the wait began.
+#[must_use = "the event is destroyed when this value drops"]
 pub struct MockEvent {
     pub(crate) dev: DevRef,
     pub(crate) sync: Arc<SyncWords>,
@@ -384,6 +385,7 @@ impl Drop for MockEvent {
 
 /// A notify: a wake-up signal in shared memory, recorded by one side and
 /// waited-and-reset by the other.
+#[must_use = "the notify is destroyed when this value drops"]
 pub struct MockNotify {
     pub(crate) dev: DevRef,
     pub(crate) sync: Arc<SyncWords>,

@@ -64,6 +64,7 @@ fn live() -> &'static Mutex<HashMap<FileKey, Weak<PhysMem>>> {
 
 /// A VMM physical allocation: memory with no address until mapped into a
 /// [`MockReservation`].
+#[must_use = "the physical memory is released when this value drops"]
 pub struct MockPhysical {
     pub(crate) dev: DevRef,
     pub(crate) mem: Arc<PhysMem>,
@@ -260,6 +261,7 @@ pub(crate) struct Segments {
 /// writes through the reservation are the reserving device's: parts that are
 /// not mapped, or where that device lacks the access needed, are refused
 /// with the vendor's error instead of faulting.
+#[must_use = "the address range is unmapped and released when this value drops"]
 pub struct MockReservation {
     pub(crate) dev: DevRef,
     pub(crate) map: SharedMap,

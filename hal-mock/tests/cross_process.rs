@@ -259,9 +259,9 @@ fn ascend_outsider() {
     assert_eq!(read_str(&m, 0, 6), "listed");
     let by_text = dev.import_memory(from_env(MEM), &opts).unwrap();
     assert_eq!(read_str(&by_text, 0, 6), "listed");
-    dev.import_physical(physical, &opts).unwrap();
-    dev.import_physical(from_env(PHYS), &opts).unwrap();
-    dev.import_notify(from_env(NOTIFY), &opts).unwrap();
+    let _ = dev.import_physical(physical, &opts).unwrap();
+    let _ = dev.import_physical(from_env(PHYS), &opts).unwrap();
+    let _ = dev.import_notify(from_env(NOTIFY), &opts).unwrap();
     let n = dev.import_notify(notify, &opts).unwrap();
     m.write(0, b"from child").unwrap();
     n.signal().unwrap();

@@ -51,7 +51,8 @@ fn next_allocate_export_import_and_wait_fail_with_the_chosen_error() {
         .to_string()
         .contains("CUDA_ERROR_PEER_ACCESS_UNSUPPORTED"));
     assert!(err.to_string().contains("217"));
-    dev.import_memory(exported.share().unwrap(), &ImportOptions::default())
+    let _ = dev
+        .import_memory(exported.share().unwrap(), &ImportOptions::default())
         .unwrap();
 
     let n = dev.create_notify().unwrap();
@@ -123,7 +124,7 @@ fn a_lost_device_fails_every_later_call() {
         assert!(backend.faults().is_lost(0));
         // Other devices are untouched.
         let dev1 = backend.open(1).unwrap();
-        dev1.allocate(&aligned(1, PAGE)).unwrap();
+        let _ = dev1.allocate(&aligned(1, PAGE)).unwrap();
     }
 }
 
@@ -140,7 +141,7 @@ fn a_missing_entry_point_is_unsupported_naming_it() {
     backend.faults().remove_entry_point("cuMemCreate");
     assert_unsupported(&dev.allocate_physical(2 << 20).unwrap_err(), "cuMemCreate");
     backend.faults().restore_entry_point("cuIpcGetMemHandle");
-    dev.export_memory(&a, &anyone()).unwrap();
+    let _ = dev.export_memory(&a, &anyone()).unwrap();
 
     let ascend = MockBackend::ascend();
     let dev = ascend.open(0).unwrap();
@@ -155,7 +156,7 @@ fn a_missing_entry_point_is_unsupported_naming_it() {
     ascend.faults().remove_entry_point("aclrtCreateNotify");
     assert_unsupported(&dev.create_notify().unwrap_err(), "aclrtCreateNotify");
     ascend.faults().clear();
-    dev.create_notify().unwrap();
+    let _ = dev.create_notify().unwrap();
 }
 
 #[test]
@@ -167,7 +168,7 @@ fn faults_belong_to_one_backend_instance() {
         .fail_next(FaultOp::Allocate, cuda::OUT_OF_MEMORY);
     faulty.faults().remove_entry_point("cuMemAlloc_v2");
     let dev = clean.open(0).unwrap();
-    dev.allocate(&AllocDesc::device(0, PAGE)).unwrap();
+    let _ = dev.allocate(&AllocDesc::device(0, PAGE)).unwrap();
     assert!(faulty.open(0).is_err());
     assert_eq!(faulty.faults().pending(FaultOp::Allocate), 1);
 }

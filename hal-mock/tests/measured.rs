@@ -59,7 +59,8 @@ fn measured_open_in_the_exporting_process_is_invalid_context() {
     let adev = ascend.open(0).unwrap();
     let b = adev.allocate(&AllocDesc::device(0, PAGE)).unwrap();
     let bx = adev.export_memory(&b, &anyone()).unwrap();
-    adev.driver_open_memory(bx.share().unwrap(), &ImportOptions::default())
+    let _ = adev
+        .driver_open_memory(bx.share().unwrap(), &ImportOptions::default())
         .unwrap();
 }
 
@@ -119,7 +120,7 @@ fn measured_fabric_handle_is_not_permitted_and_falls_back() {
             .any(|l| l.contains("CUDA_ERROR_NOT_PERMITTED") && l.contains("POSIX")),
         "one warning names the refusal and the fallback: {lines:?}"
     );
-    dev.export_physical(&p, &ExportOptions::default()).unwrap();
+    let _ = dev.export_physical(&p, &ExportOptions::default()).unwrap();
 }
 
 #[test]
@@ -141,7 +142,7 @@ fn measured_vmm_export_without_a_handle_type_is_invalid_value() {
             &PhysicalDesc::new(adev.info().granularity_min).handle(ShareableHandle::None),
         )
         .unwrap();
-    adev.export_physical(&q, &anyone()).unwrap();
+    let _ = adev.export_physical(&q, &anyone()).unwrap();
 }
 
 #[test]
@@ -162,7 +163,8 @@ fn measured_managed_memory_handle_is_invalid_value() {
     );
     // Device memory exports through the same call.
     let a = dev.allocate(&AllocDesc::device(0, PAGE)).unwrap();
-    dev.driver_export_memory(&a, &ExportOptions::default())
+    let _ = dev
+        .driver_export_memory(&a, &ExportOptions::default())
         .unwrap();
 }
 

@@ -148,7 +148,8 @@ fn huge_page_allocation_exports_whole_huge_pages() {
             Err(Error::Misaligned { page_size, .. }) => assert_eq!(page_size, HUGE),
             other => panic!("expected Misaligned at 2 MiB, got {other:?}"),
         }
-        dev.export_memory(&a, &export_range(ByteRange::new(0, HUGE)))
+        let _ = dev
+            .export_memory(&a, &export_range(ByteRange::new(0, HUGE)))
             .unwrap();
         desc.placement.huge_pages = HugePages::Explicit(3 * PAGE);
         assert!(matches!(
@@ -197,7 +198,7 @@ fn memory_is_accounted_and_out_of_memory_refused() {
     assert!(dev.allocate(&AllocDesc::device(0, 4 << 20)).is_err());
     a.free().unwrap();
     assert_eq!(dev.memory_used(), 0);
-    dev.allocate(&AllocDesc::device(0, 4 << 20)).unwrap();
+    let _ = dev.allocate(&AllocDesc::device(0, 4 << 20)).unwrap();
 }
 
 #[test]

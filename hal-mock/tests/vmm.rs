@@ -176,7 +176,8 @@ fn ascend_physical_export_keeps_a_pid_allow_list() {
     let other = std::process::id().wrapping_add(1).max(1);
     assert!(exported.handle().allowed_pids.is_empty());
     assert!(!exported.handle().allows(other));
-    dev.import_physical(exported.share().unwrap(), &ImportOptions::default())
+    let _ = dev
+        .import_physical(exported.share().unwrap(), &ImportOptions::default())
         .unwrap();
     // aclrtMemSetPidToShareableHandle, after the export.
     dev.allow_importers(&mut exported, &[other]).unwrap();

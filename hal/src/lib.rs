@@ -12,15 +12,37 @@
 //! | `cuda-uvm` | CUDA managed memory shared across processes: memfd host pages registered with the GPU in every process, device copies on demand (implies `cuda`) | `hal::cuda_uvm` |
 //! | `ascend` | Ascend NPU memory keys, IPC events and notifies on the ACL runtime, loaded at run time (`HAL_ASCEND_LIBRARY`) | `hal::ascend` |
 //!
-//! This crate re-exports the whole contract of `hal-core` ([`Backend`],
-//! [`Device`], [`Memory`], [`Handle`], [`Error`], ...) and adds the
-//! [`registry`], which lists the backends compiled in, probes which are
-//! usable on this machine (and why not), opens one by name or picks the best.
+//! This crate re-exports the contract of `hal-core` that programs use (the
+//! traits [`Backend`], [`Device`], [`Memory`], ..., the [`Handle`], the
+//! [`Error`], the options of allocate, export and import; the modules
+//! [`dynamic`], [`exchange`], [`growable`], [`dlpack`], [`handle`], [`vmm`] and
+//! [`wait`]) and adds the [`registry`], which lists the backends compiled in,
+//! probes which are usable on this machine (and why not), opens one by name
+//! or picks the best. What only a backend's author needs (sealed memfds,
+//! the export layer, leases, shared sync pages, the vendors' codes) is in
+//! [`kit`].
+//!
+//! A program keeps what it exports: dropping an [`Exported`] unregisters it,
+//! so `device.export_memory(..)?.to_text()` hands out a handle that no import
+//! can use. The compiler says so for an export dropped unused:
+//!
+//! ```compile_fail
+//! #![deny(unused_must_use)]
+//! use hal::cpu_shm::CpuShm;
+//! use hal::{AllocDesc, Backend, Device, ExportOptions};
+//!
+//! fn main() -> hal::Result<()> {
+//!     let device = CpuShm::new().open(0)?;
+//!     let buffer = device.allocate(&AllocDesc::host(4096))?;
+//!     device.export_memory(&buffer, &ExportOptions::default())?; // error: unused `Exported`
+//!     Ok(())
+//! }
+//! ```
 //!
 //! ## Two styles
 //!
-//! **Static**: name the backend type and call the traits of [`device`]
-//! directly; no dynamic dispatch.
+//! **Static**: name the backend type and call the traits ([`Backend`],
+//! [`Device`], [`Memory`], ...) directly; no dynamic dispatch.
 //!
 //! ```
 //! # #[cfg(feature = "cpu-shm")] {
@@ -61,9 +83,9 @@
 //! descriptor broker to the processes the export allows). The importer finds
 //! the backend from the handle itself.
 //!
-//! ```no_run
-//! use hal::dynamic::DynBackend;
-//! use hal::{AllocDesc, ExportOptions, Handle, ImportOptions, Registry, SharedHandle};
+//! ```
+//! use hal::{AllocDesc, Capabilities, ExportOptions, Handle, ImportOptions, Registry};
+//! use hal::SharedHandle;
 //! use std::process::Command;
 //!
 //! fn main() -> hal::Result<()> {
@@ -79,8 +101,13 @@
 //!         return Ok(());
 //!     }
 //!     // The producer: allocate, fill, export, start the consumer.
-//!     let device = registry.open("cpu-shm")?.open(0)?;
-//!     let buffer = device.allocate(&AllocDesc::host(4096))?;
+//!     // CPU shared memory, or the simulator in a build without it.
+//!     let device = registry.best_of(&["cpu-shm", "mock"])?.open(0)?;
+//!     let buffer = if device.info().capabilities.contains(Capabilities::HOST_VISIBLE) {
+//!         device.allocate(&AllocDesc::host(4096))?
+//!     } else {
+//!         device.allocate(&AllocDesc::device(0, 4096))?
+//!     };
 //!     buffer.write(0, b"hello")?;
 //!     let exported = device.export_memory(&*buffer, &ExportOptions::default())?;
 //!     let exe = std::env::current_exe().map_err(|e| hal::Error::io("current_exe", e))?;
@@ -93,34 +120,102 @@
 //! }
 //! ```
 //!
+//! This example runs as a test: the test's own program is the producer, and
+//! it starts itself again, with the handle's text as its argument, as the
+//! consumer.
+//!
 //! The numbered examples in `hal/examples/` (`cargo run -p hal --example
-//! 01_share_buffer`, ... `05_growable`) each run a producer and a consumer
-//! process: a buffer, an event, a notify ping-pong, a named region, and a
-//! buffer that grows after it was exported.
+//! 01_share_buffer`, ... `06_shared_managed_workers`) each run a producer
+//! and a consumer process: a buffer, an event, a notify ping-pong, a named
+//! region, a buffer that grows after it was exported, and workers sharing
+//! one managed buffer.
 #![deny(missing_docs)]
 #![cfg(unix)]
 
+// Every item of hal-core stays reachable at the path it always had here
+// (`hal::os`, `hal::export`, ...), so code written against those paths keeps
+// compiling; the documentation shows the program's part below and the
+// backend author's part under `kit`.
+#[doc(hidden)]
 pub use hal_core::*;
 
-/// The CPU shared-memory backend (feature `cpu-shm`, on by default).
+#[doc(inline)]
+pub use hal_core::{
+    AccessGrant, AccessTarget, Allocation, Backend, Device, Error, Event, Exported, FdSource,
+    FreeError, Handle, HandleError, HandleFlags, HandleKind, Mapping, MemRef, Memory, Notify,
+    Physical, PhysicalDesc, PhysicalLocation, PidKind, RegisteredHost, Reservation, Result,
+    ShareableHandle, SharedHandle, VendorError, WaitFuture,
+};
+
+#[doc(inline)]
+pub use hal_core::{
+    Access, Advice, AllocDesc, Availability, BackendId, ByteRange, Capabilities, DeviceInfo,
+    EventFlags, ExportOptions, Granularity, HugePages, ImportOptions, ImportPlacement, Importers,
+    Location, NotifyFlags, NumaPolicy, Placement, WaitOptions,
+};
+
+#[doc(inline)]
+pub use hal_core::{dlpack, dynamic, exchange, growable, handle, vmm, wait};
+
+pub mod kit {
+    //! The backend author's kit: what a backend crate builds on and a program
+    //! does not need. A new backend depends on `hal-core` directly and finds
+    //! the same modules there; `tests/README.md` and the README's *Adding a
+    //! backend* say how they fit together.
+
+    #[doc(inline)]
+    pub use hal_core::{
+        absent, export, lease, lock, needs, os, queued, reaper, runtime, syncpage, teardown,
+        vendor, vmm_pieces,
+    };
+}
+
 #[cfg(feature = "cpu-shm")]
-pub use hal_cpu_shm as cpu_shm;
+pub mod cpu_shm {
+    //! The CPU shared-memory backend (crate `hal-cpu-shm`; feature `cpu-shm`,
+    //! on by default): sealed memfds, named POSIX regions, futex events and
+    //! notifies. Start with [`CpuShm`].
 
-/// The CUDA backend (feature `cuda`).
+    #[doc(inline)]
+    pub use hal_cpu_shm::*;
+}
+
 #[cfg(feature = "cuda")]
-pub use hal_cuda as cuda;
+pub mod cuda {
+    //! The CUDA backend (crate `hal-cuda`; feature `cuda`): the NVIDIA driver,
+    //! loaded at run time. Start with [`CudaBackend`].
 
-/// The Ascend backend (feature `ascend`).
+    #[doc(inline)]
+    pub use hal_cuda::*;
+}
+
 #[cfg(feature = "ascend")]
-pub use hal_ascend as ascend;
+pub mod ascend {
+    //! The Ascend backend (crate `hal-ascend`; feature `ascend`): the ACL
+    //! runtime, loaded at run time. Start with [`AscendBackend`].
 
-/// The simulator backend (feature `mock`).
+    #[doc(inline)]
+    pub use hal_ascend::*;
+}
+
 #[cfg(feature = "mock")]
-pub use hal_mock as mock;
+pub mod mock {
+    //! The simulator (crate `hal-mock`; feature `mock`): CUDA-like and
+    //! Ascend-like devices across real processes. Start with
+    //! [`MockBackend::cuda`] or [`MockBackend::ascend`].
 
-/// Managed memory shared across processes (feature `cuda-uvm`).
+    #[doc(inline)]
+    pub use hal_mock::*;
+}
+
 #[cfg(feature = "cuda-uvm")]
-pub use hal_cuda_uvm as cuda_uvm;
+pub mod cuda_uvm {
+    //! Managed memory shared across processes (crate `hal-cuda-uvm`; feature
+    //! `cuda-uvm`). Start with [`UvmBackend`].
+
+    #[doc(inline)]
+    pub use hal_cuda_uvm::*;
+}
 
 pub mod registry;
 

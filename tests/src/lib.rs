@@ -187,7 +187,7 @@ macro_rules! __conformance_module {
 /// `name::CASES`, the number of cases, for [`assert_no_shm_left`].
 ///
 /// ```
-/// hal_tests::conformance_suite!(mock_cuda, hal_mock::MockBackend::new(hal_mock::Profile::cuda()));
+/// hal_tests::conformance_suite!(mock_cuda, hal_mock::MockBackend::cuda());
 /// ```
 #[macro_export]
 macro_rules! conformance_suite {

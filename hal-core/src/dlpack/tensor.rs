@@ -50,6 +50,7 @@ unsafe extern "C" fn delete_holder<K>(managed: *mut DLManagedTensorVersioned) {
 /// Dropping it calls the deleter; [`DlpackTensor::into_raw`] hands the
 /// pointer (and the duty to call the deleter once) to a consumer.
 #[derive(Debug)]
+#[must_use = "the deleter runs when this value drops, unless `into_raw` handed the tensor to a consumer"]
 pub struct DlpackTensor {
     ptr: NonNull<DLManagedTensorVersioned>,
 }
@@ -482,8 +483,8 @@ mod tests {
         too_big(TensorSpec::new(DLDataType::U8, &[i64::MAX, i64::MAX]));
         too_big(TensorSpec::new(DLDataType::U8, &[0]).with_byte_offset(4097));
         too_big(TensorSpec::new(DLDataType::new(2, 0, 1), &[1]));
-        // Exactly full is fine.
-        DlpackTensor::new(
+        // Exactly full is fine (the tensor is dropped at once).
+        let _ = DlpackTensor::new(
             mem.clone(),
             BackendId::CpuShm,
             &TensorSpec::new(DLDataType::F32, &[1023]).with_byte_offset(4),

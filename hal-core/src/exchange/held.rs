@@ -17,6 +17,7 @@ use crate::os;
 /// the slot only for the process it registered. A process that dies holding
 /// it stops being counted without giving it back. Backends keep one in each
 /// mapping they import (see [`take_fds_leased`](super::take_fds_leased)).
+#[must_use = "the exporter stops counting this importer when the lease drops: keep it as long as the import"]
 pub struct Lease {
     broker: String,
     ticket: LeaseTicket,

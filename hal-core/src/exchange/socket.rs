@@ -31,6 +31,7 @@ use frame::{parse_header, push_header, Frame, HEADER_LEN, KIND_HANDLE, KIND_HELL
 /// A Unix socket that accepts [`HandleStream`]s, on a file-system path or an
 /// abstract name.
 #[derive(Debug)]
+#[must_use = "the listener is closed, and a socket file it made removed, when this value drops"]
 pub struct HandleListener {
     inner: UnixListener,
     /// The socket file this listener made, removed on drop if still its own.

@@ -20,7 +20,29 @@ use crate::types::{BackendId, Importers};
 ///
 /// Dropping it unregisters the descriptors: importers that already hold
 /// them keep them, later imports from the text get [`Error::NotFound`].
-/// Backends return it from their `export_*` calls.
+/// Backends return it from their `export_*` calls. Keep it as long as the
+/// handle is in use: `device.export_memory(..)?.to_text()` drops the export
+/// at the end of the statement and hands out a handle that no import can
+/// use. A dropped export is a compile error under `#![deny(unused_must_use)]`:
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// # fn main() -> hal_core::Result<()> {
+/// # use hal_core::{os, BackendId, Exported, FdSource, Handle, HandleFlags, HandleKind};
+/// # use hal_core::{Location, PidKind};
+/// # let (pid, start) = os::self_identity();
+/// # let handle = Handle {
+/// #     kind: HandleKind::Memory, backend: BackendId::CpuShm, device: 0,
+/// #     device_uuid: [0; 16], location: Location::Host, size: 4096, offset: 0,
+/// #     address: 0, creator_pid: pid, creator_start: start,
+/// #     creator_pid_ns: os::pid_namespace(), object_id: os::random_id(),
+/// #     flags: HandleFlags::default(), pid_kind: PidKind::Os,
+/// #     allowed_pids: Vec::new(), fds: FdSource::None, payload: Vec::new(),
+/// # };
+/// Exported::new(handle, vec![os::memfd("dropped", 4096, None)?])?; // error: unused `Exported`
+/// # Ok(())
+/// # }
+/// ```
 ///
 /// ```
 /// use hal_core::{os, BackendId, Exported, FdSource, Handle, HandleFlags, HandleKind};
@@ -55,6 +77,7 @@ use crate::types::{BackendId, Importers};
 /// # Ok::<(), hal_core::Error>(())
 /// ```
 #[derive(Debug)]
+#[must_use = "dropping an export unregisters it: its handle can no longer be imported"]
 pub struct Exported {
     handle: Handle,
     fds: Arc<[OwnedFd]>,

@@ -90,6 +90,7 @@ impl Pieces {
 /// once an atomic reference has been handed out (it could outlive any
 /// check).
 #[derive(Debug)]
+#[must_use = "the mapping is unmapped when this value drops"]
 pub struct SharedMap {
     ptr: NonNull<u8>,
     len: usize,

@@ -40,6 +40,7 @@ pub(super) static LISTENER_FD: AtomicI32 = AtomicI32::new(-1);
 pub(super) static FORK_HOOK: Once = Once::new();
 
 /// An export's registration with the broker; dropping it unregisters.
+#[must_use = "dropping the registration unregisters the export from the broker"]
 pub(crate) struct Registration {
     pub(super) pid: u32,
     pub(super) serial: u64,
