@@ -175,8 +175,9 @@
 //! importer sees the broker hang up when the parent exits. A child forked
 //! by an importer never uses the connections its parent kept: the broker
 //! knows them as the parent's (their credentials are the parent's, and the
-//! leases taken over them would count the parent), so the child closes its
-//! copies at its first import and connects anew. The first
+//! leases taken over them would count the parent), so a fork handler closes
+//! the child's copies right after `fork`, before the child runs any code of
+//! its own, and the child connects anew at its first import. The first
 //! export in the child starts the child's own broker under a new name. An
 //! `Exported` copied into a child by `fork` still names the parent's broker
 //! and does not unregister anything when dropped there. As with every lock
@@ -212,11 +213,16 @@
 //!    its zero header byte is 2, and the records follow the entries, every
 //!    object's in order): the number (`u32`), four zero bytes, `st_dev` and
 //!    `st_ino` (`u64` each), little-endian.
-//! 4. The importer takes each descriptor (`pidfd_getfd`) and checks its
-//!    identity with `fstat`: the exporter may have closed the number and
-//!    reused it between the reply and the take (a dropped export). A
-//!    mismatch, or a descriptor no longer there, gives the lease back and
-//!    fetches that object with `SCM_RIGHTS`.
+//! 4. The importer takes each descriptor (`pidfd_getfd`), reads its seals
+//!    (`F_GET_SEALS`, which answers at once for any file) and only then
+//!    checks its identity with `fstat`: the exporter may have closed the
+//!    number and reused it between the reply and the take (a dropped
+//!    export). A descriptor without seals (not a memfd: a hostile
+//!    exporter may locate a FUSE-backed file, whose `fstat` waits for its
+//!    server as long as the server likes) is closed without being looked
+//!    at further. A mismatch, a descriptor without seals, or one no longer
+//!    there gives the lease back and fetches that object with
+//!    `SCM_RIGHTS`.
 //!
 //! When the kernel or the security policy refuses the path (`EPERM` or
 //! `EACCES`: Yama's `ptrace_scope`, another user, the seccomp profiles of
