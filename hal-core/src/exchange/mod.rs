@@ -63,8 +63,11 @@
 //! **Connections.** A connection carries any number of requests, one at a
 //! time (the importer reads each reply before it sends the next request).
 //! The broker reads at most one message per connection per wake-up, so a
-//! peer that floods it does not starve others; a peer that does not read
-//! its replies is disconnected when its socket is full. A new connection
+//! peer that floods it does not starve others; a peer that sends a request
+//! before it has read the previous reply is disconnected, unanswered, with
+//! a warning (a connection holds at most one unread reply, so that no
+//! importer piles up descriptors in flight, which the kernel charges to the
+//! exporter's user). The leases of a reply whose send fails are given back. A new connection
 //! must send its first request within 1 s (another user's within 50 ms); a
 //! connection is closed after 30 s without a request, and at most 1024 are
 //! open at once (past that, the least recently used one is closed to
