@@ -241,8 +241,8 @@
 //! **Why off by default.** The round trip to the broker is needed either
 //! way, and its reply carries the descriptors at little extra cost:
 //! `SCM_RIGHTS` of a batch's descriptors is one message. The path replaces
-//! that transfer with one `pidfd_getfd` and one `fstat` per descriptor,
-//! plus a `pidfd_open` per connection, and saves nothing measurable
+//! that transfer with one `pidfd_getfd`, one `F_GET_SEALS` and one `fstat` per
+//! descriptor, plus a `pidfd_open` per connection, and saves nothing measurable
 //! (`halctl bench --scenario import-first-persistent`, with and without
 //! `HAL_PIDFD_GETFD=1`: see the README for the numbers). Where it is
 //! refused it costs a wasted request, a lease given back and a warning. It
