@@ -145,11 +145,14 @@ fn hear() -> String {
     line.trim().to_owned()
 }
 
-/// The entry of every child process.
+/// The entry of every child process (ignored: its parent runs it by name;
+/// run by hand without a role, it does nothing).
 #[test]
 #[ignore = "child entry point: run by its parent"]
 fn child_process() {
-    let role = std::env::var(ROLE).expect("run by a parent test, which names the role");
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
     let arg = std::env::var(ARG).unwrap_or_default();
     match role.as_str() {
         "fuse-exporter" => child_fuse_exporter(&arg),
