@@ -223,9 +223,10 @@
 //!    export). A descriptor without seals (not a memfd: a hostile
 //!    exporter may locate a FUSE-backed file, whose `fstat` waits for its
 //!    server as long as the server likes) is closed without being looked
-//!    at further. A mismatch, a descriptor without seals, or one no longer
-//!    there gives the lease back and fetches that object with
-//!    `SCM_RIGHTS`.
+//!    at further (so an honest export that is no memfd, a vendor's
+//!    shareable handle, always comes with `SCM_RIGHTS`). A mismatch, a
+//!    descriptor without seals, or one no longer there gives the lease back
+//!    and fetches that object with `SCM_RIGHTS`.
 //!
 //! When the kernel or the security policy refuses the path (`EPERM` or
 //! `EACCES`: Yama's `ptrace_scope`, another user, the seccomp profiles of

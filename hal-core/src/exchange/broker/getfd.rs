@@ -19,9 +19,10 @@
 //!   again with `SCM_RIGHTS`.
 //! - A taken descriptor's seals are read (`F_GET_SEALS`, which answers at
 //!   once for any file) before anything that could wait on it: one without
-//!   seals (not a memfd; a hostile exporter's FUSE-backed file, whose
-//!   `fstat` waits for its server) is closed unexamined and the request is
-//!   fetched again with `SCM_RIGHTS`.
+//!   seals (not a memfd: a hostile exporter's FUSE-backed file, whose
+//!   `fstat` waits for its server, or a vendor's shareable handle) is
+//!   closed unexamined and the request is fetched again with `SCM_RIGHTS`,
+//!   so exports that are no memfds always come that way.
 
 use std::collections::HashSet;
 use std::io;
@@ -213,10 +214,11 @@ pub(super) fn take(pidfd: BorrowedFd<'_>, places: &[Located], name: &str) -> Too
         };
         // F_GET_SEALS first: it answers at once for any descriptor, where
         // the fstat of the identity check would wait on a FUSE-backed file
-        // (its server answers when it likes). A hostile exporter can locate
-        // such a file; an honest one locates memfds, whose fstat never
-        // waits. A descriptor without seals is fetched again with
-        // SCM_RIGHTS, whose import checks seals before anything else.
+        // (its server answers when it likes), which a hostile exporter can
+        // locate. A memfd's fstat never waits. A descriptor without seals
+        // (that file, or an honest export that is no memfd, such as a
+        // vendor's shareable handle) is fetched again with SCM_RIGHTS and
+        // checked as any fetched descriptor is.
         if let Err(e) = os::seals(fd.as_fd()) {
             log::debug!(
                 "descriptor {} of the broker `{name}`'s process has no seals ({e}); fetching \
