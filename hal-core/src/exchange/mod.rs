@@ -63,8 +63,11 @@
 //! **Connections.** A connection carries any number of requests, one at a
 //! time (the importer reads each reply before it sends the next request).
 //! The broker reads at most one message per connection per wake-up, so a
-//! peer that floods it does not starve others; a peer that does not read
-//! its replies is disconnected when its socket is full. A new connection
+//! peer that floods it does not starve others; a peer that sends a request
+//! before it has read the previous reply is disconnected, unanswered, with
+//! a warning (a connection holds at most one unread reply, so that no
+//! importer piles up descriptors in flight, which the kernel charges to the
+//! exporter's user). The leases of a reply whose send fails are given back. A new connection
 //! must send its first request within 1 s (another user's within 50 ms); a
 //! connection is closed after 30 s without a request, and at most 1024 are
 //! open at once (past that, the least recently used one is closed to
@@ -175,8 +178,9 @@
 //! importer sees the broker hang up when the parent exits. A child forked
 //! by an importer never uses the connections its parent kept: the broker
 //! knows them as the parent's (their credentials are the parent's, and the
-//! leases taken over them would count the parent), so the child closes its
-//! copies at its first import and connects anew. The first
+//! leases taken over them would count the parent), so a fork handler closes
+//! the child's copies right after `fork`, before the child runs any code of
+//! its own, and the child connects anew at its first import. The first
 //! export in the child starts the child's own broker under a new name. An
 //! `Exported` copied into a child by `fork` still names the parent's broker
 //! and does not unregister anything when dropped there. As with every lock
@@ -212,11 +216,17 @@
 //!    its zero header byte is 2, and the records follow the entries, every
 //!    object's in order): the number (`u32`), four zero bytes, `st_dev` and
 //!    `st_ino` (`u64` each), little-endian.
-//! 4. The importer takes each descriptor (`pidfd_getfd`) and checks its
-//!    identity with `fstat`: the exporter may have closed the number and
-//!    reused it between the reply and the take (a dropped export). A
-//!    mismatch, or a descriptor no longer there, gives the lease back and
-//!    fetches that object with `SCM_RIGHTS`.
+//! 4. The importer takes each descriptor (`pidfd_getfd`), reads its seals
+//!    (`F_GET_SEALS`, which answers at once for any file) and only then
+//!    checks its identity with `fstat`: the exporter may have closed the
+//!    number and reused it between the reply and the take (a dropped
+//!    export). A descriptor without seals (not a memfd: a hostile
+//!    exporter may locate a FUSE-backed file, whose `fstat` waits for its
+//!    server as long as the server likes) is closed without being looked
+//!    at further (so an honest export that is no memfd, a vendor's
+//!    shareable handle, always comes with `SCM_RIGHTS`). A mismatch, a
+//!    descriptor without seals, or one no longer there gives the lease back
+//!    and fetches that object with `SCM_RIGHTS`.
 //!
 //! When the kernel or the security policy refuses the path (`EPERM` or
 //! `EACCES`: Yama's `ptrace_scope`, another user, the seccomp profiles of
@@ -232,8 +242,8 @@
 //! **Why off by default.** The round trip to the broker is needed either
 //! way, and its reply carries the descriptors at little extra cost:
 //! `SCM_RIGHTS` of a batch's descriptors is one message. The path replaces
-//! that transfer with one `pidfd_getfd` and one `fstat` per descriptor,
-//! plus a `pidfd_open` per connection, and saves nothing measurable
+//! that transfer with one `pidfd_getfd`, one `F_GET_SEALS` and one `fstat` per
+//! descriptor, plus a `pidfd_open` per connection, and saves nothing measurable
 //! (`halctl bench --scenario import-first-persistent`, with and without
 //! `HAL_PIDFD_GETFD=1`: see the README for the numbers). Where it is
 //! refused it costs a wasted request, a lease given back and a warning. It

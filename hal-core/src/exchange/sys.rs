@@ -194,6 +194,21 @@ pub(crate) fn peer_cred(fd: BorrowedFd<'_>) -> io::Result<PeerCred> {
     })
 }
 
+/// How many bytes of what this socket sent its peer are still unread there
+/// (`SIOCOUTQ`; on a Unix socket, the memory of the messages still queued
+/// at the receiver, descriptors and all): 0 once the peer has read
+/// everything, or has closed its end.
+pub(crate) fn unread_by_peer(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ writes one int through the pointer, which points at
+    // `n`, alive for the call; the descriptor is borrowed, so open.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCOUTQ, &mut n as *mut libc::c_int) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n.max(0) as usize)
+}
+
 /// Ask the kernel to attach the sender's credentials to every message this
 /// socket receives (`SO_PASSCRED`).
 pub(crate) fn pass_cred(fd: BorrowedFd<'_>) -> io::Result<()> {

@@ -102,7 +102,7 @@ fn locate_batch(chunk: &[&Handle], counts: &[usize], name: &str) -> Option<Vec<R
         if !getfd::ensure_pidfd(conn, first, name) {
             return Ok(None);
         }
-        let pidfd = conn.pidfd.as_ref().map(|p| p.as_fd());
+        let pidfd = conn.pidfd();
         exchange_batch(conn.fd.as_fd(), &conn.server, pidfd, name, chunk, counts).map(Some)
     })
     .map_err(|e| closed_by_exit(e, first, name));

@@ -171,9 +171,14 @@ fn locate_all(answers: &[Answer]) -> Option<Vec<Located>> {
 /// Give back the lease of an answer that cannot be sent after all.
 fn undo_lease(answer: &Answer, peer: PeerCred) {
     if let Some(t) = &answer.lease {
-        if let Some(table) = LeaseTable::find(&t.table) {
-            table.release(t, peer.pid);
-        }
+        undo_ticket(t, peer);
+    }
+}
+
+/// Give back the lease `t`, registered for `peer`.
+fn undo_ticket(t: &LeaseTicket, peer: PeerCred) {
+    if let Some(table) = LeaseTable::find(&t.table) {
+        table.release(t, peer.pid);
     }
 }
 
@@ -183,6 +188,29 @@ pub(super) struct Response {
     pub(super) bytes: Vec<u8>,
     pub(super) fds: Vec<Arc<[OwnedFd]>>,
     pub(super) end: bool,
+    /// The leases registered for this response, given back by
+    /// [`Response::undo`] when it is not delivered.
+    pub(super) leases: Vec<LeaseTicket>,
+}
+
+impl Response {
+    fn refusal(bytes: Vec<u8>, end: bool) -> Response {
+        Response {
+            bytes,
+            fds: Vec::new(),
+            end,
+            leases: Vec::new(),
+        }
+    }
+
+    /// Give back the leases of a response that `peer` never got (its send
+    /// failed): the importer has no ticket to give them back with, and
+    /// would stay counted as long as it lives.
+    pub(super) fn undo(&self, peer: PeerCred) {
+        for t in &self.leases {
+            undo_ticket(t, peer);
+        }
+    }
 }
 
 /// The response to one message from `peer`: a single request or a batch.
@@ -199,13 +227,13 @@ pub(super) fn respond(
             let (answers, located) = match parsed {
                 Ok((ids, located)) => (decide_batch(&ids, peer, table, self_pid, start), located),
                 Err(status) => {
-                    return Response {
-                        bytes: encode_reply(status, 0, peer.pid, None).to_vec(),
-                        fds: Vec::new(),
-                        end: true,
-                    }
+                    return Response::refusal(
+                        encode_reply(status, 0, peer.pid, None).to_vec(),
+                        true,
+                    )
                 }
             };
+            let leases: Vec<LeaseTicket> = answers.iter().filter_map(|a| a.lease).collect();
             let entries: Vec<BatchEntry> = answers
                 .iter()
                 .map(|a| BatchEntry {
@@ -219,22 +247,23 @@ pub(super) fn respond(
                 // as for a fetch: only the allowed objects are located.
                 let Some(places) = locate_all(&answers) else {
                     answers.iter().for_each(|a| undo_lease(a, peer));
-                    return Response {
-                        bytes: encode_reply(Status::Internal, 0, peer.pid, None).to_vec(),
-                        fds: Vec::new(),
-                        end: false,
-                    };
+                    return Response::refusal(
+                        encode_reply(Status::Internal, 0, peer.pid, None).to_vec(),
+                        false,
+                    );
                 };
                 return Response {
                     bytes: encode_batch_reply(peer.pid, &entries, Some(&places)),
                     fds: Vec::new(),
                     end: false,
+                    leases,
                 };
             }
             return Response {
                 bytes: encode_batch_reply(peer.pid, &entries, None),
                 fds: answers.into_iter().filter_map(|a| a.fds).collect(),
                 end: false,
+                leases,
             };
         }
     }
@@ -243,17 +272,20 @@ pub(super) fn respond(
         // Decided as a fetch (allow-list, lease); the descriptors' places
         // go back instead of the descriptors.
         let places = locate_all(std::slice::from_ref(&answer));
-        let bytes = match places {
-            Some(places) => encode_located_reply(peer.pid, answer.lease, &places),
+        return match places {
+            Some(places) => Response {
+                bytes: encode_located_reply(peer.pid, answer.lease, &places),
+                fds: Vec::new(),
+                end: false,
+                leases: answer.lease.into_iter().collect(),
+            },
             None => {
                 undo_lease(&answer, peer);
-                encode_reply(Status::Internal, 0, peer.pid, None).to_vec()
+                Response::refusal(
+                    encode_reply(Status::Internal, 0, peer.pid, None).to_vec(),
+                    false,
+                )
             }
-        };
-        return Response {
-            bytes,
-            fds: Vec::new(),
-            end: false,
         };
     }
     let count = answer.fds.as_ref().map_or(0, |f| f.len()) as u8;
@@ -265,6 +297,7 @@ pub(super) fn respond(
         bytes: encode_reply(answer.status, count, peer.pid, answer.lease).to_vec(),
         fds: answer.fds.into_iter().collect(),
         end,
+        leases: answer.lease.into_iter().collect(),
     }
 }
 

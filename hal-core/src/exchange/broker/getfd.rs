@@ -17,6 +17,12 @@
 //! - A descriptor that is not the located file (the exporter closed the
 //!   number and reused it), or not there any more: that request is fetched
 //!   again with `SCM_RIGHTS`.
+//! - A taken descriptor's seals are read (`F_GET_SEALS`, which answers at
+//!   once for any file) before anything that could wait on it: one without
+//!   seals (not a memfd: a hostile exporter's FUSE-backed file, whose
+//!   `fstat` waits for its server, or a vendor's shareable handle) is
+//!   closed unexamined and the request is fetched again with `SCM_RIGHTS`,
+//!   so exports that are no memfds always come that way.
 
 use std::collections::HashSet;
 use std::io;
@@ -146,7 +152,7 @@ fn refused(name: &str, call: &str, e: &io::Error) {
 /// names its creator's start time under the server's pid, that is checked
 /// too.
 pub(super) fn ensure_pidfd(conn: &mut Pooled, handle: &Handle, name: &str) -> bool {
-    if conn.pidfd.is_some() {
+    if conn.pidfd().is_some() {
         return true;
     }
     let pid = conn.server.pid;
@@ -174,7 +180,7 @@ pub(super) fn ensure_pidfd(conn: &mut Pooled, handle: &Handle, name: &str) -> bo
         turn_off(name);
         return false;
     }
-    conn.pidfd = Some(pidfd);
+    conn.set_pidfd(pidfd);
     true
 }
 
@@ -206,6 +212,21 @@ pub(super) fn take(pidfd: BorrowedFd<'_>, places: &[Located], name: &str) -> Too
                 return Took::Fallback;
             }
         };
+        // F_GET_SEALS first: it answers at once for any descriptor, where
+        // the fstat of the identity check would wait on a FUSE-backed file
+        // (its server answers when it likes), which a hostile exporter can
+        // locate. A memfd's fstat never waits. A descriptor without seals
+        // (that file, or an honest export that is no memfd, such as a
+        // vendor's shareable handle) is fetched again with SCM_RIGHTS and
+        // checked as any fetched descriptor is.
+        if let Err(e) = os::seals(fd.as_fd()) {
+            log::debug!(
+                "descriptor {} of the broker `{name}`'s process has no seals ({e}); fetching \
+                 it with SCM_RIGHTS",
+                place.fd
+            );
+            return Took::Fallback;
+        }
         if identity(fd.as_fd()) != Some((place.dev, place.ino)) {
             log::debug!(
                 "descriptor {} of the broker `{name}`'s process is another file than it \

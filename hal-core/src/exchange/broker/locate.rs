@@ -53,7 +53,7 @@ fn locate(handle: &Handle, name: &str, count: usize) -> Result<Option<Served>> {
         if !getfd::ensure_pidfd(conn, handle, name) {
             return Ok(Located::Fallback(None));
         }
-        let Some(pidfd) = conn.pidfd.as_ref() else {
+        let Some(pidfd) = conn.pidfd() else {
             return Ok(Located::Fallback(None));
         };
         let fd = conn.fd.as_fd();
@@ -94,7 +94,7 @@ fn locate(handle: &Handle, name: &str, count: usize) -> Result<Option<Served>> {
             }
             Some(Status::Ok) => match places {
                 Some(places) if places.len() == count => {
-                    Ok(match getfd::take(pidfd.as_fd(), &places, name) {
+                    Ok(match getfd::take(pidfd, &places, name) {
                         Took::Fds(fds) => Located::Done(Served { fds, lease }),
                         Took::Fallback => Located::Fallback(lease),
                     })

@@ -4,13 +4,15 @@
 //! The protocol is described in the [module documentation](super) of
 //! `exchange`: the server ([`server`]: the socket and its registrations;
 //! [`serve`]: the workers; [`decide`]: the answers) and the client
-//! ([`client`], over the connections kept in [`pool`]; [`locate`] and
+//! ([`client`], over the connections kept in [`pool`], closed in a forked
+//! child by [`inherited`]; [`locate`] and
 //! [`getfd`]: the optional `pidfd_getfd` path, on the wire as [`located`]).
 
 mod batch;
 mod client;
 mod decide;
 mod getfd;
+mod inherited;
 mod locate;
 mod located;
 mod policy;

@@ -12,15 +12,18 @@
 //!   one (the broker never reads a request from a connection it closes).
 //! - After `fork`, the child never uses its parent's connections: their
 //!   peer credentials are the parent's, so the broker would count the
-//!   child's leases as the parent's. The child's copies are closed at its
-//!   first visit, and the child connects anew.
+//!   child's leases as the parent's. A fork handler closes the child's
+//!   copies right after `fork` ([`inherited`](super::inherited)); at its
+//!   first visit the child forgets the pool it inherited, and connects
+//!   anew.
 
 use std::collections::HashMap;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
+use super::inherited::{handler_installed, Held};
 use crate::exchange::peer::PeerCred;
 use crate::lock::lock;
 use crate::os;
@@ -35,20 +38,36 @@ pub(super) const PER_BROKER: usize = 4;
 /// needed one (closed with the connection).
 #[derive(Debug)]
 pub(super) struct Pooled {
-    pub(super) fd: OwnedFd,
+    pub(super) fd: Held,
     pub(super) server: PeerCred,
-    pub(super) pidfd: Option<OwnedFd>,
+    pidfd: Option<Held>,
     idle_since: Instant,
 }
 
 impl Pooled {
     pub(super) fn new(fd: OwnedFd, server: PeerCred) -> Pooled {
         Pooled {
-            fd,
+            fd: Held::new(fd),
             server,
             pidfd: None,
             idle_since: Instant::now(),
         }
+    }
+
+    /// The server's pidfd, once [`Pooled::set_pidfd`] kept one.
+    pub(super) fn pidfd(&self) -> Option<BorrowedFd<'_>> {
+        self.pidfd.as_ref().map(|p| p.as_fd())
+    }
+
+    /// Keep `pidfd`, the server's, with the connection.
+    pub(super) fn set_pidfd(&mut self, pidfd: OwnedFd) {
+        self.pidfd = Some(Held::new(pidfd));
+    }
+
+    /// Whether a forked child would close all of it at once (see
+    /// [`Held::listed`]): only such a connection is kept.
+    fn keepable(&self) -> bool {
+        self.fd.listed() && self.pidfd.as_ref().is_none_or(Held::listed)
     }
 }
 
@@ -73,8 +92,16 @@ fn pool() -> Option<MutexGuard<'static, Option<Idle>>> {
         Err(TryLockError::WouldBlock) => return None,
     };
     if OWNER.load(Ordering::Acquire) != me {
-        // The parent's connections: this process closes its copies.
-        *guard = None;
+        // The parent's connections. The fork handler closed this process's
+        // copies: forget them (dropping them would close their numbers
+        // again, which may be this process's own descriptors by now).
+        // Without the handler, close them here.
+        let inherited = guard.take();
+        if handler_installed() {
+            std::mem::forget(inherited);
+        } else {
+            drop(inherited);
+        }
         OWNER.store(me, Ordering::Release);
     }
     Some(guard)
@@ -95,6 +122,9 @@ pub(super) fn checkout(name: &str) -> Option<Pooled> {
 
 /// Keep `conn` for the next request to the broker `name`.
 pub(super) fn checkin(name: &str, mut conn: Pooled) {
+    if !conn.keepable() {
+        return;
+    }
     let Some(mut guard) = pool() else {
         return;
     };

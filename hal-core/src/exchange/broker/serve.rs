@@ -13,6 +13,15 @@
 //! - At most [`MAX_CONNECTIONS`] connections are open at once; past that,
 //!   a worker closes its least recently used connection to accept a new
 //!   one (the importer reconnects on its next request).
+//! - A connection holds at most one unread answer: a request that comes
+//!   while the peer has not read the previous answer (`SIOCOUTQ`) is not
+//!   served, and the connection is closed with a warning. An importer reads
+//!   each answer before it sends its next request; one that does not would
+//!   otherwise pile up descriptors in flight, which the kernel charges to
+//!   this process's user (`RLIMIT_NOFILE`, `ETOOMANYREFS`) until every
+//!   broker of that user fails to send.
+//! - The leases of an answer whose send fails are given back at once: the
+//!   importer never got their tickets.
 //! - A forked child closes the listening socket, the workers' `epoll`
 //!   descriptors and every connection ([`close_in_child`]), so that it never
 //!   answers for its parent, nor keeps an importer's connection open after
@@ -22,7 +31,7 @@ use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -59,6 +68,9 @@ const LISTENER: u64 = u64::MAX;
 static CONN_FDS: [AtomicI32; MAX_CONNECTIONS] = [const { AtomicI32::new(-1) }; MAX_CONNECTIONS];
 /// The workers' epoll descriptors, for the fork handler.
 static EPOLL_FDS: [AtomicI32; MAX_WORKERS] = [const { AtomicI32::new(-1) }; MAX_WORKERS];
+/// Whether a peer that piled up answers was warned about in this process
+/// (later ones are logged at debug level).
+static WARNED_UNREAD: AtomicBool = AtomicBool::new(false);
 
 /// Runs in a child right after `fork`: the child must not keep the parent's
 /// listening socket (it would hold the abstract name after the parent exits,
@@ -142,6 +154,9 @@ struct Conn {
     deadline: Instant,
     /// When it was last served (for eviction).
     used: Instant,
+    /// Whether an answer was sent on it (which the peer must have read
+    /// before its next request).
+    answered: bool,
     /// Its slot in [`CONN_FDS`].
     slot: usize,
 }
@@ -281,6 +296,7 @@ impl Worker {
                 start: OnceCell::new(),
                 deadline: now + wait,
                 used: now,
+                answered: false,
                 slot,
             },
         );
@@ -334,6 +350,22 @@ impl Worker {
             self.close(token);
             return;
         }
+        if conn.answered && unread(conn) {
+            let (me, peer) = (self.pid, conn.peer.pid);
+            let text = format!(
+                "descriptor broker of pid {me}: pid {peer} sent a request before reading the \
+                 previous answer; its connection is closed unanswered (a connection may hold \
+                 one unread answer, so that no importer piles up descriptors in flight, which \
+                 count against this user's open-file limit)"
+            );
+            if WARNED_UNREAD.swap(true, Ordering::Relaxed) {
+                log::debug!("{text}");
+            } else {
+                log::warn!("{text}");
+            }
+            self.close(token);
+            return;
+        }
         let message = &buf[..got.bytes.min(MAX_REQUEST)];
         let truncated = got.trunc || got.bytes > MAX_REQUEST;
         let response = respond(
@@ -352,9 +384,11 @@ impl Worker {
         let sent = send(conn.fd.as_fd(), &response.bytes, &raw);
         if let Err(e) = &sent {
             log::debug!(
-                "descriptor broker: replying to pid {} failed: {e}",
+                "descriptor broker: replying to pid {} failed: {e}; its leases of this answer \
+                 are given back",
                 conn.peer.pid
             );
+            response.undo(conn.peer);
         }
         if sent.is_err() || response.end {
             self.close(token);
@@ -364,6 +398,7 @@ impl Worker {
             let now = Instant::now();
             c.used = now;
             c.deadline = now + IDLE;
+            c.answered = true;
         }
     }
 
@@ -378,6 +413,12 @@ impl Worker {
             drop(c);
         }
     }
+}
+
+/// Whether the peer of `conn` has not read everything sent to it (an
+/// error reading that counts as unread: the connection is not served).
+fn unread(conn: &Conn) -> bool {
+    sys::unread_by_peer(conn.fd.as_fd()).map_or(true, |n| n > 0)
 }
 
 /// Send a reply without waiting: a peer whose socket is full (it does not

@@ -1,0 +1,776 @@
+//! Attacks on the descriptor broker and its importers, with real processes:
+//! a hostile exporter that locates a FUSE-backed file for the
+//! `pidfd_getfd` path, an importer that leaves answers unread over many
+//! connections until the exporter's user may have no more descriptors in
+//! flight, and one that sends requests on one connection without reading
+//! the answers.
+//!
+//! Each test starts this test binary again with `--exact child_process
+//! --include-ignored` and `HAL_ATTACK_ROLE` naming what the child does; the
+//! child reports on stdout with lines that start with `RESULT `.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, IoSlice, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::FileExt;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use hal_core::exchange::{self, PIDFD_GETFD_ENV};
+use hal_core::lease::LeaseTable;
+use hal_core::{
+    os, BackendId, Exported, FdSource, Handle, HandleFlags, HandleKind, Location, SharedHandle,
+};
+use nix::sys::socket::{self, AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType};
+use nix::sys::socket::{sockopt, UnixAddr};
+
+const ROLE: &str = "HAL_ATTACK_ROLE";
+const ARG: &str = "HAL_ATTACK_ARG";
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+fn unique(tag: &str) -> String {
+    format!(
+        "hal-test-{tag}-{}-{}-{}",
+        os::pid(),
+        COUNTER.fetch_add(1, Ordering::Relaxed),
+        os::hex(&os::random_id()[..4])
+    )
+}
+
+/// A test that cannot run here: a failure under `HAL_TESTS_STRICT=1` (CI
+/// runs as root with it), a line saying so otherwise.
+fn cannot_run(test: &str, why: &str) {
+    if std::env::var("HAL_TESTS_STRICT").is_ok_and(|v| v == "1") {
+        panic!("{test} cannot run here ({why}) and HAL_TESTS_STRICT=1");
+    }
+    eprintln!("NOT RUN: {test}: {why}");
+}
+
+// ---------------------------------------------------------------------------
+// Child processes
+
+/// A child process, killed and reaped if the test fails early.
+struct Kid {
+    child: Option<Child>,
+    stdout: Option<BufReader<ChildStdout>>,
+}
+
+impl Kid {
+    fn spawn(role: &str, arg: &str, env: &[(&str, &str)]) -> Kid {
+        let mut child = Command::new(std::env::current_exe().expect("current_exe"))
+            .args([
+                "--exact",
+                "child_process",
+                "--include-ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(ROLE, role)
+            .env(ARG, arg)
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn child");
+        let stdout = child.stdout.take().map(BufReader::new);
+        Kid {
+            child: Some(child),
+            stdout,
+        }
+    }
+
+    fn tell(&mut self, line: &str) {
+        let stdin = self.child.as_mut().and_then(|c| c.stdin.as_mut());
+        let stdin = stdin.expect("stdin");
+        writeln!(stdin, "{line}").expect("write to child");
+        stdin.flush().expect("flush");
+    }
+
+    /// The next `RESULT ` line of the child.
+    fn result(&mut self) -> String {
+        let out = self.stdout.as_mut().expect("stdout");
+        let mut line = String::new();
+        let mut seen = String::new();
+        loop {
+            line.clear();
+            let n = out.read_line(&mut line).expect("read child output");
+            assert!(n > 0, "the child ended without a RESULT line:\n{seen}");
+            seen.push_str(&line);
+            if let Some(at) = line.find("RESULT ") {
+                return line[at + 7..].trim_end().to_owned();
+            }
+        }
+    }
+
+    /// Ask `question`; the answer.
+    fn ask(&mut self, question: &str) -> String {
+        self.tell(question);
+        self.result()
+    }
+
+    /// Wait for the child; it must have passed.
+    fn finish(mut self) {
+        let mut child = self.child.take().expect("child");
+        drop(child.stdin.take());
+        let mut rest = String::new();
+        if let Some(mut out) = self.stdout.take() {
+            let _ = out.read_to_string(&mut rest);
+        }
+        let status = child.wait().expect("wait child");
+        assert!(status.success(), "child failed ({status}); output:\n{rest}");
+    }
+}
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn say(result: impl std::fmt::Display) {
+    println!("RESULT {result}");
+    let _ = std::io::stdout().flush();
+}
+
+/// The parent's next line; empty at the end of its input.
+fn hear() -> String {
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    line.trim().to_owned()
+}
+
+/// The entry of every child process (ignored: its parent runs it by name;
+/// run by hand without a role, it does nothing).
+#[test]
+#[ignore = "child entry point: run by its parent"]
+fn child_process() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    let arg = std::env::var(ARG).unwrap_or_default();
+    match role.as_str() {
+        "fuse-exporter" => child_fuse_exporter(&arg),
+        "getfd-importer" => child_getfd_importer(&arg),
+        "exporter" => child_exporter(&arg),
+        "hoarder" => child_hoarder(&arg),
+        "pipeliner" => child_pipeliner(&arg),
+        other => panic!("unknown child role {other}"),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Helpers
+
+fn handle(object_id: [u8; 16], fds: FdSource) -> Handle {
+    let (pid, start) = os::self_identity();
+    Handle {
+        kind: HandleKind::Memory,
+        backend: BackendId::CpuShm,
+        device: 0,
+        device_uuid: [0x5a; 16],
+        location: Location::Host,
+        size: 4096,
+        offset: 0,
+        address: 0,
+        creator_pid: pid,
+        creator_start: start,
+        creator_pid_ns: os::pid_namespace(),
+        object_id,
+        flags: HandleFlags::ANY_IMPORTER,
+        pid_kind: hal_core::PidKind::Os,
+        allowed_pids: Vec::new(),
+        fds,
+        payload: b"broker-attack".to_vec(),
+    }
+}
+
+fn sealed_memfd_with(bytes: &[u8]) -> OwnedFd {
+    let fd = os::memfd("hal-attack-test", 4096, None).expect("memfd");
+    File::from(os::dup(fd.as_fd()).expect("dup"))
+        .write_all_at(bytes, 0)
+        .expect("write memfd");
+    os::add_seals(fd.as_fd(), os::EXPORT_SEALS).expect("seal");
+    fd
+}
+
+fn read_fd(fd: &OwnedFd) -> String {
+    let mut buf = vec![0u8; 3];
+    File::from(os::dup(fd.as_fd()).expect("dup"))
+        .read_exact_at(&mut buf, 0)
+        .expect("read memfd");
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// A fetch request of the broker protocol for `id`: `HALB`, version 2,
+/// operation 1, zeros, the id, zeros.
+fn fetch_request(id: &[u8; 16]) -> [u8; 40] {
+    let mut r = [0u8; 40];
+    r[..4].copy_from_slice(b"HALB");
+    r[4] = 2;
+    r[5] = 1;
+    r[8..24].copy_from_slice(id);
+    r
+}
+
+/// A reply head of the broker protocol: `HALR`, version 2, status 0,
+/// `count` descriptors, `flags`, the pid the broker saw, no ticket.
+fn reply_head(count: u8, flags: u8, seen_pid: u32) -> Vec<u8> {
+    let mut r = vec![0u8; 40];
+    r[..4].copy_from_slice(b"HALR");
+    r[4] = 2;
+    r[6] = count;
+    r[7] = flags;
+    r[8..12].copy_from_slice(&seen_pid.to_le_bytes());
+    r
+}
+
+fn broker_of(text: &str) -> (String, [u8; 16]) {
+    let h = exchange::decode(text).expect("decode");
+    let FdSource::Broker { name, .. } = h.fds else {
+        panic!("the handle names no broker")
+    };
+    (name, h.object_id)
+}
+
+fn connect(name: &str) -> OwnedFd {
+    let fd = socket::socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .expect("socket");
+    socket::connect(
+        fd.as_raw_fd(),
+        &UnixAddr::new_abstract(name.as_bytes()).expect("name"),
+    )
+    .expect("connect to the broker");
+    let patience = nix::sys::time::TimeVal::new(30, 0);
+    socket::setsockopt(&fd, sockopt::ReceiveTimeout, &patience).expect("SO_RCVTIMEO");
+    fd
+}
+
+fn send(fd: &OwnedFd, bytes: &[u8], fds: &[RawFd]) -> nix::Result<usize> {
+    let rights = [ControlMessage::ScmRights(fds)];
+    let cmsgs: &[ControlMessage<'_>] = if fds.is_empty() { &[] } else { &rights };
+    socket::sendmsg::<()>(
+        fd.as_raw_fd(),
+        &[IoSlice::new(bytes)],
+        cmsgs,
+        MsgFlags::MSG_NOSIGNAL,
+        None,
+    )
+}
+
+// ---------------------------------------------------------------------------
+// The pidfd_getfd path and a FUSE-backed descriptor
+
+/// The `pidfd_getfd` path (`HAL_PIDFD_GETFD=1`) takes the descriptor a
+/// broker locates, then checks it. A hostile exporter locates a file on a
+/// FUSE file system it serves itself: an `fstat` of it waits for the FUSE
+/// server, which need never answer. The importer must read the seals
+/// (`F_GET_SEALS`, answered at once for any file) first and fall back to
+/// `SCM_RIGHTS` without any request reaching the FUSE server. (Here the
+/// server answers each request with an error and records who asked, so
+/// that an importer that does `fstat` fails the test instead of hanging.)
+#[test]
+fn pidfd_path_checks_seals_before_fstat() {
+    const TEST: &str = "pidfd_path_checks_seals_before_fstat";
+    if !nix::unistd::geteuid().is_root() {
+        return cannot_run(TEST, "mounting a FUSE file system needs root");
+    }
+    if !std::path::Path::new("/dev/fuse").exists() {
+        return cannot_run(TEST, "no /dev/fuse");
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("hal-test-fuse-")
+        .tempdir()
+        .expect("temporary directory");
+    let mut exporter = Kid::spawn("fuse-exporter", &dir.path().to_string_lossy(), &[]);
+    let ready = exporter.result();
+    if let Some(why) = ready.strip_prefix("cannot ") {
+        return cannot_run(TEST, why);
+    }
+    let texts: Vec<&str> = ready.split(' ').collect();
+    assert_eq!(texts.len(), 2, "{ready}");
+    let mut importer = Kid::spawn(
+        "getfd-importer",
+        &ready,
+        &[(PIDFD_GETFD_ENV, "1"), ("RUST_LOG", "")],
+    );
+    let got = importer.result();
+    assert_eq!(
+        got, "honest xyz taken 1 fell 0; fuse xyz taken 1 fell 1; warnings 0",
+        "the honest object comes by pidfd_getfd; the FUSE-backed one falls back to SCM_RIGHTS"
+    );
+    // The exporter itself sends its FUSE server nothing (it only opened
+    // the root O_PATH): any request came from the importer.
+    let asked = exporter.ask("requests");
+    assert_eq!(
+        asked, "none",
+        "FUSE requests reached the server (opcode 3 is GETATTR: an fstat); a hostile server \
+         could have left the importer waiting forever"
+    );
+    importer.finish();
+    exporter.finish();
+    drop(dir);
+}
+
+/// FUSE's kernel protocol, as much as a server that answers nothing needs.
+mod fuse {
+    pub const INIT: u32 = 26;
+    pub const FORGET: u32 = 2;
+    pub const BATCH_FORGET: u32 = 42;
+    pub const IN_HEADER: usize = 40;
+
+    /// The reply to `FUSE_INIT` request `unique`: protocol 7.31, nothing
+    /// asked for.
+    pub fn init_reply(unique: u64) -> Vec<u8> {
+        let mut body = [0u8; 64];
+        body[0..4].copy_from_slice(&7u32.to_le_bytes());
+        body[4..8].copy_from_slice(&31u32.to_le_bytes());
+        body[20..24].copy_from_slice(&4096u32.to_le_bytes()); // max_write
+        body[24..28].copy_from_slice(&1u32.to_le_bytes()); // time_gran
+        reply(unique, 0, &body)
+    }
+
+    /// A reply: `fuse_out_header` (length, error, unique), then `body`.
+    pub fn reply(unique: u64, error: i32, body: &[u8]) -> Vec<u8> {
+        let mut r = Vec::with_capacity(16 + body.len());
+        r.extend_from_slice(&((16 + body.len()) as u32).to_le_bytes());
+        r.extend_from_slice(&error.to_le_bytes());
+        r.extend_from_slice(&unique.to_le_bytes());
+        r.extend_from_slice(body);
+        r
+    }
+}
+
+/// Mount a FUSE file system of this process's own at `dir` (in a mount
+/// namespace of this thread's own, so that it goes with the process) and
+/// open its root `O_PATH`: the descriptor, and the `/dev/fuse` one.
+fn mount_fuse(dir: &str) -> Result<(OwnedFd, OwnedFd), String> {
+    // SAFETY: unshare takes flags; this thread gets a mount namespace of
+    // its own and touches no memory.
+    if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
+        return Err(format!("unshare: {}", std::io::Error::last_os_error()));
+    }
+    let root = c"/";
+    // SAFETY: the strings are NUL-terminated and live for the call; a null
+    // source, type and data are allowed for a propagation change.
+    let r = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            root.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    };
+    if r != 0 {
+        return Err(format!(
+            "private mounts: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    let dev = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .map_err(|e| format!("/dev/fuse: {e}"))?;
+    let dev = OwnedFd::from(dev);
+    let options = format!("fd={},rootmode=40000,user_id=0,group_id=0", dev.as_raw_fd());
+    let (target, options) = (
+        std::ffi::CString::new(dir).unwrap(),
+        std::ffi::CString::new(options).unwrap(),
+    );
+    // SAFETY: the strings are NUL-terminated and live for the call.
+    let r = unsafe {
+        libc::mount(
+            c"hal-test".as_ptr(),
+            target.as_ptr(),
+            c"fuse".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            options.as_ptr().cast(),
+        )
+    };
+    if r != 0 {
+        return Err(format!("mount fuse: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: `target` is NUL-terminated; an O_PATH open sends the FUSE
+    // server nothing.
+    let fd = unsafe { libc::open(target.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Err(format!("open: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: open returned a new descriptor nothing else owns.
+    Ok((unsafe { OwnedFd::from_raw_fd(fd) }, dev))
+}
+
+/// Serve FUSE on `dev`: answer `FUSE_INIT`, and every other request with
+/// `EIO`, recording its opcode under the pid that sent it.
+fn serve_fuse(dev: OwnedFd, seen: Arc<Mutex<Vec<(u32, u32)>>>) {
+    let mut file = File::from(dev);
+    let mut buf = vec![0u8; (1 << 20) + 4096];
+    loop {
+        match file.read(&mut buf) {
+            Ok(n) if n >= fuse::IN_HEADER => {}
+            Ok(_) => return,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+            Err(_) => return,
+        }
+        let word = |at: usize| u32::from_le_bytes(buf[at..at + 4].try_into().unwrap());
+        let (opcode, pid) = (word(4), word(32));
+        let unique = u64::from_le_bytes(buf[8..16].try_into().unwrap());
+        let reply = match opcode {
+            fuse::INIT => fuse::init_reply(unique),
+            fuse::FORGET | fuse::BATCH_FORGET => continue,
+            _ => {
+                seen.lock().unwrap().push((pid, opcode));
+                fuse::reply(unique, -libc::EIO, &[])
+            }
+        };
+        let _ = file.write(&reply);
+    }
+}
+
+/// A hostile exporter: a broker of its own on an abstract socket, with two
+/// objects. Asked to locate the honest one, it names a sealed memfd; asked
+/// to locate the other, the root of a FUSE file system it serves. A fetch
+/// of either gets the sealed memfd, with `SCM_RIGHTS`. Prints the two
+/// handle texts, then answers `requests` with the FUSE requests it got
+/// (opcode and the sending thread's id).
+fn child_fuse_exporter(dir: &str) {
+    let (fuse_fd, dev) = match mount_fuse(dir) {
+        Ok(fds) => fds,
+        Err(e) => return say(format!("cannot mount a FUSE file system: {e}")),
+    };
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let recorded = Arc::clone(&seen);
+    std::thread::spawn(move || serve_fuse(dev, recorded));
+    let memfd = sealed_memfd_with(b"xyz");
+    let st = os::fstat(memfd.as_fd()).unwrap();
+    let name = unique("fuse-broker");
+    let listener = socket::socket(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    socket::bind(
+        listener.as_raw_fd(),
+        &UnixAddr::new_abstract(name.as_bytes()).unwrap(),
+    )
+    .unwrap();
+    socket::listen(&listener, socket::Backlog::new(16).unwrap()).unwrap();
+    let (honest, hostile) = (os::random_id(), os::random_id());
+    let places = [
+        (honest, memfd.as_raw_fd(), st.st_dev, st.st_ino),
+        // Any identity: the importer must never get as far as checking it.
+        (hostile, fuse_fd.as_raw_fd(), st.st_dev, st.st_ino + 1),
+    ];
+    let texts: Vec<String> = [honest, hostile]
+        .iter()
+        .map(|id| {
+            exchange::encode(&handle(
+                *id,
+                FdSource::Broker {
+                    count: 1,
+                    name: name.clone(),
+                },
+            ))
+        })
+        .collect();
+    let memfd_raw = memfd.as_raw_fd();
+    std::thread::spawn(move || loop {
+        let Ok(raw) = socket::accept(listener.as_raw_fd()) else {
+            return;
+        };
+        // SAFETY: accept returned a new descriptor nothing else owns.
+        let conn = unsafe { OwnedFd::from_raw_fd(raw) };
+        let peer = socket::getsockopt(&conn, sockopt::PeerCredentials)
+            .map(|c| c.pid() as u32)
+            .unwrap_or(0);
+        let mut req = [0u8; 64];
+        while let Ok(n) = nix::unistd::read(conn.as_raw_fd(), &mut req) {
+            if n != 40 {
+                break;
+            }
+            let id: [u8; 16] = req[8..24].try_into().unwrap();
+            let sent = match req[5] {
+                // Locate: where the object's descriptor is.
+                5 => {
+                    let Some(&(_, fd, dev, ino)) = places.iter().find(|p| p.0 == id) else {
+                        break;
+                    };
+                    let mut r = reply_head(1, 2, peer);
+                    r.extend_from_slice(&(fd as u32).to_le_bytes());
+                    r.extend_from_slice(&[0; 4]);
+                    r.extend_from_slice(&dev.to_le_bytes());
+                    r.extend_from_slice(&ino.to_le_bytes());
+                    send(&conn, &r, &[])
+                }
+                // Fetch: the sealed memfd.
+                1 => send(&conn, &reply_head(1, 0, peer), &[memfd_raw]),
+                _ => break,
+            };
+            if sent.is_err() {
+                break;
+            }
+        }
+    });
+    say(texts.join(" "));
+    while hear() == "requests" {
+        let from: Vec<String> = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(tid, op)| format!("opcode {op} from thread {tid}"))
+            .collect();
+        say(if from.is_empty() {
+            "none".to_owned()
+        } else {
+            from.join(", ")
+        });
+    }
+    drop((fuse_fd, memfd));
+}
+
+/// Import the honest object, then the FUSE-backed one, by the
+/// `pidfd_getfd` path; report each one's bytes and the path's counts.
+fn child_getfd_importer(texts: &str) {
+    hal_tests::warnings::capture();
+    let texts: Vec<&str> = texts.split(' ').collect();
+    let mut report = Vec::new();
+    for (what, text) in ["honest", "fuse"].iter().zip(&texts) {
+        let mut shared = SharedHandle::from(exchange::decode(text).unwrap());
+        let taken = exchange::take_fds(&mut shared).unwrap();
+        let (taken_n, fell) = exchange::pidfd_getfd_counts();
+        report.push(format!(
+            "{what} {} taken {taken_n} fell {fell}",
+            read_fd(&taken[0])
+        ));
+    }
+    let warnings = hal_tests::warnings::all();
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    say(format!(
+        "{}; warnings {}",
+        report.join("; "),
+        warnings.len()
+    ));
+    exchange::close_broker_connections();
+}
+
+// ---------------------------------------------------------------------------
+// Answers an importer never reads
+
+/// An exporter of one object of `fds` sealed memfds that counts importers.
+/// With `limited`, it first becomes uid 65534 when it runs as root (so that
+/// neither capability lifts the kernel's limit, and the descriptors it
+/// sends are charged to a user of their own), and lowers its open-file
+/// limit to a few more than it holds: the kernel then refuses its sends
+/// (`ETOOMANYREFS`) once more descriptors than that are in flight. Prints
+/// the handle text, then answers `count` with the number of importers and
+/// `warned` with the warnings it logged.
+fn child_exporter(arg: &str) {
+    hal_tests::warnings::capture();
+    let (fds, limited) = match arg {
+        "limited" => (16, true),
+        _ => (1, false),
+    };
+    if limited && nix::unistd::geteuid().is_root() {
+        let nobody = nix::unistd::Uid::from_raw(65534);
+        let nogroup = nix::unistd::Gid::from_raw(65534);
+        let changed = nix::unistd::setgroups(&[])
+            .and_then(|_| nix::unistd::setgid(nogroup))
+            .and_then(|_| nix::unistd::setuid(nobody));
+        match changed {
+            // SAFETY: PR_SET_DUMPABLE takes plain integers: this process's
+            // /proc files stay readable to its peers after the uid change.
+            Ok(()) => unsafe {
+                libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+            },
+            // Root of a user namespace without uid 65534: its capabilities
+            // do not count outside it, so the limit holds all the same.
+            Err(e) => eprintln!("staying uid 0 (setuid to 65534: {e})"),
+        }
+    }
+    let table = LeaseTable::new(64).unwrap();
+    let memfds: Vec<OwnedFd> = (0..fds).map(|_| sealed_memfd_with(b"abc")).collect();
+    let exported = Exported::with_leases(
+        handle(os::random_id(), FdSource::None),
+        memfds,
+        Arc::clone(&table),
+    )
+    .unwrap();
+    let text = exported.to_text();
+    // Start the broker before the limit (the first registration starts it).
+    if limited {
+        let open = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;
+        let (_, hard) =
+            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+        nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, open + 24, hard)
+            .unwrap();
+    }
+    say(text);
+    loop {
+        match hear().as_str() {
+            "count" => say(table.count()),
+            "warned" => say(hal_tests::warnings::all().join(" | ")),
+            _ => break,
+        }
+    }
+    drop(exported);
+}
+
+/// A hostile importer: connection after connection, one fetch request on
+/// each, no answer ever read, until a connection is closed without an
+/// answer (the exporter's send failed) or 200 connections. Reports how
+/// many answers wait unread and whether a send failed, then holds them
+/// until told `done`.
+fn child_hoarder(text: &str) {
+    let (name, id) = broker_of(text);
+    let mut held = Vec::new();
+    let mut refused = false;
+    for _ in 0..200 {
+        let conn = connect(&name);
+        send(&conn, &fetch_request(&id), &[]).expect("send a request");
+        // Look at what came without taking it (no room for descriptors:
+        // they stay in flight).
+        let mut head = [0u8; 40];
+        let n = loop {
+            match socket::recv(conn.as_raw_fd(), &mut head, MsgFlags::MSG_PEEK) {
+                Ok(n) => break n,
+                // Said once, before what is queued (see the pipeliner).
+                Err(nix::errno::Errno::ECONNRESET) => continue,
+                Err(e) => panic!("an answer or a hang-up within 30 s: {e}"),
+            }
+        };
+        if n == 0 {
+            refused = true;
+            break;
+        }
+        assert_eq!((n, &head[..4], head[5]), (40, &b"HALR"[..], 0), "served");
+        held.push(conn);
+    }
+    say(format!("unread {} refused {refused}", held.len()));
+    while hear() != "done" {}
+    drop(held);
+}
+
+#[test]
+fn lease_undone_when_the_answer_is_not_delivered() {
+    let mut exporter = Kid::spawn("exporter", "limited", &[]);
+    let text = exporter.result();
+    let mut hoarder = Kid::spawn("hoarder", &text, &[]);
+    let got = hoarder.result();
+    let (unread, refused) = got
+        .strip_prefix("unread ")
+        .and_then(|r| r.split_once(" refused "))
+        .unwrap_or_else(|| panic!("{got}"));
+    assert_eq!(refused, "true", "the exporter's send failed at last: {got}");
+    assert!(unread.parse::<u32>().unwrap() >= 1, "{got}");
+    // Every answer that waits in the hoarder's sockets holds a lease; the
+    // answer that was never sent holds none.
+    assert_eq!(
+        exporter.ask("count"),
+        unread,
+        "leases registered for the hoarder: one per answer it was sent"
+    );
+    hoarder.tell("done");
+    hoarder.finish();
+    assert_eq!(exporter.ask("count"), "0", "a dead importer is not counted");
+    exporter.finish();
+}
+
+/// A hostile importer on one connection: 50 fetch requests sent, no answer
+/// read. Then it reads what came (answers and descriptors) until the
+/// broker hangs up, imports honestly, and reports.
+fn child_pipeliner(text: &str) {
+    let (name, id) = broker_of(text);
+    let conn = connect(&name);
+    for _ in 0..50 {
+        if send(&conn, &fetch_request(&id), &[]).is_err() {
+            break;
+        }
+    }
+    // Read nothing until the broker hangs up (a connected Unix socket
+    // queues every request: none of the sends waits for the broker).
+    // POLLHUP is reported whatever is asked: ask for nothing else.
+    let mut hup = [nix::poll::PollFd::new(
+        conn.as_fd(),
+        nix::poll::PollFlags::empty(),
+    )];
+    // Not hung up within 30 s: the broker answers every request (the count
+    // below says how many).
+    nix::poll::poll(&mut hup, nix::poll::PollTimeout::from(30_000u16)).expect("poll");
+    let (mut answers, mut fds) = (0, 0);
+    loop {
+        let mut buf = [0u8; 64];
+        let mut space = nix::cmsg_space!([RawFd; 16]);
+        let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+        let msg = match socket::recvmsg::<()>(
+            conn.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Ok(msg) if msg.bytes > 0 => msg,
+            Ok(_) => break,
+            // The broker closed with requests of this process unread: said
+            // once, before what is still queued here.
+            Err(nix::errno::Errno::ECONNRESET) => continue,
+            Err(e) => panic!("an answer or a hang-up within 30 s: {e}"),
+        };
+        answers += 1;
+        for c in msg.cmsgs().unwrap() {
+            if let socket::ControlMessageOwned::ScmRights(got) = c {
+                fds += got.len();
+                for fd in got {
+                    // SAFETY: the kernel installed these descriptors here.
+                    drop(unsafe { OwnedFd::from_raw_fd(fd) });
+                }
+            }
+        }
+    }
+    // Another connection is served as ever.
+    let mut shared = SharedHandle::from(exchange::decode(text).unwrap());
+    let taken = exchange::take_fds_leased(&mut shared).unwrap();
+    let honest = read_fd(&taken.fds[0]);
+    drop(taken);
+    exchange::close_broker_connections();
+    say(format!("answers {answers} fds {fds} honest {honest}"));
+    while hear() != "done" {}
+    drop(conn);
+}
+
+#[test]
+fn a_connection_holds_at_most_one_unread_answer() {
+    let mut exporter = Kid::spawn("exporter", "plain", &[]);
+    let text = exporter.result();
+    let mut pipeliner = Kid::spawn("pipeliner", &text, &[]);
+    assert_eq!(
+        pipeliner.result(),
+        "answers 1 fds 1 honest abc",
+        "one answer, then the connection closed; a new one served"
+    );
+    // The one answer it got carried a lease, which it never gave back.
+    assert_eq!(exporter.ask("count"), "1");
+    let warned = exporter.ask("warned");
+    assert!(
+        warned.contains("before reading the previous answer"),
+        "the exporter says why it closed the connection: {warned}"
+    );
+    pipeliner.tell("done");
+    pipeliner.finish();
+    assert_eq!(exporter.ask("count"), "0");
+    exporter.finish();
+}
