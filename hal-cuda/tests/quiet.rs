@@ -9,7 +9,7 @@
 //! they run one at a time (`serial`); the file is a process of its own and
 //! runs on the real driver in the GPU smoke run.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -94,25 +94,36 @@ fn driver_calls_go_on_while_a_dropped_allocation_waits_for_a_gated_stream() {
 fn a_free_goes_through_beside_a_stream_that_always_has_a_wait_queued() {
     let dev = Arc::new(device());
     let stop = Arc::new(AtomicBool::new(false));
+    let rounds = Arc::new(AtomicU64::new(0));
     // A pipeline: each round queues a wait, signals it, and waits for the
     // answer recorded behind it; a wait is queued most of the time.
     let pipeline = {
-        let (dev, stop) = (Arc::clone(&dev), Arc::clone(&stop));
+        let (dev, stop, rounds) = (Arc::clone(&dev), Arc::clone(&stop), Arc::clone(&rounds));
         std::thread::spawn(move || {
             let stream = dev.create_stream().unwrap();
             let (ring, answer) = (dev.create_notify().unwrap(), dev.create_notify().unwrap());
-            let mut rounds = 0u64;
             while !stop.load(Ordering::Acquire) {
                 dev.stream_wait_notify(&stream, &ring, None).unwrap();
                 dev.record_notify(&stream, &answer).unwrap();
                 ring.signal().unwrap();
                 answer.wait(WaitOptions::timeout(LONG)).unwrap();
-                rounds += 1;
+                rounds.fetch_add(1, Ordering::AcqRel);
             }
             dev.synchronize(&stream, Some(LONG)).unwrap();
-            rounds
         })
     };
+    // The frees start once the pipeline runs (however slowly the machine
+    // schedules its thread), and it must still run after them: a free that
+    // held the pipeline's stream work would stop it.
+    let ran = |past: u64, what: &str| {
+        let deadline = Instant::now() + LONG;
+        while rounds.load(Ordering::Acquire) <= past {
+            assert!(Instant::now() < deadline, "the pipeline {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        rounds.load(Ordering::Acquire)
+    };
+    let before = ran(0, "never ran a round");
     for _ in 0..5 {
         let memory = dev
             .allocate(&AllocDesc::device(dev.info().ordinal, 1 << 20))
@@ -120,9 +131,9 @@ fn a_free_goes_through_beside_a_stream_that_always_has_a_wait_queued() {
         drop(memory);
         teardowns_finish();
     }
+    ran(before, "ran no round after the frees");
     stop.store(true, Ordering::Release);
-    let rounds = pipeline.join().unwrap();
-    assert!(rounds > 0, "the pipeline never ran a round");
+    pipeline.join().unwrap();
 }
 
 /// The driver calls a gate's opener may make before it opens the gate:
