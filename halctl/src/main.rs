@@ -205,6 +205,9 @@ fn missing_command_line(help: &str) -> String {
         .skip_while(|l| !l.starts_with("Commands:"))
         .skip(1)
         .take_while(|l| l.starts_with("  "))
+        // A command's line starts with two spaces; a description that wraps
+        // goes on in lines indented further.
+        .filter(|l| !l.starts_with("   "))
         .filter_map(|l| l.split_whitespace().next())
         .filter(|c| *c != "help")
         .collect();
