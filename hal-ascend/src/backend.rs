@@ -68,7 +68,7 @@ impl AscendBackend {
 
     fn loaded(&self) -> &std::result::Result<Arc<Runtime>, Failure> {
         self.runtime
-            .get_or_init(|| load_and_init(self.library.clone().or_else(loader::from_env)))
+            .get_or_init(|| load_and_init(self.library.clone()))
     }
 
     fn runtime(&self) -> Result<Arc<Runtime>> {

@@ -15,11 +15,14 @@ pub const LIBRARY_VAR: &str = "HAL_ASCEND_LIBRARY";
 pub const LIBRARY_NAME: &str = "libascendcl.so";
 
 /// The runtime library, its override variable and what to do without it.
-const LIBRARY: RuntimeLibrary = RuntimeLibrary {
+static LIBRARY: RuntimeLibrary = RuntimeLibrary {
     what: "the Ascend runtime library",
     file: LIBRARY_NAME,
     var: LIBRARY_VAR,
     remedy: "install CANN and source its set_env.sh",
+    // Every ACL runtime has aclInit, and no other library does.
+    signature: hal_core::vendor::acl::entry::INIT,
+    kind: "an ACL runtime",
 };
 
 /// Install prefixes whose `lib64` holds the library, after the loader's
@@ -46,19 +49,17 @@ pub(crate) fn candidates(
     LIBRARY.candidates(override_path, dirs)
 }
 
-/// The library [`LIBRARY_VAR`] names, if it is set and not empty.
-pub(crate) fn from_env() -> Option<PathBuf> {
-    LIBRARY.from_env()
-}
-
-/// Load `over` if given, else the first candidate of the search that loads.
-pub(crate) fn load(over: Option<PathBuf>) -> Result<Loaded, NotLoaded> {
+/// Load the library the program names (`program`), else the one
+/// [`LIBRARY_VAR`] names, else the first candidate of the search that
+/// loads and is an ACL runtime.
+pub(crate) fn load(program: Option<PathBuf>) -> Result<Loaded, NotLoaded> {
+    let (over, named) = LIBRARY.named(program);
     let search = candidates(over, |v| std::env::var(v).ok());
     // SAFETY: loading runs the library's initialisers. The candidates are
     // the Ascend runtime library (by its name, its install directories, or
     // the path the user named in HAL_ASCEND_LIBRARY), whose initialisers
     // have no preconditions on this process.
-    unsafe { LIBRARY.load(search) }
+    unsafe { LIBRARY.load(named, search) }
 }
 
 #[cfg(test)]
@@ -94,7 +95,8 @@ mod tests {
     #[test]
     fn the_reason_names_every_place_tried() {
         let n = NotLoaded {
-            library: LIBRARY,
+            library: &LIBRARY,
+            named: hal_core::os::library::Named::Search,
             tried: vec![
                 (PathBuf::from("/a/libascendcl.so"), "no such file".into()),
                 (PathBuf::from("/b/libascendcl.so"), "wrong ELF class".into()),
@@ -105,5 +107,49 @@ mod tests {
         assert!(r.contains("/b/libascendcl.so: wrong ELF class"), "{r}");
         assert!(r.starts_with("the Ascend runtime library could not be loaded (install CANN and source its set_env.sh, or set HAL_ASCEND_LIBRARY to the path of libascendcl.so)"), "{r}");
         assert_eq!(n.searched().len(), 2);
+    }
+
+    /// Why the backend on the library at `path` is unavailable, as its
+    /// availability and as the error of `open(0)` say it.
+    fn unavailable(path: &std::path::Path) -> (String, String) {
+        use hal_core::{Availability, Backend};
+        let backend = crate::AscendBackend::with_library(path);
+        let Availability::Unavailable { reason, .. } = backend.availability() else {
+            panic!("{} is available", path.display());
+        };
+        let error = backend.open(0).map(|_| ()).unwrap_err();
+        (reason, error.to_string())
+    }
+
+    #[test]
+    fn a_library_that_does_not_load_says_why_in_the_loaders_words() {
+        let dir = tempfile::tempdir().unwrap();
+        for bad in hal_mock::bad_library::make(dir.path()).unwrap() {
+            let (reason, error) = unavailable(&bad.path);
+            for text in [&reason, &error] {
+                assert!(text.contains(bad.says), "{}: {text}", bad.what);
+                assert!(
+                    text.contains(&bad.path.display().to_string()),
+                    "{}: {text}",
+                    bad.what
+                );
+                assert!(!text.contains("dlopen failed"), "{}: {text}", bad.what);
+                // The program named the library: installing is no remedy.
+                assert!(!text.contains("install CANN"), "{}: {text}", bad.what);
+            }
+        }
+    }
+
+    #[test]
+    fn a_library_without_aclinit_is_not_an_acl_runtime() {
+        // libc loads, and has no aclInit.
+        let (reason, error) = unavailable(std::path::Path::new("libc.so.6"));
+        for text in [&reason, &error] {
+            assert!(
+                text.contains("libc.so.6: it has no aclInit, so it is not an ACL runtime"),
+                "{text}"
+            );
+            assert!(!text.contains("older"), "{text}");
+        }
     }
 }

@@ -78,8 +78,14 @@ fn a_missing_symbol_is_unsupported_naming_it() {
     match AscendBackend::new().availability() {
         Availability::Unavailable { reason, searched } => {
             assert_eq!(searched, vec![PathBuf::from(libc)]);
-            assert!(reason.contains("aclInit"), "names the symbol: {reason}");
-            assert!(reason.contains("CANN"), "says what to do: {reason}");
+            assert!(
+                reason.contains("libc.so.6: it has no aclInit, so it is not an ACL runtime"),
+                "names the symbol and what the library is not: {reason}"
+            );
+            assert!(
+                reason.contains(hal_ascend::LIBRARY_VAR) && !reason.contains("older"),
+                "says the variable named it: {reason}"
+            );
         }
         Availability::Available => panic!("libc is not the Ascend runtime"),
     }

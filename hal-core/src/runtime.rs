@@ -110,12 +110,15 @@ mod tests {
     #[test]
     fn a_failure_reads_the_same_as_availability_and_as_error() {
         let not_loaded = Failure::NotLoaded(NotLoaded {
-            library: RuntimeLibrary {
+            library: &RuntimeLibrary {
                 what: "the test library",
                 file: "libt.so",
                 var: "T_LIBRARY",
                 remedy: "install it",
+                signature: "tInit",
+                kind: "a test runtime",
             },
+            named: crate::os::library::Named::Search,
             tried: vec![(PathBuf::from("/a/libt.so"), "no such file".into())],
         });
         let init = Failure::Init {

@@ -63,7 +63,7 @@ impl CudaBackend {
 
     fn loaded(&self) -> &std::result::Result<Arc<Driver>, Failure> {
         self.driver
-            .get_or_init(|| load_and_init(self.library.clone().or_else(loader::from_env)))
+            .get_or_init(|| load_and_init(self.library.clone()))
     }
 
     /// The driver entry points this backend's code paths have asked for

@@ -15,11 +15,14 @@ pub const LIBRARY_VAR: &str = "HAL_CUDA_LIBRARY";
 pub const LIBRARY_NAME: &str = "libcuda.so.1";
 
 /// The driver library, its override variable and what to do without it.
-const LIBRARY: RuntimeLibrary = RuntimeLibrary {
+static LIBRARY: RuntimeLibrary = RuntimeLibrary {
     what: "the CUDA driver library",
     file: LIBRARY_NAME,
     var: LIBRARY_VAR,
     remedy: "install the NVIDIA driver",
+    // Every CUDA driver has cuInit, and no other library does.
+    signature: hal_core::vendor::cuda::entry::INIT,
+    kind: "a CUDA driver",
 };
 
 /// Where drivers install the library when the loader's path misses it.
@@ -38,18 +41,16 @@ pub(crate) fn candidates(override_path: Option<PathBuf>) -> Vec<PathBuf> {
     LIBRARY.candidates(override_path, KNOWN_DIRS.iter().map(PathBuf::from))
 }
 
-/// The library [`LIBRARY_VAR`] names, if it is set and not empty.
-pub(crate) fn from_env() -> Option<PathBuf> {
-    LIBRARY.from_env()
-}
-
-/// Load `over` if given, else the first candidate of the search that loads.
-pub(crate) fn load(over: Option<PathBuf>) -> Result<Loaded, NotLoaded> {
+/// Load the library the program names (`program`), else the one
+/// [`LIBRARY_VAR`] names, else the first candidate of the search that
+/// loads and is a CUDA driver.
+pub(crate) fn load(program: Option<PathBuf>) -> Result<Loaded, NotLoaded> {
+    let (over, named) = LIBRARY.named(program);
     // SAFETY: loading runs the library's initialisers. The candidates are
     // the NVIDIA driver library (by its name, its install directories, or
     // the path the user named in HAL_CUDA_LIBRARY), whose initialisers have
     // no preconditions on this process.
-    unsafe { LIBRARY.load(candidates(over)) }
+    unsafe { LIBRARY.load(named, candidates(over)) }
 }
 
 #[cfg(test)]
@@ -73,7 +74,8 @@ mod tests {
     #[test]
     fn the_reason_names_every_place_tried() {
         let n = NotLoaded {
-            library: LIBRARY,
+            library: &LIBRARY,
+            named: hal_core::os::library::Named::Search,
             tried: vec![
                 (PathBuf::from("/a/libcuda.so.1"), "no such file".into()),
                 (PathBuf::from("/b/libcuda.so.1"), "wrong ELF class".into()),
@@ -84,5 +86,53 @@ mod tests {
         assert!(r.contains("/b/libcuda.so.1: wrong ELF class"), "{r}");
         assert!(r.starts_with("the CUDA driver library could not be loaded (install the NVIDIA driver, or set HAL_CUDA_LIBRARY to the path of libcuda.so.1)"), "{r}");
         assert_eq!(n.searched().len(), 2);
+    }
+
+    /// Why the backend on the library at `path` is unavailable, as its
+    /// availability and as the error of `open(0)` say it.
+    fn unavailable(path: &std::path::Path) -> (String, String) {
+        use hal_core::{Availability, Backend};
+        let backend = crate::CudaBackend::with_library(path);
+        let Availability::Unavailable { reason, .. } = backend.availability() else {
+            panic!("{} is available", path.display());
+        };
+        let error = backend.open(0).map(|_| ()).unwrap_err();
+        (reason, error.to_string())
+    }
+
+    #[test]
+    fn a_library_that_does_not_load_says_why_in_the_loaders_words() {
+        let dir = tempfile::tempdir().unwrap();
+        for bad in hal_mock::bad_library::make(dir.path()).unwrap() {
+            let (reason, error) = unavailable(&bad.path);
+            for text in [&reason, &error] {
+                assert!(text.contains(bad.says), "{}: {text}", bad.what);
+                assert!(
+                    text.contains(&bad.path.display().to_string()),
+                    "{}: {text}",
+                    bad.what
+                );
+                assert!(!text.contains("dlopen failed"), "{}: {text}", bad.what);
+                // The program named the library: installing is no remedy.
+                assert!(
+                    !text.contains("install the NVIDIA driver"),
+                    "{}: {text}",
+                    bad.what
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_library_without_cuinit_is_not_a_cuda_driver() {
+        // libc loads, and has no cuInit.
+        let (reason, error) = unavailable(std::path::Path::new("libc.so.6"));
+        for text in [&reason, &error] {
+            assert!(
+                text.contains("libc.so.6: it has no cuInit, so it is not a CUDA driver"),
+                "{text}"
+            );
+            assert!(!text.contains("older"), "{text}");
+        }
     }
 }

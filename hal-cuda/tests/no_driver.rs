@@ -70,6 +70,14 @@ fn a_library_without_the_entry_points_names_the_missing_symbol() {
             assert_eq!(searched, vec![std::path::PathBuf::from(libc)]);
             assert!(reason.contains("cuInit"), "names the symbol: {reason}");
             assert!(reason.contains(libc), "names the library: {reason}");
+            assert!(
+                reason.contains("it is not a CUDA driver") && !reason.contains("older"),
+                "not a CUDA driver, not an older one: {reason}"
+            );
+            assert!(
+                reason.contains(hal_cuda::LIBRARY_VAR) && !reason.contains("install the NVIDIA"),
+                "the variable named it: {reason}"
+            );
         }
         Availability::Available => panic!("libc is not a CUDA driver"),
     }

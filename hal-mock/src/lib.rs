@@ -251,6 +251,7 @@
 
 mod backend;
 mod backing;
+pub mod bad_library;
 pub mod codes;
 pub mod context;
 mod device;

@@ -1,9 +1,10 @@
 //! What the stand-in vendor libraries (`hal-mock-libcuda`,
 //! `hal-mock-libascendcl`) share outside their entry points: finding the
-//! built library for a test executable, and writing through the output
-//! pointers of their C entry points.
+//! built library for a test executable, checking that it is linked never
+//! to be unloaded, and writing through the output pointers of their C
+//! entry points.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The built library `file` (what cargo names the package `package`'s
 /// shared library) for a test executable of this workspace: beside it in
@@ -30,6 +31,13 @@ pub fn built_library(file: &str, package: &str) -> PathBuf {
             panic!("none of {candidates:?}: cargo builds it with the {package} package")
         })
         .clone()
+}
+
+/// True when the stand-in library at `path` is linked never to be
+/// unloaded (`-z nodelete`, what each stand-in's `build.rs` asks for); an
+/// error saying why when the file cannot be read as a shared library.
+pub fn is_nodelete(path: &Path) -> Result<bool, String> {
+    hal_core::os::elf::is_nodelete(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Write `value` through the output pointer `out`; `null()` (the vendor's

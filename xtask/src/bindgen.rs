@@ -26,8 +26,23 @@ const PREAMBLE: &str = "//! Types, constants and layouts of the Ascend ACL runti
 #![allow(non_camel_case_types, non_snake_case, non_upper_case_globals, dead_code)]\n\
 #![allow(missing_docs, unreachable_pub, clippy::all, clippy::undocumented_unsafe_blocks)]\n\n";
 
+/// What to do without libclang.
+const NEED_LIBCLANG: &str = "libclang is needed: apt-get install libclang-dev \
+                             (or set LIBCLANG_PATH to the folder that holds libclang.so)";
+
+/// Load libclang for this thread, as bindgen would; bindgen then uses it
+/// (it panics when it cannot load one itself). The error is one line that
+/// says what to install and why the search failed.
+fn load_libclang() -> Result<(), String> {
+    if clang_sys::is_loaded() {
+        return Ok(());
+    }
+    clang_sys::load().map_err(|why| format!("{NEED_LIBCLANG}; {}", why.replace('\n', " ")))
+}
+
 /// Generate the bindings' text from the header at `root`.
 fn generate(root: &Path) -> Result<String, String> {
+    load_libclang()?;
     let header = root.join(HEADER);
     let bindings = bindgen::Builder::default()
         .header(header.to_string_lossy())
@@ -68,7 +83,7 @@ pub(crate) fn bindgen_cmd(root: &Path, args: &[String]) -> ExitCode {
     let fresh = match generate(root) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("xtask bindgen: {e} (libclang is needed: apt-get install libclang-dev)");
+            eprintln!("xtask bindgen: {e}");
             return ExitCode::from(1);
         }
     };

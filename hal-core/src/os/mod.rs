@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
+pub mod elf;
 mod host;
 mod ids;
 pub mod library;

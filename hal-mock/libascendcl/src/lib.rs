@@ -9,6 +9,9 @@
 //! and runs without an NPU, against one process-wide
 //! [`hal_mock::MockBackend`] with the Ascend-like profile, whose rules
 //! follow `vendor/ascend.md`.
+//! The library is linked `-z nodelete` (`build.rs`): like a real vendor
+//! runtime it is never unloaded, since threads the simulator starts inside
+//! it may still run after a program's last handle to it is closed.
 //!
 //! ## What it answers
 //!

@@ -3,14 +3,18 @@
 
 use std::ffi::{c_char, c_void, CStr};
 use std::process::Command;
+use std::sync::OnceLock;
 
 use libloading::Library;
 
 type Raw = *mut c_void;
 
-fn lib() -> Library {
+/// The stand-in, loaded once and kept for the process's life: nothing
+/// unloads a vendor runtime while threads started inside it may still run.
+fn lib() -> &'static Library {
+    static LIB: OnceLock<Library> = OnceLock::new();
     // SAFETY: the stand-in's initialisers have no preconditions.
-    unsafe { Library::new(hal_mock_libascendcl::built_library()).unwrap() }
+    LIB.get_or_init(|| unsafe { Library::new(hal_mock_libascendcl::built_library()).unwrap() })
 }
 
 /// The entry point `name` with the C signature `F`.
@@ -73,7 +77,7 @@ fn calls_before_acl_init_are_uninitialize_and_a_second_init_repeats() {
 #[test]
 fn devices_are_per_thread_and_checked() {
     let l = lib();
-    ready(&l);
+    ready(l);
     let set = sym!(l, "aclrtSetDevice", unsafe extern "C" fn(i32) -> i32);
     // SAFETY: plain integer.
     assert_eq!(unsafe { set(7) }, 107_001, "ACL_ERROR_RT_INVALID_DEVICEID");
@@ -103,7 +107,7 @@ fn devices_are_per_thread_and_checked() {
 #[test]
 fn keys_are_printable_and_the_close_order_is_enforced() {
     let l = lib();
-    ready(&l);
+    ready(l);
     let malloc = sym!(
         l,
         "aclrtMalloc",
@@ -171,7 +175,7 @@ fn keys_are_printable_and_the_close_order_is_enforced() {
 #[test]
 fn notify_flags_are_the_notify_s_and_only_the_creator_waits() {
     let l = lib();
-    ready(&l);
+    ready(l);
     let create = sym!(
         l,
         "aclrtCreateNotify",
@@ -211,7 +215,7 @@ fn notify_flags_are_the_notify_s_and_only_the_creator_waits() {
 #[test]
 fn ipc_events_come_alone_and_are_not_queried() {
     let l = lib();
-    ready(&l);
+    ready(l);
     let create = sym!(
         l,
         "aclrtCreateEventExWithFlag",
@@ -237,7 +241,7 @@ fn ipc_events_come_alone_and_are_not_queried() {
 #[test]
 fn ascend_rt_visible_devices_renumbers_the_devices_by_their_uuids() {
     let l = lib();
-    ready(&l);
+    ready(l);
     let uuid = sym!(
         l,
         "aclrtGetDeviceUuid",
@@ -280,4 +284,17 @@ fn ascend_rt_visible_devices_renumbers_the_devices_by_their_uuids() {
         "{out:?}"
     );
     assert_ne!(all[0], all[1]);
+}
+
+#[test]
+fn the_stand_in_is_linked_never_to_be_unloaded() {
+    // Threads the simulator starts inside the library outlive a test's
+    // handle: a `dlclose` that unmapped it would crash them.
+    let path = hal_mock_libascendcl::built_library();
+    assert_eq!(
+        hal_mock::standin::is_nodelete(&path),
+        Ok(true),
+        "{} lacks DF_1_NODELETE (build.rs links it -z nodelete)",
+        path.display()
+    );
 }

@@ -5,6 +5,7 @@
 use std::ffi::{c_char, c_void};
 use std::io::Write;
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
 use hal_mock_libascendcl::{MemAccessDesc, MemLocation, PhysicalMemProp};
 use libloading::Library;
@@ -15,9 +16,12 @@ const CHILD: &str = "HAL_ASCEND_VMM_CHILD";
 const NO_PERMISSION: i32 = 207_006;
 const UNINITIALIZE: i32 = 100_001;
 
-fn lib() -> Library {
+/// The stand-in, loaded once and kept for the process's life: nothing
+/// unloads a vendor runtime while threads started inside it may still run.
+fn lib() -> &'static Library {
+    static LIB: OnceLock<Library> = OnceLock::new();
     // SAFETY: the stand-in's initialisers have no preconditions.
-    unsafe { Library::new(hal_mock_libascendcl::built_library()).unwrap() }
+    LIB.get_or_init(|| unsafe { Library::new(hal_mock_libascendcl::built_library()).unwrap() })
 }
 
 macro_rules! sym {
@@ -185,8 +189,8 @@ impl Vmm {
 #[test]
 fn whole_granules_and_access_before_use() {
     let l = lib();
-    ready(&l);
-    let v = vmm(&l);
+    ready(l);
+    let v = vmm(l);
     let g = v.granule();
     assert!(g >= 4096 && g.is_power_of_two(), "{g}");
     let mut phys: Raw = std::ptr::null_mut();
@@ -242,8 +246,8 @@ fn whole_granules_and_access_before_use() {
 #[test]
 fn the_shareable_handle_needs_the_none_type_and_known_flags() {
     let l = lib();
-    ready(&l);
-    let v = vmm(&l);
+    ready(l);
+    let v = vmm(l);
     let g = v.granule();
     let mut phys: Raw = std::ptr::null_mut();
     let mut n = 0u64;
@@ -328,8 +332,8 @@ fn exported(v: &Vmm, text: &[u8], flags: u64) -> (Raw, Raw, u64) {
 #[test]
 fn a_listed_child_imports_and_one_not_listed_is_refused() {
     let l = lib();
-    ready(&l);
-    let v = vmm(&l);
+    ready(l);
+    let v = vmm(l);
     let (phys, va, n) = exported(&v, b"vmm-pid", 0);
     let listed = spawn("import");
     let other = spawn("import");
@@ -352,8 +356,8 @@ fn a_listed_child_imports_and_one_not_listed_is_refused() {
 #[test]
 fn disabled_pid_validation_admits_any_child() {
     let l = lib();
-    ready(&l);
-    let v = vmm(&l);
+    ready(l);
+    let v = vmm(l);
     let (phys, va, n) = exported(&v, b"vmm-any", 1);
     assert_eq!(answer(spawn("import"), n), "ok vmm-any");
     v.unmap_release(va);
@@ -370,8 +374,8 @@ fn child_imports_a_shareable_handle() {
         panic!("a child entry point: run by its parent, which sets its variables");
     }
     let l = lib();
-    ready(&l);
-    let v = vmm(&l);
+    ready(l);
+    let v = vmm(l);
     let mut line = String::new();
     std::io::stdin().read_line(&mut line).unwrap();
     let n: u64 = line.trim().parse().unwrap();
@@ -412,7 +416,7 @@ fn vmm_calls_before_acl_init_are_uninitialize() {
         return;
     }
     let l = lib();
-    let v = vmm(&l);
+    let v = vmm(l);
     let mut p = prop(0);
     let (mut g, mut raw, mut n) = (0usize, std::ptr::null_mut(), 0u64);
     let mut d = rw(0);

@@ -8,6 +8,9 @@
 //! file instead (hal-cuda: `HAL_CUDA_LIBRARY=/path/to/libhal_mock_libcuda.so`)
 //! and runs without a GPU, against one process-wide
 //! [`hal_mock::MockBackend`] with the CUDA-like profile.
+//! The library is linked `-z nodelete` (`build.rs`): like a real vendor
+//! runtime it is never unloaded, since threads the simulator starts inside
+//! it may still run after a program's last handle to it is closed.
 //!
 //! ## What it answers
 //!

@@ -184,3 +184,16 @@ fn attributes_are_an_h200s() {
     let r = unsafe { (cu.cuDeviceGetAttribute)(null_mut(), 1, 0) };
     assert_eq!(r, INVALID_VALUE);
 }
+
+#[test]
+fn the_stand_in_is_linked_never_to_be_unloaded() {
+    // Threads the simulator starts inside the library outlive a test's
+    // handle: a `dlclose` that unmapped it would crash them.
+    let path = common::library_path();
+    assert_eq!(
+        hal_mock::standin::is_nodelete(&path),
+        Ok(true),
+        "{} lacks DF_1_NODELETE (build.rs links it -z nodelete)",
+        path.display()
+    );
+}
