@@ -36,7 +36,7 @@ impl Runtime {
             backend: "ascend".into(),
             code: number,
             name,
-            message: format!("{call}: {text}"),
+            message: message(call, &text),
         })
     }
 
@@ -51,6 +51,16 @@ impl Runtime {
         }
         // SAFETY: not null and NUL-terminated (above); copied at once.
         Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    }
+}
+
+/// The text of a failed `call`: the runtime's own `text`, after the entry
+/// point's name unless the runtime's text names it already.
+fn message(call: &str, text: &str) -> String {
+    if text.contains(call) {
+        text.to_owned()
+    } else {
+        format!("{call}: {text}")
     }
 }
 
@@ -73,5 +83,25 @@ pub(crate) fn refused_import(e: Error) -> Error {
             "{e}; the exporter must add this process's bare tgid (Device::process_id) with \
              Device::allow_importers, or export to anyone"
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::message;
+
+    #[test]
+    fn a_message_names_its_entry_point_once() {
+        assert_eq!(
+            message("aclrtMalloc", "out of memory"),
+            "aclrtMalloc: out of memory"
+        );
+        assert_eq!(
+            message(
+                "aclrtIpcMemImportByKey",
+                "aclrtIpcMemImportByKey: pid 7 is not allowed"
+            ),
+            "aclrtIpcMemImportByKey: pid 7 is not allowed"
+        );
     }
 }
