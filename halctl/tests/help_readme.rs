@@ -59,6 +59,9 @@ fn commands(prefix: &[&str]) -> Vec<Vec<String>> {
     let text = help(prefix);
     let subs: Vec<String> = section(&text, "Commands:")
         .iter()
+        // A command's line starts with two spaces; a description that wraps
+        // goes on in lines indented further.
+        .filter(|l| !l.starts_with("   "))
         .filter_map(|l| l.split_whitespace().next())
         .filter(|c| *c != "help")
         .map(str::to_string)
