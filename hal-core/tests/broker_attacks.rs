@@ -9,14 +9,16 @@
 //! --include-ignored` and `HAL_ATTACK_ROLE` naming what the child does; the
 //! child reports on stdout with lines that start with `RESULT `.
 
+mod common;
+
 use std::fs::File;
-use std::io::{BufRead, BufReader, IoSlice, Read, Write};
+use std::io::{IoSlice, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::FileExt;
-use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+use common::{read_line, say, Kid};
 use hal_core::exchange::{self, PIDFD_GETFD_ENV};
 use hal_core::lease::LeaseTable;
 use hal_core::{
@@ -51,98 +53,12 @@ fn cannot_run(test: &str, why: &str) {
 // ---------------------------------------------------------------------------
 // Child processes
 
-/// A child process, killed and reaped if the test fails early.
-struct Kid {
-    child: Option<Child>,
-    stdout: Option<BufReader<ChildStdout>>,
-}
-
 impl Kid {
     fn spawn(role: &str, arg: &str, env: &[(&str, &str)]) -> Kid {
-        let mut child = Command::new(std::env::current_exe().expect("current_exe"))
-            .args([
-                "--exact",
-                "child_process",
-                "--include-ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(ROLE, role)
-            .env(ARG, arg)
-            .envs(env.iter().copied())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn child");
-        let stdout = child.stdout.take().map(BufReader::new);
-        Kid {
-            child: Some(child),
-            stdout,
-        }
+        Kid::start((ROLE, role), (ARG, arg), |cmd| {
+            cmd.envs(env.iter().copied());
+        })
     }
-
-    fn tell(&mut self, line: &str) {
-        let stdin = self.child.as_mut().and_then(|c| c.stdin.as_mut());
-        let stdin = stdin.expect("stdin");
-        writeln!(stdin, "{line}").expect("write to child");
-        stdin.flush().expect("flush");
-    }
-
-    /// The next `RESULT ` line of the child.
-    fn result(&mut self) -> String {
-        let out = self.stdout.as_mut().expect("stdout");
-        let mut line = String::new();
-        let mut seen = String::new();
-        loop {
-            line.clear();
-            let n = out.read_line(&mut line).expect("read child output");
-            assert!(n > 0, "the child ended without a RESULT line:\n{seen}");
-            seen.push_str(&line);
-            if let Some(at) = line.find("RESULT ") {
-                return line[at + 7..].trim_end().to_owned();
-            }
-        }
-    }
-
-    /// Ask `question`; the answer.
-    fn ask(&mut self, question: &str) -> String {
-        self.tell(question);
-        self.result()
-    }
-
-    /// Wait for the child; it must have passed.
-    fn finish(mut self) {
-        let mut child = self.child.take().expect("child");
-        drop(child.stdin.take());
-        let mut rest = String::new();
-        if let Some(mut out) = self.stdout.take() {
-            let _ = out.read_to_string(&mut rest);
-        }
-        let status = child.wait().expect("wait child");
-        assert!(status.success(), "child failed ({status}); output:\n{rest}");
-    }
-}
-
-impl Drop for Kid {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn say(result: impl std::fmt::Display) {
-    println!("RESULT {result}");
-    let _ = std::io::stdout().flush();
-}
-
-/// The parent's next line; empty at the end of its input.
-fn hear() -> String {
-    let mut line = String::new();
-    let _ = std::io::stdin().read_line(&mut line);
-    line.trim().to_owned()
 }
 
 /// The entry of every child process (ignored: its parent runs it by name;
@@ -526,7 +442,7 @@ fn child_fuse_exporter(dir: &str) {
         }
     });
     say(texts.join(" "));
-    while hear() == "requests" {
+    while read_line() == "requests" {
         let from: Vec<String> = seen
             .lock()
             .unwrap()
@@ -622,7 +538,7 @@ fn child_exporter(arg: &str) {
     }
     say(text);
     loop {
-        match hear().as_str() {
+        match read_line().as_str() {
             "count" => say(table.count()),
             "warned" => say(hal_tests::warnings::all().join(" | ")),
             _ => break,
@@ -662,7 +578,7 @@ fn child_hoarder(text: &str) {
         held.push(conn);
     }
     say(format!("unread {} refused {refused}", held.len()));
-    while hear() != "done" {}
+    while read_line() != "done" {}
     drop(held);
 }
 
@@ -748,7 +664,7 @@ fn child_pipeliner(text: &str) {
     drop(taken);
     exchange::close_broker_connections();
     say(format!("answers {answers} fds {fds} honest {honest}"));
-    while hear() != "done" {}
+    while read_line() != "done" {}
     drop(conn);
 }
 

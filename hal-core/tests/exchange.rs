@@ -7,17 +7,19 @@
 //! expectation. Sockets are abstract or live in temporary directories, and
 //! memory is in memfds, so nothing is left behind.
 
+mod common;
+
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::{read_line, say, Kid};
 use hal_core::exchange::{self, HandleListener, HandleStream};
 use hal_core::lease::LeaseTable;
 use hal_core::{
@@ -89,102 +91,14 @@ fn read_fd(fd: &OwnedFd, len: usize) -> Vec<u8> {
 // ---------------------------------------------------------------------------
 // Child processes
 
-/// A child process that is killed and reaped if the test fails early.
-struct Kid {
-    child: Option<Child>,
-    stdout: Option<BufReader<ChildStdout>>,
-}
-
 impl Kid {
     fn spawn(role: &str, arg: &str) -> Kid {
         Kid::spawn_with(role, arg, |_| {})
     }
 
     fn spawn_with(role: &str, arg: &str, setup: impl FnOnce(&mut Command)) -> Kid {
-        let mut cmd = Command::new(std::env::current_exe().expect("current_exe"));
-        cmd.args([
-            "--exact",
-            "child_process",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ROLE, role)
-        .env(ARG, arg)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-        setup(&mut cmd);
-        let mut child = cmd.spawn().expect("spawn child");
-        let stdout = child.stdout.take().map(BufReader::new);
-        Kid {
-            child: Some(child),
-            stdout,
-        }
+        Kid::start((ROLE, role), (ARG, arg), setup)
     }
-
-    fn id(&self) -> u32 {
-        self.child.as_ref().map_or(0, |c| c.id())
-    }
-
-    fn tell(&mut self, line: &str) {
-        let child = self.child.as_mut().expect("child");
-        let stdin = child.stdin.as_mut().expect("stdin");
-        writeln!(stdin, "{line}").expect("write to child");
-        stdin.flush().expect("flush");
-    }
-
-    /// The next `RESULT ` line of the child (other output is libtest's).
-    fn result(&mut self) -> String {
-        let out = self.stdout.as_mut().expect("stdout");
-        let mut line = String::new();
-        let mut seen = String::new();
-        loop {
-            line.clear();
-            let n = out.read_line(&mut line).expect("read child output");
-            assert!(
-                n > 0,
-                "the child ended without a RESULT line; it wrote:\n{seen}"
-            );
-            seen.push_str(&line);
-            // libtest may have written "test child_process ... " on the same line.
-            if let Some(at) = line.find("RESULT ") {
-                return line[at + 7..].trim_end().to_owned();
-            }
-        }
-    }
-
-    /// Wait for the child; it must have passed.
-    fn finish(mut self) {
-        let mut child = self.child.take().expect("child");
-        drop(child.stdin.take());
-        let mut rest = String::new();
-        if let Some(mut out) = self.stdout.take() {
-            let _ = out.read_to_string(&mut rest);
-        }
-        let status = child.wait().expect("wait child");
-        assert!(status.success(), "child failed ({status}); output:\n{rest}");
-    }
-}
-
-impl Drop for Kid {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn say(result: impl std::fmt::Display) {
-    println!("RESULT {result}");
-    let _ = std::io::stdout().flush();
-}
-
-fn read_line() -> String {
-    let mut line = String::new();
-    std::io::stdin().read_line(&mut line).expect("stdin");
-    line.trim().to_owned()
 }
 
 /// The entry of every child process, run by its parent by exact name.
@@ -801,7 +715,7 @@ fn a_reader_never_sees_a_half_written_handle_file() {
     let mut reads = 0u64;
     let mut seen = [false; 2];
     loop {
-        let done = kid.child.as_mut().unwrap().try_wait().unwrap().is_some();
+        let done = kid.exited();
         let h = exchange::read_handle_file(&path).unwrap();
         let which = handles
             .iter()

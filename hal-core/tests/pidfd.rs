@@ -9,13 +9,14 @@
 //! children of their own, so that the switch, the counters, the logger
 //! and the descriptors they count are theirs alone.
 
+mod common;
+
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::FileExt;
-use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 
+use common::{read_line, say, Kid};
 use hal_core::exchange::{self, take_fds_leased_batch, PIDFD_GETFD_ENV};
 use hal_core::lease::LeaseTable;
 use hal_core::{
@@ -26,97 +27,17 @@ use hal_core::{
 const ROLE: &str = "HAL_PIDFD_ROLE";
 const ARG: &str = "HAL_PIDFD_ARG";
 
-/// A child process, killed and reaped if the test fails early.
-struct Kid {
-    child: Option<Child>,
-    stdout: Option<BufReader<ChildStdout>>,
-}
-
 impl Kid {
     fn spawn(role: &str, arg: &str, getfd: bool) -> Kid {
-        let mut child = Command::new(std::env::current_exe().expect("current_exe"))
-            .args([
-                "--exact",
-                "child_process",
-                "--include-ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(ROLE, role)
-            .env(ARG, arg)
-            .env(PIDFD_GETFD_ENV, if getfd { "1" } else { "0" })
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn child");
-        let stdout = child.stdout.take().map(BufReader::new);
-        Kid {
-            child: Some(child),
-            stdout,
-        }
-    }
-
-    fn tell(&mut self, line: &str) {
-        let stdin = self.child.as_mut().and_then(|c| c.stdin.as_mut());
-        let stdin = stdin.expect("stdin");
-        writeln!(stdin, "{line}").expect("write to child");
-        stdin.flush().expect("flush");
-    }
-
-    /// The next `RESULT ` line of the child.
-    fn result(&mut self) -> String {
-        let out = self.stdout.as_mut().expect("stdout");
-        let mut line = String::new();
-        let mut seen = String::new();
-        loop {
-            line.clear();
-            let n = out.read_line(&mut line).expect("read child output");
-            assert!(n > 0, "the child ended without a RESULT line:\n{seen}");
-            seen.push_str(&line);
-            if let Some(at) = line.find("RESULT ") {
-                return line[at + 7..].trim_end().to_owned();
-            }
-        }
+        Kid::start((ROLE, role), (ARG, arg), |cmd| {
+            cmd.env(PIDFD_GETFD_ENV, if getfd { "1" } else { "0" });
+        })
     }
 
     /// The exporter's number of importers.
     fn count(&mut self) -> String {
-        self.tell("count");
-        self.result()
+        self.ask("count")
     }
-
-    /// Wait for the child; it must have passed.
-    fn finish(mut self) {
-        let mut child = self.child.take().expect("child");
-        drop(child.stdin.take());
-        let mut rest = String::new();
-        if let Some(mut out) = self.stdout.take() {
-            let _ = out.read_to_string(&mut rest);
-        }
-        let status = child.wait().expect("wait child");
-        assert!(status.success(), "child failed ({status}); output:\n{rest}");
-    }
-}
-
-impl Drop for Kid {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn say(result: impl std::fmt::Display) {
-    println!("RESULT {result}");
-    let _ = std::io::stdout().flush();
-}
-
-fn read_line() -> String {
-    let mut line = String::new();
-    std::io::stdin().read_line(&mut line).expect("stdin");
-    line.trim().to_owned()
 }
 
 fn handle(flags: HandleFlags, allowed: Vec<u32>) -> Handle {
