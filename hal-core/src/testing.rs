@@ -49,6 +49,32 @@ pub fn not_run(why: &str) {
     eprintln!("{NOT_RUN}: {why}");
 }
 
+/// The flag that runs an ignored test: a child entry point is an ignored
+/// test (`#[ignore = "child entry point: run by its parent"]`), so that a
+/// normal run does not count it as passed, and its parent names it.
+pub const INCLUDE_IGNORED: &str = "--include-ignored";
+
+/// A command that runs this test binary's test `entry` alone, by exact
+/// name, ignored or not, with its output not captured: how a test starts
+/// one of its child processes. The caller adds the child's environment and
+/// standard streams.
+///
+/// # Panics
+///
+/// When the path of the running executable cannot be read (`/proc` absent).
+pub fn child(entry: &str) -> std::process::Command {
+    let exe = std::env::current_exe().expect("the path of the running test binary");
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args([
+        entry,
+        "--exact",
+        INCLUDE_IGNORED,
+        "--nocapture",
+        "--test-threads=1",
+    ]);
+    cmd
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@
 //! driver too, with `HAL_CUDA_CONFORMANCE_DRIVER=1`.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use hal_core::{
@@ -32,17 +32,10 @@ fn pattern(len: u64) -> Vec<u8> {
 
 /// Start this executable's `child` test as `role`; its stdout, line by line.
 fn spawn(role: &str, handle: Option<&str>) -> (Held, impl Iterator<Item = String>) {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        "--include-ignored",
-        "child",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env(ROLE_VAR, role)
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit());
+    let mut cmd = hal_core::testing::child("child");
+    cmd.env(ROLE_VAR, role)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
     if let Some(h) = handle {
         cmd.env(HANDLE_VAR, h);
     }

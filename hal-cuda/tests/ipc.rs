@@ -4,8 +4,6 @@
 //! allocation and close it at the last drop, and misaligned ranges are
 //! refused.
 
-use std::process::Command;
-
 use hal_core::{
     AllocDesc, Allocation, Backend, ByteRange, Device, Error, ExportOptions, Exported,
     ImportOptions, Mapping, Memory, SharedHandle,
@@ -136,14 +134,7 @@ fn imports_in_another_process_share_one_open_closed_at_the_last_drop() {
     let second = export_range(&dev, &a, 2 * PAGE, 2 * PAGE).unwrap();
     let b = dev.allocate(&AllocDesc::device(0, PAGE)).unwrap();
     let other = dev.export_memory(&b, &ExportOptions::default()).unwrap();
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "--include-ignored",
-            "child_imports_twice",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let out = hal_core::testing::child("child_imports_twice")
         .env(FIRST_VAR, first.to_text())
         .env(SECOND_VAR, second.to_text())
         .env(OTHER_VAR, other.to_text())

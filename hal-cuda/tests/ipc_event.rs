@@ -4,7 +4,7 @@
 //! it; and an exported event dropped while another process holds it.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use hal_core::{
@@ -57,14 +57,7 @@ fn another_process_imports_the_event_and_follows_its_record() {
     let ex = dev.export_event(&e, &ExportOptions::default()).unwrap();
     let marker = std::env::temp_dir().join(format!("hal-cuda-ipc-event-{}", std::process::id()));
     let _ = std::fs::remove_file(&marker);
-    let child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "--include-ignored",
-            "child_imports_the_event",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let child = hal_core::testing::child("child_imports_the_event")
         .env(HANDLE_VAR, ex.to_text())
         .env(MARKER_VAR, &marker)
         .stdout(Stdio::piped())
@@ -131,14 +124,7 @@ fn an_exported_event_dropped_while_another_process_holds_it_returns() {
     let stream = dev.create_stream().unwrap();
     dev.record_event(&stream, &e).unwrap();
     let ex = dev.export_event(&e, &ExportOptions::default()).unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "--include-ignored",
-            "child_holds_the_event",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = hal_core::testing::child("child_holds_the_event")
         .env(HOLD_VAR, ex.to_text())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

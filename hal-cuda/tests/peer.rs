@@ -7,8 +7,6 @@
 //! machine without peer access (`HAL_MOCK_LIBCUDA_NO_PEER_ACCESS=1`) the import
 //! is refused as unsupported.
 
-use std::process::Command;
-
 use hal_core::{
     AllocDesc, Allocation, Backend, Capabilities, Device, Error, ExportOptions, Handle,
     ImportOptions, Memory, SharedHandle,
@@ -37,16 +35,8 @@ fn run_child(role: &str, env: &[(&str, &str)]) -> String {
     let a = dev.allocate(&AllocDesc::device(1, 2 * PAGE)).unwrap();
     a.write(0, &pattern(2 * PAGE, 0x33)).unwrap();
     let ex = dev.export_memory(&a, &ExportOptions::default()).unwrap();
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        "--include-ignored",
-        "child",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env(ROLE_VAR, role)
-    .env(HANDLE_VAR, ex.to_text());
+    let mut cmd = hal_core::testing::child("child");
+    cmd.env(ROLE_VAR, role).env(HANDLE_VAR, ex.to_text());
     for (k, v) in env {
         cmd.env(k, v);
     }

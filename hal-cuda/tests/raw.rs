@@ -5,8 +5,6 @@
 //! leaves the allocation refused. On the stand-in `libcuda.so.1`, or on
 //! the real driver with `HAL_CUDA_CONFORMANCE_DRIVER=1`.
 
-use std::process::Command;
-
 use hal_core::{AllocDesc, Backend, ByteRange, Device, Error, HandleError, Memory};
 use hal_cuda::{CudaDevice, RawIpcHandle};
 
@@ -66,14 +64,7 @@ fn with_driver<R>(f: impl FnOnce(&libloading::Library) -> R) -> R {
 }
 
 fn run_child(role: &str, raw: &[u8]) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "--include-ignored",
-            "child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let out = hal_core::testing::child("child")
         .env(ROLE_VAR, role)
         .env(RAW_VAR, hex(raw))
         .output()

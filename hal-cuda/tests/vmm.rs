@@ -4,7 +4,7 @@
 //! unmaps that wait for the stream work queued before them.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -73,14 +73,7 @@ fn share_with_child(dev: &CudaDevice, physical: &CudaPhysical, role: &str) {
     let ex = dev
         .export_physical(physical, &ExportOptions::default())
         .unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "--include-ignored",
-            role,
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = hal_core::testing::child(role)
         .env(HANDLE_VAR, ex.to_text())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

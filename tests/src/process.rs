@@ -17,7 +17,7 @@
 //! [`conformance_suite!`]: crate::conformance_suite
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -54,14 +54,8 @@ impl ChildProc {
     /// Start the test binary's `<test_module>::__child` test in a new process
     /// with `role` and `args` (each becomes `HAL_TESTS_ARG_<KEY>`).
     pub fn spawn(test_module: &str, role: &str, args: &[(&str, String)]) -> ChildProc {
-        let exe = std::env::current_exe().expect("the path of the running test binary");
-        let mut cmd = Command::new(exe);
-        cmd.arg("--exact")
-            .arg(format!("{test_module}::__child"))
-            .arg("--include-ignored")
-            .arg("--nocapture")
-            .arg("--test-threads=1")
-            .env(ROLE_ENV, role)
+        let mut cmd = hal_core::testing::child(&format!("{test_module}::__child"));
+        cmd.env(ROLE_ENV, role)
             .env(MODULE_ENV, test_module)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -307,15 +301,7 @@ pub fn wait_for_eof() {
 /// for a test that runs itself again under other switches (a stand-in
 /// driver's, say) and checks inside.
 pub fn child_passes(name: &str, what: &str, env: &[(&str, &str)]) -> String {
-    let exe = std::env::current_exe().expect("the test executable's path");
-    let out = Command::new(exe)
-        .args([
-            "--exact",
-            name,
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let out = hal_core::testing::child(name)
         .envs(env.iter().copied())
         .output()
         .expect("starting the child test process");

@@ -420,10 +420,12 @@ fn allow_list_refuses_a_recycled_pid() {
     // that started in the same tick as the allowed one could not be told
     // apart. Let a few ticks pass (a guard, not a timing assertion).
     std::thread::sleep(std::time::Duration::from_millis(50));
-    // A new process with the same pid (other processes may take it first:
-    // try again until this one gets it).
+    // A new process with the same pid (other processes, this binary's other
+    // tests among them, may fork between the write and the spawn and take
+    // it first: try again until this one gets it, for a while).
     let mut second = None;
-    for _ in 0..200 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
         std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).unwrap();
         let kid = Kid::spawn("allowed-importer", &[]);
         if kid.pid() == pid {

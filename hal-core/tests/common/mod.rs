@@ -24,19 +24,12 @@ impl Kid {
         (arg_var, arg): (&str, &str),
         setup: impl FnOnce(&mut Command),
     ) -> Kid {
-        let mut cmd = Command::new(std::env::current_exe().expect("current_exe"));
-        cmd.args([
-            "--exact",
-            "child_process",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(role_var, role)
-        .env(arg_var, arg)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+        let mut cmd = hal_core::testing::child("child_process");
+        cmd.env(role_var, role)
+            .env(arg_var, arg)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
         setup(&mut cmd);
         let mut child = cmd.spawn().expect("spawn child");
         let stdout = child.stdout.take().map(BufReader::new);

@@ -4,7 +4,7 @@
 
 use std::ffi::{c_char, c_void};
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::OnceLock;
 
 use hal_mock_libascendcl::{MemAccessDesc, MemLocation, PhysicalMemProp};
@@ -286,14 +286,7 @@ fn the_shareable_handle_needs_the_none_type_and_known_flags() {
 /// Spawn the child `mode` of this test binary; it reads a shareable
 /// handle from its stdin and prints what it got.
 fn spawn(mode: &str) -> std::process::Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "child_imports_a_shareable_handle",
-            "--exact",
-            "--include-ignored",
-            "--test-threads=1",
-            "--nocapture",
-        ])
+    hal_core::testing::child("child_imports_a_shareable_handle")
         .env(CHILD, mode)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -399,13 +392,7 @@ fn child_imports_a_shareable_handle() {
 #[test]
 fn vmm_calls_before_acl_init_are_uninitialize() {
     if std::env::var(CHILD).as_deref() != Ok("uninit") {
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "vmm_calls_before_acl_init_are_uninitialize",
-                "--exact",
-                "--include-ignored",
-                "--test-threads=1",
-            ])
+        let out = hal_core::testing::child("vmm_calls_before_acl_init_are_uninitialize")
             .env(CHILD, "uninit")
             .output()
             .unwrap();

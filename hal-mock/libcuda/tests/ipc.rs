@@ -6,7 +6,6 @@
 mod common;
 
 use std::ffi::c_void;
-use std::process::Command;
 
 use common::{cu, protection, Current, OK};
 use cudarc::driver::sys::{CUdeviceptr, CUipcMemHandle, CUresult};
@@ -171,14 +170,7 @@ fn another_process_opens_the_memory_by_its_64_bytes() {
     write(a, &pattern);
     let h = handle_of(a + PAGE as u64).unwrap();
     let hex: String = h.iter().map(|b| format!("{b:02x}")).collect();
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "--include-ignored",
-            "child_opens_the_handle",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let out = hal_core::testing::child("child_opens_the_handle")
         .env(HANDLE_VAR, hex)
         .output()
         .unwrap();

@@ -8,7 +8,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use common::{cu, Current, OK};
 use cudarc::driver::sys::{CUevent, CUipcEventHandle, CUresult, CUstream};
@@ -143,14 +143,7 @@ fn another_process_opens_queries_waits_on_and_destroys_the_event() {
     let e = event(INTERPROCESS | DISABLE_TIMING).unwrap();
     let s = stream();
     record_and_sync(e, s);
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "--include-ignored",
-            "child_opens_the_event",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let out = hal_core::testing::child("child_opens_the_event")
         .env(HANDLE_VAR, hex(handle_of(e).unwrap()))
         .output()
         .unwrap();
@@ -217,14 +210,7 @@ fn the_exporters_destroy_does_not_wait_for_an_opener_whose_later_calls_fail() {
     let e = event(INTERPROCESS | DISABLE_TIMING).unwrap();
     let s = stream();
     record_and_sync(e, s);
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "--include-ignored",
-            "child_outlives_the_exporters_destroy",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = hal_core::testing::child("child_outlives_the_exporters_destroy")
         .env(OUTLIVES_VAR, hex(handle_of(e).unwrap()))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

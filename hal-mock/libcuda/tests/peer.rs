@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::{cu, init, Current, OK};
 use cudarc::driver::sys::CUresult;
 
@@ -67,13 +65,7 @@ fn peer_access_is_enabled_once() {
 
 #[test]
 fn a_machine_without_peer_access_says_so() {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "--include-ignored",
-            "child_without_peer_access",
-            "--nocapture",
-        ])
+    let out = hal_core::testing::child("child_without_peer_access")
         .env(CHILD_VAR, "1")
         .env(hal_mock_libcuda::NO_PEER_VAR, "1")
         .output()

@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::{cu, OK};
 use cudarc::driver::sys::{CUresult, CUuuid};
 
@@ -13,14 +11,7 @@ const CHILD: &str = "HAL_MOCK_LIBCUDA_VISIBLE_CHILD";
 
 /// Run `test` of this binary in a child process with `CUDA_VISIBLE_DEVICES=value`.
 fn run_child(test: &str, value: &str) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            test,
-            "--exact",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let out = hal_core::testing::child(test)
         .env(CHILD, "1")
         .env("CUDA_VISIBLE_DEVICES", value)
         .env_remove("HAL_MOCK_DEVICES")

@@ -9,7 +9,6 @@ mod common;
 
 use std::ffi::{c_int, c_void};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::process::Command;
 
 use common::{cu, init, Current, OK};
 use cudarc::driver::sys::{CUdeviceptr, CUresult};
@@ -246,14 +245,7 @@ fn host_numa_memory_is_made_host_accessible() {
 }
 
 fn run_child(test: &str, value: &str, env: &[(&str, &str)]) -> String {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "--include-ignored",
-            test,
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let out = hal_core::testing::child(test)
         .env(CHILD_VAR, value)
         .envs(env.iter().copied())
         .output()

@@ -155,19 +155,11 @@ impl Kid {
         args: &[(&str, String)],
         setup: impl FnOnce(&mut Command),
     ) -> Kid {
-        let exe = std::env::current_exe().expect("the path of the running test binary");
-        let mut cmd = Command::new(exe);
-        cmd.args([
-            "__child",
-            "--exact",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ROLE_ENV, role)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        let mut cmd = hal_core::testing::child("__child");
+        cmd.env(ROLE_ENV, role)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         for (k, v) in args {
             cmd.env(format!("{ARG_PREFIX}{}", k.to_ascii_uppercase()), v);
         }
