@@ -6,13 +6,15 @@
 //! unreadable slot is a dead server that `reclaim` recovers.
 
 use std::io::{BufRead, BufReader, Lines, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::time::Duration;
 
 use hal_core::{
     AllocDesc, Backend, Device, Error, ExportOptions, Handle, ImportOptions, Memory, SharedHandle,
 };
 use hal_cuda_uvm::{Residency, UvmBackend, UvmDevice};
+
+mod child;
 
 const MIB: u64 = 1 << 20;
 /// The chunk size, and the buffers' three chunks.
@@ -93,14 +95,7 @@ struct Attacker {
 
 impl Attacker {
     fn spawn(header: &str) -> Attacker {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "attacker",
-                "--exact",
-                "--include-ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+        let mut child = child::command("attacker")
             .env(HEADER_VAR, header)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
