@@ -371,10 +371,9 @@ pub fn lock(m: &dyn Memory, patience: Duration) -> Result<Locked<'_>> {
                         );
                         return taken();
                     }
-                    let waited = now.duration_since(begun);
-                    if waited >= patience {
+                    if now.duration_since(begun) >= patience {
                         forget(mine);
-                        return Err(busy(holder, waited));
+                        return Err(busy(holder, patience));
                     }
                 }
                 if napping {
@@ -391,11 +390,12 @@ pub fn lock(m: &dyn Memory, patience: Duration) -> Result<Locked<'_>> {
     }
 }
 
-/// What a waiter answers when the lock's live holder kept it too long.
-fn busy(holder: u64, waited: Duration) -> Error {
+/// What a waiter answers when the lock's live holder kept it past the
+/// waiter's `patience`.
+fn busy(holder: u64, patience: Duration) -> Error {
     let pid = pid_of(holder);
     Error::Timeout {
-        after: waited,
+        after: patience,
         what: format!(
             "the lock of a residency header, held by process {pid}, which is alive: retry \
              later; if process {pid} is stopped or does not use this buffer, it holds the lock \
@@ -709,7 +709,7 @@ mod tests {
         let word = if pid == 0 {
             0
         } else {
-            u64::from(pid) << 32 | 7
+            u64::from(pid) << 32 | 0xdead_0007
         };
         p.write(24, &word.to_le_bytes()).unwrap();
         p.write(32, &stamp.to_le_bytes()).unwrap();
@@ -796,24 +796,162 @@ mod tests {
         let p = page();
         init(&p, 2 << 20, 1).unwrap();
         let holder = Live::new();
-        // Stamped with its own start time, and not stamped yet (0).
-        for stamp in [holder.start(), 0] {
-            held_by(&p, holder.pid(), stamp);
-            let released = AtomicBool::new(false);
-            std::thread::scope(|s| {
-                s.spawn(|| {
-                    // Long enough for many looks at the holder.
-                    std::thread::sleep(std::time::Duration::from_millis(100));
-                    released.store(true, Ordering::SeqCst);
-                    held_by(&p, 0, 0);
-                });
+        // Stamped with its own start time (a holder not stamped yet is
+        // given a grace: `an_unstamped_live_holder_is_given_a_grace`).
+        held_by(&p, holder.pid(), holder.start());
+        let released = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // Long enough for many looks at the holder.
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                released.store(true, Ordering::SeqCst);
+                held_by(&p, 0, 0);
+            });
+            let held = lock(&p, PATIENCE).unwrap();
+            assert!(
+                released.load(Ordering::SeqCst),
+                "the lock was taken from a live holder"
+            );
+            drop(held);
+        });
+    }
+
+    #[test]
+    fn an_unstamped_live_holder_is_given_a_grace() {
+        let p = page();
+        init(&p, 2 << 20, 1).unwrap();
+        let holder = Live::new();
+        held_by(&p, holder.pid(), 0);
+        // A waiter that gives up at its first look has not seen the grace
+        // pass: the holder keeps the lock, and is named.
+        match lock(&p, Duration::ZERO) {
+            Err(Error::Timeout { after, what }) => {
+                assert_eq!(after, Duration::ZERO);
+                assert!(
+                    what.contains(&format!("process {}", holder.pid())),
+                    "{what}"
+                );
+            }
+            other => panic!(
+                "an unstamped holder at the first look: {:?}",
+                other.map(|_| ())
+            ),
+        }
+        assert_eq!(pid_of(u64_at(&p, 24).unwrap()), holder.pid());
+        // A waiter that waits past the grace takes it.
+        let held = lock(&p, PATIENCE).unwrap();
+        assert_eq!(pid_of(u64_at(&p, 24).unwrap()), std::process::id());
+        drop(held);
+        assert_eq!(u64_at(&p, 24).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_stamped_live_holder_keeps_the_lock_past_a_waiters_patience() {
+        let p = page();
+        init(&p, 2 << 20, 1).unwrap();
+        let holder = Live::new();
+        held_by(&p, holder.pid(), holder.start());
+        let word = u64_at(&p, 24).unwrap();
+        let patience = Duration::from_millis(600);
+        match lock(&p, patience) {
+            Err(e @ Error::Timeout { .. }) => {
+                let Error::Timeout { after, ref what } = e else {
+                    unreachable!()
+                };
+                assert_eq!(after, patience);
+                assert!(
+                    what.contains(&format!("held by process {}", holder.pid()))
+                        && what.contains("set_lock_patience"),
+                    "{what}"
+                );
+            }
+            other => panic!("a live stamped holder: {:?}", other.map(|_| ())),
+        }
+        assert_eq!(u64_at(&p, 24).unwrap(), word, "the holder keeps it");
+        assert_eq!(u64_at(&p, 32).unwrap(), holder.start());
+        assert!(!ours().contains(&word));
+    }
+
+    #[test]
+    fn a_word_in_this_processs_name_that_no_thread_took_is_taken_over() {
+        let p = page();
+        init(&p, 2 << 20, 1).unwrap();
+        for stamp in [my_start(), 0] {
+            held_by(&p, std::process::id(), stamp);
+            let forged = u64_at(&p, 24).unwrap();
+            // Taken over at the first look, long before any grace or
+            // patience: a waiter that gives up at once still gets it.
+            let held = lock(&p, Duration::ZERO).unwrap();
+            let word = u64_at(&p, 24).unwrap();
+            assert_ne!(word, forged);
+            assert_eq!(pid_of(word), std::process::id());
+            assert!(ours().contains(&word));
+            assert_eq!(u64_at(&p, 32).unwrap(), my_start());
+            drop(held);
+            assert!(!ours().contains(&word), "forgotten at the release");
+            assert_eq!(u64_at(&p, 24).unwrap(), 0);
+        }
+    }
+
+    #[test]
+    fn threads_of_one_process_exclude_each_other() {
+        use std::sync::atomic::AtomicBool;
+        let p = page();
+        init(&p, 2 << 20, 1).unwrap();
+        let held = lock(&p, PATIENCE).unwrap();
+        let released = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                // The word names this process and is one it took: waited for.
                 let held = lock(&p, PATIENCE).unwrap();
                 assert!(
                     released.load(Ordering::SeqCst),
-                    "the lock was taken from a live holder (stamp {stamp})"
+                    "a thread took the lock another thread of its process holds"
                 );
                 drop(held);
             });
+            // Long enough for many looks, and past the grace.
+            std::thread::sleep(STAMP_GRACE * 2);
+            released.store(true, Ordering::SeqCst);
+            drop(held);
+            waiter.join().unwrap();
+        });
+        assert_eq!(u64_at(&p, 24).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_release_clears_only_its_own_word_and_stamp() {
+        let p = page();
+        init(&p, 2 << 20, 1).unwrap();
+        let held = lock(&p, PATIENCE).unwrap();
+        // Written over by another process meanwhile: left as it is.
+        let other = Live::new();
+        held_by(&p, other.pid(), other.start());
+        drop(held);
+        assert_eq!(pid_of(u64_at(&p, 24).unwrap()), other.pid());
+        assert_eq!(u64_at(&p, 32).unwrap(), other.start());
+        // Its own: cleared, stamp first.
+        held_by(&p, 0, 0);
+        let held = lock(&p, PATIENCE).unwrap();
+        assert_eq!(u64_at(&p, 32).unwrap(), my_start());
+        drop(held);
+        assert_eq!((u64_at(&p, 24).unwrap(), u64_at(&p, 32).unwrap()), (0, 0));
+    }
+
+    #[test]
+    fn each_lock_has_a_word_of_its_own() {
+        let (a, b) = (fresh_word(), fresh_word());
+        assert_ne!(a, b);
+        for w in [a, b] {
+            assert_eq!(pid_of(w), std::process::id());
+            assert_ne!(w & 0xffff_ffff, 0);
         }
+        assert_eq!(pid_of(0x0000_0007_ffff_ffff), 7);
+        ours().push(a);
+        ours().push(b);
+        forget(a);
+        assert!(!ours().contains(&a) && ours().contains(&b));
+        forget(b);
+        assert!(!ours().contains(&b));
     }
 }

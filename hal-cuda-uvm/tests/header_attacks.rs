@@ -21,6 +21,9 @@ const MIB: u64 = 1 << 20;
 const C: u64 = 2 * MIB;
 const THREE: u64 = 3 * C;
 const HEADER_VAR: &str = "HAL_UVM_ATTACK_HEADER";
+/// The victim's patience with a live holder of its lock: past the grace
+/// an unstamped holder is given (half a second), short of the default.
+const PATIENCE: Duration = Duration::from_millis(1500);
 /// Where slot `i` starts in the header, and its fields.
 fn slot_at(i: u64) -> u64 {
     64 + 512 * i
@@ -42,7 +45,8 @@ fn pattern(len: u64) -> Vec<u8> {
 /// writes what its parent tells it, one line a command, answering `done`
 /// after each.
 ///
-/// * `lock PID STAMP`: the lock word names `PID` (with a count of 7), its
+/// * `lock PID STAMP`: the lock word names `PID` (with a count no lock of
+///   the victim reaches soon), its
 ///   stamp is `STAMP`;
 /// * `lock-self STAMPED`: the lock word names this process, stamped with
 ///   its true start time (`1`) or 0;
@@ -59,7 +63,7 @@ fn attacker() {
         )
         .unwrap();
     let lock = |pid: u32, stamp: u64| {
-        m.write(24, &(u64::from(pid) << 32 | 7).to_le_bytes())
+        m.write(24, &(u64::from(pid) << 32 | 0xdead_0007).to_le_bytes())
             .unwrap();
         m.write(32, &stamp.to_le_bytes()).unwrap();
     };
@@ -177,7 +181,7 @@ fn residency_forged_lock_does_not_hang() {
     // 'static, so that the residency can be dropped on a thread that the
     // test may have to leave behind.
     let dev: &'static MockUvm = Box::leak(Box::new(mock()));
-    let (a, ex, mut r) = victim(dev, Duration::from_secs(1));
+    let (a, ex, mut r) = victim(dev, PATIENCE);
     r.prefetch(0, 1).unwrap();
     r.write_device(0, b"victim").unwrap();
     // A second attachment, which outlives the first.
@@ -222,6 +226,10 @@ fn residency_forged_lock_does_not_hang() {
         match result {
             Err(e @ Error::Timeout { .. }) => {
                 let text = e.to_string();
+                let Error::Timeout { after, .. } = e else {
+                    unreachable!()
+                };
+                assert_eq!(after, PATIENCE, "{what}: the patience set");
                 assert!(
                     text.contains(&format!("process {holder}")) && text.contains("end it"),
                     "{what}: {text}"
