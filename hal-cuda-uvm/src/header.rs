@@ -18,6 +18,28 @@
 //! | 84 + 512·i | 2 | length of the device chunk's handle text |
 //! | 86 + 512·i | ≤ 426 | the device chunk's handle text |
 //! | 512 + 512·i | 8 | the start time of the pid that made the device copy (0: unknown) |
+//!
+//! **Every attached process can write every byte here**, so each reader
+//! validates what it reads and no writer can make another process hang:
+//!
+//! - The lock has a deadline: a live holder is waited for at most the
+//!   caller's patience, then [`Error::Timeout`] names its pid. A holder
+//!   whose process is gone (no such pid, or one that started at another
+//!   time) is replaced at once; one that leaves its start time 0 past
+//!   [`STAMP_GRACE`] is taken for gone. A word naming the caller's own
+//!   process is believed only if a thread of that process took it: each
+//!   process keeps the words it took (a pid and a count, unique per lock),
+//!   and takes any other word in its name over at once.
+//! - A slot whose bytes no writer of this crate writes (a state other than
+//!   0 or 1, a handle text too long, not UTF-8, or no handle) reads as
+//!   [`Slot::unreadable`]: a device copy whose server is gone, which
+//!   `Residency::reclaim` gives up.
+//!
+//! What a forger can still do is deny service while it runs (hold the lock
+//! as itself, stamped: every call answers `Timeout` naming it) and corrupt
+//! data the header describes; it cannot make a victim wait for ever, crash,
+//! or silently lose the device writes of a chunk the victim serves
+//! (`residency.rs`).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -71,7 +93,7 @@ impl Slot {
 
     /// What an unreadable slot reads as: a device copy that nobody serves
     /// (owner 0, no handle text), at the generation and CRC it held.
-    pub(crate) fn unreadable(generation: u64, home_crc: u32) -> Slot {
+    pub fn unreadable(generation: u64, home_crc: u32) -> Slot {
         Slot {
             on_device: true,
             owner: 0,

@@ -34,6 +34,21 @@
 //! answer [`Error::Closed`] until some process writes it home or
 //! [`Residency::reclaim`] gives up the device copy, making the home pages
 //! (the bytes from before the prefetch) current again.
+//!
+//! **A header that other processes write.** Every attached process can
+//! write the header, so none trusts it further than it can check. Each call
+//! waits for the header's lock at most [`Residency::set_lock_patience`]
+//! (10 s unless set), then answers [`Error::Timeout`] naming the holder;
+//! the drop waits that long at most in all. A process that made a chunk's
+//! device copy knows it serves it, whatever the header says: where the
+//! slot no longer names that copy, its next call on the chunk writes the
+//! copy home, unless the slot shows that another process brought it home
+//! (at home one generation on, with the CRC of this copy, which every
+//! writeback records); a slot at a later generation, which may follow such
+//! a hand-over and newer writes, is not written over, and the loss is
+//! reported ([`Error::Closed`]). An unreadable slot is a dead server's:
+//! calls on it answer [`Error::Closed`] until [`Residency::reclaim`] gives
+//! the device copy up.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
