@@ -692,7 +692,8 @@ mod tests {
         gone.wait().unwrap();
         p.write(24, &(u64::from(pid) << 32 | 1).to_le_bytes())
             .unwrap();
-        let held = lock(&p, PATIENCE).unwrap();
+        // Unstamped, but gone: taken over at the first look, with no grace.
+        let held = lock(&p, Duration::ZERO).unwrap();
         assert_eq!(pid_of(u64_at(&p, 24).unwrap()), std::process::id());
         drop(held);
         assert_eq!(u64_at(&p, 24).unwrap(), 0, "released on drop");
@@ -783,7 +784,7 @@ mod tests {
         // the holder that stamped the lock: the holder is gone.
         let other = Live::new();
         held_by(&p, other.pid(), other.start() + 1);
-        let held = lock(&p, PATIENCE).unwrap();
+        let held = lock(&p, Duration::ZERO).unwrap();
         assert_eq!(pid_of(u64_at(&p, 24).unwrap()), std::process::id());
         assert_eq!(
             Some(u64_at(&p, 32).unwrap()),
@@ -859,6 +860,14 @@ mod tests {
                 other.map(|_| ())
             ),
         }
+        assert_eq!(pid_of(u64_at(&p, 24).unwrap()), holder.pid());
+        // Nor does one whose patience ends well inside the grace (a fifth
+        // of it): it looks many times, and the holder is not taken for gone
+        // before the grace has passed since the first look.
+        assert!(matches!(
+            lock(&p, STAMP_GRACE / 5),
+            Err(Error::Timeout { .. })
+        ));
         assert_eq!(pid_of(u64_at(&p, 24).unwrap()), holder.pid());
         // A waiter that waits past the grace takes it.
         let held = lock(&p, PATIENCE).unwrap();

@@ -50,6 +50,7 @@ fn pattern(len: u64) -> Vec<u8> {
 ///   stamp is `STAMP`;
 /// * `lock-self STAMPED`: the lock word names this process, stamped with
 ///   its true start time (`1`) or 0;
+/// * `unlock`: the lock word and its stamp 0, as a release leaves them;
 /// * `write OFFSET HEX`: the bytes `HEX` at `OFFSET`.
 #[test]
 #[ignore = "child entry point: run by its parent"]
@@ -72,6 +73,10 @@ fn attacker() {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words[..] {
             ["lock", pid, stamp] => lock(pid.parse().unwrap(), stamp.parse().unwrap()),
+            ["unlock"] => {
+                m.write(32, &0u64.to_le_bytes()).unwrap();
+                m.write(24, &0u64.to_le_bytes()).unwrap();
+            }
             ["lock-self", stamped] => {
                 let (me, started) = hal_core::os::self_identity();
                 lock(me, if stamped == "1" { started } else { 0 });
@@ -377,4 +382,32 @@ fn residency_bad_slot_is_reclaimed() {
     other.read(0, &mut got).unwrap();
     assert_eq!(&got, b"served");
     assert!(other.reclaim(0, THREE).unwrap().is_empty(), "nothing more");
+}
+
+/// Not an attack: a process that holds the lock for a while (as itself,
+/// stamped) and lets go. A drop waits for it, within its patience, and
+/// writes the chunk it serves back.
+#[test]
+fn a_drop_waits_for_a_live_holder_within_its_patience() {
+    let dev: &'static MockUvm = Box::leak(Box::new(mock()));
+    let (a, _ex, mut r) = victim(dev, Duration::from_secs(30));
+    r.prefetch(0, 1).unwrap();
+    r.write_device(0, b"dropped").unwrap();
+    let mut holder = Attacker::spawn(r.header_text());
+    holder.run("lock-self 1");
+    let (dropped, returned) = std::sync::mpsc::channel();
+    let dropping = std::thread::spawn(move || {
+        drop(r);
+        let _ = dropped.send(());
+    });
+    // Held a little while the drop waits, then let go.
+    std::thread::sleep(Duration::from_millis(200));
+    holder.run("unlock");
+    assert!(
+        returned.recv_timeout(Duration::from_secs(60)).is_ok(),
+        "the drop never returned"
+    );
+    dropping.join().unwrap();
+    holder.finish();
+    assert_eq!(home(&a, 0, 7), b"dropped", "written back at the drop");
 }
