@@ -758,6 +758,15 @@ mod tests {
             served(live.pid(), live.start() + 1).server_gone(),
             "the pid was reused"
         );
+        // This process, as itself, unstamped, or as an earlier process
+        // whose pid it has now.
+        let me = std::process::id();
+        assert!(!served(me, my_start()).server_gone());
+        assert!(!served(me, 0).server_gone());
+        assert!(
+            served(me, my_start() + 1).server_gone(),
+            "a server with this process's pid that started at another time"
+        );
         let mut dead = std::process::Command::new("true").spawn().unwrap();
         let pid = dead.id();
         dead.wait().unwrap();
@@ -984,5 +993,37 @@ mod tests {
         assert!(!ours().contains(&a) && ours().contains(&b));
         forget(b);
         assert!(!ours().contains(&b));
+    }
+
+    /// The grace of an unstamped holder, on a clock the test sets: it runs
+    /// from the first look at a word, starts again for a new word, and
+    /// ends strictly after `STAMP_GRACE`.
+    #[test]
+    fn the_grace_runs_per_word_from_the_first_look() {
+        let live = Live::new();
+        let word = |n: u64| u64::from(live.pid()) << 32 | n;
+        let t0 = Instant::now();
+        let mut watch = Watch { unstamped: None };
+        assert!(!watch.forged_or_gone(word(1), 0, t0));
+        assert!(!watch.forged_or_gone(word(1), 0, t0 + STAMP_GRACE));
+        assert!(watch.forged_or_gone(word(1), 0, t0 + STAMP_GRACE * 2));
+        // Another word (a new holder): its own grace, from its first look.
+        assert!(!watch.forged_or_gone(word(2), 0, t0 + STAMP_GRACE * 3));
+        assert!(!watch.forged_or_gone(word(2), 0, t0 + STAMP_GRACE * 4));
+        assert!(watch.forged_or_gone(word(2), 0, t0 + STAMP_GRACE * 5));
+        // Stamped, the holder is judged by its stamp, and the grace starts
+        // again once it is unstamped.
+        assert!(!watch.forged_or_gone(word(2), live.start(), t0 + STAMP_GRACE * 6));
+        assert!(!watch.forged_or_gone(word(2), 0, t0 + STAMP_GRACE * 7));
+        assert!(watch.forged_or_gone(word(2), live.start() + 1, t0 + STAMP_GRACE * 7));
+        // A gone holder needs no grace.
+        let mut dead = std::process::Command::new("true").spawn().unwrap();
+        let pid = dead.id();
+        dead.wait().unwrap();
+        let mut fresh = Watch { unstamped: None };
+        assert!(fresh.forged_or_gone(u64::from(pid) << 32 | 1, 0, t0));
+        let mut again = Watch { unstamped: None };
+        assert!(!again.forged_or_gone(word(3), 0, t0));
+        assert!(again.forged_or_gone(u64::from(pid) << 32 | 1, 0, t0));
     }
 }
