@@ -411,3 +411,29 @@ fn a_drop_waits_for_a_live_holder_within_its_patience() {
     holder.finish();
     assert_eq!(home(&a, 0, 7), b"dropped", "written back at the drop");
 }
+
+/// One field of a served chunk's slot forged at a time (its state, its
+/// generation, its owner): the slot no longer names the server's copy, and
+/// the server's next call writes the copy home and mends the slot.
+#[test]
+fn residency_each_forged_field_of_a_served_slot_is_mended() {
+    let dev = mock();
+    let (a, _ex, mut r) = victim(&dev, Duration::from_secs(10));
+    r.prefetch(0, THREE).unwrap();
+    for (i, word) in [(0u64, b"state"), (1, b"gener"), (2, b"owner")] {
+        r.write_device(i * C, word).unwrap();
+    }
+    let mut attacker = Attacker::spawn(r.header_text());
+    attacker.write(slot_at(0), &0u32.to_le_bytes());
+    attacker.write(slot_at(1) + 8, &2u64.to_le_bytes());
+    attacker.write(slot_at(2) + 4, &attacker.pid().to_le_bytes());
+    for (i, word) in [(0u64, b"state"), (1, b"gener"), (2, b"owner")] {
+        let mut got = [0u8; 5];
+        r.read(i * C, &mut got).unwrap();
+        assert_eq!(&got, word, "chunk {i}");
+        assert_eq!(home(&a, i * C, 5), word, "chunk {i} written home");
+        let slot = r.slot(i).unwrap();
+        assert!(!slot.on_device, "chunk {i}: {slot:?}");
+    }
+    attacker.finish();
+}
