@@ -6,25 +6,49 @@
 //!
 //! | offset | size | field |
 //! |---|---|---|
-//! | 0 | 8 | magic `HALRES01` |
+//! | 0 | 8 | magic `HALRES02` |
 //! | 8 | 8 | chunk size |
 //! | 16 | 8 | chunk count |
-//! | 24 | 4 | lock word: 0 free, else the holder's pid |
+//! | 24 | 8 | lock word: 0 free, else the holder's pid (high 32 bits) and a count of its locks (low 32, never 0) |
 //! | 32 | 8 | the holder's start time (`/proc/PID/stat` field 22); 0 while it is being written or the lock is free |
 //! | 64 + 512·i | 4 | chunk i's state: 0 home, 1 device |
 //! | 68 + 512·i | 4 | the pid that made the device copy |
 //! | 72 + 512·i | 8 | generation: +1 at every prefetch and writeback |
-//! | 80 + 512·i | 4 | CRC-32 of the home pages when the device copy was made |
+//! | 80 + 512·i | 4 | CRC-32 of the home pages when the device copy was made; at home, of what the last writeback brought home |
 //! | 84 + 512·i | 2 | length of the device chunk's handle text |
 //! | 86 + 512·i | ≤ 426 | the device chunk's handle text |
 //! | 512 + 512·i | 8 | the start time of the pid that made the device copy (0: unknown) |
+//!
+//! **Every attached process can write every byte here**, so each reader
+//! validates what it reads and no writer can make another process hang:
+//!
+//! - The lock has a deadline: a live holder is waited for at most the
+//!   caller's patience, then [`Error::Timeout`] names its pid. A holder
+//!   whose process is gone (no such pid, or one that started at another
+//!   time) is replaced at once; one that leaves its start time 0 past
+//!   [`STAMP_GRACE`] is taken for gone. A word naming the caller's own
+//!   process is believed only if a thread of that process took it: each
+//!   process keeps the words it took (a pid and a count, unique per lock),
+//!   and takes any other word in its name over at once.
+//! - A slot whose bytes no writer of this crate writes (a state other than
+//!   0 or 1, a handle text too long, not UTF-8, or no handle) reads as
+//!   [`Slot::unreadable`]: a device copy whose server is gone, which
+//!   `Residency::reclaim` gives up.
+//!
+//! What a forger can still do is deny service while it runs (hold the lock
+//! as itself, stamped: every call answers `Timeout` naming it) and corrupt
+//! data the header describes; it cannot make a victim wait for ever, crash,
+//! or silently lose the device writes of a chunk the victim serves
+//! (`residency.rs`).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use hal_core::{Error, Memory, Result};
 
 /// The magic of a residency header.
-pub const MAGIC: &[u8; 8] = b"HALRES01";
+pub const MAGIC: &[u8; 8] = b"HALRES02";
 const FIRST: u64 = 64;
 const SLOT: u64 = 512;
 const TEXT_MAX: usize = 426;
@@ -67,12 +91,33 @@ impl Slot {
         }
     }
 
+    /// What an unreadable slot reads as: a device copy that nobody serves
+    /// (owner 0, no handle text), at the generation and CRC it held.
+    pub fn unreadable(generation: u64, home_crc: u32) -> Slot {
+        Slot {
+            on_device: true,
+            owner: 0,
+            owner_started: 0,
+            generation,
+            home_crc,
+            text: String::new(),
+        }
+    }
+
+    /// True for a slot whose bytes were unreadable: a state other than home
+    /// or device, or a handle text that is too long, not UTF-8 or no
+    /// handle; such a slot reads as a device copy whose server is gone.
+    pub fn is_unreadable(&self) -> bool {
+        self.on_device && self.owner == 0
+    }
+
     /// True when the chunk is device-resident and the process that served
     /// its device copy is gone without writing it back: no process has its
-    /// pid, or the one that has it started at another time. An unknown
-    /// start time (0) proves nothing while the pid lives.
+    /// pid, or the one that has it started at another time; or the slot was
+    /// unreadable. An unknown start time (0) proves nothing while the pid
+    /// lives.
     pub fn server_gone(&self) -> bool {
-        self.on_device && holder_is_gone(self.owner, self.owner_started)
+        self.on_device && (self.owner == 0 || holder_is_gone(self.owner, self.owner_started))
     }
 }
 
@@ -117,24 +162,38 @@ pub fn geometry(m: &dyn Memory) -> Result<(u64, u64)> {
     Ok((chunk, chunks))
 }
 
-/// Read slot `i`.
+/// Read slot `i`, validated: a slot whose bytes no writer of this crate
+/// writes (a state other than 0 or 1, a handle text too long, not UTF-8
+/// or no handle) reads as [`Slot::unreadable`], a device copy whose server
+/// is gone, which [`Residency::reclaim`](crate::Residency::reclaim) gives
+/// up.
 pub fn slot(m: &dyn Memory, i: u64) -> Result<Slot> {
     let at = FIRST + SLOT * i;
-    let n = {
-        let mut b = [0u8; 2];
-        m.read(at + 20, &mut b)?;
-        usize::from(u16::from_le_bytes(b)).min(TEXT_MAX)
-    };
-    let mut text = vec![0u8; n];
+    let mut b = [0u8; 2];
+    m.read(at + 20, &mut b)?;
+    let n = usize::from(u16::from_le_bytes(b));
+    let mut text = vec![0u8; n.min(TEXT_MAX)];
     m.read(at + 22, &mut text)?;
+    let state = u32_at(m, at)?;
+    let generation = u64_at(m, at + 8)?;
+    let home_crc = u32_at(m, at + 16)?;
+    if state == 0 {
+        return Ok(Slot {
+            home_crc,
+            ..Slot::home(generation)
+        });
+    }
+    let text = match String::from_utf8(text) {
+        Ok(t) if state == 1 && n <= TEXT_MAX && hal_core::Handle::from_text(&t).is_ok() => t,
+        _ => return Ok(Slot::unreadable(generation, home_crc)),
+    };
     Ok(Slot {
-        on_device: u32_at(m, at)? == 1,
+        on_device: true,
         owner: u32_at(m, at + 4)?,
         owner_started: u64_at(m, at + STARTED as u64)?,
-        generation: u64_at(m, at + 8)?,
-        home_crc: u32_at(m, at + 16)?,
-        text: String::from_utf8(text)
-            .map_err(|_| Error::invalid("a residency slot whose handle text is not UTF-8"))?,
+        generation,
+        home_crc,
+        text,
     })
 }
 
@@ -157,7 +216,7 @@ pub fn set_slot(m: &dyn Memory, i: u64, s: &Slot) -> Result<()> {
 }
 
 /// The header's lock word and its holder's start time.
-fn words(m: &dyn Memory) -> Result<(&AtomicU32, &AtomicU64)> {
+fn words(m: &dyn Memory) -> Result<(&AtomicU64, &AtomicU64)> {
     let base = m
         .host_ptr()
         .ok_or_else(|| Error::invalid("a residency header without a host address"))?;
@@ -167,29 +226,68 @@ fn words(m: &dyn Memory) -> Result<(&AtomicU32, &AtomicU64)> {
         ));
     }
     // SAFETY: offsets 24 and 32 of a page-aligned, writable shared mapping
-    // at least 64 bytes long (checked): in bounds and aligned for a u32 and
-    // a u64; the mapping outlives the borrow of `m`; the atomics have the
-    // layout of their integers.
+    // at least 64 bytes long (checked): in bounds and aligned for a u64;
+    // the mapping outlives the borrow of `m`; the atomics have the layout
+    // of their integers.
     Ok(unsafe {
         (
-            &*base.add(24).cast::<AtomicU32>(),
+            &*base.add(24).cast::<AtomicU64>(),
             &*base.add(32).cast::<AtomicU64>(),
         )
     })
 }
 
+/// The pid in a lock word.
+fn pid_of(word: u64) -> u32 {
+    (word >> 32) as u32
+}
+
+/// The lock words this process has taken or is taking, by any thread and
+/// through any mapping of any header: the in-process truth against which a
+/// word that names this process is judged. A word with this pid that is not
+/// listed here was written by another process.
+static OURS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
+fn ours() -> std::sync::MutexGuard<'static, Vec<u64>> {
+    // The list is whole after any panic: a push or a remove.
+    OURS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A lock word of this process that no earlier lock of it used: the pid
+/// above, a count below (never 0, so that the word is never 0 either).
+fn fresh_word() -> u64 {
+    static COUNT: AtomicU32 = AtomicU32::new(0);
+    let n = COUNT.fetch_add(1, Ordering::Relaxed).wrapping_add(1).max(1);
+    (u64::from(hal_core::os::pid()) << 32) | u64::from(n)
+}
+
+/// Forget `word` as one of this process's.
+fn forget(word: u64) {
+    let mut ours = ours();
+    if let Some(at) = ours.iter().position(|&w| w == word) {
+        ours.swap_remove(at);
+    }
+}
+
 /// The lock over the header, released on drop.
 pub struct Locked<'a> {
-    word: &'a AtomicU32,
+    word: &'a AtomicU64,
     started: &'a AtomicU64,
+    mine: u64,
 }
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
         // The stamp goes first: whoever sees the lock free or newly taken
-        // never sees this holder's start time.
-        self.started.store(0, Ordering::Release);
-        self.word.store(0, Ordering::Release);
+        // never sees this holder's start time. Only this holder's word is
+        // cleared: a word another process wrote over it stays.
+        let _ = self
+            .started
+            .compare_exchange(my_start(), 0, Ordering::AcqRel, Ordering::Relaxed);
+        let _ = self
+            .word
+            .compare_exchange(self.mine, 0, Ordering::AcqRel, Ordering::Relaxed);
+        forget(self.mine);
     }
 }
 
@@ -202,7 +300,8 @@ pub(crate) fn my_start() -> u64 {
 /// True when the process that holds the lock as `holder` is gone: no
 /// process has its pid, or the process that has it now started at another
 /// time than the holder did (the pid was reused). A stamp of 0 (being
-/// written) proves nothing.
+/// written, or never) proves nothing here; the lock's waiter gives such a
+/// holder a grace instead.
 fn holder_is_gone(holder: u32, stamp: u64) -> bool {
     let (me, started) = hal_core::os::self_identity();
     if holder == me && (stamp == 0 || stamp == started) {
@@ -218,27 +317,86 @@ fn holder_is_gone(holder: u32, stamp: u64) -> bool {
 /// Looks at a held lock before a waiter naps between looks.
 const SPINS_BEFORE_SLEEP: u32 = 1 << 16;
 /// A waiter's nap between looks at a lock held for long.
-const NAP: std::time::Duration = std::time::Duration::from_micros(200);
+const NAP: Duration = Duration::from_micros(200);
+/// How long a holder may leave its start time unwritten (0) before it is
+/// taken for gone. A true holder writes it right after taking the word.
+pub const STAMP_GRACE: Duration = Duration::from_millis(500);
+/// How long [`lock`] waits for a live holder by default.
+pub const PATIENCE: Duration = Duration::from_secs(10);
 
-/// Take the header's lock. A holder whose process has died is replaced,
-/// also when its pid has been reused by another process since.
-pub fn lock(m: &dyn Memory) -> Result<Locked<'_>> {
+/// What a waiter has seen of the word it waits on.
+struct Watch {
+    /// The word, and since when it has held it with a stamp of 0.
+    unstamped: Option<(u64, Instant)>,
+}
+
+impl Watch {
+    /// True when `word`, stamped `stamp`, names a holder that is not
+    /// holding the lock: a word with this process's pid that this process
+    /// never took, a holder that is gone, or one whose stamp stayed 0 past
+    /// [`STAMP_GRACE`].
+    fn forged_or_gone(&mut self, word: u64, stamp: u64, now: Instant) -> bool {
+        let holder = pid_of(word);
+        if holder == hal_core::os::pid() {
+            return !ours().contains(&word);
+        }
+        if stamp != 0 {
+            self.unstamped = None;
+            return holder_is_gone(holder, stamp);
+        }
+        match self.unstamped {
+            Some((seen, since)) if seen == word => {
+                now.duration_since(since) > STAMP_GRACE || holder_is_gone(holder, 0)
+            }
+            _ => {
+                self.unstamped = Some((word, now));
+                holder_is_gone(holder, 0)
+            }
+        }
+    }
+}
+
+/// Take the header's lock, waiting at most `patience` for its holder. A
+/// holder whose process has died is replaced (also when its pid has been
+/// reused by another process since), so is one whose stamp stays 0 past
+/// [`STAMP_GRACE`], and so is a word that names this process where no
+/// thread of it holds the lock. A live holder that keeps it past `patience`
+/// is answered with [`Error::Timeout`], naming its pid.
+pub fn lock(m: &dyn Memory, patience: Duration) -> Result<Locked<'_>> {
     let (word, started) = words(m)?;
-    let me = hal_core::os::pid();
+    let mine = fresh_word();
+    ours().push(mine);
+    let begun = Instant::now();
     let taken = || {
         started.store(my_start(), Ordering::Release);
-        Ok(Locked { word, started })
+        Ok(Locked {
+            word,
+            started,
+            mine,
+        })
     };
+    let mut watch = Watch { unstamped: None };
     let mut spins = 0u32;
     loop {
-        match word.compare_exchange(0, me, Ordering::Acquire, Ordering::Acquire) {
+        match word.compare_exchange(0, mine, Ordering::Acquire, Ordering::Acquire) {
             Ok(_) => return taken(),
             Err(holder) => {
                 spins = spins.saturating_add(1);
                 let napping = spins > SPINS_BEFORE_SLEEP;
-                if (napping || spins % 1024 == 0) && taken_over(word, started, holder, me) {
-                    log::warn!("process {holder} died holding a residency lock; taken over");
-                    return taken();
+                if napping || spins % 1024 == 0 {
+                    let now = Instant::now();
+                    if taken_over(word, started, holder, mine, &mut watch, now) {
+                        log::warn!(
+                            "process {} held a residency lock it could not hold (gone, never \
+                             stamped, or a word forged in this process's name); taken over",
+                            pid_of(holder)
+                        );
+                        return taken();
+                    }
+                    if now.duration_since(begun) >= patience {
+                        forget(mine);
+                        return Err(busy(holder, patience));
+                    }
                 }
                 if napping {
                     // A holder that runs this long is stopped or descheduled:
@@ -254,19 +412,43 @@ pub fn lock(m: &dyn Memory) -> Result<Locked<'_>> {
     }
 }
 
-/// Take the lock over from `holder` if its process is gone.
-fn taken_over(word: &AtomicU32, started: &AtomicU64, holder: u32, me: u32) -> bool {
+/// What a waiter answers when the lock's live holder kept it past the
+/// waiter's `patience`.
+fn busy(holder: u64, patience: Duration) -> Error {
+    let pid = pid_of(holder);
+    Error::Timeout {
+        after: patience,
+        what: format!(
+            "the lock of a residency header, held by process {pid}, which is alive: retry \
+             later; if process {pid} is stopped or does not use this buffer, it holds the lock \
+             wrongly (any attached process can write the lock word): end it, and the next \
+             call takes the lock over; Residency::set_lock_patience waits longer for a slow \
+             holder"
+        ),
+    }
+}
+
+/// Take the lock over from `holder` if it cannot be holding it (see
+/// [`Watch::forged_or_gone`]).
+fn taken_over(
+    word: &AtomicU64,
+    started: &AtomicU64,
+    holder: u64,
+    mine: u64,
+    watch: &mut Watch,
+    now: Instant,
+) -> bool {
     let stamp = started.load(Ordering::Acquire);
     word.load(Ordering::Acquire) == holder
-        && holder_is_gone(holder, stamp)
-        // The dead holder's stamp goes before its lock is taken over, so
+        && watch.forged_or_gone(holder, stamp, now)
+        // The old holder's stamp goes before its lock is taken over, so
         // that nobody judges the new holder by it; a stamp that changed
         // meanwhile means a new holder.
         && started
             .compare_exchange(stamp, 0, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
         && word
-            .compare_exchange(holder, me, Ordering::AcqRel, Ordering::Relaxed)
+            .compare_exchange(holder, mine, Ordering::AcqRel, Ordering::Relaxed)
             .is_ok()
 }
 
@@ -282,6 +464,15 @@ mod tests {
             .unwrap()
     }
 
+    /// The text of a real handle: what a device-resident slot holds.
+    fn handle_text() -> String {
+        let shm = hal_cpu_shm::CpuShm::new().host();
+        let p = shm.allocate(&AllocDesc::host(4096)).unwrap();
+        shm.export_memory(&p, &hal_core::ExportOptions::default())
+            .unwrap()
+            .to_text()
+    }
+
     #[test]
     fn slots_round_trip_and_a_bad_header_is_refused() {
         let p = page();
@@ -294,7 +485,7 @@ mod tests {
             owner_started: 0x0102_0304_0506_0708,
             generation: 7,
             home_crc: 0xdead_beef,
-            text: "hal1.example".into(),
+            text: handle_text(),
         };
         set_slot(&p, 2, &s).unwrap();
         assert_eq!(slot(&p, 2).unwrap(), s);
@@ -304,6 +495,66 @@ mod tests {
             ..s
         };
         assert!(set_slot(&p, 0, &long).is_err());
+    }
+
+    /// Every slot no writer of this crate writes reads as a device copy
+    /// whose server is gone, keeping its generation and CRC: a state other
+    /// than 0 or 1, a text too long, not UTF-8, or no handle.
+    #[test]
+    fn an_unreadable_slot_reads_as_a_dead_server() {
+        let p = page();
+        init(&p, 2 << 20, 1).unwrap();
+        let good = Slot {
+            on_device: true,
+            owner: std::process::id(),
+            owner_started: my_start(),
+            generation: 5,
+            home_crc: 9,
+            text: handle_text(),
+        };
+        let at = FIRST;
+        let forged: [(&str, u64, Vec<u8>); 5] = [
+            ("state 2", at, 2u32.to_le_bytes().to_vec()),
+            ("state 0x100", at, 0x100u32.to_le_bytes().to_vec()),
+            (
+                "text too long",
+                at + 20,
+                (TEXT_MAX as u16 + 1).to_le_bytes().to_vec(),
+            ),
+            ("text not UTF-8", at + 22, vec![0xff]),
+            ("text no handle", at + 22, b"x".to_vec()),
+        ];
+        for (what, offset, bytes) in forged {
+            set_slot(&p, 0, &good).unwrap();
+            assert!(!slot(&p, 0).unwrap().server_gone());
+            p.write(offset, &bytes).unwrap();
+            let s = slot(&p, 0).unwrap();
+            assert_eq!(s, Slot::unreadable(5, 9), "{what}");
+            assert!(s.is_unreadable() && s.server_gone(), "{what}");
+        }
+        // At home, the text is never read.
+        set_slot(
+            &p,
+            0,
+            &Slot {
+                home_crc: 3,
+                ..Slot::home(6)
+            },
+        )
+        .unwrap();
+        p.write(at + 22, &[0xff]).unwrap();
+        p.write(at + 20, &u16::MAX.to_le_bytes()).unwrap();
+        let home = slot(&p, 0).unwrap();
+        assert_eq!(
+            home,
+            Slot {
+                home_crc: 3,
+                ..Slot::home(6)
+            }
+        );
+        assert!(!home.is_unreadable() && !home.server_gone());
+        assert!(!Slot::home(1).is_unreadable());
+        assert!(!good.is_unreadable());
     }
 
     /// A header's pages seen shorter or read-only.
@@ -375,7 +626,8 @@ mod tests {
             owner_started: u64::MAX,
             generation: 1,
             home_crc: 1,
-            text: "x".repeat(TEXT_MAX),
+            // Whitespace around a handle's text is no part of it.
+            text: format!("{:<TEXT_MAX$}", handle_text()),
         };
         set_slot(&p, 0, &full).unwrap();
         assert_eq!(slot(&p, 0).unwrap(), full);
@@ -394,14 +646,14 @@ mod tests {
             len: 4096,
             read_only: true,
         };
-        assert!(lock(&read_only).is_err(), "read-only pages");
+        assert!(lock(&read_only, PATIENCE).is_err(), "read-only pages");
         let short = View {
             pages: &p,
             len: 32,
             read_only: false,
         };
         assert!(
-            lock(&short).is_err(),
+            lock(&short, PATIENCE).is_err(),
             "pages too short for the lock's words"
         );
         for len in [FIRST, 4096] {
@@ -410,7 +662,7 @@ mod tests {
                 len,
                 read_only: false,
             };
-            drop(lock(&enough).unwrap());
+            drop(lock(&enough, PATIENCE).unwrap());
         }
     }
 
@@ -438,11 +690,13 @@ mod tests {
         let mut gone = std::process::Command::new("true").spawn().unwrap();
         let pid = gone.id();
         gone.wait().unwrap();
-        p.write(24, &pid.to_le_bytes()).unwrap();
-        let held = lock(&p).unwrap();
-        assert_eq!(u32_at(&p, 24).unwrap(), std::process::id());
+        p.write(24, &(u64::from(pid) << 32 | 1).to_le_bytes())
+            .unwrap();
+        // Unstamped, but gone: taken over at the first look, with no grace.
+        let held = lock(&p, Duration::ZERO).unwrap();
+        assert_eq!(pid_of(u64_at(&p, 24).unwrap()), std::process::id());
         drop(held);
-        assert_eq!(u32_at(&p, 24).unwrap(), 0, "released on drop");
+        assert_eq!(u64_at(&p, 24).unwrap(), 0, "released on drop");
         assert_eq!(u64_at(&p, 32).unwrap(), 0, "and its stamp");
     }
 
@@ -475,7 +729,12 @@ mod tests {
 
     /// Write `pid` and `stamp` as the lock's holder.
     fn held_by(p: &hal_cpu_shm::CpuAllocation, pid: u32, stamp: u64) {
-        p.write(24, &pid.to_le_bytes()).unwrap();
+        let word = if pid == 0 {
+            0
+        } else {
+            u64::from(pid) << 32 | 0xdead_0007
+        };
+        p.write(24, &word.to_le_bytes()).unwrap();
         p.write(32, &stamp.to_le_bytes()).unwrap();
     }
 
@@ -498,6 +757,15 @@ mod tests {
         assert!(
             served(live.pid(), live.start() + 1).server_gone(),
             "the pid was reused"
+        );
+        // This process, as itself, unstamped, or as an earlier process
+        // whose pid it has now.
+        let me = std::process::id();
+        assert!(!served(me, my_start()).server_gone());
+        assert!(!served(me, 0).server_gone());
+        assert!(
+            served(me, my_start() + 1).server_gone(),
+            "a server with this process's pid that started at another time"
         );
         let mut dead = std::process::Command::new("true").spawn().unwrap();
         let pid = dead.id();
@@ -525,8 +793,8 @@ mod tests {
         // the holder that stamped the lock: the holder is gone.
         let other = Live::new();
         held_by(&p, other.pid(), other.start() + 1);
-        let held = lock(&p).unwrap();
-        assert_eq!(u32_at(&p, 24).unwrap(), std::process::id());
+        let held = lock(&p, Duration::ZERO).unwrap();
+        assert_eq!(pid_of(u64_at(&p, 24).unwrap()), std::process::id());
         assert_eq!(
             Some(u64_at(&p, 32).unwrap()),
             hal_core::os::process_start_time(std::process::id()),
@@ -548,8 +816,8 @@ mod tests {
                 holder.0.kill().unwrap();
                 holder.0.wait().unwrap();
             });
-            let held = lock(&p).unwrap();
-            assert_eq!(u32_at(&p, 24).unwrap(), std::process::id());
+            let held = lock(&p, PATIENCE).unwrap();
+            assert_eq!(pid_of(u64_at(&p, 24).unwrap()), std::process::id());
             drop(held);
         });
     }
@@ -560,24 +828,202 @@ mod tests {
         let p = page();
         init(&p, 2 << 20, 1).unwrap();
         let holder = Live::new();
-        // Stamped with its own start time, and not stamped yet (0).
-        for stamp in [holder.start(), 0] {
-            held_by(&p, holder.pid(), stamp);
-            let released = AtomicBool::new(false);
-            std::thread::scope(|s| {
-                s.spawn(|| {
-                    // Long enough for many looks at the holder.
-                    std::thread::sleep(std::time::Duration::from_millis(100));
-                    released.store(true, Ordering::SeqCst);
-                    held_by(&p, 0, 0);
-                });
-                let held = lock(&p).unwrap();
+        // Stamped with its own start time (a holder not stamped yet is
+        // given a grace: `an_unstamped_live_holder_is_given_a_grace`).
+        held_by(&p, holder.pid(), holder.start());
+        let released = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // Long enough for many looks at the holder.
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                released.store(true, Ordering::SeqCst);
+                held_by(&p, 0, 0);
+            });
+            let held = lock(&p, PATIENCE).unwrap();
+            assert!(
+                released.load(Ordering::SeqCst),
+                "the lock was taken from a live holder"
+            );
+            drop(held);
+        });
+    }
+
+    #[test]
+    fn an_unstamped_live_holder_is_given_a_grace() {
+        let p = page();
+        init(&p, 2 << 20, 1).unwrap();
+        let holder = Live::new();
+        held_by(&p, holder.pid(), 0);
+        // A waiter that gives up at its first look has not seen the grace
+        // pass: the holder keeps the lock, and is named.
+        match lock(&p, Duration::ZERO) {
+            Err(Error::Timeout { after, what }) => {
+                assert_eq!(after, Duration::ZERO);
+                assert!(
+                    what.contains(&format!("process {}", holder.pid())),
+                    "{what}"
+                );
+            }
+            other => panic!(
+                "an unstamped holder at the first look: {:?}",
+                other.map(|_| ())
+            ),
+        }
+        assert_eq!(pid_of(u64_at(&p, 24).unwrap()), holder.pid());
+        // Nor does one whose patience ends well inside the grace (a fifth
+        // of it): it looks many times, and the holder is not taken for gone
+        // before the grace has passed since the first look.
+        assert!(matches!(
+            lock(&p, STAMP_GRACE / 5),
+            Err(Error::Timeout { .. })
+        ));
+        assert_eq!(pid_of(u64_at(&p, 24).unwrap()), holder.pid());
+        // A waiter that waits past the grace takes it.
+        let held = lock(&p, PATIENCE).unwrap();
+        assert_eq!(pid_of(u64_at(&p, 24).unwrap()), std::process::id());
+        drop(held);
+        assert_eq!(u64_at(&p, 24).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_stamped_live_holder_keeps_the_lock_past_a_waiters_patience() {
+        let p = page();
+        init(&p, 2 << 20, 1).unwrap();
+        let holder = Live::new();
+        held_by(&p, holder.pid(), holder.start());
+        let word = u64_at(&p, 24).unwrap();
+        let patience = Duration::from_millis(600);
+        match lock(&p, patience) {
+            Err(e @ Error::Timeout { .. }) => {
+                let Error::Timeout { after, ref what } = e else {
+                    unreachable!()
+                };
+                assert_eq!(after, patience);
+                assert!(
+                    what.contains(&format!("held by process {}", holder.pid()))
+                        && what.contains("set_lock_patience"),
+                    "{what}"
+                );
+            }
+            other => panic!("a live stamped holder: {:?}", other.map(|_| ())),
+        }
+        assert_eq!(u64_at(&p, 24).unwrap(), word, "the holder keeps it");
+        assert_eq!(u64_at(&p, 32).unwrap(), holder.start());
+        assert!(!ours().contains(&word));
+    }
+
+    #[test]
+    fn a_word_in_this_processs_name_that_no_thread_took_is_taken_over() {
+        let p = page();
+        init(&p, 2 << 20, 1).unwrap();
+        for stamp in [my_start(), 0] {
+            held_by(&p, std::process::id(), stamp);
+            let forged = u64_at(&p, 24).unwrap();
+            // Taken over at the first look, long before any grace or
+            // patience: a waiter that gives up at once still gets it.
+            let held = lock(&p, Duration::ZERO).unwrap();
+            let word = u64_at(&p, 24).unwrap();
+            assert_ne!(word, forged);
+            assert_eq!(pid_of(word), std::process::id());
+            assert!(ours().contains(&word));
+            assert_eq!(u64_at(&p, 32).unwrap(), my_start());
+            drop(held);
+            assert!(!ours().contains(&word), "forgotten at the release");
+            assert_eq!(u64_at(&p, 24).unwrap(), 0);
+        }
+    }
+
+    #[test]
+    fn threads_of_one_process_exclude_each_other() {
+        use std::sync::atomic::AtomicBool;
+        let p = page();
+        init(&p, 2 << 20, 1).unwrap();
+        let held = lock(&p, PATIENCE).unwrap();
+        let released = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                // The word names this process and is one it took: waited for.
+                let held = lock(&p, PATIENCE).unwrap();
                 assert!(
                     released.load(Ordering::SeqCst),
-                    "the lock was taken from a live holder (stamp {stamp})"
+                    "a thread took the lock another thread of its process holds"
                 );
                 drop(held);
             });
+            // Long enough for many looks, and past the grace.
+            std::thread::sleep(STAMP_GRACE * 2);
+            released.store(true, Ordering::SeqCst);
+            drop(held);
+            waiter.join().unwrap();
+        });
+        assert_eq!(u64_at(&p, 24).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_release_clears_only_its_own_word_and_stamp() {
+        let p = page();
+        init(&p, 2 << 20, 1).unwrap();
+        let held = lock(&p, PATIENCE).unwrap();
+        // Written over by another process meanwhile: left as it is.
+        let other = Live::new();
+        held_by(&p, other.pid(), other.start());
+        drop(held);
+        assert_eq!(pid_of(u64_at(&p, 24).unwrap()), other.pid());
+        assert_eq!(u64_at(&p, 32).unwrap(), other.start());
+        // Its own: cleared, stamp first.
+        held_by(&p, 0, 0);
+        let held = lock(&p, PATIENCE).unwrap();
+        assert_eq!(u64_at(&p, 32).unwrap(), my_start());
+        drop(held);
+        assert_eq!((u64_at(&p, 24).unwrap(), u64_at(&p, 32).unwrap()), (0, 0));
+    }
+
+    #[test]
+    fn each_lock_has_a_word_of_its_own() {
+        let (a, b) = (fresh_word(), fresh_word());
+        assert_ne!(a, b);
+        for w in [a, b] {
+            assert_eq!(pid_of(w), std::process::id());
+            assert_ne!(w & 0xffff_ffff, 0);
         }
+        assert_eq!(pid_of(0x0000_0007_ffff_ffff), 7);
+        ours().push(a);
+        ours().push(b);
+        forget(a);
+        assert!(!ours().contains(&a) && ours().contains(&b));
+        forget(b);
+        assert!(!ours().contains(&b));
+    }
+
+    /// The grace of an unstamped holder, on a clock the test sets: it runs
+    /// from the first look at a word, starts again for a new word, and
+    /// ends strictly after `STAMP_GRACE`.
+    #[test]
+    fn the_grace_runs_per_word_from_the_first_look() {
+        let live = Live::new();
+        let word = |n: u64| u64::from(live.pid()) << 32 | n;
+        let t0 = Instant::now();
+        let mut watch = Watch { unstamped: None };
+        assert!(!watch.forged_or_gone(word(1), 0, t0));
+        assert!(!watch.forged_or_gone(word(1), 0, t0 + STAMP_GRACE));
+        assert!(watch.forged_or_gone(word(1), 0, t0 + STAMP_GRACE * 2));
+        // Another word (a new holder): its own grace, from its first look.
+        assert!(!watch.forged_or_gone(word(2), 0, t0 + STAMP_GRACE * 3));
+        assert!(!watch.forged_or_gone(word(2), 0, t0 + STAMP_GRACE * 4));
+        assert!(watch.forged_or_gone(word(2), 0, t0 + STAMP_GRACE * 5));
+        // Stamped, the holder is judged by its stamp, and the grace starts
+        // again once it is unstamped.
+        assert!(!watch.forged_or_gone(word(2), live.start(), t0 + STAMP_GRACE * 6));
+        assert!(!watch.forged_or_gone(word(2), 0, t0 + STAMP_GRACE * 7));
+        assert!(watch.forged_or_gone(word(2), live.start() + 1, t0 + STAMP_GRACE * 7));
+        // A gone holder needs no grace.
+        let mut dead = std::process::Command::new("true").spawn().unwrap();
+        let pid = dead.id();
+        dead.wait().unwrap();
+        let mut fresh = Watch { unstamped: None };
+        assert!(fresh.forged_or_gone(u64::from(pid) << 32 | 1, 0, t0));
+        let mut again = Watch { unstamped: None };
+        assert!(!again.forged_or_gone(word(3), 0, t0));
+        assert!(again.forged_or_gone(u64::from(pid) << 32 | 1, 0, t0));
     }
 }

@@ -101,7 +101,15 @@
 //! only on the device.** Host writes through [`Residency::write`] to a
 //! device-resident chunk are refused; home-page writes made behind the
 //! table's back are detected at the writeback, which reports the chunk and
-//! keeps the device copy. Residency needs the GPU's VMM
+//! keeps the device copy. The header is shared with every attached
+//! process, and each reads it as untrusted bytes: no writer of it can make
+//! another process wait for ever (its lock has a deadline, set with
+//! [`Residency::set_lock_patience`], past which a call answers
+//! [`Error::Timeout`](hal_core::Error::Timeout) naming the holder), lose
+//! the device writes of a chunk it serves (the server writes them home
+//! whatever its slot says, or reports them lost), or disable a chunk for
+//! good (an unreadable slot is a dead server's, which
+//! [`Residency::reclaim`] recovers). Residency needs the GPU's VMM
 //! ([`Capabilities::VMM`](hal_core::Capabilities::VMM), which [`hal_cuda`]
 //! offers where the driver reports it): without it, it answers
 //! `Unsupported`.
@@ -171,7 +179,7 @@
 //! | registration once per process, GPU and region; unregistered at the last drop, before the pages are unmapped | `registration.rs`, `memory.rs` |
 //! | pageable access skips registration | `device.rs` (`Strategy`) |
 //! | stream work on home pages is a host step in stream order; its error reported by its own stream's next synchronization | `step.rs`, `home.rs`, `stream.rs`, `step_errors.rs` |
-//! | the residency table, its lock (a dead holder is replaced, also when its pid was reused: the lock carries the holder's start time), a dead server's chunks (told the same way) and the consistency rule | `header.rs`, `residency.rs` |
+//! | the residency table, its lock (a dead holder is replaced, also when its pid was reused: the lock carries the holder's start time; a word in this process's name that it never took, or never stamped past a grace, is taken over; a live holder is waited for up to a deadline), a dead server's chunks (told the same way), slots read as untrusted bytes, a server's own device writes kept, and the consistency rule | `header.rs`, `residency.rs` |
 //! | the host-NUMA home: host-NUMA physical pages, host and device access granted together | `numa.rs` |
 #![deny(missing_docs)]
 

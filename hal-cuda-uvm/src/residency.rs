@@ -34,8 +34,24 @@
 //! answer [`Error::Closed`] until some process writes it home or
 //! [`Residency::reclaim`] gives up the device copy, making the home pages
 //! (the bytes from before the prefetch) current again.
+//!
+//! **A header that other processes write.** Every attached process can
+//! write the header, so none trusts it further than it can check. Each call
+//! waits for the header's lock at most [`Residency::set_lock_patience`]
+//! (10 s unless set), then answers [`Error::Timeout`] naming the holder;
+//! the drop waits that long at most in all. A process that made a chunk's
+//! device copy knows it serves it, whatever the header says: where the
+//! slot no longer names that copy, its next call on the chunk writes the
+//! copy home, unless the slot shows that another process brought it home
+//! (at home one generation on, with the CRC of this copy, which every
+//! writeback records); a slot at a later generation, which may follow such
+//! a hand-over and newer writes, is not written over, and the loss is
+//! reported ([`Error::Closed`]). An unreadable slot is a dead server's:
+//! calls on it answer [`Error::Closed`] until [`Residency::reclaim`] gives
+//! the device copy up.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use hal_core::{
     Access, AllocDesc, Capabilities, Device, Error, ExportOptions, Exported, Granularity, Handle,
@@ -81,8 +97,11 @@ pub struct Residency<'d, D: GpuDevice> {
     chunks: u64,
     reservation: D::Reservation,
     local: Vec<Option<Local<D>>>,
-    /// Set by the drop: mappings are left to the reservation's drop.
-    dropping: bool,
+    /// How long a call waits for the header's lock.
+    patience: Duration,
+    /// Set by the drop: mappings are left to the reservation's drop, and
+    /// every wait for the lock ends by this time.
+    dropping: Option<Instant>,
 }
 
 impl<D: GpuDevice> std::fmt::Debug for Residency<'_, D> {
@@ -202,7 +221,8 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
             chunks,
             reservation,
             local: (0..chunks).map(|_| None).collect(),
-            dropping: false,
+            patience: header::PATIENCE,
+            dropping: None,
         })
     }
 
@@ -216,11 +236,28 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
         self.chunk
     }
 
+    /// How long each call waits for the header's lock while a live process
+    /// holds it (10 s unless set): past it, the call answers
+    /// [`Error::Timeout`] naming the holder. Dropping the `Residency` waits
+    /// this long at most in all, for all its chunks.
+    pub fn set_lock_patience(&mut self, patience: Duration) {
+        self.patience = patience;
+    }
+
+    /// The header's lock, waited for as long as this call may.
+    fn lock<'h>(&self, header: &'h Arc<dyn HomePages>) -> Result<header::Locked<'h>> {
+        let patience = match self.dropping {
+            Some(until) => until.saturating_duration_since(Instant::now()),
+            None => self.patience,
+        };
+        header::lock(header.memory(), patience)
+    }
+
     /// Where chunk `i`'s current copy lives, as the header says.
     pub fn slot(&self, i: u64) -> Result<Slot> {
         self.check_chunk(i)?;
         // Under the lock: never a slot half written by another process.
-        let _lock = header::lock(self.header.memory())?;
+        let _lock = self.lock(&self.header)?;
         header::slot(self.header.memory(), i)
     }
 
@@ -245,7 +282,7 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
 
     fn drop_local(&mut self, i: u64) -> Result<()> {
         if let Some(local) = self.local[i as usize].take() {
-            if self.dropping {
+            if self.dropping.is_some() {
                 // The reservation's own drop unmaps it, after the device's
                 // queued work, never waiting long for that work.
                 return Ok(());
@@ -310,7 +347,7 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
     pub fn prefetch(&mut self, offset: u64, len: u64) -> Result<()> {
         for i in self.span(offset, len)? {
             let header = Arc::clone(&self.header);
-            let _lock = header::lock(header.memory())?;
+            let _lock = self.lock(&header)?;
             let s = self.current(header.memory(), i)?;
             if s.on_device {
                 self.follow(i, &s)?;
@@ -356,8 +393,12 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
         let mut broken = Vec::new();
         for i in self.span(offset, len)? {
             let header = Arc::clone(&self.header);
-            let _lock = header::lock(header.memory())?;
+            let _lock = self.lock(&header)?;
             let s = header::slot(header.memory(), i)?;
+            if self.serves(i) && !self.names_ours(i, &s) {
+                self.reconcile(header.memory(), i, &s)?;
+                continue;
+            }
             if !s.on_device {
                 self.drop_local(i)?;
                 continue;
@@ -390,8 +431,12 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
         let mut given_up = Vec::new();
         for i in self.span(offset, len)? {
             let header = Arc::clone(&self.header);
-            let _lock = header::lock(header.memory())?;
+            let _lock = self.lock(&header)?;
             let s = header::slot(header.memory(), i)?;
+            if self.serves(i) && !self.names_ours(i, &s) {
+                self.reconcile(header.memory(), i, &s)?;
+                continue;
+            }
             if !s.on_device {
                 continue;
             }
@@ -423,11 +468,83 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
         matches!(&self.local[i as usize], Some(l) if l.generation == s.generation)
     }
 
+    /// True when this process made chunk `i`'s device copy and has not
+    /// written it back itself: it serves the chunk, whatever the header
+    /// says now.
+    fn serves(&self, i: u64) -> bool {
+        matches!(&self.local[i as usize], Some(l) if l.export.is_some())
+    }
+
+    /// True when slot `s` names the device copy this process serves.
+    fn names_ours(&self, i: u64, s: &Slot) -> bool {
+        match &self.local[i as usize] {
+            Some(Local {
+                generation,
+                export: Some(export),
+                ..
+            }) => {
+                s.on_device
+                    && s.owner == hal_core::os::pid()
+                    && s.generation == *generation
+                    && s.text == export.to_text()
+            }
+            _ => false,
+        }
+    }
+
+    /// Chunk `i`, which this process serves, where slot `s` no longer names
+    /// its device copy, the lock held. A copy that another attachment wrote
+    /// home (the slot at home one generation on, with the CRC of this
+    /// copy) is let go. A slot that no hand-over can have written (a
+    /// generation no later than the next one, which only this process's own
+    /// writeback or a hand-over of its copy makes) was written by a process
+    /// that does not keep the protocol: the device copy is written home, as
+    /// the server's writeback would have. A later generation may follow a
+    /// true hand-over and new writes, which the device copy must not
+    /// overwrite: its device writes since are reported lost. Returns the
+    /// slot as it stands after.
+    fn reconcile(&mut self, header: &dyn Memory, i: u64, s: &Slot) -> Result<Slot> {
+        let ours = match &self.local[i as usize] {
+            Some(l) => l.generation,
+            None => return Ok(s.clone()),
+        };
+        let mut bytes = vec![0u8; self.chunk as usize];
+        self.reservation.read(i * self.chunk, &mut bytes)?;
+        let c = crc(&bytes);
+        if !s.on_device && s.generation == ours + 1 && s.home_crc == c {
+            self.drop_local(i)?;
+            return Ok(s.clone());
+        }
+        if s.generation <= ours + 1 {
+            log::warn!(
+                "chunk {i}'s slot in the residency header was overwritten while this process                  serves its device copy (generation {ours}); the device copy is written home"
+            );
+            self.data.memory().write(i * self.chunk, &bytes)?;
+            let home = Slot {
+                home_crc: c,
+                ..Slot::home(s.generation.max(ours) + 1)
+            };
+            header::set_slot(header, i, &home)?;
+            self.drop_local(i)?;
+            return Ok(home);
+        }
+        self.drop_local(i)?;
+        Err(Error::Closed {
+            what: format!(
+                "chunk {i}'s device copy made by this process (generation {ours}) did not come                  home: the residency header names generation {} now, which may follow a                  hand-over and newer writes, so the device copy is not written over the home                  pages; its device writes since its last writeback are lost. A process attached                  to the header wrote its slot; the chunk is usable again",
+                s.generation
+            ),
+        })
+    }
+
     /// Slot `i` as it stands, with the lock held: a device copy whose
     /// server died is written home here if this process maps it; one this
     /// process cannot reach answers [`Error::Closed`].
     fn current(&mut self, header: &dyn Memory, i: u64) -> Result<Slot> {
         let s = header::slot(header, i)?;
+        if self.serves(i) && !self.names_ours(i, &s) {
+            return self.reconcile(header, i, &s);
+        }
         if !s.server_gone() {
             return Ok(s);
         }
@@ -456,7 +573,13 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
             );
         }
         self.data.memory().write(i * self.chunk, &bytes)?;
-        header::set_slot(header, i, &Slot::home(s.generation + 1))?;
+        // The CRC of what came home tells the server, if it was not this
+        // process, that its copy came home.
+        let home = Slot {
+            home_crc: crc(&bytes),
+            ..Slot::home(s.generation + 1)
+        };
+        header::set_slot(header, i, &home)?;
         self.drop_local(i)?;
         Ok(broken)
     }
@@ -480,7 +603,7 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
     /// written: write it on the device, or write it back first.
     pub fn write(&mut self, offset: u64, src: &[u8]) -> Result<()> {
         let header = Arc::clone(&self.header);
-        let _lock = header::lock(header.memory())?;
+        let _lock = self.lock(&header)?;
         for i in self.span(offset, src.len() as u64)? {
             let s = self.current(header.memory(), i)?;
             if s.on_device {
@@ -518,7 +641,7 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
         let i = offset / self.chunk;
         self.check_chunk(i)?;
         let header = Arc::clone(&self.header);
-        let _lock = header::lock(header.memory())?;
+        let _lock = self.lock(&header)?;
         let s = self.current(header.memory(), i)?;
         if !s.on_device {
             return Ok(None);
@@ -537,7 +660,7 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
     ) -> Result<()> {
         let header = Arc::clone(&self.header);
         for i in self.span(offset, len)? {
-            let _lock = header::lock(header.memory())?;
+            let _lock = self.lock(&header)?;
             let s = self.current(header.memory(), i)?;
             if s.on_device {
                 self.follow(i, &s)?;
@@ -557,10 +680,17 @@ impl<D: GpuDevice> Drop for Residency<'_, D> {
     /// died (this may be the last mapping of them); then every local
     /// mapping goes with the reservation, whose drop unmaps after the
     /// device's queued work without waiting long for it.
+    ///
+    /// The drop is bounded: all its waits for the header's lock end within
+    /// the lock's patience ([`Residency::set_lock_patience`]). A chunk it
+    /// serves that it could not write back (the lock held by a live process
+    /// all that time) stays exported, so that other processes can still
+    /// bring it home, until this process exits; after that, the header's
+    /// dead-server rules apply to it. Each such chunk is logged.
     fn drop(&mut self) {
-        self.dropping = true;
+        self.dropping = Some(Instant::now() + self.patience);
         for i in 0..self.chunks {
-            let serves = matches!(&self.local[i as usize], Some(l) if l.export.is_some());
+            let serves = self.serves(i);
             let orphan = !serves
                 && self.local[i as usize].is_some()
                 && header::slot(self.header.memory(), i)
@@ -568,6 +698,13 @@ impl<D: GpuDevice> Drop for Residency<'_, D> {
             if serves || orphan {
                 if let Err(e) = self.writeback(i * self.chunk, self.chunk) {
                     log::warn!("writing chunk {i} back when this process let go: {e}");
+                    if self.serves(i) {
+                        log::warn!(
+                            "chunk {i}'s device copy stays exported until this process exits, \
+                             for another process to write it home"
+                        );
+                        std::mem::forget(self.local[i as usize].take());
+                    }
                 }
             }
             let _ = self.drop_local(i);
@@ -578,6 +715,14 @@ impl<D: GpuDevice> Drop for Residency<'_, D> {
 /// What a call on chunk `i` answers when its device copy (slot `s`) died
 /// with its server and this process does not map it.
 fn lost(i: u64, s: &Slot) -> Error {
+    if s.is_unreadable() {
+        return Error::Closed {
+            what: format!(
+                "chunk {i}'s slot in the residency header is unreadable (bytes no process of                  this library writes; generation {}), and this process does not map its device                  copy. Residency::reclaim gives the device copy up and makes the home pages                  current; a process that serves the chunk writes it home at its next call on it",
+                s.generation
+            ),
+        };
+    }
     Error::Closed {
         what: format!(
             "chunk {i}'s device copy (generation {}): process {}, which served it, is gone \

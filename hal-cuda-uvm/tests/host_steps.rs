@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+mod child;
+
 use hal_core::{AllocDesc, Backend, Device, MemRef, Memory, Notify};
 use hal_cuda_uvm::{Strategy, UvmBackend};
 use hal_mock_libcuda::PAGEABLE_VAR;
@@ -24,14 +26,20 @@ fn contents(m: &impl Memory) -> Vec<u8> {
 /// run before the gate opens, and each saw the one before it after.
 #[test]
 fn host_steps_run_in_stream_order() {
-    if std::env::var_os(PAGEABLE_VAR).is_none() {
-        hal_tests::process::child_passes(
-            "host_steps_run_in_stream_order",
-            "the child whose driver reads pageable memory",
-            &[(PAGEABLE_VAR, "1")],
-        );
-        return;
-    }
+    child::passes(
+        "host_steps_run_in_stream_order_child",
+        "the child whose driver reads pageable memory",
+        &[(PAGEABLE_VAR, "1")],
+    );
+}
+
+#[test]
+#[ignore = "child entry point: run by its parent"]
+fn host_steps_run_in_stream_order_child() {
+    assert!(
+        std::env::var_os(PAGEABLE_VAR).is_some(),
+        "run by its parent, with {PAGEABLE_VAR}"
+    );
     let dev = UvmBackend::with_library(hal_mock_libcuda::built_library())
         .open(0)
         .unwrap();

@@ -6,32 +6,41 @@
 use hal_core::{Backend, ExportOptions, Memory};
 use hal_cuda_uvm::{NumaHome, UvmBackend};
 
+mod child;
+
 const MIB: u64 = 1 << 20;
 const VAR: &str = "HAL_UVM_NUMA_HANDLE";
+
+/// The attaching process.
+#[test]
+#[ignore = "child entry point: run by its parent"]
+fn a_host_numa_home_is_shared_by_descriptor_child() {
+    let dev = UvmBackend::over(hal_mock::MockBackend::cuda())
+        .open(0)
+        .unwrap();
+    let text = std::env::var(VAR).expect("run by its parent, with the handle");
+    let home = NumaHome::attach_text(&dev, &text).unwrap();
+    assert_eq!(home.len(), 2 * MIB);
+    assert_eq!(home.host_ptr(), Some(home.device_addr() as *mut u8));
+    let mut got = [0u8; 12];
+    home.read(MIB, &mut got).unwrap();
+    assert_eq!(&got, b"from creator");
+    home.write(0, b"from attacher").unwrap();
+    println!("child done");
+}
 
 #[test]
 fn a_host_numa_home_is_shared_by_descriptor() {
     let dev = UvmBackend::over(hal_mock::MockBackend::cuda())
         .open(0)
         .unwrap();
-    if let Ok(text) = std::env::var(VAR) {
-        let home = NumaHome::attach_text(&dev, &text).unwrap();
-        assert_eq!(home.len(), 2 * MIB);
-        assert_eq!(home.host_ptr(), Some(home.device_addr() as *mut u8));
-        let mut got = [0u8; 12];
-        home.read(MIB, &mut got).unwrap();
-        assert_eq!(&got, b"from creator");
-        home.write(0, b"from attacher").unwrap();
-        println!("child done");
-        return;
-    }
     let home = NumaHome::create(&dev, 2 * MIB, 0).unwrap();
     assert_eq!(home.host_ptr(), Some(home.device_addr() as *mut u8));
     home.write(MIB, b"from creator").unwrap();
     let ex = home.export(&ExportOptions::default()).unwrap();
     assert_eq!(ex.handle().backend, hal_core::BackendId::CudaUvm);
-    hal_tests::process::child_passes(
-        "a_host_numa_home_is_shared_by_descriptor",
+    child::passes(
+        "a_host_numa_home_is_shared_by_descriptor_child",
         "the attaching process",
         &[(VAR, &ex.to_text())],
     );

@@ -6,7 +6,7 @@
 //! on the stand-in driver, which offers VMM); and over hal-cuda on the
 //! stand-in, a chunk goes to the device and comes home.
 
-use std::process::Command;
+mod child;
 
 use hal_core::{
     AllocDesc, Backend, Device, Error, ExportOptions, Granularity, Handle, ImportOptions, Memory,
@@ -39,7 +39,7 @@ fn pattern(len: u64) -> Vec<u8> {
 /// The child: attaches, sees the parent's device copy, is refused a host
 /// write to it, writes the device copy, and breaks the rule through the
 /// home pages' address.
-fn child(buffer: &str, header: &str) {
+fn taker(buffer: &str, header: &str) {
     let dev = mock();
     let m = dev
         .import_memory(
@@ -68,10 +68,14 @@ fn child(buffer: &str, header: &str) {
 }
 
 #[test]
+#[ignore = "child entry point: run by its parent"]
+fn a_device_copy_is_shared_and_handed_back_child() {
+    let var = |name| std::env::var(name).expect("run by its parent, with the handles");
+    taker(&var(BUFFER_VAR), &var(HEADER_VAR));
+}
+
+#[test]
 fn a_device_copy_is_shared_and_handed_back() {
-    if let (Ok(b), Ok(h)) = (std::env::var(BUFFER_VAR), std::env::var(HEADER_VAR)) {
-        return child(&b, &h);
-    }
     let dev = mock();
     let a = dev.allocate(&AllocDesc::managed(4 * MIB)).unwrap();
     a.write(0, &pattern(4 * MIB)).unwrap();
@@ -83,8 +87,8 @@ fn a_device_copy_is_shared_and_handed_back() {
     assert!(slot.on_device && slot.generation == 1 && slot.owner == std::process::id());
     assert!(!r.slot(1).unwrap().on_device, "only the chunk asked for");
     r.write_device(0, b"device").unwrap();
-    hal_tests::process::child_passes(
-        "a_device_copy_is_shared_and_handed_back",
+    child::passes(
+        "a_device_copy_is_shared_and_handed_back_child",
         "the process that takes the device copy",
         &[(BUFFER_VAR, &ex.to_text()), (HEADER_VAR, r.header_text())],
     );
@@ -116,8 +120,6 @@ fn a_device_copy_is_shared_and_handed_back() {
     r.write(10, b"host").unwrap();
 }
 
-const SERVE_VAR: &str = "HAL_UVM_RES_SERVE";
-
 /// The chunk size of the dead-server test, and its buffer of three chunks.
 const C: u64 = 2 * MIB;
 const THREE: u64 = 3 * C;
@@ -141,18 +143,17 @@ fn serve_and_wait<G: GpuDevice>(dev: &UvmDevice<G>, buffer: &str, header: &str) 
     let _ = std::io::Read::read(&mut std::io::stdin(), &mut [0u8; 1]);
 }
 
+/// [`serve_and_wait`] on `dev`, with its parent's handles.
+fn serve<G: GpuDevice>(dev: UvmDevice<G>) {
+    let var = |name| std::env::var(name).expect("run by its parent, with the handles");
+    serve_and_wait(&dev, &var(BUFFER_VAR), &var(HEADER_VAR));
+}
+
 /// A server killed with three device copies: the one this process maps is
 /// written home at its next call, the one a second attachment here maps
 /// when that attachment lets go, and the third, which nobody maps, is lost
-/// until reclaimed.
-fn dead_server<G: GpuDevice>(dev: UvmDevice<G>, test: &str) {
-    if let (Ok(b), Ok(h), Ok(_)) = (
-        std::env::var(BUFFER_VAR),
-        std::env::var(HEADER_VAR),
-        std::env::var(SERVE_VAR),
-    ) {
-        return serve_and_wait(&dev, &b, &h);
-    }
+/// until reclaimed. `server` names the child entry point that serves.
+fn dead_server<G: GpuDevice>(dev: UvmDevice<G>, server: &str) {
     use std::io::BufRead;
     use std::process::Stdio;
     let at = |x: u64| x as usize;
@@ -161,11 +162,9 @@ fn dead_server<G: GpuDevice>(dev: UvmDevice<G>, test: &str) {
     a.write(0, &before).unwrap();
     let ex = dev.export_memory(&a, &ExportOptions::default()).unwrap();
     let mut r = Residency::create(&dev, &a, C).unwrap();
-    let mut server = Command::new(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+    let mut server = child::command(server)
         .env(BUFFER_VAR, ex.to_text())
         .env(HEADER_VAR, r.header_text())
-        .env(SERVE_VAR, "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -256,12 +255,24 @@ fn dead_server<G: GpuDevice>(dev: UvmDevice<G>, test: &str) {
 
 #[test]
 fn mock_dead_server() {
-    dead_server(mock(), "mock_dead_server");
+    dead_server(mock(), "mock_dead_server_child");
+}
+
+#[test]
+#[ignore = "child entry point: run by its parent"]
+fn mock_dead_server_child() {
+    serve(mock());
 }
 
 #[test]
 fn standin_dead_server() {
-    dead_server(standin(), "standin_dead_server");
+    dead_server(standin(), "standin_dead_server_child");
+}
+
+#[test]
+#[ignore = "child entry point: run by its parent"]
+fn standin_dead_server_child() {
+    serve(standin());
 }
 
 /// The simulator's CUDA-like profile, changed by `change`.

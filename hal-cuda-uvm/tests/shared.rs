@@ -4,7 +4,9 @@
 //! process costs a lookup, a read-only import is refused writes, and a
 //! process killed while it holds the buffer releases its lease.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
+
+mod child;
 use std::time::Duration;
 
 use hal_core::{
@@ -55,13 +57,21 @@ fn gpu_read<D: Device>(dev: &D, mem: MemRef<'_, D>, offset: u64, len: u64) -> Ve
     out
 }
 
+/// Run the child entry point of `test` (`{test}_child`) as `role`.
 fn run_child(test: &str, role: &str, handle: &str) -> std::process::Output {
-    Command::new(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+    child::command(&format!("{test}_child"))
         .env(ROLE_VAR, role)
         .env(HANDLE_VAR, handle)
         .output()
         .unwrap()
+}
+
+/// What a child entry point checks first: that its parent runs it.
+fn expect_child() {
+    assert!(
+        child_role().is_some(),
+        "a child entry point: run by its parent, with {ROLE_VAR} and {HANDLE_VAR}"
+    );
 }
 
 fn child_role() -> Option<(String, String)> {
@@ -200,10 +210,6 @@ where
 #[test]
 fn standin_registered_pages_are_copied_by_the_gpu() {
     const TEST: &str = "standin_registered_pages_are_copied_by_the_gpu";
-    if let Some((role, _)) = child_role() {
-        assert_eq!(role, "gpu-copies");
-        return gpu_copies();
-    }
     let out = run_child(TEST, "gpu-copies", "-");
     assert!(
         out.status.success() && String::from_utf8_lossy(&out.stdout).contains("@gpu copies"),
@@ -211,6 +217,13 @@ fn standin_registered_pages_are_copied_by_the_gpu() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+#[ignore = "child entry point: run by its parent"]
+fn standin_registered_pages_are_copied_by_the_gpu_child() {
+    expect_child();
+    gpu_copies();
 }
 
 fn gpu_copies() {
@@ -354,8 +367,7 @@ where
     }
     let a = dev.allocate(&AllocDesc::managed(PAGE)).unwrap();
     let ex = dev.export_memory(&a, &ExportOptions::default()).unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+    let mut child = child::command(&format!("{test}_child"))
         .env(ROLE_VAR, "killed")
         .env(HANDLE_VAR, ex.to_text())
         .stdout(Stdio::piped())
@@ -394,17 +406,19 @@ fn mock() -> UvmBackend<hal_mock::MockBackend> {
 /// user.
 #[test]
 fn the_process_counts_its_registrations() {
-    let Some((role, _)) = child_role() else {
-        let out = run_child("the_process_counts_its_registrations", "counts", "-");
-        assert!(
-            out.status.success(),
-            "child failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        return;
-    };
-    assert_eq!(role, "counts");
+    let out = run_child("the_process_counts_its_registrations", "counts", "-");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+        "child failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+#[ignore = "child entry point: run by its parent"]
+fn the_process_counts_its_registrations_child() {
+    expect_child();
     let dev = standin().open(0).unwrap();
     assert_eq!(
         (
@@ -455,7 +469,21 @@ fn standin_both_ways() {
 }
 
 #[test]
+#[ignore = "child entry point: run by its parent"]
+fn standin_both_ways_child() {
+    expect_child();
+    both_ways(standin(), "standin_both_ways");
+}
+
+#[test]
 fn mock_both_ways() {
+    both_ways(mock(), "mock_both_ways");
+}
+
+#[test]
+#[ignore = "child entry point: run by its parent"]
+fn mock_both_ways_child() {
+    expect_child();
     both_ways(mock(), "mock_both_ways");
 }
 
@@ -485,25 +513,43 @@ fn standin_killed_importer() {
 }
 
 #[test]
+#[ignore = "child entry point: run by its parent"]
+fn standin_killed_importer_child() {
+    expect_child();
+    killed_importer(standin(), "standin_killed_importer");
+}
+
+#[test]
 fn mock_killed_importer() {
+    killed_importer(mock(), "mock_killed_importer");
+}
+
+#[test]
+#[ignore = "child entry point: run by its parent"]
+fn mock_killed_importer_child() {
+    expect_child();
     killed_importer(mock(), "mock_killed_importer");
 }
 
 /// A process without any GPU backend maps the buffer with `open_on_cpu`,
 /// reads the exporter's GPU write and writes back.
 #[test]
+#[ignore = "child entry point: run by its parent"]
+fn a_cpu_only_process_maps_it_child() {
+    expect_child();
+    let (role, text) = child_role().unwrap();
+    assert_eq!(role, "cpu-only");
+    let handle = hal_core::Handle::from_text(&text).unwrap();
+    let pages = hal_cuda_uvm::open_on_cpu(handle.into(), &ImportOptions::default()).unwrap();
+    let mut got = vec![0u8; PAGE as usize];
+    pages.read(0, &mut got).unwrap();
+    assert_eq!(got, pattern(3, PAGE), "the exporter's GPU write");
+    pages.write(PAGE, b"from a CPU-only process").unwrap();
+    println!("child done");
+}
+
+#[test]
 fn a_cpu_only_process_maps_it() {
-    if let Some((role, text)) = child_role() {
-        assert_eq!(role, "cpu-only");
-        let handle = hal_core::Handle::from_text(&text).unwrap();
-        let pages = hal_cuda_uvm::open_on_cpu(handle.into(), &ImportOptions::default()).unwrap();
-        let mut got = vec![0u8; PAGE as usize];
-        pages.read(0, &mut got).unwrap();
-        assert_eq!(got, pattern(3, PAGE), "the exporter's GPU write");
-        pages.write(PAGE, b"from a CPU-only process").unwrap();
-        println!("child done");
-        return;
-    }
     let dev = standin().open(0).unwrap();
     let a = dev.allocate(&AllocDesc::managed(2 * PAGE)).unwrap();
     gpu_write(&dev, MemRef::Allocation(&a), 0, &pattern(3, PAGE));
@@ -532,32 +578,40 @@ fn a_cpu_only_process_maps_it() {
 /// address; elsewhere (the H200 measured, the stand-in's default) they are
 /// registered.
 #[test]
+#[ignore = "child entry point: run by its parent"]
+fn pageable_access_skips_registration_child() {
+    const VAR: &str = hal_mock_libcuda::PAGEABLE_VAR;
+    assert!(
+        std::env::var_os(VAR).is_some(),
+        "a child entry point: run by its parent, with {VAR}"
+    );
+    let dev = standin().open(0).unwrap();
+    assert!(dev
+        .capabilities()
+        .contains(hal_core::Capabilities::PAGEABLE_MEMORY_ACCESS));
+    assert_eq!(dev.strategy(), hal_cuda_uvm::Strategy::Pageable);
+    let a = dev.allocate(&AllocDesc::managed(PAGE)).unwrap();
+    let at = a.shared().unwrap().device_addr().unwrap();
+    assert_eq!(at, a.addr(), "the host address itself");
+    assert!(
+        !registration::holds(dev.info().uuid, at, PAGE),
+        "not registered"
+    );
+    gpu_write(&dev, MemRef::Allocation(&a), 0, b"pageable");
+    assert_eq!(gpu_read(&dev, MemRef::Allocation(&a), 0, 8), b"pageable");
+    println!("child done");
+}
+
+#[test]
 fn pageable_access_skips_registration() {
     const VAR: &str = hal_mock_libcuda::PAGEABLE_VAR;
     let dev = standin().open(0).unwrap();
-    if std::env::var_os(VAR).is_some() {
-        assert!(dev
-            .capabilities()
-            .contains(hal_core::Capabilities::PAGEABLE_MEMORY_ACCESS));
-        assert_eq!(dev.strategy(), hal_cuda_uvm::Strategy::Pageable);
-        let a = dev.allocate(&AllocDesc::managed(PAGE)).unwrap();
-        let at = a.shared().unwrap().device_addr().unwrap();
-        assert_eq!(at, a.addr(), "the host address itself");
-        assert!(
-            !registration::holds(dev.info().uuid, at, PAGE),
-            "not registered"
-        );
-        gpu_write(&dev, MemRef::Allocation(&a), 0, b"pageable");
-        assert_eq!(gpu_read(&dev, MemRef::Allocation(&a), 0, 8), b"pageable");
-        println!("child done");
-        return;
-    }
     assert_eq!(dev.strategy(), hal_cuda_uvm::Strategy::Registered);
     let a = dev.allocate(&AllocDesc::managed(PAGE)).unwrap();
     let at = a.shared().unwrap().device_addr().unwrap();
     assert!(registration::holds(dev.info().uuid, at, PAGE));
-    hal_tests::process::child_passes(
-        "pageable_access_skips_registration",
+    child::passes(
+        "pageable_access_skips_registration_child",
         "the child whose driver reads pageable memory",
         &[(VAR, "1")],
     );
