@@ -9,15 +9,7 @@ use std::process::Command;
 
 /// The command that runs this executable's entry point `name` alone.
 pub fn command(name: &str) -> Command {
-    let mut c = Command::new(std::env::current_exe().expect("the test executable's path"));
-    c.args([
-        name,
-        "--exact",
-        "--include-ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ]);
-    c
+    hal_core::testing::child(name)
 }
 
 /// Run the entry point `name` with `env` added to its environment, and
