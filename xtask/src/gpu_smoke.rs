@@ -350,6 +350,11 @@ fn rehearsal(root: &Path, script: &Path) -> ExitCode {
     let ran = Command::new(script)
         .arg(&out)
         .env("HAL_CUDA_LIBRARY", &standin)
+        // As on the GPU machine, where a test that applies to the stand-in
+        // alone says it did not run instead of failing: strict mode
+        // (HAL_TESTS_STRICT, set by CI for the workspace's tests) asks
+        // every test to run, which a driver run cannot.
+        .env_remove("HAL_TESTS_STRICT")
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit())
         .status();
