@@ -1,13 +1,15 @@
 //! Fuzz the handle decoders: any input must decode or give an error, never
 //! panic; whatever decodes must be canonical (version 2 bytes re-encode to
 //! themselves, version 1 bytes to their version 2 form) and survive a round
-//! trip.
+//! trip. The same input goes to the tensor handle's decoder, with the same
+//! promises (its embedded memory handle follows the memory handle's rules).
 
 #![no_main]
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use hal_core::handle::wire::{FIXED_LEN, FIXED_LEN_V1, MAX_ENCODED_LEN, TEXT_PREFIX};
+use hal_core::dlpack::{TensorHandle, TENSOR_TEXT_PREFIX};
 use hal_core::{Handle, PidKind};
 use libfuzzer_sys::fuzz_target;
 
@@ -48,7 +50,26 @@ fn decode_bytes(bytes: &[u8]) -> Result<Handle, hal_core::HandleError> {
     decoded
 }
 
+/// Decode `bytes` as a tensor handle; an accepted input round-trips, and
+/// re-encodes to itself when its memory handle is of version 2.
+fn decode_tensor(bytes: &[u8]) -> Result<TensorHandle, hal_core::HandleError> {
+    let decoded = TensorHandle::from_bytes(bytes);
+    if let Ok(t) = &decoded {
+        round_trip(&t.memory);
+        assert_eq!(TensorHandle::from_bytes(&t.to_bytes()).as_ref(), Ok(t));
+        assert_eq!(TensorHandle::from_text(&t.to_text()).as_ref(), Ok(t));
+        if bytes[7 + 4] == 2 {
+            assert_eq!(t.to_bytes(), bytes);
+        }
+    }
+    decoded
+}
+
 fuzz_target!(|data: &[u8]| {
+    let tensor = decode_tensor(data);
+    let text = format!("{TENSOR_TEXT_PREFIX}{}", URL_SAFE_NO_PAD.encode(data));
+    assert_eq!(TensorHandle::from_text(&text), tensor);
+
     let decoded = decode_bytes(data);
 
     // The input as a text handle.
@@ -71,5 +92,6 @@ fuzz_target!(|data: &[u8]| {
         let crc = crc32fast::hash(&sealed[..body]);
         sealed[body..].copy_from_slice(&crc.to_le_bytes());
         let _ = decode_bytes(&sealed);
+        let _ = decode_tensor(&sealed);
     }
 });

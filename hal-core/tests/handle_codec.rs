@@ -1438,6 +1438,10 @@ fn fuzz_corpus_replays_without_panic() {
             Ok(h) => assert_eq!(Handle::from_bytes(&h.to_bytes()).as_ref(), Ok(&h)),
             Err(e) => note(e),
         }
+        if let Ok(t) = hal_core::dlpack::TensorHandle::from_bytes(&bytes) {
+            let again = hal_core::dlpack::TensorHandle::from_bytes(&t.to_bytes());
+            assert_eq!(again.as_ref(), Ok(&t));
+        }
         if let Ok(text) = std::str::from_utf8(&bytes) {
             match Handle::from_text(text) {
                 Ok(h) => assert_eq!(Handle::from_text(&h.to_text()).as_ref(), Ok(&h)),
@@ -1451,7 +1455,7 @@ fn fuzz_corpus_replays_without_panic() {
 }
 
 /// The fuzz target's seed inputs (`fuzz/seeds/decode_handle`): handles of
-/// both versions, binary and text; each decodes, its text to the same handle,
+/// both versions and tensor handles, binary and text; each decodes, its text to the same handle,
 /// and re-encodes as the canonical-encoding promise says.
 #[test]
 fn fuzz_seeds_decode_in_both_versions() {
@@ -1463,14 +1467,28 @@ fn fuzz_seeds_decode_in_both_versions() {
             continue;
         }
         let bytes = std::fs::read(&path).expect("readable seed");
+        let text = std::fs::read_to_string(path.with_extension("txt")).expect("its text form");
+        if bytes.starts_with(&hal_core::dlpack::TENSOR_MAGIC) {
+            let t = hal_core::dlpack::TensorHandle::from_bytes(&bytes)
+                .unwrap_or_else(|e| panic!("{path:?}: {e}"));
+            assert_eq!(t.to_bytes(), bytes, "{path:?}");
+            assert_eq!(
+                hal_core::dlpack::TensorHandle::from_text(&text).as_ref(),
+                Ok(&t),
+                "{path:?}"
+            );
+            *versions.entry(b't').or_insert(0) += 1;
+            continue;
+        }
         let h = Handle::from_bytes(&bytes).unwrap_or_else(|e| panic!("{path:?}: {e}"));
         assert_eq!(h.to_bytes(), canonical(&bytes), "{path:?}");
-        let text = std::fs::read_to_string(path.with_extension("txt")).expect("its text form");
         assert_eq!(Handle::from_text(&text).as_ref(), Ok(&h), "{path:?}");
         *versions.entry(bytes[4]).or_insert(0) += 1;
     }
     assert!(
-        versions.get(&1) >= Some(&5) && versions.get(&2) >= Some(&5),
+        versions.get(&1) >= Some(&5)
+            && versions.get(&2) >= Some(&5)
+            && versions.get(&b't') >= Some(&3),
         "{versions:?}"
     );
 }

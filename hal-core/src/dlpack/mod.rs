@@ -85,6 +85,7 @@
 
 mod abi;
 mod device;
+mod handle;
 mod spec;
 mod tensor;
 
@@ -94,5 +95,9 @@ pub use abi::{
     DLPACK_MINOR_VERSION,
 };
 pub use device::dl_device;
+pub use handle::{
+    TensorHandle, MAX_NDIM, MAX_TENSOR_ENCODED_LEN, MAX_TENSOR_TEXT_LEN, TENSOR_MAGIC,
+    TENSOR_TEXT_PREFIX, TENSOR_VERSION,
+};
 pub use spec::TensorSpec;
 pub use tensor::{to_dlpack, DlpackTensor};

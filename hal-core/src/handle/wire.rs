@@ -201,6 +201,10 @@ pub const VERSION: u8 = 2;
 pub const OLDEST_VERSION: u8 = 1;
 /// The start of every text handle.
 pub const TEXT_PREFIX: &str = "hal1.";
+/// The start of every tensor handle's text
+/// ([`TensorHandle`](crate::dlpack::TensorHandle)): kept beside
+/// [`TEXT_PREFIX`] so that each decoder tells the other's text apart.
+pub const TENSOR_TEXT_PREFIX: &str = "hal1t.";
 /// Most pids in an allow-list.
 pub const MAX_PIDS: usize = 64;
 /// Most bytes of vendor payload.
@@ -240,7 +244,7 @@ const FD_ATTACHED: u8 = 1;
 const FD_BROKER: u8 = 2;
 
 /// Characters of unpadded base64 for `n` bytes.
-const fn base64_len(n: usize) -> usize {
+pub(crate) const fn base64_len(n: usize) -> usize {
     (n * 4).div_ceil(3)
 }
 
@@ -395,51 +399,67 @@ impl Handle {
 
     /// Decode the text form, ignoring ASCII whitespace around it.
     pub fn from_text(text: &str) -> Result<Handle, HandleError> {
-        let body = text.trim_start_matches(|c: char| c.is_ascii_whitespace());
-        let lead = text.len() - body.len();
-        let body = body.trim_end_matches(|c: char| c.is_ascii_whitespace());
-        let Some(b64) = body.strip_prefix(TEXT_PREFIX) else {
-            return Err(HandleError::BadPrefix {
-                expected: TEXT_PREFIX,
-            });
-        };
-        if body.len() > MAX_TEXT_LEN {
-            return Err(HandleError::OverBound {
-                field: "text",
-                len: body.len(),
-                max: MAX_TEXT_LEN,
+        if text.trim_start().starts_with(TENSOR_TEXT_PREFIX) {
+            return Err(HandleError::WrongKind {
+                expected: "memory, event or notify",
+                found: "tensor (`hal1t.`; import it as a tensor)",
             });
         }
-        let start = lead + TEXT_PREFIX.len();
-        if let Some((i, ch)) = b64
-            .char_indices()
-            .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
-        {
-            return Err(HandleError::InvalidText {
-                position: start + i,
-                ch,
-            });
-        }
-        let bytes = URL_SAFE_NO_PAD.decode(b64).map_err(|e| match e {
-            base64::DecodeError::InvalidByte(i, b)
-            | base64::DecodeError::InvalidLastSymbol(i, b) => HandleError::InvalidText {
-                position: start + i,
-                ch: char::from(b),
-            },
-            // Four characters carry three bytes; a body of 4k+1 characters
-            // lost at least one character at its end.
-            base64::DecodeError::InvalidLength(_) => HandleError::Truncated {
-                field: "text",
-                offset: start + b64.len(),
-                needed: 1,
-            },
-            base64::DecodeError::InvalidPadding => HandleError::Malformed {
-                field: "text",
-                detail: "padding is not allowed".into(),
-            },
-        })?;
+        let bytes = decode_text(text, TEXT_PREFIX, MAX_TEXT_LEN)?;
         Handle::from_bytes(&bytes)
     }
+}
+
+/// The bytes of a text form: `prefix` and unpadded URL-safe base64, at most
+/// `max_len` characters without the ASCII whitespace around it, which is
+/// ignored. Positions in its errors count characters of `text` as given.
+pub(crate) fn decode_text(
+    text: &str,
+    prefix: &'static str,
+    max_len: usize,
+) -> Result<Vec<u8>, HandleError> {
+    let body = text.trim_start_matches(|c: char| c.is_ascii_whitespace());
+    let lead = text.len() - body.len();
+    let body = body.trim_end_matches(|c: char| c.is_ascii_whitespace());
+    let Some(b64) = body.strip_prefix(prefix) else {
+        return Err(HandleError::BadPrefix { expected: prefix });
+    };
+    if body.len() > max_len {
+        return Err(HandleError::OverBound {
+            field: "text",
+            len: body.len(),
+            max: max_len,
+        });
+    }
+    let start = lead + prefix.len();
+    if let Some((i, ch)) = b64
+        .char_indices()
+        .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+    {
+        return Err(HandleError::InvalidText {
+            position: start + i,
+            ch,
+        });
+    }
+    URL_SAFE_NO_PAD.decode(b64).map_err(|e| match e {
+        base64::DecodeError::InvalidByte(i, b) | base64::DecodeError::InvalidLastSymbol(i, b) => {
+            HandleError::InvalidText {
+                position: start + i,
+                ch: char::from(b),
+            }
+        }
+        // Four characters carry three bytes; a body of 4k+1 characters
+        // lost at least one character at its end.
+        base64::DecodeError::InvalidLength(_) => HandleError::Truncated {
+            field: "text",
+            offset: start + b64.len(),
+            needed: 1,
+        },
+        base64::DecodeError::InvalidPadding => HandleError::Malformed {
+            field: "text",
+            detail: "padding is not allowed".into(),
+        },
+    })
 }
 
 /// At most `max` leading items of `items`.
@@ -500,13 +520,18 @@ fn check_socket_name(name: &[u8]) -> Result<(), HandleError> {
 
 /// A bounds-checked reader over the input: every read either returns the
 /// bytes asked for or a [`HandleError::Truncated`] naming the field.
-struct Cursor<'a> {
+pub(crate) struct Cursor<'a> {
     buf: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], HandleError> {
+    /// A reader at the start of `buf`.
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        Cursor { buf, pos: 0 }
+    }
+
+    pub(crate) fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], HandleError> {
         let rest = self.buf.get(self.pos..).unwrap_or_default();
         match rest.get(..n) {
             Some(bytes) => {
@@ -531,23 +556,23 @@ impl<'a> Cursor<'a> {
         })
     }
 
-    fn u8(&mut self, field: &'static str) -> Result<u8, HandleError> {
+    pub(crate) fn u8(&mut self, field: &'static str) -> Result<u8, HandleError> {
         self.array::<1>(field).map(|[b]| b)
     }
 
-    fn u16(&mut self, field: &'static str) -> Result<u16, HandleError> {
+    pub(crate) fn u16(&mut self, field: &'static str) -> Result<u16, HandleError> {
         self.array(field).map(u16::from_le_bytes)
     }
 
-    fn u32(&mut self, field: &'static str) -> Result<u32, HandleError> {
+    pub(crate) fn u32(&mut self, field: &'static str) -> Result<u32, HandleError> {
         self.array(field).map(u32::from_le_bytes)
     }
 
-    fn u64(&mut self, field: &'static str) -> Result<u64, HandleError> {
+    pub(crate) fn u64(&mut self, field: &'static str) -> Result<u64, HandleError> {
         self.array(field).map(u64::from_le_bytes)
     }
 
-    fn remaining(&self) -> usize {
+    pub(crate) fn remaining(&self) -> usize {
         self.buf.len().saturating_sub(self.pos)
     }
 }
