@@ -15,6 +15,9 @@
 //!                         build, in release mode, what a GPU machine runs against its
 //!                         real driver (target/gpu-smoke/, with run.sh); --rehearse
 //!                         then runs it here with the stand-in as the driver
+//! cargo xtask postgres [--backend cpu-shm|cuda-uvm]...
+//!                         the hal_pg extension on a real PostgreSQL server, on
+//!                         each backend (default both)
 //! ```
 //!
 //! Every command prints what it runs. Exit codes: 0 success, 1 a step
@@ -28,6 +31,7 @@ use std::time::{Duration, Instant};
 mod bindgen;
 mod circles;
 mod gpu_smoke;
+mod postgres;
 
 const USAGE: &str = "\
 usage: cargo xtask <command>
@@ -59,6 +63,15 @@ commands:
              --rehearse, then run run.sh here with the stand-in libcuda as the driver
              (HAL_CUDA_LIBRARY) into target/gpu-smoke-rehearsal/, and fail unless
              every step passed and every test step ran tests
+  postgres [--backend cpu-shm|cuda-uvm]...
+             build libhal (hal-ffi), halctl and the stand-in libcuda, then the hal_pg
+             extension (examples/postgres/hal_pg) with PGXS, installing the server
+             headers when missing (as root); for each backend (default: cpu-shm, then
+             cuda-uvm over the stand-in driver) create a cluster in a temporary folder
+             as an unprivileged user, start it on a Unix socket there, run the checks
+             (16 concurrent sessions, a parallel query, a terminated session, the
+             worker stopped and killed, the postmaster clean of vendor runtimes), the
+             1 MiB read benchmark, stop it and remove everything
   help       this text
 
 environment: XTASK_STEP_TIMEOUT  seconds one cargo invocation may run (default 1800);
@@ -87,6 +100,9 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         };
+    }
+    if cmd == "postgres" {
+        return postgres::postgres_cmd(&root(), &cargo(), &args[1..]);
     }
     if args.len() > 1 {
         eprintln!("xtask: `{cmd}` takes no arguments\n\n{USAGE}");
