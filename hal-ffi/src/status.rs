@@ -2,7 +2,7 @@
 
 use hal_facade::{Error, HandleError};
 
-/// What a call of this library answers: [`hal_status::HAL_OK`], or why it
+/// What a call of this library answers: `HAL_OK`, or why it
 /// failed. The values are stable: a value once given keeps its meaning, new
 /// ones are only added. `hal_last_error()` gives this thread's message of the
 /// failure, with the vendor's code and name where there is one.
