@@ -361,6 +361,22 @@ enum hal_status hal_device_release(struct hal_device *device);
 enum hal_status hal_device_backend(const struct hal_device *device, char **out_name);
 
 /**
+ * Whether the device has the capability labelled `capability`:
+ * `host-visible` (allocate `HAL_LOCATION_HOST` and use
+ * `hal_memory_host_ptr`), `pid-allow-list` (exports can name their
+ * importers' pids), `pid-allow-list-default-on` (an export without pids
+ * admits nobody), `ipc-event`, `ipc-notify`, `creator-only-notify-wait`,
+ * `managed-memory`, `read-only-export`, `named-regions`, ... (the labels
+ * of `halctl info`). An unknown label is `HAL_ERR_NOT_FOUND`.
+ *
+ * # Safety
+ *
+ * `capability` is NULL or a NUL-terminated string; `out` is NULL or valid
+ * for a write.
+ */
+enum hal_status hal_device_has(const struct hal_device *device, const char *capability, bool *out);
+
+/**
  * Create an interprocess event on `device` (CUDA `CU_EVENT_INTERPROCESS`,
  * Ascend `ACL_EVENT_IPC`, a futex word on CPU shared memory), to export
  * with `hal_event_export`. `HAL_ERR_UNSUPPORTED` where the backend does

@@ -196,3 +196,48 @@ pub unsafe extern "C" fn hal_device_backend(
         Ok(())
     })
 }
+
+/// Whether the device has the capability labelled `capability`:
+/// `host-visible` (allocate `HAL_LOCATION_HOST` and use
+/// `hal_memory_host_ptr`), `pid-allow-list` (exports can name their
+/// importers' pids), `pid-allow-list-default-on` (an export without pids
+/// admits nobody), `ipc-event`, `ipc-notify`, `creator-only-notify-wait`,
+/// `managed-memory`, `read-only-export`, `named-regions`, ... (the labels
+/// of `halctl info`). An unknown label is `HAL_ERR_NOT_FOUND`.
+///
+/// # Safety
+///
+/// `capability` is NULL or a NUL-terminated string; `out` is NULL or valid
+/// for a write.
+#[no_mangle]
+pub unsafe extern "C" fn hal_device_has(
+    device: *const hal_device,
+    capability: *const c_char,
+    out: *mut bool,
+) -> hal_status {
+    call("hal_device_has", || {
+        need(out, "out")?;
+        let device = DEVICES.get(device as usize, "device")?;
+        // SAFETY: per the contract.
+        let label = unsafe { str_arg(capability, "capability") }?;
+        let (flag, _) = hal_facade::Capabilities::ALL
+            .iter()
+            .find(|(_, l)| *l == label)
+            .ok_or_else(|| {
+                let labels: Vec<&str> = hal_facade::Capabilities::ALL
+                    .iter()
+                    .map(|(_, l)| *l)
+                    .collect();
+                Failure::new(
+                    hal_status::HAL_ERR_NOT_FOUND,
+                    format!(
+                        "no capability `{label}`; the capabilities are: {}",
+                        labels.join(", ")
+                    ),
+                )
+            })?;
+        let has = device.device.capabilities().contains(*flag);
+        // SAFETY: checked not NULL above.
+        unsafe { put(out, has, "out") }
+    })
+}

@@ -53,7 +53,7 @@ mod tensor;
 mod text;
 
 pub use device::{
-    hal_abi_version, hal_backends, hal_device, hal_device_backend, hal_device_open,
+    hal_abi_version, hal_backends, hal_device, hal_device_backend, hal_device_has, hal_device_open,
     hal_device_release, HAL_ABI_VERSION,
 };
 pub use event::{

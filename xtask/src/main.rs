@@ -33,6 +33,7 @@ mod bindgen;
 mod cheader;
 mod circles;
 mod gpu_smoke;
+mod install_c;
 
 const USAGE: &str = "\
 usage: cargo xtask <command>
@@ -90,6 +91,9 @@ fn main() -> ExitCode {
     }
     if cmd == "cheader" {
         return cheader::cheader_cmd(&root(), &args[1..]);
+    }
+    if cmd == "install-c" {
+        return install_c::install_c_cmd(&root(), &cargo(), &args[1..]);
     }
     if cmd == "gpu-smoke" {
         return match args[1..] {
