@@ -199,6 +199,30 @@ int main(int argc, char **argv) {
     EXPECT(hal_import_tensor(text, NULL, &tensor), HAL_ERR_INVALID_HANDLE);
     hal_string_free(text);
 
+    /* Named regions (CPU shared memory): create, open, taken, gone. */
+    if (strcmp(backend, "cpu-shm") == 0) {
+        char name[64];
+        hal_memory *named, *opened;
+        uint64_t named_size = 0;
+        char word[6] = {0};
+        snprintf(name, sizeof name, "hal-ffi-refusals-%d", (int)getpid());
+        EXPECT(hal_named_create(name, 8192, &named), HAL_OK);
+        EXPECT(hal_write(named, 0, "named", 6), HAL_OK);
+        EXPECT(hal_named_open(name, &opened), HAL_OK);
+        EXPECT(hal_memory_size(opened, &named_size), HAL_OK);
+        EXPECT(hal_read(opened, 0, word, 6), HAL_OK);
+        checks++;
+        if (named_size != 8192 || strcmp(word, "named") != 0) {
+            failures++;
+            fprintf(stderr, "FAIL the named region opened is not the one created\n");
+        }
+        EXPECT(hal_named_create(name, 8192, &out), HAL_ERR_ALREADY_EXISTS);
+        EXPECT(hal_memory_release(opened), HAL_OK);
+        EXPECT(hal_memory_release(named), HAL_OK);
+        EXPECT(hal_named_open(name, &out), HAL_ERR_NOT_FOUND);
+        EXPECT(hal_named_open(NULL, &out), HAL_ERR_NULL_ARGUMENT);
+    }
+
     /* A wait that times out. */
     EXPECT(hal_notify_wait(notify, 0), HAL_ERR_TIMEOUT);
 
