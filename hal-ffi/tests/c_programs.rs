@@ -203,12 +203,12 @@ fn refusals(backend: &str, at_least: usize) {
 
 #[test]
 fn refusals_on_cpu_shm() {
-    refusals("cpu-shm", 55);
+    refusals("cpu-shm", 65);
 }
 
 #[test]
 fn refusals_on_mock_cuda() {
-    refusals("mock-cuda", 40);
+    refusals("mock-cuda", 50);
 }
 
 #[test]

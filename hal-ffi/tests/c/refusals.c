@@ -223,6 +223,30 @@ int main(int argc, char **argv) {
         EXPECT(hal_named_open(NULL, &out), HAL_ERR_NULL_ARGUMENT);
     }
 
+    /* Events, where the backend shares them: recorded here, waited on
+     * through an import; queried where the backend can. */
+    bool ipc_event = false, event_query = false;
+    hal_device_has(dev, "ipc-event", &ipc_event);
+    hal_device_has(dev, "ipc-event-query", &event_query);
+    if (ipc_event) {
+        hal_event *event, *event_in;
+        char *event_text;
+        bool done = false;
+        EXPECT(hal_event_create(dev, &event), HAL_OK);
+        EXPECT(hal_event_export(event, NULL, &event_text), HAL_OK);
+        EXPECT(hal_event_import(event_text, NULL, &event_in), HAL_OK);
+        EXPECT(hal_event_record(event), HAL_OK);
+        EXPECT(hal_event_wait(event_in, 10000000000LL), HAL_OK);
+        EXPECT(hal_event_query(event_in, &done),
+               event_query ? HAL_OK : HAL_ERR_UNSUPPORTED);
+        EXPECT(hal_event_query(event_in, NULL), HAL_ERR_NULL_ARGUMENT);
+        EXPECT(hal_event_import(notify_text, NULL, &event), HAL_ERR_INVALID_HANDLE);
+        EXPECT(hal_event_release(event_in), HAL_OK);
+        EXPECT(hal_event_release(event), HAL_OK);
+        EXPECT(hal_event_release(event), HAL_ERR_DOUBLE_RELEASE);
+        hal_string_free(event_text);
+    }
+
     /* A wait that times out. */
     EXPECT(hal_notify_wait(notify, 0), HAL_ERR_TIMEOUT);
 

@@ -66,6 +66,16 @@ int main(int argc, char **argv) {
         CHECK(hal_notify_import(notify_text, NULL, &notify_in));
         CHECK(hal_notify_signal(notify_in));
         CHECK(hal_notify_wait(notify, 10000000000LL));
+        hal_event *event, *event_in;
+        char *event_text;
+        CHECK(hal_event_create(dev, &event));
+        CHECK(hal_event_export(event, NULL, &event_text));
+        CHECK(hal_event_import(event_text, NULL, &event_in));
+        CHECK(hal_event_record(event));
+        CHECK(hal_event_wait(event_in, 10000000000LL));
+        CHECK(hal_event_release(event_in));
+        CHECK(hal_event_release(event));
+        hal_string_free(event_text);
         CHECK(hal_notify_release(notify_in));
         CHECK(hal_notify_release(notify));
         CHECK(hal_memory_release(imported));
