@@ -379,3 +379,102 @@ fn every_extern_function_is_in_the_header_and_exported() {
         "include/hal.h and libhal.so's exports differ"
     );
 }
+
+/// `cargo xtask install-c` puts the library, the header and `hal.pc` under
+/// a prefix; the examples build from that alone with pkg-config, linked
+/// dynamically and statically, and share a buffer across two processes.
+#[test]
+fn installed_with_pkg_config_the_examples_build_and_run() {
+    if Command::new("pkg-config")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        hal_core::testing::not_run("pkg-config is not installed (apt-get install pkg-config)");
+        return;
+    }
+    let prefix = tempfile::Builder::new()
+        .prefix("hal-ffi-prefix-")
+        .tempdir()
+        .expect("a temporary folder");
+    // The same target folder and profile as this test, so nothing rebuilds.
+    let lib_dir = built_lib_dir();
+    let target = lib_dir.parent().expect("the target folder");
+    let mut xtask = Command::new(env!("CARGO"));
+    xtask
+        .args([
+            "run",
+            "--quiet",
+            "-p",
+            "xtask",
+            "--",
+            "install-c",
+            "--prefix",
+        ])
+        .arg(prefix.path())
+        .env("CARGO_TARGET_DIR", target)
+        .current_dir(crate_dir());
+    if lib_dir.file_name().is_some_and(|n| n == "debug") {
+        xtask.arg("--debug");
+    }
+    let out = run(&mut xtask);
+    assert!(out.status.success(), "cargo xtask install-c failed");
+    for file in [
+        "lib/libhal.so.1",
+        "lib/libhal.so",
+        "lib/libhal.a",
+        "include/hal.h",
+        "lib/pkgconfig/hal.pc",
+    ] {
+        assert!(prefix.path().join(file).exists(), "{file} is not installed");
+    }
+    let pc = prefix.path().join("lib/pkgconfig");
+    let flags = |args: &[&str]| -> Vec<String> {
+        let out = Command::new("pkg-config")
+            .args(args)
+            .arg("hal")
+            .env("PKG_CONFIG_PATH", &pc)
+            .output()
+            .expect("run pkg-config");
+        assert!(out.status.success(), "pkg-config {args:?} hal failed");
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    let dynamic = flags(&["--cflags", "--libs"]);
+    let bin = prefix.path().join("bin");
+    std::fs::create_dir_all(&bin).expect("a bin folder");
+    let cc = |source: &str, out: &str, extra: &[String]| {
+        let status = Command::new("cc")
+            .args(["-std=c11", "-Wall", "-Wextra", "-Werror"])
+            .arg(crate_dir().join("examples").join(source))
+            .arg("-o")
+            .arg(bin.join(out))
+            .args(extra)
+            .status()
+            .expect("run cc");
+        assert!(status.success(), "cc {source} with {extra:?} failed");
+    };
+    let mut rpath = dynamic.clone();
+    rpath.push(format!(
+        "-Wl,-rpath,{}",
+        prefix.path().join("lib").display()
+    ));
+    cc("producer.c", "producer", &rpath);
+    cc("consumer.c", "consumer", &rpath);
+    // The static library: libhal.a and what it needs from the system.
+    let mut fully_static = flags(&["--cflags"]);
+    fully_static.push(prefix.path().join("lib/libhal.a").display().to_string());
+    fully_static.extend(
+        flags(&["--static", "--libs"])
+            .into_iter()
+            .filter(|f| f != "-lhal" && !f.starts_with("-L")),
+    );
+    cc("producer.c", "producer_static", &fully_static);
+    for producer in ["producer", "producer_static"] {
+        let out = run(Command::new(bin.join(producer)).args(["cpu-shm", "10"]));
+        assert!(out.status.success(), "the installed {producer} failed");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("the consumer verified"));
+    }
+}

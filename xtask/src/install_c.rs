@@ -1,5 +1,6 @@
-//! `cargo xtask install-c --prefix DIR`: libhal built in release mode and
-//! installed for C and C++ programs:
+//! `cargo xtask install-c --prefix DIR [--debug]`: libhal built in release
+//! mode (or the debug profile with `--debug`) and installed for C and C++
+//! programs:
 //!
 //! ```text
 //! DIR/lib/libhal.so.1          the shared library (soname libhal.so.1)
@@ -30,10 +31,14 @@ fn copy(from: &Path, to: &Path) -> Result<(), String> {
         .map_err(|e| format!("copying {} to {}: {e}", from.display(), to.display()))
 }
 
-fn install(root: &Path, cargo: &str, prefix: &Path) -> Result<(), String> {
-    println!("+ {cargo} build --release -p hal-ffi");
+fn install(root: &Path, cargo: &str, prefix: &Path, debug: bool) -> Result<(), String> {
+    let mut args = vec!["build", "-p", "hal-ffi", "--lib"];
+    if !debug {
+        args.push("--release");
+    }
+    println!("+ {cargo} {}", args.join(" "));
     let status = Command::new(cargo)
-        .args(["build", "--release", "-p", "hal-ffi"])
+        .args(&args)
         .current_dir(root)
         .status()
         .map_err(|e| format!("starting cargo: {e}"))?;
@@ -43,7 +48,7 @@ fn install(root: &Path, cargo: &str, prefix: &Path) -> Result<(), String> {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"))
-        .join("release");
+        .join(if debug { "debug" } else { "release" });
     let prefix = if prefix.is_absolute() {
         prefix.to_path_buf()
     } else {
@@ -82,14 +87,15 @@ fn install(root: &Path, cargo: &str, prefix: &Path) -> Result<(), String> {
 
 /// The command.
 pub(crate) fn install_c_cmd(root: &Path, cargo: &str, args: &[String]) -> ExitCode {
-    let prefix = match args {
-        [flag, dir] if flag == "--prefix" => PathBuf::from(dir),
+    let (prefix, debug) = match args {
+        [flag, dir] if flag == "--prefix" => (PathBuf::from(dir), false),
+        [flag, dir, d] if flag == "--prefix" && d == "--debug" => (PathBuf::from(dir), true),
         _ => {
-            eprintln!("xtask install-c: usage: cargo xtask install-c --prefix DIR");
+            eprintln!("xtask install-c: usage: cargo xtask install-c --prefix DIR [--debug]");
             return ExitCode::from(2);
         }
     };
-    match install(root, cargo, &prefix) {
+    match install(root, cargo, &prefix, debug) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("xtask install-c: {e}");

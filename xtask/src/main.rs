@@ -12,9 +12,9 @@
 //!                         the crates named); exit 1 on a cycle
 //! cargo xtask bindgen     regenerate hal-ascend's bindings (--check: verify them)
 //! cargo xtask cheader     regenerate include/hal.h from hal-ffi (--check: verify it)
-//! cargo xtask install-c --prefix DIR
-//!                         build libhal in release mode and install the library, the
-//!                         header and hal.pc under DIR
+//! cargo xtask install-c --prefix DIR [--debug]
+//!                         build libhal in release mode (--debug: the debug profile)
+//!                         and install the library, the header and hal.pc under DIR
 //! cargo xtask gpu-smoke [--rehearse]
 //!                         build, in release mode, what a GPU machine runs against its
 //!                         real driver (target/gpu-smoke/, with run.sh); --rehearse
@@ -59,8 +59,8 @@ commands:
              with --check, fail when the checked-in file differs from a fresh generation
   cheader    regenerate include/hal.h (the C header) from hal-ffi with cbindgen;
              with --check, fail when the checked-in file differs from a fresh generation
-  install-c --prefix DIR
-             build hal-ffi in release mode and install DIR/lib/libhal.so (with its
+  install-c --prefix DIR [--debug]
+             build hal-ffi in release mode (--debug: the debug profile) and install DIR/lib/libhal.so (with its
              soname), DIR/lib/libhal.a, DIR/include/hal.h and DIR/lib/pkgconfig/hal.pc
   gpu-smoke  build in release mode, stripped, into target/gpu-smoke/: hal-cuda's test
              executables (its conformance suite switches to the real driver there),
