@@ -11,6 +11,10 @@
 //!                         import cycles between the files of each crate (or of
 //!                         the crates named); exit 1 on a cycle
 //! cargo xtask bindgen     regenerate hal-ascend's bindings (--check: verify them)
+//! cargo xtask cheader     regenerate include/hal.h from hal-ffi (--check: verify it)
+//! cargo xtask install-c --prefix DIR [--debug]
+//!                         build libhal in release mode (--debug: the debug profile)
+//!                         and install the library, the header and hal.pc under DIR
 //! cargo xtask gpu-smoke [--rehearse]
 //!                         build, in release mode, what a GPU machine runs against its
 //!                         real driver (target/gpu-smoke/, with run.sh); --rehearse
@@ -29,8 +33,10 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 mod bindgen;
+mod cheader;
 mod circles;
 mod gpu_smoke;
+mod install_c;
 mod postgres;
 
 const USAGE: &str = "\
@@ -55,6 +61,11 @@ commands:
              exit 1 on a cycle
   bindgen    regenerate hal-ascend/src/bindings.rs from hal-ascend/include/acl_subset.h;
              with --check, fail when the checked-in file differs from a fresh generation
+  cheader    regenerate include/hal.h (the C header) from hal-ffi with cbindgen;
+             with --check, fail when the checked-in file differs from a fresh generation
+  install-c --prefix DIR [--debug]
+             build hal-ffi in release mode (--debug: the debug profile) and install DIR/lib/libhal.so (with its
+             soname), DIR/lib/libhal.a, DIR/include/hal.h and DIR/lib/pkgconfig/hal.pc
   gpu-smoke  build in release mode, stripped, into target/gpu-smoke/: hal-cuda's test
              executables (its conformance suite switches to the real driver there),
              hal's examples, halctl, and run.sh, which a machine with an NVIDIA GPU and
@@ -90,6 +101,12 @@ fn main() -> ExitCode {
     }
     if cmd == "bindgen" {
         return bindgen::bindgen_cmd(&root(), &args[1..]);
+    }
+    if cmd == "cheader" {
+        return cheader::cheader_cmd(&root(), &args[1..]);
+    }
+    if cmd == "install-c" {
+        return install_c::install_c_cmd(&root(), &cargo(), &args[1..]);
     }
     if cmd == "gpu-smoke" {
         return match args[1..] {

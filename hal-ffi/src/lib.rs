@@ -1,0 +1,80 @@
+//! # The C ABI of hal: `libhal.so`, `libhal.a` and `include/hal.h`
+//!
+//! C and C++ programs share memory, tensors, events and notifies between
+//! processes through this library, on every backend compiled into it
+//! (`cpu-shm`, `mock-cuda`, `mock-ascend`, `cuda`, `cuda-uvm`, `ascend`),
+//! chosen by name at run time. The header `include/hal.h` is generated from
+//! this crate (`cargo xtask cheader`); every function is documented there.
+//!
+//! The rules every entry point keeps:
+//!
+//! - it answers a [`hal_status`], `HAL_OK` or a stable error value, and
+//!   sets this thread's message of the failure (`hal_last_error()`);
+//! - no panic crosses the boundary: one is caught and answered
+//!   `HAL_ERR_PANIC`;
+//! - NULL where a pointer is needed is `HAL_ERR_NULL_ARGUMENT`, never a
+//!   crash;
+//! - objects (`hal_device`, `hal_memory`, `hal_notify`, `hal_event`) are
+//!   opaque tokens looked up before use: a forged pointer is
+//!   `HAL_ERR_INVALID_OBJECT`, a second release or a use after release
+//!   `HAL_ERR_DOUBLE_RELEASE`;
+//! - every call is thread-safe; nothing is printed to stdout;
+//! - option structures start with their own `size`, so that they can grow.
+//!
+//! ```c
+//! #include <hal.h>
+//!
+//! hal_device *dev;
+//! hal_memory *mem;
+//! char *text;
+//! if (hal_device_open("cpu-shm", 0, &dev) != HAL_OK ||
+//!     hal_alloc(dev, 1 << 20, HAL_LOCATION_HOST, &mem) != HAL_OK ||
+//!     hal_export(mem, NULL, &text) != HAL_OK) {
+//!     fprintf(stderr, "%s\n", hal_last_error());
+//!     return 1;
+//! }
+//! printf("%s\n", text); /* another process: hal_import(text, NULL, &mem) */
+//! hal_string_free(text);
+//! ```
+#![deny(missing_docs)]
+#![cfg(unix)]
+
+mod decode;
+mod device;
+mod event;
+mod last_error;
+mod memory;
+mod named;
+mod notify;
+mod options;
+mod status;
+mod table;
+mod tensor;
+mod text;
+
+pub use device::{
+    hal_abi_version, hal_backends, hal_device, hal_device_backend, hal_device_has, hal_device_open,
+    hal_device_release, HAL_ABI_VERSION,
+};
+pub use event::{
+    hal_event, hal_event_create, hal_event_export, hal_event_import, hal_event_query,
+    hal_event_record, hal_event_release, hal_event_wait,
+};
+pub use last_error::hal_last_error;
+pub use memory::{
+    hal_alloc, hal_export, hal_import, hal_importers, hal_location, hal_memory,
+    hal_memory_device_ptr, hal_memory_host_ptr, hal_memory_release, hal_memory_size, hal_read,
+    hal_wait_unleased, hal_write, HAL_LOCATION_DEVICE, HAL_LOCATION_HOST, HAL_LOCATION_MANAGED,
+};
+pub use named::{hal_named_create, hal_named_open};
+pub use notify::{
+    hal_notify, hal_notify_create, hal_notify_export, hal_notify_import, hal_notify_release,
+    hal_notify_signal, hal_notify_wait,
+};
+pub use options::{
+    hal_export_options, hal_import_options, HAL_IMPORTERS_ANYONE, HAL_IMPORTERS_DEFAULT,
+    HAL_IMPORTERS_PIDS,
+};
+pub use status::hal_status;
+pub use tensor::{hal_export_tensor, hal_import_tensor, hal_to_dlpack};
+pub use text::hal_string_free;

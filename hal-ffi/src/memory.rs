@@ -1,0 +1,398 @@
+//! Memory: allocate, export, import, read, write, release.
+
+use std::ffi::{c_char, c_void};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hal_facade::dynamic::{DynAllocation, DynMapping};
+use hal_facade::{AllocDesc, Error, Exported, Handle, HandleKind, ImportOptions, Location, Memory};
+use hal_facade::{Result as HalResult, SharedHandle};
+
+use crate::decode::decode;
+use crate::device::{device_for, hal_device, need, put, DeviceObj, DEVICES};
+use crate::last_error::call;
+use crate::options::{export_options, hal_export_options, hal_import_options, import_read_only};
+use crate::status::{hal_status, Failure};
+use crate::table::{Kind, Table};
+use crate::text::{give_text, str_arg};
+
+/// Memory (opaque): allocated here (`hal_alloc`, `hal_named_create`) or
+/// imported from another process (`hal_import`). Release it with
+/// `hal_memory_release`.
+#[allow(non_camel_case_types)]
+pub struct hal_memory {
+    _private: [u8; 0],
+}
+
+/// Where `hal_alloc` places memory: a value of `HAL_LOCATION_*`.
+#[allow(non_camel_case_types)]
+pub type hal_location = u32;
+/// Device memory of the device.
+pub const HAL_LOCATION_DEVICE: hal_location = 0;
+/// Host memory (CPU shared memory, pinned host memory).
+pub const HAL_LOCATION_HOST: hal_location = 1;
+/// Managed memory, migrating between host and device.
+pub const HAL_LOCATION_MANAGED: hal_location = 2;
+
+/// What a `hal_memory` holds.
+pub(crate) enum Held {
+    Allocation(Box<dyn DynAllocation>),
+    Mapping(Box<dyn DynMapping>),
+}
+
+/// A memory object. Its exports are declared first so that they drop (and
+/// stop serving importers) before the memory does.
+pub(crate) struct MemoryObj {
+    exports: Mutex<Vec<Exported>>,
+    pub held: Held,
+    pub device: Arc<DeviceObj>,
+    /// Writes through this object are refused (an import asked for it).
+    read_only: bool,
+}
+
+pub(crate) static MEMORIES: Table<MemoryObj> = Table::new(Kind::Memory);
+
+impl MemoryObj {
+    pub(crate) fn allocation(device: Arc<DeviceObj>, alloc: Box<dyn DynAllocation>) -> Self {
+        MemoryObj {
+            exports: Mutex::new(Vec::new()),
+            held: Held::Allocation(alloc),
+            device,
+            read_only: false,
+        }
+    }
+
+    fn memory(&self) -> &dyn Memory {
+        match &self.held {
+            Held::Allocation(a) => &**a,
+            Held::Mapping(m) => &**m,
+        }
+    }
+
+    pub(crate) fn allocated(&self, what: &str) -> Result<&dyn DynAllocation, Failure> {
+        match &self.held {
+            Held::Allocation(a) => Ok(&**a),
+            Held::Mapping(_) => Err(Failure::invalid(format!(
+                "{what}: this memory was imported; only memory this process allocated has that"
+            ))),
+        }
+    }
+
+    /// Export the memory; the export lives as long as the object.
+    pub(crate) fn export(&self, opts: *const hal_export_options) -> Result<Handle, Failure> {
+        // SAFETY: `opts` is passed through from the entry point, whose
+        // contract is the one `export_options` asks for.
+        let opts = unsafe { export_options(opts) }?;
+        let alloc = self.allocated("export")?;
+        let exported = self.device.device.export_memory(alloc, &opts)?;
+        let handle = exported.handle().clone();
+        self.exports
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(exported);
+        Ok(handle)
+    }
+}
+
+impl Memory for MemoryObj {
+    fn addr(&self) -> u64 {
+        self.memory().addr()
+    }
+    fn len(&self) -> u64 {
+        self.memory().len()
+    }
+    fn location(&self) -> Location {
+        self.memory().location()
+    }
+    fn host_ptr(&self) -> Option<*mut u8> {
+        self.memory().host_ptr()
+    }
+    fn is_read_only(&self) -> bool {
+        self.read_only || self.memory().is_read_only()
+    }
+    fn read(&self, offset: u64, dst: &mut [u8]) -> HalResult<()> {
+        self.memory().read(offset, dst)
+    }
+    fn write(&self, offset: u64, src: &[u8]) -> HalResult<()> {
+        if self.read_only {
+            return Err(Error::PermissionDenied {
+                pid: None,
+                reason: "this memory was imported read-only (hal_import_options.read_only)".into(),
+            });
+        }
+        self.memory().write(offset, src)
+    }
+}
+
+/// Import the memory handle `handle` on its backend and device.
+pub(crate) fn import_memory(handle: Handle, read_only: bool) -> Result<MemoryObj, Failure> {
+    let device = Arc::new(device_for(&handle)?);
+    let mapping = device
+        .device
+        .import_memory(SharedHandle::from(handle), &ImportOptions::default())?;
+    Ok(MemoryObj {
+        exports: Mutex::new(Vec::new()),
+        held: Held::Mapping(mapping),
+        device,
+        read_only,
+    })
+}
+
+/// Allocate `size` bytes on `device` at `location` (`HAL_LOCATION_DEVICE`,
+/// `HAL_LOCATION_HOST` or `HAL_LOCATION_MANAGED`).
+///
+/// # Safety
+///
+/// `out` is NULL or valid for a write of a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn hal_alloc(
+    device: *mut hal_device,
+    size: u64,
+    location: hal_location,
+    out: *mut *mut hal_memory,
+) -> hal_status {
+    call("hal_alloc", || {
+        need(out, "out")?;
+        let device = DEVICES.get(device as usize, "device")?;
+        let desc = match location {
+            HAL_LOCATION_DEVICE => AllocDesc::device(device.device.info().ordinal, size),
+            HAL_LOCATION_HOST => AllocDesc::host(size),
+            HAL_LOCATION_MANAGED => AllocDesc::managed(size),
+            other => {
+                return Err(Failure::invalid(format!(
+                    "location {other}: use HAL_LOCATION_DEVICE, HAL_LOCATION_HOST or \
+                     HAL_LOCATION_MANAGED"
+                )))
+            }
+        };
+        let alloc = device.device.allocate(&desc)?;
+        let token = MEMORIES.insert(Arc::new(MemoryObj::allocation(device, alloc)));
+        // SAFETY: checked not NULL above.
+        unsafe { put(out, token as *mut hal_memory, "out") }
+    })
+}
+
+/// Export memory this process allocated to other processes: `out_text` is
+/// the handle's text (`hal1.` ...), all another process needs to
+/// `hal_import` it (the descriptors come from this process while the memory
+/// lives). The export lasts until the memory is released. Free the text with
+/// `hal_string_free`.
+///
+/// # Safety
+///
+/// `options` is NULL or a valid `hal_export_options`; `out_text` is NULL or
+/// valid for a write of a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn hal_export(
+    memory: *mut hal_memory,
+    options: *const hal_export_options,
+    out_text: *mut *mut c_char,
+) -> hal_status {
+    call("hal_export", || {
+        need(out_text, "out_text")?;
+        let memory = MEMORIES.get(memory as usize, "memory")?;
+        let handle = memory.export(options)?;
+        // SAFETY: checked not NULL above.
+        unsafe { give_text(out_text, handle.to_text()) };
+        Ok(())
+    })
+}
+
+/// Import memory another process exported, from its handle text. The
+/// backend and the device are found from the handle (devices by UUID). A
+/// process not on the export's pid list is `HAL_ERR_PERMISSION_DENIED`;
+/// malformed text, or the handle of a notify, event or tensor, is
+/// `HAL_ERR_INVALID_HANDLE`.
+///
+/// # Safety
+///
+/// `text` is NULL or a NUL-terminated string; `options` is NULL or a valid
+/// `hal_import_options`; `out` is NULL or valid for a write of a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn hal_import(
+    text: *const c_char,
+    options: *const hal_import_options,
+    out: *mut *mut hal_memory,
+) -> hal_status {
+    call("hal_import", || {
+        need(out, "out")?;
+        // SAFETY: per the contract.
+        let text = unsafe { str_arg(text, "text") }?;
+        // SAFETY: per the contract.
+        let read_only = unsafe { import_read_only(options) }?;
+        let handle = decode(text, HandleKind::Memory)?;
+        let memory = import_memory(handle, read_only)?;
+        let token = MEMORIES.insert(Arc::new(memory));
+        // SAFETY: checked not NULL above.
+        unsafe { put(out, token as *mut hal_memory, "out") }
+    })
+}
+
+/// The size of the memory in bytes.
+///
+/// # Safety
+///
+/// `out` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn hal_memory_size(memory: *const hal_memory, out: *mut u64) -> hal_status {
+    call("hal_memory_size", || {
+        need(out, "out")?;
+        let memory = MEMORIES.get(memory as usize, "memory")?;
+        // SAFETY: checked not NULL above.
+        unsafe { put(out, memory.len(), "out") }
+    })
+}
+
+/// The host pointer of host-visible memory (CPU shared memory, host and
+/// managed memory); `HAL_ERR_UNSUPPORTED` for device memory, which
+/// `hal_read` and `hal_write` reach instead. Valid until the memory is
+/// released. Memory imported read-only (either side asked) must not be
+/// written through it.
+///
+/// # Safety
+///
+/// `out` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn hal_memory_host_ptr(
+    memory: *const hal_memory,
+    out: *mut *mut c_void,
+) -> hal_status {
+    call("hal_memory_host_ptr", || {
+        need(out, "out")?;
+        let memory = MEMORIES.get(memory as usize, "memory")?;
+        let ptr = memory.host_ptr().ok_or_else(|| {
+            Failure::new(
+                hal_status::HAL_ERR_UNSUPPORTED,
+                format!(
+                    "the {:?} memory is not host-visible: use hal_read and hal_write, or \
+                     hal_memory_device_ptr for the device's address",
+                    memory.location()
+                ),
+            )
+        })?;
+        // SAFETY: checked not NULL above.
+        unsafe { put(out, ptr.cast::<c_void>(), "out") }
+    })
+}
+
+/// The device's address of the memory (a `CUdeviceptr` on CUDA; the host
+/// address on CPU shared memory).
+///
+/// # Safety
+///
+/// `out` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn hal_memory_device_ptr(
+    memory: *const hal_memory,
+    out: *mut u64,
+) -> hal_status {
+    call("hal_memory_device_ptr", || {
+        need(out, "out")?;
+        let memory = MEMORIES.get(memory as usize, "memory")?;
+        // SAFETY: checked not NULL above.
+        unsafe { put(out, memory.addr(), "out") }
+    })
+}
+
+/// The byte slice `(ptr, len)` of a C caller, empty when `len` is 0.
+fn slice_arg<'a>(ptr: *const c_void, len: usize, argument: &str) -> Result<&'a [u8], Failure> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() {
+        return Err(Failure::null(argument));
+    }
+    // SAFETY: the entry points' contracts say `ptr` holds `len` readable bytes.
+    Ok(unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) })
+}
+
+/// Copy `len` bytes at `offset` of the memory into `dst` (any memory,
+/// device memory included). Out of range is `HAL_ERR_INVALID_ARGUMENT`.
+///
+/// # Safety
+///
+/// `dst` is NULL (only when `len` is 0) or valid for `len` bytes of writes.
+#[no_mangle]
+pub unsafe extern "C" fn hal_read(
+    memory: *const hal_memory,
+    offset: u64,
+    dst: *mut c_void,
+    len: usize,
+) -> hal_status {
+    call("hal_read", || {
+        let memory = MEMORIES.get(memory as usize, "memory")?;
+        if len == 0 {
+            return Ok(());
+        }
+        if dst.is_null() {
+            return Err(Failure::null("dst"));
+        }
+        // SAFETY: not NULL and `len` bytes writable per the contract.
+        let dst = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), len) };
+        Ok(memory.read(offset, dst)?)
+    })
+}
+
+/// Copy `len` bytes from `src` to `offset` of the memory. Memory exported or
+/// imported read-only refuses (`HAL_ERR_PERMISSION_DENIED`, or the
+/// backend's status).
+///
+/// # Safety
+///
+/// `src` is NULL (only when `len` is 0) or valid for `len` bytes of reads.
+#[no_mangle]
+pub unsafe extern "C" fn hal_write(
+    memory: *mut hal_memory,
+    offset: u64,
+    src: *const c_void,
+    len: usize,
+) -> hal_status {
+    call("hal_write", || {
+        let memory = MEMORIES.get(memory as usize, "memory")?;
+        let src = slice_arg(src, len, "src")?;
+        Ok(memory.write(offset, src)?)
+    })
+}
+
+/// How many importers hold mappings of memory this process allocated.
+///
+/// # Safety
+///
+/// `out` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn hal_importers(memory: *const hal_memory, out: *mut usize) -> hal_status {
+    call("hal_importers", || {
+        need(out, "out")?;
+        let memory = MEMORIES.get(memory as usize, "memory")?;
+        let n = memory.allocated("hal_importers")?.importers()?;
+        // SAFETY: checked not NULL above.
+        unsafe { put(out, n, "out") }
+    })
+}
+
+/// Block until no importer holds memory this process allocated, or
+/// `timeout_ns` nanoseconds pass (`HAL_ERR_TIMEOUT`); a negative timeout
+/// waits forever, zero looks once.
+#[no_mangle]
+pub extern "C" fn hal_wait_unleased(memory: *const hal_memory, timeout_ns: i64) -> hal_status {
+    call("hal_wait_unleased", || {
+        let memory = MEMORIES.get(memory as usize, "memory")?;
+        let alloc = memory.allocated("hal_wait_unleased")?;
+        Ok(alloc.wait_unleased(timeout(timeout_ns))?)
+    })
+}
+
+/// A C timeout in nanoseconds: negative is forever.
+pub(crate) fn timeout(ns: i64) -> Option<Duration> {
+    u64::try_from(ns).ok().map(Duration::from_nanos)
+}
+
+/// Release memory: an import is unmapped; an allocation stops being
+/// exported and is freed once no DLPack tensor made from it
+/// (`hal_to_dlpack`) holds it. A second release is `HAL_ERR_DOUBLE_RELEASE`.
+#[no_mangle]
+pub extern "C" fn hal_memory_release(memory: *mut hal_memory) -> hal_status {
+    call("hal_memory_release", || {
+        MEMORIES.remove(memory as usize, "memory").map(drop)
+    })
+}

@@ -1,0 +1,155 @@
+//! The process-wide tables of live objects.
+//!
+//! A pointer handed to C (`hal_device *`, `hal_memory *`, ...) is a token,
+//! never dereferenced: the object's id (never reused while the process
+//! lives) and its type, packed as `id << 4 | type`. Every entry point looks
+//! the token up first, so a forged pointer, an object of another type, a
+//! second release or a use after release is answered with a status instead
+//! of undefined behaviour.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+
+use crate::status::{hal_status, Failure};
+
+/// The next object id, shared by every table so that tokens never repeat.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Bits of a token below the id: the object's type.
+const TYPE_BITS: u32 = 4;
+
+/// The types of object, as the low bits of their tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Device = 1,
+    Memory = 2,
+    Notify = 3,
+    Event = 4,
+}
+
+impl Kind {
+    fn c_name(self) -> &'static str {
+        match self {
+            Kind::Device => "hal_device",
+            Kind::Memory => "hal_memory",
+            Kind::Notify => "hal_notify",
+            Kind::Event => "hal_event",
+        }
+    }
+
+    fn from_bits(bits: usize) -> Option<Kind> {
+        [Kind::Device, Kind::Memory, Kind::Notify, Kind::Event]
+            .into_iter()
+            .find(|k| *k as usize == bits)
+    }
+}
+
+/// The live objects of one type.
+pub(crate) struct Table<T> {
+    kind: Kind,
+    live: LazyLock<Mutex<HashMap<u64, Arc<T>>>>,
+}
+
+impl<T> Table<T> {
+    /// An empty table of objects of `kind`.
+    pub(crate) const fn new(kind: Kind) -> Table<T> {
+        Table {
+            kind,
+            live: LazyLock::new(|| Mutex::new(HashMap::new())),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<T>>> {
+        // A panic while the lock was held cannot leave the map half-changed
+        // (insert and remove are single steps): go on with it.
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keep `object` and answer its token.
+    pub(crate) fn insert(&self, object: Arc<T>) -> usize {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(id, object);
+        ((id as usize) << TYPE_BITS) | self.kind as usize
+    }
+
+    /// The id of `token`, or why it is none of this table's.
+    fn id_of(&self, token: usize, argument: &str) -> Result<u64, Failure> {
+        if token == 0 {
+            return Err(Failure::null(argument));
+        }
+        let id = (token >> TYPE_BITS) as u64;
+        let issued = NEXT_ID.load(Ordering::Relaxed);
+        let kind = Kind::from_bits(token & ((1 << TYPE_BITS) - 1));
+        match kind {
+            Some(k) if id != 0 && id < issued && k == self.kind => Ok(id),
+            Some(k) if id != 0 && id < issued => Err(Failure::new(
+                hal_status::HAL_ERR_INVALID_OBJECT,
+                format!(
+                    "`{argument}` is a {}, not a {}",
+                    k.c_name(),
+                    self.kind.c_name()
+                ),
+            )),
+            _ => Err(Failure::new(
+                hal_status::HAL_ERR_INVALID_OBJECT,
+                format!(
+                    "`{argument}` ({token:#x}) is no {} this library handed out",
+                    self.kind.c_name()
+                ),
+            )),
+        }
+    }
+
+    fn released(&self, argument: &str) -> Failure {
+        Failure::new(
+            hal_status::HAL_ERR_DOUBLE_RELEASE,
+            format!(
+                "`{argument}`: this {} was released already",
+                self.kind.c_name()
+            ),
+        )
+    }
+
+    /// The live object of `token`.
+    pub(crate) fn get(&self, token: usize, argument: &str) -> Result<Arc<T>, Failure> {
+        let id = self.id_of(token, argument)?;
+        let found = self.lock().get(&id).cloned();
+        found.ok_or_else(|| self.released(argument))
+    }
+
+    /// Take the object of `token` out of the table; it is dropped when the
+    /// last reference to it goes (a DLPack tensor may hold one).
+    pub(crate) fn remove(&self, token: usize, argument: &str) -> Result<Arc<T>, Failure> {
+        let id = self.id_of(token, argument)?;
+        let removed = self.lock().remove(&id);
+        removed.ok_or_else(|| self.released(argument))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_checked_before_use() {
+        static NUMBERS: Table<u32> = Table::new(Kind::Memory);
+        static OTHERS: Table<u32> = Table::new(Kind::Notify);
+        let token = NUMBERS.insert(Arc::new(7));
+        assert_eq!(*NUMBERS.get(token, "m").unwrap(), 7);
+        let wrong = OTHERS.get(token, "n").unwrap_err();
+        assert_eq!(wrong.status, hal_status::HAL_ERR_INVALID_OBJECT);
+        assert!(wrong.message.contains("is a hal_memory, not a hal_notify"));
+        let forged = NUMBERS.get(0xdead_beef_0000, "m").unwrap_err();
+        assert_eq!(forged.status, hal_status::HAL_ERR_INVALID_OBJECT);
+        assert_eq!(
+            NUMBERS.get(0, "m").unwrap_err().status,
+            hal_status::HAL_ERR_NULL_ARGUMENT
+        );
+        assert_eq!(*NUMBERS.remove(token, "m").unwrap(), 7);
+        let again = NUMBERS.remove(token, "m").unwrap_err();
+        assert_eq!(again.status, hal_status::HAL_ERR_DOUBLE_RELEASE);
+        let after = NUMBERS.get(token, "m").unwrap_err();
+        assert_eq!(after.status, hal_status::HAL_ERR_DOUBLE_RELEASE);
+    }
+}

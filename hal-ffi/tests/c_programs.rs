@@ -1,0 +1,494 @@
+//! The C ABI as C and C++ programs use it: the examples and the C tests of
+//! `tests/c/` compiled with the system's `cc` and `c++` (warnings are
+//! errors) against the built `libhal.so` and `include/hal.h`, and run as
+//! real processes on CPU shared memory, the simulator, and hal-cuda over
+//! the stand-in `libcuda.so.1`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The crate's folder.
+fn crate_dir() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The folder of the built `libhal.so`: the test binary's profile folder
+/// (`target/debug/deps/..` -> `target/debug`). Cargo does not build a
+/// library that has no Rust crate type for the crate's own tests, so the
+/// first test to ask builds it (`cargo build -p hal-ffi`, a no-op when it
+/// is fresh).
+fn built_lib_dir() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT.get_or_init(build_library).clone()
+}
+
+fn build_library() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test binary lies in target/PROFILE/deps")
+        .to_path_buf();
+    let target = dir.parent().expect("the target folder");
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo
+        .args(["build", "--quiet", "-p", "hal-ffi", "--lib"])
+        .env("CARGO_TARGET_DIR", target)
+        .current_dir(crate_dir());
+    if dir.file_name().is_some_and(|n| n == "release") {
+        cargo.arg("--release");
+    }
+    let status = cargo.status().expect("run cargo to build libhal.so");
+    assert!(status.success(), "cargo build -p hal-ffi failed");
+    assert!(
+        dir.join("libhal.so").is_file(),
+        "{} has no libhal.so: cargo builds it with the crate's tests",
+        dir.display()
+    );
+    dir
+}
+
+/// A temporary folder with the library under its soname and the programs
+/// built against it.
+struct Build {
+    dir: tempfile::TempDir,
+}
+
+impl Build {
+    fn new() -> Build {
+        let dir = tempfile::Builder::new()
+            .prefix("hal-ffi-c-")
+            .tempdir()
+            .expect("a temporary folder");
+        let lib = built_lib_dir().join("libhal.so");
+        for name in ["libhal.so", "libhal.so.1"] {
+            std::os::unix::fs::symlink(&lib, dir.path().join(name)).expect("link the library");
+        }
+        Build { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Compile `source` (C11, or C++17 for `.cpp`) into the program `name`.
+    fn compile(&self, source: &Path, name: &str) -> PathBuf {
+        let cpp = source.extension().is_some_and(|e| e == "cpp");
+        let (compiler, std) = if cpp {
+            ("c++", "-std=c++17")
+        } else {
+            ("cc", "-std=c11")
+        };
+        let out = self.path(name);
+        let include = crate_dir().join("../include");
+        let status = Command::new(compiler)
+            .args([std, "-Wall", "-Wextra", "-Werror", "-pedantic", "-g"])
+            .arg(format!("-I{}", include.display()))
+            .arg(source)
+            .arg("-o")
+            .arg(&out)
+            .arg(format!("-L{}", self.dir.path().display()))
+            .arg("-lhal")
+            .arg(format!("-Wl,-rpath,{}", self.dir.path().display()))
+            .status()
+            .unwrap_or_else(|e| panic!("running {compiler} (install a C and C++ compiler): {e}"));
+        assert!(
+            status.success(),
+            "{compiler} failed on {}",
+            source.display()
+        );
+        out
+    }
+
+    fn example(&self, name: &str) -> PathBuf {
+        let ext = if name.ends_with("_cpp") { "cpp" } else { "c" };
+        let file = name.trim_end_matches("_cpp");
+        self.compile(&crate_dir().join(format!("examples/{file}.{ext}")), name)
+    }
+
+    fn test_program(&self, name: &str) -> PathBuf {
+        self.compile(&crate_dir().join(format!("tests/c/{name}.c")), name)
+    }
+}
+
+/// The environment a backend needs: the stand-in driver for the CUDA ones.
+fn backend_env(backend: &str) -> Vec<(&'static str, PathBuf)> {
+    if backend.starts_with("cuda") {
+        vec![("HAL_CUDA_LIBRARY", hal_mock_libcuda::built_library())]
+    } else {
+        Vec::new()
+    }
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("run the program");
+    eprintln!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The producer (C, or C++ with `cpp`) and the C consumer, two processes.
+fn share(backend: &str, cpp: bool) {
+    let build = Build::new();
+    build.example("consumer");
+    let producer = build.example(if cpp { "producer_cpp" } else { "producer" });
+    let out = run(Command::new(producer)
+        .args([backend, "200"])
+        .envs(backend_env(backend)));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "the producer failed on {backend}");
+    assert!(
+        stdout.contains(&format!("backend {backend}"))
+            && stdout.contains("1048576 bytes verified, a 16x64 float32 tensor")
+            && stdout.contains("200 pings answered")
+            && stdout.contains("200 round trips; the consumer verified the buffer and the tensor"),
+        "the producer did not report every check on {backend}"
+    );
+}
+
+#[test]
+fn two_processes_share_on_cpu_shm() {
+    share("cpu-shm", false);
+}
+
+#[test]
+fn two_processes_share_on_mock_cuda() {
+    share("mock-cuda", false);
+}
+
+#[test]
+fn two_processes_share_on_mock_ascend() {
+    share("mock-ascend", false);
+}
+
+#[test]
+fn two_processes_share_on_cuda_over_the_standin_driver() {
+    share("cuda", false);
+}
+
+#[test]
+fn two_processes_share_on_cuda_uvm_over_the_standin_driver() {
+    share("cuda-uvm", false);
+}
+
+#[test]
+fn the_cpp_producer_shares_with_the_c_consumer() {
+    share("cpu-shm", true);
+    share("mock-ascend", true);
+}
+
+/// The refusals program on `backend`: every check passes, and there are
+/// at least `at_least` of them (a program that checked nothing fails).
+fn refusals(backend: &str, at_least: usize) {
+    let build = Build::new();
+    let program = build.test_program("refusals");
+    let out = run(Command::new(program)
+        .arg(backend)
+        .envs(backend_env(backend)));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "a refusal check failed on {backend}");
+    let last = stdout.lines().last().unwrap_or_default();
+    let passed: usize = last
+        .strip_suffix(" passed, 0 failed")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of checks on {backend}: {last:?}"));
+    assert!(
+        passed >= at_least,
+        "{passed} checks on {backend}, expected at least {at_least}"
+    );
+}
+
+#[test]
+fn refusals_on_cpu_shm() {
+    refusals("cpu-shm", 65);
+}
+
+#[test]
+fn refusals_on_mock_cuda() {
+    refusals("mock-cuda", 50);
+}
+
+#[test]
+fn refusals_on_mock_ascend() {
+    refusals("mock-ascend", 40);
+}
+
+#[test]
+fn refusals_on_cuda_over_the_standin_driver() {
+    refusals("cuda", 40);
+}
+
+/// A thousand rounds of open, allocate, export, import, tensors, notifies
+/// and release under valgrind: no block lost, no invalid access.
+///
+/// Only definitely and indirectly lost blocks count as errors: the blocks
+/// valgrind calls "possibly lost" are the hash tables the library keeps
+/// for the process (hashbrown points into the middle of its allocation)
+/// and the stacks of the descriptor broker's threads, a fixed amount
+/// whatever the number of rounds.
+#[test]
+fn a_thousand_rounds_under_valgrind_lose_nothing() {
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        hal_core::testing::not_run("valgrind is not installed (apt-get install valgrind)");
+        return;
+    }
+    let build = Build::new();
+    let program = build.test_program("rounds");
+    for (backend, rounds) in [("cpu-shm", "1000"), ("mock-cuda", "200")] {
+        let out = run(Command::new("valgrind")
+            .args([
+                "--leak-check=full",
+                "--errors-for-leak-kinds=definite,indirect",
+                "--error-exitcode=1",
+            ])
+            .arg(&program)
+            .args([backend, rounds]));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "valgrind found errors on {backend}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(&format!("{rounds} rounds on {backend}")),
+            "the rounds did not all run on {backend}"
+        );
+        assert!(
+            stderr.contains("definitely lost: 0 bytes") || stderr.contains("no leaks are possible"),
+            "valgrind's summary on {backend} is not clean"
+        );
+    }
+}
+
+/// The header compiles alone as C11 and as C++17 with every warning an
+/// error, and a program that names every function links and runs.
+#[test]
+fn the_header_compiles_as_c11_and_cpp17() {
+    let build = Build::new();
+    let functions = header_functions();
+    let mut body = String::from("#include <hal.h>\n#include <stdio.h>\nint main(void) {\n");
+    for f in &functions {
+        body.push_str(&format!(
+            "    printf(\"%p\\n\", (void *)(uintptr_t)&{f});\n"
+        ));
+    }
+    body.push_str("    return hal_abi_version() / 1000 == HAL_ABI_VERSION / 1000 ? 0 : 1;\n}\n");
+    for ext in ["c", "cpp"] {
+        let source = build.path(&format!("every_function.{ext}"));
+        std::fs::write(&source, &body).expect("write the program");
+        let program = build.compile(&source, &format!("every_function_{ext}"));
+        let out = run(&mut Command::new(program));
+        assert!(out.status.success(), "the {ext} program failed");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).lines().count(),
+            functions.len()
+        );
+    }
+}
+
+/// The functions `include/hal.h` declares.
+fn header_functions() -> Vec<String> {
+    let header =
+        std::fs::read_to_string(crate_dir().join("../include/hal.h")).expect("read include/hal.h");
+    let mut names = Vec::new();
+    let mut depth = 0usize;
+    for line in header.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with('*')
+            || trimmed.starts_with("/*")
+            || trimmed.starts_with('#')
+            || trimmed.contains("extern \"C\"")
+        {
+            continue;
+        }
+        // Declarations at file scope only: not the DLPack deleter fields.
+        if depth == 0 {
+            if let Some(open) = line.find('(') {
+                let head = &line[..open];
+                if let Some(name) = head.split_whitespace().last() {
+                    let name = name.trim_start_matches('*');
+                    if name.starts_with("hal_") {
+                        names.push(name.to_string());
+                    }
+                }
+            }
+        }
+        depth += line.matches('{').count();
+        depth = depth.saturating_sub(line.matches('}').count());
+    }
+    names.sort();
+    names
+}
+
+/// The `pub extern "C"` functions of the crate's sources.
+fn source_functions() -> Vec<String> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(crate_dir().join("src")).expect("read src/") {
+        let path = entry.expect("a file of src/").path();
+        let text = std::fs::read_to_string(&path).expect("read a source file");
+        for line in text.lines() {
+            let line = line.trim_start();
+            let rest = line
+                .strip_prefix("pub extern \"C\" fn ")
+                .or_else(|| line.strip_prefix("pub unsafe extern \"C\" fn "));
+            if let Some(rest) = rest {
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                names.push(name);
+            }
+        }
+    }
+    names.sort();
+    names
+}
+
+/// The `hal_` functions `libhal.so` exports (`nm -D --defined-only`).
+fn library_functions() -> Vec<String> {
+    let out = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(built_lib_dir().join("libhal.so"))
+        .output()
+        .expect("run nm (binutils)");
+    assert!(out.status.success(), "nm failed");
+    let mut names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.split_whitespace();
+            let (_, kind, name) = (parts.next()?, parts.next()?, parts.next()?);
+            (kind == "T" && name.starts_with("hal_")).then(|| name.to_string())
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn every_extern_function_is_in_the_header_and_exported() {
+    let source = source_functions();
+    let header = header_functions();
+    let library = library_functions();
+    assert!(
+        source.len() >= 35,
+        "only {} extern functions found in src/",
+        source.len()
+    );
+    assert_eq!(source, header, "src/ and include/hal.h differ");
+    assert_eq!(
+        header, library,
+        "include/hal.h and libhal.so's exports differ"
+    );
+}
+
+/// `cargo xtask install-c` puts the library, the header and `hal.pc` under
+/// a prefix; the examples build from that alone with pkg-config, linked
+/// dynamically and statically, and share a buffer across two processes.
+#[test]
+fn installed_with_pkg_config_the_examples_build_and_run() {
+    if Command::new("pkg-config")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        hal_core::testing::not_run("pkg-config is not installed (apt-get install pkg-config)");
+        return;
+    }
+    let prefix = tempfile::Builder::new()
+        .prefix("hal-ffi-prefix-")
+        .tempdir()
+        .expect("a temporary folder");
+    // The same target folder and profile as this test, so nothing rebuilds.
+    let lib_dir = built_lib_dir();
+    let target = lib_dir.parent().expect("the target folder");
+    let mut xtask = Command::new(env!("CARGO"));
+    xtask
+        .args([
+            "run",
+            "--quiet",
+            "-p",
+            "xtask",
+            "--",
+            "install-c",
+            "--prefix",
+        ])
+        .arg(prefix.path())
+        .env("CARGO_TARGET_DIR", target)
+        .current_dir(crate_dir());
+    if lib_dir.file_name().is_some_and(|n| n == "debug") {
+        xtask.arg("--debug");
+    }
+    let out = run(&mut xtask);
+    assert!(out.status.success(), "cargo xtask install-c failed");
+    for file in [
+        "lib/libhal.so.1",
+        "lib/libhal.so",
+        "lib/libhal.a",
+        "include/hal.h",
+        "lib/pkgconfig/hal.pc",
+    ] {
+        assert!(prefix.path().join(file).exists(), "{file} is not installed");
+    }
+    let pc = prefix.path().join("lib/pkgconfig");
+    let flags = |args: &[&str]| -> Vec<String> {
+        let out = Command::new("pkg-config")
+            .args(args)
+            .arg("hal")
+            .env("PKG_CONFIG_PATH", &pc)
+            .output()
+            .expect("run pkg-config");
+        assert!(out.status.success(), "pkg-config {args:?} hal failed");
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    let dynamic = flags(&["--cflags", "--libs"]);
+    let bin = prefix.path().join("bin");
+    std::fs::create_dir_all(&bin).expect("a bin folder");
+    let cc = |source: &str, out: &str, extra: &[String]| {
+        let status = Command::new("cc")
+            .args(["-std=c11", "-Wall", "-Wextra", "-Werror"])
+            .arg(crate_dir().join("examples").join(source))
+            .arg("-o")
+            .arg(bin.join(out))
+            .args(extra)
+            .status()
+            .expect("run cc");
+        assert!(status.success(), "cc {source} with {extra:?} failed");
+    };
+    let mut rpath = dynamic.clone();
+    rpath.push(format!(
+        "-Wl,-rpath,{}",
+        prefix.path().join("lib").display()
+    ));
+    cc("producer.c", "producer", &rpath);
+    cc("consumer.c", "consumer", &rpath);
+    // The static library: libhal.a and what it needs from the system.
+    let mut fully_static = flags(&["--cflags"]);
+    fully_static.push(prefix.path().join("lib/libhal.a").display().to_string());
+    fully_static.extend(
+        flags(&["--static", "--libs"])
+            .into_iter()
+            .filter(|f| f != "-lhal" && !f.starts_with("-L")),
+    );
+    cc("producer.c", "producer_static", &fully_static);
+    for producer in ["producer", "producer_static"] {
+        let out = run(Command::new(bin.join(producer)).args(["cpu-shm", "10"]));
+        assert!(out.status.success(), "the installed {producer} failed");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("the consumer verified"));
+    }
+}
+
+/// The README shows the two-process example word for word.
+#[test]
+fn the_readme_shows_the_example_word_for_word() {
+    let readme = std::fs::read_to_string(crate_dir().join("../README.md")).expect("read README.md");
+    for file in ["producer.c", "consumer.c"] {
+        let text = std::fs::read_to_string(crate_dir().join("examples").join(file))
+            .expect("read the example");
+        assert!(
+            readme.contains(&format!("```c\n{text}```")),
+            "README.md does not show examples/{file} as it is"
+        );
+    }
+}
