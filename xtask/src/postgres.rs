@@ -251,11 +251,22 @@ struct Scratch {
 
 impl Scratch {
     fn new(user: &ServerUser) -> Res<Scratch> {
-        let path = std::env::temp_dir().join(format!("hal-pg-{}", std::process::id()));
+        // The server's user must reach it: the first temporary folder
+        // others may enter (this machine's /tmp may be private to root).
+        use std::os::unix::fs::PermissionsExt;
+        let base = [std::env::temp_dir(), PathBuf::from("/var/tmp")]
+            .into_iter()
+            .find(|d| {
+                user.ids.is_none()
+                    || std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0)
+            })
+            .ok_or(
+                "no temporary folder the server's user may enter (/tmp and /var/tmp are private)",
+            )?;
+        let path = base.join(format!("hal-pg-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         let scratch = Scratch { path };
-        use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&scratch.path, std::fs::Permissions::from_mode(0o755))
             .map_err(|e| format!("{}: {e}", scratch.path.display()))?;
         user.own(&scratch.path)?;
@@ -270,8 +281,10 @@ impl Drop for Scratch {
 }
 
 fn build(root: &Path, cargo: &str) -> Res<()> {
+    // Release: the benchmark measures the library as it is shipped.
     let args = [
         "build",
+        "--release",
         "-p",
         "hal-ffi",
         "-p",
@@ -299,10 +312,12 @@ fn build_extension(root: &Path, pg: &PgConfig, scratch: &Scratch) -> Res<Extensi
     for f in ["hal_pg.c", "Makefile", "hal_pg.control", "hal_pg--0.1.sql"] {
         copy(&src.join(f), &dir.join(f))?;
     }
-    let built = root.join("target/debug");
+    let built = root.join("target/release");
     // The server's user reads the libraries from here, whatever the
     // permissions of the build tree.
+    // The link name, and the soname the extension's library asks for.
     copy(&built.join("libhal.so"), &lib.join("libhal.so"))?;
+    copy(&built.join("libhal.so"), &lib.join("libhal.so.1"))?;
     let standin = lib.join("libcuda-standin.so");
     copy(&built.join("libhal_mock_libcuda.so"), &standin)?;
     let include = root.join("include");
@@ -410,7 +425,9 @@ impl<'a> Server<'a> {
         for (k, v) in &server.env {
             start.env(k, v);
         }
-        run(&mut start)?;
+        if let Err(e) = run(&mut start) {
+            return Err(format!("{e}\n--- server log\n{}", server.log_tail()));
+        }
         server.stopped = false;
         server.sql(&ext.sql)?;
         Ok(server)
@@ -422,8 +439,21 @@ impl<'a> Server<'a> {
 
     fn log_tail(&self) -> String {
         let log = std::fs::read_to_string(self.log()).unwrap_or_default();
-        let lines: Vec<&str> = log.lines().collect();
-        lines[lines.len().saturating_sub(40)..].join("\n")
+        // The start (the worker's own lines) and the end; a retried
+        // statement's lines only once.
+        let mut seen = std::collections::HashSet::new();
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| seen.insert(l.splitn(5, ' ').nth(4).unwrap_or(l)))
+            .collect();
+        if lines.len() <= 60 {
+            return lines.join("\n");
+        }
+        format!(
+            "{}\n[...]\n{}",
+            lines[..30].join("\n"),
+            lines[lines.len() - 30..].join("\n")
+        )
     }
 
     fn postmaster_pid(&self) -> Res<u32> {
@@ -672,10 +702,8 @@ fn sessions(server: &Server<'_>) -> Res<Vec<u64>> {
         .map(|id| {
             server
                 .psql()
-                .arg("-v")
-                .arg(format!("id={id}"))
                 .arg("-c")
-                .arg(&script)
+                .arg(script.replace(":id", &id.to_string()))
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()

@@ -17,6 +17,7 @@
  */
 #include "postgres.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
@@ -168,6 +169,18 @@ _PG_init(void)
 	snprintf(worker.bgw_name, BGW_MAXLEN, "hal_pg buffer worker");
 	snprintf(worker.bgw_type, BGW_MAXLEN, "hal_pg buffer worker");
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "hal_pg");
+	{
+		/*
+		 * The worker loads this library again by name: where it was loaded
+		 * by path (shared_preload_libraries = '/path/hal_pg.so'), by that
+		 * path.
+		 */
+		Dl_info		self;
+
+		if (dladdr((void *) _PG_init, &self) != 0 && self.dli_fname != NULL &&
+			self.dli_fname[0] == '/' && strlen(self.dli_fname) < BGW_MAXLEN)
+			strlcpy(worker.bgw_library_name, self.dli_fname, BGW_MAXLEN);
+	}
 	snprintf(worker.bgw_function_name, BGW_MAXLEN, "hal_pg_worker_main");
 	RegisterBackgroundWorker(&worker);
 }
