@@ -19,6 +19,8 @@
 //!   [`syncpage`], the shared page under their events and notifies;
 //! - [`lease`]: importers counted by the exporter, dead processes excluded;
 //! - [`dlpack`]: host-visible memory as a DLPack 1.x tensor;
+//! - [`group`]: a rendezvous of N processes (ranks, all-gather, broadcast,
+//!   barrier), for exchanging handles;
 //! - [`dynamic`]: the object-safe mirror of the traits, for choosing a backend
 //!   at run time;
 //! - [`testing`]: what a test suite does when a test cannot run here
@@ -30,7 +32,7 @@
 //! `hal` facade crate gathers them behind Cargo features.
 //!
 //! A program needs the traits, [`Error`], [`Handle`], the plain data of
-//! [`types`] and the modules [`dynamic`], [`exchange`], [`growable`],
+//! [`types`] and the modules [`dynamic`], [`exchange`], [`group`], [`growable`],
 //! [`dlpack`], [`vmm`] and [`wait`]. The other modules are the backend
 //! author's kit ([`absent`], [`export`], [`lease`], [`lock`], [`needs`],
 //! [`os`], [`queued`], [`reaper`], [`runtime`], [`syncpage`], [`teardown`],
@@ -47,6 +49,7 @@ pub mod dynamic;
 pub mod error;
 pub mod exchange;
 pub mod export;
+pub mod group;
 pub mod growable;
 pub mod handle;
 mod import;

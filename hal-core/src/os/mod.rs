@@ -13,6 +13,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 
 pub mod elf;
+mod flock;
 mod host;
 mod ids;
 pub mod library;
@@ -23,6 +24,7 @@ mod pidfd;
 mod pins;
 mod process;
 
+pub use flock::{lock_patiently, unlock};
 pub use host::{is_mapped, HostRange, HostRegistry};
 pub use ids::{random_id, unique_id};
 pub use map::{Prot, SharedMap};
