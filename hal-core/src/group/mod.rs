@@ -49,8 +49,8 @@ mod round;
 use std::time::{Duration, Instant};
 
 use crate::os;
+use crate::os::PrivateFile;
 use crate::{Error, Result};
-use file::GroupFile;
 use layout::{Board, Shape, SlotState};
 use round::{wait_for_members, Ready};
 
@@ -113,7 +113,7 @@ pub struct Member {
 #[must_use = "dropping a Group leaves it at once"]
 pub struct Group {
     name: String,
-    file: GroupFile,
+    file: PrivateFile,
     board: Board,
     rank: usize,
     members: Vec<Member>,
@@ -135,7 +135,7 @@ impl Group {
     /// [`Error::Closed`] when a member died before the group formed;
     /// [`Error::Timeout`] when not all came in time.
     pub fn join(name: &str, size: usize, options: &GroupOptions) -> Result<Group> {
-        file::validate_name(name)?;
+        file::path(name)?;
         if size == 0 || size > MAX_MEMBERS {
             return Err(Error::invalid(format!(
                 "a group of {size} members: a group has 1 to {MAX_MEMBERS}"

@@ -54,7 +54,7 @@ fn members_get_distinct_ranks_and_gather_every_payload_in_order() {
     assert_eq!(ranks, vec![0, 1, 2, 3, 4]);
     assert!(results.iter().all(|r| r.1 == 5 && r.2 == vec![5; 40]));
     assert!(
-        !file::path(&name).exists(),
+        !file::path(&name).unwrap().exists(),
         "the last member removes the file"
     );
 }
@@ -111,7 +111,7 @@ fn a_member_that_never_comes_is_a_timeout_naming_it_and_nothing_stays() {
         "{text}"
     );
     assert!(
-        !file::path(&name).exists(),
+        !file::path(&name).unwrap().exists(),
         "the failed joiner left and removed the file"
     );
 }
@@ -162,7 +162,7 @@ fn a_live_group_of_another_shape_is_refused_and_a_full_one_is_busy() {
     // Reusable once its member left, with another shape.
     let again = Group::join(&name, 1, &quick().max_payload(16)).unwrap();
     drop(again);
-    assert!(!file::path(&name).exists());
+    assert!(!file::path(&name).unwrap().exists());
 }
 
 /// The group's file, mapped by a writer who is no member.
@@ -170,7 +170,7 @@ fn forge(name: &str) -> SharedMap {
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .open(file::path(name))
+        .open(file::path(name).unwrap())
         .unwrap();
     let len = f.metadata().unwrap().len();
     SharedMap::map(
@@ -194,7 +194,7 @@ fn slot(i: usize) -> usize {
 /// Wait (bounded) until the group's file exists.
 fn await_file(name: &str) {
     for _ in 0..2000 {
-        if file::path(name).exists() {
+        if file::path(name).unwrap().exists() {
             return;
         }
         thread::sleep(Duration::from_millis(1));
@@ -237,7 +237,7 @@ fn a_forged_length_is_an_error_not_a_read_out_of_bounds() {
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
     assert!(err.to_string().contains("4294967295 bytes"), "{err}");
     drop(map);
-    let _ = std::fs::remove_file(file::path(&name));
+    let _ = std::fs::remove_file(file::path(&name).unwrap());
 }
 
 #[test]
@@ -257,14 +257,14 @@ fn a_state_no_member_writes_fails_the_join_instead_of_waiting() {
     let err = member.join().unwrap().unwrap_err();
     assert!(err.to_string().contains("state 7"), "{err}");
     drop(map);
-    let _ = std::fs::remove_file(file::path(&name));
+    let _ = std::fs::remove_file(file::path(&name).unwrap());
 }
 
 #[test]
 fn a_file_others_may_open_is_refused() {
     use std::os::unix::fs::PermissionsExt as _;
     let name = unique("mode");
-    let path = file::path(&name);
+    let path = file::path(&name).unwrap();
     std::fs::write(&path, b"").unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
     let err = Group::join(&name, 1, &quick()).unwrap_err();
@@ -277,7 +277,7 @@ fn a_file_others_may_open_is_refused() {
 fn a_file_that_is_no_groups_is_refused_and_kept() {
     use std::os::unix::fs::OpenOptionsExt as _;
     let name = unique("junk");
-    let path = file::path(&name);
+    let path = file::path(&name).unwrap();
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -328,7 +328,7 @@ fn a_member_whose_process_is_gone_fails_the_round_naming_it_and_nothing_stays() 
     );
     drop(map);
     assert!(
-        !file::path(&name).exists(),
+        !file::path(&name).unwrap().exists(),
         "the last live member removed the file when it left"
     );
 }

@@ -22,6 +22,7 @@ mod numa;
 mod page;
 mod pidfd;
 mod pins;
+mod private_file;
 mod process;
 
 pub use flock::{lock_patiently, unlock};
@@ -32,6 +33,7 @@ pub use numa::numa_nodes;
 pub use page::page_size;
 pub use pidfd::{pidfd_alive, pidfd_getfd, pidfd_open};
 pub use pins::current_start_time;
+pub use private_file::{private_path, PrivateFile, PrivateLock, MAX_PRIVATE_NAME, PRIVATE_DIR};
 pub use process::{pid, pid_namespace, process_alive, process_start_time, self_identity};
 
 /// The seals an exported memfd carries: its size can never change again.
