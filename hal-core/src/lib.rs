@@ -19,6 +19,8 @@
 //!   [`syncpage`], the shared page under their events and notifies;
 //! - [`lease`]: importers counted by the exporter, dead processes excluded;
 //! - [`dlpack`]: host-visible memory as a DLPack 1.x tensor;
+//! - [`channel`]: a zero-copy channel of samples between processes, in
+//!   memory of any backend;
 //! - [`group`]: a rendezvous of N processes (ranks, all-gather, broadcast,
 //!   barrier), for exchanging handles;
 //! - [`dynamic`]: the object-safe mirror of the traits, for choosing a backend
@@ -32,7 +34,7 @@
 //! `hal` facade crate gathers them behind Cargo features.
 //!
 //! A program needs the traits, [`Error`], [`Handle`], the plain data of
-//! [`types`] and the modules [`dynamic`], [`exchange`], [`group`], [`growable`],
+//! [`types`] and the modules [`channel`], [`dynamic`], [`exchange`], [`group`], [`growable`],
 //! [`dlpack`], [`vmm`] and [`wait`]. The other modules are the backend
 //! author's kit ([`absent`], [`export`], [`lease`], [`lock`], [`needs`],
 //! [`os`], [`queued`], [`reaper`], [`runtime`], [`syncpage`], [`teardown`],
@@ -43,6 +45,7 @@
 
 pub mod absent;
 mod bounds;
+pub mod channel;
 pub mod device;
 pub mod dlpack;
 pub mod dynamic;

@@ -1,0 +1,310 @@
+//! The publisher of a channel: it makes the slots' memory and the control
+//! file, loans free slots, and publishes them.
+
+use std::time::Instant;
+
+use super::layout::{self, Control, Mode, Shape, SlotState, QUEUED};
+use super::{file, members, park, ChannelOptions};
+use crate::os::{self, PrivateFile};
+use crate::{
+    AllocDesc, Device, Error, ExportOptions, Exported, Importers, Memory, Placement, Result,
+};
+
+/// The publishing end of a channel; dropping it closes the channel (the
+/// subscribers receive what was published, then [`Error::Closed`]).
+#[must_use = "dropping a Publisher closes its channel"]
+pub struct Publisher<D: Device> {
+    name: String,
+    file: PrivateFile,
+    control: Control,
+    // Declared before the memory: the export ends before the memory goes.
+    _exported: Exported,
+    memory: D::Allocation,
+    /// The next sequence number.
+    next: u64,
+    /// Where the next loan starts looking.
+    cursor: usize,
+    options: ChannelOptions,
+    pid: u32,
+}
+
+impl<D: Device> Publisher<D> {
+    /// Create the channel `name` on `device`: `options.slots` slots of
+    /// `options.slot_size` bytes in memory at `options.location`.
+    ///
+    /// [`Error::AlreadyExists`] when the channel has a live publisher; a
+    /// channel whose publisher is gone is replaced.
+    pub fn create(device: &D, name: &str, options: &ChannelOptions) -> Result<Publisher<D>> {
+        file::path(name)?;
+        if options.slots == 0 || options.slots > layout::MAX_SLOTS {
+            return Err(Error::invalid(format!(
+                "a channel of {} slots: a channel has 1 to {}",
+                options.slots,
+                layout::MAX_SLOTS
+            )));
+        }
+        let size = options
+            .slot_size
+            .checked_mul(options.slots as u64)
+            .filter(|_| options.slot_size > 0)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "{} slots of {} bytes",
+                    options.slots, options.slot_size
+                ))
+            })?;
+        let memory = device.allocate(&AllocDesc {
+            size,
+            align: 0,
+            location: options.location,
+            placement: Placement::default(),
+        })?;
+        let exported = device.export_memory(
+            &memory,
+            &ExportOptions {
+                importers: Importers::Anyone,
+                ..Default::default()
+            },
+        )?;
+        let shape = Shape {
+            slots: options.slots as u32,
+            slot_size: options.slot_size,
+            mode: options.mode,
+        };
+        let (pid, start) = os::self_identity();
+        let head = layout::new_head(shape, pid, start, &exported.to_text())?;
+        let deadline = Instant::now() + options.timeout;
+        let (file, control) = file::create(name, shape, &head, deadline)?;
+        Ok(Publisher {
+            name: name.to_string(),
+            file,
+            control,
+            _exported: exported,
+            memory,
+            next: 0,
+            cursor: 0,
+            options: options.clone(),
+            pid,
+        })
+    }
+
+    /// The channel's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The memory of the slots: slot `i` is bytes `i * slot_size ..`.
+    pub fn memory(&self) -> &D::Allocation {
+        &self.memory
+    }
+
+    /// The size of a slot.
+    pub fn slot_size(&self) -> u64 {
+        self.options.slot_size
+    }
+
+    /// How many subscribers are subscribed now.
+    pub fn subscribers(&self) -> Result<usize> {
+        Ok(members::active_mask(&self.control)?.count_ones() as usize)
+    }
+
+    /// Loan a free slot, waiting at most [`ChannelOptions::timeout`] for
+    /// one (the subscribers release what they received).
+    pub fn loan(&mut self) -> Result<Loan<'_, D>> {
+        self.check()?;
+        let control = &self.control;
+        let cursor = &mut self.cursor;
+        let slot = park::park_until(
+            control.released()?,
+            self.options.spin,
+            Some(self.options.timeout),
+            || {
+                format!(
+                    "a free slot of channel {:?}: its subscribers hold every slot",
+                    self.name
+                )
+            },
+            || free_slot(control, cursor),
+            || members::reap(control),
+        )?;
+        self.lend(slot)
+    }
+
+    /// Loan a free slot if one is free now; [`Error::Busy`] otherwise.
+    pub fn try_loan(&mut self) -> Result<Loan<'_, D>> {
+        self.check()?;
+        let slot = match free_slot(&self.control, &mut self.cursor)? {
+            Some(slot) => slot,
+            None => {
+                members::reap(&self.control)?;
+                free_slot(&self.control, &mut self.cursor)?.ok_or_else(|| Error::Busy {
+                    what: format!("every slot of channel {:?}", self.name),
+                    holders: self.control.slots(),
+                })?
+            }
+        };
+        self.lend(slot)
+    }
+
+    fn check(&self) -> Result<()> {
+        if os::pid() != self.pid {
+            return Err(Error::Closed {
+                what: format!(
+                    "channel {:?} was created by process {} before a fork: create it in this \
+                     process",
+                    self.name, self.pid
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn lend(&mut self, slot: usize) -> Result<Loan<'_, D>> {
+        self.control.set_slot_state(slot, SlotState::Loaned)?;
+        Ok(Loan {
+            publisher: self,
+            slot,
+            published: false,
+        })
+    }
+}
+
+/// A free slot, looking from `cursor` on: a slot never loaned, or one whose
+/// sample every subscriber released.
+fn free_slot(control: &Control, cursor: &mut usize) -> Result<Option<usize>> {
+    let n = control.slots();
+    for k in 0..n {
+        let slot = (*cursor + k) % n;
+        let free = match control.slot_state(slot)? {
+            // A loan that was never published nor dropped (forgotten).
+            SlotState::Free | SlotState::Loaned => true,
+            SlotState::Published => {
+                let (_, pending) = layout::split(
+                    control
+                        .sample_word(slot)?
+                        .load(std::sync::atomic::Ordering::Acquire),
+                );
+                pending == 0
+            }
+        };
+        if free {
+            *cursor = (slot + 1) % n;
+            return Ok(Some(slot));
+        }
+    }
+    Ok(None)
+}
+
+impl<D: Device> Drop for Publisher<D> {
+    fn drop(&mut self) {
+        if os::pid() == self.pid {
+            let _ = self.control.close();
+            file::remove(&self.file);
+        }
+    }
+}
+
+/// A slot loaned to the publisher: fill it, then [`Loan::publish`] it.
+/// Dropped unpublished, the slot returns to the pool.
+#[must_use = "a loan dropped unpublished returns its slot"]
+pub struct Loan<'a, D: Device> {
+    publisher: &'a mut Publisher<D>,
+    slot: usize,
+    published: bool,
+}
+
+impl<D: Device> Loan<'_, D> {
+    /// The slot's index.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    /// Where the slot starts in [`Publisher::memory`].
+    pub fn offset(&self) -> u64 {
+        self.slot as u64 * self.publisher.options.slot_size
+    }
+
+    /// The slot's size.
+    pub fn capacity(&self) -> u64 {
+        self.publisher.options.slot_size
+    }
+
+    /// The memory the slot is part of (for device work on it: the slot is
+    /// bytes [`Loan::offset`] .. + [`Loan::capacity`]).
+    pub fn memory(&self) -> &D::Allocation {
+        &self.publisher.memory
+    }
+
+    /// Copy `src` into the slot at `offset`.
+    pub fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
+        let end = offset.checked_add(src.len() as u64);
+        if end.is_none_or(|e| e > self.capacity()) {
+            return Err(Error::invalid(format!(
+                "{} bytes at {offset} of a slot of {}",
+                src.len(),
+                self.capacity()
+            )));
+        }
+        self.publisher.memory.write(self.offset() + offset, src)
+    }
+
+    /// Publish the slot's first `len` bytes; answers the sample's sequence
+    /// number. In broadcast mode a sample published while nobody is
+    /// subscribed reaches nobody.
+    pub fn publish(mut self, len: u64) -> Result<u64> {
+        if len > self.capacity() {
+            return Err(Error::invalid(format!(
+                "a sample of {len} bytes in a slot of {}",
+                self.capacity()
+            )));
+        }
+        let p = &mut *self.publisher;
+        let control = &p.control;
+        let seq = p.next;
+        let pending = match control.shape().mode {
+            Mode::Broadcast => members::active_mask(control)?,
+            Mode::Queue => QUEUED,
+        };
+        control.sample_word(self.slot)?.store(
+            layout::join(seq, pending),
+            std::sync::atomic::Ordering::Release,
+        );
+        control.set_slot_state(self.slot, SlotState::Published)?;
+        control.set_entry(seq, len, self.slot)?;
+        control.set_published(seq + 1)?;
+        p.next = seq + 1;
+        self.published = true;
+        Ok(seq)
+    }
+}
+
+impl<D: Device> Drop for Loan<'_, D> {
+    fn drop(&mut self) {
+        if !self.published {
+            let _ = self
+                .publisher
+                .control
+                .set_slot_state(self.slot, SlotState::Free);
+        }
+    }
+}
+
+impl<D: Device> std::fmt::Debug for Publisher<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Publisher")
+            .field("name", &self.name)
+            .field("slots", &self.control.slots())
+            .field("slot_size", &self.options.slot_size)
+            .field("next", &self.next)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Device> std::fmt::Debug for Loan<'_, D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loan")
+            .field("channel", &self.publisher.name)
+            .field("slot", &self.slot)
+            .finish_non_exhaustive()
+    }
+}
