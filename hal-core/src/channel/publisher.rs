@@ -4,7 +4,8 @@
 use std::time::Instant;
 
 use super::layout::{self, Control, Mode, Shape, SlotState, QUEUED};
-use super::{file, members, park, ChannelOptions};
+use super::options::ChannelOptions;
+use super::{file, members, park};
 use crate::os::{self, PrivateFile};
 use crate::{
     AllocDesc, Device, Error, ExportOptions, Exported, Importers, Memory, Placement, Result,

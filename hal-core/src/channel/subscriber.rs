@@ -6,7 +6,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::layout::{self, Control, Mode, SubState, MAX_SUBSCRIBERS, QUEUED};
-use super::{file, members, park, SubscribeOptions};
+use super::options::SubscribeOptions;
+use super::{file, members, park};
 use crate::os::{self, PrivateFile};
 use crate::{Device, Error, Handle, ImportOptions, Memory, Result};
 
