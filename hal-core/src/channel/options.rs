@@ -15,8 +15,10 @@ pub struct ChannelOptions {
     pub slot_size: u64,
     /// Broadcast or queue ([`Mode::Broadcast`] unless set).
     pub mode: Mode,
-    /// Where the slots live ([`Location::Host`] unless set).
-    pub location: Location,
+    /// Where the slots live. Unless set: host memory on a device whose
+    /// memory the host sees (CPU shared memory), the device's own memory
+    /// otherwise.
+    pub location: Option<Location>,
     /// How long [`Publisher::loan`](super::Publisher::loan) waits for a free slot (60 s unless set).
     pub timeout: Duration,
     /// How long a wait spins before it sleeps (20 µs unless set).
@@ -29,7 +31,7 @@ impl Default for ChannelOptions {
             slots: 8,
             slot_size: 64 << 10,
             mode: Mode::Broadcast,
-            location: Location::Host,
+            location: None,
             timeout: Duration::from_secs(60),
             spin: Duration::from_micros(20),
         }
@@ -57,7 +59,7 @@ impl ChannelOptions {
 
     /// Set [`ChannelOptions::location`].
     pub fn location(mut self, location: Location) -> Self {
-        self.location = location;
+        self.location = Some(location);
         self
     }
 

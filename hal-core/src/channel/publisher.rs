@@ -8,7 +8,8 @@ use super::options::ChannelOptions;
 use super::{file, members, park};
 use crate::os::{self, PrivateFile};
 use crate::{
-    AllocDesc, Device, Error, ExportOptions, Exported, Importers, Memory, Placement, Result,
+    AllocDesc, Capabilities, Device, Error, ExportOptions, Exported, Importers, Location, Memory,
+    Placement, Result,
 };
 
 /// The publishing end of a channel; dropping it closes the channel (the
@@ -57,7 +58,13 @@ impl<D: Device> Publisher<D> {
         let memory = device.allocate(&AllocDesc {
             size,
             align: 0,
-            location: options.location,
+            location: options.location.unwrap_or_else(|| {
+                if device.capabilities().contains(Capabilities::HOST_VISIBLE) {
+                    Location::Host
+                } else {
+                    Location::Device(device.info().ordinal)
+                }
+            }),
             placement: Placement::default(),
         })?;
         let exported = device.export_memory(
