@@ -12,7 +12,9 @@
 //!   answers [`Error::Busy`](crate::Error::Busy) at once.
 //! - **Memory of any backend**: the slots are one allocation on the
 //!   publisher's device ([`ChannelOptions::location`]), exported, and
-//!   imported by each subscriber; [`Loan::memory`] and [`Sample::memory`]
+//!   imported by each subscriber (any device, as a
+//!   [`DynDevice`](crate::dynamic::DynDevice): a backend's own device type
+//!   is one); [`Loan::memory`] and [`Sample::memory`]
 //!   with their offsets are what device work (copies, kernels) uses.
 //! - **Crashes**: a dead subscriber's slots return to the pool (the
 //!   publisher reaps it while it waits for a slot); a dead publisher is
@@ -29,7 +31,7 @@
 //!
 //! ```no_run
 //! use hal_core::channel::{ChannelOptions, Publisher, SubscribeOptions, Subscriber};
-//! # fn demo<D: hal_core::Device>(device: &D) -> hal_core::Result<()> {
+//! # fn demo(device: &dyn hal_core::dynamic::DynDevice) -> hal_core::Result<()> {
 //! // The publisher's process:
 //! let mut publisher = Publisher::create(device, "frames", &ChannelOptions::default())?;
 //! let loan = publisher.loan()?;

@@ -6,22 +6,23 @@ use std::time::Instant;
 use super::layout::{self, Control, Mode, Shape, SlotState, QUEUED};
 use super::options::ChannelOptions;
 use super::{file, members, park};
+use crate::dynamic::{DynAllocation, DynDevice};
 use crate::os::{self, PrivateFile};
 use crate::{
-    AllocDesc, Capabilities, Device, Error, ExportOptions, Exported, Importers, Location, Memory,
+    AllocDesc, Capabilities, Error, ExportOptions, Exported, Importers, Location, Memory,
     Placement, Result,
 };
 
 /// The publishing end of a channel; dropping it closes the channel (the
 /// subscribers receive what was published, then [`Error::Closed`]).
 #[must_use = "dropping a Publisher closes its channel"]
-pub struct Publisher<D: Device> {
+pub struct Publisher {
     name: String,
     file: PrivateFile,
     control: Control,
     // Declared before the memory: the export ends before the memory goes.
     _exported: Exported,
-    memory: D::Allocation,
+    memory: Box<dyn DynAllocation>,
     /// The next sequence number.
     next: u64,
     /// Where the next loan starts looking.
@@ -30,13 +31,17 @@ pub struct Publisher<D: Device> {
     pid: u32,
 }
 
-impl<D: Device> Publisher<D> {
+impl Publisher {
     /// Create the channel `name` on `device`: `options.slots` slots of
     /// `options.slot_size` bytes in memory at `options.location`.
     ///
     /// [`Error::AlreadyExists`] when the channel has a live publisher; a
     /// channel whose publisher is gone is replaced.
-    pub fn create(device: &D, name: &str, options: &ChannelOptions) -> Result<Publisher<D>> {
+    pub fn create(
+        device: &dyn DynDevice,
+        name: &str,
+        options: &ChannelOptions,
+    ) -> Result<Publisher> {
         file::path(name)?;
         if options.slots == 0 || options.slots > layout::MAX_SLOTS {
             return Err(Error::invalid(format!(
@@ -68,7 +73,7 @@ impl<D: Device> Publisher<D> {
             placement: Placement::default(),
         })?;
         let exported = device.export_memory(
-            &memory,
+            &*memory,
             &ExportOptions {
                 importers: Importers::Anyone,
                 ..Default::default()
@@ -102,8 +107,8 @@ impl<D: Device> Publisher<D> {
     }
 
     /// The memory of the slots: slot `i` is bytes `i * slot_size ..`.
-    pub fn memory(&self) -> &D::Allocation {
-        &self.memory
+    pub fn memory(&self) -> &dyn DynAllocation {
+        &*self.memory
     }
 
     /// The size of a slot.
@@ -118,7 +123,7 @@ impl<D: Device> Publisher<D> {
 
     /// Loan a free slot, waiting at most [`ChannelOptions::timeout`] for
     /// one (the subscribers release what they received).
-    pub fn loan(&mut self) -> Result<Loan<'_, D>> {
+    pub fn loan(&mut self) -> Result<Loan<'_>> {
         self.check()?;
         let control = &self.control;
         let cursor = &mut self.cursor;
@@ -139,7 +144,7 @@ impl<D: Device> Publisher<D> {
     }
 
     /// Loan a free slot if one is free now; [`Error::Busy`] otherwise.
-    pub fn try_loan(&mut self) -> Result<Loan<'_, D>> {
+    pub fn try_loan(&mut self) -> Result<Loan<'_>> {
         self.check()?;
         let slot = match free_slot(&self.control, &mut self.cursor)? {
             Some(slot) => slot,
@@ -167,7 +172,7 @@ impl<D: Device> Publisher<D> {
         Ok(())
     }
 
-    fn lend(&mut self, slot: usize) -> Result<Loan<'_, D>> {
+    fn lend(&mut self, slot: usize) -> Result<Loan<'_>> {
         self.control.set_slot_state(slot, SlotState::Loaned)?;
         Ok(Loan {
             publisher: self,
@@ -203,7 +208,7 @@ fn free_slot(control: &Control, cursor: &mut usize) -> Result<Option<usize>> {
     Ok(None)
 }
 
-impl<D: Device> Drop for Publisher<D> {
+impl Drop for Publisher {
     fn drop(&mut self) {
         if os::pid() == self.pid {
             let _ = self.control.close();
@@ -215,13 +220,13 @@ impl<D: Device> Drop for Publisher<D> {
 /// A slot loaned to the publisher: fill it, then [`Loan::publish`] it.
 /// Dropped unpublished, the slot returns to the pool.
 #[must_use = "a loan dropped unpublished returns its slot"]
-pub struct Loan<'a, D: Device> {
-    publisher: &'a mut Publisher<D>,
+pub struct Loan<'a> {
+    publisher: &'a mut Publisher,
     slot: usize,
     published: bool,
 }
 
-impl<D: Device> Loan<'_, D> {
+impl Loan<'_> {
     /// The slot's index.
     pub fn slot(&self) -> usize {
         self.slot
@@ -239,8 +244,8 @@ impl<D: Device> Loan<'_, D> {
 
     /// The memory the slot is part of (for device work on it: the slot is
     /// bytes [`Loan::offset`] .. + [`Loan::capacity`]).
-    pub fn memory(&self) -> &D::Allocation {
-        &self.publisher.memory
+    pub fn memory(&self) -> &dyn DynAllocation {
+        &*self.publisher.memory
     }
 
     /// Copy `src` into the slot at `offset`.
@@ -286,7 +291,7 @@ impl<D: Device> Loan<'_, D> {
     }
 }
 
-impl<D: Device> Drop for Loan<'_, D> {
+impl Drop for Loan<'_> {
     fn drop(&mut self) {
         if !self.published {
             let _ = self
@@ -297,7 +302,7 @@ impl<D: Device> Drop for Loan<'_, D> {
     }
 }
 
-impl<D: Device> std::fmt::Debug for Publisher<D> {
+impl std::fmt::Debug for Publisher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Publisher")
             .field("name", &self.name)
@@ -308,7 +313,7 @@ impl<D: Device> std::fmt::Debug for Publisher<D> {
     }
 }
 
-impl<D: Device> std::fmt::Debug for Loan<'_, D> {
+impl std::fmt::Debug for Loan<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Loan")
             .field("channel", &self.publisher.name)

@@ -8,17 +8,18 @@ use std::time::{Duration, Instant};
 use super::layout::{self, Control, Mode, SubState, MAX_SUBSCRIBERS, QUEUED};
 use super::options::SubscribeOptions;
 use super::{file, members, park};
+use crate::dynamic::{DynDevice, DynMapping};
 use crate::os::{self, PrivateFile};
-use crate::{Device, Error, Handle, ImportOptions, Memory, Result};
+use crate::{Error, Handle, ImportOptions, Memory, Result};
 
 /// The receiving end of a channel; dropping it unsubscribes (every sample
 /// it has not received is released).
 #[must_use = "dropping a Subscriber unsubscribes"]
-pub struct Subscriber<D: Device> {
+pub struct Subscriber {
     name: String,
     file: PrivateFile,
     control: Control,
-    mapping: D::Mapping,
+    mapping: Box<dyn DynMapping>,
     /// This subscriber's entry, and bit, in the control file.
     index: usize,
     /// The next sequence to look at (broadcast).
@@ -27,14 +28,18 @@ pub struct Subscriber<D: Device> {
     pid: u32,
 }
 
-impl<D: Device> Subscriber<D> {
+impl Subscriber {
     /// Subscribe to the channel `name`, importing its slots onto `device`.
     /// In broadcast mode it receives the samples published from now on.
     ///
     /// [`Error::NotFound`] when the channel has no control file (start its
     /// publisher first); [`Error::Closed`] when its publisher is gone;
     /// [`Error::Busy`] when it has [`MAX_SUBSCRIBERS`] subscribers already.
-    pub fn open(device: &D, name: &str, options: &SubscribeOptions) -> Result<Subscriber<D>> {
+    pub fn open(
+        device: &dyn DynDevice,
+        name: &str,
+        options: &SubscribeOptions,
+    ) -> Result<Subscriber> {
         let (file, control) = file::open(name)?;
         if file::publisher_gone(&control)? {
             let (pid, _, _) = control.publisher()?;
@@ -108,20 +113,20 @@ impl<D: Device> Subscriber<D> {
     }
 
     /// The imported memory of the slots.
-    pub fn memory(&self) -> &D::Mapping {
-        &self.mapping
+    pub fn memory(&self) -> &dyn DynMapping {
+        &*self.mapping
     }
 
     /// The next sample, waiting at most [`SubscribeOptions::timeout`].
     /// [`Error::Closed`] once the publisher closed or died and every sample
     /// for this subscriber was received.
-    pub fn receive(&self) -> Result<Sample<'_, D>> {
+    pub fn receive(&self) -> Result<Sample<'_>> {
         self.receive_timeout(self.options.timeout)
     }
 
     /// The next sample, waiting at most `timeout` (`None`: until there is
     /// one or the publisher is gone).
-    pub fn receive_timeout(&self, timeout: Option<Duration>) -> Result<Sample<'_, D>> {
+    pub fn receive_timeout(&self, timeout: Option<Duration>) -> Result<Sample<'_>> {
         self.check()?;
         park::park_until(
             self.control.published_word()?,
@@ -134,7 +139,7 @@ impl<D: Device> Subscriber<D> {
     }
 
     /// The next sample if one is there now.
-    pub fn try_receive(&self) -> Result<Option<Sample<'_, D>>> {
+    pub fn try_receive(&self) -> Result<Option<Sample<'_>>> {
         self.check()?;
         self.take()
     }
@@ -180,14 +185,14 @@ impl<D: Device> Subscriber<D> {
         })
     }
 
-    fn take(&self) -> Result<Option<Sample<'_, D>>> {
+    fn take(&self) -> Result<Option<Sample<'_>>> {
         match self.control.shape().mode {
             Mode::Broadcast => self.take_broadcast(),
             Mode::Queue => self.take_queued(),
         }
     }
 
-    fn take_broadcast(&self) -> Result<Option<Sample<'_, D>>> {
+    fn take_broadcast(&self) -> Result<Option<Sample<'_>>> {
         let bit = 1u32 << self.index;
         let published = self.control.published()?;
         while self.cursor.get() < published {
@@ -213,7 +218,7 @@ impl<D: Device> Subscriber<D> {
         Ok(None)
     }
 
-    fn take_queued(&self) -> Result<Option<Sample<'_, D>>> {
+    fn take_queued(&self) -> Result<Option<Sample<'_>>> {
         let bit = 1u32 << self.index;
         let head = self.control.head()?;
         loop {
@@ -261,7 +266,7 @@ impl<D: Device> Subscriber<D> {
     }
 }
 
-impl<D: Device> Drop for Subscriber<D> {
+impl Drop for Subscriber {
     fn drop(&mut self) {
         if os::pid() != self.pid {
             return;
@@ -278,14 +283,14 @@ impl<D: Device> Drop for Subscriber<D> {
 /// A received sample: its bytes stay as they are until it is dropped,
 /// which releases its slot.
 #[must_use = "dropping a Sample releases it"]
-pub struct Sample<'a, D: Device> {
-    subscriber: &'a Subscriber<D>,
+pub struct Sample<'a> {
+    subscriber: &'a Subscriber,
     slot: usize,
     len: u64,
     seq: u64,
 }
 
-impl<D: Device> Sample<'_, D> {
+impl Sample<'_> {
     /// The sample's sequence number (the publisher's count, from 0).
     pub fn sequence(&self) -> u64 {
         self.seq
@@ -307,8 +312,8 @@ impl<D: Device> Sample<'_, D> {
     }
 
     /// The memory it is part of (for device work on it).
-    pub fn memory(&self) -> &D::Mapping {
-        &self.subscriber.mapping
+    pub fn memory(&self) -> &dyn DynMapping {
+        &*self.subscriber.mapping
     }
 
     /// Copy bytes `offset ..` of the sample into `dst`.
@@ -332,13 +337,13 @@ impl<D: Device> Sample<'_, D> {
     }
 }
 
-impl<D: Device> Drop for Sample<'_, D> {
+impl Drop for Sample<'_> {
     fn drop(&mut self) {
         self.subscriber.release(self.slot);
     }
 }
 
-impl<D: Device> std::fmt::Debug for Subscriber<D> {
+impl std::fmt::Debug for Subscriber {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Subscriber")
             .field("name", &self.name)
@@ -348,7 +353,7 @@ impl<D: Device> std::fmt::Debug for Subscriber<D> {
     }
 }
 
-impl<D: Device> std::fmt::Debug for Sample<'_, D> {
+impl std::fmt::Debug for Sample<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sample")
             .field("channel", &self.subscriber.name)

@@ -6,10 +6,11 @@
 use std::time::Duration;
 
 use hal_core::channel::{ChannelOptions, Mode, Publisher, SubscribeOptions, Subscriber};
-use hal_core::{Backend, Capabilities as C, Device, Error};
+use hal_core::dynamic::DynDevice;
+use hal_core::{Backend, Capabilities as C, Error, Location};
 
 use crate::process::{self, report};
-use crate::support::{location, must, must_be_unsupported, Suite, LONG};
+use crate::support::{must, must_be_unsupported, Suite, LONG};
 
 /// The child role that subscribes and receives.
 pub(crate) const SUB_ROLE: &str = "channel-subscriber";
@@ -33,18 +34,22 @@ fn sample_bytes(seq: u64, len: usize) -> Vec<u8> {
     (0..len).map(|i| (seq as usize * 31 + i) as u8).collect()
 }
 
-fn options<D: Device>(dev: &D, slots: usize, mode: Mode) -> ChannelOptions {
+fn options(dev: &dyn DynDevice, slots: usize, mode: Mode) -> ChannelOptions {
     ChannelOptions::default()
         .slots(slots)
         .slot_size(dev.info().page_size())
         .mode(mode)
-        .location(location(dev))
+        .location(if dev.capabilities().contains(C::HOST_VISIBLE) {
+            Location::Host
+        } else {
+            Location::Device(dev.info().ordinal)
+        })
         .timeout(LONG)
 }
 
 /// A publisher on `dev`, or `None` where the device cannot share memory
 /// (after checking that the channel says so).
-fn publisher<D: Device>(dev: &D, name: &str, opts: &ChannelOptions) -> Option<Publisher<D>> {
+fn publisher(dev: &dyn DynDevice, name: &str, opts: &ChannelOptions) -> Option<Publisher> {
     if !dev.capabilities().contains(C::IPC_MEMORY) {
         must_be_unsupported(
             Publisher::create(dev, name, opts),
@@ -64,7 +69,7 @@ fn publisher<D: Device>(dev: &D, name: &str, opts: &ChannelOptions) -> Option<Pu
 }
 
 /// Publish `count` samples of `len` bytes, waiting for slots.
-fn publish_all<D: Device>(p: &mut Publisher<D>, count: u64, len: usize) {
+fn publish_all(p: &mut Publisher, count: u64, len: usize) {
     for seq in 0..count {
         let loan = must(p.loan(), "loan");
         must(loan.write(0, &sample_bytes(seq, len)), "write into a loan");
