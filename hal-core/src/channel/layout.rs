@@ -11,14 +11,22 @@
 //! | 16 | slot size (`u64`) |
 //! | 24 | publisher's pid, publisher's state (1 open, 2 closed) |
 //! | 32 | publisher's process start time (`u64`) |
-//! | 40 | published: samples published so far (`u64`; its low word is the futex subscribers sleep on) |
-//! | 48 | released: bumped when a slot frees or a subscriber leaves (the futex the publisher sleeps on) |
-//! | 52 | length of the handle text |
-//! | 56 | head: the next sample a queue's subscribers claim (`u64`) |
+//! | 64 | published: samples published so far (`u64`; its low word is the futex subscribers sleep on) |
+//! | 72 | how many subscribers sleep on it (a publish makes the wake system call only then) |
+//! | 76 | the bits of the active subscribers |
+//! | 128 | released: bumped, while the publisher sleeps, when a slot frees or a subscriber leaves |
+//! | 132 | how many publishers sleep on it |
+//! | 136 | length of the handle text |
+//! | 192 | head: the next sample a queue's subscribers claim (`u64`) |
 //! | 256 | the handle text of the slots' memory, up to [`MAX_HANDLE`] bytes |
-//! | `RING` | `slots` entries of 32 bytes: sequence (`u64`), length (`u64`), slot (`u32`) |
-//! | after | `slots` words of 16 bytes: sample (`u64`: sequence's low 32 bits above, pending subscribers below), state (`u32`: 0 free, 1 loaned, 2 published) |
+//! | `SLOTS` | `slots` descriptors of 64 bytes (a cache line each): sample word (`u64`: one more than the sequence's low 32 bits above, pending subscribers below), length (`u64`) |
 //! | after | [`MAX_SUBSCRIBERS`] entries of 32 bytes: pid, state (0 free, 1 joining, 2 active), start time (`u64`) |
+//!
+//! Sample `seq` goes in slot `seq % slots`: the publisher loans the slots
+//! in turn, and a subscriber that waits for its next sample watches one
+//! cache line, that slot's descriptor, which the publisher writes once per
+//! sample. A sample word whose sequence part is 0, or behind the sequence
+//! looked for, holds no sample yet.
 //!
 //! A sample's pending bits say which subscribers still hold or are still
 //! to receive it (bit `i` for subscriber entry `i`; in a queue, bit 31
@@ -51,14 +59,22 @@ const H_SLOT_SIZE: usize = 16;
 const H_PUB_PID: usize = 24;
 const H_PUB_STATE: usize = 28;
 const H_PUB_START: usize = 32;
-const H_PUBLISHED: usize = 40;
-const H_RELEASED: usize = 48;
-const H_HANDLE_LEN: usize = 52;
-const H_HEAD: usize = 56;
+// What the publisher writes and the subscribers read, what they write and
+// it reads, and a queue's head each on a cache line of their own.
+const H_PUBLISHED: usize = 64;
+const H_SUB_SLEEPERS: usize = 72;
+const H_MASK: usize = 76;
+const H_RELEASED: usize = 128;
+const H_PUB_SLEEPERS: usize = 132;
+const H_HANDLE_LEN: usize = 136;
+const H_HEAD: usize = 192;
 const HANDLE: usize = 256;
-const RING: usize = HANDLE + MAX_HANDLE;
-const ENTRY: usize = 32;
-const WORD: usize = 16;
+const _: () = assert!(
+    H_HEAD + 8 <= HANDLE,
+    "the header's fields end before the handle"
+);
+const SLOTS: usize = HANDLE + MAX_HANDLE;
+const SLOT: usize = 64;
 const SUB: usize = 32;
 
 /// How samples reach subscribers.
@@ -82,26 +98,14 @@ pub(super) struct Shape {
 }
 
 impl Shape {
-    fn words(self) -> usize {
-        RING + self.slots as usize * ENTRY
-    }
-
     fn subs(self) -> usize {
-        self.words() + self.slots as usize * WORD
+        SLOTS + self.slots as usize * SLOT
     }
 
     /// The control file's length.
     pub(super) fn file_len(self) -> u64 {
         (self.subs() + MAX_SUBSCRIBERS * SUB) as u64
     }
-}
-
-/// A slot's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum SlotState {
-    Free,
-    Loaned,
-    Published,
 }
 
 /// A subscriber entry's state.
@@ -246,11 +250,16 @@ impl Control {
         self.u32_at(H_RELEASED)
     }
 
-    /// Bump `released` and wake the publisher.
+    /// After a slot freed: bump `released` and wake the publisher, if it
+    /// sleeps (one that is about to sleep looks for a free slot again once
+    /// it counted itself, and finds this one).
     pub(super) fn bump_released(&self) -> Result<()> {
-        let word = self.released()?;
-        word.fetch_add(1, Ordering::AcqRel);
-        crate::os::futex_wake(word, u32::MAX);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.pub_sleepers()?.load(Ordering::Relaxed) > 0 {
+            let word = self.released()?;
+            word.fetch_add(1, Ordering::AcqRel);
+            crate::os::futex_wake(word, u32::MAX);
+        }
         Ok(())
     }
 
@@ -259,61 +268,54 @@ impl Control {
         self.u64_at(H_HEAD)
     }
 
-    /// Ring entry of sequence `seq`: (sequence it holds, length, slot).
-    /// The slot and length are checked against the shape.
-    pub(super) fn entry(&self, seq: u64) -> Result<(u64, u64, usize)> {
-        let at = RING + (seq % self.shape.slots as u64) as usize * ENTRY;
-        let held = self.u64_at(at)?.load(Ordering::Acquire);
-        let len = self.u64_at(at + 8)?.load(Ordering::Acquire);
-        let slot = self.u32_at(at + 16)?.load(Ordering::Acquire) as usize;
-        if held == seq && (slot >= self.slots() || len > self.shape.slot_size) {
-            return Err(corrupt(format!(
-                "sample {seq} in slot {slot} of {} with {len} bytes",
-                self.slots()
-            )));
-        }
-        Ok((held, len, slot))
-    }
-
-    /// Write the ring entry of `seq`, its sequence last.
-    pub(super) fn set_entry(&self, seq: u64, len: u64, slot: usize) -> Result<()> {
-        let at = RING + (seq % self.shape.slots as u64) as usize * ENTRY;
-        self.u64_at(at + 8)?.store(len, Ordering::Relaxed);
-        self.u32_at(at + 16)?.store(slot as u32, Ordering::Relaxed);
-        self.u64_at(at)?.store(seq, Ordering::Release);
-        Ok(())
-    }
-
-    /// Make `seq` the last published sample, and wake the subscribers.
+    /// Make `count` the number of published samples, and wake the
+    /// subscribers that sleep.
     pub(super) fn set_published(&self, count: u64) -> Result<()> {
         self.u64_at(H_PUBLISHED)?.store(count, Ordering::Release);
-        crate::os::futex_wake(self.published_word()?, u32::MAX);
+        wake_sleepers(self.published_word()?, self.sub_sleepers()?);
         Ok(())
     }
 
-    /// Slot `i`'s sample word: the low 32 bits of its sequence above, its
-    /// pending bits below.
+    /// How many subscribers sleep on the published word.
+    pub(super) fn sub_sleepers(&self) -> Result<&AtomicU32> {
+        self.u32_at(H_SUB_SLEEPERS)
+    }
+
+    /// How many publishers sleep on the released word.
+    pub(super) fn pub_sleepers(&self) -> Result<&AtomicU32> {
+        self.u32_at(H_PUB_SLEEPERS)
+    }
+
+    /// The bits of the active subscribers.
+    pub(super) fn mask(&self) -> Result<&AtomicU32> {
+        self.u32_at(H_MASK)
+    }
+
+    /// Slot `i`'s sample word: one more than its sample's sequence (low 32
+    /// bits) above, its pending bits below.
     pub(super) fn sample_word(&self, i: usize) -> Result<&AtomicU64> {
-        self.u64_at(RING + self.shape.slots as usize * ENTRY + i * WORD)
+        self.u64_at(SLOTS + i * SLOT)
     }
 
-    pub(super) fn slot_state(&self, i: usize) -> Result<SlotState> {
-        let at = RING + self.shape.slots as usize * ENTRY + i * WORD + 8;
-        Ok(match self.u32_at(at)?.load(Ordering::Acquire) {
-            1 => SlotState::Loaned,
-            2 => SlotState::Published,
-            _ => SlotState::Free,
-        })
+    /// The length of slot `i`'s sample, checked against the slot size.
+    pub(super) fn sample_len(&self, i: usize) -> Result<u64> {
+        let len = self.u64_at(SLOTS + i * SLOT + 8)?.load(Ordering::Acquire);
+        if len > self.shape.slot_size {
+            return Err(corrupt(format!(
+                "a sample of {len} bytes in slot {i} of {} bytes",
+                self.shape.slot_size
+            )));
+        }
+        Ok(len)
     }
 
-    pub(super) fn set_slot_state(&self, i: usize, state: SlotState) -> Result<()> {
-        let at = RING + self.shape.slots as usize * ENTRY + i * WORD + 8;
-        let v = match state {
-            SlotState::Free => 0,
-            SlotState::Loaned => 1,
-            SlotState::Published => 2,
-        };
-        self.u32_at(at)?.store(v, Ordering::Release);
+    /// Fill slot `i`'s descriptor with sample `seq` of `len` bytes for the
+    /// subscribers of `pending`: the length, then the word.
+    pub(super) fn set_sample(&self, i: usize, seq: u64, len: u64, pending: u32) -> Result<()> {
+        self.u64_at(SLOTS + i * SLOT + 8)?
+            .store(len, Ordering::Relaxed);
+        self.sample_word(i)?
+            .store(join(seq, pending), Ordering::Release);
         Ok(())
     }
 
@@ -365,14 +367,56 @@ impl Control {
     }
 }
 
-/// The sequence's low 32 bits and the pending bits of a sample word.
+/// Wake the sleepers of `word` after a change of it, with a system call
+/// only when `sleepers` says someone sleeps. A sleeper counts itself
+/// before it sleeps on the value it saw, so either this sees it counted,
+/// or its sleep sees the changed word and returns at once.
+fn wake_sleepers(word: &AtomicU32, sleepers: &AtomicU32) {
+    std::sync::atomic::fence(Ordering::SeqCst);
+    if sleepers.load(Ordering::Relaxed) > 0 {
+        crate::os::futex_wake(word, u32::MAX);
+    }
+}
+
+/// The tag of sample `seq` in a sample word: one more than its low 32
+/// bits (0 is a slot that never held a sample).
+pub(super) fn tag(seq: u64) -> u32 {
+    (seq as u32).wrapping_add(1)
+}
+
+/// How a sample word's tag stands to sequence `seq`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Held {
+    /// It holds `seq`.
+    This,
+    /// It holds an older sample (or none): `seq` is not published yet.
+    Older,
+    /// It holds a newer sample: `seq` was published and its slot reused.
+    Newer,
+}
+
+/// How the tag `held` stands to `seq`.
+pub(super) fn held(held: u32, seq: u64) -> Held {
+    match held.wrapping_sub(tag(seq)) as i32 {
+        0 => Held::This,
+        d if d < 0 => Held::Older,
+        _ => Held::Newer,
+    }
+}
+
+/// A sample word's tag and pending bits.
 pub(super) fn split(word: u64) -> (u32, u32) {
     ((word >> 32) as u32, word as u32)
 }
 
-/// A sample word.
+/// The sample word of `seq` with `pending` bits.
 pub(super) fn join(seq: u64, pending: u32) -> u64 {
-    ((seq as u32 as u64) << 32) | pending as u64
+    ((tag(seq) as u64) << 32) | pending as u64
+}
+
+/// A sample word with the same tag as `word` and `pending` bits.
+pub(super) fn with_pending(word: u64, pending: u32) -> u64 {
+    (word & !0xffff_ffff) | pending as u64
 }
 
 fn corrupt(what: String) -> Error {

@@ -11,34 +11,24 @@ use crate::Result;
 
 /// The bits of the active subscribers.
 pub(super) fn active_mask(control: &Control) -> Result<u32> {
-    let mut mask = 0;
-    for i in 0..MAX_SUBSCRIBERS {
-        if control.subscriber(i)?.2 == SubState::Active {
-            mask |= 1 << i;
-        }
-    }
-    Ok(mask)
+    Ok(control.mask()?.load(Ordering::Acquire) & !QUEUED)
 }
 
 /// Clear subscriber `i`'s bit from every slot whose sample `keep` does not
-/// want kept (given the slot's sequence's low bits and pending bits);
+/// want kept (given the slot's sample word);
 /// wakes the publisher when a slot freed.
-pub(super) fn clear_bit(
-    control: &Control,
-    i: usize,
-    keep: impl Fn(u32, u32) -> bool,
-) -> Result<()> {
+pub(super) fn clear_bit(control: &Control, i: usize, keep: impl Fn(u64) -> bool) -> Result<()> {
     let bit = 1u32 << i;
     let mut freed = false;
     for slot in 0..control.slots() {
         let word = control.sample_word(slot)?;
         let mut seen = word.load(Ordering::Acquire);
         loop {
-            let (seq, pending) = layout::split(seen);
-            if pending & bit == 0 || pending == QUEUED || keep(seq, pending) {
+            let (_, pending) = layout::split(seen);
+            if pending & bit == 0 || pending == QUEUED || keep(seen) {
                 break;
             }
-            let new = layout::join(seq as u64, pending & !bit);
+            let new = layout::with_pending(seen, pending & !bit);
             match word.compare_exchange(seen, new, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => {
                     freed |= pending & !bit == 0;
@@ -59,15 +49,20 @@ pub(super) fn clear_bit(
 /// subscriber that left, or one still joining, holds no sample). Called by
 /// the publisher, whose publishes are the only writers of new bits.
 pub(super) fn reap(control: &Control) -> Result<()> {
+    let mask = control.mask()?;
     for i in 0..MAX_SUBSCRIBERS {
         let (pid, start, state) = control.subscriber(i)?;
         match state {
+            SubState::Active if os::process_alive(pid, start) => {}
             SubState::Active | SubState::Joining if !os::process_alive(pid, start) => {
-                clear_bit(control, i, |_, _| false)?;
+                mask.fetch_and(!(1 << i), Ordering::AcqRel);
+                clear_bit(control, i, |_| false)?;
                 control.set_subscriber_state(i, SubState::Free)?;
             }
-            SubState::Active => {}
-            _ => clear_bit(control, i, |_, _| false)?,
+            _ => {
+                mask.fetch_and(!(1 << i), Ordering::AcqRel);
+                clear_bit(control, i, |_| false)?;
+            }
         }
     }
     Ok(())

@@ -13,12 +13,13 @@ use crate::{Error, Result};
 pub(super) const LOOK_EVERY: Duration = Duration::from_millis(10);
 
 /// Wait until `poll` answers `Some`: it is tried, then tried again after
-/// every change of `word`, for at most `timeout` (`None`: no limit);
+/// every change of `word` (whose wakers look at `sleepers`), for at most `timeout` (`None`: no limit);
 /// `look` runs before each sleep that follows the spin and at least every
 /// [`LOOK_EVERY`], and may end the wait with an error. `what` names the
 /// wait in a timeout's error.
 pub(super) fn park_until<T>(
     word: &AtomicU32,
+    sleepers: &AtomicU32,
     spin: Duration,
     timeout: Option<Duration>,
     what: impl Fn() -> String,
@@ -54,6 +55,17 @@ pub(super) fn park_until<T>(
             }
         }
         let nap = timeout.map_or(LOOK_EVERY, |t| t.saturating_sub(elapsed).min(LOOK_EVERY));
+        // Counted, then one more look: a waker that saw no sleeper made
+        // its change before the count, and the look sees it.
+        sleepers.fetch_add(1, Ordering::SeqCst);
+        let found = poll();
+        if !matches!(found, Ok(None)) {
+            sleepers.fetch_sub(1, Ordering::SeqCst);
+            if let Some(v) = found? {
+                return Ok(v);
+            }
+        }
         os::futex_wait(word, seen, Some(nap));
+        sleepers.fetch_sub(1, Ordering::SeqCst);
     }
 }

@@ -1,9 +1,10 @@
 //! The publisher of a channel: it makes the slots' memory and the control
 //! file, loans free slots, and publishes them.
 
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use super::layout::{self, Control, Mode, Shape, SlotState, QUEUED};
+use super::layout::{self, Control, Mode, Shape, QUEUED};
 use super::options::ChannelOptions;
 use super::{file, members, park};
 use crate::dynamic::{DynAllocation, DynDevice};
@@ -25,8 +26,6 @@ pub struct Publisher {
     memory: Box<dyn DynAllocation>,
     /// The next sequence number.
     next: u64,
-    /// Where the next loan starts looking.
-    cursor: usize,
     options: ChannelOptions,
     pid: u32,
 }
@@ -95,7 +94,6 @@ impl Publisher {
             _exported: exported,
             memory,
             next: 0,
-            cursor: 0,
             options: options.clone(),
             pid,
         })
@@ -121,41 +119,44 @@ impl Publisher {
         Ok(members::active_mask(&self.control)?.count_ones() as usize)
     }
 
-    /// Loan a free slot, waiting at most [`ChannelOptions::timeout`] for
-    /// one (the subscribers release what they received).
+    /// Loan the next slot (the slots are loaned in turn), waiting at most
+    /// [`ChannelOptions::timeout`] until the subscribers released the
+    /// sample it held.
     pub fn loan(&mut self) -> Result<Loan<'_>> {
         self.check()?;
         let control = &self.control;
-        let cursor = &mut self.cursor;
-        let slot = park::park_until(
+        let slot = (self.next % control.slots() as u64) as usize;
+        park::park_until(
             control.released()?,
+            control.pub_sleepers()?,
             self.options.spin,
             Some(self.options.timeout),
             || {
                 format!(
-                    "a free slot of channel {:?}: its subscribers hold every slot",
+                    "slot {slot} of channel {:?}, the next in turn: its subscribers still \
+                     hold it",
                     self.name
                 )
             },
-            || free_slot(control, cursor),
+            || Ok(slot_free(control, slot)?.then_some(())),
             || members::reap(control),
         )?;
         self.lend(slot)
     }
 
-    /// Loan a free slot if one is free now; [`Error::Busy`] otherwise.
+    /// Loan the next slot if it is free now; [`Error::Busy`] otherwise.
     pub fn try_loan(&mut self) -> Result<Loan<'_>> {
         self.check()?;
-        let slot = match free_slot(&self.control, &mut self.cursor)? {
-            Some(slot) => slot,
-            None => {
-                members::reap(&self.control)?;
-                free_slot(&self.control, &mut self.cursor)?.ok_or_else(|| Error::Busy {
-                    what: format!("every slot of channel {:?}", self.name),
-                    holders: self.control.slots(),
-                })?
+        let slot = (self.next % self.control.slots() as u64) as usize;
+        if !slot_free(&self.control, slot)? {
+            members::reap(&self.control)?;
+            if !slot_free(&self.control, slot)? {
+                return Err(Error::Busy {
+                    what: format!("slot {slot} of channel {:?}, the next in turn", self.name),
+                    holders: active_holders(&self.control, slot)?,
+                });
             }
-        };
+        }
         self.lend(slot)
     }
 
@@ -173,39 +174,28 @@ impl Publisher {
     }
 
     fn lend(&mut self, slot: usize) -> Result<Loan<'_>> {
-        self.control.set_slot_state(slot, SlotState::Loaned)?;
         Ok(Loan {
             publisher: self,
             slot,
-            published: false,
         })
     }
 }
 
-/// A free slot, looking from `cursor` on: a slot never loaned, or one whose
-/// sample every subscriber released.
-fn free_slot(control: &Control, cursor: &mut usize) -> Result<Option<usize>> {
-    let n = control.slots();
-    for k in 0..n {
-        let slot = (*cursor + k) % n;
-        let free = match control.slot_state(slot)? {
-            // A loan that was never published nor dropped (forgotten).
-            SlotState::Free | SlotState::Loaned => true,
-            SlotState::Published => {
-                let (_, pending) = layout::split(
-                    control
-                        .sample_word(slot)?
-                        .load(std::sync::atomic::Ordering::Acquire),
-                );
-                pending == 0
-            }
-        };
-        if free {
-            *cursor = (slot + 1) % n;
-            return Ok(Some(slot));
-        }
-    }
-    Ok(None)
+/// True when every subscriber released slot `slot`'s sample (or it never
+/// held one).
+fn slot_free(control: &Control, slot: usize) -> Result<bool> {
+    let word = control.sample_word(slot)?.load(Ordering::Acquire);
+    Ok(layout::split(word).1 == 0)
+}
+
+/// How many subscribers hold slot `slot`'s sample.
+fn active_holders(control: &Control, slot: usize) -> Result<usize> {
+    let (_, pending) = layout::split(control.sample_word(slot)?.load(Ordering::Acquire));
+    Ok(if pending == QUEUED {
+        0
+    } else {
+        pending.count_ones() as usize
+    })
 }
 
 impl Drop for Publisher {
@@ -218,12 +208,11 @@ impl Drop for Publisher {
 }
 
 /// A slot loaned to the publisher: fill it, then [`Loan::publish`] it.
-/// Dropped unpublished, the slot returns to the pool.
-#[must_use = "a loan dropped unpublished returns its slot"]
+/// Dropped unpublished, the slot is loaned again next.
+#[must_use = "a loan dropped unpublished is loaned again next"]
 pub struct Loan<'a> {
     publisher: &'a mut Publisher,
     slot: usize,
-    published: bool,
 }
 
 impl Loan<'_> {
@@ -264,7 +253,7 @@ impl Loan<'_> {
     /// Publish the slot's first `len` bytes; answers the sample's sequence
     /// number. In broadcast mode a sample published while nobody is
     /// subscribed reaches nobody.
-    pub fn publish(mut self, len: u64) -> Result<u64> {
+    pub fn publish(self, len: u64) -> Result<u64> {
         if len > self.capacity() {
             return Err(Error::invalid(format!(
                 "a sample of {len} bytes in a slot of {}",
@@ -278,27 +267,10 @@ impl Loan<'_> {
             Mode::Broadcast => members::active_mask(control)?,
             Mode::Queue => QUEUED,
         };
-        control.sample_word(self.slot)?.store(
-            layout::join(seq, pending),
-            std::sync::atomic::Ordering::Release,
-        );
-        control.set_slot_state(self.slot, SlotState::Published)?;
-        control.set_entry(seq, len, self.slot)?;
+        control.set_sample(self.slot, seq, len, pending)?;
         control.set_published(seq + 1)?;
         p.next = seq + 1;
-        self.published = true;
         Ok(seq)
-    }
-}
-
-impl Drop for Loan<'_> {
-    fn drop(&mut self) {
-        if !self.published {
-            let _ = self
-                .publisher
-                .control
-                .set_slot_state(self.slot, SlotState::Free);
-        }
     }
 }
 

@@ -5,7 +5,7 @@ use std::cell::Cell;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::layout::{self, Control, Mode, SubState, MAX_SUBSCRIBERS, QUEUED};
+use super::layout::{self, Control, Held, Mode, SubState, MAX_SUBSCRIBERS, QUEUED};
 use super::options::SubscribeOptions;
 use super::{file, members, park};
 use crate::dynamic::{DynDevice, DynMapping};
@@ -88,12 +88,12 @@ impl Subscriber {
         };
         let joined_at = control.published()?;
         control.set_subscriber_state(index, SubState::Active)?;
+        control.mask()?.fetch_or(1 << index, Ordering::AcqRel);
         // Bits a former subscriber of this entry left on samples published
         // before this one joined (a queue's claimed samples too) are stale.
-        let old = joined_at as u32;
         let mode = shape.mode;
-        members::clear_bit(&control, index, |seq, _| {
-            mode == Mode::Broadcast && (seq.wrapping_sub(old) as i32) >= 0
+        members::clear_bit(&control, index, |word| {
+            mode == Mode::Broadcast && layout::held(layout::split(word).0, joined_at) != Held::Older
         })?;
         Ok(Subscriber {
             name: name.to_string(),
@@ -130,6 +130,7 @@ impl Subscriber {
         self.check()?;
         park::park_until(
             self.control.published_word()?,
+            self.control.sub_sleepers()?,
             self.options.spin,
             timeout,
             || format!("a sample of channel {:?}", self.name),
@@ -194,63 +195,72 @@ impl Subscriber {
 
     fn take_broadcast(&self) -> Result<Option<Sample<'_>>> {
         let bit = 1u32 << self.index;
-        let published = self.control.published()?;
-        while self.cursor.get() < published {
+        let slots = self.control.slots() as u64;
+        loop {
             let seq = self.cursor.get();
-            self.cursor.set(seq + 1);
-            let (held, len, slot) = self.control.entry(seq)?;
-            if held != seq {
-                // Overwritten: a sample published when this subscriber was
-                // not among the active ones.
-                continue;
-            }
-            let (low, pending) =
+            let slot = (seq % slots) as usize;
+            let (tag, pending) =
                 layout::split(self.control.sample_word(slot)?.load(Ordering::Acquire));
-            if low == seq as u32 && pending & bit != 0 && pending != QUEUED {
-                return Ok(Some(Sample {
-                    subscriber: self,
-                    slot,
-                    len,
-                    seq,
-                }));
+            match layout::held(tag, seq) {
+                Held::Older => return Ok(None),
+                // Published while this subscriber was not among the active
+                // ones, and its slot reused since.
+                Held::Newer => self.cursor.set(seq + 1),
+                Held::This => {
+                    self.cursor.set(seq + 1);
+                    if pending & bit != 0 && pending != QUEUED {
+                        let len = self.control.sample_len(slot)?;
+                        return Ok(Some(Sample {
+                            subscriber: self,
+                            slot,
+                            len,
+                            seq,
+                        }));
+                    }
+                }
             }
         }
-        Ok(None)
     }
 
     fn take_queued(&self) -> Result<Option<Sample<'_>>> {
         let bit = 1u32 << self.index;
+        let slots = self.control.slots() as u64;
         let head = self.control.head()?;
         loop {
             let h = head.load(Ordering::Acquire);
-            if h >= self.control.published()? {
-                return Ok(None);
-            }
-            let (held, len, slot) = self.control.entry(h)?;
-            if held == h {
-                let word = self.control.sample_word(slot)?;
-                let queued = layout::join(h, QUEUED);
-                if word
-                    .compare_exchange(
-                        queued,
-                        layout::join(h, bit),
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    )
-                    .is_ok()
-                {
+            let slot = (h % slots) as usize;
+            let word = self.control.sample_word(slot)?;
+            let seen = word.load(Ordering::Acquire);
+            let (tag, pending) = layout::split(seen);
+            match layout::held(tag, h) {
+                Held::Older => return Ok(None),
+                Held::This if pending == QUEUED => {
+                    if word
+                        .compare_exchange(
+                            seen,
+                            layout::with_pending(seen, bit),
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        )
+                        .is_ok()
+                    {
+                        let _ =
+                            head.compare_exchange(h, h + 1, Ordering::AcqRel, Ordering::Acquire);
+                        let len = self.control.sample_len(slot)?;
+                        return Ok(Some(Sample {
+                            subscriber: self,
+                            slot,
+                            len,
+                            seq: h,
+                        }));
+                    }
+                }
+                // Claimed by another subscriber, or its slot reused since:
+                // help the head past it.
+                _ => {
                     let _ = head.compare_exchange(h, h + 1, Ordering::AcqRel, Ordering::Acquire);
-                    return Ok(Some(Sample {
-                        subscriber: self,
-                        slot,
-                        len,
-                        seq: h,
-                    }));
                 }
             }
-            // Claimed by another subscriber (or not a sample at all): help
-            // the head past it.
-            let _ = head.compare_exchange(h, h + 1, Ordering::AcqRel, Ordering::Acquire);
         }
     }
 
@@ -271,7 +281,10 @@ impl Drop for Subscriber {
         if os::pid() != self.pid {
             return;
         }
-        let _ = members::clear_bit(&self.control, self.index, |_, _| false);
+        if let Ok(mask) = self.control.mask() {
+            mask.fetch_and(!(1 << self.index), Ordering::AcqRel);
+        }
+        let _ = members::clear_bit(&self.control, self.index, |_| false);
         let _ = self
             .control
             .set_subscriber_state(self.index, SubState::Free);

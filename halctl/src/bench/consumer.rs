@@ -7,6 +7,7 @@ use std::hint::black_box;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
+use hal::channel::{Publisher, Subscriber};
 use hal::dynamic::{DynBackend, DynDevice, DynMapping, DynNotify};
 use hal::os::{self, Prot, SharedMap};
 use hal::registry::Registry;
@@ -14,7 +15,9 @@ use hal::{Exported, Handle, ImportOptions, SharedHandle, WaitOptions};
 
 use super::firsts::Firsts;
 use super::host::pin_to;
-use super::options::{blocking_wait, export_options, spin_wait};
+use super::options::{
+    blocking_wait, busy_channel, busy_subscriber, export_options, spin_wait, CHANNEL_SAMPLE,
+};
 use super::proto::{self, Block, Cmd, IdleMode, Pong, Reply, PEER_TIMEOUT};
 use super::spin::{self, SpinPair};
 use crate::backend;
@@ -88,6 +91,10 @@ struct Pingpong {
     mine: Box<dyn DynNotify>,
     _mine_exported: Exported,
     theirs: Box<dyn DynNotify>,
+    /// The exporter's channel, subscribed.
+    chan_in: Subscriber,
+    /// The channel back to the exporter.
+    chan_out: Publisher,
 }
 
 #[derive(Default)]
@@ -262,7 +269,7 @@ impl State {
                 }
                 series.push(hal_ns);
             }
-            Cmd::NotifySetup { notify } => {
+            Cmd::NotifySetup { notify, channel } => {
                 let [futex_fd, spin_fd]: [std::os::fd::OwnedFd; 2] = fds
                     .try_into()
                     .map_err(|_| Fail::failed("the raw pairs' memfds did not arrive"))?;
@@ -278,8 +285,14 @@ impl State {
                         &ImportOptions::default(),
                     )
                     .ctx("importing the exporter's notify")?;
+                let chan_in = Subscriber::open(dev, &channel, &busy_subscriber())
+                    .ctx("subscribing to the exporter's channel")?;
+                let chan_out = Publisher::create(dev, &format!("{channel}-back"), &busy_channel())
+                    .ctx("creating the consumer's channel")?;
                 reply.text = Some(mine_exported.to_text());
                 self.pingpong = Some(Pingpong {
+                    chan_in,
+                    chan_out,
                     futex: FutexPair::open(&futex_fd)?,
                     spin: SpinPair::open(&spin_fd)?,
                     mine,
@@ -425,7 +438,7 @@ impl State {
     fn answer(&mut self, plan: &[Block]) -> CmdResult {
         let p = self
             .pingpong
-            .as_ref()
+            .as_mut()
             .ok_or_else(|| Fail::failed("no notify is set up"))?;
         for block in plan {
             for kind in (0..block.cycles).flat_map(|_| block.kinds.iter().copied()) {
@@ -448,6 +461,14 @@ impl State {
                             .wait(opts)
                             .ctx("waiting for the exporter's ping on our notify")?;
                         p.theirs.signal().ctx("signalling the exporter's notify")?;
+                    }
+                    Pong::HalChannel => {
+                        drop(p.chan_in.receive().ctx("receiving the exporter's sample")?);
+                        let loan = p.chan_out.loan().ctx("loaning a slot back")?;
+                        loan.write(0, &[1u8; CHANNEL_SAMPLE])
+                            .ctx("writing the answer")?;
+                        loan.publish(CHANNEL_SAMPLE as u64)
+                            .ctx("publishing the answer")?;
                     }
                 }
             }

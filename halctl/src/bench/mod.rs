@@ -19,6 +19,7 @@
 //! | notify-pingpong | round trip, blocking waits | raw futex ping-pong |
 //! | notify-spin-pingpong | round trip, busy polling | raw atomic spin ping-pong |
 //! | notify-adaptive-pingpong | round trip, default waits | raw atomic spin ping-pong |
+//! | channel-pingpong | loan + publish of a 64-byte sample, receive + release of the answer, over two channels, busy polling | raw atomic spin ping-pong |
 //! | read-bandwidth | in-place read of a shared region | a private buffer of the same size |
 //! | scaling | import with 1/100/10,000 live exports, 1/8/32 importers | the smallest configuration |
 //!
@@ -239,7 +240,7 @@ fn one(series: Vec<Vec<u64>>) -> CmdResult<[Vec<u64>; 1]> {
         .map_err(|_| Fail::failed("the consumer sent the wrong number of series"))
 }
 
-const SCENARIOS: [&str; 16] = [
+const SCENARIOS: [&str; 17] = [
     "export",
     "import-first",
     "import-first-persistent",
@@ -248,6 +249,7 @@ const SCENARIOS: [&str; 16] = [
     "notify-pingpong",
     "notify-spin-pingpong",
     "notify-adaptive-pingpong",
+    "channel-pingpong",
     "read-bandwidth",
     "scaling",
     "cuda-import-first",
@@ -375,6 +377,7 @@ pub fn run(args: &BenchArgs) -> CmdResult {
         "notify-pingpong",
         "notify-spin-pingpong",
         "notify-adaptive-pingpong",
+        "channel-pingpong",
     ]
     .iter()
     .any(|s| b.wants(s))
