@@ -29,7 +29,6 @@ pub(super) fn park_until<T>(
     let start = Instant::now();
     let mut looked: Option<Instant> = None;
     loop {
-        let seen = word.load(Ordering::Acquire);
         if let Some(v) = poll()? {
             return Ok(v);
         }
@@ -43,18 +42,19 @@ pub(super) fn park_until<T>(
             }
         }
         if elapsed < spin {
+            // Spinning looks at what `poll` looks at only: the word is
+            // another cache line, which the peer writes.
             std::hint::spin_loop();
             continue;
         }
         if looked.is_none_or(|at| at.elapsed() >= LOOK_EVERY) {
             look()?;
             looked = Some(Instant::now());
-            // What the look changed (a slot freed) is seen at once.
-            if let Some(v) = poll()? {
-                return Ok(v);
-            }
         }
         let nap = timeout.map_or(LOOK_EVERY, |t| t.saturating_sub(elapsed).min(LOOK_EVERY));
+        // The word as it is before the last look: a change after it wakes
+        // the sleep below, or makes it return at once.
+        let seen = word.load(Ordering::Acquire);
         // Counted, then one more look: a waker that saw no sleeper made
         // its change before the count, and the look sees it.
         sleepers.fetch_add(1, Ordering::SeqCst);
