@@ -20,7 +20,7 @@ pub(super) fn path(name: &str) -> Result<PathBuf> {
 
 /// Map `pf` after checking its first bytes: `None` when it is no channel's
 /// control file of this version.
-fn map(pf: &PrivateFile) -> Result<Option<Control>> {
+pub(super) fn map_checked(pf: &PrivateFile) -> Result<Option<Control>> {
     let mut head = [0u8; 64];
     let len = pf.len()?;
     let read = pf.read_head(&mut head)?;
@@ -64,7 +64,7 @@ pub(super) fn create(
         if !pf.named() {
             continue;
         }
-        let control = map(&pf)?.ok_or_else(|| not_a_channel(&pf))?;
+        let control = map_checked(&pf)?.ok_or_else(|| not_a_channel(&pf))?;
         if !publisher_gone(&control)? {
             let (pid, _, _) = control.publisher()?;
             return Err(Error::AlreadyExists {
@@ -84,7 +84,7 @@ pub(super) fn open(name: &str) -> Result<(PrivateFile, Control)> {
             path.display()
         ),
     })?;
-    let control = map(&pf)?.ok_or_else(|| not_a_channel(&pf))?;
+    let control = map_checked(&pf)?.ok_or_else(|| not_a_channel(&pf))?;
     Ok((pf, control))
 }
 

@@ -50,6 +50,7 @@
 
 mod file;
 mod layout;
+mod list;
 mod members;
 mod options;
 mod park;
@@ -57,6 +58,7 @@ mod publisher;
 mod subscriber;
 
 pub use layout::{Mode, MAX_SLOTS, MAX_SUBSCRIBERS};
+pub use list::{list, ChannelInfo};
 pub use options::{ChannelOptions, SubscribeOptions};
 pub use publisher::{Loan, Publisher};
 pub use subscriber::{Sample, Subscriber};
