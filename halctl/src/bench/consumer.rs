@@ -9,9 +9,13 @@ use std::time::{Duration, Instant};
 
 use hal::channel::{Publisher, Subscriber};
 use hal::dynamic::{DynBackend, DynDevice, DynMapping, DynNotify};
+use hal::group::{Group, GroupOptions};
 use hal::os::{self, Prot, SharedMap};
 use hal::registry::Registry;
-use hal::{Exported, Handle, ImportOptions, SharedHandle, WaitOptions};
+use hal::{
+    AllocDesc, Capabilities, ExportOptions, Exported, Handle, ImportOptions, Importers,
+    SharedHandle, WaitOptions,
+};
 
 use super::firsts::Firsts;
 use super::host::pin_to;
@@ -255,6 +259,17 @@ impl State {
                 }
                 series.push(hal_ns);
             }
+            Cmd::Rendezvous {
+                name,
+                size,
+                rounds,
+                region,
+            } => {
+                let dev = self.dev()?;
+                let (gathers, imports) = rendezvous(dev, &name, size, rounds, region)?;
+                series.push(gathers);
+                series.push(imports);
+            }
             Cmd::ImportKeep { rounds } => {
                 let dev = self.dev()?;
                 let mut hal_ns = Vec::with_capacity(self.handles.len() * rounds as usize);
@@ -474,5 +489,58 @@ impl State {
             }
         }
         Ok(())
+    }
+}
+
+/// One member of the rendezvous scenario: join, export a region, and
+/// `rounds` times all-gather the handles and import the next rank's.
+fn rendezvous(
+    dev: &dyn DynDevice,
+    name: &str,
+    size: usize,
+    rounds: u32,
+    region: u64,
+) -> CmdResult<(Vec<u64>, Vec<u64>)> {
+    let mut group = Group::join(name, size, &GroupOptions::default().timeout(PEER_TIMEOUT))
+        .ctx("joining the group")?;
+    let mine = dev
+        .allocate(&rendezvous_desc(dev, region))
+        .ctx("allocating the member's region")?;
+    let exported = dev
+        .export_memory(
+            mine.as_ref(),
+            &ExportOptions {
+                importers: Importers::Anyone,
+                ..Default::default()
+            },
+        )
+        .ctx("exporting the member's region")?;
+    let text = exported.to_text();
+    let next = (group.rank() + 1) % size;
+    let mut gathers = Vec::with_capacity(rounds as usize);
+    let mut imports = Vec::with_capacity(rounds as usize);
+    for _ in 0..rounds {
+        let t0 = Instant::now();
+        let all = group
+            .all_gather(text.as_bytes())
+            .ctx("all-gathering the handles")?;
+        gathers.push(ns(t0.elapsed()));
+        let theirs = String::from_utf8(all[next].clone())
+            .map_err(|_| Fail::failed("a member gathered a handle that is not text"))?;
+        let t0 = Instant::now();
+        let (mapping, _) = import_touch(dev, &theirs)?;
+        imports.push(ns(t0.elapsed()));
+        drop(mapping);
+    }
+    // Nobody drops its export while another may still import it.
+    group.barrier().ctx("the group's last barrier")?;
+    Ok((gathers, imports))
+}
+
+fn rendezvous_desc(dev: &dyn DynDevice, size: u64) -> AllocDesc {
+    if dev.capabilities().contains(Capabilities::HOST_VISIBLE) {
+        AllocDesc::host(size)
+    } else {
+        AllocDesc::device(dev.info().ordinal, size)
     }
 }

@@ -103,6 +103,16 @@ pub enum Cmd {
     /// channel `channel` and publish the channel `{channel}-back`; reply
     /// text: the consumer's notify handle.
     NotifySetup { notify: String, channel: String },
+    /// Join the group `name` of `size` members, export a region of `size`
+    /// bytes to anyone, then `rounds` times all-gather its handle with the
+    /// other members and import the next rank's handle; series: the
+    /// all-gathers, the imports (decode + import + first touch).
+    Rendezvous {
+        name: String,
+        size: usize,
+        rounds: u32,
+        region: u64,
+    },
     /// Answer the round trips of `plan`, in order.
     PingPong { plan: Vec<Block> },
     /// Wait on the consumer's own notify, which nobody signals, for
