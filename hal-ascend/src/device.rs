@@ -260,7 +260,7 @@ impl Device for AscendDevice {
                     len as usize,
                     from as *const c_void,
                     len as usize,
-                    ACL_MEMCPY_DEVICE_TO_DEVICE as i32,
+                    ACL_MEMCPY_DEVICE_TO_DEVICE,
                     stream.raw,
                 )
             };
@@ -294,7 +294,7 @@ impl Device for AscendDevice {
                     data.len(),
                     data.as_ptr().cast(),
                     data.len(),
-                    ACL_MEMCPY_HOST_TO_DEVICE as i32,
+                    ACL_MEMCPY_HOST_TO_DEVICE,
                     stream.raw,
                 )
             };

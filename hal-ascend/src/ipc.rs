@@ -17,8 +17,9 @@
 //! **Import.** The lease is taken from the exporter's broker first. In the
 //! exporting process the import reaches the original memory. Elsewhere
 //! `aclrtIpcMemImportByKey` opens the key on the importing device; onto
-//! another device than the memory's it passes `ENABLE_PEER_ACCESS` when
-//! the import asks for peer access, and the mapping then takes only
+//! another device than the memory's it is refused without
+//! `Capabilities::PEER_ACCESS` (`peer.rs`), passes `ENABLE_PEER_ACCESS`
+//! when the import asks for peer access, and the mapping then takes only
 //! asynchronous device-to-device copies
 //! ([`Memory::device_copies_only`](hal_core::Memory::device_copies_only)).
 //! Dropping the mapping closes the key (`aclrtIpcMemClose`), then gives
@@ -153,8 +154,11 @@ pub(crate) fn import(
         .into());
     }
     let k = key::from_payload(&handle.payload)?;
-    let taken = take_fds_leased(&mut shared)?;
     let other_device = handle.device_uuid != info.uuid;
+    if other_device {
+        crate::peer::require(&ctx.rt, info, "import_memory onto another device")?;
+    }
+    let taken = take_fds_leased(&mut shared)?;
     if handle.is_own() && !other_device {
         let (addr, len) = crate::exports::range(k.as_bytes()).ok_or_else(|| Error::NotFound {
             what: "the exported Ascend memory was freed".into(),

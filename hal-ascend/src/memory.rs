@@ -50,7 +50,7 @@ fn malloc(ctx: &Ctx, size: u64) -> Result<u64> {
         let f = rt.malloc()?;
         let mut p: *mut c_void = std::ptr::null_mut();
         // SAFETY: `p` is a valid place; the size is non-zero.
-        let status = unsafe { f(&mut p, size, ACL_MEM_MALLOC_HUGE_FIRST as i32) };
+        let status = unsafe { f(&mut p, size, ACL_MEM_MALLOC_HUGE_FIRST) };
         rt.check("aclrtMalloc", status)?;
         Ok(p as u64)
     })
@@ -228,7 +228,7 @@ pub(crate) fn copy_out(ctx: &Ctx, base: u64, len: u64, offset: u64, dst: &mut [u
                 dst.len(),
                 (base + offset) as *const c_void,
                 dst.len(),
-                ACL_MEMCPY_DEVICE_TO_HOST as i32,
+                ACL_MEMCPY_DEVICE_TO_HOST,
             )
         };
         rt.check("aclrtMemcpy", status)
@@ -253,7 +253,7 @@ pub(crate) fn copy_in(ctx: &Ctx, base: u64, len: u64, offset: u64, src: &[u8]) -
                 src.len(),
                 src.as_ptr().cast(),
                 src.len(),
-                ACL_MEMCPY_HOST_TO_DEVICE as i32,
+                ACL_MEMCPY_HOST_TO_DEVICE,
             )
         };
         rt.check("aclrtMemcpy", status)

@@ -149,7 +149,17 @@ fn every_resolved_entry_point_is_exported_and_exercised() {
     r2.read(0, &mut three).unwrap();
     assert_eq!(&three, b"vmm");
     d0.unmap(&r2, 0, g).unwrap();
-    drop((r2, q, p_ex, r, p));
+    // Onto the other device: peer access enabled first.
+    let q1 = d1
+        .import_physical(text(&p_ex), &ImportOptions::default())
+        .unwrap();
+    let r3 = d1.reserve(g, 0).unwrap();
+    d1.map(&r3, 0, &q1).unwrap();
+    d1.set_access(&r3, 0, g, Access::ReadWrite).unwrap();
+    r3.read(0, &mut three).unwrap();
+    assert_eq!(&three, b"vmm");
+    d1.unmap(&r3, 0, g).unwrap();
+    drop((r3, q1, r2, q, p_ex, r, p));
     for name in hal_ascend::RESOLVED {
         assert!(calls(name) > 0, "{name} was never called");
     }

@@ -56,10 +56,14 @@
 //! - A panic inside an entry point never crosses the C boundary: the call
 //!   answers `ACL_ERROR_RT_INTERNAL_ERROR` (507000).
 //!
-//! `aclrtGetDeviceUuid`, `aclrtGetSocName` and `aclrtGetMemInfo` are
-//! answered for the device's identity; they are not among the declarations
-//! of `vendor/ascend.md` and are to be checked against the CANN version in
-//! use.
+//! - Switches ([`switches`]): the SoC name `aclrtGetSocName` gives, and
+//!   devices that deny peer access or IPC events.
+//!
+//! Every exported name but `halStandinCalls` (this library's own counter)
+//! is one the public CANN runtime headers declare (hal-ascend's
+//! `include/acl_names.txt`; hal-ascend's `tests/headers.rs` checks
+//! [`EXPORTED`] against it, and this library's dynamic symbols against
+//! [`EXPORTED`]).
 //!
 //! ## Safety
 //!
@@ -99,6 +103,7 @@ mod notify;
 mod refusal;
 mod state;
 mod stream;
+pub mod switches;
 pub mod tgid;
 pub mod visible;
 mod vmm;
@@ -138,7 +143,8 @@ pub const EXPORTED: &[&str] = &[
     "aclrtGetDevice",
     "aclrtGetDeviceCount",
     "aclrtGetSocName",
-    "aclrtGetDeviceUuid",
+    "aclrtDeviceGetUuid",
+    "aclrtDeviceCanAccessPeer",
     "aclrtGetMemInfo",
     "aclrtDeviceGetBareTgid",
     "aclrtDeviceEnablePeerAccess",

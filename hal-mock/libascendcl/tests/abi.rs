@@ -244,7 +244,7 @@ fn ascend_rt_visible_devices_renumbers_the_devices_by_their_uuids() {
     ready(l);
     let uuid = sym!(
         l,
-        "aclrtGetDeviceUuid",
+        "aclrtDeviceGetUuid",
         unsafe extern "C" fn(i32, *mut [u8; 16]) -> i32
     );
     let child = std::env::var("HAL_STANDIN_UUID").ok();
