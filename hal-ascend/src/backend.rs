@@ -171,7 +171,7 @@ pub(crate) fn device_info(rt: &Arc<Runtime>, ordinal: u32) -> Result<DeviceInfo>
             uuid,
             name,
             total_memory: total,
-            page_sizes: vec![4096, 2 << 20, 1 << 30],
+            page_sizes: crate::pages::SIZES.to_vec(),
             granularity_min: granularity,
             granularity_recommended: granularity,
             capabilities,

@@ -156,7 +156,7 @@ impl Device for AscendDevice {
                 desc.align
             )));
         }
-        AscendAllocation::allocate(&self.ctx, desc.size, desc.align)
+        AscendAllocation::allocate(&self.ctx, desc.size, desc.align, desc.placement.huge_pages)
     }
 
     fn export_memory(&self, alloc: &AscendAllocation, opts: &ExportOptions) -> Result<Exported> {

@@ -1,7 +1,8 @@
 //! Memory keys: Ascend IPC of device memory.
 //!
 //! **Export.** The range (the whole allocation or `ExportOptions::range`)
-//! must be whole pages (4 KiB) at a page-aligned address, else
+//! must be whole pages of the allocation's page size (4 KiB, 2 MiB or
+//! 1 GiB, by its allocation policy: `pages.rs`) at a page-aligned address, else
 //! [`Error::Misaligned`], never widened: `aclrtMalloc` sub-allocates small
 //! buffers, which then do not start on a page. `aclrtIpcMemGetExportKey`
 //! writes a key of the range (65 bytes, carried whole in the handle's
@@ -45,11 +46,6 @@ use crate::key;
 use crate::mapping::AscendMapping;
 use crate::memory::AscendAllocation;
 
-/// The page an exported range must cover whole (the smallest page size).
-fn page(info: &DeviceInfo) -> u64 {
-    info.page_size()
-}
-
 /// Export `alloc` as [`Device::export_memory`](hal_core::Device::export_memory) does.
 pub(crate) fn export(
     ctx: &Ctx,
@@ -66,14 +62,7 @@ pub(crate) fn export(
     }
     let range = opts.range.unwrap_or(ByteRange::new(0, alloc.len));
     range.check(alloc.len, 0)?;
-    let page = page(info);
-    if (alloc.ptr + range.offset) % page != 0 || range.len % page != 0 {
-        return Err(Error::Misaligned {
-            offset: range.offset,
-            len: range.len,
-            page_size: page,
-        });
-    }
+    crate::pages::check_export(alloc.ptr, range, alloc.page)?;
     let (flags, pids) = match &opts.importers {
         Importers::Anyone => (
             ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION,

@@ -30,7 +30,11 @@
 //! | initialise once, `ACL_ERROR_REPEAT_INITIALIZE` is success (a framework initialised first); never `aclFinalize` (not even resolved) | `backend.rs` |
 //! | every call makes its device current on the calling thread and puts the previous device back | `context.rs` |
 //! | device memory is reached with `aclrtMemcpy`, never dereferenced | `memory.rs` |
-//! | an exported range is whole 4 KiB pages at a page-aligned address (sub-allocations of `aclrtMalloc` may not be), else `Misaligned`, never widened | `ipc.rs` |
+//! | an exported range is whole pages of the allocation's page size at a page-aligned address (sub-allocations of `aclrtMalloc` may not be), else `Misaligned` naming the page size, never widened; the page size follows the allocation policy (huge pages first where the size is whole 2 MiB pages; 2 MiB or 1 GiB pages as asked) | `pages.rs`, `ipc.rs` |
+//! | the entry points' names and signatures are those the public CANN headers declare (`include/acl_subset.h`, held to `include/acl_names.txt`) | `sys.rs`, `bindings.rs` |
+//! | a device's UUID from `aclrtDeviceGetUuid`; its SoC name (`aclrtGetSocName`) and memory (`aclrtGetMemInfo`) optional, left empty with one warning where the runtime lacks them | `identity.rs` |
+//! | `PEER_ACCESS` claimed where `aclrtDeviceCanAccessPeer` says a device reaches another; imports onto another device refused without it; VMM physical memory imported onto another device after `aclrtDeviceEnablePeerAccess` | `peer.rs`, `vmm.rs` |
+//! | IPC events claimed on the SoCs the runtime documents them for (Atlas A2, A3, 950PR, by `aclrtGetSocName`), not on earlier ones, and on an unknown SoC only if the runtime gives an IPC event's handle | `soc.rs` |
 //! | a key is 65 bytes, carried whole in the handle | `key.rs` |
 //! | the pid allow-list is on by default; importers are added by bare tgid (`aclrtDeviceGetBareTgid` through `Device::process_id`) with `aclrtIpcMemSetImportPid`; an export to anyone passes `DISABLE_PID_VALIDATION`; the handle says `PidKind::Vendor` | `ipc.rs`, `device.rs` |
 //! | an import onto another device passes `ENABLE_PEER_ACCESS`; that memory takes only asynchronous device-to-device copies (`Memory::device_copies_only`), other uses are refused | `ipc.rs`, `mapping.rs`, `device.rs` |
@@ -71,6 +75,7 @@ mod mapping;
 mod memory;
 mod needs;
 mod notify;
+mod pages;
 mod peer;
 mod physical;
 mod reservation;
