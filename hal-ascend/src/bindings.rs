@@ -125,4 +125,5 @@ pub type aclrtMemSetAccess = unsafe extern "C" fn (virPtr : * mut :: core :: ffi
 pub type aclrtMemExportToShareableHandle = unsafe extern "C" fn (handle : aclrtDrvMemHandle , handleType : aclrtMemHandleType , flags : u64 , shareableHandle : * mut u64) -> aclError ;
 pub type aclrtMemSetPidToShareableHandle = unsafe extern "C" fn (shareableHandle : u64 , pid : * mut i32 , pidNum : usize) -> aclError ;
 pub type aclrtMemImportFromShareableHandle = unsafe extern "C" fn (shareableHandle : u64 , deviceId : i32 , handle : * mut aclrtDrvMemHandle) -> aclError ;
+pub type aclrtMemGetAddressRange = unsafe extern "C" fn (ptr : * mut :: core :: ffi :: c_void , pbase : * mut * mut :: core :: ffi :: c_void , psize : * mut usize) -> aclError ;
 }

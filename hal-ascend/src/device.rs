@@ -96,6 +96,50 @@ impl AscendDevice {
     }
 }
 
+impl AscendDevice {
+    /// The raw key of `range` of `alloc` (the whole allocation by
+    /// default), for a library that opens it itself with
+    /// `aclrtIpcMemImportByKey` (a torch_npu-style peer): the key names the
+    /// whole allocation, which must be whole pages (`Error::Misaligned`
+    /// otherwise); `importers` are admitted by the runtime's pid allow-list
+    /// (bare tgids, [`Device::process_id`]), or anyone. Such importers are
+    /// not counted: keep `alloc` alive until they closed the key. See
+    /// [`RawIpcKey`](crate::RawIpcKey).
+    pub fn export_raw(
+        &self,
+        alloc: &AscendAllocation,
+        range: Option<hal_core::ByteRange>,
+        importers: &hal_core::Importers,
+    ) -> Result<crate::RawIpcKey> {
+        if !self.has(Capabilities::IPC_MEMORY) {
+            return Err(self.absent("export_raw", Capabilities::IPC_MEMORY));
+        }
+        if alloc.ctx.ordinal != self.ctx.ordinal {
+            return Err(Error::invalid(
+                "the allocation belongs to another Ascend device: export it through that device",
+            ));
+        }
+        crate::raw::export(&self.ctx, alloc, range, importers)
+    }
+
+    /// Open a raw key that another library made (the 65 key bytes, an
+    /// offset and a size) on this device; the range is checked against the
+    /// memory the runtime opened. With `opts.peer_access` the key is taken
+    /// to name memory of another device (`ENABLE_PEER_ACCESS`; the mapping
+    /// takes only device-to-device copies). Dropping the mapping closes the
+    /// key (`aclrtIpcMemClose`).
+    pub fn import_raw(
+        &self,
+        raw: &crate::RawIpcKey,
+        opts: &ImportOptions,
+    ) -> Result<AscendMapping> {
+        if !self.has(Capabilities::IPC_MEMORY) {
+            return Err(self.absent("import_raw", Capabilities::IPC_MEMORY));
+        }
+        crate::raw::import(&self.ctx, &self.info, raw, opts)
+    }
+}
+
 impl Device for AscendDevice {
     type Allocation = AscendAllocation;
     type Mapping = AscendMapping;

@@ -61,9 +61,36 @@ pub(crate) fn export(
         ));
     }
     let range = opts.range.unwrap_or(ByteRange::new(0, alloc.len));
+    let (_, payload) = export_key(ctx, alloc, range, &opts.importers)?;
+    let spec = HandleSpec {
+        kind: HandleKind::Memory,
+        backend: BackendId::Ascend,
+        device: info.ordinal,
+        device_uuid: info.uuid,
+        location: Location::Device(info.ordinal),
+        default_allow_list: true,
+    };
+    let mut handle = new_handle(&spec, opts)?;
+    handle.pid_kind = PidKind::Vendor;
+    handle.offset = range.offset;
+    handle.size = range.len;
+    handle.payload = payload;
+    Exported::with_leases(handle, Vec::new(), alloc.leases()?)
+}
+
+/// The key of `range` of `alloc` (`aclrtIpcMemGetExportKey`) for
+/// `importers`, and its 65 bytes: the range whole pages (`pages.rs`), the
+/// key kept by the allocation (closed before it is freed) and remembered
+/// for imports in this process.
+pub(crate) fn export_key(
+    ctx: &Ctx,
+    alloc: &AscendAllocation,
+    range: ByteRange,
+    importers: &Importers,
+) -> Result<(std::ffi::CString, Vec<u8>)> {
     range.check(alloc.len, 0)?;
     crate::pages::check_export(alloc.ptr, range, alloc.page)?;
-    let (flags, pids) = match &opts.importers {
+    let (flags, pids) = match importers {
         Importers::Anyone => (
             ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION,
             Vec::new(),
@@ -94,20 +121,7 @@ pub(crate) fn export(
         if !tgids.is_empty() {
             set_import_pids(ctx, &k, &tgids)?;
         }
-        let spec = HandleSpec {
-            kind: HandleKind::Memory,
-            backend: BackendId::Ascend,
-            device: info.ordinal,
-            device_uuid: info.uuid,
-            location: Location::Device(info.ordinal),
-            default_allow_list: true,
-        };
-        let mut handle = new_handle(&spec, opts)?;
-        handle.pid_kind = PidKind::Vendor;
-        handle.offset = range.offset;
-        handle.size = range.len;
-        handle.payload = payload;
-        Exported::with_leases(handle, Vec::new(), alloc.leases()?)
+        Ok((k, payload))
     })
 }
 

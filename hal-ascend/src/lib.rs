@@ -35,7 +35,7 @@
 //! | a device's UUID from `aclrtDeviceGetUuid`; its SoC name (`aclrtGetSocName`) and memory (`aclrtGetMemInfo`) optional, left empty with one warning where the runtime lacks them | `identity.rs` |
 //! | `PEER_ACCESS` claimed where `aclrtDeviceCanAccessPeer` says a device reaches another; imports onto another device refused without it; VMM physical memory imported onto another device after `aclrtDeviceEnablePeerAccess` | `peer.rs`, `vmm.rs` |
 //! | IPC events claimed on the SoCs the runtime documents them for (Atlas A2, A3, 950PR, by `aclrtGetSocName`), not on earlier ones, and on an unknown SoC only if the runtime gives an IPC event's handle | `soc.rs` |
-//! | a key is 65 bytes, carried whole in the handle | `key.rs` |
+//! | a key is 65 bytes, carried whole in the handle; raw keys (the 65 bytes, an offset, a size) for libraries that exchange keys themselves, their range checked against what `aclrtMemGetAddressRange` says the runtime opened | `key.rs`, `raw.rs` |
 //! | the pid allow-list is on by default; importers are added by bare tgid (`aclrtDeviceGetBareTgid` through `Device::process_id`) with `aclrtIpcMemSetImportPid`; an export to anyone passes `DISABLE_PID_VALIDATION`; the handle says `PidKind::Vendor` | `ipc.rs`, `device.rs` |
 //! | an import onto another device passes `ENABLE_PEER_ACCESS`; that memory takes only asynchronous device-to-device copies (`Memory::device_copies_only`), other uses are refused | `ipc.rs`, `mapping.rs`, `device.rs` |
 //! | close order: importers close (`aclrtIpcMemClose`), then the exporter closes its keys and frees: leases make `free` Busy and defer a drop until importers are gone | `memory.rs`, `mapping.rs` |
@@ -78,6 +78,7 @@ mod notify;
 mod pages;
 mod peer;
 mod physical;
+mod raw;
 mod reservation;
 mod result;
 mod soc;
@@ -93,6 +94,7 @@ pub use mapping::AscendMapping;
 pub use memory::AscendAllocation;
 pub use notify::{vendor_timeout, AscendNotify};
 pub use physical::AscendPhysical;
+pub use raw::{RawIpcKey, RAW_KEY_LEN};
 pub use reservation::AscendReservation;
 pub use stream::AscendStream;
 pub use sys::RESOLVED;

@@ -202,6 +202,8 @@ entries! {
     map_mem = aclrtMapMem;
     /// `aclrtUnmapMem`.
     unmap_mem = aclrtUnmapMem;
+    /// `aclrtMemGetAddressRange`.
+    mem_get_address_range = aclrtMemGetAddressRange;
     /// `aclrtMemSetAccess`.
     mem_set_access = aclrtMemSetAccess;
     /// `aclrtMemExportToShareableHandle`.

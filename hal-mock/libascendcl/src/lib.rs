@@ -151,6 +151,7 @@ pub const EXPORTED: &[&str] = &[
     "aclrtSynchronizeDevice",
     "aclrtMalloc",
     "aclrtFree",
+    "aclrtMemGetAddressRange",
     "aclrtMemcpy",
     "aclrtMemcpyAsync",
     "aclrtMemsetAsync",

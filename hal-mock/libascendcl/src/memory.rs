@@ -99,6 +99,26 @@ pub unsafe extern "C" fn aclrtMalloc(
     })
 }
 
+/// The block of device memory holding `ptr`: its first byte and its size
+/// (memory allocated here, or imported by key: the exported range).
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMemGetAddressRange(
+    ptr: *mut c_void,
+    pbase: *mut *mut c_void,
+    psize: *mut usize,
+) -> AclError {
+    guard("aclrtMemGetAddressRange", || {
+        let rt = runtime()?;
+        let found = rt.find(ptr.addr() as u64, 1)?;
+        let len = found.mem.len();
+        // SAFETY: valid for writes or null (the caller's contract).
+        unsafe {
+            put(pbase, std::ptr::without_provenance_mut(found.base as usize))?;
+            put(psize, len as usize)
+        }
+    })
+}
+
 /// Frees memory `aclrtMalloc` gave. Refused while a key of it is open
 /// (the documented order: importers close, the exporter closes its key,
 /// then frees), and for memory imported by key (close it instead).
