@@ -26,8 +26,16 @@
 //!   `ACL_ERROR_RT_CONTEXT_NULL` (107002) before it is set. A device id
 //!   past the count is `ACL_ERROR_RT_INVALID_DEVICEID` (107001).
 //! - Memory: device addresses are the simulator's, never dereferenced.
-//!   Small allocations are sub-allocated from 2 MiB chunks, so they may
-//!   not start on a page, as `aclrtMalloc` documents.
+//!   `aclrtMalloc` honours the allocation policy: huge pages (2 MiB, or
+//!   1 GiB for `HUGE1G_ONLY`) for the huge policies (`HUGE_FIRST` from
+//!   2 MiB up, its fallback to normal pages below), and an export of such
+//!   memory must be whole pages of that size; on normal pages small
+//!   allocations are sub-allocated from 2 MiB chunks, so they may not
+//!   start on a page, as `aclrtMalloc` documents.
+//!   `aclrtMemGetAddressRange` gives the block holding a pointer.
+//! - Peer access: `aclrtDeviceCanAccessPeer` answers 1 for two devices;
+//!   physical memory of another device is imported only after
+//!   `aclrtDeviceEnablePeerAccess` (else `ACL_ERROR_RT_NO_PERMISSION`).
 //! - Memory keys and notify keys are 64 printable characters and a NUL
 //!   that work on their own across processes running this build (`key.rs`);
 //!   the rules of `ipc_mem.rs` (pages, pid allow-lists of bare tgids, peer
