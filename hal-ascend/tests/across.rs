@@ -517,3 +517,26 @@ fn a_raw_key_from_bytes_is_checked() {
     let past = Some(ByteRange::new(HUGE, 1));
     assert!(d.export_raw(&a, past, &Importers::Anyone).is_err());
 }
+
+#[test]
+fn vmm_memory_of_device_1_is_imported_on_device_0_the_other_way() {
+    let (d0, d1) = (dev(0), dev(1));
+    let g = d1.granularity(Granularity::Minimum).unwrap();
+    let p = d1.allocate_physical(g).unwrap();
+    let r = d1.reserve(g, 0).unwrap();
+    d1.map(&r, 0, &p).unwrap();
+    d1.set_access(&r, 0, g, Access::ReadWrite).unwrap();
+    r.write(0, b"from one").unwrap();
+    let px = d1.export_physical(&p, &anyone()).unwrap();
+    let text = SharedHandle::from(Handle::from_text(&px.to_text()).unwrap());
+    // Peer access from device 0 to device 1, the memory's own device.
+    let q = d0.import_physical(text, &ImportOptions::default()).unwrap();
+    let r0 = d0.reserve(g, 0).unwrap();
+    d0.map(&r0, 0, &q).unwrap();
+    d0.set_access(&r0, 0, g, Access::ReadWrite).unwrap();
+    let mut got = [0u8; 8];
+    r0.read(0, &mut got).unwrap();
+    assert_eq!(&got, b"from one");
+    d0.unmap(&r0, 0, g).unwrap();
+    d1.unmap(&r, 0, g).unwrap();
+}
