@@ -206,12 +206,9 @@ pub(crate) fn import(
         location: Location::Device(info.ordinal),
         default_allow_list: false,
     };
-    let anyone = ExportOptions {
-        importers: Importers::Anyone,
-        ..ExportOptions::default()
-    };
-    // A description of what was opened: a raw key names no creator.
-    let mut handle = new_handle(&spec, &anyone)?;
+    // A description of what was opened: a raw key names no creator, and
+    // (no default allow-list) no allow-list of hal's.
+    let mut handle = new_handle(&spec, &ExportOptions::default())?;
     (
         handle.creator_pid,
         handle.creator_start,

@@ -484,6 +484,18 @@ fn raw_keys_go_both_ways_between_hal_and_a_library_that_opens_keys_itself() {
     m.read(0, &mut got).unwrap();
     assert_eq!(&got, b"from npu");
     assert_eq!(m.len(), 8);
+    // What was opened, described: no creator, no allow-list of hal's.
+    let h = hal_core::Mapping::handle(&m);
+    assert_eq!((h.creator_pid, h.offset, h.size), (0, 4096, 8));
+    assert!(h.flags.contains(hal_core::HandleFlags::ANY_IMPORTER));
+    // A range that ends exactly where the key's memory ends fits.
+    let last = RawIpcKey {
+        offset: HUGE - 8,
+        ..theirs
+    };
+    let end = d.import_raw(&last, &ImportOptions::default()).unwrap();
+    assert_eq!(end.len(), 8);
+    drop(end);
     // A range past what the key names is refused, checked against what
     // the runtime opened.
     let past = RawIpcKey {
