@@ -1,21 +1,22 @@
 //! [`AscendBackend`]: the runtime, loaded and initialised on first use, and
 //! its devices.
 
-use std::ffi::{c_int, CStr};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use hal_core::vendor::acl;
 use hal_core::{Availability, Backend, BackendId, Capabilities, DeviceInfo, Error, Result};
 
-use crate::bindings::ACL_HBM_MEM;
 use crate::context::Ctx;
 use crate::device::AscendDevice;
 use hal_core::runtime::{self, Failure};
 
+use crate::identity;
 use crate::loader;
 use crate::needs;
+use crate::peer;
 use crate::result::is_code;
+use crate::soc;
 use crate::sys::Runtime;
 
 /// The Ascend backend: `libascendcl.so` loaded at run time (never linked;
@@ -124,45 +125,25 @@ pub(crate) fn device_info(rt: &Arc<Runtime>, ordinal: u32) -> Result<DeviceInfo>
         ordinal,
     };
     ctx.call(|| {
-        let name = match rt.get_soc_name() {
-            Ok(f) => {
-                // SAFETY: returns null or a static NUL-terminated string.
-                let p = unsafe { f() };
-                if p.is_null() {
-                    "Ascend NPU".to_string()
-                } else {
-                    // SAFETY: not null and NUL-terminated.
-                    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-                }
-            }
-            Err(_) => "Ascend NPU".to_string(),
-        };
-        let mut uuid = [0u8; 16];
-        let f = rt.get_device_uuid()?;
-        // SAFETY: `uuid` is a valid place for 16 bytes.
-        rt.check("aclrtGetDeviceUuid", unsafe {
-            f(ordinal as i32, &mut uuid)
-        })?;
-        let (mut free, mut total) = (0usize, 0usize);
-        let f = rt.get_mem_info()?;
-        // SAFETY: both are valid places; ACL_HBM_MEM is an `aclrtMemAttr`.
-        let status = unsafe { f(ACL_HBM_MEM as c_int, &mut free, &mut total) };
-        rt.check("aclrtGetMemInfo", status)?;
+        let name = identity::soc_name(rt);
+        let uuid = identity::uuid(rt, ordinal)?;
+        let total = identity::total_memory(rt)?;
         let mut capabilities = Capabilities::NONE;
         if rt.offers(&needs::IPC_MEMORY) {
             // Memory keys with allow-lists of bare tgids, on by default;
-            // importers counted by leases; imports onto another device with
-            // ENABLE_PEER_ACCESS.
+            // importers counted by leases.
             capabilities = capabilities
                 | Capabilities::IPC_MEMORY
                 | Capabilities::LEASES
                 | Capabilities::PID_ALLOW_LIST
                 | Capabilities::PID_ALLOW_LIST_DEFAULT_ON;
-            if count > 1 {
+            // Imports onto another device where the runtime says this
+            // device reaches another's memory.
+            if rt.offers(&needs::PEER) && peer::claimed(rt, ordinal, count)? {
                 capabilities = capabilities | Capabilities::PEER_ACCESS;
             }
         }
-        if rt.offers(&needs::IPC_EVENT) {
+        if rt.offers(&needs::IPC_EVENT) && soc::has_ipc_events(rt, &name) {
             // No IPC_EVENT_QUERY: an IPC event cannot be queried or timed.
             capabilities = capabilities | Capabilities::IPC_EVENT | Capabilities::LEASES;
         }
@@ -189,8 +170,8 @@ pub(crate) fn device_info(rt: &Arc<Runtime>, ordinal: u32) -> Result<DeviceInfo>
             ordinal,
             uuid,
             name,
-            total_memory: total as u64,
-            page_sizes: vec![4096, 2 << 20, 1 << 30],
+            total_memory: total,
+            page_sizes: crate::pages::SIZES.to_vec(),
             granularity_min: granularity,
             granularity_recommended: granularity,
             capabilities,

@@ -96,6 +96,50 @@ impl AscendDevice {
     }
 }
 
+impl AscendDevice {
+    /// The raw key of `range` of `alloc` (the whole allocation by
+    /// default), for a library that opens it itself with
+    /// `aclrtIpcMemImportByKey` (a torch_npu-style peer): the key names the
+    /// whole allocation, which must be whole pages (`Error::Misaligned`
+    /// otherwise); `importers` are admitted by the runtime's pid allow-list
+    /// (bare tgids, [`Device::process_id`]), or anyone. Such importers are
+    /// not counted: keep `alloc` alive until they closed the key. See
+    /// [`RawIpcKey`](crate::RawIpcKey).
+    pub fn export_raw(
+        &self,
+        alloc: &AscendAllocation,
+        range: Option<hal_core::ByteRange>,
+        importers: &hal_core::Importers,
+    ) -> Result<crate::RawIpcKey> {
+        if !self.has(Capabilities::IPC_MEMORY) {
+            return Err(self.absent("export_raw", Capabilities::IPC_MEMORY));
+        }
+        if alloc.ctx.ordinal != self.ctx.ordinal {
+            return Err(Error::invalid(
+                "the allocation belongs to another Ascend device: export it through that device",
+            ));
+        }
+        crate::raw::export(&self.ctx, alloc, range, importers)
+    }
+
+    /// Open a raw key that another library made (the 65 key bytes, an
+    /// offset and a size) on this device; the range is checked against the
+    /// memory the runtime opened. With `opts.peer_access` the key is taken
+    /// to name memory of another device (`ENABLE_PEER_ACCESS`; the mapping
+    /// takes only device-to-device copies). Dropping the mapping closes the
+    /// key (`aclrtIpcMemClose`).
+    pub fn import_raw(
+        &self,
+        raw: &crate::RawIpcKey,
+        opts: &ImportOptions,
+    ) -> Result<AscendMapping> {
+        if !self.has(Capabilities::IPC_MEMORY) {
+            return Err(self.absent("import_raw", Capabilities::IPC_MEMORY));
+        }
+        crate::raw::import(&self.ctx, &self.info, raw, opts)
+    }
+}
+
 impl Device for AscendDevice {
     type Allocation = AscendAllocation;
     type Mapping = AscendMapping;
@@ -156,7 +200,7 @@ impl Device for AscendDevice {
                 desc.align
             )));
         }
-        AscendAllocation::allocate(&self.ctx, desc.size, desc.align)
+        AscendAllocation::allocate(&self.ctx, desc.size, desc.align, desc.placement.huge_pages)
     }
 
     fn export_memory(&self, alloc: &AscendAllocation, opts: &ExportOptions) -> Result<Exported> {
@@ -260,7 +304,7 @@ impl Device for AscendDevice {
                     len as usize,
                     from as *const c_void,
                     len as usize,
-                    ACL_MEMCPY_DEVICE_TO_DEVICE as i32,
+                    ACL_MEMCPY_DEVICE_TO_DEVICE,
                     stream.raw,
                 )
             };
@@ -294,7 +338,7 @@ impl Device for AscendDevice {
                     data.len(),
                     data.as_ptr().cast(),
                     data.len(),
-                    ACL_MEMCPY_HOST_TO_DEVICE as i32,
+                    ACL_MEMCPY_HOST_TO_DEVICE,
                     stream.raw,
                 )
             };

@@ -268,7 +268,7 @@ impl Event for AscendEvent {
             rt.check("aclrtQueryEventStatus", unsafe {
                 f(inner.raw, &mut status)
             })?;
-            Ok(status as u32 == ACL_EVENT_RECORDED_STATUS_COMPLETE)
+            Ok(status == ACL_EVENT_RECORDED_STATUS_COMPLETE)
         })
     }
 

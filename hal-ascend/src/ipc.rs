@@ -1,7 +1,8 @@
 //! Memory keys: Ascend IPC of device memory.
 //!
 //! **Export.** The range (the whole allocation or `ExportOptions::range`)
-//! must be whole pages (4 KiB) at a page-aligned address, else
+//! must be whole pages of the allocation's page size (4 KiB, 2 MiB or
+//! 1 GiB, by its allocation policy: `pages.rs`) at a page-aligned address, else
 //! [`Error::Misaligned`], never widened: `aclrtMalloc` sub-allocates small
 //! buffers, which then do not start on a page. `aclrtIpcMemGetExportKey`
 //! writes a key of the range (65 bytes, carried whole in the handle's
@@ -17,8 +18,9 @@
 //! **Import.** The lease is taken from the exporter's broker first. In the
 //! exporting process the import reaches the original memory. Elsewhere
 //! `aclrtIpcMemImportByKey` opens the key on the importing device; onto
-//! another device than the memory's it passes `ENABLE_PEER_ACCESS` when
-//! the import asks for peer access, and the mapping then takes only
+//! another device than the memory's it is refused without
+//! `Capabilities::PEER_ACCESS` (`peer.rs`), passes `ENABLE_PEER_ACCESS`
+//! when the import asks for peer access, and the mapping then takes only
 //! asynchronous device-to-device copies
 //! ([`Memory::device_copies_only`](hal_core::Memory::device_copies_only)).
 //! Dropping the mapping closes the key (`aclrtIpcMemClose`), then gives
@@ -44,11 +46,6 @@ use crate::key;
 use crate::mapping::AscendMapping;
 use crate::memory::AscendAllocation;
 
-/// The page an exported range must cover whole (the smallest page size).
-fn page(info: &DeviceInfo) -> u64 {
-    info.page_size()
-}
-
 /// Export `alloc` as [`Device::export_memory`](hal_core::Device::export_memory) does.
 pub(crate) fn export(
     ctx: &Ctx,
@@ -64,16 +61,36 @@ pub(crate) fn export(
         ));
     }
     let range = opts.range.unwrap_or(ByteRange::new(0, alloc.len));
+    let (_, payload) = export_key(ctx, alloc, range, &opts.importers)?;
+    let spec = HandleSpec {
+        kind: HandleKind::Memory,
+        backend: BackendId::Ascend,
+        device: info.ordinal,
+        device_uuid: info.uuid,
+        location: Location::Device(info.ordinal),
+        default_allow_list: true,
+    };
+    let mut handle = new_handle(&spec, opts)?;
+    handle.pid_kind = PidKind::Vendor;
+    handle.offset = range.offset;
+    handle.size = range.len;
+    handle.payload = payload;
+    Exported::with_leases(handle, Vec::new(), alloc.leases()?)
+}
+
+/// The key of `range` of `alloc` (`aclrtIpcMemGetExportKey`) for
+/// `importers`, and its 65 bytes: the range whole pages (`pages.rs`), the
+/// key kept by the allocation (closed before it is freed) and remembered
+/// for imports in this process.
+pub(crate) fn export_key(
+    ctx: &Ctx,
+    alloc: &AscendAllocation,
+    range: ByteRange,
+    importers: &Importers,
+) -> Result<(std::ffi::CString, Vec<u8>)> {
     range.check(alloc.len, 0)?;
-    let page = page(info);
-    if (alloc.ptr + range.offset) % page != 0 || range.len % page != 0 {
-        return Err(Error::Misaligned {
-            offset: range.offset,
-            len: range.len,
-            page_size: page,
-        });
-    }
-    let (flags, pids) = match &opts.importers {
+    crate::pages::check_export(alloc.ptr, range, alloc.page)?;
+    let (flags, pids) = match importers {
         Importers::Anyone => (
             ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION,
             Vec::new(),
@@ -104,20 +121,7 @@ pub(crate) fn export(
         if !tgids.is_empty() {
             set_import_pids(ctx, &k, &tgids)?;
         }
-        let spec = HandleSpec {
-            kind: HandleKind::Memory,
-            backend: BackendId::Ascend,
-            device: info.ordinal,
-            device_uuid: info.uuid,
-            location: Location::Device(info.ordinal),
-            default_allow_list: true,
-        };
-        let mut handle = new_handle(&spec, opts)?;
-        handle.pid_kind = PidKind::Vendor;
-        handle.offset = range.offset;
-        handle.size = range.len;
-        handle.payload = payload;
-        Exported::with_leases(handle, Vec::new(), alloc.leases()?)
+        Ok((k, payload))
     })
 }
 
@@ -153,8 +157,11 @@ pub(crate) fn import(
         .into());
     }
     let k = key::from_payload(&handle.payload)?;
-    let taken = take_fds_leased(&mut shared)?;
     let other_device = handle.device_uuid != info.uuid;
+    if other_device {
+        crate::peer::require(&ctx.rt, info, "import_memory onto another device")?;
+    }
+    let taken = take_fds_leased(&mut shared)?;
     if handle.is_own() && !other_device {
         let (addr, len) = crate::exports::range(k.as_bytes()).ok_or_else(|| Error::NotFound {
             what: "the exported Ascend memory was freed".into(),

@@ -1,14 +1,14 @@
 //! A key as the runtime writes it: up to 64 characters and a NUL in a
-//! 65-byte buffer (`ACL_IPC_KEY_LEN`), carried whole in a handle's payload.
+//! 65-byte buffer, carried whole in a handle's payload. The length is the
+//! runtime documentation's (memory keys: 65; notify keys: at least 65); the
+//! public headers have no constant for it.
 
 use std::ffi::{c_char, CStr, CString};
 
 use hal_core::{HandleError, Result};
 
-use crate::bindings::ACL_IPC_KEY_LEN;
-
-/// Bytes of a key buffer.
-pub(crate) const KEY_LEN: usize = ACL_IPC_KEY_LEN as usize;
+/// Bytes of a key buffer (the runtime documentation's length).
+pub(crate) const KEY_LEN: usize = 65;
 
 /// A fresh key buffer.
 pub(crate) fn buffer() -> [c_char; KEY_LEN] {

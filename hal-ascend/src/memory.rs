@@ -11,9 +11,7 @@ use hal_core::device::check_bounds;
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
 use hal_core::{Allocation, Location, Memory, Result};
 
-use crate::bindings::{
-    ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE, ACL_MEM_MALLOC_HUGE_FIRST,
-};
+use crate::bindings::{aclrtMemMallocPolicy, ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE};
 use crate::context::Ctx;
 
 /// Memory this process allocated on an Ascend device.
@@ -26,6 +24,9 @@ pub struct AscendAllocation {
     /// alignment asked for.
     pub(crate) ptr: u64,
     pub(crate) len: u64,
+    /// The page the memory sits on (`pages.rs`): an export is whole pages
+    /// of this size.
+    pub(crate) page: u64,
     /// Its importers' leases, made at the first export.
     pub(crate) leases: OnceLock<Arc<LeaseTable>>,
     /// The keys its exports took, closed before the memory is freed.
@@ -42,15 +43,15 @@ impl std::fmt::Debug for AscendAllocation {
     }
 }
 
-/// `aclrtMalloc` of `size` bytes on `ctx`'s device.
-fn malloc(ctx: &Ctx, size: u64) -> Result<u64> {
+/// `aclrtMalloc` of `size` bytes on `ctx`'s device with `policy`.
+fn malloc(ctx: &Ctx, size: u64, policy: aclrtMemMallocPolicy) -> Result<u64> {
     let size = usize::try_from(size).map_err(|_| hal_core::Error::invalid("size too large"))?;
     let rt = &ctx.rt;
     ctx.call(|| {
         let f = rt.malloc()?;
         let mut p: *mut c_void = std::ptr::null_mut();
         // SAFETY: `p` is a valid place; the size is non-zero.
-        let status = unsafe { f(&mut p, size, ACL_MEM_MALLOC_HUGE_FIRST as i32) };
+        let status = unsafe { f(&mut p, size, policy) };
         rt.check("aclrtMalloc", status)?;
         Ok(p as u64)
     })
@@ -61,17 +62,25 @@ impl AscendAllocation {
     /// runtime gives). `aclrtMalloc` takes no alignment and sub-allocates
     /// small buffers from pools, so an allocation that comes back
     /// misaligned is given back and `align - 1` more bytes are allocated,
-    /// the allocation starting at the first aligned byte inside.
-    pub(crate) fn allocate(ctx: &Arc<Ctx>, size: u64, align: u64) -> Result<AscendAllocation> {
+    /// the allocation starting at the first aligned byte inside. The
+    /// policy, and so the pages, follow `huge` and the size (`pages.rs`).
+    pub(crate) fn allocate(
+        ctx: &Arc<Ctx>,
+        size: u64,
+        align: u64,
+        huge: hal_core::HugePages,
+    ) -> Result<AscendAllocation> {
+        let (policy, page) = crate::pages::policy(size, huge)?;
         let made = |base: u64, ptr: u64| AscendAllocation {
             ctx: Arc::clone(ctx),
             base,
             ptr,
             len: size,
+            page,
             leases: OnceLock::new(),
             keys: Mutex::new(Vec::new()),
         };
-        let base = malloc(ctx, size)?;
+        let base = malloc(ctx, size, policy)?;
         if align <= 1 || base % align == 0 {
             return Ok(made(base, base));
         }
@@ -79,7 +88,7 @@ impl AscendAllocation {
         let padded = size
             .checked_add(align - 1)
             .ok_or_else(|| hal_core::Error::invalid("size too large"))?;
-        let base = malloc(ctx, padded)?;
+        let base = malloc(ctx, padded, policy)?;
         Ok(made(base, base.next_multiple_of(align)))
     }
 
@@ -228,7 +237,7 @@ pub(crate) fn copy_out(ctx: &Ctx, base: u64, len: u64, offset: u64, dst: &mut [u
                 dst.len(),
                 (base + offset) as *const c_void,
                 dst.len(),
-                ACL_MEMCPY_DEVICE_TO_HOST as i32,
+                ACL_MEMCPY_DEVICE_TO_HOST,
             )
         };
         rt.check("aclrtMemcpy", status)
@@ -253,7 +262,7 @@ pub(crate) fn copy_in(ctx: &Ctx, base: u64, len: u64, offset: u64, src: &[u8]) -
                 src.len(),
                 src.as_ptr().cast(),
                 src.len(),
-                ACL_MEMCPY_HOST_TO_DEVICE as i32,
+                ACL_MEMCPY_HOST_TO_DEVICE,
             )
         };
         rt.check("aclrtMemcpy", status)

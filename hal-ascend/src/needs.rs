@@ -23,6 +23,15 @@ pub(crate) const IPC_MEMORY: EntryGroup = EntryGroup {
     ],
 };
 
+/// Peer access, asked and enabled.
+pub(crate) const PEER: EntryGroup = EntryGroup {
+    needed_by: Capabilities::PEER_ACCESS,
+    entries: &[
+        entry::RT_DEVICE_CAN_ACCESS_PEER,
+        entry::RT_DEVICE_ENABLE_PEER_ACCESS,
+    ],
+};
+
 /// IPC events.
 pub(crate) const IPC_EVENT: EntryGroup = EntryGroup {
     needed_by: Capabilities::IPC_EVENT,
@@ -67,7 +76,7 @@ pub(crate) const IPC_NOTIFY: EntryGroup = EntryGroup {
 };
 
 /// Every group, in the order a refusal looks for what is missing.
-const GROUPS: &[EntryGroup] = &[VMM, IPC_MEMORY, IPC_EVENT, IPC_NOTIFY];
+const GROUPS: &[EntryGroup] = &[VMM, IPC_MEMORY, PEER, IPC_EVENT, IPC_NOTIFY];
 
 impl Runtime {
     /// True when the runtime has every entry point of `group`.

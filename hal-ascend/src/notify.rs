@@ -244,7 +244,11 @@ impl NotifyInner {
             .handle
             .expect(HandleKind::Notify, BackendId::Ascend)?;
         let k = key::from_payload(&shared.handle.payload)?;
-        let flags = if shared.handle.device_uuid != info.uuid && opts.peer_access {
+        let other_device = shared.handle.device_uuid != info.uuid;
+        if other_device {
+            crate::peer::require(&ctx.rt, info, "import_notify onto another device")?;
+        }
+        let flags = if other_device && opts.peer_access {
             ACL_RT_NOTIFY_IMPORT_FLAG_ENABLE_PEER_ACCESS
         } else {
             ACL_RT_NOTIFY_IMPORT_FLAG_DEFAULT

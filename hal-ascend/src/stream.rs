@@ -92,7 +92,7 @@ impl AscendStream {
             let mut status = 0;
             // SAFETY: the stream is live; `status` is a valid place.
             rt.check("aclrtStreamQuery", unsafe { f(self.raw, &mut status) })?;
-            let done = status as u32 == ACL_STREAM_STATUS_COMPLETE;
+            let done = status == ACL_STREAM_STATUS_COMPLETE;
             if done {
                 held.release();
             }

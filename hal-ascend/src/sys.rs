@@ -1,22 +1,20 @@
 //! The thin table of runtime entry points: each resolved from the loaded
-//! library on first use, by its name in `hal_core::vendor::acl::entry`,
-//! and kept; a missing one is [`Error::Unsupported`] naming the symbol
+//! library on first use, by its name and with its signature as the public
+//! headers declare them (`bindings::fns`, generated from
+//! `include/acl_subset.h`), and kept; a missing one is [`Error::Unsupported`] naming the symbol
 //! and the library, never a panic. The IPC calls exist only in newer CANN
 //! (memory and notify keys from 8.3, IPC events from 8.5), so every
 //! capability that needs them is claimed only where they resolve.
 //!
-//! Results are declared as `c_int` (`aclError`). Types and constants come
-//! from the generated [`bindings`](crate::bindings).
+//! Types and constants come from the generated [`bindings`](crate::bindings).
 
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_int, c_void};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use hal_core::vendor::acl::entry;
 use hal_core::{Error, Result};
 
-pub(crate) use crate::bindings::aclrtIpcEventHandle;
-pub(crate) use crate::bindings::{aclrtMemAccessDesc, aclrtPhysicalMemProp};
+use crate::bindings::fns;
 use crate::loader::Loaded;
 
 /// An `aclError` as the runtime returns it.
@@ -25,24 +23,24 @@ pub(crate) type Status = c_int;
 pub(crate) type Raw = *mut c_void;
 
 macro_rules! entries {
-    ($( $(#[$doc:meta])* $field:ident = $sym:expr => fn($($arg:ty),* $(,)?) -> $ret:ty; )*) => {
+    ($( $(#[$doc:meta])* $field:ident = $sym:ident; )*) => {
         /// The resolved entry points, each on first use.
         #[derive(Default)]
         struct Table {
-            $( $field: OnceLock<Option<unsafe extern "C" fn($($arg),*) -> $ret>>, )*
+            $( $field: OnceLock<Option<fns::$sym>>, )*
         }
 
         impl Runtime {
             $(
                 $(#[$doc])*
-                pub(crate) fn $field(&self) -> Result<unsafe extern "C" fn($($arg),*) -> $ret> {
+                pub(crate) fn $field(&self) -> Result<fns::$sym> {
                     let f = self.table.$field.get_or_init(|| {
                         // SAFETY: the symbol is the runtime's entry point of
-                        // this name, whose C signature is the one declared
-                        // here (`acl_rt.h`, `vendor/ascend.md`).
-                        unsafe { self.resolve::<unsafe extern "C" fn($($arg),*) -> $ret>($sym) }
+                        // this name, and `fns::$sym` is its C signature as the
+                        // public headers declare it (`include/acl_subset.h`).
+                        unsafe { self.resolve::<fns::$sym>(stringify!($sym)) }
                     });
-                    f.ok_or_else(|| self.missing($sym))
+                    f.ok_or_else(|| self.missing(stringify!($sym)))
                 }
             )*
 
@@ -50,7 +48,7 @@ macro_rules! entries {
             /// [`RESOLVED`]).
             pub(crate) fn present(&self, symbol: &str) -> bool {
                 $(
-                    if symbol == $sym {
+                    if symbol == stringify!($sym) {
                         return self.$field().is_ok();
                     }
                 )*
@@ -58,10 +56,12 @@ macro_rules! entries {
             }
         }
 
-        /// Every entry point this crate resolves, by name. `aclFinalize` is
-        /// not among them: the runtime may be shared with a framework in
-        /// the same process, so this crate never finalises it.
-        pub const RESOLVED: &[&str] = &[$($sym),*];
+        /// Every entry point this crate resolves, by name: each one the
+        /// public CANN runtime headers declare (`include/acl_names.txt`),
+        /// resolved with the signature they give it. `aclFinalize` is not
+        /// among them: the runtime may be shared with a framework in the
+        /// same process, so this crate never finalises it.
+        pub const RESOLVED: &[&str] = &[$(stringify!($sym)),*];
     };
 }
 
@@ -109,103 +109,109 @@ impl Runtime {
 
 entries! {
     /// `aclInit`.
-    init = entry::INIT => fn(*const c_char) -> Status;
+    init = aclInit;
     /// `aclGetRecentErrMsg`.
-    get_recent_err_msg = entry::GET_RECENT_ERR_MSG => fn() -> *const c_char;
+    get_recent_err_msg = aclGetRecentErrMsg;
     /// `aclrtSetDevice`.
-    set_device = entry::RT_SET_DEVICE => fn(i32) -> Status;
+    set_device = aclrtSetDevice;
     /// `aclrtGetDevice`.
-    get_device = entry::RT_GET_DEVICE => fn(*mut i32) -> Status;
+    get_device = aclrtGetDevice;
     /// `aclrtGetDeviceCount`.
-    get_device_count = entry::RT_GET_DEVICE_COUNT => fn(*mut u32) -> Status;
+    get_device_count = aclrtGetDeviceCount;
     /// `aclrtGetSocName`.
-    get_soc_name = entry::RT_GET_SOC_NAME => fn() -> *const c_char;
-    /// `aclrtGetDeviceUuid`.
-    get_device_uuid = entry::RT_GET_DEVICE_UUID => fn(i32, *mut [u8; 16]) -> Status;
+    get_soc_name = aclrtGetSocName;
+    /// `aclrtDeviceGetUuid`.
+    device_get_uuid = aclrtDeviceGetUuid;
+    /// `aclrtDeviceCanAccessPeer`.
+    device_can_access_peer = aclrtDeviceCanAccessPeer;
+    /// `aclrtDeviceEnablePeerAccess`.
+    device_enable_peer_access = aclrtDeviceEnablePeerAccess;
     /// `aclrtGetMemInfo`.
-    get_mem_info = entry::RT_GET_MEM_INFO => fn(c_int, *mut usize, *mut usize) -> Status;
+    get_mem_info = aclrtGetMemInfo;
     /// `aclrtDeviceGetBareTgid`.
-    device_get_bare_tgid = entry::RT_DEVICE_GET_BARE_TGID => fn(*mut i32) -> Status;
+    device_get_bare_tgid = aclrtDeviceGetBareTgid;
     /// `aclrtSynchronizeDevice`.
-    synchronize_device = entry::RT_SYNCHRONIZE_DEVICE => fn() -> Status;
+    synchronize_device = aclrtSynchronizeDevice;
     /// `aclrtMalloc`.
-    malloc = entry::RT_MALLOC => fn(*mut Raw, usize, c_int) -> Status;
+    malloc = aclrtMalloc;
     /// `aclrtFree`.
-    free = entry::RT_FREE => fn(Raw) -> Status;
+    free = aclrtFree;
     /// `aclrtMemcpy`.
-    memcpy = entry::RT_MEMCPY => fn(Raw, usize, *const c_void, usize, c_int) -> Status;
+    memcpy = aclrtMemcpy;
     /// `aclrtMemcpyAsync`.
-    memcpy_async = entry::RT_MEMCPY_ASYNC => fn(Raw, usize, *const c_void, usize, c_int, Raw) -> Status;
+    memcpy_async = aclrtMemcpyAsync;
     /// `aclrtMemsetAsync`.
-    memset_async = entry::RT_MEMSET_ASYNC => fn(Raw, usize, i32, usize, Raw) -> Status;
+    memset_async = aclrtMemsetAsync;
     /// `aclrtCreateStream`.
-    create_stream = entry::RT_CREATE_STREAM => fn(*mut Raw) -> Status;
+    create_stream = aclrtCreateStream;
     /// `aclrtDestroyStream`.
-    destroy_stream = entry::RT_DESTROY_STREAM => fn(Raw) -> Status;
+    destroy_stream = aclrtDestroyStream;
     /// `aclrtSynchronizeStreamWithTimeout`.
-    synchronize_stream_with_timeout = entry::RT_SYNCHRONIZE_STREAM_WITH_TIMEOUT => fn(Raw, i32) -> Status;
+    synchronize_stream_with_timeout = aclrtSynchronizeStreamWithTimeout;
     /// `aclrtStreamQuery`.
-    stream_query = entry::RT_STREAM_QUERY => fn(Raw, *mut c_int) -> Status;
+    stream_query = aclrtStreamQuery;
     /// `aclrtCreateEventExWithFlag`.
-    create_event_ex_with_flag = entry::RT_CREATE_EVENT_EX_WITH_FLAG => fn(*mut Raw, u32) -> Status;
+    create_event_ex_with_flag = aclrtCreateEventExWithFlag;
     /// `aclrtDestroyEvent`.
-    destroy_event = entry::RT_DESTROY_EVENT => fn(Raw) -> Status;
+    destroy_event = aclrtDestroyEvent;
     /// `aclrtRecordEvent`.
-    record_event = entry::RT_RECORD_EVENT => fn(Raw, Raw) -> Status;
+    record_event = aclrtRecordEvent;
     /// `aclrtStreamWaitEvent`.
-    stream_wait_event = entry::RT_STREAM_WAIT_EVENT => fn(Raw, Raw) -> Status;
+    stream_wait_event = aclrtStreamWaitEvent;
     /// `aclrtQueryEventStatus`.
-    query_event_status = entry::RT_QUERY_EVENT_STATUS => fn(Raw, *mut c_int) -> Status;
+    query_event_status = aclrtQueryEventStatus;
     /// `aclrtSynchronizeEventWithTimeout`.
-    synchronize_event_with_timeout = entry::RT_SYNCHRONIZE_EVENT_WITH_TIMEOUT => fn(Raw, i32) -> Status;
+    synchronize_event_with_timeout = aclrtSynchronizeEventWithTimeout;
     /// `aclrtIpcMemGetExportKey`.
-    ipc_mem_get_export_key = entry::RT_IPC_MEM_GET_EXPORT_KEY => fn(Raw, usize, *mut c_char, usize, u64) -> Status;
+    ipc_mem_get_export_key = aclrtIpcMemGetExportKey;
     /// `aclrtIpcMemSetImportPid`.
-    ipc_mem_set_import_pid = entry::RT_IPC_MEM_SET_IMPORT_PID => fn(*const c_char, *mut i32, usize) -> Status;
+    ipc_mem_set_import_pid = aclrtIpcMemSetImportPid;
     /// `aclrtIpcMemImportByKey`.
-    ipc_mem_import_by_key = entry::RT_IPC_MEM_IMPORT_BY_KEY => fn(*mut Raw, *const c_char, u64) -> Status;
+    ipc_mem_import_by_key = aclrtIpcMemImportByKey;
     /// `aclrtIpcMemClose`.
-    ipc_mem_close = entry::RT_IPC_MEM_CLOSE => fn(*const c_char) -> Status;
+    ipc_mem_close = aclrtIpcMemClose;
     /// `aclrtIpcGetEventHandle`.
-    ipc_get_event_handle = entry::RT_IPC_GET_EVENT_HANDLE => fn(Raw, *mut aclrtIpcEventHandle) -> Status;
+    ipc_get_event_handle = aclrtIpcGetEventHandle;
     /// `aclrtIpcOpenEventHandle` (the handle by value).
-    ipc_open_event_handle = entry::RT_IPC_OPEN_EVENT_HANDLE => fn(aclrtIpcEventHandle, *mut Raw) -> Status;
+    ipc_open_event_handle = aclrtIpcOpenEventHandle;
     /// `aclrtCreateNotify`.
-    create_notify = entry::RT_CREATE_NOTIFY => fn(*mut Raw, u64) -> Status;
+    create_notify = aclrtCreateNotify;
     /// `aclrtDestroyNotify`.
-    destroy_notify = entry::RT_DESTROY_NOTIFY => fn(Raw) -> Status;
+    destroy_notify = aclrtDestroyNotify;
     /// `aclrtRecordNotify`.
-    record_notify = entry::RT_RECORD_NOTIFY => fn(Raw, Raw) -> Status;
+    record_notify = aclrtRecordNotify;
     /// `aclrtWaitAndResetNotify`.
-    wait_and_reset_notify = entry::RT_WAIT_AND_RESET_NOTIFY => fn(Raw, Raw, u32) -> Status;
+    wait_and_reset_notify = aclrtWaitAndResetNotify;
     /// `aclrtNotifyGetExportKey`.
-    notify_get_export_key = entry::RT_NOTIFY_GET_EXPORT_KEY => fn(Raw, *mut c_char, usize, u64) -> Status;
+    notify_get_export_key = aclrtNotifyGetExportKey;
     /// `aclrtNotifySetImportPid`.
-    notify_set_import_pid = entry::RT_NOTIFY_SET_IMPORT_PID => fn(Raw, *mut i32, usize) -> Status;
+    notify_set_import_pid = aclrtNotifySetImportPid;
     /// `aclrtNotifyImportByKey`.
-    notify_import_by_key = entry::RT_NOTIFY_IMPORT_BY_KEY => fn(*mut Raw, *const c_char, u64) -> Status;
+    notify_import_by_key = aclrtNotifyImportByKey;
     /// `aclrtMemGetAllocationGranularity`.
-    mem_get_allocation_granularity = entry::RT_MEM_GET_ALLOCATION_GRANULARITY => fn(*mut aclrtPhysicalMemProp, u32, *mut usize) -> Status;
+    mem_get_allocation_granularity = aclrtMemGetAllocationGranularity;
     /// `aclrtMallocPhysical`.
-    malloc_physical = entry::RT_MALLOC_PHYSICAL => fn(*mut Raw, usize, *const aclrtPhysicalMemProp, u64) -> Status;
+    malloc_physical = aclrtMallocPhysical;
     /// `aclrtFreePhysical`.
-    free_physical = entry::RT_FREE_PHYSICAL => fn(Raw) -> Status;
+    free_physical = aclrtFreePhysical;
     /// `aclrtReserveMemAddress`.
-    reserve_mem_address = entry::RT_RESERVE_MEM_ADDRESS => fn(*mut Raw, usize, usize, Raw, u64) -> Status;
+    reserve_mem_address = aclrtReserveMemAddress;
     /// `aclrtReleaseMemAddress`.
-    release_mem_address = entry::RT_RELEASE_MEM_ADDRESS => fn(Raw) -> Status;
+    release_mem_address = aclrtReleaseMemAddress;
     /// `aclrtMapMem`.
-    map_mem = entry::RT_MAP_MEM => fn(Raw, usize, usize, Raw, u64) -> Status;
+    map_mem = aclrtMapMem;
     /// `aclrtUnmapMem`.
-    unmap_mem = entry::RT_UNMAP_MEM => fn(Raw) -> Status;
+    unmap_mem = aclrtUnmapMem;
+    /// `aclrtMemGetAddressRange`.
+    mem_get_address_range = aclrtMemGetAddressRange;
     /// `aclrtMemSetAccess`.
-    mem_set_access = entry::RT_MEM_SET_ACCESS => fn(Raw, usize, *mut aclrtMemAccessDesc, usize) -> Status;
+    mem_set_access = aclrtMemSetAccess;
     /// `aclrtMemExportToShareableHandle`.
-    mem_export_to_shareable_handle = entry::RT_MEM_EXPORT_TO_SHAREABLE_HANDLE => fn(Raw, u32, u64, *mut u64) -> Status;
+    mem_export_to_shareable_handle = aclrtMemExportToShareableHandle;
     /// `aclrtMemSetPidToShareableHandle`.
-    mem_set_pid_to_shareable_handle = entry::RT_MEM_SET_PID_TO_SHAREABLE_HANDLE => fn(u64, *mut i32, usize) -> Status;
+    mem_set_pid_to_shareable_handle = aclrtMemSetPidToShareableHandle;
     /// `aclrtMemImportFromShareableHandle`.
-    mem_import_from_shareable_handle = entry::RT_MEM_IMPORT_FROM_SHAREABLE_HANDLE => fn(u64, i32, *mut Raw) -> Status;
+    mem_import_from_shareable_handle = aclrtMemImportFromShareableHandle;
 }
 
 // SAFETY: the ACL runtime API is thread-safe (every entry point may be

@@ -24,7 +24,11 @@
 //! it, and the exporter's broker serves the lease to anyone, so importers
 //! are counted ([`AscendPhysical::importers`]).
 //!
-//! **Import.** The lease is taken from the exporter's broker first, then
+//! **Import.** Physical memory of another device is imported only with
+//! `Capabilities::PEER_ACCESS`, after this device enabled peer access to
+//! that one (`aclrtDeviceEnablePeerAccess`, `peer.rs`), which
+//! `vendor/ascend.md` asks for when the two processes use different
+//! devices. The lease is taken from the exporter's broker first, then
 //! `aclrtMemImportFromShareableHandle` opens the `u64` on this device; a
 //! process not listed is refused by the runtime
 //! (`ACL_ERROR_RT_NO_PERMISSION`, answered as
@@ -44,6 +48,7 @@ use hal_core::{
 };
 
 use crate::bindings::aclrtMemLocation;
+use crate::bindings::{aclrtMemAccessDesc, aclrtPhysicalMemProp};
 use crate::bindings::{
     ACL_HBM_MEM_NORMAL, ACL_MEM_ALLOCATION_TYPE_PINNED, ACL_MEM_HANDLE_TYPE_NONE,
     ACL_MEM_LOCATION_TYPE_DEVICE, ACL_RT_MEM_ACCESS_FLAGS_NONE, ACL_RT_MEM_ACCESS_FLAGS_READ,
@@ -53,7 +58,7 @@ use crate::bindings::{
 use crate::context::Ctx;
 use crate::physical::{AscendPhysical, PhysInner};
 use crate::reservation::{foreign, AscendReservation};
-use crate::sys::{aclrtMemAccessDesc, aclrtPhysicalMemProp, Raw, Runtime};
+use crate::sys::{Raw, Runtime};
 
 /// The payload layout's version.
 const PAYLOAD_VERSION: u8 = 1;
@@ -479,17 +484,16 @@ impl Vmm<'_> {
             }
             .into());
         }
-        if shared.handle.device_uuid != self.info.uuid {
-            return Err(Error::invalid(format!(
-                "the physical memory is on the device with UUID {}, not on device {}: import it \
-                 through that device",
-                hal_core::os::hex(&shared.handle.device_uuid),
-                self.info.ordinal
-            )));
-        }
-        let taken = take_fds_leased(&mut shared)?;
         let rt = self.rt();
         let ordinal = self.info.ordinal;
+        if shared.handle.device_uuid != self.info.uuid {
+            // Physical memory of another device: this device reaches it
+            // once peer access to that device is enabled.
+            crate::peer::require(rt, self.info, "import_physical onto another device")?;
+            let source = crate::peer::ordinal_of(rt, &shared.handle.device_uuid)?;
+            crate::peer::enable(self.ctx, source)?;
+        }
+        let taken = take_fds_leased(&mut shared)?;
         let handle = self.ctx.call(|| {
             let f = rt.mem_import_from_shareable_handle()?;
             let mut h: Raw = std::ptr::null_mut();

@@ -149,8 +149,80 @@ fn every_resolved_entry_point_is_exported_and_exercised() {
     r2.read(0, &mut three).unwrap();
     assert_eq!(&three, b"vmm");
     d0.unmap(&r2, 0, g).unwrap();
-    drop((r2, q, p_ex, r, p));
+    // Onto the other device: peer access enabled first.
+    let q1 = d1
+        .import_physical(text(&p_ex), &ImportOptions::default())
+        .unwrap();
+    let r3 = d1.reserve(g, 0).unwrap();
+    d1.map(&r3, 0, &q1).unwrap();
+    d1.set_access(&r3, 0, g, Access::ReadWrite).unwrap();
+    r3.read(0, &mut three).unwrap();
+    assert_eq!(&three, b"vmm");
+    d1.unmap(&r3, 0, g).unwrap();
+    drop((r3, q1, r2, q, p_ex, r, p));
+    // A raw key of another library's memory (a key hal did not make),
+    // opened and its range checked against what the runtime opened.
+    let (ptr, key) = foreign_key(1 << 21);
+    let raw = hal_ascend::RawIpcKey {
+        key,
+        offset: 4096,
+        size: 8,
+    };
+    let m = d0.import_raw(&raw, &ImportOptions::default()).unwrap();
+    m.read(0, &mut [0u8; 8]).unwrap();
+    drop(m);
+    close_and_free(ptr, &key);
+    let own = d0.allocate(&AllocDesc::device(0, 1 << 21)).unwrap();
+    let own_raw = d0.export_raw(&own, None, &Importers::Anyone).unwrap();
+    assert_eq!(own_raw.size, 1 << 21);
     for name in hal_ascend::RESOLVED {
         assert!(calls(name) > 0, "{name} was never called");
+    }
+}
+
+type Raw = *mut std::ffi::c_void;
+
+/// `size` bytes of device 0 memory allocated through the stand-in's C
+/// entry points, and its key to anyone, as another library makes them.
+fn foreign_key(size: usize) -> (Raw, [u8; 65]) {
+    use std::ffi::c_char;
+    let lib = common::standin();
+    // SAFETY: the stand-in is loaded (by the backend); each symbol has the
+    // C signature given (acl_rt.h).
+    unsafe {
+        let lib = libloading::Library::new(lib).unwrap();
+        let set = *lib
+            .get::<unsafe extern "C" fn(i32) -> i32>(b"aclrtSetDevice")
+            .unwrap();
+        let malloc = *lib
+            .get::<unsafe extern "C" fn(*mut Raw, usize, u32) -> i32>(b"aclrtMalloc")
+            .unwrap();
+        let key_of = *lib
+            .get::<unsafe extern "C" fn(Raw, usize, *mut c_char, usize, u64) -> i32>(
+                b"aclrtIpcMemGetExportKey",
+            )
+            .unwrap();
+        assert_eq!(set(0), 0);
+        let mut p: Raw = std::ptr::null_mut();
+        assert_eq!(malloc(&mut p, size, 0), 0);
+        let mut key = [0 as c_char; 65];
+        assert_eq!(key_of(p, size, key.as_mut_ptr(), 65, 0x1), 0);
+        (p, key.map(|c| c as u8))
+    }
+}
+
+/// Close the key of memory `foreign_key` made, then free it.
+fn close_and_free(p: Raw, key: &[u8; 65]) {
+    // SAFETY: as in `foreign_key`; the key is NUL-terminated.
+    unsafe {
+        let lib = libloading::Library::new(common::standin()).unwrap();
+        let close = *lib
+            .get::<unsafe extern "C" fn(*const std::ffi::c_char) -> i32>(b"aclrtIpcMemClose")
+            .unwrap();
+        let free = *lib
+            .get::<unsafe extern "C" fn(Raw) -> i32>(b"aclrtFree")
+            .unwrap();
+        assert_eq!(close(key.as_ptr().cast()), 0);
+        assert_eq!(free(p), 0);
     }
 }

@@ -494,8 +494,10 @@ pub mod acl {
         code(number).map(|c| c.name)
     }
 
-    /// Names of the runtime's entry points, as `dlsym` resolves them
-    /// (`vendor/ascend.md`, "Declarations").
+    /// Names of the runtime's entry points, as `dlsym` resolves them, each
+    /// declared by the public CANN runtime headers
+    /// (`include/external/acl/*.h`; hal-ascend's `include/acl_names.txt`
+    /// lists them, and a test there holds every name here to that list).
     pub mod entry {
         /// The `aclFinalize` entry point.
         pub const FINALIZE: &str = "aclFinalize";
@@ -539,8 +541,8 @@ pub mod acl {
         pub const RT_MALLOC: &str = "aclrtMalloc";
         /// The `aclrtMallocHost` entry point.
         pub const RT_MALLOC_HOST: &str = "aclrtMallocHost";
-        /// The `aclrtMallocManaged` entry point.
-        pub const RT_MALLOC_MANAGED: &str = "aclrtMallocManaged";
+        /// The `aclrtMemAllocManaged` entry point.
+        pub const RT_MEM_ALLOC_MANAGED: &str = "aclrtMemAllocManaged";
         /// The `aclrtMallocPhysical` entry point.
         pub const RT_MALLOC_PHYSICAL: &str = "aclrtMallocPhysical";
         /// The `aclrtMapMem` entry point.
@@ -599,8 +601,10 @@ pub mod acl {
         pub const RT_DESTROY_STREAM: &str = "aclrtDestroyStream";
         /// The `aclrtGetDevice` entry point.
         pub const RT_GET_DEVICE: &str = "aclrtGetDevice";
-        /// The `aclrtGetDeviceUuid` entry point.
-        pub const RT_GET_DEVICE_UUID: &str = "aclrtGetDeviceUuid";
+        /// The `aclrtDeviceGetUuid` entry point (`aclrtUuid`, 16 bytes).
+        pub const RT_DEVICE_GET_UUID: &str = "aclrtDeviceGetUuid";
+        /// The `aclrtDeviceCanAccessPeer` entry point.
+        pub const RT_DEVICE_CAN_ACCESS_PEER: &str = "aclrtDeviceCanAccessPeer";
         /// The `aclrtGetMemInfo` entry point.
         pub const RT_GET_MEM_INFO: &str = "aclrtGetMemInfo";
         /// The `aclrtGetSocName` entry point.
@@ -630,7 +634,7 @@ pub mod acl {
             RT_IPC_OPEN_EVENT_HANDLE,
             RT_MALLOC,
             RT_MALLOC_HOST,
-            RT_MALLOC_MANAGED,
+            RT_MEM_ALLOC_MANAGED,
             RT_MALLOC_PHYSICAL,
             RT_MAP_MEM,
             RT_MEMCPY,
@@ -660,7 +664,8 @@ pub mod acl {
             RT_DESTROY_EVENT,
             RT_DESTROY_STREAM,
             RT_GET_DEVICE,
-            RT_GET_DEVICE_UUID,
+            RT_DEVICE_GET_UUID,
+            RT_DEVICE_CAN_ACCESS_PEER,
             RT_GET_MEM_INFO,
             RT_GET_SOC_NAME,
             RT_SYNCHRONIZE_EVENT_WITH_TIMEOUT,

@@ -154,7 +154,7 @@ impl Api {
             },
             Vendor::Ascend => match self {
                 MemAlloc => acl::entry::RT_MALLOC,
-                MemAllocManaged => acl::entry::RT_MALLOC_MANAGED,
+                MemAllocManaged => acl::entry::RT_MEM_ALLOC_MANAGED,
                 MemAllocHost => acl::entry::RT_MALLOC_HOST,
                 MemFree => acl::entry::RT_FREE,
                 // The key export finds the allocation of the range itself.

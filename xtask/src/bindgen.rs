@@ -4,6 +4,13 @@
 //! `hal-ascend/src/bindings.rs`, or with `--check` compared with that file
 //! (exit 1 when they differ).
 //!
+//! Each function the header declares becomes a function pointer type of
+//! the same name (`bindings::fns::aclrtMalloc`), the type `sys.rs` resolves
+//! the symbol as: a name or a signature that the header does not declare
+//! does not compile. Both forms also check that every function the header
+//! declares is one of `hal-ascend/include/acl_names.txt`, the names the
+//! public CANN headers declare, so a name the runtime does not have fails.
+//!
 //! The output is made deterministic: every bindgen option is pinned here,
 //! layout tests are emitted as compile-time assertions, no clang version
 //! or host path is written into it, and it is not formatted by rustfmt
@@ -15,6 +22,8 @@ use std::process::ExitCode;
 
 /// The header, relative to the workspace root.
 const HEADER: &str = "hal-ascend/include/acl_subset.h";
+/// The names the public CANN headers declare, relative to the workspace root.
+const NAMES: &str = "hal-ascend/include/acl_names.txt";
 /// The generated file, relative to the workspace root.
 const OUTPUT: &str = "hal-ascend/src/bindings.rs";
 
@@ -48,6 +57,7 @@ fn generate(root: &Path) -> Result<String, String> {
         .header(header.to_string_lossy())
         .allowlist_type("acl.*")
         .allowlist_var("ACL_.*")
+        .allowlist_function("acl.*")
         .default_enum_style(bindgen::EnumVariation::Consts)
         .prepend_enum_name(false)
         .layout_tests(true)
@@ -62,12 +72,75 @@ fn generate(root: &Path) -> Result<String, String> {
         .clang_args(["-x", "c", "-std=c11", "-ffreestanding"])
         .generate()
         .map_err(|e| format!("bindgen on {}: {e}", header.display()))?;
-    let body = bindings.to_string();
+    let (body, fns) = function_types(&bindings.to_string())?;
     // One item per line keeps diffs readable without rustfmt.
     let body = body
         .replace("; pub ", ";\npub ")
         .replace("} pub ", "}\npub ");
-    Ok(format!("{PREAMBLE}{body}\n"))
+    Ok(format!(
+        "{PREAMBLE}{body}\n\n/// The entry points' signatures, one function pointer type each, named as the symbol.\npub mod fns {{\nuse super::*;\n{}}}\n",
+        fns.iter().map(|(_, t)| format!("{t}\n")).collect::<String>()
+    ))
+}
+
+/// `text` without its `extern "C"` blocks, and each function they declare
+/// as (name, `pub type NAME = unsafe extern "C" fn (...) -> R ;`), in order.
+fn function_types(text: &str) -> Result<(String, Vec<(String, String)>), String> {
+    const OPEN: &str = "extern \"C\" {";
+    let mut rest = text;
+    let mut body = String::new();
+    let mut fns = Vec::new();
+    while let Some(at) = rest.find(OPEN) {
+        // bindgen writes `unsafe extern "C" {` for editions that need it.
+        body.push_str(rest[..at].trim_end().trim_end_matches("unsafe"));
+        let inner = &rest[at + OPEN.len()..];
+        let end = inner
+            .find('}')
+            .ok_or_else(|| "bindgen: an extern block without its end".to_string())?;
+        for decl in inner[..end]
+            .split(';')
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+        {
+            let sig = decl
+                .strip_prefix("pub fn ")
+                .ok_or_else(|| format!("bindgen: not a function: {decl}"))?;
+            let (name, args) = sig
+                .split_once(' ')
+                .ok_or_else(|| format!("bindgen: a function without arguments: {decl}"))?;
+            fns.push((
+                name.to_string(),
+                format!("pub type {name} = unsafe extern \"C\" fn {args} ;"),
+            ));
+        }
+        rest = &inner[end + 1..];
+    }
+    body.push_str(rest);
+    Ok((body.trim().to_string(), fns))
+}
+
+/// The functions the header declares that the public headers do not
+/// (`NAMES`), and how many the header declares.
+fn undeclared(root: &Path, text: &str) -> Result<(Vec<String>, usize), String> {
+    let names =
+        std::fs::read_to_string(root.join(NAMES)).map_err(|e| format!("reading {NAMES}: {e}"))?;
+    let known: std::collections::HashSet<&str> = names
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let declared: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub type "))
+        .filter(|l| l.contains("= unsafe extern \"C\" fn"))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    let missing = declared
+        .iter()
+        .filter(|n| !known.contains(**n))
+        .map(|n| n.to_string())
+        .collect();
+    Ok((missing, declared.len()))
 }
 
 /// The command: write the file, or with `check` compare it.
@@ -87,6 +160,21 @@ pub(crate) fn bindgen_cmd(root: &Path, args: &[String]) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    match undeclared(root, &fresh) {
+        Ok((missing, _)) if !missing.is_empty() => {
+            eprintln!(
+                "xtask bindgen: {HEADER} declares {} that the public CANN headers do not \
+                 ({NAMES}): the runtime has no such entry point",
+                missing.join(", ")
+            );
+            return ExitCode::from(1);
+        }
+        Ok((_, n)) => println!("the {n} entry points {HEADER} declares are all in {NAMES}"),
+        Err(e) => {
+            eprintln!("xtask bindgen: {e}");
+            return ExitCode::from(1);
+        }
+    }
     let out = root.join(OUTPUT);
     if check {
         let old = std::fs::read_to_string(&out).unwrap_or_default();

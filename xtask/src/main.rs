@@ -60,7 +60,9 @@ commands:
              prints each crate's files in layers, leaves first, and every cycle;
              exit 1 on a cycle
   bindgen    regenerate hal-ascend/src/bindings.rs from hal-ascend/include/acl_subset.h;
-             with --check, fail when the checked-in file differs from a fresh generation
+             with --check, fail when the checked-in file differs from a fresh generation;
+             both fail when the header declares a function the public CANN headers do
+             not (hal-ascend/include/acl_names.txt)
   cheader    regenerate include/hal.h (the C header) from hal-ffi with cbindgen;
              with --check, fail when the checked-in file differs from a fresh generation
   install-c --prefix DIR [--debug]

@@ -14,8 +14,6 @@ use crate::tgid::bare_tgid;
 
 /// `ACL_HBM_MEM`: the device's high-bandwidth memory (`aclrtMemAttr`).
 const HBM_MEM: c_int = 1;
-/// The name `aclrtGetSocName` gives.
-const SOC_NAME: &std::ffi::CStr = c"Ascend910B-standin";
 
 /// Initialises the runtime (`configPath` may be null);
 /// `ACL_ERROR_REPEAT_INITIALIZE` when it already is.
@@ -72,11 +70,15 @@ pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> AclError {
     })
 }
 
-/// The current device's chip name.
+/// The chip's name: [`switches::SOC_VAR`](crate::switches::SOC_VAR), else
+/// [`DEFAULT_SOC`](crate::switches::DEFAULT_SOC).
 #[no_mangle]
 pub unsafe extern "C" fn aclrtGetSocName() -> *const c_char {
-    std::panic::catch_unwind(|| crate::abi::count("aclrtGetSocName")).ok();
-    SOC_NAME.as_ptr()
+    std::panic::catch_unwind(|| {
+        crate::abi::count("aclrtGetSocName");
+        crate::switches::soc_name().as_ptr()
+    })
+    .unwrap_or(std::ptr::null())
 }
 
 /// How many times the entry point named `symbol` was called in this
@@ -96,16 +98,50 @@ pub unsafe extern "C" fn halStandinCalls(symbol: *const c_char) -> u64 {
     .unwrap_or(0)
 }
 
+/// `aclrtUuid`: 16 bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct AclrtUuid {
+    /// The UUID's bytes.
+    pub bytes: [c_char; 16],
+}
+
 /// The 16 bytes that name device `device_id` on this host, the same in
 /// every process whatever its visible-device list.
 #[no_mangle]
-pub unsafe extern "C" fn aclrtGetDeviceUuid(device_id: i32, uuid: *mut [u8; 16]) -> AclError {
-    guard("aclrtGetDeviceUuid", || {
+pub unsafe extern "C" fn aclrtDeviceGetUuid(device_id: i32, uuid: *mut AclrtUuid) -> AclError {
+    guard("aclrtDeviceGetUuid", || {
         let rt = runtime()?;
         let o = rt.device_id(device_id)?;
         let id = rt.device(o).info().uuid;
         // SAFETY: valid for a write of 16 bytes or null (the caller's contract).
-        unsafe { put(uuid, id) }
+        unsafe {
+            put(
+                uuid,
+                AclrtUuid {
+                    bytes: id.map(|b| b as c_char),
+                },
+            )
+        }
+    })
+}
+
+/// Whether device `device_id` can reach the memory of `peer_device_id`:
+/// 1, or 0 where the devices deny peer access
+/// ([`DENY_VAR`](crate::switches::DENY_VAR)) or the two are one device.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtDeviceCanAccessPeer(
+    can_access_peer: *mut i32,
+    device_id: i32,
+    peer_device_id: i32,
+) -> AclError {
+    guard("aclrtDeviceCanAccessPeer", || {
+        let rt = runtime()?;
+        let a = rt.device_id(device_id)?;
+        let b = rt.device_id(peer_device_id)?;
+        let can = i32::from(crate::switches::can_access_peer(a, b));
+        // SAFETY: valid for a write or null (the caller's contract).
+        unsafe { put(can_access_peer, can) }
     })
 }
 
@@ -157,6 +193,7 @@ pub unsafe extern "C" fn aclrtDeviceEnablePeerAccess(peer_device_id: i32, flags:
         if flags != 0 {
             return Err(refuse(acl::INVALID_PARAM, "flags must be 0"));
         }
+        crate::switches::peer_denied("aclrtDeviceEnablePeerAccess")?;
         sim(rt.device(o).enable_peer_access(peer))
     })
 }

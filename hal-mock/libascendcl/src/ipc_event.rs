@@ -59,6 +59,7 @@ pub unsafe extern "C" fn aclrtIpcGetEventHandle(
     handle: *mut IpcEventHandle,
 ) -> AclError {
     guard("aclrtIpcGetEventHandle", || {
+        crate::switches::ipc_event("aclrtIpcGetEventHandle")?;
         non_null(handle, "handle")?;
         let b = get(event.addr())?;
         // SAFETY: not null, valid for a write (the caller's contract).
@@ -73,6 +74,7 @@ pub unsafe extern "C" fn aclrtIpcOpenEventHandle(
     event: *mut *mut c_void,
 ) -> AclError {
     guard("aclrtIpcOpenEventHandle", || {
+        crate::switches::ipc_event("aclrtIpcOpenEventHandle")?;
         let rt = runtime()?;
         let o = rt.current()?;
         non_null(event, "event")?;

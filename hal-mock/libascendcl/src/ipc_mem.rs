@@ -90,6 +90,7 @@ fn import(rt: &Runtime, k: &str, flags: u64) -> Result<u64, Refusal> {
         return Ok(i.addr);
     }
     let inner = key::open(k, Names::Memory)?;
+    crate::switches::cross_device(rt, o, &inner.device_uuid, "aclrtIpcMemImportByKey")?;
     let opts = ImportOptions {
         device: Some(o),
         peer_access: flags & IMPORT_ENABLE_PEER_ACCESS != 0,

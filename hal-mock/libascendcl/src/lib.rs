@@ -26,8 +26,16 @@
 //!   `ACL_ERROR_RT_CONTEXT_NULL` (107002) before it is set. A device id
 //!   past the count is `ACL_ERROR_RT_INVALID_DEVICEID` (107001).
 //! - Memory: device addresses are the simulator's, never dereferenced.
-//!   Small allocations are sub-allocated from 2 MiB chunks, so they may
-//!   not start on a page, as `aclrtMalloc` documents.
+//!   `aclrtMalloc` honours the allocation policy: huge pages (2 MiB, or
+//!   1 GiB for `HUGE1G_ONLY`) for the huge policies (`HUGE_FIRST` from
+//!   2 MiB up, its fallback to normal pages below), and an export of such
+//!   memory must be whole pages of that size; on normal pages small
+//!   allocations are sub-allocated from 2 MiB chunks, so they may not
+//!   start on a page, as `aclrtMalloc` documents.
+//!   `aclrtMemGetAddressRange` gives the block holding a pointer.
+//! - Peer access: `aclrtDeviceCanAccessPeer` answers 1 for two devices;
+//!   physical memory of another device is imported only after
+//!   `aclrtDeviceEnablePeerAccess` (else `ACL_ERROR_RT_NO_PERMISSION`).
 //! - Memory keys and notify keys are 64 printable characters and a NUL
 //!   that work on their own across processes running this build (`key.rs`);
 //!   the rules of `ipc_mem.rs` (pages, pid allow-lists of bare tgids, peer
@@ -56,10 +64,14 @@
 //! - A panic inside an entry point never crosses the C boundary: the call
 //!   answers `ACL_ERROR_RT_INTERNAL_ERROR` (507000).
 //!
-//! `aclrtGetDeviceUuid`, `aclrtGetSocName` and `aclrtGetMemInfo` are
-//! answered for the device's identity; they are not among the declarations
-//! of `vendor/ascend.md` and are to be checked against the CANN version in
-//! use.
+//! - Switches ([`switches`]): the SoC name `aclrtGetSocName` gives, and
+//!   devices that deny peer access or IPC events.
+//!
+//! Every exported name but `halStandinCalls` (this library's own counter)
+//! is one the public CANN runtime headers declare (hal-ascend's
+//! `include/acl_names.txt`; hal-ascend's `tests/headers.rs` checks
+//! [`EXPORTED`] against it, and this library's dynamic symbols against
+//! [`EXPORTED`]).
 //!
 //! ## Safety
 //!
@@ -99,6 +111,7 @@ mod notify;
 mod refusal;
 mod state;
 mod stream;
+pub mod switches;
 pub mod tgid;
 pub mod visible;
 mod vmm;
@@ -138,13 +151,15 @@ pub const EXPORTED: &[&str] = &[
     "aclrtGetDevice",
     "aclrtGetDeviceCount",
     "aclrtGetSocName",
-    "aclrtGetDeviceUuid",
+    "aclrtDeviceGetUuid",
+    "aclrtDeviceCanAccessPeer",
     "aclrtGetMemInfo",
     "aclrtDeviceGetBareTgid",
     "aclrtDeviceEnablePeerAccess",
     "aclrtSynchronizeDevice",
     "aclrtMalloc",
     "aclrtFree",
+    "aclrtMemGetAddressRange",
     "aclrtMemcpy",
     "aclrtMemcpyAsync",
     "aclrtMemsetAsync",

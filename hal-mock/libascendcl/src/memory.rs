@@ -6,16 +6,36 @@ use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
 use hal_core::vendor::acl;
-use hal_core::{AllocDesc, Device, Memory};
+use hal_core::{AllocDesc, Device, HugePages, Memory};
 
 use crate::abi::{guard, non_null, put, AclError};
 use crate::error::sim;
 use crate::refusal::{refuse, Refusal};
 use crate::state::{lock, runtime, Block, Found, Mem, Runtime};
 
-/// `aclrtMemMallocPolicy` values this runtime takes: `HUGE_FIRST` (0),
-/// `HUGE_ONLY` (1), `NORMAL_ONLY` (2).
-const MAX_POLICY: c_int = 2;
+/// `aclrtMemMallocPolicy` bit flags this runtime accepts beside the policy
+/// in the low byte: `TYPE_LOW_BAND_WIDTH` (0x0100), `TYPE_HIGH_BAND_WIDTH`
+/// (0x1000), `ACCESS_USER_SPACE_READONLY` (0x100000).
+const POLICY_FLAGS: u32 = 0x0100 | 0x1000 | 0x10_0000;
+/// A 2 MiB huge page.
+const HUGE: u64 = 2 << 20;
+
+/// The pages an allocation of `size` bytes with `policy` sits on, as the
+/// runtime places it (`aclrtMemMallocPolicy`, `acl_rt.h`): `HUGE_FIRST`
+/// (0, and `_P2P` 3) on 2 MiB pages where the size is at least one, else
+/// on normal pages (its fallback); `HUGE_ONLY` (1, 4) on 2 MiB pages;
+/// `NORMAL_ONLY` (2, 5) on normal pages, sub-allocated; `HUGE1G_ONLY` (6,
+/// 7) on 1 GiB pages. An export of the memory must be whole pages of that
+/// size (the simulator's rule). `None` for a policy the runtime does not have.
+fn pages(size: u64, policy: u32) -> Option<HugePages> {
+    match policy & !POLICY_FLAGS {
+        0 | 3 if size >= HUGE => Some(HugePages::Explicit(HUGE)),
+        0 | 3 | 2 | 5 => Some(HugePages::None),
+        1 | 4 => Some(HugePages::Explicit(HUGE)),
+        6 | 7 => Some(HugePages::Explicit(1 << 30)),
+        _ => None,
+    }
+}
 /// `aclrtMemcpyKind`.
 const HOST_TO_HOST: c_int = 0;
 const HOST_TO_DEVICE: c_int = 1;
@@ -42,24 +62,29 @@ fn device_side(rt: &Runtime, ptr: u64, len: u64, what: &str) -> Result<Found, Re
     Ok(f)
 }
 
-/// Allocates `size` bytes of device memory on the current device.
+/// Allocates `size` bytes of device memory on the current device, on the
+/// pages `policy` gives them (huge pages honoured, see `pages`).
 #[no_mangle]
 pub unsafe extern "C" fn aclrtMalloc(
     dev_ptr: *mut *mut c_void,
     size: usize,
-    policy: c_int,
+    policy: u32,
 ) -> AclError {
     guard("aclrtMalloc", || {
         let rt = runtime()?;
         let o = rt.current()?;
         non_null(dev_ptr, "devPtr")?;
-        if size == 0 || !(0..=MAX_POLICY).contains(&policy) {
-            return Err(refuse(
-                acl::INVALID_PARAM,
-                format!("size {size}, policy {policy}"),
-            ));
-        }
-        let a = sim(rt.device(o).allocate(&AllocDesc::device(o, size as u64)))?;
+        let huge = pages(size as u64, policy)
+            .filter(|_| size != 0)
+            .ok_or_else(|| {
+                refuse(
+                    acl::INVALID_PARAM,
+                    format!("size {size}, policy {policy:#x}"),
+                )
+            })?;
+        let mut desc = AllocDesc::device(o, size as u64);
+        desc.placement.huge_pages = huge;
+        let a = sim(rt.device(o).allocate(&desc))?;
         let addr = a.addr();
         lock(&rt.memory).insert(
             addr,
@@ -71,6 +96,26 @@ pub unsafe extern "C" fn aclrtMalloc(
         );
         // SAFETY: not null, valid for a write (the caller's contract).
         unsafe { put(dev_ptr, std::ptr::without_provenance_mut(addr as usize)) }
+    })
+}
+
+/// The block of device memory holding `ptr`: its first byte and its size
+/// (memory allocated here, or imported by key: the exported range).
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMemGetAddressRange(
+    ptr: *mut c_void,
+    pbase: *mut *mut c_void,
+    psize: *mut usize,
+) -> AclError {
+    guard("aclrtMemGetAddressRange", || {
+        let rt = runtime()?;
+        let found = rt.find(ptr.addr() as u64, 1)?;
+        let len = found.mem.len();
+        // SAFETY: valid for writes or null (the caller's contract).
+        unsafe {
+            put(pbase, std::ptr::without_provenance_mut(found.base as usize))?;
+            put(psize, len as usize)
+        }
     })
 }
 

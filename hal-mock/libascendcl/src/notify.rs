@@ -204,6 +204,7 @@ pub unsafe extern "C" fn aclrtNotifyImportByKey(
             ));
         }
         let inner = key::open(&k, Names::Notify)?;
+        crate::switches::cross_device(rt, o, &inner.device_uuid, "aclrtNotifyImportByKey")?;
         let opts = ImportOptions {
             device: Some(o),
             peer_access: flags & NOTIFY_IMPORT_ENABLE_PEER_ACCESS != 0,

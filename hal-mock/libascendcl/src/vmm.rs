@@ -476,6 +476,26 @@ pub unsafe extern "C" fn aclrtMemImportFromShareableHandle(
         })?;
         let inner =
             Handle::from_text(&text).map_err(|e| refuse(acl::RT_PARAM_INVALID, e.to_string()))?;
+        crate::switches::cross_device(
+            rt,
+            on,
+            &inner.device_uuid,
+            "aclrtMemImportFromShareableHandle",
+        )?;
+        // Physical memory of another device is reached only once this
+        // device has peer access to it (aclrtDeviceEnablePeerAccess).
+        if let Some(source) = crate::switches::source(rt, &inner.device_uuid) {
+            if source != on && !rt.device(on).peer_access_enabled(source) {
+                return Err(refuse(
+                    acl::RT_NO_PERMISSION,
+                    format!(
+                        "the physical memory is on device {source}: call \
+                         aclrtDeviceEnablePeerAccess({source}, 0) on device {on} before importing \
+                         it there"
+                    ),
+                ));
+            }
+        }
         let opts = ImportOptions {
             device: Some(on),
             ..ImportOptions::default()

@@ -129,10 +129,23 @@ fn keys_are_printable_and_the_close_order_is_enforced() {
         "aclrtIpcMemImportByKey",
         unsafe extern "C" fn(*mut Raw, *const c_char, u64) -> i32
     );
-    let mut p: Raw = std::ptr::null_mut();
-    // SAFETY: `p` is a valid place; 2 MiB is its own, page-aligned memory.
-    assert_eq!(unsafe { malloc(&mut p, 2 << 20, 0) }, 0);
     let mut key = [0 as c_char; 65];
+    // Huge pages first: 2 MiB sits on one 2 MiB page, exported whole only.
+    let mut h: Raw = std::ptr::null_mut();
+    // SAFETY: `h` is a valid place; `key` holds 65 bytes; the memory is
+    // live until freed last.
+    unsafe {
+        assert_eq!(malloc(&mut h, 2 << 20, 0), 0);
+        let part = get_key(h, 4096, key.as_mut_ptr(), 65, 0x1);
+        assert_eq!(part, 107_000, "4 KiB of a huge page");
+        assert_eq!(get_key(h, 2 << 20, key.as_mut_ptr(), 65, 0x1), 0);
+        assert_eq!(close(key.as_ptr()), 0);
+        assert_eq!(free(h), 0);
+    }
+    let mut p: Raw = std::ptr::null_mut();
+    // SAFETY: `p` is a valid place; 2 MiB on normal pages (NORMAL_ONLY) is
+    // its own, page-aligned memory.
+    assert_eq!(unsafe { malloc(&mut p, 2 << 20, 2) }, 0);
     // SAFETY: a 64-byte buffer is too short: refused before any write.
     let r = unsafe { get_key(p, 4096, key.as_mut_ptr(), 64, 0) };
     assert_eq!(r, 100_000);
@@ -244,7 +257,7 @@ fn ascend_rt_visible_devices_renumbers_the_devices_by_their_uuids() {
     ready(l);
     let uuid = sym!(
         l,
-        "aclrtGetDeviceUuid",
+        "aclrtDeviceGetUuid",
         unsafe extern "C" fn(i32, *mut [u8; 16]) -> i32
     );
     let child = std::env::var("HAL_STANDIN_UUID").ok();

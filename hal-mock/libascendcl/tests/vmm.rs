@@ -251,6 +251,12 @@ fn the_shareable_handle_needs_the_none_type_and_known_flags() {
     let g = v.granule();
     let mut phys: Raw = std::ptr::null_mut();
     let mut n = 0u64;
+    let set = sym!(l, "aclrtSetDevice", unsafe extern "C" fn(i32) -> i32);
+    let enable = sym!(
+        l,
+        "aclrtDeviceEnablePeerAccess",
+        unsafe extern "C" fn(i32, u32) -> i32
+    );
     // SAFETY: valid places; handles are values.
     unsafe {
         assert_eq!((v.malloc)(&mut phys, g, &prop(0), 0), 0);
@@ -270,8 +276,13 @@ fn the_shareable_handle_needs_the_none_type_and_known_flags() {
             "not exported here"
         );
         assert_eq!((v.set_pid)(n, &mut me, 1), 0);
-        // This process, listed, imports its own export.
+        // This process, listed, imports its own export: onto device 1
+        // only once device 1 has peer access to device 0.
         let mut again: Raw = std::ptr::null_mut();
+        assert_eq!((v.import)(n, 1, &mut again), 207_006, "no peer access");
+        assert_eq!(set(1), 0);
+        assert_eq!(enable(0, 0), 0);
+        assert_eq!(set(0), 0);
         assert_eq!((v.import)(n, 1, &mut again), 0);
         let va = v.map_rw(again, g);
         assert_eq!(v.write(va, b"own"), 0);
