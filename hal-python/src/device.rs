@@ -124,6 +124,13 @@ impl Device {
         self.inner.device.info().ordinal
     }
 
+    /// The page size exports of this device's memory are whole multiples
+    /// of (allocate sizes that are multiples of it to export them).
+    #[getter]
+    fn page_size(&self) -> u64 {
+        self.inner.device.info().page_size()
+    }
+
     /// The device's name as its vendor gives it.
     #[getter]
     fn name(&self) -> String {

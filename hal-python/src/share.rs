@@ -136,7 +136,7 @@ fn copy_on_device(obj: &Bound<'_, PyAny>, dst: Tensor) -> PyResult<()> {
 /// process allocated (a `Memory`, or an array made from one with
 /// `numpy.from_dlpack`); otherwise they are copied once into a new
 /// allocation (`copied` True): host arrays into CPU shared memory (or
-/// `device`'s host memory), CUDA tensors into CUDA device memory of their
+/// `device`'s memory, host memory where it has it), CUDA tensors into CUDA device memory of their
 /// device. `importers`, `read_only`: as for `Memory.export`. Negative
 /// strides are refused (`InvalidArgumentError`).
 #[pyfunction]
@@ -190,10 +190,16 @@ pub(crate) fn share(
                     .or_raise()?,
             ),
         };
-        let alloc = target
-            .device
-            .allocate(&hal::AllocDesc::host(size))
-            .or_raise()?;
+        // Host memory where the device has it; device memory (written
+        // through the backend) otherwise.
+        let info = target.device.info();
+        let size = whole_pages(&target, size);
+        let desc = if info.capabilities.contains(hal::Capabilities::HOST_VISIBLE) {
+            hal::AllocDesc::host(size)
+        } else {
+            hal::AllocDesc::device(info.ordinal, size)
+        };
+        let alloc = target.device.allocate(&desc).or_raise()?;
         let memory = Memory::new(MemoryObj::allocation(target, alloc)).inner;
         if span > 0 {
             let len = usize::try_from(span).map_err(|_| invalid("the tensor is too large"))?;
@@ -220,7 +226,7 @@ pub(crate) fn share(
         let ordinal = target.device.info().ordinal;
         let alloc = target
             .device
-            .allocate(&hal::AllocDesc::device(ordinal, size))
+            .allocate(&hal::AllocDesc::device(ordinal, whole_pages(&target, size)))
             .or_raise()?;
         let memory = Memory::new(MemoryObj::allocation(target, alloc)).inner;
         let dst = Tensor {
@@ -238,6 +244,12 @@ pub(crate) fn share(
              tensors, and its own memory"
         ),
     )))
+}
+
+/// `size` rounded up to whole pages of `device`: exports cover whole pages.
+fn whole_pages(device: &DeviceObj, size: u64) -> u64 {
+    let page = device.device.info().page_size().max(1);
+    size.div_ceil(page).saturating_mul(page)
 }
 
 /// Export `memory` and make the tensor handle of `spec` over it.
