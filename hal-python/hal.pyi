@@ -149,6 +149,9 @@ class Shared:
     def copied(self) -> bool: ...
     @property
     def memory(self) -> Memory: ...
+    @property
+    def tensor(self) -> Tensor:
+        """The shared tensor in this process, to read and write here."""
 
 @final
 class Notify:

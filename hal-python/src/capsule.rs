@@ -12,7 +12,9 @@ use std::ffi::{c_void, CStr};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use hal::dlpack::{dl_device, DLManagedTensorVersioned, DLTensor, DlpackTensor, TensorSpec};
+use hal::dlpack::{
+    dl_device, DLDevice, DLDeviceType, DLManagedTensorVersioned, DLTensor, DlpackTensor, TensorSpec,
+};
 use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -69,7 +71,8 @@ unsafe extern "C" fn delete_legacy(managed: *mut DLManagedTensor) {
     });
 }
 
-/// The legacy form of `tensor`, which it takes over.
+/// The legacy form of `tensor`, which it takes over (null only if the
+/// tensor was: never, `into_raw` gives a live pointer).
 fn legacy(tensor: DlpackTensor) -> *mut DLManagedTensor {
     let t = tensor.tensor();
     let dl_tensor = DLTensor {
@@ -81,7 +84,9 @@ fn legacy(tensor: DlpackTensor) -> *mut DLManagedTensor {
         strides: t.strides,
         byte_offset: t.byte_offset,
     };
-    let inner = NonNull::new(tensor.into_raw()).expect("into_raw gives the live tensor");
+    let Some(inner) = NonNull::new(tensor.into_raw()) else {
+        return std::ptr::null_mut();
+    };
     let holder = Box::into_raw(Box::new(LegacyHolder {
         managed: DLManagedTensor {
             dl_tensor,
@@ -163,8 +168,14 @@ pub(crate) fn lend<'py>(
         ));
     }
     let here = device_of(&memory, spec)?;
+    let mut spec = spec.clone();
     if let Some(asked) = dl_device {
-        if asked != here {
+        // Host-visible memory of a device (managed, pinned host memory) is
+        // lent as CPU memory to a consumer that asks for the CPU.
+        let host = hal::Memory::host_ptr(&*memory).is_some();
+        if asked == (DLDeviceType::CPU.0, 0) && host {
+            spec.device = Some(DLDevice::CPU);
+        } else if asked != here {
             return Err(PyBufferError::new_err(format!(
                 "dl_device={asked:?}: the memory is on DLPack device {here:?} and hal does not \
                  copy it across devices"
@@ -172,13 +183,16 @@ pub(crate) fn lend<'py>(
         }
     }
     let backend = memory.device.backend.id();
-    let tensor = DlpackTensor::new(memory, backend, spec).or_raise()?;
+    let tensor = DlpackTensor::new(memory, backend, &spec).or_raise()?;
     let versioned = max_version.is_some_and(|(major, _)| major >= 1);
     let (ptr, name, destructor): (*mut c_void, &CStr, ffi::PyCapsule_Destructor) = if versioned {
         (tensor.into_raw().cast(), VERSIONED, drop_versioned)
     } else {
         (legacy(tensor).cast(), LEGACY, drop_legacy)
     };
+    if ptr.is_null() {
+        return Err(PyBufferError::new_err("the tensor could not be lent"));
+    }
     // SAFETY: `ptr` is a live tensor the capsule now owns; the name is a
     // static string; the destructor matches the name.
     let capsule = unsafe { ffi::PyCapsule_New(ptr, name.as_ptr(), Some(destructor)) };

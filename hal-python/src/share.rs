@@ -28,6 +28,7 @@ pub struct Shared {
     #[pyo3(get)]
     copied: bool,
     memory: Arc<MemoryObj>,
+    spec: TensorSpec,
 }
 
 #[pymethods]
@@ -37,6 +38,17 @@ impl Shared {
     fn memory(&self) -> Memory {
         Memory {
             inner: Arc::clone(&self.memory),
+        }
+    }
+
+    /// The shared tensor in this process (over `memory`, with the
+    /// handle's layout): what the other processes open, to read and write
+    /// here (`torch.from_dlpack(shared.tensor)`).
+    #[getter]
+    fn tensor(&self) -> Tensor {
+        Tensor {
+            memory: Arc::clone(&self.memory),
+            spec: self.spec.clone(),
         }
     }
 
@@ -265,5 +277,6 @@ fn finish(
         text,
         copied,
         memory,
+        spec,
     })
 }

@@ -27,8 +27,7 @@ def standin_library():
     named = os.environ.get("HAL_CUDA_LIBRARY")
     if named:
         return named
-    for profile in ("debug", "release"):
-        path = REPO / "target" / profile / STANDIN
+    for path in _standin_candidates():
         if path.is_file():
             return str(path)
     pytest.fail(
@@ -37,16 +36,18 @@ def standin_library():
     )
 
 
+def _standin_candidates():
+    for profile in ("debug", "release"):
+        yield REPO / "target" / profile / STANDIN
+        yield REPO / "target" / profile / "deps" / STANDIN
+
+
 # The CUDA backend of this process and of every child runs on the stand-in.
-os.environ.setdefault("HAL_CUDA_LIBRARY", "")
-if not os.environ["HAL_CUDA_LIBRARY"]:
-    for _profile in ("debug", "release"):
-        _path = REPO / "target" / _profile / STANDIN
+if not os.environ.get("HAL_CUDA_LIBRARY"):
+    for _path in _standin_candidates():
         if _path.is_file():
             os.environ["HAL_CUDA_LIBRARY"] = str(_path)
             break
-    else:
-        del os.environ["HAL_CUDA_LIBRARY"]
 
 
 def run_child(code, *args, stdin=None, timeout=60):
