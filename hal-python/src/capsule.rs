@@ -20,7 +20,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 
 use crate::errors::OrRaise;
-use crate::memory::MemoryObj;
+use crate::memory_obj::MemoryObj;
 
 /// The name of a versioned capsule.
 pub(crate) const VERSIONED: &CStr = c"dltensor_versioned";

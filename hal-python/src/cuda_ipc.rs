@@ -14,9 +14,10 @@ use hal::Backend;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::device::{open_device, DeviceObj};
 use crate::errors::{handle_error, OrRaise};
-use crate::memory::{Memory, MemoryObj};
+use crate::memory::Memory;
+use crate::memory_obj::MemoryObj;
+use crate::registry::{open_device, DeviceObj};
 
 /// PyTorch's version byte of a CUDA IPC handle.
 const TORCH_VERSION: u8 = 0x02;

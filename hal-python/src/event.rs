@@ -7,10 +7,10 @@ use hal::dynamic::DynEvent;
 use hal::{Error, Exported, WaitOptions};
 use pyo3::prelude::*;
 
-use crate::device::DeviceObj;
 use crate::errors::{to_py, OrRaise};
-use crate::notify::duration;
 use crate::options::export_options;
+use crate::registry::DeviceObj;
+use crate::timeout::duration;
 
 /// An event and what keeps it usable. Exports drop first.
 struct EventObj {

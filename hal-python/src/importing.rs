@@ -6,11 +6,12 @@ use hal::dlpack::TENSOR_TEXT_PREFIX;
 use hal::{Handle, HandleKind, ImportOptions, SharedHandle};
 use pyo3::prelude::*;
 
-use crate::device::device_for;
 use crate::errors::{handle_error, to_py, OrRaise};
 use crate::event::Event;
-use crate::memory::{import_memory, Memory};
+use crate::memory::Memory;
+use crate::memory_obj::import_memory;
 use crate::notify::Notify;
+use crate::registry::device_for;
 use crate::tensor::open_tensor;
 
 /// Import what another process exported, from its handle text: a `Memory`,

@@ -39,10 +39,13 @@ mod foreign;
 mod importing;
 mod live;
 mod memory;
+mod memory_obj;
 mod notify;
 mod options;
+mod registry;
 mod share;
 mod tensor;
+mod timeout;
 
 use pyo3::prelude::*;
 

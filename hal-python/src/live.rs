@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use hal::dlpack::dl_device;
 
-use crate::memory::{Held, MemoryObj};
+use crate::memory_obj::{Held, MemoryObj};
 
 /// One allocation: its DLPack device, where its bytes start as a tensor's
 /// data pointer gives them, its length.

@@ -2,131 +2,21 @@
 //! `read`, `write`, `export`, the buffer protocol and DLPack.
 
 use std::ffi::{c_int, c_void};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use hal::dlpack::{DLDataType, TensorSpec};
-use hal::dynamic::{DynAllocation, DynMapping};
-use hal::{Error, Exported, Handle, ImportOptions, Location, SharedHandle};
+use hal::{Error, Location};
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::bytes::bytes_of;
 use crate::capsule;
-use crate::device::{device_for, DeviceObj};
-use crate::errors::{invalid, OrRaise};
+use crate::errors::{invalid, to_py, OrRaise};
 use crate::live;
+use crate::memory_obj::{Held, MemoryObj};
 use crate::options::export_options;
-
-/// What a memory object holds.
-pub(crate) enum Held {
-    /// Memory this process allocated.
-    Allocation(Box<dyn DynAllocation>),
-    /// Memory another process exported.
-    Mapping(Box<dyn DynMapping>),
-}
-
-/// A memory object. Its exports are declared first so that they drop (and
-/// stop serving importers) before the memory does.
-pub(crate) struct MemoryObj {
-    exports: Mutex<Vec<Exported>>,
-    pub held: Held,
-    pub device: Arc<DeviceObj>,
-    /// Writes through this object are refused (an import asked for it).
-    read_only: bool,
-}
-
-impl MemoryObj {
-    pub(crate) fn allocation(device: Arc<DeviceObj>, alloc: Box<dyn DynAllocation>) -> Self {
-        MemoryObj {
-            exports: Mutex::new(Vec::new()),
-            held: Held::Allocation(alloc),
-            device,
-            read_only: false,
-        }
-    }
-
-    fn memory(&self) -> &dyn hal::Memory {
-        match &self.held {
-            Held::Allocation(a) => &**a,
-            Held::Mapping(m) => &**m,
-        }
-    }
-
-    /// Export the memory; the export lives as long as the object.
-    pub(crate) fn export(&self, opts: &hal::ExportOptions) -> hal::Result<Handle> {
-        let Held::Allocation(alloc) = &self.held else {
-            return Err(Error::unsupported(
-                self.device.backend.name(),
-                "export",
-                "this memory was imported; only memory this process allocated is exported \
-                 (share the handle text it was imported from instead)",
-            ));
-        };
-        let exported = self.device.device.export_memory(&**alloc, opts)?;
-        let handle = exported.handle().clone();
-        self.exports
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(exported);
-        Ok(handle)
-    }
-}
-
-impl hal::Memory for MemoryObj {
-    fn addr(&self) -> u64 {
-        self.memory().addr()
-    }
-    fn len(&self) -> u64 {
-        self.memory().len()
-    }
-    fn location(&self) -> Location {
-        self.memory().location()
-    }
-    fn host_ptr(&self) -> Option<*mut u8> {
-        self.memory().host_ptr()
-    }
-    fn is_read_only(&self) -> bool {
-        self.read_only || self.memory().is_read_only()
-    }
-    fn read(&self, offset: u64, dst: &mut [u8]) -> hal::Result<()> {
-        self.memory().read(offset, dst)
-    }
-    fn write(&self, offset: u64, src: &[u8]) -> hal::Result<()> {
-        if self.read_only {
-            return Err(Error::PermissionDenied {
-                pid: None,
-                reason: "this memory was imported read-only (import_handle(..., read_only=True))"
-                    .into(),
-            });
-        }
-        self.memory().write(offset, src)
-    }
-}
-
-/// Import the memory handle `handle` on its backend and device.
-pub(crate) fn import_memory(handle: Handle, read_only: bool) -> hal::Result<MemoryObj> {
-    let device = Arc::new(device_for(&handle)?);
-    let mapping = device
-        .device
-        .import_memory(SharedHandle::from(handle), &ImportOptions::default())?;
-    Ok(MemoryObj::mapping(device, mapping, read_only))
-}
-
-impl MemoryObj {
-    pub(crate) fn mapping(
-        device: Arc<DeviceObj>,
-        mapping: Box<dyn DynMapping>,
-        read_only: bool,
-    ) -> Self {
-        MemoryObj {
-            exports: Mutex::new(Vec::new()),
-            held: Held::Mapping(mapping),
-            device,
-            read_only,
-        }
-    }
-}
+use crate::timeout::duration;
 
 /// Memory: allocated here (`Device.allocate`) or imported from another
 /// process (`hal.import_handle`). `len(m)` is its size in bytes; host
@@ -199,6 +89,12 @@ impl Memory {
     /// `n` bytes at `offset`, copied out (any memory, device memory
     /// included). Out of range is `InvalidArgumentError`.
     fn read<'py>(&self, py: Python<'py>, offset: u64, n: usize) -> PyResult<Bound<'py, PyBytes>> {
+        let len = hal::Memory::len(&*self.inner);
+        if offset.checked_add(n as u64).is_none_or(|end| end > len) {
+            return Err(invalid(format!(
+                "read of {n} bytes at offset {offset} of a {len}-byte memory"
+            )));
+        }
         let mut out = vec![0u8; n];
         py.allow_threads(|| hal::Memory::read(&*self.inner, offset, &mut out))
             .or_raise()?;
@@ -241,11 +137,11 @@ impl Memory {
         let Held::Allocation(a) = &self.inner.held else {
             return Err(invalid("wait_unleased(): this memory was imported"));
         };
-        let timeout = crate::notify::duration(timeout)?;
+        let timeout = duration(timeout)?;
         match py.allow_threads(|| a.wait_unleased(timeout)) {
             Ok(()) => Ok(true),
             Err(Error::Timeout { .. }) => Ok(false),
-            Err(e) => Err(crate::errors::to_py(e)),
+            Err(e) => Err(to_py(e)),
         }
     }
 

@@ -1,26 +1,15 @@
 //! Notifies: a wake-up signal one process raises and another waits for.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use hal::dynamic::DynNotify;
 use hal::{Error, Exported, WaitOptions};
 use pyo3::prelude::*;
 
-use crate::device::DeviceObj;
-use crate::errors::{invalid, to_py, OrRaise};
+use crate::errors::{to_py, OrRaise};
 use crate::options::export_options;
-
-/// A timeout in seconds (None: forever) as a duration.
-pub(crate) fn duration(seconds: Option<f64>) -> PyResult<Option<Duration>> {
-    match seconds {
-        None => Ok(None),
-        Some(s) if s.is_finite() && s >= 0.0 => Ok(Some(Duration::from_secs_f64(s))),
-        Some(s) => Err(invalid(format!(
-            "timeout={s}: a number of seconds, 0 or more (None waits forever)"
-        ))),
-    }
-}
+use crate::registry::DeviceObj;
+use crate::timeout::duration;
 
 /// A notify and what keeps it usable. Exports drop first.
 struct NotifyObj {

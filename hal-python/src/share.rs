@@ -8,12 +8,14 @@ use std::sync::Arc;
 use hal::dlpack::{DLDataType, DLDeviceType, TensorHandle, TensorSpec};
 use pyo3::prelude::*;
 
-use crate::device::{open_device, Device, DeviceObj};
+use crate::device::Device;
 use crate::errors::{invalid, to_py, OrRaise};
 use crate::foreign::Foreign;
 use crate::live;
-use crate::memory::{Memory, MemoryObj};
+use crate::memory::Memory;
+use crate::memory_obj::MemoryObj;
 use crate::options::export_options;
+use crate::registry::{open_device, DeviceObj};
 use crate::tensor::Tensor;
 
 /// What `hal.share` gives: the tensor handle's `text` (also `str(s)`),
@@ -99,8 +101,8 @@ fn span_of(dtype: DLDataType, shape: &[i64], strides: Option<&[i64]>) -> PyResul
             .checked_add(reach)
             .ok_or_else(|| invalid("the tensor's extent overflows 64 bits"))?;
     }
-    (last + 1)
-        .checked_mul(item)
+    last.checked_add(1)
+        .and_then(|elements| elements.checked_mul(item))
         .ok_or_else(|| invalid("the tensor's extent overflows 64 bits"))
 }
 

@@ -9,7 +9,8 @@ use pyo3::prelude::*;
 
 use crate::capsule;
 use crate::errors::{handle_error, OrRaise};
-use crate::memory::{import_memory, Memory, MemoryObj};
+use crate::memory::Memory;
+use crate::memory_obj::{import_memory, MemoryObj};
 
 /// A tensor over hal memory: what `hal.open_tensor` gives. Its
 /// `__dlpack__` lends the memory with the exporter's dtype, shape, strides

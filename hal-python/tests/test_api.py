@@ -192,3 +192,24 @@ def test_importers_must_be_anyone_default_or_pids():
         m.export(importers=["one"])
     assert m.export(importers="default").startswith("hal1.")
     assert m.export(importers=[1, 2]).startswith("hal1.")
+
+
+def test_shared_tensor_is_the_shared_layout_in_this_process():
+    values = np.arange(12, dtype=np.int32).reshape(3, 4)
+    shared = hal.share(values)
+    here = np.from_dlpack(shared.tensor)
+    assert (here == values).all()
+    here[2, 3] = -5
+    assert np.from_dlpack(hal.open_tensor(shared.text))[2, 3] == -5
+
+
+def test_managed_memory_is_lent_to_the_cpu_when_asked(backend):
+    device = hal.open(backend)
+    if "managed-memory" not in device.capabilities:
+        with pytest.raises(hal.Error):
+            device.allocate(device.page_size, "managed")
+        return
+    m = device.allocate(device.page_size, "managed")
+    m.write(0, b"managed")
+    a = np.from_dlpack(m, device="cpu")
+    assert a[:7].tobytes() == b"managed"
