@@ -66,3 +66,11 @@ def test_only_cuda_memory_has_a_raw_handle():
     m = hal.open("cpu-shm").allocate(4096)
     with pytest.raises(hal.InvalidArgumentError, match="only CUDA memory"):
         hal.cuda_ipc_handle(m)
+
+
+def test_a_driver_refusal_is_a_vendor_error_with_the_drivers_code_and_name(cuda):
+    with pytest.raises(hal.VendorError) as raised:
+        hal.import_cuda_ipc(bytes(64), 0, 4096)
+    error = raised.value
+    assert (error.kind, error.code, error.name) == ("vendor", 1, "CUDA_ERROR_INVALID_VALUE")
+    assert isinstance(error, hal.Error)
