@@ -3,7 +3,7 @@ of hal-ffi (hal-ffi/examples/producer.c) hands a buffer, a tensor and a
 notify ping-pong to a Python consumer (NumPy), and a Python producer hands
 them to the C consumer (hal-ffi/examples/consumer.c).
 
-libhal is installed with ``cargo xtask install-c --debug --prefix DIR``:
+libhal is installed with ``cargo xtask install-c --prefix DIR --debug``:
 DIR is ``HAL_C_PREFIX`` when set (CI installs it first), else the test
 installs it under ``target/py-c``.
 """
@@ -28,8 +28,8 @@ def c_prefix():
     prefix = pathlib.Path(os.environ.get("HAL_C_PREFIX", REPO / "target" / "py-c"))
     if not (prefix / "lib" / "libhal.so").exists():
         subprocess.run(
-            ["cargo", "run", "-q", "-p", "xtask", "--", "install-c", "--debug",
-             "--prefix", str(prefix)],
+            ["cargo", "run", "-q", "-p", "xtask", "--", "install-c", "--prefix", str(prefix),
+             "--debug"],
             cwd=REPO, check=True,
         )
     return prefix

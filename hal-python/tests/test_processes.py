@@ -172,3 +172,25 @@ def test_a_read_only_export_maps_read_only_in_the_importer():
     )
     assert out.strip() == "refused"
     assert m.read(0, 2) == b"ro"
+
+
+def test_an_event_recorded_here_is_waited_on_in_another_process(backend):
+    device = hal.open(backend)
+    if "ipc-event" not in device.capabilities:
+        with pytest.raises(hal.UnsupportedError):
+            device.event().export()
+        return
+    event = device.event()
+    text = event.export()
+    event.record()
+    out = run_child(
+        """
+        import sys, hal
+        e = hal.import_handle(sys.stdin.readline())
+        assert isinstance(e, hal.Event)
+        print(e.wait(30))
+        """,
+        stdin=text + "\n",
+    )
+    assert out.strip() == "True"
+    assert event.wait(30)
