@@ -150,8 +150,9 @@ fn copy_on_device(obj: &Bound<'_, PyAny>, dst: Tensor) -> PyResult<()> {
 /// process allocated (a `Memory`, or an array made from one with
 /// `numpy.from_dlpack`); otherwise they are copied once into a new
 /// allocation (`copied` True): host arrays into CPU shared memory (or
-/// `device`'s memory, host memory where it has it), CUDA tensors into CUDA device memory of their
-/// device. `importers`, `read_only`: as for `Memory.export`. Negative
+/// `device`'s memory, host memory where it has it), CUDA tensors of
+/// PyTorch or CuPy into CUDA device memory of their device, copied by their
+/// own library. `importers`, `read_only`: as for `Memory.export`. Negative
 /// strides are refused (`InvalidArgumentError`).
 #[pyfunction]
 #[pyo3(signature = (obj, importers=None, read_only=false, device=None))]
