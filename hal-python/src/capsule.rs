@@ -182,9 +182,17 @@ pub(crate) fn lend<'py>(
             )));
         }
     }
+    let versioned = max_version.is_some_and(|(major, _)| major >= 1);
+    if !versioned && (spec.read_only || hal::Memory::is_read_only(&*memory)) {
+        // A legacy tensor has no read-only flag: its consumer would write
+        // into memory mapped read-only.
+        return Err(PyBufferError::new_err(
+            "the memory is read-only and a legacy DLPack capsule cannot say so: ask for a \
+             versioned one (max_version=(1, 0); NumPy 2.1, PyTorch 2.6 and CuPy 14 do)",
+        ));
+    }
     let backend = memory.device.backend.id();
     let tensor = DlpackTensor::new(memory, backend, &spec).or_raise()?;
-    let versioned = max_version.is_some_and(|(major, _)| major >= 1);
     let (ptr, name, destructor): (*mut c_void, &CStr, ffi::PyCapsule_Destructor) = if versioned {
         (tensor.into_raw().cast(), VERSIONED, drop_versioned)
     } else {

@@ -18,6 +18,11 @@ def test_backends_lists_every_backend_with_why_not():
         assert ok or why
 
 
+def test_open_without_a_name_picks_a_usable_backend():
+    usable = {name for name, ok, _ in hal.backends() if ok}
+    assert hal.open().backend in usable
+
+
 def test_an_unknown_backend_is_not_found():
     with pytest.raises(hal.NotFoundError) as raised:
         hal.open("no-such-backend")
@@ -174,6 +179,8 @@ def test_a_read_only_import_refuses_writes():
         ro.write(0, b"x")
     assert memoryview(ro).readonly
     assert not np.from_dlpack(ro).flags.writeable
+    with pytest.raises(BufferError, match="versioned"):
+        ro.__dlpack__()  # a legacy capsule cannot say read-only
 
 
 def test_malformed_text_is_an_invalid_handle():
