@@ -220,3 +220,20 @@ def test_managed_memory_is_lent_to_the_cpu_when_asked(backend):
     m.write(0, b"managed")
     a = np.from_dlpack(m, device="cpu")
     assert a[:7].tobytes() == b"managed"
+
+
+def test_wait_releases_the_gil_for_the_thread_that_signals():
+    import threading
+
+    n = hal.open("cpu-shm").notify()
+    waiting = threading.Event()
+
+    def signal_once_waiting():
+        waiting.wait()
+        n.signal()  # needs the GIL while the main thread is in wait()
+
+    helper = threading.Thread(target=signal_once_waiting)
+    helper.start()
+    waiting.set()
+    assert n.wait(30) is True
+    helper.join()
