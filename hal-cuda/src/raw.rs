@@ -66,6 +66,29 @@ impl RawIpcHandle {
         out
     }
 
+    /// The raw handle a hal CUDA memory handle carries (the `cuda`
+    /// backend's export of legacy IPC memory): its 64 bytes, and its range
+    /// as an offset from the allocation's base and a size. For a library
+    /// that opens it itself (PyTorch's `_new_shared_cuda`); such importers
+    /// are not counted by the export's leases.
+    pub fn from_handle(handle: &hal_core::Handle) -> Result<RawIpcHandle> {
+        if handle.backend != hal_core::BackendId::Cuda
+            || handle.kind != hal_core::HandleKind::Memory
+        {
+            return Err(Error::invalid(format!(
+                "a {:?} handle of backend {}: only CUDA memory handles carry a raw IPC handle",
+                handle.kind,
+                handle.backend.name()
+            )));
+        }
+        let payload = Payload::decode(&handle.payload)?;
+        Ok(RawIpcHandle {
+            bytes: payload.ipc,
+            offset: handle.offset,
+            size: handle.size,
+        })
+    }
+
     /// Read what [`RawIpcHandle::to_bytes`] wrote.
     pub fn from_bytes(b: &[u8]) -> Result<RawIpcHandle> {
         if b.len() != RAW_HANDLE_LEN {

@@ -259,3 +259,22 @@ fn child() {
     }
     println!("child done");
 }
+
+#[test]
+fn a_hal_export_carries_the_raw_handle_of_its_range() {
+    let dev = device();
+    let a = dev.allocate(&AllocDesc::device(0, 2 * PAGE)).unwrap();
+    let exported = dev
+        .export_memory(&a, &hal_core::ExportOptions::default())
+        .unwrap();
+    let raw = RawIpcHandle::from_handle(exported.handle()).unwrap();
+    assert_eq!(raw, dev.export_raw(&a, None).unwrap());
+    let other = hal_core::Handle {
+        kind: hal_core::HandleKind::Event,
+        ..exported.handle().clone()
+    };
+    assert!(matches!(
+        RawIpcHandle::from_handle(&other),
+        Err(Error::InvalidArgument { .. })
+    ));
+}

@@ -16,6 +16,15 @@
 //! `logs.tar.gz` (every step's log). The summary names the driver the run
 //! loaded (its file and version, from hal-cuda's conformance binary); a run
 //! that loaded none exits 1 and says so.
+//! The script installs the wheel offline (`pip install --no-deps --no-index
+//! --target`, into a folder of its own on `PYTHONPATH`, with the Python
+//! `HAL_SMOKE_PYTHON` names or `python3`) and runs each script as a step: a
+//! PyTorch CUDA tensor shared with `hal.share` opened as PyTorch and CuPy
+//! tensors in other processes, a hal-cuda-uvm managed buffer read by CuPy
+//! and by NumPy, and the benchmark against `torch.multiprocessing`. A
+//! script that cannot run a part here (no PyTorch, no CuPy, no GPU) prints
+//! `NOT RUN: why`; the step's report line counts those lines
+//! (`"not_run"`), and the summary names the steps that had any.
 //! A run has a deadline (`HAL_SMOKE_DEADLINE`, seconds) past which no step
 //! starts, and a run stopped by a signal still writes its files: a lent
 //! machine's short lease always gets a report back.
@@ -24,7 +33,9 @@
 //! the release build made as the driver (`HAL_CUDA_LIBRARY`), into
 //! `target/gpu-smoke-rehearsal/`, and fails unless every step passed and
 //! every test step ran tests: the script and the folder are proven before
-//! a GPU's short lease is spent on them.
+//! a GPU's short lease is spent on them. The rehearsal says which steps did
+//! not run their checks (the Python GPU parts: no PyTorch, CuPy or GPU
+//! here); they do not fail it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -100,6 +111,7 @@ finish() {
         grep -h '^driver-waits:' "$logs"/test-driver_waits-*.log 2>/dev/null
     } > "$out/bench.txt" 2>/dev/null
     tar -C "$logs" -czf "$out/logs.tar.gz" . 2>/dev/null
+    [ -n "${site:-}" ] && rm -rf "$site"
     {
         echo "gpu-smoke: $(date -u +%FT%TZ) on $(hostname)"
         nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
@@ -109,6 +121,8 @@ finish() {
             echo "driver: NONE LOADED (HAL_CUDA_LIBRARY=${HAL_CUDA_LIBRARY:-unset}; see driver.log): the run FAILED"
         fi
         awk -F'"rc":' '{split($2, a, ","); if (a[1] != 0) bad++} END {printf "steps: %d, failed: %d\n", NR, bad+0}' "$report"
+        # Steps with checks that could not run here (no PyTorch, no CuPy, no GPU).
+        grep -v '"not_run":0' "$report" | grep '"not_run":' | sed 's/^{"step":"\([^"]*\)".*"not_run":\([0-9]*\).*/NOT RUN: \2 check(s) of step \1 (see its log)/'
         cat "$report"
     } > "$out/summary.txt"
     rm -rf "$logs"
@@ -162,8 +176,9 @@ step() {
     end=$(date +%s.%N)
     passed=$(grep -o '[0-9]* passed' "$logs/$name.log" | awk '{s+=$1} END {print s+0}')
     failed=$(grep -o '[0-9]* failed' "$logs/$name.log" | awk '{s+=$1} END {print s+0}')
-    printf '{"step":"%s","rc":%d,"seconds":%.2f,"passed":%d,"failed":%d}\n' \
-        "$name" "$rc" "$(awk -v a="$start" -v b="$end" 'BEGIN {print b - a}')" "$passed" "$failed" >> "$report"
+    notrun=$(grep -c '^NOT RUN' "$logs/$name.log")
+    printf '{"step":"%s","rc":%d,"seconds":%.2f,"passed":%d,"failed":%d,"not_run":%d}\n' \
+        "$name" "$rc" "$(awk -v a="$start" -v b="$end" 'BEGIN {print b - a}')" "$passed" "$failed" "$notrun" >> "$report"
 }
 step devices "$here/bin/halctl" devices --json
 # The driver the backend loads, by path and version: the summary names it,
@@ -185,6 +200,22 @@ for e in "$here"/examples/*; do
     [ -f "$e" ] || continue
     step "example-$(basename "$e")" "$e"
 done
+# The Python package: the wheel installed offline into a folder of its own,
+# then its GPU scripts (PyTorch and CuPy where the machine has them; a part
+# that cannot run says NOT RUN).
+if compgen -G "$here/python/*.whl" > /dev/null; then
+    py="${HAL_SMOKE_PYTHON:-python3}"
+    site="$(mktemp -d "${TMPDIR:-/tmp}/gpu-smoke-python.XXXXXX")"
+    step python-install "$py" -m pip install --no-deps --no-index --target "$site" "$here"/python/*.whl
+    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+    for s in "$here"/python/*.py; do
+        [ -f "$s" ] || continue
+        name="python-$(basename "$s" .py)"
+        # The benchmark's log goes to bench.txt with the others.
+        [ "$name" = python-bench ] && name=bench-python
+        step "$name" "$py" "$s"
+    done
+fi
 step demo-cpu-shm "$here/bin/halctl" demo --json
 step demo-cuda "$here/bin/halctl" demo --backend cuda --json
 step demo-cuda-uvm "$here/bin/halctl" demo --backend cuda-uvm --json
@@ -295,6 +326,13 @@ pub(crate) fn gpu_smoke(root: &Path, cargo: &str, rehearse: bool) -> ExitCode {
         // Debug information stays here; the machine that runs them needs none.
         let _ = Command::new("strip").arg(to).status();
     }
+    match python_folder(root, &dir.join("python")) {
+        Ok(files) => copied.extend(files.into_iter().map(|f| (f.clone(), f))),
+        Err(e) => {
+            eprintln!("xtask gpu-smoke: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     let script = dir.join("run.sh");
     if let Err(e) = std::fs::write(&script, RUN_SH) {
         eprintln!("xtask gpu-smoke: {}: {e}", script.display());
@@ -323,6 +361,72 @@ pub(crate) fn gpu_smoke(root: &Path, cargo: &str, rehearse: bool) -> ExitCode {
         return rehearsal(root, &script);
     }
     ExitCode::SUCCESS
+}
+
+/// The maturin that builds the wheel: `MATURIN`, else the one on `PATH`.
+fn maturin() -> String {
+    std::env::var("MATURIN").unwrap_or_else(|_| "maturin".into())
+}
+
+/// Build the Python package's abi3 wheel (release, stripped) into
+/// `folder` and copy its GPU scripts (`hal-python/gpu/*.py`) there; the
+/// files made.
+fn python_folder(root: &Path, folder: &Path) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(folder).map_err(|e| format!("{}: {e}", folder.display()))?;
+    let manifest = root.join("hal-python").join("Cargo.toml");
+    let args = ["build", "--release", "--strip", "--quiet", "-m"];
+    println!(
+        "\n$ {} {} {} -o {}",
+        maturin(),
+        args.join(" "),
+        manifest.display(),
+        folder.display()
+    );
+    let status = Command::new(maturin())
+        .args(args)
+        .arg(&manifest)
+        .arg("-o")
+        .arg(folder)
+        .current_dir(root)
+        .status()
+        .map_err(|e| {
+            format!(
+                "could not run `{}` ({e}): install it (`pip install maturin`) or name it with \
+                 MATURIN",
+                maturin()
+            )
+        })?;
+    if !status.success() {
+        return Err(format!("`{} build` of hal-python failed", maturin()));
+    }
+    let mut files = Vec::new();
+    for (from, keep) in [
+        (folder.to_path_buf(), "whl"),
+        (root.join("hal-python").join("gpu"), "py"),
+    ] {
+        let entries = std::fs::read_dir(&from).map_err(|e| format!("{}: {e}", from.display()))?;
+        for entry in entries {
+            let path = entry
+                .map_err(|e| format!("{}: {e}", from.display()))?
+                .path();
+            if path.extension().is_some_and(|x| x == keep) {
+                let to = folder.join(path.file_name().unwrap_or_default());
+                if from != folder {
+                    std::fs::copy(&path, &to)
+                        .map_err(|e| format!("copying {}: {e}", path.display()))?;
+                }
+                files.push(to);
+            }
+        }
+    }
+    if !files
+        .iter()
+        .any(|f| f.extension().is_some_and(|x| x == "whl"))
+    {
+        return Err(format!("maturin left no wheel in {}", folder.display()));
+    }
+    files.sort();
+    Ok(files)
 }
 
 /// Run `script` with the release stand-in as the driver and check its report.
@@ -381,6 +485,11 @@ fn rehearsal(root: &Path, script: &Path) -> ExitCode {
         }
     };
     let bad = failed_steps(&report);
+    for line in not_run_steps(&report) {
+        println!(
+            "gpu-smoke rehearsal: DID NOT RUN every check (no PyTorch, CuPy or GPU here): {line}"
+        );
+    }
     if bad.is_empty() {
         println!("gpu-smoke rehearsal: every step passed on the stand-in driver");
         ExitCode::SUCCESS
@@ -391,6 +500,16 @@ fn rehearsal(root: &Path, script: &Path) -> ExitCode {
         eprintln!("(logs in {})", out.display());
         ExitCode::FAILURE
     }
+}
+
+/// The report's lines whose step printed `NOT RUN` lines (checks that
+/// could not run on this machine).
+fn not_run_steps(report: &str) -> Vec<String> {
+    report
+        .lines()
+        .filter(|l| l.contains("\"not_run\":") && !l.contains("\"not_run\":0"))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The report's lines whose step failed: a non-zero exit, a failed test,
@@ -473,7 +592,7 @@ mod tests {
                     .expect("a clock after 1970")
                     .as_nanos()
             ));
-            for sub in ["bin", "tests", "examples"] {
+            for sub in ["bin", "tests", "examples", "python"] {
                 std::fs::create_dir_all(dir.join(sub)).expect("a fresh folder");
             }
             let mut all = vec![("run.sh", RUN_SH.to_owned())];
@@ -637,6 +756,70 @@ echo 'test result: ok. 3 passed; 0 failed; 0 ignored'"#;
             "{summary}"
         );
         assert!(failed_steps(&f.report().join("\n")).is_empty());
+    }
+
+    #[test]
+    fn the_python_wheel_is_installed_offline_and_its_scripts_say_what_did_not_run() {
+        let f = FakeFolder::new(
+            "python",
+            &[
+                HALCTL,
+                ("tests/conformance-1", SUITE),
+                (
+                    "python/hal-0.1.0-cp311-abi3-linux_x86_64.whl",
+                    "not a wheel",
+                ),
+                ("python/torch_share.py", "NOT RUN: PyTorch is not installed"),
+                (
+                    "python/bench.py",
+                    "python-open-first p50 1.0 us torch p50 2.0 us ratio 0.500",
+                ),
+                (
+                    "bin/python",
+                    r#"if [ "$1" = -m ]; then echo "pip $*" > "$(dirname "$0")/../pip-args"; exit 0; fi
+sed -n 's/^NOT RUN/&/p; s/^python-open/&/p' "$1""#,
+                ),
+            ],
+        );
+        let ran = Command::new(f.0.join("run.sh"))
+            .arg(f.out())
+            .env_remove("HAL_SMOKE_DEADLINE")
+            .env_remove("HAL_SMOKE_STEP_TIMEOUT")
+            .env("HAL_SMOKE_PYTHON", f.0.join("bin/python"))
+            .output()
+            .expect("the script runs");
+        assert!(ran.status.success(), "{ran:?}");
+        let pip = std::fs::read_to_string(f.0.join("pip-args")).expect("pip was run");
+        assert!(
+            pip.contains("-m pip install --no-deps --no-index --target"),
+            "{pip}"
+        );
+        assert!(
+            pip.contains("hal-0.1.0-cp311-abi3-linux_x86_64.whl"),
+            "{pip}"
+        );
+        let report = f.report();
+        let line = |step: &str| -> String {
+            report
+                .iter()
+                .find(|l| l.contains(&format!("\"step\":\"{step}\"")))
+                .cloned()
+                .unwrap_or_else(|| panic!("no step {step}: {report:?}"))
+        };
+        assert!(line("python-install").contains("\"rc\":0"));
+        assert!(line("python-torch_share").contains("\"not_run\":1"));
+        assert!(line("bench-python").contains("\"not_run\":0"));
+        assert_eq!(
+            not_run_steps(&report.join("\n")),
+            vec![line("python-torch_share")]
+        );
+        let summary = std::fs::read_to_string(f.out().join("summary.txt")).expect("summary");
+        assert!(
+            summary.contains("NOT RUN: 1 check(s) of step python-torch_share"),
+            "{summary}"
+        );
+        let bench = std::fs::read_to_string(f.out().join("bench.txt")).expect("bench.txt");
+        assert!(bench.contains("== bench-python.log") && bench.contains("ratio 0.500"));
     }
 
     #[test]

@@ -1,0 +1,255 @@
+//! Memory: `Device.allocate`, imports, and the `Memory` class with
+//! `read`, `write`, `export`, the buffer protocol and DLPack.
+
+use std::ffi::{c_int, c_void};
+use std::sync::Arc;
+
+use hal::dlpack::{DLDataType, TensorSpec};
+use hal::{Error, Location};
+use pyo3::exceptions::PyBufferError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::bytes::bytes_of;
+use crate::capsule;
+use crate::errors::{invalid, to_py, OrRaise};
+use crate::live;
+use crate::memory_obj::{Held, MemoryObj};
+use crate::options::export_options;
+use crate::timeout::duration;
+
+/// Memory: allocated here (`Device.allocate`) or imported from another
+/// process (`hal.import_handle`). `len(m)` is its size in bytes; host
+/// memory supports the buffer protocol (`memoryview(m)`, zero-copy) and
+/// every memory `__dlpack__` (a 1-D `uint8` tensor). The memory is freed
+/// (or unmapped) once this object and every view and tensor made from it
+/// are gone.
+#[pyclass(module = "hal", frozen)]
+pub struct Memory {
+    pub(crate) inner: Arc<MemoryObj>,
+}
+
+impl Memory {
+    pub(crate) fn new(obj: MemoryObj) -> Memory {
+        let inner = Arc::new(obj);
+        live::remember(&inner);
+        Memory { inner }
+    }
+
+    /// The whole memory as a 1-D `uint8` tensor.
+    fn bytes_spec(&self) -> PyResult<TensorSpec> {
+        let len = i64::try_from(hal::Memory::len(&*self.inner))
+            .map_err(|_| invalid("the memory is too large for one dimension"))?;
+        Ok(TensorSpec::new(DLDataType::U8, &[len]))
+    }
+}
+
+#[pymethods]
+impl Memory {
+    fn __len__(&self) -> usize {
+        hal::Memory::len(&*self.inner) as usize
+    }
+
+    /// Where the memory is: `"device"`, `"host"` or `"managed"`.
+    #[getter]
+    fn location(&self) -> &'static str {
+        match hal::Memory::location(&*self.inner) {
+            Location::Device(_) => "device",
+            Location::Host => "host",
+            Location::Managed => "managed",
+        }
+    }
+
+    /// Whether writes are refused (an import asked for read-only, or the
+    /// exporter exported it read-only).
+    #[getter]
+    fn read_only(&self) -> bool {
+        hal::Memory::is_read_only(&*self.inner)
+    }
+
+    /// Whether this process allocated the memory (False: imported).
+    #[getter]
+    fn allocated(&self) -> bool {
+        matches!(self.inner.held, Held::Allocation(_))
+    }
+
+    /// The registry name of the memory's backend.
+    #[getter]
+    fn backend(&self) -> String {
+        self.inner.device.backend.name()
+    }
+
+    /// The device's address of the memory (a `CUdeviceptr` on CUDA, the
+    /// host address on CPU shared memory).
+    #[getter]
+    fn address(&self) -> u64 {
+        hal::Memory::addr(&*self.inner)
+    }
+
+    /// `n` bytes at `offset`, copied out (any memory, device memory
+    /// included). Out of range is `InvalidArgumentError`.
+    fn read<'py>(&self, py: Python<'py>, offset: u64, n: usize) -> PyResult<Bound<'py, PyBytes>> {
+        let len = hal::Memory::len(&*self.inner);
+        if offset.checked_add(n as u64).is_none_or(|end| end > len) {
+            return Err(invalid(format!(
+                "read of {n} bytes at offset {offset} of a {len}-byte memory"
+            )));
+        }
+        let mut out = vec![0u8; n];
+        py.allow_threads(|| hal::Memory::read(&*self.inner, offset, &mut out))
+            .or_raise()?;
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// Copy `data` (bytes or any buffer) to `offset`. Memory imported or
+    /// exported read-only refuses (`PermissionDeniedError`).
+    fn write(&self, py: Python<'_>, offset: u64, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let data = bytes_of(data)?;
+        py.allow_threads(|| hal::Memory::write(&*self.inner, offset, &data))
+            .or_raise()
+    }
+
+    /// Export memory this process allocated to other processes: the handle
+    /// text (`hal1.` ...) is all another process needs to
+    /// `hal.import_handle` it while this memory lives. `importers`:
+    /// `"anyone"` (None: the same), `"default"` (the backend's default: nobody until pids
+    /// are added on Ascend) or a list of process ids (their
+    /// `Device.process_id()`). `read_only`: importers map it read-only.
+    #[pyo3(signature = (importers=None, read_only=false))]
+    fn export(&self, importers: Option<&Bound<'_, PyAny>>, read_only: bool) -> PyResult<String> {
+        let opts = export_options(importers, read_only)?;
+        let handle = self.inner.export(&opts).or_raise()?;
+        Ok(handle.to_text())
+    }
+
+    /// How many other processes hold an import of this allocation now.
+    fn importers(&self) -> PyResult<usize> {
+        match &self.inner.held {
+            Held::Allocation(a) => a.importers().or_raise(),
+            Held::Mapping(_) => Err(invalid("importers(): this memory was imported")),
+        }
+    }
+
+    /// Wait (the GIL released) until no importer holds the allocation;
+    /// `timeout` in seconds (None: forever). False when it timed out.
+    #[pyo3(signature = (timeout=None))]
+    fn wait_unleased(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
+        let Held::Allocation(a) = &self.inner.held else {
+            return Err(invalid("wait_unleased(): this memory was imported"));
+        };
+        let timeout = duration(timeout)?;
+        match py.allow_threads(|| a.wait_unleased(timeout)) {
+            Ok(()) => Ok(true),
+            Err(Error::Timeout { .. }) => Ok(false),
+            Err(e) => Err(to_py(e)),
+        }
+    }
+
+    /// A DLPack capsule of the memory as a 1-D `uint8` tensor, per the
+    /// Python array API standard: a versioned capsule (`dltensor_versioned`)
+    /// when `max_version >= (1, 0)`, else a legacy one (`dltensor`).
+    /// hal's memory has no pending stream work, so `stream` needs no wait.
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<&Bound<'py, PyAny>>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let _ = stream;
+        let spec = self.bytes_spec()?;
+        capsule::lend(
+            py,
+            Arc::clone(&self.inner),
+            &spec,
+            max_version,
+            dl_device,
+            copy,
+        )
+    }
+
+    /// `(device_type, device_id)` of DLPack: `(1, 0)` for host memory
+    /// (`kDLCPU`), `(2, n)` for CUDA device memory, ...
+    fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {
+        capsule::device_of(&self.inner, &TensorSpec::new(DLDataType::U8, &[0]))
+    }
+
+    /// Buffer protocol: host-visible memory as a 1-D buffer of bytes,
+    /// zero-copy (`memoryview(m)`, `numpy.frombuffer(m, ...)`).
+    ///
+    /// # Safety
+    ///
+    /// Called by Python with a valid `view` to fill.
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut pyo3::ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        let inner = &slf.get().inner;
+        let Some(ptr) = hal::Memory::host_ptr(&**inner) else {
+            return Err(PyBufferError::new_err(
+                "the memory is not host-visible (device memory): use read()/write() or \
+                 __dlpack__ (torch.from_dlpack, cupy.from_dlpack)",
+            ));
+        };
+        let read_only = hal::Memory::is_read_only(&**inner);
+        if read_only && (flags & pyo3::ffi::PyBUF_WRITABLE) != 0 {
+            return Err(PyBufferError::new_err(
+                "the memory is read-only: ask for a read-only buffer",
+            ));
+        }
+        let len = isize::try_from(hal::Memory::len(&**inner))
+            .map_err(|_| PyBufferError::new_err("the memory is too large for a buffer"))?;
+        // SAFETY: Python passes a valid `Py_buffer` to fill; the fields
+        // written are the ones a 1-D byte buffer needs. The object reference
+        // stored in `obj` keeps the memory mapped until the view is released.
+        unsafe {
+            (*view).obj = slf.clone().into_any().into_ptr();
+            (*view).buf = ptr.cast::<c_void>();
+            (*view).len = len;
+            (*view).readonly = c_int::from(read_only);
+            (*view).itemsize = 1;
+            (*view).format = if (flags & pyo3::ffi::PyBUF_FORMAT) != 0 {
+                c"B".as_ptr().cast_mut()
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).ndim = 1;
+            (*view).shape = if (flags & pyo3::ffi::PyBUF_ND) == pyo3::ffi::PyBUF_ND {
+                &mut (*view).len
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).strides = if (flags & pyo3::ffi::PyBUF_STRIDES) == pyo3::ffi::PyBUF_STRIDES {
+                &mut (*view).itemsize
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).suboffsets = std::ptr::null_mut();
+            (*view).internal = std::ptr::null_mut();
+        }
+        Ok(())
+    }
+
+    /// Buffer protocol: nothing to release (the view's object reference
+    /// kept the memory alive).
+    ///
+    /// # Safety
+    ///
+    /// Called by Python with the view `__getbuffer__` filled.
+    unsafe fn __releasebuffer__(&self, view: *mut pyo3::ffi::Py_buffer) {
+        let _ = view;
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<hal.Memory {} bytes, {} on {}{}>",
+            self.__len__(),
+            self.location(),
+            self.backend(),
+            if self.allocated() { "" } else { ", imported" }
+        )
+    }
+}
