@@ -78,10 +78,11 @@ impl Ctx {
             None => {
                 let job = Anywhere(body);
                 std::thread::scope(|s| {
-                    s.spawn(move || {
+                    hal_core::os::thread::spawn_scoped(s, "hal-ascend-call", move || {
                         let body = job.take();
                         Anywhere(self.set(me).and_then(|()| body()))
                     })
+                    .map_err(|e| Error::io("starting a thread for a call on the Ascend device", e))?
                     .join()
                     .map_err(|_| Error::invalid("a call on the Ascend device's thread panicked"))
                     .and_then(Anywhere::take)

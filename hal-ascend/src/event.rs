@@ -235,14 +235,12 @@ impl Drop for AscendEvent {
         };
         // Importers hold it: the event is destroyed after they are gone.
         let inner = Arc::clone(&self.inner);
-        let spawned = std::thread::Builder::new()
-            .name("hal-ascend-deferred-event".into())
-            .spawn(move || {
-                if let Err(e) = leases.wait_empty(None) {
-                    log::warn!("waiting for the importers of an Ascend IPC event: {e}");
-                }
-                drop(inner);
-            });
+        let spawned = hal_core::os::thread::spawn("hal-ascend-deferred-event", move || {
+            if let Err(e) = leases.wait_empty(None) {
+                log::warn!("waiting for the importers of an Ascend IPC event: {e}");
+            }
+            drop(inner);
+        });
         if let Err(e) = spawned {
             log::warn!("an imported Ascend IPC event is left alive: no thread waits ({e})");
         }

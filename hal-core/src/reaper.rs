@@ -80,9 +80,7 @@ fn reaper() -> &'static Reaper {
 fn started() -> bool {
     static STARTED: OnceLock<bool> = OnceLock::new();
     *STARTED.get_or_init(|| {
-        std::thread::Builder::new()
-            .name("hal-stream-reaper".into())
-            .spawn(run)
+        crate::os::thread::spawn("hal-stream-reaper", run)
             .map_err(|e| log::warn!("no thread for dropped streams could be started: {e}"))
             .is_ok()
     })

@@ -222,15 +222,13 @@ impl Pool {
         // the job travels in a slot it can be taken back from.
         let slot = Arc::new(Mutex::new(Some(job)));
         let theirs = Arc::clone(&slot);
-        let spawned = std::thread::Builder::new()
-            .name(WORKER_NAME.into())
-            .spawn(move || {
-                let first = lock(&theirs).take();
-                if let Some(first) = first {
-                    first();
-                }
-                self.work();
-            });
+        let spawned = crate::os::thread::spawn(WORKER_NAME, move || {
+            let first = lock(&theirs).take();
+            if let Some(first) = first {
+                first();
+            }
+            self.work();
+        });
         match spawned {
             Ok(_) => {
                 queue.workers += 1;

@@ -515,21 +515,19 @@ impl Device for CudaDevice {
         let (tx, rx) = mpsc::channel();
         // cuCtxSynchronize cannot time out: it runs on a thread of its own,
         // and a timeout leaves it to finish there.
-        std::thread::Builder::new()
-            .name("hal-cuda-synchronize".into())
-            .spawn(move || {
-                let done = primary.enter().and_then(|_ctx| {
-                    let f = primary.driver.ctx_synchronize()?;
-                    // Only once no stream waits for a notify: the wait
-                    // would hold the driver until it was signalled
-                    // (`quiet.rs`).
-                    let _quiet = primary.quiet.hold();
-                    // SAFETY: the device's context is current on this thread.
-                    primary.driver.check("cuCtxSynchronize", unsafe { f() })
-                });
-                let _ = tx.send(done);
-            })
-            .map_err(|e| Error::io("spawning the synchronize thread", e))?;
+        hal_core::os::thread::spawn("hal-cuda-synchronize", move || {
+            let done = primary.enter().and_then(|_ctx| {
+                let f = primary.driver.ctx_synchronize()?;
+                // Only once no stream waits for a notify: the wait
+                // would hold the driver until it was signalled
+                // (`quiet.rs`).
+                let _quiet = primary.quiet.hold();
+                // SAFETY: the device's context is current on this thread.
+                primary.driver.check("cuCtxSynchronize", unsafe { f() })
+            });
+            let _ = tx.send(done);
+        })
+        .map_err(|e| Error::io("spawning the synchronize thread", e))?;
         match timeout {
             None => rx
                 .recv()

@@ -214,14 +214,12 @@ impl Drop for CudaEvent {
         // leases on a thread of its own (the thread holds the event).
         let (leases, inner) = (Arc::clone(leases), Arc::clone(&self.inner));
         let kept = Arc::clone(&self.inner);
-        let spawned = std::thread::Builder::new()
-            .name("hal-cuda-deferred-event".into())
-            .spawn(move || {
-                if let Err(e) = leases.wait_empty(None) {
-                    log::warn!("waiting for the importers of a CUDA IPC event: {e}");
-                }
-                drop(inner);
-            });
+        let spawned = hal_core::os::thread::spawn("hal-cuda-deferred-event", move || {
+            if let Err(e) = leases.wait_empty(None) {
+                log::warn!("waiting for the importers of a CUDA IPC event: {e}");
+            }
+            drop(inner);
+        });
         match spawned {
             Ok(_) => drop(kept),
             Err(e) => {

@@ -136,9 +136,10 @@ impl MockStream {
         });
         let worker_inner = Arc::clone(&inner);
         let worker_dev = dev.clone();
-        let worker = std::thread::Builder::new()
-            .name(format!("hal-mock-stream-{}", dev.ordinal))
-            .spawn(move || run(&worker_dev, &worker_inner))
+        let worker =
+            hal_core::os::thread::spawn(&format!("hal-mock-stream-{}", dev.ordinal), move || {
+                run(&worker_dev, &worker_inner)
+            })
             .map_err(|e| Error::io("starting a stream worker thread", e))?;
         {
             let mut streams = lock(&dev.state().streams);

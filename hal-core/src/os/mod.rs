@@ -18,15 +18,18 @@ mod ids;
 pub mod library;
 mod map;
 mod numa;
+mod origin;
 mod page;
 mod pidfd;
 mod pins;
 mod process;
+pub mod thread;
 
 pub use host::{is_mapped, HostRange, HostRegistry};
 pub use ids::{random_id, unique_id};
 pub use map::{Prot, SharedMap};
 pub use numa::numa_nodes;
+pub use origin::Origin;
 pub use page::page_size;
 pub use pidfd::{pidfd_alive, pidfd_getfd, pidfd_open};
 pub use pins::current_start_time;
