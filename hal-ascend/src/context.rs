@@ -63,7 +63,12 @@ impl Ctx {
 
     /// Run `body` with this device current, leaving the calling thread's
     /// current device as it was.
+    /// In a child forked after the runtime was initialised,
+    /// [`Error::Forked`] before any call: the device is the parent's.
     pub(crate) fn call<T>(&self, body: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.rt
+            .origin
+            .check(&format!("Ascend device {}", self.ordinal))?;
         let me = self.ordinal as i32;
         match Ctx::current(&self.rt)? {
             Some(d) if d == me => body(),

@@ -353,6 +353,7 @@ impl Memory for CpuAllocation {
     }
 
     fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        self.view.check_origin()?;
         hal_core::device::check_bounds(offset, dst.len() as u64, self.len)?;
         match &self.backing {
             Backing::Memfd { .. } => self.view.read(offset, dst),
@@ -362,6 +363,7 @@ impl Memory for CpuAllocation {
     }
 
     fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
+        self.view.check_origin()?;
         hal_core::device::check_bounds(offset, src.len() as u64, self.len)?;
         if self.read_only {
             return Err(read_only_error(&self.describe()));

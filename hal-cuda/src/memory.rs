@@ -81,6 +81,10 @@ impl Drop for CudaAllocation {
     /// the memory, without waiting for them: the memory is freed once both
     /// are done.
     fn drop(&mut self) {
+        if self.primary.forked() {
+            // A forked child: the context is the parent's; leave it be.
+            return;
+        }
         let (primary, ptr, location) = (Arc::clone(&self.primary), self.ptr, self.location);
         let Some(e) = self.exports.get() else {
             free_after_work(primary, ptr, location);

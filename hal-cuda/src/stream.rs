@@ -106,6 +106,10 @@ impl CudaStream {
 
 impl Drop for CudaStream {
     fn drop(&mut self) {
+        if self.primary.forked() {
+            // A forked child: the context is the parent's; leave it be.
+            return;
+        }
         // Queued work may still use what the stream holds. Work that has
         // not run, which may wait for a notify nobody signals yet, is not
         // waited for here: the stream goes to hal-core's reaper, which
@@ -235,6 +239,10 @@ impl Drop for CudaEvent {
 
 impl Drop for RawEvent {
     fn drop(&mut self) {
+        if self.primary.forked() {
+            // A forked child: the context is the parent's; leave it be.
+            return;
+        }
         let driver = &self.primary.driver;
         let destroyed = self.primary.enter().and_then(|_ctx| {
             let f = driver.event_destroy()?;
