@@ -115,6 +115,8 @@ pub(crate) fn export(
             "only an event created here with EventFlags::interprocess can be exported",
         ));
     }
+    opts.importers
+        .refuse_same_user("ascend", "an Ascend IPC event handle has no allow-list")?;
     if matches!(opts.importers, Importers::Pids(_)) || opts.read_only || opts.range.is_some() {
         return Err(Error::unsupported(
             "ascend",

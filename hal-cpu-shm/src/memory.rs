@@ -282,6 +282,15 @@ impl CpuAllocation {
                 plumb::exported_leased(handle, vec![data_fd], leases)
             }
             Backing::Named(r) => {
+                opts.importers.refuse_same_user(
+                    BACKEND,
+                    &format!(
+                        "named region {:?} is opened by name, so no broker checks its importers; \
+                         its 0600 mode already limits it to this user (Importers::Anyone \
+                         reaches no other user)",
+                        r.name()
+                    ),
+                )?;
                 if let Importers::Pids(_) = opts.importers {
                     return Err(Error::unsupported(
                         BACKEND,
