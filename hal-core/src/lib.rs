@@ -19,6 +19,10 @@
 //!   [`syncpage`], the shared page under their events and notifies;
 //! - [`lease`]: importers counted by the exporter, dead processes excluded;
 //! - [`dlpack`]: host-visible memory as a DLPack 1.x tensor;
+//! - [`channel`]: a zero-copy channel of samples between processes, in
+//!   memory of any backend;
+//! - [`group`]: a rendezvous of N processes (ranks, all-gather, broadcast,
+//!   barrier), for exchanging handles;
 //! - [`dynamic`]: the object-safe mirror of the traits, for choosing a backend
 //!   at run time;
 //! - [`testing`]: what a test suite does when a test cannot run here
@@ -30,7 +34,7 @@
 //! `hal` facade crate gathers them behind Cargo features.
 //!
 //! A program needs the traits, [`Error`], [`Handle`], the plain data of
-//! [`types`] and the modules [`dynamic`], [`exchange`], [`growable`],
+//! [`types`] and the modules [`channel`], [`dynamic`], [`exchange`], [`group`], [`growable`],
 //! [`dlpack`], [`vmm`] and [`wait`]. The other modules are the backend
 //! author's kit ([`absent`], [`export`], [`lease`], [`lock`], [`needs`],
 //! [`os`], [`queued`], [`reaper`], [`runtime`], [`syncpage`], [`teardown`],
@@ -41,12 +45,14 @@
 
 pub mod absent;
 mod bounds;
+pub mod channel;
 pub mod device;
 pub mod dlpack;
 pub mod dynamic;
 pub mod error;
 pub mod exchange;
 pub mod export;
+pub mod group;
 pub mod growable;
 pub mod handle;
 mod import;

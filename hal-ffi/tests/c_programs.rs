@@ -221,6 +221,44 @@ fn refusals_on_cuda_over_the_standin_driver() {
     refusals("cuda", 40);
 }
 
+/// The threads program on `backend`: eight threads at once through every
+/// step of a round, their own slices of one buffer, their own last errors,
+/// and racing releases of one object (one succeeds, one is a double
+/// release).
+fn threads(backend: &str) {
+    let build = Build::new();
+    let program = build.test_program("threads");
+    let out = run(Command::new(program)
+        .arg(backend)
+        .envs(backend_env(backend)));
+    assert!(
+        out.status.success(),
+        "the threads program failed on {backend}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let passed: usize = stdout
+        .lines()
+        .last()
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of checks on {backend}: {stdout:?}"));
+    // 8 threads x (50 rounds x 9 + 1 write + 50 x 5 + 1 read + 4096 bytes) + 100 races.
+    assert!(
+        passed >= 8 * (50 * 9 + 50 * 5 + 2 + 4096) + 100,
+        "{passed} checks on {backend}"
+    );
+}
+
+#[test]
+fn many_threads_at_once_on_cpu_shm() {
+    threads("cpu-shm");
+}
+
+#[test]
+fn many_threads_at_once_on_cuda_over_the_standin_driver() {
+    threads("cuda");
+}
+
 /// A thousand rounds of open, allocate, export, import, tensors, notifies
 /// and release under valgrind: no block lost, no invalid access.
 ///

@@ -15,8 +15,8 @@
 //! This crate re-exports the contract of `hal-core` that programs use (the
 //! traits [`Backend`], [`Device`], [`Memory`], ..., the [`Handle`], the
 //! [`Error`], the options of allocate, export and import; the modules
-//! [`dynamic`], [`exchange`], [`growable`], [`dlpack`], [`handle`], [`vmm`] and
-//! [`wait`]) and adds the [`registry`], which lists the backends compiled in,
+//! [`dynamic`], [`exchange`], [`group`], [`growable`], [`dlpack`], [`handle`],
+//! [`vmm`] and [`wait`]) and adds the [`registry`], which lists the backends compiled in,
 //! probes which are usable on this machine (and why not), opens one by name
 //! or picks the best. What only a backend's author needs (sealed memfds,
 //! the export layer, leases, shared sync pages, the vendors' codes) is in
@@ -155,7 +155,7 @@ pub use hal_core::{
 };
 
 #[doc(inline)]
-pub use hal_core::{dlpack, dynamic, exchange, growable, handle, vmm, wait};
+pub use hal_core::{dlpack, dynamic, exchange, group, growable, handle, vmm, wait};
 
 pub mod kit {
     //! The backend author's kit: what a backend crate builds on and a program

@@ -5,6 +5,7 @@
 mod backend;
 mod bench;
 mod channel;
+mod channels;
 mod child;
 mod demo;
 mod devices;
@@ -87,6 +88,10 @@ enum Command {
     #[command(subcommand, after_help = EXIT_CODES)]
     Shm(shm::ShmCommand),
 
+    /// This user's channels: publishers, subscribers, slots in use.
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Channel(channels::ChannelCommand),
+
     /// The consumer process of `halctl demo` (started by the demo itself).
     #[command(name = "__demo-consumer", hide = true)]
     DemoConsumer(demo::ConsumerArgs),
@@ -127,6 +132,7 @@ fn run(cli: Cli) -> CmdResult {
         Command::Import(a) => region::import(&a),
         Command::Inspect(a) => inspect::run(&a),
         Command::Shm(c) => shm::run(&c),
+        Command::Channel(c) => channels::run(&c),
         Command::DemoConsumer(a) => demo::consumer(&a),
         Command::BenchConsumer(a) => bench::consumer(&a),
     }

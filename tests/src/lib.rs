@@ -259,6 +259,10 @@ macro_rules! conformance_suite {
                 handle_forged_refused,
                 cross_process_memory_event_notify,
                 hygiene_full_cycle_in_child,
+                channel_broadcast_to_two_processes,
+                channel_queue_shares_samples,
+                channel_dead_subscriber_returns_its_slots,
+                channel_dead_publisher_is_reported,
             ]
         );
     };

@@ -97,6 +97,9 @@ pub struct SharedMap {
     prot: RwLock<Pieces>,
     /// Set when an atomic reference into the mapping was handed out.
     pinned: AtomicBool,
+    /// Set when the mapping was pinned while all of it was read-write: its
+    /// protection can no longer change, so atomics need no look at it.
+    pinned_writable: AtomicBool,
 }
 
 // SAFETY: the mapping is plain memory owned by this value; concurrent access
@@ -201,6 +204,7 @@ impl SharedMap {
             len,
             prot: RwLock::new(Pieces::new(prot)),
             pinned: AtomicBool::new(false),
+            pinned_writable: AtomicBool::new(false),
         }
     }
 
@@ -411,9 +415,16 @@ impl SharedMap {
                 "atomic at {offset} outside the mapping"
             )));
         }
-        let pieces = self.access(offset as u64, size as u64, Prot::writable, "an atomic")?;
-        self.pinned.store(true, Ordering::Release);
-        drop(pieces);
+        if !self.pinned_writable.load(Ordering::Acquire) {
+            let pieces = self.access(offset as u64, size as u64, Prot::writable, "an atomic")?;
+            self.pinned.store(true, Ordering::Release);
+            // Pinned, the protection never changes again: a mapping read-write
+            // throughout now stays so, and later atomics skip the lock.
+            if pieces.allow(0, self.len, Prot::writable) {
+                self.pinned_writable.store(true, Ordering::Release);
+            }
+            drop(pieces);
+        }
         // SAFETY: in bounds (checked above).
         Ok(unsafe { self.ptr.as_ptr().add(offset) })
     }

@@ -13,6 +13,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 
 pub mod elf;
+mod flock;
 mod host;
 mod ids;
 pub mod library;
@@ -22,9 +23,11 @@ mod origin;
 mod page;
 mod pidfd;
 mod pins;
+mod private_file;
 mod process;
 pub mod thread;
 
+pub use flock::{lock_patiently, unlock};
 pub use host::{is_mapped, HostRange, HostRegistry};
 pub use ids::{random_id, unique_id};
 pub use map::{Prot, SharedMap};
@@ -33,6 +36,7 @@ pub use origin::Origin;
 pub use page::page_size;
 pub use pidfd::{pidfd_alive, pidfd_getfd, pidfd_open};
 pub use pins::current_start_time;
+pub use private_file::{private_path, PrivateFile, PrivateLock, MAX_PRIVATE_NAME, PRIVATE_DIR};
 pub use process::{pid, pid_namespace, process_alive, process_start_time, self_identity};
 
 /// The seals an exported memfd carries: its size can never change again.

@@ -4,13 +4,12 @@
 
 use std::fs::OpenOptions;
 use std::io::Read;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::AsFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use hal_core::{Error, Result};
-use nix::errno::Errno;
 
 use super::name::{meta_path, region_id, SHM_DIR};
 
@@ -154,28 +153,9 @@ pub(super) const META_LOCK_PATIENCE: Duration = Duration::from_secs(2);
 /// read. False when the lock could not be had within `patience` or the name
 /// has moved on.
 pub(super) fn lock_meta(name: &str, mf: &MetaFile, patience: Duration) -> bool {
-    lock_patiently(mf.file.as_fd(), patience)
+    hal_core::os::lock_patiently(mf.file.as_fd(), patience)
         && std::fs::symlink_metadata(meta_path(name))
             .is_ok_and(|m| m.ino() == mf.ino && m.dev() == mf.dev)
-}
-
-/// `flock(LOCK_EX)` on `fd`, waiting at most `patience` for another holder.
-/// The lock goes with the last descriptor of that open file.
-pub(super) fn lock_patiently(fd: BorrowedFd<'_>, patience: Duration) -> bool {
-    let deadline = std::time::Instant::now() + patience;
-    loop {
-        // SAFETY: flock(2) on a descriptor this function borrows; it touches
-        // no memory.
-        let rc = unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        match if rc == 0 { Ok(()) } else { Err(Errno::last()) } {
-            Ok(()) => return true,
-            Err(Errno::EINTR) => {}
-            Err(Errno::EWOULDBLOCK) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Err(_) => return false,
-        }
-    }
 }
 
 /// Remove what sits at the metadata path of `name` when it cannot be opened
@@ -198,7 +178,7 @@ pub(super) fn remove_junk_meta(name: &str) {
     else {
         return;
     };
-    if lock_patiently(dir.as_fd(), META_LOCK_PATIENCE)
+    if hal_core::os::lock_patiently(dir.as_fd(), META_LOCK_PATIENCE)
         && std::fs::symlink_metadata(&path)
             .is_ok_and(|m| m.ino() == seen.ino() && m.dev() == seen.dev())
     {

@@ -7,14 +7,21 @@ use std::hint::black_box;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
+use hal::channel::{Publisher, Subscriber};
 use hal::dynamic::{DynBackend, DynDevice, DynMapping, DynNotify};
+use hal::group::{Group, GroupOptions};
 use hal::os::{self, Prot, SharedMap};
 use hal::registry::Registry;
-use hal::{Exported, Handle, ImportOptions, SharedHandle, WaitOptions};
+use hal::{
+    AllocDesc, Capabilities, ExportOptions, Exported, Handle, ImportOptions, Importers,
+    SharedHandle, WaitOptions,
+};
 
 use super::firsts::Firsts;
 use super::host::pin_to;
-use super::options::{blocking_wait, export_options, spin_wait};
+use super::options::{
+    blocking_wait, busy_channel, busy_subscriber, export_options, spin_wait, CHANNEL_SAMPLE,
+};
 use super::proto::{self, Block, Cmd, IdleMode, Pong, Reply, PEER_TIMEOUT};
 use super::spin::{self, SpinPair};
 use crate::backend;
@@ -88,6 +95,10 @@ struct Pingpong {
     mine: Box<dyn DynNotify>,
     _mine_exported: Exported,
     theirs: Box<dyn DynNotify>,
+    /// The exporter's channel, subscribed.
+    chan_in: Subscriber,
+    /// The channel back to the exporter.
+    chan_out: Publisher,
 }
 
 #[derive(Default)]
@@ -248,6 +259,17 @@ impl State {
                 }
                 series.push(hal_ns);
             }
+            Cmd::Rendezvous {
+                name,
+                size,
+                rounds,
+                region,
+            } => {
+                let dev = self.dev()?;
+                let (gathers, imports) = rendezvous(dev, &name, size, rounds, region)?;
+                series.push(gathers);
+                series.push(imports);
+            }
             Cmd::ImportKeep { rounds } => {
                 let dev = self.dev()?;
                 let mut hal_ns = Vec::with_capacity(self.handles.len() * rounds as usize);
@@ -262,7 +284,7 @@ impl State {
                 }
                 series.push(hal_ns);
             }
-            Cmd::NotifySetup { notify } => {
+            Cmd::NotifySetup { notify, channel } => {
                 let [futex_fd, spin_fd]: [std::os::fd::OwnedFd; 2] = fds
                     .try_into()
                     .map_err(|_| Fail::failed("the raw pairs' memfds did not arrive"))?;
@@ -278,8 +300,14 @@ impl State {
                         &ImportOptions::default(),
                     )
                     .ctx("importing the exporter's notify")?;
+                let chan_in = Subscriber::open(dev, &channel, &busy_subscriber())
+                    .ctx("subscribing to the exporter's channel")?;
+                let chan_out = Publisher::create(dev, &format!("{channel}-back"), &busy_channel())
+                    .ctx("creating the consumer's channel")?;
                 reply.text = Some(mine_exported.to_text());
                 self.pingpong = Some(Pingpong {
+                    chan_in,
+                    chan_out,
                     futex: FutexPair::open(&futex_fd)?,
                     spin: SpinPair::open(&spin_fd)?,
                     mine,
@@ -425,7 +453,7 @@ impl State {
     fn answer(&mut self, plan: &[Block]) -> CmdResult {
         let p = self
             .pingpong
-            .as_ref()
+            .as_mut()
             .ok_or_else(|| Fail::failed("no notify is set up"))?;
         for block in plan {
             for kind in (0..block.cycles).flat_map(|_| block.kinds.iter().copied()) {
@@ -449,9 +477,70 @@ impl State {
                             .ctx("waiting for the exporter's ping on our notify")?;
                         p.theirs.signal().ctx("signalling the exporter's notify")?;
                     }
+                    Pong::HalChannel => {
+                        drop(p.chan_in.receive().ctx("receiving the exporter's sample")?);
+                        let loan = p.chan_out.loan().ctx("loaning a slot back")?;
+                        loan.write(0, &[1u8; CHANNEL_SAMPLE])
+                            .ctx("writing the answer")?;
+                        loan.publish(CHANNEL_SAMPLE as u64)
+                            .ctx("publishing the answer")?;
+                    }
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// One member of the rendezvous scenario: join, export a region, and
+/// `rounds` times all-gather the handles and import the next rank's.
+fn rendezvous(
+    dev: &dyn DynDevice,
+    name: &str,
+    size: usize,
+    rounds: u32,
+    region: u64,
+) -> CmdResult<(Vec<u64>, Vec<u64>)> {
+    let mut group = Group::join(name, size, &GroupOptions::default().timeout(PEER_TIMEOUT))
+        .ctx("joining the group")?;
+    let mine = dev
+        .allocate(&rendezvous_desc(dev, region))
+        .ctx("allocating the member's region")?;
+    let exported = dev
+        .export_memory(
+            mine.as_ref(),
+            &ExportOptions {
+                importers: Importers::Anyone,
+                ..Default::default()
+            },
+        )
+        .ctx("exporting the member's region")?;
+    let text = exported.to_text();
+    let next = (group.rank() + 1) % size;
+    let mut gathers = Vec::with_capacity(rounds as usize);
+    let mut imports = Vec::with_capacity(rounds as usize);
+    for _ in 0..rounds {
+        let t0 = Instant::now();
+        let all = group
+            .all_gather(text.as_bytes())
+            .ctx("all-gathering the handles")?;
+        gathers.push(ns(t0.elapsed()));
+        let theirs = String::from_utf8(all[next].clone())
+            .map_err(|_| Fail::failed("a member gathered a handle that is not text"))?;
+        let t0 = Instant::now();
+        let (mapping, _) = import_touch(dev, &theirs)?;
+        imports.push(ns(t0.elapsed()));
+        drop(mapping);
+    }
+    // Nobody drops its export while another may still import it.
+    group.barrier().ctx("the group's last barrier")?;
+    Ok((gathers, imports))
+}
+
+fn rendezvous_desc(dev: &dyn DynDevice, size: u64) -> AllocDesc {
+    if dev.capabilities().contains(Capabilities::HOST_VISIBLE) {
+        AllocDesc::host(size)
+    } else {
+        AllocDesc::device(dev.info().ordinal, size)
     }
 }

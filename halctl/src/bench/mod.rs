@@ -19,8 +19,10 @@
 //! | notify-pingpong | round trip, blocking waits | raw futex ping-pong |
 //! | notify-spin-pingpong | round trip, busy polling | raw atomic spin ping-pong |
 //! | notify-adaptive-pingpong | round trip, default waits | raw atomic spin ping-pong |
+//! | channel-pingpong | loan + publish of a 64-byte sample, receive + release of the answer, over two channels, busy polling | raw atomic spin ping-pong |
 //! | read-bandwidth | in-place read of a shared region | a private buffer of the same size |
 //! | scaling | import with 1/100/10,000 live exports, 1/8/32 importers | the smallest configuration |
+//! | rendezvous | all-gather of a handle among 8 and 32 member processes (`hal::group`) | the first import of another member's handle, by the same members |
 //!
 //! On the CUDA backend the scenarios whose baselines are host memory give
 //! way to the CUDA ones, each against the bare driver call ([`cuda`]).
@@ -40,6 +42,7 @@ mod options;
 mod peer;
 mod plot;
 mod proto;
+mod rendezvous;
 mod report;
 mod scaling;
 mod spin;
@@ -125,6 +128,8 @@ struct Plan {
     importers: Vec<usize>,
     importer_regions: usize,
     importer_samples: usize,
+    group_sizes: Vec<usize>,
+    group_rounds: u32,
 }
 
 impl Plan {
@@ -146,6 +151,8 @@ impl Plan {
                 importers: vec![1, 2, 4],
                 importer_regions: 4,
                 importer_samples: 16,
+                group_sizes: vec![2, 4],
+                group_rounds: 3,
             }
         } else if args.quick {
             Plan {
@@ -164,6 +171,8 @@ impl Plan {
                 importers: vec![1, 8, 32],
                 importer_regions: IMPORTER_REGIONS,
                 importer_samples: 1024,
+                group_sizes: vec![8, 32],
+                group_rounds: 20,
             }
         } else {
             Plan {
@@ -182,6 +191,8 @@ impl Plan {
                 importers: vec![1, 8, 32],
                 importer_regions: IMPORTER_REGIONS,
                 importer_samples: 4096,
+                group_sizes: vec![8, 32],
+                group_rounds: 100,
             }
         }
     }
@@ -239,7 +250,7 @@ fn one(series: Vec<Vec<u64>>) -> CmdResult<[Vec<u64>; 1]> {
         .map_err(|_| Fail::failed("the consumer sent the wrong number of series"))
 }
 
-const SCENARIOS: [&str; 16] = [
+const SCENARIOS: [&str; 18] = [
     "export",
     "import-first",
     "import-first-persistent",
@@ -248,8 +259,10 @@ const SCENARIOS: [&str; 16] = [
     "notify-pingpong",
     "notify-spin-pingpong",
     "notify-adaptive-pingpong",
+    "channel-pingpong",
     "read-bandwidth",
     "scaling",
+    "rendezvous",
     "cuda-import-first",
     "cuda-import-cached",
     "cuda-read",
@@ -375,6 +388,7 @@ pub fn run(args: &BenchArgs) -> CmdResult {
         "notify-pingpong",
         "notify-spin-pingpong",
         "notify-adaptive-pingpong",
+        "channel-pingpong",
     ]
     .iter()
     .any(|s| b.wants(s))
@@ -393,6 +407,9 @@ pub fn run(args: &BenchArgs) -> CmdResult {
             b.printer.placement = "importers and exporter placed by the kernel".into();
         }
         b.scaling_importers()?;
+    }
+    if b.wants("rendezvous") {
+        b.rendezvous()?;
     }
     let Bench { peer, printer, .. } = b;
     peer.quit()?;

@@ -1,14 +1,15 @@
-//! Scenarios notify-pingpong, notify-spin-pingpong and
-//! notify-adaptive-pingpong.
+//! Scenarios notify-pingpong, notify-spin-pingpong,
+//! notify-adaptive-pingpong and channel-pingpong.
 
 use std::os::fd::AsFd;
 use std::time::Instant;
 
+use hal::channel::{Publisher, Subscriber};
 use hal::dynamic::DynNotify;
 use hal::{Handle, ImportOptions, SharedHandle, WaitOptions};
 
 use super::host::ns;
-use super::options::{blocking_wait, spin_wait};
+use super::options::{blocking_wait, busy_channel, busy_subscriber, spin_wait, CHANNEL_SAMPLE};
 use super::proto::{self, Block, Cmd, IdleMode, Pong, PEER_TIMEOUT};
 use super::report::{summarize, Line, Summary};
 use super::spin::SpinPair;
@@ -32,9 +33,13 @@ impl Bench<'_> {
             .dev
             .export_notify(mine.as_ref(), &self.opts(&[pid]))
             .ctx("exporting the exporter's notify")?;
+        let channel = format!("halctl-bench-{}", std::process::id());
+        let mut chan_out = Publisher::create(self.dev, &channel, &busy_channel())
+            .ctx("creating the exporter's channel")?;
         self.peer.chan.send_json(
             &Cmd::NotifySetup {
                 notify: mine_exported.to_text(),
+                channel: channel.clone(),
             },
             &[futex_fd.as_fd(), spin_fd.as_fd()],
         )?;
@@ -48,6 +53,8 @@ impl Bench<'_> {
             .dev
             .import_notify(SharedHandle::from(handle), &ImportOptions::default())
             .ctx("importing the consumer's notify")?;
+        let chan_in = Subscriber::open(self.dev, &format!("{channel}-back"), &busy_subscriber())
+            .ctx("subscribing to the consumer's channel")?;
 
         let kinds = [
             Pong::RawFutex,
@@ -55,11 +62,17 @@ impl Bench<'_> {
             Pong::HalBlocking,
             Pong::HalSpin,
             Pong::HalAdaptive,
+            Pong::HalChannel,
         ];
         let plan = schedule(
             &[
                 &[Pong::RawFutex, Pong::HalBlocking],
-                &[Pong::RawSpin, Pong::HalSpin, Pong::HalAdaptive],
+                &[
+                    Pong::RawSpin,
+                    Pong::HalSpin,
+                    Pong::HalAdaptive,
+                    Pong::HalChannel,
+                ],
             ],
             self.plan.rounds,
             self.plan.warmup_rounds,
@@ -68,7 +81,7 @@ impl Bench<'_> {
         self.peer
             .chan
             .send_json(&Cmd::PingPong { plan: plan.clone() }, &[])?;
-        let mut times: Vec<Vec<u64>> = (0..5)
+        let mut times: Vec<Vec<u64>> = (0..kinds.len())
             .map(|_| Vec::with_capacity(self.plan.rounds as usize))
             .collect();
         let (mut futex_round, mut spin_round) = (0u32, 0u32);
@@ -84,6 +97,7 @@ impl Bench<'_> {
                         spin_round = spin_round.wrapping_add(1);
                         spin.ping(spin_round, PEER_TIMEOUT)?;
                     }
+                    Pong::HalChannel => channel_round_trip(&mut chan_out, &chan_in)?,
                     kind => round_trip(mine.as_ref(), theirs.as_ref(), kind)?,
                 }
                 let dt = ns(t0.elapsed());
@@ -108,6 +122,8 @@ impl Bench<'_> {
         }
         drop(theirs);
         drop(mine_exported);
+        drop(chan_in);
+        drop(chan_out);
 
         let s: Vec<Summary> = times.into_iter().map(summarize).collect();
         let (raw_futex, raw_spin) = (s[0], s[1]);
@@ -141,8 +157,29 @@ impl Bench<'_> {
             }
             self.printer.emit(line)?;
         }
+        if self.wants("channel-pingpong") {
+            const CHAN: &str = "channel: raw atomic ping-pong on two words of a shared memfd, \
+                                both sides busy polling, same two processes";
+            let v = s[5];
+            let r = ratio(v.p50_ns as f64, raw_spin.p50_ns as f64);
+            let line = Line::new("channel-pingpong", &self.backend, v, Some((CHAN, raw_spin)))
+                .target("ratio_p50 <= 2", r <= 2.0);
+            self.printer.emit(line)?;
+        }
         Ok(())
     }
+}
+
+/// One round trip on two channels: publish a sample of
+/// [`CHANNEL_SAMPLE`] bytes to the consumer, receive its answer.
+fn channel_round_trip(out: &mut Publisher, back: &Subscriber) -> CmdResult {
+    let loan = out.loan().ctx("loaning a slot of the exporter's channel")?;
+    loan.write(0, &[0u8; CHANNEL_SAMPLE])
+        .ctx("writing a sample")?;
+    loan.publish(CHANNEL_SAMPLE as u64)
+        .ctx("publishing a sample")?;
+    drop(back.receive().ctx("receiving the consumer's answer")?);
+    Ok(())
 }
 
 /// One round trip on hal notifies of the given kind: signal the consumer's,

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use hal::channel::{ChannelOptions, SubscribeOptions};
 use hal::dynamic::DynDevice;
 use hal::{Capabilities, ExportOptions, Importers, WaitOptions};
 
@@ -39,6 +40,26 @@ pub(crate) fn spin_wait() -> WaitOptions {
         timeout: Some(PEER_TIMEOUT),
         spin: PEER_TIMEOUT,
     }
+}
+
+/// The size of a channel-pingpong sample.
+pub(crate) const CHANNEL_SAMPLE: usize = 64;
+
+/// A channel of two slots of [`CHANNEL_SAMPLE`] bytes whose publisher
+/// busy-polls for a free slot (channel-pingpong).
+pub(crate) fn busy_channel() -> ChannelOptions {
+    ChannelOptions::default()
+        .slots(2)
+        .slot_size(4096)
+        .timeout(PEER_TIMEOUT)
+        .spin(PEER_TIMEOUT)
+}
+
+/// A subscriber that busy-polls for its samples (channel-pingpong).
+pub(crate) fn busy_subscriber() -> SubscribeOptions {
+    SubscribeOptions::default()
+        .timeout(Some(PEER_TIMEOUT))
+        .spin(PEER_TIMEOUT)
 }
 
 /// The byte every region of the CUDA scenarios starts with.

@@ -33,6 +33,9 @@ pub enum Pong {
     HalSpin,
     /// hal notifies, the default `WaitOptions` (a short spin, then sleep).
     HalAdaptive,
+    /// A sample of 64 bytes each way on two hal channels, both sides
+    /// busy polling.
+    HalChannel,
 }
 
 /// A block of round trips: `cycles` times, one round trip of each of
@@ -96,9 +99,20 @@ pub enum Cmd {
     ImportKeep { rounds: u32 },
     /// Open the raw futex and spin pairs (their memfds travel with the
     /// command, in that order), create the consumer's notify, export it to
-    /// the exporter, import the exporter's; reply text: the consumer's
-    /// notify handle.
-    NotifySetup { notify: String },
+    /// the exporter, import the exporter's; subscribe to the exporter's
+    /// channel `channel` and publish the channel `{channel}-back`; reply
+    /// text: the consumer's notify handle.
+    NotifySetup { notify: String, channel: String },
+    /// Join the group `name` of `size` members, export a region of `size`
+    /// bytes to anyone, then `rounds` times all-gather its handle with the
+    /// other members and import the next rank's handle; series: the
+    /// all-gathers, the imports (decode + import + first touch).
+    Rendezvous {
+        name: String,
+        size: usize,
+        rounds: u32,
+        region: u64,
+    },
     /// Answer the round trips of `plan`, in order.
     PingPong { plan: Vec<Block> },
     /// Wait on the consumer's own notify, which nobody signals, for

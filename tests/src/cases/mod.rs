@@ -10,6 +10,7 @@ use crate::support::Suite;
 
 mod access;
 mod batch;
+mod channel;
 mod device;
 mod dlpack;
 mod foreign;
@@ -32,6 +33,7 @@ mod waits;
 
 pub use access::*;
 pub use batch::*;
+pub use channel::*;
 pub use device::*;
 pub use dlpack::*;
 pub use foreign::*;
@@ -63,6 +65,8 @@ pub fn run_child_role<B: Backend>(suite: &Suite<B>, role: &str) {
         process::IMPORT_ROLE => process::child_import_signal(suite),
         process::HYGIENE_ROLE => process::child_hygiene(suite),
         waits::CANCEL_ROLE => waits::child_cancel_waits(suite),
+        channel::SUB_ROLE => channel::child_subscriber(suite),
+        channel::PUB_ROLE => channel::child_publisher(suite),
         other => panic!("unknown child role `{other}`"),
     }
 }

@@ -1,0 +1,92 @@
+//! The channels of this user on this machine, as their control files
+//! describe them: for `halctl channel ls` and for a program that looks
+//! before it subscribes.
+
+use std::sync::atomic::Ordering;
+
+use super::file;
+use super::layout::{self, Mode, PubState, SubState, MAX_SUBSCRIBERS};
+use crate::os::{self, PrivateFile, PRIVATE_DIR};
+use crate::Result;
+
+/// A channel, as its control file describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ChannelInfo {
+    /// The channel's name.
+    pub name: String,
+    /// Its publisher's process id.
+    pub publisher: u32,
+    /// Whether the publisher is alive and has not closed the channel.
+    pub open: bool,
+    /// Broadcast or queue.
+    pub mode: Mode,
+    /// How many slots, and their size.
+    pub slots: usize,
+    /// The size of a slot in bytes.
+    pub slot_size: u64,
+    /// How many samples were published.
+    pub published: u64,
+    /// The slots whose sample a subscriber still holds or is still to receive.
+    pub slots_in_use: usize,
+    /// The process ids of the subscribers (live ones).
+    pub subscribers: Vec<u32>,
+}
+
+/// The channels of the calling user: every control file in `/dev/shm`
+/// that is one, in name order. A file that cannot be read as a channel's is
+/// left out.
+pub fn list() -> Result<Vec<ChannelInfo>> {
+    let prefix = format!(".hal-channel.{}.", nix::unistd::geteuid());
+    let dir = std::fs::read_dir(PRIVATE_DIR)
+        .map_err(|e| crate::Error::io(format!("listing {PRIVATE_DIR}"), e))?;
+    let mut out = Vec::new();
+    for entry in dir.flatten() {
+        let file_name = entry.file_name();
+        let Some(name) = file_name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        if let Ok(Some(info)) = describe(name) {
+            out.push(info);
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+fn describe(name: &str) -> Result<Option<ChannelInfo>> {
+    let Some(pf) = PrivateFile::open(&file::path(name)?)? else {
+        return Ok(None);
+    };
+    let control = file::map_checked(&pf)?;
+    let Some(control) = control else {
+        return Ok(None);
+    };
+    let (publisher, start, state) = control.publisher()?;
+    let shape = control.shape();
+    let mut slots_in_use = 0;
+    for i in 0..control.slots() {
+        let (_, pending) = layout::split(control.sample_word(i)?.load(Ordering::Acquire));
+        if pending != 0 {
+            slots_in_use += 1;
+        }
+    }
+    let mut subscribers = Vec::new();
+    for i in 0..MAX_SUBSCRIBERS {
+        let (pid, start, state) = control.subscriber(i)?;
+        if state == SubState::Active && os::process_alive(pid, start) {
+            subscribers.push(pid);
+        }
+    }
+    Ok(Some(ChannelInfo {
+        name: name.to_string(),
+        publisher,
+        open: state == PubState::Open && os::process_alive(publisher, start),
+        mode: shape.mode,
+        slots: control.slots(),
+        slot_size: shape.slot_size,
+        published: control.published()?,
+        slots_in_use,
+        subscribers,
+    }))
+}

@@ -1,0 +1,64 @@
+//! A zero-copy channel between processes: a [`Publisher`] loans a slot of
+//! a pool in memory of any backend, fills it and publishes it; each
+//! [`Subscriber`] receives it, reads it in place, and releases it by
+//! dropping the [`Sample`].
+//!
+//! - **Modes** ([`Mode`]): broadcast (every subscriber receives every
+//!   sample published while it is subscribed) or queue (each sample goes to
+//!   one subscriber; samples wait for one).
+//! - **Back-pressure**: a slot is loaned again only once every subscriber
+//!   that was to receive its sample released it. [`Publisher::loan`] waits
+//!   for one (at most [`ChannelOptions::timeout`]), [`Publisher::try_loan`]
+//!   answers [`Error::Busy`](crate::Error::Busy) at once.
+//! - **Memory of any backend**: the slots are one allocation on the
+//!   publisher's device ([`ChannelOptions::location`]), exported, and
+//!   imported by each subscriber (any device, as a
+//!   [`DynDevice`](crate::dynamic::DynDevice): a backend's own device type
+//!   is one); [`Loan::memory`] and [`Sample::memory`]
+//!   with their offsets are what device work (copies, kernels) uses.
+//! - **Crashes**: a dead subscriber's slots return to the pool (the
+//!   publisher reaps it while it waits for a slot); a dead publisher is
+//!   reported to its subscribers ([`Error::Closed`](crate::Error::Closed)) once they received
+//!   what it published, and the samples they hold stay readable.
+//! - **Private to its user**: the control file is
+//!   `/dev/shm/.hal-channel.UID.NAME`, mode 0600; the publisher removes it
+//!   when it closes, the last subscriber of a dead publisher's channel
+//!   when it leaves, and a new publisher of the name replaces one whose
+//!   publisher is gone.
+//! - **Hostile writers** of the control file can make the members' calls
+//!   fail or time out, never read out of bounds: every slot index, length
+//!   and handle length read from it is checked.
+//!
+//! ```no_run
+//! use hal_core::channel::{ChannelOptions, Publisher, SubscribeOptions, Subscriber};
+//! # fn demo(device: &dyn hal_core::dynamic::DynDevice) -> hal_core::Result<()> {
+//! // The publisher's process:
+//! let mut publisher = Publisher::create(device, "frames", &ChannelOptions::default())?;
+//! let loan = publisher.loan()?;
+//! loan.write(0, b"frame 0")?;
+//! loan.publish(7)?;
+//!
+//! // A subscriber's process:
+//! let subscriber = Subscriber::open(device, "frames", &SubscribeOptions::default())?;
+//! let sample = subscriber.receive()?;
+//! let bytes = sample.to_vec()?;
+//! drop(sample); // releases the slot
+//! # let _ = bytes;
+//! # Ok(())
+//! # }
+//! ```
+
+mod file;
+mod layout;
+mod list;
+mod members;
+mod options;
+mod park;
+mod publisher;
+mod subscriber;
+
+pub use layout::{Mode, MAX_SLOTS, MAX_SUBSCRIBERS};
+pub use list::{list, ChannelInfo};
+pub use options::{ChannelOptions, SubscribeOptions};
+pub use publisher::{Loan, Publisher};
+pub use subscriber::{Sample, Subscriber};

@@ -1,0 +1,295 @@
+//! The publisher of a channel: it makes the slots' memory and the control
+//! file, loans free slots, and publishes them.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::layout::{self, Control, Mode, Shape, QUEUED};
+use super::options::ChannelOptions;
+use super::{file, members, park};
+use crate::dynamic::{DynAllocation, DynDevice};
+use crate::os::{self, PrivateFile};
+use crate::{
+    AllocDesc, Capabilities, Error, ExportOptions, Exported, Importers, Location, Memory,
+    Placement, Result,
+};
+
+/// The publishing end of a channel; dropping it closes the channel (the
+/// subscribers receive what was published, then [`Error::Closed`]).
+#[must_use = "dropping a Publisher closes its channel"]
+pub struct Publisher {
+    name: String,
+    file: PrivateFile,
+    control: Control,
+    // Declared before the memory: the export ends before the memory goes.
+    _exported: Exported,
+    memory: Box<dyn DynAllocation>,
+    /// The next sequence number.
+    next: u64,
+    options: ChannelOptions,
+    pid: u32,
+}
+
+impl Publisher {
+    /// Create the channel `name` on `device`: `options.slots` slots of
+    /// `options.slot_size` bytes in memory at `options.location`.
+    ///
+    /// [`Error::AlreadyExists`] when the channel has a live publisher; a
+    /// channel whose publisher is gone is replaced.
+    pub fn create(
+        device: &dyn DynDevice,
+        name: &str,
+        options: &ChannelOptions,
+    ) -> Result<Publisher> {
+        file::path(name)?;
+        if options.slots == 0 || options.slots > layout::MAX_SLOTS {
+            return Err(Error::invalid(format!(
+                "a channel of {} slots: a channel has 1 to {}",
+                options.slots,
+                layout::MAX_SLOTS
+            )));
+        }
+        let size = options
+            .slot_size
+            .checked_mul(options.slots as u64)
+            .filter(|_| options.slot_size > 0)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "{} slots of {} bytes",
+                    options.slots, options.slot_size
+                ))
+            })?;
+        let memory = device.allocate(&AllocDesc {
+            size,
+            align: 0,
+            location: options.location.unwrap_or_else(|| {
+                if device.capabilities().contains(Capabilities::HOST_VISIBLE) {
+                    Location::Host
+                } else {
+                    Location::Device(device.info().ordinal)
+                }
+            }),
+            placement: Placement::default(),
+        })?;
+        let exported = device.export_memory(
+            &*memory,
+            &ExportOptions {
+                importers: Importers::Anyone,
+                ..Default::default()
+            },
+        )?;
+        let shape = Shape {
+            slots: options.slots as u32,
+            slot_size: options.slot_size,
+            mode: options.mode,
+        };
+        let (pid, start) = os::self_identity();
+        let head = layout::new_head(shape, pid, start, &exported.to_text())?;
+        let deadline = Instant::now() + options.timeout;
+        let (file, control) = file::create(name, shape, &head, deadline)?;
+        Ok(Publisher {
+            name: name.to_string(),
+            file,
+            control,
+            _exported: exported,
+            memory,
+            next: 0,
+            options: options.clone(),
+            pid,
+        })
+    }
+
+    /// The channel's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The memory of the slots: slot `i` is bytes `i * slot_size ..`.
+    pub fn memory(&self) -> &dyn DynAllocation {
+        &*self.memory
+    }
+
+    /// The size of a slot.
+    pub fn slot_size(&self) -> u64 {
+        self.options.slot_size
+    }
+
+    /// How many subscribers are subscribed now.
+    pub fn subscribers(&self) -> Result<usize> {
+        Ok(members::active_mask(&self.control)?.count_ones() as usize)
+    }
+
+    /// Loan the next slot (the slots are loaned in turn), waiting at most
+    /// [`ChannelOptions::timeout`] until the subscribers released the
+    /// sample it held.
+    pub fn loan(&mut self) -> Result<Loan<'_>> {
+        self.check()?;
+        let control = &self.control;
+        let slot = (self.next % control.slots() as u64) as usize;
+        park::park_until(
+            control.released()?,
+            control.pub_sleepers()?,
+            self.options.spin,
+            Some(self.options.timeout),
+            || {
+                format!(
+                    "slot {slot} of channel {:?}, the next in turn: its subscribers still \
+                     hold it",
+                    self.name
+                )
+            },
+            || Ok(slot_free(control, slot)?.then_some(())),
+            || members::reap(control),
+        )?;
+        self.lend(slot)
+    }
+
+    /// Loan the next slot if it is free now; [`Error::Busy`] otherwise.
+    pub fn try_loan(&mut self) -> Result<Loan<'_>> {
+        self.check()?;
+        let slot = (self.next % self.control.slots() as u64) as usize;
+        if !slot_free(&self.control, slot)? {
+            members::reap(&self.control)?;
+            if !slot_free(&self.control, slot)? {
+                return Err(Error::Busy {
+                    what: format!("slot {slot} of channel {:?}, the next in turn", self.name),
+                    holders: active_holders(&self.control, slot)?,
+                });
+            }
+        }
+        self.lend(slot)
+    }
+
+    fn check(&self) -> Result<()> {
+        if os::pid() != self.pid {
+            return Err(Error::Closed {
+                what: format!(
+                    "channel {:?} was created by process {} before a fork: create it in this \
+                     process",
+                    self.name, self.pid
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn lend(&mut self, slot: usize) -> Result<Loan<'_>> {
+        Ok(Loan {
+            publisher: self,
+            slot,
+        })
+    }
+}
+
+/// True when every subscriber released slot `slot`'s sample (or it never
+/// held one).
+fn slot_free(control: &Control, slot: usize) -> Result<bool> {
+    let word = control.sample_word(slot)?.load(Ordering::Acquire);
+    Ok(layout::split(word).1 == 0)
+}
+
+/// How many subscribers hold slot `slot`'s sample.
+fn active_holders(control: &Control, slot: usize) -> Result<usize> {
+    let (_, pending) = layout::split(control.sample_word(slot)?.load(Ordering::Acquire));
+    Ok(if pending == QUEUED {
+        0
+    } else {
+        pending.count_ones() as usize
+    })
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        if os::pid() == self.pid {
+            let _ = self.control.close();
+            file::remove(&self.file);
+        }
+    }
+}
+
+/// A slot loaned to the publisher: fill it, then [`Loan::publish`] it.
+/// Dropped unpublished, the slot is loaned again next.
+#[must_use = "a loan dropped unpublished is loaned again next"]
+pub struct Loan<'a> {
+    publisher: &'a mut Publisher,
+    slot: usize,
+}
+
+impl Loan<'_> {
+    /// The slot's index.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    /// Where the slot starts in [`Publisher::memory`].
+    pub fn offset(&self) -> u64 {
+        self.slot as u64 * self.publisher.options.slot_size
+    }
+
+    /// The slot's size.
+    pub fn capacity(&self) -> u64 {
+        self.publisher.options.slot_size
+    }
+
+    /// The memory the slot is part of (for device work on it: the slot is
+    /// bytes [`Loan::offset`] .. + [`Loan::capacity`]).
+    pub fn memory(&self) -> &dyn DynAllocation {
+        &*self.publisher.memory
+    }
+
+    /// Copy `src` into the slot at `offset`.
+    pub fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
+        let end = offset.checked_add(src.len() as u64);
+        if end.is_none_or(|e| e > self.capacity()) {
+            return Err(Error::invalid(format!(
+                "{} bytes at {offset} of a slot of {}",
+                src.len(),
+                self.capacity()
+            )));
+        }
+        self.publisher.memory.write(self.offset() + offset, src)
+    }
+
+    /// Publish the slot's first `len` bytes; answers the sample's sequence
+    /// number. In broadcast mode a sample published while nobody is
+    /// subscribed reaches nobody.
+    pub fn publish(self, len: u64) -> Result<u64> {
+        if len > self.capacity() {
+            return Err(Error::invalid(format!(
+                "a sample of {len} bytes in a slot of {}",
+                self.capacity()
+            )));
+        }
+        let p = &mut *self.publisher;
+        let control = &p.control;
+        let seq = p.next;
+        let pending = match control.shape().mode {
+            Mode::Broadcast => members::active_mask(control)?,
+            Mode::Queue => QUEUED,
+        };
+        control.set_sample(self.slot, seq, len, pending)?;
+        control.set_published(seq + 1)?;
+        p.next = seq + 1;
+        Ok(seq)
+    }
+}
+
+impl std::fmt::Debug for Publisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Publisher")
+            .field("name", &self.name)
+            .field("slots", &self.control.slots())
+            .field("slot_size", &self.options.slot_size)
+            .field("next", &self.next)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Loan<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Loan")
+            .field("channel", &self.publisher.name)
+            .field("slot", &self.slot)
+            .finish_non_exhaustive()
+    }
+}

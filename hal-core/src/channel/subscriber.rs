@@ -1,0 +1,378 @@
+//! A subscriber of a channel: it opens the control file by name, imports
+//! the slots' memory, receives samples and releases them.
+
+use std::cell::Cell;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::layout::{self, Control, Held, Mode, SubState, MAX_SUBSCRIBERS, QUEUED};
+use super::options::SubscribeOptions;
+use super::{file, members, park};
+use crate::dynamic::{DynDevice, DynMapping};
+use crate::os::{self, PrivateFile};
+use crate::{Error, Handle, ImportOptions, Memory, Result};
+
+/// The receiving end of a channel; dropping it unsubscribes (every sample
+/// it has not received is released).
+#[must_use = "dropping a Subscriber unsubscribes"]
+pub struct Subscriber {
+    name: String,
+    file: PrivateFile,
+    control: Control,
+    mapping: Box<dyn DynMapping>,
+    /// This subscriber's entry, and bit, in the control file.
+    index: usize,
+    /// The next sequence to look at (broadcast).
+    cursor: Cell<u64>,
+    options: SubscribeOptions,
+    pid: u32,
+}
+
+impl Subscriber {
+    /// Subscribe to the channel `name`, importing its slots onto `device`.
+    /// In broadcast mode it receives the samples published from now on.
+    ///
+    /// [`Error::NotFound`] when the channel has no control file (start its
+    /// publisher first); [`Error::Closed`] when its publisher is gone;
+    /// [`Error::Busy`] when it has [`MAX_SUBSCRIBERS`] subscribers already.
+    pub fn open(
+        device: &dyn DynDevice,
+        name: &str,
+        options: &SubscribeOptions,
+    ) -> Result<Subscriber> {
+        let (file, control) = file::open(name)?;
+        if file::publisher_gone(&control)? {
+            let (pid, _, _) = control.publisher()?;
+            file::remove_if_unused(&file, &control, None);
+            return Err(Error::Closed {
+                what: format!("channel {name:?}: its publisher (pid {pid}) is gone"),
+            });
+        }
+        let text = control.handle_text()?;
+        let handle = Handle::from_text(&text)?;
+        let mapping = device.import_memory(handle.into(), &ImportOptions::default())?;
+        let shape = control.shape();
+        let need = shape.slot_size * shape.slots as u64;
+        if mapping.len() < need {
+            return Err(Error::invalid(format!(
+                "channel {name:?}'s memory has {} bytes; its {} slots of {} need {need}",
+                mapping.len(),
+                shape.slots,
+                shape.slot_size
+            )));
+        }
+        let (pid, start) = os::self_identity();
+        let deadline = Instant::now() + options.timeout.unwrap_or(Duration::from_secs(60));
+        let index = {
+            let _locked = file.lock(deadline, "subscribing")?;
+            let mut taken = None;
+            for i in 0..MAX_SUBSCRIBERS {
+                let (p, s, state) = control.subscriber(i)?;
+                if matches!(state, SubState::Active | SubState::Joining) && !os::process_alive(p, s)
+                {
+                    // A dead subscriber's entry: its bits go when the
+                    // publisher next reaps, or below.
+                    control.set_subscriber_state(i, SubState::Free)?;
+                }
+                if control.subscriber(i)?.2 == SubState::Free
+                    && control.claim_subscriber(i, pid, start)?
+                {
+                    taken = Some(i);
+                    break;
+                }
+            }
+            taken.ok_or_else(|| Error::Busy {
+                what: format!("channel {name:?}: all {MAX_SUBSCRIBERS} subscriber entries"),
+                holders: MAX_SUBSCRIBERS,
+            })?
+        };
+        let joined_at = control.published()?;
+        control.set_subscriber_state(index, SubState::Active)?;
+        control.mask()?.fetch_or(1 << index, Ordering::AcqRel);
+        // Bits a former subscriber of this entry left on samples published
+        // before this one joined (a queue's claimed samples too) are stale.
+        let mode = shape.mode;
+        members::clear_bit(&control, index, |word| {
+            mode == Mode::Broadcast && layout::held(layout::split(word).0, joined_at) != Held::Older
+        })?;
+        Ok(Subscriber {
+            name: name.to_string(),
+            file,
+            control,
+            mapping,
+            index,
+            cursor: Cell::new(joined_at),
+            options: options.clone(),
+            pid,
+        })
+    }
+
+    /// The channel's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The imported memory of the slots.
+    pub fn memory(&self) -> &dyn DynMapping {
+        &*self.mapping
+    }
+
+    /// The next sample, waiting at most [`SubscribeOptions::timeout`].
+    /// [`Error::Closed`] once the publisher closed or died and every sample
+    /// for this subscriber was received.
+    pub fn receive(&self) -> Result<Sample<'_>> {
+        self.receive_timeout(self.options.timeout)
+    }
+
+    /// The next sample, waiting at most `timeout` (`None`: until there is
+    /// one or the publisher is gone).
+    pub fn receive_timeout(&self, timeout: Option<Duration>) -> Result<Sample<'_>> {
+        self.check()?;
+        park::park_until(
+            self.control.published_word()?,
+            self.control.sub_sleepers()?,
+            self.options.spin,
+            timeout,
+            || format!("a sample of channel {:?}", self.name),
+            || self.take(),
+            || self.look(),
+        )
+    }
+
+    /// The next sample if one is there now.
+    pub fn try_receive(&self) -> Result<Option<Sample<'_>>> {
+        self.check()?;
+        self.take()
+    }
+
+    fn check(&self) -> Result<()> {
+        if os::pid() != self.pid {
+            return Err(Error::Closed {
+                what: format!(
+                    "channel {:?} was subscribed to by process {} before a fork: subscribe in \
+                     this process",
+                    self.name, self.pid
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Between waits: a publisher that is gone ends the wait, once nothing
+    /// is left to receive.
+    fn look(&self) -> Result<()> {
+        if file::publisher_gone(&self.control)? && self.take_peek()?.is_none() {
+            let (pid, _, state) = self.control.publisher()?;
+            return Err(Error::Closed {
+                what: match state {
+                    layout::PubState::Closed => {
+                        format!("channel {:?}: its publisher closed it", self.name)
+                    }
+                    layout::PubState::Open => {
+                        format!("channel {:?}: its publisher (pid {pid}) died", self.name)
+                    }
+                },
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether a sample is there to receive (without taking it).
+    fn take_peek(&self) -> Result<Option<()>> {
+        let published = self.control.published()?;
+        Ok(match self.control.shape().mode {
+            Mode::Broadcast => (self.cursor.get() < published).then_some(()),
+            Mode::Queue => (self.control.head()?.load(Ordering::Acquire) < published).then_some(()),
+        })
+    }
+
+    fn take(&self) -> Result<Option<Sample<'_>>> {
+        match self.control.shape().mode {
+            Mode::Broadcast => self.take_broadcast(),
+            Mode::Queue => self.take_queued(),
+        }
+    }
+
+    fn take_broadcast(&self) -> Result<Option<Sample<'_>>> {
+        let bit = 1u32 << self.index;
+        let slots = self.control.slots() as u64;
+        loop {
+            let seq = self.cursor.get();
+            let slot = (seq % slots) as usize;
+            let (tag, pending) =
+                layout::split(self.control.sample_word(slot)?.load(Ordering::Acquire));
+            match layout::held(tag, seq) {
+                Held::Older => return Ok(None),
+                // Published while this subscriber was not among the active
+                // ones, and its slot reused since.
+                Held::Newer => self.cursor.set(seq + 1),
+                Held::This => {
+                    self.cursor.set(seq + 1);
+                    if pending & bit != 0 && pending != QUEUED {
+                        let len = self.control.sample_len(slot)?;
+                        return Ok(Some(Sample {
+                            subscriber: self,
+                            slot,
+                            len,
+                            seq,
+                        }));
+                    }
+                }
+            }
+        }
+    }
+
+    fn take_queued(&self) -> Result<Option<Sample<'_>>> {
+        let bit = 1u32 << self.index;
+        let slots = self.control.slots() as u64;
+        let head = self.control.head()?;
+        loop {
+            let h = head.load(Ordering::Acquire);
+            let slot = (h % slots) as usize;
+            let word = self.control.sample_word(slot)?;
+            let seen = word.load(Ordering::Acquire);
+            let (tag, pending) = layout::split(seen);
+            match layout::held(tag, h) {
+                Held::Older => return Ok(None),
+                Held::This if pending == QUEUED => {
+                    if word
+                        .compare_exchange(
+                            seen,
+                            layout::with_pending(seen, bit),
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        )
+                        .is_ok()
+                    {
+                        let _ =
+                            head.compare_exchange(h, h + 1, Ordering::AcqRel, Ordering::Acquire);
+                        let len = self.control.sample_len(slot)?;
+                        return Ok(Some(Sample {
+                            subscriber: self,
+                            slot,
+                            len,
+                            seq: h,
+                        }));
+                    }
+                }
+                // Claimed by another subscriber, or its slot reused since:
+                // help the head past it.
+                _ => {
+                    let _ = head.compare_exchange(h, h + 1, Ordering::AcqRel, Ordering::Acquire);
+                }
+            }
+        }
+    }
+
+    fn release(&self, slot: usize) {
+        let bit = 1u32 << self.index;
+        let Ok(word) = self.control.sample_word(slot) else {
+            return;
+        };
+        let before = word.fetch_and(!(bit as u64), Ordering::AcqRel);
+        if layout::split(before).1 == bit {
+            let _ = self.control.bump_released();
+        }
+    }
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        if os::pid() != self.pid {
+            return;
+        }
+        if let Ok(mask) = self.control.mask() {
+            mask.fetch_and(!(1 << self.index), Ordering::AcqRel);
+        }
+        let _ = members::clear_bit(&self.control, self.index, |_| false);
+        let _ = self
+            .control
+            .set_subscriber_state(self.index, SubState::Free);
+        let _ = self.control.bump_released();
+        file::remove_if_unused(&self.file, &self.control, Some(self.index));
+    }
+}
+
+/// A received sample: its bytes stay as they are until it is dropped,
+/// which releases its slot.
+#[must_use = "dropping a Sample releases it"]
+pub struct Sample<'a> {
+    subscriber: &'a Subscriber,
+    slot: usize,
+    len: u64,
+    seq: u64,
+}
+
+impl Sample<'_> {
+    /// The sample's sequence number (the publisher's count, from 0).
+    pub fn sequence(&self) -> u64 {
+        self.seq
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True for an empty sample.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Where it starts in [`Subscriber::memory`].
+    pub fn offset(&self) -> u64 {
+        self.slot as u64 * self.subscriber.control.shape().slot_size
+    }
+
+    /// The memory it is part of (for device work on it).
+    pub fn memory(&self) -> &dyn DynMapping {
+        &*self.subscriber.mapping
+    }
+
+    /// Copy bytes `offset ..` of the sample into `dst`.
+    pub fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        let end = offset.checked_add(dst.len() as u64);
+        if end.is_none_or(|e| e > self.len) {
+            return Err(Error::invalid(format!(
+                "{} bytes at {offset} of a sample of {}",
+                dst.len(),
+                self.len
+            )));
+        }
+        self.subscriber.mapping.read(self.offset() + offset, dst)
+    }
+
+    /// The sample's bytes, copied.
+    pub fn to_vec(&self) -> Result<Vec<u8>> {
+        let mut v = vec![0u8; self.len as usize];
+        self.read(0, &mut v)?;
+        Ok(v)
+    }
+}
+
+impl Drop for Sample<'_> {
+    fn drop(&mut self) {
+        self.subscriber.release(self.slot);
+    }
+}
+
+impl std::fmt::Debug for Subscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscriber")
+            .field("name", &self.name)
+            .field("index", &self.index)
+            .field("cursor", &self.cursor.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for Sample<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sample")
+            .field("channel", &self.subscriber.name)
+            .field("sequence", &self.seq)
+            .field("slot", &self.slot)
+            .field("len", &self.len)
+            .finish()
+    }
+}

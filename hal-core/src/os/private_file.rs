@@ -1,0 +1,203 @@
+//! A file in `/dev/shm` private to its user, shared by that user's
+//! processes under a name: made whole before it is named (an unnamed file
+//! is sized and its first bytes written, then linked in place), opened only
+//! when this user owns it and nobody else may open it, judged and removed
+//! under its lock (`flock`), by name only while the name still leads to it.
+//! Groups and channels keep their shared state in one.
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::{AsFd, FromRawFd as _};
+use std::os::unix::fs::{FileExt as _, MetadataExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use nix::errno::Errno;
+
+use super::{lock_patiently, unlock, Prot, SharedMap};
+use crate::{Error, Result};
+
+/// Where private files live.
+pub const PRIVATE_DIR: &str = "/dev/shm";
+/// The longest name of a private file's object, in bytes.
+pub const MAX_PRIVATE_NAME: usize = 200;
+
+/// The path of `kind`'s object `name` of the calling user:
+/// `/dev/shm/.hal-KIND.UID.NAME`. `name` is checked: printable ASCII
+/// without `/`, 1 to [`MAX_PRIVATE_NAME`] bytes.
+pub fn private_path(kind: &str, name: &str) -> Result<PathBuf> {
+    let bad = |why: &str| Err(Error::invalid(format!("{kind} name {name:?} {why}")));
+    if name.is_empty() {
+        return bad("is empty");
+    }
+    if name.len() > MAX_PRIVATE_NAME {
+        return bad(&format!("is longer than {MAX_PRIVATE_NAME} bytes"));
+    }
+    if name.contains('/') {
+        return bad("contains '/'");
+    }
+    if let Some(c) = name.chars().find(|c| !(' '..='~').contains(c)) {
+        return bad(&format!("contains {c:?}: names are printable ASCII"));
+    }
+    Ok(PathBuf::from(format!(
+        "{PRIVATE_DIR}/.hal-{kind}.{}.{name}",
+        nix::unistd::geteuid()
+    )))
+}
+
+/// An open private file and its identity.
+#[derive(Debug)]
+pub struct PrivateFile {
+    file: File,
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+impl PrivateFile {
+    /// Open the file at `path`, or `None` where there is none. Refuses
+    /// ([`Error::PermissionDenied`]) a file another user owns, one that
+    /// others may open, and anything not a regular file (a link is not
+    /// followed).
+    pub fn open(path: &Path) -> Result<Option<PrivateFile>> {
+        let file = match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+            .open(path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(format!("opening {}", path.display()), e)),
+        };
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::io(format!("fstat of {}", path.display()), e))?;
+        let euid = nix::unistd::geteuid().as_raw();
+        if meta.uid() != euid || meta.mode() & 0o077 != 0 || !meta.file_type().is_file() {
+            return Err(Error::PermissionDenied {
+                pid: None,
+                reason: format!(
+                    "{} belongs to uid {} with mode {:o}, not to this user (uid {euid}) alone: \
+                     it is private to its user; remove the file or choose another name",
+                    path.display(),
+                    meta.uid(),
+                    meta.mode() & 0o7777
+                ),
+            });
+        }
+        Ok(Some(PrivateFile {
+            file,
+            path: path.to_path_buf(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+        }))
+    }
+
+    /// Make a file of `len` bytes starting with `head`, mode 0600, then
+    /// link it at `path`; `None` when another process linked one there
+    /// first.
+    pub fn create(path: &Path, len: u64, head: &[u8]) -> Result<Option<PrivateFile>> {
+        let fd = nix::fcntl::open(
+            PRIVATE_DIR,
+            nix::fcntl::OFlag::O_TMPFILE | nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
+        )
+        .map_err(|e| Error::errno(format!("an unnamed file in {PRIVATE_DIR}"), e))?;
+        // SAFETY: `open` returned a new descriptor that nothing else owns.
+        let file = unsafe { File::from_raw_fd(fd) };
+        file.set_len(len)
+            .map_err(|e| Error::io(format!("sizing {} to {len} bytes", path.display()), e))?;
+        file.write_all_at(head, 0)
+            .map_err(|e| Error::io(format!("writing the start of {}", path.display()), e))?;
+        let linked = nix::unistd::linkat(
+            None,
+            Path::new(&format!("/proc/self/fd/{fd}")),
+            None,
+            path,
+            nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW,
+        );
+        match linked {
+            Ok(()) => {}
+            Err(Errno::EEXIST) => return Ok(None),
+            Err(e) => return Err(Error::errno(format!("linking {}", path.display()), e)),
+        }
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::io(format!("fstat of {}", path.display()), e))?;
+        Ok(Some(PrivateFile {
+            file,
+            path: path.to_path_buf(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+        }))
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's length now.
+    pub fn len(&self) -> Result<u64> {
+        Ok(self
+            .file
+            .metadata()
+            .map_err(|e| Error::io(format!("fstat of {}", self.path.display()), e))?
+            .len())
+    }
+
+    /// True when the file is empty.
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Read up to `buf.len()` bytes from the start; how many were read.
+    pub fn read_head(&self, buf: &mut [u8]) -> Result<usize> {
+        self.file
+            .read_at(buf, 0)
+            .map_err(|e| Error::io(format!("reading {}", self.path.display()), e))
+    }
+
+    /// Map all `len` bytes, read-write.
+    pub fn map(&self, len: u64) -> Result<SharedMap> {
+        SharedMap::map(self.file.as_fd(), len, 0, Prot::ReadWrite, None)
+    }
+
+    /// True while the path still leads to this file.
+    pub fn named(&self) -> bool {
+        std::fs::symlink_metadata(&self.path)
+            .is_ok_and(|m| m.dev() == self.dev && m.ino() == self.ino)
+    }
+
+    /// Remove the name, if it still leads to this file (hold the lock).
+    pub fn unlink(&self) {
+        if self.named() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+
+    /// Take the file's lock, waiting until `deadline`; `what` says why, in
+    /// the timeout's error.
+    pub fn lock(&self, deadline: Instant, what: &str) -> Result<PrivateLock<'_>> {
+        let patience = deadline.saturating_duration_since(Instant::now());
+        if lock_patiently(self.file.as_fd(), patience) {
+            Ok(PrivateLock(self))
+        } else {
+            Err(Error::Timeout {
+                after: patience,
+                what: format!("the lock of {} ({what})", self.path.display()),
+            })
+        }
+    }
+}
+
+/// The lock of a [`PrivateFile`], given back on drop.
+#[derive(Debug)]
+#[must_use = "the lock is given back when this value drops"]
+pub struct PrivateLock<'a>(&'a PrivateFile);
+
+impl Drop for PrivateLock<'_> {
+    fn drop(&mut self) {
+        unlock(self.0.file.as_fd());
+    }
+}

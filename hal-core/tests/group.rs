@@ -1,0 +1,211 @@
+//! Groups across real processes: ranks, all-gather, broadcast and barrier
+//! among eight members; a member killed mid-exchange named by the others;
+//! a file left by crashed members replaced by the next join; another
+//! user's file of the name refused.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{read_line, say, Kid};
+use hal_core::group::{Group, GroupOptions};
+use hal_core::Error;
+
+const ROLE: &str = "HAL_GROUP_TEST_ROLE";
+const ARG: &str = "HAL_GROUP_TEST_ARG";
+
+fn unique(tag: &str) -> String {
+    format!(
+        "test-{tag}-{}-{:x}",
+        std::process::id(),
+        u64::from_le_bytes(hal_core::os::random_id()[..8].try_into().unwrap())
+    )
+}
+
+fn file_of(name: &str) -> std::path::PathBuf {
+    format!("/dev/shm/.hal-group.{}.{name}", nix::unistd::geteuid()).into()
+}
+
+fn options() -> GroupOptions {
+    GroupOptions::default().timeout(Duration::from_secs(30))
+}
+
+fn start(role: &str, arg: &str) -> Kid {
+    Kid::start((ROLE, role), (ARG, arg), |_| {})
+}
+
+#[test]
+#[ignore = "child entry point: run by its parent"]
+fn child_process() {
+    let role = std::env::var(ROLE)
+        .expect("a child entry point: its parent sets the role (run the other tests of this file)");
+    let arg = std::env::var(ARG).unwrap_or_default();
+    let (name, size) = arg.split_once(':').expect("NAME:SIZE");
+    let size: usize = size.parse().expect("a size");
+    match role.as_str() {
+        "member" => child_member(name, size),
+        "sleeper" => child_sleeper(name, size),
+        "survivor" => child_survivor(name, size),
+        other => panic!("unknown child role {other}"),
+    }
+}
+
+/// Join, then a hundred all-gathers of this process's pid and round, a
+/// broadcast from every rank and a barrier; report rank and members.
+fn child_member(name: &str, size: usize) {
+    let mut g = Group::join(name, size, &options()).expect("join");
+    let me = std::process::id();
+    for round in 0..100u32 {
+        let mine = format!("{me}:{round}");
+        let all = g.all_gather(mine.as_bytes()).expect("all_gather");
+        for (rank, payload) in all.iter().enumerate() {
+            let expected = format!("{}:{round}", g.members()[rank].pid);
+            assert_eq!(payload, expected.as_bytes(), "rank {rank} round {round}");
+        }
+    }
+    for root in 0..size {
+        let said = g
+            .broadcast(root, format!("root {root}").as_bytes())
+            .expect("broadcast");
+        assert_eq!(said, format!("root {root}").as_bytes());
+    }
+    g.barrier().expect("barrier");
+    let pids: Vec<String> = g.members().iter().map(|m| m.pid.to_string()).collect();
+    say(format!("{} {}", g.rank(), pids.join(",")));
+}
+
+/// Join, say so, and wait for the parent (which kills this process).
+fn child_sleeper(name: &str, size: usize) {
+    let g = Group::join(name, size, &options()).expect("join");
+    say(format!("joined {}", g.rank()));
+    read_line();
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+/// Join, say so, wait for the parent's word, then all-gather: the answer
+/// must be an error naming the member that was killed meanwhile.
+fn child_survivor(name: &str, size: usize) {
+    let mut g = Group::join(name, size, &options()).expect("join");
+    say(format!("joined {}", g.rank()));
+    read_line();
+    match g.all_gather(b"still here") {
+        Ok(_) => say("no error"),
+        Err(e @ Error::Closed { .. }) => say(format!("closed: {e}")),
+        Err(e) => say(format!("other: {e}")),
+    }
+}
+
+#[test]
+fn eight_processes_rank_gather_broadcast_and_leave_nothing() {
+    let name = unique("eight");
+    let arg = format!("{name}:8");
+    let mut kids: Vec<Kid> = (0..8).map(|_| start("member", &arg)).collect();
+    let pids: Vec<u32> = kids.iter().map(Kid::id).collect();
+    let mut ranks = Vec::new();
+    let mut lists = Vec::new();
+    for kid in &mut kids {
+        let line = kid.result();
+        let (rank, list) = line.split_once(' ').expect("rank and members");
+        ranks.push(rank.parse::<usize>().expect("a rank"));
+        lists.push(list.to_string());
+    }
+    for kid in kids {
+        kid.finish();
+    }
+    let mut sorted = ranks.clone();
+    sorted.sort();
+    assert_eq!(sorted, (0..8).collect::<Vec<_>>());
+    assert!(lists.iter().all(|l| l == &lists[0]), "{lists:?}");
+    let mut listed: Vec<u32> = lists[0].split(',').map(|p| p.parse().unwrap()).collect();
+    listed.sort();
+    let mut started = pids.clone();
+    started.sort();
+    assert_eq!(listed, started, "the members are the processes started");
+    // Each child's rank matches its place in the members list.
+    for (i, rank) in ranks.iter().enumerate() {
+        let list: Vec<u32> = lists[i].split(',').map(|p| p.parse().unwrap()).collect();
+        assert_eq!(list[*rank], pids[i]);
+    }
+    assert!(!file_of(&name).exists(), "the last member removed the file");
+}
+
+#[test]
+fn a_member_killed_mid_exchange_is_named_by_the_others() {
+    let name = unique("killed");
+    let arg = format!("{name}:4");
+    let mut victim = start("sleeper", &arg);
+    let mut survivors: Vec<Kid> = (0..3).map(|_| start("survivor", &arg)).collect();
+    assert!(victim.result().starts_with("joined"));
+    for s in &mut survivors {
+        assert!(s.result().starts_with("joined"));
+    }
+    let victim_pid = victim.id();
+    for s in &mut survivors {
+        s.tell("go");
+    }
+    // The survivors wait in their all-gather for the victim, which never
+    // posts; then it dies.
+    std::thread::sleep(Duration::from_millis(50));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(victim_pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill the victim");
+    for mut s in survivors {
+        let answer = s.result();
+        assert!(
+            answer.starts_with("closed: ") && answer.contains(&format!("(pid {victim_pid}) died")),
+            "{answer}"
+        );
+        s.finish();
+    }
+    drop(victim);
+    assert!(
+        !file_of(&name).exists(),
+        "the last live member removed the file"
+    );
+}
+
+#[test]
+fn a_file_left_by_crashed_members_is_replaced_by_the_next_join() {
+    let name = unique("crashed");
+    let arg = format!("{name}:2");
+    let mut kids = [start("sleeper", &arg), start("sleeper", &arg)];
+    for k in &mut kids {
+        assert!(k.result().starts_with("joined"));
+    }
+    drop(kids); // SIGKILL and reap: neither leaves.
+    assert!(file_of(&name).exists(), "crashed members leave their file");
+    // The next join of the name, of another size, replaces it.
+    let mut g = Group::join(&name, 1, &options()).expect("join over a dead group");
+    assert_eq!(g.all_gather(b"x").unwrap(), vec![b"x".to_vec()]);
+    drop(g);
+    assert!(!file_of(&name).exists());
+}
+
+#[test]
+fn another_users_file_of_the_name_is_refused() {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    if !nix::unistd::geteuid().is_root() {
+        hal_core::testing::not_run("giving a file to another user needs root");
+        return;
+    }
+    let name = unique("owner");
+    let path = file_of(&name);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .unwrap();
+    nix::unistd::chown(
+        &path,
+        Some(nix::unistd::Uid::from_raw(65534)),
+        Some(nix::unistd::Gid::from_raw(65534)),
+    )
+    .unwrap();
+    let err = Group::join(&name, 1, &options()).unwrap_err();
+    std::fs::remove_file(&path).unwrap();
+    assert!(matches!(err, Error::PermissionDenied { .. }), "{err}");
+    assert!(err.to_string().contains("uid 65534"), "{err}");
+}

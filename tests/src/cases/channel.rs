@@ -1,0 +1,310 @@
+//! Channels across real processes: broadcast to two subscriber processes
+//! through a pool smaller than the stream (back-pressure), a queue shared
+//! by two, a dead subscriber's slots back in the pool, and a dead
+//! publisher reported to its subscriber, who keeps the sample it holds.
+
+use std::time::Duration;
+
+use hal_core::channel::{ChannelOptions, Mode, Publisher, SubscribeOptions, Subscriber};
+use hal_core::dynamic::DynDevice;
+use hal_core::{Backend, Capabilities as C, Error, Location};
+
+use crate::process::{self, report};
+use crate::support::{must, must_be_unsupported, Suite, LONG};
+
+/// The child role that subscribes and receives.
+pub(crate) const SUB_ROLE: &str = "channel-subscriber";
+/// The child role that publishes, then waits to be killed.
+pub(crate) const PUB_ROLE: &str = "channel-publisher";
+
+fn unique(tag: &str) -> String {
+    format!(
+        "conformance-{tag}-{}-{:x}",
+        std::process::id(),
+        u64::from_le_bytes(hal_core::os::random_id()[..8].try_into().expect("8 bytes"))
+    )
+}
+
+fn control_file(name: &str) -> std::path::PathBuf {
+    hal_core::os::private_path("channel", name).expect("a channel name")
+}
+
+/// The bytes of sample `seq`: `len` bytes derived from it.
+fn sample_bytes(seq: u64, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (seq as usize * 31 + i) as u8).collect()
+}
+
+fn options(dev: &dyn DynDevice, slots: usize, mode: Mode) -> ChannelOptions {
+    ChannelOptions::default()
+        .slots(slots)
+        .slot_size(dev.info().page_size())
+        .mode(mode)
+        .location(if dev.capabilities().contains(C::HOST_VISIBLE) {
+            Location::Host
+        } else {
+            Location::Device(dev.info().ordinal)
+        })
+        .timeout(LONG)
+}
+
+/// A publisher on `dev`, or `None` where the device cannot share memory
+/// (after checking that the channel says so).
+fn publisher(dev: &dyn DynDevice, name: &str, opts: &ChannelOptions) -> Option<Publisher> {
+    if !dev.capabilities().contains(C::IPC_MEMORY) {
+        must_be_unsupported(
+            Publisher::create(dev, name, opts),
+            "ipc-memory",
+            "Publisher::create",
+        );
+        assert!(
+            !control_file(name).exists(),
+            "a failed create left its file"
+        );
+        return None;
+    }
+    Some(must(
+        Publisher::create(dev, name, opts),
+        "Publisher::create",
+    ))
+}
+
+/// Publish `count` samples of `len` bytes, waiting for slots.
+fn publish_all(p: &mut Publisher, count: u64, len: usize) {
+    for seq in 0..count {
+        let loan = must(p.loan(), "loan");
+        must(loan.write(0, &sample_bytes(seq, len)), "write into a loan");
+        assert_eq!(must(loan.publish(len as u64), "publish"), seq);
+    }
+}
+
+/// Broadcast: two subscriber processes each receive all 24 samples, in
+/// order, with their bytes, through 3 slots; once the publisher closes,
+/// each is told so.
+pub fn channel_broadcast_to_two_processes<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    let name = unique("broadcast");
+    let Some(mut p) = publisher(&dev, &name, &options(&dev, 3, Mode::Broadcast)) else {
+        return;
+    };
+    let args = [("name", name.clone()), ("count", "24".to_string())];
+    let mut kids = [s.spawn(SUB_ROLE, &args), s.spawn(SUB_ROLE, &args)];
+    for k in &mut kids {
+        k.expect("subscribed");
+    }
+    assert_eq!(must(p.subscribers(), "subscribers"), 2);
+    publish_all(&mut p, 24, 100);
+    for k in &mut kids {
+        assert_eq!(k.expect("received"), "24 0..24");
+    }
+    drop(p);
+    for mut k in kids {
+        assert!(
+            k.expect("closed").contains("closed"),
+            "the subscriber is told the publisher closed"
+        );
+        k.finish();
+    }
+    assert!(
+        !control_file(&name).exists(),
+        "the channel's file outlived it"
+    );
+}
+
+/// Queue: each of 30 samples reaches exactly one of two subscriber
+/// processes.
+pub fn channel_queue_shares_samples<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    let name = unique("queue");
+    let Some(mut p) = publisher(&dev, &name, &options(&dev, 4, Mode::Queue)) else {
+        return;
+    };
+    let args = [("name", name.clone()), ("count", "all".to_string())];
+    let mut kids = [s.spawn(SUB_ROLE, &args), s.spawn(SUB_ROLE, &args)];
+    for k in &mut kids {
+        k.expect("subscribed");
+    }
+    publish_all(&mut p, 30, 64);
+    // Every slot released: all 30 were received.
+    for _ in 0..4 {
+        drop(must(p.loan(), "loan after the queue drained"));
+    }
+    drop(p);
+    let mut seen = Vec::new();
+    for mut k in kids {
+        let got = k.expect("queued");
+        seen.extend(
+            got.split(',')
+                .filter(|x| !x.is_empty())
+                .map(|x| x.parse::<u64>().expect("a sequence")),
+        );
+        k.finish();
+    }
+    seen.sort();
+    assert_eq!(seen, (0..30).collect::<Vec<_>>(), "each sample once");
+    assert!(!control_file(&name).exists());
+}
+
+/// A subscriber process killed while it holds every slot: `try_loan` is
+/// busy, then `loan` reaps it and gets a slot.
+pub fn channel_dead_subscriber_returns_its_slots<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    let name = unique("dead-sub");
+    let Some(mut p) = publisher(&dev, &name, &options(&dev, 2, Mode::Broadcast)) else {
+        return;
+    };
+    let mut kid = s.spawn(
+        SUB_ROLE,
+        &[("name", name.clone()), ("count", "hold".to_string())],
+    );
+    kid.expect("subscribed");
+    publish_all(&mut p, 2, 8);
+    kid.expect("holding");
+    match p.try_loan() {
+        Err(Error::Busy { .. }) => {}
+        other => panic!("try_loan with every slot held must be Busy, got {other:?}"),
+    }
+    kid.kill();
+    let loan = must(p.loan(), "loan after the holder died");
+    drop(loan);
+    assert_eq!(must(p.subscribers(), "subscribers"), 0);
+}
+
+/// A publisher process killed after publishing: the subscriber receives
+/// what it published, keeps reading the sample it holds, then is told the
+/// publisher died; its drop removes the channel's file.
+pub fn channel_dead_publisher_is_reported<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    if !dev.capabilities().contains(C::IPC_MEMORY) {
+        return;
+    }
+    let name = unique("dead-pub");
+    let mut kid = s.spawn(PUB_ROLE, &[("name", name.clone())]);
+    kid.expect("created");
+    let sub = must(
+        Subscriber::open(
+            &dev,
+            &name,
+            &SubscribeOptions::default().timeout(Some(LONG)),
+        ),
+        "Subscriber::open",
+    );
+    kid.send("go");
+    kid.expect("published");
+    let publisher_pid = kid.pid();
+    kid.kill();
+    let first = must(sub.receive(), "receive after the publisher died");
+    assert_eq!(first.sequence(), 0);
+    let second = must(sub.receive(), "the second sample");
+    assert_eq!(must(second.to_vec(), "read"), sample_bytes(1, 50));
+    drop(second);
+    match sub.receive_timeout(Some(LONG)) {
+        Err(Error::Closed { what }) => assert!(
+            what.contains(&format!("pid {publisher_pid}")) && what.contains("died"),
+            "{what}"
+        ),
+        other => panic!("a dead publisher must be reported, got {other:?}"),
+    }
+    assert_eq!(
+        must(first.to_vec(), "a held sample after its publisher died"),
+        sample_bytes(0, 50)
+    );
+    drop(first);
+    drop(sub);
+    assert!(
+        !control_file(&name).exists(),
+        "the last subscriber removed the file"
+    );
+}
+
+/// Child role: subscribe to `name`, report `subscribed`, then by `count`:
+/// a number: receive that many, check each, report `received N FIRST..END`,
+/// then report the close; `all`: receive until the close, report the
+/// sequences received (`queued`); `hold`: receive two, hold them, report
+/// `holding` and wait to be killed.
+pub(crate) fn child_subscriber<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    let name = process::arg("name");
+    let count = process::arg("count");
+    let sub = must(
+        Subscriber::open(
+            &dev,
+            &name,
+            &SubscribeOptions::default().timeout(Some(LONG)),
+        ),
+        "Subscriber::open",
+    );
+    report("subscribed", "");
+    match count.as_str() {
+        "hold" => {
+            let a = must(sub.receive(), "receive");
+            let b = must(sub.receive(), "receive");
+            report("holding", "");
+            process::wait_for_eof();
+            drop((a, b));
+        }
+        "all" => {
+            let mut got = Vec::new();
+            loop {
+                match sub.receive() {
+                    Ok(sample) => {
+                        let len = sample.len() as usize;
+                        assert_eq!(
+                            must(sample.to_vec(), "read"),
+                            sample_bytes(sample.sequence(), len)
+                        );
+                        got.push(sample.sequence().to_string());
+                        // Give the other subscriber a chance at the queue.
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    Err(Error::Closed { .. }) => break,
+                    Err(e) => panic!("receive: {e}"),
+                }
+            }
+            report("queued", &got.join(","));
+        }
+        n => {
+            let n: u64 = n.parse().expect("a count");
+            let mut first = None;
+            let mut next = None;
+            for _ in 0..n {
+                let sample = must(sub.receive(), "receive");
+                let seq = sample.sequence();
+                if let Some(expected) = next {
+                    assert_eq!(seq, expected, "samples in order, none skipped");
+                }
+                first.get_or_insert(seq);
+                next = Some(seq + 1);
+                assert_eq!(
+                    must(sample.to_vec(), "read"),
+                    sample_bytes(seq, sample.len() as usize),
+                    "sample {seq}'s bytes"
+                );
+            }
+            report(
+                "received",
+                &format!("{n} {}..{}", first.unwrap_or(0), next.unwrap_or(0)),
+            );
+            match sub.receive() {
+                Err(e @ Error::Closed { .. }) => report("closed", &e.to_string()),
+                other => panic!("after the publisher closed, receive answered {other:?}"),
+            }
+        }
+    }
+}
+
+/// Child role: create the channel `name`, report `created`, publish two
+/// samples of 50 bytes once told `go`, report `published`, and wait to be
+/// killed.
+pub(crate) fn child_publisher<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    let name = process::arg("name");
+    let mut p = must(
+        Publisher::create(&dev, &name, &options(&dev, 4, Mode::Broadcast)),
+        "Publisher::create",
+    );
+    report("created", "");
+    process::wait_for("go");
+    publish_all(&mut p, 2, 50);
+    report("published", "");
+    process::wait_for_eof();
+}
