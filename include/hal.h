@@ -124,6 +124,15 @@ typedef struct DLManagedTensorVersioned {
 #define HAL_IMPORTERS_PIDS 2
 
 /**
+ * Who may import: any process of this process's user, however many,
+ * checked by the exporter's broker against each importer's uid (root is
+ * another user). Where the backend's sharing cannot check it (legacy CUDA
+ * IPC, Ascend, named regions) the export answers
+ * `HAL_ERR_UNSUPPORTED`.
+ */
+#define HAL_IMPORTERS_SAME_USER 3
+
+/**
  * What a call of this library answers: `HAL_OK`, or why it
  * failed. The values are stable: a value once given keeps its meaning, new
  * ones are only added. `hal_last_error()` gives this thread's message of the
@@ -191,6 +200,12 @@ typedef enum hal_status {
    */
   HAL_ERR_IO = 14,
   /**
+   * The object was made by the process this one was forked from: open
+   * the backend again in the child (CUDA and Ascend contexts do not
+   * survive `fork()`).
+   */
+  HAL_ERR_FORKED = 15,
+  /**
    * A pointer argument that must not be NULL was NULL.
    */
   HAL_ERR_NULL_ARGUMENT = 100,
@@ -255,7 +270,8 @@ typedef struct hal_export_options {
    */
   uint32_t size;
   /**
-   * `HAL_IMPORTERS_DEFAULT`, `HAL_IMPORTERS_ANYONE` or `HAL_IMPORTERS_PIDS`.
+   * `HAL_IMPORTERS_DEFAULT`, `HAL_IMPORTERS_ANYONE`, `HAL_IMPORTERS_PIDS`
+   * or `HAL_IMPORTERS_SAME_USER`.
    */
   uint32_t importers_kind;
   /**

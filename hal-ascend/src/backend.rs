@@ -74,7 +74,11 @@ impl AscendBackend {
 
     fn runtime(&self) -> Result<Arc<Runtime>> {
         match self.loaded() {
-            Ok(r) => Ok(Arc::clone(r)),
+            Ok(r) => {
+                r.origin
+                    .check("the Ascend backend (its runtime was initialised)")?;
+                Ok(Arc::clone(r))
+            }
             Err(f) => Err(f.error("ascend")),
         }
     }

@@ -63,7 +63,12 @@ impl Ctx {
 
     /// Run `body` with this device current, leaving the calling thread's
     /// current device as it was.
+    /// In a child forked after the runtime was initialised,
+    /// [`Error::Forked`] before any call: the device is the parent's.
     pub(crate) fn call<T>(&self, body: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.rt
+            .origin
+            .check(&format!("Ascend device {}", self.ordinal))?;
         let me = self.ordinal as i32;
         match Ctx::current(&self.rt)? {
             Some(d) if d == me => body(),
@@ -78,10 +83,11 @@ impl Ctx {
             None => {
                 let job = Anywhere(body);
                 std::thread::scope(|s| {
-                    s.spawn(move || {
+                    hal_core::os::thread::spawn_scoped(s, "hal-ascend-call", move || {
                         let body = job.take();
                         Anywhere(self.set(me).and_then(|()| body()))
                     })
+                    .map_err(|e| Error::io("starting a thread for a call on the Ascend device", e))?
                     .join()
                     .map_err(|_| Error::invalid("a call on the Ascend device's thread panicked"))
                     .and_then(Anywhere::take)

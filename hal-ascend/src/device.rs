@@ -386,17 +386,15 @@ impl Device for AscendDevice {
         let (tx, rx) = mpsc::channel();
         // aclrtSynchronizeDevice cannot time out: it runs on a thread of
         // its own, and a timeout leaves it to finish there.
-        std::thread::Builder::new()
-            .name("hal-ascend-synchronize".into())
-            .spawn(move || {
-                let done = ctx.call(|| {
-                    let f = ctx.rt.synchronize_device()?;
-                    // SAFETY: the device is current on this thread.
-                    ctx.rt.check("aclrtSynchronizeDevice", unsafe { f() })
-                });
-                let _ = tx.send(done);
-            })
-            .map_err(|e| Error::io("spawning the synchronize thread", e))?;
+        hal_core::os::thread::spawn("hal-ascend-synchronize", move || {
+            let done = ctx.call(|| {
+                let f = ctx.rt.synchronize_device()?;
+                // SAFETY: the device is current on this thread.
+                ctx.rt.check("aclrtSynchronizeDevice", unsafe { f() })
+            });
+            let _ = tx.send(done);
+        })
+        .map_err(|e| Error::io("spawning the synchronize thread", e))?;
         match timeout {
             None => rx
                 .recv()

@@ -115,6 +115,8 @@ pub(crate) fn export(
             "only an event created here with EventFlags::interprocess can be exported",
         ));
     }
+    opts.importers
+        .refuse_same_user("ascend", "an Ascend IPC event handle has no allow-list")?;
     if matches!(opts.importers, Importers::Pids(_)) || opts.read_only || opts.range.is_some() {
         return Err(Error::unsupported(
             "ascend",
@@ -235,14 +237,12 @@ impl Drop for AscendEvent {
         };
         // Importers hold it: the event is destroyed after they are gone.
         let inner = Arc::clone(&self.inner);
-        let spawned = std::thread::Builder::new()
-            .name("hal-ascend-deferred-event".into())
-            .spawn(move || {
-                if let Err(e) = leases.wait_empty(None) {
-                    log::warn!("waiting for the importers of an Ascend IPC event: {e}");
-                }
-                drop(inner);
-            });
+        let spawned = hal_core::os::thread::spawn("hal-ascend-deferred-event", move || {
+            if let Err(e) = leases.wait_empty(None) {
+                log::warn!("waiting for the importers of an Ascend IPC event: {e}");
+            }
+            drop(inner);
+        });
         if let Err(e) = spawned {
             log::warn!("an imported Ascend IPC event is left alive: no thread waits ({e})");
         }

@@ -97,6 +97,10 @@ pub(crate) fn export_key(
         ),
         Importers::BackendDefault => (ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT, Vec::new()),
         Importers::Pids(p) => (ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT, p.clone()),
+        Importers::SameUser => return Err(hal_core::types::same_user_unsupported(
+            "ascend",
+            "the Ascend runtime checks its own allow-list of process ids, not the importer's user",
+        )),
     };
     let tgids = key::tgids(&pids)?;
     let rt = &ctx.rt;

@@ -121,14 +121,12 @@ impl Drop for AscendAllocation {
         // Importers still hold it: the documented order has them close
         // first, so the release waits for their leases on a thread.
         let (ctx, ptr) = (Arc::clone(&self.ctx), self.base);
-        let spawned = std::thread::Builder::new()
-            .name("hal-ascend-deferred-free".into())
-            .spawn(move || {
-                if let Err(e) = leases.wait_empty(None) {
-                    log::warn!("waiting for the importers of Ascend memory at {ptr:#x}: {e}");
-                }
-                release(&ctx, ptr, &keys);
-            });
+        let spawned = hal_core::os::thread::spawn("hal-ascend-deferred-free", move || {
+            if let Err(e) = leases.wait_empty(None) {
+                log::warn!("waiting for the importers of Ascend memory at {ptr:#x}: {e}");
+            }
+            release(&ctx, ptr, &keys);
+        });
         if let Err(e) = spawned {
             log::warn!(
                 "Ascend memory at {:#x} is still imported and no thread could wait for its \

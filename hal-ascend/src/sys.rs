@@ -69,6 +69,10 @@ macro_rules! entries {
 pub(crate) struct Runtime {
     loaded: Loaded,
     table: Table,
+    /// The process that loaded and initialised the runtime: a child forked
+    /// from it cannot use the runtime's devices (its contexts do not
+    /// survive `fork`), and is refused before any call.
+    pub(crate) origin: hal_core::os::Origin,
 }
 
 impl Runtime {
@@ -76,6 +80,7 @@ impl Runtime {
         Runtime {
             loaded,
             table: Table::default(),
+            origin: hal_core::os::Origin::here(),
         }
     }
 

@@ -418,6 +418,9 @@ impl Vmm<'_> {
             Importers::Anyone => (ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION, Vec::new()),
             Importers::BackendDefault => (ACL_RT_VMM_EXPORT_FLAG_DEFAULT, Vec::new()),
             Importers::Pids(p) => (ACL_RT_VMM_EXPORT_FLAG_DEFAULT, p.clone()),
+            Importers::SameUser => {
+                return Err(hal_core::types::same_user_unsupported("ascend", "the Ascend runtime checks its own allow-list of process ids, not the importer's user"))
+            }
         };
         let tgids = crate::key::tgids(&pids)?;
         let rt = self.rt();

@@ -127,6 +127,25 @@ pub enum Error {
     #[error(transparent)]
     Vendor(#[from] VendorError),
 
+    /// The object was made by another process: this process is a child
+    /// that `fork()` made from it, and the object (a backend, a device, or
+    /// what a device made) belongs to the parent. Vendor contexts do not
+    /// survive a fork, and the parent's helper threads did not come along,
+    /// so hal refuses instead of calling into them.
+    #[error(
+        "{what} was made by process {made_in} before fork(); this process ({now}) is a child of \
+         it and cannot use it: open the backend again in the child (and make what it needs \
+         from there), or open it only after forking"
+    )]
+    Forked {
+        /// What was used.
+        what: String,
+        /// The pid of the process that made it.
+        made_in: u32,
+        /// The pid of this process.
+        now: u32,
+    },
+
     /// An operating-system call failed.
     #[error("{context}: {source}")]
     Io {
@@ -304,6 +323,12 @@ impl Error {
         matches!(self, Error::Unsupported { .. })
     }
 
+    /// True for [`Error::Forked`]: the object belongs to the process this
+    /// one was forked from.
+    pub fn is_forked(&self) -> bool {
+        matches!(self, Error::Forked { .. })
+    }
+
     /// True for [`Error::Timeout`].
     pub fn is_timeout(&self) -> bool {
         matches!(self, Error::Timeout { .. })
@@ -325,6 +350,7 @@ impl Error {
             Error::Busy { .. } => "busy",
             Error::InvalidArgument { .. } => "invalid-argument",
             Error::Vendor(_) => "vendor",
+            Error::Forked { .. } => "forked",
             Error::Io { .. } => "io",
         }
     }

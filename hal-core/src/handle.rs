@@ -82,8 +82,14 @@ impl HandleFlags {
     pub const NAMED: HandleFlags = HandleFlags(1 << 3);
     /// The handle is for an IPC event that cannot be queried or timed.
     pub const NO_QUERY: HandleFlags = HandleFlags(1 << 4);
+    /// Any process of the exporter's user may import
+    /// ([`Importers::SameUser`](crate::Importers::SameUser)): the
+    /// exporter's broker compares the importer's `SO_PEERCRED` uid with
+    /// its own effective uid. Never with [`HandleFlags::ANY_IMPORTER`] or
+    /// an allow-list.
+    pub const SAME_USER: HandleFlags = HandleFlags(1 << 5);
     /// Every flag this version knows.
-    pub const KNOWN: HandleFlags = HandleFlags(0b1_1111);
+    pub const KNOWN: HandleFlags = HandleFlags(0b11_1111);
 
     /// True when every bit of `other` is set.
     pub const fn contains(self, other: HandleFlags) -> bool {
@@ -251,8 +257,12 @@ impl Handle {
     /// [`Handle::pid_kind`] says (what the importer's
     /// [`Device::process_id`](crate::Device::process_id) gives). This is the
     /// handle's claim only: the exporter's broker, or the vendor, decides.
+    /// A handle for [`HandleFlags::SAME_USER`] claims every pid: its broker
+    /// checks the importer's user.
     pub fn allows(&self, pid: u32) -> bool {
-        self.flags.contains(HandleFlags::ANY_IMPORTER) || self.allowed_pids.contains(&pid)
+        self.flags.contains(HandleFlags::ANY_IMPORTER)
+            || self.flags.contains(HandleFlags::SAME_USER)
+            || self.allowed_pids.contains(&pid)
     }
 
     /// Whether the creator is in this process's pid namespace, so that the
@@ -504,6 +514,7 @@ mod tests {
             (HandleFlags::HAS_ADDRESS, 0x04),
             (HandleFlags::NAMED, 0x08),
             (HandleFlags::NO_QUERY, 0x10),
+            (HandleFlags::SAME_USER, 0x20),
         ];
         let mut all = HandleFlags::default();
         for (flag, bit) in bits {

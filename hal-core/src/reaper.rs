@@ -76,16 +76,28 @@ fn reaper() -> &'static Reaper {
     })
 }
 
-/// Started once; false when no thread could be started.
+/// Started once in this process; false when no thread could be started.
+/// A child forked from a process whose reaper ran has no reaper thread
+/// (threads do not survive fork) and its parent's dropped streams, whose
+/// vendor context is the parent's: it forgets them and starts its own.
 fn started() -> bool {
-    static STARTED: OnceLock<bool> = OnceLock::new();
-    *STARTED.get_or_init(|| {
-        std::thread::Builder::new()
-            .name("hal-stream-reaper".into())
-            .spawn(run)
-            .map_err(|e| log::warn!("no thread for dropped streams could be started: {e}"))
-            .is_ok()
-    })
+    static STARTED: Mutex<Option<(crate::os::Origin, bool)>> = Mutex::new(None);
+    let mut started = lock(&STARTED);
+    if let Some((origin, ok)) = *started {
+        if !origin.forked() {
+            return ok;
+        }
+        let r = reaper();
+        for item in std::mem::take(&mut *lock(&r.items)) {
+            std::mem::forget(item);
+        }
+        r.count.store(0, Ordering::Release);
+    }
+    let ok = crate::os::thread::spawn("hal-stream-reaper", run)
+        .map_err(|e| log::warn!("no thread for dropped streams could be started: {e}"))
+        .is_ok();
+    *started = Some((crate::os::Origin::here(), ok));
+    ok
 }
 
 /// Let `stream` finish its work and drop it then, without blocking. Where

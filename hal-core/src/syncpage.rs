@@ -75,6 +75,10 @@ pub struct SyncPage {
     max_sleep: Option<Duration>,
     /// An importer's lease; given back when the page is dropped.
     _lease: Option<Lease>,
+    /// The process that made or imported the page: a child forked from
+    /// it is refused every word (the events and notifies on the page are
+    /// its parent's).
+    origin: crate::os::Origin,
 }
 
 impl SyncPage {
@@ -166,6 +170,7 @@ impl SyncPage {
     }
 
     fn slot(&self, offset: usize) -> Result<&AtomicU32> {
+        self.origin.check("an event or notify")?;
         self.mem.map().atomic_u32(offset)
     }
 
@@ -359,6 +364,7 @@ impl From<SealedMemfd> for SyncPage {
             mem,
             max_sleep: None,
             _lease: None,
+            origin: crate::os::Origin::here(),
         }
     }
 }

@@ -121,6 +121,9 @@ struct Queue {
     idle: usize,
     /// Workers alive.
     workers: usize,
+    /// The process the workers were started in: a child forked from it
+    /// has none of them.
+    origin: Option<crate::os::Origin>,
 }
 
 impl Pool {
@@ -130,6 +133,7 @@ impl Pool {
                 jobs: VecDeque::new(),
                 idle: 0,
                 workers: 0,
+                origin: None,
             }),
             queued: Condvar::new(),
             unfinished: AtomicUsize::new(0),
@@ -141,7 +145,20 @@ impl Pool {
 
     fn lock(&self) -> MutexGuard<'_, Queue> {
         // A job runs outside the lock, so no panic of a job poisons it.
-        lock(&self.queue)
+        let mut queue = lock(&self.queue);
+        if queue.origin.is_some_and(|o| o.forked()) {
+            // A forked child: its parent's workers did not come along, and
+            // the teardowns they had not run are the parent's (its vendor
+            // context): they are forgotten, never run here.
+            for job in std::mem::take(&mut queue.jobs) {
+                std::mem::forget(job);
+            }
+            queue.idle = 0;
+            queue.workers = 0;
+            queue.origin = None;
+            self.unfinished.store(0, Ordering::Release);
+        }
+        queue
     }
 
     fn after_work(&'static self, name: &str, teardown: impl FnOnce() + Send + 'static) {
@@ -222,18 +239,17 @@ impl Pool {
         // the job travels in a slot it can be taken back from.
         let slot = Arc::new(Mutex::new(Some(job)));
         let theirs = Arc::clone(&slot);
-        let spawned = std::thread::Builder::new()
-            .name(WORKER_NAME.into())
-            .spawn(move || {
-                let first = lock(&theirs).take();
-                if let Some(first) = first {
-                    first();
-                }
-                self.work();
-            });
+        let spawned = crate::os::thread::spawn(WORKER_NAME, move || {
+            let first = lock(&theirs).take();
+            if let Some(first) = first {
+                first();
+            }
+            self.work();
+        });
         match spawned {
             Ok(_) => {
                 queue.workers += 1;
+                queue.origin.get_or_insert_with(crate::os::Origin::here);
                 None
             }
             Err(e) => {

@@ -421,6 +421,44 @@ pub enum Importers {
     /// in the exporter's pid namespace, or the vendor's own process id; the
     /// handle's [`pid_kind`](crate::Handle::pid_kind) says which).
     Pids(Vec<u32>),
+    /// Any process of the exporter's user, however many
+    /// ([`HandleFlags::SAME_USER`](crate::HandleFlags::SAME_USER)): the
+    /// exporter's descriptor broker compares each importer's uid
+    /// (`SO_PEERCRED`) with its own effective uid, so a process of another
+    /// user (root included, unless the exporter runs as root) is refused.
+    /// For the many processes a pid list cannot hold (PostgreSQL's
+    /// backends all run as the server's user). Backends whose sharing
+    /// does not go through the broker cannot enforce it and answer
+    /// [`Error::Unsupported`](crate::Error::Unsupported): legacy CUDA IPC
+    /// handles, Ascend's runtime allow-lists, the simulator, named
+    /// regions (opened by name, their 0600 mode already limits them to
+    /// their user).
+    SameUser,
+}
+
+impl Importers {
+    /// [`Error::Unsupported`](crate::Error::Unsupported) for
+    /// [`Importers::SameUser`] on a backend that cannot enforce it, saying
+    /// `why`; `Ok` for every other class.
+    pub fn refuse_same_user(&self, backend: &str, why: &str) -> crate::Result<()> {
+        if *self == Importers::SameUser {
+            return Err(same_user_unsupported(backend, why));
+        }
+        Ok(())
+    }
+}
+
+/// The [`Error::Unsupported`](crate::Error::Unsupported) of a backend that
+/// cannot enforce [`Importers::SameUser`], saying `why`.
+pub fn same_user_unsupported(backend: &str, why: &str) -> crate::Error {
+    crate::Error::unsupported(
+        backend,
+        "export to any process of this user (Importers::SameUser)",
+        format!(
+            "{why}; export with Importers::Anyone or a pid list and control who receives the \
+             handle"
+        ),
+    )
 }
 
 /// A byte range within an allocation.

@@ -63,17 +63,15 @@ impl Future for ThreadFuture {
             let shared = Arc::clone(&self.shared);
             let cancelled = Arc::clone(&self.cancelled);
             lock(&shared).waker = Some(cx.waker().clone());
-            let spawned = std::thread::Builder::new()
-                .name(WAITER_THREAD.into())
-                .spawn(move || {
-                    CANCEL.with(|c| *c.borrow_mut() = Some(cancelled));
-                    let r = work();
-                    let mut s = lock(&shared);
-                    s.result = Some(r);
-                    if let Some(w) = s.waker.take() {
-                        w.wake();
-                    }
-                });
+            let spawned = crate::os::thread::spawn(WAITER_THREAD, move || {
+                CANCEL.with(|c| *c.borrow_mut() = Some(cancelled));
+                let r = work();
+                let mut s = lock(&shared);
+                s.result = Some(r);
+                if let Some(w) = s.waker.take() {
+                    w.wake();
+                }
+            });
             if let Err(e) = spawned {
                 return Poll::Ready(Err(Error::io("spawning a waiter thread", e)));
             }

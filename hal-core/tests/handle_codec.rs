@@ -254,7 +254,8 @@ fn every_field_at_its_extremes_round_trips() {
     h.creator_pid = u32::MAX;
     h.creator_start = u64::MAX;
     h.creator_pid_ns = u64::MAX;
-    h.flags = HandleFlags::KNOWN;
+    // Every flag but SAME_USER, which stands alone (no allow-list).
+    h.flags = HandleFlags(HandleFlags::KNOWN.0 & !HandleFlags::SAME_USER.0);
     h.pid_kind = PidKind::Vendor;
     h.allowed_pids = (0..MAX_PIDS as u32).map(|i| u32::MAX - i).collect();
     h.payload = vec![0xEE; MAX_PAYLOAD];
@@ -911,6 +912,59 @@ fn malformed_fields() {
     assert!(h.validate().is_err());
 }
 
+/// `SAME_USER` (any process of the exporter's user) round-trips in both
+/// forms on its own, keeps its wire bit, and is refused beside
+/// `ANY_IMPORTER`, an allow-list or vendor pids, by the decoder and the
+/// encoder alike; a version 1 handle may carry it too (a flag bit, not a
+/// field).
+#[test]
+fn same_user_stands_alone() {
+    let mut h = simple();
+    h.flags = HandleFlags(HandleFlags::READ_ONLY.0 | HandleFlags::SAME_USER.0);
+    h.allowed_pids.clear();
+    h.pid_kind = PidKind::Os;
+    assert_round_trip(&h);
+    assert_eq!(HandleFlags::SAME_USER.0, 0x20);
+    let bytes = h.to_bytes();
+    assert_eq!(bytes[FLAGS_AT], 0x21);
+    let v1 = Handle::from_bytes(&to_v1(&bytes)).unwrap();
+    assert!(v1.flags.contains(HandleFlags::SAME_USER) && v1.creator_pid_ns == 0);
+    assert!(h.allows(12345), "the broker checks the user, not the pid");
+    let refused = |h: &Handle| {
+        assert!(
+            matches!(
+                h.validate(),
+                Err(HandleError::Malformed { field: "flags", .. })
+            ),
+            "{h:?}"
+        );
+        // Written anyway (bypassing the encoder's check): the decoder refuses it.
+        let mut ok = h.clone();
+        ok.flags = HandleFlags(h.flags.0 & !HandleFlags::SAME_USER.0);
+        let mut b = ok.to_bytes();
+        b[FLAGS_AT] |= 0x20;
+        reseal(&mut b);
+        match Handle::from_bytes(&b) {
+            Err(HandleError::Malformed {
+                field: "flags",
+                detail,
+            }) => {
+                assert!(detail.contains("SAME_USER"), "{detail}")
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    let mut any = h.clone();
+    any.flags.insert(HandleFlags::ANY_IMPORTER);
+    refused(&any);
+    let mut listed = h.clone();
+    listed.allowed_pids = vec![7];
+    refused(&listed);
+    let mut vendor = h.clone();
+    vendor.pid_kind = PidKind::Vendor;
+    refused(&vendor);
+}
+
 #[test]
 fn the_catalogue_gives_distinct_variants() {
     fn variant(e: &HandleError) -> &'static str {
@@ -1119,24 +1173,32 @@ fn arb_handle() -> impl Strategy<Value = Handle> {
                 fds,
                 payload,
             ),
-        )| Handle {
-            kind,
-            backend,
-            device,
-            device_uuid,
-            location,
-            size,
-            offset,
-            address,
-            creator_pid,
-            creator_start,
-            creator_pid_ns,
-            object_id,
-            flags: HandleFlags(flags),
-            pid_kind,
-            allowed_pids,
-            fds,
-            payload,
+        )| {
+            // SAME_USER stands alone: no ANY_IMPORTER, no pids, OS pid kind.
+            let same_user = flags & HandleFlags::SAME_USER.0 != 0;
+            Handle {
+                kind,
+                backend,
+                device,
+                device_uuid,
+                location,
+                size,
+                offset,
+                address,
+                creator_pid,
+                creator_start,
+                creator_pid_ns,
+                object_id,
+                flags: HandleFlags(if same_user {
+                    flags & !HandleFlags::ANY_IMPORTER.0
+                } else {
+                    flags
+                }),
+                pid_kind: if same_user { PidKind::Os } else { pid_kind },
+                allowed_pids: if same_user { Vec::new() } else { allowed_pids },
+                fds,
+                payload,
+            }
         },
     )
 }

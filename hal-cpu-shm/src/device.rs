@@ -72,6 +72,9 @@ impl Backend for CpuShm {
 #[derive(Debug, Clone)]
 pub struct CpuDevice {
     info: &'static DeviceInfo,
+    /// The process that opened it: a child forked from it is refused (see
+    /// [`Error::Forked`](hal_core::Error::Forked)).
+    origin: hal_core::os::Origin,
 }
 
 impl Default for CpuDevice {
@@ -83,7 +86,10 @@ impl Default for CpuDevice {
 impl CpuDevice {
     /// The host device.
     pub fn new() -> Self {
-        CpuDevice { info: host_info() }
+        CpuDevice {
+            info: host_info(),
+            origin: hal_core::os::Origin::here(),
+        }
     }
 
     /// Create a named region: see [`named::create_named`].
@@ -127,6 +133,7 @@ impl Device for CpuDevice {
     }
 
     unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<hal_core::RegisteredHost> {
+        self.origin.check("the cpu-shm device")?;
         // SAFETY: the caller gives `register_host`'s promise: the range
         // stays mapped, readable and writable while the registration lives.
         let range = unsafe { hal_core::os::HostRange::new(ptr, len) }?;
@@ -134,18 +141,22 @@ impl Device for CpuDevice {
     }
 
     fn allocate(&self, desc: &AllocDesc) -> Result<CpuAllocation> {
+        self.origin.check("the cpu-shm device")?;
         CpuAllocation::anonymous(desc)
     }
 
     fn export_memory(&self, alloc: &CpuAllocation, opts: &ExportOptions) -> Result<Exported> {
+        self.origin.check("the cpu-shm device")?;
         alloc.export(opts)
     }
 
     fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()> {
+        self.origin.check("the cpu-shm device")?;
         plumb::add_importers(exported, pids)
     }
 
     fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CpuMapping> {
+        self.origin.check("the cpu-shm device")?;
         CpuMapping::import(shared, opts)
     }
 
@@ -158,10 +169,12 @@ impl Device for CpuDevice {
     }
 
     fn create_stream(&self) -> Result<CpuStream> {
+        self.origin.check("the cpu-shm device")?;
         Ok(CpuStream::new())
     }
 
     fn synchronize(&self, _stream: &CpuStream, _timeout: Option<Duration>) -> Result<()> {
+        self.origin.check("the cpu-shm device")?;
         // Host-synchronous: everything queued has already run.
         Ok(())
     }
@@ -177,6 +190,7 @@ impl Device for CpuDevice {
         src_offset: u64,
         len: u64,
     ) -> Result<()> {
+        self.origin.check("the cpu-shm device")?;
         let (dst, src) = (dst.memory(), src.memory());
         hal_core::device::check_bounds(src_offset, len, src.len())?;
         hal_core::device::check_bounds(dst_offset, len, dst.len())?;
@@ -194,6 +208,7 @@ impl Device for CpuDevice {
         offset: u64,
         data: Vec<u8>,
     ) -> Result<()> {
+        self.origin.check("the cpu-shm device")?;
         dst.memory().write(offset, &data)
     }
 
@@ -205,6 +220,7 @@ impl Device for CpuDevice {
         len: u64,
         value: u8,
     ) -> Result<()> {
+        self.origin.check("the cpu-shm device")?;
         let dst = dst.memory();
         hal_core::device::check_bounds(offset, len, dst.len())?;
         let len = usize::try_from(len)
@@ -213,40 +229,49 @@ impl Device for CpuDevice {
     }
 
     fn query_stream(&self, _stream: &CpuStream) -> Result<bool> {
+        self.origin.check("the cpu-shm device")?;
         // Host-synchronous: everything queued has already run.
         Ok(true)
     }
 
     fn synchronize_device(&self, _timeout: Option<Duration>) -> Result<()> {
+        self.origin.check("the cpu-shm device")?;
         Ok(())
     }
 
     fn create_event(&self, flags: EventFlags) -> Result<CpuEvent> {
+        self.origin.check("the cpu-shm device")?;
         CpuEvent::create(flags)
     }
 
     fn record_event(&self, _stream: &CpuStream, event: &CpuEvent) -> Result<()> {
+        self.origin.check("the cpu-shm device")?;
         event.record()
     }
 
     fn stream_wait_event(&self, _stream: &CpuStream, event: &CpuEvent) -> Result<()> {
+        self.origin.check("the cpu-shm device")?;
         // Later work runs on this thread, so it waits here.
         hal_core::Event::wait(event, WaitOptions::default())
     }
 
     fn export_event(&self, event: &CpuEvent, opts: &ExportOptions) -> Result<Exported> {
+        self.origin.check("the cpu-shm device")?;
         event.export(opts)
     }
 
     fn import_event(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CpuEvent> {
+        self.origin.check("the cpu-shm device")?;
         CpuEvent::import(shared, opts)
     }
 
     fn create_notify_with(&self, flags: hal_core::NotifyFlags) -> Result<CpuNotify> {
+        self.origin.check("the cpu-shm device")?;
         CpuNotify::create(flags)
     }
 
     fn record_notify(&self, _stream: &CpuStream, notify: &CpuNotify) -> Result<()> {
+        self.origin.check("the cpu-shm device")?;
         notify.record()
     }
 
@@ -256,6 +281,7 @@ impl Device for CpuDevice {
         notify: &CpuNotify,
         timeout: Option<Duration>,
     ) -> Result<()> {
+        self.origin.check("the cpu-shm device")?;
         notify.stream_wait(WaitOptions {
             timeout,
             ..WaitOptions::default()
@@ -263,22 +289,27 @@ impl Device for CpuDevice {
     }
 
     fn export_notify(&self, notify: &CpuNotify, opts: &ExportOptions) -> Result<Exported> {
+        self.origin.check("the cpu-shm device")?;
         notify.export(opts)
     }
 
     fn import_notify(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CpuNotify> {
+        self.origin.check("the cpu-shm device")?;
         CpuNotify::import(shared, opts)
     }
 
     fn granularity(&self, which: Granularity) -> Result<u64> {
+        self.origin.check("the cpu-shm device")?;
         Ok(self.info.granularity(which))
     }
 
     fn allocate_physical_with(&self, desc: &hal_core::PhysicalDesc) -> Result<CpuPhysical> {
+        self.origin.check("the cpu-shm device")?;
         hal_core::vmm::fabric_or_posix(crate::id::BACKEND, desc, CpuPhysical::allocate)
     }
 
     fn reserve(&self, size: u64, align: u64) -> Result<CpuReservation> {
+        self.origin.check("the cpu-shm device")?;
         CpuReservation::reserve(size, align)
     }
 
@@ -290,10 +321,12 @@ impl Device for CpuDevice {
         physical_offset: u64,
         len: u64,
     ) -> Result<()> {
+        self.origin.check("the cpu-shm device")?;
         reservation.map_physical(offset, physical, physical_offset, len)
     }
 
     fn unmap(&self, reservation: &CpuReservation, offset: u64, len: u64) -> Result<()> {
+        self.origin.check("the cpu-shm device")?;
         reservation.unmap(offset, len)
     }
 
@@ -304,6 +337,7 @@ impl Device for CpuDevice {
         len: u64,
         grants: &[hal_core::AccessGrant],
     ) -> Result<()> {
+        self.origin.check("the cpu-shm device")?;
         let access = CpuReservation::granted(grants)?;
         reservation.set_access(offset, len, access)
     }
@@ -314,14 +348,17 @@ impl Device for CpuDevice {
         offset: u64,
         target: hal_core::AccessTarget,
     ) -> Result<Access> {
+        self.origin.check("the cpu-shm device")?;
         reservation.access_at(offset, target)
     }
 
     fn export_physical(&self, physical: &CpuPhysical, opts: &ExportOptions) -> Result<Exported> {
+        self.origin.check("the cpu-shm device")?;
         physical.export(opts)
     }
 
     fn import_physical(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CpuPhysical> {
+        self.origin.check("the cpu-shm device")?;
         CpuPhysical::import(shared, opts)
     }
 }

@@ -397,6 +397,7 @@ impl Memory for CpuMapping {
     }
 
     fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        self.inner.view.check_origin()?;
         hal_core::device::check_bounds(offset, dst.len() as u64, self.len())?;
         match &self.inner.source {
             Source::Sealed => self.inner.view.read(offset, dst),
@@ -407,6 +408,7 @@ impl Memory for CpuMapping {
     }
 
     fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
+        self.inner.view.check_origin()?;
         hal_core::device::check_bounds(offset, src.len() as u64, self.len())?;
         if self.inner.read_only {
             return Err(read_only_error(&self.describe()));

@@ -282,6 +282,15 @@ impl CpuAllocation {
                 plumb::exported_leased(handle, vec![data_fd], leases)
             }
             Backing::Named(r) => {
+                opts.importers.refuse_same_user(
+                    BACKEND,
+                    &format!(
+                        "named region {:?} is opened by name, so no broker checks its importers; \
+                         its 0600 mode already limits it to this user (Importers::Anyone \
+                         reaches no other user)",
+                        r.name()
+                    ),
+                )?;
                 if let Importers::Pids(_) = opts.importers {
                     return Err(Error::unsupported(
                         BACKEND,
@@ -353,6 +362,7 @@ impl Memory for CpuAllocation {
     }
 
     fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        self.view.check_origin()?;
         hal_core::device::check_bounds(offset, dst.len() as u64, self.len)?;
         match &self.backing {
             Backing::Memfd { .. } => self.view.read(offset, dst),
@@ -362,6 +372,7 @@ impl Memory for CpuAllocation {
     }
 
     fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
+        self.view.check_origin()?;
         hal_core::device::check_bounds(offset, src.len() as u64, self.len)?;
         if self.read_only {
             return Err(read_only_error(&self.describe()));

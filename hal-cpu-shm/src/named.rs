@@ -297,6 +297,7 @@ pub fn create_named(name: &str, size: u64, opts: &NamedOptions) -> Result<CpuAll
             ino: meta.ino,
             dev: meta.dev,
             unlink_on_drop: !opts.keep,
+            origin: hal_core::os::Origin::here(),
         }),
     };
     Ok(CpuAllocation::from_named(view, size, false, region))

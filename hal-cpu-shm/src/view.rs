@@ -11,6 +11,9 @@ use hal_core::{Error, Result};
 pub(crate) struct View {
     map: SharedMap,
     len: u64,
+    /// The process that mapped it: a child forked from it is refused the
+    /// bytes (the memory is its parent's allocation or import).
+    origin: hal_core::os::Origin,
 }
 
 impl View {
@@ -37,7 +40,11 @@ impl View {
             SharedMap::map_aligned(fd, len, file_offset, align, prot)
         }
         .map_err(access_error)?;
-        Ok(View { map, len })
+        Ok(View {
+            map,
+            len,
+            origin: hal_core::os::Origin::here(),
+        })
     }
 
     /// The address of the first byte.
@@ -53,6 +60,12 @@ impl View {
     /// Length in bytes.
     pub(crate) fn len(&self) -> u64 {
         self.len
+    }
+
+    /// [`Error::Forked`](hal_core::Error::Forked) in a child forked after
+    /// the view was mapped.
+    pub(crate) fn check_origin(&self) -> Result<()> {
+        self.origin.check("cpu-shm memory")
     }
 
     /// Copy out.

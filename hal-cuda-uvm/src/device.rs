@@ -54,6 +54,9 @@ pub struct UvmDevice<D: Device> {
     info: DeviceInfo,
     devices: u32,
     steps: Arc<StepErrors>,
+    /// The process that opened it: a child forked from it is refused (see
+    /// [`Error::Forked`](hal_core::Error::Forked)).
+    origin: hal_core::os::Origin,
 }
 
 impl<D: Device> std::fmt::Debug for UvmDevice<D> {
@@ -92,6 +95,7 @@ where
             info,
             devices,
             steps: Arc::default(),
+            origin: hal_core::os::Origin::here(),
         })
     }
 
@@ -254,14 +258,17 @@ where
     }
 
     fn process_id(&self) -> Result<u32> {
+        self.origin.check("the cuda-uvm device")?;
         self.host.process_id()
     }
 
     fn current_context(&self) -> Result<Option<u64>> {
+        self.origin.check("the cuda-uvm device")?;
         self.gpu.current_context()
     }
 
     fn allocate(&self, desc: &AllocDesc) -> Result<UvmAllocation<D>> {
+        self.origin.check("the cuda-uvm device")?;
         match desc.location {
             Location::Host | Location::Managed => Ok(UvmAllocation::Shared(self.shared(desc)?)),
             Location::Device(_) => Ok(UvmAllocation::Inner(self.gpu.allocate(desc)?)),
@@ -269,6 +276,7 @@ where
     }
 
     fn export_memory(&self, alloc: &UvmAllocation<D>, opts: &ExportOptions) -> Result<Exported> {
+        self.origin.check("the cuda-uvm device")?;
         match alloc {
             UvmAllocation::Shared(s) => {
                 if matches!(opts.importers, hal_core::Importers::Pids(_))
@@ -295,6 +303,7 @@ where
     }
 
     fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()> {
+        self.origin.check("the cuda-uvm device")?;
         let h = exported.handle();
         let home =
             h.kind == hal_core::HandleKind::Memory && !matches!(h.location, Location::Device(_));
@@ -322,11 +331,13 @@ where
     }
 
     unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<D::HostRegistration> {
+        self.origin.check("the cuda-uvm device")?;
         // SAFETY: the caller gives register_host's promise.
         unsafe { self.gpu.register_host(ptr, len) }
     }
 
     fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<UvmMapping<D>> {
+        self.origin.check("the cuda-uvm device")?;
         brand::check(&shared)?;
         if let Some(d) = opts.device {
             self.check_device(d)?;
@@ -347,17 +358,20 @@ where
     }
 
     fn create_stream(&self) -> Result<UvmStream<D::Stream>> {
+        self.origin.check("the cuda-uvm device")?;
         let inner = self.gpu.create_stream()?;
         Ok(UvmStream::new(inner, Arc::clone(&self.steps)))
     }
 
     unsafe fn wrap_stream(&self, raw: *mut std::ffi::c_void) -> Result<UvmStream<D::Stream>> {
+        self.origin.check("the cuda-uvm device")?;
         // SAFETY: the caller gives wrap_stream's promise.
         let inner = unsafe { self.gpu.wrap_stream(raw) }?;
         Ok(UvmStream::new(inner, Arc::clone(&self.steps)))
     }
 
     fn synchronize(&self, stream: &UvmStream<D::Stream>, timeout: Option<Duration>) -> Result<()> {
+        self.origin.check("the cuda-uvm device")?;
         self.gpu.synchronize(stream.inner(), timeout)?;
         self.steps.take(stream.id())
     }
@@ -375,6 +389,7 @@ where
         src_offset: u64,
         len: u64,
     ) -> Result<()> {
+        self.origin.check("the cuda-uvm device")?;
         // Checks of a copy a host step takes part in; false when it is empty.
         let checked = |to: &dyn Memory, from: &dyn Memory| -> Result<bool> {
             hal_core::device::check_bounds(src_offset, len, from.len())?;
@@ -468,6 +483,7 @@ where
         offset: u64,
         data: Vec<u8>,
     ) -> Result<()> {
+        self.origin.check("the cuda-uvm device")?;
         match side(dst) {
             Side::Gpu(d, held) => {
                 self.gpu.write_async(stream.inner(), d, offset, data)?;
@@ -489,6 +505,7 @@ where
         len: u64,
         value: u8,
     ) -> Result<()> {
+        self.origin.check("the cuda-uvm device")?;
         match side(dst) {
             Side::Gpu(d, held) => {
                 self.gpu
@@ -510,6 +527,7 @@ where
         stream: &UvmStream<D::Stream>,
         value: Box<dyn std::any::Any + Send>,
     ) -> Result<()> {
+        self.origin.check("the cuda-uvm device")?;
         self.gpu.hold_until_done(stream.inner(), value)
     }
 
@@ -518,6 +536,7 @@ where
     /// device reaches them in place whatever the advice. Device copies are
     /// made explicitly (see the crate documentation, *Strategies*).
     fn advise(&self, mem: MemRef<'_, Self>, offset: u64, len: u64, advice: Advice) -> Result<()> {
+        self.origin.check("the cuda-uvm device")?;
         match side(mem) {
             Side::Gpu(m, None) => self.gpu.advise(m, offset, len, advice),
             Side::Gpu(_, Some(_)) | Side::Host(_) => {
@@ -542,6 +561,7 @@ where
         len: u64,
         to: Location,
     ) -> Result<()> {
+        self.origin.check("the cuda-uvm device")?;
         match side(mem) {
             Side::Gpu(m, None) => self.gpu.prefetch_async(stream.inner(), m, offset, len, to),
             Side::Gpu(_, Some(_)) | Side::Host(_) => {
@@ -555,6 +575,7 @@ where
     }
 
     fn query_stream(&self, stream: &UvmStream<D::Stream>) -> Result<bool> {
+        self.origin.check("the cuda-uvm device")?;
         let done = self.gpu.query_stream(stream.inner())?;
         if done {
             self.steps.take(stream.id())?;
@@ -563,36 +584,44 @@ where
     }
 
     fn synchronize_device(&self, timeout: Option<Duration>) -> Result<()> {
+        self.origin.check("the cuda-uvm device")?;
         self.gpu.synchronize_device(timeout)?;
         self.steps.take_any()
     }
 
     fn create_event(&self, flags: EventFlags) -> Result<D::Event> {
+        self.origin.check("the cuda-uvm device")?;
         self.gpu.create_event(flags)
     }
 
     fn record_event(&self, stream: &UvmStream<D::Stream>, event: &D::Event) -> Result<()> {
+        self.origin.check("the cuda-uvm device")?;
         self.gpu.record_event(stream.inner(), event)
     }
 
     fn stream_wait_event(&self, stream: &UvmStream<D::Stream>, event: &D::Event) -> Result<()> {
+        self.origin.check("the cuda-uvm device")?;
         self.gpu.stream_wait_event(stream.inner(), event)
     }
 
     fn export_event(&self, event: &D::Event, opts: &ExportOptions) -> Result<Exported> {
+        self.origin.check("the cuda-uvm device")?;
         Ok(brand::ours(self.gpu.export_event(event, opts)?, &self.info))
     }
 
     fn import_event(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<D::Event> {
+        self.origin.check("the cuda-uvm device")?;
         let shared = brand::theirs(shared, self.gpu.info().backend)?;
         self.gpu.import_event(shared, opts)
     }
 
     fn create_notify_with(&self, flags: hal_core::NotifyFlags) -> Result<D::Notify> {
+        self.origin.check("the cuda-uvm device")?;
         self.gpu.create_notify_with(flags)
     }
 
     fn record_notify(&self, stream: &UvmStream<D::Stream>, notify: &D::Notify) -> Result<()> {
+        self.origin.check("the cuda-uvm device")?;
         self.gpu.record_notify(stream.inner(), notify)
     }
 
@@ -602,10 +631,12 @@ where
         notify: &D::Notify,
         timeout: Option<Duration>,
     ) -> Result<()> {
+        self.origin.check("the cuda-uvm device")?;
         self.gpu.stream_wait_notify(stream.inner(), notify, timeout)
     }
 
     fn export_notify(&self, notify: &D::Notify, opts: &ExportOptions) -> Result<Exported> {
+        self.origin.check("the cuda-uvm device")?;
         Ok(brand::ours(
             self.gpu.export_notify(notify, opts)?,
             &self.info,
@@ -613,19 +644,23 @@ where
     }
 
     fn import_notify(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<D::Notify> {
+        self.origin.check("the cuda-uvm device")?;
         let shared = brand::theirs(shared, self.gpu.info().backend)?;
         self.gpu.import_notify(shared, opts)
     }
 
     fn granularity(&self, which: Granularity) -> Result<u64> {
+        self.origin.check("the cuda-uvm device")?;
         self.gpu.granularity(which)
     }
 
     fn allocate_physical_with(&self, desc: &PhysicalDesc) -> Result<D::Physical> {
+        self.origin.check("the cuda-uvm device")?;
         self.gpu.allocate_physical_with(desc)
     }
 
     fn reserve(&self, size: u64, align: u64) -> Result<D::Reservation> {
+        self.origin.check("the cuda-uvm device")?;
         self.gpu.reserve(size, align)
     }
 
@@ -637,11 +672,13 @@ where
         physical_offset: u64,
         len: u64,
     ) -> Result<()> {
+        self.origin.check("the cuda-uvm device")?;
         self.gpu
             .map_range(reservation, offset, physical, physical_offset, len)
     }
 
     fn unmap(&self, reservation: &D::Reservation, offset: u64, len: u64) -> Result<()> {
+        self.origin.check("the cuda-uvm device")?;
         self.gpu.unmap(reservation, offset, len)
     }
 
@@ -652,6 +689,7 @@ where
         len: u64,
         grants: &[AccessGrant],
     ) -> Result<()> {
+        self.origin.check("the cuda-uvm device")?;
         self.gpu.set_access_for(reservation, offset, len, grants)
     }
 
@@ -661,10 +699,12 @@ where
         offset: u64,
         target: AccessTarget,
     ) -> Result<Access> {
+        self.origin.check("the cuda-uvm device")?;
         self.gpu.access(reservation, offset, target)
     }
 
     fn export_physical(&self, physical: &D::Physical, opts: &ExportOptions) -> Result<Exported> {
+        self.origin.check("the cuda-uvm device")?;
         Ok(brand::ours(
             self.gpu.export_physical(physical, opts)?,
             &self.info,
@@ -672,6 +712,7 @@ where
     }
 
     fn import_physical(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<D::Physical> {
+        self.origin.check("the cuda-uvm device")?;
         let shared = brand::theirs(shared, self.gpu.info().backend)?;
         self.gpu.import_physical(shared, opts)
     }

@@ -61,23 +61,21 @@ pub fn queue_around<D: GpuDevice>(
     let thread_errors = Arc::clone(errors);
     let (gate, keep) = (Arc::new(gate), Arc::new(Mutex::new(keep)));
     let (thread_gate, thread_keep) = (Arc::clone(&gate), Arc::clone(&keep));
-    let spawned = std::thread::Builder::new()
-        .name("hal-uvm-step".into())
-        .spawn(move || {
-            let done = before.wait(WaitOptions::default()).and_then(|()| step());
-            if let Err(e) = done {
-                thread_errors.keep(key, e);
-            }
-            if let Err(e) = thread_gate.signal() {
-                log::warn!("a host step could not release its stream: {e}");
-                std::mem::forget(thread_keep);
-                return;
-            }
-            // What the GPU work reaches lives until the stream passed it.
-            if after.wait(WaitOptions::default()).is_err() {
-                std::mem::forget(thread_keep);
-            }
-        });
+    let spawned = hal_core::os::thread::spawn("hal-uvm-step", move || {
+        let done = before.wait(WaitOptions::default()).and_then(|()| step());
+        if let Err(e) = done {
+            thread_errors.keep(key, e);
+        }
+        if let Err(e) = thread_gate.signal() {
+            log::warn!("a host step could not release its stream: {e}");
+            std::mem::forget(thread_keep);
+            return;
+        }
+        // What the GPU work reaches lives until the stream passed it.
+        if after.wait(WaitOptions::default()).is_err() {
+            std::mem::forget(thread_keep);
+        }
+    });
     if let Err(e) = spawned {
         // The step cannot run: its stream learns so at its next
         // synchronization, and is let go on.

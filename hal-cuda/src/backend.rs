@@ -81,7 +81,11 @@ impl CudaBackend {
     /// The loaded, initialised driver.
     fn driver(&self) -> Result<Arc<Driver>> {
         match self.loaded() {
-            Ok(d) => Ok(Arc::clone(d)),
+            Ok(d) => {
+                d.origin
+                    .check("the CUDA backend (its driver was initialised)")?;
+                Ok(Arc::clone(d))
+            }
             Err(f) => Err(f.error("cuda")),
         }
     }

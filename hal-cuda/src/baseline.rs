@@ -64,6 +64,10 @@ impl std::fmt::Debug for BareVmm {
 
 impl Drop for BareVmm {
     fn drop(&mut self) {
+        if self.primary.forked() {
+            // A forked child: the context is the parent's; leave it be.
+            return;
+        }
         let driver = &self.primary.driver;
         let undone = self.primary.enter().and_then(|_ctx| {
             if self.base != 0 {
@@ -221,6 +225,10 @@ impl BareAlloc {
 
 impl Drop for BareAlloc {
     fn drop(&mut self) {
+        if self.primary.forked() {
+            // A forked child: the context is the parent's; leave it be.
+            return;
+        }
         if self.ptr != 0 {
             if let Err(e) = bare_free(&self.primary, self.ptr) {
                 log::warn!("freeing a bare allocation: {e}");

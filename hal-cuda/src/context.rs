@@ -52,8 +52,25 @@ impl Primary {
         self.ctx
     }
 
-    /// Push the context on the calling thread until the guard drops.
+    /// True in a child forked after the driver was initialised: the
+    /// context is the parent's, and a drop must not call the driver.
+    pub(crate) fn forked(&self) -> bool {
+        self.driver.origin.forked()
+    }
+
+    /// [`Error::Forked`](hal_core::Error::Forked) in a child forked after
+    /// the driver was initialised.
+    pub(crate) fn check_origin(&self) -> Result<()> {
+        self.driver
+            .origin
+            .check(&format!("CUDA device {}", self.device))
+    }
+
+    /// Push the context on the calling thread until the guard drops; in a
+    /// child forked after the driver was initialised,
+    /// [`Error::Forked`](hal_core::Error::Forked) before any call.
     pub(crate) fn enter(&self) -> Result<Entered<'_>> {
+        self.check_origin()?;
         let push = self.driver.ctx_push_current()?;
         // Resolve the pop now, so that the guard cannot fail to pop.
         let pop = self.driver.ctx_pop_current()?;
@@ -72,6 +89,12 @@ impl Drop for Primary {
     fn drop(&mut self) {
         // No stream of this value is left (each holds it).
         let share = std::mem::take(&mut self.quiet);
+        if self.forked() {
+            // The context is the parent's: nothing to release here, and
+            // the driver must not be called.
+            std::mem::forget(share);
+            return;
+        }
         match self.enter() {
             Ok(_ctx) => Quiet::release(share, |p| crate::hostreg::unregister(&self.driver, p)),
             Err(e) => {

@@ -263,6 +263,7 @@ impl Device for CudaDevice {
     }
 
     fn current_context(&self) -> Result<Option<u64>> {
+        self.primary.check_origin()?;
         let f = self.driver().ctx_get_current()?;
         let mut ctx: CUcontext = std::ptr::null_mut();
         // SAFETY: `ctx` is a valid place for the handle.
@@ -272,6 +273,7 @@ impl Device for CudaDevice {
     }
 
     fn allocate(&self, desc: &AllocDesc) -> Result<CudaAllocation> {
+        self.primary.check_origin()?;
         if desc.size == 0 {
             return Err(Error::invalid("cannot allocate zero bytes"));
         }
@@ -324,6 +326,7 @@ impl Device for CudaDevice {
     }
 
     fn export_memory(&self, alloc: &CudaAllocation, opts: &ExportOptions) -> Result<Exported> {
+        self.primary.check_origin()?;
         crate::ipc::exportable(alloc)?;
         if !self.ipc_memory() {
             return Err(self.absent("export_memory", Capabilities::IPC_MEMORY));
@@ -337,10 +340,12 @@ impl Device for CudaDevice {
     }
 
     fn allow_importers(&self, _exported: &mut Exported, _pids: &[u32]) -> Result<()> {
+        self.primary.check_origin()?;
         Err(self.absent("allow_importers", Capabilities::PID_ALLOW_LIST))
     }
 
     unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<RegisteredHost> {
+        self.primary.check_origin()?;
         if !self
             .info
             .capabilities
@@ -354,6 +359,7 @@ impl Device for CudaDevice {
     }
 
     fn advise(&self, mem: MemRef<'_, Self>, offset: u64, len: u64, advice: Advice) -> Result<()> {
+        self.primary.check_origin()?;
         let ptr = self.managed_range("advise", mem, offset, len)?;
         crate::managed::advise(&self.primary, ptr, len, advice)
     }
@@ -366,12 +372,14 @@ impl Device for CudaDevice {
         len: u64,
         to: Location,
     ) -> Result<()> {
+        self.primary.check_origin()?;
         self.check_stream(stream)?;
         let ptr = self.managed_range("prefetch_async", mem, offset, len)?;
         crate::managed::prefetch(&self.primary, stream.raw, ptr, len, to)
     }
 
     fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CudaMapping> {
+        self.primary.check_origin()?;
         if !self.ipc_memory() {
             return Err(self.absent("import_memory", Capabilities::IPC_MEMORY));
         }
@@ -379,6 +387,7 @@ impl Device for CudaDevice {
     }
 
     fn create_stream(&self) -> Result<CudaStream> {
+        self.primary.check_origin()?;
         let driver = self.driver();
         let _ctx = self.primary.enter()?;
         let f = driver.stream_create()?;
@@ -396,6 +405,7 @@ impl Device for CudaDevice {
     }
 
     unsafe fn wrap_stream(&self, raw: *mut c_void) -> Result<CudaStream> {
+        self.primary.check_origin()?;
         Ok(CudaStream {
             primary: Arc::clone(&self.primary),
             raw: raw.cast(),
@@ -405,6 +415,7 @@ impl Device for CudaDevice {
     }
 
     fn synchronize(&self, stream: &CudaStream, timeout: Option<Duration>) -> Result<()> {
+        self.primary.check_origin()?;
         self.check_stream(stream)?;
         stream.wait(timeout)
     }
@@ -416,6 +427,7 @@ impl Device for CudaDevice {
         stream: &CudaStream,
         value: Box<dyn std::any::Any + Send>,
     ) -> Result<()> {
+        self.primary.check_origin()?;
         self.check_stream(stream)?;
         stream.holding().hold(value);
         Ok(())
@@ -430,6 +442,7 @@ impl Device for CudaDevice {
         src_offset: u64,
         len: u64,
     ) -> Result<()> {
+        self.primary.check_origin()?;
         self.check_stream(stream)?;
         let to = self.span(dst, dst_offset, len)?;
         let from = self.span(src, src_offset, len)?;
@@ -467,6 +480,7 @@ impl Device for CudaDevice {
         offset: u64,
         data: Vec<u8>,
     ) -> Result<()> {
+        self.primary.check_origin()?;
         self.check_stream(stream)?;
         let to = self.span(dst, offset, data.len() as u64)?;
         let driver = self.driver();
@@ -491,6 +505,7 @@ impl Device for CudaDevice {
         len: u64,
         value: u8,
     ) -> Result<()> {
+        self.primary.check_origin()?;
         self.check_stream(stream)?;
         let to = self.span(dst, offset, len)?;
         let driver = self.driver();
@@ -506,30 +521,30 @@ impl Device for CudaDevice {
     }
 
     fn query_stream(&self, stream: &CudaStream) -> Result<bool> {
+        self.primary.check_origin()?;
         self.check_stream(stream)?;
         stream.query()
     }
 
     fn synchronize_device(&self, timeout: Option<Duration>) -> Result<()> {
+        self.primary.check_origin()?;
         let primary = Arc::clone(&self.primary);
         let (tx, rx) = mpsc::channel();
         // cuCtxSynchronize cannot time out: it runs on a thread of its own,
         // and a timeout leaves it to finish there.
-        std::thread::Builder::new()
-            .name("hal-cuda-synchronize".into())
-            .spawn(move || {
-                let done = primary.enter().and_then(|_ctx| {
-                    let f = primary.driver.ctx_synchronize()?;
-                    // Only once no stream waits for a notify: the wait
-                    // would hold the driver until it was signalled
-                    // (`quiet.rs`).
-                    let _quiet = primary.quiet.hold();
-                    // SAFETY: the device's context is current on this thread.
-                    primary.driver.check("cuCtxSynchronize", unsafe { f() })
-                });
-                let _ = tx.send(done);
-            })
-            .map_err(|e| Error::io("spawning the synchronize thread", e))?;
+        hal_core::os::thread::spawn("hal-cuda-synchronize", move || {
+            let done = primary.enter().and_then(|_ctx| {
+                let f = primary.driver.ctx_synchronize()?;
+                // Only once no stream waits for a notify: the wait
+                // would hold the driver until it was signalled
+                // (`quiet.rs`).
+                let _quiet = primary.quiet.hold();
+                // SAFETY: the device's context is current on this thread.
+                primary.driver.check("cuCtxSynchronize", unsafe { f() })
+            });
+            let _ = tx.send(done);
+        })
+        .map_err(|e| Error::io("spawning the synchronize thread", e))?;
         match timeout {
             None => rx
                 .recv()
@@ -544,6 +559,7 @@ impl Device for CudaDevice {
     }
 
     fn create_event(&self, flags: EventFlags) -> Result<CudaEvent> {
+        self.primary.check_origin()?;
         if flags.interprocess && !self.ipc_event() {
             return Err(self.absent("an interprocess event", Capabilities::IPC_EVENT));
         }
@@ -553,11 +569,13 @@ impl Device for CudaDevice {
     /// Records the event; an interprocess event made past the cap on live
     /// IPC events (1000) is recorded and then the stream synchronized.
     fn record_event(&self, stream: &CudaStream, event: &CudaEvent) -> Result<()> {
+        self.primary.check_origin()?;
         self.check_stream(stream)?;
         crate::ipc_event::record(&self.primary, stream, event)
     }
 
     fn stream_wait_event(&self, stream: &CudaStream, event: &CudaEvent) -> Result<()> {
+        self.primary.check_origin()?;
         self.check_stream(stream)?;
         let driver = self.driver();
         let _ctx = self.primary.enter()?;
@@ -569,6 +587,7 @@ impl Device for CudaDevice {
     }
 
     fn export_event(&self, event: &CudaEvent, opts: &ExportOptions) -> Result<Exported> {
+        self.primary.check_origin()?;
         if !self.ipc_event() {
             return Err(self.absent("export_event", Capabilities::IPC_EVENT));
         }
@@ -581,6 +600,7 @@ impl Device for CudaDevice {
     }
 
     fn import_event(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaEvent> {
+        self.primary.check_origin()?;
         if !self.ipc_event() {
             return Err(self.absent("import_event", Capabilities::IPC_EVENT));
         }
@@ -588,6 +608,7 @@ impl Device for CudaDevice {
     }
 
     fn create_notify_with(&self, flags: NotifyFlags) -> Result<CudaNotify> {
+        self.primary.check_origin()?;
         if flags.device_only && !self.stream_ordered_notify() {
             return Err(self.absent("a device-only notify", Capabilities::STREAM_ORDERED_NOTIFY));
         }
@@ -595,6 +616,7 @@ impl Device for CudaDevice {
     }
 
     fn record_notify(&self, stream: &CudaStream, notify: &CudaNotify) -> Result<()> {
+        self.primary.check_origin()?;
         if !self.stream_ordered_notify() {
             return Err(self.absent("record_notify", Capabilities::STREAM_ORDERED_NOTIFY));
         }
@@ -616,6 +638,7 @@ impl Device for CudaDevice {
         notify: &CudaNotify,
         _timeout: Option<Duration>,
     ) -> Result<()> {
+        self.primary.check_origin()?;
         if !self.stream_ordered_notify() {
             return Err(self.absent("stream_wait_notify", Capabilities::STREAM_ORDERED_NOTIFY));
         }
@@ -629,23 +652,28 @@ impl Device for CudaDevice {
     }
 
     fn export_notify(&self, notify: &CudaNotify, opts: &ExportOptions) -> Result<Exported> {
+        self.primary.check_origin()?;
         notify.export(&self.info, opts)
     }
 
     fn import_notify(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaNotify> {
+        self.primary.check_origin()?;
         CudaNotify::import(shared)
     }
 
     fn granularity(&self, which: Granularity) -> Result<u64> {
+        self.primary.check_origin()?;
         self.vmm("granularity")?;
         Ok(self.info.granularity(which))
     }
 
     fn allocate_physical_with(&self, desc: &PhysicalDesc) -> Result<CudaPhysical> {
+        self.primary.check_origin()?;
         self.vmm("allocate_physical")?.allocate(desc)
     }
 
     fn reserve(&self, size: u64, align: u64) -> Result<CudaReservation> {
+        self.primary.check_origin()?;
         self.vmm("reserve")?.reserve(size, align)
     }
 
@@ -657,6 +685,7 @@ impl Device for CudaDevice {
         physical_offset: u64,
         len: u64,
     ) -> Result<()> {
+        self.primary.check_origin()?;
         self.vmm("map")?
             .map(reservation, offset, physical, physical_offset, len)
     }
@@ -668,6 +697,7 @@ impl Device for CudaDevice {
     /// reservation instead never waits long: it unmaps once that work has
     /// run ([`hal_core::teardown`]).
     fn unmap(&self, reservation: &CudaReservation, offset: u64, len: u64) -> Result<()> {
+        self.primary.check_origin()?;
         self.vmm("unmap")?.unmap(reservation, offset, len)
     }
 
@@ -678,6 +708,7 @@ impl Device for CudaDevice {
         len: u64,
         grants: &[AccessGrant],
     ) -> Result<()> {
+        self.primary.check_origin()?;
         let vmm = self.vmm("set_access")?;
         vmm.set_access(reservation, offset, len, grants, self.device_count)
     }
@@ -688,11 +719,13 @@ impl Device for CudaDevice {
         offset: u64,
         target: AccessTarget,
     ) -> Result<Access> {
+        self.primary.check_origin()?;
         let vmm = self.vmm("access")?;
         vmm.access(reservation, offset, target, self.device_count)
     }
 
     fn export_physical(&self, physical: &CudaPhysical, opts: &ExportOptions) -> Result<Exported> {
+        self.primary.check_origin()?;
         let vmm = self.vmm("export_physical")?;
         if !self.ipc_memory() {
             return Err(self.absent("export_physical", Capabilities::IPC_MEMORY));
@@ -701,6 +734,7 @@ impl Device for CudaDevice {
     }
 
     fn import_physical(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaPhysical> {
+        self.primary.check_origin()?;
         let vmm = self.vmm("import_physical")?;
         if !self.ipc_memory() {
             return Err(self.absent("import_physical", Capabilities::IPC_MEMORY));

@@ -232,6 +232,7 @@ pub(crate) fn export(
             "legacy CUDA IPC maps imports read-write (Capabilities::READ_ONLY_EXPORT is absent)",
         ));
     }
+    opts.importers.refuse_same_user("cuda", "a CUDA IPC handle is opened by whoever holds its bytes: no broker checks the importer's user")?;
     if matches!(opts.importers, Importers::Pids(_)) {
         return Err(Error::unsupported(
             "cuda",

@@ -222,6 +222,7 @@ pub(crate) fn export(
     if opts.read_only {
         return Err(Error::invalid("an event cannot be exported read-only"));
     }
+    opts.importers.refuse_same_user("cuda", "a CUDA IPC handle is opened by whoever holds its bytes: no broker checks the importer's user")?;
     if matches!(opts.importers, Importers::Pids(_)) {
         return Err(Error::unsupported(
             "cuda",

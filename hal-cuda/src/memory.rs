@@ -81,6 +81,10 @@ impl Drop for CudaAllocation {
     /// the memory, without waiting for them: the memory is freed once both
     /// are done.
     fn drop(&mut self) {
+        if self.primary.forked() {
+            // A forked child: the context is the parent's; leave it be.
+            return;
+        }
         let (primary, ptr, location) = (Arc::clone(&self.primary), self.ptr, self.location);
         let Some(e) = self.exports.get() else {
             free_after_work(primary, ptr, location);
@@ -95,14 +99,12 @@ impl Drop for CudaAllocation {
         // under them (undefined behaviour in CUDA), so the release waits
         // for their leases on a thread of its own.
         let leases = Arc::clone(&e.leases);
-        let spawned = std::thread::Builder::new()
-            .name("hal-cuda-deferred-free".into())
-            .spawn(move || {
-                if let Err(e) = leases.wait_empty(None) {
-                    log::warn!("waiting for the importers of CUDA memory at {ptr:#x}: {e}");
-                }
-                release(&primary, ptr, location);
-            });
+        let spawned = hal_core::os::thread::spawn("hal-cuda-deferred-free", move || {
+            if let Err(e) = leases.wait_empty(None) {
+                log::warn!("waiting for the importers of CUDA memory at {ptr:#x}: {e}");
+            }
+            release(&primary, ptr, location);
+        });
         if let Err(e) = spawned {
             log::warn!(
                 "CUDA memory at {:#x} is still imported and no thread could wait for its \

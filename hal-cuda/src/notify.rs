@@ -150,6 +150,7 @@ impl CudaNotify {
                 "read_only and range apply to memory exports, not to a notify",
             ));
         }
+        opts.importers.refuse_same_user("cuda", "a CUDA IPC handle is opened by whoever holds its bytes: no broker checks the importer's user")?;
         if let Importers::Pids(_) = opts.importers {
             return Err(Error::unsupported(
                 "cuda",

@@ -24,6 +24,10 @@ pub(crate) struct Opened {
 
 impl Drop for Opened {
     fn drop(&mut self) {
+        if self.primary.forked() {
+            // A forked child: the context is the parent's; leave it be.
+            return;
+        }
         let driver = &self.primary.driver;
         let closed = self.primary.enter().and_then(|_ctx| {
             let f = driver.ipc_close_mem_handle()?;

@@ -56,6 +56,10 @@ impl std::fmt::Debug for PhysInner {
 
 impl Drop for PhysInner {
     fn drop(&mut self) {
+        if self.primary.forked() {
+            // A forked child: the context is the parent's; leave it be.
+            return;
+        }
         let driver = &self.primary.driver;
         let released = self.primary.enter().and_then(|_ctx| {
             let f = driver.mem_release()?;

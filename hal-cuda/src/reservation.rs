@@ -182,6 +182,10 @@ impl Drop for CudaReservation {
     /// allocations and the range go once that work has run
     /// ([`hal_core::teardown`]).
     fn drop(&mut self) {
+        if self.primary.forked() {
+            // A forked child: the context is the parent's; leave it be.
+            return;
+        }
         let teardown = Teardown {
             primary: Arc::clone(&self.primary),
             base: self.base,

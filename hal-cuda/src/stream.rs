@@ -106,6 +106,10 @@ impl CudaStream {
 
 impl Drop for CudaStream {
     fn drop(&mut self) {
+        if self.primary.forked() {
+            // A forked child: the context is the parent's; leave it be.
+            return;
+        }
         // Queued work may still use what the stream holds. Work that has
         // not run, which may wait for a notify nobody signals yet, is not
         // waited for here: the stream goes to hal-core's reaper, which
@@ -214,14 +218,12 @@ impl Drop for CudaEvent {
         // leases on a thread of its own (the thread holds the event).
         let (leases, inner) = (Arc::clone(leases), Arc::clone(&self.inner));
         let kept = Arc::clone(&self.inner);
-        let spawned = std::thread::Builder::new()
-            .name("hal-cuda-deferred-event".into())
-            .spawn(move || {
-                if let Err(e) = leases.wait_empty(None) {
-                    log::warn!("waiting for the importers of a CUDA IPC event: {e}");
-                }
-                drop(inner);
-            });
+        let spawned = hal_core::os::thread::spawn("hal-cuda-deferred-event", move || {
+            if let Err(e) = leases.wait_empty(None) {
+                log::warn!("waiting for the importers of a CUDA IPC event: {e}");
+            }
+            drop(inner);
+        });
         match spawned {
             Ok(_) => drop(kept),
             Err(e) => {
@@ -237,6 +239,10 @@ impl Drop for CudaEvent {
 
 impl Drop for RawEvent {
     fn drop(&mut self) {
+        if self.primary.forked() {
+            // A forked child: the context is the parent's; leave it be.
+            return;
+        }
         let driver = &self.primary.driver;
         let destroyed = self.primary.enter().and_then(|_ctx| {
             let f = driver.event_destroy()?;

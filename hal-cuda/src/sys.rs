@@ -92,6 +92,10 @@ macro_rules! entries {
 pub(crate) struct Driver {
     loaded: Loaded,
     table: Table,
+    /// The process that loaded and initialised the driver: a child forked
+    /// from it cannot use the driver's contexts (CUDA does not survive
+    /// `fork`), and is refused before any call.
+    pub(crate) origin: hal_core::os::Origin,
 }
 
 impl Driver {
@@ -99,6 +103,7 @@ impl Driver {
         Driver {
             loaded,
             table: Table::default(),
+            origin: hal_core::os::Origin::here(),
         }
     }
 

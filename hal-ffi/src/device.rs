@@ -1,9 +1,10 @@
 //! Backends and devices: `hal_backends`, `hal_device_open`, ...
 
 use std::ffi::c_char;
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use hal_facade::dynamic::{DynBackend, DynDevice, DynStream};
+use hal_facade::kit::os::Origin;
 use hal_facade::{Availability, BackendId, Handle, Registry};
 
 use crate::last_error::call;
@@ -22,8 +23,28 @@ pub struct hal_device {
 /// A program checks `hal_abi_version() / 1000 == HAL_ABI_VERSION / 1000`.
 pub const HAL_ABI_VERSION: u32 = 1000;
 
-/// The backends compiled in, probed once per process.
-static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
+/// The backends compiled in, probed once per process: a child forked from
+/// a process that used them gets a registry of its own at its first call
+/// (its parent's backends answer `HAL_ERR_FORKED` there), so that "open
+/// the backend again in the child" works.
+static REGISTRY: Mutex<Option<(Origin, Arc<Registry>)>> = Mutex::new(None);
+
+/// This process's registry.
+fn registry() -> Arc<Registry> {
+    let mut slot = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((origin, registry)) = slot.as_ref() {
+        if !origin.forked() {
+            return Arc::clone(registry);
+        }
+        // The parent's: its backends are not this process's to drop.
+        if let Some((_, parents)) = slot.take() {
+            std::mem::forget(parents);
+        }
+    }
+    let registry = Arc::new(Registry::new());
+    *slot = Some((Origin::here(), Arc::clone(&registry)));
+    registry
+}
 
 /// A device and the backend it belongs to.
 pub(crate) struct DeviceObj {
@@ -53,8 +74,8 @@ pub(crate) static DEVICES: Table<DeviceObj> = Table::new(Kind::Device);
 /// Open device `ordinal` of the backend called `name` (`None`: the best).
 pub(crate) fn open_device(name: Option<&str>, ordinal: u32) -> Result<DeviceObj, Failure> {
     let backend = match name {
-        Some(name) => REGISTRY.open(name)?,
-        None => REGISTRY.best()?,
+        Some(name) => registry().open(name)?,
+        None => registry().best()?,
     };
     let device = backend.open(ordinal)?;
     Ok(DeviceObj {
@@ -67,7 +88,7 @@ pub(crate) fn open_device(name: Option<&str>, ordinal: u32) -> Result<DeviceObj,
 /// The device to import `handle` on: its backend, and its device found by
 /// UUID where the backend numbers devices.
 pub(crate) fn device_for(handle: &Handle) -> Result<DeviceObj, Failure> {
-    let backend = REGISTRY.for_handle(handle)?;
+    let backend = registry().for_handle(handle)?;
     let ordinal = backend.device_for(handle)?;
     let device = backend.open(ordinal)?;
     Ok(DeviceObj {
@@ -120,7 +141,7 @@ pub unsafe extern "C" fn hal_backends(out_text: *mut *mut c_char) -> hal_status 
     call("hal_backends", || {
         need(out_text, "out_text")?;
         let mut text = String::new();
-        for entry in REGISTRY.entries() {
+        for entry in registry().entries() {
             text.push_str(&entry.name);
             match entry.availability {
                 Availability::Available => text.push_str("\tavailable\n"),

@@ -73,7 +73,7 @@ pub use notify::{
 };
 pub use options::{
     hal_export_options, hal_import_options, HAL_IMPORTERS_ANYONE, HAL_IMPORTERS_DEFAULT,
-    HAL_IMPORTERS_PIDS,
+    HAL_IMPORTERS_PIDS, HAL_IMPORTERS_SAME_USER,
 };
 pub use status::hal_status;
 pub use tensor::{hal_export_tensor, hal_import_tensor, hal_to_dlpack};

@@ -14,6 +14,12 @@ pub const HAL_IMPORTERS_DEFAULT: u32 = 0;
 pub const HAL_IMPORTERS_ANYONE: u32 = 1;
 /// Who may import: only the processes `pids` lists.
 pub const HAL_IMPORTERS_PIDS: u32 = 2;
+/// Who may import: any process of this process's user, however many,
+/// checked by the exporter's broker against each importer's uid (root is
+/// another user). Where the backend's sharing cannot check it (legacy CUDA
+/// IPC, Ascend, named regions) the export answers
+/// `HAL_ERR_UNSUPPORTED`.
+pub const HAL_IMPORTERS_SAME_USER: u32 = 3;
 
 /// Options of `hal_export`, `hal_notify_export`, `hal_event_export` and
 /// `hal_export_tensor`. NULL options mean the defaults (importers:
@@ -29,7 +35,8 @@ pub const HAL_IMPORTERS_PIDS: u32 = 2;
 pub struct hal_export_options {
     /// `sizeof(hal_export_options)`: fields past it are taken as zero.
     pub size: u32,
-    /// `HAL_IMPORTERS_DEFAULT`, `HAL_IMPORTERS_ANYONE` or `HAL_IMPORTERS_PIDS`.
+    /// `HAL_IMPORTERS_DEFAULT`, `HAL_IMPORTERS_ANYONE`, `HAL_IMPORTERS_PIDS`
+    /// or `HAL_IMPORTERS_SAME_USER`.
     pub importers_kind: u32,
     /// With `HAL_IMPORTERS_PIDS`: the process ids allowed to import.
     pub pids: *const u32,
@@ -115,6 +122,7 @@ pub(crate) unsafe fn export_options(
     let importers = match raw.importers_kind {
         HAL_IMPORTERS_DEFAULT => Importers::BackendDefault,
         HAL_IMPORTERS_ANYONE => Importers::Anyone,
+        HAL_IMPORTERS_SAME_USER => Importers::SameUser,
         HAL_IMPORTERS_PIDS => {
             if raw.n_pids > hal_facade::handle::wire::MAX_PIDS {
                 return Err(Failure::invalid(format!(
@@ -136,8 +144,8 @@ pub(crate) unsafe fn export_options(
         }
         other => {
             return Err(Failure::invalid(format!(
-                "`importers_kind` is {other}: use HAL_IMPORTERS_DEFAULT, HAL_IMPORTERS_ANYONE \
-                 or HAL_IMPORTERS_PIDS"
+                "`importers_kind` is {other}: use HAL_IMPORTERS_DEFAULT, HAL_IMPORTERS_ANYONE, \
+                 HAL_IMPORTERS_PIDS or HAL_IMPORTERS_SAME_USER"
             )))
         }
     };

@@ -40,6 +40,10 @@ pub enum hal_status {
     HAL_ERR_VENDOR = 13,
     /// An operating-system call failed.
     HAL_ERR_IO = 14,
+    /// The object was made by the process this one was forked from: open
+    /// the backend again in the child (CUDA and Ascend contexts do not
+    /// survive `fork()`).
+    HAL_ERR_FORKED = 15,
     /// A pointer argument that must not be NULL was NULL.
     HAL_ERR_NULL_ARGUMENT = 100,
     /// A pointer that is no object of the expected type this library handed
@@ -99,6 +103,7 @@ pub(crate) fn status_of(error: &Error) -> hal_status {
         Error::InvalidArgument { .. } => HAL_ERR_INVALID_ARGUMENT,
         Error::Vendor(_) => HAL_ERR_VENDOR,
         Error::Io { .. } => HAL_ERR_IO,
+        Error::Forked { .. } => HAL_ERR_FORKED,
         _ => HAL_ERR_OTHER,
     }
 }
@@ -143,5 +148,12 @@ mod tests {
             status_of(&Error::invalid("x")),
             hal_status::HAL_ERR_INVALID_ARGUMENT
         );
+        let forked = Failure::from(Error::Forked {
+            what: "CUDA device 0".into(),
+            made_in: 1,
+            now: 2,
+        });
+        assert_eq!(forked.status, hal_status::HAL_ERR_FORKED);
+        assert!(forked.message.contains("open the backend again"));
     }
 }

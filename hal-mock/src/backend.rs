@@ -132,6 +132,7 @@ impl Backend for MockBackend {
 
     fn devices(&self) -> Result<Vec<DeviceInfo>> {
         self.check_valid()?;
+        self.shared.faults.forked(self.shared.profile.vendor)?;
         Ok(self.shared.devices.iter().map(|d| d.info.clone()).collect())
     }
 

@@ -99,6 +99,11 @@ struct State {
 #[derive(Debug, Default)]
 pub struct Faults {
     state: Mutex<State>,
+    /// The process the backend was made in: in a child forked from it,
+    /// every simulated vendor call of the backend answers
+    /// [`hal_core::Error::Forked`], as a vendor context does not survive
+    /// `fork` (the simulator's stream workers do not either).
+    origin: hal_core::os::Origin,
 }
 
 impl Faults {
@@ -151,6 +156,19 @@ impl Faults {
         *self.lock() = State::default();
     }
 
+    /// [`hal_core::Error::Forked`] in a child forked after the backend was
+    /// made.
+    pub(crate) fn forked(&self, vendor: Vendor) -> Result<()> {
+        self.origin
+            .check(&format!("the simulated {} backend", vendor.backend()))
+    }
+
+    /// True in a child forked after the backend was made: its drops leave
+    /// the parent's simulated objects alone.
+    pub(crate) fn is_forked(&self) -> bool {
+        self.origin.forked()
+    }
+
     /// The checks every simulated vendor call makes, in the order a real
     /// backend meets them: a missing symbol is found when the call is
     /// resolved, a lost device when it is made, then an injected failure.
@@ -161,6 +179,7 @@ impl Faults {
         api: Api,
         op: Option<FaultOp>,
     ) -> Result<()> {
+        self.forked(vendor)?;
         let mut s = self.lock();
         let symbol = api.symbol(vendor);
         if s.missing.contains(symbol) {
@@ -182,6 +201,7 @@ impl Faults {
 
     /// The device-lost check and an injected fault of kind `op`.
     pub(crate) fn inject(&self, vendor: Vendor, ordinal: u32, op: FaultOp) -> Result<()> {
+        self.forked(vendor)?;
         let mut s = self.lock();
         if let Some(code) = s.lost.get(&ordinal) {
             return Err(lost(vendor, ordinal, *code));
@@ -197,6 +217,7 @@ impl Faults {
     /// The device-lost check alone, for work that calls no entry point of
     /// its own (queued stream work, reads of mapped memory).
     pub(crate) fn alive(&self, vendor: Vendor, ordinal: u32) -> Result<()> {
+        self.forked(vendor)?;
         match self.lock().lost.get(&ordinal) {
             Some(code) => Err(lost(vendor, ordinal, *code)),
             None => Ok(()),

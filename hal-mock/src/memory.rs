@@ -257,15 +257,13 @@ impl Drop for MockAllocation {
         let deferred = &self.dev.state().deferred;
         deferred.fetch_add(1, Ordering::AcqRel);
         let dev = self.dev.clone();
-        let spawned = std::thread::Builder::new()
-            .name("hal-mock-deferred-free".into())
-            .spawn(move || {
-                // No timeout: the memory must outlive every importer; dead
-                // importers are not counted.
-                let _ = table.wait_empty(None);
-                release.run();
-                dev.state().deferred.fetch_sub(1, Ordering::AcqRel);
-            });
+        let spawned = hal_core::os::thread::spawn("hal-mock-deferred-free", move || {
+            // No timeout: the memory must outlive every importer; dead
+            // importers are not counted.
+            let _ = table.wait_empty(None);
+            release.run();
+            dev.state().deferred.fetch_sub(1, Ordering::AcqRel);
+        });
         if let Err(e) = spawned {
             log::error!(
                 "{}: cannot start the deferred release ({e}); the allocation is kept for the \

@@ -136,9 +136,10 @@ impl MockStream {
         });
         let worker_inner = Arc::clone(&inner);
         let worker_dev = dev.clone();
-        let worker = std::thread::Builder::new()
-            .name(format!("hal-mock-stream-{}", dev.ordinal))
-            .spawn(move || run(&worker_dev, &worker_inner))
+        let worker =
+            hal_core::os::thread::spawn(&format!("hal-mock-stream-{}", dev.ordinal), move || {
+                run(&worker_dev, &worker_inner)
+            })
             .map_err(|e| Error::io("starting a stream worker thread", e))?;
         {
             let mut streams = lock(&dev.state().streams);
@@ -230,6 +231,12 @@ impl Drop for MockStream {
             self.inner.changed.notify_all();
         }
         if let Some(worker) = self.worker.take() {
+            if self.dev.shared.faults.is_forked() {
+                // A forked child: the worker is its parent's and did not
+                // come along; joining it would wait for ever.
+                std::mem::forget(worker);
+                return;
+            }
             let _ = worker.join();
         }
     }

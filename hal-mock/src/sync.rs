@@ -124,14 +124,12 @@ impl SyncWords {
         let me = Arc::clone(self);
         let owner = dev.clone();
         owner.state().deferred.fetch_add(1, Ordering::AcqRel);
-        let spawned = std::thread::Builder::new()
-            .name("hal-mock-deferred-destroy".into())
-            .spawn(move || {
-                let _ = table.wait_empty(None);
-                me.mark_destroyed();
-                drop(me);
-                owner.state().deferred.fetch_sub(1, Ordering::AcqRel);
-            });
+        let spawned = hal_core::os::thread::spawn("hal-mock-deferred-destroy", move || {
+            let _ = table.wait_empty(None);
+            me.mark_destroyed();
+            drop(me);
+            owner.state().deferred.fetch_sub(1, Ordering::AcqRel);
+        });
         if spawned.is_err() {
             dev.state().deferred.fetch_sub(1, Ordering::AcqRel);
             log::warn!("no thread to defer destroying an exported event or notify; destroyed now");

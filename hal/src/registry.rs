@@ -314,6 +314,10 @@ impl DynBackend for Shared {
 /// Cheap to create; each backend is constructed once per registry, the first
 /// time it is listed or opened, and the boxes [`Registry::open`] hands out
 /// share that one instance.
+///
+/// Its backends are its process's: in a child forked after a backend was
+/// probed, that backend answers [`Error::Forked`] (a vendor context does
+/// not survive `fork`). A child makes a registry of its own.
 pub struct Registry {
     slots: Vec<Slot>,
 }

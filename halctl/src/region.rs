@@ -57,28 +57,32 @@ pub struct ExportArgs {
     /// exports (the CUDA-like and Ascend-like simulators) refuse it.
     #[arg(long)]
     read_only: bool,
-    /// Who may import: `anyone`, or a comma-separated list of process ids,
+    /// Who may import: `anyone`, `same-user` (any process of this user,
+    /// checked by the exporter's broker), or a comma-separated list of process ids,
     /// each as the importer's backend names it (an OS pid on cpu-shm and
     /// CUDA; on Ascend the runtime's own process id, which a refused
     /// `halctl import` prints). Default: the backend's (anyone on cpu-shm and
     /// CUDA, nobody on Ascend until allowed).
-    #[arg(long, value_name = "anyone|PID,...", value_parser = parse_importers)]
+    #[arg(long, value_name = "anyone|same-user|PID,...", value_parser = parse_importers)]
     importers: Option<Importers>,
     /// Print one JSON object instead of the bare handle text.
     #[arg(long)]
     json: bool,
 }
 
-/// `anyone`, or process ids separated by commas.
+/// `anyone`, `same-user`, or process ids separated by commas.
 fn parse_importers(s: &str) -> Result<Importers, String> {
     if s.trim().eq_ignore_ascii_case("anyone") {
         return Ok(Importers::Anyone);
+    }
+    if s.trim().eq_ignore_ascii_case("same-user") {
+        return Ok(Importers::SameUser);
     }
     s.split(',')
         .map(|p| match p.trim().parse::<u32>() {
             Ok(pid) if pid > 0 => Ok(pid),
             _ => Err(format!(
-                "`{}` is not a process id (give `anyone` or PID,PID,...)",
+                "`{}` is not a process id (give `anyone`, `same-user` or PID,PID,...)",
                 p.trim()
             )),
         })
@@ -91,6 +95,7 @@ fn importers_text(importers: &Importers) -> String {
     match importers {
         Importers::BackendDefault => "the backend's default".to_string(),
         Importers::Anyone => "anyone".to_string(),
+        Importers::SameUser => "any process of this user".to_string(),
         Importers::Pids(p) => p.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
     }
 }

@@ -76,6 +76,7 @@ pub use hal_core;
 
 pub mod cases;
 pub mod driver;
+pub mod fork;
 pub mod probe;
 pub mod process;
 pub mod reuse;

@@ -279,7 +279,11 @@ hal_pg_worker_main(Datum arg)
 
 	memset(&opts, 0, sizeof(opts));
 	opts.size = sizeof(opts);
-	opts.importers_kind = HAL_IMPORTERS_ANYONE;
+	/*
+	 * Every backend runs as the server's user: the exporter's broker hands
+	 * the buffer to processes of that user only, however many there are.
+	 */
+	opts.importers_kind = HAL_IMPORTERS_SAME_USER;
 	if (hal_export(memory, &opts, &text) != HAL_OK)
 		hal_error("hal_export");
 	if (strlen(text) >= HAL_PG_TEXT_MAX)

@@ -258,13 +258,19 @@ impl Exported {
     pub fn set_importers(&mut self, importers: &Importers) -> Result<()> {
         match importers {
             Importers::Anyone => {
+                self.handle.flags.0 &= !HandleFlags::SAME_USER.0;
                 self.handle.flags.insert(HandleFlags::ANY_IMPORTER);
                 self.handle.allowed_pids.clear();
             }
             Importers::Pids(pids) => {
                 let list = merge(&[], pids)?;
-                self.handle.flags.0 &= !HandleFlags::ANY_IMPORTER.0;
+                self.handle.flags.0 &= !(HandleFlags::ANY_IMPORTER.0 | HandleFlags::SAME_USER.0);
                 self.handle.allowed_pids = list;
+            }
+            Importers::SameUser => {
+                self.handle.flags.0 &= !HandleFlags::ANY_IMPORTER.0;
+                self.handle.flags.insert(HandleFlags::SAME_USER);
+                self.handle.allowed_pids.clear();
             }
             Importers::BackendDefault => {
                 return Err(Error::invalid(
@@ -281,7 +287,16 @@ impl Exported {
     /// already allowed are skipped; pid 0 and a list over
     /// [`MAX_PIDS`](crate::handle::wire::MAX_PIDS) are refused, leaving the
     /// export unchanged.
+    ///
+    /// An export to [`Importers::SameUser`] takes no pids (every process of
+    /// the user may import already): [`Error::InvalidArgument`].
     pub fn add_importers(&mut self, pids: &[u32]) -> Result<()> {
+        if self.handle.flags.contains(HandleFlags::SAME_USER) {
+            return Err(Error::invalid(
+                "the export is open to every process of this user (Importers::SameUser): \
+                 there is no pid list to add to",
+            ));
+        }
         self.handle.allowed_pids = merge(&self.handle.allowed_pids, pids)?;
         self.sync_policy();
         Ok(())
@@ -423,6 +438,20 @@ mod tests {
         );
         ex.add_importers(&[7]).unwrap();
         assert_eq!(ex.handle().allowed_pids, vec![5, 6, 7]);
+        ex.set_importers(&Importers::SameUser).unwrap();
+        let flags = ex.handle().flags;
+        assert!(
+            flags.contains(HandleFlags::SAME_USER) && !flags.contains(HandleFlags::ANY_IMPORTER)
+        );
+        assert!(ex.handle().allowed_pids.is_empty() && ex.handle().allows(77));
+        assert!(ex.add_importers(&[8]).is_err(), "no pid list to add to");
+        ex.set_importers(&Importers::Pids(vec![5])).unwrap();
+        assert!(!ex.handle().flags.contains(HandleFlags::SAME_USER));
+        ex.set_importers(&Importers::SameUser).unwrap();
+        ex.set_importers(&Importers::Anyone).unwrap();
+        assert!(!ex.handle().flags.contains(HandleFlags::SAME_USER));
+        ex.set_importers(&Importers::Pids(vec![5, 6])).unwrap();
+        ex.add_importers(&[7]).unwrap();
     }
 
     #[test]

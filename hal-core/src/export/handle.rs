@@ -75,6 +75,7 @@ pub fn new_handle(spec: &HandleSpec, opts: &ExportOptions) -> Result<Handle> {
             check_pid_count(pids.len())?;
             allowed_pids = pids.clone();
         }
+        Importers::SameUser => flags.insert(HandleFlags::SAME_USER),
     }
     if opts.read_only {
         flags.insert(HandleFlags::READ_ONLY);
@@ -106,7 +107,8 @@ pub(crate) fn check_pid_count(count: usize) -> Result<()> {
     if count > MAX_PIDS {
         return Err(Error::invalid(format!(
             "{count} importer pids, over the bound of {MAX_PIDS} that a handle carries: allow \
-             fewer pids, or export with Importers::Anyone"
+             fewer pids, or export with Importers::SameUser (any process of this user) or \
+             Importers::Anyone"
         )));
     }
     Ok(())

@@ -23,7 +23,7 @@
 //! | 57 | 4 | creator pid | pid of the exporting process, in its own pid namespace |
 //! | 61 | 8 | creator start | start time of that process, in clock ticks since boot |
 //! | 69 | 16 | object id | unique id of the exported object |
-//! | 85 | 4 | flags | [`HandleFlags`]; bits outside [`HandleFlags::KNOWN`] are refused |
+//! | 85 | 4 | flags | [`HandleFlags`]; bits outside [`HandleFlags::KNOWN`] are refused, and [`HandleFlags::SAME_USER`] (bit 5, `0x20`) with `ANY_IMPORTER`, a pid or pid kind 1 |
 //! | 89 | 8 | creator pid ns | *version 2 only*: the exporting process's pid namespace, the inode of its `/proc/self/ns/pid`; 0 when unknown |
 //! | 97 | 1 | pid kind | *version 2 only*: what the allowed pids are ([`PidKind`]): 0 OS pids in the creator's pid namespace, 1 the vendor's own process ids |
 //! | 98 | 1 | pid count | `n`, at most [`MAX_PIDS`] (64) |
@@ -53,7 +53,13 @@
 //!   exporter's descriptor broker against the importer's `SO_PEERCRED` pid,
 //!   as the exporter's namespace numbers it; 1, the vendor runtime, against
 //!   its own process ids (Ascend's bare tgid, which is the host pid even
-//!   inside a container). An importer learns which id to send its exporter
+//!   inside a container).
+//! - *Flags* `SAME_USER` ([`HandleFlags::SAME_USER`], bit 5) replaces the
+//!   allow-list by a class: any process whose `SO_PEERCRED` uid is the
+//!   exporter's effective uid, checked by the exporter's broker; there is
+//!   no bound on how many. It comes with an empty allow-list of pid kind 0
+//!   and without `ANY_IMPORTER`, and a reader that predates it refuses it
+//!   as an unknown flag bit (it never reads it as "anyone"). An importer learns which id to send its exporter
 //!   from [`Device::process_id`](crate::Device::process_id).
 //!
 //! ## Version 1
@@ -271,6 +277,7 @@ impl Handle {
             Some(_) => {}
         }
         check_flags(self.flags.0)?;
+        check_importer_class(self.flags.0, self.allowed_pids.len(), self.pid_kind)?;
         check_range(self.offset, self.size)?;
         if self.allowed_pids.len() > MAX_PIDS {
             return Err(HandleError::OverBound {
@@ -479,6 +486,28 @@ fn check_flags(bits: u32) -> Result<(), HandleError> {
         });
     }
     Ok(())
+}
+
+/// `SAME_USER` is a class of importers of its own: never with
+/// `ANY_IMPORTER`, an allow-list, or vendor pids.
+fn check_importer_class(bits: u32, pids: usize, pid_kind: PidKind) -> Result<(), HandleError> {
+    let flags = HandleFlags(bits);
+    if !flags.contains(HandleFlags::SAME_USER) {
+        return Ok(());
+    }
+    let with = if flags.contains(HandleFlags::ANY_IMPORTER) {
+        "ANY_IMPORTER"
+    } else if pids > 0 {
+        "an allow-list of pids"
+    } else if pid_kind != PidKind::Os {
+        "vendor pids"
+    } else {
+        return Ok(());
+    };
+    Err(HandleError::Malformed {
+        field: "flags",
+        detail: format!("SAME_USER together with {with}"),
+    })
 }
 
 fn check_range(offset: u64, size: u64) -> Result<(), HandleError> {
@@ -750,6 +779,7 @@ impl Raw<'_> {
                 self.pid_kind
             ),
         })?;
+        check_importer_class(self.flags, self.pids.len() / 4, pid_kind)?;
         let allowed_pids = self
             .pids
             .chunks_exact(4)

@@ -13,12 +13,26 @@ static FORK_HOOK: Once = Once::new();
 /// True once the fork handler is installed: only then may the pid and the
 /// pid namespace be kept, since only then does a child forget them.
 static HOOKED: AtomicBool = AtomicBool::new(false);
+/// How many `fork`s lie between the first process of this address space
+/// and this one (counted once the fork handler is installed).
+static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// Runs in a child right after `fork`: its pid and pid namespace must be
-/// read again.
+/// read again, and it is one generation further from its parent.
 extern "C" fn forget_in_child() {
     PID.store(0, Ordering::SeqCst);
     PID_NS.store(0, Ordering::SeqCst);
+    GENERATION.fetch_add(1, Ordering::SeqCst);
+}
+
+/// This process's fork generation: 0 in the process that installed the
+/// fork handler, one more in each child forked after that. `None` when the
+/// handler could not be installed (then only the pid tells a child apart).
+pub(crate) fn fork_generation() -> Option<u64> {
+    pid();
+    HOOKED
+        .load(Ordering::SeqCst)
+        .then(|| GENERATION.load(Ordering::Acquire))
 }
 
 /// This process's pid. It is read once (`getpid` is a system call: glibc

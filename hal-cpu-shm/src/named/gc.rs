@@ -234,15 +234,13 @@ fn as_fs_user<T: Send>(uid: u32, f: impl FnOnce() -> Result<T> + Send) -> Result
         return f();
     }
     std::thread::scope(|s| {
-        let worker = std::thread::Builder::new()
-            .name("hal-shm-gc".into())
-            .spawn_scoped(s, move || {
-                set_fsuid(uid)?;
-                let r = f();
-                let back = set_fsuid(me);
-                r.and_then(|v| back.map(|()| v))
-            })
-            .map_err(|e| Error::io("starting a thread to remove a region as its owner", e))?;
+        let worker = hal_core::os::thread::spawn_scoped(s, "hal-shm-gc", move || {
+            set_fsuid(uid)?;
+            let r = f();
+            let back = set_fsuid(me);
+            r.and_then(|v| back.map(|()| v))
+        })
+        .map_err(|e| Error::io("starting a thread to remove a region as its owner", e))?;
         worker.join().unwrap_or_else(|_| {
             Err(Error::io(
                 "removing a region as its owner",

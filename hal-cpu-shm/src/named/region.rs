@@ -28,6 +28,9 @@ pub(super) struct Owner {
     pub(super) ino: u64,
     pub(super) dev: u64,
     pub(super) unlink_on_drop: bool,
+    /// The process that created the region: a child forked from it drops
+    /// its copy of the allocation without unlinking its parent's name.
+    pub(super) origin: hal_core::os::Origin,
 }
 
 impl NamedRegion {
@@ -43,7 +46,7 @@ impl NamedRegion {
 impl Drop for NamedRegion {
     fn drop(&mut self) {
         if let Some(o) = &self.owner {
-            if o.unlink_on_drop {
+            if o.unlink_on_drop && !o.origin.forked() {
                 remove_if(&self.name, o.ino, o.dev);
             }
         }

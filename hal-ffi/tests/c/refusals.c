@@ -3,8 +3,12 @@
  * status and a message: NULL arguments, forged pointers, double release,
  * use after release, malformed and wrong-kind handle texts, bad options,
  * and, in a second process, an import by a pid the export does not name,
- * a write to memory exported read-only, an import asked read-only, and a
- * handle of a backend that process cannot use.
+ * a write to memory exported read-only, an import asked read-only, a
+ * handle of a backend that process cannot use, and an export to the
+ * processes of this user (taken where the backend's broker checks the
+ * importer's uid, HAL_ERR_UNSUPPORTED elsewhere); in a forked child, the
+ * parent's objects answer HAL_ERR_FORKED and a device the child opens
+ * works.
  *
  *   refusals BACKEND                 the checks; starts itself as the importer
  *   refusals --importer CHECK TEXT   the second process's side of CHECK
@@ -77,6 +81,12 @@ static int importer(const char *check, const char *text) {
         expect("a write to an import asked read-only", hal_write(mem, 0, &byte, 1),
                HAL_ERR_PERMISSION_DENIED, "hal_write");
         expect("release", hal_memory_release(mem), HAL_OK, "");
+    } else if (strcmp(check, "same-user") == 0) {
+        char byte = 0;
+        expect("import of an export to this user's processes", hal_import(text, NULL, &mem),
+               HAL_OK, "");
+        expect("it reads", hal_read(mem, 0, &byte, 1), HAL_OK, "");
+        expect("release", hal_memory_release(mem), HAL_OK, "");
     } else if (strcmp(check, "unusable-backend") == 0) {
         expect("import of a handle whose backend this process cannot use",
                hal_import(text, NULL, &mem), HAL_ERR_UNAVAILABLE, "hal_import");
@@ -100,6 +110,41 @@ static int run_importer(const char *check, const char *text, const char *env) {
     if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status))
         return -1;
     return WEXITSTATUS(status);
+}
+
+/* In a forked child (no exec): the parent's device and memory answer
+ * HAL_ERR_FORKED; a device the child opens works where the backend's
+ * runtime is not the parent's (`fresh`). The child's exit status counts
+ * its failures. */
+static void forked_child(const char *backend, hal_device *dev, hal_memory *mem, hal_location where,
+                         bool fresh) {
+    fflush(stdout);
+    fflush(stderr);
+    checks++;
+    pid_t child = fork();
+    if (child == 0) {
+        int before = failures;
+        char byte;
+        hal_memory *out = NULL;
+        hal_device *mine = NULL;
+        EXPECT(hal_read(mem, 0, &byte, 1), HAL_ERR_FORKED);
+        EXPECT(hal_alloc(dev, 4096, where, &out), HAL_ERR_FORKED);
+        if (fresh) {
+            EXPECT(hal_device_open(backend, 0, &mine), HAL_OK);
+            EXPECT(hal_alloc(mine, 65536, where, &out), HAL_OK);
+            EXPECT(hal_write(out, 0, "c", 1), HAL_OK);
+            EXPECT(hal_memory_release(out), HAL_OK);
+            EXPECT(hal_device_release(mine), HAL_OK);
+        }
+        fflush(stdout);
+        _exit(failures - before);
+    }
+    int status;
+    if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+        failures++;
+        fprintf(stderr, "FAIL the forked child's checks\n");
+    }
 }
 
 static void in_child(const char *check, const char *text, const char *env) {
@@ -269,6 +314,21 @@ int main(int argc, char **argv) {
         EXPECT(hal_memory_release(ro_mem), HAL_OK);
         EXPECT(hal_export(mem, &ro, &text), HAL_ERR_PERMISSION_DENIED);
     }
+    /* Any process of this user: the broker of cpu-shm checks the uid; the
+     * simulator's vendors and CUDA's IPC handles cannot. */
+    hal_export_options same_user = {sizeof same_user, HAL_IMPORTERS_SAME_USER, NULL, 0, false};
+    if (strcmp(backend, "cpu-shm") == 0) {
+        EXPECT(hal_export(mem, &same_user, &text), HAL_OK);
+        in_child("same-user", text, NULL);
+        hal_string_free(text);
+    } else if (strcmp(backend, "cuda-uvm") != 0) {
+        EXPECT(hal_export(mem, &same_user, &text), HAL_ERR_UNSUPPORTED);
+    }
+
+    /* After fork(): the parent's objects are refused; a device of the
+     * child's own works where the runtime is not one the parent loaded. */
+    forked_child(backend, dev, mem, where, strcmp(backend, "cuda") != 0);
+
     hal_export_options anyone = {sizeof anyone, HAL_IMPORTERS_ANYONE, NULL, 0, false};
     EXPECT(hal_export(mem, &anyone, &text), HAL_OK);
     in_child("read-only-import", text, NULL);

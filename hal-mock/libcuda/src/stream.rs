@@ -79,13 +79,11 @@ pub unsafe extern "C" fn cuStreamDestroy_v2(h_stream: CUstream) -> CUresult {
         if matches!(device.query_stream(&entry.stream), Ok(false)) {
             // Where no thread can be started, the stream drops here: the
             // simulator runs its queued work and abandons waits.
-            let _ = std::thread::Builder::new()
-                .name("standin-destroyed-stream".into())
-                .spawn(move || {
-                    let device = &d.devices[entry.ordinal as usize].device;
-                    let _ = device.synchronize(&entry.stream, None);
-                    drop(entry);
-                });
+            let _ = hal_core::os::thread::spawn("standin-destroyed-stream", move || {
+                let device = &d.devices[entry.ordinal as usize].device;
+                let _ = device.synchronize(&entry.stream, None);
+                drop(entry);
+            });
         }
         Ok(())
     })

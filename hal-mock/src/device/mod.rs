@@ -314,6 +314,10 @@ impl MockDevice {
         let caps = self.dev.caps();
         let vendor = self.dev.vendor();
         let listed = list == ListKind::Listed && caps.contains(Capabilities::PID_ALLOW_LIST);
+        opts.importers.refuse_same_user(
+            &self.dev.name(),
+            &format!("{} checks no importer's user", rules::vendor_name(vendor)),
+        )?;
         if matches!(opts.importers, Importers::Pids(_)) && !listed {
             return Err(Error::unsupported(
                 self.dev.name(),

@@ -339,7 +339,8 @@ pub(super) fn status_error(
             pid: Some(if seen_pid != 0 { seen_pid } else { own }),
             reason: format!(
                 "the exporter (pid {exporter}) runs as another user, or as the overflow uid \
-                 ({}): its broker serves only processes of its own uid, and root",
+                 ({}): its broker serves only processes of its own uid, and root (and not root \
+                 when the export is to its user's processes, Importers::SameUser)",
                 overflow_uid()
             ),
         },

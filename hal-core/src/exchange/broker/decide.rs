@@ -6,7 +6,7 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use super::located::{locate, Located};
-use super::policy::uid_allowed;
+use super::policy::{uid_allowed, Policy};
 use super::protocol::{
     encode_batch_reply, encode_located_reply, encode_reply, parse_batch, parse_request, BatchEntry,
     Request, Status, MAX_BATCH_FDS,
@@ -130,9 +130,18 @@ fn decide_object(
     };
     let Some(at) = entries
         .iter_mut()
-        .position(|e| peer.pid == self_pid || e.policy.admit(peer.pid, start))
+        .position(|e| peer.pid == self_pid || e.policy.admit(peer.pid, peer.uid, start))
     else {
-        return Answer::status(Status::PidDenied);
+        // An export to the exporter's user refuses by uid (root, when the
+        // exporter is not root), not by pid.
+        let by_user = entries
+            .iter()
+            .any(|e| matches!(e.policy, Policy::SameUser(_)));
+        return Answer::status(if by_user {
+            Status::UidDenied
+        } else {
+            Status::PidDenied
+        });
     };
     let entry = &entries[at];
     if entry.fds.len() > MAX_FDS {

@@ -11,6 +11,9 @@ use crate::os;
 pub(crate) enum Policy {
     /// Any process of an allowed user.
     Anyone,
+    /// Any process whose uid is this one (the exporter's effective uid
+    /// when the export was registered): not root, unless this is root.
+    SameUser(u32),
     /// Only these processes (pids as this process's pid namespace numbers
     /// them).
     Pids(Vec<Allowed>),
@@ -43,6 +46,9 @@ impl Policy {
         {
             return Policy::Anyone;
         }
+        if handle.flags.contains(crate::handle::HandleFlags::SAME_USER) {
+            return Policy::SameUser(nix::unistd::geteuid().as_raw());
+        }
         let kept = |pid: u32| match old {
             Some(Policy::Pids(list)) => list.iter().find(|a| a.pid == pid).copied(),
             _ => None,
@@ -61,12 +67,18 @@ impl Policy {
         )
     }
 
-    /// Whether the process `pid` that started at `start()` may import; pins
-    /// an unpinned pid to it. `start` is asked only for a listed pid (it
-    /// reads `/proc`).
-    pub(super) fn admit(&mut self, pid: u32, start: impl FnOnce() -> Option<u64>) -> bool {
+    /// Whether the process `pid` of user `uid` that started at `start()`
+    /// may import; pins an unpinned pid to it. `start` is asked only for a
+    /// listed pid (it reads `/proc`).
+    pub(super) fn admit(
+        &mut self,
+        pid: u32,
+        uid: u32,
+        start: impl FnOnce() -> Option<u64>,
+    ) -> bool {
         match self {
             Policy::Anyone => true,
+            Policy::SameUser(mine) => uid == *mine && uid != overflow_uid(),
             Policy::Pids(list) => {
                 let Some(a) = list.iter_mut().find(|a| pid != 0 && a.pid == pid) else {
                     return false;
@@ -118,22 +130,37 @@ mod tests {
     #[test]
     fn policy_pins_pids_to_processes() {
         let (me, start) = os::self_identity();
-        assert!(Policy::Anyone.admit(7, || None));
+        assert!(Policy::Anyone.admit(7, 1000, || None));
         let mut p = Policy::Pids(vec![
             Allowed { pid: me, start },
             Allowed { pid: 5, start: 0 },
         ]);
-        assert!(p.admit(me, || Some(start)));
-        assert!(!p.admit(me, || Some(start + 1)), "a recycled pid");
-        assert!(!p.admit(me, || None), "a vanished process");
-        assert!(!p.admit(6, || Some(1)) && !p.admit(0, || Some(1)));
+        assert!(p.admit(me, 1000, || Some(start)));
+        assert!(!p.admit(me, 1000, || Some(start + 1)), "a recycled pid");
+        assert!(!p.admit(me, 1000, || None), "a vanished process");
+        assert!(!p.admit(6, 1000, || Some(1)) && !p.admit(0, 1000, || Some(1)));
         assert!(
-            p.admit(5, || Some(99)),
+            p.admit(5, 1000, || Some(99)),
             "an unpinned pid is pinned at first use"
         );
-        assert!(p.admit(5, || Some(99)));
-        assert!(!p.admit(5, || Some(100)));
-        assert!(!Policy::Pids(Vec::new()).admit(1, || Some(1)));
+        assert!(p.admit(5, 1000, || Some(99)));
+        assert!(!p.admit(5, 1000, || Some(100)));
+        assert!(!Policy::Pids(Vec::new()).admit(1, 1000, || Some(1)));
+    }
+
+    #[test]
+    fn same_user_admits_that_uid_alone() {
+        let mut p = Policy::SameUser(1000);
+        assert!(p.admit(7, 1000, || None), "no start time is needed");
+        assert!(!p.admit(7, 1001, || Some(1)), "another user");
+        assert!(!p.admit(7, 0, || Some(1)), "root is another user");
+        assert!(!Policy::SameUser(overflow_uid()).admit(7, overflow_uid(), || None));
+        let mut h = test_handle();
+        h.flags.insert(crate::handle::HandleFlags::SAME_USER);
+        assert_eq!(
+            Policy::of(&h, None),
+            Policy::SameUser(nix::unistd::geteuid().as_raw())
+        );
     }
 
     fn test_handle() -> Handle {
