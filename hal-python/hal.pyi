@@ -8,7 +8,7 @@ from typing import Any, Literal, Sequence, final
 __version__: str
 
 Location = Literal["device", "host", "managed"]
-Importers = Literal["anyone", "default"] | Sequence[int] | None
+Importers = Literal["anyone", "same-user", "default"] | Sequence[int] | None
 
 class Error(Exception):
     """Any failure of hal."""
@@ -34,6 +34,7 @@ class BusyError(Error): ...
 class InvalidArgumentError(Error): ...
 class VendorError(Error): ...
 class IoError(Error): ...
+class ForkedError(Error): ...
 
 def backends() -> list[tuple[str, bool, str]]:
     """Every backend compiled in: (name, available, why not)."""

@@ -1,10 +1,9 @@
 //! Backends and devices: `hal_backends`, `hal_device_open`, ...
 
 use std::ffi::c_char;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use hal_facade::dynamic::{DynBackend, DynDevice, DynStream};
-use hal_facade::kit::os::Origin;
 use hal_facade::{Availability, BackendId, Handle, Registry};
 
 use crate::last_error::call;
@@ -23,27 +22,11 @@ pub struct hal_device {
 /// A program checks `hal_abi_version() / 1000 == HAL_ABI_VERSION / 1000`.
 pub const HAL_ABI_VERSION: u32 = 1000;
 
-/// The backends compiled in, probed once per process: a child forked from
-/// a process that used them gets a registry of its own at its first call
-/// (its parent's backends answer `HAL_ERR_FORKED` there), so that "open
-/// the backend again in the child" works.
-static REGISTRY: Mutex<Option<(Origin, Arc<Registry>)>> = Mutex::new(None);
-
-/// This process's registry.
+/// This process's registry ([`Registry::this_process`]): a child forked
+/// from a process that used it gets its own at its first call, so that
+/// "open the backend again in the child" works.
 fn registry() -> Arc<Registry> {
-    let mut slot = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((origin, registry)) = slot.as_ref() {
-        if !origin.forked() {
-            return Arc::clone(registry);
-        }
-        // The parent's: its backends are not this process's to drop.
-        if let Some((_, parents)) = slot.take() {
-            std::mem::forget(parents);
-        }
-    }
-    let registry = Arc::new(Registry::new());
-    *slot = Some((Origin::here(), Arc::clone(&registry)));
-    registry
+    Registry::this_process()
 }
 
 /// A device and the backend it belongs to.

@@ -10,7 +10,7 @@ use crate::event::Event;
 use crate::memory::Memory;
 use crate::memory_obj::MemoryObj;
 use crate::notify::Notify;
-use crate::registry::{open_device, DeviceObj, REGISTRY};
+use crate::registry::{open_device, registry, DeviceObj};
 
 /// Every backend compiled into the module, in preference order, with
 /// whether it is usable here: a list of `(name, available, reason)`,
@@ -18,7 +18,7 @@ use crate::registry::{open_device, DeviceObj, REGISTRY};
 /// `""`.
 #[pyfunction]
 pub(crate) fn backends() -> Vec<(String, bool, String)> {
-    REGISTRY
+    registry()
         .entries()
         .into_iter()
         .map(|entry| match entry.availability {

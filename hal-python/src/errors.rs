@@ -95,6 +95,13 @@ pub(crate) mod exc {
         "A vendor runtime returned an error code: see `code` and `name`."
     );
     create_exception!(hal, IoError, Error, "An operating-system call failed.");
+    create_exception!(
+        hal,
+        ForkedError,
+        Error,
+        "The object was made by the process this one was forked from: open the backend \
+         again in this process and make the object anew."
+    );
 }
 
 /// The error kinds, by their name in Python, for the module's namespace.
@@ -121,6 +128,7 @@ pub(crate) fn add_to(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add("VendorError", py.get_type::<VendorError>())?;
     m.add("IoError", py.get_type::<IoError>())?;
+    m.add("ForkedError", py.get_type::<ForkedError>())?;
     Ok(())
 }
 
@@ -147,6 +155,7 @@ pub(crate) fn to_py(error: Error) -> PyErr {
         }
         Error::Vendor(_) => (VendorError::new_err(message), "vendor"),
         Error::Io { .. } => (IoError::new_err(message), "io"),
+        Error::Forked { .. } => (ForkedError::new_err(message), "forked"),
         _ => (exc::Error::new_err(message), "other"),
     };
     let (code, name) = match &error {

@@ -6,8 +6,10 @@ use pyo3::types::PyString;
 
 use crate::errors::invalid;
 
-/// Export options from `importers` (`"anyone"`, the default; `"default"`
-/// for the backend's default; or a list of process ids) and `read_only`.
+/// Export options from `importers` (`"anyone"`, the default; `"same-user"`
+/// for any process of this user, checked by the exporter's broker;
+/// `"default"` for the backend's default; or a list of process ids) and
+/// `read_only`.
 pub(crate) fn export_options(
     importers: Option<&Bound<'_, PyAny>>,
     read_only: bool,
@@ -22,10 +24,12 @@ pub(crate) fn export_options(
     let importers = if let Ok(word) = importers.downcast::<PyString>() {
         match word.to_str()? {
             "anyone" => Importers::Anyone,
+            "same-user" => Importers::SameUser,
             "default" => Importers::BackendDefault,
             other => {
                 return Err(invalid(format!(
-                    "importers={other:?}: use \"anyone\", \"default\" or a list of process ids"
+                    "importers={other:?}: use \"anyone\", \"same-user\", \"default\" or a list \
+                     of process ids"
                 )))
             }
         }

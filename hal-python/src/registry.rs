@@ -1,13 +1,18 @@
 //! The registry of backends, and a device with the backend it belongs to:
 //! what every object made on a device keeps alive.
 
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 
 use hal::dynamic::{DynBackend, DynDevice};
 use hal::{Handle, Registry};
 
-/// The backends compiled in, probed once per process.
-pub(crate) static REGISTRY: LazyLock<Registry> = LazyLock::new(Registry::new);
+/// This process's registry ([`Registry::this_process`]): a child forked
+/// from a process that used it (multiprocessing's fork start method) gets
+/// its own at its first call, where its parent's objects answer
+/// `ForkedError`.
+pub(crate) fn registry() -> Arc<Registry> {
+    Registry::this_process()
+}
 
 /// A device and the backend it belongs to.
 pub(crate) struct DeviceObj {
@@ -41,8 +46,8 @@ impl DeviceObj {
 /// Open device `ordinal` of the backend called `name` (`None`: the best).
 pub(crate) fn open_device(name: Option<&str>, ordinal: u32) -> hal::Result<DeviceObj> {
     let backend = match name {
-        Some(name) => REGISTRY.open(name)?,
-        None => REGISTRY.best()?,
+        Some(name) => registry().open(name)?,
+        None => registry().best()?,
     };
     let device = backend.open(ordinal)?;
     Ok(DeviceObj::from_parts(backend, device))
@@ -51,7 +56,7 @@ pub(crate) fn open_device(name: Option<&str>, ordinal: u32) -> hal::Result<Devic
 /// The device to import `handle` on: its backend, and its device found by
 /// UUID where the backend numbers devices.
 pub(crate) fn device_for(handle: &Handle) -> hal::Result<DeviceObj> {
-    let backend = REGISTRY.for_handle(handle)?;
+    let backend = registry().for_handle(handle)?;
     let ordinal = backend.device_for(handle)?;
     let device = backend.open(ordinal)?;
     Ok(DeviceObj::from_parts(backend, device))

@@ -36,12 +36,12 @@ def test_every_error_kind_is_a_subclass_of_hal_error():
         hal.MisalignedError, hal.PermissionDeniedError, hal.NotFoundError,
         hal.AlreadyExistsError, hal.OutOfMemoryError, hal.TimeoutError,
         hal.ClosedError, hal.BusyError, hal.InvalidArgumentError,
-        hal.VendorError, hal.IoError,
+        hal.VendorError, hal.IoError, hal.ForkedError,
     ]
     for kind in kinds:
         assert issubclass(kind, hal.Error)
     assert issubclass(hal.Error, Exception)
-    assert len(set(kinds)) == 14
+    assert len(set(kinds)) == 15
 
 
 def test_a_bad_location_is_an_invalid_argument():

@@ -218,6 +218,7 @@ pub mod cuda_uvm {
 }
 
 pub mod registry;
+mod this_process;
 
 pub use registry::{compiled_in, BackendEntry, Registry};
 

@@ -269,3 +269,63 @@ pub fn unopened_backend_works_in_a_child<B: Backend>(make: impl Fn() -> B) {
         report.join("\n")
     );
 }
+
+/// The fork rule for a channel's publisher and subscriber and a group's
+/// member made on `dev`: refused in a forked child, whose drops leave the
+/// parent's channel open and its membership standing; the parent goes on.
+pub fn channel_and_group_are_refused_in_a_child(dev: &dyn hal_core::dynamic::DynDevice) {
+    use hal_core::channel::{ChannelOptions, Publisher, SubscribeOptions, Subscriber};
+    use hal_core::group::{Group, GroupOptions};
+
+    let name = format!(
+        "fork-{}-{:x}",
+        std::process::id(),
+        u64::from_le_bytes(hal_core::os::random_id()[..8].try_into().expect("8 bytes"))
+    );
+    let mut publisher = Publisher::create(dev, &name, &ChannelOptions::default().slots(2))
+        .expect("create a channel");
+    let subscriber = Subscriber::open(dev, &name, &SubscribeOptions::default()).expect("subscribe");
+    let mut group = Group::join(&name, 1, &GroupOptions::default()).expect("join a group");
+    let loan = publisher.loan().expect("loan");
+    loan.write(0, b"before the fork").expect("write");
+    loan.publish(15).expect("publish");
+
+    let report = in_forked_child(|| {
+        let mut report = Vec::new();
+        forked(
+            publisher.try_loan().map(drop),
+            "Publisher::try_loan",
+            &mut report,
+        );
+        forked(
+            subscriber.try_receive().map(drop),
+            "Subscriber::try_receive",
+            &mut report,
+        );
+        forked(group.barrier(), "Group::barrier", &mut report);
+        drop_in_child(&subscriber);
+        drop_in_child(&publisher);
+        drop_in_child(&group);
+        report
+    });
+    assert!(report.is_empty(), "in the child: {}", report.join("; "));
+
+    let control = hal_core::os::private_path("channel", &name).expect("a path");
+    assert!(
+        control.exists(),
+        "the child's drop closed the parent's channel"
+    );
+    let sample = subscriber.receive().expect("the parent receives");
+    assert_eq!(sample.to_vec().expect("read"), b"before the fork");
+    drop(sample);
+    let loan = publisher.loan().expect("the parent loans");
+    loan.publish(0).expect("the parent publishes");
+    assert_eq!(
+        group
+            .all_gather(b"still a member")
+            .expect("the parent's group"),
+        vec![b"still a member".to_vec()]
+    );
+    drop((subscriber, publisher, group));
+    assert!(!control.exists());
+}

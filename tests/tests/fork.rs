@@ -89,3 +89,10 @@ fn a_child_dropping_the_parents_named_region_leaves_it() {
         "the parent's drop unlinks {path}"
     );
 }
+
+#[test]
+fn cpu_shm_channel_and_group_are_refused_in_a_child() {
+    let _one = alone();
+    let dev = hal_cpu_shm::CpuShm::new().open(0).expect("open cpu-shm");
+    hal_tests::fork::channel_and_group_are_refused_in_a_child(&dev);
+}

@@ -21,7 +21,10 @@
 //!   reported to its subscribers ([`Error::Closed`](crate::Error::Closed)) once they received
 //!   what it published, and the samples they hold stay readable.
 //! - **Private to its user**: the control file is
-//!   `/dev/shm/.hal-channel.UID.NAME`, mode 0600; the publisher removes it
+//!   `/dev/shm/.hal-channel.UID.NAME`, mode 0600, and the slots' memory is
+//!   exported to this user's processes where the backend's broker checks
+//!   importers' users (cpu-shm, cuda-uvm), to anyone who has the handle
+//!   (which only the control file holds) elsewhere; the publisher removes it
 //!   when it closes, the last subscriber of a dead publisher's channel
 //!   when it leaves, and a new publisher of the name replaces one whose
 //!   publisher is gone.

@@ -8,7 +8,7 @@ use super::layout::{self, Control, Mode, Shape, QUEUED};
 use super::options::ChannelOptions;
 use super::{file, members, park};
 use crate::dynamic::{DynAllocation, DynDevice};
-use crate::os::{self, PrivateFile};
+use crate::os::{self, Origin, PrivateFile};
 use crate::{
     AllocDesc, Capabilities, Error, ExportOptions, Exported, Importers, Location, Memory,
     Placement, Result,
@@ -27,7 +27,7 @@ pub struct Publisher {
     /// The next sequence number.
     next: u64,
     options: ChannelOptions,
-    pid: u32,
+    origin: Origin,
 }
 
 impl Publisher {
@@ -71,13 +71,21 @@ impl Publisher {
             }),
             placement: Placement::default(),
         })?;
-        let exported = device.export_memory(
-            &*memory,
-            &ExportOptions {
-                importers: Importers::Anyone,
-                ..Default::default()
-            },
-        )?;
+        // The handle lies in a file only this user may open; where the
+        // backend's broker can check the importer's user too, it does.
+        let export = |importers| {
+            device.export_memory(
+                &*memory,
+                &ExportOptions {
+                    importers,
+                    ..Default::default()
+                },
+            )
+        };
+        let exported = match export(Importers::SameUser) {
+            Err(e) if e.is_unsupported() => export(Importers::Anyone)?,
+            other => other?,
+        };
         let shape = Shape {
             slots: options.slots as u32,
             slot_size: options.slot_size,
@@ -95,7 +103,7 @@ impl Publisher {
             memory,
             next: 0,
             options: options.clone(),
-            pid,
+            origin: Origin::here(),
         })
     }
 
@@ -161,16 +169,8 @@ impl Publisher {
     }
 
     fn check(&self) -> Result<()> {
-        if os::pid() != self.pid {
-            return Err(Error::Closed {
-                what: format!(
-                    "channel {:?} was created by process {} before a fork: create it in this \
-                     process",
-                    self.name, self.pid
-                ),
-            });
-        }
-        Ok(())
+        self.origin
+            .check(&format!("the publisher of channel {:?}", self.name))
     }
 
     fn lend(&mut self, slot: usize) -> Result<Loan<'_>> {
@@ -200,7 +200,7 @@ fn active_holders(control: &Control, slot: usize) -> Result<usize> {
 
 impl Drop for Publisher {
     fn drop(&mut self) {
-        if os::pid() == self.pid {
+        if !self.origin.forked() {
             let _ = self.control.close();
             file::remove(&self.file);
         }

@@ -9,7 +9,7 @@ use super::layout::{self, Control, Held, Mode, SubState, MAX_SUBSCRIBERS, QUEUED
 use super::options::SubscribeOptions;
 use super::{file, members, park};
 use crate::dynamic::{DynDevice, DynMapping};
-use crate::os::{self, PrivateFile};
+use crate::os::{self, Origin, PrivateFile};
 use crate::{Error, Handle, ImportOptions, Memory, Result};
 
 /// The receiving end of a channel; dropping it unsubscribes (every sample
@@ -25,7 +25,7 @@ pub struct Subscriber {
     /// The next sequence to look at (broadcast).
     cursor: Cell<u64>,
     options: SubscribeOptions,
-    pid: u32,
+    origin: Origin,
 }
 
 impl Subscriber {
@@ -103,7 +103,7 @@ impl Subscriber {
             index,
             cursor: Cell::new(joined_at),
             options: options.clone(),
-            pid,
+            origin: Origin::here(),
         })
     }
 
@@ -146,16 +146,8 @@ impl Subscriber {
     }
 
     fn check(&self) -> Result<()> {
-        if os::pid() != self.pid {
-            return Err(Error::Closed {
-                what: format!(
-                    "channel {:?} was subscribed to by process {} before a fork: subscribe in \
-                     this process",
-                    self.name, self.pid
-                ),
-            });
-        }
-        Ok(())
+        self.origin
+            .check(&format!("the subscriber of channel {:?}", self.name))
     }
 
     /// Between waits: a publisher that is gone ends the wait, once nothing
@@ -278,7 +270,7 @@ impl Subscriber {
 
 impl Drop for Subscriber {
     fn drop(&mut self) {
-        if os::pid() != self.pid {
+        if self.origin.forked() {
             return;
         }
         if let Ok(mask) = self.control.mask() {

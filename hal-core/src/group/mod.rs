@@ -26,7 +26,8 @@
 //!   or read out of bounds (every length is checked against the group's
 //!   capacity).
 //! - **Fork**: a [`Group`] belongs to the process that joined; in a forked
-//!   child its calls fail and its drop leaves nothing.
+//!   child its calls answer [`Error::Forked`] and its drop leaves the
+//!   parent's membership alone.
 //!
 //! ```no_run
 //! use hal_core::group::{Group, GroupOptions};
@@ -48,8 +49,7 @@ mod round;
 
 use std::time::{Duration, Instant};
 
-use crate::os;
-use crate::os::PrivateFile;
+use crate::os::{Origin, PrivateFile};
 use crate::{Error, Result};
 use layout::{Board, Shape, SlotState};
 use round::{wait_for_members, Ready};
@@ -121,7 +121,7 @@ pub struct Group {
     round: u32,
     options: GroupOptions,
     /// The process that joined.
-    pid: u32,
+    origin: Origin,
     /// Why the group cannot go on, after a failed wait.
     broken: Option<String>,
 }
@@ -161,7 +161,7 @@ impl Group {
             members: Vec::new(),
             round: 0,
             options: options.clone(),
-            pid: os::pid(),
+            origin: Origin::here(),
             broken: None,
         };
         let what = format!("group {name:?} to form");
@@ -253,15 +253,8 @@ impl Group {
     /// Post this member's next round and wait until every member posted
     /// it; answers the round's number.
     fn exchange(&mut self, data: &[u8]) -> Result<u32> {
-        if os::pid() != self.pid {
-            return Err(Error::Closed {
-                what: format!(
-                    "group {:?} was joined by process {} before a fork: join it again in this \
-                     process",
-                    self.name, self.pid
-                ),
-            });
-        }
+        self.origin
+            .check(&format!("membership of group {:?}", self.name))?;
         if let Some(why) = &self.broken {
             return Err(Error::Closed {
                 what: format!(
@@ -323,7 +316,7 @@ fn corrupt(name: &str, i: usize, state: u32) -> Error {
 impl Drop for Group {
     fn drop(&mut self) {
         // A forked child's copy leaves nothing: the slot is its parent's.
-        if os::pid() == self.pid {
+        if !self.origin.forked() {
             file::leave(&self.file, &self.board, self.rank);
         }
     }

@@ -3,6 +3,7 @@
 //! Across processes: `tests/group.rs`.
 
 use super::*;
+use crate::os;
 use std::sync::atomic::Ordering;
 use std::thread;
 
