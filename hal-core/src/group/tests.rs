@@ -203,17 +203,31 @@ fn await_file(name: &str) {
     panic!("group {name} never made its file");
 }
 
-#[test]
-fn a_forged_length_is_an_error_not_a_read_out_of_bounds() {
-    let name = unique("forged-len");
+/// A member on a thread that joins `name` as one of two and all-gathers
+/// once, once the group's file exists: what a writer of the file then
+/// does decides how it ends.
+fn lone_member(name: &str) -> thread::JoinHandle<Result<Vec<Vec<u8>>>> {
     let member = {
-        let name = name.clone();
+        let name = name.to_string();
         thread::spawn(move || {
             let mut g = Group::join(&name, 2, &quick())?;
             g.all_gather(b"mine")
         })
     };
-    await_file(&name);
+    await_file(name);
+    member
+}
+
+/// Bump the file's post word and wake its sleepers, as a member's post does.
+fn bump(map: &SharedMap) {
+    map.atomic_u32(16).unwrap().fetch_add(1, Ordering::Release);
+    os::futex_wake(map.atomic_u32(16).unwrap(), u32::MAX);
+}
+
+#[test]
+fn a_forged_length_is_an_error_not_a_read_out_of_bounds() {
+    let name = unique("forged-len");
+    let member = lone_member(&name);
     // A writer of the file claims slot 1 as a live process, says it posted
     // a thousand rounds, each of 4 GiB.
     let map = forge(&name);
@@ -232,8 +246,7 @@ fn a_forged_length_is_an_error_not_a_read_out_of_bounds() {
     map.atomic_u32(at)
         .unwrap()
         .store(std::process::id(), Ordering::Release);
-    map.atomic_u32(16).unwrap().fetch_add(1, Ordering::Release);
-    os::futex_wake(map.atomic_u32(16).unwrap(), u32::MAX);
+    bump(&map);
     let err = member.join().unwrap().unwrap_err();
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
     assert!(err.to_string().contains("4294967295 bytes"), "{err}");
@@ -253,8 +266,7 @@ fn a_state_no_member_writes_fails_the_join_instead_of_waiting() {
     map.atomic_u32(slot(1) + 4)
         .unwrap()
         .store(7, Ordering::Release);
-    map.atomic_u32(16).unwrap().fetch_add(1, Ordering::Release);
-    os::futex_wake(map.atomic_u32(16).unwrap(), u32::MAX);
+    bump(&map);
     let err = member.join().unwrap().unwrap_err();
     assert!(err.to_string().contains("state 7"), "{err}");
     drop(map);
@@ -303,14 +315,7 @@ fn a_member_whose_process_is_gone_fails_the_round_naming_it_and_nothing_stays() 
     let mut exited = std::process::Command::new("true").spawn().unwrap();
     let dead_pid = exited.id();
     exited.wait().unwrap();
-    let member = {
-        let name = name.clone();
-        thread::spawn(move || {
-            let mut g = Group::join(&name, 2, &quick())?;
-            g.all_gather(b"mine")
-        })
-    };
-    await_file(&name);
+    let member = lone_member(&name);
     // Slot 1 taken by a process that has exited since.
     let map = forge(&name);
     let at = slot(1);
@@ -318,8 +323,7 @@ fn a_member_whose_process_is_gone_fails_the_round_naming_it_and_nothing_stays() 
     map.atomic_u32(at)
         .unwrap()
         .store(dead_pid, Ordering::Release);
-    map.atomic_u32(16).unwrap().fetch_add(1, Ordering::Release);
-    os::futex_wake(map.atomic_u32(16).unwrap(), u32::MAX);
+    bump(&map);
     let err = member.join().unwrap().unwrap_err();
     assert!(matches!(err, Error::Closed { .. }), "{err}");
     assert!(
