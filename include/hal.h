@@ -377,6 +377,19 @@ enum hal_status hal_device_release(struct hal_device *device);
 enum hal_status hal_device_backend(const struct hal_device *device, char **out_name);
 
 /**
+ * This process's id as the device's runtime knows it: what another
+ * process puts in its `HAL_IMPORTERS_PIDS` list to let this one import.
+ * The operating system's pid on most backends; on Ascend the runtime's
+ * own process id, which differs from it. Send it to the exporter before
+ * it exports.
+ *
+ * # Safety
+ *
+ * `out` is NULL or valid for a write.
+ */
+enum hal_status hal_device_process_id(const struct hal_device *device, uint32_t *out);
+
+/**
  * Whether the device has the capability labelled `capability`:
  * `host-visible` (allocate `HAL_LOCATION_HOST` and use
  * `hal_memory_host_ptr`), `pid-allow-list` (exports can name their

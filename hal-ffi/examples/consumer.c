@@ -1,7 +1,8 @@
 /*
- * consumer.c: the other side of producer.c (which starts it). Reads three
- * handle texts from stdin (a buffer, a tensor, a notify), verifies the
- * buffer and the tensor, writes an answer into the buffer, then plays the
+ * consumer.c: the other side of producer.c (which starts it). Prints its id
+ * as the runtime knows it (for the producer's pid lists), reads the
+ * producer's id and three handle texts from stdin (a buffer, a tensor, a
+ * notify), verifies the buffer and the tensor, writes an answer into the buffer, then plays the
  * notify ping-pong: it prints the handle of a notify of its own, waits on
  * it and signals the producer's.
  *
@@ -49,9 +50,19 @@ int main(int argc, char **argv) {
         return 2;
     }
     int rounds = atoi(argv[2]);
+
+    /* Our id as the runtime knows it, for the producer's pid lists. */
+    hal_device *dev;
+    uint32_t me;
+    CHECK(hal_device_open(argv[1], 0, &dev));
+    CHECK(hal_device_process_id(dev, &me));
+    printf("%u\n", me);
+    fflush(stdout);
+
+    char *producer_id = read_line();
     char *buffer_text = read_line(), *tensor_text = read_line(), *ping_text = read_line();
-    if (buffer_text == NULL || tensor_text == NULL || ping_text == NULL) {
-        fprintf(stderr, "consumer: expected three handle texts on stdin\n");
+    if (producer_id == NULL || buffer_text == NULL || tensor_text == NULL || ping_text == NULL) {
+        fprintf(stderr, "consumer: expected the producer's id and three handle texts on stdin\n");
         return 1;
     }
 
@@ -94,16 +105,14 @@ int main(int argc, char **argv) {
     tensor->deleter(tensor);
 
     /* The ping-pong: wait on our own notify, signal the producer's. */
-    hal_device *dev;
     hal_notify *ping, *pong;
     bool pid_list;
     char *pong_text;
-    CHECK(hal_device_open(argv[1], 0, &dev));
     CHECK(hal_device_has(dev, "pid-allow-list", &pid_list));
     CHECK(hal_notify_import(ping_text, NULL, &ping));
     CHECK(hal_notify_create(dev, &pong));
-    uint32_t parent = (uint32_t)getppid();
-    hal_export_options only = {sizeof only, HAL_IMPORTERS_PIDS, &parent, 1, false};
+    uint32_t producer = (uint32_t)strtoul(producer_id, NULL, 10);
+    hal_export_options only = {sizeof only, HAL_IMPORTERS_PIDS, &producer, 1, false};
     CHECK(hal_notify_export(pong, pid_list ? &only : NULL, &pong_text));
     printf("%s\n", pong_text);
     fflush(stdout);
@@ -118,6 +127,6 @@ int main(int argc, char **argv) {
     CHECK(hal_notify_release(pong));
     CHECK(hal_notify_release(ping));
     CHECK(hal_device_release(dev));
-    free(buffer_text), free(tensor_text), free(ping_text);
+    free(producer_id), free(buffer_text), free(tensor_text), free(ping_text);
     return 0;
 }

@@ -118,8 +118,18 @@ int main(int argc, char **argv) {
     close(to_child[0]);
     close(from_child[1]);
 
-    /* Export to the consumer alone, where the backend keeps pid lists. */
-    uint32_t pid = (uint32_t)child;
+    /* The consumer says its id as its runtime knows it (on Ascend not its
+     * pid): export to the consumer alone, where the backend keeps pid lists,
+     * and tell it ours for the notify it exports back. */
+    FILE *from = fdopen(from_child[0], "r");
+    char *line = NULL;
+    size_t cap = 0;
+    if (getline(&line, &cap, from) <= 0) {
+        fprintf(stderr, "producer: the consumer sent no process id\n");
+        return 1;
+    }
+    uint32_t pid = (uint32_t)strtoul(line, NULL, 10), mine;
+    CHECK(hal_device_process_id(dev, &mine));
     hal_export_options only = {sizeof only, HAL_IMPORTERS_PIDS, &pid, 1, false};
     const hal_export_options *opts = pid_list ? &only : NULL;
     char *buffer_text, *tensor_text, *ping_text;
@@ -127,16 +137,13 @@ int main(int argc, char **argv) {
     CHECK(hal_export_tensor(tmem, &layout, opts, &tensor_text));
     CHECK(hal_notify_export(ping, opts, &ping_text));
     FILE *to = fdopen(to_child[1], "w");
-    fprintf(to, "%s\n%s\n%s\n", buffer_text, tensor_text, ping_text);
+    fprintf(to, "%u\n%s\n%s\n%s\n", mine, buffer_text, tensor_text, ping_text);
     fclose(to);
     hal_string_free(buffer_text);
     hal_string_free(tensor_text);
     hal_string_free(ping_text);
 
     /* The consumer answers with the handle of the notify it waits on. */
-    FILE *from = fdopen(from_child[0], "r");
-    char *line = NULL;
-    size_t cap = 0;
     if (getline(&line, &cap, from) <= 0) {
         fprintf(stderr, "producer: the consumer sent no handle\n");
         return 1;

@@ -116,7 +116,16 @@ int run(const char *backend, int rounds) {
     close(to_child[0]);
     close(from_child[1]);
 
-    uint32_t pid = static_cast<uint32_t>(child);
+    // The consumer's id as its runtime knows it (on Ascend not its pid),
+    // for the pid lists; ours goes back for the notify it exports to us.
+    FILE *from = fdopen(from_child[0], "r");
+    char *line = nullptr;
+    size_t cap = 0;
+    if (getline(&line, &cap, from) <= 0)
+        throw std::runtime_error("the consumer sent no process id");
+    uint32_t pid = static_cast<uint32_t>(std::strtoul(line, nullptr, 10));
+    uint32_t mine = 0;
+    CHECK(hal_device_process_id(dev.get(), &mine));
     hal_export_options only{sizeof only, HAL_IMPORTERS_PIDS, &pid, 1, false};
     const hal_export_options *opts = pid_list ? &only : nullptr;
     char *text = nullptr;
@@ -127,12 +136,10 @@ int run(const char *backend, int rounds) {
     CHECK(hal_notify_export(ping.get(), opts, &text));
     std::string ping_text = take(text);
     FILE *to = fdopen(to_child[1], "w");
-    std::fprintf(to, "%s\n%s\n%s\n", buffer_text.c_str(), tensor_text.c_str(), ping_text.c_str());
+    std::fprintf(to, "%u\n%s\n%s\n%s\n", mine, buffer_text.c_str(), tensor_text.c_str(),
+                 ping_text.c_str());
     std::fclose(to);
 
-    FILE *from = fdopen(from_child[0], "r");
-    char *line = nullptr;
-    size_t cap = 0;
     if (getline(&line, &cap, from) <= 0)
         throw std::runtime_error("the consumer sent no handle");
     line[std::strcspn(line, "\n")] = 0;

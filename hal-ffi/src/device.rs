@@ -201,6 +201,29 @@ pub unsafe extern "C" fn hal_device_backend(
     })
 }
 
+/// This process's id as the device's runtime knows it: what another
+/// process puts in its `HAL_IMPORTERS_PIDS` list to let this one import.
+/// The operating system's pid on most backends; on Ascend the runtime's
+/// own process id, which differs from it. Send it to the exporter before
+/// it exports.
+///
+/// # Safety
+///
+/// `out` is NULL or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn hal_device_process_id(
+    device: *const hal_device,
+    out: *mut u32,
+) -> hal_status {
+    call("hal_device_process_id", || {
+        need(out, "out")?;
+        let device = DEVICES.get(device as usize, "device")?;
+        let id = device.device.process_id()?;
+        // SAFETY: checked not NULL above.
+        unsafe { put(out, id, "out") }
+    })
+}
+
 /// Whether the device has the capability labelled `capability`:
 /// `host-visible` (allocate `HAL_LOCATION_HOST` and use
 /// `hal_memory_host_ptr`), `pid-allow-list` (exports can name their

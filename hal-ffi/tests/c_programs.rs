@@ -111,10 +111,13 @@ impl Build {
     }
 }
 
-/// The environment a backend needs: the stand-in driver for the CUDA ones.
+/// The environment a backend needs: the stand-in driver for the CUDA ones,
+/// the stand-in runtime for Ascend.
 fn backend_env(backend: &str) -> Vec<(&'static str, PathBuf)> {
     if backend.starts_with("cuda") {
         vec![("HAL_CUDA_LIBRARY", hal_mock_libcuda::built_library())]
+    } else if backend == "ascend" {
+        vec![("HAL_ASCEND_LIBRARY", hal_mock_libascendcl::built_library())]
     } else {
         Vec::new()
     }
@@ -172,6 +175,11 @@ fn two_processes_share_on_cuda_over_the_standin_driver() {
 #[test]
 fn two_processes_share_on_cuda_uvm_over_the_standin_driver() {
     share("cuda-uvm", false);
+}
+
+#[test]
+fn two_processes_share_on_ascend_over_the_standin_runtime() {
+    share("ascend", false);
 }
 
 #[test]

@@ -53,6 +53,9 @@ import numpy as np
 import hal
 
 backend, rounds = sys.argv[1], int(sys.argv[2])
+device = hal.open(backend)
+print(device.process_id(), flush=True)  # for the producer's pid lists
+producer_id = int(sys.stdin.readline())
 buffer_text, tensor_text, ping_text = (sys.stdin.readline().strip() for _ in range(3))
 
 buffer = hal.import_handle(buffer_text)
@@ -72,10 +75,9 @@ assert (values.ravel() == np.arange(16 * 64, dtype=np.float32) / 2).all(), "the 
 del values, tensor
 
 ping = hal.import_handle(ping_text)
-device = hal.open(backend)
 pong = device.notify()
-only_parent = [os.getppid()] if "pid-allow-list" in device.capabilities else None
-print(pong.export(importers=only_parent), flush=True)
+only_producer = [producer_id] if "pid-allow-list" in device.capabilities else None
+print(pong.export(importers=only_producer), flush=True)
 for _ in range(rounds):
     assert pong.wait(10), "no ping"
     ping.signal()
@@ -115,9 +117,12 @@ def test_a_python_producer_hands_a_tensor_to_the_c_consumer(backend, c_prefix, t
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, bufsize=1,
     )
-    only_child = [child.pid] if "pid-allow-list" in device.capabilities else None
+    # The consumer's id as its runtime knows it (on Ascend not its pid).
+    consumer_id = int(child.stdout.readline())
+    only_child = [consumer_id] if "pid-allow-list" in device.capabilities else None
     values = (np.arange(16 * 64, dtype=np.float32) / 2).reshape(16, 64)
     tensor = hal.share(values, importers=only_child, device=device)
+    child.stdin.write(f"{device.process_id()}\n")
     child.stdin.write(buffer.export(importers=only_child) + "\n")
     child.stdin.write(tensor.text + "\n")
     child.stdin.write(ping.export(importers=only_child) + "\n")
