@@ -5,6 +5,7 @@ use std::sync::Arc;
 use hal::{AllocDesc, Availability, Capabilities};
 use pyo3::prelude::*;
 
+use crate::channel::{Publisher, Subscriber};
 use crate::errors::{invalid, OrRaise};
 use crate::event::Event;
 use crate::memory::Memory;
@@ -134,6 +135,37 @@ impl Device {
     fn notify(&self) -> PyResult<Notify> {
         let notify = self.inner.device.create_notify().or_raise()?;
         Ok(Notify::new(Arc::clone(&self.inner), notify))
+    }
+
+    /// Create the channel `name` (this user's) on the device: `slots`
+    /// slots of `slot_size` bytes, `mode` "broadcast" (every subscriber
+    /// receives every sample) or "queue" (each sample goes to one);
+    /// `publish` waits up to `timeout` seconds for a free slot.
+    #[pyo3(signature = (name, slots=8, slot_size=65536, mode="broadcast", timeout=60.0))]
+    fn publisher(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        slots: usize,
+        slot_size: u64,
+        mode: &str,
+        timeout: Option<f64>,
+    ) -> PyResult<Publisher> {
+        Publisher::create(
+            py,
+            Arc::clone(&self.inner),
+            name,
+            slots,
+            slot_size,
+            mode,
+            timeout,
+        )
+    }
+
+    /// Subscribe to the channel `name` (this user's), its slots imported
+    /// onto this device.
+    fn subscribe(&self, py: Python<'_>, name: &str) -> PyResult<Subscriber> {
+        Subscriber::open(py, Arc::clone(&self.inner), name)
     }
 
     /// Create an interprocess event on the device, to `export()`.

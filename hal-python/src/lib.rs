@@ -31,11 +31,13 @@
 
 mod bytes;
 mod capsule;
+mod channel;
 mod cuda_ipc;
 mod device;
 mod errors;
 mod event;
 mod foreign;
+mod group;
 mod importing;
 mod live;
 mod memory;
@@ -49,8 +51,10 @@ mod timeout;
 
 use pyo3::prelude::*;
 
+pub use channel::{Publisher, Subscriber};
 pub use device::Device;
 pub use event::Event;
+pub use group::Group;
 pub use memory::Memory;
 pub use notify::Notify;
 pub use share::Shared;
@@ -68,6 +72,9 @@ fn hal_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Shared>()?;
     m.add_class::<Notify>()?;
     m.add_class::<Event>()?;
+    m.add_class::<Group>()?;
+    m.add_class::<Publisher>()?;
+    m.add_class::<Subscriber>()?;
     m.add_function(wrap_pyfunction!(device::backends, m)?)?;
     m.add_function(wrap_pyfunction!(device::open, m)?)?;
     m.add_function(wrap_pyfunction!(importing::import_handle, m)?)?;

@@ -1,0 +1,206 @@
+//! `Device.publisher` and `Device.subscribe`: a channel of samples from one
+//! process to others (`hal::channel`), its bytes copied in and out.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hal::channel::{
+    ChannelOptions, Mode, Publisher as InnerPublisher, SubscribeOptions,
+    Subscriber as InnerSubscriber,
+};
+use hal::Error;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::errors::{invalid, to_py, OrRaise};
+use crate::registry::DeviceObj;
+use crate::timeout::duration;
+
+fn closed(what: &str) -> Error {
+    Error::Closed {
+        what: format!("this {what}: it was closed"),
+    }
+}
+
+/// The publishing end of a channel; `close()` (or the object's end)
+/// closes the channel.
+#[pyclass(module = "hal", frozen)]
+pub struct Publisher {
+    inner: Mutex<Option<InnerPublisher>>,
+    _device: Arc<DeviceObj>,
+}
+
+impl Publisher {
+    pub(crate) fn create(
+        py: Python<'_>,
+        device: Arc<DeviceObj>,
+        name: &str,
+        slots: usize,
+        slot_size: u64,
+        mode: &str,
+        timeout: Option<f64>,
+    ) -> PyResult<Publisher> {
+        let mode = match mode {
+            "broadcast" => Mode::Broadcast,
+            "queue" => Mode::Queue,
+            other => {
+                return Err(invalid(format!(
+                    "mode={other:?}: \"broadcast\" (every subscriber gets every sample) or \
+                     \"queue\" (each sample goes to one)"
+                )))
+            }
+        };
+        let options = ChannelOptions::default()
+            .slots(slots)
+            .slot_size(slot_size)
+            .mode(mode)
+            .timeout(duration(timeout)?.unwrap_or(Duration::from_secs(60 * 60 * 24 * 365)));
+        let inner = py
+            .allow_threads(|| InnerPublisher::create(&*device.device, name, &options))
+            .or_raise()?;
+        Ok(Publisher {
+            inner: Mutex::new(Some(inner)),
+            _device: device,
+        })
+    }
+
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut InnerPublisher) -> hal::Result<T> + Send,
+    ) -> PyResult<T> {
+        py.allow_threads(|| {
+            let mut held = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            held.as_mut().map_or_else(|| Err(closed("Publisher")), f)
+        })
+        .map_err(to_py)
+    }
+}
+
+#[pymethods]
+impl Publisher {
+    /// Publish `data` as the next sample, waiting (up to the channel's
+    /// timeout) while the subscribers still hold the next slot; its
+    /// sequence number.
+    fn publish(&self, py: Python<'_>, data: &[u8]) -> PyResult<u64> {
+        let data = data.to_vec();
+        self.with(py, move |p| {
+            let loan = p.loan()?;
+            loan.write(0, &data)?;
+            loan.publish(data.len() as u64)
+        })
+    }
+
+    /// `publish` if the next slot is free now; `BusyError` otherwise.
+    fn try_publish(&self, py: Python<'_>, data: &[u8]) -> PyResult<u64> {
+        let data = data.to_vec();
+        self.with(py, move |p| {
+            let loan = p.try_loan()?;
+            loan.write(0, &data)?;
+            loan.publish(data.len() as u64)
+        })
+    }
+
+    /// How many subscribers are subscribed now.
+    fn subscribers(&self, py: Python<'_>) -> PyResult<usize> {
+        self.with(py, |p| p.subscribers())
+    }
+
+    /// Close the channel: the subscribers receive what was published, then
+    /// `ClosedError`.
+    fn close(&self) {
+        drop(self.inner.lock().unwrap_or_else(|e| e.into_inner()).take());
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, _exc: &Bound<'_, pyo3::types::PyTuple>) {
+        self.close();
+    }
+}
+
+/// The receiving end of a channel; `close()` (or the object's end)
+/// unsubscribes.
+#[pyclass(module = "hal", frozen)]
+pub struct Subscriber {
+    inner: Mutex<Option<InnerSubscriber>>,
+    _device: Arc<DeviceObj>,
+}
+
+impl Subscriber {
+    pub(crate) fn open(py: Python<'_>, device: Arc<DeviceObj>, name: &str) -> PyResult<Subscriber> {
+        let inner = py
+            .allow_threads(|| {
+                InnerSubscriber::open(&*device.device, name, &SubscribeOptions::default())
+            })
+            .or_raise()?;
+        Ok(Subscriber {
+            inner: Mutex::new(Some(inner)),
+            _device: device,
+        })
+    }
+
+    /// The next sample's bytes, or None when `timeout` passed first.
+    fn take(
+        &self,
+        py: Python<'_>,
+        timeout: Option<Duration>,
+        once: bool,
+    ) -> PyResult<Option<Vec<u8>>> {
+        py.allow_threads(|| {
+            let held = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            let sub = held.as_ref().ok_or_else(|| closed("Subscriber"))?;
+            let sample = if once {
+                sub.try_receive()?
+            } else {
+                match sub.receive_timeout(timeout) {
+                    Ok(s) => Some(s),
+                    Err(Error::Timeout { .. }) => None,
+                    Err(e) => return Err(e),
+                }
+            };
+            sample.map(|s| s.to_vec()).transpose()
+        })
+        .map_err(to_py)
+    }
+}
+
+#[pymethods]
+impl Subscriber {
+    /// The next sample's bytes, waiting up to `timeout` seconds (None:
+    /// until one comes or the publisher is gone); None when the timeout
+    /// passed. `ClosedError` once the publisher closed or died and every
+    /// sample was received.
+    #[pyo3(signature = (timeout=None))]
+    fn receive<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let got = self.take(py, duration(timeout)?, false)?;
+        Ok(got.map(|b| PyBytes::new(py, &b)))
+    }
+
+    /// The next sample's bytes if one is there now, else None.
+    fn try_receive<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let got = self.take(py, None, true)?;
+        Ok(got.map(|b| PyBytes::new(py, &b)))
+    }
+
+    /// Unsubscribe now.
+    fn close(&self) {
+        drop(self.inner.lock().unwrap_or_else(|e| e.into_inner()).take());
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, _exc: &Bound<'_, pyo3::types::PyTuple>) {
+        self.close();
+    }
+}
