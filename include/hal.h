@@ -102,6 +102,16 @@ typedef struct DLManagedTensorVersioned {
 
 
 /**
+ * A channel's samples go to every subscriber.
+ */
+#define HAL_CHANNEL_BROADCAST 0
+
+/**
+ * A channel's samples go to one subscriber each.
+ */
+#define HAL_CHANNEL_QUEUE 1
+
+/**
  * The version of this ABI: the major version times 1000 plus the minor.
  * A program checks `hal_abi_version() / 1000 == HAL_ABI_VERSION / 1000`.
  */
@@ -242,6 +252,12 @@ typedef struct hal_device hal_device;
 typedef struct hal_event hal_event;
 
 /**
+ * A membership of a group (opaque): `hal_group_join`, released (left)
+ * with `hal_group_release`.
+ */
+typedef struct hal_group hal_group;
+
+/**
  * Memory (opaque): allocated here (`hal_alloc`, `hal_named_create`) or
  * imported from another process (`hal_import`). Release it with
  * `hal_memory_release`.
@@ -253,6 +269,50 @@ typedef struct hal_memory hal_memory;
  * (`hal_notify_import`). Release it with `hal_notify_release`.
  */
 typedef struct hal_notify hal_notify;
+
+/**
+ * The publishing end of a channel (opaque): `hal_publisher_create`;
+ * `hal_publisher_release` closes the channel.
+ */
+typedef struct hal_publisher hal_publisher;
+
+/**
+ * The receiving end of a channel (opaque): `hal_subscriber_open`;
+ * `hal_subscriber_release` unsubscribes.
+ */
+typedef struct hal_subscriber hal_subscriber;
+
+/**
+ * Options of `hal_publisher_create`. NULL options mean the defaults (8
+ * slots of 64 KiB, broadcast, a publish waits up to 60 s for a slot).
+ *
+ * ```c
+ * hal_channel_options opts = {sizeof opts, 4, 4096, HAL_CHANNEL_QUEUE, -1};
+ * ```
+ */
+typedef struct hal_channel_options {
+  /**
+   * `sizeof(hal_channel_options)`: fields past it are taken as zero.
+   */
+  uint32_t size;
+  /**
+   * How many slots (0: 8).
+   */
+  uint32_t slots;
+  /**
+   * The size of a slot in bytes (0: 65536).
+   */
+  uint64_t slot_size;
+  /**
+   * `HAL_CHANNEL_BROADCAST` or `HAL_CHANNEL_QUEUE`.
+   */
+  uint32_t mode;
+  /**
+   * How long `hal_publish` waits for a free slot, in nanoseconds
+   * (negative: no limit; 0: 60 s).
+   */
+  int64_t timeout_ns;
+} hal_channel_options;
 
 /**
  * Options of `hal_export`, `hal_notify_export`, `hal_event_export` and
@@ -327,6 +387,83 @@ typedef uint32_t hal_location;
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/**
+ * Create the channel `name` of this user with its slots on `device`.
+ * `HAL_ERR_ALREADY_EXISTS` while another live publisher has it.
+ *
+ * # Safety
+ *
+ * `name` is NULL or a NUL-terminated string; `options` NULL or a valid
+ * `hal_channel_options`; `out` NULL or valid for a write of a pointer.
+ */
+enum hal_status hal_publisher_create(struct hal_device *device,
+                                     const char *name,
+                                     const struct hal_channel_options *options,
+                                     struct hal_publisher **out);
+
+/**
+ * Publish `len` bytes of `data` as the next sample. With `wait`, wait (up
+ * to the channel's timeout) while the subscribers still hold the next
+ * slot; without, answer `HAL_ERR_BUSY` at once. `out_seq` (may be NULL)
+ * receives the sample's sequence number.
+ *
+ * # Safety
+ *
+ * `data` is valid for `len` bytes (or `len` is 0); `out_seq` NULL or
+ * valid for a write.
+ */
+enum hal_status hal_publish(struct hal_publisher *publisher,
+                            const void *data,
+                            size_t len,
+                            bool wait,
+                            uint64_t *out_seq);
+
+/**
+ * Close the channel: its subscribers receive what was published, then
+ * `HAL_ERR_CLOSED`. A second release is `HAL_ERR_DOUBLE_RELEASE`.
+ */
+enum hal_status hal_publisher_release(struct hal_publisher *publisher);
+
+/**
+ * Subscribe to the channel `name` of this user, its slots imported onto
+ * `device`; `out_slot_size` (may be NULL) receives the channel's slot
+ * size, the most bytes a sample has.
+ *
+ * # Safety
+ *
+ * `name` is NULL or a NUL-terminated string; `out` NULL or valid for a
+ * write of a pointer; `out_slot_size` NULL or valid for a write.
+ */
+enum hal_status hal_subscriber_open(struct hal_device *device,
+                                    const char *name,
+                                    struct hal_subscriber **out,
+                                    uint64_t *out_slot_size);
+
+/**
+ * Receive the next sample into `out` (`cap` bytes, at least the channel's
+ * slot size, checked before anything is received so that no sample is
+ * lost): its length goes to `out_len`, its sequence number to `out_seq`
+ * (may be NULL). Waits up to `timeout_ns` (negative: no limit; 0: looks
+ * once): `HAL_ERR_TIMEOUT` when none came; `HAL_ERR_CLOSED` once the
+ * publisher closed or died and every sample was received.
+ *
+ * # Safety
+ *
+ * `out` is valid for `cap` bytes; `out_len` NULL or valid for a write;
+ * `out_seq` NULL or valid for a write.
+ */
+enum hal_status hal_receive(struct hal_subscriber *subscriber,
+                            int64_t timeout_ns,
+                            void *out,
+                            size_t cap,
+                            size_t *out_len,
+                            uint64_t *out_seq);
+
+/**
+ * Unsubscribe. A second release is `HAL_ERR_DOUBLE_RELEASE`.
+ */
+enum hal_status hal_subscriber_release(struct hal_subscriber *subscriber);
 
 /**
  * The version of the ABI this library implements (`HAL_ABI_VERSION` of
@@ -470,6 +607,93 @@ enum hal_status hal_event_wait(struct hal_event *event, int64_t timeout_ns);
  * `HAL_ERR_DOUBLE_RELEASE`.
  */
 enum hal_status hal_event_release(struct hal_event *event);
+
+/**
+ * Join the group `name` of `size` processes of this user, and wait until
+ * all joined: ranks follow the order of joining. Every wait of the group
+ * lasts at most `timeout_ns` (negative: no limit); a member that dies
+ * makes the others' calls answer `HAL_ERR_CLOSED` naming it. Every member
+ * passes the same `size` and `max_payload` (the most bytes a member posts
+ * a round; 0: 4096).
+ *
+ * # Safety
+ *
+ * `name` is NULL or a NUL-terminated string; `out` is NULL or valid for a
+ * write of a pointer.
+ */
+enum hal_status hal_group_join(const char *name,
+                               uint32_t size,
+                               int64_t timeout_ns,
+                               uint32_t max_payload,
+                               struct hal_group **out);
+
+/**
+ * This member's rank, and the group's size.
+ *
+ * # Safety
+ *
+ * `out_rank` and `out_size` are NULL or valid for a write.
+ */
+enum hal_status hal_group_rank(const struct hal_group *group,
+                               uint32_t *out_rank,
+                               uint32_t *out_size);
+
+/**
+ * The process id of the member of rank `rank`.
+ *
+ * # Safety
+ *
+ * `out` is NULL or valid for a write.
+ */
+enum hal_status hal_group_member_pid(const struct hal_group *group, uint32_t rank, uint32_t *out);
+
+/**
+ * Post `len` bytes of `data` and receive every member's: member `i`'s
+ * bytes are written at `out + i * stride` and their length at
+ * `out_lens[i]`. `out` holds `size * stride` bytes and `out_lens` `size`
+ * lengths; a payload longer than `stride` is `HAL_ERR_INVALID_ARGUMENT`
+ * (pass the group's `max_payload` as `stride` to fit every one).
+ *
+ * # Safety
+ *
+ * `data` is valid for `len` bytes (or `len` is 0); `out` for
+ * `size * stride` bytes and `out_lens` for `size` lengths, `size` the
+ * group's.
+ */
+enum hal_status hal_group_all_gather(struct hal_group *group,
+                                     const void *data,
+                                     size_t len,
+                                     void *out,
+                                     size_t stride,
+                                     size_t *out_lens);
+
+/**
+ * Receive what the member of rank `root` posts: `data` (`len` bytes) at
+ * `root`, ignored elsewhere. Up to `cap` bytes are written to `out` and
+ * the length to `out_len`; a longer payload is `HAL_ERR_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ *
+ * `data` is valid for `len` bytes (or `len` is 0); `out` for `cap` bytes;
+ * `out_len` NULL or valid for a write.
+ */
+enum hal_status hal_group_broadcast(struct hal_group *group,
+                                    uint32_t root,
+                                    const void *data,
+                                    size_t len,
+                                    void *out,
+                                    size_t cap,
+                                    size_t *out_len);
+
+/**
+ * Wait until every member called `hal_group_barrier`.
+ */
+enum hal_status hal_group_barrier(struct hal_group *group);
+
+/**
+ * Leave the group. A second release is `HAL_ERR_DOUBLE_RELEASE`.
+ */
+enum hal_status hal_group_release(struct hal_group *group);
 
 /**
  * The message of this thread's last failed call, starting with the name of

@@ -39,9 +39,11 @@
 #![deny(missing_docs)]
 #![cfg(unix)]
 
+mod channel;
 mod decode;
 mod device;
 mod event;
+mod group;
 mod last_error;
 mod memory;
 mod named;
@@ -52,6 +54,11 @@ mod table;
 mod tensor;
 mod text;
 
+pub use channel::{
+    hal_channel_options, hal_publish, hal_publisher, hal_publisher_create, hal_publisher_release,
+    hal_receive, hal_subscriber, hal_subscriber_open, hal_subscriber_release,
+    HAL_CHANNEL_BROADCAST, HAL_CHANNEL_QUEUE,
+};
 pub use device::{
     hal_abi_version, hal_backends, hal_device, hal_device_backend, hal_device_has, hal_device_open,
     hal_device_release, HAL_ABI_VERSION,
@@ -59,6 +66,10 @@ pub use device::{
 pub use event::{
     hal_event, hal_event_create, hal_event_export, hal_event_import, hal_event_query,
     hal_event_record, hal_event_release, hal_event_wait,
+};
+pub use group::{
+    hal_group, hal_group_all_gather, hal_group_barrier, hal_group_broadcast, hal_group_join,
+    hal_group_member_pid, hal_group_rank, hal_group_release,
 };
 pub use last_error::hal_last_error;
 pub use memory::{

@@ -86,7 +86,7 @@ struct RawImport {
 /// `ptr` is not NULL and points to at least `size` readable bytes, `size`
 /// being the `u32` it starts with; `R` is a `repr(C)` structure of integers
 /// and raw pointers that starts with that `u32`.
-unsafe fn read_sized<R: Copy>(ptr: *const u8, what: &str) -> Result<R, Failure> {
+pub(crate) unsafe fn read_sized<R: Copy>(ptr: *const u8, what: &str) -> Result<R, Failure> {
     // SAFETY: every structure starts with its `u32` size, readable per the
     // contract; it may be unaligned.
     let size = unsafe { ptr.cast::<u32>().read_unaligned() } as usize;

@@ -26,6 +26,9 @@ pub(crate) enum Kind {
     Memory = 2,
     Notify = 3,
     Event = 4,
+    Group = 5,
+    Publisher = 6,
+    Subscriber = 7,
 }
 
 impl Kind {
@@ -35,13 +38,24 @@ impl Kind {
             Kind::Memory => "hal_memory",
             Kind::Notify => "hal_notify",
             Kind::Event => "hal_event",
+            Kind::Group => "hal_group",
+            Kind::Publisher => "hal_publisher",
+            Kind::Subscriber => "hal_subscriber",
         }
     }
 
     fn from_bits(bits: usize) -> Option<Kind> {
-        [Kind::Device, Kind::Memory, Kind::Notify, Kind::Event]
-            .into_iter()
-            .find(|k| *k as usize == bits)
+        [
+            Kind::Device,
+            Kind::Memory,
+            Kind::Notify,
+            Kind::Event,
+            Kind::Group,
+            Kind::Publisher,
+            Kind::Subscriber,
+        ]
+        .into_iter()
+        .find(|k| *k as usize == bits)
     }
 }
 

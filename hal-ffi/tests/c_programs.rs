@@ -267,6 +267,38 @@ fn many_threads_at_once_on_cuda_over_the_standin_driver() {
     threads("cuda");
 }
 
+/// The channels program on `backend`: a group of two processes gathers
+/// and broadcasts, a channel carries 50 samples through 2 slots from one
+/// to the other, and the refusals answer their statuses.
+fn channels(backend: &str) {
+    let build = Build::new();
+    let program = build.test_program("channels");
+    let out = run(Command::new(program)
+        .arg(backend)
+        .envs(backend_env(backend)));
+    assert!(out.status.success(), "a channel check failed on {backend}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let passed: usize = stdout
+        .lines()
+        .last()
+        .and_then(|l| l.strip_suffix(" checks passed, 0 failed"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of checks on {backend}: {stdout:?}"));
+    // Both processes' group checks, the child's 50 receives, the parent's
+    // 50 publishes, and the refusals.
+    assert!(passed >= 2 * 50 + 20, "{passed} checks on {backend}");
+}
+
+#[test]
+fn a_group_and_a_channel_between_two_processes_on_cpu_shm() {
+    channels("cpu-shm");
+}
+
+#[test]
+fn a_group_and_a_channel_between_two_processes_on_mock_cuda() {
+    channels("mock-cuda");
+}
+
 /// A thousand rounds of open, allocate, export, import, tensors, notifies
 /// and release under valgrind: no block lost, no invalid access.
 ///

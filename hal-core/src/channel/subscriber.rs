@@ -112,6 +112,11 @@ impl Subscriber {
         &self.name
     }
 
+    /// The size of a slot: the most bytes a sample has.
+    pub fn slot_size(&self) -> u64 {
+        self.control.shape().slot_size
+    }
+
     /// The imported memory of the slots.
     pub fn memory(&self) -> &dyn DynMapping {
         &*self.mapping
