@@ -1,7 +1,7 @@
 //! Memory imported from another process (or this one): the mapping, its
 //! import (one handle, or many at once) and the per-process import cache.
 
-use std::collections::HashMap;
+use std::cell::RefCell;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
@@ -12,6 +12,7 @@ use hal_core::{
     BackendId, Error, Handle, HandleError, HandleFlags, HandleKind, ImportOptions, ImportPlacement,
     Location, Mapping, Memory, Result, SharedHandle,
 };
+use rustc_hash::FxHashMap;
 
 use crate::io;
 use crate::memory::{lock, read_only_error};
@@ -28,11 +29,24 @@ struct CacheKey {
     fixed: bool,
 }
 
-type Cache = Mutex<HashMap<CacheKey, Weak<MapInner>>>;
+type Cache = Mutex<FxHashMap<CacheKey, Weak<MapInner>>>;
 
+/// The process's import cache: every live cacheable mapping by its key.
 fn cache() -> &'static Cache {
     static CACHE: OnceLock<Cache> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+    CACHE.get_or_init(|| Mutex::new(FxHashMap::default()))
+}
+
+/// How many entries a thread's view of the cache holds before the dead
+/// ones are dropped.
+const NEAR_MAX: usize = 1024;
+
+thread_local! {
+    /// This thread's view of the cache: a hit takes no lock that other
+    /// threads take. Entries of mappings that went are dropped lazily
+    /// (their `Weak` no longer upgrades).
+    static NEAR: RefCell<FxHashMap<CacheKey, Weak<MapInner>>> =
+        RefCell::new(FxHashMap::default());
 }
 
 #[derive(Debug)]
@@ -266,12 +280,29 @@ fn prepare(shared: SharedHandle, opts: &ImportOptions) -> Result<Step> {
     )))
 }
 
-/// The live mapping of `key` in this process, when it maps `handle`.
+/// The live mapping of `key` in this process, when it maps `handle`: from
+/// this thread's view of the cache, else from the process's (and then
+/// remembered in this thread's).
 fn cached(key: &CacheKey, handle: &Handle) -> Option<Arc<MapInner>> {
-    lock(cache())
+    let near = NEAR
+        .try_with(|n| n.borrow().get(key).and_then(Weak::upgrade))
+        .ok()
+        .flatten();
+    if let Some(inner) = near.filter(|inner| inner.handle == *handle) {
+        return Some(inner);
+    }
+    let found = lock(cache())
         .get(key)
         .and_then(Weak::upgrade)
-        .filter(|inner| inner.handle == *handle)
+        .filter(|inner| inner.handle == *handle)?;
+    let _ = NEAR.try_with(|n| {
+        let mut n = n.borrow_mut();
+        if n.len() >= NEAR_MAX {
+            n.retain(|_, w| w.strong_count() > 0);
+        }
+        n.insert(key.clone(), Arc::downgrade(&found));
+    });
+    Some(found)
 }
 
 /// A new mapping, entered in the cache when `cacheable`.

@@ -169,6 +169,58 @@ fn export_seals_the_memfd() {
     a.write(0, b"still fine").unwrap();
 }
 
+/// A thread's view of the import cache never hands out a mapping that
+/// went, and sees one another thread made: imports on two threads, all
+/// dropped, then imported again, on both threads in turn.
+#[test]
+fn each_threads_view_of_the_import_cache_follows_the_process() {
+    let d = std::sync::Arc::new(dev());
+    let a = d.allocate(&hal_core::AllocDesc::host(8192)).unwrap();
+    let ex = d.export_memory(&a, &ExportOptions::default()).unwrap();
+    let text = ex.to_text();
+    let import = {
+        let d = std::sync::Arc::clone(&d);
+        move |text: &str| {
+            let h = hal_core::Handle::from_text(text).unwrap();
+            d.import_memory(SharedHandle::from(h), &ImportOptions::default())
+                .unwrap()
+        }
+    };
+    // This thread imports twice: the second is a hit of its own view.
+    let first = import(&text);
+    let again = import(&text);
+    assert!(first.same_mapping(&again));
+    // Another thread finds the same mapping (through the process's cache).
+    let other = {
+        let (import, text) = (import.clone(), text.clone());
+        std::thread::spawn(move || {
+            let m = import(&text);
+            let same = m.addr();
+            let hit = import(&text);
+            assert!(m.same_mapping(&hit));
+            same
+        })
+        .join()
+        .unwrap()
+    };
+    assert_eq!(other, first.addr());
+    drop((first, again));
+    assert_eq!(a.importers().unwrap(), 0, "every mapping went");
+    // Imported again, the mapping is a new one with its lease: the views
+    // that named the old one hand it out no more.
+    let fresh = import(&text);
+    assert_eq!(fresh.ref_count(), 1);
+    assert_eq!(a.importers().unwrap(), 1);
+    let theirs = {
+        let (import, text) = (import.clone(), text.clone());
+        std::thread::spawn(move || import(&text).ref_count())
+            .join()
+            .unwrap()
+    };
+    assert_eq!(theirs, 2, "the other thread found the live mapping");
+    drop(fresh);
+}
+
 #[test]
 fn import_cache_returns_the_same_mapping_and_counts_leases() {
     let d = dev();
