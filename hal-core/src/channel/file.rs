@@ -22,7 +22,7 @@ pub(super) fn path(name: &str) -> Result<PathBuf> {
 /// control file of this version.
 pub(super) fn map_checked(pf: &PrivateFile) -> Result<Option<Control>> {
     let mut head = [0u8; 64];
-    let len = pf.len()?;
+    let len = pf.size()?;
     let read = pf.read_head(&mut head)?;
     let Some(shape) = layout::read_shape(&head[..read], len) else {
         return Ok(None);

@@ -126,7 +126,7 @@ pub(super) fn join(
 /// from what its header says).
 fn map(pf: &PrivateFile, name: &str) -> Result<Option<Board>> {
     let mut head = [0u8; 64];
-    let len = pf.len()?;
+    let len = pf.size()?;
     let read = pf
         .read_head(&mut head)
         .map_err(|e| Error::invalid(format!("reading group {name:?}'s header: {e}")))?;

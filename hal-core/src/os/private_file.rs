@@ -137,18 +137,13 @@ impl PrivateFile {
         &self.path
     }
 
-    /// The file's length now.
-    pub fn len(&self) -> Result<u64> {
+    /// The file's size in bytes now.
+    pub fn size(&self) -> Result<u64> {
         Ok(self
             .file
             .metadata()
             .map_err(|e| Error::io(format!("fstat of {}", self.path.display()), e))?
             .len())
-    }
-
-    /// True when the file is empty.
-    pub fn is_empty(&self) -> Result<bool> {
-        Ok(self.len()? == 0)
     }
 
     /// Read up to `buf.len()` bytes from the start; how many were read.
@@ -199,5 +194,97 @@ pub struct PrivateLock<'a>(&'a PrivateFile);
 impl Drop for PrivateLock<'_> {
     fn drop(&mut self) {
         unlock(self.0.file.as_fd());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    fn unique(tag: &str) -> String {
+        format!(
+            "test-{tag}-{}-{:x}",
+            std::process::id(),
+            u64::from_le_bytes(crate::os::random_id()[..8].try_into().unwrap())
+        )
+    }
+
+    #[test]
+    fn a_name_of_the_longest_length_is_taken_and_one_byte_more_is_not() {
+        let longest = "n".repeat(MAX_PRIVATE_NAME);
+        assert!(private_path("t", &longest).is_ok());
+        assert!(private_path("t", &format!("{longest}n")).is_err());
+        assert!(private_path("t", "").is_err());
+        assert!(private_path("t", "a/b").is_err());
+        assert!(private_path("t", "tab\there").is_err());
+    }
+
+    #[test]
+    fn a_file_is_made_whole_mode_0600_and_opened_again() {
+        let path = private_path("t", &unique("made")).unwrap();
+        let made = PrivateFile::create(&path, 8192, b"head").unwrap().unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        assert_eq!(meta.len(), 8192);
+        assert!(
+            PrivateFile::create(&path, 8192, b"other")
+                .unwrap()
+                .is_none(),
+            "taken"
+        );
+        let opened = PrivateFile::open(&path).unwrap().unwrap();
+        let mut head = [0u8; 4];
+        assert_eq!(opened.read_head(&mut head).unwrap(), 4);
+        assert_eq!(&head, b"head");
+        assert_eq!(opened.size().unwrap(), 8192);
+        made.unlink();
+        assert!(!path.exists());
+        assert!(PrivateFile::open(&path).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_link_at_the_name_is_not_followed() {
+        let path = private_path("t", &unique("link")).unwrap();
+        let target = private_path("t", &unique("target")).unwrap();
+        let made = PrivateFile::create(&target, 4096, b"").unwrap().unwrap();
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let opened = PrivateFile::open(&path);
+        std::fs::remove_file(&path).unwrap();
+        made.unlink();
+        match opened {
+            Err(Error::Io { source, .. }) => assert_eq!(source.raw_os_error(), Some(libc::ELOOP)),
+            other => panic!("a link at the name must be refused, not followed: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_fifo_at_the_name_is_refused_at_once() {
+        let path = private_path("t", &unique("fifo")).unwrap();
+        nix::unistd::mkfifo(
+            &path,
+            nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
+        )
+        .unwrap();
+        // Without O_NONBLOCK the open would wait for a writer for ever.
+        let opened = PrivateFile::open(&path);
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            matches!(opened, Err(Error::PermissionDenied { .. })),
+            "{opened:?}"
+        );
+    }
+
+    #[test]
+    fn unlink_leaves_a_file_that_took_the_name_since() {
+        let path = private_path("t", &unique("moved")).unwrap();
+        let old = PrivateFile::create(&path, 4096, b"old").unwrap().unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let new = PrivateFile::create(&path, 4096, b"new").unwrap().unwrap();
+        assert!(!old.named() && new.named());
+        old.unlink();
+        assert!(path.exists(), "the newer file under the name was removed");
+        new.unlink();
+        assert!(!path.exists());
     }
 }
