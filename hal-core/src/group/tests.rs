@@ -192,15 +192,24 @@ fn slot(i: usize) -> usize {
     64 + i * (64 + 2 * 4096)
 }
 
-/// Wait (bounded) until the group's file exists.
+/// Wait (bounded) until the group's file exists and its first member took
+/// slot 0: a file written before anyone took a slot would rightly be taken
+/// for a dead group's and replaced.
 fn await_file(name: &str) {
-    for _ in 0..2000 {
+    for _ in 0..5000 {
         if file::path(name).unwrap().exists() {
-            return;
+            if let Ok(f) = std::fs::File::open(file::path(name).unwrap()) {
+                let mut pid = [0u8; 4];
+                use std::os::unix::fs::FileExt as _;
+                if f.read_exact_at(&mut pid, slot(0) as u64).is_ok() && u32::from_le_bytes(pid) != 0
+                {
+                    return;
+                }
+            }
         }
         thread::sleep(Duration::from_millis(1));
     }
-    panic!("group {name} never made its file");
+    panic!("group {name} never made its file, or nobody joined it");
 }
 
 /// A member on a thread that joins `name` as one of two and all-gathers
@@ -257,11 +266,7 @@ fn a_forged_length_is_an_error_not_a_read_out_of_bounds() {
 #[test]
 fn a_state_no_member_writes_fails_the_join_instead_of_waiting() {
     let name = unique("forged-state");
-    let member = {
-        let name = name.clone();
-        thread::spawn(move || Group::join(&name, 2, &quick()).map(drop))
-    };
-    await_file(&name);
+    let member = lone_member(&name);
     let map = forge(&name);
     map.atomic_u32(slot(1) + 4)
         .unwrap()

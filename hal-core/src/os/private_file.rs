@@ -59,10 +59,14 @@ impl PrivateFile {
     /// others may open, and anything not a regular file (a link is not
     /// followed).
     pub fn open(path: &Path) -> Result<Option<PrivateFile>> {
+        // The standard library opens with O_CLOEXEC. O_NOFOLLOW: a link at
+        // the name is refused (ELOOP), never followed to another file.
+        // O_NONBLOCK: a device node at the name cannot hold the open (a
+        // FIFO opened read-write never blocks; the type is refused below).
         let file = match OpenOptions::new()
             .read(true)
             .write(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
             .open(path)
         {
             Ok(f) => f,
