@@ -54,7 +54,7 @@ def share(
     read_only: bool = False,
     device: Device | None = None,
 ) -> Shared:
-    """Share any object with __dlpack__ as a tensor handle (zero-copy for hal's own memory)."""
+    """Share any object with __dlpack__ as a tensor handle (zero-copy for hal's own memory and for CUDA tensors of other libraries)."""
 
 def import_cuda_ipc(handle: bytes, offset: int, size: int, device: int = 0) -> Memory:
     """Open a raw CUDA IPC handle: PyTorch's 66 bytes (b'\\x02c' + 64) or the bare 64."""

@@ -158,7 +158,12 @@ pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
     }
     if driver.offers(&needs::IPC_MEMORY) {
         // Legacy IPC of device memory; importers are counted by leases.
-        capabilities = capabilities | Capabilities::IPC_MEMORY | Capabilities::LEASES;
+        // Memory of other libraries is adopted by address and exported the
+        // same way (the same entry points find its allocation).
+        capabilities = capabilities
+            | Capabilities::IPC_MEMORY
+            | Capabilities::LEASES
+            | Capabilities::FOREIGN_MEMORY;
     }
     if driver.offers(&needs::IPC_EVENT) && driver.grants(dev, &needs::IPC_EVENT_SUPPORTED)? {
         // IPC events; an opened one answers cuEventQuery (measured).

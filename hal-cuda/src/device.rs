@@ -314,6 +314,7 @@ impl Device for CudaDevice {
             location: desc.location,
             counts_importers: self.info.capabilities.contains(Capabilities::LEASES),
             exports: std::sync::OnceLock::new(),
+            owned: true,
         };
         if desc.align > 1 && ptr % desc.align != 0 {
             return Err(Error::invalid(format!(
@@ -337,6 +338,11 @@ impl Device for CudaDevice {
             ));
         }
         crate::ipc::export(&self.primary, &self.info, alloc, opts)
+    }
+
+    unsafe fn adopt_memory(&self, addr: u64, len: u64) -> Result<CudaAllocation> {
+        self.primary.check_origin()?;
+        crate::adopt::adopt(&self.primary, &self.info, addr, len)
     }
 
     fn allow_importers(&self, _exported: &mut Exported, _pids: &[u32]) -> Result<()> {

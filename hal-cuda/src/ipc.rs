@@ -36,7 +36,7 @@ use hal_core::{
 };
 
 use crate::context::Primary;
-use crate::exports::own;
+use crate::exports::own_base;
 use crate::mapping::CudaMapping;
 use crate::memory::CudaAllocation;
 use crate::opened::Opened;
@@ -257,8 +257,7 @@ pub(crate) fn export(
         ipc,
         buffer_id,
     } = base_of(primary, alloc.ptr)?;
-    let exports = alloc.exports(buffer_id)?;
-    lock(own()).insert(buffer_id, base);
+    let exports = alloc.exports(buffer_id, base)?;
     let spec = memory_spec(info);
     let mut handle = new_handle(&spec, opts)?;
     handle.offset = alloc.ptr - base + range.offset;
@@ -406,12 +405,9 @@ pub(crate) fn import(
     let hit = cached(&key);
     let (addr, open, peer, lease) = if hit.is_none() && handle.is_own() {
         let taken = take_fds_leased(&mut shared)?;
-        let base = lock(own())
-            .get(&payload.buffer_id)
-            .copied()
-            .ok_or_else(|| Error::NotFound {
-                what: "the exported allocation was freed".into(),
-            })?;
+        let base = own_base(payload.buffer_id).ok_or_else(|| Error::NotFound {
+            what: "the exported allocation was freed".into(),
+        })?;
         let peer = match source {
             // This process's memory of another device: reached once this
             // device's context may access it.

@@ -36,6 +36,7 @@
 //! | IPC events: `CU_EVENT_INTERPROCESS \| CU_EVENT_DISABLE_TIMING` (with timing: INVALID_VALUE, measured); the handle's 64 bytes in the payload; importers counted with leases, and the exporter's drop destroys the event only after them; the exporting process's own imports reach the original event; an opened event answers queries and stream waits (measured) | `ipc_event.rs`, `stream.rs` |
 //! | a handle names its device by UUID (`cuDeviceGetUuid_v2`): an importer that numbers the devices otherwise (`CUDA_VISIBLE_DEVICES`) finds it with `Backend::device_for`; an import through another device without peer access is refused naming the UUID | `peer.rs`, `ipc.rs` |
 //! | an import onto another device needs `ImportOptions::peer_access` and `cuDeviceCanAccessPeer`; another process's memory is opened with `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS` in the importing device's context, this process's own after `cuCtxEnablePeerAccess` (ALREADY_ENABLED is success); `PEER_ACCESS` is claimed where a device reaches another | `peer.rs`, `ipc.rs`, `backend.rs` |
+//! | memory of another library (a framework's caching allocator) is adopted by address: `cuMemGetAddressRange_v2` finds the allocation holding the range (a range that leaves it is refused), `cuPointerGetAttribute` its device (another device's memory is refused) and kind (managed, pinned host or device, each keeping its rules); the adopted allocation exports as the backend's own and never frees the memory | `adopt.rs` |
 //! | raw legacy handles of other libraries (64 bytes, offset, size) open through the same per-process cache, keyed by their bytes; the range is checked against `cuMemGetAddressRange_v2` of the opened base; raw exports carry no lease | `raw.rs` |
 //! | at most 1000 live IPC events per process (as PyTorch); past the cap an interprocess event has no driver handle and recording it synchronizes the stream (a warning is logged once) | `event_cap.rs`, `ipc_event.rs` |
 //! | VMM is claimed only when the driver has the `cuMem*` entry points and the device says VMM and POSIX descriptors are supported; host NUMA memory only with `CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED`; the granularity is the driver's | `backend.rs`, `needs.rs` |
@@ -55,6 +56,7 @@
 //! and shared across processes by descriptor (`notify.rs`).
 #![deny(missing_docs)]
 
+mod adopt;
 mod backend;
 mod baseline;
 mod context;

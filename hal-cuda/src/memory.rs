@@ -41,6 +41,9 @@ pub struct CudaAllocation {
     pub(crate) counts_importers: bool,
     /// Its importers' leases and buffer id, made at the first export.
     pub(crate) exports: OnceLock<Exports>,
+    /// Allocated here, and freed when this value drops; false for memory
+    /// adopted by address (`adopt.rs`), which its owner frees.
+    pub(crate) owned: bool,
 }
 
 // SAFETY: the allocation is a driver address range; it is only passed to
@@ -61,14 +64,18 @@ impl std::fmt::Debug for CudaAllocation {
 
 impl CudaAllocation {
     /// What its exports share, made at the first (`buffer_id` is the
-    /// driver's id of the allocation).
-    pub(crate) fn exports(&self, buffer_id: u64) -> Result<&Exports> {
+    /// driver's id of the allocation, `base` its first byte).
+    pub(crate) fn exports(&self, buffer_id: u64, base: CUdeviceptr) -> Result<&Exports> {
         if let Some(e) = self.exports.get() {
             return Ok(e);
         }
         let made = crate::exports::new_exports(buffer_id)?;
         // A concurrent export may have won the race; its table is kept.
-        let _ = self.exports.set(made);
+        if self.exports.set(made).is_ok() {
+            if let Some(e) = self.exports.get() {
+                crate::exports::kept(e, base);
+            }
+        }
         self.exports
             .get()
             .ok_or_else(|| hal_core::Error::invalid("lease table vanished"))
@@ -83,6 +90,14 @@ impl Drop for CudaAllocation {
     fn drop(&mut self) {
         if self.primary.forked() {
             // A forked child: the context is the parent's; leave it be.
+            return;
+        }
+        if !self.owned {
+            // Adopted: its owner frees it, once `wait_unleased` says no
+            // importer maps it (`Device::adopt_memory`'s promise).
+            if let Some(e) = self.exports.get() {
+                crate::exports::forget(e.buffer_id);
+            }
             return;
         }
         let (primary, ptr, location) = (Arc::clone(&self.primary), self.ptr, self.location);

@@ -17,7 +17,9 @@ use crate::sys::{CUdevice, Driver};
 /// Legacy IPC of device memory (importers counted by leases, which IPC
 /// events grant as well).
 pub(crate) const IPC_MEMORY: EntryGroup = EntryGroup {
-    needed_by: Capabilities::IPC_MEMORY.union(Capabilities::GROWABLE),
+    needed_by: Capabilities::IPC_MEMORY
+        .union(Capabilities::GROWABLE)
+        .union(Capabilities::FOREIGN_MEMORY),
     entries: &[
         entry::MEM_GET_ADDRESS_RANGE_V2,
         entry::POINTER_GET_ATTRIBUTE,

@@ -23,7 +23,7 @@ use hal_core::export::new_handle;
 use hal_core::{ByteRange, DeviceInfo, Error, ExportOptions, HandleError, Importers, Result};
 
 use crate::context::Primary;
-use crate::exports::{own, own_raw};
+use crate::exports::{own_base, own_raw};
 use crate::ipc::{self, Key, Payload};
 use crate::mapping::CudaMapping;
 use crate::memory::CudaAllocation;
@@ -127,8 +127,7 @@ pub(crate) fn export(
     }
     let base = ipc::base_of(primary, alloc.ptr)?;
     // Made so that freeing the allocation forgets it (exports.rs).
-    alloc.exports(base.buffer_id)?;
-    lock(own()).insert(base.buffer_id, base.base);
+    alloc.exports(base.buffer_id, base.base)?;
     lock(own_raw()).insert(base.ipc, base.buffer_id);
     Ok(RawIpcHandle {
         bytes: base.ipc,
@@ -147,9 +146,7 @@ pub(crate) fn import(
         return Err(Error::invalid("a raw CUDA IPC handle of zero bytes"));
     }
     // This process's own export reaches the original memory.
-    let own_base = lock(own_raw())
-        .get(&raw.bytes)
-        .and_then(|id| lock(own()).get(id).copied());
+    let own_base = lock(own_raw()).get(&raw.bytes).and_then(|id| own_base(*id));
     let (base, base_size, open) = match own_base {
         Some(base) => {
             let size = {

@@ -33,36 +33,6 @@ fn unhex(s: &str) -> Vec<u8> {
         .collect()
 }
 
-/// Plain driver calls, as another library makes them, with device 0's
-/// primary context pushed around `f`.
-fn with_driver<R>(f: impl FnOnce(&libloading::Library) -> R) -> R {
-    type Retain = unsafe extern "C" fn(*mut *mut std::ffi::c_void, i32) -> u32;
-    type Push = unsafe extern "C" fn(*mut std::ffi::c_void) -> u32;
-    type Pop = unsafe extern "C" fn(*mut *mut std::ffi::c_void) -> u32;
-    type Release = unsafe extern "C" fn(i32) -> u32;
-    type Init = unsafe extern "C" fn(u32) -> u32;
-    // SAFETY: the same file hal-cuda loaded, so the same instance; its
-    // initialisers set up statics only.
-    let lib = unsafe { libloading::Library::new(common::library_path()) }.unwrap();
-    // SAFETY: the stand-in's entry points of these signatures; the context
-    // is pushed and popped on this thread and the retain released.
-    unsafe {
-        let retain = *lib.get::<Retain>(b"cuDevicePrimaryCtxRetain").unwrap();
-        let push = *lib.get::<Push>(b"cuCtxPushCurrent_v2").unwrap();
-        let pop = *lib.get::<Pop>(b"cuCtxPopCurrent_v2").unwrap();
-        let release = *lib.get::<Release>(b"cuDevicePrimaryCtxRelease_v2").unwrap();
-        assert_eq!(lib.get::<Init>(b"cuInit").unwrap()(0), 0);
-        let mut ctx = std::ptr::null_mut();
-        assert_eq!(retain(&mut ctx, 0), 0);
-        assert_eq!(push(ctx), 0);
-        let r = f(&lib);
-        let mut popped = std::ptr::null_mut();
-        assert_eq!(pop(&mut popped), 0);
-        assert_eq!(release(0), 0);
-        r
-    }
-}
-
 fn run_child(role: &str, raw: &[u8]) {
     let out = hal_core::testing::child("child")
         .env(ROLE_VAR, role)
@@ -99,7 +69,7 @@ fn a_handle_made_by_plain_driver_calls_is_imported_in_another_process() {
     a.write(0, &pattern(2 * PAGE)).unwrap();
     // Another library takes the handle of the allocation itself.
     type Get = unsafe extern "C" fn(*mut [u8; 64], u64) -> u32;
-    let bytes = with_driver(|lib| {
+    let bytes = common::with_driver(|lib| {
         let mut h = [0u8; 64];
         // SAFETY: `h` is a valid place for the 64 bytes; the pointer is live.
         let status = unsafe { (lib.get::<Get>(b"cuIpcGetMemHandle").unwrap())(&mut h, a.addr()) };
@@ -211,7 +181,7 @@ fn child() {
             type Close = unsafe extern "C" fn(u64) -> u32;
             type HtoD = unsafe extern "C" fn(u64, *const u8, usize) -> u32;
             type DtoH = unsafe extern "C" fn(*mut u8, u64, usize) -> u32;
-            with_driver(|lib| {
+            common::with_driver(|lib| {
                 // SAFETY: the stand-in's entry points of these signatures,
                 // on the opened range (offset + size inside it).
                 unsafe {

@@ -88,6 +88,10 @@ mine = torch.from_dlpack(shared.tensor)
 assert (mine == x).all()
 consume("torch", shared.text, mine)
 assert float(mine[0, 0]) == -1.0, "the torch consumer's write is not seen"
+if not shared.copied:
+    torch.cuda.synchronize()
+    assert float(x[0, 0]) == -1.0, "shared in place: the consumer wrote into x itself"
+    print("shared in place: the consumer's write is in x", flush=True)
 consume("cupy", shared.text, mine)
 print("both ways: ok", flush=True)
 

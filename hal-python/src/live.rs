@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use hal::dlpack::dl_device;
 
-use crate::memory_obj::{Held, MemoryObj};
+use crate::memory_obj::MemoryObj;
 
 /// One allocation: its DLPack device, where its bytes start as a tensor's
 /// data pointer gives them, its length.
@@ -34,7 +34,7 @@ fn data_start(memory: &MemoryObj, device_type: i32) -> Option<u64> {
 /// Remember an allocation (imports are not remembered: they cannot be
 /// exported again).
 pub(crate) fn remember(memory: &Arc<MemoryObj>) {
-    if !matches!(memory.held, Held::Allocation(_)) {
+    if memory.own_allocation().is_none() {
         return;
     }
     let Ok(device) = dl_device(memory.device.backend.id(), hal::Memory::location(&**memory)) else {

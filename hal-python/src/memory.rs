@@ -14,7 +14,7 @@ use crate::bytes::bytes_of;
 use crate::capsule;
 use crate::errors::{invalid, to_py, OrRaise};
 use crate::live;
-use crate::memory_obj::{Held, MemoryObj};
+use crate::memory_obj::MemoryObj;
 use crate::options::export_options;
 use crate::timeout::duration;
 
@@ -67,10 +67,11 @@ impl Memory {
         hal::Memory::is_read_only(&*self.inner)
     }
 
-    /// Whether this process allocated the memory (False: imported).
+    /// Whether the memory is this process's (allocated by hal, or another
+    /// library's adopted by `hal.share`), False when it was imported.
     #[getter]
     fn allocated(&self) -> bool {
-        matches!(self.inner.held, Held::Allocation(_))
+        self.inner.own_allocation().is_some()
     }
 
     /// The registry name of the memory's backend.
@@ -124,9 +125,9 @@ impl Memory {
 
     /// How many other processes hold an import of this allocation now.
     fn importers(&self) -> PyResult<usize> {
-        match &self.inner.held {
-            Held::Allocation(a) => a.importers().or_raise(),
-            Held::Mapping(_) => Err(invalid("importers(): this memory was imported")),
+        match self.inner.own_allocation() {
+            Some(a) => a.importers().or_raise(),
+            None => Err(invalid("importers(): this memory was imported")),
         }
     }
 
@@ -134,7 +135,7 @@ impl Memory {
     /// `timeout` in seconds (None: forever). False when it timed out.
     #[pyo3(signature = (timeout=None))]
     fn wait_unleased(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
-        let Held::Allocation(a) = &self.inner.held else {
+        let Some(a) = self.inner.own_allocation() else {
             return Err(invalid("wait_unleased(): this memory was imported"));
         };
         let timeout = duration(timeout)?;

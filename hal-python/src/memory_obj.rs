@@ -3,6 +3,8 @@
 
 use std::sync::{Arc, Mutex};
 
+use pyo3::prelude::*;
+
 use hal::dynamic::{DynAllocation, DynMapping};
 use hal::{Error, Exported, Handle, ImportOptions, Location, SharedHandle};
 
@@ -12,8 +14,57 @@ use crate::registry::{device_for, DeviceObj};
 pub(crate) enum Held {
     /// Memory this process allocated.
     Allocation(Box<dyn DynAllocation>),
+    /// Memory of another library of this process (a PyTorch or CuPy CUDA
+    /// tensor), adopted by address.
+    Adopted(Adopted),
     /// Memory another process exported.
     Mapping(Box<dyn DynMapping>),
+}
+
+/// Memory another library of this process allocated, adopted by address
+/// ([`hal::Device::adopt_memory`]), with the Python object that keeps it
+/// allocated (the tensor). When it drops while importers still map the
+/// memory, a thread of its own waits for them before the owner is let go:
+/// the library would otherwise reuse or free memory another process reads.
+pub(crate) struct Adopted(Arc<AdoptedInner>);
+
+/// Declared in drop order: the adopted allocation, then its owner.
+struct AdoptedInner {
+    alloc: Box<dyn DynAllocation>,
+    _owner: Py<PyAny>,
+}
+
+impl Adopted {
+    pub(crate) fn new(alloc: Box<dyn DynAllocation>, owner: Py<PyAny>) -> Adopted {
+        Adopted(Arc::new(AdoptedInner {
+            alloc,
+            _owner: owner,
+        }))
+    }
+}
+
+impl Drop for Adopted {
+    fn drop(&mut self) {
+        // The exports were dropped first (`MemoryObj`'s field order), so no
+        // importer is added now; only those that hold it are waited for.
+        if self.0.alloc.importers().unwrap_or(0) == 0 {
+            return;
+        }
+        let inner = Arc::clone(&self.0);
+        let spawned = hal::os::thread::spawn("hal-py-adopted", move || {
+            // No deadline: releasing the owner earlier would let the
+            // library reuse memory another process maps.
+            let _ = inner.alloc.wait_unleased(None);
+            // Without the GIL the owner's reference is released the next
+            // time a thread takes it.
+            drop(inner);
+        });
+        if spawned.is_err() {
+            // No thread to wait with: keep the owner for the process's life
+            // rather than let it go under an importer.
+            std::mem::forget(Arc::clone(&self.0));
+        }
+    }
 }
 
 /// A memory object. Its exports are declared first so that they drop (and
@@ -36,16 +87,42 @@ impl MemoryObj {
         }
     }
 
+    /// Memory of another library of this process, adopted by address and
+    /// kept allocated by `owner` (see [`Adopted`]).
+    pub(crate) fn adopted(
+        device: Arc<DeviceObj>,
+        alloc: Box<dyn DynAllocation>,
+        owner: Py<PyAny>,
+    ) -> Self {
+        MemoryObj {
+            exports: Mutex::new(Vec::new()),
+            held: Held::Adopted(Adopted::new(alloc, owner)),
+            device,
+            read_only: false,
+        }
+    }
+
+    /// The allocation (this process's own or adopted), or None for an
+    /// import.
+    pub(crate) fn own_allocation(&self) -> Option<&dyn DynAllocation> {
+        match &self.held {
+            Held::Allocation(a) => Some(&**a),
+            Held::Adopted(a) => Some(&*a.0.alloc),
+            Held::Mapping(_) => None,
+        }
+    }
+
     fn memory(&self) -> &dyn hal::Memory {
         match &self.held {
             Held::Allocation(a) => &**a,
+            Held::Adopted(a) => &*a.0.alloc,
             Held::Mapping(m) => &**m,
         }
     }
 
     /// Export the memory; the export lives as long as the object.
     pub(crate) fn export(&self, opts: &hal::ExportOptions) -> hal::Result<Handle> {
-        let Held::Allocation(alloc) = &self.held else {
+        let Some(alloc) = self.own_allocation() else {
             return Err(Error::unsupported(
                 self.device.backend.name(),
                 "export",
@@ -53,7 +130,7 @@ impl MemoryObj {
                  (share the handle text it was imported from instead)",
             ));
         };
-        let exported = self.device.device.export_memory(&**alloc, opts)?;
+        let exported = self.device.device.export_memory(alloc, opts)?;
         let handle = exported.handle().clone();
         self.exports
             .lock()

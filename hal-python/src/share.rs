@@ -1,7 +1,8 @@
 //! `hal.share`: any object with `__dlpack__` as a tensor handle another
 //! process opens with `hal.open_tensor`; zero-copy where the bytes already
-//! lie in hal memory this process allocated, else copied once into a new
-//! shareable allocation.
+//! lie in hal memory this process allocated, or in CUDA device memory of
+//! another library (a PyTorch or CuPy tensor) that the backend adopts by
+//! address; else copied once into a new shareable allocation.
 
 use std::sync::Arc;
 
@@ -229,7 +230,6 @@ pub(crate) fn share(
         return finish(memory, spec, &opts, true);
     }
     if dl_device.0 == DLDeviceType::CUDA.0 {
-        drop(foreign);
         let target: Arc<DeviceObj> = match device {
             Some(d) => Arc::clone(&d.inner),
             None => {
@@ -238,6 +238,13 @@ pub(crate) fn share(
                 Arc::new(open_device(Some("cuda"), ordinal).or_raise()?)
             }
         };
+        // Adopted while the producer's tensor is held (`foreign`); kept
+        // allocated afterwards by `obj`, which the adopted memory holds.
+        let adopted = adopt(obj, &target, start, span, &spec, &opts);
+        drop(foreign);
+        if let Some(shared) = adopted {
+            return Ok(shared);
+        }
         let ordinal = target.device.info().ordinal;
         let alloc = target
             .device
@@ -259,6 +266,51 @@ pub(crate) fn share(
              tensors, and its own memory"
         ),
     )))
+}
+
+/// The tensor at `start..start + span` of CUDA device memory another
+/// library allocated, shared in place: the whole pages around it adopted by
+/// address (inside the one driver allocation that holds them) and
+/// exported, the tensor at its offset in them. None where the device
+/// cannot adopt or export that memory (then it is copied); an importer
+/// reaches the pages around the tensor too, as legacy CUDA IPC opens the
+/// whole allocation for its importers anyway.
+fn adopt(
+    obj: &Bound<'_, PyAny>,
+    target: &Arc<DeviceObj>,
+    start: u64,
+    span: u64,
+    spec: &TensorSpec,
+    opts: &hal::ExportOptions,
+) -> Option<Shared> {
+    let needed = hal::Capabilities::FOREIGN_MEMORY | hal::Capabilities::IPC_MEMORY;
+    if !target.device.capabilities().contains(needed) {
+        return None;
+    }
+    let page = target.device.info().page_size().max(1);
+    let lo = start - start % page;
+    let hi = start
+        .checked_add(span.max(1))?
+        .checked_next_multiple_of(page)?;
+    // SAFETY: the backend checks that `lo..hi` lies inside one allocation
+    // of this device's vendor runtime, and the allocation outlives the
+    // adopted memory and every import of it: the producer's object `obj`,
+    // which owns the tensor and so the allocation holding it, is kept by
+    // the adopted memory until no importer maps it (`memory_obj::Adopted`).
+    let alloc = unsafe { target.device.adopt_memory(lo, hi - lo) }.ok()?;
+    let memory = Memory::new(MemoryObj::adopted(
+        Arc::clone(target),
+        alloc,
+        obj.clone().unbind(),
+    ))
+    .inner;
+    finish(
+        memory,
+        spec.clone().with_byte_offset(start - lo),
+        opts,
+        false,
+    )
+    .ok()
 }
 
 /// `size` rounded up to whole pages of `device`: exports cover whole pages.

@@ -16,7 +16,9 @@
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::Arc;
 
-use cudarc::driver::sys::{CUdeviceptr, CUipcMemHandle, CUresult};
+use cudarc::driver::sys::{
+    CUdeviceptr, CUipcMemHandle, CUmemorytype, CUpointer_attribute, CUresult,
+};
 use hal_core::vendor::{cuda, Code};
 use hal_core::{
     BackendId, Device, ExportOptions, HandleKind, ImportOptions, Importers, Memory, SharedHandle,
@@ -33,7 +35,17 @@ use crate::view::NoAccess;
 /// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`.
 const LAZY_ENABLE_PEER_ACCESS: c_uint = 1;
 /// `CU_POINTER_ATTRIBUTE_BUFFER_ID`.
-const POINTER_ATTRIBUTE_BUFFER_ID: c_int = 7;
+const POINTER_ATTRIBUTE_BUFFER_ID: c_int =
+    CUpointer_attribute::CU_POINTER_ATTRIBUTE_BUFFER_ID as c_int;
+/// `CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL`.
+const POINTER_ATTRIBUTE_DEVICE_ORDINAL: c_int =
+    CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL as c_int;
+/// `CU_POINTER_ATTRIBUTE_MEMORY_TYPE`.
+const POINTER_ATTRIBUTE_MEMORY_TYPE: c_int =
+    CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE as c_int;
+/// `CU_POINTER_ATTRIBUTE_IS_MANAGED`.
+const POINTER_ATTRIBUTE_IS_MANAGED: c_int =
+    CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_MANAGED as c_int;
 
 /// Export the allocation of `block` (at `base`) and register its envelope.
 fn export(d: &Driver, block: &Block) -> Result<IpcExport, Code> {
@@ -203,9 +215,14 @@ pub unsafe extern "C" fn cuIpcCloseMemHandle(dptr: CUdeviceptr) -> CUresult {
     guard("cuIpcCloseMemHandle", || close(driver()?, dptr))
 }
 
-/// An attribute of the memory holding `ptr`: `CU_POINTER_ATTRIBUTE_BUFFER_ID`
-/// (an `unsigned long long`, unique per allocation) is answered; other
-/// attributes are `CUDA_ERROR_NOT_SUPPORTED` in this stand-in.
+/// An attribute of the memory holding `ptr`, in the type cuda.h's
+/// `CUpointer_attribute` documents: `CU_POINTER_ATTRIBUTE_BUFFER_ID` (an
+/// `unsigned long long`, unique per allocation), `_DEVICE_ORDINAL` (an
+/// `int`: the device whose context made it), `_MEMORY_TYPE` (a
+/// `CUmemorytype`: host for pinned host memory, device otherwise) and
+/// `_IS_MANAGED` (written as a 4-byte `unsigned int`, 1 for
+/// `cuMemAllocManaged` memory). Other attributes are
+/// `CUDA_ERROR_NOT_SUPPORTED` in this stand-in.
 #[no_mangle]
 pub unsafe extern "C" fn cuPointerGetAttribute(
     data: *mut c_void,
@@ -215,9 +232,13 @@ pub unsafe extern "C" fn cuPointerGetAttribute(
     guard("cuPointerGetAttribute", || {
         let d = driver()?;
         non_null(data)?;
-        if attribute != POINTER_ATTRIBUTE_BUFFER_ID {
-            return Err(cuda::NOT_SUPPORTED);
-        }
+        let answer = match attribute {
+            POINTER_ATTRIBUTE_BUFFER_ID
+            | POINTER_ATTRIBUTE_DEVICE_ORDINAL
+            | POINTER_ATTRIBUTE_MEMORY_TYPE
+            | POINTER_ATTRIBUTE_IS_MANAGED => attribute,
+            _ => return Err(cuda::NOT_SUPPORTED),
+        };
         let memory = lock(&d.memory);
         let (&base, block) = memory
             .range(..=ptr)
@@ -226,10 +247,28 @@ pub unsafe extern "C" fn cuPointerGetAttribute(
         if ptr - base >= block.alloc.len() {
             return Err(cuda::INVALID_VALUE);
         }
-        let id = block.buffer_id;
+        let (id, ordinal, kind) = (block.buffer_id, block.ordinal, block.kind);
         drop(memory);
-        // SAFETY: `data` is not null and valid for a write of the
-        // attribute's type, `unsigned long long` (the caller's contract).
-        unsafe { put(data.cast::<u64>(), id) }
+        // The attribute's value, and whether it is the 8-byte buffer id
+        // (the others are 4 bytes: an `int`, a `CUmemorytype`, a flag).
+        let value: u64 = match answer {
+            POINTER_ATTRIBUTE_BUFFER_ID => id,
+            POINTER_ATTRIBUTE_DEVICE_ORDINAL => u64::from(ordinal),
+            POINTER_ATTRIBUTE_MEMORY_TYPE => match kind {
+                Kind::Host | Kind::Registered => CUmemorytype::CU_MEMORYTYPE_HOST as u64,
+                _ => CUmemorytype::CU_MEMORYTYPE_DEVICE as u64,
+            },
+            _ => u64::from(kind == Kind::Managed),
+        };
+        if answer == POINTER_ATTRIBUTE_BUFFER_ID {
+            // SAFETY: `data` is not null and valid for a write of the
+            // attribute's type, `unsigned long long` (the caller's contract).
+            unsafe { put(data.cast::<u64>(), value) }
+        } else {
+            let small = c_uint::try_from(value).map_err(|_| cuda::UNKNOWN)?;
+            // SAFETY: `data` is not null and valid for a write of the
+            // attribute's 4-byte type (the caller's contract).
+            unsafe { put(data.cast::<c_uint>(), small) }
+        }
     })
 }

@@ -57,7 +57,8 @@
 //!   are reference counted; managed and pinned host memory, and closing a
 //!   pointer not opened, are `CUDA_ERROR_INVALID_VALUE`. The 64 bytes work
 //!   across processes running this build (see `ipc.rs` for their layout).
-//!   `cuPointerGetAttribute` answers `CU_POINTER_ATTRIBUTE_BUFFER_ID` and
+//!   `cuPointerGetAttribute` answers `CU_POINTER_ATTRIBUTE_BUFFER_ID`,
+//!   `_DEVICE_ORDINAL`, `_MEMORY_TYPE` and `_IS_MANAGED`, and
 //!   `CUDA_ERROR_NOT_SUPPORTED` for other attributes.
 //! - IPC events (`cuIpcGetEventHandle`, `cuIpcOpenEventHandle`) as
 //!   measured: only `CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING`

@@ -8,7 +8,9 @@ mod common;
 use std::ffi::c_void;
 
 use common::{cu, protection, Current, OK};
-use cudarc::driver::sys::{CUdeviceptr, CUipcMemHandle, CUresult};
+use cudarc::driver::sys::{
+    CUdeviceptr, CUipcMemHandle, CUmemorytype, CUpointer_attribute, CUresult,
+};
 
 use CUresult::{
     CUDA_ERROR_INVALID_CONTEXT as INVALID_CONTEXT, CUDA_ERROR_INVALID_VALUE as INVALID_VALUE,
@@ -16,7 +18,7 @@ use CUresult::{
 };
 
 /// `CU_POINTER_ATTRIBUTE_BUFFER_ID`.
-const BUFFER_ID: i32 = 7;
+const BUFFER_ID: i32 = CUpointer_attribute::CU_POINTER_ATTRIBUTE_BUFFER_ID as i32;
 /// The variable that hands the child the handle, in hex.
 const HANDLE_VAR: &str = "HAL_LIBCUDA_IPC_TEST_HANDLE";
 const PAGE: usize = 4096;
@@ -59,6 +61,17 @@ fn buffer_id(ptr: CUdeviceptr) -> Result<u64, CUresult> {
     // SAFETY: valid output pointer for an unsigned long long.
     match unsafe { (cu().cuPointerGetAttribute)((&raw mut id).cast::<c_void>(), BUFFER_ID, ptr) } {
         OK => Ok(id),
+        e => Err(e),
+    }
+}
+
+/// A 4-byte attribute of the memory at `ptr`.
+fn attribute(ptr: CUdeviceptr, which: CUpointer_attribute) -> Result<u32, CUresult> {
+    let mut v = 0u32;
+    // SAFETY: valid output pointer for an int, a CUmemorytype or a flag.
+    match unsafe { (cu().cuPointerGetAttribute)((&raw mut v).cast::<c_void>(), which as i32, ptr) }
+    {
+        OK => Ok(v),
         e => Err(e),
     }
 }
@@ -143,6 +156,30 @@ fn managed_and_pinned_host_memory_have_no_ipc_handle() {
         Err(INVALID_VALUE),
         "pinned host memory"
     );
+    let d = alloc(PAGE);
+    use CUpointer_attribute::{
+        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL as ORDINAL, CU_POINTER_ATTRIBUTE_IS_MANAGED as MANAGED,
+        CU_POINTER_ATTRIBUTE_MEMORY_TYPE as TYPE,
+    };
+    let (host, device) = (
+        CUmemorytype::CU_MEMORYTYPE_HOST as u32,
+        CUmemorytype::CU_MEMORYTYPE_DEVICE as u32,
+    );
+    for (p, what, managed, kind) in [
+        (m + 8, "managed", 1, device),
+        (h as u64 + 8, "pinned host", 0, host),
+        (d + 8, "device", 0, device),
+    ] {
+        assert_eq!(attribute(p, ORDINAL), Ok(1), "{what}: made on device 1");
+        assert_eq!(attribute(p, MANAGED), Ok(managed), "{what}: managed?");
+        assert_eq!(attribute(p, TYPE), Ok(kind), "{what}: memory type");
+    }
+    assert_eq!(
+        attribute(0x10, ORDINAL),
+        Err(INVALID_VALUE),
+        "no allocation there"
+    );
+    free(d);
     for (p, what) in [(m, "managed"), (h as u64, "pinned host")] {
         let perms = protection(p).unwrap_or_default();
         assert!(
