@@ -214,6 +214,47 @@ pub fn read_pass(mem: &dyn Memory, path: ReadPath, bounce: &mut [u8]) -> CmdResu
     }
 }
 
+/// One pass over `len` bytes at `offset` of `mem`, summing its words: in
+/// place when it is host-visible, else copied out in [`CHUNK`]-byte pieces
+/// through `bounce`. Nothing writes the bytes while they are read (the
+/// callers' protocols: a region written before its handle was sent, a
+/// received sample, which its publisher does not write until released).
+pub fn read_range(mem: &dyn Memory, offset: u64, len: u64, bounce: &mut [u8]) -> CmdResult<u64> {
+    let end = offset.checked_add(len).filter(|&e| e <= mem.len());
+    if end.is_none() || offset % 8 != 0 {
+        return Err(crate::fail::Fail::failed(format!(
+            "{len} bytes at {offset} of a region of {}",
+            mem.len()
+        )));
+    }
+    match mem.host_ptr() {
+        Some(ptr) => {
+            // SAFETY: the Memory contract makes `host_ptr` valid for `len()`
+            // bytes as long as `mem` lives, and `offset..offset + len` is
+            // inside (checked); mappings are page-aligned and `offset` a
+            // multiple of 8, so the words are aligned; nothing writes them
+            // during the pass (see above), and the slice does not outlive
+            // this call.
+            let slice = unsafe {
+                std::slice::from_raw_parts(
+                    ptr.add(offset as usize).cast::<u64>().cast_const(),
+                    (len / 8) as usize,
+                )
+            };
+            Ok(black_box(sum_words(black_box(slice))))
+        }
+        None => {
+            let mut sum = 0u64;
+            for (off, n) in chunks(len) {
+                let b = &mut bounce[..n];
+                mem.read(offset + off, b).ctx("reading the buffer")?;
+                sum = sum.wrapping_add(sum_bytes(black_box(b)));
+            }
+            Ok(black_box(sum))
+        }
+    }
+}
+
 /// The same pass over a private buffer of this process.
 pub fn read_private(private: &[u64], path: ReadPath, bounce: &mut [u8]) -> u64 {
     match path {

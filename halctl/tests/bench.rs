@@ -152,6 +152,7 @@ fn bench_json_lines_carry_every_field() {
         "notify-pingpong",
         "notify-spin-pingpong",
         "notify-adaptive-pingpong",
+        "channel-throughput",
         "read-bandwidth",
     ] {
         assert_eq!(
@@ -206,6 +207,14 @@ fn bench_json_lines_carry_every_field() {
                 positive(v, "size_bytes");
                 assert!(
                     v["note"].as_str().is_some_and(|n| n.contains("instead of")),
+                    "{v}"
+                );
+            }
+            Some("channel-throughput") => {
+                assert_eq!(v["importers"], 4, "four subscriber processes: {v}");
+                assert_eq!(v["target"], "ratio_p50 >= 0.9", "{v}");
+                assert!(
+                    v["note"].as_str().is_some_and(|n| n.contains("GB/s")),
                     "{v}"
                 );
             }

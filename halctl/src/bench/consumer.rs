@@ -316,6 +316,23 @@ impl State {
                 });
             }
             Cmd::PingPong { plan } => self.answer(&plan)?,
+            Cmd::ChannelThroughput {
+                channel,
+                region,
+                sample,
+                samples,
+                passes,
+            } => {
+                let dev = self.dev()?;
+                series.extend(super::throughput_peer::run(
+                    dev,
+                    &channel,
+                    decode(&region)?,
+                    sample,
+                    samples,
+                    passes,
+                )?);
+            }
             Cmd::Idle { mode, wait_ns } => {
                 let p = self
                     .pingpong

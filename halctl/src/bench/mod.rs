@@ -20,6 +20,7 @@
 //! | notify-spin-pingpong | round trip, busy polling | raw atomic spin ping-pong |
 //! | notify-adaptive-pingpong | round trip, default waits | raw atomic spin ping-pong |
 //! | channel-pingpong | loan + publish of a 64-byte sample, receive + release of the answer, over two channels, busy polling | raw atomic spin ping-pong |
+//! | channel-throughput | one publisher, four subscriber processes: receive + in-place read + release of 1 MiB samples, per subscriber | the same subscribers reading 1 MiB pieces of a shared region as large as the channel's slots in place, in blocks alternating with the samples |
 //! | read-bandwidth | in-place read of a shared region | a private buffer of the same size |
 //! | scaling | import with 1/100/10,000 live exports, 1/8/32 importers | the smallest configuration |
 //! | rendezvous | all-gather of a handle among 8 and 32 member processes (`hal::group`) | the first import of another member's handle, by the same members |
@@ -46,6 +47,8 @@ mod rendezvous;
 mod report;
 mod scaling;
 mod spin;
+mod throughput;
+mod throughput_peer;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -130,6 +133,8 @@ struct Plan {
     importer_samples: usize,
     group_sizes: Vec<usize>,
     group_rounds: u32,
+    /// Samples of channel-throughput (and baseline passes per subscriber).
+    throughput_samples: u32,
 }
 
 impl Plan {
@@ -153,6 +158,7 @@ impl Plan {
                 importer_samples: 16,
                 group_sizes: vec![2, 4],
                 group_rounds: 3,
+                throughput_samples: 8,
             }
         } else if args.quick {
             Plan {
@@ -173,6 +179,7 @@ impl Plan {
                 importer_samples: 1024,
                 group_sizes: vec![8, 32],
                 group_rounds: 20,
+                throughput_samples: 100,
             }
         } else {
             Plan {
@@ -193,6 +200,7 @@ impl Plan {
                 importer_samples: 4096,
                 group_sizes: vec![8, 32],
                 group_rounds: 100,
+                throughput_samples: 400,
             }
         }
     }
@@ -250,7 +258,7 @@ fn one(series: Vec<Vec<u64>>) -> CmdResult<[Vec<u64>; 1]> {
         .map_err(|_| Fail::failed("the consumer sent the wrong number of series"))
 }
 
-const SCENARIOS: [&str; 18] = [
+const SCENARIOS: [&str; 19] = [
     "export",
     "import-first",
     "import-first-persistent",
@@ -260,6 +268,7 @@ const SCENARIOS: [&str; 18] = [
     "notify-spin-pingpong",
     "notify-adaptive-pingpong",
     "channel-pingpong",
+    "channel-throughput",
     "read-bandwidth",
     "scaling",
     "rendezvous",
@@ -397,6 +406,9 @@ pub fn run(args: &BenchArgs) -> CmdResult {
     }
     if b.wants("read-bandwidth") {
         b.bandwidth()?;
+    }
+    if b.wants("channel-throughput") {
+        b.channel_throughput()?;
     }
     if b.wants("scaling") {
         b.scaling_exports()?;

@@ -115,6 +115,18 @@ pub enum Cmd {
     },
     /// Answer the round trips of `plan`, in order.
     PingPong { plan: Vec<Block> },
+    /// Subscribe to the channel `channel`, import the region `region`, read
+    /// `passes` pieces of `sample` bytes of it in place, in turn, then
+    /// receive `samples` samples, each read in place and released; series:
+    /// the pieces' read times, the times from one sample's release to the
+    /// next's.
+    ChannelThroughput {
+        channel: String,
+        region: String,
+        sample: u64,
+        samples: u32,
+        passes: u32,
+    },
     /// Wait on the consumer's own notify, which nobody signals, for
     /// `wait_ns`; reply values: CPU time of this process (ns), wall time (ns).
     Idle { mode: IdleMode, wait_ns: u64 },

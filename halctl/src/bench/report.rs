@@ -354,8 +354,8 @@ impl Printer {
             out::line(format!("  [{}] {n}", k + 1))?;
         }
         out::line(
-            "  ratio = hal p50 / baseline p50 (lower is better), except read-bandwidth and \
-             cuda-read: shared GB/s / private GB/s (higher is better)",
+            "  ratio = hal p50 / baseline p50 (lower is better), except read-bandwidth, \
+             channel-throughput and cuda-read: hal GB/s / baseline GB/s (higher is better)",
         )?;
         for f in footer {
             out::line(format!("  {f}"))?;
