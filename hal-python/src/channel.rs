@@ -1,6 +1,9 @@
 //! `Device.publisher` and `Device.subscribe`: a channel of samples from one
-//! process to others (`hal::channel`), its bytes copied in and out.
+//! process to others (`hal::channel`), its bytes copied in and out
+//! (`publish`, `receive`), or loaned and received in place (`loan`,
+//! `receive_view`: `channel_view.rs`).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -9,14 +12,16 @@ use hal::channel::{
     Subscriber as InnerSubscriber,
 };
 use hal::Error;
+use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use crate::channel_view::{Loan, Sample};
 use crate::errors::{invalid, to_py, OrRaise};
 use crate::registry::DeviceObj;
 use crate::timeout::duration;
 
-fn closed(what: &str) -> Error {
+pub(crate) fn closed(what: &str) -> Error {
     Error::Closed {
         what: format!("this {what}: it was closed"),
     }
@@ -26,7 +31,10 @@ fn closed(what: &str) -> Error {
 /// closes the channel.
 #[pyclass(module = "hal", frozen)]
 pub struct Publisher {
-    inner: Mutex<Option<InnerPublisher>>,
+    pub(crate) inner: Mutex<Option<InnerPublisher>>,
+    /// Buffer views of its loans now (changed with `inner` locked): the
+    /// publisher is not closed under them.
+    pub(crate) views: AtomicUsize,
     _device: Arc<DeviceObj>,
 }
 
@@ -60,11 +68,12 @@ impl Publisher {
             .or_raise()?;
         Ok(Publisher {
             inner: Mutex::new(Some(inner)),
+            views: AtomicUsize::new(0),
             _device: device,
         })
     }
 
-    fn with<T: Send>(
+    pub(crate) fn with<T: Send>(
         &self,
         py: Python<'_>,
         f: impl FnOnce(&mut InnerPublisher) -> hal::Result<T> + Send,
@@ -101,15 +110,38 @@ impl Publisher {
         })
     }
 
+    /// Loan the next slot to fill in place (`memoryview(loan)`,
+    /// `numpy.frombuffer(loan, ...)` where the channel's memory is
+    /// host-visible; `loan.write` anywhere), waiting (up to the channel's
+    /// timeout) while the subscribers still hold it; then `loan.publish(n)`.
+    fn loan(slf: &Bound<'_, Self>) -> PyResult<Loan> {
+        Loan::take(slf, false)
+    }
+
+    /// `loan` if the next slot is free now; `BusyError` otherwise.
+    fn try_loan(slf: &Bound<'_, Self>) -> PyResult<Loan> {
+        Loan::take(slf, true)
+    }
+
     /// How many subscribers are subscribed now.
     fn subscribers(&self, py: Python<'_>) -> PyResult<usize> {
         self.with(py, |p| p.subscribers())
     }
 
     /// Close the channel: the subscribers receive what was published, then
-    /// `ClosedError`.
-    fn close(&self) {
-        drop(self.inner.lock().unwrap_or_else(|e| e.into_inner()).take());
+    /// `ClosedError`. `BufferError` while a view of a loan is alive (the
+    /// slots' memory goes with the channel): release it first.
+    fn close(&self) -> PyResult<()> {
+        let mut held = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let views = self.views.load(Ordering::Acquire);
+        if views > 0 {
+            return Err(PyBufferError::new_err(format!(
+                "{views} view(s) of this publisher's loans are alive: release them \
+                 (memoryview.release(), del the arrays) before closing"
+            )));
+        }
+        drop(held.take());
+        Ok(())
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -117,8 +149,8 @@ impl Publisher {
     }
 
     #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, _exc: &Bound<'_, pyo3::types::PyTuple>) {
-        self.close();
+    fn __exit__(&self, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<()> {
+        self.close()
     }
 }
 
@@ -126,7 +158,9 @@ impl Publisher {
 /// unsubscribes.
 #[pyclass(module = "hal", frozen)]
 pub struct Subscriber {
-    inner: Mutex<Option<InnerSubscriber>>,
+    /// Shared with the samples received in place, which keep it (and the
+    /// slots' mapping) until they are released.
+    inner: Mutex<Option<Arc<InnerSubscriber>>>,
     _device: Arc<DeviceObj>,
 }
 
@@ -138,9 +172,18 @@ impl Subscriber {
             })
             .or_raise()?;
         Ok(Subscriber {
-            inner: Mutex::new(Some(inner)),
+            inner: Mutex::new(Some(Arc::new(inner))),
             _device: device,
         })
+    }
+
+    /// The subscriber, while it is open.
+    pub(crate) fn open_inner(&self) -> hal::Result<Arc<InnerSubscriber>> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| closed("Subscriber"))
     }
 
     /// The next sample's bytes, or None when `timeout` passed first.
@@ -150,9 +193,8 @@ impl Subscriber {
         timeout: Option<Duration>,
         once: bool,
     ) -> PyResult<Option<Vec<u8>>> {
+        let sub = self.open_inner().map_err(to_py)?;
         py.allow_threads(|| {
-            let held = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-            let sub = held.as_ref().ok_or_else(|| closed("Subscriber"))?;
             let sample = if once {
                 sub.try_receive()?
             } else {
@@ -190,7 +232,23 @@ impl Subscriber {
         Ok(got.map(|b| PyBytes::new(py, &b)))
     }
 
-    /// Unsubscribe now.
+    /// The next sample in place, waiting up to `timeout` seconds (None:
+    /// until one comes or the publisher is gone); None when the timeout
+    /// passed. Read it with `memoryview(sample)` (host-visible memory) or
+    /// `sample.read()`; it holds its slot until `sample.release()` (or a
+    /// `with` block's end, or the object's end).
+    #[pyo3(signature = (timeout=None))]
+    fn receive_view(slf: &Bound<'_, Self>, timeout: Option<f64>) -> PyResult<Option<Sample>> {
+        Sample::take(slf, duration(timeout)?, false)
+    }
+
+    /// `receive_view` if a sample is there now, else None.
+    fn try_receive_view(slf: &Bound<'_, Self>) -> PyResult<Option<Sample>> {
+        Sample::take(slf, None, true)
+    }
+
+    /// Unsubscribe: now, or once the samples received in place that are
+    /// still held are released.
     fn close(&self) {
         drop(self.inner.lock().unwrap_or_else(|e| e.into_inner()).take());
     }

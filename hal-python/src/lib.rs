@@ -29,9 +29,11 @@
 #![deny(missing_docs)]
 #![cfg(unix)]
 
+mod buffer;
 mod bytes;
 mod capsule;
 mod channel;
+mod channel_view;
 mod cuda_ipc;
 mod device;
 mod errors;
@@ -75,6 +77,8 @@ fn hal_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Group>()?;
     m.add_class::<Publisher>()?;
     m.add_class::<Subscriber>()?;
+    m.add_class::<channel_view::Loan>()?;
+    m.add_class::<channel_view::Sample>()?;
     m.add_function(wrap_pyfunction!(device::backends, m)?)?;
     m.add_function(wrap_pyfunction!(device::open, m)?)?;
     m.add_function(wrap_pyfunction!(importing::import_handle, m)?)?;

@@ -1,7 +1,7 @@
 //! Memory: `Device.allocate`, imports, and the `Memory` class with
 //! `read`, `write`, `export`, the buffer protocol and DLPack.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_int;
 use std::sync::Arc;
 
 use hal::dlpack::{DLDataType, TensorSpec};
@@ -196,42 +196,12 @@ impl Memory {
             ));
         };
         let read_only = hal::Memory::is_read_only(&**inner);
-        if read_only && (flags & pyo3::ffi::PyBUF_WRITABLE) != 0 {
-            return Err(PyBufferError::new_err(
-                "the memory is read-only: ask for a read-only buffer",
-            ));
-        }
-        let len = isize::try_from(hal::Memory::len(&**inner))
-            .map_err(|_| PyBufferError::new_err("the memory is too large for a buffer"))?;
-        // SAFETY: Python passes a valid `Py_buffer` to fill; the fields
-        // written are the ones a 1-D byte buffer needs. The object reference
-        // stored in `obj` keeps the memory mapped until the view is released.
-        unsafe {
-            (*view).obj = slf.clone().into_any().into_ptr();
-            (*view).buf = ptr.cast::<c_void>();
-            (*view).len = len;
-            (*view).readonly = c_int::from(read_only);
-            (*view).itemsize = 1;
-            (*view).format = if (flags & pyo3::ffi::PyBUF_FORMAT) != 0 {
-                c"B".as_ptr().cast_mut()
-            } else {
-                std::ptr::null_mut()
-            };
-            (*view).ndim = 1;
-            (*view).shape = if (flags & pyo3::ffi::PyBUF_ND) == pyo3::ffi::PyBUF_ND {
-                &mut (*view).len
-            } else {
-                std::ptr::null_mut()
-            };
-            (*view).strides = if (flags & pyo3::ffi::PyBUF_STRIDES) == pyo3::ffi::PyBUF_STRIDES {
-                &mut (*view).itemsize
-            } else {
-                std::ptr::null_mut()
-            };
-            (*view).suboffsets = std::ptr::null_mut();
-            (*view).internal = std::ptr::null_mut();
-        }
-        Ok(())
+        let len = hal::Memory::len(&**inner);
+        let owner = slf.clone().into_any();
+        // SAFETY: Python passes a valid `view`; host memory of `len` bytes
+        // at `ptr` stays mapped while this object (the view's owner) lives,
+        // writable unless it is read-only.
+        unsafe { crate::buffer::fill_bytes(view, flags, owner, ptr, len, read_only) }
     }
 
     /// Buffer protocol: nothing to release (the view's object reference

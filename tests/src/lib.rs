@@ -263,6 +263,7 @@ macro_rules! conformance_suite {
                 channel_queue_shares_samples,
                 channel_dead_subscriber_returns_its_slots,
                 channel_dead_publisher_is_reported,
+                channel_tickets,
             ]
         );
     };

@@ -28,6 +28,14 @@
 //!   when it closes, the last subscriber of a dead publisher's channel
 //!   when it leaves, and a new publisher of the name replaces one whose
 //!   publisher is gone.
+//! - **Bindings** that cannot hold a borrow between calls (the C library,
+//!   Python) keep a loan or a received sample as plain data:
+//!   [`Loan::detach`] gives a [`LoanTicket`] that
+//!   [`Publisher::publish_ticket`] publishes (once; a ticket taken before
+//!   another was published is refused), [`Sample::detach`] a
+//!   [`SampleTicket`] that [`Subscriber::release_ticket`] releases. A
+//!   [`Subscriber`] is `Sync`: threads that receive at once each get their
+//!   own samples.
 //! - **Hostile writers** of the control file can make the members' calls
 //!   fail or time out, never read out of bounds: every slot index, length
 //!   and handle length read from it is checked.
@@ -59,9 +67,11 @@ mod options;
 mod park;
 mod publisher;
 mod subscriber;
+mod ticket;
 
 pub use layout::{Mode, MAX_SLOTS, MAX_SUBSCRIBERS};
 pub use list::{list, ChannelInfo};
 pub use options::{ChannelOptions, SubscribeOptions};
 pub use publisher::{Loan, Publisher};
 pub use subscriber::{Sample, Subscriber};
+pub use ticket::{LoanTicket, SampleTicket};

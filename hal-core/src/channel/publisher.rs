@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use super::layout::{self, Control, Mode, Shape, QUEUED};
 use super::options::ChannelOptions;
+use super::ticket::LoanTicket;
 use super::{file, members, park};
 use crate::dynamic::{DynAllocation, DynDevice};
 use crate::os::{self, Origin, PrivateFile};
@@ -168,6 +169,31 @@ impl Publisher {
         self.lend(slot)
     }
 
+    /// Publish a detached loan's first `len` bytes, as [`Loan::publish`].
+    /// [`Error::InvalidArgument`] for a ticket that is not this publisher's
+    /// next sample (another loan of its slot was published since: loan
+    /// again).
+    pub fn publish_ticket(&mut self, ticket: LoanTicket, len: u64) -> Result<u64> {
+        self.check()?;
+        let slots = self.control.slots() as u64;
+        if ticket.seq != self.next
+            || ticket.slot as u64 != self.next % slots
+            || ticket.capacity != self.options.slot_size
+        {
+            return Err(Error::invalid(format!(
+                "a loan of sample {} of channel {:?}, whose next sample is {}: a loan is \
+                 published once, and a loan taken before another was published is stale \
+                 (loan again)",
+                ticket.seq, self.name, self.next
+            )));
+        }
+        Loan {
+            publisher: self,
+            slot: ticket.slot,
+        }
+        .publish(len)
+    }
+
     fn check(&self) -> Result<()> {
         self.origin
             .check(&format!("the publisher of channel {:?}", self.name))
@@ -248,6 +274,17 @@ impl Loan<'_> {
             )));
         }
         self.publisher.memory.write(self.offset() + offset, src)
+    }
+
+    /// The loan as plain data, for a binding that cannot hold this borrow
+    /// across calls; publish it with [`Publisher::publish_ticket`].
+    pub fn detach(self) -> LoanTicket {
+        LoanTicket {
+            slot: self.slot,
+            seq: self.publisher.next,
+            offset: self.offset(),
+            capacity: self.capacity(),
+        }
     }
 
     /// Publish the slot's first `len` bytes; answers the sample's sequence

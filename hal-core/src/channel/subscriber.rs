@@ -1,12 +1,12 @@
 //! A subscriber of a channel: it opens the control file by name, imports
 //! the slots' memory, receives samples and releases them.
 
-use std::cell::Cell;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::layout::{self, Control, Held, Mode, SubState, MAX_SUBSCRIBERS, QUEUED};
 use super::options::SubscribeOptions;
+use super::ticket::SampleTicket;
 use super::{file, members, park};
 use crate::dynamic::{DynDevice, DynMapping};
 use crate::os::{self, Origin, PrivateFile};
@@ -22,8 +22,9 @@ pub struct Subscriber {
     mapping: Box<dyn DynMapping>,
     /// This subscriber's entry, and bit, in the control file.
     index: usize,
-    /// The next sequence to look at (broadcast).
-    cursor: Cell<u64>,
+    /// The next sequence to look at (broadcast); threads that receive at
+    /// once each claim a sequence from it, so none is received twice.
+    cursor: AtomicU64,
     options: SubscribeOptions,
     origin: Origin,
 }
@@ -101,7 +102,7 @@ impl Subscriber {
             control,
             mapping,
             index,
-            cursor: Cell::new(joined_at),
+            cursor: AtomicU64::new(joined_at),
             options: options.clone(),
             origin: Origin::here(),
         })
@@ -178,7 +179,7 @@ impl Subscriber {
     fn take_peek(&self) -> Result<Option<()>> {
         let published = self.control.published()?;
         Ok(match self.control.shape().mode {
-            Mode::Broadcast => (self.cursor.get() < published).then_some(()),
+            Mode::Broadcast => (self.cursor.load(Ordering::Acquire) < published).then_some(()),
             Mode::Queue => (self.control.head()?.load(Ordering::Acquire) < published).then_some(()),
         })
     }
@@ -194,7 +195,7 @@ impl Subscriber {
         let bit = 1u32 << self.index;
         let slots = self.control.slots() as u64;
         loop {
-            let seq = self.cursor.get();
+            let seq = self.cursor.load(Ordering::Acquire);
             let slot = (seq % slots) as usize;
             let (tag, pending) =
                 layout::split(self.control.sample_word(slot)?.load(Ordering::Acquire));
@@ -202,9 +203,14 @@ impl Subscriber {
                 Held::Older => return Ok(None),
                 // Published while this subscriber was not among the active
                 // ones, and its slot reused since.
-                Held::Newer => self.cursor.set(seq + 1),
+                Held::Newer => {
+                    self.advance(seq);
+                }
                 Held::This => {
-                    self.cursor.set(seq + 1);
+                    if !self.advance(seq) {
+                        // Another thread claimed this sequence first.
+                        continue;
+                    }
                     if pending & bit != 0 && pending != QUEUED {
                         let len = self.control.sample_len(slot)?;
                         return Ok(Some(Sample {
@@ -259,6 +265,30 @@ impl Subscriber {
                 }
             }
         }
+    }
+
+    /// Release a detached sample's slot, as dropping its [`Sample`] does.
+    /// A ticket of another subscriber (its slot out of this channel's
+    /// range) is refused.
+    pub fn release_ticket(&self, ticket: SampleTicket) -> Result<()> {
+        if ticket.slot >= self.control.slots() {
+            return Err(Error::invalid(format!(
+                "a sample ticket of slot {} on channel {:?} of {} slots",
+                ticket.slot,
+                self.name,
+                self.control.slots()
+            )));
+        }
+        self.release(ticket.slot);
+        Ok(())
+    }
+
+    /// Move the cursor past `seq` if it is still there; false when another
+    /// thread did first.
+    fn advance(&self, seq: u64) -> bool {
+        self.cursor
+            .compare_exchange(seq, seq + 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     fn release(&self, slot: usize) {
@@ -339,6 +369,21 @@ impl Sample<'_> {
         self.subscriber.mapping.read(self.offset() + offset, dst)
     }
 
+    /// The sample as plain data, for a binding that cannot hold this
+    /// borrow across calls: its slot stays held until
+    /// [`Subscriber::release_ticket`] (or the subscriber's drop).
+    pub fn detach(self) -> SampleTicket {
+        let ticket = SampleTicket {
+            slot: self.slot,
+            seq: self.seq,
+            offset: self.offset(),
+            len: self.len,
+        };
+        // Not released: the ticket holds the slot now.
+        std::mem::forget(self);
+        ticket
+    }
+
     /// The sample's bytes, copied.
     pub fn to_vec(&self) -> Result<Vec<u8>> {
         let mut v = vec![0u8; self.len as usize];
@@ -358,7 +403,7 @@ impl std::fmt::Debug for Subscriber {
         f.debug_struct("Subscriber")
             .field("name", &self.name)
             .field("index", &self.index)
-            .field("cursor", &self.cursor.get())
+            .field("cursor", &self.cursor.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }
@@ -373,3 +418,10 @@ impl std::fmt::Debug for Sample<'_> {
             .finish()
     }
 }
+
+/// A subscriber may be shared between threads (`Arc<Subscriber>`): each
+/// receive claims its own sample, and releases touch only shared words.
+const _: () = {
+    const fn sync<T: Sync + Send>() {}
+    sync::<Subscriber>();
+};

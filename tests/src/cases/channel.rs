@@ -110,6 +110,62 @@ pub fn channel_broadcast_to_two_processes<B: Backend>(s: &Suite<B>) {
     );
 }
 
+/// Loans and samples detached from their borrows (what the C library and
+/// Python keep between calls): a detached loan publishes once, a stale one
+/// (taken before another was published) is refused, a detached sample's
+/// bytes are read in place at its offset, and its slot stays held until
+/// its ticket is released.
+pub fn channel_tickets<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    let name = unique("tickets");
+    let Some(mut p) = publisher(&dev, &name, &options(&dev, 1, Mode::Broadcast)) else {
+        return;
+    };
+    let sub = must(
+        Subscriber::open(
+            &dev,
+            &name,
+            &SubscribeOptions::default().timeout(Some(LONG)),
+        ),
+        "Subscriber::open",
+    );
+    let stale = must(p.loan(), "loan").detach();
+    let ticket = must(p.loan(), "loan again").detach();
+    assert_eq!(
+        (ticket.slot(), ticket.sequence(), ticket.offset()),
+        (0, 0, 0)
+    );
+    assert_eq!(ticket.capacity(), dev.info().page_size());
+    must(
+        p.memory().write(ticket.offset(), &sample_bytes(0, 64)),
+        "write into a detached loan's slot",
+    );
+    assert_eq!(must(p.publish_ticket(ticket, 64), "publish_ticket"), 0);
+    assert!(
+        matches!(
+            p.publish_ticket(stale, 64),
+            Err(Error::InvalidArgument { .. })
+        ),
+        "a loan taken before another was published is stale"
+    );
+    let sample = must(sub.receive(), "receive").detach();
+    assert_eq!((sample.sequence(), sample.len()), (0, 64));
+    let mut got = vec![0u8; 64];
+    must(
+        sub.memory().read(sample.offset(), &mut got),
+        "read in place",
+    );
+    assert_eq!(got, sample_bytes(0, 64));
+    assert!(
+        matches!(p.try_loan(), Err(Error::Busy { .. })),
+        "the detached sample still holds the only slot"
+    );
+    must(sub.release_ticket(sample), "release_ticket");
+    let next = must(p.try_loan(), "try_loan after the release");
+    assert_eq!(next.slot(), 0);
+    drop(next);
+}
+
 /// Queue: each of 30 samples reaches exactly one of two subscriber
 /// processes.
 pub fn channel_queue_shares_samples<B: Backend>(s: &Suite<B>) {
