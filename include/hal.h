@@ -258,6 +258,12 @@ typedef struct hal_event hal_event;
 typedef struct hal_group hal_group;
 
 /**
+ * A slot loaned to the publisher (opaque): `hal_publisher_loan`; ends with
+ * `hal_loan_publish` or `hal_loan_release`.
+ */
+typedef struct hal_loan hal_loan;
+
+/**
  * Memory (opaque): allocated here (`hal_alloc`, `hal_named_create`) or
  * imported from another process (`hal_import`). Release it with
  * `hal_memory_release`.
@@ -275,6 +281,12 @@ typedef struct hal_notify hal_notify;
  * `hal_publisher_release` closes the channel.
  */
 typedef struct hal_publisher hal_publisher;
+
+/**
+ * A sample received in place (opaque): `hal_receive_sample`; ends with
+ * `hal_sample_release`.
+ */
+typedef struct hal_sample hal_sample;
 
 /**
  * The receiving end of a channel (opaque): `hal_subscriber_open`;
@@ -421,7 +433,8 @@ enum hal_status hal_publish(struct hal_publisher *publisher,
 
 /**
  * Close the channel: its subscribers receive what was published, then
- * `HAL_ERR_CLOSED`. A second release is `HAL_ERR_DOUBLE_RELEASE`.
+ * `HAL_ERR_CLOSED` (once the loans still out, `hal_publisher_loan`, are published
+ * or released). A second release is `HAL_ERR_DOUBLE_RELEASE`.
  */
 enum hal_status hal_publisher_release(struct hal_publisher *publisher);
 
@@ -461,9 +474,99 @@ enum hal_status hal_receive(struct hal_subscriber *subscriber,
                             uint64_t *out_seq);
 
 /**
- * Unsubscribe. A second release is `HAL_ERR_DOUBLE_RELEASE`.
+ * Unsubscribe (once the samples still held, `hal_receive_sample`, are
+ * released). A second release is `HAL_ERR_DOUBLE_RELEASE`.
  */
 enum hal_status hal_subscriber_release(struct hal_subscriber *subscriber);
+
+/**
+ * Loan the next slot: `out` receives the loan, `out_ptr` (may be NULL)
+ * the slot's address where the channel's memory is host-visible (NULL
+ * otherwise: fill it with `hal_loan_write`), `out_capacity` (may be NULL)
+ * its size. With `wait`, wait (up to the channel's timeout) while the
+ * subscribers still hold the slot; without, `HAL_ERR_BUSY` at once. The
+ * address is valid until the loan is published or released.
+ *
+ * # Safety
+ *
+ * `out` NULL or valid for a write of a pointer; `out_ptr` and
+ * `out_capacity` NULL or valid for a write.
+ */
+enum hal_status hal_publisher_loan(struct hal_publisher *publisher,
+                                   bool wait,
+                                   struct hal_loan **out,
+                                   void **out_ptr,
+                                   uint64_t *out_capacity);
+
+/**
+ * Copy `len` bytes of `data` into the loaned slot at `offset` (any
+ * memory, device memory included).
+ *
+ * # Safety
+ *
+ * `data` is valid for `len` bytes (or `len` is 0).
+ */
+enum hal_status hal_loan_write(struct hal_loan *loan,
+                               uint64_t offset,
+                               const void *data,
+                               size_t len);
+
+/**
+ * Publish the loaned slot's first `len` bytes and end the loan; `out_seq`
+ * (may be NULL) receives the sample's sequence number. A loan taken
+ * before another loan of the channel was published is stale
+ * (`HAL_ERR_INVALID_ARGUMENT`, and it ends); publishing a loan again is
+ * `HAL_ERR_DOUBLE_RELEASE`.
+ *
+ * # Safety
+ *
+ * `out_seq` NULL or valid for a write.
+ */
+enum hal_status hal_loan_publish(struct hal_loan *loan, uint64_t len, uint64_t *out_seq);
+
+/**
+ * End a loan without publishing it: the slot is loaned again next. A
+ * second release is `HAL_ERR_DOUBLE_RELEASE`.
+ */
+enum hal_status hal_loan_release(struct hal_loan *loan);
+
+/**
+ * Receive the next sample in place: `out` receives the sample, `out_ptr`
+ * (may be NULL) its address where the channel's memory is host-visible
+ * (NULL otherwise: copy it out with `hal_sample_read`), valid until the
+ * sample is released, `out_len` its length, `out_seq` (may be NULL) its
+ * sequence number. Waits up to `timeout_ns` (negative: no limit; 0: looks
+ * once): `HAL_ERR_TIMEOUT` when none came; `HAL_ERR_CLOSED` once the
+ * publisher closed or died and every sample was received. The sample
+ * holds its slot until `hal_sample_release`.
+ *
+ * # Safety
+ *
+ * `out` NULL or valid for a write of a pointer; `out_ptr`, `out_len` and
+ * `out_seq` NULL or valid for a write.
+ */
+enum hal_status hal_receive_sample(struct hal_subscriber *subscriber,
+                                   int64_t timeout_ns,
+                                   struct hal_sample **out,
+                                   const void **out_ptr,
+                                   uint64_t *out_len,
+                                   uint64_t *out_seq);
+
+/**
+ * Copy `len` bytes of the sample from `offset` into `dst` (any memory,
+ * device memory included).
+ *
+ * # Safety
+ *
+ * `dst` is valid for a write of `len` bytes (or `len` is 0).
+ */
+enum hal_status hal_sample_read(struct hal_sample *sample, uint64_t offset, void *dst, size_t len);
+
+/**
+ * Release the sample's slot to the publisher. A second release is
+ * `HAL_ERR_DOUBLE_RELEASE`.
+ */
+enum hal_status hal_sample_release(struct hal_sample *sample);
 
 /**
  * The version of the ABI this library implements (`HAL_ABI_VERSION` of

@@ -1,5 +1,5 @@
 //! Channels (`hal::channel`) for C: a publisher and its subscribers, the
-//! samples' bytes copied in and out.
+//! samples' bytes copied in and out (in place: `channel_view.rs`).
 
 use std::ffi::{c_char, c_void};
 use std::mem::size_of;
@@ -60,19 +60,21 @@ pub struct hal_subscriber {
     _private: [u8; 0],
 }
 
-struct PublisherObj {
-    publisher: Mutex<Publisher>,
+pub(crate) struct PublisherObj {
+    pub(crate) publisher: Mutex<Publisher>,
     _device: Arc<DeviceObj>,
 }
 
-struct SubscriberObj {
-    subscriber: Mutex<Subscriber>,
+/// A subscriber needs no lock: receives claim their own samples, and a
+/// sample's release (`hal_sample_release`) never waits for a receive.
+pub(crate) struct SubscriberObj {
+    pub(crate) subscriber: Subscriber,
     slot_size: u64,
     _device: Arc<DeviceObj>,
 }
 
-static PUBLISHERS: Table<PublisherObj> = Table::new(Kind::Publisher);
-static SUBSCRIBERS: Table<SubscriberObj> = Table::new(Kind::Subscriber);
+pub(crate) static PUBLISHERS: Table<PublisherObj> = Table::new(Kind::Publisher);
+pub(crate) static SUBSCRIBERS: Table<SubscriberObj> = Table::new(Kind::Subscriber);
 
 /// The options of `opts` (NULL: the defaults).
 ///
@@ -176,7 +178,8 @@ pub unsafe extern "C" fn hal_publish(
 }
 
 /// Close the channel: its subscribers receive what was published, then
-/// `HAL_ERR_CLOSED`. A second release is `HAL_ERR_DOUBLE_RELEASE`.
+/// `HAL_ERR_CLOSED` (once the loans still out, `hal_publisher_loan`, are published
+/// or released). A second release is `HAL_ERR_DOUBLE_RELEASE`.
 #[no_mangle]
 pub extern "C" fn hal_publisher_release(publisher: *mut hal_publisher) -> hal_status {
     call("hal_publisher_release", || {
@@ -207,7 +210,7 @@ pub unsafe extern "C" fn hal_subscriber_open(
         let subscriber = Subscriber::open(&*device.device, name, &SubscribeOptions::default())?;
         let slot_size = subscriber.slot_size();
         let token = SUBSCRIBERS.insert(Arc::new(SubscriberObj {
-            subscriber: Mutex::new(subscriber),
+            subscriber,
             slot_size,
             _device: device,
         }));
@@ -250,7 +253,7 @@ pub unsafe extern "C" fn hal_receive(
                 s.slot_size
             )));
         }
-        let held = lock(&s.subscriber);
+        let held = &s.subscriber;
         let sample = match timeout(timeout_ns) {
             Some(t) if t.is_zero() => held.try_receive()?.ok_or_else(|| Error::Timeout {
                 after: t,
@@ -272,7 +275,8 @@ pub unsafe extern "C" fn hal_receive(
     })
 }
 
-/// Unsubscribe. A second release is `HAL_ERR_DOUBLE_RELEASE`.
+/// Unsubscribe (once the samples still held, `hal_receive_sample`, are
+/// released). A second release is `HAL_ERR_DOUBLE_RELEASE`.
 #[no_mangle]
 pub extern "C" fn hal_subscriber_release(subscriber: *mut hal_subscriber) -> hal_status {
     call("hal_subscriber_release", || {

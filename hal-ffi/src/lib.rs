@@ -40,6 +40,7 @@
 #![cfg(unix)]
 
 mod channel;
+mod channel_view;
 mod decode;
 mod device;
 mod event;
@@ -58,6 +59,10 @@ pub use channel::{
     hal_channel_options, hal_publish, hal_publisher, hal_publisher_create, hal_publisher_release,
     hal_receive, hal_subscriber, hal_subscriber_open, hal_subscriber_release,
     HAL_CHANNEL_BROADCAST, HAL_CHANNEL_QUEUE,
+};
+pub use channel_view::{
+    hal_loan, hal_loan_publish, hal_loan_release, hal_loan_write, hal_publisher_loan,
+    hal_receive_sample, hal_sample, hal_sample_read, hal_sample_release,
 };
 pub use device::{
     hal_abi_version, hal_backends, hal_device, hal_device_backend, hal_device_has, hal_device_open,

@@ -29,6 +29,8 @@ pub(crate) enum Kind {
     Group = 5,
     Publisher = 6,
     Subscriber = 7,
+    Loan = 8,
+    Sample = 9,
 }
 
 impl Kind {
@@ -41,6 +43,8 @@ impl Kind {
             Kind::Group => "hal_group",
             Kind::Publisher => "hal_publisher",
             Kind::Subscriber => "hal_subscriber",
+            Kind::Loan => "hal_loan",
+            Kind::Sample => "hal_sample",
         }
     }
 
@@ -53,6 +57,8 @@ impl Kind {
             Kind::Group,
             Kind::Publisher,
             Kind::Subscriber,
+            Kind::Loan,
+            Kind::Sample,
         ]
         .into_iter()
         .find(|k| *k as usize == bits)

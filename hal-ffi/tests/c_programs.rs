@@ -299,6 +299,44 @@ fn a_group_and_a_channel_between_two_processes_on_mock_cuda() {
     channels("mock-cuda");
 }
 
+/// The channel_views program on `backend`: 40 samples filled and read in
+/// place between two processes (through their addresses where the memory
+/// is host-visible), and the refusals and lifetimes of loans and samples.
+fn channel_views(backend: &str, host_visible: bool) {
+    let build = Build::new();
+    let program = build.test_program("channel_views");
+    let out = run(Command::new(program)
+        .arg(backend)
+        .envs(backend_env(backend)));
+    assert!(
+        out.status.success(),
+        "a channel view check failed on {backend}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let passed: usize = stdout
+        .lines()
+        .last()
+        .and_then(|l| l.strip_suffix(" checks passed, 0 failed"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of checks on {backend}: {stdout:?}"));
+    assert!(passed >= 40 * 6 + 20, "{passed} checks on {backend}");
+    let in_place = if host_visible { 40 } else { 0 };
+    for who in ["parent filled", "child read"] {
+        let line = format!("{who} {in_place} ");
+        assert!(stdout.contains(&line), "`{line}` on {backend}: {stdout}");
+    }
+}
+
+#[test]
+fn samples_filled_and_read_in_place_between_two_processes_on_cpu_shm() {
+    channel_views("cpu-shm", true);
+}
+
+#[test]
+fn samples_written_and_read_on_device_memory_between_two_processes_on_mock_cuda() {
+    channel_views("mock-cuda", false);
+}
+
 /// A thousand rounds of open, allocate, export, import, tensors, notifies
 /// and release under valgrind: no block lost, no invalid access.
 ///
