@@ -264,6 +264,7 @@ macro_rules! conformance_suite {
                 channel_dead_subscriber_returns_its_slots,
                 channel_dead_publisher_is_reported,
                 channel_tickets,
+                channel_stream_ordered,
             ]
         );
     };

@@ -21,7 +21,7 @@ pub(super) fn path(name: &str) -> Result<PathBuf> {
 /// Map `pf` after checking its first bytes: `None` when it is no channel's
 /// control file of this version.
 pub(super) fn map_checked(pf: &PrivateFile) -> Result<Option<Control>> {
-    let mut head = [0u8; 64];
+    let mut head = [0u8; layout::HEAD_READ];
     let len = pf.size()?;
     let read = pf.read_head(&mut head)?;
     let Some(shape) = layout::read_shape(&head[..read], len) else {

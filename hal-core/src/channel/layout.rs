@@ -17,10 +17,12 @@
 //! | 128 | released: bumped, while the publisher sleeps, when a slot frees or a subscriber leaves |
 //! | 132 | how many publishers sleep on it |
 //! | 136 | length of the handle text |
+//! | 140 | flags: bit 0, stream-ordered (the slots' events follow the subscriber entries) |
 //! | 192 | head: the next sample a queue's subscribers claim (`u64`) |
 //! | 256 | the handle text of the slots' memory, up to [`MAX_HANDLE`] bytes |
 //! | `SLOTS` | `slots` descriptors of 64 bytes (a cache line each): sample word (`u64`: one more than the sequence's low 32 bits above, pending subscribers below), length (`u64`) |
 //! | after | [`MAX_SUBSCRIBERS`] entries of 32 bytes: pid, state (0 free, 1 joining, 2 active), start time (`u64`) |
+//! | after | stream-ordered channels only: `slots` entries of 1 KiB, the handle text of each slot's interprocess event (`u32` length, text) |
 //!
 //! Sample `seq` goes in slot `seq % slots`: the publisher loans the slots
 //! in turn, and a subscriber that waits for its next sample watches one
@@ -45,9 +47,17 @@ pub const MAX_SUBSCRIBERS: usize = 31;
 pub const MAX_SLOTS: usize = 4096;
 /// The longest handle text of the slots' memory.
 pub(super) const MAX_HANDLE: usize = 4096;
+/// The most slots of a stream-ordered channel (each has an event).
+pub const MAX_ORDERED_SLOTS: usize = 256;
+/// Bytes of a slot's event entry: its handle text's length, the text.
+const EVENT: usize = 1024;
+/// The longest handle text of a slot's event.
+pub(super) const MAX_EVENT_HANDLE: usize = EVENT - 4;
+/// The flag of a stream-ordered channel.
+const ORDERED: u32 = 1;
 
 pub(super) const MAGIC: u32 = u32::from_le_bytes(*b"HCHN");
-pub(super) const VERSION: u32 = 1;
+pub(super) const VERSION: u32 = 2;
 /// A queued sample nobody claimed yet.
 pub(super) const QUEUED: u32 = 1 << 31;
 
@@ -67,6 +77,9 @@ const H_MASK: usize = 76;
 const H_RELEASED: usize = 128;
 const H_PUB_SLEEPERS: usize = 132;
 const H_HANDLE_LEN: usize = 136;
+const H_FLAGS: usize = 140;
+/// How many first bytes of a control file state its shape.
+pub(super) const HEAD_READ: usize = H_FLAGS + 4;
 const H_HEAD: usize = 192;
 const HANDLE: usize = 256;
 const _: () = assert!(
@@ -95,6 +108,8 @@ pub(super) struct Shape {
     pub(super) slots: u32,
     pub(super) slot_size: u64,
     pub(super) mode: Mode,
+    /// Samples are published in stream order: each slot has an event.
+    pub(super) ordered: bool,
 }
 
 impl Shape {
@@ -102,9 +117,18 @@ impl Shape {
         SLOTS + self.slots as usize * SLOT
     }
 
+    fn events(self) -> usize {
+        self.subs() + MAX_SUBSCRIBERS * SUB
+    }
+
     /// The control file's length.
     pub(super) fn file_len(self) -> u64 {
-        (self.subs() + MAX_SUBSCRIBERS * SUB) as u64
+        let events = if self.ordered {
+            self.slots as usize * EVENT
+        } else {
+            0
+        };
+        (self.events() + events) as u64
     }
 }
 
@@ -124,15 +148,50 @@ pub(super) enum PubState {
     Closed,
 }
 
-/// The first bytes of a new channel's control file.
-pub(super) fn new_head(shape: Shape, pid: u32, start: u64, handle: &str) -> Result<Vec<u8>> {
+/// The first bytes of a new channel's control file: its header and the
+/// slots' handle, and for a stream-ordered channel the slots' events'
+/// handles (`events`, one per slot) too.
+pub(super) fn new_head(
+    shape: Shape,
+    pid: u32,
+    start: u64,
+    handle: &str,
+    events: &[String],
+) -> Result<Vec<u8>> {
     if handle.len() > MAX_HANDLE {
         return Err(Error::invalid(format!(
             "the slots' handle text is {} bytes, over the {MAX_HANDLE} a channel holds",
             handle.len()
         )));
     }
-    let mut h = vec![0u8; HANDLE + handle.len()];
+    let wanted = if shape.ordered {
+        shape.slots as usize
+    } else {
+        0
+    };
+    if events.len() != wanted {
+        return Err(Error::invalid(format!(
+            "{} event handles for a channel of {wanted}",
+            events.len()
+        )));
+    }
+    let len = if shape.ordered {
+        shape.file_len() as usize
+    } else {
+        HANDLE + handle.len()
+    };
+    let mut h = vec![0u8; len];
+    for (i, text) in events.iter().enumerate() {
+        if text.len() > MAX_EVENT_HANDLE {
+            return Err(Error::invalid(format!(
+                "an event's handle text of {} bytes, over the {MAX_EVENT_HANDLE} a channel holds",
+                text.len()
+            )));
+        }
+        let at = shape.events() + i * EVENT;
+        h[at..at + 4].copy_from_slice(&(text.len() as u32).to_le_bytes());
+        h[at + 4..at + 4 + text.len()].copy_from_slice(text.as_bytes());
+    }
     let mut put = |at: usize, bytes: &[u8]| h[at..at + bytes.len()].copy_from_slice(bytes);
     put(H_MAGIC, &MAGIC.to_le_bytes());
     put(H_VERSION, &VERSION.to_le_bytes());
@@ -143,6 +202,10 @@ pub(super) fn new_head(shape: Shape, pid: u32, start: u64, handle: &str) -> Resu
     put(H_PUB_STATE, &1u32.to_le_bytes());
     put(H_PUB_START, &start.to_le_bytes());
     put(H_HANDLE_LEN, &(handle.len() as u32).to_le_bytes());
+    put(
+        H_FLAGS,
+        &(if shape.ordered { ORDERED } else { 0 }).to_le_bytes(),
+    );
     put(HANDLE, handle.as_bytes());
     Ok(h)
 }
@@ -155,6 +218,10 @@ pub(super) fn read_shape(head: &[u8], file_len: u64) -> Option<Shape> {
     if u32_at(H_MAGIC)? != MAGIC || u32_at(H_VERSION)? != VERSION {
         return None;
     }
+    let flags = u32_at(H_FLAGS)?;
+    if flags & !ORDERED != 0 {
+        return None;
+    }
     let shape = Shape {
         slots: u32_at(H_SLOTS)?,
         slot_size: u64_at(H_SLOT_SIZE)?,
@@ -163,8 +230,14 @@ pub(super) fn read_shape(head: &[u8], file_len: u64) -> Option<Shape> {
             1 => Mode::Queue,
             _ => return None,
         },
+        ordered: flags & ORDERED != 0,
     };
-    let ok = (1..=MAX_SLOTS as u32).contains(&shape.slots)
+    let most = if shape.ordered {
+        MAX_ORDERED_SLOTS
+    } else {
+        MAX_SLOTS
+    };
+    let ok = (1..=most as u32).contains(&shape.slots)
         && shape.slot_size > 0
         && shape.slot_size.checked_mul(shape.slots as u64).is_some()
         && shape.file_len() == file_len;
@@ -213,6 +286,23 @@ impl Control {
         let mut bytes = vec![0u8; len];
         self.map.read(HANDLE as u64, &mut bytes)?;
         String::from_utf8(bytes).map_err(|_| corrupt("a handle that is not UTF-8".into()))
+    }
+
+    /// The handle text of slot `slot`'s event (a stream-ordered channel).
+    pub(super) fn event_text(&self, slot: usize) -> Result<String> {
+        if !self.shape.ordered || slot >= self.slots() {
+            return Err(Error::invalid(format!(
+                "no event of slot {slot} in this channel"
+            )));
+        }
+        let at = self.shape.events() + slot * EVENT;
+        let len = self.u32_at(at)?.load(Ordering::Acquire) as usize;
+        if len > MAX_EVENT_HANDLE {
+            return Err(corrupt(format!("an event handle of {len} bytes")));
+        }
+        let mut bytes = vec![0u8; len];
+        self.map.read((at + 4) as u64, &mut bytes)?;
+        String::from_utf8(bytes).map_err(|_| corrupt("an event handle that is not UTF-8".into()))
     }
 
     /// The publisher: pid, start time, state.
@@ -424,4 +514,104 @@ fn corrupt(what: String) -> Error {
         "a channel's control file holds {what}, which its publisher never writes: it was \
          written by another process"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+
+    use super::*;
+    use crate::os::{self, Prot};
+
+    fn control_of(bytes: &[u8], len: u64) -> Option<Control> {
+        let fd = os::memfd("hal-channel-layout-test", len, None).unwrap();
+        let map = SharedMap::map(fd.as_fd(), len, 0, Prot::ReadWrite, None).unwrap();
+        map.write(0, bytes).unwrap();
+        let shape = read_shape(bytes, len)?;
+        Some(Control::new(map, shape).unwrap())
+    }
+
+    #[test]
+    fn a_stream_ordered_head_carries_each_slots_event() {
+        let shape = Shape {
+            slots: 3,
+            slot_size: 4096,
+            mode: Mode::Broadcast,
+            ordered: true,
+        };
+        let events: Vec<String> = (0..3).map(|i| format!("event handle {i}")).collect();
+        let head = new_head(shape, 7, 9, "memory handle", &events).unwrap();
+        assert_eq!(head.len() as u64, shape.file_len());
+        let control = control_of(&head, shape.file_len()).expect("a channel's head");
+        assert_eq!(control.shape(), shape);
+        assert_eq!(control.handle_text().unwrap(), "memory handle");
+        for (i, e) in events.iter().enumerate() {
+            assert_eq!(&control.event_text(i).unwrap(), e);
+        }
+        assert!(control.event_text(3).is_err(), "no fourth slot");
+        // A length past the entry is corrupt, never a read past it.
+        let at = shape.events() + EVENT;
+        control
+            .u32_at(at)
+            .unwrap()
+            .store(EVENT as u32, Ordering::Release);
+        assert!(control.event_text(1).is_err());
+    }
+
+    #[test]
+    fn ordered_shapes_are_checked() {
+        let plain = Shape {
+            slots: 2,
+            slot_size: 64,
+            mode: Mode::Queue,
+            ordered: false,
+        };
+        let head = new_head(plain, 1, 1, "h", &[]).unwrap();
+        assert_eq!(read_shape(&head, plain.file_len()), Some(plain));
+        assert!(control_of(&head, plain.file_len())
+            .unwrap()
+            .event_text(0)
+            .is_err());
+        assert!(
+            new_head(plain, 1, 1, "h", &["e".into()]).is_err(),
+            "events of a plain channel"
+        );
+        let ordered = Shape {
+            ordered: true,
+            ..plain
+        };
+        assert!(
+            new_head(ordered, 1, 1, "h", &["e".into()]).is_err(),
+            "one event for two slots"
+        );
+        assert!(
+            new_head(
+                ordered,
+                1,
+                1,
+                "h",
+                &["e".into(), "x".repeat(MAX_EVENT_HANDLE + 1)]
+            )
+            .is_err(),
+            "an event handle too long"
+        );
+        // Unknown flags, and an ordered channel of too many slots, are no
+        // channel's.
+        let mut forged = head.clone();
+        forged[H_FLAGS..H_FLAGS + 4].copy_from_slice(&2u32.to_le_bytes());
+        assert_eq!(read_shape(&forged, plain.file_len()), None);
+        let many = Shape {
+            slots: MAX_ORDERED_SLOTS as u32 + 1,
+            ..ordered
+        };
+        let mut forged = head;
+        forged[H_SLOTS..H_SLOTS + 4].copy_from_slice(&many.slots.to_le_bytes());
+        forged[H_FLAGS..H_FLAGS + 4].copy_from_slice(&ORDERED.to_le_bytes());
+        assert_eq!(read_shape(&forged, many.file_len()), None);
+        // The file's length must be the ordered shape's, events included.
+        let events = vec!["e".to_string(), "f".to_string()];
+        let head = new_head(ordered, 1, 1, "h", &events).unwrap();
+        assert_eq!(read_shape(&head, ordered.file_len()), Some(ordered));
+        assert_eq!(read_shape(&head, plain.file_len()), None);
+    }
 }

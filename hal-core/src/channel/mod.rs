@@ -16,6 +16,14 @@
 //!   [`DynDevice`](crate::dynamic::DynDevice): a backend's own device type
 //!   is one); [`Loan::memory`] and [`Sample::memory`]
 //!   with their offsets are what device work (copies, kernels) uses.
+//! - **Stream order** ([`ChannelOptions::stream_ordered`]): each slot has
+//!   an interprocess event; [`Loan::publish_on`] records it on the
+//!   publisher's stream after the work that fills the slot and publishes
+//!   the sample at once, [`Sample::wait_on`] makes a subscriber's stream
+//!   wait for it (host reads wait for it too), and [`Sample::release_on`]
+//!   gives the slot back once the subscriber's stream ran past its work on
+//!   it. Device work in one process feeds device work in another with no
+//!   host round trip between them.
 //! - **Crashes**: a dead subscriber's slots return to the pool (the
 //!   publisher reaps it while it waits for a slot); a dead publisher is
 //!   reported to its subscribers ([`Error::Closed`](crate::Error::Closed)) once they received
@@ -69,7 +77,7 @@ mod publisher;
 mod subscriber;
 mod ticket;
 
-pub use layout::{Mode, MAX_SLOTS, MAX_SUBSCRIBERS};
+pub use layout::{Mode, MAX_ORDERED_SLOTS, MAX_SLOTS, MAX_SUBSCRIBERS};
 pub use list::{list, ChannelInfo};
 pub use options::{ChannelOptions, SubscribeOptions};
 pub use publisher::{Loan, Publisher};

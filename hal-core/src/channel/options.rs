@@ -23,6 +23,13 @@ pub struct ChannelOptions {
     pub timeout: Duration,
     /// How long a wait spins before it sleeps (20 µs unless set).
     pub spin: Duration,
+    /// Samples may be published in stream order
+    /// ([`Loan::publish_on`](super::Loan::publish_on)): each slot gets an
+    /// interprocess event, which the publisher records on its stream and a
+    /// subscriber's stream waits on (false unless set; needs
+    /// [`Capabilities::IPC_EVENT`](crate::Capabilities::IPC_EVENT) and at
+    /// most [`MAX_ORDERED_SLOTS`](super::MAX_ORDERED_SLOTS) slots).
+    pub stream_ordered: bool,
 }
 
 impl Default for ChannelOptions {
@@ -34,11 +41,18 @@ impl Default for ChannelOptions {
             location: None,
             timeout: Duration::from_secs(60),
             spin: Duration::from_micros(20),
+            stream_ordered: false,
         }
     }
 }
 
 impl ChannelOptions {
+    /// Set [`ChannelOptions::stream_ordered`].
+    pub fn stream_ordered(mut self, on: bool) -> Self {
+        self.stream_ordered = on;
+        self
+    }
+
     /// Set [`ChannelOptions::slots`].
     pub fn slots(mut self, slots: usize) -> Self {
         self.slots = slots;

@@ -8,11 +8,11 @@ use super::layout::{self, Control, Mode, Shape, QUEUED};
 use super::options::ChannelOptions;
 use super::ticket::LoanTicket;
 use super::{file, members, park};
-use crate::dynamic::{DynAllocation, DynDevice};
+use crate::dynamic::{DynAllocation, DynDevice, DynEvent, DynStream};
 use crate::os::{self, Origin, PrivateFile};
 use crate::{
-    AllocDesc, Capabilities, Error, ExportOptions, Exported, Importers, Location, Memory,
-    Placement, Result,
+    AllocDesc, Capabilities, Error, EventFlags, ExportOptions, Exported, Importers, Location,
+    Memory, Placement, Result,
 };
 
 /// The publishing end of a channel; dropping it closes the channel (the
@@ -25,6 +25,10 @@ pub struct Publisher {
     // Declared before the memory: the export ends before the memory goes.
     _exported: Exported,
     memory: Box<dyn DynAllocation>,
+    /// A stream-ordered channel's events, one per slot, and their exports
+    /// (declared first: they end before the events go).
+    _event_exports: Vec<Exported>,
+    events: Vec<Box<dyn DynEvent>>,
     /// The next sequence number.
     next: u64,
     options: ChannelOptions,
@@ -87,13 +91,20 @@ impl Publisher {
             Err(e) if e.is_unsupported() => export(Importers::Anyone)?,
             other => other?,
         };
+        let (events, event_exports) = if options.stream_ordered {
+            slot_events(device, options.slots)?
+        } else {
+            (Vec::new(), Vec::new())
+        };
         let shape = Shape {
             slots: options.slots as u32,
             slot_size: options.slot_size,
             mode: options.mode,
+            ordered: options.stream_ordered,
         };
         let (pid, start) = os::self_identity();
-        let head = layout::new_head(shape, pid, start, &exported.to_text())?;
+        let texts: Vec<String> = event_exports.iter().map(Exported::to_text).collect();
+        let head = layout::new_head(shape, pid, start, &exported.to_text(), &texts)?;
         let deadline = Instant::now() + options.timeout;
         let (file, control) = file::create(name, shape, &head, deadline)?;
         Ok(Publisher {
@@ -102,6 +113,8 @@ impl Publisher {
             control,
             _exported: exported,
             memory,
+            _event_exports: event_exports,
+            events,
             next: 0,
             options: options.clone(),
             origin: Origin::here(),
@@ -207,6 +220,57 @@ impl Publisher {
     }
 }
 
+/// A stream-ordered channel's events and their exports.
+type SlotEvents = (Vec<Box<dyn DynEvent>>, Vec<Exported>);
+
+/// The interprocess events of a stream-ordered channel's `slots` slots,
+/// and their exports (to this user's processes where the backend's broker
+/// checks users, to anyone with the handle elsewhere, as the slots' memory).
+fn slot_events(
+    device: &dyn DynDevice,
+    slots: usize,
+) -> Result<SlotEvents> {
+    if !device.capabilities().contains(Capabilities::IPC_EVENT) {
+        return Err(Error::unsupported(
+            device.info().backend.name(),
+            "a stream-ordered channel",
+            "it needs interprocess events (Capabilities::IPC_EVENT), which this device lacks: \
+             publish from the host once the device work is done",
+        ));
+    }
+    if slots > layout::MAX_ORDERED_SLOTS {
+        return Err(Error::invalid(format!(
+            "a stream-ordered channel of {slots} slots: it has 1 to {} (an event each)",
+            layout::MAX_ORDERED_SLOTS
+        )));
+    }
+    let flags = EventFlags {
+        interprocess: true,
+        ..EventFlags::default()
+    };
+    let mut events = Vec::with_capacity(slots);
+    let mut exports = Vec::with_capacity(slots);
+    for _ in 0..slots {
+        let event = device.create_event(flags)?;
+        let export = |importers| {
+            device.export_event(
+                &*event,
+                &ExportOptions {
+                    importers,
+                    ..Default::default()
+                },
+            )
+        };
+        let exported = match export(Importers::SameUser) {
+            Err(e) if e.is_unsupported() => export(Importers::Anyone)?,
+            other => other?,
+        };
+        exports.push(exported);
+        events.push(event);
+    }
+    Ok((events, exports))
+}
+
 /// True when every subscriber released slot `slot`'s sample (or it never
 /// held one).
 fn slot_free(control: &Control, slot: usize) -> Result<bool> {
@@ -274,6 +338,38 @@ impl Loan<'_> {
             )));
         }
         self.publisher.memory.write(self.offset() + offset, src)
+    }
+
+    /// Publish the slot's first `len` bytes in stream order: the slot's
+    /// event is recorded on `stream` (after the work queued on it before,
+    /// which fills the slot), and the sample is published to the
+    /// subscribers at once; their streams wait for the event
+    /// ([`Sample::wait_on`](super::Sample::wait_on)), and their host reads
+    /// wait for it too. `device` is the publisher's device (the one the
+    /// channel was created on). A channel created without
+    /// [`ChannelOptions::stream_ordered`] answers
+    /// [`Error::InvalidArgument`].
+    pub fn publish_on(
+        self,
+        device: &dyn DynDevice,
+        stream: &dyn DynStream,
+        len: u64,
+    ) -> Result<u64> {
+        let event = self.publisher.events.get(self.slot).ok_or_else(|| {
+            Error::invalid(format!(
+                "channel {:?} was created without ChannelOptions::stream_ordered: publish from \
+                 the host once the device work is done",
+                self.publisher.name
+            ))
+        })?;
+        if len > self.capacity() {
+            return Err(Error::invalid(format!(
+                "a sample of {len} bytes in a slot of {}",
+                self.capacity()
+            )));
+        }
+        device.record_event(stream, &**event)?;
+        self.publish(len)
     }
 
     /// The loan as plain data, for a binding that cannot hold this borrow

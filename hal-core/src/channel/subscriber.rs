@@ -2,15 +2,16 @@
 //! the slots' memory, receives samples and releases them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::layout::{self, Control, Held, Mode, SubState, MAX_SUBSCRIBERS, QUEUED};
 use super::options::SubscribeOptions;
 use super::ticket::SampleTicket;
 use super::{file, members, park};
-use crate::dynamic::{DynDevice, DynMapping};
+use crate::dynamic::{DynDevice, DynEvent, DynMapping, DynStream};
 use crate::os::{self, Origin, PrivateFile};
-use crate::{Error, Handle, ImportOptions, Memory, Result};
+use crate::{Error, EventFlags, Handle, ImportOptions, Memory, Result, WaitOptions};
 
 /// The receiving end of a channel; dropping it unsubscribes (every sample
 /// it has not received is released).
@@ -27,6 +28,11 @@ pub struct Subscriber {
     cursor: AtomicU64,
     options: SubscribeOptions,
     origin: Origin,
+    /// A stream-ordered channel's events, one per slot, imported.
+    events: Vec<Box<dyn DynEvent>>,
+    /// Samples released on a stream ([`Sample::release_on`]): each slot
+    /// goes back once its event says the stream ran past it.
+    deferred: Mutex<Vec<(usize, Box<dyn DynEvent>)>>,
 }
 
 impl Subscriber {
@@ -62,6 +68,16 @@ impl Subscriber {
                 shape.slot_size
             )));
         }
+        let events = if shape.ordered {
+            (0..shape.slots as usize)
+                .map(|slot| {
+                    let text = control.event_text(slot)?;
+                    device.import_event(Handle::from_text(&text)?.into(), &ImportOptions::default())
+                })
+                .collect::<Result<Vec<_>>>()?
+        } else {
+            Vec::new()
+        };
         let (pid, start) = os::self_identity();
         let deadline = Instant::now() + options.timeout.unwrap_or(Duration::from_secs(60));
         let index = {
@@ -105,7 +121,34 @@ impl Subscriber {
             cursor: AtomicU64::new(joined_at),
             options: options.clone(),
             origin: Origin::here(),
+            events,
+            deferred: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Whether the channel's samples may be published in stream order
+    /// ([`ChannelOptions::stream_ordered`](super::ChannelOptions::stream_ordered)).
+    pub fn stream_ordered(&self) -> bool {
+        !self.events.is_empty()
+    }
+
+    /// Give back the slots of samples released on a stream whose stream
+    /// ran past the release; how many are still waiting for their stream.
+    /// Every receive does this first, and a wait for a sample does it
+    /// while it waits; call it where a subscriber stops receiving for a
+    /// while, so that the publisher gets its slots back.
+    pub fn settle(&self) -> Result<usize> {
+        let mut deferred = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept = Vec::with_capacity(deferred.len());
+        for (slot, event) in deferred.drain(..) {
+            if event.query()? {
+                self.release(slot);
+            } else {
+                kept.push((slot, event));
+            }
+        }
+        *deferred = kept;
+        Ok(deferred.len())
     }
 
     /// The channel's name.
@@ -134,6 +177,7 @@ impl Subscriber {
     /// one or the publisher is gone).
     pub fn receive_timeout(&self, timeout: Option<Duration>) -> Result<Sample<'_>> {
         self.check()?;
+        self.settle()?;
         park::park_until(
             self.control.published_word()?,
             self.control.sub_sleepers()?,
@@ -148,6 +192,7 @@ impl Subscriber {
     /// The next sample if one is there now.
     pub fn try_receive(&self) -> Result<Option<Sample<'_>>> {
         self.check()?;
+        self.settle()?;
         self.take()
     }
 
@@ -156,9 +201,11 @@ impl Subscriber {
             .check(&format!("the subscriber of channel {:?}", self.name))
     }
 
-    /// Between waits: a publisher that is gone ends the wait, once nothing
-    /// is left to receive.
+    /// Between waits: slots released on streams that ran past go back, and
+    /// a publisher that is gone ends the wait, once nothing is left to
+    /// receive.
     fn look(&self) -> Result<()> {
+        self.settle()?;
         if file::publisher_gone(&self.control)? && self.take_peek()?.is_none() {
             let (pid, _, state) = self.control.publisher()?;
             return Err(Error::Closed {
@@ -356,6 +403,51 @@ impl Sample<'_> {
         &*self.subscriber.mapping
     }
 
+    /// Make `stream` wait until the sample's bytes are there: in a
+    /// stream-ordered channel, until the publisher's stream ran the work it
+    /// queued before [`Loan::publish_on`](super::Loan::publish_on) (the
+    /// slot's event); otherwise they are there already. `device` is this
+    /// subscriber's device.
+    pub fn wait_on(&self, device: &dyn DynDevice, stream: &dyn DynStream) -> Result<()> {
+        match self.subscriber.events.get(self.slot) {
+            Some(event) => device.stream_wait_event(stream, &**event),
+            None => Ok(()),
+        }
+    }
+
+    /// Wait on the host until the sample's bytes are there (see
+    /// [`Sample::wait_on`]), at most the subscriber's timeout. Reads
+    /// ([`Sample::read`], [`Sample::to_vec`]) do this first.
+    pub fn wait(&self) -> Result<()> {
+        match self.subscriber.events.get(self.slot) {
+            Some(event) => event.wait(WaitOptions {
+                timeout: self.subscriber.options.timeout,
+                ..WaitOptions::default()
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Release the sample once `stream` ran the work queued on it so far
+    /// (device work that reads the slot): an event is recorded on `stream`,
+    /// and the slot goes back to the publisher once it passed, at this
+    /// subscriber's next receive or [`Subscriber::settle`]. `device` is
+    /// this subscriber's device.
+    pub fn release_on(self, device: &dyn DynDevice, stream: &dyn DynStream) -> Result<()> {
+        let event = device.create_event(EventFlags::default())?;
+        device.record_event(stream, &*event)?;
+        let subscriber = self.subscriber;
+        let slot = self.slot;
+        // Not released now: the event holds the slot.
+        std::mem::forget(self);
+        subscriber
+            .deferred
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((slot, event));
+        Ok(())
+    }
+
     /// Copy bytes `offset ..` of the sample into `dst`.
     pub fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
         let end = offset.checked_add(dst.len() as u64);
@@ -366,6 +458,7 @@ impl Sample<'_> {
                 self.len
             )));
         }
+        self.wait()?;
         self.subscriber.mapping.read(self.offset() + offset, dst)
     }
 

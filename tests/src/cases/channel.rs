@@ -6,9 +6,10 @@
 use std::time::Duration;
 
 use hal_core::channel::{ChannelOptions, Mode, Publisher, SubscribeOptions, Subscriber};
-use hal_core::dynamic::DynDevice;
-use hal_core::{Backend, Capabilities as C, Error, Location};
+use hal_core::dynamic::{DynDevice, DynMemRef, DynNotify};
+use hal_core::{AllocDesc, Backend, Capabilities as C, Error, Location, Memory};
 
+use super::sync::{stream_model, StreamModel};
 use crate::process::{self, report};
 use crate::support::{must, must_be_unsupported, Suite, LONG};
 
@@ -16,6 +17,8 @@ use crate::support::{must, must_be_unsupported, Suite, LONG};
 pub(crate) const SUB_ROLE: &str = "channel-subscriber";
 /// The child role that publishes, then waits to be killed.
 pub(crate) const PUB_ROLE: &str = "channel-publisher";
+/// The child role that receives a stream-ordered channel's samples.
+pub(crate) const ORDERED_ROLE: &str = "channel-ordered-subscriber";
 
 fn unique(tag: &str) -> String {
     format!(
@@ -164,6 +167,169 @@ pub fn channel_tickets<B: Backend>(s: &Suite<B>) {
     let next = must(p.try_loan(), "try_loan after the release");
     assert_eq!(next.slot(), 0);
     drop(next);
+}
+
+/// Stream order across processes: the publisher fills a slot with work
+/// queued on its stream behind a gate (a notify nobody signalled yet) and
+/// publishes it in stream order; the subscriber process receives it at
+/// once, and a copy out of the slot that its own stream queues after
+/// `wait_on` does not run until the publisher's stream ran, then brings the
+/// bytes. Five more samples through the two slots are read on the host
+/// (which waits for each slot's event) and released on the subscriber's
+/// stream or by dropping them. Without interprocess events a stream-ordered
+/// channel is refused as unsupported.
+pub fn channel_stream_ordered<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    let ddev: &dyn DynDevice = &dev;
+    let caps = ddev.capabilities();
+    let name = unique("ordered");
+    let opts = options(ddev, 2, Mode::Broadcast).stream_ordered(true);
+    if caps.contains(C::IPC_MEMORY) && !caps.contains(C::IPC_EVENT) {
+        must_be_unsupported(
+            Publisher::create(ddev, &name, &opts),
+            "ipc-event",
+            "a stream-ordered Publisher::create",
+        );
+        assert!(
+            !control_file(&name).exists(),
+            "a failed create left its file"
+        );
+        return;
+    }
+    let Some(mut p) = publisher(ddev, &name, &opts) else {
+        return;
+    };
+    let mut kid = s.spawn(ORDERED_ROLE, &[("name", name.clone())]);
+    kid.expect("subscribed");
+    let stream = must(ddev.create_stream(), "create_stream");
+    // On queued streams, the publisher's work waits behind a gate; a host-
+    // synchronous stream runs it at once (the gate would block this thread).
+    let gate = (stream_model(&dev) == StreamModel::Queued).then(|| {
+        let gate = OpenOnPanic(must(ddev.create_notify(), "create_notify"));
+        must(
+            ddev.stream_wait_notify(&*stream, &*gate.0, Some(LONG)),
+            "a stream waits for the gate",
+        );
+        gate
+    });
+    for seq in 0..6u64 {
+        let loan = must(p.loan(), "loan");
+        let slot = DynMemRef::Allocation(loan.memory());
+        must(
+            ddev.write_async(&*stream, slot, loan.offset(), sample_bytes(seq, 100)),
+            "write_async into the slot",
+        );
+        assert_eq!(
+            must(loan.publish_on(ddev, &*stream, 100), "publish_on"),
+            seq
+        );
+        if seq == 0 {
+            let waiting = kid.expect("waiting");
+            if let Some(gate) = &gate {
+                assert_eq!(
+                    waiting, "queued",
+                    "the subscriber's copy waits for the publisher"
+                );
+                must(hal_core::Notify::signal(&*gate.0), "open the gate");
+            }
+            assert_eq!(kid.expect("first"), "ok");
+        }
+    }
+    assert_eq!(kid.expect("received"), "6");
+    must(ddev.synchronize(&*stream, Some(LONG)), "synchronize");
+    drop(p);
+    assert!(kid.expect("closed").contains("closed"));
+    kid.finish();
+}
+
+/// A gate that opens when its case panics before it opened it, so that a
+/// failed case leaves no stream waiting for ever.
+struct OpenOnPanic(Box<dyn DynNotify>);
+
+impl Drop for OpenOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = hal_core::Notify::signal(&*self.0);
+        }
+    }
+}
+
+/// Child role of [`channel_stream_ordered`].
+pub(crate) fn child_ordered_subscriber<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    let ddev: &dyn DynDevice = &dev;
+    let name = process::arg("name");
+    let sub = must(
+        Subscriber::open(
+            ddev,
+            &name,
+            &SubscribeOptions::default().timeout(Some(LONG)),
+        ),
+        "Subscriber::open",
+    );
+    assert!(sub.stream_ordered());
+    report("subscribed", "");
+    let stream = must(ddev.create_stream(), "create_stream");
+    let page = ddev.info().page_size();
+    let location = if ddev.capabilities().contains(C::HOST_VISIBLE) {
+        Location::Host
+    } else {
+        Location::Device(ddev.info().ordinal)
+    };
+    let local = must(
+        ddev.allocate(&AllocDesc {
+            location,
+            ..AllocDesc::host(page)
+        }),
+        "allocate",
+    );
+    let first = must(sub.receive(), "receive the first sample");
+    must(first.wait_on(ddev, &*stream), "wait_on");
+    must(
+        ddev.copy_async(
+            &*stream,
+            DynMemRef::Allocation(&*local),
+            0,
+            DynMemRef::Mapping(sub.memory()),
+            first.offset(),
+            100,
+        ),
+        "copy_async out of the slot",
+    );
+    // The publisher's stream waits for its gate, which opens only after
+    // this report: the copy queued behind `wait_on` has not run.
+    std::thread::sleep(Duration::from_millis(50));
+    let ran = must(ddev.query_stream(&*stream), "query_stream");
+    report("waiting", if ran { "ran" } else { "queued" });
+    must(ddev.synchronize(&*stream, Some(LONG)), "synchronize");
+    let mut got = vec![0u8; 100];
+    must(local.read(0, &mut got), "read the copy");
+    assert_eq!(
+        got,
+        sample_bytes(0, 100),
+        "the copy brought the published bytes"
+    );
+    must(first.release_on(ddev, &*stream), "release_on");
+    report("first", "ok");
+    for seq in 1..6u64 {
+        let sample = must(sub.receive(), "receive");
+        assert_eq!(sample.sequence(), seq);
+        assert_eq!(
+            must(sample.to_vec(), "read on the host"),
+            sample_bytes(seq, 100)
+        );
+        if seq % 2 == 0 {
+            must(sample.release_on(ddev, &*stream), "release_on");
+        } else {
+            drop(sample);
+        }
+    }
+    report("received", "6");
+    let end = sub.receive().map(|s| s.sequence());
+    match end {
+        Err(Error::Closed { what }) => report("closed", &what),
+        other => panic!("the publisher's close must be reported, got {other:?}"),
+    }
 }
 
 /// Queue: each of 30 samples reaches exactly one of two subscriber

@@ -67,6 +67,7 @@ pub fn run_child_role<B: Backend>(suite: &Suite<B>, role: &str) {
         waits::CANCEL_ROLE => waits::child_cancel_waits(suite),
         channel::SUB_ROLE => channel::child_subscriber(suite),
         channel::PUB_ROLE => channel::child_publisher(suite),
+        channel::ORDERED_ROLE => channel::child_ordered_subscriber(suite),
         other => panic!("unknown child role `{other}`"),
     }
 }
