@@ -84,6 +84,7 @@ fn the_bench_runs_the_cuda_scenarios_over_the_standin_driver() {
         "cuda-vmm-import",
         "cuda-free",
         "cuda-notify-rtt",
+        "cuda-channel-rtt",
     ] {
         let v = scenario(name);
         assert!(v["n"].as_u64().unwrap() > 0, "{v}");

@@ -226,10 +226,7 @@ type SlotEvents = (Vec<Box<dyn DynEvent>>, Vec<Exported>);
 /// The interprocess events of a stream-ordered channel's `slots` slots,
 /// and their exports (to this user's processes where the backend's broker
 /// checks users, to anyone with the handle elsewhere, as the slots' memory).
-fn slot_events(
-    device: &dyn DynDevice,
-    slots: usize,
-) -> Result<SlotEvents> {
+fn slot_events(device: &dyn DynDevice, slots: usize) -> Result<SlotEvents> {
     if !device.capabilities().contains(Capabilities::IPC_EVENT) {
         return Err(Error::unsupported(
             device.info().backend.name(),

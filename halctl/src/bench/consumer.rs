@@ -460,6 +460,22 @@ impl State {
                 self.rtt = Some(super::cuda_rtt_peer::arm(ordinal, &self.handles, fd, plan)?);
             }
             Cmd::CudaRttDone => super::cuda_rtt_peer::done(self.rtt.take())?,
+            Cmd::CudaChannelRtt {
+                ping,
+                pong,
+                rounds,
+                phases,
+            } => {
+                let fd = fds.into_iter().next().ok_or_else(|| {
+                    Fail::failed("cuda-channel-rtt's page came without its memfd")
+                })?;
+                let ordinal = self.dev()?.info().ordinal;
+                let dev = hal::Backend::open(&hal::cuda::CudaBackend::new(), ordinal)
+                    .ctx("opening the CUDA device")?;
+                series.extend(super::cuda_channel::peer(
+                    &dev, &ping, &pong, rounds, phases, &fd,
+                )?);
+            }
             Cmd::Quit => {}
         }
         Ok(reply)

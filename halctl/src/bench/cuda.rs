@@ -9,6 +9,7 @@
 //! | cuda-vmm-import | decode + broker fetch + `cuMemImportFromShareableHandle` + reserve + map + access | the same four driver calls on a descriptor already in hand |
 //! | cuda-free | the drop of a `CudaAllocation` of fresh device memory: `cuMemFree_v2` on a teardown worker, waited for (the free may synchronize the device) | a bare `cuMemFree_v2` of another fresh allocation, in the same process |
 //! | cuda-notify-rtt | host `signal` → the other process's stream: `stream_wait_notify` + `record_notify` → host `wait` | a bare `cuStreamWaitValue32` / `cuStreamWriteValue32` ping-pong on two words of a registered shared page (`cuda_rtt.rs`) |
+//! | cuda-channel-rtt | stream → the other process's stream → stream through two stream-ordered channels of device memory: memset + `publish_on`, `wait_on` + `release_on` on each side | a bare `cuStreamWriteValue32` / `cuStreamWaitValue32` ping-pong between the two streams (`cuda_channel.rs`) |
 
 use hal::cuda::{CudaBackend, CudaDevice};
 use hal::{
@@ -77,6 +78,17 @@ impl Bench<'_> {
                 self.cuda_notify_rtt(&dev)?;
             } else {
                 eprintln!("cuda-notify-rtt: skipped, the device has no stream memory operations");
+            }
+        }
+        if self.wants("cuda-channel-rtt") {
+            let needed = Capabilities::STREAM_ORDERED_NOTIFY | Capabilities::IPC_EVENT;
+            if dev.capabilities().contains(needed) {
+                self.cuda_channel_rtt(&dev)?;
+            } else {
+                eprintln!(
+                    "cuda-channel-rtt: skipped, the device has no stream memory operations or \
+                     no interprocess events"
+                );
             }
         }
         Ok(())

@@ -32,6 +32,7 @@ mod bandwidth;
 mod baselines;
 mod consumer;
 mod cuda;
+mod cuda_channel;
 mod cuda_consumer;
 mod cuda_rtt;
 mod cuda_rtt_peer;
@@ -135,6 +136,9 @@ struct Plan {
     group_rounds: u32,
     /// Samples of channel-throughput (and baseline passes per subscriber).
     throughput_samples: u32,
+    /// cuda-channel-rtt: round trips per phase, and phases.
+    channel_rounds: u32,
+    channel_phases: u32,
 }
 
 impl Plan {
@@ -159,6 +163,8 @@ impl Plan {
                 group_sizes: vec![2, 4],
                 group_rounds: 3,
                 throughput_samples: 8,
+                channel_rounds: 10,
+                channel_phases: 3,
             }
         } else if args.quick {
             Plan {
@@ -180,6 +186,8 @@ impl Plan {
                 group_sizes: vec![8, 32],
                 group_rounds: 20,
                 throughput_samples: 100,
+                channel_rounds: 200,
+                channel_phases: 11,
             }
         } else {
             Plan {
@@ -201,6 +209,8 @@ impl Plan {
                 group_sizes: vec![8, 32],
                 group_rounds: 100,
                 throughput_samples: 400,
+                channel_rounds: 500,
+                channel_phases: 21,
             }
         }
     }
@@ -258,7 +268,7 @@ fn one(series: Vec<Vec<u64>>) -> CmdResult<[Vec<u64>; 1]> {
         .map_err(|_| Fail::failed("the consumer sent the wrong number of series"))
 }
 
-const SCENARIOS: [&str; 19] = [
+const SCENARIOS: [&str; 20] = [
     "export",
     "import-first",
     "import-first-persistent",
@@ -278,6 +288,7 @@ const SCENARIOS: [&str; 19] = [
     "cuda-vmm-import",
     "cuda-free",
     "cuda-notify-rtt",
+    "cuda-channel-rtt",
 ];
 
 /// The scenarios whose baselines are host memory (a memfd, a private

@@ -164,6 +164,17 @@ pub enum Cmd {
     /// CUDA: reply once the stream armed by [`Cmd::CudaRttArm`] ran every
     /// round trip.
     CudaRttDone,
+    /// CUDA: subscribe to the stream-ordered channel `ping`, publish
+    /// `pong`, and queue `phases` times `rounds` bare round trips (on the
+    /// words of the spin page whose memfd comes with this command) then
+    /// `rounds` channel round trips on a stream, the mirror image of the
+    /// exporter's; the reply comes once the stream ran them.
+    CudaChannelRtt {
+        ping: String,
+        pong: String,
+        rounds: u32,
+        phases: u32,
+    },
     /// End.
     Quit,
 }
