@@ -3,7 +3,7 @@
 //! (`publish`, `receive`), or loaned and received in place (`loan`,
 //! `receive_view`: `channel_view.rs`).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,25 +16,18 @@ use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use crate::channel_end::{closed, PublisherEnd};
 use crate::channel_view::{Loan, Sample};
 use crate::errors::{invalid, to_py, OrRaise};
 use crate::registry::DeviceObj;
 use crate::timeout::duration;
 
-pub(crate) fn closed(what: &str) -> Error {
-    Error::Closed {
-        what: format!("this {what}: it was closed"),
-    }
-}
-
 /// The publishing end of a channel; `close()` (or the object's end)
 /// closes the channel.
 #[pyclass(module = "hal", frozen)]
 pub struct Publisher {
-    pub(crate) inner: Mutex<Option<InnerPublisher>>,
-    /// Buffer views of its loans now (changed with `inner` locked): the
-    /// publisher is not closed under them.
-    pub(crate) views: AtomicUsize,
+    /// Shared with its loans.
+    end: Arc<PublisherEnd>,
     _device: Arc<DeviceObj>,
 }
 
@@ -67,22 +60,17 @@ impl Publisher {
             .allow_threads(|| InnerPublisher::create(&*device.device, name, &options))
             .or_raise()?;
         Ok(Publisher {
-            inner: Mutex::new(Some(inner)),
-            views: AtomicUsize::new(0),
+            end: Arc::new(PublisherEnd::new(inner)),
             _device: device,
         })
     }
 
-    pub(crate) fn with<T: Send>(
+    fn with<T: Send>(
         &self,
         py: Python<'_>,
         f: impl FnOnce(&mut InnerPublisher) -> hal::Result<T> + Send,
     ) -> PyResult<T> {
-        py.allow_threads(|| {
-            let mut held = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-            held.as_mut().map_or_else(|| Err(closed("Publisher")), f)
-        })
-        .map_err(to_py)
+        self.end.with(py, f)
     }
 }
 
@@ -114,13 +102,13 @@ impl Publisher {
     /// `numpy.frombuffer(loan, ...)` where the channel's memory is
     /// host-visible; `loan.write` anywhere), waiting (up to the channel's
     /// timeout) while the subscribers still hold it; then `loan.publish(n)`.
-    fn loan(slf: &Bound<'_, Self>) -> PyResult<Loan> {
-        Loan::take(slf, false)
+    fn loan(&self, py: Python<'_>) -> PyResult<Loan> {
+        Loan::take(py, &self.end, false)
     }
 
     /// `loan` if the next slot is free now; `BusyError` otherwise.
-    fn try_loan(slf: &Bound<'_, Self>) -> PyResult<Loan> {
-        Loan::take(slf, true)
+    fn try_loan(&self, py: Python<'_>) -> PyResult<Loan> {
+        Loan::take(py, &self.end, true)
     }
 
     /// How many subscribers are subscribed now.
@@ -132,8 +120,8 @@ impl Publisher {
     /// `ClosedError`. `BufferError` while a view of a loan is alive (the
     /// slots' memory goes with the channel): release it first.
     fn close(&self) -> PyResult<()> {
-        let mut held = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let views = self.views.load(Ordering::Acquire);
+        let mut held = self.end.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let views = self.end.views.load(Ordering::Acquire);
         if views > 0 {
             return Err(PyBufferError::new_err(format!(
                 "{views} view(s) of this publisher's loans are alive: release them \
@@ -178,7 +166,7 @@ impl Subscriber {
     }
 
     /// The subscriber, while it is open.
-    pub(crate) fn open_inner(&self) -> hal::Result<Arc<InnerSubscriber>> {
+    fn open_inner(&self) -> hal::Result<Arc<InnerSubscriber>> {
         self.inner
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -238,13 +226,15 @@ impl Subscriber {
     /// `sample.read()`; it holds its slot until `sample.release()` (or a
     /// `with` block's end, or the object's end).
     #[pyo3(signature = (timeout=None))]
-    fn receive_view(slf: &Bound<'_, Self>, timeout: Option<f64>) -> PyResult<Option<Sample>> {
-        Sample::take(slf, duration(timeout)?, false)
+    fn receive_view(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Sample>> {
+        let sub = self.open_inner().map_err(to_py)?;
+        Sample::take(py, sub, duration(timeout)?, false)
     }
 
     /// `receive_view` if a sample is there now, else None.
-    fn try_receive_view(slf: &Bound<'_, Self>) -> PyResult<Option<Sample>> {
-        Sample::take(slf, None, true)
+    fn try_receive_view(&self, py: Python<'_>) -> PyResult<Option<Sample>> {
+        let sub = self.open_inner().map_err(to_py)?;
+        Sample::take(py, sub, None, true)
     }
 
     /// Unsubscribe: now, or once the samples received in place that are

@@ -2,8 +2,8 @@
 //! through a writable buffer view (or `write`) and published, and a
 //! subscriber's `Sample`, read through a read-only view (or `read`) and
 //! released. Both keep what their views point into: a loan's views keep
-//! the publisher from closing, and a sample keeps its subscriber (and so
-//! the slots' mapping) until it is released.
+//! the publisher from closing (`channel_end.rs`), and a sample keeps its
+//! subscriber (and so the slots' mapping) until it is released.
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,7 +16,7 @@ use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::channel::{closed, Publisher, Subscriber};
+use crate::channel_end::{closed, PublisherEnd};
 use crate::errors::{invalid, to_py};
 
 /// A slot loaned to the publisher: fill it (`memoryview(loan)` where the
@@ -24,7 +24,7 @@ use crate::errors::{invalid, to_py};
 /// `loan.publish(n)`. Dropped unpublished, the slot is loaned again next.
 #[pyclass(module = "hal", frozen)]
 pub struct Loan {
-    publisher: Py<Publisher>,
+    publisher: Arc<PublisherEnd>,
     ticket: Mutex<Option<LoanTicket>>,
     /// The slot's host address, where the memory is host-visible.
     host: Option<usize>,
@@ -38,9 +38,8 @@ pub struct Loan {
 
 impl Loan {
     /// Loan the publisher's next slot (`now`: without waiting).
-    pub(crate) fn take(publisher: &Bound<'_, Publisher>, now: bool) -> PyResult<Loan> {
-        let py = publisher.py();
-        let (ticket, host) = publisher.get().with(py, move |p| {
+    pub(crate) fn take(py: Python<'_>, publisher: &Arc<PublisherEnd>, now: bool) -> PyResult<Loan> {
+        let (ticket, host) = publisher.with(py, move |p| {
             let loan = if now { p.try_loan()? } else { p.loan()? };
             let ticket = loan.detach();
             let host = p
@@ -50,7 +49,7 @@ impl Loan {
             Ok((ticket, host))
         })?;
         Ok(Loan {
-            publisher: publisher.clone().unbind(),
+            publisher: Arc::clone(publisher),
             host,
             offset: ticket.offset(),
             capacity: ticket.capacity(),
@@ -103,7 +102,6 @@ impl Loan {
         let at = self.offset + offset;
         let data = data.to_vec();
         self.publisher
-            .get()
             .with(py, move |p| p.memory().write(at, &data))
     }
 
@@ -127,7 +125,6 @@ impl Loan {
         };
         let len = length.unwrap_or(self.capacity);
         self.publisher
-            .get()
             .with(py, move |p| p.publish_ticket(ticket, len))
     }
 
@@ -149,7 +146,7 @@ impl Loan {
                  loan.write(data, offset)",
             ));
         };
-        let publisher = loan.publisher.get();
+        let publisher = &loan.publisher;
         {
             // Counted with the ticket locked, so that `publish` (which checks
             // the count with it locked) never publishes under a view, and
@@ -189,7 +186,7 @@ impl Loan {
     unsafe fn __releasebuffer__(&self, view: *mut pyo3::ffi::Py_buffer) {
         let _ = view;
         self.views.fetch_sub(1, Ordering::AcqRel);
-        self.publisher.get().views.fetch_sub(1, Ordering::AcqRel);
+        self.publisher.views.fetch_sub(1, Ordering::AcqRel);
     }
 
     fn __repr__(&self) -> String {
@@ -218,12 +215,11 @@ impl Sample {
     /// The subscriber's next sample (`now`: if one is there), or None when
     /// `timeout` passed.
     pub(crate) fn take(
-        subscriber: &Bound<'_, Subscriber>,
+        py: Python<'_>,
+        sub: Arc<InnerSubscriber>,
         timeout: Option<Duration>,
         now: bool,
     ) -> PyResult<Option<Sample>> {
-        let sub = subscriber.get().open_inner().map_err(to_py)?;
-        let py = subscriber.py();
         let got = py
             .allow_threads(|| {
                 let sample = if now {

@@ -33,6 +33,7 @@ mod buffer;
 mod bytes;
 mod capsule;
 mod channel;
+mod channel_end;
 mod channel_view;
 mod cuda_ipc;
 mod device;

@@ -40,15 +40,25 @@ impl RawExport {
         self.listener.name()
     }
 
-    /// Serve the descriptors to process `pid`, one per connection, on a
-    /// thread (as a descriptor broker would).
+    /// Serve the descriptors to process `pid` on a thread (as a
+    /// descriptor broker would), one per request, each request answered on
+    /// the connection it came on: a consumer may connect for each one, or
+    /// keep its connection.
     pub fn serve(self, pid: u32, timeout: Duration) -> JoinHandle<CmdResult<()>> {
         std::thread::spawn(move || {
-            for fd in &self.fds {
+            let mut left = self.fds.iter();
+            let mut next = left.next();
+            while next.is_some() {
                 let chan = self.listener.accept_from(pid, timeout)?;
                 chan.set_timeout(timeout)?;
-                let _request = chan.recv()?;
-                chan.send(b"F", &[fd.as_fd()])?;
+                // Requests until the consumer closes this connection.
+                while let Some(fd) = next {
+                    if chan.recv().is_err() {
+                        break;
+                    }
+                    chan.send(b"F", &[fd.as_fd()])?;
+                    next = left.next();
+                }
             }
             Ok(())
         })
@@ -79,6 +89,33 @@ pub fn raw_import(name: &str, size: u64) -> CmdResult<(Duration, u8)> {
     let t0 = Instant::now();
     let chan = Channel::connect(name)?;
     chan.set_timeout(Duration::from_secs(30))?;
+    let (_, first) = request(&chan, size)?;
+    Ok((t0.elapsed(), first))
+}
+
+/// The same over a connection kept from import to import (`kept`, made at
+/// the first): a request answered with the descriptor, then `fstat`,
+/// `mmap` and the first touch.
+pub fn raw_import_kept(
+    kept: &mut Option<Channel>,
+    name: &str,
+    size: u64,
+) -> CmdResult<(Duration, u8)> {
+    if kept.is_none() {
+        let chan = Channel::connect(name)?;
+        chan.set_timeout(Duration::from_secs(30))?;
+        *kept = Some(chan);
+    }
+    let chan = kept
+        .as_ref()
+        .ok_or_else(|| Fail::failed("the raw baseline's connection"))?;
+    request(chan, size)
+}
+
+/// Ask for a descriptor on `chan`, map it and touch its first byte: the
+/// time from the request, and the byte.
+fn request(chan: &Channel, size: u64) -> CmdResult<(Duration, u8)> {
+    let t0 = Instant::now();
     chan.send(b"R", &[])?;
     let (_, mut fds) = chan.recv()?;
     let fd = fds

@@ -472,7 +472,7 @@ impl State {
                 let ordinal = self.dev()?.info().ordinal;
                 let dev = hal::Backend::open(&hal::cuda::CudaBackend::new(), ordinal)
                     .ctx("opening the CUDA device")?;
-                series.extend(super::cuda_channel::peer(
+                series.extend(super::cuda_channel_peer::peer(
                     &dev, &ping, &pong, rounds, phases, &fd,
                 )?);
             }

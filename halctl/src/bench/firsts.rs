@@ -39,6 +39,9 @@ impl Firsts<'_> {
     pub fn run(&self, dev: &dyn DynDevice, texts: &[String]) -> CmdResult<Vec<Vec<u64>>> {
         let group = self.group.max(1);
         let mut series: Vec<Vec<u64>> = (0..4).map(|_| Vec::new()).collect();
+        // The raw baseline's connection, kept from import to import unless
+        // each import makes its own (as hal's do then).
+        let mut kept = None;
         for (g, chunk) in texts.chunks(group).enumerate() {
             if chunk.len() < group {
                 break;
@@ -50,7 +53,11 @@ impl Firsts<'_> {
                 let t = match which {
                     0 => self.hal(dev, chunk)?,
                     1 => self.each(chunk.len(), |_| {
-                        let (t, b) = raw::raw_import(self.raw_socket, self.size)?;
+                        let (t, b) = if self.fresh_connection {
+                            raw::raw_import(self.raw_socket, self.size)?
+                        } else {
+                            raw::raw_import_kept(&mut kept, self.raw_socket, self.size)?
+                        };
                         check(b, RAW_MARKER, "the raw baseline")?;
                         Ok(t)
                     })?,

@@ -33,6 +33,7 @@ mod baselines;
 mod consumer;
 mod cuda;
 mod cuda_channel;
+mod cuda_channel_peer;
 mod cuda_consumer;
 mod cuda_rtt;
 mod cuda_rtt_peer;
