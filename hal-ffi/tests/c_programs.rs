@@ -271,22 +271,29 @@ fn many_threads_at_once_on_cuda_over_the_standin_driver() {
 /// and broadcasts, a channel carries 50 samples through 2 slots from one
 /// to the other, and the refusals answer their statuses.
 fn channels(backend: &str) {
+    let (passed, _) = checks_passed("channels", backend);
+    // Both processes' group checks, the child's 50 receives, the parent's
+    // 50 publishes, and the refusals.
+    assert!(passed >= 2 * 50 + 20, "{passed} checks on {backend}");
+}
+
+/// Run the C test program `name` on `backend`, require that it succeeded
+/// and ended with "N checks passed, 0 failed": N, and its output.
+fn checks_passed(name: &str, backend: &str) -> (usize, String) {
     let build = Build::new();
-    let program = build.test_program("channels");
+    let program = build.test_program(name);
     let out = run(Command::new(program)
         .arg(backend)
         .envs(backend_env(backend)));
-    assert!(out.status.success(), "a channel check failed on {backend}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "a {name} check failed on {backend}");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let passed: usize = stdout
         .lines()
         .last()
         .and_then(|l| l.strip_suffix(" checks passed, 0 failed"))
         .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no count of checks on {backend}: {stdout:?}"));
-    // Both processes' group checks, the child's 50 receives, the parent's
-    // 50 publishes, and the refusals.
-    assert!(passed >= 2 * 50 + 20, "{passed} checks on {backend}");
+        .unwrap_or_else(|| panic!("no count of {name} checks on {backend}: {stdout:?}"));
+    (passed, stdout)
 }
 
 #[test]
@@ -303,22 +310,7 @@ fn a_group_and_a_channel_between_two_processes_on_mock_cuda() {
 /// place between two processes (through their addresses where the memory
 /// is host-visible), and the refusals and lifetimes of loans and samples.
 fn channel_views(backend: &str, host_visible: bool) {
-    let build = Build::new();
-    let program = build.test_program("channel_views");
-    let out = run(Command::new(program)
-        .arg(backend)
-        .envs(backend_env(backend)));
-    assert!(
-        out.status.success(),
-        "a channel view check failed on {backend}"
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let passed: usize = stdout
-        .lines()
-        .last()
-        .and_then(|l| l.strip_suffix(" checks passed, 0 failed"))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no count of checks on {backend}: {stdout:?}"));
+    let (passed, stdout) = checks_passed("channel_views", backend);
     assert!(passed >= 40 * 6 + 20, "{passed} checks on {backend}");
     let in_place = if host_visible { 40 } else { 0 };
     for who in ["parent filled", "child read"] {

@@ -11,12 +11,11 @@ use hal::channel::{
     ChannelOptions, Mode, Publisher as InnerPublisher, SubscribeOptions,
     Subscriber as InnerSubscriber,
 };
-use hal::Error;
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::channel_end::{closed, PublisherEnd};
+use crate::channel_end::{closed, next_sample, PublisherEnd};
 use crate::channel_view::{Loan, Sample};
 use crate::errors::{invalid, to_py, OrRaise};
 use crate::registry::DeviceObj;
@@ -183,16 +182,9 @@ impl Subscriber {
     ) -> PyResult<Option<Vec<u8>>> {
         let sub = self.open_inner().map_err(to_py)?;
         py.allow_threads(|| {
-            let sample = if once {
-                sub.try_receive()?
-            } else {
-                match sub.receive_timeout(timeout) {
-                    Ok(s) => Some(s),
-                    Err(Error::Timeout { .. }) => None,
-                    Err(e) => return Err(e),
-                }
-            };
-            sample.map(|s| s.to_vec()).transpose()
+            next_sample(&sub, timeout, once)?
+                .map(|s| s.to_vec())
+                .transpose()
         })
         .map_err(to_py)
     }

@@ -1,11 +1,13 @@
-//! The publishing end of a channel as its Python objects share it: the
+//! The ends of a channel as its Python objects share them: the
 //! `Publisher` and the loans it gave, whose buffer views keep it from
-//! closing under them.
+//! closing under them, and how a subscriber takes its next sample.
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::Mutex;
 
-use hal::channel::Publisher as InnerPublisher;
+use std::time::Duration;
+
+use hal::channel::{Publisher as InnerPublisher, Sample, Subscriber};
 use hal::Error;
 use pyo3::prelude::*;
 
@@ -15,6 +17,23 @@ use crate::errors::to_py;
 pub(crate) fn closed(what: &str) -> Error {
     Error::Closed {
         what: format!("this {what}: it was closed"),
+    }
+}
+
+/// The next sample of `sub`: if one is there (`now`), else waiting up to
+/// `timeout`; None when there was none or the timeout passed.
+pub(crate) fn next_sample(
+    sub: &Subscriber,
+    timeout: Option<Duration>,
+    now: bool,
+) -> hal::Result<Option<Sample<'_>>> {
+    if now {
+        return sub.try_receive();
+    }
+    match sub.receive_timeout(timeout) {
+        Ok(s) => Ok(Some(s)),
+        Err(Error::Timeout { .. }) => Ok(None),
+        Err(e) => Err(e),
     }
 }
 

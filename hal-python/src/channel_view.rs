@@ -11,12 +11,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hal::channel::{LoanTicket, SampleTicket, Subscriber as InnerSubscriber};
-use hal::Error;
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::channel_end::{closed, PublisherEnd};
+use crate::channel_end::{closed, next_sample, PublisherEnd};
 use crate::errors::{invalid, to_py};
 
 /// A slot loaned to the publisher: fill it (`memoryview(loan)` where the
@@ -221,18 +220,7 @@ impl Sample {
         now: bool,
     ) -> PyResult<Option<Sample>> {
         let got = py
-            .allow_threads(|| {
-                let sample = if now {
-                    sub.try_receive()?
-                } else {
-                    match sub.receive_timeout(timeout) {
-                        Ok(s) => Some(s),
-                        Err(Error::Timeout { .. }) => None,
-                        Err(e) => return Err(e),
-                    }
-                };
-                Ok(sample.map(|s| s.detach()))
-            })
+            .allow_threads(|| Ok(next_sample(&sub, timeout, now)?.map(|s| s.detach())))
             .map_err(to_py)?;
         Ok(got.map(|ticket| {
             let host = sub

@@ -76,21 +76,7 @@ impl Publisher {
             }),
             placement: Placement::default(),
         })?;
-        // The handle lies in a file only this user may open; where the
-        // backend's broker can check the importer's user too, it does.
-        let export = |importers| {
-            device.export_memory(
-                &*memory,
-                &ExportOptions {
-                    importers,
-                    ..Default::default()
-                },
-            )
-        };
-        let exported = match export(Importers::SameUser) {
-            Err(e) if e.is_unsupported() => export(Importers::Anyone)?,
-            other => other?,
-        };
+        let exported = to_this_user(|opts| device.export_memory(&*memory, opts))?;
         let (events, event_exports) = if options.stream_ordered {
             slot_events(device, options.slots)?
         } else {
@@ -220,6 +206,22 @@ impl Publisher {
     }
 }
 
+/// Export with `export` to this user's processes, where the backend's
+/// broker checks importers' users, else to anyone with the handle: the
+/// handle lies in a file only this user may open.
+fn to_this_user(export: impl Fn(&ExportOptions) -> Result<Exported>) -> Result<Exported> {
+    let with = |importers| {
+        export(&ExportOptions {
+            importers,
+            ..Default::default()
+        })
+    };
+    match with(Importers::SameUser) {
+        Err(e) if e.is_unsupported() => with(Importers::Anyone),
+        other => other,
+    }
+}
+
 /// A stream-ordered channel's events and their exports.
 type SlotEvents = (Vec<Box<dyn DynEvent>>, Vec<Exported>);
 
@@ -249,20 +251,7 @@ fn slot_events(device: &dyn DynDevice, slots: usize) -> Result<SlotEvents> {
     let mut exports = Vec::with_capacity(slots);
     for _ in 0..slots {
         let event = device.create_event(flags)?;
-        let export = |importers| {
-            device.export_event(
-                &*event,
-                &ExportOptions {
-                    importers,
-                    ..Default::default()
-                },
-            )
-        };
-        let exported = match export(Importers::SameUser) {
-            Err(e) if e.is_unsupported() => export(Importers::Anyone)?,
-            other => other?,
-        };
-        exports.push(exported);
+        exports.push(to_this_user(|opts| device.export_event(&*event, opts))?);
         events.push(event);
     }
     Ok((events, exports))

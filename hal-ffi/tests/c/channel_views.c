@@ -26,30 +26,7 @@
 #define SLOT 4096
 #define TIMEOUT_NS 30000000000LL
 
-static int passed, failed;
-
-#define EXPECT(call, want)                                                              \
-    do {                                                                                \
-        hal_status got_ = (call);                                                       \
-        if (got_ == (want)) {                                                           \
-            passed++;                                                                   \
-        } else {                                                                        \
-            failed++;                                                                   \
-            fprintf(stderr, "%d: %s: status %d, expected %d: %s\n", (int)getpid(), #call, \
-                    (int)got_, (int)(want), hal_last_error());                          \
-        }                                                                               \
-    } while (0)
-
-#define CHECK(cond)                                                             \
-    do {                                                                        \
-        if (cond) {                                                             \
-            passed++;                                                           \
-        } else {                                                                \
-            failed++;                                                           \
-            fprintf(stderr, "%d: line %d: %s does not hold\n", (int)getpid(),   \
-                    __LINE__, #cond);                                           \
-        }                                                                       \
-    } while (0)
+#include "checks.h"
 
 /* Sample i: SLOT bytes, byte k is (i * 7 + k) % 251. */
 static void fill(unsigned char *out, int i) {

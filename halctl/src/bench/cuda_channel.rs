@@ -21,7 +21,7 @@ use hal::dynamic::DynDevice;
 use hal::Device;
 
 use super::cuda_channel_peer::{
-    channel, cuda_stream, names, queue_hal, queue_receive, subscribe, SLOTS, WORK,
+    channel, cuda_stream, names, queue_bare, queue_hal, queue_receive, subscribe, SLOTS, WORK,
 };
 use super::host::ns;
 use super::proto::{self, Cmd, PEER_TIMEOUT};
@@ -76,12 +76,7 @@ impl Bench<'_> {
                 // SAFETY: the words are in the page registered above, which
                 // stays registered and mapped until after the stream is
                 // synchronized below.
-                unsafe {
-                    dev.bare_stream_write_value32(bare_stream, ping_at, round)
-                        .ctx("queuing a bare write")?;
-                    dev.bare_stream_wait_value32(bare_stream, pong_at, round)
-                        .ctx("queuing a bare wait")?;
-                }
+                unsafe { queue_bare(dev, bare_stream, round, ping_at, pong_at, true) }?;
             }
             ddev.synchronize(&*stream, Some(PEER_TIMEOUT))
                 .ctx("waiting for the bare round trips")?;

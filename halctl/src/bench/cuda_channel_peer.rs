@@ -68,6 +68,40 @@ pub(super) fn cuda_stream(stream: &dyn DynStream) -> CmdResult<&CudaStream> {
         .ok_or_else(|| Fail::failed("a stream of another backend than cuda"))
 }
 
+/// One side's share of a bare round trip on `stream`: write `round` to the
+/// word at `write_at` and wait for `round` at `wait_at`, the write first
+/// (`write_first`, the exporter's side) or the wait first.
+///
+/// # Safety
+///
+/// Both words are in host memory registered with `dev`, which stays
+/// registered and mapped until the stream ran the operations.
+pub(super) unsafe fn queue_bare(
+    dev: &CudaDevice,
+    stream: &CudaStream,
+    round: u32,
+    write_at: u64,
+    wait_at: u64,
+    write_first: bool,
+) -> CmdResult {
+    let write = || {
+        // SAFETY: the caller's promise.
+        unsafe { dev.bare_stream_write_value32(stream, write_at, round) }
+            .ctx("queuing a bare write")
+    };
+    let wait = || {
+        // SAFETY: the caller's promise.
+        unsafe { dev.bare_stream_wait_value32(stream, wait_at, round) }.ctx("queuing a bare wait")
+    };
+    if write_first {
+        write()?;
+        wait()
+    } else {
+        wait()?;
+        write()
+    }
+}
+
 /// One side's share of a hal round trip: `publish` a sample after device
 /// work on its slot, and wait for the other side's on the stream.
 pub(super) fn queue_hal(
@@ -129,12 +163,7 @@ pub(super) fn peer(
             round += 1;
             // SAFETY: as above; the stream is synchronized before the page
             // is unregistered.
-            unsafe {
-                dev.bare_stream_wait_value32(bare_stream, ping_at, round)
-                    .ctx("queuing a bare wait")?;
-                dev.bare_stream_write_value32(bare_stream, pong_at, round)
-                    .ctx("queuing a bare write")?;
-            }
+            unsafe { queue_bare(dev, bare_stream, round, pong_at, ping_at, false) }?;
         }
         for r in 0..rounds {
             queue_receive(ddev, &*stream, &ping)?;

@@ -71,6 +71,15 @@ fn publisher(dev: &dyn DynDevice, name: &str, opts: &ChannelOptions) -> Option<P
     ))
 }
 
+/// A subscriber of `name` on `dev` whose receives wait up to [`LONG`].
+#[track_caller]
+fn subscribe(dev: &dyn DynDevice, name: &str) -> Subscriber {
+    must(
+        Subscriber::open(dev, name, &SubscribeOptions::default().timeout(Some(LONG))),
+        "Subscriber::open",
+    )
+}
+
 /// Publish `count` samples of `len` bytes, waiting for slots.
 fn publish_all(p: &mut Publisher, count: u64, len: usize) {
     for seq in 0..count {
@@ -124,14 +133,7 @@ pub fn channel_tickets<B: Backend>(s: &Suite<B>) {
     let Some(mut p) = publisher(&dev, &name, &options(&dev, 1, Mode::Broadcast)) else {
         return;
     };
-    let sub = must(
-        Subscriber::open(
-            &dev,
-            &name,
-            &SubscribeOptions::default().timeout(Some(LONG)),
-        ),
-        "Subscriber::open",
-    );
+    let sub = subscribe(&dev, &name);
     let stale = must(p.loan(), "loan").detach();
     let ticket = must(p.loan(), "loan again").detach();
     assert_eq!(
@@ -259,14 +261,7 @@ pub(crate) fn child_ordered_subscriber<B: Backend>(s: &Suite<B>) {
     let dev = s.device();
     let ddev: &dyn DynDevice = &dev;
     let name = process::arg("name");
-    let sub = must(
-        Subscriber::open(
-            ddev,
-            &name,
-            &SubscribeOptions::default().timeout(Some(LONG)),
-        ),
-        "Subscriber::open",
-    );
+    let sub = subscribe(ddev, &name);
     assert!(sub.stream_ordered());
     report("subscribed", "");
     let stream = must(ddev.create_stream(), "create_stream");
@@ -402,14 +397,7 @@ pub fn channel_dead_publisher_is_reported<B: Backend>(s: &Suite<B>) {
     let name = unique("dead-pub");
     let mut kid = s.spawn(PUB_ROLE, &[("name", name.clone())]);
     kid.expect("created");
-    let sub = must(
-        Subscriber::open(
-            &dev,
-            &name,
-            &SubscribeOptions::default().timeout(Some(LONG)),
-        ),
-        "Subscriber::open",
-    );
+    let sub = subscribe(&dev, &name);
     kid.send("go");
     kid.expect("published");
     let publisher_pid = kid.pid();
@@ -447,14 +435,7 @@ pub(crate) fn child_subscriber<B: Backend>(s: &Suite<B>) {
     let dev = s.device();
     let name = process::arg("name");
     let count = process::arg("count");
-    let sub = must(
-        Subscriber::open(
-            &dev,
-            &name,
-            &SubscribeOptions::default().timeout(Some(LONG)),
-        ),
-        "Subscriber::open",
-    );
+    let sub = subscribe(&dev, &name);
     report("subscribed", "");
     match count.as_str() {
         "hold" => {
