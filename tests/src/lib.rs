@@ -265,6 +265,7 @@ macro_rules! conformance_suite {
                 channel_dead_publisher_is_reported,
                 channel_tickets,
                 channel_stream_ordered,
+                channel_drop_waits_for_stream_releases,
             ]
         );
     };

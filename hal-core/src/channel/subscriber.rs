@@ -351,9 +351,25 @@ impl Subscriber {
 }
 
 impl Drop for Subscriber {
+    /// Unsubscribes; samples released on a stream are waited for first (at
+    /// most the subscriber's timeout, 60 s without one), so that neither
+    /// the publisher nor the unmapping of the slots goes under work their
+    /// streams still queue on them.
     fn drop(&mut self) {
         if self.origin.forked() {
             return;
+        }
+        let deferred =
+            std::mem::take(&mut *self.deferred.lock().unwrap_or_else(|e| e.into_inner()));
+        let patience = self.options.timeout.unwrap_or(Duration::from_secs(60));
+        for (slot, event) in deferred {
+            if let Err(e) = event.wait(WaitOptions::timeout(patience)) {
+                log::warn!(
+                    "channel {:?}: the stream that was to release slot {slot} did not run past \
+                     its work on it ({e}); the slot is released with the subscriber",
+                    self.name
+                );
+            }
         }
         if let Ok(mask) = self.control.mask() {
             mask.fetch_and(!(1 << self.index), Ordering::AcqRel);

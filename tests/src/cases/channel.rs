@@ -244,6 +244,49 @@ pub fn channel_stream_ordered<B: Backend>(s: &Suite<B>) {
     kid.finish();
 }
 
+/// A subscriber dropped while a sample it released on a stream is still
+/// queued behind work that has not run waits for that work: when the drop
+/// returns, the stream has run past the release (here a gate held it,
+/// opened by another thread a while later).
+pub fn channel_drop_waits_for_stream_releases<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    let ddev: &dyn DynDevice = &dev;
+    if !ddev.capabilities().contains(C::IPC_EVENT) || stream_model(&dev) != StreamModel::Queued {
+        return;
+    }
+    let name = unique("drop-waits");
+    let opts = options(ddev, 2, Mode::Broadcast).stream_ordered(true);
+    let Some(mut p) = publisher(ddev, &name, &opts) else {
+        return;
+    };
+    let sub = subscribe(ddev, &name);
+    let loan = must(p.loan(), "loan");
+    must(loan.publish(8), "publish");
+    let stream = must(ddev.create_stream(), "create_stream");
+    let gate = OpenOnPanic(must(ddev.create_notify(), "create_notify"));
+    must(
+        ddev.stream_wait_notify(&*stream, &*gate.0, Some(LONG)),
+        "a stream waits for the gate",
+    );
+    let sample = must(sub.receive(), "receive");
+    must(
+        sample.release_on(ddev, &*stream),
+        "release_on behind the gate",
+    );
+    assert!(!must(ddev.query_stream(&*stream), "query_stream"));
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            std::thread::sleep(Duration::from_millis(200));
+            must(hal_core::Notify::signal(&*gate.0), "open the gate");
+        });
+        drop(sub);
+        assert!(
+            must(ddev.query_stream(&*stream), "query_stream"),
+            "the subscriber's drop returned before its stream ran past the release"
+        );
+    });
+}
+
 /// A gate that opens when its case panics before it opened it, so that a
 /// failed case leaves no stream waiting for ever.
 struct OpenOnPanic(Box<dyn DynNotify>);
