@@ -559,6 +559,77 @@ mod tests {
     }
 
     #[test]
+    fn the_layout_is_the_documented_one() {
+        for (slots, ordered) in [(1, false), (3, true), (MAX_ORDERED_SLOTS as u32, true)] {
+            let shape = Shape {
+                slots,
+                slot_size: 64,
+                mode: Mode::Broadcast,
+                ordered,
+            };
+            let subs = HANDLE + MAX_HANDLE + slots as usize * SLOT;
+            assert_eq!(shape.events(), subs + MAX_SUBSCRIBERS * SUB);
+            let events = if ordered { slots as usize * EVENT } else { 0 };
+            assert_eq!(shape.file_len() as usize, shape.events() + events);
+        }
+    }
+
+    #[test]
+    fn the_longest_handles_fit_and_one_byte_more_does_not() {
+        let shape = Shape {
+            slots: 2,
+            slot_size: 64,
+            mode: Mode::Broadcast,
+            ordered: true,
+        };
+        let longest = "e".repeat(MAX_EVENT_HANDLE);
+        let events = vec![longest.clone(), "f".into()];
+        let handle = "h".repeat(MAX_HANDLE);
+        let head = new_head(shape, 1, 1, &handle, &events).unwrap();
+        let control = control_of(&head, shape.file_len()).unwrap();
+        assert_eq!(control.handle_text().unwrap(), handle);
+        assert_eq!(control.event_text(0).unwrap(), longest);
+        assert_eq!(control.event_text(1).unwrap(), "f");
+        let too_long = "h".repeat(MAX_HANDLE + 1);
+        assert!(new_head(shape, 1, 1, &too_long, &events).is_err());
+        // Subscriber entries and sample words written do not reach the
+        // events.
+        for i in 0..MAX_SUBSCRIBERS {
+            assert!(control.claim_subscriber(i, u32::MAX, u64::MAX).unwrap());
+        }
+        for slot in 0..2 {
+            control.set_sample(slot, 7, 64, u32::MAX).unwrap();
+        }
+        assert_eq!(control.event_text(0).unwrap(), longest);
+        assert_eq!(control.event_text(1).unwrap(), "f");
+    }
+
+    #[test]
+    fn heads_of_another_version_or_no_slot_size_are_no_channels() {
+        let shape = Shape {
+            slots: 2,
+            slot_size: 64,
+            mode: Mode::Broadcast,
+            ordered: false,
+        };
+        let head = new_head(shape, 1, 1, "h", &[]).unwrap();
+        let mut older = head.clone();
+        older[H_VERSION..H_VERSION + 4].copy_from_slice(&1u32.to_le_bytes());
+        assert_eq!(read_shape(&older, shape.file_len()), None, "version 1");
+        let mut empty = head;
+        empty[H_SLOT_SIZE..H_SLOT_SIZE + 8].copy_from_slice(&0u64.to_le_bytes());
+        let zero = Shape {
+            slot_size: 0,
+            ..shape
+        };
+        assert_eq!(
+            read_shape(&empty, zero.file_len()),
+            None,
+            "slots of 0 bytes"
+        );
+    }
+
+    #[test]
     fn ordered_shapes_are_checked() {
         let plain = Shape {
             slots: 2,
@@ -568,10 +639,14 @@ mod tests {
         };
         let head = new_head(plain, 1, 1, "h", &[]).unwrap();
         assert_eq!(read_shape(&head, plain.file_len()), Some(plain));
-        assert!(control_of(&head, plain.file_len())
+        let no_event = control_of(&head, plain.file_len())
             .unwrap()
             .event_text(0)
-            .is_err());
+            .unwrap_err();
+        assert!(
+            no_event.to_string().contains("no event of slot 0"),
+            "a plain channel has no events: {no_event}"
+        );
         assert!(
             new_head(plain, 1, 1, "h", &["e".into()]).is_err(),
             "events of a plain channel"
