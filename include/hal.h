@@ -401,6 +401,30 @@ extern "C" {
 #endif // __cplusplus
 
 /**
+ * Adopt `size` bytes at the device address `addr` (a `CUdeviceptr` on
+ * CUDA), memory another library of this process allocated, as memory that
+ * `hal_export`, `hal_export_tensor`, `hal_read`, `hal_write` and
+ * `hal_importers` take like hal's own: the backend finds the vendor
+ * allocation that holds the range (`cuMemGetAddressRange`), refuses a range
+ * that leaves it or lies on another device (`HAL_ERR_INVALID_ARGUMENT`,
+ * or the vendor's refusal, `HAL_ERR_VENDOR`), and an export keeps the
+ * whole-page rule (`HAL_ERR_MISALIGNED`, never widened). Releasing the
+ * adopted memory never frees it. Backends that cannot adopt memory
+ * (`cpu-shm`) answer `HAL_ERR_UNSUPPORTED`.
+ *
+ * # Safety
+ *
+ * `addr .. addr + size` is memory of the device's vendor runtime, and it
+ * stays allocated until the adopted memory is released and no importer
+ * maps it any more (`hal_wait_unleased` first, then `hal_memory_release`,
+ * then free it). `out` is NULL or valid for a write of a pointer.
+ */
+enum hal_status hal_adopt(struct hal_device *device,
+                          uint64_t addr,
+                          uint64_t size,
+                          struct hal_memory **out);
+
+/**
  * Create the channel `name` of this user with its slots on `device`.
  * `HAL_ERR_ALREADY_EXISTS` while another live publisher has it.
  *

@@ -39,6 +39,7 @@
 #![deny(missing_docs)]
 #![cfg(unix)]
 
+mod adopt;
 mod channel;
 mod channel_view;
 mod decode;
@@ -55,6 +56,7 @@ mod table;
 mod tensor;
 mod text;
 
+pub use adopt::hal_adopt;
 pub use channel::{
     hal_channel_options, hal_publish, hal_publisher, hal_publisher_create, hal_publisher_release,
     hal_receive, hal_subscriber, hal_subscriber_open, hal_subscriber_release,

@@ -329,6 +329,37 @@ fn samples_written_and_read_on_device_memory_between_two_processes_on_mock_cuda(
     channel_views("mock-cuda", false);
 }
 
+/// The adopt program on `backend`: a range inside an allocation adopted by
+/// its device address, exported, written by a child process into the
+/// original allocation; refusals; or, where the backend cannot adopt,
+/// `HAL_ERR_UNSUPPORTED`.
+fn adopt(backend: &str, adopts: bool) -> usize {
+    let (passed, stdout) = checks_passed("adopt", backend);
+    assert_eq!(
+        !stdout.contains("unsupported on"),
+        adopts,
+        "adopted on {backend}? {stdout}"
+    );
+    passed
+}
+
+#[test]
+fn memory_of_another_library_is_adopted_and_shared_on_mock_cuda() {
+    let passed = adopt("mock-cuda", true);
+    assert!(passed >= 20, "{passed} checks");
+}
+
+#[test]
+fn memory_of_another_library_is_adopted_and_shared_on_cuda_over_the_standin_driver() {
+    let passed = adopt("cuda", true);
+    assert!(passed >= 20, "{passed} checks");
+}
+
+#[test]
+fn a_backend_that_cannot_adopt_says_so() {
+    adopt("cpu-shm", false);
+}
+
 /// A thousand rounds of open, allocate, export, import, tensors, notifies
 /// and release under valgrind: no block lost, no invalid access.
 ///
