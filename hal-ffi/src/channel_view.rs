@@ -222,6 +222,12 @@ pub unsafe extern "C" fn hal_receive_sample(
             t => sub.receive_timeout(t)?,
         };
         let ticket = sample.detach();
+        // The caller reads the bytes through their address: they must be
+        // there (a stream-ordered channel's publisher may still be writing).
+        if let Err(e) = sub.wait_ticket(&ticket) {
+            let _ = sub.release_ticket(ticket);
+            return Err(e.into());
+        }
         let host = sub
             .memory()
             .host_ptr()

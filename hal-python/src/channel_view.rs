@@ -220,7 +220,19 @@ impl Sample {
         now: bool,
     ) -> PyResult<Option<Sample>> {
         let got = py
-            .allow_threads(|| Ok(next_sample(&sub, timeout, now)?.map(|s| s.detach())))
+            .allow_threads(|| {
+                let Some(sample) = next_sample(&sub, timeout, now)? else {
+                    return Ok(None);
+                };
+                let ticket = sample.detach();
+                // Host reads through the view: the bytes must be there (a
+                // stream-ordered channel's publisher may still be writing).
+                if let Err(e) = sub.wait_ticket(&ticket) {
+                    let _ = sub.release_ticket(ticket);
+                    return Err(e);
+                }
+                Ok(Some(ticket))
+            })
             .map_err(to_py)?;
         Ok(got.map(|ticket| {
             let host = sub

@@ -266,6 +266,7 @@ macro_rules! conformance_suite {
                 channel_tickets,
                 channel_stream_ordered,
                 channel_drop_waits_for_stream_releases,
+                channel_ticket_waits_for_the_stream,
             ]
         );
     };

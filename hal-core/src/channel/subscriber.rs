@@ -314,6 +314,19 @@ impl Subscriber {
         }
     }
 
+    /// Wait on the host until a detached sample's bytes are there, as
+    /// [`Sample::wait`] does (a stream-ordered channel's publisher may still
+    /// be filling the slot on its stream).
+    pub fn wait_ticket(&self, ticket: &SampleTicket) -> Result<()> {
+        match self.events.get(ticket.slot) {
+            Some(event) => event.wait(WaitOptions {
+                timeout: self.options.timeout,
+                ..WaitOptions::default()
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Release a detached sample's slot, as dropping its [`Sample`] does.
     /// A ticket of another subscriber (its slot out of this channel's
     /// range) is refused.

@@ -11,7 +11,7 @@ use hal_core::{AllocDesc, Backend, Capabilities as C, Error, Location, Memory};
 
 use super::sync::{stream_model, StreamModel};
 use crate::process::{self, report};
-use crate::support::{must, must_be_unsupported, Suite, LONG};
+use crate::support::{must, must_be_unsupported, Suite, LONG, SHORT};
 
 /// The child role that subscribes and receives.
 pub(crate) const SUB_ROLE: &str = "channel-subscriber";
@@ -285,6 +285,59 @@ pub fn channel_drop_waits_for_stream_releases<B: Backend>(s: &Suite<B>) {
             "the subscriber's drop returned before its stream ran past the release"
         );
     });
+}
+
+/// A detached sample of a stream-ordered channel (what the C library and
+/// Python hand out) waits on the host for the publisher's stream:
+/// `wait_ticket` times out while the stream that fills the slot is held by
+/// a gate, and once it opens, the bytes read are the published ones.
+pub fn channel_ticket_waits_for_the_stream<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    let ddev: &dyn DynDevice = &dev;
+    if !ddev.capabilities().contains(C::IPC_EVENT) || stream_model(&dev) != StreamModel::Queued {
+        return;
+    }
+    let name = unique("ticket-waits");
+    let opts = options(ddev, 2, Mode::Broadcast).stream_ordered(true);
+    let Some(mut p) = publisher(ddev, &name, &opts) else {
+        return;
+    };
+    let sub = must(
+        Subscriber::open(
+            ddev,
+            &name,
+            &SubscribeOptions::default().timeout(Some(SHORT)),
+        ),
+        "Subscriber::open",
+    );
+    let stream = must(ddev.create_stream(), "create_stream");
+    let gate = OpenOnPanic(must(ddev.create_notify(), "create_notify"));
+    must(
+        ddev.stream_wait_notify(&*stream, &*gate.0, Some(LONG)),
+        "a stream waits for the gate",
+    );
+    let loan = must(p.loan(), "loan");
+    let slot = DynMemRef::Allocation(loan.memory());
+    must(
+        ddev.write_async(&*stream, slot, loan.offset(), sample_bytes(0, 64)),
+        "write_async",
+    );
+    must(loan.publish_on(ddev, &*stream, 64), "publish_on");
+    let ticket = must(sub.receive(), "receive").detach();
+    assert!(
+        matches!(sub.wait_ticket(&ticket), Err(Error::Timeout { .. })),
+        "the slot's bytes are not there while the publisher's stream is held"
+    );
+    must(hal_core::Notify::signal(&*gate.0), "open the gate");
+    must(
+        ddev.synchronize(&*stream, Some(LONG)),
+        "the publisher's stream runs",
+    );
+    must(sub.wait_ticket(&ticket), "wait_ticket once the stream ran");
+    let mut got = vec![0u8; 64];
+    must(sub.memory().read(ticket.offset(), &mut got), "read");
+    assert_eq!(got, sample_bytes(0, 64));
+    must(sub.release_ticket(ticket), "release_ticket");
 }
 
 /// A gate that opens when its case panics before it opened it, so that a
