@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use hal_core::channel::{ChannelOptions, Mode, Publisher, SubscribeOptions, Subscriber};
-use hal_core::dynamic::{DynDevice, DynMemRef, DynNotify};
+use hal_core::dynamic::{DynDevice, DynMemRef, DynNotify, DynStream};
 use hal_core::{AllocDesc, Backend, Capabilities as C, Error, Location, Memory};
 
 use super::sync::{stream_model, StreamModel};
@@ -251,23 +251,14 @@ pub fn channel_stream_ordered<B: Backend>(s: &Suite<B>) {
 pub fn channel_drop_waits_for_stream_releases<B: Backend>(s: &Suite<B>) {
     let dev = s.device();
     let ddev: &dyn DynDevice = &dev;
-    if !ddev.capabilities().contains(C::IPC_EVENT) || stream_model(&dev) != StreamModel::Queued {
-        return;
-    }
     let name = unique("drop-waits");
-    let opts = options(ddev, 2, Mode::Broadcast).stream_ordered(true);
-    let Some(mut p) = publisher(ddev, &name, &opts) else {
+    let Some(mut p) = ordered_publisher_on_queued_streams::<B>(&dev, &name) else {
         return;
     };
     let sub = subscribe(ddev, &name);
     let loan = must(p.loan(), "loan");
     must(loan.publish(8), "publish");
-    let stream = must(ddev.create_stream(), "create_stream");
-    let gate = OpenOnPanic(must(ddev.create_notify(), "create_notify"));
-    must(
-        ddev.stream_wait_notify(&*stream, &*gate.0, Some(LONG)),
-        "a stream waits for the gate",
-    );
+    let (stream, gate) = gated_stream(ddev);
     let sample = must(sub.receive(), "receive");
     must(
         sample.release_on(ddev, &*stream),
@@ -294,12 +285,8 @@ pub fn channel_drop_waits_for_stream_releases<B: Backend>(s: &Suite<B>) {
 pub fn channel_ticket_waits_for_the_stream<B: Backend>(s: &Suite<B>) {
     let dev = s.device();
     let ddev: &dyn DynDevice = &dev;
-    if !ddev.capabilities().contains(C::IPC_EVENT) || stream_model(&dev) != StreamModel::Queued {
-        return;
-    }
     let name = unique("ticket-waits");
-    let opts = options(ddev, 2, Mode::Broadcast).stream_ordered(true);
-    let Some(mut p) = publisher(ddev, &name, &opts) else {
+    let Some(mut p) = ordered_publisher_on_queued_streams::<B>(&dev, &name) else {
         return;
     };
     let sub = must(
@@ -310,12 +297,7 @@ pub fn channel_ticket_waits_for_the_stream<B: Backend>(s: &Suite<B>) {
         ),
         "Subscriber::open",
     );
-    let stream = must(ddev.create_stream(), "create_stream");
-    let gate = OpenOnPanic(must(ddev.create_notify(), "create_notify"));
-    must(
-        ddev.stream_wait_notify(&*stream, &*gate.0, Some(LONG)),
-        "a stream waits for the gate",
-    );
+    let (stream, gate) = gated_stream(ddev);
     let loan = must(p.loan(), "loan");
     let slot = DynMemRef::Allocation(loan.memory());
     must(
@@ -338,6 +320,35 @@ pub fn channel_ticket_waits_for_the_stream<B: Backend>(s: &Suite<B>) {
     must(sub.memory().read(ticket.offset(), &mut got), "read");
     assert_eq!(got, sample_bytes(0, 64));
     must(sub.release_ticket(ticket), "release_ticket");
+}
+
+/// A stream-ordered publisher of two slots on `dev`, where its streams are
+/// queued (a gate can hold them) and it has interprocess events; `None`
+/// elsewhere, where what the cases check cannot be arranged.
+fn ordered_publisher_on_queued_streams<B: Backend>(
+    dev: &B::Device,
+    name: &str,
+) -> Option<Publisher> {
+    let ddev: &dyn DynDevice = dev;
+    if !ddev.capabilities().contains(C::IPC_EVENT) || stream_model(dev) != StreamModel::Queued {
+        return None;
+    }
+    publisher(
+        ddev,
+        name,
+        &options(ddev, 2, Mode::Broadcast).stream_ordered(true),
+    )
+}
+
+/// A stream held by a gate: nothing queued on it runs until the gate opens.
+fn gated_stream(ddev: &dyn DynDevice) -> (Box<dyn DynStream>, OpenOnPanic) {
+    let stream = must(ddev.create_stream(), "create_stream");
+    let gate = OpenOnPanic(must(ddev.create_notify(), "create_notify"));
+    must(
+        ddev.stream_wait_notify(&*stream, &*gate.0, Some(LONG)),
+        "a stream waits for the gate",
+    );
+    (stream, gate)
 }
 
 /// A gate that opens when its case panics before it opened it, so that a
