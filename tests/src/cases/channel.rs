@@ -245,9 +245,9 @@ pub fn channel_stream_ordered<B: Backend>(s: &Suite<B>) {
 }
 
 /// A subscriber dropped while a sample it released on a stream is still
-/// queued behind work that has not run waits for that work: when the drop
-/// returns, the stream has run past the release (here a gate held it,
-/// opened by another thread a while later).
+/// queued behind work that has not run waits for that work: the drop
+/// returns only after the gate that held the stream was opened (by another
+/// thread, a while later).
 pub fn channel_drop_waits_for_stream_releases<B: Backend>(s: &Suite<B>) {
     let dev = s.device();
     let ddev: &dyn DynDevice = &dev;
@@ -265,17 +265,22 @@ pub fn channel_drop_waits_for_stream_releases<B: Backend>(s: &Suite<B>) {
         "release_on behind the gate",
     );
     assert!(!must(ddev.query_stream(&*stream), "query_stream"));
+    let opening = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| {
         scope.spawn(|| {
             std::thread::sleep(Duration::from_millis(200));
+            // Said before the gate opens: the release's event can only
+            // complete after this store.
+            opening.store(true, std::sync::atomic::Ordering::SeqCst);
             must(hal_core::Notify::signal(&*gate.0), "open the gate");
         });
         drop(sub);
         assert!(
-            must(ddev.query_stream(&*stream), "query_stream"),
+            opening.load(std::sync::atomic::Ordering::SeqCst),
             "the subscriber's drop returned before its stream ran past the release"
         );
     });
+    must(ddev.synchronize(&*stream, Some(LONG)), "synchronize");
 }
 
 /// A detached sample of a stream-ordered channel (what the C library and
