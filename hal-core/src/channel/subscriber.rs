@@ -1,7 +1,7 @@
 //! A subscriber of a channel: it opens the control file by name, imports
 //! the slots' memory, receives samples and releases them.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -33,6 +33,8 @@ pub struct Subscriber {
     /// Samples released on a stream ([`Sample::release_on`]): each slot
     /// goes back once its event says the stream ran past it.
     deferred: Mutex<Vec<(usize, Box<dyn DynEvent>)>>,
+    /// How many are deferred: a receive takes the lock only when some are.
+    deferred_count: AtomicUsize,
 }
 
 impl Subscriber {
@@ -123,6 +125,7 @@ impl Subscriber {
             origin: Origin::here(),
             events,
             deferred: Mutex::new(Vec::new()),
+            deferred_count: AtomicUsize::new(0),
         })
     }
 
@@ -138,6 +141,9 @@ impl Subscriber {
     /// while it waits; call it where a subscriber stops receiving for a
     /// while, so that the publisher gets its slots back.
     pub fn settle(&self) -> Result<usize> {
+        if self.deferred_count.load(Ordering::Acquire) == 0 {
+            return Ok(0);
+        }
         let mut deferred = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
         let mut kept = Vec::with_capacity(deferred.len());
         for (slot, event) in deferred.drain(..) {
@@ -148,6 +154,7 @@ impl Subscriber {
             }
         }
         *deferred = kept;
+        self.deferred_count.store(deferred.len(), Ordering::Release);
         Ok(deferred.len())
     }
 
@@ -469,11 +476,14 @@ impl Sample<'_> {
         let slot = self.slot;
         // Not released now: the event holds the slot.
         std::mem::forget(self);
-        subscriber
+        let mut deferred = subscriber
             .deferred
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((slot, event));
+            .unwrap_or_else(|e| e.into_inner());
+        deferred.push((slot, event));
+        subscriber
+            .deferred_count
+            .store(deferred.len(), Ordering::Release);
         Ok(())
     }
 
