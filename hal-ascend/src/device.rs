@@ -146,8 +146,6 @@ impl Device for AscendDevice {
     type Stream = AscendStream;
     type Event = AscendEvent;
     type Notify = AscendNotify;
-    type Physical = AscendPhysical;
-    type Reservation = AscendReservation;
     type HostRegistration = RegisteredHost;
 
     fn info(&self) -> &DeviceInfo {
@@ -498,6 +496,11 @@ impl Device for AscendDevice {
         }
         NotifyInner::import(&self.ctx, &self.info, shared, opts)
     }
+}
+
+impl hal_core::Vmm for AscendDevice {
+    type Physical = AscendPhysical;
+    type Reservation = AscendReservation;
 
     fn granularity(&self, which: Granularity) -> Result<u64> {
         self.vmm("granularity")?;

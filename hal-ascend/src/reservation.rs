@@ -11,7 +11,7 @@
 //! called.
 //!
 //! **Unmap after stream work.** Work queued on any stream of the device
-//! may use the range through its address. So an unmap (`Device::unmap`,
+//! may use the range through its address. So an unmap (`Vmm::unmap`,
 //! or the drop of the reservation, which unmaps what is left and releases
 //! the range with `aclrtReleaseMemAddress`) first synchronizes the device
 //! (`aclrtSynchronizeDevice`), then unmaps each mapping (`aclrtUnmapMem`
@@ -33,8 +33,8 @@ use crate::physical::PhysInner;
 use hal_core::lock::lock;
 
 /// A VMM address range reservation of one device: physical allocations
-/// are mapped into it with [`Device::map`](hal_core::Device::map) and made
-/// accessible with [`Device::set_access`](hal_core::Device::set_access).
+/// are mapped into it with [`VmmExt::map`](hal_core::VmmExt::map) and made
+/// accessible with [`VmmExt::set_access`](hal_core::VmmExt::set_access).
 #[must_use = "the address range is unmapped and released when this value drops"]
 pub struct AscendReservation {
     pub(crate) ctx: Arc<Ctx>,

@@ -227,7 +227,7 @@ impl Vmm<'_> {
         })
     }
 
-    /// [`Device::allocate_physical_with`](hal_core::Device::allocate_physical_with).
+    /// [`Vmm::allocate_physical_with`](hal_core::Vmm::allocate_physical_with).
     pub(crate) fn allocate(&self, desc: &PhysicalDesc) -> Result<AscendPhysical> {
         check_granular("physical allocation size", desc.size, self.gran(), false)?;
         let me = self.info.ordinal;
@@ -251,7 +251,7 @@ impl Vmm<'_> {
         fabric_or_posix("ascend", desc, |d| self.create(d))
     }
 
-    /// [`Device::reserve`](hal_core::Device::reserve).
+    /// [`Vmm::reserve`](hal_core::Vmm::reserve).
     pub(crate) fn reserve(&self, size: u64, align: u64) -> Result<AscendReservation> {
         check_granular("reservation size", size, self.gran(), false)?;
         if align != 0 && !align.is_power_of_two() {
@@ -286,7 +286,7 @@ impl Vmm<'_> {
         })
     }
 
-    /// [`Device::map_range`](hal_core::Device::map_range).
+    /// [`Vmm::map_range`](hal_core::Vmm::map_range).
     pub(crate) fn map(
         &self,
         r: &AscendReservation,
@@ -323,7 +323,7 @@ impl Vmm<'_> {
         Ok(())
     }
 
-    /// [`Device::unmap`](hal_core::Device::unmap): whole mappings only,
+    /// [`Vmm::unmap`](hal_core::Vmm::unmap): whole mappings only,
     /// after the device's queued work.
     pub(crate) fn unmap(&self, r: &AscendReservation, offset: u64, len: u64) -> Result<()> {
         self.check_reservation(r)?;
@@ -337,7 +337,7 @@ impl Vmm<'_> {
         Ok(())
     }
 
-    /// [`Device::set_access_for`](hal_core::Device::set_access_for).
+    /// [`Vmm::set_access_for`](hal_core::Vmm::set_access_for).
     pub(crate) fn set_access(
         &self,
         r: &AscendReservation,
@@ -366,7 +366,7 @@ impl Vmm<'_> {
         Ok(())
     }
 
-    /// [`Device::access`](hal_core::Device::access), as this process set it.
+    /// [`Vmm::access`](hal_core::Vmm::access), as this process set it.
     pub(crate) fn access(
         &self,
         r: &AscendReservation,
@@ -388,7 +388,7 @@ impl Vmm<'_> {
         Ok(pieces.list[range.start].access_of(target))
     }
 
-    /// [`Device::export_physical`](hal_core::Device::export_physical).
+    /// [`Vmm::export_physical`](hal_core::Vmm::export_physical).
     pub(crate) fn export(&self, p: &AscendPhysical, opts: &ExportOptions) -> Result<Exported> {
         if p.inner.ctx.ordinal != self.ctx.ordinal {
             return Err(Error::invalid(
@@ -468,7 +468,7 @@ impl Vmm<'_> {
         Exported::with_leases(handle, Vec::new(), leases)
     }
 
-    /// [`Device::import_physical`](hal_core::Device::import_physical).
+    /// [`Vmm::import_physical`](hal_core::Vmm::import_physical).
     pub(crate) fn import(&self, mut shared: SharedHandle) -> Result<AscendPhysical> {
         shared
             .handle

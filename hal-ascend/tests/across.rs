@@ -8,6 +8,7 @@
 
 mod common;
 
+use hal_core::{Vmm, VmmExt};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Stdio};
 use std::time::Duration;

@@ -7,6 +7,7 @@
 
 mod common;
 
+use hal_core::{Vmm, VmmExt};
 use hal_mock_libascendcl::switches::{DENY_VAR, SOC_VAR};
 
 /// Before `main`, while the process has one thread: the stand-in reads its
@@ -109,7 +110,7 @@ fn refused_text_names_the_runtime_answer(
     d: &hal_ascend::AscendDevice,
     px: &hal_core::Exported,
 ) -> bool {
-    use hal_core::{Device, Handle, ImportOptions, SharedHandle};
+    use hal_core::{Handle, ImportOptions, SharedHandle};
     let shared = SharedHandle::from(Handle::from_text(&px.to_text()).unwrap());
     let e = d
         .import_physical(shared, &ImportOptions::default())

@@ -4,6 +4,7 @@
 
 mod common;
 
+use hal_core::{Vmm, VmmExt};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 

@@ -21,12 +21,13 @@
 
 use std::sync::atomic::{fence, Ordering};
 
-use crate::device::{Allocation, Device, Memory, Reservation};
+use crate::device::{Allocation, Device, Memory};
 use crate::error::{Error, HandleError, Result};
 use crate::handle::{Handle, HandleKind, SharedHandle};
 use crate::types::{
     Access, AllocDesc, Capabilities, ExportOptions, Granularity, ImportOptions, Location,
 };
+use crate::vmm::{Reservation, Vmm, VmmExt};
 use crate::Exported;
 
 const MAGIC: &[u8; 8] = b"HALGROW1";
@@ -53,7 +54,7 @@ fn read_u64(mem: &impl Memory, offset: u64) -> Result<u64> {
 
 /// The exporter's side of a growable buffer.
 #[must_use = "the buffer and its exports end when this value drops"]
-pub struct GrowableBuffer<'d, D: Device> {
+pub struct GrowableBuffer<'d, D: Vmm> {
     device: &'d D,
     reservation: D::Reservation,
     chunks: Vec<(D::Physical, Exported)>,
@@ -64,7 +65,7 @@ pub struct GrowableBuffer<'d, D: Device> {
     opts: ExportOptions,
 }
 
-impl<D: Device> std::fmt::Debug for GrowableBuffer<'_, D> {
+impl<D: Vmm> std::fmt::Debug for GrowableBuffer<'_, D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GrowableBuffer")
             .field("len", &self.len())
@@ -74,7 +75,7 @@ impl<D: Device> std::fmt::Debug for GrowableBuffer<'_, D> {
     }
 }
 
-impl<'d, D: Device> GrowableBuffer<'d, D> {
+impl<'d, D: Vmm> GrowableBuffer<'d, D> {
     /// Reserve `capacity` bytes, grown in chunks of `chunk_size` (0 = the
     /// device's recommended granularity), exported to the importers `opts`
     /// names. The buffer starts empty.
@@ -233,7 +234,7 @@ impl<'d, D: Device> GrowableBuffer<'d, D> {
 
 /// An importer's view of a growable buffer.
 #[must_use = "the view is unmapped when this value drops"]
-pub struct GrowableView<'d, D: Device> {
+pub struct GrowableView<'d, D: Vmm> {
     device: &'d D,
     header: D::Mapping,
     reservation: D::Reservation,
@@ -241,7 +242,7 @@ pub struct GrowableView<'d, D: Device> {
     chunk_size: u64,
 }
 
-impl<D: Device> std::fmt::Debug for GrowableView<'_, D> {
+impl<D: Vmm> std::fmt::Debug for GrowableView<'_, D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GrowableView")
             .field("len", &self.len())
@@ -250,7 +251,7 @@ impl<D: Device> std::fmt::Debug for GrowableView<'_, D> {
     }
 }
 
-impl<'d, D: Device> GrowableView<'d, D> {
+impl<'d, D: Vmm> GrowableView<'d, D> {
     /// Open a growable buffer from its handle and map the chunks published so far.
     pub fn open(device: &'d D, shared: SharedHandle, opts: &ImportOptions) -> Result<Self> {
         let SharedHandle { mut handle, fds } = shared;

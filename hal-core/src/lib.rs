@@ -36,14 +36,13 @@
 //! A program needs the traits, [`Error`], [`Handle`], the plain data of
 //! [`types`] and the modules [`channel`], [`dynamic`], [`exchange`], [`group`], [`growable`],
 //! [`dlpack`], [`vmm`] and [`wait`]. The other modules are the backend
-//! author's kit ([`absent`], [`export`], [`lease`], [`lock`], [`needs`],
+//! author's kit ([`export`], [`lease`], [`lock`], [`needs`],
 //! [`os`], [`queued`], [`reaper`], [`runtime`], [`syncpage`], [`teardown`],
 //! [`vendor`], [`vmm_pieces`]); the `hal` facade shows them apart, as
 //! `hal::kit`.
 #![deny(missing_docs)]
 #![cfg(unix)]
 
-pub mod absent;
 mod bounds;
 pub mod channel;
 pub mod device;
@@ -74,12 +73,14 @@ pub mod vmm_pieces;
 pub mod wait;
 
 pub use device::{
-    Allocation, Backend, Device, Event, FreeError, Mapping, MemRef, Memory, Notify, Physical,
-    Reservation, WaitFuture,
+    Allocation, Backend, Device, Event, FreeError, Mapping, MemRef, Memory, Notify, WaitFuture,
 };
 pub use error::{Error, HandleError, Result, VendorError};
 pub use export::Exported;
 pub use handle::{FdSource, Handle, HandleFlags, HandleKind, PidKind, SharedHandle};
 pub use registered::RegisteredHost;
 pub use types::*;
-pub use vmm::{AccessGrant, AccessTarget, PhysicalDesc, PhysicalLocation, ShareableHandle};
+pub use vmm::{
+    AccessGrant, AccessTarget, Physical, PhysicalDesc, PhysicalLocation, Reservation,
+    ShareableHandle, Vmm, VmmExt,
+};

@@ -188,7 +188,7 @@ impl<T: Clone> Pieces<T> {
                     pid: None,
                     reason: format!(
                         "offset {:#x} of the reservation is mapped with {access:?} access for \
-                         {me:?}; {} it needs more (Device::set_access first)",
+                         {me:?}; {} it needs more (set_access first)",
                         p.offset,
                         if write { "writing" } else { "reading" }
                     ),

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use hal_core::{
     Access, AllocDesc, Availability, Backend, BackendId, Device, DeviceInfo, Error, EventFlags,
-    ExportOptions, Exported, Granularity, ImportOptions, MemRef, Result, SharedHandle, WaitOptions,
+    ExportOptions, Exported, Granularity, ImportOptions, MemRef, Result, SharedHandle, Vmm,
+    WaitOptions,
 };
 
 use crate::info::host_info;
@@ -124,8 +125,6 @@ impl Device for CpuDevice {
     type Stream = CpuStream;
     type Event = CpuEvent;
     type Notify = CpuNotify;
-    type Physical = CpuPhysical;
-    type Reservation = CpuReservation;
     type HostRegistration = hal_core::RegisteredHost;
 
     fn info(&self) -> &DeviceInfo {
@@ -297,6 +296,11 @@ impl Device for CpuDevice {
         self.origin.check("the cpu-shm device")?;
         CpuNotify::import(shared, opts)
     }
+}
+
+impl Vmm for CpuDevice {
+    type Physical = CpuPhysical;
+    type Reservation = CpuReservation;
 
     fn granularity(&self, which: Granularity) -> Result<u64> {
         self.origin.check("the cpu-shm device")?;

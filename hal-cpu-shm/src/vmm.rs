@@ -7,7 +7,7 @@
 //! it; importers import it and map it at the same offset.
 //!
 //! A chunk is mapped with no access, as on every backend (`PROT_NONE`);
-//! [`Device::set_access`](hal_core::Device::set_access) gives it with
+//! [`VmmExt::set_access`](hal_core::VmmExt::set_access) gives it with
 //! `mprotect` (`Read` only, for a chunk imported read-only). The one device of this backend is the host,
 //! so [`AccessTarget::Device`]`(0)` and [`AccessTarget::Host`] name the same
 //! processors and share one access right. A chunk placed on a host NUMA

@@ -5,6 +5,7 @@
 
 mod common;
 
+use hal_core::{Vmm, VmmExt};
 use std::time::Duration;
 
 use common::*;

@@ -2,9 +2,9 @@
 //! (the growing-buffer cases across processes are in cross.rs).
 
 use hal_core::{
-    os, Access, Device, Error, ExportOptions, Granularity, HandleKind, ImportOptions, Physical,
-    Reservation,
+    os, Access, Error, ExportOptions, Granularity, HandleKind, ImportOptions, Physical, Reservation,
 };
+use hal_core::{Vmm, VmmExt};
 use hal_cpu_shm::CpuDevice;
 
 const P: u64 = 64 * 1024;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use hal_core::{
     Access, AccessGrant, AccessTarget, Advice, AllocDesc, BackendId, Capabilities, Device,
     DeviceInfo, Error, EventFlags, ExportOptions, Exported, Granularity, ImportOptions, Location,
-    MemRef, Memory, PhysicalDesc, Result, SharedHandle,
+    MemRef, Memory, PhysicalDesc, Result, SharedHandle, Vmm,
 };
 use hal_cpu_shm::CpuDevice;
 
@@ -249,8 +249,6 @@ where
     type Stream = UvmStream<D::Stream>;
     type Event = D::Event;
     type Notify = D::Notify;
-    type Physical = D::Physical;
-    type Reservation = D::Reservation;
     type HostRegistration = D::HostRegistration;
 
     fn info(&self) -> &DeviceInfo {
@@ -648,6 +646,14 @@ where
         let shared = brand::theirs(shared, self.gpu.info().backend)?;
         self.gpu.import_notify(shared, opts)
     }
+}
+
+impl<D> Vmm for UvmDevice<D>
+where
+    D: GpuDevice,
+{
+    type Physical = D::Physical;
+    type Reservation = D::Reservation;
 
     fn granularity(&self, which: Granularity) -> Result<u64> {
         self.origin.check("the cuda-uvm device")?;

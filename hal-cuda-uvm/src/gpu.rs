@@ -1,17 +1,18 @@
 //! What this backend needs of the GPU device underneath.
 
-use hal_core::Device;
+use hal_core::{Device, Vmm};
 
-/// A GPU device this backend layers on: any [`Device`] whose allocations,
+/// A GPU device this backend layers on: any [`Device`] with [`Vmm`] whose allocations,
 /// host registrations, events and notifies own their resources
 /// (`'static`), as `hal-cuda`'s and the simulator's do. Implemented for
 /// every such device.
 pub trait GpuDevice:
-    Device<Allocation: 'static, HostRegistration: 'static, Event: 'static, Notify: 'static>
+    Device<Allocation: 'static, HostRegistration: 'static, Event: 'static, Notify: 'static> + Vmm
 {
 }
 
 impl<D> GpuDevice for D where
     D: Device<Allocation: 'static, HostRegistration: 'static, Event: 'static, Notify: 'static>
+        + Vmm
 {
 }

@@ -15,7 +15,7 @@
 use hal_core::{
     AccessGrant, Capabilities, Device, Error, ExportOptions, Exported, Granularity, Handle,
     ImportOptions, Location, Memory, PhysicalDesc, PhysicalLocation, Reservation, Result,
-    ShareableHandle, SharedHandle,
+    ShareableHandle, SharedHandle, Vmm, VmmExt,
 };
 
 use crate::device::UvmDevice;

@@ -55,7 +55,7 @@ use std::time::{Duration, Instant};
 
 use hal_core::{
     Access, AllocDesc, Capabilities, Device, Error, ExportOptions, Exported, Granularity, Handle,
-    ImportOptions, Memory, Reservation, Result, SharedHandle,
+    ImportOptions, Memory, Reservation, Result, SharedHandle, Vmm, VmmExt,
 };
 
 use crate::device::UvmDevice;
@@ -64,7 +64,7 @@ use crate::header::{self, Slot};
 use crate::memory::{HomePages, UvmAllocation, UvmMapping};
 
 /// This process's mapping of a device chunk.
-struct Local<D: Device> {
+struct Local<D: Vmm> {
     /// Released after the unmapping.
     _physical: D::Physical,
     generation: u64,

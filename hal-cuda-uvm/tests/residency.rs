@@ -8,6 +8,7 @@
 
 mod child;
 
+use hal_core::Vmm;
 use hal_core::{
     AllocDesc, Backend, Device, Error, ExportOptions, Granularity, Handle, ImportOptions, Memory,
     SharedHandle,

@@ -254,8 +254,6 @@ impl Device for CudaDevice {
     type Stream = CudaStream;
     type Event = CudaEvent;
     type Notify = CudaNotify;
-    type Physical = CudaPhysical;
-    type Reservation = CudaReservation;
     type HostRegistration = RegisteredHost;
 
     fn info(&self) -> &DeviceInfo {
@@ -666,6 +664,11 @@ impl Device for CudaDevice {
         self.primary.check_origin()?;
         CudaNotify::import(shared)
     }
+}
+
+impl hal_core::Vmm for CudaDevice {
+    type Physical = CudaPhysical;
+    type Reservation = CudaReservation;
 
     fn granularity(&self, which: Granularity) -> Result<u64> {
         self.primary.check_origin()?;

@@ -15,7 +15,7 @@
 //!
 //! **Unmap after stream work.** A kernel or copy queued on any stream of
 //! the context may use the range through its address. So an unmap
-//! (`Device::unmap`, or the drop of the reservation, which unmaps what is
+//! (`Vmm::unmap`, or the drop of the reservation, which unmaps what is
 //! left and frees the range with `cuMemAddressFree`) first synchronizes the
 //! context (`cuCtxSynchronize`), then unmaps: the memory is never taken
 //! from under queued work. The physical allocations a mapping holds are
@@ -37,8 +37,8 @@ use crate::sys::CUdeviceptr;
 use hal_core::lock::lock;
 
 /// A VMM address range reservation of one device's context: physical
-/// allocations are mapped into it with [`Device::map`](hal_core::Device::map)
-/// and made accessible with [`Device::set_access`](hal_core::Device::set_access).
+/// allocations are mapped into it with [`VmmExt::map`](hal_core::VmmExt::map)
+/// and made accessible with [`VmmExt::set_access`](hal_core::VmmExt::set_access).
 #[must_use = "the address range is unmapped and released when this value drops"]
 pub struct CudaReservation {
     pub(crate) primary: Arc<Primary>,

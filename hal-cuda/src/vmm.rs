@@ -210,7 +210,7 @@ impl Vmm<'_> {
         })
     }
 
-    /// [`Device::allocate_physical_with`](hal_core::Device::allocate_physical_with).
+    /// [`Vmm::allocate_physical_with`](hal_core::Vmm::allocate_physical_with).
     pub(crate) fn allocate(&self, desc: &PhysicalDesc) -> Result<CudaPhysical> {
         check_granular("physical allocation size", desc.size, self.gran(), false)?;
         let me = self.info.ordinal;
@@ -234,7 +234,7 @@ impl Vmm<'_> {
         fabric_or_posix("cuda", desc, |d| self.create(d, location))
     }
 
-    /// [`Device::reserve`](hal_core::Device::reserve).
+    /// [`Vmm::reserve`](hal_core::Vmm::reserve).
     pub(crate) fn reserve(&self, size: u64, align: u64) -> Result<CudaReservation> {
         check_granular("reservation size", size, self.gran(), false)?;
         if align != 0 && !align.is_power_of_two() {
@@ -259,7 +259,7 @@ impl Vmm<'_> {
         })
     }
 
-    /// [`Device::map_range`](hal_core::Device::map_range), of a physical
+    /// [`Vmm::map_range`](hal_core::Vmm::map_range), of a physical
     /// allocation from its start ([`maps_from_start`]).
     pub(crate) fn map(
         &self,
@@ -303,7 +303,7 @@ impl Vmm<'_> {
         Ok(())
     }
 
-    /// [`Device::unmap`](hal_core::Device::unmap): whole mappings only,
+    /// [`Vmm::unmap`](hal_core::Vmm::unmap): whole mappings only,
     /// after the context's queued work.
     pub(crate) fn unmap(&self, r: &CudaReservation, offset: u64, len: u64) -> Result<()> {
         self.check_reservation(r)?;
@@ -318,7 +318,7 @@ impl Vmm<'_> {
         Ok(())
     }
 
-    /// [`Device::set_access_for`](hal_core::Device::set_access_for).
+    /// [`Vmm::set_access_for`](hal_core::Vmm::set_access_for).
     pub(crate) fn set_access(
         &self,
         r: &CudaReservation,
@@ -357,7 +357,7 @@ impl Vmm<'_> {
         Ok(())
     }
 
-    /// [`Device::access`](hal_core::Device::access).
+    /// [`Vmm::access`](hal_core::Vmm::access).
     pub(crate) fn access(
         &self,
         r: &CudaReservation,
@@ -422,7 +422,7 @@ impl Vmm<'_> {
             .ok_or_else(|| Error::invalid("the exported descriptor vanished"))
     }
 
-    /// [`Device::export_physical`](hal_core::Device::export_physical).
+    /// [`Vmm::export_physical`](hal_core::Vmm::export_physical).
     pub(crate) fn export(&self, p: &CudaPhysical, opts: &ExportOptions) -> Result<Exported> {
         if opts.range.is_some() {
             return Err(Error::invalid(
@@ -476,7 +476,7 @@ impl Vmm<'_> {
         Exported::with_leases(handle, vec![fd], leases)
     }
 
-    /// [`Device::import_physical`](hal_core::Device::import_physical).
+    /// [`Vmm::import_physical`](hal_core::Vmm::import_physical).
     pub(crate) fn import(&self, mut shared: SharedHandle) -> Result<CudaPhysical> {
         shared
             .handle

@@ -1,6 +1,7 @@
 //! The bare driver calls that `halctl bench --backend cuda` measures hal
 //! against: they do what they name, on the stand-in driver.
 
+use hal_core::{Vmm, VmmExt};
 use std::os::fd::AsFd;
 
 use hal_core::Backend;

@@ -3,6 +3,7 @@
 //! of [`hal_cuda::RESOLVED`] (the imports of another process's handles in a
 //! child running this executable), and nothing resolved is left unasked.
 
+use hal_core::{Vmm, VmmExt};
 use std::collections::BTreeSet;
 use std::time::Duration;
 

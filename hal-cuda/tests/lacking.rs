@@ -7,6 +7,7 @@
 //! fails here.
 
 use cudarc::driver::sys::CUdevice_attribute as A;
+use hal_core::VmmExt;
 
 mod common;
 

@@ -4,9 +4,10 @@
 //! test of its binary: the warning is logged once per process.
 
 use hal_core::{
-    Access, Backend, Device, ExportOptions, Granularity, ImportOptions, Physical, PhysicalDesc,
+    Access, Backend, ExportOptions, Granularity, ImportOptions, Physical, PhysicalDesc,
     Reservation, ShareableHandle,
 };
+use hal_core::{Vmm, VmmExt};
 use hal_cuda::CudaBackend;
 
 mod common;

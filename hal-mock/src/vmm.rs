@@ -254,10 +254,10 @@ pub(crate) struct Segments {
 }
 
 /// A VMM address range reservation. Parts are mapped with
-/// [`Device::map`](hal_core::Device::map) and made accessible with
-/// [`Device::set_access`](hal_core::Device::set_access) or, for several
+/// [`VmmExt::map`](hal_core::VmmExt::map) and made accessible with
+/// [`VmmExt::set_access`](hal_core::VmmExt::set_access) or, for several
 /// devices and the host at once,
-/// [`Device::set_access_for`](hal_core::Device::set_access_for). Reads and
+/// [`Vmm::set_access_for`](hal_core::Vmm::set_access_for). Reads and
 /// writes through the reservation are the reserving device's: parts that are
 /// not mapped, or where that device lacks the access needed, are refused
 /// with the vendor's error instead of faulting.

@@ -7,6 +7,7 @@ use hal_core::{
     AllocDesc, Allocation, Backend, Device, Error, Event, EventFlags, ExportOptions, Handle,
     HandleFlags, ImportOptions, Importers, Memory, Notify, SharedHandle, WaitOptions,
 };
+use hal_core::{Vmm, VmmExt};
 use hal_mock::codes::acl;
 use hal_mock::{MockBackend, MockDevice};
 

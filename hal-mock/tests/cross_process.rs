@@ -4,6 +4,7 @@
 
 mod common;
 
+use hal_core::{Vmm, VmmExt};
 use std::io::{BufRead, Write};
 
 use common::{aligned, child_role, spawn_child, LONG};

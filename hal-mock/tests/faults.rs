@@ -4,6 +4,7 @@
 mod common;
 
 use common::{aligned, assert_unsupported, assert_vendor, LONG};
+use hal_core::VmmExt;
 use hal_core::{
     AllocDesc, Backend, Device, Error, Event, EventFlags, ExportOptions, ImportOptions, Importers,
     Memory, Notify, WaitOptions,

@@ -4,6 +4,7 @@
 
 mod common;
 
+use hal_core::{Vmm, VmmExt};
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsRawFd, OwnedFd};
 

@@ -9,6 +9,7 @@ use hal_core::{
     Access, AllocDesc, Backend, Device, EventFlags, ExportOptions, ImportOptions, Importers,
     Memory, Notify, WaitOptions,
 };
+use hal_core::{Vmm, VmmExt};
 use hal_mock::{MockBackend, MockDevice};
 
 const PAGE: u64 = 4096;

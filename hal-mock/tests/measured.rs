@@ -21,6 +21,7 @@ use hal_core::{
     Access, AccessGrant, AccessTarget, AllocDesc, Backend, Device, ExportOptions, ImportOptions,
     Importers, Memory, Physical, PhysicalDesc, PhysicalLocation, Reservation, ShareableHandle,
 };
+use hal_core::{Vmm, VmmExt};
 use hal_mock::codes::cuda;
 use hal_mock::{MockBackend, MockDevice};
 

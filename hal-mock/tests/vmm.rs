@@ -8,6 +8,7 @@ use hal_core::{
     Access, Backend, Device, ExportOptions, Granularity, ImportOptions, Importers, Physical,
     Reservation,
 };
+use hal_core::{Vmm, VmmExt};
 use hal_mock::codes::{acl, cuda, Code};
 use hal_mock::{MockBackend, MockDevice, MockPhysical, Profile};
 

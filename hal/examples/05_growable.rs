@@ -17,12 +17,13 @@
 //! API on `hal::cpu_shm`; the buffer is generic over any device with
 //! [`Capabilities::VMM`](hal::Capabilities::VMM).
 
+use hal::Vmm;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, ExitCode, Stdio};
 
 use hal::cpu_shm::CpuShm;
 use hal::growable::{GrowableBuffer, GrowableView};
-use hal::{Backend, Device, ExportOptions, Granularity, ImportOptions, Importers, SharedHandle};
+use hal::{Backend, ExportOptions, Granularity, ImportOptions, Importers, SharedHandle};
 
 const CHUNKS: u64 = 4;
 
@@ -54,7 +55,7 @@ fn pattern(i: u64) -> u8 {
     (i / 4096 + i % 7) as u8
 }
 
-fn producer<D: Device>(device: &D) -> Res<()> {
+fn producer<D: Vmm>(device: &D) -> Res<()> {
     let chunk = device.granularity(Granularity::Minimum)?.max(64 << 10);
     let mut child = Command::new(std::env::current_exe()?)
         .arg("--consumer")
@@ -106,7 +107,7 @@ fn producer<D: Device>(device: &D) -> Res<()> {
     Ok(())
 }
 
-fn consumer<D: Device>(device: &D) -> Res<()> {
+fn consumer<D: Vmm>(device: &D) -> Res<()> {
     let mut lines = std::io::stdin().lock().lines();
     let first = lines.next().ok_or("the producer sent no handle")??;
     let handle = hal::exchange::decode(&first)?;

@@ -19,6 +19,7 @@
 //! driver with `HAL_CUDA_LIBRARY=target/debug/deps/libhal_mock_libcuda.so`;
 //! `mock` runs over the simulator's CUDA-like devices (with VMM).
 
+use hal::Vmm;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};
 
@@ -82,7 +83,7 @@ fn result_byte(id: u64, i: u64) -> u8 {
 }
 
 /// Where appended results go.
-enum Results<'d, D: Device> {
+enum Results<'d, D: Vmm> {
     Growable(Box<GrowableBuffer<'d, D>>),
     Segments(Vec<(D::Allocation, hal::Exported)>),
 }

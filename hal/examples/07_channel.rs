@@ -17,7 +17,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, ExitCode, Stdio};
 
 use hal::channel::{ChannelOptions, Publisher, SubscribeOptions, Subscriber};
-use hal::{Backend, Device, Error};
+use hal::{Backend, Error, Vmm};
 
 const SAMPLES: u64 = 200;
 const CONSUMERS: usize = 3;
@@ -56,7 +56,7 @@ fn on_backend(name: Option<&str>, args: &[String]) -> Res<()> {
     }
 }
 
-fn part<D: Device>(device: &D, backend: Option<&str>, args: &[String]) -> Res<()> {
+fn part<D: Vmm>(device: &D, backend: Option<&str>, args: &[String]) -> Res<()> {
     match args.first().map(String::as_str) {
         Some("--consumer") => consumer(device, args.get(1).map_or("", String::as_str)),
         _ => producer(device, backend),
@@ -71,7 +71,7 @@ fn sample(seq: u64) -> Vec<u8> {
     bytes
 }
 
-fn producer<D: Device>(device: &D, backend: Option<&str>) -> Res<()> {
+fn producer<D: Vmm>(device: &D, backend: Option<&str>) -> Res<()> {
     let name = format!("07-channel-{}", std::process::id());
     let options = ChannelOptions::default().slots(4).slot_size(4096);
     let mut publisher = Publisher::create(device, &name, &options)?;
@@ -121,7 +121,7 @@ fn producer<D: Device>(device: &D, backend: Option<&str>) -> Res<()> {
     Ok(())
 }
 
-fn consumer<D: Device>(device: &D, name: &str) -> Res<()> {
+fn consumer<D: Vmm>(device: &D, name: &str) -> Res<()> {
     let subscriber = Subscriber::open(device, name, &SubscribeOptions::default())?;
     println!("subscribed");
     let mut next = 0u64;

@@ -144,7 +144,7 @@ pub use hal_core::{
     AccessGrant, AccessTarget, Allocation, Backend, Device, Error, Event, Exported, FdSource,
     FreeError, Handle, HandleError, HandleFlags, HandleKind, Mapping, MemRef, Memory, Notify,
     Physical, PhysicalDesc, PhysicalLocation, PidKind, RegisteredHost, Reservation, Result,
-    ShareableHandle, SharedHandle, VendorError, WaitFuture,
+    ShareableHandle, SharedHandle, VendorError, Vmm, VmmExt, WaitFuture,
 };
 
 #[doc(inline)]
@@ -165,8 +165,8 @@ pub mod kit {
 
     #[doc(inline)]
     pub use hal_core::{
-        absent, export, lease, lock, needs, os, queued, reaper, runtime, syncpage, teardown,
-        vendor, vmm_pieces,
+        export, lease, lock, needs, os, queued, reaper, runtime, syncpage, teardown, vendor,
+        vmm_pieces,
     };
 }
 

@@ -244,18 +244,19 @@ fn boxed_resources_work_through_the_dynamic_layer() {
             .unwrap();
 
         if device.capabilities().contains(Capabilities::VMM) {
-            let gran = device.granularity(hal::Granularity::Minimum).unwrap();
-            let reservation = device.reserve(2 * gran, gran).unwrap();
-            let physical = device.allocate_physical(gran).unwrap();
-            device.map(&*reservation, 0, &*physical).unwrap();
+            let gran = device.vmm().granularity(hal::Granularity::Minimum).unwrap();
+            let reservation = device.vmm().reserve(2 * gran, gran).unwrap();
+            let physical = device.vmm().allocate_physical(gran).unwrap();
+            device.vmm().map(&*reservation, 0, &*physical).unwrap();
             device
+                .vmm()
                 .set_access(&*reservation, 0, gran, hal::Access::ReadWrite)
                 .unwrap();
             reservation.write(0, b"vmm").unwrap();
             let mut vmm = [0u8; 3];
             reservation.read(0, &mut vmm).unwrap();
             assert_eq!(&vmm, b"vmm", "{name}");
-            device.unmap(&*reservation, 0, gran).unwrap();
+            device.vmm().unmap(&*reservation, 0, gran).unwrap();
         }
         // The backend's own type is behind every box.
         assert!(alloc.as_any().type_id() != std::any::TypeId::of::<()>());
@@ -271,7 +272,7 @@ fn resources_of_another_backend_are_refused() {
     let registry = Registry::new();
     let cpu = registry.open("cpu-shm").unwrap().open(0).unwrap();
     let mock = registry.open("mock-cuda").unwrap().open(0).unwrap();
-    let gran = cpu.granularity(hal::Granularity::Minimum).unwrap();
+    let gran = cpu.vmm().granularity(hal::Granularity::Minimum).unwrap();
     let alloc = cpu.allocate(&AllocDesc::host(4096)).unwrap();
     let stream = cpu.create_stream().unwrap();
     let event = cpu.create_event(hal::EventFlags {
@@ -280,8 +281,8 @@ fn resources_of_another_backend_are_refused() {
     });
     let event = event.unwrap();
     let notify = cpu.create_notify().unwrap();
-    let physical = cpu.allocate_physical(gran).unwrap();
-    let reservation = cpu.reserve(gran, gran).unwrap();
+    let physical = cpu.vmm().allocate_physical(gran).unwrap();
+    let reservation = cpu.vmm().reserve(gran, gran).unwrap();
     let mock_stream = mock.create_stream().unwrap();
     let opts = ExportOptions::default();
 
@@ -308,16 +309,20 @@ fn resources_of_another_backend_are_refused() {
         mock.stream_wait_notify(&mock_stream, &*notify, None),
     );
     refused("export_notify", mock.export_notify(&*notify, &opts));
-    refused("export_physical", mock.export_physical(&*physical, &opts));
-    refused("unmap", mock.unmap(&*reservation, 0, gran));
+    refused(
+        "export_physical",
+        mock.vmm().export_physical(&*physical, &opts),
+    );
+    refused("unmap", mock.vmm().unmap(&*reservation, 0, gran));
     refused(
         "set_access",
-        mock.set_access(&*reservation, 0, gran, hal::Access::Read),
+        mock.vmm()
+            .set_access(&*reservation, 0, gran, hal::Access::Read),
     );
-    let mock_gran = mock.granularity(hal::Granularity::Minimum).unwrap();
-    let mock_res = mock.reserve(mock_gran, mock_gran).unwrap();
-    refused("map", mock.map(&*mock_res, 0, &*physical));
-    refused("map", mock.map(&*reservation, 0, &*physical));
+    let mock_gran = mock.vmm().granularity(hal::Granularity::Minimum).unwrap();
+    let mock_res = mock.vmm().reserve(mock_gran, mock_gran).unwrap();
+    refused("map", mock.vmm().map(&*mock_res, 0, &*physical));
+    refused("map", mock.vmm().map(&*reservation, 0, &*physical));
 }
 
 /// The two simulator profiles share resource types, so the type check of the

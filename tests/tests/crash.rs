@@ -23,7 +23,7 @@ use hal_core::exchange::{self, HandleListener, HandleStream};
 use hal_core::growable::{GrowableBuffer, GrowableView};
 use hal_core::{
     AllocDesc, Allocation, Backend, Capabilities, Device, Error, EventFlags, ExportOptions,
-    ImportOptions, Memory, Notify, SharedHandle, WaitOptions,
+    ImportOptions, Memory, Notify, SharedHandle, Vmm, WaitOptions,
 };
 use hal_cpu_shm::{named, CpuShm, NamedOptions};
 use nix::sys::signal::Signal;
@@ -520,7 +520,7 @@ fn victim_wait<D: Device>(d: &D) {
 /// Bytes of each chunk the victim fills with its pattern.
 const PIECE: usize = 4096;
 
-fn growing<D: Device>(d: &D, backend: &str) {
+fn growing<D: Vmm>(d: &D, backend: &str) {
     let chunk = d.info().granularity_min;
     let mut census = None;
     let (mut mid, mut closed) = (0, 0);
@@ -581,7 +581,7 @@ fn growing<D: Device>(d: &D, backend: &str) {
         .assert_back("after 20 growing exporters killed");
 }
 
-fn victim_grow<D: Device>(d: &D) {
+fn victim_grow<D: Vmm>(d: &D) {
     let seed: u32 = arg_as("seed");
     let chunk = d.info().granularity_min;
     let chunks = if d.info().backend == hal_core::BackendId::CpuShm {

@@ -6,16 +6,16 @@ use std::time::Duration;
 
 use crate::device::{Backend, Device, Memory};
 use crate::dynamic::traits::{
-    DynAllocation, DynBackend, DynDevice, DynEvent, DynMapping, DynMemRef, DynNotify, DynPhysical,
-    DynReservation, DynStream,
+    DynAllocation, DynBackend, DynDevice, DynEvent, DynMapping, DynMemRef, DynNotify, DynStream,
 };
+use crate::dynamic::vmm::DynVmm;
 use crate::error::{Error, Result};
 use crate::handle::SharedHandle;
 use crate::types::{
-    Access, Advice, AllocDesc, Availability, BackendId, Capabilities, DeviceInfo, EventFlags,
-    ExportOptions, Granularity, ImportOptions, Location,
+    Advice, AllocDesc, Availability, BackendId, Capabilities, DeviceInfo, EventFlags,
+    ExportOptions, ImportOptions, Location,
 };
-use crate::vmm::{AccessGrant, AccessTarget, PhysicalDesc};
+use crate::vmm::Vmm;
 use crate::Exported;
 
 impl<B> DynBackend for B
@@ -57,7 +57,7 @@ impl<'a> DynMemRef<'a> {
     /// The backend's own reference, or
     /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for memory
     /// of another backend.
-    fn own<D>(self, info: &DeviceInfo) -> Result<crate::MemRef<'a, D>>
+    pub(super) fn own<D>(self, info: &DeviceInfo) -> Result<crate::MemRef<'a, D>>
     where
         D: Device,
         D::Allocation: 'static,
@@ -77,7 +77,11 @@ impl<'a> DynMemRef<'a> {
 /// The backend's own resource behind `any`, or
 /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a resource
 /// of another backend.
-fn own<'a, T: 'static>(any: &'a dyn Any, info: &DeviceInfo, what: &str) -> Result<&'a T> {
+pub(super) fn own<'a, T: 'static>(
+    any: &'a dyn Any,
+    info: &DeviceInfo,
+    what: &str,
+) -> Result<&'a T> {
     any.downcast_ref::<T>().ok_or_else(|| {
         Error::invalid(format!(
             "the {what} was not made by backend `{}`: pass a resource only to a device of \
@@ -89,7 +93,7 @@ fn own<'a, T: 'static>(any: &'a dyn Any, info: &DeviceInfo, what: &str) -> Resul
 
 impl<D> DynDevice for D
 where
-    D: Device,
+    D: Vmm,
     D::Allocation: 'static,
     D::Mapping: 'static,
     D::Event: 'static,
@@ -304,104 +308,7 @@ where
         Ok(Box::new(Device::import_notify(self, shared, opts)?))
     }
 
-    fn granularity(&self, which: Granularity) -> Result<u64> {
-        Device::granularity(self, which)
-    }
-
-    fn allocate_physical(&self, size: u64) -> Result<Box<dyn DynPhysical>> {
-        Ok(Box::new(Device::allocate_physical(self, size)?))
-    }
-
-    fn allocate_physical_with(&self, desc: &PhysicalDesc) -> Result<Box<dyn DynPhysical>> {
-        Ok(Box::new(Device::allocate_physical_with(self, desc)?))
-    }
-
-    fn reserve(&self, size: u64, align: u64) -> Result<Box<dyn DynReservation>> {
-        Ok(Box::new(Device::reserve(self, size, align)?))
-    }
-
-    fn map(
-        &self,
-        reservation: &dyn DynReservation,
-        offset: u64,
-        physical: &dyn DynPhysical,
-    ) -> Result<()> {
-        let info = Device::info(self);
-        let reservation = own::<D::Reservation>(reservation.as_any(), info, "reservation")?;
-        let physical = own::<D::Physical>(physical.as_any(), info, "physical allocation")?;
-        Device::map(self, reservation, offset, physical)
-    }
-
-    fn map_range(
-        &self,
-        reservation: &dyn DynReservation,
-        offset: u64,
-        physical: &dyn DynPhysical,
-        physical_offset: u64,
-        len: u64,
-    ) -> Result<()> {
-        let info = Device::info(self);
-        let reservation = own::<D::Reservation>(reservation.as_any(), info, "reservation")?;
-        let physical = own::<D::Physical>(physical.as_any(), info, "physical allocation")?;
-        Device::map_range(self, reservation, offset, physical, physical_offset, len)
-    }
-
-    fn unmap(&self, reservation: &dyn DynReservation, offset: u64, len: u64) -> Result<()> {
-        let reservation =
-            own::<D::Reservation>(reservation.as_any(), Device::info(self), "reservation")?;
-        Device::unmap(self, reservation, offset, len)
-    }
-
-    fn set_access(
-        &self,
-        reservation: &dyn DynReservation,
-        offset: u64,
-        len: u64,
-        access: Access,
-    ) -> Result<()> {
-        let reservation =
-            own::<D::Reservation>(reservation.as_any(), Device::info(self), "reservation")?;
-        Device::set_access(self, reservation, offset, len, access)
-    }
-
-    fn set_access_for(
-        &self,
-        reservation: &dyn DynReservation,
-        offset: u64,
-        len: u64,
-        grants: &[AccessGrant],
-    ) -> Result<()> {
-        let reservation =
-            own::<D::Reservation>(reservation.as_any(), Device::info(self), "reservation")?;
-        Device::set_access_for(self, reservation, offset, len, grants)
-    }
-
-    fn access(
-        &self,
-        reservation: &dyn DynReservation,
-        offset: u64,
-        target: AccessTarget,
-    ) -> Result<Access> {
-        let reservation =
-            own::<D::Reservation>(reservation.as_any(), Device::info(self), "reservation")?;
-        Device::access(self, reservation, offset, target)
-    }
-
-    fn export_physical(
-        &self,
-        physical: &dyn DynPhysical,
-        opts: &ExportOptions,
-    ) -> Result<Exported> {
-        let physical =
-            own::<D::Physical>(physical.as_any(), Device::info(self), "physical allocation")?;
-        Device::export_physical(self, physical, opts)
-    }
-
-    fn import_physical(
-        &self,
-        shared: SharedHandle,
-        opts: &ImportOptions,
-    ) -> Result<Box<dyn DynPhysical>> {
-        Ok(Box::new(Device::import_physical(self, shared, opts)?))
+    fn vmm(&self) -> &dyn DynVmm {
+        self
     }
 }

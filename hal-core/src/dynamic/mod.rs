@@ -39,11 +39,12 @@
 
 mod adapter;
 mod traits;
+mod vmm;
 
 pub use traits::{
-    DynAllocation, DynBackend, DynDevice, DynEvent, DynMapping, DynMemRef, DynNotify, DynPhysical,
-    DynReservation, DynStream,
+    DynAllocation, DynBackend, DynDevice, DynEvent, DynMapping, DynMemRef, DynNotify, DynStream,
 };
+pub use vmm::{DynPhysical, DynReservation, DynVmm};
 
 #[cfg(test)]
 mod tests {
@@ -52,8 +53,7 @@ mod tests {
 
     use super::*;
     use crate::device::{
-        Allocation, Backend, Device, Event, FreeError, Mapping, Memory, Notify, Physical,
-        Reservation, WaitFuture,
+        Allocation, Backend, Device, Event, FreeError, Mapping, Memory, Notify, WaitFuture,
     };
     use crate::error::{Error, Result};
     use crate::handle::{Handle, SharedHandle};
@@ -63,6 +63,7 @@ mod tests {
         ExportOptions, Granularity, ImportOptions, Location,
     };
     use crate::vmm::{AccessGrant, AccessTarget, PhysicalDesc};
+    use crate::vmm::{Physical, Reservation, Vmm};
     use crate::wait;
     use crate::Exported;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -263,8 +264,6 @@ mod tests {
         type Stream = ToyStream<N>;
         type Event = ToyEvent<N>;
         type Notify = ToyNotify<N>;
-        type Physical = ToyPhys<N>;
-        type Reservation = ToyRes<N>;
         type HostRegistration = ToyMem<N>;
 
         fn info(&self) -> &DeviceInfo {
@@ -371,6 +370,12 @@ mod tests {
         fn import_notify(&self, _s: SharedHandle, _o: &ImportOptions) -> Result<ToyNotify<N>> {
             Err(unsupported("import_notify"))
         }
+    }
+
+    impl<const N: u16> Vmm for ToyDevice<N> {
+        type Physical = ToyPhys<N>;
+        type Reservation = ToyRes<N>;
+
         fn granularity(&self, which: Granularity) -> Result<u64> {
             Ok(self.info.granularity(which))
         }
@@ -496,8 +501,8 @@ mod tests {
         let event = dev.create_event(EventFlags::default()).unwrap();
         let notify = dev.create_notify().unwrap();
         let alloc = dev.allocate(&AllocDesc::host(4096)).unwrap();
-        let phys = dev.allocate_physical(4096).unwrap();
-        let res = dev.reserve(8192, 0).unwrap();
+        let phys = dev.vmm().allocate_physical(4096).unwrap();
+        let res = dev.vmm().reserve(8192, 0).unwrap();
 
         // A boxed stream passes as `&stream` or `&*stream`; other resources as `&*x`.
         dev.synchronize(&stream, None).unwrap();
@@ -507,10 +512,10 @@ mod tests {
         dev.stream_wait_event(&stream, &*event).unwrap();
         dev.record_notify(&*stream, &*notify).unwrap();
         dev.stream_wait_notify(&*stream, &*notify, None).unwrap();
-        dev.map(&*res, 0, &*phys).unwrap();
-        dev.set_access(&*res, 0, 4096, Access::Read).unwrap();
-        dev.unmap(&*res, 0, 4096).unwrap();
-        assert_eq!(dev.granularity(Granularity::Minimum).unwrap(), 4096);
+        dev.vmm().map(&*res, 0, &*phys).unwrap();
+        dev.vmm().set_access(&*res, 0, 4096, Access::Read).unwrap();
+        dev.vmm().unmap(&*res, 0, 4096).unwrap();
+        assert_eq!(dev.vmm().granularity(Granularity::Minimum).unwrap(), 4096);
         assert_eq!(phys.size(), 4096);
         assert_eq!(res.len(), 8192);
 
@@ -529,6 +534,7 @@ mod tests {
             .unwrap_err()
             .is_unsupported());
         assert!(dev
+            .vmm()
             .export_physical(&*phys, &opts)
             .unwrap_err()
             .is_unsupported());
@@ -544,10 +550,10 @@ mod tests {
         let event2 = two.create_event(EventFlags::default()).unwrap();
         let notify2 = two.create_notify().unwrap();
         let alloc2 = two.allocate(&AllocDesc::host(4096)).unwrap();
-        let phys1 = one.allocate_physical(4096).unwrap();
-        let phys2 = two.allocate_physical(4096).unwrap();
-        let res1 = one.reserve(8192, 0).unwrap();
-        let res2 = two.reserve(8192, 0).unwrap();
+        let phys1 = one.vmm().allocate_physical(4096).unwrap();
+        let phys2 = two.vmm().allocate_physical(4096).unwrap();
+        let res1 = one.vmm().reserve(8192, 0).unwrap();
+        let res2 = two.vmm().reserve(8192, 0).unwrap();
         let event1 = one.create_event(EventFlags::default()).unwrap();
         let notify1 = one.create_notify().unwrap();
         let opts = ExportOptions::default();
@@ -568,16 +574,16 @@ mod tests {
             one.stream_wait_notify(&*stream1, &*notify2, None)
         ));
         assert!(is_invalid(one.export_notify(&*notify2, &opts)));
-        assert!(is_invalid(one.map(&*res2, 0, &*phys1)));
-        assert!(is_invalid(one.map(&*res1, 0, &*phys2)));
-        assert!(is_invalid(one.unmap(&*res2, 0, 4096)));
-        assert!(is_invalid(one.set_access(
+        assert!(is_invalid(one.vmm().map(&*res2, 0, &*phys1)));
+        assert!(is_invalid(one.vmm().map(&*res1, 0, &*phys2)));
+        assert!(is_invalid(one.vmm().unmap(&*res2, 0, 4096)));
+        assert!(is_invalid(one.vmm().set_access(
             &*res2,
             0,
             4096,
             Access::ReadWrite
         )));
-        assert!(is_invalid(one.export_physical(&*phys2, &opts)));
+        assert!(is_invalid(one.vmm().export_physical(&*phys2, &opts)));
 
         let msg = one.synchronize(&*stream2, None).unwrap_err().to_string();
         assert!(

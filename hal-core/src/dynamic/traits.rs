@@ -4,15 +4,15 @@
 use std::any::Any;
 use std::time::Duration;
 
-use crate::device::{Allocation, Event, FreeError, Mapping, Memory, Notify, Physical, Reservation};
+use super::vmm::DynVmm;
+use crate::device::{Allocation, Event, FreeError, Mapping, Memory, Notify};
 use crate::error::Result;
 // Named by the documentation's links only.
 use crate::handle::{Handle, SharedHandle};
 use crate::types::{
-    Access, Advice, AllocDesc, Availability, BackendId, Capabilities, DeviceInfo, EventFlags,
-    ExportOptions, Granularity, ImportOptions, Location,
+    Advice, AllocDesc, Availability, BackendId, Capabilities, DeviceInfo, EventFlags,
+    ExportOptions, ImportOptions, Location,
 };
-use crate::vmm::{AccessGrant, AccessTarget, PhysicalDesc};
 use crate::Exported;
 #[cfg(doc)]
 use crate::{Backend, Device, Error};
@@ -144,30 +144,6 @@ pub trait DynStream: Send + Sync {
 impl DynStream for Box<dyn DynStream> {
     fn as_any(&self) -> &dyn Any {
         (**self).as_any()
-    }
-}
-
-/// A VMM physical allocation of a run-time chosen backend.
-pub trait DynPhysical: Physical {
-    /// The backend's own type, for `Any::downcast_ref`.
-    fn as_any(&self) -> &dyn Any;
-}
-
-impl<T: Physical + 'static> DynPhysical for T {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
-/// A VMM address reservation of a run-time chosen backend.
-pub trait DynReservation: Reservation {
-    /// The backend's own type, for `Any::downcast_ref`.
-    fn as_any(&self) -> &dyn Any;
-}
-
-impl<T: Reservation + 'static> DynReservation for T {
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 
@@ -364,75 +340,8 @@ pub trait DynDevice: Send + Sync {
         opts: &ImportOptions,
     ) -> Result<Box<dyn DynNotify>>;
 
-    /// The VMM granularity.
-    fn granularity(&self, which: Granularity) -> Result<u64>;
-
-    /// Allocate physical memory; see [`Device::allocate_physical`].
-    fn allocate_physical(&self, size: u64) -> Result<Box<dyn DynPhysical>>;
-
-    /// Allocate physical memory as `desc` says; see [`Device::allocate_physical_with`].
-    fn allocate_physical_with(&self, desc: &PhysicalDesc) -> Result<Box<dyn DynPhysical>>;
-
-    /// Reserve an address range; see [`Device::reserve`].
-    fn reserve(&self, size: u64, align: u64) -> Result<Box<dyn DynReservation>>;
-
-    /// Map the whole of `physical` at `offset` in `reservation`.
-    fn map(
-        &self,
-        reservation: &dyn DynReservation,
-        offset: u64,
-        physical: &dyn DynPhysical,
-    ) -> Result<()>;
-
-    /// Map part of `physical`; see [`Device::map_range`].
-    fn map_range(
-        &self,
-        reservation: &dyn DynReservation,
-        offset: u64,
-        physical: &dyn DynPhysical,
-        physical_offset: u64,
-        len: u64,
-    ) -> Result<()>;
-
-    /// Unmap `len` bytes at `offset` of `reservation`.
-    fn unmap(&self, reservation: &dyn DynReservation, offset: u64, len: u64) -> Result<()>;
-
-    /// Set this device's access rights to a mapped part of `reservation`.
-    fn set_access(
-        &self,
-        reservation: &dyn DynReservation,
-        offset: u64,
-        len: u64,
-        access: Access,
-    ) -> Result<()>;
-
-    /// Set several targets' access at once; see [`Device::set_access_for`].
-    fn set_access_for(
-        &self,
-        reservation: &dyn DynReservation,
-        offset: u64,
-        len: u64,
-        grants: &[AccessGrant],
-    ) -> Result<()>;
-
-    /// The access `target` has; see [`Device::access`].
-    fn access(
-        &self,
-        reservation: &dyn DynReservation,
-        offset: u64,
-        target: AccessTarget,
-    ) -> Result<Access>;
-
-    /// Export a physical allocation.
-    fn export_physical(&self, physical: &dyn DynPhysical, opts: &ExportOptions)
-        -> Result<Exported>;
-
-    /// Import a physical allocation.
-    fn import_physical(
-        &self,
-        shared: SharedHandle,
-        opts: &ImportOptions,
-    ) -> Result<Box<dyn DynPhysical>>;
+    /// The VMM operations of this device ([`crate::Vmm`]'s mirror).
+    fn vmm(&self) -> &dyn DynVmm;
 }
 
 /// Memory of one device for a stream operation of the dynamic layer; see

@@ -28,6 +28,7 @@
 //! asynchronous copies do not; the address hint of
 //! `aclrtReserveMemAddress` is ignored; only device locations exist.
 
+use hal_core::Vmm;
 use std::ffi::c_void;
 use std::sync::Arc;
 

@@ -42,8 +42,8 @@ use cudarc::driver::sys::{CUdeviceptr, CUmemGenericAllocationHandle, CUresult};
 use hal_core::vendor::cuda;
 use hal_core::vendor::Code;
 use hal_core::{
-    Access, AccessGrant, Device, Granularity, PhysicalDesc, PhysicalLocation, Reservation,
-    ShareableHandle,
+    Access, AccessGrant, Granularity, PhysicalDesc, PhysicalLocation, Reservation, ShareableHandle,
+    Vmm,
 };
 
 use crate::abi::{guard, non_null, put};

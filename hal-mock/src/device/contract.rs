@@ -8,7 +8,7 @@ use std::time::Duration;
 use hal_core::{
     Access, AccessGrant, AccessTarget, Advice, AllocDesc, Device, DeviceInfo, EventFlags,
     ExportOptions, Exported, Granularity, ImportOptions, Location, MemRef, PhysicalDesc, Result,
-    SharedHandle,
+    SharedHandle, Vmm,
 };
 
 use crate::device::MockDevice;
@@ -27,8 +27,6 @@ impl Device for MockDevice {
     type Stream = MockStream;
     type Event = MockEvent;
     type Notify = MockNotify;
-    type Physical = MockPhysical;
-    type Reservation = MockReservation;
     type HostRegistration = hal_core::RegisteredHost;
 
     fn info(&self) -> &DeviceInfo {
@@ -224,8 +222,11 @@ impl Device for MockDevice {
     fn import_notify(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<MockNotify> {
         self.sim_import_notify(shared, opts)
     }
+}
 
-    // --- VMM ------------------------------------------------------------------
+impl Vmm for MockDevice {
+    type Physical = MockPhysical;
+    type Reservation = MockReservation;
 
     fn granularity(&self, which: Granularity) -> Result<u64> {
         self.sim_granularity(which)

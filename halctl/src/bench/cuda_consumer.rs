@@ -195,11 +195,15 @@ pub(super) fn vmm_import(
                 let made = (|| {
                     let shared = SharedHandle::from(decode(text)?);
                     let phys = dev
+                        .vmm()
                         .import_physical(shared, &ImportOptions::default())
                         .ctx("importing physical memory")?;
-                    let res = dev.reserve(size, 0).ctx("reserving")?;
-                    dev.map(res.as_ref(), 0, phys.as_ref()).ctx("mapping")?;
-                    dev.set_access_for(res.as_ref(), 0, size, &grant)
+                    let res = dev.vmm().reserve(size, 0).ctx("reserving")?;
+                    dev.vmm()
+                        .map(res.as_ref(), 0, phys.as_ref())
+                        .ctx("mapping")?;
+                    dev.vmm()
+                        .set_access_for(res.as_ref(), 0, size, &grant)
                         .ctx("setting access")?;
                     CmdResult::Ok((phys, res))
                 })();

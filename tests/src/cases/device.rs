@@ -1,5 +1,6 @@
 //! Devices: information and capabilities.
 
+use hal_core::{Vmm, VmmExt};
 use std::collections::HashSet;
 
 use hal_core::{

@@ -5,6 +5,7 @@ use hal_core::{
     Backend, BackendId, Capabilities as C, Device, Error, EventFlags, FdSource, Handle,
     HandleError, HandleKind, ImportOptions, Location, Memory, SharedHandle,
 };
+use hal_core::{Vmm, VmmExt};
 
 use super::memory::ipc_memory_or_unsupported;
 use super::util::share;

@@ -1,7 +1,8 @@
 //! What a device on a runtime older than IPC and VMM (a stand-in copied
 //! without their entry points) still does, and what it refuses.
 
-use hal_core::{AllocDesc, Device, Error, EventFlags, ExportOptions, Memory};
+use hal_core::{AllocDesc, Error, EventFlags, ExportOptions, Memory};
+use hal_core::{Vmm, VmmExt};
 
 /// What an older runtime lacks: for each refusal, the entry point whose
 /// absence explains it.
@@ -39,7 +40,7 @@ fn refused<T>(what: &str, result: hal_core::Result<T>, capability: &str, lacks: 
 /// physical memory and creating an interprocess event are
 /// [`Error::Unsupported`], each naming its absent capability and the entry
 /// point of `lacks` that explains it. Panics on a failure, as the cases do.
-pub fn older_runtime_keeps_plain_memory<D: Device>(dev: &D, lacks: Lacks<'_>) {
+pub fn older_runtime_keeps_plain_memory<D: Vmm>(dev: &D, lacks: Lacks<'_>) {
     let a = dev
         .allocate(&AllocDesc::device(dev.info().ordinal, 4096))
         .expect("device memory on an older runtime");

@@ -7,6 +7,7 @@ use hal_core::{
     Access, Backend, ByteRange, Capabilities as C, Device, Error, Event, EventFlags, ExportOptions,
     ImportOptions, ImportPlacement, Memory, Notify, SharedHandle, WaitOptions,
 };
+use hal_core::{Vmm, VmmExt};
 
 use super::sync::{block_stream, stream_model, StreamModel};
 use super::util::{by_text, decode, share};

@@ -12,6 +12,7 @@
 //! check that the stream's operation happened on it.
 
 use hal_core::{Access, Backend, Capabilities as C, Device, Notify, Reservation, WaitOptions};
+use hal_core::{Vmm, VmmExt};
 
 use super::sync::{block_stream, stream_model, StreamModel};
 use super::util::{gran, share};
@@ -180,7 +181,7 @@ pub fn dropped_stream_never_waits_for_its_work<B: Backend>(s: &Suite<B>) {
 
 /// A mapped reservation beside a gated stream; the mapping holds the
 /// physical allocation.
-fn gated_beside_a_mapping<D: Device>(dev: &D) -> (D::Stream, GatedWork<D>, D::Reservation) {
+fn gated_beside_a_mapping<D: Vmm>(dev: &D) -> (D::Stream, GatedWork<D>, D::Reservation) {
     let (stream, gate) = gated(dev);
     let g = gran(dev);
     let physical = must(dev.allocate_physical(g), "allocate_physical");
@@ -201,7 +202,7 @@ fn gated_beside_a_mapping<D: Device>(dev: &D) -> (D::Stream, GatedWork<D>, D::Re
 /// peer may never let run), and the work runs once the notify comes.
 pub fn dropped_reservation_never_waits_for_queued_work<B: Backend>(s: &Suite<B>)
 where
-    <B::Device as Device>::Reservation: Send + 'static,
+    <B::Device as Vmm>::Reservation: Send + 'static,
 {
     let dev = s.device();
     if !queued_with(&dev, C::VMM) {
@@ -249,7 +250,7 @@ fn eventually(done: impl Fn() -> bool, what: &str) {
 /// runs it alone in its process): a reservation dropped while the device's
 /// queued work waits for a notify is unmapped and freed once that work has
 /// run. Panics on a failure, as the cases do.
-pub fn dropped_reservation_is_freed_after_the_work<D: Device>(dev: &D)
+pub fn dropped_reservation_is_freed_after_the_work<D: Vmm>(dev: &D)
 where
     D::Reservation: Send + 'static,
 {

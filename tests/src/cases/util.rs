@@ -24,7 +24,7 @@ pub(crate) fn by_text(ex: &hal_core::Exported) -> hal_core::SharedHandle {
 
 /// The device's minimum VMM granularity.
 #[track_caller]
-pub(crate) fn gran<D: hal_core::Device>(dev: &D) -> u64 {
+pub(crate) fn gran<D: hal_core::Vmm>(dev: &D) -> u64 {
     crate::support::must(
         dev.granularity(hal_core::Granularity::Minimum),
         "granularity(Minimum)",

@@ -6,6 +6,7 @@ use hal_core::{
     Access, Backend, Capabilities as C, Device, Granularity, HandleKind, ImportOptions, Physical,
     Reservation, SharedHandle,
 };
+use hal_core::{Vmm, VmmExt};
 
 use super::util::{by_text, decode, gran, read_res, share};
 use crate::process::{self, report};
@@ -16,7 +17,7 @@ pub(crate) const GROW_ROLE: &str = "grow";
 
 /// Require Unsupported from the VMM calls on a device without VMM. Returns
 /// true when the case should go on.
-fn vmm_or_unsupported<D: Device>(dev: &D) -> bool {
+fn vmm_or_unsupported<D: Vmm>(dev: &D) -> bool {
     if dev.capabilities().contains(C::VMM) {
         return true;
     }
@@ -255,7 +256,7 @@ pub fn vmm_export_import_physical<B: Backend>(s: &Suite<B>) {
     must(dev.unmap(&r, 0, 2 * g), "unmap");
 }
 
-fn growable_or_unsupported<D: Device>(dev: &D) -> bool {
+fn growable_or_unsupported<D: Vmm>(dev: &D) -> bool {
     let caps = dev.capabilities();
     if caps.contains(C::GROWABLE) || (caps.contains(C::VMM) && caps.contains(C::IPC_MEMORY)) {
         return true;
@@ -384,7 +385,7 @@ pub(crate) fn child_grow<B: Backend>(s: &Suite<B>) {
 /// granules, is 0, or has an offset names part of an allocation and is
 /// refused as malformed before anything is opened. `p` is one granule of
 /// `dev`'s physical memory. Panics on a failure.
-pub fn partial_physical_handles_are_refused<D: Device>(dev: &D, p: &D::Physical) {
+pub fn partial_physical_handles_are_refused<D: Vmm>(dev: &D, p: &D::Physical) {
     let g = must(dev.granularity(Granularity::Minimum), "granularity");
     let ex = must(
         dev.export_physical(p, &Default::default()),

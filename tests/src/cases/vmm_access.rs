@@ -7,12 +7,13 @@ use hal_core::{
     Access, AccessGrant, AccessTarget, Backend, BackendId, Capabilities as C, Device,
     ImportOptions, Physical, PhysicalDesc, PhysicalLocation, Reservation, ShareableHandle,
 };
+use hal_core::{Vmm, VmmExt};
 
 use super::util::{gran, read_res, share};
 use crate::support::{must, must_be_unsupported, must_fail, open_export, pattern, Suite};
 
 #[track_caller]
-fn access_of<D: Device>(dev: &D, r: &D::Reservation, offset: u64, t: AccessTarget) -> Access {
+fn access_of<D: Vmm>(dev: &D, r: &D::Reservation, offset: u64, t: AccessTarget) -> Access {
     must(dev.access(r, offset, t), "access")
 }
 

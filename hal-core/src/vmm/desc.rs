@@ -1,14 +1,5 @@
-//! What a VMM call says beyond sizes: where a physical allocation's pages
-//! live, which shareable handle it is made for, and who may access a mapped
-//! range.
-//!
-//! These mirror the vendors' structures (CUDA's `CUmemAllocationProp` and
-//! `CUmemAccessDesc`, Ascend's `aclrtPhysicalMemProp` and
-//! `aclrtMemAccessDesc`) closely enough that a backend translates them field
-//! by field, and the rules every backend shares live here: a grant list is
-//! checked the same way everywhere ([`check_grants`]), and a refused fabric
-//! handle falls back to a POSIX descriptor with one warning
-//! ([`fabric_or_posix`]).
+//! What a VMM call says beyond sizes: the descriptions and the rules
+//! every backend shares.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -94,7 +85,7 @@ impl PhysicalDesc {
     }
 }
 
-/// Who a grant of [`Device::set_access_for`](crate::Device::set_access_for) is for.
+/// Who a grant of [`Vmm::set_access_for`](crate::Vmm::set_access_for) is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AccessTarget {
     /// Device `ordinal` of the backend.
@@ -140,7 +131,7 @@ pub fn check_granular(what: &str, value: u64, granularity: u64, zero_ok: bool) -
     if (value == 0 && !zero_ok) || granularity == 0 || value % granularity != 0 {
         return Err(Error::invalid(format!(
             "{what} {value:#x} is not a {}multiple of the VMM granularity {granularity:#x} \
-             (Device::granularity(Minimum))",
+             (Vmm::granularity(Minimum))",
             if zero_ok { "" } else { "non-zero " }
         )));
     }
