@@ -9,13 +9,13 @@ use hal_core::{
     WaitOptions,
 };
 
+use crate::file;
 use crate::info::host_info;
 use crate::mapping::CpuMapping;
 use crate::memory::CpuAllocation;
 use crate::named::{self, NamedOptions};
 use crate::sync::{CpuEvent, CpuNotify, CpuStream};
 use crate::vmm::{CpuPhysical, CpuReservation};
-use crate::{file, plumb};
 
 /// The CPU shared-memory backend: always available on Linux, with one device,
 /// ordinal 0, the host.
@@ -151,7 +151,7 @@ impl Device for CpuDevice {
 
     fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()> {
         self.origin.check("the cpu-shm device")?;
-        plumb::add_importers(exported, pids)
+        exported.add_importers(pids)
     }
 
     fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CpuMapping> {

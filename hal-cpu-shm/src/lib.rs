@@ -149,7 +149,6 @@ mod mapping;
 mod memory;
 pub mod named;
 mod placement;
-mod plumb;
 mod sync;
 mod view;
 mod vmm;

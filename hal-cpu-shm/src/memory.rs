@@ -19,7 +19,7 @@ use crate::id::BACKEND;
 use crate::info::host_info;
 use crate::named::region::NamedRegion;
 use crate::view::View;
-use crate::{io, placement, plumb};
+use crate::{io, placement};
 
 /// What kind of region an allocation is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,7 +279,7 @@ impl CpuAllocation {
                 } else {
                     os::dup(fd.as_fd())?
                 };
-                plumb::exported_leased(handle, vec![data_fd], leases)
+                Exported::with_leases(handle, vec![data_fd], leases)
             }
             Backing::Named(r) => {
                 opts.importers.refuse_same_user(
@@ -305,7 +305,7 @@ impl CpuAllocation {
                 }
                 handle.flags.insert(HandleFlags::NAMED);
                 handle.payload = r.name().as_bytes().to_vec();
-                plumb::exported(handle, Vec::new())
+                Exported::new(handle, Vec::new())
             }
             Backing::File { path, .. } => Err(Error::unsupported(
                 BACKEND,

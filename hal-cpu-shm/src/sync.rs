@@ -26,7 +26,6 @@ use hal_core::{
 };
 
 use crate::memory::new_handle;
-use crate::plumb;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"HSYN");
 const NOTIFY_PAGE: PageKind = PageKind {
@@ -76,7 +75,7 @@ fn export_page(page: &SyncPage, kind: HandleKind, opts: &ExportOptions) -> Resul
         )));
     }
     let handle = new_handle(kind, opts)?;
-    plumb::exported(handle, vec![page.dup_fd()?])
+    Exported::new(handle, vec![page.dup_fd()?])
 }
 
 /// A notify: a wake-up signal shared across processes. Any side (creator or

@@ -30,7 +30,6 @@ use hal_core::{
 };
 
 use crate::memory::{new_handle, reopen_read_only};
-use crate::plumb;
 use crate::view::{access_error, View};
 
 /// A physical allocation: a sealed memfd chunk with no address until mapped.
@@ -138,7 +137,7 @@ impl CpuPhysical {
         } else {
             os::dup(self.inner.fd.as_fd())?
         };
-        plumb::exported(handle, vec![fd])
+        Exported::new(handle, vec![fd])
     }
 
     pub(crate) fn import(mut shared: SharedHandle, _opts: &ImportOptions) -> Result<CpuPhysical> {

@@ -35,7 +35,7 @@ pub const HAL_LOCATION_HOST: hal_location = 1;
 pub const HAL_LOCATION_MANAGED: hal_location = 2;
 
 /// What a `hal_memory` holds.
-pub(crate) enum Held {
+pub(crate) enum Backing {
     Allocation(Box<dyn DynAllocation>),
     Mapping(Box<dyn DynMapping>),
 }
@@ -44,7 +44,7 @@ pub(crate) enum Held {
 /// stop serving importers) before the memory does.
 pub(crate) struct MemoryObj {
     exports: Mutex<Vec<Exported>>,
-    pub held: Held,
+    pub held: Backing,
     pub device: Arc<DeviceObj>,
     /// Writes through this object are refused (an import asked for it).
     read_only: bool,
@@ -56,7 +56,7 @@ impl MemoryObj {
     pub(crate) fn allocation(device: Arc<DeviceObj>, alloc: Box<dyn DynAllocation>) -> Self {
         MemoryObj {
             exports: Mutex::new(Vec::new()),
-            held: Held::Allocation(alloc),
+            held: Backing::Allocation(alloc),
             device,
             read_only: false,
         }
@@ -64,15 +64,15 @@ impl MemoryObj {
 
     fn memory(&self) -> &dyn Memory {
         match &self.held {
-            Held::Allocation(a) => &**a,
-            Held::Mapping(m) => &**m,
+            Backing::Allocation(a) => &**a,
+            Backing::Mapping(m) => &**m,
         }
     }
 
     pub(crate) fn allocated(&self, what: &str) -> Result<&dyn DynAllocation, Failure> {
         match &self.held {
-            Held::Allocation(a) => Ok(&**a),
-            Held::Mapping(_) => Err(Failure::invalid(format!(
+            Backing::Allocation(a) => Ok(&**a),
+            Backing::Mapping(_) => Err(Failure::invalid(format!(
                 "{what}: this memory was imported; only memory this process allocated has that"
             ))),
         }
@@ -132,7 +132,7 @@ pub(crate) fn import_memory(handle: Handle, read_only: bool) -> Result<MemoryObj
         .import_memory(SharedHandle::from(handle), &ImportOptions::default())?;
     Ok(MemoryObj {
         exports: Mutex::new(Vec::new()),
-        held: Held::Mapping(mapping),
+        held: Backing::Mapping(mapping),
         device,
         read_only,
     })

@@ -48,8 +48,13 @@ const NOTIFY: PageKind = PageKind {
     magic: NOTIFY_MAGIC,
     kind: 0,
 };
-const WORD_A: usize = 0;
-const WORD_B: usize = 1;
+/// Word 0 of an event page: the sequence number of the latest record enqueued.
+const RECORDED: usize = 0;
+/// Word 0 of a notify page (a page is an event's or a notify's, never both):
+/// the signal, set by a signal and taken by a wait.
+const SIGNAL: usize = 0;
+/// Word 1 of an event page: the latest record the stream completed.
+const COMPLETED: usize = 1;
 const DESTROYED: usize = 2;
 const FLAG_IPC: u32 = 1;
 const FLAG_TIMING: u32 = 2;
@@ -176,24 +181,24 @@ impl SyncWords {
     /// Enqueue a record: the sequence number the stream completes.
     pub(crate) fn next_record(&self) -> Result<u32> {
         self.live()?;
-        self.page.next_sequence(WORD_A)
+        self.page.next_sequence(RECORDED)
     }
 
     /// The latest record enqueued.
     pub(crate) fn last_record(&self) -> Result<u32> {
         self.live()?;
-        self.page.sequence(WORD_A)
+        self.page.sequence(RECORDED)
     }
 
     /// True when record `target` (and every earlier one) has completed.
     pub(crate) fn reached(&self, target: u32) -> Result<bool> {
-        self.page.reached(WORD_B, target)
+        self.page.reached(COMPLETED, target)
     }
 
     /// Complete record `seq` (stream side).
     pub(crate) fn complete(&self, seq: u32) -> Result<()> {
         *crate::state::lock(&self.completed_at) = Some(std::time::Instant::now());
-        self.page.complete(WORD_B, seq)
+        self.page.complete(COMPLETED, seq)
     }
 
     /// When this process completed the latest record, once every record so
@@ -208,7 +213,7 @@ impl SyncWords {
 
     /// Sleep until record `target` completes, or `nap` (at most [`NAP`]) passes.
     pub(crate) fn sleep_until_reached(&self, target: u32, nap: Option<Duration>) -> Result<()> {
-        self.page.sleep_unreached(WORD_B, target, nap)
+        self.page.sleep_unreached(COMPLETED, target, nap)
     }
 
     // --- notify words ------------------------------------------------------
@@ -216,18 +221,18 @@ impl SyncWords {
     /// Signal (record) a notify.
     pub(crate) fn signal(&self) -> Result<()> {
         self.live()?;
-        self.page.signal(WORD_A)
+        self.page.signal(SIGNAL)
     }
 
     /// Take the signal if it is set (wait-and-reset).
     pub(crate) fn take_signal(&self) -> Result<bool> {
         self.live()?;
-        self.page.take_signal(WORD_A)
+        self.page.take_signal(SIGNAL)
     }
 
     /// Sleep while the notify is not signalled, at most `nap` (and [`NAP`]).
     pub(crate) fn sleep_unsignalled(&self, nap: Option<Duration>) -> Result<()> {
-        self.page.sleep_unsignalled(WORD_A, nap)
+        self.page.sleep_unsignalled(SIGNAL, nap)
     }
 }
 
@@ -349,7 +354,7 @@ fn wait_event(dev: &DevRef, sync: &SyncWords, opts: WaitOptions) -> Result<()> {
     dev.enter(Api::EventSynchronize, Some(FaultOp::Wait))?;
     let target = sync.last_record()?;
     sync.page
-        .wait_reached(WORD_B, target, "the event to complete", opts, || {
+        .wait_reached(COMPLETED, target, "the event to complete", opts, || {
             dev.alive()
         })
 }
@@ -449,7 +454,7 @@ impl MockNotify {
 fn wait_notify(dev: &DevRef, sync: &SyncWords, opts: WaitOptions) -> Result<()> {
     dev.enter(Api::NotifyWait, Some(FaultOp::Wait))?;
     sync.page
-        .wait_signal(WORD_A, "the notify to be signalled", opts, || {
+        .wait_signal(SIGNAL, "the notify to be signalled", opts, || {
             sync.live()?;
             dev.alive()
         })

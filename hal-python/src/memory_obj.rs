@@ -11,7 +11,7 @@ use hal::{Error, Exported, Handle, ImportOptions, Location, SharedHandle};
 use crate::registry::{device_for, DeviceObj};
 
 /// What a memory object holds.
-pub(crate) enum Held {
+pub(crate) enum Backing {
     /// Memory this process allocated.
     Allocation(Box<dyn DynAllocation>),
     /// Memory of another library of this process (a PyTorch or CuPy CUDA
@@ -71,7 +71,7 @@ impl Drop for Adopted {
 /// stop serving importers) before the memory does.
 pub(crate) struct MemoryObj {
     exports: Mutex<Vec<Exported>>,
-    pub held: Held,
+    pub held: Backing,
     pub device: Arc<DeviceObj>,
     /// Writes through this object are refused (an import asked for it).
     read_only: bool,
@@ -81,7 +81,7 @@ impl MemoryObj {
     pub(crate) fn allocation(device: Arc<DeviceObj>, alloc: Box<dyn DynAllocation>) -> Self {
         MemoryObj {
             exports: Mutex::new(Vec::new()),
-            held: Held::Allocation(alloc),
+            held: Backing::Allocation(alloc),
             device,
             read_only: false,
         }
@@ -96,7 +96,7 @@ impl MemoryObj {
     ) -> Self {
         MemoryObj {
             exports: Mutex::new(Vec::new()),
-            held: Held::Adopted(Adopted::new(alloc, owner)),
+            held: Backing::Adopted(Adopted::new(alloc, owner)),
             device,
             read_only: false,
         }
@@ -106,17 +106,17 @@ impl MemoryObj {
     /// import.
     pub(crate) fn own_allocation(&self) -> Option<&dyn DynAllocation> {
         match &self.held {
-            Held::Allocation(a) => Some(&**a),
-            Held::Adopted(a) => Some(&*a.0.alloc),
-            Held::Mapping(_) => None,
+            Backing::Allocation(a) => Some(&**a),
+            Backing::Adopted(a) => Some(&*a.0.alloc),
+            Backing::Mapping(_) => None,
         }
     }
 
     fn memory(&self) -> &dyn hal::Memory {
         match &self.held {
-            Held::Allocation(a) => &**a,
-            Held::Adopted(a) => &*a.0.alloc,
-            Held::Mapping(m) => &**m,
+            Backing::Allocation(a) => &**a,
+            Backing::Adopted(a) => &*a.0.alloc,
+            Backing::Mapping(m) => &**m,
         }
     }
 
@@ -188,7 +188,7 @@ impl MemoryObj {
     ) -> Self {
         MemoryObj {
             exports: Mutex::new(Vec::new()),
-            held: Held::Mapping(mapping),
+            held: Backing::Mapping(mapping),
             device,
             read_only,
         }

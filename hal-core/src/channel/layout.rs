@@ -476,7 +476,7 @@ pub(super) fn tag(seq: u64) -> u32 {
 
 /// How a sample word's tag stands to sequence `seq`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Held {
+pub(super) enum TagAge {
     /// It holds `seq`.
     This,
     /// It holds an older sample (or none): `seq` is not published yet.
@@ -486,11 +486,11 @@ pub(super) enum Held {
 }
 
 /// How the tag `held` stands to `seq`.
-pub(super) fn held(held: u32, seq: u64) -> Held {
+pub(super) fn tag_age(held: u32, seq: u64) -> TagAge {
     match held.wrapping_sub(tag(seq)) as i32 {
-        0 => Held::This,
-        d if d < 0 => Held::Older,
-        _ => Held::Newer,
+        0 => TagAge::This,
+        d if d < 0 => TagAge::Older,
+        _ => TagAge::Newer,
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::layout::{self, Control, Held, Mode, SubState, MAX_SUBSCRIBERS, QUEUED};
+use super::layout::{self, Control, Mode, SubState, TagAge, MAX_SUBSCRIBERS, QUEUED};
 use super::options::SubscribeOptions;
 use super::ticket::SampleTicket;
 use super::{file, members, park};
@@ -112,7 +112,8 @@ impl Subscriber {
         // before this one joined (a queue's claimed samples too) are stale.
         let mode = shape.mode;
         members::clear_bit(&control, index, |word| {
-            mode == Mode::Broadcast && layout::held(layout::split(word).0, joined_at) != Held::Older
+            mode == Mode::Broadcast
+                && layout::tag_age(layout::split(word).0, joined_at) != TagAge::Older
         })?;
         Ok(Subscriber {
             name: name.to_string(),
@@ -253,14 +254,14 @@ impl Subscriber {
             let slot = (seq % slots) as usize;
             let (tag, pending) =
                 layout::split(self.control.sample_word(slot)?.load(Ordering::Acquire));
-            match layout::held(tag, seq) {
-                Held::Older => return Ok(None),
+            match layout::tag_age(tag, seq) {
+                TagAge::Older => return Ok(None),
                 // Published while this subscriber was not among the active
                 // ones, and its slot reused since.
-                Held::Newer => {
+                TagAge::Newer => {
                     self.advance(seq);
                 }
-                Held::This => {
+                TagAge::This => {
                     if !self.advance(seq) {
                         // Another thread claimed this sequence first.
                         continue;
@@ -289,9 +290,9 @@ impl Subscriber {
             let word = self.control.sample_word(slot)?;
             let seen = word.load(Ordering::Acquire);
             let (tag, pending) = layout::split(seen);
-            match layout::held(tag, h) {
-                Held::Older => return Ok(None),
-                Held::This if pending == QUEUED => {
+            match layout::tag_age(tag, h) {
+                TagAge::Older => return Ok(None),
+                TagAge::This if pending == QUEUED => {
                     if word
                         .compare_exchange(
                             seen,

@@ -14,7 +14,7 @@
 //!   name the child's own descriptors by the time it drops them
 //!   ([`handler_installed`] says whether that is so).
 //! - Past [`SLOTS`] open connections, a new one is not listed: it serves
-//!   its request and is not kept ([`Held::listed`]).
+//!   its request and is not kept ([`ListedFd::listed`]).
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -69,21 +69,21 @@ pub(super) fn handler_installed() -> bool {
 /// A descriptor of the broker client, listed for the fork handler while it
 /// is open.
 #[derive(Debug)]
-pub(super) struct Held {
+pub(super) struct ListedFd {
     fd: OwnedFd,
     slot: Option<usize>,
 }
 
-impl Held {
+impl ListedFd {
     /// List `fd` (installing the fork handler on first use).
-    pub(super) fn new(fd: OwnedFd) -> Held {
+    pub(super) fn new(fd: OwnedFd) -> ListedFd {
         install();
         let raw = fd.as_raw_fd();
         let slot = LISTED.iter().position(|s| {
             s.compare_exchange(-1, raw, Ordering::SeqCst, Ordering::SeqCst)
                 .is_ok()
         });
-        Held { fd, slot }
+        ListedFd { fd, slot }
     }
 
     /// Whether the fork handler will close it in a child; one that is not
@@ -93,13 +93,13 @@ impl Held {
     }
 }
 
-impl AsFd for Held {
+impl AsFd for ListedFd {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
 }
 
-impl Drop for Held {
+impl Drop for ListedFd {
     fn drop(&mut self) {
         // Unlisted before the descriptor closes (right after this).
         if let Some(i) = self.slot {
@@ -121,7 +121,7 @@ mod tests {
     fn a_held_descriptor_is_listed_until_it_is_dropped() {
         let fd = crate::os::memfd("hal-inherited-test", 4096, None).unwrap();
         let raw = fd.as_raw_fd();
-        let held = Held::new(fd);
+        let held = ListedFd::new(fd);
         assert!(held.listed());
         assert!(handler_installed(), "the fork handler is installed");
         let slot = held.slot.expect("a slot");

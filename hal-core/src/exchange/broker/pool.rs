@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
-use super::inherited::{handler_installed, Held};
+use super::inherited::{handler_installed, ListedFd};
 use crate::exchange::peer::PeerCred;
 use crate::lock::lock;
 use crate::os;
@@ -38,16 +38,16 @@ pub(super) const PER_BROKER: usize = 4;
 /// needed one (closed with the connection).
 #[derive(Debug)]
 pub(super) struct Pooled {
-    pub(super) fd: Held,
+    pub(super) fd: ListedFd,
     pub(super) server: PeerCred,
-    pidfd: Option<Held>,
+    pidfd: Option<ListedFd>,
     idle_since: Instant,
 }
 
 impl Pooled {
     pub(super) fn new(fd: OwnedFd, server: PeerCred) -> Pooled {
         Pooled {
-            fd: Held::new(fd),
+            fd: ListedFd::new(fd),
             server,
             pidfd: None,
             idle_since: Instant::now(),
@@ -61,13 +61,13 @@ impl Pooled {
 
     /// Keep `pidfd`, the server's, with the connection.
     pub(super) fn set_pidfd(&mut self, pidfd: OwnedFd) {
-        self.pidfd = Some(Held::new(pidfd));
+        self.pidfd = Some(ListedFd::new(pidfd));
     }
 
     /// Whether a forked child would close all of it at once (see
-    /// [`Held::listed`]): only such a connection is kept.
+    /// [`ListedFd::listed`]): only such a connection is kept.
     fn keepable(&self) -> bool {
-        self.fd.listed() && self.pidfd.as_ref().is_none_or(Held::listed)
+        self.fd.listed() && self.pidfd.as_ref().is_none_or(ListedFd::listed)
     }
 }
 
