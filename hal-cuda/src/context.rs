@@ -18,7 +18,7 @@ pub(crate) struct Primary {
     pub(crate) device: CUdevice,
     ctx: Context,
     /// The stream waits for notifies queued in this context, and the quiet
-    /// a call that waits for the device holds (`quiet.rs`).
+    /// a call that waits for the device holds (`sync/quiet.rs`).
     pub(crate) quiet: Arc<Quiet>,
 }
 
