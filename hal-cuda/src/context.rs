@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use hal_core::Result;
 
-use crate::ffi::result::ctx;
+use crate::ffi::result::{self, ctx};
 use crate::ffi::{CUdevice, Context, Driver};
 use crate::sync::quiet::Quiet;
 
@@ -95,7 +95,7 @@ impl Drop for Primary {
         // The context was retained by `retain` for this device, once; this
         // is its one release. (A driver without the entry point: nothing
         // to say.)
-        if ctx::has_release_primary(&self.driver) {
+        if result::has(self.driver.primary_ctx_release()).is_ok() {
             if let Err(e) = ctx::release_primary(&self.driver, self.device) {
                 log::warn!(
                     "releasing the primary context of CUDA device {}: {e}",

@@ -19,7 +19,7 @@ use hal_core::{
 };
 
 use crate::context::Primary;
-use crate::ffi::result::{ctx, device, mem, stream};
+use crate::ffi::result::{self, ctx, device, mem, stream};
 use crate::ffi::{CUdevice, CUdeviceptr, Driver, Stream};
 use crate::memory::alloc::CudaAllocation;
 use crate::memory::host;
@@ -209,7 +209,9 @@ impl CudaDevice {
         let word = notify.device_word(&self.primary)?;
         let driver = self.driver();
         let _ctx = self.primary.enter()?;
-        stream::has_value32_ops(driver)?;
+        // Both entry points asked for before either is queued.
+        result::has(driver.stream_wait_value32())?;
+        result::has(driver.stream_write_value32())?;
         self.primary.quiet.track(driver, stream.raw, || {
             // SAFETY: as in `queue_notify_record`; the stream holds the
             // notify until it passed the wait and ran the reset
@@ -576,7 +578,7 @@ impl Device for CudaDevice {
         // and a timeout leaves it to finish there.
         hal_core::os::thread::spawn("hal-cuda-synchronize", move || {
             let done = primary.enter().and_then(|_ctx| {
-                ctx::has_synchronize(&primary.driver)?;
+                result::has(primary.driver.ctx_synchronize())?;
                 // Only once no stream waits for a notify: the wait
                 // would hold the driver until it was signalled
                 // (`sync/quiet.rs`).

@@ -18,7 +18,7 @@ use hal_core::vendor::cuda;
 use hal_core::{Error, Result};
 
 use crate::context::Primary;
-use crate::ffi::result::{ctx, device};
+use crate::ffi::result::{self, ctx, device};
 use crate::ffi::{CUdevice, Driver};
 
 /// The device of this process with `uuid`, if it sees one.
@@ -39,7 +39,7 @@ pub(crate) fn can_access(driver: &Driver, dev: CUdevice, peer: CUdevice) -> Resu
 
 /// True when device `dev` can reach at least one other device.
 pub(crate) fn has_peers(driver: &Driver, dev: CUdevice, count: c_int) -> bool {
-    ctx::has_enable_peer_access(driver).is_ok()
+    result::has(driver.ctx_enable_peer_access()).is_ok()
         && (0..count).any(|peer| peer != dev && can_access(driver, dev, peer).unwrap_or(false))
 }
 
@@ -64,7 +64,7 @@ pub(crate) fn check(driver: &Driver, target: CUdevice, source: CUdevice) -> Resu
 pub(crate) fn enable(target: &Primary, source: CUdevice) -> Result<Arc<Primary>> {
     let driver = Arc::clone(&target.driver);
     let source = Arc::new(Primary::retain(driver, source)?);
-    ctx::has_enable_peer_access(&target.driver)?;
+    result::has(target.driver.ctx_enable_peer_access())?;
     let _ctx = target.enter()?;
     // The source's context is retained while `source` lives.
     match ctx::enable_peer_access(&target.driver, source.raw()) {

@@ -8,6 +8,6 @@ pub(crate) mod result;
 pub(crate) mod sys;
 
 pub(crate) use sys::{
-    CUdevice, CUdeviceptr, CUmemAccessDesc, CUmemGenericAllocationHandle, CUmemLocation, Context,
-    Driver, Event, Stream,
+    CUdevice, CUdeviceptr, CUmemAccessDesc, CUmemAllocationProp, CUmemGenericAllocationHandle,
+    CUmemLocation, Context, Driver, Event, Stream,
 };

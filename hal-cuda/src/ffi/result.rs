@@ -1,15 +1,12 @@
 //! The typed layer over the entry points of `sys.rs`, grouped by concept:
-//! each function fetches its entry point, makes the one call and turns the
-//! `CUresult` into hal's error, named with the entry point's versioned
-//! symbol. A result other than success becomes a [`VendorError`] with the
-//! code's number and its name as the driver gives it (`cuGetErrorName`), or
-//! as `hal_core::vendor::cuda` knows it when the driver has no name for it.
-//!
-//! The functions are safe where the call's arguments are values the driver
-//! checks (handles, device addresses, sizes) and places or buffers that
-//! live for the call. A call that keeps a host address beyond its return
-//! (queued work that reads or writes host memory later) is an `unsafe fn`
-//! whose `# Safety` says what its caller keeps alive.
+//! each function fetches its entry point, makes the one call and turns a
+//! `CUresult` other than success into a [`VendorError`] named with the
+//! entry point's versioned symbol, the code's number and its name as the
+//! driver gives it (`cuGetErrorName`, else `hal_core::vendor::cuda`'s).
+//! A function is safe where the arguments are values the driver checks
+//! (handles, device addresses, sizes) and places or buffers that live for
+//! the call; one whose queued work reaches host memory later is an
+//! `unsafe fn` whose `# Safety` says what its caller keeps alive.
 
 use std::ffi::{c_char, CStr};
 
@@ -18,23 +15,46 @@ use hal_core::{Error, Result, VendorError};
 
 use super::sys::{Driver, Entry, Status};
 
+/// The call of entry point `$entry`, every argument a value the driver
+/// checks (handles, device addresses, sizes, flags), its status checked.
+macro_rules! by_value {
+    ($driver:expr, $entry:ident($($arg:expr),* $(,)?)) => {{
+        let e = $driver.$entry()?;
+        // SAFETY: the signature is the table's (`cuda.h`); every argument
+        // is passed by value and checked by the driver, and none points
+        // into this process's memory.
+        $driver.ok(&e, unsafe { (e.f)($($arg),*) })
+    }};
+}
+
+/// As `by_value!`, but the first argument is the place of the answer, of
+/// type `$t` (first `$init`): the answer, once the status is checked.
+macro_rules! answer {
+    ($driver:expr, $entry:ident($t:ty = $init:expr $(, $arg:expr)* $(,)?)) => {{
+        let e = $driver.$entry()?;
+        let mut out: $t = $init;
+        // SAFETY: `out` is a valid place of the type the signature names
+        // for the answer (the call compiles only so); every other argument
+        // is passed by value and checked by the driver, and none points
+        // into this process's memory.
+        $driver.ok(&e, unsafe { (e.f)(&mut out $(, $arg)*) })?;
+        out
+    }};
+}
+
+/// `cuGetErrorName` and `cuGetErrorString`.
+type Describe = unsafe extern "C" fn(Status, *mut *const c_char) -> Status;
+/// The accessor of one of them.
+type Lookup = fn(&Driver) -> Result<Entry<Describe>>;
+
 /// `CUDA_SUCCESS`.
 pub(crate) const SUCCESS: Status = 0;
 /// `CUDA_ERROR_NOT_READY`: queued work has not completed.
 pub(crate) const NOT_READY: Status = 600;
 
 impl Driver {
-    /// `Ok` for success, the vendor error of `status` otherwise; `call`
-    /// names the entry point for the message.
-    pub(crate) fn check(&self, call: &str, status: Status) -> Result<()> {
-        if status == SUCCESS {
-            return Ok(());
-        }
-        Err(self.error(call, status))
-    }
-
     /// The vendor error of a failed `call`.
-    pub(crate) fn error(&self, call: &str, status: Status) -> Error {
+    fn error(&self, call: &str, status: Status) -> Error {
         let known = cuda::code(i64::from(status));
         let name = self
             .describe(status, Driver::get_error_name)
@@ -52,14 +72,7 @@ impl Driver {
     }
 
     /// What `lookup` (`cuGetErrorName` or `cuGetErrorString`) says of `status`.
-    fn describe(
-        &self,
-        status: Status,
-        lookup: fn(
-            &Driver,
-        )
-            -> Result<Entry<unsafe extern "C" fn(Status, *mut *const c_char) -> Status>>,
-    ) -> Option<String> {
+    fn describe(&self, status: Status, lookup: Lookup) -> Option<String> {
         let e = lookup(self).ok()?;
         let mut out: *const c_char = std::ptr::null();
         // SAFETY: `out` is a valid place for the driver to store a pointer.
@@ -68,16 +81,16 @@ impl Driver {
         }
         // SAFETY: on success the driver stored a pointer to a static,
         // NUL-terminated string.
-        Some(
-            unsafe { CStr::from_ptr(out) }
-                .to_string_lossy()
-                .into_owned(),
-        )
+        let text = unsafe { CStr::from_ptr(out) };
+        Some(text.to_string_lossy().into_owned())
     }
 
-    /// `Ok` when `status` of the call of `e` is success.
+    /// `Ok` for success, else the vendor error of the call of `e`.
     fn ok<F>(&self, e: &Entry<F>, status: Status) -> Result<()> {
-        self.check(e.name, status)
+        match status {
+            SUCCESS => Ok(()),
+            other => Err(self.error(e.name, other)),
+        }
     }
 
     /// True for success, false for `CUDA_ERROR_NOT_READY`, the vendor
@@ -93,9 +106,13 @@ impl Driver {
 
 /// `cuInit(0)`.
 pub(crate) fn init(driver: &Driver) -> Result<()> {
-    let e = driver.init()?;
-    // SAFETY: cuInit takes flags 0 and has no other precondition.
-    driver.ok(&e, unsafe { (e.f)(0) })
+    by_value!(driver, init(0))
+}
+
+/// `Ok` when the driver has the entry point of the accessor's answer
+/// `entry` (asked as a call asks it): for a caller that prepares a call.
+pub(crate) fn has<F>(entry: Result<Entry<F>>) -> Result<()> {
+    entry.map(|_| ())
 }
 
 /// Devices: their number, handles, names and attributes.
@@ -108,21 +125,12 @@ pub(crate) mod device {
 
     /// The number of devices the driver sees (`cuDeviceGetCount`).
     pub(crate) fn count(driver: &Driver) -> Result<u32> {
-        let e = driver.device_get_count()?;
-        let mut n: c_int = 0;
-        // SAFETY: `n` is a valid place for the count.
-        driver.ok(&e, unsafe { (e.f)(&mut n) })?;
-        Ok(u32::try_from(n).unwrap_or(0))
+        Ok(u32::try_from(answer!(driver, device_get_count(c_int = 0))).unwrap_or(0))
     }
 
     /// The handle of device `ordinal` (`cuDeviceGet`).
     pub(crate) fn get(driver: &Driver, ordinal: u32) -> Result<CUdevice> {
-        let e = driver.device_get()?;
-        let mut dev: CUdevice = 0;
-        // SAFETY: `dev` is a valid place; the ordinal is passed by value
-        // and checked by the driver.
-        driver.ok(&e, unsafe { (e.f)(&mut dev, ordinal as c_int) })?;
-        Ok(dev)
+        Ok(answer!(driver, device_get(CUdevice = 0, ordinal as c_int)))
     }
 
     /// The device's name (`cuDeviceGetName`, at most 255 bytes).
@@ -143,42 +151,28 @@ pub(crate) mod device {
 
     /// The device's UUID (`cuDeviceGetUuid_v2`).
     pub(crate) fn uuid(driver: &Driver, dev: CUdevice) -> Result<[u8; 16]> {
-        let mut uuid = CUuuid { bytes: [0; 16] };
-        let e = driver.device_get_uuid()?;
-        // SAFETY: `uuid` is a valid place for 16 bytes.
-        driver.ok(&e, unsafe { (e.f)(&mut uuid, dev) })?;
+        let uuid = answer!(
+            driver,
+            device_get_uuid(CUuuid = CUuuid { bytes: [0; 16] }, dev)
+        );
         Ok(uuid.bytes.map(|b| b as u8))
     }
 
     /// The device's memory in bytes (`cuDeviceTotalMem_v2`).
     pub(crate) fn total_mem(driver: &Driver, dev: CUdevice) -> Result<usize> {
-        let mut total: usize = 0;
-        let e = driver.device_total_mem()?;
-        // SAFETY: `total` is a valid place.
-        driver.ok(&e, unsafe { (e.f)(&mut total, dev) })?;
-        Ok(total)
+        Ok(answer!(driver, device_total_mem(usize = 0, dev)))
     }
 
-    /// The attribute numbered `attr` of `dev` (`cuDeviceGetAttribute`):
-    /// also numbers newer than the headers' enum
-    /// (`hal_core::vendor::cuda::ATTRIBUTE_*`).
+    /// The attribute numbered `attr` of `dev` (`cuDeviceGetAttribute`), also
+    /// one newer than the headers' enum (`hal_core::vendor::cuda::ATTRIBUTE_*`).
     pub(crate) fn attribute(driver: &Driver, dev: CUdevice, attr: c_int) -> Result<i32> {
-        let e = driver.device_get_attribute()?;
-        let mut v: c_int = 0;
-        // SAFETY: `v` is a valid place; the attribute is passed as its number
-        // (the enum's ABI), and the driver answers any number.
-        driver.ok(&e, unsafe { (e.f)(&mut v, attr, dev) })?;
-        Ok(v)
+        Ok(answer!(driver, device_get_attribute(c_int = 0, attr, dev)))
     }
 
     /// True when device `dev` can access the memory of device `peer`
     /// (`cuDeviceCanAccessPeer`).
     pub(crate) fn can_access_peer(driver: &Driver, dev: CUdevice, peer: CUdevice) -> Result<bool> {
-        let e = driver.device_can_access_peer()?;
-        let mut answer: c_int = 0;
-        // SAFETY: `answer` is a valid place; both devices are passed by
-        // value and checked by the driver.
-        driver.ok(&e, unsafe { (e.f)(&mut answer, dev, peer) })?;
+        let answer = answer!(driver, device_can_access_peer(c_int = 0, dev, peer));
         Ok(answer != 0)
     }
 }
@@ -197,19 +191,16 @@ pub(crate) mod ctx {
 
     /// Retain the primary context of `dev` (`cuDevicePrimaryCtxRetain`).
     pub(crate) fn retain_primary(driver: &Driver, dev: CUdevice) -> Result<Context> {
-        let e = driver.primary_ctx_retain()?;
-        let mut ctx: CUcontext = std::ptr::null_mut();
-        // SAFETY: `ctx` is a valid place for the handle; `dev` is passed by
-        // value and checked by the driver.
-        driver.ok(&e, unsafe { (e.f)(&mut ctx, dev) })?;
+        let ctx = answer!(
+            driver,
+            primary_ctx_retain(CUcontext = std::ptr::null_mut(), dev)
+        );
         Ok(Context(ctx))
     }
 
     /// Release the primary context of `dev` (`cuDevicePrimaryCtxRelease_v2`).
     pub(crate) fn release_primary(driver: &Driver, dev: CUdevice) -> Result<()> {
-        let e = driver.primary_ctx_release()?;
-        // SAFETY: the device is passed by value and checked by the driver.
-        driver.ok(&e, unsafe { (e.f)(dev) })
+        by_value!(driver, primary_ctx_release(dev))
     }
 
     /// Push `ctx` on the calling thread (`cuCtxPushCurrent_v2`). The pop's
@@ -224,59 +215,29 @@ pub(crate) mod ctx {
 
     /// Pop the calling thread's current context (`cuCtxPopCurrent_v2`).
     pub(crate) fn pop(driver: &Driver) -> Result<()> {
-        let e = driver.ctx_pop_current()?;
-        let mut popped: CUcontext = std::ptr::null_mut();
-        // SAFETY: `popped` is a valid place for the handle.
-        driver.ok(&e, unsafe { (e.f)(&mut popped) })
+        answer!(driver, ctx_pop_current(CUcontext = std::ptr::null_mut()));
+        Ok(())
     }
 
     /// The calling thread's current context, if any (`cuCtxGetCurrent`).
     pub(crate) fn current(driver: &Driver) -> Result<Option<u64>> {
-        let e = driver.ctx_get_current()?;
-        let mut ctx: CUcontext = std::ptr::null_mut();
-        // SAFETY: `ctx` is a valid place for the handle.
-        driver.ok(&e, unsafe { (e.f)(&mut ctx) })?;
+        let ctx = answer!(driver, ctx_get_current(CUcontext = std::ptr::null_mut()));
         Ok((!ctx.is_null()).then_some(ctx as u64))
     }
 
     /// Wait for all the current context's work (`cuCtxSynchronize`).
     pub(crate) fn synchronize(driver: &Driver) -> Result<()> {
-        let e = driver.ctx_synchronize()?;
-        // SAFETY: no argument; the driver answers an error without a
-        // current context.
-        driver.ok(&e, unsafe { (e.f)() })
-    }
-
-    /// `Ok` when the driver has `cuCtxSynchronize` (asked as a call would):
-    /// a caller that must prepare the call checks first.
-    pub(crate) fn has_synchronize(driver: &Driver) -> Result<()> {
-        driver.ctx_synchronize().map(|_| ())
-    }
-
-    /// True when the driver has `cuDevicePrimaryCtxRelease_v2` (asked as a
-    /// call would).
-    pub(crate) fn has_release_primary(driver: &Driver) -> bool {
-        driver.primary_ctx_release().is_ok()
-    }
-
-    /// `Ok` when the driver has `cuCtxEnablePeerAccess` (asked as a call
-    /// would, so it counts as asked for).
-    pub(crate) fn has_enable_peer_access(driver: &Driver) -> Result<()> {
-        driver.ctx_enable_peer_access().map(|_| ())
+        by_value!(driver, ctx_synchronize())
     }
 
     /// Let the current context access the memory of `peer`
     /// (`cuCtxEnablePeerAccess`, flags 0).
     pub(crate) fn enable_peer_access(driver: &Driver, peer: Context) -> Result<()> {
-        let e = driver.ctx_enable_peer_access()?;
-        // SAFETY: the handle is passed by value and checked by the driver;
-        // flags are 0.
-        driver.ok(&e, unsafe { (e.f)(peer.0, 0) })
+        by_value!(driver, ctx_enable_peer_access(peer.0, 0))
     }
 }
 
-/// Memory: allocation, copies, pointer queries, managed memory, host
-/// registration.
+/// Memory: allocation, copies, pointers, managed memory, registration.
 pub(crate) mod mem {
     use std::ffi::{c_int, c_uint, c_void};
 
@@ -287,20 +248,12 @@ pub(crate) mod mem {
 
     /// `size` bytes of device memory (`cuMemAlloc_v2`).
     pub(crate) fn alloc(driver: &Driver, size: usize) -> Result<CUdeviceptr> {
-        let e = driver.mem_alloc()?;
-        let mut p: CUdeviceptr = 0;
-        // SAFETY: `p` is a valid place; the size is passed by value.
-        driver.ok(&e, unsafe { (e.f)(&mut p, size) })?;
-        Ok(p)
+        Ok(answer!(driver, mem_alloc(CUdeviceptr = 0, size)))
     }
 
-    /// `size` bytes of pinned host memory (`cuMemAllocHost_v2`), at the
-    /// address that is both the host's and the device's.
+    /// `size` bytes of pinned host memory (`cuMemAllocHost_v2`): the host's address.
     pub(crate) fn alloc_host(driver: &Driver, size: usize) -> Result<CUdeviceptr> {
-        let e = driver.mem_alloc_host()?;
-        let mut p: *mut c_void = std::ptr::null_mut();
-        // SAFETY: `p` is a valid place; the size is passed by value.
-        driver.ok(&e, unsafe { (e.f)(&mut p, size) })?;
+        let p = answer!(driver, mem_alloc_host(*mut c_void = std::ptr::null_mut(), size));
         Ok(p as CUdeviceptr)
     }
 
@@ -310,19 +263,15 @@ pub(crate) mod mem {
         size: usize,
         flags: c_uint,
     ) -> Result<CUdeviceptr> {
-        let e = driver.mem_alloc_managed()?;
-        let mut p: CUdeviceptr = 0;
-        // SAFETY: `p` is a valid place; size and flags are passed by value.
-        driver.ok(&e, unsafe { (e.f)(&mut p, size, flags) })?;
-        Ok(p)
+        Ok(answer!(
+            driver,
+            mem_alloc_managed(CUdeviceptr = 0, size, flags)
+        ))
     }
 
     /// Free device or managed memory (`cuMemFree_v2`).
     pub(crate) fn free(driver: &Driver, ptr: CUdeviceptr) -> Result<()> {
-        let e = driver.mem_free()?;
-        // SAFETY: the address is passed by value; the driver checks that it
-        // is an allocation of its own.
-        driver.ok(&e, unsafe { (e.f)(ptr) })
+        by_value!(driver, mem_free(ptr))
     }
 
     /// Free pinned host memory (`cuMemFreeHost`).
@@ -466,10 +415,7 @@ pub(crate) mod mem {
         advice: c_uint,
         at: CUmemLocation,
     ) -> Result<()> {
-        let e = driver.mem_advise()?;
-        // SAFETY: every argument is passed by value and checked by the
-        // driver; advice moves no bytes.
-        driver.ok(&e, unsafe { (e.f)(ptr, len, advice, at) })
+        by_value!(driver, mem_advise(ptr, len, advice, at))
     }
 
     /// Queue on `stream` the migration of the managed range
@@ -481,10 +427,7 @@ pub(crate) mod mem {
         to: CUmemLocation,
         stream: Stream,
     ) -> Result<()> {
-        let e = driver.mem_prefetch_async()?;
-        // SAFETY: every argument is passed by value and checked by the
-        // driver; a migration moves pages, not their contents.
-        driver.ok(&e, unsafe { (e.f)(ptr, len, to, 0, stream.0) })
+        by_value!(driver, mem_prefetch_async(ptr, len, to, 0, stream.0))
     }
 
     /// Register `range` with the current context (`cuMemHostRegister_v2`).
@@ -517,17 +460,6 @@ pub(crate) mod mem {
         // among the registrations, never dereferenced.
         driver.ok(&e, unsafe { (e.f)(at as usize as *mut c_void) })
     }
-
-    /// `Ok` when the driver has `cuMemHostUnregister` (asked as a call
-    /// would): a registration is made only when it can be ended.
-    pub(crate) fn has_host_unregister(driver: &Driver) -> Result<()> {
-        driver.mem_host_unregister().map(|_| ())
-    }
-
-    /// As [`has_host_unregister`], for `cuMemHostGetDevicePointer_v2`.
-    pub(crate) fn has_host_device_pointer(driver: &Driver) -> Result<()> {
-        driver.mem_host_get_device_pointer().map(|_| ())
-    }
 }
 
 /// Legacy IPC of memory and events: 64-byte handles.
@@ -541,11 +473,8 @@ pub(crate) mod ipc {
     /// The 64 bytes of the allocation whose base is `base`
     /// (`cuIpcGetMemHandle`).
     pub(crate) fn get_mem_handle(driver: &Driver, base: CUdeviceptr) -> Result<[u8; 64]> {
-        let e = driver.ipc_get_mem_handle()?;
-        let mut raw = CUipcMemHandle { reserved: [0; 64] };
-        // SAFETY: `raw` is a valid place for 64 bytes; the address is passed
-        // by value and checked by the driver.
-        driver.ok(&e, unsafe { (e.f)(&mut raw, base) })?;
+        let empty = CUipcMemHandle { reserved: [0; 64] };
+        let raw = answer!(driver, ipc_get_mem_handle(CUipcMemHandle = empty, base));
         Ok(raw.reserved.map(|b| b as u8))
     }
 
@@ -556,48 +485,44 @@ pub(crate) mod ipc {
         ipc: &[u8; 64],
         flags: c_uint,
     ) -> Result<CUdeviceptr> {
-        let e = driver.ipc_open_mem_handle()?;
         let raw = CUipcMemHandle {
             reserved: ipc.map(|b| b as _),
         };
-        let mut base: CUdeviceptr = 0;
-        // SAFETY: `base` is a valid place; the handle is passed by value.
-        driver.ok(&e, unsafe { (e.f)(&mut base, raw, flags) })?;
-        Ok(base)
+        Ok(answer!(
+            driver,
+            ipc_open_mem_handle(CUdeviceptr = 0, raw, flags)
+        ))
     }
 
     /// Close an open of [`open_mem_handle`] (`cuIpcCloseMemHandle`).
     pub(crate) fn close_mem_handle(driver: &Driver, base: CUdeviceptr) -> Result<()> {
-        let e = driver.ipc_close_mem_handle()?;
-        // SAFETY: the address is passed by value and checked by the driver.
-        driver.ok(&e, unsafe { (e.f)(base) })
+        by_value!(driver, ipc_close_mem_handle(base))
     }
 
     /// The 64 bytes of an interprocess event (`cuIpcGetEventHandle`).
     pub(crate) fn get_event_handle(driver: &Driver, event: Event) -> Result<[u8; 64]> {
-        let e = driver.ipc_get_event_handle()?;
-        let mut raw = CUipcEventHandle { reserved: [0; 64] };
-        // SAFETY: `raw` is a valid place for 64 bytes; the event is passed
-        // by value and checked by the driver.
-        driver.ok(&e, unsafe { (e.f)(&mut raw, event.0) })?;
+        let empty = CUipcEventHandle { reserved: [0; 64] };
+        let raw = answer!(
+            driver,
+            ipc_get_event_handle(CUipcEventHandle = empty, event.0)
+        );
         Ok(raw.reserved.map(|b| b as u8))
     }
 
     /// Open another process's event by its 64 bytes (`cuIpcOpenEventHandle`).
     pub(crate) fn open_event_handle(driver: &Driver, ipc: &[u8; 64]) -> Result<Event> {
-        let e = driver.ipc_open_event_handle()?;
-        let mut raw: CUevent = std::ptr::null_mut();
         let handle = CUipcEventHandle {
             reserved: ipc.map(|b| b as _),
         };
-        // SAFETY: `raw` is a valid place; the handle is passed by value.
-        driver.ok(&e, unsafe { (e.f)(&mut raw, handle) })?;
+        let raw = answer!(
+            driver,
+            ipc_open_event_handle(CUevent = std::ptr::null_mut(), handle)
+        );
         Ok(Event(raw))
     }
 }
 
-/// Streams: creation, queries, waits, stream memory operations and host
-/// functions.
+/// Streams: creation, queries, waits, memory operations, host functions.
 pub(crate) mod stream {
     use std::ffi::{c_uint, c_void};
 
@@ -607,18 +532,16 @@ pub(crate) mod stream {
 
     /// A new stream of the current context (`cuStreamCreate`).
     pub(crate) fn create(driver: &Driver, flags: c_uint) -> Result<Stream> {
-        let e = driver.stream_create()?;
-        let mut raw: CUstream = std::ptr::null_mut();
-        // SAFETY: `raw` is a valid place; the flags are passed by value.
-        driver.ok(&e, unsafe { (e.f)(&mut raw, flags) })?;
+        let raw = answer!(
+            driver,
+            stream_create(CUstream = std::ptr::null_mut(), flags)
+        );
         Ok(Stream(raw))
     }
 
     /// Destroy a stream (`cuStreamDestroy_v2`).
     pub(crate) fn destroy(driver: &Driver, stream: Stream) -> Result<()> {
-        let e = driver.stream_destroy()?;
-        // SAFETY: the handle is passed by value and checked by the driver.
-        driver.ok(&e, unsafe { (e.f)(stream.0) })
+        by_value!(driver, stream_destroy(stream.0))
     }
 
     /// True when the stream ran everything queued (`cuStreamQuery`).
@@ -631,26 +554,12 @@ pub(crate) mod stream {
     /// Wait on the host until the stream ran everything queued
     /// (`cuStreamSynchronize`).
     pub(crate) fn synchronize(driver: &Driver, stream: Stream) -> Result<()> {
-        let e = driver.stream_synchronize()?;
-        // SAFETY: the handle is passed by value and checked by the driver
-        // (null: the current context's legacy stream).
-        driver.ok(&e, unsafe { (e.f)(stream.0) })
+        by_value!(driver, stream_synchronize(stream.0))
     }
 
     /// Queue on `stream` a wait for `event` (`cuStreamWaitEvent`, flags 0).
     pub(crate) fn wait_event(driver: &Driver, stream: Stream, event: Event) -> Result<()> {
-        let e = driver.stream_wait_event()?;
-        // SAFETY: both handles are passed by value and checked by the
-        // driver; flags 0.
-        driver.ok(&e, unsafe { (e.f)(stream.0, event.0, 0) })
-    }
-
-    /// `Ok` when the driver has `cuStreamWaitValue32_v2` and
-    /// `cuStreamWriteValue32_v2` (asked as calls would, in that order): a
-    /// caller that queues both checks before it queues either.
-    pub(crate) fn has_value32_ops(driver: &Driver) -> Result<()> {
-        driver.stream_wait_value32()?;
-        driver.stream_write_value32().map(|_| ())
+        by_value!(driver, stream_wait_event(stream.0, event.0, 0))
     }
 
     /// Queue on `stream` a write of `value` to the 4-byte word at the
@@ -722,25 +631,18 @@ pub(crate) mod event {
 
     /// A new event of the current context (`cuEventCreate`).
     pub(crate) fn create(driver: &Driver, flags: c_uint) -> Result<Event> {
-        let e = driver.event_create()?;
-        let mut raw: CUevent = std::ptr::null_mut();
-        // SAFETY: `raw` is a valid place; the flags are passed by value.
-        driver.ok(&e, unsafe { (e.f)(&mut raw, flags) })?;
+        let raw = answer!(driver, event_create(CUevent = std::ptr::null_mut(), flags));
         Ok(Event(raw))
     }
 
     /// Destroy an event (`cuEventDestroy_v2`).
     pub(crate) fn destroy(driver: &Driver, event: Event) -> Result<()> {
-        let e = driver.event_destroy()?;
-        // SAFETY: the handle is passed by value and checked by the driver.
-        driver.ok(&e, unsafe { (e.f)(event.0) })
+        by_value!(driver, event_destroy(event.0))
     }
 
     /// Record `event` on `stream` (`cuEventRecord`).
     pub(crate) fn record(driver: &Driver, event: Event, stream: Stream) -> Result<()> {
-        let e = driver.event_record()?;
-        // SAFETY: both handles are passed by value and checked by the driver.
-        driver.ok(&e, unsafe { (e.f)(event.0, stream.0) })
+        by_value!(driver, event_record(event.0, stream.0))
     }
 
     /// True when the work before the event's record ran (`cuEventQuery`).
@@ -751,36 +653,21 @@ pub(crate) mod event {
     }
 }
 
-/// VMM: physical allocations, reservations, mappings, access, sharing by
-/// descriptor.
+/// VMM: physical memory, reservations, mappings, access, descriptors.
 pub(crate) mod vmm {
     use std::ffi::{c_uint, c_void};
     use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
-    use cudarc::driver::sys::{CUmemAllocationHandleType, CUmemAllocationType};
     use hal_core::{Error, Result};
 
     use crate::ffi::sys::{
-        CUdeviceptr, CUmemAccessDesc, CUmemAllocationProp, CUmemGenericAllocationHandle,
-        CUmemLocation, Driver,
+        CUdeviceptr, CUmemAccessDesc, CUmemAllocationProp, CUmemGenericAllocationHandle, Driver,
     };
 
     /// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`.
     pub(crate) const HANDLE_POSIX_FD: c_uint = 1;
     /// `CU_MEM_HANDLE_TYPE_FABRIC`.
     pub(crate) const HANDLE_FABRIC: c_uint = 8;
-
-    /// The properties of pinned memory at `location`, shareable as
-    /// `handle_types` says.
-    pub(crate) fn prop(location: CUmemLocation, handle_types: c_uint) -> CUmemAllocationProp {
-        // SAFETY: CUmemAllocationProp is plain C data (integers, a pointer and
-        // bytes); all zeroes is its documented default.
-        let mut p: CUmemAllocationProp = unsafe { std::mem::zeroed() };
-        p.type_ = CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
-        p.requestedHandleTypes = CUmemAllocationHandleType(handle_types);
-        p.location = location;
-        p
-    }
 
     /// The minimum (or, with `recommended`, the recommended) granularity of
     /// memory of `prop` (`cuMemGetAllocationGranularity`).
@@ -816,26 +703,21 @@ pub(crate) mod vmm {
 
     /// Release a physical allocation's handle (`cuMemRelease`).
     pub(crate) fn release(driver: &Driver, handle: CUmemGenericAllocationHandle) -> Result<()> {
-        let e = driver.mem_release()?;
-        // SAFETY: the handle is passed by value and checked by the driver.
-        driver.ok(&e, unsafe { (e.f)(handle) })
+        by_value!(driver, mem_release(handle))
     }
 
     /// Reserve `size` bytes of address space aligned to `align` (0: the
     /// driver's choice) anywhere (`cuMemAddressReserve`, flags 0).
     pub(crate) fn reserve(driver: &Driver, size: usize, align: usize) -> Result<CUdeviceptr> {
-        let e = driver.mem_address_reserve()?;
-        let mut base: CUdeviceptr = 0;
-        // SAFETY: `base` is a valid place; no address is asked (0), flags 0.
-        driver.ok(&e, unsafe { (e.f)(&mut base, size, align, 0, 0) })?;
-        Ok(base)
+        Ok(answer!(
+            driver,
+            mem_address_reserve(CUdeviceptr = 0, size, align, 0, 0)
+        ))
     }
 
     /// Free a reserved range (`cuMemAddressFree`).
     pub(crate) fn free_range(driver: &Driver, base: CUdeviceptr, size: usize) -> Result<()> {
-        let e = driver.mem_address_free()?;
-        // SAFETY: the range is passed by value and checked by the driver.
-        driver.ok(&e, unsafe { (e.f)(base, size) })
+        by_value!(driver, mem_address_free(base, size))
     }
 
     /// Map `size` bytes of `handle` from `offset` at `at` (`cuMemMap`,
@@ -847,17 +729,12 @@ pub(crate) mod vmm {
         offset: usize,
         handle: CUmemGenericAllocationHandle,
     ) -> Result<()> {
-        let e = driver.mem_map()?;
-        // SAFETY: every argument is passed by value and checked by the
-        // driver (a range of a reservation that maps nothing yet).
-        driver.ok(&e, unsafe { (e.f)(at, size, offset, handle, 0) })
+        by_value!(driver, mem_map(at, size, offset, handle, 0))
     }
 
     /// Unmap `size` bytes at `at` (`cuMemUnmap`).
     pub(crate) fn unmap(driver: &Driver, at: CUdeviceptr, size: usize) -> Result<()> {
-        let e = driver.mem_unmap()?;
-        // SAFETY: the range is passed by value and checked by the driver.
-        driver.ok(&e, unsafe { (e.f)(at, size) })
+        by_value!(driver, mem_unmap(at, size))
     }
 
     /// Set the access of `descs` to the mapped `size` bytes at `at`

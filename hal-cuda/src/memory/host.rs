@@ -39,7 +39,7 @@ use hal_core::os::HostRange;
 use hal_core::syncpage::{SyncPage, PAGE_LEN};
 use hal_core::Result;
 
-use crate::ffi::result::{mem, stream};
+use crate::ffi::result::{self, mem, stream};
 use crate::ffi::{CUdeviceptr, Driver, Stream};
 
 /// `CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP`.
@@ -50,8 +50,8 @@ const REGISTER_FLAGS: u32 = 0x1 | 0x2;
 /// before the range is unmapped.
 pub(crate) fn register(driver: &Driver, range: &HostRange) -> Result<CUdeviceptr> {
     // Both asked before the registration, so that it can always be undone.
-    mem::has_host_device_pointer(driver)?;
-    mem::has_host_unregister(driver)?;
+    result::has(driver.mem_host_get_device_pointer())?;
+    result::has(driver.mem_host_unregister())?;
     mem::host_register(driver, range, REGISTER_FLAGS)?;
     match mem::host_device_pointer(driver, range.addr()) {
         Ok(dptr) => Ok(dptr),

@@ -29,6 +29,7 @@
 //! NUMA memory through any device. An imported allocation holds the memory
 //! on its own, so the exporter may release its own at any time.
 
+use std::ffi::c_uint;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, OnceLock};
 
@@ -45,7 +46,7 @@ use hal_core::{
 
 use crate::context::Primary;
 use crate::ffi::result::vmm::{self, HANDLE_FABRIC, HANDLE_POSIX_FD};
-use crate::ffi::{CUmemAccessDesc, CUmemLocation, Driver};
+use crate::ffi::{CUmemAccessDesc, CUmemAllocationProp, CUmemLocation, Driver};
 use crate::memory::alloc::out_of_memory;
 use crate::vmm::physical::{CudaPhysical, PhysInner};
 use crate::vmm::reservation::CudaReservation;
@@ -123,14 +124,32 @@ fn driver_location(location: PhysicalLocation) -> CUmemLocation {
     }
 }
 
+/// The properties of pinned memory at `location`, shareable as
+/// `handle_types` says (the rest zero, the structure's default).
+fn prop(location: PhysicalLocation, handle_types: c_uint) -> CUmemAllocationProp {
+    use cudarc::driver::sys::{
+        CUmemAllocationHandleType, CUmemAllocationProp_st__bindgen_ty_1 as AllocFlags,
+        CUmemAllocationType,
+    };
+    CUmemAllocationProp {
+        type_: CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
+        requestedHandleTypes: CUmemAllocationHandleType(handle_types),
+        location: driver_location(location),
+        win32HandleMetaData: std::ptr::null_mut(),
+        allocFlags: AllocFlags {
+            compressionType: 0,
+            gpuDirectRDMACapable: 0,
+            usage: 0,
+            reserved: [0; 4],
+        },
+    }
+}
+
 /// The minimum (or, with `recommended`, the recommended) granularity of
 /// device memory on device `ordinal` made for a POSIX descriptor
 /// (`cuMemGetAllocationGranularity`; 2 MiB both on an H200, measured).
 pub(crate) fn device_granularity(driver: &Driver, ordinal: u32, recommended: bool) -> Result<u64> {
-    let p = vmm::prop(
-        driver_location(PhysicalLocation::Device(ordinal)),
-        HANDLE_POSIX_FD,
-    );
+    let p = prop(PhysicalLocation::Device(ordinal), HANDLE_POSIX_FD);
     let g = vmm::granularity(driver, &p, recommended)?;
     hal_core::vmm::check_granularity(entry::MEM_GET_ALLOCATION_GRANULARITY, g as u64)
 }
@@ -163,7 +182,7 @@ impl Vmm<'_> {
                 ))
             }
         };
-        let p = vmm::prop(driver_location(location), handle_types);
+        let p = prop(location, handle_types);
         let driver = self.driver();
         let _ctx = self.primary.enter()?;
         // A dropped reservation's physical memory may still be on its way

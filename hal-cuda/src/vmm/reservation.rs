@@ -31,7 +31,7 @@ use hal_core::vmm_pieces::Pieces;
 use hal_core::{AccessTarget, Reservation, Result};
 
 use crate::context::Primary;
-use crate::ffi::result::{ctx, vmm};
+use crate::ffi::result::{self, ctx, vmm};
 use crate::ffi::CUdeviceptr;
 use crate::memory::alloc::{copy_in, copy_out};
 use crate::sync::quiet::QuietGuard;
@@ -95,7 +95,7 @@ impl CudaReservation {
 fn wait_for_work(primary: &Primary, strict: bool) -> Result<QuietGuard<'_>> {
     let driver = &primary.driver;
     // Asked before the quiet, which it would hold for nothing.
-    ctx::has_synchronize(driver)?;
+    result::has(driver.ctx_synchronize())?;
     let quiet = primary.quiet.hold();
     // The caller made the context current on this thread.
     match ctx::synchronize(driver) {
