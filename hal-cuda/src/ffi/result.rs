@@ -21,8 +21,8 @@ macro_rules! by_value {
     ($driver:expr, $entry:ident($($arg:expr),* $(,)?)) => {{
         let e = $driver.$entry()?;
         // SAFETY: the signature is the table's (`cuda.h`); every argument
-        // is passed by value and checked by the driver, and none points
-        // into this process's memory.
+        // is passed by value (a handle is the driver's own) and checked by
+        // the driver: no buffer of this process is handed over.
         $driver.ok(&e, unsafe { (e.f)($($arg),*) })
     }};
 }
@@ -35,8 +35,8 @@ macro_rules! answer {
         let mut out: $t = $init;
         // SAFETY: `out` is a valid place of the type the signature names
         // for the answer (the call compiles only so); every other argument
-        // is passed by value and checked by the driver, and none points
-        // into this process's memory.
+        // is passed by value (a handle is the driver's own) and checked by
+        // the driver: no other buffer of this process is handed over.
         $driver.ok(&e, unsafe { (e.f)(&mut out $(, $arg)*) })?;
         out
     }};

@@ -31,6 +31,7 @@
 //! no driver call (the driver forbids them there).
 
 use std::ffi::c_void;
+use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -96,7 +97,8 @@ const _: () = assert!(std::mem::size_of::<Words>() == 64 * 1024 && WORDS * 4 == 
 /// and the host reads. It is never freed while registered: one whose
 /// unregistration failed (or never ran) is left allocated when dropped.
 pub(crate) struct WordPage {
-    words: Option<Box<Words>>,
+    /// Dropped only when not registered (`Drop`).
+    words: ManuallyDrop<Box<Words>>,
     /// The device's address of the page (`cuMemHostGetDevicePointer`).
     device: CUdeviceptr,
     registered: AtomicBool,
@@ -114,7 +116,7 @@ impl WordPage {
         let range = unsafe { HostRange::new(words.0.as_ptr().cast_mut().cast(), len) }?;
         let device = register(driver, &range)?;
         Ok(WordPage {
-            words: Some(words),
+            words: ManuallyDrop::new(words),
             device,
             registered: AtomicBool::new(true),
         })
@@ -125,7 +127,7 @@ impl WordPage {
     #[cfg(test)]
     pub(crate) fn unregistered(initial: u32) -> WordPage {
         WordPage {
-            words: Some(Box::new(Words(std::array::from_fn(|_| {
+            words: ManuallyDrop::new(Box::new(Words(std::array::from_fn(|_| {
                 AtomicU32::new(initial)
             })))),
             device: 0,
@@ -133,21 +135,14 @@ impl WordPage {
         }
     }
 
-    fn words(&self) -> &Words {
-        match &self.words {
-            Some(w) => w,
-            None => unreachable!("the words are taken only by the drop"),
-        }
-    }
-
     /// Word `index`.
     pub(crate) fn word(&self, index: usize) -> &AtomicU32 {
-        &self.words().0[index]
+        &self.words.0[index]
     }
 
     /// The host address of the page.
     pub(crate) fn host_addr(&self) -> u64 {
-        self.words().0.as_ptr() as u64
+        self.words.0.as_ptr() as u64
     }
 
     /// Queue on `stream` a write of `value` to word `index`
@@ -184,10 +179,11 @@ impl WordPage {
 
 impl Drop for WordPage {
     fn drop(&mut self) {
-        if *self.registered.get_mut() {
-            // A stream may still write it: never free it.
-            std::mem::forget(self.words.take());
+        if !*self.registered.get_mut() {
+            // SAFETY: the words are dropped once, here, and not used after.
+            unsafe { ManuallyDrop::drop(&mut self.words) };
         }
+        // Else a stream may still write them: they are never freed.
     }
 }
 

@@ -6,7 +6,9 @@
 //! In stream order, a notify is recorded with `cuStreamWriteValue32` and
 //! waited on with `cuStreamWaitValue32` (equal to 1, then a write of 0 to
 //! consume the signal) on the page registered with the device
-//! (`cuMemHostRegister`, once per page and process, on first stream use).
+//! (`cuMemHostRegister`, once per page and process, on first stream use);
+//! `device.rs` queues them, and makes the stream hold the notify until it
+//! ran them.
 //! A GPU cannot make the futex call that wakes a sleeping host waiter, so
 //! host waits on a notify sleep at most [`HOST_POLL`] at a time: a signal
 //! written by a stream is seen within that bound. Measured on an H200: a
