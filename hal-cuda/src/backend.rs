@@ -1,6 +1,6 @@
 //! [`CudaBackend`]: the driver, loaded on first use, and its devices.
 
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::c_int;
 use std::sync::{Arc, OnceLock};
 
 use hal_core::{Availability, Backend, BackendId, Capabilities, DeviceInfo, Error, Result};
@@ -8,13 +8,12 @@ use hal_core::{Availability, Backend, BackendId, Capabilities, DeviceInfo, Error
 use crate::device::CudaDevice;
 use hal_core::runtime::{self, Failure};
 
-use crate::loader;
+use crate::ffi::result::{self, device};
+use crate::ffi::{sys, CUdevice, Driver};
 use crate::needs;
-use crate::query::device_count;
-use crate::sys::{CUdevice, CUuuid, Driver};
 
 /// The CUDA backend: `libcuda.so.1` loaded at run time (never linked; see
-/// [`loader::LIBRARY_VAR`](crate::LIBRARY_VAR) to name another library).
+/// [`LIBRARY_VAR`](crate::LIBRARY_VAR) to name another library).
 ///
 /// ```
 /// use hal_core::Backend;
@@ -92,15 +91,8 @@ impl CudaBackend {
 }
 
 fn load_and_init(library: Option<std::path::PathBuf>) -> std::result::Result<Arc<Driver>, Failure> {
-    let driver = Arc::new(Driver::new(
-        loader::load(library).map_err(Failure::NotLoaded)?,
-    ));
-    let init = || -> Result<()> {
-        let f = driver.init()?;
-        // SAFETY: cuInit takes flags 0 and has no other precondition.
-        driver.check("cuInit", unsafe { f(0) })
-    };
-    init().map_err(|e| Failure::Init {
+    let driver = Arc::new(Driver::new(sys::load(library).map_err(Failure::NotLoaded)?));
+    result::init(&driver).map_err(|e| Failure::Init {
         path: driver.path().clone(),
         reason: e.to_string(),
     })?;
@@ -109,42 +101,21 @@ fn load_and_init(library: Option<std::path::PathBuf>) -> std::result::Result<Arc
 
 /// The driver's handle of device `ordinal`.
 pub(crate) fn device_handle(driver: &Driver, ordinal: u32) -> Result<CUdevice> {
-    let count = device_count(driver)?;
+    let count = device::count(driver)?;
     if ordinal >= count {
         return Err(Error::invalid(format!(
             "CUDA device {ordinal} does not exist: the driver sees {count} device(s)"
         )));
     }
-    let f = driver.device_get()?;
-    let mut dev: CUdevice = 0;
-    // SAFETY: `dev` is a valid place; the ordinal is below the count.
-    driver.check("cuDeviceGet", unsafe { f(&mut dev, ordinal as c_int) })?;
-    Ok(dev)
+    device::get(driver, ordinal)
 }
 
 /// What the device is and can do.
 pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
     let dev = device_handle(driver, ordinal)?;
-    let mut name = [0 as c_char; 256];
-    let f = driver.device_get_name()?;
-    // SAFETY: `name` holds 256 bytes, the length passed.
-    driver.check("cuDeviceGetName", unsafe {
-        f(name.as_mut_ptr(), name.len() as c_int, dev)
-    })?;
-    name[255] = 0;
-    // SAFETY: the buffer ends with a NUL (set just above), so the string
-    // the driver wrote is terminated.
-    let name = unsafe { CStr::from_ptr(name.as_ptr()) }
-        .to_string_lossy()
-        .into_owned();
-    let mut uuid = CUuuid { bytes: [0; 16] };
-    let f = driver.device_get_uuid()?;
-    // SAFETY: `uuid` is a valid place for 16 bytes.
-    driver.check("cuDeviceGetUuid_v2", unsafe { f(&mut uuid, dev) })?;
-    let mut total: usize = 0;
-    let f = driver.device_total_mem()?;
-    // SAFETY: `total` is a valid place.
-    driver.check("cuDeviceTotalMem_v2", unsafe { f(&mut total, dev) })?;
+    let name = device::name(driver, dev)?;
+    let uuid = device::uuid(driver, dev)?;
+    let total = device::total_mem(driver, dev)?;
     // Notifies are host pages shared by descriptor: every device has them.
     let mut capabilities = Capabilities::IPC_NOTIFY;
     if driver.grants(dev, &needs::MANAGED_MEMORY)? {
@@ -173,7 +144,7 @@ pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
             | Capabilities::IPC_EVENT_QUERY
             | Capabilities::LEASES;
     }
-    if device_count(driver).is_ok_and(|n| crate::peer::has_peers(driver, dev, n as c_int)) {
+    if device::count(driver).is_ok_and(|n| crate::peer::has_peers(driver, dev, n as c_int)) {
         // Imports onto this device of another device's memory.
         capabilities = capabilities | Capabilities::PEER_ACCESS;
     }
@@ -196,8 +167,8 @@ pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
             capabilities = capabilities | Capabilities::HOST_NUMA_VMM;
         }
         match (
-            crate::vmm::device_granularity(driver, ordinal, false),
-            crate::vmm::device_granularity(driver, ordinal, true),
+            crate::vmm::ops::device_granularity(driver, ordinal, false),
+            crate::vmm::ops::device_granularity(driver, ordinal, true),
         ) {
             (Ok(min), Ok(rec)) if rec % min == 0 => {
                 (granularity_min, granularity_recommended) = (min, rec);
@@ -211,7 +182,7 @@ pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
     Ok(DeviceInfo {
         backend: BackendId::Cuda,
         ordinal,
-        uuid: uuid.bytes.map(|b| b as u8),
+        uuid,
         name,
         total_memory: total as u64,
         page_sizes: vec![4096, 2 << 20],
@@ -231,7 +202,7 @@ impl Backend for CudaBackend {
     fn availability(&self) -> Availability {
         match self.loaded() {
             Ok(d) => {
-                runtime::availability(d.path(), device_count(d), "the driver sees no CUDA device")
+                runtime::availability(d.path(), device::count(d), "the driver sees no CUDA device")
             }
             Err(f) => f.availability(),
         }
@@ -239,7 +210,7 @@ impl Backend for CudaBackend {
 
     fn devices(&self) -> Result<Vec<DeviceInfo>> {
         let driver = self.driver()?;
-        (0..device_count(&driver)?)
+        (0..device::count(&driver)?)
             .map(|i| device_info(&driver, i))
             .collect()
     }

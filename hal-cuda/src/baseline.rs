@@ -1,10 +1,23 @@
 //! Bare driver calls that benchmarks measure hal against in the same run
 //! (`halctl bench --backend cuda`): the floor, with none of hal's work.
+//!
+//! This module exists for `halctl bench` only, behind the non-default
+//! feature `baselines`; programs use the contract's operations. The bare
+//! stream memory operations (`CudaDevice::bare_stream_wait_value32` and
+//! `bare_stream_write_value32`) are defined with the device, as their
+//! callers' promise on the address is the device's to pass on.
 
-use crate::device::CudaDevice;
-use crate::opened::Opened;
-use crate::raw::RawIpcHandle;
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+
 use hal_core::Result;
+
+use crate::context::Primary;
+use crate::device::CudaDevice;
+use crate::ffi::result::{mem, vmm};
+use crate::ffi::{CUdeviceptr, CUmemGenericAllocationHandle};
+use crate::memory::ipc::Opened;
+use crate::memory::raw::RawIpcHandle;
 
 /// One bare `cuIpcOpenMemHandle_v2` (no cache, no lease, no checks),
 /// closed with `cuIpcCloseMemHandle` when dropped.
@@ -31,7 +44,7 @@ impl CudaDevice {
     /// already in hand costs at the least. For benchmarks; programs use
     /// [`CudaDevice::import_raw`] or `import_memory`.
     pub fn bare_ipc_open(&self, raw: &RawIpcHandle) -> Result<BareOpen> {
-        crate::ipc::open_bare(&self.primary, &raw.bytes).map(BareOpen)
+        crate::memory::ipc::open_bare(&self.primary, &raw.bytes).map(BareOpen)
     }
 }
 
@@ -40,8 +53,8 @@ impl CudaDevice {
 /// `cuMemSetAccess` (read-write for this device), nothing else. Dropping
 /// it unmaps, frees the range and releases the handle.
 pub struct BareVmm {
-    primary: std::sync::Arc<crate::context::Primary>,
-    handle: crate::sys::CUmemGenericAllocationHandle,
+    primary: Arc<Primary>,
+    handle: CUmemGenericAllocationHandle,
     base: u64,
     size: u64,
 }
@@ -71,19 +84,12 @@ impl Drop for BareVmm {
         let driver = &self.primary.driver;
         let undone = self.primary.enter().and_then(|_ctx| {
             if self.base != 0 {
-                let unmap = driver.mem_unmap()?;
-                // SAFETY: the range was mapped by `bare_vmm_import`, once.
-                driver.check("cuMemUnmap", unsafe {
-                    unmap(self.base, self.size as usize)
-                })?;
-                let free = driver.mem_address_free()?;
-                // SAFETY: the range was reserved by `bare_vmm_import`, once.
-                let status = unsafe { free(self.base, self.size as usize) };
-                driver.check("cuMemAddressFree", status)?;
+                // The range was reserved and mapped by `bare_vmm_import`, once.
+                vmm::unmap(driver, self.base, self.size as usize)?;
+                vmm::free_range(driver, self.base, self.size as usize)?;
             }
-            let release = driver.mem_release()?;
-            // SAFETY: the handle came from cuMemImportFromShareableHandle, once.
-            driver.check("cuMemRelease", unsafe { release(self.handle) })
+            // The handle came from cuMemImportFromShareableHandle, once.
+            vmm::release(driver, self.handle)
         });
         if let Err(e) = undone {
             log::warn!("undoing a bare VMM import: {e}");
@@ -97,44 +103,23 @@ impl CudaDevice {
     /// access, with nothing but the driver calls: what a VMM import of a
     /// descriptor already in hand costs at the least. For benchmarks;
     /// programs use `import_physical`, `reserve`, `map` and `set_access_for`.
-    pub fn bare_vmm_import(&self, fd: std::os::fd::BorrowedFd<'_>, size: u64) -> Result<BareVmm> {
-        use std::os::fd::AsRawFd;
-
+    pub fn bare_vmm_import(&self, fd: BorrowedFd<'_>, size: u64) -> Result<BareVmm> {
         let driver = &self.primary.driver;
         let _ctx = self.primary.enter()?;
-        let import = driver.mem_import_from_shareable_handle()?;
-        let mut handle: crate::sys::CUmemGenericAllocationHandle = 0;
-        // SAFETY: `handle` is a valid place; a POSIX descriptor is passed as
-        // the pointer's value and stays open for the call.
-        let status = unsafe {
-            import(
-                &mut handle,
-                std::ptr::without_provenance_mut(fd.as_raw_fd() as usize),
-                crate::vmm::HANDLE_POSIX_FD,
-            )
-        };
-        driver.check("cuMemImportFromShareableHandle", status)?;
+        let handle = vmm::import_fd(driver, fd)?;
         // From here the value undoes what was done when dropped.
         let mut bare = BareVmm {
-            primary: std::sync::Arc::clone(&self.primary),
+            primary: Arc::clone(&self.primary),
             handle,
             base: 0,
             size,
         };
-        let reserve = driver.mem_address_reserve()?;
-        let mut base = 0;
-        // SAFETY: `base` is a valid place; no address hint, flags 0.
-        let status = unsafe { reserve(&mut base, size as usize, 0, 0, 0) };
-        driver.check("cuMemAddressReserve", status)?;
-        let map = driver.mem_map()?;
-        // SAFETY: the range was just reserved for `size` bytes and the
-        // handle is live; offset and flags 0.
-        if let Err(e) = driver.check("cuMemMap", unsafe {
-            map(base, size as usize, 0, handle, 0)
-        }) {
-            let free = driver.mem_address_free()?;
-            // SAFETY: the range was reserved above and nothing is mapped.
-            let _ = unsafe { free(base, size as usize) };
+        let base = vmm::reserve(driver, size as usize, 0)?;
+        // The range was just reserved for `size` bytes and the handle is
+        // live; offset 0.
+        if let Err(e) = vmm::map(driver, base, size as usize, 0, handle) {
+            // Reserved above, and nothing is mapped.
+            let _ = vmm::free_range(driver, base, size as usize);
             return Err(e);
         }
         bare.base = base;
@@ -142,59 +127,9 @@ impl CudaDevice {
             target: hal_core::AccessTarget::Device(hal_core::Device::info(self).ordinal),
             access: hal_core::Access::ReadWrite,
         };
-        let desc = crate::vmm::access_desc(&grant);
-        let set = driver.mem_set_access()?;
-        // SAFETY: the range is mapped; one descriptor, valid for the call.
-        let status = unsafe { set(base, size as usize, &desc, 1) };
-        driver.check("cuMemSetAccess", status)?;
+        let desc = crate::vmm::ops::access_desc(&grant);
+        vmm::set_access(driver, base, size as usize, &[desc])?;
         Ok(bare)
-    }
-}
-
-impl CudaDevice {
-    /// Queue a bare `cuStreamWaitValue32` on `stream`: later work waits
-    /// until the word at the device address `addr` equals `value`. What a
-    /// stream's wait on a shared word costs at the least (hal's
-    /// `stream_wait_notify` also resets the word and holds the notify).
-    /// For benchmarks.
-    ///
-    /// # Safety
-    ///
-    /// `addr` is this device's address of a 4-byte aligned word of host
-    /// memory registered with it, which stays registered and mapped until
-    /// the stream ran the wait.
-    pub unsafe fn bare_stream_wait_value32(
-        &self,
-        stream: &crate::CudaStream,
-        addr: u64,
-        value: u32,
-    ) -> Result<()> {
-        let driver = &self.primary.driver;
-        let _ctx = self.primary.enter()?;
-        let f = driver.stream_wait_value32()?;
-        // SAFETY: the caller's promise on `addr`; `stream` is live.
-        let status = unsafe { f(stream.raw, addr, value, crate::notify::WAIT_VALUE_EQ) };
-        driver.check("cuStreamWaitValue32_v2", status)
-    }
-
-    /// Queue a bare `cuStreamWriteValue32` of `value` to the word at the
-    /// device address `addr` on `stream`. For benchmarks.
-    ///
-    /// # Safety
-    ///
-    /// As [`CudaDevice::bare_stream_wait_value32`].
-    pub unsafe fn bare_stream_write_value32(
-        &self,
-        stream: &crate::CudaStream,
-        addr: u64,
-        value: u32,
-    ) -> Result<()> {
-        let driver = &self.primary.driver;
-        let _ctx = self.primary.enter()?;
-        let f = driver.stream_write_value32()?;
-        // SAFETY: the caller's promise on `addr`; `stream` is live.
-        let status = unsafe { f(stream.raw, addr, value, 0) };
-        driver.check("cuStreamWriteValue32_v2", status)
     }
 }
 
@@ -203,8 +138,8 @@ impl CudaDevice {
 /// [`BareAlloc::free`], or when dropped: what freeing device memory costs
 /// at the least, against the drop of a `CudaAllocation`.
 pub struct BareAlloc {
-    primary: std::sync::Arc<crate::context::Primary>,
-    ptr: crate::sys::CUdeviceptr,
+    primary: Arc<Primary>,
+    ptr: CUdeviceptr,
 }
 
 impl std::fmt::Debug for BareAlloc {
@@ -237,13 +172,11 @@ impl Drop for BareAlloc {
     }
 }
 
-fn bare_free(primary: &crate::context::Primary, ptr: crate::sys::CUdeviceptr) -> Result<()> {
-    let driver = &primary.driver;
+fn bare_free(primary: &Primary, ptr: CUdeviceptr) -> Result<()> {
     let _ctx = primary.enter()?;
-    let free = driver.mem_free()?;
-    // SAFETY: `ptr` came from cuMemAlloc_v2 in `bare_alloc` and is freed
-    // once: `free` and the drop take it.
-    driver.check("cuMemFree_v2", unsafe { free(ptr) })
+    // `ptr` came from cuMemAlloc_v2 in `bare_alloc` and is freed once:
+    // `free` and the drop take it.
+    mem::free(&primary.driver, ptr)
 }
 
 impl CudaDevice {
@@ -256,14 +189,10 @@ impl CudaDevice {
             .ok_or_else(|| {
                 hal_core::Error::invalid(format!("a bare allocation of {size} bytes"))
             })?;
-        let driver = &self.primary.driver;
         let _ctx = self.primary.enter()?;
-        let alloc = driver.mem_alloc()?;
-        let mut ptr: crate::sys::CUdeviceptr = 0;
-        // SAFETY: `ptr` is a valid place; the size is non-zero.
-        driver.check("cuMemAlloc_v2", unsafe { alloc(&mut ptr, size) })?;
+        let ptr = mem::alloc(&self.primary.driver, size)?;
         Ok(BareAlloc {
-            primary: std::sync::Arc::clone(&self.primary),
+            primary: Arc::clone(&self.primary),
             ptr,
         })
     }

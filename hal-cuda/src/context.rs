@@ -8,36 +8,27 @@ use std::sync::Arc;
 
 use hal_core::Result;
 
-use crate::quiet::Quiet;
-use crate::sys::{CUcontext, CUdevice, Driver};
+use crate::ffi::result::{self, ctx};
+use crate::ffi::{CUdevice, Context, Driver};
+use crate::sync::quiet::Quiet;
 
 /// A device's retained primary context.
 pub(crate) struct Primary {
     pub(crate) driver: Arc<Driver>,
     pub(crate) device: CUdevice,
-    ctx: CUcontext,
+    ctx: Context,
     /// The stream waits for notifies queued in this context, and the quiet
-    /// a call that waits for the device holds (`quiet.rs`).
+    /// a call that waits for the device holds (`sync/quiet.rs`).
     pub(crate) quiet: Arc<Quiet>,
 }
-
-// SAFETY: a CUcontext is an opaque handle the driver lets any thread push
-// and use; this value only passes it to the driver.
-unsafe impl Send for Primary {}
-// SAFETY: see `Send`.
-unsafe impl Sync for Primary {}
 
 impl Primary {
     /// Retain the primary context of `device` (`cuDevicePrimaryCtxRetain`).
     pub(crate) fn retain(driver: Arc<Driver>, device: CUdevice) -> Result<Primary> {
-        let retain = driver.primary_ctx_retain()?;
-        let mut ctx: CUcontext = std::ptr::null_mut();
-        // SAFETY: `ctx` is a valid place for the handle; `device` came from
-        // `cuDeviceGet`.
-        let status = unsafe { retain(&mut ctx, device) };
-        driver.check("cuDevicePrimaryCtxRetain", status)?;
+        let library = ctx::library_key(&driver)?;
+        let ctx = ctx::retain_primary(&driver, device)?;
         // One per primary context: the library's entry point and the handle.
-        let quiet = Quiet::of((retain as usize, ctx as usize));
+        let quiet = Quiet::of((library, ctx.0 as usize));
         Ok(Primary {
             quiet,
             driver,
@@ -48,7 +39,7 @@ impl Primary {
 
     /// The context's handle, for calls that name a context
     /// (`cuCtxEnablePeerAccess`).
-    pub(crate) fn raw(&self) -> CUcontext {
+    pub(crate) fn raw(&self) -> Context {
         self.ctx
     }
 
@@ -71,15 +62,10 @@ impl Primary {
     /// [`Error::Forked`](hal_core::Error::Forked) before any call.
     pub(crate) fn enter(&self) -> Result<Entered<'_>> {
         self.check_origin()?;
-        let push = self.driver.ctx_push_current()?;
-        // Resolve the pop now, so that the guard cannot fail to pop.
-        let pop = self.driver.ctx_pop_current()?;
-        // SAFETY: `self.ctx` is a retained primary context.
-        let status = unsafe { push(self.ctx) };
-        self.driver.check("cuCtxPushCurrent_v2", status)?;
+        // The pop is resolved before the push: the guard cannot fail to pop.
+        ctx::push(&self.driver, self.ctx)?;
         Ok(Entered {
             primary: self,
-            pop,
             _on_this_thread: PhantomData,
         })
     }
@@ -96,7 +82,7 @@ impl Drop for Primary {
             return;
         }
         match self.enter() {
-            Ok(_ctx) => Quiet::release(share, |p| crate::hostreg::unregister(&self.driver, p)),
+            Ok(_ctx) => Quiet::release(share, |page| page.unregister(&self.driver)),
             Err(e) => {
                 log::warn!(
                     "the stream-wait slots of CUDA device {} stay registered: {e}",
@@ -106,11 +92,11 @@ impl Drop for Primary {
                 std::mem::forget(share);
             }
         }
-        if let Ok(release) = self.driver.primary_ctx_release() {
-            // SAFETY: the context was retained by `retain` for this device,
-            // once; this is its one release.
-            let status = unsafe { release(self.device) };
-            if let Err(e) = self.driver.check("cuDevicePrimaryCtxRelease_v2", status) {
+        // The context was retained by `retain` for this device, once; this
+        // is its one release. (A driver without the entry point: nothing
+        // to say.)
+        if result::has(self.driver.primary_ctx_release()).is_ok() {
+            if let Err(e) = ctx::release_primary(&self.driver, self.device) {
                 log::warn!(
                     "releasing the primary context of CUDA device {}: {e}",
                     self.device
@@ -124,18 +110,15 @@ impl Drop for Primary {
 #[must_use = "the context is popped when this guard drops"]
 pub(crate) struct Entered<'a> {
     primary: &'a Primary,
-    pop: unsafe extern "C" fn(*mut CUcontext) -> crate::sys::Status,
     /// Not `Send`: the pop must run on the thread that pushed.
     _on_this_thread: PhantomData<*const ()>,
 }
 
 impl Drop for Entered<'_> {
     fn drop(&mut self) {
-        let mut popped: CUcontext = std::ptr::null_mut();
-        // SAFETY: this guard pushed exactly one context on this thread
-        // (guards are not Send, so the pop runs on the pushing thread).
-        let status = unsafe { (self.pop)(&mut popped) };
-        if let Err(e) = self.primary.driver.check("cuCtxPopCurrent_v2", status) {
+        // This guard pushed exactly one context on this thread (guards are
+        // not Send, so the pop runs on the pushing thread).
+        if let Err(e) = ctx::pop(&self.primary.driver) {
             log::warn!("popping the CUDA context: {e}");
         }
     }

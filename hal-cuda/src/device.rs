@@ -1,9 +1,13 @@
 //! [`CudaDevice`]: one device of the driver, its primary context, and the
 //! operations of the contract this backend offers (allocation, host
-//! copies, streams, events; VMM through `vmm.rs`). What it does not offer answers
-//! [`Error::Unsupported`], and its capabilities say so.
+//! copies, streams, events; VMM through `vmm/ops.rs`). What it does not
+//! offer answers [`Error::Unsupported`], and its capabilities say so.
+//!
+//! Work queued on a stream that reads or writes host memory later (a
+//! write's bytes, a registration, a notify's page) is queued here, where
+//! the stream is made to hold that memory until it ran the work.
 
-use std::ffi::c_void;
+use std::ffi::{c_int, c_void};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
@@ -15,14 +19,18 @@ use hal_core::{
 };
 
 use crate::context::Primary;
-use crate::mapping::CudaMapping;
-use crate::memory::CudaAllocation;
-use crate::notify::CudaNotify;
-use crate::physical::CudaPhysical;
-use crate::reservation::CudaReservation;
-use crate::stream::{CudaEvent, CudaStream};
-use crate::sys::{CUcontext, CUdevice, CUdeviceptr, CUstream, Driver};
-use crate::vmm::Vmm;
+use crate::ffi::result::{self, ctx, device, mem, stream};
+use crate::ffi::{CUdevice, CUdeviceptr, Driver, Stream};
+use crate::memory::alloc::CudaAllocation;
+use crate::memory::host;
+use crate::memory::ipc::CudaMapping;
+use crate::memory::raw::RawIpcHandle;
+use crate::sync::event::CudaEvent;
+use crate::sync::notify::{CudaNotify, WAIT_VALUE_EQ};
+use crate::sync::stream::CudaStream;
+use crate::vmm::ops::Vmm;
+use crate::vmm::physical::CudaPhysical;
+use crate::vmm::reservation::CudaReservation;
 
 /// `CU_STREAM_NON_BLOCKING`: no implicit order with the legacy stream.
 const STREAM_NON_BLOCKING: u32 = 1;
@@ -50,12 +58,12 @@ impl CudaDevice {
     pub(crate) fn open(driver: Arc<Driver>, dev: CUdevice, info: DeviceInfo) -> Result<CudaDevice> {
         use cudarc::driver::sys::CUdevice_attribute as A;
         let fabric = info.capabilities.contains(Capabilities::VMM)
-            && crate::query::attribute(
+            && device::attribute(
                 &driver,
                 dev,
-                A::CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED,
+                A::CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED as c_int,
             )? != 0;
-        let device_count = crate::query::device_count(&driver)?;
+        let device_count = device::count(&driver)?;
         Ok(CudaDevice {
             primary: Arc::new(Primary::retain(driver, dev)?),
             info,
@@ -140,7 +148,7 @@ impl CudaDevice {
     /// however many imports of its ranges are alive, and closed when the
     /// last of them drops.
     pub fn ipc_opens(&self) -> usize {
-        crate::ipc::open_count(self.primary.device)
+        crate::memory::ipc::open_count(self.primary.device)
     }
 
     /// The raw legacy IPC handle of `range` of `alloc` (the whole
@@ -152,7 +160,7 @@ impl CudaDevice {
         &self,
         alloc: &CudaAllocation,
         range: Option<hal_core::ByteRange>,
-    ) -> Result<crate::RawIpcHandle> {
+    ) -> Result<RawIpcHandle> {
         if !self.ipc_memory() {
             return Err(self.absent("export_raw", Capabilities::IPC_MEMORY));
         }
@@ -161,18 +169,18 @@ impl CudaDevice {
                 "the allocation belongs to another CUDA device: export it through that device",
             ));
         }
-        crate::raw::export(&self.primary, alloc, range)
+        crate::memory::raw::export(&self.primary, alloc, range)
     }
 
     /// Open a raw legacy IPC handle that another library made (the 64
     /// bytes of the base, an offset and a size) on this device. Opens
     /// share the per-process cache with hal's own imports; the range is
     /// checked against the allocation's size as the driver opened it.
-    pub fn import_raw(&self, raw: &crate::RawIpcHandle) -> Result<CudaMapping> {
+    pub fn import_raw(&self, raw: &RawIpcHandle) -> Result<CudaMapping> {
         if !self.ipc_memory() {
             return Err(self.absent("import_raw", Capabilities::IPC_MEMORY));
         }
-        crate::raw::import(&self.primary, &self.info, raw)
+        crate::memory::raw::import(&self.primary, &self.info, raw)
     }
 
     fn stream_ordered_notify(&self) -> bool {
@@ -181,35 +189,37 @@ impl CudaDevice {
             .contains(Capabilities::STREAM_ORDERED_NOTIFY)
     }
 
-    /// One driver allocation of `size` bytes at `location` (checked by
-    /// `allocate`), with the context pushed.
-    fn driver_allocate(&self, location: Location, size: usize) -> Result<CUdeviceptr> {
+    /// Queue the notify's signal on `stream` (`cuStreamWriteValue32` of
+    /// 1); the caller makes the stream hold the notify until it ran it.
+    fn queue_notify_record(&self, stream: &CudaStream, notify: &CudaNotify) -> Result<()> {
+        let word = notify.device_word(&self.primary)?;
+        let _ctx = self.primary.enter()?;
+        // SAFETY: the word is in the notify's page, registered (and mapped)
+        // as long as the notify lives and never unmapped before its
+        // registration ended; the stream holds a clone of the notify until
+        // it ran the write (`record_notify`).
+        unsafe { stream::write_value32(self.driver(), stream.raw, word, 1, 0) }
+    }
+
+    /// Queue on `stream` a wait for the notify's signal and its reset
+    /// (`cuStreamWaitValue32` equal to 1, then `cuStreamWriteValue32` of
+    /// 0), tracked by the context's quiet (`sync/quiet.rs`); the caller
+    /// makes the stream hold the notify until it passed.
+    fn queue_notify_wait(&self, stream: &CudaStream, notify: &CudaNotify) -> Result<()> {
+        let word = notify.device_word(&self.primary)?;
         let driver = self.driver();
         let _ctx = self.primary.enter()?;
-        match location {
-            Location::Device(_) => {
-                let f = driver.mem_alloc()?;
-                let mut p: CUdeviceptr = 0;
-                // SAFETY: `p` is a valid place; the size is non-zero.
-                driver.check("cuMemAlloc_v2", unsafe { f(&mut p, size) })?;
-                Ok(p)
-            }
-            Location::Host => {
-                let f = driver.mem_alloc_host()?;
-                let mut p: *mut c_void = std::ptr::null_mut();
-                // SAFETY: `p` is a valid place; the size is non-zero.
-                driver.check("cuMemAllocHost_v2", unsafe { f(&mut p, size) })?;
-                Ok(p as CUdeviceptr)
-            }
-            Location::Managed => {
-                let f = driver.mem_alloc_managed()?;
-                let mut p: CUdeviceptr = 0;
-                // SAFETY: `p` is a valid place; the size is non-zero.
-                let status = unsafe { f(&mut p, size, crate::managed::ATTACH_GLOBAL) };
-                driver.check("cuMemAllocManaged", status)?;
-                Ok(p)
-            }
-        }
+        // Both entry points asked for before either is queued.
+        result::has(driver.stream_wait_value32())?;
+        result::has(driver.stream_write_value32())?;
+        self.primary.quiet.track(driver, stream.raw, || {
+            // SAFETY: as in `queue_notify_record`; the stream holds the
+            // notify until it passed the wait and ran the reset
+            // (`stream_wait_notify`).
+            unsafe { stream::wait_value32(driver, stream.raw, word, 1, WAIT_VALUE_EQ) }?;
+            // SAFETY: as above.
+            unsafe { stream::write_value32(driver, stream.raw, word, 0, 0) }
+        })
     }
 
     fn check_stream(&self, stream: &CudaStream) -> Result<()> {
@@ -222,9 +232,50 @@ impl CudaDevice {
     }
 }
 
-/// Hold the registrations among `sides` with the stream: the driver reaches
-/// their pages until it ran the work, so they stay registered until then
-/// (the clone's drop unregisters when it is the last).
+/// The bare stream memory operations `halctl bench` measures hal's notifies
+/// against (the rest of the baselines are in `baseline.rs`).
+#[cfg(feature = "baselines")]
+impl CudaDevice {
+    /// Queue a bare `cuStreamWaitValue32` on `stream`: later work waits
+    /// until the word at the device address `addr` equals `value`. What a
+    /// stream's wait on a shared word costs at the least (hal's
+    /// `stream_wait_notify` also resets the word and holds the notify).
+    /// For benchmarks.
+    ///
+    /// # Safety
+    ///
+    /// `addr` is this device's address of a 4-byte aligned word of host
+    /// memory registered with it, which stays registered and mapped until
+    /// the stream ran the wait.
+    pub unsafe fn bare_stream_wait_value32(
+        &self,
+        stream: &CudaStream,
+        addr: u64,
+        value: u32,
+    ) -> Result<()> {
+        let _ctx = self.primary.enter()?;
+        // SAFETY: the caller's promise on `addr`.
+        unsafe { stream::wait_value32(self.driver(), stream.raw, addr, value, WAIT_VALUE_EQ) }
+    }
+
+    /// Queue a bare `cuStreamWriteValue32` of `value` to the word at the
+    /// device address `addr` on `stream`. For benchmarks.
+    ///
+    /// # Safety
+    ///
+    /// As [`CudaDevice::bare_stream_wait_value32`].
+    pub unsafe fn bare_stream_write_value32(
+        &self,
+        stream: &CudaStream,
+        addr: u64,
+        value: u32,
+    ) -> Result<()> {
+        let _ctx = self.primary.enter()?;
+        // SAFETY: the caller's promise on `addr`.
+        unsafe { stream::write_value32(self.driver(), stream.raw, addr, value, 0) }
+    }
+}
+
 /// The host address of byte `offset` of `mem` when it is host memory the
 /// CPU copies in stream order (a registration, pinned host memory).
 fn host_side(mem: MemRef<'_, CudaDevice>, offset: u64) -> Option<u64> {
@@ -237,6 +288,9 @@ fn host_side(mem: MemRef<'_, CudaDevice>, offset: u64) -> Option<u64> {
     }
 }
 
+/// Hold the registrations among `sides` with the stream: the driver reaches
+/// their pages until it ran the work, so they stay registered until then
+/// (the clone's drop unregisters when it is the last).
 fn hold_registered<const N: usize>(
     held: &mut hal_core::queued::Holding<'_>,
     sides: [MemRef<'_, CudaDevice>; N],
@@ -262,12 +316,7 @@ impl Device for CudaDevice {
 
     fn current_context(&self) -> Result<Option<u64>> {
         self.primary.check_origin()?;
-        let f = self.driver().ctx_get_current()?;
-        let mut ctx: CUcontext = std::ptr::null_mut();
-        // SAFETY: `ctx` is a valid place for the handle.
-        let status = unsafe { f(&mut ctx) };
-        self.driver().check("cuCtxGetCurrent", status)?;
-        Ok((!ctx.is_null()).then_some(ctx as u64))
+        ctx::current(self.driver())
     }
 
     fn allocate(&self, desc: &AllocDesc) -> Result<CudaAllocation> {
@@ -299,11 +348,11 @@ impl Device for CudaDevice {
             return Err(self.absent("allocate managed memory", Capabilities::MANAGED_MEMORY));
         }
         // Memory this process freed may still be on its way back
-        // (`memory.rs`): a refusal for lack of it waits for those frees.
+        // (`memory/alloc.rs`): a refusal for lack of it waits for those frees.
         let ptr = hal_core::teardown::when_freed(
             hal_core::teardown::PATIENCE,
-            crate::memory::out_of_memory,
-            || self.driver_allocate(desc.location, size),
+            crate::memory::alloc::out_of_memory,
+            || crate::memory::alloc::allocate(&self.primary, desc.location, size),
         )?;
         let alloc = CudaAllocation {
             primary: Arc::clone(&self.primary),
@@ -326,7 +375,7 @@ impl Device for CudaDevice {
 
     fn export_memory(&self, alloc: &CudaAllocation, opts: &ExportOptions) -> Result<Exported> {
         self.primary.check_origin()?;
-        crate::ipc::exportable(alloc)?;
+        crate::memory::ipc::exportable(alloc)?;
         if !self.ipc_memory() {
             return Err(self.absent("export_memory", Capabilities::IPC_MEMORY));
         }
@@ -335,12 +384,12 @@ impl Device for CudaDevice {
                 "the allocation belongs to another CUDA device: export it through that device",
             ));
         }
-        crate::ipc::export(&self.primary, &self.info, alloc, opts)
+        crate::memory::ipc::export(&self.primary, &self.info, alloc, opts)
     }
 
     unsafe fn adopt_memory(&self, addr: u64, len: u64) -> Result<CudaAllocation> {
         self.primary.check_origin()?;
-        crate::adopt::adopt(&self.primary, &self.info, addr, len)
+        crate::memory::adopt::adopt(&self.primary, &self.info, addr, len)
     }
 
     fn allow_importers(&self, _exported: &mut Exported, _pids: &[u32]) -> Result<()> {
@@ -359,13 +408,13 @@ impl Device for CudaDevice {
         }
         // SAFETY: the caller gives `register_host`'s promise.
         let range = unsafe { hal_core::os::HostRange::new(ptr, len) }?;
-        crate::managed::register(&self.primary, range)
+        crate::memory::registration::register(&self.primary, range)
     }
 
     fn advise(&self, mem: MemRef<'_, Self>, offset: u64, len: u64, advice: Advice) -> Result<()> {
         self.primary.check_origin()?;
         let ptr = self.managed_range("advise", mem, offset, len)?;
-        crate::managed::advise(&self.primary, ptr, len, advice)
+        crate::memory::managed::advise(&self.primary, ptr, len, advice)
     }
 
     fn prefetch_async(
@@ -379,7 +428,7 @@ impl Device for CudaDevice {
         self.primary.check_origin()?;
         self.check_stream(stream)?;
         let ptr = self.managed_range("prefetch_async", mem, offset, len)?;
-        crate::managed::prefetch(&self.primary, stream.raw, ptr, len, to)
+        crate::memory::managed::prefetch(&self.primary, stream.raw, ptr, len, to)
     }
 
     fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CudaMapping> {
@@ -387,19 +436,13 @@ impl Device for CudaDevice {
         if !self.ipc_memory() {
             return Err(self.absent("import_memory", Capabilities::IPC_MEMORY));
         }
-        crate::ipc::import(&self.primary, &self.info, shared, opts)
+        crate::memory::ipc::import(&self.primary, &self.info, shared, opts)
     }
 
     fn create_stream(&self) -> Result<CudaStream> {
         self.primary.check_origin()?;
-        let driver = self.driver();
         let _ctx = self.primary.enter()?;
-        let f = driver.stream_create()?;
-        let mut raw: CUstream = std::ptr::null_mut();
-        // SAFETY: `raw` is a valid place; the flags are the driver's.
-        driver.check("cuStreamCreate", unsafe {
-            f(&mut raw, STREAM_NON_BLOCKING)
-        })?;
+        let raw = stream::create(self.driver(), STREAM_NON_BLOCKING)?;
         Ok(CudaStream {
             primary: Arc::clone(&self.primary),
             raw,
@@ -412,7 +455,7 @@ impl Device for CudaDevice {
         self.primary.check_origin()?;
         Ok(CudaStream {
             primary: Arc::clone(&self.primary),
-            raw: raw.cast(),
+            raw: Stream(raw.cast()),
             owned: false,
             held: Default::default(),
         })
@@ -455,22 +498,20 @@ impl Device for CudaDevice {
         let mut held = stream.holding();
         match (host_side(dst, dst_offset), host_side(src, src_offset)) {
             // Host to host: a host function, never a `cuMemcpyAsync` that
-            // waits for the stream (`hostcopy.rs`).
+            // waits for the stream (`memory/host.rs`).
             (Some(to), Some(from)) if len > 0 => {
                 // SAFETY: both ranges lie inside live host memory of this
                 // device (bounds checked): pinned allocations the driver
                 // keeps until the copy ran (their free waits for the
                 // device), registrations the stream holds below.
-                unsafe { crate::hostcopy::queue(driver, stream.raw, to, from, len) }?
+                unsafe { host::queue_copy(driver, stream.raw, to, from, len) }?
             }
             _ => {
-                let f = driver.memcpy_async()?;
                 // SAFETY: both ranges lie inside live memory of this device
                 // (bounds checked): allocations and mappings the driver
                 // keeps until the copy ran (a free waits for the device),
                 // registrations the stream holds below.
-                let status = unsafe { f(to, from, len as usize, stream.raw) };
-                driver.check("cuMemcpyAsync", status)?;
+                unsafe { mem::copy_async(driver, to, from, len as usize, stream.raw) }?;
             }
         }
         hold_registered(&mut held, [dst, src]);
@@ -489,13 +530,12 @@ impl Device for CudaDevice {
         let to = self.span(dst, offset, data.len() as u64)?;
         let driver = self.driver();
         let _ctx = self.primary.enter()?;
-        let f = driver.memcpy_htod_async()?;
         let mut held = stream.holding();
-        // SAFETY: the destination lies inside live device memory; the bytes
-        // are held by the stream (their heap buffer does not move) until it
-        // ran the copy.
-        let status = unsafe { f(to, data.as_ptr().cast(), data.len(), stream.raw) };
-        driver.check("cuMemcpyHtoDAsync_v2", status)?;
+        // SAFETY: the destination lies inside live memory of this device (a
+        // registration is held by the stream below); the bytes are held by
+        // the stream (their heap buffer does not move) until it ran the
+        // copy.
+        unsafe { mem::copy_to_device_async(driver, to, data.as_ptr(), data.len(), stream.raw) }?;
         held.hold(data);
         hold_registered(&mut held, [dst]);
         Ok(())
@@ -514,12 +554,10 @@ impl Device for CudaDevice {
         let to = self.span(dst, offset, len)?;
         let driver = self.driver();
         let _ctx = self.primary.enter()?;
-        let f = driver.memset_d8_async()?;
         let mut held = stream.holding();
         // SAFETY: the range lies inside live memory of this device (a
         // registration is held by the stream below).
-        let status = unsafe { f(to, value, len as usize, stream.raw) };
-        driver.check("cuMemsetD8Async", status)?;
+        unsafe { mem::set_async(driver, to, value, len as usize, stream.raw) }?;
         hold_registered(&mut held, [dst]);
         Ok(())
     }
@@ -538,13 +576,13 @@ impl Device for CudaDevice {
         // and a timeout leaves it to finish there.
         hal_core::os::thread::spawn("hal-cuda-synchronize", move || {
             let done = primary.enter().and_then(|_ctx| {
-                let f = primary.driver.ctx_synchronize()?;
+                result::has(primary.driver.ctx_synchronize())?;
                 // Only once no stream waits for a notify: the wait
                 // would hold the driver until it was signalled
-                // (`quiet.rs`).
+                // (`sync/quiet.rs`).
                 let _quiet = primary.quiet.hold();
-                // SAFETY: the device's context is current on this thread.
-                primary.driver.check("cuCtxSynchronize", unsafe { f() })
+                // The device's context is current on this thread.
+                ctx::synchronize(&primary.driver)
             });
             let _ = tx.send(done);
         })
@@ -567,7 +605,7 @@ impl Device for CudaDevice {
         if flags.interprocess && !self.ipc_event() {
             return Err(self.absent("an interprocess event", Capabilities::IPC_EVENT));
         }
-        crate::ipc_event::create(&self.primary, flags)
+        crate::sync::event::create(&self.primary, flags)
     }
 
     /// Records the event; an interprocess event made past the cap on live
@@ -575,19 +613,14 @@ impl Device for CudaDevice {
     fn record_event(&self, stream: &CudaStream, event: &CudaEvent) -> Result<()> {
         self.primary.check_origin()?;
         self.check_stream(stream)?;
-        crate::ipc_event::record(&self.primary, stream, event)
+        crate::sync::event::record(&self.primary, stream, event)
     }
 
     fn stream_wait_event(&self, stream: &CudaStream, event: &CudaEvent) -> Result<()> {
         self.primary.check_origin()?;
         self.check_stream(stream)?;
-        let driver = self.driver();
         let _ctx = self.primary.enter()?;
-        let f = driver.stream_wait_event()?;
-        // SAFETY: both handles are live; flags 0.
-        driver.check("cuStreamWaitEvent", unsafe {
-            f(stream.raw, event.inner.raw, 0)
-        })
+        stream::wait_event(self.driver(), stream.raw, event.inner.raw)
     }
 
     fn export_event(&self, event: &CudaEvent, opts: &ExportOptions) -> Result<Exported> {
@@ -600,7 +633,7 @@ impl Device for CudaDevice {
                 "the event belongs to another CUDA device: export it through that device",
             ));
         }
-        crate::ipc_event::export(&self.primary, &self.info, event, opts)
+        crate::sync::event::export(&self.primary, &self.info, event, opts)
     }
 
     fn import_event(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaEvent> {
@@ -608,7 +641,7 @@ impl Device for CudaDevice {
         if !self.ipc_event() {
             return Err(self.absent("import_event", Capabilities::IPC_EVENT));
         }
-        crate::ipc_event::import(&self.primary, &self.info, shared)
+        crate::sync::event::import(&self.primary, &self.info, shared)
     }
 
     fn create_notify_with(&self, flags: NotifyFlags) -> Result<CudaNotify> {
@@ -626,7 +659,7 @@ impl Device for CudaDevice {
         }
         self.check_stream(stream)?;
         let mut held = stream.holding();
-        notify.record(&self.primary, stream.raw)?;
+        self.queue_notify_record(stream, notify)?;
         // The stream writes the notify's page: it holds the page until then.
         held.hold(notify.clone());
         Ok(())
@@ -648,7 +681,7 @@ impl Device for CudaDevice {
         }
         self.check_stream(stream)?;
         let mut held = stream.holding();
-        let queued = notify.stream_wait(&self.primary, stream.raw);
+        let queued = self.queue_notify_wait(stream, notify);
         // Held even when only the wait was queued: the stream reads the
         // notify's page until it passed.
         held.hold(notify.clone());

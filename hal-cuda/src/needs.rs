@@ -11,8 +11,8 @@ use hal_core::needs::{self, EntryGroup, Why};
 use hal_core::vendor::cuda::{self, entry};
 use hal_core::{Capabilities, Error, Result};
 
-use crate::query::attribute_number;
-use crate::sys::{CUdevice, Driver};
+use crate::ffi::result::device;
+use crate::ffi::{CUdevice, Driver};
 
 /// Legacy IPC of device memory (importers counted by leases, which IPC
 /// events grant as well).
@@ -150,7 +150,7 @@ impl Driver {
 
     /// True when device `dev` answers the attribute of `gate` non-zero.
     pub(crate) fn grants(&self, dev: CUdevice, gate: &Gate) -> Result<bool> {
-        Ok(attribute_number(self, dev, gate.number)? != 0)
+        Ok(device::attribute(self, dev, gate.number)? != 0)
     }
 
     /// The `Unsupported` answer of `operation` on device `dev` without
@@ -166,7 +166,7 @@ impl Driver {
             None => GATES
                 .iter()
                 .filter(|g| g.needed_by.contains(capability))
-                .find(|g| attribute_number(self, dev, g.number).is_ok_and(|v| v == 0))
+                .find(|g| device::attribute(self, dev, g.number).is_ok_and(|v| v == 0))
                 .map(|g| Why::DeviceSays {
                     attribute: g.name,
                     value: 0,

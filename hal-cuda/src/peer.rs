@@ -2,8 +2,8 @@
 //!
 //! A handle names its device by UUID (`cuDeviceGetUuid_v2`), never by
 //! ordinal alone: a process that sees the devices in another order
-//! (`CUDA_VISIBLE_DEVICES`) finds the exporter's device by its UUID
-//!. An import onto a device other than the memory's
+//! (`CUDA_VISIBLE_DEVICES`) finds the exporter's device by its UUID. An
+//! import onto a device other than the memory's
 //! needs `ImportOptions::peer_access` and a pair of devices that
 //! `cuDeviceCanAccessPeer` says can reach each other; another process's
 //! memory is then opened with `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS` in the
@@ -18,24 +18,14 @@ use hal_core::vendor::cuda;
 use hal_core::{Error, Result};
 
 use crate::context::Primary;
-use crate::sys::{CUdevice, CUuuid, Driver};
+use crate::ffi::result::{self, ctx, device};
+use crate::ffi::{CUdevice, Driver};
 
 /// The device of this process with `uuid`, if it sees one.
 pub(crate) fn device_of_uuid(driver: &Driver, uuid: &[u8; 16]) -> Result<Option<CUdevice>> {
-    let mut count: c_int = 0;
-    let f = driver.device_get_count()?;
-    // SAFETY: `count` is a valid place.
-    driver.check("cuDeviceGetCount", unsafe { f(&mut count) })?;
-    let get = driver.device_get()?;
-    let get_uuid = driver.device_get_uuid()?;
-    for ordinal in 0..count {
-        let mut dev: CUdevice = 0;
-        // SAFETY: `dev` is a valid place; the ordinal is below the count.
-        driver.check("cuDeviceGet", unsafe { get(&mut dev, ordinal) })?;
-        let mut found = CUuuid { bytes: [0; 16] };
-        // SAFETY: `found` is a valid place for 16 bytes.
-        driver.check("cuDeviceGetUuid_v2", unsafe { get_uuid(&mut found, dev) })?;
-        if found.bytes.map(|b| b as u8) == *uuid {
+    for ordinal in 0..device::count(driver)? {
+        let dev = device::get(driver, ordinal)?;
+        if device::uuid(driver, dev)? == *uuid {
             return Ok(Some(dev));
         }
     }
@@ -44,18 +34,12 @@ pub(crate) fn device_of_uuid(driver: &Driver, uuid: &[u8; 16]) -> Result<Option<
 
 /// True when device `dev` can access the memory of device `peer`.
 pub(crate) fn can_access(driver: &Driver, dev: CUdevice, peer: CUdevice) -> Result<bool> {
-    let f = driver.device_can_access_peer()?;
-    let mut answer: c_int = 0;
-    // SAFETY: `answer` is a valid place; both devices came from `cuDeviceGet`.
-    driver.check("cuDeviceCanAccessPeer", unsafe {
-        f(&mut answer, dev, peer)
-    })?;
-    Ok(answer != 0)
+    device::can_access_peer(driver, dev, peer)
 }
 
 /// True when device `dev` can reach at least one other device.
 pub(crate) fn has_peers(driver: &Driver, dev: CUdevice, count: c_int) -> bool {
-    driver.ctx_enable_peer_access().is_ok()
+    result::has(driver.ctx_enable_peer_access()).is_ok()
         && (0..count).any(|peer| peer != dev && can_access(driver, dev, peer).unwrap_or(false))
 }
 
@@ -80,11 +64,10 @@ pub(crate) fn check(driver: &Driver, target: CUdevice, source: CUdevice) -> Resu
 pub(crate) fn enable(target: &Primary, source: CUdevice) -> Result<Arc<Primary>> {
     let driver = Arc::clone(&target.driver);
     let source = Arc::new(Primary::retain(driver, source)?);
-    let f = target.driver.ctx_enable_peer_access()?;
+    result::has(target.driver.ctx_enable_peer_access())?;
     let _ctx = target.enter()?;
-    // SAFETY: the source's context is retained; flags are 0.
-    let status = unsafe { f(source.raw(), 0) };
-    match target.driver.check("cuCtxEnablePeerAccess", status) {
+    // The source's context is retained while `source` lives.
+    match ctx::enable_peer_access(&target.driver, source.raw()) {
         Err(e) if cuda::PEER_ACCESS_ALREADY_ENABLED.matches(&e) => Ok(source),
         Err(e) => Err(e),
         Ok(()) => Ok(source),

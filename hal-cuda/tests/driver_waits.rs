@@ -1,6 +1,6 @@
 //! Which driver calls wait for a stream that waits for a host word nobody
 //! has written yet, and which other calls of the process wait behind them
-//! meanwhile: the facts `hal-cuda/src/quiet.rs` is built on, asked of the
+//! meanwhile: the facts `hal-cuda/src/sync/quiet.rs` is built on, asked of the
 //! driver itself with plain driver calls.
 //!
 //! For each call: a stream waits (`cuStreamWaitValue32_v2`) for a word of

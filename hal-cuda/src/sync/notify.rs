@@ -6,7 +6,9 @@
 //! In stream order, a notify is recorded with `cuStreamWriteValue32` and
 //! waited on with `cuStreamWaitValue32` (equal to 1, then a write of 0 to
 //! consume the signal) on the page registered with the device
-//! (`cuMemHostRegister`, once per page and process, on first stream use).
+//! (`cuMemHostRegister`, once per page and process, on first stream use);
+//! `device.rs` queues them, and makes the stream hold the notify until it
+//! ran them.
 //! A GPU cannot make the futex call that wakes a sleeping host waiter, so
 //! host waits on a notify sleep at most [`HOST_POLL`] at a time: a signal
 //! written by a stream is seen within that bound. Measured on an H200: a
@@ -17,8 +19,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use hal_core::export::{new_handle, HandleSpec};
-use hal_core::os::HostRange;
-use hal_core::syncpage::{PageKind, SyncPage, PAGE_LEN};
+use hal_core::syncpage::{PageKind, SyncPage};
 use hal_core::wait::blocking_future;
 use hal_core::{
     BackendId, DeviceInfo, Error, ExportOptions, Exported, HandleKind, Importers, Location, Memory,
@@ -26,7 +27,8 @@ use hal_core::{
 };
 
 use crate::context::Primary;
-use crate::sys::{CUdeviceptr, CUstream};
+use crate::ffi::CUdeviceptr;
+use crate::memory::{host, registration};
 
 /// `CU_STREAM_WAIT_VALUE_EQ`.
 pub(crate) const WAIT_VALUE_EQ: u32 = 1;
@@ -56,7 +58,7 @@ pub struct CudaNotify {
 struct Inner {
     /// The page registered with the device, made on first stream use;
     /// it keeps the page mapped until it is unregistered, on a teardown
-    /// worker (`managed::register_kept`).
+    /// worker (`registration::register_kept`).
     registered: OnceLock<RegisteredHost>,
     page: Arc<SyncPage>,
 }
@@ -89,15 +91,15 @@ impl CudaNotify {
 
     /// The device address of the signal word, registering the page with
     /// the device the first time.
-    fn device_word(&self, primary: &Arc<Primary>) -> Result<CUdeviceptr> {
+    /// The page stays registered (and mapped) as long as this notify
+    /// lives, and is never unmapped before its registration ended.
+    pub(crate) fn device_word(&self, primary: &Arc<Primary>) -> Result<CUdeviceptr> {
         let reg = match self.inner.registered.get() {
             Some(r) => r,
             None => {
-                // SAFETY: the page stays mapped as long as the registration
-                // lives: it holds a share of the page.
-                let range = unsafe { HostRange::new(self.inner.page.as_ptr(), PAGE_LEN) }?;
-                let made =
-                    crate::managed::register_kept(primary, range, Arc::clone(&self.inner.page))?;
+                // The registration holds a share of the page until it ended.
+                let (range, page) = host::page_range(&self.inner.page)?;
+                let made = registration::register_kept(primary, range, page)?;
                 // A concurrent first use may have won; its registration is
                 // kept and this one dropped (unregistered).
                 let _ = self.inner.registered.set(made);
@@ -108,40 +110,6 @@ impl CudaNotify {
             }
         };
         Ok(reg.addr() + SyncPage::word_offset(SIGNAL))
-    }
-
-    /// Queue the signal on `stream` (`cuStreamWriteValue32` of 1).
-    pub(crate) fn record(&self, primary: &Arc<Primary>, stream: CUstream) -> Result<()> {
-        let word = self.device_word(primary)?;
-        let driver = &primary.driver;
-        let _ctx = primary.enter()?;
-        let f = driver.stream_write_value32()?;
-        // SAFETY: the word is registered host memory that lives as long as
-        // this notify, and the stream holds a clone of the notify until it
-        // ran the operation (`CudaDevice::record_notify` and
-        // `stream_wait_notify` put it in the stream's held values).
-        let status = unsafe { f(stream, word, 1, 0) };
-        driver.check("cuStreamWriteValue32_v2", status)
-    }
-
-    /// Queue on `stream` a wait for the signal and its reset
-    /// (`cuStreamWaitValue32` equal to 1, then `cuStreamWriteValue32` of 0).
-    pub(crate) fn stream_wait(&self, primary: &Arc<Primary>, stream: CUstream) -> Result<()> {
-        let word = self.device_word(primary)?;
-        let driver = &primary.driver;
-        let _ctx = primary.enter()?;
-        let wait = driver.stream_wait_value32()?;
-        let write = driver.stream_write_value32()?;
-        // Tracked: a call that waits for the device waits until it passed
-        // (`quiet.rs`).
-        primary.quiet.track(driver, stream, || {
-            // SAFETY: as for `record`.
-            let status = unsafe { wait(stream, word, 1, WAIT_VALUE_EQ) };
-            driver.check("cuStreamWaitValue32_v2", status)?;
-            // SAFETY: as for `record`.
-            let status = unsafe { write(stream, word, 0, 0) };
-            driver.check("cuStreamWriteValue32_v2", status)
-        })
     }
 
     pub(crate) fn export(&self, info: &DeviceInfo, opts: &ExportOptions) -> Result<Exported> {

@@ -25,10 +25,10 @@
 //! 1. without blocking anyone, it waits until the waits queued before it
 //!    began have passed (a wait that never passes, a crashed peer's,
 //!    keeps it here, and with it only the teardown that asked);
-//! 2. it then shuts the door on new waits and waits for those queued
-//!    meanwhile, for a patience that doubles from
-//!    [`FIRST_PATIENCE`] to [`LAST_PATIENCE`]; past it, the door opens
-//!    again and it goes back to 1. Busy pipelines, whose streams always
+//! 2. it then keeps new waits out and waits for those queued meanwhile,
+//!    for a patience that doubles from [`FIRST_PATIENCE`] to
+//!    [`LAST_PATIENCE`]; past it, new waits are let in again and it goes
+//!    back to 1. Busy pipelines, whose streams always
 //!    have a wait in flight, are held back for at most the patience.
 //!
 //! Every opened device of this process shares its context's [`Quiet`]
@@ -40,20 +40,18 @@
 //! seen here.
 
 use std::collections::HashMap;
-use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::{Duration, Instant};
 
 use hal_core::lock::lock;
-use hal_core::os::HostRange;
 use hal_core::{Error, Result};
 
-use crate::sys::{CUdeviceptr, CUstream, Driver};
+use crate::ffi::{Driver, Stream};
+use crate::memory::host::{WordPage, WORDS};
 
-/// The slots of one registered page (64 KiB: a whole page where pages are
-/// 4 or 64 KiB).
-const SLOTS: usize = 16 * 1024;
+/// The slots of one registered page.
+const SLOTS: usize = WORDS;
 
 /// How often the host looks at the slots while it waits.
 const POLL: Duration = Duration::from_micros(200);
@@ -75,20 +73,6 @@ const QUEUED: u32 = 0;
 /// The value the stream writes once it passed the wait.
 const PASSED: u32 = 1;
 
-/// A page of slots, aligned to the largest page size so that it can be
-/// registered whole.
-#[repr(C, align(65536))]
-struct SlotPage([AtomicU32; SLOTS]);
-
-const _: () = assert!(std::mem::size_of::<SlotPage>() == 64 * 1024 && SLOTS * 4 == 64 * 1024);
-
-/// A registered page of slots.
-struct Registered {
-    page: Box<SlotPage>,
-    /// The device's address of the page (`cuMemHostGetDevicePointer`).
-    device: CUdeviceptr,
-}
-
 /// Where a slot is: its page and its index there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Slot {
@@ -98,7 +82,7 @@ struct Slot {
 
 #[derive(Default)]
 struct Slots {
-    pages: Vec<Registered>,
+    pages: Vec<Arc<WordPage>>,
     free: Vec<Slot>,
     /// Slots whose wait was queued and not yet seen passed.
     queued: Vec<Slot>,
@@ -106,7 +90,7 @@ struct Slots {
 
 impl Slots {
     fn word(&self, slot: Slot) -> &AtomicU32 {
-        &self.pages[slot.page].page.0[slot.index]
+        self.pages[slot.page].word(slot.index)
     }
 
     /// Move the slots whose wait passed back to the free list; true when
@@ -132,22 +116,22 @@ impl Slots {
     }
 }
 
-/// The stream waits for notifies this context has queued, and the door a
-/// call that waits for the device shuts on new ones.
+/// The stream waits for notifies this context has queued, and the lock
+/// with which a call that waits for the device keeps new ones out.
 #[derive(Default)]
 pub(crate) struct Quiet {
     /// Its place in the registry.
     key: Key,
     /// Read while a wait is queued; written while a call that waits for the
     /// device runs.
-    door: RwLock<()>,
+    admit: RwLock<()>,
     slots: Mutex<Slots>,
 }
 
 /// Held while a call that waits for the device runs: no tracked stream
 /// wait is queued, and none can be until it drops.
-pub(crate) struct Held<'a> {
-    _door: RwLockWriteGuard<'a, ()>,
+pub(crate) struct QuietGuard<'a> {
+    _waits_out: RwLockWriteGuard<'a, ()>,
 }
 
 /// A primary context: the address of the library's
@@ -180,9 +164,9 @@ impl Quiet {
 
     /// Let go of a share of a context's quiet, the context current and not
     /// yet released: the last share unregisters the pages with
-    /// `unregister` (`hostreg::unregister`; no stream of the context is
+    /// `unregister` (`WordPage::unregister`; no stream of the context is
     /// left then: each holds a share).
-    pub(crate) fn release(share: Arc<Quiet>, unregister: impl Fn(*mut c_void) -> Result<()>) {
+    pub(crate) fn release(share: Arc<Quiet>, unregister: impl Fn(&WordPage) -> Result<()>) {
         let mut registry = lock(&REGISTRY);
         // Under the registry's lock, as `of`'s upgrade: one caller is last.
         let Some(last) = Arc::into_inner(share) else {
@@ -200,20 +184,13 @@ impl Quiet {
     pub(crate) fn track(
         &self,
         driver: &Driver,
-        stream: CUstream,
+        stream: Stream,
         queue: impl FnOnce() -> Result<()>,
     ) -> Result<()> {
-        let _door = self.enter();
-        let (slot, device) = self.take(driver)?;
-        let queued = queue().and_then(|()| {
-            let write = driver.stream_write_value32()?;
-            // SAFETY: the slot is registered host memory of this context
-            // that lives as long as `self` (unregistered only when the
-            // context is released, after every stream of it), and it is
-            // written by this operation alone until the host saw it.
-            let status = unsafe { write(stream, device, PASSED, 0) };
-            driver.check("cuStreamWriteValue32_v2", status)
-        });
+        let _admitted = self.admitted();
+        let (slot, page) = self.take(driver)?;
+        // The slot is written by this operation alone until the host saw it.
+        let queued = queue().and_then(|()| page.queue_write(driver, stream, slot.index, PASSED));
         let mut slots = lock(&self.slots);
         match queued {
             Ok(()) => slots.queued.push(slot),
@@ -225,12 +202,12 @@ impl Quiet {
 
     /// Wait until no tracked stream wait is queued, then keep new ones out
     /// until the returned guard drops (the module's steps 1 and 2).
-    pub(crate) fn hold(&self) -> Held<'_> {
+    pub(crate) fn hold(&self) -> QuietGuard<'_> {
         let mut patience = FIRST_PATIENCE;
         loop {
             let before = lock(&self.slots).queued.clone();
-            self.settle(&before);
-            if let Some(held) = self.shut(patience) {
+            self.wait_passed(&before);
+            if let Some(held) = self.keep_out(patience) {
                 return held;
             }
             patience = next_patience(patience);
@@ -240,23 +217,25 @@ impl Quiet {
     /// Step 1: wait, keeping no one out, until the waits `before` passed.
     /// (A slot of `before` that passed and was taken again by a new wait
     /// is waited for again: longer, never wrongly shorter.)
-    fn settle(&self, before: &[Slot]) {
+    fn wait_passed(&self, before: &[Slot]) {
         while !lock(&self.slots).all_passed(before) {
             std::thread::sleep(POLL);
         }
     }
 
     /// Step 2: keep new waits out and wait for the queued ones, for at
-    /// most `patience`; `None`, the door open again, past it.
-    fn shut(&self, patience: Duration) -> Option<Held<'_>> {
-        let door = match self.door.write() {
+    /// most `patience`; `None`, new waits let in again, past it.
+    fn keep_out(&self, patience: Duration) -> Option<QuietGuard<'_>> {
+        let waits_out = match self.admit.write() {
             Ok(d) => d,
             Err(poisoned) => poisoned.into_inner(),
         };
         let end = Instant::now() + patience;
         loop {
             if lock(&self.slots).reap() {
-                return Some(Held { _door: door });
+                return Some(QuietGuard {
+                    _waits_out: waits_out,
+                });
             }
             if Instant::now() >= end {
                 return None;
@@ -275,14 +254,13 @@ impl Quiet {
 
     /// Unregister the pages with `unregister`, the context current: at
     /// its release, when no stream of it is left.
-    fn unregister(&self, unregister: impl Fn(*mut c_void) -> Result<()>) {
+    fn unregister(&self, unregister: impl Fn(&WordPage) -> Result<()>) {
         let mut slots = lock(&self.slots);
-        for reg in slots.pages.drain(..) {
-            let at = reg.page.0.as_ptr().cast_mut().cast();
-            if let Err(e) = unregister(at) {
+        for page in slots.pages.drain(..) {
+            if let Err(e) = unregister(&page) {
                 log::warn!(
                     "unregistering the stream-wait slots at {:#x}: {e}",
-                    at as usize
+                    page.host_addr()
                 );
             }
         }
@@ -290,30 +268,26 @@ impl Quiet {
         slots.queued.clear();
     }
 
-    fn enter(&self) -> RwLockReadGuard<'_, ()> {
-        match self.door.read() {
+    /// Let a tracked wait be queued (none is while a call that waits for
+    /// the device runs).
+    fn admitted(&self) -> RwLockReadGuard<'_, ()> {
+        match self.admit.read() {
             Ok(d) => d,
             Err(poisoned) => poisoned.into_inner(),
         }
     }
 
-    /// A free slot set to [`QUEUED`] and its device address, registering a
-    /// new page when none is free.
-    fn take(&self, driver: &Driver) -> Result<(Slot, CUdeviceptr)> {
+    /// A free slot set to [`QUEUED`] and its page, registering a new page
+    /// when none is free.
+    fn take(&self, driver: &Driver) -> Result<(Slot, Arc<WordPage>)> {
         let mut slots = lock(&self.slots);
         if slots.free.is_empty() {
             slots.reap();
         }
         if slots.free.is_empty() {
-            let page = Box::new(SlotPage(std::array::from_fn(|_| AtomicU32::new(QUEUED))));
-            let len = std::mem::size_of::<SlotPage>() as u64;
-            // SAFETY: the page is heap memory that stays allocated (and
-            // never moves) as long as its registration: both are dropped
-            // together in `unregister`, the registration first.
-            let range = unsafe { HostRange::new(page.0.as_ptr().cast_mut().cast(), len) }?;
-            let device = crate::hostreg::register(driver, &range)?;
+            let page = WordPage::register(driver, QUEUED)?;
             let n = slots.pages.len();
-            slots.pages.push(Registered { page, device });
+            slots.pages.push(Arc::new(page));
             slots
                 .free
                 .extend((0..SLOTS).rev().map(|index| Slot { page: n, index }));
@@ -323,8 +297,8 @@ impl Quiet {
             .pop()
             .ok_or_else(|| Error::invalid("no free slot after a new page"))?;
         slots.word(slot).store(QUEUED, Ordering::Release);
-        let device = slots.pages[slot.page].device + (slot.index * 4) as u64;
-        Ok((slot, device))
+        let page = Arc::clone(&slots.pages[slot.page]);
+        Ok((slot, page))
     }
 }
 
@@ -353,9 +327,8 @@ mod tests {
     fn queued(q: &Quiet) -> Slot {
         let mut slots = lock(&q.slots);
         if slots.free.is_empty() {
-            let page = Box::new(SlotPage(std::array::from_fn(|_| AtomicU32::new(QUEUED))));
             let n = slots.pages.len();
-            slots.pages.push(Registered { page, device: 0 });
+            slots.pages.push(Arc::new(WordPage::unregistered(QUEUED)));
             slots
                 .free
                 .extend((0..SLOTS).rev().map(|index| Slot { page: n, index }));
@@ -371,9 +344,9 @@ mod tests {
         lock(&q.slots).word(slot).store(PASSED, Ordering::Release);
     }
 
-    /// True when a tracked wait could be queued now (the door is open).
-    fn door_open(q: &Quiet) -> bool {
-        q.door.try_read().is_ok()
+    /// True when a tracked wait could be queued now.
+    fn admits_waits(q: &Quiet) -> bool {
+        q.admit.try_read().is_ok()
     }
 
     #[test]
@@ -397,8 +370,8 @@ mod tests {
         );
         queued(&a);
         let unregistered = std::sync::Mutex::new(Vec::new());
-        let note = |p: *mut c_void| {
-            lock(&unregistered).push(p as usize);
+        let note = |p: &WordPage| {
+            lock(&unregistered).push(p.host_addr());
             Ok(())
         };
         Quiet::release(a, note);
@@ -433,18 +406,18 @@ mod tests {
     }
 
     #[test]
-    fn hold_returns_at_once_when_no_wait_is_queued_and_keeps_the_door_shut() {
+    fn hold_returns_at_once_when_no_wait_is_queued_and_keeps_new_waits_out() {
         let q = Arc::new(Quiet::default());
         within("hold with nothing queued", move || {
             let held = q.hold();
-            assert!(!door_open(&q), "a wait was let in while the holder runs");
+            assert!(!admits_waits(&q), "a wait was let in while the holder runs");
             drop(held);
-            assert!(door_open(&q));
+            assert!(admits_waits(&q));
         });
     }
 
     #[test]
-    fn hold_waits_with_the_door_open_for_the_waits_queued_before_it() {
+    fn hold_waits_admitting_new_waits_for_the_waits_queued_before_it() {
         let q = Arc::new(Quiet::default());
         let slot = queued(&q);
         let returned = Arc::new(AtomicBool::new(false));
@@ -461,7 +434,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         assert!(!returned.load(Ordering::SeqCst), "held past a queued wait");
         // Step 1 blocks nobody: a new wait can still be queued.
-        assert!(door_open(&q));
+        assert!(admits_waits(&q));
         pass(&q, slot);
         holder
             .recv_timeout(BOUND)
@@ -471,67 +444,71 @@ mod tests {
     }
 
     #[test]
-    fn shutting_the_door_waits_for_the_queued_waits_at_most_the_patience() {
+    fn keeping_waits_out_waits_for_the_queued_ones_at_most_the_patience() {
         let q = Arc::new(Quiet::default());
-        // Nothing queued: shut at once, and kept shut while held.
-        let held = q.shut(Duration::ZERO).expect("shut with nothing queued");
-        assert!(!door_open(&q));
+        // Nothing queued: waits kept out at once, and while held.
+        let held = q
+            .keep_out(Duration::ZERO)
+            .expect("waits kept out with nothing queued");
+        assert!(!admits_waits(&q));
         drop(held);
-        assert!(door_open(&q));
-        // A wait that does not pass: the door opens again past the patience.
+        assert!(admits_waits(&q));
+        // A wait that does not pass: waits are let in again past the patience.
         let slot = queued(&q);
-        assert!(q.shut(Duration::from_millis(20)).is_none());
-        assert!(door_open(&q), "the door stayed shut past the patience");
+        assert!(q.keep_out(Duration::from_millis(20)).is_none());
+        assert!(admits_waits(&q), "waits were kept out past the patience");
         assert_eq!(q.queued(), 1);
-        // A wait that passes while the door is shut: shut, and held.
+        // A wait that passes while waits are kept out: held.
         let (tx, passed) = mpsc::channel();
         {
             let q = Arc::clone(&q);
             std::thread::spawn(move || {
                 let end = Instant::now() + BOUND;
-                // Passes once the door is shut.
-                while door_open(&q) && Instant::now() < end {
+                // Passes once waits are kept out.
+                while admits_waits(&q) && Instant::now() < end {
                     std::thread::sleep(Duration::from_micros(100));
                 }
                 pass(&q, slot);
                 let _ = tx.send(());
             });
         }
-        let held = q.shut(BOUND).expect("shut once the wait passed");
-        assert!(!door_open(&q));
+        let held = q
+            .keep_out(BOUND)
+            .expect("waits kept out once the wait passed");
+        assert!(!admits_waits(&q));
         drop(held);
         passed.recv_timeout(BOUND).expect("the passer");
         assert_eq!(q.queued(), 0);
     }
 
     #[test]
-    fn settling_waits_only_for_the_waits_it_was_given() {
+    fn waiting_for_passes_waits_only_for_the_waits_it_was_given() {
         let q = Arc::new(Quiet::default());
         let (a, b) = (queued(&q), queued(&q));
         pass(&q, a);
         // Returns although `b` is still queued.
-        let q = within("settle on a passed wait", move || {
-            q.settle(&[a]);
+        let q = within("wait for a passed wait", move || {
+            q.wait_passed(&[a]);
             q
         });
         assert_eq!(q.queued(), 1);
         // Waits for `b` until it passes.
-        let settled = Arc::new(AtomicBool::new(false));
-        let (q2, s2) = (Arc::clone(&q), Arc::clone(&settled));
+        let passed_all = Arc::new(AtomicBool::new(false));
+        let (q2, s2) = (Arc::clone(&q), Arc::clone(&passed_all));
         let (tx, done) = mpsc::channel();
         std::thread::spawn(move || {
-            q2.settle(&[a, b]);
+            q2.wait_passed(&[a, b]);
             s2.store(true, Ordering::SeqCst);
             let _ = tx.send(());
         });
         std::thread::sleep(Duration::from_millis(20));
         assert!(
-            !settled.load(Ordering::SeqCst),
-            "settled past a queued wait"
+            !passed_all.load(Ordering::SeqCst),
+            "returned past a queued wait"
         );
         pass(&q, b);
         done.recv_timeout(BOUND)
-            .expect("settle once the wait passed");
+            .expect("return once the wait passed");
         assert_eq!(q.queued(), 0);
     }
 }

@@ -1,11 +1,14 @@
 //! The thin table of driver entry points: each resolved from the loaded
 //! library on first use, by the versioned name of `hal_core::vendor::cuda`,
 //! and kept; a missing one is [`Error::Unsupported`] naming the symbol and
-//! the library, never a panic.
+//! the library, never a panic. The library itself is loaded here too
+//! ([`load`]; where it is searched for is `loader.rs`).
 //!
 //! Results are declared as `c_uint`, not as an enum: the driver may answer
 //! a code newer than any table, and an unknown value in a Rust enum would
-//! be undefined behaviour. Handle types come from `cudarc::driver::sys`.
+//! be undefined behaviour. Handle types come from `cudarc::driver::sys`;
+//! the driver's pointer handles travel in the newtypes [`Context`],
+//! [`Stream`] and [`Event`], which may cross threads.
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::path::PathBuf;
@@ -19,13 +22,35 @@ pub(crate) use cudarc::driver::sys::{
 use hal_core::vendor::cuda::entry;
 use hal_core::{Error, Result};
 
-use crate::loader::Loaded;
+use super::loader::{self, Loaded, NotLoaded};
 
 /// A host function of `cuLaunchHostFunc` (`CUhostFn`).
 pub(crate) type HostFn = Option<unsafe extern "C" fn(*mut c_void)>;
 
 /// A `CUresult` as the driver returns it.
 pub(crate) type Status = c_uint;
+
+/// Load the library the program names (`program`), else the one
+/// [`LIBRARY_VAR`](crate::LIBRARY_VAR) names, else the first candidate of
+/// the search that loads and is a CUDA driver.
+pub(crate) fn load(program: Option<PathBuf>) -> std::result::Result<Loaded, NotLoaded> {
+    let (over, named) = loader::LIBRARY.named(program);
+    // SAFETY: loading runs the library's initialisers. The candidates are
+    // the NVIDIA driver library (by its name, its install directories, or
+    // the path the user named in HAL_CUDA_LIBRARY), whose initialisers have
+    // no preconditions on this process.
+    unsafe { loader::LIBRARY.load(named, loader::candidates(over)) }
+}
+
+/// A resolved entry point and its versioned name, which the errors of its
+/// calls give.
+#[derive(Clone, Copy)]
+pub(crate) struct Entry<F> {
+    /// The function.
+    pub(crate) f: F,
+    /// Its symbol (`hal_core::vendor::cuda::entry`).
+    pub(crate) name: &'static str,
+}
 
 macro_rules! entries {
     ($( $(#[$doc:meta])* $field:ident = $sym:expr => fn($($arg:ty),* $(,)?); )*) => {
@@ -39,7 +64,7 @@ macro_rules! entries {
         impl Driver {
             $(
                 $(#[$doc])*
-                pub(crate) fn $field(&self) -> Result<unsafe extern "C" fn($($arg),*) -> Status> {
+                pub(crate) fn $field(&self) -> Result<Entry<unsafe extern "C" fn($($arg),*) -> Status>> {
                     let (cell, called) = &self.table.$field;
                     let f = cell.get_or_init(|| {
                         // SAFETY: the symbol is the driver's entry point of
@@ -50,7 +75,7 @@ macro_rules! entries {
                     if !called.load(Ordering::Relaxed) {
                         called.store(true, Ordering::Relaxed);
                     }
-                    f.ok_or_else(|| self.missing($sym))
+                    f.map(|f| Entry { f, name: $sym }).ok_or_else(|| self.missing($sym))
                 }
             )*
 
@@ -133,6 +158,49 @@ impl Driver {
             ),
         )
     }
+}
+
+/// A pointer handle of the driver, carried between threads.
+macro_rules! handle {
+    ($(#[$doc:meta])* $name:ident($raw:ty)) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq)]
+        pub(crate) struct $name(pub(crate) $raw);
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::Debug::fmt(&self.0, f)
+            }
+        }
+
+        // SAFETY: the handle is opaque: this value never dereferences it,
+        // only passes it to the driver, whose API may be called with it
+        // from any thread.
+        unsafe impl Send for $name {}
+        // SAFETY: see `Send`; the value is a copyable pointer, never
+        // written through.
+        unsafe impl Sync for $name {}
+    };
+}
+
+handle! {
+    /// A context (`CUcontext`).
+    Context(CUcontext)
+}
+
+handle! {
+    /// A stream (`CUstream`); null is the context's legacy stream.
+    Stream(CUstream)
+}
+
+handle! {
+    /// An event (`CUevent`).
+    Event(CUevent)
+}
+
+impl Stream {
+    /// The legacy default stream of the current context.
+    pub(crate) const LEGACY: Stream = Stream(std::ptr::null_mut());
 }
 
 entries! {

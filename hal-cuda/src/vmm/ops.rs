@@ -29,13 +29,14 @@
 //! NUMA memory through any device. An imported allocation holds the memory
 //! on its own, so the exporter may release its own at any time.
 
-use std::ffi::{c_uint, c_void};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::ffi::c_uint;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, OnceLock};
 
 use hal_core::exchange::take_fds_leased;
 use hal_core::export::{check_fd_count, new_handle, HandleSpec};
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
+use hal_core::vendor::cuda::entry;
 use hal_core::vmm::{check_grants, check_granular, fabric_or_posix};
 use hal_core::{
     Access, AccessGrant, AccessTarget, BackendId, Capabilities, DeviceInfo, Error, ExportOptions,
@@ -44,14 +45,11 @@ use hal_core::{
 };
 
 use crate::context::Primary;
-use crate::physical::{CudaPhysical, PhysInner};
-use crate::reservation::CudaReservation;
-use crate::sys::{CUmemAccessDesc, CUmemAllocationProp, CUmemGenericAllocationHandle, Driver};
-
-/// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`.
-pub(crate) const HANDLE_POSIX_FD: c_uint = 1;
-/// `CU_MEM_HANDLE_TYPE_FABRIC`.
-const HANDLE_FABRIC: c_uint = 8;
+use crate::ffi::result::vmm::{self, HANDLE_FABRIC, HANDLE_POSIX_FD};
+use crate::ffi::{CUmemAccessDesc, CUmemAllocationProp, CUmemLocation, Driver};
+use crate::memory::alloc::out_of_memory;
+use crate::vmm::physical::{CudaPhysical, PhysInner};
+use crate::vmm::reservation::CudaReservation;
 
 /// The payload layout's version.
 const PAYLOAD_VERSION: u8 = 1;
@@ -114,27 +112,37 @@ pub(crate) struct Vmm<'a> {
     pub(crate) fabric: bool,
 }
 
-fn driver_location(location: PhysicalLocation) -> cudarc::driver::sys::CUmemLocation {
+fn driver_location(location: PhysicalLocation) -> CUmemLocation {
     use cudarc::driver::sys::CUmemLocationType as T;
     let (type_, id) = match location {
         PhysicalLocation::Device(d) => (T::CU_MEM_LOCATION_TYPE_DEVICE, d),
         PhysicalLocation::HostNuma(n) => (T::CU_MEM_LOCATION_TYPE_HOST_NUMA, n),
     };
-    cudarc::driver::sys::CUmemLocation {
+    CUmemLocation {
         type_,
         id: id as i32,
     }
 }
 
+/// The properties of pinned memory at `location`, shareable as
+/// `handle_types` says (the rest zero, the structure's default).
 fn prop(location: PhysicalLocation, handle_types: c_uint) -> CUmemAllocationProp {
-    use cudarc::driver::sys::{CUmemAllocationHandleType, CUmemAllocationType};
-    // SAFETY: CUmemAllocationProp is plain C data (integers, a pointer and
-    // bytes); all zeroes is its documented default.
-    let mut p: CUmemAllocationProp = unsafe { std::mem::zeroed() };
-    p.type_ = CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.requestedHandleTypes = CUmemAllocationHandleType(handle_types);
-    p.location = driver_location(location);
-    p
+    use cudarc::driver::sys::{
+        CUmemAllocationHandleType, CUmemAllocationProp_st__bindgen_ty_1 as AllocFlags,
+        CUmemAllocationType,
+    };
+    CUmemAllocationProp {
+        type_: CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
+        requestedHandleTypes: CUmemAllocationHandleType(handle_types),
+        location: driver_location(location),
+        win32HandleMetaData: std::ptr::null_mut(),
+        allocFlags: AllocFlags {
+            compressionType: 0,
+            gpuDirectRDMACapable: 0,
+            usage: 0,
+            reserved: [0; 4],
+        },
+    }
 }
 
 /// The minimum (or, with `recommended`, the recommended) granularity of
@@ -142,13 +150,8 @@ fn prop(location: PhysicalLocation, handle_types: c_uint) -> CUmemAllocationProp
 /// (`cuMemGetAllocationGranularity`; 2 MiB both on an H200, measured).
 pub(crate) fn device_granularity(driver: &Driver, ordinal: u32, recommended: bool) -> Result<u64> {
     let p = prop(PhysicalLocation::Device(ordinal), HANDLE_POSIX_FD);
-    let f = driver.mem_get_allocation_granularity()?;
-    let mut g: usize = 0;
-    // SAFETY: `g` is a valid place; `p` is a filled-in property structure;
-    // the option is CU_MEM_ALLOC_GRANULARITY_MINIMUM (0) or _RECOMMENDED (1).
-    let status = unsafe { f(&mut g, &p, c_uint::from(recommended)) };
-    driver.check("cuMemGetAllocationGranularity", status)?;
-    hal_core::vmm::check_granularity("cuMemGetAllocationGranularity", g as u64)
+    let g = vmm::granularity(driver, &p, recommended)?;
+    hal_core::vmm::check_granularity(entry::MEM_GET_ALLOCATION_GRANULARITY, g as u64)
 }
 
 impl Vmm<'_> {
@@ -182,20 +185,12 @@ impl Vmm<'_> {
         let p = prop(location, handle_types);
         let driver = self.driver();
         let _ctx = self.primary.enter()?;
-        let f = driver.mem_create()?;
-        let mut handle: CUmemGenericAllocationHandle = 0;
         // A dropped reservation's physical memory may still be on its way
         // back (`reservation.rs`): a refusal for lack of it waits for that.
-        hal_core::teardown::when_freed(
-            hal_core::teardown::PATIENCE,
-            crate::memory::out_of_memory,
-            || {
-                // SAFETY: `handle` is a valid place; `p` is a filled-in
-                // property structure that outlives the call; flags 0.
-                let status = unsafe { f(&mut handle, desc.size as usize, &p, 0) };
-                driver.check("cuMemCreate", status)
-            },
-        )?;
+        let handle =
+            hal_core::teardown::when_freed(hal_core::teardown::PATIENCE, out_of_memory, || {
+                vmm::create(driver, desc.size as usize, &p)
+            })?;
         Ok(CudaPhysical {
             inner: Arc::new(PhysInner {
                 primary: Arc::clone(self.primary),
@@ -243,13 +238,8 @@ impl Vmm<'_> {
             )));
         }
         check_granular("reservation alignment", align, self.gran(), true)?;
-        let driver = self.driver();
         let _ctx = self.primary.enter()?;
-        let f = driver.mem_address_reserve()?;
-        let mut base = 0;
-        // SAFETY: `base` is a valid place; no address is asked (0), flags 0.
-        let status = unsafe { f(&mut base, size as usize, align as usize, 0, 0) };
-        driver.check("cuMemAddressReserve", status)?;
+        let base = vmm::reserve(self.driver(), size as usize, align as usize)?;
         Ok(CudaReservation {
             primary: Arc::clone(self.primary),
             ordinal: self.info.ordinal,
@@ -284,21 +274,16 @@ impl Vmm<'_> {
         maps_from_start(physical_offset)?;
         let mut pieces = r.pieces();
         pieces.check_free(offset, len)?;
-        let driver = self.driver();
         let _ctx = self.primary.enter()?;
-        let f = driver.mem_map()?;
-        // SAFETY: the range lies inside the reservation and maps nothing
-        // yet (checked above); the handle is live (held by `p`); flags 0.
-        let status = unsafe {
-            f(
-                r.base + offset,
-                len as usize,
-                physical_offset as usize,
-                p.inner.handle,
-                0,
-            )
-        };
-        driver.check("cuMemMap", status)?;
+        // The range lies inside the reservation and maps nothing yet
+        // (checked above); the handle is live (held by `p`).
+        vmm::map(
+            self.driver(),
+            r.base + offset,
+            len as usize,
+            physical_offset as usize,
+            p.inner.handle,
+        )?;
         pieces.insert(offset, len, Arc::clone(&p.inner));
         Ok(())
     }
@@ -346,13 +331,8 @@ impl Vmm<'_> {
             )));
         }
         let descs: Vec<CUmemAccessDesc> = grants.iter().map(access_desc).collect();
-        let driver = self.driver();
         let _ctx = self.primary.enter()?;
-        let f = driver.mem_set_access()?;
-        // SAFETY: the range is mapped (checked above); `descs` holds
-        // `descs.len()` descriptors and outlives the call.
-        let status = unsafe { f(r.base + offset, len as usize, descs.as_ptr(), descs.len()) };
-        driver.check("cuMemSetAccess", status)?;
+        vmm::set_access(self.driver(), r.base + offset, len as usize, &descs)?;
         pieces.grant(offset, len, grants);
         Ok(())
     }
@@ -393,29 +373,8 @@ impl Vmm<'_> {
         if let Some(fd) = p.fd.get() {
             return Ok(fd);
         }
-        let driver = self.driver();
         let _ctx = self.primary.enter()?;
-        let f = driver.mem_export_to_shareable_handle()?;
-        let mut raw: i32 = -1;
-        // SAFETY: for a POSIX descriptor the output is an `int`, and `raw`
-        // is a valid place for one; the handle is live; flags 0.
-        let status = unsafe {
-            f(
-                (&raw mut raw).cast::<c_void>(),
-                p.handle,
-                HANDLE_POSIX_FD,
-                0,
-            )
-        };
-        driver.check("cuMemExportToShareableHandle", status)?;
-        if raw < 0 {
-            return Err(Error::invalid(
-                "cuMemExportToShareableHandle succeeded without a descriptor",
-            ));
-        }
-        // SAFETY: on success the driver gave a new descriptor that the
-        // caller owns (cuda.h); nothing else owns or closes it.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let fd = vmm::export_fd(self.driver(), p.handle)?;
         // A concurrent first export may have won; its descriptor is kept.
         let _ = p.fd.set(fd);
         p.fd.get()
@@ -505,22 +464,10 @@ impl Vmm<'_> {
         }
         let taken = take_fds_leased(&mut shared)?;
         check_fd_count("a CUDA physical handle", 1, taken.fds.len())?;
-        let fd = &taken.fds[0];
-        let driver = self.driver();
         let _ctx = self.primary.enter()?;
-        let f = driver.mem_import_from_shareable_handle()?;
-        let mut handle: CUmemGenericAllocationHandle = 0;
-        // SAFETY: `handle` is a valid place; a POSIX descriptor is passed
-        // as the pointer's value, and `fd` stays open for the call (it is
-        // closed when `taken` drops; the driver holds the memory).
-        let status = unsafe {
-            f(
-                &mut handle,
-                std::ptr::without_provenance_mut(fd.as_raw_fd() as usize),
-                HANDLE_POSIX_FD,
-            )
-        };
-        driver.check("cuMemImportFromShareableHandle", status)?;
+        // The descriptor is closed when `taken` drops; the driver holds the
+        // memory.
+        let handle = vmm::import_fd(self.driver(), taken.fds[0].as_fd())?;
         let location = match payload.host_numa {
             Some(n) => PhysicalLocation::HostNuma(n),
             None => PhysicalLocation::Device(self.info.ordinal),
@@ -552,7 +499,7 @@ pub(crate) fn access_desc(g: &AccessGrant) -> CUmemAccessDesc {
         AccessTarget::Device(d) => driver_location(PhysicalLocation::Device(d)),
         // Measured: HOST_NUMA id 0 (or HOST) makes host NUMA memory
         // CPU-accessible.
-        AccessTarget::Host => cudarc::driver::sys::CUmemLocation {
+        AccessTarget::Host => CUmemLocation {
             type_: cudarc::driver::sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
             id: 0,
         },

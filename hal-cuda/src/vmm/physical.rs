@@ -4,7 +4,7 @@
 //!
 //! A physical allocation has no address until it is mapped, so no stream
 //! work can use it on its own: every mapping of it holds it
-//! ([`crate::reservation`]), and a mapping is unmapped only after the
+//! (`reservation.rs`), and a mapping is unmapped only after the
 //! context's work has run. The release therefore needs no wait of its own.
 
 use std::os::fd::OwnedFd;
@@ -15,7 +15,8 @@ use hal_core::lease::LeaseTable;
 use hal_core::{Physical, PhysicalLocation, ShareableHandle};
 
 use crate::context::Primary;
-use crate::sys::CUmemGenericAllocationHandle;
+use crate::ffi::result::vmm;
+use crate::ffi::CUmemGenericAllocationHandle;
 
 /// A VMM physical allocation: memory with no address until mapped into a
 /// [`CudaReservation`](crate::CudaReservation).
@@ -60,14 +61,13 @@ impl Drop for PhysInner {
             // A forked child: the context is the parent's; leave it be.
             return;
         }
-        let driver = &self.primary.driver;
-        let released = self.primary.enter().and_then(|_ctx| {
-            let f = driver.mem_release()?;
-            // SAFETY: the handle came from cuMemCreate or
-            // cuMemImportFromShareableHandle and is released once, by its
-            // one owner; no mapping of it is left (each holds this value).
-            driver.check("cuMemRelease", unsafe { f(self.handle) })
-        });
+        // The handle came from cuMemCreate or cuMemImportFromShareableHandle
+        // and is released once, by its one owner; no mapping of it is left
+        // (each holds this value).
+        let released = self
+            .primary
+            .enter()
+            .and_then(|_ctx| vmm::release(&self.primary.driver, self.handle));
         if let Err(e) = released {
             log::warn!("releasing CUDA physical memory {:#x}: {e}", self.handle);
         }

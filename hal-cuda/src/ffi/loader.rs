@@ -1,7 +1,8 @@
 //! Finding and loading `libcuda.so.1` at run time: the library is never
 //! linked, so a program built with the `cuda` backend starts on machines
 //! without a driver and says why the backend is unavailable. The search
-//! itself is [`hal_core::os::library`]'s; its names and places are here.
+//! itself is [`hal_core::os::library`]'s; its names and places are here,
+//! and the load is `sys.rs`'s.
 
 use std::path::PathBuf;
 
@@ -15,7 +16,7 @@ pub const LIBRARY_VAR: &str = "HAL_CUDA_LIBRARY";
 pub const LIBRARY_NAME: &str = "libcuda.so.1";
 
 /// The driver library, its override variable and what to do without it.
-static LIBRARY: RuntimeLibrary = RuntimeLibrary {
+pub(crate) static LIBRARY: RuntimeLibrary = RuntimeLibrary {
     what: "the CUDA driver library",
     file: LIBRARY_NAME,
     var: LIBRARY_VAR,
@@ -39,18 +40,6 @@ const KNOWN_DIRS: &[&str] = &[
 /// otherwise the loader's own search by name, then the known directories.
 pub(crate) fn candidates(override_path: Option<PathBuf>) -> Vec<PathBuf> {
     LIBRARY.candidates(override_path, KNOWN_DIRS.iter().map(PathBuf::from))
-}
-
-/// Load the library the program names (`program`), else the one
-/// [`LIBRARY_VAR`] names, else the first candidate of the search that
-/// loads and is a CUDA driver.
-pub(crate) fn load(program: Option<PathBuf>) -> Result<Loaded, NotLoaded> {
-    let (over, named) = LIBRARY.named(program);
-    // SAFETY: loading runs the library's initialisers. The candidates are
-    // the NVIDIA driver library (by its name, its install directories, or
-    // the path the user named in HAL_CUDA_LIBRARY), whose initialisers have
-    // no preconditions on this process.
-    unsafe { LIBRARY.load(named, candidates(over)) }
 }
 
 #[cfg(test)]

@@ -1,9 +1,9 @@
-//! CUDA IPC events.
+//! Events of the driver, and CUDA IPC events.
 //!
 //! **Create.** An interprocess event is `cuEventCreate(CU_EVENT_INTERPROCESS
 //! | CU_EVENT_DISABLE_TIMING)`; with timing it is refused with the driver's
 //! own answer, `CUDA_ERROR_INVALID_VALUE` (measured). Past the cap on live
-//! IPC events (`event_cap.rs`, 1000 as in PyTorch) the fallback is PyTorch's
+//! IPC events ([`DEFAULT_IPC_EVENT_CAP`], 1000 as in PyTorch) the fallback is PyTorch's
 //! stream synchronize: the event is an ordinary driver event without
 //! timing, and [`record_event`] of it waits on the host until the stream
 //! ran everything before the record. Such an event is complete whenever
@@ -26,23 +26,33 @@
 //! event handle is not measured; it refuses its own memory handles). An opened event answers `cuEventQuery` and
 //! `cuStreamWaitEvent` (measured: `Capabilities::IPC_EVENT_QUERY`), and
 //! has no timing.
+//!
+//! **The cap.** Every driver IPC event holds driver resources for as long
+//! as any process has it open, so this process keeps at most
+//! [`DEFAULT_IPC_EVENT_CAP`] of them alive, as PyTorch does; past the cap
+//! an interprocess event is made without a driver IPC handle (above), and
+//! the first time a warning is logged.
+//!
+//! Host waits on an event poll `cuEventQuery` (`stream.rs`'s policy).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use hal_core::exchange::take_fds_leased;
+use hal_core::exchange::{take_fds_leased, Lease};
 use hal_core::export::{new_handle, HandleSpec};
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
+use hal_core::lock::lock;
+use hal_core::wait::blocking_future;
 use hal_core::{
-    BackendId, DeviceInfo, Error, EventFlags, ExportOptions, Exported, HandleError, HandleKind,
-    Importers, Location, Result, SharedHandle, VendorError,
+    BackendId, DeviceInfo, Error, Event, EventFlags, ExportOptions, Exported, HandleError,
+    HandleKind, Importers, Location, Result, SharedHandle, VendorError, WaitFuture, WaitOptions,
 };
 
 use crate::context::Primary;
-use crate::event_cap::Slot;
-use crate::stream::{CudaEvent, CudaStream, IpcMode, RawEvent};
-use crate::sys::{CUevent, CUipcEventHandle};
-use hal_core::lock::lock;
+use crate::ffi::result::{event, ipc};
+use crate::ffi::Event as EventHandle;
+use crate::sync::stream::{poll_until, CudaStream};
 
 /// `CU_EVENT_DISABLE_TIMING`.
 pub(crate) const DISABLE_TIMING: u32 = 2;
@@ -131,12 +141,8 @@ fn invalid_value(message: String) -> Error {
 
 /// A new event from `cuEventCreate(bits)`.
 fn create_raw(primary: &Arc<Primary>, bits: u32, slot: Option<Slot>) -> Result<RawEvent> {
-    let driver = &primary.driver;
     let _ctx = primary.enter()?;
-    let f = driver.event_create()?;
-    let mut raw: CUevent = std::ptr::null_mut();
-    // SAFETY: `raw` is a valid place; the flags are the driver's.
-    driver.check("cuEventCreate", unsafe { f(&mut raw, bits) })?;
+    let raw = event::create(&primary.driver, bits)?;
     Ok(RawEvent {
         primary: Arc::clone(primary),
         raw,
@@ -176,12 +182,9 @@ pub(crate) fn create(primary: &Arc<Primary>, flags: EventFlags) -> Result<CudaEv
 /// Record `event` on `stream`; past the cap, then wait until the stream
 /// ran everything before the record.
 pub(crate) fn record(primary: &Primary, stream: &CudaStream, event: &CudaEvent) -> Result<()> {
-    let driver = &primary.driver;
     {
         let _ctx = primary.enter()?;
-        let f = driver.event_record()?;
-        // SAFETY: both handles are live and of this context.
-        driver.check("cuEventRecord", unsafe { f(event.inner.raw, stream.raw) })?;
+        event::record(&primary.driver, event.inner.raw, stream.raw)?;
     }
     if event.ipc == IpcMode::SyncOnRecord {
         stream.wait(None)?;
@@ -231,18 +234,11 @@ pub(crate) fn export(
              (Capabilities::PID_ALLOW_LIST is absent)",
         ));
     }
-    let mut ipc = [0u8; 64];
+    let mut handle_bytes = [0u8; 64];
     if event.ipc != IpcMode::SyncOnRecord {
         // The driver refuses an event created without CU_EVENT_INTERPROCESS.
-        let driver = &primary.driver;
         let _ctx = primary.enter()?;
-        let f = driver.ipc_get_event_handle()?;
-        let mut raw = CUipcEventHandle { reserved: [0; 64] };
-        // SAFETY: `raw` is a valid place for 64 bytes; the event is live.
-        driver.check("cuIpcGetEventHandle", unsafe {
-            f(&mut raw, event.inner.raw)
-        })?;
-        ipc = raw.reserved.map(|b| b as u8);
+        handle_bytes = ipc::get_event_handle(&primary.driver, event.inner.raw)?;
     }
     let spec = HandleSpec {
         kind: HandleKind::Event,
@@ -255,7 +251,7 @@ pub(crate) fn export(
     let mut handle = new_handle(&spec, opts)?;
     handle.payload = Payload {
         synchronized: event.ipc == IpcMode::SyncOnRecord,
-        ipc,
+        ipc: handle_bytes,
     }
     .encode();
     let mut exported = lock(own());
@@ -304,15 +300,8 @@ pub(crate) fn import(
         let inner = create_raw(primary, DISABLE_TIMING, None)?;
         (Arc::new(inner), IpcMode::SyncOnRecord)
     } else {
-        let driver = &primary.driver;
         let _ctx = primary.enter()?;
-        let f = driver.ipc_open_event_handle()?;
-        let mut raw: CUevent = std::ptr::null_mut();
-        let handle = CUipcEventHandle {
-            reserved: payload.ipc.map(|b| b as _),
-        };
-        // SAFETY: `raw` is a valid place; the handle is passed by value.
-        driver.check("cuIpcOpenEventHandle", unsafe { f(&mut raw, handle) })?;
+        let raw = ipc::open_event_handle(&primary.driver, &payload.ipc)?;
         let inner = RawEvent {
             primary: Arc::clone(primary),
             raw,
@@ -331,6 +320,180 @@ pub(crate) fn import(
         leases: OnceLock::new(),
         _lease: taken.lease,
     })
+}
+
+/// What an event is to IPC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IpcMode {
+    /// Not an IPC event.
+    None,
+    /// A driver IPC event (`CU_EVENT_INTERPROCESS`, or opened by handle).
+    Driver,
+    /// An interprocess event past the cap on live IPC events: no driver
+    /// handle; recording it synchronizes the stream, so that it is complete
+    /// whenever anyone looks.
+    SyncOnRecord,
+}
+
+/// An event of the driver.
+#[must_use = "the event is destroyed when this value drops"]
+pub struct CudaEvent {
+    pub(crate) inner: Arc<RawEvent>,
+    pub(crate) flags: EventFlags,
+    pub(crate) ipc: IpcMode,
+    /// Imported from an export (never exported again).
+    pub(crate) imported: bool,
+    /// Its importers' leases, made at the first export; its drop waits
+    /// for them before the driver's event is destroyed.
+    pub(crate) leases: OnceLock<Arc<LeaseTable>>,
+    /// An importer's lease on the exporter's event, let go after the
+    /// opened event is destroyed.
+    pub(crate) _lease: Option<Lease>,
+}
+
+/// The driver's event, destroyed when the last holder (the event, a
+/// waiter thread of a dropped `wait_async`, or the wait for an exported
+/// event's importers) lets go.
+pub(crate) struct RawEvent {
+    pub(crate) primary: Arc<Primary>,
+    pub(crate) raw: EventHandle,
+    /// Its place among the live IPC events, given back after the destroy.
+    pub(crate) _slot: Option<Slot>,
+}
+
+impl std::fmt::Debug for CudaEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaEvent")
+            .field("raw", &self.inner.raw)
+            .field("flags", &self.flags)
+            .field("ipc", &self.ipc)
+            .field("imported", &self.imported)
+            .finish()
+    }
+}
+
+impl Drop for CudaEvent {
+    fn drop(&mut self) {
+        let Some(leases) = self.leases.get().filter(|t| t.count() > 0) else {
+            return;
+        };
+        // Importers still use it: CUDA makes using an IPC event after its
+        // exporter destroyed it undefined, so the destroy waits for their
+        // leases on a thread of its own (the thread holds the event).
+        let (leases, inner) = (Arc::clone(leases), Arc::clone(&self.inner));
+        let kept = Arc::clone(&self.inner);
+        let spawned = hal_core::os::thread::spawn("hal-cuda-deferred-event", move || {
+            if let Err(e) = leases.wait_empty(None) {
+                log::warn!("waiting for the importers of a CUDA IPC event: {e}");
+            }
+            drop(inner);
+        });
+        match spawned {
+            Ok(_) => drop(kept),
+            Err(e) => {
+                log::warn!(
+                    "a CUDA IPC event is still imported and no thread could wait for its \
+                     importers ({e}); it is left undestroyed"
+                );
+                std::mem::forget(kept);
+            }
+        }
+    }
+}
+
+impl Drop for RawEvent {
+    fn drop(&mut self) {
+        if self.primary.forked() {
+            // A forked child: the context is the parent's; leave it be.
+            return;
+        }
+        // The event was created for this value, which destroys it once,
+        // when no one holds it any more.
+        let destroyed = self
+            .primary
+            .enter()
+            .and_then(|_ctx| event::destroy(&self.primary.driver, self.raw));
+        if let Err(e) = destroyed {
+            log::warn!("destroying a CUDA event: {e}");
+        }
+    }
+}
+
+impl RawEvent {
+    fn query(&self) -> Result<bool> {
+        let _ctx = self.primary.enter()?;
+        event::query(&self.primary.driver, self.raw)
+    }
+
+    fn wait(&self, opts: WaitOptions) -> Result<()> {
+        poll_until("the CUDA event", opts.spin, opts.timeout, || self.query())
+    }
+}
+
+impl Event for CudaEvent {
+    fn query(&self) -> Result<bool> {
+        self.inner.query()
+    }
+
+    fn wait(&self, opts: WaitOptions) -> Result<()> {
+        self.inner.wait(opts)
+    }
+
+    fn wait_async(&self, opts: WaitOptions) -> WaitFuture<'_> {
+        let inner = Arc::clone(&self.inner);
+        blocking_future(move || inner.wait(opts))
+    }
+}
+
+/// The cap PyTorch keeps on live IPC events.
+pub const DEFAULT_IPC_EVENT_CAP: usize = 1000;
+
+static CAP: AtomicUsize = AtomicUsize::new(DEFAULT_IPC_EVENT_CAP);
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static WARNED: AtomicBool = AtomicBool::new(false);
+
+/// One of the live driver IPC events, given back when it drops (after the
+/// event was destroyed).
+#[derive(Debug)]
+pub(crate) struct Slot(());
+
+impl Slot {
+    /// A slot, or `None` (and a warning, the first time) past the cap.
+    pub(crate) fn take() -> Option<Slot> {
+        let cap = CAP.load(Ordering::Relaxed);
+        let taken = LIVE.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < cap).then_some(n + 1)
+        });
+        if taken.is_ok() {
+            return Some(Slot(()));
+        }
+        if !WARNED.swap(true, Ordering::Relaxed) {
+            log::warn!(
+                "{cap} CUDA IPC events are alive in this process: further interprocess events \
+                 carry no driver IPC handle, and recording one synchronizes the stream instead"
+            );
+        }
+        None
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Set the cap on live IPC events (tests only; the default is
+/// [`DEFAULT_IPC_EVENT_CAP`]).
+#[doc(hidden)]
+pub fn set_ipc_event_cap(cap: usize) {
+    CAP.store(cap, Ordering::Relaxed);
+}
+
+/// How many driver IPC events this process created are alive (tests).
+#[doc(hidden)]
+pub fn live_ipc_events() -> usize {
+    LIVE.load(Ordering::Acquire)
 }
 
 #[cfg(test)]

@@ -13,20 +13,41 @@
 //! pending waits for them, at most [`hal_core::teardown::PATIENCE`], and
 //! tries again ([`hal_core::teardown::when_freed`]); past that its error
 //! says how many still wait.
+//!
+//! **Exports.** The exporter's side of legacy IPC is kept with an
+//! allocation ([`Exports`]): its importers' leases, and the registry of
+//! this process's exported bases that a same-process import reaches.
 
-use std::ffi::c_void;
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use hal_core::device::check_bounds;
+use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
+use hal_core::lock::lock;
 use hal_core::{Allocation, Location, Memory, Result};
 
 use crate::context::Primary;
-use crate::exports::Exports;
-use crate::sys::CUdeviceptr;
+use crate::ffi::result::{mem, stream};
+use crate::ffi::{CUdeviceptr, Stream};
+
+/// `CU_MEM_ATTACH_GLOBAL`.
+const ATTACH_GLOBAL: u32 = 1;
 
 /// True for the driver's refusal for lack of memory.
 pub(crate) fn out_of_memory(e: &hal_core::Error) -> bool {
     matches!(e, hal_core::Error::Vendor(v) if v.code == hal_core::vendor::cuda::OUT_OF_MEMORY.code)
+}
+
+/// One driver allocation of `size` bytes at `location` (checked by the
+/// caller), with the context pushed.
+pub(crate) fn allocate(primary: &Primary, location: Location, size: usize) -> Result<CUdeviceptr> {
+    let driver = &primary.driver;
+    let _ctx = primary.enter()?;
+    match location {
+        Location::Device(_) => mem::alloc(driver, size),
+        Location::Host => mem::alloc_host(driver, size),
+        Location::Managed => mem::alloc_managed(driver, size, ATTACH_GLOBAL),
+    }
 }
 
 /// Memory this process allocated on a CUDA device.
@@ -46,12 +67,6 @@ pub struct CudaAllocation {
     pub(crate) owned: bool,
 }
 
-// SAFETY: the allocation is a driver address range; it is only passed to
-// the driver or, for host and managed memory, copied with bounds checks.
-unsafe impl Send for CudaAllocation {}
-// SAFETY: see `Send`.
-unsafe impl Sync for CudaAllocation {}
-
 impl std::fmt::Debug for CudaAllocation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CudaAllocation")
@@ -69,12 +84,14 @@ impl CudaAllocation {
         if let Some(e) = self.exports.get() {
             return Ok(e);
         }
-        let made = crate::exports::new_exports(buffer_id)?;
+        let made = Exports {
+            leases: LeaseTable::new(DEFAULT_SLOTS)?,
+            buffer_id,
+        };
         // A concurrent export may have won the race; its table is kept.
         if self.exports.set(made).is_ok() {
-            if let Some(e) = self.exports.get() {
-                crate::exports::kept(e, base);
-            }
+            // One more live exporter of the allocation at `base`.
+            lock(own()).entry(buffer_id).or_insert((base, 0)).1 += 1;
         }
         self.exports
             .get()
@@ -96,7 +113,7 @@ impl Drop for CudaAllocation {
             // Adopted: its owner frees it, once `wait_unleased` says no
             // importer maps it (`Device::adopt_memory`'s promise).
             if let Some(e) = self.exports.get() {
-                crate::exports::forget(e.buffer_id);
+                forget(e.buffer_id);
             }
             return;
         }
@@ -105,7 +122,7 @@ impl Drop for CudaAllocation {
             free_after_work(primary, ptr, location);
             return;
         };
-        crate::exports::forget(e.buffer_id);
+        forget(e.buffer_id);
         if e.leases.count() == 0 {
             free_after_work(primary, ptr, location);
             return;
@@ -144,18 +161,12 @@ fn release(primary: &Primary, ptr: CUdeviceptr, location: Location) {
         return;
     };
     // The free may wait for the device: never while a stream waits for a
-    // notify (`quiet.rs`).
+    // notify (`sync/quiet.rs`). `ptr` came from `allocate` and is freed
+    // once.
     let _quiet = primary.quiet.hold();
     let result = match location {
-        Location::Host => driver.mem_free_host().and_then(|f| {
-            // SAFETY: `ptr` came from cuMemAllocHost and is freed once.
-            driver.check("cuMemFreeHost", unsafe { f(ptr as *mut c_void) })
-        }),
-        _ => driver.mem_free().and_then(|f| {
-            // SAFETY: `ptr` came from cuMemAlloc or cuMemAllocManaged and
-            // is freed once.
-            driver.check("cuMemFree_v2", unsafe { f(ptr) })
-        }),
+        Location::Host => mem::free_host(driver, ptr),
+        _ => mem::free(driver, ptr),
     };
     if let Err(e) = result {
         log::warn!("freeing CUDA memory at {ptr:#x}: {e}");
@@ -251,14 +262,8 @@ pub(crate) fn copy_out(
     dst: &mut [u8],
 ) -> Result<()> {
     check_bounds(offset, dst.len() as u64, len)?;
-    let driver = &primary.driver;
     let _ctx = primary.enter()?;
-    let f = driver.memcpy_dtoh()?;
-    // SAFETY: the source lies inside the live device range (bounds checked;
-    // the caller holds the memory); `dst` is a distinct host buffer of that
-    // length.
-    let status = unsafe { f(dst.as_mut_ptr().cast(), base + offset, dst.len()) };
-    driver.check("cuMemcpyDtoH_v2", status)
+    mem::copy_from_device(&primary.driver, dst, base + offset)
 }
 
 /// Copy `src` to `offset` of the live device range `base..base + len`
@@ -282,16 +287,54 @@ pub(crate) fn copy_in(
     check_bounds(offset, src.len() as u64, len)?;
     let driver = &primary.driver;
     let _ctx = primary.enter()?;
-    let f = driver.memcpy_htod()?;
-    // SAFETY: the destination lies inside the live device range (bounds
-    // checked); `src` is a distinct host buffer of that length.
-    let status = unsafe { f(base + offset, src.as_ptr().cast(), src.len()) };
-    driver.check("cuMemcpyHtoD_v2", status)?;
-    let sync = driver.stream_synchronize()?;
-    // SAFETY: the null stream is the context's legacy default stream, which
-    // the pushed context has; nothing else is passed.
-    let status = unsafe { sync(std::ptr::null_mut()) };
-    driver.check("cuStreamSynchronize", status)
+    mem::copy_to_device(driver, base + offset, src)?;
+    // The legacy stream of the pushed context.
+    stream::synchronize(driver, Stream::LEGACY)
+}
+
+/// What an exported allocation keeps: its importers' leases and its id.
+#[derive(Debug)]
+pub(crate) struct Exports {
+    pub(crate) leases: Arc<LeaseTable>,
+    pub(crate) buffer_id: u64,
+}
+
+/// The bases of this process's exported allocations, by buffer id, each
+/// with how many live [`CudaAllocation`]s export ranges of it (an
+/// allocation and ranges of it adopted apart share the driver's buffer
+/// id): what a same-process import reaches.
+fn own() -> &'static Mutex<HashMap<u64, (CUdeviceptr, usize)>> {
+    static OWN: OnceLock<Mutex<HashMap<u64, (CUdeviceptr, usize)>>> = OnceLock::new();
+    OWN.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The base of this process's exported allocation `buffer_id`, while one
+/// of its exporters lives.
+pub(crate) fn own_base(buffer_id: u64) -> Option<CUdeviceptr> {
+    lock(own()).get(&buffer_id).map(|&(base, _)| base)
+}
+
+/// The buffer ids of this process's allocations exported in raw form, by
+/// the driver's 64 bytes: a raw import of one of them in this process
+/// reaches the original (the driver refuses to open its own handles).
+pub(crate) fn own_raw() -> &'static Mutex<HashMap<[u8; 64], u64>> {
+    static OWN_RAW: OnceLock<Mutex<HashMap<[u8; 64], u64>>> = OnceLock::new();
+    OWN_RAW.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// One exporter of allocation `buffer_id` less (it is being dropped); the
+/// last one forgets the allocation.
+fn forget(buffer_id: u64) {
+    let mut own = lock(own());
+    let Some(entry) = own.get_mut(&buffer_id) else {
+        return;
+    };
+    entry.1 = entry.1.saturating_sub(1);
+    if entry.1 == 0 {
+        own.remove(&buffer_id);
+        drop(own);
+        lock(own_raw()).retain(|_, id| *id != buffer_id);
+    }
 }
 
 #[cfg(test)]

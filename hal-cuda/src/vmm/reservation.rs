@@ -31,9 +31,11 @@ use hal_core::vmm_pieces::Pieces;
 use hal_core::{AccessTarget, Reservation, Result};
 
 use crate::context::Primary;
-use crate::physical::PhysInner;
-use crate::quiet::Held;
-use crate::sys::CUdeviceptr;
+use crate::ffi::result::{self, ctx, vmm};
+use crate::ffi::CUdeviceptr;
+use crate::memory::alloc::{copy_in, copy_out};
+use crate::sync::quiet::QuietGuard;
+use crate::vmm::physical::PhysInner;
 use hal_core::lock::lock;
 
 /// A VMM address range reservation of one device's context: physical
@@ -49,12 +51,6 @@ pub struct CudaReservation {
     /// The mapped parts, each holding its physical allocation.
     pub(crate) pieces: Mutex<Pieces<Arc<PhysInner>>>,
 }
-
-// SAFETY: the reservation is a driver address range; it is only passed to
-// the driver, never dereferenced.
-unsafe impl Send for CudaReservation {}
-// SAFETY: see `Send`; the pieces are behind a mutex.
-unsafe impl Sync for CudaReservation {}
 
 impl std::fmt::Debug for CudaReservation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -92,17 +88,17 @@ impl CudaReservation {
 }
 
 /// Wait for the current context's queued work (`cuCtxSynchronize`), once
-/// no stream waits for a notify (`quiet.rs`); the returned guard keeps new
+/// no stream waits for a notify (`sync/quiet.rs`); the returned guard keeps new
 /// waits out, so that the unmaps that follow (which may wait for the
 /// device too) run with none queued. A failed wait is returned when
 /// `strict`, else logged: the failed work will not run again.
-fn wait_for_work(primary: &Primary, strict: bool) -> Result<Held<'_>> {
+fn wait_for_work(primary: &Primary, strict: bool) -> Result<QuietGuard<'_>> {
     let driver = &primary.driver;
-    let sync = driver.ctx_synchronize()?;
+    // Asked before the quiet, which it would hold for nothing.
+    result::has(driver.ctx_synchronize())?;
     let quiet = primary.quiet.hold();
-    // SAFETY: the caller made the context current on this thread.
-    let status = unsafe { sync() };
-    match driver.check("cuCtxSynchronize", status) {
+    // The caller made the context current on this thread.
+    match ctx::synchronize(driver) {
         Err(e) if strict => Err(e),
         Err(e) => {
             log::warn!("unmapping after the context's work failed: {e}");
@@ -114,12 +110,9 @@ fn wait_for_work(primary: &Primary, strict: bool) -> Result<Held<'_>> {
 
 /// `cuMemUnmap` of `len` bytes at `at`, the context current.
 fn unmap(primary: &Primary, at: CUdeviceptr, len: u64) -> Result<()> {
-    let driver = &primary.driver;
-    let f = driver.mem_unmap()?;
-    // SAFETY: the range is whole mappings of a reservation (checked by the
+    // The range is whole mappings of a reservation (checked by the
     // callers), and the context's work that could use it has run.
-    let status = unsafe { f(at, len as usize) };
-    driver.check("cuMemUnmap", status)
+    vmm::unmap(&primary.driver, at, len as usize)
 }
 
 /// What a dropped reservation still has to do once the context's work has
@@ -165,10 +158,9 @@ impl Teardown {
             }
             // The physical allocations go after their unmaps.
             drop(pieces);
-            let f = driver.mem_address_free()?;
-            // SAFETY: the range came from cuMemAddressReserve with this
-            // length and is freed once, by its one owner, after its unmaps.
-            driver.check("cuMemAddressFree", unsafe { f(base, len as usize) })
+            // The range came from cuMemAddressReserve with this length and
+            // is freed once, by its one owner, after its unmaps.
+            vmm::free_range(driver, base, len as usize)
         });
         if let Err(e) = done {
             log::warn!("freeing the CUDA reservation at {base:#x}: {e}");
@@ -215,7 +207,7 @@ impl Reservation for CudaReservation {
         if dst.is_empty() {
             return Ok(());
         }
-        crate::memory::copy_out(&self.primary, self.base, self.len, offset, dst)
+        copy_out(&self.primary, self.base, self.len, offset, dst)
     }
 
     fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
@@ -223,6 +215,6 @@ impl Reservation for CudaReservation {
         if src.is_empty() {
             return Ok(());
         }
-        crate::memory::copy_in(&self.primary, self.base, self.len, offset, src)
+        copy_in(&self.primary, self.base, self.len, offset, src)
     }
 }

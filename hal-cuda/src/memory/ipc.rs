@@ -23,26 +23,28 @@
 //! the open among every import of any range of it, and the last mapping to
 //! drop closes it. The buffer id, not the address, names the allocation,
 //! so a freed and reused address is never mistaken for the old memory.
+//!
+//! **Mappings.** A [`CudaMapping`] is the imported range (or, for this
+//! process's own export, the original memory), reached with
+//! `cuMemcpyHtoD` / `DtoH`, never dereferenced.
 
 use std::collections::HashMap;
-use std::ffi::{c_int, c_uint, c_void};
+use std::ffi::{c_int, c_uint};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use hal_core::exchange::{take_fds_leased, Lease};
 use hal_core::export::{new_handle, HandleSpec};
+use hal_core::lock::lock;
 use hal_core::{
-    BackendId, ByteRange, DeviceInfo, Error, ExportOptions, Exported, HandleError, HandleKind,
-    ImportOptions, Importers, Location, Result, SharedHandle,
+    BackendId, ByteRange, DeviceInfo, Error, ExportOptions, Exported, Handle, HandleError,
+    HandleKind, ImportOptions, Importers, Location, Mapping, Memory, Result, SharedHandle,
 };
 
 use crate::context::Primary;
-use crate::exports::own_base;
-use crate::mapping::CudaMapping;
-use crate::memory::CudaAllocation;
-use crate::opened::Opened;
+use crate::ffi::result::{ipc, mem};
+use crate::ffi::{CUdevice, CUdeviceptr};
+use crate::memory::alloc::{copy_in, copy_out, own_base, CudaAllocation};
 use crate::peer;
-use crate::sys::{CUdevice, CUdeviceptr, CUipcMemHandle};
-use hal_core::lock::lock;
 
 /// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`.
 const LAZY_ENABLE_PEER_ACCESS: c_uint = 1;
@@ -130,49 +132,14 @@ pub(crate) struct Base {
 pub(crate) fn base_of(primary: &Primary, ptr: CUdeviceptr) -> Result<Base> {
     let driver = &primary.driver;
     let _ctx = primary.enter()?;
-    let (base, size) = address_range(primary, ptr)?;
-    let mut raw = CUipcMemHandle { reserved: [0; 64] };
-    let f = driver.ipc_get_mem_handle()?;
-    // SAFETY: `raw` is a valid place for 64 bytes; `base` is live memory.
-    driver.check("cuIpcGetMemHandle", unsafe { f(&mut raw, base) })?;
+    let (base, size) = mem::address_range(driver, ptr)?;
+    let ipc = ipc::get_mem_handle(driver, base)?;
     Ok(Base {
         base,
         size,
-        ipc: raw.reserved.map(|b| b as u8),
-        buffer_id: buffer_id(primary, base)?,
+        ipc,
+        buffer_id: mem::attribute_u64(driver, POINTER_ATTRIBUTE_BUFFER_ID, base)?,
     })
-}
-
-/// The first byte and size of the allocation holding `ptr`
-/// (`cuMemGetAddressRange_v2`; the caller has the context pushed).
-pub(crate) fn address_range(primary: &Primary, ptr: CUdeviceptr) -> Result<(CUdeviceptr, u64)> {
-    let driver = &primary.driver;
-    let mut base: CUdeviceptr = 0;
-    let mut size: usize = 0;
-    let f = driver.mem_get_address_range()?;
-    // SAFETY: both outputs are valid places; the driver checks `ptr`.
-    let status = unsafe { f(&mut base, &mut size, ptr) };
-    driver.check("cuMemGetAddressRange_v2", status)?;
-    Ok((base, size as u64))
-}
-
-/// `CU_POINTER_ATTRIBUTE_BUFFER_ID` of the memory at `ptr` (the caller
-/// has the context pushed).
-fn buffer_id(primary: &Primary, ptr: CUdeviceptr) -> Result<u64> {
-    let driver = &primary.driver;
-    let mut id: u64 = 0;
-    let f = driver.pointer_get_attribute()?;
-    // SAFETY: the attribute's value is an `unsigned long long`, and `id`
-    // is a valid place for one.
-    let status = unsafe {
-        f(
-            (&raw mut id).cast::<c_void>(),
-            POINTER_ATTRIBUTE_BUFFER_ID,
-            ptr,
-        )
-    };
-    driver.check("cuPointerGetAttribute", status)?;
-    Ok(id)
 }
 
 /// What a memory handle of device `info` says of itself.
@@ -303,18 +270,10 @@ pub(crate) fn open_count(device: CUdevice) -> usize {
 }
 
 /// One `cuIpcOpenMemHandle_v2(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)` of
-/// `ipc` in `primary`'s context, closed when the value drops.
-pub(crate) fn open_bare(primary: &Arc<Primary>, ipc: &[u8; 64]) -> Result<Opened> {
-    let driver = &primary.driver;
+/// `handle` in `primary`'s context, closed when the value drops.
+pub(crate) fn open_bare(primary: &Arc<Primary>, handle: &[u8; 64]) -> Result<Opened> {
     let _ctx = primary.enter()?;
-    let f = driver.ipc_open_mem_handle()?;
-    let raw = CUipcMemHandle {
-        reserved: ipc.map(|b| b as _),
-    };
-    let mut base: CUdeviceptr = 0;
-    // SAFETY: `base` is a valid place; the handle is passed by value.
-    let status = unsafe { f(&mut base, raw, LAZY_ENABLE_PEER_ACCESS) };
-    driver.check("cuIpcOpenMemHandle_v2", status)?;
+    let base = ipc::open_mem_handle(&primary.driver, handle, LAZY_ENABLE_PEER_ACCESS)?;
     Ok(Opened {
         primary: Arc::clone(primary),
         base,
@@ -345,7 +304,7 @@ pub(crate) fn open(
     let mut opened = open_bare(primary, ipc)?;
     opened.size = {
         let _ctx = primary.enter()?;
-        address_range(primary, opened.base)?.1
+        mem::address_range(&primary.driver, opened.base)?.1
     };
     opened._lease = lease;
     let opened = Arc::new(opened);
@@ -457,6 +416,108 @@ pub(crate) fn import(
         _peer: peer,
         _lease: lease,
     })
+}
+
+/// One `cuIpcOpenMemHandle_v2` in this process, shared by the mappings of
+/// every range of one exported allocation; closed when the last drops.
+///
+/// The process's lease on the exporter's allocation goes with it: one per
+/// process and allocation, however many ranges are imported, given back
+/// after the close (fields drop after `drop` runs).
+pub(crate) struct Opened {
+    pub(crate) primary: Arc<Primary>,
+    pub(crate) base: CUdeviceptr,
+    /// The allocation's size as the driver reports it after the open
+    /// (`cuMemGetAddressRange_v2`); 0 for a bare open, which does not ask.
+    pub(crate) size: u64,
+    pub(crate) _lease: Option<Lease>,
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        if self.primary.forked() {
+            // A forked child: the context is the parent's; leave it be.
+            return;
+        }
+        // `base` came from cuIpcOpenMemHandle_v2 and is closed once, by its
+        // one owner.
+        let closed = self
+            .primary
+            .enter()
+            .and_then(|_ctx| ipc::close_mem_handle(&self.primary.driver, self.base));
+        if let Err(e) = closed {
+            log::warn!("closing imported CUDA memory at {:#x}: {e}", self.base);
+        }
+    }
+}
+
+/// Device memory imported from an export (`Device::import_memory`).
+///
+/// Imports of one allocation in one process share one
+/// `cuIpcOpenMemHandle_v2`; the last mapping to drop closes it
+/// (`cuIpcCloseMemHandle`, with the context pushed) and then gives its
+/// lease back, so the exporter counts this process until its memory is no
+/// longer mapped here.
+#[must_use = "the import is closed and its lease released when this value drops"]
+pub struct CudaMapping {
+    pub(crate) primary: Arc<Primary>,
+    pub(crate) handle: Handle,
+    /// The first byte of the imported range.
+    pub(crate) addr: CUdeviceptr,
+    pub(crate) len: u64,
+    pub(crate) ordinal: u32,
+    /// The shared open; `None` for this process's own export, which is
+    /// the original memory.
+    pub(crate) open: Option<Arc<Opened>>,
+    /// For this process's own memory of another device: that device's
+    /// primary context, retained while peer access to it is used.
+    pub(crate) _peer: Option<Arc<Primary>>,
+    /// Declared after `open`: fields drop in order, so the lease goes
+    /// back only once the memory is closed.
+    pub(crate) _lease: Option<Lease>,
+}
+
+impl std::fmt::Debug for CudaMapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaMapping")
+            .field("addr", &format_args!("{:#x}", self.addr))
+            .field("len", &self.len)
+            .field("device", &self.ordinal)
+            .field("same_process", &self.open.is_none())
+            .finish()
+    }
+}
+
+impl Memory for CudaMapping {
+    fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn location(&self) -> Location {
+        Location::Device(self.ordinal)
+    }
+
+    fn host_ptr(&self) -> Option<*mut u8> {
+        None
+    }
+
+    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        copy_out(&self.primary, self.addr, self.len, offset, dst)
+    }
+
+    fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
+        copy_in(&self.primary, self.addr, self.len, offset, src)
+    }
+}
+
+impl Mapping for CudaMapping {
+    fn handle(&self) -> &Handle {
+        &self.handle
+    }
 }
 
 #[cfg(test)]

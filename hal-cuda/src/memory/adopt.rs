@@ -12,15 +12,16 @@
 //! so that managed and pinned host memory keep the rules of their kind
 //! (neither has a legacy IPC handle).
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_int;
 use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::sys::{CUmemorytype, CUpointer_attribute};
 use hal_core::{Capabilities, DeviceInfo, Error, Location, Result};
 
 use crate::context::Primary;
-use crate::memory::CudaAllocation;
-use crate::sys::CUdeviceptr;
+use crate::ffi::result::mem;
+use crate::ffi::CUdeviceptr;
+use crate::memory::alloc::CudaAllocation;
 
 /// The range `addr..addr + len` of memory of the device `info` names, as an
 /// allocation that frees nothing (see the module).
@@ -37,7 +38,7 @@ pub(crate) fn adopt(
         .checked_add(len)
         .ok_or_else(|| Error::invalid("adopt_memory: the range wraps past the address space"))?;
     let _ctx = primary.enter()?;
-    let (base, size) = crate::ipc::address_range(primary, addr)?;
+    let (base, size) = mem::address_range(&primary.driver, addr)?;
     if end > base + size {
         return Err(Error::invalid(format!(
             "adopt_memory: {addr:#x}+{len:#x} is not inside one allocation (the one holding \
@@ -87,13 +88,5 @@ pub(crate) fn adopt(
 /// A 4-byte attribute (an `int`, a `CUmemorytype` or a flag) of the memory
 /// at `ptr`, with the context pushed by the caller.
 fn attribute(primary: &Primary, which: CUpointer_attribute, ptr: CUdeviceptr) -> Result<u32> {
-    let driver = &primary.driver;
-    let f = driver.pointer_get_attribute()?;
-    // Zeroed 4 bytes: a driver that writes a one-byte flag leaves the rest 0.
-    let mut value: u32 = 0;
-    // SAFETY: `value` is a valid place for the 4-byte attributes asked here
-    // (`int`, `CUmemorytype`, and the flag, at most 4 bytes).
-    let status = unsafe { f((&raw mut value).cast::<c_void>(), which as c_int, ptr) };
-    driver.check("cuPointerGetAttribute", status)?;
-    Ok(value)
+    mem::attribute_u32(&primary.driver, which as c_int, ptr)
 }

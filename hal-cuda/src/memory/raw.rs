@@ -23,10 +23,9 @@ use hal_core::export::new_handle;
 use hal_core::{ByteRange, DeviceInfo, Error, ExportOptions, HandleError, Importers, Result};
 
 use crate::context::Primary;
-use crate::exports::{own_base, own_raw};
-use crate::ipc::{self, Key, Payload};
-use crate::mapping::CudaMapping;
-use crate::memory::CudaAllocation;
+use crate::ffi::result::mem;
+use crate::memory::alloc::{own_base, own_raw, CudaAllocation};
+use crate::memory::ipc::{self, CudaMapping, Key, Payload};
 use hal_core::lock::lock;
 
 /// Bytes of [`RawIpcHandle::to_bytes`].
@@ -126,7 +125,7 @@ pub(crate) fn export(
         return Err(Error::invalid("a raw CUDA IPC handle of zero bytes"));
     }
     let base = ipc::base_of(primary, alloc.ptr)?;
-    // Made so that freeing the allocation forgets it (exports.rs).
+    // Made so that freeing the allocation forgets it (`alloc.rs`).
     alloc.exports(base.buffer_id, base.base)?;
     lock(own_raw()).insert(base.ipc, base.buffer_id);
     Ok(RawIpcHandle {
@@ -151,7 +150,7 @@ pub(crate) fn import(
         Some(base) => {
             let size = {
                 let _ctx = primary.enter()?;
-                ipc::address_range(primary, base)?.1
+                mem::address_range(&primary.driver, base)?.1
             };
             (base, size, None)
         }
