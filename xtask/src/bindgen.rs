@@ -5,9 +5,9 @@
 //! (exit 1 when they differ).
 //!
 //! Each function the header declares becomes a function pointer type of
-//! the same name (`bindings::fns::aclrtMalloc`), the type `sys.rs` resolves
-//! the symbol as: a name or a signature that the header does not declare
-//! does not compile. Both forms also check that every function the header
+//! the same name (`bindings::fns::aclrtMalloc`), the type `ffi/sys.rs`
+//! resolves the symbol as: a name or a signature that the header does not
+//! declare does not compile. Both forms also check that every function the header
 //! declares is one of `hal-ascend/include/acl_names.txt`, the names the
 //! public CANN headers declare, so a name the runtime does not have fails.
 //!
