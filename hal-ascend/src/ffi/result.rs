@@ -30,12 +30,12 @@ use hal_core::{Error, Result, VendorError};
 use super::sys::{Runtime, Status};
 
 /// `ACL_SUCCESS`.
-pub(crate) const SUCCESS: Status = 0;
+const SUCCESS: Status = 0;
 
 impl Runtime {
     /// `Ok` for success, the vendor error of `status` otherwise; `call`
     /// names the entry point for the message.
-    pub(crate) fn check(&self, call: &str, status: Status) -> Result<()> {
+    pub(super) fn check(&self, call: &str, status: Status) -> Result<()> {
         if status == SUCCESS {
             return Ok(());
         }
@@ -43,7 +43,7 @@ impl Runtime {
     }
 
     /// The vendor error of a failed `call`.
-    pub(crate) fn error(&self, call: &str, status: Status) -> Error {
+    fn error(&self, call: &str, status: Status) -> Error {
         let number = i64::from(status);
         let name = acl::name(number)
             .map(str::to_owned)
