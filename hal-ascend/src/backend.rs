@@ -11,13 +11,12 @@ use crate::context::Ctx;
 use crate::device::AscendDevice;
 use hal_core::runtime::{self, Failure};
 
+use crate::ffi::result::{self, is_code};
+use crate::ffi::sys::Runtime;
 use crate::identity;
-use crate::loader;
 use crate::needs;
 use crate::peer;
-use crate::result::is_code;
 use crate::soc;
-use crate::sys::Runtime;
 
 /// The Ascend backend: `libascendcl.so` loaded at run time (never linked;
 /// [`LIBRARY_VAR`](crate::LIBRARY_VAR) names another library).
@@ -89,13 +88,9 @@ impl AscendBackend {
 /// success here; the runtime is never finalised (`aclFinalize` is not even
 /// resolved), since a framework may share it.
 fn load_and_init(library: Option<PathBuf>) -> std::result::Result<Arc<Runtime>, Failure> {
-    let rt = Arc::new(Runtime::new(
-        loader::load(library).map_err(Failure::NotLoaded)?,
-    ));
+    let rt = Arc::new(Runtime::load(library).map_err(Failure::NotLoaded)?);
     let init = || -> Result<()> {
-        let f = rt.init()?;
-        // SAFETY: a null configuration path is allowed (no configuration).
-        match rt.check("aclInit", unsafe { f(std::ptr::null()) }) {
+        match result::init(&rt) {
             Err(e) if is_code(&e, acl::REPEAT_INITIALIZE) => Ok(()),
             r => r,
         }
@@ -107,18 +102,9 @@ fn load_and_init(library: Option<PathBuf>) -> std::result::Result<Arc<Runtime>, 
     Ok(rt)
 }
 
-/// The number of devices the runtime sees.
-fn device_count(rt: &Runtime) -> Result<u32> {
-    let f = rt.get_device_count()?;
-    let mut n: u32 = 0;
-    // SAFETY: `n` is a valid place for the count.
-    rt.check("aclrtGetDeviceCount", unsafe { f(&mut n) })?;
-    Ok(n)
-}
-
 /// What device `ordinal` is and can do.
 pub(crate) fn device_info(rt: &Arc<Runtime>, ordinal: u32) -> Result<DeviceInfo> {
-    let count = device_count(rt)?;
+    let count = result::device::count(rt)?;
     if ordinal >= count {
         return Err(Error::invalid(format!(
             "Ascend device {ordinal} does not exist: the runtime sees {count} device(s)"
@@ -194,7 +180,7 @@ impl Backend for AscendBackend {
         match self.loaded() {
             Ok(r) => runtime::availability(
                 r.path(),
-                device_count(r),
+                result::device::count(r),
                 "the runtime sees no Ascend device",
             ),
             Err(f) => f.availability(),
@@ -203,7 +189,7 @@ impl Backend for AscendBackend {
 
     fn devices(&self) -> Result<Vec<DeviceInfo>> {
         let rt = self.runtime()?;
-        (0..device_count(&rt)?)
+        (0..result::device::count(&rt)?)
             .map(|i| device_info(&rt, i))
             .collect()
     }

@@ -17,8 +17,8 @@ use std::sync::Arc;
 use hal_core::vendor::acl;
 use hal_core::{Error, Result};
 
-use crate::result::is_code;
-use crate::sys::Runtime;
+use crate::ffi::result::{self, is_code};
+use crate::ffi::sys::Runtime;
 
 /// One device of the runtime.
 pub(crate) struct Ctx {
@@ -26,46 +26,25 @@ pub(crate) struct Ctx {
     pub(crate) ordinal: u32,
 }
 
-/// A call and its answer carried to the thread that runs it.
-struct Anywhere<T>(T);
-// SAFETY: what crosses is a call of this crate's and its answer: runtime
-// handles (opaque pointers the ACL runtime lets any thread use) and
-// borrows of the caller's data, which outlive the scoped thread that uses
-// them while the caller waits for it.
-unsafe impl<T> Send for Anywhere<T> {}
-
-impl<T> Anywhere<T> {
-    /// The value (a method, so that closures capture the whole wrapper).
-    fn take(self) -> T {
-        self.0
-    }
-}
-
 impl Ctx {
     /// The thread's current device, `None` before any `aclrtSetDevice`.
     pub(crate) fn current(rt: &Runtime) -> Result<Option<i32>> {
-        let f = rt.get_device()?;
-        let mut id: i32 = -1;
-        // SAFETY: `id` is a valid place for the device id.
-        let status = unsafe { f(&mut id) };
-        match rt.check("aclrtGetDevice", status) {
-            Ok(()) => Ok(Some(id)),
+        match result::ctx::get_device(rt) {
+            Ok(id) => Ok(Some(id)),
             Err(e) if is_code(&e, acl::RT_CONTEXT_NULL) => Ok(None),
             Err(e) => Err(e),
         }
     }
 
     fn set(&self, id: i32) -> Result<()> {
-        let f = self.rt.set_device()?;
-        // SAFETY: `id` is a device id below the runtime's count.
-        self.rt.check("aclrtSetDevice", unsafe { f(id) })
+        result::ctx::set_device(&self.rt, id)
     }
 
     /// Run `body` with this device current, leaving the calling thread's
     /// current device as it was.
     /// In a child forked after the runtime was initialised,
     /// [`Error::Forked`] before any call: the device is the parent's.
-    pub(crate) fn call<T>(&self, body: impl FnOnce() -> Result<T>) -> Result<T> {
+    pub(crate) fn call<T: Send>(&self, body: impl FnOnce() -> Result<T> + Send) -> Result<T> {
         self.rt
             .origin
             .check(&format!("Ascend device {}", self.ordinal))?;
@@ -80,19 +59,14 @@ impl Ctx {
                 }
                 out
             }
-            None => {
-                let job = Anywhere(body);
-                std::thread::scope(|s| {
-                    hal_core::os::thread::spawn_scoped(s, "hal-ascend-call", move || {
-                        let body = job.take();
-                        Anywhere(self.set(me).and_then(|()| body()))
-                    })
-                    .map_err(|e| Error::io("starting a thread for a call on the Ascend device", e))?
-                    .join()
-                    .map_err(|_| Error::invalid("a call on the Ascend device's thread panicked"))
-                    .and_then(Anywhere::take)
+            None => std::thread::scope(|s| {
+                hal_core::os::thread::spawn_scoped(s, "hal-ascend-call", move || {
+                    self.set(me).and_then(|()| body())
                 })
-            }
+                .map_err(|e| Error::io("starting a thread for a call on the Ascend device", e))?
+                .join()
+                .map_err(|_| Error::invalid("a call on the Ascend device's thread panicked"))?
+            }),
         }
     }
 }

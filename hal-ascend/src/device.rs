@@ -15,15 +15,17 @@ use hal_core::{
     NotifyFlags, PhysicalDesc, RegisteredHost, Result, SharedHandle,
 };
 
-use crate::bindings::{ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_HOST_TO_DEVICE};
 use crate::context::Ctx;
-use crate::event::AscendEvent;
-use crate::mapping::AscendMapping;
-use crate::memory::AscendAllocation;
-use crate::notify::{AscendNotify, NotifyInner};
-use crate::physical::AscendPhysical;
-use crate::reservation::AscendReservation;
-use crate::stream::AscendStream;
+use crate::ffi::result::{self, event, mem};
+use crate::ffi::sys::StreamHandle;
+use crate::memory::alloc::AscendAllocation;
+use crate::memory::mapping::AscendMapping;
+use crate::memory::raw::RawIpcKey;
+use crate::sync::event::AscendEvent;
+use crate::sync::notify::{AscendNotify, NotifyInner};
+use crate::sync::stream::AscendStream;
+use crate::vmm::physical::AscendPhysical;
+use crate::vmm::reservation::AscendReservation;
 use crate::vmm::Vmm;
 
 /// An Ascend device.
@@ -110,7 +112,7 @@ impl AscendDevice {
         alloc: &AscendAllocation,
         range: Option<hal_core::ByteRange>,
         importers: &hal_core::Importers,
-    ) -> Result<crate::RawIpcKey> {
+    ) -> Result<RawIpcKey> {
         if !self.has(Capabilities::IPC_MEMORY) {
             return Err(self.absent("export_raw", Capabilities::IPC_MEMORY));
         }
@@ -119,7 +121,7 @@ impl AscendDevice {
                 "the allocation belongs to another Ascend device: export it through that device",
             ));
         }
-        crate::raw::export(&self.ctx, alloc, range, importers)
+        crate::memory::raw::export(&self.ctx, alloc, range, importers)
     }
 
     /// Open a raw key that another library made (the 65 key bytes, an
@@ -128,15 +130,11 @@ impl AscendDevice {
     /// to name memory of another device (`ENABLE_PEER_ACCESS`; the mapping
     /// takes only device-to-device copies). Dropping the mapping closes the
     /// key (`aclrtIpcMemClose`).
-    pub fn import_raw(
-        &self,
-        raw: &crate::RawIpcKey,
-        opts: &ImportOptions,
-    ) -> Result<AscendMapping> {
+    pub fn import_raw(&self, raw: &RawIpcKey, opts: &ImportOptions) -> Result<AscendMapping> {
         if !self.has(Capabilities::IPC_MEMORY) {
             return Err(self.absent("import_raw", Capabilities::IPC_MEMORY));
         }
-        crate::raw::import(&self.ctx, &self.info, raw, opts)
+        crate::memory::raw::import(&self.ctx, &self.info, raw, opts)
     }
 }
 
@@ -155,11 +153,7 @@ impl Device for AscendDevice {
     /// This process's bare tgid (`aclrtDeviceGetBareTgid`): the host's pid
     /// even inside a container, which is what allow-lists hold.
     fn process_id(&self) -> Result<u32> {
-        let rt = &self.ctx.rt;
-        let f = rt.device_get_bare_tgid()?;
-        let mut t: i32 = 0;
-        // SAFETY: `t` is a valid place.
-        rt.check("aclrtDeviceGetBareTgid", unsafe { f(&mut t) })?;
+        let t = result::device::bare_tgid(&self.ctx.rt)?;
         u32::try_from(t).map_err(|_| Error::invalid(format!("the runtime gave bare tgid {t}")))
     }
 
@@ -210,7 +204,7 @@ impl Device for AscendDevice {
                 "the allocation belongs to another Ascend device: export it through that device",
             ));
         }
-        crate::ipc::export(&self.ctx, &self.info, alloc, opts)
+        crate::memory::ipc::export(&self.ctx, &self.info, alloc, opts)
     }
 
     fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()> {
@@ -219,13 +213,13 @@ impl Device for AscendDevice {
         }
         let h = exported.handle();
         h.expect(h.kind, hal_core::BackendId::Ascend)?;
-        let tgids = crate::key::tgids(pids)?;
+        let tgids = crate::memory::ipc::tgids(pids)?;
         match h.kind {
             HandleKind::Memory => {
-                let k = crate::key::from_payload(&h.payload)?;
-                crate::ipc::set_import_pids(&self.ctx, &k, &tgids)?;
+                let k = crate::memory::ipc::from_payload(&h.payload)?;
+                crate::memory::ipc::set_import_pids(&self.ctx, &k, &tgids)?;
             }
-            HandleKind::Notify => crate::notify::allow(&self.ctx, &h.payload, &tgids)?,
+            HandleKind::Notify => crate::sync::notify::allow(&self.ctx, &h.payload, &tgids)?,
             HandleKind::Physical => crate::vmm::allow(&self.ctx, &h.payload, &tgids)?,
             _ => {
                 return Err(Error::unsupported(
@@ -246,7 +240,7 @@ impl Device for AscendDevice {
         if !self.has(Capabilities::IPC_MEMORY) {
             return Err(self.absent("import_memory", Capabilities::IPC_MEMORY));
         }
-        crate::ipc::import(&self.ctx, &self.info, shared, opts)
+        crate::memory::ipc::import(&self.ctx, &self.info, shared, opts)
     }
 
     fn create_stream(&self) -> Result<AscendStream> {
@@ -256,8 +250,10 @@ impl Device for AscendDevice {
     unsafe fn wrap_stream(&self, raw: *mut c_void) -> Result<AscendStream> {
         Ok(AscendStream {
             ctx: Arc::clone(&self.ctx),
-            raw,
-            owned: false,
+            // SAFETY: `raw` is a live stream of this device's runtime that
+            // outlives the returned value and the work queued through it
+            // (this method's contract).
+            raw: unsafe { StreamHandle::borrowed(raw) },
             held: Default::default(),
         })
     }
@@ -291,23 +287,10 @@ impl Device for AscendDevice {
         self.check_stream(stream)?;
         let to = self.span(dst, dst_offset, len)?;
         let from = self.span(src, src_offset, len)?;
-        let rt = &self.ctx.rt;
-        self.ctx.call(|| {
-            let f = rt.memcpy_async()?;
-            // SAFETY: both ranges lie inside live device memory (bounds
-            // checked), which the caller keeps alive while the stream runs.
-            let status = unsafe {
-                f(
-                    to as *mut c_void,
-                    len as usize,
-                    from as *const c_void,
-                    len as usize,
-                    ACL_MEMCPY_DEVICE_TO_DEVICE,
-                    stream.raw,
-                )
-            };
-            rt.check("aclrtMemcpyAsync", status)
-        })
+        // Both ranges lie inside live device memory (bounds checked), which
+        // the caller keeps alive while the stream runs.
+        self.ctx
+            .call(|| mem::copy_async(&self.ctx.rt, to, from, len as usize, &stream.raw))
     }
 
     fn write_async(
@@ -323,24 +306,12 @@ impl Device for AscendDevice {
         if data.is_empty() {
             return Ok(());
         }
-        let rt = &self.ctx.rt;
         self.ctx.call(|| {
-            let f = rt.memcpy_async()?;
             let mut held = stream.holding();
             // SAFETY: the destination lies inside live device memory; the bytes
-            // are held by the stream (their heap buffer does not move) until it
-            // ran the copy.
-            let status = unsafe {
-                f(
-                    to as *mut c_void,
-                    data.len(),
-                    data.as_ptr().cast(),
-                    data.len(),
-                    ACL_MEMCPY_HOST_TO_DEVICE,
-                    stream.raw,
-                )
-            };
-            rt.check("aclrtMemcpyAsync", status)?;
+            // are held by the stream (their heap buffer does not move, and
+            // nothing writes it) until it ran the copy.
+            unsafe { mem::copy_from_host_async(&self.ctx.rt, to, &data, &stream.raw)? };
             held.hold(data);
             Ok(())
         })
@@ -357,21 +328,9 @@ impl Device for AscendDevice {
         self.check_stream(stream)?;
         self.host_side(dst, "memset_async")?;
         let to = self.span(dst, offset, len)?;
-        let rt = &self.ctx.rt;
-        self.ctx.call(|| {
-            let f = rt.memset_async()?;
-            // SAFETY: the range lies inside live device memory.
-            let status = unsafe {
-                f(
-                    to as *mut c_void,
-                    len as usize,
-                    i32::from(value),
-                    len as usize,
-                    stream.raw,
-                )
-            };
-            rt.check("aclrtMemsetAsync", status)
-        })
+        // The range lies inside live device memory.
+        self.ctx
+            .call(|| mem::memset_async(&self.ctx.rt, to, value, len as usize, &stream.raw))
     }
 
     fn query_stream(&self, stream: &AscendStream) -> Result<bool> {
@@ -385,11 +344,8 @@ impl Device for AscendDevice {
         // aclrtSynchronizeDevice cannot time out: it runs on a thread of
         // its own, and a timeout leaves it to finish there.
         hal_core::os::thread::spawn("hal-ascend-synchronize", move || {
-            let done = ctx.call(|| {
-                let f = ctx.rt.synchronize_device()?;
-                // SAFETY: the device is current on this thread.
-                ctx.rt.check("aclrtSynchronizeDevice", unsafe { f() })
-            });
+            // The device is current on this thread.
+            let done = ctx.call(|| result::device::synchronize(&ctx.rt));
             let _ = tx.send(done);
         })
         .map_err(|e| Error::io("spawning the synchronize thread", e))?;
@@ -410,45 +366,33 @@ impl Device for AscendDevice {
         if flags.interprocess && !self.has(Capabilities::IPC_EVENT) {
             return Err(self.absent("an interprocess event", Capabilities::IPC_EVENT));
         }
-        crate::event::create(&self.ctx, flags)
+        crate::sync::event::create(&self.ctx, flags)
     }
 
     fn record_event(&self, stream: &AscendStream, event: &AscendEvent) -> Result<()> {
         self.check_stream(stream)?;
-        let rt = &self.ctx.rt;
-        self.ctx.call(|| {
-            let f = rt.record_event()?;
-            // SAFETY: both handles are live.
-            rt.check("aclrtRecordEvent", unsafe {
-                f(event.inner.raw, stream.raw)
-            })
-        })
+        self.ctx
+            .call(|| event::record(&self.ctx.rt, &event.inner.raw, &stream.raw))
     }
 
     fn stream_wait_event(&self, stream: &AscendStream, event: &AscendEvent) -> Result<()> {
         self.check_stream(stream)?;
-        let rt = &self.ctx.rt;
-        self.ctx.call(|| {
-            let f = rt.stream_wait_event()?;
-            // SAFETY: both handles are live.
-            rt.check("aclrtStreamWaitEvent", unsafe {
-                f(stream.raw, event.inner.raw)
-            })
-        })
+        self.ctx
+            .call(|| event::stream_wait(&self.ctx.rt, &stream.raw, &event.inner.raw))
     }
 
     fn export_event(&self, event: &AscendEvent, opts: &ExportOptions) -> Result<Exported> {
         if !self.has(Capabilities::IPC_EVENT) {
             return Err(self.absent("export_event", Capabilities::IPC_EVENT));
         }
-        crate::event::export(&self.info, event, opts)
+        crate::sync::event::export(&self.info, event, opts)
     }
 
     fn import_event(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<AscendEvent> {
         if !self.has(Capabilities::IPC_EVENT) {
             return Err(self.absent("import_event", Capabilities::IPC_EVENT));
         }
-        crate::event::import(&self.ctx, shared)
+        crate::sync::event::import(&self.ctx, shared)
     }
 
     fn create_notify_with(&self, flags: NotifyFlags) -> Result<AscendNotify> {
@@ -461,7 +405,7 @@ impl Device for AscendDevice {
     fn record_notify(&self, stream: &AscendStream, notify: &AscendNotify) -> Result<()> {
         self.check_stream(stream)?;
         let mut held = stream.holding();
-        notify.inner.record(stream.raw)?;
+        notify.inner.record(&stream.raw)?;
         // The stream records the notify later: it holds the notify until then.
         held.hold(Arc::clone(&notify.inner));
         Ok(())
@@ -480,7 +424,7 @@ impl Device for AscendDevice {
     ) -> Result<()> {
         self.check_stream(stream)?;
         let mut held = stream.holding();
-        notify.inner.stream_wait(stream.raw, timeout)?;
+        notify.inner.stream_wait(&stream.raw, timeout)?;
         // The stream waits on the notify later: it holds the notify until then.
         held.hold(Arc::clone(&notify.inner));
         Ok(())

@@ -8,7 +8,7 @@ use hal_core::needs::{self, EntryGroup, Why};
 use hal_core::vendor::acl::entry;
 use hal_core::{Capabilities, Error};
 
-use crate::sys::Runtime;
+use crate::ffi::sys::Runtime;
 
 /// Memory keys with allow-lists of bare tgids; imports onto another device
 /// with peer access.

@@ -23,7 +23,7 @@
 
 use hal_core::{ByteRange, Error, HugePages, Result};
 
-use crate::bindings::{
+use crate::ffi::bindings::{
     aclrtMemMallocPolicy, ACL_MEM_MALLOC_HUGE1G_ONLY, ACL_MEM_MALLOC_HUGE_FIRST,
     ACL_MEM_MALLOC_HUGE_ONLY, ACL_MEM_MALLOC_NORMAL_ONLY,
 };

@@ -16,17 +16,13 @@
 use hal_core::{Capabilities, DeviceInfo, Error, Result};
 
 use crate::context::Ctx;
-use crate::sys::Runtime;
+use crate::ffi::result;
+use crate::ffi::sys::Runtime;
 
 /// True when device `device` can reach the memory of device `peer`
 /// (`aclrtDeviceCanAccessPeer`).
 pub(crate) fn can_access(rt: &Runtime, device: u32, peer: u32) -> Result<bool> {
-    let f = rt.device_can_access_peer()?;
-    let mut can: i32 = 0;
-    // SAFETY: `can` is a valid place; the ids are plain values.
-    let status = unsafe { f(&mut can, device as i32, peer as i32) };
-    rt.check("aclrtDeviceCanAccessPeer", status)?;
-    Ok(can != 0)
+    result::device::can_access_peer(rt, device, peer)
 }
 
 /// True when device `ordinal` of `count` reaches the memory of at least
@@ -66,10 +62,7 @@ pub(crate) fn require(rt: &Runtime, info: &DeviceInfo, operation: &str) -> Resul
 
 /// This process's ordinal of the device whose UUID is `uuid`.
 pub(crate) fn ordinal_of(rt: &Runtime, uuid: &[u8; 16]) -> Result<u32> {
-    let mut count: u32 = 0;
-    let f = rt.get_device_count()?;
-    // SAFETY: `count` is a valid place.
-    rt.check("aclrtGetDeviceCount", unsafe { f(&mut count) })?;
+    let count = result::device::count(rt)?;
     for o in 0..count {
         if crate::identity::uuid(rt, o)? == *uuid {
             return Ok(o);
@@ -98,9 +91,6 @@ pub(crate) fn enable(ctx: &Ctx, peer: u32) -> Result<()> {
             ),
         ));
     }
-    ctx.call(|| {
-        let f = rt.device_enable_peer_access()?;
-        // SAFETY: plain values; the importing device is current.
-        rt.check("aclrtDeviceEnablePeerAccess", unsafe { f(peer as i32, 0) })
-    })
+    // The importing device is current.
+    ctx.call(|| result::device::enable_peer_access(rt, peer))
 }

@@ -18,9 +18,9 @@
 
 use hal_core::Result;
 
-use crate::bindings::ACL_EVENT_IPC;
-use crate::bindings::{aclrtIpcEventHandle, ACL_IPC_EVENT_HANDLE_SIZE};
-use crate::sys::{Raw, Runtime};
+use crate::ffi::bindings::ACL_EVENT_IPC;
+use crate::ffi::result::event;
+use crate::ffi::sys::Runtime;
 
 /// What the runtime's documentation says of a SoC's IPC events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,21 +72,13 @@ pub(crate) fn has_ipc_events(rt: &Runtime, soc: &str) -> bool {
 /// event is destroyed again; any refusal is a no, logged.
 fn probe(rt: &Runtime) -> bool {
     let asked = || -> Result<()> {
-        let create = rt.create_event_ex_with_flag()?;
-        let get = rt.ipc_get_event_handle()?;
-        let destroy = rt.destroy_event()?;
-        let mut event: Raw = std::ptr::null_mut();
-        // SAFETY: `event` is a valid place; the flag is ACL_EVENT_IPC alone.
-        rt.check("aclrtCreateEventExWithFlag", unsafe {
-            create(&mut event, ACL_EVENT_IPC)
-        })?;
-        let mut h = aclrtIpcEventHandle {
-            reserved: [0; ACL_IPC_EVENT_HANDLE_SIZE as usize],
-        };
-        // SAFETY: the event is live; `h` is a valid place for the handle.
-        let got = rt.check("aclrtIpcGetEventHandle", unsafe { get(event, &mut h) });
-        // SAFETY: the event is live, made above, and used by nobody else.
-        let destroyed = rt.check("aclrtDestroyEvent", unsafe { destroy(event) });
+        // Every entry point first: none missing once the event is made.
+        rt.create_event_ex_with_flag()?;
+        rt.ipc_get_event_handle()?;
+        rt.destroy_event()?;
+        let made = event::create(rt, ACL_EVENT_IPC)?;
+        let got = event::ipc_handle(rt, &made).map(drop);
+        let destroyed = event::destroy(rt, made);
         got.and(destroyed)
     };
     match asked() {

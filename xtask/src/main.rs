@@ -59,7 +59,7 @@ commands:
              re-exports; comments, strings and #[cfg(test)] modules skipped);
              prints each crate's files in layers, leaves first, and every cycle;
              exit 1 on a cycle
-  bindgen    regenerate hal-ascend/src/bindings.rs from hal-ascend/include/acl_subset.h;
+  bindgen    regenerate hal-ascend/src/ffi/bindings.rs from hal-ascend/include/acl_subset.h;
              with --check, fail when the checked-in file differs from a fresh generation;
              both fail when the header declares a function the public CANN headers do
              not (hal-ascend/include/acl_names.txt)

@@ -9,9 +9,9 @@ use hal_core::queued::{Held, Holding};
 use hal_core::wait;
 use hal_core::Result;
 
-use crate::bindings::{ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, ACL_STREAM_STATUS_COMPLETE};
 use crate::context::Ctx;
-use crate::sys::Raw;
+use crate::ffi::result::stream;
+use crate::ffi::sys::StreamHandle;
 
 /// How long one slice of a polling wait lasts.
 pub(crate) const SLICE: Duration = Duration::from_millis(1);
@@ -39,25 +39,19 @@ pub(crate) fn millis(t: Duration) -> u64 {
 /// An ordered queue of work on an Ascend device.
 pub struct AscendStream {
     pub(crate) ctx: Arc<Ctx>,
-    pub(crate) raw: Raw,
-    /// False for a stream the caller owns (`wrap_stream`): never destroyed here.
-    pub(crate) owned: bool,
+    /// The runtime's stream; a caller's (`wrap_stream`) is never destroyed
+    /// here.
+    pub(crate) raw: StreamHandle,
     /// What queued work reaches (the bytes of a queued write, a notify
     /// recorded or waited on), held until the stream ran it.
     pub(crate) held: Held,
 }
 
-// SAFETY: an aclrtStream is an opaque handle the runtime lets any thread
-// use; this value only passes it to the runtime.
-unsafe impl Send for AscendStream {}
-// SAFETY: see `Send`.
-unsafe impl Sync for AscendStream {}
-
 impl std::fmt::Debug for AscendStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AscendStream")
             .field("raw", &self.raw)
-            .field("owned", &self.owned)
+            .field("owned", &self.raw.owned())
             .finish()
     }
 }
@@ -65,16 +59,10 @@ impl std::fmt::Debug for AscendStream {
 impl AscendStream {
     /// Create a stream on `ctx`'s device.
     pub(crate) fn create(ctx: &Arc<Ctx>) -> Result<AscendStream> {
-        let rt = &ctx.rt;
         ctx.call(|| {
-            let f = rt.create_stream()?;
-            let mut raw: Raw = std::ptr::null_mut();
-            // SAFETY: `raw` is a valid place for the handle.
-            rt.check("aclrtCreateStream", unsafe { f(&mut raw) })?;
             Ok(AscendStream {
                 ctx: Arc::clone(ctx),
-                raw,
-                owned: true,
+                raw: stream::create(&ctx.rt)?,
                 held: Held::default(),
             })
         })
@@ -83,42 +71,30 @@ impl AscendStream {
     /// True when everything queued so far has run (`aclrtStreamQuery`);
     /// what the stream held for that work is let go then.
     pub(crate) fn query(&self) -> Result<bool> {
-        let rt = &self.ctx.rt;
         // Locked across the query: work is queued with the list locked (see
         // `holding`), so an idle answer covers everything it holds.
         let mut held = self.held.lock();
-        self.ctx.call(|| {
-            let f = rt.stream_query()?;
-            let mut status = 0;
-            // SAFETY: the stream is live; `status` is a valid place.
-            rt.check("aclrtStreamQuery", unsafe { f(self.raw, &mut status) })?;
-            let done = status == ACL_STREAM_STATUS_COMPLETE;
-            if done {
-                held.release();
-            }
-            Ok(done)
-        })
+        let done = self.ctx.call(|| stream::query(&self.ctx.rt, &self.raw))?;
+        if done {
+            held.release();
+        }
+        Ok(done)
     }
 
     /// Wait until the stream ran its work, at most `timeout`
     /// (`aclrtSynchronizeStreamWithTimeout`; its own timeout code is
     /// [`Error::Timeout`](hal_core::Error::Timeout)).
     pub(crate) fn wait(&self, timeout: Option<Duration>) -> Result<()> {
-        let rt = &self.ctx.rt;
-        self.ctx.call(|| {
-            let f = rt.synchronize_stream_with_timeout()?;
-            let ms = timeout.map_or(-1, |t| millis(t) as i32);
-            // SAFETY: the stream is live.
-            let status = unsafe { f(self.raw, ms) };
-            if status as u32 == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT {
-                return Err(hal_core::Error::Timeout {
-                    what: "the Ascend stream to run its work".into(),
-                    after: timeout.unwrap_or_default(),
-                });
-            }
-            rt.check("aclrtSynchronizeStreamWithTimeout", status)?;
-            Ok(())
-        })?;
+        let ms = timeout.map_or(-1, |t| millis(t) as i32);
+        let ran = self
+            .ctx
+            .call(|| stream::synchronize(&self.ctx.rt, &self.raw, ms))?;
+        if !ran {
+            return Err(hal_core::Error::Timeout {
+                what: "the Ascend stream to run its work".into(),
+                after: timeout.unwrap_or_default(),
+            });
+        }
         // Idle, as far as work queued before the wait goes; the query lets
         // go of what the stream held under the lock that covers queuing.
         self.query().map(drop)
@@ -148,26 +124,21 @@ impl Drop for AscendStream {
             let deferred =
                 hal_core::reaper::defer_unless_idle(idle, "an Ascend stream", || AscendStream {
                     ctx: Arc::clone(&self.ctx),
-                    raw: self.raw,
-                    owned: self.owned,
+                    raw: self.raw.take(),
                     held: std::mem::take(&mut self.held),
                 });
             if deferred {
                 // The reaper's value destroys the stream.
-                self.owned = false;
                 return;
             }
         }
-        if !self.owned {
+        if !self.raw.owned() {
             return;
         }
-        let rt = &self.ctx.rt;
-        let destroyed = self.ctx.call(|| {
-            let f = rt.destroy_stream()?;
-            // SAFETY: the stream was created here and is destroyed once
-            // (a stream given to the reaper is no longer owned here).
-            rt.check("aclrtDestroyStream", unsafe { f(self.raw) })
-        });
+        // Destroyed once: the handle is taken out (a stream given to the
+        // reaper was taken out before).
+        let raw = self.raw.take();
+        let destroyed = self.ctx.call(|| stream::destroy(&self.ctx.rt, raw));
         if let Err(e) = destroyed {
             log::warn!("destroying an Ascend stream: {e}");
         }

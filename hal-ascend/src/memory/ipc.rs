@@ -25,26 +25,35 @@
 //! ([`Memory::device_copies_only`](hal_core::Memory::device_copies_only)).
 //! Dropping the mapping closes the key (`aclrtIpcMemClose`), then gives
 //! the lease back; the exporter closes its keys and frees only after every
-//! lease is back (`memory.rs`).
+//! lease is back (`alloc.rs`).
+//!
+//! **Keys.** A key as the runtime writes it: up to 64 characters and a NUL
+//! in a 65-byte buffer, carried whole in a handle's payload (notify keys
+//! too, `sync/notify.rs`). This process's exported keys are remembered
+//! with the range each names, which an import in the exporting process
+//! reaches directly.
 
-use std::ffi::c_void;
+use std::ffi::{c_char, CStr, CString};
 use std::sync::Arc;
 
 use hal_core::exchange::take_fds_leased;
 use hal_core::export::{new_handle, HandleSpec};
+use hal_core::vendor::acl::entry;
+use hal_core::HandleError;
 use hal_core::{
     BackendId, ByteRange, DeviceInfo, Error, ExportOptions, Exported, HandleKind, ImportOptions,
     Importers, Location, PidKind, Result, SharedHandle,
 };
 
-use crate::bindings::{
+use crate::context::Ctx;
+use crate::ffi::bindings::{
     ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION,
     ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT, ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS,
 };
-use crate::context::Ctx;
-use crate::key;
-use crate::mapping::AscendMapping;
-use crate::memory::AscendAllocation;
+use crate::ffi::result::ipc;
+pub(crate) use crate::ffi::result::ipc::KEY_LEN;
+use crate::memory::alloc::{exported_range, AscendAllocation};
+use crate::memory::mapping::AscendMapping;
 
 /// Export `alloc` as [`Device::export_memory`](hal_core::Device::export_memory) does.
 pub(crate) fn export(
@@ -87,7 +96,7 @@ pub(crate) fn export_key(
     alloc: &AscendAllocation,
     range: ByteRange,
     importers: &Importers,
-) -> Result<(std::ffi::CString, Vec<u8>)> {
+) -> Result<(CString, Vec<u8>)> {
     range.check(alloc.len, 0)?;
     crate::pages::check_export(alloc.ptr, range, alloc.page)?;
     let (flags, pids) = match importers {
@@ -102,26 +111,12 @@ pub(crate) fn export_key(
             "the Ascend runtime checks its own allow-list of process ids, not the importer's user",
         )),
     };
-    let tgids = key::tgids(&pids)?;
-    let rt = &ctx.rt;
+    let tgids = tgids(&pids)?;
     ctx.call(|| {
-        let mut buf = key::buffer();
-        let f = rt.ipc_mem_get_export_key()?;
-        // SAFETY: the range lies inside live device memory of this allocation;
-        // `buf` holds KEY_LEN bytes, the length passed.
-        let status = unsafe {
-            f(
-                (alloc.ptr + range.offset) as *mut c_void,
-                range.len as usize,
-                buf.as_mut_ptr(),
-                buf.len(),
-                u64::from(flags),
-            )
-        };
-        rt.check("aclrtIpcMemGetExportKey", status)?;
-        let (k, payload) = key::from_buffer(&buf)?;
-        hal_core::lock::lock(&alloc.keys).push(k.clone());
-        crate::exports::remember(&k, alloc.ptr + range.offset, range.len);
+        // The range lies inside this allocation's live device memory.
+        let buf = ipc::get_export_key(&ctx.rt, alloc.ptr + range.offset, range.len, flags)?;
+        let (k, payload) = from_buffer(&buf)?;
+        alloc.keep_key(&k, alloc.ptr + range.offset, range.len);
         if !tgids.is_empty() {
             set_import_pids(ctx, &k, &tgids)?;
         }
@@ -130,15 +125,8 @@ pub(crate) fn export_key(
 }
 
 /// `aclrtIpcMemSetImportPid` of `k` with `tgids`.
-pub(crate) fn set_import_pids(ctx: &Ctx, k: &std::ffi::CStr, tgids: &[i32]) -> Result<()> {
-    let rt = &ctx.rt;
-    ctx.call(|| {
-        let f = rt.ipc_mem_set_import_pid()?;
-        let mut list = tgids.to_vec();
-        // SAFETY: `k` is NUL-terminated; `list` holds `len` ids.
-        let status = unsafe { f(k.as_ptr(), list.as_mut_ptr(), list.len()) };
-        rt.check("aclrtIpcMemSetImportPid", status)
-    })
+pub(crate) fn set_import_pids(ctx: &Ctx, k: &CStr, tgids: &[i32]) -> Result<()> {
+    ctx.call(|| ipc::set_import_pid(&ctx.rt, k, tgids))
 }
 
 /// Import as [`Device::import_memory`](hal_core::Device::import_memory) does.
@@ -152,7 +140,7 @@ pub(crate) fn import(
         .handle
         .expect(HandleKind::Memory, BackendId::Ascend)?;
     let handle = shared.handle.clone();
-    opts.refuse_unplaceable("ascend", "aclrtIpcMemImportByKey", info.ordinal)?;
+    opts.refuse_unplaceable("ascend", entry::RT_IPC_MEM_IMPORT_BY_KEY, info.ordinal)?;
     if handle.size == 0 {
         return Err(hal_core::HandleError::Malformed {
             field: "size",
@@ -160,14 +148,14 @@ pub(crate) fn import(
         }
         .into());
     }
-    let k = key::from_payload(&handle.payload)?;
+    let k = from_payload(&handle.payload)?;
     let other_device = handle.device_uuid != info.uuid;
     if other_device {
         crate::peer::require(&ctx.rt, info, "import_memory onto another device")?;
     }
     let taken = take_fds_leased(&mut shared)?;
     if handle.is_own() && !other_device {
-        let (addr, len) = crate::exports::range(k.as_bytes()).ok_or_else(|| Error::NotFound {
+        let (addr, len) = exported_range(k.as_bytes()).ok_or_else(|| Error::NotFound {
             what: "the exported Ascend memory was freed".into(),
         })?;
         if len != handle.size {
@@ -194,21 +182,87 @@ pub(crate) fn import(
     } else {
         ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT
     };
-    let rt = &ctx.rt;
     ctx.call(|| {
-        let f = rt.ipc_mem_import_by_key()?;
-        let mut ptr: *mut c_void = std::ptr::null_mut();
-        // SAFETY: `ptr` is a valid place; `k` is NUL-terminated.
-        let status = unsafe { f(&mut ptr, k.as_ptr(), u64::from(flags)) };
-        rt.check("aclrtIpcMemImportByKey", status)
-            .map_err(crate::result::refused_import)?;
+        let addr = ipc::import_by_key(&ctx.rt, &k, flags)?;
         Ok(AscendMapping {
             ctx: Arc::clone(ctx),
             handle,
-            addr: ptr as u64,
+            addr,
             key: Some(k),
             copies_only: other_device,
             _lease: taken.lease,
         })
     })
+}
+
+// Keys.
+
+/// A fresh key buffer.
+#[cfg(test)]
+pub(crate) fn buffer() -> [c_char; KEY_LEN] {
+    [0; KEY_LEN]
+}
+
+/// The key the runtime wrote into `buf`, and the 65 payload bytes.
+pub(crate) fn from_buffer(buf: &[c_char; KEY_LEN]) -> Result<(CString, Vec<u8>)> {
+    let bytes: Vec<u8> = buf.iter().map(|&c| c as u8).collect();
+    let key = CStr::from_bytes_until_nul(&bytes)
+        .map_err(|_| Error::invalid("the runtime wrote a key without its NUL"))?;
+    Ok((key.to_owned(), bytes))
+}
+
+/// The key in a handle's payload (65 bytes, NUL-terminated).
+pub(crate) fn from_payload(payload: &[u8]) -> Result<CString> {
+    let malformed = |detail: String| -> Error {
+        HandleError::Malformed {
+            field: "payload",
+            detail,
+        }
+        .into()
+    };
+    if payload.len() != KEY_LEN {
+        return Err(malformed(format!(
+            "an Ascend key is {KEY_LEN} bytes, this one {}",
+            payload.len()
+        )));
+    }
+    let key = CStr::from_bytes_until_nul(payload)
+        .map_err(|_| malformed("an Ascend key without its NUL".into()))?;
+    if key.is_empty() {
+        return Err(malformed("an empty Ascend key".into()));
+    }
+    Ok(key.to_owned())
+}
+
+/// Importer ids as the runtime takes them (`int32_t` bare tgids).
+pub(crate) fn tgids(pids: &[u32]) -> Result<Vec<i32>> {
+    pids.iter()
+        .map(|&p| {
+            i32::try_from(p)
+                .ok()
+                .filter(|&t| t > 0)
+                .ok_or_else(|| Error::invalid(format!("{p} is no bare tgid")))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_through_payloads() {
+        let mut buf = buffer();
+        for (i, c) in b"abc".iter().enumerate() {
+            buf[i] = *c as c_char;
+        }
+        let (k, payload) = from_buffer(&buf).unwrap();
+        assert_eq!(k.as_bytes(), b"abc");
+        assert_eq!(payload.len(), 65);
+        assert_eq!(from_payload(&payload).unwrap(), k);
+        assert!(from_payload(&payload[1..]).is_err());
+        assert!(from_payload(&[0u8; 65]).is_err());
+        assert!(from_payload(&[b'a'; 65]).is_err());
+        assert!(tgids(&[0]).is_err() && tgids(&[u32::MAX]).is_err());
+    }
 }

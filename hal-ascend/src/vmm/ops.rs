@@ -40,6 +40,7 @@ use std::sync::{Arc, OnceLock};
 use hal_core::exchange::take_fds_leased;
 use hal_core::export::{new_handle, HandleSpec};
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
+use hal_core::vendor::acl::entry;
 use hal_core::vmm::{check_grants, check_granular, fabric_or_posix};
 use hal_core::{
     Access, AccessGrant, AccessTarget, BackendId, DeviceInfo, Error, ExportOptions, Exported,
@@ -47,18 +48,18 @@ use hal_core::{
     ShareableHandle, SharedHandle,
 };
 
-use crate::bindings::aclrtMemLocation;
-use crate::bindings::{aclrtMemAccessDesc, aclrtPhysicalMemProp};
-use crate::bindings::{
+use crate::context::Ctx;
+use crate::ffi::bindings::{aclrtMemAccessDesc, aclrtMemLocation, aclrtPhysicalMemProp};
+use crate::ffi::bindings::{
     ACL_HBM_MEM_NORMAL, ACL_MEM_ALLOCATION_TYPE_PINNED, ACL_MEM_HANDLE_TYPE_NONE,
     ACL_MEM_LOCATION_TYPE_DEVICE, ACL_RT_MEM_ACCESS_FLAGS_NONE, ACL_RT_MEM_ACCESS_FLAGS_READ,
-    ACL_RT_MEM_ACCESS_FLAGS_READWRITE, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
-    ACL_RT_VMM_EXPORT_FLAG_DEFAULT, ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION,
+    ACL_RT_MEM_ACCESS_FLAGS_READWRITE, ACL_RT_VMM_EXPORT_FLAG_DEFAULT,
+    ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION,
 };
-use crate::context::Ctx;
-use crate::physical::{AscendPhysical, PhysInner};
-use crate::reservation::{foreign, AscendReservation};
-use crate::sys::{Raw, Runtime};
+use crate::ffi::result::{self, vmm};
+use crate::ffi::sys::Runtime;
+use crate::vmm::physical::{AscendPhysical, PhysInner};
+use crate::vmm::reservation::{foreign, AscendReservation};
 
 /// The payload layout's version.
 const PAYLOAD_VERSION: u8 = 1;
@@ -118,13 +119,8 @@ fn prop(ordinal: u32) -> aclrtPhysicalMemProp {
 /// The minimum granularity of device memory on device `ordinal`
 /// (`aclrtMemGetAllocationGranularity`), checked to be a power of two.
 pub(crate) fn device_granularity(rt: &Runtime, ordinal: u32) -> Result<u64> {
-    let f = rt.mem_get_allocation_granularity()?;
-    let mut p = prop(ordinal);
-    let mut g: usize = 0;
-    // SAFETY: `p` and `g` are valid places; the option is MINIMUM.
-    let status = unsafe { f(&mut p, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM, &mut g) };
-    rt.check("aclrtMemGetAllocationGranularity", status)?;
-    hal_core::vmm::check_granularity("aclrtMemGetAllocationGranularity", g as u64)
+    let g = vmm::granularity(rt, &prop(ordinal))?;
+    hal_core::vmm::check_granularity(entry::RT_MEM_GET_ALLOCATION_GRANULARITY, g as u64)
 }
 
 /// The runtime's descriptor of one grant; host access does not exist.
@@ -180,12 +176,7 @@ impl Vmm<'_> {
     }
 
     fn device_count(&self) -> Result<u32> {
-        let rt = self.rt();
-        let f = rt.get_device_count()?;
-        let mut n = 0u32;
-        // SAFETY: `n` is a valid place.
-        rt.check("aclrtGetDeviceCount", unsafe { f(&mut n) })?;
-        Ok(n)
+        result::device::count(self.rt())
     }
 
     /// `aclrtMallocPhysical` of `desc` (device memory, `HANDLE_TYPE_NONE`).
@@ -203,15 +194,8 @@ impl Vmm<'_> {
         // back (`reservation.rs`): a refusal for lack of it waits for that.
         let handle =
             hal_core::teardown::when_freed(hal_core::teardown::PATIENCE, out_of_memory, || {
-                self.ctx.call(|| {
-                    let f = rt.malloc_physical()?;
-                    let mut h: Raw = std::ptr::null_mut();
-                    // SAFETY: `h` is a valid place; `p` is a filled-in
-                    // property structure that outlives the call; flags 0.
-                    let status = unsafe { f(&mut h, desc.size as usize, &p, 0) };
-                    rt.check("aclrtMallocPhysical", status)?;
-                    Ok(h.addr())
-                })
+                self.ctx
+                    .call(|| vmm::malloc_physical(rt, desc.size as usize, &p))
             })?;
         Ok(AscendPhysical {
             inner: Arc::new(PhysInner {
@@ -260,24 +244,7 @@ impl Vmm<'_> {
             )));
         }
         check_granular("reservation alignment", align, self.gran(), true)?;
-        let rt = self.rt();
-        let base = self.ctx.call(|| {
-            let f = rt.reserve_mem_address()?;
-            let mut va: Raw = std::ptr::null_mut();
-            // SAFETY: `va` is a valid place; no address is asked (null),
-            // flags 0.
-            let status = unsafe {
-                f(
-                    &mut va,
-                    size as usize,
-                    align as usize,
-                    std::ptr::null_mut(),
-                    0,
-                )
-            };
-            rt.check("aclrtReserveMemAddress", status)?;
-            Ok(va.addr() as u64)
-        })?;
+        let base = self.ctx.call(|| vmm::reserve(self.rt(), size, align))?;
         Ok(AscendReservation {
             ctx: Arc::clone(self.ctx),
             base,
@@ -309,15 +276,16 @@ impl Vmm<'_> {
         hal_core::device::check_bounds(offset, len, r.len)?;
         let mut pieces = r.pieces();
         pieces.check_free(offset, len)?;
-        let rt = self.rt();
+        // The range lies inside the reservation and maps nothing yet
+        // (checked above); the handle is held by `p`.
         self.ctx.call(|| {
-            let f = rt.map_mem()?;
-            let at = std::ptr::without_provenance_mut((r.base + offset) as usize);
-            // SAFETY: the range lies inside the reservation and maps
-            // nothing yet (checked above); the handle is live (held by
-            // `p`); flags 0.
-            let status = unsafe { f(at, len as usize, physical_offset as usize, p.inner.raw(), 0) };
-            rt.check("aclrtMapMem", status)
+            vmm::map(
+                self.rt(),
+                r.base + offset,
+                len,
+                physical_offset,
+                &p.inner.handle,
+            )
         })?;
         pieces.insert(offset, len, Arc::clone(&p.inner));
         Ok(())
@@ -350,18 +318,12 @@ impl Vmm<'_> {
         check_granular("access offset", offset, self.gran(), true)?;
         check_granular("access length", len, self.gran(), false)?;
         hal_core::device::check_bounds(offset, len, r.len)?;
-        let mut descs = grants.iter().map(access_desc).collect::<Result<Vec<_>>>()?;
+        let descs = grants.iter().map(access_desc).collect::<Result<Vec<_>>>()?;
         let mut pieces = r.pieces();
         pieces.covering(offset, len)?;
-        let rt = self.rt();
-        self.ctx.call(|| {
-            let f = rt.mem_set_access()?;
-            let at = std::ptr::without_provenance_mut((r.base + offset) as usize);
-            // SAFETY: the range is mapped (checked above); `descs` holds
-            // `descs.len()` descriptors and outlives the call.
-            let status = unsafe { f(at, len as usize, descs.as_mut_ptr(), descs.len()) };
-            rt.check("aclrtMemSetAccess", status)
-        })?;
+        // The range is mapped (checked above).
+        self.ctx
+            .call(|| vmm::set_access(self.rt(), r.base + offset, len, &descs))?;
         pieces.grant(offset, len, grants);
         Ok(())
     }
@@ -422,23 +384,10 @@ impl Vmm<'_> {
                 return Err(hal_core::types::same_user_unsupported("ascend", "the Ascend runtime checks its own allow-list of process ids, not the importer's user"))
             }
         };
-        let tgids = crate::key::tgids(&pids)?;
-        let rt = self.rt();
-        let shareable = self.ctx.call(|| {
-            let f = rt.mem_export_to_shareable_handle()?;
-            let mut n = 0u64;
-            // SAFETY: the handle is live (held by `p`); `n` is a valid place.
-            let status = unsafe {
-                f(
-                    p.inner.raw(),
-                    ACL_MEM_HANDLE_TYPE_NONE,
-                    u64::from(flags),
-                    &mut n,
-                )
-            };
-            rt.check("aclrtMemExportToShareableHandle", status)?;
-            Ok(n)
-        })?;
+        let tgids = crate::memory::ipc::tgids(&pids)?;
+        let shareable = self
+            .ctx
+            .call(|| vmm::export_shareable(self.rt(), &p.inner.handle, flags))?;
         if !tgids.is_empty() {
             set_pids(self.ctx, shareable, &tgids)?;
         }
@@ -497,16 +446,9 @@ impl Vmm<'_> {
             crate::peer::enable(self.ctx, source)?;
         }
         let taken = take_fds_leased(&mut shared)?;
-        let handle = self.ctx.call(|| {
-            let f = rt.mem_import_from_shareable_handle()?;
-            let mut h: Raw = std::ptr::null_mut();
-            // SAFETY: `h` is a valid place; the shareable handle and the
-            // device id are plain values.
-            let status = unsafe { f(payload.shareable, ordinal as i32, &mut h) };
-            rt.check("aclrtMemImportFromShareableHandle", status)
-                .map_err(crate::result::refused_import)?;
-            Ok(h.addr())
-        })?;
+        let handle = self
+            .ctx
+            .call(|| vmm::import_shareable(rt, payload.shareable, ordinal as i32))?;
         Ok(AscendPhysical {
             inner: Arc::new(PhysInner {
                 ctx: Arc::clone(self.ctx),
@@ -528,14 +470,7 @@ pub(crate) fn allow(ctx: &Ctx, payload: &[u8], tgids: &[i32]) -> Result<()> {
 }
 
 fn set_pids(ctx: &Ctx, shareable: u64, tgids: &[i32]) -> Result<()> {
-    let rt = &ctx.rt;
-    ctx.call(|| {
-        let f = rt.mem_set_pid_to_shareable_handle()?;
-        let mut list = tgids.to_vec();
-        // SAFETY: `list` holds `list.len()` ids.
-        let status = unsafe { f(shareable, list.as_mut_ptr(), list.len()) };
-        rt.check("aclrtMemSetPidToShareableHandle", status)
-    })
+    ctx.call(|| vmm::set_pid_shareable(&ctx.rt, shareable, tgids))
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@
 //! documented close order. Prefer hal's handles between processes that
 //! both use hal.
 
-use std::ffi::{c_void, CStr};
+use std::ffi::{CStr, CString};
 use std::sync::Arc;
 
 use hal_core::export::{new_handle, HandleSpec};
@@ -31,13 +31,14 @@ use hal_core::{
     Importers, Location, Result,
 };
 
-use crate::bindings::{
+use crate::context::Ctx;
+use crate::ffi::bindings::{
     ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT, ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS,
 };
-use crate::context::Ctx;
-use crate::key::{self, KEY_LEN};
-use crate::mapping::AscendMapping;
-use crate::memory::AscendAllocation;
+use crate::ffi::result::{ipc, mem};
+use crate::memory::alloc::{exported_range, AscendAllocation};
+use crate::memory::ipc::{from_payload, KEY_LEN};
+use crate::memory::mapping::AscendMapping;
 
 /// Bytes of [`RawIpcKey::to_bytes`].
 pub const RAW_KEY_LEN: usize = KEY_LEN + 8 + 8;
@@ -135,7 +136,8 @@ pub(crate) fn export(
     if range.len == 0 {
         return Err(Error::invalid("a raw Ascend IPC key of zero bytes"));
     }
-    let (_, payload) = crate::ipc::export_key(ctx, alloc, ByteRange::new(0, alloc.len), importers)?;
+    let (_, payload) =
+        crate::memory::ipc::export_key(ctx, alloc, ByteRange::new(0, alloc.len), importers)?;
     let mut key = [0u8; KEY_LEN];
     key.copy_from_slice(&payload);
     Ok(RawIpcKey {
@@ -157,12 +159,12 @@ pub(crate) fn import(
     if raw.size == 0 {
         return Err(Error::invalid("a raw Ascend IPC key of zero bytes"));
     }
-    let k = key::from_payload(&raw.key)?;
+    let k = from_payload(&raw.key)?;
     if opts.peer_access {
         crate::peer::require(&ctx.rt, info, "import_raw onto another device")?;
     }
     // This process's own export reaches the original memory.
-    let (base, len, opened) = match crate::exports::range(k.as_bytes()) {
+    let (base, len, opened) = match exported_range(k.as_bytes()) {
         Some((addr, len)) => (addr, len, None),
         None => {
             let flags = if opts.peer_access {
@@ -170,16 +172,7 @@ pub(crate) fn import(
             } else {
                 ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT
             };
-            let rt = &ctx.rt;
-            let base = ctx.call(|| {
-                let f = rt.ipc_mem_import_by_key()?;
-                let mut ptr: *mut c_void = std::ptr::null_mut();
-                // SAFETY: `ptr` is a valid place; `k` is NUL-terminated.
-                let status = unsafe { f(&mut ptr, k.as_ptr(), u64::from(flags)) };
-                rt.check("aclrtIpcMemImportByKey", status)
-                    .map_err(crate::result::refused_import)?;
-                Ok(ptr as u64)
-            })?;
+            let base = ctx.call(|| ipc::import_by_key(&ctx.rt, &k, flags))?;
             // Closed again if the range does not fit.
             let opened = Opened {
                 ctx,
@@ -231,14 +224,9 @@ pub(crate) fn import(
 /// The size of the memory the runtime opened at `base`
 /// (`aclrtMemGetAddressRange`).
 fn opened_size(ctx: &Ctx, base: u64) -> Result<u64> {
-    let rt = &ctx.rt;
     ctx.call(|| {
-        let f = rt.mem_get_address_range()?;
-        let (mut start, mut size): (*mut c_void, usize) = (std::ptr::null_mut(), 0);
-        // SAFETY: both are valid places; `base` is memory the runtime opened.
-        let status = unsafe { f(base as *mut c_void, &mut start, &mut size) };
-        rt.check("aclrtMemGetAddressRange", status)?;
-        Ok((start as u64 + size as u64).saturating_sub(base))
+        let (start, size) = mem::address_range(&ctx.rt, base)?;
+        Ok((start + size).saturating_sub(base))
     })
 }
 
@@ -246,17 +234,13 @@ fn opened_size(ctx: &Ctx, base: u64) -> Result<u64> {
 /// before a mapping owns it.
 struct Opened<'a> {
     ctx: &'a Ctx,
-    key: Option<std::ffi::CString>,
+    key: Option<CString>,
 }
 
 impl Drop for Opened<'_> {
     fn drop(&mut self) {
         let Some(k) = self.key.take() else { return };
-        let rt = &self.ctx.rt;
-        let _ = self.ctx.call(|| {
-            let f = rt.ipc_mem_close()?;
-            // SAFETY: `k` is the key opened above, closed once.
-            rt.check("aclrtIpcMemClose", unsafe { f(k.as_ptr()) })
-        });
+        // The key opened above, closed once.
+        let _ = self.ctx.call(|| ipc::close(&self.ctx.rt, &k));
     }
 }

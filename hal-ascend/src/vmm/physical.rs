@@ -4,7 +4,7 @@
 //!
 //! A physical allocation has no address until it is mapped, so no stream
 //! work can use it on its own: every mapping of it holds it
-//! ([`crate::reservation`]), and a mapping is unmapped only after the
+//! ([`crate::vmm::reservation`]), and a mapping is unmapped only after the
 //! device's work has run. The free therefore needs no wait of its own.
 
 use std::sync::{Arc, OnceLock};
@@ -14,6 +14,8 @@ use hal_core::lease::LeaseTable;
 use hal_core::{Physical, PhysicalLocation, ShareableHandle};
 
 use crate::context::Ctx;
+use crate::ffi::result::vmm;
+use crate::ffi::sys::MemHandle;
 
 /// A VMM physical allocation: memory with no address until mapped into an
 /// [`AscendReservation`](crate::AscendReservation).
@@ -27,8 +29,8 @@ pub struct AscendPhysical {
 /// value and every mapping of it.
 pub(crate) struct PhysInner {
     pub(crate) ctx: Arc<Ctx>,
-    /// The `aclrtDrvMemHandle`, as an address-sized value.
-    pub(crate) handle: usize,
+    /// The `aclrtDrvMemHandle`.
+    pub(crate) handle: MemHandle,
     pub(crate) size: u64,
     pub(crate) location: PhysicalLocation,
     pub(crate) made_for: ShareableHandle,
@@ -45,7 +47,7 @@ impl std::fmt::Debug for PhysInner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AscendPhysical")
             .field("device", &self.ctx.ordinal)
-            .field("handle", &format_args!("{:#x}", self.handle))
+            .field("handle", &format_args!("{:#x}", self.handle.addr()))
             .field("size", &self.size)
             .field("location", &self.location)
             .field("imported", &self.imported)
@@ -53,25 +55,15 @@ impl std::fmt::Debug for PhysInner {
     }
 }
 
-impl PhysInner {
-    /// The handle as the runtime takes it.
-    pub(crate) fn raw(&self) -> crate::sys::Raw {
-        std::ptr::without_provenance_mut(self.handle)
-    }
-}
-
 impl Drop for PhysInner {
     fn drop(&mut self) {
-        let rt = &self.ctx.rt;
-        let freed = self.ctx.call(|| {
-            let f = rt.free_physical()?;
-            // SAFETY: the handle came from aclrtMallocPhysical or
-            // aclrtMemImportFromShareableHandle and is freed once, by its
-            // one owner; no mapping of it is left (each holds this value).
-            rt.check("aclrtFreePhysical", unsafe { f(self.raw()) })
-        });
+        // Freed once, by its one owner; no mapping of it is left (each
+        // holds this value).
+        let addr = self.handle.addr();
+        let handle = self.handle.take();
+        let freed = self.ctx.call(|| vmm::free_physical(&self.ctx.rt, handle));
         if let Err(e) = freed {
-            log::warn!("freeing Ascend physical memory {:#x}: {e}", self.handle);
+            log::warn!("freeing Ascend physical memory {addr:#x}: {e}");
         }
     }
 }

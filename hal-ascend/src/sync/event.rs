@@ -24,14 +24,11 @@ use hal_core::{
     HandleKind, Importers, Location, Result, SharedHandle, WaitFuture, WaitOptions,
 };
 
-use crate::bindings::{
-    aclrtIpcEventHandle, ACL_ERROR_RT_EVENT_SYNC_TIMEOUT, ACL_EVENT_IPC,
-    ACL_EVENT_RECORDED_STATUS_COMPLETE, ACL_EVENT_SYNC, ACL_EVENT_TIME_LINE,
-    ACL_IPC_EVENT_HANDLE_SIZE,
-};
 use crate::context::Ctx;
-use crate::stream::{poll_until, SLICE};
-use crate::sys::Raw;
+use crate::ffi::bindings::{ACL_EVENT_IPC, ACL_EVENT_SYNC, ACL_EVENT_TIME_LINE};
+use crate::ffi::result::event::{self, HANDLE_LEN};
+use crate::ffi::sys::EventHandle;
+use crate::sync::stream::{millis, poll_until, SLICE};
 
 /// The runtime's flag for `flags`: `ACL_EVENT_IPC` alone for an
 /// interprocess event, else `SYNC`, with `TIME_LINE` for timing. An
@@ -50,7 +47,7 @@ pub(crate) fn acl_flags(flags: EventFlags) -> u32 {
 /// The shared part of an event.
 pub(crate) struct Inner {
     pub(crate) ctx: Arc<Ctx>,
-    pub(crate) raw: Raw,
+    pub(crate) raw: EventHandle,
     pub(crate) interprocess: bool,
     /// Importers' leases, made at the first export.
     leases: OnceLock<Arc<LeaseTable>>,
@@ -58,12 +55,6 @@ pub(crate) struct Inner {
     /// event is destroyed.
     lease: Option<Lease>,
 }
-
-// SAFETY: an aclrtEvent is an opaque handle the runtime lets any thread
-// use; this value only passes it to the runtime.
-unsafe impl Send for Inner {}
-// SAFETY: see `Send`.
-unsafe impl Sync for Inner {}
 
 /// An event of an Ascend device, or one imported from another process.
 #[must_use = "the event is destroyed when this value drops"]
@@ -84,16 +75,11 @@ impl std::fmt::Debug for AscendEvent {
 /// Create an event with `flags` on `ctx`'s device.
 pub(crate) fn create(ctx: &Arc<Ctx>, flags: EventFlags) -> Result<AscendEvent> {
     let flag = acl_flags(flags);
-    let rt = &ctx.rt;
     ctx.call(|| {
-        let f = rt.create_event_ex_with_flag()?;
-        let mut raw: Raw = std::ptr::null_mut();
-        // SAFETY: `raw` is a valid place; the flag is one of the runtime's.
-        rt.check("aclrtCreateEventExWithFlag", unsafe { f(&mut raw, flag) })?;
         Ok(AscendEvent {
             inner: Arc::new(Inner {
                 ctx: Arc::clone(ctx),
-                raw,
+                raw: event::create(&ctx.rt, flag)?,
                 interprocess: flags.interprocess,
                 leases: OnceLock::new(),
                 lease: None,
@@ -124,14 +110,8 @@ pub(crate) fn export(
             "an Ascend IPC event handle has no allow-list: export it to anyone",
         ));
     }
-    let rt = &inner.ctx.rt;
     inner.ctx.call(|| {
-        let f = rt.ipc_get_event_handle()?;
-        let mut h = aclrtIpcEventHandle {
-            reserved: [0; ACL_IPC_EVENT_HANDLE_SIZE as usize],
-        };
-        // SAFETY: the event is live; `h` is a valid place for the handle.
-        rt.check("aclrtIpcGetEventHandle", unsafe { f(inner.raw, &mut h) })?;
+        let h = event::ipc_handle(&inner.ctx.rt, &inner.raw)?;
         let spec = HandleSpec {
             kind: HandleKind::Event,
             backend: BackendId::Ascend,
@@ -143,7 +123,7 @@ pub(crate) fn export(
         let mut handle = new_handle(&spec, &ExportOptions::default())?;
         // An IPC event cannot be queried: importers learn it from the handle.
         handle.flags.insert(HandleFlags::NO_QUERY);
-        handle.payload = h.reserved.iter().map(|&c| c as u8).collect();
+        handle.payload = h.to_vec();
         if inner.leases.get().is_none() {
             let _ = inner.leases.set(LeaseTable::new(DEFAULT_SLOTS)?);
         }
@@ -160,7 +140,7 @@ pub(crate) fn export(
 pub(crate) fn import(ctx: &Arc<Ctx>, mut shared: SharedHandle) -> Result<AscendEvent> {
     shared.handle.expect(HandleKind::Event, BackendId::Ascend)?;
     let payload = shared.handle.payload.clone();
-    if payload.len() != ACL_IPC_EVENT_HANDLE_SIZE as usize {
+    let Ok(h) = <[u8; HANDLE_LEN]>::try_from(payload.as_slice()) else {
         return Err(hal_core::HandleError::Malformed {
             field: "payload",
             detail: format!(
@@ -169,24 +149,13 @@ pub(crate) fn import(ctx: &Arc<Ctx>, mut shared: SharedHandle) -> Result<AscendE
             ),
         }
         .into());
-    }
-    let taken = take_fds_leased(&mut shared)?;
-    let mut h = aclrtIpcEventHandle {
-        reserved: [0; ACL_IPC_EVENT_HANDLE_SIZE as usize],
     };
-    for (d, s) in h.reserved.iter_mut().zip(&payload) {
-        *d = *s as _;
-    }
-    let rt = &ctx.rt;
+    let taken = take_fds_leased(&mut shared)?;
     ctx.call(|| {
-        let f = rt.ipc_open_event_handle()?;
-        let mut raw: Raw = std::ptr::null_mut();
-        // SAFETY: `raw` is a valid place; the handle is passed by value.
-        rt.check("aclrtIpcOpenEventHandle", unsafe { f(h, &mut raw) })?;
         Ok(AscendEvent {
             inner: Arc::new(Inner {
                 ctx: Arc::clone(ctx),
-                raw,
+                raw: event::ipc_open(&ctx.rt, &h)?,
                 interprocess: true,
                 leases: OnceLock::new(),
                 lease: taken.lease,
@@ -198,17 +167,9 @@ pub(crate) fn import(ctx: &Arc<Ctx>, mut shared: SharedHandle) -> Result<AscendE
 impl Inner {
     /// Wait up to one slice: true once the latest record completed.
     fn slice(&self) -> Result<bool> {
-        let rt = &self.ctx.rt;
-        self.ctx.call(|| {
-            let f = rt.synchronize_event_with_timeout()?;
-            // SAFETY: the event is live.
-            let status = unsafe { f(self.raw, crate::stream::millis(SLICE) as i32) };
-            if status as u32 == ACL_ERROR_RT_EVENT_SYNC_TIMEOUT {
-                return Ok(false);
-            }
-            rt.check("aclrtSynchronizeEventWithTimeout", status)?;
-            Ok(true)
-        })
+        let ms = millis(SLICE) as i32;
+        self.ctx
+            .call(|| event::synchronize(&self.ctx.rt, &self.raw, ms))
     }
 
     fn wait(&self, opts: WaitOptions) -> Result<()> {
@@ -218,12 +179,9 @@ impl Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        let rt = &self.ctx.rt;
-        let destroyed = self.ctx.call(|| {
-            let f = rt.destroy_event()?;
-            // SAFETY: the event was created or opened here, destroyed once.
-            rt.check("aclrtDestroyEvent", unsafe { f(self.raw) })
-        });
+        // Created or opened here, destroyed once.
+        let raw = self.raw.take();
+        let destroyed = self.ctx.call(|| event::destroy(&self.ctx.rt, raw));
         if let Err(e) = destroyed {
             log::warn!("destroying an Ascend event: {e}");
         }
@@ -260,16 +218,7 @@ impl Event for AscendEvent {
                  (Capabilities::IPC_EVENT_QUERY is absent); wait on it instead",
             ));
         }
-        let rt = &inner.ctx.rt;
-        inner.ctx.call(|| {
-            let f = rt.query_event_status()?;
-            let mut status = 0;
-            // SAFETY: the event is live; `status` is a valid place.
-            rt.check("aclrtQueryEventStatus", unsafe {
-                f(inner.raw, &mut status)
-            })?;
-            Ok(status == ACL_EVENT_RECORDED_STATUS_COMPLETE)
-        })
+        inner.ctx.call(|| event::query(&inner.ctx.rt, &inner.raw))
     }
 
     fn wait(&self, opts: WaitOptions) -> Result<()> {

@@ -8,6 +8,8 @@ use hal_core::exchange::Lease;
 use hal_core::{Error, Handle, Location, Mapping, Memory, Result};
 
 use crate::context::Ctx;
+use crate::ffi::result::ipc;
+use crate::memory::copy::{copy_in, copy_out};
 
 /// Device memory imported from an export (`Device::import_memory`).
 ///
@@ -42,12 +44,8 @@ impl std::fmt::Debug for AscendMapping {
 impl Drop for AscendMapping {
     fn drop(&mut self) {
         let Some(k) = &self.key else { return };
-        let rt = &self.ctx.rt;
-        let closed = self.ctx.call(|| {
-            let f = rt.ipc_mem_close()?;
-            // SAFETY: `k` is the key this mapping opened, closed once.
-            rt.check("aclrtIpcMemClose", unsafe { f(k.as_ptr()) })
-        });
+        // The key this mapping opened, closed once.
+        let closed = self.ctx.call(|| ipc::close(&self.ctx.rt, k));
         if let Err(e) = closed {
             log::warn!("closing imported Ascend memory at {:#x}: {e}", self.addr);
         }
@@ -91,12 +89,12 @@ impl Memory for AscendMapping {
 
     fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
         self.host_copy("read")?;
-        crate::memory::copy_out(&self.ctx, self.addr, self.handle.size, offset, dst)
+        copy_out(&self.ctx, self.addr, self.handle.size, offset, dst)
     }
 
     fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
         self.host_copy("write")?;
-        crate::memory::copy_in(&self.ctx, self.addr, self.handle.size, offset, src)
+        copy_in(&self.ctx, self.addr, self.handle.size, offset, src)
     }
 }
 

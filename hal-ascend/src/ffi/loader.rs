@@ -1,12 +1,13 @@
-//! Finding and loading `libascendcl.so` at run time: the library is never
-//! linked, so a program built with the `ascend` backend starts on machines
-//! without CANN and says why the backend is unavailable. The search itself
-//! is [`hal_core::os::library`]'s; its names and places are here.
+//! Finding `libascendcl.so` at run time: the library is never linked, so a
+//! program built with the `ascend` backend starts on machines without CANN
+//! and says why the backend is unavailable. The search itself is
+//! [`hal_core::os::library`]'s; its names and places are here, and
+//! `sys.rs` loads what it finds.
 
 use std::path::PathBuf;
 
-use hal_core::os::library::RuntimeLibrary;
 pub(crate) use hal_core::os::library::{Loaded, NotLoaded};
+use hal_core::os::library::{Named, RuntimeLibrary};
 
 /// The variable that names the library to load instead of searching.
 pub const LIBRARY_VAR: &str = "HAL_ASCEND_LIBRARY";
@@ -15,7 +16,7 @@ pub const LIBRARY_VAR: &str = "HAL_ASCEND_LIBRARY";
 pub const LIBRARY_NAME: &str = "libascendcl.so";
 
 /// The runtime library, its override variable and what to do without it.
-static LIBRARY: RuntimeLibrary = RuntimeLibrary {
+pub(crate) static LIBRARY: RuntimeLibrary = RuntimeLibrary {
     what: "the Ascend runtime library",
     file: LIBRARY_NAME,
     var: LIBRARY_VAR,
@@ -49,17 +50,12 @@ pub(crate) fn candidates(
     LIBRARY.candidates(override_path, dirs)
 }
 
-/// Load the library the program names (`program`), else the one
-/// [`LIBRARY_VAR`] names, else the first candidate of the search that
-/// loads and is an ACL runtime.
-pub(crate) fn load(program: Option<PathBuf>) -> Result<Loaded, NotLoaded> {
+/// Who names the library to load, and the candidates in order: the one
+/// the program names (`program`), else the one [`LIBRARY_VAR`] names, else
+/// the search.
+pub(crate) fn search(program: Option<PathBuf>) -> (Named, Vec<PathBuf>) {
     let (over, named) = LIBRARY.named(program);
-    let search = candidates(over, |v| std::env::var(v).ok());
-    // SAFETY: loading runs the library's initialisers. The candidates are
-    // the Ascend runtime library (by its name, its install directories, or
-    // the path the user named in HAL_ASCEND_LIBRARY), whose initialisers
-    // have no preconditions on this process.
-    unsafe { LIBRARY.load(named, search) }
+    (named, candidates(over, |v| std::env::var(v).ok()))
 }
 
 #[cfg(test)]

@@ -1,18 +1,21 @@
-//! Device memory (`aclrtMalloc`), read and written with `aclrtMemcpy`,
-//! never dereferenced. An exported allocation keeps its keys and its
-//! importers' leases: its release waits for the importers, then closes its
-//! keys (`aclrtIpcMemClose`), then frees (`aclrtFree`): the documented
-//! close order.
+//! [`AscendAllocation`]: device memory (`aclrtMalloc`), read and written
+//! with `aclrtMemcpy` (`copy.rs`), never dereferenced. An exported
+//! allocation keeps its keys and its importers' leases: its release waits
+//! for the importers, then closes its keys (`aclrtIpcMemClose`), then
+//! frees (`aclrtFree`): the documented close order.
 
-use std::ffi::{c_void, CString};
+use std::collections::HashMap;
+use std::ffi::CString;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use hal_core::device::check_bounds;
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
+use hal_core::lock::lock;
 use hal_core::{Allocation, Location, Memory, Result};
 
-use crate::bindings::{aclrtMemMallocPolicy, ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE};
 use crate::context::Ctx;
+use crate::ffi::bindings::aclrtMemMallocPolicy;
+use crate::ffi::result::{ipc, mem};
+use crate::memory::copy::{copy_in, copy_out};
 
 /// Memory this process allocated on an Ascend device.
 #[must_use = "the memory is freed when this value drops"]
@@ -46,15 +49,7 @@ impl std::fmt::Debug for AscendAllocation {
 /// `aclrtMalloc` of `size` bytes on `ctx`'s device with `policy`.
 fn malloc(ctx: &Ctx, size: u64, policy: aclrtMemMallocPolicy) -> Result<u64> {
     let size = usize::try_from(size).map_err(|_| hal_core::Error::invalid("size too large"))?;
-    let rt = &ctx.rt;
-    ctx.call(|| {
-        let f = rt.malloc()?;
-        let mut p: *mut c_void = std::ptr::null_mut();
-        // SAFETY: `p` is a valid place; the size is non-zero.
-        let status = unsafe { f(&mut p, size, policy) };
-        rt.check("aclrtMalloc", status)?;
-        Ok(p as u64)
-    })
+    ctx.call(|| mem::alloc(&ctx.rt, size, policy))
 }
 
 impl AscendAllocation {
@@ -105,6 +100,14 @@ impl AscendAllocation {
             .ok_or_else(|| hal_core::Error::invalid("lease table vanished"))
     }
 
+    /// Keep `key`, which an export took of the `len` bytes at `addr` of
+    /// this allocation: it is closed before the memory is freed, and
+    /// remembered for imports in this process until then.
+    pub(crate) fn keep_key(&self, key: &CString, addr: u64, len: u64) {
+        lock(&self.keys).push(key.clone());
+        lock(own()).insert(key.as_bytes().to_vec(), (addr, len));
+    }
+
     fn holders(&self) -> usize {
         self.leases.get().map_or(0, |l| l.count())
     }
@@ -112,8 +115,8 @@ impl AscendAllocation {
 
 impl Drop for AscendAllocation {
     fn drop(&mut self) {
-        let keys = std::mem::take(&mut *hal_core::lock::lock(&self.keys));
-        crate::exports::forget(&keys);
+        let keys = std::mem::take(&mut *lock(&self.keys));
+        forget(&keys);
         let Some(leases) = self.leases.get().filter(|l| l.count() > 0).cloned() else {
             release(&self.ctx, self.base, &keys);
             return;
@@ -137,22 +140,42 @@ impl Drop for AscendAllocation {
     }
 }
 
+// This process's exported memory keys, by key: the range each names,
+// which an import in the exporting process reaches directly.
+
+/// Key → (address, length) of the exported range.
+type Own = HashMap<Vec<u8>, (u64, u64)>;
+
+fn own() -> &'static Mutex<Own> {
+    static OWN: OnceLock<Mutex<Own>> = OnceLock::new();
+    OWN.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The range `key` names, if this process exported it and still holds it.
+pub(crate) fn exported_range(key: &[u8]) -> Option<(u64, u64)> {
+    lock(own()).get(key).copied()
+}
+
+/// Forget the keys of memory being freed.
+fn forget(keys: &[CString]) {
+    let mut own = lock(own());
+    for k in keys {
+        own.remove(k.as_bytes());
+    }
+}
+
 /// Close the exporter's keys, then free the memory: the documented order.
 fn release(ctx: &Ctx, ptr: u64, keys: &[CString]) {
     let rt = &ctx.rt;
     let done = ctx.call(|| {
         for k in keys {
-            let closed = rt.ipc_mem_close().and_then(|f| {
-                // SAFETY: `k` is a key this allocation's export took, closed once.
-                rt.check("aclrtIpcMemClose", unsafe { f(k.as_ptr()) })
-            });
-            if let Err(e) = closed {
+            // A key this allocation's export took, closed once.
+            if let Err(e) = ipc::close(rt, k) {
                 log::warn!("closing a key of Ascend memory at {ptr:#x}: {e}");
             }
         }
-        let f = rt.free()?;
-        // SAFETY: `ptr` came from aclrtMalloc and is freed once.
-        rt.check("aclrtFree", unsafe { f(ptr as *mut c_void) })
+        // `ptr` came from aclrtMalloc and is freed once.
+        mem::free(rt, ptr)
     });
     if let Err(e) = done {
         log::warn!("freeing Ascend memory at {ptr:#x}: {e}");
@@ -215,54 +238,4 @@ impl Allocation for AscendAllocation {
             None => Ok(()),
         }
     }
-}
-
-/// Copy out of the live device range `base..base + len` (`aclrtMemcpy`
-/// device to host), with the device current.
-pub(crate) fn copy_out(ctx: &Ctx, base: u64, len: u64, offset: u64, dst: &mut [u8]) -> Result<()> {
-    check_bounds(offset, dst.len() as u64, len)?;
-    if dst.is_empty() {
-        return Ok(());
-    }
-    let rt = &ctx.rt;
-    ctx.call(|| {
-        let f = rt.memcpy()?;
-        // SAFETY: the source lies inside the live device range (bounds
-        // checked); `dst` is a distinct host buffer of that length.
-        let status = unsafe {
-            f(
-                dst.as_mut_ptr().cast(),
-                dst.len(),
-                (base + offset) as *const c_void,
-                dst.len(),
-                ACL_MEMCPY_DEVICE_TO_HOST,
-            )
-        };
-        rt.check("aclrtMemcpy", status)
-    })
-}
-
-/// Copy into the live device range `base..base + len` (`aclrtMemcpy` host
-/// to device), with the device current.
-pub(crate) fn copy_in(ctx: &Ctx, base: u64, len: u64, offset: u64, src: &[u8]) -> Result<()> {
-    check_bounds(offset, src.len() as u64, len)?;
-    if src.is_empty() {
-        return Ok(());
-    }
-    let rt = &ctx.rt;
-    ctx.call(|| {
-        let f = rt.memcpy()?;
-        // SAFETY: the destination lies inside the live device range (bounds
-        // checked); `src` is a distinct host buffer of that length.
-        let status = unsafe {
-            f(
-                (base + offset) as *mut c_void,
-                src.len(),
-                src.as_ptr().cast(),
-                src.len(),
-                ACL_MEMCPY_HOST_TO_DEVICE,
-            )
-        };
-        rt.check("aclrtMemcpy", status)
-    })
 }

@@ -29,7 +29,9 @@ use hal_core::vmm_pieces::Pieces;
 use hal_core::{AccessTarget, Error, Reservation, Result};
 
 use crate::context::Ctx;
-use crate::physical::PhysInner;
+use crate::ffi::result::{device, vmm};
+use crate::memory::copy::{copy_in, copy_out};
+use crate::vmm::physical::PhysInner;
 use hal_core::lock::lock;
 
 /// A VMM address range reservation of one device: physical allocations
@@ -85,20 +87,18 @@ impl AscendReservation {
 fn unmap_after_work(ctx: &Ctx, base: u64, mappings: &[(u64, u64)], strict: bool) -> Result<()> {
     let rt = &ctx.rt;
     ctx.call(|| {
-        let sync = rt.synchronize_device()?;
-        // SAFETY: no arguments; the device is current on this thread.
-        if let Err(e) = rt.check("aclrtSynchronizeDevice", unsafe { sync() }) {
+        // The device is current on this thread.
+        if let Err(e) = device::synchronize(rt) {
             if strict {
                 return Err(e);
             }
             log::warn!("unmapping after the device's work failed: {e}");
         }
-        let f = rt.unmap_mem()?;
+        rt.unmap_mem()?;
         for &(offset, _) in mappings {
-            let at = std::ptr::without_provenance_mut((base + offset) as usize);
-            // SAFETY: `at` is the first address of a mapping of this
-            // reservation, and the device's work that could use it has run.
-            rt.check("aclrtUnmapMem", unsafe { f(at) })?;
+            // The first address of a mapping of this reservation, and the
+            // device's work that could use it has run.
+            vmm::unmap(rt, base + offset)?;
         }
         Ok(())
     })
@@ -124,14 +124,9 @@ impl Teardown {
         }
         // The physical allocations go after their unmaps.
         drop(pieces);
-        let rt = &ctx.rt;
-        let released = ctx.call(|| {
-            let f = rt.release_mem_address()?;
-            let at = std::ptr::without_provenance_mut(base as usize);
-            // SAFETY: the range came from aclrtReserveMemAddress and is
-            // released once, by its one owner, after its unmaps.
-            rt.check("aclrtReleaseMemAddress", unsafe { f(at) })
-        });
+        // The range came from aclrtReserveMemAddress and is released
+        // once, by its one owner, after its unmaps.
+        let released = ctx.call(|| vmm::release(&ctx.rt, base));
         if let Err(e) = released {
             log::warn!("releasing the Ascend reservation at {base:#x}: {e}");
         }
@@ -172,7 +167,7 @@ impl Reservation for AscendReservation {
         if dst.is_empty() {
             return Ok(());
         }
-        crate::memory::copy_out(&self.ctx, self.base, self.len, offset, dst)
+        copy_out(&self.ctx, self.base, self.len, offset, dst)
     }
 
     fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
@@ -180,7 +175,7 @@ impl Reservation for AscendReservation {
         if src.is_empty() {
             return Ok(());
         }
-        crate::memory::copy_in(&self.ctx, self.base, self.len, offset, src)
+        copy_in(&self.ctx, self.base, self.len, offset, src)
     }
 }
 

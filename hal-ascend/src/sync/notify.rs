@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use hal_core::export::{new_handle, HandleSpec};
@@ -25,15 +25,16 @@ use hal_core::{
     Location, Notify, NotifyFlags, PidKind, Result, SharedHandle, WaitFuture, WaitOptions,
 };
 
-use crate::bindings::{
+use crate::context::Ctx;
+use crate::ffi::bindings::{
     ACL_ERROR_RT_WAIT_TIMEOUT, ACL_NOTIFY_DEFAULT, ACL_NOTIFY_DEVICE_USE_ONLY,
     ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT, ACL_RT_NOTIFY_EXPORT_FLAG_DISABLE_PID_VALIDATION,
     ACL_RT_NOTIFY_IMPORT_FLAG_DEFAULT, ACL_RT_NOTIFY_IMPORT_FLAG_ENABLE_PEER_ACCESS,
 };
-use crate::context::Ctx;
-use crate::key;
-use crate::stream::{millis, poll_until, AscendStream, SLICE};
-use crate::sys::Raw;
+use crate::ffi::result::notify;
+use crate::ffi::sys::{NotifyHandle, StreamHandle};
+use crate::memory::ipc::{from_buffer, from_payload, tgids};
+use crate::sync::stream::{millis, poll_until, AscendStream, SLICE};
 use hal_core::lock::lock;
 
 /// The runtime's wait timeout for the contract's `timeout`: `None` (wait
@@ -55,18 +56,12 @@ pub struct AscendNotify {
 /// What a notify's waiter threads share with it.
 pub(crate) struct NotifyInner {
     pub(crate) ctx: Arc<Ctx>,
-    pub(crate) raw: Raw,
+    pub(crate) raw: NotifyHandle,
     creator: bool,
     flags: NotifyFlags,
     signal_stream: OnceLock<AscendStream>,
     wait_stream: Mutex<Option<AscendStream>>,
 }
-
-// SAFETY: an aclrtNotify is an opaque handle the runtime lets any thread
-// use; this value only passes it to the runtime.
-unsafe impl Send for NotifyInner {}
-// SAFETY: see `Send`.
-unsafe impl Sync for NotifyInner {}
 
 impl std::fmt::Debug for AscendNotify {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -79,8 +74,8 @@ impl std::fmt::Debug for AscendNotify {
 
 /// This process's exported notifies by key, for `aclrtNotifySetImportPid`,
 /// which takes the notify rather than the key.
-fn exported() -> &'static Mutex<HashMap<Vec<u8>, usize>> {
-    static EXPORTED: OnceLock<Mutex<HashMap<Vec<u8>, usize>>> = OnceLock::new();
+fn exported() -> &'static Mutex<HashMap<Vec<u8>, Weak<NotifyInner>>> {
+    static EXPORTED: OnceLock<Mutex<HashMap<Vec<u8>, Weak<NotifyInner>>>> = OnceLock::new();
     EXPORTED.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
@@ -92,12 +87,8 @@ impl NotifyInner {
         } else {
             ACL_NOTIFY_DEFAULT
         };
-        let rt = &ctx.rt;
         ctx.call(|| {
-            let f = rt.create_notify()?;
-            let mut raw: Raw = std::ptr::null_mut();
-            // SAFETY: `raw` is a valid place; the flag is one of the runtime's.
-            rt.check("aclrtCreateNotify", unsafe { f(&mut raw, u64::from(flag)) })?;
+            let raw = notify::create(&ctx.rt, flag)?;
             Ok(NotifyInner::wrap(ctx, raw, true, flags))
         })
     }
@@ -106,7 +97,7 @@ impl NotifyInner {
     /// signal or wait then starts no thread of the runtime's): a signal
     /// stream, and for the creator of a notify the host may use, a wait
     /// stream.
-    fn wrap(ctx: &Arc<Ctx>, raw: Raw, creator: bool, flags: NotifyFlags) -> AscendNotify {
+    fn wrap(ctx: &Arc<Ctx>, raw: NotifyHandle, creator: bool, flags: NotifyFlags) -> AscendNotify {
         let inner = NotifyInner {
             ctx: Arc::clone(ctx),
             raw,
@@ -142,30 +133,26 @@ impl NotifyInner {
     }
 
     /// `aclrtRecordNotify` on `stream`.
-    pub(crate) fn record(&self, stream: Raw) -> Result<()> {
-        let rt = &self.ctx.rt;
-        self.ctx.call(|| {
-            let f = rt.record_notify()?;
-            // SAFETY: the notify and the stream are live.
-            rt.check("aclrtRecordNotify", unsafe { f(self.raw, stream) })
-        })
+    pub(crate) fn record(&self, stream: &StreamHandle) -> Result<()> {
+        self.ctx
+            .call(|| notify::record(&self.ctx.rt, &self.raw, stream))
     }
 
     /// `aclrtWaitAndResetNotify` on `stream` with the runtime's `timeout`.
-    pub(crate) fn stream_wait(&self, stream: Raw, timeout: Option<Duration>) -> Result<()> {
+    pub(crate) fn stream_wait(
+        &self,
+        stream: &StreamHandle,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
         self.check_waiter()?;
-        let rt = &self.ctx.rt;
-        self.ctx.call(|| {
-            let f = rt.wait_and_reset_notify()?;
-            // SAFETY: the notify and the stream are live.
-            let status = unsafe { f(self.raw, stream, vendor_timeout(timeout)) };
-            rt.check("aclrtWaitAndResetNotify", status)
-        })
+        let timeout = vendor_timeout(timeout);
+        self.ctx
+            .call(|| notify::wait_and_reset(&self.ctx.rt, &self.raw, stream, timeout))
     }
 
     /// One slice of a host wait: true when the signal came (and was reset).
     fn slice(&self, stream: &AscendStream) -> Result<bool> {
-        self.stream_wait(stream.raw, Some(SLICE))?;
+        self.stream_wait(&stream.raw, Some(SLICE))?;
         match stream.wait(None) {
             Ok(()) => Ok(true),
             Err(Error::Vendor(v)) if v.code == i64::from(ACL_ERROR_RT_WAIT_TIMEOUT) => Ok(false),
@@ -189,7 +176,11 @@ impl NotifyInner {
     }
 
     /// Export as [`Device::export_notify`](hal_core::Device::export_notify).
-    pub(crate) fn export(&self, info: &DeviceInfo, opts: &ExportOptions) -> Result<Exported> {
+    pub(crate) fn export(
+        self: &Arc<Self>,
+        info: &DeviceInfo,
+        opts: &ExportOptions,
+    ) -> Result<Exported> {
         if !self.creator {
             return Err(Error::invalid(
                 "an imported notify cannot be exported again: export the creator's",
@@ -208,18 +199,13 @@ impl NotifyInner {
                 return Err(hal_core::types::same_user_unsupported("ascend", "the Ascend runtime checks its own allow-list of process ids, not the importer's user"))
             }
         };
-        let tgids = key::tgids(&pids)?;
-        let rt = &self.ctx.rt;
+        let tgids = tgids(&pids)?;
         self.ctx.call(|| {
-            let mut buf = key::buffer();
-            let f = rt.notify_get_export_key()?;
-            // SAFETY: the notify is live; `buf` holds KEY_LEN bytes.
-            let status = unsafe { f(self.raw, buf.as_mut_ptr(), buf.len(), u64::from(flags)) };
-            rt.check("aclrtNotifyGetExportKey", status)?;
-            let (k, payload) = key::from_buffer(&buf)?;
-            lock(exported()).insert(k.as_bytes().to_vec(), self.raw as usize);
+            let buf = notify::get_export_key(&self.ctx.rt, &self.raw, flags)?;
+            let (k, payload) = from_buffer(&buf)?;
+            lock(exported()).insert(k.as_bytes().to_vec(), Arc::downgrade(self));
             if !tgids.is_empty() {
-                set_import_pids(&self.ctx, self.raw, &tgids)?;
+                set_import_pids(self, &tgids)?;
             }
             let spec = HandleSpec {
                 kind: HandleKind::Notify,
@@ -246,7 +232,7 @@ impl NotifyInner {
         shared
             .handle
             .expect(HandleKind::Notify, BackendId::Ascend)?;
-        let k = key::from_payload(&shared.handle.payload)?;
+        let k = from_payload(&shared.handle.payload)?;
         let other_device = shared.handle.device_uuid != info.uuid;
         if other_device {
             crate::peer::require(&ctx.rt, info, "import_notify onto another device")?;
@@ -256,41 +242,30 @@ impl NotifyInner {
         } else {
             ACL_RT_NOTIFY_IMPORT_FLAG_DEFAULT
         };
-        let rt = &ctx.rt;
         ctx.call(|| {
-            let f = rt.notify_import_by_key()?;
-            let mut raw: Raw = std::ptr::null_mut();
-            // SAFETY: `raw` is a valid place; `k` is NUL-terminated.
-            let status = unsafe { f(&mut raw, k.as_ptr(), u64::from(flags)) };
-            rt.check("aclrtNotifyImportByKey", status)
-                .map_err(crate::result::refused_import)?;
+            let raw = notify::import_by_key(&ctx.rt, &k, flags)?;
             Ok(NotifyInner::wrap(ctx, raw, false, NotifyFlags::default()))
         })
     }
 }
 
-/// `aclrtNotifySetImportPid` of the notify `raw` with `tgids`.
-fn set_import_pids(ctx: &Ctx, raw: Raw, tgids: &[i32]) -> Result<()> {
-    let rt = &ctx.rt;
-    ctx.call(|| {
-        let f = rt.notify_set_import_pid()?;
-        let mut list = tgids.to_vec();
-        // SAFETY: the notify is live; `list` holds `len` ids.
-        let status = unsafe { f(raw, list.as_mut_ptr(), list.len()) };
-        rt.check("aclrtNotifySetImportPid", status)
-    })
+/// `aclrtNotifySetImportPid` of `inner`'s notify with `tgids`.
+fn set_import_pids(inner: &NotifyInner, tgids: &[i32]) -> Result<()> {
+    inner
+        .ctx
+        .call(|| notify::set_import_pid(&inner.ctx.rt, &inner.raw, tgids))
 }
 
 /// Allow `tgids` to import the exported notify whose key is `payload`.
 pub(crate) fn allow(ctx: &Ctx, payload: &[u8], tgids: &[i32]) -> Result<()> {
-    let k: CString = key::from_payload(payload)?;
-    let raw = lock(exported())
+    let k: CString = from_payload(payload)?;
+    let inner = lock(exported())
         .get(k.as_bytes())
-        .copied()
+        .and_then(Weak::upgrade)
         .ok_or_else(|| Error::NotFound {
             what: "the exported Ascend notify (destroyed, or exported by another process)".into(),
         })?;
-    set_import_pids(ctx, raw as Raw, tgids)
+    ctx.call(|| notify::set_import_pid(&ctx.rt, &inner.raw, tgids))
 }
 
 impl Drop for NotifyInner {
@@ -298,13 +273,11 @@ impl Drop for NotifyInner {
         // The streams first (they may hold work on the notify).
         drop(self.signal_stream.take());
         drop(lock(&self.wait_stream).take());
-        lock(exported()).retain(|_, r| *r != self.raw as usize);
-        let rt = &self.ctx.rt;
-        let destroyed = self.ctx.call(|| {
-            let f = rt.destroy_notify()?;
-            // SAFETY: the notify was created or imported here, destroyed once.
-            rt.check("aclrtDestroyNotify", unsafe { f(self.raw) })
-        });
+        let me: *const NotifyInner = self;
+        lock(exported()).retain(|_, w| !std::ptr::eq(w.as_ptr(), me));
+        // Created or imported here, destroyed once.
+        let raw = self.raw.take();
+        let destroyed = self.ctx.call(|| notify::destroy(&self.ctx.rt, raw));
         if let Err(e) = destroyed {
             log::warn!("destroying an Ascend notify: {e}");
         }
@@ -325,7 +298,7 @@ impl Notify for AscendNotify {
                     .ok_or_else(|| Error::invalid("the notify's signal stream vanished"))?
             }
         };
-        self.inner.record(s.raw)?;
+        self.inner.record(&s.raw)?;
         s.wait(None)
     }
 
