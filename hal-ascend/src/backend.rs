@@ -4,12 +4,12 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use hal_core::vendor::acl;
+use hal_core::kit::vendor::acl;
 use hal_core::{Availability, Backend, BackendId, Capabilities, DeviceInfo, Error, Result};
 
 use crate::context::Ctx;
 use crate::device::AscendDevice;
-use hal_core::runtime::{self, Failure};
+use hal_core::kit::runtime::{self, Failure};
 
 use crate::ffi::result::{self, is_code};
 use crate::ffi::sys::Runtime;

@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use hal_core::vendor::acl;
+use hal_core::kit::vendor::acl;
 use hal_core::{Error, Result};
 
 use crate::ffi::result::{self, is_code};
@@ -60,7 +60,7 @@ impl Ctx {
                 out
             }
             None => std::thread::scope(|s| {
-                hal_core::os::thread::spawn_scoped(s, "hal-ascend-call", move || {
+                hal_core::kit::os::thread::spawn_scoped(s, "hal-ascend-call", move || {
                     self.set(me).and_then(|()| body())
                 })
                 .map_err(|e| Error::io("starting a thread for a call on the Ascend device", e))?

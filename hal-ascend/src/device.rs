@@ -9,10 +9,11 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use hal_core::device::check_bounds;
+use hal_core::kit::RegisteredHost;
 use hal_core::{
     Access, AccessGrant, AccessTarget, AllocDesc, Capabilities, Device, DeviceInfo, Error,
     EventFlags, ExportOptions, Exported, Granularity, HandleKind, ImportOptions, Location, MemRef,
-    NotifyFlags, PhysicalDesc, RegisteredHost, Result, SharedHandle,
+    NotifyFlags, PhysicalDesc, Result, SharedHandle,
 };
 
 use crate::context::Ctx;
@@ -343,7 +344,7 @@ impl Device for AscendDevice {
         let (tx, rx) = mpsc::channel();
         // aclrtSynchronizeDevice cannot time out: it runs on a thread of
         // its own, and a timeout leaves it to finish there.
-        hal_core::os::thread::spawn("hal-ascend-synchronize", move || {
+        hal_core::kit::os::thread::spawn("hal-ascend-synchronize", move || {
             // The device is current on this thread.
             let done = ctx.call(|| result::device::synchronize(&ctx.rt));
             let _ = tx.send(done);
@@ -476,7 +477,7 @@ impl hal_core::Vmm for AscendDevice {
     /// use the range. That is all of the device's work: while a stream
     /// waits for a notify nobody rings (a crashed peer's), this call waits
     /// too. Dropping the reservation instead never waits long: it unmaps
-    /// once that work has run ([`hal_core::teardown`]).
+    /// once that work has run ([`hal_core::kit::teardown`]).
     fn unmap(&self, reservation: &AscendReservation, offset: u64, len: u64) -> Result<()> {
         self.vmm("unmap")?.unmap(reservation, offset, len)
     }

@@ -6,7 +6,7 @@
 
 use std::sync::Once;
 
-use hal_core::vendor::acl::entry;
+use hal_core::kit::vendor::acl::entry;
 use hal_core::Result;
 
 use crate::ffi::result;

@@ -2,10 +2,10 @@
 //! only in newer CANN (memory and notify keys from 8.3, IPC events from
 //! 8.5): a runtime older than one of them does not get the capability, and
 //! an operation refused for it names the entry point it lacks
-//! ([`hal_core::needs`]).
+//! ([`hal_core::kit::needs`]).
 
-use hal_core::needs::{self, EntryGroup, Why};
-use hal_core::vendor::acl::entry;
+use hal_core::kit::needs::{self, EntryGroup, Why};
+use hal_core::kit::vendor::acl::entry;
 use hal_core::{Capabilities, Error};
 
 use crate::ffi::sys::Runtime;

@@ -49,11 +49,11 @@ pub(crate) fn require(rt: &Runtime, info: &DeviceInfo, operation: &str) -> Resul
     if !rt.offers(&crate::needs::PEER) {
         return Err(rt.absent(operation, Capabilities::PEER_ACCESS));
     }
-    Err(hal_core::needs::capability_absent(
+    Err(hal_core::kit::needs::capability_absent(
         "ascend",
         operation,
         Capabilities::PEER_ACCESS,
-        Some(hal_core::needs::Why::DeviceSays {
+        Some(hal_core::kit::needs::Why::DeviceSays {
             attribute: "aclrtDeviceCanAccessPeer (for every other device)",
             value: 0,
         }),
@@ -71,7 +71,7 @@ pub(crate) fn ordinal_of(rt: &Runtime, uuid: &[u8; 16]) -> Result<u32> {
     Err(Error::NotFound {
         what: format!(
             "the Ascend device with UUID {}: this process does not see it (ASCEND_RT_VISIBLE_DEVICES)",
-            hal_core::os::hex(uuid)
+            hal_core::kit::os::hex(uuid)
         ),
     })
 }

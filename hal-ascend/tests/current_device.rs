@@ -7,7 +7,7 @@
 mod common;
 
 use common::{backend, role, standin, ROLE};
-use hal_core::vendor::acl;
+use hal_core::kit::vendor::acl;
 use hal_core::{AllocDesc, Backend, Device, Memory};
 
 const MIB: u64 = 1 << 20;

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{alone_in_a_child, backend, calls};
-use hal_core::vendor::acl;
+use hal_core::kit::vendor::acl;
 use hal_core::{
     Backend, ByteRange, Device, Error, EventFlags, ExportOptions, ImportOptions, Importers,
 };

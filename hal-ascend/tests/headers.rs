@@ -44,7 +44,7 @@ fn every_entry_point_the_backend_resolves_is_declared_by_the_headers() {
 
 #[test]
 fn every_entry_point_named_in_hal_core_is_declared_by_the_headers() {
-    let all = hal_core::vendor::acl::entry::ALL.iter().copied();
+    let all = hal_core::kit::vendor::acl::entry::ALL.iter().copied();
     assert_eq!(undeclared(all), Vec::<&str>::new());
 }
 

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{backend, role, ROLE};
-use hal_core::vendor::acl;
+use hal_core::kit::vendor::acl;
 use hal_core::{
     AllocDesc, Allocation, Backend, ByteRange, Capabilities, Device, Error, Event, EventFlags,
     ExportOptions, Handle, HandleFlags, ImportOptions, Importers, MemRef, Memory, Notify, PidKind,

@@ -11,7 +11,7 @@ fn main() {
 /// A memory handle as a CPU export makes it: one importer pid, the
 /// descriptors at the exporter's broker.
 fn handle() -> Handle {
-    let (pid, start) = hal_core::os::self_identity();
+    let (pid, start) = hal_core::kit::os::self_identity();
     Handle {
         kind: HandleKind::Memory,
         backend: BackendId::CpuShm,
@@ -23,8 +23,8 @@ fn handle() -> Handle {
         address: 0x7f00_0000_0000,
         creator_pid: pid,
         creator_start: start,
-        creator_pid_ns: hal_core::os::pid_namespace(),
-        object_id: hal_core::os::random_id(),
+        creator_pid_ns: hal_core::kit::os::pid_namespace(),
+        object_id: hal_core::kit::os::random_id(),
         flags: HandleFlags::HAS_ADDRESS,
         pid_kind: hal_core::PidKind::Os,
         allowed_pids: vec![pid + 1],

@@ -262,9 +262,9 @@ pub trait Device: Send + Sync + 'static {
     ///
     /// Dropping it never waits long for the device's queued work: where
     /// the vendor's free may synchronize the device (CUDA's), the backend
-    /// frees on a worker thread ([`crate::teardown`]) once that work has
+    /// frees on a worker thread ([`crate::kit::teardown`]) once that work has
     /// run, and an allocation that finds the device full meanwhile waits
-    /// for such frees ([`crate::teardown::when_freed`]).
+    /// for such frees ([`crate::kit::teardown::when_freed`]).
     type Allocation: Allocation;
     /// Memory imported from another process.
     type Mapping: Mapping;
@@ -272,7 +272,7 @@ pub trait Device: Send + Sync + 'static {
     ///
     /// Dropping a stream never waits for work that waits for a notify or
     /// an event: the vendor backends let such work run on when it can and
-    /// destroy the vendor's stream afterwards ([`crate::reaper`]), keeping
+    /// destroy the vendor's stream afterwards ([`crate::kit::reaper`]), keeping
     /// what the work uses alive until then; the simulator abandons it.
     type Stream: Send + Sync + 'static;
     /// An event.
@@ -294,7 +294,7 @@ pub trait Device: Send + Sync + 'static {
     /// import from this backend: what an importer sends its exporter to pass
     /// to [`Device::allow_importers`] or [`Importers::Pids`].
     ///
-    /// The default is this process's OS pid ([`os::pid`](crate::os::pid)),
+    /// The default is this process's OS pid ([`os::pid`](crate::kit::os::pid)),
     /// right for backends whose allow-list the exporter's descriptor broker
     /// checks against `SO_PEERCRED` (CPU shared memory, the CUDA-like
     /// simulator). A backend whose vendor keeps its own allow-list of its
@@ -309,7 +309,7 @@ pub trait Device: Send + Sync + 'static {
     ///
     /// [`Importers::Pids`]: crate::Importers::Pids
     fn process_id(&self) -> Result<u32> {
-        Ok(crate::os::pid())
+        Ok(crate::kit::os::pid())
     }
 
     /// The vendor context current on the calling thread, as an opaque id

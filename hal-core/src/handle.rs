@@ -212,7 +212,7 @@ pub struct Handle {
     /// a recycled pid from the creator.
     pub creator_start: u64,
     /// The creating process's pid namespace: the inode of its
-    /// `/proc/self/ns/pid` ([`os::pid_namespace`](crate::os::pid_namespace)),
+    /// `/proc/self/ns/pid` ([`os::pid_namespace`](crate::kit::os::pid_namespace)),
     /// 0 when unknown (a handle decoded from wire version 1, or a creator
     /// without `/proc`). With it, [`Handle::same_pid_namespace`] and
     /// [`Handle::is_own`] are decidable.
@@ -270,10 +270,10 @@ impl Handle {
     /// [`PidKind::Os`]) mean here what they meant to the creator. `None`
     /// when it cannot be told: the handle does not record its creator's
     /// namespace (`creator_pid_ns` 0, version 1 handles) or this process
-    /// cannot read its own ([`os::pid_namespace`](crate::os::pid_namespace)
+    /// cannot read its own ([`os::pid_namespace`](crate::kit::os::pid_namespace)
     /// gives 0).
     pub fn same_pid_namespace(&self) -> Option<bool> {
-        let here = crate::os::pid_namespace();
+        let here = crate::kit::os::pid_namespace();
         (self.creator_pid_ns != 0 && here != 0).then_some(self.creator_pid_ns == here)
     }
 
@@ -283,7 +283,7 @@ impl Handle {
     /// start time of 0): a pid and start time alone may belong to another
     /// process in another pid namespace.
     pub fn is_own(&self) -> bool {
-        let (pid, start) = crate::os::self_identity();
+        let (pid, start) = crate::kit::os::self_identity();
         self.creator_start != 0
             && (self.creator_pid, self.creator_start) == (pid, start)
             && self.same_pid_namespace() == Some(true)
@@ -334,7 +334,7 @@ impl From<Handle> for SharedHandle {
 /// memory, one page, no importers, no descriptors.
 #[cfg(test)]
 pub(crate) fn sample() -> Handle {
-    let (pid, start) = crate::os::self_identity();
+    let (pid, start) = crate::kit::os::self_identity();
     Handle {
         kind: HandleKind::Memory,
         backend: crate::types::BackendId::CpuShm,
@@ -346,8 +346,8 @@ pub(crate) fn sample() -> Handle {
         address: 0,
         creator_pid: pid,
         creator_start: start,
-        creator_pid_ns: crate::os::pid_namespace(),
-        object_id: crate::os::random_id(),
+        creator_pid_ns: crate::kit::os::pid_namespace(),
+        object_id: crate::kit::os::random_id(),
         flags: HandleFlags::default(),
         pid_kind: PidKind::Os,
         allowed_pids: Vec::new(),
@@ -359,7 +359,7 @@ pub(crate) fn sample() -> Handle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::os;
+    use crate::kit::os;
 
     fn made_here() -> Handle {
         let (pid, start) = os::self_identity();

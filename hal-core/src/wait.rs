@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::device::WaitFuture;
 use crate::error::{Error, Result};
-use crate::lock::lock;
+use crate::kit::lock::lock;
 
 struct Shared {
     result: Option<Result<()>>,
@@ -63,7 +63,7 @@ impl Future for ThreadFuture {
             let shared = Arc::clone(&self.shared);
             let cancelled = Arc::clone(&self.cancelled);
             lock(&shared).waker = Some(cx.waker().clone());
-            let spawned = crate::os::thread::spawn(WAITER_THREAD, move || {
+            let spawned = crate::kit::os::thread::spawn(WAITER_THREAD, move || {
                 CANCEL.with(|c| *c.borrow_mut() = Some(cancelled));
                 let r = work();
                 let mut s = lock(&shared);

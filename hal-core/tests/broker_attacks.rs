@@ -20,9 +20,10 @@ use std::sync::{Arc, Mutex};
 
 use common::{read_line, say, Kid};
 use hal_core::exchange::{self, PIDFD_GETFD_ENV};
+use hal_core::kit::os;
 use hal_core::lease::LeaseTable;
 use hal_core::{
-    os, BackendId, Exported, FdSource, Handle, HandleFlags, HandleKind, Location, SharedHandle,
+    BackendId, Exported, FdSource, Handle, HandleFlags, HandleKind, Location, SharedHandle,
 };
 use nix::sys::socket::{self, AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType};
 use nix::sys::socket::{sockopt, UnixAddr};

@@ -21,10 +21,11 @@ use std::time::Duration;
 
 use common::{read_line, say, Kid};
 use hal_core::exchange::{self, HandleListener, HandleStream};
+use hal_core::kit::os;
 use hal_core::lease::LeaseTable;
 use hal_core::{
-    os, BackendId, Error, Exported, FdSource, Handle, HandleError, HandleFlags, HandleKind,
-    Importers, Location, SharedHandle,
+    BackendId, Error, Exported, FdSource, Handle, HandleError, HandleFlags, HandleKind, Importers,
+    Location, SharedHandle,
 };
 use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
 

@@ -18,7 +18,7 @@ fn unique(tag: &str) -> String {
     format!(
         "test-{tag}-{}-{:x}",
         std::process::id(),
-        u64::from_le_bytes(hal_core::os::random_id()[..8].try_into().unwrap())
+        u64::from_le_bytes(hal_core::kit::os::random_id()[..8].try_into().unwrap())
     )
 }
 

@@ -18,10 +18,10 @@ use std::sync::Arc;
 
 use common::{read_line, say, Kid};
 use hal_core::exchange::{self, take_fds_leased_batch, PIDFD_GETFD_ENV};
+use hal_core::kit::os;
 use hal_core::lease::LeaseTable;
 use hal_core::{
-    os, BackendId, Error, Exported, FdSource, Handle, HandleFlags, HandleKind, Location,
-    SharedHandle,
+    BackendId, Error, Exported, FdSource, Handle, HandleFlags, HandleKind, Location, SharedHandle,
 };
 
 const ROLE: &str = "HAL_PIDFD_ROLE";

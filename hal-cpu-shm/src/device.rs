@@ -75,7 +75,7 @@ pub struct CpuDevice {
     info: &'static DeviceInfo,
     /// The process that opened it: a child forked from it is refused (see
     /// [`Error::Forked`](hal_core::Error::Forked)).
-    origin: hal_core::os::Origin,
+    origin: hal_core::kit::os::Origin,
 }
 
 impl Default for CpuDevice {
@@ -89,7 +89,7 @@ impl CpuDevice {
     pub fn new() -> Self {
         CpuDevice {
             info: host_info(),
-            origin: hal_core::os::Origin::here(),
+            origin: hal_core::kit::os::Origin::here(),
         }
     }
 
@@ -125,17 +125,21 @@ impl Device for CpuDevice {
     type Stream = CpuStream;
     type Event = CpuEvent;
     type Notify = CpuNotify;
-    type HostRegistration = hal_core::RegisteredHost;
+    type HostRegistration = hal_core::kit::RegisteredHost;
 
     fn info(&self) -> &DeviceInfo {
         self.info
     }
 
-    unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<hal_core::RegisteredHost> {
+    unsafe fn register_host(
+        &self,
+        ptr: *mut u8,
+        len: u64,
+    ) -> Result<hal_core::kit::RegisteredHost> {
         self.origin.check("the cpu-shm device")?;
         // SAFETY: the caller gives `register_host`'s promise: the range
         // stays mapped, readable and writable while the registration lives.
-        let range = unsafe { hal_core::os::HostRange::new(ptr, len) }?;
+        let range = unsafe { hal_core::kit::os::HostRange::new(ptr, len) }?;
         crate::hostreg::register(range)
     }
 

@@ -17,7 +17,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-use hal_core::os::{self, Prot};
+use hal_core::kit::os::{self, Prot};
 use hal_core::{Error, Result};
 
 use crate::memory::CpuAllocation;

@@ -3,8 +3,9 @@
 //! range and keeps ranges from being registered twice (as the GPU backends
 //! must).
 
-use hal_core::os::{HostRange, HostRegistry};
-use hal_core::{Error, RegisteredHost, Result};
+use hal_core::kit::os::{HostRange, HostRegistry};
+use hal_core::kit::RegisteredHost;
+use hal_core::{Error, Result};
 
 /// This process's registrations (the CPU is one device for all of them).
 static REGISTERED: HostRegistry = HostRegistry::new();

@@ -32,7 +32,7 @@ pub const CAPABILITIES: Capabilities = Capabilities::IPC_MEMORY
 pub fn host_info() -> &'static DeviceInfo {
     static INFO: OnceLock<DeviceInfo> = OnceLock::new();
     INFO.get_or_init(|| {
-        let page = hal_core::os::page_size();
+        let page = hal_core::kit::os::page_size();
         let mut page_sizes = vec![page, HUGE_2M];
         if std::path::Path::new("/sys/kernel/mm/hugepages/hugepages-1048576kB").exists() {
             page_sizes.push(HUGE_1G);

@@ -8,7 +8,8 @@
 
 use std::os::fd::BorrowedFd;
 
-use hal_core::{os, Error, Result};
+use hal_core::kit::os;
+use hal_core::{Error, Result};
 use nix::errno::Errno;
 
 fn off(v: u64) -> Result<i64> {

@@ -155,7 +155,7 @@ mod vmm;
 
 pub use device::{CpuDevice, CpuShm};
 pub use file::{create_file_backed, open_file_backed, open_file_backed_read_only};
-pub use hal_core::os::numa_nodes;
+pub use hal_core::kit::os::numa_nodes;
 pub use info::{CAPABILITIES, HUGE_1G, HUGE_2M};
 pub use mapping::CpuMapping;
 pub use memory::{CpuAllocation, RegionKind};

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hal_core::export::{self, HandleSpec};
+use hal_core::kit::export::{self, HandleSpec};
+use hal_core::kit::os::{self, Prot};
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
-use hal_core::os::{self, Prot};
 use hal_core::{
     AllocDesc, Allocation, BackendId, ByteRange, Error, ExportOptions, Exported, Handle,
     HandleFlags, HandleKind, HugePages, Importers, Location, Memory, Result,
@@ -51,7 +51,7 @@ enum Backing {
     },
 }
 
-pub(crate) use hal_core::lock::lock;
+pub(crate) use hal_core::kit::lock::lock;
 
 /// Host memory this process allocated, created or opened: an anonymous
 /// region ([`Device::allocate`](hal_core::Device::allocate)), a named region

@@ -73,7 +73,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use hal_core::os::{self, Prot};
+use hal_core::kit::os::{self, Prot};
 use hal_core::{Error, Placement, Result};
 use nix::errno::Errno;
 
@@ -297,7 +297,7 @@ pub fn create_named(name: &str, size: u64, opts: &NamedOptions) -> Result<CpuAll
             ino: meta.ino,
             dev: meta.dev,
             unlink_on_drop: !opts.keep,
-            origin: hal_core::os::Origin::here(),
+            origin: hal_core::kit::os::Origin::here(),
         }),
     };
     Ok(CpuAllocation::from_named(view, size, false, region))

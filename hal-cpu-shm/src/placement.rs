@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use hal_core::os;
+use hal_core::kit::os;
 use hal_core::{Error, HugePages, NumaPolicy, Placement, Result};
 
 use crate::view::View;

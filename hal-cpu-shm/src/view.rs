@@ -3,7 +3,7 @@
 use std::os::fd::BorrowedFd;
 
 use hal_core::device::check_bounds;
-use hal_core::os::{self, Prot, SharedMap};
+use hal_core::kit::os::{self, Prot, SharedMap};
 use hal_core::{Error, Result};
 
 /// A mapping of `len` bytes.
@@ -13,7 +13,7 @@ pub(crate) struct View {
     len: u64,
     /// The process that mapped it: a child forked from it is refused the
     /// bytes (the memory is its parent's allocation or import).
-    origin: hal_core::os::Origin,
+    origin: hal_core::kit::os::Origin,
 }
 
 impl View {
@@ -43,7 +43,7 @@ impl View {
         Ok(View {
             map,
             len,
-            origin: hal_core::os::Origin::here(),
+            origin: hal_core::kit::os::Origin::here(),
         })
     }
 

@@ -19,9 +19,9 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use hal_core::device::check_bounds;
-use hal_core::export::{take_sealed, Expect};
-use hal_core::lock::lock;
-use hal_core::os::{self, Prot, SharedMap};
+use hal_core::kit::export::{take_sealed, Expect};
+use hal_core::kit::lock::lock;
+use hal_core::kit::os::{self, Prot, SharedMap};
 use hal_core::vmm::check_grants;
 use hal_core::{
     Access, AccessGrant, AccessTarget, BackendId, Error, ExportOptions, Exported, HandleError,

@@ -4,7 +4,7 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
-use hal_core::os;
+use hal_core::kit::os;
 use hal_core::{
     Allocation, Backend, BackendId, ByteRange, Capabilities, Device, Error, ExportOptions,
     FdSource, HandleError, HandleFlags, HandleKind, HugePages, ImportOptions, ImportPlacement,

@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use common::*;
 use hal_core::growable::{GrowableBuffer, GrowableView};
+use hal_core::kit::os;
 use hal_core::wait::block_on;
 use hal_core::{
-    os, Access, AllocDesc, Allocation, Device, Error, Event, EventFlags, ExportOptions, Handle,
+    Access, AllocDesc, Allocation, Device, Error, Event, EventFlags, ExportOptions, Handle,
     ImportOptions, ImportPlacement, Importers, Memory, Notify, Physical, Reservation, SharedHandle,
     WaitOptions,
 };

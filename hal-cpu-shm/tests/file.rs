@@ -3,7 +3,8 @@
 mod common;
 
 use common::unique;
-use hal_core::{os, Device, Error, ExportOptions, Memory};
+use hal_core::kit::os;
+use hal_core::{Device, Error, ExportOptions, Memory};
 use hal_cpu_shm::{create_file_backed, open_file_backed, open_file_backed_read_only, RegionKind};
 use std::os::unix::fs::MetadataExt;
 

@@ -9,8 +9,9 @@ use std::os::unix::fs::MetadataExt;
 use std::process::Command;
 
 use common::*;
+use hal_core::kit::os;
 use hal_core::{
-    os, Device, Error, ExportOptions, FdSource, HandleFlags, ImportOptions, Importers, Memory,
+    Device, Error, ExportOptions, FdSource, HandleFlags, ImportOptions, Importers, Memory,
     SharedHandle,
 };
 use hal_cpu_shm::named::{self, META_PREFIX, SHM_DIR};

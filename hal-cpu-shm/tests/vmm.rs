@@ -1,8 +1,9 @@
 //! VMM in one process: reserve, map, access, unmap, physical export/import
 //! (the growing-buffer cases across processes are in cross.rs).
 
+use hal_core::kit::os;
 use hal_core::{
-    os, Access, Error, ExportOptions, Granularity, HandleKind, ImportOptions, Physical, Reservation,
+    Access, Error, ExportOptions, Granularity, HandleKind, ImportOptions, Physical, Reservation,
 };
 use hal_core::{Vmm, VmmExt};
 use hal_cpu_shm::CpuDevice;
@@ -225,7 +226,7 @@ fn physical_properties_travel_and_refusals_say_why() {
     assert!(d
         .allocate_physical_with(&PhysicalDesc::new(P).location(PhysicalLocation::Device(1)))
         .is_err());
-    let node = *hal_core::os::numa_nodes().last().unwrap();
+    let node = *hal_core::kit::os::numa_nodes().last().unwrap();
     let numa = d
         .allocate_physical_with(&PhysicalDesc::new(P).location(PhysicalLocation::HostNuma(node)))
         .unwrap();

@@ -50,7 +50,7 @@ fn main() -> Res<()> {
     let t = Instant::now();
     let buffer = dev.allocate(&AllocDesc::managed(size))?;
     let first = t.elapsed();
-    let raw_pages = hal_core::export::SealedMemfd::create("uvm-bench", size)?;
+    let raw_pages = hal_core::kit::export::SealedMemfd::create("uvm-bench", size)?;
     let t = Instant::now();
     // SAFETY: `raw_pages` stays mapped until after the registration drops.
     let raw = unsafe { dev.gpu().register_host(raw_pages.map().as_ptr(), size) }?;

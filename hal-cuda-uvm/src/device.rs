@@ -56,7 +56,7 @@ pub struct UvmDevice<D: Device> {
     steps: Arc<StepErrors>,
     /// The process that opened it: a child forked from it is refused (see
     /// [`Error::Forked`](hal_core::Error::Forked)).
-    origin: hal_core::os::Origin,
+    origin: hal_core::kit::os::Origin,
 }
 
 impl<D: Device> std::fmt::Debug for UvmDevice<D> {
@@ -95,7 +95,7 @@ where
             info,
             devices,
             steps: Arc::default(),
-            origin: hal_core::os::Origin::here(),
+            origin: hal_core::kit::os::Origin::here(),
         })
     }
 
@@ -162,7 +162,7 @@ where
     /// Hold the home pages GPU work just queued on `stream` reaches, until
     /// the stream ran it. Called after the inner GPU queued the work: what
     /// the GPU holds for it (a clone of the pages' registration) is let go
-    /// first (`hal_core::queued::Holding::release` keeps the order), so the
+    /// first (`hal_core::kit::queued::Holding::release` keeps the order), so the
     /// home's own drop unregisters the pages while they are still mapped.
     fn hold_homes<const N: usize>(
         &self,

@@ -258,7 +258,7 @@ fn ours() -> std::sync::MutexGuard<'static, Vec<u64>> {
 fn fresh_word() -> u64 {
     static COUNT: AtomicU32 = AtomicU32::new(0);
     let n = COUNT.fetch_add(1, Ordering::Relaxed).wrapping_add(1).max(1);
-    (u64::from(hal_core::os::pid()) << 32) | u64::from(n)
+    (u64::from(hal_core::kit::os::pid()) << 32) | u64::from(n)
 }
 
 /// Forget `word` as one of this process's.
@@ -294,7 +294,7 @@ impl Drop for Locked<'_> {
 /// This process's start time, as `/proc/PID/stat` says it; 0 where it
 /// cannot be read, a stamp by which nobody judges this holder.
 pub(crate) fn my_start() -> u64 {
-    hal_core::os::self_identity().1
+    hal_core::kit::os::self_identity().1
 }
 
 /// True when the process that holds the lock as `holder` is gone: no
@@ -303,12 +303,12 @@ pub(crate) fn my_start() -> u64 {
 /// written, or never) proves nothing here; the lock's waiter gives such a
 /// holder a grace instead.
 fn holder_is_gone(holder: u32, stamp: u64) -> bool {
-    let (me, started) = hal_core::os::self_identity();
+    let (me, started) = hal_core::kit::os::self_identity();
     if holder == me && (stamp == 0 || stamp == started) {
         // This process: alive, and no need to ask /proc.
         return false;
     }
-    match hal_core::os::process_start_time(holder) {
+    match hal_core::kit::os::process_start_time(holder) {
         None => true,
         Some(now) => stamp != 0 && now != stamp,
     }
@@ -337,7 +337,7 @@ impl Watch {
     /// [`STAMP_GRACE`].
     fn forged_or_gone(&mut self, word: u64, stamp: u64, now: Instant) -> bool {
         let holder = pid_of(word);
-        if holder == hal_core::os::pid() {
+        if holder == hal_core::kit::os::pid() {
             return !ours().contains(&word);
         }
         if stamp != 0 {
@@ -716,7 +716,7 @@ mod tests {
             self.0.id()
         }
         fn start(&self) -> u64 {
-            hal_core::os::process_start_time(self.pid()).unwrap()
+            hal_core::kit::os::process_start_time(self.pid()).unwrap()
         }
     }
 
@@ -797,7 +797,7 @@ mod tests {
         assert_eq!(pid_of(u64_at(&p, 24).unwrap()), std::process::id());
         assert_eq!(
             Some(u64_at(&p, 32).unwrap()),
-            hal_core::os::process_start_time(std::process::id()),
+            hal_core::kit::os::process_start_time(std::process::id()),
             "stamped with the new holder's start time"
         );
         drop(held);

@@ -368,7 +368,7 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
                 i,
                 &Slot {
                     on_device: true,
-                    owner: hal_core::os::pid(),
+                    owner: hal_core::kit::os::pid(),
                     owner_started: header::my_start(),
                     generation,
                     home_crc: crc(&home),
@@ -484,7 +484,7 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
                 ..
             }) => {
                 s.on_device
-                    && s.owner == hal_core::os::pid()
+                    && s.owner == hal_core::kit::os::pid()
                     && s.generation == *generation
                     && s.text == export.to_text()
             }

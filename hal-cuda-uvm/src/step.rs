@@ -61,7 +61,7 @@ pub fn queue_around<D: GpuDevice>(
     let thread_errors = Arc::clone(errors);
     let (gate, keep) = (Arc::new(gate), Arc::new(Mutex::new(keep)));
     let (thread_gate, thread_keep) = (Arc::clone(&gate), Arc::clone(&keep));
-    let spawned = hal_core::os::thread::spawn("hal-uvm-step", move || {
+    let spawned = hal_core::kit::os::thread::spawn("hal-uvm-step", move || {
         let done = before.wait(WaitOptions::default()).and_then(|()| step());
         if let Err(e) = done {
             thread_errors.keep(key, e);

@@ -78,7 +78,7 @@ fn attacker() {
                 m.write(24, &0u64.to_le_bytes()).unwrap();
             }
             ["lock-self", stamped] => {
-                let (me, started) = hal_core::os::self_identity();
+                let (me, started) = hal_core::kit::os::self_identity();
                 lock(me, if stamped == "1" { started } else { 0 });
             }
             ["write", at, hex] => {
@@ -200,7 +200,7 @@ fn residency_forged_lock_does_not_hang() {
 
     // The victim's own pid, in a lock no thread of it took, stamped with
     // its true start time or not at all: taken over at once.
-    for stamp in [hal_core::os::self_identity().1, 0] {
+    for stamp in [hal_core::kit::os::self_identity().1, 0] {
         attacker.run(&format!("lock {me} {stamp}"));
         r.read(0, &mut got).unwrap();
         assert_eq!(&got, b"victim");

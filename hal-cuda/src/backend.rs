@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 use hal_core::{Availability, Backend, BackendId, Capabilities, DeviceInfo, Error, Result};
 
 use crate::device::CudaDevice;
-use hal_core::runtime::{self, Failure};
+use hal_core::kit::runtime::{self, Failure};
 
 use crate::ffi::result::{self, device};
 use crate::ffi::{sys, CUdevice, Driver};

@@ -12,10 +12,11 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use hal_core::device::check_bounds;
+use hal_core::kit::RegisteredHost;
 use hal_core::{
     Access, AccessGrant, AccessTarget, Advice, AllocDesc, Capabilities, Device, DeviceInfo, Error,
     EventFlags, ExportOptions, Exported, Granularity, ImportOptions, Location, MemRef, NotifyFlags,
-    PhysicalDesc, RegisteredHost, Result, SharedHandle,
+    PhysicalDesc, Result, SharedHandle,
 };
 
 use crate::context::Primary;
@@ -124,8 +125,8 @@ impl CudaDevice {
         if m.location() != Location::Managed {
             return Err(Error::Vendor(hal_core::VendorError {
                 backend: "cuda".into(),
-                code: hal_core::vendor::cuda::INVALID_VALUE.code,
-                name: hal_core::vendor::cuda::INVALID_VALUE.name.into(),
+                code: hal_core::kit::vendor::cuda::INVALID_VALUE.code,
+                name: hal_core::kit::vendor::cuda::INVALID_VALUE.name.into(),
                 message: format!(
                     "{operation}: the memory is {:?}, not managed memory",
                     m.location()
@@ -292,7 +293,7 @@ fn host_side(mem: MemRef<'_, CudaDevice>, offset: u64) -> Option<u64> {
 /// their pages until it ran the work, so they stay registered until then
 /// (the clone's drop unregisters when it is the last).
 fn hold_registered<const N: usize>(
-    held: &mut hal_core::queued::Holding<'_>,
+    held: &mut hal_core::kit::queued::Holding<'_>,
     sides: [MemRef<'_, CudaDevice>; N],
 ) {
     for side in sides {
@@ -349,8 +350,8 @@ impl Device for CudaDevice {
         }
         // Memory this process freed may still be on its way back
         // (`memory/alloc.rs`): a refusal for lack of it waits for those frees.
-        let ptr = hal_core::teardown::when_freed(
-            hal_core::teardown::PATIENCE,
+        let ptr = hal_core::kit::teardown::when_freed(
+            hal_core::kit::teardown::PATIENCE,
             crate::memory::alloc::out_of_memory,
             || crate::memory::alloc::allocate(&self.primary, desc.location, size),
         )?;
@@ -407,7 +408,7 @@ impl Device for CudaDevice {
             return Err(self.absent("register_host", Capabilities::HOST_REGISTRATION));
         }
         // SAFETY: the caller gives `register_host`'s promise.
-        let range = unsafe { hal_core::os::HostRange::new(ptr, len) }?;
+        let range = unsafe { hal_core::kit::os::HostRange::new(ptr, len) }?;
         crate::memory::registration::register(&self.primary, range)
     }
 
@@ -574,7 +575,7 @@ impl Device for CudaDevice {
         let (tx, rx) = mpsc::channel();
         // cuCtxSynchronize cannot time out: it runs on a thread of its own,
         // and a timeout leaves it to finish there.
-        hal_core::os::thread::spawn("hal-cuda-synchronize", move || {
+        hal_core::kit::os::thread::spawn("hal-cuda-synchronize", move || {
             let done = primary.enter().and_then(|_ctx| {
                 result::has(primary.driver.ctx_synchronize())?;
                 // Only once no stream waits for a notify: the wait
@@ -737,7 +738,7 @@ impl hal_core::Vmm for CudaDevice {
     /// of the context's work: while a stream waits for a notify nobody
     /// rings (a crashed peer's), this call waits too. Dropping the
     /// reservation instead never waits long: it unmaps once that work has
-    /// run ([`hal_core::teardown`]).
+    /// run ([`hal_core::kit::teardown`]).
     fn unmap(&self, reservation: &CudaReservation, offset: u64, len: u64) -> Result<()> {
         self.primary.check_origin()?;
         self.vmm("unmap")?.unmap(reservation, offset, len)

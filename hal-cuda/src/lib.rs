@@ -9,7 +9,7 @@
 //!
 //! Layers, as in `cudarc`: a thin table of entry points ([`RESOLVED`]),
 //! each resolved on first use by the versioned name of
-//! [`hal_core::vendor::cuda::entry`] (a missing one is
+//! [`hal_core::kit::vendor::cuda::entry`] (a missing one is
 //! [`Error::Unsupported`](hal_core::Error::Unsupported) naming it); a typed
 //! result layer whose functions make one call each and turn a `CUresult`
 //! into a [`VendorError`](hal_core::VendorError) with the driver's number

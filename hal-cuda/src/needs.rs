@@ -2,13 +2,13 @@
 //! needs. A driver older than one of the entry points, or a device that
 //! answers one of the attributes with 0, does not get the capability, and
 //! an operation refused for it names the entry point or the attribute
-//! ([`hal_core::needs`]).
+//! ([`hal_core::kit::needs`]).
 
 use std::ffi::c_int;
 
 use cudarc::driver::sys::CUdevice_attribute as A;
-use hal_core::needs::{self, EntryGroup, Why};
-use hal_core::vendor::cuda::{self, entry};
+use hal_core::kit::needs::{self, EntryGroup, Why};
+use hal_core::kit::vendor::cuda::{self, entry};
 use hal_core::{Capabilities, Error, Result};
 
 use crate::ffi::result::device;
@@ -65,7 +65,7 @@ pub(crate) struct Gate {
     /// The capabilities that a 0 leaves out.
     pub(crate) needed_by: Capabilities,
     /// The attribute's number: a `CUdevice_attribute`, or one newer than
-    /// the headers' enum (`hal_core::vendor::cuda::ATTRIBUTE_*`).
+    /// the headers' enum (`hal_core::kit::vendor::cuda::ATTRIBUTE_*`).
     pub(crate) number: c_int,
     /// The attribute's name in the driver API.
     pub(crate) name: &'static str,

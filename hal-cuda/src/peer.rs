@@ -14,7 +14,7 @@
 use std::ffi::c_int;
 use std::sync::Arc;
 
-use hal_core::vendor::cuda;
+use hal_core::kit::vendor::cuda;
 use hal_core::{Error, Result};
 
 use crate::context::Primary;

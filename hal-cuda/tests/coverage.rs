@@ -73,9 +73,10 @@ fn tour() -> (Vec<&'static str>, String) {
     dev.stream_wait_notify(&stream, &notify, None).unwrap();
     dev.synchronize(&stream, LONG).unwrap();
     dev.synchronize_device(LONG).unwrap();
-    let len = hal_core::os::page_size();
-    let page = hal_core::os::SharedMap::reserve(len, None).unwrap();
-    page.protect(0, len, hal_core::os::Prot::ReadWrite).unwrap();
+    let len = hal_core::kit::os::page_size();
+    let page = hal_core::kit::os::SharedMap::reserve(len, None).unwrap();
+    page.protect(0, len, hal_core::kit::os::Prot::ReadWrite)
+        .unwrap();
     // SAFETY: the page is mapped, readable and writable, and outlives the
     // registration (dropped first).
     let registered = unsafe { dev.register_host(page.as_ptr(), len) }.unwrap();

@@ -134,7 +134,7 @@ fn child() {
             let other = cuda.open(1).unwrap();
             match other.import_memory(shared(), &ImportOptions::default()) {
                 Err(Error::InvalidArgument { what }) => assert!(
-                    what.contains(&hal_core::os::hex(&handle.device_uuid)),
+                    what.contains(&hal_core::kit::os::hex(&handle.device_uuid)),
                     "{what}"
                 ),
                 other => panic!("an import through another device: {other:?}"),

@@ -41,7 +41,7 @@ fn returns<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static
 /// Wait until this process has no teardown left, at most [`LONG`].
 fn teardowns_finish() {
     let end = Instant::now() + LONG;
-    while hal_core::teardown::unfinished() > 0 {
+    while hal_core::kit::teardown::unfinished() > 0 {
         assert!(Instant::now() < end, "a free never ran");
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -59,7 +59,7 @@ fn driver_calls_go_on_while_a_dropped_allocation_waits_for_a_gated_stream() {
         .unwrap();
     // Returns after at most the grace; the free waits for the gate.
     drop(memory);
-    assert_eq!(hal_core::teardown::unfinished(), 1, "the free waits");
+    assert_eq!(hal_core::kit::teardown::unfinished(), 1, "the free waits");
     // What the gate's opener may do before it opens the gate: driver calls
     // of every kind, another stream wait among them.
     let d = Arc::clone(&dev);
@@ -81,7 +81,7 @@ fn driver_calls_go_on_while_a_dropped_allocation_waits_for_a_gated_stream() {
         // Dropped here, `m` is a second pending free.
     });
     assert!(
-        hal_core::teardown::unfinished() >= 1,
+        hal_core::kit::teardown::unfinished() >= 1,
         "still waits for the gate"
     );
     gate.signal().unwrap();
@@ -167,7 +167,7 @@ fn driver_calls_go_on_while_a_dropped_notify_waits_to_be_unregistered() {
     dev.synchronize(&side, Some(LONG)).unwrap();
     returns("dropping a registered notify", move || drop(used));
     assert_eq!(
-        hal_core::teardown::unfinished(),
+        hal_core::kit::teardown::unfinished(),
         1,
         "the unregistration waits"
     );
@@ -187,9 +187,10 @@ fn a_dropped_registration_waits_for_the_gate_and_holds_nobody_meanwhile() {
     let stream = dev.create_stream().unwrap();
     let gate = dev.create_notify().unwrap();
     dev.stream_wait_notify(&stream, &gate, None).unwrap();
-    let page = hal_core::os::page_size();
-    let map = hal_core::os::SharedMap::reserve(page, None).unwrap();
-    map.protect(0, page, hal_core::os::Prot::ReadWrite).unwrap();
+    let page = hal_core::kit::os::page_size();
+    let map = hal_core::kit::os::SharedMap::reserve(page, None).unwrap();
+    map.protect(0, page, hal_core::kit::os::Prot::ReadWrite)
+        .unwrap();
     // SAFETY: `map` outlives the registration (dropped before it, below).
     let reg = unsafe { dev.register_host(map.as_ptr(), page) }.unwrap();
     // The drop unregisters on its own thread, once the gate has opened.
@@ -221,9 +222,10 @@ fn a_host_to_host_copy_behind_a_gate_is_queued() {
     let dev = Arc::new(device());
     let stream = Arc::new(dev.create_stream().unwrap());
     let gate = dev.create_notify().unwrap();
-    let page = hal_core::os::page_size();
-    let map = hal_core::os::SharedMap::reserve(page, None).unwrap();
-    map.protect(0, page, hal_core::os::Prot::ReadWrite).unwrap();
+    let page = hal_core::kit::os::page_size();
+    let map = hal_core::kit::os::SharedMap::reserve(page, None).unwrap();
+    map.protect(0, page, hal_core::kit::os::Prot::ReadWrite)
+        .unwrap();
     // SAFETY: `map` outlives the registration (dropped before it, below).
     let reg = unsafe { dev.register_host(map.as_ptr(), page) }.unwrap();
     let pinned = dev.allocate(&AllocDesc::host(page)).unwrap();

@@ -201,9 +201,9 @@ fn managed_memory_is_advised_and_never_exported() {
 #[test]
 fn host_memory_is_registered_and_unregistered() {
     let dev = backend().open(0).unwrap();
-    let page = hal_core::os::page_size();
-    let map = hal_core::os::SharedMap::reserve(2 * page, None).unwrap();
-    map.protect(0, 2 * page, hal_core::os::Prot::ReadWrite)
+    let page = hal_core::kit::os::page_size();
+    let map = hal_core::kit::os::SharedMap::reserve(2 * page, None).unwrap();
+    map.protect(0, 2 * page, hal_core::kit::os::Prot::ReadWrite)
         .unwrap();
     // SAFETY: `map` outlives the registration.
     let reg = unsafe { dev.register_host(map.as_ptr(), 2 * page) }.unwrap();

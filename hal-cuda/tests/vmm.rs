@@ -454,7 +454,7 @@ fn what_the_device_says_it_lacks_is_never_asked_of_the_driver() {
     // IMEX, so that the stand-in would make fabric memory if asked.
     let host_numa = format!(
         "{}:0",
-        hal_core::vendor::cuda::ATTRIBUTE_HOST_NUMA_VMM_SUPPORTED
+        hal_core::kit::vendor::cuda::ATTRIBUTE_HOST_NUMA_VMM_SUPPORTED
     );
     for (case, attributes) in [("fabric", "128:0"), ("host-numa", host_numa.as_str())] {
         common::child_passes(
@@ -611,7 +611,7 @@ fn child_drops_two_mappings() {
     dev.map(&r, g, &large).unwrap();
     drop((small, large));
     drop(r);
-    while hal_core::teardown::unfinished() != 0 {
+    while hal_core::kit::teardown::unfinished() != 0 {
         std::thread::sleep(Duration::from_millis(1));
     }
     let again = dev.allocate_physical(big);

@@ -75,7 +75,7 @@ impl MockBackend {
                 devices,
                 import_cache: Mutex::new(HashMap::new()),
                 own_buffers: Mutex::new(HashMap::new()),
-                host_registered: hal_core::os::HostRegistry::new(),
+                host_registered: hal_core::kit::os::HostRegistry::new(),
             }),
         }
     }

@@ -5,8 +5,8 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
 use hal_core::exchange::Lease;
-use hal_core::export::sealed_memfd;
-use hal_core::os::{self, Prot, SharedMap};
+use hal_core::kit::export::sealed_memfd;
+use hal_core::kit::os::{self, Prot, SharedMap};
 use hal_core::Result;
 
 /// A sealed memfd and this process's mapping of all of it: the pages of
@@ -60,7 +60,7 @@ impl Holder for Backing {
 
 /// Registered host memory: the caller's pages, reached where they are; the
 /// clone a queued operation holds keeps the registration until it ran.
-impl Holder for hal_core::RegisteredHost {
+impl Holder for hal_core::kit::RegisteredHost {
     fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
         hal_core::Memory::read(self, offset, dst)
     }

@@ -37,7 +37,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::sync::Mutex;
 
-use hal_core::lock::lock;
+use hal_core::kit::lock::lock;
 use hal_core::{Error, Result};
 
 use crate::codes::Code;
@@ -103,7 +103,7 @@ pub struct Faults {
     /// every simulated vendor call of the backend answers
     /// [`hal_core::Error::Forked`], as a vendor context does not survive
     /// `fork` (the simulator's stream workers do not either).
-    origin: hal_core::os::Origin,
+    origin: hal_core::kit::os::Origin,
 }
 
 impl Faults {

@@ -6,8 +6,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use hal_core::device::check_bounds;
+use hal_core::kit::os;
 use hal_core::lease::LeaseTable;
-use hal_core::os;
 use hal_core::{
     Allocation, Error, FreeError, Handle, HandleError, Location, Mapping, Memory, Result,
 };
@@ -257,7 +257,7 @@ impl Drop for MockAllocation {
         let deferred = &self.dev.state().deferred;
         deferred.fetch_add(1, Ordering::AcqRel);
         let dev = self.dev.clone();
-        let spawned = hal_core::os::thread::spawn("hal-mock-deferred-free", move || {
+        let spawned = hal_core::kit::os::thread::spawn("hal-mock-deferred-free", move || {
             // No timeout: the memory must outlive every importer; dead
             // importers are not counted.
             let _ = table.wait_empty(None);

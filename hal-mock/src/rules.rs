@@ -102,7 +102,7 @@ impl Vendor {
 
 impl Api {
     /// The symbol name for `vendor`: the entry-point tables of
-    /// [`hal_core::vendor`] (`vendor/cuda.md`, "Exported symbol names";
+    /// [`hal_core::kit::vendor`] (`vendor/cuda.md`, "Exported symbol names";
     /// `vendor/ascend.md`, "Declarations").
     pub(crate) const fn symbol(self, vendor: Vendor) -> &'static str {
         use Api::*;

@@ -37,7 +37,7 @@ pub fn built_library(file: &str, package: &str) -> PathBuf {
 /// unloaded (`-z nodelete`, what each stand-in's `build.rs` asks for); an
 /// error saying why when the file cannot be read as a shared library.
 pub fn is_nodelete(path: &Path) -> Result<bool, String> {
-    hal_core::os::elf::is_nodelete(path).map_err(|e| format!("{}: {e}", path.display()))
+    hal_core::kit::os::elf::is_nodelete(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Write `value` through the output pointer `out`; `null()` (the vendor's

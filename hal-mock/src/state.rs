@@ -16,7 +16,7 @@ use crate::profile::Profile;
 use crate::rules;
 use crate::vendor::{Api, Vendor};
 
-pub(crate) use hal_core::lock::lock;
+pub(crate) use hal_core::kit::lock::lock;
 
 /// Imported regions by (buffer id, target device, read-only): a read-only
 /// mapping is never handed to a writable import, nor the other way round.
@@ -39,7 +39,7 @@ pub(crate) struct BackendShared {
     /// allocation ([`MockDevice::adopt_memory`](hal_core::Device::adopt_memory)).
     pub(crate) own_buffers: Mutex<HashMap<[u8; 16], OwnBuffer>>,
     /// Host ranges registered with the devices.
-    pub(crate) host_registered: hal_core::os::HostRegistry,
+    pub(crate) host_registered: hal_core::kit::os::HostRegistry,
 }
 
 /// An allocation of this process, as the driver knows it.

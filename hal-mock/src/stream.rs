@@ -12,7 +12,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use hal_core::lock::{wait, wait_timeout};
+use hal_core::kit::lock::{wait, wait_timeout};
 use hal_core::{Error, Result};
 
 use crate::memory::sealed::Span;
@@ -136,11 +136,11 @@ impl MockStream {
         });
         let worker_inner = Arc::clone(&inner);
         let worker_dev = dev.clone();
-        let worker =
-            hal_core::os::thread::spawn(&format!("hal-mock-stream-{}", dev.ordinal), move || {
-                run(&worker_dev, &worker_inner)
-            })
-            .map_err(|e| Error::io("starting a stream worker thread", e))?;
+        let worker = hal_core::kit::os::thread::spawn(
+            &format!("hal-mock-stream-{}", dev.ordinal),
+            move || run(&worker_dev, &worker_inner),
+        )
+        .map_err(|e| Error::io("starting a stream worker thread", e))?;
         {
             let mut streams = lock(&dev.state().streams);
             streams.retain(|w| w.strong_count() > 0);

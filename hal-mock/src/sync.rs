@@ -1,7 +1,7 @@
 //! Events and notifies whose state lives in shared memory (futex words in
 //! a sealed memfd), so that they work across processes.
 //!
-//! The block is a shared page of [`hal_core::syncpage`] (little-endian
+//! The block is a shared page of [`hal_core::kit::syncpage`] (little-endian
 //! `u32` words):
 //!
 //! | offset | field |
@@ -23,9 +23,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use hal_core::exchange::Lease;
+use hal_core::kit::os;
+use hal_core::kit::syncpage::{PageKind, SyncPage, PAGE_LEN};
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
-use hal_core::os;
-use hal_core::syncpage::{PageKind, SyncPage, PAGE_LEN};
 use hal_core::wait::blocking_future;
 use hal_core::{
     Capabilities, Error, Event, EventFlags, Notify, NotifyFlags, Result, WaitFuture, WaitOptions,
@@ -129,7 +129,7 @@ impl SyncWords {
         let me = Arc::clone(self);
         let owner = dev.clone();
         owner.state().deferred.fetch_add(1, Ordering::AcqRel);
-        let spawned = hal_core::os::thread::spawn("hal-mock-deferred-destroy", move || {
+        let spawned = hal_core::kit::os::thread::spawn("hal-mock-deferred-destroy", move || {
             let _ = table.wait_empty(None);
             me.mark_destroyed();
             drop(me);

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use hal_core::os::{self, Prot, SharedMap};
+use hal_core::kit::os::{self, Prot, SharedMap};
 use hal_core::{
     Access, AccessGrant, AccessTarget, Physical, PhysicalLocation, Reservation, Result,
     ShareableHandle,

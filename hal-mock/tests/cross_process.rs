@@ -151,7 +151,7 @@ fn ascend_allow_list_refuses_other_processes_either_way() {
     let sock = format!(
         "hal-mock-test-{}-{}",
         std::process::id(),
-        hal_core::os::hex(&hal_core::os::random_id())
+        hal_core::kit::os::hex(&hal_core::kit::os::random_id())
     );
     let listener = HandleListener::bind_abstract(&sock).unwrap();
     let env = [

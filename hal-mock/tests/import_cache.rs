@@ -11,8 +11,9 @@ use std::io::Write;
 use std::os::fd::AsFd;
 
 use hal_core::handle::wire::MAX_PIDS;
+use hal_core::kit::os;
 use hal_core::{
-    os, AllocDesc, Allocation, Backend, Device, ExportOptions, ImportOptions, Importers, Memory,
+    AllocDesc, Allocation, Backend, Device, ExportOptions, ImportOptions, Importers, Memory,
 };
 use hal_mock::{MockBackend, MockDevice};
 

@@ -128,7 +128,7 @@ fn imports_follow_the_physical_device_in_process() {
         .unwrap_err();
     assert_vendor(&err, Vendor::Cuda.invalid_device());
     assert!(
-        err.to_string().contains(&hal_core::os::hex(&uuid)),
+        err.to_string().contains(&hal_core::kit::os::hex(&uuid)),
         "the error names the UUID: {err}"
     );
     drop((m, peer));
@@ -246,7 +246,7 @@ fn child(role: &str, profile: fn() -> Profile) {
             assert_vendor(&err, vendor.invalid_device());
             let msg = err.to_string();
             assert!(
-                msg.contains(&hal_core::os::hex(&uuid)),
+                msg.contains(&hal_core::kit::os::hex(&uuid)),
                 "the error names the UUID: {msg}"
             );
             assert!(

@@ -51,7 +51,7 @@ impl Drop for Adopted {
             return;
         }
         let inner = Arc::clone(&self.0);
-        let spawned = hal::os::thread::spawn("hal-py-adopted", move || {
+        let spawned = hal::kit::os::thread::spawn("hal-py-adopted", move || {
             // No deadline: releasing the owner earlier would let the
             // library reuse memory another process maps.
             let _ = inner.alloc.wait_unleased(None);

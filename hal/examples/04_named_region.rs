@@ -57,7 +57,7 @@ fn producer() -> Res<()> {
     let name = format!(
         "hal-example-04-{}-{}",
         std::process::id(),
-        hal::os::hex(&hal::os::random_id()[..4])
+        hal::kit::os::hex(&hal::kit::os::random_id()[..4])
     );
     let region = device.create_named(&name, SIZE, &NamedOptions::default())?;
     println!(

@@ -19,7 +19,7 @@
 //! [`vmm`] and [`wait`]) and adds the [`registry`], which lists the backends compiled in,
 //! probes which are usable on this machine (and why not), opens one by name
 //! or picks the best. What only a backend's author needs (sealed memfds,
-//! the export layer, leases, shared sync pages, the vendors' codes) is in
+//! the export layer, shared sync pages, the vendors' codes) is in
 //! [`kit`].
 //!
 //! A program keeps what it exports: dropping an [`Exported`] unregisters it,
@@ -133,7 +133,7 @@
 #![cfg(unix)]
 
 // Every item of hal-core stays reachable at the path it always had here
-// (`hal::os`, `hal::export`, ...), so code written against those paths keeps
+// (`hal::kit::os`, `hal::kit::export`, ...), so code written against those paths keeps
 // compiling; the documentation shows the program's part below and the
 // backend author's part under `kit`.
 #[doc(hidden)]
@@ -143,8 +143,8 @@ pub use hal_core::*;
 pub use hal_core::{
     AccessGrant, AccessTarget, Allocation, Backend, Device, Error, Event, Exported, FdSource,
     FreeError, Handle, HandleError, HandleFlags, HandleKind, Mapping, MemRef, Memory, Notify,
-    Physical, PhysicalDesc, PhysicalLocation, PidKind, RegisteredHost, Reservation, Result,
-    ShareableHandle, SharedHandle, VendorError, Vmm, VmmExt, WaitFuture,
+    Physical, PhysicalDesc, PhysicalLocation, PidKind, Reservation, Result, ShareableHandle,
+    SharedHandle, VendorError, Vmm, VmmExt, WaitFuture,
 };
 
 #[doc(inline)]
@@ -155,20 +155,13 @@ pub use hal_core::{
 };
 
 #[doc(inline)]
-pub use hal_core::{dlpack, dynamic, exchange, group, growable, handle, vmm, wait};
+pub use hal_core::{
+    channel, dlpack, dynamic, exchange, group, growable, handle, lease, testing, vmm, wait,
+};
 
-pub mod kit {
-    //! The backend author's kit: what a backend crate builds on and a program
-    //! does not need. A new backend depends on `hal-core` directly and finds
-    //! the same modules there; `tests/README.md` and the README's *Adding a
-    //! backend* say how they fit together.
-
-    #[doc(inline)]
-    pub use hal_core::{
-        export, lease, lock, needs, os, queued, reaper, runtime, syncpage, teardown, vendor,
-        vmm_pieces,
-    };
-}
+/// The backend author's kit: what a backend crate builds on and a program
+/// does not need (the README's *Adding a backend* says how it fits together).
+pub use hal_core::kit;
 
 #[cfg(feature = "cpu-shm")]
 pub mod cpu_shm {

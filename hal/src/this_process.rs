@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use hal_core::os::Origin;
+use hal_core::kit::os::Origin;
 
 use crate::Registry;
 

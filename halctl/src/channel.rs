@@ -51,7 +51,7 @@ impl Listener {
         let name = format!(
             "{prefix}-{}-{}",
             std::process::id(),
-            hal::os::hex(&hal::os::random_id()[..8])
+            hal::kit::os::hex(&hal::kit::os::random_id()[..8])
         );
         let addr = UnixAddr::new_abstract(name.as_bytes())
             .map_err(|e| sys("abstract socket address", e))?;
@@ -287,7 +287,7 @@ mod tests {
     #[test]
     fn descriptors_of_a_truncated_message_are_all_closed() {
         let name = format!("halctl-ctrunc-{}", std::process::id());
-        let memfd = hal::os::memfd(&name, 4096, None).unwrap();
+        let memfd = hal::kit::os::memfd(&name, 4096, None).unwrap();
         let listener = Listener::bind("halctl-test-ctrunc").unwrap();
         let sender = Channel::connect(listener.name()).unwrap();
         let receiver = listener
@@ -336,7 +336,7 @@ mod tests {
     fn messages_and_descriptors_up_to_the_bounds_go_through() {
         let (_l, sender, receiver) = pair("bounds");
         let name = format!("halctl-bounds-{}", std::process::id());
-        let memfd = hal::os::memfd(&name, 4096, None).unwrap();
+        let memfd = hal::kit::os::memfd(&name, 4096, None).unwrap();
         // The largest message (64 KiB), with the most descriptors.
         assert_eq!(MAX_MESSAGE, 64 * 1024);
         let big = vec![7u8; 64 * 1024];
@@ -346,7 +346,7 @@ mod tests {
         assert_eq!(msg, big);
         assert_eq!(got.len(), MAX_FDS);
         for fd in &got {
-            assert_eq!(hal::os::fstat(fd.as_fd()).unwrap().st_size, 4096);
+            assert_eq!(hal::kit::os::fstat(fd.as_fd()).unwrap().st_size, 4096);
         }
         drop(got);
         // Past either bound, or empty: refused before anything is sent.

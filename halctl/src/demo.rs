@@ -312,7 +312,7 @@ pub fn run(args: &DemoArgs) -> CmdResult {
     };
     let alloc = dev.allocate(&desc).ctx("allocating the demo buffer")?;
     let size = alloc.len();
-    let seed = u64::from_le_bytes(hal::os::random_id()[..8].try_into().unwrap_or([7; 8]));
+    let seed = u64::from_le_bytes(hal::kit::os::random_id()[..8].try_into().unwrap_or([7; 8]));
     let crc32 = pattern::fill(&alloc, Content::Pattern(seed))?;
 
     // The imports that are timed: probe buffers of the same size, their

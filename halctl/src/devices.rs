@@ -43,7 +43,7 @@ fn device_out(d: &DeviceInfo) -> DeviceOut {
     DeviceOut {
         ordinal: d.ordinal,
         name: d.name.clone(),
-        uuid: hal::os::hex(&d.uuid),
+        uuid: hal::kit::os::hex(&d.uuid),
         total_memory: d.total_memory,
         page_sizes: d.page_sizes.clone(),
         granularity_min: d.granularity_min,

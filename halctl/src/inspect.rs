@@ -93,7 +93,7 @@ fn describe(h: &Handle) -> InspectOut {
         backend: h.backend.name(),
         backend_id: format!("{:#06x}", h.backend.to_wire()),
         device: h.device,
-        device_uuid: hal::os::hex(&h.device_uuid),
+        device_uuid: hal::kit::os::hex(&h.device_uuid),
         location: match h.location {
             Location::Device(d) => format!("device {d}"),
             Location::Host => "host".into(),
@@ -106,8 +106,8 @@ fn describe(h: &Handle) -> InspectOut {
         creator_start: h.creator_start,
         creator_pid_ns: h.creator_pid_ns,
         same_pid_namespace: h.same_pid_namespace(),
-        creator_alive: hal::os::process_alive(h.creator_pid, h.creator_start),
-        object_id: hal::os::hex(&h.object_id),
+        creator_alive: hal::kit::os::process_alive(h.creator_pid, h.creator_start),
+        object_id: hal::kit::os::hex(&h.object_id),
         flags: FLAG_NAMES
             .iter()
             .filter(|(f, _)| h.flags.contains(*f))
@@ -136,7 +136,7 @@ fn describe(h: &Handle) -> InspectOut {
         },
         payload: Payload {
             len: h.payload.len(),
-            hex: hal::os::hex(&h.payload),
+            hex: hal::kit::os::hex(&h.payload),
             name: if named {
                 std::str::from_utf8(&h.payload).ok().map(str::to_owned)
             } else {

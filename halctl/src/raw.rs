@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use hal::os::{self, FutexWait, Prot, SharedMap};
+use hal::kit::os::{self, FutexWait, Prot, SharedMap};
 
 use crate::channel::{Channel, Listener};
 use crate::fail::{CmdResult, Context, Fail};

@@ -280,7 +280,11 @@ pub fn channel_and_group_are_refused_in_a_child(dev: &dyn hal_core::dynamic::Dyn
     let name = format!(
         "fork-{}-{:x}",
         std::process::id(),
-        u64::from_le_bytes(hal_core::os::random_id()[..8].try_into().expect("8 bytes"))
+        u64::from_le_bytes(
+            hal_core::kit::os::random_id()[..8]
+                .try_into()
+                .expect("8 bytes")
+        )
     );
     let mut publisher = Publisher::create(dev, &name, &ChannelOptions::default().slots(2))
         .expect("create a channel");
@@ -310,7 +314,7 @@ pub fn channel_and_group_are_refused_in_a_child(dev: &dyn hal_core::dynamic::Dyn
     });
     assert!(report.is_empty(), "in the child: {}", report.join("; "));
 
-    let control = hal_core::os::private_path("channel", &name).expect("a path");
+    let control = hal_core::kit::os::private_path("channel", &name).expect("a path");
     assert!(
         control.exists(),
         "the child's drop closed the parent's channel"

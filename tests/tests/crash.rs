@@ -724,7 +724,7 @@ fn victim_partial_sender() {
     // bytes of its body; then silence until killed.
     let mut frame = frame_header(1, 1, 1, 100);
     frame.extend_from_slice(&[7u8; 8]);
-    let fd = hal_core::os::memfd("hal-rel-partial", 4096, None).unwrap();
+    let fd = hal_core::kit::os::memfd("hal-rel-partial", 4096, None).unwrap();
     send_raw(s.as_fd(), &frame, &[fd.as_raw_fd()]);
     say("sent", "");
     wait_for_eof();

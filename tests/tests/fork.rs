@@ -50,7 +50,7 @@ fn a_child_dropping_the_parents_named_region_leaves_it() {
     let name = format!(
         "hal-fork-test-{}-{}",
         std::process::id(),
-        hal_core::os::hex(&hal_core::os::unique_id()[..4])
+        hal_core::kit::os::hex(&hal_core::kit::os::unique_id()[..4])
     );
     let dev = hal_cpu_shm::CpuShm::new().open(0).unwrap();
     let region = dev

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use hal_core::exchange::{self, HandleListener, HandleStream};
-use hal_core::os;
+use hal_core::kit::os;
 use hal_core::{
     AllocDesc, Allocation, Backend, Capabilities, Device, Error, ExportOptions, Exported, FdSource,
     HandleFlags, HandleKind, ImportOptions, Importers, Memory, SharedHandle,

@@ -14,7 +14,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 
 use hal_core::exchange;
-use hal_core::os;
+use hal_core::kit::os;
 use hal_core::{
     Allocation, Backend, Device, Error, ExportOptions, Exported, FdSource, Handle, ImportOptions,
     Importers, Memory, SharedHandle,

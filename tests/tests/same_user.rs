@@ -246,7 +246,7 @@ fn same_user_is_unsupported_where_no_broker_checks_it() {
     let name = format!(
         "hal-same-user-{}-{}",
         std::process::id(),
-        hal_core::os::hex(&hal_core::os::unique_id()[..4])
+        hal_core::kit::os::hex(&hal_core::kit::os::unique_id()[..4])
     );
     let named = dev
         .create_named(&name, 4096, &hal_cpu_shm::NamedOptions::default())

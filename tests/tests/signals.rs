@@ -13,8 +13,8 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc;
 use std::task::{Context, Waker};
 
-use hal_core::os::thread::{blocked_set, SYNCHRONOUS};
-use hal_core::reaper::{self, Drained};
+use hal_core::kit::os::thread::{blocked_set, SYNCHRONOUS};
+use hal_core::kit::reaper::{self, Drained};
 use hal_core::{AllocDesc, Backend, Device, ExportOptions, Result};
 use nix::sys::signal::{self, SigHandler, SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{waitpid, WaitStatus};
@@ -64,7 +64,7 @@ fn start_every_kind() -> std::result::Result<Started, String> {
     keep.push(Box::new((alloc, exported)));
 
     let (tx, rx) = mpsc::channel::<()>();
-    hal_core::teardown::after_work("a test's teardown", move || {
+    hal_core::kit::teardown::after_work("a test's teardown", move || {
         let _ = rx.recv();
     });
     release.push(tx);
@@ -301,7 +301,7 @@ fn a_signal_sent_to_the_process_is_handled_by_the_applications_thread() {
 }
 
 /// The library crates start threads only through
-/// `hal_core::os::thread`, the one place that blocks the signals: no
+/// `hal_core::kit::os::thread`, the one place that blocks the signals: no
 /// `std::thread::spawn`, `Builder` or scoped spawn in their code outside
 /// test modules. (Tests may start what threads they like.)
 #[test]
@@ -326,7 +326,7 @@ fn library_crates_start_threads_only_through_the_helper() {
     for f in &files {
         // The helper itself, and test modules kept in files of their own
         // (`#[cfg(test)] mod tests;`).
-        if f.ends_with("hal-core/src/os/thread.rs") || f.ends_with("tests.rs") {
+        if f.ends_with("hal-core/src/kit/os/thread.rs") || f.ends_with("tests.rs") {
             continue;
         }
         let text = std::fs::read_to_string(f).unwrap();
@@ -348,7 +348,7 @@ fn library_crates_start_threads_only_through_the_helper() {
     }
     assert!(
         offenders.is_empty(),
-        "threads started without hal_core::os::thread: {offenders:#?}"
+        "threads started without hal_core::kit::os::thread: {offenders:#?}"
     );
 }
 

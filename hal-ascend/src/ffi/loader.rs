@@ -1,13 +1,13 @@
 //! Finding `libascendcl.so` at run time: the library is never linked, so a
 //! program built with the `ascend` backend starts on machines without CANN
 //! and says why the backend is unavailable. The search itself is
-//! [`hal_core::os::library`]'s; its names and places are here, and
+//! [`hal_core::kit::os::library`]'s; its names and places are here, and
 //! `sys.rs` loads what it finds.
 
 use std::path::PathBuf;
 
-pub(crate) use hal_core::os::library::{Loaded, NotLoaded};
-use hal_core::os::library::{Named, RuntimeLibrary};
+pub(crate) use hal_core::kit::os::library::{Loaded, NotLoaded};
+use hal_core::kit::os::library::{Named, RuntimeLibrary};
 
 /// The variable that names the library to load instead of searching.
 pub const LIBRARY_VAR: &str = "HAL_ASCEND_LIBRARY";
@@ -22,7 +22,7 @@ pub(crate) static LIBRARY: RuntimeLibrary = RuntimeLibrary {
     var: LIBRARY_VAR,
     remedy: "install CANN and source its set_env.sh",
     // Every ACL runtime has aclInit, and no other library does.
-    signature: hal_core::vendor::acl::entry::INIT,
+    signature: hal_core::kit::vendor::acl::entry::INIT,
     kind: "an ACL runtime",
 };
 
@@ -92,7 +92,7 @@ mod tests {
     fn the_reason_names_every_place_tried() {
         let n = NotLoaded {
             library: &LIBRARY,
-            named: hal_core::os::library::Named::Search,
+            named: hal_core::kit::os::library::Named::Search,
             tried: vec![
                 (PathBuf::from("/a/libascendcl.so"), "no such file".into()),
                 (PathBuf::from("/b/libascendcl.so"), "wrong ELF class".into()),

@@ -3,7 +3,7 @@
 //! [`event`], [`notify`], [`vmm`]). Each fetches its entry point from the
 //! table (`sys.rs`), makes the one call, and turns an `aclError` other than
 //! success into a [`VendorError`] with the code's number, its name from
-//! `hal_core::vendor::acl`, the runtime's own text of the failure
+//! `hal_core::kit::vendor::acl`, the runtime's own text of the failure
 //! (`aclGetRecentErrMsg`) and the symbol's name as the table resolved it.
 //! Nothing above this layer calls the runtime.
 //!
@@ -24,7 +24,7 @@
 
 use std::ffi::{c_char, c_void, CStr};
 
-use hal_core::vendor::acl;
+use hal_core::kit::vendor::acl;
 use hal_core::{Error, Result, VendorError};
 
 use super::sys::{Runtime, Status};
@@ -87,7 +87,7 @@ fn message(call: &str, text: &str) -> String {
 }
 
 /// True when `err` is the vendor's `code`.
-pub(crate) fn is_code(err: &Error, code: hal_core::vendor::Code) -> bool {
+pub(crate) fn is_code(err: &Error, code: hal_core::kit::vendor::Code) -> bool {
     code.matches(err)
 }
 

@@ -87,7 +87,7 @@ pub(crate) struct Runtime {
     /// The process that loaded and initialised the runtime: a child forked
     /// from it cannot use the runtime's devices (its contexts do not
     /// survive `fork`), and is refused before any call.
-    pub(crate) origin: hal_core::os::Origin,
+    pub(crate) origin: hal_core::kit::os::Origin,
 }
 
 impl Runtime {
@@ -104,7 +104,7 @@ impl Runtime {
         Ok(Runtime {
             loaded,
             table: Table::default(),
-            origin: hal_core::os::Origin::here(),
+            origin: hal_core::kit::os::Origin::here(),
         })
     }
 

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use hal_core::kit::lock::lock;
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
-use hal_core::lock::lock;
 use hal_core::{Allocation, Location, Memory, Result};
 
 use crate::context::Ctx;
@@ -124,7 +124,7 @@ impl Drop for AscendAllocation {
         // Importers still hold it: the documented order has them close
         // first, so the release waits for their leases on a thread.
         let (ctx, ptr) = (Arc::clone(&self.ctx), self.base);
-        let spawned = hal_core::os::thread::spawn("hal-ascend-deferred-free", move || {
+        let spawned = hal_core::kit::os::thread::spawn("hal-ascend-deferred-free", move || {
             if let Err(e) = leases.wait_empty(None) {
                 log::warn!("waiting for the importers of Ascend memory at {ptr:#x}: {e}");
             }

@@ -37,8 +37,8 @@ use std::ffi::{c_char, CStr, CString};
 use std::sync::Arc;
 
 use hal_core::exchange::take_fds_leased;
-use hal_core::export::{new_handle, HandleSpec};
-use hal_core::vendor::acl::entry;
+use hal_core::kit::export::{new_handle, HandleSpec};
+use hal_core::kit::vendor::acl::entry;
 use hal_core::HandleError;
 use hal_core::{
     BackendId, ByteRange, DeviceInfo, Error, ExportOptions, Exported, HandleKind, ImportOptions,

@@ -25,7 +25,7 @@
 use std::ffi::{CStr, CString};
 use std::sync::Arc;
 
-use hal_core::export::{new_handle, HandleSpec};
+use hal_core::kit::export::{new_handle, HandleSpec};
 use hal_core::{
     BackendId, ByteRange, DeviceInfo, Error, ExportOptions, HandleError, HandleKind, ImportOptions,
     Importers, Location, Result,

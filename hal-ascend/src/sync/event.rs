@@ -16,7 +16,7 @@
 use std::sync::{Arc, OnceLock};
 
 use hal_core::exchange::{take_fds_leased, Lease};
-use hal_core::export::{new_handle, HandleSpec};
+use hal_core::kit::export::{new_handle, HandleSpec};
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
 use hal_core::wait::blocking_future;
 use hal_core::{
@@ -195,7 +195,7 @@ impl Drop for AscendEvent {
         };
         // Importers hold it: the event is destroyed after they are gone.
         let inner = Arc::clone(&self.inner);
-        let spawned = hal_core::os::thread::spawn("hal-ascend-deferred-event", move || {
+        let spawned = hal_core::kit::os::thread::spawn("hal-ascend-deferred-event", move || {
             if let Err(e) = leases.wait_empty(None) {
                 log::warn!("waiting for the importers of an Ascend IPC event: {e}");
             }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hal_core::queued::{Held, Holding};
+use hal_core::kit::queued::{Held, Holding};
 use hal_core::wait;
 use hal_core::Result;
 
@@ -102,7 +102,7 @@ impl AscendStream {
 
     /// What the stream holds, locked: queue work that needs something
     /// held with this guard alive, then hold that thing in it (see
-    /// [`hal_core::queued`]). When many values are held, an idle stream lets
+    /// [`hal_core::kit::queued`]). When many values are held, an idle stream lets
     /// go of them first.
     pub(crate) fn holding(&self) -> Holding<'_> {
         if self.held.wants_query() {
@@ -122,10 +122,12 @@ impl Drop for AscendStream {
         if !self.held.is_empty() {
             let idle = self.query();
             let deferred =
-                hal_core::reaper::defer_unless_idle(idle, "an Ascend stream", || AscendStream {
-                    ctx: Arc::clone(&self.ctx),
-                    raw: self.raw.take(),
-                    held: std::mem::take(&mut self.held),
+                hal_core::kit::reaper::defer_unless_idle(idle, "an Ascend stream", || {
+                    AscendStream {
+                        ctx: Arc::clone(&self.ctx),
+                        raw: self.raw.take(),
+                        held: std::mem::take(&mut self.held),
+                    }
                 });
             if deferred {
                 // The reaper's value destroys the stream.
@@ -145,7 +147,7 @@ impl Drop for AscendStream {
     }
 }
 
-impl hal_core::reaper::Drained for AscendStream {
+impl hal_core::kit::reaper::Drained for AscendStream {
     fn drained(&mut self) -> Result<bool> {
         self.query()
     }

@@ -38,9 +38,9 @@
 use std::sync::{Arc, OnceLock};
 
 use hal_core::exchange::take_fds_leased;
-use hal_core::export::{new_handle, HandleSpec};
+use hal_core::kit::export::{new_handle, HandleSpec};
+use hal_core::kit::vendor::acl::entry;
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
-use hal_core::vendor::acl::entry;
 use hal_core::vmm::{check_grants, check_granular, fabric_or_posix};
 use hal_core::{
     Access, AccessGrant, AccessTarget, BackendId, DeviceInfo, Error, ExportOptions, Exported,
@@ -156,7 +156,7 @@ pub(crate) struct Vmm<'a> {
 
 /// True for the runtime's refusal for lack of device memory.
 fn out_of_memory(e: &Error) -> bool {
-    matches!(e, Error::Vendor(v) if v.code == hal_core::vendor::acl::RT_MEMORY_ALLOCATION.code)
+    matches!(e, Error::Vendor(v) if v.code == hal_core::kit::vendor::acl::RT_MEMORY_ALLOCATION.code)
 }
 
 impl Vmm<'_> {
@@ -192,11 +192,14 @@ impl Vmm<'_> {
         let p = prop(self.info.ordinal);
         // A dropped reservation's physical memory may still be on its way
         // back (`reservation.rs`): a refusal for lack of it waits for that.
-        let handle =
-            hal_core::teardown::when_freed(hal_core::teardown::PATIENCE, out_of_memory, || {
+        let handle = hal_core::kit::teardown::when_freed(
+            hal_core::kit::teardown::PATIENCE,
+            out_of_memory,
+            || {
                 self.ctx
                     .call(|| vmm::malloc_physical(rt, desc.size as usize, &p))
-            })?;
+            },
+        )?;
         Ok(AscendPhysical {
             inner: Arc::new(PhysInner {
                 ctx: Arc::clone(self.ctx),

@@ -2,7 +2,7 @@
 //! (`aclrtReserveMemAddress`), the physical allocations mapped into it
 //! (`aclrtMapMem`) and the access each device has to them
 //! (`aclrtMemSetAccess`), as this process set it (the runtime has no call
-//! that answers it, so [`hal_core::vmm_pieces`] keeps it).
+//! that answers it, so [`hal_core::kit::vmm_pieces`] keeps it).
 //!
 //! **Reads and writes** go through `aclrtMemcpy`, never through the
 //! address: device memory is not host memory. They are refused
@@ -18,21 +18,21 @@
 //! names a mapping by its first address): the memory is never taken from
 //! under queued work. The physical allocations a mapping holds are freed
 //! when their last holder drops, after the unmap. A drop never waits for
-//! long: the teardown runs on a worker thread ([`hal_core::teardown`]),
+//! long: the teardown runs on a worker thread ([`hal_core::kit::teardown`]),
 //! so that work waiting on a notify a crashed peer never signals cannot
 //! hang it.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use hal_core::device::check_bounds;
-use hal_core::vmm_pieces::Pieces;
+use hal_core::kit::vmm_pieces::Pieces;
 use hal_core::{AccessTarget, Error, Reservation, Result};
 
 use crate::context::Ctx;
 use crate::ffi::result::{device, vmm};
 use crate::memory::copy::{copy_in, copy_out};
 use crate::vmm::physical::PhysInner;
-use hal_core::lock::lock;
+use hal_core::kit::lock::lock;
 
 /// A VMM address range reservation of one device: physical allocations
 /// are mapped into it with [`VmmExt::map`](hal_core::VmmExt::map) and made
@@ -135,9 +135,9 @@ impl Teardown {
 
 impl Drop for AscendReservation {
     /// Returns without waiting for the device's queued work for longer
-    /// than [`hal_core::teardown::GRACE`]: the unmaps, the physical
+    /// than [`hal_core::kit::teardown::GRACE`]: the unmaps, the physical
     /// allocations and the range go once that work has run
-    /// ([`hal_core::teardown`]).
+    /// ([`hal_core::kit::teardown`]).
     fn drop(&mut self) {
         let teardown = Teardown {
             ctx: Arc::clone(&self.ctx),
@@ -149,7 +149,7 @@ impl Drop for AscendReservation {
             teardown.run();
             return;
         }
-        hal_core::teardown::after_work("hal-ascend-unmap", move || teardown.run());
+        hal_core::kit::teardown::after_work("hal-ascend-unmap", move || teardown.run());
     }
 }
 

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::layout::{self, Control, PubState, Shape, SubState, MAX_SUBSCRIBERS};
-use crate::os::{self, PrivateFile};
+use crate::kit::os::{self, PrivateFile};
 use crate::{Error, Result};
 
 const KIND: &str = "channel";

@@ -38,7 +38,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::os::SharedMap;
+use crate::kit::os::SharedMap;
 use crate::{Error, Result};
 
 /// The most subscribers a channel has at once.
@@ -321,7 +321,7 @@ impl Control {
     /// Mark the publisher closed and wake every subscriber.
     pub(super) fn close(&self) -> Result<()> {
         self.u32_at(H_PUB_STATE)?.store(2, Ordering::Release);
-        crate::os::futex_wake(self.published_word()?, u32::MAX);
+        crate::kit::os::futex_wake(self.published_word()?, u32::MAX);
         Ok(())
     }
 
@@ -348,7 +348,7 @@ impl Control {
         if self.pub_sleepers()?.load(Ordering::Relaxed) > 0 {
             let word = self.released()?;
             word.fetch_add(1, Ordering::AcqRel);
-            crate::os::futex_wake(word, u32::MAX);
+            crate::kit::os::futex_wake(word, u32::MAX);
         }
         Ok(())
     }
@@ -464,7 +464,7 @@ impl Control {
 fn wake_sleepers(word: &AtomicU32, sleepers: &AtomicU32) {
     std::sync::atomic::fence(Ordering::SeqCst);
     if sleepers.load(Ordering::Relaxed) > 0 {
-        crate::os::futex_wake(word, u32::MAX);
+        crate::kit::os::futex_wake(word, u32::MAX);
     }
 }
 
@@ -521,7 +521,7 @@ mod tests {
     use std::os::fd::AsFd;
 
     use super::*;
-    use crate::os::{self, Prot};
+    use crate::kit::os::{self, Prot};
 
     fn control_of(bytes: &[u8], len: u64) -> Option<Control> {
         let fd = os::memfd("hal-channel-layout-test", len, None).unwrap();

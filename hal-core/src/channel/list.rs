@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use super::file;
 use super::layout::{self, Mode, PubState, SubState, MAX_SUBSCRIBERS};
-use crate::os::{self, PrivateFile, PRIVATE_DIR};
+use crate::kit::os::{self, PrivateFile, PRIVATE_DIR};
 use crate::Result;
 
 /// A channel, as its control file describes it.

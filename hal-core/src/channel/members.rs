@@ -6,7 +6,7 @@
 use std::sync::atomic::Ordering;
 
 use super::layout::{self, Control, SubState, MAX_SUBSCRIBERS, QUEUED};
-use crate::os;
+use crate::kit::os;
 use crate::Result;
 
 /// The bits of the active subscribers.

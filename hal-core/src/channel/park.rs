@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::os;
+use crate::kit::os;
 use crate::{Error, Result};
 
 /// How often a waiter looks after its peers.

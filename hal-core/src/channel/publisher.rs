@@ -9,7 +9,7 @@ use super::options::ChannelOptions;
 use super::ticket::LoanTicket;
 use super::{file, members, park};
 use crate::dynamic::{DynAllocation, DynDevice, DynEvent, DynStream};
-use crate::os::{self, Origin, PrivateFile};
+use crate::kit::os::{self, Origin, PrivateFile};
 use crate::{
     AllocDesc, Capabilities, Error, EventFlags, ExportOptions, Exported, Importers, Location,
     Memory, Placement, Result,

@@ -10,7 +10,7 @@ use super::options::SubscribeOptions;
 use super::ticket::SampleTicket;
 use super::{file, members, park};
 use crate::dynamic::{DynDevice, DynEvent, DynMapping, DynStream};
-use crate::os::{self, Origin, PrivateFile};
+use crate::kit::os::{self, Origin, PrivateFile};
 use crate::{Error, EventFlags, Handle, ImportOptions, Memory, Result, WaitOptions};
 
 /// The receiving end of a channel; dropping it unsubscribes (every sample

@@ -247,7 +247,7 @@ mod tests {
 
     use super::*;
     use crate::dlpack::DLDevice;
-    use crate::os::{memfd, Prot, SharedMap};
+    use crate::kit::os::{memfd, Prot, SharedMap};
     use crate::types::Location;
 
     /// Host memory in a shared mapping that counts its drops.

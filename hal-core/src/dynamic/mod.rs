@@ -95,9 +95,9 @@ mod tests {
             size: 0,
             offset: 0,
             address: 0,
-            creator_pid: crate::os::pid(),
+            creator_pid: crate::kit::os::pid(),
             creator_start: 0,
-            creator_pid_ns: crate::os::pid_namespace(),
+            creator_pid_ns: crate::kit::os::pid_namespace(),
             object_id: [0; 16],
             flags: crate::HandleFlags::default(),
             pid_kind: crate::PidKind::Os,
@@ -442,7 +442,7 @@ mod tests {
     fn process_id_defaults_to_the_os_pid_through_the_box() {
         for b in backends() {
             let dev = b.open(0).unwrap();
-            assert_eq!(dev.process_id().unwrap(), crate::os::pid());
+            assert_eq!(dev.process_id().unwrap(), crate::kit::os::pid());
         }
         let dev = Backend::open(&Toy::<1>, 0).unwrap();
         assert_eq!(Device::process_id(&dev).unwrap(), std::process::id());

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::text::{decode, encode};
 use crate::error::{Error, HandleError, Result};
 use crate::handle::Handle;
-use crate::os;
+use crate::kit::os;
 
 /// Largest handle file [`read_handle_file`] reads (a handle's text is under
 /// a kilobyte).

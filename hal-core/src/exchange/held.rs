@@ -4,8 +4,8 @@
 use std::fmt;
 
 use super::broker;
+use crate::kit::os;
 use crate::lease::LeaseTicket;
-use crate::os;
 
 /// An importer's lease: while it lives, the exporter counts this process
 /// among the importers of the resource

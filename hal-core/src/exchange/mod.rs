@@ -142,7 +142,7 @@
 //! [`wire`](crate::handle::wire)):
 //!
 //! - [`Handle::creator_pid_ns`] is the exporter's pid namespace, the inode of
-//!   its `/proc/self/ns/pid` ([`os::pid_namespace`](crate::os::pid_namespace)).
+//!   its `/proc/self/ns/pid` ([`os::pid_namespace`](crate::kit::os::pid_namespace)).
 //!   [`Handle::same_pid_namespace`] tells an importer whether the handle's
 //!   pids mean here what they meant to the exporter; [`Handle::is_own`] is
 //!   true only in the exporting process (pid, start time and namespace all

@@ -18,10 +18,10 @@ use super::limits::{dropped_descriptors, MAX_FDS};
 use super::peer::PeerCred;
 use super::sys;
 use crate::error::{Error, HandleError, Result};
-use crate::export::Exported;
 use crate::handle::{FdSource, Handle, HandleFlags, SharedHandle};
-use crate::lock::lock;
-use crate::os;
+use crate::kit::export::Exported;
+use crate::kit::lock::lock;
+use crate::kit::os;
 
 mod frame;
 

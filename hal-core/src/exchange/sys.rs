@@ -297,7 +297,7 @@ mod tests {
 
     #[test]
     fn every_descriptor_is_taken_after_an_empty_message() {
-        let file = crate::os::memfd("hal-sys-test", 4096, None).unwrap();
+        let file = crate::kit::os::memfd("hal-sys-test", 4096, None).unwrap();
         let dup = file.try_clone().unwrap();
         let raw = dup.into_raw_fd();
         let control = [
@@ -309,8 +309,8 @@ mod tests {
         assert_eq!(fds.len(), 1, "the descriptor after the empty message");
         assert_eq!(fds[0].as_raw_fd(), raw);
         let (a, b) = (
-            crate::os::fstat(fds[0].as_fd()).unwrap(),
-            crate::os::fstat(file.as_fd()).unwrap(),
+            crate::kit::os::fstat(fds[0].as_fd()).unwrap(),
+            crate::kit::os::fstat(file.as_fd()).unwrap(),
         );
         assert_eq!((a.st_dev, a.st_ino), (b.st_dev, b.st_ino));
     }

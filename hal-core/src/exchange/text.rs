@@ -93,7 +93,7 @@ mod tests {
             .and_then(|(_, v)| v)
             .unwrap();
         assert_eq!(decode(value.to_str().unwrap()).unwrap(), h);
-        let missing = format!("HAL_TEXT_TEST_MISSING_{}", crate::os::pid());
+        let missing = format!("HAL_TEXT_TEST_MISSING_{}", crate::kit::os::pid());
         assert!(matches!(from_env(&missing), Err(Error::NotFound { .. })));
     }
 

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::layout::{self, Board, Shape, SlotState, MAGIC, VERSION};
-use crate::os::{self, PrivateFile};
+use crate::kit::os::{self, PrivateFile};
 use crate::{Error, Result};
 
 /// The kind of private file a group is.

@@ -31,7 +31,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::os::SharedMap;
+use crate::kit::os::SharedMap;
 use crate::{Error, Result};
 
 /// The most members a group may have.
@@ -251,7 +251,7 @@ impl Board {
     fn bump(&self) -> Result<()> {
         let posts = self.posts()?;
         posts.fetch_add(1, Ordering::AcqRel);
-        crate::os::futex_wake(posts, u32::MAX);
+        crate::kit::os::futex_wake(posts, u32::MAX);
         Ok(())
     }
 }

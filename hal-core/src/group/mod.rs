@@ -49,7 +49,7 @@ mod round;
 
 use std::time::{Duration, Instant};
 
-use crate::os::{Origin, PrivateFile};
+use crate::kit::os::{Origin, PrivateFile};
 use crate::{Error, Result};
 use layout::{Board, Shape, SlotState};
 use round::{wait_for_members, Ready};

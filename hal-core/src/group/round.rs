@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::layout::{Board, SlotState};
-use crate::os;
+use crate::kit::os;
 use crate::{Error, Result};
 
 /// How often a waiter looks whether the members it waits for are alive.

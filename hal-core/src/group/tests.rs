@@ -3,7 +3,7 @@
 //! Across processes: `tests/group.rs`.
 
 use super::*;
-use crate::os;
+use crate::kit::os;
 use std::sync::atomic::Ordering;
 use std::thread;
 
@@ -11,7 +11,7 @@ fn unique(tag: &str) -> String {
     format!(
         "test-{tag}-{}-{:x}",
         std::process::id(),
-        u64::from_le_bytes(crate::os::random_id()[..8].try_into().unwrap())
+        u64::from_le_bytes(crate::kit::os::random_id()[..8].try_into().unwrap())
     )
 }
 
@@ -184,7 +184,7 @@ fn forge(name: &str) -> SharedMap {
     .unwrap()
 }
 
-use crate::os::SharedMap;
+use crate::kit::os::SharedMap;
 
 /// Slot `i`'s offset with the default 4096-byte payload limit (see the
 /// layout table of `layout.rs`).

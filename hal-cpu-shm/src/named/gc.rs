@@ -4,7 +4,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use hal_core::os;
+use hal_core::kit::os;
 use hal_core::{Error, Result};
 use nix::errno::Errno;
 
@@ -234,7 +234,7 @@ fn as_fs_user<T: Send>(uid: u32, f: impl FnOnce() -> Result<T> + Send) -> Result
         return f();
     }
     std::thread::scope(|s| {
-        let worker = hal_core::os::thread::spawn_scoped(s, "hal-shm-gc", move || {
+        let worker = hal_core::kit::os::thread::spawn_scoped(s, "hal-shm-gc", move || {
             set_fsuid(uid)?;
             let r = f();
             let back = set_fsuid(me);

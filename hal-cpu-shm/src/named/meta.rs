@@ -153,7 +153,7 @@ pub(super) const META_LOCK_PATIENCE: Duration = Duration::from_secs(2);
 /// read. False when the lock could not be had within `patience` or the name
 /// has moved on.
 pub(super) fn lock_meta(name: &str, mf: &MetaFile, patience: Duration) -> bool {
-    hal_core::os::lock_patiently(mf.file.as_fd(), patience)
+    hal_core::kit::os::lock_patiently(mf.file.as_fd(), patience)
         && std::fs::symlink_metadata(meta_path(name))
             .is_ok_and(|m| m.ino() == mf.ino && m.dev() == mf.dev)
 }
@@ -178,7 +178,7 @@ pub(super) fn remove_junk_meta(name: &str) {
     else {
         return;
     };
-    if hal_core::os::lock_patiently(dir.as_fd(), META_LOCK_PATIENCE)
+    if hal_core::kit::os::lock_patiently(dir.as_fd(), META_LOCK_PATIENCE)
         && std::fs::symlink_metadata(&path)
             .is_ok_and(|m| m.ino() == seen.ino() && m.dev() == seen.dev())
     {

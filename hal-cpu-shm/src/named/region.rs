@@ -5,7 +5,7 @@
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 
-use hal_core::os;
+use hal_core::kit::os;
 use hal_core::{Error, Result};
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
@@ -30,7 +30,7 @@ pub(super) struct Owner {
     pub(super) unlink_on_drop: bool,
     /// The process that created the region: a child forked from it drops
     /// its copy of the allocation without unlinking its parent's name.
-    pub(super) origin: hal_core::os::Origin,
+    pub(super) origin: hal_core::kit::os::Origin,
 }
 
 impl NamedRegion {

@@ -1,13 +1,13 @@
 //! Finding and loading `libcuda.so.1` at run time: the library is never
 //! linked, so a program built with the `cuda` backend starts on machines
 //! without a driver and says why the backend is unavailable. The search
-//! itself is [`hal_core::os::library`]'s; its names and places are here,
+//! itself is [`hal_core::kit::os::library`]'s; its names and places are here,
 //! and the load is `sys.rs`'s.
 
 use std::path::PathBuf;
 
-use hal_core::os::library::RuntimeLibrary;
-pub(crate) use hal_core::os::library::{Loaded, NotLoaded};
+use hal_core::kit::os::library::RuntimeLibrary;
+pub(crate) use hal_core::kit::os::library::{Loaded, NotLoaded};
 
 /// The variable that names the library to load instead of searching.
 pub const LIBRARY_VAR: &str = "HAL_CUDA_LIBRARY";
@@ -22,7 +22,7 @@ pub(crate) static LIBRARY: RuntimeLibrary = RuntimeLibrary {
     var: LIBRARY_VAR,
     remedy: "install the NVIDIA driver",
     // Every CUDA driver has cuInit, and no other library does.
-    signature: hal_core::vendor::cuda::entry::INIT,
+    signature: hal_core::kit::vendor::cuda::entry::INIT,
     kind: "a CUDA driver",
 };
 
@@ -64,7 +64,7 @@ mod tests {
     fn the_reason_names_every_place_tried() {
         let n = NotLoaded {
             library: &LIBRARY,
-            named: hal_core::os::library::Named::Search,
+            named: hal_core::kit::os::library::Named::Search,
             tried: vec![
                 (PathBuf::from("/a/libcuda.so.1"), "no such file".into()),
                 (PathBuf::from("/b/libcuda.so.1"), "wrong ELF class".into()),

@@ -2,7 +2,7 @@
 //! each function fetches its entry point, makes the one call and turns a
 //! `CUresult` other than success into a [`VendorError`] named with the
 //! entry point's versioned symbol, the code's number and its name as the
-//! driver gives it (`cuGetErrorName`, else `hal_core::vendor::cuda`'s).
+//! driver gives it (`cuGetErrorName`, else `hal_core::kit::vendor::cuda`'s).
 //! A function is safe where the arguments are values the driver checks
 //! (handles, device addresses, sizes) and places or buffers that live for
 //! the call; one whose queued work reaches host memory later is an
@@ -10,7 +10,7 @@
 
 use std::ffi::{c_char, CStr};
 
-use hal_core::vendor::cuda;
+use hal_core::kit::vendor::cuda;
 use hal_core::{Error, Result, VendorError};
 
 use super::sys::{Driver, Entry, Status};
@@ -164,7 +164,7 @@ pub(crate) mod device {
     }
 
     /// The attribute numbered `attr` of `dev` (`cuDeviceGetAttribute`), also
-    /// one newer than the headers' enum (`hal_core::vendor::cuda::ATTRIBUTE_*`).
+    /// one newer than the headers' enum (`hal_core::kit::vendor::cuda::ATTRIBUTE_*`).
     pub(crate) fn attribute(driver: &Driver, dev: CUdevice, attr: c_int) -> Result<i32> {
         Ok(answer!(driver, device_get_attribute(c_int = 0, attr, dev)))
     }
@@ -241,7 +241,7 @@ pub(crate) mod ctx {
 pub(crate) mod mem {
     use std::ffi::{c_int, c_uint, c_void};
 
-    use hal_core::os::HostRange;
+    use hal_core::kit::os::HostRange;
     use hal_core::Result;
 
     use crate::ffi::sys::{CUdeviceptr, CUmemLocation, Driver, Stream};

@@ -1,5 +1,5 @@
 //! The thin table of driver entry points: each resolved from the loaded
-//! library on first use, by the versioned name of `hal_core::vendor::cuda`,
+//! library on first use, by the versioned name of `hal_core::kit::vendor::cuda`,
 //! and kept; a missing one is [`Error::Unsupported`] naming the symbol and
 //! the library, never a panic. The library itself is loaded here too
 //! ([`load`]; where it is searched for is `loader.rs`).
@@ -19,7 +19,7 @@ pub(crate) use cudarc::driver::sys::{
     CUcontext, CUdevice, CUdeviceptr, CUevent, CUipcEventHandle, CUipcMemHandle, CUmemAccessDesc,
     CUmemAllocationProp, CUmemGenericAllocationHandle, CUmemLocation, CUstream, CUuuid,
 };
-use hal_core::vendor::cuda::entry;
+use hal_core::kit::vendor::cuda::entry;
 use hal_core::{Error, Result};
 
 use super::loader::{self, Loaded, NotLoaded};
@@ -48,7 +48,7 @@ pub(crate) fn load(program: Option<PathBuf>) -> std::result::Result<Loaded, NotL
 pub(crate) struct Entry<F> {
     /// The function.
     pub(crate) f: F,
-    /// Its symbol (`hal_core::vendor::cuda::entry`).
+    /// Its symbol (`hal_core::kit::vendor::cuda::entry`).
     pub(crate) name: &'static str,
 }
 
@@ -120,7 +120,7 @@ pub(crate) struct Driver {
     /// The process that loaded and initialised the driver: a child forked
     /// from it cannot use the driver's contexts (CUDA does not survive
     /// `fork`), and is refused before any call.
-    pub(crate) origin: hal_core::os::Origin,
+    pub(crate) origin: hal_core::kit::os::Origin,
 }
 
 impl Driver {
@@ -128,7 +128,7 @@ impl Driver {
         Driver {
             loaded,
             table: Table::default(),
-            origin: hal_core::os::Origin::here(),
+            origin: hal_core::kit::os::Origin::here(),
         }
     }
 

@@ -6,12 +6,12 @@
 //! "may perform implicit synchronization" (the driver API's words): they
 //! may wait for all the work queued in the context, which may wait for a
 //! notify a crashed peer never signals. So a drop frees through
-//! [`hal_core::teardown::after_work`]: it returns within
-//! [`hal_core::teardown::GRACE`], and the memory is freed once the work has
+//! [`hal_core::kit::teardown::after_work`]: it returns within
+//! [`hal_core::kit::teardown::GRACE`], and the memory is freed once the work has
 //! run. Until then the memory is not back: an allocation the driver refuses
 //! for lack of memory (`CUDA_ERROR_OUT_OF_MEMORY`) while such frees are
-//! pending waits for them, at most [`hal_core::teardown::PATIENCE`], and
-//! tries again ([`hal_core::teardown::when_freed`]); past that its error
+//! pending waits for them, at most [`hal_core::kit::teardown::PATIENCE`], and
+//! tries again ([`hal_core::kit::teardown::when_freed`]); past that its error
 //! says how many still wait.
 //!
 //! **Exports.** The exporter's side of legacy IPC is kept with an
@@ -22,8 +22,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use hal_core::device::check_bounds;
+use hal_core::kit::lock::lock;
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
-use hal_core::lock::lock;
 use hal_core::{Allocation, Location, Memory, Result};
 
 use crate::context::Primary;
@@ -35,7 +35,7 @@ const ATTACH_GLOBAL: u32 = 1;
 
 /// True for the driver's refusal for lack of memory.
 pub(crate) fn out_of_memory(e: &hal_core::Error) -> bool {
-    matches!(e, hal_core::Error::Vendor(v) if v.code == hal_core::vendor::cuda::OUT_OF_MEMORY.code)
+    matches!(e, hal_core::Error::Vendor(v) if v.code == hal_core::kit::vendor::cuda::OUT_OF_MEMORY.code)
 }
 
 /// One driver allocation of `size` bytes at `location` (checked by the
@@ -101,7 +101,7 @@ impl CudaAllocation {
 
 impl Drop for CudaAllocation {
     /// Returns without waiting for the context's queued work for longer
-    /// than [`hal_core::teardown::GRACE`], and, where importers still map
+    /// than [`hal_core::kit::teardown::GRACE`], and, where importers still map
     /// the memory, without waiting for them: the memory is freed once both
     /// are done.
     fn drop(&mut self) {
@@ -131,7 +131,7 @@ impl Drop for CudaAllocation {
         // under them (undefined behaviour in CUDA), so the release waits
         // for their leases on a thread of its own.
         let leases = Arc::clone(&e.leases);
-        let spawned = hal_core::os::thread::spawn("hal-cuda-deferred-free", move || {
+        let spawned = hal_core::kit::os::thread::spawn("hal-cuda-deferred-free", move || {
             if let Err(e) = leases.wait_empty(None) {
                 log::warn!("waiting for the importers of CUDA memory at {ptr:#x}: {e}");
             }
@@ -150,7 +150,7 @@ impl Drop for CudaAllocation {
 /// Free the memory at `ptr` on a teardown worker: the free may wait for
 /// the context's queued work (the module's rule).
 fn free_after_work(primary: Arc<Primary>, ptr: CUdeviceptr, location: Location) {
-    hal_core::teardown::after_work("hal-cuda-free", move || release(&primary, ptr, location));
+    hal_core::kit::teardown::after_work("hal-cuda-free", move || release(&primary, ptr, location));
 }
 
 /// Free the memory at `ptr` with its context pushed.
@@ -339,10 +339,10 @@ fn forget(buffer_id: u64) {
 
 #[cfg(test)]
 mod tests {
-    use hal_core::vendor::cuda;
+    use hal_core::kit::vendor::cuda;
     use hal_core::{Error, VendorError};
 
-    fn vendor(code: hal_core::vendor::Code) -> Error {
+    fn vendor(code: hal_core::kit::vendor::Code) -> Error {
         Error::Vendor(VendorError {
             backend: "cuda".into(),
             code: code.code,

@@ -33,8 +33,8 @@ use std::ffi::{c_int, c_uint};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use hal_core::exchange::{take_fds_leased, Lease};
-use hal_core::export::{new_handle, HandleSpec};
-use hal_core::lock::lock;
+use hal_core::kit::export::{new_handle, HandleSpec};
+use hal_core::kit::lock::lock;
 use hal_core::{
     BackendId, ByteRange, DeviceInfo, Error, ExportOptions, Exported, Handle, HandleError,
     HandleKind, ImportOptions, Importers, Location, Mapping, Memory, Result, SharedHandle,
@@ -330,7 +330,7 @@ pub(crate) fn import(
         return Err(Error::invalid(format!(
             "the memory is on the device with UUID {} (ordinal {} of the exporter), not on \
              device {}: import it through that device, or ask for peer access",
-            hal_core::os::hex(&handle.device_uuid),
+            hal_core::kit::os::hex(&handle.device_uuid),
             handle.device,
             info.ordinal
         )));
@@ -375,7 +375,7 @@ pub(crate) fn import(
                 return Err(Error::NotFound {
                     what: format!(
                         "this process's device with UUID {}",
-                        hal_core::os::hex(&handle.device_uuid)
+                        hal_core::kit::os::hex(&handle.device_uuid)
                     ),
                 })
             }

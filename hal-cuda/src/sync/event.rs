@@ -40,9 +40,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use hal_core::exchange::{take_fds_leased, Lease};
-use hal_core::export::{new_handle, HandleSpec};
+use hal_core::kit::export::{new_handle, HandleSpec};
+use hal_core::kit::lock::lock;
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
-use hal_core::lock::lock;
 use hal_core::wait::blocking_future;
 use hal_core::{
     BackendId, DeviceInfo, Error, Event, EventFlags, ExportOptions, Exported, HandleError,
@@ -133,8 +133,8 @@ pub fn own_exported_events() -> usize {
 fn invalid_value(message: String) -> Error {
     Error::Vendor(VendorError {
         backend: "cuda".into(),
-        code: hal_core::vendor::cuda::INVALID_VALUE.code,
-        name: hal_core::vendor::cuda::INVALID_VALUE.name.into(),
+        code: hal_core::kit::vendor::cuda::INVALID_VALUE.code,
+        name: hal_core::kit::vendor::cuda::INVALID_VALUE.name.into(),
         message,
     })
 }
@@ -272,7 +272,7 @@ pub(crate) fn import(
         return Err(Error::invalid(format!(
             "the event is on the device with UUID {} (ordinal {} of the exporter), not on \
              device {}: import it through that device",
-            hal_core::os::hex(&shared.handle.device_uuid),
+            hal_core::kit::os::hex(&shared.handle.device_uuid),
             shared.handle.device,
             info.ordinal
         )));
@@ -382,7 +382,7 @@ impl Drop for CudaEvent {
         // leases on a thread of its own (the thread holds the event).
         let (leases, inner) = (Arc::clone(leases), Arc::clone(&self.inner));
         let kept = Arc::clone(&self.inner);
-        let spawned = hal_core::os::thread::spawn("hal-cuda-deferred-event", move || {
+        let spawned = hal_core::kit::os::thread::spawn("hal-cuda-deferred-event", move || {
             if let Err(e) = leases.wait_empty(None) {
                 log::warn!("waiting for the importers of a CUDA IPC event: {e}");
             }

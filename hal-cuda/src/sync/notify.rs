@@ -1,4 +1,4 @@
-//! Notifies: a word of a shared page (a sealed memfd, `hal_core::syncpage`)
+//! Notifies: a word of a shared page (a sealed memfd, `hal_core::kit::syncpage`)
 //! that the host signals with an atomic store and waits on with a futex;
 //! exported by descriptor through the broker, so another process maps the
 //! same page.
@@ -18,12 +18,13 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use hal_core::export::{new_handle, HandleSpec};
-use hal_core::syncpage::{PageKind, SyncPage};
+use hal_core::kit::export::{new_handle, HandleSpec};
+use hal_core::kit::syncpage::{PageKind, SyncPage};
+use hal_core::kit::RegisteredHost;
 use hal_core::wait::blocking_future;
 use hal_core::{
     BackendId, DeviceInfo, Error, ExportOptions, Exported, HandleKind, Importers, Location, Memory,
-    Notify, NotifyFlags, RegisteredHost, Result, SharedHandle, WaitFuture, WaitOptions,
+    Notify, NotifyFlags, Result, SharedHandle, WaitFuture, WaitOptions,
 };
 
 use crate::context::Primary;

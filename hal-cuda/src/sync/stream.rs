@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hal_core::queued::{Held, Holding};
+use hal_core::kit::queued::{Held, Holding};
 use hal_core::wait;
 use hal_core::Result;
 
@@ -68,7 +68,7 @@ impl CudaStream {
 
     /// What the stream holds, locked: queue work that needs something
     /// held with this guard alive, then hold that thing in it (see
-    /// [`hal_core::queued`]). When many values are held, an idle stream lets
+    /// [`hal_core::kit::queued`]). When many values are held, an idle stream lets
     /// go of them first.
     pub(crate) fn holding(&self) -> Holding<'_> {
         if self.held.wants_query() {
@@ -104,7 +104,7 @@ impl Drop for CudaStream {
         if !self.held.is_empty() {
             let idle = self.query();
             let deferred =
-                hal_core::reaper::defer_unless_idle(idle, "a CUDA stream", || CudaStream {
+                hal_core::kit::reaper::defer_unless_idle(idle, "a CUDA stream", || CudaStream {
                     primary: Arc::clone(&self.primary),
                     raw: self.raw,
                     owned: self.owned,
@@ -131,7 +131,7 @@ impl Drop for CudaStream {
     }
 }
 
-impl hal_core::reaper::Drained for CudaStream {
+impl hal_core::kit::reaper::Drained for CudaStream {
     fn drained(&mut self) -> Result<bool> {
         self.query()
     }

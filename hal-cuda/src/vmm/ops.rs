@@ -34,9 +34,9 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, OnceLock};
 
 use hal_core::exchange::take_fds_leased;
-use hal_core::export::{check_fd_count, new_handle, HandleSpec};
+use hal_core::kit::export::{check_fd_count, new_handle, HandleSpec};
+use hal_core::kit::vendor::cuda::entry;
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
-use hal_core::vendor::cuda::entry;
 use hal_core::vmm::{check_grants, check_granular, fabric_or_posix};
 use hal_core::{
     Access, AccessGrant, AccessTarget, BackendId, Capabilities, DeviceInfo, Error, ExportOptions,
@@ -187,10 +187,11 @@ impl Vmm<'_> {
         let _ctx = self.primary.enter()?;
         // A dropped reservation's physical memory may still be on its way
         // back (`reservation.rs`): a refusal for lack of it waits for that.
-        let handle =
-            hal_core::teardown::when_freed(hal_core::teardown::PATIENCE, out_of_memory, || {
-                vmm::create(driver, desc.size as usize, &p)
-            })?;
+        let handle = hal_core::kit::teardown::when_freed(
+            hal_core::kit::teardown::PATIENCE,
+            out_of_memory,
+            || vmm::create(driver, desc.size as usize, &p),
+        )?;
         Ok(CudaPhysical {
             inner: Arc::new(PhysInner {
                 primary: Arc::clone(self.primary),
@@ -405,7 +406,7 @@ impl Vmm<'_> {
                  (Capabilities::PID_ALLOW_LIST is absent)",
             ));
         }
-        let fd = hal_core::os::dup(self.descriptor(&p.inner)?.as_fd())?;
+        let fd = hal_core::kit::os::dup(self.descriptor(&p.inner)?.as_fd())?;
         let leases = match p.inner.leases.get() {
             Some(l) => Arc::clone(l),
             None => {
@@ -458,7 +459,7 @@ impl Vmm<'_> {
             return Err(Error::invalid(format!(
                 "the physical memory is on the device with UUID {}, not on device {}: import it \
                  through that device",
-                hal_core::os::hex(&shared.handle.device_uuid),
+                hal_core::kit::os::hex(&shared.handle.device_uuid),
                 self.info.ordinal
             )));
         }

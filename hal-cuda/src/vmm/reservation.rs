@@ -21,13 +21,13 @@
 //! from under queued work. The physical allocations a mapping holds are
 //! released when their last holder drops, after the unmap. A drop never
 //! waits for long: the teardown runs on a worker thread
-//! ([`hal_core::teardown`]), so that work waiting on a notify a crashed
+//! ([`hal_core::kit::teardown`]), so that work waiting on a notify a crashed
 //! peer never signals cannot hang it.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use hal_core::device::check_bounds;
-use hal_core::vmm_pieces::Pieces;
+use hal_core::kit::vmm_pieces::Pieces;
 use hal_core::{AccessTarget, Reservation, Result};
 
 use crate::context::Primary;
@@ -36,7 +36,7 @@ use crate::ffi::CUdeviceptr;
 use crate::memory::alloc::{copy_in, copy_out};
 use crate::sync::quiet::QuietGuard;
 use crate::vmm::physical::PhysInner;
-use hal_core::lock::lock;
+use hal_core::kit::lock::lock;
 
 /// A VMM address range reservation of one device's context: physical
 /// allocations are mapped into it with [`VmmExt::map`](hal_core::VmmExt::map)
@@ -170,9 +170,9 @@ impl Teardown {
 
 impl Drop for CudaReservation {
     /// Returns without waiting for the context's queued work for longer
-    /// than [`hal_core::teardown::GRACE`]: the unmaps, the physical
+    /// than [`hal_core::kit::teardown::GRACE`]: the unmaps, the physical
     /// allocations and the range go once that work has run
-    /// ([`hal_core::teardown`]).
+    /// ([`hal_core::kit::teardown`]).
     fn drop(&mut self) {
         if self.primary.forked() {
             // A forked child: the context is the parent's; leave it be.
@@ -189,7 +189,7 @@ impl Drop for CudaReservation {
             teardown.run();
             return;
         }
-        hal_core::teardown::after_work("hal-cuda-unmap", move || teardown.run());
+        hal_core::kit::teardown::after_work("hal-cuda-unmap", move || teardown.run());
     }
 }
 

@@ -7,8 +7,8 @@ use std::ffi::{c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
-use hal_core::lock::lock;
-use hal_core::vendor::acl;
+use hal_core::kit::lock::lock;
+use hal_core::kit::vendor::acl;
 
 use crate::refusal::{refuse, Refusal};
 

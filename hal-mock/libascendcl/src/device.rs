@@ -3,7 +3,7 @@
 
 use std::ffi::{c_char, c_int};
 
-use hal_core::vendor::acl;
+use hal_core::kit::vendor::acl;
 use hal_core::Device;
 
 use crate::abi::{guard, put, AclError};

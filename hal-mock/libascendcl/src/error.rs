@@ -1,6 +1,6 @@
-//! The simulator's errors as `aclError` codes of `hal_core::vendor::acl`.
+//! The simulator's errors as `aclError` codes of `hal_core::kit::vendor::acl`.
 
-use hal_core::vendor::{acl, Code};
+use hal_core::kit::vendor::{acl, Code};
 use hal_core::Error;
 
 use crate::refusal::{refuse, Refusal};

@@ -7,7 +7,7 @@
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use hal_core::vendor::acl;
+use hal_core::kit::vendor::acl;
 use hal_core::{Device, ExportOptions, ImportOptions, Importers, SharedHandle};
 
 use crate::abi::{guard, non_null, put, AclError};

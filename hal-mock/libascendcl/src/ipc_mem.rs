@@ -19,7 +19,7 @@
 use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 
-use hal_core::vendor::acl;
+use hal_core::kit::vendor::acl;
 use hal_core::{Allocation, Device, ExportOptions, ImportOptions, Importers, Memory, SharedHandle};
 
 use crate::abi::{guard, non_null, put, AclError};

@@ -3,7 +3,7 @@
 //! This crate builds `libhal_mock_libascendcl.so`, a shared library that
 //! exports the Ascend ACL runtime entry points listed in [`EXPORTED`] with
 //! the C ABI, under the names `dlsym` resolves (`aclInit`,
-//! `aclrtIpcMemGetExportKey`, ...; see `hal_core::vendor::acl::entry`). A
+//! `aclrtIpcMemGetExportKey`, ...; see `hal_core::kit::vendor::acl::entry`). A
 //! program that loads the runtime with `dlopen` / `libloading` loads this
 //! file instead (hal-ascend: `HAL_ASCEND_LIBRARY=/path/to/libhal_mock_libascendcl.so`)
 //! and runs without an NPU, against one process-wide
@@ -45,7 +45,7 @@
 //!   mappings, access, and the 64-bit shareable handle
 //!   (`aclrtMemExportToShareableHandle` with `ACL_MEM_HANDLE_TYPE_NONE`),
 //!   which works on its own across processes running this build
-//!   (`hal_core::export::numbered`); its pid allow-list
+//!   (`hal_core::kit::export::numbered`); its pid allow-list
 //!   (`aclrtMemSetPidToShareableHandle`, bare tgids) or
 //!   `ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION` is enforced.
 //!   `aclrtFreePhysical`, `aclrtReleaseMemAddress` and `aclrtUnmapMem` are

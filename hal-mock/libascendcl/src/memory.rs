@@ -5,7 +5,7 @@
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
-use hal_core::vendor::acl;
+use hal_core::kit::vendor::acl;
 use hal_core::{AllocDesc, Device, HugePages, Memory};
 
 use crate::abi::{guard, non_null, put, AclError};

@@ -9,7 +9,7 @@ use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hal_core::vendor::acl;
+use hal_core::kit::vendor::acl;
 use hal_core::{Device, ExportOptions, ImportOptions, Importers, NotifyFlags, SharedHandle};
 
 use crate::abi::{guard, non_null, put, AclError};

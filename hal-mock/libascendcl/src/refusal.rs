@@ -1,7 +1,7 @@
 //! A runtime call's refusal: its `aclError` code and the text
 //! `aclGetRecentErrMsg` gives for it.
 
-use hal_core::vendor::Code;
+use hal_core::kit::vendor::Code;
 
 /// A refusal: the code, and the text `aclGetRecentErrMsg` gives for it.
 #[derive(Debug, Clone)]

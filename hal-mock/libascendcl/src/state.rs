@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use hal_core::vendor::acl;
+use hal_core::kit::vendor::acl;
 use hal_core::{Backend, Exported, MemRef};
 use hal_mock::MockStream;
 use hal_mock::{MockAllocation, MockBackend, MockDevice, MockEvent, MockMapping, MockNotify};
@@ -16,7 +16,7 @@ use crate::error::sim;
 use crate::refusal::{refuse, Refusal};
 use crate::visible;
 
-pub(crate) use hal_core::lock::lock;
+pub(crate) use hal_core::kit::lock::lock;
 
 /// Memory the runtime hands out: allocated here, or imported by key.
 #[derive(Clone)]

@@ -14,7 +14,7 @@
 
 use std::sync::OnceLock;
 
-use hal_core::vendor::acl;
+use hal_core::kit::vendor::acl;
 
 use crate::refusal::{refuse, Refusal};
 use crate::state::Runtime;

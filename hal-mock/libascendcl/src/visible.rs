@@ -5,7 +5,7 @@
 
 use std::sync::{Mutex, OnceLock};
 
-use hal_core::vendor::{acl, Code};
+use hal_core::kit::vendor::{acl, Code};
 use hal_mock::fault::{FaultOp, Faults};
 use hal_mock::Profile;
 
@@ -15,7 +15,7 @@ use crate::refusal::{refuse, Refusal};
 /// the next operation named `op` fail with the `aclError` numbered `CODE`.
 /// `op` is a kind of the simulator's (`allocate`, `export`, `import`,
 /// `wait`) or an entry point (`aclInit`, `aclrtGetDevice`, ... of
-/// `hal_core::vendor::acl::entry::ALL`): the next call of it answers
+/// `hal_core::kit::vendor::acl::entry::ALL`): the next call of it answers
 /// `CODE` without doing anything. Items repeat: two of one op fail its next two.
 pub const FAIL_VAR: &str = "HAL_ASCEND_STANDIN_FAIL";
 
@@ -129,7 +129,7 @@ pub(crate) fn entry_fault(symbol: &str) -> Result<(), Refusal> {
     let Ok(injected) = injected() else {
         return Ok(());
     };
-    let mut entries = hal_core::lock::lock(&injected.entries);
+    let mut entries = hal_core::kit::lock::lock(&injected.entries);
     match entries.iter().position(|(e, _)| *e == symbol) {
         Some(i) => {
             let (_, code) = entries.remove(i);

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use hal_core::vendor::acl;
+use hal_core::kit::vendor::acl;
 use hal_core::Exported;
 use hal_mock::{MockPhysical, MockReservation};
 

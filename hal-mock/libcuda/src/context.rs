@@ -1,7 +1,7 @@
 //! Primary contexts and each thread's context stack.
 
 use cudarc::driver::sys::{CUcontext, CUctx_st, CUdevice, CUresult};
-use hal_core::vendor::{cuda, Code};
+use hal_core::kit::vendor::{cuda, Code};
 use hal_core::Device;
 use std::cell::RefCell;
 

@@ -3,7 +3,7 @@
 use std::ffi::{c_char, c_int, c_uint};
 
 use cudarc::driver::sys::{CUdevice, CUdevice_attribute, CUresult, CUuuid};
-use hal_core::vendor::{cuda, Code};
+use hal_core::kit::vendor::{cuda, Code};
 use hal_core::{Capabilities, Device};
 
 use crate::abi::{guard, non_null, put};

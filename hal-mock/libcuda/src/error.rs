@@ -2,7 +2,7 @@
 //! `hal_core` and from the simulator's errors.
 
 use cudarc::driver::sys::CUresult;
-use hal_core::vendor::{cuda, Code};
+use hal_core::kit::vendor::{cuda, Code};
 use hal_core::Error;
 
 /// Every variant of cudarc's `CUresult` (CUDA 12.8 headers), named one by

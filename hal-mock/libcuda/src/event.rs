@@ -4,7 +4,7 @@ use std::ffi::c_uint;
 use std::sync::Arc;
 
 use cudarc::driver::sys::{CUevent, CUevent_st, CUresult, CUstream};
-use hal_core::vendor::{cuda, Code};
+use hal_core::kit::vendor::{cuda, Code};
 use hal_core::{Device, Event, EventFlags, WaitOptions};
 use hal_mock::MockEvent;
 

@@ -8,7 +8,7 @@
 use std::ffi::{c_uint, c_void};
 
 use cudarc::driver::sys::{CUdeviceptr, CUresult};
-use hal_core::vendor::cuda;
+use hal_core::kit::vendor::cuda;
 use hal_core::{Device, Memory};
 
 use crate::abi::{guard, put};

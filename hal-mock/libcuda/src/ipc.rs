@@ -19,7 +19,7 @@ use std::sync::Arc;
 use cudarc::driver::sys::{
     CUdeviceptr, CUipcMemHandle, CUmemorytype, CUpointer_attribute, CUresult,
 };
-use hal_core::vendor::{cuda, Code};
+use hal_core::kit::vendor::{cuda, Code};
 use hal_core::{
     BackendId, Device, ExportOptions, HandleKind, ImportOptions, Importers, Memory, SharedHandle,
 };

@@ -23,7 +23,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys::{CUevent, CUevent_st, CUipcEventHandle, CUresult};
-use hal_core::vendor::{cuda, Code};
+use hal_core::kit::vendor::{cuda, Code};
 use hal_core::{BackendId, Device, ExportOptions, HandleKind, ImportOptions, Importers};
 
 use crate::abi::{guard, non_null, put};

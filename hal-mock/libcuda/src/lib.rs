@@ -3,7 +3,7 @@
 //! This crate builds `libhal_mock_libcuda.so`, a shared library that
 //! exports the CUDA driver entry points listed in [`EXPORTED`] with the C
 //! ABI, under the names a loader resolves (`cuMemAlloc_v2`,
-//! `cuCtxPushCurrent_v2`, ...; see `hal_core::vendor::cuda::entry`). A
+//! `cuCtxPushCurrent_v2`, ...; see `hal_core::kit::vendor::cuda::entry`). A
 //! program that loads the driver with `dlopen` / `libloading` loads this
 //! file instead (hal-cuda: `HAL_CUDA_LIBRARY=/path/to/libhal_mock_libcuda.so`)
 //! and runs without a GPU, against one process-wide

@@ -5,7 +5,7 @@
 use std::ffi::c_uint;
 
 use cudarc::driver::sys::{CUdeviceptr, CUmemLocation, CUmemLocationType, CUresult, CUstream};
-use hal_core::vendor::{cuda, Code};
+use hal_core::kit::vendor::{cuda, Code};
 use hal_core::{Advice, Device, Location};
 
 use crate::abi::guard;

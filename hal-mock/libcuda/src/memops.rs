@@ -6,7 +6,7 @@
 use std::ffi::c_uint;
 
 use cudarc::driver::sys::{CUdeviceptr, CUresult, CUstream};
-use hal_core::vendor::cuda;
+use hal_core::kit::vendor::cuda;
 
 use crate::abi::guard;
 use crate::error::sim;

@@ -4,7 +4,7 @@ use std::ffi::{c_uint, c_void};
 use std::sync::Arc;
 
 use cudarc::driver::sys::{CUdeviceptr, CUresult};
-use hal_core::vendor::{cuda, Code};
+use hal_core::kit::vendor::{cuda, Code};
 use hal_core::{AllocDesc, Device, Memory, Reservation};
 
 use crate::abi::{guard, non_null, put};

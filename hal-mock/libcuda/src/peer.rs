@@ -12,7 +12,7 @@
 use std::ffi::{c_int, c_uint};
 
 use cudarc::driver::sys::{CUcontext, CUdevice, CUresult};
-use hal_core::vendor::{cuda, Code};
+use hal_core::kit::vendor::{cuda, Code};
 
 use crate::abi::{guard, non_null, put};
 use crate::context::{current, ordinal_of};

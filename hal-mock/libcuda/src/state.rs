@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use hal_core::vendor::{cuda, Code};
+use hal_core::kit::vendor::{cuda, Code};
 use hal_core::{Backend, Device, MemRef};
 use hal_mock::{MockAllocation, MockBackend, MockDevice, MockEvent, MockMapping, MockStream};
 
@@ -15,7 +15,7 @@ use crate::ipc_table::{EventExport, IpcExport, Opened};
 use crate::view::NoAccess;
 use crate::visible;
 
-pub(crate) use hal_core::lock::lock;
+pub(crate) use hal_core::kit::lock::lock;
 
 /// What kind of memory an allocation is, by the call that made it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +43,7 @@ pub(crate) enum Mem {
     Map(Arc<MockMapping>),
     /// Host memory registered with the device (a clone of the
     /// registration: queued work holds it until it ran).
-    Registered(hal_core::RegisteredHost),
+    Registered(hal_core::kit::RegisteredHost),
 }
 
 impl Mem {
@@ -163,7 +163,7 @@ pub(crate) struct Driver {
     /// Events by handle.
     pub(crate) events: Mutex<HashMap<usize, EventEntry>>,
     /// Registered host memory by its first address.
-    pub(crate) registered: Mutex<BTreeMap<u64, hal_core::RegisteredHost>>,
+    pub(crate) registered: Mutex<BTreeMap<u64, hal_core::kit::RegisteredHost>>,
     /// Handles opened with `cuIpcOpenMemHandle_v2`, by their 64 bytes and
     /// the device whose context opened them.
     pub(crate) opened: Mutex<HashMap<([u8; 64], u32), Opened>>,
@@ -300,10 +300,10 @@ impl Driver {
         let range = reg.range();
         // SAFETY: the caller of `cuMemHostRegister` keeps the range mapped
         // while it is registered and until the work queued on it ran.
-        let view = unsafe { hal_core::os::HostRange::new(range.ptr(), range.len()) }
+        let view = unsafe { hal_core::kit::os::HostRange::new(range.ptr(), range.len()) }
             .map_err(|_| cuda::INVALID_VALUE)?;
         Ok(Found {
-            alloc: Mem::Registered(hal_core::RegisteredHost::new(
+            alloc: Mem::Registered(hal_core::kit::RegisteredHost::new(
                 view,
                 hal_core::Memory::addr(reg),
                 |_| {},

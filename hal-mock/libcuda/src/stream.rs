@@ -4,7 +4,7 @@ use std::ffi::{c_uchar, c_uint, c_void};
 use std::sync::Arc;
 
 use cudarc::driver::sys::{CUdeviceptr, CUresult, CUstream, CUstream_st};
-use hal_core::vendor::{cuda, Code};
+use hal_core::kit::vendor::{cuda, Code};
 use hal_core::Device;
 use hal_mock::MockStream;
 
@@ -79,7 +79,7 @@ pub unsafe extern "C" fn cuStreamDestroy_v2(h_stream: CUstream) -> CUresult {
         if matches!(device.query_stream(&entry.stream), Ok(false)) {
             // Where no thread can be started, the stream drops here: the
             // simulator runs its queued work and abandons waits.
-            let _ = hal_core::os::thread::spawn("standin-destroyed-stream", move || {
+            let _ = hal_core::kit::os::thread::spawn("standin-destroyed-stream", move || {
                 let device = &d.devices[entry.ordinal as usize].device;
                 let _ = device.synchronize(&entry.stream, None);
                 drop(entry);

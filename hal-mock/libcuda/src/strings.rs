@@ -6,7 +6,7 @@ use std::ffi::{c_char, c_uint, CStr, CString};
 use std::sync::OnceLock;
 
 use cudarc::driver::sys::CUresult;
-use hal_core::vendor::cuda;
+use hal_core::kit::vendor::cuda;
 
 use crate::abi::{guard, put};
 use crate::error::VARIANTS;

@@ -37,7 +37,7 @@
 
 use std::sync::OnceLock;
 
-use hal_core::vendor::{cuda, Code};
+use hal_core::kit::vendor::{cuda, Code};
 
 /// The variable that says an IMEX daemon serves fabric handles.
 pub const IMEX_VAR: &str = "HAL_MOCK_LIBCUDA_IMEX";

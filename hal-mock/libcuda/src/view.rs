@@ -9,8 +9,8 @@
 //! same length, and finds the simulator's memory by that address; any
 //! host access through it faults, in CI as on a GPU.
 
-use hal_core::os::SharedMap;
-use hal_core::vendor::{cuda, Code};
+use hal_core::kit::os::SharedMap;
+use hal_core::kit::vendor::{cuda, Code};
 
 /// A `PROT_NONE` address range standing for device memory; unmapped on drop.
 pub(crate) struct NoAccess(SharedMap);

@@ -2,7 +2,7 @@
 //! environment overrides, then `CUDA_VISIBLE_DEVICES` read as the driver
 //! reads it.
 
-use hal_core::vendor::{cuda, Code};
+use hal_core::kit::vendor::{cuda, Code};
 use hal_mock::Profile;
 
 /// The CUDA-like profile with `HAL_MOCK_DEVICES` / `HAL_MOCK_VISIBLE_DEVICES`

@@ -39,8 +39,8 @@ use std::os::fd::{AsFd, BorrowedFd, IntoRawFd};
 use std::sync::Arc;
 
 use cudarc::driver::sys::{CUdeviceptr, CUmemGenericAllocationHandle, CUresult};
-use hal_core::vendor::cuda;
-use hal_core::vendor::Code;
+use hal_core::kit::vendor::cuda;
+use hal_core::kit::vendor::Code;
 use hal_core::{
     Access, AccessGrant, Granularity, PhysicalDesc, PhysicalLocation, Reservation, ShareableHandle,
     Vmm,
@@ -388,7 +388,7 @@ pub unsafe extern "C" fn cuMemExportToShareableHandle(
                 // The lowest free number, as the driver's own descriptors.
                 let fd = sim(phys
                     .dup_fd()
-                    .and_then(|f| hal_core::os::dup_lowest(f.as_fd())))?
+                    .and_then(|f| hal_core::kit::os::dup_lowest(f.as_fd())))?
                 .into_raw_fd();
                 // SAFETY: not null, and valid for a write of an `int` (the
                 // caller's contract for a POSIX descriptor handle).
@@ -421,7 +421,7 @@ pub unsafe extern "C" fn cuMemImportFromShareableHandle(
         // SAFETY: the caller's contract: `os_handle` is an open descriptor
         // for the duration of the call; it is only duplicated here.
         let fd = unsafe { BorrowedFd::borrow_raw(raw) };
-        let own = hal_core::os::dup(fd).map_err(|_| cuda::INVALID_VALUE)?;
+        let own = hal_core::kit::os::dup(fd).map_err(|_| cuda::INVALID_VALUE)?;
         let phys = sim(d.devices[ordinal as usize].device.adopt_physical_fd(own))?;
         let table = vmm();
         let h = table.new_handle();

@@ -22,7 +22,7 @@ fn every_listed_symbol_resolves_and_nothing_else_is_a_driver_symbol() {
         let s = unsafe { lib.get::<*const c_void>(*name) };
         assert!(s.is_ok(), "{name} is not exported");
         assert!(
-            hal_core::vendor::cuda::entry::ALL.contains(name),
+            hal_core::kit::vendor::cuda::entry::ALL.contains(name),
             "{name} is not a driver entry point"
         );
     }

@@ -4,8 +4,9 @@
 
 use std::sync::OnceLock;
 
-use hal_core::os::{self, HostRange};
-use hal_core::{Capabilities, RegisteredHost, Result};
+use hal_core::kit::os::{self, HostRange};
+use hal_core::kit::RegisteredHost;
+use hal_core::{Capabilities, Result};
 
 use crate::device::MockDevice;
 use crate::fault::FaultOp;

@@ -4,9 +4,9 @@
 use std::os::fd::AsFd;
 use std::sync::{Arc, OnceLock, Weak};
 
-use hal_core::export::{take_sealed, Expect};
 use hal_core::handle::wire::MAX_PIDS;
-use hal_core::os::{self, Prot, SharedMap};
+use hal_core::kit::export::{take_sealed, Expect};
+use hal_core::kit::os::{self, Prot, SharedMap};
 use hal_core::{
     AllocDesc, ByteRange, Capabilities, Error, ExportOptions, Exported, Handle, HandleError,
     HandleFlags, HandleKind, HugePages, ImportOptions, ImportPlacement, Location, Result,

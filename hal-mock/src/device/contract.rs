@@ -27,7 +27,7 @@ impl Device for MockDevice {
     type Stream = MockStream;
     type Event = MockEvent;
     type Notify = MockNotify;
-    type HostRegistration = hal_core::RegisteredHost;
+    type HostRegistration = hal_core::kit::RegisteredHost;
 
     fn info(&self) -> &DeviceInfo {
         &self.info
@@ -39,7 +39,11 @@ impl Device for MockDevice {
         self.sim_adopt_memory(addr, len)
     }
 
-    unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<hal_core::RegisteredHost> {
+    unsafe fn register_host(
+        &self,
+        ptr: *mut u8,
+        len: u64,
+    ) -> Result<hal_core::kit::RegisteredHost> {
         // SAFETY: the caller gives `register_host`'s promise.
         unsafe { self.sim_register_host(ptr, len) }
     }

@@ -16,8 +16,8 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
 use hal_core::exchange::Taken;
-use hal_core::export::{self, check_fd_count, HandleSpec};
-use hal_core::os;
+use hal_core::kit::export::{self, check_fd_count, HandleSpec};
+use hal_core::kit::os;
 use hal_core::{
     Capabilities, DeviceInfo, Error, ExportOptions, Exported, Handle, HandleFlags, HandleKind,
     ImportOptions, Importers, Location, Result, SharedHandle,

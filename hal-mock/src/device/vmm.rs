@@ -3,7 +3,7 @@
 
 use std::os::fd::{AsFd, OwnedFd};
 
-use hal_core::os;
+use hal_core::kit::os;
 use hal_core::vmm::{check_grants, fabric_or_posix};
 use hal_core::{
     Access, AccessGrant, AccessTarget, Capabilities, Error, ExportOptions, Exported, Granularity,

@@ -14,7 +14,7 @@ use std::os::unix::fs::FileExt;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use hal::os::{self, Prot, SharedMap};
+use hal::kit::os::{self, Prot, SharedMap};
 use nix::fcntl::OFlag;
 use nix::sys::socket::{self, AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType};
 use nix::sys::stat::Mode;

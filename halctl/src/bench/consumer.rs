@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use hal::channel::{Publisher, Subscriber};
 use hal::dynamic::{DynBackend, DynDevice, DynMapping, DynNotify};
 use hal::group::{Group, GroupOptions};
-use hal::os::{self, Prot, SharedMap};
+use hal::kit::os::{self, Prot, SharedMap};
 use hal::registry::Registry;
 use hal::{
     AllocDesc, Capabilities, ExportOptions, Exported, Handle, ImportOptions, Importers,

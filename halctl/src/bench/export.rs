@@ -25,9 +25,10 @@ impl Bench<'_> {
             for step in 0..2 {
                 if (i + step) % 2 == 0 {
                     let t0 = Instant::now();
-                    let fd = hal::os::memfd("halctl-bench-raw", REGION, None)
+                    let fd = hal::kit::os::memfd("halctl-bench-raw", REGION, None)
                         .and_then(|fd| {
-                            hal::os::add_seals(fd.as_fd(), hal::os::EXPORT_SEALS).map(|()| fd)
+                            hal::kit::os::add_seals(fd.as_fd(), hal::kit::os::EXPORT_SEALS)
+                                .map(|()| fd)
                         })
                         .ctx("raw memfd")?;
                     let dt = ns(t0.elapsed());

@@ -10,7 +10,7 @@ pub(super) struct Rng(u64);
 
 impl Rng {
     pub(super) fn new() -> Rng {
-        let seed = u64::from_le_bytes(hal::os::random_id()[..8].try_into().unwrap_or([7; 8]));
+        let seed = u64::from_le_bytes(hal::kit::os::random_id()[..8].try_into().unwrap_or([7; 8]));
         Rng(seed | 1)
     }
 

@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use hal::os::{self, Prot, SharedMap};
+use hal::kit::os::{self, Prot, SharedMap};
 
 use crate::fail::{CmdResult, Context, Fail};
 

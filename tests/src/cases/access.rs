@@ -1,8 +1,9 @@
 //! Who may import: pid allow-lists and the id an importer is listed under
 //! (checked in real child processes), and peer access between devices.
 
+use hal_core::kit::os;
 use hal_core::{
-    os, AllocDesc, Backend, Capabilities as C, Device, ExportOptions, HandleFlags, ImportOptions,
+    AllocDesc, Backend, Capabilities as C, Device, ExportOptions, HandleFlags, ImportOptions,
     Importers, Memory, Notify, PidKind, SharedHandle, WaitOptions,
 };
 

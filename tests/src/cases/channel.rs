@@ -24,12 +24,16 @@ fn unique(tag: &str) -> String {
     format!(
         "conformance-{tag}-{}-{:x}",
         std::process::id(),
-        u64::from_le_bytes(hal_core::os::random_id()[..8].try_into().expect("8 bytes"))
+        u64::from_le_bytes(
+            hal_core::kit::os::random_id()[..8]
+                .try_into()
+                .expect("8 bytes")
+        )
     )
 }
 
 fn control_file(name: &str) -> std::path::PathBuf {
-    hal_core::os::private_path("channel", name).expect("a channel name")
+    hal_core::kit::os::private_path("channel", name).expect("a channel name")
 }
 
 /// The bytes of sample `seq`: `len` bytes derived from it.

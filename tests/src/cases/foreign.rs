@@ -4,7 +4,7 @@
 
 use std::os::fd::AsFd;
 
-use hal_core::os::{self, Prot, SharedMap};
+use hal_core::kit::os::{self, Prot, SharedMap};
 use hal_core::{
     Allocation, Backend, Capabilities as C, Device, Error, ImportOptions, Location, Memory,
 };

@@ -96,8 +96,8 @@ fn synthetic(backend: BackendId, uuid: [u8; 16]) -> Handle {
         address: 0,
         creator_pid: std::process::id(),
         creator_start: 0,
-        creator_pid_ns: hal_core::os::pid_namespace(),
-        object_id: hal_core::os::random_id(),
+        creator_pid_ns: hal_core::kit::os::pid_namespace(),
+        object_id: hal_core::kit::os::random_id(),
         flags: hal_core::HandleFlags::default(),
         pid_kind: hal_core::PidKind::Os,
         allowed_pids: Vec::new(),
@@ -339,7 +339,7 @@ pub fn handle_forged_refused<B: Backend>(s: &Suite<B>) {
         }
     }
     let mut unknown = ex.handle().clone();
-    unknown.object_id = hal_core::os::random_id();
+    unknown.object_id = hal_core::kit::os::random_id();
     let _ = must_fail(
         dev.import_memory(SharedHandle::from(unknown), &opts),
         "a handle text with an object id the exporter never made",

@@ -4,7 +4,7 @@
 
 use std::os::fd::AsFd;
 
-use hal_core::os::{self, Prot, SharedMap};
+use hal_core::kit::os::{self, Prot, SharedMap};
 use hal_core::{Backend, Capabilities as C, Device, MemRef, Notify};
 
 use super::sync::{block_stream, stream_model, StreamModel};

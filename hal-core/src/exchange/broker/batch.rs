@@ -21,8 +21,8 @@ use crate::exchange::limits::dropped_descriptors;
 use crate::exchange::peer::PeerCred;
 use crate::exchange::sys;
 use crate::handle::Handle;
+use crate::kit::os;
 use crate::lease::LeaseTicket;
-use crate::os;
 
 /// Fetch the descriptors of every handle in `handles`, all served by the
 /// broker `name`, each with `counts[i]` descriptors: one request per

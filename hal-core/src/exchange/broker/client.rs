@@ -17,8 +17,8 @@ use crate::exchange::limits::{dropped_descriptors, BROKER_TIMEOUT, MAX_FDS};
 use crate::exchange::peer::PeerCred;
 use crate::exchange::sys;
 use crate::handle::Handle;
+use crate::kit::os;
 use crate::lease::LeaseTicket;
-use crate::os;
 
 /// What an importer gets from a broker: descriptors and a lease ticket.
 #[derive(Debug)]

@@ -15,9 +15,9 @@ use super::registry::Table;
 use crate::error::Error;
 use crate::exchange::limits::MAX_FDS;
 use crate::exchange::peer::PeerCred;
+use crate::kit::lock::lock;
+use crate::kit::os;
 use crate::lease::{LeaseTable, LeaseTicket};
-use crate::lock::lock;
-use crate::os;
 
 /// What the broker answers to one request.
 #[derive(Debug)]

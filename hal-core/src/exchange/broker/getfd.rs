@@ -33,8 +33,8 @@ use std::sync::Mutex;
 use super::located::{identity, Located};
 use super::pool::Pooled;
 use crate::handle::Handle;
-use crate::lock::lock;
-use crate::os;
+use crate::kit::lock::lock;
+use crate::kit::os;
 
 /// The environment variable that turns the `pidfd_getfd` path on (`1`).
 pub const ENV: &str = "HAL_PIDFD_GETFD";

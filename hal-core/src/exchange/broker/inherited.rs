@@ -119,7 +119,7 @@ mod tests {
 
     #[test]
     fn a_held_descriptor_is_listed_until_it_is_dropped() {
-        let fd = crate::os::memfd("hal-inherited-test", 4096, None).unwrap();
+        let fd = crate::kit::os::memfd("hal-inherited-test", 4096, None).unwrap();
         let raw = fd.as_raw_fd();
         let held = ListedFd::new(fd);
         assert!(held.listed());

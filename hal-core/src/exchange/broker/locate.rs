@@ -17,8 +17,8 @@ use crate::error::{Error, HandleError, Result};
 use crate::exchange::limits::{dropped_descriptors, MAX_FDS};
 use crate::exchange::sys;
 use crate::handle::Handle;
+use crate::kit::os;
 use crate::lease::LeaseTicket;
-use crate::os;
 
 /// Fetch the `count` descriptors of `handle` (and a lease, when the export
 /// counts importers) from the broker `name`: by `pidfd_getfd` when that

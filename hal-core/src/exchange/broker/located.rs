@@ -8,7 +8,7 @@
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
-use crate::os;
+use crate::kit::os;
 
 /// Length of one descriptor's location on the wire: its number (`u32`),
 /// four zero bytes, `st_dev` (`u64`), `st_ino` (`u64`), little-endian.

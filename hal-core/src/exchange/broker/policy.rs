@@ -4,7 +4,7 @@
 use std::sync::OnceLock;
 
 use crate::handle::{Handle, PidKind};
-use crate::os;
+use crate::kit::os;
 
 /// Who may fetch an export's descriptors.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -442,7 +442,7 @@ pub(crate) fn parse_reply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::os;
+    use crate::kit::os;
 
     #[test]
     fn request_round_trip_and_garbage() {

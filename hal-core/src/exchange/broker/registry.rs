@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex, Once};
 
 use super::policy::Policy;
 use crate::handle::Handle;
+use crate::kit::lock::lock;
+use crate::kit::os;
 use crate::lease::LeaseTable;
-use crate::lock::lock;
-use crate::os;
 
 pub(super) struct Entry {
     pub(super) serial: u64,
@@ -22,7 +22,7 @@ pub(super) struct Entry {
 
 /// The registrations by object id. It stays consistent even if a holder
 /// panicked (every update is a single insert, remove or field store), so it
-/// is locked with [`crate::lock::lock`].
+/// is locked with [`crate::kit::lock::lock`].
 pub(super) type Table = Mutex<HashMap<[u8; 16], Vec<Entry>>>;
 
 /// This process's broker.

@@ -125,7 +125,7 @@ pub(super) fn spawn_workers(listener: OwnedFd, table: Arc<Table>, pid: u32) -> R
             conns: HashMap::new(),
             next_token: 0,
         };
-        let spawned = crate::os::thread::spawn("hal-broker", move || worker.run());
+        let spawned = crate::kit::os::thread::spawn("hal-broker", move || worker.run());
         match spawned {
             Ok(_) => started += 1,
             Err(e) if started == 0 => {

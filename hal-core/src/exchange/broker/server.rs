@@ -12,9 +12,9 @@ use super::policy::Policy;
 use super::registry::{Broker, Entry, Registration, Table, BROKER, FORK_HOOK, LISTENER_FD, SERIAL};
 use super::serve;
 use crate::error::{Error, Result};
+use crate::kit::lock::lock;
+use crate::kit::os;
 use crate::lease::LeaseTable;
-use crate::lock::lock;
-use crate::os;
 
 /// Register `fds` under `object_id` with this process's broker, starting it
 /// on first use (and again in a forked child).

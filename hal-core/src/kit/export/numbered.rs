@@ -25,7 +25,7 @@ use std::sync::OnceLock;
 use super::envelope::{self, broker_suffix, EnvelopeRef};
 use super::Exported;
 use crate::error::{Error, Result};
-use crate::os;
+use crate::kit::os;
 use crate::types::BackendId;
 
 /// The first 8 bytes of the object id of a numbered envelope.

@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use std::path::Path;
-//! use hal_core::needs::{self, EntryGroup, Why};
+//! use hal_core::kit::needs::{self, EntryGroup, Why};
 //! use hal_core::Capabilities;
 //!
 //! const GROUPS: &[EntryGroup] = &[EntryGroup {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::device::Memory;
 use crate::error::Result;
-use crate::os::HostRange;
+use crate::kit::os::HostRange;
 use crate::types::Location;
 
 /// What a backend does when a registration ends (`cuMemHostUnregister`).
@@ -97,12 +97,12 @@ impl Memory for RegisteredHost {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::os::{Prot, SharedMap};
+    use crate::kit::os::{Prot, SharedMap};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[test]
     fn dropping_unregisters_once() {
-        let page = crate::os::page_size();
+        let page = crate::kit::os::page_size();
         let map = SharedMap::reserve(page, None).unwrap();
         map.protect(0, page, Prot::ReadWrite).unwrap();
         // SAFETY: `map` outlives the registration.

@@ -334,7 +334,7 @@ impl SharedMap {
         call: impl FnOnce(*mut u8) -> bool,
     ) -> Result<()> {
         self.check_sub(offset, len)?;
-        let mut pieces = crate::lock::write(&self.prot);
+        let mut pieces = crate::kit::lock::write(&self.prot);
         if self.pinned.load(Ordering::Acquire) {
             return Err(Error::invalid(
                 "the mapping has handed out atomic references, so its protection can no \
@@ -369,7 +369,7 @@ impl SharedMap {
         what: &str,
     ) -> Result<RwLockReadGuard<'_, Pieces>> {
         self.check_sub(offset, len)?;
-        let pieces = crate::lock::read(&self.prot);
+        let pieces = crate::kit::lock::read(&self.prot);
         let start = offset as usize;
         if len > 0 && !pieces.allow(start, start + len as usize, want) {
             return Err(Error::PermissionDenied {
@@ -387,7 +387,7 @@ impl SharedMap {
     /// The protection of the byte at `offset` (`None` when out of bounds).
     pub fn protection_at(&self, offset: u64) -> Option<Prot> {
         let at = usize::try_from(offset).ok().filter(|&o| o < self.len)?;
-        let pieces = crate::lock::read(&self.prot);
+        let pieces = crate::kit::lock::read(&self.prot);
         Some(pieces.0[pieces.index_of(at)].1)
     }
 
@@ -572,7 +572,7 @@ mod tests {
 
     #[test]
     fn aligned_mappings_hold_the_descriptor() {
-        let fd = crate::os::memfd("aligned-map", 8192, None).unwrap();
+        let fd = crate::kit::os::memfd("aligned-map", 8192, None).unwrap();
         let map = SharedMap::map_aligned(fd.as_fd(), 8192, 0, 1 << 21, Prot::ReadWrite).unwrap();
         assert_eq!(map.as_ptr() as usize % (1 << 21), 0);
         map.write(8190, b"hi").unwrap();

@@ -13,7 +13,7 @@
 //! the vendor, so an idle answer covers everything the list holds.
 //!
 //! ```
-//! use hal_core::queued::Held;
+//! use hal_core::kit::queued::Held;
 //!
 //! let held = Held::default();
 //! {
@@ -28,7 +28,7 @@
 //! assert!(held.is_empty());
 //! ```
 
-use crate::lock::lock;
+use crate::kit::lock::lock;
 use std::any::Any;
 use std::sync::{Mutex, MutexGuard};
 

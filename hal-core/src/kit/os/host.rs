@@ -4,7 +4,7 @@
 
 use crate::bounds::check_bounds;
 use crate::error::{Error, Result};
-use crate::lock::lock;
+use crate::kit::lock::lock;
 
 /// A page-aligned range of host memory mapped by someone else (a
 /// PostgreSQL dynamic shared memory segment, a framework's buffer), copied
@@ -155,11 +155,11 @@ pub fn is_mapped(addr: u64, len: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::os::{Prot, SharedMap};
+    use crate::kit::os::{Prot, SharedMap};
 
     #[test]
     fn a_mapped_range_is_read_and_written_and_others_are_refused() {
-        let page = crate::os::page_size();
+        let page = crate::kit::os::page_size();
         let map = SharedMap::reserve(2 * page, None).unwrap();
         map.protect(0, 2 * page, Prot::ReadWrite).unwrap();
         // SAFETY: `map` outlives `range` in this test.

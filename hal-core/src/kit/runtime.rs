@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use std::path::PathBuf;
-//! use hal_core::runtime::{self, Failure};
+//! use hal_core::kit::runtime::{self, Failure};
 //! use hal_core::Availability;
 //!
 //! let path = PathBuf::from("/opt/example/libexample.so.1");
@@ -22,7 +22,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::os::library::NotLoaded;
+use crate::kit::os::library::NotLoaded;
 use crate::types::Availability;
 
 /// Why a vendor runtime cannot be used.
@@ -84,7 +84,7 @@ pub fn availability(path: &Path, count: Result<u32>, none: &str) -> Availability
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::os::library::RuntimeLibrary;
+    use crate::kit::os::library::RuntimeLibrary;
 
     #[test]
     fn a_counted_runtime_is_available_only_with_a_device() {
@@ -118,7 +118,7 @@ mod tests {
                 signature: "tInit",
                 kind: "a test runtime",
             },
-            named: crate::os::library::Named::Search,
+            named: crate::kit::os::library::Named::Search,
             tried: vec![(PathBuf::from("/a/libt.so"), "no such file".into())],
         });
         let init = Failure::Init {

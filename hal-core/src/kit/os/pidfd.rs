@@ -66,14 +66,14 @@ mod tests {
 
     #[test]
     fn a_descriptor_of_this_process_is_taken_through_its_pidfd() {
-        let me = pidfd_open(crate::os::pid()).unwrap();
+        let me = pidfd_open(crate::kit::os::pid()).unwrap();
         assert!(pidfd_alive(me.as_fd()));
-        let file = crate::os::memfd("hal-pidfd-test", 4096, None).unwrap();
+        let file = crate::kit::os::memfd("hal-pidfd-test", 4096, None).unwrap();
         // Root, or a process taking its own descriptor: ptrace access holds.
         let copy = pidfd_getfd(me.as_fd(), file.as_raw_fd() as u32).unwrap();
         let (a, b) = (
-            crate::os::fstat(file.as_fd()).unwrap(),
-            crate::os::fstat(copy.as_fd()).unwrap(),
+            crate::kit::os::fstat(file.as_fd()).unwrap(),
+            crate::kit::os::fstat(copy.as_fd()).unwrap(),
         );
         assert_eq!((a.st_dev, a.st_ino), (b.st_dev, b.st_ino));
         assert_ne!(copy.as_raw_fd(), file.as_raw_fd());
@@ -108,16 +108,16 @@ mod tests {
         // reads, and asking whether number 0 is open, read no memory.
         let zero_free = unsafe { libc::close(0) == 0 && libc::fcntl(0, libc::F_GETFD) == -1 };
         println!("@pidfd@ zero-free {zero_free}");
-        let me = pidfd_open(crate::os::pid());
+        let me = pidfd_open(crate::kit::os::pid());
         println!(
             "@pidfd@ open {:?}",
             me.as_ref().map(|fd| fd.as_raw_fd()).map_err(|e| e.kind())
         );
         let Ok(me) = me else { return };
-        let file = crate::os::memfd("hal-pidfd-zero", 4096, None).unwrap();
+        let file = crate::kit::os::memfd("hal-pidfd-zero", 4096, None).unwrap();
         // Hold the pidfd under another number and free 0 again, so that the
         // copy pidfd_getfd makes is the one numbered 0.
-        let held = crate::os::dup(me.as_fd()).unwrap();
+        let held = crate::kit::os::dup(me.as_fd()).unwrap();
         drop(me);
         let copy = pidfd_getfd(held.as_fd(), file.as_raw_fd() as u32);
         println!(
@@ -133,7 +133,7 @@ mod tests {
             descriptors_numbered_zero();
             return;
         }
-        let lines = crate::os::child_test_lines(
+        let lines = crate::kit::os::child_test_lines(
             "os::pidfd::tests::a_descriptor_numbered_zero_is_no_failure",
             ROLE,
             "@pidfd@ ",

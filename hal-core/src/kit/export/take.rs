@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use crate::error::{Error, HandleError, Result};
 use crate::exchange::{self, Lease, Taken};
 use crate::handle::SharedHandle;
-use crate::os;
+use crate::kit::os;
 
 /// What an import requires of the sealed descriptors it takes (see
 /// [`take_sealed`]).
@@ -51,10 +51,10 @@ pub struct Sealed<const N: usize> {
 /// [`exchange::take_fds`] come as they are.
 ///
 /// ```
-/// use hal_core::export::{take_sealed, Expect, SealedMemfd};
+/// use hal_core::kit::export::{take_sealed, Expect, SealedMemfd};
 /// use hal_core::{Exported, SharedHandle};
 ///
-/// # let mut handle = hal_core::export::new_handle(&hal_core::export::HandleSpec {
+/// # let mut handle = hal_core::kit::export::new_handle(&hal_core::kit::export::HandleSpec {
 /// #     kind: hal_core::HandleKind::Notify, backend: hal_core::BackendId::CpuShm, device: 0,
 /// #     device_uuid: [0; 16], location: hal_core::Location::Host, default_allow_list: false,
 /// # }, &Default::default())?;
@@ -158,7 +158,7 @@ mod tests {
     }
 
     fn sealed(len: u64) -> OwnedFd {
-        crate::export::sealed_memfd("take-test", len, os::EXPORT_SEALS).unwrap()
+        crate::kit::export::sealed_memfd("take-test", len, os::EXPORT_SEALS).unwrap()
     }
 
     fn descriptors_error(r: Result<impl std::fmt::Debug>) -> String {
@@ -202,7 +202,7 @@ mod tests {
         let mut shared = attached(vec![sealed(4096)]);
         let msg = descriptors_error(take_sealed::<1>(&mut shared, &expect(4096, true)));
         assert!(msg.contains("F_SEAL_FUTURE_WRITE"), "{msg}");
-        let fd = crate::export::sealed_memfd("take-test", 4096, os::SIZE_SEALS).unwrap();
+        let fd = crate::kit::export::sealed_memfd("take-test", 4096, os::SIZE_SEALS).unwrap();
         os::seal_for_export(fd.as_fd(), true).unwrap();
         let mut shared = attached(vec![fd]);
         take_sealed::<1>(&mut shared, &expect(4096, true)).unwrap();

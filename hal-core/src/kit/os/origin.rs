@@ -18,7 +18,7 @@
 //! postmaster that forks before touching hal pays nothing.
 //!
 //! ```
-//! let origin = hal_core::os::Origin::here();
+//! let origin = hal_core::kit::os::Origin::here();
 //! assert!(origin.check("an example object").is_ok());
 //! assert!(!origin.forked());
 //! ```

@@ -36,9 +36,9 @@ use std::time::Duration;
 
 use crate::error::{Error, HandleError, Result};
 use crate::exchange::Lease;
-use crate::export::{take_sealed, Expect, SealedMemfd};
 use crate::handle::SharedHandle;
-use crate::os;
+use crate::kit::export::{take_sealed, Expect, SealedMemfd};
+use crate::kit::os;
 use crate::types::WaitOptions;
 use crate::wait::spin_then_sleep;
 
@@ -78,7 +78,7 @@ pub struct SyncPage {
     /// The process that made or imported the page: a child forked from
     /// it is refused every word (the events and notifies on the page are
     /// its parent's).
-    origin: crate::os::Origin,
+    origin: crate::kit::os::Origin,
 }
 
 impl SyncPage {
@@ -364,7 +364,7 @@ impl From<SealedMemfd> for SyncPage {
             mem,
             max_sleep: None,
             _lease: None,
-            origin: crate::os::Origin::here(),
+            origin: crate::kit::os::Origin::here(),
         }
     }
 }
@@ -467,7 +467,8 @@ mod tests {
             "a test page",
         ));
         // A forged page: sealed, the right size, zero words.
-        let forged = crate::export::sealed_memfd("forged", PAGE_LEN, os::EXPORT_SEALS).unwrap();
+        let forged =
+            crate::kit::export::sealed_memfd("forged", PAGE_LEN, os::EXPORT_SEALS).unwrap();
         descriptors(SyncPage::open(forged, TEST, "a test page"));
     }
 

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::exchange::broker::{self, Policy, Registration};
 use crate::exchange::MAX_FDS;
-use crate::export::handle::check_pid_count;
 use crate::handle::{FdSource, Handle, HandleFlags, SharedHandle};
+use crate::kit::export::handle::check_pid_count;
+use crate::kit::os;
 use crate::lease::LeaseTable;
-use crate::os;
 use crate::types::{BackendId, Importers};
 
 /// An exported resource: its [`Handle`], the descriptors that go with it, and
@@ -28,7 +28,8 @@ use crate::types::{BackendId, Importers};
 /// ```compile_fail
 /// #![deny(unused_must_use)]
 /// # fn main() -> hal_core::Result<()> {
-/// # use hal_core::{os, BackendId, Exported, FdSource, Handle, HandleFlags, HandleKind};
+/// # use hal_core::{BackendId, Exported, FdSource, Handle, HandleFlags, HandleKind};
+/// # use hal_core::kit::{os};
 /// # use hal_core::{Location, PidKind};
 /// # let (pid, start) = os::self_identity();
 /// # let handle = Handle {
@@ -45,7 +46,8 @@ use crate::types::{BackendId, Importers};
 /// ```
 ///
 /// ```
-/// use hal_core::{os, BackendId, Exported, FdSource, Handle, HandleFlags, HandleKind};
+/// use hal_core::{BackendId, Exported, FdSource, Handle, HandleFlags, HandleKind};
+/// use hal_core::kit::{os};
 /// use hal_core::{Importers, Location, PidKind};
 ///
 /// let (pid, start) = os::self_identity();

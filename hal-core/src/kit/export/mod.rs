@@ -12,7 +12,7 @@
 //!   handle taken and their seals checked before anything maps them.
 //!
 //! The shared page of an event or a notify built on these is
-//! [`syncpage`](crate::syncpage).
+//! [`syncpage`](crate::kit::syncpage).
 
 pub mod envelope;
 mod exported;

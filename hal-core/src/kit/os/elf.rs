@@ -8,7 +8,7 @@
 //! dynamic loader, whose own message says what is wrong with it.
 //!
 //! ```
-//! use hal_core::os::elf;
+//! use hal_core::kit::os::elf;
 //!
 //! let text = std::env::temp_dir().join(format!("hal-elf-doc-{}", std::process::id()));
 //! std::fs::write(&text, "not a library\n")?;

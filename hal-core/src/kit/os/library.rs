@@ -19,7 +19,7 @@
 //!
 //! ```
 //! use std::path::PathBuf;
-//! use hal_core::os::library::{Named, RuntimeLibrary};
+//! use hal_core::kit::os::library::{Named, RuntimeLibrary};
 //!
 //! static LIBRARY: RuntimeLibrary = RuntimeLibrary {
 //!     what: "the example runtime library",

@@ -55,7 +55,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!(
             "hal-flock-{}-{:x}",
             std::process::id(),
-            u128::from_le_bytes(crate::os::random_id())
+            u128::from_le_bytes(crate::kit::os::random_id())
         ));
         std::fs::create_dir(&dir).unwrap();
         dir

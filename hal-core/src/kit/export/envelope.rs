@@ -17,9 +17,9 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::FileExt as _;
 
 use crate::error::{Error, Result};
-use crate::export::{new_handle, Exported, HandleSpec};
 use crate::handle::{FdSource, Handle, HandleFlags, HandleKind, PidKind, SharedHandle};
-use crate::os;
+use crate::kit::export::{new_handle, Exported, HandleSpec};
+use crate::kit::os;
 use crate::types::{BackendId, ExportOptions, Importers, Location};
 
 /// The most bytes an envelope holds (a handle's text is far shorter).

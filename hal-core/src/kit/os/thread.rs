@@ -18,7 +18,7 @@
 //! thread cancellation and `setxid`) cannot be blocked.
 //!
 //! ```
-//! let t = hal_core::os::thread::spawn("hal-example", || 7).unwrap();
+//! let t = hal_core::kit::os::thread::spawn("hal-example", || 7).unwrap();
 //! assert_eq!(t.join().unwrap(), 7);
 //! ```
 

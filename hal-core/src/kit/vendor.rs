@@ -14,7 +14,7 @@
 //! (`cuda.h`, `acl_base.h`).
 //!
 //! ```
-//! use hal_core::vendor::{acl, cuda};
+//! use hal_core::kit::vendor::{acl, cuda};
 //!
 //! assert_eq!(cuda::INVALID_VALUE.code, 1);
 //! assert_eq!(cuda::name(705), Some("CUDA_ERROR_PEER_ACCESS_NOT_ENABLED"));

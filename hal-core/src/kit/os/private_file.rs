@@ -210,7 +210,7 @@ mod tests {
         format!(
             "test-{tag}-{}-{:x}",
             std::process::id(),
-            u64::from_le_bytes(crate::os::random_id()[..8].try_into().unwrap())
+            u64::from_le_bytes(crate::kit::os::random_id()[..8].try_into().unwrap())
         )
     }
 

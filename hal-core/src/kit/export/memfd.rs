@@ -3,7 +3,7 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use crate::error::Result;
-use crate::os::{self, Prot, SharedMap};
+use crate::kit::os::{self, Prot, SharedMap};
 
 /// A new memfd of `len` bytes named `label` (seen in `/proc/PID/maps`), with
 /// `seals` added: [`os::EXPORT_SEALS`] for an object whose descriptor is
@@ -24,7 +24,7 @@ pub fn sealed_memfd(label: &str, len: u64, seals: i32) -> Result<OwnedFd> {
 /// is refused.
 ///
 /// ```
-/// use hal_core::export::SealedMemfd;
+/// use hal_core::kit::export::SealedMemfd;
 ///
 /// let page = SealedMemfd::create("example", 4096)?;
 /// page.map().write(0, b"hi")?;

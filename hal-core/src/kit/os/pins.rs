@@ -80,7 +80,7 @@ mod tests {
 
     #[test]
     fn a_kept_start_time_is_the_live_processs_and_a_dead_one_is_dropped() {
-        let me = crate::os::pid();
+        let me = crate::kit::os::pid();
         assert_eq!(current_start_time(me), process_start_time(me));
         assert_eq!(current_start_time(me), process_start_time(me), "kept");
         let mut child = std::process::Command::new("true").spawn().unwrap();

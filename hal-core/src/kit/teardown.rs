@@ -32,10 +32,10 @@
 //!
 //! let freed = Arc::new(AtomicBool::new(false));
 //! let f = Arc::clone(&freed);
-//! hal_core::teardown::after_work("example-teardown", move || f.store(true, Ordering::Release));
+//! hal_core::kit::teardown::after_work("example-teardown", move || f.store(true, Ordering::Release));
 //! // Nothing to wait for: done before `after_work` returned.
 //! assert!(freed.load(Ordering::Acquire));
-//! assert_eq!(hal_core::teardown::unfinished(), 0);
+//! assert_eq!(hal_core::kit::teardown::unfinished(), 0);
 //! ```
 
 use std::collections::VecDeque;
@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::lock::{lock, wait_timeout, wait_timeout_while};
+use crate::kit::lock::{lock, wait_timeout, wait_timeout_while};
 use crate::{Error, Result};
 
 /// How long a drop waits for its teardown before it returns and lets the
@@ -123,7 +123,7 @@ struct Queue {
     workers: usize,
     /// The process the workers were started in: a child forked from it
     /// has none of them.
-    origin: Option<crate::os::Origin>,
+    origin: Option<crate::kit::os::Origin>,
 }
 
 impl Pool {
@@ -239,7 +239,7 @@ impl Pool {
         // the job travels in a slot it can be taken back from.
         let slot = Arc::new(Mutex::new(Some(job)));
         let theirs = Arc::clone(&slot);
-        let spawned = crate::os::thread::spawn(WORKER_NAME, move || {
+        let spawned = crate::kit::os::thread::spawn(WORKER_NAME, move || {
             let first = lock(&theirs).take();
             if let Some(first) = first {
                 first();
@@ -249,7 +249,9 @@ impl Pool {
         match spawned {
             Ok(_) => {
                 queue.workers += 1;
-                queue.origin.get_or_insert_with(crate::os::Origin::here);
+                queue
+                    .origin
+                    .get_or_insert_with(crate::kit::os::Origin::here);
                 None
             }
             Err(e) => {

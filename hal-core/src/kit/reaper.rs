@@ -13,7 +13,7 @@
 //! process ends; after [`LATE`] the thread says so once in the log.
 //!
 //! ```
-//! use hal_core::reaper::{defer, pending, Drained};
+//! use hal_core::kit::reaper::{defer, pending, Drained};
 //! use std::sync::atomic::{AtomicBool, Ordering};
 //! use std::sync::Arc;
 //!
@@ -39,7 +39,7 @@ use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
-use crate::lock::{lock, wait};
+use crate::kit::lock::{lock, wait};
 
 /// A dropped stream that finishes its work on its own.
 pub trait Drained: Send + 'static {
@@ -81,7 +81,7 @@ fn reaper() -> &'static Reaper {
 /// (threads do not survive fork) and its parent's dropped streams, whose
 /// vendor context is the parent's: it forgets them and starts its own.
 fn started() -> bool {
-    static STARTED: Mutex<Option<(crate::os::Origin, bool)>> = Mutex::new(None);
+    static STARTED: Mutex<Option<(crate::kit::os::Origin, bool)>> = Mutex::new(None);
     let mut started = lock(&STARTED);
     if let Some((origin, ok)) = *started {
         if !origin.forked() {
@@ -93,10 +93,10 @@ fn started() -> bool {
         }
         r.count.store(0, Ordering::Release);
     }
-    let ok = crate::os::thread::spawn("hal-stream-reaper", run)
+    let ok = crate::kit::os::thread::spawn("hal-stream-reaper", run)
         .map_err(|e| log::warn!("no thread for dropped streams could be started: {e}"))
         .is_ok();
-    *started = Some((crate::os::Origin::here(), ok));
+    *started = Some((crate::kit::os::Origin::here(), ok));
     ok
 }
 

@@ -3,7 +3,7 @@
 use crate::error::{Error, Result};
 use crate::handle::wire::MAX_PIDS;
 use crate::handle::{FdSource, Handle, HandleFlags, HandleKind, PidKind};
-use crate::os;
+use crate::kit::os;
 use crate::types::{BackendId, ExportOptions, Importers, Location};
 
 /// What the backend says of a new handle: the kind, the device it belongs to
@@ -45,7 +45,7 @@ pub struct HandleSpec {
 /// before.
 ///
 /// ```
-/// use hal_core::export::{new_handle, HandleSpec};
+/// use hal_core::kit::export::{new_handle, HandleSpec};
 /// use hal_core::{BackendId, ExportOptions, HandleFlags, HandleKind, Importers, Location};
 ///
 /// let spec = HandleSpec {

@@ -1,0 +1,35 @@
+//! The backend author's kit: what a backend crate builds on and a program
+//! does not need.
+//!
+//! - [`os`]: sealed memfds, shared mappings, futexes, process identity and
+//!   liveness, vendor libraries loaded at run time;
+//! - [`export`]: the export layer of memfd-backed backends (a handle from the
+//!   export options, sealed memfds, checked imports) and
+//!   [`syncpage`], the shared page under their events and notifies;
+//! - [`vendor`]: the vendors' error codes and entry-point names as plain
+//!   data, shared by the real backends and the simulator; [`needs`], the
+//!   entry points each capability needs; [`runtime`], a vendor runtime's
+//!   availability;
+//! - [`queued`], [`reaper`], [`teardown`]: what a vendor stream holds for its
+//!   queued work, and vendor frees that must not run on the caller's thread;
+//! - [`vmm_pieces`]: the vendor-neutral halves of VMM reservations and
+//!   physical allocations; [`RegisteredHost`], registered host memory;
+//! - [`lock`]: locks that a panic elsewhere does not poison.
+//!
+//! The README's *Adding a backend* shows how a new vendor crate uses them.
+
+pub mod export;
+pub(crate) mod import;
+pub mod lock;
+pub mod needs;
+pub mod os;
+pub mod queued;
+pub mod reaper;
+mod registered;
+pub mod runtime;
+pub mod syncpage;
+pub mod teardown;
+pub mod vendor;
+pub mod vmm_pieces;
+
+pub use registered::RegisteredHost;
