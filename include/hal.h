@@ -655,11 +655,11 @@ enum hal_status hal_device_process_id(const struct hal_device *device, uint32_t 
 
 /**
  * Whether the device has the capability labelled `capability`:
- * `host-visible` (allocate `HAL_LOCATION_HOST` and use
+ * `memory-is-host` (allocate `HAL_LOCATION_HOST` and use
  * `hal_memory_host_ptr`), `pid-allow-list` (exports can name their
  * importers' pids), `pid-allow-list-default-on` (an export without pids
  * admits nobody), `ipc-event`, `ipc-notify`, `creator-only-notify-wait`,
- * `managed-memory`, `read-only-export`, `named-regions`, ... (the labels
+ * `managed-memory`, `read-only-export`, `growable`, ... (the labels
  * of `halctl info`). An unknown label is `HAL_ERR_NOT_FOUND`.
  *
  * # Safety

@@ -67,7 +67,7 @@ impl AscendDevice {
 
     /// Refuse host-side work on memory that takes only device-to-device copies.
     fn host_side(&self, mem: MemRef<'_, Self>, what: &str) -> Result<()> {
-        if mem.memory().device_copies_only() {
+        if matches!(mem, MemRef::Mapping(m) if m.device_copies_only()) {
             return Err(Error::unsupported(
                 "ascend",
                 what,
@@ -160,10 +160,6 @@ impl Device for AscendDevice {
 
     /// The thread's current device as `device + 1` (0 is never answered),
     /// `None` when no device was set on this thread.
-    fn current_context(&self) -> Result<Option<u64>> {
-        Ok(Ctx::current(&self.ctx.rt)?.map(|d| d as u64 + 1))
-    }
-
     fn allocate(&self, desc: &AllocDesc) -> Result<AscendAllocation> {
         if desc.size == 0 {
             return Err(Error::invalid("cannot allocate zero bytes"));
@@ -512,5 +508,11 @@ impl hal_core::Vmm for AscendDevice {
         _opts: &ImportOptions,
     ) -> Result<AscendPhysical> {
         self.vmm("import_physical")?.import(shared)
+    }
+}
+
+impl hal_core::testing::ContextProbe for AscendDevice {
+    fn current_context(&self) -> Result<Option<u64>> {
+        Ok(Ctx::current(&self.ctx.rt)?.map(|d| d as u64 + 1))
     }
 }

@@ -6,6 +6,7 @@
 //! misaligned for a huge-page allocation refused; raw keys both ways (hal
 //! to a library that opens keys itself, and back).
 
+use hal_core::DeviceExt;
 mod common;
 
 use hal_core::{Vmm, VmmExt};

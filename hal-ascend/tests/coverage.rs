@@ -1,6 +1,7 @@
 //! Every entry point this backend resolves is exported by the stand-in
 //! and exercised by the backend (the stand-in counts its calls).
 
+use hal_core::DeviceExt;
 mod common;
 
 use hal_core::{Vmm, VmmExt};

@@ -4,6 +4,7 @@
 //! Tests that count the stand-in's calls or read its free memory run alone
 //! in a child, where nothing else uses the process-wide runtime.
 
+use hal_core::testing::ContextProbe;
 mod common;
 
 use common::{backend, role, standin, ROLE};

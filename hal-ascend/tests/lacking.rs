@@ -5,6 +5,7 @@
 //! or hand out an event handle if the backend did not ask first, so every
 //! case requires `Unsupported` of what the capabilities leave out.
 
+use hal_core::DeviceExt;
 mod common;
 
 use hal_core::{Vmm, VmmExt};

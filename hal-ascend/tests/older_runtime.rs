@@ -3,6 +3,7 @@
 //! not offered, the calls that need them are unsupported, and the rest
 //! works (`hal_tests::cases::older_runtime_keeps_plain_memory`).
 
+use hal_core::DeviceExt;
 mod common;
 
 use common::{role, standin, ROLE};

@@ -2,6 +2,8 @@
 //! runtime, through the backend and, where the runtime itself must refuse,
 //! through its entry points.
 
+use hal_core::testing::ContextProbe;
+use hal_core::DeviceExt;
 mod common;
 
 use std::io::{BufRead, BufReader, Write};

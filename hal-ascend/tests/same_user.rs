@@ -2,6 +2,7 @@
 //! allow-list of process ids, not the importer's user, so an export to
 //! "any process of this user" is refused as Unsupported, naming why.
 
+use hal_core::DeviceExt;
 use hal_core::{AllocDesc, Backend, Device, ExportOptions, Importers};
 
 #[test]

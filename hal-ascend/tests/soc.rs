@@ -6,6 +6,7 @@
 //! one warning each. Each case runs in a child of its own, where the
 //! stand-in reads its switches and counts its calls afresh.
 
+use hal_core::DeviceExt;
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -5,6 +5,7 @@
 //! finish, so the other runs in a child.
 
 use hal_core::Backend;
+use hal_core::DeviceExt;
 use hal_core::{Vmm, VmmExt};
 
 mod common;

@@ -2,6 +2,7 @@
 //! and the 64-bit shareable handle across real processes, its pid
 //! allow-list of bare tgids on by default.
 
+use hal_core::DeviceExt;
 mod common;
 
 use hal_core::{Vmm, VmmExt};

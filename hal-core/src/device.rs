@@ -96,15 +96,6 @@ pub trait Memory: Send + Sync {
         false
     }
 
-    /// True when the memory takes only asynchronous device-to-device copies
-    /// ([`Device::copy_async`] between device memory): Ascend memory
-    /// imported onto another device than its own. [`Memory::read`],
-    /// [`Memory::write`], host writes on a stream and memsets are then
-    /// refused with [`Error::Unsupported`].
-    fn device_copies_only(&self) -> bool {
-        false
-    }
-
     /// Copy `dst.len()` bytes starting at `offset` into `dst`.
     fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()>;
 
@@ -225,7 +216,20 @@ pub trait Notify: Send + Sync {
 /// Code written against `Device` runs on every backend. A program gets a
 /// device from its backend ([`Backend::open`]), or from the `hal` facade's
 /// registry when it chooses the backend at run time (then through the
-/// object-safe mirror, [`crate::dynamic`]). Here, on CPU shared memory:
+/// object-safe mirror, [`crate::dynamic`]).
+///
+/// **The thread rule:** every call and every drop may happen on any
+/// thread, and leaves the calling thread's current context (CUDA) or
+/// current device and context (Ascend) as it found it. A backend pushes its
+/// device's context for each vendor call and pops it after, so a framework
+/// sharing the process (PyTorch, a runtime's own CUDA code) never finds its
+/// context changed; resources may be created on one thread and used and
+/// dropped on others. No backend finalizes the vendor runtime
+/// (`aclFinalize`) or resets a device that a framework in the same process
+/// may be using. The conformance suite checks it through
+/// [`ContextProbe`](crate::testing::ContextProbe).
+///
+/// Here, on CPU shared memory:
 ///
 /// ```
 /// use hal_core::{AllocDesc, Backend, Capabilities, Device, Exported, ExportOptions, Handle};
@@ -234,7 +238,7 @@ pub trait Notify: Send + Sync {
 /// /// Put `bytes` in a fresh page of `device` and export it to anyone.
 /// /// The caller keeps both: dropping the export ends it.
 /// fn publish<D: Device>(device: &D, bytes: &[u8]) -> Result<(D::Allocation, Exported)> {
-///     let desc = if device.capabilities().contains(Capabilities::HOST_VISIBLE) {
+///     let desc = if device.capabilities().contains(Capabilities::MEMORY_IS_HOST) {
 ///         AllocDesc::host(4096)
 ///     } else {
 ///         AllocDesc::device(device.info().ordinal, 4096)
@@ -285,11 +289,6 @@ pub trait Device: Send + Sync + 'static {
     /// What the device is and can do.
     fn info(&self) -> &DeviceInfo;
 
-    /// Shorthand for `info().capabilities`.
-    fn capabilities(&self) -> Capabilities {
-        self.info().capabilities
-    }
-
     /// The id the exporter must put on its allow-list for this process to
     /// import from this backend: what an importer sends its exporter to pass
     /// to [`Device::allow_importers`] or [`Importers::Pids`].
@@ -310,23 +309,6 @@ pub trait Device: Send + Sync + 'static {
     /// [`Importers::Pids`]: crate::Importers::Pids
     fn process_id(&self) -> Result<u32> {
         Ok(crate::kit::os::pid())
-    }
-
-    /// The vendor context current on the calling thread, as an opaque id
-    /// (CUDA `cuCtxGetCurrent`, Ascend `aclrtGetCurrentContext`), or `None`
-    /// when none is current or the backend has no contexts (the default).
-    ///
-    /// It exists for the contract's thread rule: **every call and every drop
-    /// may happen on any thread, and leaves the calling thread's current
-    /// context (CUDA) or current device and context (Ascend) as it found
-    /// it.** A backend pushes its device's context for each vendor call and
-    /// pops it after, so a framework sharing the process (PyTorch, a
-    /// runtime's own CUDA code) never finds its context changed; resources
-    /// may be created on one thread and used and dropped on others. No
-    /// backend finalizes the vendor runtime (`aclFinalize`) or resets a
-    /// device that a framework in the same process may be using.
-    fn current_context(&self) -> Result<Option<u64>> {
-        Ok(None)
     }
 
     // --- memory ---------------------------------------------------------
@@ -576,12 +558,6 @@ pub trait Device: Send + Sync + 'static {
     /// Import an event.
     fn import_event(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<Self::Event>;
 
-    /// Create a notify with the default flags: [`Device::create_notify_with`]
-    /// with [`NotifyFlags::default`].
-    fn create_notify(&self) -> Result<Self::Notify> {
-        self.create_notify_with(NotifyFlags::default())
-    }
-
     /// Create a notify with `flags`. A device-only notify
     /// ([`NotifyFlags::device_only`]) needs
     /// [`Capabilities::STREAM_ORDERED_NOTIFY`] ([`Error::Unsupported`]
@@ -621,3 +597,20 @@ pub trait Device: Send + Sync + 'static {
     /// Import a notify.
     fn import_notify(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<Self::Notify>;
 }
+
+/// The conveniences of every [`Device`], implemented for all of them: what
+/// a program calls often and a backend never writes.
+pub trait DeviceExt: Device {
+    /// Shorthand for `info().capabilities`.
+    fn capabilities(&self) -> Capabilities {
+        self.info().capabilities
+    }
+
+    /// Create a notify with the default flags: [`Device::create_notify_with`]
+    /// with [`NotifyFlags::default`].
+    fn create_notify(&self) -> Result<Self::Notify> {
+        self.create_notify_with(NotifyFlags::default())
+    }
+}
+
+impl<D: Device + ?Sized> DeviceExt for D {}

@@ -19,6 +19,7 @@
 //! | 64 + 512·i | 2 | length of chunk i's handle text |
 //! | 66 + 512·i | ≤ 510 | chunk i's handle text |
 
+use crate::device::DeviceExt;
 use std::sync::atomic::{fence, Ordering};
 
 use crate::device::{Allocation, Device, Memory};
@@ -39,7 +40,7 @@ fn header_len(max_chunks: u64, page: u64) -> u64 {
 }
 
 fn header_location<D: Device>(device: &D) -> Location {
-    if device.capabilities().contains(Capabilities::HOST_VISIBLE) {
+    if device.capabilities().contains(Capabilities::MEMORY_IS_HOST) {
         Location::Host
     } else {
         Location::Device(device.info().ordinal)

@@ -9,7 +9,7 @@
 //!
 //! - [`device`]: [`Backend`] and [`Device`], what a vendor runtime and its
 //!   devices do (allocation, export and import of memory, streams, events,
-//!   notifies);
+//!   notifies), with [`DeviceExt`]'s conveniences;
 //! - [`vmm`]: [`Vmm`], virtual memory management (physical allocations,
 //!   reservations, mappings), a separate trait of every device;
 //! - [`types`]: the plain data of options, descriptions and capabilities;
@@ -47,7 +47,8 @@ pub mod vmm;
 pub mod wait;
 
 pub use device::{
-    Allocation, Backend, Device, Event, FreeError, Mapping, MemRef, Memory, Notify, WaitFuture,
+    Allocation, Backend, Device, DeviceExt, Event, FreeError, Mapping, MemRef, Memory, Notify,
+    WaitFuture,
 };
 pub use error::{Error, HandleError, Result, VendorError};
 pub use handle::{FdSource, Handle, HandleFlags, HandleKind, PidKind, SharedHandle};

@@ -75,6 +75,17 @@ pub fn child(entry: &str) -> std::process::Command {
     cmd
 }
 
+/// A test hook of the thread rule ([`Device`](crate::Device)): the vendor
+/// context current on the calling thread, which no call of a backend may
+/// change. Every backend implements it so that the conformance suite can
+/// check the rule; a program has no use for it.
+pub trait ContextProbe {
+    /// The vendor context current on the calling thread, as an opaque id
+    /// (CUDA `cuCtxGetCurrent`, Ascend `aclrtGetCurrentContext`), or `None`
+    /// when none is current or the backend has no contexts.
+    fn current_context(&self) -> crate::Result<Option<u64>>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

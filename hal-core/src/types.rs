@@ -141,29 +141,25 @@ capabilities! {
     PID_ALLOW_LIST = 9, "pid-allow-list";
     /// The pid allow-list is on unless an export turns it off (Ascend's default).
     PID_ALLOW_LIST_DEFAULT_ON = 10, "pid-allow-list-default-on";
-    /// Regions can be created and opened by a string name.
-    NAMED_REGIONS = 11, "named-regions";
     /// An import can be placed at the exporter's address.
     FIXED_ADDRESS_IMPORT = 12, "fixed-address-import";
     /// Events can be queried and timed after import (false on Ascend IPC events).
     IPC_EVENT_QUERY = 13, "ipc-event-query";
-    /// The device's own memory is host memory ([`Location::Host`] is its
-    /// default: CPU shared memory). Host visibility is a property of each
-    /// allocation and mapping, not of the device: a GPU has pinned host,
-    /// managed and device-only memory side by side, and
+    /// The device's memory is host memory: [`Location::Host`] is its own
+    /// kind of allocation, reached through host pointers (CPU shared
+    /// memory; CUDA managed memory shared as host pages). A GPU whose own
+    /// memory is device memory lacks it even where it also offers pinned
+    /// host and managed memory: host visibility is a property of each
+    /// allocation and mapping, and
     /// [`Memory::host_visible`](crate::Memory::host_visible) says which an
     /// allocation is.
-    HOST_VISIBLE = 14, "host-visible";
+    MEMORY_IS_HOST = 14, "memory-is-host";
     /// Read-only exports are enforced by the importer's mapping.
     READ_ONLY_EXPORT = 15, "read-only-export";
     /// A buffer can grow after export and importers follow.
     GROWABLE = 16, "growable";
-    /// NUMA placement hints are honoured.
-    NUMA_PLACEMENT = 17, "numa-placement";
     /// Leases: the exporter can count importers and wait for them.
     LEASES = 18, "leases";
-    /// File-backed regions.
-    FILE_BACKED = 19, "file-backed";
     /// VMM physical allocations can live in host NUMA memory
     /// ([`PhysicalLocation::HostNuma`](crate::PhysicalLocation::HostNuma)) and
     /// be made host-accessible (CUDA's `HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED`).

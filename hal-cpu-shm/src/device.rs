@@ -370,3 +370,10 @@ impl Vmm for CpuDevice {
         CpuPhysical::import(shared, opts)
     }
 }
+
+impl hal_core::testing::ContextProbe for CpuDevice {
+    /// The host has no vendor contexts: always `None`.
+    fn current_context(&self) -> Result<Option<u64>> {
+        Ok(None)
+    }
+}

@@ -40,14 +40,11 @@ fn backend_and_device_info() {
         Capabilities::IPC_EVENT_QUERY,
         Capabilities::VMM,
         Capabilities::PID_ALLOW_LIST,
-        Capabilities::NAMED_REGIONS,
         Capabilities::FIXED_ADDRESS_IMPORT,
-        Capabilities::HOST_VISIBLE,
+        Capabilities::MEMORY_IS_HOST,
         Capabilities::READ_ONLY_EXPORT,
         Capabilities::GROWABLE,
-        Capabilities::NUMA_PLACEMENT,
         Capabilities::LEASES,
-        Capabilities::FILE_BACKED,
     ] {
         assert!(info.capabilities.contains(cap), "{cap:?}");
     }

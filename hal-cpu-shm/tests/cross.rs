@@ -3,6 +3,7 @@
 //! truncation attempt, fixed-address import, notifies and events, VMM chunks
 //! and a growable buffer, and SIGKILL of an exporter followed by cleanup.
 
+use hal_core::DeviceExt;
 mod common;
 
 use hal_core::{Vmm, VmmExt};

@@ -3,6 +3,7 @@
 //! The count of /proc/self/fd is only meaningful with nothing else running in
 //! the process, so the check runs in a child that runs this one test alone.
 
+use hal_core::DeviceExt;
 mod common;
 
 use hal_core::{Vmm, VmmExt};

@@ -1,6 +1,7 @@
 //! Streams, events and notifies in one process (the cross-process cases are
 //! in cross.rs).
 
+use hal_core::DeviceExt;
 use std::sync::Arc;
 use std::time::Duration;
 

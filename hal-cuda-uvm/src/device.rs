@@ -2,6 +2,7 @@
 //! allocations are shared managed buffers, and whose streams, events,
 //! notifies and VMM are the GPU's own.
 
+use hal_core::DeviceExt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -258,11 +259,6 @@ where
     fn process_id(&self) -> Result<u32> {
         self.origin.check("the cuda-uvm device")?;
         self.host.process_id()
-    }
-
-    fn current_context(&self) -> Result<Option<u64>> {
-        self.origin.check("the cuda-uvm device")?;
-        self.gpu.current_context()
     }
 
     fn allocate(&self, desc: &AllocDesc) -> Result<UvmAllocation<D>> {
@@ -721,5 +717,15 @@ where
         self.origin.check("the cuda-uvm device")?;
         let shared = brand::theirs(shared, self.gpu.info().backend)?;
         self.gpu.import_physical(shared, opts)
+    }
+}
+
+impl<D> hal_core::testing::ContextProbe for UvmDevice<D>
+where
+    D: GpuDevice,
+{
+    fn current_context(&self) -> Result<Option<u64>> {
+        self.origin.check("the cuda-uvm device")?;
+        self.gpu.current_context()
     }
 }

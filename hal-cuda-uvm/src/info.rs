@@ -8,11 +8,10 @@ use hal_core::{BackendId, Capabilities, DeviceInfo};
 pub const MEMORY_CAPABILITIES: Capabilities = Capabilities::IPC_MEMORY
     .union(Capabilities::MANAGED_MEMORY)
     .union(Capabilities::IPC_MANAGED_MEMORY)
-    .union(Capabilities::HOST_VISIBLE)
+    .union(Capabilities::MEMORY_IS_HOST)
     .union(Capabilities::LEASES)
     .union(Capabilities::READ_ONLY_EXPORT)
-    .union(Capabilities::FIXED_ADDRESS_IMPORT)
-    .union(Capabilities::NUMA_PLACEMENT);
+    .union(Capabilities::FIXED_ADDRESS_IMPORT);
 
 /// What passes through from the GPU unchanged: its events, notifies,
 /// streams, VMM and host registration are the backend's. Pid allow-lists

@@ -12,6 +12,7 @@
 //! [`Capabilities::HOST_NUMA_VMM`] (not offered by `hal-cuda` yet:
 //! `Unsupported` there).
 
+use hal_core::DeviceExt;
 use hal_core::{
     AccessGrant, Capabilities, Device, Error, ExportOptions, Exported, Granularity, Handle,
     ImportOptions, Location, Memory, PhysicalDesc, PhysicalLocation, Reservation, Result,

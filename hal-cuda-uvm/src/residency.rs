@@ -50,6 +50,7 @@
 //! calls on it answer [`Error::Closed`] until [`Residency::reclaim`] gives
 //! the device copy up.
 
+use hal_core::DeviceExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

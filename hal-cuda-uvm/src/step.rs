@@ -13,6 +13,7 @@
 //! error comes back from the next `synchronize` or `query_stream` of the
 //! stream.
 
+use hal_core::DeviceExt;
 use std::sync::{Arc, Mutex};
 
 use hal_core::{Error, Event, EventFlags, Notify, Result, WaitOptions};

@@ -3,6 +3,8 @@
 //! backend, and pid allow-lists, each routed to the side that keeps it
 //! (the home pages' host, or the GPU).
 
+use hal_core::testing::ContextProbe;
+use hal_core::DeviceExt;
 use hal_core::{
     AllocDesc, Backend, BackendId, Capabilities, Device, Error, ExportOptions, ImportOptions,
     Importers, Memory,

@@ -4,6 +4,7 @@
 //! its own) are written, filled and copied by a thread in stream order:
 //! behind the stream's earlier work, before its later work.
 
+use hal_core::DeviceExt;
 use std::time::Duration;
 
 mod child;

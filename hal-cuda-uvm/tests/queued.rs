@@ -7,6 +7,7 @@
 //! for queued work; on a GPU, `cuMemFree` waits for the device itself, so
 //! freeing behind a gate only the host opens would block.
 
+use hal_core::DeviceExt;
 use std::time::Duration;
 
 use hal_core::{AllocDesc, Backend, Device, MemRef, Memory, Notify};

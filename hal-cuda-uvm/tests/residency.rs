@@ -6,6 +6,7 @@
 //! on the stand-in driver, which offers VMM); and over hal-cuda on the
 //! stand-in, a chunk goes to the device and comes home.
 
+use hal_core::DeviceExt;
 mod child;
 
 use hal_core::Vmm;

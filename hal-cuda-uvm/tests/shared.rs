@@ -4,6 +4,7 @@
 //! process costs a lookup, a read-only import is refused writes, and a
 //! process killed while it holds the buffer releases its lease.
 
+use hal_core::DeviceExt;
 use std::process::Stdio;
 
 mod child;

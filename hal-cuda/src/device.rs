@@ -315,11 +315,6 @@ impl Device for CudaDevice {
         &self.info
     }
 
-    fn current_context(&self) -> Result<Option<u64>> {
-        self.primary.check_origin()?;
-        ctx::current(self.driver())
-    }
-
     fn allocate(&self, desc: &AllocDesc) -> Result<CudaAllocation> {
         self.primary.check_origin()?;
         if desc.size == 0 {
@@ -783,5 +778,12 @@ impl hal_core::Vmm for CudaDevice {
             return Err(self.absent("import_physical", Capabilities::IPC_MEMORY));
         }
         vmm.import(shared)
+    }
+}
+
+impl hal_core::testing::ContextProbe for CudaDevice {
+    fn current_context(&self) -> Result<Option<u64>> {
+        self.primary.check_origin()?;
+        ctx::current(self.driver())
     }
 }

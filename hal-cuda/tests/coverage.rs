@@ -3,6 +3,8 @@
 //! of [`hal_cuda::RESOLVED`] (the imports of another process's handles in a
 //! child running this executable), and nothing resolved is left unasked.
 
+use hal_core::testing::ContextProbe;
+use hal_core::DeviceExt;
 use hal_core::{Vmm, VmmExt};
 use std::collections::BTreeSet;
 use std::time::Duration;

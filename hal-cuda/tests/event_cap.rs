@@ -4,6 +4,7 @@
 //! complete; below it again, IPC events are the driver's. The first event
 //! past the cap logs one warning for the process.
 
+use hal_core::DeviceExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 

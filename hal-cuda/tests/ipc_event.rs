@@ -3,6 +3,7 @@
 //! the exporter's pending record, waits for it, and makes a stream wait on
 //! it; and an exported event dropped while another process holds it.
 
+use hal_core::DeviceExt;
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 use std::time::Duration;

@@ -7,6 +7,7 @@
 //! fails here.
 
 use cudarc::driver::sys::CUdevice_attribute as A;
+use hal_core::DeviceExt;
 use hal_core::VmmExt;
 
 mod common;
@@ -37,7 +38,7 @@ hal_tests::conformance_suite!(cuda_standin_lacking, crate::backend());
 
 #[test]
 fn the_device_lacks_what_its_attributes_say() {
-    use hal_core::{Backend, Capabilities as C, Device};
+    use hal_core::{Backend, Capabilities as C};
     let caps = backend().open(0).unwrap().capabilities();
     for lacked in [
         C::IPC_EVENT,

@@ -7,6 +7,7 @@
 //! machine without peer access (`HAL_MOCK_LIBCUDA_NO_PEER_ACCESS=1`) the import
 //! is refused as unsupported.
 
+use hal_core::DeviceExt;
 use hal_core::{
     AllocDesc, Allocation, Backend, Capabilities, Device, Error, ExportOptions, Handle,
     ImportOptions, Memory, SharedHandle,

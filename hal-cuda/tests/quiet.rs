@@ -9,6 +9,7 @@
 //! they run one at a time (`serial`); the file is a process of its own and
 //! runs on the real driver in the GPU smoke run.
 
+use hal_core::DeviceExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};

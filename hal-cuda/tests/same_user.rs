@@ -3,6 +3,7 @@
 //! checking the importer's user, so each export to "any process of this
 //! user" is refused as Unsupported, naming why.
 
+use hal_core::DeviceExt;
 use hal_core::{AllocDesc, Backend, Device, EventFlags, ExportOptions, Importers};
 
 mod common;

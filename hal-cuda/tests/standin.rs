@@ -2,6 +2,8 @@
 //! cargo as a dev-dependency): every code path of the backend that the
 //! stand-in answers, without a GPU.
 
+use hal_core::testing::ContextProbe;
+use hal_core::DeviceExt;
 use std::time::Duration;
 
 use hal_core::{

@@ -8,6 +8,7 @@
 //! in a process: the reservation's in this one (the only test here that
 //! counts), the memory's in children.
 
+use hal_core::DeviceExt;
 use std::io::Write;
 
 use hal_core::Backend;

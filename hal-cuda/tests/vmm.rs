@@ -3,6 +3,7 @@
 //! descriptor through the broker, importers counted with leases, and
 //! unmaps that wait for the stream work queued before them.
 
+use hal_core::DeviceExt;
 use hal_core::{Vmm, VmmExt};
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;

@@ -65,7 +65,7 @@ int main(int argc, char **argv) {
 
     /* Host memory where the device has it, device memory otherwise. */
     bool host_visible, pid_list;
-    CHECK(hal_device_has(dev, "host-visible", &host_visible));
+    CHECK(hal_device_has(dev, "memory-is-host", &host_visible));
     CHECK(hal_device_has(dev, "pid-allow-list", &pid_list));
     hal_location where = host_visible ? HAL_LOCATION_HOST : HAL_LOCATION_DEVICE;
 

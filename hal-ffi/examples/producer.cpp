@@ -69,7 +69,7 @@ int run(const char *backend, int rounds) {
     std::printf("producer (C++) %d: backend %s\n", static_cast<int>(getpid()), name.c_str());
 
     bool host_visible = false, pid_list = false;
-    CHECK(hal_device_has(dev.get(), "host-visible", &host_visible));
+    CHECK(hal_device_has(dev.get(), "memory-is-host", &host_visible));
     CHECK(hal_device_has(dev.get(), "pid-allow-list", &pid_list));
     hal_location where = host_visible ? HAL_LOCATION_HOST : HAL_LOCATION_DEVICE;
 

@@ -6,7 +6,7 @@
 //! calling thread and pops it before it returns, so the thread's current
 //! context after a call is the one it had before, whatever a framework in
 //! the same process made current (the contract's rule, see
-//! [`Device::current_context`](hal_core::Device::current_context)). A
+//! [`ContextProbe::current_context`](hal_core::testing::ContextProbe::current_context)). A
 //! simulated call that finds no context of its backend current answers the
 //! vendor's invalid-context code, as a driver would: the push is what makes
 //! it work, so the rule is exercised, not assumed.
@@ -40,7 +40,7 @@ pub struct Context {
 }
 
 impl Context {
-    /// An opaque id, as [`Device::current_context`](hal_core::Device::current_context) reports it.
+    /// An opaque id, as [`ContextProbe::current_context`](hal_core::testing::ContextProbe::current_context) reports it.
     pub fn id(self) -> u64 {
         (self.instance << 16) | u64::from(self.ordinal)
     }

@@ -365,10 +365,6 @@ impl MockMapping {
 }
 
 impl Memory for MockMapping {
-    fn device_copies_only(&self) -> bool {
-        self.peer_only
-    }
-
     fn addr(&self) -> u64 {
         self.region.memory().as_ptr() as u64 + self.view
     }

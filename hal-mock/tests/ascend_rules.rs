@@ -1,5 +1,6 @@
 //! The Ascend-like profile's rules.
 
+use hal_core::DeviceExt;
 mod common;
 
 use common::{aligned, assert_vendor, wait_until, LONG, SHORT};

@@ -2,6 +2,8 @@
 //! thread stays current across every call and drop of the simulator, on
 //! any device and any thread.
 
+use hal_core::testing::ContextProbe;
+use hal_core::DeviceExt;
 use hal_core::{
     AllocDesc, Backend, Device, Event, EventFlags, ExportOptions, ImportOptions, Memory, Notify,
     WaitOptions,

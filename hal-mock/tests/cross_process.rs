@@ -2,6 +2,7 @@
 //! notifies from the parent's handle text alone (the exporter's descriptor
 //! broker serves the descriptors), write, signal, and the parent sees it.
 
+use hal_core::DeviceExt;
 mod common;
 
 use hal_core::{Vmm, VmmExt};

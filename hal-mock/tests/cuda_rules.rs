@@ -1,5 +1,6 @@
 //! The CUDA-like profile's rules.
 
+use hal_core::DeviceExt;
 mod common;
 
 use common::{assert_vendor, LONG};

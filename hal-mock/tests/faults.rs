@@ -1,6 +1,7 @@
 //! Fault injection: injected vendor errors, lost devices, missing entry
 //! points, and how the layers above report them.
 
+use hal_core::DeviceExt;
 mod common;
 
 use common::{aligned, assert_unsupported, assert_vendor, LONG};

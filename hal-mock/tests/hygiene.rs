@@ -2,6 +2,7 @@
 //! mapping and nothing in /dev/shm behind. One test in its own binary, so
 //! that no other test opens descriptors meanwhile.
 
+use hal_core::DeviceExt;
 mod common;
 
 use common::{aligned, memfd_maps, open_fds, shm_entries, wait_until, LONG};

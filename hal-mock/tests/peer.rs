@@ -1,5 +1,6 @@
 //! Import onto another device needs peer access, on both vendors.
 
+use hal_core::DeviceExt;
 mod common;
 
 use common::{aligned, assert_vendor};

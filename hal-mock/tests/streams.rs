@@ -1,5 +1,6 @@
 //! Streams are ordered queues: record/wait ordering is real.
 
+use hal_core::DeviceExt;
 mod common;
 
 use common::{aligned, LONG, SHORT};

@@ -88,7 +88,7 @@ impl Device {
         self.inner.device.info().name.clone()
     }
 
-    /// The capabilities of the device, as labels: `"host-visible"`,
+    /// The capabilities of the device, as labels: `"memory-is-host"`,
     /// `"pid-allow-list"`, `"ipc-event"`, `"ipc-notify"`,
     /// `"managed-memory"`, ...
     #[getter]
@@ -112,7 +112,9 @@ impl Device {
             Some("device") => AllocDesc::device(info.ordinal, size),
             Some("host") => AllocDesc::host(size),
             Some("managed") => AllocDesc::managed(size),
-            None if info.capabilities.contains(Capabilities::HOST_VISIBLE) => AllocDesc::host(size),
+            None if info.capabilities.contains(Capabilities::MEMORY_IS_HOST) => {
+                AllocDesc::host(size)
+            }
             None => AllocDesc::device(info.ordinal, size),
             Some(other) => {
                 return Err(invalid(format!(

@@ -210,7 +210,10 @@ pub(crate) fn share(
         // through the backend) otherwise.
         let info = target.device.info();
         let size = whole_pages(&target, size);
-        let desc = if info.capabilities.contains(hal::Capabilities::HOST_VISIBLE) {
+        let desc = if info
+            .capabilities
+            .contains(hal::Capabilities::MEMORY_IS_HOST)
+        {
             hal::AllocDesc::host(size)
         } else {
             hal::AllocDesc::device(info.ordinal, size)

@@ -105,7 +105,7 @@ def test_the_c_producer_hands_a_tensor_to_a_python_consumer(backend, c_prefix, t
 def test_a_python_producer_hands_a_tensor_to_the_c_consumer(backend, c_prefix, tmp_path):
     consumer = compile_example(c_prefix, "consumer", tmp_path)
     device = hal.open(backend)
-    host = "host-visible" in device.capabilities
+    host = "memory-is-host" in device.capabilities
     size = 1 << 20
     buffer = device.allocate(size, "host" if host else "device")
     i = np.arange(size, dtype=np.uint64)

@@ -52,7 +52,7 @@ fn pattern(i: u64) -> u8 {
 
 /// Host memory where the device is host-visible, device memory otherwise.
 fn alloc_desc(info: &DeviceInfo, size: u64) -> AllocDesc {
-    if info.capabilities.contains(Capabilities::HOST_VISIBLE) {
+    if info.capabilities.contains(Capabilities::MEMORY_IS_HOST) {
         AllocDesc::host(size)
     } else {
         AllocDesc::device(info.ordinal, size)

@@ -19,6 +19,7 @@
 //! driver with `HAL_CUDA_LIBRARY=target/debug/deps/libhal_mock_libcuda.so`;
 //! `mock` runs over the simulator's CUDA-like devices (with VMM).
 
+use hal::DeviceExt;
 use hal::Vmm;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, ExitCode, Stdio};

@@ -61,7 +61,7 @@ fn main() -> ExitCode {
 
 /// Where this device's slots and copies go: its own memory.
 fn location(device: &dyn DynDevice) -> Location {
-    if device.capabilities().contains(Capabilities::HOST_VISIBLE) {
+    if device.capabilities().contains(Capabilities::MEMORY_IS_HOST) {
         Location::Host
     } else {
         Location::Device(device.info().ordinal)

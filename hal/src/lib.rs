@@ -66,7 +66,7 @@
 //!
 //! let backend = Registry::new().best()?; // or .open("cpu-shm"), .open("mock")
 //! let device = backend.open(0)?;
-//! let desc = if device.info().capabilities.contains(Capabilities::HOST_VISIBLE) {
+//! let desc = if device.info().capabilities.contains(Capabilities::MEMORY_IS_HOST) {
 //!     AllocDesc::host(4096)
 //! } else {
 //!     AllocDesc::device(device.info().ordinal, 4096)
@@ -103,7 +103,7 @@
 //!     // The producer: allocate, fill, export, start the consumer.
 //!     // CPU shared memory, or the simulator in a build without it.
 //!     let device = registry.best_of(&["cpu-shm", "mock"])?.open(0)?;
-//!     let buffer = if device.info().capabilities.contains(Capabilities::HOST_VISIBLE) {
+//!     let buffer = if device.info().capabilities.contains(Capabilities::MEMORY_IS_HOST) {
 //!         device.allocate(&AllocDesc::host(4096))?
 //!     } else {
 //!         device.allocate(&AllocDesc::device(0, 4096))?

@@ -5,7 +5,7 @@ use hal::{compiled_in, registry, AllocDesc, BackendId, Capabilities, DeviceInfo,
 use hal::{Availability, ExportOptions, Handle, Registry};
 
 fn desc(info: &DeviceInfo, size: u64) -> AllocDesc {
-    if info.capabilities.contains(Capabilities::HOST_VISIBLE) {
+    if info.capabilities.contains(Capabilities::MEMORY_IS_HOST) {
         AllocDesc::host(size)
     } else {
         AllocDesc::device(info.ordinal, size)

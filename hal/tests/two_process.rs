@@ -158,7 +158,7 @@ impl Parent {
 }
 
 fn desc(info: &DeviceInfo, size: u64) -> AllocDesc {
-    if info.capabilities.contains(Capabilities::HOST_VISIBLE) {
+    if info.capabilities.contains(Capabilities::MEMORY_IS_HOST) {
         AllocDesc::host(size)
     } else {
         AllocDesc::device(info.ordinal, size)

@@ -305,7 +305,7 @@ pub fn run(args: &DemoArgs) -> CmdResult {
         .checked_mul(page)
         .ok_or_else(|| Fail::usage("--size is too large"))?;
 
-    let desc = if info.capabilities.contains(Capabilities::HOST_VISIBLE) {
+    let desc = if info.capabilities.contains(Capabilities::MEMORY_IS_HOST) {
         AllocDesc::host(size)
     } else {
         AllocDesc::device(info.ordinal, size)

@@ -148,7 +148,7 @@ struct ExportOut {
 
 fn alloc_desc(dev: &dyn DynDevice, size: u64) -> AllocDesc {
     let info = dev.info();
-    if info.capabilities.contains(Capabilities::HOST_VISIBLE) {
+    if info.capabilities.contains(Capabilities::MEMORY_IS_HOST) {
         AllocDesc::host(size)
     } else {
         AllocDesc::device(info.ordinal, size)

@@ -275,7 +275,7 @@ fn devices_lists_backends_devices_and_capabilities() {
         .filter_map(Value::as_str)
         .collect();
     assert!(
-        caps.contains(&"ipc-memory") && caps.contains(&"named-regions"),
+        caps.contains(&"ipc-memory") && caps.contains(&"memory-is-host"),
         "{caps:?}"
     );
     for name in ["mock-cuda", "mock-ascend"] {

@@ -11,6 +11,7 @@
 //! forked child keeps only the thread that forked, and a lock another
 //! test's thread held at that moment would stay held in the child.
 
+use hal_core::DeviceExt;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 

@@ -151,7 +151,7 @@ macro_rules! __conformance_module {
         mod $name {
             use super::*;
 
-            fn __make() -> impl $crate::hal_core::Backend {
+            fn __make() -> impl $crate::hal_core::Backend<Device: $crate::hal_core::testing::ContextProbe> {
                 $backend
             }
 

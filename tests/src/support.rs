@@ -1,6 +1,7 @@
 //! What every case uses: the suite handle, the time bounds, assertions
 //! with messages, allocation helpers.
 
+use hal_core::DeviceExt;
 use std::time::Duration;
 
 use hal_core::{
@@ -146,7 +147,7 @@ pub fn must_be_denied<T>(r: Result<T>, what: &str) {
 /// Where the suite allocates on `dev`: host memory on host-visible devices,
 /// the device's own memory otherwise.
 pub fn location<D: Device>(dev: &D) -> Location {
-    if dev.capabilities().contains(Capabilities::HOST_VISIBLE) {
+    if dev.capabilities().contains(Capabilities::MEMORY_IS_HOST) {
         Location::Host
     } else {
         Location::Device(dev.info().ordinal)

@@ -12,6 +12,7 @@
 //! The scenarios run on `hal-cpu-shm` and, where the simulator does the
 //! operation, on `hal-mock` with the CUDA-like profile.
 
+use hal_core::DeviceExt;
 mod reliability;
 
 use std::os::fd::{AsFd, AsRawFd};
@@ -133,7 +134,7 @@ const PAGES: u64 = 2;
 /// devices), page-aligned so that the whole allocation exports.
 fn desc<D: Device>(d: &D) -> AllocDesc {
     let page = d.info().page_size();
-    let mut desc = if d.capabilities().contains(Capabilities::HOST_VISIBLE) {
+    let mut desc = if d.capabilities().contains(Capabilities::MEMORY_IS_HOST) {
         AllocDesc::host(PAGES * page)
     } else {
         AllocDesc::device(d.info().ordinal, PAGES * page)

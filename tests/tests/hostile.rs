@@ -7,6 +7,7 @@
 //! counts are what they were after the first round. Each case runs 21 times
 //! (a warm-up round and 20 more) against one hostile process.
 
+use hal_core::DeviceExt;
 mod reliability;
 
 use std::fs::File;
@@ -136,7 +137,7 @@ const GOOD_SEED: u32 = 777;
 
 fn desc<D: Device>(d: &D) -> AllocDesc {
     let page = d.info().page_size();
-    let mut desc = if d.capabilities().contains(Capabilities::HOST_VISIBLE) {
+    let mut desc = if d.capabilities().contains(Capabilities::MEMORY_IS_HOST) {
         AllocDesc::host(PAGES * page)
     } else {
         AllocDesc::device(d.info().ordinal, PAGES * page)

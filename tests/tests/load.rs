@@ -17,6 +17,7 @@
 //! build takes about 4 seconds (a release build,
 //! `cargo test -p hal-tests --release --test load`, less).
 
+use hal_core::DeviceExt;
 mod reliability;
 
 use std::time::{Duration, Instant};

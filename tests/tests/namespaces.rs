@@ -8,6 +8,7 @@
 //! this user, a seccomp profile), the test says `NOT RUN` and why
 //! (`hal_core::testing::not_run`; a failure with `HAL_TESTS_STRICT=1`).
 
+use hal_core::DeviceExt;
 mod reliability;
 
 use std::os::fd::{AsFd, OwnedFd};
@@ -133,7 +134,7 @@ fn export_pattern<D: Device>(d: &D, seed: u32) -> (D::Allocation, Exported) {
     let page = d.info().page_size();
     let desc = if d
         .capabilities()
-        .contains(hal_core::Capabilities::HOST_VISIBLE)
+        .contains(hal_core::Capabilities::MEMORY_IS_HOST)
     {
         hal_core::AllocDesc::host(4 * page)
     } else {

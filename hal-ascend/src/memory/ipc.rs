@@ -22,7 +22,7 @@
 //! `Capabilities::PEER_ACCESS` (`peer.rs`), passes `ENABLE_PEER_ACCESS`
 //! when the import asks for peer access, and the mapping then takes only
 //! asynchronous device-to-device copies
-//! ([`Memory::device_copies_only`](hal_core::Memory::device_copies_only)).
+//! ([`AscendMapping::device_copies_only`](crate::AscendMapping::device_copies_only)).
 //! Dropping the mapping closes the key (`aclrtIpcMemClose`), then gives
 //! the lease back; the exporter closes its keys and frees only after every
 //! lease is back (`alloc.rs`).

@@ -53,6 +53,15 @@ impl Drop for AscendMapping {
 }
 
 impl AscendMapping {
+    /// True when the mapping takes only asynchronous device-to-device
+    /// copies ([`Device::copy_async`](hal_core::Device::copy_async) between
+    /// device memory): memory imported onto another device than its own.
+    /// Host reads and writes, host writes on a stream and memsets are then
+    /// refused with [`Error::Unsupported`](hal_core::Error::Unsupported).
+    pub fn device_copies_only(&self) -> bool {
+        self.copies_only
+    }
+
     fn host_copy(&self, what: &str) -> Result<()> {
         if self.copies_only {
             return Err(Error::unsupported(
@@ -81,10 +90,6 @@ impl Memory for AscendMapping {
 
     fn host_ptr(&self) -> Option<*mut u8> {
         None
-    }
-
-    fn device_copies_only(&self) -> bool {
-        self.copies_only
     }
 
     fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {

@@ -68,7 +68,7 @@ impl Publisher {
             size,
             align: 0,
             location: options.location.unwrap_or_else(|| {
-                if device.capabilities().contains(Capabilities::HOST_VISIBLE) {
+                if device.capabilities().contains(Capabilities::MEMORY_IS_HOST) {
                     Location::Host
                 } else {
                     Location::Device(device.info().ordinal)

@@ -12,8 +12,8 @@ use crate::dynamic::vmm::DynVmm;
 use crate::error::{Error, Result};
 use crate::handle::SharedHandle;
 use crate::types::{
-    Advice, AllocDesc, Availability, BackendId, Capabilities, DeviceInfo, EventFlags,
-    ExportOptions, ImportOptions, Location,
+    Advice, AllocDesc, Availability, BackendId, DeviceInfo, EventFlags, ExportOptions,
+    ImportOptions, Location,
 };
 use crate::vmm::Vmm;
 use crate::Exported;
@@ -106,16 +106,8 @@ where
         Device::info(self)
     }
 
-    fn capabilities(&self) -> Capabilities {
-        Device::capabilities(self)
-    }
-
     fn process_id(&self) -> Result<u32> {
         Device::process_id(self)
-    }
-
-    fn current_context(&self) -> Result<Option<u64>> {
-        Device::current_context(self)
     }
 
     fn allocate(&self, desc: &AllocDesc) -> Result<Box<dyn DynAllocation>> {
@@ -270,10 +262,6 @@ where
 
     fn create_notify_with(&self, flags: crate::NotifyFlags) -> Result<Box<dyn DynNotify>> {
         Ok(Box::new(Device::create_notify_with(self, flags)?))
-    }
-
-    fn create_notify(&self) -> Result<Box<dyn DynNotify>> {
-        Ok(Box::new(Device::create_notify(self)?))
     }
 
     fn record_notify(&self, stream: &dyn DynStream, notify: &dyn DynNotify) -> Result<()> {

@@ -26,7 +26,7 @@
 //! /// Fill a buffer on whatever backend the caller chose.
 //! fn fill(backend: &dyn DynBackend, byte: u8) -> Result<()> {
 //!     let device = backend.open(0)?;
-//!     let desc = if device.info().capabilities.contains(Capabilities::HOST_VISIBLE) {
+//!     let desc = if device.info().capabilities.contains(Capabilities::MEMORY_IS_HOST) {
 //!         AllocDesc::host(4096)
 //!     } else {
 //!         AllocDesc::device(device.info().ordinal, 4096)
@@ -145,7 +145,7 @@ mod tests {
                 page_sizes: vec![4096],
                 granularity_min: 4096,
                 granularity_recommended: 4096,
-                capabilities: Capabilities::HOST_VISIBLE | Capabilities::VMM,
+                capabilities: Capabilities::MEMORY_IS_HOST | Capabilities::VMM,
             }
         }
     }

@@ -193,17 +193,9 @@ pub trait DynDevice: Send + Sync {
     /// What the device is and can do.
     fn info(&self) -> &DeviceInfo;
 
-    /// Shorthand for `info().capabilities`.
-    fn capabilities(&self) -> Capabilities {
-        self.info().capabilities
-    }
-
     /// The id the exporter must put on its allow-list for this process to
     /// import from this backend; see [`Device::process_id`].
     fn process_id(&self) -> Result<u32>;
-
-    /// The vendor context current on the calling thread; see [`Device::current_context`].
-    fn current_context(&self) -> Result<Option<u64>>;
 
     /// Allocate memory; see [`Device::allocate`].
     fn allocate(&self, desc: &AllocDesc) -> Result<Box<dyn DynAllocation>>;
@@ -316,9 +308,6 @@ pub trait DynDevice: Send + Sync {
     /// Create a notify with flags; see [`Device::create_notify_with`].
     fn create_notify_with(&self, flags: crate::NotifyFlags) -> Result<Box<dyn DynNotify>>;
 
-    /// Create a notify.
-    fn create_notify(&self) -> Result<Box<dyn DynNotify>>;
-
     /// Record (signal) `notify` on `stream`.
     fn record_notify(&self, stream: &dyn DynStream, notify: &dyn DynNotify) -> Result<()>;
 
@@ -342,6 +331,22 @@ pub trait DynDevice: Send + Sync {
 
     /// The VMM operations of this device ([`crate::Vmm`]'s mirror).
     fn vmm(&self) -> &dyn DynVmm;
+}
+
+/// The conveniences of every [`DynDevice`], as [`DeviceExt`](crate::DeviceExt)
+/// has them for every [`Device`]: methods of the trait object itself, so
+/// that a program reaches them without an import.
+impl dyn DynDevice + '_ {
+    /// Shorthand for `info().capabilities`.
+    pub fn capabilities(&self) -> Capabilities {
+        self.info().capabilities
+    }
+
+    /// Create a notify with the default flags; see
+    /// [`DeviceExt::create_notify`](crate::DeviceExt::create_notify).
+    pub fn create_notify(&self) -> Result<Box<dyn DynNotify>> {
+        self.create_notify_with(crate::NotifyFlags::default())
+    }
 }
 
 /// Memory of one device for a stream operation of the dynamic layer; see

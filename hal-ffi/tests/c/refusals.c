@@ -171,7 +171,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "cannot open %s: %s\n", backend, hal_last_error());
         return 1;
     }
-    hal_device_has(dev, "host-visible", &host_visible);
+    hal_device_has(dev, "memory-is-host", &host_visible);
     hal_device_has(dev, "pid-allow-list", &pid_list);
     hal_device_has(dev, "read-only-export", &read_only_export);
     hal_location where = host_visible ? HAL_LOCATION_HOST : HAL_LOCATION_DEVICE;

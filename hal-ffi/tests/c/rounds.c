@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
         char *text, *notify_text, *tensor_text;
         bool host_visible;
         CHECK(hal_device_open(backend, 0, &dev));
-        CHECK(hal_device_has(dev, "host-visible", &host_visible));
+        CHECK(hal_device_has(dev, "memory-is-host", &host_visible));
         CHECK(hal_alloc(dev, 4096, host_visible ? HAL_LOCATION_HOST : HAL_LOCATION_DEVICE, &mem));
         CHECK(hal_write(mem, 0, &round, sizeof round));
         CHECK(hal_export(mem, NULL, &text));

@@ -76,7 +76,7 @@ static void *worker(void *arg) {
         char *text;
         bool host_visible;
         CHECK(hal_device_open(backend, 0, &dev));
-        CHECK(hal_device_has(dev, "host-visible", &host_visible));
+        CHECK(hal_device_has(dev, "memory-is-host", &host_visible));
         CHECK(hal_alloc(dev, SLICE, host_visible ? HAL_LOCATION_HOST : HAL_LOCATION_DEVICE,
                         &mem));
         int stamp = id * 100000 + round;
@@ -155,7 +155,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "threads: cannot open %s: %s\n", backend, hal_last_error());
         return 1;
     }
-    if (hal_device_has(dev, "host-visible", &host_visible) != HAL_OK
+    if (hal_device_has(dev, "memory-is-host", &host_visible) != HAL_OK
         || hal_alloc(dev, (uint64_t)SLICE * THREADS,
                      host_visible ? HAL_LOCATION_HOST : HAL_LOCATION_DEVICE,
                      &shared_mem) != HAL_OK) {

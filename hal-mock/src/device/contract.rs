@@ -48,10 +48,6 @@ impl Device for MockDevice {
         unsafe { self.sim_register_host(ptr, len) }
     }
 
-    fn current_context(&self) -> Result<Option<u64>> {
-        Ok(crate::context::current().map(crate::context::Context::id))
-    }
-
     fn allocate(&self, desc: &AllocDesc) -> Result<MockAllocation> {
         self.sim_allocate(desc)
     }
@@ -342,5 +338,11 @@ impl MockDevice {
                 format!("device {ordinal} does not exist"),
             ))
         }
+    }
+}
+
+impl hal_core::testing::ContextProbe for MockDevice {
+    fn current_context(&self) -> Result<Option<u64>> {
+        Ok(crate::context::current().map(crate::context::Context::id))
     }
 }

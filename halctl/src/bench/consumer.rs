@@ -571,7 +571,7 @@ fn rendezvous(
 }
 
 fn rendezvous_desc(dev: &dyn DynDevice, size: u64) -> AllocDesc {
-    if dev.capabilities().contains(Capabilities::HOST_VISIBLE) {
+    if dev.capabilities().contains(Capabilities::MEMORY_IS_HOST) {
         AllocDesc::host(size)
     } else {
         AllocDesc::device(dev.info().ordinal, size)

@@ -12,6 +12,7 @@
 //! | cuda-channel-rtt | stream → the other process's stream → stream through two stream-ordered channels of device memory: memset + `publish_on`, `wait_on` + `release_on` on each side | a bare `cuStreamWriteValue32` / `cuStreamWaitValue32` ping-pong between the two streams (`cuda_channel.rs`) |
 
 use hal::cuda::{CudaBackend, CudaDevice};
+use hal::DeviceExt;
 use hal::Vmm;
 use hal::{
     AllocDesc, Allocation, Backend, ByteRange, Capabilities, Device, ExportOptions, Granularity,

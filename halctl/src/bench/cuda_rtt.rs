@@ -11,6 +11,7 @@
 //! busy-poll, so the ratio is what hal's notifies add to the driver's
 //! stream memory operations.
 
+use hal::DeviceExt;
 use std::os::fd::AsFd;
 use std::time::Instant;
 

@@ -347,7 +347,7 @@ pub fn run(args: &BenchArgs) -> CmdResult {
     let backend = backend::open(&registry, &args.backend)?;
     let dev = backend::device(backend.as_ref(), 0)?;
     let info = dev.info().clone();
-    let desc = if info.capabilities.contains(Capabilities::HOST_VISIBLE) {
+    let desc = if info.capabilities.contains(Capabilities::MEMORY_IS_HOST) {
         AllocDesc::host(REGION)
     } else {
         AllocDesc::device(info.ordinal, REGION)

@@ -2,6 +2,7 @@
 //! (checked in real child processes), and peer access between devices.
 
 use hal_core::kit::os;
+use hal_core::DeviceExt;
 use hal_core::{
     AllocDesc, Backend, Capabilities as C, Device, ExportOptions, HandleFlags, ImportOptions,
     Importers, Memory, Notify, PidKind, SharedHandle, WaitOptions,

@@ -1,5 +1,6 @@
 //! Importing many memory handles at once (`Device::import_memory_batch`).
 
+use hal_core::DeviceExt;
 use hal_core::{
     Backend, Capabilities as C, Device, ExportOptions, ImportOptions, Importers, Memory,
     SharedHandle,

@@ -3,6 +3,7 @@
 //! by two, a dead subscriber's slots back in the pool, and a dead
 //! publisher reported to its subscriber, who keeps the sample it holds.
 
+use hal_core::DeviceExt;
 use std::time::Duration;
 
 use hal_core::channel::{ChannelOptions, Mode, Publisher, SubscribeOptions, Subscriber};
@@ -46,7 +47,7 @@ fn options(dev: &dyn DynDevice, slots: usize, mode: Mode) -> ChannelOptions {
         .slots(slots)
         .slot_size(dev.info().page_size())
         .mode(mode)
-        .location(if dev.capabilities().contains(C::HOST_VISIBLE) {
+        .location(if dev.capabilities().contains(C::MEMORY_IS_HOST) {
             Location::Host
         } else {
             Location::Device(dev.info().ordinal)
@@ -382,7 +383,7 @@ pub(crate) fn child_ordered_subscriber<B: Backend>(s: &Suite<B>) {
     report("subscribed", "");
     let stream = must(ddev.create_stream(), "create_stream");
     let page = ddev.info().page_size();
-    let location = if ddev.capabilities().contains(C::HOST_VISIBLE) {
+    let location = if ddev.capabilities().contains(C::MEMORY_IS_HOST) {
         Location::Host
     } else {
         Location::Device(ddev.info().ordinal)

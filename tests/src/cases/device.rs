@@ -1,5 +1,6 @@
 //! Devices: information and capabilities.
 
+use hal_core::DeviceExt;
 use hal_core::{Vmm, VmmExt};
 use std::collections::HashSet;
 
@@ -131,7 +132,7 @@ pub fn capabilities_match_behaviour<B: Backend>(s: &Suite<B>) {
     let a = alloc_filled(&dev, 1, 7);
     assert_eq!(a.location(), location(&dev), "allocation location");
     assert_ne!(a.addr(), 0, "an allocation has an address");
-    match (caps.contains(C::HOST_VISIBLE), a.host_ptr()) {
+    match (caps.contains(C::MEMORY_IS_HOST), a.host_ptr()) {
         (true, Some(p)) => {
             // SAFETY: `p` is the first byte of the live, host-visible
             // allocation `a`, at least one page long; nothing else accesses

@@ -2,6 +2,7 @@
 //! address and exported, and existing host memory registered with the
 //! device.
 
+use hal_core::DeviceExt;
 use std::os::fd::AsFd;
 
 use hal_core::kit::os::{self, Prot, SharedMap};

@@ -1,6 +1,7 @@
 //! The gate of a stream: a notify a case makes a stream wait for, so that
 //! the work queued behind it is "still running" until the case opens it.
 
+use hal_core::DeviceExt;
 use std::ops::Deref;
 
 use hal_core::{Device, Notify};

@@ -1,6 +1,7 @@
 //! Handles that are corrupted, of the wrong kind, of another backend, or
 //! forged: every one is refused with a typed error, never imported.
 
+use hal_core::DeviceExt;
 use hal_core::{
     Backend, BackendId, Capabilities as C, Device, Error, EventFlags, FdSource, Handle,
     HandleError, HandleKind, ImportOptions, Location, Memory, SharedHandle,

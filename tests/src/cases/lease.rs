@@ -1,6 +1,7 @@
 //! Lifetimes and leases: importer counts, waiting for importers, close
 //! order, and importers that die.
 
+use hal_core::DeviceExt;
 use std::time::Duration;
 
 use hal_core::{

@@ -1,5 +1,6 @@
 //! Memory: allocate, export, import, close; ranges, read-only, placement.
 
+use hal_core::DeviceExt;
 use hal_core::{
     Allocation, Backend, BackendId, ByteRange, Capabilities as C, Device, Error, ExportOptions,
     FdSource, HandleFlags, HandleKind, ImportOptions, ImportPlacement, Location, Mapping, Memory,
@@ -107,7 +108,7 @@ pub fn memory_export_import_roundtrip<B: Backend>(s: &Suite<B>) {
         "an allocation read past its end",
     );
 
-    if caps.contains(C::HOST_VISIBLE) {
+    if caps.contains(C::MEMORY_IS_HOST) {
         let mp = m
             .host_ptr()
             .expect("host-visible mapping without a host pointer");

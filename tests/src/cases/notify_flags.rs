@@ -1,5 +1,6 @@
 //! Notify creation flags and the stream-ordered notify capability.
 
+use hal_core::DeviceExt;
 use hal_core::{Backend, Capabilities as C, Device, Error, Notify, NotifyFlags, WaitOptions};
 
 use crate::support::{must, must_be_unsupported, must_fail, Suite, LONG};

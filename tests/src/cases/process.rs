@@ -3,6 +3,7 @@
 
 use hal_core::growable::{GrowableBuffer, GrowableView};
 use hal_core::wait::block_on;
+use hal_core::DeviceExt;
 use hal_core::{
     Access, Backend, ByteRange, Capabilities as C, Device, Error, Event, EventFlags, ExportOptions,
     ImportOptions, ImportPlacement, Memory, Notify, SharedHandle, WaitOptions,

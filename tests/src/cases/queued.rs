@@ -11,6 +11,7 @@
 //! the shared word is reachable after the first handle is dropped, and
 //! check that the stream's operation happened on it.
 
+use hal_core::DeviceExt;
 use hal_core::{Access, Backend, Capabilities as C, Device, Notify, Reservation, WaitOptions};
 use hal_core::{Vmm, VmmExt};
 

@@ -2,6 +2,7 @@
 //! side of copies, writes and memsets in stream order, held by the stream
 //! after the caller dropped its registration.
 
+use hal_core::DeviceExt;
 use std::os::fd::AsFd;
 
 use hal_core::kit::os::{self, Prot, SharedMap};

@@ -1,6 +1,7 @@
 //! Work on streams: asynchronous copies in every direction, memset, stream
 //! queries and a device-wide synchronize, in stream order.
 
+use hal_core::DeviceExt;
 use hal_core::{
     Advice, AllocDesc, Backend, Capabilities as C, Device, Error, Location, MemRef, Memory, Notify,
 };

@@ -5,6 +5,7 @@
 //! it until the case signals the gate. No timing is asserted: a wait that
 //! must time out does so because its condition cannot hold yet.
 
+use hal_core::DeviceExt;
 use std::task::{Context, Poll, Waker};
 
 use hal_core::wait::block_on;

@@ -1,7 +1,9 @@
 //! The thread rule of the contract: every call and every drop may happen on
 //! any thread and leaves the calling thread's current context as it found
-//! it ([`Device::current_context`]).
+//! it ([`ContextProbe::current_context`]).
 
+use hal_core::testing::ContextProbe;
+use hal_core::DeviceExt;
 use hal_core::{
     Backend, Capabilities as C, Device, Event, EventFlags, ImportOptions, MemRef, Memory, Notify,
     WaitOptions,
@@ -15,7 +17,7 @@ const LONG: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// Check that `f` leaves the calling thread's current context as it was.
 #[track_caller]
-fn unchanged<D: Device, T>(dev: &D, what: &str, f: impl FnOnce() -> T) -> T {
+fn unchanged<D: Device + ContextProbe, T>(dev: &D, what: &str, f: impl FnOnce() -> T) -> T {
     let before = must(dev.current_context(), "current_context");
     let out = f();
     let after = must(dev.current_context(), "current_context");
@@ -30,7 +32,10 @@ fn unchanged<D: Device, T>(dev: &D, what: &str, f: impl FnOnce() -> T) -> T {
 /// third, and every call and drop leaves each thread's current context as
 /// it was: allocation, stream work, events, notifies, and (with
 /// IPC_MEMORY) an export imported on another thread.
-pub fn context_unchanged_across_threads<B: Backend>(s: &Suite<B>) {
+pub fn context_unchanged_across_threads<B: Backend>(s: &Suite<B>)
+where
+    B::Device: ContextProbe,
+{
     let dev = s.device();
     let caps = dev.capabilities();
     let dev = &dev;

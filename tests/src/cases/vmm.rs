@@ -2,6 +2,7 @@
 //! unmap, shareable physical handles, and growable buffers.
 
 use hal_core::growable::{GrowableBuffer, GrowableView};
+use hal_core::DeviceExt;
 use hal_core::{
     Access, Backend, Capabilities as C, Device, Granularity, HandleKind, ImportOptions, Physical,
     Reservation, SharedHandle,

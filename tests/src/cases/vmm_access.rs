@@ -3,6 +3,7 @@
 //! properties a physical allocation is made with (location, shareable
 //! handle type).
 
+use hal_core::DeviceExt;
 use hal_core::{
     Access, AccessGrant, AccessTarget, Backend, BackendId, Capabilities as C, Device,
     ImportOptions, Physical, PhysicalDesc, PhysicalLocation, Reservation, ShareableHandle,

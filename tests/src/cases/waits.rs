@@ -1,9 +1,10 @@
 //! The meaning of wait timeouts, and awaitable waits that are given up.
 
+use hal_core::DeviceExt;
 use std::time::{Duration, Instant};
 
 use hal_core::wait::WAITER_THREAD;
-use hal_core::{Backend, Device, Error, Notify, WaitOptions};
+use hal_core::{Backend, Error, Notify, WaitOptions};
 
 use super::sync::pending_after_one_poll;
 use crate::process::report;
