@@ -4,8 +4,11 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
+use hal_core::dlpack::DLDeviceType;
 use hal_core::kit::vendor::acl;
-use hal_core::{Availability, Backend, BackendId, Capabilities, DeviceInfo, Error, Result};
+use hal_core::{
+    Availability, Backend, BackendId, Capabilities, DeviceInfo, DlpackTypes, Error, Result,
+};
 
 use crate::context::Ctx;
 use crate::device::AscendDevice;
@@ -165,9 +168,22 @@ pub(crate) fn device_info(rt: &Arc<Runtime>, ordinal: u32) -> Result<DeviceInfo>
             granularity_min: granularity,
             granularity_recommended: granularity,
             capabilities,
+            dlpack: DLPACK,
         })
     })
 }
+
+/// The DLPack device types of Ascend memory. The DLPack 1.0 and 1.1 headers
+/// have no Ascend type; PyTorch exchanges tensors of out-of-tree devices
+/// (`torch_npu`'s `PrivateUse1`) as `kDLExtDev`, so device memory is
+/// `kDLExtDev` (a consumer that knows `kDLAscend`, 21, is given it with
+/// `TensorSpec::with_device`). Host memory is `kDLCPU`; Ascend has no
+/// managed memory.
+pub const DLPACK: DlpackTypes = DlpackTypes {
+    device: Some(DLDeviceType::EXT_DEV.0),
+    host: DLDeviceType::CPU.0,
+    managed: None,
+};
 
 impl Backend for AscendBackend {
     type Device = AscendDevice;

@@ -51,7 +51,7 @@ mod soc;
 mod sync;
 mod vmm;
 
-pub use backend::AscendBackend;
+pub use backend::{AscendBackend, DLPACK};
 pub use device::AscendDevice;
 pub use ffi::loader::{LIBRARY_NAME, LIBRARY_VAR};
 pub use ffi::sys::RESOLVED;

@@ -681,3 +681,23 @@ fn a_mapping_shows_its_address_length_and_device() {
         assert!(shown.contains(&part), "{shown} lacks {part}");
     }
 }
+
+#[test]
+fn devices_declare_the_dlpack_types_of_ascend_memory() {
+    use hal_core::dlpack::{dl_device, DLDeviceType};
+    use hal_core::Location;
+    let d = dev(0);
+    let info = d.info();
+    let device = dl_device(info, Location::Device(0)).unwrap();
+    assert_eq!(
+        device.device_type,
+        DLDeviceType::EXT_DEV,
+        "DLPack 1.x has no Ascend type"
+    );
+    assert_eq!(
+        dl_device(info, Location::Host).unwrap().device_type,
+        DLDeviceType::CPU
+    );
+    let err = dl_device(info, Location::Managed).unwrap_err();
+    assert!(err.is_unsupported(), "Ascend has no managed memory: {err}");
+}

@@ -440,6 +440,7 @@ mod tests {
             granularity_min: 4096,
             granularity_recommended: 4096,
             capabilities: crate::types::Capabilities::NONE,
+            dlpack: crate::DlpackTypes::HOST,
         };
         // This process numbers the devices in the other order.
         let here = [info(0, 7), info(1, 5)];

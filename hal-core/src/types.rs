@@ -257,6 +257,35 @@ pub struct DeviceInfo {
     pub granularity_recommended: u64,
     /// What the device can do.
     pub capabilities: Capabilities,
+    /// The DLPack device types of its memory, by location: the backend's
+    /// own answer, so that adding a backend edits nothing in the contract.
+    pub dlpack: DlpackTypes,
+}
+
+/// The DLPack device types (`DLDeviceType` of `dlpack.h`, as its numbers:
+/// [`dlpack::DLDeviceType`](crate::dlpack::DLDeviceType) names them) of a
+/// device's memory at each [`Location`]. Device memory takes the device's
+/// ordinal as its DLPack device id; host and managed memory take 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DlpackTypes {
+    /// Of [`Location::Device`] memory; `None` when DLPack has no type for
+    /// it (a tensor of it then names its device itself).
+    pub device: Option<i32>,
+    /// Of [`Location::Host`] memory.
+    pub host: i32,
+    /// Of [`Location::Managed`] memory; `None` when DLPack has no type for
+    /// it.
+    pub managed: Option<i32>,
+}
+
+impl DlpackTypes {
+    /// A device whose memory is all host memory: `kDLCPU` (1) at every
+    /// location it has, nothing for device or managed memory.
+    pub const HOST: DlpackTypes = DlpackTypes {
+        device: None,
+        host: 1,
+        managed: None,
+    };
 }
 
 impl DeviceInfo {
@@ -651,6 +680,7 @@ mod tests {
             granularity_min: 65536,
             granularity_recommended: 2 << 20,
             capabilities: Capabilities::NONE,
+            dlpack: crate::DlpackTypes::HOST,
         };
         assert_eq!(info.page_size(), 65536);
         info.page_sizes.clear();

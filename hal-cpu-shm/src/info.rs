@@ -2,7 +2,7 @@
 
 use std::sync::OnceLock;
 
-use hal_core::{BackendId, Capabilities, DeviceInfo};
+use hal_core::{BackendId, Capabilities, DeviceInfo, DlpackTypes};
 
 /// Two mebibytes: the transparent and default explicit huge page.
 pub const HUGE_2M: u64 = 2 << 20;
@@ -44,6 +44,7 @@ pub fn host_info() -> &'static DeviceInfo {
             granularity_min: page,
             granularity_recommended: HUGE_2M,
             capabilities: CAPABILITIES,
+            dlpack: DlpackTypes::HOST,
         }
     })
 }

@@ -33,6 +33,11 @@ fn backend_and_device_info() {
     assert_eq!(info.granularity_recommended, 2 << 20);
     assert_ne!(info.uuid, [0; 16]);
     assert_eq!(info.uuid, b.open(0).unwrap().info().uuid, "stable uuid");
+    assert_eq!(
+        info.dlpack,
+        hal_core::DlpackTypes::HOST,
+        "host memory is kDLCPU"
+    );
     for cap in [
         Capabilities::IPC_MEMORY,
         Capabilities::IPC_EVENT,

@@ -1,6 +1,6 @@
 //! What a device of this backend is and can do, from its GPU's answer.
 
-use hal_core::{BackendId, Capabilities, DeviceInfo};
+use hal_core::{BackendId, Capabilities, DeviceInfo, DlpackTypes};
 
 /// What this backend's memory brings, whatever the GPU: shared managed
 /// buffers are memfd pages (`hal-cpu-shm`), exported by descriptor,
@@ -31,6 +31,10 @@ pub const GPU_CAPABILITIES: Capabilities = Capabilities::PID_ALLOW_LIST
 /// The GPU capability without which no device of this backend opens.
 pub const REQUIRED: Capabilities = Capabilities::HOST_REGISTRATION;
 
+/// The DLPack device types of this backend's memory, whatever the GPU
+/// underneath: CUDA's (`kDLCUDA`, `kDLCUDAHost`, `kDLCUDAManaged`).
+pub const DLPACK: DlpackTypes = hal_cuda::DLPACK;
+
 /// The information of the device over `gpu`: this backend's id, the GPU's
 /// ordinal, UUID, memory and granularity, the host's page sizes (exported
 /// ranges are host pages), and the capabilities above.
@@ -55,5 +59,6 @@ pub fn device_info(gpu: &DeviceInfo) -> DeviceInfo {
         granularity_min: gpu.granularity_min,
         granularity_recommended: gpu.granularity_recommended,
         capabilities,
+        dlpack: DLPACK,
     }
 }

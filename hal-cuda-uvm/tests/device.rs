@@ -149,3 +149,15 @@ fn without_allow_lists_allow_importers_is_unsupported() {
     let e = dev.allow_importers(&mut ex, &[1]).unwrap_err();
     assert!(matches!(e, Error::Unsupported { .. }), "{e}");
 }
+
+#[test]
+fn devices_declare_cudas_dlpack_types_whatever_the_gpu() {
+    use hal_core::dlpack::{dl_device, DLDeviceType};
+    use hal_core::Location;
+    let dev = mock().open(0).unwrap();
+    let info = dev.info();
+    let device_type = |l| dl_device(info, l).unwrap().device_type;
+    assert_eq!(device_type(Location::Device(0)), DLDeviceType::CUDA);
+    assert_eq!(device_type(Location::Host), DLDeviceType::CUDA_HOST);
+    assert_eq!(device_type(Location::Managed), DLDeviceType::CUDA_MANAGED);
+}

@@ -3,7 +3,10 @@
 use std::ffi::c_int;
 use std::sync::{Arc, OnceLock};
 
-use hal_core::{Availability, Backend, BackendId, Capabilities, DeviceInfo, Error, Result};
+use hal_core::dlpack::DLDeviceType;
+use hal_core::{
+    Availability, Backend, BackendId, Capabilities, DeviceInfo, DlpackTypes, Error, Result,
+};
 
 use crate::device::CudaDevice;
 use hal_core::kit::runtime::{self, Failure};
@@ -189,8 +192,18 @@ pub(crate) fn device_info(driver: &Driver, ordinal: u32) -> Result<DeviceInfo> {
         granularity_min,
         granularity_recommended,
         capabilities,
+        dlpack: DLPACK,
     })
 }
+
+/// The DLPack device types of CUDA memory: `kDLCUDA` for device memory,
+/// `kDLCUDAHost` for pinned host memory, `kDLCUDAManaged` for managed
+/// memory.
+pub const DLPACK: DlpackTypes = DlpackTypes {
+    device: Some(DLDeviceType::CUDA.0),
+    host: DLDeviceType::CUDA_HOST.0,
+    managed: Some(DLDeviceType::CUDA_MANAGED.0),
+};
 
 impl Backend for CudaBackend {
     type Device = CudaDevice;

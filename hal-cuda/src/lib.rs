@@ -39,7 +39,7 @@ mod peer;
 mod sync;
 mod vmm;
 
-pub use backend::CudaBackend;
+pub use backend::{CudaBackend, DLPACK};
 pub use device::CudaDevice;
 pub use ffi::loader::{LIBRARY_NAME, LIBRARY_VAR};
 pub use ffi::sys::RESOLVED;

@@ -444,3 +444,15 @@ fn an_alignment_the_driver_did_not_give_is_refused() {
         other => panic!("a TiB alignment: {other:?}"),
     }
 }
+
+#[test]
+fn devices_declare_the_dlpack_types_of_cuda_memory() {
+    use hal_core::dlpack::{dl_device, DLDeviceType};
+    use hal_core::Location;
+    let dev = backend().open(0).unwrap();
+    let info = dev.info();
+    let device_type = |l| dl_device(info, l).unwrap().device_type;
+    assert_eq!(device_type(Location::Device(0)), DLDeviceType::CUDA);
+    assert_eq!(device_type(Location::Host), DLDeviceType::CUDA_HOST);
+    assert_eq!(device_type(Location::Managed), DLDeviceType::CUDA_MANAGED);
+}

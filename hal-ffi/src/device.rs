@@ -4,7 +4,7 @@ use std::ffi::c_char;
 use std::sync::{Arc, OnceLock};
 
 use hal_facade::dynamic::{DynBackend, DynDevice, DynStream};
-use hal_facade::{Availability, BackendId, Handle, Registry};
+use hal_facade::{Availability, Handle, Registry};
 
 use crate::last_error::call;
 use crate::status::{hal_status, Failure};
@@ -38,10 +38,6 @@ pub(crate) struct DeviceObj {
 }
 
 impl DeviceObj {
-    pub(crate) fn id(&self) -> BackendId {
-        self.backend.id()
-    }
-
     /// The device's stream for event records, made on first use.
     pub(crate) fn stream(&self) -> Result<&dyn DynStream, Failure> {
         if let Some(stream) = self.stream.get() {

@@ -113,8 +113,8 @@ pub unsafe extern "C" fn hal_import_tensor(
         let mut spec = tensor.spec();
         spec.read_only |= read_only;
         let memory = import_memory(tensor.memory, read_only)?;
-        let backend = memory.device.id();
-        let lent = DlpackTensor::new(Arc::new(memory), backend, &spec)?;
+        let device = Arc::clone(&memory.device);
+        let lent = DlpackTensor::new(Arc::new(memory), device.device.info(), &spec)?;
         // SAFETY: checked not NULL above.
         unsafe { put(out, lent.into_raw(), "out") }
     })
@@ -145,8 +145,8 @@ pub unsafe extern "C" fn hal_to_dlpack(
             // SAFETY: not NULL, valid per the contract.
             unsafe { spec_of(layout) }?
         };
-        let backend = memory.device.id();
-        let lent = DlpackTensor::new(memory, backend, &spec)?;
+        let device = Arc::clone(&memory.device);
+        let lent = DlpackTensor::new(memory, device.device.info(), &spec)?;
         // SAFETY: checked not NULL above.
         unsafe { put(out, lent.into_raw(), "out") }
     })

@@ -270,7 +270,7 @@ mod vmm;
 pub use backend::MockBackend;
 pub use device::MockDevice;
 pub use memory::{DeviceMemory, MockAllocation, MockMapping};
-pub use profile::{Profile, SubAllocation};
+pub use profile::{Profile, SubAllocation, DLPACK};
 pub use stream::MockStream;
 pub use sync::{MockEvent, MockNotify};
 pub use vendor::Vendor;

@@ -440,6 +440,7 @@ impl Profile {
             granularity_min: self.granularity_min,
             granularity_recommended: self.granularity_recommended,
             capabilities: self.reported_capabilities(),
+            dlpack: DLPACK,
         })
     }
 
@@ -464,6 +465,17 @@ fn fnv1a(seed: u64, name: &[u8], ordinal: u32) -> u64 {
     }
     h
 }
+
+/// The DLPack device types of simulated memory. Host and managed memory are
+/// host memory (`kDLCPU`); device memory is no real device's, so it is
+/// `kDLExtDev` with the simulated ordinal, and no consumer takes it for CPU
+/// or CUDA memory (told `kDLCUDA`, a consumer would hand the pointer to a
+/// GPU kernel).
+pub const DLPACK: hal_core::DlpackTypes = hal_core::DlpackTypes {
+    device: Some(hal_core::dlpack::DLDeviceType::EXT_DEV.0),
+    host: hal_core::dlpack::DLDeviceType::CPU.0,
+    managed: Some(hal_core::dlpack::DLDeviceType::CPU.0),
+};
 
 #[cfg(test)]
 mod tests {

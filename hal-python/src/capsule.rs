@@ -146,7 +146,7 @@ unsafe extern "C" fn drop_legacy(capsule: *mut ffi::PyObject) {
 pub(crate) fn device_of(memory: &MemoryObj, spec: &TensorSpec) -> PyResult<(i32, i32)> {
     let device = match spec.device {
         Some(d) => d,
-        None => dl_device(memory.device.backend.id(), hal::Memory::location(memory)).or_raise()?,
+        None => dl_device(memory.device.device.info(), hal::Memory::location(memory)).or_raise()?,
     };
     Ok((device.device_type.0, device.device_id))
 }
@@ -191,8 +191,8 @@ pub(crate) fn lend<'py>(
              versioned one (max_version=(1, 0); NumPy 2.1, PyTorch 2.6 and CuPy 14 do)",
         ));
     }
-    let backend = memory.device.backend.id();
-    let tensor = DlpackTensor::new(memory, backend, &spec).or_raise()?;
+    let device = Arc::clone(&memory.device);
+    let tensor = DlpackTensor::new(memory, device.device.info(), &spec).or_raise()?;
     let (ptr, name, destructor): (*mut c_void, &CStr, ffi::PyCapsule_Destructor) = if versioned {
         (tensor.into_raw().cast(), VERSIONED, drop_versioned)
     } else {

@@ -37,7 +37,10 @@ pub(crate) fn remember(memory: &Arc<MemoryObj>) {
     if memory.own_allocation().is_none() {
         return;
     }
-    let Ok(device) = dl_device(memory.device.backend.id(), hal::Memory::location(&**memory)) else {
+    let Ok(device) = dl_device(
+        memory.device.device.info(),
+        hal::Memory::location(&**memory),
+    ) else {
         return;
     };
     let Some(start) = data_start(memory, device.device_type.0) else {

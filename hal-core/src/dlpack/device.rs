@@ -1,126 +1,96 @@
-//! The DLPack device of memory, from its backend and location.
+//! The DLPack device of memory, from its device's DLPack types and its
+//! location.
 
 use crate::error::{Error, Result};
-use crate::types::{BackendId, Location};
+use crate::types::{DeviceInfo, Location};
 
 use super::abi::{DLDevice, DLDeviceType};
 
-/// The DLPack device of memory of `backend` at `location`, per the table in
-/// the [module documentation](super).
-pub fn dl_device(backend: BackendId, location: Location) -> Result<DLDevice> {
-    let ordinal = |n: u32| {
-        i32::try_from(n)
-            .map_err(|_| Error::invalid(format!("device ordinal {n} does not fit DLPack's int32")))
+/// The DLPack device of memory of the device `info` at `location`: the type
+/// the backend declared for that location ([`DeviceInfo::dlpack`]), with the
+/// device's ordinal as id for device memory and 0 otherwise.
+pub fn dl_device(info: &DeviceInfo, location: Location) -> Result<DLDevice> {
+    let types = info.dlpack;
+    let (device_type, device_id) = match location {
+        Location::Device(n) => (
+            types.device,
+            i32::try_from(n).map_err(|_| {
+                Error::invalid(format!("device ordinal {n} does not fit DLPack's int32"))
+            })?,
+        ),
+        Location::Host => (Some(types.host), 0),
+        Location::Managed => (types.managed, 0),
     };
-    let device = match (backend, location) {
-        (BackendId::MockCuda | BackendId::MockAscend, Location::Device(n)) => DLDevice {
-            device_type: DLDeviceType::EXT_DEV,
-            device_id: ordinal(n)?,
-        },
-        (BackendId::CpuShm | BackendId::MockCuda | BackendId::MockAscend, _) => DLDevice::CPU,
-        (BackendId::Cuda | BackendId::CudaUvm, Location::Device(n)) => DLDevice {
-            device_type: DLDeviceType::CUDA,
-            device_id: ordinal(n)?,
-        },
-        (BackendId::Cuda | BackendId::CudaUvm, Location::Host) => DLDevice {
-            device_type: DLDeviceType::CUDA_HOST,
-            device_id: 0,
-        },
-        (BackendId::Cuda | BackendId::CudaUvm, Location::Managed) => DLDevice {
-            device_type: DLDeviceType::CUDA_MANAGED,
-            device_id: 0,
-        },
-        (BackendId::Ascend, Location::Device(n)) => DLDevice {
-            device_type: DLDeviceType::EXT_DEV,
-            device_id: ordinal(n)?,
-        },
-        (_, Location::Host) => DLDevice::CPU,
-        (other, location) => {
-            return Err(Error::unsupported(
-                other.name(),
-                "DLPack export",
-                format!(
-                    "no DLPack device type is defined for {location:?} memory of this backend; \
-                     name one with TensorSpec::with_device"
-                ),
-            ))
-        }
+    let Some(device_type) = device_type else {
+        return Err(Error::unsupported(
+            info.backend.name(),
+            "DLPack export",
+            format!(
+                "no DLPack device type is defined for {location:?} memory of this backend; \
+                 name one with TensorSpec::with_device"
+            ),
+        ));
     };
-    Ok(device)
+    Ok(DLDevice {
+        device_type: DLDeviceType(device_type),
+        device_id,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::{BackendId, Capabilities, DlpackTypes};
+
+    fn info(dlpack: DlpackTypes) -> DeviceInfo {
+        DeviceInfo {
+            backend: BackendId::External(0x8001),
+            ordinal: 0,
+            uuid: [0; 16],
+            name: "test".into(),
+            total_memory: 0,
+            page_sizes: vec![4096],
+            granularity_min: 4096,
+            granularity_recommended: 4096,
+            capabilities: Capabilities::NONE,
+            dlpack,
+        }
+    }
 
     #[test]
-    fn device_types_per_backend_and_location() {
+    fn the_declared_type_with_the_ordinal_for_device_memory_and_zero_otherwise() {
+        let gpu = info(DlpackTypes {
+            device: Some(DLDeviceType::CUDA.0),
+            host: DLDeviceType::CUDA_HOST.0,
+            managed: Some(DLDeviceType::CUDA_MANAGED.0),
+        });
         let dev = |t: DLDeviceType, id| DLDevice {
             device_type: t,
             device_id: id,
         };
-        let cases = [
-            (BackendId::CpuShm, Location::Host, dev(DLDeviceType::CPU, 0)),
-            (
-                BackendId::Cuda,
-                Location::Device(3),
-                dev(DLDeviceType::CUDA, 3),
-            ),
-            (
-                BackendId::Cuda,
-                Location::Host,
-                dev(DLDeviceType::CUDA_HOST, 0),
-            ),
-            (
-                BackendId::Cuda,
-                Location::Managed,
-                dev(DLDeviceType::CUDA_MANAGED, 0),
-            ),
-            (
-                BackendId::CudaUvm,
-                Location::Managed,
-                dev(DLDeviceType::CUDA_MANAGED, 0),
-            ),
-            (
-                BackendId::Ascend,
-                Location::Device(1),
-                dev(DLDeviceType::EXT_DEV, 1),
-            ),
-            (BackendId::Ascend, Location::Host, dev(DLDeviceType::CPU, 0)),
-            (
-                BackendId::MockCuda,
-                Location::Device(2),
-                dev(DLDeviceType::EXT_DEV, 2),
-            ),
-            (
-                BackendId::MockCuda,
-                Location::Host,
-                dev(DLDeviceType::CPU, 0),
-            ),
-            (
-                BackendId::MockAscend,
-                Location::Managed,
-                dev(DLDeviceType::CPU, 0),
-            ),
-            (
-                BackendId::External(0x8001),
-                Location::Host,
-                dev(DLDeviceType::CPU, 0),
-            ),
-        ];
-        for (backend, location, want) in cases {
-            assert_eq!(
-                dl_device(backend, location).unwrap(),
-                want,
-                "{backend} {location:?}"
-            );
+        assert_eq!(
+            dl_device(&gpu, Location::Device(3)).unwrap(),
+            dev(DLDeviceType::CUDA, 3)
+        );
+        assert_eq!(
+            dl_device(&gpu, Location::Host).unwrap(),
+            dev(DLDeviceType::CUDA_HOST, 0)
+        );
+        assert_eq!(
+            dl_device(&gpu, Location::Managed).unwrap(),
+            dev(DLDeviceType::CUDA_MANAGED, 0)
+        );
+        assert!(dl_device(&gpu, Location::Device(u32::MAX)).is_err());
+    }
+
+    #[test]
+    fn a_location_without_a_declared_type_is_refused() {
+        let host = info(DlpackTypes::HOST);
+        assert_eq!(dl_device(&host, Location::Host).unwrap(), DLDevice::CPU);
+        for location in [Location::Device(0), Location::Managed] {
+            let err = dl_device(&host, location).unwrap_err();
+            assert!(err.is_unsupported(), "{err}");
+            assert!(err.to_string().contains("TensorSpec::with_device"), "{err}");
         }
-        assert!(dl_device(BackendId::Ascend, Location::Managed)
-            .unwrap_err()
-            .is_unsupported());
-        assert!(dl_device(BackendId::External(0x8001), Location::Device(0))
-            .unwrap_err()
-            .is_unsupported());
-        assert!(dl_device(BackendId::Cuda, Location::Device(u32::MAX)).is_err());
     }
 }

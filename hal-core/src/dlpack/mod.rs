@@ -10,8 +10,10 @@
 //!
 //! # Device types
 //!
-//! [`dl_device`] chooses the DLPack device from the backend and the
-//! memory's [`Location`]:
+//! Each backend declares the DLPack device types of its memory in its
+//! devices' [`DeviceInfo::dlpack`](crate::DeviceInfo::dlpack); [`dl_device`]
+//! reads them for the memory's [`Location`]. The backends of this workspace
+//! declare:
 //!
 //! | backend | location | device type | device id |
 //! | --- | --- | --- | --- |
@@ -23,7 +25,6 @@
 //! | ascend | `Host` | `kDLCPU` (1) | 0 |
 //! | mock-cuda, mock-ascend | `Device(n)` | `kDLExtDev` (12) | n |
 //! | mock-cuda, mock-ascend | `Host`, `Managed` | `kDLCPU` (1) | 0 |
-//! | external | `Host` | `kDLCPU` (1) | 0 |
 //!
 //! DLPack never added a type for shared CPU memory: shared host memory is
 //! `kDLCPU`, with its lifetime tied to the mapping by the deleter.
@@ -43,8 +44,8 @@
 //! address, so that no consumer takes it for CPU or CUDA memory (told
 //! `kDLCUDA`, a consumer would hand the pointer to a GPU kernel).
 //!
-//! Other combinations (managed memory of a non-CUDA backend, device memory
-//! of an external backend) are refused unless [`TensorSpec::with_device`]
+//! A location a backend declares no type for (managed memory of a
+//! non-CUDA backend, device memory of CPU shared memory) is refused unless [`TensorSpec::with_device`]
 //! names the device.
 //!
 //! The data pointer is [`Memory::host_ptr`] for `kDLCPU` and `kDLCUDAHost`,
@@ -65,10 +66,10 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use hal_core::dlpack::{to_dlpack, DLDataType};
-//! use hal_core::BackendId;
+//! use hal_core::Device;
 //!
-//! # fn demo<M: hal_core::Memory + 'static>(mem: Arc<M>) -> hal_core::Result<()> {
-//! let tensor = to_dlpack(mem, BackendId::CpuShm, DLDataType::F32, &[256, 256])?;
+//! # fn demo<D: Device, M: hal_core::Memory + 'static>(device: &D, mem: Arc<M>) -> hal_core::Result<()> {
+//! let tensor = to_dlpack(mem, device.info(), DLDataType::F32, &[256, 256])?;
 //! assert_eq!(tensor.shape(), &[256, 256]);
 //! // Hand the pointer to a consumer, which calls its deleter when done.
 //! let raw = tensor.into_raw();

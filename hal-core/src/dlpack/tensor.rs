@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::device::Memory;
 use crate::error::{Error, Result};
-use crate::types::BackendId;
+use crate::types::DeviceInfo;
 
 use super::abi::{
     DLDataType, DLDeviceType, DLManagedTensorVersioned, DLPackVersion, DLTensor,
@@ -63,8 +63,9 @@ unsafe impl Send for DlpackTensor {}
 unsafe impl Sync for DlpackTensor {}
 
 impl DlpackTensor {
-    /// Describe `mem` as a tensor of `spec` on behalf of `backend` (which
-    /// chooses the device type, see [`dl_device`]).
+    /// Describe `mem`, memory of the device `info`, as a tensor of `spec`
+    /// (the device's declared DLPack types choose the device type, see
+    /// [`dl_device`]).
     ///
     /// Device memory is described too: its data pointer is the device's
     /// address ([`Memory::addr`]) and its device type the backend's (a
@@ -72,14 +73,14 @@ impl DlpackTensor {
     /// type (`kDLCPU`, `kDLCUDAHost`) would describe memory that is not
     /// host-visible ([`Error::Unsupported`]), and when the layout does not
     /// fit its length ([`Error::InvalidArgument`]).
-    pub fn new<M>(mem: Arc<M>, backend: BackendId, spec: &TensorSpec) -> Result<DlpackTensor>
+    pub fn new<M>(mem: Arc<M>, info: &DeviceInfo, spec: &TensorSpec) -> Result<DlpackTensor>
     where
         M: Memory + ?Sized + 'static,
     {
         let (strides, elements) = spec.layout(mem.len())?;
         let device = match spec.device {
             Some(d) => d,
-            None => dl_device(backend, mem.location())?,
+            None => dl_device(info, mem.location())?,
         };
         let host_type = matches!(
             device.device_type,
@@ -88,7 +89,7 @@ impl DlpackTensor {
         let data: *mut c_void = match (host_type, mem.host_ptr()) {
             (true, None) => {
                 return Err(Error::unsupported(
-                    backend.name(),
+                    info.backend.name(),
                     "DLPack export",
                     format!(
                         "the {:?} memory is not host-visible, so a host device type cannot \
@@ -230,14 +231,14 @@ fn raw_slice<'a>(ptr: *const i64, ndim: i32) -> &'a [i64] {
 /// the start of the memory.
 pub fn to_dlpack<M>(
     mem: Arc<M>,
-    backend: BackendId,
+    info: &DeviceInfo,
     dtype: DLDataType,
     shape: &[i64],
 ) -> Result<DlpackTensor>
 where
     M: Memory + ?Sized + 'static,
 {
-    DlpackTensor::new(mem, backend, &TensorSpec::new(dtype, shape))
+    DlpackTensor::new(mem, info, &TensorSpec::new(dtype, shape))
 }
 
 #[cfg(test)]
@@ -248,7 +249,49 @@ mod tests {
     use super::*;
     use crate::dlpack::DLDevice;
     use crate::kit::os::{memfd, Prot, SharedMap};
-    use crate::types::Location;
+    use crate::types::{BackendId, Capabilities, DlpackTypes, Location};
+
+    /// A device of `backend` whose memory has the DLPack types `dlpack`.
+    fn info(backend: BackendId, dlpack: DlpackTypes) -> DeviceInfo {
+        DeviceInfo {
+            backend,
+            ordinal: 0,
+            uuid: [0; 16],
+            name: "test".into(),
+            total_memory: 0,
+            page_sizes: vec![4096],
+            granularity_min: 4096,
+            granularity_recommended: 4096,
+            capabilities: Capabilities::NONE,
+            dlpack,
+        }
+    }
+
+    fn host() -> DeviceInfo {
+        info(BackendId::CpuShm, DlpackTypes::HOST)
+    }
+
+    fn cuda() -> DeviceInfo {
+        info(
+            BackendId::Cuda,
+            DlpackTypes {
+                device: Some(DLDeviceType::CUDA.0),
+                host: DLDeviceType::CUDA_HOST.0,
+                managed: Some(DLDeviceType::CUDA_MANAGED.0),
+            },
+        )
+    }
+
+    fn simulated() -> DeviceInfo {
+        info(
+            BackendId::MockCuda,
+            DlpackTypes {
+                device: Some(DLDeviceType::EXT_DEV.0),
+                host: DLDeviceType::CPU.0,
+                managed: Some(DLDeviceType::CPU.0),
+            },
+        )
+    }
 
     /// Host memory in a shared mapping that counts its drops.
     struct ShmMemory {
@@ -333,7 +376,7 @@ mod tests {
         mem.write(0, &values).unwrap();
         let base = mem.map.as_ptr();
 
-        let tensor = to_dlpack(mem, BackendId::CpuShm, DLDataType::F32, &[4, 8]).unwrap();
+        let tensor = to_dlpack(mem, &host(), DLDataType::F32, &[4, 8]).unwrap();
         // The tensor's Arc is the only one left.
         assert_eq!(drops.load(Ordering::SeqCst), 0);
         let raw = tensor.into_raw();
@@ -373,7 +416,7 @@ mod tests {
     fn dropping_the_owner_calls_the_deleter_once() {
         let (mem, drops) = ShmMemory::new(8192, false);
         let weak = Arc::downgrade(&mem);
-        let tensor = to_dlpack(mem.clone(), BackendId::CpuShm, DLDataType::U8, &[8192]).unwrap();
+        let tensor = to_dlpack(mem.clone(), &host(), DLDataType::U8, &[8192]).unwrap();
         drop(mem);
         assert!(weak.upgrade().is_some());
         assert_eq!(tensor.shape(), &[8192]);
@@ -387,7 +430,7 @@ mod tests {
     fn dyn_memory_and_from_raw() {
         let (mem, drops) = ShmMemory::new(4096, false);
         let mem: Arc<dyn Memory> = mem;
-        let raw = to_dlpack(mem, BackendId::CpuShm, DLDataType::I64, &[2, 2])
+        let raw = to_dlpack(mem, &host(), DLDataType::I64, &[2, 2])
             .unwrap()
             .into_raw();
         // SAFETY: `raw` came from `into_raw` and nothing else deletes it.
@@ -400,13 +443,13 @@ mod tests {
     #[test]
     fn read_only_memory_gives_a_read_only_tensor() {
         let (mem, _drops) = ShmMemory::new(4096, true);
-        let t = to_dlpack(mem, BackendId::CpuShm, DLDataType::U8, &[16]).unwrap();
+        let t = to_dlpack(mem, &host(), DLDataType::U8, &[16]).unwrap();
         assert!(t.is_read_only());
         assert_eq!(t.as_managed().flags, DLPACK_FLAG_BITMASK_READ_ONLY);
 
         let (mem, _drops) = ShmMemory::new(4096, false);
         let spec = TensorSpec::new(DLDataType::U8, &[16]).read_only();
-        let t = DlpackTensor::new(mem, BackendId::CpuShm, &spec).unwrap();
+        let t = DlpackTensor::new(mem, &host(), &spec).unwrap();
         assert!(t.is_read_only());
     }
 
@@ -422,7 +465,7 @@ mod tests {
                 device_type: DLDeviceType::CUDA_HOST,
                 device_id: 0,
             });
-        let t = DlpackTensor::new(mem, BackendId::CpuShm, &spec).unwrap();
+        let t = DlpackTensor::new(mem, &host(), &spec).unwrap();
         assert_eq!(t.strides(), &[16, 1]);
         assert_eq!(t.tensor().byte_offset, 128);
         assert_eq!(t.tensor().data, base.cast());
@@ -432,10 +475,10 @@ mod tests {
     #[test]
     fn empty_and_scalar_tensors() {
         let (mem, _drops) = ShmMemory::new(4096, false);
-        let t = to_dlpack(mem.clone(), BackendId::CpuShm, DLDataType::F32, &[0, 5]).unwrap();
+        let t = to_dlpack(mem.clone(), &host(), DLDataType::F32, &[0, 5]).unwrap();
         assert!(t.tensor().data.is_null());
         assert_eq!(t.strides(), &[5, 1]);
-        let t = to_dlpack(mem, BackendId::CpuShm, DLDataType::F64, &[]).unwrap();
+        let t = to_dlpack(mem, &host(), DLDataType::F64, &[]).unwrap();
         assert_eq!(t.tensor().ndim, 0);
         assert!(t.tensor().shape.is_null());
         assert!(!t.tensor().data.is_null());
@@ -443,17 +486,11 @@ mod tests {
 
     #[test]
     fn device_memory_is_described_by_its_device_address() {
-        let t = to_dlpack(Arc::new(DeviceOnly), BackendId::Cuda, DLDataType::F32, &[4]).unwrap();
+        let t = to_dlpack(Arc::new(DeviceOnly), &cuda(), DLDataType::F32, &[4]).unwrap();
         assert_eq!(t.tensor().data as usize, 0x7000_0000);
         assert_eq!(t.tensor().device.device_type, DLDeviceType::CUDA);
         assert_eq!(t.tensor().device.device_id, 0);
-        let sim = to_dlpack(
-            Arc::new(DeviceOnly),
-            BackendId::MockCuda,
-            DLDataType::U8,
-            &[8],
-        )
-        .unwrap();
+        let sim = to_dlpack(Arc::new(DeviceOnly), &simulated(), DLDataType::U8, &[8]).unwrap();
         assert_eq!(sim.tensor().device.device_type, DLDeviceType::EXT_DEV);
         assert_eq!(sim.tensor().data as usize, 0x7000_0000);
     }
@@ -463,7 +500,7 @@ mod tests {
         // Device memory described as host memory.
         let err = DlpackTensor::new(
             Arc::new(DeviceOnly),
-            BackendId::Cuda,
+            &cuda(),
             &TensorSpec::new(DLDataType::F32, &[4]).with_device(DLDevice::CPU),
         )
         .unwrap_err();
@@ -471,7 +508,7 @@ mod tests {
 
         let (mem, drops) = ShmMemory::new(4096, false);
         let too_big = |spec: TensorSpec| {
-            let err = DlpackTensor::new(mem.clone(), BackendId::CpuShm, &spec).unwrap_err();
+            let err = DlpackTensor::new(mem.clone(), &host(), &spec).unwrap_err();
             assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
         };
         too_big(TensorSpec::new(DLDataType::F32, &[1025]));
@@ -486,7 +523,7 @@ mod tests {
         // Exactly full is fine (the tensor is dropped at once).
         let _ = DlpackTensor::new(
             mem.clone(),
-            BackendId::CpuShm,
+            &host(),
             &TensorSpec::new(DLDataType::F32, &[1023]).with_byte_offset(4),
         )
         .unwrap();

@@ -146,6 +146,7 @@ mod tests {
                 granularity_min: 4096,
                 granularity_recommended: 4096,
                 capabilities: Capabilities::MEMORY_IS_HOST | Capabilities::VMM,
+                dlpack: crate::DlpackTypes::HOST,
             }
         }
     }

@@ -17,12 +17,7 @@ pub fn dlpack_device_memory<B: Backend>(s: &Suite<B>) {
     let page = dev.info().page_size();
     let a = Arc::new(alloc_filled(&dev, 1, 9));
     let t = must(
-        to_dlpack(
-            Arc::clone(&a),
-            s.backend().id(),
-            DLDataType::U8,
-            &[page as i64],
-        ),
+        to_dlpack(Arc::clone(&a), dev.info(), DLDataType::U8, &[page as i64]),
         "to_dlpack",
     );
     let d = t.tensor();
