@@ -1,4 +1,5 @@
-//! The exporter's side: allocate, fill and export the buffer, start the consumer, time the baselines beside it.
+//! The exporter's side: allocate, fill and export the buffer, start the
+//! consumer, time the baselines beside it.
 
 use std::os::fd::AsFd;
 use std::time::Instant;

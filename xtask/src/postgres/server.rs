@@ -1,4 +1,5 @@
-//! A PostgreSQL server started on a Unix socket in the scratch folder, and what `hal_pg_info()` says of it.
+//! A PostgreSQL server started on a Unix socket in the scratch folder, and
+//! what `hal_pg_info()` says of it.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

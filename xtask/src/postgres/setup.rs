@@ -1,4 +1,5 @@
-//! Finding the server's programs, the user it runs as, its scratch folder, and building what it loads.
+//! Finding the server's programs, the user it runs as, its scratch folder,
+//! and building what it loads.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
