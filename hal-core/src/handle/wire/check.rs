@@ -1,7 +1,7 @@
 //! The bounds the encoder and the decoder both hold each field to.
 
-use super::super::{HandleFlags, PidKind};
 use crate::error::HandleError;
+use crate::handle::{HandleFlags, PidKind};
 
 pub(super) fn check_flags(bits: u32) -> Result<(), HandleError> {
     let unknown = bits & !HandleFlags::KNOWN.0;

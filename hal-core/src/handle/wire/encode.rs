@@ -3,12 +3,12 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 
-use super::super::{FdSource, Handle};
 use super::check::{
     check_fd_count, check_flags, check_importer_class, check_range, check_socket_name,
 };
 use super::*;
 use crate::error::HandleError;
+use crate::handle::{FdSource, Handle};
 use crate::types::BackendId;
 
 impl Handle {
