@@ -70,6 +70,71 @@ impl Backend for CpuShm {
 
 /// The host device: allocates, exports and imports host memory, events and
 /// notifies, and does VMM with memfd chunks.
+///
+/// # Anonymous regions: memfd and seals
+///
+/// [`Device::allocate`](hal_core::Device::allocate) creates a memfd
+/// (`MFD_CLOEXEC | MFD_ALLOW_SEALING`) of the size rounded up to whole pages
+/// and maps it shared. Only [`Location::Host`](hal_core::Location::Host)
+/// exists here; device and managed locations are
+/// [`Error::Unsupported`](hal_core::Error::Unsupported). Nothing is allocated
+/// until touched: a 64 GiB region of which 1 MiB is touched costs about 1 MiB.
+///
+/// The first export seals the memfd against shrinking and growing
+/// (`F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`); from then on nobody, the
+/// exporter included, can change its size. An export covers whole pages (a
+/// misaligned range is [`Error::Misaligned`](hal_core::Error::Misaligned),
+/// never widened) and carries one descriptor, the data memfd, which the
+/// exporter's descriptor broker serves, so the handle text alone is enough
+/// to import from another process (`hal_core::exchange`). The
+/// handle holds the exporter's address for fixed-address imports, the
+/// creator's pid and start time, and a random object id.
+/// `Importers::BackendDefault` means anyone; a pid allow-list is enforced by
+/// the broker (pids of the exporter's pid namespace). A read-only export
+/// sends a descriptor reopened `O_RDONLY`, and its first export seals the memfd
+/// against writes (`F_SEAL_FUTURE_WRITE`): the exporter's own mapping keeps
+/// writing, and no other mapping or descriptor, in any process, can ever
+/// write it (not one reopened read-write through `/proc/PID/fd`, not
+/// `mprotect`). An allocation is therefore exported either writable or
+/// read-only, as its first export decides; the other kind is refused with
+/// [`Error::PermissionDenied`](hal_core::Error::PermissionDenied). An importer
+/// refuses a read-only handle whose memfd lacks that seal.
+///
+/// An import verifies the descriptor **before** mapping it: a memfd, sealed
+/// against shrinking and growing, at least as large as the handle's range. An
+/// unsealed or short descriptor is refused
+/// ([`HandleError::Descriptors`](hal_core::HandleError::Descriptors)), so no
+/// peer can make the importer die of `SIGBUS` by truncating. With
+/// [`ImportPlacement::ExporterAddress`](hal_core::ImportPlacement) the mapping
+/// goes at the exporter's address (`MAP_FIXED_NOREPLACE`) so pointer-rich
+/// structures work unchanged, or fails with
+/// [`Error::AlreadyExists`](hal_core::Error::AlreadyExists) when that range is
+/// taken. Each importing mapping holds a lease that the exporter's broker
+/// registered in the allocation's [`LeaseTable`](hal_core::lease::LeaseTable)
+/// (kept by the exporter, never sent):
+/// [`Allocation::importers`](hal_core::Allocation::importers) counts them (dead
+/// importers excluded) and
+/// [`Allocation::wait_unleased`](hal_core::Allocation::wait_unleased) waits for
+/// none. Importing the same handle again in one process returns the existing
+/// mapping ([`CpuMapping`](crate::CpuMapping) is a cheap reference-counted
+/// clone) with no system call beyond closing the descriptors that came with the
+/// handle. Only imports whose descriptors came from a checked source (the
+/// creator's own broker, or this process's own registration) are kept for
+/// reuse, and a reuse must match the whole handle: a handle that names a
+/// genuine object but carries a peer's descriptors never answers a later
+/// import. Anonymous regions leave nothing behind: the memory goes with the
+/// last descriptor and mapping, whatever way the processes end.
+///
+/// # Placement
+///
+/// [`Placement`](hal_core::Placement) hints are honoured: NUMA bind,
+/// interleave or preferred (`mbind`; an unknown node is an
+/// [`Error::InvalidArgument`](hal_core::Error::InvalidArgument) naming the
+/// nodes there are), transparent huge pages (`madvise(MADV_HUGEPAGE)`, advice
+/// the kernel may ignore), explicit huge pages (`MFD_HUGETLB`, with an
+/// [`Error::OutOfMemory`](hal_core::Error::OutOfMemory) that says how to
+/// reserve some when none are free) and prefaulting (`MADV_POPULATE_WRITE`,
+/// else a touch of every page).
 #[derive(Debug, Clone)]
 pub struct CpuDevice {
     info: &'static DeviceInfo,

@@ -66,6 +66,16 @@
 //! peers are not trusted. Likewise a full `/dev/shm` makes the first touch of
 //! a page fault; [`NamedOptions::allocate_now`] reserves the space at
 //! creation instead and reports a clear [`Error::OutOfMemory`].
+//!
+//! # In short
+//!
+//! A region named `X` is the POSIX object `/X`, reachable from C's
+//! `shm_open` and Python's `multiprocessing.shared_memory`. Create is
+//! exclusive with mode 0600; open refuses other users' regions and
+//! unexpected sizes. The ownership metadata lives outside the region's bytes
+//! in `/dev/shm/.hal-meta.X`, which [`list_regions`] and [`collect_garbage`]
+//! use to find and remove the regions of crashed creators, and only those.
+//! Named regions export as handles that carry the name (no descriptors).
 
 use std::fs::OpenOptions;
 use std::io::Write;

@@ -42,6 +42,16 @@ const W_WORD: usize = 0;
 const W_DONE: usize = 1;
 
 /// A host-synchronous stream: work runs at once, in order.
+///
+/// # Events, notifies, streams
+///
+/// Streams are host-synchronous: operations run at once, in order. Events
+/// and notifies live in a sealed one-page memfd that exports with the handle;
+/// waits spin briefly ([`WaitOptions::spin`](hal_core::WaitOptions), zero
+/// sleeps at once), then sleep on a futex with the timeout; an uncontended
+/// signal makes no system call. Awaitable waits run on a waiter thread and
+/// never block the executor. Notifies are not creator-only: both sides may
+/// signal and wait.
 #[derive(Debug, Default)]
 pub struct CpuStream {
     _private: (),

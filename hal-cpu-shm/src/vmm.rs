@@ -212,6 +212,15 @@ struct Piece {
 }
 
 /// An address range reservation: no memory until chunks are mapped into it.
+///
+/// # VMM
+///
+/// Granularity is the page (minimum) and 2 MiB (recommended). A physical
+/// allocation is a sealed memfd chunk; a reservation is `PROT_NONE` address
+/// space; map places a chunk over part of it (`MAP_FIXED`), set_access is
+/// `mprotect`. Chunks export with their descriptor (verified on import like
+/// memory), which is how a buffer grows after it was shared
+/// (`hal_core::growable`).
 #[derive(Debug)]
 #[must_use = "the address range is unmapped and released when this value drops"]
 pub struct CpuReservation {

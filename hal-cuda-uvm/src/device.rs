@@ -24,6 +24,41 @@ use crate::step_errors::StepErrors;
 use crate::stream::UvmStream;
 
 /// How the GPU reaches the home pages of shared managed buffers.
+///
+/// # Strategies, and when each is used
+///
+/// The figures of the table were measured on an H200 (driver 580, CUDA 13.0)
+/// with two real processes making plain driver calls, before this crate existed
+/// (`shared/vendor/cuda.md` in the project's notes). Through this crate, one
+/// run on an H200 (driver 580.159.04, code of commit 7ce4317) measured the
+/// registered home: `uvm_bench` over 256 MiB registered in 131 ms (a raw
+/// `register_host` of the same pages 154 ms), opened a region already
+/// registered in 0.64 µs, and read home pages from the GPU at 53.6 GB/s (pinned
+/// `cuMemAllocHost` memory 52.5 GB/s). Nothing of
+/// [`Residency`](crate::Residency) or [`NumaHome`](crate::NumaHome) has been
+/// measured through this crate.
+///
+/// | strategy | when | what it costs | bounded by |
+/// |---|---|---|---|
+/// | registered home pages ([`Strategy::Registered`](crate::Strategy::Registered)) | always, by default: every process that uses the GPU registers the memfd pages (`cuMemHostRegister(PORTABLE \| DEVICEMAP)`) once, and its GPU reads and writes them in place at the host address | registration 256 MiB: 40–102 ms, 1 GiB: 446 ms, once per process and region (a second open is a cache lookup); unregistration 1 GiB: 16 ms | the host link: 55 GB/s GPU reads and writes, equal to pinned `cuMemAllocHost` memory (pageable `cuMemcpyHtoD`: 8 GB/s) |
+/// | device-resident chunks ([`Residency`](crate::Residency)) | after [`Residency::prefetch`](crate::Residency::prefetch), where the GPU has VMM: a chunk's current copy is a device VMM allocation that every process maps | a copy of the chunk each way (prefetch, writeback); creating a 64 MiB chunk 47 µs, exporting it 762 µs, mapping it in another process 60–205 µs | device memory (fast: device bandwidth) |
+/// | direct pageable access ([`Strategy::Pageable`](crate::Strategy::Pageable)) | where the GPU reports `PAGEABLE_MEMORY_ACCESS` (HMM or ATS machines): nothing is registered, the GPU reaches the pages at their host address | nothing at open | the host link; not available on the H200 measured (the attribute is 0 there: unregistered pages fault in kernels and answer `CUDA_ERROR_INVALID_VALUE` to copies), so this strategy is tested on the stand-in driver only |
+/// | host-NUMA home ([`NumaHome`](crate::NumaHome)) | picked explicitly, where the GPU has VMM with host-NUMA pages | creating 1 GiB 233 ms; attaching it in another process about 23 ms (import + reserve + map + access) | the host link: GPU reads 55.3 GB/s; CPU memmove 10.7 GB/s (malloc 9.9) |
+/// | CPU-only processes ([`open_on_cpu`](crate::open_on_cpu)) | processes that never initialise CUDA | a memfd import (tens of µs) | host memory bandwidth |
+///
+/// **Homes.** A buffer's home is a sealed memfd (`hal-cpu-shm`) by default,
+/// because CPU-only processes can map it without CUDA and it works on every GPU
+/// that registers host memory. The second home, picked explicitly with
+/// [`NumaHome`](crate::NumaHome), is a host-NUMA VMM allocation shared by
+/// descriptor: a second process attaches 1 GiB in about 23 ms instead of 446 ms
+/// of registration, the GPU reads it at 55 GB/s and the CPU as fast as `malloc`
+/// memory (measured), but every process that maps it initialises CUDA, and it
+/// needs the GPU's VMM with host-NUMA pages (`Unsupported` where the GPU
+/// backend lacks `HOST_NUMA_VMM`). It is plain memory of the contract
+/// ([`Memory`](hal_core::Memory)), not an allocation of
+/// [`UvmDevice`](crate::UvmDevice): stream operations reach it through the
+/// GPU's own copies or kernels at
+/// [`NumaHome::device_addr`](crate::NumaHome::device_addr).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Strategy {
     /// Registered with the GPU in every process that maps them
@@ -47,8 +82,8 @@ pub enum Strategy {
 /// - Events, notifies and VMM are the GPU's; a stream is the GPU's stream
 ///   ([`UvmStream::inner`]). Stream work between the GPU's own memory and
 ///   registered home pages runs on it as the GPU's own; work on home pages
-///   the GPU does not reach is a host step in stream order (see the crate
-///   documentation, *Stream order*).
+///   the GPU does not reach is a host step in stream order (see
+///   [`UvmStream`], *Stream order*).
 pub struct UvmDevice<D: Device> {
     gpu: D,
     host: CpuDevice,
@@ -372,7 +407,7 @@ where
 
     /// Between memory the GPU reaches (its own, and home pages through
     /// their registration), the GPU's copy in stream order; with home pages
-    /// only the host reaches, a host step (see the crate docs, *Stream
+    /// only the host reaches, a host step (see [`UvmStream`], *Stream
     /// order*).
     fn copy_async(
         &self,
@@ -528,7 +563,7 @@ where
     /// On a shared managed buffer, advice is checked and kept by nobody:
     /// the home pages are registered (pinned) and never migrate, so every
     /// device reaches them in place whatever the advice. Device copies are
-    /// made explicitly (see the crate documentation, *Strategies*).
+    /// made explicitly (see [`Strategy`]).
     fn advise(&self, mem: MemRef<'_, Self>, offset: u64, len: u64, advice: Advice) -> Result<()> {
         self.origin.check("the cuda-uvm device")?;
         match side(mem) {

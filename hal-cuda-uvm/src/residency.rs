@@ -86,6 +86,24 @@ enum HeaderHold<D: Device> {
 
 /// Device copies of a shared managed buffer, shared by every process
 /// that attaches to the buffer's residency header.
+///
+/// [`Residency`](crate::Residency) keeps a table in a shared header: for every
+/// chunk, where its current copy lives, its generation and the process that
+/// serves the device copy. **Between a prefetch and its writeback a chunk is
+/// written only on the device.** Host writes through [`Residency::write`] to a
+/// device-resident chunk are refused; home-page writes made behind the table's
+/// back are detected at the writeback, which reports the chunk and keeps the
+/// device copy. The header is shared with every attached process, and each
+/// reads it as untrusted bytes: no writer of it can make another process wait
+/// for ever (its lock has a deadline, set with
+/// [`Residency::set_lock_patience`], past which a call answers
+/// [`Error::Timeout`](hal_core::Error::Timeout) naming the holder), lose the
+/// device writes of a chunk it serves (the server writes them home whatever its
+/// slot says, or reports them lost), or disable a chunk for good (an unreadable
+/// slot is a dead server's, which [`Residency::reclaim`] recovers). Residency
+/// needs the GPU's VMM ([`Capabilities::VMM`](hal_core::Capabilities::VMM),
+/// which `hal_cuda` offers where the driver reports it): without it, it answers
+/// `Unsupported`.
 #[must_use = "this process's device copies are written home and released when this value drops"]
 pub struct Residency<'d, D: GpuDevice> {
     dev: &'d UvmDevice<D>,

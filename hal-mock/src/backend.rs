@@ -31,6 +31,39 @@ use crate::state::{BackendShared, DevRef, DeviceState};
 /// assert_eq!(ascend.devices()?.len(), 3);
 /// # Ok::<(), hal_core::Error>(())
 /// ```
+///
+/// # How it is built
+///
+/// - **Memory** lives in sealed memfds mapped into the process, so handles
+///   exported by one process are imported by another real process, which maps
+///   the same pages. Nothing is created in `/dev/shm`. Device memory is not
+///   host-visible: [`Memory::host_ptr`](hal_core::Memory::host_ptr) is `None`,
+///   and bytes move with `Memory::read` / `Memory::write` (a simulated
+///   `cuMemcpyDtoH` / `aclrtMemcpy`) or the stream copies
+///   [`MockDevice::write_async`](crate::MockDevice::write_async) and
+///   [`MockDevice::copy_async`](crate::MockDevice::copy_async). A device
+///   address ([`Memory::addr`](hal_core::Memory::addr)) is the address of the
+///   simulator's private mapping of the memory: unique and stable, like a
+///   unified virtual address, but not to be dereferenced.
+/// - **Streams** are ordered queues, each run by a worker thread: a stream
+///   waiting on an event or a notify runs no later work until the wait is
+///   satisfied, and `synchronize` waits for the queue to drain.
+/// - **Events and notifies** keep their state in futex words in a shared
+///   memfd, so records, signals and waits work across processes; host waits
+///   take timeouts, and `wait_async` runs on a waiter thread
+///   ([`hal_core::wait::blocking_future`]).
+/// - **Leases**: each exported allocation keeps a
+///   [`LeaseTable`](hal_core::lease::LeaseTable) in the exporter; the
+///   exporter's broker registers a lease for each importing process, which
+///   holds it until it closes (or dies).
+/// - **Descriptors** travel through the exporter's broker
+///   ([`hal_core::Exported`]), which enforces pid allow-lists across
+///   processes; descriptors that arrive attached are checked against the
+///   handle's allow-list by the import itself. Allow-lists govern the
+///   processes other than the exporter's: the exporting process imports its
+///   own exports from the handle text (its broker serves it) and with the
+///   descriptors attached ([`Exported::share`](hal_core::Exported::share))
+///   alike.
 #[derive(Clone)]
 pub struct MockBackend {
     shared: Arc<BackendShared>,

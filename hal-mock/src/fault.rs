@@ -31,6 +31,22 @@
 //! # Ok::<(), hal_core::Error>(())
 //! ```
 //!
+//! # In short
+//!
+//! This module makes the next allocation, export, import or wait fail with a
+//! chosen vendor error, loses a device (every later call answers the
+//! vendor's device-lost code: `CUDA_ERROR_DEVICE_UNAVAILABLE` (46),
+//! `ACL_ERROR_RT_LOST_HEARTBEAT` (507010)), or removes a vendor entry point
+//! so that the operations calling it answer `Unsupported` naming the symbol.
+//! Faults belong to one backend instance: parallel tests do not see each
+//! other's.
+//!
+//! For the stand-in libraries,
+//! [`older::LibraryCopy`](crate::older::LibraryCopy) makes a copy of a built
+//! stand-in whose dynamic symbol table lacks chosen entry points: loaded in
+//! place of the stand-in, it is a driver or runtime older than those calls
+//! (`dlsym` finds nothing for them).
+//!
 //! [`Vendor::device_lost`]: crate::Vendor::device_lost
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

@@ -46,6 +46,76 @@ pub struct SubAllocation {
 /// so a handle exported by one is imported onto the right device by the
 /// other, even when the processes number the devices differently
 /// ([`Profile::with_visible_devices`]).
+///
+/// # Profiles
+///
+/// A [`Profile`](crate::Profile) describes the devices: their number, memory,
+/// page sizes, allocation granularity, capabilities, and whose rules they
+/// follow ([`Vendor`](crate::Vendor)). Two are built in:
+///
+/// | | [`Profile::cuda()`](crate::Profile::cuda) | [`Profile::ascend()`](crate::Profile::ascend) |
+/// |---|---|---|
+/// | backend id | [`BackendId::MockCuda`](hal_core::BackendId::MockCuda) | [`BackendId::MockAscend`](hal_core::BackendId::MockAscend) |
+/// | devices | 4 × 16 GiB | 2 × 32 GiB |
+/// | page sizes | 4 KiB, 2 MiB, 1 GiB | 4 KiB, 2 MiB, 1 GiB |
+/// | VMM granularity (min / recommended) | 2 MiB / 2 MiB | 2 MiB / 2 MiB |
+/// | plain allocations | own memory, rounded to 4 KiB | under 1 MiB: sub-allocated from 2 MiB pool chunks in 512-byte steps; larger: own memory, rounded to 512 bytes |
+/// | capabilities | IPC memory, events, notifies; VMM; managed memory; peer access; IPC event query; leases; growable buffers | IPC memory, events, notifies; creator-only notify wait; VMM; peer access; pid allow-lists, on by default; leases; growable buffers |
+///
+/// Change the number of devices with
+/// [`Profile::with_devices`](crate::Profile::with_devices) or the
+/// `HAL_MOCK_DEVICES` variable
+/// ([`Profile::with_env_overrides`](crate::Profile::with_env_overrides)).
+/// Device UUIDs derive from the profile name and the physical device index
+/// ([`Profile::device_uuid`](crate::Profile::device_uuid)), so a child process
+/// that builds the same profile (`MockBackend::cuda()`) imports onto the same
+/// devices.
+///
+/// Removing a capability from a profile makes the operations that
+/// need it answer [`Error::Unsupported`](hal_core::Error::Unsupported).
+/// Growable buffers ([`hal_core::growable`]) are built on VMM and IPC memory:
+/// without either, the devices do not report
+/// [`Capabilities::GROWABLE`](hal_core::Capabilities::GROWABLE).
+///
+/// # Visible devices
+///
+/// On real machines processes often number the same devices differently:
+/// `CUDA_VISIBLE_DEVICES=2,0` (or `ASCEND_RT_VISIBLE_DEVICES`, or a container's
+/// device list) makes physical device 2 that process's device 0.
+/// [`Profile::with_visible_devices`](crate::Profile::with_visible_devices)
+/// (`&[2, 0]`) or the `HAL_MOCK_VISIBLE_DEVICES` variable (`2,0`, or per
+/// profile `mock-cuda=2,0;mock-ascend=1`; read by
+/// [`Profile::with_env_overrides`](crate::Profile::with_env_overrides))
+/// simulate it. Ordinals
+/// ([`DeviceInfo::ordinal`](hal_core::DeviceInfo::ordinal),
+/// [`Backend::open`](hal_core::Backend::open), allocations, peer access, memory
+/// accounting, faults) are this process's; the UUID, name and memory of a
+/// device are its physical device's
+/// ([`MockDevice::physical_device`](crate::MockDevice::physical_device)).
+///
+/// This is why a handle names its device by UUID as well as by ordinal: the
+/// exporter's ordinal 2 may be the importer's ordinal 0, or another device
+/// altogether. Imports find the device by UUID, so memory lands on the
+/// device the exporter allocated it on, whatever the two processes' lists;
+/// a handle whose device the importer does not see is refused with the
+/// vendor's invalid-device code (`CUDA_ERROR_INVALID_DEVICE` (101),
+/// `ACL_ERROR_RT_INVALID_DEVICEID` (107001)) naming the UUID, rather than
+/// landing on whichever device has the handle's ordinal here.
+///
+/// ```
+/// use hal_core::{AllocDesc, Backend, Device, ExportOptions, ImportOptions, Location, Memory};
+/// use hal_mock::{MockBackend, Profile};
+///
+/// let exporter = MockBackend::new(Profile::cuda()); // sees devices 0..4
+/// let importer = MockBackend::new(Profile::cuda().with_visible_devices(&[2, 0])?);
+/// let gpu2 = exporter.open(2)?;
+/// let buf = gpu2.allocate(&AllocDesc::device(2, 4096))?;
+/// let exported = gpu2.export_memory(&buf, &ExportOptions::default())?;
+/// let here = importer.open(0)?;
+/// let mapping = here.import_memory(exported.share()?, &ImportOptions::default())?;
+/// assert_eq!(mapping.location(), Location::Device(0)); // physical device 2
+/// # Ok::<(), hal_core::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Profile {
     /// Profile name, part of every device UUID (`mock-cuda`, `mock-ascend`).
