@@ -233,7 +233,7 @@ pub trait Notify: Send + Sync {
 ///
 /// ```
 /// use hal_core::{AllocDesc, Backend, Capabilities, Device, Exported, ExportOptions, Handle};
-/// use hal_core::{ImportOptions, Importers, Memory, Result};
+/// use hal_core::{DeviceExt, ImportOptions, Importers, Memory, Result};
 ///
 /// /// Put `bytes` in a fresh page of `device` and export it to anyone.
 /// /// The caller keeps both: dropping the export ends it.
