@@ -7,8 +7,8 @@
 //! **The contract** (the modules declared first below) is what every backend
 //! implements and every program speaks, about 4,000 lines read in this order:
 //!
-//! - [`device`]: [`Backend`] and [`Device`], what a vendor runtime and its
-//!   devices do (allocation, export and import of memory, streams, events,
+//! - [`backend`] and [`device`]: [`Backend`] and [`Device`], what a vendor
+//!   runtime and its devices do (allocation, export and import of memory, streams, events,
 //!   notifies), with [`DeviceExt`]'s conveniences;
 //! - [`vmm`]: [`Vmm`], virtual memory management (physical allocations,
 //!   reservations, mappings), a separate trait of every device;
@@ -38,6 +38,7 @@
 #![cfg(unix)]
 
 // The contract.
+pub mod backend;
 pub mod device;
 pub mod dynamic;
 pub mod error;
@@ -46,9 +47,9 @@ pub mod types;
 pub mod vmm;
 pub mod wait;
 
+pub use backend::Backend;
 pub use device::{
-    Allocation, Backend, Device, DeviceExt, Event, FreeError, Mapping, MemRef, Memory, Notify,
-    WaitFuture,
+    Allocation, Device, DeviceExt, Event, FreeError, Mapping, MemRef, Memory, Notify, WaitFuture,
 };
 pub use error::{Error, HandleError, Result, VendorError};
 pub use handle::{FdSource, Handle, HandleFlags, HandleKind, PidKind, SharedHandle};

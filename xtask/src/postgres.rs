@@ -26,25 +26,16 @@
 //!   ratio of medians, printed; not an assertion).
 
 use std::path::Path;
-use std::process::{Command, ExitCode, Stdio};
-use std::time::Duration;
-
-/// Sessions that write and read the buffer at once.
-const SESSIONS: usize = 16;
-/// Bytes of each session's slice.
-const SLICE: usize = 64 * 1024;
-/// The buffer's size, MiB.
-const SIZE_MB: u64 = 16;
-/// How long a step may wait for the server.
-const PATIENCE: Duration = Duration::from_secs(60);
-
-type Res<T> = Result<T, String>;
+use std::process::ExitCode;
 
 mod checks;
+mod params;
+mod proc;
 mod server;
 mod setup;
 
 use checks::checks;
+use proc::Res;
 use server::Server;
 use setup::{build, build_extension, PgConfig, Scratch, ServerUser};
 
@@ -118,60 +109,11 @@ fn run_all(root: &Path, cargo: &str, backends: &[String]) -> Res<String> {
     Ok(report)
 }
 
-fn copy(from: &Path, to: &Path) -> Res<()> {
-    std::fs::copy(from, to)
-        .map(|_| ())
-        .map_err(|e| format!("copy {} to {}: {e}", from.display(), to.display()))
-}
-
-fn append(path: &Path, text: &str) -> Res<()> {
-    use std::io::Write;
-    std::fs::OpenOptions::new()
-        .append(true)
-        .open(path)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// Run `cmd`, its output shown; an error unless it succeeds.
-fn run(cmd: &mut Command) -> Res<()> {
-    let status = cmd
-        .status()
-        .map_err(|e| format!("{:?}: {e}", cmd.get_program()))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{:?} {:?}: {status}",
-            cmd.get_program(),
-            cmd.get_args().collect::<Vec<_>>()
-        ))
-    }
-}
-
-/// Run `cmd`; its standard output, or an error with its standard error.
-fn output(cmd: &mut Command) -> Res<String> {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("{:?}: {e}", cmd.get_program()))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(format!(
-            "{:?} failed ({}): {}",
-            cmd.get_program(),
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::checks::{expected_checksum, fnv1a};
+    use super::params::SLICE;
     use super::server::Info;
-    use super::*;
 
     #[test]
     fn info_parses_every_field_and_names_a_missing_one() {

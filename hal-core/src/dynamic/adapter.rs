@@ -4,12 +4,14 @@
 use std::any::Any;
 use std::time::Duration;
 
-use crate::device::{Backend, Device, Memory};
+use crate::backend::Backend;
+use crate::device::{Device, Memory};
+use crate::dynamic::own::own;
 use crate::dynamic::traits::{
     DynAllocation, DynBackend, DynDevice, DynEvent, DynMapping, DynMemRef, DynNotify, DynStream,
 };
 use crate::dynamic::vmm::DynVmm;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::handle::SharedHandle;
 use crate::types::{
     Advice, AllocDesc, Availability, BackendId, DeviceInfo, EventFlags, ExportOptions,
@@ -51,44 +53,6 @@ impl<S: Send + Sync + 'static> DynStream for StreamOf<S> {
     fn as_any(&self) -> &dyn Any {
         &self.0
     }
-}
-
-impl<'a> DynMemRef<'a> {
-    /// The backend's own reference, or
-    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for memory
-    /// of another backend.
-    pub(super) fn own<D>(self, info: &DeviceInfo) -> Result<crate::MemRef<'a, D>>
-    where
-        D: Device,
-        D::Allocation: 'static,
-        D::Mapping: 'static,
-    {
-        Ok(match self {
-            DynMemRef::Allocation(a) => {
-                crate::MemRef::Allocation(own::<D::Allocation>(a.as_any(), info, "allocation")?)
-            }
-            DynMemRef::Mapping(m) => {
-                crate::MemRef::Mapping(own::<D::Mapping>(m.as_any(), info, "mapping")?)
-            }
-        })
-    }
-}
-
-/// The backend's own resource behind `any`, or
-/// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a resource
-/// of another backend.
-pub(super) fn own<'a, T: 'static>(
-    any: &'a dyn Any,
-    info: &DeviceInfo,
-    what: &str,
-) -> Result<&'a T> {
-    any.downcast_ref::<T>().ok_or_else(|| {
-        Error::invalid(format!(
-            "the {what} was not made by backend `{}`: pass a resource only to a device of \
-             the backend that created it (device {} here)",
-            info.backend, info.ordinal
-        ))
-    })
 }
 
 impl<D> DynDevice for D

@@ -38,6 +38,7 @@
 //! ```
 
 mod adapter;
+mod own;
 mod traits;
 mod vmm;
 
@@ -52,8 +53,9 @@ mod tests {
     //! that the two instances have distinct resource types.
 
     use super::*;
+    use crate::backend::Backend;
     use crate::device::{
-        Allocation, Backend, Device, Event, FreeError, Mapping, Memory, Notify, WaitFuture,
+        Allocation, Device, Event, FreeError, Mapping, Memory, Notify, WaitFuture,
     };
     use crate::error::{Error, Result};
     use crate::handle::{Handle, SharedHandle};

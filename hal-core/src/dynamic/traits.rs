@@ -4,8 +4,9 @@
 use std::any::Any;
 use std::time::Duration;
 
+use super::own::own;
 use super::vmm::DynVmm;
-use crate::device::{Allocation, Event, FreeError, Mapping, Memory, Notify};
+use crate::device::{Allocation, Device, Event, FreeError, Mapping, Memory, Notify};
 use crate::error::Result;
 // Named by the documentation's links only.
 use crate::handle::{Handle, SharedHandle};
@@ -15,7 +16,7 @@ use crate::types::{
 };
 use crate::Exported;
 #[cfg(doc)]
-use crate::{Backend, Device, Error};
+use crate::{Backend, Error};
 
 /// A backend chosen at run time: the object-safe mirror of [`Backend`].
 ///
@@ -357,4 +358,25 @@ pub enum DynMemRef<'a> {
     Allocation(&'a dyn DynAllocation),
     /// An imported mapping.
     Mapping(&'a dyn DynMapping),
+}
+
+impl<'a> DynMemRef<'a> {
+    /// The backend's own reference, or
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for memory
+    /// of another backend.
+    pub(crate) fn own<D>(self, info: &DeviceInfo) -> Result<crate::MemRef<'a, D>>
+    where
+        D: Device,
+        D::Allocation: 'static,
+        D::Mapping: 'static,
+    {
+        Ok(match self {
+            DynMemRef::Allocation(a) => {
+                crate::MemRef::Allocation(own::<D::Allocation>(a.as_any(), info, "allocation")?)
+            }
+            DynMemRef::Mapping(m) => {
+                crate::MemRef::Mapping(own::<D::Mapping>(m.as_any(), info, "mapping")?)
+            }
+        })
+    }
 }

@@ -4,7 +4,7 @@
 
 use std::any::Any;
 
-use super::adapter::own;
+use super::own::own;
 use crate::device::Device;
 use crate::error::Result;
 use crate::handle::SharedHandle;

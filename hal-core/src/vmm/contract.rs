@@ -10,10 +10,12 @@
 use crate::device::Device;
 use crate::error::Result;
 use crate::handle::SharedHandle;
-use crate::types::{Access, ExportOptions, Granularity, ImportOptions};
-use crate::vmm::{AccessGrant, AccessTarget, PhysicalDesc, PhysicalLocation, ShareableHandle};
 #[cfg(doc)]
-use crate::Capabilities;
+use crate::types::Capabilities;
+use crate::types::{Access, ExportOptions, Granularity, ImportOptions};
+use crate::vmm::desc::{
+    AccessGrant, AccessTarget, PhysicalDesc, PhysicalLocation, ShareableHandle,
+};
 use crate::Exported;
 
 /// A VMM physical allocation: memory with no address until mapped.

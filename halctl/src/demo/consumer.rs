@@ -13,7 +13,7 @@ use crate::pattern::{self, Content, ReadPath};
 use crate::raw::{self, FutexPair};
 use crate::stats::median;
 
-use super::{
+use super::protocol::{
     blocking_wait, decode, export_options, ConsumerArgs, FromConsumer, Hello, Kind, Report, PASSES,
     PEER_TIMEOUT, PROBE_MARKER,
 };

@@ -15,13 +15,13 @@ use crate::pattern::{self, Content};
 use crate::raw::{FutexPair, RawExport};
 use crate::stats::{median_u64, percentiles, ratio};
 
+use super::protocol::{
+    blocking_wait, decode, export_options, schedule, DemoArgs, FromConsumer, Hello, Kind,
+    IMPORT_SAMPLES, PASSES, PEER_TIMEOUT, PROBE_MARKER,
+};
 use super::report::{
     failure_summary, print_human, BandwidthOut, DemoOut, ImportOut, LeasesOut, Mismatch, NotifyOut,
     VerifiedOut, BANDWIDTH_BASELINE, IMPORT_BASELINE, NOTIFY_BASELINE,
-};
-use super::{
-    blocking_wait, decode, export_options, schedule, DemoArgs, FromConsumer, Hello, Kind,
-    IMPORT_SAMPLES, PASSES, PEER_TIMEOUT, PROBE_MARKER,
 };
 
 /// Run the demo as the exporter.

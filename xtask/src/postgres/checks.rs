@@ -5,8 +5,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::params::{PATIENCE, SESSIONS, SIZE_MB, SLICE};
+use super::proc::{output, run, Res};
 use super::server::{Info, Server};
-use super::{output, run, Res, PATIENCE, SESSIONS, SIZE_MB, SLICE};
 
 /// FNV-1a, 64 bits, as `hal_pg_checksum()` computes it.
 pub(super) fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> i64 {

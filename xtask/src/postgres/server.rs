@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::params::{PATIENCE, SIZE_MB};
+use super::proc::{append, output, run, Res};
 use super::setup::{Extension, PgConfig, ServerUser};
-use super::{append, output, run, Res, PATIENCE, SIZE_MB};
 
 /// A running server, stopped on drop.
 pub(super) struct Server<'a> {

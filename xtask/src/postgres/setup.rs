@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{copy, output, run, Res};
+use super::proc::{copy, output, run, Res};
 
 /// The server's programs and headers.
 pub(super) struct PgConfig {

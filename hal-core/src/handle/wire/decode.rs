@@ -7,7 +7,7 @@ use super::check::{
     check_fd_count, check_flags, check_importer_class, check_range, check_socket_name,
 };
 use super::cursor::Cursor;
-use super::*;
+use super::layout::*;
 use crate::error::HandleError;
 use crate::handle::{FdSource, Handle, HandleFlags, HandleKind, PidKind};
 use crate::types::{BackendId, Location};

@@ -6,7 +6,7 @@ use base64::Engine as _;
 use super::check::{
     check_fd_count, check_flags, check_importer_class, check_range, check_socket_name,
 };
-use super::*;
+use super::layout::*;
 use crate::error::HandleError;
 use crate::handle::{FdSource, Handle};
 use crate::types::BackendId;
