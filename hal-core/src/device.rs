@@ -182,7 +182,7 @@ pub trait Notify: Send + Sync {
 /// and runs streams.
 ///
 /// Code written against `Device` runs on every backend. A program gets a
-/// device from its backend ([`Backend::open`]), or from the `hal` facade's
+/// device from its backend ([`Backend::open`](crate::Backend::open)), or from the `hal` facade's
 /// registry when it chooses the backend at run time (then through the
 /// object-safe mirror, [`crate::dynamic`]).
 ///
