@@ -9,6 +9,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use hal_core::device::check_bounds;
+use hal_core::kit::needs::Offered;
 use hal_core::kit::RegisteredHost;
 use hal_core::{
     Access, AccessGrant, AccessTarget, AllocDesc, Capabilities, Device, DeviceInfo, Error,
@@ -49,15 +50,6 @@ impl AscendDevice {
         AscendDevice { ctx, info }
     }
 
-    /// The answer of `operation`, whose `capability` this device lacks.
-    fn absent(&self, operation: &str, capability: Capabilities) -> Error {
-        self.ctx.rt.absent(operation, capability)
-    }
-
-    fn has(&self, c: Capabilities) -> bool {
-        self.info.capabilities.contains(c)
-    }
-
     /// The address of `offset..offset + len` of `mem`, bounds checked.
     fn span(&self, mem: MemRef<'_, Self>, offset: u64, len: u64) -> Result<u64> {
         let m = mem.memory();
@@ -80,9 +72,7 @@ impl AscendDevice {
 
     /// The VMM context, or `Unsupported` naming `operation` without VMM.
     fn vmm(&self, operation: &str) -> Result<Vmm<'_>> {
-        if !self.has(Capabilities::VMM) {
-            return Err(self.absent(operation, Capabilities::VMM));
-        }
+        self.require(Capabilities::VMM, operation)?;
         Ok(Vmm {
             ctx: &self.ctx,
             info: &self.info,
@@ -114,9 +104,7 @@ impl AscendDevice {
         range: Option<hal_core::ByteRange>,
         importers: &hal_core::Importers,
     ) -> Result<RawIpcKey> {
-        if !self.has(Capabilities::IPC_MEMORY) {
-            return Err(self.absent("export_raw", Capabilities::IPC_MEMORY));
-        }
+        self.require(Capabilities::IPC_MEMORY, "export_raw")?;
         if alloc.ctx.ordinal != self.ctx.ordinal {
             return Err(Error::invalid(
                 "the allocation belongs to another Ascend device: export it through that device",
@@ -132,10 +120,19 @@ impl AscendDevice {
     /// takes only device-to-device copies). Dropping the mapping closes the
     /// key (`aclrtIpcMemClose`).
     pub fn import_raw(&self, raw: &RawIpcKey, opts: &ImportOptions) -> Result<AscendMapping> {
-        if !self.has(Capabilities::IPC_MEMORY) {
-            return Err(self.absent("import_raw", Capabilities::IPC_MEMORY));
-        }
+        self.require(Capabilities::IPC_MEMORY, "import_raw")?;
         crate::memory::raw::import(&self.ctx, &self.info, raw, opts)
+    }
+}
+
+impl Offered for AscendDevice {
+    fn offered(&self) -> Capabilities {
+        self.info.capabilities
+    }
+
+    /// Names the entry point this runtime lacks for `capability`.
+    fn refusal(&self, operation: &str, capability: Capabilities) -> Error {
+        self.ctx.rt.absent(operation, capability)
     }
 }
 
@@ -184,7 +181,7 @@ impl Device for AscendDevice {
                 ))
             }
             Location::Managed => {
-                return Err(self.absent("allocate managed memory", Capabilities::MANAGED_MEMORY))
+                return Err(self.refusal("allocate managed memory", Capabilities::MANAGED_MEMORY))
             }
         }
         if desc.align != 0 && !desc.align.is_power_of_two() {
@@ -197,9 +194,7 @@ impl Device for AscendDevice {
     }
 
     fn export_memory(&self, alloc: &AscendAllocation, opts: &ExportOptions) -> Result<Exported> {
-        if !self.has(Capabilities::IPC_MEMORY) {
-            return Err(self.absent("export_memory", Capabilities::IPC_MEMORY));
-        }
+        self.require(Capabilities::IPC_MEMORY, "export_memory")?;
         if alloc.ctx.ordinal != self.ctx.ordinal {
             return Err(Error::invalid(
                 "the allocation belongs to another Ascend device: export it through that device",
@@ -209,9 +204,7 @@ impl Device for AscendDevice {
     }
 
     fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()> {
-        if !self.has(Capabilities::PID_ALLOW_LIST) {
-            return Err(self.absent("allow_importers", Capabilities::PID_ALLOW_LIST));
-        }
+        self.require(Capabilities::PID_ALLOW_LIST, "allow_importers")?;
         let h = exported.handle();
         h.expect(h.kind, hal_core::BackendId::Ascend)?;
         let tgids = crate::memory::ipc::tgids(pids)?;
@@ -234,13 +227,11 @@ impl Device for AscendDevice {
     }
 
     unsafe fn register_host(&self, _ptr: *mut u8, _len: u64) -> Result<RegisteredHost> {
-        Err(self.absent("register_host", Capabilities::HOST_REGISTRATION))
+        Err(self.refusal("register_host", Capabilities::HOST_REGISTRATION))
     }
 
     fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<AscendMapping> {
-        if !self.has(Capabilities::IPC_MEMORY) {
-            return Err(self.absent("import_memory", Capabilities::IPC_MEMORY));
-        }
+        self.require(Capabilities::IPC_MEMORY, "import_memory")?;
         crate::memory::ipc::import(&self.ctx, &self.info, shared, opts)
     }
 
@@ -364,8 +355,8 @@ impl Device for AscendDevice {
     }
 
     fn create_event(&self, flags: EventFlags) -> Result<AscendEvent> {
-        if flags.interprocess && !self.has(Capabilities::IPC_EVENT) {
-            return Err(self.absent("an interprocess event", Capabilities::IPC_EVENT));
+        if flags.interprocess {
+            self.require(Capabilities::IPC_EVENT, "an interprocess event")?;
         }
         crate::sync::event::create(&self.ctx, flags)
     }
@@ -383,23 +374,17 @@ impl Device for AscendDevice {
     }
 
     fn export_event(&self, event: &AscendEvent, opts: &ExportOptions) -> Result<Exported> {
-        if !self.has(Capabilities::IPC_EVENT) {
-            return Err(self.absent("export_event", Capabilities::IPC_EVENT));
-        }
+        self.require(Capabilities::IPC_EVENT, "export_event")?;
         crate::sync::event::export(&self.info, event, opts)
     }
 
     fn import_event(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<AscendEvent> {
-        if !self.has(Capabilities::IPC_EVENT) {
-            return Err(self.absent("import_event", Capabilities::IPC_EVENT));
-        }
+        self.require(Capabilities::IPC_EVENT, "import_event")?;
         crate::sync::event::import(&self.ctx, shared)
     }
 
     fn create_notify_with(&self, flags: NotifyFlags) -> Result<AscendNotify> {
-        if !self.has(Capabilities::IPC_NOTIFY) {
-            return Err(self.absent("create_notify", Capabilities::IPC_NOTIFY));
-        }
+        self.require(Capabilities::IPC_NOTIFY, "create_notify")?;
         NotifyInner::create(&self.ctx, flags)
     }
 
@@ -436,9 +421,7 @@ impl Device for AscendDevice {
     }
 
     fn import_notify(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<AscendNotify> {
-        if !self.has(Capabilities::IPC_NOTIFY) {
-            return Err(self.absent("import_notify", Capabilities::IPC_NOTIFY));
-        }
+        self.require(Capabilities::IPC_NOTIFY, "import_notify")?;
         NotifyInner::import(&self.ctx, &self.info, shared, opts)
     }
 }

@@ -12,6 +12,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use hal_core::device::check_bounds;
+use hal_core::kit::needs::Offered;
 use hal_core::kit::RegisteredHost;
 use hal_core::{
     Access, AccessGrant, AccessTarget, Advice, AllocDesc, Capabilities, Device, DeviceInfo, Error,
@@ -73,18 +74,9 @@ impl CudaDevice {
         })
     }
 
-    /// The answer of `operation`, whose `capability` this device lacks.
-    fn absent(&self, operation: &str, capability: Capabilities) -> Error {
-        self.primary
-            .driver
-            .absent(operation, capability, self.primary.device)
-    }
-
     /// The VMM calls, once the device has [`Capabilities::VMM`].
     fn vmm(&self, operation: &str) -> Result<Vmm<'_>> {
-        if !self.info.capabilities.contains(Capabilities::VMM) {
-            return Err(self.absent(operation, Capabilities::VMM));
-        }
+        self.require(Capabilities::VMM, operation)?;
         Ok(Vmm {
             primary: &self.primary,
             info: &self.info,
@@ -114,13 +106,7 @@ impl CudaDevice {
         offset: u64,
         len: u64,
     ) -> Result<CUdeviceptr> {
-        if !self
-            .info
-            .capabilities
-            .contains(Capabilities::MANAGED_MEMORY)
-        {
-            return Err(self.absent(operation, Capabilities::MANAGED_MEMORY));
-        }
+        self.require(Capabilities::MANAGED_MEMORY, operation)?;
         let m = mem.memory();
         if m.location() != Location::Managed {
             return Err(Error::Vendor(hal_core::VendorError {
@@ -134,14 +120,6 @@ impl CudaDevice {
             }));
         }
         self.span(mem, offset, len)
-    }
-
-    fn ipc_event(&self) -> bool {
-        self.info.capabilities.contains(Capabilities::IPC_EVENT)
-    }
-
-    fn ipc_memory(&self) -> bool {
-        self.info.capabilities.contains(Capabilities::IPC_MEMORY)
     }
 
     /// How many exported allocations of other processes this process holds
@@ -162,9 +140,7 @@ impl CudaDevice {
         alloc: &CudaAllocation,
         range: Option<hal_core::ByteRange>,
     ) -> Result<RawIpcHandle> {
-        if !self.ipc_memory() {
-            return Err(self.absent("export_raw", Capabilities::IPC_MEMORY));
-        }
+        self.require(Capabilities::IPC_MEMORY, "export_raw")?;
         if !Arc::ptr_eq(&alloc.primary, &self.primary) {
             return Err(Error::invalid(
                 "the allocation belongs to another CUDA device: export it through that device",
@@ -178,16 +154,8 @@ impl CudaDevice {
     /// share the per-process cache with hal's own imports; the range is
     /// checked against the allocation's size as the driver opened it.
     pub fn import_raw(&self, raw: &RawIpcHandle) -> Result<CudaMapping> {
-        if !self.ipc_memory() {
-            return Err(self.absent("import_raw", Capabilities::IPC_MEMORY));
-        }
+        self.require(Capabilities::IPC_MEMORY, "import_raw")?;
         crate::memory::raw::import(&self.primary, &self.info, raw)
-    }
-
-    fn stream_ordered_notify(&self) -> bool {
-        self.info
-            .capabilities
-            .contains(Capabilities::STREAM_ORDERED_NOTIFY)
     }
 
     /// Queue the notify's signal on `stream` (`cuStreamWriteValue32` of
@@ -303,6 +271,20 @@ fn hold_registered<const N: usize>(
     }
 }
 
+impl Offered for CudaDevice {
+    fn offered(&self) -> Capabilities {
+        self.info.capabilities
+    }
+
+    /// Names the entry point this driver lacks for `capability`, or else
+    /// the attribute the device answers 0.
+    fn refusal(&self, operation: &str, capability: Capabilities) -> Error {
+        self.primary
+            .driver
+            .absent(operation, capability, self.primary.device)
+    }
+}
+
 impl Device for CudaDevice {
     type Allocation = CudaAllocation;
     type Mapping = CudaMapping;
@@ -340,13 +322,8 @@ impl Device for CudaDevice {
                 )));
             }
         }
-        if desc.location == Location::Managed
-            && !self
-                .info
-                .capabilities
-                .contains(Capabilities::MANAGED_MEMORY)
-        {
-            return Err(self.absent("allocate managed memory", Capabilities::MANAGED_MEMORY));
+        if desc.location == Location::Managed {
+            self.require(Capabilities::MANAGED_MEMORY, "allocate managed memory")?;
         }
         // Memory this process freed may still be on its way back
         // (`memory/alloc.rs`): a refusal for lack of it waits for those frees.
@@ -377,9 +354,7 @@ impl Device for CudaDevice {
     fn export_memory(&self, alloc: &CudaAllocation, opts: &ExportOptions) -> Result<Exported> {
         self.primary.check_origin()?;
         crate::memory::ipc::exportable(alloc)?;
-        if !self.ipc_memory() {
-            return Err(self.absent("export_memory", Capabilities::IPC_MEMORY));
-        }
+        self.require(Capabilities::IPC_MEMORY, "export_memory")?;
         if !Arc::ptr_eq(&alloc.primary, &self.primary) {
             return Err(Error::invalid(
                 "the allocation belongs to another CUDA device: export it through that device",
@@ -395,18 +370,12 @@ impl Device for CudaDevice {
 
     fn allow_importers(&self, _exported: &mut Exported, _pids: &[u32]) -> Result<()> {
         self.primary.check_origin()?;
-        Err(self.absent("allow_importers", Capabilities::PID_ALLOW_LIST))
+        Err(self.refusal("allow_importers", Capabilities::PID_ALLOW_LIST))
     }
 
     unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<RegisteredHost> {
         self.primary.check_origin()?;
-        if !self
-            .info
-            .capabilities
-            .contains(Capabilities::HOST_REGISTRATION)
-        {
-            return Err(self.absent("register_host", Capabilities::HOST_REGISTRATION));
-        }
+        self.require(Capabilities::HOST_REGISTRATION, "register_host")?;
         // SAFETY: the caller gives `register_host`'s promise.
         let range = unsafe { hal_core::kit::os::HostRange::new(ptr, len) }?;
         crate::memory::registration::register(&self.primary, range)
@@ -434,9 +403,7 @@ impl Device for CudaDevice {
 
     fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CudaMapping> {
         self.primary.check_origin()?;
-        if !self.ipc_memory() {
-            return Err(self.absent("import_memory", Capabilities::IPC_MEMORY));
-        }
+        self.require(Capabilities::IPC_MEMORY, "import_memory")?;
         crate::memory::ipc::import(&self.primary, &self.info, shared, opts)
     }
 
@@ -603,8 +570,8 @@ impl Device for CudaDevice {
 
     fn create_event(&self, flags: EventFlags) -> Result<CudaEvent> {
         self.primary.check_origin()?;
-        if flags.interprocess && !self.ipc_event() {
-            return Err(self.absent("an interprocess event", Capabilities::IPC_EVENT));
+        if flags.interprocess {
+            self.require(Capabilities::IPC_EVENT, "an interprocess event")?;
         }
         crate::sync::event::create(&self.primary, flags)
     }
@@ -626,9 +593,7 @@ impl Device for CudaDevice {
 
     fn export_event(&self, event: &CudaEvent, opts: &ExportOptions) -> Result<Exported> {
         self.primary.check_origin()?;
-        if !self.ipc_event() {
-            return Err(self.absent("export_event", Capabilities::IPC_EVENT));
-        }
+        self.require(Capabilities::IPC_EVENT, "export_event")?;
         if !Arc::ptr_eq(&event.inner.primary, &self.primary) {
             return Err(Error::invalid(
                 "the event belongs to another CUDA device: export it through that device",
@@ -639,25 +604,21 @@ impl Device for CudaDevice {
 
     fn import_event(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaEvent> {
         self.primary.check_origin()?;
-        if !self.ipc_event() {
-            return Err(self.absent("import_event", Capabilities::IPC_EVENT));
-        }
+        self.require(Capabilities::IPC_EVENT, "import_event")?;
         crate::sync::event::import(&self.primary, &self.info, shared)
     }
 
     fn create_notify_with(&self, flags: NotifyFlags) -> Result<CudaNotify> {
         self.primary.check_origin()?;
-        if flags.device_only && !self.stream_ordered_notify() {
-            return Err(self.absent("a device-only notify", Capabilities::STREAM_ORDERED_NOTIFY));
+        if flags.device_only {
+            self.require(Capabilities::STREAM_ORDERED_NOTIFY, "a device-only notify")?;
         }
         CudaNotify::create(flags)
     }
 
     fn record_notify(&self, stream: &CudaStream, notify: &CudaNotify) -> Result<()> {
         self.primary.check_origin()?;
-        if !self.stream_ordered_notify() {
-            return Err(self.absent("record_notify", Capabilities::STREAM_ORDERED_NOTIFY));
-        }
+        self.require(Capabilities::STREAM_ORDERED_NOTIFY, "record_notify")?;
         self.check_stream(stream)?;
         let mut held = stream.holding();
         self.queue_notify_record(stream, notify)?;
@@ -677,9 +638,7 @@ impl Device for CudaDevice {
         _timeout: Option<Duration>,
     ) -> Result<()> {
         self.primary.check_origin()?;
-        if !self.stream_ordered_notify() {
-            return Err(self.absent("stream_wait_notify", Capabilities::STREAM_ORDERED_NOTIFY));
-        }
+        self.require(Capabilities::STREAM_ORDERED_NOTIFY, "stream_wait_notify")?;
         self.check_stream(stream)?;
         let mut held = stream.holding();
         let queued = self.queue_notify_wait(stream, notify);
@@ -770,18 +729,14 @@ impl hal_core::Vmm for CudaDevice {
     fn export_physical(&self, physical: &CudaPhysical, opts: &ExportOptions) -> Result<Exported> {
         self.primary.check_origin()?;
         let vmm = self.vmm("export_physical")?;
-        if !self.ipc_memory() {
-            return Err(self.absent("export_physical", Capabilities::IPC_MEMORY));
-        }
+        self.require(Capabilities::IPC_MEMORY, "export_physical")?;
         vmm.export(physical, opts)
     }
 
     fn import_physical(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaPhysical> {
         self.primary.check_origin()?;
         let vmm = self.vmm("import_physical")?;
-        if !self.ipc_memory() {
-            return Err(self.absent("import_physical", Capabilities::IPC_MEMORY));
-        }
+        self.require(Capabilities::IPC_MEMORY, "import_physical")?;
         vmm.import(shared)
     }
 }
