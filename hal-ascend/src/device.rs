@@ -12,9 +12,8 @@ use hal_core::device::check_bounds;
 use hal_core::kit::needs::Offered;
 use hal_core::kit::RegisteredHost;
 use hal_core::{
-    Access, AccessGrant, AccessTarget, AllocDesc, Capabilities, Device, DeviceInfo, Error,
-    EventFlags, ExportOptions, Exported, Granularity, HandleKind, ImportOptions, Location, MemRef,
-    NotifyFlags, PhysicalDesc, Result, SharedHandle,
+    AllocDesc, Capabilities, Device, DeviceInfo, Error, EventFlags, ExportOptions, Exported,
+    HandleKind, ImportOptions, Location, MemRef, NotifyFlags, Result, SharedHandle,
 };
 
 use crate::context::Ctx;
@@ -426,74 +425,4 @@ impl Device for AscendDevice {
     }
 }
 
-impl hal_core::Vmm for AscendDevice {
-    type Physical = AscendPhysical;
-    type Reservation = AscendReservation;
-
-    fn granularity(&self, which: Granularity) -> Result<u64> {
-        self.vmm("granularity")?;
-        Ok(self.info.granularity(which))
-    }
-
-    fn allocate_physical_with(&self, desc: &PhysicalDesc) -> Result<AscendPhysical> {
-        self.vmm("allocate_physical")?.allocate(desc)
-    }
-
-    fn reserve(&self, size: u64, align: u64) -> Result<AscendReservation> {
-        self.vmm("reserve")?.reserve(size, align)
-    }
-
-    fn map_range(
-        &self,
-        reservation: &AscendReservation,
-        offset: u64,
-        physical: &AscendPhysical,
-        physical_offset: u64,
-        len: u64,
-    ) -> Result<()> {
-        self.vmm("map")?
-            .map(reservation, offset, physical, physical_offset, len)
-    }
-
-    /// Unmaps after the device's queued work has run
-    /// (`aclrtSynchronizeDevice`, then `aclrtUnmapMem`): a stream may still
-    /// use the range. That is all of the device's work: while a stream
-    /// waits for a notify nobody rings (a crashed peer's), this call waits
-    /// too. Dropping the reservation instead never waits long: it unmaps
-    /// once that work has run ([`hal_core::kit::teardown`]).
-    fn unmap(&self, reservation: &AscendReservation, offset: u64, len: u64) -> Result<()> {
-        self.vmm("unmap")?.unmap(reservation, offset, len)
-    }
-
-    fn set_access_for(
-        &self,
-        reservation: &AscendReservation,
-        offset: u64,
-        len: u64,
-        grants: &[AccessGrant],
-    ) -> Result<()> {
-        self.vmm("set_access")?
-            .set_access(reservation, offset, len, grants)
-    }
-
-    fn access(
-        &self,
-        reservation: &AscendReservation,
-        offset: u64,
-        target: AccessTarget,
-    ) -> Result<Access> {
-        self.vmm("access")?.access(reservation, offset, target)
-    }
-
-    fn export_physical(&self, physical: &AscendPhysical, opts: &ExportOptions) -> Result<Exported> {
-        self.vmm("export_physical")?.export(physical, opts)
-    }
-
-    fn import_physical(
-        &self,
-        shared: SharedHandle,
-        _opts: &ImportOptions,
-    ) -> Result<AscendPhysical> {
-        self.vmm("import_physical")?.import(shared)
-    }
-}
+hal_core::forward_vmm!(AscendDevice, AscendPhysical, AscendReservation);

@@ -15,9 +15,8 @@ use hal_core::device::check_bounds;
 use hal_core::kit::needs::Offered;
 use hal_core::kit::RegisteredHost;
 use hal_core::{
-    Access, AccessGrant, AccessTarget, Advice, AllocDesc, Capabilities, Device, DeviceInfo, Error,
-    EventFlags, ExportOptions, Exported, Granularity, ImportOptions, Location, MemRef, NotifyFlags,
-    PhysicalDesc, Result, SharedHandle,
+    Advice, AllocDesc, Capabilities, Device, DeviceInfo, Error, EventFlags, ExportOptions,
+    Exported, ImportOptions, Location, MemRef, NotifyFlags, Result, SharedHandle,
 };
 
 use crate::context::Primary;
@@ -76,11 +75,13 @@ impl CudaDevice {
 
     /// The VMM calls, once the device has [`Capabilities::VMM`].
     fn vmm(&self, operation: &str) -> Result<Vmm<'_>> {
+        self.primary.check_origin()?;
         self.require(Capabilities::VMM, operation)?;
         Ok(Vmm {
             primary: &self.primary,
             info: &self.info,
             fabric: self.fabric,
+            device_count: self.device_count,
         })
     }
 
@@ -659,84 +660,4 @@ impl Device for CudaDevice {
     }
 }
 
-impl hal_core::Vmm for CudaDevice {
-    type Physical = CudaPhysical;
-    type Reservation = CudaReservation;
-
-    fn granularity(&self, which: Granularity) -> Result<u64> {
-        self.primary.check_origin()?;
-        self.vmm("granularity")?;
-        Ok(self.info.granularity(which))
-    }
-
-    fn allocate_physical_with(&self, desc: &PhysicalDesc) -> Result<CudaPhysical> {
-        self.primary.check_origin()?;
-        self.vmm("allocate_physical")?.allocate(desc)
-    }
-
-    fn reserve(&self, size: u64, align: u64) -> Result<CudaReservation> {
-        self.primary.check_origin()?;
-        self.vmm("reserve")?.reserve(size, align)
-    }
-
-    fn map_range(
-        &self,
-        reservation: &CudaReservation,
-        offset: u64,
-        physical: &CudaPhysical,
-        physical_offset: u64,
-        len: u64,
-    ) -> Result<()> {
-        self.primary.check_origin()?;
-        self.vmm("map")?
-            .map(reservation, offset, physical, physical_offset, len)
-    }
-
-    /// Unmaps after the context's queued work has run (`cuCtxSynchronize`,
-    /// then `cuMemUnmap`): a stream may still use the range. That is all
-    /// of the context's work: while a stream waits for a notify nobody
-    /// rings (a crashed peer's), this call waits too. Dropping the
-    /// reservation instead never waits long: it unmaps once that work has
-    /// run ([`hal_core::kit::teardown`]).
-    fn unmap(&self, reservation: &CudaReservation, offset: u64, len: u64) -> Result<()> {
-        self.primary.check_origin()?;
-        self.vmm("unmap")?.unmap(reservation, offset, len)
-    }
-
-    fn set_access_for(
-        &self,
-        reservation: &CudaReservation,
-        offset: u64,
-        len: u64,
-        grants: &[AccessGrant],
-    ) -> Result<()> {
-        self.primary.check_origin()?;
-        let vmm = self.vmm("set_access")?;
-        vmm.set_access(reservation, offset, len, grants, self.device_count)
-    }
-
-    fn access(
-        &self,
-        reservation: &CudaReservation,
-        offset: u64,
-        target: AccessTarget,
-    ) -> Result<Access> {
-        self.primary.check_origin()?;
-        let vmm = self.vmm("access")?;
-        vmm.access(reservation, offset, target, self.device_count)
-    }
-
-    fn export_physical(&self, physical: &CudaPhysical, opts: &ExportOptions) -> Result<Exported> {
-        self.primary.check_origin()?;
-        let vmm = self.vmm("export_physical")?;
-        self.require(Capabilities::IPC_MEMORY, "export_physical")?;
-        vmm.export(physical, opts)
-    }
-
-    fn import_physical(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaPhysical> {
-        self.primary.check_origin()?;
-        let vmm = self.vmm("import_physical")?;
-        self.require(Capabilities::IPC_MEMORY, "import_physical")?;
-        vmm.import(shared)
-    }
-}
+hal_core::forward_vmm!(CudaDevice, CudaPhysical, CudaReservation);

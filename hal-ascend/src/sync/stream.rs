@@ -50,6 +50,7 @@ pub struct AscendStream {
 impl std::fmt::Debug for AscendStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AscendStream")
+            .field("device", &self.ctx.ordinal)
             .field("raw", &self.raw)
             .field("owned", &self.raw.owned())
             .finish()

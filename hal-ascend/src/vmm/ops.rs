@@ -40,6 +40,8 @@ use std::sync::{Arc, OnceLock};
 use hal_core::exchange::take_fds_leased;
 use hal_core::kit::export::{new_handle, HandleSpec};
 use hal_core::kit::vendor::acl::entry;
+use hal_core::kit::vmm_checks;
+use hal_core::kit::vmm_forward::VmmCalls;
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
 use hal_core::vmm::{check_grants, check_granular, fabric_or_posix};
 use hal_core::{
@@ -213,9 +215,18 @@ impl Vmm<'_> {
             }),
         })
     }
+}
+
+impl VmmCalls for Vmm<'_> {
+    type Physical = AscendPhysical;
+    type Reservation = AscendReservation;
+
+    fn granularity(&self, which: hal_core::Granularity) -> Result<u64> {
+        Ok(self.info.granularity(which))
+    }
 
     /// [`Vmm::allocate_physical_with`](hal_core::Vmm::allocate_physical_with).
-    pub(crate) fn allocate(&self, desc: &PhysicalDesc) -> Result<AscendPhysical> {
+    fn allocate(&self, desc: &PhysicalDesc) -> Result<AscendPhysical> {
         check_granular("physical allocation size", desc.size, self.gran(), false)?;
         let me = self.info.ordinal;
         match desc.location.unwrap_or(PhysicalLocation::Device(me)) {
@@ -239,14 +250,8 @@ impl Vmm<'_> {
     }
 
     /// [`Vmm::reserve`](hal_core::Vmm::reserve).
-    pub(crate) fn reserve(&self, size: u64, align: u64) -> Result<AscendReservation> {
-        check_granular("reservation size", size, self.gran(), false)?;
-        if align != 0 && !align.is_power_of_two() {
-            return Err(Error::invalid(format!(
-                "alignment {align:#x} is not a power of two"
-            )));
-        }
-        check_granular("reservation alignment", align, self.gran(), true)?;
+    fn reserve(&self, size: u64, align: u64) -> Result<AscendReservation> {
+        vmm_checks::reservation(size, align, self.gran())?;
         let base = self.ctx.call(|| vmm::reserve(self.rt(), size, align))?;
         Ok(AscendReservation {
             ctx: Arc::clone(self.ctx),
@@ -257,7 +262,7 @@ impl Vmm<'_> {
     }
 
     /// [`Vmm::map_range`](hal_core::Vmm::map_range).
-    pub(crate) fn map(
+    fn map(
         &self,
         r: &AscendReservation,
         offset: u64,
@@ -266,17 +271,8 @@ impl Vmm<'_> {
         len: u64,
     ) -> Result<()> {
         self.check_reservation(r)?;
-        let g = self.gran();
-        check_granular("mapping offset", offset, g, true)?;
-        check_granular(
-            "offset in the physical allocation",
-            physical_offset,
-            g,
-            true,
-        )?;
-        check_granular("mapping length", len, g, false)?;
-        hal_core::device::check_bounds(physical_offset, len, p.inner.size)?;
-        hal_core::device::check_bounds(offset, len, r.len)?;
+        let (g, size) = (self.gran(), p.inner.size);
+        vmm_checks::mapping(offset, physical_offset, len, g, size, r.len)?;
         let mut pieces = r.pieces();
         pieces.check_free(offset, len)?;
         // The range lies inside the reservation and maps nothing yet
@@ -296,11 +292,9 @@ impl Vmm<'_> {
 
     /// [`Vmm::unmap`](hal_core::Vmm::unmap): whole mappings only,
     /// after the device's queued work.
-    pub(crate) fn unmap(&self, r: &AscendReservation, offset: u64, len: u64) -> Result<()> {
+    fn unmap(&self, r: &AscendReservation, offset: u64, len: u64) -> Result<()> {
         self.check_reservation(r)?;
-        check_granular("unmap offset", offset, self.gran(), true)?;
-        check_granular("unmap length", len, self.gran(), false)?;
-        hal_core::device::check_bounds(offset, len, r.len)?;
+        vmm_checks::range("unmap", offset, len, self.gran(), r.len)?;
         let mut pieces = r.pieces();
         let mappings = pieces.whole_mappings(offset, len)?;
         r.unmap_after_work(&mappings, true)?;
@@ -309,7 +303,7 @@ impl Vmm<'_> {
     }
 
     /// [`Vmm::set_access_for`](hal_core::Vmm::set_access_for).
-    pub(crate) fn set_access(
+    fn set_access(
         &self,
         r: &AscendReservation,
         offset: u64,
@@ -318,9 +312,7 @@ impl Vmm<'_> {
     ) -> Result<()> {
         self.check_reservation(r)?;
         check_grants(grants, self.device_count()?)?;
-        check_granular("access offset", offset, self.gran(), true)?;
-        check_granular("access length", len, self.gran(), false)?;
-        hal_core::device::check_bounds(offset, len, r.len)?;
+        vmm_checks::range("access", offset, len, self.gran(), r.len)?;
         let descs = grants.iter().map(access_desc).collect::<Result<Vec<_>>>()?;
         let mut pieces = r.pieces();
         pieces.covering(offset, len)?;
@@ -332,29 +324,18 @@ impl Vmm<'_> {
     }
 
     /// [`Vmm::access`](hal_core::Vmm::access), as this process set it.
-    pub(crate) fn access(
-        &self,
-        r: &AscendReservation,
-        offset: u64,
-        target: AccessTarget,
-    ) -> Result<Access> {
+    fn access(&self, r: &AscendReservation, offset: u64, target: AccessTarget) -> Result<Access> {
         self.check_reservation(r)?;
-        if let AccessTarget::Device(d) = target {
+        if matches!(target, AccessTarget::Device(_)) {
             let n = self.device_count()?;
-            if d >= n {
-                return Err(Error::invalid(format!(
-                    "Ascend device {d} does not exist: the runtime sees {n} device(s)"
-                )));
-            }
+            vmm_checks::device_exists(target, n, "Ascend", "the runtime")?;
         }
         hal_core::device::check_bounds(offset, 1, r.len)?;
-        let pieces = r.pieces();
-        let range = pieces.covering(offset, 1)?;
-        Ok(pieces.list[range.start].access_of(target))
+        r.pieces().access_at(offset, target)
     }
 
     /// [`Vmm::export_physical`](hal_core::Vmm::export_physical).
-    pub(crate) fn export(&self, p: &AscendPhysical, opts: &ExportOptions) -> Result<Exported> {
+    fn export(&self, p: &AscendPhysical, opts: &ExportOptions) -> Result<Exported> {
         if p.inner.ctx.ordinal != self.ctx.ordinal {
             return Err(Error::invalid(
                 "the physical allocation belongs to another Ascend device: export it through \
@@ -421,7 +402,7 @@ impl Vmm<'_> {
     }
 
     /// [`Vmm::import_physical`](hal_core::Vmm::import_physical).
-    pub(crate) fn import(&self, mut shared: SharedHandle) -> Result<AscendPhysical> {
+    fn import(&self, mut shared: SharedHandle) -> Result<AscendPhysical> {
         shared
             .handle
             .expect(HandleKind::Physical, BackendId::Ascend)?;

@@ -13,7 +13,8 @@
 //! - [`queued`], [`reaper`], [`teardown`]: what a vendor stream holds for its
 //!   queued work, and vendor frees that must not run on the caller's thread;
 //! - [`vmm_pieces`]: the vendor-neutral halves of VMM reservations and
-//!   physical allocations; [`RegisteredHost`], registered host memory;
+//!   physical allocations; [`vmm_checks`], the checks of a VMM call's
+//!   arguments; [`RegisteredHost`], registered host memory;
 //! - [`lock`]: locks that a panic elsewhere does not poison.
 //!
 //! The README's *Adding a backend* shows how a new vendor crate uses them.
@@ -30,6 +31,8 @@ pub mod runtime;
 pub mod syncpage;
 pub mod teardown;
 pub mod vendor;
+pub mod vmm_checks;
+pub mod vmm_forward;
 pub mod vmm_pieces;
 
 pub use registered::RegisteredHost;

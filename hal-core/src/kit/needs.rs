@@ -58,6 +58,12 @@ impl EntryGroup {
     pub fn first_missing(&self, present: impl Fn(&str) -> bool) -> Option<&'static str> {
         self.entries.iter().copied().find(|symbol| !present(symbol))
     }
+
+    /// True when `present` says the library has every entry point of the
+    /// group.
+    pub fn offered(&self, present: impl Fn(&str) -> bool) -> bool {
+        self.first_missing(present).is_none()
+    }
 }
 
 /// The first entry point missing from the library (`present` answers for
@@ -73,6 +79,17 @@ pub fn first_lacking(
         .iter()
         .filter(|g| g.needed_by.contains(capability))
         .find_map(|g| g.first_missing(&present))
+}
+
+/// [`Why::Lacks`] of the first entry point that `capability` needs and the
+/// library at `library` lacks ([`first_lacking`]), if any.
+pub fn lacks<'a>(
+    groups: &[EntryGroup],
+    capability: Capabilities,
+    library: &'a Path,
+    present: impl Fn(&str) -> bool,
+) -> Option<Why<'a>> {
+    first_lacking(groups, capability, present).map(|symbol| Why::Lacks { library, symbol })
 }
 
 /// Why a device lacks a capability, when the backend can tell.

@@ -95,6 +95,13 @@ impl<T: Clone> Pieces<T> {
         );
     }
 
+    /// The access `target` has to the byte at `offset`, or an error when
+    /// nothing is mapped there.
+    pub fn access_at(&self, offset: u64, target: AccessTarget) -> Result<Access> {
+        let range = self.covering(offset, 1)?;
+        Ok(self.list[range.start].access_of(target))
+    }
+
     /// The indices of the pieces that cover `offset..offset + len` with no
     /// hole, or an error naming the first byte not mapped.
     pub fn covering(&self, offset: u64, len: u64) -> Result<Range<usize>> {

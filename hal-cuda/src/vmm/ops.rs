@@ -35,7 +35,10 @@ use std::sync::{Arc, OnceLock};
 
 use hal_core::exchange::take_fds_leased;
 use hal_core::kit::export::{check_fd_count, new_handle, HandleSpec};
+use hal_core::kit::needs::Offered;
 use hal_core::kit::vendor::cuda::entry;
+use hal_core::kit::vmm_checks;
+use hal_core::kit::vmm_forward::VmmCalls;
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
 use hal_core::vmm::{check_grants, check_granular, fabric_or_posix};
 use hal_core::{
@@ -110,6 +113,19 @@ pub(crate) struct Vmm<'a> {
     pub(crate) info: &'a DeviceInfo,
     /// `CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED`.
     pub(crate) fabric: bool,
+    /// How many devices the driver sees (access lists name them).
+    pub(crate) device_count: u32,
+}
+
+impl Offered for Vmm<'_> {
+    fn offered(&self) -> Capabilities {
+        self.info.capabilities
+    }
+
+    fn refusal(&self, operation: &str, capability: Capabilities) -> Error {
+        let primary = self.primary;
+        primary.driver.absent(operation, capability, primary.device)
+    }
 }
 
 fn driver_location(location: PhysicalLocation) -> CUmemLocation {
@@ -163,10 +179,6 @@ impl Vmm<'_> {
         self.info.granularity_min
     }
 
-    fn caps(&self) -> Capabilities {
-        self.info.capabilities
-    }
-
     /// `cuMemCreate` of `desc`, exactly as asked (no fallback).
     fn create(&self, desc: &PhysicalDesc, location: PhysicalLocation) -> Result<CudaPhysical> {
         let handle_types = match desc.handle {
@@ -206,160 +218,6 @@ impl Vmm<'_> {
         })
     }
 
-    /// [`Vmm::allocate_physical_with`](hal_core::Vmm::allocate_physical_with).
-    pub(crate) fn allocate(&self, desc: &PhysicalDesc) -> Result<CudaPhysical> {
-        check_granular("physical allocation size", desc.size, self.gran(), false)?;
-        let me = self.info.ordinal;
-        let location = desc.location.unwrap_or(PhysicalLocation::Device(me));
-        match location {
-            PhysicalLocation::Device(d) if d != me => {
-                return Err(Error::invalid(format!(
-                    "physical memory of device {d} asked of device {me}: allocate it through \
-                     device {d}"
-                )))
-            }
-            PhysicalLocation::HostNuma(_) if !self.caps().contains(Capabilities::HOST_NUMA_VMM) => {
-                return Err(self.primary.driver.absent(
-                    "host NUMA physical memory",
-                    Capabilities::HOST_NUMA_VMM,
-                    self.primary.device,
-                ))
-            }
-            _ => {}
-        }
-        fabric_or_posix("cuda", desc, |d| self.create(d, location))
-    }
-
-    /// [`Vmm::reserve`](hal_core::Vmm::reserve).
-    pub(crate) fn reserve(&self, size: u64, align: u64) -> Result<CudaReservation> {
-        check_granular("reservation size", size, self.gran(), false)?;
-        if align != 0 && !align.is_power_of_two() {
-            return Err(Error::invalid(format!(
-                "alignment {align:#x} is not a power of two"
-            )));
-        }
-        check_granular("reservation alignment", align, self.gran(), true)?;
-        let _ctx = self.primary.enter()?;
-        let base = vmm::reserve(self.driver(), size as usize, align as usize)?;
-        Ok(CudaReservation {
-            primary: Arc::clone(self.primary),
-            ordinal: self.info.ordinal,
-            base,
-            len: size,
-            pieces: Default::default(),
-        })
-    }
-
-    /// [`Vmm::map_range`](hal_core::Vmm::map_range), of a physical
-    /// allocation from its start ([`maps_from_start`]).
-    pub(crate) fn map(
-        &self,
-        r: &CudaReservation,
-        offset: u64,
-        p: &CudaPhysical,
-        physical_offset: u64,
-        len: u64,
-    ) -> Result<()> {
-        self.check_reservation(r)?;
-        let g = self.gran();
-        check_granular("mapping offset", offset, g, true)?;
-        check_granular(
-            "offset in the physical allocation",
-            physical_offset,
-            g,
-            true,
-        )?;
-        check_granular("mapping length", len, g, false)?;
-        hal_core::device::check_bounds(physical_offset, len, p.inner.size)?;
-        hal_core::device::check_bounds(offset, len, r.len)?;
-        maps_from_start(physical_offset)?;
-        let mut pieces = r.pieces();
-        pieces.check_free(offset, len)?;
-        let _ctx = self.primary.enter()?;
-        // The range lies inside the reservation and maps nothing yet
-        // (checked above); the handle is live (held by `p`).
-        vmm::map(
-            self.driver(),
-            r.base + offset,
-            len as usize,
-            physical_offset as usize,
-            p.inner.handle,
-        )?;
-        pieces.insert(offset, len, Arc::clone(&p.inner));
-        Ok(())
-    }
-
-    /// [`Vmm::unmap`](hal_core::Vmm::unmap): whole mappings only,
-    /// after the context's queued work.
-    pub(crate) fn unmap(&self, r: &CudaReservation, offset: u64, len: u64) -> Result<()> {
-        self.check_reservation(r)?;
-        check_granular("unmap offset", offset, self.gran(), true)?;
-        check_granular("unmap length", len, self.gran(), false)?;
-        hal_core::device::check_bounds(offset, len, r.len)?;
-        let mut pieces = r.pieces();
-        // Whole mappings only; CUDA unmaps the range in one call.
-        pieces.whole_mappings(offset, len)?;
-        r.unmap_after_work(offset, len, true)?;
-        pieces.remove(offset, len);
-        Ok(())
-    }
-
-    /// [`Vmm::set_access_for`](hal_core::Vmm::set_access_for).
-    pub(crate) fn set_access(
-        &self,
-        r: &CudaReservation,
-        offset: u64,
-        len: u64,
-        grants: &[AccessGrant],
-        device_count: u32,
-    ) -> Result<()> {
-        self.check_reservation(r)?;
-        check_grants(grants, device_count)?;
-        check_granular("access offset", offset, self.gran(), true)?;
-        check_granular("access length", len, self.gran(), false)?;
-        hal_core::device::check_bounds(offset, len, r.len)?;
-        let mut pieces = r.pieces();
-        let range = pieces.covering(offset, len)?;
-        let host = grants.iter().any(|g| g.target == AccessTarget::Host);
-        if let Some(p) = pieces.list[range]
-            .iter()
-            .find(|p| host && !matches!(p.held.location, PhysicalLocation::HostNuma(_)))
-        {
-            return Err(Error::invalid(format!(
-                "host access to the mapping at offset {:#x}: its pages live in {:?}; only host \
-                 NUMA memory (PhysicalLocation::HostNuma) can be made host-accessible",
-                p.offset, p.held.location
-            )));
-        }
-        let descs: Vec<CUmemAccessDesc> = grants.iter().map(access_desc).collect();
-        let _ctx = self.primary.enter()?;
-        vmm::set_access(self.driver(), r.base + offset, len as usize, &descs)?;
-        pieces.grant(offset, len, grants);
-        Ok(())
-    }
-
-    /// [`Vmm::access`](hal_core::Vmm::access).
-    pub(crate) fn access(
-        &self,
-        r: &CudaReservation,
-        offset: u64,
-        target: AccessTarget,
-        device_count: u32,
-    ) -> Result<Access> {
-        self.check_reservation(r)?;
-        if let AccessTarget::Device(d) = target {
-            if d >= device_count {
-                return Err(Error::invalid(format!(
-                    "CUDA device {d} does not exist: the driver sees {device_count} device(s)"
-                )));
-            }
-        }
-        hal_core::device::check_bounds(offset, 1, r.len)?;
-        let pieces = r.pieces();
-        let range = pieces.covering(offset, 1)?;
-        Ok(pieces.list[range.start].access_of(target))
-    }
-
     fn check_reservation(&self, r: &CudaReservation) -> Result<()> {
         if !Arc::ptr_eq(&r.primary, self.primary) {
             return Err(Error::invalid(
@@ -381,9 +239,135 @@ impl Vmm<'_> {
         p.fd.get()
             .ok_or_else(|| Error::invalid("the exported descriptor vanished"))
     }
+}
+
+impl VmmCalls for Vmm<'_> {
+    type Physical = CudaPhysical;
+    type Reservation = CudaReservation;
+
+    fn granularity(&self, which: hal_core::Granularity) -> Result<u64> {
+        Ok(self.info.granularity(which))
+    }
+
+    /// [`Vmm::allocate_physical_with`](hal_core::Vmm::allocate_physical_with).
+    fn allocate(&self, desc: &PhysicalDesc) -> Result<CudaPhysical> {
+        check_granular("physical allocation size", desc.size, self.gran(), false)?;
+        let me = self.info.ordinal;
+        let location = desc.location.unwrap_or(PhysicalLocation::Device(me));
+        match location {
+            PhysicalLocation::Device(d) if d != me => {
+                return Err(Error::invalid(format!(
+                    "physical memory of device {d} asked of device {me}: allocate it through \
+                     device {d}"
+                )))
+            }
+            PhysicalLocation::HostNuma(_) => {
+                self.require(Capabilities::HOST_NUMA_VMM, "host NUMA physical memory")?
+            }
+            _ => {}
+        }
+        fabric_or_posix("cuda", desc, |d| self.create(d, location))
+    }
+
+    /// [`Vmm::reserve`](hal_core::Vmm::reserve).
+    fn reserve(&self, size: u64, align: u64) -> Result<CudaReservation> {
+        vmm_checks::reservation(size, align, self.gran())?;
+        let _ctx = self.primary.enter()?;
+        let base = vmm::reserve(self.driver(), size as usize, align as usize)?;
+        Ok(CudaReservation {
+            primary: Arc::clone(self.primary),
+            ordinal: self.info.ordinal,
+            base,
+            len: size,
+            pieces: Default::default(),
+        })
+    }
+
+    /// [`Vmm::map_range`](hal_core::Vmm::map_range), of a physical
+    /// allocation from its start ([`maps_from_start`]).
+    fn map(
+        &self,
+        r: &CudaReservation,
+        offset: u64,
+        p: &CudaPhysical,
+        physical_offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        self.check_reservation(r)?;
+        let (g, size) = (self.gran(), p.inner.size);
+        vmm_checks::mapping(offset, physical_offset, len, g, size, r.len)?;
+        maps_from_start(physical_offset)?;
+        let mut pieces = r.pieces();
+        pieces.check_free(offset, len)?;
+        let _ctx = self.primary.enter()?;
+        // The range lies inside the reservation and maps nothing yet
+        // (checked above); the handle is live (held by `p`).
+        vmm::map(
+            self.driver(),
+            r.base + offset,
+            len as usize,
+            physical_offset as usize,
+            p.inner.handle,
+        )?;
+        pieces.insert(offset, len, Arc::clone(&p.inner));
+        Ok(())
+    }
+
+    /// [`Vmm::unmap`](hal_core::Vmm::unmap): whole mappings only,
+    /// after the context's queued work.
+    fn unmap(&self, r: &CudaReservation, offset: u64, len: u64) -> Result<()> {
+        self.check_reservation(r)?;
+        vmm_checks::range("unmap", offset, len, self.gran(), r.len)?;
+        let mut pieces = r.pieces();
+        // Whole mappings only; CUDA unmaps the range in one call.
+        pieces.whole_mappings(offset, len)?;
+        r.unmap_after_work(offset, len, true)?;
+        pieces.remove(offset, len);
+        Ok(())
+    }
+
+    /// [`Vmm::set_access_for`](hal_core::Vmm::set_access_for).
+    fn set_access(
+        &self,
+        r: &CudaReservation,
+        offset: u64,
+        len: u64,
+        grants: &[AccessGrant],
+    ) -> Result<()> {
+        self.check_reservation(r)?;
+        check_grants(grants, self.device_count)?;
+        vmm_checks::range("access", offset, len, self.gran(), r.len)?;
+        let mut pieces = r.pieces();
+        let range = pieces.covering(offset, len)?;
+        let host = grants.iter().any(|g| g.target == AccessTarget::Host);
+        if let Some(p) = pieces.list[range]
+            .iter()
+            .find(|p| host && !matches!(p.held.location, PhysicalLocation::HostNuma(_)))
+        {
+            return Err(Error::invalid(format!(
+                "host access to the mapping at offset {:#x}: its pages live in {:?}; only host \
+                 NUMA memory (PhysicalLocation::HostNuma) can be made host-accessible",
+                p.offset, p.held.location
+            )));
+        }
+        let descs: Vec<CUmemAccessDesc> = grants.iter().map(access_desc).collect();
+        let _ctx = self.primary.enter()?;
+        vmm::set_access(self.driver(), r.base + offset, len as usize, &descs)?;
+        pieces.grant(offset, len, grants);
+        Ok(())
+    }
+
+    /// [`Vmm::access`](hal_core::Vmm::access).
+    fn access(&self, r: &CudaReservation, offset: u64, target: AccessTarget) -> Result<Access> {
+        self.check_reservation(r)?;
+        vmm_checks::device_exists(target, self.device_count, "CUDA", "the driver")?;
+        hal_core::device::check_bounds(offset, 1, r.len)?;
+        r.pieces().access_at(offset, target)
+    }
 
     /// [`Vmm::export_physical`](hal_core::Vmm::export_physical).
-    pub(crate) fn export(&self, p: &CudaPhysical, opts: &ExportOptions) -> Result<Exported> {
+    fn export(&self, p: &CudaPhysical, opts: &ExportOptions) -> Result<Exported> {
+        self.require(Capabilities::IPC_MEMORY, "export_physical")?;
         if opts.range.is_some() {
             return Err(Error::invalid(
                 "a physical allocation is exported whole; a range is not allowed",
@@ -437,7 +421,8 @@ impl Vmm<'_> {
     }
 
     /// [`Vmm::import_physical`](hal_core::Vmm::import_physical).
-    pub(crate) fn import(&self, mut shared: SharedHandle) -> Result<CudaPhysical> {
+    fn import(&self, mut shared: SharedHandle) -> Result<CudaPhysical> {
+        self.require(Capabilities::IPC_MEMORY, "import_physical")?;
         shared
             .handle
             .expect(HandleKind::Physical, BackendId::Cuda)?;

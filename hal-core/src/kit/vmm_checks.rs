@@ -1,0 +1,119 @@
+//! The checks a VMM backend makes of a call's arguments before it asks the
+//! vendor: granular sizes and offsets, ranges inside the reservation and
+//! the physical allocation, devices that exist. Each answers the error the
+//! contract names ([`Error::InvalidArgument`](crate::Error::InvalidArgument)
+//! or [`Error::Misaligned`](crate::Error::Misaligned)) and leaves what the
+//! vendor needs beyond them to the backend.
+//!
+//! ```
+//! use hal_core::kit::vmm_checks;
+//!
+//! let granularity = 0x20_0000;
+//! assert!(vmm_checks::reservation(4 * granularity, 0, granularity).is_ok());
+//! assert!(vmm_checks::reservation(4 * granularity, 3, granularity).is_err());
+//! // Two granules of a four-granule physical allocation, mapped at the
+//! // reservation's second granule:
+//! let len = 2 * granularity;
+//! assert!(vmm_checks::mapping(granularity, 0, len, granularity, 4 * granularity, 4 * granularity).is_ok());
+//! assert!(vmm_checks::range("unmap", 1, len, granularity, 4 * granularity).is_err());
+//! ```
+
+use crate::device::check_bounds;
+use crate::error::{Error, Result};
+use crate::vmm::{check_granular, AccessTarget};
+
+/// The arguments of a reservation of `size` bytes aligned to `align` (0:
+/// the granularity): a whole number of granules, a power of two
+/// alignment that is one too.
+pub fn reservation(size: u64, align: u64, granularity: u64) -> Result<()> {
+    check_granular("reservation size", size, granularity, false)?;
+    if align != 0 && !align.is_power_of_two() {
+        return Err(Error::invalid(format!(
+            "alignment {align:#x} is not a power of two"
+        )));
+    }
+    check_granular("reservation alignment", align, granularity, true)
+}
+
+/// The arguments of a map of `len` bytes at `offset` of a reservation of
+/// `reservation_len` bytes, from `physical_offset` of a physical
+/// allocation of `physical_size` bytes: whole granules, inside both.
+pub fn mapping(
+    offset: u64,
+    physical_offset: u64,
+    len: u64,
+    granularity: u64,
+    physical_size: u64,
+    reservation_len: u64,
+) -> Result<()> {
+    check_granular("mapping offset", offset, granularity, true)?;
+    check_granular(
+        "offset in the physical allocation",
+        physical_offset,
+        granularity,
+        true,
+    )?;
+    check_granular("mapping length", len, granularity, false)?;
+    check_bounds(physical_offset, len, physical_size)?;
+    check_bounds(offset, len, reservation_len)
+}
+
+/// The range `offset..offset + len` of a reservation of `reservation_len`
+/// bytes that an `operation` ("unmap", "access") names: whole granules,
+/// inside the reservation.
+pub fn range(
+    operation: &str,
+    offset: u64,
+    len: u64,
+    granularity: u64,
+    reservation_len: u64,
+) -> Result<()> {
+    check_granular(&format!("{operation} offset"), offset, granularity, true)?;
+    check_granular(&format!("{operation} length"), len, granularity, false)?;
+    check_bounds(offset, len, reservation_len)
+}
+
+/// Refuse a device target that the vendor library does not see: `vendor`
+/// names the devices ("CUDA"), `library` what counted them ("the
+/// driver").
+pub fn device_exists(
+    target: AccessTarget,
+    device_count: u32,
+    vendor: &str,
+    library: &str,
+) -> Result<()> {
+    match target {
+        AccessTarget::Device(d) if d >= device_count => Err(Error::invalid(format!(
+            "{vendor} device {d} does not exist: {library} sees {device_count} device(s)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_name_the_operation_and_stay_inside() {
+        let e = range("unmap", 1, 2, 2, 8).unwrap_err().to_string();
+        assert!(e.contains("unmap offset"), "{e}");
+        let e = range("access", 0, 3, 2, 8).unwrap_err().to_string();
+        assert!(e.contains("access length"), "{e}");
+        assert!(range("access", 6, 4, 2, 8).is_err());
+        assert!(range("access", 6, 2, 2, 8).is_ok());
+    }
+
+    #[test]
+    fn only_devices_the_library_sees_exist() {
+        assert!(device_exists(AccessTarget::Host, 0, "X", "the library").is_ok());
+        assert!(device_exists(AccessTarget::Device(1), 2, "X", "the library").is_ok());
+        let e = device_exists(AccessTarget::Device(2), 2, "X", "the library")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("X device 2 does not exist: the library sees 2 device(s)"),
+            "{e}"
+        );
+    }
+}
