@@ -255,7 +255,8 @@
 //!
 //! ```
 //! use std::os::fd::AsFd;
-//! use hal_core::{exchange, os, BackendId, Exported, FdSource, Handle, HandleFlags, HandleKind};
+//! use hal_core::kit::os;
+//! use hal_core::{exchange, BackendId, Exported, FdSource, Handle, HandleFlags, HandleKind};
 //! use hal_core::{Location, PidKind, SharedHandle};
 //!
 //! // The exporter: a memfd and a handle that anyone (of this user) may import.

@@ -652,7 +652,7 @@ mod tests {
         // In a child process of its own, so that a fault shows as its death
         // rather than killing the test run.
         let lines = child_test_lines(
-            "os::tests::shared_map_refuses_write_to_read_only",
+            "kit::os::tests::shared_map_refuses_write_to_read_only",
             ROLE,
             "@os@ ",
         );

@@ -134,7 +134,7 @@ mod tests {
             return;
         }
         let lines = crate::kit::os::child_test_lines(
-            "os::pidfd::tests::a_descriptor_numbered_zero_is_no_failure",
+            "kit::os::pidfd::tests::a_descriptor_numbered_zero_is_no_failure",
             ROLE,
             "@pidfd@ ",
         );
