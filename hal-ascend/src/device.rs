@@ -5,7 +5,7 @@
 //! capabilities say so.
 
 use std::ffi::c_void;
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hal_core::device::check_bounds;
@@ -331,26 +331,11 @@ impl Device for AscendDevice {
 
     fn synchronize_device(&self, timeout: Option<Duration>) -> Result<()> {
         let ctx = Arc::clone(&self.ctx);
-        let (tx, rx) = mpsc::channel();
-        // aclrtSynchronizeDevice cannot time out: it runs on a thread of
-        // its own, and a timeout leaves it to finish there.
-        hal_core::kit::os::thread::spawn("hal-ascend-synchronize", move || {
-            // The device is current on this thread.
-            let done = ctx.call(|| result::device::synchronize(&ctx.rt));
-            let _ = tx.send(done);
-        })
-        .map_err(|e| Error::io("spawning the synchronize thread", e))?;
-        match timeout {
-            None => rx
-                .recv()
-                .unwrap_or_else(|_| Err(Error::invalid("synchronize thread lost"))),
-            Some(t) => rx.recv_timeout(t).unwrap_or_else(|_| {
-                Err(Error::Timeout {
-                    what: "the Ascend device to finish its work".into(),
-                    after: t,
-                })
-            }),
-        }
+        // aclrtSynchronizeDevice cannot time out: a timeout leaves it to
+        // finish on its thread, where the device is current.
+        let sync = move || ctx.call(|| result::device::synchronize(&ctx.rt));
+        let what = "the Ascend device to finish its work";
+        hal_core::kit::off_thread::wait("hal-ascend-synchronize", what, timeout, sync)
     }
 
     fn create_event(&self, flags: EventFlags) -> Result<AscendEvent> {

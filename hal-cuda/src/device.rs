@@ -8,7 +8,7 @@
 //! the stream is made to hold that memory until it ran the work.
 
 use std::ffi::{c_int, c_void};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hal_core::device::check_bounds;
@@ -540,33 +540,18 @@ impl Device for CudaDevice {
     fn synchronize_device(&self, timeout: Option<Duration>) -> Result<()> {
         self.primary.check_origin()?;
         let primary = Arc::clone(&self.primary);
-        let (tx, rx) = mpsc::channel();
-        // cuCtxSynchronize cannot time out: it runs on a thread of its own,
-        // and a timeout leaves it to finish there.
-        hal_core::kit::os::thread::spawn("hal-cuda-synchronize", move || {
-            let done = primary.enter().and_then(|_ctx| {
-                result::has(primary.driver.ctx_synchronize())?;
-                // Only once no stream waits for a notify: the wait
-                // would hold the driver until it was signalled
-                // (`sync/quiet.rs`).
-                let _quiet = primary.quiet.hold();
-                // The device's context is current on this thread.
-                ctx::synchronize(&primary.driver)
-            });
-            let _ = tx.send(done);
+        // cuCtxSynchronize cannot time out: a timeout leaves it to finish
+        // on its thread.
+        let what = "the CUDA device to finish its work";
+        hal_core::kit::off_thread::wait("hal-cuda-synchronize", what, timeout, move || {
+            let _ctx = primary.enter()?;
+            result::has(primary.driver.ctx_synchronize())?;
+            // Only once no stream waits for a notify: the wait would hold
+            // the driver until it was signalled (`sync/quiet.rs`).
+            let _quiet = primary.quiet.hold();
+            // The device's context is current on this thread.
+            ctx::synchronize(&primary.driver)
         })
-        .map_err(|e| Error::io("spawning the synchronize thread", e))?;
-        match timeout {
-            None => rx
-                .recv()
-                .unwrap_or_else(|_| Err(Error::invalid("synchronize thread lost"))),
-            Some(t) => rx.recv_timeout(t).unwrap_or_else(|_| {
-                Err(Error::Timeout {
-                    what: "the CUDA device to finish its work".into(),
-                    after: t,
-                })
-            }),
-        }
     }
 
     fn create_event(&self, flags: EventFlags) -> Result<CudaEvent> {

@@ -407,19 +407,7 @@ impl VmmCalls for Vmm<'_> {
             .handle
             .expect(HandleKind::Physical, BackendId::Ascend)?;
         let payload = Payload::decode(&shared.handle.payload)?;
-        let size = shared.handle.size;
-        if size == 0 || size % self.gran() != 0 || shared.handle.offset != 0 {
-            return Err(HandleError::Malformed {
-                field: "size",
-                detail: format!(
-                    "a physical handle names a whole allocation of granules ({:#x}), not \
-                     {:#x}+{size:#x}",
-                    self.gran(),
-                    shared.handle.offset
-                ),
-            }
-            .into());
-        }
+        let size = vmm_checks::whole_physical(&shared.handle, self.gran())?;
         let rt = self.rt();
         let ordinal = self.info.ordinal;
         if shared.handle.device_uuid != self.info.uuid {

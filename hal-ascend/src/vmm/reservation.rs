@@ -26,11 +26,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use hal_core::device::check_bounds;
 use hal_core::kit::vmm_pieces::Pieces;
-use hal_core::{AccessTarget, Error, Reservation, Result};
+use hal_core::{AccessTarget, Error, Result};
 
 use crate::context::Ctx;
-use crate::ffi::result::{device, vmm};
-use crate::memory::copy::{copy_in, copy_out};
+use crate::ffi::result::{device, mem, vmm};
 use crate::vmm::physical::PhysInner;
 use hal_core::kit::lock::lock;
 
@@ -71,6 +70,20 @@ impl AscendReservation {
     fn check_access(&self, offset: u64, len: u64, write: bool) -> Result<()> {
         check_bounds(offset, len, self.len)?;
         self.pieces().check_access(offset, len, self.me(), write)
+    }
+
+    /// Read the checked, non-empty range at `offset` (`aclrtMemcpy`
+    /// device to host).
+    fn copy_out(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        let at = self.base + offset;
+        self.ctx.call(|| mem::copy_to_host(&self.ctx.rt, dst, at))
+    }
+
+    /// Write the checked, non-empty range at `offset` (`aclrtMemcpy` host
+    /// to device).
+    fn copy_in(&self, offset: u64, src: &[u8]) -> Result<()> {
+        let at = self.base + offset;
+        self.ctx.call(|| mem::copy_from_host(&self.ctx.rt, at, src))
     }
 
     /// Wait for the device's queued work, then unmap the whole mappings
@@ -144,40 +157,13 @@ impl Drop for AscendReservation {
             base: self.base,
             pieces: std::mem::take(&mut *self.pieces()),
         };
-        if teardown.pieces.list.is_empty() {
-            // Nothing mapped, nothing to wait for.
-            teardown.run();
-            return;
-        }
-        hal_core::kit::teardown::after_work("hal-ascend-unmap", move || teardown.run());
+        // Nothing mapped, nothing to wait for.
+        let waits = !teardown.pieces.list.is_empty();
+        hal_core::kit::teardown::after_work_if(waits, "hal-ascend-unmap", move || teardown.run());
     }
 }
 
-impl Reservation for AscendReservation {
-    fn base(&self) -> u64 {
-        self.base
-    }
-
-    fn len(&self) -> u64 {
-        self.len
-    }
-
-    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
-        self.check_access(offset, dst.len() as u64, false)?;
-        if dst.is_empty() {
-            return Ok(());
-        }
-        copy_out(&self.ctx, self.base, self.len, offset, dst)
-    }
-
-    fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
-        self.check_access(offset, src.len() as u64, true)?;
-        if src.is_empty() {
-            return Ok(());
-        }
-        copy_in(&self.ctx, self.base, self.len, offset, src)
-    }
-}
+hal_core::reservation_by_copies!(AscendReservation);
 
 /// The error of a reservation used through another device.
 pub(crate) fn foreign() -> Error {

@@ -14,7 +14,10 @@
 //!   queued work, and vendor frees that must not run on the caller's thread;
 //! - [`vmm_pieces`]: the vendor-neutral halves of VMM reservations and
 //!   physical allocations; [`vmm_checks`], the checks of a VMM call's
-//!   arguments; [`RegisteredHost`], registered host memory;
+//!   arguments; [`vmm_forward`] and [`vmm_copies`], a backend's `Vmm` and
+//!   `Reservation` written from its own calls; [`RegisteredHost`], registered host memory;
+//! - [`off_thread`]: a vendor wait that cannot time out, bounded by running
+//!   it on a thread of its own;
 //! - [`lock`]: locks that a panic elsewhere does not poison.
 //!
 //! The README's *Adding a backend* shows how a new vendor crate uses them.
@@ -23,6 +26,7 @@ pub mod export;
 pub(crate) mod import;
 pub mod lock;
 pub mod needs;
+pub mod off_thread;
 pub mod os;
 pub mod queued;
 pub mod reaper;
@@ -32,6 +36,7 @@ pub mod syncpage;
 pub mod teardown;
 pub mod vendor;
 pub mod vmm_checks;
+pub mod vmm_copies;
 pub mod vmm_forward;
 pub mod vmm_pieces;
 

@@ -19,7 +19,8 @@
 //! ```
 
 use crate::device::check_bounds;
-use crate::error::{Error, Result};
+use crate::error::{Error, HandleError, Result};
+use crate::handle::Handle;
 use crate::vmm::{check_granular, AccessTarget};
 
 /// The arguments of a reservation of `size` bytes aligned to `align` (0:
@@ -71,6 +72,25 @@ pub fn range(
     check_granular(&format!("{operation} offset"), offset, granularity, true)?;
     check_granular(&format!("{operation} length"), len, granularity, false)?;
     check_bounds(offset, len, reservation_len)
+}
+
+/// The size of the physical allocation that an imported physical `handle`
+/// names: a whole allocation of granules, from its start
+/// ([`HandleError::Malformed`] otherwise).
+pub fn whole_physical(handle: &Handle, granularity: u64) -> Result<u64> {
+    let size = handle.size;
+    if size == 0 || size % granularity != 0 || handle.offset != 0 {
+        return Err(HandleError::Malformed {
+            field: "size",
+            detail: format!(
+                "a physical handle names a whole allocation of granules ({granularity:#x}), not \
+                 {:#x}+{size:#x}",
+                handle.offset
+            ),
+        }
+        .into());
+    }
+    Ok(size)
 }
 
 /// Refuse a device target that the vendor library does not see: `vendor`

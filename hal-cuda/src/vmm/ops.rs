@@ -427,19 +427,7 @@ impl VmmCalls for Vmm<'_> {
             .handle
             .expect(HandleKind::Physical, BackendId::Cuda)?;
         let payload = Payload::decode(&shared.handle.payload)?;
-        let size = shared.handle.size;
-        if size == 0 || size % self.gran() != 0 || shared.handle.offset != 0 {
-            return Err(HandleError::Malformed {
-                field: "size",
-                detail: format!(
-                    "a physical handle names a whole allocation of granules ({:#x}), not \
-                     {:#x}+{size:#x}",
-                    self.gran(),
-                    shared.handle.offset
-                ),
-            }
-            .into());
-        }
+        let size = vmm_checks::whole_physical(&shared.handle, self.gran())?;
         if payload.host_numa.is_none() && shared.handle.device_uuid != self.info.uuid {
             return Err(Error::invalid(format!(
                 "the physical memory is on the device with UUID {}, not on device {}: import it \

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use hal_core::device::check_bounds;
 use hal_core::kit::vmm_pieces::Pieces;
-use hal_core::{AccessTarget, Reservation, Result};
+use hal_core::{AccessTarget, Result};
 
 use crate::context::Primary;
 use crate::ffi::result::{self, ctx, vmm};
@@ -80,6 +80,16 @@ impl CudaReservation {
     /// context holds an error of earlier work), `strict` returns that error
     /// and unmaps nothing; otherwise the error is logged and the range
     /// unmapped anyway: the failed work will not run again.
+    /// The driver's copy out of the checked, non-empty range at `offset`.
+    fn copy_out(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        copy_out(&self.primary, self.base, self.len, offset, dst)
+    }
+
+    /// The driver's copy into the checked, non-empty range at `offset`.
+    fn copy_in(&self, offset: u64, src: &[u8]) -> Result<()> {
+        copy_in(&self.primary, self.base, self.len, offset, src)
+    }
+
     pub(crate) fn unmap_after_work(&self, offset: u64, len: u64, strict: bool) -> Result<()> {
         let _ctx = self.primary.enter()?;
         let _quiet = wait_for_work(&self.primary, strict)?;
@@ -184,37 +194,10 @@ impl Drop for CudaReservation {
             len: self.len,
             pieces: std::mem::take(&mut *self.pieces()),
         };
-        if teardown.pieces.list.is_empty() {
-            // Nothing mapped, nothing to wait for.
-            teardown.run();
-            return;
-        }
-        hal_core::kit::teardown::after_work("hal-cuda-unmap", move || teardown.run());
+        // Nothing mapped, nothing to wait for.
+        let waits = !teardown.pieces.list.is_empty();
+        hal_core::kit::teardown::after_work_if(waits, "hal-cuda-unmap", move || teardown.run());
     }
 }
 
-impl Reservation for CudaReservation {
-    fn base(&self) -> u64 {
-        self.base
-    }
-
-    fn len(&self) -> u64 {
-        self.len
-    }
-
-    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
-        self.check_access(offset, dst.len() as u64, false)?;
-        if dst.is_empty() {
-            return Ok(());
-        }
-        copy_out(&self.primary, self.base, self.len, offset, dst)
-    }
-
-    fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
-        self.check_access(offset, src.len() as u64, true)?;
-        if src.is_empty() {
-            return Ok(());
-        }
-        copy_in(&self.primary, self.base, self.len, offset, src)
-    }
-}
+hal_core::reservation_by_copies!(CudaReservation);
