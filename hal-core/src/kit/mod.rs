@@ -9,7 +9,8 @@
 //! - [`vendor`]: the vendors' error codes and entry-point names as plain
 //!   data, shared by the real backends and the simulator; [`needs`], the
 //!   entry points each capability needs; [`runtime`], a vendor runtime's
-//!   availability;
+//!   availability; [`vendor_library`], a loaded vendor library as a
+//!   backend holds it;
 //! - [`queued`], [`reaper`], [`teardown`]: what a vendor stream holds for its
 //!   queued work, and vendor frees that must not run on the caller's thread;
 //! - [`vmm_pieces`]: the vendor-neutral halves of VMM reservations and
@@ -35,6 +36,7 @@ pub mod runtime;
 pub mod syncpage;
 pub mod teardown;
 pub mod vendor;
+pub mod vendor_library;
 pub mod vmm_checks;
 pub mod vmm_copies;
 pub mod vmm_forward;
