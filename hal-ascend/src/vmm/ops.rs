@@ -42,8 +42,7 @@ use hal_core::kit::export::{new_handle, HandleSpec};
 use hal_core::kit::vendor::acl::entry;
 use hal_core::kit::vmm_checks;
 use hal_core::kit::vmm_forward::VmmCalls;
-use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
-use hal_core::vmm::{check_grants, check_granular, fabric_or_posix};
+use hal_core::vmm::{check_grants, fabric_or_posix};
 use hal_core::{
     Access, AccessGrant, AccessTarget, BackendId, DeviceInfo, Error, ExportOptions, Exported,
     HandleError, HandleKind, Importers, Location, PhysicalDesc, PhysicalLocation, PidKind, Result,
@@ -227,24 +226,14 @@ impl VmmCalls for Vmm<'_> {
 
     /// [`Vmm::allocate_physical_with`](hal_core::Vmm::allocate_physical_with).
     fn allocate(&self, desc: &PhysicalDesc) -> Result<AscendPhysical> {
-        check_granular("physical allocation size", desc.size, self.gran(), false)?;
-        let me = self.info.ordinal;
-        match desc.location.unwrap_or(PhysicalLocation::Device(me)) {
-            PhysicalLocation::Device(d) if d == me => {}
-            PhysicalLocation::Device(d) => {
-                return Err(Error::invalid(format!(
-                    "physical memory of device {d} asked of device {me}: allocate it through \
-                     device {d}"
-                )))
-            }
-            PhysicalLocation::HostNuma(_) => {
-                return Err(Error::unsupported(
-                    "ascend",
-                    "host NUMA physical memory",
-                    "the Ascend runtime allocates device physical memory only \
-                     (Capabilities::HOST_NUMA_VMM is absent)",
-                ))
-            }
+        let location = vmm_checks::physical(desc, self.info.ordinal, self.gran())?;
+        if location != PhysicalLocation::Device(self.info.ordinal) {
+            return Err(Error::unsupported(
+                "ascend",
+                "host NUMA physical memory",
+                "the Ascend runtime allocates device physical memory only \
+                 (Capabilities::HOST_NUMA_VMM is absent)",
+            ));
         }
         fabric_or_posix("ascend", desc, |d| self.create(d))
     }
@@ -375,17 +364,7 @@ impl VmmCalls for Vmm<'_> {
         if !tgids.is_empty() {
             set_pids(self.ctx, shareable, &tgids)?;
         }
-        let leases = match p.inner.leases.get() {
-            Some(l) => Arc::clone(l),
-            None => {
-                let _ = p.inner.leases.set(LeaseTable::new(DEFAULT_SLOTS)?);
-                p.inner
-                    .leases
-                    .get()
-                    .map(Arc::clone)
-                    .ok_or_else(|| Error::invalid("lease table vanished"))?
-            }
-        };
+        let leases = hal_core::kit::vmm_physical::leases(&p.inner.leases)?;
         let spec = HandleSpec {
             kind: HandleKind::Physical,
             backend: BackendId::Ascend,

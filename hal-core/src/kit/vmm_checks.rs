@@ -21,7 +21,7 @@
 use crate::device::check_bounds;
 use crate::error::{Error, HandleError, Result};
 use crate::handle::Handle;
-use crate::vmm::{check_granular, AccessTarget};
+use crate::vmm::{check_granular, AccessTarget, PhysicalDesc, PhysicalLocation};
 
 /// The arguments of a reservation of `size` bytes aligned to `align` (0:
 /// the granularity): a whole number of granules, a power of two
@@ -34,6 +34,21 @@ pub fn reservation(size: u64, align: u64, granularity: u64) -> Result<()> {
         )));
     }
     check_granular("reservation alignment", align, granularity, true)
+}
+
+/// Where a physical allocation of `desc` on device `device` goes: its
+/// location (the device by default), after the checks of its size (whole
+/// granules) and of a device location (this device only).
+pub fn physical(desc: &PhysicalDesc, device: u32, granularity: u64) -> Result<PhysicalLocation> {
+    check_granular("physical allocation size", desc.size, granularity, false)?;
+    let location = desc.location.unwrap_or(PhysicalLocation::Device(device));
+    match location {
+        PhysicalLocation::Device(d) if d != device => Err(Error::invalid(format!(
+            "physical memory of device {d} asked of device {device}: allocate it through \
+             device {d}"
+        ))),
+        _ => Ok(location),
+    }
 }
 
 /// The arguments of a map of `len` bytes at `offset` of a reservation of

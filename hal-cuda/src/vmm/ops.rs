@@ -39,8 +39,7 @@ use hal_core::kit::needs::Offered;
 use hal_core::kit::vendor::cuda::entry;
 use hal_core::kit::vmm_checks;
 use hal_core::kit::vmm_forward::VmmCalls;
-use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
-use hal_core::vmm::{check_grants, check_granular, fabric_or_posix};
+use hal_core::vmm::{check_grants, fabric_or_posix};
 use hal_core::{
     Access, AccessGrant, AccessTarget, BackendId, Capabilities, DeviceInfo, Error, ExportOptions,
     Exported, HandleError, HandleKind, Importers, Location, PhysicalDesc, PhysicalLocation, Result,
@@ -251,20 +250,9 @@ impl VmmCalls for Vmm<'_> {
 
     /// [`Vmm::allocate_physical_with`](hal_core::Vmm::allocate_physical_with).
     fn allocate(&self, desc: &PhysicalDesc) -> Result<CudaPhysical> {
-        check_granular("physical allocation size", desc.size, self.gran(), false)?;
-        let me = self.info.ordinal;
-        let location = desc.location.unwrap_or(PhysicalLocation::Device(me));
-        match location {
-            PhysicalLocation::Device(d) if d != me => {
-                return Err(Error::invalid(format!(
-                    "physical memory of device {d} asked of device {me}: allocate it through \
-                     device {d}"
-                )))
-            }
-            PhysicalLocation::HostNuma(_) => {
-                self.require(Capabilities::HOST_NUMA_VMM, "host NUMA physical memory")?
-            }
-            _ => {}
+        let location = vmm_checks::physical(desc, self.info.ordinal, self.gran())?;
+        if let PhysicalLocation::HostNuma(_) = location {
+            self.require(Capabilities::HOST_NUMA_VMM, "host NUMA physical memory")?;
         }
         fabric_or_posix("cuda", desc, |d| self.create(d, location))
     }
@@ -391,17 +379,7 @@ impl VmmCalls for Vmm<'_> {
             ));
         }
         let fd = hal_core::kit::os::dup(self.descriptor(&p.inner)?.as_fd())?;
-        let leases = match p.inner.leases.get() {
-            Some(l) => Arc::clone(l),
-            None => {
-                let _ = p.inner.leases.set(LeaseTable::new(DEFAULT_SLOTS)?);
-                p.inner
-                    .leases
-                    .get()
-                    .map(Arc::clone)
-                    .ok_or_else(|| Error::invalid("lease table vanished"))?
-            }
-        };
+        let leases = hal_core::kit::vmm_physical::leases(&p.inner.leases)?;
         let (location, host_numa) = match p.inner.location {
             PhysicalLocation::Device(_) => (Location::Device(self.info.ordinal), None),
             PhysicalLocation::HostNuma(n) => (Location::Host, Some(n)),
