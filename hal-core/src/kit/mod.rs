@@ -12,6 +12,7 @@
 //!   availability; [`vendor_library`], a loaded vendor library as a
 //!   backend holds it;
 //! - [`busy_free`]: the free of memory importers may still hold;
+//!   [`raw_ipc`], the bytes of a raw IPC handle given to another library;
 //! - [`queued`], [`reaper`], [`teardown`]: what a vendor stream holds for its
 //!   queued work, and vendor frees that must not run on the caller's thread;
 //! - [`vmm_pieces`]: the vendor-neutral halves of VMM reservations and
@@ -33,6 +34,7 @@ pub mod needs;
 pub mod off_thread;
 pub mod os;
 pub mod queued;
+pub mod raw_ipc;
 pub mod reaper;
 mod registered;
 pub mod runtime;

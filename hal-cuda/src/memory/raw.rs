@@ -20,7 +20,8 @@
 use std::sync::Arc;
 
 use hal_core::kit::export::new_handle;
-use hal_core::{ByteRange, DeviceInfo, Error, ExportOptions, HandleError, Importers, Result};
+use hal_core::kit::raw_ipc;
+use hal_core::{ByteRange, DeviceInfo, Error, ExportOptions, Importers, Result};
 
 use crate::context::Primary;
 use crate::ffi::result::mem;
@@ -59,9 +60,7 @@ impl RawIpcHandle {
     /// The 64 bytes, then the offset and the size as little-endian `u64`s.
     pub fn to_bytes(&self) -> [u8; RAW_HANDLE_LEN] {
         let mut out = [0u8; RAW_HANDLE_LEN];
-        out[..64].copy_from_slice(&self.bytes);
-        out[64..72].copy_from_slice(&self.offset.to_le_bytes());
-        out[72..].copy_from_slice(&self.size.to_le_bytes());
+        raw_ipc::encode(&self.bytes, self.offset, self.size, &mut out);
         out
     }
 
@@ -90,24 +89,11 @@ impl RawIpcHandle {
 
     /// Read what [`RawIpcHandle::to_bytes`] wrote.
     pub fn from_bytes(b: &[u8]) -> Result<RawIpcHandle> {
-        if b.len() != RAW_HANDLE_LEN {
-            return Err(HandleError::Malformed {
-                field: "raw CUDA IPC handle",
-                detail: format!("{RAW_HANDLE_LEN} bytes expected, {} given", b.len()),
-            }
-            .into());
-        }
-        let mut bytes = [0u8; 64];
-        bytes.copy_from_slice(&b[..64]);
-        let word = |at: usize| {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&b[at..at + 8]);
-            u64::from_le_bytes(w)
-        };
+        let (bytes, offset, size) = raw_ipc::decode::<64>(b, "raw CUDA IPC handle")?;
         Ok(RawIpcHandle {
             bytes,
-            offset: word(64),
-            size: word(72),
+            offset,
+            size,
         })
     }
 }
