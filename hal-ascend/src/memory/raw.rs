@@ -25,7 +25,7 @@
 use std::ffi::{CStr, CString};
 use std::sync::Arc;
 
-use hal_core::kit::export::{new_handle, HandleSpec};
+use hal_core::kit::export::HandleSpec;
 use hal_core::kit::raw_ipc;
 use hal_core::{
     BackendId, ByteRange, DeviceInfo, Error, ExportOptions, HandleError, HandleKind, ImportOptions,
@@ -77,9 +77,7 @@ impl RawIpcKey {
     /// The 65 key bytes, then the offset and the size as little-endian
     /// `u64`s.
     pub fn to_bytes(&self) -> [u8; RAW_KEY_LEN] {
-        let mut out = [0u8; RAW_KEY_LEN];
-        raw_ipc::encode(&self.key, self.offset, self.size, &mut out);
-        out
+        raw_ipc::encode(&self.key, self.offset, self.size)
     }
 
     /// Read what [`RawIpcKey::to_bytes`] wrote.
@@ -183,15 +181,9 @@ pub(crate) fn import(
     };
     // A description of what was opened: a raw key names no creator, and
     // (no default allow-list) no allow-list of hal's.
-    let mut handle = new_handle(&spec, &ExportOptions::default())?;
-    (
-        handle.creator_pid,
-        handle.creator_start,
-        handle.creator_pid_ns,
-    ) = (0, 0, 0);
-    handle.offset = raw.offset;
-    handle.size = raw.size;
-    handle.payload = raw.key.to_vec();
+    let described = ExportOptions::default();
+    let payload = raw.key.to_vec();
+    let handle = raw_ipc::opened(&spec, &described, raw.offset, raw.size, payload)?;
     let key = opened.and_then(|mut o| o.key.take());
     Ok(AscendMapping {
         ctx: Arc::clone(ctx),

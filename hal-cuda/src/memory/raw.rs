@@ -19,7 +19,6 @@
 
 use std::sync::Arc;
 
-use hal_core::kit::export::new_handle;
 use hal_core::kit::raw_ipc;
 use hal_core::{ByteRange, DeviceInfo, Error, ExportOptions, Importers, Result};
 
@@ -59,9 +58,7 @@ pub struct RawIpcHandle {
 impl RawIpcHandle {
     /// The 64 bytes, then the offset and the size as little-endian `u64`s.
     pub fn to_bytes(&self) -> [u8; RAW_HANDLE_LEN] {
-        let mut out = [0u8; RAW_HANDLE_LEN];
-        raw_ipc::encode(&self.bytes, self.offset, self.size, &mut out);
-        out
+        raw_ipc::encode(&self.bytes, self.offset, self.size)
     }
 
     /// The raw handle a hal CUDA memory handle carries (the `cuda`
@@ -163,20 +160,12 @@ pub(crate) fn import(
         ..ExportOptions::default()
     };
     // A description of what was opened: a raw handle names no creator.
-    let mut handle = new_handle(&spec, &opts)?;
-    (
-        handle.creator_pid,
-        handle.creator_start,
-        handle.creator_pid_ns,
-    ) = (0, 0, 0);
-    handle.offset = raw.offset;
-    handle.size = raw.size;
-    handle.payload = Payload {
+    let payload = Payload {
         ipc: raw.bytes,
         base_size,
         buffer_id: 0,
-    }
-    .encode();
+    };
+    let handle = raw_ipc::opened(&spec, &opts, raw.offset, raw.size, payload.encode())?;
     Ok(CudaMapping {
         primary: Arc::clone(primary),
         handle,
