@@ -169,13 +169,6 @@ impl Vmm<'_> {
         &self.ctx.rt
     }
 
-    fn check_reservation(&self, r: &AscendReservation) -> Result<()> {
-        if r.ctx.ordinal != self.ctx.ordinal || !Arc::ptr_eq(&r.ctx.rt, &self.ctx.rt) {
-            return Err(foreign());
-        }
-        Ok(())
-    }
-
     fn device_count(&self) -> Result<u32> {
         result::device::count(self.rt())
     }
@@ -220,8 +213,15 @@ impl VmmCalls for Vmm<'_> {
     type Physical = AscendPhysical;
     type Reservation = AscendReservation;
 
-    fn granularity(&self, which: hal_core::Granularity) -> Result<u64> {
-        Ok(self.info.granularity(which))
+    fn info(&self) -> &DeviceInfo {
+        self.info
+    }
+
+    fn check_reservation(&self, r: &AscendReservation) -> Result<()> {
+        if r.ctx.ordinal != self.ctx.ordinal || !Arc::ptr_eq(&r.ctx.rt, &self.ctx.rt) {
+            return Err(foreign());
+        }
+        Ok(())
     }
 
     /// [`Vmm::allocate_physical_with`](hal_core::Vmm::allocate_physical_with).
@@ -259,9 +259,6 @@ impl VmmCalls for Vmm<'_> {
         physical_offset: u64,
         len: u64,
     ) -> Result<()> {
-        self.check_reservation(r)?;
-        let (g, size) = (self.gran(), p.inner.size);
-        vmm_checks::mapping(offset, physical_offset, len, g, size, r.len)?;
         let mut pieces = r.pieces();
         pieces.check_free(offset, len)?;
         // The range lies inside the reservation and maps nothing yet
@@ -282,8 +279,6 @@ impl VmmCalls for Vmm<'_> {
     /// [`Vmm::unmap`](hal_core::Vmm::unmap): whole mappings only,
     /// after the device's queued work.
     fn unmap(&self, r: &AscendReservation, offset: u64, len: u64) -> Result<()> {
-        self.check_reservation(r)?;
-        vmm_checks::range("unmap", offset, len, self.gran(), r.len)?;
         let mut pieces = r.pieces();
         let mappings = pieces.whole_mappings(offset, len)?;
         r.unmap_after_work(&mappings, true)?;

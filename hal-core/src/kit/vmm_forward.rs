@@ -3,11 +3,13 @@
 //! in a method `vmm(&self, operation: &str) -> Result<Calls>`, and the
 //! calls ([`VmmCalls`]) do the work. [`forward_vmm!`](crate::forward_vmm)
 //! writes the `impl Vmm` that goes from one to the other, so that every
-//! operation passes the same check under its own name.
+//! operation passes the same check under its own name, and a map or an
+//! unmap the vendor-neutral checks of its arguments
+//! ([`vmm_checks`](crate::kit::vmm_checks)) before the backend's calls.
 
 use crate::error::Result;
 use crate::{
-    Access, AccessGrant, AccessTarget, ExportOptions, Exported, Granularity, PhysicalDesc,
+    Access, AccessGrant, AccessTarget, DeviceInfo, ExportOptions, Exported, PhysicalDesc,
     SharedHandle,
 };
 
@@ -19,8 +21,11 @@ pub trait VmmCalls {
     /// The address reservation.
     type Reservation;
 
-    /// [`Vmm::granularity`](crate::Vmm::granularity).
-    fn granularity(&self, which: Granularity) -> Result<u64>;
+    /// The device's information (its granularities).
+    fn info(&self) -> &DeviceInfo;
+
+    /// Refuse a reservation of another device.
+    fn check_reservation(&self, reservation: &Self::Reservation) -> Result<()>;
 
     /// [`Vmm::allocate_physical_with`](crate::Vmm::allocate_physical_with).
     fn allocate(&self, desc: &PhysicalDesc) -> Result<Self::Physical>;
@@ -28,7 +33,10 @@ pub trait VmmCalls {
     /// [`Vmm::reserve`](crate::Vmm::reserve).
     fn reserve(&self, size: u64, align: u64) -> Result<Self::Reservation>;
 
-    /// [`Vmm::map_range`](crate::Vmm::map_range).
+    /// [`Vmm::map_range`](crate::Vmm::map_range), once the reservation is
+    /// this device's and the arguments passed [`vmm_checks::mapping`].
+    ///
+    /// [`vmm_checks::mapping`]: crate::kit::vmm_checks::mapping
     fn map(
         &self,
         reservation: &Self::Reservation,
@@ -38,7 +46,10 @@ pub trait VmmCalls {
         len: u64,
     ) -> Result<()>;
 
-    /// [`Vmm::unmap`](crate::Vmm::unmap).
+    /// [`Vmm::unmap`](crate::Vmm::unmap), once the reservation is this
+    /// device's and the range passed [`vmm_checks::range`].
+    ///
+    /// [`vmm_checks::range`]: crate::kit::vmm_checks::range
     fn unmap(&self, reservation: &Self::Reservation, offset: u64, len: u64) -> Result<()>;
 
     /// [`Vmm::set_access_for`](crate::Vmm::set_access_for).
@@ -80,7 +91,8 @@ macro_rules! forward_vmm {
             type Reservation = $reservation;
 
             fn granularity(&self, which: $crate::Granularity) -> $crate::Result<u64> {
-                $crate::kit::vmm_forward::VmmCalls::granularity(&self.vmm("granularity")?, which)
+                let calls = self.vmm("granularity")?;
+                Ok($crate::kit::vmm_forward::VmmCalls::info(&calls).granularity(which))
             }
 
             fn allocate_physical_with(
@@ -102,14 +114,18 @@ macro_rules! forward_vmm {
                 physical_offset: u64,
                 len: u64,
             ) -> $crate::Result<()> {
-                $crate::kit::vmm_forward::VmmCalls::map(
-                    &self.vmm("map")?,
-                    reservation,
+                use $crate::kit::vmm_forward::VmmCalls;
+                let calls = self.vmm("map")?;
+                calls.check_reservation(reservation)?;
+                $crate::kit::vmm_checks::mapping(
                     offset,
-                    physical,
                     physical_offset,
                     len,
-                )
+                    calls.info().granularity_min,
+                    $crate::Physical::size(physical),
+                    $crate::Reservation::len(reservation),
+                )?;
+                calls.map(reservation, offset, physical, physical_offset, len)
             }
 
             fn unmap(
@@ -118,12 +134,13 @@ macro_rules! forward_vmm {
                 offset: u64,
                 len: u64,
             ) -> $crate::Result<()> {
-                $crate::kit::vmm_forward::VmmCalls::unmap(
-                    &self.vmm("unmap")?,
-                    reservation,
-                    offset,
-                    len,
-                )
+                use $crate::kit::vmm_forward::VmmCalls;
+                let calls = self.vmm("unmap")?;
+                calls.check_reservation(reservation)?;
+                let granularity = calls.info().granularity_min;
+                let reserved = $crate::Reservation::len(reservation);
+                $crate::kit::vmm_checks::range("unmap", offset, len, granularity, reserved)?;
+                calls.unmap(reservation, offset, len)
             }
 
             fn set_access_for(

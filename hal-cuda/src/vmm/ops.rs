@@ -217,15 +217,6 @@ impl Vmm<'_> {
         })
     }
 
-    fn check_reservation(&self, r: &CudaReservation) -> Result<()> {
-        if !Arc::ptr_eq(&r.primary, self.primary) {
-            return Err(Error::invalid(
-                "the reservation belongs to another CUDA device: use it through that device",
-            ));
-        }
-        Ok(())
-    }
-
     /// The allocation's POSIX descriptor, exported on first use.
     fn descriptor<'p>(&self, p: &'p PhysInner) -> Result<&'p OwnedFd> {
         if let Some(fd) = p.fd.get() {
@@ -244,8 +235,17 @@ impl VmmCalls for Vmm<'_> {
     type Physical = CudaPhysical;
     type Reservation = CudaReservation;
 
-    fn granularity(&self, which: hal_core::Granularity) -> Result<u64> {
-        Ok(self.info.granularity(which))
+    fn info(&self) -> &DeviceInfo {
+        self.info
+    }
+
+    fn check_reservation(&self, r: &CudaReservation) -> Result<()> {
+        if !Arc::ptr_eq(&r.primary, self.primary) {
+            return Err(Error::invalid(
+                "the reservation belongs to another CUDA device: use it through that device",
+            ));
+        }
+        Ok(())
     }
 
     /// [`Vmm::allocate_physical_with`](hal_core::Vmm::allocate_physical_with).
@@ -281,9 +281,6 @@ impl VmmCalls for Vmm<'_> {
         physical_offset: u64,
         len: u64,
     ) -> Result<()> {
-        self.check_reservation(r)?;
-        let (g, size) = (self.gran(), p.inner.size);
-        vmm_checks::mapping(offset, physical_offset, len, g, size, r.len)?;
         maps_from_start(physical_offset)?;
         let mut pieces = r.pieces();
         pieces.check_free(offset, len)?;
@@ -304,8 +301,6 @@ impl VmmCalls for Vmm<'_> {
     /// [`Vmm::unmap`](hal_core::Vmm::unmap): whole mappings only,
     /// after the context's queued work.
     fn unmap(&self, r: &CudaReservation, offset: u64, len: u64) -> Result<()> {
-        self.check_reservation(r)?;
-        vmm_checks::range("unmap", offset, len, self.gran(), r.len)?;
         let mut pieces = r.pieces();
         // Whole mappings only; CUDA unmaps the range in one call.
         pieces.whole_mappings(offset, len)?;
