@@ -42,7 +42,7 @@ use hal_core::kit::export::{new_handle, HandleSpec};
 use hal_core::kit::vendor::acl::entry;
 use hal_core::kit::vmm_checks;
 use hal_core::kit::vmm_forward::VmmCalls;
-use hal_core::vmm::{check_grants, fabric_or_posix};
+use hal_core::vmm::fabric_or_posix;
 use hal_core::{
     Access, AccessGrant, AccessTarget, BackendId, DeviceInfo, Error, ExportOptions, Exported,
     HandleError, HandleKind, Importers, Location, PhysicalDesc, PhysicalLocation, PidKind, Result,
@@ -169,10 +169,6 @@ impl Vmm<'_> {
         &self.ctx.rt
     }
 
-    fn device_count(&self) -> Result<u32> {
-        result::device::count(self.rt())
-    }
-
     /// `aclrtMallocPhysical` of `desc` (device memory, `HANDLE_TYPE_NONE`).
     fn create(&self, desc: &PhysicalDesc) -> Result<AscendPhysical> {
         if desc.handle == ShareableHandle::Fabric {
@@ -215,6 +211,10 @@ impl VmmCalls for Vmm<'_> {
 
     fn info(&self) -> &DeviceInfo {
         self.info
+    }
+
+    fn device_count(&self) -> Result<u32> {
+        result::device::count(self.rt())
     }
 
     fn check_reservation(&self, r: &AscendReservation) -> Result<()> {
@@ -294,9 +294,6 @@ impl VmmCalls for Vmm<'_> {
         len: u64,
         grants: &[AccessGrant],
     ) -> Result<()> {
-        self.check_reservation(r)?;
-        check_grants(grants, self.device_count()?)?;
-        vmm_checks::range("access", offset, len, self.gran(), r.len)?;
         let descs = grants.iter().map(access_desc).collect::<Result<Vec<_>>>()?;
         let mut pieces = r.pieces();
         pieces.covering(offset, len)?;
@@ -331,19 +328,7 @@ impl VmmCalls for Vmm<'_> {
                 "an imported physical allocation is exported again by its creator",
             ));
         }
-        if opts.range.is_some() {
-            return Err(Error::invalid(
-                "a physical allocation is exported whole; a range is not allowed",
-            ));
-        }
-        if opts.read_only {
-            return Err(Error::unsupported(
-                "ascend",
-                "a read-only export of physical memory",
-                "the shareable handle carries no access rights: each importer sets its own with \
-                 aclrtMemSetAccess (Capabilities::READ_ONLY_EXPORT is absent)",
-            ));
-        }
+        vmm_checks::physical_export(opts, "ascend", "aclrtMemSetAccess")?;
         let (flags, pids) = match &opts.importers {
             Importers::Anyone => (ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION, Vec::new()),
             Importers::BackendDefault => (ACL_RT_VMM_EXPORT_FLAG_DEFAULT, Vec::new()),

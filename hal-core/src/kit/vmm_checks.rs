@@ -21,6 +21,7 @@
 use crate::device::check_bounds;
 use crate::error::{Error, HandleError, Result};
 use crate::handle::Handle;
+use crate::types::ExportOptions;
 use crate::vmm::{check_granular, AccessTarget, PhysicalDesc, PhysicalLocation};
 
 /// The arguments of a reservation of `size` bytes aligned to `align` (0:
@@ -106,6 +107,29 @@ pub fn whole_physical(handle: &Handle, granularity: u64) -> Result<u64> {
         .into());
     }
     Ok(size)
+}
+
+/// The options of a physical allocation's export by `backend`: the whole
+/// allocation (no range) and not read-only, which a shareable handle
+/// cannot carry; `access_call` is the vendor's call with which each
+/// importer sets its own access ("cuMemSetAccess").
+pub fn physical_export(opts: &ExportOptions, backend: &str, access_call: &str) -> Result<()> {
+    if opts.range.is_some() {
+        return Err(Error::invalid(
+            "a physical allocation is exported whole; a range is not allowed",
+        ));
+    }
+    if opts.read_only {
+        return Err(Error::unsupported(
+            backend,
+            "a read-only export of physical memory",
+            format!(
+                "the shareable handle carries no access rights: each importer sets its own with \
+                 {access_call} (Capabilities::READ_ONLY_EXPORT is absent)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Refuse a device target that the vendor library does not see: `vendor`

@@ -27,6 +27,9 @@ pub trait VmmCalls {
     /// Refuse a reservation of another device.
     fn check_reservation(&self, reservation: &Self::Reservation) -> Result<()>;
 
+    /// How many devices the vendor sees (access lists name them).
+    fn device_count(&self) -> Result<u32>;
+
     /// [`Vmm::allocate_physical_with`](crate::Vmm::allocate_physical_with).
     fn allocate(&self, desc: &PhysicalDesc) -> Result<Self::Physical>;
 
@@ -52,7 +55,10 @@ pub trait VmmCalls {
     /// [`vmm_checks::range`]: crate::kit::vmm_checks::range
     fn unmap(&self, reservation: &Self::Reservation, offset: u64, len: u64) -> Result<()>;
 
-    /// [`Vmm::set_access_for`](crate::Vmm::set_access_for).
+    /// [`Vmm::set_access_for`](crate::Vmm::set_access_for), once the
+    /// reservation is this device's, the list passed
+    /// [`check_grants`](crate::vmm::check_grants) and the range
+    /// [`vmm_checks::range`](crate::kit::vmm_checks::range).
     fn set_access(
         &self,
         reservation: &Self::Reservation,
@@ -150,13 +156,14 @@ macro_rules! forward_vmm {
                 len: u64,
                 grants: &[$crate::AccessGrant],
             ) -> $crate::Result<()> {
-                $crate::kit::vmm_forward::VmmCalls::set_access(
-                    &self.vmm("set_access")?,
-                    reservation,
-                    offset,
-                    len,
-                    grants,
-                )
+                use $crate::kit::vmm_forward::VmmCalls;
+                let calls = self.vmm("set_access")?;
+                calls.check_reservation(reservation)?;
+                $crate::vmm::check_grants(grants, calls.device_count()?)?;
+                let granularity = calls.info().granularity_min;
+                let reserved = $crate::Reservation::len(reservation);
+                $crate::kit::vmm_checks::range("access", offset, len, granularity, reserved)?;
+                calls.set_access(reservation, offset, len, grants)
             }
 
             fn access(

@@ -39,7 +39,7 @@ use hal_core::kit::needs::Offered;
 use hal_core::kit::vendor::cuda::entry;
 use hal_core::kit::vmm_checks;
 use hal_core::kit::vmm_forward::VmmCalls;
-use hal_core::vmm::{check_grants, fabric_or_posix};
+use hal_core::vmm::fabric_or_posix;
 use hal_core::{
     Access, AccessGrant, AccessTarget, BackendId, Capabilities, DeviceInfo, Error, ExportOptions,
     Exported, HandleError, HandleKind, Importers, Location, PhysicalDesc, PhysicalLocation, Result,
@@ -239,6 +239,10 @@ impl VmmCalls for Vmm<'_> {
         self.info
     }
 
+    fn device_count(&self) -> Result<u32> {
+        Ok(self.device_count)
+    }
+
     fn check_reservation(&self, r: &CudaReservation) -> Result<()> {
         if !Arc::ptr_eq(&r.primary, self.primary) {
             return Err(Error::invalid(
@@ -317,9 +321,6 @@ impl VmmCalls for Vmm<'_> {
         len: u64,
         grants: &[AccessGrant],
     ) -> Result<()> {
-        self.check_reservation(r)?;
-        check_grants(grants, self.device_count)?;
-        vmm_checks::range("access", offset, len, self.gran(), r.len)?;
         let mut pieces = r.pieces();
         let range = pieces.covering(offset, len)?;
         let host = grants.iter().any(|g| g.target == AccessTarget::Host);
@@ -351,19 +352,7 @@ impl VmmCalls for Vmm<'_> {
     /// [`Vmm::export_physical`](hal_core::Vmm::export_physical).
     fn export(&self, p: &CudaPhysical, opts: &ExportOptions) -> Result<Exported> {
         self.require(Capabilities::IPC_MEMORY, "export_physical")?;
-        if opts.range.is_some() {
-            return Err(Error::invalid(
-                "a physical allocation is exported whole; a range is not allowed",
-            ));
-        }
-        if opts.read_only {
-            return Err(Error::unsupported(
-                "cuda",
-                "a read-only export of physical memory",
-                "a CUDA shareable handle carries no access rights: each importer sets its own \
-                 with cuMemSetAccess (Capabilities::READ_ONLY_EXPORT is absent)",
-            ));
-        }
+        vmm_checks::physical_export(opts, "cuda", "cuMemSetAccess")?;
         opts.importers.refuse_same_user("cuda", "a CUDA IPC handle is opened by whoever holds its bytes: no broker checks the importer's user")?;
         if matches!(opts.importers, Importers::Pids(_)) {
             return Err(Error::unsupported(
