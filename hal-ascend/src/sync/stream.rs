@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hal_core::kit::queued::{Holding, QueuedUse};
-use hal_core::wait;
 use hal_core::Result;
 
 use crate::context::Ctx;
@@ -16,16 +15,10 @@ use crate::ffi::sys::StreamHandle;
 /// How long one slice of a polling wait lasts.
 pub(crate) const SLICE: Duration = Duration::from_millis(1);
 
-/// Call `done` until it says so, `timeout` passes, or it fails; `done`
-/// itself waits up to a [`SLICE`], so nothing sleeps between two calls.
-pub(crate) fn poll_until(
-    what: &str,
-    spin: Duration,
-    timeout: Option<Duration>,
-    done: impl FnMut() -> Result<bool>,
-) -> Result<()> {
-    wait::poll_until(what, spin, timeout, done, |_| {})
-}
+/// The pause between two slices of a polling wait
+/// ([`hal_core::wait::poll_until`]'s `sleep`): none, since each slice
+/// itself waits up to a [`SLICE`].
+pub(crate) fn between_slices(_left: Option<Duration>) {}
 
 /// A runtime timeout of `t`: milliseconds, rounded up, at least 1 (a
 /// shorter one would mean "forever" or be refused), at most `i32::MAX`.
