@@ -158,8 +158,8 @@ impl Backend for AscendBackend {
 
     fn availability(&self) -> Availability {
         let none = "the runtime sees no Ascend device";
-        let count = |rt: &Runtime| result::device::count(rt);
-        self.runtime.availability(load_and_init, count, none)
+        self.runtime
+            .availability(load_and_init, result::device::count, none)
     }
 
     fn devices(&self) -> Result<Vec<DeviceInfo>> {

@@ -188,8 +188,7 @@ impl Backend for CudaBackend {
 
     fn availability(&self) -> Availability {
         let none = "the driver sees no CUDA device";
-        self.driver
-            .availability(load_and_init, |d| device::count(d), none)
+        self.driver.availability(load_and_init, device::count, none)
     }
 
     fn devices(&self) -> Result<Vec<DeviceInfo>> {
