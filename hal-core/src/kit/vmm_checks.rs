@@ -1,8 +1,8 @@
 //! The checks a VMM backend makes of a call's arguments before it asks the
 //! vendor: granular sizes and offsets, ranges inside the reservation and
 //! the physical allocation, devices that exist. Each answers the error the
-//! contract names ([`Error::InvalidArgument`](crate::Error::InvalidArgument)
-//! or [`Error::Misaligned`](crate::Error::Misaligned)) and leaves what the
+//! contract names ([`Error::InvalidArgument`]
+//! or [`Error::Misaligned`]) and leaves what the
 //! vendor needs beyond them to the backend.
 //!
 //! ```
