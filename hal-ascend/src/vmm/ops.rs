@@ -209,19 +209,21 @@ impl VmmCalls for Vmm<'_> {
     type Physical = AscendPhysical;
     type Reservation = AscendReservation;
 
-    fn info(&self) -> &DeviceInfo {
-        self.info
-    }
-
-    fn device_count(&self) -> Result<u32> {
-        result::device::count(self.rt())
-    }
-
+    /// The reservation is this device's, of this runtime.
     fn check_reservation(&self, r: &AscendReservation) -> Result<()> {
         if r.ctx.ordinal != self.ctx.ordinal || !Arc::ptr_eq(&r.ctx.rt, &self.ctx.rt) {
             return Err(foreign());
         }
         Ok(())
+    }
+
+    /// Asked of the runtime each time (`aclrtGetDeviceCount`).
+    fn device_count(&self) -> Result<u32> {
+        result::device::count(self.rt())
+    }
+
+    fn info(&self) -> &DeviceInfo {
+        self.info
     }
 
     /// [`Vmm::allocate_physical_with`](hal_core::Vmm::allocate_physical_with).
