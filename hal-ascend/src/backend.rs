@@ -152,14 +152,17 @@ pub(crate) fn device_info(rt: &Arc<Runtime>, ordinal: u32) -> Result<DeviceInfo>
 impl Backend for AscendBackend {
     type Device = AscendDevice;
 
-    fn id(&self) -> BackendId {
-        BackendId::Ascend
+    /// Available once the runtime loads, initialises and sees a device.
+    fn availability(&self) -> Availability {
+        self.runtime.availability(
+            load_and_init,
+            result::device::count,
+            "the runtime sees no Ascend device",
+        )
     }
 
-    fn availability(&self) -> Availability {
-        let none = "the runtime sees no Ascend device";
-        self.runtime
-            .availability(load_and_init, result::device::count, none)
+    fn id(&self) -> BackendId {
+        BackendId::Ascend
     }
 
     fn devices(&self) -> Result<Vec<DeviceInfo>> {
