@@ -183,20 +183,21 @@ fn release(ctx: &Ctx, ptr: u64, keys: &[CString]) {
 }
 
 impl Memory for AscendAllocation {
-    fn addr(&self) -> u64 {
-        self.ptr
-    }
-
-    fn len(&self) -> u64 {
-        self.len
-    }
-
+    /// Device memory only: the runtime allocates no host memory here.
     fn location(&self) -> Location {
         Location::Device(self.ctx.ordinal)
     }
 
     fn host_ptr(&self) -> Option<*mut u8> {
         None
+    }
+
+    fn addr(&self) -> u64 {
+        self.ptr
+    }
+
+    fn len(&self) -> u64 {
+        self.len
     }
 
     fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
