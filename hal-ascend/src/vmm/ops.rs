@@ -261,7 +261,7 @@ impl VmmCalls for Vmm<'_> {
         physical_offset: u64,
         len: u64,
     ) -> Result<()> {
-        let mut pieces = r.pieces();
+        let mut pieces = r.pieces.lock();
         pieces.check_free(offset, len)?;
         // The range lies inside the reservation and maps nothing yet
         // (checked above); the handle is held by `p`.
@@ -281,7 +281,7 @@ impl VmmCalls for Vmm<'_> {
     /// [`Vmm::unmap`](hal_core::Vmm::unmap): whole mappings only,
     /// after the device's queued work.
     fn unmap(&self, r: &AscendReservation, offset: u64, len: u64) -> Result<()> {
-        let mut pieces = r.pieces();
+        let mut pieces = r.pieces.lock();
         let mappings = pieces.whole_mappings(offset, len)?;
         r.unmap_after_work(&mappings, true)?;
         pieces.remove(offset, len);
@@ -297,7 +297,7 @@ impl VmmCalls for Vmm<'_> {
         grants: &[AccessGrant],
     ) -> Result<()> {
         let descs = grants.iter().map(access_desc).collect::<Result<Vec<_>>>()?;
-        let mut pieces = r.pieces();
+        let mut pieces = r.pieces.lock();
         pieces.covering(offset, len)?;
         // The range is mapped (checked above).
         self.ctx
@@ -314,7 +314,7 @@ impl VmmCalls for Vmm<'_> {
             vmm_checks::device_exists(target, n, "Ascend", "the runtime")?;
         }
         hal_core::device::check_bounds(offset, 1, r.len)?;
-        r.pieces().access_at(offset, target)
+        r.pieces.lock().access_at(offset, target)
     }
 
     /// [`Vmm::export_physical`](hal_core::Vmm::export_physical).

@@ -22,16 +22,15 @@
 //! so that work waiting on a notify a crashed peer never signals cannot
 //! hang it.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use hal_core::device::check_bounds;
-use hal_core::kit::vmm_pieces::Pieces;
+use hal_core::kit::vmm_pieces::{Mapped, Pieces};
 use hal_core::{AccessTarget, Error, Result};
 
 use crate::context::Ctx;
 use crate::ffi::result::{device, mem, vmm};
 use crate::vmm::physical::PhysInner;
-use hal_core::kit::lock::lock;
 
 /// A VMM address range reservation of one device: physical allocations
 /// are mapped into it with [`VmmExt::map`](hal_core::VmmExt::map) and made
@@ -39,9 +38,11 @@ use hal_core::kit::lock::lock;
 #[must_use = "the address range is unmapped and released when this value drops"]
 pub struct AscendReservation {
     pub(crate) ctx: Arc<Ctx>,
+    /// What is mapped, with the access this process gave it (the runtime
+    /// answers no access question).
+    pub(crate) pieces: Mapped<Arc<PhysInner>>,
     pub(crate) base: u64,
     pub(crate) len: u64,
-    pub(crate) pieces: Mutex<Pieces<Arc<PhysInner>>>,
 }
 
 impl std::fmt::Debug for AscendReservation {
@@ -50,16 +51,12 @@ impl std::fmt::Debug for AscendReservation {
             .field("device", &self.ctx.ordinal)
             .field("base", &format_args!("{:#x}", self.base))
             .field("len", &self.len)
-            .field("mapped", &self.pieces().list.len())
+            .field("mapped", &self.pieces)
             .finish()
     }
 }
 
 impl AscendReservation {
-    pub(crate) fn pieces(&self) -> MutexGuard<'_, Pieces<Arc<PhysInner>>> {
-        lock(&self.pieces)
-    }
-
     /// The reserving device, as an access target.
     pub(crate) fn me(&self) -> AccessTarget {
         AccessTarget::Device(self.ctx.ordinal)
@@ -69,7 +66,9 @@ impl AscendReservation {
     /// with the access it needs for this device.
     fn check_access(&self, offset: u64, len: u64, write: bool) -> Result<()> {
         check_bounds(offset, len, self.len)?;
-        self.pieces().check_access(offset, len, self.me(), write)
+        self.pieces
+            .lock()
+            .check_access(offset, len, self.me(), write)
     }
 
     /// Read the checked, non-empty range at `offset` (`aclrtMemcpy`
@@ -155,7 +154,7 @@ impl Drop for AscendReservation {
         let teardown = Teardown {
             ctx: Arc::clone(&self.ctx),
             base: self.base,
-            pieces: std::mem::take(&mut *self.pieces()),
+            pieces: self.pieces.take(),
         };
         // Nothing mapped, nothing to wait for.
         let waits = !teardown.pieces.list.is_empty();

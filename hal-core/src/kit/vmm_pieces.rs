@@ -5,8 +5,10 @@
 //! a copy faults) keeps this one beside the vendor calls.
 
 use std::ops::Range;
+use std::sync::{Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
+use crate::kit::lock::lock;
 use crate::vmm::{AccessGrant, AccessTarget};
 use crate::Access;
 
@@ -55,6 +57,34 @@ impl<T> Default for Pieces<T> {
             next_id: 0,
             list: Vec::new(),
         }
+    }
+}
+
+/// The mapped pieces of one reservation, behind a lock that a panic
+/// elsewhere does not poison; its `Debug` is how many are mapped.
+pub struct Mapped<T>(Mutex<Pieces<T>>);
+
+impl<T> Default for Mapped<T> {
+    fn default() -> Self {
+        Mapped(Mutex::new(Pieces::default()))
+    }
+}
+
+impl<T> std::fmt::Debug for Mapped<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.lock().list.len(), f)
+    }
+}
+
+impl<T> Mapped<T> {
+    /// The pieces, locked.
+    pub fn lock(&self) -> MutexGuard<'_, Pieces<T>> {
+        lock(&self.0)
+    }
+
+    /// Every piece, taken out (a dropped reservation's teardown gets them).
+    pub fn take(&self) -> Pieces<T> {
+        std::mem::take(&mut *self.lock())
     }
 }
 

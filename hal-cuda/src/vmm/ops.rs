@@ -286,7 +286,7 @@ impl VmmCalls for Vmm<'_> {
         len: u64,
     ) -> Result<()> {
         maps_from_start(physical_offset)?;
-        let mut pieces = r.pieces();
+        let mut pieces = r.pieces.lock();
         pieces.check_free(offset, len)?;
         let _ctx = self.primary.enter()?;
         // The range lies inside the reservation and maps nothing yet
@@ -305,7 +305,7 @@ impl VmmCalls for Vmm<'_> {
     /// [`Vmm::unmap`](hal_core::Vmm::unmap): whole mappings only,
     /// after the context's queued work.
     fn unmap(&self, r: &CudaReservation, offset: u64, len: u64) -> Result<()> {
-        let mut pieces = r.pieces();
+        let mut pieces = r.pieces.lock();
         // Whole mappings only; CUDA unmaps the range in one call.
         pieces.whole_mappings(offset, len)?;
         r.unmap_after_work(offset, len, true)?;
@@ -321,7 +321,7 @@ impl VmmCalls for Vmm<'_> {
         len: u64,
         grants: &[AccessGrant],
     ) -> Result<()> {
-        let mut pieces = r.pieces();
+        let mut pieces = r.pieces.lock();
         let range = pieces.covering(offset, len)?;
         let host = grants.iter().any(|g| g.target == AccessTarget::Host);
         if let Some(p) = pieces.list[range]
@@ -346,7 +346,7 @@ impl VmmCalls for Vmm<'_> {
         self.check_reservation(r)?;
         vmm_checks::device_exists(target, self.device_count, "CUDA", "the driver")?;
         hal_core::device::check_bounds(offset, 1, r.len)?;
-        r.pieces().access_at(offset, target)
+        r.pieces.lock().access_at(offset, target)
     }
 
     /// [`Vmm::export_physical`](hal_core::Vmm::export_physical).

@@ -24,10 +24,10 @@
 //! ([`hal_core::kit::teardown`]), so that work waiting on a notify a crashed
 //! peer never signals cannot hang it.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use hal_core::device::check_bounds;
-use hal_core::kit::vmm_pieces::Pieces;
+use hal_core::kit::vmm_pieces::{Mapped, Pieces};
 use hal_core::{AccessTarget, Result};
 
 use crate::context::Primary;
@@ -36,7 +36,6 @@ use crate::ffi::CUdeviceptr;
 use crate::memory::alloc::{copy_in, copy_out};
 use crate::sync::quiet::QuietGuard;
 use crate::vmm::physical::PhysInner;
-use hal_core::kit::lock::lock;
 
 /// A VMM address range reservation of one device's context: physical
 /// allocations are mapped into it with [`VmmExt::map`](hal_core::VmmExt::map)
@@ -49,7 +48,7 @@ pub struct CudaReservation {
     pub(crate) base: CUdeviceptr,
     pub(crate) len: u64,
     /// The mapped parts, each holding its physical allocation.
-    pub(crate) pieces: Mutex<Pieces<Arc<PhysInner>>>,
+    pub(crate) pieces: Mapped<Arc<PhysInner>>,
 }
 
 impl std::fmt::Debug for CudaReservation {
@@ -57,21 +56,18 @@ impl std::fmt::Debug for CudaReservation {
         f.debug_struct("CudaReservation")
             .field("base", &format_args!("{:#x}", self.base))
             .field("len", &self.len)
-            .field("mapped", &self.pieces().list.len())
+            .field("mapped", &self.pieces)
             .finish()
     }
 }
 
 impl CudaReservation {
-    pub(crate) fn pieces(&self) -> MutexGuard<'_, Pieces<Arc<PhysInner>>> {
-        lock(&self.pieces)
-    }
-
     /// Refuse a copy of `len` bytes at `offset` unless every byte is mapped
     /// with the access it needs for this device.
     fn check_access(&self, offset: u64, len: u64, write: bool) -> Result<()> {
         check_bounds(offset, len, self.len)?;
-        self.pieces()
+        self.pieces
+            .lock()
             .check_access(offset, len, AccessTarget::Device(self.ordinal), write)
     }
 
@@ -192,7 +188,7 @@ impl Drop for CudaReservation {
             primary: Arc::clone(&self.primary),
             base: self.base,
             len: self.len,
-            pieces: std::mem::take(&mut *self.pieces()),
+            pieces: self.pieces.take(),
         };
         // Nothing mapped, nothing to wait for.
         let waits = !teardown.pieces.list.is_empty();
