@@ -2,7 +2,7 @@
 //! its devices.
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use hal_core::dlpack::DLDeviceType;
 use hal_core::kit::vendor::acl;
@@ -12,7 +12,7 @@ use hal_core::{
 
 use crate::context::Ctx;
 use crate::device::AscendDevice;
-use hal_core::kit::runtime::{self, Failure};
+use hal_core::kit::runtime::{Failure, Lazy};
 
 use crate::ffi::result::{self, is_code};
 use crate::ffi::sys::Runtime;
@@ -32,16 +32,11 @@ use crate::soc;
 /// // it never panics.
 /// println!("{:?}", ascend.availability());
 /// ```
+#[derive(Default)]
 pub struct AscendBackend {
-    /// The library named by the program; `None`: `HAL_ASCEND_LIBRARY`, then the search.
-    library: Option<PathBuf>,
-    runtime: OnceLock<std::result::Result<Arc<Runtime>, Failure>>,
-}
-
-impl Default for AscendBackend {
-    fn default() -> Self {
-        AscendBackend::new()
-    }
+    /// The runtime, from the library named by the program, else the one
+    /// `HAL_ASCEND_LIBRARY` names, else the search's.
+    runtime: Lazy<Runtime>,
 }
 
 impl std::fmt::Debug for AscendBackend {
@@ -54,35 +49,20 @@ impl AscendBackend {
     /// The backend; nothing is loaded until it is used. The library is the
     /// one `HAL_ASCEND_LIBRARY` names, or the first found by the search.
     pub fn new() -> AscendBackend {
-        AscendBackend {
-            library: None,
-            runtime: OnceLock::new(),
-        }
+        AscendBackend::default()
     }
 
     /// The backend on the runtime library at `path` (a stand-in, a CANN
     /// outside the search path), whatever `HAL_ASCEND_LIBRARY` says.
     pub fn with_library(path: impl Into<PathBuf>) -> AscendBackend {
-        AscendBackend {
-            library: Some(path.into()),
-            runtime: OnceLock::new(),
-        }
+        let runtime = Lazy::new(Some(path.into()));
+        AscendBackend { runtime }
     }
 
-    fn loaded(&self) -> &std::result::Result<Arc<Runtime>, Failure> {
-        self.runtime
-            .get_or_init(|| load_and_init(self.library.clone()))
-    }
-
+    /// The loaded, initialised runtime.
     fn runtime(&self) -> Result<Arc<Runtime>> {
-        match self.loaded() {
-            Ok(r) => {
-                r.origin
-                    .check("the Ascend backend (its runtime was initialised)")?;
-                Ok(Arc::clone(r))
-            }
-            Err(f) => Err(f.error("ascend")),
-        }
+        let initialised = "the Ascend backend (its runtime was initialised)";
+        self.runtime.usable(load_and_init, "ascend", initialised)
     }
 }
 
@@ -188,19 +168,17 @@ pub const DLPACK: DlpackTypes = DlpackTypes {
 impl Backend for AscendBackend {
     type Device = AscendDevice;
 
-    fn id(&self) -> BackendId {
-        BackendId::Ascend
+    /// Available once the runtime loads, initialises and sees a device.
+    fn availability(&self) -> Availability {
+        self.runtime.availability(
+            load_and_init,
+            result::device::count,
+            "the runtime sees no Ascend device",
+        )
     }
 
-    fn availability(&self) -> Availability {
-        match self.loaded() {
-            Ok(r) => runtime::availability(
-                r.path(),
-                result::device::count(r),
-                "the runtime sees no Ascend device",
-            ),
-            Err(f) => f.availability(),
-        }
+    fn id(&self) -> BackendId {
+        BackendId::Ascend
     }
 
     fn devices(&self) -> Result<Vec<DeviceInfo>> {

@@ -5,15 +5,15 @@
 //! capabilities say so.
 
 use std::ffi::c_void;
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hal_core::device::check_bounds;
+use hal_core::kit::needs::Offered;
 use hal_core::kit::RegisteredHost;
 use hal_core::{
-    Access, AccessGrant, AccessTarget, AllocDesc, Capabilities, Device, DeviceInfo, Error,
-    EventFlags, ExportOptions, Exported, Granularity, HandleKind, ImportOptions, Location, MemRef,
-    NotifyFlags, PhysicalDesc, Result, SharedHandle,
+    AllocDesc, Capabilities, Device, DeviceInfo, Error, EventFlags, ExportOptions, Exported,
+    HandleKind, ImportOptions, Location, MemRef, NotifyFlags, Result, SharedHandle,
 };
 
 use crate::context::Ctx;
@@ -49,15 +49,6 @@ impl AscendDevice {
         AscendDevice { ctx, info }
     }
 
-    /// The answer of `operation`, whose `capability` this device lacks.
-    fn absent(&self, operation: &str, capability: Capabilities) -> Error {
-        self.ctx.rt.absent(operation, capability)
-    }
-
-    fn has(&self, c: Capabilities) -> bool {
-        self.info.capabilities.contains(c)
-    }
-
     /// The address of `offset..offset + len` of `mem`, bounds checked.
     fn span(&self, mem: MemRef<'_, Self>, offset: u64, len: u64) -> Result<u64> {
         let m = mem.memory();
@@ -80,9 +71,7 @@ impl AscendDevice {
 
     /// The VMM context, or `Unsupported` naming `operation` without VMM.
     fn vmm(&self, operation: &str) -> Result<Vmm<'_>> {
-        if !self.has(Capabilities::VMM) {
-            return Err(self.absent(operation, Capabilities::VMM));
-        }
+        self.require(Capabilities::VMM, operation)?;
         Ok(Vmm {
             ctx: &self.ctx,
             info: &self.info,
@@ -114,9 +103,7 @@ impl AscendDevice {
         range: Option<hal_core::ByteRange>,
         importers: &hal_core::Importers,
     ) -> Result<RawIpcKey> {
-        if !self.has(Capabilities::IPC_MEMORY) {
-            return Err(self.absent("export_raw", Capabilities::IPC_MEMORY));
-        }
+        self.require(Capabilities::IPC_MEMORY, "export_raw")?;
         if alloc.ctx.ordinal != self.ctx.ordinal {
             return Err(Error::invalid(
                 "the allocation belongs to another Ascend device: export it through that device",
@@ -132,10 +119,19 @@ impl AscendDevice {
     /// takes only device-to-device copies). Dropping the mapping closes the
     /// key (`aclrtIpcMemClose`).
     pub fn import_raw(&self, raw: &RawIpcKey, opts: &ImportOptions) -> Result<AscendMapping> {
-        if !self.has(Capabilities::IPC_MEMORY) {
-            return Err(self.absent("import_raw", Capabilities::IPC_MEMORY));
-        }
+        self.require(Capabilities::IPC_MEMORY, "import_raw")?;
         crate::memory::raw::import(&self.ctx, &self.info, raw, opts)
+    }
+}
+
+impl Offered for AscendDevice {
+    fn offered(&self) -> Capabilities {
+        self.info.capabilities
+    }
+
+    /// Names the entry point this runtime lacks for `capability`.
+    fn refusal(&self, operation: &str, capability: Capabilities) -> Error {
+        self.ctx.rt.absent(operation, capability)
     }
 }
 
@@ -180,7 +176,7 @@ impl Device for AscendDevice {
                 ))
             }
             Location::Managed => {
-                return Err(self.absent("allocate managed memory", Capabilities::MANAGED_MEMORY))
+                return Err(self.refusal("allocate managed memory", Capabilities::MANAGED_MEMORY))
             }
         }
         if desc.align != 0 && !desc.align.is_power_of_two() {
@@ -193,9 +189,7 @@ impl Device for AscendDevice {
     }
 
     fn export_memory(&self, alloc: &AscendAllocation, opts: &ExportOptions) -> Result<Exported> {
-        if !self.has(Capabilities::IPC_MEMORY) {
-            return Err(self.absent("export_memory", Capabilities::IPC_MEMORY));
-        }
+        self.require(Capabilities::IPC_MEMORY, "export_memory")?;
         if alloc.ctx.ordinal != self.ctx.ordinal {
             return Err(Error::invalid(
                 "the allocation belongs to another Ascend device: export it through that device",
@@ -205,9 +199,7 @@ impl Device for AscendDevice {
     }
 
     fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()> {
-        if !self.has(Capabilities::PID_ALLOW_LIST) {
-            return Err(self.absent("allow_importers", Capabilities::PID_ALLOW_LIST));
-        }
+        self.require(Capabilities::PID_ALLOW_LIST, "allow_importers")?;
         let h = exported.handle();
         h.expect(h.kind, hal_core::BackendId::Ascend)?;
         let tgids = crate::memory::ipc::tgids(pids)?;
@@ -230,13 +222,11 @@ impl Device for AscendDevice {
     }
 
     unsafe fn register_host(&self, _ptr: *mut u8, _len: u64) -> Result<RegisteredHost> {
-        Err(self.absent("register_host", Capabilities::HOST_REGISTRATION))
+        Err(self.refusal("register_host", Capabilities::HOST_REGISTRATION))
     }
 
     fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<AscendMapping> {
-        if !self.has(Capabilities::IPC_MEMORY) {
-            return Err(self.absent("import_memory", Capabilities::IPC_MEMORY));
-        }
+        self.require(Capabilities::IPC_MEMORY, "import_memory")?;
         crate::memory::ipc::import(&self.ctx, &self.info, shared, opts)
     }
 
@@ -337,31 +327,16 @@ impl Device for AscendDevice {
 
     fn synchronize_device(&self, timeout: Option<Duration>) -> Result<()> {
         let ctx = Arc::clone(&self.ctx);
-        let (tx, rx) = mpsc::channel();
-        // aclrtSynchronizeDevice cannot time out: it runs on a thread of
-        // its own, and a timeout leaves it to finish there.
-        hal_core::kit::os::thread::spawn("hal-ascend-synchronize", move || {
-            // The device is current on this thread.
-            let done = ctx.call(|| result::device::synchronize(&ctx.rt));
-            let _ = tx.send(done);
-        })
-        .map_err(|e| Error::io("spawning the synchronize thread", e))?;
-        match timeout {
-            None => rx
-                .recv()
-                .unwrap_or_else(|_| Err(Error::invalid("synchronize thread lost"))),
-            Some(t) => rx.recv_timeout(t).unwrap_or_else(|_| {
-                Err(Error::Timeout {
-                    what: "the Ascend device to finish its work".into(),
-                    after: t,
-                })
-            }),
-        }
+        // aclrtSynchronizeDevice cannot time out: a timeout leaves it to
+        // finish on its thread, where the device is current.
+        let sync = move || ctx.call(|| result::device::synchronize(&ctx.rt));
+        let what = "the Ascend device to finish its work";
+        hal_core::kit::off_thread::wait("hal-ascend-synchronize", what, timeout, sync)
     }
 
     fn create_event(&self, flags: EventFlags) -> Result<AscendEvent> {
-        if flags.interprocess && !self.has(Capabilities::IPC_EVENT) {
-            return Err(self.absent("an interprocess event", Capabilities::IPC_EVENT));
+        if flags.interprocess {
+            self.require(Capabilities::IPC_EVENT, "an interprocess event")?;
         }
         crate::sync::event::create(&self.ctx, flags)
     }
@@ -379,23 +354,17 @@ impl Device for AscendDevice {
     }
 
     fn export_event(&self, event: &AscendEvent, opts: &ExportOptions) -> Result<Exported> {
-        if !self.has(Capabilities::IPC_EVENT) {
-            return Err(self.absent("export_event", Capabilities::IPC_EVENT));
-        }
+        self.require(Capabilities::IPC_EVENT, "export_event")?;
         crate::sync::event::export(&self.info, event, opts)
     }
 
     fn import_event(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<AscendEvent> {
-        if !self.has(Capabilities::IPC_EVENT) {
-            return Err(self.absent("import_event", Capabilities::IPC_EVENT));
-        }
+        self.require(Capabilities::IPC_EVENT, "import_event")?;
         crate::sync::event::import(&self.ctx, shared)
     }
 
     fn create_notify_with(&self, flags: NotifyFlags) -> Result<AscendNotify> {
-        if !self.has(Capabilities::IPC_NOTIFY) {
-            return Err(self.absent("create_notify", Capabilities::IPC_NOTIFY));
-        }
+        self.require(Capabilities::IPC_NOTIFY, "create_notify")?;
         NotifyInner::create(&self.ctx, flags)
     }
 
@@ -432,84 +401,12 @@ impl Device for AscendDevice {
     }
 
     fn import_notify(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<AscendNotify> {
-        if !self.has(Capabilities::IPC_NOTIFY) {
-            return Err(self.absent("import_notify", Capabilities::IPC_NOTIFY));
-        }
+        self.require(Capabilities::IPC_NOTIFY, "import_notify")?;
         NotifyInner::import(&self.ctx, &self.info, shared, opts)
     }
 }
 
-impl hal_core::Vmm for AscendDevice {
-    type Physical = AscendPhysical;
-    type Reservation = AscendReservation;
-
-    fn granularity(&self, which: Granularity) -> Result<u64> {
-        self.vmm("granularity")?;
-        Ok(self.info.granularity(which))
-    }
-
-    fn allocate_physical_with(&self, desc: &PhysicalDesc) -> Result<AscendPhysical> {
-        self.vmm("allocate_physical")?.allocate(desc)
-    }
-
-    fn reserve(&self, size: u64, align: u64) -> Result<AscendReservation> {
-        self.vmm("reserve")?.reserve(size, align)
-    }
-
-    fn map_range(
-        &self,
-        reservation: &AscendReservation,
-        offset: u64,
-        physical: &AscendPhysical,
-        physical_offset: u64,
-        len: u64,
-    ) -> Result<()> {
-        self.vmm("map")?
-            .map(reservation, offset, physical, physical_offset, len)
-    }
-
-    /// Unmaps after the device's queued work has run
-    /// (`aclrtSynchronizeDevice`, then `aclrtUnmapMem`): a stream may still
-    /// use the range. That is all of the device's work: while a stream
-    /// waits for a notify nobody rings (a crashed peer's), this call waits
-    /// too. Dropping the reservation instead never waits long: it unmaps
-    /// once that work has run ([`hal_core::kit::teardown`]).
-    fn unmap(&self, reservation: &AscendReservation, offset: u64, len: u64) -> Result<()> {
-        self.vmm("unmap")?.unmap(reservation, offset, len)
-    }
-
-    fn set_access_for(
-        &self,
-        reservation: &AscendReservation,
-        offset: u64,
-        len: u64,
-        grants: &[AccessGrant],
-    ) -> Result<()> {
-        self.vmm("set_access")?
-            .set_access(reservation, offset, len, grants)
-    }
-
-    fn access(
-        &self,
-        reservation: &AscendReservation,
-        offset: u64,
-        target: AccessTarget,
-    ) -> Result<Access> {
-        self.vmm("access")?.access(reservation, offset, target)
-    }
-
-    fn export_physical(&self, physical: &AscendPhysical, opts: &ExportOptions) -> Result<Exported> {
-        self.vmm("export_physical")?.export(physical, opts)
-    }
-
-    fn import_physical(
-        &self,
-        shared: SharedHandle,
-        _opts: &ImportOptions,
-    ) -> Result<AscendPhysical> {
-        self.vmm("import_physical")?.import(shared)
-    }
-}
+hal_core::forward_vmm!(AscendDevice, AscendPhysical, AscendReservation);
 
 impl hal_core::testing::ContextProbe for AscendDevice {
     fn current_context(&self) -> Result<Option<u64>> {

@@ -4,7 +4,7 @@
 //! an operation refused for it names the entry point it lacks
 //! ([`hal_core::kit::needs`]).
 
-use hal_core::kit::needs::{self, EntryGroup, Why};
+use hal_core::kit::needs::{self, EntryGroup};
 use hal_core::kit::vendor::acl::entry;
 use hal_core::{Capabilities, Error};
 
@@ -81,22 +81,14 @@ const GROUPS: &[EntryGroup] = &[VMM, IPC_MEMORY, PEER, IPC_EVENT, IPC_NOTIFY];
 impl Runtime {
     /// True when the runtime has every entry point of `group`.
     pub(crate) fn offers(&self, group: &EntryGroup) -> bool {
-        group.first_missing(|s| self.present(s)).is_none()
+        group.offered(|s| self.present(s))
     }
 
     /// The `Unsupported` answer of `operation` on a device without
     /// `capability`, naming the entry point this runtime lacks for it.
     pub(crate) fn absent(&self, operation: &str, capability: Capabilities) -> Error {
-        let lacking = needs::first_lacking(GROUPS, capability, |s| self.present(s));
-        needs::capability_absent(
-            "ascend",
-            operation,
-            capability,
-            lacking.map(|symbol| Why::Lacks {
-                library: self.path().as_path(),
-                symbol,
-            }),
-        )
+        let why = needs::lacks(GROUPS, capability, self.path(), |s| self.present(s));
+        needs::capability_absent("ascend", operation, capability, why)
     }
 }
 

@@ -1,7 +1,7 @@
 //! [`CudaBackend`]: the driver, loaded on first use, and its devices.
 
 use std::ffi::c_int;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use hal_core::dlpack::DLDeviceType;
 use hal_core::{
@@ -9,7 +9,7 @@ use hal_core::{
 };
 
 use crate::device::CudaDevice;
-use hal_core::kit::runtime::{self, Failure};
+use hal_core::kit::runtime::{Failure, Lazy};
 
 use crate::ffi::result::{self, device};
 use crate::ffi::{sys, CUdevice, Driver};
@@ -27,9 +27,45 @@ use crate::needs;
 /// println!("{:?}", cuda.availability());
 /// ```
 pub struct CudaBackend {
-    /// The library named by the program; `None`: `HAL_CUDA_LIBRARY`, then the search.
-    library: Option<std::path::PathBuf>,
-    driver: OnceLock<std::result::Result<Arc<Driver>, Failure>>,
+    /// The driver, from the library named by the program, else the one
+    /// `HAL_CUDA_LIBRARY` names, else the search's.
+    driver: Lazy<Driver>,
+}
+
+impl CudaBackend {
+    /// The backend; nothing is loaded until it is used. The library is
+    /// the one `HAL_CUDA_LIBRARY` names, or the first found by the search.
+    pub fn new() -> CudaBackend {
+        CudaBackend {
+            driver: Lazy::new(None),
+        }
+    }
+
+    /// The backend on the driver library at `path` (a stand-in driver, a
+    /// driver outside the search path), whatever `HAL_CUDA_LIBRARY` says.
+    pub fn with_library(path: impl Into<std::path::PathBuf>) -> CudaBackend {
+        CudaBackend {
+            driver: Lazy::new(Some(path.into())),
+        }
+    }
+
+    /// The driver entry points this backend's code paths have asked for
+    /// so far, by versioned name (capability probes do not count): what a
+    /// coverage test compares with [`RESOLVED`](crate::RESOLVED). Empty
+    /// when the driver is not loaded.
+    #[doc(hidden)]
+    pub fn entry_points_called(&self) -> Vec<&'static str> {
+        match self.driver.get(load_and_init) {
+            Ok(d) => d.called(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// The loaded, initialised driver.
+    fn driver(&self) -> Result<Arc<Driver>> {
+        let what = "the CUDA backend (its driver was initialised)";
+        self.driver.usable(load_and_init, "cuda", what)
+    }
 }
 
 impl Default for CudaBackend {
@@ -41,55 +77,6 @@ impl Default for CudaBackend {
 impl std::fmt::Debug for CudaBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CudaBackend").finish_non_exhaustive()
-    }
-}
-
-impl CudaBackend {
-    /// The backend; nothing is loaded until it is used. The library is
-    /// the one `HAL_CUDA_LIBRARY` names, or the first found by the search.
-    pub fn new() -> CudaBackend {
-        CudaBackend {
-            library: None,
-            driver: OnceLock::new(),
-        }
-    }
-
-    /// The backend on the driver library at `path` (a stand-in driver, a
-    /// driver outside the search path), whatever `HAL_CUDA_LIBRARY` says.
-    pub fn with_library(path: impl Into<std::path::PathBuf>) -> CudaBackend {
-        CudaBackend {
-            library: Some(path.into()),
-            driver: OnceLock::new(),
-        }
-    }
-
-    fn loaded(&self) -> &std::result::Result<Arc<Driver>, Failure> {
-        self.driver
-            .get_or_init(|| load_and_init(self.library.clone()))
-    }
-
-    /// The driver entry points this backend's code paths have asked for
-    /// so far, by versioned name (capability probes do not count): what a
-    /// coverage test compares with [`RESOLVED`](crate::RESOLVED). Empty
-    /// when the driver is not loaded.
-    #[doc(hidden)]
-    pub fn entry_points_called(&self) -> Vec<&'static str> {
-        match self.loaded() {
-            Ok(d) => d.called(),
-            Err(_) => Vec::new(),
-        }
-    }
-
-    /// The loaded, initialised driver.
-    fn driver(&self) -> Result<Arc<Driver>> {
-        match self.loaded() {
-            Ok(d) => {
-                d.origin
-                    .check("the CUDA backend (its driver was initialised)")?;
-                Ok(Arc::clone(d))
-            }
-            Err(f) => Err(f.error("cuda")),
-        }
     }
 }
 
@@ -213,12 +200,8 @@ impl Backend for CudaBackend {
     }
 
     fn availability(&self) -> Availability {
-        match self.loaded() {
-            Ok(d) => {
-                runtime::availability(d.path(), device::count(d), "the driver sees no CUDA device")
-            }
-            Err(f) => f.availability(),
-        }
+        let none = "the driver sees no CUDA device";
+        self.driver.availability(load_and_init, device::count, none)
     }
 
     fn devices(&self) -> Result<Vec<DeviceInfo>> {

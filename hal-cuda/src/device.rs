@@ -8,15 +8,15 @@
 //! the stream is made to hold that memory until it ran the work.
 
 use std::ffi::{c_int, c_void};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hal_core::device::check_bounds;
+use hal_core::kit::needs::Offered;
 use hal_core::kit::RegisteredHost;
 use hal_core::{
-    Access, AccessGrant, AccessTarget, Advice, AllocDesc, Capabilities, Device, DeviceInfo, Error,
-    EventFlags, ExportOptions, Exported, Granularity, ImportOptions, Location, MemRef, NotifyFlags,
-    PhysicalDesc, Result, SharedHandle,
+    Advice, AllocDesc, Capabilities, Device, DeviceInfo, Error, EventFlags, ExportOptions,
+    Exported, ImportOptions, Location, MemRef, NotifyFlags, Result, SharedHandle,
 };
 
 use crate::context::Primary;
@@ -73,22 +73,15 @@ impl CudaDevice {
         })
     }
 
-    /// The answer of `operation`, whose `capability` this device lacks.
-    fn absent(&self, operation: &str, capability: Capabilities) -> Error {
-        self.primary
-            .driver
-            .absent(operation, capability, self.primary.device)
-    }
-
     /// The VMM calls, once the device has [`Capabilities::VMM`].
     fn vmm(&self, operation: &str) -> Result<Vmm<'_>> {
-        if !self.info.capabilities.contains(Capabilities::VMM) {
-            return Err(self.absent(operation, Capabilities::VMM));
-        }
+        self.primary.check_origin()?;
+        self.require(Capabilities::VMM, operation)?;
         Ok(Vmm {
             primary: &self.primary,
             info: &self.info,
             fabric: self.fabric,
+            device_count: self.device_count,
         })
     }
 
@@ -114,13 +107,7 @@ impl CudaDevice {
         offset: u64,
         len: u64,
     ) -> Result<CUdeviceptr> {
-        if !self
-            .info
-            .capabilities
-            .contains(Capabilities::MANAGED_MEMORY)
-        {
-            return Err(self.absent(operation, Capabilities::MANAGED_MEMORY));
-        }
+        self.require(Capabilities::MANAGED_MEMORY, operation)?;
         let m = mem.memory();
         if m.location() != Location::Managed {
             return Err(Error::Vendor(hal_core::VendorError {
@@ -134,14 +121,6 @@ impl CudaDevice {
             }));
         }
         self.span(mem, offset, len)
-    }
-
-    fn ipc_event(&self) -> bool {
-        self.info.capabilities.contains(Capabilities::IPC_EVENT)
-    }
-
-    fn ipc_memory(&self) -> bool {
-        self.info.capabilities.contains(Capabilities::IPC_MEMORY)
     }
 
     /// How many exported allocations of other processes this process holds
@@ -162,9 +141,7 @@ impl CudaDevice {
         alloc: &CudaAllocation,
         range: Option<hal_core::ByteRange>,
     ) -> Result<RawIpcHandle> {
-        if !self.ipc_memory() {
-            return Err(self.absent("export_raw", Capabilities::IPC_MEMORY));
-        }
+        self.require(Capabilities::IPC_MEMORY, "export_raw")?;
         if !Arc::ptr_eq(&alloc.primary, &self.primary) {
             return Err(Error::invalid(
                 "the allocation belongs to another CUDA device: export it through that device",
@@ -178,16 +155,8 @@ impl CudaDevice {
     /// share the per-process cache with hal's own imports; the range is
     /// checked against the allocation's size as the driver opened it.
     pub fn import_raw(&self, raw: &RawIpcHandle) -> Result<CudaMapping> {
-        if !self.ipc_memory() {
-            return Err(self.absent("import_raw", Capabilities::IPC_MEMORY));
-        }
+        self.require(Capabilities::IPC_MEMORY, "import_raw")?;
         crate::memory::raw::import(&self.primary, &self.info, raw)
-    }
-
-    fn stream_ordered_notify(&self) -> bool {
-        self.info
-            .capabilities
-            .contains(Capabilities::STREAM_ORDERED_NOTIFY)
     }
 
     /// Queue the notify's signal on `stream` (`cuStreamWriteValue32` of
@@ -303,6 +272,20 @@ fn hold_registered<const N: usize>(
     }
 }
 
+impl Offered for CudaDevice {
+    fn offered(&self) -> Capabilities {
+        self.info.capabilities
+    }
+
+    /// Names the entry point this driver lacks for `capability`, or else
+    /// the attribute the device answers 0.
+    fn refusal(&self, operation: &str, capability: Capabilities) -> Error {
+        self.primary
+            .driver
+            .absent(operation, capability, self.primary.device)
+    }
+}
+
 impl Device for CudaDevice {
     type Allocation = CudaAllocation;
     type Mapping = CudaMapping;
@@ -335,13 +318,8 @@ impl Device for CudaDevice {
                 )));
             }
         }
-        if desc.location == Location::Managed
-            && !self
-                .info
-                .capabilities
-                .contains(Capabilities::MANAGED_MEMORY)
-        {
-            return Err(self.absent("allocate managed memory", Capabilities::MANAGED_MEMORY));
+        if desc.location == Location::Managed {
+            self.require(Capabilities::MANAGED_MEMORY, "allocate managed memory")?;
         }
         // Memory this process freed may still be on its way back
         // (`memory/alloc.rs`): a refusal for lack of it waits for those frees.
@@ -372,9 +350,7 @@ impl Device for CudaDevice {
     fn export_memory(&self, alloc: &CudaAllocation, opts: &ExportOptions) -> Result<Exported> {
         self.primary.check_origin()?;
         crate::memory::ipc::exportable(alloc)?;
-        if !self.ipc_memory() {
-            return Err(self.absent("export_memory", Capabilities::IPC_MEMORY));
-        }
+        self.require(Capabilities::IPC_MEMORY, "export_memory")?;
         if !Arc::ptr_eq(&alloc.primary, &self.primary) {
             return Err(Error::invalid(
                 "the allocation belongs to another CUDA device: export it through that device",
@@ -390,18 +366,12 @@ impl Device for CudaDevice {
 
     fn allow_importers(&self, _exported: &mut Exported, _pids: &[u32]) -> Result<()> {
         self.primary.check_origin()?;
-        Err(self.absent("allow_importers", Capabilities::PID_ALLOW_LIST))
+        Err(self.refusal("allow_importers", Capabilities::PID_ALLOW_LIST))
     }
 
     unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<RegisteredHost> {
         self.primary.check_origin()?;
-        if !self
-            .info
-            .capabilities
-            .contains(Capabilities::HOST_REGISTRATION)
-        {
-            return Err(self.absent("register_host", Capabilities::HOST_REGISTRATION));
-        }
+        self.require(Capabilities::HOST_REGISTRATION, "register_host")?;
         // SAFETY: the caller gives `register_host`'s promise.
         let range = unsafe { hal_core::kit::os::HostRange::new(ptr, len) }?;
         crate::memory::registration::register(&self.primary, range)
@@ -429,9 +399,7 @@ impl Device for CudaDevice {
 
     fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CudaMapping> {
         self.primary.check_origin()?;
-        if !self.ipc_memory() {
-            return Err(self.absent("import_memory", Capabilities::IPC_MEMORY));
-        }
+        self.require(Capabilities::IPC_MEMORY, "import_memory")?;
         crate::memory::ipc::import(&self.primary, &self.info, shared, opts)
     }
 
@@ -567,39 +535,24 @@ impl Device for CudaDevice {
     fn synchronize_device(&self, timeout: Option<Duration>) -> Result<()> {
         self.primary.check_origin()?;
         let primary = Arc::clone(&self.primary);
-        let (tx, rx) = mpsc::channel();
-        // cuCtxSynchronize cannot time out: it runs on a thread of its own,
-        // and a timeout leaves it to finish there.
-        hal_core::kit::os::thread::spawn("hal-cuda-synchronize", move || {
-            let done = primary.enter().and_then(|_ctx| {
-                result::has(primary.driver.ctx_synchronize())?;
-                // Only once no stream waits for a notify: the wait
-                // would hold the driver until it was signalled
-                // (`sync/quiet.rs`).
-                let _quiet = primary.quiet.hold();
-                // The device's context is current on this thread.
-                ctx::synchronize(&primary.driver)
-            });
-            let _ = tx.send(done);
+        // cuCtxSynchronize cannot time out: a timeout leaves it to finish
+        // on its thread.
+        let what = "the CUDA device to finish its work";
+        hal_core::kit::off_thread::wait("hal-cuda-synchronize", what, timeout, move || {
+            let _ctx = primary.enter()?;
+            result::has(primary.driver.ctx_synchronize())?;
+            // Only once no stream waits for a notify: the wait would hold
+            // the driver until it was signalled (`sync/quiet.rs`).
+            let _quiet = primary.quiet.hold();
+            // The device's context is current on this thread.
+            ctx::synchronize(&primary.driver)
         })
-        .map_err(|e| Error::io("spawning the synchronize thread", e))?;
-        match timeout {
-            None => rx
-                .recv()
-                .unwrap_or_else(|_| Err(Error::invalid("synchronize thread lost"))),
-            Some(t) => rx.recv_timeout(t).unwrap_or_else(|_| {
-                Err(Error::Timeout {
-                    what: "the CUDA device to finish its work".into(),
-                    after: t,
-                })
-            }),
-        }
     }
 
     fn create_event(&self, flags: EventFlags) -> Result<CudaEvent> {
         self.primary.check_origin()?;
-        if flags.interprocess && !self.ipc_event() {
-            return Err(self.absent("an interprocess event", Capabilities::IPC_EVENT));
+        if flags.interprocess {
+            self.require(Capabilities::IPC_EVENT, "an interprocess event")?;
         }
         crate::sync::event::create(&self.primary, flags)
     }
@@ -621,9 +574,7 @@ impl Device for CudaDevice {
 
     fn export_event(&self, event: &CudaEvent, opts: &ExportOptions) -> Result<Exported> {
         self.primary.check_origin()?;
-        if !self.ipc_event() {
-            return Err(self.absent("export_event", Capabilities::IPC_EVENT));
-        }
+        self.require(Capabilities::IPC_EVENT, "export_event")?;
         if !Arc::ptr_eq(&event.inner.primary, &self.primary) {
             return Err(Error::invalid(
                 "the event belongs to another CUDA device: export it through that device",
@@ -634,25 +585,21 @@ impl Device for CudaDevice {
 
     fn import_event(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaEvent> {
         self.primary.check_origin()?;
-        if !self.ipc_event() {
-            return Err(self.absent("import_event", Capabilities::IPC_EVENT));
-        }
+        self.require(Capabilities::IPC_EVENT, "import_event")?;
         crate::sync::event::import(&self.primary, &self.info, shared)
     }
 
     fn create_notify_with(&self, flags: NotifyFlags) -> Result<CudaNotify> {
         self.primary.check_origin()?;
-        if flags.device_only && !self.stream_ordered_notify() {
-            return Err(self.absent("a device-only notify", Capabilities::STREAM_ORDERED_NOTIFY));
+        if flags.device_only {
+            self.require(Capabilities::STREAM_ORDERED_NOTIFY, "a device-only notify")?;
         }
         CudaNotify::create(flags)
     }
 
     fn record_notify(&self, stream: &CudaStream, notify: &CudaNotify) -> Result<()> {
         self.primary.check_origin()?;
-        if !self.stream_ordered_notify() {
-            return Err(self.absent("record_notify", Capabilities::STREAM_ORDERED_NOTIFY));
-        }
+        self.require(Capabilities::STREAM_ORDERED_NOTIFY, "record_notify")?;
         self.check_stream(stream)?;
         let mut held = stream.holding();
         self.queue_notify_record(stream, notify)?;
@@ -672,9 +619,7 @@ impl Device for CudaDevice {
         _timeout: Option<Duration>,
     ) -> Result<()> {
         self.primary.check_origin()?;
-        if !self.stream_ordered_notify() {
-            return Err(self.absent("stream_wait_notify", Capabilities::STREAM_ORDERED_NOTIFY));
-        }
+        self.require(Capabilities::STREAM_ORDERED_NOTIFY, "stream_wait_notify")?;
         self.check_stream(stream)?;
         let mut held = stream.holding();
         let queued = self.queue_notify_wait(stream, notify);
@@ -695,91 +640,7 @@ impl Device for CudaDevice {
     }
 }
 
-impl hal_core::Vmm for CudaDevice {
-    type Physical = CudaPhysical;
-    type Reservation = CudaReservation;
-
-    fn granularity(&self, which: Granularity) -> Result<u64> {
-        self.primary.check_origin()?;
-        self.vmm("granularity")?;
-        Ok(self.info.granularity(which))
-    }
-
-    fn allocate_physical_with(&self, desc: &PhysicalDesc) -> Result<CudaPhysical> {
-        self.primary.check_origin()?;
-        self.vmm("allocate_physical")?.allocate(desc)
-    }
-
-    fn reserve(&self, size: u64, align: u64) -> Result<CudaReservation> {
-        self.primary.check_origin()?;
-        self.vmm("reserve")?.reserve(size, align)
-    }
-
-    fn map_range(
-        &self,
-        reservation: &CudaReservation,
-        offset: u64,
-        physical: &CudaPhysical,
-        physical_offset: u64,
-        len: u64,
-    ) -> Result<()> {
-        self.primary.check_origin()?;
-        self.vmm("map")?
-            .map(reservation, offset, physical, physical_offset, len)
-    }
-
-    /// Unmaps after the context's queued work has run (`cuCtxSynchronize`,
-    /// then `cuMemUnmap`): a stream may still use the range. That is all
-    /// of the context's work: while a stream waits for a notify nobody
-    /// rings (a crashed peer's), this call waits too. Dropping the
-    /// reservation instead never waits long: it unmaps once that work has
-    /// run ([`hal_core::kit::teardown`]).
-    fn unmap(&self, reservation: &CudaReservation, offset: u64, len: u64) -> Result<()> {
-        self.primary.check_origin()?;
-        self.vmm("unmap")?.unmap(reservation, offset, len)
-    }
-
-    fn set_access_for(
-        &self,
-        reservation: &CudaReservation,
-        offset: u64,
-        len: u64,
-        grants: &[AccessGrant],
-    ) -> Result<()> {
-        self.primary.check_origin()?;
-        let vmm = self.vmm("set_access")?;
-        vmm.set_access(reservation, offset, len, grants, self.device_count)
-    }
-
-    fn access(
-        &self,
-        reservation: &CudaReservation,
-        offset: u64,
-        target: AccessTarget,
-    ) -> Result<Access> {
-        self.primary.check_origin()?;
-        let vmm = self.vmm("access")?;
-        vmm.access(reservation, offset, target, self.device_count)
-    }
-
-    fn export_physical(&self, physical: &CudaPhysical, opts: &ExportOptions) -> Result<Exported> {
-        self.primary.check_origin()?;
-        let vmm = self.vmm("export_physical")?;
-        if !self.ipc_memory() {
-            return Err(self.absent("export_physical", Capabilities::IPC_MEMORY));
-        }
-        vmm.export(physical, opts)
-    }
-
-    fn import_physical(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaPhysical> {
-        self.primary.check_origin()?;
-        let vmm = self.vmm("import_physical")?;
-        if !self.ipc_memory() {
-            return Err(self.absent("import_physical", Capabilities::IPC_MEMORY));
-        }
-        vmm.import(shared)
-    }
-}
+hal_core::forward_vmm!(CudaDevice, CudaPhysical, CudaReservation);
 
 impl hal_core::testing::ContextProbe for CudaDevice {
     fn current_context(&self) -> Result<Option<u64>> {

@@ -145,7 +145,7 @@ const GATES: &[Gate] = &[
 impl Driver {
     /// True when the driver has every entry point of `group`.
     pub(crate) fn offers(&self, group: &EntryGroup) -> bool {
-        group.first_missing(|s| self.present(s)).is_none()
+        group.offered(|s| self.present(s))
     }
 
     /// True when device `dev` answers the attribute of `gate` non-zero.
@@ -158,20 +158,17 @@ impl Driver {
     /// else the attribute the device answers 0. Asked only on the way to
     /// an error, so the attributes are read again here rather than kept.
     pub(crate) fn absent(&self, operation: &str, capability: Capabilities, dev: CUdevice) -> Error {
-        let why = match needs::first_lacking(GROUPS, capability, |s| self.present(s)) {
-            Some(symbol) => Some(Why::Lacks {
-                library: self.path().as_path(),
-                symbol,
-            }),
-            None => GATES
+        let library = self.path().as_path();
+        let why = needs::lacks(GROUPS, capability, library, |s| self.present(s)).or_else(|| {
+            GATES
                 .iter()
                 .filter(|g| g.needed_by.contains(capability))
                 .find(|g| device::attribute(self, dev, g.number).is_ok_and(|v| v == 0))
                 .map(|g| Why::DeviceSays {
                     attribute: g.name,
                     value: 0,
-                }),
-        };
+                })
+        });
         needs::capability_absent("cuda", operation, capability, why)
     }
 }

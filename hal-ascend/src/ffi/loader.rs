@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-pub(crate) use hal_core::kit::os::library::{Loaded, NotLoaded};
+pub(crate) use hal_core::kit::os::library::NotLoaded;
 use hal_core::kit::os::library::{Named, RuntimeLibrary};
 
 /// The variable that names the library to load instead of searching.

@@ -16,10 +16,11 @@ use std::ffi::{c_int, c_void};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
+use hal_core::kit::vendor_library::VendorLibrary;
 use hal_core::{Error, Result};
 
 use super::bindings::fns;
-use super::loader::{self, Loaded, NotLoaded};
+use super::loader::{self, NotLoaded};
 
 /// An `aclError` as the runtime returns it.
 pub(crate) type Status = c_int;
@@ -38,7 +39,7 @@ macro_rules! entries {
     ($( $field:ident = $sym:ident; )*) => {
         /// The resolved entry points, each on first use.
         #[derive(Default)]
-        struct Table {
+        pub(crate) struct Table {
             $( $field: OnceLock<Option<fns::$sym>>, )*
         }
 
@@ -50,7 +51,9 @@ macro_rules! entries {
                         // SAFETY: the symbol is the runtime's entry point of
                         // this name, and `fns::$sym` is its C signature as the
                         // public headers declare it (`include/acl_subset.h`).
-                        unsafe { self.resolve::<fns::$sym>(stringify!($sym)) }
+                        // The library is never unloaded, so the copy stays
+                        // valid while `self` lives.
+                        unsafe { self.loaded.symbol::<fns::$sym>(stringify!($sym)) }
                     });
                     match *f {
                         Some(f) => Ok(Entry { f, name: stringify!($sym) }),
@@ -80,14 +83,18 @@ macro_rules! entries {
     };
 }
 
-/// The loaded runtime library and its entry points.
-pub(crate) struct Runtime {
-    loaded: Loaded,
-    table: Table,
-    /// The process that loaded and initialised the runtime: a child forked
-    /// from it cannot use the runtime's devices (its contexts do not
-    /// survive `fork`), and is refused before any call.
-    pub(crate) origin: hal_core::kit::os::Origin,
+/// The loaded runtime library and its entry points; a child forked from
+/// the process that loaded it cannot use the runtime's devices (its
+/// contexts do not survive `fork`), and is refused before any call
+/// ([`VendorLibrary::origin`]).
+pub(crate) struct Runtime(VendorLibrary<Table>);
+
+impl std::ops::Deref for Runtime {
+    type Target = VendorLibrary<Table>;
+
+    fn deref(&self) -> &VendorLibrary<Table> {
+        &self.0
+    }
 }
 
 impl Runtime {
@@ -101,38 +108,13 @@ impl Runtime {
         // the path the user named in HAL_ASCEND_LIBRARY), whose initialisers
         // have no preconditions on this process.
         let loaded = unsafe { loader::LIBRARY.load(named, search) }?;
-        Ok(Runtime {
-            loaded,
-            table: Table::default(),
-            origin: hal_core::kit::os::Origin::here(),
-        })
-    }
-
-    /// Where the library was loaded from.
-    pub(crate) fn path(&self) -> &PathBuf {
-        &self.loaded.path
-    }
-
-    /// # Safety
-    ///
-    /// `F` must be the C signature of the symbol `name`.
-    unsafe fn resolve<F: Copy>(&self, name: &str) -> Option<F> {
-        // SAFETY: `F` is the symbol's signature (the caller's promise); the
-        // copy stays valid while `self.loaded` is loaded, which it is for as
-        // long as `self` lives, and every copy is used only through `&self`.
-        unsafe { self.loaded.symbol::<F>(name) }
+        Ok(Runtime(VendorLibrary::new(loaded)))
     }
 
     fn missing(&self, symbol: &str) -> Error {
-        Error::unsupported(
-            "ascend",
-            symbol,
-            format!(
-                "{} has no entry point {symbol}; the CANN runtime is older than this call needs \
-                 (IPC keys need CANN 8.3, IPC events 8.5): update CANN",
-                self.loaded.path.display()
-            ),
-        )
+        let older = "the CANN runtime is older than this call needs (IPC keys need CANN 8.3, \
+                     IPC events 8.5): update CANN";
+        self.0.missing("ascend", symbol, older)
     }
 }
 

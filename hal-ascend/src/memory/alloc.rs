@@ -183,20 +183,21 @@ fn release(ctx: &Ctx, ptr: u64, keys: &[CString]) {
 }
 
 impl Memory for AscendAllocation {
-    fn addr(&self) -> u64 {
-        self.ptr
-    }
-
-    fn len(&self) -> u64 {
-        self.len
-    }
-
+    /// Device memory only: the runtime allocates no host memory here.
     fn location(&self) -> Location {
         Location::Device(self.ctx.ordinal)
     }
 
     fn host_ptr(&self) -> Option<*mut u8> {
         None
+    }
+
+    fn addr(&self) -> u64 {
+        self.ptr
+    }
+
+    fn len(&self) -> u64 {
+        self.len
     }
 
     fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
@@ -217,19 +218,13 @@ impl Allocation for AscendAllocation {
     /// hold it: Ascend's documented order has importers close first.
     fn free(self) -> std::result::Result<(), hal_core::FreeError<Self>> {
         let holders = self.holders();
-        if holders > 0 {
-            let what = format!(
+        hal_core::kit::busy_free::unless_held(self, holders, |a| {
+            format!(
                 "Ascend memory at {:#x} ({} bytes): importers close it (aclrtIpcMemClose) before \
                  the exporter closes its key and frees it",
-                self.ptr, self.len
-            );
-            return Err(hal_core::FreeError {
-                resource: self,
-                error: hal_core::Error::Busy { what, holders },
-            });
-        }
-        drop(self);
-        Ok(())
+                a.ptr, a.len
+            )
+        })
     }
 
     fn wait_unleased(&self, timeout: Option<std::time::Duration>) -> Result<()> {

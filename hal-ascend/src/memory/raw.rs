@@ -25,7 +25,8 @@
 use std::ffi::{CStr, CString};
 use std::sync::Arc;
 
-use hal_core::kit::export::{new_handle, HandleSpec};
+use hal_core::kit::export::HandleSpec;
+use hal_core::kit::raw_ipc;
 use hal_core::{
     BackendId, ByteRange, DeviceInfo, Error, ExportOptions, HandleError, HandleKind, ImportOptions,
     Importers, Location, Result,
@@ -76,34 +77,13 @@ impl RawIpcKey {
     /// The 65 key bytes, then the offset and the size as little-endian
     /// `u64`s.
     pub fn to_bytes(&self) -> [u8; RAW_KEY_LEN] {
-        let mut out = [0u8; RAW_KEY_LEN];
-        out[..KEY_LEN].copy_from_slice(&self.key);
-        out[KEY_LEN..KEY_LEN + 8].copy_from_slice(&self.offset.to_le_bytes());
-        out[KEY_LEN + 8..].copy_from_slice(&self.size.to_le_bytes());
-        out
+        raw_ipc::encode(&self.key, self.offset, self.size)
     }
 
     /// Read what [`RawIpcKey::to_bytes`] wrote.
     pub fn from_bytes(b: &[u8]) -> Result<RawIpcKey> {
-        if b.len() != RAW_KEY_LEN {
-            return Err(HandleError::Malformed {
-                field: "raw Ascend IPC key",
-                detail: format!("{RAW_KEY_LEN} bytes expected, {} given", b.len()),
-            }
-            .into());
-        }
-        let mut key = [0u8; KEY_LEN];
-        key.copy_from_slice(&b[..KEY_LEN]);
-        let word = |at: usize| {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&b[at..at + 8]);
-            u64::from_le_bytes(w)
-        };
-        Ok(RawIpcKey {
-            key,
-            offset: word(KEY_LEN),
-            size: word(KEY_LEN + 8),
-        })
+        let (key, offset, size) = raw_ipc::decode::<KEY_LEN>(b, "raw Ascend IPC key")?;
+        Ok(RawIpcKey { key, offset, size })
     }
 
     /// The key's characters (before the NUL), as the runtime takes them;
@@ -201,15 +181,9 @@ pub(crate) fn import(
     };
     // A description of what was opened: a raw key names no creator, and
     // (no default allow-list) no allow-list of hal's.
-    let mut handle = new_handle(&spec, &ExportOptions::default())?;
-    (
-        handle.creator_pid,
-        handle.creator_start,
-        handle.creator_pid_ns,
-    ) = (0, 0, 0);
-    handle.offset = raw.offset;
-    handle.size = raw.size;
-    handle.payload = raw.key.to_vec();
+    let described = ExportOptions::default();
+    let payload = raw.key.to_vec();
+    let handle = raw_ipc::opened(&spec, &described, raw.offset, raw.size, payload)?;
     let key = opened.and_then(|mut o| o.key.take());
     Ok(AscendMapping {
         ctx: Arc::clone(ctx),

@@ -28,7 +28,7 @@ use crate::context::Ctx;
 use crate::ffi::bindings::{ACL_EVENT_IPC, ACL_EVENT_SYNC, ACL_EVENT_TIME_LINE};
 use crate::ffi::result::event::{self, HANDLE_LEN};
 use crate::ffi::sys::EventHandle;
-use crate::sync::stream::{millis, poll_until, SLICE};
+use crate::sync::stream::{between_slices, millis, SLICE};
 
 /// The runtime's flag for `flags`: `ACL_EVENT_IPC` alone for an
 /// interprocess event, else `SYNC`, with `TIME_LINE` for timing. An
@@ -173,7 +173,9 @@ impl Inner {
     }
 
     fn wait(&self, opts: WaitOptions) -> Result<()> {
-        poll_until("the Ascend event", opts.spin, opts.timeout, || self.slice())
+        let (spin, timeout) = (opts.spin, opts.timeout);
+        let done = || self.slice();
+        hal_core::wait::poll_until("the Ascend event", spin, timeout, done, between_slices)
     }
 }
 

@@ -34,7 +34,7 @@ use crate::ffi::bindings::{
 use crate::ffi::result::notify;
 use crate::ffi::sys::{NotifyHandle, StreamHandle};
 use crate::memory::ipc::{from_buffer, from_payload, tgids};
-use crate::sync::stream::{millis, poll_until, AscendStream, SLICE};
+use crate::sync::stream::{between_slices, millis, AscendStream, SLICE};
 use hal_core::kit::lock::lock;
 
 /// The runtime's wait timeout for the contract's `timeout`: `None` (wait
@@ -170,9 +170,9 @@ impl NotifyInner {
         let s = stream
             .as_ref()
             .ok_or_else(|| Error::invalid("the notify's wait stream vanished"))?;
-        poll_until("the Ascend notify", opts.spin, opts.timeout, || {
-            self.slice(s)
-        })
+        let (spin, timeout) = (opts.spin, opts.timeout);
+        let done = || self.slice(s);
+        hal_core::wait::poll_until("the Ascend notify", spin, timeout, done, between_slices)
     }
 
     /// Export as [`Device::export_notify`](hal_core::Device::export_notify).

@@ -5,8 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hal_core::kit::queued::{Held, Holding};
-use hal_core::wait;
+use hal_core::kit::queued::{Holding, QueuedUse};
 use hal_core::Result;
 
 use crate::context::Ctx;
@@ -16,16 +15,10 @@ use crate::ffi::sys::StreamHandle;
 /// How long one slice of a polling wait lasts.
 pub(crate) const SLICE: Duration = Duration::from_millis(1);
 
-/// Call `done` until it says so, `timeout` passes, or it fails; `done`
-/// itself waits up to a [`SLICE`], so nothing sleeps between two calls.
-pub(crate) fn poll_until(
-    what: &str,
-    spin: Duration,
-    timeout: Option<Duration>,
-    done: impl FnMut() -> Result<bool>,
-) -> Result<()> {
-    wait::poll_until(what, spin, timeout, done, |_| {})
-}
+/// The pause between two slices of a polling wait
+/// ([`hal_core::wait::poll_until`]'s `sleep`): none, since each slice
+/// itself waits up to a [`SLICE`].
+pub(crate) fn between_slices(_left: Option<Duration>) {}
 
 /// A runtime timeout of `t`: milliseconds, rounded up, at least 1 (a
 /// shorter one would mean "forever" or be refused), at most `i32::MAX`.
@@ -44,12 +37,13 @@ pub struct AscendStream {
     pub(crate) raw: StreamHandle,
     /// What queued work reaches (the bytes of a queued write, a notify
     /// recorded or waited on), held until the stream ran it.
-    pub(crate) held: Held,
+    pub(crate) held: QueuedUse,
 }
 
 impl std::fmt::Debug for AscendStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AscendStream")
+            .field("device", &self.ctx.ordinal)
             .field("raw", &self.raw)
             .field("owned", &self.raw.owned())
             .finish()
@@ -63,7 +57,7 @@ impl AscendStream {
             Ok(AscendStream {
                 ctx: Arc::clone(ctx),
                 raw: stream::create(&ctx.rt)?,
-                held: Held::default(),
+                held: QueuedUse::default(),
             })
         })
     }
@@ -71,14 +65,8 @@ impl AscendStream {
     /// True when everything queued so far has run (`aclrtStreamQuery`);
     /// what the stream held for that work is let go then.
     pub(crate) fn query(&self) -> Result<bool> {
-        // Locked across the query: work is queued with the list locked (see
-        // `holding`), so an idle answer covers everything it holds.
-        let mut held = self.held.lock();
-        let done = self.ctx.call(|| stream::query(&self.ctx.rt, &self.raw))?;
-        if done {
-            held.release();
-        }
-        Ok(done)
+        self.held
+            .query(|| self.ctx.call(|| stream::query(&self.ctx.rt, &self.raw)))
     }
 
     /// Wait until the stream ran its work, at most `timeout`
@@ -100,16 +88,11 @@ impl AscendStream {
         self.query().map(drop)
     }
 
-    /// What the stream holds, locked: queue work that needs something
-    /// held with this guard alive, then hold that thing in it (see
-    /// [`hal_core::kit::queued`]). When many values are held, an idle stream lets
+    /// The stream's held values locked for queuing (see
+    /// [`hal_core::kit::queued`]); past many of them, an idle stream lets
     /// go of them first.
     pub(crate) fn holding(&self) -> Holding<'_> {
-        if self.held.wants_query() {
-            // An error here is the stream's, returned by its next wait.
-            let _ = self.query();
-        }
-        self.held.lock()
+        self.held.holding(|| self.query())
     }
 }
 

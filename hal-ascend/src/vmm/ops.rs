@@ -40,8 +40,9 @@ use std::sync::{Arc, OnceLock};
 use hal_core::exchange::take_fds_leased;
 use hal_core::kit::export::{new_handle, HandleSpec};
 use hal_core::kit::vendor::acl::entry;
-use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
-use hal_core::vmm::{check_grants, check_granular, fabric_or_posix};
+use hal_core::kit::vmm_checks;
+use hal_core::kit::vmm_forward::VmmCalls;
+use hal_core::vmm::fabric_or_posix;
 use hal_core::{
     Access, AccessGrant, AccessTarget, BackendId, DeviceInfo, Error, ExportOptions, Exported,
     HandleError, HandleKind, Importers, Location, PhysicalDesc, PhysicalLocation, PidKind, Result,
@@ -168,17 +169,6 @@ impl Vmm<'_> {
         &self.ctx.rt
     }
 
-    fn check_reservation(&self, r: &AscendReservation) -> Result<()> {
-        if r.ctx.ordinal != self.ctx.ordinal || !Arc::ptr_eq(&r.ctx.rt, &self.ctx.rt) {
-            return Err(foreign());
-        }
-        Ok(())
-    }
-
-    fn device_count(&self) -> Result<u32> {
-        result::device::count(self.rt())
-    }
-
     /// `aclrtMallocPhysical` of `desc` (device memory, `HANDLE_TYPE_NONE`).
     fn create(&self, desc: &PhysicalDesc) -> Result<AscendPhysical> {
         if desc.handle == ShareableHandle::Fabric {
@@ -213,40 +203,46 @@ impl Vmm<'_> {
             }),
         })
     }
+}
+
+impl VmmCalls for Vmm<'_> {
+    type Physical = AscendPhysical;
+    type Reservation = AscendReservation;
+
+    /// The reservation is this device's, of this runtime.
+    fn check_reservation(&self, r: &AscendReservation) -> Result<()> {
+        if r.ctx.ordinal != self.ctx.ordinal || !Arc::ptr_eq(&r.ctx.rt, &self.ctx.rt) {
+            return Err(foreign());
+        }
+        Ok(())
+    }
+
+    /// Asked of the runtime each time (`aclrtGetDeviceCount`).
+    fn device_count(&self) -> Result<u32> {
+        result::device::count(self.rt())
+    }
+
+    fn info(&self) -> &DeviceInfo {
+        self.info
+    }
 
     /// [`Vmm::allocate_physical_with`](hal_core::Vmm::allocate_physical_with).
-    pub(crate) fn allocate(&self, desc: &PhysicalDesc) -> Result<AscendPhysical> {
-        check_granular("physical allocation size", desc.size, self.gran(), false)?;
-        let me = self.info.ordinal;
-        match desc.location.unwrap_or(PhysicalLocation::Device(me)) {
-            PhysicalLocation::Device(d) if d == me => {}
-            PhysicalLocation::Device(d) => {
-                return Err(Error::invalid(format!(
-                    "physical memory of device {d} asked of device {me}: allocate it through \
-                     device {d}"
-                )))
-            }
-            PhysicalLocation::HostNuma(_) => {
-                return Err(Error::unsupported(
-                    "ascend",
-                    "host NUMA physical memory",
-                    "the Ascend runtime allocates device physical memory only \
-                     (Capabilities::HOST_NUMA_VMM is absent)",
-                ))
-            }
+    fn allocate(&self, desc: &PhysicalDesc) -> Result<AscendPhysical> {
+        let location = vmm_checks::physical(desc, self.info.ordinal, self.gran())?;
+        if location != PhysicalLocation::Device(self.info.ordinal) {
+            return Err(Error::unsupported(
+                "ascend",
+                "host NUMA physical memory",
+                "the Ascend runtime allocates device physical memory only \
+                 (Capabilities::HOST_NUMA_VMM is absent)",
+            ));
         }
         fabric_or_posix("ascend", desc, |d| self.create(d))
     }
 
     /// [`Vmm::reserve`](hal_core::Vmm::reserve).
-    pub(crate) fn reserve(&self, size: u64, align: u64) -> Result<AscendReservation> {
-        check_granular("reservation size", size, self.gran(), false)?;
-        if align != 0 && !align.is_power_of_two() {
-            return Err(Error::invalid(format!(
-                "alignment {align:#x} is not a power of two"
-            )));
-        }
-        check_granular("reservation alignment", align, self.gran(), true)?;
+    fn reserve(&self, size: u64, align: u64) -> Result<AscendReservation> {
+        vmm_checks::reservation(size, align, self.gran())?;
         let base = self.ctx.call(|| vmm::reserve(self.rt(), size, align))?;
         Ok(AscendReservation {
             ctx: Arc::clone(self.ctx),
@@ -257,7 +253,7 @@ impl Vmm<'_> {
     }
 
     /// [`Vmm::map_range`](hal_core::Vmm::map_range).
-    pub(crate) fn map(
+    fn map(
         &self,
         r: &AscendReservation,
         offset: u64,
@@ -265,19 +261,7 @@ impl Vmm<'_> {
         physical_offset: u64,
         len: u64,
     ) -> Result<()> {
-        self.check_reservation(r)?;
-        let g = self.gran();
-        check_granular("mapping offset", offset, g, true)?;
-        check_granular(
-            "offset in the physical allocation",
-            physical_offset,
-            g,
-            true,
-        )?;
-        check_granular("mapping length", len, g, false)?;
-        hal_core::device::check_bounds(physical_offset, len, p.inner.size)?;
-        hal_core::device::check_bounds(offset, len, r.len)?;
-        let mut pieces = r.pieces();
+        let mut pieces = r.pieces.lock();
         pieces.check_free(offset, len)?;
         // The range lies inside the reservation and maps nothing yet
         // (checked above); the handle is held by `p`.
@@ -296,12 +280,8 @@ impl Vmm<'_> {
 
     /// [`Vmm::unmap`](hal_core::Vmm::unmap): whole mappings only,
     /// after the device's queued work.
-    pub(crate) fn unmap(&self, r: &AscendReservation, offset: u64, len: u64) -> Result<()> {
-        self.check_reservation(r)?;
-        check_granular("unmap offset", offset, self.gran(), true)?;
-        check_granular("unmap length", len, self.gran(), false)?;
-        hal_core::device::check_bounds(offset, len, r.len)?;
-        let mut pieces = r.pieces();
+    fn unmap(&self, r: &AscendReservation, offset: u64, len: u64) -> Result<()> {
+        let mut pieces = r.pieces.lock();
         let mappings = pieces.whole_mappings(offset, len)?;
         r.unmap_after_work(&mappings, true)?;
         pieces.remove(offset, len);
@@ -309,20 +289,15 @@ impl Vmm<'_> {
     }
 
     /// [`Vmm::set_access_for`](hal_core::Vmm::set_access_for).
-    pub(crate) fn set_access(
+    fn set_access(
         &self,
         r: &AscendReservation,
         offset: u64,
         len: u64,
         grants: &[AccessGrant],
     ) -> Result<()> {
-        self.check_reservation(r)?;
-        check_grants(grants, self.device_count()?)?;
-        check_granular("access offset", offset, self.gran(), true)?;
-        check_granular("access length", len, self.gran(), false)?;
-        hal_core::device::check_bounds(offset, len, r.len)?;
         let descs = grants.iter().map(access_desc).collect::<Result<Vec<_>>>()?;
-        let mut pieces = r.pieces();
+        let mut pieces = r.pieces.lock();
         pieces.covering(offset, len)?;
         // The range is mapped (checked above).
         self.ctx
@@ -332,29 +307,18 @@ impl Vmm<'_> {
     }
 
     /// [`Vmm::access`](hal_core::Vmm::access), as this process set it.
-    pub(crate) fn access(
-        &self,
-        r: &AscendReservation,
-        offset: u64,
-        target: AccessTarget,
-    ) -> Result<Access> {
+    fn access(&self, r: &AscendReservation, offset: u64, target: AccessTarget) -> Result<Access> {
         self.check_reservation(r)?;
-        if let AccessTarget::Device(d) = target {
+        if matches!(target, AccessTarget::Device(_)) {
             let n = self.device_count()?;
-            if d >= n {
-                return Err(Error::invalid(format!(
-                    "Ascend device {d} does not exist: the runtime sees {n} device(s)"
-                )));
-            }
+            vmm_checks::device_exists(target, n, "Ascend", "the runtime")?;
         }
         hal_core::device::check_bounds(offset, 1, r.len)?;
-        let pieces = r.pieces();
-        let range = pieces.covering(offset, 1)?;
-        Ok(pieces.list[range.start].access_of(target))
+        r.pieces.lock().access_at(offset, target)
     }
 
     /// [`Vmm::export_physical`](hal_core::Vmm::export_physical).
-    pub(crate) fn export(&self, p: &AscendPhysical, opts: &ExportOptions) -> Result<Exported> {
+    fn export(&self, p: &AscendPhysical, opts: &ExportOptions) -> Result<Exported> {
         if p.inner.ctx.ordinal != self.ctx.ordinal {
             return Err(Error::invalid(
                 "the physical allocation belongs to another Ascend device: export it through \
@@ -366,19 +330,7 @@ impl Vmm<'_> {
                 "an imported physical allocation is exported again by its creator",
             ));
         }
-        if opts.range.is_some() {
-            return Err(Error::invalid(
-                "a physical allocation is exported whole; a range is not allowed",
-            ));
-        }
-        if opts.read_only {
-            return Err(Error::unsupported(
-                "ascend",
-                "a read-only export of physical memory",
-                "the shareable handle carries no access rights: each importer sets its own with \
-                 aclrtMemSetAccess (Capabilities::READ_ONLY_EXPORT is absent)",
-            ));
-        }
+        vmm_checks::physical_export(opts, "ascend", "aclrtMemSetAccess")?;
         let (flags, pids) = match &opts.importers {
             Importers::Anyone => (ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION, Vec::new()),
             Importers::BackendDefault => (ACL_RT_VMM_EXPORT_FLAG_DEFAULT, Vec::new()),
@@ -394,17 +346,7 @@ impl Vmm<'_> {
         if !tgids.is_empty() {
             set_pids(self.ctx, shareable, &tgids)?;
         }
-        let leases = match p.inner.leases.get() {
-            Some(l) => Arc::clone(l),
-            None => {
-                let _ = p.inner.leases.set(LeaseTable::new(DEFAULT_SLOTS)?);
-                p.inner
-                    .leases
-                    .get()
-                    .map(Arc::clone)
-                    .ok_or_else(|| Error::invalid("lease table vanished"))?
-            }
-        };
+        let leases = hal_core::kit::vmm_physical::leases(&p.inner.leases)?;
         let spec = HandleSpec {
             kind: HandleKind::Physical,
             backend: BackendId::Ascend,
@@ -421,24 +363,12 @@ impl Vmm<'_> {
     }
 
     /// [`Vmm::import_physical`](hal_core::Vmm::import_physical).
-    pub(crate) fn import(&self, mut shared: SharedHandle) -> Result<AscendPhysical> {
+    fn import(&self, mut shared: SharedHandle) -> Result<AscendPhysical> {
         shared
             .handle
             .expect(HandleKind::Physical, BackendId::Ascend)?;
         let payload = Payload::decode(&shared.handle.payload)?;
-        let size = shared.handle.size;
-        if size == 0 || size % self.gran() != 0 || shared.handle.offset != 0 {
-            return Err(HandleError::Malformed {
-                field: "size",
-                detail: format!(
-                    "a physical handle names a whole allocation of granules ({:#x}), not \
-                     {:#x}+{size:#x}",
-                    self.gran(),
-                    shared.handle.offset
-                ),
-            }
-            .into());
-        }
+        let size = vmm_checks::whole_physical(&shared.handle, self.gran())?;
         let rt = self.rt();
         let ordinal = self.info.ordinal;
         if shared.handle.device_uuid != self.info.uuid {

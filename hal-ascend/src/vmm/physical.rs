@@ -11,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 
 use hal_core::exchange::Lease;
 use hal_core::lease::LeaseTable;
-use hal_core::{Physical, PhysicalLocation, ShareableHandle};
+use hal_core::{PhysicalLocation, ShareableHandle};
 
 use crate::context::Ctx;
 use crate::ffi::result::vmm;
@@ -68,24 +68,4 @@ impl Drop for PhysInner {
     }
 }
 
-impl AscendPhysical {
-    /// How many importers hold this allocation now (0 before its first
-    /// export). Importers whose process died are not counted.
-    pub fn importers(&self) -> usize {
-        self.inner.leases.get().map_or(0, |l| l.count())
-    }
-}
-
-impl Physical for AscendPhysical {
-    fn size(&self) -> u64 {
-        self.inner.size
-    }
-
-    fn location(&self) -> PhysicalLocation {
-        self.inner.location
-    }
-
-    fn handle_type(&self) -> ShareableHandle {
-        self.inner.made_for
-    }
-}
+hal_core::physical_by_inner!(AscendPhysical);

@@ -22,17 +22,15 @@
 //! so that work waiting on a notify a crashed peer never signals cannot
 //! hang it.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use hal_core::device::check_bounds;
-use hal_core::kit::vmm_pieces::Pieces;
-use hal_core::{AccessTarget, Error, Reservation, Result};
+use hal_core::kit::vmm_pieces::{Mapped, Pieces};
+use hal_core::{AccessTarget, Error, Result};
 
 use crate::context::Ctx;
-use crate::ffi::result::{device, vmm};
-use crate::memory::copy::{copy_in, copy_out};
+use crate::ffi::result::{device, mem, vmm};
 use crate::vmm::physical::PhysInner;
-use hal_core::kit::lock::lock;
 
 /// A VMM address range reservation of one device: physical allocations
 /// are mapped into it with [`VmmExt::map`](hal_core::VmmExt::map) and made
@@ -40,9 +38,11 @@ use hal_core::kit::lock::lock;
 #[must_use = "the address range is unmapped and released when this value drops"]
 pub struct AscendReservation {
     pub(crate) ctx: Arc<Ctx>,
+    /// What is mapped, with the access this process gave it (the runtime
+    /// answers no access question).
+    pub(crate) pieces: Mapped<Arc<PhysInner>>,
     pub(crate) base: u64,
     pub(crate) len: u64,
-    pub(crate) pieces: Mutex<Pieces<Arc<PhysInner>>>,
 }
 
 impl std::fmt::Debug for AscendReservation {
@@ -51,16 +51,12 @@ impl std::fmt::Debug for AscendReservation {
             .field("device", &self.ctx.ordinal)
             .field("base", &format_args!("{:#x}", self.base))
             .field("len", &self.len)
-            .field("mapped", &self.pieces().list.len())
+            .field("mapped", &self.pieces)
             .finish()
     }
 }
 
 impl AscendReservation {
-    pub(crate) fn pieces(&self) -> MutexGuard<'_, Pieces<Arc<PhysInner>>> {
-        lock(&self.pieces)
-    }
-
     /// The reserving device, as an access target.
     pub(crate) fn me(&self) -> AccessTarget {
         AccessTarget::Device(self.ctx.ordinal)
@@ -70,7 +66,23 @@ impl AscendReservation {
     /// with the access it needs for this device.
     fn check_access(&self, offset: u64, len: u64, write: bool) -> Result<()> {
         check_bounds(offset, len, self.len)?;
-        self.pieces().check_access(offset, len, self.me(), write)
+        self.pieces
+            .lock()
+            .check_access(offset, len, self.me(), write)
+    }
+
+    /// Read the checked, non-empty range at `offset` (`aclrtMemcpy`
+    /// device to host).
+    fn copy_out(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        let at = self.base + offset;
+        self.ctx.call(|| mem::copy_to_host(&self.ctx.rt, dst, at))
+    }
+
+    /// Write the checked, non-empty range at `offset` (`aclrtMemcpy` host
+    /// to device).
+    fn copy_in(&self, offset: u64, src: &[u8]) -> Result<()> {
+        let at = self.base + offset;
+        self.ctx.call(|| mem::copy_from_host(&self.ctx.rt, at, src))
     }
 
     /// Wait for the device's queued work, then unmap the whole mappings
@@ -142,42 +154,15 @@ impl Drop for AscendReservation {
         let teardown = Teardown {
             ctx: Arc::clone(&self.ctx),
             base: self.base,
-            pieces: std::mem::take(&mut *self.pieces()),
+            pieces: self.pieces.take(),
         };
-        if teardown.pieces.list.is_empty() {
-            // Nothing mapped, nothing to wait for.
-            teardown.run();
-            return;
-        }
-        hal_core::kit::teardown::after_work("hal-ascend-unmap", move || teardown.run());
+        // Nothing mapped, nothing to wait for.
+        let waits = !teardown.pieces.list.is_empty();
+        hal_core::kit::teardown::after_work_if(waits, "hal-ascend-unmap", move || teardown.run());
     }
 }
 
-impl Reservation for AscendReservation {
-    fn base(&self) -> u64 {
-        self.base
-    }
-
-    fn len(&self) -> u64 {
-        self.len
-    }
-
-    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
-        self.check_access(offset, dst.len() as u64, false)?;
-        if dst.is_empty() {
-            return Ok(());
-        }
-        copy_out(&self.ctx, self.base, self.len, offset, dst)
-    }
-
-    fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
-        self.check_access(offset, src.len() as u64, true)?;
-        if src.is_empty() {
-            return Ok(());
-        }
-        copy_in(&self.ctx, self.base, self.len, offset, src)
-    }
-}
+hal_core::reservation_by_copies!(AscendReservation);
 
 /// The error of a reservation used through another device.
 pub(crate) fn foreign() -> Error {

@@ -9,27 +9,43 @@
 //! - [`vendor`]: the vendors' error codes and entry-point names as plain
 //!   data, shared by the real backends and the simulator; [`needs`], the
 //!   entry points each capability needs; [`runtime`], a vendor runtime's
-//!   availability;
+//!   availability; [`vendor_library`], a loaded vendor library as a
+//!   backend holds it;
+//! - [`busy_free`]: the free of memory importers may still hold;
+//!   [`raw_ipc`], the bytes of a raw IPC handle given to another library;
 //! - [`queued`], [`reaper`], [`teardown`]: what a vendor stream holds for its
 //!   queued work, and vendor frees that must not run on the caller's thread;
 //! - [`vmm_pieces`]: the vendor-neutral halves of VMM reservations and
-//!   physical allocations; [`RegisteredHost`], registered host memory;
+//!   physical allocations; [`vmm_checks`], the checks of a VMM call's
+//!   arguments; [`vmm_forward`] and [`vmm_copies`], a backend's `Vmm` and
+//!   `Reservation` written from its own calls; [`vmm_physical`], what is
+//!   known of a physical allocation; [`RegisteredHost`], registered host memory;
+//! - [`off_thread`]: a vendor wait that cannot time out, bounded by running
+//!   it on a thread of its own;
 //! - [`lock`]: locks that a panic elsewhere does not poison.
 //!
 //! The README's *Adding a backend* shows how a new vendor crate uses them.
 
+pub mod busy_free;
 pub mod export;
 pub(crate) mod import;
 pub mod lock;
 pub mod needs;
+pub mod off_thread;
 pub mod os;
 pub mod queued;
+pub mod raw_ipc;
 pub mod reaper;
 mod registered;
 pub mod runtime;
 pub mod syncpage;
 pub mod teardown;
 pub mod vendor;
+pub mod vendor_library;
+pub mod vmm_checks;
+pub mod vmm_copies;
+pub mod vmm_forward;
+pub mod vmm_physical;
 pub mod vmm_pieces;
 
 pub use registered::RegisteredHost;

@@ -37,7 +37,7 @@
 
 use std::path::Path;
 
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::types::Capabilities;
 
 /// Entry points of a vendor library that some capabilities need, all of
@@ -58,6 +58,12 @@ impl EntryGroup {
     pub fn first_missing(&self, present: impl Fn(&str) -> bool) -> Option<&'static str> {
         self.entries.iter().copied().find(|symbol| !present(symbol))
     }
+
+    /// True when `present` says the library has every entry point of the
+    /// group.
+    pub fn offered(&self, present: impl Fn(&str) -> bool) -> bool {
+        self.first_missing(present).is_none()
+    }
 }
 
 /// The first entry point missing from the library (`present` answers for
@@ -73,6 +79,17 @@ pub fn first_lacking(
         .iter()
         .filter(|g| g.needed_by.contains(capability))
         .find_map(|g| g.first_missing(&present))
+}
+
+/// [`Why::Lacks`] of the first entry point that `capability` needs and the
+/// library at `library` lacks ([`first_lacking`]), if any.
+pub fn lacks<'a>(
+    groups: &[EntryGroup],
+    capability: Capabilities,
+    library: &'a Path,
+    present: impl Fn(&str) -> bool,
+) -> Option<Why<'a>> {
+    first_lacking(groups, capability, present).map(|symbol| Why::Lacks { library, symbol })
 }
 
 /// Why a device lacks a capability, when the backend can tell.
@@ -120,6 +137,48 @@ pub fn capability_absent(
         None => format!("this backend does not offer it (Capabilities::{name} is absent)"),
     };
     Error::unsupported(backend, operation, detail)
+}
+
+/// A device that offers some capabilities and explains one it lacks: the
+/// one gate every operation that needs a capability goes through.
+///
+/// ```
+/// use hal_core::kit::needs::{self, Offered};
+/// use hal_core::{Capabilities, Error};
+///
+/// struct Device(Capabilities);
+/// impl Offered for Device {
+///     fn offered(&self) -> Capabilities {
+///         self.0
+///     }
+///     fn refusal(&self, operation: &str, capability: Capabilities) -> Error {
+///         needs::capability_absent("example", operation, capability, None)
+///     }
+/// }
+/// let device = Device(Capabilities::VMM);
+/// assert!(device.require(Capabilities::VMM, "reserve").is_ok());
+/// let e = device.require(Capabilities::IPC_MEMORY, "export_memory").unwrap_err();
+/// assert!(e.is_unsupported());
+/// assert!(e.to_string().contains("Capabilities::IPC_MEMORY is absent"));
+/// ```
+pub trait Offered {
+    /// The capabilities the device offers.
+    fn offered(&self) -> Capabilities;
+
+    /// The [`Error::Unsupported`] of `operation`, whose `capability` the
+    /// device lacks: it says why where the backend can tell
+    /// ([`capability_absent`]).
+    fn refusal(&self, operation: &str, capability: Capabilities) -> Error;
+
+    /// `Ok` when the device offers every flag of `capability`, else the
+    /// [`refusal`](Self::refusal) of `operation`.
+    fn require(&self, capability: Capabilities, operation: &str) -> Result<()> {
+        if self.offered().contains(capability) {
+            Ok(())
+        } else {
+            Err(self.refusal(operation, capability))
+        }
+    }
 }
 
 #[cfg(test)]

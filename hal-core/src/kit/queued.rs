@@ -4,18 +4,18 @@
 //! A stream runs later what it is given now: the bytes of a queued write,
 //! the page of a notify it records or waits on. The value the caller owns
 //! may be dropped before the stream gets there; the memory must not go
-//! with it. A backend's stream keeps a [`Held`] and puts into it, while the
+//! with it. A backend's stream keeps a [`QueuedUse`] and puts into it, while the
 //! work is queued, whatever that work reaches; it lets go of everything
 //! when the vendor says the stream is idle.
 //!
 //! The order matters: work is queued with the list locked
-//! ([`Held::lock`]), and an idle query takes the same lock before it asks
+//! ([`QueuedUse::lock`]), and an idle query takes the same lock before it asks
 //! the vendor, so an idle answer covers everything the list holds.
 //!
 //! ```
-//! use hal_core::kit::queued::Held;
+//! use hal_core::kit::queued::QueuedUse;
 //!
-//! let held = Held::default();
+//! let held = QueuedUse::default();
 //! {
 //!     let mut queuing = held.lock();
 //!     // ... queue work reading `bytes` on the vendor's stream ...
@@ -28,6 +28,7 @@
 //! assert!(held.is_empty());
 //! ```
 
+use crate::error::Result;
 use crate::kit::lock::lock;
 use std::any::Any;
 use std::sync::{Mutex, MutexGuard};
@@ -39,20 +40,23 @@ use std::sync::{Mutex, MutexGuard};
 /// becomes idle holds what its work used until it is dropped.
 pub const QUERY_AT: usize = 64;
 
-/// The values a stream holds for its queued work.
+/// The values a stream holds for its queued work: what that work uses from
+/// the host, kept until the vendor says the stream ran it.
 #[derive(Default)]
-pub struct Held(Mutex<Vec<Box<dyn Any + Send>>>);
+pub struct QueuedUse(Mutex<Vec<Box<dyn Any + Send>>>);
 
-impl std::fmt::Debug for Held {
+impl std::fmt::Debug for QueuedUse {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Held").field("len", &self.len()).finish()
+        f.debug_struct("QueuedUse")
+            .field("len", &self.len())
+            .finish()
     }
 }
 
 /// The list locked: queue the work, then [`Holding::hold`] what it uses.
 pub struct Holding<'a>(MutexGuard<'a, Vec<Box<dyn Any + Send>>>);
 
-impl Held {
+impl QueuedUse {
     /// Lock the list (a poisoned lock is taken over: the list stays valid).
     pub fn lock(&self) -> Holding<'_> {
         Holding(lock(&self.0))
@@ -73,6 +77,30 @@ impl Held {
     pub fn wants_query(&self) -> bool {
         let n = self.len();
         n > 0 && n % QUERY_AT == 0
+    }
+
+    /// Ask the vendor whether the stream is idle (`is_idle`, a query that
+    /// never waits) with the list locked, and let go of everything it
+    /// holds when it is: work is queued with the list locked, so an idle
+    /// answer covers all of it.
+    pub fn query(&self, is_idle: impl FnOnce() -> Result<bool>) -> Result<bool> {
+        let mut held = self.lock();
+        let idle = is_idle()?;
+        if idle {
+            held.release();
+        }
+        Ok(idle)
+    }
+
+    /// The list locked for queuing work; when [`wants_query`](Self::wants_query),
+    /// the stream is first asked with `query` (its own idle query, which
+    /// lets go of what an idle stream holds). An error of that query is
+    /// the stream's, answered by its next wait, and is not returned here.
+    pub fn holding(&self, query: impl FnOnce() -> Result<bool>) -> Holding<'_> {
+        if self.wants_query() {
+            let _ = query();
+        }
+        self.lock()
     }
 }
 
@@ -97,7 +125,7 @@ mod tests {
 
     #[test]
     fn values_live_until_released() {
-        let held = Held::default();
+        let held = QueuedUse::default();
         let value = Arc::new(7u32);
         held.lock().hold(Arc::clone(&value));
         assert_eq!(Arc::strong_count(&value), 2);
@@ -116,7 +144,7 @@ mod tests {
             }
         }
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let held = Held::default();
+        let held = QueuedUse::default();
         for n in [1, 2, 3] {
             held.lock().hold(Noted(n, Arc::clone(&order)));
         }
@@ -126,7 +154,7 @@ mod tests {
 
     #[test]
     fn a_query_is_wanted_from_the_threshold_on() {
-        let held = Held::default();
+        let held = QueuedUse::default();
         for _ in 0..QUERY_AT - 1 {
             held.lock().hold(());
         }
@@ -142,6 +170,6 @@ mod tests {
             held.lock().hold(());
         }
         assert!(held.wants_query());
-        assert!(!Held::default().wants_query());
+        assert!(!QueuedUse::default().wants_query());
     }
 }

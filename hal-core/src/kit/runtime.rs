@@ -20,9 +20,11 @@
 //! ```
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::kit::os::library::NotLoaded;
+use crate::kit::vendor_library::VendorLibrary;
 use crate::types::Availability;
 
 /// Why a vendor runtime cannot be used.
@@ -62,6 +64,87 @@ impl Failure {
             Failure::Init { path, reason } => {
                 (format!("{}: {reason}", path.display()), vec![path.clone()])
             }
+        }
+    }
+}
+
+/// A vendor runtime loaded and initialised on first use (by the load
+/// function a backend gives), from the library the program named or, with
+/// none named, the one the backend finds; the outcome is kept, a failure
+/// as much as a success.
+pub struct Lazy<R> {
+    /// The library named by the program; `None`: the backend's own search.
+    library: Option<PathBuf>,
+    loaded: OnceLock<std::result::Result<Arc<R>, Failure>>,
+}
+
+impl<R> Default for Lazy<R> {
+    fn default() -> Self {
+        Lazy::new(None)
+    }
+}
+
+impl<R> std::fmt::Debug for Lazy<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lazy")
+            .field("library", &self.library)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R> Lazy<R> {
+    /// Nothing loaded yet; `library` is what the program named.
+    pub fn new(library: Option<PathBuf>) -> Self {
+        Lazy {
+            library,
+            loaded: OnceLock::new(),
+        }
+    }
+
+    /// The runtime, or why it cannot be used: `load` is called with the
+    /// named library the first time, and its outcome kept.
+    pub fn get(
+        &self,
+        load: impl FnOnce(Option<PathBuf>) -> std::result::Result<Arc<R>, Failure>,
+    ) -> &std::result::Result<Arc<R>, Failure> {
+        self.loaded.get_or_init(|| load(self.library.clone()))
+    }
+}
+
+impl<R, T> Lazy<R>
+where
+    R: std::ops::Deref<Target = VendorLibrary<T>>,
+{
+    /// The runtime for a call of `backend` (`cuda`, `ascend`): refused as
+    /// [`Error::Unavailable`] where it failed, and in a child forked from
+    /// the process that initialised it, whose refusal names `initialised`
+    /// ("the CUDA backend (its driver was initialised)").
+    pub fn usable(
+        &self,
+        load: impl FnOnce(Option<PathBuf>) -> std::result::Result<Arc<R>, Failure>,
+        backend: &str,
+        initialised: &str,
+    ) -> Result<Arc<R>> {
+        match self.get(load) {
+            Ok(r) => {
+                r.origin.check(initialised)?;
+                Ok(Arc::clone(r))
+            }
+            Err(f) => Err(f.error(backend)),
+        }
+    }
+
+    /// The runtime's [`Availability`]: why it failed, else [`availability`]
+    /// from the device count `count` gives, saying `none` without a device.
+    pub fn availability(
+        &self,
+        load: impl FnOnce(Option<PathBuf>) -> std::result::Result<Arc<R>, Failure>,
+        count: impl FnOnce(&R) -> Result<u32>,
+        none: &str,
+    ) -> Availability {
+        match self.get(load) {
+            Ok(r) => availability(r.path(), count(r), none),
+            Err(f) => f.availability(),
         }
     }
 }

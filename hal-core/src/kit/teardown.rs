@@ -98,6 +98,17 @@ pub fn after_work(name: &str, teardown: impl FnOnce() + Send + 'static) {
     POOL.after_work(name, teardown);
 }
 
+/// Run `teardown` here when `waits` is false (nothing it does waits for
+/// the device: a reservation with nothing mapped), else as
+/// [`after_work`] does.
+pub fn after_work_if(waits: bool, name: &str, teardown: impl FnOnce() + Send + 'static) {
+    if waits {
+        after_work(name, teardown);
+    } else {
+        teardown();
+    }
+}
+
 type Job = Box<dyn FnOnce() + Send>;
 
 /// Workers and the teardowns they have to run.

@@ -5,8 +5,10 @@
 //! a copy faults) keeps this one beside the vendor calls.
 
 use std::ops::Range;
+use std::sync::{Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
+use crate::kit::lock::lock;
 use crate::vmm::{AccessGrant, AccessTarget};
 use crate::Access;
 
@@ -58,6 +60,34 @@ impl<T> Default for Pieces<T> {
     }
 }
 
+/// The mapped pieces of one reservation, behind a lock that a panic
+/// elsewhere does not poison; its `Debug` is how many are mapped.
+pub struct Mapped<T>(Mutex<Pieces<T>>);
+
+impl<T> Default for Mapped<T> {
+    fn default() -> Self {
+        Mapped(Mutex::new(Pieces::default()))
+    }
+}
+
+impl<T> std::fmt::Debug for Mapped<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.lock().list.len(), f)
+    }
+}
+
+impl<T> Mapped<T> {
+    /// The pieces, locked.
+    pub fn lock(&self) -> MutexGuard<'_, Pieces<T>> {
+        lock(&self.0)
+    }
+
+    /// Every piece, taken out (a dropped reservation's teardown gets them).
+    pub fn take(&self) -> Pieces<T> {
+        std::mem::take(&mut *self.lock())
+    }
+}
+
 impl<T: Clone> Pieces<T> {
     /// Refuse `offset..offset + len` when it overlaps a mapping
     /// ([`Error::AlreadyExists`]).
@@ -93,6 +123,13 @@ impl<T: Clone> Pieces<T> {
                 grants: Vec::new(),
             },
         );
+    }
+
+    /// The access `target` has to the byte at `offset`, or an error when
+    /// nothing is mapped there.
+    pub fn access_at(&self, offset: u64, target: AccessTarget) -> Result<Access> {
+        let range = self.covering(offset, 1)?;
+        Ok(self.list[range.start].access_of(target))
     }
 
     /// The indices of the pieces that cover `offset..offset + len` with no

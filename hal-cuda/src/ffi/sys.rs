@@ -20,6 +20,7 @@ pub(crate) use cudarc::driver::sys::{
     CUmemAllocationProp, CUmemGenericAllocationHandle, CUmemLocation, CUstream, CUuuid,
 };
 use hal_core::kit::vendor::cuda::entry;
+use hal_core::kit::vendor_library::VendorLibrary;
 use hal_core::{Error, Result};
 
 use super::loader::{self, Loaded, NotLoaded};
@@ -57,7 +58,7 @@ macro_rules! entries {
         /// The resolved entry points, each on first use, and whether a
         /// call of it was made (asked for by a code path).
         #[derive(Default)]
-        struct Table {
+        pub(crate) struct Table {
             $( $field: (OnceLock<Option<unsafe extern "C" fn($($arg),*) -> Status>>, AtomicBool), )*
         }
 
@@ -70,7 +71,9 @@ macro_rules! entries {
                         // SAFETY: the symbol is the driver's entry point of
                         // this name, whose C signature is the one declared
                         // here (CUDA driver API, `cuda.h`).
-                        unsafe { self.resolve::<unsafe extern "C" fn($($arg),*) -> Status>($sym) }
+                        // The library is never unloaded, so the copy stays
+                        // valid while `self` lives.
+                        unsafe { self.loaded.symbol::<unsafe extern "C" fn($($arg),*) -> Status>($sym) }
                     });
                     if !called.load(Ordering::Relaxed) {
                         called.store(true, Ordering::Relaxed);
@@ -88,7 +91,9 @@ macro_rules! entries {
                         return cell
                             .get_or_init(|| {
                                 // SAFETY: as in the entry point's accessor.
-                                unsafe { self.resolve::<unsafe extern "C" fn($($arg),*) -> Status>($sym) }
+                                // The library is never unloaded, so the copy stays
+                        // valid while `self` lives.
+                        unsafe { self.loaded.symbol::<unsafe extern "C" fn($($arg),*) -> Status>($sym) }
                             })
                             .is_some();
                     }
@@ -113,50 +118,31 @@ macro_rules! entries {
     };
 }
 
-/// The loaded driver library and its entry points.
+/// The loaded driver library and its entry points. A child forked from
+/// the process that loaded and initialised the driver cannot use the
+/// driver's contexts (CUDA does not survive `fork`), and is refused before
+/// any call ([`VendorLibrary::origin`]).
 pub(crate) struct Driver {
-    loaded: Loaded,
-    table: Table,
-    /// The process that loaded and initialised the driver: a child forked
-    /// from it cannot use the driver's contexts (CUDA does not survive
-    /// `fork`), and is refused before any call.
-    pub(crate) origin: hal_core::kit::os::Origin,
+    library: VendorLibrary<Table>,
 }
 
 impl Driver {
     pub(crate) fn new(loaded: Loaded) -> Driver {
-        Driver {
-            loaded,
-            table: Table::default(),
-            origin: hal_core::kit::os::Origin::here(),
-        }
-    }
-
-    /// Where the library was loaded from.
-    pub(crate) fn path(&self) -> &PathBuf {
-        &self.loaded.path
-    }
-
-    /// # Safety
-    ///
-    /// `F` must be the C signature of the symbol `name`.
-    unsafe fn resolve<F: Copy>(&self, name: &str) -> Option<F> {
-        // SAFETY: `F` is the symbol's signature (the caller's promise); the
-        // copy stays valid while `self.loaded` is loaded, which it is for as
-        // long as `self` lives, and every copy is used only through `&self`.
-        unsafe { self.loaded.symbol::<F>(name) }
+        let library = VendorLibrary::new(loaded);
+        Driver { library }
     }
 
     fn missing(&self, symbol: &str) -> Error {
-        Error::unsupported(
-            "cuda",
-            symbol,
-            format!(
-                "{} has no entry point {symbol}; the driver is older than this call needs \
-                 (update the NVIDIA driver)",
-                self.loaded.path.display()
-            ),
-        )
+        let older = "the driver is older than this call needs (update the NVIDIA driver)";
+        self.library.missing("cuda", symbol, older)
+    }
+}
+
+impl std::ops::Deref for Driver {
+    type Target = VendorLibrary<Table>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.library
     }
 }
 

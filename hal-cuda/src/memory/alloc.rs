@@ -226,19 +226,13 @@ impl Allocation for CudaAllocation {
     /// undefined. Dropping instead frees it once they are gone.
     fn free(self) -> std::result::Result<(), hal_core::FreeError<Self>> {
         let holders = self.exports.get().map_or(0, |e| e.leases.count());
-        if holders > 0 {
-            let what = format!(
+        hal_core::kit::busy_free::unless_held(self, holders, |a| {
+            format!(
                 "CUDA memory at {:#x} ({} bytes; importers close it with cuIpcCloseMemHandle \
                  before cuMemFree_v2)",
-                self.ptr, self.len
-            );
-            return Err(hal_core::FreeError {
-                resource: self,
-                error: hal_core::Error::Busy { what, holders },
-            });
-        }
-        drop(self);
-        Ok(())
+                a.ptr, a.len
+            )
+        })
     }
 
     fn wait_unleased(&self, timeout: Option<std::time::Duration>) -> Result<()> {

@@ -19,8 +19,8 @@
 
 use std::sync::Arc;
 
-use hal_core::kit::export::new_handle;
-use hal_core::{ByteRange, DeviceInfo, Error, ExportOptions, HandleError, Importers, Result};
+use hal_core::kit::raw_ipc;
+use hal_core::{ByteRange, DeviceInfo, Error, ExportOptions, Importers, Result};
 
 use crate::context::Primary;
 use crate::ffi::result::mem;
@@ -58,11 +58,7 @@ pub struct RawIpcHandle {
 impl RawIpcHandle {
     /// The 64 bytes, then the offset and the size as little-endian `u64`s.
     pub fn to_bytes(&self) -> [u8; RAW_HANDLE_LEN] {
-        let mut out = [0u8; RAW_HANDLE_LEN];
-        out[..64].copy_from_slice(&self.bytes);
-        out[64..72].copy_from_slice(&self.offset.to_le_bytes());
-        out[72..].copy_from_slice(&self.size.to_le_bytes());
-        out
+        raw_ipc::encode(&self.bytes, self.offset, self.size)
     }
 
     /// The raw handle a hal CUDA memory handle carries (the `cuda`
@@ -90,24 +86,11 @@ impl RawIpcHandle {
 
     /// Read what [`RawIpcHandle::to_bytes`] wrote.
     pub fn from_bytes(b: &[u8]) -> Result<RawIpcHandle> {
-        if b.len() != RAW_HANDLE_LEN {
-            return Err(HandleError::Malformed {
-                field: "raw CUDA IPC handle",
-                detail: format!("{RAW_HANDLE_LEN} bytes expected, {} given", b.len()),
-            }
-            .into());
-        }
-        let mut bytes = [0u8; 64];
-        bytes.copy_from_slice(&b[..64]);
-        let word = |at: usize| {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&b[at..at + 8]);
-            u64::from_le_bytes(w)
-        };
+        let (bytes, offset, size) = raw_ipc::decode::<64>(b, "raw CUDA IPC handle")?;
         Ok(RawIpcHandle {
             bytes,
-            offset: word(64),
-            size: word(72),
+            offset,
+            size,
         })
     }
 }
@@ -177,20 +160,12 @@ pub(crate) fn import(
         ..ExportOptions::default()
     };
     // A description of what was opened: a raw handle names no creator.
-    let mut handle = new_handle(&spec, &opts)?;
-    (
-        handle.creator_pid,
-        handle.creator_start,
-        handle.creator_pid_ns,
-    ) = (0, 0, 0);
-    handle.offset = raw.offset;
-    handle.size = raw.size;
-    handle.payload = Payload {
+    let payload = Payload {
         ipc: raw.bytes,
         base_size,
         buffer_id: 0,
-    }
-    .encode();
+    };
+    let handle = raw_ipc::opened(&spec, &opts, raw.offset, raw.size, payload.encode())?;
     Ok(CudaMapping {
         primary: Arc::clone(primary),
         handle,

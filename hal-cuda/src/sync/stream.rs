@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hal_core::kit::queued::{Held, Holding};
+use hal_core::kit::queued::{Holding, QueuedUse};
 use hal_core::wait;
 use hal_core::Result;
 
@@ -39,7 +39,7 @@ pub struct CudaStream {
     /// What queued work reads or writes from the host (the bytes of a
     /// queued write, the page of a notify recorded or waited on), held
     /// until the stream ran it.
-    pub(crate) held: Held,
+    pub(crate) held: QueuedUse,
 }
 
 impl std::fmt::Debug for CudaStream {
@@ -55,15 +55,10 @@ impl CudaStream {
     /// True when everything queued so far has run (`cuStreamQuery`); what
     /// the stream held for that work is let go then.
     pub(crate) fn query(&self) -> Result<bool> {
-        // Locked across the query: work is queued with the list locked
-        // (see `holding`), so an idle answer covers everything it holds.
-        let mut held = self.held.lock();
-        let _ctx = self.primary.enter()?;
-        let idle = stream::query(&self.primary.driver, self.raw)?;
-        if idle {
-            held.release();
-        }
-        Ok(idle)
+        self.held.query(|| {
+            let _ctx = self.primary.enter()?;
+            stream::query(&self.primary.driver, self.raw)
+        })
     }
 
     /// What the stream holds, locked: queue work that needs something
@@ -71,11 +66,7 @@ impl CudaStream {
     /// [`hal_core::kit::queued`]). When many values are held, an idle stream lets
     /// go of them first.
     pub(crate) fn holding(&self) -> Holding<'_> {
-        if self.held.wants_query() {
-            // An error here is the stream's, returned by its next wait.
-            let _ = self.query();
-        }
-        self.held.lock()
+        self.held.holding(|| self.query())
     }
 
     /// Wait until the stream ran everything queued, or `timeout` passes.

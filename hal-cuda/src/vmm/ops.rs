@@ -35,9 +35,11 @@ use std::sync::{Arc, OnceLock};
 
 use hal_core::exchange::take_fds_leased;
 use hal_core::kit::export::{check_fd_count, new_handle, HandleSpec};
+use hal_core::kit::needs::Offered;
 use hal_core::kit::vendor::cuda::entry;
-use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
-use hal_core::vmm::{check_grants, check_granular, fabric_or_posix};
+use hal_core::kit::vmm_checks;
+use hal_core::kit::vmm_forward::VmmCalls;
+use hal_core::vmm::fabric_or_posix;
 use hal_core::{
     Access, AccessGrant, AccessTarget, BackendId, Capabilities, DeviceInfo, Error, ExportOptions,
     Exported, HandleError, HandleKind, Importers, Location, PhysicalDesc, PhysicalLocation, Result,
@@ -110,6 +112,19 @@ pub(crate) struct Vmm<'a> {
     pub(crate) info: &'a DeviceInfo,
     /// `CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED`.
     pub(crate) fabric: bool,
+    /// How many devices the driver sees (access lists name them).
+    pub(crate) device_count: u32,
+}
+
+impl Offered for Vmm<'_> {
+    fn offered(&self) -> Capabilities {
+        self.info.capabilities
+    }
+
+    fn refusal(&self, operation: &str, capability: Capabilities) -> Error {
+        let primary = self.primary;
+        primary.driver.absent(operation, capability, primary.device)
+    }
 }
 
 fn driver_location(location: PhysicalLocation) -> CUmemLocation {
@@ -163,10 +178,6 @@ impl Vmm<'_> {
         self.info.granularity_min
     }
 
-    fn caps(&self) -> Capabilities {
-        self.info.capabilities
-    }
-
     /// `cuMemCreate` of `desc`, exactly as asked (no fallback).
     fn create(&self, desc: &PhysicalDesc, location: PhysicalLocation) -> Result<CudaPhysical> {
         let handle_types = match desc.handle {
@@ -206,39 +217,53 @@ impl Vmm<'_> {
         })
     }
 
+    /// The allocation's POSIX descriptor, exported on first use.
+    fn descriptor<'p>(&self, p: &'p PhysInner) -> Result<&'p OwnedFd> {
+        if let Some(fd) = p.fd.get() {
+            return Ok(fd);
+        }
+        let _ctx = self.primary.enter()?;
+        let fd = vmm::export_fd(self.driver(), p.handle)?;
+        // A concurrent first export may have won; its descriptor is kept.
+        let _ = p.fd.set(fd);
+        p.fd.get()
+            .ok_or_else(|| Error::invalid("the exported descriptor vanished"))
+    }
+}
+
+impl VmmCalls for Vmm<'_> {
+    type Physical = CudaPhysical;
+    type Reservation = CudaReservation;
+
+    fn info(&self) -> &DeviceInfo {
+        self.info
+    }
+
+    fn device_count(&self) -> Result<u32> {
+        Ok(self.device_count)
+    }
+
+    fn check_reservation(&self, r: &CudaReservation) -> Result<()> {
+        if !Arc::ptr_eq(&r.primary, self.primary) {
+            return Err(Error::invalid(
+                "the reservation belongs to another CUDA device: use it through that device",
+            ));
+        }
+        Ok(())
+    }
+
     /// [`Vmm::allocate_physical_with`](hal_core::Vmm::allocate_physical_with).
-    pub(crate) fn allocate(&self, desc: &PhysicalDesc) -> Result<CudaPhysical> {
-        check_granular("physical allocation size", desc.size, self.gran(), false)?;
-        let me = self.info.ordinal;
-        let location = desc.location.unwrap_or(PhysicalLocation::Device(me));
-        match location {
-            PhysicalLocation::Device(d) if d != me => {
-                return Err(Error::invalid(format!(
-                    "physical memory of device {d} asked of device {me}: allocate it through \
-                     device {d}"
-                )))
-            }
-            PhysicalLocation::HostNuma(_) if !self.caps().contains(Capabilities::HOST_NUMA_VMM) => {
-                return Err(self.primary.driver.absent(
-                    "host NUMA physical memory",
-                    Capabilities::HOST_NUMA_VMM,
-                    self.primary.device,
-                ))
-            }
-            _ => {}
+    fn allocate(&self, desc: &PhysicalDesc) -> Result<CudaPhysical> {
+        let location = vmm_checks::physical(desc, self.info.ordinal, self.gran())?;
+        if let PhysicalLocation::HostNuma(_) = location {
+            self.require(Capabilities::HOST_NUMA_VMM, "host NUMA physical memory")?;
         }
         fabric_or_posix("cuda", desc, |d| self.create(d, location))
     }
 
     /// [`Vmm::reserve`](hal_core::Vmm::reserve).
-    pub(crate) fn reserve(&self, size: u64, align: u64) -> Result<CudaReservation> {
-        check_granular("reservation size", size, self.gran(), false)?;
-        if align != 0 && !align.is_power_of_two() {
-            return Err(Error::invalid(format!(
-                "alignment {align:#x} is not a power of two"
-            )));
-        }
-        check_granular("reservation alignment", align, self.gran(), true)?;
+    fn reserve(&self, size: u64, align: u64) -> Result<CudaReservation> {
+        vmm_checks::reservation(size, align, self.gran())?;
         let _ctx = self.primary.enter()?;
         let base = vmm::reserve(self.driver(), size as usize, align as usize)?;
         Ok(CudaReservation {
@@ -252,7 +277,7 @@ impl Vmm<'_> {
 
     /// [`Vmm::map_range`](hal_core::Vmm::map_range), of a physical
     /// allocation from its start ([`maps_from_start`]).
-    pub(crate) fn map(
+    fn map(
         &self,
         r: &CudaReservation,
         offset: u64,
@@ -260,20 +285,8 @@ impl Vmm<'_> {
         physical_offset: u64,
         len: u64,
     ) -> Result<()> {
-        self.check_reservation(r)?;
-        let g = self.gran();
-        check_granular("mapping offset", offset, g, true)?;
-        check_granular(
-            "offset in the physical allocation",
-            physical_offset,
-            g,
-            true,
-        )?;
-        check_granular("mapping length", len, g, false)?;
-        hal_core::device::check_bounds(physical_offset, len, p.inner.size)?;
-        hal_core::device::check_bounds(offset, len, r.len)?;
         maps_from_start(physical_offset)?;
-        let mut pieces = r.pieces();
+        let mut pieces = r.pieces.lock();
         pieces.check_free(offset, len)?;
         let _ctx = self.primary.enter()?;
         // The range lies inside the reservation and maps nothing yet
@@ -291,12 +304,8 @@ impl Vmm<'_> {
 
     /// [`Vmm::unmap`](hal_core::Vmm::unmap): whole mappings only,
     /// after the context's queued work.
-    pub(crate) fn unmap(&self, r: &CudaReservation, offset: u64, len: u64) -> Result<()> {
-        self.check_reservation(r)?;
-        check_granular("unmap offset", offset, self.gran(), true)?;
-        check_granular("unmap length", len, self.gran(), false)?;
-        hal_core::device::check_bounds(offset, len, r.len)?;
-        let mut pieces = r.pieces();
+    fn unmap(&self, r: &CudaReservation, offset: u64, len: u64) -> Result<()> {
+        let mut pieces = r.pieces.lock();
         // Whole mappings only; CUDA unmaps the range in one call.
         pieces.whole_mappings(offset, len)?;
         r.unmap_after_work(offset, len, true)?;
@@ -305,20 +314,14 @@ impl Vmm<'_> {
     }
 
     /// [`Vmm::set_access_for`](hal_core::Vmm::set_access_for).
-    pub(crate) fn set_access(
+    fn set_access(
         &self,
         r: &CudaReservation,
         offset: u64,
         len: u64,
         grants: &[AccessGrant],
-        device_count: u32,
     ) -> Result<()> {
-        self.check_reservation(r)?;
-        check_grants(grants, device_count)?;
-        check_granular("access offset", offset, self.gran(), true)?;
-        check_granular("access length", len, self.gran(), false)?;
-        hal_core::device::check_bounds(offset, len, r.len)?;
-        let mut pieces = r.pieces();
+        let mut pieces = r.pieces.lock();
         let range = pieces.covering(offset, len)?;
         let host = grants.iter().any(|g| g.target == AccessTarget::Host);
         if let Some(p) = pieces.list[range]
@@ -339,64 +342,17 @@ impl Vmm<'_> {
     }
 
     /// [`Vmm::access`](hal_core::Vmm::access).
-    pub(crate) fn access(
-        &self,
-        r: &CudaReservation,
-        offset: u64,
-        target: AccessTarget,
-        device_count: u32,
-    ) -> Result<Access> {
+    fn access(&self, r: &CudaReservation, offset: u64, target: AccessTarget) -> Result<Access> {
         self.check_reservation(r)?;
-        if let AccessTarget::Device(d) = target {
-            if d >= device_count {
-                return Err(Error::invalid(format!(
-                    "CUDA device {d} does not exist: the driver sees {device_count} device(s)"
-                )));
-            }
-        }
+        vmm_checks::device_exists(target, self.device_count, "CUDA", "the driver")?;
         hal_core::device::check_bounds(offset, 1, r.len)?;
-        let pieces = r.pieces();
-        let range = pieces.covering(offset, 1)?;
-        Ok(pieces.list[range.start].access_of(target))
-    }
-
-    fn check_reservation(&self, r: &CudaReservation) -> Result<()> {
-        if !Arc::ptr_eq(&r.primary, self.primary) {
-            return Err(Error::invalid(
-                "the reservation belongs to another CUDA device: use it through that device",
-            ));
-        }
-        Ok(())
-    }
-
-    /// The allocation's POSIX descriptor, exported on first use.
-    fn descriptor<'p>(&self, p: &'p PhysInner) -> Result<&'p OwnedFd> {
-        if let Some(fd) = p.fd.get() {
-            return Ok(fd);
-        }
-        let _ctx = self.primary.enter()?;
-        let fd = vmm::export_fd(self.driver(), p.handle)?;
-        // A concurrent first export may have won; its descriptor is kept.
-        let _ = p.fd.set(fd);
-        p.fd.get()
-            .ok_or_else(|| Error::invalid("the exported descriptor vanished"))
+        r.pieces.lock().access_at(offset, target)
     }
 
     /// [`Vmm::export_physical`](hal_core::Vmm::export_physical).
-    pub(crate) fn export(&self, p: &CudaPhysical, opts: &ExportOptions) -> Result<Exported> {
-        if opts.range.is_some() {
-            return Err(Error::invalid(
-                "a physical allocation is exported whole; a range is not allowed",
-            ));
-        }
-        if opts.read_only {
-            return Err(Error::unsupported(
-                "cuda",
-                "a read-only export of physical memory",
-                "a CUDA shareable handle carries no access rights: each importer sets its own \
-                 with cuMemSetAccess (Capabilities::READ_ONLY_EXPORT is absent)",
-            ));
-        }
+    fn export(&self, p: &CudaPhysical, opts: &ExportOptions) -> Result<Exported> {
+        self.require(Capabilities::IPC_MEMORY, "export_physical")?;
+        vmm_checks::physical_export(opts, "cuda", "cuMemSetAccess")?;
         opts.importers.refuse_same_user("cuda", "a CUDA IPC handle is opened by whoever holds its bytes: no broker checks the importer's user")?;
         if matches!(opts.importers, Importers::Pids(_)) {
             return Err(Error::unsupported(
@@ -407,17 +363,7 @@ impl Vmm<'_> {
             ));
         }
         let fd = hal_core::kit::os::dup(self.descriptor(&p.inner)?.as_fd())?;
-        let leases = match p.inner.leases.get() {
-            Some(l) => Arc::clone(l),
-            None => {
-                let _ = p.inner.leases.set(LeaseTable::new(DEFAULT_SLOTS)?);
-                p.inner
-                    .leases
-                    .get()
-                    .map(Arc::clone)
-                    .ok_or_else(|| Error::invalid("lease table vanished"))?
-            }
-        };
+        let leases = hal_core::kit::vmm_physical::leases(&p.inner.leases)?;
         let (location, host_numa) = match p.inner.location {
             PhysicalLocation::Device(_) => (Location::Device(self.info.ordinal), None),
             PhysicalLocation::HostNuma(n) => (Location::Host, Some(n)),
@@ -437,24 +383,13 @@ impl Vmm<'_> {
     }
 
     /// [`Vmm::import_physical`](hal_core::Vmm::import_physical).
-    pub(crate) fn import(&self, mut shared: SharedHandle) -> Result<CudaPhysical> {
+    fn import(&self, mut shared: SharedHandle) -> Result<CudaPhysical> {
+        self.require(Capabilities::IPC_MEMORY, "import_physical")?;
         shared
             .handle
             .expect(HandleKind::Physical, BackendId::Cuda)?;
         let payload = Payload::decode(&shared.handle.payload)?;
-        let size = shared.handle.size;
-        if size == 0 || size % self.gran() != 0 || shared.handle.offset != 0 {
-            return Err(HandleError::Malformed {
-                field: "size",
-                detail: format!(
-                    "a physical handle names a whole allocation of granules ({:#x}), not \
-                     {:#x}+{size:#x}",
-                    self.gran(),
-                    shared.handle.offset
-                ),
-            }
-            .into());
-        }
+        let size = vmm_checks::whole_physical(&shared.handle, self.gran())?;
         if payload.host_numa.is_none() && shared.handle.device_uuid != self.info.uuid {
             return Err(Error::invalid(format!(
                 "the physical memory is on the device with UUID {}, not on device {}: import it \

@@ -24,11 +24,11 @@
 //! ([`hal_core::kit::teardown`]), so that work waiting on a notify a crashed
 //! peer never signals cannot hang it.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use hal_core::device::check_bounds;
-use hal_core::kit::vmm_pieces::Pieces;
-use hal_core::{AccessTarget, Reservation, Result};
+use hal_core::kit::vmm_pieces::{Mapped, Pieces};
+use hal_core::{AccessTarget, Result};
 
 use crate::context::Primary;
 use crate::ffi::result::{self, ctx, vmm};
@@ -36,7 +36,6 @@ use crate::ffi::CUdeviceptr;
 use crate::memory::alloc::{copy_in, copy_out};
 use crate::sync::quiet::QuietGuard;
 use crate::vmm::physical::PhysInner;
-use hal_core::kit::lock::lock;
 
 /// A VMM address range reservation of one device's context: physical
 /// allocations are mapped into it with [`VmmExt::map`](hal_core::VmmExt::map)
@@ -49,7 +48,7 @@ pub struct CudaReservation {
     pub(crate) base: CUdeviceptr,
     pub(crate) len: u64,
     /// The mapped parts, each holding its physical allocation.
-    pub(crate) pieces: Mutex<Pieces<Arc<PhysInner>>>,
+    pub(crate) pieces: Mapped<Arc<PhysInner>>,
 }
 
 impl std::fmt::Debug for CudaReservation {
@@ -57,21 +56,18 @@ impl std::fmt::Debug for CudaReservation {
         f.debug_struct("CudaReservation")
             .field("base", &format_args!("{:#x}", self.base))
             .field("len", &self.len)
-            .field("mapped", &self.pieces().list.len())
+            .field("mapped", &self.pieces)
             .finish()
     }
 }
 
 impl CudaReservation {
-    pub(crate) fn pieces(&self) -> MutexGuard<'_, Pieces<Arc<PhysInner>>> {
-        lock(&self.pieces)
-    }
-
     /// Refuse a copy of `len` bytes at `offset` unless every byte is mapped
     /// with the access it needs for this device.
     fn check_access(&self, offset: u64, len: u64, write: bool) -> Result<()> {
         check_bounds(offset, len, self.len)?;
-        self.pieces()
+        self.pieces
+            .lock()
             .check_access(offset, len, AccessTarget::Device(self.ordinal), write)
     }
 
@@ -80,6 +76,16 @@ impl CudaReservation {
     /// context holds an error of earlier work), `strict` returns that error
     /// and unmaps nothing; otherwise the error is logged and the range
     /// unmapped anyway: the failed work will not run again.
+    /// The driver's copy out of the checked, non-empty range at `offset`.
+    fn copy_out(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        copy_out(&self.primary, self.base, self.len, offset, dst)
+    }
+
+    /// The driver's copy into the checked, non-empty range at `offset`.
+    fn copy_in(&self, offset: u64, src: &[u8]) -> Result<()> {
+        copy_in(&self.primary, self.base, self.len, offset, src)
+    }
+
     pub(crate) fn unmap_after_work(&self, offset: u64, len: u64, strict: bool) -> Result<()> {
         let _ctx = self.primary.enter()?;
         let _quiet = wait_for_work(&self.primary, strict)?;
@@ -182,39 +188,12 @@ impl Drop for CudaReservation {
             primary: Arc::clone(&self.primary),
             base: self.base,
             len: self.len,
-            pieces: std::mem::take(&mut *self.pieces()),
+            pieces: self.pieces.take(),
         };
-        if teardown.pieces.list.is_empty() {
-            // Nothing mapped, nothing to wait for.
-            teardown.run();
-            return;
-        }
-        hal_core::kit::teardown::after_work("hal-cuda-unmap", move || teardown.run());
+        // Nothing mapped, nothing to wait for.
+        let waits = !teardown.pieces.list.is_empty();
+        hal_core::kit::teardown::after_work_if(waits, "hal-cuda-unmap", move || teardown.run());
     }
 }
 
-impl Reservation for CudaReservation {
-    fn base(&self) -> u64 {
-        self.base
-    }
-
-    fn len(&self) -> u64 {
-        self.len
-    }
-
-    fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
-        self.check_access(offset, dst.len() as u64, false)?;
-        if dst.is_empty() {
-            return Ok(());
-        }
-        copy_out(&self.primary, self.base, self.len, offset, dst)
-    }
-
-    fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
-        self.check_access(offset, src.len() as u64, true)?;
-        if src.is_empty() {
-            return Ok(());
-        }
-        copy_in(&self.primary, self.base, self.len, offset, src)
-    }
-}
+hal_core::reservation_by_copies!(CudaReservation);
