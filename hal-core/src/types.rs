@@ -262,6 +262,26 @@ pub struct DeviceInfo {
     pub dlpack: DlpackTypes,
 }
 
+#[cfg(test)]
+impl DeviceInfo {
+    /// A device of `backend` for unit tests: ordinal 0, 4 KiB pages, no
+    /// capabilities, the DLPack types `dlpack`.
+    pub(crate) fn for_tests(backend: BackendId, dlpack: DlpackTypes) -> DeviceInfo {
+        DeviceInfo {
+            backend,
+            ordinal: 0,
+            uuid: [0; 16],
+            name: "test".into(),
+            total_memory: 0,
+            page_sizes: vec![4096],
+            granularity_min: 4096,
+            granularity_recommended: 4096,
+            capabilities: Capabilities::NONE,
+            dlpack,
+        }
+    }
+}
+
 /// The DLPack device types (`DLDeviceType` of `dlpack.h`, as its numbers:
 /// [`dlpack::DLDeviceType`](crate::dlpack::DLDeviceType) names them) of a
 /// device's memory at each [`Location`]. Device memory takes the device's

@@ -40,21 +40,10 @@ pub fn dl_device(info: &DeviceInfo, location: Location) -> Result<DLDevice> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{BackendId, Capabilities, DlpackTypes};
+    use crate::types::{BackendId, DlpackTypes};
 
     fn info(dlpack: DlpackTypes) -> DeviceInfo {
-        DeviceInfo {
-            backend: BackendId::External(0x8001),
-            ordinal: 0,
-            uuid: [0; 16],
-            name: "test".into(),
-            total_memory: 0,
-            page_sizes: vec![4096],
-            granularity_min: 4096,
-            granularity_recommended: 4096,
-            capabilities: Capabilities::NONE,
-            dlpack,
-        }
+        DeviceInfo::for_tests(BackendId::External(0x8001), dlpack)
     }
 
     #[test]

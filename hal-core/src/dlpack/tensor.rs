@@ -249,22 +249,10 @@ mod tests {
     use super::*;
     use crate::dlpack::DLDevice;
     use crate::kit::os::{memfd, Prot, SharedMap};
-    use crate::types::{BackendId, Capabilities, DlpackTypes, Location};
+    use crate::types::{BackendId, DlpackTypes, Location};
 
-    /// A device of `backend` whose memory has the DLPack types `dlpack`.
     fn info(backend: BackendId, dlpack: DlpackTypes) -> DeviceInfo {
-        DeviceInfo {
-            backend,
-            ordinal: 0,
-            uuid: [0; 16],
-            name: "test".into(),
-            total_memory: 0,
-            page_sizes: vec![4096],
-            granularity_min: 4096,
-            granularity_recommended: 4096,
-            capabilities: Capabilities::NONE,
-            dlpack,
-        }
+        DeviceInfo::for_tests(backend, dlpack)
     }
 
     fn host() -> DeviceInfo {
