@@ -318,6 +318,16 @@ impl Error {
         Error::InvalidArgument { what: what.into() }
     }
 
+    /// A handle whose backend payload is malformed: [`HandleError::Malformed`]
+    /// of the field `payload`, `detail` saying how.
+    pub fn malformed_payload(detail: impl Into<String>) -> Self {
+        HandleError::Malformed {
+            field: "payload",
+            detail: detail.into(),
+        }
+        .into()
+    }
+
     /// True for [`Error::Unsupported`]; conformance tests use it for capability gating.
     pub fn is_unsupported(&self) -> bool {
         matches!(self, Error::Unsupported { .. })

@@ -8,9 +8,7 @@ use std::time::Duration;
 use hal_core::device::check_bounds;
 use hal_core::kit::os;
 use hal_core::lease::LeaseTable;
-use hal_core::{
-    Allocation, Error, FreeError, Handle, HandleError, Location, Mapping, Memory, Result,
-};
+use hal_core::{Allocation, Error, FreeError, Handle, Location, Mapping, Memory, Result};
 
 use crate::backing::{Backing, Holder, ImportRegion};
 use crate::fault::FaultOp;
@@ -483,33 +481,28 @@ impl Payload {
 
     /// Decode and check a handle's payload against the handle.
     pub(crate) fn decode(vendor: Vendor, handle: &Handle) -> Result<Payload> {
-        let bad = |detail: String| -> Error {
-            HandleError::Malformed {
-                field: "payload",
-                detail,
-            }
-            .into()
-        };
         let b = &handle.payload;
         if b.len() != rules::payload_len(vendor) {
-            return Err(bad(format!(
+            return Err(Error::malformed_payload(format!(
                 "{} bytes, the simulator's {vendor:?} handles carry {}",
                 b.len(),
                 rules::payload_len(vendor)
             )));
         }
         if &b[..4] != PAYLOAD_MAGIC || b[5] != rules::payload_tag(vendor) {
-            return Err(bad("not a handle of this simulator profile".into()));
+            return Err(Error::malformed_payload(
+                "not a handle of this simulator profile",
+            ));
         }
         if b[4] != handle.kind.to_wire() {
-            return Err(bad(format!(
+            return Err(Error::malformed_payload(format!(
                 "the payload is for kind {}, the handle says {}",
                 b[4],
                 handle.kind.name()
             )));
         }
         if b[6..8].iter().chain(&b[56..]).any(|&x| x != 0) {
-            return Err(bad("reserved bytes are not zero".into()));
+            return Err(Error::malformed_payload("reserved bytes are not zero"));
         }
         let u64_at = |i: usize| {
             let mut w = [0u8; 8];
@@ -536,7 +529,7 @@ impl Payload {
             || p.fd_offset.checked_add(p.map_len).is_none()
             || !fits
         {
-            return Err(bad(format!(
+            return Err(Error::malformed_payload(format!(
                 "span {:#x}+{:#x} with the range {:#x}+{:#x} is inconsistent",
                 p.fd_offset, p.map_len, p.view, handle.size
             )));
@@ -558,21 +551,17 @@ impl Payload {
         let vendor_rule =
             rules::window_has_vendor_shape(vendor, self.window(), self.alloc_offset, handle.size);
         if range_start.is_none() || range_start != view_start || !vendor_rule {
-            return Err(HandleError::Malformed {
-                field: "payload",
-                detail: format!(
-                    "the handle's range {:#x}+{:#x} of the allocation is not the window the \
+            return Err(Error::malformed_payload(format!(
+                "the handle's range {:#x}+{:#x} of the allocation is not the window the \
                      payload maps ({:#x} bytes from {:#x} in the memory object, range at {:#x} \
                      in them, allocation at {:#x}): the handle's offset or size was altered",
-                    handle.offset,
-                    handle.size,
-                    self.map_len,
-                    self.fd_offset,
-                    self.view,
-                    self.alloc_offset
-                ),
-            }
-            .into());
+                handle.offset,
+                handle.size,
+                self.map_len,
+                self.fd_offset,
+                self.view,
+                self.alloc_offset
+            )));
         }
         Ok(())
     }

@@ -39,7 +39,6 @@ use std::sync::Arc;
 use hal_core::exchange::take_fds_leased;
 use hal_core::kit::export::{new_handle, HandleSpec};
 use hal_core::kit::vendor::acl::entry;
-use hal_core::HandleError;
 use hal_core::{
     BackendId, ByteRange, DeviceInfo, Error, ExportOptions, Exported, HandleKind, ImportOptions,
     Importers, Location, PidKind, Result, SharedHandle,
@@ -213,23 +212,16 @@ pub(crate) fn from_buffer(buf: &[c_char; KEY_LEN]) -> Result<(CString, Vec<u8>)>
 
 /// The key in a handle's payload (65 bytes, NUL-terminated).
 pub(crate) fn from_payload(payload: &[u8]) -> Result<CString> {
-    let malformed = |detail: String| -> Error {
-        HandleError::Malformed {
-            field: "payload",
-            detail,
-        }
-        .into()
-    };
     if payload.len() != KEY_LEN {
-        return Err(malformed(format!(
+        return Err(Error::malformed_payload(format!(
             "an Ascend key is {KEY_LEN} bytes, this one {}",
             payload.len()
         )));
     }
     let key = CStr::from_bytes_until_nul(payload)
-        .map_err(|_| malformed("an Ascend key without its NUL".into()))?;
+        .map_err(|_| Error::malformed_payload("an Ascend key without its NUL"))?;
     if key.is_empty() {
-        return Err(malformed("an empty Ascend key".into()));
+        return Err(Error::malformed_payload("an empty Ascend key"));
     }
     Ok(key.to_owned())
 }

@@ -141,14 +141,10 @@ pub(crate) fn import(ctx: &Arc<Ctx>, mut shared: SharedHandle) -> Result<AscendE
     shared.handle.expect(HandleKind::Event, BackendId::Ascend)?;
     let payload = shared.handle.payload.clone();
     let Ok(h) = <[u8; HANDLE_LEN]>::try_from(payload.as_slice()) else {
-        return Err(hal_core::HandleError::Malformed {
-            field: "payload",
-            detail: format!(
-                "an Ascend IPC event handle is 64 bytes, this one {}",
-                payload.len()
-            ),
-        }
-        .into());
+        return Err(hal_core::Error::malformed_payload(format!(
+            "an Ascend IPC event handle is 64 bytes, this one {}",
+            payload.len()
+        )));
     };
     let taken = take_fds_leased(&mut shared)?;
     ctx.call(|| {

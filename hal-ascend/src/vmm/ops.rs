@@ -45,7 +45,7 @@ use hal_core::kit::vmm_forward::VmmCalls;
 use hal_core::vmm::fabric_or_posix;
 use hal_core::{
     Access, AccessGrant, AccessTarget, BackendId, DeviceInfo, Error, ExportOptions, Exported,
-    HandleError, HandleKind, Importers, Location, PhysicalDesc, PhysicalLocation, PidKind, Result,
+    HandleKind, Importers, Location, PhysicalDesc, PhysicalLocation, PidKind, Result,
     ShareableHandle, SharedHandle,
 };
 
@@ -85,15 +85,11 @@ impl Payload {
 
     pub(crate) fn decode(b: &[u8]) -> Result<Payload> {
         if b.len() != 9 || b[0] != PAYLOAD_VERSION {
-            return Err(HandleError::Malformed {
-                field: "payload",
-                detail: format!(
-                    "an Ascend physical payload is 9 bytes of version {PAYLOAD_VERSION}; this one \
+            return Err(Error::malformed_payload(format!(
+                "an Ascend physical payload is 9 bytes of version {PAYLOAD_VERSION}; this one \
                      is {} bytes",
-                    b.len()
-                ),
-            }
-            .into());
+                b.len()
+            )));
         }
         let mut v = [0u8; 8];
         v.copy_from_slice(&b[1..9]);

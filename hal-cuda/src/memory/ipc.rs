@@ -81,21 +81,14 @@ impl Payload {
     }
 
     pub(crate) fn decode(b: &[u8]) -> Result<Payload> {
-        let malformed = |detail: String| -> Error {
-            HandleError::Malformed {
-                field: "payload",
-                detail,
-            }
-            .into()
-        };
         if b.len() != PAYLOAD_LEN {
-            return Err(malformed(format!(
+            return Err(Error::malformed_payload(format!(
                 "a CUDA memory payload is {PAYLOAD_LEN} bytes, this one {}",
                 b.len()
             )));
         }
         if b[0] != PAYLOAD_VERSION {
-            return Err(malformed(format!(
+            return Err(Error::malformed_payload(format!(
                 "CUDA memory payload version {} (this build reads {PAYLOAD_VERSION})",
                 b[0]
             )));

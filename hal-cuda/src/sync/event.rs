@@ -45,8 +45,8 @@ use hal_core::kit::lock::lock;
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
 use hal_core::wait::blocking_future;
 use hal_core::{
-    BackendId, DeviceInfo, Error, Event, EventFlags, ExportOptions, Exported, HandleError,
-    HandleKind, Importers, Location, Result, SharedHandle, VendorError, WaitFuture, WaitOptions,
+    BackendId, DeviceInfo, Error, Event, EventFlags, ExportOptions, Exported, HandleKind,
+    Importers, Location, Result, SharedHandle, VendorError, WaitFuture, WaitOptions,
 };
 
 use crate::context::Primary;
@@ -86,21 +86,14 @@ impl Payload {
     }
 
     pub(crate) fn decode(b: &[u8]) -> Result<Payload> {
-        let malformed = |detail: String| -> Error {
-            HandleError::Malformed {
-                field: "payload",
-                detail,
-            }
-            .into()
-        };
         if b.len() != PAYLOAD_LEN {
-            return Err(malformed(format!(
+            return Err(Error::malformed_payload(format!(
                 "a CUDA event payload is {PAYLOAD_LEN} bytes, this one {}",
                 b.len()
             )));
         }
         if b[0] != PAYLOAD_VERSION || b[1] > 1 {
-            return Err(malformed(format!(
+            return Err(Error::malformed_payload(format!(
                 "CUDA event payload version {} mode {} (this build reads version \
                  {PAYLOAD_VERSION}, modes 0 and 1)",
                 b[0], b[1]

@@ -42,7 +42,7 @@ use hal_core::kit::vmm_forward::VmmCalls;
 use hal_core::vmm::fabric_or_posix;
 use hal_core::{
     Access, AccessGrant, AccessTarget, BackendId, Capabilities, DeviceInfo, Error, ExportOptions,
-    Exported, HandleError, HandleKind, Importers, Location, PhysicalDesc, PhysicalLocation, Result,
+    Exported, HandleKind, Importers, Location, PhysicalDesc, PhysicalLocation, Result,
     ShareableHandle, SharedHandle,
 };
 
@@ -76,15 +76,8 @@ impl Payload {
     }
 
     pub(crate) fn decode(b: &[u8]) -> Result<Payload> {
-        let malformed = |detail: String| -> Error {
-            HandleError::Malformed {
-                field: "payload",
-                detail,
-            }
-            .into()
-        };
         if b.len() != 6 || b[0] != PAYLOAD_VERSION {
-            return Err(malformed(format!(
+            return Err(Error::malformed_payload(format!(
                 "a CUDA physical payload is 6 bytes of version {PAYLOAD_VERSION}; this one is {} \
                  bytes{}",
                 b.len(),
@@ -99,7 +92,7 @@ impl Payload {
             1 => Ok(Payload {
                 host_numa: Some(node),
             }),
-            k => Err(malformed(format!(
+            k => Err(Error::malformed_payload(format!(
                 "location kind {k} (0 device, 1 host NUMA)"
             ))),
         }
