@@ -15,10 +15,18 @@
 use std::sync::Arc;
 
 use hal_core::kit::vendor::acl;
-use hal_core::{Error, Result};
+use hal_core::{DeviceInfo, Error, Result};
 
 use crate::ffi::result::{self, is_code};
 use crate::ffi::sys::Runtime;
+
+/// A device as its memory, VMM and event operations use it: its runtime
+/// context and what the backend knows of it.
+#[derive(Clone, Copy)]
+pub(crate) struct DeviceRef<'a> {
+    pub(crate) ctx: &'a Arc<Ctx>,
+    pub(crate) info: &'a DeviceInfo,
+}
 
 /// One device of the runtime.
 pub(crate) struct Ctx {

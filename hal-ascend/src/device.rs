@@ -8,15 +8,15 @@ use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hal_core::device::check_bounds;
 use hal_core::kit::needs::Offered;
+use hal_core::kit::streams::{Span, StreamCalls, StreamCopy, VendorStream};
 use hal_core::kit::RegisteredHost;
 use hal_core::{
     AllocDesc, Capabilities, Device, DeviceInfo, Error, EventFlags, ExportOptions, Exported,
     HandleKind, ImportOptions, Location, MemRef, NotifyFlags, Result, SharedHandle,
 };
 
-use crate::context::Ctx;
+use crate::context::{Ctx, DeviceRef};
 use crate::ffi::result::{self, event, mem};
 use crate::ffi::sys::StreamHandle;
 use crate::memory::alloc::AscendAllocation;
@@ -27,7 +27,6 @@ use crate::sync::notify::{AscendNotify, NotifyInner};
 use crate::sync::stream::AscendStream;
 use crate::vmm::physical::AscendPhysical;
 use crate::vmm::reservation::AscendReservation;
-use crate::vmm::Vmm;
 
 /// An Ascend device.
 pub struct AscendDevice {
@@ -37,23 +36,13 @@ pub struct AscendDevice {
 
 impl std::fmt::Debug for AscendDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AscendDevice")
-            .field("ordinal", &self.info.ordinal)
-            .field("name", &self.info.name)
-            .finish()
+        self.info.fmt_device("AscendDevice", f)
     }
 }
 
 impl AscendDevice {
     pub(crate) fn new(ctx: Arc<Ctx>, info: DeviceInfo) -> AscendDevice {
         AscendDevice { ctx, info }
-    }
-
-    /// The address of `offset..offset + len` of `mem`, bounds checked.
-    fn span(&self, mem: MemRef<'_, Self>, offset: u64, len: u64) -> Result<u64> {
-        let m = mem.memory();
-        check_bounds(offset, len, m.len())?;
-        Ok(m.addr() + offset)
     }
 
     /// Refuse host-side work on memory that takes only device-to-device copies.
@@ -69,22 +58,18 @@ impl AscendDevice {
         Ok(())
     }
 
-    /// The VMM context, or `Unsupported` naming `operation` without VMM.
-    fn vmm(&self, operation: &str) -> Result<Vmm<'_>> {
-        self.require(Capabilities::VMM, operation)?;
-        Ok(Vmm {
+    /// The device's context and information, as its operations take them.
+    fn parts(&self) -> DeviceRef<'_> {
+        DeviceRef {
             ctx: &self.ctx,
             info: &self.info,
-        })
+        }
     }
 
-    fn check_stream(&self, stream: &AscendStream) -> Result<()> {
-        if stream.ctx.ordinal != self.ctx.ordinal || !Arc::ptr_eq(&stream.ctx.rt, &self.ctx.rt) {
-            return Err(Error::invalid(
-                "the stream belongs to another Ascend device: queue work on a stream of this device",
-            ));
-        }
-        Ok(())
+    /// The VMM calls, or `Unsupported` naming `operation` without VMM.
+    fn vmm(&self, operation: &str) -> Result<DeviceRef<'_>> {
+        self.require(Capabilities::VMM, operation)?;
+        Ok(self.parts())
     }
 }
 
@@ -135,6 +120,53 @@ impl Offered for AscendDevice {
     }
 }
 
+impl StreamCalls for AscendDevice {
+    fn check_stream(&self, stream: &AscendStream) -> Result<()> {
+        if stream.ctx.ordinal != self.ctx.ordinal || !Arc::ptr_eq(&stream.ctx.rt, &self.ctx.rt) {
+            return Err(Error::invalid(
+                "the stream belongs to another Ascend device: queue work on a stream of this device",
+            ));
+        }
+        Ok(())
+    }
+
+    fn queue_copy(&self, stream: &AscendStream, copy: StreamCopy<'_, Self>) -> Result<()> {
+        let to = copy.dst.address(copy.dst_offset, copy.len)?;
+        let from = copy.src.address(copy.src_offset, copy.len)?;
+        let len = copy.len as usize;
+        // Both ranges lie inside live device memory (bounds checked), which
+        // the caller keeps alive while the stream runs.
+        self.ctx
+            .call(|| mem::copy_async(&self.ctx.rt, to, from, len, &stream.raw))
+    }
+
+    fn queue_write(&self, stream: &AscendStream, dst: Span<'_, Self>, data: Vec<u8>) -> Result<()> {
+        self.host_side(dst.mem, "write_async")?;
+        let to = dst.address()?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.ctx.call(|| {
+            let mut held = stream.holding();
+            // SAFETY: the destination lies inside live device memory; the bytes
+            // are held by the stream (their heap buffer does not move, and
+            // nothing writes it) until it ran the copy.
+            unsafe { mem::copy_from_host_async(&self.ctx.rt, to, &data, &stream.raw)? };
+            held.hold(data);
+            Ok(())
+        })
+    }
+
+    fn queue_fill(&self, stream: &AscendStream, dst: Span<'_, Self>, value: u8) -> Result<()> {
+        self.host_side(dst.mem, "memset_async")?;
+        let to = dst.address()?;
+        let len = dst.len as usize;
+        // The range lies inside live device memory.
+        self.ctx
+            .call(|| mem::memset_async(&self.ctx.rt, to, value, len, &stream.raw))
+    }
+}
+
 impl Device for AscendDevice {
     type Allocation = AscendAllocation;
     type Mapping = AscendMapping;
@@ -154,20 +186,10 @@ impl Device for AscendDevice {
         u32::try_from(t).map_err(|_| Error::invalid(format!("the runtime gave bare tgid {t}")))
     }
 
-    /// The thread's current device as `device + 1` (0 is never answered),
-    /// `None` when no device was set on this thread.
     fn allocate(&self, desc: &AllocDesc) -> Result<AscendAllocation> {
-        if desc.size == 0 {
-            return Err(Error::invalid("cannot allocate zero bytes"));
-        }
+        desc.check_for(self.info.ordinal)?;
         match desc.location {
-            Location::Device(d) if d == self.info.ordinal => {}
-            Location::Device(d) => {
-                return Err(Error::invalid(format!(
-                    "allocation for device {d} requested on device {}: allocate on device {d}",
-                    self.info.ordinal
-                )))
-            }
+            Location::Device(_) => {}
             Location::Host => {
                 return Err(Error::unsupported(
                     "ascend",
@@ -179,12 +201,6 @@ impl Device for AscendDevice {
                 return Err(self.refusal("allocate managed memory", Capabilities::MANAGED_MEMORY))
             }
         }
-        if desc.align != 0 && !desc.align.is_power_of_two() {
-            return Err(Error::invalid(format!(
-                "alignment {} is not a power of two",
-                desc.align
-            )));
-        }
         AscendAllocation::allocate(&self.ctx, desc.size, desc.align, desc.placement.huge_pages)
     }
 
@@ -195,7 +211,7 @@ impl Device for AscendDevice {
                 "the allocation belongs to another Ascend device: export it through that device",
             ));
         }
-        crate::memory::ipc::export(&self.ctx, &self.info, alloc, opts)
+        crate::memory::ipc::export(self.parts(), alloc, opts)
     }
 
     fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()> {
@@ -227,12 +243,14 @@ impl Device for AscendDevice {
 
     fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<AscendMapping> {
         self.require(Capabilities::IPC_MEMORY, "import_memory")?;
-        crate::memory::ipc::import(&self.ctx, &self.info, shared, opts)
+        crate::memory::ipc::import(self.parts(), shared, opts)
     }
 
     fn create_stream(&self) -> Result<AscendStream> {
         AscendStream::create(&self.ctx)
     }
+
+    hal_core::stream_methods!();
 
     unsafe fn wrap_stream(&self, raw: *mut c_void) -> Result<AscendStream> {
         Ok(AscendStream {
@@ -243,86 +261,6 @@ impl Device for AscendDevice {
             raw: unsafe { StreamHandle::borrowed(raw) },
             held: Default::default(),
         })
-    }
-
-    fn synchronize(&self, stream: &AscendStream, timeout: Option<Duration>) -> Result<()> {
-        self.check_stream(stream)?;
-        stream.wait(timeout)
-    }
-
-    /// Held with the stream's other held values, let go once the stream is
-    /// idle (`aclrtStreamQuery`).
-    fn hold_until_done(
-        &self,
-        stream: &AscendStream,
-        value: Box<dyn std::any::Any + Send>,
-    ) -> Result<()> {
-        self.check_stream(stream)?;
-        stream.holding().hold(value);
-        Ok(())
-    }
-
-    fn copy_async(
-        &self,
-        stream: &AscendStream,
-        dst: MemRef<'_, Self>,
-        dst_offset: u64,
-        src: MemRef<'_, Self>,
-        src_offset: u64,
-        len: u64,
-    ) -> Result<()> {
-        self.check_stream(stream)?;
-        let to = self.span(dst, dst_offset, len)?;
-        let from = self.span(src, src_offset, len)?;
-        // Both ranges lie inside live device memory (bounds checked), which
-        // the caller keeps alive while the stream runs.
-        self.ctx
-            .call(|| mem::copy_async(&self.ctx.rt, to, from, len as usize, &stream.raw))
-    }
-
-    fn write_async(
-        &self,
-        stream: &AscendStream,
-        dst: MemRef<'_, Self>,
-        offset: u64,
-        data: Vec<u8>,
-    ) -> Result<()> {
-        self.check_stream(stream)?;
-        self.host_side(dst, "write_async")?;
-        let to = self.span(dst, offset, data.len() as u64)?;
-        if data.is_empty() {
-            return Ok(());
-        }
-        self.ctx.call(|| {
-            let mut held = stream.holding();
-            // SAFETY: the destination lies inside live device memory; the bytes
-            // are held by the stream (their heap buffer does not move, and
-            // nothing writes it) until it ran the copy.
-            unsafe { mem::copy_from_host_async(&self.ctx.rt, to, &data, &stream.raw)? };
-            held.hold(data);
-            Ok(())
-        })
-    }
-
-    fn memset_async(
-        &self,
-        stream: &AscendStream,
-        dst: MemRef<'_, Self>,
-        offset: u64,
-        len: u64,
-        value: u8,
-    ) -> Result<()> {
-        self.check_stream(stream)?;
-        self.host_side(dst, "memset_async")?;
-        let to = self.span(dst, offset, len)?;
-        // The range lies inside live device memory.
-        self.ctx
-            .call(|| mem::memset_async(&self.ctx.rt, to, value, len as usize, &stream.raw))
-    }
-
-    fn query_stream(&self, stream: &AscendStream) -> Result<bool> {
-        self.check_stream(stream)?;
-        stream.query()
     }
 
     fn synchronize_device(&self, timeout: Option<Duration>) -> Result<()> {

@@ -113,6 +113,15 @@ impl<'a, D: Device + ?Sized> MemRef<'a, D> {
             MemRef::Registered(r) => r,
         }
     }
+
+    /// The address of byte `offset` of the memory, once
+    /// `offset..offset + len` is checked to lie inside it
+    /// ([`Error::InvalidArgument`] otherwise).
+    pub fn address(self, offset: u64, len: u64) -> Result<u64> {
+        let m = self.memory();
+        crate::bounds::check_bounds(offset, len, m.len())?;
+        Ok(m.addr() + offset)
+    }
 }
 
 /// A resource returned by [`Allocation::free`] when it could not be freed.

@@ -76,6 +76,53 @@ pub struct LeaseTable {
     changed: Condvar,
 }
 
+/// The importers' leases of one exportable resource, made at its first
+/// export: a resource never exported costs no table.
+#[derive(Default)]
+pub struct LazyLeases(OnceLock<Arc<LeaseTable>>);
+
+impl LazyLeases {
+    /// The table, made at the first call (the first export); of racing
+    /// first calls, one table is kept and every caller gets it.
+    pub fn table(&self) -> Result<Arc<LeaseTable>> {
+        if let Some(t) = self.0.get() {
+            return Ok(Arc::clone(t));
+        }
+        let _ = self.0.set(LeaseTable::new(DEFAULT_SLOTS)?);
+        self.0
+            .get()
+            .cloned()
+            .ok_or_else(|| Error::invalid("lease table vanished"))
+    }
+
+    /// How many importers hold a lease now (0 before the first export).
+    /// Importers whose process died are not counted.
+    pub fn count(&self) -> usize {
+        self.0.get().map_or(0, |t| t.count())
+    }
+
+    /// The table while an importer holds a lease: what a release that
+    /// waits for its importers waits on.
+    pub fn held(&self) -> Option<Arc<LeaseTable>> {
+        self.0.get().filter(|t| t.count() > 0).cloned()
+    }
+
+    /// Block until no importer holds a lease, or `timeout` passes
+    /// ([`Error::Timeout`]); at once before the first export.
+    pub fn wait_empty(&self, timeout: Option<Duration>) -> Result<()> {
+        self.0.get().map_or(Ok(()), |t| t.wait_empty(timeout))
+    }
+}
+
+impl std::fmt::Debug for LazyLeases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyLeases")
+            .field("made", &self.0.get().is_some())
+            .field("count", &self.count())
+            .finish()
+    }
+}
+
 type Registry = Mutex<HashMap<[u8; 16], Weak<LeaseTable>>>;
 
 /// This process's tables by id, so that the broker can find the table of a
@@ -296,6 +343,27 @@ impl Drop for LocalLease {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn lazy_leases_make_one_table_at_the_first_export() {
+        let lazy = LazyLeases::default();
+        assert_eq!(lazy.count(), 0);
+        assert!(lazy.held().is_none());
+        lazy.wait_empty(Some(Duration::ZERO)).unwrap();
+        let t = lazy.table().unwrap();
+        assert!(Arc::ptr_eq(&t, &lazy.table().unwrap()));
+        assert!(lazy.held().is_none(), "a table nobody holds is not held");
+        let lease = t.hold_here().unwrap();
+        assert_eq!(lazy.count(), 1);
+        assert!(Arc::ptr_eq(&lazy.held().unwrap(), &t));
+        assert!(matches!(
+            lazy.wait_empty(Some(Duration::from_millis(1))),
+            Err(Error::Timeout { .. })
+        ));
+        drop(lease);
+        assert!(lazy.held().is_none());
+        lazy.wait_empty(Some(Duration::ZERO)).unwrap();
+    }
+
     use super::*;
 
     /// A pid that no process can have (above the kernel's limit of 2^22).

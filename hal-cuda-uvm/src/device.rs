@@ -97,10 +97,7 @@ pub struct UvmDevice<D: Device> {
 
 impl<D: Device> std::fmt::Debug for UvmDevice<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UvmDevice")
-            .field("ordinal", &self.info.ordinal)
-            .field("name", &self.info.name)
-            .finish()
+        self.info.fmt_device("UvmDevice", f)
     }
 }
 

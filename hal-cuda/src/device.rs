@@ -11,8 +11,8 @@ use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hal_core::device::check_bounds;
 use hal_core::kit::needs::Offered;
+use hal_core::kit::streams::{Span, StreamCalls, StreamCopy, VendorStream};
 use hal_core::kit::RegisteredHost;
 use hal_core::{
     Advice, AllocDesc, Capabilities, Device, DeviceInfo, Error, EventFlags, ExportOptions,
@@ -48,10 +48,7 @@ pub struct CudaDevice {
 
 impl std::fmt::Debug for CudaDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CudaDevice")
-            .field("ordinal", &self.info.ordinal)
-            .field("name", &self.info.name)
-            .finish()
+        self.info.fmt_device("CudaDevice", f)
     }
 }
 
@@ -89,14 +86,6 @@ impl CudaDevice {
         &self.primary.driver
     }
 
-    /// The address and length of memory a stream operation names, after a
-    /// bounds check of `offset..offset + len`.
-    fn span(&self, mem: MemRef<'_, Self>, offset: u64, len: u64) -> Result<CUdeviceptr> {
-        let m = mem.memory();
-        check_bounds(offset, len, m.len())?;
-        Ok(m.addr() + offset)
-    }
-
     /// The address of a managed-memory range, after the checks of the
     /// managed operations: the capability, managed memory (other memory is
     /// refused as the driver does, `CUDA_ERROR_INVALID_VALUE`), the range.
@@ -120,7 +109,7 @@ impl CudaDevice {
                 ),
             }));
         }
-        self.span(mem, offset, len)
+        mem.address(offset, len)
     }
 
     /// How many exported allocations of other processes this process holds
@@ -190,15 +179,6 @@ impl CudaDevice {
             // SAFETY: as above.
             unsafe { stream::write_value32(driver, stream.raw, word, 0, 0) }
         })
-    }
-
-    fn check_stream(&self, stream: &CudaStream) -> Result<()> {
-        if !Arc::ptr_eq(&stream.primary, &self.primary) {
-            return Err(Error::invalid(
-                "the stream belongs to another CUDA device: queue work on a stream of this device",
-            ));
-        }
-        Ok(())
     }
 }
 
@@ -286,6 +266,80 @@ impl Offered for CudaDevice {
     }
 }
 
+impl StreamCalls for CudaDevice {
+    fn check_stream(&self, stream: &CudaStream) -> Result<()> {
+        self.primary.check_origin()?;
+        if !Arc::ptr_eq(&stream.primary, &self.primary) {
+            return Err(Error::invalid(
+                "the stream belongs to another CUDA device: queue work on a stream of this device",
+            ));
+        }
+        Ok(())
+    }
+
+    fn queue_copy(&self, stream: &CudaStream, copy: StreamCopy<'_, Self>) -> Result<()> {
+        let StreamCopy {
+            dst,
+            dst_offset,
+            src,
+            src_offset,
+            len,
+        } = copy;
+        let to = dst.address(dst_offset, len)?;
+        let from = src.address(src_offset, len)?;
+        let driver = self.driver();
+        let _ctx = self.primary.enter()?;
+        let mut held = stream.holding();
+        match (host_side(dst, dst_offset), host_side(src, src_offset)) {
+            // Host to host: a host function, never a `cuMemcpyAsync` that
+            // waits for the stream (`memory/host.rs`).
+            (Some(to), Some(from)) if len > 0 => {
+                // SAFETY: both ranges lie inside live host memory of this
+                // device (bounds checked): pinned allocations the driver
+                // keeps until the copy ran (their free waits for the
+                // device), registrations the stream holds below.
+                unsafe { host::queue_copy(driver, stream.raw, to, from, len) }?
+            }
+            _ => {
+                // SAFETY: both ranges lie inside live memory of this device
+                // (bounds checked): allocations and mappings the driver
+                // keeps until the copy ran (a free waits for the device),
+                // registrations the stream holds below.
+                unsafe { mem::copy_async(driver, to, from, len as usize, stream.raw) }?;
+            }
+        }
+        hold_registered(&mut held, [dst, src]);
+        Ok(())
+    }
+
+    fn queue_write(&self, stream: &CudaStream, dst: Span<'_, Self>, data: Vec<u8>) -> Result<()> {
+        let to = dst.address()?;
+        let driver = self.driver();
+        let _ctx = self.primary.enter()?;
+        let mut held = stream.holding();
+        // SAFETY: the destination lies inside live memory of this device (a
+        // registration is held by the stream below); the bytes are held by
+        // the stream (their heap buffer does not move) until it ran the
+        // copy.
+        unsafe { mem::copy_to_device_async(driver, to, data.as_ptr(), data.len(), stream.raw) }?;
+        held.hold(data);
+        hold_registered(&mut held, [dst.mem]);
+        Ok(())
+    }
+
+    fn queue_fill(&self, stream: &CudaStream, dst: Span<'_, Self>, value: u8) -> Result<()> {
+        let to = dst.address()?;
+        let driver = self.driver();
+        let _ctx = self.primary.enter()?;
+        let mut held = stream.holding();
+        // SAFETY: the range lies inside live memory of this device (a
+        // registration is held by the stream below).
+        unsafe { mem::set_async(driver, to, value, dst.len as usize, stream.raw) }?;
+        hold_registered(&mut held, [dst.mem]);
+        Ok(())
+    }
+}
+
 impl Device for CudaDevice {
     type Allocation = CudaAllocation;
     type Mapping = CudaMapping;
@@ -300,24 +354,8 @@ impl Device for CudaDevice {
 
     fn allocate(&self, desc: &AllocDesc) -> Result<CudaAllocation> {
         self.primary.check_origin()?;
-        if desc.size == 0 {
-            return Err(Error::invalid("cannot allocate zero bytes"));
-        }
-        if desc.align != 0 && !desc.align.is_power_of_two() {
-            return Err(Error::invalid(format!(
-                "alignment {} is not a power of two",
-                desc.align
-            )));
-        }
+        desc.check_for(self.info.ordinal)?;
         let size = usize::try_from(desc.size).map_err(|_| Error::invalid("size too large"))?;
-        if let Location::Device(d) = desc.location {
-            if d != self.info.ordinal {
-                return Err(Error::invalid(format!(
-                    "allocation for device {d} requested on device {}: allocate on device {d}",
-                    self.info.ordinal
-                )));
-            }
-        }
         if desc.location == Location::Managed {
             self.require(Capabilities::MANAGED_MEMORY, "allocate managed memory")?;
         }
@@ -415,6 +453,8 @@ impl Device for CudaDevice {
         })
     }
 
+    hal_core::stream_methods!();
+
     unsafe fn wrap_stream(&self, raw: *mut c_void) -> Result<CudaStream> {
         self.primary.check_origin()?;
         Ok(CudaStream {
@@ -423,113 +463,6 @@ impl Device for CudaDevice {
             owned: false,
             held: Default::default(),
         })
-    }
-
-    fn synchronize(&self, stream: &CudaStream, timeout: Option<Duration>) -> Result<()> {
-        self.primary.check_origin()?;
-        self.check_stream(stream)?;
-        stream.wait(timeout)
-    }
-
-    /// Held with the stream's other held values, let go once the stream is
-    /// idle (`cuStreamQuery`).
-    fn hold_until_done(
-        &self,
-        stream: &CudaStream,
-        value: Box<dyn std::any::Any + Send>,
-    ) -> Result<()> {
-        self.primary.check_origin()?;
-        self.check_stream(stream)?;
-        stream.holding().hold(value);
-        Ok(())
-    }
-
-    fn copy_async(
-        &self,
-        stream: &CudaStream,
-        dst: MemRef<'_, Self>,
-        dst_offset: u64,
-        src: MemRef<'_, Self>,
-        src_offset: u64,
-        len: u64,
-    ) -> Result<()> {
-        self.primary.check_origin()?;
-        self.check_stream(stream)?;
-        let to = self.span(dst, dst_offset, len)?;
-        let from = self.span(src, src_offset, len)?;
-        let driver = self.driver();
-        let _ctx = self.primary.enter()?;
-        let mut held = stream.holding();
-        match (host_side(dst, dst_offset), host_side(src, src_offset)) {
-            // Host to host: a host function, never a `cuMemcpyAsync` that
-            // waits for the stream (`memory/host.rs`).
-            (Some(to), Some(from)) if len > 0 => {
-                // SAFETY: both ranges lie inside live host memory of this
-                // device (bounds checked): pinned allocations the driver
-                // keeps until the copy ran (their free waits for the
-                // device), registrations the stream holds below.
-                unsafe { host::queue_copy(driver, stream.raw, to, from, len) }?
-            }
-            _ => {
-                // SAFETY: both ranges lie inside live memory of this device
-                // (bounds checked): allocations and mappings the driver
-                // keeps until the copy ran (a free waits for the device),
-                // registrations the stream holds below.
-                unsafe { mem::copy_async(driver, to, from, len as usize, stream.raw) }?;
-            }
-        }
-        hold_registered(&mut held, [dst, src]);
-        Ok(())
-    }
-
-    fn write_async(
-        &self,
-        stream: &CudaStream,
-        dst: MemRef<'_, Self>,
-        offset: u64,
-        data: Vec<u8>,
-    ) -> Result<()> {
-        self.primary.check_origin()?;
-        self.check_stream(stream)?;
-        let to = self.span(dst, offset, data.len() as u64)?;
-        let driver = self.driver();
-        let _ctx = self.primary.enter()?;
-        let mut held = stream.holding();
-        // SAFETY: the destination lies inside live memory of this device (a
-        // registration is held by the stream below); the bytes are held by
-        // the stream (their heap buffer does not move) until it ran the
-        // copy.
-        unsafe { mem::copy_to_device_async(driver, to, data.as_ptr(), data.len(), stream.raw) }?;
-        held.hold(data);
-        hold_registered(&mut held, [dst]);
-        Ok(())
-    }
-
-    fn memset_async(
-        &self,
-        stream: &CudaStream,
-        dst: MemRef<'_, Self>,
-        offset: u64,
-        len: u64,
-        value: u8,
-    ) -> Result<()> {
-        self.primary.check_origin()?;
-        self.check_stream(stream)?;
-        let to = self.span(dst, offset, len)?;
-        let driver = self.driver();
-        let _ctx = self.primary.enter()?;
-        let mut held = stream.holding();
-        // SAFETY: the range lies inside live memory of this device (a
-        // registration is held by the stream below).
-        unsafe { mem::set_async(driver, to, value, len as usize, stream.raw) }?;
-        hold_registered(&mut held, [dst]);
-        Ok(())
-    }
-
-    fn query_stream(&self, stream: &CudaStream) -> Result<bool> {
-        self.primary.check_origin()?;
-        self.check_stream(stream)?;
-        stream.query()
     }
 
     fn synchronize_device(&self, timeout: Option<Duration>) -> Result<()> {
@@ -580,7 +513,7 @@ impl Device for CudaDevice {
                 "the event belongs to another CUDA device: export it through that device",
             ));
         }
-        crate::sync::event::export(&self.primary, &self.info, event, opts)
+        crate::sync::event::export(&self.info, event, opts)
     }
 
     fn import_event(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaEvent> {

@@ -2,12 +2,12 @@
 //! the handle payload that names them.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hal_core::device::check_bounds;
 use hal_core::kit::os;
-use hal_core::lease::LeaseTable;
+use hal_core::lease::LazyLeases;
 use hal_core::{Allocation, Error, FreeError, Handle, Location, Mapping, Memory, Result};
 
 use crate::backing::{Backing, Holder, ImportRegion};
@@ -93,7 +93,7 @@ pub struct MockAllocation {
     /// A unique id (CUDA's buffer id): the key of importers' caches.
     pub(crate) buffer_id: [u8; 16],
     /// The importers' lease table, made at the first export.
-    pub(crate) lease: OnceLock<Arc<LeaseTable>>,
+    pub(crate) lease: LazyLeases,
     pub(crate) release: Option<Release>,
 }
 
@@ -110,19 +110,6 @@ impl std::fmt::Debug for MockAllocation {
 }
 
 impl MockAllocation {
-    /// The importers' lease table, created on first use.
-    pub(crate) fn lease_table(&self) -> Result<&Arc<LeaseTable>> {
-        if let Some(t) = self.lease.get() {
-            return Ok(t);
-        }
-        let made = LeaseTable::new(hal_core::lease::DEFAULT_SLOTS)?;
-        // A concurrent export may have won the race; its table is kept.
-        let _ = self.lease.set(made);
-        self.lease
-            .get()
-            .ok_or_else(|| Error::invalid("lease table vanished"))
-    }
-
     /// True when the allocation has its memory object to itself (not a
     /// sub-allocation of a pool chunk): only such an allocation can be
     /// exported read-only, since sealing it against writes seals all of its
@@ -132,7 +119,7 @@ impl MockAllocation {
     }
 
     fn holders(&self) -> usize {
-        self.lease.get().map_or(0, |t| t.count())
+        self.lease.count()
     }
 
     /// The page size that exported ranges of this allocation must be whole
@@ -205,10 +192,7 @@ impl Allocation for MockAllocation {
         self.dev
             .require(hal_core::Capabilities::LEASES, "wait_unleased")?;
         self.dev.inject(FaultOp::Wait)?;
-        match self.lease.get() {
-            Some(t) => t.wait_empty(timeout),
-            None => Ok(()),
-        }
+        self.lease.wait_empty(timeout)
     }
 
     /// Refused with [`Error::Busy`] while importers hold the memory: Ascend
@@ -239,12 +223,11 @@ impl Drop for MockAllocation {
         let Some(release) = self.release.take() else {
             return;
         };
-        let lease = self.lease.take();
-        let holders = lease.as_ref().map_or(0, |t| t.count());
-        let Some(table) = lease.filter(|_| holders > 0) else {
+        let Some(table) = self.lease.held() else {
             release.run();
             return;
         };
+        let holders = table.count();
         log::warn!(
             "{}: allocation at {:#x} ({} bytes) dropped while {holders} importer(s) hold it; \
              its memory is kept until they close (free it after wait_unleased instead)",

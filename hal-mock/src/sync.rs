@@ -19,13 +19,13 @@
 
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hal_core::exchange::Lease;
 use hal_core::kit::os;
 use hal_core::kit::syncpage::{PageKind, SyncPage, PAGE_LEN};
-use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
+use hal_core::lease::{LazyLeases, LeaseTable};
 use hal_core::wait::blocking_future;
 use hal_core::{
     Capabilities, Error, Event, EventFlags, Notify, NotifyFlags, Result, WaitFuture, WaitOptions,
@@ -67,7 +67,7 @@ pub(crate) struct SyncWords {
     /// The page; an importer's lease goes with it.
     page: SyncPage,
     /// The creator's count of importers, made at the first export.
-    leases: OnceLock<Arc<LeaseTable>>,
+    leases: LazyLeases,
     /// When this process's stream last completed a record of the event (for
     /// the elapsed time between two events).
     completed_at: std::sync::Mutex<Option<std::time::Instant>>,
@@ -92,23 +92,14 @@ impl SyncWords {
     fn wrap(page: SyncPage) -> Arc<SyncWords> {
         Arc::new(SyncWords {
             page: page.with_max_sleep(NAP),
-            leases: OnceLock::new(),
+            leases: LazyLeases::default(),
             completed_at: std::sync::Mutex::new(None),
         })
     }
 
     /// The importers' lease table, made at the first export.
     pub(crate) fn leases(&self) -> Result<Arc<LeaseTable>> {
-        if let Some(t) = self.leases.get() {
-            return Ok(Arc::clone(t));
-        }
-        let made = LeaseTable::new(DEFAULT_SLOTS)?;
-        // A concurrent export may have won the race; its table is kept.
-        let _ = self.leases.set(made);
-        self.leases
-            .get()
-            .map(Arc::clone)
-            .ok_or_else(|| Error::invalid("lease table vanished"))
+        self.leases.table()
     }
 
     /// Destroy the object as its creator's drop does: at once when no
@@ -121,7 +112,7 @@ impl SyncWords {
     /// ([`MockDevice::deferred_frees`](crate::MockDevice::deferred_frees))
     /// until it ran.
     fn destroy_when_unleased(self: &Arc<Self>, dev: &DevRef) {
-        let held = self.leases.get().filter(|t| t.count() > 0).cloned();
+        let held = self.leases.held();
         let Some(table) = held else {
             self.mark_destroyed();
             return;

@@ -422,17 +422,13 @@ pub(crate) mod stream {
         rt.check(e.name, unsafe { (e.f)(stream.raw) })
     }
 
-    /// Wait up to `timeout_ms` (-1: forever) for the stream's work
+    /// Wait up to `ms` milliseconds (-1: forever) for the stream's work
     /// (`aclrtSynchronizeStreamWithTimeout`): false for the runtime's own
     /// timeout code.
-    pub(crate) fn synchronize(
-        rt: &Runtime,
-        stream: &StreamHandle,
-        timeout_ms: i32,
-    ) -> Result<bool> {
+    pub(crate) fn synchronize(rt: &Runtime, stream: &StreamHandle, ms: i32) -> Result<bool> {
         let e = rt.synchronize_stream_with_timeout()?;
         // SAFETY: a live stream (module doc) and a plain value.
-        let status = unsafe { (e.f)(stream.raw, timeout_ms) };
+        let status = unsafe { (e.f)(stream.raw, ms) };
         if status as u32 == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT {
             return Ok(false);
         }
@@ -640,16 +636,31 @@ pub(crate) mod notify {
 pub(crate) mod vmm {
     use super::*;
     use crate::ffi::bindings::{
-        aclrtMemAccessDesc, aclrtPhysicalMemProp, ACL_MEM_HANDLE_TYPE_NONE,
+        aclrtMemAccessDesc, aclrtMemLocation, aclrtPhysicalMemProp, ACL_HBM_MEM_NORMAL,
+        ACL_MEM_ALLOCATION_TYPE_PINNED, ACL_MEM_HANDLE_TYPE_NONE, ACL_MEM_LOCATION_TYPE_DEVICE,
         ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
     };
     use crate::ffi::sys::MemHandle;
 
-    /// The minimum granularity of memory with `prop`
+    /// The property structure of device memory on device `ordinal`.
+    fn device_prop(ordinal: u32) -> aclrtPhysicalMemProp {
+        aclrtPhysicalMemProp {
+            handleType: ACL_MEM_HANDLE_TYPE_NONE,
+            allocationType: ACL_MEM_ALLOCATION_TYPE_PINNED,
+            memAttr: ACL_HBM_MEM_NORMAL,
+            location: aclrtMemLocation {
+                id: ordinal,
+                type_: ACL_MEM_LOCATION_TYPE_DEVICE,
+            },
+            reserve: 0,
+        }
+    }
+
+    /// The minimum granularity of device memory on device `ordinal`
     /// (`aclrtMemGetAllocationGranularity`).
-    pub(crate) fn granularity(rt: &Runtime, prop: &aclrtPhysicalMemProp) -> Result<usize> {
+    pub(crate) fn granularity(rt: &Runtime, ordinal: u32) -> Result<usize> {
         let e = rt.mem_get_allocation_granularity()?;
-        let mut p = *prop;
+        let mut p = device_prop(ordinal);
         let mut g: usize = 0;
         // SAFETY: `p` and `g` are valid places; the option is MINIMUM.
         let status = unsafe { (e.f)(&mut p, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM, &mut g) };
@@ -657,17 +668,15 @@ pub(crate) mod vmm {
         Ok(g)
     }
 
-    /// `size` bytes of physical memory with `prop` (`aclrtMallocPhysical`).
-    pub(crate) fn malloc_physical(
-        rt: &Runtime,
-        size: usize,
-        prop: &aclrtPhysicalMemProp,
-    ) -> Result<MemHandle> {
+    /// `size` bytes of device memory on device `ordinal`
+    /// (`aclrtMallocPhysical`).
+    pub(crate) fn malloc_physical(rt: &Runtime, size: usize, ordinal: u32) -> Result<MemHandle> {
         let e = rt.malloc_physical()?;
+        let prop = device_prop(ordinal);
         let mut h: *mut c_void = std::ptr::null_mut();
         // SAFETY: `h` is a valid place; `prop` is a filled-in property
         // structure that outlives the call; flags 0.
-        rt.check(e.name, unsafe { (e.f)(&mut h, size, prop, 0) })?;
+        rt.check(e.name, unsafe { (e.f)(&mut h, size, &prop, 0) })?;
         Ok(MemHandle::made(h))
     }
 
@@ -719,15 +728,15 @@ pub(crate) mod vmm {
         rt.check(e.name, unsafe { (e.f)(dptr(addr)) })
     }
 
-    /// Set the access of `len` mapped bytes at `addr` (`aclrtMemSetAccess`).
+    /// Set the access of `len` mapped bytes at `addr` (`aclrtMemSetAccess`,
+    /// which takes the descriptors as a mutable array: they are moved in).
     pub(crate) fn set_access(
         rt: &Runtime,
         addr: u64,
         len: u64,
-        descs: &[aclrtMemAccessDesc],
+        mut descs: Vec<aclrtMemAccessDesc>,
     ) -> Result<()> {
         let e = rt.mem_set_access()?;
-        let mut descs = descs.to_vec();
         // SAFETY: a device address; `descs` holds `descs.len()` descriptors
         // and outlives the call.
         let status = unsafe { (e.f)(dptr(addr), len as usize, descs.as_mut_ptr(), descs.len()) };

@@ -4,25 +4,21 @@
 //! for the importers, then closes its keys (`aclrtIpcMemClose`), then
 //! frees (`aclrtFree`): the documented close order.
 
-use std::collections::HashMap;
 use std::ffi::CString;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
-use hal_core::kit::lock::lock;
-use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
+use hal_core::lease::LazyLeases;
 use hal_core::{Allocation, Location, Memory, Result};
 
 use crate::context::Ctx;
 use crate::ffi::bindings::aclrtMemMallocPolicy;
 use crate::ffi::result::{ipc, mem};
 use crate::memory::copy::{copy_in, copy_out};
+use crate::memory::keys::ExportedKeys;
 
 /// Memory this process allocated on an Ascend device.
 #[must_use = "the memory is freed when this value drops"]
 pub struct AscendAllocation {
-    pub(crate) ctx: Arc<Ctx>,
-    /// What `aclrtMalloc` gave (freed with `aclrtFree`).
-    pub(crate) base: u64,
     /// The first byte of the allocation: `base` rounded up to the
     /// alignment asked for.
     pub(crate) ptr: u64,
@@ -30,19 +26,23 @@ pub struct AscendAllocation {
     /// The page the memory sits on (`pages.rs`): an export is whole pages
     /// of this size.
     pub(crate) page: u64,
+    /// What `aclrtMalloc` gave (freed with `aclrtFree`).
+    pub(crate) base: u64,
     /// Its importers' leases, made at the first export.
-    pub(crate) leases: OnceLock<Arc<LeaseTable>>,
+    pub(crate) leases: LazyLeases,
     /// The keys its exports took, closed before the memory is freed.
-    pub(crate) keys: Mutex<Vec<CString>>,
+    pub(crate) keys: ExportedKeys,
+    /// The device the memory is on, and its runtime.
+    pub(crate) ctx: Arc<Ctx>,
 }
 
 impl std::fmt::Debug for AscendAllocation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AscendAllocation")
-            .field("ptr", &format_args!("{:#x}", self.ptr))
-            .field("len", &self.len)
-            .field("device", &self.ctx.ordinal)
-            .finish()
+        let (ptr, len, device) = (self.ptr, self.len, self.ctx.ordinal);
+        write!(
+            f,
+            "AscendAllocation {{ ptr: {ptr:#x}, len: {len}, device: {device} }}"
+        )
     }
 }
 
@@ -72,8 +72,8 @@ impl AscendAllocation {
             ptr,
             len: size,
             page,
-            leases: OnceLock::new(),
-            keys: Mutex::new(Vec::new()),
+            leases: LazyLeases::default(),
+            keys: ExportedKeys::default(),
         };
         let base = malloc(ctx, size, policy)?;
         if align <= 1 || base % align == 0 {
@@ -86,38 +86,12 @@ impl AscendAllocation {
         let base = malloc(ctx, padded, policy)?;
         Ok(made(base, base.next_multiple_of(align)))
     }
-
-    /// The lease table, made at the first export.
-    pub(crate) fn leases(&self) -> Result<Arc<LeaseTable>> {
-        if let Some(l) = self.leases.get() {
-            return Ok(Arc::clone(l));
-        }
-        let made = LeaseTable::new(DEFAULT_SLOTS)?;
-        let _ = self.leases.set(made);
-        self.leases
-            .get()
-            .cloned()
-            .ok_or_else(|| hal_core::Error::invalid("lease table vanished"))
-    }
-
-    /// Keep `key`, which an export took of the `len` bytes at `addr` of
-    /// this allocation: it is closed before the memory is freed, and
-    /// remembered for imports in this process until then.
-    pub(crate) fn keep_key(&self, key: &CString, addr: u64, len: u64) {
-        lock(&self.keys).push(key.clone());
-        lock(own()).insert(key.as_bytes().to_vec(), (addr, len));
-    }
-
-    fn holders(&self) -> usize {
-        self.leases.get().map_or(0, |l| l.count())
-    }
 }
 
 impl Drop for AscendAllocation {
     fn drop(&mut self) {
-        let keys = std::mem::take(&mut *lock(&self.keys));
-        forget(&keys);
-        let Some(leases) = self.leases.get().filter(|l| l.count() > 0).cloned() else {
+        let keys = self.keys.take();
+        let Some(leases) = self.leases.held() else {
             release(&self.ctx, self.base, &keys);
             return;
         };
@@ -137,30 +111,6 @@ impl Drop for AscendAllocation {
                 self.ptr
             );
         }
-    }
-}
-
-// This process's exported memory keys, by key: the range each names,
-// which an import in the exporting process reaches directly.
-
-/// Key → (address, length) of the exported range.
-type Own = HashMap<Vec<u8>, (u64, u64)>;
-
-fn own() -> &'static Mutex<Own> {
-    static OWN: OnceLock<Mutex<Own>> = OnceLock::new();
-    OWN.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
-/// The range `key` names, if this process exported it and still holds it.
-pub(crate) fn exported_range(key: &[u8]) -> Option<(u64, u64)> {
-    lock(own()).get(key).copied()
-}
-
-/// Forget the keys of memory being freed.
-fn forget(keys: &[CString]) {
-    let mut own = lock(own());
-    for k in keys {
-        own.remove(k.as_bytes());
     }
 }
 
@@ -211,13 +161,13 @@ impl Memory for AscendAllocation {
 
 impl Allocation for AscendAllocation {
     fn importers(&self) -> Result<usize> {
-        Ok(self.holders())
+        Ok(self.leases.count())
     }
 
     /// Refused with [`Error::Busy`](hal_core::Error::Busy) while importers
     /// hold it: Ascend's documented order has importers close first.
     fn free(self) -> std::result::Result<(), hal_core::FreeError<Self>> {
-        let holders = self.holders();
+        let holders = self.leases.count();
         hal_core::kit::busy_free::unless_held(self, holders, |a| {
             format!(
                 "Ascend memory at {:#x} ({} bytes): importers close it (aclrtIpcMemClose) before \
@@ -228,9 +178,6 @@ impl Allocation for AscendAllocation {
     }
 
     fn wait_unleased(&self, timeout: Option<std::time::Duration>) -> Result<()> {
-        match self.leases.get() {
-            Some(l) => l.wait_empty(timeout),
-            None => Ok(()),
-        }
+        self.leases.wait_empty(timeout)
     }
 }

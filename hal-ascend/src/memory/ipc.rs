@@ -40,34 +40,32 @@ use hal_core::exchange::take_fds_leased;
 use hal_core::kit::export::{new_handle, HandleSpec};
 use hal_core::kit::vendor::acl::entry;
 use hal_core::{
-    BackendId, ByteRange, DeviceInfo, Error, ExportOptions, Exported, HandleKind, ImportOptions,
-    Importers, Location, PidKind, Result, SharedHandle,
+    BackendId, ByteRange, Error, ExportOptions, Exported, HandleKind, ImportOptions, Importers,
+    Location, PidKind, Result, SharedHandle,
 };
 
-use crate::context::Ctx;
+use crate::context::{Ctx, DeviceRef};
 use crate::ffi::bindings::{
     ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT, ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION,
     ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT, ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS,
 };
 use crate::ffi::result::ipc;
 pub(crate) use crate::ffi::result::ipc::KEY_LEN;
-use crate::memory::alloc::{exported_range, AscendAllocation};
+use crate::memory::alloc::AscendAllocation;
+use crate::memory::keys::exported_range;
 use crate::memory::mapping::AscendMapping;
 
 /// Export `alloc` as [`Device::export_memory`](hal_core::Device::export_memory) does.
 pub(crate) fn export(
-    ctx: &Ctx,
-    info: &DeviceInfo,
+    DeviceRef { ctx, info }: DeviceRef<'_>,
     alloc: &AscendAllocation,
     opts: &ExportOptions,
 ) -> Result<Exported> {
-    if opts.read_only {
-        return Err(Error::unsupported(
-            "ascend",
-            "a read-only export",
-            "Ascend memory keys map imports read-write (Capabilities::READ_ONLY_EXPORT is absent)",
-        ));
-    }
+    opts.refuse_read_only(
+        "ascend",
+        "memory",
+        "Ascend memory keys map imports read-write",
+    )?;
     let range = opts.range.unwrap_or(ByteRange::new(0, alloc.len));
     let (_, payload) = export_key(ctx, alloc, range, &opts.importers)?;
     let spec = HandleSpec {
@@ -83,7 +81,7 @@ pub(crate) fn export(
     handle.offset = range.offset;
     handle.size = range.len;
     handle.payload = payload;
-    Exported::with_leases(handle, Vec::new(), alloc.leases()?)
+    Exported::with_leases(handle, Vec::new(), alloc.leases.table()?)
 }
 
 /// The key of `range` of `alloc` (`aclrtIpcMemGetExportKey`) for
@@ -115,7 +113,7 @@ pub(crate) fn export_key(
         // The range lies inside this allocation's live device memory.
         let buf = ipc::get_export_key(&ctx.rt, alloc.ptr + range.offset, range.len, flags)?;
         let (k, payload) = from_buffer(&buf)?;
-        alloc.keep_key(&k, alloc.ptr + range.offset, range.len);
+        alloc.keys.keep(&k, alloc.ptr + range.offset, range.len);
         if !tgids.is_empty() {
             set_import_pids(ctx, &k, &tgids)?;
         }
@@ -130,8 +128,7 @@ pub(crate) fn set_import_pids(ctx: &Ctx, k: &CStr, tgids: &[i32]) -> Result<()> 
 
 /// Import as [`Device::import_memory`](hal_core::Device::import_memory) does.
 pub(crate) fn import(
-    ctx: &Arc<Ctx>,
-    info: &DeviceInfo,
+    DeviceRef { ctx, info }: DeviceRef<'_>,
     mut shared: SharedHandle,
     opts: &ImportOptions,
 ) -> Result<AscendMapping> {

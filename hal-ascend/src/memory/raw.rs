@@ -37,8 +37,9 @@ use crate::ffi::bindings::{
     ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT, ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS,
 };
 use crate::ffi::result::{ipc, mem};
-use crate::memory::alloc::{exported_range, AscendAllocation};
+use crate::memory::alloc::AscendAllocation;
 use crate::memory::ipc::{from_payload, KEY_LEN};
+use crate::memory::keys::exported_range;
 use crate::memory::mapping::AscendMapping;
 
 /// Bytes of [`RawIpcKey::to_bytes`].

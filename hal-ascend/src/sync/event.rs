@@ -13,11 +13,11 @@
 //! Host waits poll `aclrtSynchronizeEventWithTimeout` in slices of a
 //! millisecond, which works on IPC events too.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use hal_core::exchange::{take_fds_leased, Lease};
 use hal_core::kit::export::{new_handle, HandleSpec};
-use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
+use hal_core::lease::LazyLeases;
 use hal_core::wait::blocking_future;
 use hal_core::{
     BackendId, DeviceInfo, Error, Event, EventFlags, ExportOptions, Exported, HandleFlags,
@@ -50,7 +50,7 @@ pub(crate) struct Inner {
     pub(crate) raw: EventHandle,
     pub(crate) interprocess: bool,
     /// Importers' leases, made at the first export.
-    leases: OnceLock<Arc<LeaseTable>>,
+    leases: LazyLeases,
     /// An imported event's lease on its exporter, given back after the
     /// event is destroyed.
     lease: Option<Lease>,
@@ -81,7 +81,7 @@ pub(crate) fn create(ctx: &Arc<Ctx>, flags: EventFlags) -> Result<AscendEvent> {
                 ctx: Arc::clone(ctx),
                 raw: event::create(&ctx.rt, flag)?,
                 interprocess: flags.interprocess,
-                leases: OnceLock::new(),
+                leases: LazyLeases::default(),
                 lease: None,
             }),
         })
@@ -124,15 +124,7 @@ pub(crate) fn export(
         // An IPC event cannot be queried: importers learn it from the handle.
         handle.flags.insert(HandleFlags::NO_QUERY);
         handle.payload = h.to_vec();
-        if inner.leases.get().is_none() {
-            let _ = inner.leases.set(LeaseTable::new(DEFAULT_SLOTS)?);
-        }
-        let leases = inner
-            .leases
-            .get()
-            .cloned()
-            .ok_or_else(|| Error::invalid("lease table vanished"))?;
-        Exported::with_leases(handle, Vec::new(), leases)
+        Exported::with_leases(handle, Vec::new(), inner.leases.table()?)
     })
 }
 
@@ -153,7 +145,7 @@ pub(crate) fn import(ctx: &Arc<Ctx>, mut shared: SharedHandle) -> Result<AscendE
                 ctx: Arc::clone(ctx),
                 raw: event::ipc_open(&ctx.rt, &h)?,
                 interprocess: true,
-                leases: OnceLock::new(),
+                leases: LazyLeases::default(),
                 lease: taken.lease,
             }),
         })
@@ -188,7 +180,7 @@ impl Drop for Inner {
 
 impl Drop for AscendEvent {
     fn drop(&mut self) {
-        let Some(leases) = self.inner.leases.get().filter(|l| l.count() > 0).cloned() else {
+        let Some(leases) = self.inner.leases.held() else {
             return;
         };
         // Importers hold it: the event is destroyed after they are gone.

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use hal_core::kit::export::{new_handle, HandleSpec};
+use hal_core::kit::streams::VendorStream;
 use hal_core::wait::blocking_future;
 use hal_core::{
     BackendId, DeviceInfo, Error, ExportOptions, Exported, HandleKind, ImportOptions, Importers,

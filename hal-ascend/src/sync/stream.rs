@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hal_core::kit::queued::{Holding, QueuedUse};
+use hal_core::kit::streams::VendorStream;
 use hal_core::Result;
 
 use crate::context::Ctx;
@@ -61,10 +62,12 @@ impl AscendStream {
             })
         })
     }
+}
 
+impl VendorStream for AscendStream {
     /// True when everything queued so far has run (`aclrtStreamQuery`);
     /// what the stream held for that work is let go then.
-    pub(crate) fn query(&self) -> Result<bool> {
+    fn query(&self) -> Result<bool> {
         self.held
             .query(|| self.ctx.call(|| stream::query(&self.ctx.rt, &self.raw)))
     }
@@ -72,7 +75,7 @@ impl AscendStream {
     /// Wait until the stream ran its work, at most `timeout`
     /// (`aclrtSynchronizeStreamWithTimeout`; its own timeout code is
     /// [`Error::Timeout`](hal_core::Error::Timeout)).
-    pub(crate) fn wait(&self, timeout: Option<Duration>) -> Result<()> {
+    fn wait(&self, timeout: Option<Duration>) -> Result<()> {
         let ms = timeout.map_or(-1, |t| millis(t) as i32);
         let ran = self
             .ctx
@@ -91,7 +94,7 @@ impl AscendStream {
     /// The stream's held values locked for queuing (see
     /// [`hal_core::kit::queued`]); past many of them, an idle stream lets
     /// go of them first.
-    pub(crate) fn holding(&self) -> Holding<'_> {
+    fn holding(&self) -> Holding<'_> {
         self.held.holding(|| self.query())
     }
 }

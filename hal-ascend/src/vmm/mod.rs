@@ -6,4 +6,4 @@ pub(crate) mod ops;
 pub(crate) mod physical;
 pub(crate) mod reservation;
 
-pub(crate) use ops::{allow, device_granularity, Vmm};
+pub(crate) use ops::{allow, device_granularity};

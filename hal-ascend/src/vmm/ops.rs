@@ -35,13 +35,14 @@
 //! [`Error::PermissionDenied`]). The imported allocation is freed
 //! (`aclrtFreePhysical`) and its lease given back when it drops.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use hal_core::exchange::take_fds_leased;
 use hal_core::kit::export::{new_handle, HandleSpec};
 use hal_core::kit::vendor::acl::entry;
 use hal_core::kit::vmm_checks;
 use hal_core::kit::vmm_forward::VmmCalls;
+use hal_core::kit::vmm_physical::PhysicalRecord;
 use hal_core::vmm::fabric_or_posix;
 use hal_core::{
     Access, AccessGrant, AccessTarget, BackendId, DeviceInfo, Error, ExportOptions, Exported,
@@ -49,10 +50,9 @@ use hal_core::{
     ShareableHandle, SharedHandle,
 };
 
-use crate::context::Ctx;
-use crate::ffi::bindings::{aclrtMemAccessDesc, aclrtMemLocation, aclrtPhysicalMemProp};
+use crate::context::{Ctx, DeviceRef};
+use crate::ffi::bindings::{aclrtMemAccessDesc, aclrtMemLocation};
 use crate::ffi::bindings::{
-    ACL_HBM_MEM_NORMAL, ACL_MEM_ALLOCATION_TYPE_PINNED, ACL_MEM_HANDLE_TYPE_NONE,
     ACL_MEM_LOCATION_TYPE_DEVICE, ACL_RT_MEM_ACCESS_FLAGS_NONE, ACL_RT_MEM_ACCESS_FLAGS_READ,
     ACL_RT_MEM_ACCESS_FLAGS_READWRITE, ACL_RT_VMM_EXPORT_FLAG_DEFAULT,
     ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION,
@@ -99,24 +99,10 @@ impl Payload {
     }
 }
 
-/// The property structure of device memory on device `ordinal`.
-fn prop(ordinal: u32) -> aclrtPhysicalMemProp {
-    aclrtPhysicalMemProp {
-        handleType: ACL_MEM_HANDLE_TYPE_NONE,
-        allocationType: ACL_MEM_ALLOCATION_TYPE_PINNED,
-        memAttr: ACL_HBM_MEM_NORMAL,
-        location: aclrtMemLocation {
-            id: ordinal,
-            type_: ACL_MEM_LOCATION_TYPE_DEVICE,
-        },
-        reserve: 0,
-    }
-}
-
 /// The minimum granularity of device memory on device `ordinal`
 /// (`aclrtMemGetAllocationGranularity`), checked to be a power of two.
 pub(crate) fn device_granularity(rt: &Runtime, ordinal: u32) -> Result<u64> {
-    let g = vmm::granularity(rt, &prop(ordinal))?;
+    let g = vmm::granularity(rt, ordinal)?;
     hal_core::vmm::check_granularity(entry::RT_MEM_GET_ALLOCATION_GRANULARITY, g as u64)
 }
 
@@ -145,18 +131,12 @@ fn access_desc(g: &AccessGrant) -> Result<aclrtMemAccessDesc> {
     })
 }
 
-/// The device's VMM context: what every call here needs.
-pub(crate) struct Vmm<'a> {
-    pub(crate) ctx: &'a Arc<Ctx>,
-    pub(crate) info: &'a DeviceInfo,
-}
-
 /// True for the runtime's refusal for lack of device memory.
 fn out_of_memory(e: &Error) -> bool {
     matches!(e, Error::Vendor(v) if v.code == hal_core::kit::vendor::acl::RT_MEMORY_ALLOCATION.code)
 }
 
-impl Vmm<'_> {
+impl DeviceRef<'_> {
     fn gran(&self) -> u64 {
         self.info.granularity_min
     }
@@ -175,7 +155,7 @@ impl Vmm<'_> {
             ));
         }
         let rt = self.rt();
-        let p = prop(self.info.ordinal);
+        let ordinal = self.info.ordinal;
         // A dropped reservation's physical memory may still be on its way
         // back (`reservation.rs`): a refusal for lack of it waits for that.
         let handle = hal_core::kit::teardown::when_freed(
@@ -183,25 +163,24 @@ impl Vmm<'_> {
             out_of_memory,
             || {
                 self.ctx
-                    .call(|| vmm::malloc_physical(rt, desc.size as usize, &p))
+                    .call(|| vmm::malloc_physical(rt, desc.size as usize, ordinal))
             },
         )?;
         Ok(AscendPhysical {
             inner: Arc::new(PhysInner {
                 ctx: Arc::clone(self.ctx),
                 handle,
-                size: desc.size,
-                location: PhysicalLocation::Device(self.info.ordinal),
-                made_for: desc.handle,
-                imported: false,
-                leases: OnceLock::new(),
-                _lease: None,
+                record: PhysicalRecord::made(
+                    desc.size,
+                    PhysicalLocation::Device(self.info.ordinal),
+                    desc.handle,
+                ),
             }),
         })
     }
 }
 
-impl VmmCalls for Vmm<'_> {
+impl VmmCalls for DeviceRef<'_> {
     type Physical = AscendPhysical;
     type Reservation = AscendReservation;
 
@@ -297,7 +276,7 @@ impl VmmCalls for Vmm<'_> {
         pieces.covering(offset, len)?;
         // The range is mapped (checked above).
         self.ctx
-            .call(|| vmm::set_access(self.rt(), r.base + offset, len, &descs))?;
+            .call(|| vmm::set_access(self.rt(), r.base + offset, len, descs))?;
         pieces.grant(offset, len, grants);
         Ok(())
     }
@@ -321,7 +300,7 @@ impl VmmCalls for Vmm<'_> {
                  that device",
             ));
         }
-        if p.inner.imported {
+        if p.inner.record.is_import() {
             return Err(Error::invalid(
                 "an imported physical allocation is exported again by its creator",
             ));
@@ -342,7 +321,7 @@ impl VmmCalls for Vmm<'_> {
         if !tgids.is_empty() {
             set_pids(self.ctx, shareable, &tgids)?;
         }
-        let leases = hal_core::kit::vmm_physical::leases(&p.inner.leases)?;
+        let leases = p.inner.record.leases()?;
         let spec = HandleSpec {
             kind: HandleKind::Physical,
             backend: BackendId::Ascend,
@@ -353,7 +332,7 @@ impl VmmCalls for Vmm<'_> {
         };
         let mut handle = new_handle(&spec, opts)?;
         handle.pid_kind = PidKind::Vendor;
-        handle.size = p.inner.size;
+        handle.size = p.inner.record.size;
         handle.payload = Payload { shareable }.encode();
         Exported::with_leases(handle, Vec::new(), leases)
     }
@@ -382,12 +361,11 @@ impl VmmCalls for Vmm<'_> {
             inner: Arc::new(PhysInner {
                 ctx: Arc::clone(self.ctx),
                 handle,
-                size,
-                location: PhysicalLocation::Device(ordinal),
-                made_for: ShareableHandle::PosixFd,
-                imported: true,
-                leases: OnceLock::new(),
-                _lease: taken.lease,
+                record: PhysicalRecord::imported(
+                    size,
+                    PhysicalLocation::Device(ordinal),
+                    taken.lease,
+                ),
             }),
         })
     }

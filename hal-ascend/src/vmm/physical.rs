@@ -7,22 +7,18 @@
 //! ([`crate::vmm::reservation`]), and a mapping is unmapped only after the
 //! device's work has run. The free therefore needs no wait of its own.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use hal_core::exchange::Lease;
-use hal_core::lease::LeaseTable;
-use hal_core::{PhysicalLocation, ShareableHandle};
+use hal_core::kit::vmm_physical::PhysicalRecord;
 
 use crate::context::Ctx;
 use crate::ffi::result::vmm;
 use crate::ffi::sys::MemHandle;
 
-/// A VMM physical allocation: memory with no address until mapped into an
-/// [`AscendReservation`](crate::AscendReservation).
-#[derive(Debug)]
-#[must_use = "the physical memory is released when this value drops"]
-pub struct AscendPhysical {
-    pub(crate) inner: Arc<PhysInner>,
+hal_core::physical_by_inner! {
+    /// A VMM physical allocation: memory with no address until mapped into an
+    /// [`AscendReservation`](crate::AscendReservation).
+    pub struct AscendPhysical(PhysInner);
 }
 
 /// The allocation's runtime handle and what is known of it; shared by the
@@ -31,16 +27,9 @@ pub(crate) struct PhysInner {
     pub(crate) ctx: Arc<Ctx>,
     /// The `aclrtDrvMemHandle`.
     pub(crate) handle: MemHandle,
-    pub(crate) size: u64,
-    pub(crate) location: PhysicalLocation,
-    pub(crate) made_for: ShareableHandle,
-    /// True for an import: the runtime refuses to export it again.
-    pub(crate) imported: bool,
-    /// Its importers' leases, made at the first export.
-    pub(crate) leases: OnceLock<Arc<LeaseTable>>,
-    /// An import's lease from the exporter's broker, held as long as the
-    /// imported allocation.
-    pub(crate) _lease: Option<Lease>,
+    /// Its size, location, leases and whether it is an import (the
+    /// runtime refuses to export an import again).
+    pub(crate) record: PhysicalRecord,
 }
 
 impl std::fmt::Debug for PhysInner {
@@ -48,9 +37,7 @@ impl std::fmt::Debug for PhysInner {
         f.debug_struct("AscendPhysical")
             .field("device", &self.ctx.ordinal)
             .field("handle", &format_args!("{:#x}", self.handle.addr()))
-            .field("size", &self.size)
-            .field("location", &self.location)
-            .field("imported", &self.imported)
+            .field("record", &self.record)
             .finish()
     }
 }
@@ -67,5 +54,3 @@ impl Drop for PhysInner {
         }
     }
 }
-
-hal_core::physical_by_inner!(AscendPhysical);

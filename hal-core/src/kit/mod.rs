@@ -20,6 +20,8 @@
 //!   arguments; [`vmm_forward`] and [`vmm_copies`], a backend's `Vmm` and
 //!   `Reservation` written from its own calls; [`vmm_physical`], what is
 //!   known of a physical allocation; [`RegisteredHost`], registered host memory;
+//! - [`streams`]: a driver backend's stream methods written from its own
+//!   calls;
 //! - [`off_thread`]: a vendor wait that cannot time out, bounded by running
 //!   it on a thread of its own;
 //! - [`lock`]: locks that a panic elsewhere does not poison.
@@ -38,6 +40,7 @@ pub mod raw_ipc;
 pub mod reaper;
 mod registered;
 pub mod runtime;
+pub mod streams;
 pub mod syncpage;
 pub mod teardown;
 pub mod vendor;

@@ -119,17 +119,11 @@ pub fn physical_export(opts: &ExportOptions, backend: &str, access_call: &str) -
             "a physical allocation is exported whole; a range is not allowed",
         ));
     }
-    if opts.read_only {
-        return Err(Error::unsupported(
-            backend,
-            "a read-only export of physical memory",
-            format!(
-                "the shareable handle carries no access rights: each importer sets its own with \
-                 {access_call} (Capabilities::READ_ONLY_EXPORT is absent)"
-            ),
-        ));
-    }
-    Ok(())
+    let why = format!(
+        "the shareable handle carries no access rights: each importer sets its own with \
+         {access_call}"
+    );
+    opts.refuse_read_only(backend, "physical memory", &why)
 }
 
 /// Refuse a device target that the vendor library does not see: `vendor`

@@ -185,13 +185,7 @@ pub(crate) fn export(
     opts: &ExportOptions,
 ) -> Result<Exported> {
     exportable(alloc)?;
-    if opts.read_only {
-        return Err(Error::unsupported(
-            "cuda",
-            "a read-only export",
-            "legacy CUDA IPC maps imports read-write (Capabilities::READ_ONLY_EXPORT is absent)",
-        ));
-    }
+    opts.refuse_read_only("cuda", "memory", "legacy CUDA IPC maps imports read-write")?;
     opts.importers.refuse_same_user("cuda", "a CUDA IPC handle is opened by whoever holds its bytes: no broker checks the importer's user")?;
     if matches!(opts.importers, Importers::Pids(_)) {
         return Err(Error::unsupported(

@@ -42,7 +42,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use hal_core::exchange::{take_fds_leased, Lease};
 use hal_core::kit::export::{new_handle, HandleSpec};
 use hal_core::kit::lock::lock;
-use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
+use hal_core::lease::LazyLeases;
 use hal_core::wait::blocking_future;
 use hal_core::{
     BackendId, DeviceInfo, Error, Event, EventFlags, ExportOptions, Exported, HandleKind,
@@ -167,7 +167,7 @@ pub(crate) fn create(primary: &Arc<Primary>, flags: EventFlags) -> Result<CudaEv
         flags,
         ipc,
         imported: false,
-        leases: OnceLock::new(),
+        leases: LazyLeases::default(),
         _lease: None,
     })
 }
@@ -180,29 +180,13 @@ pub(crate) fn record(primary: &Primary, stream: &CudaStream, event: &CudaEvent) 
         event::record(&primary.driver, event.inner.raw, stream.raw)?;
     }
     if event.ipc == IpcMode::SyncOnRecord {
-        stream.wait(None)?;
+        hal_core::kit::streams::VendorStream::wait(stream, None)?;
     }
     Ok(())
 }
 
-/// The lease table of `event`'s exports, made at the first.
-fn leases(event: &CudaEvent) -> Result<Arc<LeaseTable>> {
-    if let Some(t) = event.leases.get() {
-        return Ok(Arc::clone(t));
-    }
-    let made = LeaseTable::new(DEFAULT_SLOTS)?;
-    // A concurrent export may have won the race; its table is kept.
-    let _ = event.leases.set(made);
-    event
-        .leases
-        .get()
-        .map(Arc::clone)
-        .ok_or_else(|| Error::invalid("lease table vanished"))
-}
-
 /// Export `event` as [`Device::export_event`](hal_core::Device::export_event) does.
 pub(crate) fn export(
-    primary: &Primary,
     info: &DeviceInfo,
     event: &CudaEvent,
     opts: &ExportOptions,
@@ -230,6 +214,7 @@ pub(crate) fn export(
     let mut handle_bytes = [0u8; 64];
     if event.ipc != IpcMode::SyncOnRecord {
         // The driver refuses an event created without CU_EVENT_INTERPROCESS.
+        let primary = &event.inner.primary;
         let _ctx = primary.enter()?;
         handle_bytes = ipc::get_event_handle(&primary.driver, event.inner.raw)?;
     }
@@ -251,7 +236,7 @@ pub(crate) fn export(
     exported.retain(|_, w| w.strong_count() > 0);
     exported.insert(handle.object_id, Arc::downgrade(&event.inner));
     drop(exported);
-    Exported::with_leases(handle, Vec::new(), leases(event)?)
+    Exported::with_leases(handle, Vec::new(), event.leases.table()?)
 }
 
 /// Import as [`Device::import_event`](hal_core::Device::import_event) does.
@@ -310,7 +295,7 @@ pub(crate) fn import(
         },
         ipc,
         imported: true,
-        leases: OnceLock::new(),
+        leases: LazyLeases::default(),
         _lease: taken.lease,
     })
 }
@@ -338,7 +323,7 @@ pub struct CudaEvent {
     pub(crate) imported: bool,
     /// Its importers' leases, made at the first export; its drop waits
     /// for them before the driver's event is destroyed.
-    pub(crate) leases: OnceLock<Arc<LeaseTable>>,
+    pub(crate) leases: LazyLeases,
     /// An importer's lease on the exporter's event, let go after the
     /// opened event is destroyed.
     pub(crate) _lease: Option<Lease>,
@@ -367,13 +352,13 @@ impl std::fmt::Debug for CudaEvent {
 
 impl Drop for CudaEvent {
     fn drop(&mut self) {
-        let Some(leases) = self.leases.get().filter(|t| t.count() > 0) else {
+        let Some(leases) = self.leases.held() else {
             return;
         };
         // Importers still use it: CUDA makes using an IPC event after its
         // exporter destroyed it undefined, so the destroy waits for their
         // leases on a thread of its own (the thread holds the event).
-        let (leases, inner) = (Arc::clone(leases), Arc::clone(&self.inner));
+        let inner = Arc::clone(&self.inner);
         let kept = Arc::clone(&self.inner);
         let spawned = hal_core::kit::os::thread::spawn("hal-cuda-deferred-event", move || {
             if let Err(e) = leases.wait_empty(None) {

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hal_core::kit::queued::{Holding, QueuedUse};
+use hal_core::kit::streams::VendorStream;
 use hal_core::wait;
 use hal_core::Result;
 
@@ -51,32 +52,29 @@ impl std::fmt::Debug for CudaStream {
     }
 }
 
-impl CudaStream {
+impl VendorStream for CudaStream {
     /// True when everything queued so far has run (`cuStreamQuery`); what
     /// the stream held for that work is let go then.
-    pub(crate) fn query(&self) -> Result<bool> {
+    fn query(&self) -> Result<bool> {
         self.held.query(|| {
             let _ctx = self.primary.enter()?;
             stream::query(&self.primary.driver, self.raw)
         })
     }
 
-    /// What the stream holds, locked: queue work that needs something
-    /// held with this guard alive, then hold that thing in it (see
-    /// [`hal_core::kit::queued`]). When many values are held, an idle stream lets
-    /// go of them first.
-    pub(crate) fn holding(&self) -> Holding<'_> {
-        self.held.holding(|| self.query())
-    }
-
-    /// Wait until the stream ran everything queued, or `timeout` passes.
-    pub(crate) fn wait(&self, timeout: Option<Duration>) -> Result<()> {
+    /// Polls `cuStreamQuery`.
+    fn wait(&self, timeout: Option<Duration>) -> Result<()> {
         poll_until(
             "the CUDA stream to finish",
             Duration::from_micros(50),
             timeout,
             || self.query(),
         )
+    }
+
+    /// When many values are held, an idle stream lets go of them first.
+    fn holding(&self) -> Holding<'_> {
+        self.held.holding(|| self.query())
     }
 }
 

@@ -39,6 +39,7 @@ use hal_core::kit::needs::Offered;
 use hal_core::kit::vendor::cuda::entry;
 use hal_core::kit::vmm_checks;
 use hal_core::kit::vmm_forward::VmmCalls;
+use hal_core::kit::vmm_physical::PhysicalRecord;
 use hal_core::vmm::fabric_or_posix;
 use hal_core::{
     Access, AccessGrant, AccessTarget, BackendId, Capabilities, DeviceInfo, Error, ExportOptions,
@@ -200,12 +201,8 @@ impl Vmm<'_> {
             inner: Arc::new(PhysInner {
                 primary: Arc::clone(self.primary),
                 handle,
-                size: desc.size,
-                location,
-                made_for: desc.handle,
                 fd: OnceLock::new(),
-                leases: OnceLock::new(),
-                _lease: None,
+                record: PhysicalRecord::made(desc.size, location, desc.handle),
             }),
         })
     }
@@ -319,12 +316,12 @@ impl VmmCalls for Vmm<'_> {
         let host = grants.iter().any(|g| g.target == AccessTarget::Host);
         if let Some(p) = pieces.list[range]
             .iter()
-            .find(|p| host && !matches!(p.held.location, PhysicalLocation::HostNuma(_)))
+            .find(|p| host && !matches!(p.held.record.location, PhysicalLocation::HostNuma(_)))
         {
             return Err(Error::invalid(format!(
                 "host access to the mapping at offset {:#x}: its pages live in {:?}; only host \
                  NUMA memory (PhysicalLocation::HostNuma) can be made host-accessible",
-                p.offset, p.held.location
+                p.offset, p.held.record.location
             )));
         }
         let descs: Vec<CUmemAccessDesc> = grants.iter().map(access_desc).collect();
@@ -356,8 +353,8 @@ impl VmmCalls for Vmm<'_> {
             ));
         }
         let fd = hal_core::kit::os::dup(self.descriptor(&p.inner)?.as_fd())?;
-        let leases = hal_core::kit::vmm_physical::leases(&p.inner.leases)?;
-        let (location, host_numa) = match p.inner.location {
+        let leases = p.inner.record.leases()?;
+        let (location, host_numa) = match p.inner.record.location {
             PhysicalLocation::Device(_) => (Location::Device(self.info.ordinal), None),
             PhysicalLocation::HostNuma(n) => (Location::Host, Some(n)),
         };
@@ -370,7 +367,7 @@ impl VmmCalls for Vmm<'_> {
             default_allow_list: false,
         };
         let mut handle = new_handle(&spec, opts)?;
-        handle.size = p.inner.size;
+        handle.size = p.inner.record.size;
         handle.payload = Payload { host_numa }.encode();
         Exported::with_leases(handle, vec![fd], leases)
     }
@@ -405,12 +402,8 @@ impl VmmCalls for Vmm<'_> {
             inner: Arc::new(PhysInner {
                 primary: Arc::clone(self.primary),
                 handle,
-                size,
-                location,
-                made_for: ShareableHandle::PosixFd,
                 fd: OnceLock::new(),
-                leases: OnceLock::new(),
-                _lease: taken.lease,
+                record: PhysicalRecord::imported(size, location, taken.lease),
             }),
         })
     }

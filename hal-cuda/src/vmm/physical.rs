@@ -10,20 +10,16 @@
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, OnceLock};
 
-use hal_core::exchange::Lease;
-use hal_core::lease::LeaseTable;
-use hal_core::{PhysicalLocation, ShareableHandle};
+use hal_core::kit::vmm_physical::PhysicalRecord;
 
 use crate::context::Primary;
 use crate::ffi::result::vmm;
 use crate::ffi::CUmemGenericAllocationHandle;
 
-/// A VMM physical allocation: memory with no address until mapped into a
-/// [`CudaReservation`](crate::CudaReservation).
-#[derive(Debug)]
-#[must_use = "the physical memory is released when this value drops"]
-pub struct CudaPhysical {
-    pub(crate) inner: Arc<PhysInner>,
+hal_core::physical_by_inner! {
+    /// A VMM physical allocation: memory with no address until mapped into a
+    /// [`CudaReservation`](crate::CudaReservation).
+    pub struct CudaPhysical(PhysInner);
 }
 
 /// The allocation's driver handle and what is known of it; shared by the
@@ -31,26 +27,18 @@ pub struct CudaPhysical {
 pub(crate) struct PhysInner {
     pub(crate) primary: Arc<Primary>,
     pub(crate) handle: CUmemGenericAllocationHandle,
-    pub(crate) size: u64,
-    pub(crate) location: PhysicalLocation,
-    pub(crate) made_for: ShareableHandle,
     /// Its POSIX descriptor, exported once (`cuMemExportToShareableHandle`
     /// took 762 µs on an H200, measured) and duplicated for every export.
     pub(crate) fd: OnceLock<OwnedFd>,
-    /// Its importers' leases, made at the first export.
-    pub(crate) leases: OnceLock<Arc<LeaseTable>>,
-    /// An import's lease from the exporter's broker, held as long as the
-    /// imported allocation.
-    pub(crate) _lease: Option<Lease>,
+    /// Its size, location and leases.
+    pub(crate) record: PhysicalRecord,
 }
 
 impl std::fmt::Debug for PhysInner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CudaPhysical")
             .field("handle", &format_args!("{:#x}", self.handle))
-            .field("size", &self.size)
-            .field("location", &self.location)
-            .field("made_for", &self.made_for)
+            .field("record", &self.record)
             .finish()
     }
 }
@@ -73,5 +61,3 @@ impl Drop for PhysInner {
         }
     }
 }
-
-hal_core::physical_by_inner!(CudaPhysical);

@@ -2,7 +2,7 @@
 //! of an allocation adopted by address, and host memory registered with
 //! the device.
 
-use std::sync::OnceLock;
+use hal_core::lease::LazyLeases;
 
 use hal_core::kit::os::{self, HostRange};
 use hal_core::kit::RegisteredHost;
@@ -66,7 +66,7 @@ impl MockDevice {
             // The adopted range is exported on its own: importers' caches
             // keep it apart from the allocation that holds it.
             buffer_id: os::random_id(),
-            lease: OnceLock::new(),
+            lease: LazyLeases::default(),
             release: None,
         })
     }

@@ -1,8 +1,9 @@
 //! Memory of a [`MockDevice`]: allocation (with the Ascend-like pool),
 //! export, allow-lists and import.
 
+use hal_core::lease::LazyLeases;
 use std::os::fd::AsFd;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Weak};
 
 use hal_core::handle::wire::MAX_PIDS;
 use hal_core::kit::export::{take_sealed, Expect};
@@ -102,7 +103,7 @@ impl MockDevice {
             location: desc.location,
             page,
             buffer_id,
-            lease: OnceLock::new(),
+            lease: LazyLeases::default(),
             release: Some(Release {
                 dev: self.dev.clone(),
                 backing,
@@ -242,7 +243,7 @@ impl MockDevice {
         } else {
             os::dup(alloc.backing.fd())?
         };
-        let leases = Arc::clone(alloc.lease_table()?);
+        let leases = alloc.lease.table()?;
         Exported::with_leases(handle, vec![data], leases)
     }
 
@@ -429,7 +430,7 @@ impl MockDevice {
             location,
             page,
             buffer_id,
-            lease: OnceLock::new(),
+            lease: LazyLeases::default(),
             release: Some(Release {
                 dev: self.dev.clone(),
                 backing: slot.backing,

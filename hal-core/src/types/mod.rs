@@ -4,6 +4,10 @@
 use std::fmt;
 use std::time::Duration;
 
+mod sharing;
+
+pub use sharing::*;
+
 /// Which backend a handle or a device belongs to. The numeric id is part of
 /// the handle wire format and never changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -309,6 +313,15 @@ impl DlpackTypes {
 }
 
 impl DeviceInfo {
+    /// A device's `Debug`: its type name `kind`, this device's ordinal and
+    /// name.
+    pub fn fmt_device(&self, kind: &str, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(kind)
+            .field("ordinal", &self.ordinal)
+            .field("name", &self.name)
+            .finish()
+    }
+
     /// The smallest page size, which every exported range must be aligned to.
     pub fn page_size(&self) -> u64 {
         self.page_sizes.first().copied().unwrap_or(4096)
@@ -449,133 +462,29 @@ impl AllocDesc {
             placement: Placement::default(),
         }
     }
-}
 
-/// Which processes may import an export.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Importers {
-    /// The backend's default: anyone for CPU shared memory and CUDA; on
-    /// backends with [`Capabilities::PID_ALLOW_LIST_DEFAULT_ON`] (Ascend) nobody
-    /// until pids are added.
-    #[default]
-    BackendDefault,
-    /// Any process (Ascend: `DISABLE_PID_VALIDATION`).
-    Anyone,
-    /// Only these importers: each the id its
-    /// [`Device::process_id`](crate::Device::process_id) gives (an OS pid
-    /// in the exporter's pid namespace, or the vendor's own process id; the
-    /// handle's [`pid_kind`](crate::Handle::pid_kind) says which).
-    Pids(Vec<u32>),
-    /// Any process of the exporter's user, however many
-    /// ([`HandleFlags::SAME_USER`](crate::HandleFlags::SAME_USER)): the
-    /// exporter's descriptor broker compares each importer's uid
-    /// (`SO_PEERCRED`) with its own effective uid, so a process of another
-    /// user (root included, unless the exporter runs as root) is refused.
-    /// For the many processes a pid list cannot hold (PostgreSQL's
-    /// backends all run as the server's user). Backends whose sharing
-    /// does not go through the broker cannot enforce it and answer
-    /// [`Error::Unsupported`](crate::Error::Unsupported): legacy CUDA IPC
-    /// handles, Ascend's runtime allow-lists, the simulator, named
-    /// regions (opened by name, their 0600 mode already limits them to
-    /// their user).
-    SameUser,
-}
-
-impl Importers {
-    /// [`Error::Unsupported`](crate::Error::Unsupported) for
-    /// [`Importers::SameUser`] on a backend that cannot enforce it, saying
-    /// `why`; `Ok` for every other class.
-    pub fn refuse_same_user(&self, backend: &str, why: &str) -> crate::Result<()> {
-        if *self == Importers::SameUser {
-            return Err(same_user_unsupported(backend, why));
+    /// The checks a device makes of every allocation first: a size that is
+    /// not zero, an alignment that is 0 or a power of two, and a device
+    /// location that names this device, `ordinal`
+    /// ([`Error::InvalidArgument`](crate::Error::InvalidArgument) each).
+    pub fn check_for(&self, ordinal: u32) -> crate::Result<()> {
+        use crate::Error;
+        if self.size == 0 {
+            return Err(Error::invalid("cannot allocate zero bytes"));
         }
-        Ok(())
-    }
-}
-
-/// The [`Error::Unsupported`](crate::Error::Unsupported) of a backend that
-/// cannot enforce [`Importers::SameUser`], saying `why`.
-pub fn same_user_unsupported(backend: &str, why: &str) -> crate::Error {
-    crate::Error::unsupported(
-        backend,
-        "export to any process of this user (Importers::SameUser)",
-        format!(
-            "{why}; export with Importers::Anyone or a pid list and control who receives the \
-             handle"
-        ),
-    )
-}
-
-/// A byte range within an allocation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ByteRange {
-    /// Offset from the start of the allocation.
-    pub offset: u64,
-    /// Length in bytes.
-    pub len: u64,
-}
-
-impl ByteRange {
-    /// The range `offset..offset+len`.
-    pub const fn new(offset: u64, len: u64) -> Self {
-        ByteRange { offset, len }
-    }
-
-    /// Check the range is non-empty, whole pages, and inside `size` bytes.
-    pub fn check(&self, size: u64, page_size: u64) -> crate::Result<()> {
-        let end = self
-            .offset
-            .checked_add(self.len)
-            .ok_or_else(|| crate::Error::invalid("range end overflows"))?;
-        if self.len == 0 || end > size {
-            return Err(crate::Error::invalid(format!(
-                "range {:#x}+{:#x} is empty or past the allocation's {size:#x} bytes",
-                self.offset, self.len
+        if self.align != 0 && !self.align.is_power_of_two() {
+            let align = self.align;
+            return Err(Error::invalid(format!(
+                "alignment {align} is not a power of two"
             )));
         }
-        if page_size != 0 && (self.offset % page_size != 0 || self.len % page_size != 0) {
-            return Err(crate::Error::Misaligned {
-                offset: self.offset,
-                len: self.len,
-                page_size,
-            });
+        match self.location {
+            Location::Device(d) if d != ordinal => Err(Error::invalid(format!(
+                "allocation for device {d} requested on device {ordinal}: allocate on device {d}"
+            ))),
+            _ => Ok(()),
         }
-        Ok(())
     }
-}
-
-/// Options of an export.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ExportOptions {
-    /// The range to export; `None` exports the whole allocation. The range
-    /// must cover whole pages: a misaligned range is refused, never widened.
-    pub range: Option<ByteRange>,
-    /// Who may import.
-    pub importers: Importers,
-    /// Importers map the memory read-only.
-    pub read_only: bool,
-}
-
-/// Where an import places the mapping in the importer's address space.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ImportPlacement {
-    /// Wherever the backend chooses.
-    #[default]
-    Anywhere,
-    /// At the exporter's address, so pointer-rich structures work unchanged;
-    /// fails with [`crate::Error::AlreadyExists`] when that range is taken here.
-    ExporterAddress,
-}
-
-/// Options of an import.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ImportOptions {
-    /// Import onto this device (default: the exporter's device, matched by UUID).
-    pub device: Option<u32>,
-    /// Enable peer access when the target device differs from the exporter's.
-    pub peer_access: bool,
-    /// Address placement.
-    pub placement: ImportPlacement,
 }
 
 /// Options of a wait.
@@ -662,6 +571,35 @@ pub enum Access {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_allocation_is_checked_for_size_alignment_and_device() {
+        let ok = AllocDesc::device(1, 4096);
+        ok.check_for(1).unwrap();
+        AllocDesc::host(1).check_for(7).unwrap();
+        AllocDesc::managed(1).check_for(7).unwrap();
+        let invalid = |d: AllocDesc, on: u32| match d.check_for(on) {
+            Err(crate::Error::InvalidArgument { what }) => what,
+            other => panic!("{d:?} on {on}: {other:?}"),
+        };
+        assert!(invalid(AllocDesc::host(0), 0).contains("zero bytes"));
+        let odd = AllocDesc {
+            align: 3,
+            ..ok.clone()
+        };
+        assert!(invalid(odd, 1).contains("alignment 3 is not a power of two"));
+        AllocDesc {
+            align: 64,
+            ..ok.clone()
+        }
+        .check_for(1)
+        .unwrap();
+        let elsewhere = invalid(ok, 0);
+        assert!(
+            elsewhere.contains("device 1 requested on device 0"),
+            "{elsewhere}"
+        );
+    }
+
     use std::time::Duration;
 
     use super::*;
