@@ -354,6 +354,8 @@ mod tests {
         assert!(lazy.held().is_none(), "a table nobody holds is not held");
         let lease = t.hold_here().unwrap();
         assert_eq!(lazy.count(), 1);
+        let shown = format!("{lazy:?}");
+        assert!(shown.contains("made: true, count: 1"), "{shown}");
         assert!(Arc::ptr_eq(&lazy.held().unwrap(), &t));
         assert!(matches!(
             lazy.wait_empty(Some(Duration::from_millis(1))),

@@ -27,6 +27,50 @@ pub struct BadLibrary {
     pub says: &'static str,
 }
 
+/// Why `backend` is unavailable, as its availability and as the error of
+/// `open(0)` say it. Panics when it is available: for tests.
+pub fn unavailable(backend: impl hal_core::Backend) -> (String, String) {
+    let hal_core::Availability::Unavailable { reason, .. } = backend.availability() else {
+        panic!("the backend is available");
+    };
+    let error = backend.open(0).map(|_| ()).unwrap_err();
+    (reason, error.to_string())
+}
+
+/// Check that a backend pointed at each bad library ([`make`], in a
+/// folder of its own under the temporary directory) says why in the
+/// loader's words: `unavailable(path)` gives what the backend on the
+/// library at `path` answers (see [`unavailable`]), and each answer names
+/// the file and the loader's reason, never a bare "dlopen failed", and not
+/// `remedy`, the advice to install the vendor's software (the program
+/// named the library, so installing is no remedy). Panics at the first
+/// answer that does not: for tests.
+pub fn check_refusals(unavailable: impl Fn(&Path) -> (String, String), remedy: &str) {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("hal-bad-library-{}-{n}", std::process::id()));
+    std::fs::create_dir(&dir).expect("a folder for the bad libraries");
+    // Removed however the check ends, a failed assertion included.
+    struct Removed(PathBuf);
+    impl Drop for Removed {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let dir = Removed(dir);
+    for bad in make(&dir.0).expect("the bad libraries") {
+        let (reason, error) = unavailable(&bad.path);
+        for text in [&reason, &error] {
+            let what = bad.what;
+            assert!(text.contains(bad.says), "{what}: {text}");
+            let path = bad.path.display().to_string();
+            assert!(text.contains(&path), "{what}: {text}");
+            assert!(!text.contains("dlopen failed"), "{what}: {text}");
+            assert!(!text.contains(remedy), "{what}: {text}");
+        }
+    }
+}
+
 /// Make, in `dir`, one of each: a text file, a 32-bit ELF file, a 64-bit
 /// ELF file cut short (this test executable's first 4 KiB), a library
 /// that needs a glibc version no glibc has (a copy of glibc's own

@@ -66,6 +66,18 @@ impl EntryGroup {
     }
 }
 
+/// The entry points of `groups` that `resolved`, a backend's table of the
+/// names it resolves, lacks: a name misspelt in a group would otherwise
+/// quietly take its capabilities away (the table never resolves it). For
+/// a backend's tests; empty when every group is sound.
+pub fn unresolved(groups: &[EntryGroup], resolved: &[&str]) -> Vec<&'static str> {
+    groups
+        .iter()
+        .flat_map(|g| g.entries.iter().copied())
+        .filter(|e| !resolved.contains(e))
+        .collect()
+}
+
 /// The first entry point missing from the library (`present` answers for
 /// each name) among the groups that `capability` needs, in the order of
 /// `groups`; `None` when every one resolves, or when no group is needed by
@@ -195,6 +207,13 @@ mod tests {
             entries: &["b1", "b2"],
         },
     ];
+
+    #[test]
+    fn an_entry_point_outside_the_table_is_unresolved() {
+        assert!(unresolved(GROUPS, &["a1", "a2", "b1", "b2", "c"]).is_empty());
+        assert_eq!(unresolved(GROUPS, &["a2", "b1"]), vec!["a1", "b2"]);
+        assert_eq!(unresolved(GROUPS, &[]), vec!["a1", "a2", "b1", "b2"]);
+    }
 
     #[test]
     fn a_capability_lacks_the_first_missing_entry_of_the_groups_it_needs() {

@@ -80,36 +80,13 @@ mod tests {
     /// Why the backend on the library at `path` is unavailable, as its
     /// availability and as the error of `open(0)` say it.
     fn unavailable(path: &std::path::Path) -> (String, String) {
-        use hal_core::{Availability, Backend};
-        let backend = crate::CudaBackend::with_library(path);
-        let Availability::Unavailable { reason, .. } = backend.availability() else {
-            panic!("{} is available", path.display());
-        };
-        let error = backend.open(0).map(|_| ()).unwrap_err();
-        (reason, error.to_string())
+        hal_mock::bad_library::unavailable(crate::CudaBackend::with_library(path))
     }
 
     #[test]
     fn a_library_that_does_not_load_says_why_in_the_loaders_words() {
-        let dir = tempfile::tempdir().unwrap();
-        for bad in hal_mock::bad_library::make(dir.path()).unwrap() {
-            let (reason, error) = unavailable(&bad.path);
-            for text in [&reason, &error] {
-                assert!(text.contains(bad.says), "{}: {text}", bad.what);
-                assert!(
-                    text.contains(&bad.path.display().to_string()),
-                    "{}: {text}",
-                    bad.what
-                );
-                assert!(!text.contains("dlopen failed"), "{}: {text}", bad.what);
-                // The program named the library: installing is no remedy.
-                assert!(
-                    !text.contains("install the NVIDIA driver"),
-                    "{}: {text}",
-                    bad.what
-                );
-            }
-        }
+        // The program named the library: installing is no remedy.
+        hal_mock::bad_library::check_refusals(unavailable, "install the NVIDIA driver");
     }
 
     #[test]
