@@ -572,6 +572,32 @@ pub enum Access {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn a_read_only_export_is_refused_where_the_backend_cannot_make_one() {
+        ExportOptions::default()
+            .refuse_read_only("x", "memory", "no seals")
+            .unwrap();
+        let read_only = ExportOptions {
+            read_only: true,
+            ..Default::default()
+        };
+        match read_only.refuse_read_only("x", "memory", "no seals") {
+            Err(crate::Error::Unsupported {
+                backend,
+                operation,
+                detail,
+            }) => {
+                assert_eq!(backend, "x");
+                assert_eq!(operation, "a read-only export of memory");
+                assert_eq!(
+                    detail,
+                    "no seals (Capabilities::READ_ONLY_EXPORT is absent)"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn an_allocation_is_checked_for_size_alignment_and_device() {
         let ok = AllocDesc::device(1, 4096);
         ok.check_for(1).unwrap();
