@@ -208,6 +208,13 @@ fn disabled_pid_validation_admits_any_child() {
         .import_physical(shared, &ImportOptions::default())
         .unwrap();
     assert_eq!(p.importers(), 1, "the import is counted");
+    assert!(format!("{q:?}").contains("imported: true"), "{q:?}");
+    match d.export_physical(&q, &anyone) {
+        Err(Error::InvalidArgument { what }) => {
+            assert!(what.contains("exported again by its creator"), "{what}")
+        }
+        other => panic!("an import exported again: {other:?}"),
+    }
     drop(q);
     assert_eq!(p.importers(), 0, "the dropped import gave its lease back");
     let (mut child, _, _) = Importer::spawn(&exported);
