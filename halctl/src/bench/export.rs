@@ -246,7 +246,7 @@ impl Bench<'_> {
             let [hal_ns, timer_ns] = two(series)?;
             let v = summarize(hal_ns);
             let mut line = Line::new("import-cached", &self.backend, v, None)
-                .target("p50_ns < 200", v.p50_ns < 200);
+                .target("p50_ns <= 60", v.p50_ns <= 60);
             line.cached = Some(reply.values.first().copied() == Some(1.0));
             line.timer_overhead_ns = Some(summarize(timer_ns).p50_ns);
             line.note = Some(
