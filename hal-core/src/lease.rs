@@ -112,6 +112,45 @@ impl LazyLeases {
     pub fn wait_empty(&self, timeout: Option<Duration>) -> Result<()> {
         self.0.get().map_or(Ok(()), |t| t.wait_empty(timeout))
     }
+
+    /// Run `release` once no importer holds a lease: at once when none
+    /// does, otherwise on a thread of its own named `thread`, which waits
+    /// until every lease is given back (importers whose process died are
+    /// not waited for). The vendors make using a resource after its
+    /// exporter released it undefined, so when no thread can be started
+    /// `release` is forgotten, never run, and what it would release stays
+    /// alive for the life of the process (logged, naming `what`).
+    pub fn release_when_unleased<F>(&self, thread: &str, what: &str, release: F)
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let Some(table) = self.held() else {
+            release();
+            return;
+        };
+        // The thread takes `release` out of the slot; when the thread
+        // cannot start, the slot gives it back here to be forgotten.
+        let slot = Arc::new(Mutex::new(Some(release)));
+        let theirs = Arc::clone(&slot);
+        let waited = what.to_string();
+        let spawned = os::thread::spawn(thread, move || {
+            if let Err(e) = table.wait_empty(None) {
+                log::warn!("waiting for the importers of {waited}: {e}");
+            }
+            if let Some(release) = lock(&theirs).take() {
+                release();
+            }
+        });
+        if let Err(e) = spawned {
+            log::warn!(
+                "{what} is still imported and no thread could wait for its importers ({e}); \
+                 it is left alive"
+            );
+            if let Some(release) = lock(&slot).take() {
+                std::mem::forget(release);
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for LazyLeases {
@@ -364,6 +403,30 @@ mod tests {
         drop(lease);
         assert!(lazy.held().is_none());
         lazy.wait_empty(Some(Duration::ZERO)).unwrap();
+    }
+
+    #[test]
+    fn a_release_waits_for_the_importers_leases() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let never = LazyLeases::default();
+        let now = tx.clone();
+        never.release_when_unleased("hal-test-release", "a resource", move || {
+            now.send("never exported").unwrap()
+        });
+        assert_eq!(rx.try_recv(), Ok("never exported"), "released at once");
+
+        let lazy = LazyLeases::default();
+        let lease = lazy.table().unwrap().hold_here().unwrap();
+        let later = tx.clone();
+        lazy.release_when_unleased("hal-test-release", "a resource", move || {
+            later.send("held").unwrap()
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_millis(50)).is_err(),
+            "released while an importer held it"
+        );
+        drop(lease);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok("held"));
     }
 
     use super::*;

@@ -223,35 +223,31 @@ impl Drop for MockAllocation {
         let Some(release) = self.release.take() else {
             return;
         };
-        let Some(table) = self.lease.held() else {
-            release.run();
-            return;
-        };
-        let holders = table.count();
-        log::warn!(
-            "{}: allocation at {:#x} ({} bytes) dropped while {holders} importer(s) hold it; \
-             its memory is kept until they close (free it after wait_unleased instead)",
-            self.dev.name(),
-            self.addr(),
-            self.len
-        );
-        let deferred = &self.dev.state().deferred;
-        deferred.fetch_add(1, Ordering::AcqRel);
-        let dev = self.dev.clone();
-        let spawned = hal_core::kit::os::thread::spawn("hal-mock-deferred-free", move || {
-            // No timeout: the memory must outlive every importer; dead
-            // importers are not counted.
-            let _ = table.wait_empty(None);
-            release.run();
-            dev.state().deferred.fetch_sub(1, Ordering::AcqRel);
-        });
-        if let Err(e) = spawned {
-            log::error!(
-                "{}: cannot start the deferred release ({e}); the allocation is kept for the \
-                 life of the process",
-                self.dev.name()
+        let holders = self.lease.count();
+        let counted = holders > 0;
+        if counted {
+            log::warn!(
+                "{}: allocation at {:#x} ({} bytes) dropped while {holders} importer(s) hold \
+                 it; its memory is kept until they close (free it after wait_unleased instead)",
+                self.dev.name(),
+                self.addr(),
+                self.len
             );
+            self.dev.state().deferred.fetch_add(1, Ordering::AcqRel);
         }
+        let dev = self.dev.clone();
+        // No timeout: the memory must outlive every importer; dead
+        // importers are not counted.
+        self.lease.release_when_unleased(
+            "hal-mock-deferred-free",
+            &format!("{}: the allocation at {:#x}", self.dev.name(), self.addr()),
+            move || {
+                release.run();
+                if counted {
+                    dev.state().deferred.fetch_sub(1, Ordering::AcqRel);
+                }
+            },
+        );
     }
 }
 

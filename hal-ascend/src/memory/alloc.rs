@@ -91,26 +91,14 @@ impl AscendAllocation {
 impl Drop for AscendAllocation {
     fn drop(&mut self) {
         let keys = self.keys.take();
-        let Some(leases) = self.leases.held() else {
-            release(&self.ctx, self.base, &keys);
-            return;
-        };
-        // Importers still hold it: the documented order has them close
-        // first, so the release waits for their leases on a thread.
-        let (ctx, ptr) = (Arc::clone(&self.ctx), self.base);
-        let spawned = hal_core::kit::os::thread::spawn("hal-ascend-deferred-free", move || {
-            if let Err(e) = leases.wait_empty(None) {
-                log::warn!("waiting for the importers of Ascend memory at {ptr:#x}: {e}");
-            }
-            release(&ctx, ptr, &keys);
-        });
-        if let Err(e) = spawned {
-            log::warn!(
-                "Ascend memory at {:#x} is still imported and no thread could wait for its \
-                 importers ({e}); it is left allocated",
-                self.ptr
-            );
-        }
+        let (ctx, base) = (Arc::clone(&self.ctx), self.base);
+        // While importers hold it, the documented order has them close
+        // first: the release waits for their leases.
+        self.leases.release_when_unleased(
+            "hal-ascend-deferred-free",
+            &format!("Ascend memory at {:#x}", self.ptr),
+            move || release(&ctx, base, &keys),
+        );
     }
 }
 

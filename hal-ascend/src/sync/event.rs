@@ -180,20 +180,14 @@ impl Drop for Inner {
 
 impl Drop for AscendEvent {
     fn drop(&mut self) {
-        let Some(leases) = self.inner.leases.held() else {
-            return;
-        };
-        // Importers hold it: the event is destroyed after they are gone.
+        // While importers hold it, the event is destroyed after they are
+        // gone (the last holder of `inner` destroys it).
         let inner = Arc::clone(&self.inner);
-        let spawned = hal_core::kit::os::thread::spawn("hal-ascend-deferred-event", move || {
-            if let Err(e) = leases.wait_empty(None) {
-                log::warn!("waiting for the importers of an Ascend IPC event: {e}");
-            }
-            drop(inner);
-        });
-        if let Err(e) = spawned {
-            log::warn!("an imported Ascend IPC event is left alive: no thread waits ({e})");
-        }
+        self.inner.leases.release_when_unleased(
+            "hal-ascend-deferred-event",
+            "an Ascend IPC event",
+            move || drop(inner),
+        );
     }
 }
 

@@ -352,30 +352,15 @@ impl std::fmt::Debug for CudaEvent {
 
 impl Drop for CudaEvent {
     fn drop(&mut self) {
-        let Some(leases) = self.leases.held() else {
-            return;
-        };
-        // Importers still use it: CUDA makes using an IPC event after its
+        // While importers use it: CUDA makes using an IPC event after its
         // exporter destroyed it undefined, so the destroy waits for their
-        // leases on a thread of its own (the thread holds the event).
+        // leases (the last holder of `inner` destroys it).
         let inner = Arc::clone(&self.inner);
-        let kept = Arc::clone(&self.inner);
-        let spawned = hal_core::kit::os::thread::spawn("hal-cuda-deferred-event", move || {
-            if let Err(e) = leases.wait_empty(None) {
-                log::warn!("waiting for the importers of a CUDA IPC event: {e}");
-            }
-            drop(inner);
-        });
-        match spawned {
-            Ok(_) => drop(kept),
-            Err(e) => {
-                log::warn!(
-                    "a CUDA IPC event is still imported and no thread could wait for its \
-                     importers ({e}); it is left undestroyed"
-                );
-                std::mem::forget(kept);
-            }
-        }
+        self.leases.release_when_unleased(
+            "hal-cuda-deferred-event",
+            "a CUDA IPC event",
+            move || drop(inner),
+        );
     }
 }
 
