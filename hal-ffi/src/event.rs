@@ -2,19 +2,18 @@
 //! records, another waits until the work before the record has run.
 
 use std::ffi::c_char;
-use std::sync::{Arc, Mutex};
 
 use hal_facade::dynamic::DynEvent;
-use hal_facade::{EventFlags, Exported, HandleKind, ImportOptions, SharedHandle, WaitOptions};
+use hal_facade::{EventFlags, HandleKind, ImportOptions, WaitOptions};
 
-use crate::decode::decode;
-use crate::device::{device_for, hal_device, need, put, DeviceObj, DEVICES};
+use crate::device::{hal_device, need, put, DEVICES};
 use crate::last_error::call;
 use crate::memory::timeout;
-use crate::options::{export_options, hal_export_options, hal_import_options, import_read_only};
+use crate::options::{export_options, hal_export_options, hal_import_options};
 use crate::status::hal_status;
+use crate::sync_obj::{import_text, SyncObj};
 use crate::table::{Kind, Table};
-use crate::text::{give_text, str_arg};
+use crate::text::give_text;
 
 /// An event (opaque): created here (`hal_event_create`) or imported
 /// (`hal_event_import`). Release it with `hal_event_release`.
@@ -23,14 +22,7 @@ pub struct hal_event {
     _private: [u8; 0],
 }
 
-/// An event and what keeps it usable. Exports drop first.
-struct EventObj {
-    exports: Mutex<Vec<Exported>>,
-    event: Box<dyn DynEvent>,
-    device: Arc<DeviceObj>,
-}
-
-static EVENTS: Table<EventObj> = Table::new(Kind::Event);
+static EVENTS: Table<SyncObj<dyn DynEvent>> = Table::new(Kind::Event);
 
 /// Create an interprocess event on `device` (CUDA `CU_EVENT_INTERPROCESS`,
 /// Ascend `ACL_EVENT_IPC`, a futex word on CPU shared memory), to export
@@ -52,11 +44,7 @@ pub unsafe extern "C" fn hal_event_create(
             interprocess: true,
             timing: false,
         })?;
-        let token = EVENTS.insert(Arc::new(EventObj {
-            exports: Mutex::new(Vec::new()),
-            event,
-            device,
-        }));
+        let token = EVENTS.insert(SyncObj::new(event, device));
         // SAFETY: checked not NULL above.
         unsafe { put(out, token as *mut hal_event, "out") }
     })
@@ -81,13 +69,7 @@ pub unsafe extern "C" fn hal_event_export(
         let event = EVENTS.get(event as usize, "event")?;
         // SAFETY: per the contract.
         let opts = unsafe { export_options(options) }?;
-        let exported = event.device.device.export_event(&*event.event, &opts)?;
-        let text = exported.to_text();
-        event
-            .exports
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(exported);
+        let text = event.export(|d, e| d.device.export_event(e, &opts))?;
         // SAFETY: checked not NULL above.
         unsafe { give_text(out_text, text) };
         Ok(())
@@ -108,20 +90,12 @@ pub unsafe extern "C" fn hal_event_import(
 ) -> hal_status {
     call("hal_event_import", || {
         need(out, "out")?;
+        let import = |d: &crate::device::DeviceObj, shared| {
+            d.device.import_event(shared, &ImportOptions::default())
+        };
         // SAFETY: per the contract.
-        let text = unsafe { str_arg(text, "text") }?;
-        // SAFETY: per the contract (read-only means nothing for an event).
-        unsafe { import_read_only(options) }?;
-        let handle = decode(text, HandleKind::Event)?;
-        let device = Arc::new(device_for(&handle)?);
-        let event = device
-            .device
-            .import_event(SharedHandle::from(handle), &ImportOptions::default())?;
-        let token = EVENTS.insert(Arc::new(EventObj {
-            exports: Mutex::new(Vec::new()),
-            event,
-            device,
-        }));
+        let event = unsafe { import_text(text, options, HandleKind::Event, import) }?;
+        let token = EVENTS.insert(event);
         // SAFETY: checked not NULL above.
         unsafe { put(out, token as *mut hal_event, "out") }
     })
@@ -134,7 +108,7 @@ pub extern "C" fn hal_event_record(event: *mut hal_event) -> hal_status {
     call("hal_event_record", || {
         let event = EVENTS.get(event as usize, "event")?;
         let stream = event.device.stream()?;
-        Ok(event.device.device.record_event(stream, &*event.event)?)
+        Ok(event.device.device.record_event(stream, &*event.obj)?)
     })
 }
 
@@ -148,7 +122,7 @@ pub unsafe extern "C" fn hal_event_query(event: *mut hal_event, out_done: *mut b
     call("hal_event_query", || {
         need(out_done, "out_done")?;
         let event = EVENTS.get(event as usize, "event")?;
-        let done = event.event.query()?;
+        let done = event.obj.query()?;
         // SAFETY: checked not NULL above.
         unsafe { put(out_done, done, "out_done") }
     })
@@ -165,7 +139,7 @@ pub extern "C" fn hal_event_wait(event: *mut hal_event, timeout_ns: i64) -> hal_
             timeout: timeout(timeout_ns),
             ..Default::default()
         };
-        Ok(event.event.wait(opts)?)
+        Ok(event.obj.wait(opts)?)
     })
 }
 

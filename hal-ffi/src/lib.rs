@@ -52,6 +52,7 @@ mod named;
 mod notify;
 mod options;
 mod status;
+mod sync_obj;
 mod table;
 mod tensor;
 mod text;

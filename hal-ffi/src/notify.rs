@@ -1,19 +1,18 @@
 //! Notifies: a wake-up signal one process raises and another waits for.
 
 use std::ffi::c_char;
-use std::sync::{Arc, Mutex};
 
 use hal_facade::dynamic::DynNotify;
-use hal_facade::{Exported, HandleKind, ImportOptions, SharedHandle, WaitOptions};
+use hal_facade::{HandleKind, ImportOptions, WaitOptions};
 
-use crate::decode::decode;
-use crate::device::{device_for, hal_device, need, put, DeviceObj, DEVICES};
+use crate::device::{hal_device, need, put, DEVICES};
 use crate::last_error::call;
 use crate::memory::timeout;
-use crate::options::{export_options, hal_export_options, hal_import_options, import_read_only};
+use crate::options::{export_options, hal_export_options, hal_import_options};
 use crate::status::hal_status;
+use crate::sync_obj::{import_text, SyncObj};
 use crate::table::{Kind, Table};
-use crate::text::{give_text, str_arg};
+use crate::text::give_text;
 
 /// A notify (opaque): created here (`hal_notify_create`) or imported
 /// (`hal_notify_import`). Release it with `hal_notify_release`.
@@ -22,14 +21,7 @@ pub struct hal_notify {
     _private: [u8; 0],
 }
 
-/// A notify and what keeps it usable. Exports drop first.
-struct NotifyObj {
-    exports: Mutex<Vec<Exported>>,
-    notify: Box<dyn DynNotify>,
-    device: Arc<DeviceObj>,
-}
-
-static NOTIFIES: Table<NotifyObj> = Table::new(Kind::Notify);
+static NOTIFIES: Table<SyncObj<dyn DynNotify>> = Table::new(Kind::Notify);
 
 /// Create a notify on `device`. Some backends (Ascend) let only the
 /// creator wait on a notify: each side then creates the notify it waits on
@@ -47,11 +39,7 @@ pub unsafe extern "C" fn hal_notify_create(
         need(out, "out")?;
         let device = DEVICES.get(device as usize, "device")?;
         let notify = device.device.create_notify()?;
-        let token = NOTIFIES.insert(Arc::new(NotifyObj {
-            exports: Mutex::new(Vec::new()),
-            notify,
-            device,
-        }));
+        let token = NOTIFIES.insert(SyncObj::new(notify, device));
         // SAFETY: checked not NULL above.
         unsafe { put(out, token as *mut hal_notify, "out") }
     })
@@ -76,13 +64,7 @@ pub unsafe extern "C" fn hal_notify_export(
         let notify = NOTIFIES.get(notify as usize, "notify")?;
         // SAFETY: per the contract.
         let opts = unsafe { export_options(options) }?;
-        let exported = notify.device.device.export_notify(&*notify.notify, &opts)?;
-        let text = exported.to_text();
-        notify
-            .exports
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(exported);
+        let text = notify.export(|d, n| d.device.export_notify(n, &opts))?;
         // SAFETY: checked not NULL above.
         unsafe { give_text(out_text, text) };
         Ok(())
@@ -103,20 +85,12 @@ pub unsafe extern "C" fn hal_notify_import(
 ) -> hal_status {
     call("hal_notify_import", || {
         need(out, "out")?;
+        let import = |d: &crate::device::DeviceObj, shared| {
+            d.device.import_notify(shared, &ImportOptions::default())
+        };
         // SAFETY: per the contract.
-        let text = unsafe { str_arg(text, "text") }?;
-        // SAFETY: per the contract (read-only means nothing for a notify).
-        unsafe { import_read_only(options) }?;
-        let handle = decode(text, HandleKind::Notify)?;
-        let device = Arc::new(device_for(&handle)?);
-        let notify = device
-            .device
-            .import_notify(SharedHandle::from(handle), &ImportOptions::default())?;
-        let token = NOTIFIES.insert(Arc::new(NotifyObj {
-            exports: Mutex::new(Vec::new()),
-            notify,
-            device,
-        }));
+        let notify = unsafe { import_text(text, options, HandleKind::Notify, import) }?;
+        let token = NOTIFIES.insert(notify);
         // SAFETY: checked not NULL above.
         unsafe { put(out, token as *mut hal_notify, "out") }
     })
@@ -127,7 +101,7 @@ pub unsafe extern "C" fn hal_notify_import(
 pub extern "C" fn hal_notify_signal(notify: *mut hal_notify) -> hal_status {
     call("hal_notify_signal", || {
         let notify = NOTIFIES.get(notify as usize, "notify")?;
-        Ok(notify.notify.signal()?)
+        Ok(notify.obj.signal()?)
     })
 }
 
@@ -142,7 +116,7 @@ pub extern "C" fn hal_notify_wait(notify: *mut hal_notify, timeout_ns: i64) -> h
             timeout: timeout(timeout_ns),
             ..Default::default()
         };
-        Ok(notify.notify.wait(opts)?)
+        Ok(notify.obj.wait(opts)?)
     })
 }
 
