@@ -49,6 +49,7 @@ mod notify;
 mod options;
 mod registry;
 mod share;
+mod sync_obj;
 mod tensor;
 mod timeout;
 

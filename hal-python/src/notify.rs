@@ -1,39 +1,27 @@
 //! Notifies: a wake-up signal one process raises and another waits for.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use hal::dynamic::DynNotify;
-use hal::{Error, Exported, WaitOptions};
 use pyo3::prelude::*;
 
-use crate::errors::{to_py, OrRaise};
-use crate::options::export_options;
+use crate::errors::OrRaise;
 use crate::registry::DeviceObj;
+use crate::sync_obj::{wait_released, SyncObj};
 use crate::timeout::duration;
-
-/// A notify and what keeps it usable. Exports drop first.
-struct NotifyObj {
-    exports: Mutex<Vec<Exported>>,
-    notify: Box<dyn DynNotify>,
-    device: Arc<DeviceObj>,
-}
 
 /// A notify: created here (`Device.notify()`) or imported
 /// (`hal.import_handle`). `signal()` raises it; `wait()` waits until it is
 /// raised and resets it. Some backends (Ascend) let only the creator wait.
 #[pyclass(module = "hal", frozen)]
 pub struct Notify {
-    inner: Arc<NotifyObj>,
+    inner: Arc<SyncObj<dyn DynNotify>>,
 }
 
 impl Notify {
     pub(crate) fn new(device: Arc<DeviceObj>, notify: Box<dyn DynNotify>) -> Notify {
         Notify {
-            inner: Arc::new(NotifyObj {
-                exports: Mutex::new(Vec::new()),
-                notify,
-                device,
-            }),
+            inner: SyncObj::new(device, notify),
         }
     }
 }
@@ -45,25 +33,13 @@ impl Notify {
     /// `Memory.export`. The export lasts as long as this object.
     #[pyo3(signature = (importers=None))]
     fn export(&self, importers: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
-        let opts = export_options(importers, false)?;
-        let exported = self
-            .inner
-            .device
-            .device
-            .export_notify(&*self.inner.notify, &opts)
-            .or_raise()?;
-        let text = exported.to_text();
         self.inner
-            .exports
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(exported);
-        Ok(text)
+            .export(importers, |d, n, opts| d.device.export_notify(n, opts))
     }
 
     /// Raise the notify from the host.
     fn signal(&self, py: Python<'_>) -> PyResult<()> {
-        py.allow_threads(|| self.inner.notify.signal()).or_raise()
+        py.allow_threads(|| self.inner.obj.signal()).or_raise()
     }
 
     /// Wait until the notify is raised, and reset it: True; False when
@@ -71,15 +47,7 @@ impl Notify {
     /// Other threads run meanwhile (the GIL is released).
     #[pyo3(signature = (timeout=None))]
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
-        let opts = WaitOptions {
-            timeout: duration(timeout)?,
-            ..Default::default()
-        };
-        match py.allow_threads(|| self.inner.notify.wait(opts)) {
-            Ok(()) => Ok(true),
-            Err(Error::Timeout { .. }) => Ok(false),
-            Err(e) => Err(to_py(e)),
-        }
+        wait_released(py, timeout, |opts| self.inner.obj.wait(opts))
     }
 
     /// `await n.wait_async(timeout)`: `wait` without blocking the asyncio
