@@ -73,6 +73,8 @@ pub struct LeaseTable {
     id: [u8; 16],
     capacity: u32,
     slots: Mutex<Slots>,
+    /// Notified when a lease is given back or a dead holder's slot is
+    /// freed: what [`LeaseTable::wait_empty`] waits for.
     changed: Condvar,
 }
 
@@ -254,7 +256,9 @@ impl LeaseTable {
         };
         s.slots[index] = slot;
         drop(s);
-        self.changed.notify_all();
+        // No notify: `changed` wakes waiters for the table to empty, and a
+        // registration never empties it (it spared a futex call per import
+        // in the broker).
         Ok(LeaseTicket {
             table: self.id,
             slot: index as u32,
