@@ -1,11 +1,12 @@
 //! Memory: allocate, export, import, read, write, release.
 
 use std::ffi::{c_char, c_void};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hal_facade::dynamic::{DynAllocation, DynMapping};
-use hal_facade::{AllocDesc, Error, Exported, Handle, HandleKind, ImportOptions, Location, Memory};
+use hal_facade::kit::export::KeptExports;
+use hal_facade::{AllocDesc, Error, Handle, HandleKind, ImportOptions, Location, Memory};
 use hal_facade::{Result as HalResult, SharedHandle};
 
 use crate::decode::decode;
@@ -43,7 +44,7 @@ pub(crate) enum Backing {
 /// A memory object. Its exports are declared first so that they drop (and
 /// stop serving importers) before the memory does.
 pub(crate) struct MemoryObj {
-    exports: Mutex<Vec<Exported>>,
+    exports: KeptExports,
     pub held: Backing,
     pub device: Arc<DeviceObj>,
     /// Writes through this object are refused (an import asked for it).
@@ -55,7 +56,7 @@ pub(crate) static MEMORIES: Table<MemoryObj> = Table::new(Kind::Memory);
 impl MemoryObj {
     pub(crate) fn allocation(device: Arc<DeviceObj>, alloc: Box<dyn DynAllocation>) -> Self {
         MemoryObj {
-            exports: Mutex::new(Vec::new()),
+            exports: KeptExports::default(),
             held: Backing::Allocation(alloc),
             device,
             read_only: false,
@@ -85,12 +86,7 @@ impl MemoryObj {
         let opts = unsafe { export_options(opts) }?;
         let alloc = self.allocated("export")?;
         let exported = self.device.device.export_memory(alloc, &opts)?;
-        let handle = exported.handle().clone();
-        self.exports
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(exported);
-        Ok(handle)
+        Ok(self.exports.keep(exported))
     }
 }
 
@@ -131,7 +127,7 @@ pub(crate) fn import_memory(handle: Handle, read_only: bool) -> Result<MemoryObj
         .device
         .import_memory(SharedHandle::from(handle), &ImportOptions::default())?;
     Ok(MemoryObj {
-        exports: Mutex::new(Vec::new()),
+        exports: KeptExports::default(),
         held: Backing::Mapping(mapping),
         device,
         read_only,

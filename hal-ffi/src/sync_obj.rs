@@ -4,8 +4,9 @@
 //! differs is the device's call, which the caller gives.
 
 use std::ffi::c_char;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use hal_facade::kit::export::KeptExports;
 use hal_facade::{Exported, HandleKind, SharedHandle};
 
 use crate::decode::decode;
@@ -17,7 +18,7 @@ use crate::text::str_arg;
 /// An event or a notify (`T`) and what keeps it usable. Exports drop
 /// first.
 pub(crate) struct SyncObj<T: ?Sized> {
-    exports: Mutex<Vec<Exported>>,
+    exports: KeptExports,
     pub(crate) obj: Box<T>,
     pub(crate) device: Arc<DeviceObj>,
 }
@@ -26,7 +27,7 @@ impl<T: ?Sized> SyncObj<T> {
     /// `obj` of `device`, not exported yet.
     pub(crate) fn new(obj: Box<T>, device: Arc<DeviceObj>) -> Arc<SyncObj<T>> {
         Arc::new(SyncObj {
-            exports: Mutex::new(Vec::new()),
+            exports: KeptExports::default(),
             obj,
             device,
         })
@@ -39,12 +40,7 @@ impl<T: ?Sized> SyncObj<T> {
         export: impl FnOnce(&DeviceObj, &T) -> hal_facade::Result<Exported>,
     ) -> Result<String, Failure> {
         let exported = export(&self.device, &self.obj)?;
-        let text = exported.to_text();
-        self.exports
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(exported);
-        Ok(text)
+        Ok(self.exports.keep(exported).to_text())
     }
 }
 

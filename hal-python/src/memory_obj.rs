@@ -1,12 +1,13 @@
 //! The memory object behind a Python `Memory`: an allocation of this
 //! process or a mapping of another's, with its exports and its device.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 
 use hal::dynamic::{DynAllocation, DynMapping};
-use hal::{Error, Exported, Handle, ImportOptions, Location, SharedHandle};
+use hal::kit::export::KeptExports;
+use hal::{Error, Handle, ImportOptions, Location, SharedHandle};
 
 use crate::registry::{device_for, DeviceObj};
 
@@ -70,7 +71,7 @@ impl Drop for Adopted {
 /// A memory object. Its exports are declared first so that they drop (and
 /// stop serving importers) before the memory does.
 pub(crate) struct MemoryObj {
-    exports: Mutex<Vec<Exported>>,
+    exports: KeptExports,
     pub held: Backing,
     pub device: Arc<DeviceObj>,
     /// Writes through this object are refused (an import asked for it).
@@ -80,7 +81,7 @@ pub(crate) struct MemoryObj {
 impl MemoryObj {
     pub(crate) fn allocation(device: Arc<DeviceObj>, alloc: Box<dyn DynAllocation>) -> Self {
         MemoryObj {
-            exports: Mutex::new(Vec::new()),
+            exports: KeptExports::default(),
             held: Backing::Allocation(alloc),
             device,
             read_only: false,
@@ -95,7 +96,7 @@ impl MemoryObj {
         owner: Py<PyAny>,
     ) -> Self {
         MemoryObj {
-            exports: Mutex::new(Vec::new()),
+            exports: KeptExports::default(),
             held: Backing::Adopted(Adopted::new(alloc, owner)),
             device,
             read_only: false,
@@ -131,12 +132,7 @@ impl MemoryObj {
             ));
         };
         let exported = self.device.device.export_memory(alloc, opts)?;
-        let handle = exported.handle().clone();
-        self.exports
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(exported);
-        Ok(handle)
+        Ok(self.exports.keep(exported))
     }
 }
 
@@ -187,7 +183,7 @@ impl MemoryObj {
         read_only: bool,
     ) -> Self {
         MemoryObj {
-            exports: Mutex::new(Vec::new()),
+            exports: KeptExports::default(),
             held: Backing::Mapping(mapping),
             device,
             read_only,

@@ -2,8 +2,9 @@
 //! and its exports, kept until the Python object goes; and a wait that
 //! answers `False` at its timeout.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use hal::kit::export::KeptExports;
 use hal::{Error, ExportOptions, Exported, WaitOptions};
 use pyo3::prelude::*;
 
@@ -15,7 +16,7 @@ use crate::timeout::duration;
 /// An event or a notify (`T`) and what keeps it usable. Exports drop
 /// first.
 pub(crate) struct SyncObj<T: ?Sized> {
-    exports: Mutex<Vec<Exported>>,
+    exports: KeptExports,
     pub(crate) obj: Box<T>,
     pub(crate) device: Arc<DeviceObj>,
 }
@@ -24,7 +25,7 @@ impl<T: ?Sized> SyncObj<T> {
     /// `obj` of `device`, not exported yet.
     pub(crate) fn new(device: Arc<DeviceObj>, obj: Box<T>) -> Arc<SyncObj<T>> {
         Arc::new(SyncObj {
-            exports: Mutex::new(Vec::new()),
+            exports: KeptExports::default(),
             obj,
             device,
         })
@@ -40,12 +41,7 @@ impl<T: ?Sized> SyncObj<T> {
     ) -> PyResult<String> {
         let opts = export_options(importers, false)?;
         let exported = export(&self.device, &self.obj, &opts).or_raise()?;
-        let text = exported.to_text();
-        self.exports
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(exported);
-        Ok(text)
+        Ok(self.exports.keep(exported).to_text())
     }
 }
 
