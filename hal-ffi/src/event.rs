@@ -44,7 +44,7 @@ pub unsafe extern "C" fn hal_event_create(
             interprocess: true,
             timing: false,
         })?;
-        let token = EVENTS.insert(SyncObj::new(event, device));
+        let token = EVENTS.insert(SyncObj::new(device, event));
         // SAFETY: checked not NULL above.
         unsafe { put(out, token as *mut hal_event, "out") }
     })
@@ -69,7 +69,7 @@ pub unsafe extern "C" fn hal_event_export(
         let event = EVENTS.get(event as usize, "event")?;
         // SAFETY: per the contract.
         let opts = unsafe { export_options(options) }?;
-        let text = event.export(|d, e| d.device.export_event(e, &opts))?;
+        let text = event.keep(event.device.device.export_event(&*event.obj, &opts)?);
         // SAFETY: checked not NULL above.
         unsafe { give_text(out_text, text) };
         Ok(())

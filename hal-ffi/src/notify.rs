@@ -39,7 +39,7 @@ pub unsafe extern "C" fn hal_notify_create(
         need(out, "out")?;
         let device = DEVICES.get(device as usize, "device")?;
         let notify = device.device.create_notify()?;
-        let token = NOTIFIES.insert(SyncObj::new(notify, device));
+        let token = NOTIFIES.insert(SyncObj::new(device, notify));
         // SAFETY: checked not NULL above.
         unsafe { put(out, token as *mut hal_notify, "out") }
     })
@@ -64,7 +64,7 @@ pub unsafe extern "C" fn hal_notify_export(
         let notify = NOTIFIES.get(notify as usize, "notify")?;
         // SAFETY: per the contract.
         let opts = unsafe { export_options(options) }?;
-        let text = notify.export(|d, n| d.device.export_notify(n, &opts))?;
+        let text = notify.keep(notify.device.device.export_notify(&*notify.obj, &opts)?);
         // SAFETY: checked not NULL above.
         unsafe { give_text(out_text, text) };
         Ok(())

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 
 use crate::errors::OrRaise;
 use crate::registry::DeviceObj;
-use crate::sync_obj::{wait_released, SyncObj};
+use crate::sync_obj::{export_kept, wait_released, SyncObj};
 
 /// An interprocess event: created here (`Device.event()`) or imported
 /// (`hal.import_handle`). `record()` marks the work queued so far on the
@@ -32,8 +32,9 @@ impl Event {
     /// `importers` as for `Memory.export`.
     #[pyo3(signature = (importers=None))]
     fn export(&self, importers: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
-        self.inner
-            .export(importers, |d, e, opts| d.device.export_event(e, opts))
+        export_kept(&self.inner, importers, |d, e, opts| {
+            d.device.export_event(e, opts)
+        })
     }
 
     /// Record the event on the device's own stream (made on first use).

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 
 use crate::errors::OrRaise;
 use crate::registry::DeviceObj;
-use crate::sync_obj::{wait_released, SyncObj};
+use crate::sync_obj::{export_kept, wait_released, SyncObj};
 use crate::timeout::duration;
 
 /// A notify: created here (`Device.notify()`) or imported
@@ -33,8 +33,9 @@ impl Notify {
     /// `Memory.export`. The export lasts as long as this object.
     #[pyo3(signature = (importers=None))]
     fn export(&self, importers: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
-        self.inner
-            .export(importers, |d, n, opts| d.device.export_notify(n, opts))
+        export_kept(&self.inner, importers, |d, n, opts| {
+            d.device.export_notify(n, opts)
+        })
     }
 
     /// Raise the notify from the host.

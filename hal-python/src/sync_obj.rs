@@ -1,10 +1,8 @@
 //! What `Event` and `Notify` share: the object, the device it belongs to
-//! and its exports, kept until the Python object goes; and a wait that
-//! answers `False` at its timeout.
+//! and its exports, kept until the Python object goes ([`KeptObject`]),
+//! their export, and a wait that answers `False` at its timeout.
 
-use std::sync::Arc;
-
-use hal::kit::export::KeptExports;
+use hal::kit::export::KeptObject;
 use hal::{Error, ExportOptions, Exported, WaitOptions};
 use pyo3::prelude::*;
 
@@ -13,36 +11,20 @@ use crate::options::export_options;
 use crate::registry::DeviceObj;
 use crate::timeout::duration;
 
-/// An event or a notify (`T`) and what keeps it usable. Exports drop
-/// first.
-pub(crate) struct SyncObj<T: ?Sized> {
-    exports: KeptExports,
-    pub(crate) obj: Box<T>,
-    pub(crate) device: Arc<DeviceObj>,
-}
+/// An event or a notify (`T`), its device and its exports.
+pub(crate) type SyncObj<T> = KeptObject<T, DeviceObj>;
 
-impl<T: ?Sized> SyncObj<T> {
-    /// `obj` of `device`, not exported yet.
-    pub(crate) fn new(device: Arc<DeviceObj>, obj: Box<T>) -> Arc<SyncObj<T>> {
-        Arc::new(SyncObj {
-            exports: KeptExports::default(),
-            obj,
-            device,
-        })
-    }
-
-    /// Export the object to `importers` (as for `Memory.export`) with
-    /// `export`, the device's call, and keep the export as long as the
-    /// object: its handle text.
-    pub(crate) fn export(
-        &self,
-        importers: Option<&Bound<'_, PyAny>>,
-        export: impl FnOnce(&DeviceObj, &T, &ExportOptions) -> hal::Result<Exported>,
-    ) -> PyResult<String> {
-        let opts = export_options(importers, false)?;
-        let exported = export(&self.device, &self.obj, &opts).or_raise()?;
-        Ok(self.exports.keep(exported).to_text())
-    }
+/// Export `obj` to `importers` (as for `Memory.export`) with `export`, the
+/// device's call, and keep the export as long as the object: its handle
+/// text.
+pub(crate) fn export_kept<T: ?Sized>(
+    obj: &SyncObj<T>,
+    importers: Option<&Bound<'_, PyAny>>,
+    export: impl FnOnce(&DeviceObj, &T, &ExportOptions) -> hal::Result<Exported>,
+) -> PyResult<String> {
+    let opts = export_options(importers, false)?;
+    let exported = export(&obj.device, &obj.obj, &opts).or_raise()?;
+    Ok(obj.keep(exported))
 }
 
 /// Run `wait` with the GIL released and `timeout` seconds (None: forever;

@@ -2,7 +2,7 @@
 //! (the C library, the Python package) holds for an object whose exports
 //! the caller does not own.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::handle::Handle;
 use crate::kit::export::Exported;
@@ -33,6 +33,34 @@ impl KeptExports {
     }
 }
 
+/// An object a language door hands out (an event or a notify: `T`), the
+/// door's record of the device it belongs to (`D`), and the object's
+/// exports, kept until it goes. The exports drop first.
+pub struct KeptObject<T: ?Sized, D> {
+    exports: KeptExports,
+    /// The object.
+    pub obj: Box<T>,
+    /// Its device.
+    pub device: Arc<D>,
+}
+
+impl<T: ?Sized, D> KeptObject<T, D> {
+    /// `obj` of `device`, not exported yet.
+    pub fn new(device: Arc<D>, obj: Box<T>) -> Arc<KeptObject<T, D>> {
+        Arc::new(KeptObject {
+            exports: KeptExports::default(),
+            obj,
+            device,
+        })
+    }
+
+    /// Keep `exported` (an export of the object) as long as the object;
+    /// its handle text.
+    pub fn keep(&self, exported: Exported) -> String {
+        self.exports.keep(exported).to_text()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +83,10 @@ mod tests {
         let given = kept.keep(Exported::new(handle.clone(), Vec::new()).unwrap());
         assert_eq!(given, handle);
         assert_eq!(kept.len(), 1);
+        let object = KeptObject::new(Arc::new("device"), Box::new(7u8));
+        let text = object.keep(Exported::new(handle.clone(), Vec::new()).unwrap());
+        assert_eq!(text, handle.to_text());
+        assert_eq!(object.exports.len(), 1);
+        assert_eq!((*object.obj, *object.device), (7, "device"));
     }
 }

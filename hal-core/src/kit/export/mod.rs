@@ -24,7 +24,7 @@ mod take;
 
 pub use exported::Exported;
 pub use handle::{new_handle, HandleSpec};
-pub use kept::KeptExports;
+pub use kept::{KeptExports, KeptObject};
 pub use memfd::{sealed_memfd, SealedMemfd};
 pub use take::{
     check_fd_count, check_sealed, fd_array, take_sealed, take_sealed_batch, Expect, Sealed,
