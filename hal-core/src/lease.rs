@@ -121,8 +121,9 @@ impl LazyLeases {
     /// not waited for). The vendors make using a resource after its
     /// exporter released it undefined, so when no thread can be started
     /// `release` is forgotten, never run, and what it would release stays
-    /// alive for the life of the process (logged, naming `what`).
-    pub fn release_when_unleased<F>(&self, thread: &str, what: &str, release: F)
+    /// alive for the life of the process (logged, naming `what()`, which
+    /// is asked only then and while waiting).
+    pub fn release_when_unleased<F>(&self, thread: &str, what: impl FnOnce() -> String, release: F)
     where
         F: FnOnce() + Send + 'static,
     {
@@ -130,11 +131,12 @@ impl LazyLeases {
             release();
             return;
         };
+        let what = what();
         // The thread takes `release` out of the slot; when the thread
         // cannot start, the slot gives it back here to be forgotten.
         let slot = Arc::new(Mutex::new(Some(release)));
         let theirs = Arc::clone(&slot);
-        let waited = what.to_string();
+        let waited = what.clone();
         let spawned = os::thread::spawn(thread, move || {
             if let Err(e) = table.wait_empty(None) {
                 log::warn!("waiting for the importers of {waited}: {e}");
@@ -414,17 +416,21 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let never = LazyLeases::default();
         let now = tx.clone();
-        never.release_when_unleased("hal-test-release", "a resource", move || {
-            now.send("never exported").unwrap()
-        });
+        never.release_when_unleased(
+            "hal-test-release",
+            || "a resource".into(),
+            move || now.send("never exported").unwrap(),
+        );
         assert_eq!(rx.try_recv(), Ok("never exported"), "released at once");
 
         let lazy = LazyLeases::default();
         let lease = lazy.table().unwrap().hold_here().unwrap();
         let later = tx.clone();
-        lazy.release_when_unleased("hal-test-release", "a resource", move || {
-            later.send("held").unwrap()
-        });
+        lazy.release_when_unleased(
+            "hal-test-release",
+            || "a resource".into(),
+            move || later.send("held").unwrap(),
+        );
         assert!(
             rx.recv_timeout(Duration::from_millis(50)).is_err(),
             "released while an importer held it"

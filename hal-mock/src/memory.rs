@@ -235,12 +235,12 @@ impl Drop for MockAllocation {
             );
             self.dev.state().deferred.fetch_add(1, Ordering::AcqRel);
         }
-        let dev = self.dev.clone();
+        let (dev, addr) = (self.dev.clone(), self.addr());
         // No timeout: the memory must outlive every importer; dead
         // importers are not counted.
         self.lease.release_when_unleased(
             "hal-mock-deferred-free",
-            &format!("{}: the allocation at {:#x}", self.dev.name(), self.addr()),
+            || format!("{}: the allocation at {addr:#x}", self.dev.name()),
             move || {
                 release.run();
                 if counted {

@@ -91,12 +91,12 @@ impl AscendAllocation {
 impl Drop for AscendAllocation {
     fn drop(&mut self) {
         let keys = self.keys.take();
-        let (ctx, base) = (Arc::clone(&self.ctx), self.base);
+        let (ctx, base, ptr) = (Arc::clone(&self.ctx), self.base, self.ptr);
         // While importers hold it, the documented order has them close
         // first: the release waits for their leases.
         self.leases.release_when_unleased(
             "hal-ascend-deferred-free",
-            &format!("Ascend memory at {:#x}", self.ptr),
+            || format!("Ascend memory at {ptr:#x}"),
             move || release(&ctx, base, &keys),
         );
     }

@@ -185,7 +185,7 @@ impl Drop for AscendEvent {
         let inner = Arc::clone(&self.inner);
         self.inner.leases.release_when_unleased(
             "hal-ascend-deferred-event",
-            "an Ascend IPC event",
+            || "an Ascend IPC event".into(),
             move || drop(inner),
         );
     }

@@ -358,7 +358,7 @@ impl Drop for CudaEvent {
         let inner = Arc::clone(&self.inner);
         self.leases.release_when_unleased(
             "hal-cuda-deferred-event",
-            "a CUDA IPC event",
+            || "a CUDA IPC event".into(),
             move || drop(inner),
         );
     }
