@@ -23,6 +23,13 @@
 //! A holder whose process died (or whose pid now belongs to a newer process:
 //! the start time tells them apart) is not counted, and its slot is freed by
 //! the next [`LeaseTable::count`] or reused by the next registration.
+//!
+//! One exception, opt-in: an importer on the direct `pidfd_getfd` path
+//! (see [`exchange`](crate::exchange)) records its own lease on the
+//! exporter's broker board, a shared page that only processes with ptrace
+//! access to the exporter ever map (they could write the exporter's memory
+//! anyway). The table counts those slots with its own, under the same
+//! rules: the holder's pid and start time, dead holders not counted.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
@@ -66,6 +73,18 @@ struct Slots {
     next_token: u64,
 }
 
+/// Leases that importers record themselves, outside a table: the direct
+/// imports of the exporter's broker board (see
+/// [`exchange`](crate::exchange)). A table counts them with its own.
+pub(crate) trait OutsideLeases: Send + Sync + std::fmt::Debug {
+    /// How many live processes hold one; the slots of dead holders are
+    /// freed.
+    fn count_live(&self) -> usize;
+    /// True once no lease can be added any more (the record was
+    /// withdrawn): the table forgets it when it counts none.
+    fn closed(&self) -> bool;
+}
+
 /// The importers of one exported resource, as the exporter counts them.
 #[derive(Debug)]
 #[must_use = "the table stops counting leases when this value drops"]
@@ -73,6 +92,8 @@ pub struct LeaseTable {
     id: [u8; 16],
     capacity: u32,
     slots: Mutex<Slots>,
+    /// Leases recorded by importers themselves, counted with the slots.
+    outside: Mutex<Vec<Arc<dyn OutsideLeases>>>,
     /// Notified when a lease is given back or a dead holder's slot is
     /// freed: what [`LeaseTable::wait_empty`] waits for.
     changed: Condvar,
@@ -195,6 +216,7 @@ impl LeaseTable {
                 next_token: u64::from_le_bytes(token),
             }),
             changed: Condvar::new(),
+            outside: Mutex::new(Vec::new()),
         });
         // A table leaves the registry when it is dropped (see `Drop`).
         lock(registry()).insert(table.id, Arc::downgrade(&table));
@@ -288,8 +310,42 @@ impl LeaseTable {
         true
     }
 
+    /// Count, with the table's own, the leases `outside` records (importers
+    /// that record their own).
+    pub(crate) fn add_outside(&self, outside: Arc<dyn OutsideLeases>) {
+        lock(&self.outside).push(outside);
+    }
+
     /// How many live processes hold a lease. Slots of dead holders are freed.
     pub fn count(&self) -> usize {
+        self.count_own() + self.count_outside()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn outside_for_test(&self) -> &Mutex<Vec<Arc<dyn OutsideLeases>>> {
+        &self.outside
+    }
+
+    /// The leases recorded outside the table; records that are closed and
+    /// hold none are forgotten.
+    fn count_outside(&self) -> usize {
+        let mut outside = lock(&self.outside);
+        if outside.is_empty() {
+            return 0;
+        }
+        let mut n = 0;
+        outside.retain(|o| {
+            // Closed first: a record closed after its count could still
+            // have gained a lease between the two.
+            let closed = o.closed();
+            let here = o.count_live();
+            n += here;
+            here > 0 || !closed
+        });
+        n
+    }
+
+    fn count_own(&self) -> usize {
         let mut s = lock(&self.slots);
         let mut n = 0;
         let mut freed = false;

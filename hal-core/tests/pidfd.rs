@@ -157,7 +157,8 @@ fn child_taken() {
     let texts = texts(&mut exporter);
     let before = fds();
     assert_eq!(exchange::pidfd_getfd_counts(), (0, 0));
-    // One import: taken by pidfd_getfd, with its lease.
+    // One import: the exporter's board taken once (one locate request),
+    // then the object found there, leased there and taken by pidfd_getfd.
     let (bytes, lease) = import(&texts[0]).unwrap();
     assert_eq!(bytes, "aaa");
     assert_eq!(
@@ -165,10 +166,11 @@ fn child_taken() {
         (1, 0),
         "taken by pidfd_getfd"
     );
+    assert_eq!(exchange::direct_import_count(), 1, "asking no one");
     assert_eq!(exporter.count(), "1", "the exporter counts the importer");
     drop(lease);
     assert_eq!(exporter.count(), "0");
-    // A batch: one locate request, every object taken.
+    // A batch: every object taken from the board, no request.
     let mut batch: Vec<SharedHandle> = texts.iter().map(|t| shared(t)).collect();
     let got = take_fds_leased_batch(&mut batch);
     let mut leases = Vec::new();
@@ -179,13 +181,19 @@ fn child_taken() {
         leases.push(t);
     }
     assert_eq!(exchange::pidfd_getfd_counts(), (4, 0), "the batch too");
+    assert_eq!(exchange::direct_import_count(), 4);
     assert_eq!(exporter.count(), "3");
     assert_eq!(exchange::broker_connections(None), 1, "one connection");
     drop(leases);
     assert_eq!(exporter.count(), "0");
-    // The connection and the exporter's pidfd kept with it: all that is
-    // left, and closed with it.
-    assert_eq!(fds(), before + 2, "a kept connection and its pidfd");
+    // The connection and the exporter's pidfd kept with it, and the
+    // board's pidfd (its mapping holds no descriptor): all that is left,
+    // and closed with the connections.
+    assert_eq!(
+        fds(),
+        before + 3,
+        "a kept connection, its pidfd, the board's"
+    );
     assert_eq!(exchange::close_broker_connections(), 1);
     assert_eq!(fds(), before, "nothing left behind");
     // With the path off, the same import comes with SCM_RIGHTS.
@@ -317,7 +325,9 @@ fn child_denied() {
     }
     assert_eq!(exchange::pidfd_getfd_counts(), (0, 0));
     assert_eq!(exporter.count(), "0", "no lease for a refused importer");
-    assert_eq!(fds(), before, "no descriptor, no connection kept");
+    // The board was taken (the refusal is the broker's, asked after the
+    // board did not name this process): its pidfd alone is kept.
+    assert_eq!(fds(), before + 1, "no descriptor, no connection kept");
     // In a batch: the allowed objects by pidfd_getfd, the other refused.
     let mut batch: Vec<SharedHandle> = texts.iter().map(|t| shared(t)).collect();
     let got = take_fds_leased_batch(&mut batch);
@@ -332,6 +342,7 @@ fn child_denied() {
     assert_eq!(read_fd(&kept[0].fds[0]), "aaa");
     assert_eq!(read_fd(&kept[1].fds[0]), "ccc");
     assert_eq!(exchange::pidfd_getfd_counts(), (2, 0));
+    assert_eq!(exchange::direct_import_count(), 2, "from the board");
     assert_eq!(exporter.count(), "2");
     drop(kept);
     exchange::close_broker_connections();

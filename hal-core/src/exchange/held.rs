@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::broker;
+use super::broker::{self, BoardLease};
 use crate::kit::os;
 use crate::lease::LeaseTicket;
 
@@ -21,6 +21,9 @@ use crate::lease::LeaseTicket;
 pub struct Lease {
     broker: String,
     ticket: LeaseTicket,
+    /// A lease recorded on the exporter's board by this process (a direct
+    /// import), given back there.
+    board: Option<BoardLease>,
     /// The process that holds it: a forked child's copy gives nothing back.
     pid: u32,
 }
@@ -30,6 +33,17 @@ impl Lease {
         Lease {
             broker,
             ticket,
+            board: None,
+            pid: os::pid(),
+        }
+    }
+
+    /// A lease this process recorded on the board of the broker `broker`.
+    pub(crate) fn on_board(broker: String, lease: BoardLease) -> Lease {
+        Lease {
+            broker,
+            ticket: lease.ticket(),
+            board: Some(lease),
             pid: os::pid(),
         }
     }
@@ -52,6 +66,10 @@ impl fmt::Debug for Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         if self.pid != os::pid() {
+            return;
+        }
+        if let Some(b) = &self.board {
+            b.give_back();
             return;
         }
         if let Err(e) = broker::release(&self.broker, &self.ticket) {

@@ -193,9 +193,58 @@
 //! `pidfd_getfd(2)` instead of receiving them with `SCM_RIGHTS`. It is
 //! **off by default** and turned on with `HAL_PIDFD_GETFD=1`
 //! ([`PIDFD_GETFD_ENV`], read once per process) or [`set_pidfd_getfd`].
-//! The broker is asked all the same, on the same kept connection: the
-//! allow-list and the leases live in the exporter (a handle's own list can
-//! be forged), so only the exporter can decide an import.
+//! It has two forms: the **direct** import, which asks no one, and, where
+//! the direct import cannot decide, a **located** fetch that asks the
+//! broker as a fetch does.
+//!
+//! **Direct imports: no round trip.** The first import from a broker asks
+//! it (by location, below) for its **board**: a sealed memfd of fixed size
+//! where the exporter publishes, for each export, its descriptors'
+//! numbers and identities (`st_dev`, `st_ino`), whether it counts
+//! importers, and its allow-list (anyone of the user, one uid, or up to six
+//! pids pinned to their start times). The board is made at that first
+//! request (an exporter no one asks pays nothing) and is served only by
+//! location, never with `SCM_RIGHTS`, and only to the exporter's user: only
+//! a process that can take the exporter's descriptors itself maps it. The
+//! importer maps it once, with a pidfd of the exporter, and from then on
+//! imports each object on its own:
+//!
+//! 1. it finds the object on the board (read whole under the entry's
+//!    sequence word) and checks the allow-list itself, under its own pid
+//!    and start time (only when the exporter is in its pid namespace);
+//! 2. when the export counts importers, it records its lease in a slot of
+//!    the board (its pid, its start time, the entry and its generation),
+//!    then reads the entry again: the exporter withdraws an entry before it
+//!    counts the leases of a release, so either the importer sees the
+//!    withdrawal and gives the slot back, or the exporter counts the lease;
+//! 3. it takes each descriptor with `pidfd_getfd`, reads its seals first
+//!    and checks its identity, as below; dropping the import frees the slot.
+//!
+//! The exporter's lease table counts the board's slots with its own:
+//! [`importers`](crate::Allocation::importers) is exact as soon as a lease
+//! is taken or given back, a holder whose process died is not counted
+//! (its slot is freed), and a release that waits for its importers sees a
+//! board lease go within its 20 ms poll. **Every doubt goes to the
+//! broker**: an object the board does not state (more than four
+//! descriptors, a longer allow-list, a pid not yet pinned, more than 4096
+//! live exports), an allow-list that does not name this process, a full
+//! lease area, an exporter in another pid namespace, a descriptor that is
+//! not the file the board names: the import is then fetched by location
+//! or with `SCM_RIGHTS`, and gets the broker's answer and refusal, exactly
+//! as without the path. So the direct import only ever says yes where the
+//! broker would. Who can use it could read and write the exporter's memory
+//! anyway (ptrace access), so honouring the allow-list on the importer's
+//! side gives such a process nothing it did not have; a process without
+//! that access never sees the board. A process that writes garbage over
+//! the board (it can: it has the same access) makes imports ask the
+//! broker, never take another file: each descriptor is checked against the
+//! identity the entry states and its seals, and entries or slots that do
+//! not parse are skipped (`hal-core/tests/direct.rs`).
+//!
+//! **Located fetches.** Where the board cannot decide, the broker is asked
+//! on the same kept connection: the allow-list and the leases live in the
+//! exporter (a handle's own list can be forged), so only the exporter can
+//! decide such an import.
 //!
 //! 1. The importer opens a pidfd of the broker's process (`pidfd_open(2)`,
 //!    the pid from `SO_PEERCRED`), kept with the connection and closed with
@@ -239,17 +288,16 @@
 //! it, silently. An exporter in a pid namespace this process cannot see
 //! (its pid reads 0) cannot be opened: the path is off for it, silently.
 //!
-//! **Why off by default.** The round trip to the broker is needed either
-//! way, and its reply carries the descriptors at little extra cost:
-//! `SCM_RIGHTS` of a batch's descriptors is one message. The path replaces
-//! that transfer with one `pidfd_getfd`, one `F_GET_SEALS` and one `fstat` per
-//! descriptor, plus a `pidfd_open` per connection, and saves nothing measurable
-//! (`halctl bench --scenario import-first-persistent`, with and without
-//! `HAL_PIDFD_GETFD=1`: see the README for the numbers). Where it is
-//! refused it costs a wasted request, a lease given back and a warning. It
-//! exists for deployments whose policy prefers descriptors taken by the
-//! importer under ptrace rights rather than passed by the exporter, and
-//! to measure the difference.
+//! **Why off by default.** Direct imports skip the round trip (`halctl
+//! bench`'s `import-direct` against `import-first-persistent`: see the
+//! README for the numbers), but the path rests on ptrace access to the
+//! exporter, which Yama (`ptrace_scope` 1 allows it towards descendants
+//! only), the seccomp profiles of container runtimes and older kernels
+//! refuse; where it is refused it costs a wasted request and a warning,
+//! and where it is allowed it trusts the importer with the exporter's
+//! memory, which is the deployment's decision, not the library's. A
+//! located fetch (the path's second form) keeps the round trip and saves
+//! nothing measurable over `SCM_RIGHTS`.
 //!
 //! # Example
 //!
@@ -424,10 +472,13 @@ pub fn take_fds_leased_batch(shared: &mut [SharedHandle]) -> Vec<Result<Taken>> 
         let counts: Vec<usize> = handles.iter().map(|h| h.fds.count()).collect();
         let served = broker::fetch_batch(&handles, &counts, &name);
         for (&i, r) in list.iter().zip(served) {
-            out[i] = Some(r.map(|s| Taken {
-                fds: s.fds,
-                lease: s.lease.map(|t| Lease::new(name.clone(), t)),
-                checked: true,
+            out[i] = Some(r.map(|s| {
+                let (fds, lease) = s.into_parts(&name);
+                Taken {
+                    fds,
+                    lease,
+                    checked: true,
+                }
             }));
         }
     }
@@ -457,6 +508,14 @@ pub fn set_pidfd_getfd(on: Option<bool>) {
 #[doc(hidden)]
 pub fn pidfd_getfd_counts() -> (u64, u64) {
     broker::getfd_counts()
+}
+
+/// How many imports of this process (counted in [`pidfd_getfd_counts`]
+/// too) asked no one: found on the exporter's board, leased there and
+/// taken. For tests and benchmarks.
+#[doc(hidden)]
+pub fn direct_import_count() -> u64 {
+    broker::direct_count()
 }
 
 /// How many connections this process keeps to the broker `name` (or to
@@ -527,9 +586,9 @@ pub(crate) fn take(shared: &mut SharedHandle, leased: bool) -> Result<Taken> {
             let served = broker::fetch(&shared.handle, name, count)?;
             // An export that counts importers registers a lease with every
             // fetch; a caller that wants none gives it back at once.
-            let lease = served.lease.map(|t| Lease::new(name.clone(), t));
+            let (fds, lease) = served.into_parts(name);
             Ok(Taken {
-                fds: served.fds,
+                fds,
                 lease: lease.filter(|_| leased),
                 checked: true,
             })

@@ -200,6 +200,7 @@ impl State {
                 size,
                 fresh_connection,
                 group,
+                direct,
             } => {
                 let queue = fds
                     .into_iter()
@@ -214,10 +215,22 @@ impl State {
                     queue: &queue,
                 };
                 let (taken, _) = hal::exchange::pidfd_getfd_counts();
-                series.extend(firsts.run(self.dev()?, &self.handles)?);
+                let asked_none = hal::exchange::direct_import_count();
+                if direct {
+                    hal::exchange::set_pidfd_getfd(Some(true));
+                }
+                let ran = firsts.run(self.dev()?, &self.handles);
+                if direct {
+                    hal::exchange::set_pidfd_getfd(None);
+                }
+                series.extend(ran?);
                 // How many of these imports took their descriptors by
-                // pidfd_getfd (HAL_PIDFD_GETFD=1), for the line's note.
-                reply.values = vec![(hal::exchange::pidfd_getfd_counts().0 - taken) as f64];
+                // pidfd_getfd (HAL_PIDFD_GETFD=1, or `direct`), and how many
+                // of those asked no one, for the line's note.
+                reply.values = vec![
+                    (hal::exchange::pidfd_getfd_counts().0 - taken) as f64,
+                    (hal::exchange::direct_import_count() - asked_none) as f64,
+                ];
             }
             Cmd::ImportCached { n } => {
                 let dev = self.dev()?;

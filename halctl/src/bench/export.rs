@@ -94,12 +94,14 @@ impl Bench<'_> {
         total: usize,
         fresh_connection: bool,
         group: usize,
-    ) -> CmdResult<([Vec<u64>; 4], usize)> {
+        direct: bool,
+    ) -> CmdResult<([Vec<u64>; 4], Taken)> {
         let pid = self.peer.pid;
         let opts = self.opts(&[pid]);
         let mut all: [Vec<u64>; 4] = Default::default();
         // Imports whose descriptors came by pidfd_getfd (HAL_PIDFD_GETFD=1).
         let mut pidfd_taken = 0;
+        let mut asked_none = 0;
         let mut done = 0;
         while done < total {
             // A whole number of groups per batch.
@@ -120,12 +122,14 @@ impl Bench<'_> {
                 size,
                 fresh_connection,
                 group,
+                direct,
             };
             self.peer.chan.send_json(&cmd, &[theirs.as_fd()])?;
             drop(theirs);
             let (reply, series) = proto::recv_reply(&self.peer.chan, &self.peer.who())?;
             let taken = reply.values.first().copied().unwrap_or(0.0) as usize;
             pidfd_taken += taken;
+            asked_none += reply.values.get(1).copied().unwrap_or(0.0) as usize;
             for (what, joined) in [("raw", server.join()), ("queue", feeder.join())] {
                 match joined {
                     Ok(r) => r?,
@@ -143,7 +147,13 @@ impl Bench<'_> {
             done += n;
             drop(shm);
         }
-        Ok((all, pidfd_taken))
+        Ok((
+            all,
+            Taken {
+                pidfd: pidfd_taken,
+                asked_none,
+            },
+        ))
     }
 
     /// A line of first imports against the three baselines: `main` (0:
@@ -199,7 +209,7 @@ impl Bench<'_> {
         let opts = self.opts(&[pid]);
         let total = self.plan.import_n + IMPORT_WARMUP;
         if self.wants("import-first") {
-            let (series, taken) = self.first_imports(total, true, 1)?;
+            let (series, Taken { pidfd: taken, .. }) = self.first_imports(total, true, 1, false)?;
             let line = self.first_line("import-first", series, IMPORT_WARMUP, 0, false);
             let r = line.ratio_p50.unwrap_or(f64::INFINITY);
             let mut line = line.target("ratio_p50 <= 1.3", r <= 1.3);
@@ -210,7 +220,8 @@ impl Bench<'_> {
             self.printer.emit(line)?;
         }
         if self.wants("import-first-persistent") {
-            let (series, taken) = self.first_imports(total, false, 1)?;
+            let (series, Taken { pidfd: taken, .. }) =
+                self.first_imports(total, false, 1, false)?;
             // Against the same request over a kept connection, answered
             // with a sealed memfd: the floor of any broker path.
             let line = self.first_line("import-first-persistent", series, IMPORT_WARMUP, 1, true);
@@ -223,8 +234,8 @@ impl Bench<'_> {
             self.printer.emit(line)?;
         }
         if self.wants("import-batch-16") {
-            let (series, taken) =
-                self.first_imports(total.max(2 * BATCH_GROUP), false, BATCH_GROUP)?;
+            let (series, Taken { pidfd: taken, .. }) =
+                self.first_imports(total.max(2 * BATCH_GROUP), false, BATCH_GROUP, false)?;
             let line = self.first_line("import-batch-16", series, 1, 2, true);
             let r = line.ratio_p50.unwrap_or(f64::INFINITY);
             let mut line = line.target("ratio_p50 <= 1.2", r <= 1.2);
@@ -234,6 +245,39 @@ impl Bench<'_> {
                      of each, divided by {BATCH_GROUP} (the baselines likewise)"
                 ),
                 taken,
+            ));
+            self.printer.emit(line)?;
+        }
+        for (scenario, group, target) in [
+            ("import-direct", 1, 1.5),
+            ("import-direct-batch-16", BATCH_GROUP, 1.2),
+        ] {
+            if !self.wants(scenario) {
+                continue;
+            }
+            // The direct path: the exporter's board, pidfd_getfd, no round
+            // trip; against the named region, as the target says.
+            let (
+                series,
+                Taken {
+                    pidfd: taken,
+                    asked_none,
+                },
+            ) = self.first_imports(total.max(2 * group), false, group, true)?;
+            let skip = if group == 1 { IMPORT_WARMUP } else { 1 };
+            let line = self.first_line(scenario, series, skip, 2, true);
+            let r = line.ratio_p50.unwrap_or(f64::INFINITY);
+            let mut line = line.target(&format!("ratio_p50 <= {target}"), r <= target);
+            line.note = Some(format!(
+                "the direct path on in the consumer (HAL_PIDFD_GETFD=1): {asked_none} of the \
+                 imports found on the exporter's board and taken by pidfd_getfd, asking no one; \
+                 {} more taken by pidfd_getfd after a request{}",
+                taken.saturating_sub(asked_none),
+                if group > 1 {
+                    format!("; time per handle of a batch of {group}")
+                } else {
+                    String::new()
+                }
             ));
             self.printer.emit(line)?;
         }
@@ -267,4 +311,12 @@ fn with_pidfd(note: &str, taken: usize) -> String {
         0 => note.to_owned(),
         n => format!("{note}; {n} imports took their descriptors by pidfd_getfd"),
     }
+}
+
+/// How the consumer's first imports took their descriptors.
+struct Taken {
+    /// By `pidfd_getfd`.
+    pidfd: usize,
+    /// Of those, found on the exporter's board without a request.
+    asked_none: usize,
 }

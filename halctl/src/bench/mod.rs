@@ -15,6 +15,8 @@
 //! | import-first | decode + import + first touch, in the consumer, a new broker connection each | fd over a new Unix socket connection + fstat + mmap + touch; also shm_open + fstat + mmap + touch of a named region, and a received fd (recvmsg + seals + mmap + touch) |
 //! | import-first-persistent | as import-first, the broker connection kept | the named region (and the other two) |
 //! | import-batch-16 | `import_memory_batch` of 16 handles + first touch of each, per handle | the named region (and the other two), per handle |
+//! | import-direct | as import-first-persistent, the direct path on in the consumer (the exporter's board, `pidfd_getfd`: no round trip) | the named region (and the other two) |
+//! | import-direct-batch-16 | as import-batch-16, the direct path on | the named region (and the other two), per handle |
 //! | import-cached | import of a handle already imported | none (absolute) |
 //! | notify-pingpong | round trip, blocking waits | raw futex ping-pong |
 //! | notify-spin-pingpong | round trip, busy polling | raw atomic spin ping-pong |
@@ -269,11 +271,13 @@ fn one(series: Vec<Vec<u64>>) -> CmdResult<[Vec<u64>; 1]> {
         .map_err(|_| Fail::failed("the consumer sent the wrong number of series"))
 }
 
-const SCENARIOS: [&str; 20] = [
+const SCENARIOS: [&str; 22] = [
     "export",
     "import-first",
     "import-first-persistent",
     "import-batch-16",
+    "import-direct",
+    "import-direct-batch-16",
     "import-cached",
     "notify-pingpong",
     "notify-spin-pingpong",
@@ -294,10 +298,11 @@ const SCENARIOS: [&str; 20] = [
 
 /// The scenarios whose baselines are host memory (a memfd, a private
 /// buffer): on the CUDA backend its own scenarios replace them.
-const HOST_MEMORY_SCENARIOS: [&str; 6] = [
+const HOST_MEMORY_SCENARIOS: [&str; 7] = [
     "export",
     "import-first",
     "import-batch-16",
+    "import-direct",
     "import-cached",
     "read-bandwidth",
     "scaling",
@@ -399,9 +404,16 @@ pub fn run(args: &BenchArgs) -> CmdResult {
     if b.wants("export") {
         b.export()?;
     }
-    if ["import-first", "import-batch-16", "import-cached"]
-        .iter()
-        .any(|s| b.wants(s))
+    if [
+        "import-first",
+        "import-first-persistent",
+        "import-batch-16",
+        "import-direct",
+        "import-direct-batch-16",
+        "import-cached",
+    ]
+    .iter()
+    .any(|s| b.wants(s))
     {
         b.imports()?;
     }

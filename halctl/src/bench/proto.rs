@@ -80,13 +80,17 @@ pub enum Cmd {
     /// `fresh_connection`); more: `group` handles per
     /// `import_memory_batch` call, and every sample is a group's time per
     /// handle (the baselines grouped alike). Series: hal, raw, named,
-    /// received.
+    /// received. Reply values: the imports taken by `pidfd_getfd`, and
+    /// those of them that asked no one.
     ImportFirst {
         raw_socket: String,
         shm_prefix: String,
         size: u64,
         fresh_connection: bool,
         group: usize,
+        /// The direct path on for these imports (the exporter's board,
+        /// `pidfd_getfd`), as `HAL_PIDFD_GETFD=1` turns it on.
+        direct: bool,
     },
     /// Import the first listed handle once and keep it; then time `n`
     /// imports of it again; series: hal, timer overhead.

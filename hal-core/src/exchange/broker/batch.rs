@@ -8,6 +8,7 @@ use super::client::{
     self, closed_by_exit, creator_may_be, hung_up, impostor, recv_failure, release, send_failure,
     status_error, with_connection, Served,
 };
+use super::direct;
 use super::getfd::{self, Took};
 use super::locate::{fetch, give_back};
 use super::located::LOCATED_LEN;
@@ -36,6 +37,35 @@ pub(crate) fn fetch_batch(
     counts: &[usize],
     name: &str,
 ) -> Vec<Result<Served>> {
+    if !getfd::wanted(name) || own_table(name).is_some() {
+        return fetch_asking(handles, counts, name);
+    }
+    // Each handle the exporter's board states is imported without asking;
+    // the others go to the broker together.
+    let mut out: Vec<Option<Result<Served>>> = handles
+        .iter()
+        .zip(counts)
+        .map(|(h, &c)| direct::fetch(h, name, c).map(Ok))
+        .collect();
+    let direct = out.iter().filter(|r| r.is_some()).count();
+    for _ in 0..direct {
+        getfd::note_direct();
+    }
+    let left: Vec<usize> = (0..handles.len()).filter(|&i| out[i].is_none()).collect();
+    if !left.is_empty() {
+        let hs: Vec<&Handle> = left.iter().map(|&i| handles[i]).collect();
+        let cs: Vec<usize> = left.iter().map(|&i| counts[i]).collect();
+        for (&i, r) in left.iter().zip(fetch_asking(&hs, &cs, name)) {
+            out[i] = Some(r);
+        }
+    }
+    out.into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(Error::invalid("an object of the batch was not fetched"))))
+        .collect()
+}
+
+/// [`fetch_batch`] through the broker: one request per chunk.
+fn fetch_asking(handles: &[&Handle], counts: &[usize], name: &str) -> Vec<Result<Served>> {
     let single = |i: usize| fetch(handles[i], name, counts[i]);
     if handles.len() < 2 || own_table(name).is_some() {
         return (0..handles.len()).map(single).collect();
@@ -238,6 +268,7 @@ fn exchange_batch(
                 Some(Status::Ok) if mine.len() == counts[k] => Ok(Got::Served(Served {
                     fds: mine,
                     lease: e.lease,
+                    board: None,
                 })),
                 Some(Status::Ok) => {
                     if let Some(t) = e.lease {

@@ -8,6 +8,7 @@ use nix::errno::Errno;
 use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
 
 use super::decide::decide;
+use super::direct::BoardLease;
 use super::policy::{overflow_uid, uid_allowed};
 use super::pool::{self, Pooled};
 use super::protocol::{encode_request, parse_reply, Request, Status};
@@ -16,6 +17,7 @@ use crate::error::{Error, HandleError, Result};
 use crate::exchange::limits::{dropped_descriptors, BROKER_TIMEOUT, MAX_FDS};
 use crate::exchange::peer::PeerCred;
 use crate::exchange::sys;
+use crate::exchange::Lease;
 use crate::handle::Handle;
 use crate::kit::os;
 use crate::lease::LeaseTicket;
@@ -25,6 +27,21 @@ use crate::lease::LeaseTicket;
 pub(crate) struct Served {
     pub(crate) fds: Vec<OwnedFd>,
     pub(crate) lease: Option<LeaseTicket>,
+    /// The lease this process recorded itself on the exporter's board (a
+    /// direct import), instead of `lease`.
+    pub(crate) board: Option<BoardLease>,
+}
+
+impl Served {
+    /// The descriptors and the importer's lease, from the broker `name`.
+    pub(crate) fn into_parts(self, name: &str) -> (Vec<OwnedFd>, Option<Lease>) {
+        let lease = match (self.board, self.lease) {
+            (Some(b), _) => Some(Lease::on_board(name.to_owned(), b)),
+            (None, Some(t)) => Some(Lease::new(name.to_owned(), t)),
+            (None, None) => None,
+        };
+        (self.fds, lease)
+    }
 }
 
 /// Fetch the `count` descriptors of `handle` (and a lease, when the export
@@ -108,13 +125,18 @@ pub(super) fn call(handle: &Handle, name: &str, request: Request, count: usize) 
         return Ok(Served {
             fds,
             lease: answer.lease,
+            board: None,
         });
     }
     let (lease, fds) = with_connection(Some(handle), name, exporter, |conn| {
         exchange(conn.fd.as_fd(), name, exporter, &request, count, &what)
     })
     .map_err(|e| closed_by_exit(e, handle, name))?;
-    Ok(Served { fds, lease })
+    Ok(Served {
+        fds,
+        lease,
+        board: None,
+    })
 }
 
 /// Close the connections kept to the broker `name`; how many were kept.

@@ -5,13 +5,16 @@ use std::cell::OnceCell;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
+use std::sync::atomic::Ordering::Relaxed;
+
+use super::board::{self, BOARD_ID};
 use super::located::{locate, Located};
 use super::policy::{uid_allowed, Policy};
 use super::protocol::{
     encode_batch_reply, encode_located_reply, encode_reply, parse_batch, parse_request, BatchEntry,
     Request, Status, MAX_BATCH_FDS,
 };
-use super::registry::Table;
+use super::registry::{Table, SERIAL};
 use crate::error::Error;
 use crate::exchange::limits::MAX_FDS;
 use crate::exchange::peer::PeerCred;
@@ -66,6 +69,18 @@ pub(super) fn decide_with(
         return Answer::status(Status::UidDenied);
     }
     let (id, want_fds, located) = match parse_request(request, truncated) {
+        // The board goes by location alone: only to a process that can
+        // take the exporter's descriptors itself.
+        Ok(Request::Fetch(id) | Request::Lease(id)) if id == BOARD_ID => {
+            return Answer::status(Status::NotFound)
+        }
+        Ok(Request::Locate(id)) if id == BOARD_ID => {
+            if let Err(e) = board::activate(&mut lock(table), SERIAL.fetch_add(1, Relaxed)) {
+                log::debug!("making the broker's board: {e}");
+                return Answer::status(Status::Internal);
+            }
+            (id, true, true)
+        }
         Ok(Request::Fetch(id)) => (id, true, false),
         Ok(Request::Lease(id)) => (id, false, false),
         Ok(Request::Locate(id)) => (id, true, true),
@@ -101,6 +116,9 @@ pub(super) fn decide_batch(
             if !uid_allowed(peer.uid) {
                 return Answer::status(Status::UidDenied);
             }
+            if *id == BOARD_ID {
+                return Answer::status(Status::NotFound);
+            }
             let a = decide_object(id, true, peer, table, self_pid, start, left);
             left -= a.fds.as_ref().map_or(0, |f| f.len());
             a
@@ -128,10 +146,20 @@ fn decide_object(
     let Some(entries) = table.get_mut(id) else {
         return Answer::status(Status::NotFound);
     };
-    let Some(at) = entries
-        .iter_mut()
-        .position(|e| peer.pid == self_pid || e.policy.admit(peer.pid, peer.uid, start))
-    else {
+    let Some(at) = entries.iter_mut().position(|e| {
+        if peer.pid == self_pid {
+            return true;
+        }
+        let unpinned = e.policy.unpinned();
+        let admitted = e.policy.admit(peer.pid, peer.uid, start);
+        if admitted && unpinned && !e.policy.unpinned() {
+            // A pid pinned now: the board can state the export.
+            if let Some(b) = board::active() {
+                b.publish(id, e);
+            }
+        }
+        admitted
+    }) else {
         // An export to the exporter's user refuses by uid (root, when the
         // exporter is not root), not by pid.
         let by_user = entries

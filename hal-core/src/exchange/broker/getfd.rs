@@ -43,6 +43,8 @@ pub const ENV: &str = "HAL_PIDFD_GETFD";
 static MODE: AtomicU8 = AtomicU8::new(0);
 /// Imports whose descriptors came by `pidfd_getfd`.
 static TAKEN: AtomicU64 = AtomicU64::new(0);
+/// Imports of those that asked no one (the exporter's board).
+static DIRECT: AtomicU64 = AtomicU64::new(0);
 /// Imports that tried the path and were fetched with `SCM_RIGHTS` after all.
 static FELL_BACK: AtomicU64 = AtomicU64::new(0);
 /// Whether the refusal was logged.
@@ -93,6 +95,17 @@ pub(crate) fn counts() -> (u64, u64) {
 
 pub(super) fn note_taken() {
     TAKEN.fetch_add(1, Ordering::Relaxed);
+}
+
+/// An import by `pidfd_getfd` that asked no one (counted as taken too).
+pub(super) fn note_direct() {
+    DIRECT.fetch_add(1, Ordering::Relaxed);
+    note_taken();
+}
+
+/// How many imports asked no one.
+pub(crate) fn direct_count() -> u64 {
+    DIRECT.load(Ordering::Relaxed)
 }
 
 pub(super) fn note_fell_back() {

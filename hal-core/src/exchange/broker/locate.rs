@@ -10,6 +10,7 @@ use super::client::{
     self, closed_by_exit, hung_up, recv_failure, release, send_failure, status_error,
     with_connection, Served,
 };
+use super::direct;
 use super::getfd::{self, Took};
 use super::protocol::{encode_request, parse_located_reply, Request, Status, MAX_LOCATED_REPLY};
 use super::server::own_table;
@@ -25,7 +26,12 @@ use crate::lease::LeaseTicket;
 /// path is on and works with this broker, else with `SCM_RIGHTS`.
 pub(crate) fn fetch(handle: &Handle, name: &str, count: usize) -> Result<Served> {
     if own_table(name).is_none() && getfd::wanted(name) {
-        if let Some(served) = locate(handle, name, count)? {
+        if let Some(served) = direct::fetch(handle, name, count) {
+            getfd::note_direct();
+            return Ok(served);
+        }
+        if let Some(served) = locate_id(handle, &handle.object_id, name, count)? {
+            getfd::note_taken();
             return Ok(served);
         }
     }
@@ -40,15 +46,21 @@ enum Located {
     Fallback(Option<LeaseTicket>),
 }
 
-/// The `pidfd_getfd` path for one object; `None` when the descriptors must
-/// be fetched with `SCM_RIGHTS` (any lease the broker gave is back by then).
-fn locate(handle: &Handle, name: &str, count: usize) -> Result<Option<Served>> {
+/// The `pidfd_getfd` path for the object `id` of the broker `name`, which
+/// serves `handle`'s creator; `None` when the descriptors must be fetched
+/// with `SCM_RIGHTS` (any lease the broker gave is back by then).
+pub(super) fn locate_id(
+    handle: &Handle,
+    id: &[u8; 16],
+    name: &str,
+    count: usize,
+) -> Result<Option<Served>> {
     let exporter = handle.creator_pid;
     let what = format!(
         "object {} at the descriptor broker `{name}` of pid {exporter}",
-        os::hex(&handle.object_id)
+        os::hex(id)
     );
-    let request = encode_request(&Request::Locate(handle.object_id));
+    let request = encode_request(&Request::Locate(*id));
     let got = with_connection(Some(handle), name, exporter, |conn| {
         if !getfd::ensure_pidfd(conn, handle, name) {
             return Ok(Located::Fallback(None));
@@ -95,7 +107,11 @@ fn locate(handle: &Handle, name: &str, count: usize) -> Result<Option<Served>> {
             Some(Status::Ok) => match places {
                 Some(places) if places.len() == count => {
                     Ok(match getfd::take(pidfd, &places, name) {
-                        Took::Fds(fds) => Located::Done(Served { fds, lease }),
+                        Took::Fds(fds) => Located::Done(Served {
+                            fds,
+                            lease,
+                            board: None,
+                        }),
                         Took::Fallback => Located::Fallback(lease),
                     })
                 }
@@ -111,10 +127,7 @@ fn locate(handle: &Handle, name: &str, count: usize) -> Result<Option<Served>> {
     })
     .map_err(|e| closed_by_exit(e, handle, name))?;
     match got {
-        Located::Done(served) => {
-            getfd::note_taken();
-            Ok(Some(served))
-        }
+        Located::Done(served) => Ok(Some(served)),
         Located::Fallback(lease) => {
             give_back(name, lease);
             Ok(None)
@@ -225,11 +238,9 @@ mod tests {
             reply: encode_located_reply(os::pid(), Some(t), &[place_of(&file)]),
             fds: Vec::new(),
         }]);
-        let before = getfd::counts().0;
-        let served = locate(&handle, &name, 1)
+        let served = locate_id(&handle, &handle.object_id, &name, 1)
             .unwrap()
             .expect("taken by pidfd_getfd");
-        assert!(getfd::counts().0 > before);
         assert_eq!(served.lease, Some(t));
         assert!(same_file(&served.fds[0], &file));
         assert_ne!(
@@ -271,7 +282,12 @@ mod tests {
             },
         ]);
         let fell = getfd::counts().1;
-        assert!(locate(&handle, &name, 1).unwrap().is_none(), "not taken");
+        assert!(
+            locate_id(&handle, &handle.object_id, &name, 1)
+                .unwrap()
+                .is_none(),
+            "not taken"
+        );
         assert!(getfd::counts().1 > fell);
         assert!(
             !getfd::is_off(&name),
@@ -303,7 +319,9 @@ mod tests {
                 fds: vec![b.as_raw_fd()],
             },
         ]);
-        assert!(locate(&handle, &name, 1).unwrap().is_none());
+        assert!(locate_id(&handle, &handle.object_id, &name, 1)
+            .unwrap()
+            .is_none());
         let served = client::fetch(&handle, &name, 1).unwrap();
         assert!(same_file(&served.fds[0], &b));
         assert_eq!(client::close_all_for_test(&name), 1);
@@ -317,7 +335,9 @@ mod tests {
             reply: encode_reply(Status::BadRequest, 0, os::pid(), None).to_vec(),
             fds: Vec::new(),
         }]);
-        assert!(locate(&handle, &name, 1).unwrap().is_none());
+        assert!(locate_id(&handle, &handle.object_id, &name, 1)
+            .unwrap()
+            .is_none());
         assert!(getfd::is_off(&name));
         assert_eq!(client::close_all_for_test(&name), 1);
         server.join().unwrap();
@@ -331,7 +351,7 @@ mod tests {
             reply: encode_reply(Status::PidDenied, 0, os::pid(), None).to_vec(),
             fds: Vec::new(),
         }]);
-        match locate(&handle, &name, 1) {
+        match locate_id(&handle, &handle.object_id, &name, 1) {
             Err(Error::PermissionDenied { .. }) => {}
             other => panic!("{other:?}"),
         }

@@ -6,11 +6,15 @@
 //! [`serve`]: the workers; [`decide`]: the answers) and the client
 //! ([`client`], over the connections kept in [`pool`], closed in a forked
 //! child by [`inherited`]; [`locate`] and
-//! [`getfd`]: the optional `pidfd_getfd` path, on the wire as [`located`]).
+//! [`getfd`]: the optional `pidfd_getfd` path, on the wire as [`located`];
+//! [`direct`]: its imports that ask no one, from the exporter's
+//! [`board`]).
 
 mod batch;
+mod board;
 mod client;
 mod decide;
+mod direct;
 mod getfd;
 mod inherited;
 mod locate;
@@ -24,8 +28,9 @@ mod server;
 
 pub(crate) use batch::fetch_batch;
 pub(crate) use client::{lease, release};
+pub(crate) use direct::BoardLease;
 pub use getfd::ENV as GETFD_ENV;
-pub(crate) use getfd::{counts as getfd_counts, set_enabled as set_getfd};
+pub(crate) use getfd::{counts as getfd_counts, direct_count, set_enabled as set_getfd};
 pub(crate) use locate::fetch;
 pub(crate) use policy::Policy;
 pub(crate) use pool::{close_all, kept};

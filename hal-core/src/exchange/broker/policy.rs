@@ -67,6 +67,11 @@ impl Policy {
         )
     }
 
+    /// True when a listed pid is not pinned to a process yet.
+    pub(crate) fn unpinned(&self) -> bool {
+        matches!(self, Policy::Pids(list) if list.iter().any(|a| a.start == 0))
+    }
+
     /// Whether the process `pid` of user `uid` that started at `start()`
     /// may import; pins an unpinned pid to it. `start` is asked only for a
     /// listed pid (it reads `/proc`).

@@ -76,9 +76,13 @@ impl Registration {
         if !self.here() {
             return;
         }
+        let board = super::board::active();
         if let Some(entries) = lock(&self.table).get_mut(&self.object_id) {
             for e in entries.iter_mut().filter(|e| e.serial == self.serial) {
                 e.policy = Policy::of(handle, Some(&e.policy));
+                if let Some(b) = &board {
+                    b.publish(&self.object_id, e);
+                }
             }
         }
     }
@@ -91,6 +95,9 @@ impl Drop for Registration {
             return;
         }
         let mut table = lock(&self.table);
+        if let Some(b) = super::board::active() {
+            b.withdraw_serial(self.serial);
+        }
         if let Some(entries) = table.get_mut(&self.object_id) {
             entries.retain(|e| e.serial != self.serial);
             if entries.is_empty() {

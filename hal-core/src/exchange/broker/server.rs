@@ -46,12 +46,19 @@ pub(crate) fn register(
         (b.name.clone(), Arc::clone(&b.table))
     };
     let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
-    lock(&table).entry(object_id).or_default().push(Entry {
-        serial,
-        fds,
-        policy,
-        leases,
-    });
+    {
+        let mut t = lock(&table);
+        let entries = t.entry(object_id).or_default();
+        entries.push(Entry {
+            serial,
+            fds,
+            policy,
+            leases,
+        });
+        if let (Some(b), Some(e)) = (super::board::active(), entries.last()) {
+            b.publish(&object_id, e);
+        }
+    }
     Ok(Registration {
         pid,
         serial,

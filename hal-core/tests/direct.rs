@@ -1,0 +1,402 @@
+//! The direct import path (`HAL_PIDFD_GETFD=1`): imports found on the
+//! exporter's board, leased there and taken with `pidfd_getfd`, asking no
+//! one, across real processes: the exporter counts them exactly, a crashed
+//! importer is not counted, a dropped export is not found, exports the
+//! board cannot state go to the broker, and a hostile process that writes
+//! the board (it can: it has ptrace access to the exporter, as every
+//! direct importer does) makes imports ask the broker, never take another
+//! file.
+//!
+//! Each test starts this test binary again with `--exact child_process`
+//! and `HAL_DIRECT_ROLE` naming what the child does.
+
+mod common;
+
+use std::fs::File;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use common::{read_line, say, Kid};
+use hal_core::exchange::{self, PIDFD_GETFD_ENV};
+use hal_core::kit::os::{self, Prot, SharedMap};
+use hal_core::lease::LeaseTable;
+use hal_core::{
+    BackendId, Error, Exported, FdSource, Handle, HandleFlags, HandleKind, Location, SharedHandle,
+};
+
+const ROLE: &str = "HAL_DIRECT_ROLE";
+const ARG: &str = "HAL_DIRECT_ARG";
+
+// The board's documented layout (`exchange::broker::board`), as an
+// attacker reads it.
+const BOARD_LEN: usize = 4096 + 4096 * 256 + 4096 * 32;
+const ENTRIES_AT: usize = 4096;
+const ENTRY_LEN: usize = 256;
+const ENTRIES: usize = 4096;
+const LEASES_AT: usize = ENTRIES_AT + ENTRIES * ENTRY_LEN;
+const E_STATE: usize = 4;
+const E_FDS: usize = 48;
+
+impl Kid {
+    fn spawn(role: &str, arg: &str) -> Kid {
+        Kid::start((ROLE, role), (ARG, arg), |cmd| {
+            cmd.env(PIDFD_GETFD_ENV, "1");
+        })
+    }
+}
+
+fn handle(descriptors: u32) -> Handle {
+    let (pid, start) = os::self_identity();
+    Handle {
+        kind: HandleKind::Memory,
+        backend: BackendId::CpuShm,
+        device: 0,
+        device_uuid: [0x44; 16],
+        location: Location::Host,
+        size: 4096,
+        offset: 0,
+        address: 0,
+        creator_pid: pid,
+        creator_start: start,
+        creator_pid_ns: os::pid_namespace(),
+        object_id: os::random_id(),
+        flags: HandleFlags::ANY_IMPORTER,
+        pid_kind: hal_core::PidKind::Os,
+        allowed_pids: Vec::new(),
+        fds: FdSource::None,
+        payload: format!("direct-test-{descriptors}").into_bytes(),
+    }
+}
+
+fn memfd_with(bytes: &[u8]) -> OwnedFd {
+    let fd = os::memfd("hal-direct-test", 4096, None).expect("memfd");
+    File::from(os::dup(fd.as_fd()).expect("dup"))
+        .write_all_at(bytes, 0)
+        .expect("write memfd");
+    fd
+}
+
+fn read_fd(fd: &OwnedFd) -> String {
+    let mut buf = vec![0u8; 3];
+    File::from(os::dup(fd.as_fd()).expect("dup"))
+        .read_exact_at(&mut buf, 0)
+        .expect("read memfd");
+    String::from_utf8(buf).expect("utf-8")
+}
+
+fn fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .expect("/proc/self/fd")
+        .count()
+}
+
+fn shared(text: &str) -> SharedHandle {
+    SharedHandle::from(exchange::decode(text).expect("decode"))
+}
+
+fn import(text: &str) -> Result<(String, Option<exchange::Lease>), Error> {
+    let taken = exchange::take_fds_leased(&mut shared(text))?;
+    Ok((read_fd(&taken.fds[0]), taken.lease))
+}
+
+/// The entry of every child process, run by its parent by exact name.
+#[test]
+#[ignore = "child entry point: run by its parent"]
+fn child_process() {
+    let role = std::env::var(ROLE)
+        .expect("a child entry point: its parent sets the role (run the other tests of this file)");
+    let arg = std::env::var(ARG).unwrap_or_default();
+    match role.as_str() {
+        "exporter" => child_exporter(),
+        "importer" => child_importer(),
+        "holder" => child_holder(&arg),
+        "dropped" => child_dropped(),
+        "attacker" => child_attacker(),
+        other => panic!("unknown child role {other}"),
+    }
+}
+
+/// Export "aaa" and "ccc" (one descriptor each) and "bbb" (five: more
+/// than the board states), all counting importers; print the texts and
+/// answer `count` (importers of all three), `drop` (drop "aaa") until
+/// stdin closes.
+fn child_exporter() {
+    let table = LeaseTable::new(64).unwrap();
+    let export = |bytes: &str, n: u32| {
+        let fds = (0..n).map(|_| memfd_with(bytes.as_bytes())).collect();
+        Exported::with_leases(handle(n), fds, Arc::clone(&table)).unwrap()
+    };
+    let mut exports = [
+        Some(export("aaa", 1)),
+        Some(export("bbb", 5)),
+        Some(export("ccc", 1)),
+    ];
+    let texts: Vec<String> = exports.iter().flatten().map(Exported::to_text).collect();
+    say(texts.join(" "));
+    loop {
+        match read_line().as_str() {
+            "count" => say(table.count()),
+            "drop" => {
+                exports[0] = None;
+                say("dropped");
+            }
+            _ => return,
+        }
+    }
+}
+
+fn texts(kid: &mut Kid) -> Vec<String> {
+    kid.result().split(' ').map(str::to_owned).collect()
+}
+
+#[test]
+fn direct_imports_ask_no_one_and_are_counted_exactly() {
+    let mut kid = Kid::spawn("importer", "");
+    assert_eq!(kid.result(), "importer ok");
+    kid.finish();
+}
+
+fn child_importer() {
+    let mut exporter = Kid::spawn("exporter", "");
+    let texts = texts(&mut exporter);
+    let before = fds();
+    // The first import takes the board (one locate request)...
+    let (bytes, first) = import(&texts[0]).unwrap();
+    assert_eq!(bytes, "aaa");
+    assert_eq!(exchange::direct_import_count(), 1);
+    // ... and later ones ask no one: they come while the exporter is
+    // stopped (SIGSTOP), when its broker could answer nothing.
+    stop(exporter.id(), true);
+    let (bytes, second) = import(&texts[0]).unwrap();
+    let (other, third) = import(&texts[2]).unwrap();
+    stop(exporter.id(), false);
+    assert_eq!((bytes.as_str(), other.as_str()), ("aaa", "ccc"));
+    assert_eq!(exchange::direct_import_count(), 3);
+    // Counted exactly: each lease as it is taken and given back.
+    assert_eq!(exporter.ask("count"), "3", "three direct leases");
+    drop(first);
+    assert_eq!(exporter.ask("count"), "2");
+    drop((second, third));
+    assert_eq!(exporter.ask("count"), "0");
+    // Five descriptors: more than the board states, so the broker is asked
+    // (by location) and the import is counted there.
+    let taken = exchange::take_fds_leased(&mut shared(&texts[1])).unwrap();
+    assert_eq!(taken.fds.len(), 5);
+    assert!(taken.fds.iter().all(|fd| read_fd(fd) == "bbb"));
+    assert_eq!(exchange::direct_import_count(), 3, "not from the board");
+    assert_eq!(exchange::pidfd_getfd_counts(), (4, 0), "by location");
+    assert_eq!(exporter.ask("count"), "1");
+    drop(taken);
+    assert_eq!(exporter.ask("count"), "0");
+    exchange::close_broker_connections();
+    assert_eq!(fds(), before, "nothing left behind");
+    exporter.finish();
+    say("importer ok");
+}
+
+/// Stop the process `pid` (and wait until it is stopped), or continue it.
+fn stop(pid: u32, stopped: bool) {
+    use nix::sys::signal::{kill, Signal};
+    let signal = if stopped {
+        Signal::SIGSTOP
+    } else {
+        Signal::SIGCONT
+    };
+    kill(nix::unistd::Pid::from_raw(pid as i32), signal).expect("kill");
+    if !stopped {
+        return;
+    }
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().next());
+        if state == Some("T") {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+#[test]
+fn a_crashed_direct_importer_is_not_counted() {
+    let mut exporter = Kid::spawn("exporter", "");
+    let texts = texts(&mut exporter);
+    let mut holder = Kid::spawn("holder", &texts[0]);
+    assert_eq!(holder.result(), "held");
+    assert_eq!(exporter.ask("count"), "1", "the holder's direct lease");
+    // Killed holding it (and reaped): no lease given back.
+    drop(holder);
+    assert_eq!(exporter.ask("count"), "0", "a dead holder is not counted");
+    exporter.finish();
+}
+
+fn child_holder(text: &str) {
+    let (bytes, lease) = import(text).unwrap();
+    assert_eq!(bytes, "aaa");
+    assert_eq!(exchange::direct_import_count(), 1);
+    say("held");
+    let _ = read_line();
+    drop(lease);
+}
+
+#[test]
+fn a_dropped_export_is_not_found_on_the_board() {
+    let mut kid = Kid::spawn("dropped", "");
+    assert_eq!(kid.result(), "dropped ok");
+    kid.finish();
+}
+
+fn child_dropped() {
+    let mut exporter = Kid::spawn("exporter", "");
+    let texts = texts(&mut exporter);
+    let (_, lease) = import(&texts[0]).unwrap();
+    assert_eq!(exchange::direct_import_count(), 1);
+    assert_eq!(exporter.ask("drop"), "dropped");
+    // The export is gone from the board and from the broker.
+    match import(&texts[0]) {
+        Err(Error::NotFound { .. }) => {}
+        other => panic!("a dropped export gave {other:?}"),
+    }
+    assert_eq!(exchange::direct_import_count(), 1);
+    // The lease taken before the drop is still counted, then given back.
+    assert_eq!(exporter.ask("count"), "1");
+    drop(lease);
+    assert_eq!(exporter.ask("count"), "0");
+    // A forged handle (an id the exporter never had) is not found either.
+    let mut forged = exchange::decode(&texts[2]).unwrap();
+    forged.object_id = os::random_id();
+    match exchange::take_fds_leased(&mut SharedHandle::from(forged)) {
+        Err(Error::NotFound { .. }) => {}
+        other => panic!("a forged handle gave {other:?}"),
+    }
+    assert_eq!(exchange::direct_import_count(), 1);
+    exchange::close_broker_connections();
+    exporter.finish();
+    say("dropped ok");
+}
+
+#[test]
+fn a_hostile_board_writer_makes_imports_ask_the_broker() {
+    let mut kid = Kid::spawn("attacker", "");
+    assert_eq!(kid.result(), "attacker ok");
+    kid.finish();
+}
+
+/// The exporter's board, as an attacker with ptrace access finds it: by
+/// the name of its memfd among the exporter's descriptors.
+fn steal_board(pid: u32) -> SharedMap {
+    let pidfd = os::pidfd_open(pid).expect("pidfd_open");
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fd")).expect("/proc/PID/fd") {
+        let entry = entry.expect("fd entry");
+        let link = std::fs::read_link(entry.path()).unwrap_or_default();
+        if link.to_string_lossy().contains("hal-broker-board") {
+            let n: u32 = entry
+                .file_name()
+                .to_string_lossy()
+                .parse()
+                .expect("fd number");
+            let fd = os::pidfd_getfd(pidfd.as_fd(), n).expect("pidfd_getfd");
+            return SharedMap::map(fd.as_fd(), BOARD_LEN as u64, 0, Prot::ReadWrite, None)
+                .expect("map the board");
+        }
+    }
+    panic!("the exporter has no board");
+}
+
+fn child_attacker() {
+    let mut exporter = Kid::spawn("exporter", "");
+    let texts = texts(&mut exporter);
+    let (_, lease) = import(&texts[0]).unwrap();
+    drop(lease);
+    assert_eq!(exchange::direct_import_count(), 1, "the board is made");
+    let board = steal_board(exporter.id());
+    let live: Vec<usize> = (0..ENTRIES)
+        .filter(|&i| {
+            let state = board
+                .atomic_u32(ENTRIES_AT + i * ENTRY_LEN + E_STATE)
+                .unwrap();
+            state.load(Ordering::SeqCst) == 1
+        })
+        .collect();
+    assert_eq!(
+        live.len(),
+        2,
+        "two exports stated (not the five-descriptor one)"
+    );
+    // Swap the two entries' descriptor numbers: each now names the other
+    // export's file (its identity stays the board's): refused, and the
+    // broker serves the right one.
+    let fd_at = |i: usize| {
+        board
+            .atomic_u32(ENTRIES_AT + i * ENTRY_LEN + E_FDS)
+            .unwrap()
+    };
+    let (a, c) = (
+        fd_at(live[0]).load(Ordering::SeqCst),
+        fd_at(live[1]).load(Ordering::SeqCst),
+    );
+    fd_at(live[0]).store(c, Ordering::SeqCst);
+    fd_at(live[1]).store(a, Ordering::SeqCst);
+    let (bytes, lease) = import(&texts[0]).unwrap();
+    assert_eq!(bytes, "aaa", "the broker's answer, not the swapped file");
+    let (bytes, lease2) = import(&texts[2]).unwrap();
+    assert_eq!(bytes, "ccc");
+    assert_eq!(
+        exchange::direct_import_count(),
+        1,
+        "none taken from the board"
+    );
+    assert_eq!(
+        exchange::pidfd_getfd_counts().1,
+        0,
+        "the broker located them"
+    );
+    assert_eq!(exporter.ask("count"), "2", "counted by the broker");
+    drop((lease, lease2));
+    // Name the exporter's standard input (a pipe, no memfd) with its true
+    // identity: refused by its seals before anything else.
+    let st = std::fs::metadata(format!("/proc/{}/fd/0", exporter.id())).expect("stat fd 0");
+    use std::os::unix::fs::MetadataExt as _;
+    let e = ENTRIES_AT + live[0] * ENTRY_LEN + E_FDS;
+    board.atomic_u32(e).unwrap().store(0, Ordering::SeqCst);
+    board
+        .atomic_u64(e + 8)
+        .unwrap()
+        .store(st.dev(), Ordering::SeqCst);
+    board
+        .atomic_u64(e + 16)
+        .unwrap()
+        .store(st.ino(), Ordering::SeqCst);
+    let (bytes, lease) = import(&texts[0]).unwrap();
+    assert_eq!(bytes, "aaa");
+    drop(lease);
+    // Every lease slot taken by garbage: no direct lease can be recorded,
+    // so imports ask the broker; the exporter counts only live holders.
+    for slot in 0..4096 {
+        let w = board.atomic_u64(LEASES_AT + slot * 32).unwrap();
+        w.store(u64::MAX, Ordering::SeqCst);
+    }
+    // Garbage over every entry as well: none is read as an export.
+    for i in 0..ENTRIES {
+        for word in (0..ENTRY_LEN).step_by(4) {
+            let at = ENTRIES_AT + i * ENTRY_LEN + word;
+            board
+                .atomic_u32(at)
+                .unwrap()
+                .store(0xffff_ffff, Ordering::SeqCst);
+        }
+    }
+    let (bytes, lease) = import(&texts[2]).unwrap();
+    assert_eq!(bytes, "ccc");
+    assert_eq!(exchange::direct_import_count(), 1);
+    assert_eq!(exporter.ask("count"), "1", "the garbage counts for no one");
+    drop(lease);
+    assert_eq!(exporter.ask("count"), "0");
+    exchange::close_broker_connections();
+    exporter.finish();
+    say("attacker ok");
+}
