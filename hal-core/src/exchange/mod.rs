@@ -398,6 +398,17 @@ pub struct Taken {
     /// attach its own descriptors to a copy of a genuine handle. Import
     /// caches keep only checked imports.
     pub checked: bool,
+    /// What was read of each descriptor when this process took it itself
+    /// (`pidfd_getfd`): its seals, then its `fstat`, so that checks of the
+    /// descriptors need not read them again.
+    pub(crate) facts: Option<Vec<crate::kit::os::FileFacts>>,
+}
+
+impl Taken {
+    /// What was read of the descriptor `i` when it was taken, if anything.
+    pub fn facts(&self, i: usize) -> Option<&crate::kit::os::FileFacts> {
+        self.facts.as_ref().and_then(|f| f.get(i))
+    }
 }
 
 /// True when the descriptors of `shared` will come from a checked source
@@ -472,14 +483,7 @@ pub fn take_fds_leased_batch(shared: &mut [SharedHandle]) -> Vec<Result<Taken>> 
         let counts: Vec<usize> = handles.iter().map(|h| h.fds.count()).collect();
         let served = broker::fetch_batch(&handles, &counts, &name);
         for (&i, r) in list.iter().zip(served) {
-            out[i] = Some(r.map(|s| {
-                let (fds, lease) = s.into_parts(&name);
-                Taken {
-                    fds,
-                    lease,
-                    checked: true,
-                }
-            }));
+            out[i] = Some(r.map(|s| s.into_taken(&name, true)));
         }
     }
     out.into_iter()
@@ -555,12 +559,14 @@ pub(crate) fn take(shared: &mut SharedHandle, leased: bool) -> Result<Taken> {
                     fds,
                     lease,
                     checked,
+                    facts: None,
                 })
             }
             _ => Ok(Taken {
                 fds,
                 lease: None,
                 checked: false,
+                facts: None,
             }),
         };
     }
@@ -569,6 +575,7 @@ pub(crate) fn take(shared: &mut SharedHandle, leased: bool) -> Result<Taken> {
             fds: Vec::new(),
             lease: None,
             checked: false,
+            facts: None,
         }),
         FdSource::Attached { count } => Err(HandleError::Descriptors(format!(
             "the handle's {count} descriptor(s) travel beside it and none came with it: pass \
@@ -583,15 +590,7 @@ pub(crate) fn take(shared: &mut SharedHandle, leased: bool) -> Result<Taken> {
                 ))
                 .into());
             }
-            let served = broker::fetch(&shared.handle, name, count)?;
-            // An export that counts importers registers a lease with every
-            // fetch; a caller that wants none gives it back at once.
-            let (fds, lease) = served.into_parts(name);
-            Ok(Taken {
-                fds,
-                lease: lease.filter(|_| leased),
-                checked: true,
-            })
+            Ok(broker::fetch(&shared.handle, name, count)?.into_taken(name, leased))
         }
     }
 }

@@ -252,7 +252,7 @@ fn exchange_batch(
                     continue;
                 }
                 match getfd::take(pidfd, &at, name) {
-                    Took::Fds(fds) => mine = fds,
+                    Took::Fds(fds, _) => mine = fds,
                     Took::Fallback => {
                         results[k] = Some(Ok(Got::Again(e.lease)));
                         continue;
@@ -269,6 +269,7 @@ fn exchange_batch(
                     fds: mine,
                     lease: e.lease,
                     board: None,
+                    facts: None,
                 })),
                 Some(Status::Ok) => {
                     if let Some(t) = e.lease {

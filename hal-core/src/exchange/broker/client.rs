@@ -17,7 +17,7 @@ use crate::error::{Error, HandleError, Result};
 use crate::exchange::limits::{dropped_descriptors, BROKER_TIMEOUT, MAX_FDS};
 use crate::exchange::peer::PeerCred;
 use crate::exchange::sys;
-use crate::exchange::Lease;
+use crate::exchange::{Lease, Taken};
 use crate::handle::Handle;
 use crate::kit::os;
 use crate::lease::LeaseTicket;
@@ -30,17 +30,28 @@ pub(crate) struct Served {
     /// The lease this process recorded itself on the exporter's board (a
     /// direct import), instead of `lease`.
     pub(crate) board: Option<BoardLease>,
+    /// What was read of each descriptor when it was taken by
+    /// `pidfd_getfd` (its seals, then its `fstat`), so that the import's
+    /// checks need not read it again.
+    pub(crate) facts: Option<Vec<os::FileFacts>>,
 }
 
 impl Served {
     /// The descriptors and the importer's lease, from the broker `name`.
-    pub(crate) fn into_parts(self, name: &str) -> (Vec<OwnedFd>, Option<Lease>) {
+    pub(crate) fn into_taken(self, name: &str, leased: bool) -> Taken {
         let lease = match (self.board, self.lease) {
             (Some(b), _) => Some(Lease::on_board(name.to_owned(), b)),
             (None, Some(t)) => Some(Lease::new(name.to_owned(), t)),
             (None, None) => None,
         };
-        (self.fds, lease)
+        Taken {
+            fds: self.fds,
+            // An export that counts importers registers a lease with every
+            // fetch; a caller that wants none gives it back at once.
+            lease: lease.filter(|_| leased),
+            checked: true,
+            facts: self.facts,
+        }
     }
 }
 
@@ -126,6 +137,7 @@ pub(super) fn call(handle: &Handle, name: &str, request: Request, count: usize) 
             fds,
             lease: answer.lease,
             board: None,
+            facts: None,
         });
     }
     let (lease, fds) = with_connection(Some(handle), name, exporter, |conn| {
@@ -136,6 +148,7 @@ pub(super) fn call(handle: &Handle, name: &str, request: Request, count: usize) 
         fds,
         lease,
         board: None,
+        facts: None,
     })
 }
 

@@ -123,10 +123,11 @@ pub(super) fn fetch(handle: &Handle, name: &str, count: usize) -> Option<Served>
         None
     };
     match getfd::take(view.pidfd.as_fd(), &entry.fds, name) {
-        Took::Fds(fds) => Some(Served {
+        Took::Fds(fds, facts) => Some(Served {
             fds,
             lease: None,
             board: lease,
+            facts: Some(facts),
         }),
         Took::Fallback => {
             if let Some(l) = &lease {

@@ -30,7 +30,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
-use super::located::{identity, Located};
+use super::located::Located;
 use super::pool::Pooled;
 use crate::handle::Handle;
 use crate::kit::lock::lock;
@@ -199,8 +199,9 @@ pub(super) fn ensure_pidfd(conn: &mut Pooled, handle: &Handle, name: &str) -> bo
 
 /// What taking located descriptors gave.
 pub(super) enum Took {
-    /// The descriptors, each checked to be the located file.
-    Fds(Vec<OwnedFd>),
+    /// The descriptors, each checked to be the located file, and what the
+    /// check read of each (its seals and `fstat`).
+    Fds(Vec<OwnedFd>, Vec<os::FileFacts>),
     /// Fetch them with `SCM_RIGHTS` instead.
     Fallback,
 }
@@ -209,6 +210,7 @@ pub(super) enum Took {
 /// broker `name`'s) and check that each is the file the broker located.
 pub(super) fn take(pidfd: BorrowedFd<'_>, places: &[Located], name: &str) -> Took {
     let mut fds = Vec::with_capacity(places.len());
+    let mut facts = Vec::with_capacity(places.len());
     for place in places {
         let fd = match os::pidfd_getfd(pidfd, place.fd) {
             Ok(fd) => fd,
@@ -232,23 +234,27 @@ pub(super) fn take(pidfd: BorrowedFd<'_>, places: &[Located], name: &str) -> Too
         // (that file, or an honest export that is no memfd, such as a
         // vendor's shareable handle) is fetched again with SCM_RIGHTS and
         // checked as any fetched descriptor is.
-        if let Err(e) = os::seals(fd.as_fd()) {
+        let Ok(seals) = os::seals(fd.as_fd()) else {
             log::debug!(
-                "descriptor {} of the broker `{name}`'s process has no seals ({e}); fetching \
-                 it with SCM_RIGHTS",
+                "descriptor {} of the broker `{name}`'s process has no seals; fetching it \
+                 with SCM_RIGHTS",
                 place.fd
             );
             return Took::Fallback;
-        }
-        if identity(fd.as_fd()) != Some((place.dev, place.ino)) {
-            log::debug!(
-                "descriptor {} of the broker `{name}`'s process is another file than it \
-                 located (closed and reused); fetching it with SCM_RIGHTS",
-                place.fd
-            );
-            return Took::Fallback;
-        }
+        };
+        let stat = match os::fstat(fd.as_fd()) {
+            Ok(st) if (st.st_dev, st.st_ino) == (place.dev, place.ino) => st,
+            _ => {
+                log::debug!(
+                    "descriptor {} of the broker `{name}`'s process is another file than it \
+                     located (closed and reused); fetching it with SCM_RIGHTS",
+                    place.fd
+                );
+                return Took::Fallback;
+            }
+        };
         fds.push(fd);
+        facts.push(os::FileFacts { seals, stat });
     }
-    Took::Fds(fds)
+    Took::Fds(fds, facts)
 }

@@ -107,10 +107,11 @@ pub(super) fn locate_id(
             Some(Status::Ok) => match places {
                 Some(places) if places.len() == count => {
                     Ok(match getfd::take(pidfd, &places, name) {
-                        Took::Fds(fds) => Located::Done(Served {
+                        Took::Fds(fds, facts) => Located::Done(Served {
                             fds,
                             lease,
                             board: None,
+                            facts: Some(facts),
                         }),
                         Took::Fallback => Located::Fallback(lease),
                     })

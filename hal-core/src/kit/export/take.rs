@@ -92,13 +92,16 @@ pub fn take_sealed_batch<'a, const N: usize>(
 /// The descriptors of `taken` as exactly `N` memfds checked against
 /// `expect` (see [`take_sealed`]).
 pub fn check_sealed<const N: usize>(taken: Taken, expect: &Expect<'_>) -> Result<Sealed<N>> {
+    // What this process read of a descriptor it took itself (its seals,
+    // then its fstat) is checked as it stands, without reading it again.
+    let facts: Vec<Option<os::FileFacts>> = (0..N).map(|i| taken.facts(i).copied()).collect();
     let fds = fd_array::<N>(taken.fds, expect.what)?;
-    for fd in &fds {
-        if expect.read_only {
-            os::verify_read_only_memfd(fd.as_fd(), expect.min_size)?;
-        } else {
-            os::verify_sealed_memfd(fd.as_fd(), expect.min_size)?;
-        }
+    for (fd, known) in fds.iter().zip(facts) {
+        match known {
+            Some(f) => os::verify_memfd_facts(&f, expect.min_size, expect.read_only)?,
+            None if expect.read_only => os::verify_read_only_memfd(fd.as_fd(), expect.min_size)?,
+            None => os::verify_sealed_memfd(fd.as_fd(), expect.min_size)?,
+        };
     }
     Ok(Sealed {
         fds,

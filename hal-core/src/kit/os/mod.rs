@@ -279,13 +279,58 @@ pub fn verify_read_only_memfd(fd: BorrowedFd<'_>, min_size: u64) -> Result<u64> 
 /// `fstat`, which for a file of a FUSE mount asks the file system daemon
 /// (`getattr`) and may stall as long as the daemon likes.
 fn verify_memfd_seals(fd: BorrowedFd<'_>, min_size: u64, write_sealed: bool) -> Result<u64> {
-    let s = seals(fd).map_err(|_| {
+    let seals = seals(fd).map_err(|_| {
         Error::from(crate::HandleError::Descriptors(
             "the descriptor is not a sealable memfd (F_GET_SEALS refused it: a regular file, \
              pipe, socket or device was sent)"
                 .into(),
         ))
     })?;
+    let facts = FileFacts {
+        seals,
+        stat: fstat(fd)?,
+    };
+    verify_memfd_facts(&facts, min_size, write_sealed)
+}
+
+/// What the checks of a descriptor read, in the order that matters (see
+/// [`file_facts`]): its seals, then its `fstat`.
+#[derive(Clone, Copy)]
+pub struct FileFacts {
+    /// `F_GET_SEALS`.
+    pub seals: i32,
+    /// `fstat`.
+    pub stat: libc::stat,
+}
+
+impl std::fmt::Debug for FileFacts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileFacts")
+            .field("seals", &format_args!("{:#x}", self.seals))
+            .field("dev", &self.stat.st_dev)
+            .field("ino", &self.stat.st_ino)
+            .field("size", &self.stat.st_size)
+            .finish()
+    }
+}
+
+/// The seals of `fd` (`F_GET_SEALS`, which fails at once for anything that
+/// is not a memfd) and only then its `fstat` (which, for a file of a FUSE
+/// mount, waits for the file system's daemon): an error from the first
+/// means the descriptor is no memfd, and nothing waited on it.
+pub fn file_facts(fd: BorrowedFd<'_>) -> Result<FileFacts> {
+    let seals = seals(fd)?;
+    Ok(FileFacts {
+        seals,
+        stat: fstat(fd)?,
+    })
+}
+
+/// [`verify_sealed_memfd`] (`write_sealed` false) or
+/// [`verify_read_only_memfd`] on what [`file_facts`] read of a descriptor:
+/// the descriptor's size, or the same errors.
+pub fn verify_memfd_facts(facts: &FileFacts, min_size: u64, write_sealed: bool) -> Result<u64> {
+    let s = facts.seals;
     if s & SIZE_SEALS != SIZE_SEALS {
         return Err(crate::HandleError::Descriptors(format!(
             "the memfd is not sealed against shrinking and growing (seals {s:#x}); \
@@ -301,7 +346,7 @@ fn verify_memfd_seals(fd: BorrowedFd<'_>, min_size: u64, write_sealed: bool) -> 
         ))
         .into());
     }
-    let st = fstat(fd)?;
+    let st = &facts.stat;
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
         return Err(crate::HandleError::Descriptors(
             "the sealable descriptor is not a regular memory file".into(),
