@@ -1,6 +1,6 @@
 //! The importer's direct path: an import that asks no one. Where this
 //! process may take the exporter's descriptors itself (`pidfd_getfd(2)`,
-//! ptrace access), it maps the exporter's [board](super::board) once per
+//! ptrace access), it maps the exporter's [board] once per
 //! broker and then, for each import, finds the export there, checks the
 //! allow-list itself, records its lease on the board and takes the
 //! descriptors: no round trip to the exporter.

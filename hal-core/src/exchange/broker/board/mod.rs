@@ -1,0 +1,409 @@
+//! The broker's board: a shared page where an exporter publishes where its
+//! exports' descriptors are, and who may import them, so that an importer
+//! with ptrace access to it (`pidfd_getfd(2)`) imports without asking: no
+//! round trip per import. Importers record their own leases on it, and the
+//! exporter counts them with the leases its broker registered.
+//!
+//! The board is a sealed memfd (its size fixed: `F_SEAL_SHRINK`,
+//! `F_SEAL_GROW`, `F_SEAL_SEAL`) made when the first importer asks for it:
+//! an exporter no importer asks pays nothing. It is registered with the
+//! broker under the reserved id [`BOARD_ID`], which the broker serves only
+//! by location ("lease and locate"), never by `SCM_RIGHTS`, and only to
+//! processes of its own user: only an importer that can take the
+//! exporter's descriptors itself, and could therefore read and write the
+//! exporter's memory anyway, ever maps it.
+//!
+//! Layout (little-endian, every field an aligned atomic):
+//!
+//! | at | what |
+//! | --- | --- |
+//! | 0 | header: magic `HALBOARD`, version, entry and lease counts, the exporter's pid and pid namespace |
+//! | [`ENTRIES_AT`](page::ENTRIES_AT) | [`ENTRIES`](page::ENTRIES) entries of [`ENTRY_LEN`](page::ENTRY_LEN) bytes, open addressing on the object id |
+//! | [`LEASES_AT`](page::LEASES_AT) | [`LEASES`](page::LEASES) lease slots of [`LEASE_LEN`](page::LEASE_LEN) bytes |
+//!
+//! An entry is written by the exporter alone, under a sequence word (odd
+//! while it changes): its state (empty, live, withdrawn), a generation (the
+//! registration's serial), the object id, whether it counts importers, its
+//! policy (anyone of the user, one uid, or up to [`MAX_PIDS`] pinned pids)
+//! and up to [`MAX_FDS`] descriptors as number, `st_dev` and `st_ino`. An
+//! export the board cannot state (more descriptors, a longer allow-list, a
+//! pid not pinned yet) is not published, and its importers ask the broker.
+//!
+//! A lease slot is claimed by an importer: a word holding its pid and a
+//! state (claiming, held), the entry and generation it holds, and its start
+//! time. The importer claims, then reads the entry again: the exporter
+//! withdraws an entry before it counts the leases of a release, so either
+//! the importer sees the withdrawal (and gives the slot back) or the
+//! exporter's count sees the lease. Holders whose process died are not
+//! counted and their slots are freed.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::os::fd::AsFd;
+use std::sync::{Arc, Mutex};
+
+use super::policy::{Allowed, Policy};
+use super::registry::Entry;
+use crate::error::Result;
+use crate::kit::lock::lock;
+use crate::kit::os;
+use crate::lease::OutsideLeases;
+
+mod page;
+
+pub(crate) use page::{
+    Page, Snapshot, ANYONE, BOARD_ID, COUNTS_LEASES, LEN, MAX_FDS, PIDS, SAME_USER,
+};
+use page::{Stated, MAX_PIDS};
+
+/// This process's board, once an importer asked for it.
+pub(crate) struct Board {
+    page: Page,
+    /// The process that made it: a forked child never writes its parent's.
+    pid: u32,
+    /// The entry of each published registration (by serial), for the
+    /// withdrawal.
+    published: Mutex<HashMap<u64, u32>>,
+}
+
+impl fmt::Debug for Board {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Board").field("pid", &self.pid).finish()
+    }
+}
+
+/// This process's board: made at the first request for it.
+static BOARD: Mutex<Option<Arc<Board>>> = Mutex::new(None);
+
+/// This process's board when it has one.
+pub(super) fn active() -> Option<Arc<Board>> {
+    lock(&BOARD)
+        .as_ref()
+        .filter(|b| b.pid == os::pid())
+        .cloned()
+}
+
+/// Make this process's board (once; again in a forked child), register it
+/// in `table` under [`BOARD_ID`] and publish every export `table` holds.
+/// Called with `table` locked, by the broker deciding a request for the
+/// board.
+pub(super) fn activate(table: &mut HashMap<[u8; 16], Vec<Entry>>, serial: u64) -> Result<()> {
+    let mut slot = lock(&BOARD);
+    if slot.as_ref().is_some_and(|b| b.pid == os::pid()) && table.contains_key(&BOARD_ID) {
+        return Ok(());
+    }
+    let fd = os::memfd("hal-broker-board", LEN as u64, None)?;
+    os::add_seals(fd.as_fd(), os::EXPORT_SEALS)?;
+    let page = Page::map(&fd)?;
+    page.write_header(os::pid(), os::pid_namespace())?;
+    let board = Arc::new(Board {
+        page,
+        pid: os::pid(),
+        published: Mutex::new(HashMap::new()),
+    });
+    for (id, entries) in table.iter() {
+        for e in entries {
+            board.publish(id, e);
+        }
+    }
+    table.insert(
+        BOARD_ID,
+        vec![Entry {
+            serial,
+            fds: Arc::from(vec![fd]),
+            policy: Policy::SameUser(nix::unistd::geteuid().as_raw()),
+            leases: None,
+        }],
+    );
+    *slot = Some(board);
+    Ok(())
+}
+
+/// What the board states of `policy`, or `None` when it cannot.
+fn stated(policy: &Policy) -> Option<(u32, u32, &[Allowed])> {
+    match policy {
+        Policy::Anyone => Some((ANYONE, 0, &[])),
+        Policy::SameUser(uid) => Some((SAME_USER, *uid, &[])),
+        Policy::Pids(list) if list.len() <= MAX_PIDS && list.iter().all(|a| a.start != 0) => {
+            Some((PIDS, 0, list.as_slice()))
+        }
+        Policy::Pids(_) => None,
+    }
+}
+
+impl Board {
+    /// Publish the registration `e` of `id` (or state it again after its
+    /// policy changed); withdrawn when the board cannot state it.
+    pub(super) fn publish(self: &Arc<Self>, id: &[u8; 16], e: &Entry) {
+        if *id == BOARD_ID {
+            return;
+        }
+        let known = lock(&self.published).get(&e.serial).copied();
+        let stated_policy = stated(&e.policy);
+        let located = if e.fds.len() <= MAX_FDS {
+            super::located::locate(&e.fds)
+        } else {
+            None
+        };
+        let (Some((policy, uid, pids)), Some(fds)) = (stated_policy, located) else {
+            if let Some(index) = known {
+                self.withdraw(e.serial, index);
+            }
+            return;
+        };
+        let index = match known {
+            Some(i) => i,
+            None => match self.page.free_entry(id) {
+                Some(i) => i,
+                None => return,
+            },
+        };
+        let stated = Stated {
+            id,
+            generation: e.serial,
+            flags: if e.leases.is_some() { COUNTS_LEASES } else { 0 },
+            policy,
+            uid,
+            pids,
+            fds: &fds,
+        };
+        if self.page.write(index, &stated).is_err() {
+            return;
+        }
+        if known.is_none() {
+            lock(&self.published).insert(e.serial, index);
+            if let Some(t) = &e.leases {
+                t.add_outside(Arc::new(EntryLeases {
+                    board: Arc::clone(self),
+                    index,
+                    generation: e.serial,
+                }));
+            }
+        }
+    }
+
+    /// Withdraw the entry of the registration `serial` (its export was
+    /// dropped): importers stop finding it, and those that claimed a lease
+    /// on it see the withdrawal and give the lease back, or are counted.
+    pub(super) fn withdraw_serial(&self, serial: u64) {
+        let index = lock(&self.published).get(&serial).copied();
+        if let Some(index) = index {
+            self.withdraw(serial, index);
+        }
+    }
+
+    fn withdraw(&self, serial: u64, index: u32) {
+        lock(&self.published).remove(&serial);
+        self.page.withdraw(index);
+    }
+}
+
+/// The leases importers hold on one published registration, counted by the
+/// export's lease table with the broker's own.
+struct EntryLeases {
+    board: Arc<Board>,
+    index: u32,
+    generation: u64,
+}
+
+impl fmt::Debug for EntryLeases {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EntryLeases")
+            .field("index", &self.index)
+            .field("generation", &self.generation)
+            .finish()
+    }
+}
+
+impl OutsideLeases for EntryLeases {
+    fn count_live(&self) -> usize {
+        self.board.page.count(self.index, self.generation)
+    }
+
+    fn closed(&self) -> bool {
+        !self.board.page.still(self.index, self.generation)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::page::*;
+    use super::*;
+    use crate::lease::LeaseTable;
+    use std::os::fd::OwnedFd;
+    use std::sync::atomic::Ordering;
+
+    fn board() -> Arc<Board> {
+        let fd = os::memfd("hal-board-test", LEN as u64, None).unwrap();
+        Arc::new(Board {
+            page: Page::map(&fd).unwrap(),
+            pid: os::pid(),
+            published: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn entry(serial: u64, policy: Policy, n: usize, leases: Option<Arc<LeaseTable>>) -> Entry {
+        let fds: Vec<OwnedFd> = (0..n)
+            .map(|_| os::memfd("hal-board-entry", 4096, None).unwrap())
+            .collect();
+        Entry {
+            serial,
+            fds: Arc::from(fds),
+            policy,
+            leases,
+        }
+    }
+
+    /// A pid that no process has (a reaped child's).
+    fn dead_pid() -> u32 {
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let pid = c.id();
+        c.wait().unwrap();
+        pid
+    }
+
+    #[test]
+    fn published_entries_are_found_whole_and_withdrawn() {
+        let b = board();
+        let (me, start) = os::self_identity();
+        let id = os::random_id();
+        let pinned = Policy::Pids(vec![Allowed { pid: me, start }]);
+        let e = entry(7, pinned, 2, None);
+        b.publish(&id, &e);
+        let s = b.page.find(&id).expect("published");
+        assert_eq!((s.generation, s.flags, s.policy), (7, 0, PIDS));
+        assert_eq!(s.pids, vec![Allowed { pid: me, start }]);
+        assert_eq!(Some(s.fds.clone()), super::super::located::locate(&e.fds));
+        assert!(b.page.still(s.index, 7) && !b.page.still(s.index, 8));
+        assert!(b.page.find(&os::random_id()).is_none(), "another id");
+        // Stated again with another policy: the same entry.
+        let e2 = Entry {
+            policy: Policy::SameUser(5),
+            ..entry(7, Policy::Anyone, 0, None)
+        };
+        b.publish(
+            &id,
+            &Entry {
+                fds: Arc::clone(&e.fds),
+                ..e2
+            },
+        );
+        let again = b.page.find(&id).unwrap();
+        assert_eq!(
+            (again.index, again.policy, again.uid),
+            (s.index, SAME_USER, 5)
+        );
+        b.withdraw_serial(7);
+        assert!(b.page.find(&id).is_none() && !b.page.still(s.index, 7));
+        // A torn entry (its sequence odd, as while the exporter writes it)
+        // is never read.
+        b.publish(&id, &entry(9, Policy::Anyone, 1, None));
+        let s = b.page.find(&id).unwrap();
+        let seq = b
+            .page
+            .u32_at(Page::entry_at(s.index as usize, E_SEQ))
+            .unwrap();
+        seq.fetch_add(1, Ordering::SeqCst);
+        assert!(b.page.find(&id).is_none(), "torn");
+        seq.fetch_add(1, Ordering::SeqCst);
+        assert!(b.page.find(&id).is_some());
+    }
+
+    #[test]
+    fn exports_the_board_cannot_state_are_not_published() {
+        let b = board();
+        let many = (1..=7).map(|pid| Allowed { pid, start: 1 }).collect();
+        let unpinned = Policy::Pids(vec![Allowed { pid: 1, start: 0 }]);
+        for (k, e) in [
+            entry(1, Policy::Pids(many), 1, None),
+            entry(2, unpinned, 1, None),
+            entry(3, Policy::Anyone, MAX_FDS + 1, None),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let id = os::random_id();
+            b.publish(&id, e);
+            assert!(b.page.find(&id).is_none(), "case {k}");
+        }
+        // A published export whose policy can no longer be stated leaves.
+        let id = os::random_id();
+        let e = entry(4, Policy::Anyone, 1, None);
+        b.publish(&id, &e);
+        assert!(b.page.find(&id).is_some());
+        let unpinned = Policy::Pids(vec![Allowed { pid: 1, start: 0 }]);
+        b.publish(
+            &id,
+            &Entry {
+                policy: unpinned,
+                fds: Arc::clone(&e.fds),
+                ..entry(4, Policy::Anyone, 0, None)
+            },
+        );
+        assert!(b.page.find(&id).is_none());
+        // The board itself is never an entry.
+        b.publish(&BOARD_ID, &entry(5, Policy::Anyone, 1, None));
+        assert!(b.page.find(&BOARD_ID).is_none());
+    }
+
+    #[test]
+    fn leases_are_counted_given_back_by_their_holder_and_freed_when_it_dies() {
+        let b = board();
+        let table = LeaseTable::new(4).unwrap();
+        let id = os::random_id();
+        b.publish(&id, &entry(11, Policy::Anyone, 1, Some(Arc::clone(&table))));
+        let s = b.page.find(&id).unwrap();
+        assert_eq!(s.flags, COUNTS_LEASES);
+        let (me, start) = os::self_identity();
+        let slot = b.page.claim(me, start, s.index, 11).unwrap();
+        assert_eq!(table.count(), 1, "the table counts the board's lease");
+        assert_eq!(b.page.count(s.index, 12), 0, "another generation");
+        assert!(!b.page.give_back(slot, me + 1, 11), "another pid");
+        assert!(!b.page.give_back(slot, me, 12), "another generation");
+        assert!(!b.page.give_back(LEASES as u32, me, 11), "out of bounds");
+        assert!(b.page.give_back(slot, me, 11));
+        assert!(!b.page.give_back(slot, me, 11), "given back once");
+        assert_eq!(table.count(), 0);
+        // A holder whose process died: not counted, its slot freed.
+        let dead = dead_pid();
+        let slot = b.page.claim(dead, 1, s.index, 11).unwrap();
+        assert_eq!(table.count(), 0);
+        let word = b
+            .page
+            .u64_at(Page::lease_at(slot as usize, L_WORD))
+            .unwrap();
+        assert_eq!(word.load(Ordering::SeqCst), 0, "freed");
+        // A claim its process died in (never held) is freed too.
+        word.store((u64::from(dead) << 32) | CLAIMING, Ordering::SeqCst);
+        assert_eq!(b.page.count(s.index, 11), 0);
+        assert_eq!(word.load(Ordering::SeqCst), 0);
+        // A live claimer's claim is left alone, and not counted.
+        word.store((u64::from(me) << 32) | CLAIMING, Ordering::SeqCst);
+        assert_eq!(b.page.count(s.index, 11), 0);
+        assert_ne!(word.load(Ordering::SeqCst), 0);
+        word.store(0, Ordering::SeqCst);
+        // Withdrawn with a lease held: counted until given back, then the
+        // table forgets the record.
+        let slot = b.page.claim(me, start, s.index, 11).unwrap();
+        b.withdraw_serial(11);
+        assert_eq!(table.count(), 1);
+        assert!(b.page.give_back(slot, me, 11));
+        assert_eq!(table.count(), 0);
+        assert!(lock(table_outside(&table)).is_empty(), "forgotten");
+    }
+
+    #[test]
+    fn a_full_board_takes_no_claim() {
+        let b = board();
+        let (me, start) = os::self_identity();
+        for slot in 0..LEASES {
+            let w = b.page.u64_at(Page::lease_at(slot, L_WORD)).unwrap();
+            w.store(u64::MAX, Ordering::Relaxed);
+        }
+        assert_eq!(b.page.claim(me, start, 0, 1), None);
+    }
+
+    fn table_outside(t: &LeaseTable) -> &Mutex<Vec<Arc<dyn OutsideLeases>>> {
+        t.outside_for_test()
+    }
+}
