@@ -226,7 +226,7 @@
 //! (its slot is freed), and a release that waits for its importers sees a
 //! board lease go within its 20 ms poll. **Every doubt goes to the
 //! broker**: an object the board does not state (more than four
-//! descriptors, a longer allow-list, a pid not yet pinned, more than 4096
+//! descriptors, descriptors that are not memfds, a longer allow-list, a pid not yet pinned, more than 4096
 //! live exports), an allow-list that does not name this process, a full
 //! lease area, an exporter in another pid namespace, a descriptor that is
 //! not the file the board names: the import is then fetched by location

@@ -370,6 +370,37 @@ mod tests {
         Mutex::new(map)
     }
 
+    /// The board is registered like an export (under `BOARD_ID`, to its
+    /// user) but never passed: a fetch, a lease or a batch of it is
+    /// refused, so only a process that can take the exporter's descriptors
+    /// itself (by location) ever maps it.
+    #[test]
+    fn the_board_goes_by_location_alone() {
+        let (me, _) = os::self_identity();
+        let uid = nix::unistd::geteuid().as_raw();
+        let t = table_with(BOARD_ID, Policy::SameUser(uid), None);
+        for request in [Request::Fetch(BOARD_ID), Request::Lease(BOARD_ID)] {
+            let a = decide(&encode_request(&request), false, cred(me + 1), &t, me);
+            assert_eq!(a.status, Status::NotFound, "{request:?}");
+            assert!(a.fds.is_none());
+        }
+        let start = OnceCell::new();
+        let other = os::random_id();
+        lock(&t).insert(
+            other,
+            vec![Entry {
+                serial: 2,
+                fds: vec![os::memfd("broker-test", 4096, None).unwrap()].into(),
+                policy: Policy::Anyone,
+                leases: None,
+            }],
+        );
+        let answers = decide_batch(&[BOARD_ID, other], cred(me + 1), &t, me, &start);
+        assert_eq!(answers[0].status, Status::NotFound);
+        assert!(answers[0].fds.is_none());
+        assert_eq!(answers[1].status, Status::Ok, "the others are served");
+    }
+
     #[test]
     fn decide_serves_leases_and_refuses_what_it_must() {
         let (me, _) = os::self_identity();

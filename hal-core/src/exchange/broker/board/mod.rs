@@ -26,8 +26,9 @@
 //! registration's serial), the object id, whether it counts importers, its
 //! policy (anyone of the user, one uid, or up to [`MAX_PIDS`] pinned pids)
 //! and up to [`MAX_FDS`] descriptors as number, `st_dev` and `st_ino`. An
-//! export the board cannot state (more descriptors, a longer allow-list, a
-//! pid not pinned yet) is not published, and its importers ask the broker.
+//! export the board cannot state (more descriptors, descriptors that are not
+//! memfds, a longer allow-list, a pid not pinned yet, a full probe sequence)
+//! is not published, and its importers ask the broker.
 //!
 //! A lease slot is claimed by an importer: a word holding its pid and a
 //! state (claiming, held), the entry and generation it holds, and its start
@@ -140,11 +141,14 @@ impl Board {
         }
         let known = lock(&self.published).get(&e.serial).copied();
         let stated_policy = stated(&e.policy);
-        let located = if e.fds.len() <= MAX_FDS {
-            super::located::locate(&e.fds)
-        } else {
-            None
-        };
+        // Only memfds: the importer takes a descriptor without seals (a
+        // vendor's shareable handle) with SCM_RIGHTS anyway.
+        let located =
+            if e.fds.len() <= MAX_FDS && e.fds.iter().all(|fd| os::seals(fd.as_fd()).is_ok()) {
+                super::located::locate(&e.fds)
+            } else {
+                None
+            };
         let (Some((policy, uid, pids)), Some(fds)) = (stated_policy, located) else {
             if let Some(index) = known {
                 self.withdraw(e.serial, index);
@@ -318,6 +322,12 @@ mod tests {
             entry(1, Policy::Pids(many), 1, None),
             entry(2, unpinned, 1, None),
             entry(3, Policy::Anyone, MAX_FDS + 1, None),
+            Entry {
+                fds: Arc::from(vec![OwnedFd::from(
+                    std::fs::File::open("/dev/null").unwrap(),
+                )]),
+                ..entry(6, Policy::Anyone, 0, None)
+            },
         ]
         .iter()
         .enumerate()
