@@ -48,6 +48,10 @@ impl Kid {
 }
 
 fn handle(descriptors: u32) -> Handle {
+    handle_with(descriptors, HandleFlags::ANY_IMPORTER, Vec::new())
+}
+
+fn handle_with(descriptors: u32, flags: HandleFlags, allowed_pids: Vec<u32>) -> Handle {
     let (pid, start) = os::self_identity();
     Handle {
         kind: HandleKind::Memory,
@@ -62,9 +66,9 @@ fn handle(descriptors: u32) -> Handle {
         creator_start: start,
         creator_pid_ns: os::pid_namespace(),
         object_id: os::random_id(),
-        flags: HandleFlags::ANY_IMPORTER,
+        flags,
         pid_kind: hal_core::PidKind::Os,
-        allowed_pids: Vec::new(),
+        allowed_pids,
         fds: FdSource::None,
         payload: format!("direct-test-{descriptors}").into_bytes(),
     }
@@ -114,21 +118,26 @@ fn child_process() {
         "holder" => child_holder(&arg),
         "dropped" => child_dropped(),
         "attacker" => child_attacker(),
+        "later" => child_later(),
+        "forged" => child_forged(),
+        "orphan" => child_orphan(),
         other => panic!("unknown child role {other}"),
     }
 }
 
 /// Export "aaa" and "ccc" (one descriptor each) and "bbb" (five: more
 /// than the board states), all counting importers; print the texts and
-/// answer `count` (importers of all three), `drop` (drop "aaa") until
-/// stdin closes.
+/// answer until stdin closes: `count` (importers of every export), `drop`
+/// (drop "aaa"), `more KIND` (export "ddd" and print its text; KIND: `any`,
+/// `pid N` (to pid N alone), `user` (to this user), `nolease` (counting no
+/// importers), `zero` (no descriptor, a lease only)).
 fn child_exporter() {
     let table = LeaseTable::new(64).unwrap();
     let export = |bytes: &str, n: u32| {
         let fds = (0..n).map(|_| memfd_with(bytes.as_bytes())).collect();
         Exported::with_leases(handle(n), fds, Arc::clone(&table)).unwrap()
     };
-    let mut exports = [
+    let mut exports = vec![
         Some(export("aaa", 1)),
         Some(export("bbb", 5)),
         Some(export("ccc", 1)),
@@ -136,14 +145,32 @@ fn child_exporter() {
     let texts: Vec<String> = exports.iter().flatten().map(Exported::to_text).collect();
     say(texts.join(" "));
     loop {
-        match read_line().as_str() {
-            "count" => say(table.count()),
-            "drop" => {
+        let line = read_line();
+        let words: Vec<&str> = line.split(' ').collect();
+        let fd = || vec![memfd_with(b"ddd")];
+        let leased = |h: Handle, fds| Exported::with_leases(h, fds, Arc::clone(&table)).unwrap();
+        let made = match words.as_slice() {
+            ["count"] => {
+                say(table.count());
+                continue;
+            }
+            ["drop"] => {
                 exports[0] = None;
                 say("dropped");
+                continue;
             }
+            ["more", "any"] => leased(handle(1), fd()),
+            ["more", "pid", pid] => leased(
+                handle_with(1, HandleFlags::default(), vec![pid.parse().unwrap()]),
+                fd(),
+            ),
+            ["more", "user"] => leased(handle_with(1, HandleFlags::SAME_USER, Vec::new()), fd()),
+            ["more", "nolease"] => Exported::new(handle(1), fd()).unwrap(),
+            ["more", "zero"] => leased(handle(0), Vec::new()),
             _ => return,
-        }
+        };
+        say(made.to_text());
+        exports.push(Some(made));
     }
 }
 
@@ -255,7 +282,10 @@ fn child_dropped() {
     let texts = texts(&mut exporter);
     let (_, lease) = import(&texts[0]).unwrap();
     assert_eq!(exchange::direct_import_count(), 1);
+    let board = steal_board(exporter.id());
+    assert_eq!(live_entries(&board), 2, "aaa and ccc");
     assert_eq!(exporter.ask("drop"), "dropped");
+    assert_eq!(live_entries(&board), 1, "withdrawn");
     // The export is gone from the board and from the broker.
     match import(&texts[0]) {
         Err(Error::NotFound { .. }) => {}
@@ -307,6 +337,22 @@ fn steal_board(pid: u32) -> SharedMap {
     panic!("the exporter has no board");
 }
 
+/// The entries of `board` that are live.
+fn live(board: &SharedMap) -> Vec<usize> {
+    (0..ENTRIES)
+        .filter(|&i| {
+            let state = board
+                .atomic_u32(ENTRIES_AT + i * ENTRY_LEN + E_STATE)
+                .unwrap();
+            state.load(Ordering::SeqCst) == 1
+        })
+        .collect()
+}
+
+fn live_entries(board: &SharedMap) -> usize {
+    live(board).len()
+}
+
 fn child_attacker() {
     let mut exporter = Kid::spawn("exporter", "");
     let texts = texts(&mut exporter);
@@ -314,14 +360,7 @@ fn child_attacker() {
     drop(lease);
     assert_eq!(exchange::direct_import_count(), 1, "the board is made");
     let board = steal_board(exporter.id());
-    let live: Vec<usize> = (0..ENTRIES)
-        .filter(|&i| {
-            let state = board
-                .atomic_u32(ENTRIES_AT + i * ENTRY_LEN + E_STATE)
-                .unwrap();
-            state.load(Ordering::SeqCst) == 1
-        })
-        .collect();
+    let live = live(&board);
     assert_eq!(
         live.len(),
         2,
@@ -399,4 +438,146 @@ fn child_attacker() {
     exchange::close_broker_connections();
     exporter.finish();
     say("attacker ok");
+}
+
+#[test]
+fn later_exports_and_their_allow_lists_are_honoured_on_the_board() {
+    let mut kid = Kid::spawn("later", "");
+    assert_eq!(kid.result(), "later ok");
+    kid.finish();
+}
+
+fn child_later() {
+    let mut exporter = Kid::spawn("exporter", "");
+    let texts = texts(&mut exporter);
+    let (_, first) = import(&texts[0]).unwrap();
+    // Another importer takes the board too: the exporter keeps one board.
+    let mut other = Kid::spawn("holder", &texts[0]);
+    assert_eq!(other.result(), "held");
+    let mut held = vec![first];
+    let mut direct = 1;
+    // Exports made after the board: published as they are made.
+    for kind in [
+        "any".to_string(),
+        format!("pid {}", os::pid()),
+        "user".into(),
+    ] {
+        let text = exporter.ask(&format!("more {kind}"));
+        let (bytes, lease) = import(&text).unwrap();
+        assert_eq!(bytes, "ddd");
+        assert!(lease.is_some(), "{kind}: leased");
+        direct += 1;
+        assert_eq!(
+            exchange::direct_import_count(),
+            direct,
+            "{kind}: asking no one"
+        );
+        held.push(lease);
+    }
+    // Allowed to another pid: refused by the broker, never taken.
+    let text = exporter.ask("more pid 1");
+    match import(&text) {
+        Err(Error::PermissionDenied { pid, .. }) => assert_eq!(pid, Some(os::pid())),
+        other => panic!("an import allowed to pid 1 gave {other:?}"),
+    }
+    assert_eq!(exchange::direct_import_count(), direct);
+    // An export that counts no importers: no lease at all.
+    let text = exporter.ask("more nolease");
+    let (bytes, lease) = import(&text).unwrap();
+    assert_eq!((bytes.as_str(), lease.is_none()), ("ddd", true));
+    direct += 1;
+    assert_eq!(exchange::direct_import_count(), direct);
+    // A lease only (no data descriptor, as a GPU export's: its lease
+    // token, a sealed empty memfd): leased on the board.
+    let text = exporter.ask("more zero");
+    let taken = exchange::take_fds_leased(&mut shared(&text)).unwrap();
+    assert!(taken.fds.len() == 1 && taken.lease.is_some());
+    direct += 1;
+    assert_eq!(exchange::direct_import_count(), direct);
+    held.push(taken.lease);
+    // Every lease counted (the other importer's too), then given back.
+    assert_eq!(exporter.ask("count"), (held.len() + 1).to_string());
+    drop(held);
+    assert_eq!(exporter.ask("count"), "1");
+    other.tell("done");
+    other.finish();
+    assert_eq!(exporter.ask("count"), "0");
+    exchange::close_broker_connections();
+    exporter.finish();
+    say("later ok");
+}
+
+#[test]
+fn forged_handles_never_go_direct_nor_spoil_the_board_for_genuine_ones() {
+    let mut kid = Kid::spawn("forged", "");
+    assert_eq!(kid.result(), "forged ok");
+    kid.finish();
+}
+
+fn child_forged() {
+    let mut exporter = Kid::spawn("exporter", "");
+    let texts = texts(&mut exporter);
+    let genuine = exchange::decode(&texts[0]).unwrap();
+    let mut forgeries = Vec::new();
+    let mut h = genuine.clone();
+    h.creator_start += 1;
+    forgeries.push(("another start time", h));
+    let mut h = genuine.clone();
+    h.creator_start = 0;
+    forgeries.push(("no start time", h));
+    let mut h = genuine.clone();
+    h.creator_pid_ns ^= 1;
+    forgeries.push(("another pid namespace", h));
+    let mut h = genuine.clone();
+    h.creator_pid = os::pid();
+    forgeries.push(("another creator", h));
+    for (what, h) in forgeries {
+        let r = exchange::take_fds_leased(&mut SharedHandle::from(h));
+        // The broker decides each (what it answers is its own tests'
+        // matter): none is taken from the board.
+        assert_eq!(exchange::direct_import_count(), 0, "{what}: {r:?}");
+        drop(r);
+    }
+    // The genuine handle still imports directly: no forgery spoiled the
+    // broker's board for this process.
+    let (bytes, lease) = import(&texts[0]).unwrap();
+    assert_eq!(bytes, "aaa");
+    assert_eq!(exchange::direct_import_count(), 1);
+    drop(lease);
+    exchange::close_broker_connections();
+    exporter.finish();
+    say("forged ok");
+}
+
+#[test]
+fn the_board_of_an_exporter_that_exited_is_let_go() {
+    let mut kid = Kid::spawn("orphan", "");
+    assert_eq!(kid.result(), "orphan ok");
+    kid.finish();
+}
+
+fn child_orphan() {
+    let mut exporter = Kid::spawn("exporter", "");
+    let texts = texts(&mut exporter);
+    let before = fds();
+    let (_, lease) = import(&texts[0]).unwrap();
+    drop(lease);
+    assert_eq!(
+        fds(),
+        before + 3,
+        "a kept connection, its pidfd, the board's"
+    );
+    exporter.finish();
+    // The exporter exited: the import fails, and its board, its pidfd and
+    // the connection are let go with it.
+    assert!(import(&texts[2]).is_err());
+    assert_eq!(exchange::direct_import_count(), 1);
+    // Nothing left for `close_broker_connections` to close, and every
+    // descriptor of the exporter's gone (its standard input and output
+    // closed with it).
+    let after = fds();
+    assert_eq!(exchange::close_broker_connections(), 0);
+    assert_eq!(fds(), after, "nothing of the exporter kept");
+    assert_eq!(after, before - 2);
+    say("orphan ok");
 }

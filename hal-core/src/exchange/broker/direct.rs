@@ -91,14 +91,25 @@ impl BoardLease {
 /// Import `handle`'s `count` descriptors from the board of the broker
 /// `name`; `None` when the broker must be asked.
 pub(super) fn fetch(handle: &Handle, name: &str, count: usize) -> Option<Served> {
-    if count == 0 || count > board::MAX_FDS || handle.same_pid_namespace() != Some(true) {
+    // Pids mean the same to both only in one pid namespace; a handle that
+    // does not name its creator's process could not be checked against
+    // the board's.
+    if count > board::MAX_FDS
+        || handle.same_pid_namespace() != Some(true)
+        || handle.creator_pid == 0
+        || handle.creator_start == 0
+    {
         return None;
     }
     let view = view_for(handle, name)?;
     if handle.creator_pid != view.pid || handle.creator_start != view.start {
         return None;
     }
-    let entry = view.page.find(&handle.object_id)?;
+    let Some(entry) = view.page.find(&handle.object_id) else {
+        // An exporter that exits withdraws its exports first.
+        forget_if_gone(&view, name);
+        return None;
+    };
     let (pid, start) = os::self_identity();
     if entry.fds.len() != count || !admits(&entry, pid, start) {
         return None;
@@ -133,9 +144,7 @@ pub(super) fn fetch(handle: &Handle, name: &str, count: usize) -> Option<Served>
             if let Some(l) = &lease {
                 l.give_back();
             }
-            if !os::pidfd_alive(view.pidfd.as_fd()) {
-                forget(name);
-            }
+            forget_if_gone(&view, name);
             None
         }
     }
@@ -159,13 +168,31 @@ fn view_for(handle: &Handle, name: &str) -> Option<Arc<View>> {
     if let Some(known) = lock(&VIEWS).as_ref().and_then(|m| m.get(name)) {
         return known.clone();
     }
+    // A handle that names no live process as its creator (forged, or its
+    // exporter exited) cannot load the board, and says nothing of it.
+    if os::process_start_time(handle.creator_pid) != Some(handle.creator_start) {
+        return None;
+    }
     let view = match load(handle, name) {
         Ok(v) => Some(Arc::new(v)),
-        Err(why) => {
+        // A handle that does not match the broker's process (forged, or
+        // stale) says nothing of the broker: nothing is kept.
+        Err(Unloaded::ThisHandle(why)) => {
+            log::debug!("no direct import from the broker `{name}` for this handle: {why}");
+            return None;
+        }
+        Err(Unloaded::Broker(why)) => {
             log::debug!("no direct imports from the broker `{name}`: {why}");
             None
         }
     };
+    keep(name, view.clone());
+    view
+}
+
+/// Keep `view` as the broker `name`'s; past [`MAX_VIEWS`], the views of
+/// exporters that exited (and the brokers without one) go first.
+fn keep(name: &str, view: Option<Arc<View>>) {
     let mut views = lock(&VIEWS);
     let map = views.get_or_insert_with(HashMap::new);
     if map.len() >= MAX_VIEWS {
@@ -174,38 +201,62 @@ fn view_for(handle: &Handle, name: &str) -> Option<Arc<View>> {
             map.clear();
         }
     }
-    map.insert(name.to_owned(), view.clone());
-    view
+    map.insert(name.to_owned(), view);
+}
+
+/// Why a board was not loaded.
+enum Unloaded {
+    /// The broker has none for this process (an older hal, another pid
+    /// namespace, a board of another layout): kept, so that it is not
+    /// asked again.
+    Broker(String),
+    /// The handle does not match the broker's process.
+    ThisHandle(String),
 }
 
 /// Take and map the board of the broker `name`, served to `handle`'s
 /// creator, and open a pidfd of it.
-fn load(handle: &Handle, name: &str) -> std::result::Result<View, String> {
+fn load(handle: &Handle, name: &str) -> std::result::Result<View, Unloaded> {
     let (pid, start) = (handle.creator_pid, handle.creator_start);
-    if pid == 0 || start == 0 {
-        return Err("the handle does not name its creator's process".into());
+    let broker = |e: &dyn std::fmt::Display| Unloaded::Broker(e.to_string());
+    let served = match super::locate::locate_id(handle, &BOARD_ID, name, 1) {
+        Ok(Some(served)) => served,
+        Ok(None) => return Err(Unloaded::Broker("its board could not be taken".into())),
+        // The server is not the handle's creator.
+        Err(e @ crate::error::Error::PermissionDenied { .. }) => {
+            return Err(Unloaded::ThisHandle(e.to_string()))
+        }
+        Err(e) => return Err(broker(&e)),
+    };
+    let [fd] =
+        <[OwnedFd; 1]>::try_from(served.fds).map_err(|_| broker(&"one descriptor expected"))?;
+    let facts = os::file_facts(fd.as_fd()).map_err(|e| broker(&e))?;
+    if facts.seals & os::SIZE_SEALS != os::SIZE_SEALS {
+        return Err(broker(&"the board's size is not sealed"));
     }
-    let served = super::locate::locate_id(handle, &BOARD_ID, name, 1)
-        .map_err(|e| e.to_string())?
-        .ok_or("its board could not be taken")?;
-    let [fd] = <[OwnedFd; 1]>::try_from(served.fds).map_err(|_| "one descriptor expected")?;
-    let seals = os::seals(fd.as_fd()).map_err(|e| e.to_string())?;
-    if seals & os::SIZE_SEALS != os::SIZE_SEALS {
-        return Err("the board's size is not sealed".into());
-    }
-    let size = os::fstat(fd.as_fd()).map_err(|e| e.to_string())?.st_size;
+    let size = facts.stat.st_size;
     if usize::try_from(size).ok() != Some(board::LEN) {
-        return Err(format!("the board is {size} bytes, not {}", board::LEN));
+        return Err(broker(&format!(
+            "the board is {size} bytes, not {}",
+            board::LEN
+        )));
     }
-    let page = Page::map(&fd).map_err(|e| e.to_string())?;
-    let (board_pid, ns) = page.header().map_err(|e| e.to_string())?;
-    if board_pid != pid || ns != os::pid_namespace() {
-        return Err("the board is not the handle's creator's".into());
+    let page = Page::map(&fd).map_err(|e| broker(&e))?;
+    let (board_pid, ns) = page.header().map_err(|e| broker(&e))?;
+    if ns != os::pid_namespace() {
+        return Err(broker(&"the exporter is in another pid namespace"));
     }
-    let pidfd = os::pidfd_open(pid).map_err(|e| e.to_string())?;
+    if board_pid != pid {
+        return Err(Unloaded::ThisHandle(
+            "the board is not the handle's creator's".into(),
+        ));
+    }
+    let pidfd = os::pidfd_open(pid).map_err(|e| broker(&e))?;
     // The pidfd names the creator only while it lives with its start time.
     if os::process_start_time(pid) != Some(start) || !os::pidfd_alive(pidfd.as_fd()) {
-        return Err("the creator exited".into());
+        return Err(Unloaded::ThisHandle(
+            "the creator is not the process the handle names".into(),
+        ));
     }
     Ok(View {
         page,
@@ -215,10 +266,12 @@ fn load(handle: &Handle, name: &str) -> std::result::Result<View, String> {
     })
 }
 
-/// Forget the board of the broker `name` (its exporter exited).
-fn forget(name: &str) {
-    if let Some(m) = lock(&VIEWS).as_mut() {
-        m.remove(name);
+/// Forget `view`, the board of the broker `name`, when its exporter exited.
+fn forget_if_gone(view: &View, name: &str) {
+    if !os::pidfd_alive(view.pidfd.as_fd()) {
+        if let Some(m) = lock(&VIEWS).as_mut() {
+            m.remove(name);
+        }
     }
 }
 
@@ -226,4 +279,70 @@ fn forget(name: &str) {
 /// no lease holds them.
 pub(crate) fn forget_all() {
     *lock(&VIEWS) = None;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::policy::Allowed;
+    use super::*;
+
+    fn entry(policy: u32, uid: u32, pids: Vec<Allowed>) -> Snapshot {
+        Snapshot {
+            index: 0,
+            generation: 1,
+            flags: 0,
+            policy,
+            uid,
+            fds: Vec::new(),
+            pids,
+        }
+    }
+
+    #[test]
+    fn the_importer_honours_the_allow_list_the_board_states() {
+        let (me, start) = os::self_identity();
+        let uid = nix::unistd::geteuid().as_raw();
+        assert!(admits(&entry(ANYONE, 0, Vec::new()), me, start));
+        assert!(admits(&entry(SAME_USER, uid, Vec::new()), me, start));
+        assert!(!admits(&entry(SAME_USER, uid + 1, Vec::new()), me, start));
+        assert!(!admits(
+            &entry(SAME_USER, overflow_uid(), Vec::new()),
+            me,
+            start
+        ));
+        let listed = |pid, start| vec![Allowed { pid: 1, start: 1 }, Allowed { pid, start }];
+        assert!(admits(&entry(PIDS, 0, listed(me, start)), me, start));
+        assert!(
+            !admits(&entry(PIDS, 0, listed(me, start + 1)), me, start),
+            "a recycled pid"
+        );
+        assert!(
+            !admits(&entry(PIDS, 0, listed(me + 1, start)), me, start),
+            "another pid"
+        );
+        assert!(
+            !admits(&entry(PIDS, 0, listed(me, 0)), me, 0),
+            "no start time"
+        );
+        assert!(!admits(&entry(PIDS, 0, Vec::new()), me, start));
+        assert!(
+            !admits(&entry(0, uid, Vec::new()), me, start),
+            "an unknown policy"
+        );
+        assert!(!admits(&entry(9, uid, Vec::new()), me, start));
+    }
+
+    #[test]
+    fn views_past_the_bound_go_dead_ones_first() {
+        // Brokers without a view fill the map; the next one kept makes room.
+        for i in 0..MAX_VIEWS {
+            keep(&format!("hal-test-view-{i}"), None);
+        }
+        assert!(lock(&VIEWS).as_ref().unwrap().len() >= MAX_VIEWS);
+        keep("hal-test-view-last", None);
+        let views = lock(&VIEWS);
+        let map = views.as_ref().unwrap();
+        assert!(map.len() < MAX_VIEWS, "{} kept", map.len());
+        assert!(map.contains_key("hal-test-view-last"));
+    }
 }

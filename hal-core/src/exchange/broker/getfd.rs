@@ -190,7 +190,8 @@ pub(super) fn ensure_pidfd(conn: &mut Pooled, handle: &Handle, name: &str) -> bo
         && (os::process_start_time(pid) != Some(handle.creator_start)
             || !os::pidfd_alive(pidfd.as_fd()))
     {
-        turn_off(name);
+        // This handle (forged, or naming a process that exited) is fetched
+        // with SCM_RIGHTS; the path stays on for the broker's genuine ones.
         return false;
     }
     conn.set_pidfd(pidfd);

@@ -403,6 +403,16 @@ mod tests {
     }
 
     #[test]
+    fn the_layout_is_the_documented_one() {
+        assert_eq!(ENTRIES_AT, 4096);
+        assert_eq!(LEASES_AT, 4096 + 4096 * 256);
+        assert_eq!(LEN, 4096 + 4096 * 256 + 4096 * 32);
+        assert_eq!(LEN % 4096, 0, "whole pages");
+        assert_eq!(Page::entry_at(1, E_FDS), 4096 + 256 + 48);
+        assert_eq!(Page::lease_at(2, L_START), LEASES_AT + 64 + 24);
+    }
+
+    #[test]
     fn a_full_board_takes_no_claim() {
         let b = board();
         let (me, start) = os::self_identity();

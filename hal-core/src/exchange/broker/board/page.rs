@@ -61,6 +61,10 @@ pub(super) const E_NPIDS: usize = 144;
 pub(super) const E_PIDS: usize = 152;
 pub(super) const E_PID_LEN: usize = 16;
 
+// The fields of an entry fit in it, the descriptors before the pids.
+const _: () = assert!(E_FDS + MAX_FDS * E_FD_LEN <= E_NPIDS);
+const _: () = assert!(E_PIDS + MAX_PIDS * E_PID_LEN <= ENTRY_LEN);
+
 /// Entry states.
 pub(super) const EMPTY: u32 = 0;
 pub(super) const LIVE: u32 = 1;
