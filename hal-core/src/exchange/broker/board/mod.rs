@@ -231,6 +231,7 @@ impl OutsideLeases for EntryLeases {
 
 #[cfg(test)]
 mod tests {
+    use super::super::located::Located;
     use super::page::*;
     use super::*;
     use crate::lease::LeaseTable;
@@ -400,6 +401,214 @@ mod tests {
         assert!(b.page.give_back(slot, me, 11));
         assert_eq!(table.count(), 0);
         assert!(lock(table_outside(&table)).is_empty(), "forgotten");
+    }
+
+    fn stated<'a>(id: &'a [u8; 16], generation: u64, fds: &'a [Located]) -> Stated<'a> {
+        Stated {
+            id,
+            generation,
+            flags: 0,
+            policy: ANYONE,
+            uid: generation as u32,
+            pids: &[],
+            fds,
+        }
+    }
+
+    #[test]
+    fn colliding_ids_each_find_their_own_entry() {
+        let b = board();
+        // Three ids with one home entry (the same first eight bytes).
+        let ids: Vec<[u8; 16]> = (1..=3u8)
+            .map(|k| {
+                let mut id = [7u8; 16];
+                id[15] = k;
+                id
+            })
+            .collect();
+        for (g, id) in ids.iter().enumerate() {
+            let i = b.page.free_entry(id).unwrap();
+            b.page.write(i, &stated(id, g as u64 + 1, &[])).unwrap();
+        }
+        for (g, id) in ids.iter().enumerate() {
+            assert_eq!(b.page.find(id).unwrap().generation, g as u64 + 1);
+        }
+        let mut stranger = [7u8; 16];
+        stranger[15] = 9;
+        assert!(b.page.find(&stranger).is_none(), "same home, other id");
+        // The first withdrawn: the others are still found past it, and its
+        // entry is the one a new id of that home reuses.
+        let first = b.page.find(&ids[0]).unwrap().index;
+        b.page.withdraw(first);
+        assert!(b.page.find(&ids[0]).is_none());
+        assert_eq!(b.page.find(&ids[2]).unwrap().generation, 3);
+        assert_eq!(b.page.free_entry(&stranger), Some(first));
+    }
+
+    #[test]
+    fn many_exports_are_all_found() {
+        let b = board();
+        let ids: Vec<[u8; 16]> = (0..300).map(|_| os::random_id()).collect();
+        for (g, id) in ids.iter().enumerate() {
+            let i = b.page.free_entry(id).unwrap();
+            b.page.write(i, &stated(id, g as u64 + 1, &[])).unwrap();
+        }
+        for (g, id) in ids.iter().enumerate() {
+            assert_eq!(b.page.find(id).unwrap().generation, g as u64 + 1);
+        }
+    }
+
+    #[test]
+    fn every_field_is_read_back_as_written() {
+        let b = board();
+        let id = os::random_id();
+        let fds: Vec<Located> = (0..MAX_FDS as u32)
+            .map(|k| Located {
+                fd: 10 + k,
+                dev: 100 + u64::from(k),
+                ino: 1000 + u64::from(k),
+            })
+            .collect();
+        let pids: Vec<Allowed> = (0..MAX_PIDS as u32)
+            .map(|k| Allowed {
+                pid: 50 + k,
+                start: 500 + u64::from(k),
+            })
+            .collect();
+        let e = Stated {
+            id: &id,
+            generation: 77,
+            flags: COUNTS_LEASES,
+            policy: PIDS,
+            uid: 1234,
+            pids: &pids,
+            fds: &fds,
+        };
+        let i = b.page.free_entry(&id).unwrap();
+        b.page.write(i, &e).unwrap();
+        let s = b.page.find(&id).unwrap();
+        assert_eq!(
+            (s.index, s.generation, s.flags, s.policy, s.uid),
+            (i, 77, COUNTS_LEASES, PIDS, 1234)
+        );
+        assert_eq!((s.fds, s.pids), (fds, pids));
+    }
+
+    #[test]
+    fn entries_whose_counts_are_out_of_bounds_are_not_read() {
+        let b = board();
+        for (field, bad) in [(E_NFDS, MAX_FDS as u32 + 1), (E_NPIDS, MAX_PIDS as u32 + 1)] {
+            let id = os::random_id();
+            let i = b.page.free_entry(&id).unwrap();
+            b.page.write(i, &stated(&id, 1, &[])).unwrap();
+            assert!(b.page.find(&id).is_some());
+            // Whole (an even sequence word), but out of bounds.
+            let at = Page::entry_at(i as usize, field);
+            b.page.u32_at(at).unwrap().store(bad, Ordering::SeqCst);
+            assert!(b.page.find(&id).is_none(), "field {field}");
+            b.page.u32_at(at).unwrap().store(0, Ordering::SeqCst);
+            assert!(b.page.find(&id).is_some());
+        }
+    }
+
+    #[test]
+    fn a_header_of_another_layout_is_refused() {
+        let b = board();
+        b.page.write_header(42, 99).unwrap();
+        assert_eq!(b.page.header().unwrap(), (42, 99));
+        for (at, wide) in [
+            (H_MAGIC, true),
+            (H_VERSION, false),
+            (H_ENTRIES, false),
+            (H_LEASES, false),
+        ] {
+            b.page.write_header(42, 99).unwrap();
+            if wide {
+                b.page.u64_at(at).unwrap().store(0xdead, Ordering::SeqCst);
+            } else {
+                b.page.u32_at(at).unwrap().store(0xdead, Ordering::SeqCst);
+            }
+            assert!(b.page.header().is_err(), "field at {at}");
+        }
+    }
+
+    #[test]
+    fn a_free_slot_is_found_wherever_it_is_and_claims_race_to_distinct_slots() {
+        let b = board();
+        let (me, start) = os::self_identity();
+        let last = LEASES - 1;
+        for slot in 0..LEASES {
+            if slot != last {
+                let w = b.page.u64_at(Page::lease_at(slot, L_WORD)).unwrap();
+                w.store(u64::MAX, Ordering::Relaxed);
+            }
+        }
+        assert_eq!(b.page.claim(me, start, 0, 1), Some(last as u32));
+        let b = board();
+        let slots: Vec<u32> = std::thread::scope(|sc| {
+            let hands: Vec<_> = (0..4)
+                .map(|_| {
+                    sc.spawn(|| {
+                        (0..512)
+                            .filter_map(|_| b.page.claim(me, start, 0, 1))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            hands.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        let distinct: std::collections::HashSet<u32> = slots.iter().copied().collect();
+        assert_eq!((slots.len(), distinct.len()), (2048, 2048));
+        assert_eq!(b.page.count(0, 1), 2048);
+    }
+
+    #[test]
+    fn slots_in_no_known_state_are_never_counted() {
+        let b = board();
+        let (me, start) = os::self_identity();
+        let slot = b.page.claim(me, start, 3, 5).unwrap() as usize;
+        assert_eq!(b.page.count(3, 5), 1);
+        let w = b.page.u64_at(Page::lease_at(slot, L_WORD)).unwrap();
+        // The holder's pid, the right entry and generation, a state of 3.
+        w.store((u64::from(me) << 32) | 3, Ordering::SeqCst);
+        assert_eq!(b.page.count(3, 5), 0);
+        assert_ne!(w.load(Ordering::SeqCst), 0, "left alone");
+    }
+
+    #[test]
+    fn readers_never_see_an_entry_half_written() {
+        let b = board();
+        let id = os::random_id();
+        let i = b.page.free_entry(&id).unwrap();
+        let version = |g: u64| {
+            (0..MAX_FDS as u32)
+                .map(|k| Located {
+                    fd: g as u32,
+                    dev: g,
+                    ino: g + u64::from(k),
+                })
+                .collect::<Vec<_>>()
+        };
+        b.page.write(i, &stated(&id, 1, &version(1))).unwrap();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                for n in 0..20_000u64 {
+                    let g = 1 + n % 2;
+                    b.page.write(i, &stated(&id, g, &version(g))).unwrap();
+                }
+                done.store(true, Ordering::SeqCst);
+            });
+            let mut seen = 0u64;
+            while !done.load(Ordering::SeqCst) || seen == 0 {
+                if let Some(s) = b.page.find(&id) {
+                    let g = s.generation;
+                    assert_eq!(u64::from(s.uid), g, "a torn entry was read");
+                    assert_eq!(s.fds, version(g), "a torn entry was read");
+                    seen += 1;
+                }
+            }
+        });
     }
 
     #[test]
