@@ -203,6 +203,24 @@ fn child_importer() {
     assert_eq!(exchange::direct_import_count(), 3);
     // Counted exactly: each lease as it is taken and given back.
     assert_eq!(exporter.ask("count"), "3", "three direct leases");
+    // A forked child's copy of a lease gives nothing back when it drops.
+    // SAFETY: the child only drops its copy (a pid check, an atomic
+    // decrement) and leaves with _exit, running nothing else.
+    match unsafe { nix::unistd::fork() }.expect("fork") {
+        nix::unistd::ForkResult::Child => {
+            drop(first);
+            // SAFETY: _exit ends the child without running anything more.
+            unsafe { libc::_exit(0) }
+        }
+        nix::unistd::ForkResult::Parent { child } => {
+            nix::sys::wait::waitpid(child, None).expect("waitpid");
+        }
+    }
+    assert_eq!(
+        exporter.ask("count"),
+        "3",
+        "the child's copy gave nothing back"
+    );
     drop(first);
     assert_eq!(exporter.ask("count"), "2");
     drop((second, third));

@@ -68,8 +68,8 @@ impl Drop for Lease {
         if self.pid != os::pid() {
             return;
         }
-        if let Some(b) = &self.board {
-            b.give_back();
+        if self.board.is_some() {
+            // Given back as the board lease drops with this value.
             return;
         }
         if let Err(e) = broker::release(&self.broker, &self.ticket) {

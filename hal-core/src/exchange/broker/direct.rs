@@ -77,9 +77,12 @@ impl BoardLease {
             token: self.generation,
         }
     }
+}
 
-    /// Give the lease back (in the process that recorded it).
-    pub(crate) fn give_back(&self) {
+impl Drop for BoardLease {
+    /// Give the lease back, once (in the process that recorded it: a
+    /// forked child's copy gives nothing back).
+    fn drop(&mut self) {
         if self.pid == os::pid() {
             self.view
                 .page
@@ -126,7 +129,6 @@ pub(super) fn fetch(handle: &Handle, name: &str, count: usize) -> Option<Served>
             pid,
         };
         if !view.page.still(entry.index, entry.generation) {
-            lease.give_back();
             return None;
         }
         Some(lease)
@@ -141,9 +143,7 @@ pub(super) fn fetch(handle: &Handle, name: &str, count: usize) -> Option<Served>
             facts: Some(facts),
         }),
         Took::Fallback => {
-            if let Some(l) = &lease {
-                l.give_back();
-            }
+            drop(lease);
             forget_if_gone(&view, name);
             None
         }
