@@ -130,7 +130,8 @@ fn child_process() {
 /// answer until stdin closes: `count` (importers of every export), `drop`
 /// (drop "aaa"), `more KIND` (export "ddd" and print its text; KIND: `any`,
 /// `pid N` (to pid N alone), `user` (to this user), `nolease` (counting no
-/// importers), `zero` (no descriptor, a lease only)).
+/// importers), `zero` (no descriptor, a lease only)), `allow N` (allow pid
+/// N too on the latest export).
 fn child_exporter() {
     let table = LeaseTable::new(64).unwrap();
     let export = |bytes: &str, n: u32| {
@@ -167,6 +168,13 @@ fn child_exporter() {
             ["more", "user"] => leased(handle_with(1, HandleFlags::SAME_USER, Vec::new()), fd()),
             ["more", "nolease"] => Exported::new(handle(1), fd()).unwrap(),
             ["more", "zero"] => leased(handle(0), Vec::new()),
+            ["allow", pid] => {
+                // Allow `pid` too on the latest export.
+                let last = exports.iter_mut().rev().flatten().next().unwrap();
+                last.add_importers(&[pid.parse().unwrap()]).unwrap();
+                say("allowed");
+                continue;
+            }
             _ => return,
         };
         say(made.to_text());
@@ -499,6 +507,13 @@ fn child_later() {
         other => panic!("an import allowed to pid 1 gave {other:?}"),
     }
     assert_eq!(exchange::direct_import_count(), direct);
+    // Allowed afterwards: stated again on the board, and taken from it.
+    assert_eq!(exporter.ask(&format!("allow {}", os::pid())), "allowed");
+    let (bytes, lease) = import(&text).unwrap();
+    assert_eq!(bytes, "ddd");
+    direct += 1;
+    assert_eq!(exchange::direct_import_count(), direct, "allowed later");
+    held.push(lease);
     // An export that counts no importers: no lease at all.
     let text = exporter.ask("more nolease");
     let (bytes, lease) = import(&text).unwrap();
