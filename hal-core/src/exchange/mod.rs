@@ -483,7 +483,7 @@ pub fn take_fds_leased_batch(shared: &mut [SharedHandle]) -> Vec<Result<Taken>> 
         let counts: Vec<usize> = handles.iter().map(|h| h.fds.count()).collect();
         let served = broker::fetch_batch(&handles, &counts, &name);
         for (&i, r) in list.iter().zip(served) {
-            out[i] = Some(r.map(|s| s.into_taken(&name, true)));
+            out[i] = Some(r.map(|s| taken(s, &name, true)));
         }
     }
     out.into_iter()
@@ -526,6 +526,23 @@ pub fn direct_import_count() -> u64 {
 /// every broker, for `None`) for later imports.
 pub fn broker_connections(name: Option<&str>) -> usize {
     broker::kept(name)
+}
+
+/// What the broker `name` served, as an importer keeps it: the descriptors,
+/// and the lease when `leased` (an export that counts importers registers
+/// one with every fetch; a caller that wants none gives it back at once).
+fn taken(served: broker::Served, name: &str, leased: bool) -> Taken {
+    let lease = match (served.board, served.lease) {
+        (Some(b), _) => Some(Lease::on_board(name.to_owned(), b)),
+        (None, Some(t)) => Some(Lease::new(name.to_owned(), t)),
+        (None, None) => None,
+    };
+    Taken {
+        fds: served.fds,
+        lease: lease.filter(|_| leased),
+        checked: true,
+        facts: served.facts,
+    }
 }
 
 /// [`take_fds`] (`leased` false) or [`take_fds_leased`], with the whole
@@ -590,7 +607,11 @@ pub(crate) fn take(shared: &mut SharedHandle, leased: bool) -> Result<Taken> {
                 ))
                 .into());
             }
-            Ok(broker::fetch(&shared.handle, name, count)?.into_taken(name, leased))
+            Ok(taken(
+                broker::fetch(&shared.handle, name, count)?,
+                name,
+                leased,
+            ))
         }
     }
 }

@@ -9,8 +9,9 @@ use super::client::{
     status_error, with_connection, Served,
 };
 use super::direct;
+use super::fetch::fetch;
 use super::getfd::{self, Took};
-use super::locate::{fetch, give_back};
+use super::locate::give_back;
 use super::located::LOCATED_LEN;
 use super::protocol::{
     encode_batch, parse_batch_reply, parse_reply, Status, BATCH_ENTRY, BATCH_REPLY_HEADER,

@@ -8,16 +8,15 @@ use nix::errno::Errno;
 use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
 
 use super::decide::decide;
-use super::direct::BoardLease;
 use super::policy::{overflow_uid, uid_allowed};
 use super::pool::{self, Pooled};
 use super::protocol::{encode_request, parse_reply, Request, Status};
 use super::server::own_table;
+use super::view::BoardLease;
 use crate::error::{Error, HandleError, Result};
 use crate::exchange::limits::{dropped_descriptors, BROKER_TIMEOUT, MAX_FDS};
 use crate::exchange::peer::PeerCred;
 use crate::exchange::sys;
-use crate::exchange::{Lease, Taken};
 use crate::handle::Handle;
 use crate::kit::os;
 use crate::lease::LeaseTicket;
@@ -34,25 +33,6 @@ pub(crate) struct Served {
     /// `pidfd_getfd` (its seals, then its `fstat`), so that the import's
     /// checks need not read it again.
     pub(crate) facts: Option<Vec<os::FileFacts>>,
-}
-
-impl Served {
-    /// The descriptors and the importer's lease, from the broker `name`.
-    pub(crate) fn into_taken(self, name: &str, leased: bool) -> Taken {
-        let lease = match (self.board, self.lease) {
-            (Some(b), _) => Some(Lease::on_board(name.to_owned(), b)),
-            (None, Some(t)) => Some(Lease::new(name.to_owned(), t)),
-            (None, None) => None,
-        };
-        Taken {
-            fds: self.fds,
-            // An export that counts importers registers a lease with every
-            // fetch; a caller that wants none gives it back at once.
-            lease: lease.filter(|_| leased),
-            checked: true,
-            facts: self.facts,
-        }
-    }
 }
 
 /// Fetch the `count` descriptors of `handle` (and a lease, when the export

@@ -13,83 +13,19 @@
 //! could read and write the exporter's memory anyway, so honouring the
 //! allow-list here costs the exporter no protection it had.
 
-use std::collections::HashMap;
-use std::fmt;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{fence, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use super::board::{self, Page, Snapshot, ANYONE, BOARD_ID, COUNTS_LEASES, PIDS, SAME_USER};
 use super::client::Served;
 use super::getfd::{self, Took};
 use super::policy::overflow_uid;
+use super::view::{forget_if_gone, keep, known, BoardLease, View};
+#[cfg(test)]
+use super::view::{MAX_VIEWS, VIEWS};
 use crate::handle::Handle;
-use crate::kit::lock::lock;
 use crate::kit::os;
-use crate::lease::LeaseTicket;
-
-/// An exporter's board as this process sees it, with a pidfd of the
-/// exporter to take descriptors through.
-pub(crate) struct View {
-    page: Page,
-    pidfd: OwnedFd,
-    pid: u32,
-    start: u64,
-}
-
-impl fmt::Debug for View {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("View").field("pid", &self.pid).finish()
-    }
-}
-
-/// The most boards kept: past it, those of exporters that exited go first.
-const MAX_VIEWS: usize = 64;
-
-/// The boards of the brokers this process imported from (`None`: a broker
-/// that has none for this process).
-static VIEWS: Mutex<Option<HashMap<String, Option<Arc<View>>>>> = Mutex::new(None);
-
-/// A lease this process recorded on an exporter's board.
-pub(crate) struct BoardLease {
-    view: Arc<View>,
-    slot: u32,
-    generation: u64,
-    pid: u32,
-}
-
-impl fmt::Debug for BoardLease {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BoardLease")
-            .field("exporter", &self.view.pid)
-            .field("slot", &self.slot)
-            .finish()
-    }
-}
-
-impl BoardLease {
-    /// The lease as a ticket: the board's id, the slot, the generation of
-    /// the entry it holds.
-    pub(crate) fn ticket(&self) -> LeaseTicket {
-        LeaseTicket {
-            table: BOARD_ID,
-            slot: self.slot,
-            token: self.generation,
-        }
-    }
-}
-
-impl Drop for BoardLease {
-    /// Give the lease back, once (in the process that recorded it: a
-    /// forked child's copy gives nothing back).
-    fn drop(&mut self) {
-        if self.pid == os::pid() {
-            self.view
-                .page
-                .give_back(self.slot, self.pid, self.generation);
-        }
-    }
-}
 
 /// Import `handle`'s `count` descriptors from the board of the broker
 /// `name`; `None` when the broker must be asked.
@@ -165,8 +101,8 @@ fn admits(entry: &Snapshot, pid: u32, start: u64) -> bool {
 
 /// The board of the broker `name`, loaded at the first import from it.
 fn view_for(handle: &Handle, name: &str) -> Option<Arc<View>> {
-    if let Some(known) = lock(&VIEWS).as_ref().and_then(|m| m.get(name)) {
-        return known.clone();
+    if let Some(known) = known(name) {
+        return known;
     }
     // A handle that names no live process as its creator (forged, or its
     // exporter exited) cannot load the board, and says nothing of it.
@@ -188,20 +124,6 @@ fn view_for(handle: &Handle, name: &str) -> Option<Arc<View>> {
     };
     keep(name, view.clone());
     view
-}
-
-/// Keep `view` as the broker `name`'s; past [`MAX_VIEWS`], the views of
-/// exporters that exited (and the brokers without one) go first.
-fn keep(name: &str, view: Option<Arc<View>>) {
-    let mut views = lock(&VIEWS);
-    let map = views.get_or_insert_with(HashMap::new);
-    if map.len() >= MAX_VIEWS {
-        map.retain(|_, v| v.as_ref().is_some_and(|v| os::pidfd_alive(v.pidfd.as_fd())));
-        if map.len() >= MAX_VIEWS {
-            map.clear();
-        }
-    }
-    map.insert(name.to_owned(), view);
 }
 
 /// Why a board was not loaded.
@@ -266,25 +188,11 @@ fn load(handle: &Handle, name: &str) -> std::result::Result<View, Unloaded> {
     })
 }
 
-/// Forget `view`, the board of the broker `name`, when its exporter exited.
-fn forget_if_gone(view: &View, name: &str) {
-    if !os::pidfd_alive(view.pidfd.as_fd()) {
-        if let Some(m) = lock(&VIEWS).as_mut() {
-            m.remove(name);
-        }
-    }
-}
-
-/// Forget every board (with the kept connections): their pidfds close once
-/// no lease holds them.
-pub(crate) fn forget_all() {
-    *lock(&VIEWS) = None;
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::policy::Allowed;
     use super::*;
+    use crate::kit::lock::lock;
 
     fn entry(policy: u32, uid: u32, pids: Vec<Allowed>) -> Snapshot {
         Snapshot {

@@ -7,36 +7,17 @@ use std::io;
 use std::os::fd::AsFd;
 
 use super::client::{
-    self, closed_by_exit, hung_up, recv_failure, release, send_failure, status_error,
-    with_connection, Served,
+    closed_by_exit, hung_up, recv_failure, release, send_failure, status_error, with_connection,
+    Served,
 };
-use super::direct;
 use super::getfd::{self, Took};
 use super::protocol::{encode_request, parse_located_reply, Request, Status, MAX_LOCATED_REPLY};
-use super::server::own_table;
 use crate::error::{Error, HandleError, Result};
 use crate::exchange::limits::{dropped_descriptors, MAX_FDS};
 use crate::exchange::sys;
 use crate::handle::Handle;
 use crate::kit::os;
 use crate::lease::LeaseTicket;
-
-/// Fetch the `count` descriptors of `handle` (and a lease, when the export
-/// counts importers) from the broker `name`: by `pidfd_getfd` when that
-/// path is on and works with this broker, else with `SCM_RIGHTS`.
-pub(crate) fn fetch(handle: &Handle, name: &str, count: usize) -> Result<Served> {
-    if own_table(name).is_none() && getfd::wanted(name) {
-        if let Some(served) = direct::fetch(handle, name, count) {
-            getfd::note_direct();
-            return Ok(served);
-        }
-        if let Some(served) = locate_id(handle, &handle.object_id, name, count)? {
-            getfd::note_taken();
-            return Ok(served);
-        }
-    }
-    client::fetch(handle, name, count)
-}
 
 /// What one locate request gave.
 enum Located {
@@ -149,6 +130,7 @@ pub(super) fn give_back(name: &str, lease: Option<LeaseTicket>) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::client;
     use super::super::located::{locate as locations, Located as Place};
     use super::super::protocol::{
         encode_located_reply, encode_reply, parse_request, OP_LOCATE, REQUEST_LEN,

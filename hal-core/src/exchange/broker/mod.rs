@@ -2,19 +2,21 @@
 //! process's exports to importers that present only the handle text.
 //!
 //! The protocol is described in the [module documentation](super) of
-//! `exchange`: the server ([`server`]: the socket and its registrations;
-//! [`serve`]: the workers; [`decide`]: the answers) and the client
-//! ([`client`], over the connections kept in [`pool`], closed in a forked
-//! child by [`inherited`]; [`locate`] and
-//! [`getfd`]: the optional `pidfd_getfd` path, on the wire as [`located`];
-//! [`direct`]: its imports that ask no one, from the exporter's
-//! [`board`]).
+//! `exchange`: the server ([`server`]: the socket and its registrations,
+//! each an [`entry`]; [`serve`]: the workers; [`decide`]: the answers) and
+//! the client ([`fetch`](mod@fetch): the way each import takes; [`client`], over the
+//! connections kept in [`pool`], closed in a forked child by
+//! [`inherited`]; [`locate`] and [`getfd`]: the optional `pidfd_getfd`
+//! path, on the wire as [`located`]; [`direct`]: its imports that ask no
+//! one, from the exporter's [`board`], kept as a [`view`]).
 
 mod batch;
 mod board;
 mod client;
 mod decide;
 mod direct;
+mod entry;
+mod fetch;
 mod getfd;
 mod inherited;
 mod locate;
@@ -25,14 +27,15 @@ mod protocol;
 mod registry;
 mod serve;
 mod server;
+mod view;
 
 pub(crate) use batch::fetch_batch;
-pub(crate) use client::{lease, release};
-pub(crate) use direct::BoardLease;
+pub(crate) use client::{lease, release, Served};
+pub(crate) use fetch::fetch;
 pub use getfd::ENV as GETFD_ENV;
 pub(crate) use getfd::{counts as getfd_counts, direct_count, set_enabled as set_getfd};
-pub(crate) use locate::fetch;
 pub(crate) use policy::Policy;
 pub(crate) use pool::{close_all, kept};
 pub(crate) use registry::Registration;
 pub(crate) use server::{register, registered_here};
+pub(crate) use view::BoardLease;

@@ -149,7 +149,7 @@ fn sweep(idle: &mut Idle) {
 
 /// Close every kept connection; returns how many were closed.
 pub(crate) fn close_all() -> usize {
-    super::direct::forget_all();
+    super::view::forget_all();
     pool()
         .and_then(|mut g| g.take())
         .map_or(0, |idle| idle.values().map(Vec::len).sum())

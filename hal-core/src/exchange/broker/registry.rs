@@ -1,29 +1,15 @@
 //! This process's broker state: its registrations, and the handle an export
 //! keeps on its registration.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicI32, AtomicU64};
 use std::sync::{Arc, Mutex, Once};
 
+pub(super) use super::entry::{Entry, Table};
 use super::policy::Policy;
 use crate::handle::Handle;
 use crate::kit::lock::lock;
 use crate::kit::os;
-use crate::lease::LeaseTable;
-
-pub(super) struct Entry {
-    pub(super) serial: u64,
-    pub(super) fds: Arc<[OwnedFd]>,
-    pub(super) policy: Policy,
-    pub(super) leases: Option<Arc<LeaseTable>>,
-}
-
-/// The registrations by object id. It stays consistent even if a holder
-/// panicked (every update is a single insert, remove or field store), so it
-/// is locked with [`crate::kit::lock::lock`].
-pub(super) type Table = Mutex<HashMap<[u8; 16], Vec<Entry>>>;
 
 /// This process's broker.
 pub(super) struct Broker {

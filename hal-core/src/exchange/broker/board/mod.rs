@@ -43,8 +43,8 @@ use std::fmt;
 use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
 
+use super::entry::Entry;
 use super::policy::{Allowed, Policy};
-use super::registry::Entry;
 use crate::error::Result;
 use crate::kit::lock::lock;
 use crate::kit::os;
