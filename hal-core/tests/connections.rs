@@ -19,9 +19,7 @@ use common::{read_line, say, Kid};
 use hal_core::exchange::{self, take_fds_leased_batch};
 use hal_core::kit::os;
 use hal_core::lease::LeaseTable;
-use hal_core::{
-    BackendId, Error, Exported, FdSource, Handle, HandleFlags, HandleKind, Location, SharedHandle,
-};
+use hal_core::{Error, Exported, FdSource, Handle, HandleFlags, SharedHandle};
 
 const ROLE: &str = "HAL_CONN_ROLE";
 const ARG: &str = "HAL_CONN_ARG";
@@ -33,26 +31,7 @@ impl Kid {
 }
 
 fn handle(flags: HandleFlags, allowed: Vec<u32>) -> Handle {
-    let (pid, start) = os::self_identity();
-    Handle {
-        kind: HandleKind::Memory,
-        backend: BackendId::CpuShm,
-        device: 0,
-        device_uuid: [0x22; 16],
-        location: Location::Host,
-        size: 4096,
-        offset: 0,
-        address: 0,
-        creator_pid: pid,
-        creator_start: start,
-        creator_pid_ns: os::pid_namespace(),
-        object_id: os::random_id(),
-        flags,
-        pid_kind: hal_core::PidKind::Os,
-        allowed_pids: allowed,
-        fds: FdSource::None,
-        payload: b"connections-test".to_vec(),
-    }
+    common::imports::memory_handle(flags, allowed, b"connections-test")
 }
 
 fn memfd_with(bytes: &[u8]) -> OwnedFd {

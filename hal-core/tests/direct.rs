@@ -12,19 +12,16 @@
 
 mod common;
 
-use std::fs::File;
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::FileExt;
+use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use common::imports::{import, memfd_with, memory_handle, open_fds, read_fd, shared};
 use common::{read_line, say, Kid};
 use hal_core::exchange::{self, PIDFD_GETFD_ENV};
 use hal_core::kit::os::{self, Prot, SharedMap};
 use hal_core::lease::LeaseTable;
-use hal_core::{
-    BackendId, Error, Exported, FdSource, Handle, HandleFlags, HandleKind, Location, SharedHandle,
-};
+use hal_core::{Error, Exported, Handle, HandleFlags, SharedHandle};
 
 const ROLE: &str = "HAL_DIRECT_ROLE";
 const ARG: &str = "HAL_DIRECT_ARG";
@@ -52,57 +49,11 @@ fn handle(descriptors: u32) -> Handle {
 }
 
 fn handle_with(descriptors: u32, flags: HandleFlags, allowed_pids: Vec<u32>) -> Handle {
-    let (pid, start) = os::self_identity();
-    Handle {
-        kind: HandleKind::Memory,
-        backend: BackendId::CpuShm,
-        device: 0,
-        device_uuid: [0x44; 16],
-        location: Location::Host,
-        size: 4096,
-        offset: 0,
-        address: 0,
-        creator_pid: pid,
-        creator_start: start,
-        creator_pid_ns: os::pid_namespace(),
-        object_id: os::random_id(),
+    memory_handle(
         flags,
-        pid_kind: hal_core::PidKind::Os,
         allowed_pids,
-        fds: FdSource::None,
-        payload: format!("direct-test-{descriptors}").into_bytes(),
-    }
-}
-
-fn memfd_with(bytes: &[u8]) -> OwnedFd {
-    let fd = os::memfd("hal-direct-test", 4096, None).expect("memfd");
-    File::from(os::dup(fd.as_fd()).expect("dup"))
-        .write_all_at(bytes, 0)
-        .expect("write memfd");
-    fd
-}
-
-fn read_fd(fd: &OwnedFd) -> String {
-    let mut buf = vec![0u8; 3];
-    File::from(os::dup(fd.as_fd()).expect("dup"))
-        .read_exact_at(&mut buf, 0)
-        .expect("read memfd");
-    String::from_utf8(buf).expect("utf-8")
-}
-
-fn fds() -> usize {
-    std::fs::read_dir("/proc/self/fd")
-        .expect("/proc/self/fd")
-        .count()
-}
-
-fn shared(text: &str) -> SharedHandle {
-    SharedHandle::from(exchange::decode(text).expect("decode"))
-}
-
-fn import(text: &str) -> Result<(String, Option<exchange::Lease>), Error> {
-    let taken = exchange::take_fds_leased(&mut shared(text))?;
-    Ok((read_fd(&taken.fds[0]), taken.lease))
+        format!("direct-test-{descriptors}").as_bytes(),
+    )
 }
 
 /// The entry of every child process, run by its parent by exact name.
@@ -196,7 +147,7 @@ fn direct_imports_ask_no_one_and_are_counted_exactly() {
 fn child_importer() {
     let mut exporter = Kid::spawn("exporter", "");
     let texts = texts(&mut exporter);
-    let before = fds();
+    let before = open_fds();
     // The first import takes the board (one locate request)...
     let (bytes, first) = import(&texts[0]).unwrap();
     assert_eq!(bytes, "aaa");
@@ -244,7 +195,7 @@ fn child_importer() {
     drop(taken);
     assert_eq!(exporter.ask("count"), "0");
     exchange::close_broker_connections();
-    assert_eq!(fds(), before, "nothing left behind");
+    assert_eq!(open_fds(), before, "nothing left behind");
     exporter.finish();
     say("importer ok");
 }
@@ -592,11 +543,11 @@ fn the_board_of_an_exporter_that_exited_is_let_go() {
 fn child_orphan() {
     let mut exporter = Kid::spawn("exporter", "");
     let texts = texts(&mut exporter);
-    let before = fds();
+    let before = open_fds();
     let (_, lease) = import(&texts[0]).unwrap();
     drop(lease);
     assert_eq!(
-        fds(),
+        open_fds(),
         before + 3,
         "a kept connection, its pidfd, the board's"
     );
@@ -608,9 +559,9 @@ fn child_orphan() {
     // Nothing left for `close_broker_connections` to close, and every
     // descriptor of the exporter's gone (its standard input and output
     // closed with it).
-    let after = fds();
+    let after = open_fds();
     assert_eq!(exchange::close_broker_connections(), 0);
-    assert_eq!(fds(), after, "nothing of the exporter kept");
+    assert_eq!(open_fds(), after, "nothing of the exporter kept");
     assert_eq!(after, before - 2);
     say("orphan ok");
 }

@@ -11,18 +11,15 @@
 
 mod common;
 
-use std::fs::File;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::fs::FileExt;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
 
+use common::imports::{import, memfd_with, memory_handle, open_fds, read_fd, shared};
 use common::{read_line, say, Kid};
 use hal_core::exchange::{self, take_fds_leased_batch, PIDFD_GETFD_ENV};
 use hal_core::kit::os;
 use hal_core::lease::LeaseTable;
-use hal_core::{
-    BackendId, Error, Exported, FdSource, Handle, HandleFlags, HandleKind, Location, SharedHandle,
-};
+use hal_core::{Error, Exported, Handle, HandleFlags, SharedHandle};
 
 const ROLE: &str = "HAL_PIDFD_ROLE";
 const ARG: &str = "HAL_PIDFD_ARG";
@@ -41,59 +38,7 @@ impl Kid {
 }
 
 fn handle(flags: HandleFlags, allowed: Vec<u32>) -> Handle {
-    let (pid, start) = os::self_identity();
-    Handle {
-        kind: HandleKind::Memory,
-        backend: BackendId::CpuShm,
-        device: 0,
-        device_uuid: [0x33; 16],
-        location: Location::Host,
-        size: 4096,
-        offset: 0,
-        address: 0,
-        creator_pid: pid,
-        creator_start: start,
-        creator_pid_ns: os::pid_namespace(),
-        object_id: os::random_id(),
-        flags,
-        pid_kind: hal_core::PidKind::Os,
-        allowed_pids: allowed,
-        fds: FdSource::None,
-        payload: b"pidfd-test".to_vec(),
-    }
-}
-
-fn memfd_with(bytes: &[u8]) -> OwnedFd {
-    let fd = os::memfd("hal-pidfd-test", 4096, None).expect("memfd");
-    File::from(os::dup(fd.as_fd()).expect("dup"))
-        .write_all_at(bytes, 0)
-        .expect("write memfd");
-    fd
-}
-
-fn read_fd(fd: &OwnedFd) -> String {
-    let mut buf = vec![0u8; 3];
-    File::from(os::dup(fd.as_fd()).expect("dup"))
-        .read_exact_at(&mut buf, 0)
-        .expect("read memfd");
-    String::from_utf8(buf).expect("utf-8")
-}
-
-/// This process's open descriptors.
-fn fds() -> usize {
-    std::fs::read_dir("/proc/self/fd")
-        .expect("/proc/self/fd")
-        .count()
-}
-
-fn shared(text: &str) -> SharedHandle {
-    SharedHandle::from(exchange::decode(text).expect("decode"))
-}
-
-/// Import `text` with a lease: the bytes and the lease.
-fn import(text: &str) -> Result<(String, Option<exchange::Lease>), Error> {
-    let taken = exchange::take_fds_leased(&mut shared(text))?;
-    Ok((read_fd(&taken.fds[0]), taken.lease))
+    memory_handle(flags, allowed, b"pidfd-test")
 }
 
 /// The entry of every child process, run by its parent by exact name.
@@ -155,7 +100,7 @@ fn the_fast_path_takes_imports_and_batches_and_leaves_nothing_behind() {
 fn child_taken() {
     let mut exporter = Kid::spawn("exporter", "any", false);
     let texts = texts(&mut exporter);
-    let before = fds();
+    let before = open_fds();
     assert_eq!(exchange::pidfd_getfd_counts(), (0, 0));
     // One import: the exporter's board taken once (one locate request),
     // then the object found there, leased there and taken by pidfd_getfd.
@@ -190,19 +135,19 @@ fn child_taken() {
     // board's pidfd (its mapping holds no descriptor): all that is left,
     // and closed with the connections.
     assert_eq!(
-        fds(),
+        open_fds(),
         before + 3,
         "a kept connection, its pidfd, the board's"
     );
     assert_eq!(exchange::close_broker_connections(), 1);
-    assert_eq!(fds(), before, "nothing left behind");
+    assert_eq!(open_fds(), before, "nothing left behind");
     // With the path off, the same import comes with SCM_RIGHTS.
     exchange::set_pidfd_getfd(Some(false));
     let (bytes, lease) = import(&texts[2]).unwrap();
     assert_eq!(bytes, "ccc");
     assert_eq!(exchange::pidfd_getfd_counts(), (4, 0), "not by pidfd_getfd");
     drop(lease);
-    assert_eq!(fds(), before + 1, "a kept connection, no pidfd");
+    assert_eq!(open_fds(), before + 1, "a kept connection, no pidfd");
     exchange::close_broker_connections();
     exporter.finish();
     say("taken ok");
@@ -268,7 +213,7 @@ fn child_refused() {
     let mut second = Kid::spawn("exporter", "any", false);
     let (one, two) = (texts(&mut first), texts(&mut second));
     refuse_pidfd_getfd();
-    let before = fds();
+    let before = open_fds();
     // Refused: warned, and imported with SCM_RIGHTS.
     let (bytes, lease) = import(&one[0]).unwrap();
     assert_eq!(bytes, "aaa");
@@ -301,7 +246,7 @@ fn child_refused() {
     assert!(fell_back >= 2, "each exporter tried once: {fell_back}");
     drop(_lease);
     exchange::close_broker_connections();
-    assert_eq!(fds(), before, "nothing left behind");
+    assert_eq!(open_fds(), before, "nothing left behind");
     first.finish();
     second.finish();
     say("refused ok");
@@ -317,7 +262,7 @@ fn the_allow_list_holds_on_the_fast_path() {
 fn child_denied() {
     let mut exporter = Kid::spawn("exporter", "deny", false);
     let texts = texts(&mut exporter);
-    let before = fds();
+    let before = open_fds();
     // The object allowed to pid 1 only: refused, and nothing taken.
     match import(&texts[1]) {
         Err(Error::PermissionDenied { pid, .. }) => assert_eq!(pid, Some(os::pid())),
@@ -327,7 +272,7 @@ fn child_denied() {
     assert_eq!(exporter.count(), "0", "no lease for a refused importer");
     // The board was taken (the refusal is the broker's, asked after the
     // board did not name this process): its pidfd alone is kept.
-    assert_eq!(fds(), before + 1, "no descriptor, no connection kept");
+    assert_eq!(open_fds(), before + 1, "no descriptor, no connection kept");
     // In a batch: the allowed objects by pidfd_getfd, the other refused.
     let mut batch: Vec<SharedHandle> = texts.iter().map(|t| shared(t)).collect();
     let got = take_fds_leased_batch(&mut batch);
@@ -346,7 +291,7 @@ fn child_denied() {
     assert_eq!(exporter.count(), "2");
     drop(kept);
     exchange::close_broker_connections();
-    assert_eq!(fds(), before, "nothing left behind");
+    assert_eq!(open_fds(), before, "nothing left behind");
     exporter.finish();
     say("denied ok");
 }

@@ -7,6 +7,8 @@
 // Each test binary compiles this module and uses part of it.
 #![allow(dead_code)]
 
+pub mod imports;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdout, Command, Stdio};
 
