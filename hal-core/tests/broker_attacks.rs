@@ -22,9 +22,7 @@ use common::{read_line, say, Kid};
 use hal_core::exchange::{self, PIDFD_GETFD_ENV};
 use hal_core::kit::os;
 use hal_core::lease::LeaseTable;
-use hal_core::{
-    BackendId, Exported, FdSource, Handle, HandleFlags, HandleKind, Location, SharedHandle,
-};
+use hal_core::{Exported, FdSource, Handle, HandleFlags, SharedHandle};
 use nix::sys::socket::{self, AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType};
 use nix::sys::socket::{sockopt, UnixAddr};
 
@@ -82,25 +80,10 @@ fn child_process() {
 // Helpers
 
 fn handle(object_id: [u8; 16], fds: FdSource) -> Handle {
-    let (pid, start) = os::self_identity();
     Handle {
-        kind: HandleKind::Memory,
-        backend: BackendId::CpuShm,
-        device: 0,
-        device_uuid: [0x5a; 16],
-        location: Location::Host,
-        size: 4096,
-        offset: 0,
-        address: 0,
-        creator_pid: pid,
-        creator_start: start,
-        creator_pid_ns: os::pid_namespace(),
         object_id,
-        flags: HandleFlags::ANY_IMPORTER,
-        pid_kind: hal_core::PidKind::Os,
-        allowed_pids: Vec::new(),
         fds,
-        payload: b"broker-attack".to_vec(),
+        ..common::imports::memory_handle(HandleFlags::ANY_IMPORTER, Vec::new(), b"broker-attack")
     }
 }
 

@@ -24,8 +24,7 @@ use hal_core::exchange::{self, HandleListener, HandleStream};
 use hal_core::kit::os;
 use hal_core::lease::LeaseTable;
 use hal_core::{
-    BackendId, Error, Exported, FdSource, Handle, HandleError, HandleFlags, HandleKind, Importers,
-    Location, SharedHandle,
+    Error, Exported, FdSource, Handle, HandleError, HandleFlags, Importers, SharedHandle,
 };
 use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
 
@@ -51,25 +50,9 @@ fn euid() -> u32 {
 }
 
 fn handle_with(fds: FdSource, flags: HandleFlags, allowed: Vec<u32>) -> Handle {
-    let (pid, start) = os::self_identity();
     Handle {
-        kind: HandleKind::Memory,
-        backend: BackendId::CpuShm,
-        device: 0,
-        device_uuid: [0x11; 16],
-        location: Location::Host,
-        size: 4096,
-        offset: 0,
-        address: 0,
-        creator_pid: pid,
-        creator_start: start,
-        creator_pid_ns: os::pid_namespace(),
-        object_id: os::random_id(),
-        flags,
-        pid_kind: hal_core::PidKind::Os,
-        allowed_pids: allowed,
         fds,
-        payload: b"exchange-test".to_vec(),
+        ..common::imports::memory_handle(flags, allowed, b"exchange-test")
     }
 }
 
