@@ -283,8 +283,9 @@ impl State {
                 series.push(gathers);
                 series.push(imports);
             }
-            Cmd::ImportKeep { rounds } => {
+            Cmd::ImportKeep { rounds, direct } => {
                 let dev = self.dev()?;
+                hal::exchange::set_pidfd_getfd(direct.then_some(true));
                 let mut hal_ns = Vec::with_capacity(self.handles.len() * rounds as usize);
                 for _ in 0..rounds {
                     let mut kept = Vec::with_capacity(self.handles.len());

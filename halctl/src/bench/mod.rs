@@ -25,6 +25,7 @@
 //! | channel-throughput | one publisher, four subscriber processes: receive + in-place read + release of 1 MiB samples, per subscriber | the same subscribers reading 1 MiB pieces of a shared region as large as the channel's slots in place, in blocks alternating with the samples |
 //! | read-bandwidth | in-place read of a shared region | a private buffer of the same size |
 //! | scaling | import with 1/100/10,000 live exports, 1/8/32 importers | the smallest configuration |
+//! | scaling-direct | import by 1/8/32 importers at once, the direct path on in each (no round trip: nothing to serialise on) | one importer |
 //! | rendezvous | all-gather of a handle among 8 and 32 member processes (`hal::group`) | the first import of another member's handle, by the same members |
 //!
 //! On the CUDA backend the scenarios whose baselines are host memory give
@@ -271,7 +272,7 @@ fn one(series: Vec<Vec<u64>>) -> CmdResult<[Vec<u64>; 1]> {
         .map_err(|_| Fail::failed("the consumer sent the wrong number of series"))
 }
 
-const SCENARIOS: [&str; 22] = [
+const SCENARIOS: [&str; 23] = [
     "export",
     "import-first",
     "import-first-persistent",
@@ -286,6 +287,7 @@ const SCENARIOS: [&str; 22] = [
     "channel-throughput",
     "read-bandwidth",
     "scaling",
+    "scaling-direct",
     "rendezvous",
     "cuda-import-first",
     "cuda-import-cached",
@@ -434,15 +436,22 @@ pub fn run(args: &BenchArgs) -> CmdResult {
     if b.wants("channel-throughput") {
         b.channel_throughput()?;
     }
-    if b.wants("scaling") {
-        b.scaling_exports()?;
+    if b.wants("scaling") || b.wants("scaling-direct") {
+        if b.wants("scaling") {
+            b.scaling_exports()?;
+        }
         if placement.is_some() {
             // Many importers at once: every process, the exporter's broker
             // included, goes where the kernel puts it.
             unpin_all(&cpus);
             b.printer.placement = "importers and exporter placed by the kernel".into();
         }
-        b.scaling_importers()?;
+        if b.wants("scaling") {
+            b.scaling_importers(false)?;
+        }
+        if b.wants("scaling-direct") {
+            b.scaling_importers(true)?;
+        }
     }
     if b.wants("rendezvous") {
         b.rendezvous()?;

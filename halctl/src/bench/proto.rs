@@ -100,7 +100,11 @@ pub enum Cmd {
     ImportEach,
     /// `rounds` times: import every listed handle and keep the mappings,
     /// then drop them all; series: hal.
-    ImportKeep { rounds: u32 },
+    ImportKeep {
+        rounds: u32,
+        /// The direct path on for these imports (`HAL_PIDFD_GETFD=1`).
+        direct: bool,
+    },
     /// Open the raw futex and spin pairs (their memfds travel with the
     /// command, in that order), create the consumer's notify, export it to
     /// the exporter, import the exporter's; subscribe to the exporter's

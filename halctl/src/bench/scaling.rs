@@ -99,8 +99,9 @@ impl Bench<'_> {
         Ok(())
     }
 
-    /// scaling: import latency with several importer processes at once.
-    pub(super) fn scaling_importers(&mut self) -> CmdResult {
+    /// scaling: import latency with several importer processes at once;
+    /// `direct`: each with the direct path on (scaling-direct).
+    pub(super) fn scaling_importers(&mut self, direct: bool) -> CmdResult {
         let mut reference: Option<Summary> = None;
         for &p in &self.plan.importers {
             let mut peers = Vec::with_capacity(p);
@@ -129,7 +130,8 @@ impl Bench<'_> {
             // Every importer starts as soon as it reads the command: they
             // import at once, contending for the exporter's broker.
             for peer in &peers {
-                peer.chan.send_json(&Cmd::ImportKeep { rounds }, &[])?;
+                peer.chan
+                    .send_json(&Cmd::ImportKeep { rounds, direct }, &[])?;
             }
             let mut all = Vec::new();
             for peer in &peers {
@@ -143,7 +145,7 @@ impl Bench<'_> {
             let v = summarize(all);
             let r = *reference.get_or_insert(v);
             let mut line = Line::new(
-                "scaling",
+                if direct { "scaling-direct" } else { "scaling" },
                 &self.backend,
                 v,
                 Some((
