@@ -1,5 +1,6 @@
 //! An importer's lease on an exported resource, registered by the
-//! exporter's broker and given back to it on drop.
+//! exporter's broker (or, on the direct path, recorded by the importer on
+//! the exporter's board) and given back on drop.
 
 use std::fmt;
 
@@ -14,7 +15,9 @@ use crate::lease::LeaseTicket;
 ///
 /// The exporter's broker registered it, under this process's pid as the
 /// exporter sees it; dropping it gives it back to that broker, which frees
-/// the slot only for the process it registered. A process that dies holding
+/// the slot only for the process it registered. A direct import (the
+/// `pidfd_getfd` path, see [`exchange`](super)) recorded it itself on the
+/// exporter's board, and dropping it frees that slot, with no round trip. A process that dies holding
 /// it stops being counted without giving it back. Backends keep one in each
 /// mapping they import (see [`take_fds_leased`](super::take_fds_leased)).
 #[must_use = "the exporter stops counting this importer when the lease drops: keep it as long as the import"]
