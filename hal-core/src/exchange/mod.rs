@@ -239,7 +239,7 @@
 //! the board (it can: it has the same access) makes imports ask the
 //! broker, never take another file: each descriptor is checked against the
 //! identity the entry states and its seals, and entries or slots that do
-//! not parse are skipped (`hal-core/tests/direct.rs`).
+//! not parse are passed over (`hal-core/tests/direct.rs`).
 //!
 //! **Located fetches.** Where the board cannot decide, the broker is asked
 //! on the same kept connection: the allow-list and the leases live in the

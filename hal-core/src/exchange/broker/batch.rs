@@ -245,6 +245,9 @@ fn exchange_batch(
         let mut fds = got.fds.into_iter();
         for (&k, e) in asked.iter().zip(entries) {
             let mut mine: Vec<OwnedFd> = fds.by_ref().take(e.fds).collect();
+            // What was read of descriptors taken by pidfd_getfd: the
+            // import's checks use it rather than read it again.
+            let mut facts = None;
             let h = chunk[k];
             if let (Some(pidfd), Some(Status::Ok)) = (pidfd, e.status) {
                 let at: Vec<_> = places.by_ref().take(e.fds).collect();
@@ -253,7 +256,10 @@ fn exchange_batch(
                     continue;
                 }
                 match getfd::take(pidfd, &at, name) {
-                    Took::Fds(fds, _) => mine = fds,
+                    Took::Fds(fds, read) => {
+                        mine = fds;
+                        facts = Some(read);
+                    }
                     Took::Fallback => {
                         results[k] = Some(Ok(Got::Again(e.lease)));
                         continue;
@@ -270,7 +276,7 @@ fn exchange_batch(
                     fds: mine,
                     lease: e.lease,
                     board: None,
-                    facts: None,
+                    facts,
                 })),
                 Some(Status::Ok) => {
                     if let Some(t) = e.lease {

@@ -90,7 +90,9 @@ pub(super) fn active() -> Option<Arc<Board>> {
 /// board.
 pub(super) fn activate(table: &mut HashMap<[u8; 16], Vec<Entry>>, serial: u64) -> Result<()> {
     let mut slot = lock(&BOARD);
-    if slot.as_ref().is_some_and(|b| b.pid == os::pid()) && table.contains_key(&BOARD_ID) {
+    // `table` is this process's own broker's (a forked child starts a new
+    // one, without the board).
+    if table.contains_key(&BOARD_ID) {
         return Ok(());
     }
     let fd = os::memfd("hal-broker-board", LEN as u64, None)?;
