@@ -168,13 +168,7 @@ impl StreamCalls for AscendDevice {
 }
 
 impl Device for AscendDevice {
-    type Allocation = AscendAllocation;
-    type Mapping = AscendMapping;
-    type Stream = AscendStream;
-    type Event = AscendEvent;
-    type Notify = AscendNotify;
-    type HostRegistration = RegisteredHost;
-
+    // Each associated type stands beside the operations that make it.
     fn info(&self) -> &DeviceInfo {
         &self.info
     }
@@ -186,6 +180,7 @@ impl Device for AscendDevice {
         u32::try_from(t).map_err(|_| Error::invalid(format!("the runtime gave bare tgid {t}")))
     }
 
+    type Allocation = AscendAllocation;
     fn allocate(&self, desc: &AllocDesc) -> Result<AscendAllocation> {
         desc.check_for(self.info.ordinal)?;
         match desc.location {
@@ -237,15 +232,18 @@ impl Device for AscendDevice {
         exported.add_importers(pids)
     }
 
+    type HostRegistration = RegisteredHost;
     unsafe fn register_host(&self, _ptr: *mut u8, _len: u64) -> Result<RegisteredHost> {
         Err(self.refusal("register_host", Capabilities::HOST_REGISTRATION))
     }
 
+    type Mapping = AscendMapping;
     fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<AscendMapping> {
         self.require(Capabilities::IPC_MEMORY, "import_memory")?;
         crate::memory::ipc::import(self.parts(), shared, opts)
     }
 
+    type Stream = AscendStream;
     fn create_stream(&self) -> Result<AscendStream> {
         AscendStream::create(&self.ctx)
     }
@@ -272,6 +270,7 @@ impl Device for AscendDevice {
         hal_core::kit::off_thread::wait("hal-ascend-synchronize", what, timeout, sync)
     }
 
+    type Event = AscendEvent;
     fn create_event(&self, flags: EventFlags) -> Result<AscendEvent> {
         if flags.interprocess {
             self.require(Capabilities::IPC_EVENT, "an interprocess event")?;
@@ -301,6 +300,7 @@ impl Device for AscendDevice {
         crate::sync::event::import(&self.ctx, shared)
     }
 
+    type Notify = AscendNotify;
     fn create_notify_with(&self, flags: NotifyFlags) -> Result<AscendNotify> {
         self.require(Capabilities::IPC_NOTIFY, "create_notify")?;
         NotifyInner::create(&self.ctx, flags)

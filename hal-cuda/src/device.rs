@@ -341,17 +341,12 @@ impl StreamCalls for CudaDevice {
 }
 
 impl Device for CudaDevice {
-    type Allocation = CudaAllocation;
-    type Mapping = CudaMapping;
-    type Stream = CudaStream;
-    type Event = CudaEvent;
-    type Notify = CudaNotify;
-    type HostRegistration = RegisteredHost;
-
+    // Each associated type stands beside the operations that make it.
     fn info(&self) -> &DeviceInfo {
         &self.info
     }
 
+    type Allocation = CudaAllocation;
     fn allocate(&self, desc: &AllocDesc) -> Result<CudaAllocation> {
         self.primary.check_origin()?;
         desc.check_for(self.info.ordinal)?;
@@ -407,6 +402,7 @@ impl Device for CudaDevice {
         Err(self.refusal("allow_importers", Capabilities::PID_ALLOW_LIST))
     }
 
+    type HostRegistration = RegisteredHost;
     unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<RegisteredHost> {
         self.primary.check_origin()?;
         self.require(Capabilities::HOST_REGISTRATION, "register_host")?;
@@ -435,12 +431,14 @@ impl Device for CudaDevice {
         crate::memory::managed::prefetch(&self.primary, stream.raw, ptr, len, to)
     }
 
+    type Mapping = CudaMapping;
     fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CudaMapping> {
         self.primary.check_origin()?;
         self.require(Capabilities::IPC_MEMORY, "import_memory")?;
         crate::memory::ipc::import(&self.primary, &self.info, shared, opts)
     }
 
+    type Stream = CudaStream;
     fn create_stream(&self) -> Result<CudaStream> {
         self.primary.check_origin()?;
         let _ctx = self.primary.enter()?;
@@ -482,6 +480,7 @@ impl Device for CudaDevice {
         })
     }
 
+    type Event = CudaEvent;
     fn create_event(&self, flags: EventFlags) -> Result<CudaEvent> {
         self.primary.check_origin()?;
         if flags.interprocess {
@@ -522,6 +521,7 @@ impl Device for CudaDevice {
         crate::sync::event::import(&self.primary, &self.info, shared)
     }
 
+    type Notify = CudaNotify;
     fn create_notify_with(&self, flags: NotifyFlags) -> Result<CudaNotify> {
         self.primary.check_origin()?;
         if flags.device_only {
