@@ -3,6 +3,10 @@
 //! imports from the restarted exporter work), never used by a forked child;
 //! batch fetches from a broker, with a handle the importer may not take.
 //!
+//! These are the broker's connections: the children run with the direct
+//! path off (`HAL_PIDFD_GETFD=0`), so that every import asks the broker
+//! (`direct.rs` tests the path that asks no one).
+//!
 //! Each test starts this test binary again with `--exact child_process` and
 //! `HAL_CONN_ROLE` naming what the child does. Importers run in children of
 //! their own, so that the sockets they count are theirs alone (the test
@@ -16,7 +20,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use common::{read_line, say, Kid};
-use hal_core::exchange::{self, take_fds_leased_batch};
+use hal_core::exchange::{self, take_fds_leased_batch, PIDFD_GETFD_ENV};
 use hal_core::kit::os;
 use hal_core::lease::LeaseTable;
 use hal_core::{Error, Exported, FdSource, Handle, HandleFlags, SharedHandle};
@@ -26,7 +30,9 @@ const ARG: &str = "HAL_CONN_ARG";
 
 impl Kid {
     fn spawn(role: &str, arg: &str) -> Kid {
-        Kid::start((ROLE, role), (ARG, arg), |_| {})
+        Kid::start((ROLE, role), (ARG, arg), |cmd| {
+            cmd.env(PIDFD_GETFD_ENV, "0");
+        })
     }
 }
 

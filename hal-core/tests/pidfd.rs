@@ -1,8 +1,10 @@
-//! The optional `pidfd_getfd` path of imports (`HAL_PIDFD_GETFD=1`),
-//! across real processes: imports and batches taken from the exporter,
-//! the exporter's allow-list and leases kept, nothing left behind; and a
-//! process whose seccomp filter refuses `pidfd_getfd`, as container
-//! runtimes' profiles do, which warns once and imports all the same.
+//! The located form of the `pidfd_getfd` path of imports
+//! (`HAL_PIDFD_GETFD=1`), across real processes: imports and batches taken
+//! from the exporter, the exporter's allow-list and leases kept, nothing
+//! left behind; and a process whose seccomp filter refuses `pidfd_getfd`,
+//! as container runtimes' profiles do, which warns once where the path was
+//! asked for, says nothing where it is on by default, and imports all the
+//! same.
 //!
 //! Each test starts this test binary again with `--exact child_process`
 //! and `HAL_PIDFD_ROLE` naming what the child does: importers run in
@@ -31,6 +33,13 @@ impl Kid {
         })
     }
 
+    /// A child with the path as it is by default (`HAL_PIDFD_GETFD` unset).
+    fn spawn_default(role: &str) -> Kid {
+        Kid::start((ROLE, role), (ARG, ""), |cmd| {
+            cmd.env_remove(PIDFD_GETFD_ENV);
+        })
+    }
+
     /// The exporter's number of importers.
     fn count(&mut self) -> String {
         self.ask("count")
@@ -52,6 +61,7 @@ fn child_process() {
         "exporter" => child_exporter(&arg),
         "taken" => child_taken(),
         "refused" => child_refused(),
+        "quiet" => child_quiet(),
         "denied" => child_denied(),
         other => panic!("unknown child role {other}"),
     }
@@ -250,6 +260,81 @@ fn child_refused() {
     first.finish();
     second.finish();
     say("refused ok");
+}
+
+#[test]
+fn by_default_a_refused_pidfd_getfd_is_silent_and_costs_the_exporter_no_board() {
+    let mut kid = Kid::spawn_default("quiet");
+    assert_eq!(kid.result(), "quiet ok");
+    kid.finish();
+}
+
+/// Whether process `pid` holds its broker's board.
+fn has_board(pid: u32) -> bool {
+    let board = format!("/memfd:{} ", exchange::board_memfd_name(pid));
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("/proc/PID/fd of a child")
+        .flatten()
+        .any(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().contains(&board)))
+}
+
+fn child_quiet() {
+    hal_tests::warnings::capture();
+    let mut first = Kid::spawn("exporter", "any", false);
+    let one = texts(&mut first);
+    // The control: an importer that may take the exporter's descriptors
+    // asks for its board, and the exporter makes it.
+    let mut second = Kid::spawn("exporter", "any", false);
+    let two = texts(&mut second);
+    let (bytes, lease) = import(&two[0]).unwrap();
+    assert_eq!(bytes, "aaa");
+    assert_eq!(
+        exchange::direct_import_count(),
+        1,
+        "the first import asks for the board, then finds its object there"
+    );
+    drop(lease);
+    let (bytes, lease) = import(&two[1]).unwrap();
+    assert_eq!(bytes, "bbb");
+    assert_eq!(exchange::direct_import_count(), 2, "the second asks no one");
+    drop(lease);
+    assert!(has_board(second.id()), "the exporter made its board");
+    refuse_pidfd_getfd();
+    // Without the connection and the board kept for `second`.
+    exchange::close_broker_connections();
+    let before = open_fds();
+    let (bytes, lease) = import(&one[0]).unwrap();
+    assert_eq!(bytes, "aaa");
+    assert_eq!(first.count(), "1");
+    drop(lease);
+    let mut batch: Vec<SharedHandle> = one.iter().map(|t| shared(t)).collect();
+    for (r, want) in take_fds_leased_batch(&mut batch)
+        .into_iter()
+        .zip(["aaa", "bbb", "ccc"])
+    {
+        assert_eq!(read_fd(&r.unwrap().fds[0]), want);
+    }
+    assert_eq!(first.count(), "0", "every lease went back");
+    let w = hal_tests::warnings::all();
+    assert!(
+        w.is_empty(),
+        "nothing said where the path is only the default: {w:?}"
+    );
+    assert_eq!(
+        exchange::pidfd_getfd_counts(),
+        (2, 0),
+        "nothing more taken, nothing tried: the kernel's refusal was known before the broker \
+         was asked"
+    );
+    assert!(
+        !has_board(first.id()),
+        "no board made for an importer that cannot use it"
+    );
+    exchange::close_broker_connections();
+    assert_eq!(open_fds(), before, "nothing left behind");
+    first.finish();
+    second.finish();
+    say("quiet ok");
 }
 
 #[test]

@@ -190,12 +190,21 @@
 //! # The `pidfd_getfd` path
 //!
 //! An importer may take the descriptors from the exporter itself with
-//! `pidfd_getfd(2)` instead of receiving them with `SCM_RIGHTS`. It is
-//! **off by default** and turned on with `HAL_PIDFD_GETFD=1`
-//! ([`PIDFD_GETFD_ENV`], read once per process) or [`set_pidfd_getfd`].
-//! It has two forms: the **direct** import, which asks no one, and, where
-//! the direct import cannot decide, a **located** fetch that asks the
-//! broker as a fetch does.
+//! `pidfd_getfd(2)` instead of receiving them with `SCM_RIGHTS`: the kernel
+//! allows it where the importer has ptrace access to the exporter, which
+//! gives it the exporter's memory anyway. It has two forms: the **direct**
+//! import, which asks no one, **on by default**, and the **located** fetch,
+//! which asks the broker as a fetch does and takes the descriptors where
+//! the broker says they are, for what the direct import cannot decide,
+//! only where it is asked for. `HAL_PIDFD_GETFD` ([`PIDFD_GETFD_ENV`], read
+//! once per process) says which: `0` turns the path off, `1` adds the
+//! located form (and warns once where the kernel refuses); unset, the
+//! direct import alone, silent where the kernel refuses. [`set_pidfd_getfd`]
+//! overrides it. Before it asks a broker for its board, an importer asks
+//! the kernel whether it may take that exporter's descriptors at all (a
+//! `pidfd_getfd` of a number no process can have answers `EBADF` where it
+//! may, `EPERM` where it may not): an exporter makes no board for
+//! importers that cannot use it.
 //!
 //! **Direct imports: no round trip.** The first import from a broker asks
 //! it (by location, below) for its **board**: a sealed memfd of fixed size
@@ -279,25 +288,26 @@
 //!
 //! When the kernel or the security policy refuses the path (`EPERM` or
 //! `EACCES`: Yama's `ptrace_scope`, another user, the seccomp profiles of
-//! Docker and Podman; `ENOSYS` or `EINVAL`: a kernel before 5.6), the first
-//! refusal in the process is logged with one `log::warn!` line, the path is
-//! off from then on for that exporter's broker (a Yama scope of 1 allows
+//! Docker and Podman; `ENOSYS` or `EINVAL`: a kernel before 5.6), the path
+//! is off from then on for that exporter's broker (a Yama scope of 1 allows
 //! it towards descendants, so one refusal does not say much about other
-//! exporters), and the import goes on with `SCM_RIGHTS`. A broker of an
+//! exporters), and the import goes on with `SCM_RIGHTS`; the first refusal
+//! in the process is logged with one `log::warn!` line where the path was
+//! asked for (`HAL_PIDFD_GETFD=1`), at debug level otherwise. A broker of an
 //! older hal answers the new operations as malformed: the path is off for
 //! it, silently. An exporter in a pid namespace this process cannot see
 //! (its pid reads 0) cannot be opened: the path is off for it, silently.
 //!
-//! **Why off by default.** Direct imports skip the round trip (`halctl
-//! bench`'s `import-direct` against `import-first-persistent`: see the
-//! README for the numbers), but the path rests on ptrace access to the
-//! exporter, which Yama (`ptrace_scope` 1 allows it towards descendants
-//! only), the seccomp profiles of container runtimes and older kernels
-//! refuse; where it is refused it costs a wasted request and a warning,
-//! and where it is allowed it trusts the importer with the exporter's
-//! memory, which is the deployment's decision, not the library's. A
-//! located fetch (the path's second form) keeps the round trip and saves
-//! nothing measurable over `SCM_RIGHTS`.
+//! **Why on by default, and the located form not.** Direct imports skip
+//! the round trip (`halctl bench`'s `import-direct` against
+//! `import-first-persistent`: see the README for the numbers) and trust
+//! the importer with nothing the kernel does not already give it: ptrace
+//! access is the exporter's memory. Where the kernel refuses, the importer
+//! learns it before it asks the broker anything, so the refusal costs one
+//! system call per exporter and no board. A located fetch keeps the round
+//! trip and saves nothing measurable over `SCM_RIGHTS` (see
+//! `docs/performance.md`), and for an export that is no memfd it costs a
+//! second request: it runs only where `HAL_PIDFD_GETFD=1` asks for it.
 //!
 //! # Example
 //!
@@ -520,6 +530,15 @@ pub fn pidfd_getfd_counts() -> (u64, u64) {
 #[doc(hidden)]
 pub fn direct_import_count() -> u64 {
     broker::direct_count()
+}
+
+/// The name of the memfd that holds the board of process `pid`'s broker,
+/// as `/proc/PID/fd` and `/proc/PID/maps` show it (`/memfd:NAME`): the
+/// board lives as long as its broker, made at the first importer's request.
+/// For tests that count what a process holds.
+#[doc(hidden)]
+pub fn board_memfd_name(pid: u32) -> String {
+    broker::board_name(pid)
 }
 
 /// How many connections this process keeps to the broker `name` (or to

@@ -216,16 +216,13 @@ impl State {
                 };
                 let (taken, _) = hal::exchange::pidfd_getfd_counts();
                 let asked_none = hal::exchange::direct_import_count();
-                if direct {
-                    hal::exchange::set_pidfd_getfd(Some(true));
-                }
+                // The broker's scenarios ask it whatever the default is.
+                hal::exchange::set_pidfd_getfd(Some(direct));
                 let ran = firsts.run(self.dev()?, &self.handles);
-                if direct {
-                    hal::exchange::set_pidfd_getfd(None);
-                }
+                hal::exchange::set_pidfd_getfd(None);
                 series.extend(ran?);
                 // How many of these imports took their descriptors by
-                // pidfd_getfd (HAL_PIDFD_GETFD=1, or `direct`), and how many
+                // pidfd_getfd (`direct`), and how many
                 // of those asked no one, for the line's note.
                 reply.values = vec![
                     (hal::exchange::pidfd_getfd_counts().0 - taken) as f64,
@@ -261,8 +258,9 @@ impl State {
                 series.push(hal_ns);
                 series.push(timer_ns);
             }
-            Cmd::ImportEach => {
+            Cmd::ImportEach { direct } => {
                 let dev = self.dev()?;
+                hal::exchange::set_pidfd_getfd(Some(direct));
                 let mut hal_ns = Vec::with_capacity(self.handles.len());
                 for text in &self.handles {
                     let t0 = Instant::now();
@@ -270,6 +268,7 @@ impl State {
                     hal_ns.push(ns(t0.elapsed()));
                     drop(mapping);
                 }
+                hal::exchange::set_pidfd_getfd(None);
                 series.push(hal_ns);
             }
             Cmd::Rendezvous {
@@ -285,7 +284,7 @@ impl State {
             }
             Cmd::ImportKeep { rounds, direct } => {
                 let dev = self.dev()?;
-                hal::exchange::set_pidfd_getfd(direct.then_some(true));
+                hal::exchange::set_pidfd_getfd(Some(direct));
                 let mut hal_ns = Vec::with_capacity(self.handles.len() * rounds as usize);
                 for _ in 0..rounds {
                     let mut kept = Vec::with_capacity(self.handles.len());
@@ -296,6 +295,7 @@ impl State {
                         kept.push(mapping);
                     }
                 }
+                hal::exchange::set_pidfd_getfd(None);
                 series.push(hal_ns);
             }
             Cmd::NotifySetup { notify, channel } => {

@@ -99,7 +99,7 @@ impl Bench<'_> {
         let pid = self.peer.pid;
         let opts = self.opts(&[pid]);
         let mut all: [Vec<u64>; 4] = Default::default();
-        // Imports whose descriptors came by pidfd_getfd (HAL_PIDFD_GETFD=1).
+        // Imports whose descriptors came by pidfd_getfd.
         let mut pidfd_taken = 0;
         let mut asked_none = 0;
         let mut done = 0;
@@ -209,42 +209,36 @@ impl Bench<'_> {
         let opts = self.opts(&[pid]);
         let total = self.plan.import_n + IMPORT_WARMUP;
         if self.wants("import-first") {
-            let (series, Taken { pidfd: taken, .. }) = self.first_imports(total, true, 1, false)?;
+            let (series, _) = self.first_imports(total, true, 1, false)?;
             let line = self.first_line("import-first", series, IMPORT_WARMUP, 0, false);
             let r = line.ratio_p50.unwrap_or(f64::INFINITY);
             let mut line = line.target("ratio_p50 <= 1.3", r <= 1.3);
-            line.note = Some(with_pidfd(
-                "a new connection to the exporter's broker for every import",
-                taken,
+            line.note = Some(format!(
+                "a new connection to the exporter's broker for every import; {ASKING}"
             ));
             self.printer.emit(line)?;
         }
         if self.wants("import-first-persistent") {
-            let (series, Taken { pidfd: taken, .. }) =
-                self.first_imports(total, false, 1, false)?;
+            let (series, _) = self.first_imports(total, false, 1, false)?;
             // Against the same request over a kept connection, answered
             // with a sealed memfd: the floor of any broker path.
             let line = self.first_line("import-first-persistent", series, IMPORT_WARMUP, 1, true);
             let r = line.ratio_p50.unwrap_or(f64::INFINITY);
             let mut line = line.target("ratio_p50 <= 1.15", r <= 1.15);
-            line.note = Some(with_pidfd(
-                "the connection to the exporter's broker kept from import to import",
-                taken,
+            line.note = Some(format!(
+                "the connection to the exporter's broker kept from import to import; {ASKING}"
             ));
             self.printer.emit(line)?;
         }
         if self.wants("import-batch-16") {
-            let (series, Taken { pidfd: taken, .. }) =
+            let (series, _) =
                 self.first_imports(total.max(2 * BATCH_GROUP), false, BATCH_GROUP, false)?;
             let line = self.first_line("import-batch-16", series, 1, 2, true);
             let r = line.ratio_p50.unwrap_or(f64::INFINITY);
             let mut line = line.target("ratio_p50 <= 1.2", r <= 1.2);
-            line.note = Some(with_pidfd(
-                &format!(
-                    "time per handle: import_memory_batch of {BATCH_GROUP} handles + first touch \
-                     of each, divided by {BATCH_GROUP} (the baselines likewise)"
-                ),
-                taken,
+            line.note = Some(format!(
+                "time per handle: import_memory_batch of {BATCH_GROUP} handles + first touch of \
+                 each, divided by {BATCH_GROUP} (the baselines likewise); {ASKING}"
             ));
             self.printer.emit(line)?;
         }
@@ -269,7 +263,8 @@ impl Bench<'_> {
             let r = line.ratio_p50.unwrap_or(f64::INFINITY);
             let mut line = line.target(&format!("ratio_p50 <= {target}"), r <= target);
             line.note = Some(format!(
-                "the direct path on in the consumer (HAL_PIDFD_GETFD=1): {asked_none} of the \
+                "the direct path, on by default where the importer has ptrace access to the \
+                 exporter: {asked_none} of the \
                  imports found on the exporter's board and taken by pidfd_getfd, asking no one; \
                  {} more taken by pidfd_getfd after a request{}",
                 taken.saturating_sub(asked_none),
@@ -304,14 +299,9 @@ impl Bench<'_> {
     }
 }
 
-/// A line's note, and how many of its imports took their descriptors by
-/// `pidfd_getfd` when any did (`HAL_PIDFD_GETFD=1`).
-fn with_pidfd(note: &str, taken: usize) -> String {
-    match taken {
-        0 => note.to_owned(),
-        n => format!("{note}; {n} imports took their descriptors by pidfd_getfd"),
-    }
-}
+/// What the notes of the scenarios of the broker path say of it.
+const ASKING: &str = "every import asks the broker (HAL_PIDFD_GETFD=0: the path of an importer \
+                      without ptrace access to the exporter; with it, imports go direct, below)";
 
 /// How the consumer's first imports took their descriptors.
 struct Taken {

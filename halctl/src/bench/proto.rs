@@ -89,7 +89,8 @@ pub enum Cmd {
         fresh_connection: bool,
         group: usize,
         /// The direct path on for these imports (the exporter's board,
-        /// `pidfd_getfd`), as `HAL_PIDFD_GETFD=1` turns it on.
+        /// `pidfd_getfd`, as `HAL_PIDFD_GETFD=1` turns it on), or off (every
+        /// import asks the broker, as `HAL_PIDFD_GETFD=0`).
         direct: bool,
     },
     /// Import the first listed handle once and keep it; then time `n`
@@ -97,12 +98,17 @@ pub enum Cmd {
     ImportCached { n: u32 },
     /// Import (mapping and first touch) and drop each listed handle in
     /// turn; series: hal.
-    ImportEach,
+    ImportEach {
+        /// The direct path on for these imports (`HAL_PIDFD_GETFD=1`), or
+        /// off (`HAL_PIDFD_GETFD=0`).
+        direct: bool,
+    },
     /// `rounds` times: import every listed handle and keep the mappings,
     /// then drop them all; series: hal.
     ImportKeep {
         rounds: u32,
-        /// The direct path on for these imports (`HAL_PIDFD_GETFD=1`).
+        /// The direct path on for these imports (`HAL_PIDFD_GETFD=1`), or
+        /// off (`HAL_PIDFD_GETFD=0`).
         direct: bool,
     },
     /// Open the raw futex and spin pairs (their memfds travel with the

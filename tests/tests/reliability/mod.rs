@@ -354,7 +354,15 @@ impl Census {
     /// Count now, once this process's descriptor broker (if it runs) is idle
     /// in `epoll_wait`, and without the connections this process keeps to
     /// other processes' brokers (a cache of open sockets, closed first).
+    /// The broker's board (its descriptor and its mapping) is the broker's
+    /// own, as its listening socket is: made once, at the first importer's
+    /// request, and kept as long as the broker; it is not counted. Other
+    /// processes' boards mapped here are.
     pub fn take() -> Census {
+        let own_board = format!(
+            "/memfd:{} ",
+            hal_core::exchange::board_memfd_name(std::process::id())
+        );
         let thread_named = |name: &str| {
             std::fs::read_dir("/proc/self/task")
                 .map(|d| {
@@ -390,6 +398,7 @@ impl Census {
                             .unwrap_or_else(|_| "?".into());
                         format!("{} -> {t}", e.file_name().to_string_lossy())
                     })
+                    .filter(|line| !line.contains(&own_board))
                     .collect()
             })
             .unwrap_or_default();
@@ -398,6 +407,7 @@ impl Census {
             .unwrap_or_default()
             .lines()
             .filter(|l| l.contains("/memfd:") || l.contains("/dev/shm/"))
+            .filter(|l| !l.contains(&own_board))
             .map(str::to_string)
             .collect();
         Census { fds, maps }

@@ -87,7 +87,7 @@ fn fetch_asking(handles: &[&Handle], counts: &[usize], name: &str) -> Vec<Result
         }
         let chunk = &handles[i..j];
         let first = chunk[0];
-        if getfd::wanted(name) {
+        if getfd::located_wanted(name) {
             if let Some(results) = locate_batch(chunk, &counts[i..j], name) {
                 out.extend(results);
                 i = j;

@@ -141,6 +141,17 @@ enum Unloaded {
 fn load(handle: &Handle, name: &str) -> std::result::Result<View, Unloaded> {
     let (pid, start) = (handle.creator_pid, handle.creator_start);
     let broker = |e: &dyn std::fmt::Display| Unloaded::Broker(e.to_string());
+    let pidfd = os::pidfd_open(pid).map_err(|e| broker(&e))?;
+    // The pidfd names the creator only while it lives with its start time.
+    if os::process_start_time(pid) != Some(start) || !os::pidfd_alive(pidfd.as_fd()) {
+        return Err(Unloaded::ThisHandle(
+            "the creator is not the process the handle names".into(),
+        ));
+    }
+    // Without ptrace access to the exporter its board is of no use: asked
+    // before the broker is, so that the exporter makes none for nothing.
+    os::pidfd_getfd_allowed(pidfd.as_fd())
+        .map_err(|e| broker(&format_args!("pidfd_getfd is not allowed ({e})")))?;
     let served = match super::locate::locate_id(handle, &BOARD_ID, name, 1) {
         Ok(Some(served)) => served,
         Ok(None) => return Err(Unloaded::Broker("its board could not be taken".into())),
@@ -171,13 +182,6 @@ fn load(handle: &Handle, name: &str) -> std::result::Result<View, Unloaded> {
     if board_pid != pid {
         return Err(Unloaded::ThisHandle(
             "the board is not the handle's creator's".into(),
-        ));
-    }
-    let pidfd = os::pidfd_open(pid).map_err(|e| broker(&e))?;
-    // The pidfd names the creator only while it lives with its start time.
-    if os::process_start_time(pid) != Some(start) || !os::pidfd_alive(pidfd.as_fd()) {
-        return Err(Unloaded::ThisHandle(
-            "the creator is not the process the handle names".into(),
         ));
     }
     Ok(View {

@@ -12,18 +12,22 @@ use crate::error::Result;
 use crate::handle::Handle;
 
 /// Fetch the `count` descriptors of `handle` (and a lease, when the export
-/// counts importers) from the broker `name`: from its board or by location
-/// when the `pidfd_getfd` path is on and works with this broker, else with
-/// `SCM_RIGHTS`.
+/// counts importers) from the broker `name`: from its board when the
+/// `pidfd_getfd` path is on (the default) and works with this broker, by
+/// location where that path was asked for, else with `SCM_RIGHTS`.
 pub(crate) fn fetch(handle: &Handle, name: &str, count: usize) -> Result<Served> {
-    if own_table(name).is_none() && getfd::wanted(name) {
-        if let Some(served) = direct::fetch(handle, name, count) {
-            getfd::note_direct();
-            return Ok(served);
+    if own_table(name).is_none() {
+        if getfd::wanted(name) {
+            if let Some(served) = direct::fetch(handle, name, count) {
+                getfd::note_direct();
+                return Ok(served);
+            }
         }
-        if let Some(served) = locate_id(handle, &handle.object_id, name, count)? {
-            getfd::note_taken();
-            return Ok(served);
+        if getfd::located_wanted(name) {
+            if let Some(served) = locate_id(handle, &handle.object_id, name, count)? {
+                getfd::note_taken();
+                return Ok(served);
+            }
         }
     }
     client::fetch(handle, name, count)

@@ -4,13 +4,17 @@
 //! itself, through a pidfd kept with the connection, and checks each file's
 //! identity.
 //!
-//! - Opt-in: `HAL_PIDFD_GETFD=1` turns it on (read once per process;
-//!   anything else, or nothing, leaves it off), [`set_enabled`] overrides
-//!   it. See the `exchange` documentation for why it is off by default.
+//! - On by default for **direct** imports ([`super::direct`]: the
+//!   exporter's board, no request); `HAL_PIDFD_GETFD=0` turns the path off
+//!   (read once per process), `HAL_PIDFD_GETFD=1` adds the **located** form
+//!   (a request answered with where the descriptors are, for what the board
+//!   does not state), and [`set_enabled`] overrides both. See the
+//!   `exchange` documentation.
 //! - Refused (`EPERM`, `EACCES`: Yama, another user, a seccomp filter;
-//!   `ENOSYS`, `EINVAL`: an older kernel): one `log::warn!` line, the first
-//!   time in this process, and the path is off for that exporter's broker
-//!   from then on; the import goes on with `SCM_RIGHTS`.
+//!   `ENOSYS`, `EINVAL`: an older kernel): the path is off for that
+//!   exporter's broker from then on and the import goes on with
+//!   `SCM_RIGHTS`; said once per process with `log::warn!` where the path
+//!   was asked for (`HAL_PIDFD_GETFD=1`), at debug level otherwise.
 //! - A broker that does not know the request (an older hal), or an exporter
 //!   this process cannot see (another pid namespace): the path is off for
 //!   that broker, silently.
@@ -36,11 +40,21 @@ use crate::handle::Handle;
 use crate::kit::lock::lock;
 use crate::kit::os;
 
-/// The environment variable that turns the `pidfd_getfd` path on (`1`).
+/// The environment variable that turns the `pidfd_getfd` path off (`0`),
+/// or on with its located form too (`1`).
 pub const ENV: &str = "HAL_PIDFD_GETFD";
 
-/// 0: not decided yet; 1: off; 2: on.
-static MODE: AtomicU8 = AtomicU8::new(0);
+/// [`MODE`]: not decided yet.
+const UNDECIDED: u8 = 0;
+/// [`MODE`]: off.
+const OFF: u8 = 1;
+/// [`MODE`]: direct imports only (the default).
+const DIRECT_ONLY: u8 = 2;
+/// [`MODE`]: direct imports, and located fetches for the rest (asked for).
+const ASKED: u8 = 3;
+
+/// The path's mode in this process.
+static MODE: AtomicU8 = AtomicU8::new(UNDECIDED);
 /// Imports whose descriptors came by `pidfd_getfd`.
 static TAKEN: AtomicU64 = AtomicU64::new(0);
 /// Imports of those that asked no one (the exporter's board).
@@ -52,33 +66,37 @@ static WARNED: AtomicBool = AtomicBool::new(false);
 /// Brokers the path is off for.
 static OFF_FOR: Mutex<Option<HashSet<String>>> = Mutex::new(None);
 
-/// Whether the path is on in this process.
-pub(crate) fn enabled() -> bool {
+/// The path's mode in this process: [`ENV`] read at the first call.
+fn mode() -> u8 {
     match MODE.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => {
-            let on = std::env::var(ENV).is_ok_and(|v| v.trim() == "1");
+        UNDECIDED => {
+            let from_env = match std::env::var(ENV).as_deref().map(str::trim) {
+                Ok("0") => OFF,
+                Ok("1") => ASKED,
+                _ => DIRECT_ONLY,
+            };
             // A concurrent `set_enabled` wins over the environment.
-            let _ = MODE.compare_exchange(
-                0,
-                if on { 2 } else { 1 },
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            );
-            MODE.load(Ordering::Relaxed) == 2
+            let _ =
+                MODE.compare_exchange(UNDECIDED, from_env, Ordering::Relaxed, Ordering::Relaxed);
+            MODE.load(Ordering::Relaxed)
         }
+        m => m,
     }
 }
 
-/// Turn the path on or off in this process, or (`None`) back to what
-/// [`ENV`] says.
+/// Whether the path is on in this process (direct imports at least).
+pub(crate) fn enabled() -> bool {
+    mode() >= DIRECT_ONLY
+}
+
+/// Turn the path on (with its located form) or off in this process, or
+/// (`None`) back to what [`ENV`] says.
 pub(crate) fn set_enabled(on: Option<bool>) {
     MODE.store(
         match on {
-            None => 0,
-            Some(false) => 1,
-            Some(true) => 2,
+            None => UNDECIDED,
+            Some(false) => OFF,
+            Some(true) => ASKED,
         },
         Ordering::Relaxed,
     );
@@ -116,9 +134,16 @@ fn off_for() -> std::sync::MutexGuard<'static, Option<HashSet<String>>> {
     lock(&OFF_FOR)
 }
 
-/// Whether to try the path with the broker `name`.
+/// Whether to try direct imports with the broker `name`.
 pub(super) fn wanted(name: &str) -> bool {
     enabled() && !off_for().as_ref().is_some_and(|s| s.contains(name))
+}
+
+/// Whether to ask the broker `name` for locations of what its board does
+/// not state: only where the path was asked for (`HAL_PIDFD_GETFD=1`);
+/// by default such imports are fetched with `SCM_RIGHTS` at once.
+pub(super) fn located_wanted(name: &str) -> bool {
+    mode() == ASKED && wanted(name)
 }
 
 /// Whether the path is off for the broker `name`.
@@ -146,10 +171,10 @@ fn is_refusal(e: &io::Error) -> bool {
 /// The path was refused with the broker `name`: off for it, and said once.
 fn refused(name: &str, call: &str, e: &io::Error) {
     turn_off(name);
-    if !WARNED.swap(true, Ordering::Relaxed) {
+    if mode() == ASKED && !WARNED.swap(true, Ordering::Relaxed) {
         log::warn!(
             "{call} refused ({e}): descriptors are passed by the exporters' brokers instead \
-             (SCM_RIGHTS, as without {ENV}=1); pidfd_getfd needs ptrace access to the exporter, \
+             (SCM_RIGHTS, as with {ENV}=0); pidfd_getfd needs ptrace access to the exporter, \
              which Yama, seccomp profiles of container runtimes and older kernels refuse"
         );
     } else {

@@ -30,6 +30,7 @@ mod server;
 mod view;
 
 pub(crate) use batch::fetch_batch;
+pub(crate) use board::name as board_name;
 pub(crate) use client::{lease, release, Served};
 pub(crate) use fetch::fetch;
 pub use getfd::ENV as GETFD_ENV;

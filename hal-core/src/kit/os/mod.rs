@@ -34,7 +34,7 @@ pub use map::{Prot, SharedMap};
 pub use numa::numa_nodes;
 pub use origin::Origin;
 pub use page::page_size;
-pub use pidfd::{pidfd_alive, pidfd_getfd, pidfd_open};
+pub use pidfd::{pidfd_alive, pidfd_getfd, pidfd_getfd_allowed, pidfd_open};
 pub use pins::current_start_time;
 pub use private_file::{private_path, PrivateFile, PrivateLock, MAX_PRIVATE_NAME, PRIVATE_DIR};
 pub use process::{pid, pid_namespace, process_alive, process_start_time, self_identity};

@@ -50,6 +50,23 @@ pub fn pidfd_getfd(pidfd: BorrowedFd<'_>, fd: u32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(got as RawFd) })
 }
 
+/// Whether this process may take descriptors of the process of `pidfd`
+/// ([`pidfd_getfd`]), asked without taking any: the kernel checks ptrace
+/// access before it looks the descriptor up, so a number no process can
+/// have answers `EBADF` where the access is granted. Otherwise the
+/// kernel's refusal (`EPERM`, `ESRCH`, `ENOSYS`).
+pub fn pidfd_getfd_allowed(pidfd: BorrowedFd<'_>) -> io::Result<()> {
+    // Above the kernel's largest `nr_open` (1,073,741,816).
+    const NO_SUCH_FD: u32 = i32::MAX as u32;
+    match pidfd_getfd(pidfd, NO_SUCH_FD) {
+        Err(e) if e.raw_os_error() == Some(libc::EBADF) => Ok(()),
+        Err(e) => Err(e),
+        Ok(_) => Err(io::Error::other(
+            "pidfd_getfd took a descriptor no process can have",
+        )),
+    }
+}
+
 /// True while the process of `pidfd` has not exited (a pidfd becomes
 /// readable when its process exits).
 pub fn pidfd_alive(pidfd: BorrowedFd<'_>) -> bool {

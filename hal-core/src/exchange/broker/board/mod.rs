@@ -73,6 +73,13 @@ impl fmt::Debug for Board {
     }
 }
 
+/// The name of the memfd of the board of process `pid`, as
+/// `/proc/PID/fd` shows it (`/memfd:NAME (deleted)`): whose board a
+/// descriptor or a mapping is.
+pub(crate) fn name(pid: u32) -> String {
+    format!("hal-broker-board.{pid}")
+}
+
 /// This process's board: made at the first request for it.
 static BOARD: Mutex<Option<Arc<Board>>> = Mutex::new(None);
 
@@ -95,7 +102,7 @@ pub(super) fn activate(table: &mut HashMap<[u8; 16], Vec<Entry>>, serial: u64) -
     if table.contains_key(&BOARD_ID) {
         return Ok(());
     }
-    let fd = os::memfd("hal-broker-board", LEN as u64, None)?;
+    let fd = os::memfd(&name(os::pid()), LEN as u64, None)?;
     os::add_seals(fd.as_fd(), os::EXPORT_SEALS)?;
     let page = Page::map(&fd)?;
     page.write_header(os::pid(), os::pid_namespace())?;
