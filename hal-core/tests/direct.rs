@@ -81,7 +81,8 @@ fn child_process() {
 /// answer until stdin closes: `count` (importers of every export), `drop`
 /// (drop "aaa"), `more KIND` (export "ddd" and print its text; KIND: `any`,
 /// `pid N` (to pid N alone), `user` (to this user), `nolease` (counting no
-/// importers), `zero` (no descriptor, a lease only)), `allow N` (allow pid
+/// importers), `zero` (no descriptor, a lease only), `four` (four
+/// descriptors: as many as the board states)), `allow N` (allow pid
 /// N too on the latest export).
 fn child_exporter() {
     let table = LeaseTable::new(64).unwrap();
@@ -119,6 +120,7 @@ fn child_exporter() {
             ["more", "user"] => leased(handle_with(1, HandleFlags::SAME_USER, Vec::new()), fd()),
             ["more", "nolease"] => Exported::new(handle(1), fd()).unwrap(),
             ["more", "zero"] => leased(handle(0), Vec::new()),
+            ["more", "four"] => leased(handle(4), (0..4).map(|_| fd().remove(0)).collect()),
             ["allow", pid] => {
                 // Allow `pid` too on the latest export.
                 let last = exports.iter_mut().rev().flatten().next().unwrap();
@@ -191,6 +193,19 @@ fn child_importer() {
     assert!(taken.fds.iter().all(|fd| read_fd(fd) == "bbb"));
     assert_eq!(exchange::direct_import_count(), 3, "not from the board");
     assert_eq!(exchange::pidfd_getfd_counts(), (4, 0), "by location");
+    assert_eq!(exporter.ask("count"), "1");
+    drop(taken);
+    assert_eq!(exporter.ask("count"), "0");
+    // Four descriptors: as many as the board states, so from the board.
+    let four = exporter.ask("more four");
+    let taken = exchange::take_fds_leased(&mut shared(&four)).unwrap();
+    assert_eq!(taken.fds.len(), 4);
+    assert!(taken.fds.iter().all(|fd| read_fd(fd) == "ddd"));
+    assert_eq!(
+        exchange::direct_import_count(),
+        4,
+        "four come from the board"
+    );
     assert_eq!(exporter.ask("count"), "1");
     drop(taken);
     assert_eq!(exporter.ask("count"), "0");
@@ -515,19 +530,27 @@ fn child_forged() {
     let mut h = genuine.clone();
     h.creator_pid = os::pid();
     forgeries.push(("another creator", h));
-    for (what, h) in forgeries {
-        let r = exchange::take_fds_leased(&mut SharedHandle::from(h));
-        // The broker decides each (what it answers is its own tests'
-        // matter): none is taken from the board.
-        assert_eq!(exchange::direct_import_count(), 0, "{what}: {r:?}");
-        drop(r);
+    // Before the board is loaded (a forgery must not load it) and after
+    // (a forgery must not use it).
+    for loaded in [false, true] {
+        for (what, h) in &forgeries {
+            let r = exchange::take_fds_leased(&mut SharedHandle::from(h.clone()));
+            // The broker decides each (what it answers is its own tests'
+            // matter): none is taken from the board.
+            assert_eq!(
+                exchange::direct_import_count(),
+                u64::from(loaded),
+                "{what}, the board loaded: {loaded}: {r:?}"
+            );
+            drop(r);
+        }
+        // The genuine handle still imports directly: no forgery spoiled
+        // the broker's board for this process.
+        let (bytes, lease) = import(&texts[0]).unwrap();
+        assert_eq!(bytes, "aaa");
+        assert_eq!(exchange::direct_import_count(), 1 + u64::from(loaded));
+        drop(lease);
     }
-    // The genuine handle still imports directly: no forgery spoiled the
-    // broker's board for this process.
-    let (bytes, lease) = import(&texts[0]).unwrap();
-    assert_eq!(bytes, "aaa");
-    assert_eq!(exchange::direct_import_count(), 1);
-    drop(lease);
     exchange::close_broker_connections();
     exporter.finish();
     say("forged ok");
