@@ -75,8 +75,14 @@ fn reader<R: Read + Send + 'static>(mut r: R) -> std::thread::JoinHandle<String>
 
 /// Run `halctl args...` to completion.
 fn halctl(args: &[&str]) -> Out {
+    halctl_env(args, &[])
+}
+
+/// Run `halctl args...` to completion with `env` set.
+fn halctl_env(args: &[&str], env: &[(&str, &str)]) -> Out {
     let mut child = Command::new(BIN)
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -460,6 +466,43 @@ fn demo_on_cpu_shm_verifies_and_reports_baselines() {
     ] {
         assert!(out.stdout.contains(text), "lacks {text:?}: {out:?}");
     }
+}
+
+/// Whether a process may take its parent's descriptors with `pidfd_getfd`
+/// here, as the demo's consumer does from its exporter: Yama's
+/// `ptrace_scope` 0 (or no Yama), or root below scope 3.
+fn child_may_take_parents_descriptors() -> bool {
+    let scope = std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .unwrap_or(0);
+    let root = nix::unistd::geteuid().is_root();
+    scope == 0 || (root && scope < 3)
+}
+
+#[test]
+fn demo_says_which_path_its_imports_took() {
+    let args = ["demo", "--size", "64K", "--round-trips", "4", "--json"];
+    let out = halctl_env(&args, &[("HAL_PIDFD_GETFD", "0")]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let v = out.json();
+    assert_eq!(v["import"]["direct"], 0, "the broker's path: {v}");
+    let out = halctl_env(&args, &[]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let v = out.json();
+    let samples = v["import"]["samples"].as_u64().unwrap();
+    let want = if child_may_take_parents_descriptors() {
+        samples
+    } else {
+        0
+    };
+    assert_eq!(v["import"]["direct"], want, "{v}");
+    let out = halctl_env(&args[..5], &[("HAL_PIDFD_GETFD", "0")]);
+    assert!(
+        out.stdout
+            .contains("hal's imports: each asked the exporter's broker"),
+        "{out:?}"
+    );
 }
 
 #[test]

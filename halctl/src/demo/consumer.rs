@@ -53,6 +53,7 @@ fn consumer_steps(chan: &Channel, args: &ConsumerArgs) -> CmdResult {
     let mut raw_ns = Vec::with_capacity(hello.probes.len());
     let mut hal_ns = Vec::with_capacity(hello.probes.len());
     let mut markers_ok = true;
+    let direct_before = hal::exchange::direct_import_count();
     for probe in &hello.probes {
         let (t, byte) = raw::raw_import(&hello.raw_socket, hello.size)?;
         raw_ns.push(t.as_nanos() as u64);
@@ -62,6 +63,7 @@ fn consumer_steps(chan: &Channel, args: &ConsumerArgs) -> CmdResult {
         markers_ok &= byte == PROBE_MARKER;
         drop(mapping);
     }
+    let direct_imports = hal::exchange::direct_import_count() - direct_before;
 
     // The demo buffer itself.
     let (buffer_time, first, mapping) = hal_import(dev.as_ref(), &hello.memory, "demo buffer")?;
@@ -114,6 +116,7 @@ fn consumer_steps(chan: &Channel, args: &ConsumerArgs) -> CmdResult {
         import_ns: hal_ns,
         markers_ok,
         buffer_import_ns: buffer_time.as_nanos() as u64,
+        direct_imports,
         first_byte_ok: first == pattern::byte(hello.seed, 0),
         mapped_len: mapping.len(),
         bytes: checked.bytes,

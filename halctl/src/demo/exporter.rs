@@ -242,6 +242,7 @@ pub fn run(args: &DemoArgs) -> CmdResult {
                 value_samples_ns: report.import_ns.clone(),
                 baseline_samples_ns: report.raw_import_ns.clone(),
                 buffer_import_ns: report.buffer_import_ns,
+                direct: report.direct_imports,
                 baseline: IMPORT_BASELINE,
             }
         },

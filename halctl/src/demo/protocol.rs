@@ -96,6 +96,9 @@ pub(super) struct Report {
     pub(super) import_ns: Vec<u64>,
     pub(super) markers_ok: bool,
     pub(super) buffer_import_ns: u64,
+    /// How many of the timed imports asked no one (the exporter's board,
+    /// `pidfd_getfd`): the direct path; the others asked its broker.
+    pub(super) direct_imports: u64,
     pub(super) first_byte_ok: bool,
     pub(super) mapped_len: u64,
     pub(super) bytes: u64,

@@ -33,7 +33,30 @@ pub(super) struct ImportOut {
     pub(super) baseline_samples_ns: Vec<u64>,
     /// The (untimed-for-the-ratio) import of the demo buffer itself.
     pub(super) buffer_import_ns: u64,
+    /// How many of the timed imports took the direct path (the exporter's
+    /// board, no request); the others asked the exporter's broker.
+    pub(super) direct: u64,
     pub(super) baseline: &'static str,
+}
+
+/// How `samples` timed imports of which `direct` took the direct path
+/// came to the consumer.
+fn import_path(direct: u64, samples: usize) -> String {
+    let samples = samples as u64;
+    if direct == 0 {
+        "each asked the exporter's broker (the consumer may not take the exporter's \
+         descriptors itself, or HAL_PIDFD_GETFD=0)"
+            .to_string()
+    } else if direct >= samples {
+        "each taken from the exporter's board with pidfd_getfd (the direct path; the board \
+         itself came from the exporter's broker once)"
+            .to_string()
+    } else {
+        format!(
+            "{direct} of {samples} taken from the exporter's board (the direct path), the others \
+             through its broker"
+        )
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -199,6 +222,10 @@ pub(super) fn print_human(r: &DemoOut) -> CmdResult {
     out::line(format!(
         "  [1] {}; median of {} first imports of each, interleaved",
         i.baseline, i.samples
+    ))?;
+    out::line(format!(
+        "      hal's imports: {}",
+        import_path(i.direct, i.samples)
     ))?;
     out::line(format!(
         "  [2] {}; {} round trips of each, interleaved",
