@@ -55,7 +55,7 @@ impl Ctx {
     pub(crate) fn call<T: Send>(&self, body: impl FnOnce() -> Result<T> + Send) -> Result<T> {
         self.rt
             .origin
-            .check(&format!("Ascend device {}", self.ordinal))?;
+            .check(format_args!("Ascend device {}", self.ordinal))?;
         let me = self.ordinal as i32;
         match Ctx::current(&self.rt)? {
             Some(d) if d == me => body(),

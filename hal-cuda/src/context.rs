@@ -54,7 +54,7 @@ impl Primary {
     pub(crate) fn check_origin(&self) -> Result<()> {
         self.driver
             .origin
-            .check(&format!("CUDA device {}", self.device))
+            .check(format_args!("CUDA device {}", self.device))
     }
 
     /// Push the context on the calling thread until the guard drops; in a

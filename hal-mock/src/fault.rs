@@ -176,7 +176,7 @@ impl Faults {
     /// made.
     pub(crate) fn forked(&self, vendor: Vendor) -> Result<()> {
         self.origin
-            .check(&format!("the simulated {} backend", vendor.backend()))
+            .check(format_args!("the simulated {} backend", vendor.backend()))
     }
 
     /// True in a child forked after the backend was made: its drops leave

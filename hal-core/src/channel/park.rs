@@ -11,6 +11,8 @@ use crate::{Error, Result};
 
 /// How often a waiter looks after its peers.
 pub(super) const LOOK_EVERY: Duration = Duration::from_millis(10);
+/// How many polls a spinning waiter makes between two reads of the clock.
+const CLOCK_EVERY: u32 = 32;
 
 /// Wait until `poll` answers `Some`: it is tried, then tried again after
 /// every change of `word` (whose wakers look at `sleepers`), for at most `timeout` (`None`: no limit);
@@ -26,11 +28,27 @@ pub(super) fn park_until<T>(
     mut poll: impl FnMut() -> Result<Option<T>>,
     mut look: impl FnMut() -> Result<()>,
 ) -> Result<T> {
+    // What is there already costs no clock read.
+    if let Some(v) = poll()? {
+        return Ok(v);
+    }
     let start = Instant::now();
     let mut looked: Option<Instant> = None;
+    let mut spinning = spin > Duration::ZERO;
+    let mut polls: u32 = 0;
     loop {
         if let Some(v) = poll()? {
             return Ok(v);
+        }
+        // While spinning, the clock is read every CLOCK_EVERY polls: a read
+        // costs as much as several polls, and a spinner that read it after
+        // each one would notice its peer's change that much later.
+        if spinning {
+            polls = polls.wrapping_add(1);
+            if polls % CLOCK_EVERY != 0 {
+                std::hint::spin_loop();
+                continue;
+            }
         }
         let elapsed = start.elapsed();
         if let Some(t) = timeout {
@@ -47,6 +65,7 @@ pub(super) fn park_until<T>(
             std::hint::spin_loop();
             continue;
         }
+        spinning = false;
         if looked.is_none_or(|at| at.elapsed() >= LOOK_EVERY) {
             look()?;
             looked = Some(Instant::now());
@@ -67,5 +86,138 @@ pub(super) fn park_until<T>(
         }
         os::futex_wait(word, seen, Some(nap));
         sleepers.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    fn words() -> (AtomicU32, AtomicU32) {
+        (AtomicU32::new(0), AtomicU32::new(0))
+    }
+
+    #[test]
+    fn what_is_there_is_taken_without_a_look() {
+        let (word, sleepers) = words();
+        let looks = Cell::new(0);
+        let v = park_until(
+            &word,
+            &sleepers,
+            Duration::ZERO,
+            Some(Duration::ZERO),
+            || "nothing".into(),
+            || Ok(Some(7)),
+            || {
+                looks.set(looks.get() + 1);
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!((v, looks.get()), (7, 0));
+    }
+
+    #[test]
+    fn a_spinner_finds_what_comes_between_two_clock_reads() {
+        let (word, sleepers) = words();
+        for after in [
+            1,
+            CLOCK_EVERY - 1,
+            CLOCK_EVERY,
+            CLOCK_EVERY + 1,
+            5 * CLOCK_EVERY,
+        ] {
+            let polls = Cell::new(0u32);
+            let v = park_until(
+                &word,
+                &sleepers,
+                Duration::from_secs(60),
+                Some(Duration::from_secs(60)),
+                || "a value".into(),
+                || {
+                    polls.set(polls.get() + 1);
+                    Ok((polls.get() > after).then_some(polls.get()))
+                },
+                || panic!("a spinner looks after its peers only once it stops spinning"),
+            )
+            .unwrap();
+            assert_eq!(v, after + 1, "found on the first poll that sees it");
+        }
+    }
+
+    #[test]
+    fn a_spinner_still_times_out() {
+        // The spin outlasts the timeout: the clock, read every few polls,
+        // ends the wait all the same.
+        let (word, sleepers) = words();
+        let started = Instant::now();
+        let e = park_until(
+            &word,
+            &sleepers,
+            Duration::from_secs(60),
+            Some(Duration::from_millis(20)),
+            || "a sample that never comes".into(),
+            || Ok(None::<()>),
+            || Ok(()),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, Error::Timeout { after, what } if *after == Duration::from_millis(20)
+                && what == "a sample that never comes"),
+            "{e:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "ended by the timeout, not the spin"
+        );
+    }
+
+    #[test]
+    fn a_sleeper_looks_and_a_look_ends_the_wait() {
+        // No spin: the first miss looks after the peers, whose error ends
+        // the wait; the sleeper count is back to 0.
+        let (word, sleepers) = words();
+        let e = park_until(
+            &word,
+            &sleepers,
+            Duration::ZERO,
+            None,
+            || "a value".into(),
+            || Ok(None::<()>),
+            || Err(Error::invalid("the peer is gone")),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("the peer is gone"), "{e}");
+        assert_eq!(sleepers.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn a_sleeper_wakes_for_a_change_and_uncounts_itself() {
+        let (word, sleepers) = words();
+        let ready = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while sleepers.load(Ordering::SeqCst) == 0 {
+                    std::thread::yield_now();
+                }
+                ready.store(true, Ordering::SeqCst);
+                word.fetch_add(1, Ordering::SeqCst);
+                os::futex_wake(&word, u32::MAX);
+            });
+            let v = park_until(
+                &word,
+                &sleepers,
+                Duration::ZERO,
+                Some(Duration::from_secs(60)),
+                || "the change".into(),
+                || Ok(ready.load(Ordering::SeqCst).then_some(1)),
+                || Ok(()),
+            )
+            .unwrap();
+            assert_eq!(v, 1);
+        });
+        assert_eq!(sleepers.load(Ordering::SeqCst), 0);
     }
 }

@@ -195,7 +195,7 @@ impl Publisher {
 
     fn check(&self) -> Result<()> {
         self.origin
-            .check(&format!("the publisher of channel {:?}", self.name))
+            .check(format_args!("the publisher of channel {:?}", self.name))
     }
 
     fn lend(&mut self, slot: usize) -> Result<Loan<'_>> {

@@ -206,7 +206,7 @@ impl Subscriber {
 
     fn check(&self) -> Result<()> {
         self.origin
-            .check(&format!("the subscriber of channel {:?}", self.name))
+            .check(format_args!("the subscriber of channel {:?}", self.name))
     }
 
     /// Between waits: slots released on streams that ran past go back, and

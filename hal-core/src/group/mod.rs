@@ -254,7 +254,7 @@ impl Group {
     /// it; answers the round's number.
     fn exchange(&mut self, data: &[u8]) -> Result<u32> {
         self.origin
-            .check(&format!("membership of group {:?}", self.name))?;
+            .check(format_args!("membership of group {:?}", self.name))?;
         if let Some(why) = &self.broken {
             return Err(Error::Closed {
                 what: format!(

@@ -60,8 +60,10 @@ impl Origin {
     }
 
     /// `Ok` in the process that made the object; in a forked child,
-    /// [`Error::Forked`] naming `what`.
-    pub fn check(&self, what: &str) -> Result<()> {
+    /// [`Error::Forked`] naming `what`. `what` is written out only then: a
+    /// caller on a hot path passes `format_args!(...)`, which costs nothing
+    /// while the object is its process's own.
+    pub fn check(&self, what: impl std::fmt::Display) -> Result<()> {
         if self.forked() {
             return Err(Error::Forked {
                 what: what.to_string(),
