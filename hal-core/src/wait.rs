@@ -132,7 +132,6 @@ pub fn spin_then_sleep(
     mut done: impl FnMut() -> bool,
     mut sleep: impl FnMut(Option<Duration>),
 ) -> Result<()> {
-    let start = Instant::now();
     // A wait whose future was dropped stops before it looks at the
     // condition again: looking may consume it (a notify's signal), and
     // nobody would receive it.
@@ -151,6 +150,9 @@ pub fn spin_then_sleep(
     if done() {
         return Ok(());
     }
+    // Read only now: a wait that finds what it waits for pays no clock
+    // read (tens of nanoseconds on virtual machines).
+    let start = Instant::now();
     if !spin.is_zero() {
         let spin = timeout.map_or(spin, |t| spin.min(t));
         // `done` is polled after every pause instruction. A pause costs tens
