@@ -526,6 +526,25 @@ mod tests {
     use std::os::fd::AsFd;
 
     #[test]
+    fn atomics_are_aligned_and_in_bounds_or_refused() {
+        let len = 4096u64;
+        let fd = crate::kit::os::memfd("hal-map-atomics-test", len, None).unwrap();
+        let map = SharedMap::map(fd.as_fd(), len, 0, Prot::ReadWrite, None).unwrap();
+        for at in [0, 4, 8, 4092] {
+            assert!(map.atomic_u32(at).is_ok(), "u32 at {at}");
+        }
+        for at in [0, 8, 4088] {
+            assert!(map.atomic_u64(at).is_ok(), "u64 at {at}");
+        }
+        for at in [1, 2, 3, 5, 4093, 4096, usize::MAX - 3] {
+            assert!(map.atomic_u32(at).is_err(), "u32 at {at}");
+        }
+        for at in [1, 4, 6, 12, 4092, 4096, usize::MAX - 7] {
+            assert!(map.atomic_u64(at).is_err(), "u64 at {at}");
+        }
+    }
+
+    #[test]
     fn pieces_split_and_merge() {
         let mut p = Pieces::new(Prot::None);
         p.set(10, 20, 100, Prot::Read);
