@@ -194,6 +194,54 @@ mod tests {
     }
 
     #[test]
+    fn without_a_spin_the_first_miss_looks_after_the_peers() {
+        let (word, sleepers) = words();
+        let polls = Cell::new(0u32);
+        let e = park_until(
+            &word,
+            &sleepers,
+            Duration::ZERO,
+            None,
+            || "a value".into(),
+            || {
+                polls.set(polls.get() + 1);
+                Ok(None::<()>)
+            },
+            || Err(Error::invalid("looked")),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("looked"), "{e}");
+        // The first poll, then one in the loop: no spinning between.
+        assert_eq!(polls.get(), 2);
+    }
+
+    #[test]
+    fn a_sleeper_looks_again_every_look_every() {
+        // Nothing ever comes and nobody wakes the sleeper: it naps at most
+        // LOOK_EVERY and looks after its peers each time; the third look's
+        // error ends the wait long before the timeout.
+        let (word, sleepers) = words();
+        let looks = Cell::new(0u32);
+        let e = park_until(
+            &word,
+            &sleepers,
+            Duration::ZERO,
+            Some(Duration::from_secs(30)),
+            || "a value".into(),
+            || Ok(None::<()>),
+            || {
+                looks.set(looks.get() + 1);
+                if looks.get() == 3 {
+                    return Err(Error::invalid("third look"));
+                }
+                Ok(())
+            },
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("third look"), "{e}");
+    }
+
+    #[test]
     fn a_sleeper_wakes_for_a_change_and_uncounts_itself() {
         let (word, sleepers) = words();
         let ready = std::sync::atomic::AtomicBool::new(false);
