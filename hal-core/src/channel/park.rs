@@ -147,22 +147,42 @@ mod tests {
         }
     }
 
+    /// Wait for a value that never comes on words nobody changes: the
+    /// wait's error and how many polls it made.
+    fn nothing_comes(
+        spin: Duration,
+        timeout: Option<Duration>,
+        look: impl FnMut() -> Result<()>,
+    ) -> (Error, u32) {
+        let (word, sleepers) = words();
+        let polls = Cell::new(0u32);
+        let e = park_until(
+            &word,
+            &sleepers,
+            spin,
+            timeout,
+            || "a sample that never comes".into(),
+            || {
+                polls.set(polls.get() + 1);
+                Ok(None::<()>)
+            },
+            look,
+        )
+        .unwrap_err();
+        assert_eq!(sleepers.load(Ordering::SeqCst), 0, "uncounted");
+        (e, polls.get())
+    }
+
     #[test]
     fn a_spinner_still_times_out() {
         // The spin outlasts the timeout: the clock, read every few polls,
         // ends the wait all the same.
-        let (word, sleepers) = words();
         let started = Instant::now();
-        let e = park_until(
-            &word,
-            &sleepers,
+        let (e, _) = nothing_comes(
             Duration::from_secs(60),
             Some(Duration::from_millis(20)),
-            || "a sample that never comes".into(),
-            || Ok(None::<()>),
             || Ok(()),
-        )
-        .unwrap_err();
+        );
         assert!(
             matches!(&e, Error::Timeout { after, what } if *after == Duration::from_millis(20)
                 && what == "a sample that never comes"),
@@ -175,69 +195,28 @@ mod tests {
     }
 
     #[test]
-    fn a_sleeper_looks_and_a_look_ends_the_wait() {
-        // No spin: the first miss looks after the peers, whose error ends
-        // the wait; the sleeper count is back to 0.
-        let (word, sleepers) = words();
-        let e = park_until(
-            &word,
-            &sleepers,
-            Duration::ZERO,
-            None,
-            || "a value".into(),
-            || Ok(None::<()>),
-            || Err(Error::invalid("the peer is gone")),
-        )
-        .unwrap_err();
+    fn without_a_spin_the_first_miss_looks_and_a_look_ends_the_wait() {
+        let (e, polls) = nothing_comes(Duration::ZERO, None, || {
+            Err(Error::invalid("the peer is gone"))
+        });
         assert!(e.to_string().contains("the peer is gone"), "{e}");
-        assert_eq!(sleepers.load(Ordering::SeqCst), 0);
-    }
-
-    #[test]
-    fn without_a_spin_the_first_miss_looks_after_the_peers() {
-        let (word, sleepers) = words();
-        let polls = Cell::new(0u32);
-        let e = park_until(
-            &word,
-            &sleepers,
-            Duration::ZERO,
-            None,
-            || "a value".into(),
-            || {
-                polls.set(polls.get() + 1);
-                Ok(None::<()>)
-            },
-            || Err(Error::invalid("looked")),
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("looked"), "{e}");
         // The first poll, then one in the loop: no spinning between.
-        assert_eq!(polls.get(), 2);
+        assert_eq!(polls, 2);
     }
 
     #[test]
     fn a_sleeper_looks_again_every_look_every() {
-        // Nothing ever comes and nobody wakes the sleeper: it naps at most
-        // LOOK_EVERY and looks after its peers each time; the third look's
-        // error ends the wait long before the timeout.
-        let (word, sleepers) = words();
-        let looks = Cell::new(0u32);
-        let e = park_until(
-            &word,
-            &sleepers,
-            Duration::ZERO,
-            Some(Duration::from_secs(30)),
-            || "a value".into(),
-            || Ok(None::<()>),
-            || {
-                looks.set(looks.get() + 1);
-                if looks.get() == 3 {
-                    return Err(Error::invalid("third look"));
-                }
-                Ok(())
-            },
-        )
-        .unwrap_err();
+        // Nobody wakes the sleeper: it naps at most LOOK_EVERY and looks
+        // after its peers each time; the third look's error ends the wait
+        // long before the timeout.
+        let mut looks = 0;
+        let (e, _) = nothing_comes(Duration::ZERO, Some(Duration::from_secs(30)), || {
+            looks += 1;
+            if looks == 3 {
+                return Err(Error::invalid("third look"));
+            }
+            Ok(())
+        });
         assert!(e.to_string().contains("third look"), "{e}");
     }
 
