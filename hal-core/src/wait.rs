@@ -90,6 +90,12 @@ impl Future for ThreadFuture {
 /// The name of waiter threads.
 pub const WAITER_THREAD: &str = "hal-waiter";
 
+/// How many polls a spinning wait makes between two reads of the clock
+/// (notifies here, the channel's waits too): a read costs as much as
+/// several polls on virtual machines, and a spinner that read it after
+/// each poll would see its peer's change that much later.
+pub(crate) const CLOCK_EVERY: u32 = 32;
+
 /// A future that runs `wait` on a waiter thread when first polled and
 /// completes with its result. The executor thread never blocks.
 ///
@@ -160,7 +166,7 @@ pub fn spin_then_sleep(
         // 40 ns on Intel since Skylake), so polling after 64 of them, as this
         // loop once did, answered a spinning peer up to 1.6 us late: 16 times
         // a raw spin round trip (`halctl bench`, notify-spin-pingpong). The
-        // clock (and cancellation) is read every 32 polls and the CPU is
+        // clock (and cancellation) is read every CLOCK_EVERY (32) polls and the CPU is
         // offered to other threads every 4096 polls (about 100 us), as before.
         let mut polls = 0u32;
         loop {
@@ -169,7 +175,7 @@ pub fn spin_then_sleep(
             }
             std::hint::spin_loop();
             polls = polls.wrapping_add(1);
-            if polls % 32 == 0 {
+            if polls % CLOCK_EVERY == 0 {
                 if start.elapsed() >= spin {
                     break;
                 }

@@ -7,12 +7,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::kit::os;
+use crate::wait::CLOCK_EVERY;
 use crate::{Error, Result};
 
 /// How often a waiter looks after its peers.
 pub(super) const LOOK_EVERY: Duration = Duration::from_millis(10);
-/// How many polls a spinning waiter makes between two reads of the clock.
-const CLOCK_EVERY: u32 = 32;
 
 /// Wait until `poll` answers `Some`: it is tried, then tried again after
 /// every change of `word` (whose wakers look at `sleepers`), for at most `timeout` (`None`: no limit);
@@ -40,9 +39,7 @@ pub(super) fn park_until<T>(
         if let Some(v) = poll()? {
             return Ok(v);
         }
-        // While spinning, the clock is read every CLOCK_EVERY polls: a read
-        // costs as much as several polls, and a spinner that read it after
-        // each one would notice its peer's change that much later.
+        // While spinning, the clock is read every CLOCK_EVERY polls.
         if spinning {
             polls = polls.wrapping_add(1);
             if polls % CLOCK_EVERY != 0 {
