@@ -40,6 +40,9 @@ impl View {
             SharedMap::map_aligned(fd, len, file_offset, align, prot)
         }
         .map_err(access_error)?;
+        // A view's protection never changes: copies in and out skip the
+        // lock that guards changes.
+        map.pin_protection();
         Ok(View {
             map,
             len,

@@ -249,6 +249,9 @@ pub(super) fn read_shape(head: &[u8], file_len: u64) -> Option<Shape> {
 pub(super) struct Control {
     map: SharedMap,
     shape: Shape,
+    /// `slots - 1` when the slots are a power of two: a sample's slot is
+    /// then a mask of its sequence, not a division.
+    slot_mask: Option<u64>,
 }
 
 impl Control {
@@ -258,7 +261,12 @@ impl Control {
                 "a channel's control file shorter than its shape",
             ));
         }
-        Ok(Control { map, shape })
+        let slots = u64::from(shape.slots);
+        Ok(Control {
+            map,
+            shape,
+            slot_mask: slots.is_power_of_two().then(|| slots - 1),
+        })
     }
 
     pub(super) fn shape(&self) -> Shape {
@@ -267,6 +275,15 @@ impl Control {
 
     pub(super) fn slots(&self) -> usize {
         self.shape.slots as usize
+    }
+
+    /// The slot of sample `seq`: `seq % slots`.
+    #[inline]
+    pub(super) fn slot_of(&self, seq: u64) -> usize {
+        (match self.slot_mask {
+            Some(mask) => seq & mask,
+            None => seq % u64::from(self.shape.slots),
+        }) as usize
     }
 
     fn u32_at(&self, at: usize) -> Result<&AtomicU32> {
@@ -409,6 +426,14 @@ impl Control {
         Ok(())
     }
 
+    /// Fetch slot `i`'s descriptor for writing (a hint; nothing when `i`
+    /// is out of range).
+    pub(super) fn warm_slot(&self, i: usize) {
+        if let Ok(word) = self.sample_word(i) {
+            crate::kit::prefetch::for_write(word.as_ptr().cast::<u8>().cast_const());
+        }
+    }
+
     fn sub_at(&self, i: usize) -> usize {
         self.shape.subs() + i * SUB
     }
@@ -529,6 +554,26 @@ mod tests {
         map.write(0, bytes).unwrap();
         let shape = read_shape(bytes, len)?;
         Some(Control::new(map, shape).unwrap())
+    }
+
+    #[test]
+    fn a_samples_slot_is_its_sequence_modulo_the_slots() {
+        // Powers of two take the mask, the others the division: the same
+        // answer either way, up to the last sequence numbers.
+        for slots in [1u32, 2, 3, 4, 6, 7, 8, 64, 100, 4095, 4096] {
+            let shape = Shape {
+                slots,
+                slot_size: 64,
+                mode: Mode::Broadcast,
+                ordered: false,
+            };
+            let head = new_head(shape, 7, 9, "memory handle", &[]).unwrap();
+            let control = control_of(&head, shape.file_len()).expect("a channel's head");
+            let n = u64::from(slots);
+            for seq in (0..3 * n + 2).chain(u64::MAX - 2 * n..=u64::MAX) {
+                assert_eq!(control.slot_of(seq) as u64, seq % n, "{slots} slots, {seq}");
+            }
+        }
     }
 
     #[test]

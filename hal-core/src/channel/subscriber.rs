@@ -186,6 +186,10 @@ impl Subscriber {
     pub fn receive_timeout(&self, timeout: Option<Duration>) -> Result<Sample<'_>> {
         self.check()?;
         self.settle()?;
+        // A sample already there is taken without the wait's set-up.
+        if let Some(sample) = self.take()? {
+            return Ok(sample);
+        }
         park::park_until(
             self.control.published_word()?,
             self.control.sub_sleepers()?,
@@ -248,10 +252,9 @@ impl Subscriber {
 
     fn take_broadcast(&self) -> Result<Option<Sample<'_>>> {
         let bit = 1u32 << self.index;
-        let slots = self.control.slots() as u64;
         loop {
             let seq = self.cursor.load(Ordering::Acquire);
-            let slot = (seq % slots) as usize;
+            let slot = self.control.slot_of(seq);
             let (tag, pending) =
                 layout::split(self.control.sample_word(slot)?.load(Ordering::Acquire));
             match layout::tag_age(tag, seq) {
@@ -282,11 +285,10 @@ impl Subscriber {
 
     fn take_queued(&self) -> Result<Option<Sample<'_>>> {
         let bit = 1u32 << self.index;
-        let slots = self.control.slots() as u64;
         let head = self.control.head()?;
         loop {
             let h = head.load(Ordering::Acquire);
-            let slot = (h % slots) as usize;
+            let slot = self.control.slot_of(h);
             let word = self.control.sample_word(slot)?;
             let seen = word.load(Ordering::Acquire);
             let (tag, pending) = layout::split(seen);

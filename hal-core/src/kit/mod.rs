@@ -24,7 +24,8 @@
 //!   calls;
 //! - [`off_thread`]: a vendor wait that cannot time out, bounded by running
 //!   it on a thread of its own;
-//! - [`lock`]: locks that a panic elsewhere does not poison.
+//! - [`lock`]: locks that a panic elsewhere does not poison;
+//! - [`prefetch`]: a hint that a cache line will be written soon.
 //!
 //! The README's *Adding a backend* shows how a new vendor crate uses them.
 
@@ -35,6 +36,7 @@ pub mod lock;
 pub mod needs;
 pub mod off_thread;
 pub mod os;
+pub mod prefetch;
 pub mod queued;
 pub mod raw_ipc;
 pub mod reaper;

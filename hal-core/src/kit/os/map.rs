@@ -88,17 +88,19 @@ impl Pieces {
 /// ([`SharedMap::map_over`], [`SharedMap::protect`],
 /// [`SharedMap::unmap_part`]) wait for copies in progress, and are refused
 /// once an atomic reference has been handed out (it could outlive any
-/// check).
+/// check) or the protection was pinned ([`SharedMap::pin_protection`]).
 #[derive(Debug)]
 #[must_use = "the mapping is unmapped when this value drops"]
 pub struct SharedMap {
     ptr: NonNull<u8>,
     len: usize,
     prot: RwLock<Pieces>,
-    /// Set when an atomic reference into the mapping was handed out.
+    /// Set when an atomic reference into the mapping was handed out, or
+    /// the protection pinned.
     pinned: AtomicBool,
     /// Set when the mapping was pinned while all of it was read-write: its
-    /// protection can no longer change, so atomics need no look at it.
+    /// protection can no longer change, so atomics and copies need no look
+    /// at it.
     pinned_writable: AtomicBool,
 }
 
@@ -384,6 +386,24 @@ impl SharedMap {
         Ok(pieces)
     }
 
+    /// [`SharedMap::access`] for a copy: without the lock where the mapping
+    /// is pinned read-write throughout (its protection can no longer
+    /// change, and allows every access).
+    #[inline]
+    fn hold(
+        &self,
+        offset: u64,
+        len: u64,
+        want: fn(Prot) -> bool,
+        what: &str,
+    ) -> Result<Option<RwLockReadGuard<'_, Pieces>>> {
+        if self.pinned_writable.load(Ordering::Acquire) {
+            self.check_sub(offset, len)?;
+            return Ok(None);
+        }
+        self.access(offset, len, want, what).map(Some)
+    }
+
     /// The protection of the byte at `offset` (`None` when out of bounds).
     pub fn protection_at(&self, offset: u64) -> Option<Prot> {
         let at = usize::try_from(offset).ok().filter(|&o| o < self.len)?;
@@ -415,22 +435,46 @@ impl SharedMap {
         // A mask, not `%`: the sizes are powers of two, and a division
         // costs more than the rest of the check on a hot path.
         if offset & (size - 1) != 0 || offset.checked_add(size).is_none_or(|e| e > self.len) {
-            return Err(Error::invalid(format!(
-                "atomic at {offset} outside the mapping"
-            )));
+            return Err(atomic_outside(offset));
         }
         if !self.pinned_writable.load(Ordering::Acquire) {
-            let pieces = self.access(offset as u64, size as u64, Prot::writable, "an atomic")?;
-            self.pinned.store(true, Ordering::Release);
-            // Pinned, the protection never changes again: a mapping read-write
-            // throughout now stays so, and later atomics skip the lock.
-            if pieces.allow(0, self.len, Prot::writable) {
-                self.pinned_writable.store(true, Ordering::Release);
-            }
-            drop(pieces);
+            self.pin_for_atomics(offset, size)?;
         }
         // SAFETY: in bounds (checked above).
         Ok(unsafe { self.ptr.as_ptr().add(offset) })
+    }
+
+    /// The first atomic at `offset` (or one while part of the mapping is
+    /// not read-write): check its protection and pin the mapping's. Out of
+    /// line, so that the checks above stay small enough to inline.
+    #[cold]
+    #[inline(never)]
+    fn pin_for_atomics(&self, offset: usize, size: usize) -> Result<()> {
+        let pieces = self.access(offset as u64, size as u64, Prot::writable, "an atomic")?;
+        self.pin_under(&pieces);
+        Ok(())
+    }
+
+    /// Fix this mapping's protection for good, as its first atomic does:
+    /// later changes ([`SharedMap::protect`], [`SharedMap::map_over`],
+    /// [`SharedMap::unmap_part`]) are refused. For a mapping whose
+    /// protection nothing is to change (an allocation's, an import's):
+    /// copies in and out of one that is read-write throughout then skip the
+    /// lock that keeps a change from running under a copy.
+    pub fn pin_protection(&self) {
+        self.pin_under(&crate::kit::lock::read(&self.prot));
+    }
+
+    /// Pin, with the protection record held (a change waits for it, and
+    /// sees the pin).
+    fn pin_under(&self, pieces: &Pieces) {
+        self.pinned.store(true, Ordering::Release);
+        // Pinned, the protection never changes again: a mapping read-write
+        // throughout now stays so, and later atomics and copies skip the
+        // lock.
+        if pieces.allow(0, self.len, Prot::writable) {
+            self.pinned_writable.store(true, Ordering::Release);
+        }
     }
 
     /// A reference to a `u32` atomic at `offset` (4-byte aligned, in bounds,
@@ -459,9 +503,10 @@ impl SharedMap {
     /// Copy out of the mapping. [`Error::PermissionDenied`] where the
     /// mapping may not be read (`PROT_NONE`).
     pub fn read(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
-        let _held = self.access(offset, dst.len() as u64, Prot::readable, "a read")?;
+        let _held = self.hold(offset, dst.len() as u64, Prot::readable, "a read")?;
         // SAFETY: the source range is inside the mapping and readable, and
-        // stays so while `_held` is held; `dst` is a distinct exclusive
+        // stays so while `_held` is held (for good where the mapping is
+        // pinned read-write throughout); `dst` is a distinct exclusive
         // buffer. Another process may write concurrently: the bytes read are
         // then some mix, never undefined behaviour for plain u8 data copied
         // without references into the shared region.
@@ -478,9 +523,10 @@ impl SharedMap {
     /// Copy into the mapping. [`Error::PermissionDenied`] where the mapping
     /// may not be written (`PROT_READ`, `PROT_NONE`).
     pub fn write(&self, offset: u64, src: &[u8]) -> Result<()> {
-        let _held = self.access(offset, src.len() as u64, Prot::writable, "a write")?;
+        let _held = self.hold(offset, src.len() as u64, Prot::writable, "a write")?;
         // SAFETY: the destination range is inside the mapping and writable,
-        // and stays so while `_held` is held; `src` does not overlap it (it
+        // and stays so while `_held` is held (for good where the mapping is
+        // pinned read-write throughout); `src` does not overlap it (it
         // is a Rust slice borrowed elsewhere).
         unsafe {
             std::ptr::copy_nonoverlapping(
@@ -520,6 +566,14 @@ impl Drop for SharedMap {
     }
 }
 
+/// The error of an atomic out of alignment or out of bounds (out of line:
+/// it is never on a hot path).
+#[cold]
+#[inline(never)]
+fn atomic_outside(offset: usize) -> Error {
+    Error::invalid(format!("atomic at {offset} outside the mapping"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -542,6 +596,45 @@ mod tests {
         for at in [1, 4, 6, 12, 4092, 4096, usize::MAX - 7] {
             assert!(map.atomic_u64(at).is_err(), "u64 at {at}");
         }
+    }
+
+    #[test]
+    fn pinned_protection_holds_and_copies_keep_their_checks() {
+        let len = 2 * 4096u64;
+        let fd = crate::kit::os::memfd("hal-map-pin-test", len, None).unwrap();
+        let map = SharedMap::map(fd.as_fd(), len, 0, Prot::ReadWrite, None).unwrap();
+        map.pin_protection();
+        assert!(map.pinned_writable.load(Ordering::Acquire));
+        // Copies work, and stay inside the mapping without the lock.
+        map.write(4090, &[1, 2, 3, 4, 5, 6]).unwrap();
+        let mut back = [0u8; 6];
+        map.read(4090, &mut back).unwrap();
+        assert_eq!(back, [1, 2, 3, 4, 5, 6]);
+        assert!(map.write(len - 2, &[0; 3]).is_err(), "past the end");
+        assert!(map.read(len, &mut [0u8; 1]).is_err(), "past the end");
+        assert!(
+            map.write(u64::MAX, &[0; 1]).is_err(),
+            "an overflowing offset"
+        );
+        // No change of protection any more.
+        assert!(map.protect(0, 4096, Prot::Read).is_err());
+        assert!(map.unmap_part(4096, 4096).is_err());
+        assert!(map.map_over(0, fd.as_fd(), 0, 4096, Prot::Read).is_err());
+        map.write(0, &[9]).unwrap();
+
+        // Pinned while part of it is read-only: that part still refuses
+        // writes, the rest takes them.
+        let map = SharedMap::map(fd.as_fd(), len, 0, Prot::ReadWrite, None).unwrap();
+        map.protect(4096, 4096, Prot::Read).unwrap();
+        map.pin_protection();
+        assert!(!map.pinned_writable.load(Ordering::Acquire));
+        assert!(matches!(
+            map.write(4096, &[1]),
+            Err(Error::PermissionDenied { .. })
+        ));
+        map.write(0, &[1]).unwrap();
+        map.read(4096, &mut [0u8; 1]).unwrap();
+        assert!(map.protect(0, 4096, Prot::Read).is_err());
     }
 
     #[test]
