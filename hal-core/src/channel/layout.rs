@@ -426,14 +426,6 @@ impl Control {
         Ok(())
     }
 
-    /// Fetch slot `i`'s descriptor for writing (a hint; nothing when `i`
-    /// is out of range).
-    pub(super) fn warm_slot(&self, i: usize) {
-        if let Ok(word) = self.sample_word(i) {
-            crate::kit::prefetch::for_write(word.as_ptr().cast::<u8>().cast_const());
-        }
-    }
-
     fn sub_at(&self, i: usize) -> usize {
         self.shape.subs() + i * SUB
     }

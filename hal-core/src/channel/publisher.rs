@@ -10,7 +10,6 @@ use super::ticket::LoanTicket;
 use super::{file, members, park};
 use crate::dynamic::{DynAllocation, DynDevice, DynEvent, DynStream};
 use crate::kit::os::{self, Origin, PrivateFile};
-use crate::kit::prefetch;
 use crate::{
     AllocDesc, Capabilities, Error, EventFlags, ExportOptions, Exported, Importers, Location,
     Memory, Placement, Result,
@@ -26,8 +25,6 @@ pub struct Publisher {
     // Declared before the memory: the export ends before the memory goes.
     _exported: Exported,
     memory: Box<dyn DynAllocation>,
-    /// Where the slots' memory is in this process, when the host maps it.
-    host: Option<usize>,
     /// A stream-ordered channel's events, one per slot, and their exports
     /// (declared first: they end before the events go).
     _event_exports: Vec<Exported>,
@@ -101,7 +98,6 @@ impl Publisher {
             file,
             control,
             _exported: exported,
-            host: memory.host_ptr().map(|p| p as usize),
             memory,
             _event_exports: event_exports,
             events,
@@ -203,24 +199,6 @@ impl Publisher {
     fn check(&self) -> Result<()> {
         self.origin
             .check(format_args!("the publisher of channel {:?}", self.name))
-    }
-
-    /// Ask for the lines the next loan writes first (the next slot's
-    /// descriptor and, in host memory, its first bytes) while the caller
-    /// has other things to do: they were last written or read by the
-    /// subscribers, and fetching them at the loan would stall it. Not with
-    /// a single slot: the next slot is the one just published, which the
-    /// subscribers are about to read.
-    fn warm_next(&self) {
-        if self.control.slots() < 2 {
-            return;
-        }
-        let next = self.control.slot_of(self.next);
-        self.control.warm_slot(next);
-        if let Some(base) = self.host {
-            let at = next as u64 * self.options.slot_size;
-            prefetch::for_write(base.wrapping_add(at as usize) as *const u8);
-        }
     }
 
     fn lend(&mut self, slot: usize) -> Result<Loan<'_>> {
@@ -414,7 +392,6 @@ impl Loan<'_> {
         control.set_sample(self.slot, seq, len, pending)?;
         control.set_published(seq + 1)?;
         p.next = seq + 1;
-        p.warm_next();
         Ok(seq)
     }
 }

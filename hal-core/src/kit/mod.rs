@@ -24,8 +24,7 @@
 //!   calls;
 //! - [`off_thread`]: a vendor wait that cannot time out, bounded by running
 //!   it on a thread of its own;
-//! - [`lock`]: locks that a panic elsewhere does not poison;
-//! - [`prefetch`]: a hint that a cache line will be written soon.
+//! - [`lock`]: locks that a panic elsewhere does not poison.
 //!
 //! The README's *Adding a backend* shows how a new vendor crate uses them.
 
@@ -36,7 +35,6 @@ pub mod lock;
 pub mod needs;
 pub mod off_thread;
 pub mod os;
-pub mod prefetch;
 pub mod queued;
 pub mod raw_ipc;
 pub mod reaper;
