@@ -141,10 +141,17 @@ impl Subscriber {
     /// Every receive does this first, and a wait for a sample does it
     /// while it waits; call it where a subscriber stops receiving for a
     /// while, so that the publisher gets its slots back.
+    #[inline]
     pub fn settle(&self) -> Result<usize> {
         if self.deferred_count.load(Ordering::Acquire) == 0 {
             return Ok(0);
         }
+        self.settle_deferred()
+    }
+
+    /// [`Subscriber::settle`] with samples released on streams.
+    #[cold]
+    fn settle_deferred(&self) -> Result<usize> {
         let mut deferred = self.deferred.lock().unwrap_or_else(|e| e.into_inner());
         let mut kept = Vec::with_capacity(deferred.len());
         for (slot, event) in deferred.drain(..) {

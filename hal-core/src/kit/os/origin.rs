@@ -52,6 +52,7 @@ impl Origin {
     /// parent's. A `Drop` asks this to leave the parent's resources alone
     /// (no vendor call into a context that did not survive the fork, no
     /// removal of names the parent still uses).
+    #[inline]
     pub fn forked(&self) -> bool {
         match (self.generation, fork_generation()) {
             (Some(made), Some(now)) => made != now,
@@ -63,15 +64,25 @@ impl Origin {
     /// [`Error::Forked`] naming `what`. `what` is written out only then: a
     /// caller on a hot path passes `format_args!(...)`, which costs nothing
     /// while the object is its process's own.
+    #[inline]
     pub fn check(&self, what: impl std::fmt::Display) -> Result<()> {
         if self.forked() {
-            return Err(Error::Forked {
-                what: what.to_string(),
-                made_in: self.pid,
-                now: pid(),
-            });
+            return Err(self.forked_error(what.to_string()));
         }
         Ok(())
+    }
+
+    /// The error of [`Origin::check`] in a forked child (out of line: the
+    /// check is on every call, the error on none in the process that made
+    /// the object).
+    #[cold]
+    #[inline(never)]
+    fn forked_error(&self, what: String) -> Error {
+        Error::Forked {
+            what,
+            made_in: self.pid,
+            now: pid(),
+        }
     }
 }
 

@@ -28,6 +28,7 @@ extern "C" fn forget_in_child() {
 /// This process's fork generation: 0 in the process that installed the
 /// fork handler, one more in each child forked after that. `None` when the
 /// handler could not be installed (then only the pid tells a child apart).
+#[inline]
 pub(crate) fn fork_generation() -> Option<u64> {
     pid();
     HOOKED
@@ -38,11 +39,20 @@ pub(crate) fn fork_generation() -> Option<u64> {
 /// This process's pid. It is read once (`getpid` is a system call: glibc
 /// does not keep it) and read again in a child after `fork` (a fork handler
 /// forgets it).
+#[inline]
 pub fn pid() -> u32 {
     let p = PID.load(Ordering::Relaxed);
     if p != 0 {
         return p;
     }
+    read_pid()
+}
+
+/// The pid read from the kernel (and kept, once the fork handler is
+/// installed): the first call, and the first in a forked child.
+#[cold]
+#[inline(never)]
+fn read_pid() -> u32 {
     FORK_HOOK.call_once(|| {
         // SAFETY: the handler only stores into atomics, which is
         // async-signal-safe, as handlers that run in a forked child must be.
