@@ -195,13 +195,18 @@ mod tests {
     fn the_kept_pid_is_read_again_after_fork() {
         assert_eq!(pid(), std::process::id());
         assert_eq!(pid(), std::process::id(), "kept");
+        // Kept, not read by a system call each time: the fork handler is
+        // installed, so a child forgets it and counts one generation more.
+        assert_eq!(PID.load(Ordering::Relaxed), std::process::id());
+        let generation = fork_generation().expect("the fork handler is installed");
         // SAFETY: the child calls only async-signal-safe functions and
         // atomics, then leaves with `_exit`.
         let child = unsafe { libc::fork() };
         assert!(child >= 0);
         if child == 0 {
             // SAFETY: getpid is async-signal-safe and takes no argument.
-            let ok = pid() as i32 == unsafe { libc::getpid() };
+            let ok = pid() as i32 == unsafe { libc::getpid() }
+                && fork_generation() == Some(generation + 1);
             // SAFETY: leaves the forked child without running the parent's
             // exit handlers or destructors twice.
             unsafe { libc::_exit(i32::from(!ok)) };
