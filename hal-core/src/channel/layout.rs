@@ -526,7 +526,7 @@ pub(super) fn with_pending(word: u64, pending: u32) -> u64 {
     (word & !0xffff_ffff) | pending as u64
 }
 
-fn corrupt(what: String) -> Error {
+pub(super) fn corrupt(what: String) -> Error {
     Error::invalid(format!(
         "a channel's control file holds {what}, which its publisher never writes: it was \
          written by another process"

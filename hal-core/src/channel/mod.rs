@@ -45,8 +45,13 @@
 //!   [`Subscriber`] is `Sync`: threads that receive at once each get their
 //!   own samples.
 //! - **Hostile writers** of the control file can make the members' calls
-//!   fail or time out, never read out of bounds: every slot index, length
-//!   and handle length read from it is checked.
+//!   fail or time out, never read out of bounds or hang past a timeout:
+//!   every slot index, length and handle length read from it is checked,
+//!   and a slot word that claims a sample newer than the published count is
+//!   an error (a real attacker process tries each in hal's
+//!   `tests/tests/channel_attacks.rs`). The file cannot be sealed: a
+//!   process of the user that truncates it makes the members die of
+//!   `SIGBUS`, as it could by signalling them.
 //!
 //! ```no_run
 //! use hal_core::channel::{ChannelOptions, Publisher, SubscribeOptions, Subscriber};

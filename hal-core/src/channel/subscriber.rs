@@ -215,6 +215,40 @@ impl Subscriber {
         self.take()
     }
 
+    /// The sample of sequence `seq` in `slot`, which this subscriber just
+    /// claimed: its length is checked against the slot, and a length no
+    /// publisher writes gives the slot back and is an error.
+    fn claimed(&self, slot: usize, seq: u64) -> Result<Sample<'_>> {
+        match self.control.sample_len(slot) {
+            Ok(len) => Ok(Sample {
+                subscriber: self,
+                slot,
+                len,
+                seq,
+            }),
+            Err(e) => {
+                self.release(slot);
+                Err(e)
+            }
+        }
+    }
+
+    /// A slot that holds a newer sample than `seq` says that `seq` was
+    /// published, and its slot reused since. The publisher counts a sample
+    /// as published before it writes the next one's word, so `seq` is below
+    /// the count; a word that says otherwise was forged, and believing it
+    /// would walk the cursor past samples never published (one step at a
+    /// time, for as long as a forger keeps its tags ahead).
+    fn check_reused(&self, seq: u64) -> Result<()> {
+        let published = self.control.published()?;
+        if seq < published {
+            return Ok(());
+        }
+        Err(layout::corrupt(format!(
+            "a slot whose sample is newer than sample {seq}, of which {published} were published"
+        )))
+    }
+
     fn check(&self) -> Result<()> {
         self.origin
             .check(format_args!("the subscriber of channel {:?}", self.name))
@@ -269,6 +303,7 @@ impl Subscriber {
                 // Published while this subscriber was not among the active
                 // ones, and its slot reused since.
                 TagAge::Newer => {
+                    self.check_reused(seq)?;
                     self.advance(seq);
                 }
                 TagAge::This => {
@@ -277,13 +312,7 @@ impl Subscriber {
                         continue;
                     }
                     if pending & bit != 0 && pending != QUEUED {
-                        let len = self.control.sample_len(slot)?;
-                        return Ok(Some(Sample {
-                            subscriber: self,
-                            slot,
-                            len,
-                            seq,
-                        }));
+                        return self.claimed(slot, seq).map(Some);
                     }
                 }
             }
@@ -313,18 +342,16 @@ impl Subscriber {
                     {
                         let _ =
                             head.compare_exchange(h, h + 1, Ordering::AcqRel, Ordering::Acquire);
-                        let len = self.control.sample_len(slot)?;
-                        return Ok(Some(Sample {
-                            subscriber: self,
-                            slot,
-                            len,
-                            seq: h,
-                        }));
+                        return self.claimed(slot, h).map(Some);
                     }
                 }
                 // Claimed by another subscriber, or its slot reused since:
                 // help the head past it.
-                _ => {
+                TagAge::This => {
+                    let _ = head.compare_exchange(h, h + 1, Ordering::AcqRel, Ordering::Acquire);
+                }
+                TagAge::Newer => {
+                    self.check_reused(h)?;
                     let _ = head.compare_exchange(h, h + 1, Ordering::AcqRel, Ordering::Acquire);
                 }
             }

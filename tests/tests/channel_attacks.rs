@@ -1,0 +1,527 @@
+//! A hostile process attached to a channel's control file: a real process
+//! of the same user (the only one the file's mode 0600 lets in) writes
+//! forged words into it while a publisher and a subscriber use the channel.
+//! Each forgery makes the victims' calls fail or time out, never hang past
+//! their timeout, read out of bounds, or lose the channel: once the words
+//! are put back, the channel carries samples again.
+//!
+//! The offsets are the control file's documented layout (the table of
+//! `hal_core::channel`'s layout module, which its own test pins).
+
+mod reliability;
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use hal_core::channel::{ChannelOptions, Mode, Publisher, SubscribeOptions, Subscriber};
+use hal_core::{AllocDesc, Backend, Device, Error, ExportOptions, Importers, Location};
+use hal_cpu_shm::CpuShm;
+use reliability::*;
+
+// --- the control file's layout ------------------------------------------------
+
+/// Samples published so far (`u64`).
+const PUBLISHED: u64 = 64;
+/// How many subscribers sleep on the published word (`u32`).
+const SUB_SLEEPERS: u64 = 72;
+/// The bits of the active subscribers (`u32`).
+const MASK: u64 = 76;
+/// The length of the slots' handle text (`u32`).
+const HANDLE_LEN: u64 = 136;
+/// The slots' handle text.
+const HANDLE: u64 = 256;
+/// Slot `i`'s descriptor: its sample word (`u64`), then its length (`u64`).
+fn slot_at(i: u64) -> u64 {
+    256 + 4096 + 64 * i
+}
+/// Subscriber entry `i` of a channel of `slots` slots: pid (`u32`), state
+/// (`u32`: 0 free, 1 joining, 2 active), start time (`u64`).
+fn entry_at(slots: u64, i: u64) -> u64 {
+    slot_at(slots) + 32 * i
+}
+/// A sample word: the tag (one more than the sequence's low 32 bits) above,
+/// the pending subscribers' bits below.
+fn word(tag: u32, pending: u32) -> u64 {
+    (u64::from(tag) << 32) | u64::from(pending)
+}
+
+const SLOTS: u64 = 4;
+
+// --- tests -------------------------------------------------------------------
+
+/// A sample length over the slot size is refused when the sample is
+/// received (the bytes past the slot are never read), the slot goes back to
+/// the publisher, and the next samples arrive.
+#[test]
+fn a_forged_sample_length_is_refused_and_its_slot_given_back() {
+    let v = Victims::new("length", Mode::Broadcast, Duration::from_secs(30));
+    let mut attacker = Attacker::spawn(&v.name);
+    v.publish(0);
+    attacker.write_u64(slot_at(0) + 8, v.slot_size + 1);
+    let err = v.guarded_receive();
+    assert!(
+        matches!(&err, Err(Error::InvalidArgument { what }) if what.contains("written by another process")),
+        "a sample longer than its slot: {err:?}"
+    );
+    // The refused sample's slot was given back: the publisher laps the pool
+    // and the subscriber receives every later sample.
+    for seq in 1..=2 * SLOTS {
+        v.publish(seq);
+        assert_eq!(v.guarded_receive().expect("a later sample"), seq);
+    }
+    attacker.finish();
+    v.close();
+}
+
+/// Slot words that claim newer samples than were ever published (a forger
+/// that keeps moving them ahead) end a receive at once with an error, in
+/// broadcast and in queue mode; they do not walk the subscriber past real
+/// samples: once the words are put back, the next sample arrives.
+#[test]
+fn forged_newer_tags_end_a_receive_at_once() {
+    for mode in [Mode::Broadcast, Mode::Queue] {
+        let v = Victims::new("tags", mode, Duration::from_secs(30));
+        let mut attacker = Attacker::spawn(&v.name);
+        v.publish(0);
+        assert_eq!(v.guarded_receive().expect("the first sample"), 0);
+        let saved: Vec<u64> = (0..SLOTS).map(|i| attacker.read_u64(slot_at(i))).collect();
+        attacker.tell(&format!("run-tags {SLOTS}"));
+        attacker.expect("running");
+        let err = v.guarded_receive();
+        assert!(
+            matches!(&err, Err(Error::InvalidArgument { what }) if what.contains("written by another process")),
+            "{mode:?}: a receive among forged tags: {err:?}"
+        );
+        attacker.tell("stop");
+        attacker.expect("stopped");
+        for (i, w) in saved.iter().enumerate() {
+            attacker.write_u64(slot_at(i as u64), *w);
+        }
+        v.publish(1);
+        assert_eq!(
+            v.guarded_receive()
+                .expect("a sample after the words were put back"),
+            1,
+            "{mode:?}"
+        );
+        attacker.finish();
+        v.close();
+    }
+}
+
+/// The slots' handle swapped for another export of the same user whose
+/// memory is smaller than the slots, a handle length over the most a
+/// channel holds, and a handle that is not UTF-8: each makes a new
+/// subscriber's open fail with an error that says so; the subscriber that
+/// was there keeps receiving.
+#[test]
+fn a_swapped_or_forged_handle_is_refused_on_open() {
+    let v = Victims::new("handle", Mode::Broadcast, Duration::from_secs(30));
+    let mut attacker = Attacker::spawn(&v.name);
+    let len = attacker.read_u32(HANDLE_LEN);
+    let genuine = attacker.read(HANDLE, len as usize);
+    let small = attacker.export_small();
+    let forgeries: [(&str, u32, Vec<u8>, &str); 3] = [
+        (
+            "a smaller region",
+            small.len() as u32,
+            small.into_bytes(),
+            "memory has",
+        ),
+        (
+            "an oversized length",
+            4097,
+            Vec::new(),
+            "a handle of 4097 bytes",
+        ),
+        (
+            "bytes that are not UTF-8",
+            4,
+            vec![0xff, 0xfe, 0xfd, 0xfc],
+            "not UTF-8",
+        ),
+    ];
+    for (what, forged_len, text, says) in forgeries {
+        attacker.write(HANDLE, &text);
+        attacker.write_u32(HANDLE_LEN, forged_len);
+        let dev = device();
+        let opened = Subscriber::open(&dev, &v.name, &short());
+        match &opened {
+            Err(Error::InvalidArgument { what: msg }) if msg.contains(says) => {}
+            other => panic!(
+                "{what}: a subscriber's open gave {:?}",
+                other.as_ref().err()
+            ),
+        }
+        drop(opened);
+        attacker.write(HANDLE, &genuine);
+        attacker.write_u32(HANDLE_LEN, len);
+    }
+    v.publish(0);
+    assert_eq!(
+        v.guarded_receive().expect("the subscriber that was there"),
+        0
+    );
+    attacker.finish();
+    v.close();
+}
+
+/// Pending bits forged onto the next slot: a bit of a free subscriber entry
+/// is cleared by the publisher's reaping, and the loan succeeds; a bit of
+/// an entry forged as active for a live process (the attacker) makes
+/// `try_loan` answer `Busy` and `loan` time out; once that process is dead,
+/// its slot returns and the loan succeeds.
+#[test]
+fn forged_pending_bits_are_reaped_or_time_out() {
+    let v = Victims::new("pending", Mode::Broadcast, Duration::from_millis(300));
+    let mut attacker = Attacker::spawn(&v.name);
+    v.publish(0);
+    assert_eq!(v.guarded_receive().expect("sample 0"), 0);
+    // Slot 1 is the next in turn: a bit of free entry 20.
+    attacker.write_u64(slot_at(1), word(0, 1 << 20));
+    v.publish(1);
+    assert_eq!(v.guarded_receive().expect("sample 1"), 1);
+    // Entry 21 forged as the attacker's, active, and its bit on slot 2.
+    let (pid, start) = attacker.identity();
+    let e = entry_at(SLOTS, 21);
+    attacker.write_u32(e, pid);
+    attacker.write_u64(e + 8, start);
+    attacker.write_u32(e + 4, 2);
+    let mask = attacker.read_u32(MASK);
+    attacker.write_u32(MASK, mask | 1 << 21);
+    attacker.write_u64(slot_at(2), word(0, 1 << 21));
+    {
+        let mut p = v.publisher.lock().unwrap();
+        match p.try_loan() {
+            Err(Error::Busy { holders: 1, .. }) => {}
+            other => panic!(
+                "try_loan of a slot a live forged entry holds: {:?}",
+                other.err()
+            ),
+        }
+        match p.loan() {
+            Err(Error::Timeout { .. }) => {}
+            other => panic!(
+                "loan of a slot a live forged entry holds: {:?}",
+                other.err()
+            ),
+        }
+    }
+    drop(attacker.kill());
+    v.publish(2);
+    assert_eq!(v.guarded_receive().expect("sample 2"), 2);
+    v.close();
+}
+
+/// A subscriber asleep on the published word, whose sleeper count a forger
+/// sets to 0 (so that a publish makes no wake-up call): it still receives
+/// the next sample, from its next look.
+#[test]
+fn a_zeroed_sleeper_count_delays_a_sample_but_never_loses_it() {
+    let v = Victims::new("sleepers", Mode::Broadcast, Duration::from_secs(30));
+    let mut attacker = Attacker::spawn(&v.name);
+    std::thread::scope(|s| {
+        let receiver = s.spawn(|| {
+            v.subscriber
+                .receive_timeout(Some(LONG))
+                .map(|x| x.sequence())
+        });
+        let slept = (0..3000).any(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            attacker.read_u32(SUB_SLEEPERS) == 1
+        });
+        assert!(slept, "the subscriber never counted itself asleep");
+        attacker.write_u32(SUB_SLEEPERS, 0);
+        v.publish(0);
+        assert_eq!(receiver.join().unwrap().expect("the sample"), 0);
+    });
+    attacker.finish();
+    v.close();
+}
+
+/// The child entry point: a role in a child process its parent started.
+#[test]
+#[ignore = "child entry point: run by its parent"]
+fn __child() {
+    match child_role().as_str() {
+        "attacker" => attacker(),
+        other => panic!("unknown role {other}"),
+    }
+}
+
+// --- the victims ------------------------------------------------------------
+
+fn device() -> hal_cpu_shm::CpuDevice {
+    CpuShm::new().open(0).expect("the cpu-shm host device")
+}
+
+/// Subscribe options whose receives give up after 200 ms.
+fn short() -> SubscribeOptions {
+    SubscribeOptions::default()
+        .timeout(Some(Duration::from_millis(200)))
+        .spin(Duration::ZERO)
+}
+
+/// A publisher and a subscriber of a channel of [`SLOTS`] slots in this
+/// process.
+struct Victims {
+    name: String,
+    slot_size: u64,
+    publisher: std::sync::Mutex<Publisher>,
+    subscriber: Subscriber,
+    _sweep: ShmSweep,
+}
+
+impl Victims {
+    fn new(tag: &str, mode: Mode, publisher_timeout: Duration) -> Victims {
+        let name = unique(&format!("channel-{tag}"));
+        let dev = device();
+        let slot_size = Device::info(&dev).page_size();
+        let options = ChannelOptions::default()
+            .slots(SLOTS as usize)
+            .slot_size(slot_size)
+            .mode(mode)
+            .location(Location::Host)
+            .timeout(publisher_timeout);
+        let publisher = Publisher::create(&dev, &name, &options).expect("a publisher");
+        let subscriber = Subscriber::open(&dev, &name, &short()).expect("a subscriber");
+        Victims {
+            _sweep: ShmSweep(format!(".hal-channel.{}.{name}", nix::unistd::geteuid())),
+            name,
+            slot_size,
+            publisher: std::sync::Mutex::new(publisher),
+            subscriber,
+        }
+    }
+
+    /// Publish sample `seq` (its sequence in its first 8 bytes).
+    #[track_caller]
+    fn publish(&self, seq: u64) {
+        let mut p = self.publisher.lock().unwrap();
+        let loan = p.loan().expect("a loan");
+        loan.write(0, &seq.to_le_bytes())
+            .expect("a write into the loan");
+        assert_eq!(loan.publish(8).expect("a publish"), seq);
+    }
+
+    /// A receive of at most 200 ms, run on a thread that this one waits
+    /// for at most [`LONG`] (a hang fails the test): the sample's sequence,
+    /// checked against its bytes.
+    #[track_caller]
+    fn guarded_receive(&self) -> Result<u64, Error> {
+        std::thread::scope(|s| {
+            let (tx, rx) = mpsc::channel();
+            s.spawn(move || {
+                let got = self.subscriber.receive().map(|x| {
+                    let mut b = [0u8; 8];
+                    x.read(0, &mut b).expect("reading a sample in its slot");
+                    assert_eq!(u64::from_le_bytes(b), x.sequence(), "a sample's bytes");
+                    x.sequence()
+                });
+                let _ = tx.send(got);
+            });
+            match rx.recv_timeout(LONG) {
+                Ok(got) => got,
+                Err(_) => {
+                    // The receive hangs: fail loudly rather than join it.
+                    eprintln!("a receive of 200 ms did not return within {LONG:?}");
+                    std::process::abort();
+                }
+            }
+        })
+    }
+
+    /// Close the channel and check that its file went.
+    fn close(self) {
+        let name = self.name.clone();
+        drop(self);
+        assert_no_shm(&format!(".hal-channel.{}.{name}", nix::unistd::geteuid()));
+    }
+}
+
+// --- the attacker ------------------------------------------------------------
+
+/// The parent's side of the attacker process.
+struct Attacker(Kid);
+
+impl Attacker {
+    fn spawn(name: &str) -> Attacker {
+        let mut kid = Kid::spawn("attacker", &[("name", name.to_string())]);
+        kid.expect("ready");
+        Attacker(kid)
+    }
+
+    fn tell(&mut self, line: &str) {
+        self.0.tell(line);
+    }
+
+    fn expect(&mut self, tag: &str) -> String {
+        self.0.expect(tag)
+    }
+
+    fn write(&mut self, at: u64, bytes: &[u8]) {
+        self.0.tell(&format!("write {at} {}", hex(bytes)));
+        self.0.expect("done");
+    }
+
+    fn write_u32(&mut self, at: u64, v: u32) {
+        self.write(at, &v.to_le_bytes());
+    }
+
+    fn write_u64(&mut self, at: u64, v: u64) {
+        self.write(at, &v.to_le_bytes());
+    }
+
+    fn read(&mut self, at: u64, len: usize) -> Vec<u8> {
+        self.0.tell(&format!("read {at} {len}"));
+        unhex(&self.0.expect("bytes"))
+    }
+
+    fn read_u32(&mut self, at: u64) -> u32 {
+        u32::from_le_bytes(self.read(at, 4).try_into().unwrap())
+    }
+
+    fn read_u64(&mut self, at: u64) -> u64 {
+        u64::from_le_bytes(self.read(at, 8).try_into().unwrap())
+    }
+
+    /// The attacker's pid and start time.
+    fn identity(&mut self) -> (u32, u64) {
+        self.0.tell("identity");
+        let line = self.0.expect("identity");
+        let (pid, start) = line.split_once(' ').unwrap();
+        (pid.parse().unwrap(), start.parse().unwrap())
+    }
+
+    /// The handle text of a one-page region the attacker exports to anyone.
+    fn export_small(&mut self) -> String {
+        self.0.tell("export-small");
+        self.0.expect("exported")
+    }
+
+    fn finish(self) {
+        self.0.finish();
+    }
+
+    fn kill(self) -> Vec<String> {
+        self.0.kill()
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    if bytes.is_empty() {
+        return "-".into();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    if s == "-" {
+        return Vec::new();
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// The attacker: opens the channel's control file as any process of its
+/// user may, and does what its parent says, one line a command:
+///
+/// * `write OFFSET HEX`: write the bytes at `OFFSET` (answers `done`);
+/// * `read OFFSET LEN`: answers `bytes HEX`;
+/// * `identity`: answers `identity PID START`;
+/// * `export-small`: exports a one-page cpu-shm region to anyone, kept
+///   until the end, and answers `exported HANDLE`;
+/// * `run-tags SLOTS`: from now on, every 20 ms, writes every slot's word
+///   with no pending bits and a tag 2^26 further ahead than the last,
+///   newer than any sample published (answers `running`);
+/// * `stop`: stops that (answers `stopped`).
+fn attacker() {
+    let path = hal_core::kit::os::private_path("channel", &arg("name")).expect("a channel name");
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .expect("opening the control file");
+    let dev = device();
+    let mut kept = Vec::new();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut forger = None;
+    say("ready", "");
+    loop {
+        let line = match std::panic::catch_unwind(hear) {
+            Ok(line) => line,
+            Err(_) => break,
+        };
+        let mut parts = line.split(' ');
+        match parts.next().unwrap_or("") {
+            "write" => {
+                let at: u64 = parts.next().unwrap().parse().unwrap();
+                file.write_all_at(&unhex(parts.next().unwrap()), at)
+                    .expect("writing the control file");
+                say("done", "");
+            }
+            "read" => {
+                let at: u64 = parts.next().unwrap().parse().unwrap();
+                let len: usize = parts.next().unwrap().parse().unwrap();
+                let mut b = vec![0u8; len];
+                file.read_exact_at(&mut b, at)
+                    .expect("reading the control file");
+                say("bytes", hex(&b));
+            }
+            "identity" => {
+                let (pid, start) = hal_core::kit::os::self_identity();
+                say("identity", format!("{pid} {start}"));
+            }
+            "export-small" => {
+                let page = Device::info(&dev).page_size();
+                let a = Device::allocate(&dev, &AllocDesc::host(page)).expect("a page");
+                let ex = Device::export_memory(
+                    &dev,
+                    &a,
+                    &ExportOptions {
+                        importers: Importers::Anyone,
+                        ..ExportOptions::default()
+                    },
+                )
+                .expect("an export");
+                say("exported", ex.to_text());
+                kept.push((a, ex));
+            }
+            "run-tags" => {
+                let slots: u64 = parts.next().unwrap().parse().unwrap();
+                let f = file.try_clone().expect("a second descriptor");
+                let stop = std::sync::Arc::clone(&stop);
+                forger = Some(std::thread::spawn(move || forge_tags(&f, slots, &stop)));
+                say("running", "");
+            }
+            "stop" => {
+                stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                if let Some(t) = forger.take() {
+                    t.join().unwrap();
+                }
+                say("stopped", "");
+            }
+            other => panic!("unknown command {other:?}"),
+        }
+    }
+}
+
+/// Keep every slot's tag ahead of anything published, moving it 2^26
+/// further every 20 ms, until `stop`.
+fn forge_tags(file: &File, slots: u64, stop: &std::sync::atomic::AtomicBool) {
+    let mut b = [0u8; 8];
+    file.read_exact_at(&mut b, PUBLISHED).unwrap();
+    let mut tag = (u64::from_le_bytes(b) as u32).wrapping_add(1 << 26);
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        for i in 0..slots {
+            file.write_all_at(&word(tag, 0).to_le_bytes(), slot_at(i))
+                .unwrap();
+        }
+        tag = tag.wrapping_add(1 << 26);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
