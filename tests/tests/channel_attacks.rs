@@ -1,16 +1,19 @@
-//! A hostile process attached to a channel's control file: a real process
-//! of the same user (the only one the file's mode 0600 lets in) writes
-//! forged words into it while a publisher and a subscriber use the channel.
-//! Each forgery makes the victims' calls fail or time out, never hang past
-//! their timeout, read out of bounds, or lose the channel: once the words
-//! are put back, the channel carries samples again.
+//! A hostile process attached to a channel's control region: a real
+//! process of the same user (the only one the name's mode 0600 and the
+//! region's `/proc` entry let in) writes forged words into the region, and
+//! truncates or rewrites the name, while a publisher and a subscriber use
+//! the channel. Each forgery makes the victims' calls fail or time out,
+//! never hang past their timeout, read out of bounds, fault, or lose the
+//! channel: once the words are put back, the channel carries samples again.
 //!
-//! The offsets are the control file's documented layout (the table of
-//! `hal_core::channel`'s layout module, which its own test pins).
+//! The offsets are the documented layouts of the control region and of the
+//! name's record (`hal_core::channel`'s `layout` and `record` modules,
+//! which their own tests pin).
 
 mod reliability;
 
 use std::fs::{File, OpenOptions};
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::FileExt;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -48,6 +51,11 @@ fn word(tag: u32, pending: u32) -> u64 {
 }
 
 const SLOTS: u64 = 4;
+/// The length of the record a channel's name holds: magic and version,
+/// then the publisher's pid and the region's descriptor number at 8 and 12
+/// (`u32` each), its start time at 16, the region's device and inode at 24
+/// and 32 (`u64` each), the shape after.
+const RECORD: usize = 64;
 
 // --- tests -------------------------------------------------------------------
 
@@ -237,6 +245,67 @@ fn a_zeroed_sleeper_count_delays_a_sample_but_never_loses_it() {
         v.publish(0);
         assert_eq!(receiver.join().unwrap().expect("the sample"), 0);
     });
+    attacker.finish();
+    v.close();
+}
+
+/// The control region cannot be truncated or grown (it is a sealed memfd:
+/// the attacker gets `EPERM`), so no member can be made to fault; a name
+/// truncated to nothing, or rewritten to lead to an unsealed memfd or to
+/// another object than the channel's, makes a new subscriber's open fail
+/// with an error that says so, and the members that are there go on.
+#[test]
+fn the_control_region_cannot_be_truncated_and_a_forged_name_is_refused() {
+    let v = Victims::new("truncate", Mode::Broadcast, Duration::from_secs(30));
+    let mut attacker = Attacker::spawn(&v.name);
+    attacker.tell("truncate-region");
+    assert_eq!(
+        attacker.expect("truncated"),
+        format!("errno-{}", libc::EPERM),
+        "the control region's size is sealed"
+    );
+    v.publish(0);
+    assert_eq!(v.guarded_receive().expect("a sample after the attempt"), 0);
+    let refusals: [(&str, &str, &str); 3] = [
+        (
+            "truncate-name",
+            "a name of no bytes",
+            "not a channel's name",
+        ),
+        (
+            "forge-name unsealed",
+            "a name that leads to an unsealed memfd",
+            "not sealed",
+        ),
+        (
+            "forge-name sealed",
+            "a name that leads to another memfd",
+            "another object",
+        ),
+    ];
+    for (seq, (command, what, says)) in (1..).zip(refusals) {
+        attacker.tell(command);
+        attacker.expect("done");
+        let opened = Subscriber::open(&device(), &v.name, &short());
+        match &opened {
+            Err(e) if e.to_string().contains(says) => {}
+            other => panic!(
+                "{what}: a subscriber's open gave {:?}",
+                other.as_ref().err()
+            ),
+        }
+        drop(opened);
+        v.publish(seq);
+        assert_eq!(
+            v.guarded_receive().expect("the subscriber that was there"),
+            seq
+        );
+        attacker.tell("restore-name");
+        attacker.expect("done");
+    }
+    let again =
+        Subscriber::open(&device(), &v.name, &short()).expect("an open once the name is back");
+    drop(again);
     attacker.finish();
     v.close();
 }
@@ -438,18 +507,37 @@ fn unhex(s: &str) -> Vec<u8> {
 /// * `run-tags SLOTS`: from now on, every 20 ms, writes every slot's word
 ///   with no pending bits and a tag 2^26 further ahead than the last,
 ///   newer than any sample published (answers `running`);
-/// * `stop`: stops that (answers `stopped`).
+/// * `stop`: stops that (answers `stopped`);
+/// * `truncate-region`: tries to truncate the control region to 0 and grow
+///   it to twice its size (answers `truncated done`, or `truncated errno-N`);
+/// * `truncate-name`, `restore-name`: truncate the name to 0 bytes, and
+///   write the record back (answer `done`);
+/// * `forge-name unsealed|sealed`: makes a memfd of the region's size with
+///   the region's head and writes a record naming it into the name:
+///   unsealed with its own identity, or sealed with the genuine region's
+///   identity (answers `done`).
 fn attacker() {
     let path = hal_core::kit::os::private_path("channel", &arg("name")).expect("a channel name");
-    let file = OpenOptions::new()
+    let name = OpenOptions::new()
         .read(true)
         .write(true)
         .open(&path)
-        .expect("opening the control file");
+        .expect("opening the channel's name");
+    let mut record = [0u8; RECORD];
+    name.read_exact_at(&mut record, 0)
+        .expect("reading the record");
+    let pid = u32::from_le_bytes(record[8..12].try_into().unwrap());
+    let fd = u32::from_le_bytes(record[12..16].try_into().unwrap());
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(format!("/proc/{pid}/fd/{fd}"))
+        .expect("opening the control region through /proc");
     let dev = device();
     let mut kept = Vec::new();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut forger = None;
+    let mut forgeries = Vec::new();
     say("ready", "");
     loop {
         let line = match std::panic::catch_unwind(hear) {
@@ -497,6 +585,57 @@ fn attacker() {
                 let stop = std::sync::Arc::clone(&stop);
                 forger = Some(std::thread::spawn(move || forge_tags(&f, slots, &stop)));
                 say("running", "");
+            }
+            "truncate-region" => {
+                let len = file.metadata().unwrap().len();
+                let outcome = match file.set_len(0).and_then(|_| file.set_len(len * 2)) {
+                    Ok(()) => "done".to_string(),
+                    Err(e) => e
+                        .raw_os_error()
+                        .map_or(e.to_string(), |n| format!("errno-{n}")),
+                };
+                say("truncated", outcome);
+            }
+            "truncate-name" => {
+                name.set_len(0).expect("truncating the name");
+                say("done", "");
+            }
+            "restore-name" => {
+                name.set_len(RECORD as u64).expect("sizing the name");
+                name.write_all_at(&record, 0).expect("writing the record");
+                say("done", "");
+            }
+            "forge-name" => {
+                // A memfd of this process's, of the region's size, named by
+                // the record: unsealed, or sealed but given the genuine
+                // region's identity.
+                let sealed = parts.next() == Some("sealed");
+                let len = file.metadata().unwrap().len();
+                let own = hal_core::kit::os::memfd("forged-channel", len, None).unwrap();
+                let mut head = vec![0u8; 4096];
+                file.read_exact_at(&mut head, 0).unwrap();
+                let copy = File::from(own.try_clone().unwrap());
+                copy.write_all_at(&head, 0).unwrap();
+                let mut forged = record;
+                let (me, start) = hal_core::kit::os::self_identity();
+                forged[8..12].copy_from_slice(&me.to_le_bytes());
+                forged[12..16].copy_from_slice(&(own.as_raw_fd() as u32).to_le_bytes());
+                forged[16..24].copy_from_slice(&start.to_le_bytes());
+                if sealed {
+                    hal_core::kit::os::add_seals(
+                        own.as_fd(),
+                        libc::F_SEAL_SHRINK | libc::F_SEAL_GROW,
+                    )
+                    .unwrap();
+                } else {
+                    let st = hal_core::kit::os::fstat(own.as_fd()).unwrap();
+                    forged[24..32].copy_from_slice(&st.st_dev.to_le_bytes());
+                    forged[32..40].copy_from_slice(&st.st_ino.to_le_bytes());
+                }
+                name.write_all_at(&forged, 0)
+                    .expect("writing the forged record");
+                forgeries.push(own);
+                say("done", "");
             }
             "stop" => {
                 stop.store(true, std::sync::atomic::Ordering::SeqCst);

@@ -1,14 +1,19 @@
-//! The control file a channel's name stands for: the user's private file
-//! `/dev/shm/.hal-channel.UID.NAME` ([`PrivateFile`]). The publisher makes
-//! it (replacing one whose publisher is gone) and removes its name when it
-//! closes; subscribers open it by name; the last subscriber of a channel
-//! whose publisher died removes it.
+//! A channel's control region and its name. The region is a memfd of the
+//! publisher's, sealed against shrinking and growing; its name is the
+//! user's private file `/dev/shm/.hal-channel.UID.NAME` ([`PrivateFile`]),
+//! which holds where the region is ([`Record`]). The publisher makes both
+//! (replacing a name whose publisher is gone) and removes the name when it
+//! closes; subscribers open the region through the name; whoever finds the
+//! name of a publisher that is gone removes it.
 
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::FileExt as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::layout::{self, Control, PubState, Shape, SubState, MAX_SUBSCRIBERS};
-use crate::kit::os::{self, PrivateFile};
+use super::layout::{self, Control, PubState, Shape};
+use super::record::{self, Record};
+use crate::kit::os::{self, PrivateFile, Prot, SharedMap};
 use crate::{Error, Result};
 
 const KIND: &str = "channel";
@@ -18,22 +23,62 @@ pub(super) fn path(name: &str) -> Result<PathBuf> {
     os::private_path(KIND, name)
 }
 
-/// Map `pf` after checking its first bytes: `None` when it is no channel's
-/// control file of this version.
-pub(super) fn map_checked(pf: &PrivateFile) -> Result<Option<Control>> {
-    let mut head = [0u8; layout::HEAD_READ];
-    let len = pf.size()?;
-    let read = pf.read_head(&mut head)?;
-    let Some(shape) = layout::read_shape(&head[..read], len) else {
+/// The record a name file holds: `None` when it holds no record of this
+/// version.
+pub(super) fn read_record(pf: &PrivateFile) -> Result<Option<Record>> {
+    if pf.size()? != record::LEN as u64 {
         return Ok(None);
-    };
-    Control::new(pf.map(len)?, shape).map(Some)
+    }
+    let mut bytes = [0u8; record::LEN];
+    let read = pf.read_head(&mut bytes)?;
+    Ok(Record::decode(&bytes[..read]))
+}
+
+/// Open and map the control region `record` names, after checking that it
+/// is the region the record names (its identity), sealed against
+/// shrinking and growing, of the record's shape, and that its head states
+/// that shape.
+pub(super) fn map_region(record: &Record) -> Result<Control> {
+    let fd = os::open_peer_fd(record.pid, record.start, record.fd)?;
+    let facts = os::file_facts(fd.as_fd()).map_err(|_| {
+        forged(format!(
+            "descriptor {} of process {} is no memfd",
+            record.fd, record.pid
+        ))
+    })?;
+    if facts.stat.st_dev != record.dev || facts.stat.st_ino != record.ino {
+        return Err(forged(format!(
+            "descriptor {} of process {} is another object than the channel's",
+            record.fd, record.pid
+        )));
+    }
+    let len = record.shape.file_len();
+    os::verify_memfd_facts(&facts, len, false)?;
+    let mut head = [0u8; layout::HEAD_READ];
+    std::fs::File::from(os::dup(fd.as_fd())?)
+        .read_exact_at(&mut head, 0)
+        .map_err(|e| Error::io("reading a channel's control region", e))?;
+    if layout::read_shape(&head, facts.stat.st_size as u64) != Some(record.shape) {
+        return Err(forged(
+            "a control region whose head states another shape than its name".into(),
+        ));
+    }
+    Control::new(
+        SharedMap::map(fd.as_fd(), len, 0, Prot::ReadWrite, None)?,
+        record.shape,
+    )
+}
+
+fn forged(what: String) -> Error {
+    Error::invalid(format!(
+        "a channel's name leads to {what}: the name was written by another process"
+    ))
 }
 
 fn not_a_channel(pf: &PrivateFile) -> Error {
     Error::invalid(format!(
-        "{} is not a channel's control file of this version of hal: remove it if no older \
-         program uses it",
+        "{} is not a channel's name of this version of hal: remove it if no older program \
+         uses it",
         pf.path().display()
     ))
 }
@@ -44,18 +89,46 @@ pub(super) fn publisher_gone(control: &Control) -> Result<bool> {
     Ok(state == PubState::Closed || !os::process_alive(pid, start))
 }
 
-/// Make the control file of channel `name` with `head` as its first bytes.
+/// A new channel's control region, `shape` with `head` as its first
+/// bytes, sealed against shrinking and growing, and mapped.
+fn new_region(shape: Shape, head: &[u8]) -> Result<(OwnedFd, Control)> {
+    let len = shape.file_len();
+    let fd = os::memfd("hal-channel", len, None)?;
+    std::fs::File::from(os::dup(fd.as_fd())?)
+        .write_all_at(head, 0)
+        .map_err(|e| Error::io("writing a channel's control region", e))?;
+    os::add_seals(fd.as_fd(), os::SIZE_SEALS | libc::F_SEAL_SEAL)?;
+    let control = Control::new(
+        SharedMap::map(fd.as_fd(), len, 0, Prot::ReadWrite, None)?,
+        shape,
+    )?;
+    Ok((fd, control))
+}
+
+/// Make channel `name`: its control region with `head` as its first bytes,
+/// and its name. The region's descriptor must stay open while the name
+/// stands: subscribers open it through `/proc`.
 pub(super) fn create(
     name: &str,
     shape: Shape,
     head: &[u8],
     deadline: Instant,
-) -> Result<(PrivateFile, Control)> {
+) -> Result<(PrivateFile, Control, OwnedFd)> {
     let path = path(name)?;
+    let (fd, control) = new_region(shape, head)?;
+    let stat = os::fstat(fd.as_fd())?;
+    let (pid, start) = os::self_identity();
+    let record = Record {
+        pid,
+        fd: fd.as_raw_fd() as u32,
+        start,
+        dev: stat.st_dev,
+        ino: stat.st_ino,
+        shape,
+    };
     loop {
-        if let Some(pf) = PrivateFile::create(&path, shape.file_len(), head)? {
-            let control = Control::new(pf.map(shape.file_len())?, shape)?;
-            return Ok((pf, control));
+        if let Some(pf) = PrivateFile::create(&path, record::LEN as u64, &record.encode())? {
+            return Ok((pf, control, fd));
         }
         let Some(pf) = PrivateFile::open(&path)? else {
             continue;
@@ -64,18 +137,32 @@ pub(super) fn create(
         if !pf.named() {
             continue;
         }
-        let control = map_checked(&pf)?.ok_or_else(|| not_a_channel(&pf))?;
-        if !publisher_gone(&control)? {
-            let (pid, _, _) = control.publisher()?;
+        let other = read_record(&pf)?.ok_or_else(|| not_a_channel(&pf))?;
+        if !gone(&other)? {
             return Err(Error::AlreadyExists {
-                what: format!("channel {name:?}, published by pid {pid}"),
+                what: format!("channel {name:?}, published by pid {}", other.pid),
             });
         }
         pf.unlink();
     }
 }
 
-/// Open the control file of channel `name`.
+/// True when the publisher `record` names is gone: its process is, or its
+/// region says it closed.
+fn gone(record: &Record) -> Result<bool> {
+    if !os::process_alive(record.pid, record.start) {
+        return Ok(true);
+    }
+    match map_region(record) {
+        Ok(control) => publisher_gone(&control),
+        Err(Error::Closed { .. }) => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
+/// Open channel `name`: its name and its control region.
+/// [`Error::NotFound`] without a name; [`Error::Closed`] when its
+/// publisher is gone (whose name is then removed).
 pub(super) fn open(name: &str) -> Result<(PrivateFile, Control)> {
     let path = path(name)?;
     let pf = PrivateFile::open(&path)?.ok_or_else(|| Error::NotFound {
@@ -84,29 +171,39 @@ pub(super) fn open(name: &str) -> Result<(PrivateFile, Control)> {
             path.display()
         ),
     })?;
-    let control = map_checked(&pf)?.ok_or_else(|| not_a_channel(&pf))?;
+    let record = read_record(&pf)?.ok_or_else(|| not_a_channel(&pf))?;
+    let closed = |pid: u32| Error::Closed {
+        what: format!("channel {name:?}: its publisher (pid {pid}) is gone"),
+    };
+    let control = match map_region(&record) {
+        Ok(control) => control,
+        Err(Error::Closed { .. }) => {
+            remove_if_gone(&pf, None);
+            return Err(closed(record.pid));
+        }
+        Err(e) => return Err(e),
+    };
+    if publisher_gone(&control)? {
+        remove_if_gone(&pf, Some(&control));
+        return Err(closed(record.pid));
+    }
     Ok((pf, control))
 }
 
-/// Remove the name when the publisher is gone and no live subscriber but
-/// `except` remains (a subscriber leaving, or finding the channel dead).
-pub(super) fn remove_if_unused(pf: &PrivateFile, control: &Control, except: Option<usize>) {
+/// Remove the name when its publisher is gone (`control`: its region, where
+/// this process has it): nobody can subscribe any more, and the members
+/// that are there keep their mappings.
+pub(super) fn remove_if_gone(pf: &PrivateFile, control: Option<&Control>) {
     let Ok(_locked) = pf.lock(Instant::now() + Duration::from_secs(2), "removing") else {
         return;
     };
-    if !publisher_gone(control).unwrap_or(false) {
-        return;
+    let gone = match control {
+        Some(c) => publisher_gone(c).unwrap_or(false),
+        None => matches!(read_record(pf), Ok(Some(r)) if gone(&r).unwrap_or(false)),
+    };
+    if gone {
+        pf.unlink();
     }
-    for i in (0..MAX_SUBSCRIBERS).filter(|&i| Some(i) != except) {
-        if let Ok((pid, start, state)) = control.subscriber(i) {
-            if matches!(state, SubState::Active | SubState::Joining)
-                && os::process_alive(pid, start)
-            {
-                return;
-            }
-        }
-    }
-    pf.unlink();
 }
 
 /// Remove the name (the publisher, closing).

@@ -1,4 +1,5 @@
-//! The control file of a channel: a header, the handle of the slots'
+//! The control region of a channel (a sealed memfd of the publisher's,
+//! found through its name: see the `record` module): a header, the handle of the slots'
 //! memory, a ring of published samples, one word per slot, and one entry
 //! per subscriber. Every field is read as another process may have written
 //! it: a slot index, a length or a handle length out of range is an error,
@@ -78,7 +79,7 @@ const H_RELEASED: usize = 128;
 const H_PUB_SLEEPERS: usize = 132;
 const H_HANDLE_LEN: usize = 136;
 const H_FLAGS: usize = 140;
-/// How many first bytes of a control file state its shape.
+/// How many first bytes of a control region state its shape.
 pub(super) const HEAD_READ: usize = H_FLAGS + 4;
 const H_HEAD: usize = 192;
 const HANDLE: usize = 256;
@@ -121,7 +122,7 @@ impl Shape {
         self.subs() + MAX_SUBSCRIBERS * SUB
     }
 
-    /// The control file's length.
+    /// The control region's length.
     pub(super) fn file_len(self) -> u64 {
         let events = if self.ordered {
             self.slots as usize * EVENT
@@ -148,7 +149,7 @@ pub(super) enum PubState {
     Closed,
 }
 
-/// The first bytes of a new channel's control file: its header and the
+/// The first bytes of a new channel's control region: its header and the
 /// slots' handle, and for a stream-ordered channel the slots' events'
 /// handles (`events`, one per slot) too.
 pub(super) fn new_head(
@@ -210,7 +211,7 @@ pub(super) fn new_head(
     Ok(h)
 }
 
-/// The shape a control file's first bytes state, checked: `None` when they
+/// The shape a control region's first bytes state, checked: `None` when they
 /// are no channel's of this version, or state a shape out of range.
 pub(super) fn read_shape(head: &[u8], file_len: u64) -> Option<Shape> {
     let u32_at = |at: usize| Some(u32::from_le_bytes(head.get(at..at + 4)?.try_into().ok()?));
@@ -232,19 +233,24 @@ pub(super) fn read_shape(head: &[u8], file_len: u64) -> Option<Shape> {
         },
         ordered: flags & ORDERED != 0,
     };
+    (shape_in_range(shape) && shape.file_len() == file_len).then_some(shape)
+}
+
+/// True when `shape` is one a publisher makes: 1 to [`MAX_SLOTS`] slots
+/// ([`MAX_ORDERED_SLOTS`] stream-ordered) of a size above 0 whose product
+/// fits.
+pub(super) fn shape_in_range(shape: Shape) -> bool {
     let most = if shape.ordered {
         MAX_ORDERED_SLOTS
     } else {
         MAX_SLOTS
     };
-    let ok = (1..=most as u32).contains(&shape.slots)
+    (1..=most as u32).contains(&shape.slots)
         && shape.slot_size > 0
         && shape.slot_size.checked_mul(shape.slots as u64).is_some()
-        && shape.file_len() == file_len;
-    ok.then_some(shape)
 }
 
-/// A channel's control file, mapped, with the shape this process checked.
+/// A channel's control region, mapped, with the shape this process checked.
 #[derive(Debug)]
 pub(super) struct Control {
     map: SharedMap,
@@ -258,7 +264,7 @@ impl Control {
     pub(super) fn new(map: SharedMap, shape: Shape) -> Result<Control> {
         if (map.len() as u64) < shape.file_len() {
             return Err(Error::invalid(
-                "a channel's control file shorter than its shape",
+                "a channel's control region shorter than its shape",
             ));
         }
         let slots = u64::from(shape.slots);
@@ -528,7 +534,7 @@ pub(super) fn with_pending(word: u64, pending: u32) -> u64 {
 
 pub(super) fn corrupt(what: String) -> Error {
     Error::invalid(format!(
-        "a channel's control file holds {what}, which its publisher never writes: it was \
+        "a channel's control region holds {what}, which its publisher never writes: it was \
          written by another process"
     ))
 }

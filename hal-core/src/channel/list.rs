@@ -1,5 +1,5 @@
-//! The channels of this user on this machine, as their control files
-//! describe them: for `halctl channel ls` and for a program that looks
+//! The channels of this user on this machine, as their names and control
+//! regions describe them: for `halctl channel ls` and for a program that looks
 //! before it subscribes.
 
 use std::sync::atomic::Ordering;
@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 use super::file;
 use super::layout::{self, Mode, PubState, SubState, MAX_SUBSCRIBERS};
 use crate::kit::os::{self, PrivateFile, PRIVATE_DIR};
-use crate::Result;
+use crate::{Error, Result};
 
-/// A channel, as its control file describes it.
+/// A channel, as its name and control region describe it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ChannelInfo {
@@ -33,9 +33,10 @@ pub struct ChannelInfo {
     pub subscribers: Vec<u32>,
 }
 
-/// The channels of the calling user: every control file in `/dev/shm`
-/// that is one, in name order. A file that cannot be read as a channel's is
-/// left out.
+/// The channels of the calling user: every channel name in `/dev/shm`,
+/// in name order (one whose publisher is gone with what its name says:
+/// not open, nothing published or held). A file that cannot be read as a
+/// channel's name is left out.
 pub fn list() -> Result<Vec<ChannelInfo>> {
     let prefix = format!(".hal-channel.{}.", nix::unistd::geteuid());
     let dir = std::fs::read_dir(PRIVATE_DIR)
@@ -58,35 +59,42 @@ fn describe(name: &str) -> Result<Option<ChannelInfo>> {
     let Some(pf) = PrivateFile::open(&file::path(name)?)? else {
         return Ok(None);
     };
-    let control = file::map_checked(&pf)?;
-    let Some(control) = control else {
+    let Some(record) = file::read_record(&pf)? else {
         return Ok(None);
     };
-    let (publisher, start, state) = control.publisher()?;
-    let shape = control.shape();
-    let mut slots_in_use = 0;
+    let shape = record.shape;
+    let mut info = ChannelInfo {
+        name: name.to_string(),
+        publisher: record.pid,
+        open: false,
+        mode: shape.mode,
+        slots: shape.slots as usize,
+        slot_size: shape.slot_size,
+        published: 0,
+        slots_in_use: 0,
+        subscribers: Vec::new(),
+    };
+    // A publisher that is gone took its control region along: what its
+    // name says is all there is.
+    let control = match file::map_region(&record) {
+        Ok(control) => control,
+        Err(Error::Closed { .. }) => return Ok(Some(info)),
+        Err(e) => return Err(e),
+    };
+    let (_, start, state) = control.publisher()?;
     for i in 0..control.slots() {
         let (_, pending) = layout::split(control.sample_word(i)?.load(Ordering::Acquire));
         if pending != 0 {
-            slots_in_use += 1;
+            info.slots_in_use += 1;
         }
     }
-    let mut subscribers = Vec::new();
     for i in 0..MAX_SUBSCRIBERS {
         let (pid, start, state) = control.subscriber(i)?;
         if state == SubState::Active && os::process_alive(pid, start) {
-            subscribers.push(pid);
+            info.subscribers.push(pid);
         }
     }
-    Ok(Some(ChannelInfo {
-        name: name.to_string(),
-        publisher,
-        open: state == PubState::Open && os::process_alive(publisher, start),
-        mode: shape.mode,
-        slots: control.slots(),
-        slot_size: shape.slot_size,
-        published: control.published()?,
-        slots_in_use,
-        subscribers,
-    }))
+    info.open = state == PubState::Open && os::process_alive(record.pid, start);
+    info.published = control.published()?;
+    Ok(Some(info))
 }

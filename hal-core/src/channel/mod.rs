@@ -28,14 +28,18 @@
 //!   publisher reaps it while it waits for a slot); a dead publisher is
 //!   reported to its subscribers ([`Error::Closed`](crate::Error::Closed)) once they received
 //!   what it published, and the samples they hold stay readable.
-//! - **Private to its user**: the control file is
-//!   `/dev/shm/.hal-channel.UID.NAME`, mode 0600, and the slots' memory is
-//!   exported to this user's processes where the backend's broker checks
-//!   importers' users (cpu-shm, cuda-uvm), to anyone who has the handle
-//!   (which only the control file holds) elsewhere; the publisher removes it
-//!   when it closes, the last subscriber of a dead publisher's channel
-//!   when it leaves, and a new publisher of the name replaces one whose
-//!   publisher is gone.
+//! - **Private to its user**: the control region is a memfd of the
+//!   publisher's, sealed against shrinking and growing (no process can
+//!   truncate it under the members' mappings); its name,
+//!   `/dev/shm/.hal-channel.UID.NAME`, mode 0600, holds where it is, and
+//!   subscribers open it through `/proc/PID/fd/N` (allowed to this user's
+//!   processes while the publisher is dumpable) and check its identity and
+//!   seals first. The slots' memory is exported to this user's processes
+//!   where the backend's broker checks importers' users (cpu-shm, cuda-uvm),
+//!   to anyone who has the handle (which only the control region holds)
+//!   elsewhere. The publisher removes the name when it closes; whoever
+//!   finds the name of a publisher that is gone removes it, and a new
+//!   publisher of the name replaces it.
 //! - **Bindings** that cannot hold a borrow between calls (the C library,
 //!   Python) keep a loan or a received sample as plain data:
 //!   [`Loan::detach`] gives a [`LoanTicket`] that
@@ -44,14 +48,13 @@
 //!   [`SampleTicket`] that [`Subscriber::release_ticket`] releases. A
 //!   [`Subscriber`] is `Sync`: threads that receive at once each get their
 //!   own samples.
-//! - **Hostile writers** of the control file can make the members' calls
-//!   fail or time out, never read out of bounds or hang past a timeout:
-//!   every slot index, length and handle length read from it is checked,
-//!   and a slot word that claims a sample newer than the published count is
-//!   an error (a real attacker process tries each in hal's
-//!   `tests/tests/channel_attacks.rs`). The file cannot be sealed: a
-//!   process of the user that truncates it makes the members die of
-//!   `SIGBUS`, as it could by signalling them.
+//! - **Hostile writers** of the control region can make the members'
+//!   calls fail or time out, never read out of bounds or hang past a
+//!   timeout: every slot index, length and handle length read from it is
+//!   checked, and a slot word that claims a sample newer than the published
+//!   count is an error; a name that leads elsewhere than a sealed memfd of
+//!   the channel's identity is refused (a real attacker process tries each
+//!   in hal's `tests/tests/channel_attacks.rs`).
 //!
 //! ```no_run
 //! use hal_core::channel::{ChannelOptions, Publisher, SubscribeOptions, Subscriber};
@@ -79,6 +82,7 @@ mod members;
 mod options;
 mod park;
 mod publisher;
+mod record;
 mod subscriber;
 mod ticket;
 

@@ -1,5 +1,5 @@
 //! How a publisher waits for a free slot and a subscriber for a sample:
-//! poll, spin briefly, then sleep on a futex word of the control file,
+//! poll, spin briefly, then sleep on a futex word of the control region,
 //! waking at least every [`LOOK_EVERY`] to look after the peers (dead
 //! subscribers reaped, a dead publisher noticed).
 

@@ -1,6 +1,7 @@
 //! The publisher of a channel: it makes the slots' memory and the control
 //! file, loans free slots, and publishes them.
 
+use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -22,6 +23,9 @@ pub struct Publisher {
     name: String,
     file: PrivateFile,
     control: Control,
+    /// The control region's descriptor: subscribers open it through
+    /// `/proc/PID/fd/N` while the name stands.
+    _control_fd: OwnedFd,
     // Declared before the memory: the export ends before the memory goes.
     _exported: Exported,
     memory: Box<dyn DynAllocation>,
@@ -92,11 +96,12 @@ impl Publisher {
         let texts: Vec<String> = event_exports.iter().map(Exported::to_text).collect();
         let head = layout::new_head(shape, pid, start, &exported.to_text(), &texts)?;
         let deadline = Instant::now() + options.timeout;
-        let (file, control) = file::create(name, shape, &head, deadline)?;
+        let (file, control, control_fd) = file::create(name, shape, &head, deadline)?;
         Ok(Publisher {
             name: name.to_string(),
             file,
             control,
+            _control_fd: control_fd,
             _exported: exported,
             memory,
             _event_exports: event_exports,

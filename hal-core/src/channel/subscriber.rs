@@ -1,4 +1,4 @@
-//! A subscriber of a channel: it opens the control file by name, imports
+//! A subscriber of a channel: it opens the control region by name, imports
 //! the slots' memory, receives samples and releases them.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -21,7 +21,7 @@ pub struct Subscriber {
     file: PrivateFile,
     control: Control,
     mapping: Box<dyn DynMapping>,
-    /// This subscriber's entry, and bit, in the control file.
+    /// This subscriber's entry, and bit, in the control region.
     index: usize,
     /// The next sequence to look at (broadcast); threads that receive at
     /// once each claim a sequence from it, so none is received twice.
@@ -41,7 +41,7 @@ impl Subscriber {
     /// Subscribe to the channel `name`, importing its slots onto `device`.
     /// In broadcast mode it receives the samples published from now on.
     ///
-    /// [`Error::NotFound`] when the channel has no control file (start its
+    /// [`Error::NotFound`] when the channel has no name (start its
     /// publisher first); [`Error::Closed`] when its publisher is gone;
     /// [`Error::Busy`] when it has [`MAX_SUBSCRIBERS`] subscribers already.
     pub fn open(
@@ -50,13 +50,6 @@ impl Subscriber {
         options: &SubscribeOptions,
     ) -> Result<Subscriber> {
         let (file, control) = file::open(name)?;
-        if file::publisher_gone(&control)? {
-            let (pid, _, _) = control.publisher()?;
-            file::remove_if_unused(&file, &control, None);
-            return Err(Error::Closed {
-                what: format!("channel {name:?}: its publisher (pid {pid}) is gone"),
-            });
-        }
         let text = control.handle_text()?;
         let handle = Handle::from_text(&text)?;
         let mapping = device.import_memory(handle.into(), &ImportOptions::default())?;
@@ -436,7 +429,7 @@ impl Drop for Subscriber {
             .control
             .set_subscriber_state(self.index, SubState::Free);
         let _ = self.control.bump_released();
-        file::remove_if_unused(&self.file, &self.control, Some(self.index));
+        file::remove_if_gone(&self.file, Some(&self.control));
     }
 }
 
