@@ -154,16 +154,7 @@ fn a_swapped_or_forged_handle_is_refused_on_open() {
     for (what, forged_len, text, says) in forgeries {
         attacker.write(HANDLE, &text);
         attacker.write_u32(HANDLE_LEN, forged_len);
-        let dev = device();
-        let opened = Subscriber::open(&dev, &v.name, &short());
-        match &opened {
-            Err(Error::InvalidArgument { what: msg }) if msg.contains(says) => {}
-            other => panic!(
-                "{what}: a subscriber's open gave {:?}",
-                other.as_ref().err()
-            ),
-        }
-        drop(opened);
+        v.open_is_refused(what, says, true);
         attacker.write(HANDLE, &genuine);
         attacker.write_u32(HANDLE_LEN, len);
     }
@@ -286,15 +277,7 @@ fn the_control_region_cannot_be_truncated_and_a_forged_name_is_refused() {
     for (seq, (command, what, says)) in (1..).zip(refusals) {
         attacker.tell(command);
         attacker.expect("done");
-        let opened = Subscriber::open(&device(), &v.name, &short());
-        match &opened {
-            Err(e) if e.to_string().contains(says) => {}
-            other => panic!(
-                "{what}: a subscriber's open gave {:?}",
-                other.as_ref().err()
-            ),
-        }
-        drop(opened);
+        v.open_is_refused(what, says, command != "forge-name unsealed");
         v.publish(seq);
         assert_eq!(
             v.guarded_receive().expect("the subscriber that was there"),
@@ -310,12 +293,60 @@ fn the_control_region_cannot_be_truncated_and_a_forged_name_is_refused() {
     v.close();
 }
 
+/// A channel's name while its publisher lives, and once it was killed: a
+/// second publisher of the name is refused (`AlreadyExists`, naming the
+/// live one); once it is dead, a subscriber's open is told so (`Closed`) and
+/// removes the name, and a new publisher replaces a name left by a killed
+/// one.
+#[test]
+fn a_live_publishers_name_is_kept_and_a_dead_ones_replaced() {
+    let name = unique("channel-names");
+    let _sweep = ShmSweep(format!(".hal-channel.{}.{name}", nix::unistd::geteuid()));
+    let dev = device();
+    let options = ChannelOptions::default().slots(2).slot_size(64);
+    let path = hal_core::kit::os::private_path("channel", &name).unwrap();
+    let mut first = Kid::spawn("publisher", &[("name", name.clone())]);
+    first.expect("ready");
+    match Publisher::create(&dev, &name, &options) {
+        Err(Error::AlreadyExists { what }) => {
+            assert!(what.contains(&format!("pid {}", first.pid())), "{what}")
+        }
+        other => panic!("a second publisher of a live one's name: {:?}", other.err()),
+    }
+    drop(Subscriber::open(&dev, &name, &short()).expect("a subscriber of the live publisher"));
+    drop(first.kill());
+    match Subscriber::open(&dev, &name, &short()) {
+        Err(Error::Closed { what }) => assert!(what.contains("is gone"), "{what}"),
+        other => panic!("a subscriber of a killed publisher: {:?}", other.err()),
+    }
+    assert!(
+        !path.exists(),
+        "the open that found the publisher gone removed its name"
+    );
+    let mut second = Kid::spawn("publisher", &[("name", name.clone())]);
+    second.expect("ready");
+    drop(second.kill());
+    assert!(path.exists(), "a killed publisher leaves its name");
+    let replacing =
+        Publisher::create(&dev, &name, &options).expect("a publisher replacing a killed one");
+    drop(Subscriber::open(&dev, &name, &short()).expect("a subscriber of the new publisher"));
+    drop(replacing);
+    assert!(!path.exists(), "the publisher removed its name");
+}
+
 /// The child entry point: a role in a child process its parent started.
 #[test]
 #[ignore = "child entry point: run by its parent"]
 fn __child() {
     match child_role().as_str() {
         "attacker" => attacker(),
+        "publisher" => {
+            let dev = device();
+            let options = ChannelOptions::default().slots(2).slot_size(64);
+            let _p = Publisher::create(&dev, &arg("name"), &options).expect("a publisher");
+            say("ready", "");
+            wait_for_eof();
+        }
         other => panic!("unknown role {other}"),
     }
 }
@@ -400,6 +431,17 @@ impl Victims {
                 }
             }
         })
+    }
+
+    /// Require that a new subscriber's open fails with an error that says
+    /// `says` (`InvalidArgument` where `invalid`); `what` names the forgery.
+    #[track_caller]
+    fn open_is_refused(&self, what: &str, says: &str, invalid: bool) {
+        match Subscriber::open(&device(), &self.name, &short()) {
+            Err(e @ Error::InvalidArgument { .. }) if e.to_string().contains(says) => {}
+            Err(e) if !invalid && e.to_string().contains(says) => {}
+            other => panic!("{what}: a subscriber's open gave {:?}", other.err()),
+        }
     }
 
     /// Close the channel and check that its file went.

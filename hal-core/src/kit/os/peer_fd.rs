@@ -84,4 +84,66 @@ mod tests {
         child.wait().unwrap();
         assert!(closed(open_peer_fd(dead, 1, 0)), "a process that is gone");
     }
+
+    #[test]
+    fn a_descriptor_that_is_no_file_is_an_io_error_not_a_gone_one() {
+        // A socket cannot be opened through /proc (ENXIO).
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (pid, start) = self_identity();
+        let got = open_peer_fd(pid, start, a.as_raw_fd() as u32);
+        assert!(matches!(got, Err(Error::Io { .. })), "{:?}", got.err());
+    }
+
+    /// The variables that tell [`__opener`] what to open.
+    const PEER: [&str; 3] = ["HAL_PEER_PID", "HAL_PEER_START", "HAL_PEER_FD"];
+
+    /// The child entry point: open the descriptor its parent names and print
+    /// which way it went.
+    #[test]
+    #[ignore = "child entry point: run by its parent"]
+    fn __opener() {
+        let var = |k: &str| std::env::var(k).expect("run by its parent");
+        let got = open_peer_fd(
+            var(PEER[0]).parse().unwrap(),
+            var(PEER[1]).parse().unwrap(),
+            var(PEER[2]).parse().unwrap(),
+        );
+        let outcome = match got {
+            Ok(_) => "opened".to_string(),
+            Err(Error::PermissionDenied { reason, .. }) => format!("denied {reason}"),
+            Err(e) => format!("other {e}"),
+        };
+        println!("\n@outcome@ {outcome}");
+    }
+
+    #[test]
+    fn another_users_process_is_refused_with_permission_denied() {
+        use std::os::unix::process::CommandExt as _;
+        if !nix::unistd::geteuid().is_root() {
+            crate::testing::not_run("running a child as another user needs root");
+            return;
+        }
+        let fd = memfd("peer-fd-test", 4096, None).unwrap();
+        let (pid, start) = self_identity();
+        let values = [
+            pid.to_string(),
+            start.to_string(),
+            fd.as_raw_fd().to_string(),
+        ];
+        let out = crate::testing::child("kit::os::peer_fd::tests::__opener")
+            .envs(PEER.iter().zip(values))
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let outcome = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("@outcome@ "))
+            .unwrap_or_else(|| panic!("the opener said nothing: {stdout}"));
+        assert!(
+            outcome.starts_with("denied") && outcome.contains("not dumpable"),
+            "{outcome}"
+        );
+    }
 }
