@@ -7,7 +7,6 @@
 //! name of a publisher that is gone removes it.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::fs::FileExt as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -54,19 +53,16 @@ pub(super) fn map_region(record: &Record) -> Result<Control> {
     }
     let len = record.shape.file_len();
     os::verify_memfd_facts(&facts, len, false)?;
+    // Sealed at no less than `len` bytes: the mapping cannot fault.
+    let map = SharedMap::map(fd.as_fd(), len, 0, Prot::ReadWrite, None)?;
     let mut head = [0u8; layout::HEAD_READ];
-    std::fs::File::from(os::dup(fd.as_fd())?)
-        .read_exact_at(&mut head, 0)
-        .map_err(|e| Error::io("reading a channel's control region", e))?;
+    map.read(0, &mut head)?;
     if layout::read_shape(&head, facts.stat.st_size as u64) != Some(record.shape) {
         return Err(forged(
             "a control region whose head states another shape than its name".into(),
         ));
     }
-    Control::new(
-        SharedMap::map(fd.as_fd(), len, 0, Prot::ReadWrite, None)?,
-        record.shape,
-    )
+    Control::new(map, record.shape)
 }
 
 fn forged(what: String) -> Error {
@@ -94,15 +90,10 @@ pub(super) fn publisher_gone(control: &Control) -> Result<bool> {
 fn new_region(shape: Shape, head: &[u8]) -> Result<(OwnedFd, Control)> {
     let len = shape.file_len();
     let fd = os::memfd("hal-channel", len, None)?;
-    std::fs::File::from(os::dup(fd.as_fd())?)
-        .write_all_at(head, 0)
-        .map_err(|e| Error::io("writing a channel's control region", e))?;
     os::add_seals(fd.as_fd(), os::SIZE_SEALS | libc::F_SEAL_SEAL)?;
-    let control = Control::new(
-        SharedMap::map(fd.as_fd(), len, 0, Prot::ReadWrite, None)?,
-        shape,
-    )?;
-    Ok((fd, control))
+    let map = SharedMap::map(fd.as_fd(), len, 0, Prot::ReadWrite, None)?;
+    map.write(0, head)?;
+    Ok((fd, Control::new(map, shape)?))
 }
 
 /// Make channel `name`: its control region with `head` as its first bytes,
