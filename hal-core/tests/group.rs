@@ -1,7 +1,10 @@
 //! Groups across real processes: ranks, all-gather, broadcast and barrier
 //! among eight members; a member killed mid-exchange named by the others;
-//! a file left by crashed members replaced by the next join; another
-//! user's file of the name refused.
+//! a name left by crashed members replaced by the next join; a joiner
+//! that reaches the board through a member other than its dead founder;
+//! members that outlive their name truncated by another process, whose
+//! board that process cannot truncate; another user's file of the name
+//! refused.
 
 mod common;
 
@@ -46,6 +49,7 @@ fn child_process() {
         "member" => child_member(name, size),
         "sleeper" => child_sleeper(name, size),
         "survivor" => child_survivor(name, size),
+        "joiner" => child_joiner(name, size),
         other => panic!("unknown child role {other}"),
     }
 }
@@ -163,6 +167,124 @@ fn a_member_killed_mid_exchange_is_named_by_the_others() {
     assert!(
         !file_of(&name).exists(),
         "the last live member removed the file"
+    );
+}
+
+/// Join and stay (the parent kills this process, in the middle of its
+/// join or after it).
+fn child_joiner(name: &str, size: usize) {
+    let joined = Group::join(name, size, &options());
+    std::thread::sleep(Duration::from_secs(60));
+    drop(joined);
+}
+
+/// Slot `i`'s entry in the group's name (`record.rs`'s layout): the pid and
+/// the descriptor number of the member that holds the board there; `None`
+/// while there is no name or no member in the slot.
+fn entry(name: &str, i: u64) -> Option<(u32, u32)> {
+    use std::os::unix::fs::FileExt as _;
+    let f = std::fs::File::open(file_of(name)).ok()?;
+    let mut b = [0u8; 8];
+    f.read_exact_at(&mut b, 64 + 16 * i).ok()?;
+    let pid = u32::from_le_bytes(b[..4].try_into().unwrap());
+    (pid != 0).then(|| (pid, u32::from_le_bytes(b[4..].try_into().unwrap())))
+}
+
+/// Wait (bounded) until slot `i`'s entry names process `pid`.
+fn await_entry(name: &str, i: u64, pid: u32) -> (u32, u32) {
+    for _ in 0..10_000 {
+        match entry(name, i) {
+            Some(e) if e.0 == pid => return e,
+            _ => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+    panic!("process {pid} never took slot {i} of group {name}");
+}
+
+#[test]
+fn a_joiner_reaches_the_board_through_a_live_member_once_the_founder_died() {
+    let name = unique("founder");
+    let arg = format!("{name}:3");
+    let founder = start("joiner", &arg);
+    let dead = founder.id();
+    await_entry(&name, 0, dead);
+    // Each member joins, then waits for the others at a barrier.
+    let member = |name: String, timeout: Duration| {
+        let mut g = Group::join(&name, 3, &options().timeout(timeout))?;
+        Ok::<_, Error>((g.rank(), g.barrier()))
+    };
+    let second = {
+        let name = name.clone();
+        std::thread::spawn(move || member(name, Duration::from_secs(30)))
+    };
+    await_entry(&name, 1, std::process::id());
+    drop(founder); // SIGKILL and reap, in the middle of its join.
+                   // Only the second member's descriptor leads to the board now: the
+                   // third joins that group (a joiner that reached no board would found a
+                   // new one and wait there until its timeout), and both learn at the
+                   // barrier who died.
+    let third = member(name.clone(), Duration::from_secs(10));
+    for (who, rank, got) in [("third", 2, third), ("second", 1, second.join().unwrap())] {
+        let (joined, barrier) = got.unwrap_or_else(|e| panic!("{who}'s join: {e}"));
+        assert_eq!(joined, rank, "{who}'s rank");
+        match barrier {
+            Err(e @ Error::Closed { .. }) => assert!(
+                e.to_string()
+                    .contains(&format!("member 0 (pid {dead}) died")),
+                "{who}: {e}"
+            ),
+            other => panic!("{who}'s barrier: {other:?}"),
+        }
+    }
+    assert!(
+        !file_of(&name).exists(),
+        "the last to leave removed the name"
+    );
+}
+
+#[test]
+fn members_outlive_their_name_truncated_and_their_board_cannot_be_truncated() {
+    let name = unique("truncated");
+    let arg = format!("{name}:2");
+    let mut kid = start("survivor", &arg);
+    let mut g = Group::join(&name, 2, &options()).expect("join");
+    assert!(kid.result().starts_with("joined"));
+    let kid_rank = g.members().iter().position(|m| m.pid == kid.id());
+    let (pid, fd) = entry(&name, kid_rank.expect("the child's rank") as u64).expect("an entry");
+    assert_eq!(pid, kid.id());
+    // Another process of the user: the board, through the member's
+    // descriptor, keeps its size; the name does not.
+    let truncate = |size: &str, path: &str| {
+        std::process::Command::new("truncate")
+            .args(["-s", size, path])
+            .output()
+            .expect("running truncate")
+    };
+    let board = format!("/proc/{pid}/fd/{fd}");
+    for size in ["0", "1G"] {
+        let out = truncate(size, &board);
+        assert!(!out.status.success(), "the board was resized to {size}");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains("Operation not permitted"), "{said}");
+    }
+    assert!(truncate("0", file_of(&name).to_str().unwrap())
+        .status
+        .success());
+    // The members go on; a new join is refused.
+    kid.tell("go");
+    let all = g
+        .all_gather(b"still here")
+        .expect("an all-gather after the attack");
+    assert_eq!(all, vec![b"still here".to_vec(); 2]);
+    assert_eq!(kid.result(), "no error");
+    let err = Group::join(&name, 2, &options()).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+    assert!(err.to_string().contains("not a group's name"), "{err}");
+    kid.finish();
+    drop(g);
+    assert!(
+        !file_of(&name).exists(),
+        "the last to leave removed the name"
     );
 }
 

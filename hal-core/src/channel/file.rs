@@ -6,13 +6,14 @@
 //! closes; subscribers open the region through the name; whoever finds the
 //! name of a publisher that is gone removes it.
 
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::layout::{self, Control, PubState, Shape};
 use super::record::{self, Record};
-use crate::kit::os::{self, PrivateFile, Prot, SharedMap};
+use crate::kit::os::{self, PrivateFile};
+use crate::kit::peer_region::{self, PeerRegion};
 use crate::{Error, Result};
 
 const KIND: &str = "channel";
@@ -38,37 +39,25 @@ pub(super) fn read_record(pf: &PrivateFile) -> Result<Option<Record>> {
 /// shrinking and growing, of the record's shape, and that its head states
 /// that shape.
 pub(super) fn map_region(record: &Record) -> Result<Control> {
-    let fd = os::open_peer_fd(record.pid, record.start, record.fd)?;
-    let facts = os::file_facts(fd.as_fd()).map_err(|_| {
-        forged(format!(
-            "descriptor {} of process {} is no memfd",
-            record.fd, record.pid
-        ))
-    })?;
-    if facts.stat.st_dev != record.dev || facts.stat.st_ino != record.ino {
-        return Err(forged(format!(
-            "descriptor {} of process {} is another object than the channel's",
-            record.fd, record.pid
-        )));
-    }
+    let at = PeerRegion {
+        pid: record.pid,
+        start: record.start,
+        fd: record.fd,
+        dev: record.dev,
+        ino: record.ino,
+    };
     let len = record.shape.file_len();
-    os::verify_memfd_facts(&facts, len, false)?;
-    // Sealed at no less than `len` bytes: the mapping cannot fault.
-    let map = SharedMap::map(fd.as_fd(), len, 0, Prot::ReadWrite, None)?;
+    let (_fd, map) = peer_region::map_peer_region(&at, len, "a channel's name")?;
     let mut head = [0u8; layout::HEAD_READ];
     map.read(0, &mut head)?;
-    if layout::read_shape(&head, facts.stat.st_size as u64) != Some(record.shape) {
-        return Err(forged(
-            "a control region whose head states another shape than its name".into(),
+    if layout::read_shape(&head, len) != Some(record.shape) {
+        return Err(Error::invalid(
+            "a channel's name leads to a control region whose head states another shape than \
+             the name: the name was written by another process"
+                .to_string(),
         ));
     }
     Control::new(map, record.shape)
-}
-
-fn forged(what: String) -> Error {
-    Error::invalid(format!(
-        "a channel's name leads to {what}: the name was written by another process"
-    ))
 }
 
 fn not_a_channel(pf: &PrivateFile) -> Error {
@@ -86,14 +75,12 @@ pub(super) fn publisher_gone(control: &Control) -> Result<bool> {
 }
 
 /// A new channel's control region, `shape` with `head` as its first
-/// bytes, sealed against shrinking and growing, and mapped.
-fn new_region(shape: Shape, head: &[u8]) -> Result<(OwnedFd, Control)> {
-    let len = shape.file_len();
-    let fd = os::memfd("hal-channel", len, None)?;
-    os::add_seals(fd.as_fd(), os::SIZE_SEALS | libc::F_SEAL_SEAL)?;
-    let map = SharedMap::map(fd.as_fd(), len, 0, Prot::ReadWrite, None)?;
+/// bytes, sealed against shrinking and growing, and mapped; its
+/// descriptor and identity.
+fn new_region(shape: Shape, head: &[u8]) -> Result<(OwnedFd, Control, (u64, u64))> {
+    let (fd, map, id) = peer_region::new_sealed_region("hal-channel", shape.file_len())?;
     map.write(0, head)?;
-    Ok((fd, Control::new(map, shape)?))
+    Ok((fd, Control::new(map, shape)?, id))
 }
 
 /// Make channel `name`: its control region with `head` as its first bytes,
@@ -106,15 +93,14 @@ pub(super) fn create(
     deadline: Instant,
 ) -> Result<(PrivateFile, Control, OwnedFd)> {
     let path = path(name)?;
-    let (fd, control) = new_region(shape, head)?;
-    let stat = os::fstat(fd.as_fd())?;
+    let (fd, control, (dev, ino)) = new_region(shape, head)?;
     let (pid, start) = os::self_identity();
     let record = Record {
         pid,
         fd: fd.as_raw_fd() as u32,
         start,
-        dev: stat.st_dev,
-        ino: stat.st_ino,
+        dev,
+        ino,
         shape,
     };
     loop {

@@ -1,25 +1,43 @@
-//! The file a group's name stands for: the user's private file
-//! `/dev/shm/.hal-group.UID.NAME` ([`PrivateFile`]), found by its name,
-//! replaced when nobody alive is a member of it, and removed by the last
-//! member to leave.
+//! A group's name and its board: the user's private file
+//! `/dev/shm/.hal-group.UID.NAME` ([`PrivateFile`]), which lists the
+//! members that hold the board open (`record.rs`), and the board itself, a
+//! sealed memfd ([`peer_region::new_sealed_region`]). The first joiner of a name
+//! founds both; later joiners reach the board through any live member;
+//! a name nobody alive holds a board for is replaced, and the last member
+//! to leave removes it.
 //!
-//! Whoever judges or changes who is in a file holds its lock, and checks
-//! under it that the name still leads to that file: a joiner never takes a
-//! slot in a file that another process is removing.
+//! Whoever judges or changes who is in a group holds its name's lock, and
+//! checks under it that the name still leads to that file: a joiner never
+//! takes a slot in a group whose name another process is removing.
 
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::layout::{self, Board, Shape, SlotState, MAGIC, VERSION};
+use super::layout::{self, Board, Shape, SlotState};
+use super::record::{self, Holder, Names};
 use crate::kit::os::{self, PrivateFile};
+use crate::kit::peer_region;
 use crate::{Error, Result};
 
-/// The kind of private file a group is.
+/// The kind of private file a group's name is.
 const KIND: &str = "group";
 
 /// The path of the group `name` of the calling user (the name checked).
 pub(super) fn path(name: &str) -> Result<PathBuf> {
     os::private_path(KIND, name)
+}
+
+/// A member's hold on its group: the name, the board, its slot, and its
+/// descriptor of the board, open while it is a member (later joiners may
+/// reach the board through it).
+#[derive(Debug)]
+pub(super) struct Joined {
+    pub(super) name: PrivateFile,
+    pub(super) board: Board,
+    pub(super) slot: usize,
+    /// Held, not read: while it is open, joiners reach the board through it.
+    _region: OwnedFd,
 }
 
 /// True when no live process is a member of `board`'s group.
@@ -35,24 +53,10 @@ fn abandoned(board: &Board) -> Result<bool> {
     Ok(true)
 }
 
-/// True when no slot was ever taken.
-fn untouched(board: &Board) -> Result<bool> {
-    for i in 0..board.members() {
-        if board.state(i)? != SlotState::Free {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
-/// Join the group `name` of `shape`: open its file, or make it where there
-/// is none or where nobody alive is a member of the one there, and take a
-/// free slot. Answers the file, its mapping and the slot taken.
-pub(super) fn join(
-    name: &str,
-    shape: Shape,
-    deadline: Instant,
-) -> Result<(PrivateFile, Board, usize)> {
+/// Join the group `name` of `shape`: found it where it has no name or its
+/// name leads to no live member's board, or else take a free slot on the
+/// board its name leads to.
+pub(super) fn join(name: &str, shape: Shape, deadline: Instant) -> Result<Joined> {
     let path = path(name)?;
     let (pid, start) = os::self_identity();
     loop {
@@ -62,30 +66,32 @@ pub(super) fn join(
                 what: format!("a slot in group {name:?} ({})", path.display()),
             });
         }
-        let pf = match PrivateFile::open(&path)? {
-            Some(pf) => pf,
-            None => match PrivateFile::create(&path, shape.file_len(), &layout::new_header(shape))?
-            {
-                Some(pf) => pf,
-                // Another process linked its file first: open that one.
+        let Some(pf) = PrivateFile::open(&path)? else {
+            match found(&path, shape)? {
+                Some(joined) => return Ok(joined),
+                // Another process linked its name first: join that group.
                 None => continue,
-            },
+            }
         };
         let locked = pf.lock(deadline, "joining")?;
         if !pf.named() {
             // Removed or replaced since it was opened.
             continue;
         }
-        let Some(board) = map(&pf, name)? else {
-            return Err(Error::invalid(format!(
-                "{} is not a group's file of this version of hal (magic, version or length \
+        let names = read_names(&pf)?.ok_or_else(|| {
+            Error::invalid(format!(
+                "{} is not a group's name of this version of hal (magic, version or length \
                  differ): remove it if no older program uses it",
                 path.display()
-            )));
+            ))
+        })?;
+        let Some((region, board)) = reach(&names)? else {
+            // Nobody alive holds its board: what is left of a group whose
+            // members all left or died.
+            pf.unlink();
+            continue;
         };
-        if abandoned(&board)? && (board.shape() != shape || !untouched(&board)?) {
-            // What is left of a group whose members all left or died (a
-            // file nobody took a slot in yet is a group being formed).
+        if abandoned(&board)? {
             pf.unlink();
             continue;
         }
@@ -102,8 +108,24 @@ pub(super) fn join(
         }
         for i in 0..board.members() {
             if board.state(i)? == SlotState::Free && board.claim(i, pid, start)? {
+                let holder = Holder {
+                    pid,
+                    fd: region.as_raw_fd() as u32,
+                    start,
+                };
+                if let Err(e) =
+                    pf.write_at(record::entry_at(i), &record::encode_entry(Some(holder)))
+                {
+                    let _ = board.leave(i);
+                    return Err(e);
+                }
                 drop(locked);
-                return Ok((pf, board, i));
+                return Ok(Joined {
+                    name: pf,
+                    board,
+                    slot: i,
+                    _region: region,
+                });
             }
         }
         let pids = (0..board.members())
@@ -121,39 +143,100 @@ pub(super) fn join(
     }
 }
 
-/// Map `pf` after checking its header: `None` when the file is no group's
-/// file of this version (wrong magic or version, or a length that differs
-/// from what its header says).
-fn map(pf: &PrivateFile, name: &str) -> Result<Option<Board>> {
-    let mut head = [0u8; 64];
-    let len = pf.size()?;
-    let read = pf
-        .read_head(&mut head)
-        .map_err(|e| Error::invalid(format!("reading group {name:?}'s header: {e}")))?;
-    let Some(header) = layout::read_header(&head[..read]) else {
-        return Ok(None);
+/// Found the group of `shape` at `path`: its board, with this process in
+/// slot 0, then its name. `None` when another process linked a name there
+/// first (the board made here is dropped unseen).
+fn found(path: &std::path::Path, shape: Shape) -> Result<Option<Joined>> {
+    let (pid, start) = os::self_identity();
+    let (region, map, id) = peer_region::new_sealed_region("hal-group", shape.board_len())?;
+    map.write(0, &layout::new_header(shape))?;
+    let board = Board::new(map, shape)?;
+    // Nobody else can see the board yet: the slot is this process's.
+    board.claim(0, pid, start)?;
+    let founder = Holder {
+        pid,
+        fd: region.as_raw_fd() as u32,
+        start,
     };
-    let shape = header.shape;
-    if header.magic != MAGIC
-        || header.version != VERSION
-        || shape.members == 0
-        || shape.members > layout::MAX_MEMBERS as u32
-        || shape.capacity as usize > layout::MAX_PAYLOAD
-        || shape.file_len() != len
-    {
-        return Ok(None);
-    }
-    Board::new(pf.map(len)?, shape).map(Some)
+    let names = record::encode(shape, id, founder);
+    Ok(
+        PrivateFile::create(path, names.len() as u64, &names)?.map(|name| Joined {
+            name,
+            board,
+            slot: 0,
+            _region: region,
+        }),
+    )
 }
 
-/// Leave slot `slot` of `board`: mark it left, and remove the file when no
-/// live process is a member any more. A leave never waits long for the
-/// lock: without it the slot is still marked, and the next joiner of the
-/// name replaces the file.
-pub(super) fn leave(pf: &PrivateFile, board: &Board, slot: usize) {
-    let locked = pf.lock(Instant::now() + Duration::from_secs(2), "leaving");
-    let _ = board.leave(slot);
+/// What the name `pf` holds: `None` when it holds no group's name of this
+/// version.
+fn read_names(pf: &PrivateFile) -> Result<Option<Names>> {
+    let len = pf.size()?;
+    if len > record::MAX_LEN {
+        return Ok(None);
+    }
+    let mut bytes = vec![0u8; len as usize];
+    let read = pf.read_head(&mut bytes)?;
+    Ok(record::decode(&bytes[..read]))
+}
+
+/// The board `names` leads to, through the first live member that holds it
+/// (a descriptor of it and its mapping, its header checked); `None` when
+/// no live process holds it. A live member's descriptor that is not the
+/// board, or that the kernel will not open, is an error when no other
+/// member's leads to the board.
+fn reach(names: &Names) -> Result<Option<(OwnedFd, Board)>> {
+    let mut refused = None;
+    for holder in names.holders.iter().flatten() {
+        if !os::process_alive(holder.pid, holder.start) {
+            continue;
+        }
+        let at = names.region(*holder);
+        let reached = peer_region::map_peer_region(&at, names.shape.board_len(), "a group's name")
+            .and_then(|(fd, map)| {
+                let mut head = [0u8; 16];
+                map.read(0, &mut head)?;
+                if layout::read_shape(&head) != Some(names.shape) {
+                    return Err(Error::invalid(
+                        "a group's name leads to a board whose header states another shape: \
+                         the name or the board was written by another process"
+                            .to_string(),
+                    ));
+                }
+                Ok((fd, Board::new(map, names.shape)?))
+            });
+        match reached {
+            Ok(found) => return Ok(Some(found)),
+            // It left or died since.
+            Err(Error::Closed { .. }) => {}
+            Err(e) => {
+                refused.get_or_insert(e);
+            }
+        }
+    }
+    match refused {
+        Some(e) => Err(e),
+        None => Ok(None),
+    }
+}
+
+/// Leave `joined`'s slot: mark it left, take this process's entry out of
+/// the name, and remove the name when no live process is a member any more.
+/// A leave never waits long for the lock: without it the slot is still
+/// marked, and the next joiner of the name replaces what is left.
+pub(super) fn leave(joined: &Joined) {
+    let Joined {
+        name, board, slot, ..
+    } = joined;
+    let locked = name.lock(Instant::now() + Duration::from_secs(2), "leaving");
+    let _ = board.leave(*slot);
+    // Only into a name of the group's length: a write past the end of a
+    // name someone truncated would only make it longer.
+    if name.size().ok() == Some(record::len(board.shape())) {
+        let _ = name.write_at(record::entry_at(*slot), &record::encode_entry(None));
+    }
     if locked.is_ok() && abandoned(board).unwrap_or(false) {
-        pf.unlink();
+        name.unlink();
     }
 }

@@ -1,7 +1,9 @@
-//! The shared file of a group: a header and one slot per member. Every
-//! field is read as a peer may have written it: the lengths are checked
-//! against the group's capacity before a byte is copied, and nothing read
-//! from the file sizes an allocation or an index without a bound.
+//! A group's board: a header and one slot per member, in a memfd sealed
+//! against shrinking and growing (`record.rs` says how members reach it).
+//! Every field is read as a peer may have written it: the lengths are
+//! checked against the group's capacity before a byte is copied, and
+//! nothing read from the board sizes an allocation or an index without a
+//! bound.
 //!
 //! Layout (little-endian, offsets in bytes):
 //!
@@ -39,8 +41,8 @@ pub const MAX_MEMBERS: usize = 4096;
 /// The most bytes a member may post in one round.
 pub const MAX_PAYLOAD: usize = 1 << 20;
 
-pub(super) const MAGIC: u32 = u32::from_le_bytes(*b"HGRP");
-pub(super) const VERSION: u32 = 1;
+const MAGIC: u32 = u32::from_le_bytes(*b"HGRP");
+const VERSION: u32 = 1;
 const HEADER_LEN: usize = 64;
 
 const H_MAGIC: usize = 0;
@@ -81,8 +83,8 @@ impl Shape {
         S_DATA + 2 * (self.capacity as usize).next_multiple_of(64)
     }
 
-    /// The length of the group's file.
-    pub(super) fn file_len(self) -> u64 {
+    /// The length of the group's board.
+    pub(super) fn board_len(self) -> u64 {
         (HEADER_LEN + self.members as usize * self.slot_len()) as u64
     }
 
@@ -95,31 +97,29 @@ impl Shape {
     }
 }
 
-/// The header's own fields as a file holds them, before they are trusted.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Header {
-    pub(super) magic: u32,
-    pub(super) version: u32,
-    pub(super) shape: Shape,
+/// True when `shape` is one a join asks for: 1 to [`MAX_MEMBERS`]
+/// members, each posting at most [`MAX_PAYLOAD`] bytes a round.
+pub(super) fn shape_in_range(shape: Shape) -> bool {
+    (1..=MAX_MEMBERS as u32).contains(&shape.members) && shape.capacity as usize <= MAX_PAYLOAD
 }
 
-/// Read a file's header from its first bytes, or `None` when the file is
-/// shorter than a header.
-pub(super) fn read_header(bytes: &[u8]) -> Option<Header> {
+/// The shape a board's header states, from its first bytes: `None` when
+/// they are no header of this version, or state a shape out of range.
+pub(super) fn read_shape(bytes: &[u8]) -> Option<Shape> {
     let word = |at: usize| -> Option<u32> {
         Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
     };
-    Some(Header {
-        magic: word(H_MAGIC)?,
-        version: word(H_VERSION)?,
-        shape: Shape {
-            members: word(H_SIZE)?,
-            capacity: word(H_CAPACITY)?,
-        },
-    })
+    if word(H_MAGIC)? != MAGIC || word(H_VERSION)? != VERSION {
+        return None;
+    }
+    let shape = Shape {
+        members: word(H_SIZE)?,
+        capacity: word(H_CAPACITY)?,
+    };
+    shape_in_range(shape).then_some(shape)
 }
 
-/// The header a new group's file starts with.
+/// The header a new group's board starts with.
 pub(super) fn new_header(shape: Shape) -> Vec<u8> {
     let mut h = vec![0u8; HEADER_LEN];
     h[H_MAGIC..H_MAGIC + 4].copy_from_slice(&MAGIC.to_le_bytes());
@@ -129,7 +129,7 @@ pub(super) fn new_header(shape: Shape) -> Vec<u8> {
     h
 }
 
-/// A group's file, mapped, with the shape this process checked it has.
+/// A group's board, mapped, with the shape this process checked it has.
 #[derive(Debug)]
 pub(super) struct Board {
     map: SharedMap,
@@ -137,11 +137,11 @@ pub(super) struct Board {
 }
 
 impl Board {
-    /// `map` holds at least `shape.file_len()` bytes (checked).
+    /// `map` holds at least `shape.board_len()` bytes (checked).
     pub(super) fn new(map: SharedMap, shape: Shape) -> Result<Board> {
-        if (map.len() as u64) < shape.file_len() {
+        if (map.len() as u64) < shape.board_len() {
             return Err(Error::invalid(format!(
-                "a group's file of {} bytes is shorter than its {} members need",
+                "a group's board of {} bytes is shorter than its {} members need",
                 map.len(),
                 shape.members
             )));
@@ -239,7 +239,7 @@ impl Board {
         if len > self.shape.capacity {
             return Err(Error::invalid(format!(
                 "member {i} of the group posted {len} bytes in a round of at most {}: its \
-                 shared file was written by something other than a member",
+                 board was written by something other than a member",
                 self.shape.capacity
             )));
         }

@@ -15,16 +15,22 @@
 //!   within about 10 ms; one that never comes makes them fail with
 //!   [`Error::Timeout`] naming it. After such a failure the group is
 //!   broken: its members drop their [`Group`] and join again.
-//! - **Private to its user**: the group's file is
+//! - **Private to its user**: the group's name is
 //!   `/dev/shm/.hal-group.UID.NAME`, mode 0600; a file of that name that
 //!   another user owns, or that others may open, is refused
 //!   ([`Error::PermissionDenied`]).
-//! - **Reusable**: the last member to leave removes the file; a file whose
-//!   members all died is replaced by the next join of its name.
-//! - **Hostile peers**: a process that writes the group's file can make the
-//!   others' calls fail or time out, never hang past their timeout, crash,
-//!   or read out of bounds (every length is checked against the group's
-//!   capacity).
+//! - **Reusable**: the last member to leave removes the name; a name whose
+//!   members all died is replaced by the next join.
+//! - **Hostile peers**: the members work on a board in a memfd sealed
+//!   against shrinking and growing, which the first joiner makes and every
+//!   member holds open; the name lists the members, and joiners reach the
+//!   board through a live member's descriptor (`/proc/PID/fd/N`: members
+//!   are the same user's and dumpable, as processes are unless they changed
+//!   credentials or said otherwise). A process that writes the board can
+//!   make the others' calls fail or time out, never hang past their
+//!   timeout, crash, or read out of bounds (every length is checked against
+//!   the group's capacity); one that truncates or rewrites the name can
+//!   make new joins fail, and the members go on.
 //! - **Fork**: a [`Group`] belongs to the process that joined; in a forked
 //!   child its calls answer [`Error::Forked`] and its drop leaves the
 //!   parent's membership alone.
@@ -45,13 +51,14 @@
 
 mod file;
 mod layout;
+mod record;
 mod round;
 
 use std::time::{Duration, Instant};
 
-use crate::kit::os::{Origin, PrivateFile};
+use crate::kit::os::Origin;
 use crate::{Error, Result};
-use layout::{Board, Shape, SlotState};
+use layout::{Shape, SlotState};
 use round::{wait_for_members, Ready};
 
 pub use layout::{MAX_MEMBERS, MAX_PAYLOAD};
@@ -113,9 +120,9 @@ pub struct Member {
 #[must_use = "dropping a Group leaves it at once"]
 pub struct Group {
     name: String,
-    file: PrivateFile,
-    board: Board,
-    rank: usize,
+    /// The name's file, the board, the slot (the rank) and the board's
+    /// descriptor.
+    joined: file::Joined,
     members: Vec<Member>,
     /// Rounds this member completed.
     round: u32,
@@ -152,12 +159,11 @@ impl Group {
             capacity: options.max_payload as u32,
         };
         let deadline = Instant::now() + options.timeout;
-        let (file, board, rank) = file::join(name, shape, deadline)?;
+        let joined = file::join(name, shape, deadline)?;
+        let rank = joined.slot;
         let mut group = Group {
             name: name.to_string(),
-            file,
-            board,
-            rank,
+            joined,
             members: Vec::new(),
             round: 0,
             options: options.clone(),
@@ -165,7 +171,7 @@ impl Group {
             broken: None,
         };
         let what = format!("group {name:?} to form");
-        let board = &group.board;
+        let board = &group.joined.board;
         let waited = wait_for_members(
             board,
             rank,
@@ -184,7 +190,7 @@ impl Group {
         waited?;
         group.members = (0..size)
             .map(|i| {
-                let (pid, _) = group.board.member(i)?;
+                let (pid, _) = group.joined.board.member(i)?;
                 Ok(Member { rank: i, pid })
             })
             .collect::<Result<_>>()?;
@@ -198,7 +204,7 @@ impl Group {
 
     /// This member's rank.
     pub fn rank(&self) -> usize {
-        self.rank
+        self.joined.slot
     }
 
     /// How many members the group has.
@@ -218,10 +224,10 @@ impl Group {
         let round = self.exchange(data)?;
         (0..self.size())
             .map(|i| {
-                if i == self.rank {
+                if i == self.rank() {
                     Ok(data.to_vec())
                 } else {
-                    self.board.payload(i, round)
+                    self.joined.board.payload(i, round)
                 }
             })
             .collect()
@@ -236,12 +242,12 @@ impl Group {
                 self.size()
             )));
         }
-        let mine = if root == self.rank { data } else { &[] };
+        let mine = if root == self.rank() { data } else { &[] };
         let round = self.exchange(mine)?;
-        if root == self.rank {
+        if root == self.rank() {
             Ok(data.to_vec())
         } else {
-            self.board.payload(root, round)
+            self.joined.board.payload(root, round)
         }
     }
 
@@ -266,13 +272,13 @@ impl Group {
         let round = self.round.checked_add(1).ok_or_else(|| {
             Error::invalid(format!("group {:?} ran out of round numbers", self.name))
         })?;
-        self.board.post(self.rank, round, data)?;
+        self.joined.board.post(self.rank(), round, data)?;
         let what = format!("round {round} of group {:?}", self.name);
-        let board = &self.board;
+        let board = &self.joined.board;
         let name = &self.name;
         let waited = wait_for_members(
             board,
-            self.rank,
+            self.rank(),
             &what,
             self.options.spin,
             self.options.timeout,
@@ -309,7 +315,7 @@ impl Group {
 fn corrupt(name: &str, i: usize, state: u32) -> Error {
     Error::invalid(format!(
         "group {name:?}: member {i}'s slot holds state {state}, which no member writes: the \
-         group's file was written by something other than its members"
+         group's board was written by something other than its members"
     ))
 }
 
@@ -317,7 +323,7 @@ impl Drop for Group {
     fn drop(&mut self) {
         // A forked child's copy leaves nothing: the slot is its parent's.
         if !self.origin.forked() {
-            file::leave(&self.file, &self.board, self.rank);
+            file::leave(&self.joined);
         }
     }
 }

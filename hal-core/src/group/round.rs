@@ -1,6 +1,6 @@
 //! Waiting for the other members: until each is ready for what the caller
 //! waits for, one of them is gone (it died, or it left), or the group's
-//! timeout passes. A wait spins briefly, then sleeps on the file's post
+//! timeout passes. A wait spins briefly, then sleeps on the board's post
 //! word, and looks at the pending members' processes every
 //! [`LIVENESS_EVERY`]: a member that dies is named within that time, never
 //! waited for until the timeout.

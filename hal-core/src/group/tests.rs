@@ -1,9 +1,10 @@
 //! Groups inside one process: members on threads (each joins as a process
-//! would), the file's life, and what a writer of the file can and cannot do.
+//! would), the name's life, and what a writer of the board can and cannot
+//! do.
 //! Across processes: `tests/group.rs`.
 
 use super::*;
-use crate::kit::os;
+use crate::kit::{os, peer_region};
 use std::sync::atomic::Ordering;
 use std::thread;
 
@@ -56,7 +57,7 @@ fn members_get_distinct_ranks_and_gather_every_payload_in_order() {
     assert!(results.iter().all(|r| r.1 == 5 && r.2 == vec![5; 40]));
     assert!(
         !file::path(&name).unwrap().exists(),
-        "the last member removes the file"
+        "the last member removes the name"
     );
 }
 
@@ -113,7 +114,7 @@ fn a_member_that_never_comes_is_a_timeout_naming_it_and_nothing_stays() {
     );
     assert!(
         !file::path(&name).unwrap().exists(),
-        "the failed joiner left and removed the file"
+        "the failed joiner left and removed the name"
     );
 }
 
@@ -166,22 +167,16 @@ fn a_live_group_of_another_shape_is_refused_and_a_full_one_is_busy() {
     assert!(!file::path(&name).unwrap().exists());
 }
 
-/// The group's file, mapped by a writer who is no member.
+/// The group's board, mapped by a writer who is no member: reached, as a
+/// joiner would, through the member in slot 0 that the name lists.
 fn forge(name: &str) -> SharedMap {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(file::path(name).unwrap())
-        .unwrap();
-    let len = f.metadata().unwrap().len();
-    SharedMap::map(
-        std::os::fd::AsFd::as_fd(&f),
-        len,
-        0,
-        os::Prot::ReadWrite,
-        None,
-    )
-    .unwrap()
+    let bytes = std::fs::read(file::path(name).unwrap()).unwrap();
+    let names = record::decode(&bytes).expect("a group's name");
+    let holder = names.holders[0].expect("a member in slot 0");
+    let (_fd, map) =
+        peer_region::map_peer_region(&names.region(holder), names.shape.board_len(), "a test")
+            .unwrap();
+    map
 }
 
 use crate::kit::os::SharedMap;
@@ -192,28 +187,20 @@ fn slot(i: usize) -> usize {
     64 + i * (64 + 2 * 4096)
 }
 
-/// Wait (bounded) until the group's file exists and its first member took
-/// slot 0: a file written before anyone took a slot would rightly be taken
-/// for a dead group's and replaced.
+/// Wait (bounded) until the group's name exists (its founder is in slot 0
+/// from the start).
 fn await_file(name: &str) {
     for _ in 0..5000 {
         if file::path(name).unwrap().exists() {
-            if let Ok(f) = std::fs::File::open(file::path(name).unwrap()) {
-                let mut pid = [0u8; 4];
-                use std::os::unix::fs::FileExt as _;
-                if f.read_exact_at(&mut pid, slot(0) as u64).is_ok() && u32::from_le_bytes(pid) != 0
-                {
-                    return;
-                }
-            }
+            return;
         }
         thread::sleep(Duration::from_millis(1));
     }
-    panic!("group {name} never made its file, or nobody joined it");
+    panic!("group {name} never made its name");
 }
 
 /// A member on a thread that joins `name` as one of two and all-gathers
-/// once, once the group's file exists: what a writer of the file then
+/// once, once the group's name exists: what a writer of the board then
 /// does decides how it ends.
 fn lone_member(name: &str) -> thread::JoinHandle<Result<Vec<Vec<u8>>>> {
     let member = {
@@ -227,7 +214,7 @@ fn lone_member(name: &str) -> thread::JoinHandle<Result<Vec<Vec<u8>>>> {
     member
 }
 
-/// Bump the file's post word and wake its sleepers, as a member's post does.
+/// Bump the board's post word and wake its sleepers, as a member's post does.
 fn bump(map: &SharedMap) {
     map.atomic_u32(16).unwrap().fetch_add(1, Ordering::Release);
     os::futex_wake(map.atomic_u32(16).unwrap(), u32::MAX);
@@ -237,7 +224,7 @@ fn bump(map: &SharedMap) {
 fn a_forged_length_is_an_error_not_a_read_out_of_bounds() {
     let name = unique("forged-len");
     let member = lone_member(&name);
-    // A writer of the file claims slot 1 as a live process, says it posted
+    // A writer of the board claims slot 1 as a live process, says it posted
     // a thousand rounds, each of 4 GiB.
     let map = forge(&name);
     let at = slot(1);
@@ -339,6 +326,6 @@ fn a_member_whose_process_is_gone_fails_the_round_naming_it_and_nothing_stays() 
     drop(map);
     assert!(
         !file::path(&name).unwrap().exists(),
-        "the last live member removed the file when it left"
+        "the last live member removed the name when it left"
     );
 }

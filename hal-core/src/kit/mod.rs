@@ -3,6 +3,8 @@
 //!
 //! - [`os`]: sealed memfds, shared mappings, futexes, process identity and
 //!   liveness, vendor libraries loaded at run time;
+//! - [`peer_region`]: a sealed memfd of one process that others reach
+//!   through `/proc/PID/fd/N` (a channel's control region, a group's board);
 //! - [`export`]: the export layer of memfd-backed backends (a handle from the
 //!   export options, sealed memfds, checked imports) and
 //!   [`syncpage`], the shared page under their events and notifies;
@@ -35,6 +37,7 @@ pub mod lock;
 pub mod needs;
 pub mod off_thread;
 pub mod os;
+pub mod peer_region;
 pub mod queued;
 pub mod raw_ipc;
 pub mod reaper;

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use nix::errno::Errno;
 
-use super::{lock_patiently, unlock, Prot, SharedMap};
+use super::{lock_patiently, unlock};
 use crate::{Error, Result};
 
 /// Where private files live.
@@ -150,16 +150,28 @@ impl PrivateFile {
             .len())
     }
 
-    /// Read up to `buf.len()` bytes from the start; how many were read.
+    /// Read up to `buf.len()` bytes from the start, fewer only where the
+    /// file ends; how many were read.
     pub fn read_head(&self, buf: &mut [u8]) -> Result<usize> {
-        self.file
-            .read_at(buf, 0)
-            .map_err(|e| Error::io(format!("reading {}", self.path.display()), e))
+        let mut done = 0;
+        while done < buf.len() {
+            match self.file.read_at(&mut buf[done..], done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(Error::io(format!("reading {}", self.path.display()), e));
+                }
+            }
+        }
+        Ok(done)
     }
 
-    /// Map all `len` bytes, read-write.
-    pub fn map(&self, len: u64) -> Result<SharedMap> {
-        SharedMap::map(self.file.as_fd(), len, 0, Prot::ReadWrite, None)
+    /// Write all of `bytes` at `offset`.
+    pub fn write_at(&self, offset: u64, bytes: &[u8]) -> Result<()> {
+        self.file
+            .write_all_at(bytes, offset)
+            .map_err(|e| Error::io(format!("writing {}", self.path.display()), e))
     }
 
     /// True while the path still leads to this file.
