@@ -281,11 +281,39 @@ fn members_outlive_their_name_truncated_and_their_board_cannot_be_truncated() {
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
     assert!(err.to_string().contains("not a group's name"), "{err}");
     kid.finish();
+    // A leave writes into no name of another length than its group's.
+    let left = std::fs::metadata(file_of(&name)).expect("the name, one member left");
+    assert_eq!(
+        left.len(),
+        0,
+        "the child's leave wrote into the truncated name"
+    );
     drop(g);
     assert!(
         !file_of(&name).exists(),
         "the last to leave removed the name"
     );
+}
+
+#[test]
+fn a_group_of_the_most_members_is_joined_through_its_longest_name() {
+    let name = unique("most");
+    let most = hal_core::group::MAX_MEMBERS;
+    let founder = start("joiner", &format!("{name}:{most}"));
+    await_entry(&name, 0, founder.id());
+    assert_eq!(
+        std::fs::metadata(file_of(&name)).unwrap().len(),
+        64 + 16 * most as u64,
+        "the longest name"
+    );
+    // The second joiner takes a slot, then waits for the other 4094.
+    let short = options().timeout(Duration::from_millis(200));
+    let err = Group::join(&name, most, &short).unwrap_err();
+    let said: String = err.to_string().chars().take(300).collect();
+    assert!(err.is_timeout(), "{said}");
+    assert!(err.to_string().contains("2 (not joined)"));
+    drop(founder);
+    std::fs::remove_file(file_of(&name)).unwrap();
 }
 
 #[test]

@@ -266,6 +266,51 @@ fn a_state_no_member_writes_fails_the_join_instead_of_waiting() {
 }
 
 #[test]
+fn a_board_whose_header_was_rewritten_is_refused_to_a_joiner() {
+    let name = unique("header");
+    let member = lone_member(&name);
+    let map = forge(&name);
+    // The magic, then the version, rewritten under the member.
+    for (at, forged) in [(0, u32::from_le_bytes(*b"HGRQ")), (4, 2)] {
+        let genuine = map.atomic_u32(at).unwrap().swap(forged, Ordering::AcqRel);
+        let err = Group::join(&name, 2, &quick()).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+        assert!(err.to_string().contains("another shape"), "{err}");
+        map.atomic_u32(at)
+            .unwrap()
+            .store(genuine, Ordering::Release);
+    }
+    let mut g = Group::join(&name, 2, &quick()).unwrap();
+    assert_eq!(g.all_gather(b"mine").unwrap(), vec![b"mine".to_vec(); 2]);
+    assert_eq!(member.join().unwrap().unwrap(), vec![b"mine".to_vec(); 2]);
+    drop((g, map));
+    assert!(!file::path(&name).unwrap().exists());
+}
+
+#[test]
+fn a_member_that_leaves_takes_its_entry_out_of_the_name() {
+    let name = unique("entry");
+    let other = {
+        let name = name.clone();
+        thread::spawn(move || Group::join(&name, 2, &quick()).unwrap())
+    };
+    let mine = Group::join(&name, 2, &quick()).unwrap();
+    let other = other.join().unwrap();
+    let holders = || {
+        let bytes = std::fs::read(file::path(&name).unwrap()).unwrap();
+        record::decode(&bytes).expect("a group's name").holders
+    };
+    assert!(holders().iter().all(Option::is_some), "{:?}", holders());
+    let (left, stays) = (other.rank(), mine.rank());
+    drop(other);
+    let now = holders();
+    assert_eq!(now[left], None, "the entry of the member that left");
+    assert_eq!(now[stays].map(|h| h.pid), Some(std::process::id()));
+    drop(mine);
+    assert!(!file::path(&name).unwrap().exists());
+}
+
+#[test]
 fn a_file_others_may_open_is_refused() {
     use std::os::unix::fs::PermissionsExt as _;
     let name = unique("mode");

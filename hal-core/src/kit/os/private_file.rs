@@ -158,7 +158,7 @@ impl PrivateFile {
             match self.file.read_at(&mut buf[done..], done as u64) {
                 Ok(0) => break,
                 Ok(n) => done += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                // A read of a tmpfs file is not interrupted by signals.
                 Err(e) => {
                     return Err(Error::io(format!("reading {}", self.path.display()), e));
                 }
