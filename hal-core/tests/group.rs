@@ -29,6 +29,16 @@ fn file_of(name: &str) -> std::path::PathBuf {
     format!("/dev/shm/.hal-group.{}.{name}", nix::unistd::geteuid()).into()
 }
 
+/// Require that the group's name is gone: its last member to leave
+/// removed it.
+#[track_caller]
+fn assert_name_removed(name: &str) {
+    assert!(
+        !file_of(name).exists(),
+        "the last to leave removed the name"
+    );
+}
+
 fn options() -> GroupOptions {
     GroupOptions::default().timeout(Duration::from_secs(30))
 }
@@ -236,10 +246,7 @@ fn a_joiner_reaches_the_board_through_a_live_member_once_the_founder_died() {
             other => panic!("{who}'s barrier: {other:?}"),
         }
     }
-    assert!(
-        !file_of(&name).exists(),
-        "the last to leave removed the name"
-    );
+    assert_name_removed(&name);
 }
 
 #[test]
@@ -289,10 +296,7 @@ fn members_outlive_their_name_truncated_and_their_board_cannot_be_truncated() {
         "the child's leave wrote into the truncated name"
     );
     drop(g);
-    assert!(
-        !file_of(&name).exists(),
-        "the last to leave removed the name"
-    );
+    assert_name_removed(&name);
 }
 
 #[test]

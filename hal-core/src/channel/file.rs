@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use super::layout::{self, Control, PubState, Shape};
 use super::record::{self, Record};
 use crate::kit::os::{self, PrivateFile};
-use crate::kit::peer_region::{self, PeerRegion};
+use crate::kit::peer_region;
 use crate::{Error, Result};
 
 const KIND: &str = "channel";
@@ -39,15 +39,8 @@ pub(super) fn read_record(pf: &PrivateFile) -> Result<Option<Record>> {
 /// shrinking and growing, of the record's shape, and that its head states
 /// that shape.
 pub(super) fn map_region(record: &Record) -> Result<Control> {
-    let at = PeerRegion {
-        pid: record.pid,
-        start: record.start,
-        fd: record.fd,
-        dev: record.dev,
-        ino: record.ino,
-    };
     let len = record.shape.file_len();
-    let (_fd, map) = peer_region::map_peer_region(&at, len, "a channel's name")?;
+    let (_fd, map) = peer_region::map_peer_region(&record.region(), len, "a channel's name")?;
     let mut head = [0u8; layout::HEAD_READ];
     map.read(0, &mut head)?;
     if layout::read_shape(&head, len) != Some(record.shape) {

@@ -18,6 +18,7 @@
 //! | 56 | flags: bit 0, stream-ordered |
 
 use super::layout::{self, Mode, Shape};
+use crate::kit::peer_region::PeerRegion;
 
 /// The record's length in bytes.
 pub(super) const LEN: usize = 64;
@@ -37,6 +38,17 @@ pub(super) struct Record {
 }
 
 impl Record {
+    /// Where the record says the control region is.
+    pub(super) fn region(&self) -> PeerRegion {
+        PeerRegion {
+            pid: self.pid,
+            start: self.start,
+            fd: self.fd,
+            dev: self.dev,
+            ino: self.ino,
+        }
+    }
+
     pub(super) fn encode(&self) -> [u8; LEN] {
         let mut b = [0u8; LEN];
         let mut put = |at: usize, bytes: &[u8]| b[at..at + bytes.len()].copy_from_slice(bytes);

@@ -67,7 +67,7 @@ pub(super) fn join(name: &str, shape: Shape, deadline: Instant) -> Result<Joined
             });
         }
         let Some(pf) = PrivateFile::open(&path)? else {
-            match found(&path, shape)? {
+            match found(&path, shape, (pid, start))? {
                 Some(joined) => return Ok(joined),
                 // Another process linked its name first: join that group.
                 None => continue,
@@ -143,11 +143,10 @@ pub(super) fn join(name: &str, shape: Shape, deadline: Instant) -> Result<Joined
     }
 }
 
-/// Found the group of `shape` at `path`: its board, with this process in
-/// slot 0, then its name. `None` when another process linked a name there
+/// Found the group of `shape` at `path`: its board, with this process
+/// (`pid`, `start`) in slot 0, then its name. `None` when another process linked a name there
 /// first (the board made here is dropped unseen).
-fn found(path: &std::path::Path, shape: Shape) -> Result<Option<Joined>> {
-    let (pid, start) = os::self_identity();
+fn found(path: &std::path::Path, shape: Shape, (pid, start): (u32, u64)) -> Result<Option<Joined>> {
     let (region, map, id) = peer_region::new_sealed_region("hal-group", shape.board_len())?;
     map.write(0, &layout::new_header(shape))?;
     let board = Board::new(map, shape)?;
