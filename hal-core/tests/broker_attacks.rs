@@ -1,6 +1,7 @@
 //! Attacks on the descriptor broker and its importers, with real processes:
-//! a hostile exporter that locates a FUSE-backed file for the
-//! `pidfd_getfd` path, an importer that leaves answers unread over many
+//! a hostile exporter that locates a FUSE-backed file for the importer's
+//! own taking, another user who sends the broker FUSE-backed descriptors,
+//! an importer that leaves answers unread over many
 //! connections until the exporter's user may have no more descriptors in
 //! flight, and one that sends requests on one connection without reading
 //! the answers.
@@ -12,11 +13,11 @@
 mod common;
 
 use std::fs::File;
-use std::io::{IoSlice, Read, Write};
+use std::io::IoSlice;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use common::{read_line, say, Kid};
 use hal_core::exchange::{self, PIDFD_GETFD_ENV};
@@ -68,6 +69,8 @@ fn child_process() {
     let arg = std::env::var(ARG).unwrap_or_default();
     match role.as_str() {
         "fuse-exporter" => child_fuse_exporter(&arg),
+        "fuse-sender" => child_fuse_sender(&arg),
+        "watched-importer" => child_watched_importer(&arg),
         "getfd-importer" => child_getfd_importer(&arg),
         "exporter" => child_exporter(&arg),
         "hoarder" => child_hoarder(&arg),
@@ -166,29 +169,42 @@ fn send(fd: &OwnedFd, bytes: &[u8], fds: &[RawFd]) -> nix::Result<usize> {
 }
 
 // ---------------------------------------------------------------------------
-// The pidfd_getfd path and a FUSE-backed descriptor
+// FUSE-backed descriptors
 
-/// The `pidfd_getfd` path (`HAL_PIDFD_GETFD=1`) takes the descriptor a
-/// broker locates, then checks it. A hostile exporter locates a file on a
-/// FUSE file system it serves itself: an `fstat` of it waits for the FUSE
-/// server, which need never answer. The importer must read the seals
-/// (`F_GET_SEALS`, answered at once for any file) first and fall back to
-/// `SCM_RIGHTS` without any request reaching the FUSE server. (Here the
-/// server answers each request with an error and records who asked, so
-/// that an importer that does `fstat` fails the test instead of hanging.)
-#[test]
-fn pidfd_path_checks_seals_before_fstat() {
-    const TEST: &str = "pidfd_path_checks_seals_before_fstat";
+/// Where a FUSE test cannot run: why, or `None`.
+fn fuse_missing() -> Option<&'static str> {
     if !nix::unistd::geteuid().is_root() {
-        return cannot_run(TEST, "mounting a FUSE file system needs root");
+        return Some("mounting a FUSE file system needs root");
     }
     if !std::path::Path::new("/dev/fuse").exists() {
-        return cannot_run(TEST, "no /dev/fuse");
+        return Some("no /dev/fuse");
     }
-    let dir = tempfile::Builder::new()
+    None
+}
+
+fn fuse_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
         .prefix("hal-test-fuse-")
         .tempdir()
-        .expect("temporary directory");
+        .expect("temporary directory")
+}
+
+/// The path the importer takes (`HAL_PIDFD_GETFD=1`: the broker locates
+/// the descriptor, the importer takes it from the exporter itself) is
+/// pointed by a hostile exporter at a file of a FUSE file system it serves,
+/// whose daemon holds every request of another process: an `open`, an
+/// `fstat`, or the `flush` of the `close` of a refused descriptor, which no
+/// signal ends. The importer must take nothing but a memfd and never wait
+/// on anything else: it falls back to `SCM_RIGHTS` without a single
+/// request reaching the daemon, and the import completes while the daemon
+/// holds its requests.
+#[test]
+fn fuse_descriptor_on_the_board_does_not_hang_the_importer() {
+    const TEST: &str = "fuse_descriptor_on_the_board_does_not_hang_the_importer";
+    if let Some(why) = fuse_missing() {
+        return cannot_run(TEST, why);
+    }
+    let dir = fuse_dir();
     let mut exporter = Kid::spawn("fuse-exporter", &dir.path().to_string_lossy(), &[]);
     let ready = exporter.result();
     if let Some(why) = ready.strip_prefix("cannot ") {
@@ -202,156 +218,172 @@ fn pidfd_path_checks_seals_before_fstat() {
         &[(PIDFD_GETFD_ENV, "1"), ("RUST_LOG", "")],
     );
     let got = importer.result();
+    let asked = exporter.ask(&format!("requests {}", importer.id()));
+    // Let go of whatever the daemon holds before judging, so that no
+    // process is left waiting whatever the outcome.
+    exporter.tell("stop");
     assert_eq!(
         got, "honest xyz taken 1 fell 0; fuse xyz taken 1 fell 1; warnings 0",
-        "the honest object comes by pidfd_getfd; the FUSE-backed one falls back to SCM_RIGHTS"
+        "the honest object comes by the importer's own taking; the FUSE-backed one falls \
+         back to SCM_RIGHTS"
     );
-    // The exporter itself sends its FUSE server nothing (it only opened
-    // the root O_PATH): any request came from the importer.
-    let asked = exporter.ask("requests");
     assert_eq!(
         asked, "none",
-        "FUSE requests reached the server (opcode 3 is GETATTR: an fstat); a hostile server \
-         could have left the importer waiting forever"
+        "FUSE requests of the importer reached the daemon (opcodes: 3 GETATTR, an fstat; 14 \
+         OPEN; 25 FLUSH, a close): a hostile daemon could have left the importer waiting \
+         forever"
     );
     importer.finish();
     exporter.finish();
     drop(dir);
 }
 
-/// FUSE's kernel protocol, as much as a server that answers nothing needs.
-mod fuse {
-    pub const INIT: u32 = 26;
-    pub const FORGET: u32 = 2;
-    pub const BATCH_FORGET: u32 = 42;
-    pub const IN_HEADER: usize = 40;
-
-    /// The reply to `FUSE_INIT` request `unique`: protocol 7.31, nothing
-    /// asked for.
-    pub fn init_reply(unique: u64) -> Vec<u8> {
-        let mut body = [0u8; 64];
-        body[0..4].copy_from_slice(&7u32.to_le_bytes());
-        body[4..8].copy_from_slice(&31u32.to_le_bytes());
-        body[20..24].copy_from_slice(&4096u32.to_le_bytes()); // max_write
-        body[24..28].copy_from_slice(&1u32.to_le_bytes()); // time_gran
-        reply(unique, 0, &body)
+/// The broker takes no descriptor from a request. Another user sends each
+/// of the exporter's broker workers a message carrying the descriptor of a
+/// FUSE file whose daemon holds the `flush` that a `close` sends: a worker
+/// that let the kernel install it and closed it would wait for ever (no
+/// signal ends that wait), and with every worker stopped no import is
+/// answered and the exporter cannot even be killed. The broker must let
+/// the kernel drop such descriptors uninstalled: an honest import made
+/// while the daemon holds its requests is served, and no request of the
+/// exporter's process reaches the daemon.
+#[test]
+fn fuse_descriptor_sent_to_the_broker_does_not_stop_it() {
+    const TEST: &str = "fuse_descriptor_sent_to_the_broker_does_not_stop_it";
+    if let Some(why) = fuse_missing() {
+        return cannot_run(TEST, why);
     }
-
-    /// A reply: `fuse_out_header` (length, error, unique), then `body`.
-    pub fn reply(unique: u64, error: i32, body: &[u8]) -> Vec<u8> {
-        let mut r = Vec::with_capacity(16 + body.len());
-        r.extend_from_slice(&((16 + body.len()) as u32).to_le_bytes());
-        r.extend_from_slice(&error.to_le_bytes());
-        r.extend_from_slice(&unique.to_le_bytes());
-        r.extend_from_slice(body);
-        r
+    let mut exporter = Kid::spawn("exporter", "", &[]);
+    let text = exporter.result();
+    let dir = fuse_dir();
+    let arg = format!("{} {text}", dir.path().to_string_lossy());
+    let mut attacker = Kid::spawn("fuse-sender", &arg, &[]);
+    let sent = attacker.result();
+    if let Some(why) = sent.strip_prefix("cannot ") {
+        return cannot_run(TEST, why);
     }
-}
-
-/// Mount a FUSE file system of this process's own at `dir` (in a mount
-/// namespace of this thread's own, so that it goes with the process) and
-/// open its root `O_PATH`: the descriptor, and the `/dev/fuse` one.
-fn mount_fuse(dir: &str) -> Result<(OwnedFd, OwnedFd), String> {
-    // SAFETY: unshare takes flags; this thread gets a mount namespace of
-    // its own and touches no memory.
-    if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
-        return Err(format!("unshare: {}", std::io::Error::last_os_error()));
-    }
-    let root = c"/";
-    // SAFETY: the strings are NUL-terminated and live for the call; a null
-    // source, type and data are allowed for a propagation change.
-    let r = unsafe {
-        libc::mount(
-            std::ptr::null(),
-            root.as_ptr(),
-            std::ptr::null(),
-            libc::MS_REC | libc::MS_PRIVATE,
-            std::ptr::null(),
-        )
-    };
-    if r != 0 {
-        return Err(format!(
-            "private mounts: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    let dev = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/fuse")
-        .map_err(|e| format!("/dev/fuse: {e}"))?;
-    let dev = OwnedFd::from(dev);
-    let options = format!("fd={},rootmode=40000,user_id=0,group_id=0", dev.as_raw_fd());
-    let (target, options) = (
-        std::ffi::CString::new(dir).unwrap(),
-        std::ffi::CString::new(options).unwrap(),
+    let mut importer = Kid::spawn("watched-importer", &text, &[(PIDFD_GETFD_ENV, "0")]);
+    let got = importer.result();
+    let asked = attacker.ask(&format!("requests {}", exporter.id()));
+    attacker.tell("stop");
+    assert!(sent.starts_with("sent "), "{sent}");
+    assert_eq!(
+        got, "abc",
+        "an import while the FUSE daemon holds its requests ({sent})"
     );
-    // SAFETY: the strings are NUL-terminated and live for the call.
-    let r = unsafe {
-        libc::mount(
-            c"hal-test".as_ptr(),
-            target.as_ptr(),
-            c"fuse".as_ptr(),
-            libc::MS_NOSUID | libc::MS_NODEV,
-            options.as_ptr().cast(),
-        )
-    };
-    if r != 0 {
-        return Err(format!("mount fuse: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: `target` is NUL-terminated; an O_PATH open sends the FUSE
-    // server nothing.
-    let fd = unsafe { libc::open(target.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return Err(format!("open: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: open returned a new descriptor nothing else owns.
-    Ok((unsafe { OwnedFd::from_raw_fd(fd) }, dev))
+    assert_eq!(
+        asked, "none",
+        "FUSE requests of the exporter's process reached the daemon (25 is FLUSH: a worker \
+         closed the descriptor)"
+    );
+    importer.finish();
+    attacker.finish();
+    assert_eq!(
+        exporter.ask("count"),
+        "0",
+        "the importer's lease was given back"
+    );
+    exporter.finish();
+    drop(dir);
 }
 
-/// Serve FUSE on `dev`: answer `FUSE_INIT`, and every other request with
-/// `EIO`, recording its opcode under the pid that sent it.
-fn serve_fuse(dev: OwnedFd, seen: Arc<Mutex<Vec<(u32, u32)>>>) {
-    let mut file = File::from(dev);
-    let mut buf = vec![0u8; (1 << 20) + 4096];
-    loop {
-        match file.read(&mut buf) {
-            Ok(n) if n >= fuse::IN_HEADER => {}
-            Ok(_) => return,
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
-            Err(_) => return,
+/// Mount the hostile FUSE file system at `dir` for a test (its daemon
+/// holds every request of another process); `None` after saying why it
+/// cannot.
+fn mount_for_test(dir: &str) -> Option<hal_tests::fuse::Fuse> {
+    match hal_tests::fuse::Fuse::mount(dir) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            say(format!("cannot mount a FUSE file system: {e}"));
+            None
         }
-        let word = |at: usize| u32::from_le_bytes(buf[at..at + 4].try_into().unwrap());
-        let (opcode, pid) = (word(4), word(32));
-        let unique = u64::from_le_bytes(buf[8..16].try_into().unwrap());
-        let reply = match opcode {
-            fuse::INIT => fuse::init_reply(unique),
-            fuse::FORGET | fuse::BATCH_FORGET => continue,
-            _ => {
-                seen.lock().unwrap().push((pid, opcode));
-                fuse::reply(unique, -libc::EIO, &[])
-            }
-        };
-        let _ = file.write(&reply);
     }
+}
+
+/// Serve the parent's `requests PID` (the opcodes process PID sent the
+/// daemon, or `none`) until it says `stop`; then let go of every held
+/// request.
+fn answer_requests(mut fuse: hal_tests::fuse::Fuse) {
+    loop {
+        let line = read_line();
+        let Some(pid) = line.strip_prefix("requests ") else {
+            break;
+        };
+        let ops = fuse.requests_from(pid.parse().expect("a pid"));
+        say(if ops.is_empty() {
+            "none".to_owned()
+        } else {
+            format!("{ops:?}")
+        });
+    }
+    fuse.stop();
+}
+
+/// The attacker of `fuse_descriptor_sent_to_the_broker_does_not_stop_it`:
+/// mounts the file system at the first word of `arg`, becomes uid 65534
+/// (another user than the exporter's), and sends the broker of the handle
+/// (the rest of `arg`) a request with four descriptors of the FUSE file on
+/// each of eight connections (more than the broker has workers).
+fn child_fuse_sender(arg: &str) {
+    let (dir, text) = arg.split_once(' ').expect("a directory and a handle");
+    let Some(fuse) = mount_for_test(dir) else {
+        return;
+    };
+    let nobody = nix::unistd::Uid::from_raw(65534);
+    let nogroup = nix::unistd::Gid::from_raw(65534);
+    nix::unistd::setgroups(&[])
+        .and_then(|_| nix::unistd::setgid(nogroup))
+        .and_then(|_| nix::unistd::setuid(nobody))
+        .expect("becoming uid 65534");
+    let (name, id) = broker_of(text);
+    let file = fuse.file().as_raw_fd();
+    let mut conns = Vec::new();
+    for _ in 0..8 {
+        let conn = connect(&name);
+        send(&conn, &fetch_request(&id), &[file; 4]).expect("send to the broker");
+        conns.push(conn);
+    }
+    say(format!("sent {} messages of 4 descriptors", conns.len()));
+    answer_requests(fuse);
+    drop(conns);
+}
+
+/// Import the handle `text` once from its broker, on a thread of its own:
+/// report the bytes, the error, or `hung` when the import has not returned
+/// after 20 s (four times the broker's timeout). Then wait for the parent's
+/// end of input.
+fn child_watched_importer(text: &str) {
+    let text = text.to_owned();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut shared = SharedHandle::from(exchange::decode(&text).unwrap());
+        let got = match exchange::take_fds(&mut shared) {
+            Ok(fds) => read_fd(&fds[0]),
+            Err(e) => format!("error: {e}"),
+        };
+        exchange::close_broker_connections();
+        let _ = tx.send(got);
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(20)) {
+        Ok(got) => say(got),
+        Err(_) => say("hung"),
+    }
+    read_line();
 }
 
 /// A hostile exporter: a broker of its own on an abstract socket, with two
 /// objects. Asked to locate the honest one, it names a sealed memfd; asked
-/// to locate the other, the root of a FUSE file system it serves. A fetch
-/// of either gets the sealed memfd, with `SCM_RIGHTS`. Prints the two
-/// handle texts, then answers `requests` with the FUSE requests it got
-/// (opcode and the sending thread's id).
+/// to locate the other, a file of a FUSE file system it serves, whose
+/// daemon holds every request of another process. A fetch of either gets
+/// the sealed memfd, with `SCM_RIGHTS`. Prints the two handle texts, then
+/// serves [`answer_requests`].
 fn child_fuse_exporter(dir: &str) {
-    let (fuse_fd, dev) = match mount_fuse(dir) {
-        Ok(fds) => fds,
-        Err(e) => return say(format!("cannot mount a FUSE file system: {e}")),
+    let Some(fuse) = mount_for_test(dir) else {
+        return;
     };
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let recorded = Arc::clone(&seen);
-    std::thread::spawn(move || serve_fuse(dev, recorded));
     let memfd = sealed_memfd_with(b"xyz");
     let st = os::fstat(memfd.as_fd()).unwrap();
+    let fuse_st = os::quick_stat(fuse.file().as_fd()).unwrap();
     let name = unique("fuse-broker");
     let listener = socket::socket(
         AddressFamily::Unix,
@@ -369,8 +401,8 @@ fn child_fuse_exporter(dir: &str) {
     let (honest, hostile) = (os::random_id(), os::random_id());
     let places = [
         (honest, memfd.as_raw_fd(), st.st_dev, st.st_ino),
-        // Any identity: the importer must never get as far as checking it.
-        (hostile, fuse_fd.as_raw_fd(), st.st_dev, st.st_ino + 1),
+        // The FUSE file's true identity: only its file system betrays it.
+        (hostile, fuse.file().as_raw_fd(), fuse_st.dev, fuse_st.ino),
     ];
     let texts: Vec<String> = [honest, hostile]
         .iter()
@@ -423,47 +455,42 @@ fn child_fuse_exporter(dir: &str) {
         }
     });
     say(texts.join(" "));
-    while read_line() == "requests" {
-        let from: Vec<String> = seen
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(tid, op)| format!("opcode {op} from thread {tid}"))
-            .collect();
-        say(if from.is_empty() {
-            "none".to_owned()
-        } else {
-            from.join(", ")
-        });
-    }
-    drop((fuse_fd, memfd));
+    answer_requests(fuse);
+    drop(memfd);
 }
 
 /// Import the honest object, then the FUSE-backed one, by the
 /// `pidfd_getfd` path; report each one's bytes and the path's counts.
 fn child_getfd_importer(texts: &str) {
     hal_tests::warnings::capture();
-    let texts: Vec<&str> = texts.split(' ').collect();
-    let mut report = Vec::new();
-    for (what, text) in ["honest", "fuse"].iter().zip(&texts) {
-        let mut shared = SharedHandle::from(exchange::decode(text).unwrap());
-        let taken = exchange::take_fds(&mut shared).unwrap();
-        let (taken_n, fell) = exchange::pidfd_getfd_counts();
-        report.push(format!(
-            "{what} {} taken {taken_n} fell {fell}",
-            read_fd(&taken[0])
-        ));
-    }
+    let texts: Vec<String> = texts.split(' ').map(str::to_owned).collect();
+    let (tx, rx) = std::sync::mpsc::channel();
+    // On a thread of its own: an import that waits on the daemon is
+    // reported as such instead of leaving the test waiting too.
+    std::thread::spawn(move || {
+        let mut report = Vec::new();
+        for (what, text) in ["honest", "fuse"].iter().zip(&texts) {
+            let mut shared = SharedHandle::from(exchange::decode(text).unwrap());
+            let taken = exchange::take_fds(&mut shared).unwrap();
+            let (taken_n, fell) = exchange::pidfd_getfd_counts();
+            report.push(format!(
+                "{what} {} taken {taken_n} fell {fell}",
+                read_fd(&taken[0])
+            ));
+        }
+        exchange::close_broker_connections();
+        let _ = tx.send(report.join("; "));
+    });
+    let Ok(report) = rx.recv_timeout(std::time::Duration::from_secs(20)) else {
+        say("hung");
+        read_line();
+        return;
+    };
     let warnings = hal_tests::warnings::all();
     for w in &warnings {
         eprintln!("warning: {w}");
     }
-    say(format!(
-        "{}; warnings {}",
-        report.join("; "),
-        warnings.len()
-    ));
-    exchange::close_broker_connections();
+    say(format!("{report}; warnings {}", warnings.len()));
 }
 
 // ---------------------------------------------------------------------------

@@ -77,6 +77,7 @@ pub use hal_core;
 pub mod cases;
 pub mod driver;
 pub mod fork;
+pub mod fuse;
 pub mod probe;
 pub mod process;
 pub mod reuse;

@@ -293,6 +293,60 @@ fn the_control_region_cannot_be_truncated_and_a_forged_name_is_refused() {
     v.close();
 }
 
+/// A name that leads to a file of a FUSE file system whose daemon answers
+/// nobody (an `open` of it would wait for as long as the daemon likes): a
+/// subscriber's open never opens it, and is refused at once as no memfd,
+/// without a single request reaching the daemon.
+#[test]
+fn fuse_file_behind_a_channel_name_does_not_hang_the_subscriber() {
+    if !nix::unistd::geteuid().is_root() || !std::path::Path::new("/dev/fuse").exists() {
+        hal_core::testing::not_run("mounting a FUSE file system needs root and /dev/fuse");
+        return;
+    }
+    let v = Victims::new("fuse", Mode::Broadcast, Duration::from_secs(30));
+    let mut attacker = Attacker::spawn(&v.name);
+    let dir = tempfile::Builder::new()
+        .prefix("hal-test-fuse-")
+        .tempdir()
+        .expect("a temporary directory");
+    attacker.tell(&format!("forge-name fuse {}", dir.path().display()));
+    let forged = attacker.expect("done");
+    if let Some(why) = forged.strip_prefix("cannot ") {
+        attacker.kill();
+        hal_core::testing::not_run(why);
+        return;
+    }
+    let (tx, rx) = mpsc::channel();
+    let name = v.name.clone();
+    std::thread::spawn(move || {
+        let got = Subscriber::open(&device(), &name, &short()).map(drop);
+        let _ = tx.send(got);
+    });
+    let got = rx.recv_timeout(LONG);
+    attacker.tell(&format!("fuse-requests {}", std::process::id()));
+    let asked = attacker.expect("requests");
+    // Whatever happened, the daemon lets go before the test judges.
+    attacker.tell("fuse-stop");
+    attacker.expect("stopped");
+    match got {
+        Ok(Err(e @ Error::InvalidArgument { .. })) => {
+            assert!(e.to_string().contains("no memfd"), "{e}")
+        }
+        Ok(other) => panic!("a subscriber's open of a name that leads to a FUSE file: {other:?}"),
+        Err(_) => panic!("a subscriber's open waited {LONG:?} on the FUSE file's daemon"),
+    }
+    assert_eq!(
+        asked, "none",
+        "requests of the subscriber reached the FUSE daemon"
+    );
+    attacker.tell("restore-name");
+    attacker.expect("done");
+    v.publish(0);
+    assert_eq!(v.guarded_receive().expect("the channel still works"), 0);
+    attacker.finish();
+    v.close();
+}
+
 /// A channel's name while its publisher lives, and once it was killed: a
 /// second publisher of the name is refused (`AlreadyExists`, naming the
 /// live one); once it is dead, a subscriber's open is told so (`Closed`) and
@@ -557,7 +611,12 @@ fn unhex(s: &str) -> Vec<u8> {
 /// * `forge-name unsealed|sealed`: makes a memfd of the region's size with
 ///   the region's head and writes a record naming it into the name:
 ///   unsealed with its own identity, or sealed with the genuine region's
-///   identity (answers `done`).
+///   identity (answers `done`);
+/// * `forge-name fuse DIR`: mounts a hostile FUSE file system at `DIR`
+///   ([`hal_tests::fuse`]) and writes a record naming its file (answers
+///   `done`, or `done cannot …`); `fuse-requests PID` answers `requests`
+///   with the opcodes process `PID` sent its daemon (or `none`), and
+///   `fuse-stop` lets go of every held request (answers `stopped`).
 fn attacker() {
     let path = hal_core::kit::os::private_path("channel", &arg("name")).expect("a channel name");
     let name = OpenOptions::new()
@@ -580,6 +639,7 @@ fn attacker() {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut forger = None;
     let mut forgeries = Vec::new();
+    let mut fuse: Option<hal_tests::fuse::Fuse> = None;
     say("ready", "");
     loop {
         let line = match std::panic::catch_unwind(hear) {
@@ -646,6 +706,51 @@ fn attacker() {
                 name.set_len(RECORD as u64).expect("sizing the name");
                 name.write_all_at(&record, 0).expect("writing the record");
                 say("done", "");
+            }
+            "forge-name" if line.starts_with("forge-name fuse ") => {
+                // A file of a FUSE file system this process serves, whose
+                // daemon holds every other process's request, named by the
+                // record with its true identity.
+                let dir = parts.nth(1).expect("a directory");
+                match hal_tests::fuse::Fuse::mount(dir) {
+                    Ok(f) => {
+                        let file = f.file().as_fd();
+                        let st = hal_core::kit::os::quick_stat(file).unwrap();
+                        let mut forged = record;
+                        let (me, start) = hal_core::kit::os::self_identity();
+                        forged[8..12].copy_from_slice(&me.to_le_bytes());
+                        forged[12..16].copy_from_slice(&(file.as_raw_fd() as u32).to_le_bytes());
+                        forged[16..24].copy_from_slice(&start.to_le_bytes());
+                        forged[24..32].copy_from_slice(&st.dev.to_le_bytes());
+                        forged[32..40].copy_from_slice(&st.ino.to_le_bytes());
+                        name.write_all_at(&forged, 0)
+                            .expect("writing the forged record");
+                        fuse = Some(f);
+                        say("done", "");
+                    }
+                    Err(e) => say("done", format!("cannot mount a FUSE file system: {e}")),
+                }
+            }
+            "fuse-requests" => {
+                let pid: u32 = parts.next().unwrap().parse().unwrap();
+                let ops = fuse
+                    .as_ref()
+                    .map(|f| f.requests_from(pid))
+                    .unwrap_or_default();
+                say(
+                    "requests",
+                    if ops.is_empty() {
+                        "none".to_string()
+                    } else {
+                        format!("{ops:?}")
+                    },
+                );
+            }
+            "fuse-stop" => {
+                if let Some(mut f) = fuse.take() {
+                    f.stop();
+                }
+                say("stopped", "");
             }
             "forge-name" => {
                 // A memfd of this process's, of the region's size, named by

@@ -21,7 +21,7 @@ use crate::error::{Error, HandleError, Result};
 use crate::handle::{FdSource, Handle, HandleFlags, SharedHandle};
 use crate::kit::export::Exported;
 use crate::kit::lock::lock;
-use crate::kit::os;
+use crate::kit::os::{self, Untrusted};
 
 mod frame;
 
@@ -342,7 +342,7 @@ impl HandleStream {
             return Ok((
                 SharedHandle {
                     handle,
-                    fds: frame.fds,
+                    fds: frame.fds.accept(),
                 },
                 peer,
             ));
@@ -374,7 +374,7 @@ impl HandleStream {
         let mut frame = Frame {
             kind: 0,
             body: Vec::new(),
-            fds: Vec::new(),
+            fds: Untrusted::default(),
             creds: None,
         };
         let mut header = [0u8; HEADER_LEN];

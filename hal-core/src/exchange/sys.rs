@@ -2,9 +2,17 @@
 //! and credentials, peer credentials, timeouts.
 //!
 //! `recvmsg` is written against libc rather than `nix` because a receiver must
-//! close every descriptor the kernel installed even when it also reports
+//! take every descriptor the kernel installed even when it also reports
 //! `MSG_CTRUNC` (some descriptors dropped), and `nix` refuses to walk the
 //! control messages of a truncated reception.
+//!
+//! A descriptor the kernel installs is a file another process chose, whose
+//! `close` may wait for as long as that process likes (the `FLUSH` of a
+//! FUSE file). So a reception that wants none ([`recv_msg`] with `max_fds`
+//! 0) gives the kernel no control buffer at all, and the kernel then drops
+//! whatever was attached without installing it (no `close`, no `FLUSH`);
+//! and what is received is [`Untrusted`] until accepted, so that every
+//! refusal discards it off the caller's thread.
 
 use std::io;
 use std::mem;
@@ -15,14 +23,16 @@ use nix::sys::socket::{self, sockopt, ControlMessage, MsgFlags};
 use nix::sys::time::TimeVal;
 
 use super::peer::PeerCred;
+use crate::kit::os::Untrusted;
 
 /// What one `recvmsg` delivered.
 #[derive(Debug)]
 pub(crate) struct Received {
     /// Bytes of data (0 at end of stream).
     pub bytes: usize,
-    /// Descriptors the kernel installed (close-on-exec), owned here.
-    pub fds: Vec<OwnedFd>,
+    /// Descriptors the kernel installed (close-on-exec), discarded unless
+    /// accepted.
+    pub fds: Untrusted,
     /// The sender's credentials (`SCM_CREDENTIALS`), when the socket passes them.
     pub creds: Option<PeerCred>,
     /// `MSG_CTRUNC`: the kernel dropped control data, usually descriptors.
@@ -31,7 +41,10 @@ pub(crate) struct Received {
     pub trunc: bool,
 }
 
-/// Bytes of control buffer for credentials and `max_fds` descriptors.
+/// Bytes of control buffer for credentials and `max_fds` descriptors; none
+/// at all for no descriptors, so that the kernel installs none (it drops an
+/// `SCM_RIGHTS` that finds no room, with `MSG_CTRUNC`) and gives no
+/// credentials either.
 fn control_len(max_fds: usize) -> usize {
     let fd_bytes = (max_fds * mem::size_of::<RawFd>()) as u32;
     let cred_bytes = mem::size_of::<libc::ucred>() as u32;
@@ -40,15 +53,17 @@ fn control_len(max_fds: usize) -> usize {
     // SAFETY: as above.
     let cred = unsafe { libc::CMSG_SPACE(cred_bytes) } as usize;
     if max_fds == 0 {
-        cred
+        0
     } else {
         rights + cred
     }
 }
 
 /// One `recvmsg` into `buf`, with room for `max_fds` descriptors and the
-/// sender's credentials. Received descriptors are close-on-exec. `EINTR` is
-/// retried; a timeout reads as `WouldBlock`.
+/// sender's credentials (with `max_fds` 0, for nothing but data: attached
+/// descriptors are dropped uninstalled, see the module). Received
+/// descriptors are close-on-exec. `EINTR` is retried; a timeout reads as
+/// `WouldBlock`.
 pub(crate) fn recv_msg(fd: BorrowedFd<'_>, buf: &mut [u8], max_fds: usize) -> io::Result<Received> {
     let clen = control_len(max_fds);
     // u64 words keep the control buffer aligned for `cmsghdr`.
@@ -61,8 +76,10 @@ pub(crate) fn recv_msg(fd: BorrowedFd<'_>, buf: &mut [u8], max_fds: usize) -> io
     let mut msg: libc::msghdr = unsafe { mem::zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = clen as _;
+    if clen > 0 {
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = clen as _;
+    }
     let n = loop {
         // SAFETY: `msg` points at `iov` (which covers `buf`) and at `control`
         // (`clen` bytes); all three outlive the call and nothing else
@@ -83,7 +100,7 @@ pub(crate) fn recv_msg(fd: BorrowedFd<'_>, buf: &mut [u8], max_fds: usize) -> io
     let (fds, creds) = parse_control(&bytes[..used]);
     Ok(Received {
         bytes: n,
-        fds,
+        fds: Untrusted::new(fds),
         creds,
         ctrunc: msg.msg_flags & libc::MSG_CTRUNC != 0,
         trunc: msg.msg_flags & libc::MSG_TRUNC != 0,
@@ -384,7 +401,7 @@ mod tests {
         // SAFETY: CMSG_SPACE is pure arithmetic.
         let space = |n: usize| unsafe { libc::CMSG_SPACE(n as u32) } as usize;
         let cred = space(mem::size_of::<libc::ucred>());
-        assert_eq!(control_len(0), cred);
+        assert_eq!(control_len(0), 0, "no room for any descriptor");
         assert_eq!(control_len(16), space(16 * 4) + cred);
     }
 }

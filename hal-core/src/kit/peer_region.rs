@@ -12,7 +12,9 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use super::os::{add_seals, Prot, SharedMap, SIZE_SEALS};
 use super::os::{file_facts, fstat, memfd, open_peer_fd, verify_memfd_facts};
-use crate::{Error, Result};
+#[cfg(doc)]
+use crate::Error;
+use crate::Result;
 
 /// Where a region is: a process that holds it, its descriptor number
 /// there, and the region's identity.
@@ -55,18 +57,9 @@ pub fn new_sealed_region(name: &str, len: u64) -> Result<(OwnedFd, SharedMap, (u
 /// object; the errors of [`verify_memfd_facts`] when it is not sealed or
 /// shorter than `len`.
 pub fn map_peer_region(at: &PeerRegion, len: u64, what: &str) -> Result<(OwnedFd, SharedMap)> {
-    let fd = open_peer_fd(at.pid, at.start, at.fd)?;
-    let forged = |which: &str| {
-        Error::invalid(format!(
-            "{what} leads to descriptor {} of process {}, which is {which}: {what} was written \
-             by another process",
-            at.fd, at.pid
-        ))
-    };
-    let facts = file_facts(fd.as_fd()).map_err(|_| forged("no memfd"))?;
-    if facts.stat.st_dev != at.dev || facts.stat.st_ino != at.ino {
-        return Err(forged("another object than the one named"));
-    }
+    let fd = open_peer_fd(at.pid, at.start, at.fd, (at.dev, at.ino), what)?;
+    // A memfd of the named identity: its seals and size are read at once.
+    let facts = file_facts(fd.as_fd())?;
     verify_memfd_facts(&facts, len, false)?;
     // Sealed at no less than `len` bytes: the mapping cannot fault.
     let map = SharedMap::map(fd.as_fd(), len, 0, Prot::ReadWrite, None)?;
@@ -79,6 +72,7 @@ mod tests {
 
     use super::*;
     use crate::kit::os::self_identity;
+    use crate::Error;
 
     fn here(fd: &OwnedFd, (dev, ino): (u64, u64)) -> PeerRegion {
         let (pid, start) = self_identity();

@@ -2,7 +2,7 @@
 //! of one exporter in one round trip.
 
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 
 use super::client::{
     self, closed_by_exit, creator_may_be, hung_up, impostor, recv_failure, release, send_failure,
@@ -23,7 +23,7 @@ use crate::exchange::limits::dropped_descriptors;
 use crate::exchange::peer::PeerCred;
 use crate::exchange::sys;
 use crate::handle::Handle;
-use crate::kit::os;
+use crate::kit::os::{self, Untrusted};
 use crate::lease::LeaseTicket;
 
 /// Fetch the descriptors of every handle in `handles`, all served by the
@@ -242,9 +242,10 @@ fn exchange_batch(
             ))
             .into());
         }
-        let mut fds = got.fds.into_iter();
+        let mut fds = got.fds.accept().into_iter();
         for (&k, e) in asked.iter().zip(entries) {
-            let mut mine: Vec<OwnedFd> = fds.by_ref().take(e.fds).collect();
+            // Refused unless the entry is served whole.
+            let mut mine = Untrusted::new(fds.by_ref().take(e.fds).collect());
             // What was read of descriptors taken by pidfd_getfd: the
             // import's checks use it rather than read it again.
             let mut facts = None;
@@ -255,9 +256,9 @@ fn exchange_batch(
                     results[k] = Some(Ok(Got::Again(e.lease)));
                     continue;
                 }
-                match getfd::take(pidfd, &at, name) {
+                match getfd::take(pidfd, server.pid, &at, name) {
                     Took::Fds(fds, read) => {
-                        mine = fds;
+                        mine = Untrusted::new(fds);
                         facts = Some(read);
                     }
                     Took::Fallback => {
@@ -273,7 +274,7 @@ fn exchange_batch(
             );
             let r = match e.status {
                 Some(Status::Ok) if mine.len() == counts[k] => Ok(Got::Served(Served {
-                    fds: mine,
+                    fds: mine.accept(),
                     lease: e.lease,
                     board: None,
                     facts,

@@ -308,7 +308,7 @@ pub(super) fn exchange(
         ))
         .into());
     }
-    Ok((lease, got.fds))
+    Ok((lease, got.fds.accept()))
 }
 
 /// The error for a refusal `status` of a request about `what`; `seen_pid`

@@ -71,7 +71,7 @@ pub(super) fn fetch(handle: &Handle, name: &str, count: usize) -> Option<Served>
     } else {
         None
     };
-    match getfd::take(view.pidfd.as_fd(), &entry.fds, name) {
+    match getfd::take(view.pidfd.as_fd(), view.pid, &entry.fds, name) {
         Took::Fds(fds, facts) => Some(Served {
             fds,
             lease: None,

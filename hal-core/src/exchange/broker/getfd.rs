@@ -21,12 +21,13 @@
 //! - A descriptor that is not the located file (the exporter closed the
 //!   number and reused it), or not there any more: that request is fetched
 //!   again with `SCM_RIGHTS`.
-//! - A taken descriptor's seals are read (`F_GET_SEALS`, which answers at
-//!   once for any file) before anything that could wait on it: one without
-//!   seals (not a memfd: a hostile exporter's FUSE-backed file, whose
-//!   `fstat` waits for its server, or a vendor's shareable handle) is
-//!   closed unexamined and the request is fetched again with `SCM_RIGHTS`,
-//!   so exports that are no memfds always come that way.
+//! - A located descriptor is taken only if it is a memfd of the located
+//!   identity, and nothing on the way can wait on the file behind the
+//!   number ([`take`]): any other file (a hostile exporter's FUSE-backed
+//!   file, whose `open`, `fstat` and `close` wait for its daemon, or a
+//!   vendor's shareable handle) is never opened, and the request is
+//!   fetched again with `SCM_RIGHTS`, so exports that are no memfds always
+//!   come that way.
 
 use std::collections::HashSet;
 use std::io;
@@ -219,6 +220,15 @@ pub(super) fn ensure_pidfd(conn: &mut Pooled, handle: &Handle, name: &str) -> bo
         // with SCM_RIGHTS; the path stays on for the broker's genuine ones.
         return false;
     }
+    // The path is taken where the kernel grants this process ptrace
+    // access to the exporter, as `pidfd_getfd` needs; the descriptors are
+    // then opened through /proc ([`take`]), which never waits on them.
+    if let Err(e) = os::pidfd_getfd_allowed(pidfd.as_fd()) {
+        if is_refusal(&e) {
+            refused(name, "pidfd_getfd", &e);
+        }
+        return false;
+    }
     conn.set_pidfd(pidfd);
     true
 }
@@ -233,54 +243,47 @@ pub(super) enum Took {
 }
 
 /// Take the descriptors at `places` from the process of `pidfd` (the
-/// broker `name`'s) and check that each is the file the broker located.
-pub(super) fn take(pidfd: BorrowedFd<'_>, places: &[Located], name: &str) -> Took {
+/// broker `name`'s, `pid`) and check that each is the file the broker
+/// located, a memfd, without ever waiting on the file behind a number
+/// ([`os::reach_memfd`]: an `O_PATH` open first, the identity from what
+/// the kernel knows, then a new open of that very memfd): a hostile
+/// exporter may locate a FUSE file, whose `open`, `fstat` and `close`
+/// would each wait for its daemon.
+pub(super) fn take(pidfd: BorrowedFd<'_>, pid: u32, places: &[Located], name: &str) -> Took {
     let mut fds = Vec::with_capacity(places.len());
     let mut facts = Vec::with_capacity(places.len());
     for place in places {
-        let fd = match os::pidfd_getfd(pidfd, place.fd) {
+        let fd = match os::reach_memfd(pid, place.fd, (place.dev, place.ino)) {
             Ok(fd) => fd,
-            Err(e) if is_refusal(&e) => {
-                refused(name, "pidfd_getfd", &e);
+            Err(os::Unreached::Denied(e)) => {
+                refused(name, "opening /proc/PID/fd", &e);
                 return Took::Fallback;
             }
-            Err(e) => {
+            Err(why) => {
+                // Not a memfd (an export that is no memfd, such as a
+                // vendor's shareable handle, or a hostile exporter's file),
+                // another object (the number was closed and reused), or
+                // gone: fetched with SCM_RIGHTS and checked as any
+                // fetched descriptor is.
                 log::debug!(
-                    "pidfd_getfd of descriptor {} of the broker `{name}`'s process: {e}; \
+                    "descriptor {} of the broker `{name}`'s process is not taken ({why:?}); \
                      fetching it with SCM_RIGHTS",
                     place.fd
                 );
                 return Took::Fallback;
             }
         };
-        // F_GET_SEALS first: it answers at once for any descriptor, where
-        // the fstat of the identity check would wait on a FUSE-backed file
-        // (its server answers when it likes), which a hostile exporter can
-        // locate. A memfd's fstat never waits. A descriptor without seals
-        // (that file, or an honest export that is no memfd, such as a
-        // vendor's shareable handle) is fetched again with SCM_RIGHTS and
-        // checked as any fetched descriptor is.
-        let Ok(seals) = os::seals(fd.as_fd()) else {
-            log::debug!(
-                "descriptor {} of the broker `{name}`'s process has no seals; fetching it \
-                 with SCM_RIGHTS",
-                place.fd
-            );
+        // A memfd of the located identity: its seals and fstat answer at
+        // once.
+        let Ok(found) = os::file_facts(fd.as_fd()) else {
             return Took::Fallback;
         };
-        let stat = match os::fstat(fd.as_fd()) {
-            Ok(st) if (st.st_dev, st.st_ino) == (place.dev, place.ino) => st,
-            _ => {
-                log::debug!(
-                    "descriptor {} of the broker `{name}`'s process is another file than it \
-                     located (closed and reused); fetching it with SCM_RIGHTS",
-                    place.fd
-                );
-                return Took::Fallback;
-            }
-        };
         fds.push(fd);
-        facts.push(os::FileFacts { seals, stat });
+        facts.push(found);
+    }
+    // The pid named the broker's process throughout: it still lives.
+    if !os::pidfd_alive(pidfd) {
+        return Took::Fallback;
     }
     Took::Fds(fds, facts)
 }

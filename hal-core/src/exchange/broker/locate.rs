@@ -49,6 +49,7 @@ pub(super) fn locate_id(
         let Some(pidfd) = conn.pidfd() else {
             return Ok(Located::Fallback(None));
         };
+        let server_pid = conn.server.pid;
         let fd = conn.fd.as_fd();
         sys::send_msg(fd, &request, &[]).map_err(|e| send_failure(e, name, exporter))?;
         let mut buf = [0u8; MAX_LOCATED_REPLY + 1];
@@ -87,7 +88,7 @@ pub(super) fn locate_id(
             }
             Some(Status::Ok) => match places {
                 Some(places) if places.len() == count => {
-                    Ok(match getfd::take(pidfd, &places, name) {
+                    Ok(match getfd::take(pidfd, server_pid, &places, name) {
                         Took::Fds(fds, facts) => Located::Done(Served {
                             fds,
                             lease,

@@ -21,10 +21,9 @@
 //! descriptor of a message it refuses. After an error a stream may be out of
 //! step: drop it.
 
-use std::os::fd::OwnedFd;
-
 use crate::error::{Error, HandleError, Result};
 use crate::exchange::{PeerCred, MAX_FDS};
+use crate::kit::os::Untrusted;
 
 /// Longest body of a message (a handle's binary form is under a kilobyte).
 pub const MAX_FRAME: usize = 4096;
@@ -44,7 +43,7 @@ pub(super) const HEADER_LEN: usize = 12;
 pub(super) struct Frame {
     pub(super) kind: u8,
     pub(super) body: Vec<u8>,
-    pub(super) fds: Vec<OwnedFd>,
+    pub(super) fds: Untrusted,
     pub(super) creds: Option<PeerCred>,
 }
 

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
+mod discard;
 pub mod elf;
 mod flock;
 mod host;
@@ -26,8 +27,10 @@ mod pidfd;
 mod pins;
 mod private_file;
 mod process;
+mod quick_stat;
 pub mod thread;
 
+pub use discard::{closes_at_once, discard, Untrusted};
 pub use flock::{lock_patiently, unlock};
 pub use host::{is_mapped, HostRange, HostRegistry};
 pub use ids::{random_id, unique_id};
@@ -35,11 +38,12 @@ pub use map::{Prot, SharedMap};
 pub use numa::numa_nodes;
 pub use origin::Origin;
 pub use page::page_size;
-pub use peer_fd::open_peer_fd;
+pub use peer_fd::{open_peer_fd, reach_memfd, Unreached};
 pub use pidfd::{pidfd_alive, pidfd_getfd, pidfd_getfd_allowed, pidfd_open};
 pub use pins::current_start_time;
 pub use private_file::{private_path, PrivateFile, PrivateLock, MAX_PRIVATE_NAME, PRIVATE_DIR};
 pub use process::{pid, pid_namespace, process_alive, process_start_time, self_identity};
+pub use quick_stat::{is_memfd, quick_stat, QuickStat};
 
 /// The seals an exported memfd carries: its size can never change again.
 pub const EXPORT_SEALS: i32 = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;

@@ -1,0 +1,129 @@
+//! What the kernel already knows of a descriptor's file, read without
+//! asking its file system: `statx(AT_STATX_DONT_SYNC)`.
+//!
+//! A file another process hands over may live on a FUSE mount whose daemon
+//! is hostile: `fstat` then sends the daemon `GETATTR`, an `open` sends
+//! `OPEN`, and the last `close` of a descriptor sends `FLUSH`, which the
+//! kernel waits for without any signal cutting it short once the daemon
+//! read it. `statx` with `AT_STATX_DONT_SYNC` answers from the attributes
+//! the kernel keeps (for FUSE, whatever the daemon said last) and never
+//! waits; the device it answers is the kernel's, not the daemon's, so a
+//! file that claims to be on the memfd file system cannot be.
+//!
+//! [`is_memfd`] tells the memfds, whose every operation the kernel does
+//! itself: those may be opened, `fstat`ed and closed without waiting on
+//! anyone.
+
+use std::ffi::CStr;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::sync::OnceLock;
+
+use crate::error::{Error, Result};
+
+/// What [`quick_stat`] read of a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuickStat {
+    /// The device of the file's file system, as `fstat`'s `st_dev` encodes it.
+    pub dev: u64,
+    /// The inode number.
+    pub ino: u64,
+    /// The file type bits (`S_IFMT` of the mode).
+    pub kind: u32,
+}
+
+/// `statx` of descriptor `fd` (any descriptor, `O_PATH` ones included) with
+/// `AT_STATX_DONT_SYNC`: the kernel's cached device, inode and type of its
+/// file, read without asking the file system (see the module).
+pub fn quick_stat(fd: BorrowedFd<'_>) -> Result<QuickStat> {
+    const EMPTY: &CStr = c"";
+    let mut sx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: `EMPTY` is a NUL-terminated string, `sx` is valid for writes
+    // of one `statx`, and the descriptor is borrowed, so open for the call.
+    let r = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            EMPTY.as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC,
+            libc::STATX_TYPE | libc::STATX_INO,
+            sx.as_mut_ptr(),
+        )
+    };
+    if r != 0 {
+        return Err(Error::last_os("statx(AT_STATX_DONT_SYNC)"));
+    }
+    // SAFETY: zeroed, then filled by a successful statx.
+    let sx = unsafe { sx.assume_init() };
+    Ok(QuickStat {
+        dev: libc::makedev(sx.stx_dev_major, sx.stx_dev_minor),
+        ino: sx.stx_ino,
+        kind: u32::from(sx.stx_mode) & libc::S_IFMT,
+    })
+}
+
+/// A device learned once from a probe of this process's own; a failed
+/// probe (at the open-file limit, say) is tried again at the next call.
+fn learned(cell: &OnceLock<u64>, probe: impl FnOnce() -> Option<u64>) -> Option<u64> {
+    if let Some(dev) = cell.get() {
+        return Some(*dev);
+    }
+    let dev = probe()?;
+    Some(*cell.get_or_init(|| dev))
+}
+
+/// The device of a new memfd made by `memfd(name, 0, huge_page)`.
+fn probe_memfd(huge_page: Option<u64>) -> Option<u64> {
+    let fd = super::memfd("hal-device-probe", 0, huge_page).ok()?;
+    quick_stat(std::os::fd::AsFd::as_fd(&fd)).ok().map(|s| s.dev)
+}
+
+/// True when `st` is a memfd: a regular file of the kernel's one internal
+/// shmem mount, where every memfd without `MFD_HUGETLB` lives, or of the
+/// internal hugetlbfs mount of a huge page size (2 MiB, 1 GiB). The
+/// devices are learned from memfds of this process's own.
+pub fn is_memfd(st: &QuickStat) -> bool {
+    static SHMEM: OnceLock<u64> = OnceLock::new();
+    static HUGE_2M: OnceLock<u64> = OnceLock::new();
+    static HUGE_1G: OnceLock<u64> = OnceLock::new();
+    if st.kind != libc::S_IFREG {
+        return false;
+    }
+    if learned(&SHMEM, || probe_memfd(None)) == Some(st.dev) {
+        return true;
+    }
+    [(&HUGE_2M, 0x20_0000), (&HUGE_1G, 0x4000_0000)]
+        .into_iter()
+        .any(|(cell, size)| learned(cell, || probe_memfd(Some(size))) == Some(st.dev))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsFd;
+
+    use super::*;
+    use crate::kit::os::{fstat, memfd};
+
+    #[test]
+    fn a_memfd_is_a_memory_file_and_reads_as_fstat_does() {
+        let fd = memfd("quick-stat-test", 4096, None).unwrap();
+        let q = quick_stat(fd.as_fd()).unwrap();
+        let st = fstat(fd.as_fd()).unwrap();
+        assert_eq!((q.dev, q.ino), (st.st_dev, st.st_ino));
+        assert_eq!(q.kind, libc::S_IFREG);
+        assert!(is_memfd(&q));
+    }
+
+    #[test]
+    fn other_files_are_not_memfds() {
+        let dir = std::fs::File::open("/").unwrap();
+        let q = quick_stat(dir.as_fd()).unwrap();
+        assert_eq!(q.kind, libc::S_IFDIR);
+        assert!(!is_memfd(&q));
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let q = quick_stat(a.as_fd()).unwrap();
+        assert_eq!(q.kind, libc::S_IFSOCK);
+        assert!(!is_memfd(&q));
+        let exe = std::fs::File::open("/proc/self/exe").unwrap();
+        let q = quick_stat(exe.as_fd()).unwrap();
+        assert!(!is_memfd(&q), "a file of a disk file system");
+    }
+}
