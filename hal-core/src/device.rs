@@ -551,8 +551,9 @@ pub trait Device: Send + Sync + 'static {
     /// Backends without [`Capabilities::STREAM_ORDERED_NOTIFY`] answer
     /// [`Error::Unsupported`] here and in [`Device::stream_wait_notify`];
     /// CUDA does it with `cuStreamWriteValue32` / `cuStreamWaitValue32` on
-    /// a word of registered shared pages (measured: a 3.6 µs cross-process
-    /// round trip on an H200).
+    /// a word of registered shared pages (a 3.6 µs cross-process round trip
+    /// on an H200 with plain driver calls, as the project's vendor notes
+    /// record, `shared/vendor/cuda.md`).
     ///
     /// The stream holds the notify until it ran the operation: dropping
     /// `notify` before then is allowed, and the stream still signals it

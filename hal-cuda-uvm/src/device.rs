@@ -30,7 +30,8 @@ use crate::stream::UvmStream;
 /// The figures of the table were measured on an H200 (driver 580, CUDA 13.0)
 /// with two real processes making plain driver calls, before this crate existed
 /// (`shared/vendor/cuda.md` in the project's notes). Through this crate, one
-/// run on an H200 (driver 580.159.04, code of commit 7ce4317) measured the
+/// run of `cargo xtask gpu-smoke`'s `run.sh` on an H200 (driver 580.159.04,
+/// code of commit 7ce4317) measured the
 /// registered home: `uvm_bench` over 256 MiB registered in 131 ms (a raw
 /// `register_host` of the same pages 154 ms), opened a region already
 /// registered in 0.64 µs, and read home pages from the GPU at 53.6 GB/s (pinned
@@ -40,7 +41,7 @@ use crate::stream::UvmStream;
 ///
 /// | strategy | when | what it costs | bounded by |
 /// |---|---|---|---|
-/// | registered home pages ([`Strategy::Registered`](crate::Strategy::Registered)) | always, by default: every process that uses the GPU registers the memfd pages (`cuMemHostRegister(PORTABLE \| DEVICEMAP)`) once, and its GPU reads and writes them in place at the host address | registration 256 MiB: 40–102 ms, 1 GiB: 446 ms, once per process and region (a second open is a cache lookup); unregistration 1 GiB: 16 ms | the host link: 55 GB/s GPU reads and writes, equal to pinned `cuMemAllocHost` memory (pageable `cuMemcpyHtoD`: 8 GB/s) |
+/// | registered home pages ([`Strategy::Registered`](crate::Strategy::Registered)) | always, by default: every process that uses the GPU registers the memfd pages (`cuMemHostRegister(PORTABLE \| DEVICEMAP)`) once, and its GPU reads and writes them in place at the host address | registration 256 MiB: 40–102 ms, 1 GiB: 446 ms (another sitting on the same machine: 145 ms in one process, 355 ms each in 8 at once, 1.15 s each in 32), once per process and region (a second open is a cache lookup); unregistration 1 GiB: 16 ms | the host link: 55 GB/s GPU reads and writes, equal to pinned `cuMemAllocHost` memory (pageable `cuMemcpyHtoD`: 8 GB/s) |
 /// | device-resident chunks ([`Residency`](crate::Residency)) | after [`Residency::prefetch`](crate::Residency::prefetch), where the GPU has VMM: a chunk's current copy is a device VMM allocation that every process maps | a copy of the chunk each way (prefetch, writeback); creating a 64 MiB chunk 47 µs, exporting it 762 µs, mapping it in another process 60–205 µs | device memory (fast: device bandwidth) |
 /// | direct pageable access ([`Strategy::Pageable`](crate::Strategy::Pageable)) | where the GPU reports `PAGEABLE_MEMORY_ACCESS` (HMM or ATS machines): nothing is registered, the GPU reaches the pages at their host address | nothing at open | the host link; not available on the H200 measured (the attribute is 0 there: unregistered pages fault in kernels and answer `CUDA_ERROR_INVALID_VALUE` to copies), so this strategy is tested on the stand-in driver only |
 /// | host-NUMA home ([`NumaHome`](crate::NumaHome)) | picked explicitly, where the GPU has VMM with host-NUMA pages | creating 1 GiB 233 ms; attaching it in another process about 23 ms (import + reserve + map + access) | the host link: GPU reads 55.3 GB/s; CPU memmove 10.7 GB/s (malloc 9.9) |
@@ -50,9 +51,9 @@ use crate::stream::UvmStream;
 /// because CPU-only processes can map it without CUDA and it works on every GPU
 /// that registers host memory. The second home, picked explicitly with
 /// [`NumaHome`](crate::NumaHome), is a host-NUMA VMM allocation shared by
-/// descriptor: a second process attaches 1 GiB in about 23 ms instead of 446 ms
+/// descriptor: a second process attaches 1 GiB in about 23 ms instead of 145–446 ms
 /// of registration, the GPU reads it at 55 GB/s and the CPU as fast as `malloc`
-/// memory (measured), but every process that maps it initialises CUDA, and it
+/// memory (the table's plain driver calls), but every process that maps it initialises CUDA, and it
 /// needs the GPU's VMM with host-NUMA pages (`Unsupported` where the GPU
 /// backend lacks `HOST_NUMA_VMM`). It is plain memory of the contract
 /// ([`Memory`](hal_core::Memory)), not an allocation of

@@ -1,7 +1,10 @@
 //! The second home: host-NUMA pages allocated through the GPU's VMM and
 //! shared by descriptor.
 //!
-//! Measured on an H200: a 1 GiB host-NUMA VMM allocation made
+//! Measured on an H200 with plain driver calls, before this crate existed
+//! (the vendor notes, `shared/vendor/cuda.md`, "Measured on an H200",
+//! driver 580.159.04; nothing of this module has run on a GPU): a 1 GiB
+//! host-NUMA VMM allocation made
 //! host-accessible (`cuMemSetAccess` with a host location) is read by the
 //! GPU at 55 GB/s (as pinned memory) and by the CPU as fast as `malloc`
 //! memory, and a second process attaches it in about 23 ms (import,

@@ -2,8 +2,9 @@
 //! once per process and region, shared by every user in the process, and
 //! unregistered when the last of them lets go.
 //!
-//! Registration is expensive (256 MiB: 40–100 ms, 1 GiB: 446 ms on the
-//! H200 measured), so a second open of a region in a process must cost a
+//! Registration is expensive (256 MiB: 40–102 ms, 1 GiB: 145–446 ms on an
+//! H200, measured with plain driver calls outside this crate: the vendor
+//! notes, `shared/vendor/cuda.md`), so a second open of a region in a process must cost a
 //! lookup, not a registration. The key is the GPU (its UUID) and the host
 //! range: `hal-cpu-shm`'s import cache maps one memfd range once per process
 //! (every import of the same handle shares that mapping), so the range names

@@ -277,7 +277,8 @@ impl SyncPage {
     /// waiter's cache holds the line shared and the swap needs a second
     /// coherence transaction to own it, about 10 ns per hop, which took a
     /// spinning round trip from 1.1x to 1.3x the raw atomic ping-pong
-    /// (`halctl bench`, notify-spin-pingpong). Swapping 0 for 0 changes
+    /// (`halctl bench`, notify-spin-pingpong, on a 2-core VM, recorded by
+    /// commit be81f85). Swapping 0 for 0 changes
     /// nothing.
     pub fn take_signal(&self, i: usize) -> Result<bool> {
         Ok(self.word(i)?.swap(0, Ordering::SeqCst) != 0)

@@ -11,9 +11,11 @@
 //! ran them.
 //! A GPU cannot make the futex call that wakes a sleeping host waiter, so
 //! host waits on a notify sleep at most [`HOST_POLL`] at a time: a signal
-//! written by a stream is seen within that bound. Measured on an H200: a
-//! CPU in one process rang a GPU stream in another and got its answer in
-//! 3.6 µs (the stream side polls memory, not the host's futex).
+//! written by a stream is seen within that bound. Measured on an H200 with
+//! plain driver calls driven from Python, outside this repository (the
+//! vendor notes, `shared/vendor/cuda.md`, "Measured on an H200"): a CPU in
+//! one process rang a GPU stream in another and got its answer in 3.6 µs
+//! (the stream side polls memory, not the host's futex).
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

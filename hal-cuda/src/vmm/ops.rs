@@ -16,7 +16,8 @@
 //! refused by the driver (`CUDA_ERROR_INVALID_VALUE`, measured).
 //!
 //! **Export.** The descriptor is exported once per allocation and kept
-//! (the export took 762 µs on an H200); every export registers a duplicate
+//! (the export of 64 MiB took 762 µs on an H200 with plain driver calls:
+//! the vendor notes, `shared/vendor/cuda.md`); every export registers a duplicate
 //! with this process's descriptor broker, with the allocation's lease
 //! table, so importers are counted. The handle's payload says where the
 //! pages live ([`Payload`]).

@@ -28,7 +28,8 @@ pub(crate) struct PhysInner {
     pub(crate) primary: Arc<Primary>,
     pub(crate) handle: CUmemGenericAllocationHandle,
     /// Its POSIX descriptor, exported once (`cuMemExportToShareableHandle`
-    /// took 762 µs on an H200, measured) and duplicated for every export.
+    /// took 762 µs for 64 MiB on an H200, measured with plain driver calls:
+    /// `shared/vendor/cuda.md`) and duplicated for every export.
     pub(crate) fd: OnceLock<OwnedFd>,
     /// Its size, location and leases.
     pub(crate) record: PhysicalRecord,
