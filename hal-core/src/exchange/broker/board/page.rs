@@ -464,3 +464,26 @@ pub(super) enum Read {
     Torn,
     Found(Snapshot),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id_with_first_word(word: u64) -> [u8; 16] {
+        let mut id = [0xa5u8; 16];
+        id[..8].copy_from_slice(&word.to_le_bytes());
+        id
+    }
+
+    /// An id's home entry is its first eight bytes, little-endian, modulo
+    /// the number of entries: the entry itself, not only a start that the
+    /// probe reduces again. The largest first word is a home too, with no
+    /// overflow on the way (ids are random, so any word may come).
+    #[test]
+    fn an_ids_home_is_its_first_word_modulo_the_entries() {
+        assert_eq!(Page::home(&id_with_first_word(0)), 0);
+        assert_eq!(Page::home(&id_with_first_word(5)), 5);
+        assert_eq!(Page::home(&id_with_first_word(ENTRIES as u64 + 5)), 5);
+        assert_eq!(Page::home(&id_with_first_word(u64::MAX)), ENTRIES - 1);
+    }
+}
