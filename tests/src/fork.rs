@@ -334,3 +334,73 @@ pub fn channel_and_group_are_refused_in_a_child(dev: &dyn hal_core::dynamic::Dyn
     drop((subscriber, publisher, group));
     assert!(!control.exists());
 }
+
+/// A forked child's copies of samples its parent holds in place: a release
+/// of a detached one is [`Error::Forked`], and dropping one releases
+/// nothing, so the publisher never overwrites bytes the parent still reads.
+/// Both slots of the channel stay held through the child's attempts, and
+/// come back once the parent releases them.
+pub fn a_forked_child_cannot_release_the_parents_sample(dev: &dyn hal_core::dynamic::DynDevice) {
+    use hal_core::channel::{ChannelOptions, Publisher, SubscribeOptions, Subscriber};
+
+    let name = format!(
+        "fork-release-{}-{:x}",
+        std::process::id(),
+        u64::from_le_bytes(
+            hal_core::kit::os::random_id()[..8]
+                .try_into()
+                .expect("8 bytes")
+        )
+    );
+    let mut publisher = Publisher::create(dev, &name, &ChannelOptions::default().slots(2))
+        .expect("create a channel");
+    let subscriber = Subscriber::open(dev, &name, &SubscribeOptions::default()).expect("subscribe");
+    for bytes in [b"first", b"other"] {
+        let loan = publisher.loan().expect("loan");
+        loan.write(0, bytes).expect("write");
+        loan.publish(5).expect("publish");
+    }
+    let held = subscriber.receive().expect("the first sample");
+    let ticket = subscriber.receive().expect("the second sample").detach();
+    assert!(
+        matches!(publisher.try_loan(), Err(Error::Busy { .. })),
+        "both slots are held before the fork"
+    );
+
+    let report = in_forked_child(|| {
+        let mut report = Vec::new();
+        // SAFETY: a ticket is plain data with no drop of its own; this is
+        // the child's copy of the parent's, used once here.
+        let copy = unsafe { std::ptr::read(&ticket) };
+        forked(
+            subscriber.release_ticket(copy),
+            "Subscriber::release_ticket",
+            &mut report,
+        );
+        drop_in_child(&held);
+        report
+    });
+    assert!(report.is_empty(), "in the child: {}", report.join("; "));
+
+    match publisher.try_loan() {
+        Err(Error::Busy { .. }) => {}
+        other => panic!(
+            "the child released a slot the parent holds: a loan gave {:?}",
+            other.map(|l| l.slot())
+        ),
+    }
+    assert_eq!(
+        held.to_vec().expect("read"),
+        b"first",
+        "the parent's sample"
+    );
+    drop(held);
+    subscriber
+        .release_ticket(ticket)
+        .expect("the parent releases");
+    let loan = publisher
+        .try_loan()
+        .expect("a slot back once the parent released");
+    drop(loan);
+    drop((subscriber, publisher));
+}

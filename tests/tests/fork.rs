@@ -96,3 +96,10 @@ fn cpu_shm_channel_and_group_are_refused_in_a_child() {
     let dev = hal_cpu_shm::CpuShm::new().open(0).expect("open cpu-shm");
     hal_tests::fork::channel_and_group_are_refused_in_a_child(&dev);
 }
+
+#[test]
+fn forked_child_cannot_release_the_parents_sample() {
+    let _one = alone();
+    let dev = hal_cpu_shm::CpuShm::new().open(0).expect("open cpu-shm");
+    hal_tests::fork::a_forked_child_cannot_release_the_parents_sample(&dev);
+}

@@ -349,6 +349,7 @@ impl Loan<'_> {
         stream: &dyn DynStream,
         len: u64,
     ) -> Result<u64> {
+        self.publisher.check()?;
         let event = self.publisher.events.get(self.slot).ok_or_else(|| {
             Error::invalid(format!(
                 "channel {:?} was created without ChannelOptions::stream_ordered: publish from \
@@ -381,6 +382,8 @@ impl Loan<'_> {
     /// number. In broadcast mode a sample published while nobody is
     /// subscribed reaches nobody.
     pub fn publish(self, len: u64) -> Result<u64> {
+        // A loan a forked child inherited publishes nothing of the parent's.
+        self.publisher.check()?;
         if len > self.capacity() {
             return Err(Error::invalid(format!(
                 "a sample of {len} bytes in a slot of {}",

@@ -366,8 +366,11 @@ impl Subscriber {
 
     /// Release a detached sample's slot, as dropping its [`Sample`] does.
     /// A ticket of another subscriber (its slot out of this channel's
-    /// range) is refused.
+    /// range) is refused, and so is a release in a forked child
+    /// ([`Error::Forked`]): the slot is the parent's, which may still read
+    /// it.
     pub fn release_ticket(&self, ticket: SampleTicket) -> Result<()> {
+        self.check()?;
         if ticket.slot >= self.control.slots() {
             return Err(Error::invalid(format!(
                 "a sample ticket of slot {} on channel {:?} of {} slots",
@@ -388,7 +391,12 @@ impl Subscriber {
             .is_ok()
     }
 
+    /// Give `slot` back to the publisher; nothing in a forked child, whose
+    /// copies of the parent's samples are the parent's to release.
     fn release(&self, slot: usize) {
+        if self.origin.forked() {
+            return;
+        }
         let bit = 1u32 << self.index;
         let Ok(word) = self.control.sample_word(slot) else {
             return;
@@ -500,6 +508,8 @@ impl Sample<'_> {
     /// subscriber's next receive or [`Subscriber::settle`]. `device` is
     /// this subscriber's device.
     pub fn release_on(self, device: &dyn DynDevice, stream: &dyn DynStream) -> Result<()> {
+        // In a forked child: `Forked`, and the drop releases nothing.
+        self.subscriber.check()?;
         let event = device.create_event(EventFlags::default())?;
         device.record_event(stream, &*event)?;
         let subscriber = self.subscriber;

@@ -73,7 +73,9 @@ fn learned(cell: &OnceLock<u64>, probe: impl FnOnce() -> Option<u64>) -> Option<
 /// The device of a new memfd made by `memfd(name, 0, huge_page)`.
 fn probe_memfd(huge_page: Option<u64>) -> Option<u64> {
     let fd = super::memfd("hal-device-probe", 0, huge_page).ok()?;
-    quick_stat(std::os::fd::AsFd::as_fd(&fd)).ok().map(|s| s.dev)
+    quick_stat(std::os::fd::AsFd::as_fd(&fd))
+        .ok()
+        .map(|s| s.dev)
 }
 
 /// True when `st` is a memfd: a regular file of the kernel's one internal
