@@ -35,6 +35,14 @@
 //!   [`Slot::unreadable`]: a device copy whose server is gone, which
 //!   `Residency::reclaim` gives up.
 //!
+//! - A live holder that does not map the header (its `/proc/PID/maps`
+//!   lists no mapping of the header's file) cannot have taken the lock: a
+//!   word forged in the name of a process that never exits (pid 1) is
+//!   taken over as one of a gone holder is. A holder whose maps this
+//!   process may not read (another user's process, one that is not
+//!   dumpable: pid 1 of some containers) is believed, up to the caller's
+//!   patience.
+//!
 //! What a forger can still do is deny service while it runs (hold the lock
 //! as itself, stamped: every call answers `Timeout` naming it) and corrupt
 //! data the header describes; it cannot make a victim wait for ever, crash,
@@ -328,9 +336,31 @@ pub const PATIENCE: Duration = Duration::from_secs(10);
 struct Watch {
     /// The word, and since when it has held it with a stamp of 0.
     unstamped: Option<(u64, Instant)>,
+    /// The header's address in this process, by which a holder's maps are
+    /// searched for it.
+    header: *const u8,
+    /// The last word whose holder was looked for among the header's
+    /// mappers, and whether it maps the header.
+    attached: Option<(u64, bool)>,
 }
 
 impl Watch {
+    /// True when the live process `holder` (of `word`) does not map the
+    /// header, so cannot have taken its lock: a word forged in its name
+    /// (pid 1, say, which never exits). Asked once per word; a holder whose
+    /// maps cannot be read (another user's process) is believed.
+    fn not_attached(&mut self, word: u64, holder: u32) -> bool {
+        match self.attached {
+            Some((w, attached)) if w == word => !attached,
+            _ => {
+                let attached =
+                    hal_core::kit::os::maps_same_object(holder, self.header) != Some(false);
+                self.attached = Some((word, attached));
+                !attached
+            }
+        }
+    }
+
     /// True when `word`, stamped `stamp`, names a holder that is not
     /// holding the lock: a word with this process's pid that this process
     /// never took, a holder that is gone, or one whose stamp stayed 0 past
@@ -342,7 +372,7 @@ impl Watch {
         }
         if stamp != 0 {
             self.unstamped = None;
-            return holder_is_gone(holder, stamp);
+            return holder_is_gone(holder, stamp) || self.not_attached(word, holder);
         }
         match self.unstamped {
             Some((seen, since)) if seen == word => {
@@ -375,7 +405,11 @@ pub fn lock(m: &dyn Memory, patience: Duration) -> Result<Locked<'_>> {
             mine,
         })
     };
-    let mut watch = Watch { unstamped: None };
+    let mut watch = Watch {
+        unstamped: None,
+        header: word as *const AtomicU64 as *const u8,
+        attached: None,
+    };
     let mut spins = 0u32;
     loop {
         match word.compare_exchange(0, mine, Ordering::Acquire, Ordering::Acquire) {

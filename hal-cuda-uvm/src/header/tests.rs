@@ -246,20 +246,29 @@ fn a_lock_held_by_a_dead_process_is_taken_over() {
     assert_eq!(u64_at(&p, 32).unwrap(), 0, "and its stamp");
 }
 
-/// A live process that is not this one, killed when dropped.
-struct Live(std::process::Child);
+/// A live process that is not this one and maps what this one maps (a
+/// forked child that only waits), killed when dropped.
+struct Live(libc::pid_t);
 
 impl Live {
+    /// Fork it; the caller's pages (the header among them) are mapped in
+    /// the child too.
     fn new() -> Live {
-        Live(
-            std::process::Command::new("sleep")
-                .arg("30")
-                .spawn()
-                .unwrap(),
-        )
+        // SAFETY: the child calls nothing but `pause`, which is
+        // async-signal-safe, until it is killed; it touches no lock of the
+        // parent's threads.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+        if pid == 0 {
+            loop {
+                // SAFETY: waits for a signal; the parent's SIGKILL ends it.
+                unsafe { libc::pause() };
+            }
+        }
+        Live(pid)
     }
     fn pid(&self) -> u32 {
-        self.0.id()
+        self.0 as u32
     }
     fn start(&self) -> u64 {
         hal_core::kit::os::process_start_time(self.pid()).unwrap()
@@ -268,8 +277,56 @@ impl Live {
 
 impl Drop for Live {
     fn drop(&mut self) {
+        // SAFETY: kills and reaps the child this value forked.
+        unsafe {
+            libc::kill(self.0, libc::SIGKILL);
+            libc::waitpid(self.0, std::ptr::null_mut(), 0);
+        }
+    }
+}
+
+/// A live process that maps nothing of this one's (`sleep`), killed when
+/// dropped.
+struct Stranger(std::process::Child);
+
+impl Stranger {
+    fn new() -> Stranger {
+        Stranger(
+            std::process::Command::new("sleep")
+                .arg("30")
+                .spawn()
+                .unwrap(),
+        )
+    }
+}
+
+impl Drop for Stranger {
+    fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// A lock word that names a live process which does not map the header
+/// (forged in its name: pid 1, which never exits, or any other), with its
+/// true start time, is taken over at once rather than waited on for the
+/// caller's whole patience.
+#[test]
+fn a_lock_word_naming_a_process_that_does_not_map_the_header_is_taken_over() {
+    let p = page();
+    init(&p, 2 << 20, 1).unwrap();
+    let stranger = Stranger::new();
+    let pid = stranger.0.id();
+    let start = hal_core::kit::os::process_start_time(pid).unwrap();
+    held_by(&p, pid, start);
+    let held = lock(&p, std::time::Duration::from_secs(30)).expect("taken over");
+    drop(held);
+    // Pid 1, where its maps can be read (root, and a pid 1 that is
+    // dumpable; a holder whose maps cannot be read is believed, see the
+    // module).
+    if std::fs::read_to_string("/proc/1/maps").is_ok() {
+        held_by(&p, 1, hal_core::kit::os::process_start_time(1).unwrap());
+        drop(lock(&p, std::time::Duration::from_secs(30)).expect("taken over from pid 1"));
     }
 }
 
@@ -353,14 +410,13 @@ fn a_lock_whose_holders_pid_was_reused_is_taken_over() {
 fn a_holder_that_dies_while_others_wait_is_replaced() {
     let p = page();
     init(&p, 2 << 20, 1).unwrap();
-    let mut holder = Live::new();
+    let holder = Live::new();
     held_by(&p, holder.pid(), holder.start());
     std::thread::scope(|s| {
         s.spawn(|| {
             // Long after the waiter began: it has looked many times.
             std::thread::sleep(std::time::Duration::from_millis(100));
-            holder.0.kill().unwrap();
-            holder.0.wait().unwrap();
+            drop(holder);
         });
         let held = lock(&p, PATIENCE).unwrap();
         assert_eq!(pid_of(u64_at(&p, 24).unwrap()), std::process::id());
@@ -546,10 +602,18 @@ fn each_lock_has_a_word_of_its_own() {
 /// ends strictly after `STAMP_GRACE`.
 #[test]
 fn the_grace_runs_per_word_from_the_first_look() {
+    // The header first, so that the live holder maps it too.
+    let p = page();
     let live = Live::new();
+    let header = p.host_ptr().unwrap() as *const u8;
+    let new_watch = || Watch {
+        unstamped: None,
+        header,
+        attached: None,
+    };
     let word = |n: u64| u64::from(live.pid()) << 32 | n;
     let t0 = Instant::now();
-    let mut watch = Watch { unstamped: None };
+    let mut watch = new_watch();
     assert!(!watch.forged_or_gone(word(1), 0, t0));
     assert!(!watch.forged_or_gone(word(1), 0, t0 + STAMP_GRACE));
     assert!(watch.forged_or_gone(word(1), 0, t0 + STAMP_GRACE * 2));
@@ -566,9 +630,9 @@ fn the_grace_runs_per_word_from_the_first_look() {
     let mut dead = std::process::Command::new("true").spawn().unwrap();
     let pid = dead.id();
     dead.wait().unwrap();
-    let mut fresh = Watch { unstamped: None };
+    let mut fresh = new_watch();
     assert!(fresh.forged_or_gone(u64::from(pid) << 32 | 1, 0, t0));
-    let mut again = Watch { unstamped: None };
+    let mut again = new_watch();
     assert!(!again.forged_or_gone(word(3), 0, t0));
     assert!(again.forged_or_gone(u64::from(pid) << 32 | 1, 0, t0));
 }
