@@ -4,7 +4,9 @@
 //! `HAL_CUDA_CONFORMANCE_DRIVER=1` (what the GPU smoke run sets), and
 //! hal-ascend's on the CANN runtime with `HAL_ASCEND_CONFORMANCE_DRIVER=1`.
 //! Without the variable a backend that is unavailable here checks that it
-//! says so and its case passes; in driver mode the run is for the driver,
+//! says so and its case says it did not run (a failure with
+//! `HAL_TESTS_STRICT=1`, whatever the vendor: [`strict_unavailable`]); in
+//! driver mode the run is for the driver,
 //! so a backend of that vendor that is unavailable fails every case, naming
 //! the reason (no library at the path given, no device, an older driver).
 
@@ -38,6 +40,23 @@ pub fn driver_required(id: BackendId) -> Option<&'static str> {
     driver_var(id).filter(|var| driver_mode(var))
 }
 
+/// The words with which a case of an unavailable backend fails under
+/// `HAL_TESTS_STRICT=1` ([`strict_unavailable`]).
+pub const STRICT_UNAVAILABLE: &str = "=1: every case must run, but backend";
+
+/// The message of a case that fails because its backend `id` is
+/// unavailable (`reason`) and `HAL_TESTS_STRICT=1` requires every case to
+/// run: what keeps a suite instantiated for a backend whose hardware, or
+/// stand-in, is missing from passing.
+pub fn strict_unavailable(id: BackendId, reason: &str) -> String {
+    format!(
+        "{}{STRICT_UNAVAILABLE} `{id}` is unavailable here: {reason}; run the suite where \
+         the backend is available (its device, its driver or a stand-in), or unset {}",
+        hal_core::testing::STRICT_VAR,
+        hal_core::testing::STRICT_VAR
+    )
+}
+
 /// Run this test binary's suite module `module` (every case of it, as
 /// `cargo test module::` would) in a child with `env` added, which points
 /// it at a driver that cannot load; require that every one of its `cases`
@@ -45,10 +64,42 @@ pub fn driver_required(id: BackendId) -> Option<&'static str> {
 /// on a machine without the driver cannot look green.
 #[track_caller]
 pub fn assert_suite_fails_without_driver(module: &str, cases: usize, env: &[(&str, &str)]) {
+    assert_suite_fails(module, cases, env, "=1: this run is for the driver");
+}
+
+/// Run this test binary's suite module `module`, a suite instantiated for
+/// a backend that is unavailable here (with
+/// [`conformance_suite!`](crate::conformance_suite)`(@on_demand ...)`, so
+/// that a normal run leaves it out), in a child with `HAL_TESTS_STRICT=1`;
+/// require that every one of its `cases` failed, each naming the backend
+/// `id` and why it is unavailable (`reason`, or its beginning:
+/// [`strict_unavailable`]), and none passed. What proves that an
+/// integrator's suite cannot pass, in strict mode, without its hardware or
+/// stand-in.
+#[track_caller]
+pub fn assert_suite_fails_in_strict_mode(module: &str, cases: usize, id: BackendId, reason: &str) {
+    assert_suite_fails(
+        module,
+        cases,
+        &[(hal_core::testing::STRICT_VAR, "1")],
+        &format!("{STRICT_UNAVAILABLE} `{id}` is unavailable here: {reason}"),
+    );
+}
+
+/// Run `module`'s cases (the ignored ones too, but not its `__child`) in a
+/// child with `env`; require that all `cases` failed and that `naming`
+/// occurs once per case.
+#[track_caller]
+fn assert_suite_fails(module: &str, cases: usize, env: &[(&str, &str)], naming: &str) {
     let exe = std::env::current_exe().expect("the test executable's path");
     let out = std::process::Command::new(exe)
         .arg(format!("{module}::"))
-        .arg("--test-threads=4")
+        .args([
+            hal_core::testing::INCLUDE_IGNORED,
+            "--skip",
+            "__child",
+            "--test-threads=4",
+        ])
         .envs(env.iter().copied())
         .output()
         .expect("starting the suite in a child process");
@@ -59,7 +110,7 @@ pub fn assert_suite_fails_without_driver(module: &str, cases: usize, env: &[(&st
     );
     assert!(
         !out.status.success(),
-        "the suite passed without a driver:\n{text}"
+        "the suite passed without its backend:\n{text}"
     );
     let result = text
         .lines()
@@ -69,8 +120,8 @@ pub fn assert_suite_fails_without_driver(module: &str, cases: usize, env: &[(&st
         result.contains(&format!(" 0 passed; {cases} failed;")),
         "every case must fail, none pass: `{result}`\n{text}"
     );
-    let naming = text.matches("=1: this run is for the driver").count();
-    assert_eq!(naming, cases, "each failure names driver mode:\n{text}");
+    let named = text.matches(naming).count();
+    assert_eq!(named, cases, "each failure names `{naming}`:\n{text}");
 }
 
 /// The prefix of the line that names the driver a run loaded

@@ -20,8 +20,10 @@
 //! Nothing is skipped silently, and no case passes without checking
 //! something. A backend that is unavailable on this machine (no driver, no
 //! device) must say so: each case then requires
-//! [`Error::Unavailable`](hal_core::Error) from `open(0)` and prints the
-//! reason. A suite pointed at a real driver ([`driver`]:
+//! [`Error::Unavailable`](hal_core::Error) from `open(0)` and says that it
+//! did not run, and why ([`hal_core::testing::not_run`]); with
+//! `HAL_TESTS_STRICT=1` every case of an unavailable backend fails instead,
+//! naming the backend and the reason. A suite pointed at a real driver ([`driver`]:
 //! `HAL_CUDA_CONFORMANCE_DRIVER=1`, `HAL_ASCEND_CONFORMANCE_DRIVER=1`)
 //! fails every case instead where that driver is unavailable.
 //!
@@ -89,27 +91,33 @@ pub use support::*;
 /// Run one case against a fresh backend (what each generated `#[test]` does).
 ///
 /// An unavailable backend must say so with [`Error::Unavailable`] from
-/// `open(0)`; the case then checks that and reports the reason. In driver
-/// mode ([`driver`]: `HAL_CUDA_CONFORMANCE_DRIVER=1` for a CUDA backend)
-/// an unavailable backend fails the case: the run is for the driver.
+/// `open(0)`; the case then checks that and reports that it did not run
+/// ([`hal_core::testing::NOT_RUN`], and why). In driver mode ([`driver`]:
+/// `HAL_CUDA_CONFORMANCE_DRIVER=1` for a CUDA backend) an unavailable
+/// backend fails the case: the run is for the driver. With
+/// `HAL_TESTS_STRICT=1` ([`hal_core::testing::strict`]) an unavailable
+/// backend fails the case too, whatever its vendor: a suite cannot pass
+/// without the hardware, or the stand-in, it was instantiated for.
 pub fn run_case<B: Backend>(module_path: &str, make: fn() -> B, case: fn(&Suite<B>)) {
     let _running = probe::CaseGuard::enter();
     let suite = Suite::new(make(), module_path);
     if let hal_core::Availability::Unavailable { reason, .. } = suite.backend().availability() {
-        if let Some(var) = driver::driver_required(suite.backend().id()) {
+        let id = suite.backend().id();
+        if let Some(var) = driver::driver_required(id) {
             panic!(
-                "{var}=1: this run is for the driver, but backend `{}` is unavailable here: \
-                 {reason}",
-                suite.backend().id()
+                "{var}=1: this run is for the driver, but backend `{id}` is unavailable here: \
+                 {reason}"
             );
+        }
+        if hal_core::testing::strict() {
+            panic!("{}", driver::strict_unavailable(id, &reason));
         }
         match suite.backend().open(0) {
             Err(Error::Unavailable { .. }) => {
-                eprintln!(
-                    "backend `{}` is unavailable here ({reason}); checked that it answers \
-                     Unavailable",
-                    suite.backend().id()
-                );
+                hal_core::testing::not_run(&format!(
+                    "backend `{id}` is unavailable here ({reason}); checked only that it \
+                     answers Unavailable"
+                ));
                 return;
             }
             Err(e) => panic!("an unavailable backend must answer Unavailable, got {e:?}"),
@@ -144,10 +152,11 @@ pub fn child_entry<B: Backend>(module_path: &str, make: fn() -> B) {
 }
 
 /// The generated module of [`conformance_suite!`]; not for direct use.
+/// `$attrs` is `{ ... }`: the attributes every case gets besides `#[test]`.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __conformance_module {
-    ($name:ident, $backend:expr, [$($case:ident),* $(,)?]) => {
+    ($name:ident, $backend:expr, $attrs:tt, [$($case:ident),* $(,)?]) => {
         #[allow(unused_imports, non_snake_case)]
         mod $name {
             use super::*;
@@ -161,10 +170,7 @@ macro_rules! __conformance_module {
             pub const CASES: usize = [$(stringify!($case)),*].len();
 
             $(
-                #[test]
-                fn $case() {
-                    $crate::run_case(module_path!(), __make, $crate::cases::$case);
-                }
+                $crate::__conformance_case!($attrs, $case);
             )*
 
             /// The child-process entry: run by a case that starts this
@@ -174,6 +180,19 @@ macro_rules! __conformance_module {
             fn __child() {
                 $crate::child_entry(module_path!(), __make);
             }
+        }
+    };
+}
+
+/// One case of [`__conformance_module!`]; not for direct use.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_case {
+    ({$($attr:tt)*}, $case:ident) => {
+        #[test]
+        $($attr)*
+        fn $case() {
+            $crate::run_case(module_path!(), __make, $crate::cases::$case);
         }
     };
 }
@@ -191,12 +210,27 @@ macro_rules! __conformance_module {
 /// ```
 /// hal_tests::conformance_suite!(mock_cuda, hal_mock::MockBackend::cuda());
 /// ```
+///
+/// `conformance_suite!(@on_demand name, expr)` instantiates it with every
+/// case ignored: run only when asked for (`--include-ignored`), by a test
+/// of how the suite itself behaves, e.g. that it fails every case of a
+/// backend that is unavailable
+/// ([`driver::assert_suite_fails_in_strict_mode`]).
 #[macro_export]
 macro_rules! conformance_suite {
     ($name:ident, $backend:expr $(,)?) => {
+        $crate::conformance_suite!(@with {} $name, $backend);
+    };
+    (@on_demand $name:ident, $backend:expr $(,)?) => {
+        $crate::conformance_suite!(
+            @with { #[ignore = "run on demand, by a test of the suite itself"] } $name, $backend
+        );
+    };
+    (@with $attrs:tt $name:ident, $backend:expr) => {
         $crate::__conformance_module!(
             $name,
             $backend,
+            $attrs,
             [
                 devices_info_consistent,
                 capabilities_match_behaviour,
