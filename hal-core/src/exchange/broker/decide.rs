@@ -401,6 +401,97 @@ mod tests {
         assert_eq!(answers[1].status, Status::Ok, "the others are served");
     }
 
+    /// A batch whose objects together hold more descriptors than one reply
+    /// carries (what a hostile client, or an older one that does not split
+    /// its batches, may send): the objects are served in order while their
+    /// descriptors fit in [`MAX_BATCH_FDS`], and every object after that is
+    /// answered `TooMany`, with no descriptor and no lease, even one that
+    /// alone would fit in what is left.
+    #[test]
+    fn a_batch_beyond_max_batch_fds_is_answered_too_many() {
+        use super::super::protocol::{encode_batch, parse_batch_reply};
+        let (me, _) = os::self_identity();
+        // One set of MAX_FDS descriptors, shared by every big object.
+        let big: Arc<[OwnedFd]> = (0..MAX_FDS)
+            .map(|_| os::memfd("broker-test", 4096, None).unwrap())
+            .collect::<Vec<_>>()
+            .into();
+        let fit = MAX_BATCH_FDS / MAX_FDS;
+        assert!(fit * MAX_FDS <= MAX_BATCH_FDS && (fit + 1) * MAX_FDS > MAX_BATCH_FDS);
+        let mut map = HashMap::new();
+        let mut ids: Vec<[u8; 16]> = Vec::new();
+        for serial in 0..fit + 2 {
+            let id = os::random_id();
+            map.insert(
+                id,
+                vec![Entry {
+                    serial: serial as u64,
+                    fds: Arc::clone(&big),
+                    policy: Policy::Anyone,
+                    leases: None,
+                }],
+            );
+            ids.push(id);
+        }
+        // Last, a small object with a lease table: one descriptor, which
+        // would fit in what a miscounted budget has left.
+        let small = os::random_id();
+        let leases = LeaseTable::new(4).unwrap();
+        map.insert(
+            small,
+            vec![Entry {
+                serial: 1000,
+                fds: vec![os::memfd("broker-test", 4096, None).unwrap()].into(),
+                policy: Policy::Anyone,
+                leases: Some(Arc::clone(&leases)),
+            }],
+        );
+        ids.push(small);
+        let t: Table = Mutex::new(map);
+        let start = OnceCell::new();
+
+        let answers = decide_batch(&ids, cred(me), &t, 1, &start);
+        assert_eq!(answers.len(), ids.len());
+        let sent: usize = answers
+            .iter()
+            .filter_map(|a| a.fds.as_ref())
+            .map(|f| f.len())
+            .sum();
+        assert_eq!(sent, fit * MAX_FDS);
+        assert!(sent <= MAX_BATCH_FDS);
+        for (i, a) in answers.iter().enumerate() {
+            if i < fit {
+                assert_eq!(a.status, Status::Ok, "object {i}");
+                assert_eq!(a.fds.as_ref().map(|f| f.len()), Some(MAX_FDS), "object {i}");
+            } else {
+                assert_eq!(a.status, Status::TooMany, "object {i}");
+                assert!(a.fds.is_none() && a.lease.is_none(), "object {i}");
+            }
+        }
+        assert_eq!(leases.count(), 0, "no lease for an object not served");
+
+        // The same over the wire: the reply's entries say so, and the
+        // descriptors that go back number at most MAX_BATCH_FDS.
+        let r = respond(&encode_batch(&ids, false), false, cred(me), &t, 1, &start);
+        assert!(!r.end);
+        let carried: usize = r.fds.iter().map(|f| f.len()).sum();
+        assert_eq!(carried, fit * MAX_FDS);
+        let (_, entries, places) = parse_batch_reply(&r.bytes, ids.len()).unwrap();
+        assert!(places.is_none());
+        assert_eq!(entries.iter().map(|e| e.fds).sum::<usize>(), carried);
+        for (i, e) in entries.iter().enumerate() {
+            let (status, fds) = if i < fit {
+                (Status::Ok, MAX_FDS)
+            } else {
+                (Status::TooMany, 0)
+            };
+            assert_eq!((e.status, e.fds), (Some(status), fds), "object {i}");
+            assert!(e.lease.is_none(), "object {i}");
+        }
+        assert!(r.leases.is_empty());
+        assert_eq!(leases.count(), 0);
+    }
+
     #[test]
     fn decide_serves_leases_and_refuses_what_it_must() {
         let (me, _) = os::self_identity();
