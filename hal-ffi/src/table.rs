@@ -95,11 +95,18 @@ impl<T> Table<T> {
 
     /// The id of `token`, or why it is none of this table's.
     fn id_of(&self, token: usize, argument: &str) -> Result<u64, Failure> {
+        self.id_before(token, NEXT_ID.load(Ordering::Relaxed), argument)
+    }
+
+    /// [`Table::id_of`] when `issued` is the next id to be handed out: a
+    /// token of this table's type whose id is 0 or `issued` or beyond was
+    /// never handed out (a forged pointer, `HAL_ERR_INVALID_OBJECT`), not
+    /// released.
+    fn id_before(&self, token: usize, issued: u64, argument: &str) -> Result<u64, Failure> {
         if token == 0 {
             return Err(Failure::null(argument));
         }
         let id = (token >> TYPE_BITS) as u64;
-        let issued = NEXT_ID.load(Ordering::Relaxed);
         let kind = Kind::from_bits(token & ((1 << TYPE_BITS) - 1));
         match kind {
             Some(k) if id != 0 && id < issued && k == self.kind => Ok(id),
@@ -171,5 +178,74 @@ mod tests {
         assert_eq!(again.status, hal_status::HAL_ERR_DOUBLE_RELEASE);
         let after = NUMBERS.get(token, "m").unwrap_err();
         assert_eq!(after.status, hal_status::HAL_ERR_DOUBLE_RELEASE);
+    }
+
+    /// A token of `kind` for `id`, as [`Table::insert`] makes them.
+    fn token(id: u64, kind: Kind) -> usize {
+        ((id as usize) << TYPE_BITS) | kind as usize
+    }
+
+    /// Require that `token` is refused as a forged pointer (never handed
+    /// out), not as a released object, when `issued` is the next id.
+    #[track_caller]
+    fn forged(table: &Table<u32>, token: usize, issued: u64) {
+        let e = table.id_before(token, issued, "m").unwrap_err();
+        assert_eq!(
+            (e.status, e.message.as_str()),
+            (
+                hal_status::HAL_ERR_INVALID_OBJECT,
+                format!("`m` ({token:#x}) is no hal_memory this library handed out").as_str()
+            ),
+            "token {token:#x}, next id {issued}"
+        );
+    }
+
+    #[test]
+    fn the_type_bits_and_the_next_id_are_forged() {
+        static NUMBERS: Table<u32> = Table::new(Kind::Memory);
+        let issued = 1000;
+        forged(&NUMBERS, token(issued, Kind::Memory), issued);
+        // The last id handed out is this table's (were it live).
+        assert_eq!(
+            NUMBERS.id_before(token(issued - 1, Kind::Memory), issued, "m"),
+            Ok(issued - 1)
+        );
+    }
+
+    #[test]
+    fn the_type_bits_and_an_id_beyond_the_next_are_forged() {
+        static NUMBERS: Table<u32> = Table::new(Kind::Memory);
+        let issued = 1000;
+        for id in [issued + 1, issued + 4096, (usize::MAX >> TYPE_BITS) as u64] {
+            forged(&NUMBERS, token(id, Kind::Memory), issued);
+        }
+        // Nor is it an object of another type.
+        forged(&NUMBERS, token(issued + 1, Kind::Notify), issued);
+    }
+
+    #[test]
+    fn the_type_bits_and_id_0_are_forged() {
+        static NUMBERS: Table<u32> = Table::new(Kind::Memory);
+        forged(&NUMBERS, token(0, Kind::Memory), 1000);
+        forged(&NUMBERS, token(0, Kind::Notify), 1000);
+    }
+
+    /// Through the table's own lookups, with the ids this process has
+    /// handed out: a forged token whose type bits are right is an invalid
+    /// object, whether its id is the next one, beyond it, or 0.
+    #[test]
+    fn get_and_remove_of_a_forged_token_are_invalid_objects() {
+        static NUMBERS: Table<u32> = Table::new(Kind::Memory);
+        let live = NUMBERS.insert(Arc::new(7));
+        let far = (usize::MAX >> TYPE_BITS) as u64;
+        for t in [token(0, Kind::Memory), token(far, Kind::Memory)] {
+            for e in [
+                NUMBERS.get(t, "m").unwrap_err(),
+                NUMBERS.remove(t, "m").unwrap_err(),
+            ] {
+                assert_eq!(e.status, hal_status::HAL_ERR_INVALID_OBJECT, "{t:#x}");
+            }
+        }
+        assert_eq!(*NUMBERS.remove(live, "m").unwrap(), 7);
     }
 }

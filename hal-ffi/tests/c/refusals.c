@@ -214,6 +214,20 @@ int main(int argc, char **argv) {
     uint64_t size = 0;
     EXPECT(hal_memory_size(gone, &size), HAL_ERR_DOUBLE_RELEASE);
 
+    /* Forged pointers with a hal_memory's type bits (a pointer is a token,
+     * id << 4 | type) and an id never handed out: the next one (`gone` was
+     * the last object made), one far beyond, and 0. Invalid objects, not
+     * released ones. */
+    uintptr_t memory_bits = (uintptr_t)(void *)mem & 0xf;
+    uintptr_t next_id = ((uintptr_t)(void *)gone >> 4) + 1;
+    EXPECT(hal_memory_size((hal_memory *)((next_id << 4) | memory_bits), &size),
+           HAL_ERR_INVALID_OBJECT);
+    EXPECT(hal_memory_release((hal_memory *)((next_id << 4) | memory_bits)),
+           HAL_ERR_INVALID_OBJECT);
+    EXPECT(hal_memory_release((hal_memory *)(((next_id + 4096) << 4) | memory_bits)),
+           HAL_ERR_INVALID_OBJECT);
+    EXPECT(hal_memory_release((hal_memory *)memory_bits), HAL_ERR_INVALID_OBJECT);
+
     /* Arguments out of range. */
     char buf[16];
     EXPECT(hal_read(mem, 65536 - 8, buf, 16), HAL_ERR_INVALID_ARGUMENT);
