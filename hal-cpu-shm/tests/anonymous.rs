@@ -527,9 +527,11 @@ fn numa_policy_is_visible_in_numa_maps() {
         let a = match d.allocate(&desc) {
             Ok(a) => a,
             Err(Error::PermissionDenied { reason, .. }) => {
-                // A seccomp profile that forbids mbind: the error says so.
+                // A seccomp profile that forbids mbind: the error says so,
+                // and the placement cannot be checked here (a failure with
+                // HAL_TESTS_STRICT=1).
                 assert!(reason.contains("mbind"), "{reason}");
-                eprintln!("mbind is not permitted here: {reason}");
+                hal_core::testing::not_run(&format!("mbind is not permitted here: {reason}"));
                 return;
             }
             Err(e) => panic!("{policy:?}: {e}"),
