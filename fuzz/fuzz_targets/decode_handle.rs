@@ -2,15 +2,19 @@
 //! panic; whatever decodes must be canonical (version 2 bytes re-encode to
 //! themselves, version 1 bytes to their version 2 form) and survive a round
 //! trip. The same input goes to the tensor handle's decoder, with the same
-//! promises (its embedded memory handle follows the memory handle's rules).
+//! promises (its embedded memory handle follows the memory handle's rules),
+//! and its text form decodes as it does (over the binary form's bound, both
+//! forms are refused, each with its own bound).
 
 #![no_main]
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
+use hal_core::dlpack::{
+    TensorHandle, MAX_TENSOR_ENCODED_LEN, MAX_TENSOR_TEXT_LEN, TENSOR_TEXT_PREFIX,
+};
 use hal_core::handle::wire::{FIXED_LEN, FIXED_LEN_V1, MAX_ENCODED_LEN, TEXT_PREFIX};
-use hal_core::dlpack::{TensorHandle, TENSOR_TEXT_PREFIX};
-use hal_core::{Handle, PidKind};
+use hal_core::{Handle, HandleError, PidKind};
 use libfuzzer_sys::fuzz_target;
 
 /// A decoded handle re-encodes to a handle that decodes to itself.
@@ -65,10 +69,40 @@ fn decode_tensor(bytes: &[u8]) -> Result<TensorHandle, hal_core::HandleError> {
     decoded
 }
 
+/// The text form of `bytes` decodes exactly as `bytes` when they are
+/// within the binary form's bound; over it, each decoder refuses with its
+/// own bound (the text's is the base64 of the binary one, so a text is over
+/// its bound exactly when its bytes are over theirs; see
+/// `TensorHandle::from_text`).
+fn tensor_text_agrees(bytes: &[u8], decoded: &Result<TensorHandle, hal_core::HandleError>) {
+    let text = format!("{TENSOR_TEXT_PREFIX}{}", URL_SAFE_NO_PAD.encode(bytes));
+    let from_text = TensorHandle::from_text(&text);
+    if bytes.len() <= MAX_TENSOR_ENCODED_LEN {
+        assert_eq!(&from_text, decoded);
+        assert!(text.len() <= MAX_TENSOR_TEXT_LEN);
+    } else {
+        assert_eq!(
+            from_text,
+            Err(HandleError::OverBound {
+                field: "text",
+                len: text.len(),
+                max: MAX_TENSOR_TEXT_LEN
+            })
+        );
+        assert_eq!(
+            decoded,
+            &Err(HandleError::OverBound {
+                field: "tensor handle",
+                len: bytes.len(),
+                max: MAX_TENSOR_ENCODED_LEN
+            })
+        );
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let tensor = decode_tensor(data);
-    let text = format!("{TENSOR_TEXT_PREFIX}{}", URL_SAFE_NO_PAD.encode(data));
-    assert_eq!(TensorHandle::from_text(&text), tensor);
+    tensor_text_agrees(data, &tensor);
 
     let decoded = decode_bytes(data);
 

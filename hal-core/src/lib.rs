@@ -69,6 +69,10 @@ pub mod growable;
 pub mod lease;
 pub mod testing;
 
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
+
 // The backend author's kit.
 mod bounds;
 pub mod kit;

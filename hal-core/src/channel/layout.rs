@@ -80,7 +80,7 @@ const H_PUB_SLEEPERS: usize = 132;
 const H_HANDLE_LEN: usize = 136;
 const H_FLAGS: usize = 140;
 /// How many first bytes of a control region state its shape.
-pub(super) const HEAD_READ: usize = H_FLAGS + 4;
+pub(crate) const HEAD_READ: usize = H_FLAGS + 4;
 const H_HEAD: usize = 192;
 const HANDLE: usize = 256;
 const _: () = assert!(
@@ -105,12 +105,12 @@ pub enum Mode {
 
 /// The shape of a channel, as its header states it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Shape {
-    pub(super) slots: u32,
-    pub(super) slot_size: u64,
-    pub(super) mode: Mode,
+pub(crate) struct Shape {
+    pub(crate) slots: u32,
+    pub(crate) slot_size: u64,
+    pub(crate) mode: Mode,
     /// Samples are published in stream order: each slot has an event.
-    pub(super) ordered: bool,
+    pub(crate) ordered: bool,
 }
 
 impl Shape {
@@ -123,7 +123,7 @@ impl Shape {
     }
 
     /// The control region's length.
-    pub(super) fn file_len(self) -> u64 {
+    pub(crate) fn file_len(self) -> u64 {
         let events = if self.ordered {
             self.slots as usize * EVENT
         } else {
@@ -135,7 +135,7 @@ impl Shape {
 
 /// A subscriber entry's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum SubState {
+pub(crate) enum SubState {
     Free,
     Joining,
     Active,
@@ -144,7 +144,7 @@ pub(super) enum SubState {
 
 /// The publisher's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum PubState {
+pub(crate) enum PubState {
     Open,
     Closed,
 }
@@ -152,7 +152,7 @@ pub(super) enum PubState {
 /// The first bytes of a new channel's control region: its header and the
 /// slots' handle, and for a stream-ordered channel the slots' events'
 /// handles (`events`, one per slot) too.
-pub(super) fn new_head(
+pub(crate) fn new_head(
     shape: Shape,
     pid: u32,
     start: u64,
@@ -213,7 +213,7 @@ pub(super) fn new_head(
 
 /// The shape a control region's first bytes state, checked: `None` when they
 /// are no channel's of this version, or state a shape out of range.
-pub(super) fn read_shape(head: &[u8], file_len: u64) -> Option<Shape> {
+pub(crate) fn read_shape(head: &[u8], file_len: u64) -> Option<Shape> {
     let u32_at = |at: usize| Some(u32::from_le_bytes(head.get(at..at + 4)?.try_into().ok()?));
     let u64_at = |at: usize| Some(u64::from_le_bytes(head.get(at..at + 8)?.try_into().ok()?));
     if u32_at(H_MAGIC)? != MAGIC || u32_at(H_VERSION)? != VERSION {
@@ -252,7 +252,7 @@ pub(super) fn shape_in_range(shape: Shape) -> bool {
 
 /// A channel's control region, mapped, with the shape this process checked.
 #[derive(Debug)]
-pub(super) struct Control {
+pub(crate) struct Control {
     map: SharedMap,
     shape: Shape,
     /// `slots - 1` when the slots are a power of two: a sample's slot is
@@ -261,7 +261,7 @@ pub(super) struct Control {
 }
 
 impl Control {
-    pub(super) fn new(map: SharedMap, shape: Shape) -> Result<Control> {
+    pub(crate) fn new(map: SharedMap, shape: Shape) -> Result<Control> {
         if (map.len() as u64) < shape.file_len() {
             return Err(Error::invalid(
                 "a channel's control region shorter than its shape",
@@ -279,7 +279,7 @@ impl Control {
         self.shape
     }
 
-    pub(super) fn slots(&self) -> usize {
+    pub(crate) fn slots(&self) -> usize {
         self.shape.slots as usize
     }
 
@@ -301,7 +301,7 @@ impl Control {
     }
 
     /// The handle text of the slots' memory.
-    pub(super) fn handle_text(&self) -> Result<String> {
+    pub(crate) fn handle_text(&self) -> Result<String> {
         let len = self.u32_at(H_HANDLE_LEN)?.load(Ordering::Acquire) as usize;
         if len > MAX_HANDLE {
             return Err(corrupt(format!("a handle of {len} bytes")));
@@ -312,7 +312,7 @@ impl Control {
     }
 
     /// The handle text of slot `slot`'s event (a stream-ordered channel).
-    pub(super) fn event_text(&self, slot: usize) -> Result<String> {
+    pub(crate) fn event_text(&self, slot: usize) -> Result<String> {
         if !self.shape.ordered || slot >= self.slots() {
             return Err(Error::invalid(format!(
                 "no event of slot {slot} in this channel"
@@ -329,7 +329,7 @@ impl Control {
     }
 
     /// The publisher: pid, start time, state.
-    pub(super) fn publisher(&self) -> Result<(u32, u64, PubState)> {
+    pub(crate) fn publisher(&self) -> Result<(u32, u64, PubState)> {
         let state = match self.u32_at(H_PUB_STATE)?.load(Ordering::Acquire) {
             1 => PubState::Open,
             _ => PubState::Closed,
@@ -406,12 +406,12 @@ impl Control {
 
     /// Slot `i`'s sample word: one more than its sample's sequence (low 32
     /// bits) above, its pending bits below.
-    pub(super) fn sample_word(&self, i: usize) -> Result<&AtomicU64> {
+    pub(crate) fn sample_word(&self, i: usize) -> Result<&AtomicU64> {
         self.u64_at(SLOTS + i * SLOT)
     }
 
     /// The length of slot `i`'s sample, checked against the slot size.
-    pub(super) fn sample_len(&self, i: usize) -> Result<u64> {
+    pub(crate) fn sample_len(&self, i: usize) -> Result<u64> {
         let len = self.u64_at(SLOTS + i * SLOT + 8)?.load(Ordering::Acquire);
         if len > self.shape.slot_size {
             return Err(corrupt(format!(
@@ -437,7 +437,7 @@ impl Control {
     }
 
     /// Subscriber entry `i`: pid, start time, state.
-    pub(super) fn subscriber(&self, i: usize) -> Result<(u32, u64, SubState)> {
+    pub(crate) fn subscriber(&self, i: usize) -> Result<(u32, u64, SubState)> {
         let at = self.sub_at(i);
         let state = match self.u32_at(at + 4)?.load(Ordering::Acquire) {
             0 => SubState::Free,

@@ -76,13 +76,13 @@
 //! ```
 
 mod file;
-mod layout;
+pub(crate) mod layout;
 mod list;
 mod members;
 mod options;
 mod park;
 mod publisher;
-mod record;
+pub(crate) mod record;
 mod subscriber;
 mod ticket;
 

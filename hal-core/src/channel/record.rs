@@ -28,13 +28,13 @@ const ORDERED: u32 = 1;
 
 /// Where a channel's control region is, and the channel's shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Record {
-    pub(super) pid: u32,
-    pub(super) fd: u32,
-    pub(super) start: u64,
-    pub(super) dev: u64,
-    pub(super) ino: u64,
-    pub(super) shape: Shape,
+pub(crate) struct Record {
+    pub(crate) pid: u32,
+    pub(crate) fd: u32,
+    pub(crate) start: u64,
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
+    pub(crate) shape: Shape,
 }
 
 impl Record {
@@ -49,7 +49,7 @@ impl Record {
         }
     }
 
-    pub(super) fn encode(&self) -> [u8; LEN] {
+    pub(crate) fn encode(&self) -> [u8; LEN] {
         let mut b = [0u8; LEN];
         let mut put = |at: usize, bytes: &[u8]| b[at..at + bytes.len()].copy_from_slice(bytes);
         put(0, &MAGIC.to_le_bytes());
@@ -69,7 +69,7 @@ impl Record {
 
     /// The record in `bytes` (the whole name file), checked: `None` when
     /// they are no record of this version, or state a shape out of range.
-    pub(super) fn decode(bytes: &[u8]) -> Option<Record> {
+    pub(crate) fn decode(bytes: &[u8]) -> Option<Record> {
         if bytes.len() != LEN {
             return None;
         }

@@ -195,6 +195,17 @@ impl TensorHandle {
 
     /// Decode the text form, ignoring ASCII whitespace around it. A memory
     /// handle's text (`hal1.`) is refused as [`HandleError::WrongKind`].
+    ///
+    /// A text longer than [`MAX_TENSOR_TEXT_LEN`] is refused as
+    /// [`HandleError::OverBound`] (field `text`) before any base64 is
+    /// decoded. That bound is the prefix and the base64 of
+    /// [`MAX_TENSOR_ENCODED_LEN`] bytes, and base64 grows with every byte,
+    /// so the text of a binary form is within it exactly when the binary
+    /// form is within its own: the text of bytes that
+    /// [`from_bytes`](Self::from_bytes) refuses as over
+    /// [`MAX_TENSOR_ENCODED_LEN`] (field `tensor handle`) is refused as over
+    /// [`MAX_TENSOR_TEXT_LEN`], and the text of any other bytes decodes
+    /// exactly as the bytes do.
     pub fn from_text(text: &str) -> std::result::Result<TensorHandle, HandleError> {
         if text
             .trim_start()
@@ -547,6 +558,76 @@ mod tests {
             TensorHandle::from_bytes(&resealed(damaged)),
             Err(HandleError::BadMagic)
         );
+    }
+
+    /// The longest tensor handle: a memory handle of every variable field
+    /// at its bound, and [`MAX_NDIM`] dimensions with strides.
+    fn longest() -> TensorHandle {
+        use crate::handle::wire::{MAX_PAYLOAD, MAX_PIDS, MAX_SOCKET_NAME};
+        let mut memory = memory(u64::MAX);
+        memory.flags = HandleFlags(0);
+        memory.allowed_pids = (1..=MAX_PIDS as u32).collect();
+        memory.fds = FdSource::Broker {
+            count: 1,
+            name: "b".repeat(MAX_SOCKET_NAME),
+        };
+        memory.payload = vec![0xEE; MAX_PAYLOAD];
+        let spec = TensorSpec::new(DLDataType::F32, &[1; MAX_NDIM]).with_strides(&[1; MAX_NDIM]);
+        TensorHandle::new(memory, &spec).unwrap()
+    }
+
+    #[test]
+    fn the_text_bound_is_the_byte_bound() {
+        // Bytes are within their bound exactly when their text is within
+        // its own, for every length around the bound.
+        for n in 0..MAX_TENSOR_ENCODED_LEN + 16 {
+            let text = TENSOR_TEXT_PREFIX.len() + base64_len(n);
+            assert_eq!(
+                text <= MAX_TENSOR_TEXT_LEN,
+                n <= MAX_TENSOR_ENCODED_LEN,
+                "{n} bytes, {text} characters"
+            );
+        }
+        // At the bound both decoders take the longest handle; one byte
+        // over, both refuse it, each naming its own bound.
+        let th = longest();
+        let bytes = th.to_bytes();
+        assert_eq!(bytes.len(), MAX_TENSOR_ENCODED_LEN);
+        let text = th.to_text();
+        assert_eq!(text.len(), MAX_TENSOR_TEXT_LEN);
+        assert_eq!(TensorHandle::from_bytes(&bytes).as_ref(), Ok(&th));
+        assert_eq!(TensorHandle::from_text(&text).as_ref(), Ok(&th));
+        let over = [&bytes[..], &[0]].concat();
+        let over_text = format!("{TENSOR_TEXT_PREFIX}{}", URL_SAFE_NO_PAD.encode(&over));
+        assert_eq!(
+            TensorHandle::from_bytes(&over),
+            Err(HandleError::OverBound {
+                field: "tensor handle",
+                len: MAX_TENSOR_ENCODED_LEN + 1,
+                max: MAX_TENSOR_ENCODED_LEN
+            })
+        );
+        assert_eq!(
+            TensorHandle::from_text(&over_text),
+            Err(HandleError::OverBound {
+                field: "text",
+                len: MAX_TENSOR_TEXT_LEN + 1,
+                max: MAX_TENSOR_TEXT_LEN
+            })
+        );
+        // The input the fuzz target first failed on: 1,269 bytes, whose
+        // text of 1,698 characters is over the text's bound.
+        let mut long = bytes.clone();
+        long.resize(1269, 20);
+        let long_text = format!("{TENSOR_TEXT_PREFIX}{}", URL_SAFE_NO_PAD.encode(&long));
+        assert!(matches!(
+            TensorHandle::from_bytes(&long),
+            Err(HandleError::OverBound { len: 1269, .. })
+        ));
+        assert!(matches!(
+            TensorHandle::from_text(&long_text),
+            Err(HandleError::OverBound { len: 1698, .. })
+        ));
     }
 
     #[test]

@@ -60,7 +60,7 @@ const S_DATA: usize = 64;
 
 /// The state of a member's slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum SlotState {
+pub(crate) enum SlotState {
     /// Nobody took it yet.
     Free,
     /// A member took it and has not left.
@@ -73,9 +73,9 @@ pub(super) enum SlotState {
 
 /// How many members a group has and what each may post in a round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Shape {
-    pub(super) members: u32,
-    pub(super) capacity: u32,
+pub(crate) struct Shape {
+    pub(crate) members: u32,
+    pub(crate) capacity: u32,
 }
 
 impl Shape {
@@ -84,7 +84,7 @@ impl Shape {
     }
 
     /// The length of the group's board.
-    pub(super) fn board_len(self) -> u64 {
+    pub(crate) fn board_len(self) -> u64 {
         (HEADER_LEN + self.members as usize * self.slot_len()) as u64
     }
 
@@ -105,7 +105,7 @@ pub(super) fn shape_in_range(shape: Shape) -> bool {
 
 /// The shape a board's header states, from its first bytes: `None` when
 /// they are no header of this version, or state a shape out of range.
-pub(super) fn read_shape(bytes: &[u8]) -> Option<Shape> {
+pub(crate) fn read_shape(bytes: &[u8]) -> Option<Shape> {
     let word = |at: usize| -> Option<u32> {
         Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
     };
@@ -120,7 +120,7 @@ pub(super) fn read_shape(bytes: &[u8]) -> Option<Shape> {
 }
 
 /// The header a new group's board starts with.
-pub(super) fn new_header(shape: Shape) -> Vec<u8> {
+pub(crate) fn new_header(shape: Shape) -> Vec<u8> {
     let mut h = vec![0u8; HEADER_LEN];
     h[H_MAGIC..H_MAGIC + 4].copy_from_slice(&MAGIC.to_le_bytes());
     h[H_VERSION..H_VERSION + 4].copy_from_slice(&VERSION.to_le_bytes());
@@ -131,14 +131,14 @@ pub(super) fn new_header(shape: Shape) -> Vec<u8> {
 
 /// A group's board, mapped, with the shape this process checked it has.
 #[derive(Debug)]
-pub(super) struct Board {
+pub(crate) struct Board {
     map: SharedMap,
     shape: Shape,
 }
 
 impl Board {
     /// `map` holds at least `shape.board_len()` bytes (checked).
-    pub(super) fn new(map: SharedMap, shape: Shape) -> Result<Board> {
+    pub(crate) fn new(map: SharedMap, shape: Shape) -> Result<Board> {
         if (map.len() as u64) < shape.board_len() {
             return Err(Error::invalid(format!(
                 "a group's board of {} bytes is shorter than its {} members need",
@@ -153,7 +153,7 @@ impl Board {
         self.shape
     }
 
-    pub(super) fn members(&self) -> usize {
+    pub(crate) fn members(&self) -> usize {
         self.shape.members as usize
     }
 
@@ -172,7 +172,7 @@ impl Board {
 
     /// Take slot `i` for the process `pid` that started at `start`: false
     /// when another took it first.
-    pub(super) fn claim(&self, i: usize, pid: u32, start: u64) -> Result<bool> {
+    pub(crate) fn claim(&self, i: usize, pid: u32, start: u64) -> Result<bool> {
         let word = self.slot_u32(i, S_PID)?;
         if word
             .compare_exchange(0, pid, Ordering::AcqRel, Ordering::Acquire)
@@ -187,14 +187,14 @@ impl Board {
     }
 
     /// The member of slot `i`: its pid and its process's start time.
-    pub(super) fn member(&self, i: usize) -> Result<(u32, u64)> {
+    pub(crate) fn member(&self, i: usize) -> Result<(u32, u64)> {
         Ok((
             self.slot_u32(i, S_PID)?.load(Ordering::Acquire),
             self.slot_u64(i, S_START)?.load(Ordering::Acquire),
         ))
     }
 
-    pub(super) fn state(&self, i: usize) -> Result<SlotState> {
+    pub(crate) fn state(&self, i: usize) -> Result<SlotState> {
         Ok(match self.slot_u32(i, S_STATE)?.load(Ordering::Acquire) {
             0 => SlotState::Free,
             1 => SlotState::Joined,
@@ -210,13 +210,13 @@ impl Board {
     }
 
     /// How many rounds slot `i`'s member posted.
-    pub(super) fn round(&self, i: usize) -> Result<u32> {
+    pub(crate) fn round(&self, i: usize) -> Result<u32> {
         Ok(self.slot_u32(i, S_ROUND)?.load(Ordering::Acquire))
     }
 
     /// Post round `round` of slot `i`: the payload, then the round number,
     /// then a wake.
-    pub(super) fn post(&self, i: usize, round: u32, data: &[u8]) -> Result<()> {
+    pub(crate) fn post(&self, i: usize, round: u32, data: &[u8]) -> Result<()> {
         if data.len() > self.shape.capacity as usize {
             return Err(Error::invalid(format!(
                 "a payload of {} bytes is over the group's {} bytes a round (GroupOptions::max_payload)",
@@ -233,7 +233,7 @@ impl Board {
     }
 
     /// The payload slot `i`'s member posted for `round`, once it did.
-    pub(super) fn payload(&self, i: usize, round: u32) -> Result<Vec<u8>> {
+    pub(crate) fn payload(&self, i: usize, round: u32) -> Result<Vec<u8>> {
         let buf = (round % 2) as usize;
         let len = self.slot_u32(i, S_LEN + 4 * buf)?.load(Ordering::Acquire);
         if len > self.shape.capacity {

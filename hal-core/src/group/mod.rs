@@ -50,8 +50,8 @@
 //! ```
 
 mod file;
-mod layout;
-mod record;
+pub(crate) mod layout;
+pub(crate) mod record;
 mod round;
 
 use std::time::{Duration, Instant};

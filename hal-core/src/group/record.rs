@@ -24,26 +24,26 @@ const MAGIC: u32 = u32::from_le_bytes(*b"HGRN");
 const VERSION: u32 = 1;
 const HEAD_LEN: usize = 64;
 /// The length of one member's entry.
-pub(super) const ENTRY_LEN: usize = 16;
+pub(crate) const ENTRY_LEN: usize = 16;
 /// The longest name file of any shape.
 pub(super) const MAX_LEN: u64 = (HEAD_LEN + MAX_MEMBERS * ENTRY_LEN) as u64;
 
 /// A member that holds the board open: its process and its descriptor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Holder {
-    pub(super) pid: u32,
-    pub(super) fd: u32,
-    pub(super) start: u64,
+pub(crate) struct Holder {
+    pub(crate) pid: u32,
+    pub(crate) fd: u32,
+    pub(crate) start: u64,
 }
 
 /// What a name holds, decoded and checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Names {
-    pub(super) shape: Shape,
-    pub(super) dev: u64,
-    pub(super) ino: u64,
+pub(crate) struct Names {
+    pub(crate) shape: Shape,
+    pub(crate) dev: u64,
+    pub(crate) ino: u64,
     /// By slot; `None` where the slot has no member.
-    pub(super) holders: Vec<Option<Holder>>,
+    pub(crate) holders: Vec<Option<Holder>>,
 }
 
 impl Names {
@@ -65,12 +65,12 @@ pub(super) fn len(shape: Shape) -> u64 {
 }
 
 /// Where slot `i`'s entry is.
-pub(super) fn entry_at(i: usize) -> u64 {
+pub(crate) fn entry_at(i: usize) -> u64 {
     (HEAD_LEN + i * ENTRY_LEN) as u64
 }
 
 /// Slot `i`'s entry, with `holder` in it (`None`: the slot has no member).
-pub(super) fn encode_entry(holder: Option<Holder>) -> [u8; ENTRY_LEN] {
+pub(crate) fn encode_entry(holder: Option<Holder>) -> [u8; ENTRY_LEN] {
     let mut b = [0u8; ENTRY_LEN];
     if let Some(h) = holder {
         b[0..4].copy_from_slice(&h.pid.to_le_bytes());
@@ -82,7 +82,7 @@ pub(super) fn encode_entry(holder: Option<Holder>) -> [u8; ENTRY_LEN] {
 
 /// A new group's name: of `shape`, its board `(dev, ino)`, `founder` in
 /// slot 0.
-pub(super) fn encode(shape: Shape, (dev, ino): (u64, u64), founder: Holder) -> Vec<u8> {
+pub(crate) fn encode(shape: Shape, (dev, ino): (u64, u64), founder: Holder) -> Vec<u8> {
     let mut b = vec![0u8; len(shape) as usize];
     b[0..4].copy_from_slice(&MAGIC.to_le_bytes());
     b[4..8].copy_from_slice(&VERSION.to_le_bytes());
@@ -98,7 +98,7 @@ pub(super) fn encode(shape: Shape, (dev, ino): (u64, u64), founder: Holder) -> V
 /// The name in `bytes` (the whole file), checked: `None` when they are no
 /// group's name of this version, state a shape out of range, or are not as
 /// long as that shape's name.
-pub(super) fn decode(bytes: &[u8]) -> Option<Names> {
+pub(crate) fn decode(bytes: &[u8]) -> Option<Names> {
     let u32_at = |at: usize| Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?));
     let u64_at = |at: usize| Some(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?));
     if u32_at(0)? != MAGIC || u32_at(4)? != VERSION {

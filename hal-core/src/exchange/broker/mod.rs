@@ -11,7 +11,7 @@
 //! one, from the exporter's [`board`], kept as a [`view`]).
 
 mod batch;
-mod board;
+pub(crate) mod board;
 mod client;
 mod decide;
 mod direct;

@@ -50,7 +50,7 @@ use crate::kit::lock::lock;
 use crate::kit::os;
 use crate::lease::OutsideLeases;
 
-mod page;
+pub(crate) mod page;
 
 pub(crate) use page::{
     Page, Snapshot, ANYONE, BOARD_ID, COUNTS_LEASES, LEN, MAX_FDS, PIDS, SAME_USER,
