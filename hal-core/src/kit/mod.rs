@@ -31,6 +31,7 @@
 //! The README's *Adding a backend* shows how a new vendor crate uses them.
 
 pub mod busy_free;
+pub mod discard;
 pub mod export;
 pub(crate) mod import;
 pub mod lock;

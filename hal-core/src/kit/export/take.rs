@@ -96,8 +96,8 @@ pub fn check_sealed<const N: usize>(taken: Taken, expect: &Expect<'_>) -> Result
     // then its fstat) is checked as it stands, without reading it again.
     let facts: Vec<Option<os::FileFacts>> = (0..N).map(|i| taken.facts(i).copied()).collect();
     // Refused descriptors may be anyone's files: discarded, never closed
-    // here (see `os::discard`).
-    let held = os::Untrusted::new(taken.fds);
+    // here (see `kit::discard`).
+    let held = crate::kit::discard::Untrusted::new(taken.fds);
     check_fd_count(expect.what, N, held.len())?;
     for (fd, known) in held.as_slice().iter().zip(facts) {
         match known {

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
-mod discard;
 pub mod elf;
 mod flock;
 mod host;
@@ -31,7 +30,6 @@ mod process;
 mod quick_stat;
 pub mod thread;
 
-pub use discard::{closes_at_once, discard, Untrusted};
 pub use flock::{lock_patiently, unlock};
 pub use host::{is_mapped, HostRange, HostRegistry};
 pub use ids::{random_id, unique_id};

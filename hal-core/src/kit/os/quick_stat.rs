@@ -70,9 +70,16 @@ fn learned(cell: &OnceLock<u64>, probe: impl FnOnce() -> Option<u64>) -> Option<
     Some(*cell.get_or_init(|| dev))
 }
 
-/// The device of a new memfd made by `memfd(name, 0, huge_page)`.
+/// The device of a new memfd of this process's own (`MFD_HUGETLB` of
+/// `huge_page` bytes where given).
 fn probe_memfd(huge_page: Option<u64>) -> Option<u64> {
-    let fd = super::memfd("hal-device-probe", 0, huge_page).ok()?;
+    use nix::sys::memfd::{memfd_create, MemFdCreateFlag as F};
+    let flags = match huge_page {
+        None => F::MFD_CLOEXEC,
+        Some(0x20_0000) => F::MFD_CLOEXEC | F::MFD_HUGETLB | F::MFD_HUGE_2MB,
+        Some(_) => F::MFD_CLOEXEC | F::MFD_HUGETLB | F::MFD_HUGE_1GB,
+    };
+    let fd = memfd_create(c"hal-device-probe", flags).ok()?;
     quick_stat(std::os::fd::AsFd::as_fd(&fd))
         .ok()
         .map(|s| s.dev)

@@ -22,7 +22,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::Mutex;
 
-use super::quick_stat;
+use super::os::{quick_stat, seals};
 use crate::kit::lock::lock;
 
 /// The closing thread's queue, and the pid of the process that started it
@@ -40,7 +40,7 @@ pub fn closes_at_once(fd: &OwnedFd) -> bool {
     // F_GET_SEALS answers, at once, only for the files of the kernel's
     // own memory file systems (memfds, tmpfs, hugetlbfs), whose close
     // never waits.
-    if super::seals(fd.as_fd()).is_ok() {
+    if seals(fd.as_fd()).is_ok() {
         return true;
     }
     // A pipe's or FIFO's close has no flush and never waits, whatever
@@ -73,7 +73,7 @@ fn close_later(fd: OwnedFd) {
         _ => fd,
     };
     let (tx, rx) = channel::<OwnedFd>();
-    let started = super::thread::spawn("hal-discard", move || {
+    let started = super::os::thread::spawn("hal-discard", move || {
         for fd in rx {
             drop(fd);
         }
