@@ -230,6 +230,8 @@ exit "$status"
 "#;
 
 pub(crate) fn gpu_smoke(root: &Path, cargo: &str, rehearse: bool) -> ExitCode {
+    // The folder this command makes, where the README says (the workspace's
+    // target/); what cargo built is read from `crate::target_dir`.
     let dir = root.join("target").join("gpu-smoke");
     let _ = std::fs::remove_dir_all(&dir);
     for sub in ["bin", "tests", "examples"] {
@@ -358,7 +360,7 @@ pub(crate) fn gpu_smoke(root: &Path, cargo: &str, rehearse: bool) -> ExitCode {
         return ExitCode::FAILURE;
     }
     if rehearse {
-        return rehearsal(root, &script);
+        return rehearsal(root, cargo, &script);
     }
     ExitCode::SUCCESS
 }
@@ -430,9 +432,9 @@ fn python_folder(root: &Path, folder: &Path) -> Result<Vec<PathBuf>, String> {
 }
 
 /// Run `script` with the release stand-in as the driver and check its report.
-fn rehearsal(root: &Path, script: &Path) -> ExitCode {
-    let standin = root
-        .join("target")
+fn rehearsal(root: &Path, cargo: &str, script: &Path) -> ExitCode {
+    // Where the release build above put it (CARGO_TARGET_DIR included).
+    let standin = crate::target_dir(root, cargo)
         .join("release")
         .join("deps")
         .join("libhal_mock_libcuda.so");

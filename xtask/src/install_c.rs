@@ -45,10 +45,7 @@ fn install(root: &Path, cargo: &str, prefix: &Path, debug: bool) -> Result<(), S
     if !status.success() {
         return Err(format!("cargo build failed: {status}"));
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"))
-        .join(if debug { "debug" } else { "release" });
+    let target = crate::target_dir(root, cargo).join(if debug { "debug" } else { "release" });
     let prefix = if prefix.is_absolute() {
         prefix.to_path_buf()
     } else {

@@ -219,6 +219,55 @@ fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string())
 }
 
+/// The folder cargo builds into for the workspace at `root`, the one
+/// place xtask looks for what it built: `CARGO_TARGET_DIR` when it is set
+/// (relative to `root`, where xtask runs cargo), else `cargo metadata`'s
+/// `target_directory` (which a `.cargo/config.toml`'s `build.target-dir`
+/// changes), else `root/target`. A path joined to `root` instead would
+/// find a stale build where cargo did not build.
+pub(crate) fn target_dir(root: &Path, cargo: &str) -> PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
+        return root.join(dir);
+    }
+    Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(root)
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .and_then(|out| metadata_target_directory(&String::from_utf8_lossy(&out.stdout)))
+        .unwrap_or_else(|| root.join("target"))
+}
+
+/// The `target_directory` of `cargo metadata`'s JSON output.
+fn metadata_target_directory(json: &str) -> Option<PathBuf> {
+    const KEY: &str = "\"target_directory\":\"";
+    let start = json.find(KEY)? + KEY.len();
+    let mut path = String::new();
+    let mut chars = json[start..].chars();
+    loop {
+        match chars.next()? {
+            '"' => break,
+            '\\' => match chars.next()? {
+                '"' => path.push('"'),
+                '\\' => path.push('\\'),
+                '/' => path.push('/'),
+                // A path with control characters: not worth decoding.
+                _ => return None,
+            },
+            c => path.push(c),
+        }
+    }
+    Some(PathBuf::from(path)).filter(|p| p.is_absolute())
+}
+
 /// How one cargo invocation ended.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Run {
@@ -538,5 +587,48 @@ fn matrix() -> ExitCode {
     } else {
         println!("\nxtask matrix: all passed");
         ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_target_directory_of_cargo_metadata() {
+        let json = r#"{"packages":[],"target_directory":"/w/t \"x\"\\y/target","version":1}"#;
+        assert_eq!(
+            metadata_target_directory(json),
+            Some(PathBuf::from(r#"/w/t "x"\y/target"#))
+        );
+        assert_eq!(metadata_target_directory(r#"{"version":1}"#), None);
+        assert_eq!(
+            metadata_target_directory(r#"{"target_directory":"rel/target"}"#),
+            None
+        );
+        assert_eq!(
+            metadata_target_directory(r#"{"target_directory":"/cut"#),
+            None
+        );
+    }
+
+    /// What cargo itself reports for this workspace: `target_dir` agrees.
+    #[test]
+    fn target_dir_is_where_cargo_builds() {
+        let root = root();
+        let out = Command::new(cargo())
+            .args([
+                "metadata",
+                "--format-version",
+                "1",
+                "--no-deps",
+                "--offline",
+            ])
+            .current_dir(&root)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let reported = metadata_target_directory(&String::from_utf8_lossy(&out.stdout)).unwrap();
+        assert_eq!(target_dir(&root, &cargo()), reported);
     }
 }

@@ -83,7 +83,7 @@ fn run_all(root: &Path, cargo: &str, backends: &[String]) -> Res<String> {
     build(root, cargo)?;
     let user = ServerUser::pick()?;
     let scratch = Scratch::new(&user)?;
-    let ext = build_extension(root, &pg, &scratch)?;
+    let ext = build_extension(root, cargo, &pg, &scratch)?;
     let mut report = String::new();
     for backend in backends {
         println!("\n==> hal_pg on {backend}");

@@ -199,7 +199,12 @@ pub(super) struct Extension {
     pub(super) halctl: PathBuf,
 }
 
-pub(super) fn build_extension(root: &Path, pg: &PgConfig, scratch: &Scratch) -> Res<Extension> {
+pub(super) fn build_extension(
+    root: &Path,
+    cargo: &str,
+    pg: &PgConfig,
+    scratch: &Scratch,
+) -> Res<Extension> {
     let src = root.join("examples/postgres/hal_pg");
     let dir = scratch.path.join("ext");
     let lib = dir.join("lib");
@@ -207,7 +212,9 @@ pub(super) fn build_extension(root: &Path, pg: &PgConfig, scratch: &Scratch) -> 
     for f in ["hal_pg.c", "Makefile", "hal_pg.control", "hal_pg--0.1.sql"] {
         copy(&src.join(f), &dir.join(f))?;
     }
-    let built = root.join("target/release");
+    // Where `build` built them, CARGO_TARGET_DIR included: never a stale
+    // copy under the workspace's own target/.
+    let built = crate::target_dir(root, cargo).join("release");
     // The server's user reads the libraries from here, whatever the
     // permissions of the build tree.
     // The link name, and the soname the extension's library asks for.
