@@ -24,6 +24,9 @@
 //! - the benchmark: `hal_pg_read` of 1 MiB against a `SELECT` of the same
 //!   bytes from an unlogged table in shared buffers, in the same run (a
 //!   ratio of medians, printed; not an assertion).
+//! - the functions are not granted to `PUBLIC`: a role without the grant
+//!   is refused each of them (permission denied), a role granted
+//!   `EXECUTE` on them writes and reads the buffer.
 
 use std::path::Path;
 use std::process::ExitCode;

@@ -24,3 +24,12 @@ CREATE FUNCTION hal_pg_info() RETURNS text
     LANGUAGE C STRICT VOLATILE PARALLEL SAFE;
 COMMENT ON FUNCTION hal_pg_info() IS
     'the buffer''s backend, size, importers, worker pid and generation, and this process''s first import time';
+
+-- Every session that may run these functions reads, and may overwrite, the
+-- one buffer that all sessions of the cluster share: none but their owner
+-- (the role that ran CREATE EXTENSION) and superusers may, until granted
+-- (see the README: GRANT EXECUTE ON FUNCTION ... TO a role of the cluster's).
+REVOKE ALL ON FUNCTION hal_pg_write(bigint, bytea) FROM PUBLIC;
+REVOKE ALL ON FUNCTION hal_pg_read(bigint, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION hal_pg_checksum() FROM PUBLIC;
+REVOKE ALL ON FUNCTION hal_pg_info() FROM PUBLIC;

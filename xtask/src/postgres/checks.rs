@@ -76,6 +76,7 @@ pub(super) fn checks(root: &Path, server: &Server<'_>, backend: &str) -> Res<Str
     worker_stopped(server)?;
     worker_killed(server)?;
     let _ = writeln!(report, "{}", benchmark(server, backend)?);
+    privileges(server)?;
     let _ = root;
     Ok(report)
 }
@@ -456,4 +457,75 @@ pub(super) fn benchmark(server: &Server<'_>, backend: &str) -> Res<String> {
         "{{\"backend\":\"{backend}\",\"measure\":\"1 MiB read\",\"hal_pg_read_us\":{h:.1},\"unlogged_table_us\":{t:.1},\"ratio\":{:.3}}}",
         h / t
     ))
+}
+
+/// The extension's functions, as `GRANT` and `REVOKE` name them.
+const FUNCTIONS: [&str; 4] = [
+    "hal_pg_write(bigint, bytea)",
+    "hal_pg_read(bigint, integer)",
+    "hal_pg_checksum()",
+    "hal_pg_info()",
+];
+
+/// The functions are not granted to `PUBLIC`: a role without the grant is
+/// refused each of them (permission denied), and a role granted them
+/// writes and reads the buffer.
+fn privileges(server: &Server<'_>) -> Res<()> {
+    const STRANGER: &str = "hal_pg_check_stranger";
+    const GRANTED: &str = "hal_pg_check_user";
+    server.sql(&format!(
+        "CREATE ROLE {STRANGER} LOGIN; CREATE ROLE {GRANTED} LOGIN; \
+         GRANT EXECUTE ON FUNCTION {} TO {GRANTED};",
+        FUNCTIONS.join(", ")
+    ))?;
+    let calls = [
+        ("hal_pg_write", "SELECT hal_pg_write(0, '\\x2a'::bytea)"),
+        ("hal_pg_read", "SELECT hal_pg_read(0, 1)"),
+        ("hal_pg_checksum", "SELECT hal_pg_checksum()"),
+        ("hal_pg_info", "SELECT hal_pg_info()"),
+    ];
+    for (function, call) in calls {
+        match output(server.psql_as(STRANGER).arg("-c").arg(call)) {
+            Ok(out) => {
+                return Err(format!(
+                    "a role without the grant ran {function}: `{call}` answered {}",
+                    out.trim()
+                ))
+            }
+            Err(e) if e.contains(&format!("permission denied for function {function}")) => {}
+            Err(e) => {
+                return Err(format!(
+                    "`{call}` as {STRANGER}: {e}, not permission denied"
+                ))
+            }
+        }
+    }
+    let before = server.sql("SELECT hal_pg_read(0, 1)")?;
+    let wrote = output(
+        server
+            .psql_as(GRANTED)
+            .arg("-c")
+            .arg("SELECT hal_pg_write(0, '\\x2a'::bytea)")
+            .arg("-c")
+            .arg("SELECT hal_pg_read(0, 1)"),
+    )?;
+    if wrote.trim() != "\\x2a" {
+        return Err(format!(
+            "the granted role wrote \\x2a and read back `{}`",
+            wrote.trim()
+        ));
+    }
+    for call in ["SELECT hal_pg_checksum()", "SELECT hal_pg_info()"] {
+        output(server.psql_as(GRANTED).arg("-c").arg(call))
+            .map_err(|e| format!("`{call}` as {GRANTED}, granted: {e}"))?;
+    }
+    // The byte as it was, for whatever runs after.
+    server.sql(&format!(
+        "SELECT hal_pg_write(0, '{}'::bytea)",
+        before.trim()
+    ))?;
+    println!(
+        "ok: a role without the grant is refused every function (permission denied); a granted role writes and reads"
+    );
+    Ok(())
 }

@@ -130,8 +130,13 @@ impl<'a> Server<'a> {
             .ok_or_else(|| "postmaster.pid has no pid".into())
     }
 
-    /// A `psql` command connected to the server.
+    /// A `psql` command connected to the server as its superuser.
     pub(super) fn psql(&self) -> Command {
+        self.psql_as("postgres")
+    }
+
+    /// A `psql` command connected to the server as `role`.
+    pub(super) fn psql_as(&self, role: &str) -> Command {
         let mut cmd = Command::new(self.pg.bin("psql"));
         cmd.args([
             "-X",
@@ -141,7 +146,7 @@ impl<'a> Server<'a> {
             "-v",
             "ON_ERROR_STOP=1",
             "-U",
-            "postgres",
+            role,
             "-d",
             "postgres",
             "-h",
