@@ -1,7 +1,8 @@
 """The C library and the Python package exchange handles: the C producer
-of hal-ffi (hal-ffi/examples/producer.c) hands a buffer, a tensor and a
-notify ping-pong to a Python consumer (NumPy), and a Python producer hands
-them to the C consumer (hal-ffi/examples/consumer.c).
+of hal-ffi (hal-ffi/examples/producer.c) and its C++ twin
+(hal-ffi/examples/producer.cpp) hand a buffer, a tensor and a notify
+ping-pong to a Python consumer (NumPy), and a Python producer hands them to
+the C consumer (hal-ffi/examples/consumer.c).
 
 libhal is installed with ``cargo xtask install-c --prefix DIR --debug``:
 DIR is ``HAL_C_PREFIX`` when set (CI installs it first), else the test
@@ -10,6 +11,7 @@ installs it under ``target/py-c``.
 
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -41,6 +43,25 @@ def compile_example(prefix, name, out_dir):
     subprocess.run(
         ["cc", "-std=c11", "-Wall", "-Wextra", f"-I{prefix / 'include'}", str(source),
          "-o", str(program), f"-L{prefix / 'lib'}", "-lhal",
+         f"-Wl,-rpath,{prefix / 'lib'}"],
+        check=True,
+    )
+    return program
+
+
+def compile_cpp_example(prefix, name, out_dir):
+    """hal-ffi/examples/NAME.cpp, compiled with c++ (C++17) against the
+    installed library. Without a C++ compiler the test fails, naming it: it
+    never passes, or is skipped, without its check."""
+    compiler = shutil.which("c++")
+    if compiler is None:
+        pytest.fail("no C++ compiler (`c++`) to build the C++ producer: install one "
+                    "(Debian: build-essential)")
+    source = REPO / "hal-ffi" / "examples" / f"{name}.cpp"
+    program = out_dir / f"{name}_cpp"
+    subprocess.run(
+        [compiler, "-std=c++17", "-Wall", "-Wextra", "-Werror", f"-I{prefix / 'include'}",
+         str(source), "-o", str(program), f"-L{prefix / 'lib'}", "-lhal",
          f"-Wl,-rpath,{prefix / 'lib'}"],
         check=True,
     )
@@ -85,8 +106,9 @@ print(f"python consumer {os.getpid()}: verified the buffer and the tensor", flus
 '''
 
 
-def test_the_c_producer_hands_a_tensor_to_a_python_consumer(backend, c_prefix, tmp_path):
-    producer = compile_example(c_prefix, "producer", tmp_path)
+def run_with_python_consumer(producer, backend, tmp_path):
+    """Run ``producer`` on ``backend`` with the Python consumer as its
+    consumer (HAL_EXAMPLE_CONSUMER); its standard output."""
     consumer = tmp_path / "consumer"
     script = tmp_path / "consumer.py"
     script.write_text(PYTHON_CONSUMER)
@@ -99,7 +121,21 @@ def test_the_c_producer_hands_a_tensor_to_a_python_consumer(backend, c_prefix, t
     )
     assert done.returncode == 0, done.stderr + done.stdout
     assert "python consumer" in done.stdout
-    assert f"producer: {ROUNDS} round trips" in done.stdout
+    assert "verified the buffer and the tensor" in done.stdout
+    return done.stdout
+
+
+def test_the_c_producer_hands_a_tensor_to_a_python_consumer(backend, c_prefix, tmp_path):
+    producer = compile_example(c_prefix, "producer", tmp_path)
+    out = run_with_python_consumer(producer, backend, tmp_path)
+    assert f"producer: {ROUNDS} round trips" in out
+
+
+def test_the_cpp_producer_hands_a_tensor_to_a_python_consumer(backend, c_prefix, tmp_path):
+    producer = compile_cpp_example(c_prefix, "producer", tmp_path)
+    out = run_with_python_consumer(producer, backend, tmp_path)
+    assert "producer (C++) " in out
+    assert f"producer (C++): {ROUNDS} round trips" in out
 
 
 def test_a_python_producer_hands_a_tensor_to_the_c_consumer(backend, c_prefix, tmp_path):
