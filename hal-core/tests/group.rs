@@ -4,7 +4,8 @@
 //! that reaches the board through a member other than its dead founder;
 //! members that outlive their name truncated by another process, whose
 //! board that process cannot truncate; another user's file of the name
-//! refused.
+//! refused, and one that another user took first (a file or a directory)
+//! refused naming its owner.
 
 mod common;
 
@@ -362,4 +363,50 @@ fn another_users_file_of_the_name_is_refused() {
     std::fs::remove_file(&path).unwrap();
     assert!(matches!(err, Error::PermissionDenied { .. }), "{err}");
     assert!(err.to_string().contains("uid 65534"), "{err}");
+}
+
+/// Another user takes a user's group name first: a real process of uid
+/// 65534 makes a regular file of mode 0600, then a directory, at root's
+/// name. Root's join is refused with `PermissionDenied` naming the owner
+/// and the path and saying what to do (another name, or the owner or root
+/// removes it), not `Io`.
+#[test]
+fn squatted_group_name_is_permission_denied() {
+    use std::os::unix::process::CommandExt as _;
+    if !nix::unistd::geteuid().is_root() {
+        hal_core::testing::not_run("a process of another uid needs root to start");
+        return;
+    }
+    for (tag, how) in [
+        ("file", "umask 077 && : > \"$1\""),
+        ("dir", "mkdir -m 700 \"$1\""),
+    ] {
+        let name = unique(&format!("squatted-{tag}"));
+        let path = file_of(&name);
+        let status = std::process::Command::new("/bin/sh")
+            .args(["-c", how, "squatter"])
+            .arg(&path)
+            .uid(65534)
+            .gid(65534)
+            .status()
+            .expect("starting a shell of uid 65534");
+        assert!(status.success(), "the squatter failed: {status}");
+        let got = Group::join(&name, 1, &options());
+        if std::fs::remove_file(&path).is_err() {
+            std::fs::remove_dir(&path).unwrap();
+        }
+        match got {
+            Err(Error::PermissionDenied { reason, .. }) => {
+                for says in [
+                    "owner uid 65534".to_string(),
+                    path.display().to_string(),
+                    "choose another name".to_string(),
+                    "root remove".to_string(),
+                ] {
+                    assert!(reason.contains(&says), "{tag}: {reason}");
+                }
+            }
+            other => panic!("{tag}: a join of a squatted name gave {:?}", other.err()),
+        }
+    }
 }

@@ -388,6 +388,75 @@ fn a_live_publishers_name_is_kept_and_a_dead_ones_replaced() {
     assert!(!path.exists(), "the publisher removed its name");
 }
 
+/// Another user takes a user's channel name first: a real process of uid
+/// [`NOBODY`] makes a regular file of mode 0600, then a directory, at root's
+/// name. Root's publisher and subscriber of that name are refused with
+/// `PermissionDenied` naming the owner and the path and saying what to do
+/// (another name, or the owner or root removes it), not `Io`.
+#[test]
+fn squatted_channel_name_is_permission_denied() {
+    if !is_root() {
+        hal_core::testing::not_run("a process of another uid needs root to start");
+        return;
+    }
+    let dev = device();
+    let options = ChannelOptions::default().slots(2).slot_size(64);
+    for (tag, how) in [
+        ("file", "umask 077 && : > \"$1\""),
+        ("dir", "mkdir -m 700 \"$1\""),
+    ] {
+        let name = unique(&format!("squatted-{tag}"));
+        let path = hal_core::kit::os::private_path("channel", &name).unwrap();
+        let _squat = Squat::new(how, &path);
+        let refused = [
+            ("publisher", Publisher::create(&dev, &name, &options).err()),
+            ("subscriber", Subscriber::open(&dev, &name, &short()).err()),
+        ];
+        for (who, got) in refused {
+            match got {
+                Some(Error::PermissionDenied { reason, .. }) => {
+                    for says in [
+                        format!("owner uid {NOBODY}"),
+                        path.display().to_string(),
+                        "choose another name".to_string(),
+                        "root remove".to_string(),
+                    ] {
+                        assert!(reason.contains(&says), "{tag}, {who}: {reason}");
+                    }
+                }
+                other => panic!("{tag}: a {who} of a squatted name gave {other:?}"),
+            }
+        }
+    }
+}
+
+/// What a process of uid [`NOBODY`] made at `path` with the shell command
+/// `how` (`$1` is the path), removed when dropped.
+struct Squat(std::path::PathBuf);
+
+impl Squat {
+    fn new(how: &str, path: &std::path::Path) -> Squat {
+        use std::os::unix::process::CommandExt as _;
+        let status = std::process::Command::new("/bin/sh")
+            .args(["-c", how, "squatter"])
+            .arg(path)
+            .uid(NOBODY)
+            .gid(NOBODY)
+            .status()
+            .expect("starting a shell of uid 65534");
+        assert!(status.success(), "the squatter failed: {status}");
+        Squat(path.to_path_buf())
+    }
+}
+
+impl Drop for Squat {
+    fn drop(&mut self) {
+        if std::fs::remove_file(&self.0).is_err() {
+            let _ = std::fs::remove_dir(&self.0);
+        }
+    }
+}
+
 /// The child entry point: a role in a child process its parent started.
 #[test]
 #[ignore = "child entry point: run by its parent"]

@@ -44,6 +44,55 @@ pub fn private_path(kind: &str, name: &str) -> Result<PathBuf> {
     )))
 }
 
+/// True when `meta` is a regular file of the calling user that no other
+/// user may open.
+fn private_to_caller(meta: &std::fs::Metadata) -> bool {
+    meta.uid() == nix::unistd::geteuid().as_raw()
+        && meta.mode() & 0o077 == 0
+        && meta.file_type().is_file()
+}
+
+/// The refusal of what is at `path` (`meta`, not followed): not this
+/// user's private file. It names the owner and says what to do: another
+/// user's name cannot be removed by this one (the sticky bit of
+/// [`PRIVATE_DIR`]), only by that user or root.
+fn not_private(path: &Path, meta: &std::fs::Metadata) -> Error {
+    let euid = nix::unistd::geteuid().as_raw();
+    let owner = meta.uid();
+    let kind = meta.file_type();
+    let what = if kind.is_file() {
+        "a file"
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_symlink() {
+        "a symbolic link"
+    } else {
+        "a special file"
+    };
+    let fix = if owner == euid {
+        format!(
+            "it is this user's own: remove it (rm {}) if no program of this user uses it, or \
+             choose another name",
+            path.display()
+        )
+    } else {
+        format!(
+            "another user took the name first: choose another name, or have its owner (uid \
+             {owner}) or root remove {}",
+            path.display()
+        )
+    };
+    Error::PermissionDenied {
+        pid: None,
+        reason: format!(
+            "{} is {what} of owner uid {owner} with mode {:o}, not a private file of this user \
+             (uid {euid}, a regular file of mode 0600): {fix}",
+            path.display(),
+            meta.mode() & 0o7777
+        ),
+    }
+}
+
 /// An open private file and its identity.
 #[derive(Debug)]
 pub struct PrivateFile {
@@ -71,23 +120,23 @@ impl PrivateFile {
         {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io(format!("opening {}", path.display()), e)),
+            Err(e) => {
+                // Another user's file of mode 0600 (EACCES), a link (ELOOP),
+                // a directory (EISDIR): what is at the name is not this
+                // user's private file, and says whose it is.
+                if let Ok(meta) = std::fs::symlink_metadata(path) {
+                    if !private_to_caller(&meta) {
+                        return Err(not_private(path, &meta));
+                    }
+                }
+                return Err(Error::io(format!("opening {}", path.display()), e));
+            }
         };
         let meta = file
             .metadata()
             .map_err(|e| Error::io(format!("fstat of {}", path.display()), e))?;
-        let euid = nix::unistd::geteuid().as_raw();
-        if meta.uid() != euid || meta.mode() & 0o077 != 0 || !meta.file_type().is_file() {
-            return Err(Error::PermissionDenied {
-                pid: None,
-                reason: format!(
-                    "{} belongs to uid {} with mode {:o}, not to this user (uid {euid}) alone: \
-                     it is private to its user; remove the file or choose another name",
-                    path.display(),
-                    meta.uid(),
-                    meta.mode() & 0o7777
-                ),
-            });
+        if !private_to_caller(&meta) {
+            return Err(not_private(path, &meta));
         }
         Ok(Some(PrivateFile {
             file,
@@ -269,7 +318,9 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         made.unlink();
         match opened {
-            Err(Error::Io { source, .. }) => assert_eq!(source.raw_os_error(), Some(libc::ELOOP)),
+            Err(Error::PermissionDenied { reason, .. }) => {
+                assert!(reason.contains("a symbolic link"), "{reason}");
+            }
             other => panic!("a link at the name must be refused, not followed: {other:?}"),
         }
     }
