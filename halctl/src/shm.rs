@@ -1,11 +1,14 @@
 //! `halctl shm ls` and `halctl shm gc`: the named regions this library
 //! created on this machine (those with its metadata beside them), their
-//! owners, and the removal of those whose owner died.
+//! owners, and the removal of those whose owner died, with the names of
+//! this user's channels and groups whose members all died.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::Subcommand;
+use hal::channel::{self, DeadChannel};
 use hal::cpu_shm::named::{self, Collected, RegionInfo};
+use hal::group::{self, DeadGroup};
 use serde::Serialize;
 
 use crate::fail::{CmdResult, Context, Fail};
@@ -21,8 +24,10 @@ pub enum ShmCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Remove the regions whose creator has died. Regions of live
-    /// processes, and regions this library did not create, are never touched.
+    /// Remove the regions whose creator has died, and (without NAMEs) this
+    /// user's channel names whose publisher died and group names whose
+    /// members all died. Regions and names of live processes, and regions
+    /// this library did not create, are never touched.
     /// Metadata whose region is gone, or whose name now leads to another
     /// object (perhaps another user's), is removed alone and reported as
     /// stale metadata: the object is left as it is.
@@ -87,10 +92,53 @@ struct GcEntry {
     metadata: String,
 }
 
+/// A channel's or group's name that `shm gc` removed (or would remove).
+#[derive(Debug, Serialize)]
+struct NameEntry {
+    /// `channel` or `group`.
+    kind: &'static str,
+    name: String,
+    path: String,
+    /// The dead processes: a channel's publisher, a group's members.
+    pids: Vec<u32>,
+}
+
 #[derive(Debug, Serialize)]
 struct GcOut {
     dry_run: bool,
     removed: Vec<GcEntry>,
+    /// The channel and group names removed.
+    names: Vec<NameEntry>,
+}
+
+fn channel_entry(c: &DeadChannel) -> NameEntry {
+    NameEntry {
+        kind: "channel",
+        name: c.name.clone(),
+        path: c.path.display().to_string(),
+        pids: vec![c.publisher],
+    }
+}
+
+fn group_entry(g: &DeadGroup) -> NameEntry {
+    NameEntry {
+        kind: "group",
+        name: g.name.clone(),
+        path: g.path.display().to_string(),
+        pids: g.members.clone(),
+    }
+}
+
+/// The names of this user's channels whose publisher died and groups whose
+/// members all died, removed (or, with `dry_run`, that would be).
+fn gc_names(dry_run: bool) -> CmdResult<Vec<NameEntry>> {
+    let channels = channel::collect_garbage(dry_run).ctx("collecting dead channels' names")?;
+    let groups = group::collect_garbage(dry_run).ctx("collecting dead groups' names")?;
+    Ok(channels
+        .iter()
+        .map(channel_entry)
+        .chain(groups.iter().map(group_entry))
+        .collect())
 }
 
 fn gc_entry(r: &RegionInfo) -> GcEntry {
@@ -214,10 +262,22 @@ pub fn run(cmd: &ShmCommand) -> CmdResult {
             let done = gc(names, dry_run)?;
             let missed = not_collected(names, &done);
             let removed: Vec<GcEntry> = done.iter().map(gc_entry).collect();
-            if json {
-                out::json(&GcOut { dry_run, removed })?;
+            // NAMEs name regions: the channels and groups are collected
+            // only in a run over everything.
+            let dead_names = if names.is_empty() {
+                gc_names(dry_run)?
             } else {
-                print_gc(&removed, dry_run, names.is_empty())?;
+                Vec::new()
+            };
+            if json {
+                out::json(&GcOut {
+                    dry_run,
+                    removed,
+                    names: dead_names,
+                })?;
+            } else {
+                print_gc(&removed, dry_run, names.is_empty() && dead_names.is_empty())?;
+                print_names(&dead_names, dry_run)?;
             }
             match missed {
                 Some(m) => Err(Fail::failed(m)),
@@ -232,7 +292,8 @@ fn print_gc(removed: &[GcEntry], dry_run: bool, everything: bool) -> CmdResult {
     if removed.is_empty() {
         if everything {
             return out::line(format!(
-                "nothing to remove: no region of a dead owner ({verb} 0)"
+                "nothing to remove: no region of a dead owner, nor a channel or group name \
+                 of dead members ({verb} 0)"
             ));
         }
         return Ok(());
@@ -255,6 +316,29 @@ fn print_gc(removed: &[GcEntry], dry_run: bool, everything: bool) -> CmdResult {
                 e.metadata, r.path
             ),
         })?;
+    }
+    Ok(())
+}
+
+fn print_names(dead: &[NameEntry], dry_run: bool) -> CmdResult {
+    let verb = if dry_run { "would remove" } else { "removed" };
+    for n in dead {
+        let who = match (n.kind, n.pids.as_slice()) {
+            ("channel", [pid]) => format!("publisher pid {pid} is gone"),
+            (_, []) => "it lists no member".to_string(),
+            (_, [pid]) => format!("member pid {pid} is gone"),
+            (_, pids) => format!(
+                "member pids {} are gone",
+                pids.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        out::line(format!(
+            "{verb} {} name {} ({}, {who})",
+            n.kind, n.name, n.path
+        ))?;
     }
     Ok(())
 }

@@ -119,7 +119,7 @@ pub(super) fn create(
 
 /// True when the publisher `record` names is gone: its process is, or its
 /// region says it closed.
-fn gone(record: &Record) -> Result<bool> {
+pub(super) fn gone(record: &Record) -> Result<bool> {
     if !os::process_alive(record.pid, record.start) {
         return Ok(true);
     }

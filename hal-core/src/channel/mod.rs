@@ -39,7 +39,8 @@
 //!   to anyone who has the handle (which only the control region holds)
 //!   elsewhere. The publisher removes the name when it closes; whoever
 //!   finds the name of a publisher that is gone removes it, and a new
-//!   publisher of the name replaces it.
+//!   publisher of the name replaces it; [`collect_garbage`] (`halctl shm
+//!   gc`) removes the names of publishers that are gone.
 //! - **Bindings** that cannot hold a borrow between calls (the C library,
 //!   Python) keep a loan or a received sample as plain data:
 //!   [`Loan::detach`] gives a [`LoanTicket`] that
@@ -76,6 +77,7 @@
 //! ```
 
 mod file;
+mod gc;
 pub(crate) mod layout;
 mod list;
 mod members;
@@ -86,6 +88,7 @@ pub(crate) mod record;
 mod subscriber;
 mod ticket;
 
+pub use gc::{collect_garbage, collect_garbage_prefix, DeadChannel};
 pub use layout::{Mode, MAX_ORDERED_SLOTS, MAX_SLOTS, MAX_SUBSCRIBERS};
 pub use list::{list, ChannelInfo};
 pub use options::{ChannelOptions, SubscribeOptions};

@@ -170,7 +170,7 @@ fn found(path: &std::path::Path, shape: Shape, (pid, start): (u32, u64)) -> Resu
 
 /// What the name `pf` holds: `None` when it holds no group's name of this
 /// version.
-fn read_names(pf: &PrivateFile) -> Result<Option<Names>> {
+pub(super) fn read_names(pf: &PrivateFile) -> Result<Option<Names>> {
     let len = pf.size()?;
     if len > record::MAX_LEN {
         return Ok(None);

@@ -20,7 +20,8 @@
 //!   another user owns, or that others may open, is refused
 //!   ([`Error::PermissionDenied`]).
 //! - **Reusable**: the last member to leave removes the name; a name whose
-//!   members all died is replaced by the next join.
+//!   members all died is replaced by the next join, or removed by
+//!   [`collect_garbage`] (`halctl shm gc`).
 //! - **Hostile peers**: the members work on a board in a memfd sealed
 //!   against shrinking and growing, which the first joiner makes and every
 //!   member holds open; the name lists the members, and joiners reach the
@@ -50,6 +51,7 @@
 //! ```
 
 mod file;
+mod gc;
 pub(crate) mod layout;
 pub(crate) mod record;
 mod round;
@@ -61,6 +63,7 @@ use crate::{Error, Result};
 use layout::{Shape, SlotState};
 use round::{wait_for_members, Ready};
 
+pub use gc::{collect_garbage, collect_garbage_prefix, DeadGroup};
 pub use layout::{MAX_MEMBERS, MAX_PAYLOAD};
 
 /// How a process joins a group.

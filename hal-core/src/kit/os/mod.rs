@@ -41,7 +41,9 @@ pub use page::page_size;
 pub use peer_fd::{open_peer_fd, reach_memfd, Unreached};
 pub use pidfd::{pidfd_alive, pidfd_getfd, pidfd_getfd_allowed, pidfd_open};
 pub use pins::current_start_time;
-pub use private_file::{private_path, PrivateFile, PrivateLock, MAX_PRIVATE_NAME, PRIVATE_DIR};
+pub use private_file::{
+    private_names, private_path, PrivateFile, PrivateLock, MAX_PRIVATE_NAME, PRIVATE_DIR,
+};
 pub use process::{pid, pid_namespace, process_alive, process_start_time, self_identity};
 pub use quick_stat::{is_memfd, quick_stat, QuickStat};
 

@@ -44,6 +44,29 @@ pub fn private_path(kind: &str, name: &str) -> Result<PathBuf> {
     )))
 }
 
+/// The names of `kind`'s objects of the calling user: every
+/// `/dev/shm/.hal-KIND.UID.NAME` whose `NAME` [`private_path`] takes, in
+/// name order. Whose files they are is judged when they are opened
+/// ([`PrivateFile::open`]).
+pub fn private_names(kind: &str) -> Result<Vec<String>> {
+    let prefix = format!(".hal-{kind}.{}.", nix::unistd::geteuid());
+    let dir = std::fs::read_dir(PRIVATE_DIR)
+        .map_err(|e| Error::io(format!("listing {PRIVATE_DIR}"), e))?;
+    let mut names: Vec<String> = dir
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry
+                .file_name()
+                .to_str()?
+                .strip_prefix(&prefix)?
+                .to_string();
+            private_path(kind, &name).is_ok().then_some(name)
+        })
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
 /// True when `meta` is a regular file of the calling user that no other
 /// user may open.
 fn private_to_caller(meta: &std::fs::Metadata) -> bool {
