@@ -40,7 +40,8 @@ pub enum Unreached {
 }
 
 /// Open descriptor `fd` of process `pid` again, read-write (read-only
-/// where the memfd's mode allows no more), if and only if it is a memfd
+/// where the memfd is sealed against writes, or its mode allows no more),
+/// if and only if it is a memfd
 /// whose device and inode are `id` (see the module: nothing is asked of any
 /// file system on the way). The caller checks that `pid` is still the
 /// process it means after the open (a start time, a pidfd).
@@ -75,6 +76,13 @@ pub fn reach_memfd(pid: u32, fd: u32, id: (u64, u64)) -> std::result::Result<Own
         other => other,
     }
     .map_err(Unreached::Failed)?;
+    // A memfd sealed against writes is handed out read-only, as its owner
+    // holds it (a read-only export).
+    let write_sealed = libc::F_SEAL_WRITE | libc::F_SEAL_FUTURE_WRITE;
+    let seals = nix::fcntl::fcntl(file.as_raw_fd(), nix::fcntl::FcntlArg::F_GET_SEALS);
+    if seals.is_ok_and(|s| s & write_sealed != 0) {
+        return open(false).map(Into::into).map_err(Unreached::Failed);
+    }
     Ok(file.into())
 }
 
