@@ -24,6 +24,7 @@ use std::os::unix::fs::FileExt;
 
 use crate::channel::layout::{self as channel_layout, Control};
 use crate::channel::record::Record;
+use crate::exchange::broker::board::binding;
 use crate::exchange::broker::board::page::{self, Page};
 use crate::group::layout::{self as group_layout, Board};
 use crate::group::record as group_record;
@@ -169,7 +170,7 @@ const BOARD_HEADER_LEN: usize = 32;
 
 /// An exporter's direct-import board. `bytes` is an object id (16 bytes),
 /// the board's header (32 bytes) and then entries (256 bytes each),
-/// written at the id's home entry and the ones after it, as the exporter
+/// written at the home entry of the id's key and the ones after it, as the exporter
 /// would have placed them; the rest of the board is zeros. The board is
 /// read as an importer reads it: the header, the id's entry, and whether
 /// that entry is still live. `Ok` says what it read.
@@ -181,10 +182,9 @@ pub fn broker_board(bytes: &[u8]) -> Result<String, Refused> {
     let (header, entries) = rest.split_at(rest.len().min(BOARD_HEADER_LEN));
     let fd = region("hal-fuzz-board", page::LEN as u64, header)?;
     let file = File::from(fd);
-    // The entries from the id's home on (the first eight bytes of the id
-    // modulo the entries, as the board places them), wrapping at the end.
-    let home = (u64::from_le_bytes(id[..8].try_into().unwrap_or_default()) % page::ENTRIES as u64)
-        as usize;
+    // The entries from the id's home on (the id's key modulo the entries,
+    // as the board places them), wrapping at the end.
+    let home = (binding::key(&id) % page::ENTRIES as u64) as usize;
     let table = page::ENTRIES * page::ENTRY_LEN;
     let mut at = home * page::ENTRY_LEN;
     for chunk in entries.chunks(page::ENTRY_LEN).take(page::PROBES) {
@@ -342,7 +342,14 @@ mod tests {
             put(0, &2u32.to_le_bytes()); // sequence word, even: written whole
             put(4, &1u32.to_le_bytes()); // state: live
             put(8, &7u64.to_le_bytes()); // generation
-            put(16, id);
+                                         // The id's key and the tag over the descriptors below.
+            let located: Vec<crate::exchange::broker::located::Located> = [99u64, 100]
+                .iter()
+                .zip([5u32, 6])
+                .map(|(&ino, fd)| crate::exchange::broker::located::Located { fd, dev: 0x1f, ino })
+                .collect();
+            put(16, &binding::key(id).to_le_bytes());
+            put(24, &binding::tag(id, &located).to_le_bytes());
             put(32, &page::COUNTS_LEASES.to_le_bytes());
             put(36, &policy.to_le_bytes());
             put(40, &1000u32.to_le_bytes()); // uid

@@ -35,6 +35,13 @@ const ENTRIES: usize = 4096;
 const LEASES_AT: usize = ENTRIES_AT + ENTRIES * ENTRY_LEN;
 const E_STATE: usize = 4;
 const E_FDS: usize = 48;
+const LEASE_LEN: usize = 32;
+const L_GENERATION: usize = 8;
+const L_ENTRY: usize = 16;
+const L_START: usize = 24;
+const E_GENERATION: usize = 8;
+/// A lease slot's held state (the low byte of its word).
+const HELD: u64 = 2;
 
 impl Kid {
     fn spawn(role: &str, arg: &str) -> Kid {
@@ -72,6 +79,7 @@ fn child_process() {
         "later" => child_later(),
         "forged" => child_forged(),
         "orphan" => child_orphan(),
+        "redirector" => child_redirector(),
         other => panic!("unknown child role {other}"),
     }
 }
@@ -432,6 +440,153 @@ fn child_attacker() {
     say("attacker ok");
 }
 
+/// A process of the exporter's user opens the board through
+/// `/proc/PID/fd/N`, which needs no `pidfd_getfd` (seccomp and Yama refuse
+/// that call, not this open), and points export "aaa"'s entry at export
+/// "ccc"'s descriptor with its true number, device and inode (and the
+/// other way round). The importer of "aaa" must still get "aaa": the entry
+/// is bound to its descriptors by a tag derived from the object id, which
+/// the importer's handle carries and the board never shows, so the
+/// redirected entries go to the broker. Then the attacker records leases in
+/// the names of live processes that never import by the board (the
+/// exporter itself, and pid 1, each with its true start time): the
+/// exporter does not count them, so `wait_unleased` is not held up for
+/// ever.
+#[test]
+fn board_cannot_redirect_an_import() {
+    let mut kid = Kid::spawn("redirector", "");
+    assert_eq!(kid.result(), "redirector ok");
+    kid.finish();
+}
+
+/// The exporter's board opened as any process of its user may: through
+/// `/proc/PID/fd/N`, without `pidfd_getfd`.
+fn open_board(pid: u32) -> SharedMap {
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fd")).expect("/proc/PID/fd") {
+        let entry = entry.expect("fd entry");
+        let link = std::fs::read_link(entry.path()).unwrap_or_default();
+        if link.to_string_lossy().contains("hal-broker-board") {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(entry.path())
+                .expect("opening the board through /proc");
+            return SharedMap::map(file.as_fd(), BOARD_LEN as u64, 0, Prot::ReadWrite, None)
+                .expect("map the board");
+        }
+    }
+    panic!("the exporter has no board");
+}
+
+fn child_redirector() {
+    let mut exporter = Kid::spawn("exporter", "");
+    let texts = texts(&mut exporter);
+    let (bytes, lease) = import(&texts[0]).unwrap();
+    assert_eq!(bytes, "aaa");
+    drop(lease);
+    assert_eq!(exchange::direct_import_count(), 1, "the board is made");
+    let board = open_board(exporter.id());
+    let live = live(&board);
+    assert_eq!(live.len(), 2, "\"aaa\" and \"ccc\" are stated");
+    // Swap the two entries' descriptors whole: number, device, inode.
+    let field = |i: usize, k: usize| ENTRIES_AT + i * ENTRY_LEN + E_FDS + k;
+    let triple = |i: usize| {
+        (
+            board
+                .atomic_u32(field(i, 0))
+                .unwrap()
+                .load(Ordering::SeqCst),
+            board
+                .atomic_u64(field(i, 8))
+                .unwrap()
+                .load(Ordering::SeqCst),
+            board
+                .atomic_u64(field(i, 16))
+                .unwrap()
+                .load(Ordering::SeqCst),
+        )
+    };
+    let put = |i: usize, (fd, dev, ino): (u32, u64, u64)| {
+        board
+            .atomic_u32(field(i, 0))
+            .unwrap()
+            .store(fd, Ordering::SeqCst);
+        board
+            .atomic_u64(field(i, 8))
+            .unwrap()
+            .store(dev, Ordering::SeqCst);
+        board
+            .atomic_u64(field(i, 16))
+            .unwrap()
+            .store(ino, Ordering::SeqCst);
+    };
+    let (first, second) = (triple(live[0]), triple(live[1]));
+    assert_ne!(first, second);
+    put(live[0], second);
+    put(live[1], first);
+    let (bytes, lease) = import(&texts[0]).unwrap();
+    assert_eq!(
+        bytes, "aaa",
+        "the export the handle names, not the one the board points at"
+    );
+    let (bytes, lease2) = import(&texts[2]).unwrap();
+    assert_eq!(bytes, "ccc");
+    assert_eq!(
+        exchange::direct_import_count(),
+        1,
+        "neither taken from the board"
+    );
+    assert_eq!(exporter.ask("count"), "2", "both counted by the broker");
+    drop((lease, lease2));
+    put(live[0], first);
+    put(live[1], second);
+    assert_eq!(exporter.ask("count"), "0");
+    // Leases in the names of live processes that map nothing of the export.
+    let generation = |i: usize| {
+        board
+            .atomic_u64(ENTRIES_AT + i * ENTRY_LEN + E_GENERATION)
+            .unwrap()
+            .load(Ordering::SeqCst)
+    };
+    let forge = |slot: usize, pid: u32, start: u64, entry: usize| {
+        let at = LEASES_AT + slot * LEASE_LEN;
+        board
+            .atomic_u64(at + L_GENERATION)
+            .unwrap()
+            .store(generation(entry), Ordering::SeqCst);
+        board
+            .atomic_u32(at + L_ENTRY)
+            .unwrap()
+            .store(entry as u32, Ordering::SeqCst);
+        board
+            .atomic_u64(at + L_START)
+            .unwrap()
+            .store(start, Ordering::SeqCst);
+        board
+            .atomic_u64(at)
+            .unwrap()
+            .store(u64::from(pid) << 32 | HELD, Ordering::SeqCst);
+    };
+    let exporter_start = os::process_start_time(exporter.id()).unwrap();
+    forge(4000, exporter.id(), exporter_start, live[0]);
+    forge(4001, 1, os::process_start_time(1).unwrap_or(0), live[1]);
+    assert_eq!(
+        exporter.ask("count"),
+        "0",
+        "leases in the names of processes that do not hold the board are not counted"
+    );
+    // A genuine direct import is still counted.
+    let (bytes, lease) = import(&texts[2]).unwrap();
+    assert_eq!(bytes, "ccc");
+    assert_eq!(exchange::direct_import_count(), 2, "taken from the board");
+    assert_eq!(exporter.ask("count"), "1");
+    drop(lease);
+    assert_eq!(exporter.ask("count"), "0");
+    exchange::close_broker_connections();
+    exporter.finish();
+    say("redirector ok");
+}
+
 #[test]
 fn later_exports_and_their_allow_lists_are_honoured_on_the_board() {
     let mut kid = Kid::spawn("later", "");
@@ -571,8 +726,8 @@ fn child_orphan() {
     drop(lease);
     assert_eq!(
         open_fds(),
-        before + 3,
-        "a kept connection, its pidfd, the board's"
+        before + 4,
+        "a kept connection, its pidfd, the board's pidfd and descriptor"
     );
     exporter.finish();
     // The exporter exited: the import fails, and its board, its pidfd and

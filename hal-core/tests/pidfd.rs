@@ -154,12 +154,13 @@ fn child_taken() {
     drop(leases);
     assert_eq!(exporter.count(), "0");
     // The connection and the exporter's pidfd kept with it, and the
-    // board's pidfd (its mapping holds no descriptor): all that is left,
-    // and closed with the connections.
+    // board's pidfd and descriptor (kept open: the exporter counts the
+    // leases only of processes that hold its board): all that is left, and
+    // closed with the connections.
     assert_eq!(
         open_fds(),
-        before + 3,
-        "a kept connection, its pidfd, the board's"
+        before + 4,
+        "a kept connection, its pidfd, the board's pidfd and descriptor"
     );
     assert_eq!(exchange::close_broker_connections(), 1);
     assert_eq!(open_fds(), before, "nothing left behind");
@@ -356,8 +357,13 @@ fn child_denied() {
     assert_eq!(exchange::pidfd_getfd_counts(), (0, 0));
     assert_eq!(exporter.count(), "0", "no lease for a refused importer");
     // The board was taken (the refusal is the broker's, asked after the
-    // board did not name this process): its pidfd alone is kept.
-    assert_eq!(open_fds(), before + 1, "no descriptor, no connection kept");
+    // board did not name this process): its pidfd and the board's
+    // descriptor are kept, no connection.
+    assert_eq!(
+        open_fds(),
+        before + 2,
+        "the board's pidfd and descriptor, no connection kept"
+    );
     // In a batch: the allowed objects by pidfd_getfd, the other refused.
     let mut batch: Vec<SharedHandle> = texts.iter().map(|t| shared(t)).collect();
     let got = take_fds_leased_batch(&mut batch);

@@ -34,6 +34,7 @@ pub(super) fn fetch(handle: &Handle, name: &str, count: usize) -> Option<Served>
     // does not name its creator's process could not be checked against
     // the board's.
     if count > board::MAX_FDS
+        || handle.creator_pid == os::pid()
         || handle.same_pid_namespace() != Some(true)
         || handle.creator_pid == 0
         || handle.creator_start == 0
@@ -51,6 +52,17 @@ pub(super) fn fetch(handle: &Handle, name: &str, count: usize) -> Option<Served>
     };
     let (pid, start) = os::self_identity();
     if entry.fds.len() != count || !admits(&entry, pid, start) {
+        return None;
+    }
+    // The descriptors' identities as the export's id vouches for them: an
+    // entry pointed at other descriptors (by a process that wrote the
+    // board) goes to the broker.
+    if entry.tag != board::binding::tag(&handle.object_id, &entry.fds) {
+        log::debug!(
+            "the board of the broker `{name}` states descriptors that export {} does not \
+             vouch for; asking the broker",
+            os::hex(&handle.object_id)
+        );
         return None;
     }
     let lease = if entry.flags & COUNTS_LEASES != 0 {
@@ -186,6 +198,7 @@ fn load(handle: &Handle, name: &str) -> std::result::Result<View, Unloaded> {
     }
     Ok(View {
         page,
+        _board_fd: fd,
         pidfd,
         pid,
         start,
@@ -207,6 +220,7 @@ mod tests {
             uid,
             fds: Vec::new(),
             pids,
+            tag: 0,
         }
     }
 

@@ -20,7 +20,7 @@ mod fetch;
 mod getfd;
 mod inherited;
 mod locate;
-mod located;
+pub(crate) mod located;
 mod policy;
 mod pool;
 mod protocol;

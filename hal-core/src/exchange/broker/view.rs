@@ -16,6 +16,10 @@ use crate::lease::LeaseTicket;
 /// exporter to take descriptors through.
 pub(crate) struct View {
     pub(super) page: Page,
+    /// The board's descriptor, kept open for the life of the view (never
+    /// read: held): the exporter counts a lease only for a process that
+    /// holds its board.
+    pub(super) _board_fd: OwnedFd,
     pub(super) pidfd: OwnedFd,
     pub(super) pid: u32,
     pub(super) start: u64,

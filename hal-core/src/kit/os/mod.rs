@@ -44,8 +44,10 @@ pub use pins::current_start_time;
 pub use private_file::{
     private_names, private_path, PrivateFile, PrivateLock, MAX_PRIVATE_NAME, PRIVATE_DIR,
 };
-pub use process::{pid, pid_namespace, process_alive, process_start_time, self_identity};
-pub use quick_stat::{is_memfd, quick_stat, QuickStat};
+pub use process::{
+    pid, pid_namespace, process_alive, process_euid, process_start_time, self_identity,
+};
+pub use quick_stat::{holds_file, is_memfd, quick_stat, QuickStat};
 
 /// The seals an exported memfd carries: its size can never change again.
 pub const EXPORT_SEALS: i32 = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;

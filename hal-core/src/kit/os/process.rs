@@ -114,6 +114,19 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
         .ok()
 }
 
+/// The effective uid of process `pid` (`/proc/PID/status`, `Uid:`), or
+/// `None` when it cannot be read.
+pub fn process_euid(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))?
+        .split_ascii_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 /// This process's (pid, start time), computed once per process.
 pub fn self_identity() -> (u32, u64) {
     static ID: OnceLock<(u32, u64)> = OnceLock::new();
@@ -189,6 +202,13 @@ pub fn process_alive(pid: u32, start: u64) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_processs_effective_uid_is_read() {
+        let me = super::process_euid(std::process::id());
+        assert_eq!(me, Some(nix::unistd::geteuid().as_raw()));
+        assert_eq!(super::process_euid(u32::MAX), None);
+    }
+
     use super::*;
 
     #[test]

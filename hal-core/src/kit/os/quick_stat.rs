@@ -60,6 +60,40 @@ pub fn quick_stat(fd: BorrowedFd<'_>) -> Result<QuickStat> {
     })
 }
 
+/// Whether process `pid` holds a descriptor of the file `id` (device,
+/// inode): each of its descriptors' files read from what the kernel knows
+/// (`statx(AT_STATX_DONT_SYNC)` through `/proc/PID/fd/N`, never asking a
+/// file system). `None` when its descriptors cannot be listed (another
+/// user's process, one that is not dumpable, `hidepid`).
+pub fn holds_file(pid: u32, id: (u64, u64)) -> Option<bool> {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    Some(dir.flatten().any(|e| {
+        let Ok(c) = std::ffi::CString::new(e.path().as_os_str().as_bytes()) else {
+            return false;
+        };
+        let mut sx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+        // SAFETY: `c` is NUL-terminated and `sx` valid for writes of one
+        // `statx`, both alive for the call.
+        let r = unsafe {
+            libc::statx(
+                libc::AT_FDCWD,
+                c.as_ptr(),
+                libc::AT_STATX_DONT_SYNC,
+                libc::STATX_INO,
+                sx.as_mut_ptr(),
+            )
+        };
+        // SAFETY: zeroed, then filled where statx succeeded.
+        let sx = unsafe { sx.assume_init() };
+        r == 0
+            && (
+                libc::makedev(sx.stx_dev_major, sx.stx_dev_minor),
+                sx.stx_ino,
+            ) == id
+    }))
+}
+
 /// A device learned once from a probe of this process's own; a failed
 /// probe (at the open-file limit, say) is tried again at the next call.
 fn learned(cell: &OnceLock<u64>, probe: impl FnOnce() -> Option<u64>) -> Option<u64> {
@@ -119,6 +153,21 @@ mod tests {
         assert_eq!((q.dev, q.ino), (st.st_dev, st.st_ino));
         assert_eq!(q.kind, libc::S_IFREG);
         assert!(is_memfd(&q));
+    }
+
+    #[test]
+    fn a_holder_of_a_file_is_seen() {
+        let fd = memfd("quick-stat-test", 4096, None).unwrap();
+        let st = fstat(fd.as_fd()).unwrap();
+        let me = std::process::id();
+        assert_eq!(holds_file(me, (st.st_dev, st.st_ino)), Some(true));
+        assert_eq!(
+            holds_file(me, (st.st_dev, (st.st_ino + 1) << 40)),
+            Some(false)
+        );
+        drop(fd);
+        assert_eq!(holds_file(me, (st.st_dev, st.st_ino)), Some(false));
+        assert_eq!(holds_file(u32::MAX, (st.st_dev, st.st_ino)), None);
     }
 
     #[test]

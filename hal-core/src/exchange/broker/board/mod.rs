@@ -23,7 +23,10 @@
 //!
 //! An entry is written by the exporter alone, under a sequence word (odd
 //! while it changes): its state (empty, live, withdrawn), a generation (the
-//! registration's serial), the object id, whether it counts importers, its
+//! registration's serial), a key and a tag derived from the object id
+//! ([`binding`]: the id itself is never on the board, and the tag binds
+//! the entry to its descriptors' identities, which the importer checks
+//! against the id its handle carries), whether it counts importers, its
 //! policy (anyone of the user, one uid, or up to [`MAX_PIDS`] pinned pids)
 //! and up to [`MAX_FDS`] descriptors as number, `st_dev` and `st_ino`. An
 //! export the board cannot state (more descriptors, descriptors that are not
@@ -50,6 +53,7 @@ use crate::kit::lock::lock;
 use crate::kit::os;
 use crate::lease::OutsideLeases;
 
+pub(crate) mod binding;
 pub(crate) mod page;
 
 pub(crate) use page::{
@@ -57,9 +61,24 @@ pub(crate) use page::{
 };
 use page::{Stated, MAX_PIDS};
 
+/// Lease holders (pid, start time) seen to hold a board.
+type Holders = Mutex<Vec<(u32, u64)>>;
+
+/// The rule that says whether a lease slot's holder counts: its pid, start
+/// time, the board's identity, and the holders seen so far.
+type Verify = fn(u32, u64, (u64, u64), &Holders) -> bool;
+
 /// This process's board, once an importer asked for it.
 pub(crate) struct Board {
     page: Page,
+    /// The board's identity (device, inode), which every direct importer
+    /// holds open.
+    id: (u64, u64),
+    /// Who a lease slot may name ([`holds_board`]; another rule in the
+    /// unit tests, whose importer is this process).
+    verify: Verify,
+    /// Holders seen to hold the board.
+    holders: Holders,
     /// The process that made it: a forked child never writes its parent's.
     pid: u32,
     /// The entry of each published registration (by serial), for the
@@ -108,6 +127,12 @@ pub(super) fn activate(table: &mut HashMap<[u8; 16], Vec<Entry>>, serial: u64) -
     page.write_header(os::pid(), os::pid_namespace())?;
     let board = Arc::new(Board {
         page,
+        id: {
+            let st = os::fstat(fd.as_fd())?;
+            (st.st_dev, st.st_ino)
+        },
+        verify: holds_board,
+        holders: Mutex::new(Vec::new()),
         pid: os::pid(),
         published: Mutex::new(HashMap::new()),
     });
@@ -213,10 +238,47 @@ impl Board {
 
 /// The leases importers hold on one published registration, counted by the
 /// export's lease table with the broker's own.
+///
+/// Any process of the exporter's user can write a lease slot (see
+/// [`binding`]) in the name of any live process: pid 1, which never
+/// exits, or the exporter itself. So a held slot counts only for a process
+/// that holds the board open, as every direct importer does while it holds
+/// a lease (its view keeps the board's descriptor): [`holds_board`].
 struct EntryLeases {
     board: Arc<Board>,
     index: u32,
     generation: u64,
+}
+
+/// Whether the live process `pid` (started at `start`) may hold a lease on
+/// this process's board: it holds a descriptor of the board (device,
+/// inode `board`), and it is not this process (which never imports its own
+/// exports by the board). A process whose descriptors cannot be listed
+/// counts only when it is of another user than this process (root
+/// importing this user's export, say): one of this user's that this
+/// process may not look at is not dumpable, and could not be reading the
+/// board. A process seen to hold the board once is believed for its life
+/// (`seen`).
+fn holds_board(pid: u32, start: u64, board: (u64, u64), seen: &Holders) -> bool {
+    if pid == os::pid() {
+        return false;
+    }
+    if lock(seen).contains(&(pid, start)) {
+        return true;
+    }
+    let holds = match os::holds_file(pid, board) {
+        Some(h) => h,
+        None => os::process_euid(pid).is_some_and(|uid| uid != nix::unistd::geteuid().as_raw()),
+    };
+    if holds {
+        let mut seen = lock(seen);
+        // A bound on what is kept: the oldest go first.
+        if seen.len() >= 1024 {
+            seen.remove(0);
+        }
+        seen.push((pid, start));
+    }
+    holds
 }
 
 impl fmt::Debug for EntryLeases {
@@ -230,7 +292,12 @@ impl fmt::Debug for EntryLeases {
 
 impl OutsideLeases for EntryLeases {
     fn count_live(&self) -> usize {
-        self.board.page.count(self.index, self.generation)
+        let board = &self.board;
+        board
+            .page
+            .count(self.index, self.generation, &mut |pid, start| {
+                (board.verify)(pid, start, board.id, &board.holders)
+            })
     }
 
     fn closed(&self) -> bool {
@@ -251,6 +318,10 @@ mod tests {
         let fd = os::memfd("hal-board-test", LEN as u64, None).unwrap();
         Arc::new(Board {
             page: Page::map(&fd).unwrap(),
+            id: (0, 0),
+            // This process is the importer of these tests.
+            verify: |_, _, _, _| true,
+            holders: Mutex::new(Vec::new()),
             pid: os::pid(),
             published: Mutex::new(HashMap::new()),
         })
@@ -377,7 +448,11 @@ mod tests {
         let (me, start) = os::self_identity();
         let slot = b.page.claim(me, start, s.index, 11).unwrap();
         assert_eq!(table.count(), 1, "the table counts the board's lease");
-        assert_eq!(b.page.count(s.index, 12), 0, "another generation");
+        assert_eq!(
+            b.page.count(s.index, 12, &mut |_, _| true),
+            0,
+            "another generation"
+        );
         assert!(!b.page.give_back(slot, me + 1, 11), "another pid");
         assert!(!b.page.give_back(slot, me, 12), "another generation");
         assert!(!b.page.give_back(LEASES as u32, me, 11), "out of bounds");
@@ -395,11 +470,11 @@ mod tests {
         assert_eq!(word.load(Ordering::SeqCst), 0, "freed");
         // A claim its process died in (never held) is freed too.
         word.store((u64::from(dead) << 32) | CLAIMING, Ordering::SeqCst);
-        assert_eq!(b.page.count(s.index, 11), 0);
+        assert_eq!(b.page.count(s.index, 11, &mut |_, _| true), 0);
         assert_eq!(word.load(Ordering::SeqCst), 0);
         // A live claimer's claim is left alone, and not counted.
         word.store((u64::from(me) << 32) | CLAIMING, Ordering::SeqCst);
-        assert_eq!(b.page.count(s.index, 11), 0);
+        assert_eq!(b.page.count(s.index, 11, &mut |_, _| true), 0);
         assert_ne!(word.load(Ordering::SeqCst), 0);
         word.store(0, Ordering::SeqCst);
         // Withdrawn with a lease held: counted until given back, then the
@@ -427,14 +502,20 @@ mod tests {
     #[test]
     fn colliding_ids_each_find_their_own_entry() {
         let b = board();
-        // Three ids with one home entry (the same first eight bytes).
-        let ids: Vec<[u8; 16]> = (1..=3u8)
-            .map(|k| {
-                let mut id = [7u8; 16];
-                id[15] = k;
-                id
-            })
-            .collect();
+        // Four ids with one home entry (keys equal modulo the entries),
+        // found by trying ids in turn: three exports and a stranger.
+        let home = |id: &[u8; 16]| binding::key(id) % ENTRIES as u64;
+        let with_home = |want: u64| {
+            (0u64..)
+                .map(|n| {
+                    let mut id = [7u8; 16];
+                    id[..8].copy_from_slice(&n.to_le_bytes());
+                    id
+                })
+                .filter(move |id| home(id) == want)
+        };
+        let mut same = with_home(home(&[7u8; 16]));
+        let ids: Vec<[u8; 16]> = same.by_ref().take(3).collect();
         for (g, id) in ids.iter().enumerate() {
             let i = b.page.free_entry(id).unwrap();
             b.page.write(i, &stated(id, g as u64 + 1, &[])).unwrap();
@@ -442,8 +523,7 @@ mod tests {
         for (g, id) in ids.iter().enumerate() {
             assert_eq!(b.page.find(id).unwrap().generation, g as u64 + 1);
         }
-        let mut stranger = [7u8; 16];
-        stranger[15] = 9;
+        let stranger = same.next().unwrap();
         assert!(b.page.find(&stranger).is_none(), "same home, other id");
         // The first withdrawn: the others are still found past it, and its
         // entry is the one a new id of that home reuses.
@@ -568,7 +648,7 @@ mod tests {
         });
         let distinct: std::collections::HashSet<u32> = slots.iter().copied().collect();
         assert_eq!((slots.len(), distinct.len()), (2048, 2048));
-        assert_eq!(b.page.count(0, 1), 2048);
+        assert_eq!(b.page.count(0, 1, &mut |_, _| true), 2048);
     }
 
     #[test]
@@ -576,11 +656,11 @@ mod tests {
         let b = board();
         let (me, start) = os::self_identity();
         let slot = b.page.claim(me, start, 3, 5).unwrap() as usize;
-        assert_eq!(b.page.count(3, 5), 1);
+        assert_eq!(b.page.count(3, 5, &mut |_, _| true), 1);
         let w = b.page.u64_at(Page::lease_at(slot, L_WORD)).unwrap();
         // The holder's pid, the right entry and generation, a state of 3.
         w.store((u64::from(me) << 32) | 3, Ordering::SeqCst);
-        assert_eq!(b.page.count(3, 5), 0);
+        assert_eq!(b.page.count(3, 5, &mut |_, _| true), 0);
         assert_ne!(w.load(Ordering::SeqCst), 0, "left alone");
     }
 

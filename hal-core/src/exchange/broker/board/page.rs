@@ -15,8 +15,9 @@ use std::os::fd::{AsFd, OwnedFd};
 pub(crate) const BOARD_ID: [u8; 16] = *b"hal:broker:board";
 /// `HALBOARD`, little-endian.
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"HALBOARD");
-/// The board's layout version.
-pub(crate) const VERSION: u32 = 1;
+/// The board's layout version (2: entries hold a key and a tag derived
+/// from the object id, never the id itself; see [`binding`](super::binding)).
+pub(crate) const VERSION: u32 = 2;
 /// Entries on a board.
 pub(crate) const ENTRIES: usize = 4096;
 /// Bytes per entry.
@@ -123,6 +124,9 @@ pub(crate) struct Snapshot {
     pub(crate) uid: u32,
     pub(crate) fds: Vec<Located>,
     pub(crate) pids: Vec<Allowed>,
+    /// The entry's tag: what binds it to its export's descriptors
+    /// ([`binding::tag`](super::binding::tag)), checked by the importer.
+    pub(crate) tag: u64,
 }
 
 impl Page {
@@ -166,29 +170,19 @@ impl Page {
         LEASES_AT + slot * LEASE_LEN + field
     }
 
-    fn home(id: &[u8; 16]) -> usize {
-        let mut lo = [0u8; 8];
-        lo.copy_from_slice(&id[..8]);
-        (u64::from_le_bytes(lo) % ENTRIES as u64) as usize
-    }
-
-    fn id_words(id: &[u8; 16]) -> (u64, u64) {
-        let mut lo = [0u8; 8];
-        let mut hi = [0u8; 8];
-        lo.copy_from_slice(&id[..8]);
-        hi.copy_from_slice(&id[8..]);
-        (u64::from_le_bytes(lo), u64::from_le_bytes(hi))
+    fn home(key: u64) -> usize {
+        (key % ENTRIES as u64) as usize
     }
 
     /// The live entry of `id`, read whole; `None` when there is none, or
     /// when it changed under every try.
     pub(crate) fn find(&self, id: &[u8; 16]) -> Option<Snapshot> {
-        let (lo, hi) = Self::id_words(id);
-        let home = Self::home(id);
+        let key = super::binding::key(id);
+        let home = Self::home(key);
         for k in 0..PROBES {
             let index = (home + k) % ENTRIES;
             for _ in 0..4 {
-                match self.read_entry(index, lo, hi) {
+                match self.read_entry(index, key) {
                     Ok(Read::Empty) => return None,
                     Ok(Read::Other) => break,
                     Ok(Read::Found(s)) => return Some(s),
@@ -219,7 +213,7 @@ impl Page {
         read().unwrap_or(false)
     }
 
-    fn read_entry(&self, index: usize, lo: u64, hi: u64) -> Result<Read> {
+    fn read_entry(&self, index: usize, key: u64) -> Result<Read> {
         let at = |f| Self::entry_at(index, f);
         let seq = self.u32_at(at(E_SEQ))?;
         let s1 = seq.load(Ordering::Acquire);
@@ -227,10 +221,8 @@ impl Page {
             return Ok(Read::Torn);
         }
         let state = self.u32_at(at(E_STATE))?.load(Ordering::Relaxed);
-        let id = (
-            self.u64_at(at(E_ID))?.load(Ordering::Relaxed),
-            self.u64_at(at(E_ID + 8))?.load(Ordering::Relaxed),
-        );
+        let found = self.u64_at(at(E_ID))?.load(Ordering::Relaxed);
+        let tag = self.u64_at(at(E_ID + 8))?.load(Ordering::Relaxed);
         let generation = self.u64_at(at(E_GENERATION))?.load(Ordering::Relaxed);
         let flags = self.u32_at(at(E_FLAGS))?.load(Ordering::Relaxed);
         let policy = self.u32_at(at(E_POLICY))?.load(Ordering::Relaxed);
@@ -260,17 +252,16 @@ impl Page {
         }
         Ok(match state {
             EMPTY => Read::Empty,
-            LIVE if id == (lo, hi) && nfds <= MAX_FDS && npids <= MAX_PIDS => {
-                Read::Found(Snapshot {
-                    index: index as u32,
-                    generation,
-                    flags,
-                    policy,
-                    uid,
-                    fds,
-                    pids,
-                })
-            }
+            LIVE if found == key && nfds <= MAX_FDS && npids <= MAX_PIDS => Read::Found(Snapshot {
+                index: index as u32,
+                generation,
+                flags,
+                policy,
+                uid,
+                fds,
+                pids,
+                tag,
+            }),
             _ => Read::Other,
         })
     }
@@ -339,9 +330,15 @@ impl Page {
     }
 
     /// How many live processes hold a lease on the entry `index` of
-    /// `generation`; slots of dead holders (and of claims their process
-    /// died in) are freed.
-    pub(crate) fn count(&self, index: u32, generation: u64) -> usize {
+    /// `generation`, each counted only where `holds` (the pid and start
+    /// time the slot names) vouches for it; slots of dead holders (and of
+    /// claims their process died in) are freed.
+    pub(crate) fn count(
+        &self,
+        index: u32,
+        generation: u64,
+        holds: &mut dyn FnMut(u32, u64) -> bool,
+    ) -> usize {
         let mut n = 0;
         for slot in 0..LEASES {
             let Ok(word) = self.u64_at(Self::lease_at(slot, L_WORD)) else {
@@ -369,7 +366,9 @@ impl Page {
                 continue;
             }
             if os::process_alive(pid, start) {
-                n += 1;
+                if holds(pid, start) {
+                    n += 1;
+                }
             } else {
                 let _ = word.compare_exchange(w, 0, Ordering::SeqCst, Ordering::Relaxed);
             }
@@ -394,7 +393,7 @@ impl Page {
 
     /// The first entry free for `id` on its probe sequence.
     pub(super) fn free_entry(&self, id: &[u8; 16]) -> Option<u32> {
-        let home = Self::home(id);
+        let home = Self::home(super::binding::key(id));
         (0..PROBES).map(|k| (home + k) % ENTRIES).find_map(|i| {
             let state = self.u32_at(Self::entry_at(i, E_STATE)).ok()?;
             matches!(state.load(Ordering::Relaxed), EMPTY | WITHDRAWN).then_some(i as u32)
@@ -409,9 +408,11 @@ impl Page {
         let s = seq.load(Ordering::Relaxed);
         seq.store(s.wrapping_add(1) | 1, Ordering::Relaxed);
         fence(Ordering::Release);
-        let (lo, hi) = Self::id_words(e.id);
-        self.u64_at(at(E_ID))?.store(lo, Ordering::Relaxed);
-        self.u64_at(at(E_ID + 8))?.store(hi, Ordering::Relaxed);
+        // The id itself never goes on the board (see `binding`).
+        let key = super::binding::key(e.id);
+        let tag = super::binding::tag(e.id, e.fds);
+        self.u64_at(at(E_ID))?.store(key, Ordering::Relaxed);
+        self.u64_at(at(E_ID + 8))?.store(tag, Ordering::Relaxed);
         self.u64_at(at(E_GENERATION))?
             .store(e.generation, Ordering::Relaxed);
         self.u32_at(at(E_FLAGS))?.store(e.flags, Ordering::Relaxed);
@@ -469,21 +470,15 @@ pub(super) enum Read {
 mod tests {
     use super::*;
 
-    fn id_with_first_word(word: u64) -> [u8; 16] {
-        let mut id = [0xa5u8; 16];
-        id[..8].copy_from_slice(&word.to_le_bytes());
-        id
-    }
-
-    /// An id's home entry is its first eight bytes, little-endian, modulo
-    /// the number of entries: the entry itself, not only a start that the
-    /// probe reduces again. The largest first word is a home too, with no
-    /// overflow on the way (ids are random, so any word may come).
+    /// A key's home entry is the key modulo the number of entries: the
+    /// entry itself, not only a start that the probe reduces again. The
+    /// largest key is a home too, with no overflow on the way (keys are
+    /// hashes, so any word may come).
     #[test]
-    fn an_ids_home_is_its_first_word_modulo_the_entries() {
-        assert_eq!(Page::home(&id_with_first_word(0)), 0);
-        assert_eq!(Page::home(&id_with_first_word(5)), 5);
-        assert_eq!(Page::home(&id_with_first_word(ENTRIES as u64 + 5)), 5);
-        assert_eq!(Page::home(&id_with_first_word(u64::MAX)), ENTRIES - 1);
+    fn a_keys_home_is_the_key_modulo_the_entries() {
+        assert_eq!(Page::home(0), 0);
+        assert_eq!(Page::home(5), 5);
+        assert_eq!(Page::home(ENTRIES as u64 + 5), 5);
+        assert_eq!(Page::home(u64::MAX), ENTRIES - 1);
     }
 }
