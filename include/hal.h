@@ -124,7 +124,9 @@ typedef struct DLManagedTensorVersioned {
 #define HAL_IMPORTERS_DEFAULT 0
 
 /**
- * Who may import: any process.
+ * Who may import: any process on this machine, of any user (an importer
+ * of another user takes the descriptors once it trusts the exporter's
+ * user: `hal_trust_exporter_uid`, or `HAL_TRUST_EXPORTER_UIDS`).
  */
 #define HAL_IMPORTERS_ANYONE 1
 

@@ -333,26 +333,29 @@ fn child_export_and_exit() {
 }
 
 #[test]
-fn broker_refuses_another_user() {
-    let handle = handle_with(FdSource::None, HandleFlags::ANY_IMPORTER, Vec::new());
-    let exported = Exported::new(handle, vec![memfd_with(b"mine")]).unwrap();
+fn broker_serves_another_user_only_what_is_exported_to_anyone() {
+    let open = handle_with(FdSource::None, HandleFlags::ANY_IMPORTER, Vec::new());
+    let open = Exported::new(open, vec![memfd_with(b"open")]).unwrap();
+    let own = handle_with(FdSource::None, HandleFlags::SAME_USER, Vec::new());
+    let own = Exported::new(own, vec![memfd_with(b"mine")]).unwrap();
     let mut kid = Kid::spawn("other-user", "");
-    kid.tell(&exported.to_text());
+    kid.tell(&format!("{} {}", open.to_text(), own.to_text()));
     let outcome = kid.result();
     eprintln!("another user: {outcome}");
     // Changing user needs root; elsewhere the child says it could not.
     assert!(
-        outcome == "uid denied" || outcome == "skipped: not root",
+        outcome == "served open, uid denied" || outcome == "skipped: not root",
         "{outcome}"
     );
     kid.finish();
-    if outcome != "uid denied" {
+    if outcome == "skipped: not root" {
         hal_core::testing::not_run("changing to another user's uid needs root");
     }
 }
 
 fn child_other_user() {
-    let text = read_line();
+    let line = read_line();
+    let (open, own) = line.split_once(' ').expect("two handles");
     if euid() != 0 {
         say("skipped: not root");
         return;
@@ -360,10 +363,15 @@ fn child_other_user() {
     let nobody = 65534;
     nix::unistd::setgid(nix::unistd::Gid::from_raw(nobody)).unwrap();
     nix::unistd::setuid(nix::unistd::Uid::from_raw(nobody)).unwrap();
-    let mut shared = SharedHandle::from(exchange::decode(&text).unwrap());
+    let mut shared = SharedHandle::from(exchange::decode(open).unwrap());
+    let served = match exchange::take_fds(&mut shared) {
+        Ok(fds) => format!("served {}", String::from_utf8_lossy(&read_fd(&fds[0], 4))),
+        Err(e) => panic!("an export to anyone refused another user: {e}"),
+    };
+    let mut shared = SharedHandle::from(exchange::decode(own).unwrap());
     match exchange::take_fds(&mut shared) {
         Err(Error::PermissionDenied { reason, .. }) if reason.contains("another user") => {
-            say("uid denied")
+            say(format!("{served}, uid denied"))
         }
         other => panic!("expected the broker to refuse another user, got {other:?}"),
     }

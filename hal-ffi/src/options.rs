@@ -10,7 +10,9 @@ use crate::status::Failure;
 /// Who may import: the backend's default (anyone on CPU shared memory and
 /// CUDA, nobody until pids are added on Ascend).
 pub const HAL_IMPORTERS_DEFAULT: u32 = 0;
-/// Who may import: any process.
+/// Who may import: any process on this machine, of any user (an importer
+/// of another user takes the descriptors once it trusts the exporter's
+/// user: `hal_trust_exporter_uid`, or `HAL_TRUST_EXPORTER_UIDS`).
 pub const HAL_IMPORTERS_ANYONE: u32 = 1;
 /// Who may import: only the processes `pids` lists.
 pub const HAL_IMPORTERS_PIDS: u32 = 2;

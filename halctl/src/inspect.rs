@@ -81,7 +81,8 @@ fn describe(h: &Handle) -> InspectOut {
         .unwrap_or(0);
     let named = h.flags.contains(HandleFlags::NAMED);
     let importers = if h.flags.contains(HandleFlags::ANY_IMPORTER) {
-        "anyone (of the exporter's user)".to_string()
+        "anyone on this machine (another user's process once it trusts the exporter's user)"
+            .to_string()
     } else if h.allowed_pids.is_empty() {
         "nobody yet (the exporter has to allow pids)".to_string()
     } else {

@@ -124,6 +124,11 @@ pub struct ImportArgs {
     /// asks for writes. With --name: open the region read-only.
     #[arg(long)]
     read_only: bool,
+    /// Take descriptors from the broker of user UID too (repeatable): an
+    /// import of another user's export to anyone. By default an importer
+    /// takes them only from its own user's brokers and root's.
+    #[arg(long = "trust-uid", value_name = "UID")]
+    trust_uid: Vec<u32>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -315,6 +320,9 @@ pub fn load_handle(source: &HandleSource) -> CmdResult<Handle> {
 
 /// `halctl import`.
 pub fn import(args: &ImportArgs) -> CmdResult {
+    for &uid in &args.trust_uid {
+        hal::exchange::trust_exporter_uid(uid);
+    }
     let registry = Registry::new();
     let (mem, source, backend_name): (Box<dyn Memory>, &'static str, String) = match &args.name {
         Some(name) => {
@@ -435,8 +443,31 @@ pub fn import(args: &ImportArgs) -> CmdResult {
 /// An import's error; a refusal for want of permission says what the
 /// operator can do about it: run the export with `--importers`.
 fn refused(e: hal::Error, creator: u32, pid_kind: PidKind, dev: &dyn DynDevice) -> Fail {
-    if !matches!(e, hal::Error::PermissionDenied { .. }) {
+    let hal::Error::PermissionDenied { reason, .. } = &e else {
         return Fail::hal("importing the handle", e);
+    };
+    // This process refused the exporter's broker: another user's.
+    if let Some(uid) = reason
+        .strip_prefix("the socket `")
+        .and_then(|r| r.split_once("` is served by uid "))
+        .and_then(|(_, r)| r.split(|c: char| !c.is_ascii_digit()).next())
+        .filter(|u| !u.is_empty())
+    {
+        return Fail::failed(format!(
+            "importing the handle: permission denied: the exporter (pid {creator}) runs as uid \
+             {uid}, and this process takes descriptors only from its own user's and root's \
+             brokers; to import it, trust that user: `halctl import --trust-uid {uid} ...`"
+        ));
+    }
+    // The exporter's broker refused this process's user.
+    if reason.contains("runs as another user and has not exported this to anyone") {
+        return Fail::failed(format!(
+            "importing the handle: permission denied: the exporter (pid {creator}) runs as \
+             another user and serves other users only what is exported to anyone: run the \
+             export with `--importers anyone`, or `--importers PID,...` naming this process \
+             (pid {})",
+            std::process::id()
+        ));
     }
     let me = std::process::id();
     let (this, ids) = match (pid_kind, dev.process_id()) {

@@ -65,8 +65,13 @@ fn forged_creator_and_hostile_brokers_mock() {
     run_scenario("fake-broker-importer", "mock");
 }
 
+/// Sharing between users: root and uid 65534, each exporting to anyone.
+/// Another user's process gets what is exported to anyone or to a list
+/// naming it, and nothing else (and learns nothing of it); an importer
+/// takes descriptors from another user's broker only once it trusts that
+/// user.
 #[test]
-fn another_users_exports_are_refused() {
+fn cross_user_sharing_follows_the_export_and_the_trust() {
     if !is_root() {
         hal_core::testing::not_run(&format!(
             "this test needs root to start a process of uid {NOBODY}; the same-user paths are \
@@ -824,15 +829,20 @@ fn serve_fake(listener: OwnedFd, case: &str, data: &OwnedFd, stop: &AtomicBool) 
 fn other_user_importer() {
     let d = CpuShm::new().host();
     let (alloc, ex) = filled_export(&d, GOOD_SEED, Importers::Anyone);
+    let (same_alloc, same) = filled_export(&d, GOOD_SEED, Importers::SameUser);
+    let (_listed_alloc, listed_elsewhere) = filled_export(&d, GOOD_SEED, Importers::Pids(vec![1]));
     let setup = |cmd: &mut std::process::Command| {
         std::os::unix::process::CommandExt::uid(cmd, NOBODY);
         std::os::unix::process::CommandExt::gid(cmd, NOBODY);
     };
     let mut other = Kid::spawn_with("other-user-exporter", &[("handle", ex.to_text())], setup);
     let theirs = other.expect("export");
+    // An export whose list names the other user's process.
+    let (listed_alloc, listed) = filled_export(&d, GOOD_SEED, Importers::Pids(vec![other.id()]));
     let mut census = None;
     for round in 0..=ROUNDS {
-        // Root does not take descriptors from another user's broker.
+        // Root does not take descriptors from another user's broker unless
+        // it trusts that user.
         let r = d.import_memory(from_text(&theirs), &ImportOptions::default());
         assert_eq!(
             kind(&r),
@@ -855,11 +865,33 @@ fn other_user_importer() {
             "round {round}"
         );
         drop(fd);
-        // Root's broker serves only root (and its own uid, root): the other
-        // user is refused.
-        other.tell("import");
+        // Root's exports to anyone and to a list naming the other user's
+        // process reach it (it trusts root's broker, as every process
+        // does); those to root's own processes, or to a list without it,
+        // are refused.
+        other.tell(&format!("import {}", ex.to_text()));
+        assert_eq!(other.expect("import"), "ok", "round {round}: to anyone");
+        other.tell(&format!("import {}", listed.to_text()));
+        assert_eq!(other.expect("import"), "ok", "round {round}: listed");
+        other.tell(&format!("import {}", same.to_text()));
         assert_eq!(other.expect("import"), "permission-denied", "round {round}");
+        other.tell(&format!("import {}", listed_elsewhere.to_text()));
+        assert_eq!(other.expect("import"), "permission-denied", "round {round}");
+        // It learns nothing of what it may not have: a raw request for
+        // root's export to its own user and for an id that does not exist
+        // get the same answer.
+        let (same_h, name) = (exchange::decode(&same.to_text()).unwrap(), ex.to_text());
+        let FdSource::Broker {
+            name: root_broker, ..
+        } = &same_h.fds
+        else {
+            panic!("no broker in root's handle: {name}")
+        };
+        other.tell(&format!("probe {root_broker} {}", hex(&same_h.object_id)));
+        assert_eq!(other.expect("probe"), "5 5", "round {round}: refused alike");
         assert_eq!(alloc.importers().unwrap(), 0);
+        assert_eq!(listed_alloc.importers().unwrap(), 0);
+        assert_eq!(same_alloc.importers().unwrap(), 0);
         // Unaffected.
         let m = d
             .import_memory(from_text(&ex.to_text()), &ImportOptions::default())
@@ -873,8 +905,19 @@ fn other_user_importer() {
     census
         .unwrap()
         .assert_back("after another user's handles were refused");
+    // Trusting that user, root takes its export.
+    assert!(exchange::trust_exporter_uid(NOBODY));
+    let m = d
+        .import_memory(from_text(&theirs), &ImportOptions::default())
+        .expect("an import of a trusted user's export to anyone");
+    assert_pattern(&m, 1, "the other user's export");
+    drop(m);
     other.tell("done");
     other.finish();
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn other_user_exporter() {
@@ -882,10 +925,37 @@ fn other_user_exporter() {
     let d = CpuShm::new().host();
     let (_alloc, ex) = filled_export(&d, 1, Importers::Anyone);
     say("export", ex.to_text());
-    let roots = arg("handle");
-    while hear() == "import" {
-        let r = d.import_memory(from_text(&roots), &ImportOptions::default());
-        say("import", kind(&r));
+    loop {
+        let line = hear();
+        let mut words = line.split(' ');
+        match words.next() {
+            Some("import") => {
+                let text = words.next().expect("a handle");
+                let r = d.import_memory(from_text(text), &ImportOptions::default());
+                if let Ok(m) = &r {
+                    assert_pattern(m, GOOD_SEED, "root's export, imported by another user");
+                }
+                say("import", kind(&r));
+            }
+            Some("probe") => {
+                let name = words.next().expect("a broker");
+                let id: Vec<u8> = (0..16)
+                    .map(|i| {
+                        u8::from_str_radix(&words.clone().next().unwrap()[2 * i..2 * i + 2], 16)
+                            .unwrap()
+                    })
+                    .collect();
+                let id: [u8; 16] = id.try_into().unwrap();
+                let status = |id: &[u8; 16]| {
+                    let fd = broker_connect(name);
+                    send_raw(fd.as_fd(), &broker_request(id), &[]);
+                    broker_answer_at(fd.as_fd(), name)
+                };
+                let missing = hal_core::kit::os::random_id();
+                say("probe", format!("{} {}", status(&id), status(&missing)));
+            }
+            _ => break,
+        }
     }
 }
 

@@ -367,6 +367,7 @@ mod sys;
 mod text;
 
 pub use broker::GETFD_ENV as PIDFD_GETFD_ENV;
+pub use broker::{trust_exporter_uid, TRUST_ENV as TRUST_EXPORTER_UIDS_ENV};
 pub use file::{read_handle_file, write_handle_file, MAX_HANDLE_FILE};
 pub use held::Lease;
 pub use limits::{BROKER_TIMEOUT, MAX_FDS};

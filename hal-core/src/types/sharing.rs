@@ -11,9 +11,19 @@ pub enum Importers {
     /// (Ascend) nobody until pids are added.
     #[default]
     BackendDefault,
-    /// Any process (Ascend: `DISABLE_PID_VALIDATION`).
+    /// Any process on this machine, of any user (Ascend:
+    /// `DISABLE_PID_VALIDATION`). The exporter's descriptor broker serves
+    /// other users' processes too ([`HandleFlags::ANY_IMPORTER`](crate::HandleFlags::ANY_IMPORTER)),
+    /// but not those another user namespace does not map (they show up as
+    /// the overflow uid). An importer takes descriptors only from its own
+    /// user's brokers and root's unless it trusts the exporter's user
+    /// ([`exchange::trust_exporter_uid`](crate::exchange::trust_exporter_uid),
+    /// `HAL_TRUST_EXPORTER_UIDS`): so a root exporter's "anyone" reaches
+    /// every user, and another user's reaches root once root trusts it.
     Anyone,
-    /// Only these importers: each the id its
+    /// Only these importers, of any user (the broker serves a listed
+    /// process of another user too, pinned to the process that had the pid
+    /// when it was allowed): each the id its
     /// [`Device::process_id`](crate::Device::process_id) gives (an OS pid
     /// in the exporter's pid namespace, or the vendor's own process id; the
     /// handle's [`pid_kind`](crate::Handle::pid_kind) says which).

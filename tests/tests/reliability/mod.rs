@@ -143,6 +143,11 @@ pub struct Kid {
 }
 
 impl Kid {
+    /// The child's pid.
+    pub fn id(&self) -> u32 {
+        self.child.as_ref().map_or(0, |c| c.id())
+    }
+
     /// Start this test binary's `__child` in `role` with `args`.
     pub fn spawn(role: &str, args: &[(&str, String)]) -> Kid {
         Kid::spawn_with(role, args, |_| {})

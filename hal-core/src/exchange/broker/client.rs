@@ -8,10 +8,11 @@ use nix::errno::Errno;
 use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
 
 use super::decide::decide;
-use super::policy::{overflow_uid, uid_allowed};
+use super::policy::overflow_uid;
 use super::pool::{self, Pooled};
 use super::protocol::{encode_request, parse_reply, Request, Status};
 use super::server::own_table;
+use super::trust::{broker_trusted, TRUST_ENV};
 use super::view::BoardLease;
 use crate::error::{Error, HandleError, Result};
 use crate::exchange::limits::{dropped_descriptors, BROKER_TIMEOUT, MAX_FDS};
@@ -196,10 +197,14 @@ pub(super) fn open(handle: Option<&Handle>, name: &str, exporter: u32) -> Result
         None => {
             let server = sys::peer_cred(fd.as_fd())
                 .map_err(|e| Error::io("reading the broker's credentials", e))?;
-            if !uid_allowed(server.uid) {
+            if !broker_trusted(server.uid, server.pid) {
                 return Err(Error::PermissionDenied {
                     pid: Some(server.pid),
-                    reason: format!("the socket `{name}` is served by uid {}", server.uid),
+                    reason: format!(
+                        "the socket `{name}` is served by uid {}; trust that user's exports \
+                         with exchange::trust_exporter_uid or {TRUST_ENV}",
+                        server.uid
+                    ),
                 });
             }
             server
@@ -353,9 +358,12 @@ pub(super) fn status_error(
         Status::UidDenied => Error::PermissionDenied {
             pid: Some(if seen_pid != 0 { seen_pid } else { own }),
             reason: format!(
-                "the exporter (pid {exporter}) runs as another user, or as the overflow uid \
-                 ({}): its broker serves only processes of its own uid, and root (and not root \
-                 when the export is to its user's processes, Importers::SameUser)",
+                "{what}: the exporter (pid {exporter}) runs as another user and has not exported \
+                 this to anyone: its broker serves other users only what is exported to anyone \
+                 (Importers::Anyone in Rust, HAL_IMPORTERS_ANYONE in C, \"anyone\" in Python, \
+                 `halctl export --importers anyone`); an export to its user's processes \
+                 (Importers::SameUser) refuses root too. A process that another user namespace \
+                 does not map (it shows up as the overflow uid {}) is refused by every broker",
                 overflow_uid()
             ),
         },
@@ -437,13 +445,16 @@ pub(super) fn hung_up(name: &str, exporter: u32) -> Error {
 pub(super) fn check_server(fd: BorrowedFd<'_>, handle: &Handle, name: &str) -> Result<PeerCred> {
     let server =
         sys::peer_cred(fd).map_err(|e| Error::io("reading the broker socket's credentials", e))?;
-    if !uid_allowed(server.uid) {
+    if !broker_trusted(server.uid, server.pid) {
         return Err(Error::PermissionDenied {
             pid: Some(server.pid),
             reason: format!(
-                "the socket `{name}` is served by uid {}, neither this user nor root (or the \
-                 overflow uid, which stands for any unmapped user); refusing descriptors from it",
-                server.uid
+                "the socket `{name}` is served by uid {}, neither this user nor root nor a user \
+                 this process trusts (the overflow uid, which stands for any unmapped user, is \
+                 never trusted); to import another user's exports, trust that user: \
+                 exchange::trust_exporter_uid({}) in Rust, hal_trust_exporter_uid in C, \
+                 hal.trust_exporter_uid in Python, or {TRUST_ENV}={} in the environment",
+                server.uid, server.uid, server.uid
             ),
         });
     }

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::board::{self, BOARD_ID};
 use super::located::{locate, Located};
-use super::policy::{uid_allowed, Policy};
+use super::policy::{uid_allowed, unmapped, Policy};
 use super::protocol::{
     encode_batch_reply, encode_located_reply, encode_reply, parse_batch, parse_request, BatchEntry,
     Request, Status, MAX_BATCH_FDS,
@@ -65,7 +65,11 @@ pub(super) fn decide_with(
     self_pid: u32,
     start: &OnceCell<Option<u64>>,
 ) -> Answer {
-    if !uid_allowed(peer.uid) {
+    // Another user (not root, or the overflow uid) is served only what is
+    // exported to anyone, by fetch or lease; whatever else it asks, and
+    // whether the object exists or not, it is told the same refusal.
+    let stranger = !uid_allowed(peer.uid, peer.pid);
+    if stranger && (unmapped(peer.uid, peer.pid) || !stranger_request(request, truncated)) {
         return Answer::status(Status::UidDenied);
     }
     let (id, want_fds, located) = match parse_request(request, truncated) {
@@ -100,6 +104,15 @@ pub(super) fn decide_with(
     answer
 }
 
+/// Whether `request` is one another user may make: a fetch or a lease (of
+/// an object exported to anyone), or the release of its own lease.
+fn stranger_request(request: &[u8], truncated: bool) -> bool {
+    matches!(
+        parse_request(request, truncated),
+        Ok(Request::Fetch(id) | Request::Lease(id)) if id != BOARD_ID
+    ) || matches!(parse_request(request, truncated), Ok(Request::Release(_)))
+}
+
 /// What a batch request for `ids` gets: one answer per object, in order,
 /// each decided as a single fetch would be (a refused object does not
 /// spoil the others), and at most [`MAX_BATCH_FDS`] descriptors in all.
@@ -113,7 +126,7 @@ pub(super) fn decide_batch(
     let mut left = MAX_BATCH_FDS;
     ids.iter()
         .map(|id| {
-            if !uid_allowed(peer.uid) {
+            if unmapped(peer.uid, peer.pid) {
                 return Answer::status(Status::UidDenied);
             }
             if *id == BOARD_ID {
@@ -142,11 +155,23 @@ fn decide_object(
     // or a lease needs it: it pins both to this process, so that a recycled
     // pid inherits neither.
     let start = || *start_time.get_or_init(|| os::process_start_time(peer.pid));
+    // Another user learns nothing of what is not exported to anyone: not
+    // even whether it exists.
+    let stranger = !uid_allowed(peer.uid, peer.pid);
     let mut table = lock(table);
     let Some(entries) = table.get_mut(id) else {
-        return Answer::status(Status::NotFound);
+        return Answer::status(if stranger {
+            Status::UidDenied
+        } else {
+            Status::NotFound
+        });
     };
     let Some(at) = entries.iter_mut().position(|e| {
+        // Another user: what is exported to anyone, or to a list that
+        // names its process.
+        if stranger && !matches!(e.policy, Policy::Anyone | Policy::Pids(_)) {
+            return false;
+        }
         if peer.pid == self_pid {
             return true;
         }
@@ -162,9 +187,10 @@ fn decide_object(
     }) else {
         // An export to the exporter's user refuses by uid (root, when the
         // exporter is not root), not by pid.
-        let by_user = entries
-            .iter()
-            .any(|e| matches!(e.policy, Policy::SameUser(_)));
+        let by_user = stranger
+            || entries
+                .iter()
+                .any(|e| matches!(e.policy, Policy::SameUser(_)));
         return Answer::status(if by_user {
             Status::UidDenied
         } else {
@@ -259,7 +285,7 @@ pub(super) fn respond(
     self_pid: u32,
     start: &OnceCell<Option<u64>>,
 ) -> Response {
-    if uid_allowed(peer.uid) {
+    if !unmapped(peer.uid, peer.pid) {
         if let Some(parsed) = parse_batch(message, truncated) {
             let (answers, located) = match parsed {
                 Ok((ids, located)) => (decide_batch(&ids, peer, table, self_pid, start), located),
@@ -340,7 +366,7 @@ pub(super) fn respond(
 
 #[cfg(test)]
 mod tests {
-    use super::super::policy::{overflow_uid, Allowed, Policy};
+    use super::super::policy::{Allowed, Policy};
     use super::super::protocol::encode_request;
     use super::super::registry::Entry;
     use super::*;
@@ -492,6 +518,62 @@ mod tests {
         assert_eq!(leases.count(), 0);
     }
 
+    /// Another user (not root) is served what is exported to anyone or to
+    /// a list of pids that names its process, and nothing else; of an
+    /// object it may not have it learns nothing, not
+    /// even whether it exists, and it may not ask for locations or the
+    /// board.
+    #[test]
+    fn another_user_gets_what_is_exported_to_anyone_and_learns_nothing_else() {
+        let (me, _) = os::self_identity();
+        let mut stranger = cred(me);
+        stranger.uid = nix::unistd::geteuid().as_raw().wrapping_add(4242);
+        let open = os::random_id();
+        let t = table_with(open, Policy::Anyone, None);
+        let fetch = |id| encode_request(&Request::Fetch(id));
+        let a = decide(&fetch(open), false, stranger, &t, 1);
+        assert_eq!(a.status, Status::Ok, "exported to anyone");
+        assert_eq!(a.fds.as_ref().map(|f| f.len()), Some(1));
+        let locate = encode_request(&Request::Locate(open));
+        assert_eq!(
+            decide(&locate, false, stranger, &t, 1).status,
+            Status::UidDenied
+        );
+        let board = encode_request(&Request::Locate(BOARD_ID));
+        assert_eq!(
+            decide(&board, false, stranger, &t, 1).status,
+            Status::UidDenied
+        );
+        let missing = decide(&fetch(os::random_id()), false, stranger, &t, 1);
+        assert_eq!(
+            missing.status,
+            Status::UidDenied,
+            "the same answer as a refusal"
+        );
+        // A list that names its process serves it too.
+        let listed = os::random_id();
+        let pinned = super::super::policy::Allowed { pid: me, start: 0 };
+        let t = table_with(listed, Policy::Pids(vec![pinned]), None);
+        assert_eq!(
+            decide(&fetch(listed), false, stranger, &t, 1).status,
+            Status::Ok
+        );
+        for policy in [
+            Policy::SameUser(nix::unistd::geteuid().as_raw()),
+            Policy::OwnUsers,
+            Policy::Pids(vec![super::super::policy::Allowed {
+                pid: me + 1,
+                start: 0,
+            }]),
+        ] {
+            let id = os::random_id();
+            let t = table_with(id, policy.clone(), None);
+            let a = decide(&fetch(id), false, stranger, &t, 1);
+            assert_eq!(a.status, Status::UidDenied, "{policy:?}");
+            assert!(a.fds.is_none(), "{policy:?}");
+        }
+    }
+
     #[test]
     fn decide_serves_leases_and_refuses_what_it_must() {
         let (me, _) = os::self_identity();
@@ -531,10 +613,12 @@ mod tests {
             decide(&missing, false, cred(me), &t, 1).status,
             Status::NotFound
         );
-        let mut stranger = cred(me);
-        stranger.uid = overflow_uid();
+        // A peer that stands for unmapped users (the overflow uid, its pid
+        // out of sight) is refused even what is exported to anyone.
+        let mut unmapped_peer = cred(0);
+        unmapped_peer.uid = super::super::policy::overflow_uid();
         assert_eq!(
-            decide(&fetch, false, stranger, &t, 1).status,
+            decide(&fetch, false, unmapped_peer, &t, 1).status,
             Status::UidDenied
         );
         assert_eq!(

@@ -27,6 +27,7 @@ mod protocol;
 mod registry;
 mod serve;
 mod server;
+mod trust;
 mod view;
 
 pub(crate) use batch::fetch_batch;
@@ -39,4 +40,5 @@ pub(crate) use policy::Policy;
 pub(crate) use pool::{close_all, kept};
 pub(crate) use registry::Registration;
 pub(crate) use server::{register, registered_here};
+pub use trust::{trust_exporter_uid, TRUST_ENV};
 pub(crate) use view::BoardLease;

@@ -9,8 +9,15 @@ use crate::kit::os;
 /// Who may fetch an export's descriptors.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Policy {
-    /// Any process of an allowed user.
+    /// Any process on the machine, of any user
+    /// ([`HandleFlags::ANY_IMPORTER`](crate::handle::HandleFlags::ANY_IMPORTER)):
+    /// the broker serves other users' processes too (all but the overflow
+    /// uid, which stands for every user another user namespace does not
+    /// map).
     Anyone,
+    /// Any process of this user or root: what an allow-list of vendor
+    /// process ids leaves to the broker (the vendor checks the list).
+    OwnUsers,
     /// Any process whose uid is this one (the exporter's effective uid
     /// when the export was registered): not root, unless this is root.
     SameUser(u32),
@@ -36,15 +43,18 @@ impl Policy {
     ///
     /// An allow-list of vendor process ids ([`PidKind::Vendor`]: Ascend's
     /// bare tgids) is the vendor's to check, not the broker's: such an
-    /// export's descriptors (a lease token) go to any process of an
-    /// allowed user, and the vendor refuses the import itself.
+    /// export's descriptors (a lease token) go to any process of this user
+    /// or root ([`Policy::OwnUsers`]), and the vendor refuses the import
+    /// itself.
     pub(crate) fn of(handle: &Handle, old: Option<&Policy>) -> Policy {
         if handle
             .flags
             .contains(crate::handle::HandleFlags::ANY_IMPORTER)
-            || handle.pid_kind == PidKind::Vendor
         {
             return Policy::Anyone;
+        }
+        if handle.pid_kind == PidKind::Vendor {
+            return Policy::OwnUsers;
         }
         if handle.flags.contains(crate::handle::HandleFlags::SAME_USER) {
             return Policy::SameUser(nix::unistd::geteuid().as_raw());
@@ -82,8 +92,9 @@ impl Policy {
         start: impl FnOnce() -> Option<u64>,
     ) -> bool {
         match self {
-            Policy::Anyone => true,
-            Policy::SameUser(mine) => uid == *mine && uid != overflow_uid(),
+            Policy::Anyone => !unmapped(uid, pid),
+            Policy::OwnUsers => uid_allowed(uid, pid),
+            Policy::SameUser(mine) => uid == *mine && !unmapped(uid, pid),
             Policy::Pids(list) => {
                 let Some(a) = list.iter_mut().find(|a| pid != 0 && a.pid == pid) else {
                     return false;
@@ -115,17 +126,32 @@ pub(crate) fn overflow_uid() -> u32 {
     })
 }
 
-/// True when a process of `uid` may talk to a broker of this user (and a
-/// broker of `uid` may serve us): the same effective uid, or root. The
-/// overflow uid never matches: it stands for *any* user that is not mapped
-/// into this user namespace, so a process running as it would otherwise
-/// serve (or trust) every such user.
-pub(crate) fn uid_allowed(uid: u32) -> bool {
-    uid_matches(uid, nix::unistd::geteuid().as_raw(), overflow_uid())
+/// Whether a peer that shows up as `uid`, with pid `pid` (0 when its pid
+/// namespace is out of this process's sight), stands for the users that
+/// another user namespace does not map: it shows up as the overflow uid
+/// and does not run in a user namespace mapped as this process's is (its
+/// `/proc/PID/uid_map` differs from this process's, or cannot be read). A
+/// real process of that uid beside this one (`nobody`, uid 65534 on most
+/// machines) is a user like any other.
+pub(crate) fn unmapped(uid: u32, pid: u32) -> bool {
+    if uid != overflow_uid() {
+        return false;
+    }
+    let map = |who: &str| std::fs::read_to_string(format!("/proc/{who}/uid_map")).ok();
+    pid == 0 || map(&pid.to_string()).is_none() || map(&pid.to_string()) != map("self")
 }
 
-fn uid_matches(peer: u32, me: u32, overflow: u32) -> bool {
-    peer != overflow && (peer == 0 || peer == me)
+/// True when a process of `uid` (pid `pid`) may talk to a broker of this
+/// user as one of its own (and a broker of `uid` may serve us): the same
+/// effective uid, or root. A peer that stands for unmapped users
+/// ([`unmapped`]) never matches: it would otherwise be served (or trusted)
+/// as every such user.
+pub(crate) fn uid_allowed(uid: u32, pid: u32) -> bool {
+    uid_matches(uid, nix::unistd::geteuid().as_raw(), unmapped(uid, pid))
+}
+
+fn uid_matches(peer: u32, me: u32, unmapped: bool) -> bool {
+    !unmapped && (peer == 0 || peer == me)
 }
 
 #[cfg(test)]
@@ -159,7 +185,7 @@ mod tests {
         assert!(p.admit(7, 1000, || None), "no start time is needed");
         assert!(!p.admit(7, 1001, || Some(1)), "another user");
         assert!(!p.admit(7, 0, || Some(1)), "root is another user");
-        assert!(!Policy::SameUser(overflow_uid()).admit(7, overflow_uid(), || None));
+        assert!(!Policy::SameUser(overflow_uid()).admit(0, overflow_uid(), || None));
         let mut h = test_handle();
         h.flags.insert(crate::handle::HandleFlags::SAME_USER);
         assert_eq!(
@@ -197,13 +223,18 @@ mod tests {
 
     #[test]
     fn uids_never_match_the_overflow_uid() {
-        assert!(uid_matches(0, 1000, 65534));
-        assert!(uid_matches(1000, 1000, 65534));
-        assert!(!uid_matches(1001, 1000, 65534));
-        assert!(!uid_matches(65534, 65534, 65534), "overflow uid as both");
-        assert!(!uid_matches(65534, 0, 65534));
-        assert!(uid_allowed(0));
-        assert!(!uid_allowed(overflow_uid()));
+        assert!(uid_matches(0, 1000, false));
+        assert!(uid_matches(1000, 1000, false));
+        assert!(!uid_matches(1001, 1000, false));
+        assert!(!uid_matches(65534, 65534, true), "unmapped users as both");
+        assert!(!uid_matches(0, 0, true));
+        assert!(uid_allowed(0, 1));
+        assert!(!uid_allowed(overflow_uid(), 0), "no pid: unmapped");
+        // This process's own user namespace: the overflow uid of a process
+        // beside this one is a real user.
+        assert!(!unmapped(overflow_uid(), std::process::id()));
+        assert!(unmapped(overflow_uid(), 0));
+        assert!(!unmapped(1000, 0), "another uid is never unmapped");
         let configured = std::fs::read_to_string("/proc/sys/kernel/overflowuid")
             .map(|s| s.trim().parse::<u32>().unwrap())
             .unwrap_or(65534);

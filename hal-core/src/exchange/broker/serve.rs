@@ -281,7 +281,7 @@ impl Worker {
             return;
         }
         let now = Instant::now();
-        let wait = if uid_allowed(peer.uid) {
+        let wait = if uid_allowed(peer.uid, peer.pid) {
             FIRST_REQUEST
         } else {
             STRANGER

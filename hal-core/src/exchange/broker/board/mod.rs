@@ -157,7 +157,9 @@ pub(super) fn activate(table: &mut HashMap<[u8; 16], Vec<Entry>>, serial: u64) -
 /// What the board states of `policy`, or `None` when it cannot.
 fn stated(policy: &Policy) -> Option<(u32, u32, &[Allowed])> {
     match policy {
-        Policy::Anyone => Some((ANYONE, 0, &[])),
+        // The board's importers can take the exporter's descriptors
+        // themselves (its user, or root): "anyone" of them.
+        Policy::Anyone | Policy::OwnUsers => Some((ANYONE, 0, &[])),
         Policy::SameUser(uid) => Some((SAME_USER, *uid, &[])),
         Policy::Pids(list) if list.len() <= MAX_PIDS && list.iter().all(|a| a.start != 0) => {
             Some((PIDS, 0, list.as_slice()))
