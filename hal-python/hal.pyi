@@ -39,6 +39,12 @@ class ForkedError(Error): ...
 def backends() -> list[tuple[str, bool, str]]:
     """Every backend compiled in: (name, available, why not)."""
 
+def trust_exporter_uid(uid: int) -> None:
+    """Take descriptors from the brokers of user `uid` too: an import of
+    another user's export to anyone. By default only this user's brokers
+    and root's are trusted (HAL_TRUST_EXPORTER_UIDS does the same)."""
+    ...
+
 def open(backend: str | None = None, device: int = 0) -> Device:
     """Open a device of a backend by name (None: the best usable one)."""
 

@@ -1094,6 +1094,17 @@ enum hal_status hal_to_dlpack(struct hal_memory *memory,
  */
 void hal_string_free(char *text);
 
+/**
+ * Take descriptors from the brokers of user `uid` too, from now on in
+ * this process: an import of another user's export to anyone
+ * (`HAL_IMPORTERS_ANYONE`). By default a process takes them only from its
+ * own user's brokers and root's (`HAL_TRUST_EXPORTER_UIDS`, a
+ * comma-separated list of uids in the environment, does the same).
+ * Trusting a user means accepting the descriptors its brokers send, which
+ * the kernel installs before anything can look at them.
+ */
+enum hal_status hal_trust_exporter_uid(uint32_t uid);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

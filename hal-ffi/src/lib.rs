@@ -56,6 +56,7 @@ mod sync_obj;
 mod table;
 mod tensor;
 mod text;
+mod trust;
 
 pub use adopt::hal_adopt;
 pub use channel::{
@@ -97,3 +98,4 @@ pub use options::{
 pub use status::hal_status;
 pub use tensor::{hal_export_tensor, hal_import_tensor, hal_to_dlpack};
 pub use text::hal_string_free;
+pub use trust::hal_trust_exporter_uid;

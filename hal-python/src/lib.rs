@@ -52,6 +52,7 @@ mod share;
 mod sync_obj;
 mod tensor;
 mod timeout;
+mod trust;
 
 use pyo3::prelude::*;
 
@@ -86,6 +87,7 @@ fn hal_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(importing::import_handle, m)?)?;
     m.add_function(wrap_pyfunction!(tensor::open_tensor, m)?)?;
     m.add_function(wrap_pyfunction!(share::share, m)?)?;
+    m.add_function(wrap_pyfunction!(trust::trust_exporter_uid, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_ipc::import_cuda_ipc, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_ipc::cuda_ipc_handle, m)?)?;
     errors::add_to(m)?;
