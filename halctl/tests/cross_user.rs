@@ -1,5 +1,5 @@
-//! `halctl export` and `halctl import` between two users (root and uid
-//! 65534), both ways, as real processes: an export to anyone reaches the
+//! `halctl export` and `halctl import` between users (root and uid 65534,
+//! both ways, and two uids that are neither), as real processes: an export to anyone reaches the
 //! other user, one to its own user's processes does not (and says what
 //! would work), and an import of another user's export takes its
 //! descriptors once `--trust-uid` names that user.
@@ -100,4 +100,20 @@ fn export_to_anyone_reaches_another_user_both_ways() {
         &["--expect", "0x33", "--trust-uid", "65534"],
     );
     assert_eq!(code, 0, "a trusted user's export: {err}");
+    // Two users that are neither root (uids of no account): the same.
+    let (a, b) = (40_011, 40_012);
+    let between = Exporter::start(
+        a,
+        &[&common[..], &["--fill", "0x44", "--importers", "anyone"]].concat(),
+    );
+    let (code, err) = import(b, &between.handle, &["--expect", "0x44"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--trust-uid 40011"), "{err}");
+    let trusted = ["--expect", "0x44", "--trust-uid", "40011"];
+    let (code, err) = import(b, &between.handle, &trusted);
+    assert_eq!(code, 0, "{err}");
+    let own = Exporter::start(a, &[&common[..], &["--importers", "same-user"]].concat());
+    let (code, err) = import(b, &own.handle, &["--trust-uid", "40011"]);
+    assert_eq!(code, 1, "an export to its own user's processes: {err}");
+    assert!(err.contains("--importers anyone"), "{err}");
 }
