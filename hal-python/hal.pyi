@@ -102,9 +102,13 @@ class Device:
 
 @final
 class Memory:
-    """Memory allocated here or imported; the buffer protocol where host-visible."""
+    """Memory allocated here or imported; the buffer protocol where host-visible.
 
-    def __len__(self) -> int: ...
+    Its exports end with it: keep it alive while other processes import.
+    """
+
+    def __len__(self) -> int:
+        """The size asked for (the allocation may be rounded up underneath); an import's exported size."""
     def __buffer__(self, flags: int, /) -> memoryview: ...
     @property
     def location(self) -> Location: ...
@@ -118,7 +122,8 @@ class Memory:
     def address(self) -> int: ...
     def read(self, offset: int, n: int) -> bytes: ...
     def write(self, offset: int, data: bytes | bytearray | memoryview | Any) -> None: ...
-    def export(self, importers: Importers = None, read_only: bool = False) -> str: ...
+    def export(self, importers: Importers = None, read_only: bool = False) -> str:
+        """The handle text; importers None means "anyone". It imports while this memory lives."""
     def importers(self) -> int: ...
     def wait_unleased(self, timeout: float | None = None) -> bool: ...
     def __dlpack__(
@@ -159,7 +164,10 @@ class Tensor:
 
 @final
 class Shared:
-    """What `share` gives: the tensor handle's text, whether it was copied, the memory."""
+    """What `share` gives: the tensor handle's text, whether it was copied, the memory.
+
+    The export ends with it (and the memory): keep it alive while others open the text.
+    """
 
     @property
     def text(self) -> str: ...

@@ -125,10 +125,9 @@ impl Device {
         let alloc = py
             .allow_threads(|| self.inner.device.allocate(&desc))
             .or_raise()?;
-        Ok(Memory::new(MemoryObj::allocation(
-            Arc::clone(&self.inner),
-            alloc,
-        )))
+        Ok(Memory::new(
+            MemoryObj::allocation(Arc::clone(&self.inner), alloc).with_size(size),
+        ))
     }
 
     /// Create a notify on the device, to `export()` to the process that

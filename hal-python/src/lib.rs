@@ -7,13 +7,14 @@
 //! abi3 wheel (CPython 3.11 and later) and imported as `hal`:
 //!
 //! ```text
-//! pip install ./hal-python
+//! pip install './hal-python[numpy]'    # the numpy extra: NumPy, for the views
 //! ```
 //!
 //! ```python
 //! import hal, numpy
 //! shared = hal.share(numpy.arange(12.0).reshape(3, 4))
 //! print(shared.text)                 # another process: hal.open_tensor(text)
+//! # keep `shared` alive while others open the text: the export ends with it
 //! ```
 //!
 //! The rules the module keeps:

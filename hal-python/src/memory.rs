@@ -4,11 +4,12 @@
 use std::ffi::c_int;
 use std::sync::Arc;
 
+use hal::device::check_bounds;
 use hal::dlpack::{DLDataType, TensorSpec};
 use hal::{Error, Location};
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyString};
 
 use crate::bytes::bytes_of;
 use crate::capsule;
@@ -19,11 +20,14 @@ use crate::options::export_options;
 use crate::timeout::duration;
 
 /// Memory: allocated here (`Device.allocate`) or imported from another
-/// process (`hal.import_handle`). `len(m)` is its size in bytes; host
-/// memory supports the buffer protocol (`memoryview(m)`, zero-copy) and
-/// every memory `__dlpack__` (a 1-D `uint8` tensor). The memory is freed
-/// (or unmapped) once this object and every view and tensor made from it
-/// are gone.
+/// process (`hal.import_handle`). `len(m)` is its size in bytes: for an
+/// allocation the size asked for, though the backend may round the
+/// allocation up to whole pages underneath; for an import the whole
+/// memory the exporter exported. Host memory supports the buffer protocol
+/// (`memoryview(m)`, zero-copy) and every memory `__dlpack__` (a 1-D
+/// `uint8` tensor), both of `len(m)` bytes. The memory is freed (or
+/// unmapped), and its exports end, once this object and every view and
+/// tensor made from it are gone.
 #[pyclass(module = "hal", frozen)]
 pub struct Memory {
     pub(crate) inner: Arc<MemoryObj>,
@@ -31,23 +35,44 @@ pub struct Memory {
 
 impl Memory {
     pub(crate) fn new(obj: MemoryObj) -> Memory {
-        let inner = Arc::new(obj);
-        live::remember(&inner);
-        Memory { inner }
+        Memory {
+            inner: remembered(obj),
+        }
     }
 
-    /// The whole memory as a 1-D `uint8` tensor.
+    /// The memory as Python sees it (`len(m)` bytes) as a 1-D `uint8`
+    /// tensor.
     fn bytes_spec(&self) -> PyResult<TensorSpec> {
-        let len = i64::try_from(hal::Memory::len(&*self.inner))
-            .map_err(|_| invalid("the memory is too large for one dimension"))?;
-        Ok(TensorSpec::new(DLDataType::U8, &[len]))
+        bytes_spec(&self.inner)
+    }
+}
+
+/// A new memory object, remembered among the live allocations (see
+/// [`live`]).
+pub(crate) fn remembered(obj: MemoryObj) -> Arc<MemoryObj> {
+    let inner = Arc::new(obj);
+    live::remember(&inner);
+    inner
+}
+
+/// The `len(m)` bytes of `memory` as a 1-D `uint8` tensor.
+pub(crate) fn bytes_spec(memory: &MemoryObj) -> PyResult<TensorSpec> {
+    let len = i64::try_from(memory.size())
+        .map_err(|_| invalid("the memory is too large for one dimension"))?;
+    Ok(TensorSpec::new(DLDataType::U8, &[len]))
+}
+
+impl Drop for Memory {
+    fn drop(&mut self) {
+        Python::with_gil(|py| self.inner.warn_if_texts_outlive(py, "Memory", None));
     }
 }
 
 #[pymethods]
 impl Memory {
+    /// The size asked for (`Device.allocate`), or an import's whole size.
     fn __len__(&self) -> usize {
-        hal::Memory::len(&*self.inner) as usize
+        self.inner.size() as usize
     }
 
     /// Where the memory is: `"device"`, `"host"` or `"managed"`.
@@ -90,12 +115,7 @@ impl Memory {
     /// `n` bytes at `offset`, copied out (any memory, device memory
     /// included). Out of range is `InvalidArgumentError`.
     fn read<'py>(&self, py: Python<'py>, offset: u64, n: usize) -> PyResult<Bound<'py, PyBytes>> {
-        let len = hal::Memory::len(&*self.inner);
-        if offset.checked_add(n as u64).is_none_or(|end| end > len) {
-            return Err(invalid(format!(
-                "read of {n} bytes at offset {offset} of a {len}-byte memory"
-            )));
-        }
+        check_bounds(offset, n as u64, self.inner.size()).or_raise()?;
         let mut out = vec![0u8; n];
         py.allow_threads(|| hal::Memory::read(&*self.inner, offset, &mut out))
             .or_raise()?;
@@ -106,21 +126,36 @@ impl Memory {
     /// exported read-only refuses (`PermissionDeniedError`).
     fn write(&self, py: Python<'_>, offset: u64, data: &Bound<'_, PyAny>) -> PyResult<()> {
         let data = bytes_of(data)?;
+        if !hal::Memory::is_read_only(&*self.inner) {
+            // Within `len(m)`, as the read (read-only memory refuses
+            // first, with its reason).
+            check_bounds(offset, data.len() as u64, self.inner.size()).or_raise()?;
+        }
         py.allow_threads(|| hal::Memory::write(&*self.inner, offset, &data))
             .or_raise()
     }
 
     /// Export memory this process allocated to other processes: the handle
     /// text (`hal1.` ...) is all another process needs to
-    /// `hal.import_handle` it while this memory lives. `importers`:
-    /// `"anyone"` (None: the same), `"default"` (the backend's default: nobody until pids
-    /// are added on Ascend) or a list of process ids (their
-    /// `Device.process_id()`). `read_only`: importers map it read-only.
+    /// `hal.import_handle` it while this memory lives. The export ends
+    /// with the memory: keep this object alive while others import (a
+    /// `ResourceWarning` says when it is collected while the text is still
+    /// held). `importers`: None (the default) or `"anyone"`, `"same-user"`,
+    /// `"default"` (the backend's default: nobody until pids are added on
+    /// Ascend) or a list of process ids (their `Device.process_id()`).
+    /// `read_only`: importers map it read-only.
     #[pyo3(signature = (importers=None, read_only=false))]
-    fn export(&self, importers: Option<&Bound<'_, PyAny>>, read_only: bool) -> PyResult<String> {
+    fn export<'py>(
+        &self,
+        py: Python<'py>,
+        importers: Option<&Bound<'py, PyAny>>,
+        read_only: bool,
+    ) -> PyResult<Bound<'py, PyString>> {
         let opts = export_options(importers, read_only)?;
         let handle = self.inner.export(&opts).or_raise()?;
-        Ok(handle.to_text())
+        let text = PyString::new(py, &handle.to_text());
+        self.inner.gave_out(&text);
+        Ok(text)
     }
 
     /// How many other processes hold an import of this allocation now.
@@ -196,7 +231,7 @@ impl Memory {
             ));
         };
         let read_only = hal::Memory::is_read_only(&**inner);
-        let len = hal::Memory::len(&**inner);
+        let len = inner.size();
         let owner = slf.clone().into_any();
         // SAFETY: Python passes a valid `view`; host memory of `len` bytes
         // at `ptr` stays mapped while this object (the view's owner) lives,

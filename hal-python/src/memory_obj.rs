@@ -1,9 +1,10 @@
 //! The memory object behind a Python `Memory`: an allocation of this
 //! process or a mapping of another's, with its exports and its device.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
+use pyo3::types::PyString;
 
 use hal::dynamic::{DynAllocation, DynMapping};
 use hal::kit::export::KeptExports;
@@ -76,16 +77,39 @@ pub(crate) struct MemoryObj {
     pub device: Arc<DeviceObj>,
     /// Writes through this object are refused (an import asked for it).
     read_only: bool,
+    /// The bytes Python sees (`len(m)`, the buffer, `__dlpack__`): the size
+    /// `Device.allocate` was asked for, though the backend may have rounded
+    /// the allocation up to whole pages underneath; the whole memory
+    /// otherwise.
+    size: u64,
+    /// The handle texts of this memory's exports given out to Python, to
+    /// tell whether one is still held when the memory (and so the export)
+    /// goes.
+    texts: Mutex<Vec<Py<PyString>>>,
 }
 
 impl MemoryObj {
     pub(crate) fn allocation(device: Arc<DeviceObj>, alloc: Box<dyn DynAllocation>) -> Self {
         MemoryObj {
             exports: KeptExports::default(),
+            size: alloc.len(),
             held: Backing::Allocation(alloc),
             device,
             read_only: false,
+            texts: Mutex::default(),
         }
+    }
+
+    /// Python sees the first `size` bytes only (the size asked for, where
+    /// the backend rounded the allocation up).
+    pub(crate) fn with_size(mut self, size: u64) -> Self {
+        self.size = size.min(self.memory().len());
+        self
+    }
+
+    /// The bytes Python sees: `len(m)`, the buffer and `__dlpack__`.
+    pub(crate) fn size(&self) -> u64 {
+        self.size
     }
 
     /// Memory of another library of this process, adopted by address and
@@ -97,9 +121,11 @@ impl MemoryObj {
     ) -> Self {
         MemoryObj {
             exports: KeptExports::default(),
+            size: alloc.len(),
             held: Backing::Adopted(Adopted::new(alloc, owner)),
             device,
             read_only: false,
+            texts: Mutex::default(),
         }
     }
 
@@ -133,6 +159,49 @@ impl MemoryObj {
         };
         let exported = self.device.device.export_memory(alloc, opts)?;
         Ok(self.exports.keep(exported))
+    }
+
+    /// Remember `text`, the handle text of an export of this memory given
+    /// out to Python (see [`MemoryObj::warn_if_texts_outlive`]).
+    pub(crate) fn gave_out(&self, text: &Bound<'_, PyString>) {
+        let mut texts = self.texts.lock().unwrap_or_else(|e| e.into_inner());
+        texts.push(text.clone().unbind());
+    }
+
+    /// Called as the last Python object over this memory (`holder`: a
+    /// `Memory`, `Shared` or `Tensor`) goes: a `ResourceWarning`, as an
+    /// unclosed file gives, when a handle text given out is still held
+    /// elsewhere, since the exports end with the memory and the text then
+    /// names nothing another process can import (`text =
+    /// d.allocate(n).export()`, `str(hal.share(a))`). `own`: the text the
+    /// holder itself keeps (a `Shared`'s), whose reference is not someone
+    /// else's.
+    pub(crate) fn warn_if_texts_outlive(
+        self: &Arc<Self>,
+        py: Python<'_>,
+        holder: &str,
+        own: Option<&Py<PyString>>,
+    ) {
+        // Other holders (another Python object, a DLPack capsule a consumer
+        // took) keep the memory and its exports alive.
+        if Arc::strong_count(self) > 1 {
+            return;
+        }
+        let texts = std::mem::take(&mut *self.texts.lock().unwrap_or_else(|e| e.into_inner()));
+        // The list holds one reference (and the holder one of its own);
+        // anything more is someone's.
+        let kept = |t: &Py<PyString>| 1 + isize::from(own.is_some_and(|o| o.is(t)));
+        let Some(held) = texts.iter().find(|t| t.get_refcnt(py) > kept(t)) else {
+            return;
+        };
+        let text = held.bind(py).to_string();
+        drop(texts);
+        // Collection can happen with an exception pending: keep it.
+        let pending = PyErr::take(py);
+        warn_resource(py, holder, &text);
+        if let Some(p) = pending {
+            p.restore(py);
+        }
     }
 }
 
@@ -184,9 +253,40 @@ impl MemoryObj {
     ) -> Self {
         MemoryObj {
             exports: KeptExports::default(),
+            size: mapping.len(),
             held: Backing::Mapping(mapping),
             device,
             read_only,
+            texts: Mutex::default(),
         }
+    }
+}
+
+/// The `ResourceWarning` of [`MemoryObj::warn_if_texts_outlive`], unless the
+/// interpreter is exiting (the objects then go in no useful order).
+fn warn_resource(py: Python<'_>, holder: &str, text: &str) {
+    let finalizing = py
+        .import("sys")
+        .and_then(|sys| sys.call_method0("is_finalizing"))
+        .and_then(|f| f.is_truthy())
+        .unwrap_or(true);
+    if finalizing {
+        return;
+    }
+    let shown = match text.char_indices().nth(24) {
+        Some((i, _)) => format!("{}...", &text[..i]),
+        None => text.to_string(),
+    };
+    let message = format!(
+        "a hal.{holder} was collected while its handle text {shown} is still held: the export \
+         ended with the memory, so that text no longer imports; keep the {holder} alive while \
+         other processes import it"
+    );
+    let message = std::ffi::CString::new(message).unwrap_or_default();
+    let category = py.get_type::<pyo3::exceptions::PyResourceWarning>();
+    if let Err(e) = PyErr::warn(py, category.as_any(), &message, 1) {
+        // An error filter turned the warning into an exception; a finalizer
+        // cannot raise, so it is reported as unraisable.
+        e.write_unraisable(py, None);
     }
 }

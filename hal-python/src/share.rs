@@ -8,12 +8,13 @@ use std::sync::Arc;
 
 use hal::dlpack::{DLDataType, DLDeviceType, TensorHandle, TensorSpec};
 use pyo3::prelude::*;
+use pyo3::types::PyString;
 
 use crate::device::Device;
 use crate::errors::{invalid, to_py, OrRaise};
 use crate::foreign::Foreign;
 use crate::live;
-use crate::memory::Memory;
+use crate::memory::{bytes_spec, remembered, Memory};
 use crate::memory_obj::MemoryObj;
 use crate::options::export_options;
 use crate::registry::{open_device, DeviceObj};
@@ -23,19 +24,35 @@ use crate::tensor::Tensor;
 /// whether the bytes were `copied` into a new allocation (False: the
 /// handle names the object's own memory), and that `memory`. Keep it (or,
 /// when not copied, the original memory) alive while other processes open
-/// the handle: the export ends when the memory goes.
+/// the handle: the export ends when the memory goes, and a
+/// `ResourceWarning` says so when the last of them is collected while the
+/// text is still held (`str(hal.share(a))` gives a dead handle).
 #[pyclass(module = "hal", frozen)]
 pub struct Shared {
-    #[pyo3(get)]
-    text: String,
+    text: Py<PyString>,
     #[pyo3(get)]
     copied: bool,
     memory: Arc<MemoryObj>,
     spec: TensorSpec,
 }
 
+impl Drop for Shared {
+    fn drop(&mut self) {
+        Python::with_gil(|py| {
+            self.memory
+                .warn_if_texts_outlive(py, "Shared", Some(&self.text))
+        });
+    }
+}
+
 #[pymethods]
 impl Shared {
+    /// The tensor handle's text (`hal1t.` ...), for `hal.open_tensor`.
+    #[getter]
+    fn text(&self, py: Python<'_>) -> Py<PyString> {
+        self.text.clone_ref(py)
+    }
+
     /// The memory the handle names.
     #[getter]
     fn memory(&self) -> Memory {
@@ -55,15 +72,15 @@ impl Shared {
         }
     }
 
-    fn __str__(&self) -> String {
-        self.text.clone()
+    fn __str__(&self, py: Python<'_>) -> Py<PyString> {
+        self.text.clone_ref(py)
     }
 
-    fn __repr__(&self) -> String {
+    fn __repr__(&self, py: Python<'_>) -> String {
         format!(
             "<hal.Shared {} {}>",
             if self.copied { "copied" } else { "zero-copy" },
-            self.text
+            self.text.bind(py)
         )
     }
 }
@@ -167,14 +184,8 @@ pub(crate) fn share(
     let opts = export_options(importers, read_only)?;
     if let Ok(memory) = obj.downcast::<Memory>() {
         let memory = Arc::clone(&memory.get().inner);
-        let len = i64::try_from(hal::Memory::len(&*memory))
-            .map_err(|_| invalid("the memory is too large for one dimension"))?;
-        return finish(
-            memory,
-            TensorSpec::new(DLDataType::U8, &[len]),
-            &opts,
-            false,
-        );
+        let spec = bytes_spec(&memory)?;
+        return finish(py, memory, spec, &opts, false);
     }
     let foreign = Foreign::take(obj)?;
     let t = foreign.tensor();
@@ -193,7 +204,7 @@ pub(crate) fn share(
     }
     if let Some((memory, offset)) = live::find(dl_device, start, span) {
         drop(foreign);
-        return finish(memory, spec.with_byte_offset(offset), &opts, false);
+        return finish(py, memory, spec.with_byte_offset(offset), &opts, false);
     }
     let size = span.max(1);
     let host = dl_device.0 == DLDeviceType::CPU.0 || dl_device.0 == DLDeviceType::CUDA_HOST.0;
@@ -209,17 +220,17 @@ pub(crate) fn share(
         // Host memory where the device has it; device memory (written
         // through the backend) otherwise.
         let info = target.device.info();
-        let size = whole_pages(&target, size);
+        let pages = whole_pages(&target, size);
         let desc = if info
             .capabilities
             .contains(hal::Capabilities::MEMORY_IS_HOST)
         {
-            hal::AllocDesc::host(size)
+            hal::AllocDesc::host(pages)
         } else {
-            hal::AllocDesc::device(info.ordinal, size)
+            hal::AllocDesc::device(info.ordinal, pages)
         };
         let alloc = target.device.allocate(&desc).or_raise()?;
-        let memory = Memory::new(MemoryObj::allocation(target, alloc)).inner;
+        let memory = remembered(MemoryObj::allocation(target, alloc).with_size(size));
         if span > 0 {
             let len = usize::try_from(span).map_err(|_| invalid("the tensor is too large"))?;
             // SAFETY: the producer lends `span` bytes from `start` (the
@@ -230,7 +241,7 @@ pub(crate) fn share(
                 .or_raise()?;
         }
         drop(foreign);
-        return finish(memory, spec, &opts, true);
+        return finish(py, memory, spec, &opts, true);
     }
     if dl_device.0 == DLDeviceType::CUDA.0 {
         let target: Arc<DeviceObj> = match device {
@@ -253,13 +264,13 @@ pub(crate) fn share(
             .device
             .allocate(&hal::AllocDesc::device(ordinal, whole_pages(&target, size)))
             .or_raise()?;
-        let memory = Memory::new(MemoryObj::allocation(target, alloc)).inner;
+        let memory = remembered(MemoryObj::allocation(target, alloc).with_size(size));
         let dst = Tensor {
             memory: Arc::clone(&memory),
             spec: spec.clone(),
         };
         copy_on_device(obj, dst)?;
-        return finish(memory, spec, &opts, true);
+        return finish(py, memory, spec, &opts, true);
     }
     Err(to_py(hal::Error::unsupported(
         "any",
@@ -301,13 +312,13 @@ fn adopt(
     // which owns the tensor and so the allocation holding it, is kept by
     // the adopted memory until no importer maps it (`memory_obj::Adopted`).
     let alloc = unsafe { target.device.adopt_memory(lo, hi - lo) }.ok()?;
-    let memory = Memory::new(MemoryObj::adopted(
+    let memory = remembered(MemoryObj::adopted(
         Arc::clone(target),
         alloc,
         obj.clone().unbind(),
-    ))
-    .inner;
+    ));
     finish(
+        obj.py(),
         memory,
         spec.clone().with_byte_offset(start - lo),
         opts,
@@ -324,13 +335,16 @@ fn whole_pages(device: &DeviceObj, size: u64) -> u64 {
 
 /// Export `memory` and make the tensor handle of `spec` over it.
 fn finish(
+    py: Python<'_>,
     memory: Arc<MemoryObj>,
     spec: TensorSpec,
     opts: &hal::ExportOptions,
     copied: bool,
 ) -> PyResult<Shared> {
     let handle = memory.export(opts).or_raise()?;
-    let text = TensorHandle::new(handle, &spec).or_raise()?.to_text();
+    let text = PyString::new(py, &TensorHandle::new(handle, &spec).or_raise()?.to_text());
+    memory.gave_out(&text);
+    let text = text.unbind();
     Ok(Shared {
         text,
         copied,

@@ -22,6 +22,12 @@ pub struct Tensor {
     pub(crate) spec: TensorSpec,
 }
 
+impl Drop for Tensor {
+    fn drop(&mut self) {
+        Python::with_gil(|py| self.memory.warn_if_texts_outlive(py, "Tensor", None));
+    }
+}
+
 /// The NumPy-style name of a DLPack data type (`"float32"`, `"uint8"`,
 /// `"bfloat16"`, ...), or `"code:bits:lanes"` for others.
 pub(crate) fn dtype_name(dtype: DLDataType) -> String {

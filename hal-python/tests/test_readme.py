@@ -21,7 +21,7 @@ def test_the_readme_shows_the_example_word_for_word():
 
 def test_the_readme_shows_the_install_command():
     section = readme().split("## From Python", 1)[1].split("\n## ", 1)[0]
-    assert "```sh\npip install ./hal-python\n```" in section
+    assert "```sh\npip install './hal-python[numpy]'\n```" in section
 
 
 def test_the_example_runs_across_two_processes():
