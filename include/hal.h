@@ -662,7 +662,8 @@ enum hal_status hal_device_process_id(const struct hal_device *device, uint32_t 
  * importers' pids), `pid-allow-list-default-on` (an export without pids
  * admits nobody), `ipc-event`, `ipc-notify`, `creator-only-notify-wait`,
  * `managed-memory`, `read-only-export`, `growable`, ... (the labels
- * of `halctl info`). An unknown label is `HAL_ERR_NOT_FOUND`.
+ * `halctl devices` lists for each device). An unknown label is
+ * `HAL_ERR_NOT_FOUND`.
  *
  * # Safety
  *

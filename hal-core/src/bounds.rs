@@ -16,7 +16,27 @@ pub fn check_bounds(offset: u64, len: u64, size: u64) -> Result<()> {
 #[cold]
 #[inline(never)]
 fn outside(offset: u64, len: u64, size: u64) -> Error {
+    // Decimal, as every size and offset a caller passes (and the bindings'
+    // messages) are written.
     Error::invalid(format!(
-        "access {offset:#x}+{len:#x} is outside the {size:#x}-byte range"
+        "an access of {len} bytes at offset {offset} is outside the {size}-byte range"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_access_out_of_bounds_is_told_in_decimal() {
+        check_bounds(7999, 1, 8000).unwrap();
+        let e = check_bounds(7999, 2, 8000).unwrap_err().to_string();
+        assert!(
+            e.contains("an access of 2 bytes at offset 7999 is outside the 8000-byte range"),
+            "{e}"
+        );
+        assert!(!e.contains("0x"), "{e}");
+        let e = check_bounds(u64::MAX, 1, 16).unwrap_err().to_string();
+        assert!(e.contains(&format!("offset {}", u64::MAX)), "{e}");
+    }
 }

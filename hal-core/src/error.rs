@@ -19,7 +19,7 @@ pub enum Error {
     /// The backend cannot be used on this machine (library missing, no device).
     #[error(
         "backend `{backend}` is unavailable: {reason}{}",
-        SearchedPaths(searched)
+        SearchedPaths { reason, searched }
     )]
     Unavailable {
         /// Backend name, e.g. `cuda`.
@@ -255,7 +255,7 @@ pub enum HandleError {
         detail: String,
     },
     /// The handle is of another kind than the call expects.
-    #[error("expected a {expected} handle, got a {found} handle")]
+    #[error("expected {} handle, got {} handle", a(expected), a(found))]
     WrongKind {
         /// Kind expected.
         expected: &'static str,
@@ -366,19 +366,50 @@ impl Error {
     }
 }
 
-struct SearchedPaths<'a>(&'a [PathBuf]);
+/// `word` with its indefinite article: "a memory", "an event".
+fn a(word: &str) -> String {
+    let vowel = word.starts_with(['a', 'e', 'i', 'o', 'u']);
+    format!("{} {word}", if vowel { "an" } else { "a" })
+}
+
+/// The paths searched that the reason does not name already (a loader's
+/// reason names each place it tried, with why it failed): every path is
+/// told once.
+struct SearchedPaths<'a> {
+    reason: &'a str,
+    searched: &'a [PathBuf],
+}
+
+/// Whether `reason` names `path` as a whole: not as the end of a longer
+/// path (`libcuda.so.1` inside `/usr/lib/libcuda.so.1`), nor as a folder of
+/// one (`/usr/lib` inside it). (`halctl devices` tells its paths by the
+/// same rule.)
+fn names(reason: &str, path: &str) -> bool {
+    let in_path = |c: char| c == '/' || c.is_alphanumeric() || c == '-' || c == '_';
+    reason.match_indices(path).any(|(at, _)| {
+        let before = reason[..at].chars().next_back();
+        let after = reason[at + path.len()..].chars().next();
+        !before.is_some_and(|c| in_path(c) || c == '.') && !after.is_some_and(in_path)
+    })
+}
 
 impl fmt::Display for SearchedPaths<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_empty() {
+        let mut untold = self
+            .searched
+            .iter()
+            .map(|p| p.display().to_string())
+            .filter(|p| !names(self.reason, p))
+            .peekable();
+        if untold.peek().is_none() {
             return Ok(());
         }
         f.write_str(" (searched: ")?;
-        for (i, p) in self.0.iter().enumerate() {
+        for (i, p) in untold.enumerate() {
             if i > 0 {
                 f.write_str(", ")?;
             }
-            write!(f, "{}", p.display())?;
+            f.write_str(&p)?;
         }
         f.write_str(")")
     }
@@ -422,6 +453,46 @@ mod tests {
         let s = e.to_string();
         assert!(s.contains("searched: /usr/lib, /opt/cuda/lib64"), "{s}");
         assert_eq!(e.kind_name(), "unavailable");
+    }
+
+    #[test]
+    fn unavailable_names_each_searched_path_once() {
+        // A loader's reason names every place it tried.
+        let e = Error::Unavailable {
+            backend: "cuda".into(),
+            reason: "the CUDA driver library could not be loaded (install the NVIDIA driver); \
+                     tried /usr/lib/libcuda.so.1, /opt/cuda/lib64/libcuda.so.1: no such file"
+                .into(),
+            searched: vec![
+                "/usr/lib/libcuda.so.1".into(),
+                "/opt/cuda/lib64/libcuda.so.1".into(),
+                "/etc/libcuda.so.1".into(),
+            ],
+        };
+        let s = e.to_string();
+        for path in ["/usr/lib/libcuda.so.1", "/opt/cuda/lib64/libcuda.so.1"] {
+            assert_eq!(s.matches(path).count(), 1, "{path} in {s}");
+        }
+        assert!(s.ends_with(" (searched: /etc/libcuda.so.1)"), "{s}");
+        // A folder of a path the reason names is not that path.
+        let folder = Error::Unavailable {
+            backend: "cuda".into(),
+            reason: "tried /usr/lib/libcuda.so.1: no such file".into(),
+            searched: vec!["/usr/lib".into()],
+        };
+        assert!(
+            folder.to_string().ends_with("(searched: /usr/lib)"),
+            "{folder}"
+        );
+        let told = Error::Unavailable {
+            backend: "cuda".into(),
+            reason: "/lib/libcuda.so.1: cuInit failed".into(),
+            searched: vec!["/lib/libcuda.so.1".into()],
+        };
+        assert_eq!(
+            told.to_string(),
+            "backend `cuda` is unavailable: /lib/libcuda.so.1: cuInit failed"
+        );
     }
 
     #[test]

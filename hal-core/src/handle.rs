@@ -472,6 +472,11 @@ mod tests {
         match h.expect(HandleKind::Event, BackendId::CpuShm) {
             Err(crate::Error::InvalidHandle(crate::HandleError::WrongKind { expected, found })) => {
                 assert_eq!((expected, found), ("event", "memory"));
+                let e = h.expect(HandleKind::Event, BackendId::CpuShm).unwrap_err();
+                assert_eq!(
+                    e.to_string(),
+                    "invalid handle: expected an event handle, got a memory handle"
+                );
             }
             other => panic!("a memory handle taken for an event: {other:?}"),
         }

@@ -78,10 +78,7 @@ impl CpuAllocation {
                 return Err(Error::unsupported(
                     BACKEND,
                     "allocate",
-                    format!(
-                        "location {other:?}: CPU shared memory has only host memory \
-                         (use Location::Host)"
-                    ),
+                    format!("CPU shared memory has only {}, not {other}", Location::Host),
                 ))
             }
         }

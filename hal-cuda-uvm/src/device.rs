@@ -225,9 +225,10 @@ where
     fn managed_hint(&self, mem: &dyn Memory, offset: u64, len: u64, at: Location) -> Result<()> {
         if mem.location() != Location::Managed {
             return Err(Error::invalid(format!(
-                "the memory is {:?}, not managed memory: advice and prefetch apply to \
-                 allocations made with Location::Managed",
-                mem.location()
+                "the memory is {}, not managed memory: advice and prefetch apply to \
+                 allocations of {}",
+                mem.location(),
+                Location::Managed
             )));
         }
         hal_core::device::check_bounds(offset, len, mem.len())?;

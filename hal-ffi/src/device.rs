@@ -226,7 +226,8 @@ pub unsafe extern "C" fn hal_device_process_id(
 /// importers' pids), `pid-allow-list-default-on` (an export without pids
 /// admits nobody), `ipc-event`, `ipc-notify`, `creator-only-notify-wait`,
 /// `managed-memory`, `read-only-export`, `growable`, ... (the labels
-/// of `halctl info`). An unknown label is `HAL_ERR_NOT_FOUND`.
+/// `halctl devices` lists for each device). An unknown label is
+/// `HAL_ERR_NOT_FOUND`.
 ///
 /// # Safety
 ///

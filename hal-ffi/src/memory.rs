@@ -392,3 +392,80 @@ pub extern "C" fn hal_memory_release(memory: *mut hal_memory) -> hal_status {
         MEMORIES.remove(memory as usize, "memory").map(drop)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::CStr;
+
+    use super::*;
+    use crate::device::hal_device_open;
+    use crate::last_error::hal_last_error;
+
+    fn last() -> String {
+        // SAFETY: hal_last_error never answers NULL, and its text lives
+        // until this thread's next failure.
+        unsafe { CStr::from_ptr(hal_last_error()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    fn cpu_shm() -> *mut hal_device {
+        let mut device = std::ptr::null_mut();
+        // SAFETY: a NUL-terminated name and a valid place for the device.
+        let status = unsafe { hal_device_open(c"cpu-shm".as_ptr(), 0, &mut device) };
+        assert_eq!(status, hal_status::HAL_OK, "{}", last());
+        device
+    }
+
+    #[test]
+    fn a_location_the_backend_lacks_is_named_as_c_names_it() {
+        let device = cpu_shm();
+        let mut memory = std::ptr::null_mut();
+        // SAFETY: a device of this library and a valid place for the memory.
+        let status = unsafe { hal_alloc(device, 4096, HAL_LOCATION_DEVICE, &mut memory) };
+        assert_eq!(status, hal_status::HAL_ERR_UNSUPPORTED);
+        let message = last();
+        assert!(message.contains("HAL_LOCATION_HOST in C"), "{message}");
+        assert!(message.contains("HAL_LOCATION_DEVICE in C"), "{message}");
+        assert!(!message.contains("(use Location::Host)"), "{message}");
+        assert_eq!(
+            crate::device::hal_device_release(device),
+            hal_status::HAL_OK
+        );
+    }
+
+    #[test]
+    fn reads_and_writes_out_of_range_are_told_in_decimal() {
+        let device = cpu_shm();
+        let mut memory = std::ptr::null_mut();
+        // SAFETY: a device of this library and a valid place for the memory.
+        let status = unsafe { hal_alloc(device, 8000, HAL_LOCATION_HOST, &mut memory) };
+        assert_eq!(status, hal_status::HAL_OK, "{}", last());
+        let mut size = 0;
+        // SAFETY: a memory of this library and a valid place for the size.
+        let status = unsafe { hal_memory_size(memory, &mut size) };
+        assert_eq!(status, hal_status::HAL_OK);
+        let mut bytes = [0u8; 2];
+        // SAFETY: `bytes` holds the two bytes read or written.
+        let read = unsafe { hal_read(memory, size - 1, bytes.as_mut_ptr().cast(), 2) };
+        assert_eq!(read, hal_status::HAL_ERR_INVALID_ARGUMENT);
+        let read_message = last();
+        // SAFETY: as above.
+        let write = unsafe { hal_write(memory, size - 1, bytes.as_ptr().cast(), 2) };
+        assert_eq!(write, hal_status::HAL_ERR_INVALID_ARGUMENT);
+        let write_message = last();
+        let expected = format!(
+            "2 bytes at offset {} is outside the {size}-byte range",
+            size - 1
+        );
+        for message in [read_message, write_message] {
+            assert!(message.contains(&expected), "{message}");
+            assert!(!message.contains("0x"), "{message}");
+        }
+        assert_eq!(hal_memory_release(memory), hal_status::HAL_OK);
+        assert_eq!(
+            crate::device::hal_device_release(device),
+            hal_status::HAL_OK
+        );
+    }
+}

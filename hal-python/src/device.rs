@@ -52,7 +52,7 @@ pub struct Device {
     pub(crate) inner: Arc<DeviceObj>,
 }
 
-/// The capability labels (those of `halctl info`).
+/// The capability labels (those `halctl devices` lists).
 fn capability_labels(caps: Capabilities) -> Vec<&'static str> {
     Capabilities::ALL
         .iter()

@@ -136,6 +136,12 @@ pub(crate) fn add_to(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// and `name` set.
 pub(crate) fn to_py(error: Error) -> PyErr {
     let message = error.to_string();
+    to_py_saying(error, message)
+}
+
+/// [`to_py`] with the binding's own `message`, where the contract's words
+/// would send a Python user to another binding's call.
+pub(crate) fn to_py_saying(error: Error, message: String) -> PyErr {
     let (err, kind) = match &error {
         Error::Unavailable { .. } => (UnavailableError::new_err(message), "unavailable"),
         Error::Unsupported { .. } => (UnsupportedError::new_err(message), "unsupported"),

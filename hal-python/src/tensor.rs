@@ -5,10 +5,11 @@
 use std::sync::Arc;
 
 use hal::dlpack::{DLDataType, TensorHandle, TensorSpec};
+use hal::HandleError;
 use pyo3::prelude::*;
 
 use crate::capsule;
-use crate::errors::{handle_error, OrRaise};
+use crate::errors::{handle_error, to_py_saying, OrRaise};
 use crate::memory::Memory;
 use crate::memory_obj::{import_memory, MemoryObj};
 
@@ -136,7 +137,16 @@ impl Tensor {
 #[pyfunction]
 #[pyo3(signature = (text, read_only=false))]
 pub(crate) fn open_tensor(py: Python<'_>, text: &str, read_only: bool) -> PyResult<Tensor> {
-    let handle = TensorHandle::from_text(text.trim()).map_err(handle_error)?;
+    let handle = TensorHandle::from_text(text.trim()).map_err(|e| match e {
+        HandleError::WrongKind { .. } => {
+            let message = format!(
+                "invalid handle: {e}: hal.open_tensor opens the tensor handles of hal.share \
+                 (`hal1t.` ...); import this one with hal.import_handle"
+            );
+            to_py_saying(hal::Error::InvalidHandle(e), message)
+        }
+        e => handle_error(e),
+    })?;
     let mut spec = handle.spec();
     spec.read_only |= read_only;
     let memory = py

@@ -26,7 +26,7 @@ pub fn dl_device(info: &DeviceInfo, location: Location) -> Result<DLDevice> {
             info.backend.name(),
             "DLPack export",
             format!(
-                "no DLPack device type is defined for {location:?} memory of this backend; \
+                "no DLPack device type is defined for {location} of this backend; \
                  name one with TensorSpec::with_device"
             ),
         ));

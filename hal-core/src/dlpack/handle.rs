@@ -213,11 +213,15 @@ impl TensorHandle {
         {
             return Err(HandleError::WrongKind {
                 expected: "tensor",
-                found: "memory, event or notify (`hal1.`; import it as such)",
+                found: "memory, event or notify",
             });
         }
-        let bytes = decode_text(text, TENSOR_TEXT_PREFIX, MAX_TENSOR_TEXT_LEN)?;
-        TensorHandle::from_bytes(&bytes)
+        decode_text(
+            text,
+            TENSOR_TEXT_PREFIX,
+            MAX_TENSOR_TEXT_LEN,
+            TensorHandle::from_bytes,
+        )
     }
 
     /// Decode the binary form. Total: every input decodes or names its
@@ -438,18 +442,35 @@ mod tests {
     }
 
     #[test]
+    fn a_text_cut_short_is_truncated_wherever_it_is_cut() {
+        let text = sample().to_text();
+        for len in TENSOR_TEXT_PREFIX.len() + 1..text.len() {
+            match TensorHandle::from_text(&text[..len]) {
+                Err(e @ HandleError::Truncated { .. }) => {
+                    assert!(e.to_string().starts_with("truncated"), "{e}")
+                }
+                other => panic!("text cut at {len}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn each_text_is_refused_by_the_other_decoder_with_what_it_is() {
         let th = sample();
         let mem_text = th.memory.to_text();
         assert!(mem_text.starts_with(TEXT_PREFIX));
-        assert!(matches!(
-            TensorHandle::from_text(&mem_text),
-            Err(HandleError::WrongKind { .. })
-        ));
-        assert!(matches!(
-            Handle::from_text(&th.to_text()),
-            Err(HandleError::WrongKind { .. })
-        ));
+        let e = TensorHandle::from_text(&mem_text).unwrap_err();
+        assert!(matches!(e, HandleError::WrongKind { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "expected a tensor handle, got a memory, event or notify handle"
+        );
+        let e = Handle::from_text(&th.to_text()).unwrap_err();
+        assert!(matches!(e, HandleError::WrongKind { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "expected a memory, event or notify handle, got a tensor handle"
+        );
     }
 
     /// Rewrite the checksum so that a changed field reaches the value checks.

@@ -380,6 +380,39 @@ impl Location {
     }
 }
 
+/// The location in words, with its name in each binding, so that a message
+/// reads right whether Rust, C or Python asked: "host memory
+/// (`Location::Host` in Rust, `HAL_LOCATION_HOST` in C, `"host"` in
+/// Python)".
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (words, rust, c, python) = match self {
+            Location::Device(d) => (
+                format!("device memory of device {d}"),
+                format!("Location::Device({d})"),
+                "HAL_LOCATION_DEVICE",
+                "device",
+            ),
+            Location::Host => (
+                "host memory".to_string(),
+                "Location::Host".to_string(),
+                "HAL_LOCATION_HOST",
+                "host",
+            ),
+            Location::Managed => (
+                "managed memory".to_string(),
+                "Location::Managed".to_string(),
+                "HAL_LOCATION_MANAGED",
+                "managed",
+            ),
+        };
+        write!(
+            f,
+            "{words} ({rust} in Rust, {c} in C, \"{python}\" in Python)"
+        )
+    }
+}
+
 /// NUMA placement for host memory.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum NumaPolicy {
@@ -571,6 +604,22 @@ pub enum Access {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_location_is_named_as_each_binding_names_it() {
+        assert_eq!(
+            Location::Host.to_string(),
+            "host memory (Location::Host in Rust, HAL_LOCATION_HOST in C, \"host\" in Python)"
+        );
+        assert_eq!(
+            Location::Device(1).to_string(),
+            "device memory of device 1 (Location::Device(1) in Rust, HAL_LOCATION_DEVICE in C, \
+             \"device\" in Python)"
+        );
+        assert!(Location::Managed
+            .to_string()
+            .contains("HAL_LOCATION_MANAGED in C, \"managed\" in Python"));
+    }
+
     #[test]
     fn a_read_only_export_is_refused_where_the_backend_cannot_make_one() {
         ExportOptions::default()

@@ -152,7 +152,10 @@ impl Device for MockDevice {
             Location::Host => Ok(()),
             Location::Managed => Err(self.dev.err(
                 self.dev.vendor().invalid_value(),
-                "prefetch to Location::Managed: name a device or the host",
+                format!(
+                    "prefetch to {}: name a device or the host",
+                    Location::Managed
+                ),
             )),
         }
         // The simulated pages live in one memfd wherever they are said to

@@ -1,6 +1,8 @@
 //! The decoder: a handle from its binary or text form, every field checked.
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::alphabet;
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, URL_SAFE_NO_PAD};
+use base64::engine::DecodePaddingMode;
 use base64::Engine as _;
 
 use super::check::{
@@ -27,22 +29,28 @@ impl Handle {
         if text.trim_start().starts_with(TENSOR_TEXT_PREFIX) {
             return Err(HandleError::WrongKind {
                 expected: "memory, event or notify",
-                found: "tensor (`hal1t.`; import it as a tensor)",
+                found: "tensor",
             });
         }
-        let bytes = decode_text(text, TEXT_PREFIX, MAX_TEXT_LEN)?;
-        Handle::from_bytes(&bytes)
+        decode_text(text, TEXT_PREFIX, MAX_TEXT_LEN, Handle::from_bytes)
     }
 }
 
-/// The bytes of a text form: `prefix` and unpadded URL-safe base64, at most
-/// `max_len` characters without the ASCII whitespace around it, which is
-/// ignored. Positions in its errors count characters of `text` as given.
-pub(crate) fn decode_text(
+/// Decode a text form with `parse`, the decoder of its binary form: the
+/// bytes of `prefix` and unpadded URL-safe base64, at most `max_len`
+/// characters without the ASCII whitespace around it, which is ignored.
+/// Positions in its errors count characters of `text` as given.
+///
+/// A text cut short most often ends inside a byte, its last character
+/// holding bits of a byte that was cut off: such a text is read without
+/// those bits, and when `parse` finds the bytes truncated it is refused as
+/// truncated ([`HandleError::Truncated`]), not for its last character.
+pub(crate) fn decode_text<T>(
     text: &str,
     prefix: &'static str,
     max_len: usize,
-) -> Result<Vec<u8>, HandleError> {
+    parse: impl Fn(&[u8]) -> Result<T, HandleError>,
+) -> Result<T, HandleError> {
     let body = text.trim_start_matches(|c: char| c.is_ascii_whitespace());
     let lead = text.len() - body.len();
     let body = body.trim_end_matches(|c: char| c.is_ascii_whitespace());
@@ -66,26 +74,45 @@ pub(crate) fn decode_text(
             ch,
         });
     }
-    URL_SAFE_NO_PAD.decode(b64).map_err(|e| match e {
-        base64::DecodeError::InvalidByte(i, b) | base64::DecodeError::InvalidLastSymbol(i, b) => {
-            HandleError::InvalidText {
+    match URL_SAFE_NO_PAD.decode(b64) {
+        Ok(bytes) => parse(&bytes),
+        Err(base64::DecodeError::InvalidLastSymbol(i, b)) => {
+            let invalid = HandleError::InvalidText {
                 position: start + i,
                 ch: char::from(b),
+            };
+            match CUT_SHORT.decode(b64).map(|bytes| parse(&bytes)) {
+                Ok(Err(cut @ HandleError::Truncated { .. })) => Err(cut),
+                _ => Err(invalid),
             }
         }
+        Err(base64::DecodeError::InvalidByte(i, b)) => Err(HandleError::InvalidText {
+            position: start + i,
+            ch: char::from(b),
+        }),
         // Four characters carry three bytes; a body of 4k+1 characters
         // lost at least one character at its end.
-        base64::DecodeError::InvalidLength(_) => HandleError::Truncated {
+        Err(base64::DecodeError::InvalidLength(_)) => Err(HandleError::Truncated {
             field: "text",
             offset: start + b64.len(),
             needed: 1,
-        },
-        base64::DecodeError::InvalidPadding => HandleError::Malformed {
+        }),
+        Err(base64::DecodeError::InvalidPadding) => Err(HandleError::Malformed {
             field: "text",
             detail: "padding is not allowed".into(),
-        },
-    })
+        }),
+    }
 }
+
+/// The text form's base64, read with the bits of a byte cut off after the
+/// last character dropped: how a text that ends inside a byte is read to
+/// tell whether it was cut short.
+const CUT_SHORT: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::URL_SAFE,
+    GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::RequireNone)
+        .with_decode_allow_trailing_bits(true),
+);
 
 /// The fields as read, before their values are checked.
 struct Raw<'a> {
