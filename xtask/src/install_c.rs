@@ -9,6 +9,13 @@
 //! DIR/include/hal.h            the header
 //! DIR/lib/pkgconfig/hal.pc     pkg-config --cflags --libs hal
 //! ```
+//!
+//! `hal.pc` links with `-Wl,-rpath,DIR/lib`, so a program built with it
+//! finds `libhal.so.1` under any prefix. When DIR/lib is a folder the
+//! dynamic loader searches anyway (its own, or one listed in
+//! `/etc/ld.so.conf`, like `/usr/local/lib`), the command runs `ldconfig`
+//! as root, or prints that command for the user to run; otherwise it prints
+//! how a program finds the library.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -79,7 +86,159 @@ fn install(root: &Path, cargo: &str, prefix: &Path, debug: bool) -> Result<(), S
     ] {
         println!("installed {}", path.display());
     }
-    Ok(())
+    tell_the_loader(&lib)
+}
+
+/// Make `lib`'s `libhal.so.1` findable at run time, or say how a program
+/// finds it: `ldconfig` for a folder the dynamic loader searches, the
+/// rpath `hal.pc` links with for any other.
+fn tell_the_loader(lib: &Path) -> Result<(), String> {
+    let searched = loader_dirs();
+    if !searched.iter().any(|dir| same_dir(dir, lib)) {
+        println!(
+            "\n{lib} is not a folder the dynamic loader searches. A program finds {SONAME} there\n\
+             - when built with `pkg-config --cflags --libs hal` (PKG_CONFIG_PATH={lib}/pkgconfig):\n\
+             \x20 hal.pc links it with -Wl,-rpath,{lib};\n\
+             - otherwise, when linked with -Wl,-rpath,{lib} or run with LD_LIBRARY_PATH={lib}.",
+            lib = lib.display()
+        );
+        return Ok(());
+    }
+    if !is_root() {
+        println!(
+            "\n{} is a folder the dynamic loader searches, through the cache ldconfig\n\
+             writes: run, as root,\n\
+             \x20 sudo ldconfig\n\
+             so that programs find {SONAME} there.",
+            lib.display()
+        );
+        return Ok(());
+    }
+    let ldconfig = ["/sbin/ldconfig", "/usr/sbin/ldconfig"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())
+        .unwrap_or("ldconfig");
+    println!("+ {ldconfig}");
+    match Command::new(ldconfig).status() {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(format!(
+            "{ldconfig} failed ({status}): programs may not find {} until it runs",
+            lib.join(SONAME).display()
+        )),
+        Err(e) => Err(format!(
+            "running {ldconfig}: {e}; run `ldconfig` as root so that programs find {}",
+            lib.join(SONAME).display()
+        )),
+    }
+}
+
+/// Whether this process runs as root (its effective user id is 0).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+            // Real, effective, saved, file system.
+            line.split_whitespace().nth(2).map(|uid| uid == "0")
+        })
+        .unwrap_or(false)
+}
+
+/// Two folders are the same when they resolve to the same place (`/lib` is
+/// `/usr/lib` where `/lib` is a link), or have the same text when either
+/// does not resolve.
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// The folders the dynamic loader searches for a library no rpath or
+/// `LD_LIBRARY_PATH` points at: its built-in ones (glibc's, with Debian's
+/// multiarch folders) and those `/etc/ld.so.conf` lists, directly or
+/// through its `include` lines, which `ldconfig` puts in its cache.
+fn loader_dirs() -> Vec<PathBuf> {
+    let triple = format!("{}-linux-gnu", std::env::consts::ARCH);
+    let mut dirs: Vec<PathBuf> = ["/lib", "/usr/lib", "/lib64", "/usr/lib64"]
+        .iter()
+        .map(PathBuf::from)
+        .chain([
+            Path::new("/lib").join(&triple),
+            Path::new("/usr/lib").join(&triple),
+        ])
+        .collect();
+    ld_so_conf(Path::new("/etc/ld.so.conf"), 0, &mut dirs);
+    dirs
+}
+
+/// The folders `file` (in `ld.so.conf`'s syntax) lists, appended to `out`:
+/// one or more per line (separated by spaces, tabs, commas or colons), `#`
+/// comments, `include PATTERN` (a glob, relative to `file`'s folder unless
+/// absolute) and `hwcap` lines (ignored).
+fn ld_so_conf(file: &Path, depth: u32, out: &mut Vec<PathBuf>) {
+    let Ok(text) = std::fs::read_to_string(file) else {
+        return;
+    };
+    if depth > 8 {
+        return;
+    }
+    for line in text.lines() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        let mut words = line.split([' ', '\t', ',', ':']).filter(|w| !w.is_empty());
+        match words.next() {
+            None | Some("hwcap") => {}
+            Some("include") => {
+                for pattern in words {
+                    let base = file.parent().unwrap_or(Path::new("/"));
+                    for included in glob(&base.join(pattern)) {
+                        ld_so_conf(&included, depth + 1, out);
+                    }
+                }
+            }
+            Some(first) => out.extend(std::iter::once(first).chain(words).map(PathBuf::from)),
+        }
+    }
+}
+
+/// The files `pattern` names, sorted: its last component may hold `*` and
+/// `?` wildcards (as `include /etc/ld.so.conf.d/*.conf` does).
+fn glob(pattern: &Path) -> Vec<PathBuf> {
+    let (Some(dir), Some(name)) = (pattern.parent(), pattern.file_name()) else {
+        return Vec::new();
+    };
+    let name = name.to_string_lossy();
+    if !name.contains(['*', '?']) {
+        return vec![pattern.to_path_buf()];
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| wildcard(name.as_bytes(), e.file_name().as_encoded_bytes()))
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found
+}
+
+/// Whether `text` matches `pattern`, where `*` is any run of bytes and `?`
+/// any one byte; a leading `.` is matched only by a `.`, as a shell glob.
+fn wildcard(pattern: &[u8], text: &[u8]) -> bool {
+    if text.first() == Some(&b'.') && pattern.first() != Some(&b'.') {
+        return false;
+    }
+    fn matches(p: &[u8], t: &[u8]) -> bool {
+        match (p.split_first(), t.split_first()) {
+            (None, _) => t.is_empty(),
+            (Some((b'*', rest)), _) => (0..=t.len()).any(|i| matches(rest, &t[i..])),
+            (Some((b'?', rest)), Some((_, t_rest))) => matches(rest, t_rest),
+            (Some((c, rest)), Some((d, t_rest))) => c == d && matches(rest, t_rest),
+            (Some(_), None) => false,
+        }
+    }
+    matches(pattern, text)
 }
 
 /// The command.
@@ -98,5 +257,55 @@ pub(crate) fn install_c_cmd(root: &Path, cargo: &str, args: &[String]) -> ExitCo
             eprintln!("xtask install-c: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards_match_as_a_shell_glob() {
+        assert!(wildcard(b"*.conf", b"libc.conf"));
+        assert!(!wildcard(b"*.conf", b".hidden.conf"));
+        assert!(!wildcard(b"*.conf", b"libc.conf~"));
+        assert!(wildcard(b"lib?.conf", b"libc.conf"));
+        assert!(wildcard(b"*", b"x"));
+        assert!(!wildcard(b"a*b", b"ac"));
+    }
+
+    #[test]
+    fn ld_so_conf_lists_its_folders_and_those_of_its_includes() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("ld.so.conf.d");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(
+            dir.path().join("ld.so.conf"),
+            "# comment\n/opt/a/lib  # trailing\ninclude ld.so.conf.d/*.conf\nhwcap 0 x\n/opt/b:/opt/c\n",
+        )
+        .unwrap();
+        std::fs::write(d.join("libc.conf"), "/usr/local/lib\n").unwrap();
+        std::fs::write(d.join("x.conf.bak"), "/never\n").unwrap();
+        let mut out = Vec::new();
+        ld_so_conf(&dir.path().join("ld.so.conf"), 0, &mut out);
+        let want: Vec<PathBuf> = ["/opt/a/lib", "/usr/local/lib", "/opt/b", "/opt/c"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        assert_eq!(out, want);
+    }
+
+    #[test]
+    fn the_loaders_own_folders_are_searched_and_a_temporary_one_is_not() {
+        let dirs = loader_dirs();
+        assert!(dirs.iter().any(|d| same_dir(d, Path::new("/usr/lib"))));
+        // Debian lists /usr/local/lib in /etc/ld.so.conf.d/libc.conf.
+        let listed = std::fs::read_to_string("/etc/ld.so.conf.d/libc.conf")
+            .is_ok_and(|t| t.lines().any(|l| l.trim() == "/usr/local/lib"));
+        if listed {
+            assert!(dirs.iter().any(|d| d == Path::new("/usr/local/lib")));
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(!dirs.iter().any(|d| same_dir(d, tmp.path())));
     }
 }
