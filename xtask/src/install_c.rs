@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! DIR/lib/libhal.so.1          the shared library (soname libhal.so.1)
+//! DIR/lib/libhal.so.1.debug    its line tables (release), for gdb and backtraces
 //! DIR/lib/libhal.so            -> libhal.so.1, for -lhal
 //! DIR/lib/libhal.a             the static library
 //! DIR/include/hal.h            the header
@@ -74,19 +75,67 @@ fn install(root: &Path, cargo: &str, prefix: &Path, debug: bool) -> Result<(), S
     std::os::unix::fs::symlink(SONAME, &link)
         .map_err(|e| format!("linking {}: {e}", link.display()))?;
     copy(&target.join("libhal.a"), &lib.join("libhal.a"))?;
+    let debug_file = lib.join(format!("{SONAME}.debug"));
+    if debug {
+        // The debug profile's libraries keep their line tables; a release
+        // install's debug file would describe another build.
+        let _ = std::fs::remove_file(&debug_file);
+    } else {
+        split_debug_information(&lib, &debug_file)?;
+    }
     copy(&root.join("include/hal.h"), &include.join("hal.h"))?;
     std::fs::write(pkgconfig.join("hal.pc"), pc_text(root, &prefix)?)
         .map_err(|e| format!("writing hal.pc: {e}"))?;
-    for path in [
-        lib.join(SONAME),
-        link,
-        lib.join("libhal.a"),
-        include.join("hal.h"),
-        pkgconfig.join("hal.pc"),
-    ] {
-        println!("installed {}", path.display());
+    let mut installed = vec![lib.join(SONAME), link, lib.join("libhal.a")];
+    if !debug {
+        installed.push(debug_file);
+    }
+    installed.extend([include.join("hal.h"), pkgconfig.join("hal.pc")]);
+    for path in installed {
+        let size = std::fs::symlink_metadata(&path).map_or(0, |m| m.len());
+        println!("installed {} ({size} bytes)", path.display());
     }
     tell_the_loader(&lib)
+}
+
+/// The release build's line tables (the workspace's crates keep them, so
+/// that a backtrace names files and lines) leave the installed libraries:
+/// the shared library's go to `libhal.so.1.debug` beside it, which gdb and
+/// Rust's backtraces find through the `.gnu_debuglink` section the stripped
+/// library keeps; the static library's are dropped (a program linked with
+/// it still names hal's functions in a backtrace, without lines). Symbol
+/// tables stay in both.
+fn split_debug_information(lib: &Path, debug_file: &Path) -> Result<(), String> {
+    let so = lib.join(SONAME);
+    let link = format!("--add-gnu-debuglink={}", debug_file.display());
+    let archive = lib.join("libhal.a");
+    let steps: [(&str, Vec<&std::ffi::OsStr>); 3] = [
+        (
+            "objcopy",
+            vec![
+                "--only-keep-debug".as_ref(),
+                so.as_os_str(),
+                debug_file.as_os_str(),
+            ],
+        ),
+        (
+            "objcopy",
+            vec!["--strip-debug".as_ref(), link.as_ref(), so.as_os_str()],
+        ),
+        ("strip", vec!["--strip-debug".as_ref(), archive.as_os_str()]),
+    ];
+    for (tool, args) in steps {
+        let shown: Vec<_> = args.iter().map(|a| a.to_string_lossy()).collect();
+        println!("+ {tool} {}", shown.join(" "));
+        let status = Command::new(tool)
+            .args(&args)
+            .status()
+            .map_err(|e| format!("running {tool} (binutils, which cc links with, has it): {e}"))?;
+        if !status.success() {
+            return Err(format!("{tool} failed: {status}"));
+        }
+    }
+    Ok(())
 }
 
 /// Make `lib`'s `libhal.so.1` findable at run time, or say how a program
