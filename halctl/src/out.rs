@@ -18,6 +18,40 @@ pub fn line(text: impl AsRef<str>) -> CmdResult {
     }
 }
 
+/// The widest line of the text output, in columns.
+pub const WIDTH: usize = 100;
+
+/// `text` broken at spaces into lines of at most `width` columns: the first
+/// line starts with `first`, the others with `rest`. A word longer than a
+/// line is left whole on a line of its own.
+pub fn wrap(first: &str, rest: &str, text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut cur = first.to_string();
+    let mut empty = true;
+    for word in text.split_whitespace() {
+        let len = cur.chars().count();
+        if !empty && len + 1 + word.chars().count() > width {
+            lines.push(std::mem::replace(&mut cur, rest.to_string()));
+            empty = true;
+        }
+        if !empty {
+            cur.push(' ');
+        }
+        cur.push_str(word);
+        empty = false;
+    }
+    lines.push(cur);
+    lines
+}
+
+/// Print `text` wrapped to [`WIDTH`] columns (see [`wrap`]).
+pub fn wrapped(first: &str, rest: &str, text: &str) -> CmdResult {
+    for l in wrap(first, rest, text, WIDTH) {
+        line(l)?;
+    }
+    Ok(())
+}
+
 /// Print `value` as one line of JSON.
 pub fn json<T: serde::Serialize>(value: &T) -> CmdResult {
     let text = serde_json::to_string(value)
@@ -67,5 +101,21 @@ mod tests {
         assert_eq!(bytes(1536), "1.5 KiB");
         assert_eq!(nanos(999), "999 ns");
         assert_eq!(nanos(41_000), "41.0 us");
+    }
+
+    #[test]
+    fn wrap_breaks_at_spaces_within_the_width() {
+        let text = "one two three four five six seven";
+        let got = wrap("  ", "    ", text, 14);
+        assert_eq!(
+            got,
+            ["  one two", "    three four", "    five six", "    seven"]
+        );
+        assert!(got.iter().all(|l| l.len() <= 14));
+        assert_eq!(wrap("- ", "  ", "short", 100), ["- short"]);
+        assert_eq!(
+            wrap("", "", "averyveryverylongword x", 5),
+            ["averyveryverylongword", "x"]
+        );
     }
 }

@@ -2,10 +2,11 @@
 //! processes: what the operating system itself costs for the same jobs.
 //!
 //! - import: a sealed memfd's descriptor received over a Unix socket
-//!   (`SCM_RIGHTS`), then `fstat`, `mmap` and the first touch;
+//!   (`SCM_RIGHTS`), then `fstat`, `mmap` and the first touch; or taken
+//!   from the exporter with `pidfd_getfd`, then the same;
 //! - notify: a futex ping-pong on two words of a shared memfd.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -110,6 +111,25 @@ pub fn raw_import_kept(
         .as_ref()
         .ok_or_else(|| Fail::failed("the raw baseline's connection"))?;
     request(chan, size)
+}
+
+/// The consumer's side of the raw direct import: take the exporter's
+/// descriptor `fd` with `pidfd_getfd` (through `pidfd`, opened once
+/// beforehand), `fstat`, `mmap` and touch the first byte. Returns the time
+/// taken and the first byte.
+pub fn raw_getfd_import(pidfd: BorrowedFd<'_>, fd: u32, size: u64) -> CmdResult<(Duration, u8)> {
+    let t0 = Instant::now();
+    let fd =
+        os::pidfd_getfd(pidfd, fd).map_err(|e| Fail::failed(format!("raw pidfd_getfd: {e}")))?;
+    let st = os::fstat(fd.as_fd()).ctx("raw fstat")?;
+    if (st.st_size as u64) < size {
+        return Err(Fail::failed("the raw baseline's memfd is short"));
+    }
+    let map = SharedMap::map(fd.as_fd(), size, 0, Prot::Read, None).ctx("raw mmap")?;
+    let first = std::hint::black_box(touch(&map));
+    let elapsed = t0.elapsed();
+    drop(map);
+    Ok((elapsed, first))
 }
 
 /// Ask for a descriptor on `chan`, map it and touch its first byte: the

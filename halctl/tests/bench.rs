@@ -315,5 +315,39 @@ fn bench_export_row_carries_its_target() {
         .lines()
         .find(|l| l.trim_start().starts_with("export "))
         .unwrap_or_else(|| panic!("no export row: {out:?}"));
-    assert!(row.contains("ratio_p50 <= 2"), "{row}");
+    assert!(row.contains("(<= 2)"), "{row}");
+    // The last line says what the exit status means; --check turns a miss
+    // into exit 1.
+    let last = out.stdout.lines().last().unwrap_or_default();
+    let missed = !met;
+    if missed {
+        assert!(
+            last.contains("MISSED") && last.contains("--check"),
+            "{last}"
+        );
+    } else {
+        assert!(last.contains("met"), "{last}");
+    }
+    let out = halctl(&["bench", "--tiny", "--check", "--only", "export"]);
+    assert_eq!(out.code, if missed { 1 } else { 0 }, "{out:?}");
+}
+
+#[test]
+fn bench_text_fits_in_100_columns() {
+    // Every scenario of the host backend, on the tiny configuration.
+    let out = halctl(&["bench", "--tiny"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    for l in out.stdout.lines() {
+        assert!(
+            l.chars().count() <= 100,
+            "{} columns: {l:?}",
+            l.chars().count()
+        );
+    }
+    let header = out
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("scenario"))
+        .unwrap_or_else(|| panic!("no header: {out:?}"));
+    assert!(!header.contains("max"), "{header}");
 }

@@ -451,6 +451,23 @@ fn demo_on_cpu_shm_verifies_and_reports_baselines() {
     let v = out.json();
     check_demo_json(&v, "cpu-shm");
     assert_eq!(v["size"], 1 << 20);
+    // Each import path against the raw calls of that path.
+    let path = v["import"]["path"].as_str().unwrap();
+    let want = if v["import"]["direct"] == v["import"]["samples"] {
+        "pidfd_getfd"
+    } else {
+        "SCM_RIGHTS"
+    };
+    assert!(
+        v["import"]["baseline"].as_str().unwrap().contains(want),
+        "{path}: {v}"
+    );
+    assert!(v["import_broker"]["baseline"]
+        .as_str()
+        .unwrap()
+        .contains("SCM_RIGHTS"));
+    assert!(v["import_broker"]["value_ns"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["notify_round_trip"].get("ratio_max").is_none(), "{v}");
     // Leases: the consumer held the buffer, then released it.
     assert_eq!(v["leases"]["while_mapped"], 1, "{v}");
     assert_eq!(v["leases"]["after_exit"], 0, "{v}");
@@ -459,13 +476,56 @@ fn demo_on_cpu_shm_verifies_and_reports_baselines() {
     assert_eq!(out.code, 0, "{out:?}");
     for text in [
         "every byte matches",
-        "import + first touch",
+        "import, broker path",
+        "SCM_RIGHTS",
         "notify round trip",
         "read bandwidth",
         "ok:",
     ] {
         assert!(out.stdout.contains(text), "lacks {text:?}: {out:?}");
     }
+    if child_may_take_parents_descriptors() {
+        // The direct path, beside the raw pidfd_getfd of the same path.
+        assert!(out.stdout.contains("import, direct path"), "{out:?}");
+        assert!(out.stdout.contains("raw pidfd_getfd"), "{out:?}");
+    }
+    assert_fits_in_100_columns(&out.stdout);
+    // The worst round trip has no ratio.
+    let max = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("notify round trip max"))
+        .unwrap_or_else(|| panic!("no max row: {out:?}"));
+    assert!(max.trim_end().ends_with(" -"), "{max}");
+}
+
+fn assert_fits_in_100_columns(text: &str) {
+    for l in text.lines() {
+        assert!(
+            l.chars().count() <= 100,
+            "{} columns: {l:?}",
+            l.chars().count()
+        );
+    }
+}
+
+#[test]
+fn demo_with_the_direct_path_off_fits_in_100_columns() {
+    let args = ["demo", "--size", "64K", "--round-trips", "4"];
+    let out = halctl_env(&args, &[("HAL_PIDFD_GETFD", "0")]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_fits_in_100_columns(&out.stdout);
+    let out = halctl(&[
+        "demo",
+        "--backend",
+        "mock",
+        "--size",
+        "64K",
+        "--round-trips",
+        "4",
+    ]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_fits_in_100_columns(&out.stdout);
 }
 
 /// Whether a process may take its parent's descriptors with `pidfd_getfd`
@@ -498,11 +558,13 @@ fn demo_says_which_path_its_imports_took() {
     };
     assert_eq!(v["import"]["direct"], want, "{v}");
     let out = halctl_env(&args[..5], &[("HAL_PIDFD_GETFD", "0")]);
+    let words = out.stdout.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        out.stdout
-            .contains("hal's imports: each asked the exporter's broker"),
+        words
+            .contains("hal's default imports took this path too: each asked the exporter's broker"),
         "{out:?}"
     );
+    assert!(!out.stdout.contains("import, direct path"), "{out:?}");
 }
 
 #[test]

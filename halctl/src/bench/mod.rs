@@ -112,6 +112,10 @@ pub struct BenchArgs {
     /// scaling configurations.
     #[arg(long, hide = true)]
     tiny: bool,
+    /// Exit 1 when a scenario misses its target (by default a run exits 0
+    /// whatever it measured, and its last line says how many missed).
+    #[arg(long)]
+    check: bool,
     /// Only these scenarios (comma-separated names; a prefix selects
     /// several, e.g. `notify`).
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
@@ -459,11 +463,15 @@ pub fn run(args: &BenchArgs) -> CmdResult {
     let Bench { peer, printer, .. } = b;
     peer.quit()?;
     let wall = started.elapsed();
-    printer.finish(&[format!(
-        "{} scenario lines in {:.1} s; run `halctl bench --json` for every field",
-        printer.lines.len(),
-        wall.as_secs_f64()
-    )])?;
+    let (with, missed) = printer.targets();
+    printer.finish(&[
+        format!(
+            "{} scenario lines in {:.1} s; run `halctl bench --json` for every field",
+            printer.lines.len(),
+            wall.as_secs_f64()
+        ),
+        report::verdict_line(with, missed, args.check),
+    ])?;
     if let Some(path) = &args.plot {
         let doc = plot::svg(
             &printer.lines,
@@ -474,6 +482,11 @@ pub fn run(args: &BenchArgs) -> CmdResult {
         );
         std::fs::write(path, doc)
             .map_err(|e| Fail::failed(format!("writing the plot to {}: {e}", path.display())))?;
+    }
+    if args.check && missed > 0 {
+        return Err(Fail::failed(format!(
+            "{missed} of {with} targets missed (--check)"
+        )));
     }
     Ok(())
 }

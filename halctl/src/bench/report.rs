@@ -241,12 +241,14 @@ impl Printer {
     /// A printer; the text table's header is printed at once.
     pub fn new(json: bool, header: &str, placement: String) -> CmdResult<Printer> {
         if !json {
-            out::line(header)?;
+            out::wrapped("", "  ", header)?;
             out::line("")?;
-            out::line(format!(
-                "  {:<28} {:>6} {:>9} {:>9} {:>9} {:>9}  {:>9} {:>7}  target",
-                "scenario", "n", "p50", "p99", "p99.9", "max", "base p50", "ratio"
-            ))?;
+            out::line(
+                row_text(
+                    "scenario", "n", "p50", "p99", "base p50", "ratio", "", "target",
+                )
+                .trim_end(),
+            )?;
         }
         Ok(Printer {
             json,
@@ -280,29 +282,58 @@ impl Printer {
     }
 
     fn row(&mut self, l: &Line) -> CmdResult {
+        for text in self.row_lines(l) {
+            out::line(text)?;
+        }
+        Ok(())
+    }
+
+    /// The text lines of one scenario: its row (after its label alone
+    /// where the label is too long for the column), then what else it
+    /// measured, wrapped; each within [`out::WIDTH`].
+    fn row_lines(&mut self, l: &Line) -> Vec<String> {
+        let mut lines = Vec::new();
         let note = match &l.baseline {
             Some(b) => format!("[{}]", self.note_for(b)),
             None => "-".to_string(),
         };
         let base = l.baseline_p50_ns.map_or("-".to_string(), out::nanos);
-        let r = l.ratio_p50.map_or("-".to_string(), |r| format!("{r:.2}x"));
+        let r = l.ratio_p50.map_or("-".to_string(), ratio_cell);
+        let mut extra = Vec::new();
         let target = match (&l.target, l.target_met) {
-            (Some(t), Some(true)) => format!("met ({t})"),
-            (Some(t), _) => format!("MISSED ({t})"),
+            (Some(t), met) => {
+                let verdict = if met == Some(true) { "met" } else { "MISSED" };
+                let cell = format!("{verdict} ({})", short_target(t));
+                if cell.len() <= TARGET_COLUMN {
+                    cell
+                } else {
+                    extra.push(format!("target: {t}"));
+                    verdict.to_string()
+                }
+            }
             _ => String::new(),
         };
-        out::line(format!(
-            "  {:<28} {:>6} {:>9} {:>9} {:>9} {:>9}  {:>9} {:>7}{note:<4} {target}",
-            l.label(),
-            l.n,
-            out::nanos(l.p50_ns),
-            out::nanos(l.p99_ns),
-            out::nanos(l.p999_ns),
-            out::nanos(l.max_ns),
-            base,
-            r,
-        ))?;
-        let mut extra = Vec::new();
+        let label = l.label();
+        let in_row = if label.len() > LABEL_COLUMN {
+            lines.push(format!("  {label}"));
+            String::new()
+        } else {
+            label
+        };
+        lines.push(
+            row_text(
+                &in_row,
+                &l.n.to_string(),
+                &out::nanos(l.p50_ns),
+                &out::nanos(l.p99_ns),
+                &base,
+                &r,
+                &note,
+                &target,
+            )
+            .trim_end()
+            .to_string(),
+        );
         for o in &l.other_baselines {
             let k = self.note_for(&o.baseline);
             extra.push(format!(
@@ -338,9 +369,17 @@ impl Printer {
             extra.push(n.clone());
         }
         if !extra.is_empty() {
-            out::line(format!("  {:<28} {}", "", extra.join("; ")))?;
+            let indent = " ".repeat(6);
+            lines.extend(out::wrap(&indent, &indent, &extra.join("; "), out::WIDTH));
         }
-        Ok(())
+        lines
+    }
+
+    /// How many scenarios had a target, and how many of those missed it.
+    pub fn targets(&self) -> (usize, usize) {
+        let with: Vec<&Line> = self.lines.iter().filter(|l| l.target.is_some()).collect();
+        let missed = with.iter().filter(|l| l.target_met != Some(true)).count();
+        (with.len(), missed)
     }
 
     /// The baselines' notes and the closing line (text mode).
@@ -351,16 +390,71 @@ impl Printer {
         out::line("")?;
         out::line("  baselines, measured in this run between the same processes:")?;
         for (k, n) in self.notes.iter().enumerate() {
-            out::line(format!("  [{}] {n}", k + 1))?;
+            out::wrapped(&format!("  [{}] ", k + 1), "      ", n)?;
         }
-        out::line(
-            "  ratio = hal p50 / baseline p50 (lower is better), except read-bandwidth, \
-             channel-throughput and cuda-read: hal GB/s / baseline GB/s (higher is better)",
+        out::wrapped(
+            "  ",
+            "  ",
+            "ratio = hal p50 / baseline p50 (lower is better), except read-bandwidth, \
+             channel-throughput and cuda-read: hal GB/s / baseline GB/s (higher is better); \
+             p99.9 and max of each side are in --json (max is one sample: no ratio is made of it)",
         )?;
         for f in footer {
-            out::line(format!("  {f}"))?;
+            out::wrapped("  ", "  ", f)?;
         }
         Ok(())
+    }
+}
+
+/// The width of the scenario column; longer labels go on a line of their own.
+const LABEL_COLUMN: usize = 24;
+/// The most a target cell may take and keep the row within [`out::WIDTH`].
+const TARGET_COLUMN: usize = out::WIDTH - 79;
+
+/// A row of the table, its columns aligned.
+#[allow(clippy::too_many_arguments)]
+fn row_text(
+    label: &str,
+    n: &str,
+    p50: &str,
+    p99: &str,
+    base: &str,
+    ratio: &str,
+    note: &str,
+    target: &str,
+) -> String {
+    format!("  {label:<24} {n:>7} {p50:>9} {p99:>9}  {base:>9} {ratio:>7}{note:<5} {target}")
+}
+
+/// A ratio in at most 7 columns.
+fn ratio_cell(r: f64) -> String {
+    if r >= 100.0 {
+        format!("{r:.0}x")
+    } else {
+        format!("{r:.2}x")
+    }
+}
+
+/// A target as the row shows it: `ratio_p50` is the ratio column, so
+/// `ratio_p50 <= 2` reads `<= 2`.
+fn short_target(t: &str) -> String {
+    t.strip_prefix("ratio_p50 ").unwrap_or(t).to_string()
+}
+
+/// The last line of a text run: how many targets were missed, and what
+/// the exit status says about it.
+pub fn verdict_line(with: usize, missed: usize, check: bool) -> String {
+    if with == 0 {
+        "no scenario of this run has a target".to_string()
+    } else if missed == 0 {
+        format!("all {with} targets met")
+    } else if check {
+        format!("{missed} of {with} targets MISSED: exit status 1 (--check)")
+    } else {
+        format!(
+            "{missed} of {with} targets MISSED; exit status 0 all the same (a benchmark): \
+             --check exits 1 on a miss"
+        )
     }
 }
 
@@ -404,5 +498,82 @@ mod tests {
         }
         assert_eq!(j["ratio_p50"], 2.0);
         assert!(j.get("gbps").is_none());
+    }
+
+    /// A line with everything a row can show, long values included.
+    fn busy_line(scenario: &'static str, config: Option<&str>, target: &str) -> Line {
+        let v = summarize(vec![123_456_789, 987_654_321, 1_000_000_000_000]);
+        let b = summarize(vec![1, 2, 3]);
+        let mut l = Line::new(scenario, "cpu-shm", v, Some((&"a baseline ".repeat(20), b)))
+            .target(target, false);
+        l.config = config.map(str::to_string);
+        l.n = 1_000_000;
+        l.other_baselines = vec![OtherBaseline::new("another floor", v, b); 3];
+        l.gbps = Some(12345.678);
+        l.baseline_gbps = Some(12345.678);
+        l.raw_memfd_gbps = Some(12345.678);
+        l.ratio_vs_raw_memfd = Some(1234.5);
+        l.first_pass_gbps = Some(12345.678);
+        l.idle_cpu_pct = Some(100.0);
+        l.ratio_p50_vs_raw_futex = Some(12345.0);
+        l.timer_overhead_ns = Some(12345);
+        l.cached = Some(false);
+        l.note = Some("a note ".repeat(30));
+        l
+    }
+
+    #[test]
+    fn every_text_line_fits_in_100_columns() {
+        let mut p = Printer {
+            json: true,
+            placement: String::new(),
+            notes: (0..12).map(|k| format!("note {k}")).collect(),
+            lines: Vec::new(),
+        };
+        let mut all = Vec::new();
+        for (scenario, config, target) in [
+            ("export", None, "ratio_p50 <= 2"),
+            (
+                "notify-adaptive-pingpong",
+                None,
+                "ratio_p50 <= 2 and idle_cpu_pct < 1",
+            ),
+            (
+                "channel-throughput",
+                Some("subscribers=4"),
+                "ratio_p50 >= 0.9",
+            ),
+            ("import-cached", None, "p50_ns <= 60"),
+            ("cuda-import-cached", None, "ratio_p50 <= 1/300"),
+        ] {
+            all.extend(p.row_lines(&busy_line(scenario, config, target)));
+        }
+        all.push(row_text(
+            "scenario", "n", "p50", "p99", "base p50", "ratio", "", "target",
+        ));
+        for l in &all {
+            assert!(
+                l.chars().count() <= out::WIDTH,
+                "{} columns: {l:?}",
+                l.len()
+            );
+        }
+        assert!(all.iter().any(|l| l.contains("MISSED (<= 2)")), "{all:#?}");
+        assert!(
+            all.iter()
+                .any(|l| l.contains("target: ratio_p50 <= 2 and idle_cpu_pct < 1")),
+            "{all:#?}"
+        );
+    }
+
+    #[test]
+    fn the_last_line_says_what_the_exit_status_means() {
+        assert!(verdict_line(14, 6, false).contains("exit status 0"));
+        assert!(verdict_line(14, 6, false).contains("--check"));
+        assert!(verdict_line(14, 6, true).contains("exit status 1"));
+        assert_eq!(verdict_line(14, 0, false), "all 14 targets met");
+        for (w, m, c) in [(14, 6, false), (14, 6, true), (0, 0, false)] {
+            assert!(verdict_line(w, m, c).len() + 2 <= out::WIDTH);
+        }
     }
 }

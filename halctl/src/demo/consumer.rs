@@ -1,8 +1,10 @@
 //! The consumer's side: import, check and read the buffer, ping-pong the notify, report back.
 
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use hal::dynamic::{DynDevice, DynMapping, DynNotify};
+use hal::kit::os;
 use hal::registry::Registry;
 use hal::{ImportOptions, Memory, SharedHandle};
 
@@ -14,8 +16,8 @@ use crate::raw::{self, FutexPair};
 use crate::stats::median;
 
 use super::protocol::{
-    blocking_wait, decode, export_options, ConsumerArgs, FromConsumer, Hello, Kind, Report, PASSES,
-    PEER_TIMEOUT, PROBE_MARKER,
+    blocking_wait, decode, export_options, ConsumerArgs, FromConsumer, Hello, Kind, Report,
+    IMPORT_SAMPLES, IMPORT_WARMUP, PASSES, PEER_TIMEOUT, PROBE_MARKER,
 };
 
 /// Run the consumer side (started by the exporter).
@@ -48,22 +50,71 @@ fn consumer_steps(chan: &Channel, args: &ConsumerArgs) -> CmdResult {
     let backend = backend::open(&registry, &hello.backend)?;
     let dev = backend::device(backend.as_ref(), hello.device)?;
 
-    // First imports, timed: the raw descriptor path and the hal import from
-    // the handle text alone, interleaved, each of a buffer of the demo's size.
-    let mut raw_ns = Vec::with_capacity(hello.probes.len());
-    let mut hal_ns = Vec::with_capacity(hello.probes.len());
+    // First imports, timed, each path against its raw floor, interleaved,
+    // each of a buffer of the demo's size: hal's default import (the direct
+    // path where this process may take the exporter's descriptors) against
+    // a raw `pidfd_getfd`, and hal's import through the broker against a raw
+    // request and `SCM_RIGHTS` reply over a kept connection.
+    let mut scm_ns = Vec::with_capacity(IMPORT_SAMPLES);
+    let mut getfd_ns = Vec::with_capacity(IMPORT_SAMPLES);
+    let mut hal_ns = Vec::with_capacity(IMPORT_SAMPLES);
+    let mut broker_ns = Vec::with_capacity(IMPORT_SAMPLES);
     let mut markers_ok = true;
-    let direct_before = hal::exchange::direct_import_count();
-    for probe in &hello.probes {
-        let (t, byte) = raw::raw_import(&hello.raw_socket, hello.size)?;
-        raw_ns.push(t.as_nanos() as u64);
-        markers_ok &= byte == raw::RAW_MARKER;
-        let (t, byte, mapping) = hal_import(dev.as_ref(), probe, "probe")?;
-        hal_ns.push(t.as_nanos() as u64);
-        markers_ok &= byte == PROBE_MARKER;
+    let mut direct_imports = 0;
+    let mut kept = None;
+    let (mut pidfd, mut getfd_error) = match os::pidfd_open(hello.exporter_pid) {
+        Ok(p) => (Some(p), None),
+        Err(e) => (None, Some(format!("pidfd_open: {e}"))),
+    };
+    let rounds = hello
+        .probes
+        .len()
+        .min(hello.broker_probes.len())
+        .min(hello.getfd_fds.len());
+    for k in 0..rounds {
+        let timed = k >= IMPORT_WARMUP;
+        if let Some(p) = &pidfd {
+            match raw::raw_getfd_import(p.as_fd(), hello.getfd_fds[k], hello.size) {
+                Ok((t, byte)) => {
+                    if timed {
+                        getfd_ns.push(t.as_nanos() as u64);
+                    }
+                    markers_ok &= byte == raw::RAW_MARKER;
+                }
+                Err(f) => {
+                    getfd_error = Some(f.message);
+                    getfd_ns.clear();
+                    pidfd = None;
+                }
+            }
+        }
+        let before = hal::exchange::direct_import_count();
+        let (t, byte, mapping) = hal_import(dev.as_ref(), &hello.probes[k], "probe")?;
         drop(mapping);
+        markers_ok &= byte == PROBE_MARKER;
+        if timed {
+            hal_ns.push(t.as_nanos() as u64);
+            if hal::exchange::direct_import_count() > before {
+                direct_imports += 1;
+            }
+        }
+        let (t, byte) = raw::raw_import_kept(&mut kept, &hello.raw_socket, hello.size)?;
+        markers_ok &= byte == raw::RAW_MARKER;
+        if timed {
+            scm_ns.push(t.as_nanos() as u64);
+        }
+        hal::exchange::set_pidfd_getfd(Some(false));
+        let r = hal_import(dev.as_ref(), &hello.broker_probes[k], "probe");
+        hal::exchange::set_pidfd_getfd(None);
+        let (t, byte, mapping) = r?;
+        drop(mapping);
+        markers_ok &= byte == PROBE_MARKER;
+        if timed {
+            broker_ns.push(t.as_nanos() as u64);
+        }
     }
-    let direct_imports = hal::exchange::direct_import_count() - direct_before;
+    drop(kept);
+    drop(pidfd);
 
     // The demo buffer itself.
     let (buffer_time, first, mapping) = hal_import(dev.as_ref(), &hello.memory, "demo buffer")?;
@@ -112,8 +163,11 @@ fn consumer_steps(chan: &Channel, args: &ConsumerArgs) -> CmdResult {
         .ctx("importing the exporter's notify")?;
 
     let report = Report {
-        raw_import_ns: raw_ns,
+        scm_import_ns: scm_ns,
+        getfd_import_ns: getfd_ns,
+        getfd_error,
         import_ns: hal_ns,
+        broker_import_ns: broker_ns,
         markers_ok,
         buffer_import_ns: buffer_time.as_nanos() as u64,
         direct_imports,

@@ -1,7 +1,7 @@
 //! The exporter's side: allocate, fill and export the buffer, start the
 //! consumer, time the baselines beside it.
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::Instant;
 
 use hal::registry::Registry;
@@ -12,17 +12,44 @@ use crate::child::ConsumerProcess;
 use crate::fail::{CmdResult, Context, Fail};
 use crate::out;
 use crate::pattern::{self, Content};
-use crate::raw::{FutexPair, RawExport};
-use crate::stats::{median_u64, percentiles, ratio};
+use crate::raw::{sealed_probes, FutexPair, RawExport};
+use crate::stats::{percentiles, ratio};
 
 use super::protocol::{
-    blocking_wait, decode, export_options, schedule, DemoArgs, FromConsumer, Hello, Kind,
-    IMPORT_SAMPLES, PASSES, PEER_TIMEOUT, PROBE_MARKER,
+    blocking_wait, decode, export_options, schedule, DemoArgs, FromConsumer, Hello, Kind, Report,
+    IMPORT_SAMPLES, IMPORT_WARMUP, PASSES, PEER_TIMEOUT, PROBE_MARKER,
 };
 use super::report::{
     failure_summary, print_human, BandwidthOut, DemoOut, ImportOut, LeasesOut, Mismatch, NotifyOut,
-    VerifiedOut, BANDWIDTH_BASELINE, IMPORT_BASELINE, NOTIFY_BASELINE,
+    PathOut, VerifiedOut, BANDWIDTH_BASELINE, BROKER_BASELINE, DIRECT_BASELINE, NOTIFY_BASELINE,
 };
+
+/// hal's default import against the raw floor of the path it took: a raw
+/// `pidfd_getfd` where every timed import was direct, else a raw
+/// `SCM_RIGHTS` receipt.
+fn import_out(report: &Report) -> ImportOut {
+    let samples = report.import_ns.len() as u64;
+    let direct = report.direct_imports;
+    let path = if samples > 0 && direct >= samples {
+        "direct"
+    } else if direct == 0 {
+        "broker"
+    } else {
+        "mixed"
+    };
+    let (raw, desc) = if path == "direct" && !report.getfd_import_ns.is_empty() {
+        (&report.getfd_import_ns, DIRECT_BASELINE)
+    } else {
+        (&report.scm_import_ns, BROKER_BASELINE)
+    };
+    ImportOut {
+        path,
+        figures: PathOut::new(&report.import_ns, raw, desc),
+        buffer_import_ns: report.buffer_import_ns,
+        direct,
+        direct_baseline_error: report.getfd_error.clone(),
+    }
+}
 
 /// Run the demo as the exporter.
 pub fn run(args: &DemoArgs) -> CmdResult {
@@ -52,15 +79,20 @@ pub fn run(args: &DemoArgs) -> CmdResult {
 
     // The imports that are timed: probe buffers of the same size, their
     // first page written, against raw memfds of the same size likewise.
-    let mut probes = Vec::with_capacity(IMPORT_SAMPLES);
-    for _ in 0..IMPORT_SAMPLES {
+    // Each path is imported IMPORT_WARMUP + IMPORT_SAMPLES times: hal's
+    // default path and its broker path, a raw SCM_RIGHTS receipt and a raw
+    // pidfd_getfd.
+    let per_path = IMPORT_WARMUP + IMPORT_SAMPLES;
+    let mut probes = Vec::with_capacity(2 * per_path);
+    for _ in 0..2 * per_path {
         let probe = dev.allocate(&desc).ctx("allocating a probe buffer")?;
         probe
             .write(0, &[PROBE_MARKER])
             .ctx("writing a probe buffer")?;
         probes.push(probe);
     }
-    let raw_export = RawExport::new(size, IMPORT_SAMPLES)?;
+    let raw_export = RawExport::new(size, per_path)?;
+    let getfd_memfds = sealed_probes(size, per_path)?;
     let raw_name = raw_export.name().to_string();
     let (futex, futex_fd) = FutexPair::create()?;
 
@@ -104,8 +136,20 @@ pub fn run(args: &DemoArgs) -> CmdResult {
         exporter_id: dev
             .process_id()
             .ctx("asking the backend for this process's id")?,
+        exporter_pid: std::process::id(),
         memory: handle_text.clone(),
-        probes: probe_exports.iter().map(Exported::to_text).collect(),
+        probes: probe_exports[..per_path]
+            .iter()
+            .map(Exported::to_text)
+            .collect(),
+        broker_probes: probe_exports[per_path..]
+            .iter()
+            .map(Exported::to_text)
+            .collect(),
+        getfd_fds: getfd_memfds
+            .iter()
+            .map(|fd| fd.as_raw_fd() as u32)
+            .collect(),
         notify: notify_exported.to_text(),
         size,
         seed,
@@ -126,6 +170,7 @@ pub fn run(args: &DemoArgs) -> CmdResult {
         Ok(r) => r?,
         Err(_) => return Err(Fail::failed("the raw baseline's server thread failed")),
     }
+    drop(getfd_memfds);
     let while_mapped = alloc.importers().ok();
 
     // Notify ping-pong: signal the consumer's notify, wait on our own.
@@ -231,21 +276,12 @@ pub fn run(args: &DemoArgs) -> CmdResult {
             while_mapped,
             after_exit,
         },
-        import: {
-            let value_ns = median_u64(&report.import_ns);
-            let baseline_ns = median_u64(&report.raw_import_ns);
-            ImportOut {
-                value_ns,
-                baseline_ns,
-                ratio: ratio(value_ns as f64, baseline_ns as f64),
-                samples: report.import_ns.len(),
-                value_samples_ns: report.import_ns.clone(),
-                baseline_samples_ns: report.raw_import_ns.clone(),
-                buffer_import_ns: report.buffer_import_ns,
-                direct: report.direct_imports,
-                baseline: IMPORT_BASELINE,
-            }
-        },
+        import: import_out(&report),
+        import_broker: PathOut::new(
+            &report.broker_import_ns,
+            &report.scm_import_ns,
+            BROKER_BASELINE,
+        ),
         notify_round_trip: NotifyOut {
             ok: pingpong_done,
             wait: "blocking (no spin phase)",
@@ -253,7 +289,6 @@ pub fn run(args: &DemoArgs) -> CmdResult {
             baseline: raw_p,
             ratio_p50: ratio(hal_p.p50_ns as f64, raw_p.p50_ns as f64),
             ratio_p99: ratio(hal_p.p99_ns as f64, raw_p.p99_ns as f64),
-            ratio_max: ratio(hal_p.max_ns as f64, raw_p.max_ns as f64),
             baseline_desc: NOTIFY_BASELINE,
         },
         read_bandwidth: BandwidthOut {

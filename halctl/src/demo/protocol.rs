@@ -21,6 +21,10 @@ pub(super) const BLOCKS: u32 = 4;
 pub(super) const PASSES: u32 = 5;
 /// First imports timed of each kind (interleaved); the median is reported.
 pub(super) const IMPORT_SAMPLES: usize = 5;
+/// Imports of each kind before the timed ones, discarded (the first
+/// connection to the broker, the board's first fetch, the raw socket's
+/// connection are set up there).
+pub(super) const IMPORT_WARMUP: usize = 1;
 /// The byte at offset 0 of the probe buffers whose imports are timed.
 pub(super) const PROBE_MARKER: u8 = 0xa5;
 
@@ -80,8 +84,16 @@ pub(super) struct Hello {
     pub(super) device: u32,
     /// The exporter's `Device::process_id()`, for the consumer's allow-list.
     pub(super) exporter_id: u32,
+    /// The exporter's OS pid, for the raw `pidfd_getfd` baseline.
+    pub(super) exporter_pid: u32,
     pub(super) memory: String,
+    /// Buffers imported by hal's default path (the direct one where it may).
     pub(super) probes: Vec<String>,
+    /// Buffers imported with the direct path off (through the broker).
+    pub(super) broker_probes: Vec<String>,
+    /// The exporter's descriptor numbers of the raw memfds taken with
+    /// `pidfd_getfd`.
+    pub(super) getfd_fds: Vec<u32>,
     pub(super) notify: String,
     pub(super) size: u64,
     pub(super) seed: u64,
@@ -92,12 +104,20 @@ pub(super) struct Hello {
 
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct Report {
-    pub(super) raw_import_ns: Vec<u64>,
+    /// Raw: a request and an `SCM_RIGHTS` reply over a kept connection.
+    pub(super) scm_import_ns: Vec<u64>,
+    /// Raw: `pidfd_getfd` of the exporter's descriptor (empty if refused).
+    pub(super) getfd_import_ns: Vec<u64>,
+    /// Why the raw `pidfd_getfd` baseline could not be measured.
+    pub(super) getfd_error: Option<String>,
+    /// hal's default import.
     pub(super) import_ns: Vec<u64>,
+    /// hal's import with the direct path off.
+    pub(super) broker_import_ns: Vec<u64>,
     pub(super) markers_ok: bool,
     pub(super) buffer_import_ns: u64,
-    /// How many of the timed imports asked no one (the exporter's board,
-    /// `pidfd_getfd`): the direct path; the others asked its broker.
+    /// How many of the timed default imports asked no one (the exporter's
+    /// board, `pidfd_getfd`): the direct path; the others asked its broker.
     pub(super) direct_imports: u64,
     pub(super) first_byte_ok: bool,
     pub(super) mapped_len: u64,

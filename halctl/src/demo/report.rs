@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use crate::fail::CmdResult;
 use crate::out;
-use crate::stats::Percentiles;
+use crate::stats::{median_u64, ratio, Percentiles};
 
 #[derive(Debug, Serialize)]
 pub(super) struct Mismatch {
@@ -23,20 +23,52 @@ pub(super) struct VerifiedOut {
     pub(super) crc32_consumer: String,
 }
 
+/// One import path's first imports against the raw calls of that path.
 #[derive(Debug, Serialize)]
-pub(super) struct ImportOut {
+pub(super) struct PathOut {
     pub(super) value_ns: u64,
     pub(super) baseline_ns: u64,
     pub(super) ratio: f64,
     pub(super) samples: usize,
     pub(super) value_samples_ns: Vec<u64>,
     pub(super) baseline_samples_ns: Vec<u64>,
+    pub(super) baseline: &'static str,
+}
+
+impl PathOut {
+    /// The medians of `value` and `baseline` and their ratio.
+    pub(super) fn new(value: &[u64], baseline: &[u64], desc: &'static str) -> PathOut {
+        let value_ns = median_u64(value);
+        let baseline_ns = median_u64(baseline);
+        PathOut {
+            value_ns,
+            baseline_ns,
+            ratio: ratio(value_ns as f64, baseline_ns as f64),
+            samples: value.len(),
+            value_samples_ns: value.to_vec(),
+            baseline_samples_ns: baseline.to_vec(),
+            baseline: desc,
+        }
+    }
+}
+
+/// hal's default import: the path it took, against the raw calls of that
+/// path.
+#[derive(Debug, Serialize)]
+pub(super) struct ImportOut {
+    /// `direct` (every timed import taken from the exporter's board with
+    /// `pidfd_getfd`), `broker` (every one asked the broker) or `mixed`.
+    pub(super) path: &'static str,
+    #[serde(flatten)]
+    pub(super) figures: PathOut,
     /// The (untimed-for-the-ratio) import of the demo buffer itself.
     pub(super) buffer_import_ns: u64,
     /// How many of the timed imports took the direct path (the exporter's
     /// board, no request); the others asked the exporter's broker.
     pub(super) direct: u64,
-    pub(super) baseline: &'static str,
+    /// Why the raw `pidfd_getfd` floor could not be measured, if it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) direct_baseline_error: Option<String>,
 }
 
 /// How `samples` timed imports of which `direct` took the direct path
@@ -49,7 +81,7 @@ fn import_path(direct: u64, samples: usize) -> String {
             .to_string()
     } else if direct >= samples {
         "each taken from the exporter's board with pidfd_getfd (the direct path; the board \
-         itself came from the exporter's broker once)"
+         itself came from the exporter's broker once, before the timed imports)"
             .to_string()
     } else {
         format!(
@@ -67,7 +99,6 @@ pub(super) struct NotifyOut {
     pub(super) baseline: Percentiles,
     pub(super) ratio_p50: f64,
     pub(super) ratio_p99: f64,
-    pub(super) ratio_max: f64,
     pub(super) baseline_desc: &'static str,
 }
 
@@ -103,12 +134,19 @@ pub(super) struct DemoOut {
     pub(super) verified: VerifiedOut,
     pub(super) leases: LeasesOut,
     pub(super) import: ImportOut,
+    /// hal's import with the direct path off: a request to the exporter's
+    /// broker, against a raw request and `SCM_RIGHTS` reply.
+    pub(super) import_broker: PathOut,
     pub(super) notify_round_trip: NotifyOut,
     pub(super) read_bandwidth: BandwidthOut,
 }
 
-pub(super) const IMPORT_BASELINE: &str =
-    "raw memfd: connect + SCM_RIGHTS receipt + fstat + mmap + first touch";
+pub(super) const DIRECT_BASELINE: &str =
+    "raw pidfd_getfd of a sealed memfd in the exporter + fstat + mmap + first touch \
+     (the pidfd opened once, beforehand)";
+pub(super) const BROKER_BASELINE: &str =
+    "raw request + SCM_RIGHTS reply of a sealed memfd over a kept Unix socket connection \
+     + fstat + mmap + first touch";
 pub(super) const NOTIFY_BASELINE: &str = "raw futex ping-pong on a shared memfd, blocking waits";
 pub(super) const BANDWIDTH_BASELINE: &str = "a private buffer of the same size in the consumer";
 
@@ -135,20 +173,28 @@ pub(super) fn gbps(v: f64) -> String {
 
 pub(super) fn print_human(r: &DemoOut) -> CmdResult {
     let short: String = r.handle.chars().take(28).collect();
-    out::line(format!(
-        "halctl demo on {} (device {}): {} buffer, exporter pid {}, consumer pid {}",
-        r.backend,
-        r.device,
-        out::bytes(r.size),
-        r.exporter_pid,
-        r.consumer_pid
-    ))?;
-    out::line(format!(
-        "  export   filled with a pattern (crc32 {}), handle {short}... ({} chars), importers: {}",
-        r.verified.crc32_exporter,
-        r.handle.len(),
-        r.importers
-    ))?;
+    out::wrapped(
+        "",
+        "  ",
+        &format!(
+            "halctl demo on {} (device {}): {} buffer, exporter pid {}, consumer pid {}",
+            r.backend,
+            r.device,
+            out::bytes(r.size),
+            r.exporter_pid,
+            r.consumer_pid
+        ),
+    )?;
+    out::wrapped(
+        "  export  ",
+        "           ",
+        &format!(
+            "filled with a pattern (crc32 {}), handle {short}... ({} chars), importers: {}",
+            r.verified.crc32_exporter,
+            r.handle.len(),
+            r.importers
+        ),
+    )?;
     let verdict = if r.verified.ok {
         format!(
             "every byte matches, crc32 {} matches",
@@ -166,85 +212,160 @@ pub(super) fn print_human(r: &DemoOut) -> CmdResult {
             ),
         }
     };
-    out::line(format!(
-        "  verify   the consumer read {} bytes: {verdict}",
-        r.verified.bytes
-    ))?;
-    let lease = |v: Option<usize>| v.map_or("n/a".to_string(), |n| n.to_string());
-    out::line(format!(
-        "  leases   importers while mapped: {}, after the consumer exited: {}",
-        lease(r.leases.while_mapped),
-        lease(r.leases.after_exit)
-    ))?;
-    out::line("")?;
-    out::line(format!(
-        "  {:<24} {:>12} {:>12} {:>8}",
-        "", "hal", "baseline", "ratio"
-    ))?;
-    let i = &r.import;
-    out::line(format!(
-        "  {:<24} {:>12} {:>12} {:>7.2}x  [1]",
-        "import + first touch",
-        out::nanos(i.value_ns),
-        out::nanos(i.baseline_ns),
-        i.ratio,
-    ))?;
-    let n = &r.notify_round_trip;
-    let rows = [
-        (
-            "p50",
-            n.value.p50_ns,
-            n.baseline.p50_ns,
-            n.ratio_p50,
-            "  [2]",
-        ),
-        ("p99", n.value.p99_ns, n.baseline.p99_ns, n.ratio_p99, ""),
-        ("max", n.value.max_ns, n.baseline.max_ns, n.ratio_max, ""),
-    ];
-    for (k, (label, v, b, q, note)) in rows.into_iter().enumerate() {
-        let head = if k == 0 { "notify round trip" } else { "" };
-        out::line(format!(
-            "  {head:<20} {label} {:>12} {:>12} {q:>7.2}x{note}",
-            out::nanos(v),
-            out::nanos(b)
-        ))?;
-    }
-    let b = &r.read_bandwidth;
-    out::line(format!(
-        "  {:<24} {:>12} {:>12} {:>7.2}x  [3]",
-        "read bandwidth",
-        gbps(b.value_gbps),
-        gbps(b.baseline_gbps),
-        b.ratio,
-    ))?;
-    out::line("")?;
-    out::line("  baselines, measured in this run between the same two processes:")?;
-    out::line(format!(
-        "  [1] {}; median of {} first imports of each, interleaved",
-        i.baseline, i.samples
-    ))?;
-    out::line(format!(
-        "      hal's imports: {}",
-        import_path(i.direct, i.samples)
-    ))?;
-    out::line(format!(
-        "  [2] {}; {} round trips of each, interleaved",
-        n.baseline_desc, n.value.n
-    ))?;
-    out::line(format!(
-        "  [3] {}, read the same way: {}; median of {} passes",
-        b.baseline, b.path, b.passes
-    ))?;
-    out::line(
-        "  ratio = hal / baseline: for times lower is better, for bandwidth higher is better",
+    out::wrapped(
+        "  verify  ",
+        "           ",
+        &format!("the consumer read {} bytes: {verdict}", r.verified.bytes),
     )?;
+    let lease = |v: Option<usize>| v.map_or("n/a".to_string(), |n| n.to_string());
+    out::wrapped(
+        "  leases  ",
+        "           ",
+        &format!(
+            "importers while mapped: {}, after the consumer exited: {}",
+            lease(r.leases.while_mapped),
+            lease(r.leases.after_exit)
+        ),
+    )?;
+    out::line("")?;
+    for l in table(r) {
+        out::line(l)?;
+    }
     out::line("")?;
     out::line(if r.ok {
         format!(
             "ok: every byte verified in the consumer, {} notify round trips completed",
-            n.value.n
+            r.notify_round_trip.value.n
         )
     } else {
         "FAILED: see above".to_string()
     })
+}
+
+/// A row of the figures table: label, hal, baseline, ratio, note.
+fn row(label: &str, hal: &str, base: &str, ratio: &str, note: &str) -> String {
+    format!("  {label:<26} {hal:>11} {base:>11} {ratio:>7}  {note}")
+        .trim_end()
+        .to_string()
+}
+
+fn times(q: f64) -> String {
+    format!("{q:.2}x")
+}
+
+/// The figures table and its notes, each line within [`out::WIDTH`].
+pub(super) fn table(r: &DemoOut) -> Vec<String> {
+    let mut lines = vec![row("", "hal", "raw", "ratio", "")];
+    let mut notes: Vec<String> = Vec::new();
+    let mut note = |text: String| {
+        notes.push(text);
+        format!("[{}]", notes.len())
+    };
+    let i = &r.import;
+    let f = &i.figures;
+    let b = &r.import_broker;
+    let import_label = match i.path {
+        "direct" => "import, direct path",
+        "mixed" => "import, default (mixed)",
+        _ => "import, default path",
+    };
+    if i.path != "broker" {
+        let k = note(format!(
+            "{import_label}: hal's default import + first touch, {}; against {}; median of {} \
+             of each, interleaved",
+            import_path(i.direct, f.samples),
+            f.baseline,
+            f.samples
+        ));
+        lines.push(row(
+            import_label,
+            &out::nanos(f.value_ns),
+            &out::nanos(f.baseline_ns),
+            &times(f.ratio),
+            &k,
+        ));
+    }
+    let mut broker_note = format!(
+        "import, broker path: hal's import + first touch with the direct path off (a request \
+         to the exporter's broker, the descriptor over SCM_RIGHTS on a kept connection); \
+         against {}; median of {} of each, interleaved",
+        b.baseline, b.samples
+    );
+    if i.path == "broker" {
+        broker_note.push_str(&format!(
+            ". hal's default imports took this path too: {}",
+            import_path(i.direct, f.samples)
+        ));
+        if let Some(e) = &i.direct_baseline_error {
+            broker_note.push_str(&format!(" (a raw pidfd_getfd here: {e})"));
+        }
+    }
+    let k = note(broker_note);
+    lines.push(row(
+        "import, broker path",
+        &out::nanos(b.value_ns),
+        &out::nanos(b.baseline_ns),
+        &times(b.ratio),
+        &k,
+    ));
+    let n = &r.notify_round_trip;
+    let k = note(format!(
+        "notify round trip: {}; {} round trips of each, interleaved; max is the single worst \
+         round trip of each, shown without a ratio (one preempted sample decides it)",
+        n.baseline_desc, n.value.n
+    ));
+    lines.push(row(
+        "notify round trip p50",
+        &out::nanos(n.value.p50_ns),
+        &out::nanos(n.baseline.p50_ns),
+        &times(n.ratio_p50),
+        &k,
+    ));
+    lines.push(row(
+        "notify round trip p99",
+        &out::nanos(n.value.p99_ns),
+        &out::nanos(n.baseline.p99_ns),
+        &times(n.ratio_p99),
+        "",
+    ));
+    lines.push(row(
+        "notify round trip max",
+        &out::nanos(n.value.max_ns),
+        &out::nanos(n.baseline.max_ns),
+        "-",
+        "",
+    ));
+    let bw = &r.read_bandwidth;
+    let k = note(format!(
+        "read bandwidth: {}, read the same way: {}; median of {} passes",
+        bw.baseline, bw.path, bw.passes
+    ));
+    lines.push(row(
+        "read bandwidth",
+        &gbps(bw.value_gbps),
+        &gbps(bw.baseline_gbps),
+        &times(bw.ratio),
+        &k,
+    ));
+    lines.push(String::new());
+    lines.push(
+        "  raw: the same job done with the raw system calls, in this run, between the same two \
+                processes:"
+            .to_string(),
+    );
+    for (k, text) in notes.iter().enumerate() {
+        lines.extend(out::wrap(
+            &format!("  [{}] ", k + 1),
+            "      ",
+            text,
+            out::WIDTH,
+        ));
+    }
+    lines.extend(out::wrap(
+        "  ",
+        "  ",
+        "ratio = hal / raw: for times lower is better, for bandwidth higher is better",
+        out::WIDTH,
+    ));
+    lines
 }
