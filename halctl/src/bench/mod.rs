@@ -95,8 +95,8 @@ pub struct BenchArgs {
     /// Print one JSON object per scenario per line instead of a table.
     #[arg(long)]
     json: bool,
-    /// Fewer samples and a 64 MiB read-bandwidth region: a few seconds on
-    /// two cores instead of about twenty.
+    /// Fewer samples and a 64 MiB read-bandwidth region: about 10 s on a
+    /// 2-core VM instead of about 46.
     #[arg(long)]
     quick: bool,
     /// Also write an SVG of p50 and p99 per scenario beside its baseline.

@@ -423,7 +423,7 @@ fn row_text(
     note: &str,
     target: &str,
 ) -> String {
-    format!("  {label:<24} {n:>7} {p50:>9} {p99:>9}  {base:>9} {ratio:>7}{note:<5} {target}")
+    format!("  {label:<24} {n:>7} {p50:>9} {p99:>9} {base:>9} {ratio:>7} {note:<5} {target}")
 }
 
 /// A ratio in at most 7 columns.
