@@ -409,7 +409,7 @@ impl Printer {
 /// The width of the scenario column; longer labels go on a line of their own.
 const LABEL_COLUMN: usize = 24;
 /// The most a target cell may take and keep the row within [`out::WIDTH`].
-const TARGET_COLUMN: usize = out::WIDTH - 79;
+const TARGET_COLUMN: usize = out::WIDTH - 80;
 
 /// A row of the table, its columns aligned.
 #[allow(clippy::too_many_arguments)]
@@ -428,7 +428,9 @@ fn row_text(
 
 /// A ratio in at most 7 columns.
 fn ratio_cell(r: f64) -> String {
-    if r >= 100.0 {
+    if r >= 999_999.5 {
+        format!("{r:.0e}x")
+    } else if r >= 100.0 {
         format!("{r:.0}x")
     } else {
         format!("{r:.2}x")
