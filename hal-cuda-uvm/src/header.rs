@@ -41,7 +41,8 @@
 //!   taken over as one of a gone holder is. A holder whose maps this
 //!   process may not read (another user's process, one that is not
 //!   dumpable: pid 1 of some containers) is believed, up to the caller's
-//!   patience.
+//!   patience, by every call but `Residency::reclaim`, the operator's
+//!   recovery, which breaks it ([`break_unproven`]).
 //!
 //! What a forger can still do is deny service while it runs (hold the lock
 //! as itself, stamped: every call answers `Timeout` naming it) and corrupt
@@ -446,6 +447,43 @@ pub fn lock(m: &dyn Memory, patience: Duration) -> Result<Locked<'_>> {
     }
 }
 
+/// Break the lock when its holder cannot be shown to hold it: gone, or
+/// alive but not seen to map the header (its `/proc/PID/maps` lists no
+/// mapping of the header's file, or cannot be read: another user's
+/// process, one that is not dumpable, pid 1 of some containers). A lock
+/// word that [`lock`] would believe for the caller's whole patience,
+/// broken on purpose by the operator's recovery (`Residency::reclaim`).
+/// This process's own locks and holders seen to map the header are left
+/// alone. True when a lock was broken.
+pub fn break_unproven(m: &dyn Memory) -> Result<bool> {
+    let (word, started) = words(m)?;
+    let holder = word.load(Ordering::Acquire);
+    if holder == 0 || ours().contains(&holder) {
+        return Ok(false);
+    }
+    let pid = pid_of(holder);
+    let stamp = started.load(Ordering::Acquire);
+    let header = word as *const AtomicU64 as *const u8;
+    let proven = !holder_is_gone(pid, stamp)
+        && hal_core::kit::os::maps_same_object(pid, header) == Some(true);
+    if proven {
+        return Ok(false);
+    }
+    let broken = started
+        .compare_exchange(stamp, 0, Ordering::AcqRel, Ordering::Relaxed)
+        .is_ok()
+        && word
+            .compare_exchange(holder, 0, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok();
+    if broken {
+        log::warn!(
+            "a residency lock held in the name of process {pid}, which is not seen to map the \
+             header, was broken by a reclaim"
+        );
+    }
+    Ok(broken)
+}
+
 /// What a waiter answers when the lock's live holder kept it past the
 /// waiter's `patience`.
 fn busy(holder: u64, patience: Duration) -> Error {
@@ -456,8 +494,9 @@ fn busy(holder: u64, patience: Duration) -> Error {
             "the lock of a residency header, held by process {pid}, which is alive: retry \
              later; if process {pid} is stopped or does not use this buffer, it holds the lock \
              wrongly (any attached process can write the lock word): end it, and the next \
-             call takes the lock over; Residency::set_lock_patience waits longer for a slow \
-             holder"
+             call takes the lock over, or, if it cannot be ended (pid 1), call \
+             Residency::reclaim, which breaks a lock whose holder is not seen to map the \
+             header; Residency::set_lock_patience waits longer for a slow holder"
         ),
     }
 }

@@ -446,7 +446,16 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
     /// its next call on it, or when it lets go of its [`Residency`]; reclaim
     /// a chunk only once no survivor will, since its device writes are lost
     /// then.
+    ///
+    /// First, a header lock held in the name of a process that is not seen
+    /// to map the header (gone, or whose maps this process may not read) is
+    /// broken ([`header::break_unproven`]): every other call believes such
+    /// a holder up to the lock's patience.
     pub fn reclaim(&mut self, offset: u64, len: u64) -> Result<Vec<u64>> {
+        // The operator's recovery: a lock held in the name of a process not
+        // seen to map the header (a forged word naming pid 1, say) is
+        // broken first.
+        header::break_unproven(self.header.memory())?;
         let mut given_up = Vec::new();
         for i in self.span(offset, len)? {
             let header = Arc::clone(&self.header);

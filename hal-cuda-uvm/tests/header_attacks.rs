@@ -195,6 +195,8 @@ fn residency_forged_lock_does_not_hang() {
         .unwrap();
     let mut second = Residency::attach(dev, &mapping, r.header_text()).unwrap();
     let mut attacker = Attacker::spawn(r.header_text());
+    // A second attacker, attached now, used at the end.
+    let mut forger = Attacker::spawn(r.header_text());
     let me = std::process::id();
     let mut got = [0u8; 6];
 
@@ -263,6 +265,20 @@ fn residency_forged_lock_does_not_hang() {
     assert!(second.writeback(0, THREE).unwrap().is_empty());
     assert_eq!(home(&a, 0, 6), b"victim");
     assert!(!second.slot(0).unwrap().on_device);
+
+    // A lock word in the name of pid 1 (which never exits), with its true
+    // start time, left by a process that then exited: the calls believe it
+    // where pid 1's maps cannot be read (and take it over where they can);
+    // the operator's recovery breaks it either way, and the calls go on.
+    let start = hal_core::kit::os::process_start_time(1).unwrap_or(0);
+    forger.run(&format!("lock 1 {start}"));
+    forger.finish();
+    assert!(
+        second.reclaim(0, THREE).unwrap().is_empty(),
+        "nothing to give up"
+    );
+    second.read(0, &mut got).unwrap();
+    assert_eq!(&got, b"victim");
 }
 
 /// A chunk's slot set to home (state 0) at generation `generation`.

@@ -636,3 +636,30 @@ fn the_grace_runs_per_word_from_the_first_look() {
     assert!(!again.forged_or_gone(word(3), 0, t0));
     assert!(again.forged_or_gone(u64::from(pid) << 32 | 1, 0, t0));
 }
+
+/// A lock word in the name of a live process that is not seen to map the
+/// header (a `sleep`; pid 1, whose maps may be unreadable) is broken by
+/// the recovery; a holder that maps it, and this process's own lock, are
+/// left alone.
+#[test]
+fn the_recovery_breaks_a_lock_no_mapper_holds() {
+    let p = page();
+    init(&p, 2 << 20, 1).unwrap();
+    let stranger = Stranger::new();
+    let pid = stranger.0.id();
+    held_by(&p, pid, hal_core::kit::os::process_start_time(pid).unwrap());
+    assert!(break_unproven(&p).unwrap(), "a holder that maps nothing");
+    assert_eq!(u64_at(&p, 24).unwrap(), 0);
+    held_by(&p, 1, hal_core::kit::os::process_start_time(1).unwrap_or(0));
+    assert!(break_unproven(&p).unwrap(), "pid 1, whatever its maps");
+    let holder = Live::new();
+    held_by(&p, holder.pid(), holder.start());
+    assert!(
+        !break_unproven(&p).unwrap(),
+        "a holder that maps the header"
+    );
+    held_by(&p, 0, 0);
+    let mine = lock(&p, PATIENCE).unwrap();
+    assert!(!break_unproven(&p).unwrap(), "this process's own lock");
+    drop(mine);
+}
