@@ -1,7 +1,8 @@
 //! `halctl shm ls` and `halctl shm gc`: the named regions this library
 //! created on this machine (those with its metadata beside them), their
 //! owners, and the removal of those whose owner died, with the names of
-//! this user's channels and groups whose members all died.
+//! this user's channels and groups whose members all died (every user's,
+//! run as root).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -26,7 +27,8 @@ pub enum ShmCommand {
     },
     /// Remove the regions whose creator has died, and (without NAMEs) this
     /// user's channel names whose publisher died and group names whose
-    /// members all died. Regions and names of live processes, and regions
+    /// members all died (every user's, as root, each removed as its owner).
+    /// Regions and names of live processes, and regions
     /// this library did not create, are never touched.
     /// Metadata whose region is gone, or whose name now leads to another
     /// object (perhaps another user's), is removed alone and reported as
@@ -99,6 +101,8 @@ struct NameEntry {
     kind: &'static str,
     name: String,
     path: String,
+    /// The owner's uid (another user's only where root collected it).
+    uid: u32,
     /// The dead processes: a channel's publisher, a group's members.
     pids: Vec<u32>,
 }
@@ -116,6 +120,7 @@ fn channel_entry(c: &DeadChannel) -> NameEntry {
         kind: "channel",
         name: c.name.clone(),
         path: c.path.display().to_string(),
+        uid: c.uid,
         pids: vec![c.publisher],
     }
 }
@@ -125,12 +130,14 @@ fn group_entry(g: &DeadGroup) -> NameEntry {
         kind: "group",
         name: g.name.clone(),
         path: g.path.display().to_string(),
+        uid: g.uid,
         pids: g.members.clone(),
     }
 }
 
 /// The names of this user's channels whose publisher died and groups whose
-/// members all died, removed (or, with `dry_run`, that would be).
+/// members all died (every user's, run as root), removed (or, with
+/// `dry_run`, that would be).
 fn gc_names(dry_run: bool) -> CmdResult<Vec<NameEntry>> {
     let channels = channel::collect_garbage(dry_run).ctx("collecting dead channels' names")?;
     let groups = group::collect_garbage(dry_run).ctx("collecting dead groups' names")?;
@@ -322,7 +329,14 @@ fn print_gc(removed: &[GcEntry], dry_run: bool, everything: bool) -> CmdResult {
 
 fn print_names(dead: &[NameEntry], dry_run: bool) -> CmdResult {
     let verb = if dry_run { "would remove" } else { "removed" };
+    let me = nix::unistd::geteuid().as_raw();
     for n in dead {
+        // Another user's name (root collects every user's): whose it is.
+        let owner = if n.uid == me {
+            String::new()
+        } else {
+            format!("owner uid {}, ", n.uid)
+        };
         let who = match (n.kind, n.pids.as_slice()) {
             ("channel", [pid]) => format!("publisher pid {pid} is gone"),
             (_, []) => "it lists no member".to_string(),
@@ -336,7 +350,7 @@ fn print_names(dead: &[NameEntry], dry_run: bool) -> CmdResult {
             ),
         };
         out::line(format!(
-            "{verb} {} name {} ({}, {who})",
+            "{verb} {} name {} ({owner}{}, {who})",
             n.kind, n.name, n.path
         ))?;
     }

@@ -88,6 +88,11 @@ fn gc_removes_and_reports_a_dead_channel_name() {
         .unwrap_or_else(|| panic!("the dead channel is not listed: {v}"));
     assert_eq!(entry["kind"], "channel", "{v}");
     assert_eq!(entry["pids"], serde_json::json!([pid]), "{v}");
+    assert_eq!(
+        entry["uid"],
+        serde_json::json!(nix::unistd::geteuid().as_raw()),
+        "the caller's own name: {v}"
+    );
     assert!(!names.iter().any(|n| n["name"] == live.as_str()), "{v}");
     assert!(dead_path.exists(), "a dry run removes nothing");
 

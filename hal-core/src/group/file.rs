@@ -28,6 +28,17 @@ pub(super) fn path(name: &str) -> Result<PathBuf> {
     os::private_path(KIND, name)
 }
 
+/// The path of user `uid`'s group `name`.
+pub(super) fn path_of(uid: u32, name: &str) -> Result<PathBuf> {
+    os::private_path_of(KIND, uid, name)
+}
+
+/// The names of the groups the calling user may collect, with their
+/// owners' uids ([`os::collectable_names`]).
+pub(super) fn collectable_names() -> Result<Vec<(u32, String)>> {
+    os::collectable_names(KIND)
+}
+
 /// A member's hold on its group: the name, the board, its slot, and its
 /// descriptor of the board, open while it is a member (later joiners may
 /// reach the board through it).

@@ -204,7 +204,7 @@ fn remove_stale(name: &str, listed: &Meta, me: u32) -> Result<Option<RegionInfo>
     if now.alive {
         return Ok(None);
     }
-    as_fs_user(listed.uid, || {
+    os::as_fs_user(listed.uid, "removing a region as its owner", || {
         if now.present {
             match nix::sys::mman::shm_unlink(shm_path(name).as_str()) {
                 Ok(()) => {}
@@ -223,104 +223,9 @@ fn remove_stale(name: &str, listed: &Meta, me: u32) -> Result<Option<RegionInfo>
     })
 }
 
-/// Run `f` on a short-lived thread whose file-system uid is `uid`, so that
-/// the kernel checks its unlinks against `uid` rather than against root's
-/// powers. (`setfsuid` changes only the calling thread; the thread sets it
-/// back before it ends, and ends right after `f`.) When `uid` is already this
-/// process's effective uid, `f` runs here.
-fn as_fs_user<T: Send>(uid: u32, f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
-    let me = euid();
-    if uid == me {
-        return f();
-    }
-    std::thread::scope(|s| {
-        let worker = hal_core::kit::os::thread::spawn_scoped(s, "hal-shm-gc", move || {
-            set_fsuid(uid)?;
-            let r = f();
-            let back = set_fsuid(me);
-            r.and_then(|v| back.map(|()| v))
-        })
-        .map_err(|e| Error::io("starting a thread to remove a region as its owner", e))?;
-        worker.join().unwrap_or_else(|_| {
-            Err(Error::io(
-                "removing a region as its owner",
-                std::io::Error::other("the removing thread panicked"),
-            ))
-        })
-    })
-}
-
-/// Set this thread's file-system uid, and check that it took.
-fn set_fsuid(uid: u32) -> Result<()> {
-    // SAFETY: setfsuid(2) takes an integer and changes only the calling
-    // thread's file-system uid; it touches no memory.
-    unsafe { libc::setfsuid(uid) };
-    // It returns the previous value whether or not it succeeded; an invalid
-    // uid (-1) changes nothing and returns the current one.
-    // SAFETY: as above.
-    let now = unsafe { libc::setfsuid(u32::MAX) } as u32;
-    if now == uid {
-        Ok(())
-    } else {
-        Err(Error::PermissionDenied {
-            pid: None,
-            reason: format!(
-                "cannot act as uid {uid} to remove its regions (setfsuid needs CAP_SETUID); \
-                 run the cleanup as that user"
-            ),
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A file in [`SHM_DIR`] owned by `uid`, removed when dropped.
-    struct Planted(String);
-
-    impl Planted {
-        fn new(tag: &str, uid: u32) -> Planted {
-            let path = format!("{SHM_DIR}/hal-unit-{}-{tag}", std::process::id());
-            std::fs::write(&path, b"x").unwrap();
-            nix::unistd::chown(path.as_str(), Some(uid.into()), None).unwrap();
-            Planted(path)
-        }
-    }
-
-    impl Drop for Planted {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-
-    fn unlink(path: &str) -> Result<()> {
-        nix::unistd::unlink(path).map_err(|e| Error::errno(format!("unlinking {path}"), e))
-    }
-
-    #[test]
-    fn removal_as_the_owner_is_checked_by_the_kernel() {
-        if euid() != 0 {
-            hal_core::testing::not_run("acting as another uid needs root here");
-            return;
-        }
-        // Root's file: a thread acting as uid 65534 cannot unlink it.
-        let roots = Planted::new("fsuid-root", 0);
-        let e = as_fs_user(65534, || unlink(&roots.0)).unwrap_err();
-        assert!(e.to_string().contains("not permitted"), "{e}");
-        assert!(std::path::Path::new(&roots.0).exists());
-        // That user's own file: it can.
-        let theirs = Planted::new("fsuid-theirs", 65534);
-        as_fs_user(65534, || unlink(&theirs.0)).unwrap();
-        assert!(!std::path::Path::new(&theirs.0).exists());
-        // This thread's file-system uid did not change.
-        // SAFETY: setfsuid(-1) reads the calling thread's value, changes nothing.
-        assert_eq!(unsafe { libc::setfsuid(u32::MAX) }, 0);
-        // As this process's own uid, it runs here.
-        let here = std::thread::current().id();
-        let ran_on = as_fs_user(0, || Ok(std::thread::current().id())).unwrap();
-        assert_eq!(ran_on, here);
-    }
 
     #[test]
     fn metadata_is_removed_only_while_the_name_leads_to_it() {

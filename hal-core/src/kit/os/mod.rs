@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
+mod as_user;
 pub mod elf;
 mod flock;
 mod host;
@@ -30,6 +31,7 @@ mod process;
 mod quick_stat;
 pub mod thread;
 
+pub use as_user::{as_fs_user, unlink_as};
 pub use flock::{lock_patiently, unlock};
 pub use host::{is_mapped, HostRange, HostRegistry};
 pub use ids::{random_id, unique_id};
@@ -42,7 +44,8 @@ pub use peer_fd::{open_peer_fd, reach_memfd, Unreached};
 pub use pidfd::{pidfd_alive, pidfd_getfd, pidfd_getfd_allowed, pidfd_open};
 pub use pins::current_start_time;
 pub use private_file::{
-    private_names, private_path, PrivateFile, PrivateLock, MAX_PRIVATE_NAME, PRIVATE_DIR,
+    collectable_names, private_names, private_path, private_path_of, PrivateFile, PrivateLock,
+    MAX_PRIVATE_NAME, PRIVATE_DIR,
 };
 pub use process::{
     pid, pid_namespace, process_alive, process_euid, process_start_time, self_identity,

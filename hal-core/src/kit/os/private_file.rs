@@ -25,6 +25,13 @@ pub const MAX_PRIVATE_NAME: usize = 200;
 /// `/dev/shm/.hal-KIND.UID.NAME`. `name` is checked: printable ASCII
 /// without `/`, 1 to [`MAX_PRIVATE_NAME`] bytes.
 pub fn private_path(kind: &str, name: &str) -> Result<PathBuf> {
+    private_path_of(kind, nix::unistd::geteuid().as_raw(), name)
+}
+
+/// The path of `kind`'s object `name` of user `uid`
+/// (`/dev/shm/.hal-KIND.UID.NAME`), `name` checked as [`private_path`]
+/// checks it.
+pub fn private_path_of(kind: &str, uid: u32, name: &str) -> Result<PathBuf> {
     let bad = |why: &str| Err(Error::invalid(format!("{kind} name {name:?} {why}")));
     if name.is_empty() {
         return bad("is empty");
@@ -39,8 +46,7 @@ pub fn private_path(kind: &str, name: &str) -> Result<PathBuf> {
         return bad(&format!("contains {c:?}: names are printable ASCII"));
     }
     Ok(PathBuf::from(format!(
-        "{PRIVATE_DIR}/.hal-{kind}.{}.{name}",
-        nix::unistd::geteuid()
+        "{PRIVATE_DIR}/.hal-{kind}.{uid}.{name}"
     )))
 }
 
@@ -67,21 +73,63 @@ pub fn private_names(kind: &str) -> Result<Vec<String>> {
     Ok(names)
 }
 
-/// True when `meta` is a regular file of the calling user that no other
-/// user may open.
-fn private_to_caller(meta: &std::fs::Metadata) -> bool {
-    meta.uid() == nix::unistd::geteuid().as_raw()
-        && meta.mode() & 0o077 == 0
-        && meta.file_type().is_file()
+/// The names of `kind`'s objects that the calling user may collect, with
+/// the uid each name carries (`/dev/shm/.hal-KIND.UID.NAME`), in name
+/// order: root's are every user's, another user's only its own. A `UID`
+/// not written as [`private_path_of`] writes it, and a `NAME` it does not
+/// take, are not listed. Whose files they are is judged when they are
+/// opened ([`PrivateFile::open_owned_by`]): a name counts only when its
+/// file belongs to the uid it carries.
+pub fn collectable_names(kind: &str) -> Result<Vec<(u32, String)>> {
+    let me = nix::unistd::geteuid();
+    let prefix = format!(".hal-{kind}.");
+    let dir = std::fs::read_dir(PRIVATE_DIR)
+        .map_err(|e| Error::io(format!("listing {PRIVATE_DIR}"), e))?;
+    let mut names: Vec<(u32, String)> = dir
+        .flatten()
+        .filter_map(|entry| {
+            let file_name = entry.file_name();
+            let (uid, name) = file_name.to_str()?.strip_prefix(&prefix)?.split_once('.')?;
+            let uid_number: u32 = uid.parse().ok()?;
+            if uid_number.to_string() != uid {
+                return None;
+            }
+            if !me.is_root() && uid_number != me.as_raw() {
+                return None;
+            }
+            private_path_of(kind, uid_number, name).ok()?;
+            Some((uid_number, name.to_string()))
+        })
+        .collect();
+    names.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
+    Ok(names)
 }
 
-/// The refusal of what is at `path` (`meta`, not followed): not this
-/// user's private file. It names the owner and says what to do: another
+/// True when `meta` is a regular file of `uid` that no other user may
+/// open.
+fn private_to(meta: &std::fs::Metadata, uid: u32) -> bool {
+    meta.uid() == uid && meta.mode() & 0o077 == 0 && meta.file_type().is_file()
+}
+
+/// The refusal of what is at `path` (`meta`, not followed): not a private
+/// file of `expected` (this user's, unless root's cleanup opens another
+/// user's). It names the owner and says what to do: another
 /// user's name cannot be removed by this one (the sticky bit of
 /// [`PRIVATE_DIR`]), only by that user or root.
-fn not_private(path: &Path, meta: &std::fs::Metadata) -> Error {
+fn not_private(path: &Path, meta: &std::fs::Metadata, expected: u32) -> Error {
     let euid = nix::unistd::geteuid().as_raw();
     let owner = meta.uid();
+    if expected != euid {
+        return Error::PermissionDenied {
+            pid: None,
+            reason: format!(
+                "{} is not a private file of uid {expected} (a regular file of mode 0600 that \
+                 uid owns): its owner is uid {owner}, its mode {:o}; it is left alone",
+                path.display(),
+                meta.mode() & 0o7777
+            ),
+        };
+    }
     let kind = meta.file_type();
     let what = if kind.is_file() {
         "a file"
@@ -121,6 +169,8 @@ fn not_private(path: &Path, meta: &std::fs::Metadata) -> Error {
 pub struct PrivateFile {
     file: File,
     path: PathBuf,
+    /// The owner's uid.
+    uid: u32,
     dev: u64,
     ino: u64,
 }
@@ -131,6 +181,15 @@ impl PrivateFile {
     /// others may open, and anything not a regular file (a link is not
     /// followed).
     pub fn open(path: &Path) -> Result<Option<PrivateFile>> {
+        Self::open_owned_by(path, nix::unistd::geteuid().as_raw())
+    }
+
+    /// [`PrivateFile::open`] for a file of user `uid`: what a cleanup run
+    /// as root opens of other users' names. Refuses
+    /// ([`Error::PermissionDenied`]) a file that `uid` does not own, one
+    /// that others may open, and anything not a regular file (a link is not
+    /// followed).
+    pub fn open_owned_by(path: &Path, uid: u32) -> Result<Option<PrivateFile>> {
         // The standard library opens with O_CLOEXEC. O_NOFOLLOW: a link at
         // the name is refused (ELOOP), never followed to another file.
         // O_NONBLOCK: a device node at the name cannot hold the open (a
@@ -148,8 +207,8 @@ impl PrivateFile {
                 // a directory (EISDIR): what is at the name is not this
                 // user's private file, and says whose it is.
                 if let Ok(meta) = std::fs::symlink_metadata(path) {
-                    if !private_to_caller(&meta) {
-                        return Err(not_private(path, &meta));
+                    if !private_to(&meta, uid) {
+                        return Err(not_private(path, &meta, uid));
                     }
                 }
                 return Err(Error::io(format!("opening {}", path.display()), e));
@@ -158,12 +217,13 @@ impl PrivateFile {
         let meta = file
             .metadata()
             .map_err(|e| Error::io(format!("fstat of {}", path.display()), e))?;
-        if !private_to_caller(&meta) {
-            return Err(not_private(path, &meta));
+        if !private_to(&meta, uid) {
+            return Err(not_private(path, &meta, uid));
         }
         Ok(Some(PrivateFile {
             file,
             path: path.to_path_buf(),
+            uid,
             dev: meta.dev(),
             ino: meta.ino(),
         }))
@@ -203,6 +263,7 @@ impl PrivateFile {
         Ok(Some(PrivateFile {
             file,
             path: path.to_path_buf(),
+            uid: meta.uid(),
             dev: meta.dev(),
             ino: meta.ino(),
         }))
@@ -211,6 +272,11 @@ impl PrivateFile {
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The uid of the file's owner.
+    pub fn uid(&self) -> u32 {
+        self.uid
     }
 
     /// The file's size in bytes now.
@@ -257,6 +323,18 @@ impl PrivateFile {
         if self.named() {
             let _ = std::fs::remove_file(&self.path);
         }
+    }
+
+    /// Remove the name as its owner ([`unlink_as`](super::unlink_as)), if
+    /// it still leads to this file (hold the lock): true when it was
+    /// removed. Acting as the owner, root's cleanup cannot remove another
+    /// user's object that took the name meanwhile: the sticky bit of
+    /// [`PRIVATE_DIR`] refuses it.
+    pub fn remove_name(&self) -> Result<bool> {
+        if !self.named() {
+            return Ok(false);
+        }
+        super::unlink_as(self.uid, &self.path)
     }
 
     /// Take the file's lock, waiting until `deadline`; `what` says why, in
