@@ -203,6 +203,74 @@ mod tests {
         assert!(err.to_string().contains("another object"), "{err}");
     }
 
+    fn access(fd: &OwnedFd) -> crate::kit::os::AccessMode {
+        crate::kit::os::access_mode(fd.as_fd()).unwrap()
+    }
+
+    #[test]
+    fn a_memfd_sealed_against_writes_is_reopened_read_only_and_others_read_write() {
+        use crate::kit::os::{add_seals, AccessMode, FUTURE_WRITE_SEAL};
+        let (pid, start) = self_identity();
+        let reopen = |fd: &OwnedFd| {
+            open_peer_fd(pid, start, fd.as_raw_fd() as u32, id(fd), "a test").unwrap()
+        };
+        let open = memfd("peer-fd-test-unsealed", 4096, None).unwrap();
+        assert_eq!(access(&reopen(&open)), AccessMode::ReadWrite, "no seal");
+        let sized = memfd("peer-fd-test-sized", 4096, None).unwrap();
+        add_seals(sized.as_fd(), libc::F_SEAL_SHRINK | libc::F_SEAL_GROW).unwrap();
+        assert_eq!(
+            access(&reopen(&sized)),
+            AccessMode::ReadWrite,
+            "seals of the size only"
+        );
+        for (what, seal) in [
+            ("F_SEAL_WRITE", libc::F_SEAL_WRITE),
+            ("F_SEAL_FUTURE_WRITE", FUTURE_WRITE_SEAL),
+        ] {
+            let fd = memfd("peer-fd-test-sealed", 4096, None).unwrap();
+            add_seals(fd.as_fd(), seal).unwrap();
+            assert_eq!(access(&reopen(&fd)), AccessMode::ReadOnly, "{what}");
+        }
+    }
+
+    /// The child entry point: make a memfd of its own whose mode grants
+    /// its owner reading only, reach it through `/proc/self` and print the
+    /// access mode the descriptor got.
+    #[test]
+    #[ignore = "child entry point: run by its parent"]
+    fn __reopener_of_a_read_only_mode() {
+        let fd = memfd("peer-fd-test-mode", 4096, None).unwrap();
+        // SAFETY: fchmod(2) on an open descriptor this function owns.
+        assert_eq!(unsafe { libc::fchmod(fd.as_raw_fd(), 0o400) }, 0);
+        let got = reach_memfd(std::process::id(), fd.as_raw_fd() as u32, id(&fd));
+        let outcome = match got {
+            Ok(again) => format!("{:?}", access(&again)),
+            Err(e) => format!("unreached {e:?}"),
+        };
+        println!("\n@outcome@ {outcome}");
+    }
+
+    #[test]
+    fn a_memfd_whose_mode_refuses_writing_is_reopened_read_only() {
+        use std::os::unix::process::CommandExt as _;
+        if !nix::unistd::geteuid().is_root() {
+            crate::testing::not_run("a child without CAP_DAC_OVERRIDE is made by root");
+            return;
+        }
+        // As another user than root, whose opens the mode does not bind.
+        let out = crate::testing::child("kit::os::peer_fd::tests::__reopener_of_a_read_only_mode")
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let outcome = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("@outcome@ "))
+            .unwrap_or_else(|| panic!("the reopener said nothing: {stdout}"));
+        assert_eq!(outcome, "ReadOnly");
+    }
+
     /// The variables that tell [`__opener`] what to open.
     const PEER: [&str; 5] = [
         "HAL_PEER_PID",

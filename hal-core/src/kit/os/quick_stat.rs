@@ -171,6 +171,27 @@ mod tests {
     }
 
     #[test]
+    fn memfds_of_huge_pages_are_memory_files_too() {
+        use nix::sys::memfd::{memfd_create, MemFdCreateFlag as F};
+        let shmem = quick_stat(memfd("quick-stat-test", 4096, None).unwrap().as_fd()).unwrap();
+        for (what, size) in [("2 MiB", F::MFD_HUGE_2MB), ("1 GiB", F::MFD_HUGE_1GB)] {
+            // No page is reserved: the file is made, never sized nor mapped.
+            let flags = F::MFD_CLOEXEC | F::MFD_HUGETLB | size;
+            let fd = match memfd_create(c"quick-stat-test-huge", flags) {
+                Ok(fd) => fd,
+                Err(e) => {
+                    crate::testing::not_run(&format!("no memfd of {what} pages here: {e}"));
+                    continue;
+                }
+            };
+            let q = quick_stat(fd.as_fd()).unwrap();
+            assert_ne!(q.dev, shmem.dev, "{what}: the hugetlbfs mount, not shmem's");
+            assert_eq!(q.kind, libc::S_IFREG, "{what}");
+            assert!(is_memfd(&q), "{what}");
+        }
+    }
+
+    #[test]
     fn other_files_are_not_memfds() {
         let dir = std::fs::File::open("/").unwrap();
         let q = quick_stat(dir.as_fd()).unwrap();
