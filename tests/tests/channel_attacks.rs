@@ -83,6 +83,30 @@ fn a_forged_sample_length_is_refused_and_its_slot_given_back() {
     v.close();
 }
 
+/// Each subscriber's release takes its own bit out of the slot's pending
+/// subscribers, whatever its index: with a second subscriber (entry 1)
+/// that receives and drops every sample too, the publisher laps the pool
+/// three times without waiting for a slot, and the slot words hold no
+/// pending bit once both dropped their samples.
+#[test]
+fn a_second_subscribers_releases_give_its_own_bit_back() {
+    let v = Victims::new("second-release", Mode::Broadcast, Duration::from_secs(5));
+    let second = Subscriber::open(&device(), &v.name, &short()).expect("a second subscriber");
+    let mut attacker = Attacker::spawn(&v.name);
+    for seq in 0..3 * SLOTS {
+        v.publish(seq);
+        assert_eq!(v.guarded_receive().expect("the first subscriber's"), seq);
+        let got = second.receive().expect("the second subscriber's sample");
+        assert_eq!(got.sequence(), seq);
+        drop(got);
+        let pending = attacker.read_u64(slot_at(seq % SLOTS)) & 0xffff_ffff;
+        assert_eq!(pending, 0, "sample {seq}'s slot is released by both");
+    }
+    attacker.finish();
+    drop(second);
+    v.close();
+}
+
 /// Slot words that claim newer samples than were ever published (a forger
 /// that keeps moving them ahead) end a receive at once with an error, in
 /// broadcast and in queue mode; they do not walk the subscriber past real

@@ -288,10 +288,11 @@ pub fn channel_drop_waits_for_stream_releases<B: Backend>(s: &Suite<B>) {
     must(ddev.synchronize(&*stream, Some(LONG)), "synchronize");
 }
 
-/// A detached sample of a stream-ordered channel (what the C library and
-/// Python hand out) waits on the host for the publisher's stream:
-/// `wait_ticket` times out while the stream that fills the slot is held by
-/// a gate, and once it opens, the bytes read are the published ones.
+/// A sample of a stream-ordered channel, and the same sample detached (what
+/// the C library and Python hand out), waits on the host for the
+/// publisher's stream: `Sample::wait` and `wait_ticket` time out at the
+/// subscriber's timeout while the stream that fills the slot is held by a
+/// gate, and once it opens, the bytes read are the published ones.
 pub fn channel_ticket_waits_for_the_stream<B: Backend>(s: &Suite<B>) {
     let dev = s.device();
     let ddev: &dyn DynDevice = &dev;
@@ -315,7 +316,12 @@ pub fn channel_ticket_waits_for_the_stream<B: Backend>(s: &Suite<B>) {
         "write_async",
     );
     must(loan.publish_on(ddev, &*stream, 64), "publish_on");
-    let ticket = must(sub.receive(), "receive").detach();
+    let sample = must(sub.receive(), "receive");
+    assert!(
+        matches!(sample.wait(), Err(Error::Timeout { .. })),
+        "a sample's wait ends at the subscriber's timeout while the publisher's stream is held"
+    );
+    let ticket = sample.detach();
     assert!(
         matches!(sub.wait_ticket(&ticket), Err(Error::Timeout { .. })),
         "the slot's bytes are not there while the publisher's stream is held"
