@@ -449,7 +449,7 @@ impl<'d, D: GpuDevice> Residency<'d, D> {
     ///
     /// First, a header lock held in the name of a process that is not seen
     /// to map the header (gone, or whose maps this process may not read) is
-    /// broken ([`header::break_unproven`]): every other call believes such
+    /// broken (`header::break_unproven`): every other call believes such
     /// a holder up to the lock's patience.
     pub fn reclaim(&mut self, offset: u64, len: u64) -> Result<Vec<u64>> {
         // The operator's recovery: a lock held in the name of a process not
