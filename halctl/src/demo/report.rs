@@ -80,8 +80,9 @@ fn import_path(direct: u64, samples: usize) -> String {
          descriptors itself, or HAL_PIDFD_GETFD=0)"
             .to_string()
     } else if direct >= samples {
-        "each taken from the exporter's board with pidfd_getfd (the direct path; the board \
-         itself came from the exporter's broker once, before the timed imports)"
+        "each taken from the exporter's board through /proc/PID/fd (the direct path, where \
+         pidfd_getfd is allowed; the board itself came from the exporter's broker once, before \
+         the timed imports)"
             .to_string()
     } else {
         format!(
