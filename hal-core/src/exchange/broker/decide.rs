@@ -107,10 +107,11 @@ pub(super) fn decide_with(
 /// Whether `request` is one another user may make: a fetch or a lease (of
 /// an object exported to anyone), or the release of its own lease.
 fn stranger_request(request: &[u8], truncated: bool) -> bool {
-    matches!(
-        parse_request(request, truncated),
-        Ok(Request::Fetch(id) | Request::Lease(id)) if id != BOARD_ID
-    ) || matches!(parse_request(request, truncated), Ok(Request::Release(_)))
+    match parse_request(request, truncated) {
+        Ok(Request::Fetch(id) | Request::Lease(id)) => id != BOARD_ID,
+        Ok(Request::Release(_)) => true,
+        _ => false,
+    }
 }
 
 /// What a batch request for `ids` gets: one answer per object, in order,

@@ -31,19 +31,18 @@ pub struct QuickStat {
     pub kind: u32,
 }
 
-/// `statx` of descriptor `fd` (any descriptor, `O_PATH` ones included) with
-/// `AT_STATX_DONT_SYNC`: the kernel's cached device, inode and type of its
-/// file, read without asking the file system (see the module).
-pub fn quick_stat(fd: BorrowedFd<'_>) -> Result<QuickStat> {
-    const EMPTY: &CStr = c"";
+/// `statx(dirfd, path, flags | AT_STATX_DONT_SYNC)`: what the kernel
+/// knows of the file, without asking its file system.
+fn statx_cached(dirfd: i32, path: &CStr, flags: i32) -> Result<QuickStat> {
     let mut sx = std::mem::MaybeUninit::<libc::statx>::zeroed();
-    // SAFETY: `EMPTY` is a NUL-terminated string, `sx` is valid for writes
-    // of one `statx`, and the descriptor is borrowed, so open for the call.
+    // SAFETY: `path` is a NUL-terminated string and `sx` is valid for
+    // writes of one `statx`, both alive for the call; `dirfd` is either
+    // AT_FDCWD or a descriptor the caller borrows for the call.
     let r = unsafe {
         libc::statx(
-            fd.as_raw_fd(),
-            EMPTY.as_ptr(),
-            libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC,
+            dirfd,
+            path.as_ptr(),
+            flags | libc::AT_STATX_DONT_SYNC,
             libc::STATX_TYPE | libc::STATX_INO,
             sx.as_mut_ptr(),
         )
@@ -60,6 +59,13 @@ pub fn quick_stat(fd: BorrowedFd<'_>) -> Result<QuickStat> {
     })
 }
 
+/// `statx` of descriptor `fd` (any descriptor, `O_PATH` ones included) with
+/// `AT_STATX_DONT_SYNC`: the kernel's cached device, inode and type of its
+/// file, read without asking the file system (see the module).
+pub fn quick_stat(fd: BorrowedFd<'_>) -> Result<QuickStat> {
+    statx_cached(fd.as_raw_fd(), c"", libc::AT_EMPTY_PATH)
+}
+
 /// Whether process `pid` holds a descriptor of the file `id` (device,
 /// inode): each of its descriptors' files read from what the kernel knows
 /// (`statx(AT_STATX_DONT_SYNC)` through `/proc/PID/fd/N`, never asking a
@@ -69,28 +75,10 @@ pub fn holds_file(pid: u32, id: (u64, u64)) -> Option<bool> {
     use std::os::unix::ffi::OsStrExt;
     let dir = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
     Some(dir.flatten().any(|e| {
-        let Ok(c) = std::ffi::CString::new(e.path().as_os_str().as_bytes()) else {
-            return false;
-        };
-        let mut sx = std::mem::MaybeUninit::<libc::statx>::zeroed();
-        // SAFETY: `c` is NUL-terminated and `sx` valid for writes of one
-        // `statx`, both alive for the call.
-        let r = unsafe {
-            libc::statx(
-                libc::AT_FDCWD,
-                c.as_ptr(),
-                libc::AT_STATX_DONT_SYNC,
-                libc::STATX_INO,
-                sx.as_mut_ptr(),
-            )
-        };
-        // SAFETY: zeroed, then filled where statx succeeded.
-        let sx = unsafe { sx.assume_init() };
-        r == 0
-            && (
-                libc::makedev(sx.stx_dev_major, sx.stx_dev_minor),
-                sx.stx_ino,
-            ) == id
+        std::ffi::CString::new(e.path().as_os_str().as_bytes())
+            .ok()
+            .and_then(|c| statx_cached(libc::AT_FDCWD, &c, 0).ok())
+            .is_some_and(|st| (st.dev, st.ino) == id)
     }))
 }
 
