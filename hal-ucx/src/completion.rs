@@ -1,0 +1,159 @@
+//! Waiting for a UCX request: a [`Completion`] is what a request's callback
+//! finishes, on the progress thread, and what the caller waits on, on its
+//! own thread (blocking, or as a future). Whatever the request reads or
+//! writes that the caller gave up (an async call's buffer, a message
+//! sent from the progress thread) is kept in the completion until the
+//! request is done, so that UCX never touches freed memory.
+
+use std::ffi::c_void;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use crate::ffi::bindings::{
+    ucp_request_param_t, ucs_status_ptr_t, ucs_status_t, UCP_OP_ATTR_FIELD_CALLBACK,
+    UCP_OP_ATTR_FIELD_USER_DATA,
+};
+use crate::ffi::status::{issued, Issued};
+use crate::ffi::sys;
+
+/// What a request's waiter sees.
+#[derive(Default)]
+struct State {
+    /// The request's status, once it is done.
+    done: Option<ucs_status_t>,
+    /// The async waiter to wake.
+    waker: Option<Waker>,
+    /// Bytes the request uses that nobody else keeps alive.
+    kept: Option<Vec<u8>>,
+}
+
+/// One request's completion.
+#[derive(Default)]
+pub(crate) struct Completion {
+    state: Mutex<State>,
+    cv: Condvar,
+}
+
+/// The lock, whatever a panicking holder left (the state is always whole).
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Completion {
+    /// Record `status` and wake every waiter.
+    pub(crate) fn finish(&self, status: ucs_status_t) {
+        let waker = {
+            let mut s = lock(&self.state);
+            s.done = Some(status);
+            s.waker.take()
+        };
+        self.cv.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// The status, when done.
+    pub(crate) fn status(&self) -> Option<ucs_status_t> {
+        lock(&self.state).done
+    }
+
+    /// Wait until done or `deadline`; the status, or `None` at the deadline.
+    pub(crate) fn wait_until(&self, deadline: Option<Instant>) -> Option<ucs_status_t> {
+        let mut s = lock(&self.state);
+        loop {
+            if let Some(st) = s.done {
+                return Some(st);
+            }
+            match deadline {
+                None => s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner()),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return None;
+                    }
+                    s = self
+                        .cv
+                        .wait_timeout(s, d - now)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+            }
+        }
+    }
+
+    /// The bytes kept for the request, once it is done.
+    pub(crate) fn take_kept(&self) -> Option<Vec<u8>> {
+        lock(&self.state).kept.take()
+    }
+}
+
+/// The callback of every request hal issues: finish the completion that
+/// `user_data` holds a reference to (given up by [`issue`]) and free the
+/// request.
+unsafe extern "C" fn on_done(request: *mut c_void, status: ucs_status_t, user_data: *mut c_void) {
+    // SAFETY: `user_data` is the pointer `Arc::into_raw` gave in `issue`,
+    // whose reference this callback is the only one to take back: UCX runs
+    // it once per request that was returned as pending.
+    let c = unsafe { Arc::from_raw(user_data as *const Completion) };
+    c.finish(status);
+    if let Ok(ucx) = sys::ucx() {
+        if let Ok(free) = ucx.ucp_request_free() {
+            // SAFETY: `request` is the request this callback completes; it is
+            // freed once, here, and never used after.
+            unsafe { free(request) };
+        }
+    }
+}
+
+/// Issue a request with `call`, which gets the parameters to pass (the
+/// callback and its user data; `extra` adds fields and flags), keeping
+/// `kept` alive until it is done. The completion is finished already when
+/// the call completed at once.
+pub(crate) fn issue(
+    kept: Option<Vec<u8>>,
+    extra: impl FnOnce(&mut ucp_request_param_t),
+    call: impl FnOnce(&ucp_request_param_t) -> ucs_status_ptr_t,
+) -> Arc<Completion> {
+    let c = Arc::new(Completion::default());
+    lock(&c.state).kept = kept;
+    let raw = Arc::into_raw(Arc::clone(&c));
+    // SAFETY: an all-zero `ucp_request_param_t` is a valid value (no
+    // field set in its mask); the fields used are set below.
+    let mut param: ucp_request_param_t = unsafe { std::mem::zeroed() };
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send = Some(on_done);
+    param.user_data = raw as *mut c_void;
+    extra(&mut param);
+    match issued(call(&param)) {
+        Issued::Done(st) => {
+            // SAFETY: the request completed at once, so UCX never calls the
+            // callback: the reference given to it is taken back here, once.
+            drop(unsafe { Arc::from_raw(raw) });
+            c.finish(st);
+        }
+        Issued::Pending(_) => {}
+    }
+    c
+}
+
+/// A future of a completion.
+pub(crate) struct Done(pub(crate) Arc<Completion>);
+
+impl Future for Done {
+    type Output = ucs_status_t;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<ucs_status_t> {
+        let mut s = lock(&self.0.state);
+        match s.done {
+            Some(st) => Poll::Ready(st),
+            None => {
+                s.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! What a node's worker and its progress thread share: the tables of
+//! exports and connections, the queue the worker's callbacks fill, and the
+//! thread that drives the worker and handles what the queue holds.
+//!
+//! The callbacks UCX calls (a connection request, an active message, a
+//! failed peer, a finished request) only queue or finish: they take no
+//! lock but the queue's and a completion's, so that no thread that holds
+//! the tables while calling UCX can wait on a callback. Everything else
+//! happens on the progress thread, outside UCX's calls.
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::c_void;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use hal_core::Notify;
+
+use crate::engine::{Callbacks, Engine};
+use crate::ffi::bindings::*;
+use crate::protocol::Message;
+use crate::serve::Serving;
+
+/// What a callback queued for the progress thread.
+pub(crate) enum Event {
+    /// A connection request on the listener.
+    Connect(usize),
+    /// A message on an endpoint.
+    Message(usize, Vec<u8>),
+    /// An endpoint's peer failed or closed, with the status.
+    Failed(usize, ucs_status_t),
+}
+
+/// One export, as the exporter keeps it.
+pub(crate) struct ExportEntry {
+    pub(crate) kind: hal_core::handle::remote::RemoteKind,
+    pub(crate) secret: [u8; 16],
+    /// The packed rkey (empty for a notify).
+    pub(crate) rkey: Vec<u8>,
+    /// Importers that proved the secret and are still connected.
+    pub(crate) importers: usize,
+    /// Signals received.
+    pub(crate) signals: u64,
+    /// The notify a signal signals.
+    pub(crate) notify: Option<Arc<dyn Notify>>,
+}
+
+/// An importer's connection, as the importer keeps it.
+#[derive(Default)]
+pub(crate) struct Client {
+    pub(crate) inbox: Mutex<Inbox>,
+    pub(crate) cv: Condvar,
+}
+
+/// What reached an importer's connection.
+#[derive(Default)]
+pub(crate) struct Inbox {
+    pub(crate) messages: VecDeque<Message>,
+    /// Why the connection is gone, once it is.
+    pub(crate) gone: Option<String>,
+}
+
+/// The tables.
+#[derive(Default)]
+pub(crate) struct Tables {
+    pub(crate) exports: HashMap<u64, ExportEntry>,
+    /// The exporter's side of each connection, by endpoint.
+    pub(crate) serving: HashMap<usize, Serving>,
+    /// The importer's side of each connection, by endpoint.
+    pub(crate) clients: HashMap<usize, Arc<Client>>,
+    pub(crate) next_export: u64,
+}
+
+/// Everything a node's objects and its progress thread share.
+pub(crate) struct Hub {
+    pub(crate) engine: Engine,
+    /// The listener (null until made).
+    pub(crate) listener: Mutex<usize>,
+    /// The address the handles name.
+    pub(crate) address: Mutex<Option<SocketAddr>>,
+    /// How long one operation or handshake may take.
+    pub(crate) timeout: Duration,
+    events: Mutex<VecDeque<Event>>,
+    pub(crate) tables: Mutex<Tables>,
+    /// Notified when an export's importers or signals change.
+    pub(crate) changed: Condvar,
+    stop: AtomicBool,
+}
+
+/// A lock, whatever a panicking holder left.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The hub of a callback's argument.
+///
+/// # Safety
+///
+/// `arg` is the pointer [`Hub::callbacks`] gave, of a hub still alive:
+/// the worker that calls back is destroyed before the hub is freed.
+unsafe fn hub<'a>(arg: *mut c_void) -> &'a Hub {
+    // SAFETY: the caller's promise.
+    unsafe { &*(arg as *const Hub) }
+}
+
+unsafe extern "C" fn on_connect(req: ucp_conn_request_h, arg: *mut c_void) {
+    // SAFETY: UCX passes the argument given with the listener: the hub.
+    let h = unsafe { hub(arg) };
+    h.queue(Event::Connect(req as usize));
+}
+
+unsafe extern "C" fn on_message(
+    arg: *mut c_void,
+    _header: *const c_void,
+    _header_length: usize,
+    data: *mut c_void,
+    length: usize,
+    param: *const ucp_am_recv_param_t,
+) -> ucs_status_t {
+    // SAFETY: UCX passes the argument given with the handler: the hub.
+    let h = unsafe { hub(arg) };
+    // SAFETY: UCX passes a valid parameter block for the call's duration.
+    let p = unsafe { &*param };
+    let ep = if p.recv_attr & u64::from(UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0 {
+        p.reply_ep as usize
+    } else {
+        0
+    };
+    // hal's messages are small and always eager: a rendezvous is not one of
+    // them, and neither is a message without its sender.
+    if p.recv_attr & u64::from(UCP_AM_RECV_ATTR_FLAG_RNDV) != 0 || ep == 0 {
+        return UCS_OK;
+    }
+    let bytes = if length == 0 || data.is_null() {
+        Vec::new()
+    } else {
+        // SAFETY: UCX gives `length` readable bytes at `data` for the call.
+        unsafe { std::slice::from_raw_parts(data as *const u8, length) }.to_vec()
+    };
+    h.queue(Event::Message(ep, bytes));
+    UCS_OK
+}
+
+unsafe extern "C" fn on_failure(arg: *mut c_void, ep: ucp_ep_h, status: ucs_status_t) {
+    // SAFETY: UCX passes the argument given with the endpoint: the hub.
+    let h = unsafe { hub(arg) };
+    h.queue(Event::Failed(ep as usize, status));
+}
+
+impl Hub {
+    pub(crate) fn new(engine: Engine, timeout: Duration) -> Hub {
+        Hub {
+            engine,
+            listener: Mutex::new(0),
+            address: Mutex::new(None),
+            timeout,
+            events: Mutex::new(VecDeque::new()),
+            tables: Mutex::new(Tables::default()),
+            changed: Condvar::new(),
+            stop: AtomicBool::new(false),
+        }
+    }
+
+    /// The callbacks, with this hub as their argument.
+    pub(crate) fn callbacks(&self) -> Callbacks {
+        Callbacks {
+            conn: Some(on_connect),
+            am: Some(on_message),
+            err: Some(on_failure),
+            arg: self as *const Hub as *mut c_void,
+        }
+    }
+
+    fn queue(&self, e: Event) {
+        lock(&self.events).push_back(e);
+    }
+
+    /// Ask the progress thread to stop.
+    pub(crate) fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.engine.signal();
+    }
+
+    /// The progress thread: drive the worker, handle what its callbacks
+    /// queued, expire handshakes, and sleep on the worker's descriptor.
+    pub(crate) fn run(&self) {
+        while !self.stop.load(Ordering::Acquire) {
+            while self.engine.progress() != 0 {}
+            let handled = self.handle_events();
+            let next = crate::serve::expire(self);
+            if handled || !self.engine.arm() {
+                continue;
+            }
+            let wait = next
+                .map(|d| d.saturating_duration_since(Instant::now()))
+                .unwrap_or(Duration::from_secs(1))
+                .min(Duration::from_secs(1));
+            let mut pfd = libc::pollfd {
+                fd: self.engine.efd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let ms = wait.as_millis().clamp(1, 1000) as libc::c_int;
+            // SAFETY: one valid pollfd, for the length given.
+            unsafe { libc::poll(&mut pfd, 1, ms) };
+        }
+    }
+
+    /// Handle every queued event; true when there was one.
+    fn handle_events(&self) -> bool {
+        let mut any = false;
+        loop {
+            let Some(e) = lock(&self.events).pop_front() else {
+                return any;
+            };
+            any = true;
+            match e {
+                Event::Connect(req) => crate::serve::accept(self, req as ucp_conn_request_h),
+                Event::Message(ep, bytes) => self.message(ep, bytes),
+                Event::Failed(ep, status) => self.failed(ep, status),
+            }
+        }
+    }
+
+    fn message(&self, ep: usize, bytes: Vec<u8>) {
+        let client = lock(&self.tables).clients.get(&ep).cloned();
+        match client {
+            Some(c) => {
+                let mut inbox = lock(&c.inbox);
+                match crate::protocol::decode(&bytes) {
+                    Ok(m) => inbox.messages.push_back(m),
+                    Err(why) => {
+                        inbox.gone =
+                            Some(format!("the exporter sent a malformed message ({})", why.0))
+                    }
+                }
+                drop(inbox);
+                c.cv.notify_all();
+            }
+            None => crate::serve::message(self, ep, &bytes),
+        }
+    }
+
+    fn failed(&self, ep: usize, status: ucs_status_t) {
+        let client = lock(&self.tables).clients.get(&ep).cloned();
+        match client {
+            Some(c) => {
+                lock(&c.inbox).gone = Some(format!(
+                    "the connection to the exporter failed ({})",
+                    crate::ffi::status::name(status)
+                ));
+                c.cv.notify_all();
+            }
+            None => crate::serve::failed(self, ep, status),
+        }
+    }
+
+    /// Close every endpoint, destroy the listener; the thread is stopped.
+    pub(crate) fn shut(&self) {
+        let listener = std::mem::take(&mut *lock(&self.listener));
+        if listener != 0 {
+            self.engine.destroy_listener(listener as ucp_listener_h);
+        }
+        let eps: Vec<usize> = {
+            let mut t = lock(&self.tables);
+            // Importers' connections belong to their remote objects, which
+            // keep the node alive: only served ones are left here.
+            t.serving.drain().map(|(ep, _)| ep).collect()
+        };
+        let closing: Vec<_> = eps
+            .into_iter()
+            .map(|ep| self.engine.close(ep as ucp_ep_h, true))
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline && closing.iter().any(|c| c.status().is_none()) {
+            self.engine.progress();
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! hal across machines, on UCX: memory and notifies of any backend read,
+//! written and signalled from other hosts, with the model hal has on one
+//! machine (an export, a handle text, an import, a count of importers, a
+//! notify).
+//!
+//! UCX's `libucp.so.0` is loaded at run time ([`ffi::loader`]): a program
+//! built with hal-ucx starts on machines without UCX, and [`Node::bind`]
+//! says why UCX is unavailable ([`hal_core::Error::Unavailable`], naming
+//! every path tried).
+//!
+//! - A [`Node`] is this process on the network: one UCX context and
+//!   worker, a listener on a TCP address, a progress thread.
+//! - [`Node::export`] registers memory with UCX and gives a
+//!   [`RemoteExported`], whose text (`hal1r.…`,
+//!   [`hal_core::handle::remote`]) another host passes to
+//!   [`Node::connect`] for a [`RemoteMemory`]: `read`, `write`,
+//!   `read_into`/`write_from` local hal memory, batches, `flush`, async
+//!   forms.
+//! - [`Node::export_notify`] and [`Node::connect_notify`] carry a notify;
+//!   [`RemoteMemory::write_signal`] writes and then signals, in order.
+//!
+//! # What is checked, and what is not
+//!
+//! An importer proves it holds the handle's 128-bit secret before the
+//! exporter hands out access (a challenge with fresh nonces on both sides,
+//! HMAC-SHA-256; the secret never travels), and the exporter proves it
+//! too. That stops processes that were not given the handle, and mistakes
+//! (a stale handle, a restarted exporter). It is not network security:
+//! UCX's connections are neither encrypted nor authenticated, and over
+//! transports that carry RMA in software (TCP), UCX serves any connected
+//! peer's reads and writes at any address it names. A node must listen
+//! only on a network whose hosts are trusted (a cluster's fabric), as
+//! UCX, MPI and NCCL require.
+
+#![deny(missing_docs)]
+
+mod auth;
+mod completion;
+mod dial;
+mod engine;
+mod export;
+pub mod ffi;
+mod hub;
+mod memory;
+mod node;
+mod notify;
+mod protocol;
+mod serve;
+
+pub use export::RemoteExported;
+pub use hal_core::handle::remote::{RemoteHandle, RemoteKind, RemoteMemoryType};
+pub use memory::{Op, RemoteMemory};
+pub use node::{Node, NodeOptions, RemoteOptions};
+pub use notify::RemoteNotify;
+
+/// The fuzzing entry points: the decoders of bytes from other hosts.
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Decode a message as a node does; total (never panics).
+    pub fn decode_message(bytes: &[u8]) -> bool {
+        crate::protocol::decode(bytes).is_ok()
+    }
+}
