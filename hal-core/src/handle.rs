@@ -13,6 +13,7 @@ use std::os::fd::OwnedFd;
 
 use crate::types::{BackendId, Location};
 
+pub mod remote;
 pub mod wire;
 
 /// Kind of resource a handle names.
