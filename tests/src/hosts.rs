@@ -203,8 +203,8 @@ impl Hosts {
                 ],
             )
             .map_err(|(what, why)| HostsError::Refused { what, why })?;
-        for i in 0..2 {
-            let address = format!("{}/{PREFIX_LEN}", ADDRESSES[i]);
+        for (i, address) in ADDRESSES.iter().enumerate() {
+            let address = format!("{address}/{PREFIX_LEN}");
             let interface = hosts.interface(i).to_string();
             for args in [
                 &["addr", "add", &address, "dev", &interface][..],

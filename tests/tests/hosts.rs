@@ -200,6 +200,8 @@ fn hosts_do_not_share_dev_shm() {
         return;
     };
     let name = shm_name();
+    // Were the writer on no host of its own, its file would be ours.
+    let _ours = Removed(Path::new("/dev/shm").join(&name));
     let args = [("name", name.clone())];
     let mut writer = hosts.spawn(0, ROLES, "shm-writer", &args);
     writer.expect("created");
@@ -333,6 +335,16 @@ fn leave_nothing() {
             .any(|ns| link(format!("/proc/{pid}/ns/{ns}")).is_some_and(|l| namespaces.contains(&l)))
     });
     assert_eq!(pids, Vec::<u32>::new(), "processes of the hosts still run");
+    // And every child of this process was reaped: none is left, not even
+    // a zombie.
+    let mut status = 0;
+    // SAFETY: waitpid(2) with WNOHANG writes only to `status`.
+    let waited = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+    assert_eq!(
+        (waited, std::io::Error::last_os_error().raw_os_error()),
+        (-1, Some(libc::ECHILD)),
+        "a child process of the hosts was not reaped"
+    );
     assert_eq!(
         namespace_descriptors(),
         Vec::<String>::new(),
