@@ -40,7 +40,10 @@
 //! closes the descriptors; the namespaces, and with them the veth pair and
 //! the tmpfs of each host, go with the last process that is in them. Drop
 //! (or finish) the children started on the hosts first: a child still
-//! running keeps its host's namespaces alive until it is reaped.
+//! running keeps its host's namespaces alive until it is reaped. A test
+//! process killed before it drops its hosts leaves nothing either: the
+//! anchors see their standard input close and exit, its descriptors close
+//! with it, and the children of [`ChildProc`] lose their standard input too.
 //!
 //! ```no_run
 //! # fn test() {
