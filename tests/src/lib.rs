@@ -80,6 +80,7 @@ pub mod cases;
 pub mod driver;
 pub mod fork;
 pub mod fuse;
+pub mod hosts;
 pub mod probe;
 pub mod process;
 pub mod reuse;

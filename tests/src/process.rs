@@ -17,7 +17,7 @@
 //! [`conformance_suite!`]: crate::conformance_suite
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Child, ChildStdin, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -54,6 +54,18 @@ impl ChildProc {
     /// Start the test binary's `<test_module>::__child` test in a new process
     /// with `role` and `args` (each becomes `HAL_TESTS_ARG_<KEY>`).
     pub fn spawn(test_module: &str, role: &str, args: &[(&str, String)]) -> ChildProc {
+        ChildProc::spawn_with(test_module, role, args, |_| {})
+    }
+
+    /// As [`ChildProc::spawn`], letting `setup` adjust the command first:
+    /// a `pre_exec` hook that places the child in namespaces of its own
+    /// ([`Hosts::spawn`](crate::hosts::Hosts::spawn)), a uid.
+    pub fn spawn_with(
+        test_module: &str,
+        role: &str,
+        args: &[(&str, String)],
+        setup: impl FnOnce(&mut Command),
+    ) -> ChildProc {
         let mut cmd = hal_core::testing::child(&format!("{test_module}::__child"));
         cmd.env(ROLE_ENV, role)
             .env(MODULE_ENV, test_module)
@@ -66,6 +78,7 @@ impl ChildProc {
                 value,
             );
         }
+        setup(&mut cmd);
         let mut child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("spawning the `{role}` child process failed: {e}"));
