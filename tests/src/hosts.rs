@@ -219,7 +219,37 @@ impl Hosts {
                     .map_err(|(what, why)| HostsError::Failed { what, why })?;
             }
         }
+        hosts.wait_until_up()?;
         Ok(hosts)
+    }
+
+    /// Wait until both ends of the veth pair are up (`operstate`): the
+    /// second end comes up a moment after `ip link set` returns, and a
+    /// program that lists its devices before (UCX does, at start) would
+    /// not see it.
+    fn wait_until_up(&self) -> Result<(), HostsError> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        for i in 0..2 {
+            let state = PathBuf::from(format!(
+                "/proc/{}/root/sys/class/net/{}/operstate",
+                self.anchor_pid(i),
+                self.interface(i)
+            ));
+            loop {
+                let now = std::fs::read_to_string(&state).unwrap_or_default();
+                if now.trim() == "up" {
+                    break;
+                }
+                if std::time::Instant::now() >= deadline {
+                    return Err(HostsError::Failed {
+                        what: format!("waiting for {} to come up", self.interface(i)),
+                        why: format!("{} says {:?} after 10 s", state.display(), now.trim()),
+                    });
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
+        Ok(())
     }
 
     /// [`Hosts::new`] for a test: where the machine refuses, report that
