@@ -210,6 +210,16 @@ pub mod cuda_uvm {
     pub use hal_cuda_uvm::*;
 }
 
+#[cfg(feature = "ucx")]
+pub mod remote {
+    //! Across machines (crate `hal-ucx`; feature `ucx`): memory and
+    //! notifies of any backend read, written and signalled from other hosts
+    //! over UCX, loaded at run time. Start with [`Node`].
+
+    #[doc(inline)]
+    pub use hal_ucx::*;
+}
+
 pub mod registry;
 mod this_process;
 
