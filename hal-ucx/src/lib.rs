@@ -56,8 +56,11 @@ pub use notify::RemoteNotify;
 /// The fuzzing entry points: the decoders of bytes from other hosts.
 #[doc(hidden)]
 pub mod fuzzing {
-    /// Decode a message as a node does; total (never panics).
-    pub fn decode_message(bytes: &[u8]) -> bool {
-        crate::protocol::decode(bytes).is_ok()
+    /// Decode a message as a node does (total: never panics); one that
+    /// decodes must re-encode to `bytes`, or this panics.
+    pub fn check_message(bytes: &[u8]) {
+        if let Ok(m) = crate::protocol::decode(bytes) {
+            assert_eq!(m.encode(), bytes, "{m:?} re-encodes otherwise");
+        }
     }
 }
