@@ -2,6 +2,7 @@
 //! ([`bindings`]), where it is found ([`loader`]), its entry points
 //! ([`sys`]) and what its status codes mean ([`status`]).
 
+#[rustfmt::skip]
 pub mod bindings;
 pub mod loader;
 pub(crate) mod status;
