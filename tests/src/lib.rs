@@ -248,6 +248,7 @@ macro_rules! conformance_suite {
                 foreign_memory_export,
                 host_registration,
                 lease_count_and_release,
+                remote_memory_over_ucx,
                 lease_wait_unleased_times_out_then_returns,
                 lease_free_while_imported,
                 lease_killed_importer_is_gone,

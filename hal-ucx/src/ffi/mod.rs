@@ -3,7 +3,7 @@
 //! ([`sys`]) and what its status codes mean ([`status`]).
 
 #[rustfmt::skip]
-pub mod bindings;
+pub(crate) mod bindings;
 pub mod loader;
 pub(crate) mod status;
 pub(crate) mod sys;
