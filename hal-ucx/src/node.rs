@@ -89,9 +89,10 @@ impl std::fmt::Debug for Node {
 /// How memory is exported to other hosts.
 #[derive(Debug, Clone, Default)]
 pub struct RemoteOptions {
-    /// Importers may read only: UCX registers the memory for remote reads
-    /// alone (`UCP_MEM_MAP_PROT_REMOTE_READ`), and hal's importers refuse
-    /// writes before sending anything.
+    /// Importers may read only: the exporter refuses every write
+    /// ([`hal_core::Error::PermissionDenied`] at the importer, which also
+    /// refuses before sending anything), and UCX registers the memory
+    /// without `UCP_MEM_MAP_PROT_REMOTE_WRITE`.
     pub read_only: bool,
 }
 
@@ -152,11 +153,12 @@ impl Node {
         self.owner.hub.engine.describe()
     }
 
-    /// Export `memory` to other hosts: registered with UCX as it is (host
-    /// memory of any backend; CUDA device memory where the loaded UCX has
-    /// CUDA support, otherwise [`Error::Unsupported`] saying so). The
-    /// memory must outlive the export (drop the export first: it
-    /// unregisters the memory and closes its importers' connections).
+    /// Export `memory` to other hosts: registered with UCX as it is
+    /// (`ucp_mem_map`: host memory of any backend; CUDA device memory where
+    /// the loaded UCX has CUDA support, otherwise [`Error::Unsupported`]
+    /// saying so), and served from and into in place. The memory must
+    /// outlive the export (drop the export first: it closes its importers'
+    /// connections, then unregisters the memory).
     pub fn export(&self, memory: &dyn Memory, opts: RemoteOptions) -> Result<RemoteExported> {
         let t = match (memory.host_ptr(), memory.location()) {
             (Some(_), _) => RemoteMemoryType::Host,
@@ -183,16 +185,8 @@ impl Node {
             None => memory.addr(),
         };
         let writable = !opts.read_only && !memory.is_read_only();
-        let (memh, rkey) = hub.engine.map(addr, memory.len(), t, writable)?;
-        let handle = self.register(
-            RemoteKind::Memory,
-            addr,
-            memory.len(),
-            !writable,
-            t,
-            rkey,
-            None,
-        );
+        let memh = hub.engine.map(addr, memory.len(), t, writable)?;
+        let handle = self.register(RemoteKind::Memory, addr, memory.len(), !writable, t, None);
         Ok(RemoteExported::new(
             Arc::clone(&self.owner),
             handle,
@@ -209,13 +203,11 @@ impl Node {
             0,
             false,
             RemoteMemoryType::Host,
-            Vec::new(),
             Some(notify),
         );
         Ok(RemoteExported::new(Arc::clone(&self.owner), handle, None))
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn register(
         &self,
         kind: RemoteKind,
@@ -223,7 +215,6 @@ impl Node {
         size: u64,
         read_only: bool,
         memory_type: RemoteMemoryType,
-        rkey: Vec<u8>,
         notify: Option<Arc<dyn Notify>>,
     ) -> RemoteHandle {
         let secret = random_id();
@@ -235,7 +226,10 @@ impl Node {
             ExportEntry {
                 kind,
                 secret,
-                rkey,
+                base,
+                size,
+                read_only,
+                mem: crate::engine::mem_type(memory_type),
                 importers: 0,
                 signals: 0,
                 notify,

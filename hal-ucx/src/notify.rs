@@ -33,7 +33,7 @@ impl RemoteNotify {
                 found: "remote memory",
             }));
         }
-        let (conn, _) = Connection::open(owner, handle)?;
+        let conn = Connection::open(owner, handle)?;
         Ok(RemoteNotify { conn })
     }
 
