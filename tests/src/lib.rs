@@ -301,6 +301,7 @@ macro_rules! conformance_suite {
                 channel_dead_subscriber_returns_its_slots,
                 channel_dead_publisher_is_reported,
                 channel_tickets,
+                channel_samples_fill_their_slot_and_busy_names_the_holders,
                 channel_stream_ordered,
                 channel_drop_waits_for_stream_releases,
                 channel_ticket_waits_for_the_stream,
