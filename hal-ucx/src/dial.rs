@@ -11,24 +11,14 @@ use hal_core::kit::os::random_id;
 use hal_core::{Error, Result};
 
 use crate::auth::{self, Role};
+use crate::client::{Client, Pending};
 use crate::completion::Completion;
 use crate::ffi::bindings::*;
 use crate::ffi::status;
-use crate::hub::{lock, Client, Hub, Payload};
-use crate::node::Owner;
+use crate::hub::{lock, Hub};
+use crate::owner::Owner;
+use crate::payload::Payload;
 use crate::protocol::{Denial, Message, AM_ID};
-
-/// A read or write in flight, as the importer keeps it until the exporter
-/// answers.
-pub(crate) struct Pending {
-    /// Where a read's bytes go (address, length, UCX memory type); none
-    /// for a write.
-    pub(crate) target: Option<(usize, usize, ucs_memory_type_t)>,
-    /// Finished when the exporter answered (and a read's bytes arrived).
-    pub(crate) done: Arc<Completion>,
-    /// A read's bytes are being received into its target by rendezvous.
-    pub(crate) receiving: bool,
-}
 
 /// A message on an importer's connection (on the progress thread).
 pub(crate) fn message(hub: &Hub, client: &Client, head: &[u8], payload: Payload) {

@@ -19,53 +19,8 @@ use hal_core::Notify;
 
 use crate::engine::{Callbacks, Engine};
 use crate::ffi::bindings::*;
-use crate::serve::Serving;
-
-/// The data that came with a message.
-#[derive(Debug)]
-pub(crate) enum Payload {
-    /// None.
-    None,
-    /// Bytes UCX keeps for us until [`Payload::release`] (its handler
-    /// answered `UCS_INPROGRESS`): address and length.
-    Held(usize, usize),
-    /// A rendezvous descriptor, received with `Engine::receive` or released;
-    /// and the length of its data.
-    Rndv(usize, usize),
-    /// Bytes copied in the handler (UCX could not keep them).
-    Copied(Vec<u8>),
-}
-
-impl Payload {
-    /// The data's length.
-    pub(crate) fn len(&self) -> usize {
-        match self {
-            Payload::None => 0,
-            Payload::Held(_, n) | Payload::Rndv(_, n) => *n,
-            Payload::Copied(v) => v.len(),
-        }
-    }
-
-    /// The bytes, where they are in host memory now.
-    pub(crate) fn bytes(&self) -> Option<&[u8]> {
-        match self {
-            // SAFETY: UCX keeps `n` bytes at `p` until the payload is
-            // released, which takes it by value.
-            Payload::Held(p, n) => Some(unsafe { std::slice::from_raw_parts(*p as *const u8, *n) }),
-            Payload::Copied(v) => Some(v),
-            Payload::None => Some(&[]),
-            Payload::Rndv(..) => None,
-        }
-    }
-
-    /// Let go of what UCX keeps for it.
-    pub(crate) fn release(self, engine: &Engine) {
-        match self {
-            Payload::Held(p, _) | Payload::Rndv(p, _) => engine.release(p as *mut c_void),
-            Payload::None | Payload::Copied(_) => {}
-        }
-    }
-}
+use crate::payload::Payload;
+use crate::served::Serving;
 
 /// What a callback queued for the progress thread.
 pub(crate) enum Event {
@@ -96,23 +51,6 @@ pub(crate) struct ExportEntry {
     pub(crate) notify: Option<Arc<dyn Notify>>,
 }
 
-/// An importer's connection, as the importer keeps it.
-#[derive(Default)]
-pub(crate) struct Client {
-    pub(crate) inbox: Mutex<Inbox>,
-    pub(crate) cv: Condvar,
-    /// Its reads and writes in flight, by request.
-    pub(crate) pending: Mutex<HashMap<u64, crate::dial::Pending>>,
-}
-
-/// What reached an importer's connection.
-#[derive(Default)]
-pub(crate) struct Inbox {
-    pub(crate) messages: VecDeque<crate::protocol::Message>,
-    /// Why the connection is gone, once it is.
-    pub(crate) gone: Option<String>,
-}
-
 /// The tables.
 #[derive(Default)]
 pub(crate) struct Tables {
@@ -120,7 +58,7 @@ pub(crate) struct Tables {
     /// The exporter's side of each connection, by endpoint.
     pub(crate) serving: HashMap<usize, Serving>,
     /// The importer's side of each connection, by endpoint.
-    pub(crate) clients: HashMap<usize, Arc<Client>>,
+    pub(crate) clients: HashMap<usize, Arc<crate::client::Client>>,
     pub(crate) next_export: u64,
     /// Writes the exporter receives by rendezvous: endpoint, request, and
     /// the reception's completion.
@@ -247,62 +185,14 @@ impl Hub {
         self.engine.signal();
     }
 
-    /// The progress thread: drive the worker, handle what its callbacks
-    /// queued, expire handshakes, and sleep on the worker's descriptor.
-    pub(crate) fn run(&self) {
-        while !self.stop.load(Ordering::Acquire) {
-            while self.engine.progress() != 0 {}
-            crate::serve::received(self);
-            let handled = self.handle_events();
-            let next = crate::serve::expire(self);
-            if handled || !self.engine.arm() {
-                continue;
-            }
-            let wait = next
-                .map(|d| d.saturating_duration_since(Instant::now()))
-                .unwrap_or(Duration::from_secs(1))
-                .min(Duration::from_secs(1));
-            let mut pfd = libc::pollfd {
-                fd: self.engine.efd,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            let ms = wait.as_millis().clamp(1, 1000) as libc::c_int;
-            // SAFETY: one valid pollfd, for the length given.
-            unsafe { libc::poll(&mut pfd, 1, ms) };
-        }
+    /// The next event a callback queued.
+    pub(crate) fn next_event(&self) -> Option<Event> {
+        lock(&self.events).pop_front()
     }
 
-    /// Handle every queued event; true when there was one.
-    fn handle_events(&self) -> bool {
-        let mut any = false;
-        loop {
-            let Some(e) = lock(&self.events).pop_front() else {
-                return any;
-            };
-            any = true;
-            match e {
-                Event::Connect(req) => crate::serve::accept(self, req as ucp_conn_request_h),
-                Event::Message(ep, head, payload) => self.message(ep, head, payload),
-                Event::Failed(ep, status) => self.failed(ep, status),
-            }
-        }
-    }
-
-    fn message(&self, ep: usize, head: Vec<u8>, payload: Payload) {
-        let client = lock(&self.tables).clients.get(&ep).cloned();
-        match client {
-            Some(c) => crate::dial::message(self, &c, &head, payload),
-            None => crate::serve::message(self, ep, &head, payload),
-        }
-    }
-
-    fn failed(&self, ep: usize, status: ucs_status_t) {
-        let client = lock(&self.tables).clients.get(&ep).cloned();
-        match client {
-            Some(c) => crate::dial::failed(&c, status),
-            None => crate::serve::failed(self, ep, status),
-        }
+    /// True once asked to stop.
+    pub(crate) fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
     }
 
     /// Close every endpoint, destroy the listener; the thread is stopped.

@@ -43,6 +43,7 @@
 #![deny(missing_docs)]
 
 mod auth;
+mod client;
 mod completion;
 mod dial;
 mod engine;
@@ -52,8 +53,12 @@ mod hub;
 mod memory;
 mod node;
 mod notify;
+mod owner;
+mod payload;
+mod progress;
 mod protocol;
 mod serve;
+mod served;
 
 pub use export::RemoteExported;
 pub use hal_core::handle::remote::{RemoteHandle, RemoteKind, RemoteMemoryType};

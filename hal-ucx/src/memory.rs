@@ -14,7 +14,7 @@ use hal_core::{Error, Memory, Result};
 use crate::completion::{Completion, Done};
 use crate::dial::Connection;
 use crate::ffi::bindings::*;
-use crate::node::Owner;
+use crate::owner::Owner;
 use crate::protocol::Message;
 
 /// One operation of a [`RemoteMemory::batch`].

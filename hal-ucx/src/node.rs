@@ -5,7 +5,6 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use hal_core::handle::remote::{RemoteHandle, RemoteKind, RemoteMemoryType};
@@ -17,6 +16,7 @@ use crate::export::RemoteExported;
 use crate::hub::{lock, ExportEntry, Hub};
 use crate::memory::RemoteMemory;
 use crate::notify::RemoteNotify;
+use crate::owner::Owner;
 use crate::protocol::AM_ID;
 
 /// How a node is made.
@@ -40,23 +40,6 @@ impl NodeOptions {
             advertise: None,
             timeout: Duration::from_secs(30),
         }
-    }
-}
-
-/// What a node's objects hold: the hub, and the progress thread, stopped
-/// when the last of them goes.
-pub(crate) struct Owner {
-    pub(crate) hub: Arc<Hub>,
-    thread: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl Drop for Owner {
-    fn drop(&mut self) {
-        self.hub.stop();
-        if let Some(t) = lock(&self.thread).take() {
-            let _ = t.join();
-        }
-        self.hub.shut();
     }
 }
 
@@ -128,7 +111,7 @@ impl Node {
         let runner = Arc::clone(&hub);
         let thread = std::thread::Builder::new()
             .name("hal-ucx".into())
-            .spawn(move || runner.run())
+            .spawn(move || crate::progress::run(&runner))
             .map_err(|e| Error::Io {
                 context: "starting hal-ucx's progress thread".into(),
                 source: e,

@@ -6,7 +6,7 @@ use hal_core::handle::remote::{RemoteHandle, RemoteKind};
 use hal_core::{Error, HandleError, Result};
 
 use crate::dial::Connection;
-use crate::node::Owner;
+use crate::owner::Owner;
 use crate::protocol::Message;
 
 /// Another host's notify ([`crate::Node::connect_notify`]): [`signal`]

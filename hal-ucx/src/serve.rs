@@ -10,52 +10,19 @@
 //! here, by the exporter, against the export it was granted: its range,
 //! and whether it is read-only.
 
-use std::net::SocketAddr;
 use std::time::Instant;
 
 use hal_core::kit::os::random_id;
 
 use crate::auth::{self, Role};
 use crate::ffi::bindings::*;
-use crate::hub::{lock, Hub, Payload};
+use crate::hub::{lock, Hub};
+use crate::payload::Payload;
 use crate::protocol::{Denial, Message, AM_ID};
+use crate::served::{Serving, Stage};
 
 /// Most connections a node serves at once (handshakes included).
 pub(crate) const MAX_CONNECTIONS: usize = 4096;
-
-/// Where a served connection stands.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Stage {
-    /// Waiting for the hello.
-    Hello,
-    /// Challenged: waiting for the proof.
-    Proof {
-        export_id: u64,
-        importer: [u8; 16],
-        exporter: [u8; 16],
-    },
-    /// Proved: an importer of the export.
-    Granted { export_id: u64 },
-}
-
-/// A served connection.
-pub(crate) struct Serving {
-    pub(crate) stage: Stage,
-    /// The importer's address, for messages.
-    pub(crate) peer: Option<SocketAddr>,
-    /// When the handshake must be over (none once granted).
-    pub(crate) deadline: Option<Instant>,
-}
-
-impl Serving {
-    /// The export this connection is an importer of, once granted or challenged.
-    pub(crate) fn export(&self) -> Option<u64> {
-        match self.stage {
-            Stage::Hello => None,
-            Stage::Proof { export_id, .. } | Stage::Granted { export_id } => Some(export_id),
-        }
-    }
-}
 
 /// Accept a connection request.
 pub(crate) fn accept(hub: &Hub, req: ucp_conn_request_h) {
