@@ -1,5 +1,5 @@
 //! The backend registry: creating it, probing and opening backends. Run with
-//! `cargo bench -p hal`.
+//! `cargo bench -p hal-ipc`.
 
 use divan::{black_box, Bencher};
 use hal::Registry;

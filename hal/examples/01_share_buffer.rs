@@ -1,9 +1,9 @@
 //! 01: share a buffer between two processes, choosing the backend at run time.
 //!
 //! ```text
-//! cargo run -p hal --example 01_share_buffer                 # the best backend here
-//! cargo run -p hal --example 01_share_buffer -- cpu-shm
-//! cargo run -p hal --features mock --example 01_share_buffer -- mock-ascend
+//! cargo run -p hal-ipc --example 01_share_buffer                 # the best backend here
+//! cargo run -p hal-ipc --example 01_share_buffer -- cpu-shm
+//! cargo run -p hal-ipc --features mock --example 01_share_buffer -- mock-ascend
 //! ```
 //!
 //! The producer allocates 2 MiB, fills it with a pattern and starts a

@@ -1,7 +1,7 @@
 //! 02: an event across two processes, with the static API.
 //!
 //! ```text
-//! cargo run -p hal --example 02_event
+//! cargo run -p hal-ipc --example 02_event
 //! ```
 //!
 //! An event marks a point in a stream: it completes when the work queued

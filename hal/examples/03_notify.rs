@@ -1,8 +1,8 @@
 //! 03: ping-pong a notify between two processes.
 //!
 //! ```text
-//! cargo run -p hal --example 03_notify                  # the best backend here
-//! cargo run -p hal --features mock --example 03_notify -- mock-ascend
+//! cargo run -p hal-ipc --example 03_notify                  # the best backend here
+//! cargo run -p hal-ipc --features mock --example 03_notify -- mock-ascend
 //! ```
 //!
 //! A notify is a wake-up signal: one side records (signals) it, the other

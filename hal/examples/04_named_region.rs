@@ -1,7 +1,7 @@
 //! 04: a named CPU shared-memory region, found by its name.
 //!
 //! ```text
-//! cargo run -p hal --example 04_named_region
+//! cargo run -p hal-ipc --example 04_named_region
 //! ```
 //!
 //! A named region is a POSIX shared memory object (`/dev/shm/NAME`): any

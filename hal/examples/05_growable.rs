@@ -1,7 +1,7 @@
 //! 05: a shared buffer that grows after it was exported.
 //!
 //! ```text
-//! cargo run -p hal --example 05_growable
+//! cargo run -p hal-ipc --example 05_growable
 //! ```
 //!
 //! When the final size of shared data is unknown (a join's result, a log), a

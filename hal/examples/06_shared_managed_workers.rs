@@ -1,7 +1,7 @@
 //! 06: PostgreSQL-style workers sharing one managed buffer with their GPUs.
 //!
 //! ```text
-//! cargo run -p hal --features cuda-uvm --example 06_shared_managed_workers [-- mock|cuda-uvm] [WORKERS]
+//! cargo run -p hal-ipc --features cuda-uvm --example 06_shared_managed_workers [-- mock|cuda-uvm] [WORKERS]
 //! ```
 //!
 //! A coordinator creates a shared managed buffer (`hal-cuda-uvm`: memfd

@@ -1,8 +1,8 @@
 //! 07: a producer and three consumers on a channel.
 //!
 //! ```text
-//! cargo run -p hal --example 07_channel                   # CPU shared memory
-//! cargo run -p hal --features mock --example 07_channel -- mock-cuda
+//! cargo run -p hal-ipc --example 07_channel                   # CPU shared memory
+//! cargo run -p hal-ipc --features mock --example 07_channel -- mock-cuda
 //! ```
 //!
 //! The producer creates a broadcast channel of 4 slots, starts three

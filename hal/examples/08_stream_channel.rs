@@ -2,8 +2,8 @@
 //! feeds device work in two others with no host round trip between them.
 //!
 //! ```text
-//! cargo run -p hal --example 08_stream_channel                       # the best backend here
-//! cargo run -p hal --features mock --example 08_stream_channel -- mock-cuda
+//! cargo run -p hal-ipc --example 08_stream_channel                       # the best backend here
+//! cargo run -p hal-ipc --features mock --example 08_stream_channel -- mock-cuda
 //! ```
 //!
 //! The producer creates a stream-ordered broadcast channel of 4 slots in

@@ -1,8 +1,8 @@
 //! 09: memory and a notify across machines, over UCX.
 //!
 //! ```text
-//! cargo run -p hal --features ucx --example 09_remote              # both sides on 127.0.0.1
-//! cargo run -p hal --features ucx --example 09_remote -- 192.0.2.1 # listen on this address
+//! cargo run -p hal-ipc --features ucx --example 09_remote              # both sides on 127.0.0.1
+//! cargo run -p hal-ipc --features ucx --example 09_remote -- 192.0.2.1 # listen on this address
 //! ```
 //!
 //! The exporter fills 4 MiB of CPU shared memory, exports it with a node

@@ -124,7 +124,7 @@
 //! it starts itself again, with the handle's text as its argument, as the
 //! consumer.
 //!
-//! The numbered examples in `hal/examples/` (`cargo run -p hal --example
+//! The numbered examples in `hal/examples/` (`cargo run -p hal-ipc --example
 //! 01_share_buffer`, ... `06_shared_managed_workers`) each run a producer
 //! and a consumer process: a buffer, an event, a notify ping-pong, a named
 //! region, a buffer that grows after it was exported, and workers sharing

@@ -16,7 +16,7 @@ fn example() -> std::path::PathBuf {
     let path = profile.join("examples").join("06_shared_managed_workers");
     assert!(
         path.is_file(),
-        "{} is missing: run `cargo test -p hal --features cuda-uvm`, which builds it",
+        "{} is missing: run `cargo test -p hal-ipc --features cuda-uvm`, which builds it",
         path.display()
     );
     path

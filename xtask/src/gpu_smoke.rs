@@ -270,7 +270,7 @@ pub(crate) fn gpu_smoke(root: &Path, cargo: &str, rehearse: bool) -> ExitCode {
                 "build",
                 "--release",
                 "-p",
-                "hal",
+                "hal-ipc",
                 "--examples",
                 "--features",
                 "cuda-uvm,mock",

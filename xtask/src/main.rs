@@ -515,7 +515,7 @@ fn matrix() -> ExitCode {
         let mut subjects: Vec<(String, Vec<&str>)> = sets
             .iter()
             .map(|(label, feats)| {
-                let mut a = vec!["-p", "hal"];
+                let mut a = vec!["-p", "hal-ipc"];
                 a.extend_from_slice(feats);
                 (label.to_string(), a)
             })
