@@ -1,11 +1,11 @@
 /*
  * producer.c: share a buffer, a tensor and a notify ping-pong with another
- * process through libhal. Starts ./consumer (next to this program) as a
+ * process through libhal_ipc. Starts ./consumer (next to this program) as a
  * child, hands it three handle texts down its stdin, and exits 0 only when
  * the consumer verified everything and answered.
  *
- *   cc -std=c11 -Wall -Wextra -o producer producer.c $(pkg-config --cflags --libs hal)
- *   cc -std=c11 -Wall -Wextra -o consumer consumer.c $(pkg-config --cflags --libs hal)
+ *   cc -std=c11 -Wall -Wextra -o producer producer.c $(pkg-config --cflags --libs hal-ipc)
+ *   cc -std=c11 -Wall -Wextra -o consumer consumer.c $(pkg-config --cflags --libs hal-ipc)
  *   ./producer            # the best backend here
  *   ./producer mock-cuda  # or name one: cpu-shm, mock-cuda, mock-ascend, cuda, ...
  */

@@ -3,7 +3,7 @@
 // ping-pong shared with another process. Objects are owned by unique_ptr
 // with the library's release functions as deleters; a failure throws.
 //
-//   c++ -std=c++17 -Wall -Wextra -o producer_cpp producer.cpp $(pkg-config --cflags --libs hal)
+//   c++ -std=c++17 -Wall -Wextra -o producer_cpp producer.cpp $(pkg-config --cflags --libs hal-ipc)
 //   ./producer_cpp [BACKEND] [ROUNDS]
 
 #include <hal.h>

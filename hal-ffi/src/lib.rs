@@ -1,4 +1,4 @@
-//! # The C ABI of hal: `libhal.so`, `libhal.a` and `include/hal.h`
+//! # The C ABI of hal: `libhal_ipc.so`, `libhal_ipc.a` and `include/hal.h`
 //!
 //! C and C++ programs share memory, tensors, events and notifies between
 //! processes through this library, on every backend compiled into it

@@ -1,6 +1,6 @@
 //! The C ABI as C and C++ programs use it: the examples and the C tests of
 //! `tests/c/` compiled with the system's `cc` and `c++` (warnings are
-//! errors) against the built `libhal.so` and `include/hal.h`, and run as
+//! errors) against the built `libhal_ipc.so` and `include/hal.h`, and run as
 //! real processes on CPU shared memory, the simulator, and hal-cuda over
 //! the stand-in `libcuda.so.1`.
 
@@ -12,7 +12,7 @@ fn crate_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The folder of the built `libhal.so`: the test binary's profile folder
+/// The folder of the built `libhal_ipc.so`: the test binary's profile folder
 /// (`target/debug/deps/..` -> `target/debug`). Cargo does not build a
 /// library that has no Rust crate type for the crate's own tests, so the
 /// first test to ask builds it (`cargo build -p hal-ffi`, a no-op when it
@@ -38,11 +38,11 @@ fn build_library() -> PathBuf {
     if dir.file_name().is_some_and(|n| n == "release") {
         cargo.arg("--release");
     }
-    let status = cargo.status().expect("run cargo to build libhal.so");
+    let status = cargo.status().expect("run cargo to build libhal_ipc.so");
     assert!(status.success(), "cargo build -p hal-ffi failed");
     assert!(
-        dir.join("libhal.so").is_file(),
-        "{} has no libhal.so: cargo builds it with the crate's tests",
+        dir.join("libhal_ipc.so").is_file(),
+        "{} has no libhal_ipc.so: cargo builds it with the crate's tests",
         dir.display()
     );
     dir
@@ -60,8 +60,8 @@ impl Build {
             .prefix("hal-ffi-c-")
             .tempdir()
             .expect("a temporary folder");
-        let lib = built_lib_dir().join("libhal.so");
-        for name in ["libhal.so", "libhal.so.1"] {
+        let lib = built_lib_dir().join("libhal_ipc.so");
+        for name in ["libhal_ipc.so", "libhal_ipc.so.1"] {
             std::os::unix::fs::symlink(&lib, dir.path().join(name)).expect("link the library");
         }
         Build { dir }
@@ -88,7 +88,7 @@ impl Build {
             .arg("-o")
             .arg(&out)
             .arg(format!("-L{}", self.dir.path().display()))
-            .arg("-lhal")
+            .arg("-lhal_ipc")
             .arg(format!("-Wl,-rpath,{}", self.dir.path().display()))
             .status()
             .unwrap_or_else(|e| panic!("running {compiler} (install a C and C++ compiler): {e}"));
@@ -482,11 +482,11 @@ fn source_functions() -> Vec<String> {
     names
 }
 
-/// The `hal_` functions `libhal.so` exports (`nm -D --defined-only`).
+/// The `hal_` functions `libhal_ipc.so` exports (`nm -D --defined-only`).
 fn library_functions() -> Vec<String> {
     let out = Command::new("nm")
         .args(["-D", "--defined-only"])
-        .arg(built_lib_dir().join("libhal.so"))
+        .arg(built_lib_dir().join("libhal_ipc.so"))
         .output()
         .expect("run nm (binutils)");
     assert!(out.status.success(), "nm failed");
@@ -515,14 +515,15 @@ fn every_extern_function_is_in_the_header_and_exported() {
     assert_eq!(source, header, "src/ and include/hal.h differ");
     assert_eq!(
         header, library,
-        "include/hal.h and libhal.so's exports differ"
+        "include/hal.h and libhal_ipc.so's exports differ"
     );
 }
 
-/// `cargo xtask install-c` puts the library, the header and `hal.pc` under
-/// a prefix; the examples build from that alone with pkg-config, linked
-/// dynamically (found at run time through the rpath hal.pc gives) and
-/// statically, and share a buffer across two processes.
+/// `cargo xtask install-c` puts the library, the header and `hal-ipc.pc`
+/// under a prefix; the examples build from that alone with pkg-config
+/// (`#include <hal.h>` found through its `Cflags`), linked dynamically
+/// (found at run time through the rpath hal-ipc.pc gives) and statically,
+/// and share a buffer across two processes.
 #[test]
 fn installed_with_pkg_config_the_examples_build_and_run() {
     if Command::new("pkg-config")
@@ -560,11 +561,11 @@ fn installed_with_pkg_config_the_examples_build_and_run() {
     let out = run(&mut xtask);
     assert!(out.status.success(), "cargo xtask install-c failed");
     for file in [
-        "lib/libhal.so.1",
-        "lib/libhal.so",
-        "lib/libhal.a",
-        "include/hal.h",
-        "lib/pkgconfig/hal.pc",
+        "lib/libhal_ipc.so.1",
+        "lib/libhal_ipc.so",
+        "lib/libhal_ipc.a",
+        "include/hal-ipc/hal.h",
+        "lib/pkgconfig/hal-ipc.pc",
     ] {
         assert!(prefix.path().join(file).exists(), "{file} is not installed");
     }
@@ -572,11 +573,11 @@ fn installed_with_pkg_config_the_examples_build_and_run() {
     let flags = |args: &[&str]| -> Vec<String> {
         let out = Command::new("pkg-config")
             .args(args)
-            .arg("hal")
+            .arg("hal-ipc")
             .env("PKG_CONFIG_PATH", &pc)
             .output()
             .expect("run pkg-config");
-        assert!(out.status.success(), "pkg-config {args:?} hal failed");
+        assert!(out.status.success(), "pkg-config {args:?} hal-ipc failed");
         String::from_utf8_lossy(&out.stdout)
             .split_whitespace()
             .map(str::to_string)
@@ -596,22 +597,22 @@ fn installed_with_pkg_config_the_examples_build_and_run() {
             .expect("run cc");
         assert!(status.success(), "cc {source} with {extra:?} failed");
     };
-    // hal.pc carries the rpath: the programs find libhal.so.1 under the
+    // hal-ipc.pc carries the rpath: the programs find libhal_ipc.so.1 under the
     // prefix with no LD_LIBRARY_PATH.
     let rpath = format!("-Wl,-rpath,{}", prefix.path().join("lib").display());
     assert!(
         dynamic.contains(&rpath),
-        "pkg-config --libs hal gives {dynamic:?}, without {rpath}"
+        "pkg-config --libs hal-ipc gives {dynamic:?}, without {rpath}"
     );
     cc("producer.c", "producer", &dynamic);
     cc("consumer.c", "consumer", &dynamic);
-    // The static library: libhal.a and what it needs from the system.
+    // The static library: libhal_ipc.a and what it needs from the system.
     let mut fully_static = flags(&["--cflags"]);
-    fully_static.push(prefix.path().join("lib/libhal.a").display().to_string());
+    fully_static.push(prefix.path().join("lib/libhal_ipc.a").display().to_string());
     fully_static.extend(
         flags(&["--static", "--libs"])
             .into_iter()
-            .filter(|f| f != "-lhal" && !f.starts_with("-L")),
+            .filter(|f| f != "-lhal_ipc" && !f.starts_with("-L")),
     );
     cc("producer.c", "producer_static", &fully_static);
     for producer in ["producer", "producer_static"] {

@@ -4,7 +4,7 @@ of hal-ffi (hal-ffi/examples/producer.c) and its C++ twin
 ping-pong to a Python consumer (NumPy), and a Python producer hands them to
 the C consumer (hal-ffi/examples/consumer.c).
 
-libhal is installed with ``cargo xtask install-c --prefix DIR --debug``:
+libhal_ipc is installed with ``cargo xtask install-c --prefix DIR --debug``:
 DIR is ``HAL_C_PREFIX`` when set (CI installs it first), else the test
 installs it under ``target/py-c``.
 """
@@ -28,7 +28,7 @@ ANSWER = b"verified by the consumer\0"
 @pytest.fixture(scope="session")
 def c_prefix():
     prefix = pathlib.Path(os.environ.get("HAL_C_PREFIX", REPO / "target" / "py-c"))
-    if not (prefix / "lib" / "libhal.so").exists():
+    if not (prefix / "lib" / "libhal_ipc.so").exists():
         subprocess.run(
             ["cargo", "run", "-q", "-p", "xtask", "--", "install-c", "--prefix", str(prefix),
              "--debug"],
@@ -41,8 +41,8 @@ def compile_example(prefix, name, out_dir):
     source = REPO / "hal-ffi" / "examples" / f"{name}.c"
     program = out_dir / name
     subprocess.run(
-        ["cc", "-std=c11", "-Wall", "-Wextra", f"-I{prefix / 'include'}", str(source),
-         "-o", str(program), f"-L{prefix / 'lib'}", "-lhal",
+        ["cc", "-std=c11", "-Wall", "-Wextra", f"-I{prefix / 'include' / 'hal-ipc'}", str(source),
+         "-o", str(program), f"-L{prefix / 'lib'}", "-lhal_ipc",
          f"-Wl,-rpath,{prefix / 'lib'}"],
         check=True,
     )
@@ -60,8 +60,8 @@ def compile_cpp_example(prefix, name, out_dir):
     source = REPO / "hal-ffi" / "examples" / f"{name}.cpp"
     program = out_dir / f"{name}_cpp"
     subprocess.run(
-        [compiler, "-std=c++17", "-Wall", "-Wextra", "-Werror", f"-I{prefix / 'include'}",
-         str(source), "-o", str(program), f"-L{prefix / 'lib'}", "-lhal",
+        [compiler, "-std=c++17", "-Wall", "-Wextra", "-Werror", f"-I{prefix / 'include' / 'hal-ipc'}",
+         str(source), "-o", str(program), f"-L{prefix / 'lib'}", "-lhal_ipc",
          f"-Wl,-rpath,{prefix / 'lib'}"],
         check=True,
     )

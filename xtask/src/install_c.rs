@@ -1,18 +1,21 @@
-//! `cargo xtask install-c --prefix DIR [--debug]`: libhal built in release
-//! mode (or the debug profile with `--debug`) and installed for C and C++
-//! programs:
+//! `cargo xtask install-c --prefix DIR [--debug]`: libhal_ipc built in
+//! release mode (or the debug profile with `--debug`) and installed for C
+//! and C++ programs:
 //!
 //! ```text
-//! DIR/lib/libhal.so.1          the shared library (soname libhal.so.1)
-//! DIR/lib/libhal.so.1.debug    its line tables (release), for gdb and backtraces
-//! DIR/lib/libhal.so            -> libhal.so.1, for -lhal
-//! DIR/lib/libhal.a             the static library
-//! DIR/include/hal.h            the header
-//! DIR/lib/pkgconfig/hal.pc     pkg-config --cflags --libs hal
+//! DIR/lib/libhal_ipc.so.1          the shared library (soname libhal_ipc.so.1)
+//! DIR/lib/libhal_ipc.so.1.debug    its line tables (release), for gdb and backtraces
+//! DIR/lib/libhal_ipc.so            -> libhal_ipc.so.1, for -lhal_ipc
+//! DIR/lib/libhal_ipc.a             the static library
+//! DIR/include/hal-ipc/hal.h        the header (`#include <hal.h>` with -IDIR/include/hal-ipc)
+//! DIR/lib/pkgconfig/hal-ipc.pc     pkg-config --cflags --libs hal-ipc
 //! ```
 //!
-//! `hal.pc` links with `-Wl,-rpath,DIR/lib`, so a program built with it
-//! finds `libhal.so.1` under any prefix. When DIR/lib is a folder the
+//! The names are `hal-ipc`'s, not `hal`'s: `libhal` and `hal.pc` belong to
+//! freedesktop's old HAL library, still installed on some systems; the
+//! header keeps its name in a folder of its own. `hal-ipc.pc` links with
+//! `-Wl,-rpath,DIR/lib`, so a program built with it finds
+//! `libhal_ipc.so.1` under any prefix. When DIR/lib is a folder the
 //! dynamic loader searches anyway (its own, or one listed in
 //! `/etc/ld.so.conf`, like `/usr/local/lib`), the command runs `ldconfig`
 //! as root, or prints that command for the user to run; otherwise it prints
@@ -21,13 +24,22 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-/// The file names: the shared library under its soname.
-const SONAME: &str = "libhal.so.1";
+/// The shared library under its soname.
+const SONAME: &str = "libhal_ipc.so.1";
+/// The shared library as cargo builds it, and its link name (`-lhal_ipc`).
+const SHARED: &str = "libhal_ipc.so";
+/// The static library.
+const STATIC: &str = "libhal_ipc.a";
+/// The pkg-config file (`pkg-config hal-ipc`).
+const PC: &str = "hal-ipc.pc";
+/// The header's folder under `include/`, which the pkg-config file's
+/// `Cflags` name, so that programs keep writing `#include <hal.h>`.
+const HEADER_DIR: &str = "hal-ipc";
 
-/// The pkg-config file for `prefix`, from `hal-ffi/hal.pc.in`.
+/// The pkg-config file for `prefix`, from `hal-ffi/hal-ipc.pc.in`.
 fn pc_text(root: &Path, prefix: &Path) -> Result<String, String> {
-    let template = std::fs::read_to_string(root.join("hal-ffi/hal.pc.in"))
-        .map_err(|e| format!("reading hal-ffi/hal.pc.in: {e}"))?;
+    let template = std::fs::read_to_string(root.join("hal-ffi/hal-ipc.pc.in"))
+        .map_err(|e| format!("reading hal-ffi/hal-ipc.pc.in: {e}"))?;
     Ok(template
         .replace("@PREFIX@", &prefix.to_string_lossy())
         .replace("@VERSION@", env!("CARGO_PKG_VERSION")))
@@ -62,19 +74,19 @@ fn install(root: &Path, cargo: &str, prefix: &Path, debug: bool) -> Result<(), S
             .join(prefix)
     };
     let lib = prefix.join("lib");
-    let include = prefix.join("include");
+    let include = prefix.join("include").join(HEADER_DIR);
     let pkgconfig = lib.join("pkgconfig");
     for dir in [&lib, &include, &pkgconfig] {
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     }
-    copy(&target.join("libhal.so"), &lib.join(SONAME))?;
-    let link = lib.join("libhal.so");
+    copy(&target.join(SHARED), &lib.join(SONAME))?;
+    let link = lib.join(SHARED);
     if link.symlink_metadata().is_ok() {
         std::fs::remove_file(&link).map_err(|e| format!("replacing {}: {e}", link.display()))?;
     }
     std::os::unix::fs::symlink(SONAME, &link)
         .map_err(|e| format!("linking {}: {e}", link.display()))?;
-    copy(&target.join("libhal.a"), &lib.join("libhal.a"))?;
+    copy(&target.join(STATIC), &lib.join(STATIC))?;
     let debug_file = lib.join(format!("{SONAME}.debug"));
     if debug {
         // The debug profile's libraries keep their line tables; a release
@@ -84,13 +96,13 @@ fn install(root: &Path, cargo: &str, prefix: &Path, debug: bool) -> Result<(), S
         split_debug_information(&lib, &debug_file)?;
     }
     copy(&root.join("include/hal.h"), &include.join("hal.h"))?;
-    std::fs::write(pkgconfig.join("hal.pc"), pc_text(root, &prefix)?)
-        .map_err(|e| format!("writing hal.pc: {e}"))?;
-    let mut installed = vec![lib.join(SONAME), link, lib.join("libhal.a")];
+    std::fs::write(pkgconfig.join(PC), pc_text(root, &prefix)?)
+        .map_err(|e| format!("writing {PC}: {e}"))?;
+    let mut installed = vec![lib.join(SONAME), link, lib.join(STATIC)];
     if !debug {
         installed.push(debug_file);
     }
-    installed.extend([include.join("hal.h"), pkgconfig.join("hal.pc")]);
+    installed.extend([include.join("hal.h"), pkgconfig.join(PC)]);
     for path in installed {
         let size = std::fs::symlink_metadata(&path).map_or(0, |m| m.len());
         println!("installed {} ({size} bytes)", path.display());
@@ -100,7 +112,7 @@ fn install(root: &Path, cargo: &str, prefix: &Path, debug: bool) -> Result<(), S
 
 /// The release build's line tables (the workspace's crates keep them, so
 /// that a backtrace names files and lines) leave the installed libraries:
-/// the shared library's go to `libhal.so.1.debug` beside it, which gdb and
+/// the shared library's go to `libhal_ipc.so.1.debug` beside it, which gdb and
 /// Rust's backtraces find through the `.gnu_debuglink` section the stripped
 /// library keeps; the static library's are dropped (a program linked with
 /// it still names hal's functions in a backtrace, without lines). Symbol
@@ -108,7 +120,7 @@ fn install(root: &Path, cargo: &str, prefix: &Path, debug: bool) -> Result<(), S
 fn split_debug_information(lib: &Path, debug_file: &Path) -> Result<(), String> {
     let so = lib.join(SONAME);
     let link = format!("--add-gnu-debuglink={}", debug_file.display());
-    let archive = lib.join("libhal.a");
+    let archive = lib.join(STATIC);
     let steps: [(&str, Vec<&std::ffi::OsStr>); 3] = [
         (
             "objcopy",
@@ -138,16 +150,16 @@ fn split_debug_information(lib: &Path, debug_file: &Path) -> Result<(), String> 
     Ok(())
 }
 
-/// Make `lib`'s `libhal.so.1` findable at run time, or say how a program
-/// finds it: `ldconfig` for a folder the dynamic loader searches, the
-/// rpath `hal.pc` links with for any other.
+/// Make `lib`'s `libhal_ipc.so.1` findable at run time, or say how a
+/// program finds it: `ldconfig` for a folder the dynamic loader searches,
+/// the rpath `hal-ipc.pc` links with for any other.
 fn tell_the_loader(lib: &Path) -> Result<(), String> {
     let searched = loader_dirs();
     if !searched.iter().any(|dir| same_dir(dir, lib)) {
         println!(
             "\n{lib} is not a folder the dynamic loader searches. A program finds {SONAME} there\n\
-             - when built with `pkg-config --cflags --libs hal` (PKG_CONFIG_PATH={lib}/pkgconfig):\n\
-             \x20 hal.pc links it with -Wl,-rpath,{lib};\n\
+             - when built with `pkg-config --cflags --libs hal-ipc` (PKG_CONFIG_PATH={lib}/pkgconfig):\n\
+             \x20 {PC} links it with -Wl,-rpath,{lib};\n\
              - otherwise, when linked with -Wl,-rpath,{lib} or run with LD_LIBRARY_PATH={lib}.",
             lib = lib.display()
         );

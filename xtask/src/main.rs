@@ -13,8 +13,8 @@
 //! cargo xtask bindgen     regenerate hal-ascend's and hal-ucx's bindings (--check: verify them)
 //! cargo xtask cheader     regenerate include/hal.h from hal-ffi (--check: verify it)
 //! cargo xtask install-c --prefix DIR [--debug]
-//!                         build libhal in release mode (--debug: the debug profile)
-//!                         and install the library, the header and hal.pc under DIR
+//!                         build libhal_ipc in release mode (--debug: the debug profile)
+//!                         and install the library, the header and hal-ipc.pc under DIR
 //! cargo xtask gpu-smoke [--rehearse]
 //!                         build, in release mode, what a GPU machine runs against its
 //!                         real driver (target/gpu-smoke/, with run.sh); --rehearse
@@ -67,8 +67,8 @@ commands:
   cheader    regenerate include/hal.h (the C header) from hal-ffi with cbindgen;
              with --check, fail when the checked-in file differs from a fresh generation
   install-c --prefix DIR [--debug]
-             build hal-ffi in release mode (--debug: the debug profile) and install DIR/lib/libhal.so (with its
-             soname), DIR/lib/libhal.a, DIR/include/hal.h and DIR/lib/pkgconfig/hal.pc
+             build hal-ffi in release mode (--debug: the debug profile) and install DIR/lib/libhal_ipc.so (with its
+             soname), DIR/lib/libhal_ipc.a, DIR/include/hal-ipc/hal.h and DIR/lib/pkgconfig/hal-ipc.pc
   gpu-smoke  build in release mode, stripped, into target/gpu-smoke/: hal-cuda's test
              executables (its conformance suite switches to the real driver there),
              hal's examples, halctl, and run.sh, which a machine with an NVIDIA GPU and
@@ -78,7 +78,7 @@ commands:
              (HAL_CUDA_LIBRARY) into target/gpu-smoke-rehearsal/, and fail unless
              every step passed and every test step ran tests
   postgres [--backend cpu-shm|cuda-uvm]...
-             build libhal (hal-ffi), halctl and the stand-in libcuda, then the hal_pg
+             build libhal_ipc (hal-ffi), halctl and the stand-in libcuda, then the hal_pg
              extension (examples/postgres/hal_pg) with PGXS, installing the server
              headers when missing (as root); for each backend (default: cpu-shm, then
              cuda-uvm over the stand-in driver) create a cluster in a temporary folder

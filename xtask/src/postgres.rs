@@ -2,7 +2,7 @@
 //! on a real PostgreSQL server.
 //!
 //! It installs the server headers when they are missing (Debian's
-//! `postgresql-server-dev-N`, as root), builds `libhal` (crate `hal-ffi`),
+//! `postgresql-server-dev-N`, as root), builds `libhal_ipc` (crate `hal-ffi`),
 //! `halctl` and the stand-in `libcuda.so.1`, builds the extension with PGXS
 //! in a temporary folder, and for each backend (cpu-shm, then cuda-uvm over
 //! the stand-in driver) creates a cluster there as an unprivileged user,

@@ -1,6 +1,6 @@
 /*
  * hal_pg: one shared buffer for every backend of a PostgreSQL server, through
- * hal's C ABI (libhal, include/hal.h).
+ * hal's C ABI (libhal_ipc, include/hal.h).
  *
  * A background worker, started by the postmaster when hal_pg is in
  * shared_preload_libraries, opens a device (hal_pg.backend: cuda-uvm's

@@ -1,5 +1,5 @@
 /*
- * refusals.c: what libhal answers to what it must refuse, each with its
+ * refusals.c: what libhal_ipc answers to what it must refuse, each with its
  * status and a message: NULL arguments, forged pointers, double release,
  * use after release, malformed and wrong-kind handle texts, bad options,
  * and, in a second process, an import by a pid the export does not name,

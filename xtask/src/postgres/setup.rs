@@ -218,8 +218,8 @@ pub(super) fn build_extension(
     // The server's user reads the libraries from here, whatever the
     // permissions of the build tree.
     // The link name, and the soname the extension's library asks for.
-    copy(&built.join("libhal.so"), &lib.join("libhal.so"))?;
-    copy(&built.join("libhal.so"), &lib.join("libhal.so.1"))?;
+    copy(&built.join("libhal_ipc.so"), &lib.join("libhal_ipc.so"))?;
+    copy(&built.join("libhal_ipc.so"), &lib.join("libhal_ipc.so.1"))?;
     let standin = lib.join("libcuda-standin.so");
     copy(&built.join("libhal_mock_libcuda.so"), &standin)?;
     let include = root.join("include");
