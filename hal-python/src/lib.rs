@@ -1,4 +1,4 @@
-//! # The Python package `hal`
+//! # The Python package `hal` (the distribution `hal-ipc`)
 //!
 //! Python programs share memory, tensors, events and notifies between
 //! processes through this extension module, on every backend compiled into

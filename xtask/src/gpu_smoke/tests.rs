@@ -203,7 +203,7 @@ fn the_python_wheel_is_installed_offline_and_its_scripts_say_what_did_not_run() 
             HALCTL,
             ("tests/conformance-1", SUITE),
             (
-                "python/hal-0.1.0-cp311-abi3-linux_x86_64.whl",
+                "python/hal_ipc-0.1.0-cp311-abi3-manylinux_2_34_x86_64.whl",
                 "not a wheel",
             ),
             ("python/torch_share.py", "NOT RUN: PyTorch is not installed"),
@@ -232,7 +232,7 @@ sed -n 's/^NOT RUN/&/p; s/^python-open/&/p' "$1""#,
         "{pip}"
     );
     assert!(
-        pip.contains("hal-0.1.0-cp311-abi3-linux_x86_64.whl"),
+        pip.contains("hal_ipc-0.1.0-cp311-abi3-manylinux_2_34_x86_64.whl"),
         "{pip}"
     );
     let report = f.report();
