@@ -513,5 +513,6 @@ impl Connection {
         let c = hub.engine.close(self.ep as ucp_ep_h, true);
         hub.engine.signal();
         c.wait_until(Some(Instant::now() + hub.timeout));
+        hub.unwaited(c);
     }
 }

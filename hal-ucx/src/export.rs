@@ -137,6 +137,7 @@ impl Drop for RemoteExported {
         let deadline = Instant::now() + Duration::from_secs(5);
         for c in closing {
             c.wait_until(Some(deadline));
+            hub.unwaited(c);
         }
         hub.changed.notify_all();
         if let Some(memh) = self.memh {

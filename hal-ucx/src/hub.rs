@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use hal_core::Notify;
 
+use crate::completion::Completion;
 use crate::engine::{Callbacks, Engine};
 use crate::ffi::bindings::*;
 use crate::payload::Payload;
@@ -79,6 +80,10 @@ pub(crate) struct Hub {
     /// Notified when an export's importers or signals change.
     pub(crate) changed: Condvar,
     stop: AtomicBool,
+    /// Requests issued from the progress thread that nobody waits for (a
+    /// refusal sent, a served connection closed): the worker must not be
+    /// destroyed before they end, as UCX requires.
+    unwaited: Mutex<Vec<Arc<Completion>>>,
 }
 
 /// A lock, whatever a panicking holder left.
@@ -162,6 +167,7 @@ impl Hub {
             tables: Mutex::new(Tables::default()),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
+            unwaited: Mutex::new(Vec::new()),
         }
     }
 
@@ -172,6 +178,16 @@ impl Hub {
             am: Some(on_message),
             err: Some(on_failure),
             arg: self as *const Hub as *mut c_void,
+        }
+    }
+
+    /// Keep `c`, a request nobody waits for, until it ends: [`Hub::shut`]
+    /// waits for it before the worker goes.
+    pub(crate) fn unwaited(&self, c: Arc<Completion>) {
+        let mut kept = lock(&self.unwaited);
+        kept.retain(|k| k.status().is_none());
+        if c.status().is_none() {
+            kept.push(c);
         }
     }
 
@@ -207,10 +223,11 @@ impl Hub {
             // keep the node alive: only served ones are left here.
             t.serving.drain().map(|(ep, _)| ep).collect()
         };
-        let closing: Vec<_> = eps
+        let mut closing: Vec<_> = eps
             .into_iter()
             .map(|ep| self.engine.close(ep as ucp_ep_h, true))
             .collect();
+        closing.append(&mut lock(&self.unwaited));
         let deadline = Instant::now() + Duration::from_secs(2);
         while Instant::now() < deadline && closing.iter().any(|c| c.status().is_none()) {
             self.engine.progress();

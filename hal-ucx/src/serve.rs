@@ -53,11 +53,12 @@ pub(crate) fn accept(hub: &Hub, req: ucp_conn_request_h) {
 
 /// Send `m` on `ep` without waiting (the progress thread never waits).
 fn send(hub: &Hub, ep: usize, m: &Message) {
-    if let Err(e) = hub
+    match hub
         .engine
         .send(ep as ucp_ep_h, AM_ID, m.encode(), None, false)
     {
-        log::warn!("hal-ucx: could not answer an importer: {e}");
+        Ok(c) => hub.unwaited(c),
+        Err(e) => log::warn!("hal-ucx: could not answer an importer: {e}"),
     }
 }
 
@@ -66,7 +67,7 @@ fn send(hub: &Hub, ep: usize, m: &Message) {
 fn refuse(hub: &Hub, ep: usize, why: Denial) {
     send(hub, ep, &Message::Denied(why));
     drop_conn(hub, ep);
-    hub.engine.close(ep as ucp_ep_h, false);
+    hub.unwaited(hub.engine.close(ep as ucp_ep_h, false));
 }
 
 /// Forget a connection; an importer leaves its export's count.
@@ -161,8 +162,9 @@ fn read(hub: &Hub, ep: usize, export_id: u64, req: u64, offset: u64, len: u64, r
         Some(data),
         rndv,
     );
-    if let Err(e) = sent {
-        log::warn!("hal-ucx: could not answer a read: {e}");
+    match sent {
+        Ok(c) => hub.unwaited(c),
+        Err(e) => log::warn!("hal-ucx: could not answer a read: {e}"),
     }
 }
 
@@ -365,7 +367,7 @@ pub(crate) fn failed(hub: &Hub, ep: usize, status: ucs_status_t) {
             s.peer,
             crate::ffi::status::name(status)
         );
-        hub.engine.close(ep as ucp_ep_h, true);
+        hub.unwaited(hub.engine.close(ep as ucp_ep_h, true));
     }
 }
 
