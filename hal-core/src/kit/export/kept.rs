@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use crate::handle::Handle;
 use crate::kit::export::Exported;
 use crate::kit::lock::lock;
+use crate::{Notify, Result, WaitFuture, WaitOptions};
 
 /// The exports of one object, kept until it drops. Declare it before the
 /// object's other fields: fields drop in order, and an export must stop
@@ -58,6 +59,22 @@ impl<T: ?Sized, D> KeptObject<T, D> {
     /// its handle text.
     pub fn keep(&self, exported: Exported) -> String {
         self.exports.keep(exported).to_text()
+    }
+}
+
+/// A kept notify is a notify: a door hands it to what takes any
+/// [`Notify`] (an export to other hosts) while it stays the door's object.
+impl<T: Notify + ?Sized, D: Send + Sync> Notify for KeptObject<T, D> {
+    fn signal(&self) -> Result<()> {
+        self.obj.signal()
+    }
+
+    fn wait(&self, opts: WaitOptions) -> Result<()> {
+        self.obj.wait(opts)
+    }
+
+    fn wait_async(&self, opts: WaitOptions) -> WaitFuture<'_> {
+        self.obj.wait_async(opts)
     }
 }
 
