@@ -285,6 +285,35 @@ typedef struct hal_notify hal_notify;
 typedef struct hal_publisher hal_publisher;
 
 /**
+ * An export to other hosts (opaque): of memory (`hal_remote_export`) or of
+ * a notify (`hal_remote_export_notify`). Its text is what another host
+ * connects to. Release it with `hal_remote_export_release`, which ends the
+ * export.
+ */
+typedef struct hal_remote_exported hal_remote_exported;
+
+/**
+ * Another host's memory (opaque), connected to with `hal_remote_connect`.
+ * The exporter counts this process among its importers until it is
+ * released with `hal_remote_memory_release`.
+ */
+typedef struct hal_remote_memory hal_remote_memory;
+
+/**
+ * A node (opaque): this process on the network (`hal_remote_node_bind`).
+ * Release it with `hal_remote_node_release`; its exports and connections
+ * keep it running until they are released too.
+ */
+typedef struct hal_remote_node hal_remote_node;
+
+/**
+ * Another host's notify (opaque), connected to with
+ * `hal_remote_connect_notify`. Release it with
+ * `hal_remote_notify_release`.
+ */
+typedef struct hal_remote_notify hal_remote_notify;
+
+/**
  * A sample received in place (opaque): `hal_receive_sample`; ends with
  * `hal_sample_release`.
  */
@@ -1035,6 +1064,255 @@ enum hal_status hal_notify_wait(struct hal_notify *notify, int64_t timeout_ns);
  * `HAL_ERR_DOUBLE_RELEASE`.
  */
 enum hal_status hal_notify_release(struct hal_notify *notify);
+
+/**
+ * Export `memory` to other hosts from `node`; `read_only` lets
+ * importers only read (UCX registers the memory for remote reads alone).
+ * Host memory of any backend is exported; device memory only where the
+ * loaded UCX was built with CUDA (`HAL_ERR_UNSUPPORTED` saying so
+ * otherwise). The memory stays allocated while the export lives, even if
+ * it is released first.
+ *
+ * # Safety
+ *
+ * `out` is NULL or valid for a write of a pointer.
+ */
+enum hal_status hal_remote_export(const struct hal_remote_node *node,
+                                  const struct hal_memory *memory,
+                                  bool read_only,
+                                  struct hal_remote_exported **out);
+
+/**
+ * Export `notify` to other hosts from `node`: an importer's
+ * `hal_remote_notify_signal` signals it here (`hal_notify_wait` wakes).
+ * The notify stays alive while the export lives.
+ *
+ * # Safety
+ *
+ * `out` is NULL or valid for a write of a pointer.
+ */
+enum hal_status hal_remote_export_notify(const struct hal_remote_node *node,
+                                         const struct hal_notify *notify,
+                                         struct hal_remote_exported **out);
+
+/**
+ * The export's handle text (`hal1r.` ...), for the other host's
+ * `hal_remote_connect` (or `hal_remote_connect_notify`). It holds the
+ * export's secret: give it only to the processes meant to use it. Free it
+ * with `hal_string_free`.
+ *
+ * # Safety
+ *
+ * `out_text` is NULL or valid for a write of a pointer.
+ */
+enum hal_status hal_remote_export_text(const struct hal_remote_exported *export_, char **out_text);
+
+/**
+ * How many importers proved the export's secret and are still connected.
+ *
+ * # Safety
+ *
+ * `out` is NULL or valid for a write.
+ */
+enum hal_status hal_remote_export_importers(const struct hal_remote_exported *export_, size_t *out);
+
+/**
+ * Block until at least `count` importers are connected, or `timeout_ns`
+ * nanoseconds pass (`HAL_ERR_TIMEOUT`); a negative timeout waits
+ * forever, zero looks once.
+ */
+enum hal_status hal_remote_export_wait_importers(const struct hal_remote_exported *export_,
+                                                 size_t count,
+                                                 int64_t timeout_ns);
+
+/**
+ * Block until no importer is connected (each released its connection, or
+ * died), or `timeout_ns` nanoseconds pass (`HAL_ERR_TIMEOUT`); a negative
+ * timeout waits forever, zero looks once.
+ */
+enum hal_status hal_remote_export_wait_unused(const struct hal_remote_exported *export_,
+                                              int64_t timeout_ns);
+
+/**
+ * Block until an importer's next signal (`hal_remote_write_signal`: the
+ * bytes are in the memory then; `hal_remote_notify_signal`) and take it,
+ * or until `timeout_ns` nanoseconds pass (`HAL_ERR_TIMEOUT`); a negative
+ * timeout waits forever, zero looks once. Each signal is taken once.
+ */
+enum hal_status hal_remote_export_wait_signal(const struct hal_remote_exported *export_,
+                                              int64_t timeout_ns);
+
+/**
+ * Release an export, which ends it: the memory is unregistered, the
+ * importers' connections are closed (their calls answer
+ * `HAL_ERR_CLOSED`), and later connections are refused
+ * (`HAL_ERR_NOT_FOUND`). A second release is `HAL_ERR_DOUBLE_RELEASE`.
+ */
+enum hal_status hal_remote_export_release(struct hal_remote_exported *export_);
+
+/**
+ * Connect `node` to the memory export whose handle text is `text`
+ * (`hal1r.` ..., from `hal_remote_export_text` on the other host): the
+ * exporter and this node prove to each other that they hold the handle's
+ * secret. A wrong secret is `HAL_ERR_PERMISSION_DENIED`; an export that
+ * ended `HAL_ERR_NOT_FOUND`; malformed text, or a notify's,
+ * `HAL_ERR_INVALID_HANDLE`.
+ *
+ * # Safety
+ *
+ * `text` is NULL or a NUL-terminated string; `out` is NULL or valid for a
+ * write of a pointer.
+ */
+enum hal_status hal_remote_connect(const struct hal_remote_node *node,
+                                   const char *text,
+                                   struct hal_remote_memory **out);
+
+/**
+ * The size of the remote memory in bytes.
+ *
+ * # Safety
+ *
+ * `out` is NULL or valid for a write.
+ */
+enum hal_status hal_remote_size(const struct hal_remote_memory *remote, uint64_t *out);
+
+/**
+ * Read `len` bytes at `offset` of the remote memory into `dst`. Out of
+ * range is `HAL_ERR_INVALID_ARGUMENT` (nothing is sent); an exporter that
+ * went away `HAL_ERR_CLOSED`.
+ *
+ * # Safety
+ *
+ * `dst` is NULL (only when `len` is 0) or valid for `len` bytes of writes.
+ */
+enum hal_status hal_remote_read(const struct hal_remote_memory *remote,
+                                uint64_t offset,
+                                void *dst,
+                                size_t len);
+
+/**
+ * Write `len` bytes of `src` at `offset` of the remote memory. Done when
+ * `src` may be reused; `hal_remote_flush` (or `hal_remote_write_signal`)
+ * for the bytes to be in the remote memory. A read-only export refuses
+ * (`HAL_ERR_PERMISSION_DENIED`, nothing is sent).
+ *
+ * # Safety
+ *
+ * `src` is NULL (only when `len` is 0) or valid for `len` bytes of reads.
+ */
+enum hal_status hal_remote_write(const struct hal_remote_memory *remote,
+                                 uint64_t offset,
+                                 const void *src,
+                                 size_t len);
+
+/**
+ * Write `len` bytes of `src` at `offset`, then tell the exporter they are
+ * there, in that order: its `hal_remote_export_wait_signal` returns once
+ * the bytes are in its memory.
+ *
+ * # Safety
+ *
+ * `src` is NULL (only when `len` is 0) or valid for `len` bytes of reads.
+ */
+enum hal_status hal_remote_write_signal(const struct hal_remote_memory *remote,
+                                        uint64_t offset,
+                                        const void *src,
+                                        size_t len);
+
+/**
+ * Read `len` bytes at remote `offset` straight into local hal memory
+ * `local` at `local_offset`: host memory of any backend, or device memory
+ * where the loaded UCX was built with CUDA.
+ */
+enum hal_status hal_remote_read_into(const struct hal_remote_memory *remote,
+                                     uint64_t offset,
+                                     const struct hal_memory *local,
+                                     uint64_t local_offset,
+                                     uint64_t len);
+
+/**
+ * Write `len` bytes of local hal memory `local` at `local_offset` to
+ * remote `offset` (then `hal_remote_flush`, as for `hal_remote_write`).
+ */
+enum hal_status hal_remote_write_from(const struct hal_remote_memory *remote,
+                                      uint64_t offset,
+                                      const struct hal_memory *local,
+                                      uint64_t local_offset,
+                                      uint64_t len);
+
+/**
+ * Block until every write issued so far is in the remote memory.
+ */
+enum hal_status hal_remote_flush(const struct hal_remote_memory *remote);
+
+/**
+ * Release remote memory: what was written is flushed, and the exporter
+ * stops counting this process among its importers. A second release is
+ * `HAL_ERR_DOUBLE_RELEASE`.
+ */
+enum hal_status hal_remote_memory_release(struct hal_remote_memory *remote);
+
+/**
+ * Make a node listening on `addr`, "IP:PORT" (`"192.0.2.1:0"`, `"[::1]:0"`;
+ * port 0 takes a free port): an address of this host that other hosts
+ * reach, which the handles of its exports name. UCX (`libucp.so.0`, or
+ * the library `HAL_UCX_LIBRARY` names) is loaded now: without it the
+ * answer is `HAL_ERR_UNAVAILABLE`, naming every path tried.
+ *
+ * A node must listen only on a network whose hosts are trusted (a
+ * cluster's fabric): UCX's connections are neither encrypted nor
+ * authenticated.
+ *
+ * # Safety
+ *
+ * `addr` is NULL or a NUL-terminated string; `out` is NULL or valid for a
+ * write of a pointer.
+ */
+enum hal_status hal_remote_node_bind(const char *addr, struct hal_remote_node **out);
+
+/**
+ * The address the node's handles name, "IP:PORT" (with the port taken
+ * when it was bound with port 0). Free the text with `hal_string_free`.
+ *
+ * # Safety
+ *
+ * `out_text` is NULL or valid for a write of a pointer.
+ */
+enum hal_status hal_remote_node_address(const struct hal_remote_node *node, char **out_text);
+
+/**
+ * Release a node. It stops (its listener closes, its progress thread
+ * ends) once its exports and connections are released too. A second
+ * release is `HAL_ERR_DOUBLE_RELEASE`.
+ */
+enum hal_status hal_remote_node_release(struct hal_remote_node *node);
+
+/**
+ * Connect `node` to the notify export whose handle text is `text` (from
+ * `hal_remote_export_text` of a `hal_remote_export_notify` on the other
+ * host). A wrong secret is `HAL_ERR_PERMISSION_DENIED`; malformed text,
+ * or a memory export's, `HAL_ERR_INVALID_HANDLE`.
+ *
+ * # Safety
+ *
+ * `text` is NULL or a NUL-terminated string; `out` is NULL or valid for a
+ * write of a pointer.
+ */
+enum hal_status hal_remote_connect_notify(const struct hal_remote_node *node,
+                                          const char *text,
+                                          struct hal_remote_notify **out);
+
+/**
+ * Signal the notify on its host (its `hal_notify_wait` wakes). Returns
+ * once the signal is sent.
+ */
+enum hal_status hal_remote_notify_signal(const struct hal_remote_notify *notify);
+
+/**
+ * Release a remote notify (its connection closes). A second release is
+ * `HAL_ERR_DOUBLE_RELEASE`.
+ */
+enum hal_status hal_remote_notify_release(struct hal_remote_notify *notify);
 
 /**
  * Export memory this process allocated as a tensor: `out_text` is a tensor

@@ -14,10 +14,10 @@
 //!   `HAL_ERR_PANIC`;
 //! - NULL where a pointer is needed is `HAL_ERR_NULL_ARGUMENT`, never a
 //!   crash;
-//! - objects (`hal_device`, `hal_memory`, `hal_notify`, `hal_event`) are
-//!   opaque tokens looked up before use: a forged pointer is
-//!   `HAL_ERR_INVALID_OBJECT`, a second release or a use after release
-//!   `HAL_ERR_DOUBLE_RELEASE`;
+//! - objects (`hal_device`, `hal_memory`, `hal_notify`, `hal_event`,
+//!   `hal_remote_*`, ...) are opaque tokens looked up before use: a forged
+//!   pointer is `HAL_ERR_INVALID_OBJECT`, a second release or a use after
+//!   release `HAL_ERR_DOUBLE_RELEASE`;
 //! - every call is thread-safe; nothing is printed to stdout;
 //! - option structures start with their own `size`, so that they can grow.
 //!
@@ -51,6 +51,18 @@ mod memory;
 mod named;
 mod notify;
 mod options;
+#[cfg(feature = "ucx")]
+mod remote_export;
+#[cfg(feature = "ucx")]
+mod remote_memory;
+#[cfg(feature = "ucx")]
+mod remote_node;
+#[cfg(feature = "ucx")]
+mod remote_notify;
+#[cfg(all(test, feature = "ucx"))]
+mod remote_tests;
+#[cfg(feature = "ucx")]
+mod remote_wait;
 mod status;
 mod sync_obj;
 mod table;
@@ -94,6 +106,27 @@ pub use notify::{
 pub use options::{
     hal_export_options, hal_import_options, HAL_IMPORTERS_ANYONE, HAL_IMPORTERS_DEFAULT,
     HAL_IMPORTERS_PIDS, HAL_IMPORTERS_SAME_USER,
+};
+#[cfg(feature = "ucx")]
+pub use remote_export::{
+    hal_remote_export, hal_remote_export_importers, hal_remote_export_notify,
+    hal_remote_export_release, hal_remote_export_text, hal_remote_export_wait_importers,
+    hal_remote_export_wait_signal, hal_remote_export_wait_unused, hal_remote_exported,
+};
+#[cfg(feature = "ucx")]
+pub use remote_memory::{
+    hal_remote_connect, hal_remote_flush, hal_remote_memory, hal_remote_memory_release,
+    hal_remote_read, hal_remote_read_into, hal_remote_size, hal_remote_write,
+    hal_remote_write_from, hal_remote_write_signal,
+};
+#[cfg(feature = "ucx")]
+pub use remote_node::{
+    hal_remote_node, hal_remote_node_address, hal_remote_node_bind, hal_remote_node_release,
+};
+#[cfg(feature = "ucx")]
+pub use remote_notify::{
+    hal_remote_connect_notify, hal_remote_notify, hal_remote_notify_release,
+    hal_remote_notify_signal,
 };
 pub use status::hal_status;
 pub use tensor::{hal_export_tensor, hal_import_tensor, hal_to_dlpack};

@@ -291,7 +291,11 @@ pub unsafe extern "C" fn hal_memory_device_ptr(
 }
 
 /// The byte slice `(ptr, len)` of a C caller, empty when `len` is 0.
-fn slice_arg<'a>(ptr: *const c_void, len: usize, argument: &str) -> Result<&'a [u8], Failure> {
+pub(crate) fn slice_arg<'a>(
+    ptr: *const c_void,
+    len: usize,
+    argument: &str,
+) -> Result<&'a [u8], Failure> {
     if len == 0 {
         return Ok(&[]);
     }

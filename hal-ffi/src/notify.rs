@@ -21,7 +21,7 @@ pub struct hal_notify {
     _private: [u8; 0],
 }
 
-static NOTIFIES: Table<SyncObj<dyn DynNotify>> = Table::new(Kind::Notify);
+pub(crate) static NOTIFIES: Table<SyncObj<dyn DynNotify>> = Table::new(Kind::Notify);
 
 /// Create a notify on `device`. Some backends (Ascend) let only the
 /// creator wait on a notify: each side then creates the notify it waits on

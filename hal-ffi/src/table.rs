@@ -31,6 +31,10 @@ pub(crate) enum Kind {
     Subscriber = 7,
     Loan = 8,
     Sample = 9,
+    RemoteNode = 10,
+    RemoteExport = 11,
+    RemoteMemory = 12,
+    RemoteNotify = 13,
 }
 
 impl Kind {
@@ -45,6 +49,10 @@ impl Kind {
             Kind::Subscriber => "hal_subscriber",
             Kind::Loan => "hal_loan",
             Kind::Sample => "hal_sample",
+            Kind::RemoteNode => "hal_remote_node",
+            Kind::RemoteExport => "hal_remote_exported",
+            Kind::RemoteMemory => "hal_remote_memory",
+            Kind::RemoteNotify => "hal_remote_notify",
         }
     }
 
@@ -59,6 +67,10 @@ impl Kind {
             Kind::Subscriber,
             Kind::Loan,
             Kind::Sample,
+            Kind::RemoteNode,
+            Kind::RemoteExport,
+            Kind::RemoteMemory,
+            Kind::RemoteNotify,
         ]
         .into_iter()
         .find(|k| *k as usize == bits)

@@ -306,6 +306,45 @@ fn a_group_and_a_channel_between_two_processes_on_mock_cuda() {
     channels("mock-cuda");
 }
 
+/// The remote program over UCX's `transports` (`UCX_TLS`; None: UCX's
+/// defaults): two processes, one exporting memory and a notify from its
+/// node, the other connecting from its own. Where UCX cannot be loaded
+/// the test says it did not run.
+fn remote(transports: Option<&str>) {
+    let build = Build::new();
+    let program = build.test_program("remote");
+    let mut cmd = Command::new(program);
+    match transports {
+        Some(t) => cmd.env("UCX_TLS", t),
+        None => cmd.env_remove("UCX_TLS"),
+    };
+    let out = run(&mut cmd);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.code() == Some(2) && stdout.starts_with("UCX unavailable") {
+        hal_core::testing::not_run(stdout.trim());
+        return;
+    }
+    assert!(out.status.success(), "a remote check failed: {stdout}");
+    let passed: usize = stdout
+        .lines()
+        .last()
+        .and_then(|l| l.strip_suffix(" checks passed, 0 failed"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of remote checks: {stdout:?}"));
+    // The parent's own checks (the child's are its exit status).
+    assert!(passed >= 30, "{passed} checks");
+}
+
+#[test]
+fn memory_and_a_notify_between_two_processes_over_ucx_tcp() {
+    remote(Some("tcp"));
+}
+
+#[test]
+fn memory_and_a_notify_between_two_processes_over_ucx_defaults() {
+    remote(None);
+}
+
 /// The channel_views program on `backend`: 40 samples filled and read in
 /// place between two processes (through their addresses where the memory
 /// is host-visible), and the refusals and lifetimes of loans and samples.
