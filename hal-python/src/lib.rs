@@ -48,7 +48,21 @@ mod memory;
 mod memory_obj;
 mod notify;
 mod options;
+#[cfg(feature = "ucx")]
+mod raw_buffer;
 mod registry;
+#[cfg(feature = "ucx")]
+mod remote;
+#[cfg(feature = "ucx")]
+mod remote_export;
+#[cfg(feature = "ucx")]
+mod remote_memory;
+#[cfg(feature = "ucx")]
+mod remote_node;
+#[cfg(feature = "ucx")]
+mod remote_notify;
+#[cfg(feature = "ucx")]
+mod remote_wait;
 mod share;
 mod sync_obj;
 mod tensor;
@@ -92,5 +106,7 @@ fn hal_python(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cuda_ipc::import_cuda_ipc, m)?)?;
     m.add_function(wrap_pyfunction!(cuda_ipc::cuda_ipc_handle, m)?)?;
     errors::add_to(m)?;
+    #[cfg(feature = "ucx")]
+    remote::add_to(m)?;
     Ok(())
 }

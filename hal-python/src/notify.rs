@@ -15,7 +15,7 @@ use crate::timeout::duration;
 /// raised and resets it. Some backends (Ascend) let only the creator wait.
 #[pyclass(module = "hal", frozen)]
 pub struct Notify {
-    inner: Arc<SyncObj<dyn DynNotify>>,
+    pub(crate) inner: Arc<SyncObj<dyn DynNotify>>,
 }
 
 impl Notify {

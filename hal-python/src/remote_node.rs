@@ -1,0 +1,133 @@
+//! `hal.remote.Node`: this process on the network, one UCX context and
+//! worker with a listener and a progress thread. Exports and connections
+//! are made from a node.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use hal::remote::{NodeOptions, RemoteOptions};
+use pyo3::prelude::*;
+
+use crate::errors::{invalid, OrRaise};
+use crate::memory::Memory;
+use crate::notify::Notify;
+use crate::remote_export::RemoteExport;
+use crate::remote_memory::RemoteMemory;
+use crate::remote_notify::RemoteNotify;
+use crate::timeout::duration;
+
+/// This process on the network: `Node("192.0.2.1:0")` listens on an
+/// address of this host that other hosts reach (port 0 takes a free one),
+/// which the handles of its exports name. With `"0.0.0.0:PORT"` (every
+/// address), `advertise` is the address the handles name. `timeout`:
+/// seconds a connection's handshake, and each remote operation, may take
+/// (None: 30). UCX (`libucp.so.0`, or the library `HAL_UCX_LIBRARY`
+/// names) is loaded now: `hal.UnavailableError` without it.
+#[pyclass(module = "hal.remote", frozen)]
+pub struct Node {
+    node: hal::remote::Node,
+}
+
+/// `text` as an address, or an `InvalidArgumentError` naming `argument`.
+fn parse<T: std::str::FromStr>(text: &str, argument: &str, form: &str) -> PyResult<T>
+where
+    T::Err: std::fmt::Display,
+{
+    text.trim()
+        .parse()
+        .map_err(|e| invalid(format!("{argument}={text:?} is no {form} ({e})")))
+}
+
+#[pymethods]
+impl Node {
+    #[new]
+    #[pyo3(signature = (addr, advertise=None, timeout=None))]
+    fn new(
+        py: Python<'_>,
+        addr: &str,
+        advertise: Option<&str>,
+        timeout: Option<f64>,
+    ) -> PyResult<Node> {
+        let listen: SocketAddr = parse(addr, "addr", "IP:PORT address, such as \"192.0.2.1:0\"")?;
+        let advertise: Option<IpAddr> = advertise
+            .map(|a| parse(a, "advertise", "IP address"))
+            .transpose()?;
+        if listen.ip().is_unspecified() && advertise.is_none() {
+            return Err(invalid(format!(
+                "Node({addr:?}) listens on every address, and the handles must name one other \
+                 hosts reach: pass advertise=\"<this host's address on their network>\", or \
+                 listen on that address"
+            )));
+        }
+        let mut opts = NodeOptions::new(listen);
+        opts.advertise = advertise;
+        if let Some(t) = duration(timeout)? {
+            opts.timeout = t;
+        }
+        let node = py
+            .allow_threads(|| hal::remote::Node::with_options(opts))
+            .or_raise()?;
+        Ok(Node { node })
+    }
+
+    /// The address the node's handles name, "IP:PORT" (with the port taken
+    /// when it was bound with port 0).
+    #[getter]
+    fn address(&self) -> String {
+        self.node.address().to_string()
+    }
+
+    /// Which UCX the node runs on: its version and library.
+    #[getter]
+    fn ucx(&self) -> String {
+        self.node.ucx()
+    }
+
+    /// Export `memory` (a `hal.Memory`) to other hosts: host memory of any
+    /// backend, or device memory where the loaded UCX was built with CUDA.
+    /// `read_only`: importers may only read. The memory stays alive while
+    /// the export does; the export ends with the returned object.
+    #[pyo3(signature = (memory, read_only=false))]
+    fn export(
+        &self,
+        py: Python<'_>,
+        memory: PyRef<'_, Memory>,
+        read_only: bool,
+    ) -> PyResult<RemoteExport> {
+        let memory = Arc::clone(&memory.inner);
+        let opts = RemoteOptions { read_only };
+        let exported = py
+            .allow_threads(|| self.node.export(&*memory, opts))
+            .or_raise()?;
+        Ok(RemoteExport::new(exported, Some(memory)))
+    }
+
+    /// Export `notify` (a `hal.Notify`) to other hosts: a remote
+    /// `RemoteNotify.signal()` signals it here (its `wait()` wakes).
+    fn export_notify(&self, notify: PyRef<'_, Notify>) -> PyResult<RemoteExport> {
+        let exported = self.node.export_notify(notify.inner.clone()).or_raise()?;
+        Ok(RemoteExport::new(exported, None))
+    }
+
+    /// Connect to the memory export `text` names (`hal1r.` ..., the other
+    /// host's `RemoteExport.text`): both sides prove they hold the
+    /// handle's secret. A wrong secret is `hal.PermissionDeniedError`; an
+    /// export that ended `hal.NotFoundError`; malformed text, or a
+    /// notify's, `hal.InvalidHandleError`.
+    fn connect(&self, py: Python<'_>, text: &str) -> PyResult<RemoteMemory> {
+        let remote = py.allow_threads(|| self.node.connect(text)).or_raise()?;
+        Ok(RemoteMemory::new(remote))
+    }
+
+    /// Connect to the notify export `text` names.
+    fn connect_notify(&self, py: Python<'_>, text: &str) -> PyResult<RemoteNotify> {
+        let notify = py
+            .allow_threads(|| self.node.connect_notify(text))
+            .or_raise()?;
+        Ok(RemoteNotify::new(notify))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<hal.remote.Node at {}>", self.node.address())
+    }
+}
