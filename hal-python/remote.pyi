@@ -1,0 +1,64 @@
+"""Type stubs of `hal.remote`: hal memory and notifies read, written and
+signalled from other hosts over UCX (libucp.so.0, loaded when the first
+Node is made)."""
+
+from typing import Any, final
+
+from hal import Memory, Notify
+
+@final
+class Node:
+    """This process on the network: exports to other hosts, connections to theirs."""
+
+    def __init__(
+        self, addr: str, advertise: str | None = None, timeout: float | None = None
+    ) -> None:
+        """Listen on `addr` ("IP:PORT"; port 0 takes a free one); `advertise`
+        is the address the handles name when `addr` is every address
+        ("0.0.0.0:PORT"); `timeout`: seconds per handshake and operation (None: 30)."""
+    @property
+    def address(self) -> str:
+        """The address the handles name, "IP:PORT"."""
+    @property
+    def ucx(self) -> str:
+        """Which UCX the node runs on: its version and library."""
+    def export(self, memory: Memory, read_only: bool = False) -> RemoteExport: ...
+    def export_notify(self, notify: Notify) -> RemoteExport: ...
+    def connect(self, text: str) -> RemoteMemory: ...
+    def connect_notify(self, text: str) -> RemoteNotify: ...
+
+@final
+class RemoteExport:
+    """Memory or a notify exported to other hosts; it ends with this object (or `close()`)."""
+
+    @property
+    def text(self) -> str:
+        """The handle text (hal1r. ...) for the other host; it holds the export's secret."""
+    @property
+    def importers(self) -> int: ...
+    def wait_importers(self, n: int, timeout: float | None = None) -> bool: ...
+    def wait_unused(self, timeout: float | None = None) -> bool: ...
+    def wait_signal(self, timeout: float | None = None) -> bool: ...
+    def close(self) -> None: ...
+
+@final
+class RemoteMemory:
+    """Another host's memory; `len(r)` is its size in bytes."""
+
+    def __len__(self) -> int: ...
+    @property
+    def read_only(self) -> bool: ...
+    def read(self, offset: int, size: int) -> bytes: ...
+    def read_into(self, obj: Any, offset: int = 0) -> int:
+        """Fill `obj` (a writable C-contiguous buffer, or a hal.Memory) from `offset`; the bytes read."""
+    def write(self, offset: int, data: Any) -> None:
+        """Write `data` (a C-contiguous buffer, or a hal.Memory) at `offset`; flush() to land it."""
+    def write_signal(self, offset: int, data: Any) -> None: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+
+@final
+class RemoteNotify:
+    """Another host's notify."""
+
+    def signal(self) -> None: ...
