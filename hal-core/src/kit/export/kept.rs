@@ -106,4 +106,39 @@ mod tests {
         assert_eq!(object.exports.len(), 1);
         assert_eq!((*object.obj, *object.device), (7, "device"));
     }
+
+    /// A notify that counts its signals and answers its waits from them.
+    #[derive(Default)]
+    struct Counted(std::sync::atomic::AtomicU32);
+
+    impl Notify for Counted {
+        fn signal(&self) -> Result<()> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        }
+        fn wait(&self, opts: WaitOptions) -> Result<()> {
+            match self.0.swap(0, std::sync::atomic::Ordering::SeqCst) {
+                0 => Err(crate::Error::Timeout {
+                    after: opts.timeout.unwrap_or_default(),
+                    what: "a count".into(),
+                }),
+                _ => Ok(()),
+            }
+        }
+        fn wait_async(&self, opts: WaitOptions) -> WaitFuture<'_> {
+            Box::pin(std::future::ready(self.wait(opts)))
+        }
+    }
+
+    #[test]
+    fn a_kept_notify_is_the_notify_it_keeps() {
+        let kept: Arc<KeptObject<dyn Notify, &str>> =
+            KeptObject::new(Arc::new("device"), Box::new(Counted::default()));
+        let notify: Arc<dyn Notify> = kept.clone();
+        assert!(notify.wait(WaitOptions::default()).is_err());
+        notify.signal().unwrap();
+        kept.obj.signal().unwrap();
+        assert!(notify.wait(WaitOptions::default()).is_ok());
+        assert!(notify.wait(WaitOptions::default()).is_err());
+    }
 }
