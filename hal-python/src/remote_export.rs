@@ -57,6 +57,18 @@ impl RemoteExport {
     }
 }
 
+impl Drop for RemoteExport {
+    fn drop(&mut self) {
+        // Ending the export waits for its importers' connections to close.
+        let held = self
+            .inner
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        crate::remote_wait::drop_released(held);
+    }
+}
+
 #[pymethods]
 impl RemoteExport {
     /// The handle's text (`hal1r.` ...) for the other host. It holds the

@@ -37,6 +37,18 @@ impl RemoteMemory {
     }
 }
 
+impl Drop for RemoteMemory {
+    fn drop(&mut self) {
+        // Letting go flushes what was written and closes the connection.
+        let held = self
+            .inner
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        crate::remote_wait::drop_released(held);
+    }
+}
+
 #[pymethods]
 impl RemoteMemory {
     /// The size of the remote memory in bytes.

@@ -25,7 +25,26 @@ use crate::timeout::duration;
 /// names) is loaded now: `hal.UnavailableError` without it.
 #[pyclass(module = "hal.remote", frozen)]
 pub struct Node {
-    node: hal::remote::Node,
+    /// Always Some but while dropped.
+    node: Option<hal::remote::Node>,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        // The last holder of a node stops its progress thread and waits
+        // for its connections to close.
+        crate::remote_wait::drop_released(self.node.take());
+    }
+}
+
+impl Node {
+    fn node(&self) -> PyResult<&hal::remote::Node> {
+        self.node.as_ref().ok_or_else(|| {
+            crate::errors::to_py(hal::Error::Closed {
+                what: "this Node was dropped".into(),
+            })
+        })
+    }
 }
 
 /// `text` as an address, or an `InvalidArgumentError` naming `argument`.
@@ -67,20 +86,20 @@ impl Node {
         let node = py
             .allow_threads(|| hal::remote::Node::with_options(opts))
             .or_raise()?;
-        Ok(Node { node })
+        Ok(Node { node: Some(node) })
     }
 
     /// The address the node's handles name, "IP:PORT" (with the port taken
     /// when it was bound with port 0).
     #[getter]
-    fn address(&self) -> String {
-        self.node.address().to_string()
+    fn address(&self) -> PyResult<String> {
+        Ok(self.node()?.address().to_string())
     }
 
     /// Which UCX the node runs on: its version and library.
     #[getter]
-    fn ucx(&self) -> String {
-        self.node.ucx()
+    fn ucx(&self) -> PyResult<String> {
+        Ok(self.node()?.ucx())
     }
 
     /// Export `memory` (a `hal.Memory`) to other hosts: host memory of any
@@ -94,10 +113,11 @@ impl Node {
         memory: PyRef<'_, Memory>,
         read_only: bool,
     ) -> PyResult<RemoteExport> {
+        let node = self.node()?;
         let memory = Arc::clone(&memory.inner);
         let opts = RemoteOptions { read_only };
         let exported = py
-            .allow_threads(|| self.node.export(&*memory, opts))
+            .allow_threads(|| node.export(&*memory, opts))
             .or_raise()?;
         Ok(RemoteExport::new(exported, Some(memory)))
     }
@@ -105,7 +125,10 @@ impl Node {
     /// Export `notify` (a `hal.Notify`) to other hosts: a remote
     /// `RemoteNotify.signal()` signals it here (its `wait()` wakes).
     fn export_notify(&self, notify: PyRef<'_, Notify>) -> PyResult<RemoteExport> {
-        let exported = self.node.export_notify(notify.inner.clone()).or_raise()?;
+        let exported = self
+            .node()?
+            .export_notify(notify.inner.clone())
+            .or_raise()?;
         Ok(RemoteExport::new(exported, None))
     }
 
@@ -115,19 +138,22 @@ impl Node {
     /// export that ended `hal.NotFoundError`; malformed text, or a
     /// notify's, `hal.InvalidHandleError`.
     fn connect(&self, py: Python<'_>, text: &str) -> PyResult<RemoteMemory> {
-        let remote = py.allow_threads(|| self.node.connect(text)).or_raise()?;
+        let node = self.node()?;
+        let remote = py.allow_threads(|| node.connect(text)).or_raise()?;
         Ok(RemoteMemory::new(remote))
     }
 
     /// Connect to the notify export `text` names.
     fn connect_notify(&self, py: Python<'_>, text: &str) -> PyResult<RemoteNotify> {
-        let notify = py
-            .allow_threads(|| self.node.connect_notify(text))
-            .or_raise()?;
+        let node = self.node()?;
+        let notify = py.allow_threads(|| node.connect_notify(text)).or_raise()?;
         Ok(RemoteNotify::new(notify))
     }
 
     fn __repr__(&self) -> String {
-        format!("<hal.remote.Node at {}>", self.node.address())
+        match self.node() {
+            Ok(n) => format!("<hal.remote.Node at {}>", n.address()),
+            Err(_) => "<hal.remote.Node (dropped)>".into(),
+        }
     }
 }

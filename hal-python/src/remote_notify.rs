@@ -8,12 +8,30 @@ use crate::errors::OrRaise;
 /// waiter there.
 #[pyclass(module = "hal.remote", frozen)]
 pub struct RemoteNotify {
-    notify: hal::remote::RemoteNotify,
+    /// Always Some but while dropped.
+    notify: Option<hal::remote::RemoteNotify>,
 }
 
 impl RemoteNotify {
     pub(crate) fn new(notify: hal::remote::RemoteNotify) -> RemoteNotify {
-        RemoteNotify { notify }
+        RemoteNotify {
+            notify: Some(notify),
+        }
+    }
+
+    fn notify(&self) -> PyResult<&hal::remote::RemoteNotify> {
+        self.notify.as_ref().ok_or_else(|| {
+            crate::errors::to_py(hal::Error::Closed {
+                what: "this RemoteNotify was closed".into(),
+            })
+        })
+    }
+}
+
+impl Drop for RemoteNotify {
+    fn drop(&mut self) {
+        // Letting go closes the connection.
+        crate::remote_wait::drop_released(self.notify.take());
     }
 }
 
@@ -21,13 +39,14 @@ impl RemoteNotify {
 impl RemoteNotify {
     /// Signal the notify on its host; returns once the signal is sent.
     fn signal(&self, py: Python<'_>) -> PyResult<()> {
-        py.allow_threads(|| self.notify.signal()).or_raise()
+        let notify = self.notify()?;
+        py.allow_threads(|| notify.signal()).or_raise()
     }
 
     fn __repr__(&self) -> String {
-        format!(
-            "<hal.remote.RemoteNotify at {}>",
-            self.notify.handle().listener
-        )
+        match self.notify() {
+            Ok(n) => format!("<hal.remote.RemoteNotify at {}>", n.handle().listener),
+            Err(_) => "<hal.remote.RemoteNotify (closed)>".into(),
+        }
     }
 }

@@ -27,3 +27,11 @@ pub(crate) fn wait_released(
         Err(e) => Err(to_py(e)),
     }
 }
+
+/// Drop `held` with the GIL released: ending a remote object waits on the
+/// network (a flush, connections closing, the progress thread joined).
+pub(crate) fn drop_released<T: Send>(held: Option<T>) {
+    if held.is_some() {
+        Python::with_gil(|py| py.allow_threads(move || drop(held)));
+    }
+}
