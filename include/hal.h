@@ -413,6 +413,34 @@ typedef struct hal_import_options {
 typedef uint32_t hal_location;
 
 /**
+ * Options of `hal_remote_node_bind_with`. NULL options, and zero fields,
+ * mean the defaults.
+ *
+ * ```c
+ * hal_remote_node_options opts = {sizeof opts, "192.0.2.1", 0};
+ * hal_remote_node_bind_with("0.0.0.0:7000", &opts, &node);
+ * ```
+ */
+typedef struct hal_remote_node_options {
+  /**
+   * `sizeof(hal_remote_node_options)`: fields past it are taken as zero.
+   */
+  uint32_t size;
+  /**
+   * The address ("IP") the handles name, for a node that listens on
+   * every address (`"0.0.0.0:PORT"`, `"[::]:PORT"`); NULL: the address
+   * listened on.
+   */
+  const char *advertise;
+  /**
+   * How long a connection's handshake, and each remote operation, may
+   * take, in nanoseconds, before it fails with `HAL_ERR_TIMEOUT`; 0 (or
+   * less): 30 seconds.
+   */
+  int64_t timeout_ns;
+} hal_remote_node_options;
+
+/**
  * Device memory of the device.
  */
 #define HAL_LOCATION_DEVICE 0
@@ -1269,6 +1297,21 @@ enum hal_status hal_remote_memory_release(struct hal_remote_memory *remote);
  * write of a pointer.
  */
 enum hal_status hal_remote_node_bind(const char *addr, struct hal_remote_node **out);
+
+/**
+ * `hal_remote_node_bind` with `options` (NULL: the defaults): the address
+ * the handles name when `addr` is every address, and the timeout of
+ * handshakes and remote operations.
+ *
+ * # Safety
+ *
+ * `addr` is NULL or a NUL-terminated string; `options` is NULL or a valid
+ * `hal_remote_node_options`; `out` is NULL or valid for a write of a
+ * pointer.
+ */
+enum hal_status hal_remote_node_bind_with(const char *addr,
+                                          const struct hal_remote_node_options *options,
+                                          struct hal_remote_node **out);
 
 /**
  * The address the node's handles name, "IP:PORT" (with the port taken

@@ -121,7 +121,8 @@ pub use remote_memory::{
 };
 #[cfg(feature = "ucx")]
 pub use remote_node::{
-    hal_remote_node, hal_remote_node_address, hal_remote_node_bind, hal_remote_node_release,
+    hal_remote_node, hal_remote_node_address, hal_remote_node_bind, hal_remote_node_bind_with,
+    hal_remote_node_options, hal_remote_node_release,
 };
 #[cfg(feature = "ucx")]
 pub use remote_notify::{

@@ -152,8 +152,11 @@ int main(void) {
     close(to_child[0]);
     FILE *out = fdopen(to_child[1], "w");
 
+    /* The exporter's node names its address itself, with a timeout of its
+     * own; the child's takes the defaults. */
     hal_remote_node *node = NULL;
-    hal_status bound = hal_remote_node_bind("127.0.0.1:0", &node);
+    hal_remote_node_options opts = {sizeof opts, "127.0.0.1", 20000000000LL};
+    hal_status bound = hal_remote_node_bind_with("127.0.0.1:0", &opts, &node);
     if (bound == HAL_ERR_UNAVAILABLE) {
         printf("UCX unavailable: %s\n", hal_last_error());
         fprintf(out, "unavailable\n");
@@ -162,6 +165,10 @@ int main(void) {
         return 2;
     }
     EXPECT(bound, HAL_OK);
+    hal_remote_node *refused = NULL;
+    EXPECT(hal_remote_node_bind("0.0.0.0:0", &refused), HAL_ERR_INVALID_ARGUMENT);
+    hal_remote_node_options bad = {sizeof bad, "not an address", 0};
+    EXPECT(hal_remote_node_bind_with("0.0.0.0:0", &bad, &refused), HAL_ERR_INVALID_ARGUMENT);
     char *address = NULL;
     EXPECT(hal_remote_node_address(node, &address), HAL_OK);
     CHECK(address && strncmp(address, "127.0.0.1:", 10) == 0 && strcmp(address, "127.0.0.1:0"));
