@@ -4,6 +4,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use hal::device::check_bounds;
 use hal::remote::RemoteMemory as Remote;
 
 use crate::errors::OrRaise;
@@ -72,6 +73,9 @@ impl RemoteMemory {
         size: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let r = self.remote()?;
+        // Checked before the bytes are allocated: a size past the memory
+        // is refused, not attempted.
+        check_bounds(offset, size as u64, r.len()).or_raise()?;
         let mut out = vec![0u8; size];
         py.allow_threads(|| r.read(offset, &mut out)).or_raise()?;
         Ok(PyBytes::new(py, &out))

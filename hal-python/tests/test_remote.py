@@ -211,7 +211,9 @@ def test_a_notify_is_signalled_from_another_process():
 
 
 def test_in_one_process_buffers_of_any_kind_and_the_refusals():
-    m, export = exported_memory()
+    exporter = node()
+    m = hal.open("cpu-shm").allocate(SIZE)
+    export = exporter.export(m)
     r = node().connect(export.text)
     assert len(r) == SIZE and not r.read_only
     with pytest.raises(BufferError):
@@ -220,6 +222,8 @@ def test_in_one_process_buffers_of_any_kind_and_the_refusals():
         r.read_into(np.zeros((4, 4))[:, ::2])  # not contiguous
     with pytest.raises(hal.InvalidArgumentError):
         r.read(SIZE, 1)
+    with pytest.raises(hal.InvalidArgumentError):
+        r.read(0, 1 << 62)  # refused before anything is allocated
     empty = bytearray()
     assert r.read_into(empty, SIZE) == 0
     r.write(0, np.full(8, 1.5, dtype=np.float32))
@@ -229,7 +233,16 @@ def test_in_one_process_buffers_of_any_kind_and_the_refusals():
     with pytest.raises(hal.ClosedError):
         r.read(0, 1)
     assert export.wait_unused(timeout=PATIENCE)
+    # An export that ends closes its importers, and its node (kept here)
+    # refuses later ones.
+    other = node().connect(export.text)
+    assert export.wait_importers(1, timeout=PATIENCE)
+    text = export.text
     export.close()
+    with pytest.raises(hal.ClosedError):
+        other.read(0, 1)
+    with pytest.raises(hal.NotFoundError):
+        node().connect(text)
     with pytest.raises(hal.ClosedError):
         export.text
     with pytest.raises(hal.InvalidArgumentError):
