@@ -1095,7 +1095,7 @@ enum hal_status hal_notify_release(struct hal_notify *notify);
 
 /**
  * Export `memory` to other hosts from `node`; `read_only` lets
- * importers only read (UCX registers the memory for remote reads alone).
+ * importers only read (the exporter refuses every write).
  * Host memory of any backend is exported; device memory only where the
  * loaded UCX was built with CUDA (`HAL_ERR_UNSUPPORTED` saying so
  * otherwise). The memory stays allocated while the export lives, even if

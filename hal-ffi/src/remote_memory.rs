@@ -1,6 +1,7 @@
 //! Remote memory: another host's export, connected to from a node, read
-//! and written here with UCX's RMA, into and from caller buffers or local
-//! hal memory.
+//! and written here (each operation served and checked by the exporter,
+//! the bytes moved zero-copy by UCX), into and from caller buffers or
+//! local hal memory.
 
 use std::ffi::{c_char, c_void};
 use std::sync::Arc;

@@ -1,5 +1,6 @@
 //! `hal.remote.RemoteMemory`: another host's memory export, read and
-//! written with UCX's RMA, into and from Python buffers or hal memory.
+//! written (each operation served and checked by the exporter, the bytes
+//! moved zero-copy by UCX), into and from Python buffers or hal memory.
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
