@@ -66,7 +66,7 @@ fn rate(bytes: u64, secs: f64) -> String {
 
 /// Run `halctl remote read`.
 pub fn read(args: &ReadArgs) -> CmdResult {
-    let (handle, node) = super::importer_node(&args.text)?;
+    let (handle, node) = super::address::importer_node(&args.text)?;
     let size = handle.size;
     if args.offset > size {
         return Err(Fail::usage(format!(
@@ -138,7 +138,7 @@ pub fn write(args: &WriteArgs) -> CmdResult {
             .map_err(|e| Fail::usage(format!("--in {path}: {e}")))?,
         (None, None) => return Err(Fail::usage("give --data STRING or --in FILE")),
     };
-    let (handle, node) = super::importer_node(&args.text)?;
+    let (handle, node) = super::address::importer_node(&args.text)?;
     let len = data.len() as u64;
     if args
         .offset

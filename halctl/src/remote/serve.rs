@@ -27,7 +27,7 @@ pub struct ServeArgs {
     /// one): an address of this host that the other hosts reach. Every
     /// address (0.0.0.0, ::) needs --advertise. Listen only on a network
     /// whose hosts are trusted: UCX neither encrypts nor authenticates.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0", value_parser = super::parse_addr)]
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0", value_parser = super::address::parse_addr)]
     listen: SocketAddr,
     /// The address the handle names, where other hosts connect, when
     /// --listen is every address.
