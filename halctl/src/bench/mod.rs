@@ -501,6 +501,11 @@ pub fn run(args: &BenchArgs) -> CmdResult {
         b.rendezvous()?;
     }
     if remote::REMOTE_SCENARIOS.iter().any(|s| b.wants(s)) {
+        // Their processes (hal's and ucx_perftest's) inherit this one's
+        // CPUs: every CPU, for the kernel to place them.
+        if placement.is_some() {
+            unpin_all(&cpus);
+        }
         b.remote()?;
     }
     let Bench { peer, printer, .. } = b;
