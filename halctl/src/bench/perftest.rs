@@ -15,6 +15,11 @@ pub const PROGRAM: &str = "ucx_perftest";
 
 /// How long one run may take before it is killed.
 const RUN_LIMIT: Duration = Duration::from_secs(120);
+/// How long a client may fail to connect before its server is started
+/// again.
+const CONNECT_LIMIT: Duration = Duration::from_secs(10);
+/// Servers started for one run, at most.
+const SERVER_TRIES: u32 = 3;
 
 /// What one run of `ucx_perftest` measured.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -68,60 +73,75 @@ impl Perftest {
         n: u32,
         warmup: u32,
     ) -> CmdResult<PerfRun> {
-        let port = free_port()?;
-        let args = |c: &mut Command| {
-            c.args(["-t", test, "-s", &size.to_string()])
-                .args(["-n", &n.to_string(), "-w", &warmup.to_string()])
-                .args(["-p", &port.to_string(), "-v"])
-                .envs(env.iter().copied())
-                .stdin(Stdio::null());
-        };
-        let mut server = Command::new(&self.path);
-        args(&mut server);
-        let server = Killed(Some(
-            server
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .map_err(|e| Fail::failed(format!("starting {PROGRAM}'s server: {e}")))?,
-        ));
         let deadline = Instant::now() + RUN_LIMIT;
-        // The client fails at once while the server is not listening yet.
         let mut last = String::new();
-        while Instant::now() < deadline {
-            let mut client = Command::new(&self.path);
-            client.arg("127.0.0.1");
-            args(&mut client);
-            let child = client
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|e| Fail::failed(format!("starting {PROGRAM}'s client: {e}")))?;
-            let out = finish(child, deadline)?;
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            if out.status.success() {
-                let run = parse_csv(&stdout).ok_or_else(|| {
-                    Fail::failed(format!(
-                        "{PROGRAM} printed no result this bench can read: {:?}",
-                        stdout.trim()
-                    ))
-                })?;
-                server.finish(deadline)?;
-                return Ok(run);
+        // A server that exits before its client connects (its port taken
+        // in the meantime) is started again, on another port.
+        for _ in 0..SERVER_TRIES {
+            let port = free_port()?;
+            let args = |c: &mut Command| {
+                c.args(["-t", test, "-s", &size.to_string()])
+                    .args(["-n", &n.to_string(), "-w", &warmup.to_string()])
+                    .args(["-p", &port.to_string(), "-v"])
+                    .envs(env.iter().copied())
+                    .stdin(Stdio::null());
+            };
+            let mut server = Command::new(&self.path);
+            args(&mut server);
+            let mut server = Killed(Some(
+                server
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(|e| Fail::failed(format!("starting {PROGRAM}'s server: {e}")))?,
+            ));
+            let connect_by = Instant::now() + CONNECT_LIMIT;
+            // The client fails at once while the server is not listening yet.
+            while Instant::now() < connect_by.min(deadline) {
+                if let Some(why) = server.exited()? {
+                    last = format!("its server exited: {why}");
+                    break;
+                }
+                let mut client = Command::new(&self.path);
+                client.arg("127.0.0.1");
+                args(&mut client);
+                let child = client
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(|e| Fail::failed(format!("starting {PROGRAM}'s client: {e}")))?;
+                let out = finish(child, deadline)?;
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                if out.status.success() {
+                    let run = parse_csv(&stdout).ok_or_else(|| {
+                        Fail::failed(format!(
+                            "{PROGRAM} printed no result this bench can read: {:?}",
+                            stdout.trim()
+                        ))
+                    })?;
+                    server.finish(deadline)?;
+                    return Ok(run);
+                }
+                last = last_line(&out.stderr, &stdout);
+                std::thread::sleep(Duration::from_millis(20));
             }
-            last = String::from_utf8_lossy(&out.stderr)
-                .lines()
-                .chain(stdout.lines())
-                .map(str::trim)
-                .rfind(|l| !l.is_empty())
-                .unwrap_or("")
-                .to_string();
-            std::thread::sleep(Duration::from_millis(20));
         }
         Err(Fail::failed(format!(
-            "{PROGRAM} -t {test} -s {size} did not run within {RUN_LIMIT:?}: {last}"
+            "{PROGRAM} -t {test} -s {size} did not run ({SERVER_TRIES} servers tried): {last}"
         )))
     }
+}
+
+/// The last line that says something, of standard error, else of
+/// standard output.
+fn last_line(stderr: &[u8], stdout: &str) -> String {
+    String::from_utf8_lossy(stderr)
+        .lines()
+        .chain(stdout.lines())
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .unwrap_or("")
+        .to_string()
 }
 
 /// A port of 127.0.0.1 free a moment ago.
@@ -154,6 +174,25 @@ fn finish(mut child: Child, deadline: Instant) -> CmdResult<std::process::Output
 struct Killed(Option<Child>);
 
 impl Killed {
+    /// Why it exited, if it did already (it is reaped then).
+    fn exited(&mut self) -> CmdResult<Option<String>> {
+        let Some(c) = self.0.as_mut() else {
+            return Ok(Some("it is gone".into()));
+        };
+        match c.try_wait() {
+            Ok(None) => Ok(None),
+            Ok(Some(status)) => {
+                let out = self.0.take().map(|c| c.wait_with_output());
+                let said = match out {
+                    Some(Ok(o)) => last_line(&o.stderr, ""),
+                    _ => String::new(),
+                };
+                Ok(Some(format!("{status} {said}").trim().to_string()))
+            }
+            Err(e) => Err(Fail::failed(format!("waiting for {PROGRAM}'s server: {e}"))),
+        }
+    }
+
     /// Wait for it to exit by itself until `deadline`.
     fn finish(mut self, deadline: Instant) -> CmdResult {
         if let Some(c) = self.0.take() {
