@@ -31,16 +31,17 @@ fn perftest_here() -> bool {
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("ucx_perftest").is_file()))
 }
 
-#[test]
-fn remote_scenarios_run_beside_ucx_perftest() {
-    if !ucx_here() {
-        return;
+/// Run `halctl bench --tiny --json --only remote`, with `PATH` as given;
+/// its lines, checked: each with a ratio to ucx_perftest when `perftest`,
+/// else a note that it is not installed and no ratio.
+fn run_and_check(path: Option<&std::path::Path>, perftest: bool) {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["bench", "--tiny", "--json", "--only", "remote"])
+        .stdin(Stdio::null());
+    if let Some(p) = path {
+        cmd.env("PATH", p);
     }
-    let out = Command::new(BIN)
-        .args(["bench", "--tiny", "--json", "--only", "remote"])
-        .stdin(Stdio::null())
-        .output()
-        .expect("running halctl bench");
+    let out = cmd.output().expect("running halctl bench");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
@@ -61,7 +62,6 @@ fn remote_scenarios_run_beside_ucx_perftest() {
             "remote-cold"
         ]
     );
-    let perftest = perftest_here();
     for l in &lines {
         assert!(l["n"].as_u64().unwrap() > 0, "{l}");
         assert!(l["p50_ns"].as_u64().unwrap() > 0, "{l}");
@@ -78,15 +78,39 @@ fn remote_scenarios_run_beside_ucx_perftest() {
             assert!(l["ratio_p50"].as_f64().unwrap() > 0.0, "{l}");
             assert!(l["target"].is_string(), "{l}");
         } else {
+            assert!(l["baseline"].is_null(), "{l}");
             assert!(l["ratio_p50"].is_null(), "{l}");
+            assert!(l["target"].is_null(), "{l}");
             assert!(note.contains("ucx_perftest is not installed"), "{l}");
         }
     }
-    let rtt = &lines[2];
     if perftest {
+        let rtt = &lines[2];
         assert!(
             rtt["baseline"].as_str().unwrap().contains("-t ucp_am_lat"),
             "{rtt}"
         );
     }
+}
+
+#[test]
+fn remote_scenarios_run_beside_ucx_perftest() {
+    if !ucx_here() {
+        return;
+    }
+    if !perftest_here() {
+        not_run("ucx_perftest is not installed (package ucx-utils)");
+        return;
+    }
+    run_and_check(None, true);
+}
+
+#[test]
+fn without_ucx_perftest_the_remote_scenarios_say_so() {
+    if !ucx_here() {
+        return;
+    }
+    // A PATH where no ucx_perftest is.
+    let empty = tempfile::tempdir().unwrap();
+    run_and_check(Some(empty.path()), false);
 }

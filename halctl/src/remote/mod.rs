@@ -16,7 +16,9 @@ pub use serve::ServeArgs;
 pub enum RemoteCommand {
     /// Allocate a region, export it to other hosts from a node listening on
     /// an address, print its `hal1r.` text, and serve it until Ctrl-C or
-    /// SIGTERM, printing when importers come and go and when a signal comes.
+    /// SIGTERM, printing each signal and the count of importers when it
+    /// changes (counted every 50 ms: one that comes and goes between two
+    /// counts is not seen).
     #[command(after_help = crate::EXIT_CODES)]
     Serve(ServeArgs),
     /// Read bytes of a region another host serves.
