@@ -127,7 +127,8 @@ pub struct BenchArgs {
     #[arg(long)]
     check: bool,
     /// Only these scenarios (comma-separated names; a prefix selects
-    /// several, e.g. `notify`).
+    /// several, e.g. `notify`). The remote scenarios (hal across UCX's TCP
+    /// transport beside `ucx_perftest`) run only when named: `remote`.
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     only: Vec<String>,
 }
