@@ -4,7 +4,9 @@
 //! left behind; and a process whose seccomp filter refuses `pidfd_getfd`,
 //! as container runtimes' profiles do, which warns once where the path was
 //! asked for, says nothing where it is on by default, and imports all the
-//! same.
+//! same; and one whose filter refuses `pidfd_open` of the exporter's broker
+//! (`EPERM`) or answers that no such process exists (`ESRCH`), which falls
+//! back to `SCM_RIGHTS` from the first import on.
 //!
 //! Each test starts this test binary again with `--exact child_process`
 //! and `HAL_PIDFD_ROLE` naming what the child does: importers run in
@@ -63,6 +65,7 @@ fn child_process() {
         "refused" => child_refused(),
         "quiet" => child_quiet(),
         "denied" => child_denied(),
+        "no-pidfd" => child_no_pidfd(&arg),
         other => panic!("unknown child role {other}"),
     }
 }
@@ -177,27 +180,47 @@ fn child_taken() {
 }
 
 /// Make this thread's `pidfd_getfd` fail with `EPERM`, as the seccomp
-/// profiles of container runtimes do: a classic BPF filter that checks the
-/// architecture, then the system call number.
+/// profiles of container runtimes do.
 fn refuse_pidfd_getfd() {
+    refuse_call(libc::SYS_pidfd_getfd, libc::EPERM);
+    // The filter holds: this process cannot take even its own descriptor.
+    let me = os::pidfd_open(os::pid()).unwrap();
+    let e = os::pidfd_getfd(me.as_fd(), me.as_raw_fd() as u32).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EPERM));
+}
+
+/// Make this thread's `pidfd_open` fail with `errno`: a seccomp profile
+/// that refuses it (`EPERM`), or one that answers as if no process had the
+/// pid (`ESRCH`).
+fn refuse_pidfd_open(errno: i32) {
+    refuse_call(libc::SYS_pidfd_open, errno);
+    // The filter holds: this process cannot open a pidfd even of itself.
+    let e = os::pidfd_open(os::pid()).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(errno));
+}
+
+/// Make this thread's system call `nr` fail with `errno`: a classic BPF
+/// filter that checks the architecture, then the system call number.
+fn refuse_call(nr: libc::c_long, errno: i32) {
     #[cfg(target_arch = "x86_64")]
     const AUDIT_ARCH: u32 = 0xc000_003e;
     #[cfg(target_arch = "aarch64")]
     const AUDIT_ARCH: u32 = 0xc000_00b7;
-    const PIDFD_GETFD: u32 = 438;
     const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
     const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
     const RET_K: u16 = 0x06; // BPF_RET | BPF_K
     const RET_ALLOW: u32 = 0x7fff_0000;
     const RET_ERRNO: u32 = 0x0005_0000;
+    let nr = u32::try_from(nr).expect("a system call number");
+    let errno = u32::try_from(errno).expect("an errno") & 0xffff;
     let op = |code, jt, jf, k| libc::sock_filter { code, jt, jf, k };
     let mut filter = [
         op(LD_W_ABS, 0, 0, 4), // seccomp_data.arch
         op(JEQ_K, 1, 0, AUDIT_ARCH),
         op(RET_K, 0, 0, RET_ALLOW),
         op(LD_W_ABS, 0, 0, 0), // seccomp_data.nr
-        op(JEQ_K, 0, 1, PIDFD_GETFD),
-        op(RET_K, 0, 0, RET_ERRNO | libc::EPERM as u32),
+        op(JEQ_K, 0, 1, nr),
+        op(RET_K, 0, 0, RET_ERRNO | errno),
         op(RET_K, 0, 0, RET_ALLOW),
     ];
     let prog = libc::sock_fprog {
@@ -217,10 +240,6 @@ fn refuse_pidfd_getfd() {
         )
     };
     assert_eq!(r, 0, "PR_SET_SECCOMP: {}", std::io::Error::last_os_error());
-    // The filter holds: this process cannot take even its own descriptor.
-    let me = os::pidfd_open(os::pid()).unwrap();
-    let e = os::pidfd_getfd(me.as_fd(), me.as_raw_fd() as u32).unwrap_err();
-    assert_eq!(e.raw_os_error(), Some(libc::EPERM));
 }
 
 #[test]
@@ -385,4 +404,76 @@ fn child_denied() {
     assert_eq!(open_fds(), before, "nothing left behind");
     exporter.finish();
     say("denied ok");
+}
+
+#[test]
+fn a_refused_pidfd_open_falls_back_to_scm_rights_and_warns_once() {
+    let mut kid = Kid::spawn("no-pidfd", "EPERM", true);
+    assert_eq!(kid.result(), "no-pidfd EPERM ok");
+    kid.finish();
+}
+
+#[test]
+fn a_pidfd_open_that_finds_no_process_falls_back_and_tries_again() {
+    let mut kid = Kid::spawn("no-pidfd", "ESRCH", true);
+    assert_eq!(kid.result(), "no-pidfd ESRCH ok");
+    kid.finish();
+}
+
+/// An importer, with the located form asked for, whose `pidfd_open` a
+/// seccomp filter answers with `arg` (`EPERM`: a refusal, which turns the
+/// path off for the broker and is said once; `ESRCH`: no process, which is
+/// not, so the path is tried again at the next import and nothing is said).
+/// Every import comes with `SCM_RIGHTS`.
+fn child_no_pidfd(arg: &str) {
+    let errno = match arg {
+        "EPERM" => libc::EPERM,
+        "ESRCH" => libc::ESRCH,
+        other => panic!("unknown errno {other}"),
+    };
+    hal_tests::warnings::capture();
+    let mut exporter = Kid::spawn("exporter", "any", false);
+    let texts = texts(&mut exporter);
+    refuse_pidfd_open(errno);
+    let before = open_fds();
+    let (bytes, lease) = import(&texts[0]).unwrap();
+    assert_eq!(bytes, "aaa");
+    assert_eq!(exporter.count(), "1", "one lease");
+    drop(lease);
+    assert_eq!(exporter.count(), "0");
+    let warned = hal_tests::warnings::all();
+    let (_, fell_back) = exchange::pidfd_getfd_counts();
+    if errno == libc::EPERM {
+        assert_eq!(warned.len(), 1, "one warning: {warned:?}");
+        assert!(warned[0].contains("pidfd_open refused"), "{warned:?}");
+        assert_eq!(fell_back, 1, "the path tried once");
+    } else {
+        assert!(warned.is_empty(), "no process is no refusal: {warned:?}");
+        assert_eq!(fell_back, 1, "the path tried once");
+    }
+    // The next imports and a batch: with the path off for the broker
+    // (EPERM), not tried again and nothing said; without (ESRCH), tried
+    // again for each request, and nothing said either.
+    let (bytes, lease) = import(&texts[1]).unwrap();
+    assert_eq!(bytes, "bbb");
+    drop(lease);
+    import_all_three(&texts);
+    assert_eq!(exporter.count(), "0", "every lease went back");
+    let warned = hal_tests::warnings::all();
+    assert_eq!(
+        warned.len(),
+        usize::from(errno == libc::EPERM),
+        "no more warnings: {warned:?}"
+    );
+    let (taken, fell_back) = exchange::pidfd_getfd_counts();
+    assert_eq!(taken, 0, "nothing came by pidfd_getfd");
+    if errno == libc::EPERM {
+        assert_eq!(fell_back, 1, "the path is off for the broker");
+    } else {
+        assert!(fell_back >= 2, "the path tried again: {fell_back}");
+    }
+    exchange::close_broker_connections();
+    assert_eq!(open_fds(), before, "nothing left behind");
+    exporter.finish();
+    say(format!("no-pidfd {arg} ok"));
 }

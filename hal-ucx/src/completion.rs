@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use crate::ffi::bindings::{
     ucp_request_param_t, ucs_status_ptr_t, ucs_status_t, UCP_OP_ATTR_FIELD_CALLBACK,
-    UCP_OP_ATTR_FIELD_USER_DATA,
+    UCP_OP_ATTR_FIELD_USER_DATA, UCS_ERR_REJECTED,
 };
 use crate::ffi::status::{issued, Issued};
 use crate::ffi::sys;
@@ -28,6 +28,8 @@ struct State {
     waker: Option<Waker>,
     /// Bytes the request uses that nobody else keeps alive.
     kept: Option<Vec<u8>>,
+    /// Why the exporter refused the operation, where it did.
+    refused: Option<crate::protocol::Denial>,
 }
 
 /// One request's completion.
@@ -54,6 +56,17 @@ impl Completion {
         if let Some(w) = waker {
             w.wake();
         }
+    }
+
+    /// Finish as refused by the exporter for `why`.
+    pub(crate) fn refuse(&self, why: crate::protocol::Denial) {
+        lock(&self.state).refused = Some(why);
+        self.finish(UCS_ERR_REJECTED);
+    }
+
+    /// Why the exporter refused the operation, if it did.
+    pub(crate) fn refused(&self) -> Option<crate::protocol::Denial> {
+        lock(&self.state).refused
     }
 
     /// The status, when done.
@@ -85,19 +98,29 @@ impl Completion {
         }
     }
 
+    /// A completion that keeps `kept` until it is done.
+    pub(crate) fn keeping(kept: Vec<u8>) -> Arc<Completion> {
+        let c = Arc::new(Completion::default());
+        lock(&c.state).kept = Some(kept);
+        c
+    }
+
     /// The bytes kept for the request, once it is done.
     pub(crate) fn take_kept(&self) -> Option<Vec<u8>> {
         lock(&self.state).kept.take()
     }
 }
 
-/// The callback of every request hal issues: finish the completion that
-/// `user_data` holds a reference to (given up by [`issue`]) and free the
-/// request.
-unsafe extern "C" fn on_done(request: *mut c_void, status: ucs_status_t, user_data: *mut c_void) {
-    // SAFETY: `user_data` is the pointer `Arc::into_raw` gave in `issue`,
-    // whose reference this callback is the only one to take back: UCX runs
-    // it once per request that was returned as pending.
+/// Finish the completion `user_data` holds a reference to (given up by
+/// [`issue`]) and free the request.
+///
+/// # Safety
+///
+/// `user_data` is the pointer `Arc::into_raw` gave in `issue`, and this is
+/// the one callback of its request.
+unsafe fn done(request: *mut c_void, status: ucs_status_t, user_data: *mut c_void) {
+    // SAFETY: the caller's promise: the reference given up in `issue` is
+    // taken back here, once.
     let c = unsafe { Arc::from_raw(user_data as *const Completion) };
     c.finish(status);
     if let Ok(ucx) = sys::ucx() {
@@ -109,23 +132,65 @@ unsafe extern "C" fn on_done(request: *mut c_void, status: ucs_status_t, user_da
     }
 }
 
+/// The callback of sends, flushes and closes.
+unsafe extern "C" fn on_sent(request: *mut c_void, status: ucs_status_t, user_data: *mut c_void) {
+    // SAFETY: UCX calls it once per pending request of `issue`'s, with the
+    // user data `issue` gave.
+    unsafe { done(request, status, user_data) }
+}
+
+/// The callback of receptions of a message's data.
+unsafe extern "C" fn on_received(
+    request: *mut c_void,
+    status: ucs_status_t,
+    _length: usize,
+    user_data: *mut c_void,
+) {
+    // SAFETY: as `on_sent`'s.
+    unsafe { done(request, status, user_data) }
+}
+
+/// What a request's callback is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A send, flush or close (`cb.send`).
+    Send,
+    /// The reception of a message's data (`cb.recv_am`).
+    Receive,
+}
+
 /// Issue a request with `call`, which gets the parameters to pass (the
 /// callback and its user data; `extra` adds fields and flags), keeping
 /// `kept` alive until it is done. The completion is finished already when
 /// the call completed at once.
 pub(crate) fn issue(
+    kind: Kind,
     kept: Option<Vec<u8>>,
     extra: impl FnOnce(&mut ucp_request_param_t),
     call: impl FnOnce(&ucp_request_param_t) -> ucs_status_ptr_t,
 ) -> Arc<Completion> {
     let c = Arc::new(Completion::default());
     lock(&c.state).kept = kept;
+    issue_into(Arc::clone(&c), kind, extra, call);
+    c
+}
+
+/// As [`issue`], finishing the completion `c` (which keeps what it keeps).
+pub(crate) fn issue_into(
+    c: Arc<Completion>,
+    kind: Kind,
+    extra: impl FnOnce(&mut ucp_request_param_t),
+    call: impl FnOnce(&ucp_request_param_t) -> ucs_status_ptr_t,
+) {
     let raw = Arc::into_raw(Arc::clone(&c));
     // SAFETY: an all-zero `ucp_request_param_t` is a valid value (no
     // field set in its mask); the fields used are set below.
     let mut param: ucp_request_param_t = unsafe { std::mem::zeroed() };
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    param.cb.send = Some(on_done);
+    match kind {
+        Kind::Send => param.cb.send = Some(on_sent),
+        Kind::Receive => param.cb.recv_am = Some(on_received),
+    }
     param.user_data = raw as *mut c_void;
     extra(&mut param);
     match issued(call(&param)) {
@@ -137,7 +202,6 @@ pub(crate) fn issue(
         }
         Issued::Pending(_) => {}
     }
-    c
 }
 
 /// A future of a completion.

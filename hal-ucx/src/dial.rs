@@ -11,12 +11,116 @@ use hal_core::kit::os::random_id;
 use hal_core::{Error, Result};
 
 use crate::auth::{self, Role};
+use crate::client::{Client, Pending};
 use crate::completion::Completion;
 use crate::ffi::bindings::*;
 use crate::ffi::status;
-use crate::hub::{lock, Client, Hub};
-use crate::node::Owner;
+use crate::hub::{lock, Hub};
+use crate::owner::Owner;
+use crate::payload::Payload;
 use crate::protocol::{Denial, Message, AM_ID};
+
+/// A message on an importer's connection (on the progress thread).
+pub(crate) fn message(hub: &Hub, client: &Client, head: &[u8], payload: Payload) {
+    let m = match crate::protocol::decode(head) {
+        Ok(m) => m,
+        Err(why) => {
+            payload.release(&hub.engine);
+            lock(&client.inbox).gone =
+                Some(format!("the exporter sent a malformed message ({})", why.0));
+            client.cv.notify_all();
+            return fail_pending(client, "the exporter sent a malformed message");
+        }
+    };
+    match m {
+        Message::Data { req } => data(hub, client, req, payload),
+        Message::Done { req } => {
+            payload.release(&hub.engine);
+            if let Some(p) = lock(&client.pending).get(&req) {
+                p.done.finish(UCS_OK);
+            }
+        }
+        Message::Failed { req, why } => {
+            payload.release(&hub.engine);
+            if let Some(p) = lock(&client.pending).get(&req) {
+                p.done.refuse(why);
+            }
+        }
+        other => {
+            payload.release(&hub.engine);
+            lock(&client.inbox).messages.push_back(other);
+            client.cv.notify_all();
+        }
+    }
+}
+
+/// A read's bytes: into its target, then the read is done.
+fn data(hub: &Hub, client: &Client, req: u64, payload: Payload) {
+    let mut pending = lock(&client.pending);
+    let Some(p) = pending.get_mut(&req) else {
+        // The read was given up (a timeout): nothing of it is written.
+        drop(pending);
+        return payload.release(&hub.engine);
+    };
+    let Some((target, len, mem)) = p.target else {
+        drop(pending);
+        return payload.release(&hub.engine);
+    };
+    if payload.len() != len {
+        p.done.refuse(Denial::Protocol);
+        drop(pending);
+        return payload.release(&hub.engine);
+    }
+    match payload {
+        Payload::Rndv(desc, n) => {
+            // The read is done when its bytes are in.
+            let issued = hub.engine.receive(
+                desc as *mut std::ffi::c_void,
+                target as *mut std::ffi::c_void,
+                n,
+                mem,
+                Arc::clone(&p.done),
+            );
+            match issued {
+                Ok(()) => p.receiving = true,
+                Err(_) => p.done.refuse(Denial::Protocol),
+            }
+        }
+        other => {
+            if let Some(bytes) = other.bytes().filter(|_| mem == UCS_MEMORY_TYPE_HOST) {
+                // SAFETY: the target is the caller's buffer of `len` bytes,
+                // writable until its read's waiter removes this entry, which
+                // it does under this lock: the entry being here means the
+                // buffer is still the caller's to fill.
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), target as *mut u8, len) };
+                p.done.finish(UCS_OK);
+            } else {
+                p.done.refuse(Denial::Protocol);
+            }
+            drop(pending);
+            other.release(&hub.engine);
+        }
+    }
+}
+
+/// Fail every operation in flight on `client`.
+fn fail_pending(client: &Client, _why: &str) {
+    for p in lock(&client.pending).values() {
+        if !p.receiving {
+            p.done.finish(UCS_ERR_CONNECTION_RESET);
+        }
+    }
+}
+
+/// An importer's connection failed or closed.
+pub(crate) fn failed(client: &Client, status: ucs_status_t) {
+    lock(&client.inbox).gone = Some(format!(
+        "the connection to the exporter failed ({})",
+        status::name(status)
+    ));
+    client.cv.notify_all();
+    fail_pending(client, "the connection failed");
+}
 
 /// An importer's connection: its endpoint, and what reaches it.
 pub(crate) struct Connection {
@@ -25,6 +129,12 @@ pub(crate) struct Connection {
     pub(crate) client: Arc<Client>,
     /// The exporter, for messages.
     pub(crate) handle: RemoteHandle,
+    /// The next request's number.
+    next: std::sync::atomic::AtomicU64,
+}
+
+fn hub_ucx(c: &Connection) -> &'static crate::ffi::sys::Ucx {
+    c.hub().engine.ucx
 }
 
 impl Connection {
@@ -113,13 +223,12 @@ impl Connection {
         let c = self
             .hub()
             .engine
-            .send(self.ep as ucp_ep_h, AM_ID, m.encode())?;
+            .send(self.ep as ucp_ep_h, AM_ID, m.encode(), None, false)?;
         self.wait(&c, "sending to the exporter")
     }
 
-    /// Connect to `handle`'s exporter and run the handshake; the grant's
-    /// packed rkey.
-    pub(crate) fn open(owner: Arc<Owner>, handle: RemoteHandle) -> Result<(Connection, Vec<u8>)> {
+    /// Connect to `handle`'s exporter and run the handshake.
+    pub(crate) fn open(owner: Arc<Owner>, handle: RemoteHandle) -> Result<Connection> {
         let hub = &owner.hub;
         let ep = hub
             .engine
@@ -131,9 +240,10 @@ impl Connection {
             ep,
             client,
             handle,
+            next: std::sync::atomic::AtomicU64::new(1),
         };
         match conn.handshake() {
-            Ok(rkey) => Ok((conn, rkey)),
+            Ok(()) => Ok(conn),
             Err(e) => {
                 conn.close();
                 Err(e)
@@ -141,7 +251,7 @@ impl Connection {
         }
     }
 
-    fn handshake(&self) -> Result<Vec<u8>> {
+    fn handshake(&self) -> Result<()> {
         let h = &self.handle;
         let deadline = Instant::now() + self.hub().timeout;
         let mine = random_id();
@@ -178,7 +288,7 @@ impl Connection {
         let proof = auth::prove(&h.secret, Role::Importer, h.export_id, &theirs, &mine);
         self.send(&Message::Proof { proof })?;
         match self.receive(deadline)? {
-            Message::Grant { rkey } => Ok(rkey),
+            Message::Grant => Ok(()),
             other => Err(self.refusal(other)),
         }
     }
@@ -221,6 +331,179 @@ impl Connection {
                 ),
             },
         }
+    }
+
+    /// Ask for `len` bytes at `offset` of the export, to be put at `target`
+    /// (an address of memory type `mem`, writable for `len` bytes until the
+    /// operation is over: see [`Connection::finish`]); `done` finishes when
+    /// they are there.
+    pub(crate) fn start_read(
+        &self,
+        offset: u64,
+        target: usize,
+        len: usize,
+        mem: ucs_memory_type_t,
+        done: Arc<Completion>,
+    ) -> Result<u64> {
+        let req = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        lock(&self.client.pending).insert(
+            req,
+            Pending {
+                target: Some((target, len, mem)),
+                done,
+                receiving: false,
+            },
+        );
+        let m = Message::Read {
+            req,
+            offset,
+            len: len as u64,
+            rndv: mem != UCS_MEMORY_TYPE_HOST,
+        };
+        let sent = self
+            .hub()
+            .engine
+            .send(self.ep as ucp_ep_h, AM_ID, m.encode(), None, false);
+        self.hub().engine.signal();
+        if let Err(e) = sent {
+            lock(&self.client.pending).remove(&req);
+            return Err(e);
+        }
+        Ok(req)
+    }
+
+    /// Send `len` bytes at `data` (of memory type `mem`, readable until
+    /// `sent` finishes) to `offset` of the export; `done` finishes when the
+    /// exporter wrote them.
+    pub(crate) fn start_write(
+        &self,
+        offset: u64,
+        data: *const std::ffi::c_void,
+        len: usize,
+        mem: ucs_memory_type_t,
+        done: Arc<Completion>,
+    ) -> Result<(u64, Arc<Completion>)> {
+        let req = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        lock(&self.client.pending).insert(
+            req,
+            Pending {
+                target: None,
+                done,
+                receiving: false,
+            },
+        );
+        // Device memory on either side is moved by rendezvous, which UCX
+        // copies with the device's own means.
+        let rndv = mem != UCS_MEMORY_TYPE_HOST
+            || self.handle.memory_type != hal_core::handle::remote::RemoteMemoryType::Host;
+        let sent = self.hub().engine.send(
+            self.ep as ucp_ep_h,
+            AM_ID,
+            Message::Write { req, offset }.encode(),
+            Some((data, len, mem)),
+            rndv,
+        );
+        self.hub().engine.signal();
+        match sent {
+            Ok(sent) => Ok((req, sent)),
+            Err(e) => {
+                lock(&self.client.pending).remove(&req);
+                Err(e)
+            }
+        }
+    }
+
+    /// Wait for operation `req` (`done`, and `sent` for a write) until the
+    /// node's timeout. Whatever the answer, when this returns nothing of
+    /// UCX's or the progress thread's still reads or writes the
+    /// operation's memory: at the timeout the entry is taken back, and
+    /// where its bytes are already moving the connection is closed at once
+    /// and its end awaited.
+    pub(crate) fn finish(
+        &self,
+        req: u64,
+        done: &Completion,
+        sent: Option<&Completion>,
+        what: &str,
+    ) -> Result<()> {
+        let hub = self.hub();
+        let deadline = Instant::now() + hub.timeout;
+        let st = done.wait_until(Some(deadline));
+        let entry = lock(&self.client.pending).remove(&req);
+        let st = match st {
+            Some(st) => st,
+            None => {
+                let moving = entry.as_ref().is_some_and(|p| p.receiving)
+                    || sent.is_some_and(|s| s.status().is_none());
+                if moving {
+                    lock(&self.client.inbox).gone = Some(format!("{what} timed out"));
+                    let closing = hub.engine.close(self.ep as ucp_ep_h, true);
+                    hub.engine.signal();
+                    if entry.as_ref().is_some_and(|p| p.receiving) {
+                        done.wait_until(None);
+                    }
+                    if let Some(s) = sent {
+                        s.wait_until(None);
+                    }
+                    closing.wait_until(Some(Instant::now() + hub.timeout));
+                }
+                return Err(Error::Timeout {
+                    after: hub.timeout,
+                    what: format!("{what} on the remote export at {}", self.handle.listener),
+                });
+            }
+        };
+        // A write's data is the caller's until its send is over.
+        if let Some(s) = sent {
+            if s.wait_until(Some(Instant::now() + hub.timeout)).is_none() {
+                let closing = hub.engine.close(self.ep as ucp_ep_h, true);
+                hub.engine.signal();
+                s.wait_until(None);
+                closing.wait_until(Some(Instant::now() + hub.timeout));
+            }
+        }
+        self.answer(st, done.refused(), what)
+    }
+
+    /// The result of an operation that ended with `st` (and `refused`).
+    pub(crate) fn answer(
+        &self,
+        st: ucs_status_t,
+        refused: Option<Denial>,
+        what: &str,
+    ) -> Result<()> {
+        let at = self.handle.listener;
+        match (st, refused) {
+            (UCS_OK, _) => Ok(()),
+            (_, Some(Denial::ReadOnly)) => Err(Error::PermissionDenied {
+                pid: None,
+                reason: format!(
+                    "the remote export at {at} is read-only: the exporter refused {what}"
+                ),
+            }),
+            (_, Some(Denial::Bounds)) => Err(Error::InvalidArgument {
+                what: format!(
+                    "{what} is outside the remote export at {at} (refused by the exporter)"
+                ),
+            }),
+            (_, Some(other)) => {
+                Err(self.closed(&format!("the exporter refused {what} ({other:?})")))
+            }
+            (st, None) => match self.gone() {
+                Some(why) => Err(self.closed(&why)),
+                None => Err(status::error(
+                    hub_ucx(self),
+                    st,
+                    what,
+                    &format!("the remote export at {at}"),
+                )),
+            },
+        }
+    }
+
+    /// Forget operation `req` (an async one, over).
+    pub(crate) fn forget(&self, req: u64) {
+        lock(&self.client.pending).remove(&req);
     }
 
     /// Forget and close the connection (outstanding operations fail).

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use hal_core::handle::remote::RemoteMemoryType;
 use hal_core::{Error, Result};
 
-use crate::completion::{self, Completion};
+use crate::completion::{self, Completion, Kind};
 use crate::ffi::bindings::*;
 use crate::ffi::status::check;
 use crate::ffi::sys::{self, Ucx, UCX};
@@ -133,7 +133,9 @@ impl Engine {
         // SAFETY: all-zero is a valid `ucp_params_t` (empty mask).
         let mut params: ucp_params_t = unsafe { std::mem::zeroed() };
         params.field_mask = u64::from(UCP_PARAM_FIELD_FEATURES);
-        params.features = u64::from(UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP);
+        // No UCP_FEATURE_RMA: every read and write is a message the exporter
+        // checks (see the crate's documentation for why).
+        params.features = u64::from(UCP_FEATURE_AM | UCP_FEATURE_WAKEUP);
         let mut context: ucp_context_h = std::ptr::null_mut();
         let init = ucx.ucp_init_version();
         let st = match init {
@@ -195,12 +197,7 @@ impl Engine {
 
     /// True when UCX can register memory of `t`.
     pub(crate) fn supports(&self, t: RemoteMemoryType) -> bool {
-        let bit = match t {
-            RemoteMemoryType::Host => UCS_MEMORY_TYPE_HOST,
-            RemoteMemoryType::Cuda => UCS_MEMORY_TYPE_CUDA,
-            RemoteMemoryType::CudaManaged => UCS_MEMORY_TYPE_CUDA_MANAGED,
-        };
-        self.memory_types & (1 << bit) != 0
+        self.memory_types & (1 << mem_type(t)) != 0
     }
 
     /// Install the active-message handler of hal's messages.
@@ -347,6 +344,7 @@ impl Engine {
             return c;
         };
         completion::issue(
+            Kind::Send,
             None,
             |p| {
                 if force {
@@ -360,41 +358,87 @@ impl Engine {
         )
     }
 
-    /// Send `msg` on `ep` as an active message of `id`; the bytes are kept
-    /// until it is sent.
-    pub(crate) fn send(&self, ep: ucp_ep_h, id: u32, msg: Vec<u8>) -> Result<Arc<Completion>> {
+    /// Send `header` on `ep` as an active message of `id`, with `data`
+    /// (address, length, memory type) as its data; by rendezvous when
+    /// `rndv`. The header is kept until it is sent; the data must stay
+    /// valid until the completion finishes.
+    pub(crate) fn send(
+        &self,
+        ep: ucp_ep_h,
+        id: u32,
+        header: Vec<u8>,
+        data: Option<(*const c_void, usize, ucs_memory_type_t)>,
+        rndv: bool,
+    ) -> Result<Arc<Completion>> {
         let f = self.ucx.ucp_am_send_nbx()?;
-        let ptr = msg.as_ptr() as *const c_void;
-        let len = msg.len();
+        let (hp, hl) = (header.as_ptr() as *const c_void, header.len());
+        let (dp, dl, mem) = data.unwrap_or((std::ptr::null(), 0, UCS_MEMORY_TYPE_HOST));
         Ok(completion::issue(
-            Some(msg),
+            Kind::Send,
+            Some(header),
             |p| {
-                p.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
-                p.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER;
+                p.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+                p.flags = UCP_AM_SEND_FLAG_REPLY;
+                if data.is_none() {
+                    p.flags |= UCP_AM_SEND_FLAG_EAGER;
+                } else if rndv {
+                    p.flags |= UCP_AM_SEND_FLAG_RNDV;
+                }
+                p.memory_type = mem;
             },
-            // SAFETY: the endpoint is live; `ptr..ptr+len` is the kept
-            // message, alive until the completion finishes; no header.
-            |p| unsafe { f(ep, id, std::ptr::null(), 0, ptr, len, p) },
+            // SAFETY: the endpoint is live; the header is kept alive by the
+            // completion; the data is the caller's, valid until it finishes.
+            |p| unsafe { f(ep, id, hp, hl, dp, dl, p) },
         ))
     }
 
-    /// Flush `ep`: done when every operation issued on it is complete at
-    /// the peer.
-    pub(crate) fn flush(&self, ep: ucp_ep_h) -> Result<Arc<Completion>> {
-        let f = self.ucx.ucp_ep_flush_nbx()?;
-        // SAFETY: the endpoint is live; the parameters live through the call.
-        Ok(completion::issue(None, |_| {}, |p| unsafe { f(ep, p) }))
+    /// Receive the data of a rendezvous message (`desc`, as its handler got
+    /// it) into `len` bytes at `target` of memory type `mem`; `done`
+    /// finishes when they are in.
+    pub(crate) fn receive(
+        &self,
+        desc: *mut c_void,
+        target: *mut c_void,
+        len: usize,
+        mem: ucs_memory_type_t,
+        done: Arc<Completion>,
+    ) -> Result<()> {
+        let f = self.ucx.ucp_am_recv_data_nbx()?;
+        completion::issue_into(
+            done,
+            Kind::Receive,
+            |p| {
+                p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+                p.memory_type = mem;
+            },
+            // SAFETY: the worker is live; `desc` is a rendezvous descriptor
+            // its handler kept (answered UCS_INPROGRESS for) and that is
+            // received once; `target` is writable for `len` bytes until the
+            // completion finishes (the caller's promise).
+            |p| unsafe { f(self.worker, desc, target, len, p) },
+        );
+        Ok(())
     }
 
-    /// Register `len` bytes at `addr` of memory type `t`; remote writes
-    /// only when `writable`. The registration and its packed rkey.
+    /// Let go of a message's data that its handler kept.
+    pub(crate) fn release(&self, data: *mut c_void) {
+        if let Ok(f) = self.ucx.ucp_am_data_release() {
+            // SAFETY: `data` is data a handler kept (answered UCS_INPROGRESS
+            // for), released once.
+            unsafe { f(self.worker, data) };
+        }
+    }
+
+    /// Register `len` bytes at `addr` of memory type `t` (which UCX then
+    /// sends from and receives into without registering them again);
+    /// remote writes only when `writable`.
     pub(crate) fn map(
         &self,
         addr: u64,
         len: u64,
         t: RemoteMemoryType,
         writable: bool,
-    ) -> Result<(ucp_mem_h, Vec<u8>)> {
+    ) -> Result<ucp_mem_h> {
         // SAFETY: all-zero is a valid `ucp_mem_map_params_t`.
         let mut p: ucp_mem_map_params_t = unsafe { std::mem::zeroed() };
         p.field_mask = u64::from(
@@ -411,11 +455,7 @@ impl Engine {
         if writable {
             p.prot |= UCP_MEM_MAP_PROT_REMOTE_WRITE;
         }
-        p.memory_type = match t {
-            RemoteMemoryType::Host => UCS_MEMORY_TYPE_HOST,
-            RemoteMemoryType::Cuda => UCS_MEMORY_TYPE_CUDA,
-            RemoteMemoryType::CudaManaged => UCS_MEMORY_TYPE_CUDA_MANAGED,
-        };
+        p.memory_type = mem_type(t);
         let mut memh: ucp_mem_h = std::ptr::null_mut();
         // SAFETY: the context is live; the range is the caller's memory,
         // which outlives the registration (unmapped before it is freed).
@@ -426,55 +466,13 @@ impl Engine {
             "ucp_mem_map",
             &format!("registering {len} bytes at {addr:#x}"),
         )?;
-        let mut buf: *mut c_void = std::ptr::null_mut();
-        let mut size: usize = 0;
-        let packed = self
-            .ucx
-            .ucp_rkey_pack()
-            // SAFETY: the context and the registration are live; the call
-            // allocates the buffer it returns.
-            .map(|f| unsafe { f(self.context, memh, &mut buf, &mut size) })
-            .and_then(|st| check(self.ucx, st, "ucp_rkey_pack", "packing the remote key"));
-        if let Err(e) = packed {
-            self.unmap(memh);
-            return Err(e);
-        }
-        // SAFETY: the call wrote `size` bytes at `buf`.
-        let rkey = unsafe { std::slice::from_raw_parts(buf as *const u8, size) }.to_vec();
-        if let Ok(release) = self.ucx.ucp_rkey_buffer_release() {
-            // SAFETY: `buf` came from ucp_rkey_pack and is released once.
-            unsafe { release(buf) };
-        }
-        Ok((memh, rkey))
+        Ok(memh)
     }
 
     pub(crate) fn unmap(&self, memh: ucp_mem_h) {
         if let Ok(f) = self.ucx.ucp_mem_unmap() {
             // SAFETY: the registration is live and unmapped once.
             unsafe { f(self.context, memh) };
-        }
-    }
-
-    /// The rkey `packed` unpacked for `ep`.
-    pub(crate) fn unpack(&self, ep: ucp_ep_h, packed: &[u8]) -> Result<ucp_rkey_h> {
-        let mut rkey: ucp_rkey_h = std::ptr::null_mut();
-        // SAFETY: the endpoint is live; `packed` is readable for the call.
-        let st = unsafe {
-            (self.ucx.ucp_ep_rkey_unpack()?)(ep, packed.as_ptr() as *const c_void, &mut rkey)
-        };
-        check(
-            self.ucx,
-            st,
-            "ucp_ep_rkey_unpack",
-            "the exporter's remote key",
-        )?;
-        Ok(rkey)
-    }
-
-    pub(crate) fn destroy_rkey(&self, rkey: ucp_rkey_h) {
-        if let Ok(f) = self.ucx.ucp_rkey_destroy() {
-            // SAFETY: the rkey is live and destroyed once.
-            unsafe { f(rkey) };
         }
     }
 
@@ -526,6 +524,15 @@ impl Drop for Engine {
             // is cleaned up once.
             unsafe { f(self.context) };
         }
+    }
+}
+
+/// UCX's memory type of `t`.
+pub(crate) fn mem_type(t: RemoteMemoryType) -> ucs_memory_type_t {
+    match t {
+        RemoteMemoryType::Host => UCS_MEMORY_TYPE_HOST,
+        RemoteMemoryType::Cuda => UCS_MEMORY_TYPE_CUDA,
+        RemoteMemoryType::CudaManaged => UCS_MEMORY_TYPE_CUDA_MANAGED,
     }
 }
 

@@ -9,7 +9,7 @@ use hal_core::{Error, Result};
 
 use crate::ffi::bindings::ucp_mem_h;
 use crate::hub::lock;
-use crate::node::Owner;
+use crate::owner::Owner;
 
 /// Memory or a notify exported to other hosts ([`crate::Node::export`],
 /// [`crate::Node::export_notify`]). Dropping it ends the export: the

@@ -19,15 +19,15 @@ use hal_core::Notify;
 
 use crate::engine::{Callbacks, Engine};
 use crate::ffi::bindings::*;
-use crate::protocol::Message;
-use crate::serve::Serving;
+use crate::payload::Payload;
+use crate::served::Serving;
 
 /// What a callback queued for the progress thread.
 pub(crate) enum Event {
     /// A connection request on the listener.
     Connect(usize),
-    /// A message on an endpoint.
-    Message(usize, Vec<u8>),
+    /// A message on an endpoint: its header, and its data.
+    Message(usize, Vec<u8>, Payload),
     /// An endpoint's peer failed or closed, with the status.
     Failed(usize, ucs_status_t),
 }
@@ -36,29 +36,19 @@ pub(crate) enum Event {
 pub(crate) struct ExportEntry {
     pub(crate) kind: hal_core::handle::remote::RemoteKind,
     pub(crate) secret: [u8; 16],
-    /// The packed rkey (empty for a notify).
-    pub(crate) rkey: Vec<u8>,
+    /// The exported range's address in this process, and its size.
+    pub(crate) base: u64,
+    pub(crate) size: u64,
+    /// Writes are refused.
+    pub(crate) read_only: bool,
+    /// UCX's memory type of the range.
+    pub(crate) mem: ucs_memory_type_t,
     /// Importers that proved the secret and are still connected.
     pub(crate) importers: usize,
     /// Signals received.
     pub(crate) signals: u64,
     /// The notify a signal signals.
     pub(crate) notify: Option<Arc<dyn Notify>>,
-}
-
-/// An importer's connection, as the importer keeps it.
-#[derive(Default)]
-pub(crate) struct Client {
-    pub(crate) inbox: Mutex<Inbox>,
-    pub(crate) cv: Condvar,
-}
-
-/// What reached an importer's connection.
-#[derive(Default)]
-pub(crate) struct Inbox {
-    pub(crate) messages: VecDeque<Message>,
-    /// Why the connection is gone, once it is.
-    pub(crate) gone: Option<String>,
 }
 
 /// The tables.
@@ -68,8 +58,11 @@ pub(crate) struct Tables {
     /// The exporter's side of each connection, by endpoint.
     pub(crate) serving: HashMap<usize, Serving>,
     /// The importer's side of each connection, by endpoint.
-    pub(crate) clients: HashMap<usize, Arc<Client>>,
+    pub(crate) clients: HashMap<usize, Arc<crate::client::Client>>,
     pub(crate) next_export: u64,
+    /// Writes the exporter receives by rendezvous: endpoint, request, and
+    /// the reception's completion.
+    pub(crate) receiving: Vec<(usize, u64, Arc<crate::completion::Completion>)>,
 }
 
 /// Everything a node's objects and its progress thread share.
@@ -112,8 +105,8 @@ unsafe extern "C" fn on_connect(req: ucp_conn_request_h, arg: *mut c_void) {
 
 unsafe extern "C" fn on_message(
     arg: *mut c_void,
-    _header: *const c_void,
-    _header_length: usize,
+    header: *const c_void,
+    header_length: usize,
     data: *mut c_void,
     length: usize,
     param: *const ucp_am_recv_param_t,
@@ -127,19 +120,29 @@ unsafe extern "C" fn on_message(
     } else {
         0
     };
-    // hal's messages are small and always eager: a rendezvous is not one of
-    // them, and neither is a message without its sender.
-    if p.recv_attr & u64::from(UCP_AM_RECV_ATTR_FLAG_RNDV) != 0 || ep == 0 {
+    let rndv = p.recv_attr & u64::from(UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+    let held = p.recv_attr & u64::from(UCP_AM_RECV_ATTR_FLAG_DATA) != 0;
+    // A message without its sender is not one of hal's: answering OK lets
+    // UCX drop it, data and all.
+    if ep == 0 || header.is_null() {
         return UCS_OK;
     }
-    let bytes = if length == 0 || data.is_null() {
-        Vec::new()
+    // SAFETY: UCX gives `header_length` readable bytes at `header` for the
+    // call.
+    let head = unsafe { std::slice::from_raw_parts(header as *const u8, header_length) }.to_vec();
+    let (payload, status) = if length == 0 || data.is_null() {
+        (Payload::None, UCS_OK)
+    } else if rndv {
+        (Payload::Rndv(data as usize, length), UCS_INPROGRESS)
+    } else if held {
+        (Payload::Held(data as usize, length), UCS_INPROGRESS)
     } else {
         // SAFETY: UCX gives `length` readable bytes at `data` for the call.
-        unsafe { std::slice::from_raw_parts(data as *const u8, length) }.to_vec()
+        let v = unsafe { std::slice::from_raw_parts(data as *const u8, length) }.to_vec();
+        (Payload::Copied(v), UCS_OK)
     };
-    h.queue(Event::Message(ep, bytes));
-    UCS_OK
+    h.queue(Event::Message(ep, head, payload));
+    status
 }
 
 unsafe extern "C" fn on_failure(arg: *mut c_void, ep: ucp_ep_h, status: ucs_status_t) {
@@ -182,78 +185,14 @@ impl Hub {
         self.engine.signal();
     }
 
-    /// The progress thread: drive the worker, handle what its callbacks
-    /// queued, expire handshakes, and sleep on the worker's descriptor.
-    pub(crate) fn run(&self) {
-        while !self.stop.load(Ordering::Acquire) {
-            while self.engine.progress() != 0 {}
-            let handled = self.handle_events();
-            let next = crate::serve::expire(self);
-            if handled || !self.engine.arm() {
-                continue;
-            }
-            let wait = next
-                .map(|d| d.saturating_duration_since(Instant::now()))
-                .unwrap_or(Duration::from_secs(1))
-                .min(Duration::from_secs(1));
-            let mut pfd = libc::pollfd {
-                fd: self.engine.efd,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            let ms = wait.as_millis().clamp(1, 1000) as libc::c_int;
-            // SAFETY: one valid pollfd, for the length given.
-            unsafe { libc::poll(&mut pfd, 1, ms) };
-        }
+    /// The next event a callback queued.
+    pub(crate) fn next_event(&self) -> Option<Event> {
+        lock(&self.events).pop_front()
     }
 
-    /// Handle every queued event; true when there was one.
-    fn handle_events(&self) -> bool {
-        let mut any = false;
-        loop {
-            let Some(e) = lock(&self.events).pop_front() else {
-                return any;
-            };
-            any = true;
-            match e {
-                Event::Connect(req) => crate::serve::accept(self, req as ucp_conn_request_h),
-                Event::Message(ep, bytes) => self.message(ep, bytes),
-                Event::Failed(ep, status) => self.failed(ep, status),
-            }
-        }
-    }
-
-    fn message(&self, ep: usize, bytes: Vec<u8>) {
-        let client = lock(&self.tables).clients.get(&ep).cloned();
-        match client {
-            Some(c) => {
-                let mut inbox = lock(&c.inbox);
-                match crate::protocol::decode(&bytes) {
-                    Ok(m) => inbox.messages.push_back(m),
-                    Err(why) => {
-                        inbox.gone =
-                            Some(format!("the exporter sent a malformed message ({})", why.0))
-                    }
-                }
-                drop(inbox);
-                c.cv.notify_all();
-            }
-            None => crate::serve::message(self, ep, &bytes),
-        }
-    }
-
-    fn failed(&self, ep: usize, status: ucs_status_t) {
-        let client = lock(&self.tables).clients.get(&ep).cloned();
-        match client {
-            Some(c) => {
-                lock(&c.inbox).gone = Some(format!(
-                    "the connection to the exporter failed ({})",
-                    crate::ffi::status::name(status)
-                ));
-                c.cv.notify_all();
-            }
-            None => crate::serve::failed(self, ep, status),
-        }
+    /// True once asked to stop.
+    pub(crate) fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
     }
 
     /// Close every endpoint, destroy the listener; the thread is stopped.

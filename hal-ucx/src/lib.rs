@@ -22,19 +22,28 @@
 //! # What is checked, and what is not
 //!
 //! An importer proves it holds the handle's 128-bit secret before the
-//! exporter hands out access (a challenge with fresh nonces on both sides,
-//! HMAC-SHA-256; the secret never travels), and the exporter proves it
-//! too. That stops processes that were not given the handle, and mistakes
-//! (a stale handle, a restarted exporter). It is not network security:
-//! UCX's connections are neither encrypted nor authenticated, and over
-//! transports that carry RMA in software (TCP), UCX serves any connected
-//! peer's reads and writes at any address it names. A node must listen
-//! only on a network whose hosts are trusted (a cluster's fabric), as
-//! UCX, MPI and NCCL require.
+//! exporter grants it the export (a challenge with fresh nonces on both
+//! sides, HMAC-SHA-256; the secret never travels), and the exporter proves
+//! it too. Every read and write is then a message the exporter serves
+//! itself, checked against the export it granted on that connection: its
+//! range, and whether it is read-only. The UCX context has no RMA feature,
+//! so UCX serves no one-sided access of its own: UCX 1.13's software RMA
+//! over TCP answers any connected peer at any address it names, and aborts
+//! the process that answers a read whose peer failed meanwhile
+//! (`ucp_get_req_handler`: "Fatal: unexpected error"), both of which rule
+//! it out here. The data itself moves zero-copy: small reads and writes
+//! eagerly in one message, large ones by UCX's rendezvous, straight from
+//! and into the registered memory on both ends.
+//!
+//! It is not network security: UCX's connections are neither encrypted
+//! nor authenticated, so a host on the path can read what travels,
+//! secret proofs aside. A node must listen only on a network whose hosts
+//! are trusted (a cluster's fabric), as UCX, MPI and NCCL require.
 
 #![deny(missing_docs)]
 
 mod auth;
+mod client;
 mod completion;
 mod dial;
 mod engine;
@@ -44,8 +53,12 @@ mod hub;
 mod memory;
 mod node;
 mod notify;
+mod owner;
+mod payload;
+mod progress;
 mod protocol;
 mod serve;
+mod served;
 
 pub use export::RemoteExported;
 pub use hal_core::handle::remote::{RemoteHandle, RemoteKind, RemoteMemoryType};
@@ -56,8 +69,11 @@ pub use notify::RemoteNotify;
 /// The fuzzing entry points: the decoders of bytes from other hosts.
 #[doc(hidden)]
 pub mod fuzzing {
-    /// Decode a message as a node does; total (never panics).
-    pub fn decode_message(bytes: &[u8]) -> bool {
-        crate::protocol::decode(bytes).is_ok()
+    /// Decode a message as a node does (total: never panics); one that
+    /// decodes must re-encode to `bytes`, or this panics.
+    pub fn check_message(bytes: &[u8]) {
+        if let Ok(m) = crate::protocol::decode(bytes) {
+            assert_eq!(m.encode(), bytes, "{m:?} re-encodes otherwise");
+        }
     }
 }

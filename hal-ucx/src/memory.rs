@@ -1,7 +1,8 @@
-//! Remote memory: an export of another host's, read and written here
-//! with UCX's RMA (`ucp_get_nbx`, `ucp_put_nbx`), zero-copy on both ends
-//! where the transport allows. Every range is checked against the export
-//! before anything is sent; a read-only export refuses writes here.
+//! Remote memory: an export of another host's, read and written here.
+//! Each read and write is a message the exporter serves from, or into, the
+//! exported memory itself (UCX active messages: eager for small ones,
+//! rendezvous, zero-copy on both ends, for large ones). Every range is
+//! checked here before anything is sent, and again by the exporter.
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -10,10 +11,10 @@ use hal_core::device::check_bounds;
 use hal_core::handle::remote::{RemoteHandle, RemoteKind};
 use hal_core::{Error, Memory, Result};
 
-use crate::completion::{self, Completion, Done};
+use crate::completion::{Completion, Done};
 use crate::dial::Connection;
 use crate::ffi::bindings::*;
-use crate::node::Owner;
+use crate::owner::Owner;
 use crate::protocol::Message;
 
 /// One operation of a [`RemoteMemory::batch`].
@@ -39,15 +40,7 @@ pub enum Op<'a> {
 /// exporter counts this process among its importers until it is dropped.
 pub struct RemoteMemory {
     conn: Connection,
-    rkey: usize,
 }
-
-// SAFETY: the endpoint and the rkey are used through a worker made for
-// many threads (`UCS_THREAD_MODE_MULTI`), which serialises UCX's calls.
-unsafe impl Send for RemoteMemory {}
-// SAFETY: as above; every method takes `&self` and UCX's calls are safe
-// from several threads at once on such a worker.
-unsafe impl Sync for RemoteMemory {}
 
 impl std::fmt::Debug for RemoteMemory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -55,6 +48,13 @@ impl std::fmt::Debug for RemoteMemory {
             .field("handle", &self.conn.handle)
             .finish()
     }
+}
+
+/// An operation started: its request, its answer, and a write's send.
+struct Started {
+    req: u64,
+    done: Arc<Completion>,
+    sent: Option<Arc<Completion>>,
 }
 
 impl RemoteMemory {
@@ -65,17 +65,9 @@ impl RemoteMemory {
                 found: "remote notify",
             }));
         }
-        let (conn, packed) = Connection::open(owner, handle)?;
-        match conn.hub().engine.unpack(conn.ep as ucp_ep_h, &packed) {
-            Ok(rkey) => Ok(RemoteMemory {
-                conn,
-                rkey: rkey as usize,
-            }),
-            Err(e) => {
-                conn.close();
-                Err(e)
-            }
-        }
+        Ok(RemoteMemory {
+            conn: Connection::open(owner, handle)?,
+        })
     }
 
     /// The size of the remote memory in bytes.
@@ -116,36 +108,46 @@ impl RemoteMemory {
         Ok(())
     }
 
-    /// Issue one get or put of `len` bytes between local `ptr` and remote
-    /// `offset` (checked), of local memory type `mem`.
-    fn issue(
+    /// Start a read of `len` bytes at `offset` into `target` (checked).
+    fn start_read(
         &self,
-        write: bool,
         offset: u64,
-        ptr: *mut c_void,
+        target: *mut c_void,
         len: usize,
         mem: ucs_memory_type_t,
-        kept: Option<Vec<u8>>,
-    ) -> Result<Arc<Completion>> {
-        let engine = &self.conn.hub().engine;
-        let remote = self.conn.handle.base + offset;
-        let ep = self.conn.ep as ucp_ep_h;
-        let rkey = self.rkey as ucp_rkey_h;
-        let extra = |p: &mut ucp_request_param_t| {
-            p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-            p.memory_type = mem;
-        };
-        Ok(if write {
-            let f = engine.ucx.ucp_put_nbx()?;
-            // SAFETY: the endpoint and the rkey are live; `ptr..ptr+len` is
-            // readable until the completion finishes (the caller's borrow,
-            // waited on, or the kept buffer); the remote range was checked.
-            completion::issue(kept, extra, |p| unsafe { f(ep, ptr, len, remote, rkey, p) })
-        } else {
-            let f = engine.ucx.ucp_get_nbx()?;
-            // SAFETY: as above, and the local range is writable.
-            completion::issue(kept, extra, |p| unsafe { f(ep, ptr, len, remote, rkey, p) })
+        done: Arc<Completion>,
+    ) -> Result<Started> {
+        let req = self
+            .conn
+            .start_read(offset, target as usize, len, mem, Arc::clone(&done))?;
+        Ok(Started {
+            req,
+            done,
+            sent: None,
         })
+    }
+
+    /// Start a write of `len` bytes at `data` to `offset` (checked).
+    fn start_write(
+        &self,
+        offset: u64,
+        data: *const c_void,
+        len: usize,
+        mem: ucs_memory_type_t,
+        done: Arc<Completion>,
+    ) -> Result<Started> {
+        let (req, sent) = self
+            .conn
+            .start_write(offset, data, len, mem, Arc::clone(&done))?;
+        Ok(Started {
+            req,
+            done,
+            sent: Some(sent),
+        })
+    }
+
+    fn finish(&self, s: &Started, what: &str) -> Result<()> {
+        self.conn.finish(s.req, &s.done, s.sent.as_deref(), what)
     }
 
     /// Read `buf.len()` bytes at `offset` into `buf`.
@@ -154,34 +156,31 @@ impl RemoteMemory {
         if buf.is_empty() {
             return Ok(());
         }
-        let c = self.issue(
-            false,
+        let s = self.start_read(
             offset,
             buf.as_mut_ptr().cast(),
             buf.len(),
             UCS_MEMORY_TYPE_HOST,
-            None,
+            Arc::default(),
         )?;
-        self.conn.wait(&c, "a remote read")
+        self.finish(&s, "a remote read")
     }
 
-    /// Write `data` at `offset`. Done when UCX is done with `data`; call
-    /// [`flush`](Self::flush) (or use [`write_signal`](Self::write_signal))
-    /// for the bytes to be in the remote memory.
+    /// Write `data` at `offset`. Returns once the exporter has written the
+    /// bytes into its memory.
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
         self.check(offset, data.len() as u64, true)?;
         if data.is_empty() {
             return Ok(());
         }
-        let c = self.issue(
-            true,
+        let s = self.start_write(
             offset,
-            data.as_ptr() as *mut c_void,
+            data.as_ptr().cast(),
             data.len(),
             UCS_MEMORY_TYPE_HOST,
-            None,
+            Arc::default(),
         )?;
-        self.conn.wait(&c, "a remote write")
+        self.finish(&s, "a remote write")
     }
 
     /// The address and UCX memory type of `len` bytes at `offset` of
@@ -226,8 +225,8 @@ impl RemoteMemory {
         if len == 0 {
             return Ok(());
         }
-        let c = self.issue(false, offset, ptr, len as usize, mem, None)?;
-        self.conn.wait(&c, "a remote read")
+        let s = self.start_read(offset, ptr, len as usize, mem, Arc::default())?;
+        self.finish(&s, "a remote read")
     }
 
     /// Write `len` bytes of local hal memory at `local_offset` to remote
@@ -244,8 +243,8 @@ impl RemoteMemory {
         if len == 0 {
             return Ok(());
         }
-        let c = self.issue(true, offset, ptr, len as usize, mem, None)?;
-        self.conn.wait(&c, "a remote write")
+        let s = self.start_write(offset, ptr, len as usize, mem, Arc::default())?;
+        self.finish(&s, "a remote write")
     }
 
     /// Run every operation of `ops` at once, and wait for all of them: one
@@ -258,52 +257,50 @@ impl RemoteMemory {
                 Op::Write { offset, data } => self.check(*offset, data.len() as u64, true)?,
             }
         }
-        let mut issued = Vec::with_capacity(ops.len());
+        let mut started = Vec::with_capacity(ops.len());
         let mut first = None;
         for op in ops.iter_mut() {
             let r = match op {
-                Op::Read { buf: [], .. } => continue,
-                Op::Write { data: [], .. } => continue,
-                Op::Read { offset, buf } => self.issue(
-                    false,
+                Op::Read { buf: [], .. } | Op::Write { data: [], .. } => continue,
+                Op::Read { offset, buf } => self.start_read(
                     *offset,
                     buf.as_mut_ptr().cast(),
                     buf.len(),
                     UCS_MEMORY_TYPE_HOST,
-                    None,
+                    Arc::default(),
                 ),
-                Op::Write { offset, data } => self.issue(
-                    true,
+                Op::Write { offset, data } => self.start_write(
                     *offset,
-                    data.as_ptr() as *mut c_void,
+                    data.as_ptr().cast(),
                     data.len(),
                     UCS_MEMORY_TYPE_HOST,
-                    None,
+                    Arc::default(),
                 ),
             };
             match r {
-                Ok(c) => issued.push(c),
+                Ok(s) => started.push(s),
                 Err(e) => {
                     first = Some(e);
                     break;
                 }
             }
         }
-        for c in &issued {
-            if let Err(e) = self.conn.wait(c, "a remote batch") {
+        for s in &started {
+            if let Err(e) = self.finish(s, "a remote batch") {
                 first.get_or_insert(e);
             }
         }
         first.map_or(Ok(()), Err)
     }
 
-    /// Wait until every write issued so far is in the remote memory.
+    /// Check that the connection is still there. Every write this import
+    /// made has been written by the time it returned, so there is nothing
+    /// else to wait for.
     pub fn flush(&self) -> Result<()> {
-        if let Some(why) = self.conn.gone() {
-            return Err(self.conn.closed(&why));
+        match self.conn.gone() {
+            Some(why) => Err(self.conn.closed(&why)),
+            None => Ok(()),
         }
-        let c = self.conn.hub().engine.flush(self.conn.ep as ucp_ep_h)?;
-        self.conn.wait(&c, "a flush")
     }
 
     /// Write `data` at `offset`, then tell the exporter the data is there,
@@ -312,25 +309,25 @@ impl RemoteMemory {
     /// returns once the bytes are in its memory.
     pub fn write_signal(&self, offset: u64, data: &[u8]) -> Result<()> {
         self.write(offset, data)?;
-        self.flush()?;
         self.conn.send(&Message::Signal)
     }
 
     /// Read `len` bytes at `offset` without blocking the executor: the
-    /// bytes come back in a buffer of their own, which UCX keeps until the
-    /// read ends even if the future is dropped.
+    /// bytes come back in a buffer of their own, which stays alive until
+    /// the read ends even if the future is dropped.
     pub async fn read_async(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         self.check(offset, len as u64, false)?;
-        let mut buf = vec![0u8; len];
         if len == 0 {
-            return Ok(buf);
+            return Ok(Vec::new());
         }
+        let mut buf = vec![0u8; len];
         let ptr = buf.as_mut_ptr().cast();
-        let c = self.issue(false, offset, ptr, len, UCS_MEMORY_TYPE_HOST, Some(buf))?;
-        self.conn.hub().engine.signal();
-        let st = Done(Arc::clone(&c)).await;
-        self.finish(st, "a remote read")?;
-        Ok(c.take_kept().unwrap_or_default())
+        let done = Completion::keeping(buf);
+        let s = self.start_read(offset, ptr, len, UCS_MEMORY_TYPE_HOST, done)?;
+        let st = Done(Arc::clone(&s.done)).await;
+        self.conn.forget(s.req);
+        self.conn.answer(st, s.done.refused(), "a remote read")?;
+        Ok(s.done.take_kept().unwrap_or_default())
     }
 
     /// Write `data` at `offset` without blocking the executor.
@@ -339,38 +336,22 @@ impl RemoteMemory {
         if data.is_empty() {
             return Ok(());
         }
-        let (ptr, len) = (data.as_ptr() as *mut c_void, data.len());
-        let c = self.issue(true, offset, ptr, len, UCS_MEMORY_TYPE_HOST, Some(data))?;
-        self.conn.hub().engine.signal();
-        let st = Done(c).await;
-        self.finish(st, "a remote write")
-    }
-
-    fn finish(&self, st: ucs_status_t, what: &str) -> Result<()> {
-        if st == UCS_OK {
-            return Ok(());
+        let (ptr, len) = (data.as_ptr() as *const c_void, data.len());
+        // The bytes stay with the answer's completion until it is dropped,
+        // which is after the send: the exporter answers only once it has them.
+        let done = Completion::keeping(data);
+        let s = self.start_write(offset, ptr, len, UCS_MEMORY_TYPE_HOST, done)?;
+        let st = Done(Arc::clone(&s.done)).await;
+        if let Some(sent) = &s.sent {
+            Done(Arc::clone(sent)).await;
         }
-        if let Some(why) = self.conn.gone() {
-            return Err(self.conn.closed(&why));
-        }
-        Err(crate::ffi::status::error(
-            self.conn.hub().engine.ucx,
-            st,
-            what,
-            "a remote export",
-        ))
+        self.conn.forget(s.req);
+        self.conn.answer(st, s.done.refused(), "a remote write")
     }
 }
 
 impl Drop for RemoteMemory {
     fn drop(&mut self) {
-        // What was written reaches the exporter before the connection goes.
-        if self.conn.gone().is_none() {
-            if let Ok(c) = self.conn.hub().engine.flush(self.conn.ep as ucp_ep_h) {
-                let _ = self.conn.wait(&c, "the last flush");
-            }
-        }
-        self.conn.hub().engine.destroy_rkey(self.rkey as ucp_rkey_h);
         self.conn.close();
     }
 }

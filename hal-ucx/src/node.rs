@@ -5,7 +5,6 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use hal_core::handle::remote::{RemoteHandle, RemoteKind, RemoteMemoryType};
@@ -17,6 +16,7 @@ use crate::export::RemoteExported;
 use crate::hub::{lock, ExportEntry, Hub};
 use crate::memory::RemoteMemory;
 use crate::notify::RemoteNotify;
+use crate::owner::Owner;
 use crate::protocol::AM_ID;
 
 /// How a node is made.
@@ -40,23 +40,6 @@ impl NodeOptions {
             advertise: None,
             timeout: Duration::from_secs(30),
         }
-    }
-}
-
-/// What a node's objects hold: the hub, and the progress thread, stopped
-/// when the last of them goes.
-pub(crate) struct Owner {
-    pub(crate) hub: Arc<Hub>,
-    thread: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl Drop for Owner {
-    fn drop(&mut self) {
-        self.hub.stop();
-        if let Some(t) = lock(&self.thread).take() {
-            let _ = t.join();
-        }
-        self.hub.shut();
     }
 }
 
@@ -89,9 +72,10 @@ impl std::fmt::Debug for Node {
 /// How memory is exported to other hosts.
 #[derive(Debug, Clone, Default)]
 pub struct RemoteOptions {
-    /// Importers may read only: UCX registers the memory for remote reads
-    /// alone (`UCP_MEM_MAP_PROT_REMOTE_READ`), and hal's importers refuse
-    /// writes before sending anything.
+    /// Importers may read only: the exporter refuses every write
+    /// ([`hal_core::Error::PermissionDenied`] at the importer, which also
+    /// refuses before sending anything), and UCX registers the memory
+    /// without `UCP_MEM_MAP_PROT_REMOTE_WRITE`.
     pub read_only: bool,
 }
 
@@ -127,7 +111,7 @@ impl Node {
         let runner = Arc::clone(&hub);
         let thread = std::thread::Builder::new()
             .name("hal-ucx".into())
-            .spawn(move || runner.run())
+            .spawn(move || crate::progress::run(&runner))
             .map_err(|e| Error::Io {
                 context: "starting hal-ucx's progress thread".into(),
                 source: e,
@@ -152,11 +136,12 @@ impl Node {
         self.owner.hub.engine.describe()
     }
 
-    /// Export `memory` to other hosts: registered with UCX as it is (host
-    /// memory of any backend; CUDA device memory where the loaded UCX has
-    /// CUDA support, otherwise [`Error::Unsupported`] saying so). The
-    /// memory must outlive the export (drop the export first: it
-    /// unregisters the memory and closes its importers' connections).
+    /// Export `memory` to other hosts: registered with UCX as it is
+    /// (`ucp_mem_map`: host memory of any backend; CUDA device memory where
+    /// the loaded UCX has CUDA support, otherwise [`Error::Unsupported`]
+    /// saying so), and served from and into in place. The memory must
+    /// outlive the export (drop the export first: it closes its importers'
+    /// connections, then unregisters the memory).
     pub fn export(&self, memory: &dyn Memory, opts: RemoteOptions) -> Result<RemoteExported> {
         let t = match (memory.host_ptr(), memory.location()) {
             (Some(_), _) => RemoteMemoryType::Host,
@@ -183,16 +168,8 @@ impl Node {
             None => memory.addr(),
         };
         let writable = !opts.read_only && !memory.is_read_only();
-        let (memh, rkey) = hub.engine.map(addr, memory.len(), t, writable)?;
-        let handle = self.register(
-            RemoteKind::Memory,
-            addr,
-            memory.len(),
-            !writable,
-            t,
-            rkey,
-            None,
-        );
+        let memh = hub.engine.map(addr, memory.len(), t, writable)?;
+        let handle = self.register(RemoteKind::Memory, addr, memory.len(), !writable, t, None);
         Ok(RemoteExported::new(
             Arc::clone(&self.owner),
             handle,
@@ -209,13 +186,11 @@ impl Node {
             0,
             false,
             RemoteMemoryType::Host,
-            Vec::new(),
             Some(notify),
         );
         Ok(RemoteExported::new(Arc::clone(&self.owner), handle, None))
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn register(
         &self,
         kind: RemoteKind,
@@ -223,7 +198,6 @@ impl Node {
         size: u64,
         read_only: bool,
         memory_type: RemoteMemoryType,
-        rkey: Vec<u8>,
         notify: Option<Arc<dyn Notify>>,
     ) -> RemoteHandle {
         let secret = random_id();
@@ -235,7 +209,10 @@ impl Node {
             ExportEntry {
                 kind,
                 secret,
-                rkey,
+                base,
+                size,
+                read_only,
+                mem: crate::engine::mem_type(memory_type),
                 importers: 0,
                 signals: 0,
                 notify,

@@ -6,7 +6,7 @@ use hal_core::handle::remote::{RemoteHandle, RemoteKind};
 use hal_core::{Error, HandleError, Result};
 
 use crate::dial::Connection;
-use crate::node::Owner;
+use crate::owner::Owner;
 use crate::protocol::Message;
 
 /// Another host's notify ([`crate::Node::connect_notify`]): [`signal`]
@@ -33,7 +33,7 @@ impl RemoteNotify {
                 found: "remote memory",
             }));
         }
-        let (conn, _) = Connection::open(owner, handle)?;
+        let conn = Connection::open(owner, handle)?;
         Ok(RemoteNotify { conn })
     }
 

@@ -1,13 +1,15 @@
 //! The exporter's side of a connection: accept it, answer the hello with
-//! a challenge, check the proof, grant access, count the importer, take
-//! its signals, and forget it when it goes. Runs on the progress thread.
+//! a challenge, check the proof, grant access, count the importer, serve
+//! its reads and writes, take its signals, and forget it when it goes.
+//! Runs on the progress thread.
 //!
 //! Nothing an importer sends is trusted before its proof: a connection
 //! that sends anything out of order, or does not prove the secret within
 //! the node's timeout, is refused and closed; at most
-//! [`MAX_CONNECTIONS`] are served at once.
+//! [`MAX_CONNECTIONS`] are served at once. Every read and write is checked
+//! here, by the exporter, against the export it was granted: its range,
+//! and whether it is read-only.
 
-use std::net::SocketAddr;
 use std::time::Instant;
 
 use hal_core::kit::os::random_id;
@@ -15,44 +17,12 @@ use hal_core::kit::os::random_id;
 use crate::auth::{self, Role};
 use crate::ffi::bindings::*;
 use crate::hub::{lock, Hub};
+use crate::payload::Payload;
 use crate::protocol::{Denial, Message, AM_ID};
+use crate::served::{Serving, Stage};
 
 /// Most connections a node serves at once (handshakes included).
 pub(crate) const MAX_CONNECTIONS: usize = 4096;
-
-/// Where a served connection stands.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Stage {
-    /// Waiting for the hello.
-    Hello,
-    /// Challenged: waiting for the proof.
-    Proof {
-        export_id: u64,
-        importer: [u8; 16],
-        exporter: [u8; 16],
-    },
-    /// Proved: an importer of the export.
-    Granted { export_id: u64 },
-}
-
-/// A served connection.
-pub(crate) struct Serving {
-    pub(crate) stage: Stage,
-    /// The importer's address, for messages.
-    pub(crate) peer: Option<SocketAddr>,
-    /// When the handshake must be over (none once granted).
-    pub(crate) deadline: Option<Instant>,
-}
-
-impl Serving {
-    /// The export this connection is an importer of, once granted or challenged.
-    pub(crate) fn export(&self) -> Option<u64> {
-        match self.stage {
-            Stage::Hello => None,
-            Stage::Proof { export_id, .. } | Stage::Granted { export_id } => Some(export_id),
-        }
-    }
-}
 
 /// Accept a connection request.
 pub(crate) fn accept(hub: &Hub, req: ucp_conn_request_h) {
@@ -83,7 +53,10 @@ pub(crate) fn accept(hub: &Hub, req: ucp_conn_request_h) {
 
 /// Send `m` on `ep` without waiting (the progress thread never waits).
 fn send(hub: &Hub, ep: usize, m: &Message) {
-    if let Err(e) = hub.engine.send(ep as ucp_ep_h, AM_ID, m.encode()) {
+    if let Err(e) = hub
+        .engine
+        .send(ep as ucp_ep_h, AM_ID, m.encode(), None, false)
+    {
         log::warn!("hal-ucx: could not answer an importer: {e}");
     }
 }
@@ -110,14 +83,16 @@ fn drop_conn(hub: &Hub, ep: usize) -> Option<Serving> {
     Some(s)
 }
 
-/// A message on a served connection.
-pub(crate) fn message(hub: &Hub, ep: usize, bytes: &[u8]) {
+/// A message on a served connection, with its data.
+pub(crate) fn message(hub: &Hub, ep: usize, head: &[u8], payload: Payload) {
     let Some(stage) = lock(&hub.tables).serving.get(&ep).map(|s| s.stage) else {
+        payload.release(&hub.engine);
         return; // a connection already refused or closed
     };
-    let m = match crate::protocol::decode(bytes) {
+    let m = match crate::protocol::decode(head) {
         Ok(m) => m,
         Err(why) => {
+            payload.release(&hub.engine);
             log::warn!(
                 "hal-ucx: an importer sent a malformed message ({}); refused",
                 why.0
@@ -125,6 +100,176 @@ pub(crate) fn message(hub: &Hub, ep: usize, bytes: &[u8]) {
             return refuse(hub, ep, Denial::Protocol);
         }
     };
+    match (stage, m) {
+        (
+            Stage::Granted { export_id },
+            Message::Read {
+                req,
+                offset,
+                len,
+                rndv,
+            },
+        ) => {
+            payload.release(&hub.engine);
+            read(hub, ep, export_id, req, offset, len, rndv);
+        }
+        (Stage::Granted { export_id }, Message::Write { req, offset }) => {
+            write(hub, ep, export_id, req, offset, payload);
+        }
+        (stage, m) => {
+            payload.release(&hub.engine);
+            handshake(hub, ep, stage, m);
+        }
+    }
+}
+
+/// The export `export_id`'s range: address, size, read-only, memory type.
+fn range(hub: &Hub, export_id: u64) -> Option<(u64, u64, bool, ucs_memory_type_t)> {
+    let t = lock(&hub.tables);
+    t.exports
+        .get(&export_id)
+        .map(|e| (e.base, e.size, e.read_only, e.mem))
+}
+
+/// The refusal of an operation outside `size`, or `None`.
+fn outside(offset: u64, len: u64, size: u64) -> Option<Denial> {
+    match offset.checked_add(len) {
+        Some(end) if end <= size => None,
+        _ => Some(Denial::Bounds),
+    }
+}
+
+/// Serve a read: send the bytes from the exported memory itself.
+fn read(hub: &Hub, ep: usize, export_id: u64, req: u64, offset: u64, len: u64, rndv: bool) {
+    let Some((base, size, _, mem)) = range(hub, export_id) else {
+        return refuse(hub, ep, Denial::Gone);
+    };
+    if let Some(why) = outside(offset, len, size) {
+        return send(hub, ep, &Message::Failed { req, why });
+    }
+    let data = (
+        (base + offset) as *const std::ffi::c_void,
+        len as usize,
+        mem,
+    );
+    // The export's memory stays until its drop, which closes this
+    // connection (ending the send) before it unregisters the memory.
+    let sent = hub.engine.send(
+        ep as ucp_ep_h,
+        AM_ID,
+        Message::Data { req }.encode(),
+        Some(data),
+        rndv,
+    );
+    if let Err(e) = sent {
+        log::warn!("hal-ucx: could not answer a read: {e}");
+    }
+}
+
+/// Serve a write: the bytes into the exported memory, then `done`.
+fn write(hub: &Hub, ep: usize, export_id: u64, req: u64, offset: u64, payload: Payload) {
+    let Some((base, size, read_only, mem)) = range(hub, export_id) else {
+        payload.release(&hub.engine);
+        return refuse(hub, ep, Denial::Gone);
+    };
+    let len = payload.len() as u64;
+    let why = if read_only {
+        Some(Denial::ReadOnly)
+    } else {
+        outside(offset, len, size)
+    };
+    if let Some(why) = why {
+        payload.release(&hub.engine);
+        return send(hub, ep, &Message::Failed { req, why });
+    }
+    let target = (base + offset) as *mut u8;
+    match payload {
+        Payload::Rndv(desc, n) => {
+            let c = std::sync::Arc::new(crate::completion::Completion::default());
+            let issued = hub.engine.receive(
+                desc as *mut std::ffi::c_void,
+                target.cast(),
+                n,
+                mem,
+                std::sync::Arc::clone(&c),
+            );
+            match issued {
+                Ok(()) => lock(&hub.tables).receiving.push((ep, req, c)),
+                Err(e) => {
+                    log::warn!("hal-ucx: could not receive a write: {e}");
+                    send(
+                        hub,
+                        ep,
+                        &Message::Failed {
+                            req,
+                            why: Denial::Protocol,
+                        },
+                    );
+                }
+            }
+        }
+        other => {
+            if mem != UCS_MEMORY_TYPE_HOST && len > 0 {
+                // Device memory is written by rendezvous only (the importer
+                // asks for it); bytes in host memory cannot be copied here.
+                other.release(&hub.engine);
+                return send(
+                    hub,
+                    ep,
+                    &Message::Failed {
+                        req,
+                        why: Denial::Protocol,
+                    },
+                );
+            }
+            if let Some(bytes) = other.bytes() {
+                // SAFETY: `target..target+len` lies inside the export (checked
+                // against its size), which is writable host memory that stays
+                // mapped until the export's drop; `bytes` is the message's
+                // data, which does not overlap it.
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), target, bytes.len()) };
+            }
+            other.release(&hub.engine);
+            send(hub, ep, &Message::Done { req });
+        }
+    }
+}
+
+/// Answer the writes whose data was received by rendezvous.
+pub(crate) fn received(hub: &Hub) {
+    let done: Vec<(usize, u64, ucs_status_t)> = {
+        let mut t = lock(&hub.tables);
+        let mut done = Vec::new();
+        t.receiving.retain(|(ep, req, c)| match c.status() {
+            Some(st) => {
+                done.push((*ep, *req, st));
+                false
+            }
+            None => true,
+        });
+        done
+    };
+    for (ep, req, st) in done {
+        if !lock(&hub.tables).serving.contains_key(&ep) {
+            continue;
+        }
+        if st == UCS_OK {
+            send(hub, ep, &Message::Done { req });
+        } else {
+            send(
+                hub,
+                ep,
+                &Message::Failed {
+                    req,
+                    why: Denial::Protocol,
+                },
+            );
+        }
+    }
+}
+
+/// A message of the handshake, or a signal.
+fn handshake(hub: &Hub, ep: usize, stage: Stage, m: Message) {
     match (stage, m) {
         (
             Stage::Hello,
@@ -182,14 +327,13 @@ pub(crate) fn message(hub: &Hub, ep: usize, bytes: &[u8]) {
                 return refuse(hub, ep, Denial::Secret);
             }
             e.importers += 1;
-            let rkey = e.rkey.clone();
             if let Some(s) = t.serving.get_mut(&ep) {
                 s.stage = Stage::Granted { export_id };
                 s.deadline = None;
             }
             drop(t);
             hub.changed.notify_all();
-            send(hub, ep, &Message::Grant { rkey });
+            send(hub, ep, &Message::Grant);
         }
         (Stage::Granted { export_id }, Message::Signal) => {
             let notify = {

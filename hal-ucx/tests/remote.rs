@@ -105,7 +105,11 @@ mod node {
     /// Connect to `text` from a node on `listen`; report how; then follow
     /// the parent's commands.
     fn importer() {
-        let node = Node::bind(arg("listen").parse().unwrap()).unwrap();
+        let mut opts = hal_ucx::NodeOptions::new(arg("listen").parse().unwrap());
+        if let Some(ms) = opt_arg("timeout_ms") {
+            opts.timeout = Duration::from_millis(ms.parse().unwrap());
+        }
+        let node = Node::with_options(opts).unwrap();
         let r = match node.connect(&arg("text")) {
             Ok(r) => {
                 report("connected", "ok");
@@ -128,7 +132,10 @@ mod node {
                     let out = match r.read(off, &mut buf) {
                         Ok(()) if buf == fill(seed, off, len) => "ok".to_string(),
                         Ok(()) => "wrong-bytes".to_string(),
-                        Err(e) => kind(&e),
+                        Err(e) => {
+                            report("why", &e.to_string().replace('\n', " "));
+                            kind(&e)
+                        }
                     };
                     report("read", &out);
                 }
@@ -557,15 +564,23 @@ fn remote_importer_killed_is_dropped_from_the_count() {
     let Some(place) = Place::two_hosts() else {
         return;
     };
-    let (mut e, text) = exporter(&place, Some("tcp"), 1 << 20, false);
+    let (mut e, text) = exporter(&place, Some("tcp"), MIB64, false);
     let mut a = importer(&place, Some("tcp"), &text);
     let mut b = importer(&place, Some("tcp"), &text);
     assert_eq!(a.expect("connected"), "ok");
     assert_eq!(b.expect("connected"), "ok");
     assert_eq!(ask(&mut e, "importers 2", "importers"), "2");
+    // Killed in the middle of reading the whole export, over and over.
+    a.send("do read-forever");
+    a.expect("reading");
+    std::thread::sleep(Duration::from_millis(300));
     a.kill();
     b.send("do read 0 100 1");
-    assert_eq!(b.expect("read"), "ok");
+    let got = b.expect("read");
+    if got != "ok" {
+        let c = ask(&mut e, "count", "count");
+        panic!("{got}: exporter count {c}");
+    }
     b.send("do quit");
     b.finish();
     assert_eq!(ask(&mut e, "unused", "unused"), "0");
@@ -678,4 +693,48 @@ fn a_node_without_an_address_to_name_is_refused() {
     let n = Node::with_options(opts).unwrap();
     assert_eq!(n.address().ip().to_string(), "127.0.0.1");
     assert_ne!(n.address().port(), 0);
+}
+
+#[test]
+fn remote_stopped_exporter_times_out_and_both_go_on() {
+    if !ucx_here() {
+        return;
+    }
+    let Some(place) = Place::two_hosts() else {
+        return;
+    };
+    let (mut e, text) = exporter(&place, Some("tcp"), MIB64, false);
+    let mut i = place.spawn(
+        1,
+        "importer",
+        Some("tcp"),
+        &[
+            ("listen", place.listen(1)),
+            ("text", text),
+            ("timeout_ms", "2000".into()),
+        ],
+    );
+    assert_eq!(i.expect("connected"), "ok");
+    // A stopped exporter answers nothing, and its connection stays open.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(e.pid() as i32),
+        nix::sys::signal::Signal::SIGSTOP,
+    )
+    .unwrap();
+    assert_eq!(ask(&mut i, &format!("read 0 {MIB64} 1"), "read"), "Timeout");
+    // Resumed, the exporter answers the read its importer gave up on: the
+    // answer is dropped, and both go on.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(e.pid() as i32),
+        nix::sys::signal::Signal::SIGCONT,
+    )
+    .unwrap();
+    assert_eq!(ask(&mut i, "read 4096 4096 1", "read"), "ok");
+    assert_eq!(ask(&mut i, &format!("read 0 {MIB64} 1"), "read"), "ok");
+    assert_eq!(ask(&mut e, "count", "count"), "1");
+    i.send("do quit");
+    i.finish();
+    assert_eq!(ask(&mut e, "unused", "unused"), "0");
+    e.send("do quit");
+    e.finish();
 }

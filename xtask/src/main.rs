@@ -10,7 +10,7 @@
 //! cargo xtask circles [CRATE...]
 //!                         import cycles between the files of each crate (or of
 //!                         the crates named); exit 1 on a cycle
-//! cargo xtask bindgen     regenerate hal-ascend's bindings (--check: verify them)
+//! cargo xtask bindgen     regenerate hal-ascend's and hal-ucx's bindings (--check: verify them)
 //! cargo xtask cheader     regenerate include/hal.h from hal-ffi (--check: verify it)
 //! cargo xtask install-c --prefix DIR [--debug]
 //!                         build libhal in release mode (--debug: the debug profile)
@@ -59,10 +59,11 @@ commands:
              re-exports; comments, strings and #[cfg(test)] modules skipped);
              prints each crate's files in layers, leaves first, and every cycle;
              exit 1 on a cycle
-  bindgen    regenerate hal-ascend/src/ffi/bindings.rs from hal-ascend/include/acl_subset.h;
-             with --check, fail when the checked-in file differs from a fresh generation;
-             both fail when the header declares a function the public CANN headers do
-             not (hal-ascend/include/acl_names.txt)
+  bindgen    regenerate hal-ascend/src/ffi/bindings.rs from hal-ascend/include/acl_subset.h
+             and hal-ucx/src/ffi/bindings.rs from UCX's ucp/api/ucp.h (libucx-dev, or the
+             folder UCX_INCLUDE names); with --check, fail when a checked-in file differs
+             from a fresh generation; both fail when hal-ascend's header declares a function
+             the public CANN headers do not (hal-ascend/include/acl_names.txt)
   cheader    regenerate include/hal.h (the C header) from hal-ffi with cbindgen;
              with --check, fail when the checked-in file differs from a fresh generation
   install-c --prefix DIR [--debug]

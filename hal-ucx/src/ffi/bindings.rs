@@ -2,1053 +2,244 @@
 //! bindgen` from `ucp/api/ucp.h` of the `libucx-dev` package: do not edit by
 //! hand (`cargo xtask bindgen --check` fails when this file differs from a
 //! fresh generation). Entry points are resolved at run time in `sys.rs`.
-#![allow(
-    non_camel_case_types,
-    non_snake_case,
-    non_upper_case_globals,
-    dead_code
-)]
-#![allow(
-    missing_docs,
-    unreachable_pub,
-    clippy::all,
-    clippy::undocumented_unsafe_blocks
-)]
+#![allow(non_camel_case_types, non_snake_case, non_upper_case_globals, dead_code)]
+#![allow(missing_docs, unreachable_pub, clippy::all, clippy::undocumented_unsafe_blocks)]
 
-pub const UCS_ALLOCA_MAX_SIZE: u32 = 1200;
-pub const UCP_ENTITY_NAME_MAX: u32 = 32;
-pub const UCP_VERSION_MAJOR_SHIFT: u32 = 24;
-pub const UCP_VERSION_MINOR_SHIFT: u32 = 16;
-pub const UCP_API_MAJOR: u32 = 1;
-pub const UCP_API_MINOR: u32 = 13;
-pub const UCS_CPU_SETSIZE: u32 = 1024;
-pub const UCS_MEMORY_TYPE_HOST: ucs_memory_type = 0;
-pub const UCS_MEMORY_TYPE_CUDA: ucs_memory_type = 1;
-pub const UCS_MEMORY_TYPE_CUDA_MANAGED: ucs_memory_type = 2;
-pub const UCS_MEMORY_TYPE_ROCM: ucs_memory_type = 3;
-pub const UCS_MEMORY_TYPE_ROCM_MANAGED: ucs_memory_type = 4;
-pub const UCS_MEMORY_TYPE_LAST: ucs_memory_type = 5;
-pub const UCS_MEMORY_TYPE_UNKNOWN: ucs_memory_type = 5;
-pub type ucs_memory_type = ::core::ffi::c_uint;
-pub use self::ucs_memory_type as ucs_memory_type_t;
-pub const UCS_OK: ucs_status_t = 0;
-pub const UCS_INPROGRESS: ucs_status_t = 1;
-pub const UCS_ERR_NO_MESSAGE: ucs_status_t = -1;
-pub const UCS_ERR_NO_RESOURCE: ucs_status_t = -2;
-pub const UCS_ERR_IO_ERROR: ucs_status_t = -3;
-pub const UCS_ERR_NO_MEMORY: ucs_status_t = -4;
-pub const UCS_ERR_INVALID_PARAM: ucs_status_t = -5;
-pub const UCS_ERR_UNREACHABLE: ucs_status_t = -6;
-pub const UCS_ERR_INVALID_ADDR: ucs_status_t = -7;
-pub const UCS_ERR_NOT_IMPLEMENTED: ucs_status_t = -8;
-pub const UCS_ERR_MESSAGE_TRUNCATED: ucs_status_t = -9;
-pub const UCS_ERR_NO_PROGRESS: ucs_status_t = -10;
-pub const UCS_ERR_BUFFER_TOO_SMALL: ucs_status_t = -11;
-pub const UCS_ERR_NO_ELEM: ucs_status_t = -12;
-pub const UCS_ERR_SOME_CONNECTS_FAILED: ucs_status_t = -13;
-pub const UCS_ERR_NO_DEVICE: ucs_status_t = -14;
-pub const UCS_ERR_BUSY: ucs_status_t = -15;
-pub const UCS_ERR_CANCELED: ucs_status_t = -16;
-pub const UCS_ERR_SHMEM_SEGMENT: ucs_status_t = -17;
-pub const UCS_ERR_ALREADY_EXISTS: ucs_status_t = -18;
-pub const UCS_ERR_OUT_OF_RANGE: ucs_status_t = -19;
-pub const UCS_ERR_TIMED_OUT: ucs_status_t = -20;
-pub const UCS_ERR_EXCEEDS_LIMIT: ucs_status_t = -21;
-pub const UCS_ERR_UNSUPPORTED: ucs_status_t = -22;
-pub const UCS_ERR_REJECTED: ucs_status_t = -23;
-pub const UCS_ERR_NOT_CONNECTED: ucs_status_t = -24;
-pub const UCS_ERR_CONNECTION_RESET: ucs_status_t = -25;
-pub const UCS_ERR_FIRST_LINK_FAILURE: ucs_status_t = -40;
-pub const UCS_ERR_LAST_LINK_FAILURE: ucs_status_t = -59;
-pub const UCS_ERR_FIRST_ENDPOINT_FAILURE: ucs_status_t = -60;
-pub const UCS_ERR_ENDPOINT_TIMEOUT: ucs_status_t = -80;
-pub const UCS_ERR_LAST_ENDPOINT_FAILURE: ucs_status_t = -89;
-pub const UCS_ERR_LAST: ucs_status_t = -100;
-pub type ucs_status_t = ::core::ffi::c_schar;
-pub type ucs_status_ptr_t = *mut ::core::ffi::c_void;
-pub type __socklen_t = ::core::ffi::c_uint;
-pub type socklen_t = __socklen_t;
-pub type sa_family_t = ::core::ffi::c_ushort;
-#[repr(C)]
-#[derive(Debug, Default, Copy, Clone)]
-pub struct sockaddr {
-    pub sa_family: sa_family_t,
-    pub sa_data: [::core::ffi::c_char; 14usize],
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of sockaddr"][::core::mem::size_of::<sockaddr>() - 16usize];
-    ["Alignment of sockaddr"][::core::mem::align_of::<sockaddr>() - 2usize];
-    ["Offset of field: sockaddr::sa_family"][::core::mem::offset_of!(sockaddr, sa_family) - 0usize];
-    ["Offset of field: sockaddr::sa_data"][::core::mem::offset_of!(sockaddr, sa_data) - 2usize];
-};
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct sockaddr_storage {
-    pub ss_family: sa_family_t,
-    pub __ss_padding: [::core::ffi::c_char; 118usize],
-    pub __ss_align: ::core::ffi::c_ulong,
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of sockaddr_storage"][::core::mem::size_of::<sockaddr_storage>() - 128usize];
-    ["Alignment of sockaddr_storage"][::core::mem::align_of::<sockaddr_storage>() - 8usize];
-    ["Offset of field: sockaddr_storage::ss_family"]
-        [::core::mem::offset_of!(sockaddr_storage, ss_family) - 0usize];
-    ["Offset of field: sockaddr_storage::__ss_padding"]
-        [::core::mem::offset_of!(sockaddr_storage, __ss_padding) - 2usize];
-    ["Offset of field: sockaddr_storage::__ss_align"]
-        [::core::mem::offset_of!(sockaddr_storage, __ss_align) - 120usize];
-};
-impl Default for sockaddr_storage {
-    fn default() -> Self {
-        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucs_sock_addr {
-    pub addr: *const sockaddr,
-    pub addrlen: socklen_t,
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of ucs_sock_addr"][::core::mem::size_of::<ucs_sock_addr>() - 16usize];
-    ["Alignment of ucs_sock_addr"][::core::mem::align_of::<ucs_sock_addr>() - 8usize];
-    ["Offset of field: ucs_sock_addr::addr"][::core::mem::offset_of!(ucs_sock_addr, addr) - 0usize];
-    ["Offset of field: ucs_sock_addr::addrlen"]
-        [::core::mem::offset_of!(ucs_sock_addr, addrlen) - 8usize];
-};
-impl Default for ucs_sock_addr {
-    fn default() -> Self {
-        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
-pub type ucs_sock_addr_t = ucs_sock_addr;
-pub type ucp_tag_recv_info_t = ucp_tag_recv_info;
-pub type ucp_am_recv_param_t = ucp_am_recv_param;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_context {
-    _unused: [u8; 0],
-}
-pub type ucp_context_h = *mut ucp_context;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_config {
-    _unused: [u8; 0],
-}
-pub type ucp_config_t = ucp_config;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_ep {
-    _unused: [u8; 0],
-}
-pub type ucp_ep_h = *mut ucp_ep;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_conn_request {
-    _unused: [u8; 0],
-}
-pub type ucp_conn_request_h = *mut ucp_conn_request;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_address {
-    _unused: [u8; 0],
-}
-pub type ucp_address_t = ucp_address;
-pub const UCP_ERR_HANDLING_MODE_NONE: ucp_err_handling_mode_t = 0;
-pub const UCP_ERR_HANDLING_MODE_PEER: ucp_err_handling_mode_t = 1;
-pub type ucp_err_handling_mode_t = ::core::ffi::c_uint;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_rkey {
-    _unused: [u8; 0],
-}
-pub type ucp_rkey_h = *mut ucp_rkey;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_mem {
-    _unused: [u8; 0],
-}
-pub type ucp_mem_h = *mut ucp_mem;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_listener {
-    _unused: [u8; 0],
-}
-pub type ucp_listener_h = *mut ucp_listener;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_worker {
-    _unused: [u8; 0],
-}
-pub type ucp_worker_h = *mut ucp_worker;
-pub type ucp_tag_t = u64;
-pub type ucp_datatype_t = u64;
-pub type ucp_request_init_callback_t =
-    ::core::option::Option<unsafe extern "C" fn(request: *mut ::core::ffi::c_void)>;
-pub type ucp_request_cleanup_callback_t =
-    ::core::option::Option<unsafe extern "C" fn(request: *mut ::core::ffi::c_void)>;
-pub type ucp_send_nbx_callback_t = ::core::option::Option<
-    unsafe extern "C" fn(
-        request: *mut ::core::ffi::c_void,
-        status: ucs_status_t,
-        user_data: *mut ::core::ffi::c_void,
-    ),
->;
-pub type ucp_err_handler_cb_t = ::core::option::Option<
-    unsafe extern "C" fn(arg: *mut ::core::ffi::c_void, ep: ucp_ep_h, status: ucs_status_t),
->;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_err_handler {
-    pub cb: ucp_err_handler_cb_t,
-    pub arg: *mut ::core::ffi::c_void,
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of ucp_err_handler"][::core::mem::size_of::<ucp_err_handler>() - 16usize];
-    ["Alignment of ucp_err_handler"][::core::mem::align_of::<ucp_err_handler>() - 8usize];
-    ["Offset of field: ucp_err_handler::cb"][::core::mem::offset_of!(ucp_err_handler, cb) - 0usize];
-    ["Offset of field: ucp_err_handler::arg"]
-        [::core::mem::offset_of!(ucp_err_handler, arg) - 8usize];
-};
-impl Default for ucp_err_handler {
-    fn default() -> Self {
-        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
-pub type ucp_err_handler_t = ucp_err_handler;
-pub type ucp_listener_accept_callback_t =
-    ::core::option::Option<unsafe extern "C" fn(ep: ucp_ep_h, arg: *mut ::core::ffi::c_void)>;
-pub type ucp_listener_conn_callback_t = ::core::option::Option<
-    unsafe extern "C" fn(conn_request: ucp_conn_request_h, arg: *mut ::core::ffi::c_void),
->;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_listener_conn_handler {
-    pub cb: ucp_listener_conn_callback_t,
-    pub arg: *mut ::core::ffi::c_void,
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of ucp_listener_conn_handler"]
-        [::core::mem::size_of::<ucp_listener_conn_handler>() - 16usize];
-    ["Alignment of ucp_listener_conn_handler"]
-        [::core::mem::align_of::<ucp_listener_conn_handler>() - 8usize];
-    ["Offset of field: ucp_listener_conn_handler::cb"]
-        [::core::mem::offset_of!(ucp_listener_conn_handler, cb) - 0usize];
-    ["Offset of field: ucp_listener_conn_handler::arg"]
-        [::core::mem::offset_of!(ucp_listener_conn_handler, arg) - 8usize];
-};
-impl Default for ucp_listener_conn_handler {
-    fn default() -> Self {
-        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
-pub type ucp_listener_conn_handler_t = ucp_listener_conn_handler;
-pub type ucp_stream_recv_nbx_callback_t = ::core::option::Option<
-    unsafe extern "C" fn(
-        request: *mut ::core::ffi::c_void,
-        status: ucs_status_t,
-        length: usize,
-        user_data: *mut ::core::ffi::c_void,
-    ),
->;
-pub type ucp_tag_recv_nbx_callback_t = ::core::option::Option<
-    unsafe extern "C" fn(
-        request: *mut ::core::ffi::c_void,
-        status: ucs_status_t,
-        tag_info: *const ucp_tag_recv_info_t,
-        user_data: *mut ::core::ffi::c_void,
-    ),
->;
-pub type ucp_am_recv_data_nbx_callback_t = ::core::option::Option<
-    unsafe extern "C" fn(
-        request: *mut ::core::ffi::c_void,
-        status: ucs_status_t,
-        length: usize,
-        user_data: *mut ::core::ffi::c_void,
-    ),
->;
-pub type ucp_am_recv_callback_t = ::core::option::Option<
-    unsafe extern "C" fn(
-        arg: *mut ::core::ffi::c_void,
-        header: *const ::core::ffi::c_void,
-        header_length: usize,
-        data: *mut ::core::ffi::c_void,
-        length: usize,
-        param: *const ucp_am_recv_param_t,
-    ) -> ucs_status_t,
->;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_ep_params {
-    pub field_mask: u64,
-    pub address: *const ucp_address_t,
-    pub err_mode: ucp_err_handling_mode_t,
-    pub err_handler: ucp_err_handler_t,
-    pub user_data: *mut ::core::ffi::c_void,
-    pub flags: ::core::ffi::c_uint,
-    pub sockaddr: ucs_sock_addr_t,
-    pub conn_request: ucp_conn_request_h,
-    pub name: *const ::core::ffi::c_char,
-    pub local_sockaddr: ucs_sock_addr_t,
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of ucp_ep_params"][::core::mem::size_of::<ucp_ep_params>() - 104usize];
-    ["Alignment of ucp_ep_params"][::core::mem::align_of::<ucp_ep_params>() - 8usize];
-    ["Offset of field: ucp_ep_params::field_mask"]
-        [::core::mem::offset_of!(ucp_ep_params, field_mask) - 0usize];
-    ["Offset of field: ucp_ep_params::address"]
-        [::core::mem::offset_of!(ucp_ep_params, address) - 8usize];
-    ["Offset of field: ucp_ep_params::err_mode"]
-        [::core::mem::offset_of!(ucp_ep_params, err_mode) - 16usize];
-    ["Offset of field: ucp_ep_params::err_handler"]
-        [::core::mem::offset_of!(ucp_ep_params, err_handler) - 24usize];
-    ["Offset of field: ucp_ep_params::user_data"]
-        [::core::mem::offset_of!(ucp_ep_params, user_data) - 40usize];
-    ["Offset of field: ucp_ep_params::flags"]
-        [::core::mem::offset_of!(ucp_ep_params, flags) - 48usize];
-    ["Offset of field: ucp_ep_params::sockaddr"]
-        [::core::mem::offset_of!(ucp_ep_params, sockaddr) - 56usize];
-    ["Offset of field: ucp_ep_params::conn_request"]
-        [::core::mem::offset_of!(ucp_ep_params, conn_request) - 72usize];
-    ["Offset of field: ucp_ep_params::name"]
-        [::core::mem::offset_of!(ucp_ep_params, name) - 80usize];
-    ["Offset of field: ucp_ep_params::local_sockaddr"]
-        [::core::mem::offset_of!(ucp_ep_params, local_sockaddr) - 88usize];
-};
-impl Default for ucp_ep_params {
-    fn default() -> Self {
-        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
-pub type ucp_ep_params_t = ucp_ep_params;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_listener_accept_handler {
-    pub cb: ucp_listener_accept_callback_t,
-    pub arg: *mut ::core::ffi::c_void,
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of ucp_listener_accept_handler"]
-        [::core::mem::size_of::<ucp_listener_accept_handler>() - 16usize];
-    ["Alignment of ucp_listener_accept_handler"]
-        [::core::mem::align_of::<ucp_listener_accept_handler>() - 8usize];
-    ["Offset of field: ucp_listener_accept_handler::cb"]
-        [::core::mem::offset_of!(ucp_listener_accept_handler, cb) - 0usize];
-    ["Offset of field: ucp_listener_accept_handler::arg"]
-        [::core::mem::offset_of!(ucp_listener_accept_handler, arg) - 8usize];
-};
-impl Default for ucp_listener_accept_handler {
-    fn default() -> Self {
-        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
-pub type ucp_listener_accept_handler_t = ucp_listener_accept_handler;
-pub const UCS_THREAD_MODE_SINGLE: ucs_thread_mode_t = 0;
-pub const UCS_THREAD_MODE_SERIALIZED: ucs_thread_mode_t = 1;
-pub const UCS_THREAD_MODE_MULTI: ucs_thread_mode_t = 2;
-pub const UCS_THREAD_MODE_LAST: ucs_thread_mode_t = 3;
-pub type ucs_thread_mode_t = ::core::ffi::c_uint;
-pub type ucs_cpu_mask_t = ::core::ffi::c_ulong;
-#[repr(C)]
-#[derive(Debug, Default, Copy, Clone)]
-pub struct ucs_cpu_set_t {
-    pub ucs_bits: [ucs_cpu_mask_t; 16usize],
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of ucs_cpu_set_t"][::core::mem::size_of::<ucs_cpu_set_t>() - 128usize];
-    ["Alignment of ucs_cpu_set_t"][::core::mem::align_of::<ucs_cpu_set_t>() - 8usize];
-    ["Offset of field: ucs_cpu_set_t::ucs_bits"]
-        [::core::mem::offset_of!(ucs_cpu_set_t, ucs_bits) - 0usize];
-};
-pub const UCP_PARAM_FIELD_FEATURES: ucp_params_field = 1;
-pub const UCP_PARAM_FIELD_REQUEST_SIZE: ucp_params_field = 2;
-pub const UCP_PARAM_FIELD_REQUEST_INIT: ucp_params_field = 4;
-pub const UCP_PARAM_FIELD_REQUEST_CLEANUP: ucp_params_field = 8;
-pub const UCP_PARAM_FIELD_TAG_SENDER_MASK: ucp_params_field = 16;
-pub const UCP_PARAM_FIELD_MT_WORKERS_SHARED: ucp_params_field = 32;
-pub const UCP_PARAM_FIELD_ESTIMATED_NUM_EPS: ucp_params_field = 64;
-pub const UCP_PARAM_FIELD_ESTIMATED_NUM_PPN: ucp_params_field = 128;
-pub const UCP_PARAM_FIELD_NAME: ucp_params_field = 256;
-pub type ucp_params_field = ::core::ffi::c_uint;
-pub const UCP_FEATURE_TAG: ucp_feature = 1;
-pub const UCP_FEATURE_RMA: ucp_feature = 2;
-pub const UCP_FEATURE_AMO32: ucp_feature = 4;
-pub const UCP_FEATURE_AMO64: ucp_feature = 8;
-pub const UCP_FEATURE_WAKEUP: ucp_feature = 16;
-pub const UCP_FEATURE_STREAM: ucp_feature = 32;
-pub const UCP_FEATURE_AM: ucp_feature = 64;
-pub type ucp_feature = ::core::ffi::c_uint;
-pub const UCP_WORKER_PARAM_FIELD_THREAD_MODE: ucp_worker_params_field = 1;
-pub const UCP_WORKER_PARAM_FIELD_CPU_MASK: ucp_worker_params_field = 2;
-pub const UCP_WORKER_PARAM_FIELD_EVENTS: ucp_worker_params_field = 4;
-pub const UCP_WORKER_PARAM_FIELD_USER_DATA: ucp_worker_params_field = 8;
-pub const UCP_WORKER_PARAM_FIELD_EVENT_FD: ucp_worker_params_field = 16;
-pub const UCP_WORKER_PARAM_FIELD_FLAGS: ucp_worker_params_field = 32;
-pub const UCP_WORKER_PARAM_FIELD_NAME: ucp_worker_params_field = 64;
-pub const UCP_WORKER_PARAM_FIELD_AM_ALIGNMENT: ucp_worker_params_field = 128;
-pub const UCP_WORKER_PARAM_FIELD_CLIENT_ID: ucp_worker_params_field = 256;
-pub type ucp_worker_params_field = ::core::ffi::c_uint;
-pub const UCP_LISTENER_PARAM_FIELD_SOCK_ADDR: ucp_listener_params_field = 1;
-pub const UCP_LISTENER_PARAM_FIELD_ACCEPT_HANDLER: ucp_listener_params_field = 2;
-pub const UCP_LISTENER_PARAM_FIELD_CONN_HANDLER: ucp_listener_params_field = 4;
-pub type ucp_listener_params_field = ::core::ffi::c_uint;
-pub const UCP_EP_PARAM_FIELD_REMOTE_ADDRESS: ucp_ep_params_field = 1;
-pub const UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE: ucp_ep_params_field = 2;
-pub const UCP_EP_PARAM_FIELD_ERR_HANDLER: ucp_ep_params_field = 4;
-pub const UCP_EP_PARAM_FIELD_USER_DATA: ucp_ep_params_field = 8;
-pub const UCP_EP_PARAM_FIELD_SOCK_ADDR: ucp_ep_params_field = 16;
-pub const UCP_EP_PARAM_FIELD_FLAGS: ucp_ep_params_field = 32;
-pub const UCP_EP_PARAM_FIELD_CONN_REQUEST: ucp_ep_params_field = 64;
-pub const UCP_EP_PARAM_FIELD_NAME: ucp_ep_params_field = 128;
-pub const UCP_EP_PARAM_FIELD_LOCAL_SOCK_ADDR: ucp_ep_params_field = 256;
-pub type ucp_ep_params_field = ::core::ffi::c_uint;
-pub const UCP_EP_PARAMS_FLAGS_CLIENT_SERVER: ucp_ep_params_flags_field = 1;
-pub const UCP_EP_PARAMS_FLAGS_NO_LOOPBACK: ucp_ep_params_flags_field = 2;
-pub const UCP_EP_PARAMS_FLAGS_SEND_CLIENT_ID: ucp_ep_params_flags_field = 4;
-pub type ucp_ep_params_flags_field = ::core::ffi::c_uint;
-pub const UCP_EP_CLOSE_FLAG_FORCE: ucp_ep_close_flags_t = 1;
-pub type ucp_ep_close_flags_t = ::core::ffi::c_uint;
-pub const UCP_MEM_MAP_PARAM_FIELD_ADDRESS: ucp_mem_map_params_field = 1;
-pub const UCP_MEM_MAP_PARAM_FIELD_LENGTH: ucp_mem_map_params_field = 2;
-pub const UCP_MEM_MAP_PARAM_FIELD_FLAGS: ucp_mem_map_params_field = 4;
-pub const UCP_MEM_MAP_PARAM_FIELD_PROT: ucp_mem_map_params_field = 8;
-pub const UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE: ucp_mem_map_params_field = 16;
-pub type ucp_mem_map_params_field = ::core::ffi::c_uint;
-pub const UCP_ATTR_FIELD_REQUEST_SIZE: ucp_context_attr_field = 1;
-pub const UCP_ATTR_FIELD_THREAD_MODE: ucp_context_attr_field = 2;
-pub const UCP_ATTR_FIELD_MEMORY_TYPES: ucp_context_attr_field = 4;
-pub const UCP_ATTR_FIELD_NAME: ucp_context_attr_field = 8;
-pub type ucp_context_attr_field = ::core::ffi::c_uint;
-pub const UCP_LISTENER_ATTR_FIELD_SOCKADDR: ucp_listener_attr_field = 1;
-pub type ucp_listener_attr_field = ::core::ffi::c_uint;
-pub const UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR: ucp_conn_request_attr_field = 1;
-pub const UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ID: ucp_conn_request_attr_field = 2;
-pub type ucp_conn_request_attr_field = ::core::ffi::c_uint;
-pub const UCP_MEM_MAP_NONBLOCK: _bindgen_ty_4 = 1;
-pub const UCP_MEM_MAP_ALLOCATE: _bindgen_ty_4 = 2;
-pub const UCP_MEM_MAP_FIXED: _bindgen_ty_4 = 4;
-pub type _bindgen_ty_4 = ::core::ffi::c_uint;
-pub const UCP_MEM_MAP_PROT_LOCAL_READ: _bindgen_ty_5 = 1;
-pub const UCP_MEM_MAP_PROT_LOCAL_WRITE: _bindgen_ty_5 = 2;
-pub const UCP_MEM_MAP_PROT_REMOTE_READ: _bindgen_ty_5 = 256;
-pub const UCP_MEM_MAP_PROT_REMOTE_WRITE: _bindgen_ty_5 = 512;
-pub type _bindgen_ty_5 = ::core::ffi::c_uint;
-pub const UCP_AM_FLAG_WHOLE_MSG: ucp_am_cb_flags = 1;
-pub const UCP_AM_FLAG_PERSISTENT_DATA: ucp_am_cb_flags = 2;
-pub type ucp_am_cb_flags = ::core::ffi::c_uint;
-pub const UCP_AM_SEND_FLAG_REPLY: ucp_send_am_flags = 1;
-pub const UCP_AM_SEND_FLAG_EAGER: ucp_send_am_flags = 2;
-pub const UCP_AM_SEND_FLAG_RNDV: ucp_send_am_flags = 4;
-pub const UCP_AM_SEND_REPLY: ucp_send_am_flags = 1;
-pub type ucp_send_am_flags = ::core::ffi::c_uint;
-pub const UCP_OP_ATTR_FIELD_REQUEST: ucp_op_attr_t = 1;
-pub const UCP_OP_ATTR_FIELD_CALLBACK: ucp_op_attr_t = 2;
-pub const UCP_OP_ATTR_FIELD_USER_DATA: ucp_op_attr_t = 4;
-pub const UCP_OP_ATTR_FIELD_DATATYPE: ucp_op_attr_t = 8;
-pub const UCP_OP_ATTR_FIELD_FLAGS: ucp_op_attr_t = 16;
-pub const UCP_OP_ATTR_FIELD_REPLY_BUFFER: ucp_op_attr_t = 32;
-pub const UCP_OP_ATTR_FIELD_MEMORY_TYPE: ucp_op_attr_t = 64;
-pub const UCP_OP_ATTR_FIELD_RECV_INFO: ucp_op_attr_t = 128;
-pub const UCP_OP_ATTR_FIELD_MEMH: ucp_op_attr_t = 256;
-pub const UCP_OP_ATTR_FLAG_NO_IMM_CMPL: ucp_op_attr_t = 65536;
-pub const UCP_OP_ATTR_FLAG_FAST_CMPL: ucp_op_attr_t = 131072;
-pub const UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL: ucp_op_attr_t = 262144;
-pub const UCP_OP_ATTR_FLAG_MULTI_SEND: ucp_op_attr_t = 524288;
-pub type ucp_op_attr_t = ::core::ffi::c_uint;
-pub const UCP_REQUEST_ATTR_FIELD_INFO_STRING: ucp_req_attr_field = 1;
-pub const UCP_REQUEST_ATTR_FIELD_INFO_STRING_SIZE: ucp_req_attr_field = 2;
-pub const UCP_REQUEST_ATTR_FIELD_STATUS: ucp_req_attr_field = 4;
-pub const UCP_REQUEST_ATTR_FIELD_MEM_TYPE: ucp_req_attr_field = 8;
-pub type ucp_req_attr_field = ::core::ffi::c_uint;
-pub const UCP_AM_RECV_ATTR_FIELD_REPLY_EP: ucp_am_recv_attr_t = 1;
-pub const UCP_AM_RECV_ATTR_FLAG_DATA: ucp_am_recv_attr_t = 65536;
-pub const UCP_AM_RECV_ATTR_FLAG_RNDV: ucp_am_recv_attr_t = 131072;
-pub type ucp_am_recv_attr_t = ::core::ffi::c_uint;
-pub const UCP_AM_HANDLER_PARAM_FIELD_ID: ucp_am_handler_param_field = 1;
-pub const UCP_AM_HANDLER_PARAM_FIELD_FLAGS: ucp_am_handler_param_field = 2;
-pub const UCP_AM_HANDLER_PARAM_FIELD_CB: ucp_am_handler_param_field = 4;
-pub const UCP_AM_HANDLER_PARAM_FIELD_ARG: ucp_am_handler_param_field = 8;
-pub type ucp_am_handler_param_field = ::core::ffi::c_uint;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_params {
-    pub field_mask: u64,
-    pub features: u64,
-    pub request_size: usize,
-    pub request_init: ucp_request_init_callback_t,
-    pub request_cleanup: ucp_request_cleanup_callback_t,
-    pub tag_sender_mask: u64,
-    pub mt_workers_shared: ::core::ffi::c_int,
-    pub estimated_num_eps: usize,
-    pub estimated_num_ppn: usize,
-    pub name: *const ::core::ffi::c_char,
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of ucp_params"][::core::mem::size_of::<ucp_params>() - 80usize];
-    ["Alignment of ucp_params"][::core::mem::align_of::<ucp_params>() - 8usize];
-    ["Offset of field: ucp_params::field_mask"]
-        [::core::mem::offset_of!(ucp_params, field_mask) - 0usize];
-    ["Offset of field: ucp_params::features"]
-        [::core::mem::offset_of!(ucp_params, features) - 8usize];
-    ["Offset of field: ucp_params::request_size"]
-        [::core::mem::offset_of!(ucp_params, request_size) - 16usize];
-    ["Offset of field: ucp_params::request_init"]
-        [::core::mem::offset_of!(ucp_params, request_init) - 24usize];
-    ["Offset of field: ucp_params::request_cleanup"]
-        [::core::mem::offset_of!(ucp_params, request_cleanup) - 32usize];
-    ["Offset of field: ucp_params::tag_sender_mask"]
-        [::core::mem::offset_of!(ucp_params, tag_sender_mask) - 40usize];
-    ["Offset of field: ucp_params::mt_workers_shared"]
-        [::core::mem::offset_of!(ucp_params, mt_workers_shared) - 48usize];
-    ["Offset of field: ucp_params::estimated_num_eps"]
-        [::core::mem::offset_of!(ucp_params, estimated_num_eps) - 56usize];
-    ["Offset of field: ucp_params::estimated_num_ppn"]
-        [::core::mem::offset_of!(ucp_params, estimated_num_ppn) - 64usize];
-    ["Offset of field: ucp_params::name"][::core::mem::offset_of!(ucp_params, name) - 72usize];
-};
-impl Default for ucp_params {
-    fn default() -> Self {
-        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
-pub type ucp_params_t = ucp_params;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_context_attr {
-    pub field_mask: u64,
-    pub request_size: usize,
-    pub thread_mode: ucs_thread_mode_t,
-    pub memory_types: u64,
-    pub name: [::core::ffi::c_char; 32usize],
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of ucp_context_attr"][::core::mem::size_of::<ucp_context_attr>() - 64usize];
-    ["Alignment of ucp_context_attr"][::core::mem::align_of::<ucp_context_attr>() - 8usize];
-    ["Offset of field: ucp_context_attr::field_mask"]
-        [::core::mem::offset_of!(ucp_context_attr, field_mask) - 0usize];
-    ["Offset of field: ucp_context_attr::request_size"]
-        [::core::mem::offset_of!(ucp_context_attr, request_size) - 8usize];
-    ["Offset of field: ucp_context_attr::thread_mode"]
-        [::core::mem::offset_of!(ucp_context_attr, thread_mode) - 16usize];
-    ["Offset of field: ucp_context_attr::memory_types"]
-        [::core::mem::offset_of!(ucp_context_attr, memory_types) - 24usize];
-    ["Offset of field: ucp_context_attr::name"]
-        [::core::mem::offset_of!(ucp_context_attr, name) - 32usize];
-};
-impl Default for ucp_context_attr {
-    fn default() -> Self {
-        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
-pub type ucp_context_attr_t = ucp_context_attr;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_worker_params {
-    pub field_mask: u64,
-    pub thread_mode: ucs_thread_mode_t,
-    pub cpu_mask: ucs_cpu_set_t,
-    pub events: ::core::ffi::c_uint,
-    pub user_data: *mut ::core::ffi::c_void,
-    pub event_fd: ::core::ffi::c_int,
-    pub flags: u64,
-    pub name: *const ::core::ffi::c_char,
-    pub am_alignment: usize,
-    pub client_id: u64,
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of ucp_worker_params"][::core::mem::size_of::<ucp_worker_params>() - 200usize];
-    ["Alignment of ucp_worker_params"][::core::mem::align_of::<ucp_worker_params>() - 8usize];
-    ["Offset of field: ucp_worker_params::field_mask"]
-        [::core::mem::offset_of!(ucp_worker_params, field_mask) - 0usize];
-    ["Offset of field: ucp_worker_params::thread_mode"]
-        [::core::mem::offset_of!(ucp_worker_params, thread_mode) - 8usize];
-    ["Offset of field: ucp_worker_params::cpu_mask"]
-        [::core::mem::offset_of!(ucp_worker_params, cpu_mask) - 16usize];
-    ["Offset of field: ucp_worker_params::events"]
-        [::core::mem::offset_of!(ucp_worker_params, events) - 144usize];
-    ["Offset of field: ucp_worker_params::user_data"]
-        [::core::mem::offset_of!(ucp_worker_params, user_data) - 152usize];
-    ["Offset of field: ucp_worker_params::event_fd"]
-        [::core::mem::offset_of!(ucp_worker_params, event_fd) - 160usize];
-    ["Offset of field: ucp_worker_params::flags"]
-        [::core::mem::offset_of!(ucp_worker_params, flags) - 168usize];
-    ["Offset of field: ucp_worker_params::name"]
-        [::core::mem::offset_of!(ucp_worker_params, name) - 176usize];
-    ["Offset of field: ucp_worker_params::am_alignment"]
-        [::core::mem::offset_of!(ucp_worker_params, am_alignment) - 184usize];
-    ["Offset of field: ucp_worker_params::client_id"]
-        [::core::mem::offset_of!(ucp_worker_params, client_id) - 192usize];
-};
-impl Default for ucp_worker_params {
-    fn default() -> Self {
-        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
-pub type ucp_worker_params_t = ucp_worker_params;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_listener_attr {
-    pub field_mask: u64,
-    pub sockaddr: sockaddr_storage,
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of ucp_listener_attr"][::core::mem::size_of::<ucp_listener_attr>() - 136usize];
-    ["Alignment of ucp_listener_attr"][::core::mem::align_of::<ucp_listener_attr>() - 8usize];
-    ["Offset of field: ucp_listener_attr::field_mask"]
-        [::core::mem::offset_of!(ucp_listener_attr, field_mask) - 0usize];
-    ["Offset of field: ucp_listener_attr::sockaddr"]
-        [::core::mem::offset_of!(ucp_listener_attr, sockaddr) - 8usize];
-};
-impl Default for ucp_listener_attr {
-    fn default() -> Self {
-        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
-pub type ucp_listener_attr_t = ucp_listener_attr;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_conn_request_attr {
-    pub field_mask: u64,
-    pub client_address: sockaddr_storage,
-    pub client_id: u64,
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of ucp_conn_request_attr"][::core::mem::size_of::<ucp_conn_request_attr>() - 144usize];
-    ["Alignment of ucp_conn_request_attr"]
-        [::core::mem::align_of::<ucp_conn_request_attr>() - 8usize];
-    ["Offset of field: ucp_conn_request_attr::field_mask"]
-        [::core::mem::offset_of!(ucp_conn_request_attr, field_mask) - 0usize];
-    ["Offset of field: ucp_conn_request_attr::client_address"]
-        [::core::mem::offset_of!(ucp_conn_request_attr, client_address) - 8usize];
-    ["Offset of field: ucp_conn_request_attr::client_id"]
-        [::core::mem::offset_of!(ucp_conn_request_attr, client_id) - 136usize];
-};
-impl Default for ucp_conn_request_attr {
-    fn default() -> Self {
-        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
-pub type ucp_conn_request_attr_t = ucp_conn_request_attr;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_listener_params {
-    pub field_mask: u64,
-    pub sockaddr: ucs_sock_addr_t,
-    pub accept_handler: ucp_listener_accept_handler_t,
-    pub conn_handler: ucp_listener_conn_handler_t,
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of ucp_listener_params"][::core::mem::size_of::<ucp_listener_params>() - 56usize];
-    ["Alignment of ucp_listener_params"][::core::mem::align_of::<ucp_listener_params>() - 8usize];
-    ["Offset of field: ucp_listener_params::field_mask"]
-        [::core::mem::offset_of!(ucp_listener_params, field_mask) - 0usize];
-    ["Offset of field: ucp_listener_params::sockaddr"]
-        [::core::mem::offset_of!(ucp_listener_params, sockaddr) - 8usize];
-    ["Offset of field: ucp_listener_params::accept_handler"]
-        [::core::mem::offset_of!(ucp_listener_params, accept_handler) - 24usize];
-    ["Offset of field: ucp_listener_params::conn_handler"]
-        [::core::mem::offset_of!(ucp_listener_params, conn_handler) - 40usize];
-};
-impl Default for ucp_listener_params {
-    fn default() -> Self {
-        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
-pub type ucp_listener_params_t = ucp_listener_params;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_mem_map_params {
-    pub field_mask: u64,
-    pub address: *mut ::core::ffi::c_void,
-    pub length: usize,
-    pub flags: ::core::ffi::c_uint,
-    pub prot: ::core::ffi::c_uint,
-    pub memory_type: ucs_memory_type_t,
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of ucp_mem_map_params"][::core::mem::size_of::<ucp_mem_map_params>() - 40usize];
-    ["Alignment of ucp_mem_map_params"][::core::mem::align_of::<ucp_mem_map_params>() - 8usize];
-    ["Offset of field: ucp_mem_map_params::field_mask"]
-        [::core::mem::offset_of!(ucp_mem_map_params, field_mask) - 0usize];
-    ["Offset of field: ucp_mem_map_params::address"]
-        [::core::mem::offset_of!(ucp_mem_map_params, address) - 8usize];
-    ["Offset of field: ucp_mem_map_params::length"]
-        [::core::mem::offset_of!(ucp_mem_map_params, length) - 16usize];
-    ["Offset of field: ucp_mem_map_params::flags"]
-        [::core::mem::offset_of!(ucp_mem_map_params, flags) - 24usize];
-    ["Offset of field: ucp_mem_map_params::prot"]
-        [::core::mem::offset_of!(ucp_mem_map_params, prot) - 28usize];
-    ["Offset of field: ucp_mem_map_params::memory_type"]
-        [::core::mem::offset_of!(ucp_mem_map_params, memory_type) - 32usize];
-};
-impl Default for ucp_mem_map_params {
-    fn default() -> Self {
-        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
-pub type ucp_mem_map_params_t = ucp_mem_map_params;
-#[repr(C)]
-#[derive(Debug, Default, Copy, Clone)]
-pub struct ucp_tag_recv_info {
-    pub sender_tag: ucp_tag_t,
-    pub length: usize,
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of ucp_tag_recv_info"][::core::mem::size_of::<ucp_tag_recv_info>() - 16usize];
-    ["Alignment of ucp_tag_recv_info"][::core::mem::align_of::<ucp_tag_recv_info>() - 8usize];
-    ["Offset of field: ucp_tag_recv_info::sender_tag"]
-        [::core::mem::offset_of!(ucp_tag_recv_info, sender_tag) - 0usize];
-    ["Offset of field: ucp_tag_recv_info::length"]
-        [::core::mem::offset_of!(ucp_tag_recv_info, length) - 8usize];
-};
-#[repr(C)]
-#[derive(Copy, Clone)]
-pub struct ucp_request_param_t {
-    pub op_attr_mask: u32,
-    pub flags: u32,
-    pub request: *mut ::core::ffi::c_void,
-    pub cb: ucp_request_param_t__bindgen_ty_1,
-    pub datatype: ucp_datatype_t,
-    pub user_data: *mut ::core::ffi::c_void,
-    pub reply_buffer: *mut ::core::ffi::c_void,
-    pub memory_type: ucs_memory_type_t,
-    pub recv_info: ucp_request_param_t__bindgen_ty_2,
-    pub memh: ucp_mem_h,
-}
-#[repr(C)]
-#[derive(Copy, Clone)]
-pub union ucp_request_param_t__bindgen_ty_1 {
-    pub send: ucp_send_nbx_callback_t,
-    pub recv: ucp_tag_recv_nbx_callback_t,
-    pub recv_stream: ucp_stream_recv_nbx_callback_t,
-    pub recv_am: ucp_am_recv_data_nbx_callback_t,
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of ucp_request_param_t__bindgen_ty_1"]
-        [::core::mem::size_of::<ucp_request_param_t__bindgen_ty_1>() - 8usize];
-    ["Alignment of ucp_request_param_t__bindgen_ty_1"]
-        [::core::mem::align_of::<ucp_request_param_t__bindgen_ty_1>() - 8usize];
-    ["Offset of field: ucp_request_param_t__bindgen_ty_1::send"]
-        [::core::mem::offset_of!(ucp_request_param_t__bindgen_ty_1, send) - 0usize];
-    ["Offset of field: ucp_request_param_t__bindgen_ty_1::recv"]
-        [::core::mem::offset_of!(ucp_request_param_t__bindgen_ty_1, recv) - 0usize];
-    ["Offset of field: ucp_request_param_t__bindgen_ty_1::recv_stream"]
-        [::core::mem::offset_of!(ucp_request_param_t__bindgen_ty_1, recv_stream) - 0usize];
-    ["Offset of field: ucp_request_param_t__bindgen_ty_1::recv_am"]
-        [::core::mem::offset_of!(ucp_request_param_t__bindgen_ty_1, recv_am) - 0usize];
-};
-impl Default for ucp_request_param_t__bindgen_ty_1 {
-    fn default() -> Self {
-        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
-#[repr(C)]
-#[derive(Copy, Clone)]
-pub union ucp_request_param_t__bindgen_ty_2 {
-    pub length: *mut usize,
-    pub tag_info: *mut ucp_tag_recv_info_t,
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of ucp_request_param_t__bindgen_ty_2"]
-        [::core::mem::size_of::<ucp_request_param_t__bindgen_ty_2>() - 8usize];
-    ["Alignment of ucp_request_param_t__bindgen_ty_2"]
-        [::core::mem::align_of::<ucp_request_param_t__bindgen_ty_2>() - 8usize];
-    ["Offset of field: ucp_request_param_t__bindgen_ty_2::length"]
-        [::core::mem::offset_of!(ucp_request_param_t__bindgen_ty_2, length) - 0usize];
-    ["Offset of field: ucp_request_param_t__bindgen_ty_2::tag_info"]
-        [::core::mem::offset_of!(ucp_request_param_t__bindgen_ty_2, tag_info) - 0usize];
-};
-impl Default for ucp_request_param_t__bindgen_ty_2 {
-    fn default() -> Self {
-        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of ucp_request_param_t"][::core::mem::size_of::<ucp_request_param_t>() - 72usize];
-    ["Alignment of ucp_request_param_t"][::core::mem::align_of::<ucp_request_param_t>() - 8usize];
-    ["Offset of field: ucp_request_param_t::op_attr_mask"]
-        [::core::mem::offset_of!(ucp_request_param_t, op_attr_mask) - 0usize];
-    ["Offset of field: ucp_request_param_t::flags"]
-        [::core::mem::offset_of!(ucp_request_param_t, flags) - 4usize];
-    ["Offset of field: ucp_request_param_t::request"]
-        [::core::mem::offset_of!(ucp_request_param_t, request) - 8usize];
-    ["Offset of field: ucp_request_param_t::cb"]
-        [::core::mem::offset_of!(ucp_request_param_t, cb) - 16usize];
-    ["Offset of field: ucp_request_param_t::datatype"]
-        [::core::mem::offset_of!(ucp_request_param_t, datatype) - 24usize];
-    ["Offset of field: ucp_request_param_t::user_data"]
-        [::core::mem::offset_of!(ucp_request_param_t, user_data) - 32usize];
-    ["Offset of field: ucp_request_param_t::reply_buffer"]
-        [::core::mem::offset_of!(ucp_request_param_t, reply_buffer) - 40usize];
-    ["Offset of field: ucp_request_param_t::memory_type"]
-        [::core::mem::offset_of!(ucp_request_param_t, memory_type) - 48usize];
-    ["Offset of field: ucp_request_param_t::recv_info"]
-        [::core::mem::offset_of!(ucp_request_param_t, recv_info) - 56usize];
-    ["Offset of field: ucp_request_param_t::memh"]
-        [::core::mem::offset_of!(ucp_request_param_t, memh) - 64usize];
-};
-impl Default for ucp_request_param_t {
-    fn default() -> Self {
-        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_am_handler_param {
-    pub field_mask: u64,
-    pub id: ::core::ffi::c_uint,
-    pub flags: u32,
-    pub cb: ucp_am_recv_callback_t,
-    pub arg: *mut ::core::ffi::c_void,
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of ucp_am_handler_param"][::core::mem::size_of::<ucp_am_handler_param>() - 32usize];
-    ["Alignment of ucp_am_handler_param"][::core::mem::align_of::<ucp_am_handler_param>() - 8usize];
-    ["Offset of field: ucp_am_handler_param::field_mask"]
-        [::core::mem::offset_of!(ucp_am_handler_param, field_mask) - 0usize];
-    ["Offset of field: ucp_am_handler_param::id"]
-        [::core::mem::offset_of!(ucp_am_handler_param, id) - 8usize];
-    ["Offset of field: ucp_am_handler_param::flags"]
-        [::core::mem::offset_of!(ucp_am_handler_param, flags) - 12usize];
-    ["Offset of field: ucp_am_handler_param::cb"]
-        [::core::mem::offset_of!(ucp_am_handler_param, cb) - 16usize];
-    ["Offset of field: ucp_am_handler_param::arg"]
-        [::core::mem::offset_of!(ucp_am_handler_param, arg) - 24usize];
-};
-impl Default for ucp_am_handler_param {
-    fn default() -> Self {
-        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
-pub type ucp_am_handler_param_t = ucp_am_handler_param;
-#[repr(C)]
-#[derive(Debug, Copy, Clone)]
-pub struct ucp_am_recv_param {
-    pub recv_attr: u64,
-    pub reply_ep: ucp_ep_h,
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of ucp_am_recv_param"][::core::mem::size_of::<ucp_am_recv_param>() - 16usize];
-    ["Alignment of ucp_am_recv_param"][::core::mem::align_of::<ucp_am_recv_param>() - 8usize];
-    ["Offset of field: ucp_am_recv_param::recv_attr"]
-        [::core::mem::offset_of!(ucp_am_recv_param, recv_attr) - 0usize];
-    ["Offset of field: ucp_am_recv_param::reply_ep"]
-        [::core::mem::offset_of!(ucp_am_recv_param, reply_ep) - 8usize];
-};
-impl Default for ucp_am_recv_param {
-    fn default() -> Self {
-        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
-        unsafe {
-            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init()
-        }
-    }
-}
+pub const UCS_ALLOCA_MAX_SIZE : u32 = 1200 ;
+pub const UCP_ENTITY_NAME_MAX : u32 = 32 ;
+pub const UCP_VERSION_MAJOR_SHIFT : u32 = 24 ;
+pub const UCP_VERSION_MINOR_SHIFT : u32 = 16 ;
+pub const UCP_API_MAJOR : u32 = 1 ;
+pub const UCP_API_MINOR : u32 = 13 ;
+pub const UCS_CPU_SETSIZE : u32 = 1024 ;
+pub const UCS_MEMORY_TYPE_HOST : ucs_memory_type = 0 ;
+pub const UCS_MEMORY_TYPE_CUDA : ucs_memory_type = 1 ;
+pub const UCS_MEMORY_TYPE_CUDA_MANAGED : ucs_memory_type = 2 ;
+pub const UCS_MEMORY_TYPE_ROCM : ucs_memory_type = 3 ;
+pub const UCS_MEMORY_TYPE_ROCM_MANAGED : ucs_memory_type = 4 ;
+pub const UCS_MEMORY_TYPE_LAST : ucs_memory_type = 5 ;
+pub const UCS_MEMORY_TYPE_UNKNOWN : ucs_memory_type = 5 ;
+pub type ucs_memory_type = :: core :: ffi :: c_uint ;
+pub use self :: ucs_memory_type as ucs_memory_type_t ;
+pub const UCS_OK : ucs_status_t = 0 ;
+pub const UCS_INPROGRESS : ucs_status_t = 1 ;
+pub const UCS_ERR_NO_MESSAGE : ucs_status_t = - 1 ;
+pub const UCS_ERR_NO_RESOURCE : ucs_status_t = - 2 ;
+pub const UCS_ERR_IO_ERROR : ucs_status_t = - 3 ;
+pub const UCS_ERR_NO_MEMORY : ucs_status_t = - 4 ;
+pub const UCS_ERR_INVALID_PARAM : ucs_status_t = - 5 ;
+pub const UCS_ERR_UNREACHABLE : ucs_status_t = - 6 ;
+pub const UCS_ERR_INVALID_ADDR : ucs_status_t = - 7 ;
+pub const UCS_ERR_NOT_IMPLEMENTED : ucs_status_t = - 8 ;
+pub const UCS_ERR_MESSAGE_TRUNCATED : ucs_status_t = - 9 ;
+pub const UCS_ERR_NO_PROGRESS : ucs_status_t = - 10 ;
+pub const UCS_ERR_BUFFER_TOO_SMALL : ucs_status_t = - 11 ;
+pub const UCS_ERR_NO_ELEM : ucs_status_t = - 12 ;
+pub const UCS_ERR_SOME_CONNECTS_FAILED : ucs_status_t = - 13 ;
+pub const UCS_ERR_NO_DEVICE : ucs_status_t = - 14 ;
+pub const UCS_ERR_BUSY : ucs_status_t = - 15 ;
+pub const UCS_ERR_CANCELED : ucs_status_t = - 16 ;
+pub const UCS_ERR_SHMEM_SEGMENT : ucs_status_t = - 17 ;
+pub const UCS_ERR_ALREADY_EXISTS : ucs_status_t = - 18 ;
+pub const UCS_ERR_OUT_OF_RANGE : ucs_status_t = - 19 ;
+pub const UCS_ERR_TIMED_OUT : ucs_status_t = - 20 ;
+pub const UCS_ERR_EXCEEDS_LIMIT : ucs_status_t = - 21 ;
+pub const UCS_ERR_UNSUPPORTED : ucs_status_t = - 22 ;
+pub const UCS_ERR_REJECTED : ucs_status_t = - 23 ;
+pub const UCS_ERR_NOT_CONNECTED : ucs_status_t = - 24 ;
+pub const UCS_ERR_CONNECTION_RESET : ucs_status_t = - 25 ;
+pub const UCS_ERR_FIRST_LINK_FAILURE : ucs_status_t = - 40 ;
+pub const UCS_ERR_LAST_LINK_FAILURE : ucs_status_t = - 59 ;
+pub const UCS_ERR_FIRST_ENDPOINT_FAILURE : ucs_status_t = - 60 ;
+pub const UCS_ERR_ENDPOINT_TIMEOUT : ucs_status_t = - 80 ;
+pub const UCS_ERR_LAST_ENDPOINT_FAILURE : ucs_status_t = - 89 ;
+pub const UCS_ERR_LAST : ucs_status_t = - 100 ;
+pub type ucs_status_t = :: core :: ffi :: c_schar ;
+pub type ucs_status_ptr_t = * mut :: core :: ffi :: c_void ;  pub type __socklen_t = :: core :: ffi :: c_uint ;
+pub type socklen_t = __socklen_t ;
+pub type sa_family_t = :: core :: ffi :: c_ushort ; # [repr (C)] # [derive (Debug , Default , Copy , Clone)] pub struct sockaddr { pub sa_family : sa_family_t , pub sa_data : [:: core :: ffi :: c_char ; 14usize] , } # [allow (clippy :: unnecessary_operation , clippy :: identity_op)] const _ : () = { ["Size of sockaddr"] [:: core :: mem :: size_of :: < sockaddr > () - 16usize] ; ["Alignment of sockaddr"] [:: core :: mem :: align_of :: < sockaddr > () - 2usize] ; ["Offset of field: sockaddr::sa_family"] [:: core :: mem :: offset_of ! (sockaddr , sa_family) - 0usize] ; ["Offset of field: sockaddr::sa_data"] [:: core :: mem :: offset_of ! (sockaddr , sa_data) - 2usize] ; } ; # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct sockaddr_storage { pub ss_family : sa_family_t , pub __ss_padding : [:: core :: ffi :: c_char ; 118usize] , pub __ss_align : :: core :: ffi :: c_ulong , } # [allow (clippy :: unnecessary_operation , clippy :: identity_op)] const _ : () = { ["Size of sockaddr_storage"] [:: core :: mem :: size_of :: < sockaddr_storage > () - 128usize] ; ["Alignment of sockaddr_storage"] [:: core :: mem :: align_of :: < sockaddr_storage > () - 8usize] ; ["Offset of field: sockaddr_storage::ss_family"] [:: core :: mem :: offset_of ! (sockaddr_storage , ss_family) - 0usize] ; ["Offset of field: sockaddr_storage::__ss_padding"] [:: core :: mem :: offset_of ! (sockaddr_storage , __ss_padding) - 2usize] ; ["Offset of field: sockaddr_storage::__ss_align"] [:: core :: mem :: offset_of ! (sockaddr_storage , __ss_align) - 120usize] ; } ; impl Default for sockaddr_storage { fn default () -> Self { let mut s = :: core :: mem :: MaybeUninit :: < Self > :: uninit () ; unsafe { :: core :: ptr :: write_bytes (s . as_mut_ptr () , 0 , 1) ; s . assume_init () } } } # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucs_sock_addr { pub addr : * const sockaddr , pub addrlen : socklen_t , } # [allow (clippy :: unnecessary_operation , clippy :: identity_op)] const _ : () = { ["Size of ucs_sock_addr"] [:: core :: mem :: size_of :: < ucs_sock_addr > () - 16usize] ; ["Alignment of ucs_sock_addr"] [:: core :: mem :: align_of :: < ucs_sock_addr > () - 8usize] ; ["Offset of field: ucs_sock_addr::addr"] [:: core :: mem :: offset_of ! (ucs_sock_addr , addr) - 0usize] ; ["Offset of field: ucs_sock_addr::addrlen"] [:: core :: mem :: offset_of ! (ucs_sock_addr , addrlen) - 8usize] ; } ; impl Default for ucs_sock_addr { fn default () -> Self { let mut s = :: core :: mem :: MaybeUninit :: < Self > :: uninit () ; unsafe { :: core :: ptr :: write_bytes (s . as_mut_ptr () , 0 , 1) ; s . assume_init () } } }
+pub type ucs_sock_addr_t = ucs_sock_addr ;
+pub type ucp_tag_recv_info_t = ucp_tag_recv_info ;
+pub type ucp_am_recv_param_t = ucp_am_recv_param ; # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucp_context { _unused : [u8 ; 0] , }
+pub type ucp_context_h = * mut ucp_context ; # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucp_config { _unused : [u8 ; 0] , }
+pub type ucp_config_t = ucp_config ; # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucp_ep { _unused : [u8 ; 0] , }
+pub type ucp_ep_h = * mut ucp_ep ; # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucp_conn_request { _unused : [u8 ; 0] , }
+pub type ucp_conn_request_h = * mut ucp_conn_request ; # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucp_address { _unused : [u8 ; 0] , }
+pub type ucp_address_t = ucp_address ;
+pub const UCP_ERR_HANDLING_MODE_NONE : ucp_err_handling_mode_t = 0 ;
+pub const UCP_ERR_HANDLING_MODE_PEER : ucp_err_handling_mode_t = 1 ;
+pub type ucp_err_handling_mode_t = :: core :: ffi :: c_uint ; # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucp_mem { _unused : [u8 ; 0] , }
+pub type ucp_mem_h = * mut ucp_mem ; # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucp_listener { _unused : [u8 ; 0] , }
+pub type ucp_listener_h = * mut ucp_listener ; # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucp_worker { _unused : [u8 ; 0] , }
+pub type ucp_worker_h = * mut ucp_worker ;
+pub type ucp_tag_t = u64 ;
+pub type ucp_datatype_t = u64 ;
+pub type ucp_request_init_callback_t = :: core :: option :: Option < unsafe extern "C" fn (request : * mut :: core :: ffi :: c_void) > ;
+pub type ucp_request_cleanup_callback_t = :: core :: option :: Option < unsafe extern "C" fn (request : * mut :: core :: ffi :: c_void) > ;
+pub type ucp_send_nbx_callback_t = :: core :: option :: Option < unsafe extern "C" fn (request : * mut :: core :: ffi :: c_void , status : ucs_status_t , user_data : * mut :: core :: ffi :: c_void) > ;
+pub type ucp_err_handler_cb_t = :: core :: option :: Option < unsafe extern "C" fn (arg : * mut :: core :: ffi :: c_void , ep : ucp_ep_h , status : ucs_status_t) > ; # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucp_err_handler { pub cb : ucp_err_handler_cb_t , pub arg : * mut :: core :: ffi :: c_void , } # [allow (clippy :: unnecessary_operation , clippy :: identity_op)] const _ : () = { ["Size of ucp_err_handler"] [:: core :: mem :: size_of :: < ucp_err_handler > () - 16usize] ; ["Alignment of ucp_err_handler"] [:: core :: mem :: align_of :: < ucp_err_handler > () - 8usize] ; ["Offset of field: ucp_err_handler::cb"] [:: core :: mem :: offset_of ! (ucp_err_handler , cb) - 0usize] ; ["Offset of field: ucp_err_handler::arg"] [:: core :: mem :: offset_of ! (ucp_err_handler , arg) - 8usize] ; } ; impl Default for ucp_err_handler { fn default () -> Self { let mut s = :: core :: mem :: MaybeUninit :: < Self > :: uninit () ; unsafe { :: core :: ptr :: write_bytes (s . as_mut_ptr () , 0 , 1) ; s . assume_init () } } }
+pub type ucp_err_handler_t = ucp_err_handler ;
+pub type ucp_listener_accept_callback_t = :: core :: option :: Option < unsafe extern "C" fn (ep : ucp_ep_h , arg : * mut :: core :: ffi :: c_void) > ;
+pub type ucp_listener_conn_callback_t = :: core :: option :: Option < unsafe extern "C" fn (conn_request : ucp_conn_request_h , arg : * mut :: core :: ffi :: c_void) > ; # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucp_listener_conn_handler { pub cb : ucp_listener_conn_callback_t , pub arg : * mut :: core :: ffi :: c_void , } # [allow (clippy :: unnecessary_operation , clippy :: identity_op)] const _ : () = { ["Size of ucp_listener_conn_handler"] [:: core :: mem :: size_of :: < ucp_listener_conn_handler > () - 16usize] ; ["Alignment of ucp_listener_conn_handler"] [:: core :: mem :: align_of :: < ucp_listener_conn_handler > () - 8usize] ; ["Offset of field: ucp_listener_conn_handler::cb"] [:: core :: mem :: offset_of ! (ucp_listener_conn_handler , cb) - 0usize] ; ["Offset of field: ucp_listener_conn_handler::arg"] [:: core :: mem :: offset_of ! (ucp_listener_conn_handler , arg) - 8usize] ; } ; impl Default for ucp_listener_conn_handler { fn default () -> Self { let mut s = :: core :: mem :: MaybeUninit :: < Self > :: uninit () ; unsafe { :: core :: ptr :: write_bytes (s . as_mut_ptr () , 0 , 1) ; s . assume_init () } } }
+pub type ucp_listener_conn_handler_t = ucp_listener_conn_handler ;
+pub type ucp_stream_recv_nbx_callback_t = :: core :: option :: Option < unsafe extern "C" fn (request : * mut :: core :: ffi :: c_void , status : ucs_status_t , length : usize , user_data : * mut :: core :: ffi :: c_void) > ;
+pub type ucp_tag_recv_nbx_callback_t = :: core :: option :: Option < unsafe extern "C" fn (request : * mut :: core :: ffi :: c_void , status : ucs_status_t , tag_info : * const ucp_tag_recv_info_t , user_data : * mut :: core :: ffi :: c_void) > ;
+pub type ucp_am_recv_data_nbx_callback_t = :: core :: option :: Option < unsafe extern "C" fn (request : * mut :: core :: ffi :: c_void , status : ucs_status_t , length : usize , user_data : * mut :: core :: ffi :: c_void) > ;
+pub type ucp_am_recv_callback_t = :: core :: option :: Option < unsafe extern "C" fn (arg : * mut :: core :: ffi :: c_void , header : * const :: core :: ffi :: c_void , header_length : usize , data : * mut :: core :: ffi :: c_void , length : usize , param : * const ucp_am_recv_param_t) -> ucs_status_t > ; # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucp_ep_params { pub field_mask : u64 , pub address : * const ucp_address_t , pub err_mode : ucp_err_handling_mode_t , pub err_handler : ucp_err_handler_t , pub user_data : * mut :: core :: ffi :: c_void , pub flags : :: core :: ffi :: c_uint , pub sockaddr : ucs_sock_addr_t , pub conn_request : ucp_conn_request_h , pub name : * const :: core :: ffi :: c_char , pub local_sockaddr : ucs_sock_addr_t , } # [allow (clippy :: unnecessary_operation , clippy :: identity_op)] const _ : () = { ["Size of ucp_ep_params"] [:: core :: mem :: size_of :: < ucp_ep_params > () - 104usize] ; ["Alignment of ucp_ep_params"] [:: core :: mem :: align_of :: < ucp_ep_params > () - 8usize] ; ["Offset of field: ucp_ep_params::field_mask"] [:: core :: mem :: offset_of ! (ucp_ep_params , field_mask) - 0usize] ; ["Offset of field: ucp_ep_params::address"] [:: core :: mem :: offset_of ! (ucp_ep_params , address) - 8usize] ; ["Offset of field: ucp_ep_params::err_mode"] [:: core :: mem :: offset_of ! (ucp_ep_params , err_mode) - 16usize] ; ["Offset of field: ucp_ep_params::err_handler"] [:: core :: mem :: offset_of ! (ucp_ep_params , err_handler) - 24usize] ; ["Offset of field: ucp_ep_params::user_data"] [:: core :: mem :: offset_of ! (ucp_ep_params , user_data) - 40usize] ; ["Offset of field: ucp_ep_params::flags"] [:: core :: mem :: offset_of ! (ucp_ep_params , flags) - 48usize] ; ["Offset of field: ucp_ep_params::sockaddr"] [:: core :: mem :: offset_of ! (ucp_ep_params , sockaddr) - 56usize] ; ["Offset of field: ucp_ep_params::conn_request"] [:: core :: mem :: offset_of ! (ucp_ep_params , conn_request) - 72usize] ; ["Offset of field: ucp_ep_params::name"] [:: core :: mem :: offset_of ! (ucp_ep_params , name) - 80usize] ; ["Offset of field: ucp_ep_params::local_sockaddr"] [:: core :: mem :: offset_of ! (ucp_ep_params , local_sockaddr) - 88usize] ; } ; impl Default for ucp_ep_params { fn default () -> Self { let mut s = :: core :: mem :: MaybeUninit :: < Self > :: uninit () ; unsafe { :: core :: ptr :: write_bytes (s . as_mut_ptr () , 0 , 1) ; s . assume_init () } } }
+pub type ucp_ep_params_t = ucp_ep_params ; # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucp_listener_accept_handler { pub cb : ucp_listener_accept_callback_t , pub arg : * mut :: core :: ffi :: c_void , } # [allow (clippy :: unnecessary_operation , clippy :: identity_op)] const _ : () = { ["Size of ucp_listener_accept_handler"] [:: core :: mem :: size_of :: < ucp_listener_accept_handler > () - 16usize] ; ["Alignment of ucp_listener_accept_handler"] [:: core :: mem :: align_of :: < ucp_listener_accept_handler > () - 8usize] ; ["Offset of field: ucp_listener_accept_handler::cb"] [:: core :: mem :: offset_of ! (ucp_listener_accept_handler , cb) - 0usize] ; ["Offset of field: ucp_listener_accept_handler::arg"] [:: core :: mem :: offset_of ! (ucp_listener_accept_handler , arg) - 8usize] ; } ; impl Default for ucp_listener_accept_handler { fn default () -> Self { let mut s = :: core :: mem :: MaybeUninit :: < Self > :: uninit () ; unsafe { :: core :: ptr :: write_bytes (s . as_mut_ptr () , 0 , 1) ; s . assume_init () } } }
+pub type ucp_listener_accept_handler_t = ucp_listener_accept_handler ;
+pub const UCS_THREAD_MODE_SINGLE : ucs_thread_mode_t = 0 ;
+pub const UCS_THREAD_MODE_SERIALIZED : ucs_thread_mode_t = 1 ;
+pub const UCS_THREAD_MODE_MULTI : ucs_thread_mode_t = 2 ;
+pub const UCS_THREAD_MODE_LAST : ucs_thread_mode_t = 3 ;
+pub type ucs_thread_mode_t = :: core :: ffi :: c_uint ;
+pub type ucs_cpu_mask_t = :: core :: ffi :: c_ulong ; # [repr (C)] # [derive (Debug , Default , Copy , Clone)] pub struct ucs_cpu_set_t { pub ucs_bits : [ucs_cpu_mask_t ; 16usize] , } # [allow (clippy :: unnecessary_operation , clippy :: identity_op)] const _ : () = { ["Size of ucs_cpu_set_t"] [:: core :: mem :: size_of :: < ucs_cpu_set_t > () - 128usize] ; ["Alignment of ucs_cpu_set_t"] [:: core :: mem :: align_of :: < ucs_cpu_set_t > () - 8usize] ; ["Offset of field: ucs_cpu_set_t::ucs_bits"] [:: core :: mem :: offset_of ! (ucs_cpu_set_t , ucs_bits) - 0usize] ; } ;
+pub const UCP_PARAM_FIELD_FEATURES : ucp_params_field = 1 ;
+pub const UCP_PARAM_FIELD_REQUEST_SIZE : ucp_params_field = 2 ;
+pub const UCP_PARAM_FIELD_REQUEST_INIT : ucp_params_field = 4 ;
+pub const UCP_PARAM_FIELD_REQUEST_CLEANUP : ucp_params_field = 8 ;
+pub const UCP_PARAM_FIELD_TAG_SENDER_MASK : ucp_params_field = 16 ;
+pub const UCP_PARAM_FIELD_MT_WORKERS_SHARED : ucp_params_field = 32 ;
+pub const UCP_PARAM_FIELD_ESTIMATED_NUM_EPS : ucp_params_field = 64 ;
+pub const UCP_PARAM_FIELD_ESTIMATED_NUM_PPN : ucp_params_field = 128 ;
+pub const UCP_PARAM_FIELD_NAME : ucp_params_field = 256 ;
+pub type ucp_params_field = :: core :: ffi :: c_uint ;
+pub const UCP_FEATURE_TAG : ucp_feature = 1 ;
+pub const UCP_FEATURE_RMA : ucp_feature = 2 ;
+pub const UCP_FEATURE_AMO32 : ucp_feature = 4 ;
+pub const UCP_FEATURE_AMO64 : ucp_feature = 8 ;
+pub const UCP_FEATURE_WAKEUP : ucp_feature = 16 ;
+pub const UCP_FEATURE_STREAM : ucp_feature = 32 ;
+pub const UCP_FEATURE_AM : ucp_feature = 64 ;
+pub type ucp_feature = :: core :: ffi :: c_uint ;
+pub const UCP_WORKER_PARAM_FIELD_THREAD_MODE : ucp_worker_params_field = 1 ;
+pub const UCP_WORKER_PARAM_FIELD_CPU_MASK : ucp_worker_params_field = 2 ;
+pub const UCP_WORKER_PARAM_FIELD_EVENTS : ucp_worker_params_field = 4 ;
+pub const UCP_WORKER_PARAM_FIELD_USER_DATA : ucp_worker_params_field = 8 ;
+pub const UCP_WORKER_PARAM_FIELD_EVENT_FD : ucp_worker_params_field = 16 ;
+pub const UCP_WORKER_PARAM_FIELD_FLAGS : ucp_worker_params_field = 32 ;
+pub const UCP_WORKER_PARAM_FIELD_NAME : ucp_worker_params_field = 64 ;
+pub const UCP_WORKER_PARAM_FIELD_AM_ALIGNMENT : ucp_worker_params_field = 128 ;
+pub const UCP_WORKER_PARAM_FIELD_CLIENT_ID : ucp_worker_params_field = 256 ;
+pub type ucp_worker_params_field = :: core :: ffi :: c_uint ;
+pub const UCP_LISTENER_PARAM_FIELD_SOCK_ADDR : ucp_listener_params_field = 1 ;
+pub const UCP_LISTENER_PARAM_FIELD_ACCEPT_HANDLER : ucp_listener_params_field = 2 ;
+pub const UCP_LISTENER_PARAM_FIELD_CONN_HANDLER : ucp_listener_params_field = 4 ;
+pub type ucp_listener_params_field = :: core :: ffi :: c_uint ;
+pub const UCP_EP_PARAM_FIELD_REMOTE_ADDRESS : ucp_ep_params_field = 1 ;
+pub const UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE : ucp_ep_params_field = 2 ;
+pub const UCP_EP_PARAM_FIELD_ERR_HANDLER : ucp_ep_params_field = 4 ;
+pub const UCP_EP_PARAM_FIELD_USER_DATA : ucp_ep_params_field = 8 ;
+pub const UCP_EP_PARAM_FIELD_SOCK_ADDR : ucp_ep_params_field = 16 ;
+pub const UCP_EP_PARAM_FIELD_FLAGS : ucp_ep_params_field = 32 ;
+pub const UCP_EP_PARAM_FIELD_CONN_REQUEST : ucp_ep_params_field = 64 ;
+pub const UCP_EP_PARAM_FIELD_NAME : ucp_ep_params_field = 128 ;
+pub const UCP_EP_PARAM_FIELD_LOCAL_SOCK_ADDR : ucp_ep_params_field = 256 ;
+pub type ucp_ep_params_field = :: core :: ffi :: c_uint ;
+pub const UCP_EP_PARAMS_FLAGS_CLIENT_SERVER : ucp_ep_params_flags_field = 1 ;
+pub const UCP_EP_PARAMS_FLAGS_NO_LOOPBACK : ucp_ep_params_flags_field = 2 ;
+pub const UCP_EP_PARAMS_FLAGS_SEND_CLIENT_ID : ucp_ep_params_flags_field = 4 ;
+pub type ucp_ep_params_flags_field = :: core :: ffi :: c_uint ;
+pub const UCP_EP_CLOSE_FLAG_FORCE : ucp_ep_close_flags_t = 1 ;
+pub type ucp_ep_close_flags_t = :: core :: ffi :: c_uint ;
+pub const UCP_MEM_MAP_PARAM_FIELD_ADDRESS : ucp_mem_map_params_field = 1 ;
+pub const UCP_MEM_MAP_PARAM_FIELD_LENGTH : ucp_mem_map_params_field = 2 ;
+pub const UCP_MEM_MAP_PARAM_FIELD_FLAGS : ucp_mem_map_params_field = 4 ;
+pub const UCP_MEM_MAP_PARAM_FIELD_PROT : ucp_mem_map_params_field = 8 ;
+pub const UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE : ucp_mem_map_params_field = 16 ;
+pub type ucp_mem_map_params_field = :: core :: ffi :: c_uint ;
+pub const UCP_ATTR_FIELD_REQUEST_SIZE : ucp_context_attr_field = 1 ;
+pub const UCP_ATTR_FIELD_THREAD_MODE : ucp_context_attr_field = 2 ;
+pub const UCP_ATTR_FIELD_MEMORY_TYPES : ucp_context_attr_field = 4 ;
+pub const UCP_ATTR_FIELD_NAME : ucp_context_attr_field = 8 ;
+pub type ucp_context_attr_field = :: core :: ffi :: c_uint ;
+pub const UCP_LISTENER_ATTR_FIELD_SOCKADDR : ucp_listener_attr_field = 1 ;
+pub type ucp_listener_attr_field = :: core :: ffi :: c_uint ;
+pub const UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR : ucp_conn_request_attr_field = 1 ;
+pub const UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ID : ucp_conn_request_attr_field = 2 ;
+pub type ucp_conn_request_attr_field = :: core :: ffi :: c_uint ;
+pub const UCP_MEM_MAP_NONBLOCK : _bindgen_ty_4 = 1 ;
+pub const UCP_MEM_MAP_ALLOCATE : _bindgen_ty_4 = 2 ;
+pub const UCP_MEM_MAP_FIXED : _bindgen_ty_4 = 4 ;
+pub type _bindgen_ty_4 = :: core :: ffi :: c_uint ;
+pub const UCP_MEM_MAP_PROT_LOCAL_READ : _bindgen_ty_5 = 1 ;
+pub const UCP_MEM_MAP_PROT_LOCAL_WRITE : _bindgen_ty_5 = 2 ;
+pub const UCP_MEM_MAP_PROT_REMOTE_READ : _bindgen_ty_5 = 256 ;
+pub const UCP_MEM_MAP_PROT_REMOTE_WRITE : _bindgen_ty_5 = 512 ;
+pub type _bindgen_ty_5 = :: core :: ffi :: c_uint ;
+pub const UCP_AM_FLAG_WHOLE_MSG : ucp_am_cb_flags = 1 ;
+pub const UCP_AM_FLAG_PERSISTENT_DATA : ucp_am_cb_flags = 2 ;
+pub type ucp_am_cb_flags = :: core :: ffi :: c_uint ;
+pub const UCP_AM_SEND_FLAG_REPLY : ucp_send_am_flags = 1 ;
+pub const UCP_AM_SEND_FLAG_EAGER : ucp_send_am_flags = 2 ;
+pub const UCP_AM_SEND_FLAG_RNDV : ucp_send_am_flags = 4 ;
+pub const UCP_AM_SEND_REPLY : ucp_send_am_flags = 1 ;
+pub type ucp_send_am_flags = :: core :: ffi :: c_uint ;
+pub const UCP_OP_ATTR_FIELD_REQUEST : ucp_op_attr_t = 1 ;
+pub const UCP_OP_ATTR_FIELD_CALLBACK : ucp_op_attr_t = 2 ;
+pub const UCP_OP_ATTR_FIELD_USER_DATA : ucp_op_attr_t = 4 ;
+pub const UCP_OP_ATTR_FIELD_DATATYPE : ucp_op_attr_t = 8 ;
+pub const UCP_OP_ATTR_FIELD_FLAGS : ucp_op_attr_t = 16 ;
+pub const UCP_OP_ATTR_FIELD_REPLY_BUFFER : ucp_op_attr_t = 32 ;
+pub const UCP_OP_ATTR_FIELD_MEMORY_TYPE : ucp_op_attr_t = 64 ;
+pub const UCP_OP_ATTR_FIELD_RECV_INFO : ucp_op_attr_t = 128 ;
+pub const UCP_OP_ATTR_FIELD_MEMH : ucp_op_attr_t = 256 ;
+pub const UCP_OP_ATTR_FLAG_NO_IMM_CMPL : ucp_op_attr_t = 65536 ;
+pub const UCP_OP_ATTR_FLAG_FAST_CMPL : ucp_op_attr_t = 131072 ;
+pub const UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL : ucp_op_attr_t = 262144 ;
+pub const UCP_OP_ATTR_FLAG_MULTI_SEND : ucp_op_attr_t = 524288 ;
+pub type ucp_op_attr_t = :: core :: ffi :: c_uint ;
+pub const UCP_REQUEST_ATTR_FIELD_INFO_STRING : ucp_req_attr_field = 1 ;
+pub const UCP_REQUEST_ATTR_FIELD_INFO_STRING_SIZE : ucp_req_attr_field = 2 ;
+pub const UCP_REQUEST_ATTR_FIELD_STATUS : ucp_req_attr_field = 4 ;
+pub const UCP_REQUEST_ATTR_FIELD_MEM_TYPE : ucp_req_attr_field = 8 ;
+pub type ucp_req_attr_field = :: core :: ffi :: c_uint ;
+pub const UCP_AM_RECV_ATTR_FIELD_REPLY_EP : ucp_am_recv_attr_t = 1 ;
+pub const UCP_AM_RECV_ATTR_FLAG_DATA : ucp_am_recv_attr_t = 65536 ;
+pub const UCP_AM_RECV_ATTR_FLAG_RNDV : ucp_am_recv_attr_t = 131072 ;
+pub type ucp_am_recv_attr_t = :: core :: ffi :: c_uint ;
+pub const UCP_AM_HANDLER_PARAM_FIELD_ID : ucp_am_handler_param_field = 1 ;
+pub const UCP_AM_HANDLER_PARAM_FIELD_FLAGS : ucp_am_handler_param_field = 2 ;
+pub const UCP_AM_HANDLER_PARAM_FIELD_CB : ucp_am_handler_param_field = 4 ;
+pub const UCP_AM_HANDLER_PARAM_FIELD_ARG : ucp_am_handler_param_field = 8 ;
+pub type ucp_am_handler_param_field = :: core :: ffi :: c_uint ; # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucp_params { pub field_mask : u64 , pub features : u64 , pub request_size : usize , pub request_init : ucp_request_init_callback_t , pub request_cleanup : ucp_request_cleanup_callback_t , pub tag_sender_mask : u64 , pub mt_workers_shared : :: core :: ffi :: c_int , pub estimated_num_eps : usize , pub estimated_num_ppn : usize , pub name : * const :: core :: ffi :: c_char , } # [allow (clippy :: unnecessary_operation , clippy :: identity_op)] const _ : () = { ["Size of ucp_params"] [:: core :: mem :: size_of :: < ucp_params > () - 80usize] ; ["Alignment of ucp_params"] [:: core :: mem :: align_of :: < ucp_params > () - 8usize] ; ["Offset of field: ucp_params::field_mask"] [:: core :: mem :: offset_of ! (ucp_params , field_mask) - 0usize] ; ["Offset of field: ucp_params::features"] [:: core :: mem :: offset_of ! (ucp_params , features) - 8usize] ; ["Offset of field: ucp_params::request_size"] [:: core :: mem :: offset_of ! (ucp_params , request_size) - 16usize] ; ["Offset of field: ucp_params::request_init"] [:: core :: mem :: offset_of ! (ucp_params , request_init) - 24usize] ; ["Offset of field: ucp_params::request_cleanup"] [:: core :: mem :: offset_of ! (ucp_params , request_cleanup) - 32usize] ; ["Offset of field: ucp_params::tag_sender_mask"] [:: core :: mem :: offset_of ! (ucp_params , tag_sender_mask) - 40usize] ; ["Offset of field: ucp_params::mt_workers_shared"] [:: core :: mem :: offset_of ! (ucp_params , mt_workers_shared) - 48usize] ; ["Offset of field: ucp_params::estimated_num_eps"] [:: core :: mem :: offset_of ! (ucp_params , estimated_num_eps) - 56usize] ; ["Offset of field: ucp_params::estimated_num_ppn"] [:: core :: mem :: offset_of ! (ucp_params , estimated_num_ppn) - 64usize] ; ["Offset of field: ucp_params::name"] [:: core :: mem :: offset_of ! (ucp_params , name) - 72usize] ; } ; impl Default for ucp_params { fn default () -> Self { let mut s = :: core :: mem :: MaybeUninit :: < Self > :: uninit () ; unsafe { :: core :: ptr :: write_bytes (s . as_mut_ptr () , 0 , 1) ; s . assume_init () } } }
+pub type ucp_params_t = ucp_params ; # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucp_context_attr { pub field_mask : u64 , pub request_size : usize , pub thread_mode : ucs_thread_mode_t , pub memory_types : u64 , pub name : [:: core :: ffi :: c_char ; 32usize] , } # [allow (clippy :: unnecessary_operation , clippy :: identity_op)] const _ : () = { ["Size of ucp_context_attr"] [:: core :: mem :: size_of :: < ucp_context_attr > () - 64usize] ; ["Alignment of ucp_context_attr"] [:: core :: mem :: align_of :: < ucp_context_attr > () - 8usize] ; ["Offset of field: ucp_context_attr::field_mask"] [:: core :: mem :: offset_of ! (ucp_context_attr , field_mask) - 0usize] ; ["Offset of field: ucp_context_attr::request_size"] [:: core :: mem :: offset_of ! (ucp_context_attr , request_size) - 8usize] ; ["Offset of field: ucp_context_attr::thread_mode"] [:: core :: mem :: offset_of ! (ucp_context_attr , thread_mode) - 16usize] ; ["Offset of field: ucp_context_attr::memory_types"] [:: core :: mem :: offset_of ! (ucp_context_attr , memory_types) - 24usize] ; ["Offset of field: ucp_context_attr::name"] [:: core :: mem :: offset_of ! (ucp_context_attr , name) - 32usize] ; } ; impl Default for ucp_context_attr { fn default () -> Self { let mut s = :: core :: mem :: MaybeUninit :: < Self > :: uninit () ; unsafe { :: core :: ptr :: write_bytes (s . as_mut_ptr () , 0 , 1) ; s . assume_init () } } }
+pub type ucp_context_attr_t = ucp_context_attr ; # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucp_worker_params { pub field_mask : u64 , pub thread_mode : ucs_thread_mode_t , pub cpu_mask : ucs_cpu_set_t , pub events : :: core :: ffi :: c_uint , pub user_data : * mut :: core :: ffi :: c_void , pub event_fd : :: core :: ffi :: c_int , pub flags : u64 , pub name : * const :: core :: ffi :: c_char , pub am_alignment : usize , pub client_id : u64 , } # [allow (clippy :: unnecessary_operation , clippy :: identity_op)] const _ : () = { ["Size of ucp_worker_params"] [:: core :: mem :: size_of :: < ucp_worker_params > () - 200usize] ; ["Alignment of ucp_worker_params"] [:: core :: mem :: align_of :: < ucp_worker_params > () - 8usize] ; ["Offset of field: ucp_worker_params::field_mask"] [:: core :: mem :: offset_of ! (ucp_worker_params , field_mask) - 0usize] ; ["Offset of field: ucp_worker_params::thread_mode"] [:: core :: mem :: offset_of ! (ucp_worker_params , thread_mode) - 8usize] ; ["Offset of field: ucp_worker_params::cpu_mask"] [:: core :: mem :: offset_of ! (ucp_worker_params , cpu_mask) - 16usize] ; ["Offset of field: ucp_worker_params::events"] [:: core :: mem :: offset_of ! (ucp_worker_params , events) - 144usize] ; ["Offset of field: ucp_worker_params::user_data"] [:: core :: mem :: offset_of ! (ucp_worker_params , user_data) - 152usize] ; ["Offset of field: ucp_worker_params::event_fd"] [:: core :: mem :: offset_of ! (ucp_worker_params , event_fd) - 160usize] ; ["Offset of field: ucp_worker_params::flags"] [:: core :: mem :: offset_of ! (ucp_worker_params , flags) - 168usize] ; ["Offset of field: ucp_worker_params::name"] [:: core :: mem :: offset_of ! (ucp_worker_params , name) - 176usize] ; ["Offset of field: ucp_worker_params::am_alignment"] [:: core :: mem :: offset_of ! (ucp_worker_params , am_alignment) - 184usize] ; ["Offset of field: ucp_worker_params::client_id"] [:: core :: mem :: offset_of ! (ucp_worker_params , client_id) - 192usize] ; } ; impl Default for ucp_worker_params { fn default () -> Self { let mut s = :: core :: mem :: MaybeUninit :: < Self > :: uninit () ; unsafe { :: core :: ptr :: write_bytes (s . as_mut_ptr () , 0 , 1) ; s . assume_init () } } }
+pub type ucp_worker_params_t = ucp_worker_params ; # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucp_listener_attr { pub field_mask : u64 , pub sockaddr : sockaddr_storage , } # [allow (clippy :: unnecessary_operation , clippy :: identity_op)] const _ : () = { ["Size of ucp_listener_attr"] [:: core :: mem :: size_of :: < ucp_listener_attr > () - 136usize] ; ["Alignment of ucp_listener_attr"] [:: core :: mem :: align_of :: < ucp_listener_attr > () - 8usize] ; ["Offset of field: ucp_listener_attr::field_mask"] [:: core :: mem :: offset_of ! (ucp_listener_attr , field_mask) - 0usize] ; ["Offset of field: ucp_listener_attr::sockaddr"] [:: core :: mem :: offset_of ! (ucp_listener_attr , sockaddr) - 8usize] ; } ; impl Default for ucp_listener_attr { fn default () -> Self { let mut s = :: core :: mem :: MaybeUninit :: < Self > :: uninit () ; unsafe { :: core :: ptr :: write_bytes (s . as_mut_ptr () , 0 , 1) ; s . assume_init () } } }
+pub type ucp_listener_attr_t = ucp_listener_attr ; # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucp_conn_request_attr { pub field_mask : u64 , pub client_address : sockaddr_storage , pub client_id : u64 , } # [allow (clippy :: unnecessary_operation , clippy :: identity_op)] const _ : () = { ["Size of ucp_conn_request_attr"] [:: core :: mem :: size_of :: < ucp_conn_request_attr > () - 144usize] ; ["Alignment of ucp_conn_request_attr"] [:: core :: mem :: align_of :: < ucp_conn_request_attr > () - 8usize] ; ["Offset of field: ucp_conn_request_attr::field_mask"] [:: core :: mem :: offset_of ! (ucp_conn_request_attr , field_mask) - 0usize] ; ["Offset of field: ucp_conn_request_attr::client_address"] [:: core :: mem :: offset_of ! (ucp_conn_request_attr , client_address) - 8usize] ; ["Offset of field: ucp_conn_request_attr::client_id"] [:: core :: mem :: offset_of ! (ucp_conn_request_attr , client_id) - 136usize] ; } ; impl Default for ucp_conn_request_attr { fn default () -> Self { let mut s = :: core :: mem :: MaybeUninit :: < Self > :: uninit () ; unsafe { :: core :: ptr :: write_bytes (s . as_mut_ptr () , 0 , 1) ; s . assume_init () } } }
+pub type ucp_conn_request_attr_t = ucp_conn_request_attr ; # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucp_listener_params { pub field_mask : u64 , pub sockaddr : ucs_sock_addr_t , pub accept_handler : ucp_listener_accept_handler_t , pub conn_handler : ucp_listener_conn_handler_t , } # [allow (clippy :: unnecessary_operation , clippy :: identity_op)] const _ : () = { ["Size of ucp_listener_params"] [:: core :: mem :: size_of :: < ucp_listener_params > () - 56usize] ; ["Alignment of ucp_listener_params"] [:: core :: mem :: align_of :: < ucp_listener_params > () - 8usize] ; ["Offset of field: ucp_listener_params::field_mask"] [:: core :: mem :: offset_of ! (ucp_listener_params , field_mask) - 0usize] ; ["Offset of field: ucp_listener_params::sockaddr"] [:: core :: mem :: offset_of ! (ucp_listener_params , sockaddr) - 8usize] ; ["Offset of field: ucp_listener_params::accept_handler"] [:: core :: mem :: offset_of ! (ucp_listener_params , accept_handler) - 24usize] ; ["Offset of field: ucp_listener_params::conn_handler"] [:: core :: mem :: offset_of ! (ucp_listener_params , conn_handler) - 40usize] ; } ; impl Default for ucp_listener_params { fn default () -> Self { let mut s = :: core :: mem :: MaybeUninit :: < Self > :: uninit () ; unsafe { :: core :: ptr :: write_bytes (s . as_mut_ptr () , 0 , 1) ; s . assume_init () } } }
+pub type ucp_listener_params_t = ucp_listener_params ; # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucp_mem_map_params { pub field_mask : u64 , pub address : * mut :: core :: ffi :: c_void , pub length : usize , pub flags : :: core :: ffi :: c_uint , pub prot : :: core :: ffi :: c_uint , pub memory_type : ucs_memory_type_t , } # [allow (clippy :: unnecessary_operation , clippy :: identity_op)] const _ : () = { ["Size of ucp_mem_map_params"] [:: core :: mem :: size_of :: < ucp_mem_map_params > () - 40usize] ; ["Alignment of ucp_mem_map_params"] [:: core :: mem :: align_of :: < ucp_mem_map_params > () - 8usize] ; ["Offset of field: ucp_mem_map_params::field_mask"] [:: core :: mem :: offset_of ! (ucp_mem_map_params , field_mask) - 0usize] ; ["Offset of field: ucp_mem_map_params::address"] [:: core :: mem :: offset_of ! (ucp_mem_map_params , address) - 8usize] ; ["Offset of field: ucp_mem_map_params::length"] [:: core :: mem :: offset_of ! (ucp_mem_map_params , length) - 16usize] ; ["Offset of field: ucp_mem_map_params::flags"] [:: core :: mem :: offset_of ! (ucp_mem_map_params , flags) - 24usize] ; ["Offset of field: ucp_mem_map_params::prot"] [:: core :: mem :: offset_of ! (ucp_mem_map_params , prot) - 28usize] ; ["Offset of field: ucp_mem_map_params::memory_type"] [:: core :: mem :: offset_of ! (ucp_mem_map_params , memory_type) - 32usize] ; } ; impl Default for ucp_mem_map_params { fn default () -> Self { let mut s = :: core :: mem :: MaybeUninit :: < Self > :: uninit () ; unsafe { :: core :: ptr :: write_bytes (s . as_mut_ptr () , 0 , 1) ; s . assume_init () } } }
+pub type ucp_mem_map_params_t = ucp_mem_map_params ; # [repr (C)] # [derive (Debug , Default , Copy , Clone)] pub struct ucp_tag_recv_info { pub sender_tag : ucp_tag_t , pub length : usize , } # [allow (clippy :: unnecessary_operation , clippy :: identity_op)] const _ : () = { ["Size of ucp_tag_recv_info"] [:: core :: mem :: size_of :: < ucp_tag_recv_info > () - 16usize] ; ["Alignment of ucp_tag_recv_info"] [:: core :: mem :: align_of :: < ucp_tag_recv_info > () - 8usize] ; ["Offset of field: ucp_tag_recv_info::sender_tag"] [:: core :: mem :: offset_of ! (ucp_tag_recv_info , sender_tag) - 0usize] ; ["Offset of field: ucp_tag_recv_info::length"] [:: core :: mem :: offset_of ! (ucp_tag_recv_info , length) - 8usize] ; } ; # [repr (C)] # [derive (Copy , Clone)] pub struct ucp_request_param_t { pub op_attr_mask : u32 , pub flags : u32 , pub request : * mut :: core :: ffi :: c_void , pub cb : ucp_request_param_t__bindgen_ty_1 , pub datatype : ucp_datatype_t , pub user_data : * mut :: core :: ffi :: c_void , pub reply_buffer : * mut :: core :: ffi :: c_void , pub memory_type : ucs_memory_type_t , pub recv_info : ucp_request_param_t__bindgen_ty_2 , pub memh : ucp_mem_h , } # [repr (C)] # [derive (Copy , Clone)] pub union ucp_request_param_t__bindgen_ty_1 { pub send : ucp_send_nbx_callback_t , pub recv : ucp_tag_recv_nbx_callback_t , pub recv_stream : ucp_stream_recv_nbx_callback_t , pub recv_am : ucp_am_recv_data_nbx_callback_t , } # [allow (clippy :: unnecessary_operation , clippy :: identity_op)] const _ : () = { ["Size of ucp_request_param_t__bindgen_ty_1"] [:: core :: mem :: size_of :: < ucp_request_param_t__bindgen_ty_1 > () - 8usize] ; ["Alignment of ucp_request_param_t__bindgen_ty_1"] [:: core :: mem :: align_of :: < ucp_request_param_t__bindgen_ty_1 > () - 8usize] ; ["Offset of field: ucp_request_param_t__bindgen_ty_1::send"] [:: core :: mem :: offset_of ! (ucp_request_param_t__bindgen_ty_1 , send) - 0usize] ; ["Offset of field: ucp_request_param_t__bindgen_ty_1::recv"] [:: core :: mem :: offset_of ! (ucp_request_param_t__bindgen_ty_1 , recv) - 0usize] ; ["Offset of field: ucp_request_param_t__bindgen_ty_1::recv_stream"] [:: core :: mem :: offset_of ! (ucp_request_param_t__bindgen_ty_1 , recv_stream) - 0usize] ; ["Offset of field: ucp_request_param_t__bindgen_ty_1::recv_am"] [:: core :: mem :: offset_of ! (ucp_request_param_t__bindgen_ty_1 , recv_am) - 0usize] ; } ; impl Default for ucp_request_param_t__bindgen_ty_1 { fn default () -> Self { let mut s = :: core :: mem :: MaybeUninit :: < Self > :: uninit () ; unsafe { :: core :: ptr :: write_bytes (s . as_mut_ptr () , 0 , 1) ; s . assume_init () } } } # [repr (C)] # [derive (Copy , Clone)] pub union ucp_request_param_t__bindgen_ty_2 { pub length : * mut usize , pub tag_info : * mut ucp_tag_recv_info_t , } # [allow (clippy :: unnecessary_operation , clippy :: identity_op)] const _ : () = { ["Size of ucp_request_param_t__bindgen_ty_2"] [:: core :: mem :: size_of :: < ucp_request_param_t__bindgen_ty_2 > () - 8usize] ; ["Alignment of ucp_request_param_t__bindgen_ty_2"] [:: core :: mem :: align_of :: < ucp_request_param_t__bindgen_ty_2 > () - 8usize] ; ["Offset of field: ucp_request_param_t__bindgen_ty_2::length"] [:: core :: mem :: offset_of ! (ucp_request_param_t__bindgen_ty_2 , length) - 0usize] ; ["Offset of field: ucp_request_param_t__bindgen_ty_2::tag_info"] [:: core :: mem :: offset_of ! (ucp_request_param_t__bindgen_ty_2 , tag_info) - 0usize] ; } ; impl Default for ucp_request_param_t__bindgen_ty_2 { fn default () -> Self { let mut s = :: core :: mem :: MaybeUninit :: < Self > :: uninit () ; unsafe { :: core :: ptr :: write_bytes (s . as_mut_ptr () , 0 , 1) ; s . assume_init () } } } # [allow (clippy :: unnecessary_operation , clippy :: identity_op)] const _ : () = { ["Size of ucp_request_param_t"] [:: core :: mem :: size_of :: < ucp_request_param_t > () - 72usize] ; ["Alignment of ucp_request_param_t"] [:: core :: mem :: align_of :: < ucp_request_param_t > () - 8usize] ; ["Offset of field: ucp_request_param_t::op_attr_mask"] [:: core :: mem :: offset_of ! (ucp_request_param_t , op_attr_mask) - 0usize] ; ["Offset of field: ucp_request_param_t::flags"] [:: core :: mem :: offset_of ! (ucp_request_param_t , flags) - 4usize] ; ["Offset of field: ucp_request_param_t::request"] [:: core :: mem :: offset_of ! (ucp_request_param_t , request) - 8usize] ; ["Offset of field: ucp_request_param_t::cb"] [:: core :: mem :: offset_of ! (ucp_request_param_t , cb) - 16usize] ; ["Offset of field: ucp_request_param_t::datatype"] [:: core :: mem :: offset_of ! (ucp_request_param_t , datatype) - 24usize] ; ["Offset of field: ucp_request_param_t::user_data"] [:: core :: mem :: offset_of ! (ucp_request_param_t , user_data) - 32usize] ; ["Offset of field: ucp_request_param_t::reply_buffer"] [:: core :: mem :: offset_of ! (ucp_request_param_t , reply_buffer) - 40usize] ; ["Offset of field: ucp_request_param_t::memory_type"] [:: core :: mem :: offset_of ! (ucp_request_param_t , memory_type) - 48usize] ; ["Offset of field: ucp_request_param_t::recv_info"] [:: core :: mem :: offset_of ! (ucp_request_param_t , recv_info) - 56usize] ; ["Offset of field: ucp_request_param_t::memh"] [:: core :: mem :: offset_of ! (ucp_request_param_t , memh) - 64usize] ; } ; impl Default for ucp_request_param_t { fn default () -> Self { let mut s = :: core :: mem :: MaybeUninit :: < Self > :: uninit () ; unsafe { :: core :: ptr :: write_bytes (s . as_mut_ptr () , 0 , 1) ; s . assume_init () } } } # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucp_am_handler_param { pub field_mask : u64 , pub id : :: core :: ffi :: c_uint , pub flags : u32 , pub cb : ucp_am_recv_callback_t , pub arg : * mut :: core :: ffi :: c_void , } # [allow (clippy :: unnecessary_operation , clippy :: identity_op)] const _ : () = { ["Size of ucp_am_handler_param"] [:: core :: mem :: size_of :: < ucp_am_handler_param > () - 32usize] ; ["Alignment of ucp_am_handler_param"] [:: core :: mem :: align_of :: < ucp_am_handler_param > () - 8usize] ; ["Offset of field: ucp_am_handler_param::field_mask"] [:: core :: mem :: offset_of ! (ucp_am_handler_param , field_mask) - 0usize] ; ["Offset of field: ucp_am_handler_param::id"] [:: core :: mem :: offset_of ! (ucp_am_handler_param , id) - 8usize] ; ["Offset of field: ucp_am_handler_param::flags"] [:: core :: mem :: offset_of ! (ucp_am_handler_param , flags) - 12usize] ; ["Offset of field: ucp_am_handler_param::cb"] [:: core :: mem :: offset_of ! (ucp_am_handler_param , cb) - 16usize] ; ["Offset of field: ucp_am_handler_param::arg"] [:: core :: mem :: offset_of ! (ucp_am_handler_param , arg) - 24usize] ; } ; impl Default for ucp_am_handler_param { fn default () -> Self { let mut s = :: core :: mem :: MaybeUninit :: < Self > :: uninit () ; unsafe { :: core :: ptr :: write_bytes (s . as_mut_ptr () , 0 , 1) ; s . assume_init () } } }
+pub type ucp_am_handler_param_t = ucp_am_handler_param ; # [repr (C)] # [derive (Debug , Copy , Clone)] pub struct ucp_am_recv_param { pub recv_attr : u64 , pub reply_ep : ucp_ep_h , } # [allow (clippy :: unnecessary_operation , clippy :: identity_op)] const _ : () = { ["Size of ucp_am_recv_param"] [:: core :: mem :: size_of :: < ucp_am_recv_param > () - 16usize] ; ["Alignment of ucp_am_recv_param"] [:: core :: mem :: align_of :: < ucp_am_recv_param > () - 8usize] ; ["Offset of field: ucp_am_recv_param::recv_attr"] [:: core :: mem :: offset_of ! (ucp_am_recv_param , recv_attr) - 0usize] ; ["Offset of field: ucp_am_recv_param::reply_ep"] [:: core :: mem :: offset_of ! (ucp_am_recv_param , reply_ep) - 8usize] ; } ; impl Default for ucp_am_recv_param { fn default () -> Self { let mut s = :: core :: mem :: MaybeUninit :: < Self > :: uninit () ; unsafe { :: core :: ptr :: write_bytes (s . as_mut_ptr () , 0 , 1) ; s . assume_init () } } }
 
 /// The entry points' signatures, one function pointer type each, named as the symbol.
 pub mod fns {
-    use super::*;
-    pub type ucs_status_string =
-        unsafe extern "C" fn(status: ucs_status_t) -> *const ::core::ffi::c_char;
-    pub type ucp_config_read = unsafe extern "C" fn(
-        env_prefix: *const ::core::ffi::c_char,
-        filename: *const ::core::ffi::c_char,
-        config_p: *mut *mut ucp_config_t,
-    ) -> ucs_status_t;
-    pub type ucp_config_release = unsafe extern "C" fn(config: *mut ucp_config_t);
-    pub type ucp_get_version = unsafe extern "C" fn(
-        major_version: *mut ::core::ffi::c_uint,
-        minor_version: *mut ::core::ffi::c_uint,
-        release_number: *mut ::core::ffi::c_uint,
-    );
-    pub type ucp_init_version = unsafe extern "C" fn(
-        api_major_version: ::core::ffi::c_uint,
-        api_minor_version: ::core::ffi::c_uint,
-        params: *const ucp_params_t,
-        config: *const ucp_config_t,
-        context_p: *mut ucp_context_h,
-    ) -> ucs_status_t;
-    pub type ucp_cleanup = unsafe extern "C" fn(context_p: ucp_context_h);
-    pub type ucp_context_query = unsafe extern "C" fn(
-        context_p: ucp_context_h,
-        attr: *mut ucp_context_attr_t,
-    ) -> ucs_status_t;
-    pub type ucp_worker_create = unsafe extern "C" fn(
-        context: ucp_context_h,
-        params: *const ucp_worker_params_t,
-        worker_p: *mut ucp_worker_h,
-    ) -> ucs_status_t;
-    pub type ucp_worker_destroy = unsafe extern "C" fn(worker: ucp_worker_h);
-    pub type ucp_worker_progress =
-        unsafe extern "C" fn(worker: ucp_worker_h) -> ::core::ffi::c_uint;
-    pub type ucp_worker_get_efd =
-        unsafe extern "C" fn(worker: ucp_worker_h, fd: *mut ::core::ffi::c_int) -> ucs_status_t;
-    pub type ucp_worker_arm = unsafe extern "C" fn(worker: ucp_worker_h) -> ucs_status_t;
-    pub type ucp_worker_signal = unsafe extern "C" fn(worker: ucp_worker_h) -> ucs_status_t;
-    pub type ucp_listener_create = unsafe extern "C" fn(
-        worker: ucp_worker_h,
-        params: *const ucp_listener_params_t,
-        listener_p: *mut ucp_listener_h,
-    ) -> ucs_status_t;
-    pub type ucp_listener_destroy = unsafe extern "C" fn(listener: ucp_listener_h);
-    pub type ucp_listener_query = unsafe extern "C" fn(
-        listener: ucp_listener_h,
-        attr: *mut ucp_listener_attr_t,
-    ) -> ucs_status_t;
-    pub type ucp_conn_request_query = unsafe extern "C" fn(
-        conn_request: ucp_conn_request_h,
-        attr: *mut ucp_conn_request_attr_t,
-    ) -> ucs_status_t;
-    pub type ucp_ep_create = unsafe extern "C" fn(
-        worker: ucp_worker_h,
-        params: *const ucp_ep_params_t,
-        ep_p: *mut ucp_ep_h,
-    ) -> ucs_status_t;
-    pub type ucp_ep_close_nbx =
-        unsafe extern "C" fn(ep: ucp_ep_h, param: *const ucp_request_param_t) -> ucs_status_ptr_t;
-    pub type ucp_listener_reject = unsafe extern "C" fn(
-        listener: ucp_listener_h,
-        conn_request: ucp_conn_request_h,
-    ) -> ucs_status_t;
-    pub type ucp_ep_flush_nbx =
-        unsafe extern "C" fn(ep: ucp_ep_h, param: *const ucp_request_param_t) -> ucs_status_ptr_t;
-    pub type ucp_mem_map = unsafe extern "C" fn(
-        context: ucp_context_h,
-        params: *const ucp_mem_map_params_t,
-        memh_p: *mut ucp_mem_h,
-    ) -> ucs_status_t;
-    pub type ucp_mem_unmap =
-        unsafe extern "C" fn(context: ucp_context_h, memh: ucp_mem_h) -> ucs_status_t;
-    pub type ucp_rkey_pack = unsafe extern "C" fn(
-        context: ucp_context_h,
-        memh: ucp_mem_h,
-        rkey_buffer_p: *mut *mut ::core::ffi::c_void,
-        size_p: *mut usize,
-    ) -> ucs_status_t;
-    pub type ucp_rkey_buffer_release = unsafe extern "C" fn(rkey_buffer: *mut ::core::ffi::c_void);
-    pub type ucp_ep_rkey_unpack = unsafe extern "C" fn(
-        ep: ucp_ep_h,
-        rkey_buffer: *const ::core::ffi::c_void,
-        rkey_p: *mut ucp_rkey_h,
-    ) -> ucs_status_t;
-    pub type ucp_rkey_destroy = unsafe extern "C" fn(rkey: ucp_rkey_h);
-    pub type ucp_worker_set_am_recv_handler = unsafe extern "C" fn(
-        worker: ucp_worker_h,
-        param: *const ucp_am_handler_param_t,
-    ) -> ucs_status_t;
-    pub type ucp_am_send_nbx = unsafe extern "C" fn(
-        ep: ucp_ep_h,
-        id: ::core::ffi::c_uint,
-        header: *const ::core::ffi::c_void,
-        header_length: usize,
-        buffer: *const ::core::ffi::c_void,
-        count: usize,
-        param: *const ucp_request_param_t,
-    ) -> ucs_status_ptr_t;
-    pub type ucp_put_nbx = unsafe extern "C" fn(
-        ep: ucp_ep_h,
-        buffer: *const ::core::ffi::c_void,
-        count: usize,
-        remote_addr: u64,
-        rkey: ucp_rkey_h,
-        param: *const ucp_request_param_t,
-    ) -> ucs_status_ptr_t;
-    pub type ucp_get_nbx = unsafe extern "C" fn(
-        ep: ucp_ep_h,
-        buffer: *mut ::core::ffi::c_void,
-        count: usize,
-        remote_addr: u64,
-        rkey: ucp_rkey_h,
-        param: *const ucp_request_param_t,
-    ) -> ucs_status_ptr_t;
-    pub type ucp_request_free = unsafe extern "C" fn(request: *mut ::core::ffi::c_void);
+use super::*;
+pub type ucs_status_string = unsafe extern "C" fn (status : ucs_status_t) -> * const :: core :: ffi :: c_char ;
+pub type ucp_config_read = unsafe extern "C" fn (env_prefix : * const :: core :: ffi :: c_char , filename : * const :: core :: ffi :: c_char , config_p : * mut * mut ucp_config_t) -> ucs_status_t ;
+pub type ucp_config_release = unsafe extern "C" fn (config : * mut ucp_config_t) ;
+pub type ucp_get_version = unsafe extern "C" fn (major_version : * mut :: core :: ffi :: c_uint , minor_version : * mut :: core :: ffi :: c_uint , release_number : * mut :: core :: ffi :: c_uint) ;
+pub type ucp_init_version = unsafe extern "C" fn (api_major_version : :: core :: ffi :: c_uint , api_minor_version : :: core :: ffi :: c_uint , params : * const ucp_params_t , config : * const ucp_config_t , context_p : * mut ucp_context_h) -> ucs_status_t ;
+pub type ucp_cleanup = unsafe extern "C" fn (context_p : ucp_context_h) ;
+pub type ucp_context_query = unsafe extern "C" fn (context_p : ucp_context_h , attr : * mut ucp_context_attr_t) -> ucs_status_t ;
+pub type ucp_worker_create = unsafe extern "C" fn (context : ucp_context_h , params : * const ucp_worker_params_t , worker_p : * mut ucp_worker_h) -> ucs_status_t ;
+pub type ucp_worker_destroy = unsafe extern "C" fn (worker : ucp_worker_h) ;
+pub type ucp_worker_progress = unsafe extern "C" fn (worker : ucp_worker_h) -> :: core :: ffi :: c_uint ;
+pub type ucp_worker_get_efd = unsafe extern "C" fn (worker : ucp_worker_h , fd : * mut :: core :: ffi :: c_int) -> ucs_status_t ;
+pub type ucp_worker_arm = unsafe extern "C" fn (worker : ucp_worker_h) -> ucs_status_t ;
+pub type ucp_worker_signal = unsafe extern "C" fn (worker : ucp_worker_h) -> ucs_status_t ;
+pub type ucp_listener_create = unsafe extern "C" fn (worker : ucp_worker_h , params : * const ucp_listener_params_t , listener_p : * mut ucp_listener_h) -> ucs_status_t ;
+pub type ucp_listener_destroy = unsafe extern "C" fn (listener : ucp_listener_h) ;
+pub type ucp_listener_query = unsafe extern "C" fn (listener : ucp_listener_h , attr : * mut ucp_listener_attr_t) -> ucs_status_t ;
+pub type ucp_conn_request_query = unsafe extern "C" fn (conn_request : ucp_conn_request_h , attr : * mut ucp_conn_request_attr_t) -> ucs_status_t ;
+pub type ucp_ep_create = unsafe extern "C" fn (worker : ucp_worker_h , params : * const ucp_ep_params_t , ep_p : * mut ucp_ep_h) -> ucs_status_t ;
+pub type ucp_ep_close_nbx = unsafe extern "C" fn (ep : ucp_ep_h , param : * const ucp_request_param_t) -> ucs_status_ptr_t ;
+pub type ucp_listener_reject = unsafe extern "C" fn (listener : ucp_listener_h , conn_request : ucp_conn_request_h) -> ucs_status_t ;
+pub type ucp_mem_map = unsafe extern "C" fn (context : ucp_context_h , params : * const ucp_mem_map_params_t , memh_p : * mut ucp_mem_h) -> ucs_status_t ;
+pub type ucp_mem_unmap = unsafe extern "C" fn (context : ucp_context_h , memh : ucp_mem_h) -> ucs_status_t ;
+pub type ucp_worker_set_am_recv_handler = unsafe extern "C" fn (worker : ucp_worker_h , param : * const ucp_am_handler_param_t) -> ucs_status_t ;
+pub type ucp_am_send_nbx = unsafe extern "C" fn (ep : ucp_ep_h , id : :: core :: ffi :: c_uint , header : * const :: core :: ffi :: c_void , header_length : usize , buffer : * const :: core :: ffi :: c_void , count : usize , param : * const ucp_request_param_t) -> ucs_status_ptr_t ;
+pub type ucp_am_recv_data_nbx = unsafe extern "C" fn (worker : ucp_worker_h , data_desc : * mut :: core :: ffi :: c_void , buffer : * mut :: core :: ffi :: c_void , count : usize , param : * const ucp_request_param_t) -> ucs_status_ptr_t ;
+pub type ucp_am_data_release = unsafe extern "C" fn (worker : ucp_worker_h , data : * mut :: core :: ffi :: c_void) ;
+pub type ucp_request_free = unsafe extern "C" fn (request : * mut :: core :: ffi :: c_void) ;
 }

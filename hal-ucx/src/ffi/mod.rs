@@ -1,8 +1,9 @@
 //! UCX's UCP library, loaded at run time: its generated types
-//! ([`bindings`]), where it is found ([`loader`]), its entry points
-//! ([`sys`]) and what its status codes mean ([`status`]).
+//! (`bindings`), where it is found ([`loader`]), its entry points (`sys`)
+//! and what its status codes mean (`status`).
 
-pub mod bindings;
+#[rustfmt::skip]
+pub(crate) mod bindings;
 pub mod loader;
 pub(crate) mod status;
 pub(crate) mod sys;

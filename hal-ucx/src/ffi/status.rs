@@ -164,6 +164,49 @@ mod tests {
         }
     }
 
+    /// The loaded UCX, or `None` (the test did not run) without one.
+    fn ucx() -> Option<&'static Ucx> {
+        match crate::ffi::sys::ucx() {
+            Ok(u) => Some(u),
+            Err(e) => {
+                hal_core::testing::not_run(&format!("UCX cannot be loaded here: {e}"));
+                None
+            }
+        }
+    }
+
+    #[test]
+    fn statuses_become_errors_that_keep_ucx_s_number_name_and_words() {
+        let Some(u) = ucx() else { return };
+        assert!(check(u, UCS_OK, "ucp_x", "doing x").is_ok());
+        match check(u, UCS_ERR_INVALID_PARAM, "ucp_x", "doing x") {
+            Err(Error::Vendor(v)) => {
+                assert_eq!((v.code, v.name.as_str()), (-5, "UCS_ERR_INVALID_PARAM"));
+                assert!(v.message.contains("ucp_x (doing x)"), "{}", v.message);
+                assert!(
+                    v.message.to_lowercase().contains("invalid parameter"),
+                    "{}",
+                    v.message
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        match error(u, UCS_ERR_CONNECTION_RESET, "ucp_y", "reading") {
+            Error::Closed { what } => {
+                assert!(
+                    what.contains("reading") && what.contains("UCS_ERR_CONNECTION_RESET"),
+                    "{what}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            error(u, UCS_ERR_NO_MEMORY, "ucp_z", "z"),
+            Error::OutOfMemory { .. }
+        ));
+        assert!(!message(u, UCS_ERR_NO_MEMORY).is_empty());
+    }
+
     #[test]
     fn codes_keep_their_header_names() {
         assert_eq!(name(UCS_OK), "UCS_OK");

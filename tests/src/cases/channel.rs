@@ -129,7 +129,8 @@ pub fn channel_broadcast_to_two_processes<B: Backend>(s: &Suite<B>) {
 
 /// Loans and samples detached from their borrows (what the C library and
 /// Python keep between calls): a detached loan publishes once, a stale one
-/// (taken before another was published) is refused, a detached sample's
+/// (taken before another was published) is refused, and so is one of another
+/// channel whose next sample has the same number, a detached sample's
 /// bytes are read in place at its offset, and its slot stays held until
 /// its ticket is released.
 pub fn channel_tickets<B: Backend>(s: &Suite<B>) {
@@ -158,6 +159,35 @@ pub fn channel_tickets<B: Backend>(s: &Suite<B>) {
         ),
         "a loan taken before another was published is stale"
     );
+    // A loan of another channel whose next sample has the same number:
+    // refused where its slot is not this channel's next one (a channel of
+    // three slots, whose sample 1 goes to slot 1, not 0), or its slots are
+    // of another size.
+    for (slots, size) in [(3, dev.info().page_size()), (1, 2 * dev.info().page_size())] {
+        let other_name = unique("tickets-other");
+        let mut other = must(
+            Publisher::create(
+                &dev,
+                &other_name,
+                &options(&dev, slots, Mode::Broadcast).slot_size(size),
+            ),
+            "Publisher::create",
+        );
+        assert_eq!(must(must(other.loan(), "loan").publish(0), "publish"), 0);
+        let foreign = must(other.loan(), "loan").detach();
+        assert_eq!(
+            foreign.sequence(),
+            1,
+            "the same number as this channel's next"
+        );
+        assert!(
+            matches!(
+                p.publish_ticket(foreign, 64),
+                Err(Error::InvalidArgument { .. })
+            ),
+            "a loan of another channel ({slots} slot(s) of {size} bytes) is refused"
+        );
+    }
     let sample = must(sub.receive(), "receive").detach();
     assert_eq!((sample.sequence(), sample.len()), (0, 64));
     let mut got = vec![0u8; 64];
@@ -174,6 +204,104 @@ pub fn channel_tickets<B: Backend>(s: &Suite<B>) {
     let next = must(p.try_loan(), "try_loan after the release");
     assert_eq!(next.slot(), 0);
     drop(next);
+}
+
+/// A sample fills at most its slot, and a full pool says who holds it: a
+/// sample one byte longer than the slot is refused (by `publish`, and by
+/// `publish_on` where the channel is stream-ordered) and one as long as the
+/// slot is published whole; the channel's listing counts what was
+/// published; `try_loan` on a slot that two subscribers hold is busy with
+/// two holders, and on a queued sample no subscriber took, with none.
+pub fn channel_samples_fill_their_slot_and_busy_names_the_holders<B: Backend>(s: &Suite<B>) {
+    let dev = s.device();
+    let ddev: &dyn DynDevice = &dev;
+    let name = unique("bounds");
+    let Some(mut p) = publisher(ddev, &name, &options(ddev, 2, Mode::Broadcast)) else {
+        return;
+    };
+    let size = ddev.info().page_size();
+    let subs = [subscribe(ddev, &name), subscribe(ddev, &name)];
+    assert!(
+        matches!(
+            must(p.loan(), "loan").publish(size + 1),
+            Err(Error::InvalidArgument { .. })
+        ),
+        "a sample longer than its slot"
+    );
+    let loan = must(p.loan(), "loan again");
+    assert_eq!(loan.slot(), 0, "the refused loan's slot is loaned again");
+    must(loan.write(0, &sample_bytes(0, 64)), "write into a loan");
+    assert_eq!(must(loan.publish(size), "publish a whole slot"), 0);
+    let listed = must(hal_core::channel::list(), "channel::list");
+    let info = listed
+        .iter()
+        .find(|c| c.name == name)
+        .expect("the channel is listed");
+    assert_eq!(info.published, 1, "one sample published");
+    let held: Vec<_> = subs
+        .iter()
+        .map(|sub| {
+            let sample = must(sub.receive(), "receive");
+            assert_eq!((sample.sequence(), sample.len()), (0, size));
+            sample
+        })
+        .collect();
+    assert_eq!(must(must(p.loan(), "loan").publish(8), "publish"), 1);
+    let held_too: Vec<_> = subs
+        .iter()
+        .map(|sub| must(sub.receive(), "receive"))
+        .collect();
+    match p.try_loan() {
+        Err(Error::Busy { holders, .. }) => assert_eq!(holders, 2, "both subscribers hold it"),
+        other => panic!("try_loan of a slot two subscribers hold must be Busy, got {other:?}"),
+    }
+    drop((held, held_too));
+    drop(subs);
+    drop(p);
+
+    let name = unique("bounds-queue");
+    let mut q = must(
+        Publisher::create(ddev, &name, &options(ddev, 1, Mode::Queue)),
+        "Publisher::create",
+    );
+    assert_eq!(must(must(q.loan(), "loan").publish(8), "publish"), 0);
+    match q.try_loan() {
+        Err(Error::Busy { holders, .. }) => {
+            assert_eq!(holders, 0, "a queued sample no subscriber took")
+        }
+        other => panic!("try_loan of a queued slot must be Busy, got {other:?}"),
+    }
+    drop(q);
+
+    if !ddev.capabilities().contains(C::IPC_EVENT) {
+        // channel_stream_ordered checks that such a channel is refused.
+        return;
+    }
+    let name = unique("bounds-ordered");
+    let mut o = must(
+        Publisher::create(
+            ddev,
+            &name,
+            &options(ddev, 1, Mode::Broadcast).stream_ordered(true),
+        ),
+        "a stream-ordered Publisher::create",
+    );
+    let stream = must(ddev.create_stream(), "create_stream");
+    assert!(
+        matches!(
+            must(o.loan(), "loan").publish_on(ddev, &*stream, size + 1),
+            Err(Error::InvalidArgument { .. })
+        ),
+        "a sample longer than its slot, in stream order"
+    );
+    assert_eq!(
+        must(
+            must(o.loan(), "loan").publish_on(ddev, &*stream, size),
+            "publish_on a whole slot"
+        ),
+        0
+    );
+    must(ddev.synchronize(&*stream, Some(LONG)), "synchronize");
 }
 
 /// Stream order across processes: the publisher fills a slot with work

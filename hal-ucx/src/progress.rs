@@ -1,0 +1,69 @@
+//! The progress thread: drive the worker, hand what its callbacks queued
+//! to the exporter's side ([`serve`](crate::serve)) or the importer's
+//! ([`dial`](crate::dial)), expire handshakes, and sleep on the worker's
+//! event descriptor when there is nothing to do.
+
+use std::time::{Duration, Instant};
+
+use crate::ffi::bindings::{ucp_conn_request_h, ucs_status_t};
+use crate::hub::{lock, Event, Hub};
+use crate::payload::Payload;
+use crate::{dial, serve};
+
+/// Run until the hub is asked to stop.
+pub(crate) fn run(hub: &Hub) {
+    while !hub.stopping() {
+        while hub.engine.progress() != 0 {}
+        serve::received(hub);
+        let handled = handle_events(hub);
+        let next = serve::expire(hub);
+        if handled || !hub.engine.arm() {
+            continue;
+        }
+        let wait = next
+            .map(|d| d.saturating_duration_since(Instant::now()))
+            .unwrap_or(Duration::from_secs(1))
+            .min(Duration::from_secs(1));
+        let mut pfd = libc::pollfd {
+            fd: hub.engine.efd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = wait.as_millis().clamp(1, 1000) as libc::c_int;
+        // SAFETY: one valid pollfd, for the length given.
+        unsafe { libc::poll(&mut pfd, 1, ms) };
+    }
+}
+
+/// Handle every queued event; true when there was one.
+fn handle_events(hub: &Hub) -> bool {
+    let mut any = false;
+    while let Some(e) = hub.next_event() {
+        any = true;
+        match e {
+            Event::Connect(req) => serve::accept(hub, req as ucp_conn_request_h),
+            Event::Message(ep, head, payload) => message(hub, ep, &head, payload),
+            Event::Failed(ep, status) => failed(hub, ep, status),
+        }
+    }
+    any
+}
+
+/// A message: the importer's side when the endpoint is one of its
+/// connections, the exporter's otherwise.
+fn message(hub: &Hub, ep: usize, head: &[u8], payload: Payload) {
+    let client = lock(&hub.tables).clients.get(&ep).cloned();
+    match client {
+        Some(c) => dial::message(hub, &c, head, payload),
+        None => serve::message(hub, ep, head, payload),
+    }
+}
+
+/// A connection's peer failed or closed.
+fn failed(hub: &Hub, ep: usize, status: ucs_status_t) {
+    let client = lock(&hub.tables).clients.get(&ep).cloned();
+    match client {
+        Some(c) => dial::failed(&c, status),
+        None => serve::failed(hub, ep, status),
+    }
+}
