@@ -152,6 +152,7 @@ impl Bench<'_> {
             let mut hal = Vec::new();
             let mut runs: Vec<PerfRun> = Vec::new();
             for _ in 0..p.remote_blocks {
+                self.keep_alive(&pair)?;
                 hal.extend(sample(&pair, spec.n)?);
                 if let Some(pt) = &perftest {
                     runs.push(pt.run(&UCX_ENV, spec.test, spec.size, spec.n, warmup(spec.n))?);
@@ -163,6 +164,7 @@ impl Bench<'_> {
             pair.colds(2)?;
             let mut cold = Vec::new();
             for _ in 0..p.remote_blocks {
+                self.keep_alive(&pair)?;
                 cold.extend(pair.colds(p.remote_cold_n)?);
             }
             let mut line = Line::new("remote-cold", &self.backend, summarize(cold), None);
@@ -176,6 +178,20 @@ impl Bench<'_> {
         }
         self.printer.placement = placement;
         pair.quit()
+    }
+
+    /// The bench's own consumer idles while the remote scenarios run, and
+    /// the serving process while the reading one reads; each waits for a
+    /// command at most [`PEER_TIMEOUT`](super::proto::PEER_TIMEOUT): an
+    /// empty command between blocks keeps them.
+    fn keep_alive(&self, pair: &Pair) -> CmdResult {
+        for peer in [&self.peer, &pair.server] {
+            peer.call(&Cmd::AddHandles {
+                clear: true,
+                texts: Vec::new(),
+            })?;
+        }
+        Ok(())
     }
 
     fn remote_line(
