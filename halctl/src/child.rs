@@ -31,6 +31,19 @@ impl ConsumerProcess {
         noun: &'static str,
         timeout: Duration,
     ) -> CmdResult<(ConsumerProcess, Channel)> {
+        ConsumerProcess::spawn_env(subcommand, extra, &[], socket_prefix, noun, timeout)
+    }
+
+    /// [`ConsumerProcess::spawn`], with these variables added to the
+    /// consumer's environment (UCX reads its configuration there).
+    pub fn spawn_env(
+        subcommand: &str,
+        extra: &[String],
+        envs: &[(&str, &str)],
+        socket_prefix: &str,
+        noun: &'static str,
+        timeout: Duration,
+    ) -> CmdResult<(ConsumerProcess, Channel)> {
         let exe = std::env::current_exe().map_err(|e| {
             Fail::failed(format!(
                 "finding the halctl binary to start the consumer: {e}"
@@ -42,6 +55,7 @@ impl ConsumerProcess {
             .arg("--control")
             .arg(control.name())
             .args(extra)
+            .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())

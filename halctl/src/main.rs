@@ -16,6 +16,7 @@ mod out;
 mod pattern;
 mod raw;
 mod region;
+mod remote;
 mod shm;
 mod stats;
 
@@ -92,6 +93,11 @@ enum Command {
     #[command(subcommand, after_help = EXIT_CODES)]
     Channel(channels::ChannelCommand),
 
+    /// Memory shared with other hosts over UCX: serve a region, read it,
+    /// write it.
+    #[command(subcommand, after_help = EXIT_CODES)]
+    Remote(remote::RemoteCommand),
+
     /// The consumer process of `halctl demo` (started by the demo itself).
     #[command(name = "__demo-consumer", hide = true)]
     DemoConsumer(demo::ConsumerArgs),
@@ -133,6 +139,7 @@ fn run(cli: Cli) -> CmdResult {
         Command::Inspect(a) => inspect::run(&a),
         Command::Shm(c) => shm::run(&c),
         Command::Channel(c) => channels::run(&c),
+        Command::Remote(c) => remote::run(&c),
         Command::DemoConsumer(a) => demo::consumer(&a),
         Command::BenchConsumer(a) => bench::consumer(&a),
     }

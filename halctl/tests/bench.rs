@@ -143,6 +143,11 @@ fn bench_json_lines_carry_every_field() {
         .iter()
         .map(|v| v["scenario"].as_str().expect("scenario is a string"))
         .collect();
+    // They need UCX and processes of their own: only when asked for.
+    assert!(
+        !names.iter().any(|n| n.starts_with("remote-")),
+        "a remote scenario in a run that did not ask for it: {out:?}"
+    );
     for want in [
         "export",
         "import-first",

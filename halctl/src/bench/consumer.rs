@@ -23,6 +23,7 @@ use super::options::{
     blocking_wait, busy_channel, busy_subscriber, export_options, spin_wait, CHANNEL_SAMPLE,
 };
 use super::proto::{self, Block, Cmd, IdleMode, Pong, Reply, PEER_TIMEOUT};
+use super::remote_peer::{self, RemoteSide};
 use super::spin::{self, SpinPair};
 use crate::backend;
 use crate::channel::Channel;
@@ -113,6 +114,8 @@ struct State {
     vmm_fds: Vec<std::os::fd::OwnedFd>,
     /// The thread queuing cuda-notify-rtt's round trips.
     rtt: Option<std::thread::JoinHandle<CmdResult>>,
+    /// The remote scenarios' node, memory and notifies.
+    remote: Option<RemoteSide>,
 }
 
 /// Run the consumer (started by `halctl bench`).
@@ -489,6 +492,28 @@ impl State {
                 series.extend(super::cuda_channel_peer::peer(
                     &dev, &ping, &pong, rounds, phases, &fd,
                 )?);
+            }
+            Cmd::RemoteServe { size } => {
+                let dev = self
+                    .dev
+                    .as_deref()
+                    .ok_or_else(|| Fail::failed("no device is open"))?;
+                let side = remote_peer::ensure(&mut self.remote)?;
+                reply.text = Some(side.serve(dev, size)?);
+            }
+            Cmd::RemoteJoin { memory, notify } => {
+                let side = remote_peer::ensure(&mut self.remote)?;
+                reply.text = Some(side.join(memory, &notify)?);
+            }
+            Cmd::RemoteRead { len, n } => {
+                series.push(remote_peer::ensure(&mut self.remote)?.reads(len, n)?);
+            }
+            Cmd::RemoteCold { n } => {
+                series.push(remote_peer::ensure(&mut self.remote)?.colds(n)?);
+            }
+            Cmd::RemotePingPong { rounds, ping } => {
+                let side = remote_peer::ensure(&mut self.remote)?;
+                series.push(side.pingpong(rounds, ping)?);
             }
             Cmd::Quit => {}
         }

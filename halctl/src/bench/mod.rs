@@ -27,6 +27,13 @@
 //! | scaling | import with 1/100/10,000 live exports, 1/8/32 importers | the smallest configuration |
 //! | scaling-direct | import by 1/8/32 importers at once, the direct path on in each (no round trip: nothing to serialise on) | one importer |
 //! | rendezvous | all-gather of a handle among 8 and 32 member processes (`hal::group`) | the first import of another member's handle, by the same members |
+//! | remote-read-bw | 4 MiB reads of another process's memory over UCX (`hal::remote`, `UCX_TLS=tcp` on loopback) | `ucx_perftest -t ucp_get -s 4194304`, same transport |
+//! | remote-read-lat | 8-byte reads, the same way | `ucx_perftest -t ucp_get -s 8` |
+//! | remote-notify-rtt | round trip of signals between two remote notifies | `ucx_perftest -t ucp_am_lat -s 8` (its half round trip, doubled) |
+//! | remote-cold | a new connection (the secret proved both ways) + first 8-byte read | none (absolute) |
+//!
+//! The remote scenarios run only when `--only` names them (`--only remote`),
+//! between two processes of their own started with the UCX environment.
 //!
 //! On the CUDA backend the scenarios whose baselines are host memory give
 //! way to the CUDA ones, each against the bare driver call ([`cuda`]).
@@ -46,8 +53,11 @@ mod host;
 mod notify;
 mod options;
 mod peer;
+mod perftest;
 mod plot;
 mod proto;
+mod remote;
+mod remote_peer;
 mod rendezvous;
 mod report;
 mod scaling;
@@ -117,7 +127,8 @@ pub struct BenchArgs {
     #[arg(long)]
     check: bool,
     /// Only these scenarios (comma-separated names; a prefix selects
-    /// several, e.g. `notify`).
+    /// several, e.g. `notify`). The remote scenarios (hal across UCX's TCP
+    /// transport beside `ucx_perftest`) run only when named: `remote`.
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     only: Vec<String>,
 }
@@ -147,6 +158,13 @@ struct Plan {
     /// cuda-channel-rtt: round trips per phase, and phases.
     channel_rounds: u32,
     channel_phases: u32,
+    /// Remote scenarios: blocks of hal's samples, each followed by a run
+    /// of ucx_perftest; samples per block of each scenario.
+    remote_blocks: u32,
+    remote_bw_n: u32,
+    remote_lat_n: u32,
+    remote_rtt_n: u32,
+    remote_cold_n: u32,
 }
 
 impl Plan {
@@ -173,6 +191,11 @@ impl Plan {
                 throughput_samples: 8,
                 channel_rounds: 10,
                 channel_phases: 3,
+                remote_blocks: 2,
+                remote_bw_n: 4,
+                remote_lat_n: 20,
+                remote_rtt_n: 20,
+                remote_cold_n: 3,
             }
         } else if args.quick {
             Plan {
@@ -196,6 +219,11 @@ impl Plan {
                 throughput_samples: 100,
                 channel_rounds: 200,
                 channel_phases: 11,
+                remote_blocks: 5,
+                remote_bw_n: 20,
+                remote_lat_n: 200,
+                remote_rtt_n: 500,
+                remote_cold_n: 10,
             }
         } else {
             Plan {
@@ -219,6 +247,11 @@ impl Plan {
                 throughput_samples: 400,
                 channel_rounds: 500,
                 channel_phases: 21,
+                remote_blocks: 11,
+                remote_bw_n: 50,
+                remote_lat_n: 1000,
+                remote_rtt_n: 2000,
+                remote_cold_n: 40,
             }
         }
     }
@@ -244,6 +277,10 @@ struct Bench<'a> {
 
 impl Bench<'_> {
     fn wants(&self, scenario: &str) -> bool {
+        if scenario.starts_with("remote-") {
+            // Only when asked for: they need UCX, and processes of their own.
+            return self.only.iter().any(|o| scenario.starts_with(o.as_str()));
+        }
         !self.skip.iter().any(|s| scenario.starts_with(s))
             && (self.only.is_empty() || self.only.iter().any(|o| scenario.starts_with(o.as_str())))
     }
@@ -276,7 +313,7 @@ fn one(series: Vec<Vec<u64>>) -> CmdResult<[Vec<u64>; 1]> {
         .map_err(|_| Fail::failed("the consumer sent the wrong number of series"))
 }
 
-const SCENARIOS: [&str; 23] = [
+const SCENARIOS: [&str; 27] = [
     "export",
     "import-first",
     "import-first-persistent",
@@ -300,6 +337,10 @@ const SCENARIOS: [&str; 23] = [
     "cuda-free",
     "cuda-notify-rtt",
     "cuda-channel-rtt",
+    "remote-read-bw",
+    "remote-read-lat",
+    "remote-notify-rtt",
+    "remote-cold",
 ];
 
 /// The scenarios whose baselines are host memory (a memfd, a private
@@ -459,6 +500,14 @@ pub fn run(args: &BenchArgs) -> CmdResult {
     }
     if b.wants("rendezvous") {
         b.rendezvous()?;
+    }
+    if remote::REMOTE_SCENARIOS.iter().any(|s| b.wants(s)) {
+        // Their processes (hal's and ucx_perftest's) inherit this one's
+        // CPUs: every CPU, for the kernel to place them.
+        if placement.is_some() {
+            unpin_all(&cpus);
+        }
+        b.remote()?;
     }
     let Bench { peer, printer, .. } = b;
     peer.quit()?;

@@ -15,13 +15,19 @@ pub(super) struct Peer {
 
 impl Peer {
     pub(super) fn spawn(cpu: Option<usize>) -> CmdResult<Peer> {
+        Peer::spawn_env(cpu, &[])
+    }
+
+    /// A consumer with these variables added to its environment.
+    pub(super) fn spawn_env(cpu: Option<usize>, envs: &[(&str, &str)]) -> CmdResult<Peer> {
         let extra = match cpu {
             Some(cpu) => vec!["--cpu".to_string(), cpu.to_string()],
             None => Vec::new(),
         };
-        let (process, chan) = ConsumerProcess::spawn(
+        let (process, chan) = ConsumerProcess::spawn_env(
             "__bench-consumer",
             &extra,
+            envs,
             "halctl-bench",
             "a consumer",
             PEER_TIMEOUT,

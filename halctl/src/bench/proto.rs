@@ -191,6 +191,27 @@ pub enum Cmd {
         rounds: u32,
         phases: u32,
     },
+    /// Remote: start this process's UCX node on the loopback address (UCX
+    /// configured by the environment the process was started with) and
+    /// serve `size` bytes of host memory of the open device; reply text:
+    /// the memory's `hal1r.` text and this process's notify's, separated by
+    /// a space.
+    RemoteServe { size: u64 },
+    /// Remote: connect to the other process's notify, and to its memory
+    /// when `memory` names it; reply text: this process's notify's text.
+    RemoteJoin {
+        memory: Option<String>,
+        notify: String,
+    },
+    /// Remote: `n` reads of `len` bytes of the connected memory; series:
+    /// each read.
+    RemoteRead { len: u64, n: u32 },
+    /// Remote: `n` new connections to the memory, each with its first
+    /// read of 8 bytes; series: each connection and read.
+    RemoteCold { n: u32 },
+    /// Remote: `rounds` round trips of signals between the two notifies,
+    /// pinging (and timing: series, the round trips) or answering.
+    RemotePingPong { rounds: u32, ping: bool },
     /// End.
     Quit,
 }

@@ -396,7 +396,8 @@ impl Printer {
             "  ",
             "  ",
             "ratio = hal p50 / baseline p50 (lower is better), except read-bandwidth, \
-             channel-throughput and cuda-read: hal GB/s / baseline GB/s (higher is better); \
+             channel-throughput, cuda-read and remote-read-bw: hal GB/s / baseline GB/s (higher \
+             is better); \
              p99.9 and max of each side are in --json (max is one sample: no ratio is made of it)",
         )?;
         for f in footer {
