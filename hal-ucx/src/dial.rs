@@ -167,8 +167,7 @@ impl Connection {
             Some(st) => st,
             None => {
                 lock(&self.client.inbox).gone = Some(format!("{what} timed out"));
-                let closing = hub.engine.close(self.ep as ucp_ep_h, true);
-                hub.engine.signal();
+                let closing = self.close_now()?;
                 // A forced close fails every outstanding operation: `c` ends.
                 c.wait_until(None);
                 closing.wait_until(Some(Instant::now() + hub.timeout));
@@ -220,19 +219,34 @@ impl Connection {
 
     /// Send `m` and wait until it is sent.
     pub(crate) fn send(&self, m: &Message) -> Result<()> {
-        let c = self
-            .hub()
-            .engine
-            .send(self.ep as ucp_ep_h, AM_ID, m.encode(), None, false)?;
+        let c = self.send_header(m.encode())?;
         self.wait(&c, "sending to the exporter")
+    }
+
+    /// Send `header` (on the progress thread).
+    fn send_header(&self, header: Vec<u8>) -> Result<Arc<Completion>> {
+        let ep = self.ep;
+        self.hub()
+            .on_thread(move |h| h.engine.send(ep as ucp_ep_h, AM_ID, header, None, false))?
+    }
+
+    /// Close the connection at once (on the progress thread): every
+    /// operation still in flight on it fails.
+    fn close_now(&self) -> Result<Arc<Completion>> {
+        let ep = self.ep;
+        self.hub()
+            .on_thread(move |h| h.engine.close(ep as ucp_ep_h, true))
     }
 
     /// Connect to `handle`'s exporter and run the handshake.
     pub(crate) fn open(owner: Arc<Owner>, handle: RemoteHandle) -> Result<Connection> {
         let hub = &owner.hub;
-        let ep = hub
-            .engine
-            .endpoint(None, Some(handle.listener), &hub.callbacks())? as usize;
+        let to = handle.listener;
+        let ep = hub.on_thread(move |h| {
+            h.engine
+                .endpoint(None, Some(to), &h.callbacks())
+                .map(|ep| ep as usize)
+        })??;
         let client = Arc::new(Client::default());
         lock(&hub.tables).clients.insert(ep, Arc::clone(&client));
         let conn = Connection {
@@ -360,11 +374,7 @@ impl Connection {
             len: len as u64,
             rndv: mem != UCS_MEMORY_TYPE_HOST,
         };
-        let sent = self
-            .hub()
-            .engine
-            .send(self.ep as ucp_ep_h, AM_ID, m.encode(), None, false);
-        self.hub().engine.signal();
+        let sent = self.send_header(m.encode());
         if let Err(e) = sent {
             lock(&self.client.pending).remove(&req);
             return Err(e);
@@ -396,15 +406,16 @@ impl Connection {
         // copies with the device's own means.
         let rndv = mem != UCS_MEMORY_TYPE_HOST
             || self.handle.memory_type != hal_core::handle::remote::RemoteMemoryType::Host;
-        let sent = self.hub().engine.send(
-            self.ep as ucp_ep_h,
-            AM_ID,
+        let (ep, header, data) = (
+            self.ep,
             Message::Write { req, offset }.encode(),
-            Some((data, len, mem)),
-            rndv,
+            data as usize,
         );
-        self.hub().engine.signal();
-        match sent {
+        let sent = self.hub().on_thread(move |h| {
+            let data = Some((data as *const std::ffi::c_void, len, mem));
+            h.engine.send(ep as ucp_ep_h, AM_ID, header, data, rndv)
+        });
+        match sent.and_then(|s| s) {
             Ok(sent) => Ok((req, sent)),
             Err(e) => {
                 lock(&self.client.pending).remove(&req);
@@ -437,8 +448,7 @@ impl Connection {
                     || sent.is_some_and(|s| s.status().is_none());
                 if moving {
                     lock(&self.client.inbox).gone = Some(format!("{what} timed out"));
-                    let closing = hub.engine.close(self.ep as ucp_ep_h, true);
-                    hub.engine.signal();
+                    let closing = self.close_now()?;
                     if entry.as_ref().is_some_and(|p| p.receiving) {
                         done.wait_until(None);
                     }
@@ -456,8 +466,7 @@ impl Connection {
         // A write's data is the caller's until its send is over.
         if let Some(s) = sent {
             if s.wait_until(Some(Instant::now() + hub.timeout)).is_none() {
-                let closing = hub.engine.close(self.ep as ucp_ep_h, true);
-                hub.engine.signal();
+                let closing = self.close_now()?;
                 s.wait_until(None);
                 closing.wait_until(Some(Instant::now() + hub.timeout));
             }
@@ -510,9 +519,9 @@ impl Connection {
     pub(crate) fn close(&self) {
         let hub = self.hub();
         lock(&hub.tables).clients.remove(&self.ep);
-        let c = hub.engine.close(self.ep as ucp_ep_h, true);
-        hub.engine.signal();
-        c.wait_until(Some(Instant::now() + hub.timeout));
-        hub.unwaited(c);
+        if let Ok(c) = self.close_now() {
+            c.wait_until(Some(Instant::now() + hub.timeout));
+            hub.unwaited(c);
+        }
     }
 }

@@ -132,8 +132,10 @@ impl Drop for RemoteExported {
     fn drop(&mut self) {
         let hub = &self.owner.hub;
         lock(&hub.tables).exports.remove(&self.handle.export_id);
-        let closing = crate::serve::close_export(hub, self.handle.export_id);
-        hub.engine.signal();
+        let id = self.handle.export_id;
+        let closing = hub
+            .on_thread(move |h| crate::serve::close_export(h, id))
+            .unwrap_or_default();
         let deadline = Instant::now() + Duration::from_secs(5);
         for c in closing {
             c.wait_until(Some(deadline));
@@ -141,7 +143,7 @@ impl Drop for RemoteExported {
         }
         hub.changed.notify_all();
         if let Some(memh) = self.memh {
-            hub.engine.unmap(memh as ucp_mem_h);
+            let _ = hub.on_thread(move |h| h.engine.unmap(memh as ucp_mem_h));
         }
     }
 }

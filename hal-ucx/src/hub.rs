@@ -66,6 +66,9 @@ pub(crate) struct Tables {
     pub(crate) receiving: Vec<(usize, u64, Arc<crate::completion::Completion>)>,
 }
 
+/// Work for the progress thread.
+type Command = Box<dyn FnOnce(&Hub) + Send>;
+
 /// Everything a node's objects and its progress thread share.
 pub(crate) struct Hub {
     pub(crate) engine: Engine,
@@ -84,6 +87,12 @@ pub(crate) struct Hub {
     /// refusal sent, a served connection closed): the worker must not be
     /// destroyed before they end, as UCX requires.
     unwaited: Mutex<Vec<Arc<Completion>>>,
+    /// Calls into UCX that other threads asked the progress thread for.
+    commands: Mutex<VecDeque<Command>>,
+    /// The progress thread, once it runs.
+    thread: std::sync::OnceLock<std::thread::ThreadId>,
+    /// Set when the progress thread has returned.
+    has_exited: AtomicBool,
 }
 
 /// A lock, whatever a panicking holder left.
@@ -167,6 +176,9 @@ impl Hub {
             tables: Mutex::new(Tables::default()),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
+            commands: Mutex::new(VecDeque::new()),
+            thread: std::sync::OnceLock::new(),
+            has_exited: AtomicBool::new(false),
             unwaited: Mutex::new(Vec::new()),
         }
     }
@@ -204,6 +216,52 @@ impl Hub {
     /// The next event a callback queued.
     pub(crate) fn next_event(&self) -> Option<Event> {
         lock(&self.events).pop_front()
+    }
+
+    /// Run `f` on the progress thread and answer what it returns: UCX is
+    /// called from that one thread only (UCX 1.13's TCP transport broke its
+    /// own assertions when a reception was released on the progress thread
+    /// while another thread sent, on a worker made for many threads). Runs
+    /// `f` here when this is the progress thread, or once it has returned.
+    pub(crate) fn on_thread<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Hub) -> R + Send + 'static,
+    ) -> hal_core::Result<R> {
+        let here = self.thread.get() == Some(&std::thread::current().id());
+        if here || self.has_exited.load(Ordering::Acquire) {
+            return Ok(f(self));
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        lock(&self.commands).push_back(Box::new(move |h: &Hub| {
+            let _ = tx.send(f(h));
+        }));
+        self.engine.signal();
+        rx.recv().map_err(|_| hal_core::Error::Closed {
+            what: "the node's progress thread ended before it ran a call".into(),
+        })
+    }
+
+    /// Mark this thread as the progress thread.
+    pub(crate) fn started(&self) {
+        let _ = self.thread.set(std::thread::current().id());
+    }
+
+    /// Mark the progress thread as returned, and run what was left for it.
+    pub(crate) fn exited(&self) {
+        self.has_exited.store(true, Ordering::Release);
+        self.run_commands();
+    }
+
+    /// Run the calls other threads asked for; true when there was one.
+    pub(crate) fn run_commands(&self) -> bool {
+        let mut any = false;
+        loop {
+            let Some(c) = lock(&self.commands).pop_front() else {
+                return any;
+            };
+            any = true;
+            c(self);
+        }
     }
 
     /// True once asked to stop.

@@ -168,12 +168,14 @@ impl Node {
             None => memory.addr(),
         };
         let writable = !opts.read_only && !memory.is_read_only();
-        let memh = hub.engine.map(addr, memory.len(), t, writable)?;
+        let len = memory.len();
+        let memh =
+            hub.on_thread(move |h| h.engine.map(addr, len, t, writable).map(|m| m as usize))??;
         let handle = self.register(RemoteKind::Memory, addr, memory.len(), !writable, t, None);
         Ok(RemoteExported::new(
             Arc::clone(&self.owner),
             handle,
-            Some(memh as usize),
+            Some(memh),
         ))
     }
 

@@ -12,10 +12,12 @@ use crate::{dial, serve};
 
 /// Run until the hub is asked to stop.
 pub(crate) fn run(hub: &Hub) {
+    hub.started();
     while !hub.stopping() {
         while hub.engine.progress() != 0 {}
         serve::received(hub);
-        let handled = handle_events(hub);
+        let commanded = hub.run_commands();
+        let handled = handle_events(hub) || commanded;
         let next = serve::expire(hub);
         if handled || !hub.engine.arm() {
             continue;
@@ -33,6 +35,7 @@ pub(crate) fn run(hub: &Hub) {
         // SAFETY: one valid pollfd, for the length given.
         unsafe { libc::poll(&mut pfd, 1, ms) };
     }
+    hub.exited();
 }
 
 /// Handle every queued event; true when there was one.

@@ -139,6 +139,16 @@ mod node {
                     };
                     report("read", &out);
                 }
+                ["read-why", off, len, seed] => {
+                    let (off, len, seed) = (num(off), num(len) as usize, num(seed));
+                    let mut buf = vec![0u8; len];
+                    let out = match r.read(off, &mut buf) {
+                        Ok(()) if buf == fill(seed, off, len) => "ok".to_string(),
+                        Ok(()) => "wrong-bytes".to_string(),
+                        Err(e) => format!("{}: {e}", kind(&e)),
+                    };
+                    report("read-why", &out);
+                }
                 ["write", off, len, seed] => {
                     let data = fill(num(seed), num(off), num(len) as usize);
                     let out = r.write(num(off), &data).and_then(|()| r.flush());
@@ -695,6 +705,26 @@ fn a_node_without_an_address_to_name_is_refused() {
     assert_ne!(n.address().port(), 0);
 }
 
+/// Wait until every thread of `pid` is stopped (`kill` returns before
+/// they are).
+fn wait_stopped(pid: u32) {
+    let tasks = format!("/proc/{pid}/task");
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let all = std::fs::read_dir(&tasks).unwrap().all(|t| {
+            let stat = std::fs::read_to_string(t.unwrap().path().join("stat")).unwrap_or_default();
+            // The state follows the command's closing parenthesis.
+            stat.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('T') || rest.starts_with('t'))
+        });
+        if all {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{pid} did not stop");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 #[test]
 fn remote_stopped_exporter_times_out_and_both_go_on() {
     if !ucx_here() {
@@ -721,6 +751,7 @@ fn remote_stopped_exporter_times_out_and_both_go_on() {
         nix::sys::signal::Signal::SIGSTOP,
     )
     .unwrap();
+    wait_stopped(e.pid());
     assert_eq!(ask(&mut i, &format!("read 0 {MIB64} 1"), "read"), "Timeout");
     // Resumed, the exporter answers the read its importer gave up on: the
     // answer is dropped, and both go on.
@@ -729,7 +760,7 @@ fn remote_stopped_exporter_times_out_and_both_go_on() {
         nix::sys::signal::Signal::SIGCONT,
     )
     .unwrap();
-    assert_eq!(ask(&mut i, "read 4096 4096 1", "read"), "ok");
+    assert_eq!(ask(&mut i, "read-why 4096 4096 1", "read-why"), "ok");
     assert_eq!(ask(&mut i, &format!("read 0 {MIB64} 1"), "read"), "ok");
     assert_eq!(ask(&mut e, "count", "count"), "1");
     i.send("do quit");
