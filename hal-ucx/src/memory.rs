@@ -183,6 +183,36 @@ impl RemoteMemory {
         self.finish(&s, "a remote write")
     }
 
+    /// Read as a hostile or broken importer would: without this side's
+    /// check of the range, so that only the exporter's own check stands.
+    /// For tests of the exporter; a program uses [`read`](Self::read).
+    #[doc(hidden)]
+    pub fn read_unchecked(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let s = self.start_read(
+            offset,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            UCS_MEMORY_TYPE_HOST,
+            Arc::default(),
+        )?;
+        self.finish(&s, "a remote read")
+    }
+
+    /// Write as a hostile or broken importer would: without this side's
+    /// checks of the range and of read-only. For tests of the exporter; a
+    /// program uses [`write`](Self::write).
+    #[doc(hidden)]
+    pub fn write_unchecked(&self, offset: u64, data: &[u8]) -> Result<()> {
+        let s = self.start_write(
+            offset,
+            data.as_ptr().cast(),
+            data.len(),
+            UCS_MEMORY_TYPE_HOST,
+            Arc::default(),
+        )?;
+        self.finish(&s, "a remote write")
+    }
+
     /// The address and UCX memory type of `len` bytes at `offset` of
     /// local hal memory (checked).
     fn local(

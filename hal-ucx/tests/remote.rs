@@ -239,6 +239,26 @@ mod node {
                         .all(|e| matches!(e, Error::InvalidArgument { .. }));
                     report("bounds", if all { "refused" } else { "accepted" });
                 }
+                ["hostile"] => {
+                    // Ranges this side would refuse, sent anyway: the
+                    // exporter must refuse them itself.
+                    let size = r.len();
+                    let mut eight = [0u8; 8];
+                    let outcomes = [
+                        r.read_unchecked(size - 4, &mut eight).map_err(|e| kind(&e)),
+                        r.read_unchecked(u64::MAX - 2, &mut eight)
+                            .map_err(|e| kind(&e)),
+                        r.write_unchecked(size - 4, &[7u8; 8]).map_err(|e| kind(&e)),
+                        r.write_unchecked(u64::MAX - 2, &[7u8; 8])
+                            .map_err(|e| kind(&e)),
+                        r.write_unchecked(0, &[7u8; 8]).map_err(|e| kind(&e)),
+                    ];
+                    let shown: Vec<String> = outcomes
+                        .iter()
+                        .map(|o| o.clone().err().unwrap_or_else(|| "ok".into()))
+                        .collect();
+                    report("hostile", &shown.join(","));
+                }
                 ["read-forever"] => {
                     report("reading", "");
                     let mut buf = vec![0u8; r.len() as usize];
@@ -768,4 +788,40 @@ fn remote_stopped_exporter_times_out_and_both_go_on() {
     assert_eq!(ask(&mut e, "unused", "unused"), "0");
     e.send("do quit");
     e.finish();
+}
+
+#[test]
+fn remote_exporter_checks_every_range_itself() {
+    if !ucx_here() {
+        return;
+    }
+    for read_only in [false, true] {
+        let (mut e, text) = exporter(&Place::Here, Some("tcp"), 1 << 20, read_only);
+        let mut i = importer(&Place::Here, Some("tcp"), &text);
+        assert_eq!(i.expect("connected"), "ok");
+        let want = if read_only {
+            "InvalidArgument,InvalidArgument,PermissionDenied,PermissionDenied,PermissionDenied"
+        } else {
+            "InvalidArgument,InvalidArgument,InvalidArgument,InvalidArgument,ok"
+        };
+        assert_eq!(
+            ask(&mut i, "hostile", "hostile"),
+            want,
+            "read-only {read_only}"
+        );
+        // Nothing was written past the end, nor into a read-only export;
+        // the connection goes on.
+        if read_only {
+            assert_eq!(ask(&mut e, "verify 0 8 1", "verify"), "ok");
+        }
+        assert_eq!(
+            ask(&mut e, &format!("verify {} 4 1", (1 << 20) - 4), "verify"),
+            "ok"
+        );
+        assert_eq!(ask(&mut i, "read 4096 4096 1", "read"), "ok");
+        i.send("do quit");
+        i.finish();
+        e.send("do quit");
+        e.finish();
+    }
 }
