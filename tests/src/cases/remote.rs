@@ -72,7 +72,23 @@ pub fn remote_memory_over_ucx<B: Backend>(s: &Suite<B>) {
         round_trip(&a, &b, &mem, 41, "the device's memory");
     } else {
         match a.export(&mem, RemoteOptions::default()) {
-            Ok(_) => {} // a UCX with CUDA support: the device memory registered
+            // A UCX with CUDA support: the device memory is served from
+            // where it is, read into and written from host memory here.
+            Ok(export) => {
+                let len = mem.len();
+                let remote = b
+                    .connect(&export.text())
+                    .unwrap_or_else(|e| panic!("connecting to exported device memory failed: {e}"));
+                let mut got = vec![0u8; len as usize];
+                remote.read(0, &mut got).unwrap();
+                assert!(
+                    got == pattern(41, len),
+                    "device memory read remotely differs"
+                );
+                let new = pattern(43, len / 2);
+                remote.write(len / 4, &new).unwrap();
+                assert_bytes(&mem, len / 4, &new, "device memory after a remote write");
+            }
             Err(Error::Unsupported { detail, .. }) => assert!(
                 detail.contains("memory"),
                 "the refusal of device memory says why: {detail}"
