@@ -50,6 +50,9 @@ const BUDGET: u64 = 60 << 20;
 /// the others test a missing driver and the crate's units). The rest need
 /// the stand-in's devices and switches.
 const RUN_ON_THE_DRIVER: &[&str] = &[
+    // hal-ucx's: memory across two hosts made of network namespaces, on the
+    // UCX the folder carries (`ucx/`, with CUDA support).
+    "remote-",
     "conformance-",
     "no_driver-",
     "hal_cuda-",
@@ -112,6 +115,7 @@ finish() {
     } > "$out/bench.txt" 2>/dev/null
     tar -C "$logs" -czf "$out/logs.tar.gz" . 2>/dev/null
     [ -n "${site:-}" ] && rm -rf "$site"
+    [ -n "${ucx_dir:-}" ] && rm -rf "$ucx_dir"
     {
         echo "gpu-smoke: $(date -u +%FT%TZ) on $(hostname)"
         nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
@@ -180,6 +184,12 @@ step() {
     printf '{"step":"%s","rc":%d,"seconds":%.2f,"passed":%d,"failed":%d,"not_run":%d}\n' \
         "$name" "$rc" "$(awk -v a="$start" -v b="$end" 'BEGIN {print b - a}')" "$passed" "$failed" "$notrun" >> "$report"
 }
+# hal-ucx's UCX: the one the folder carries, which has CUDA support.
+if [ -f "$here/ucx.tar.gz" ]; then
+    ucx_dir="$(mktemp -d "${TMPDIR:-/tmp}/gpu-smoke-ucx.XXXXXX")"
+    tar -xzf "$here/ucx.tar.gz" -C "$ucx_dir"
+    export HAL_UCX_LIBRARY="$ucx_dir/libucx/lib/libucp.so.0"
+fi
 step devices "$here/bin/halctl" devices --json
 # The driver the backend loads, by path and version: the summary names it,
 # and a run without it fails.
@@ -260,6 +270,8 @@ pub(crate) fn gpu_smoke(root: &Path, cargo: &str, rehearse: bool) -> ExitCode {
                 "hal-cuda",
                 "-p",
                 "hal-cuda-uvm",
+                "-p",
+                "hal-ucx",
                 "--no-run",
                 "--message-format=json",
             ],
@@ -328,6 +340,13 @@ pub(crate) fn gpu_smoke(root: &Path, cargo: &str, rehearse: bool) -> ExitCode {
         // Debug information stays here; the machine that runs them needs none.
         let _ = Command::new("strip").arg(to).status();
     }
+    match ucx_archive(&dir.join("ucx.tar.gz")) {
+        Ok(files) => copied.extend(files.into_iter().map(|f| (f.clone(), f))),
+        Err(e) => {
+            eprintln!("xtask gpu-smoke: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     match python_folder(root, &dir.join("python")) {
         Ok(files) => copied.extend(files.into_iter().map(|f| (f.clone(), f))),
         Err(e) => {
@@ -363,6 +382,118 @@ pub(crate) fn gpu_smoke(root: &Path, cargo: &str, rehearse: bool) -> ExitCode {
         return rehearsal(root, cargo, &script);
     }
     ExitCode::SUCCESS
+}
+
+/// The UCX with CUDA support the folder carries (`ucx.tar.gz`): PyPI's
+/// wheel of it, the one RAPIDS builds (`libucx-cu13`, pinned), of which
+/// only the libraries hal-ucx loads and the modules they load are kept. A
+/// GPU machine has no network to install it from.
+const UCX_WHEEL: &str = "libucx-cu13==1.22.0";
+
+/// What of the wheel is kept: UCX's libraries, its CUDA and CMA modules
+/// (UCX finds them in `lib/ucx/` beside `libucs.so.0`), and the libraries
+/// they were linked with (`libucx_cu13.libs/`, the wheel's own CUDA runtime).
+const UCX_KEEP: &str = r"^(libucx/lib/(libuc[mpst]|libucs_signal)\.so\.0|libucx/lib/ucx/lib(ucm_cuda|uct_cuda|uct_cma)\.so\.0|libucx_cu13\.libs/[^/]+\.so[.0-9]*)$";
+
+/// The pip that downloads the wheel: the one beside `MATURIN` when it
+/// names a path (a virtual environment's), else `python3 -m pip`.
+fn pip() -> Command {
+    if let Some(dir) = std::env::var_os("MATURIN")
+        .map(PathBuf::from)
+        .and_then(|m| m.parent().map(Path::to_path_buf))
+        .filter(|d| d.join("pip").is_file())
+    {
+        return Command::new(dir.join("pip"));
+    }
+    let mut c = Command::new("python3");
+    c.args(["-m", "pip"]);
+    c
+}
+
+/// Download [`UCX_WHEEL`], unpack what [`UCX_KEEP`] keeps, and pack it
+/// again as `archive` (a gzipped tar: a third of the libraries' size,
+/// which the folder's budget needs); `run.sh` unpacks it. The file made.
+fn ucx_archive(archive: &Path) -> Result<Vec<PathBuf>, String> {
+    let work = archive.with_extension("work");
+    let (download, tree) = (work.join("download"), work.join("tree"));
+    let _ = std::fs::remove_dir_all(&work);
+    for d in [&download, &tree] {
+        std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+    }
+    let made = ucx_unpacked(&download, &tree).and_then(|()| {
+        println!("\n$ tar -czf {} -C {} .", archive.display(), tree.display());
+        let status = Command::new("tar")
+            .arg("-czf")
+            .arg(archive)
+            .arg("-C")
+            .arg(&tree)
+            .arg(".")
+            .status()
+            .map_err(|e| format!("could not run tar ({e})"))?;
+        if status.success() {
+            Ok(vec![archive.to_path_buf()])
+        } else {
+            Err(format!("tar could not pack {}", tree.display()))
+        }
+    });
+    let _ = std::fs::remove_dir_all(&work);
+    made
+}
+
+/// Download [`UCX_WHEEL`] into `download` and unpack what [`UCX_KEEP`]
+/// keeps into `tree`.
+fn ucx_unpacked(download: &Path, tree: &Path) -> Result<(), String> {
+    println!("\n$ pip download --no-deps --only-binary :all: {UCX_WHEEL}");
+    let status = pip()
+        .args([
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            "-d",
+        ])
+        .arg(download)
+        .arg(UCX_WHEEL)
+        .status()
+        .map_err(|e| {
+            format!("could not run pip ({e}): install it, or name maturin's with MATURIN")
+        })?;
+    if !status.success() {
+        return Err(format!(
+            "pip could not download {UCX_WHEEL} (PyPI must be reachable)"
+        ));
+    }
+    // The wheel is a zip file: Python's zipfile unpacks the kept members.
+    let unpack = "import re, sys, zipfile, glob, os\n\
+         keep = re.compile(sys.argv[3])\n\
+         [wheel] = glob.glob(os.path.join(sys.argv[1], '*.whl'))\n\
+         z = zipfile.ZipFile(wheel)\n\
+         for m in z.infolist():\n\
+         \x20   if keep.match(m.filename):\n\
+         \x20       z.extract(m, sys.argv[2])\n\
+         \x20       os.chmod(os.path.join(sys.argv[2], m.filename), 0o755)\n\
+         \x20       print(m.filename)\n";
+    let out = Command::new("python3")
+        .args(["-c", unpack])
+        .arg(download)
+        .arg(tree)
+        .arg(UCX_KEEP)
+        .output()
+        .map_err(|e| format!("could not run python3 ({e})"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "unpacking {UCX_WHEEL}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    if !String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l.trim() == "libucx/lib/libucp.so.0")
+    {
+        return Err(format!("{UCX_WHEEL} has no libucx/lib/libucp.so.0"));
+    }
+    Ok(())
 }
 
 /// The maturin that builds the wheel: `MATURIN`, else the one on `PATH`.
