@@ -48,11 +48,13 @@ impl NodeOptions {
 /// from it are dropped.
 ///
 /// ```no_run
+/// use hal_core::{AllocDesc, Device};
+/// use hal_cpu_shm::CpuShm;
 /// use hal_ucx::{Node, RemoteOptions};
 /// # fn main() -> hal_core::Result<()> {
-/// # let memory: Box<dyn hal_core::Memory> = unimplemented!();
+/// let memory = CpuShm::new().host().allocate(&AllocDesc::host(1 << 20))?;
 /// let node = Node::bind("192.0.2.1:0".parse().unwrap())?;
-/// let export = node.export(&*memory, RemoteOptions::default())?;
+/// let export = node.export(&memory, RemoteOptions::default())?;
 /// println!("{}", export.text()); // hal1r.… : give it to the other host
 /// # Ok(()) }
 /// ```
