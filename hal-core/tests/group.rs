@@ -27,7 +27,7 @@ fn unique(tag: &str) -> String {
 }
 
 fn file_of(name: &str) -> std::path::PathBuf {
-    format!("/dev/shm/.hal-group.{}.{name}", nix::unistd::geteuid()).into()
+    hal_core::kit::os::private_path("group", name).expect("a group name")
 }
 
 /// Require that the group's name is gone: its last member to leave
@@ -61,6 +61,7 @@ fn child_process() {
         "sleeper" => child_sleeper(name, size),
         "survivor" => child_survivor(name, size),
         "joiner" => child_joiner(name, size),
+        "squatted" => child_squatted(name, size),
         other => panic!("unknown child role {other}"),
     }
 }
@@ -365,11 +366,14 @@ fn another_users_file_of_the_name_is_refused() {
     assert!(err.to_string().contains("uid 65534"), "{err}");
 }
 
-/// Another user takes a user's group name first: a real process of uid
-/// 65534 makes a regular file of mode 0600, then a directory, at root's
-/// name. Root's join is refused with `PermissionDenied` naming the owner
-/// and the path and saying what to do (another name, or the owner or root
-/// removes it), not `Io`.
+/// Another user tries to take a user's group names first. A name in the
+/// user's directory (`/dev/shm/.hal-UID`, mode 0700) cannot be taken: a
+/// real process of uid 65534 fails to make a file or a directory at root's
+/// name, and root's join of that name works. What another user can take is
+/// the directory of a user who has none yet: it makes `/dev/shm/.hal-X` (a
+/// directory, or a link) for an unused uid X; a real process of uid X is
+/// then refused with `PermissionDenied` naming the owner and the path and
+/// saying what to do (root removes it), not `Io`.
 #[test]
 fn squatted_group_name_is_permission_denied() {
     use std::os::unix::process::CommandExt as _;
@@ -377,36 +381,68 @@ fn squatted_group_name_is_permission_denied() {
         hal_core::testing::not_run("a process of another uid needs root to start");
         return;
     }
+    let squat = |how: &str, path: &std::path::Path| {
+        std::process::Command::new("/bin/sh")
+            .args(["-c", how, "squatter"])
+            .arg(path)
+            .stderr(std::process::Stdio::null())
+            .uid(65534)
+            .gid(65534)
+            .status()
+            .expect("starting a shell of uid 65534")
+    };
+    hal_core::kit::os::make_user_dir().expect("root's directory");
     for (tag, how) in [
         ("file", "umask 077 && : > \"$1\""),
         ("dir", "mkdir -m 700 \"$1\""),
     ] {
         let name = unique(&format!("squatted-{tag}"));
         let path = file_of(&name);
-        let status = std::process::Command::new("/bin/sh")
-            .args(["-c", how, "squatter"])
-            .arg(&path)
-            .uid(65534)
-            .gid(65534)
-            .status()
-            .expect("starting a shell of uid 65534");
-        assert!(status.success(), "the squatter failed: {status}");
-        let got = Group::join(&name, 1, &options());
-        if std::fs::remove_file(&path).is_err() {
-            std::fs::remove_dir(&path).unwrap();
+        assert!(
+            !squat(how, &path).success(),
+            "{tag}: uid 65534 made {} in root's directory",
+            path.display()
+        );
+        drop(Group::join(&name, 1, &options()).expect("root's join"));
+        assert_name_removed(&name);
+    }
+    for (tag, how) in [
+        ("dir", "mkdir -m 700 \"$1\""),
+        ("link", "ln -s /tmp \"$1\""),
+    ] {
+        let base = 3_100_000_000 + (std::process::id() % 100_000) * 1000;
+        let victim = (base..base + 1000)
+            .find(|uid| !hal_core::kit::os::user_dir(*uid).exists())
+            .expect("an unused uid");
+        let dir = hal_core::kit::os::user_dir(victim);
+        assert!(squat(how, &dir).success(), "{tag}: the squatter failed");
+        let name = unique(&format!("squatted-{tag}"));
+        let mut kid = Kid::start((ROLE, "squatted"), (ARG, &format!("{name}:1")), |c| {
+            c.uid(victim).gid(victim);
+        });
+        let got = kid.result();
+        kid.finish();
+        if std::fs::remove_file(&dir).is_err() {
+            std::fs::remove_dir(&dir).unwrap();
         }
-        match got {
-            Err(Error::PermissionDenied { reason, .. }) => {
-                for says in [
-                    "owner uid 65534".to_string(),
-                    path.display().to_string(),
-                    "choose another name".to_string(),
-                    "root remove".to_string(),
-                ] {
-                    assert!(reason.contains(&says), "{tag}: {reason}");
-                }
-            }
-            other => panic!("{tag}: a join of a squatted name gave {:?}", other.err()),
+        let (kind, reason) = got.split_once('|').expect("KIND|REASON");
+        assert_eq!(kind, "PermissionDenied", "{tag}: {reason}");
+        for says in [
+            "owner uid 65534".to_string(),
+            dir.display().to_string(),
+            format!("not the private directory of uid {victim}"),
+            "root remove".to_string(),
+        ] {
+            assert!(reason.contains(&says), "{tag}: {reason}");
         }
+    }
+}
+
+/// Join, and say how the join was refused (`KIND|REASON`).
+fn child_squatted(name: &str, size: usize) {
+    match Group::join(name, size, &options()) {
+        Ok(_) => say("Ok|joined"),
+        Err(Error::PermissionDenied { reason, .. }) => say(format!("PermissionDenied|{reason}")),
+        Err(e) => say(format!("{e:?}|")),
     }
 }

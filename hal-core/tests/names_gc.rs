@@ -43,7 +43,9 @@ struct Sweep(Vec<PathBuf>);
 impl Drop for Sweep {
     fn drop(&mut self) {
         for p in &self.0 {
-            let _ = std::fs::remove_file(p);
+            if std::fs::remove_file(p).is_err() {
+                let _ = std::fs::remove_dir(p);
+            }
         }
     }
 }
@@ -70,21 +72,25 @@ fn child_process() {
             std::thread::sleep(std::time::Duration::from_secs(60));
         }
         // Copy file SRC to DST (`ARG` is "SRC DST"), a new file of mode
-        // 0600 of this process's user, and say so.
+        // 0600 of this process's user in a directory made (mode 0700) where
+        // there is none, and say "planted", or how it was refused.
         "planter" => {
             use std::io::Write as _;
-            use std::os::unix::fs::OpenOptionsExt as _;
+            use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
             let (src, dst) = name.split_once(' ').expect("SRC DST");
             let bytes = std::fs::read(src).expect("the file to copy");
-            std::fs::OpenOptions::new()
+            let dir = std::path::Path::new(dst).parent().expect("a directory");
+            let _ = std::fs::DirBuilder::new().mode(0o700).create(dir);
+            let planted = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
                 .open(dst)
-                .expect("the planted file")
-                .write_all(&bytes)
-                .expect("its bytes");
-            say("planted");
+                .and_then(|mut f| f.write_all(&bytes));
+            match planted {
+                Ok(()) => say("planted"),
+                Err(e) => say(format!("refused: {e}")),
+            }
         }
         other => panic!("unknown child role {other}"),
     }
@@ -168,14 +174,33 @@ fn path_of(kind: &str, uid: u32, name: &str) -> PathBuf {
     hal_core::kit::os::private_path_of(kind, uid, name).unwrap()
 }
 
-/// The entries of `/dev/shm` whose name contains `tag`.
+/// The entries of `/dev/shm` and of its users' directories (as
+/// `.hal-UID/NAME`) whose name contains `tag`.
 fn shm_entries(tag: &str) -> Vec<String> {
-    std::fs::read_dir("/dev/shm")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().map(str::to_string))
-        .filter(|n| n.contains(tag))
-        .collect()
+    let mut out = Vec::new();
+    for top in std::fs::read_dir("/dev/shm").unwrap().flatten() {
+        let top = top.file_name().to_string_lossy().into_owned();
+        if top.starts_with(".hal-") {
+            if let Ok(inner) = std::fs::read_dir(format!("/dev/shm/{top}")) {
+                out.extend(
+                    inner
+                        .flatten()
+                        .map(|e| format!("{top}/{}", e.file_name().to_string_lossy())),
+                );
+            }
+        }
+        out.push(top);
+    }
+    out.retain(|n| n.contains(tag));
+    out
+}
+
+/// A uid that no directory of `/dev/shm` names: one of nobody's.
+fn unused_uid() -> u32 {
+    let base = 3_200_000_000 + (std::process::id() % 100_000) * 1000;
+    (base..base + 1000)
+        .find(|uid| !hal_core::kit::os::user_dir(*uid).exists())
+        .expect("an unused uid")
 }
 
 #[test]
@@ -193,6 +218,7 @@ fn root_collects_other_users_dead_names_as_their_owner_and_spares_planted_files(
     let dead = format!("{prefix}-dead");
     let live = format!("{prefix}-live");
     let planted = format!("{prefix}-planted");
+    let other = unused_uid();
     let _sweep = Sweep(vec![
         path_of("channel", NOBODY, &dead),
         path_of("group", NOBODY, &dead),
@@ -200,7 +226,11 @@ fn root_collects_other_users_dead_names_as_their_owner_and_spares_planted_files(
         path_of("group", NOBODY, &live),
         path_of("channel", 0, &planted),
         path_of("group", 0, &planted),
+        path_of("channel", other, &planted),
+        path_of("group", other, &planted),
+        hal_core::kit::os::user_dir(other),
     ]);
+    hal_core::kit::os::make_user_dir().expect("root's directory");
     let as_nobody = |c: &mut std::process::Command| {
         c.uid(NOBODY).gid(NOBODY);
     };
@@ -213,18 +243,24 @@ fn root_collects_other_users_dead_names_as_their_owner_and_spares_planted_files(
         let meta = std::fs::symlink_metadata(path_of(kind, NOBODY, &dead)).unwrap();
         assert_eq!(meta.uid(), NOBODY, "the {kind} name is that user's");
     }
-    // That user plants copies of the dead names under root's names: a
-    // dead publisher's record, a group of dead members, in files it owns.
+    // That user tries to plant copies of the dead names (a dead
+    // publisher's record, a group of dead members) under root's names:
+    // root's directory lets nobody else in. It plants them in a directory
+    // it makes for another uid instead, in files it owns.
     for kind in ["channel", "group"] {
-        let copy = format!(
-            "{} {}",
-            path_of(kind, NOBODY, &dead).display(),
-            path_of(kind, 0, &planted).display()
-        );
-        let mut planter = Kid::start((ROLE, "planter"), (ARG, &copy), as_nobody);
-        assert_eq!(planter.result(), "planted");
-        planter.finish();
-        let meta = std::fs::symlink_metadata(path_of(kind, 0, &planted)).unwrap();
+        for (uid, answer) in [(0, "refused"), (other, "planted")] {
+            let copy = format!(
+                "{} {}",
+                path_of(kind, NOBODY, &dead).display(),
+                path_of(kind, uid, &planted).display()
+            );
+            let mut planter = Kid::start((ROLE, "planter"), (ARG, &copy), as_nobody);
+            let said = planter.result();
+            assert!(said.starts_with(answer), "{kind} under uid {uid}: {said}");
+            planter.finish();
+        }
+        assert!(!path_of(kind, 0, &planted).exists());
+        let meta = std::fs::symlink_metadata(path_of(kind, other, &planted)).unwrap();
         assert_eq!(meta.uid(), NOBODY);
     }
     // That user's live publisher and group member.
@@ -257,8 +293,9 @@ fn root_collects_other_users_dead_names_as_their_owner_and_spares_planted_files(
             "the live {kind}'s name kept"
         );
         assert!(
-            path_of(kind, 0, &planted).exists(),
-            "the {kind} file planted under root's name is neither root's nor removed"
+            path_of(kind, other, &planted).exists(),
+            "the {kind} file planted in a directory of uid {other} is neither that uid's nor \
+             removed"
         );
     }
 
@@ -277,8 +314,8 @@ fn root_collects_other_users_dead_names_as_their_owner_and_spares_planted_files(
     assert_eq!(
         left,
         vec![
-            format!(".hal-channel.0.{planted}"),
-            format!(".hal-group.0.{planted}"),
+            format!(".hal-{other}/channel.{planted}"),
+            format!(".hal-{other}/group.{planted}"),
         ]
     );
     drop(_sweep);

@@ -79,15 +79,34 @@ impl Snapshot {
     }
 }
 
-/// The names in `/dev/shm`.
+/// The names in `/dev/shm`, and the names in its users' directories as
+/// `.hal-UID/NAME` (a user's directory itself is not listed).
 pub fn shm_entries() -> BTreeSet<String> {
-    std::fs::read_dir("/dev/shm")
+    let mut entries: BTreeSet<String> = std::fs::read_dir("/dev/shm")
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .collect()
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+    // Users' directories of group and channel names (`.hal-UID`, kept
+    // while the machine runs) count by what they hold.
+    for dir in entries.clone() {
+        let user_dir = dir
+            .strip_prefix(".hal-")
+            .is_some_and(|uid| !uid.is_empty() && uid.bytes().all(|b| b.is_ascii_digit()));
+        if !user_dir {
+            continue;
+        }
+        if let Ok(d) = std::fs::read_dir(format!("/dev/shm/{dir}")) {
+            entries.remove(&dir);
+            entries.extend(
+                d.flatten()
+                    .map(|e| format!("{dir}/{}", e.file_name().to_string_lossy())),
+            );
+        }
+    }
+    entries
 }
 
 /// True when `name` holds `pid` as a whole decimal token (delimited by

@@ -379,7 +379,7 @@ fn fuse_file_behind_a_channel_name_does_not_hang_the_subscriber() {
 #[test]
 fn a_live_publishers_name_is_kept_and_a_dead_ones_replaced() {
     let name = unique("channel-names");
-    let _sweep = ShmSweep(format!(".hal-channel.{}.{name}", nix::unistd::geteuid()));
+    let _sweep = ShmSweep(format!(".hal-{}/channel.{name}", nix::unistd::geteuid()));
     let dev = device();
     let options = ChannelOptions::default().slots(2).slot_size(64);
     let path = hal_core::kit::os::private_path("channel", &name).unwrap();
@@ -412,11 +412,15 @@ fn a_live_publishers_name_is_kept_and_a_dead_ones_replaced() {
     assert!(!path.exists(), "the publisher removed its name");
 }
 
-/// Another user takes a user's channel name first: a real process of uid
-/// [`NOBODY`] makes a regular file of mode 0600, then a directory, at root's
-/// name. Root's publisher and subscriber of that name are refused with
-/// `PermissionDenied` naming the owner and the path and saying what to do
-/// (another name, or the owner or root removes it), not `Io`.
+/// Another user tries to take a user's channel names first. A name in
+/// the user's directory (`/dev/shm/.hal-UID`, mode 0700) cannot be taken:
+/// a real process of uid [`NOBODY`] fails to make a file or a directory at
+/// root's name, and root's publisher and subscriber of that name work. What
+/// another user can take is the directory of a user who has none yet: it
+/// makes `/dev/shm/.hal-X` (a directory, or a link) for an unused uid X;
+/// a real process of uid X is then refused with `PermissionDenied` naming
+/// the owner and the path and saying what to do (root removes it), not
+/// `Io`, and no channel of X's is named elsewhere.
 #[test]
 fn squatted_channel_name_is_permission_denied() {
     if !is_root() {
@@ -425,33 +429,70 @@ fn squatted_channel_name_is_permission_denied() {
     }
     let dev = device();
     let options = ChannelOptions::default().slots(2).slot_size(64);
+    hal_core::kit::os::make_user_dir().expect("root's directory");
     for (tag, how) in [
         ("file", "umask 077 && : > \"$1\""),
         ("dir", "mkdir -m 700 \"$1\""),
     ] {
         let name = unique(&format!("squatted-{tag}"));
         let path = hal_core::kit::os::private_path("channel", &name).unwrap();
-        let _squat = Squat::new(how, &path);
-        let refused = [
-            ("publisher", Publisher::create(&dev, &name, &options).err()),
-            ("subscriber", Subscriber::open(&dev, &name, &short()).err()),
-        ];
-        for (who, got) in refused {
-            match got {
-                Some(Error::PermissionDenied { reason, .. }) => {
-                    for says in [
-                        format!("owner uid {NOBODY}"),
-                        path.display().to_string(),
-                        "choose another name".to_string(),
-                        "root remove".to_string(),
-                    ] {
-                        assert!(reason.contains(&says), "{tag}, {who}: {reason}");
-                    }
-                }
-                other => panic!("{tag}: a {who} of a squatted name gave {other:?}"),
-            }
+        assert!(
+            !squat(how, &path).success(),
+            "{tag}: uid {NOBODY} made {} in root's directory",
+            path.display()
+        );
+        let publisher = Publisher::create(&dev, &name, &options).expect("the publisher");
+        drop(Subscriber::open(&dev, &name, &short()).expect("the subscriber"));
+        drop(publisher);
+        assert!(!path.exists(), "the publisher removed its name");
+    }
+    for (tag, how) in [
+        ("dir", "mkdir -m 700 \"$1\""),
+        ("link", "ln -s /tmp \"$1\""),
+    ] {
+        let victim = unused_uid();
+        let dir = hal_core::kit::os::user_dir(victim);
+        let _squat = Squat::new(how, &dir);
+        let name = unique(&format!("squatted-{tag}"));
+        let mut kid = Kid::spawn_with("squatted", &[("name", name)], |c| {
+            use std::os::unix::process::CommandExt as _;
+            c.uid(victim).gid(victim);
+        });
+        let kind = kid.expect("kind");
+        let reason = kid.expect("reason");
+        kid.finish();
+        assert_eq!(kind, "PermissionDenied", "{tag}: {reason}");
+        for says in [
+            format!("owner uid {NOBODY}"),
+            dir.display().to_string(),
+            format!("not the private directory of uid {victim}"),
+            "root remove".to_string(),
+        ] {
+            assert!(reason.contains(&says), "{tag}: {reason}");
         }
     }
+}
+
+/// A uid no process and no directory of `/dev/shm` uses: a victim that
+/// has no directory yet.
+fn unused_uid() -> u32 {
+    let base = 3_000_000_000 + (std::process::id() % 100_000) * 1000;
+    (base..base + 1000)
+        .find(|uid| !hal_core::kit::os::user_dir(*uid).exists())
+        .expect("an unused uid")
+}
+
+/// Run the shell command `how` (`$1` is `path`) as uid [`NOBODY`].
+fn squat(how: &str, path: &std::path::Path) -> std::process::ExitStatus {
+    use std::os::unix::process::CommandExt as _;
+    std::process::Command::new("/bin/sh")
+        .args(["-c", how, "squatter"])
+        .arg(path)
+        .stderr(std::process::Stdio::null())
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .status()
+        .expect("starting a shell of uid 65534")
 }
 
 /// What a process of uid [`NOBODY`] made at `path` with the shell command
@@ -460,14 +501,7 @@ struct Squat(std::path::PathBuf);
 
 impl Squat {
     fn new(how: &str, path: &std::path::Path) -> Squat {
-        use std::os::unix::process::CommandExt as _;
-        let status = std::process::Command::new("/bin/sh")
-            .args(["-c", how, "squatter"])
-            .arg(path)
-            .uid(NOBODY)
-            .gid(NOBODY)
-            .status()
-            .expect("starting a shell of uid 65534");
+        let status = squat(how, path);
         assert!(status.success(), "the squatter failed: {status}");
         Squat(path.to_path_buf())
     }
@@ -493,6 +527,18 @@ fn __child() {
             let _p = Publisher::create(&dev, &arg("name"), &options).expect("a publisher");
             say("ready", "");
             wait_for_eof();
+        }
+        // Publish a channel: say how it was refused.
+        "squatted" => {
+            let options = ChannelOptions::default().slots(2).slot_size(64);
+            match Publisher::create(&device(), &arg("name"), &options) {
+                Ok(_) => say("kind", "Ok"),
+                Err(Error::PermissionDenied { reason, .. }) => {
+                    say("kind", "PermissionDenied");
+                    say("reason", reason);
+                }
+                Err(e) => say("kind", format!("{e:?}")),
+            }
         }
         other => panic!("unknown role {other}"),
     }
@@ -535,7 +581,7 @@ impl Victims {
         let publisher = Publisher::create(&dev, &name, &options).expect("a publisher");
         let subscriber = Subscriber::open(&dev, &name, &short()).expect("a subscriber");
         Victims {
-            _sweep: ShmSweep(format!(".hal-channel.{}.{name}", nix::unistd::geteuid())),
+            _sweep: ShmSweep(format!(".hal-{}/channel.{name}", nix::unistd::geteuid())),
             name,
             slot_size,
             publisher: std::sync::Mutex::new(publisher),
@@ -595,7 +641,7 @@ impl Victims {
     fn close(self) {
         let name = self.name.clone();
         drop(self);
-        assert_no_shm(&format!(".hal-channel.{}.{name}", nix::unistd::geteuid()));
+        assert_no_shm(&format!(".hal-{}/channel.{name}", nix::unistd::geteuid()));
     }
 }
 

@@ -1,6 +1,6 @@
 //! A channel's control region and its name. The region is a memfd of the
 //! publisher's, sealed against shrinking and growing; its name is the
-//! user's private file `/dev/shm/.hal-channel.UID.NAME` ([`PrivateFile`]),
+//! user's private file `/dev/shm/.hal-UID/channel.NAME` ([`PrivateFile`]),
 //! which holds where the region is ([`Record`]). The publisher makes both
 //! (replacing a name whose publisher is gone) and removes the name when it
 //! closes; subscribers open the region through the name; whoever finds the
@@ -16,7 +16,8 @@ use crate::kit::os::{self, PrivateFile};
 use crate::kit::peer_region;
 use crate::{Error, Result};
 
-const KIND: &str = "channel";
+/// The kind of private file a channel's name is.
+pub(super) const KIND: &str = "channel";
 
 /// The path of the channel `name` of the calling user (the name checked).
 pub(super) fn path(name: &str) -> Result<PathBuf> {

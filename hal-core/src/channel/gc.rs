@@ -37,7 +37,7 @@ pub struct DeadChannel {
 /// Run as root, it collects every user's names, each judged as above and
 /// removed as its owner: a name counts only where its file is a regular
 /// file of mode 0600 owned by the uid the name carries
-/// (`/dev/shm/.hal-channel.UID.NAME`), opened without following a link, locked
+/// (`/dev/shm/.hal-UID/channel.NAME`), opened without following a link, locked
 /// and read again; and the unlink runs with the file-system uid set to that
 /// uid ([`kit::os::unlink_as`](crate::kit::os::unlink_as)), only while the
 /// name still leads to the file judged, so the sticky bit of `/dev/shm`

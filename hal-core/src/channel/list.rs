@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use super::file;
 use super::layout::{self, Mode, PubState, SubState, MAX_SUBSCRIBERS};
-use crate::kit::os::{self, PrivateFile, PRIVATE_DIR};
+use crate::kit::os::{self, PrivateFile};
 use crate::{Error, Result};
 
 /// A channel, as its name and control region describe it.
@@ -33,25 +33,17 @@ pub struct ChannelInfo {
     pub subscribers: Vec<u32>,
 }
 
-/// The channels of the calling user: every channel name in `/dev/shm`,
-/// in name order (one whose publisher is gone with what its name says:
+/// The channels of the calling user: every channel name in the user's
+/// directory (`/dev/shm/.hal-UID`), in name order (one whose publisher is gone with what its name says:
 /// not open, nothing published or held). A file that cannot be read as a
 /// channel's name is left out.
 pub fn list() -> Result<Vec<ChannelInfo>> {
-    let prefix = format!(".hal-channel.{}.", nix::unistd::geteuid());
-    let dir = std::fs::read_dir(PRIVATE_DIR)
-        .map_err(|e| crate::Error::io(format!("listing {PRIVATE_DIR}"), e))?;
     let mut out = Vec::new();
-    for entry in dir.flatten() {
-        let file_name = entry.file_name();
-        let Some(name) = file_name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
-            continue;
-        };
-        if let Ok(Some(info)) = describe(name) {
+    for name in os::private_names(file::KIND)? {
+        if let Ok(Some(info)) = describe(&name) {
             out.push(info);
         }
     }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
 }
 

@@ -31,7 +31,7 @@
 //! - **Private to its user**: the control region is a memfd of the
 //!   publisher's, sealed against shrinking and growing (no process can
 //!   truncate it under the members' mappings); its name,
-//!   `/dev/shm/.hal-channel.UID.NAME`, mode 0600, holds where it is, and
+//!   `/dev/shm/.hal-UID/channel.NAME`, mode 0600, holds where it is, and
 //!   subscribers open it through `/proc/PID/fd/N` (allowed to this user's
 //!   processes while the publisher is dumpable) and check its identity and
 //!   seals first. The slots' memory is exported to this user's processes

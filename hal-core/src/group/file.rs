@@ -1,5 +1,5 @@
 //! A group's name and its board: the user's private file
-//! `/dev/shm/.hal-group.UID.NAME` ([`PrivateFile`]), which lists the
+//! `/dev/shm/.hal-UID/group.NAME` ([`PrivateFile`]), which lists the
 //! members that hold the board open (`record.rs`), and the board itself, a
 //! sealed memfd ([`peer_region::new_sealed_region`]). The first joiner of a name
 //! founds both; later joiners reach the board through any live member;

@@ -16,7 +16,7 @@
 //!   [`Error::Timeout`] naming it. After such a failure the group is
 //!   broken: its members drop their [`Group`] and join again.
 //! - **Private to its user**: the group's name is
-//!   `/dev/shm/.hal-group.UID.NAME`, mode 0600; a file of that name that
+//!   `/dev/shm/.hal-UID/group.NAME`, mode 0600; a file of that name that
 //!   another user owns, or that others may open, is refused
 //!   ([`Error::PermissionDenied`]).
 //! - **Reusable**: the last member to leave removes the name; a name whose

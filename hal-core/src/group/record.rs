@@ -3,7 +3,7 @@
 //! that founds the group, so that no process can truncate it under the
 //! members' mappings (they would die of `SIGBUS`). Every member keeps a
 //! descriptor of it open, and the name, the user's private file
-//! `/dev/shm/.hal-group.UID.NAME`, lists them all: a joiner reaches the
+//! `/dev/shm/.hal-UID/group.NAME`, lists them all: a joiner reaches the
 //! board through any live member's descriptor (`/proc/PID/fd/N`), so the
 //! board outlives its founder. Members read and write the name with
 //! `pread` and `pwrite`, never through a mapping: a process that truncates

@@ -30,6 +30,7 @@ mod private_file;
 mod process;
 mod quick_stat;
 pub mod thread;
+mod user_dir;
 
 pub use as_user::{as_fs_user, unlink_as};
 pub use flock::{lock_patiently, unlock};
@@ -45,12 +46,13 @@ pub use pidfd::{pidfd_alive, pidfd_getfd, pidfd_getfd_allowed, pidfd_open};
 pub use pins::current_start_time;
 pub use private_file::{
     collectable_names, private_names, private_path, private_path_of, PrivateFile, PrivateLock,
-    MAX_PRIVATE_NAME, PRIVATE_DIR,
+    MAX_PRIVATE_NAME,
 };
 pub use process::{
     pid, pid_namespace, process_alive, process_euid, process_start_time, self_identity,
 };
 pub use quick_stat::{holds_file, is_memfd, quick_stat, QuickStat};
+pub use user_dir::{judge_user_dir, make_user_dir, user_dir, user_dirs, PRIVATE_DIR};
 
 /// The seals an exported memfd carries: its size can never change again.
 pub const EXPORT_SEALS: i32 = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;

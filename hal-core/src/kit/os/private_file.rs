@@ -1,5 +1,5 @@
-//! A file in `/dev/shm` private to its user, shared by that user's
-//! processes under a name: made whole before it is named (an unnamed file
+//! A file private to its user, shared by that user's processes under a
+//! name in the user's directory (`/dev/shm/.hal-UID`, [`user_dir`]): made whole before it is named (an unnamed file
 //! is sized and its first bytes written, then linked in place), opened only
 //! when this user owns it and nobody else may open it, judged and removed
 //! under its lock (`flock`), by name only while the name still leads to it.
@@ -13,23 +13,23 @@ use std::time::Instant;
 
 use nix::errno::Errno;
 
+use super::user_dir::{judge_user_dir, make_user_dir, user_dir, user_dirs};
 use super::{lock_patiently, unlock};
 use crate::{Error, Result};
 
-/// Where private files live.
-pub const PRIVATE_DIR: &str = "/dev/shm";
 /// The longest name of a private file's object, in bytes.
 pub const MAX_PRIVATE_NAME: usize = 200;
 
 /// The path of `kind`'s object `name` of the calling user:
-/// `/dev/shm/.hal-KIND.UID.NAME`. `name` is checked: printable ASCII
-/// without `/`, 1 to [`MAX_PRIVATE_NAME`] bytes.
+/// `/dev/shm/.hal-UID/KIND.NAME` (in the user's directory,
+/// [`user_dir`]). `name` is checked: printable ASCII without `/`, 1 to
+/// [`MAX_PRIVATE_NAME`] bytes.
 pub fn private_path(kind: &str, name: &str) -> Result<PathBuf> {
     private_path_of(kind, nix::unistd::geteuid().as_raw(), name)
 }
 
 /// The path of `kind`'s object `name` of user `uid`
-/// (`/dev/shm/.hal-KIND.UID.NAME`), `name` checked as [`private_path`]
+/// (`/dev/shm/.hal-UID/KIND.NAME`), `name` checked as [`private_path`]
 /// checks it.
 pub fn private_path_of(kind: &str, uid: u32, name: &str) -> Result<PathBuf> {
     let bad = |why: &str| Err(Error::invalid(format!("{kind} name {name:?} {why}")));
@@ -45,20 +45,19 @@ pub fn private_path_of(kind: &str, uid: u32, name: &str) -> Result<PathBuf> {
     if let Some(c) = name.chars().find(|c| !(' '..='~').contains(c)) {
         return bad(&format!("contains {c:?}: names are printable ASCII"));
     }
-    Ok(PathBuf::from(format!(
-        "{PRIVATE_DIR}/.hal-{kind}.{uid}.{name}"
-    )))
+    Ok(user_dir(uid).join(format!("{kind}.{name}")))
 }
 
-/// The names of `kind`'s objects of the calling user: every
-/// `/dev/shm/.hal-KIND.UID.NAME` whose `NAME` [`private_path`] takes, in
-/// name order. Whose files they are is judged when they are opened
-/// ([`PrivateFile::open`]).
-pub fn private_names(kind: &str) -> Result<Vec<String>> {
-    let prefix = format!(".hal-{kind}.{}.", nix::unistd::geteuid());
-    let dir = std::fs::read_dir(PRIVATE_DIR)
-        .map_err(|e| Error::io(format!("listing {PRIVATE_DIR}"), e))?;
-    let mut names: Vec<String> = dir
+/// The names of `kind`'s objects in `dir`: every `KIND.NAME` whose `NAME`
+/// [`private_path`] takes, in name order (none where there is no `dir`).
+fn names_in(dir: &Path, kind: &str) -> Result<Vec<String>> {
+    let prefix = format!("{kind}.");
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(format!("listing {}", dir.display()), e)),
+    };
+    let mut names: Vec<String> = entries
         .flatten()
         .filter_map(|entry| {
             let name = entry
@@ -73,34 +72,30 @@ pub fn private_names(kind: &str) -> Result<Vec<String>> {
     Ok(names)
 }
 
+/// The names of `kind`'s objects of the calling user, in name order: every
+/// `KIND.NAME` in the user's directory whose `NAME` [`private_path`] takes.
+/// Whose files they are is judged when they are opened
+/// ([`PrivateFile::open`]).
+pub fn private_names(kind: &str) -> Result<Vec<String>> {
+    let uid = nix::unistd::geteuid().as_raw();
+    let dir = user_dir(uid);
+    if !judge_user_dir(&dir, uid)? {
+        return Ok(Vec::new());
+    }
+    names_in(&dir, kind)
+}
+
 /// The names of `kind`'s objects that the calling user may collect, with
-/// the uid each name carries (`/dev/shm/.hal-KIND.UID.NAME`), in name
-/// order: root's are every user's, another user's only its own. A `UID`
-/// not written as [`private_path_of`] writes it, and a `NAME` it does not
-/// take, are not listed. Whose files they are is judged when they are
-/// opened ([`PrivateFile::open_owned_by`]): a name counts only when its
-/// file belongs to the uid it carries.
+/// the uid of the directory each is in, in name order: root's are every
+/// user's, another user's only its own. Only directories that are their
+/// users' own count ([`user_dirs`]). Whose files they are is judged when
+/// they are opened ([`PrivateFile::open_owned_by`]): a name counts only
+/// when its file belongs to the uid of its directory.
 pub fn collectable_names(kind: &str) -> Result<Vec<(u32, String)>> {
-    let me = nix::unistd::geteuid();
-    let prefix = format!(".hal-{kind}.");
-    let dir = std::fs::read_dir(PRIVATE_DIR)
-        .map_err(|e| Error::io(format!("listing {PRIVATE_DIR}"), e))?;
-    let mut names: Vec<(u32, String)> = dir
-        .flatten()
-        .filter_map(|entry| {
-            let file_name = entry.file_name();
-            let (uid, name) = file_name.to_str()?.strip_prefix(&prefix)?.split_once('.')?;
-            let uid_number: u32 = uid.parse().ok()?;
-            if uid_number.to_string() != uid {
-                return None;
-            }
-            if !me.is_root() && uid_number != me.as_raw() {
-                return None;
-            }
-            private_path_of(kind, uid_number, name).ok()?;
-            Some((uid_number, name.to_string()))
-        })
-        .collect();
+    let mut names = Vec::new();
+    for (uid, dir) in user_dirs()? {
+        names.extend(names_in(&dir, kind)?.into_iter().map(|name| (uid, name)));
+    }
     names.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
     Ok(names)
 }
@@ -113,9 +108,7 @@ fn private_to(meta: &std::fs::Metadata, uid: u32) -> bool {
 
 /// The refusal of what is at `path` (`meta`, not followed): not a private
 /// file of `expected` (this user's, unless root's cleanup opens another
-/// user's). It names the owner and says what to do: another
-/// user's name cannot be removed by this one (the sticky bit of
-/// [`PRIVATE_DIR`]), only by that user or root.
+/// user's). It names the owner and says what to do.
 fn not_private(path: &Path, meta: &std::fs::Metadata, expected: u32) -> Error {
     let euid = nix::unistd::geteuid().as_raw();
     let owner = meta.uid();
@@ -148,8 +141,8 @@ fn not_private(path: &Path, meta: &std::fs::Metadata, expected: u32) -> Error {
         )
     } else {
         format!(
-            "another user took the name first: choose another name, or have its owner (uid \
-             {owner}) or root remove {}",
+            "another user (uid {owner}) put it in this user's directory: choose another name, \
+             or have root remove {}",
             path.display()
         )
     };
@@ -190,6 +183,10 @@ impl PrivateFile {
     /// that others may open, and anything not a regular file (a link is not
     /// followed).
     pub fn open_owned_by(path: &Path, uid: u32) -> Result<Option<PrivateFile>> {
+        // The directory first: the user's own, or nothing is opened in it.
+        if !judge_user_dir(path.parent().unwrap_or(Path::new("/")), uid)? {
+            return Ok(None);
+        }
         // The standard library opens with O_CLOEXEC. O_NOFOLLOW: a link at
         // the name is refused (ELOOP), never followed to another file.
         // O_NONBLOCK: a device node at the name cannot hold the open (a
@@ -230,15 +227,24 @@ impl PrivateFile {
     }
 
     /// Make a file of `len` bytes starting with `head`, mode 0600, then
-    /// link it at `path`; `None` when another process linked one there
+    /// link it at `path` (a path in the calling user's directory, made
+    /// where there is none); `None` when another process linked one there
     /// first.
     pub fn create(path: &Path, len: u64, head: &[u8]) -> Result<Option<PrivateFile>> {
+        let dir = make_user_dir()?;
+        if path.parent() != Some(dir.as_path()) {
+            return Err(Error::invalid(format!(
+                "{} is not in this user's directory {}",
+                path.display(),
+                dir.display()
+            )));
+        }
         let fd = nix::fcntl::open(
-            PRIVATE_DIR,
+            &dir,
             nix::fcntl::OFlag::O_TMPFILE | nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_CLOEXEC,
             nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
         )
-        .map_err(|e| Error::errno(format!("an unnamed file in {PRIVATE_DIR}"), e))?;
+        .map_err(|e| Error::errno(format!("an unnamed file in {}", dir.display()), e))?;
         // SAFETY: `open` returned a new descriptor that nothing else owns.
         let file = unsafe { File::from_raw_fd(fd) };
         file.set_len(len)
@@ -327,9 +333,8 @@ impl PrivateFile {
 
     /// Remove the name as its owner ([`unlink_as`](super::unlink_as)), if
     /// it still leads to this file (hold the lock): true when it was
-    /// removed. Acting as the owner, root's cleanup cannot remove another
-    /// user's object that took the name meanwhile: the sticky bit of
-    /// [`PRIVATE_DIR`] refuses it.
+    /// removed. Acting as the owner, root's cleanup removes nothing that
+    /// user could not remove itself.
     pub fn remove_name(&self) -> Result<bool> {
         if !self.named() {
             return Ok(false);
@@ -429,6 +434,7 @@ mod tests {
     #[test]
     fn a_fifo_at_the_name_is_refused_at_once() {
         let path = private_path("t", &unique("fifo")).unwrap();
+        make_user_dir().unwrap();
         nix::unistd::mkfifo(
             &path,
             nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR,
