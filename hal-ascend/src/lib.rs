@@ -37,9 +37,12 @@
 //! stand-in runtime `hal-mock-libascendcl`, not on an NPU: see the
 //! workspace README for what only an NPU can tell.
 #![deny(missing_docs)]
+// `unsafe` only in the modules that say so (`#[allow(unsafe_code)]`).
+#![deny(unsafe_code)]
 
 mod backend;
 mod context;
+#[allow(unsafe_code)]
 mod device;
 mod ffi;
 mod identity;

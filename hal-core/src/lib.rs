@@ -35,11 +35,15 @@
 //! Backends live in their own crates (`hal-cpu-shm`, `hal-mock`, ...); the
 //! `hal` facade crate gathers them behind Cargo features.
 #![deny(missing_docs)]
+// `unsafe` only in the modules that say so (`#[allow(unsafe_code)]`).
+#![deny(unsafe_code)]
 #![cfg(unix)]
 
 // The contract.
 pub mod backend;
+#[allow(unsafe_code)]
 pub mod device;
+#[allow(unsafe_code)]
 pub mod dynamic;
 pub mod error;
 pub mod handle;

@@ -31,8 +31,11 @@
 //! # Ok::<(), hal_core::Error>(())
 //! ```
 #![deny(missing_docs)]
+// `unsafe` only in the modules that say so (`#[allow(unsafe_code)]`).
+#![deny(unsafe_code)]
 #![cfg(target_os = "linux")]
 
+#[allow(unsafe_code)]
 mod device;
 pub mod file;
 mod hostreg;
@@ -42,6 +45,7 @@ mod io;
 mod mapping;
 mod memory;
 pub mod named;
+#[allow(unsafe_code)]
 mod placement;
 mod sync;
 mod view;

@@ -39,17 +39,23 @@
 //! # Ok::<(), hal_core::Error>(())
 //! ```
 #![deny(missing_docs)]
+// `unsafe` only in the modules that say so (`#[allow(unsafe_code)]`).
+#![deny(unsafe_code)]
 
 mod backend;
 mod brand;
 mod cpu;
+#[allow(unsafe_code)]
 mod device;
 mod gpu;
+#[allow(unsafe_code)]
 mod header;
+#[allow(unsafe_code)]
 mod home;
 mod info;
 mod memory;
 mod numa;
+#[allow(unsafe_code)]
 pub mod registration;
 mod residency;
 mod route;

@@ -26,11 +26,14 @@
 //! with its measurement and the file that keeps it, is listed in
 //! `RELIABILITY.md` ("hal-cuda: the vendor rules it keeps, and where").
 #![deny(missing_docs)]
+// `unsafe` only in the modules that say so (`#[allow(unsafe_code)]`).
+#![deny(unsafe_code)]
 
 mod backend;
 #[cfg(feature = "baselines")]
 pub mod baseline;
 mod context;
+#[allow(unsafe_code)]
 mod device;
 mod ffi;
 mod memory;

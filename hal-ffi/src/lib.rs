@@ -37,37 +37,59 @@
 //! hal_string_free(text);
 //! ```
 #![deny(missing_docs)]
+// `unsafe` only in the modules that say so (`#[allow(unsafe_code)]`).
+#![deny(unsafe_code)]
 #![cfg(unix)]
 
+#[allow(unsafe_code)]
 mod adopt;
+#[allow(unsafe_code)]
 mod channel;
+#[allow(unsafe_code)]
 mod channel_view;
 mod decode;
+#[allow(unsafe_code)]
 mod device;
+#[allow(unsafe_code)]
 mod event;
+#[allow(unsafe_code)]
 mod group;
+#[allow(unsafe_code)]
 mod last_error;
+#[allow(unsafe_code)]
 mod memory;
+#[allow(unsafe_code)]
 mod named;
+#[allow(unsafe_code)]
 mod notify;
+#[allow(unsafe_code)]
 mod options;
 #[cfg(feature = "ucx")]
+#[allow(unsafe_code)]
 mod remote_export;
 #[cfg(feature = "ucx")]
+#[allow(unsafe_code)]
 mod remote_memory;
 #[cfg(feature = "ucx")]
+#[allow(unsafe_code)]
 mod remote_node;
 #[cfg(feature = "ucx")]
+#[allow(unsafe_code)]
 mod remote_notify;
 #[cfg(all(test, feature = "ucx"))]
+#[allow(unsafe_code)]
 mod remote_tests;
 #[cfg(feature = "ucx")]
 mod remote_wait;
 mod status;
+#[allow(unsafe_code)]
 mod sync_obj;
 mod table;
+#[allow(unsafe_code)]
 mod tensor;
+#[allow(unsafe_code)]
 mod text;
+#[allow(unsafe_code)]
 mod trust;
 
 pub use adopt::hal_adopt;

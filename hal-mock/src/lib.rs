@@ -35,6 +35,8 @@
 //! # Ok::<(), hal_core::Error>(())
 //! ```
 #![deny(missing_docs)]
+// `unsafe` only in the modules that say so (`#[allow(unsafe_code)]`).
+#![deny(unsafe_code)]
 #![cfg(target_os = "linux")]
 
 mod backend;
@@ -48,8 +50,10 @@ mod memory;
 pub mod older;
 mod profile;
 mod rules;
+#[allow(unsafe_code)]
 pub mod standin;
 mod state;
+#[allow(unsafe_code)]
 mod stream;
 mod sync;
 mod vendor;

@@ -28,27 +28,35 @@
 //!   mapped until the last borrower lets go;
 //! - the type stubs are `hal.pyi` beside this crate's `Cargo.toml`.
 #![deny(missing_docs)]
+// `unsafe` only in the modules that say so (`#[allow(unsafe_code)]`).
+#![deny(unsafe_code)]
 #![cfg(unix)]
 
+#[allow(unsafe_code)]
 mod buffer;
 mod bytes;
+#[allow(unsafe_code)]
 mod capsule;
 mod channel;
 mod channel_end;
+#[allow(unsafe_code)]
 mod channel_view;
 mod cuda_ipc;
 mod device;
 mod errors;
 mod event;
+#[allow(unsafe_code)]
 mod foreign;
 mod group;
 mod importing;
 mod live;
+#[allow(unsafe_code)]
 mod memory;
 mod memory_obj;
 mod notify;
 mod options;
 #[cfg(feature = "ucx")]
+#[allow(unsafe_code)]
 mod raw_buffer;
 mod registry;
 #[cfg(feature = "ucx")]
@@ -56,6 +64,7 @@ mod remote;
 #[cfg(feature = "ucx")]
 mod remote_export;
 #[cfg(feature = "ucx")]
+#[allow(unsafe_code)]
 mod remote_memory;
 #[cfg(feature = "ucx")]
 mod remote_node;
@@ -63,6 +72,7 @@ mod remote_node;
 mod remote_notify;
 #[cfg(feature = "ucx")]
 mod remote_wait;
+#[allow(unsafe_code)]
 mod share;
 mod sync_obj;
 mod tensor;

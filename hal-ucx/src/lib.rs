@@ -41,22 +41,32 @@
 //! are trusted (a cluster's fabric), as UCX, MPI and NCCL require.
 
 #![deny(missing_docs)]
+// `unsafe` only in the modules that say so (`#[allow(unsafe_code)]`).
+#![deny(unsafe_code)]
 
 mod auth;
 mod client;
+#[allow(unsafe_code)]
 mod completion;
+#[allow(unsafe_code)]
 mod dial;
+#[allow(unsafe_code)]
 mod engine;
 mod export;
 pub mod ffi;
+#[allow(unsafe_code)]
 mod hub;
+#[allow(unsafe_code)]
 mod memory;
 mod node;
 mod notify;
 mod owner;
+#[allow(unsafe_code)]
 mod payload;
+#[allow(unsafe_code)]
 mod progress;
 mod protocol;
+#[allow(unsafe_code)]
 mod serve;
 mod served;
 

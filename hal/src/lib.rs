@@ -130,6 +130,8 @@
 //! region, a buffer that grows after it was exported, and workers sharing
 //! one managed buffer.
 #![deny(missing_docs)]
+// `unsafe` only in the modules that say so (`#[allow(unsafe_code)]`).
+#![deny(unsafe_code)]
 #![cfg(unix)]
 
 // Every item of hal-core stays reachable at the path it always had here

@@ -2,17 +2,23 @@
 //! export and import regions by hand, decode handles, and clean up after
 //! crashed programs.
 
+// `unsafe` only in the modules that say so (`#[allow(unsafe_code)]`).
+#![deny(unsafe_code)]
+
 mod backend;
 mod bench;
+#[allow(unsafe_code)]
 mod channel;
 mod channels;
 mod child;
 mod demo;
 mod devices;
 mod fail;
+#[allow(unsafe_code)]
 mod hold;
 mod inspect;
 mod out;
+#[allow(unsafe_code)]
 mod pattern;
 mod raw;
 mod region;

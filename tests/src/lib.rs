@@ -71,6 +71,8 @@
 //! The crate's `README.md` lists every case with the capabilities that gate
 //! it.
 #![deny(missing_docs)]
+// `unsafe` only in the modules that say so (`#[allow(unsafe_code)]`).
+#![deny(unsafe_code)]
 
 use hal_core::{Backend, Error};
 
@@ -78,8 +80,11 @@ pub use hal_core;
 
 pub mod cases;
 pub mod driver;
+#[allow(unsafe_code)]
 pub mod fork;
+#[allow(unsafe_code)]
 pub mod fuse;
+#[allow(unsafe_code)]
 pub mod hosts;
 pub mod probe;
 pub mod process;

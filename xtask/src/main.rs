@@ -9,7 +9,8 @@
 //!                         target (aarch64 for Kunpeng hosts); prints a table
 //! cargo xtask circles [CRATE...]
 //!                         import cycles between the files of each crate (or of
-//!                         the crates named); exit 1 on a cycle
+//!                         the crates named), and crate roots that do not deny
+//!                         `unsafe_code`; exit 1 on either
 //! cargo xtask bindgen     regenerate hal-ascend's and hal-ucx's bindings (--check: verify them)
 //! cargo xtask cheader     regenerate include/hal.h from hal-ffi (--check: verify it)
 //! cargo xtask install-c --prefix DIR [--debug]
@@ -26,6 +27,9 @@
 //!
 //! Every command prints what it runs. Exit codes: 0 success, 1 a step
 //! failed, 2 bad usage or a command that is not available yet.
+
+// `unsafe` only in the modules that say so (`#[allow(unsafe_code)]`).
+#![deny(unsafe_code)]
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -58,7 +62,9 @@ commands:
              paths of src/**/*.rs followed to the file that defines them (through
              re-exports; comments, strings and #[cfg(test)] modules skipped);
              prints each crate's files in layers, leaves first, and every cycle;
-             exit 1 on a cycle
+             also checks that every crate root denies unsafe_code (#![deny(unsafe_code)],
+             the modules that need it allow it by name); exit 1 on a cycle or a root
+             that does not
   bindgen    regenerate hal-ascend/src/ffi/bindings.rs from hal-ascend/include/acl_subset.h
              and hal-ucx/src/ffi/bindings.rs from UCX's ucp/api/ucp.h (libucx-dev, or the
              folder UCX_INCLUDE names); with --check, fail when a checked-in file differs
@@ -202,6 +208,17 @@ fn circles_cmd(names: &[String]) -> ExitCode {
             println!("  cycle: {}", names.join(" -> "));
         }
         cycles += found.len();
+        // `unsafe` stays where a module says so: every crate root denies it.
+        for root_file in ["src/lib.rs", "src/main.rs"] {
+            let path = dir.join(root_file);
+            let Ok(code) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            if !code.lines().any(|l| l.trim() == "#![deny(unsafe_code)]") {
+                println!("  {root_file} does not deny unsafe_code (#![deny(unsafe_code)])");
+                cycles += 1;
+            }
+        }
     }
     if cycles > 0 {
         ExitCode::from(1)

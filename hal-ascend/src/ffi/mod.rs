@@ -4,7 +4,10 @@
 //! the typed layer every other module calls ([`result`]).
 
 #[rustfmt::skip]
+#[allow(unsafe_code)]
 pub(crate) mod bindings;
 pub(crate) mod loader;
+#[allow(unsafe_code)]
 pub(crate) mod result;
+#[allow(unsafe_code)]
 pub(crate) mod sys;

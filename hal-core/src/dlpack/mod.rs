@@ -88,6 +88,7 @@ mod abi;
 mod device;
 mod handle;
 mod spec;
+#[allow(unsafe_code)]
 mod tensor;
 
 pub use abi::{

@@ -37,8 +37,10 @@
 //! }
 //! ```
 
+#[allow(unsafe_code)]
 mod adapter;
 mod own;
+#[allow(unsafe_code)]
 mod traits;
 mod vmm;
 

@@ -363,6 +363,7 @@ mod held;
 mod limits;
 mod peer;
 mod socket;
+#[allow(unsafe_code)]
 mod sys;
 mod text;
 

@@ -487,4 +487,5 @@ fn connect_error(what: &dyn std::fmt::Display, e: io::Error) -> Error {
 }
 
 #[cfg(test)]
+#[allow(unsafe_code)]
 mod tests;

@@ -31,17 +31,20 @@
 //! The README's *Adding a backend* shows how a new vendor crate uses them.
 
 pub mod busy_free;
+#[allow(unsafe_code)]
 pub mod discard;
 pub mod export;
 pub(crate) mod import;
 pub mod lock;
 pub mod needs;
 pub mod off_thread;
+#[allow(unsafe_code)]
 pub mod os;
 pub mod peer_region;
 pub mod queued;
 pub mod raw_ipc;
 pub mod reaper;
+#[allow(unsafe_code)]
 mod registered;
 pub mod runtime;
 pub mod streams;

@@ -4,7 +4,9 @@
 //! entry point itself.
 
 pub(crate) mod loader;
+#[allow(unsafe_code)]
 pub(crate) mod result;
+#[allow(unsafe_code)]
 pub(crate) mod sys;
 
 pub(crate) use sys::{

@@ -6,6 +6,7 @@
 
 pub(crate) mod adopt;
 pub(crate) mod alloc;
+#[allow(unsafe_code)]
 pub(crate) mod host;
 pub(crate) mod ipc;
 pub(crate) mod managed;

@@ -93,27 +93,39 @@
 //! program's, under broker names of their own (`hal-<pid>-<random>`), so
 //! the two never collide.
 #![deny(missing_docs)]
+// `unsafe` only in the modules that say so (`#[allow(unsafe_code)]`).
+#![deny(unsafe_code)]
 #![cfg(target_os = "linux")]
 // The entry points' safety contract is the runtime's, stated once above.
 #![allow(clippy::missing_safety_doc)]
 // The exported names are the runtime's.
 #![allow(non_snake_case)]
 
+#[allow(unsafe_code)]
 mod abi;
+#[allow(unsafe_code)]
 mod device;
 mod error;
+#[allow(unsafe_code)]
 mod event;
+#[allow(unsafe_code)]
 mod ipc_event;
+#[allow(unsafe_code)]
 mod ipc_mem;
+#[allow(unsafe_code)]
 mod key;
+#[allow(unsafe_code)]
 mod memory;
+#[allow(unsafe_code)]
 mod notify;
 mod refusal;
 mod state;
+#[allow(unsafe_code)]
 mod stream;
 pub mod switches;
 pub mod tgid;
 pub mod visible;
+#[allow(unsafe_code)]
 mod vmm;
 mod vmm_table;
 

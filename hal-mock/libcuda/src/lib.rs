@@ -116,34 +116,51 @@
 //! falling back to the other; another crate's tests do the same after a
 //! dev-dependency on this package, which makes cargo build it.
 #![deny(missing_docs)]
+// `unsafe` only in the modules that say so (`#[allow(unsafe_code)]`).
+#![deny(unsafe_code)]
 #![cfg(target_os = "linux")]
 // The entry points' safety contract is the driver API's, stated once above.
 #![allow(clippy::missing_safety_doc)]
 // The exported names are the driver's.
 #![allow(non_snake_case)]
 
+#[allow(unsafe_code)]
 mod abi;
+#[allow(unsafe_code)]
 mod context;
+#[allow(unsafe_code)]
 mod device;
 mod envelope;
 mod error;
+#[allow(unsafe_code)]
 mod event;
 mod held;
+#[allow(unsafe_code)]
 mod hostreg;
+#[allow(unsafe_code)]
 mod ipc;
+#[allow(unsafe_code)]
 mod ipc_event;
 mod ipc_table;
+#[allow(unsafe_code)]
 mod managed;
+#[allow(unsafe_code)]
 mod memops;
+#[allow(unsafe_code)]
 mod memory;
+#[allow(unsafe_code)]
 mod peer;
 mod staged;
+#[allow(unsafe_code)]
 mod state;
+#[allow(unsafe_code)]
 mod stream;
+#[allow(unsafe_code)]
 mod strings;
 mod switches;
 mod view;
 mod visible;
+#[allow(unsafe_code)]
 mod vmm;
 mod vmm_table;
 

@@ -5,10 +5,13 @@
 //! (streams, events, notifies) and `vmm.rs`, and `contract.rs` ties them to
 //! the [`Device`](hal_core::Device) trait.
 
+#[allow(unsafe_code)]
 mod adopt;
 mod alloc;
+#[allow(unsafe_code)]
 mod contract;
 mod driver;
+#[allow(unsafe_code)]
 mod streams;
 mod vmm;
 

@@ -3,7 +3,10 @@
 //! and what its status codes mean (`status`).
 
 #[rustfmt::skip]
+#[allow(unsafe_code)]
 pub(crate) mod bindings;
 pub mod loader;
+#[allow(unsafe_code)]
 pub(crate) mod status;
+#[allow(unsafe_code)]
 pub(crate) mod sys;

@@ -39,13 +39,18 @@
 //! way to the CUDA ones, each against the bare driver call ([`cuda`]).
 
 mod bandwidth;
+#[allow(unsafe_code)]
 mod baselines;
+#[allow(unsafe_code)]
 mod consumer;
 mod cuda;
+#[allow(unsafe_code)]
 mod cuda_channel;
+#[allow(unsafe_code)]
 mod cuda_channel_peer;
 mod cuda_consumer;
 mod cuda_rtt;
+#[allow(unsafe_code)]
 mod cuda_rtt_peer;
 mod export;
 mod firsts;

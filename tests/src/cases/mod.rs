@@ -11,17 +11,21 @@ use crate::support::Suite;
 mod access;
 mod batch;
 mod channel;
+#[allow(unsafe_code)]
 mod device;
 mod dlpack;
+#[allow(unsafe_code)]
 mod foreign;
 mod gate;
 mod handle;
 mod lease;
+#[allow(unsafe_code)]
 mod memory;
 mod notify_flags;
 mod older;
 mod process;
 mod queued;
+#[allow(unsafe_code)]
 mod registered_streams;
 mod remote;
 mod streams;

@@ -12,20 +12,25 @@
 
 mod batch;
 pub(crate) mod board;
+#[allow(unsafe_code)]
 mod client;
 mod decide;
 mod direct;
 mod entry;
 mod fetch;
 mod getfd;
+#[allow(unsafe_code)]
 mod inherited;
+#[allow(unsafe_code)]
 mod locate;
 pub(crate) mod located;
 mod policy;
 mod pool;
 mod protocol;
 mod registry;
+#[allow(unsafe_code)]
 mod serve;
+#[allow(unsafe_code)]
 mod server;
 mod trust;
 mod view;

@@ -12,22 +12,33 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
+#[allow(unsafe_code)]
 mod as_user;
 pub mod elf;
+#[allow(unsafe_code)]
 mod flock;
+#[allow(unsafe_code)]
 mod host;
+#[allow(unsafe_code)]
 mod ids;
+#[allow(unsafe_code)]
 pub mod library;
+#[allow(unsafe_code)]
 mod map;
 mod maps;
 mod numa;
 mod origin;
+#[allow(unsafe_code)]
 mod page;
 mod peer_fd;
+#[allow(unsafe_code)]
 mod pidfd;
 mod pins;
+#[allow(unsafe_code)]
 mod private_file;
+#[allow(unsafe_code)]
 mod process;
+#[allow(unsafe_code)]
 mod quick_stat;
 pub mod thread;
 mod user_dir;
