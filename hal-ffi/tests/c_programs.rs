@@ -663,16 +663,18 @@ fn installed_with_pkg_config_the_examples_build_and_run() {
     }
 }
 
-/// The README shows the two-process example word for word.
+/// hal-ffi/README.md, the C walk-through, shows the two-process example
+/// word for word.
 #[test]
 fn the_readme_shows_the_example_word_for_word() {
-    let readme = std::fs::read_to_string(crate_dir().join("../README.md")).expect("read README.md");
+    let readme =
+        std::fs::read_to_string(crate_dir().join("README.md")).expect("read hal-ffi/README.md");
     for file in ["producer.c", "consumer.c"] {
         let text = std::fs::read_to_string(crate_dir().join("examples").join(file))
             .expect("read the example");
         assert!(
             readme.contains(&format!("```c\n{text}```")),
-            "README.md does not show examples/{file} as it is"
+            "hal-ffi/README.md does not show examples/{file} as it is"
         );
     }
 }

@@ -16,8 +16,8 @@ from conftest import REPO
 
 
 def python_section():
-    readme = (REPO / "README.md").read_text()
-    return readme.split("## From Python", 1)[1].split("\n## ", 1)[0]
+    """The Python walk-through, hal-python/README.md."""
+    return (REPO / "hal-python" / "README.md").read_text()
 
 
 # --- the size asked for --------------------------------------------------

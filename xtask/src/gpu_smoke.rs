@@ -240,7 +240,7 @@ exit "$status"
 "#;
 
 pub(crate) fn gpu_smoke(root: &Path, cargo: &str, rehearse: bool) -> ExitCode {
-    // The folder this command makes, where the README says (the workspace's
+    // The folder this command makes, where hal-cuda/README.md says (the workspace's
     // target/); what cargo built is read from `crate::target_dir`.
     let dir = root.join("target").join("gpu-smoke");
     let _ = std::fs::remove_dir_all(&dir);

@@ -158,6 +158,15 @@ mod tests {
     }
 
     #[test]
+    fn a_path_that_cannot_be_looked_at_is_an_error_not_an_absent_directory() {
+        let file = Scratch::new("notdir");
+        std::fs::write(&file.0, b"").unwrap();
+        // ENOTDIR: the path goes through a file.
+        let err = judge_user_dir(&file.0.join("x"), me()).unwrap_err();
+        assert!(matches!(err, Error::Io { .. }), "{err:?}");
+    }
+
+    #[test]
     fn a_private_directory_of_the_user_is_taken() {
         let at = Scratch::new("mine");
         std::fs::DirBuilder::new()
