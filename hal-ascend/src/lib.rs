@@ -35,7 +35,7 @@
 //! (`include/acl_subset.h`, `include/acl_names.txt`, `cargo xtask bindgen
 //! --check`, `tests/headers.rs`); the behaviour was proven against the
 //! stand-in runtime `hal-mock-libascendcl`, not on an NPU: see the
-//! workspace README for what only an NPU can tell.
+//! crate's README.md for what only an NPU can tell.
 #![deny(missing_docs)]
 // `unsafe` only in the modules that say so (`#[allow(unsafe_code)]`).
 #![deny(unsafe_code)]

@@ -12,8 +12,8 @@
 //! registered with the GPU), imports are [`UvmMapping`]s, and processes
 //! without CUDA map them with [`open_on_cpu`]. Strategies and measured
 //! costs: [`Strategy`]; stream order: [`UvmStream`]; device copies:
-//! [`Residency`]; a host-NUMA home: [`NumaHome`]. The README's section on
-//! this crate has the PostgreSQL guide, the limits and the rules' places.
+//! [`Residency`]; a host-NUMA home: [`NumaHome`]. The crate's README.md
+//! has the PostgreSQL guide, the limits and the rules' places.
 //!
 //! ```
 //! use hal_core::{AllocDesc, Backend, Device, ExportOptions, ImportOptions, MemRef, Memory};

@@ -162,7 +162,7 @@ pub use hal_core::{
 };
 
 /// The backend author's kit: what a backend crate builds on and a program
-/// does not need (the README's *Adding a backend* says how it fits together).
+/// does not need (docs/adding-a-backend.md says how it fits together).
 pub use hal_core::kit;
 
 #[cfg(feature = "cpu-shm")]

@@ -300,7 +300,7 @@
 //!
 //! **Why on by default, and the located form not.** Direct imports skip
 //! the round trip (`halctl bench`'s `import-direct` against
-//! `import-first-persistent`: see the README for the numbers) and trust
+//! `import-first-persistent`: see docs/performance.md for the numbers) and trust
 //! the importer with nothing the kernel does not already give it: ptrace
 //! access is the exporter's memory. Where the kernel refuses, the importer
 //! learns it before it asks the broker anything, so the refusal costs one

@@ -28,7 +28,7 @@
 //!   it on a thread of its own;
 //! - [`lock`]: locks that a panic elsewhere does not poison.
 //!
-//! The README's *Adding a backend* shows how a new vendor crate uses them.
+//! docs/adding-a-backend.md shows how a new vendor crate uses them.
 
 pub mod busy_free;
 #[allow(unsafe_code)]
