@@ -487,6 +487,44 @@ mod tests {
         }
     }
 
+    /// The input of the `group_message` fuzz target: the head's length
+    /// (one byte), the head, the body.
+    fn fuzz_input(m: &Message) -> Vec<u8> {
+        let (h, b) = m.encode();
+        [&[h.len() as u8][..], &h, &b].concat()
+    }
+
+    /// The fuzz target's seeds (`fuzz/seeds/group_message/`) are what the
+    /// encoder writes, and decode as the target reads them.
+    /// `HAL_FUZZ_WRITE_SEEDS=1 cargo test -p hal-ucx --lib group::wire`
+    /// writes them again after a change of the messages.
+    #[test]
+    fn the_fuzz_seeds_are_the_encoders_and_decode() {
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../fuzz/seeds/group_message");
+        let write = std::env::var_os("HAL_FUZZ_WRITE_SEEDS").is_some();
+        if write {
+            std::fs::create_dir_all(&dir).unwrap();
+        }
+        for (i, m) in all().iter().enumerate() {
+            let bytes = fuzz_input(m);
+            let path = dir.join(format!("{i:02}"));
+            if write {
+                std::fs::write(&path, &bytes).unwrap();
+            }
+            let stored = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(
+                stored == bytes,
+                "{} is not what the encoder writes now",
+                path.display()
+            );
+            let (n, rest) = bytes.split_first().unwrap();
+            let (h, b) = rest.split_at(*n as usize);
+            assert_eq!(decode(h, b).as_ref(), Ok(m));
+            crate::fuzzing::check_group_message(&bytes);
+        }
+    }
+
     #[test]
     fn bounds_and_unknown_values_are_refused() {
         assert!(decode(b"G1\x0a", b"").is_err());
