@@ -55,6 +55,9 @@ mod member {
         if let Some(ms) = opt_arg("timeout_ms") {
             options = options.timeout(Duration::from_millis(ms.parse().unwrap()));
         }
+        if let Some(n) = opt_arg("max_payload") {
+            options = options.max_payload(n.parse().unwrap());
+        }
         if let Some(hex) = opt_arg("secret") {
             let mut s = [0u8; 16];
             for (i, b) in s.iter_mut().enumerate() {
@@ -103,6 +106,26 @@ mod member {
                         Err(e) => format!("{}: {}", kind(&e), one_line(&e)),
                     };
                     report("gather", &out);
+                }
+                ["gather-big", len] => {
+                    // Every member's `len + rank` bytes, whole.
+                    round += 1;
+                    let len: usize = len.parse().unwrap();
+                    let big = |r: usize| -> Vec<u8> {
+                        let mut v = contribution(r, round);
+                        v.resize(len + r, r as u8);
+                        v
+                    };
+                    let all = group.all_gather(&big(rank)).unwrap();
+                    for (r, got) in all.iter().enumerate() {
+                        assert!(*got == big(r), "rank {r}'s {} bytes", len + r);
+                    }
+                    report("gather-big", "ok");
+                }
+                ["gather-over"] => {
+                    let over = vec![0u8; options.max_payload + 1];
+                    let e = group.all_gather(&over).unwrap_err();
+                    report("gather-over", &kind(&e));
                 }
                 ["bcast", root] => {
                     round += 1;
@@ -204,6 +227,9 @@ struct Join<'a> {
     /// The secret in the options.
     secret: Option<&'a str>,
     timeout_ms: u64,
+    /// `UCX_TLS` (none: UCX's defaults).
+    tls: Option<&'a str>,
+    max_payload: Option<usize>,
 }
 
 impl Join<'_> {
@@ -214,6 +240,8 @@ impl Join<'_> {
             env_secret: Some(SECRET),
             secret: None,
             timeout_ms: 30_000,
+            tls: Some("tcp"),
+            max_payload: None,
         }
     }
 }
@@ -229,8 +257,14 @@ fn spawn(hosts: &Hosts, i: usize, j: &Join<'_>) -> ChildProc {
     if let Some(s) = j.secret {
         args.push(("secret", s.to_string()));
     }
+    if let Some(n) = j.max_payload {
+        args.push(("max_payload", n.to_string()));
+    }
     ChildProc::spawn_with(ROLES, "member", &args, |cmd| {
-        cmd.env("UCX_TLS", "tcp");
+        match j.tls {
+            Some(t) => cmd.env("UCX_TLS", t),
+            None => cmd.env_remove("UCX_TLS"),
+        };
         match j.env_secret {
             Some(s) => cmd.env("HAL_GROUP_SECRET", s),
             None => cmd.env_remove("HAL_GROUP_SECRET"),
@@ -305,6 +339,32 @@ fn group_at_address_across_network_namespaces() {
     // The use it is for: every member's remote handle to every other in
     // one round, and reads across the hosts through them.
     assert_eq!(ask_all(&mut members, "swap", "swap"), vec!["ok"; 8]);
+    quit_all(members);
+}
+
+#[test]
+fn group_at_address_large_payloads_over_ucx_defaults_on_one_host() {
+    let Some(hosts) = hosts() else {
+        return;
+    };
+    // UCX picks its own transports between the processes of one host.
+    let j = Join {
+        tls: None,
+        max_payload: Some(1 << 20),
+        ..Join::new("large", 3)
+    };
+    let mut members: Vec<ChildProc> = (0..3).map(|_| spawn(&hosts, 0, &j)).collect();
+    ranks(&mut members);
+    let ok = vec!["ok"; 3];
+    assert_eq!(ask_all(&mut members, "gather-big 300000", "gather-big"), ok);
+    assert_eq!(
+        ask_all(&mut members, "gather-big 1048573", "gather-big"),
+        ok
+    );
+    // A post over the limit is refused here, and the group goes on.
+    let over = vec!["InvalidArgument"; 3];
+    assert_eq!(ask_all(&mut members, "gather-over", "gather-over"), over);
+    assert_eq!(ask_all(&mut members, "gather", "gather"), ok);
     quit_all(members);
 }
 

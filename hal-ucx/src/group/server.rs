@@ -209,7 +209,7 @@ impl Server {
                 self.max_payload
             );
             drop(s);
-            return self.break_group(hub, rank, why);
+            return self.misbehaved(hub, rank, why);
         }
         s.posts[rank] = Some(data);
         if !s.formed || s.posts.iter().any(Option::is_none) {
@@ -243,6 +243,12 @@ impl Server {
         }
     }
 
+    /// Member `rank` broke the protocol: said, and the group is broken.
+    fn misbehaved(&self, hub: &Hub, rank: usize, why: String) {
+        log::warn!("hal-ucx: group {:?}: {why}", self.name);
+        self.break_group(hub, rank, why);
+    }
+
     /// The group is broken because of member `rank`: every other member is
     /// told, and the server's member's waits end.
     fn break_group(&self, hub: &Hub, rank: usize, why: String) {
@@ -251,7 +257,9 @@ impl Server {
             if s.broken.is_some() {
                 return;
             }
-            log::warn!("hal-ucx: group {:?}: {why}", self.name);
+            // A member that leaves at the group's end fails its connection
+            // as one that dies does: no warning of its own.
+            log::debug!("hal-ucx: group {:?}: {why}", self.name);
             s.broken = Some(why);
             let address = s.slots[rank].map(|m| m.address);
             let eps: Vec<usize> = s
@@ -384,7 +392,7 @@ impl Server {
                     }
                 }
             }
-            (Stage::Member(rank), m) => self.break_group(
+            (Stage::Member(rank), m) => self.misbehaved(
                 hub,
                 rank,
                 format!("member {rank} sent {} out of order", kind(&m)),
@@ -499,7 +507,7 @@ impl Link for Server {
             Ok(m) => m,
             Err(why) => {
                 return match stage {
-                    Stage::Member(rank) => self.break_group(
+                    Stage::Member(rank) => self.misbehaved(
                         hub,
                         rank,
                         format!("member {rank} sent a malformed message ({why})"),
