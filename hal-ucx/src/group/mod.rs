@@ -158,6 +158,7 @@ impl RemoteGroup {
                 size,
                 options.max_payload,
                 secret,
+                options.timeout,
                 std::process::id(),
                 addr,
             ));

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hal_core::kit::os::random_id;
 use hal_core::{Error, Result};
@@ -53,6 +53,8 @@ struct Slot {
 /// What the server's handlers and its member share.
 struct State {
     conns: HashMap<usize, Stage>,
+    /// When each connection still in its handshake sent its first message.
+    opened: HashMap<usize, Instant>,
     /// The members, by rank; rank 0 is the server's.
     slots: Vec<Option<Slot>>,
     formed: bool,
@@ -74,6 +76,8 @@ pub(crate) struct Server {
     size: usize,
     max_payload: usize,
     secret: [u8; 16],
+    /// How long a joiner's handshake may take.
+    timeout: Duration,
     state: Mutex<State>,
     cv: Condvar,
 }
@@ -86,6 +90,7 @@ impl Server {
         size: usize,
         max_payload: usize,
         secret: [u8; 16],
+        timeout: Duration,
         pid: u32,
         address: SocketAddr,
     ) -> Server {
@@ -100,8 +105,10 @@ impl Server {
             size,
             max_payload,
             secret,
+            timeout,
             state: Mutex::new(State {
                 conns: HashMap::new(),
+                opened: HashMap::new(),
                 slots,
                 formed: size == 1,
                 collecting: 1,
@@ -286,6 +293,7 @@ impl Server {
         let joined = {
             let mut s = lock(&self.state);
             s.conns.remove(&ep);
+            s.opened.remove(&ep);
             s.slots.iter().flatten().count() as u32
         };
         send(
@@ -362,6 +370,7 @@ impl Server {
                     return self.refuse(hub, ep, Refusal::Full);
                 }
                 s.slots[rank] = Some(Slot { pid, address, ep });
+                s.opened.remove(&ep);
                 if let Some(c) = s.conns.get_mut(&ep) {
                     *c = Stage::Member(rank);
                 }
@@ -408,12 +417,34 @@ impl Server {
         }
     }
 
+    /// Refuse the connections whose handshake took longer than the
+    /// group's timeout (looked at whenever a message comes: their count is
+    /// bounded meanwhile).
+    fn expire(&self, hub: &Hub) {
+        let late: Vec<usize> = {
+            let s = lock(&self.state);
+            s.opened
+                .iter()
+                .filter(|(_, t)| t.elapsed() >= self.timeout)
+                .map(|(ep, _)| *ep)
+                .collect()
+        };
+        for ep in late {
+            log::warn!(
+                "hal-ucx: a joiner of group {:?} did not finish its handshake in time; refused",
+                self.name
+            );
+            self.refuse(hub, ep, Refusal::Protocol);
+        }
+    }
+
     /// The server's member leaves: every connection is closed (flushed:
     /// what was sent arrives first). The closes to wait for.
     pub(crate) fn close(&self, hub: &Hub) -> Vec<Arc<Completion>> {
         let eps: Vec<usize> = {
             let mut s = lock(&self.state);
             s.closed = true;
+            s.opened.clear();
             s.conns.drain().map(|(ep, _)| ep).collect()
         };
         let mut links = lock(&hub.links);
@@ -482,16 +513,24 @@ pub(crate) fn body(hub: &Hub, payload: Payload) -> Option<Vec<u8>> {
 
 impl Link for Server {
     fn message(&self, hub: &Hub, ep: usize, head: &[u8], payload: Payload) {
+        self.expire(hub);
+        if !lock(&hub.links).contains_key(&ep) {
+            // This very connection was refused (closed) just now.
+            return payload.release(&hub.engine);
+        }
         let stage = {
             let mut s = lock(&self.state);
             if s.closed {
                 None
             } else {
-                let n = s.conns.len();
-                if !s.conns.contains_key(&ep) && n >= max_handshakes(self.size) {
-                    None
-                } else {
-                    Some(*s.conns.entry(ep).or_insert(Stage::Hello))
+                match s.conns.get(&ep) {
+                    Some(stage) => Some(*stage),
+                    None if s.opened.len() >= max_handshakes(self.size) => None,
+                    None => {
+                        s.opened.insert(ep, Instant::now());
+                        s.conns.insert(ep, Stage::Hello);
+                        Some(Stage::Hello)
+                    }
                 }
             }
         };
@@ -529,7 +568,11 @@ impl Link for Server {
 
     fn failed(&self, hub: &Hub, ep: usize, status: ucs_status_t) {
         lock(&hub.links).remove(&ep);
-        let stage = lock(&self.state).conns.remove(&ep);
+        let stage = {
+            let mut s = lock(&self.state);
+            s.opened.remove(&ep);
+            s.conns.remove(&ep)
+        };
         hub.unwaited(hub.engine.close(ep as ucp_ep_h, true));
         if let Some(Stage::Member(rank)) = stage {
             let (pid, address) = {
