@@ -25,6 +25,13 @@ const PORT: u16 = 29500;
 /// The members' secret, as `HAL_GROUP_SECRET` spells it.
 const SECRET: &str = "00112233445566778899aabbccddeeff";
 
+/// A membership moves between threads (a runtime's worker thread joins,
+/// its main thread leaves).
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<RemoteGroup>();
+};
+
 /// What member `rank` posts: its own bytes, of a length of its own.
 fn contribution(rank: usize, round: u32) -> Vec<u8> {
     let len = 100 + 37 * rank + round as usize;

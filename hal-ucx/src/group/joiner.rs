@@ -113,20 +113,20 @@ impl Joined {
         // Until the server is there: a connection that fails before its
         // first answer is tried again.
         let (joined, first) = loop {
+            // Dropped on every way out but the break: its connection closes.
             let joined = Joined::connect(owner, ask.at)?;
             joined.send(&hello)?;
             match joined.receive(ask.deadline) {
                 Ok(m) => break (joined, m),
                 Err(Error::Closed { .. }) if !joined.foreign() => {
                     let why = joined.gone().unwrap_or_default();
-                    joined.close();
+                    drop(joined);
                     if Instant::now() + RETRY >= ask.deadline {
                         return Err(nobody(ask, &why));
                     }
                     std::thread::sleep(RETRY);
                 }
                 Err(Error::Closed { .. }) => {
-                    joined.close();
                     return Err(Error::NotFound {
                         what: format!(
                             "group {:?} at {}: the node there serves exports, not a group (its \
@@ -135,23 +135,12 @@ impl Joined {
                         ),
                     });
                 }
-                Err(Error::Timeout { .. }) => {
-                    joined.close();
-                    return Err(nobody(ask, "no answer"));
-                }
-                Err(e) => {
-                    joined.close();
-                    return Err(e);
-                }
+                Err(Error::Timeout { .. }) => return Err(nobody(ask, "no answer")),
+                Err(e) => return Err(e),
             }
         };
-        match joined.handshake(ask, address, mine, first) {
-            Ok((rank, members)) => Ok((joined, rank, members)),
-            Err(e) => {
-                joined.close();
-                Err(e)
-            }
-        }
+        let (rank, members) = joined.handshake(ask, address, mine, first)?;
+        Ok((joined, rank, members))
     }
 
     fn handshake(
@@ -390,7 +379,7 @@ impl Joined {
 
     /// Forget and close the connection (flushed: what was sent arrives
     /// first; at once where it failed), waiting for the close a bounded time.
-    pub(crate) fn close(&self) {
+    fn close(&self) {
         let ep = self.ep;
         let force = self.gone().is_some();
         let closing = self.owner.hub.on_thread(move |h| {
@@ -401,6 +390,12 @@ impl Joined {
             c.wait_until(Some(Instant::now() + Duration::from_secs(2)));
             self.owner.hub.unwaited(c);
         }
+    }
+}
+
+impl Drop for Joined {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 

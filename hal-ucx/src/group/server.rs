@@ -229,7 +229,7 @@ impl Server {
             .collect();
         let round = s.collecting;
         s.completed = round;
-        s.collecting += 1;
+        s.collecting = round.saturating_add(1);
         let eps: Vec<usize> = s
             .slots
             .iter()
