@@ -55,7 +55,7 @@ use std::time::{Duration, Instant};
 
 use hal_core::{Error, Result};
 
-use crate::ffi::bindings::UCS_ERR_BUSY;
+use crate::ffi::bindings::{UCS_ERR_BUSY, UCS_ERR_IO_ERROR};
 use crate::hub::{lock, Link};
 use crate::node::{Node, NodeOptions};
 use joiner::{Ask, Joined};
@@ -65,6 +65,10 @@ use wire::Entry;
 pub use options::{RemoteGroupOptions, RemoteMember};
 pub use secret::SECRET_ENV;
 pub use wire::{MAX_MEMBERS, MAX_NAME, MAX_PAYLOAD};
+
+/// How many times a member of the address's host tries to bind it when
+/// its listen fails (another member bound it at the same moment).
+const BIND_TRIES: u32 = 3;
 
 /// This member's side of the rendezvous.
 enum Side {
@@ -152,7 +156,13 @@ impl RemoteGroup {
             advertise: None,
             timeout: options.timeout,
         };
-        if is_local(addr.ip()) {
+        // Two processes of this host may race for the address: the one
+        // that binds it second gets UCS_ERR_BUSY, or, where both bound it
+        // before either listened, UCS_ERR_IO_ERROR from its listen; it tries
+        // again, and then finds the address busy.
+        let mut tries = if is_local(addr.ip()) { BIND_TRIES } else { 0 };
+        while tries > 0 {
+            tries -= 1;
             let server = Arc::new(Server::new(
                 name,
                 size,
@@ -182,7 +192,10 @@ impl RemoteGroup {
                     group.members = ranked(members?);
                     return Ok(group);
                 }
-                Err(Error::Vendor(v)) if v.code == i64::from(UCS_ERR_BUSY) => {}
+                Err(Error::Vendor(v)) if v.code == i64::from(UCS_ERR_BUSY) => break,
+                Err(Error::Vendor(v)) if v.code == i64::from(UCS_ERR_IO_ERROR) && tries > 0 => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
                 Err(e) => return Err(e),
             }
         }
