@@ -313,7 +313,7 @@ impl Joined {
     }
 
     /// A connection to `at`, its messages delivered to a mailbox.
-    fn connect(owner: &Arc<Owner>, at: SocketAddr) -> Result<Joined> {
+    pub(super) fn connect(owner: &Arc<Owner>, at: SocketAddr) -> Result<Joined> {
         let mailbox = Arc::new(Mailbox::default());
         let link: Arc<dyn Link> = mailbox.clone();
         let ep = owner.hub.on_thread(move |h| {
@@ -330,7 +330,7 @@ impl Joined {
     }
 
     /// Send `m` (the send goes on by itself; its answer is waited for).
-    fn send(&self, m: &Message) -> Result<()> {
+    pub(super) fn send(&self, m: &Message) -> Result<()> {
         let (head, body) = m.encode();
         let ep = self.ep;
         self.owner.hub.on_thread(move |h| {
@@ -341,7 +341,7 @@ impl Joined {
     }
 
     /// The next message from the server, until `deadline`.
-    fn receive(&self, deadline: Instant) -> Result<Message> {
+    pub(super) fn receive(&self, deadline: Instant) -> Result<Message> {
         let started = Instant::now();
         let mut inbox = lock(&self.mailbox.inbox);
         loop {

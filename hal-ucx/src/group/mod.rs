@@ -47,6 +47,8 @@ mod joiner;
 mod options;
 mod secret;
 mod server;
+#[cfg(test)]
+mod tests;
 pub(crate) mod wire;
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -160,7 +162,11 @@ impl RemoteGroup {
         // that binds it second gets UCS_ERR_BUSY, or, where both bound it
         // before either listened, UCS_ERR_IO_ERROR from its listen; it tries
         // again, and then finds the address busy.
-        let mut tries = if is_local(addr.ip()) { BIND_TRIES } else { 0 };
+        let mut tries = if is_local(addr.ip()) && !is_served(addr) {
+            BIND_TRIES
+        } else {
+            0
+        };
         while tries > 0 {
             tries -= 1;
             let server = Arc::new(Server::new(
@@ -408,6 +414,18 @@ fn check(addr: SocketAddr, name: &str, size: usize, options: &RemoteGroupOptions
 /// True when `ip` is an address of this host (a socket can be bound to it).
 fn is_local(ip: IpAddr) -> bool {
     UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
+}
+
+/// True when a listener of this host holds `addr` already: a bind of a
+/// socket of the standard library's (which, as the group's server's, may
+/// take an address that only ended connections hold) is refused as in
+/// use. Nothing is sent; it spares a joiner UCX's error line about the
+/// address in use.
+fn is_served(addr: SocketAddr) -> bool {
+    matches!(
+        std::net::TcpListener::bind(addr),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse
+    )
 }
 
 /// The address of this host that reaches `addr` (no packet is sent: the
