@@ -277,8 +277,9 @@ impl Joined {
                 served,
             } => Error::Busy {
                 what: format!(
-                    "{at}, which serves group {served:?} rather than {name:?} (one group per \
-                     address at a time: join once it ends, or serve {name:?} at another address);"
+                    "group {served:?}, which {at} serves rather than {name:?} (one group per \
+                     address at a time: join {name:?} once {served:?} ends, or serve it at \
+                     another address)"
                 ),
                 holders: joined as usize,
             },
@@ -288,8 +289,8 @@ impl Joined {
                 ..
             } => Error::Busy {
                 what: format!(
-                    "group {name:?} at {at}, which has all its members (or is over, or broken; \
-                     join once it ends),"
+                    "group {name:?} at {at}, which has all its members (or has ended, or is \
+                     broken: join once it ends)"
                 ),
                 holders: joined as usize,
             },
