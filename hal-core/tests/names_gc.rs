@@ -92,6 +92,12 @@ fn child_process() {
                 Err(e) => say(format!("refused: {e}")),
             }
         }
+        // Say which users' directories this process may look into.
+        "dirs" => {
+            let dirs = hal_core::kit::os::user_dirs().expect("the users' directories");
+            let uids: Vec<String> = dirs.iter().map(|(uid, _)| uid.to_string()).collect();
+            say(uids.join(","));
+        }
         other => panic!("unknown child role {other}"),
     }
 }
@@ -324,4 +330,34 @@ fn root_collects_other_users_dead_names_as_their_owner_and_spares_planted_files(
         "{:?}",
         shm_entries(&prefix)
     );
+}
+
+/// A user other than root looks into its own directory of names only,
+/// though root's (and others') are there: a real process of uid 65534.
+#[test]
+fn a_user_other_than_root_collects_in_its_own_directory_only() {
+    use std::os::unix::process::CommandExt as _;
+    if !nix::unistd::geteuid().is_root() {
+        hal_core::testing::not_run("a process of another uid needs root to start");
+        return;
+    }
+    hal_core::kit::os::make_user_dir().expect("root's directory");
+    let as_nobody = |c: &mut std::process::Command| {
+        c.uid(NOBODY).gid(NOBODY);
+    };
+    // Its own directory, made by a holder of its own.
+    let name = unique("dirs");
+    let _sweep = Sweep(vec![
+        path_of("channel", NOBODY, &name),
+        path_of("group", NOBODY, &name),
+    ]);
+    let mut holder = Kid::start((ROLE, "holder"), (ARG, &name), as_nobody);
+    assert_eq!(holder.result(), "ready");
+    let mut kid = Kid::start((ROLE, "dirs"), (ARG, ""), as_nobody);
+    assert_eq!(kid.result(), NOBODY.to_string());
+    kid.finish();
+    let all = hal_core::kit::os::user_dirs().unwrap();
+    assert!(all.iter().any(|(uid, _)| *uid == 0), "root sees its own: {all:?}");
+    assert!(all.iter().any(|(uid, _)| *uid == NOBODY), "and nobody's: {all:?}");
+    drop(holder);
 }

@@ -15,6 +15,10 @@ pub(crate) enum Role {
     Exporter,
     /// The importer, answering a challenge.
     Importer,
+    /// A group's server, answering a joiner's hello (no export: id 0).
+    GroupServer,
+    /// A group's joiner, answering the server's challenge (id 0).
+    GroupMember,
 }
 
 impl Role {
@@ -22,6 +26,8 @@ impl Role {
         match self {
             Role::Exporter => b"hal1r exporter",
             Role::Importer => b"hal1r importer",
+            Role::GroupServer => b"hal1g server",
+            Role::GroupMember => b"hal1g member",
         }
     }
 }
@@ -82,6 +88,10 @@ mod tests {
         assert!(verify(&s, Role::Importer, 9, &a, &b, &p));
         assert!(!verify(&[4; 16], Role::Importer, 9, &a, &b, &p));
         assert!(!verify(&s, Role::Exporter, 9, &a, &b, &p));
+        assert!(!verify(&s, Role::GroupMember, 9, &a, &b, &p));
+        let g = prove(&s, Role::GroupServer, 0, &a, &b);
+        assert!(verify(&s, Role::GroupServer, 0, &a, &b, &g));
+        assert!(!verify(&s, Role::GroupMember, 0, &a, &b, &g));
         assert!(!verify(&s, Role::Importer, 8, &a, &b, &p));
         assert!(!verify(&s, Role::Importer, 9, &b, &a, &p));
         assert!(!verify(&s, Role::Importer, 9, &a, &[5; 16], &p));

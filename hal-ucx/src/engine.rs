@@ -121,8 +121,11 @@ unsafe impl Sync for Engine {}
 
 impl Engine {
     /// A context (RMA, active messages, wake-up) and its worker, from the
-    /// `UCX_*` environment.
-    pub(crate) fn new() -> Result<Engine> {
+    /// `UCX_*` environment; with `reuse_address`, its listener binds an
+    /// address that connections of an ended listener still hold
+    /// (`SO_REUSEADDR`, UCX's `CM_REUSEADDR`): a listener that is still
+    /// there keeps its address all the same.
+    pub(crate) fn new(reuse_address: bool) -> Result<Engine> {
         let ucx = sys::ucx()?;
         let mut config: *mut ucp_config_t = std::ptr::null_mut();
         // SAFETY: NULL prefix and file are allowed: the UCX_ environment
@@ -130,6 +133,29 @@ impl Engine {
         let st =
             unsafe { (ucx.ucp_config_read()?)(std::ptr::null(), std::ptr::null(), &mut config) };
         check(ucx, st, "ucp_config_read", "reading the UCX_ environment")?;
+        let modified = if reuse_address {
+            let (name, value) = (c"CM_REUSEADDR", c"y");
+            match ucx.ucp_config_modify() {
+                // SAFETY: `config` is the live configuration read above;
+                // the name and the value are NUL-terminated strings.
+                Ok(f) => check(
+                    ucx,
+                    unsafe { f(config, name.as_ptr(), value.as_ptr()) },
+                    "ucp_config_modify",
+                    "letting the listener reuse its address (CM_REUSEADDR)",
+                ),
+                Err(e) => Err(e),
+            }
+        } else {
+            Ok(())
+        };
+        if let Err(e) = modified {
+            if let Ok(release) = ucx.ucp_config_release() {
+                // SAFETY: `config` came from ucp_config_read and is released once.
+                unsafe { release(config) };
+            }
+            return Err(e);
+        }
         // SAFETY: all-zero is a valid `ucp_params_t` (empty mask).
         let mut params: ucp_params_t = unsafe { std::mem::zeroed() };
         params.field_mask = u64::from(UCP_PARAM_FIELD_FEATURES);
@@ -388,6 +414,40 @@ impl Engine {
             },
             // SAFETY: the endpoint is live; the header is kept alive by the
             // completion; the data is the caller's, valid until it finishes.
+            |p| unsafe { f(ep, id, hp, hl, dp, dl, p) },
+        ))
+    }
+
+    /// Send `head` on `ep` as an active message of `id` with `body` as its
+    /// data, eagerly whatever its size (its handler gets it whole, in host
+    /// memory). Both are kept until the send is over.
+    pub(crate) fn send_eager(
+        &self,
+        ep: ucp_ep_h,
+        id: u32,
+        head: Vec<u8>,
+        body: &[u8],
+    ) -> Result<Arc<Completion>> {
+        let f = self.ucx.ucp_am_send_nbx()?;
+        let hl = head.len();
+        let mut both = head;
+        both.extend_from_slice(body);
+        let hp = both.as_ptr() as *const c_void;
+        let (dp, dl) = match both.len() - hl {
+            0 => (std::ptr::null(), 0),
+            n => (both.as_ptr().wrapping_add(hl) as *const c_void, n),
+        };
+        Ok(completion::issue(
+            Kind::Send,
+            Some(both),
+            |p| {
+                p.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+                p.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER;
+                p.memory_type = UCS_MEMORY_TYPE_HOST;
+            },
+            // SAFETY: the endpoint is live; the head and the body are one
+            // buffer the completion keeps until the send is over (moving
+            // the vector into it does not move its bytes).
             |p| unsafe { f(ep, id, hp, hl, dp, dl, p) },
         ))
     }

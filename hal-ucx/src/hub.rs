@@ -33,6 +33,16 @@ pub(crate) enum Event {
     Failed(usize, ucs_status_t),
 }
 
+/// A connection that a part of hal above the hub handles itself (a
+/// group's rendezvous): its messages and its failure go to it, on the
+/// progress thread.
+pub(crate) trait Link: Send + Sync {
+    /// A message on `ep`, with its data (which it releases).
+    fn message(&self, hub: &Hub, ep: usize, head: &[u8], payload: Payload);
+    /// `ep`'s peer failed or closed.
+    fn failed(&self, hub: &Hub, ep: usize, status: ucs_status_t);
+}
+
 /// One export, as the exporter keeps it.
 pub(crate) struct ExportEntry {
     pub(crate) kind: hal_core::handle::remote::RemoteKind,
@@ -93,6 +103,11 @@ pub(crate) struct Hub {
     thread: std::sync::OnceLock<std::thread::ThreadId>,
     /// Set when the progress thread has returned.
     has_exited: AtomicBool,
+    /// Connections handled by a [`Link`], by endpoint.
+    pub(crate) links: Mutex<HashMap<usize, Arc<dyn Link>>>,
+    /// The link that takes the listener's connections whose first message
+    /// is not an export's (a group served on this node's address).
+    pub(crate) acceptor: Mutex<Option<Arc<dyn Link>>>,
 }
 
 /// A lock, whatever a panicking holder left.
@@ -180,6 +195,8 @@ impl Hub {
             thread: std::sync::OnceLock::new(),
             has_exited: AtomicBool::new(false),
             unwaited: Mutex::new(Vec::new()),
+            links: Mutex::new(HashMap::new()),
+            acceptor: Mutex::new(None),
         }
     }
 
@@ -269,6 +286,34 @@ impl Hub {
         self.stop.load(Ordering::Acquire)
     }
 
+    /// The link of `ep`, if a link handles it.
+    pub(crate) fn link(&self, ep: usize) -> Option<Arc<dyn Link>> {
+        lock(&self.links).get(&ep).cloned()
+    }
+
+    /// Hand `ep`, a served connection that has sent nothing of an
+    /// export's yet, to the acceptor: the link that handles it now, or
+    /// `None` when there is no acceptor or the connection is not fresh.
+    pub(crate) fn hand_to_acceptor(&self, ep: usize) -> Option<Arc<dyn Link>> {
+        let acceptor = lock(&self.acceptor).clone()?;
+        let fresh = {
+            let mut t = lock(&self.tables);
+            let fresh = matches!(
+                t.serving.get(&ep).map(|s| s.stage),
+                Some(crate::served::Stage::Hello)
+            );
+            if fresh {
+                t.serving.remove(&ep);
+            }
+            fresh
+        };
+        if !fresh {
+            return None;
+        }
+        lock(&self.links).insert(ep, Arc::clone(&acceptor));
+        Some(acceptor)
+    }
+
     /// Close every endpoint, destroy the listener; the thread is stopped.
     pub(crate) fn shut(&self) {
         let listener = std::mem::take(&mut *lock(&self.listener));
@@ -279,8 +324,11 @@ impl Hub {
             let mut t = lock(&self.tables);
             // Importers' connections belong to their remote objects, which
             // keep the node alive: only served ones are left here.
-            t.serving.drain().map(|(ep, _)| ep).collect()
+            let mut eps: Vec<usize> = t.serving.drain().map(|(ep, _)| ep).collect();
+            eps.extend(lock(&self.links).drain().map(|(ep, _)| ep));
+            eps
         };
+        *lock(&self.acceptor) = None;
         let mut closing: Vec<_> = eps
             .into_iter()
             .map(|ep| self.engine.close(ep as ucp_ep_h, true))

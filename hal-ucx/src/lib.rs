@@ -16,6 +16,9 @@
 //!   [`Node::connect`] for a [`RemoteMemory`]: `read`, `write`,
 //!   `read_into`/`write_from` local hal memory, batches, `flush`, async
 //!   forms.
+//! - [`RemoteGroup::join_at`] gathers N processes on M hosts at one
+//!   address ([`group`]): ranks, `all_gather`, `broadcast`, `barrier`,
+//!   with a shared secret, timeouts, and dead members named.
 //! - [`Node::export_notify`] and [`Node::connect_notify`] carry a notify;
 //!   [`RemoteMemory::write_signal`] writes and then signals, in order.
 //!
@@ -54,6 +57,7 @@ mod dial;
 mod engine;
 mod export;
 pub mod ffi;
+pub mod group;
 #[allow(unsafe_code)]
 mod hub;
 #[allow(unsafe_code)]
@@ -71,6 +75,7 @@ mod serve;
 mod served;
 
 pub use export::RemoteExported;
+pub use group::{RemoteGroup, RemoteGroupOptions, RemoteMember};
 pub use hal_core::handle::remote::{RemoteHandle, RemoteKind, RemoteMemoryType};
 pub use memory::{Op, RemoteMemory};
 pub use node::{Node, NodeOptions, RemoteOptions};
@@ -84,6 +89,21 @@ pub mod fuzzing {
     pub fn check_message(bytes: &[u8]) {
         if let Ok(m) = crate::protocol::decode(bytes) {
             assert_eq!(m.encode(), bytes, "{m:?} re-encodes otherwise");
+        }
+    }
+
+    /// Decode a group's message as a member does (total: never panics):
+    /// the first byte says how many of the rest are the head, the others
+    /// are the body. One that decodes must re-encode to them, or this
+    /// panics.
+    pub fn check_group_message(bytes: &[u8]) {
+        let Some((n, rest)) = bytes.split_first() else {
+            return;
+        };
+        let (head, body) = rest.split_at((*n as usize).min(rest.len()));
+        if let Ok(m) = crate::group::wire::decode(head, body) {
+            let (h, b) = m.encode();
+            assert_eq!((&h[..], &b[..]), (head, body), "{m:?} re-encodes otherwise");
         }
     }
 }

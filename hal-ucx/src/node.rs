@@ -13,7 +13,7 @@ use hal_core::{Error, Location, Memory, Notify, Result};
 
 use crate::engine::{unsupported_memory, Engine};
 use crate::export::RemoteExported;
-use crate::hub::{lock, ExportEntry, Hub};
+use crate::hub::{lock, ExportEntry, Hub, Link};
 use crate::memory::RemoteMemory;
 use crate::notify::RemoteNotify;
 use crate::owner::Owner;
@@ -90,6 +90,14 @@ impl Node {
 
     /// A node made with `opts`.
     pub fn with_options(opts: NodeOptions) -> Result<Node> {
+        Node::make(opts, None)
+    }
+
+    /// A node made with `opts`, whose listener hands the connections that
+    /// do not start as an export's to `acceptor` (set before it listens),
+    /// and binds its address even while connections of an ended listener
+    /// hold it (a group served again at its address).
+    pub(crate) fn make(opts: NodeOptions, acceptor: Option<Arc<dyn Link>>) -> Result<Node> {
         let advertise = match (opts.listen.ip().is_unspecified(), opts.advertise) {
             (_, Some(a)) => a,
             (false, None) => opts.listen.ip(),
@@ -103,8 +111,9 @@ impl Node {
                 })
             }
         };
-        let engine = Engine::new()?;
+        let engine = Engine::new(acceptor.is_some())?;
         let hub = Arc::new(Hub::new(engine, opts.timeout));
+        *lock(&hub.acceptor) = acceptor;
         let cb = hub.callbacks();
         hub.engine.set_am_handler(&cb, AM_ID)?;
         let (listener, bound) = hub.engine.listen(opts.listen, &cb)?;
@@ -241,6 +250,11 @@ impl Node {
     pub fn connect(&self, text: &str) -> Result<RemoteMemory> {
         let handle = RemoteHandle::from_text(text)?;
         RemoteMemory::connect(Arc::clone(&self.owner), handle)
+    }
+
+    /// What every object made from this node holds.
+    pub(crate) fn owner(&self) -> &Arc<Owner> {
+        &self.owner
     }
 
     /// Connect to the notify export `text` names.

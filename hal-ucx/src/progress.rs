@@ -1,6 +1,7 @@
 //! The progress thread: drive the worker, hand what its callbacks queued
 //! to the exporter's side ([`serve`](crate::serve)) or the importer's
-//! ([`dial`](crate::dial)), expire handshakes, and sleep on the worker's
+//! ([`dial`](crate::dial)) or to the link that handles the connection
+//! (a group's), expire handshakes, and sleep on the worker's
 //! event descriptor when there is nothing to do.
 
 use std::time::{Duration, Instant};
@@ -55,6 +56,14 @@ fn handle_events(hub: &Hub) -> bool {
 /// A message: the importer's side when the endpoint is one of its
 /// connections, the exporter's otherwise.
 fn message(hub: &Hub, ep: usize, head: &[u8], payload: Payload) {
+    if let Some(link) = hub.link(ep) {
+        return link.message(hub, ep, head, payload);
+    }
+    if crate::group::wire::is_group(head) {
+        if let Some(link) = hub.hand_to_acceptor(ep) {
+            return link.message(hub, ep, head, payload);
+        }
+    }
     let client = lock(&hub.tables).clients.get(&ep).cloned();
     match client {
         Some(c) => dial::message(hub, &c, head, payload),
@@ -64,6 +73,9 @@ fn message(hub: &Hub, ep: usize, head: &[u8], payload: Payload) {
 
 /// A connection's peer failed or closed.
 fn failed(hub: &Hub, ep: usize, status: ucs_status_t) {
+    if let Some(link) = hub.link(ep) {
+        return link.failed(hub, ep, status);
+    }
     let client = lock(&hub.tables).clients.get(&ep).cloned();
     match client {
         Some(c) => dial::failed(&c, status),

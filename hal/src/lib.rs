@@ -216,7 +216,8 @@ pub mod cuda_uvm {
 pub mod remote {
     //! Across machines (crate `hal-ucx`; feature `ucx`): memory and
     //! notifies of any backend read, written and signalled from other hosts
-    //! over UCX, loaded at run time. Start with [`Node`].
+    //! over UCX, loaded at run time. Start with [`Node`]; [`RemoteGroup`]
+    //! gathers processes on many hosts at one address.
 
     #[doc(inline)]
     pub use hal_ucx::*;

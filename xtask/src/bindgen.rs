@@ -71,6 +71,7 @@ pub(crate) const UCX_FUNCTIONS: &[&str] = &[
     "ucp_get_version",
     "ucp_config_read",
     "ucp_config_release",
+    "ucp_config_modify",
     "ucp_init_version",
     "ucp_cleanup",
     "ucp_context_query",

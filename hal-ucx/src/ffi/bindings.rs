@@ -218,6 +218,7 @@ use super::*;
 pub type ucs_status_string = unsafe extern "C" fn (status : ucs_status_t) -> * const :: core :: ffi :: c_char ;
 pub type ucp_config_read = unsafe extern "C" fn (env_prefix : * const :: core :: ffi :: c_char , filename : * const :: core :: ffi :: c_char , config_p : * mut * mut ucp_config_t) -> ucs_status_t ;
 pub type ucp_config_release = unsafe extern "C" fn (config : * mut ucp_config_t) ;
+pub type ucp_config_modify = unsafe extern "C" fn (config : * mut ucp_config_t , name : * const :: core :: ffi :: c_char , value : * const :: core :: ffi :: c_char) -> ucs_status_t ;
 pub type ucp_get_version = unsafe extern "C" fn (major_version : * mut :: core :: ffi :: c_uint , minor_version : * mut :: core :: ffi :: c_uint , release_number : * mut :: core :: ffi :: c_uint) ;
 pub type ucp_init_version = unsafe extern "C" fn (api_major_version : :: core :: ffi :: c_uint , api_minor_version : :: core :: ffi :: c_uint , params : * const ucp_params_t , config : * const ucp_config_t , context_p : * mut ucp_context_h) -> ucs_status_t ;
 pub type ucp_cleanup = unsafe extern "C" fn (context_p : ucp_context_h) ;

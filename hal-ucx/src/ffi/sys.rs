@@ -55,6 +55,7 @@ entries!(
     ucp_get_version,
     ucp_config_read,
     ucp_config_release,
+    ucp_config_modify,
     ucp_init_version,
     ucp_cleanup,
     ucp_context_query,
