@@ -103,6 +103,13 @@ pub(crate) struct Hub {
     thread: std::sync::OnceLock<std::thread::ThreadId>,
     /// Set when the progress thread has returned.
     has_exited: AtomicBool,
+    /// How long the progress thread, and a caller waiting for it, poll
+    /// after their last work before they sleep.
+    pub(crate) spin: Duration,
+    /// Set while the progress thread sleeps, or is about to, on the
+    /// worker's event descriptor: only then does a new call need to wake
+    /// it ([`Hub::on_thread`]).
+    sleeping: AtomicBool,
     /// Connections handled by a [`Link`], by endpoint.
     pub(crate) links: Mutex<HashMap<usize, Arc<dyn Link>>>,
     /// The link that takes the listener's connections whose first message
@@ -181,7 +188,7 @@ unsafe extern "C" fn on_failure(arg: *mut c_void, ep: ucp_ep_h, status: ucs_stat
 }
 
 impl Hub {
-    pub(crate) fn new(engine: Engine, timeout: Duration) -> Hub {
+    pub(crate) fn new(engine: Engine, timeout: Duration, spin: Duration) -> Hub {
         Hub {
             engine,
             listener: Mutex::new(0),
@@ -194,6 +201,8 @@ impl Hub {
             commands: Mutex::new(VecDeque::new()),
             thread: std::sync::OnceLock::new(),
             has_exited: AtomicBool::new(false),
+            spin,
+            sleeping: AtomicBool::new(false),
             unwaited: Mutex::new(Vec::new()),
             links: Mutex::new(HashMap::new()),
             acceptor: Mutex::new(None),
@@ -226,7 +235,7 @@ impl Hub {
 
     /// Ask the progress thread to stop.
     pub(crate) fn stop(&self) {
-        self.stop.store(true, Ordering::Release);
+        self.stop.store(true, Ordering::SeqCst);
         self.engine.signal();
     }
 
@@ -252,10 +261,36 @@ impl Hub {
         lock(&self.commands).push_back(Box::new(move |h: &Hub| {
             let _ = tx.send(f(h));
         }));
-        self.engine.signal();
-        rx.recv().map_err(|_| hal_core::Error::Closed {
+        // The progress thread marks itself sleeping before it looks at the
+        // calls a last time (both sequentially consistent): either it sees
+        // this call, or this sees it sleeping and wakes it.
+        if self.sleeping.load(Ordering::SeqCst) {
+            self.engine.signal();
+        }
+        let closed = || hal_core::Error::Closed {
             what: "the node's progress thread ended before it ran a call".into(),
-        })
+        };
+        // A progress thread that is awake answers within microseconds:
+        // poll for that long before sleeping on the answer.
+        let began = std::time::Instant::now();
+        loop {
+            match rx.try_recv() {
+                Ok(r) => return Ok(r),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => return Err(closed()),
+                Err(std::sync::mpsc::TryRecvError::Empty) => {}
+            }
+            if began.elapsed() >= self.spin {
+                return rx.recv().map_err(|_| closed());
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Mark the progress thread as about to sleep (`true`) or awake; true
+    /// when a call came meanwhile, which it must run first.
+    pub(crate) fn set_sleeping(&self, sleeping: bool) -> bool {
+        self.sleeping.store(sleeping, Ordering::SeqCst);
+        sleeping && !lock(&self.commands).is_empty()
     }
 
     /// Mark this thread as the progress thread.

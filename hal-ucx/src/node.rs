@@ -30,6 +30,12 @@ pub struct NodeOptions {
     /// How long a connection's handshake, and each remote operation, may
     /// take before it fails with [`Error::Timeout`] (default 30 s).
     pub timeout: Duration,
+    /// How long the node's progress thread, and a caller waiting for it,
+    /// keep polling after the last thing they did before they sleep
+    /// (default 50 µs, the default spin of a hal wait): a peer that answers
+    /// within it is answered without waking a sleeping thread; an idle node
+    /// burns no CPU past it. Zero sleeps at once.
+    pub spin: Duration,
 }
 
 impl NodeOptions {
@@ -39,6 +45,7 @@ impl NodeOptions {
             listen,
             advertise: None,
             timeout: Duration::from_secs(30),
+            spin: Duration::from_micros(50),
         }
     }
 }
@@ -112,7 +119,7 @@ impl Node {
             }
         };
         let engine = Engine::new(acceptor.is_some())?;
-        let hub = Arc::new(Hub::new(engine, opts.timeout));
+        let hub = Arc::new(Hub::new(engine, opts.timeout, opts.spin));
         *lock(&hub.acceptor) = acceptor;
         let cb = hub.callbacks();
         hub.engine.set_am_handler(&cb, AM_ID)?;

@@ -14,13 +14,32 @@ use crate::{dial, serve};
 /// Run until the hub is asked to stop.
 pub(crate) fn run(hub: &Hub) {
     hub.started();
+    // Polled until `spin` after the last work, then asleep on the worker's
+    // event descriptor: a peer that answers within the spin is seen
+    // without a wake-up.
+    let mut last_work = Instant::now();
     while !hub.stopping() {
-        while hub.engine.progress() != 0 {}
+        let mut worked = false;
+        while hub.engine.progress() != 0 {
+            worked = true;
+        }
         serve::received(hub);
         let commanded = hub.run_commands();
         let handled = handle_events(hub) || commanded;
         let next = serve::expire(hub);
-        if handled || !hub.engine.arm() {
+        if handled || worked {
+            last_work = Instant::now();
+            continue;
+        }
+        if last_work.elapsed() < hub.spin {
+            std::hint::spin_loop();
+            continue;
+        }
+        // Marked sleeping first, then the calls looked at a last time: a
+        // call queued before the mark is run now, one queued after it
+        // wakes the worker ([`Hub::on_thread`]).
+        if hub.set_sleeping(true) || !hub.engine.arm() {
+            hub.set_sleeping(false);
             continue;
         }
         let wait = next
@@ -35,6 +54,8 @@ pub(crate) fn run(hub: &Hub) {
         let ms = wait.as_millis().clamp(1, 1000) as libc::c_int;
         // SAFETY: one valid pollfd, for the length given.
         unsafe { libc::poll(&mut pfd, 1, ms) };
+        hub.set_sleeping(false);
+        last_work = Instant::now();
     }
     hub.exited();
 }

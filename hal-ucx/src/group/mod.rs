@@ -154,9 +154,8 @@ impl RemoteGroup {
         let started = Instant::now();
         let deadline = started + options.timeout;
         let node_options = |listen| NodeOptions {
-            listen,
-            advertise: None,
             timeout: options.timeout,
+            ..NodeOptions::new(listen)
         };
         // Two processes of this host may race for the address: the one
         // that binds it second gets UCS_ERR_BUSY, or, where both bound it

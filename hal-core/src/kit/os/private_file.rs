@@ -48,15 +48,13 @@ pub fn private_path_of(kind: &str, uid: u32, name: &str) -> Result<PathBuf> {
     Ok(user_dir(uid).join(format!("{kind}.{name}")))
 }
 
-/// The names of `kind`'s objects in `dir`: every `KIND.NAME` whose `NAME`
-/// [`private_path`] takes, in name order (none where there is no `dir`).
+/// The names of `kind`'s objects in `dir` (a user's directory, judged
+/// already): every `KIND.NAME` whose `NAME` [`private_path`] takes, in name
+/// order.
 fn names_in(dir: &Path, kind: &str) -> Result<Vec<String>> {
     let prefix = format!("{kind}.");
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(format!("listing {}", dir.display()), e)),
-    };
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
     let mut names: Vec<String> = entries
         .flatten()
         .filter_map(|entry| {
