@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use nix::errno::Errno;
 
-use super::user_dir::{judge_user_dir, make_user_dir, user_dir, user_dirs};
+use super::user_dir::{judge_user_dir, kind_of, make_user_dir, user_dir, user_dirs};
 use super::{lock_patiently, unlock};
 use crate::{Error, Result};
 
@@ -121,16 +121,7 @@ fn not_private(path: &Path, meta: &std::fs::Metadata, expected: u32) -> Error {
             ),
         };
     }
-    let kind = meta.file_type();
-    let what = if kind.is_file() {
-        "a file"
-    } else if kind.is_dir() {
-        "a directory"
-    } else if kind.is_symlink() {
-        "a symbolic link"
-    } else {
-        "a special file"
-    };
+    let what = kind_of(meta);
     let fix = if owner == euid {
         format!(
             "it is this user's own: remove it (rm {}) if no program of this user uses it, or \

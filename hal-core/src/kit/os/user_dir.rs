@@ -85,21 +85,27 @@ pub fn user_dirs() -> Result<Vec<(u32, PathBuf)>> {
     Ok(dirs)
 }
 
+/// What `meta` (not followed) describes, for messages: "a file", "a
+/// directory", "a symbolic link" or "a special file".
+pub(super) fn kind_of(meta: &std::fs::Metadata) -> &'static str {
+    let kind = meta.file_type();
+    if kind.is_file() {
+        "a file"
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_symlink() {
+        "a symbolic link"
+    } else {
+        "a special file"
+    }
+}
+
 /// The refusal of what is at `dir` (`meta`, not followed) as user `uid`'s
 /// directory. Another user's cannot be removed by this one (the sticky bit
 /// of [`PRIVATE_DIR`]), only by its owner or root.
 fn not_a_user_dir(dir: &Path, meta: &std::fs::Metadata, uid: u32) -> Error {
     let owner = meta.uid();
-    let kind = meta.file_type();
-    let what = if kind.is_dir() {
-        "a directory"
-    } else if kind.is_symlink() {
-        "a symbolic link"
-    } else if kind.is_file() {
-        "a file"
-    } else {
-        "a special file"
-    };
+    let what = kind_of(meta);
     let fix = if owner == uid {
         format!(
             "it is that user's own: make it private (chmod 700 {}) or remove it",
