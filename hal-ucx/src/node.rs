@@ -32,9 +32,11 @@ pub struct NodeOptions {
     pub timeout: Duration,
     /// How long the node's progress thread, and a caller waiting for it,
     /// keep polling after the last thing they did before they sleep
-    /// (default 50 µs, the default spin of a hal wait): a peer that answers
-    /// within it is answered without waking a sleeping thread; an idle node
-    /// burns no CPU past it. Zero sleeps at once.
+    /// (default zero: sleep at once). A peer that answers within it is
+    /// answered without waking a sleeping thread, which pays only where a
+    /// core is free for the poll: on a busy machine the polling threads
+    /// take the CPU from the ones they wait for (docs/remote.md has the
+    /// measurement).
     pub spin: Duration,
 }
 
@@ -45,7 +47,7 @@ impl NodeOptions {
             listen,
             advertise: None,
             timeout: Duration::from_secs(30),
-            spin: Duration::from_micros(50),
+            spin: Duration::ZERO,
         }
     }
 }
