@@ -24,17 +24,6 @@ pub(super) fn path(name: &str) -> Result<PathBuf> {
     os::private_path(KIND, name)
 }
 
-/// The path of user `uid`'s channel `name`.
-pub(super) fn path_of(uid: u32, name: &str) -> Result<PathBuf> {
-    os::private_path_of(KIND, uid, name)
-}
-
-/// The names of the channels the calling user may collect, with their
-/// owners' uids ([`os::collectable_names`]).
-pub(super) fn collectable_names() -> Result<Vec<(u32, String)>> {
-    os::collectable_names(KIND)
-}
-
 /// The record a name file holds: `None` when it holds no record of this
 /// version.
 pub(super) fn read_record(pf: &PrivateFile) -> Result<Option<Record>> {

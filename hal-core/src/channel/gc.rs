@@ -5,10 +5,9 @@
 //! own.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use super::file;
-use crate::kit::os::PrivateFile;
+use crate::kit::os;
 use crate::Result;
 
 /// A channel's name that [`collect_garbage`] removed (or, with `dry_run`,
@@ -30,19 +29,16 @@ pub struct DeadChannel {
 /// Remove the names of the calling user's channels whose publisher is gone
 /// (its process, by pid and start time, or its channel closed); with
 /// `dry_run`, only say which. A live publisher's name, a name another
-/// process holds locked (a publisher replacing it), a file that is no
-/// channel's name of this version, and a file that is not the private file
-/// of the user whose name it carries are left alone.
+/// process holds locked (a publisher replacing it), and a file that is no
+/// channel's name of this version are left alone.
 ///
 /// Run as root, it collects every user's names, each judged as above and
-/// removed as its owner: a name counts only where its file is a regular
-/// file of mode 0600 owned by the uid the name carries
-/// (`/dev/shm/.hal-UID/channel.NAME`), opened without following a link, locked
-/// and read again; and the unlink runs with the file-system uid set to that
-/// uid ([`kit::os::unlink_as`](crate::kit::os::unlink_as)), only while the
-/// name still leads to the file judged, so the sticky bit of `/dev/shm`
-/// refuses any other user's object. A file one user plants under another's
-/// name (root's included) is neither judged as that user's nor removed.
+/// removed as its owner ([`kit::os::collect_dead_names`](crate::kit::os::collect_dead_names)):
+/// a name counts only where its directory (`/dev/shm/.hal-UID`) and its
+/// file (`channel.NAME`, a regular file of mode 0600, opened without
+/// following a link) are that uid's, and the unlink runs with the
+/// file-system uid set to that uid, only while the name still leads to the
+/// file judged.
 pub fn collect_garbage(dry_run: bool) -> Result<Vec<DeadChannel>> {
     collect_garbage_prefix("", dry_run)
 }
@@ -50,54 +46,24 @@ pub fn collect_garbage(dry_run: bool) -> Result<Vec<DeadChannel>> {
 /// [`collect_garbage`] restricted to the channels whose name starts with
 /// `prefix` (an application's own namespace).
 pub fn collect_garbage_prefix(prefix: &str, dry_run: bool) -> Result<Vec<DeadChannel>> {
-    let mut removed = Vec::new();
-    for (uid, name) in file::collectable_names()?
+    // Read and judged under the lock, from the file the name leads to.
+    let dead = os::collect_dead_names(
+        file::KIND,
+        prefix,
+        dry_run,
+        "collecting a dead channel's name",
+        |pf| {
+            let record = file::read_record(pf).ok().flatten()?;
+            file::gone(&record).unwrap_or(false).then_some(record.pid)
+        },
+    )?;
+    Ok(dead
         .into_iter()
-        .filter(|(_, n)| n.starts_with(prefix))
-    {
-        if let Some(dead) = collect(uid, &name, dry_run)? {
-            removed.push(dead);
-        }
-    }
-    Ok(removed)
-}
-
-/// Judge and remove user `uid`'s channel `name`: `Some` when its
-/// publisher is gone (and, unless `dry_run`, the name was removed). The
-/// name counts only where its file is a private file of `uid` (a regular
-/// file of mode 0600 that `uid` owns, a link not followed): a file another
-/// user planted under `uid`'s name is left alone.
-fn collect(uid: u32, name: &str, dry_run: bool) -> Result<Option<DeadChannel>> {
-    let Some(pf) = file::path_of(uid, name)
-        .and_then(|path| PrivateFile::open_owned_by(&path, uid))
-        .ok()
-        .flatten()
-    else {
-        return Ok(None);
-    };
-    // Not waited for: whoever holds it is changing the name.
-    let Ok(_locked) = pf.lock(Instant::now(), "collecting a dead channel's name") else {
-        return Ok(None);
-    };
-    if !pf.named() {
-        return Ok(None);
-    }
-    // Read and judged again under the lock, from the file the name leads to.
-    let Ok(Some(record)) = file::read_record(&pf) else {
-        return Ok(None);
-    };
-    if !file::gone(&record).unwrap_or(false) {
-        return Ok(None);
-    }
-    // As the name's owner, and only while the name still leads to the file
-    // judged: root's run cannot remove another user's object.
-    if !dry_run && !pf.remove_name()? {
-        return Ok(None);
-    }
-    Ok(Some(DeadChannel {
-        name: name.to_string(),
-        path: pf.path().to_path_buf(),
-        uid,
-        publisher: record.pid,
-    }))
+        .map(|d| DeadChannel {
+            name: d.name,
+            path: d.path,
+            uid: d.uid,
+            publisher: d.found,
+        })
+        .collect())
 }

@@ -21,22 +21,12 @@ use crate::kit::peer_region;
 use crate::{Error, Result};
 
 /// The kind of private file a group's name is.
-const KIND: &str = "group";
+/// The kind of private file a group's name is.
+pub(super) const KIND: &str = "group";
 
 /// The path of the group `name` of the calling user (the name checked).
 pub(super) fn path(name: &str) -> Result<PathBuf> {
     os::private_path(KIND, name)
-}
-
-/// The path of user `uid`'s group `name`.
-pub(super) fn path_of(uid: u32, name: &str) -> Result<PathBuf> {
-    os::private_path_of(KIND, uid, name)
-}
-
-/// The names of the groups the calling user may collect, with their
-/// owners' uids ([`os::collectable_names`]).
-pub(super) fn collectable_names() -> Result<Vec<(u32, String)>> {
-    os::collectable_names(KIND)
 }
 
 /// A member's hold on its group: the name, the board, its slot, and its

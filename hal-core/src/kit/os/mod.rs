@@ -14,6 +14,7 @@ use crate::error::{Error, Result};
 
 #[allow(unsafe_code)]
 mod as_user;
+mod dead_names;
 pub mod elf;
 #[allow(unsafe_code)]
 mod flock;
@@ -44,6 +45,7 @@ pub mod thread;
 mod user_dir;
 
 pub use as_user::{as_fs_user, unlink_as};
+pub use dead_names::{collect_dead_names, DeadName};
 pub use flock::{lock_patiently, unlock};
 pub use host::{is_mapped, HostRange, HostRegistry};
 pub use ids::{random_id, unique_id};
