@@ -357,7 +357,13 @@ fn a_user_other_than_root_collects_in_its_own_directory_only() {
     assert_eq!(kid.result(), NOBODY.to_string());
     kid.finish();
     let all = hal_core::kit::os::user_dirs().unwrap();
-    assert!(all.iter().any(|(uid, _)| *uid == 0), "root sees its own: {all:?}");
-    assert!(all.iter().any(|(uid, _)| *uid == NOBODY), "and nobody's: {all:?}");
+    assert!(
+        all.iter().any(|(uid, _)| *uid == 0),
+        "root sees its own: {all:?}"
+    );
+    assert!(
+        all.iter().any(|(uid, _)| *uid == NOBODY),
+        "and nobody's: {all:?}"
+    );
     drop(holder);
 }
