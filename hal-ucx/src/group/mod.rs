@@ -71,7 +71,7 @@ use server::Server;
 use wire::Entry;
 
 pub use options::{RemoteGroupOptions, RemoteMember};
-pub use secret::SECRET_ENV;
+pub use secret::{parse_secret, SECRET_ENV};
 pub use wire::{MAX_MEMBERS, MAX_NAME, MAX_PAYLOAD};
 
 /// How many times a member of the address's host tries to bind it when
