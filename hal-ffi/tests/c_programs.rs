@@ -348,8 +348,9 @@ fn memory_and_a_notify_between_two_processes_over_ucx_defaults() {
 /// The remote_group program over UCX's TCP transport on the loopback: a
 /// group across hosts of four processes (three forked members and the
 /// parent) at one port, swapping export handles in an all-gather and
-/// reading each other's memory through them, a broadcast and barriers,
-/// and an intruder refused for its secret. Where UCX cannot be loaded the
+/// reading each other's memory through them, a broadcast and barriers, a
+/// forked child of each member refused the rounds, and an intruder refused
+/// for its secret. Where UCX cannot be loaded the
 /// test says it did not run.
 #[test]
 fn a_group_of_four_processes_across_hosts_over_ucx_tcp() {

@@ -6,7 +6,9 @@
  * members' addresses, exports CPU shared memory filled with its rank from
  * the group's node, swaps the handle texts in one all-gather, reads the
  * next rank's memory through them, receives a broadcast from rank 2, and
- * meets the others at a barrier. While the group waits for its last
+ * meets the others at a barrier; a child it forks after joining is
+ * refused the group's rounds (HAL_ERR_FORKED) and its release leaves the
+ * parent's membership whole. While the group waits for its last
  * member (the parent, which joins once the intruder is done), the
  * intruder sees the group's address listened on (in /proc/net/tcp: it
  * never binds the address, which would make it the group's server), joins
@@ -68,6 +70,20 @@ static int work(struct member *m) {
     uint32_t rank = 99, size = 0;
     EXPECT(hal_remote_group_rank(group, &rank, &size), HAL_OK);
     CHECK(size == MEMBERS && rank < MEMBERS);
+
+    /* A forked child's rounds on the membership answer HAL_ERR_FORKED, and
+     * its release sends nothing: the group goes on below. */
+    fflush(stdout);
+    pid_t forked = fork();
+    if (forked == 0) {
+        int ok = hal_remote_group_barrier(group) == HAL_ERR_FORKED &&
+                 strstr(hal_last_error(), "fork") != NULL &&
+                 hal_remote_group_release(group) == HAL_OK;
+        _exit(ok ? 0 : 1);
+    }
+    int forked_status = 0;
+    CHECK(forked > 0 && waitpid(forked, &forked_status, 0) == forked &&
+          WIFEXITED(forked_status) && WEXITSTATUS(forked_status) == 0);
 
     /* This member's own entry: its pid and its node's address. */
     hal_remote_node *node = NULL;
