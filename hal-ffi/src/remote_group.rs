@@ -218,7 +218,9 @@ pub unsafe extern "C" fn hal_remote_group_member(
 /// handles name, and it connects to the other members' exports
 /// (`hal_remote_connect`). Each call gives a new reference, to release
 /// with `hal_remote_node_release`; the node runs while the group or a
-/// reference holds it.
+/// reference holds it (rank 0's node listens on the group's address:
+/// release its references with the group, so that the address is free
+/// for the next group).
 ///
 /// # Safety
 ///

@@ -151,7 +151,8 @@ impl Group {
 
     /// This member's node (a `hal.remote.Node`): export memory from it, and
     /// swap the handle texts with `all_gather`; it runs while the group or
-    /// the returned object holds it.
+    /// the returned object holds it (rank 0's listens on the group's
+    /// address, which is free for the next group once both are gone).
     fn node(&self, py: Python<'_>) -> PyResult<Node> {
         self.with(py, |g| Ok(g.node().clone())).map(Node::of)
     }
