@@ -1,10 +1,53 @@
 """Type stubs of `hal.remote`: hal memory and notifies read, written and
 signalled from other hosts over UCX (libucp.so.0, loaded when the first
-Node is made)."""
+Node is made), and groups of processes across hosts."""
 
+from types import TracebackType
 from typing import Any, final
 
 from hal import Memory, Notify
+
+@final
+class Group:
+    """A membership of a group across hosts; `close()` (or the object's end) leaves it."""
+
+    def __init__(
+        self,
+        addr: str,
+        name: str,
+        size: int,
+        secret: str | None = None,
+        timeout: float | None = 60.0,
+        max_payload: int = 4096,
+        listen: str | None = None,
+    ) -> None:
+        """Join the group `name` of `size` processes at `addr` ("IP:PORT", the
+        same for every member; the process that binds it serves the group and
+        is rank 0). `secret`: 32 hex digits (None: HAL_GROUP_SECRET)."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def address(self) -> str: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def members(self) -> list[tuple[int, str]]:
+        """Each member's process id and node address ("IP:PORT"), by rank."""
+    def node(self) -> Node:
+        """This member's node: export from it; its handles name it."""
+    def all_gather(self, data: bytes) -> list[bytes]: ...
+    def broadcast(self, root: int, data: bytes = b"") -> bytes: ...
+    def barrier(self) -> None: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Group: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
 
 @final
 class Node:

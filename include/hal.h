@@ -293,6 +293,13 @@ typedef struct hal_publisher hal_publisher;
 typedef struct hal_remote_exported hal_remote_exported;
 
 /**
+ * A membership of a group across hosts (opaque):
+ * `hal_remote_group_join_at`, released (left) with
+ * `hal_remote_group_release`.
+ */
+typedef struct hal_remote_group hal_remote_group;
+
+/**
  * Another host's memory (opaque), connected to with `hal_remote_connect`.
  * The exporter counts this process among its importers until it is
  * released with `hal_remote_memory_release`.
@@ -411,6 +418,43 @@ typedef struct hal_import_options {
  * Where `hal_alloc` places memory: a value of `HAL_LOCATION_*`.
  */
 typedef uint32_t hal_location;
+
+/**
+ * Options of `hal_remote_group_join_at`. NULL options, and zero fields,
+ * mean the defaults; every member passes the same `secret` and
+ * `max_payload`.
+ *
+ * ```c
+ * hal_remote_group_options opts = {sizeof opts, 0, "00112233445566778899aabbccddeeff", 0, NULL};
+ * hal_remote_group_join_at("192.0.2.1:29500", "shards", 8, &opts, &group);
+ * ```
+ */
+typedef struct hal_remote_group_options {
+  /**
+   * `sizeof(hal_remote_group_options)`: fields past it are taken as zero.
+   */
+  uint32_t size;
+  /**
+   * The most bytes a member posts a round; 0: 4096.
+   */
+  uint32_t max_payload;
+  /**
+   * The secret every member proves on every connection, 32 hex digits;
+   * NULL: the environment's `HAL_GROUP_SECRET`.
+   */
+  const char *secret;
+  /**
+   * How long the join, each round and each connection may wait, in
+   * nanoseconds, before `HAL_ERR_TIMEOUT`; 0 (or less): 60 seconds.
+   */
+  int64_t timeout_ns;
+  /**
+   * The address ("IP") of this host that this member's node listens on
+   * when it does not serve the group; NULL: the address this host
+   * reaches the group's address from.
+   */
+  const char *listen;
+} hal_remote_group_options;
 
 /**
  * Options of `hal_remote_node_bind_with`. NULL options, and zero fields,
@@ -1177,6 +1221,127 @@ enum hal_status hal_remote_export_wait_signal(const struct hal_remote_exported *
  * (`HAL_ERR_NOT_FOUND`). A second release is `HAL_ERR_DOUBLE_RELEASE`.
  */
 enum hal_status hal_remote_export_release(struct hal_remote_exported *export_);
+
+/**
+ * Join the group `name` of `size` processes at `addr`, "IP:PORT" (an
+ * address of one of the hosts, the same for every member), and wait until
+ * all joined. The process that binds `addr` serves the group and is rank
+ * 0; the others connect to it, trying again until it is there or the
+ * timeout passes. Every member proves the group's secret
+ * (`hal_remote_group_options.secret`, or `HAL_GROUP_SECRET`).
+ *
+ * Statuses: `HAL_ERR_INVALID_ARGUMENT` (bad name, size, address or
+ * payload limit; no secret; a group of that name with another size),
+ * `HAL_ERR_PERMISSION_DENIED` (the secrets differ), `HAL_ERR_BUSY`
+ * (another group is served at `addr`, or every rank is taken),
+ * `HAL_ERR_CLOSED` (a member died before the group formed),
+ * `HAL_ERR_TIMEOUT`, `HAL_ERR_UNAVAILABLE` (no UCX).
+ *
+ * # Safety
+ *
+ * `addr` and `name` are NULL or NUL-terminated strings; `opts` is NULL or
+ * a valid `hal_remote_group_options`; `out` is NULL or valid for a write
+ * of a pointer.
+ */
+enum hal_status hal_remote_group_join_at(const char *addr,
+                                         const char *name,
+                                         uint32_t size,
+                                         const struct hal_remote_group_options *opts,
+                                         struct hal_remote_group **out);
+
+/**
+ * This member's rank, and the group's size.
+ *
+ * # Safety
+ *
+ * `out_rank` and `out_size` are NULL or valid for a write.
+ */
+enum hal_status hal_remote_group_rank(const struct hal_remote_group *group,
+                                      uint32_t *out_rank,
+                                      uint32_t *out_size);
+
+/**
+ * The member of rank `rank`: its process id (on its host) at `out_pid`,
+ * and its node's address ("IP:PORT", what its exports' handles name) at
+ * `out_address`, to free with `hal_string_free`. Either may be NULL.
+ *
+ * # Safety
+ *
+ * `out_pid` is NULL or valid for a write; `out_address` NULL or valid for
+ * a write of a pointer.
+ */
+enum hal_status hal_remote_group_member(const struct hal_remote_group *group,
+                                        uint32_t rank,
+                                        uint32_t *out_pid,
+                                        char **out_address);
+
+/**
+ * This member's node: what it exports from it (`hal_remote_export`), its
+ * handles name, and it connects to the other members' exports
+ * (`hal_remote_connect`). Each call gives a new reference, to release
+ * with `hal_remote_node_release`; the node runs while the group or a
+ * reference holds it (rank 0's node listens on the group's address:
+ * release its references with the group, so that the address is free
+ * for the next group).
+ *
+ * # Safety
+ *
+ * `out` is NULL or valid for a write of a pointer.
+ */
+enum hal_status hal_remote_group_node(const struct hal_remote_group *group,
+                                      struct hal_remote_node **out);
+
+/**
+ * Post `len` bytes of `data` and receive every member's, as
+ * `hal_group_all_gather` does: member `i`'s bytes at `out + i * stride`,
+ * their length at `out_lens[i]` (pass the group's `max_payload` as
+ * `stride` to fit every one). A member that died or left is named with
+ * `HAL_ERR_CLOSED`, and the group is broken: leave and join again. In a
+ * child forked from the member: `HAL_ERR_FORKED`.
+ *
+ * # Safety
+ *
+ * `data` is valid for `len` bytes (or `len` is 0); `out` for
+ * `size * stride` bytes and `out_lens` for `size` lengths, `size` the
+ * group's.
+ */
+enum hal_status hal_remote_group_all_gather(struct hal_remote_group *group,
+                                            const void *data,
+                                            size_t len,
+                                            void *out,
+                                            size_t stride,
+                                            size_t *out_lens);
+
+/**
+ * Receive what the member of rank `root` posts, as `hal_group_broadcast`
+ * does: `data` (`len` bytes) at `root`, ignored elsewhere; up to `cap`
+ * bytes written to `out`, the length to `out_len`.
+ *
+ * # Safety
+ *
+ * `data` is valid for `len` bytes (or `len` is 0); `out` for `cap` bytes;
+ * `out_len` NULL or valid for a write.
+ */
+enum hal_status hal_remote_group_broadcast(struct hal_remote_group *group,
+                                           uint32_t root,
+                                           const void *data,
+                                           size_t len,
+                                           void *out,
+                                           size_t cap,
+                                           size_t *out_len);
+
+/**
+ * Wait until every member called `hal_remote_group_barrier`.
+ */
+enum hal_status hal_remote_group_barrier(struct hal_remote_group *group);
+
+/**
+ * Leave the group (the member of rank 0 ends it: the others' calls then
+ * answer `HAL_ERR_CLOSED`). In a forked child it sends nothing: the
+ * membership is the parent's. A second release is
+ * `HAL_ERR_DOUBLE_RELEASE`.
+ */
+enum hal_status hal_remote_group_release(struct hal_remote_group *group);
 
 /**
  * Connect `node` to the memory export whose handle text is `text`

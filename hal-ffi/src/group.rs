@@ -144,26 +144,44 @@ pub unsafe extern "C" fn hal_group_all_gather(
         // SAFETY: per the contract.
         let data = unsafe { bytes_arg(data, len, "data") }?;
         let all = lock(&g.group).all_gather(data)?;
-        if let Some((i, long)) = all.iter().enumerate().find(|(_, p)| p.len() > stride) {
-            return Err(Failure::invalid(format!(
-                "member {i} posted {} bytes, over the stride of {stride}",
-                long.len()
-            )));
-        }
-        for (i, payload) in all.iter().enumerate() {
-            // SAFETY: `out` holds `size * stride` bytes and `payload` fits
-            // in `stride` (checked above); `out_lens` holds `size` lengths.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    payload.as_ptr(),
-                    out.cast::<u8>().add(i * stride),
-                    payload.len(),
-                );
-                out_lens.add(i).write(payload.len());
-            }
-        }
-        Ok(())
+        // SAFETY: per the contract, `all` holding `size` payloads.
+        unsafe { put_gathered(&all, out, stride, out_lens) }
     })
+}
+
+/// Write the payloads `all` of an all-gather: payload `i` at
+/// `out + i * stride`, its length at `out_lens[i]`; a payload longer than
+/// `stride` is `HAL_ERR_INVALID_ARGUMENT`, and nothing is written.
+///
+/// # Safety
+///
+/// `out` is valid for `all.len() * stride` bytes and `out_lens` for
+/// `all.len()` lengths.
+pub(crate) unsafe fn put_gathered(
+    all: &[Vec<u8>],
+    out: *mut c_void,
+    stride: usize,
+    out_lens: *mut usize,
+) -> Result<(), Failure> {
+    if let Some((i, long)) = all.iter().enumerate().find(|(_, p)| p.len() > stride) {
+        return Err(Failure::invalid(format!(
+            "member {i} posted {} bytes, over the stride of {stride}",
+            long.len()
+        )));
+    }
+    for (i, payload) in all.iter().enumerate() {
+        // SAFETY: `out` holds `size * stride` bytes and `payload` fits
+        // in `stride` (checked above); `out_lens` holds `size` lengths.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                payload.as_ptr(),
+                out.cast::<u8>().add(i * stride),
+                payload.len(),
+            );
+            out_lens.add(i).write(payload.len());
+        }
+    }
+    Ok(())
 }
 
 /// Receive what the member of rank `root` posts: `data` (`len` bytes) at
@@ -190,20 +208,37 @@ pub unsafe extern "C" fn hal_group_broadcast(
         // SAFETY: per the contract.
         let data = unsafe { bytes_arg(data, len, "data") }?;
         let got = lock(&g.group).broadcast(root as usize, data)?;
-        if got.len() > cap {
-            return Err(Failure::invalid(format!(
-                "the broadcast carries {} bytes, over `cap` ({cap})",
-                got.len()
-            )));
-        }
-        if !got.is_empty() {
-            need(out, "out")?;
-            // SAFETY: `out` holds `cap` bytes, and `got` fits (checked).
-            unsafe { std::ptr::copy_nonoverlapping(got.as_ptr(), out.cast::<u8>(), got.len()) };
-        }
-        // SAFETY: checked not NULL above.
-        unsafe { put(out_len, got.len(), "out_len") }
+        // SAFETY: per the contract; `out_len` checked not NULL above.
+        unsafe { put_received(&got, out, cap, out_len) }
     })
+}
+
+/// Write the payload `got` of a broadcast to `out` (`cap` bytes) and its
+/// length to `out_len`; a longer payload is `HAL_ERR_INVALID_ARGUMENT`.
+///
+/// # Safety
+///
+/// `out` is NULL or valid for `cap` bytes; `out_len` is not NULL and valid
+/// for a write.
+pub(crate) unsafe fn put_received(
+    got: &[u8],
+    out: *mut c_void,
+    cap: usize,
+    out_len: *mut usize,
+) -> Result<(), Failure> {
+    if got.len() > cap {
+        return Err(Failure::invalid(format!(
+            "the broadcast carries {} bytes, over `cap` ({cap})",
+            got.len()
+        )));
+    }
+    if !got.is_empty() {
+        need(out, "out")?;
+        // SAFETY: `out` holds `cap` bytes, and `got` fits (checked).
+        unsafe { std::ptr::copy_nonoverlapping(got.as_ptr(), out.cast::<u8>(), got.len()) };
+    }
+    // SAFETY: not NULL per the contract.
+    unsafe { put(out_len, got.len(), "out_len") }
 }
 
 /// Wait until every member called `hal_group_barrier`.

@@ -69,6 +69,9 @@ mod options;
 mod remote_export;
 #[cfg(feature = "ucx")]
 #[allow(unsafe_code)]
+mod remote_group;
+#[cfg(feature = "ucx")]
+#[allow(unsafe_code)]
 mod remote_memory;
 #[cfg(feature = "ucx")]
 #[allow(unsafe_code)]
@@ -134,6 +137,13 @@ pub use remote_export::{
     hal_remote_export, hal_remote_export_importers, hal_remote_export_notify,
     hal_remote_export_release, hal_remote_export_text, hal_remote_export_wait_importers,
     hal_remote_export_wait_signal, hal_remote_export_wait_unused, hal_remote_exported,
+};
+#[cfg(feature = "ucx")]
+pub use remote_group::{
+    hal_remote_group, hal_remote_group_all_gather, hal_remote_group_barrier,
+    hal_remote_group_broadcast, hal_remote_group_join_at, hal_remote_group_member,
+    hal_remote_group_node, hal_remote_group_options, hal_remote_group_rank,
+    hal_remote_group_release,
 };
 #[cfg(feature = "ucx")]
 pub use remote_memory::{

@@ -35,6 +35,7 @@ pub(crate) enum Kind {
     RemoteExport = 11,
     RemoteMemory = 12,
     RemoteNotify = 13,
+    RemoteGroup = 14,
 }
 
 impl Kind {
@@ -53,6 +54,7 @@ impl Kind {
             Kind::RemoteExport => "hal_remote_exported",
             Kind::RemoteMemory => "hal_remote_memory",
             Kind::RemoteNotify => "hal_remote_notify",
+            Kind::RemoteGroup => "hal_remote_group",
         }
     }
 
@@ -71,6 +73,7 @@ impl Kind {
             Kind::RemoteExport,
             Kind::RemoteMemory,
             Kind::RemoteNotify,
+            Kind::RemoteGroup,
         ]
         .into_iter()
         .find(|k| *k as usize == bits)

@@ -345,6 +345,70 @@ fn memory_and_a_notify_between_two_processes_over_ucx_defaults() {
     remote(None);
 }
 
+/// The remote_group program over UCX's TCP transport on the loopback: a
+/// group across hosts of four processes (three forked members and the
+/// parent) at one port, swapping export handles in an all-gather and
+/// reading each other's memory through them, a broadcast and barriers, a
+/// forked child of each member refused the rounds, and an intruder refused
+/// for its secret. Where UCX cannot be loaded the
+/// test says it did not run.
+#[test]
+fn a_group_of_four_processes_across_hosts_over_ucx_tcp() {
+    let build = Build::new();
+    let program = build.test_program("remote_group");
+    // A port of the loopback that was free a moment ago: the group's.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port();
+    let out = run(Command::new(program)
+        .arg(port.to_string())
+        .env("UCX_TLS", "tcp")
+        .env_remove("HAL_GROUP_SECRET"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.code() == Some(2) && stdout.contains("UCX unavailable") {
+        hal_core::testing::not_run(stdout.trim());
+        return;
+    }
+    assert!(
+        out.status.success(),
+        "a remote group check failed: {stdout}"
+    );
+    // Each member's and the intruder's own counts, then the parent's.
+    let counts: Vec<(String, usize)> = stdout
+        .lines()
+        .filter_map(|l| {
+            let (who, rest) = l.rsplit_once(": ").unwrap_or(("parent", l));
+            let n = rest
+                .strip_suffix(" checks passed, 0 failed")?
+                .parse()
+                .ok()?;
+            Some((who.to_string(), n))
+        })
+        .collect();
+    let mut members: Vec<&str> = counts
+        .iter()
+        .filter(|(who, n)| who.starts_with("member ") && *n >= 30)
+        .map(|(who, _)| who.as_str())
+        .collect();
+    members.sort();
+    assert_eq!(
+        members,
+        ["member 0", "member 1", "member 2", "member 3"],
+        "{stdout}"
+    );
+    assert!(
+        counts.iter().any(|(who, n)| who == "intruder" && *n >= 9),
+        "{stdout}"
+    );
+    assert!(
+        counts
+            .last()
+            .is_some_and(|(who, n)| who == "parent" && *n >= 4),
+        "{stdout}"
+    );
+}
+
 /// The channel_views program on `backend`: 40 samples filled and read in
 /// place between two processes (through their addresses where the memory
 /// is host-visible), and the refusals and lifetimes of loans and samples.

@@ -64,6 +64,8 @@ mod remote;
 #[cfg(feature = "ucx")]
 mod remote_export;
 #[cfg(feature = "ucx")]
+mod remote_group;
+#[cfg(feature = "ucx")]
 #[allow(unsafe_code)]
 mod remote_memory;
 #[cfg(feature = "ucx")]

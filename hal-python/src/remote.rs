@@ -5,6 +5,7 @@
 use pyo3::prelude::*;
 
 use crate::remote_export::RemoteExport;
+use crate::remote_group::Group;
 use crate::remote_memory::RemoteMemory;
 use crate::remote_node::Node;
 use crate::remote_notify::RemoteNotify;
@@ -18,9 +19,12 @@ pub(crate) fn add_to(parent: &Bound<'_, PyModule>) -> PyResult<()> {
         "Across machines over UCX (libucp.so.0, loaded when the first Node is made): a \
          Node exports hal memory and notifies to other hosts (RemoteExport, whose text \
          another host connects to) and connects to theirs (RemoteMemory, RemoteNotify). \
+         A Group gathers processes on many hosts at one address (a rank each, \
+         all_gather, broadcast, barrier), to swap the handle texts of their exports. \
          A node must listen only on a network whose hosts are trusted (a cluster's \
          fabric): UCX's connections are neither encrypted nor authenticated.",
     )?;
+    m.add_class::<Group>()?;
     m.add_class::<Node>()?;
     m.add_class::<RemoteExport>()?;
     m.add_class::<RemoteMemory>()?;

@@ -38,6 +38,11 @@ impl Drop for Node {
 }
 
 impl Node {
+    /// A handle of `node` (another holder of the same node).
+    pub(crate) fn of(node: hal::remote::Node) -> Node {
+        Node { node: Some(node) }
+    }
+
     fn node(&self) -> PyResult<&hal::remote::Node> {
         self.node.as_ref().ok_or_else(|| {
             crate::errors::to_py(hal::Error::Closed {

@@ -267,7 +267,9 @@ def test_the_stubs_name_what_hal_remote_has():
     for name, node_ in classes.items():
         declared = {n.name for n in node_.body if isinstance(n, ast.FunctionDef)}
         actual = {
-            n for n in dir(getattr(hal.remote, name)) if not n.startswith("_") or n == "__len__"
+            n
+            for n in dir(getattr(hal.remote, name))
+            if not n.startswith("_") or n in ("__len__", "__enter__", "__exit__")
         }
         assert actual - declared == set(), f"{name}: methods missing from remote.pyi"
         assert declared - actual - {"__init__"} == set(), f"{name}: not in the module"

@@ -1,7 +1,9 @@
 //! `halctl bench --only remote` on its tiny configuration: the four remote
 //! scenarios run between real processes over UCX's TCP transport, each of
 //! the three with a baseline beside `ucx_perftest`'s figure from the same
-//! run (or, without ucx_perftest, a note that says so and no ratio).
+//! run (or, without ucx_perftest, a note that says so and no ratio); and
+//! remote-rendezvous, groups across hosts of member processes, beside a
+//! TCP connection of the same run.
 //!
 //! Nothing here asserts how fast anything is. Where UCX is not installed
 //! the test says `NOT RUN` (a failure with `HAL_TESTS_STRICT=1`).
@@ -59,10 +61,23 @@ fn run_and_check(path: Option<&std::path::Path>, perftest: bool) {
             "remote-read-bw",
             "remote-read-lat",
             "remote-notify-rtt",
-            "remote-cold"
+            "remote-cold",
+            "remote-rendezvous",
+            "remote-rendezvous"
         ]
     );
-    for l in &lines {
+    for (l, members) in lines[4..].iter().zip([2, 4]) {
+        assert_eq!(l["config"], format!("members={members}"), "{l}");
+        assert!(l["n"].as_u64().unwrap() > 0, "{l}");
+        assert!(
+            l["baseline"].as_str().unwrap().contains("TCP connection"),
+            "{l}"
+        );
+        assert!(l["baseline_p50_ns"].as_u64().unwrap() > 0, "{l}");
+        assert!(l["ratio_p50"].as_f64().unwrap() > 0.0, "{l}");
+        assert!(l["note"].as_str().unwrap().contains("UCX_TLS=tcp"), "{l}");
+    }
+    for l in &lines[..4] {
         assert!(l["n"].as_u64().unwrap() > 0, "{l}");
         assert!(l["p50_ns"].as_u64().unwrap() > 0, "{l}");
         let note = l["note"].as_str().unwrap();

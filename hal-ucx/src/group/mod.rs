@@ -36,6 +36,11 @@
 //!   group's size. The address is free again once its server's member
 //!   drops its group (and its node).
 //!
+//! - **Fork**: a [`RemoteGroup`] belongs to the process that joined; in a
+//!   forked child its rounds answer [`Error::Forked`], and its drop sends
+//!   nothing and closes nothing of its parent's (the child joins a group
+//!   of its own if it needs one).
+//!
 //! As with everything of hal-ucx, the network must be trusted: UCX's
 //! connections are not encrypted; the secret keeps processes that do not
 //! hold it out of the group, not eavesdroppers.
@@ -55,6 +60,7 @@ use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hal_core::kit::os::Origin;
 use hal_core::{Error, Result};
 
 use crate::ffi::bindings::{UCS_ERR_BUSY, UCS_ERR_IO_ERROR};
@@ -65,7 +71,7 @@ use server::Server;
 use wire::Entry;
 
 pub use options::{RemoteGroupOptions, RemoteMember};
-pub use secret::SECRET_ENV;
+pub use secret::{parse_secret, SECRET_ENV};
 pub use wire::{MAX_MEMBERS, MAX_NAME, MAX_PAYLOAD};
 
 /// How many times a member of the address's host tries to bind it when
@@ -78,6 +84,9 @@ enum Side {
     Server(Arc<Server>),
     /// It joined through its connection to the server.
     Joiner(Joined),
+    /// Nothing: the side was let go without a word (a forked child's copy
+    /// of its parent's, at its drop).
+    Forgotten,
 }
 
 /// This process's membership of a group across hosts; dropping it leaves
@@ -114,6 +123,8 @@ pub struct RemoteGroup {
     side: Side,
     /// Why the group cannot go on, after a failed call.
     broken: Option<String>,
+    /// The process that joined.
+    origin: Origin,
     /// Last: the node goes after the side's connections are closed.
     node: Node,
 }
@@ -191,6 +202,7 @@ impl RemoteGroup {
                         max_payload: options.max_payload,
                         side: Side::Server(server),
                         broken: None,
+                        origin: Origin::here(),
                         node,
                     };
                     // On failure the group drops here, closing what joined.
@@ -229,6 +241,7 @@ impl RemoteGroup {
             max_payload: options.max_payload,
             side: Side::Joiner(joined),
             broken: None,
+            origin: Origin::here(),
             node,
         })
     }
@@ -297,6 +310,10 @@ impl RemoteGroup {
     /// Post this member's next round and wait until every member posted
     /// it: every member's bytes of it, by rank.
     fn exchange(&mut self, data: &[u8]) -> Result<Vec<Vec<u8>>> {
+        self.origin.check(format_args!(
+            "membership of group {:?} at {}",
+            self.name, self.at
+        ))?;
         if let Some(why) = &self.broken {
             return Err(Error::Closed {
                 what: format!(
@@ -333,6 +350,9 @@ impl RemoteGroup {
                 &what,
             ),
             Side::Joiner(j) => j.round(round, data.to_vec(), self.size(), deadline, &what),
+            Side::Forgotten => Err(Error::Closed {
+                what: format!("{what}: this member let the group go"),
+            }),
         };
         match got {
             Ok(all) => {
@@ -349,6 +369,15 @@ impl RemoteGroup {
 
 impl Drop for RemoteGroup {
     fn drop(&mut self) {
+        if self.origin.forked() {
+            // The parent's connections, listener and progress thread: a
+            // forked child has no thread to run its node, and anything it
+            // closed or sent would be on its parent's sockets. It lets go
+            // of them without a word (the node's last holder stays).
+            std::mem::forget(std::mem::replace(&mut self.side, Side::Forgotten));
+            std::mem::forget(self.node.clone());
+            return;
+        }
         match &self.side {
             Side::Server(s) => {
                 let hub = &self.node.owner().hub;
@@ -363,7 +392,7 @@ impl Drop for RemoteGroup {
                 }
             }
             // Its drop closes its connection.
-            Side::Joiner(_) => {}
+            Side::Joiner(_) | Side::Forgotten => {}
         }
     }
 }

@@ -30,6 +30,24 @@ pub(crate) fn resolve(given: Option<[u8; 16]>) -> Result<[u8; 16]> {
     }
 }
 
+/// The secret that `text`, 32 hex digits (as [`SECRET_ENV`] holds it,
+/// surrounding blanks ignored), spells; [`Error::InvalidArgument`] naming
+/// `what` (where the text came from) otherwise.
+///
+/// ```
+/// let s = hal_ucx::group::parse_secret("000102030405060708090a0b0c0d0e0f", "the secret")?;
+/// assert_eq!(s[15], 15);
+/// assert!(hal_ucx::group::parse_secret("0001", "the secret").is_err());
+/// # Ok::<(), hal_core::Error>(())
+/// ```
+pub fn parse_secret(text: &str, what: &str) -> Result<[u8; 16]> {
+    parse(text.trim()).ok_or_else(|| Error::InvalidArgument {
+        what: format!(
+            "{what} is not 32 hex digits (16 bytes, the same in every member;              `openssl rand -hex 16` makes one)"
+        ),
+    })
+}
+
 /// The 16 bytes 32 hex digits spell.
 pub(crate) fn parse(text: &str) -> Option<[u8; 16]> {
     let digits = text.as_bytes();

@@ -515,6 +515,16 @@ impl State {
                 let side = remote_peer::ensure(&mut self.remote)?;
                 series.push(side.pingpong(rounds, ping)?);
             }
+            Cmd::RemoteRendezvous {
+                at,
+                name,
+                size,
+                secret,
+            } => {
+                series.push(super::remote_group_peer::rendezvous(
+                    &at, &name, size, &secret,
+                )?);
+            }
             Cmd::Quit => {}
         }
         Ok(reply)

@@ -31,6 +31,7 @@
 //! | remote-read-lat | 8-byte reads, the same way | `ucx_perftest -t ucp_get -s 8` |
 //! | remote-notify-rtt | round trip of signals between two remote notifies | `ucx_perftest -t ucp_am_lat -s 8` (its half round trip, doubled) |
 //! | remote-cold | a new connection (the secret proved both ways) + first 8-byte read | none (absolute) |
+//! | remote-rendezvous | a group across hosts of 8 and 32 member processes on 127.0.0.1 (`hal::remote::RemoteGroup`), from the first join call to every member's return | one TCP connect + accept on 127.0.0.1 (`std::net`), a baseline of scale only |
 //!
 //! The remote scenarios run only when `--only` names them (`--only remote`),
 //! between two processes of their own started with the UCX environment.
@@ -62,7 +63,9 @@ mod perftest;
 mod plot;
 mod proto;
 mod remote;
+mod remote_group_peer;
 mod remote_peer;
+mod remote_rendezvous;
 mod rendezvous;
 mod report;
 mod scaling;
@@ -170,6 +173,8 @@ struct Plan {
     remote_lat_n: u32,
     remote_rtt_n: u32,
     remote_cold_n: u32,
+    /// remote-rendezvous: groups formed per size (after one discarded).
+    remote_group_rounds: u32,
 }
 
 impl Plan {
@@ -201,6 +206,7 @@ impl Plan {
                 remote_lat_n: 20,
                 remote_rtt_n: 20,
                 remote_cold_n: 3,
+                remote_group_rounds: 2,
             }
         } else if args.quick {
             Plan {
@@ -229,6 +235,7 @@ impl Plan {
                 remote_lat_n: 200,
                 remote_rtt_n: 500,
                 remote_cold_n: 10,
+                remote_group_rounds: 5,
             }
         } else {
             Plan {
@@ -257,6 +264,7 @@ impl Plan {
                 remote_lat_n: 1000,
                 remote_rtt_n: 2000,
                 remote_cold_n: 40,
+                remote_group_rounds: 20,
             }
         }
     }
@@ -318,7 +326,7 @@ fn one(series: Vec<Vec<u64>>) -> CmdResult<[Vec<u64>; 1]> {
         .map_err(|_| Fail::failed("the consumer sent the wrong number of series"))
 }
 
-const SCENARIOS: [&str; 27] = [
+const SCENARIOS: [&str; 28] = [
     "export",
     "import-first",
     "import-first-persistent",
@@ -346,6 +354,7 @@ const SCENARIOS: [&str; 27] = [
     "remote-read-lat",
     "remote-notify-rtt",
     "remote-cold",
+    "remote-rendezvous",
 ];
 
 /// The scenarios whose baselines are host memory (a memfd, a private
@@ -513,6 +522,12 @@ pub fn run(args: &BenchArgs) -> CmdResult {
             unpin_all(&cpus);
         }
         b.remote()?;
+    }
+    if b.wants("remote-rendezvous") {
+        if placement.is_some() {
+            unpin_all(&cpus);
+        }
+        b.remote_rendezvous()?;
     }
     let Bench { peer, printer, .. } = b;
     peer.quit()?;

@@ -212,6 +212,17 @@ pub enum Cmd {
     /// Remote: `rounds` round trips of signals between the two notifies,
     /// pinging (and timing: series, the round trips) or answering.
     RemotePingPong { rounds: u32, ping: bool },
+    /// Remote: join the group across hosts `name` of `size` members at
+    /// `at` ("IP:PORT") with `secret` (32 hex digits) from a node of this
+    /// process's own, all-gather the members' pids, meet at a barrier and
+    /// leave; series: when the join was called and when it returned, in
+    /// nanoseconds of the system clock.
+    RemoteRendezvous {
+        at: String,
+        name: String,
+        size: usize,
+        secret: String,
+    },
     /// End.
     Quit,
 }
