@@ -551,3 +551,112 @@ fn remote_subscriber_with_a_wrong_secret_is_refused() {
     quit(ok);
     quit(publisher);
 }
+
+/// A channel name of this process's own.
+fn own_name(what: &str) -> String {
+    format!("rchan-{what}-{}", std::process::id())
+}
+
+/// A node on the loopback address.
+fn loopback() -> Node {
+    Node::bind("127.0.0.1:0".parse().unwrap()).unwrap()
+}
+
+#[test]
+fn offer_withdrawn_ends_its_remote_subscribers_after_their_samples() {
+    if !ucx_here() {
+        return;
+    }
+    let dev = Arc::new(CpuShm::new().host());
+    let name = own_name("withdrawn");
+    let options = ChannelOptions::default().slots(4).slot_size(4096);
+    let mut publisher = Publisher::create(&*dev, &name, &options).unwrap();
+    let (a, b) = (loopback(), loopback());
+    let offer = a
+        .offer_channel(dev.clone(), &name, &RemoteChannelOptions::default())
+        .unwrap();
+    assert_eq!(offer.name(), name);
+    let sub = RemoteSubscriber::connect(&b, &*dev, offer.text(), &Default::default()).unwrap();
+    assert_eq!(
+        (sub.slots(), sub.slot_size(), sub.mode()),
+        (4, 4096, Mode::Broadcast)
+    );
+    assert_eq!(offer.subscribers(), 1);
+    for seq in 0..3u64 {
+        let loan = publisher.loan().unwrap();
+        let len = sample_len(seq, 4096);
+        loan.write(0, &sample_bytes(seq, len)).unwrap();
+        loan.publish(len as u64).unwrap();
+    }
+    let first = sub.receive().unwrap();
+    assert_eq!(first.sequence(), 0);
+    // The offer goes while samples are on their way or held: they stay.
+    drop(offer);
+    let mut seqs = vec![];
+    let end = loop {
+        match sub.receive() {
+            Ok(s) => {
+                let len = sample_len(s.sequence(), 4096);
+                assert!(s.to_vec().unwrap() == sample_bytes(s.sequence(), len));
+                seqs.push(s.sequence());
+            }
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(seqs, vec![1, 2]);
+    assert!(
+        matches!(&end, Error::Closed { what } if what.contains("withdrawn")),
+        "{end}"
+    );
+    let mut held = vec![0u8; first.len() as usize];
+    first.read(0, &mut held).unwrap();
+    assert!(held == sample_bytes(0, held.len()));
+    drop(first);
+    // Its proxy is gone: the publisher has every slot again.
+    for _ in 0..4 {
+        drop(publisher.loan().unwrap());
+    }
+}
+
+#[test]
+fn remote_subscriber_refuses_other_texts_and_unknown_offers() {
+    if !ucx_here() {
+        return;
+    }
+    let dev = Arc::new(CpuShm::new().host());
+    let name = own_name("texts");
+    let _publisher = Publisher::create(&*dev, &name, &ChannelOptions::default()).unwrap();
+    let (a, b) = (loopback(), loopback());
+    let offer = a
+        .offer_channel(dev.clone(), &name, &RemoteChannelOptions::default())
+        .unwrap();
+    let options = RemoteSubscribeOptions::default();
+    // The handle of an export is not an offer's.
+    let mem = {
+        use hal_core::{AllocDesc, Device};
+        dev.allocate(&AllocDesc::host(4096)).unwrap()
+    };
+    let export = a.export(&mem, Default::default()).unwrap();
+    let e = RemoteSubscriber::connect(&b, &*dev, &export.text(), &options).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    // An offer this node never made (or withdrew).
+    let mut other = RemoteHandle::from_text(offer.text()).unwrap();
+    other.export_id += 100;
+    let e = RemoteSubscriber::connect(&b, &*dev, &other.to_text(), &options).unwrap_err();
+    assert!(matches!(e, Error::NotFound { .. }), "{e}");
+    // More slots than a subscriber holds.
+    let e = RemoteSubscriber::connect(&b, &*dev, offer.text(), &options.clone().slots(1 << 20))
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    // A channel that is gone by the time the subscriber comes.
+    let gone = a
+        .offer_channel(
+            dev.clone(),
+            &own_name("never"),
+            &RemoteChannelOptions::default(),
+        )
+        .unwrap();
+    let e = RemoteSubscriber::connect(&b, &*dev, gone.text(), &options).unwrap_err();
+    assert!(matches!(e, Error::Closed { .. }), "{e}");
+    drop(export);
+}

@@ -31,6 +31,10 @@ use crate::protocol::AM_ID;
 /// whether it is to stop.
 const POLL: Duration = Duration::from_millis(50);
 
+/// The most bytes of a sample in host memory that UCX may send eagerly
+/// (its choice), rather than by rendezvous.
+const EAGER: usize = 16 << 10;
+
 /// A channel offered on a node.
 struct Offered {
     name: String,
@@ -468,16 +472,20 @@ fn forward(offer: &Offered, proxy: &Proxy, asked: u32) -> Vec<Arc<Completion>> {
         if lock(&proxy.state).gone.is_some() {
             return sends;
         }
-        if offer.withdrawn.load(Ordering::Acquire) {
-            say(Message::End(End::Withdrawn));
-            return sends;
-        }
+        // Withdrawn: what the channel holds for this subscriber now is
+        // still forwarded (as far as its free slots take it), then the end.
+        let withdrawn = offer.withdrawn.load(Ordering::Acquire);
         // A free slot of the remote's first: a sample is claimed only
         // for a slot to put it in (a queue's share stays with the others).
         let slot = {
             let mut s = lock(&proxy.state);
             match s.free.pop() {
                 Some(slot) => slot,
+                None if withdrawn => {
+                    drop(s);
+                    say(Message::End(End::Withdrawn));
+                    return sends;
+                }
                 None => {
                     drop(
                         proxy
@@ -489,11 +497,38 @@ fn forward(offer: &Offered, proxy: &Proxy, asked: u32) -> Vec<Arc<Completion>> {
                 }
             }
         };
-        let ticket = match sub.receive_timeout(Some(POLL)) {
-            Ok(sample) => sample.detach(),
+        let received = if withdrawn {
+            sub.try_receive().and_then(|s| {
+                s.ok_or_else(|| Error::Timeout {
+                    after: Duration::ZERO,
+                    what: "nothing more to forward".into(),
+                })
+            })
+        } else {
+            sub.receive_timeout(Some(POLL))
+        };
+        let ticket = match received {
+            // A stream-ordered sample's bytes are there once its event
+            // passed; one that never comes ends the forwarding.
+            Ok(sample) => match sample.wait() {
+                Ok(()) => sample.detach(),
+                Err(e) => {
+                    log::warn!(
+                        "hal-ucx: channel {:?}: sample {} was never written ({e}); its remote \
+                         subscriber is dropped",
+                        offer.name,
+                        sample.sequence()
+                    );
+                    proxy.gone(format!("sample {} was never written", sample.sequence()));
+                    return sends;
+                }
+            },
             Err(e) => {
                 lock(&proxy.state).free.push(slot);
                 match e {
+                    Error::Timeout { .. } if withdrawn => {
+                        say(Message::End(End::Withdrawn));
+                    }
                     Error::Timeout { .. } => continue,
                     Error::Closed { what } => {
                         let how = if what.contains("died") {
@@ -521,7 +556,11 @@ fn forward(offer: &Offered, proxy: &Proxy, asked: u32) -> Vec<Arc<Completion>> {
         lock(&proxy.state).held[slot as usize] = Some(ticket);
         let sent = on_thread(owner, move |h| {
             let data = (len > 0).then_some((at as *const std::ffi::c_void, len, mem));
-            h.engine.send(ep as ucp_ep_h, AM_ID, head, data, len > 0)
+            // Host bytes up to EAGER go as UCX picks (eagerly, copied into
+            // the slot on arrival); more, or device bytes, by rendezvous,
+            // straight into it.
+            let rndv = len > EAGER || mem != UCS_MEMORY_TYPE_HOST;
+            h.engine.send(ep as ucp_ep_h, AM_ID, head, data, rndv)
         });
         match sent {
             Ok(Ok(c)) => {
@@ -538,8 +577,9 @@ fn forward(offer: &Offered, proxy: &Proxy, asked: u32) -> Vec<Arc<Completion>> {
 
 /// A channel offered to subscribers on other hosts
 /// ([`Node::offer_channel`](crate::Node::offer_channel)); dropping it
-/// withdraws the offer: its remote subscribers receive what they were
-/// sent, then [`Error::Closed`].
+/// withdraws the offer: its remote subscribers receive what the channel
+/// held for them (as far as their free slots take it), then
+/// [`Error::Closed`]; the drop returns once their proxies ended.
 #[must_use = "dropping a ChannelOffer withdraws it"]
 pub struct ChannelOffer {
     offers: Arc<Offers>,
