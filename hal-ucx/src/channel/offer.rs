@@ -468,6 +468,11 @@ fn forward(offer: &Offered, proxy: &Proxy, asked: u32) -> Vec<Arc<Completion>> {
                 .0;
         }
     }
+    if !lock(&proxy.state).ready {
+        // Withdrawn, or gone, before its slots were there.
+        say(Message::End(End::Withdrawn));
+        return sends;
+    }
     loop {
         if lock(&proxy.state).gone.is_some() {
             return sends;
