@@ -22,6 +22,14 @@ use hal_ucx::{Node, RemoteChannelOptions, RemoteSample, RemoteSubscribeOptions, 
 /// The module of the child entry point.
 const ROLES: &str = "roles";
 
+/// A subscription and an offer move between threads, and a subscriber's
+/// threads may receive at once.
+const _: fn() = || {
+    fn shared<T: Send + Sync>() {}
+    shared::<RemoteSubscriber>();
+    shared::<hal_ucx::ChannelOffer>();
+};
+
 /// Byte `i` of sample `seq`.
 fn pattern(seq: u64, i: u64) -> u8 {
     ((i.wrapping_mul(31) + seq * 7 + i / 4096) % 251) as u8

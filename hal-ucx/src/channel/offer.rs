@@ -31,6 +31,9 @@ use crate::protocol::AM_ID;
 /// whether it is to stop.
 const POLL: Duration = Duration::from_millis(50);
 
+/// Most connections in their handshake at once: one more is refused.
+const MAX_HANDSHAKES: usize = 256;
+
 /// The most bytes of a sample in host memory that UCX may send eagerly
 /// (its choice), rather than by rendezvous.
 const EAGER: usize = 16 << 10;
@@ -285,9 +288,24 @@ impl Link for Offers {
         if !lock(&hub.links).contains_key(&ep) {
             return;
         }
-        lock(&self.conns)
-            .entry(ep)
-            .or_insert_with(|| Conn::Hello(Instant::now()));
+        {
+            let mut conns = lock(&self.conns);
+            if !conns.contains_key(&ep) {
+                let handshakes = conns
+                    .values()
+                    .filter(|c| !matches!(c, Conn::Proxy(_)))
+                    .count();
+                if handshakes >= MAX_HANDSHAKES {
+                    drop(conns);
+                    log::warn!(
+                        "hal-ucx: {MAX_HANDSHAKES} remote subscribers are in their handshake \
+                         already; one more is refused"
+                    );
+                    return self.refuse(hub, ep, Refusal::Busy);
+                }
+                conns.insert(ep, Conn::Hello(Instant::now()));
+            }
+        }
         let m = match wire::decode(head) {
             Ok(m) if data == 0 => m,
             Ok(_) => {
@@ -361,11 +379,14 @@ fn run(offer: &Offered, proxy: &Proxy, asked: u32) {
     let owner = &offer.owner;
     let sends = forward(offer, proxy, asked);
     let gone = lock(&proxy.state).gone.is_some();
-    let until = Instant::now() + offer.timeout;
-    let mut unfinished = false;
-    for c in &sends {
-        unfinished |= c.wait_until(Some(until)).is_none();
+    if !gone {
+        // What was sent arrives before the connection closes.
+        let until = Instant::now() + offer.timeout;
+        for c in &sends {
+            c.wait_until(Some(until));
+        }
     }
+    // Closed at once where it failed: the sends still on it end.
     let closing = on_thread(owner, move |h| {
         lock(&h.links).remove(&ep);
         let offers = lock(&h.channels).as_ref().map(|(_, any)| Arc::clone(any));
@@ -374,13 +395,15 @@ fn run(offer: &Offered, proxy: &Proxy, asked: u32) {
         }
         h.engine.close(ep as ucp_ep_h, gone)
     });
+    let until = Instant::now() + Duration::from_secs(2);
     if let Ok(c) = closing {
-        c.wait_until(Some(Instant::now() + Duration::from_secs(2)));
+        c.wait_until(Some(until));
         owner.hub.unwaited(c);
     }
-    for c in &sends {
-        unfinished |= c.wait_until(Some(Instant::now() + POLL)).is_none();
-    }
+    let unfinished = sends.iter().any(|c| {
+        c.wait_until(Some(until.max(Instant::now() + POLL)))
+            .is_none()
+    });
     if unfinished {
         // UCX may still read the slots: the subscriber (and its mapping)
         // stays, and with it its samples.
