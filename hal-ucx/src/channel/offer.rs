@@ -559,7 +559,9 @@ fn forward(offer: &Offered, proxy: &Proxy, asked: u32) -> Vec<Arc<Completion>> {
                     }
                     Error::Timeout { .. } => continue,
                     Error::Closed { what } => {
-                        let how = if what.contains("died") {
+                        // hal-core's words: "… its publisher (pid N) died"
+                        // or "… its publisher closed it".
+                        let how = if what.ends_with("died") {
                             End::Died
                         } else {
                             End::Closed

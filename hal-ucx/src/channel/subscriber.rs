@@ -532,14 +532,17 @@ impl Connection {
             s.ring = Some(ring);
             s.busy = vec![false; slots as usize];
         }
-        self.send(Message::Ready)?;
-        Ok(RemoteSubscriber {
+        // From here the subscriber's drop waits for receptions into the
+        // slots before it frees them.
+        let sub = RemoteSubscriber {
             conn: self,
             ring,
             mode,
             options: options.clone(),
             memory: ManuallyDrop::new(memory),
-        })
+        };
+        sub.conn.send(Message::Ready)?;
+        Ok(sub)
     }
 
     /// The next message of the handshake, until `deadline`.
