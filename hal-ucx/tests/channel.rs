@@ -668,3 +668,40 @@ fn remote_subscriber_refuses_other_texts_and_unknown_offers() {
     assert!(matches!(e, Error::Closed { .. }), "{e}");
     drop(export);
 }
+
+#[test]
+fn remote_subscribers_that_come_and_go_give_their_slots_back() {
+    if !ucx_here() {
+        return;
+    }
+    let dev = Arc::new(CpuShm::new().host());
+    let name = own_name("churn");
+    let options = ChannelOptions::default().slots(4).slot_size(64 << 10);
+    let mut publisher = Publisher::create(&*dev, &name, &options).unwrap();
+    let (a, b) = (loopback(), loopback());
+    let offer = a
+        .offer_channel(dev.clone(), &name, &RemoteChannelOptions::default())
+        .unwrap();
+    let mut seq = 0u64;
+    for round in 0..10 {
+        let sub = RemoteSubscriber::connect(&b, &*dev, offer.text(), &Default::default()).unwrap();
+        // Every slot taken by a sample this subscriber holds or will get.
+        for _ in 0..4 {
+            let loan = publisher.loan().unwrap();
+            let len = sample_len(seq, 64 << 10);
+            loan.write(0, &sample_bytes(seq, len)).unwrap();
+            loan.publish(len as u64).unwrap();
+            seq += 1;
+        }
+        let held = sub.receive().unwrap();
+        assert_eq!(held.sequence(), seq - 4, "round {round}");
+        assert!(matches!(publisher.try_loan(), Err(Error::Busy { .. })));
+        // Gone with a sample held and three on their way or waiting: the
+        // publisher gets every slot back.
+        drop(held);
+        drop(sub);
+        for _ in 0..4 {
+            drop(publisher.loan().unwrap());
+        }
+    }
+}

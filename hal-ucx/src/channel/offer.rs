@@ -93,6 +93,9 @@ struct ProxyState {
 /// One remote subscriber's proxy.
 struct Proxy {
     ep: usize,
+    /// Set on the progress thread when the endpoint is closed: nothing is
+    /// sent on it after (UCX frees a closed endpoint).
+    closed: Arc<AtomicBool>,
     state: Mutex<ProxyState>,
     cv: Condvar,
     subscriber: OnceLock<Arc<Subscriber>>,
@@ -154,7 +157,9 @@ impl Offers {
 
     /// Refuse a connection in its handshake: say why, forget it, close it.
     fn refuse(&self, hub: &Hub, ep: usize, why: Refusal) {
-        lock(&self.conns).remove(&ep);
+        if let Some(Conn::Proxy(p)) = lock(&self.conns).remove(&ep) {
+            p.closed.store(true, Ordering::Release);
+        }
         send(hub, ep, &Message::Denied(why));
         lock(&hub.links).remove(&ep);
         hub.unwaited(hub.engine.close(ep as ucp_ep_h, false));
@@ -239,6 +244,7 @@ impl Offers {
                 }
                 let proxy = Arc::new(Proxy {
                     ep,
+                    closed: Arc::new(AtomicBool::new(false)),
                     state: Mutex::new(ProxyState::default()),
                     cv: Condvar::new(),
                     subscriber: OnceLock::new(),
@@ -321,6 +327,9 @@ impl Link for Offers {
     fn failed(&self, hub: &Hub, ep: usize, status: ucs_status_t) {
         lock(&hub.links).remove(&ep);
         let conn = lock(&self.conns).remove(&ep);
+        if let Some(Conn::Proxy(p)) = &conn {
+            p.closed.store(true, Ordering::Release);
+        }
         hub.unwaited(hub.engine.close(ep as ucp_ep_h, true));
         if let Some(Conn::Proxy(p)) = conn {
             p.gone(format!(
@@ -338,6 +347,7 @@ impl Offers {
             Some(Conn::Proxy(p)) => {
                 log::warn!("hal-ucx: a remote subscriber sent {what}; it is dropped");
                 p.gone(format!("it sent {what}"));
+                p.closed.store(true, Ordering::Release);
                 lock(&hub.links).remove(&ep);
                 hub.unwaited(hub.engine.close(ep as ucp_ep_h, true));
             }
@@ -360,6 +370,16 @@ fn source(hub: &Hub, sub: &Subscriber) -> Option<(u64, ucs_memory_type_t)> {
         }
         _ => None,
     }
+}
+
+/// On the progress thread: an error once the proxy's endpoint is closed.
+fn live(closed: &AtomicBool) -> Result<()> {
+    if closed.load(Ordering::Acquire) {
+        return Err(Error::Closed {
+            what: "the remote subscriber's connection is closed".into(),
+        });
+    }
+    Ok(())
 }
 
 /// Call `f` on the progress thread of `owner`'s node.
@@ -387,16 +407,20 @@ fn run(offer: &Offered, proxy: &Proxy, asked: u32) {
         }
     }
     // Closed at once where it failed: the sends still on it end.
+    let closed = Arc::clone(&proxy.closed);
     let closing = on_thread(owner, move |h| {
+        if closed.swap(true, Ordering::AcqRel) {
+            return None;
+        }
         lock(&h.links).remove(&ep);
         let offers = lock(&h.channels).as_ref().map(|(_, any)| Arc::clone(any));
         if let Some(Ok(offers)) = offers.map(|a| a.downcast::<Offers>()) {
             lock(&offers.conns).remove(&ep);
         }
-        h.engine.close(ep as ucp_ep_h, gone)
+        Some(h.engine.close(ep as ucp_ep_h, gone))
     });
     let until = Instant::now() + Duration::from_secs(2);
-    if let Ok(c) = closing {
+    if let Ok(Some(c)) = closing {
         c.wait_until(Some(until));
         owner.hub.unwaited(c);
     }
@@ -424,7 +448,9 @@ fn forward(offer: &Offered, proxy: &Proxy, asked: u32) -> Vec<Arc<Completion>> {
     let owner = &offer.owner;
     let say = |m: Message| {
         let head = m.encode();
+        let closed = Arc::clone(&proxy.closed);
         let sent = on_thread(owner, move |h| {
+            live(&closed)?;
             h.engine
                 .send(ep as ucp_ep_h, AM_ID, head, None, false)
                 .map(|c| h.unwaited(c))
@@ -584,7 +610,9 @@ fn forward(offer: &Offered, proxy: &Proxy, asked: u32) -> Vec<Arc<Completion>> {
         .encode();
         let (at, len) = (base + ticket.offset(), ticket.len() as usize);
         lock(&proxy.state).held[slot as usize] = Some(ticket);
+        let closed = Arc::clone(&proxy.closed);
         let sent = on_thread(owner, move |h| {
+            live(&closed)?;
             let data = (len > 0).then_some((at as *const std::ffi::c_void, len, mem));
             // Host bytes up to EAGER go as UCX picks (eagerly, copied into
             // the slot on arrival); more, or device bytes, by rendezvous,
