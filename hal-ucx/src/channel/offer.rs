@@ -726,6 +726,20 @@ impl Drop for ChannelOffer {
     fn drop(&mut self) {
         self.offer.withdrawn.store(true, Ordering::Release);
         lock(&self.offers.offers).remove(&self.id);
+        // Handshakes with this offer end here (they hold the node).
+        let (offers, offer) = (Arc::clone(&self.offers), Arc::clone(&self.offer));
+        let _ = self.offer.owner.hub.on_thread(move |h| {
+            let eps: Vec<usize> = lock(&offers.conns)
+                .iter()
+                .filter(
+                    |(_, c)| matches!(c, Conn::Proof { offer: o, .. } if Arc::ptr_eq(o, &offer)),
+                )
+                .map(|(ep, _)| *ep)
+                .collect();
+            for ep in eps {
+                offers.refuse(h, ep, Refusal::Gone);
+            }
+        });
         let proxies = std::mem::take(&mut *lock(&self.offer.proxies));
         for p in proxies {
             let _ = p.join();
