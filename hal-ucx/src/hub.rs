@@ -267,6 +267,17 @@ impl Hub {
         })
     }
 
+    /// Run `f` on the progress thread without waiting for it (as
+    /// [`Hub::on_thread`] runs it, in the order asked).
+    pub(crate) fn post(&self, f: impl FnOnce(&Hub) + Send + 'static) {
+        let here = self.thread.get() == Some(&std::thread::current().id());
+        if here || self.has_exited.load(Ordering::Acquire) {
+            return f(self);
+        }
+        lock(&self.commands).push_back(Box::new(f));
+        self.engine.signal();
+    }
+
     /// Mark this thread as the progress thread.
     pub(crate) fn started(&self) {
         let _ = self.thread.set(std::thread::current().id());

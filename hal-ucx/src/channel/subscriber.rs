@@ -443,9 +443,15 @@ impl RemoteSubscriber {
             s.gone.is_some()
         };
         if !gone {
-            if let Err(e) = self.conn.send(Message::Release { slot }) {
-                log::debug!("hal-ucx: releasing a remote sample: {e}");
-            }
+            // Not waited for: the receiving thread goes on at once.
+            let head = Message::Release { slot }.encode();
+            let ep = self.conn.ep;
+            self.conn.owner.hub.post(move |h| {
+                match h.engine.send(ep as ucp_ep_h, AM_ID, head, None, false) {
+                    Ok(c) => h.unwaited(c),
+                    Err(e) => log::debug!("hal-ucx: releasing a remote sample: {e}"),
+                }
+            });
         }
     }
 }
