@@ -19,6 +19,10 @@ pub(crate) enum Role {
     GroupServer,
     /// A group's joiner, answering the server's challenge (id 0).
     GroupMember,
+    /// A channel's publisher side, answering a remote subscriber's hello.
+    ChannelPublisher,
+    /// A channel's remote subscriber, answering the publisher's challenge.
+    ChannelSubscriber,
 }
 
 impl Role {
@@ -28,6 +32,8 @@ impl Role {
             Role::Importer => b"hal1r importer",
             Role::GroupServer => b"hal1g server",
             Role::GroupMember => b"hal1g member",
+            Role::ChannelPublisher => b"hal1c publisher",
+            Role::ChannelSubscriber => b"hal1c subscriber",
         }
     }
 }

@@ -76,6 +76,10 @@ pub(crate) struct Tables {
     pub(crate) receiving: Vec<(usize, u64, Arc<crate::completion::Completion>)>,
 }
 
+/// A link that takes the listener's connections of a kind, and the same
+/// object as its owner finds it again.
+pub(crate) type Extension = (Arc<dyn Link>, Arc<dyn std::any::Any + Send + Sync>);
+
 /// Work for the progress thread.
 type Command = Box<dyn FnOnce(&Hub) + Send>;
 
@@ -115,6 +119,10 @@ pub(crate) struct Hub {
     /// The link that takes the listener's connections whose first message
     /// is not an export's (a group served on this node's address).
     pub(crate) acceptor: Mutex<Option<Arc<dyn Link>>>,
+    /// The link that takes the listener's connections whose first message
+    /// is a channel's (the channels this node offers), and the same object
+    /// for its owner to find again.
+    pub(crate) channels: Mutex<Option<Extension>>,
 }
 
 /// A lock, whatever a panicking holder left.
@@ -206,6 +214,7 @@ impl Hub {
             unwaited: Mutex::new(Vec::new()),
             links: Mutex::new(HashMap::new()),
             acceptor: Mutex::new(None),
+            channels: Mutex::new(None),
         }
     }
 
@@ -293,6 +302,17 @@ impl Hub {
         sleeping && !lock(&self.commands).is_empty()
     }
 
+    /// Run `f` on the progress thread without waiting for it (as
+    /// [`Hub::on_thread`] runs it, in the order asked).
+    pub(crate) fn post(&self, f: impl FnOnce(&Hub) + Send + 'static) {
+        let here = self.thread.get() == Some(&std::thread::current().id());
+        if here || self.has_exited.load(Ordering::Acquire) {
+            return f(self);
+        }
+        lock(&self.commands).push_back(Box::new(f));
+        self.engine.signal();
+    }
+
     /// Mark this thread as the progress thread.
     pub(crate) fn started(&self) {
         let _ = self.thread.set(std::thread::current().id());
@@ -331,6 +351,18 @@ impl Hub {
     /// `None` when there is no acceptor or the connection is not fresh.
     pub(crate) fn hand_to_acceptor(&self, ep: usize) -> Option<Arc<dyn Link>> {
         let acceptor = lock(&self.acceptor).clone()?;
+        self.hand_to(ep, acceptor)
+    }
+
+    /// Hand `ep`, a served connection that has sent nothing of an
+    /// export's yet, to the channels this node offers, as
+    /// [`Hub::hand_to_acceptor`] does.
+    pub(crate) fn hand_to_channels(&self, ep: usize) -> Option<Arc<dyn Link>> {
+        let channels = lock(&self.channels).as_ref().map(|(l, _)| Arc::clone(l))?;
+        self.hand_to(ep, channels)
+    }
+
+    fn hand_to(&self, ep: usize, acceptor: Arc<dyn Link>) -> Option<Arc<dyn Link>> {
         let fresh = {
             let mut t = lock(&self.tables);
             let fresh = matches!(
@@ -364,6 +396,7 @@ impl Hub {
             eps
         };
         *lock(&self.acceptor) = None;
+        *lock(&self.channels) = None;
         let mut closing: Vec<_> = eps
             .into_iter()
             .map(|ep| self.engine.close(ep as ucp_ep_h, true))

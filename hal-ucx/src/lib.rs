@@ -19,6 +19,10 @@
 //! - [`RemoteGroup::join_at`] gathers N processes on M hosts at one
 //!   address ([`group`]): ranks, `all_gather`, `broadcast`, `barrier`,
 //!   with a shared secret, timeouts, and dead members named.
+//! - [`Node::offer_channel`] offers a channel of this host
+//!   (`hal_core::channel`) to [`RemoteSubscriber`]s on other hosts
+//!   ([`channel`]): samples move once, into the subscriber's own slots,
+//!   with the channel's back-pressure.
 //! - [`Node::export_notify`] and [`Node::connect_notify`] carry a notify;
 //!   [`RemoteMemory::write_signal`] writes and then signals, in order.
 //!
@@ -48,6 +52,7 @@
 #![deny(unsafe_code)]
 
 mod auth;
+pub mod channel;
 mod client;
 #[allow(unsafe_code)]
 mod completion;
@@ -74,6 +79,9 @@ mod protocol;
 mod serve;
 mod served;
 
+pub use channel::{
+    ChannelOffer, RemoteChannelOptions, RemoteSample, RemoteSubscribeOptions, RemoteSubscriber,
+};
 pub use export::RemoteExported;
 pub use group::{RemoteGroup, RemoteGroupOptions, RemoteMember};
 pub use hal_core::handle::remote::{RemoteHandle, RemoteKind, RemoteMemoryType};
@@ -88,6 +96,14 @@ pub mod fuzzing {
     /// decodes must re-encode to `bytes`, or this panics.
     pub fn check_message(bytes: &[u8]) {
         if let Ok(m) = crate::protocol::decode(bytes) {
+            assert_eq!(m.encode(), bytes, "{m:?} re-encodes otherwise");
+        }
+    }
+
+    /// Decode a channel's message as either side does (total: never
+    /// panics); one that decodes must re-encode to `bytes`, or this panics.
+    pub fn check_channel_message(bytes: &[u8]) {
+        if let Ok(m) = crate::channel::wire::decode(bytes) {
             assert_eq!(m.encode(), bytes, "{m:?} re-encodes otherwise");
         }
     }

@@ -266,6 +266,25 @@ impl Node {
         &self.owner
     }
 
+    /// Offer the channel `name` of this host (its publisher made it with
+    /// `hal_core::channel::Publisher::create`, in any process of this
+    /// host and user) to subscribers on other hosts: the text of the
+    /// [`ChannelOffer`](crate::ChannelOffer) is what a
+    /// [`RemoteSubscriber::connect`](crate::RemoteSubscriber::connect)
+    /// takes. Each remote subscriber is a subscriber of the channel here,
+    /// on `device` (where the channel's slots are imported and sent from),
+    /// so it counts against the channel's
+    /// [`MAX_SUBSCRIBERS`](hal_core::channel::MAX_SUBSCRIBERS). Dropping
+    /// the offer ends its remote subscriptions.
+    pub fn offer_channel(
+        &self,
+        device: Arc<dyn hal_core::dynamic::DynDevice>,
+        name: &str,
+        options: &crate::RemoteChannelOptions,
+    ) -> Result<crate::ChannelOffer> {
+        crate::ChannelOffer::new(&self.owner, self.address(), device, name, options)
+    }
+
     /// Connect to the notify export `text` names.
     pub fn connect_notify(&self, text: &str) -> Result<RemoteNotify> {
         let handle = RemoteHandle::from_text(text)?;

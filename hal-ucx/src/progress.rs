@@ -85,6 +85,11 @@ fn message(hub: &Hub, ep: usize, head: &[u8], payload: Payload) {
             return link.message(hub, ep, head, payload);
         }
     }
+    if crate::channel::wire::is_channel(head) {
+        if let Some(link) = hub.hand_to_channels(ep) {
+            return link.message(hub, ep, head, payload);
+        }
+    }
     let client = lock(&hub.tables).clients.get(&ep).cloned();
     match client {
         Some(c) => dial::message(hub, &c, head, payload),

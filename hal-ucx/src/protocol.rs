@@ -131,6 +131,10 @@ impl Message {
                 out.push(match kind {
                     RemoteKind::Memory => 1,
                     RemoteKind::Notify => 2,
+                    // Never sent: a channel's subscribers speak the
+                    // channel's messages (`crate::channel::wire`), and a
+                    // hello of this kind is refused.
+                    RemoteKind::Channel => 3,
                 });
                 out.extend_from_slice(nonce);
             }

@@ -164,6 +164,16 @@ impl Subscriber {
         &self.name
     }
 
+    /// How many slots the channel has.
+    pub fn slots(&self) -> usize {
+        self.control.slots()
+    }
+
+    /// The channel's mode: broadcast or queue.
+    pub fn mode(&self) -> Mode {
+        self.control.shape().mode
+    }
+
     /// The size of a slot: the most bytes a sample has.
     pub fn slot_size(&self) -> u64 {
         self.control.shape().slot_size

@@ -14,7 +14,7 @@
 //! |---|---|---|
 //! | 4 | magic | [`REMOTE_MAGIC`], `89 48 52 4D` (`\x89HRM`) |
 //! | 1 | version | [`REMOTE_VERSION`] |
-//! | 1 | kind | 1 memory, 2 notify |
+//! | 1 | kind | 1 memory, 2 notify, 3 channel |
 //! | 1 | flags | bit 0: read-only; other bits 0 |
 //! | 1 | memory type | 0 host, 1 CUDA device, 2 CUDA managed |
 //! | 1 | address family | 4 or 6 |
@@ -22,7 +22,7 @@
 //! | 2 | listener port | not 0 |
 //! | 8 | export id | |
 //! | 8 | base | the range's address in the exporter's process |
-//! | 8 | size | `base + size` does not overflow; 0 for a notify, as its base |
+//! | 8 | size | `base + size` does not overflow; 0 for a notify or a channel, as its base |
 //! | 16 | secret | |
 //! | 4 | checksum | CRC-32 of everything before it |
 //!
@@ -61,6 +61,8 @@ pub enum RemoteKind {
     Memory,
     /// A notify, signalled from other hosts (wire 2).
     Notify,
+    /// A channel offered to subscribers on other hosts (wire 3).
+    Channel,
 }
 
 /// Where the exported bytes live, as the exporter registered them.
@@ -119,6 +121,7 @@ impl RemoteHandle {
         out.push(match self.kind {
             RemoteKind::Memory => 1,
             RemoteKind::Notify => 2,
+            RemoteKind::Channel => 3,
         });
         out.push(if self.read_only { FLAG_READ_ONLY } else { 0 });
         out.push(match self.memory_type {
@@ -199,10 +202,11 @@ impl RemoteHandle {
         let kind = match c.u8("kind")? {
             1 => RemoteKind::Memory,
             2 => RemoteKind::Notify,
+            3 => RemoteKind::Channel,
             k => {
                 return Err(malformed(
                     "kind",
-                    format!("{k} is neither 1 (memory) nor 2 (notify)"),
+                    format!("{k} is not 1 (memory), 2 (notify) or 3 (channel)"),
                 ))
             }
         };
@@ -258,8 +262,8 @@ impl RemoteHandle {
                 format!("{base:#x} + {size:#x} overflows the address space"),
             ));
         }
-        if kind == RemoteKind::Notify && (base != 0 || size != 0) {
-            return Err(malformed("size", "a notify has no range".into()));
+        if kind != RemoteKind::Memory && (base != 0 || size != 0) {
+            return Err(malformed("size", "only memory has a range".into()));
         }
         Ok(RemoteHandle {
             kind,
@@ -353,7 +357,7 @@ mod tests {
             RemoteHandle::from_bytes(&resealed(b)).unwrap_err()
         };
         assert!(matches!(
-            field(5, 3),
+            field(5, 4),
             HandleError::Malformed { field: "kind", .. }
         ));
         assert!(matches!(
@@ -383,6 +387,22 @@ mod tests {
         h.base = 0;
         h.size = 0;
         assert_eq!(RemoteHandle::from_bytes(&h.to_bytes()).unwrap(), h);
+        // A channel offer has no range either.
+        h = sample("192.0.2.1:4242");
+        h.kind = RemoteKind::Channel;
+        assert!(RemoteHandle::from_bytes(&h.to_bytes()).is_err());
+        h.base = 0;
+        h.size = 0;
+        assert_eq!(RemoteHandle::from_bytes(&h.to_bytes()).unwrap(), h);
+        assert_eq!(RemoteHandle::from_text(&h.to_text()).unwrap(), h);
+        // The fuzz target's seed of a channel offer decodes as one.
+        let seed = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fuzz/seeds/decode_remote_handle/channel_v4");
+        let seed = std::fs::read(&seed).unwrap_or_else(|e| panic!("{}: {e}", seed.display()));
+        assert_eq!(
+            RemoteHandle::from_bytes(&seed).unwrap().kind,
+            RemoteKind::Channel
+        );
         let mut p = sample("192.0.2.1:1");
         p.listener.set_port(0);
         assert!(matches!(
