@@ -321,6 +321,26 @@ typedef struct hal_remote_node hal_remote_node;
 typedef struct hal_remote_notify hal_remote_notify;
 
 /**
+ * A channel offered to other hosts (opaque): `hal_remote_channel_offer`;
+ * `hal_remote_offer_release` withdraws it, which ends its remote
+ * subscriptions.
+ */
+typedef struct hal_remote_offer hal_remote_offer;
+
+/**
+ * A sample received from another host, in place (opaque):
+ * `hal_remote_receive_sample`; ends with `hal_remote_sample_release`.
+ */
+typedef struct hal_remote_sample hal_remote_sample;
+
+/**
+ * A subscriber to a channel of another host (opaque):
+ * `hal_remote_subscriber_connect`; `hal_remote_subscriber_release`
+ * unsubscribes.
+ */
+typedef struct hal_remote_subscriber hal_remote_subscriber;
+
+/**
  * A sample received in place (opaque): `hal_receive_sample`; ends with
  * `hal_sample_release`.
  */
@@ -483,6 +503,55 @@ typedef struct hal_remote_node_options {
    */
   int64_t timeout_ns;
 } hal_remote_node_options;
+
+/**
+ * Options of `hal_remote_channel_offer`. NULL options, and zero fields,
+ * mean the defaults.
+ *
+ * ```c
+ * hal_remote_channel_options opts = {sizeof opts, "00112233445566778899aabbccddeeff", 0};
+ * hal_remote_channel_offer(node, dev, "frames", &opts, &offer);
+ * ```
+ */
+typedef struct hal_remote_channel_options {
+  /**
+   * `sizeof(hal_remote_channel_options)`: fields past it are taken as
+   * zero.
+   */
+  uint32_t size;
+  /**
+   * The secret remote subscribers prove, 32 hex digits (it is in the
+   * offer's text); NULL: a fresh one.
+   */
+  const char *secret;
+  /**
+   * How long a remote subscriber's handshake, and the wait for its
+   * slots, may take, in nanoseconds; 0 (or less): 30 seconds.
+   */
+  int64_t timeout_ns;
+} hal_remote_channel_options;
+
+/**
+ * Options of `hal_remote_subscriber_connect`. NULL options, and zero
+ * fields, mean the defaults.
+ *
+ * ```c
+ * hal_remote_subscribe_options opts = {sizeof opts, 4};
+ * hal_remote_subscriber_connect(node, dev, text, &opts, &sub);
+ * ```
+ */
+typedef struct hal_remote_subscribe_options {
+  /**
+   * `sizeof(hal_remote_subscribe_options)`: fields past it are taken as
+   * zero.
+   */
+  uint32_t size;
+  /**
+   * The most samples the subscriber holds at once: the slots of its own
+   * it allocates (0: as many as the channel has).
+   */
+  uint32_t slots;
+} hal_remote_subscribe_options;
 
 /**
  * Device memory of the device.
@@ -1521,6 +1590,138 @@ enum hal_status hal_remote_notify_signal(const struct hal_remote_notify *notify)
  * `HAL_ERR_DOUBLE_RELEASE`.
  */
 enum hal_status hal_remote_notify_release(struct hal_remote_notify *notify);
+
+/**
+ * Offer the channel `name` of this host (made with
+ * `hal_publisher_create`, by any process of this host and user) to
+ * subscribers on other hosts, from `node`. Each remote subscriber is a
+ * subscriber of the channel here, on a device of `device`'s backend and
+ * ordinal (where the channel's slots are imported and sent from), so it
+ * counts against the channel's subscribers. The offer's text
+ * (`hal_remote_offer_text`) is what they connect to.
+ *
+ * Statuses: `HAL_ERR_INVALID_ARGUMENT` (bad name or secret),
+ * `HAL_ERR_NOT_FOUND` (no channel of that name), `HAL_ERR_UNAVAILABLE`
+ * (no UCX).
+ *
+ * # Safety
+ *
+ * `name` is NULL or a NUL-terminated string; `opts` is NULL or a valid
+ * `hal_remote_channel_options`; `out` is NULL or valid for a write of a
+ * pointer.
+ */
+enum hal_status hal_remote_channel_offer(const struct hal_remote_node *node,
+                                         const struct hal_device *device,
+                                         const char *name,
+                                         const struct hal_remote_channel_options *opts,
+                                         struct hal_remote_offer **out);
+
+/**
+ * The offer's handle text (`hal1r.` ...), for the other hosts'
+ * `hal_remote_subscriber_connect`. It holds the offer's secret: give it
+ * only to the processes meant to subscribe. Free it with
+ * `hal_string_free`.
+ *
+ * # Safety
+ *
+ * `out_text` is NULL or valid for a write of a pointer.
+ */
+enum hal_status hal_remote_offer_text(const struct hal_remote_offer *offer, char **out_text);
+
+/**
+ * How many remote subscribers proved the offer's secret and are still
+ * connected.
+ *
+ * # Safety
+ *
+ * `out` is NULL or valid for a write.
+ */
+enum hal_status hal_remote_offer_subscribers(const struct hal_remote_offer *offer, size_t *out);
+
+/**
+ * Withdraw the offer: its remote subscribers' receives answer
+ * `HAL_ERR_CLOSED` once they received what reached them, and the slots
+ * they held come back to the channel. A second release is
+ * `HAL_ERR_DOUBLE_RELEASE`.
+ */
+enum hal_status hal_remote_offer_release(struct hal_remote_offer *offer);
+
+/**
+ * Subscribe from `node` to the channel offer `text` names (the text of
+ * `hal_remote_offer_text` on the publisher's host); the subscriber's
+ * slots are allocated on `device` (host memory). In broadcast mode it
+ * receives the samples published from now on.
+ *
+ * Statuses: `HAL_ERR_INVALID_HANDLE` (not a handle text),
+ * `HAL_ERR_INVALID_ARGUMENT` (a handle of something else than a channel
+ * offer, too many slots), `HAL_ERR_PERMISSION_DENIED` (the text's secret
+ * is not the offer's), `HAL_ERR_NOT_FOUND` (the offer is gone),
+ * `HAL_ERR_CLOSED` (the publisher is gone, or its node cannot be
+ * reached), `HAL_ERR_BUSY` (the channel has all the subscribers it can
+ * take), `HAL_ERR_TIMEOUT`, `HAL_ERR_UNAVAILABLE` (no UCX).
+ *
+ * # Safety
+ *
+ * `text` is NULL or a NUL-terminated string; `opts` is NULL or a valid
+ * `hal_remote_subscribe_options`; `out` is NULL or valid for a write of a
+ * pointer.
+ */
+enum hal_status hal_remote_subscriber_connect(const struct hal_remote_node *node,
+                                              const struct hal_device *device,
+                                              const char *text,
+                                              const struct hal_remote_subscribe_options *opts,
+                                              struct hal_remote_subscriber **out);
+
+/**
+ * Receive the next sample in place: `out` receives the sample, `out_ptr`
+ * (may be NULL) its address in the subscriber's slots (NULL where they
+ * are not host-visible: copy it out with `hal_remote_sample_read`),
+ * valid until the sample is released, `out_len` its length, `out_seq`
+ * (may be NULL) its sequence number. Waits up to `timeout_ns` (negative:
+ * no limit; 0: looks once): `HAL_ERR_TIMEOUT` when none came;
+ * `HAL_ERR_CLOSED` once the channel ended (its publisher closed or died,
+ * its offer was withdrawn, or the connection failed) and every sample
+ * that reached this subscriber was received. The sample holds its slot,
+ * and the publisher's, until `hal_remote_sample_release`.
+ *
+ * # Safety
+ *
+ * `out` NULL or valid for a write of a pointer; `out_ptr`, `out_len` and
+ * `out_seq` NULL or valid for a write.
+ */
+enum hal_status hal_remote_receive_sample(struct hal_remote_subscriber *subscriber,
+                                          int64_t timeout_ns,
+                                          struct hal_remote_sample **out,
+                                          const void **out_ptr,
+                                          uint64_t *out_len,
+                                          uint64_t *out_seq);
+
+/**
+ * Copy `len` bytes of the sample from `offset` into `dst`.
+ *
+ * # Safety
+ *
+ * `dst` is valid for a write of `len` bytes (or `len` is 0).
+ */
+enum hal_status hal_remote_sample_read(struct hal_remote_sample *sample,
+                                       uint64_t offset,
+                                       void *dst,
+                                       size_t len);
+
+/**
+ * Release the sample: its slot is free again, and the publisher's side
+ * frees the channel's slot. A second release is
+ * `HAL_ERR_DOUBLE_RELEASE`.
+ */
+enum hal_status hal_remote_sample_release(struct hal_remote_sample *sample);
+
+/**
+ * Unsubscribe: the connection closes, and the publisher's side releases
+ * every sample it forwarded here. A sample still held keeps the
+ * subscription until it is released too. A second release is
+ * `HAL_ERR_DOUBLE_RELEASE`.
+ */
+enum hal_status hal_remote_subscriber_release(struct hal_remote_subscriber *subscriber);
 
 /**
  * Export memory this process allocated as a tensor: `out_text` is a tensor

@@ -79,6 +79,12 @@ mod remote_node;
 #[cfg(feature = "ucx")]
 #[allow(unsafe_code)]
 mod remote_notify;
+#[cfg(feature = "ucx")]
+#[allow(unsafe_code)]
+mod remote_offer;
+#[cfg(feature = "ucx")]
+#[allow(unsafe_code)]
+mod remote_subscriber;
 #[cfg(all(test, feature = "ucx"))]
 #[allow(unsafe_code)]
 mod remote_tests;
@@ -160,6 +166,17 @@ pub use remote_node::{
 pub use remote_notify::{
     hal_remote_connect_notify, hal_remote_notify, hal_remote_notify_release,
     hal_remote_notify_signal,
+};
+#[cfg(feature = "ucx")]
+pub use remote_offer::{
+    hal_remote_channel_offer, hal_remote_channel_options, hal_remote_offer,
+    hal_remote_offer_release, hal_remote_offer_subscribers, hal_remote_offer_text,
+};
+#[cfg(feature = "ucx")]
+pub use remote_subscriber::{
+    hal_remote_receive_sample, hal_remote_sample, hal_remote_sample_read,
+    hal_remote_sample_release, hal_remote_subscribe_options, hal_remote_subscriber,
+    hal_remote_subscriber_connect, hal_remote_subscriber_release,
 };
 pub use status::hal_status;
 pub use tensor::{hal_export_tensor, hal_import_tensor, hal_to_dlpack};

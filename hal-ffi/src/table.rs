@@ -2,7 +2,7 @@
 //!
 //! A pointer handed to C (`hal_device *`, `hal_memory *`, ...) is a token,
 //! never dereferenced: the object's id (never reused while the process
-//! lives) and its type, packed as `id << 4 | type`. Every entry point looks
+//! lives) and its type, packed as `id << 5 | type`. Every entry point looks
 //! the token up first, so a forged pointer, an object of another type, a
 //! second release or a use after release is answered with a status instead
 //! of undefined behaviour.
@@ -17,7 +17,7 @@ use crate::status::{hal_status, Failure};
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Bits of a token below the id: the object's type.
-const TYPE_BITS: u32 = 4;
+const TYPE_BITS: u32 = 5;
 
 /// The types of object, as the low bits of their tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +36,9 @@ pub(crate) enum Kind {
     RemoteMemory = 12,
     RemoteNotify = 13,
     RemoteGroup = 14,
+    RemoteOffer = 15,
+    RemoteSubscriber = 16,
+    RemoteSample = 17,
 }
 
 impl Kind {
@@ -55,6 +58,9 @@ impl Kind {
             Kind::RemoteMemory => "hal_remote_memory",
             Kind::RemoteNotify => "hal_remote_notify",
             Kind::RemoteGroup => "hal_remote_group",
+            Kind::RemoteOffer => "hal_remote_offer",
+            Kind::RemoteSubscriber => "hal_remote_subscriber",
+            Kind::RemoteSample => "hal_remote_sample",
         }
     }
 
@@ -74,6 +80,9 @@ impl Kind {
             Kind::RemoteMemory,
             Kind::RemoteNotify,
             Kind::RemoteGroup,
+            Kind::RemoteOffer,
+            Kind::RemoteSubscriber,
+            Kind::RemoteSample,
         ]
         .into_iter()
         .find(|k| *k as usize == bits)

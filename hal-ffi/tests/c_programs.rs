@@ -409,6 +409,48 @@ fn a_group_of_four_processes_across_hosts_over_ucx_tcp() {
     );
 }
 
+/// The remote_channel program over UCX's TCP transport on the loopback: a
+/// channel offered from the publishing parent's node, two subscriber
+/// processes connecting with the offer's text from nodes of their own and
+/// receiving every sample in place (every byte checked), texts with
+/// another secret or a changed character refused, and the offer's
+/// withdrawal seen. Where UCX cannot be loaded the test says it did not
+/// run.
+#[test]
+fn a_channel_with_two_subscribers_on_other_nodes_over_ucx_tcp() {
+    let build = Build::new();
+    let program = build.test_program("remote_channel");
+    let out = run(Command::new(program).env("UCX_TLS", "tcp"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.code() == Some(2) && stdout.contains("UCX unavailable") {
+        hal_core::testing::not_run(stdout.trim());
+        return;
+    }
+    assert!(
+        out.status.success(),
+        "a remote channel check failed: {stdout}"
+    );
+    let count = |who: &str| -> Option<usize> {
+        stdout.lines().find_map(|l| {
+            let rest = l.strip_prefix(who)?.strip_prefix(": ")?;
+            rest.strip_suffix(" checks passed, 0 failed")?.parse().ok()
+        })
+    };
+    // 64 samples of 6 checks each, and the refusals, in each subscriber.
+    for who in ["subscriber 0", "subscriber 1"] {
+        assert!(
+            count(who).is_some_and(|n| n >= 64 * 6 + 10),
+            "{who}: {stdout}"
+        );
+    }
+    let parent = stdout
+        .lines()
+        .last()
+        .and_then(|l| l.strip_suffix(" checks passed, 0 failed"))
+        .and_then(|n| n.parse::<usize>().ok());
+    assert!(parent.is_some_and(|n| n >= 64 * 2 + 10), "{stdout}");
+}
+
 /// The channel_views program on `backend`: 40 samples filled and read in
 /// place between two processes (through their addresses where the memory
 /// is host-visible), and the refusals and lifetimes of loans and samples.

@@ -80,7 +80,8 @@ mod serve;
 mod served;
 
 pub use channel::{
-    ChannelOffer, RemoteChannelOptions, RemoteSample, RemoteSubscribeOptions, RemoteSubscriber,
+    ChannelOffer, RemoteChannelOptions, RemoteSample, RemoteSampleTicket, RemoteSubscribeOptions,
+    RemoteSubscriber,
 };
 pub use export::RemoteExported;
 pub use group::{RemoteGroup, RemoteGroupOptions, RemoteMember};

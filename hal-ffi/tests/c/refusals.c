@@ -215,16 +215,16 @@ int main(int argc, char **argv) {
     EXPECT(hal_memory_size(gone, &size), HAL_ERR_DOUBLE_RELEASE);
 
     /* Forged pointers with a hal_memory's type bits (a pointer is a token,
-     * id << 4 | type) and an id never handed out: the next one (`gone` was
+     * id << 5 | type) and an id never handed out: the next one (`gone` was
      * the last object made), one far beyond, and 0. Invalid objects, not
      * released ones. */
-    uintptr_t memory_bits = (uintptr_t)(void *)mem & 0xf;
-    uintptr_t next_id = ((uintptr_t)(void *)gone >> 4) + 1;
-    EXPECT(hal_memory_size((hal_memory *)((next_id << 4) | memory_bits), &size),
+    uintptr_t memory_bits = (uintptr_t)(void *)mem & 0x1f;
+    uintptr_t next_id = ((uintptr_t)(void *)gone >> 5) + 1;
+    EXPECT(hal_memory_size((hal_memory *)((next_id << 5) | memory_bits), &size),
            HAL_ERR_INVALID_OBJECT);
-    EXPECT(hal_memory_release((hal_memory *)((next_id << 4) | memory_bits)),
+    EXPECT(hal_memory_release((hal_memory *)((next_id << 5) | memory_bits)),
            HAL_ERR_INVALID_OBJECT);
-    EXPECT(hal_memory_release((hal_memory *)(((next_id + 4096) << 4) | memory_bits)),
+    EXPECT(hal_memory_release((hal_memory *)(((next_id + 4096) << 5) | memory_bits)),
            HAL_ERR_INVALID_OBJECT);
     EXPECT(hal_memory_release((hal_memory *)memory_bits), HAL_ERR_INVALID_OBJECT);
 

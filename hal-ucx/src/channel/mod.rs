@@ -40,8 +40,10 @@ mod offer;
 mod options;
 #[allow(unsafe_code)]
 mod subscriber;
+mod ticket;
 pub(crate) mod wire;
 
 pub use offer::ChannelOffer;
 pub use options::{RemoteChannelOptions, RemoteSubscribeOptions};
 pub use subscriber::{RemoteSample, RemoteSubscriber};
+pub use ticket::RemoteSampleTicket;

@@ -17,6 +17,7 @@ use hal_core::kit::os::random_id;
 use hal_core::{AllocDesc, Error, Location, Memory, Result};
 
 use super::options::RemoteSubscribeOptions;
+use super::ticket::RemoteSampleTicket;
 use super::wire::{self, End, Message, Refusal};
 use crate::auth::{self, Role};
 use crate::completion::Completion;
@@ -433,6 +434,19 @@ impl RemoteSubscriber {
         }
     }
 
+    /// Release a sample [`RemoteSample::detach`] detached: its slot is
+    /// free again, and the publisher's side is told.
+    pub fn release_ticket(&self, ticket: RemoteSampleTicket) -> Result<()> {
+        if ticket.slot >= self.ring.slots {
+            return Err(Error::invalid(format!(
+                "a remote sample ticket of slot {} on a subscriber of {} slots",
+                ticket.slot, self.ring.slots
+            )));
+        }
+        self.release(ticket.slot);
+        Ok(())
+    }
+
     /// The sample in `slot` is released: the publisher's side is told.
     fn release(&self, slot: u32) {
         let gone = {
@@ -736,6 +750,21 @@ impl RemoteSample<'_> {
         let mut v = vec![0u8; self.len as usize];
         self.read(0, &mut v)?;
         Ok(v)
+    }
+
+    /// Detach the sample from its borrow of the subscriber: the ticket
+    /// holds its slot until
+    /// [`RemoteSubscriber::release_ticket`] (or the subscriber's drop).
+    pub fn detach(self) -> RemoteSampleTicket {
+        let ticket = RemoteSampleTicket {
+            slot: self.slot,
+            seq: self.seq,
+            offset: self.offset(),
+            len: self.len,
+        };
+        // Not released: the ticket holds the slot now.
+        std::mem::forget(self);
+        ticket
     }
 }
 
