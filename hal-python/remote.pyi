@@ -1,11 +1,12 @@
 """Type stubs of `hal.remote`: hal memory and notifies read, written and
 signalled from other hosts over UCX (libucp.so.0, loaded when the first
-Node is made), and groups of processes across hosts."""
+Node is made), groups of processes across hosts, and channels with
+subscribers on other hosts."""
 
 from types import TracebackType
 from typing import Any, final
 
-from hal import Memory, Notify
+from hal import Device, Memory, Notify
 
 @final
 class Group:
@@ -69,6 +70,61 @@ class Node:
     def export_notify(self, notify: Notify) -> RemoteExport: ...
     def connect(self, text: str) -> RemoteMemory: ...
     def connect_notify(self, text: str) -> RemoteNotify: ...
+    def offer_channel(
+        self,
+        device: Device,
+        name: str,
+        secret: str | None = None,
+        timeout: float | None = None,
+    ) -> ChannelOffer:
+        """Offer the channel `name` of this host to subscribers on other hosts;
+        `secret`: 32 hex digits (None: a fresh one). Withdrawn with the offer."""
+    def subscribe(self, device: Device, text: str, slots: int = 0) -> Subscriber:
+        """Subscribe to the channel offer `text` names (another host's
+        `ChannelOffer.text`); slots of its own on `device` (0: the channel's count)."""
+
+@final
+class ChannelOffer:
+    """A channel offered to other hosts; withdrawn with this object (or `close()`)."""
+
+    @property
+    def text(self) -> str:
+        """The handle text (hal1r. ...) for the other hosts; it holds the offer's secret."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def subscribers(self) -> int: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> ChannelOffer: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+@final
+class Subscriber:
+    """A subscriber to a channel of another host (`Node.subscribe`)."""
+
+    def receive(self, timeout: float | None = None) -> Sample | None:
+        """The next sample in place (None when the timeout passed); it holds its
+        slot, and the publisher's, until released. ClosedError once the channel ended."""
+    @property
+    def slots(self) -> int: ...
+    @property
+    def slot_size(self) -> int: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Subscriber: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+@final
+class Sample:
+    """A sample received from another host, in place: a read-only buffer."""
+
+    @property
+    def sequence(self) -> int: ...
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    def read(self, offset: int = 0, n: int | None = None) -> bytes: ...
+    def release(self) -> None: ...
+    def __enter__(self) -> Sample: ...
+    def __exit__(self, *exc: object) -> None: ...
 
 @final
 class RemoteExport:

@@ -73,6 +73,11 @@ mod remote_node;
 #[cfg(feature = "ucx")]
 mod remote_notify;
 #[cfg(feature = "ucx")]
+mod remote_offer;
+#[cfg(feature = "ucx")]
+#[allow(unsafe_code)]
+mod remote_subscriber;
+#[cfg(feature = "ucx")]
 mod remote_wait;
 #[allow(unsafe_code)]
 mod share;

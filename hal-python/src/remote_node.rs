@@ -5,15 +5,22 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use hal::remote::{NodeOptions, RemoteOptions};
+use hal::dynamic::DynDevice;
+use hal::remote::group::parse_secret;
+use hal::remote::{
+    NodeOptions, RemoteChannelOptions, RemoteOptions, RemoteSubscribeOptions, RemoteSubscriber,
+};
 use pyo3::prelude::*;
 
+use crate::device::Device;
 use crate::errors::{invalid, OrRaise};
 use crate::memory::Memory;
 use crate::notify::Notify;
 use crate::remote_export::RemoteExport;
 use crate::remote_memory::RemoteMemory;
 use crate::remote_notify::RemoteNotify;
+use crate::remote_offer::ChannelOffer;
+use crate::remote_subscriber::{Held, Subscriber};
 use crate::timeout::duration;
 
 /// This process on the network: `Node("192.0.2.1:0")` listens on an
@@ -153,6 +160,69 @@ impl Node {
         let node = self.node()?;
         let notify = py.allow_threads(|| node.connect_notify(text)).or_raise()?;
         Ok(RemoteNotify::new(notify))
+    }
+
+    /// Offer the channel `name` of this host (a `Device.publisher` of any
+    /// process of this host and user) to subscribers on other hosts: the
+    /// offer's `text` is what their `Node.subscribe` takes. Each remote
+    /// subscriber is a subscriber of the channel here, on a device of
+    /// `device`'s backend and ordinal. `secret`: 32 hex digits (None: a
+    /// fresh one); `timeout`: seconds a subscriber's handshake, and the
+    /// wait for its slots, may take (None: 30). The offer is withdrawn
+    /// with the returned object.
+    #[pyo3(signature = (device, name, secret=None, timeout=None))]
+    fn offer_channel(
+        &self,
+        py: Python<'_>,
+        device: PyRef<'_, Device>,
+        name: &str,
+        secret: Option<&str>,
+        timeout: Option<f64>,
+    ) -> PyResult<ChannelOffer> {
+        let node = self.node()?;
+        let mut options = RemoteChannelOptions::default();
+        if let Some(s) = secret {
+            options = options.secret(parse_secret(s, "secret").or_raise()?);
+        }
+        if let Some(t) = duration(timeout)? {
+            options = options.timeout(t);
+        }
+        let dev = Arc::clone(&device.inner);
+        let offer = py
+            .allow_threads(|| {
+                // The offer holds a device of its own, of the same backend
+                // and ordinal, as long as it lives.
+                let own: Arc<dyn DynDevice> =
+                    Arc::from(dev.backend.open(dev.device.info().ordinal)?);
+                node.offer_channel(own, name, &options)
+            })
+            .or_raise()?;
+        Ok(ChannelOffer::new(offer))
+    }
+
+    /// Subscribe to the channel offer `text` names (`hal1r.` ..., the
+    /// publisher's host's `ChannelOffer.text`); the subscriber's slots are
+    /// allocated on `device` (host memory). `slots`: the most samples it
+    /// holds at once (0: as many as the channel has). In broadcast mode it
+    /// receives the samples published from now on. A wrong secret is
+    /// `hal.PermissionDeniedError`; a withdrawn offer `hal.NotFoundError`;
+    /// malformed text `hal.InvalidHandleError`; another handle's text
+    /// `hal.InvalidArgumentError`.
+    #[pyo3(signature = (device, text, slots=0))]
+    fn subscribe(
+        &self,
+        py: Python<'_>,
+        device: PyRef<'_, Device>,
+        text: &str,
+        slots: usize,
+    ) -> PyResult<Subscriber> {
+        let node = self.node()?;
+        let dev = Arc::clone(&device.inner);
+        let options = RemoteSubscribeOptions::default().slots(slots);
+        let subscriber = py
+            .allow_threads(|| RemoteSubscriber::connect(node, &*dev.device, text, &options))
+            .or_raise()?;
+        Ok(Subscriber::new(Held::new(subscriber, dev)))
     }
 
     fn __repr__(&self) -> String {
