@@ -1,23 +1,6 @@
 //! Which of a channel's subscribers forward its samples to a subscriber on
-//! another host, and that host's address: a note for listings
-//! ([`list`](super::list)).
-//!
-//! A subscriber on another host is served by a local subscriber in the
-//! process that offers the channel on the network (`hal::remote`). That
-//! process records, for each such subscriber, its entry in the channel's
-//! control region, its own identity (pid and start time) and the remote's
-//! address, in one private file of the user next to the channel's name:
-//! `/dev/shm/.hal-UID/remote.NAME`, [`MAX_SUBSCRIBERS`] entries of 64
-//! bytes (pid `u32`, 4 bytes unused, start time `u64`, the address as
-//! text of at most 48 bytes, padded with zeros). An entry counts only
-//! while the control region's entry of the same index is an active
-//! subscriber of the same pid and start time: one left behind by a
-//! process that died is not read as another's. The entry is cleared when
-//! the note drops, and the file removed with its last entry.
-//!
-//! The channel's control region is left as it is: what is on the network
-//! is the concern of the layer above, which writes the note; this layer
-//! only reads it back.
+//! another host, and that host's address: [`RemoteNote`], read back by
+//! [`list`](fn@super::list).
 
 use std::time::{Duration, Instant};
 
@@ -42,8 +25,25 @@ const LEN: u64 = (MAX_SUBSCRIBERS * ENTRY) as u64;
 const PATIENCE: Duration = Duration::from_secs(5);
 
 /// The record that a subscriber forwards the channel's samples to a
-/// subscriber on another host (see the module's text); its entry is
-/// cleared when it drops.
+/// subscriber on another host, for listings ([`list`](fn@super::list),
+/// `halctl channel ls`); its entry is cleared when it drops.
+///
+/// A subscriber on another host is served by a local subscriber in the
+/// process that offers the channel on the network (`hal::remote`). That
+/// process records, for each such subscriber, its entry in the channel's
+/// control region, its own identity (pid and start time) and the remote's
+/// address, in one private file of the user next to the channel's name:
+/// `/dev/shm/.hal-UID/remote.NAME`, [`MAX_SUBSCRIBERS`] entries of 64
+/// bytes (pid `u32`, 4 bytes unused, start time `u64`, the address as
+/// text of at most 48 bytes, padded with zeros). An entry counts only
+/// while the control region's entry of the same index is an active
+/// subscriber of the same pid and start time: one left behind by a
+/// process that died is not read as another's. The file is removed with
+/// its last entry, under its lock.
+///
+/// The channel's control region is left as it is: what is on the network
+/// is the concern of the layer above, which writes the note; this layer
+/// only reads it back.
 #[derive(Debug)]
 pub struct RemoteNote {
     file: PrivateFile,
