@@ -41,6 +41,9 @@ pub(crate) trait Link: Send + Sync {
     fn message(&self, hub: &Hub, ep: usize, head: &[u8], payload: Payload);
     /// `ep`'s peer failed or closed.
     fn failed(&self, hub: &Hub, ep: usize, status: ucs_status_t);
+    /// `ep`, a served connection from `peer`, is handed to this link
+    /// (before its first message).
+    fn handed(&self, _ep: usize, _peer: Option<std::net::SocketAddr>) {}
 }
 
 /// One export, as the exporter keeps it.
@@ -363,20 +366,18 @@ impl Hub {
     }
 
     fn hand_to(&self, ep: usize, acceptor: Arc<dyn Link>) -> Option<Arc<dyn Link>> {
-        let fresh = {
+        let peer = {
             let mut t = lock(&self.tables);
             let fresh = matches!(
                 t.serving.get(&ep).map(|s| s.stage),
                 Some(crate::served::Stage::Hello)
             );
-            if fresh {
-                t.serving.remove(&ep);
+            if !fresh {
+                return None;
             }
-            fresh
+            t.serving.remove(&ep).and_then(|s| s.peer)
         };
-        if !fresh {
-            return None;
-        }
+        acceptor.handed(ep, peer);
         lock(&self.links).insert(ep, Arc::clone(&acceptor));
         Some(acceptor)
     }

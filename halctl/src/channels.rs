@@ -1,5 +1,8 @@
 //! `halctl channel ls`: this user's channels (`hal::channel`), their
-//! publishers, subscribers and slots in use.
+//! publishers, subscribers and slots in use. A subscriber that forwards
+//! the samples to a subscriber on another host (`hal::remote`, the process
+//! that offers the channel) is listed with that host's address, as the
+//! offering process recorded it (`hal::channel::RemoteNote`).
 
 use clap::Subcommand;
 use hal::channel::{self, ChannelInfo, Mode};
@@ -12,7 +15,8 @@ use crate::out;
 #[derive(Debug, Subcommand)]
 pub enum ChannelCommand {
     /// List this user's channels: publisher (and whether it is open), mode,
-    /// slots in use, samples published, subscribers.
+    /// slots in use, samples published, subscribers (those that serve a
+    /// subscriber on another host with its address).
     Ls {
         /// Print one JSON object instead of text.
         #[arg(long)]
@@ -31,6 +35,16 @@ struct ChannelOut {
     slots_in_use: usize,
     published: u64,
     subscribers: Vec<u32>,
+    /// The subscribers that forward to a subscriber on another host.
+    remote_subscribers: Vec<RemoteOut>,
+}
+
+#[derive(Debug, Serialize)]
+struct RemoteOut {
+    /// The local subscriber's pid (the offering process).
+    pid: u32,
+    /// The remote subscriber's address, `IP:PORT`.
+    host: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -52,6 +66,14 @@ fn channel_out(c: &ChannelInfo) -> ChannelOut {
         slots_in_use: c.slots_in_use,
         published: c.published,
         subscribers: c.subscribers.clone(),
+        remote_subscribers: c
+            .remote_subscribers
+            .iter()
+            .map(|r| RemoteOut {
+                pid: r.pid,
+                host: r.host.clone(),
+            })
+            .collect(),
     }
 }
 
@@ -71,7 +93,17 @@ pub fn run(cmd: &ChannelCommand) -> CmdResult {
                 return out::line("no channels of this user");
             }
             for c in &list {
-                let subs: Vec<String> = c.subscribers.iter().map(u32::to_string).collect();
+                // A pid serves as many remote subscribers as it has entries
+                // among them; the others are local.
+                let mut remotes: Vec<&RemoteOut> = c.remote_subscribers.iter().collect();
+                let subs: Vec<String> = c
+                    .subscribers
+                    .iter()
+                    .map(|pid| match remotes.iter().position(|r| r.pid == *pid) {
+                        Some(i) => format!("{pid} (remote {})", remotes.remove(i).host),
+                        None => pid.to_string(),
+                    })
+                    .collect();
                 out::line(format!(
                     "{}: publisher pid {} ({}), {}, {} of {} slots of {} in use, {} published, \
                      subscribers: {}",

@@ -1,6 +1,6 @@
-//! `halctl bench --only remote` on its tiny configuration: the four remote
+//! `halctl bench --only remote` on its tiny configuration: the six remote
 //! scenarios run between real processes over UCX's TCP transport, each of
-//! the three with a baseline beside `ucx_perftest`'s figure from the same
+//! the five with a baseline beside `ucx_perftest`'s figure from the same
 //! run (or, without ucx_perftest, a note that says so and no ratio); and
 //! remote-rendezvous, groups across hosts of member processes, beside a
 //! TCP connection of the same run.
@@ -62,11 +62,13 @@ fn run_and_check(path: Option<&std::path::Path>, perftest: bool) {
             "remote-read-lat",
             "remote-notify-rtt",
             "remote-cold",
+            "remote-channel-throughput",
+            "remote-channel-pingpong",
             "remote-rendezvous",
             "remote-rendezvous"
         ]
     );
-    for (l, members) in lines[4..].iter().zip([2, 4]) {
+    for (l, members) in lines[6..].iter().zip([2, 4]) {
         assert_eq!(l["config"], format!("members={members}"), "{l}");
         assert!(l["n"].as_u64().unwrap() > 0, "{l}");
         assert!(
@@ -77,7 +79,7 @@ fn run_and_check(path: Option<&std::path::Path>, perftest: bool) {
         assert!(l["ratio_p50"].as_f64().unwrap() > 0.0, "{l}");
         assert!(l["note"].as_str().unwrap().contains("UCX_TLS=tcp"), "{l}");
     }
-    for l in &lines[..4] {
+    for l in &lines[..6] {
         assert!(l["n"].as_u64().unwrap() > 0, "{l}");
         assert!(l["p50_ns"].as_u64().unwrap() > 0, "{l}");
         let note = l["note"].as_str().unwrap();
@@ -99,11 +101,30 @@ fn run_and_check(path: Option<&std::path::Path>, perftest: bool) {
             assert!(note.contains("ucx_perftest is not installed"), "{l}");
         }
     }
+    let (bw, pingpong) = (&lines[4], &lines[5]);
+    assert_eq!(bw["size_bytes"], 1 << 20, "{bw}");
+    assert_eq!(pingpong["size_bytes"], 64, "{pingpong}");
     if perftest {
         let rtt = &lines[2];
         assert!(
             rtt["baseline"].as_str().unwrap().contains("-t ucp_am_lat"),
             "{rtt}"
+        );
+        assert!(
+            bw["baseline"]
+                .as_str()
+                .unwrap()
+                .contains("-t ucp_am_bw -s 1048576"),
+            "{bw}"
+        );
+        assert!(bw["gbps"].as_f64().unwrap() > 0.0, "{bw}");
+        assert!(bw["baseline_gbps"].as_f64().unwrap() > 0.0, "{bw}");
+        assert!(
+            pingpong["baseline"]
+                .as_str()
+                .unwrap()
+                .contains("-t ucp_am_lat -s 64"),
+            "{pingpong}"
         );
     }
 }

@@ -54,6 +54,7 @@ fn a_live_channel_is_listed_and_a_closed_one_is_not() {
     // The held sample and the one not yet received.
     assert_eq!(c["slots_in_use"], 2, "{c}");
     assert_eq!(c["subscribers"], serde_json::json!([me]), "{c}");
+    assert_eq!(c["remote_subscribers"], serde_json::json!([]), "{c}");
     drop(held);
     drop(subscriber);
     drop(publisher);

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 
 use super::file;
 use super::layout::{self, Mode, PubState, SubState, MAX_SUBSCRIBERS};
+use super::remote_note;
 use crate::kit::os::{self, PrivateFile};
 use crate::{Error, Result};
 
@@ -29,8 +30,26 @@ pub struct ChannelInfo {
     pub published: u64,
     /// The slots whose sample a subscriber still holds or is still to receive.
     pub slots_in_use: usize,
-    /// The process ids of the subscribers (live ones).
+    /// The process ids of the subscribers (live ones), remote ones' proxies
+    /// included.
     pub subscribers: Vec<u32>,
+    /// The subscribers among them that forward the samples to a subscriber
+    /// on another host, with that host's address, as the process that
+    /// offers the channel on the network recorded them ([`RemoteNote`](super::RemoteNote)).
+    pub remote_subscribers: Vec<RemoteSubscriberInfo>,
+}
+
+/// A subscriber of a channel that forwards its samples to a subscriber on
+/// another host ([`RemoteNote`](super::RemoteNote)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RemoteSubscriberInfo {
+    /// The process id of the local subscriber that forwards the samples
+    /// (the process that offers the channel).
+    pub pid: u32,
+    /// The remote subscriber's address (`IP:PORT`), as its connection
+    /// came from.
+    pub host: String,
 }
 
 /// The channels of the calling user: every channel name in the user's
@@ -65,6 +84,7 @@ fn describe(name: &str) -> Result<Option<ChannelInfo>> {
         published: 0,
         slots_in_use: 0,
         subscribers: Vec::new(),
+        remote_subscribers: Vec::new(),
     };
     // A publisher that is gone took its control region along: what its
     // name says is all there is.
@@ -80,10 +100,20 @@ fn describe(name: &str) -> Result<Option<ChannelInfo>> {
             info.slots_in_use += 1;
         }
     }
+    let notes = remote_note::read(name);
     for i in 0..MAX_SUBSCRIBERS {
         let (pid, start, state) = control.subscriber(i)?;
         if state == SubState::Active && os::process_alive(pid, start) {
             info.subscribers.push(pid);
+            // A note counts only for the subscriber that wrote it.
+            if let Some(Some(n)) = notes.get(i) {
+                if n.pid == pid && n.start == start {
+                    info.remote_subscribers.push(RemoteSubscriberInfo {
+                        pid,
+                        host: n.host.clone(),
+                    });
+                }
+            }
         }
     }
     info.open = state == PubState::Open && os::process_alive(record.pid, start);

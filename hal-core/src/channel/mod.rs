@@ -85,13 +85,15 @@ mod options;
 mod park;
 mod publisher;
 pub(crate) mod record;
+mod remote_note;
 mod subscriber;
 mod ticket;
 
 pub use gc::{collect_garbage, collect_garbage_prefix, DeadChannel};
 pub use layout::{Mode, MAX_ORDERED_SLOTS, MAX_SLOTS, MAX_SUBSCRIBERS};
-pub use list::{list, ChannelInfo};
+pub use list::{list, ChannelInfo, RemoteSubscriberInfo};
 pub use options::{ChannelOptions, SubscribeOptions};
 pub use publisher::{Loan, Publisher};
+pub use remote_note::RemoteNote;
 pub use subscriber::{Sample, Subscriber};
 pub use ticket::{LoanTicket, SampleTicket};

@@ -159,6 +159,11 @@ impl Subscriber {
         Ok(deferred.len())
     }
 
+    /// This subscriber's entry in the control region.
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
     /// The channel's name.
     pub fn name(&self) -> &str {
         &self.name

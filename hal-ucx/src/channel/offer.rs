@@ -6,12 +6,13 @@
 //! return of a dead subscriber's slots are then the channel's own.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use hal_core::channel::{SampleTicket, SubscribeOptions, Subscriber};
+use hal_core::channel::{RemoteNote, SampleTicket, SubscribeOptions, Subscriber};
 use hal_core::dynamic::DynDevice;
 use hal_core::handle::remote::{RemoteHandle, RemoteKind, RemoteMemoryType};
 use hal_core::kit::os::random_id;
@@ -54,8 +55,8 @@ struct Offered {
 
 /// Where a connection to the offers stands.
 enum Conn {
-    /// Waiting for the hello, since then.
-    Hello(Instant),
+    /// Waiting for the hello, since then; from where.
+    Hello(Instant, Option<SocketAddr>),
     /// Challenged: waiting for the proof.
     Proof {
         offer: Arc<Offered>,
@@ -64,6 +65,7 @@ enum Conn {
         theirs: [u8; 16],
         mine: [u8; 16],
         since: Instant,
+        peer: Option<SocketAddr>,
     },
     /// A remote subscriber, and its proxy.
     Proxy(Arc<Proxy>),
@@ -74,6 +76,8 @@ enum Conn {
 pub(crate) struct Offers {
     offers: Mutex<HashMap<u64, Arc<Offered>>>,
     conns: Mutex<HashMap<usize, Conn>>,
+    /// Where connections handed here came from, until their first message.
+    peers: Mutex<HashMap<usize, SocketAddr>>,
     next: AtomicU64,
 }
 
@@ -93,6 +97,9 @@ struct ProxyState {
 /// One remote subscriber's proxy.
 struct Proxy {
     ep: usize,
+    /// Where the remote's connection came from: recorded for listings
+    /// ([`RemoteNote`]).
+    peer: Option<SocketAddr>,
     /// Set on the progress thread when the endpoint is closed: nothing is
     /// sent on it after (UCX frees a closed endpoint).
     closed: Arc<AtomicBool>,
@@ -170,7 +177,7 @@ impl Offers {
         let late: Vec<usize> = lock(&self.conns)
             .iter()
             .filter(|(_, c)| match c {
-                Conn::Hello(since) => since.elapsed() >= hub.timeout,
+                Conn::Hello(since, _) => since.elapsed() >= hub.timeout,
                 Conn::Proof { offer, since, .. } => since.elapsed() >= offer.timeout,
                 Conn::Proxy(_) => false,
             })
@@ -186,7 +193,7 @@ impl Offers {
         let stage = lock(&self.conns).remove(&ep);
         match (stage, m) {
             (
-                Some(Conn::Hello(since)),
+                Some(Conn::Hello(since, peer)),
                 Message::Hello {
                     offer,
                     slots,
@@ -209,6 +216,7 @@ impl Offers {
                         theirs: nonce,
                         mine,
                         since,
+                        peer,
                     },
                 );
                 send(hub, ep, &Message::Challenge { nonce: mine, proof });
@@ -220,6 +228,7 @@ impl Offers {
                     slots,
                     theirs,
                     mine,
+                    peer,
                     ..
                 }),
                 Message::Proof { proof },
@@ -244,6 +253,7 @@ impl Offers {
                 }
                 let proxy = Arc::new(Proxy {
                     ep,
+                    peer,
                     closed: Arc::new(AtomicBool::new(false)),
                     state: Mutex::new(ProxyState::default()),
                     cv: Condvar::new(),
@@ -286,11 +296,19 @@ impl Offers {
 }
 
 impl Link for Offers {
+    fn handed(&self, ep: usize, peer: Option<SocketAddr>) {
+        if let Some(peer) = peer {
+            lock(&self.peers).insert(ep, peer);
+        }
+    }
+
     fn message(&self, hub: &Hub, ep: usize, head: &[u8], payload: Payload) {
         // Nothing a subscriber sends carries data.
         let data = payload.len();
         payload.release(&hub.engine);
         self.expire(hub);
+        // Handed over just before its first message: taken here at once.
+        let peer = lock(&self.peers).remove(&ep);
         if !lock(&hub.links).contains_key(&ep) {
             return;
         }
@@ -309,7 +327,7 @@ impl Link for Offers {
                     );
                     return self.refuse(hub, ep, Refusal::Busy);
                 }
-                conns.insert(ep, Conn::Hello(Instant::now()));
+                conns.insert(ep, Conn::Hello(Instant::now(), peer));
             }
         }
         let m = match wire::decode(head) {
@@ -495,6 +513,18 @@ fn forward(offer: &Offered, proxy: &Proxy, asked: u32) -> Vec<Arc<Completion>> {
         s.held = (0..slots).map(|_| None).collect();
     }
     let _ = proxy.subscriber.set(Arc::clone(&sub));
+    // For `halctl channel ls`: this subscriber is the remote's, at `peer`;
+    // the note is cleared when the forwarding ends.
+    let _note = proxy.peer.and_then(|peer| {
+        RemoteNote::record(&sub, &peer.to_string())
+            .map_err(|e| {
+                log::warn!(
+                    "hal-ucx: channel {:?}: could not record the remote subscriber at {peer}: {e}",
+                    offer.name
+                )
+            })
+            .ok()
+    });
     say(Message::Welcome {
         slots: slots as u32,
         slot_size: sub.slot_size(),

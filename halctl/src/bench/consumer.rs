@@ -23,6 +23,7 @@ use super::options::{
     blocking_wait, busy_channel, busy_subscriber, export_options, spin_wait, CHANNEL_SAMPLE,
 };
 use super::proto::{self, Block, Cmd, IdleMode, Pong, Reply, PEER_TIMEOUT};
+use super::remote_channel_peer::{self, RemoteChannelSide};
 use super::remote_peer::{self, RemoteSide};
 use super::spin::{self, SpinPair};
 use crate::backend;
@@ -116,6 +117,8 @@ struct State {
     rtt: Option<std::thread::JoinHandle<CmdResult>>,
     /// The remote scenarios' node, memory and notifies.
     remote: Option<RemoteSide>,
+    /// The remote channel scenarios' node, channel and subscription.
+    remote_channel: Option<RemoteChannelSide>,
 }
 
 /// Run the consumer (started by `halctl bench`).
@@ -524,6 +527,28 @@ impl State {
                 series.push(super::remote_group_peer::rendezvous(
                     &at, &name, size, &secret,
                 )?);
+            }
+            Cmd::RemoteChannelOffer { slots, slot_size } => {
+                let side = remote_channel_peer::ensure(&mut self.remote_channel)?;
+                reply.text = Some(side.offer(slots, slot_size)?);
+            }
+            Cmd::RemoteChannelSubscribe { text } => {
+                remote_channel_peer::ensure(&mut self.remote_channel)?.subscribe(&text)?;
+            }
+            Cmd::RemoteChannelPublish { n, len } => {
+                remote_channel_peer::ensure(&mut self.remote_channel)?.publish_n(n, len)?;
+            }
+            Cmd::RemoteChannelReceive { n } => {
+                series.push(remote_channel_peer::ensure(&mut self.remote_channel)?.receive_n(n)?);
+            }
+            Cmd::RemoteChannelPingPong { rounds, len, ping } => {
+                let side = remote_channel_peer::ensure(&mut self.remote_channel)?;
+                series.push(side.pingpong(rounds, len, ping)?);
+            }
+            Cmd::RemoteChannelClose => {
+                if let Some(side) = self.remote_channel.as_mut() {
+                    side.close();
+                }
             }
             Cmd::Quit => {}
         }

@@ -31,6 +31,8 @@
 //! | remote-read-lat | 8-byte reads, the same way | `ucx_perftest -t ucp_get -s 8` |
 //! | remote-notify-rtt | round trip of signals between two remote notifies | `ucx_perftest -t ucp_am_lat -s 8` (its half round trip, doubled) |
 //! | remote-cold | a new connection (the secret proved both ways) + first 8-byte read | none (absolute) |
+//! | remote-channel-throughput | 1 MiB samples to a subscriber in another process (`Node::offer_channel`, `RemoteSubscriber`), mean time per sample | `ucx_perftest -t ucp_am_bw -s 1048576`, same transport (its mean time per message) |
+//! | remote-channel-pingpong | round trip of 64-byte samples between two channels, each with a remote subscriber in the other process | `ucx_perftest -t ucp_am_lat -s 64` (its half round trip, doubled) |
 //! | remote-rendezvous | a group across hosts of 8 and 32 member processes on 127.0.0.1 (`hal::remote::RemoteGroup`), from the first join call to every member's return | one TCP connect + accept on 127.0.0.1 (`std::net`), a baseline of scale only |
 //!
 //! The remote scenarios run only when `--only` names them (`--only remote`),
@@ -63,6 +65,8 @@ mod perftest;
 mod plot;
 mod proto;
 mod remote;
+mod remote_channel;
+mod remote_channel_peer;
 mod remote_group_peer;
 mod remote_peer;
 mod remote_rendezvous;
@@ -173,6 +177,8 @@ struct Plan {
     remote_lat_n: u32,
     remote_rtt_n: u32,
     remote_cold_n: u32,
+    /// remote-channel-throughput: samples per block.
+    remote_channel_bw_n: u32,
     /// remote-rendezvous: groups formed per size (after one discarded).
     remote_group_rounds: u32,
 }
@@ -206,6 +212,7 @@ impl Plan {
                 remote_lat_n: 20,
                 remote_rtt_n: 20,
                 remote_cold_n: 3,
+                remote_channel_bw_n: 16,
                 remote_group_rounds: 2,
             }
         } else if args.quick {
@@ -235,6 +242,7 @@ impl Plan {
                 remote_lat_n: 200,
                 remote_rtt_n: 500,
                 remote_cold_n: 10,
+                remote_channel_bw_n: 100,
                 remote_group_rounds: 5,
             }
         } else {
@@ -264,6 +272,7 @@ impl Plan {
                 remote_lat_n: 1000,
                 remote_rtt_n: 2000,
                 remote_cold_n: 40,
+                remote_channel_bw_n: 200,
                 remote_group_rounds: 20,
             }
         }
@@ -326,7 +335,7 @@ fn one(series: Vec<Vec<u64>>) -> CmdResult<[Vec<u64>; 1]> {
         .map_err(|_| Fail::failed("the consumer sent the wrong number of series"))
 }
 
-const SCENARIOS: [&str; 28] = [
+const SCENARIOS: [&str; 30] = [
     "export",
     "import-first",
     "import-first-persistent",
@@ -354,6 +363,8 @@ const SCENARIOS: [&str; 28] = [
     "remote-read-lat",
     "remote-notify-rtt",
     "remote-cold",
+    "remote-channel-throughput",
+    "remote-channel-pingpong",
     "remote-rendezvous",
 ];
 
@@ -522,6 +533,15 @@ pub fn run(args: &BenchArgs) -> CmdResult {
             unpin_all(&cpus);
         }
         b.remote()?;
+    }
+    if remote_channel::REMOTE_CHANNEL_SCENARIOS
+        .iter()
+        .any(|s| b.wants(s))
+    {
+        if placement.is_some() {
+            unpin_all(&cpus);
+        }
+        b.remote_channel()?;
     }
     if b.wants("remote-rendezvous") {
         if placement.is_some() {

@@ -223,6 +223,24 @@ pub enum Cmd {
         size: usize,
         secret: String,
     },
+    /// Remote channel: publish a channel of `slots` slots of `slot_size`
+    /// bytes of host memory and offer it on this process's node (what
+    /// there was dropped first); reply text: the offer's `hal1r.` text.
+    RemoteChannelOffer { slots: usize, slot_size: u64 },
+    /// Remote channel: subscribe to the other process's offer `text`.
+    RemoteChannelSubscribe { text: String },
+    /// Remote channel: publish `n` samples of `len` bytes; the reply comes
+    /// once the last is published.
+    RemoteChannelPublish { n: u32, len: u64 },
+    /// Remote channel: receive, check and release `n` samples; series:
+    /// each one's time from the previous one's release (the first's from
+    /// the command's start).
+    RemoteChannelReceive { n: u32 },
+    /// Remote channel: `rounds` round trips of samples of `len` bytes,
+    /// pinging (and timing: series, the round trips) or answering.
+    RemoteChannelPingPong { rounds: u32, len: u64, ping: bool },
+    /// Remote channel: drop the subscription, the offer and the channel.
+    RemoteChannelClose,
     /// End.
     Quit,
 }

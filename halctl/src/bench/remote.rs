@@ -272,12 +272,12 @@ impl Bench<'_> {
 }
 
 /// ucx_perftest's warm-up iterations for `n` timed ones.
-fn warmup(n: u32) -> u32 {
+pub(super) fn warmup(n: u32) -> u32 {
     (n / 10).max(2)
 }
 
 /// How both sides ran.
-fn transport() -> String {
+pub(super) fn transport() -> String {
     let env: Vec<String> = UCX_ENV.iter().map(|(k, v)| format!("{k}={v}")).collect();
     format!(
         "two processes on 127.0.0.1 placed by the kernel, {} for hal's and ucx_perftest's alike",
