@@ -92,6 +92,23 @@ fn child_process() {
                 Err(e) => say(format!("refused: {e}")),
             }
         }
+        // Publish channel NAME, subscribe to it and record that the
+        // subscriber forwards to another host; say so, and wait to be killed.
+        "noter" => {
+            let dev = device();
+            let _p = Publisher::create(
+                &dev,
+                &name,
+                &ChannelOptions::default().slots(2).slot_size(64),
+            )
+            .expect("a publisher");
+            let sub = channel::Subscriber::open(&dev, &name, &channel::SubscribeOptions::default())
+                .expect("a subscriber");
+            let _note = channel::RemoteNote::record(&sub, "192.0.2.9:4000").expect("a note");
+            say("ready");
+            read_line();
+            std::thread::sleep(std::time::Duration::from_secs(60));
+        }
         // Say which users' directories this process may look into.
         "dirs" => {
             let dirs = hal_core::kit::os::user_dirs().expect("the users' directories");
@@ -366,4 +383,32 @@ fn a_user_other_than_root_collects_in_its_own_directory_only() {
         "and nobody's: {all:?}"
     );
     drop(holder);
+}
+
+/// An offering process killed while it forwards to a remote subscriber
+/// leaves its note of remote subscribers (`remote.NAME`) beside the
+/// channel's name; the collection removes both.
+#[test]
+fn a_killed_offerers_note_of_remote_subscribers_is_collected() {
+    let name = unique("gc-note");
+    let _sweep = Sweep(vec![path("channel", &name), path("remote", &name)]);
+    let mut kid = Kid::start((ROLE, "noter"), (ARG, &name), |_| {});
+    assert_eq!(kid.result(), "ready");
+    drop(kid);
+    assert!(
+        path("remote", &name).exists(),
+        "a killed process leaves its note"
+    );
+    assert_eq!(
+        channel::collect_garbage_prefix(&name, true).unwrap().len(),
+        1
+    );
+    assert!(path("remote", &name).exists(), "a dry run removes nothing");
+    let dead = channel::collect_garbage_prefix(&name, false).unwrap();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert!(!path("channel", &name).exists());
+    assert!(
+        !path("remote", &name).exists(),
+        "the note went with the name"
+    );
 }

@@ -27,8 +27,9 @@ pub struct DeadChannel {
 }
 
 /// Remove the names of the calling user's channels whose publisher is gone
-/// (its process, by pid and start time, or its channel closed); with
-/// `dry_run`, only say which. A live publisher's name, a name another
+/// (its process, by pid and start time, or its channel closed), and the
+/// notes of remote subscribers whose every recording process is gone; with
+/// `dry_run`, only say which (names only). A live publisher's name, a name another
 /// process holds locked (a publisher replacing it), and a file that is no
 /// channel's name of this version are left alone.
 ///
@@ -46,6 +47,10 @@ pub fn collect_garbage(dry_run: bool) -> Result<Vec<DeadChannel>> {
 /// [`collect_garbage`] restricted to the channels whose name starts with
 /// `prefix` (an application's own namespace).
 pub fn collect_garbage_prefix(prefix: &str, dry_run: bool) -> Result<Vec<DeadChannel>> {
+    // The notes of remote subscribers whose offering process is gone go
+    // with them (`remote.NAME`, [`RemoteNote`](super::RemoteNote)); they
+    // hold no publisher and are not listed.
+    super::remote_note::collect_dead(prefix, dry_run)?;
     // Read and judged under the lock, from the file the name leads to.
     let dead = os::collect_dead_names(
         file::KIND,

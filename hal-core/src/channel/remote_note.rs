@@ -135,6 +135,11 @@ pub(crate) fn read(name: &str) -> Vec<Option<NoteEntry>> {
     let Ok(Some(file)) = os::private_path(KIND, name).and_then(|p| PrivateFile::open(&p)) else {
         return Vec::new();
     };
+    entries(&file)
+}
+
+/// The entries of the note `file`, by subscriber index.
+fn entries(file: &PrivateFile) -> Vec<Option<NoteEntry>> {
     let mut all = vec![0u8; LEN as usize];
     let Ok(n) = file.read_head(&mut all) else {
         return Vec::new();
@@ -150,4 +155,26 @@ pub(crate) fn read(name: &str) -> Vec<Option<NoteEntry>> {
             (pid != 0).then_some(NoteEntry { pid, start, host })
         })
         .collect()
+}
+
+/// Remove the notes, of channels whose name starts with `prefix`, whose
+/// every entry's process is gone (what an offering process killed before
+/// it cleared its entries leaves); with `dry_run`, only say which. Judged
+/// and removed as [`os::collect_dead_names`] does names: the channel names
+/// of the notes removed, with the pids their entries named.
+pub(crate) fn collect_dead(prefix: &str, dry_run: bool) -> Result<Vec<os::DeadName<Vec<u32>>>> {
+    os::collect_dead_names(
+        KIND,
+        prefix,
+        dry_run,
+        "collecting a note of remote subscribers",
+        |pf| {
+            if pf.size().ok()? != LEN {
+                return None;
+            }
+            let live: Vec<NoteEntry> = entries(pf).into_iter().flatten().collect();
+            (!live.iter().any(|e| os::process_alive(e.pid, e.start)))
+                .then(|| live.iter().map(|e| e.pid).collect())
+        },
+    )
 }
