@@ -9,7 +9,7 @@ use hal_facade::channel::{ChannelOptions, Mode, Publisher, SubscribeOptions, Sub
 use hal_facade::kit::lock::lock;
 use hal_facade::Error;
 
-use crate::device::{hal_device, need, put, DeviceObj, DEVICES};
+use crate::device::{hal_device, need, put, DEVICES};
 use crate::group::bytes_arg;
 use crate::last_error::call;
 use crate::memory::timeout;
@@ -17,6 +17,7 @@ use crate::options::read_sized;
 use crate::status::{hal_status, Failure};
 use crate::table::{Kind, Table};
 use crate::text::str_arg;
+use hal_facade::objects::DeviceObj;
 
 /// A channel's samples go to every subscriber.
 pub const HAL_CHANNEL_BROADCAST: u32 = 0;

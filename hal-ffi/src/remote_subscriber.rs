@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use hal_facade::kit::lock::lock;
 use hal_facade::remote::{RemoteSampleTicket, RemoteSubscribeOptions, RemoteSubscriber};
 
-use crate::device::{hal_device, need, put, DeviceObj, DEVICES};
+use crate::device::{hal_device, need, put, DEVICES};
 use crate::last_error::call;
 use crate::memory::timeout;
 use crate::options::read_sized;
@@ -19,6 +19,7 @@ use crate::remote_node::{hal_remote_node, NODES};
 use crate::status::{hal_status, Failure};
 use crate::table::{Kind, Table};
 use crate::text::str_arg;
+use hal_facade::objects::DeviceObj;
 
 /// A subscriber to a channel of another host (opaque):
 /// `hal_remote_subscriber_connect`; `hal_remote_subscriber_release`

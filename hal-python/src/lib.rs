@@ -58,7 +58,6 @@ mod options;
 #[cfg(feature = "ucx")]
 #[allow(unsafe_code)]
 mod raw_buffer;
-mod registry;
 #[cfg(feature = "ucx")]
 mod remote;
 #[cfg(feature = "ucx")]

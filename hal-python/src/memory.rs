@@ -15,7 +15,7 @@ use crate::bytes::bytes_of;
 use crate::capsule;
 use crate::errors::{invalid, to_py, OrRaise};
 use crate::live;
-use crate::memory_obj::MemoryObj;
+use crate::memory_obj::{MemoryObj, TextsGiven};
 use crate::options::export_options;
 use crate::timeout::duration;
 

@@ -16,9 +16,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::errors::{invalid, to_py};
-use crate::registry::DeviceObj;
 use crate::remote_wait::drop_released;
 use crate::timeout::duration;
+use hal::objects::DeviceObj;
 
 /// A subscriber and the device its slots were allocated on, declared in
 /// drop order: the subscription ends (its slots are freed) before the

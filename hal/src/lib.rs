@@ -223,6 +223,8 @@ pub mod remote {
     pub use hal_ucx::*;
 }
 
+#[cfg(feature = "objects")]
+pub mod objects;
 pub mod registry;
 mod this_process;
 
