@@ -79,6 +79,8 @@ mod remote_subscriber;
 #[cfg(feature = "ucx")]
 mod remote_wait;
 #[allow(unsafe_code)]
+mod sample;
+#[allow(unsafe_code)]
 mod share;
 mod sync_obj;
 mod tensor;

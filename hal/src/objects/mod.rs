@@ -13,6 +13,8 @@
 //!   ([`import_sync`], [`export_sync`]);
 //! - [`KeptExports`] and [`KeptObject`]: exports kept as long as the object
 //!   they export;
+//! - [`SampleObj`]: a sample a subscriber received ([`SubscriberObj`], a
+//!   [`SampleSource`]), read in place and held until it is released;
 //! - [`pids_importers`]: an export's pid list, checked as a handle holds it.
 //!
 //! A door keeps its own tokens or classes, errors and threads around these;
@@ -40,6 +42,7 @@ mod device;
 mod importers;
 mod kept;
 mod memory;
+mod sample;
 mod sync;
 
 pub use adopted::Adopted;
@@ -47,4 +50,5 @@ pub use device::{device_for, open_device, DeviceObj};
 pub use importers::pids_importers;
 pub use kept::{KeptExports, KeptObject};
 pub use memory::{import_memory, Backing, MemoryObj};
+pub use sample::{SampleObj, SampleSource, SubscriberObj};
 pub use sync::{export_sync, import_sync, SyncObj};
