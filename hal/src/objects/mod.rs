@@ -15,6 +15,8 @@
 //!   they export;
 //! - [`SampleObj`]: a sample a subscriber received ([`SubscriberObj`], a
 //!   [`SampleSource`]), read in place and held until it is released;
+//! - [`GroupObj`]: a membership of a group on one host or across hosts
+//!   (a [`Collective`]) with what it told at the join;
 //! - [`pids_importers`]: an export's pid list, checked as a handle holds it.
 //!
 //! A door keeps its own tokens or classes, errors and threads around these;
@@ -39,6 +41,7 @@
 
 mod adopted;
 mod device;
+mod group;
 mod importers;
 mod kept;
 mod memory;
@@ -47,6 +50,7 @@ mod sync;
 
 pub use adopted::Adopted;
 pub use device::{device_for, open_device, DeviceObj};
+pub use group::{Collective, GroupObj};
 pub use importers::pids_importers;
 pub use kept::{KeptExports, KeptObject};
 pub use memory::{import_memory, Backing, MemoryObj};
