@@ -253,3 +253,41 @@ impl<S: SampleSource> Drop for SampleObj<S> {
 fn released() -> Error {
     Error::invalid("this sample was released")
 }
+
+#[cfg(all(test, feature = "cpu-shm"))]
+mod tests {
+    use super::*;
+    use crate::objects::open_device;
+    use hal_core::channel::{ChannelOptions, Publisher, SubscribeOptions};
+
+    #[test]
+    fn a_sample_is_read_in_place_and_not_released_under_a_view() {
+        let device = Arc::new(open_device(Some("cpu-shm"), 0).unwrap());
+        let name = format!("objects-sample-{}", std::process::id());
+        let mut publisher =
+            Publisher::create(&*device.device, &name, &ChannelOptions::default()).unwrap();
+        let subscriber =
+            Subscriber::open(&*device.device, &name, &SubscribeOptions::default()).unwrap();
+        let source = Arc::new(SubscriberObj::new(subscriber, Arc::clone(&device)));
+        let loan = publisher.loan().unwrap();
+        loan.write(0, b"hello").unwrap();
+        let seq = loan.publish(5).unwrap();
+        let ticket = source.subscriber.try_receive().unwrap().unwrap().detach();
+        let sample = SampleObj::new(Arc::clone(&source), ticket).unwrap();
+        assert_eq!((sample.len(), sample.sequence()), (5, seq));
+        let base = source.subscriber.memory().host_ptr().unwrap() as usize;
+        assert!(sample.host().unwrap() as usize >= base);
+        let mut out = [0u8; 3];
+        sample.read(2, &mut out).unwrap();
+        assert_eq!(&out, b"llo");
+        assert!(sample.read(3, &mut out).is_err());
+        sample.add_view().unwrap();
+        assert_eq!(sample.release().unwrap_err(), 1);
+        sample.drop_view();
+        sample.release().unwrap().unwrap();
+        assert!(sample.release().unwrap().is_ok());
+        let err = sample.read(0, &mut out).unwrap_err();
+        assert!(err.to_string().contains("released"), "{err}");
+        assert!(sample.add_view().is_err());
+    }
+}
