@@ -4,6 +4,7 @@
 //! released. Both keep what their views point into: a loan's views keep
 //! the publisher from closing (`channel_end.rs`), and a sample keeps its
 //! subscriber (and so the slots' mapping) until it is released.
+#![allow(unsafe_code)]
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,5 +1,6 @@
 //! Memory: `Device.allocate`, imports, and the `Memory` class with
 //! `read`, `write`, `export`, the buffer protocol and DLPack.
+#![allow(unsafe_code)]
 
 use std::ffi::c_int;
 use std::sync::Arc;

@@ -4,6 +4,7 @@
 //! through a read-only buffer view (or `read`), held until it is
 //! released. A sample keeps its subscriber (and so the slots' memory)
 //! until it is released.
+#![allow(unsafe_code)]
 
 use std::ffi::c_int;
 use std::sync::{Arc, Mutex};

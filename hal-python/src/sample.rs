@@ -1,6 +1,7 @@
 //! What `hal.Sample` and `hal.remote.Sample` share: a sample read in place
 //! ([`SampleObj`]), copied out with the GIL released, released unless a
 //! view of it is alive, and lent to Python as a read-only buffer.
+#![allow(unsafe_code)]
 
 use std::ffi::c_int;
 

@@ -3,6 +3,7 @@
 //! lie in hal memory this process allocated, or in CUDA device memory of
 //! another library (a PyTorch or CuPy tensor) that the backend adopts by
 //! address; else copied once into a new shareable allocation.
+#![allow(unsafe_code)]
 
 use std::sync::Arc;
 
