@@ -17,6 +17,8 @@
 //!   [`SampleSource`]), read in place and held until it is released;
 //! - [`GroupObj`]: a membership of a group on one host or across hosts
 //!   (a [`Collective`]) with what it told at the join;
+//! - `RemoteExportObj` (feature `ucx`): memory exported to other hosts,
+//!   kept alive by its export;
 //! - [`pids_importers`]: an export's pid list, checked as a handle holds it.
 //!
 //! A door keeps its own tokens or classes, errors and threads around these;
@@ -45,6 +47,8 @@ mod group;
 mod importers;
 mod kept;
 mod memory;
+#[cfg(feature = "ucx")]
+mod remote_export;
 mod sample;
 mod sync;
 
@@ -54,5 +58,7 @@ pub use group::{Collective, GroupObj};
 pub use importers::pids_importers;
 pub use kept::{KeptExports, KeptObject};
 pub use memory::{import_memory, Backing, MemoryObj};
+#[cfg(feature = "ucx")]
+pub use remote_export::RemoteExportObj;
 pub use sample::{SampleObj, SampleSource, SubscriberObj};
 pub use sync::{export_sync, import_sync, SyncObj};
