@@ -285,7 +285,7 @@ pub trait Device: Send + Sync + 'static {
     ///
     /// [`Importers::Pids`]: crate::Importers::Pids
     fn process_id(&self) -> Result<u32> {
-        Ok(crate::kit::os::pid())
+        Ok(crate::process::pid())
     }
 
     // --- memory ---------------------------------------------------------

@@ -1,15 +1,11 @@
 //! The vendor-neutral half of a VMM physical allocation
-//! ([`PhysicalRecord`]): what is known of it, the leases of its importers,
-//! made at its first export, an import's own lease, and the
-//! [`Physical`](crate::Physical) answers read from it
-//! ([`physical_by_inner!`](crate::physical_by_inner)).
+//! ([`PhysicalRecord`]): what is known of it, an import's own lease, and
+//! the [`Physical`] answers read from it ([`PhysicalByRecord`]). The leases
+//! of its importers are the backend's to keep beside it
+//! ([`lease::LazyLeases`](crate::lease::LazyLeases)).
 
-use std::sync::Arc;
-
-use crate::error::Result;
-use crate::exchange::Lease;
-use crate::lease::{LazyLeases, LeaseTable};
-use crate::{PhysicalLocation, ShareableHandle};
+use crate::kit::export::KeepAlive;
+use crate::vmm::{Physical, PhysicalLocation, ShareableHandle};
 
 /// What is known of a physical allocation whatever its vendor, and who
 /// holds it. A backend's allocation shares one inner value with every
@@ -22,13 +18,11 @@ pub struct PhysicalRecord {
     /// The handle type it was made for (an import: the one it came
     /// through).
     pub made_for: ShareableHandle,
-    /// Its importers' leases, made at its first export.
-    leases: LazyLeases,
     /// True for an import of another process's allocation.
     imported: bool,
     /// An import's lease from the exporter's broker, held as long as the
     /// imported allocation (dropped after the backend's `Drop` freed it).
-    _lease: Option<Lease>,
+    _lease: Option<KeepAlive>,
 }
 
 impl PhysicalRecord {
@@ -38,39 +32,31 @@ impl PhysicalRecord {
             size,
             location,
             made_for,
-            leases: LazyLeases::default(),
             imported: false,
             _lease: None,
         }
     }
 
     /// An allocation imported through a POSIX descriptor, holding the
-    /// exporter's `lease` (if it counts importers).
-    pub fn imported(size: u64, location: PhysicalLocation, lease: Option<Lease>) -> Self {
+    /// exporter's `lease` (an [`exchange::Lease`](crate::exchange::Lease), if it
+    /// counts importers).
+    pub fn imported(
+        size: u64,
+        location: PhysicalLocation,
+        lease: Option<impl Send + Sync + 'static>,
+    ) -> Self {
         PhysicalRecord {
             size,
             location,
             made_for: ShareableHandle::PosixFd,
-            leases: LazyLeases::default(),
             imported: true,
-            _lease: lease,
+            _lease: lease.map(KeepAlive::new),
         }
     }
 
     /// True for an import of another process's allocation.
     pub fn is_import(&self) -> bool {
         self.imported
-    }
-
-    /// Its importers' leases, made at the first call (its first export).
-    pub fn leases(&self) -> Result<Arc<LeaseTable>> {
-        self.leases.table()
-    }
-
-    /// How many importers hold it now (0 before its first export).
-    /// Importers whose process died are not counted.
-    pub fn importers(&self) -> usize {
-        self.leases.count()
     }
 }
 
@@ -81,51 +67,49 @@ impl std::fmt::Debug for PhysicalRecord {
             .field("location", &self.location)
             .field("made_for", &self.made_for)
             .field("imported", &self.imported)
-            .field("importers", &self.importers())
             .finish()
     }
 }
 
-/// A backend's physical allocation type, `$physical`, a shared `$inner`
-/// that keeps a [`PhysicalRecord`] as `record`, with `impl Physical` and
-/// `importers()` read from that record:
+/// A backend's physical allocation answered from its [`PhysicalRecord`]:
+/// implementing this one method implements [`Physical`] (size, location and
+/// handle type read from the record).
 ///
-/// ```ignore
-/// hal_core::physical_by_inner! {
-///     /// A VMM physical allocation of this backend.
-///     pub struct VendorPhysical(PhysInner);
-/// }
 /// ```
-#[macro_export]
-macro_rules! physical_by_inner {
-    ($(#[$meta:meta])* $vis:vis struct $physical:ident($inner:ty);) => {
-        $(#[$meta])*
-        #[derive(Debug)]
-        #[must_use = "the physical memory is released when this value drops"]
-        $vis struct $physical {
-            pub(crate) inner: ::std::sync::Arc<$inner>,
-        }
+/// use hal_core::kit::vmm_physical::{PhysicalByRecord, PhysicalRecord};
+/// use hal_core::{Physical, PhysicalLocation, ShareableHandle};
+///
+/// #[derive(Debug)]
+/// struct VendorPhysical {
+///     record: PhysicalRecord,
+/// }
+///
+/// impl PhysicalByRecord for VendorPhysical {
+///     fn record(&self) -> &PhysicalRecord {
+///         &self.record
+///     }
+/// }
+///
+/// let p = VendorPhysical {
+///     record: PhysicalRecord::made(2 << 20, PhysicalLocation::Device(0), ShareableHandle::PosixFd),
+/// };
+/// assert_eq!(p.size(), 2 << 20);
+/// ```
+pub trait PhysicalByRecord: Send + Sync {
+    /// What is known of the allocation.
+    fn record(&self) -> &PhysicalRecord;
+}
 
-        impl $physical {
-            /// How many importers hold this allocation now (0 before its
-            /// first export). Importers whose process died are not counted.
-            pub fn importers(&self) -> usize {
-                self.inner.record.importers()
-            }
-        }
+impl<T: PhysicalByRecord> Physical for T {
+    fn size(&self) -> u64 {
+        self.record().size
+    }
 
-        impl $crate::Physical for $physical {
-            fn size(&self) -> u64 {
-                self.inner.record.size
-            }
+    fn location(&self) -> PhysicalLocation {
+        self.record().location
+    }
 
-            fn location(&self) -> $crate::PhysicalLocation {
-                self.inner.record.location
-            }
-
-            fn handle_type(&self) -> $crate::ShareableHandle {
-                self.inner.record.made_for
-            }
-        }
-    };
+    fn handle_type(&self) -> ShareableHandle {
+        self.record().made_for
+    }
 }

@@ -41,6 +41,7 @@ use hal_core::kit::vendor::cuda::entry;
 use hal_core::kit::vmm_checks;
 use hal_core::kit::vmm_forward::VmmCalls;
 use hal_core::kit::vmm_physical::PhysicalRecord;
+use hal_core::lease::LazyLeases;
 use hal_core::vmm::fabric_or_posix;
 use hal_core::{
     Access, AccessGrant, AccessTarget, BackendId, Capabilities, DeviceInfo, Error, ExportOptions,
@@ -203,6 +204,7 @@ impl Vmm<'_> {
                 primary: Arc::clone(self.primary),
                 handle,
                 fd: OnceLock::new(),
+                leases: LazyLeases::default(),
                 record: PhysicalRecord::made(desc.size, location, desc.handle),
             }),
         })
@@ -354,7 +356,7 @@ impl VmmCalls for Vmm<'_> {
             ));
         }
         let fd = hal_core::kit::os::dup(self.descriptor(&p.inner)?.as_fd())?;
-        let leases = p.inner.record.leases()?;
+        let leases = p.inner.leases.table()?;
         let (location, host_numa) = match p.inner.record.location {
             PhysicalLocation::Device(_) => (Location::Device(self.info.ordinal), None),
             PhysicalLocation::HostNuma(n) => (Location::Host, Some(n)),
@@ -404,6 +406,7 @@ impl VmmCalls for Vmm<'_> {
                 primary: Arc::clone(self.primary),
                 handle,
                 fd: OnceLock::new(),
+                leases: LazyLeases::default(),
                 record: PhysicalRecord::imported(size, location, taken.lease),
             }),
         })

@@ -38,12 +38,13 @@ mod pins;
 #[allow(unsafe_code)]
 mod private_file;
 #[allow(unsafe_code)]
-mod process;
-#[allow(unsafe_code)]
 mod quick_stat;
 pub mod thread;
 mod user_dir;
 
+pub use crate::process::{
+    pid, pid_namespace, process_alive, process_euid, process_start_time, self_identity,
+};
 pub use as_user::{as_fs_user, unlink_as};
 pub use dead_names::{collect_dead_names, DeadName};
 pub use flock::{lock_patiently, unlock};
@@ -60,9 +61,6 @@ pub use pins::current_start_time;
 pub use private_file::{
     collectable_names, private_names, private_path, private_path_of, PrivateFile, PrivateLock,
     MAX_PRIVATE_NAME,
-};
-pub use process::{
-    pid, pid_namespace, process_alive, process_euid, process_start_time, self_identity,
 };
 pub use quick_stat::{holds_file, is_memfd, quick_stat, QuickStat};
 pub use user_dir::{judge_user_dir, make_user_dir, user_dir, user_dirs, PRIVATE_DIR};
