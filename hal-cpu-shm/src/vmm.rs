@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use hal_core::device::check_bounds;
 use hal_core::exchange::sealed::take_sealed;
 use hal_core::kit::export::Expect;
-use hal_core::kit::lock::lock;
+use hal_core::kit::os::lock::lock;
 use hal_core::kit::os::{self, Prot, SharedMap};
 use hal_core::vmm::check_grants;
 use hal_core::{

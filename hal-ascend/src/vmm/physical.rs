@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use hal_core::kit::vmm_physical::{PhysicalByRecord, PhysicalRecord};
+use hal_core::kit::vmm::physical::{PhysicalByRecord, PhysicalRecord};
 use hal_core::lease::LazyLeases;
 
 use crate::context::Ctx;

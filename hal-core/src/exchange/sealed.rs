@@ -8,9 +8,9 @@ use std::os::fd::OwnedFd;
 use crate::error::Result;
 use crate::exchange::{self, Lease, Taken};
 use crate::handle::SharedHandle;
+use crate::kit::export::syncpage::{PageKind, SyncPage, PAGE_LEN};
 use crate::kit::export::{check_memfds, Expect, SealedMemfd};
 use crate::kit::os;
-use crate::kit::syncpage::{PageKind, SyncPage, PAGE_LEN};
 
 /// The descriptors [`take_sealed`] took and checked.
 #[derive(Debug)]

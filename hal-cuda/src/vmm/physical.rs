@@ -10,7 +10,7 @@
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, OnceLock};
 
-use hal_core::kit::vmm_physical::{PhysicalByRecord, PhysicalRecord};
+use hal_core::kit::vmm::physical::{PhysicalByRecord, PhysicalRecord};
 use hal_core::lease::LazyLeases;
 
 use crate::context::Primary;

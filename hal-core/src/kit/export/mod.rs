@@ -14,12 +14,13 @@
 //! - [`KeepAlive`]: what an import keeps as long as itself (its lease).
 //!
 //! The shared page of an event or a notify built on these is
-//! [`syncpage`](crate::kit::syncpage).
+//! [`syncpage`].
 
 mod handle;
 mod keep_alive;
 mod kept;
 mod memfd;
+pub mod syncpage;
 mod take;
 
 pub use crate::exported::Exported;

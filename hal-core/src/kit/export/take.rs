@@ -36,8 +36,8 @@ pub fn check_memfds<const N: usize>(
     expect: &Expect<'_>,
 ) -> Result<[OwnedFd; N]> {
     // Refused descriptors may be anyone's files: discarded, never closed
-    // here (see `kit::discard`).
-    let held = crate::kit::discard::Untrusted::new(fds);
+    // here (see `kit::os::discard`).
+    let held = crate::kit::os::discard::Untrusted::new(fds);
     check_fd_count(expect.what, N, held.len())?;
     for (i, fd) in held.as_slice().iter().enumerate() {
         match facts.get(i).copied().flatten() {

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 #[allow(unsafe_code)]
 mod as_user;
 mod dead_names;
+pub mod discard;
 pub mod elf;
 #[allow(unsafe_code)]
 mod flock;
@@ -24,6 +25,7 @@ mod host;
 mod ids;
 #[allow(unsafe_code)]
 pub mod library;
+pub mod lock;
 #[allow(unsafe_code)]
 mod map;
 mod maps;
@@ -32,6 +34,7 @@ mod origin;
 #[allow(unsafe_code)]
 mod page;
 mod peer_fd;
+pub mod peer_region;
 #[allow(unsafe_code)]
 mod pidfd;
 mod pins;

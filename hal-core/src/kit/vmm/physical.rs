@@ -76,7 +76,7 @@ impl std::fmt::Debug for PhysicalRecord {
 /// handle type read from the record).
 ///
 /// ```
-/// use hal_core::kit::vmm_physical::{PhysicalByRecord, PhysicalRecord};
+/// use hal_core::kit::vmm::physical::{PhysicalByRecord, PhysicalRecord};
 /// use hal_core::{Physical, PhysicalLocation, ShareableHandle};
 ///
 /// #[derive(Debug)]
