@@ -25,6 +25,7 @@ mod host;
 mod ids;
 #[allow(unsafe_code)]
 pub mod library;
+mod liveness;
 pub mod lock;
 #[allow(unsafe_code)]
 mod map;
@@ -45,14 +46,13 @@ mod quick_stat;
 pub mod thread;
 mod user_dir;
 
-pub use crate::process::{
-    pid, pid_namespace, process_alive, process_euid, process_start_time, self_identity,
-};
+pub use crate::process::{pid, pid_namespace, process_start_time, self_identity};
 pub use as_user::{as_fs_user, unlink_as};
 pub use dead_names::{collect_dead_names, DeadName};
 pub use flock::{lock_patiently, unlock};
 pub use host::{is_mapped, HostRange, HostRegistry};
 pub use ids::{random_id, unique_id};
+pub use liveness::{process_alive, process_euid};
 pub use map::{Prot, SharedMap};
 pub use maps::maps_same_object;
 pub use numa::numa_nodes;
