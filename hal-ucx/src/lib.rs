@@ -59,6 +59,7 @@ mod client;
 mod completion;
 #[allow(unsafe_code)]
 mod dial;
+mod drive;
 #[allow(unsafe_code)]
 mod engine;
 mod export;
