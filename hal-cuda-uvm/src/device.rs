@@ -113,7 +113,7 @@ where
     pub fn new(gpu: D, devices: u32) -> Result<Self> {
         if !gpu.capabilities().contains(crate::info::REQUIRED) {
             return Err(Error::unsupported(
-                "cuda-uvm",
+                hal_core::BackendId::CudaUvm,
                 "open",
                 format!(
                     "{} cannot register host memory (Capabilities::HOST_REGISTRATION), which \
@@ -323,7 +323,7 @@ where
                         .contains(Capabilities::PID_ALLOW_LIST)
                 {
                     return Err(Error::unsupported(
-                        "cuda-uvm",
+                        hal_core::BackendId::CudaUvm,
                         "export to a pid allow-list",
                         "the GPU's events and notifies keep no pid allow-list, so this backend \
                          claims none; export with Importers::Anyone or BackendDefault and \
@@ -350,7 +350,7 @@ where
             .contains(Capabilities::PID_ALLOW_LIST)
         {
             return Err(Error::unsupported(
-                "cuda-uvm",
+                hal_core::BackendId::CudaUvm,
                 "allow_importers",
                 "the GPU keeps no pid allow-list (Capabilities::PID_ALLOW_LIST is absent); \
                  control who receives the handle",
@@ -381,7 +381,7 @@ where
         }
         if opts.peer_access {
             return Err(Error::unsupported(
-                "cuda-uvm",
+                hal_core::BackendId::CudaUvm,
                 "an import with peer access",
                 "this backend does not enable peer access (Capabilities::PEER_ACCESS is absent): \
                  shared managed buffers are host pages every GPU reaches once registered",

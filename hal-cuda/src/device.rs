@@ -117,7 +117,7 @@ impl CudaDevice {
         let m = mem.memory();
         if m.location() != Location::Managed {
             return Err(Error::Vendor(hal_core::VendorError {
-                backend: "cuda".into(),
+                backend: hal_core::BackendId::Cuda,
                 code: hal_core::kit::vendor::cuda::INVALID_VALUE.code,
                 name: hal_core::kit::vendor::cuda::INVALID_VALUE.name.into(),
                 message: format!(

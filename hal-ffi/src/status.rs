@@ -127,7 +127,7 @@ mod tests {
     #[test]
     fn every_error_kind_has_its_status() {
         let vendor = hal_facade::VendorError {
-            backend: "cuda".into(),
+            backend: hal_facade::BackendId::Cuda,
             code: 1,
             name: "CUDA_ERROR_INVALID_VALUE".into(),
             message: "invalid argument".into(),

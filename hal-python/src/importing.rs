@@ -68,7 +68,7 @@ pub(crate) fn import_handle(py: Python<'_>, text: &str, read_only: bool) -> PyRe
                 .unbind())
         }
         other => Err(to_py(hal::Error::unsupported(
-            handle.backend.name(),
+            handle.backend,
             "import_handle",
             format!("a {other:?} handle: Python imports memory, notify, event and tensor handles"),
         ))),

@@ -151,7 +151,7 @@ impl MemoryObj {
     pub(crate) fn export(&self, opts: &hal::ExportOptions) -> hal::Result<Handle> {
         let Some(alloc) = self.own_allocation() else {
             return Err(Error::unsupported(
-                self.device.backend.name(),
+                self.device.backend.id(),
                 "export",
                 "this memory was imported; only memory this process allocated is exported \
                  (share the handle text it was imported from instead)",

@@ -52,7 +52,7 @@ impl Runtime {
             .recent_message()
             .unwrap_or_else(|| "the runtime gave no message (aclGetRecentErrMsg)".into());
         Error::Vendor(VendorError {
-            backend: "ascend".into(),
+            backend: hal_core::BackendId::Ascend,
             code: number,
             name,
             message: message(call, &text),

@@ -510,7 +510,7 @@ mod tests {
         // A vendor's error says it too.
         let vendor = pending_said(
             Error::Vendor(crate::VendorError {
-                backend: "cuda".into(),
+                backend: crate::BackendId::Cuda,
                 code: 2,
                 name: "CUDA_ERROR_OUT_OF_MEMORY".into(),
                 message: "cuMemAlloc_v2: out of memory".into(),

@@ -42,7 +42,7 @@ impl Code {
     /// The [`Error::Vendor`] a backend reports for this code.
     pub fn error(self, backend: BackendId, message: impl Into<String>) -> Error {
         Error::Vendor(VendorError {
-            backend: backend.name(),
+            backend,
             code: self.code,
             name: self.name.to_string(),
             message: message.into(),

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
+mod external;
 mod sharing;
 
 pub use sharing::*;
@@ -57,7 +58,19 @@ impl BackendId {
         })
     }
 
-    /// The backend's registry name (`cpu-shm`, `mock-cuda`, ...).
+    /// The backends of this project, in the order of their wire ids.
+    pub const IN_TREE: &'static [BackendId] = &[
+        BackendId::CpuShm,
+        BackendId::Cuda,
+        BackendId::CudaUvm,
+        BackendId::Ascend,
+        BackendId::MockCuda,
+        BackendId::MockAscend,
+    ];
+
+    /// The backend's registry name (`cpu-shm`, `mock-cuda`, ...); an
+    /// out-of-tree backend's is the name it gave its id
+    /// ([`BackendId::name_external`]), else `external-XXXX`.
     pub fn name(self) -> String {
         match self {
             BackendId::CpuShm => "cpu-shm".into(),
@@ -66,7 +79,10 @@ impl BackendId {
             BackendId::Ascend => "ascend".into(),
             BackendId::MockCuda => "mock-cuda".into(),
             BackendId::MockAscend => "mock-ascend".into(),
-            BackendId::External(id) => format!("external-{id:04x}"),
+            BackendId::External(id) => match BackendId::external_name(id) {
+                Some(name) => name.into(),
+                None => format!("external-{id:04x}"),
+            },
         }
     }
 }
@@ -74,6 +90,20 @@ impl BackendId {
 impl fmt::Display for BackendId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.name())
+    }
+}
+
+/// A backend equals its name: `BackendId::Cuda == "cuda"`.
+impl PartialEq<str> for BackendId {
+    fn eq(&self, name: &str) -> bool {
+        self.name() == name
+    }
+}
+
+/// A backend equals its name: `BackendId::Cuda == "cuda"`.
+impl PartialEq<&str> for BackendId {
+    fn eq(&self, name: &&str) -> bool {
+        self.name() == *name
     }
 }
 
@@ -623,19 +653,19 @@ mod tests {
     #[test]
     fn a_read_only_export_is_refused_where_the_backend_cannot_make_one() {
         ExportOptions::default()
-            .refuse_read_only("x", "memory", "no seals")
+            .refuse_read_only(BackendId::External(0x8000), "memory", "no seals")
             .unwrap();
         let read_only = ExportOptions {
             read_only: true,
             ..Default::default()
         };
-        match read_only.refuse_read_only("x", "memory", "no seals") {
+        match read_only.refuse_read_only(BackendId::External(0x8000), "memory", "no seals") {
             Err(crate::Error::Unsupported {
                 backend,
                 operation,
                 detail,
             }) => {
-                assert_eq!(backend, "x");
+                assert_eq!(backend, BackendId::External(0x8000));
                 assert_eq!(operation, "a read-only export of memory");
                 assert_eq!(
                     detail,

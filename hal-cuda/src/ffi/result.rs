@@ -64,7 +64,7 @@ impl Driver {
             .describe(status, Driver::get_error_string)
             .unwrap_or_else(|| "no description from the driver".into());
         Error::Vendor(VendorError {
-            backend: "cuda".into(),
+            backend: hal_core::BackendId::Cuda,
             code: i64::from(status),
             name,
             message: format!("{call}: {text}"),

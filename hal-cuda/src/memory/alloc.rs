@@ -206,7 +206,7 @@ impl Memory for CudaAllocation {
 /// `Capabilities::LEASES` (a driver without the IPC entry points).
 fn no_leases(operation: &str) -> hal_core::Error {
     hal_core::Error::unsupported(
-        "cuda",
+        hal_core::BackendId::Cuda,
         operation,
         "the driver has no legacy IPC entry points, so nothing is exported and no importer \
          is counted (Capabilities::LEASES is absent)",
@@ -338,7 +338,7 @@ mod tests {
 
     fn vendor(code: hal_core::kit::vendor::Code) -> Error {
         Error::Vendor(VendorError {
-            backend: "cuda".into(),
+            backend: hal_core::BackendId::Cuda,
             code: code.code,
             name: code.name.into(),
             message: "cuMemAlloc_v2".into(),

@@ -10,7 +10,7 @@ use std::ffi::{c_void, CStr};
 use hal_core::{Error, Result, VendorError};
 
 use super::bindings::*;
-use super::sys::{Ucx, UCX};
+use super::sys::{ucx_id, Ucx};
 
 /// What an `_nbx` call returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,7 +137,7 @@ pub(crate) fn error(ucx: &Ucx, status: ucs_status_t, call: &str, what: &str) -> 
         };
     }
     Error::Vendor(VendorError {
-        backend: UCX.into(),
+        backend: ucx_id(),
         code: i64::from(status),
         name: name.into(),
         message: format!("{call} ({what}): {text}"),
