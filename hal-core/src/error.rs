@@ -161,8 +161,14 @@ pub enum Error {
 }
 
 /// A vendor runtime's error, with its code and symbolic name kept.
+///
+/// Made only from the vendors' code tables of the kit
+/// ([`kit::vendor::error`](crate::kit::vendor::error),
+/// [`Code::error`](crate::kit::vendor::Code::error)), so that a code always
+/// carries the name the vendor's header gives it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{backend} error {code} ({name}): {message}")]
+#[non_exhaustive]
 pub struct VendorError {
     /// Backend that reported it.
     pub backend: BackendId,
@@ -500,13 +506,8 @@ mod tests {
 
     #[test]
     fn vendor_error_keeps_code_and_name() {
-        let e: Error = VendorError {
-            backend: BackendId::Ascend,
-            code: 207006,
-            name: "ACL_ERROR_RT_NO_PERMISSION".into(),
-            message: "pid not in allow-list".into(),
-        }
-        .into();
+        let e = crate::kit::vendor::acl::RT_NO_PERMISSION
+            .error(BackendId::Ascend, "pid not in allow-list");
         let s = e.to_string();
         assert!(
             s.contains("207006") && s.contains("ACL_ERROR_RT_NO_PERMISSION"),

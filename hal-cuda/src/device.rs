@@ -116,15 +116,13 @@ impl CudaDevice {
     ) -> Result<CUdeviceptr> {
         let m = mem.memory();
         if m.location() != Location::Managed {
-            return Err(Error::Vendor(hal_core::VendorError {
-                backend: hal_core::BackendId::Cuda,
-                code: hal_core::kit::vendor::cuda::INVALID_VALUE.code,
-                name: hal_core::kit::vendor::cuda::INVALID_VALUE.name.into(),
-                message: format!(
+            return Err(hal_core::kit::vendor::cuda::INVALID_VALUE.error(
+                hal_core::BackendId::Cuda,
+                format!(
                     "{operation}: the memory is {:?}, not managed memory",
                     m.location()
                 ),
-            }));
+            ));
         }
         mem.address(offset, len)
     }

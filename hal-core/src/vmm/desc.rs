@@ -209,7 +209,6 @@ pub fn fabric_or_posix<P>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::VendorError;
 
     #[test]
     fn grants_are_checked_before_anything_changes() {
@@ -228,12 +227,8 @@ mod tests {
     }
 
     fn refused() -> Error {
-        Error::Vendor(VendorError {
-            backend: crate::BackendId::Cuda,
-            code: 800,
-            name: "CUDA_ERROR_NOT_PERMITTED".into(),
-            message: "cuMemCreate: no IMEX daemon".into(),
-        })
+        crate::kit::vendor::cuda::NOT_PERMITTED
+            .error(crate::BackendId::Cuda, "cuMemCreate: no IMEX daemon")
     }
 
     #[test]

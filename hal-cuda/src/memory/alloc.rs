@@ -334,15 +334,10 @@ fn forget(buffer_id: u64) {
 #[cfg(test)]
 mod tests {
     use hal_core::kit::vendor::cuda;
-    use hal_core::{Error, VendorError};
+    use hal_core::Error;
 
     fn vendor(code: hal_core::kit::vendor::Code) -> Error {
-        Error::Vendor(VendorError {
-            backend: hal_core::BackendId::Cuda,
-            code: code.code,
-            name: code.name.into(),
-            message: "cuMemAlloc_v2".into(),
-        })
+        code.error(hal_core::BackendId::Cuda, "cuMemAlloc_v2")
     }
 
     #[test]

@@ -46,7 +46,7 @@ use hal_core::lease::LazyLeases;
 use hal_core::wait::blocking_future;
 use hal_core::{
     BackendId, DeviceInfo, Error, Event, EventFlags, ExportOptions, Exported, HandleKind,
-    Importers, Location, Result, SharedHandle, VendorError, WaitFuture, WaitOptions,
+    Importers, Location, Result, SharedHandle, WaitFuture, WaitOptions,
 };
 
 use crate::context::Primary;
@@ -124,12 +124,7 @@ pub fn own_exported_events() -> usize {
 
 /// The driver's `CUDA_ERROR_INVALID_VALUE`, for what it refuses so.
 fn invalid_value(message: String) -> Error {
-    Error::Vendor(VendorError {
-        backend: hal_core::BackendId::Cuda,
-        code: hal_core::kit::vendor::cuda::INVALID_VALUE.code,
-        name: hal_core::kit::vendor::cuda::INVALID_VALUE.name.into(),
-        message,
-    })
+    hal_core::kit::vendor::cuda::INVALID_VALUE.error(hal_core::BackendId::Cuda, message)
 }
 
 /// A new event from `cuEventCreate(bits)`.
