@@ -12,7 +12,7 @@ impl ImportOptions {
     /// an import onto another device (import through that device).
     pub fn refuse_unplaceable(
         &self,
-        backend: crate::BackendId,
+        backend: crate::types::BackendId,
         call: &str,
         ordinal: u32,
     ) -> Result<()> {

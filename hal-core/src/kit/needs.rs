@@ -129,7 +129,7 @@ pub enum Why<'a> {
 /// The [`Error::Unsupported`] of `operation` on a device of `backend`
 /// without `capability`; `why` says what leaves it out, when that is known.
 pub fn capability_absent(
-    backend: crate::BackendId,
+    backend: crate::types::BackendId,
     operation: &str,
     capability: Capabilities,
     why: Option<Why<'_>>,

@@ -49,7 +49,7 @@ impl Failure {
     }
 
     /// The failure as [`Error::Unavailable`] of `backend` (`cuda`, `ascend`).
-    pub fn error(&self, backend: crate::BackendId) -> Error {
+    pub fn error(&self, backend: crate::types::BackendId) -> Error {
         let (reason, searched) = self.parts();
         Error::Unavailable {
             backend,
@@ -122,7 +122,7 @@ where
     pub fn usable(
         &self,
         load: impl FnOnce(Option<PathBuf>) -> std::result::Result<Arc<R>, Failure>,
-        backend: crate::BackendId,
+        backend: crate::types::BackendId,
         initialised: &str,
     ) -> Result<Arc<R>> {
         match self.get(load) {

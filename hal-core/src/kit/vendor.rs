@@ -76,11 +76,12 @@ pub fn codes(backend: BackendId) -> &'static [Code] {
 /// reports for what `message` says; every vendor error of a backend is made
 /// here or by [`Code::error`].
 ///
-/// The number is kept as the vendor gave it, and its symbolic name is the
-/// one of the kit's table ([`codes`]), as cudarc's `DriverError(CUresult)`
-/// keeps the number and looks the rest up. A number the table lacks (a
-/// newer driver's) takes the name `named` gives, where the vendor library
-/// can tell (`cuGetErrorName`), else `{kind} {number}` (`CUresult 4242`).
+/// The number is kept as the vendor gave it, and its symbolic name looked
+/// up, as cudarc's `DriverError(CUresult)` keeps the number and asks the
+/// driver for the rest: the name `named` gives, where the vendor library
+/// can tell (`cuGetErrorName`, which knows a newer driver's codes too),
+/// else the one of the kit's table ([`codes`]), else `{kind} {number}`
+/// (`CUresult 4242`).
 ///
 /// ```
 /// use hal_core::kit::vendor::{self, cuda};
@@ -100,10 +101,9 @@ pub fn error(
     named: impl FnOnce() -> Option<String>,
     message: impl Into<String>,
 ) -> Error {
-    let name = match find(codes(backend), number) {
-        Some(code) => code.name.to_string(),
-        None => named().unwrap_or_else(|| format!("{kind} {number}")),
-    };
+    let name = named()
+        .or_else(|| find(codes(backend), number).map(|code| code.name.to_string()))
+        .unwrap_or_else(|| format!("{kind} {number}"));
     Error::Vendor(VendorError {
         backend,
         code: number,
@@ -767,14 +767,8 @@ mod tests {
     }
 
     #[test]
-    fn an_error_by_number_takes_the_tables_name_first() {
-        let e = error(
-            BackendId::MockCuda,
-            "CUresult",
-            705,
-            || Some("x".into()),
-            "m",
-        );
+    fn an_error_by_number_is_named_by_the_library_then_the_table() {
+        let e = error(BackendId::MockCuda, "CUresult", 705, || None, "m");
         assert!(cuda::PEER_ACCESS_NOT_ENABLED.matches(&e), "{e}");
         let e = error(BackendId::Ascend, "aclError", 207_006, || None, "m");
         assert!(acl::RT_NO_PERMISSION.matches(&e), "{e}");

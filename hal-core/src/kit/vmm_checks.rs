@@ -115,7 +115,7 @@ pub fn whole_physical(handle: &Handle, granularity: u64) -> Result<u64> {
 /// importer sets its own access ("cuMemSetAccess").
 pub fn physical_export(
     opts: &ExportOptions,
-    backend: crate::BackendId,
+    backend: crate::types::BackendId,
     access_call: &str,
 ) -> Result<()> {
     if opts.range.is_some() {

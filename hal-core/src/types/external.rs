@@ -18,16 +18,8 @@
 //! assert_eq!(BackendId::External(0x8e02).to_string(), "external-8e02");
 //! ```
 
-use std::collections::BTreeMap;
-use std::sync::RwLock;
-
-use super::BackendId;
+use super::backend_id::{BackendId, EXTERNAL_NAMES};
 use crate::error::{Error, Result};
-
-/// The names given so far, by external id. Names are only ever added, so a
-/// panic while the lock was held leaves the table whole: a poisoned lock is
-/// used as it is.
-static NAMES: RwLock<BTreeMap<u16, &'static str>> = RwLock::new(BTreeMap::new());
 
 impl BackendId {
     /// Give the out-of-tree backend `id` ([`BackendId::External`]) the name
@@ -50,7 +42,7 @@ impl BackendId {
                  backend {id:#06x} another name"
             )));
         }
-        let mut names = NAMES
+        let mut names = EXTERNAL_NAMES
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         match names.get(&id) {
@@ -63,15 +55,6 @@ impl BackendId {
                 Ok(())
             }
         }
-    }
-
-    /// The name given to the out-of-tree backend `id`, if any.
-    pub(super) fn external_name(id: u16) -> Option<&'static str> {
-        NAMES
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .get(&id)
-            .copied()
     }
 }
 

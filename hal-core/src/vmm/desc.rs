@@ -186,7 +186,7 @@ static FABRIC_WARNED: AtomicBool = AtomicBool::new(false);
 /// [`ShareableHandle::PosixFd`], so the fallback is never silent. Other
 /// errors (out of memory, a bad size) are returned as they are.
 pub fn fabric_or_posix<P>(
-    backend: crate::BackendId,
+    backend: crate::types::BackendId,
     desc: &PhysicalDesc,
     mut create: impl FnMut(&PhysicalDesc) -> Result<P>,
 ) -> Result<P> {

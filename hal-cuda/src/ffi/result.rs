@@ -57,8 +57,7 @@ impl Driver {
         let text = self
             .describe(status, Driver::get_error_string)
             .unwrap_or_else(|| "no description from the driver".into());
-        // The kit's name of a code `cuda.h` has; the driver's own for a
-        // code of a newer driver.
+        // The driver's name of the code (`cuGetErrorName`), else the kit's.
         hal_core::kit::vendor::error(
             hal_core::BackendId::Cuda,
             "CUresult",
