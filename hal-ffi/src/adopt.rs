@@ -39,7 +39,7 @@ pub unsafe extern "C" fn hal_adopt(
         // SAFETY: the caller gives this function's promise, which is
         // `adopt_memory`'s.
         let alloc = unsafe { device.device.adopt_memory(addr, size) }?;
-        let token = MEMORIES.insert(Arc::new(MemoryObj::allocation(device, alloc)));
+        let token = MEMORIES.insert(Arc::new(MemoryObj::adopted(device, alloc, None)));
         // SAFETY: checked not NULL above.
         unsafe { put(out, token as *mut hal_memory, "out") }
     })

@@ -9,7 +9,7 @@ use hal_facade::channel::{ChannelOptions, Mode, Publisher, SubscribeOptions, Sub
 use hal_facade::kit::lock::lock;
 use hal_facade::Error;
 
-use crate::device::{hal_device, need, put, DeviceObj, DEVICES};
+use crate::device::{hal_device, need, put, DEVICES};
 use crate::group::bytes_arg;
 use crate::last_error::call;
 use crate::memory::timeout;
@@ -17,6 +17,7 @@ use crate::options::read_sized;
 use crate::status::{hal_status, Failure};
 use crate::table::{Kind, Table};
 use crate::text::str_arg;
+use hal_facade::objects::{DeviceObj, SubscriberObj};
 
 /// A channel's samples go to every subscriber.
 pub const HAL_CHANNEL_BROADCAST: u32 = 0;
@@ -65,16 +66,8 @@ pub(crate) struct PublisherObj {
     _device: Arc<DeviceObj>,
 }
 
-/// A subscriber needs no lock: receives claim their own samples, and a
-/// sample's release (`hal_sample_release`) never waits for a receive.
-pub(crate) struct SubscriberObj {
-    pub(crate) subscriber: Subscriber,
-    slot_size: u64,
-    _device: Arc<DeviceObj>,
-}
-
 pub(crate) static PUBLISHERS: Table<PublisherObj> = Table::new(Kind::Publisher);
-pub(crate) static SUBSCRIBERS: Table<SubscriberObj> = Table::new(Kind::Subscriber);
+pub(crate) static SUBSCRIBERS: Table<SubscriberObj<Subscriber>> = Table::new(Kind::Subscriber);
 
 /// The options of `opts` (NULL: the defaults).
 ///
@@ -209,11 +202,7 @@ pub unsafe extern "C" fn hal_subscriber_open(
         let name = unsafe { str_arg(name, "name") }?;
         let subscriber = Subscriber::open(&*device.device, name, &SubscribeOptions::default())?;
         let slot_size = subscriber.slot_size();
-        let token = SUBSCRIBERS.insert(Arc::new(SubscriberObj {
-            subscriber,
-            slot_size,
-            _device: device,
-        }));
+        let token = SUBSCRIBERS.insert(Arc::new(SubscriberObj::new(subscriber, device)));
         if !out_slot_size.is_null() {
             // SAFETY: not NULL, and valid per the contract.
             unsafe { out_slot_size.write(slot_size) };
@@ -247,10 +236,10 @@ pub unsafe extern "C" fn hal_receive(
         need(out_len, "out_len")?;
         need(out, "out")?;
         let s = SUBSCRIBERS.get(subscriber as usize, "subscriber")?;
-        if (cap as u64) < s.slot_size {
+        if (cap as u64) < s.subscriber.slot_size() {
             return Err(Failure::invalid(format!(
                 "`cap` is {cap}, less than the channel's slot size ({}): a sample may not fit",
-                s.slot_size
+                s.subscriber.slot_size()
             )));
         }
         let held = &s.subscriber;

@@ -9,17 +9,17 @@
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
-use hal_facade::channel::{LoanTicket, SampleTicket};
+use hal_facade::channel::{LoanTicket, Subscriber};
 use hal_facade::kit::lock::lock;
+use hal_facade::objects::{SampleObj, SubscriberObj};
 use hal_facade::Error;
 
-use crate::channel::{
-    hal_publisher, hal_subscriber, PublisherObj, SubscriberObj, PUBLISHERS, SUBSCRIBERS,
-};
+use crate::channel::{hal_publisher, hal_subscriber, PublisherObj, PUBLISHERS, SUBSCRIBERS};
 use crate::device::{need, put};
 use crate::group::bytes_arg;
 use crate::last_error::call;
 use crate::memory::timeout;
+use crate::sample::{hand_out, read_out};
 use crate::status::{hal_status, Failure};
 use crate::table::{Kind, Table};
 
@@ -44,24 +44,11 @@ struct LoanObj {
     capacity: u64,
 }
 
-struct SampleObj {
-    subscriber: Arc<SubscriberObj>,
-    ticket: Mutex<Option<SampleTicket>>,
-    offset: u64,
-    len: u64,
-}
-
-impl Drop for SampleObj {
-    /// The slot goes back to the publisher.
-    fn drop(&mut self) {
-        if let Some(t) = lock(&self.ticket).take() {
-            let _ = self.subscriber.subscriber.release_ticket(t);
-        }
-    }
-}
+/// A sample of a channel's subscriber, in place.
+type Sample = SampleObj<SubscriberObj<Subscriber>>;
 
 static LOANS: Table<LoanObj> = Table::new(Kind::Loan);
-static SAMPLES: Table<SampleObj> = Table::new(Kind::Sample);
+static SAMPLES: Table<Sample> = Table::new(Kind::Sample);
 
 /// The range `offset .. offset + len` of a slot of `size` bytes.
 fn inside(offset: u64, len: usize, size: u64, what: &str) -> Result<(), Failure> {
@@ -222,36 +209,10 @@ pub unsafe extern "C" fn hal_receive_sample(
             t => sub.receive_timeout(t)?,
         };
         let ticket = sample.detach();
-        // The caller reads the bytes through their address: they must be
-        // there (a stream-ordered channel's publisher may still be writing).
-        if let Err(e) = sub.wait_ticket(&ticket) {
-            let _ = sub.release_ticket(ticket);
-            return Err(e.into());
-        }
-        let host = sub
-            .memory()
-            .host_ptr()
-            .map(|base| base.wrapping_add(ticket.offset() as usize));
-        let (offset, len, seq) = (ticket.offset(), ticket.len(), ticket.sequence());
-        let token = SAMPLES.insert(Arc::new(SampleObj {
-            subscriber: Arc::clone(&s),
-            ticket: Mutex::new(Some(ticket)),
-            offset,
-            len,
-        }));
-        if !out_ptr.is_null() {
-            let at = host.map_or(std::ptr::null(), |h| h.cast_const().cast::<c_void>());
-            // SAFETY: not NULL, and valid per the contract.
-            unsafe { out_ptr.write(at) };
-        }
-        if !out_seq.is_null() {
-            // SAFETY: not NULL, and valid per the contract.
-            unsafe { out_seq.write(seq) };
-        }
-        // SAFETY: checked not NULL above.
-        unsafe { put(out_len, len, "out_len") }?;
-        // SAFETY: checked not NULL above.
-        unsafe { put(out, token as *mut hal_sample, "out") }
+        let sample = Sample::new(s, ticket)?;
+        // SAFETY: `out` and `out_len` checked not NULL above; the others
+        // per the contract.
+        unsafe { hand_out(&SAMPLES, sample, out, out_ptr, out_len, out_seq) }
     })
 }
 
@@ -269,19 +230,8 @@ pub unsafe extern "C" fn hal_sample_read(
     len: usize,
 ) -> hal_status {
     call("hal_sample_read", || {
-        let s = SAMPLES.get(sample as usize, "sample")?;
-        inside(offset, len, s.len, "sample")?;
-        if len == 0 {
-            return Ok(());
-        }
-        need(dst, "dst")?;
-        // SAFETY: not NULL, and valid for `len` bytes per the contract.
-        let out = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), len) };
-        s.subscriber
-            .subscriber
-            .memory()
-            .read(s.offset + offset, out)?;
-        Ok(())
+        // SAFETY: per the contract.
+        unsafe { read_out(&SAMPLES, sample as usize, offset, dst, len) }
     })
 }
 

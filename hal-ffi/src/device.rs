@@ -1,10 +1,10 @@
 //! Backends and devices: `hal_backends`, `hal_device_open`, ...
 
 use std::ffi::c_char;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use hal_facade::dynamic::{DynBackend, DynDevice, DynStream};
-use hal_facade::{Availability, Handle, Registry};
+use hal_facade::objects::{open_device, DeviceObj};
+use hal_facade::{Availability, Registry};
 
 use crate::last_error::call;
 use crate::status::{hal_status, Failure};
@@ -29,53 +29,7 @@ fn registry() -> Arc<Registry> {
     Registry::this_process()
 }
 
-/// A device and the backend it belongs to.
-pub(crate) struct DeviceObj {
-    pub device: Box<dyn DynDevice>,
-    pub backend: Box<dyn DynBackend>,
-    /// The stream events are recorded on, made on first use.
-    stream: OnceLock<Box<dyn DynStream>>,
-}
-
-impl DeviceObj {
-    /// The device's stream for event records, made on first use.
-    pub(crate) fn stream(&self) -> Result<&dyn DynStream, Failure> {
-        if let Some(stream) = self.stream.get() {
-            return Ok(&**stream);
-        }
-        let made = self.device.create_stream()?;
-        Ok(&**self.stream.get_or_init(|| made))
-    }
-}
-
 pub(crate) static DEVICES: Table<DeviceObj> = Table::new(Kind::Device);
-
-/// Open device `ordinal` of the backend called `name` (`None`: the best).
-pub(crate) fn open_device(name: Option<&str>, ordinal: u32) -> Result<DeviceObj, Failure> {
-    let backend = match name {
-        Some(name) => registry().open(name)?,
-        None => registry().best()?,
-    };
-    let device = backend.open(ordinal)?;
-    Ok(DeviceObj {
-        device,
-        backend,
-        stream: OnceLock::new(),
-    })
-}
-
-/// The device to import `handle` on: its backend, and its device found by
-/// UUID where the backend numbers devices.
-pub(crate) fn device_for(handle: &Handle) -> Result<DeviceObj, Failure> {
-    let backend = registry().for_handle(handle)?;
-    let ordinal = backend.device_for(handle)?;
-    let device = backend.open(ordinal)?;
-    Ok(DeviceObj {
-        device,
-        backend,
-        stream: OnceLock::new(),
-    })
-}
 
 /// Write `value` to the out-parameter `out`.
 ///

@@ -90,7 +90,7 @@ pub unsafe extern "C" fn hal_event_import(
 ) -> hal_status {
     call("hal_event_import", || {
         need(out, "out")?;
-        let import = |d: &crate::device::DeviceObj, shared| {
+        let import = |d: &hal_facade::objects::DeviceObj, shared| {
             d.device.import_event(shared, &ImportOptions::default())
         };
         // SAFETY: per the contract.

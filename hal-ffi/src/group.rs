@@ -1,10 +1,10 @@
 //! Groups: a rendezvous of N processes by name (`hal::group`) for C.
 
 use std::ffi::{c_char, c_void};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use hal_facade::group::{Group, GroupOptions};
-use hal_facade::kit::lock::lock;
+use hal_facade::objects::{Collective, GroupObj};
 
 use crate::device::{need, put};
 use crate::last_error::call;
@@ -20,14 +20,7 @@ pub struct hal_group {
     _private: [u8; 0],
 }
 
-/// A membership, and what it told at the join.
-struct GroupObj {
-    group: Mutex<Group>,
-    pids: Vec<u32>,
-    rank: usize,
-}
-
-static GROUPS: Table<GroupObj> = Table::new(Kind::Group);
+static GROUPS: Table<GroupObj<Group>> = Table::new(Kind::Group);
 
 /// Join the group `name` of `size` processes of this user, and wait until
 /// all joined: ranks follow the order of joining. Every wait of the group
@@ -62,11 +55,7 @@ pub unsafe extern "C" fn hal_group_join(
             options = options.max_payload(max_payload as usize);
         }
         let group = Group::join(name, size as usize, &options)?;
-        let token = GROUPS.insert(Arc::new(GroupObj {
-            pids: group.members().iter().map(|m| m.pid).collect(),
-            rank: group.rank(),
-            group: Mutex::new(group),
-        }));
+        let token = GROUPS.insert(Arc::new(GroupObj::new(group, "this group")));
         // SAFETY: checked not NULL above.
         unsafe { put(out, token as *mut hal_group, "out") }
     })
@@ -84,15 +73,31 @@ pub unsafe extern "C" fn hal_group_rank(
     out_size: *mut u32,
 ) -> hal_status {
     call("hal_group_rank", || {
-        need(out_rank, "out_rank")?;
-        need(out_size, "out_size")?;
-        let g = GROUPS.get(group as usize, "group")?;
-        // SAFETY: checked not NULL above.
-        unsafe {
-            put(out_rank, g.rank as u32, "out_rank")?;
-            put(out_size, g.pids.len() as u32, "out_size")
-        }
+        // SAFETY: per the contract.
+        unsafe { rank_out(&GROUPS, group as usize, out_rank, out_size) }
     })
+}
+
+/// This member's rank and the group's size of the group `token` of
+/// `table`, at `out_rank` and `out_size`.
+///
+/// # Safety
+///
+/// `out_rank` and `out_size` are NULL or valid for a write.
+pub(crate) unsafe fn rank_out<G: Collective>(
+    table: &Table<GroupObj<G>>,
+    token: usize,
+    out_rank: *mut u32,
+    out_size: *mut u32,
+) -> Result<(), Failure> {
+    need(out_rank, "out_rank")?;
+    need(out_size, "out_size")?;
+    let g = table.get(token, "group")?;
+    // SAFETY: checked not NULL above.
+    unsafe {
+        put(out_rank, g.rank() as u32, "out_rank")?;
+        put(out_size, g.size() as u32, "out_size")
+    }
 }
 
 /// The process id of the member of rank `rank`.
@@ -109,9 +114,7 @@ pub unsafe extern "C" fn hal_group_member_pid(
     call("hal_group_member_pid", || {
         need(out, "out")?;
         let g = GROUPS.get(group as usize, "group")?;
-        let pid = *g.pids.get(rank as usize).ok_or_else(|| {
-            Failure::invalid(format!("rank {rank} in a group of {}", g.pids.len()))
-        })?;
+        let pid = g.member(rank as usize)?.pid;
         // SAFETY: checked not NULL above.
         unsafe { put(out, pid, "out") }
     })
@@ -138,15 +141,36 @@ pub unsafe extern "C" fn hal_group_all_gather(
     out_lens: *mut usize,
 ) -> hal_status {
     call("hal_group_all_gather", || {
-        need(out, "out")?;
-        need(out_lens, "out_lens")?;
-        let g = GROUPS.get(group as usize, "group")?;
         // SAFETY: per the contract.
-        let data = unsafe { bytes_arg(data, len, "data") }?;
-        let all = lock(&g.group).all_gather(data)?;
-        // SAFETY: per the contract, `all` holding `size` payloads.
-        unsafe { put_gathered(&all, out, stride, out_lens) }
+        unsafe { all_gather(&GROUPS, group as usize, data, len, out, stride, out_lens) }
     })
+}
+
+/// Post `len` bytes of `data` in the group `token` of `table` and write
+/// every member's to `out` and `out_lens` ([`put_gathered`]).
+///
+/// # Safety
+///
+/// `data` is valid for `len` bytes (or `len` is 0); `out` for
+/// `size * stride` bytes and `out_lens` for `size` lengths, `size` the
+/// group's.
+pub(crate) unsafe fn all_gather<G: Collective>(
+    table: &Table<GroupObj<G>>,
+    token: usize,
+    data: *const c_void,
+    len: usize,
+    out: *mut c_void,
+    stride: usize,
+    out_lens: *mut usize,
+) -> Result<(), Failure> {
+    need(out, "out")?;
+    need(out_lens, "out_lens")?;
+    let g = table.get(token, "group")?;
+    // SAFETY: per the contract.
+    let data = unsafe { bytes_arg(data, len, "data") }?;
+    let all = g.all_gather(data)?;
+    // SAFETY: per the contract, `all` holding `size` payloads.
+    unsafe { put_gathered(&all, out, stride, out_lens) }
 }
 
 /// Write the payloads `all` of an all-gather: payload `i` at
@@ -203,14 +227,37 @@ pub unsafe extern "C" fn hal_group_broadcast(
     out_len: *mut usize,
 ) -> hal_status {
     call("hal_group_broadcast", || {
-        need(out_len, "out_len")?;
-        let g = GROUPS.get(group as usize, "group")?;
         // SAFETY: per the contract.
-        let data = unsafe { bytes_arg(data, len, "data") }?;
-        let got = lock(&g.group).broadcast(root as usize, data)?;
-        // SAFETY: per the contract; `out_len` checked not NULL above.
-        unsafe { put_received(&got, out, cap, out_len) }
+        unsafe { broadcast(&GROUPS, group as usize, root, data, len, out, cap, out_len) }
     })
+}
+
+/// Receive in the group `token` of `table` what the member of rank `root`
+/// posts (`len` bytes of `data` at `root`), written to `out` and
+/// `out_len` ([`put_received`]).
+///
+/// # Safety
+///
+/// `data` is valid for `len` bytes (or `len` is 0); `out` for `cap` bytes;
+/// `out_len` NULL or valid for a write.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn broadcast<G: Collective>(
+    table: &Table<GroupObj<G>>,
+    token: usize,
+    root: u32,
+    data: *const c_void,
+    len: usize,
+    out: *mut c_void,
+    cap: usize,
+    out_len: *mut usize,
+) -> Result<(), Failure> {
+    need(out_len, "out_len")?;
+    let g = table.get(token, "group")?;
+    // SAFETY: per the contract.
+    let data = unsafe { bytes_arg(data, len, "data") }?;
+    let got = g.broadcast(root as usize, data)?;
+    // SAFETY: per the contract; `out_len` checked not NULL above.
+    unsafe { put_received(&got, out, cap, out_len) }
 }
 
 /// Write the payload `got` of a broadcast to `out` (`cap` bytes) and its
@@ -245,9 +292,7 @@ pub(crate) unsafe fn put_received(
 #[no_mangle]
 pub extern "C" fn hal_group_barrier(group: *mut hal_group) -> hal_status {
     call("hal_group_barrier", || {
-        let g = GROUPS.get(group as usize, "group")?;
-        let result = lock(&g.group).barrier();
-        Ok(result?)
+        Ok(GROUPS.get(group as usize, "group")?.barrier()?)
     })
 }
 

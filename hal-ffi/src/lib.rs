@@ -90,6 +90,8 @@ mod remote_subscriber;
 mod remote_tests;
 #[cfg(feature = "ucx")]
 mod remote_wait;
+#[allow(unsafe_code)]
+mod sample;
 mod status;
 #[allow(unsafe_code)]
 mod sync_obj;

@@ -4,13 +4,11 @@ use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hal_facade::dynamic::{DynAllocation, DynMapping};
-use hal_facade::kit::export::KeptExports;
-use hal_facade::{AllocDesc, Error, Handle, HandleKind, ImportOptions, Location, Memory};
-use hal_facade::{Result as HalResult, SharedHandle};
+use hal_facade::dynamic::DynAllocation;
+use hal_facade::{AllocDesc, Handle, HandleKind, Memory};
 
 use crate::decode::decode;
-use crate::device::{device_for, hal_device, need, put, DeviceObj, DEVICES};
+use crate::device::{hal_device, need, put, DEVICES};
 use crate::last_error::call;
 use crate::options::{export_options, hal_export_options, hal_import_options, import_read_only};
 use crate::status::{hal_status, Failure};
@@ -35,103 +33,50 @@ pub const HAL_LOCATION_HOST: hal_location = 1;
 /// Managed memory, migrating between host and device.
 pub const HAL_LOCATION_MANAGED: hal_location = 2;
 
-/// What a `hal_memory` holds.
-pub(crate) enum Backing {
-    Allocation(Box<dyn DynAllocation>),
-    Mapping(Box<dyn DynMapping>),
-}
-
-/// A memory object. Its exports are declared first so that they drop (and
-/// stop serving importers) before the memory does.
-pub(crate) struct MemoryObj {
-    exports: KeptExports,
-    pub held: Backing,
-    pub device: Arc<DeviceObj>,
-    /// Writes through this object are refused (an import asked for it).
-    read_only: bool,
-}
+/// A memory object of the C library: nothing added to the shared one.
+pub(crate) type MemoryObj = hal_facade::objects::MemoryObj;
 
 pub(crate) static MEMORIES: Table<MemoryObj> = Table::new(Kind::Memory);
 
-impl MemoryObj {
-    pub(crate) fn allocation(device: Arc<DeviceObj>, alloc: Box<dyn DynAllocation>) -> Self {
-        MemoryObj {
-            exports: KeptExports::default(),
-            held: Backing::Allocation(alloc),
-            device,
-            read_only: false,
-        }
-    }
+/// Why writes through a memory imported read-only are refused, in C's words.
+pub(crate) const READ_ONLY_IMPORT: &str = "hal_import_options.read_only";
 
-    fn memory(&self) -> &dyn Memory {
-        match &self.held {
-            Backing::Allocation(a) => &**a,
-            Backing::Mapping(m) => &**m,
-        }
-    }
-
-    pub(crate) fn allocated(&self, what: &str) -> Result<&dyn DynAllocation, Failure> {
-        match &self.held {
-            Backing::Allocation(a) => Ok(&**a),
-            Backing::Mapping(_) => Err(Failure::invalid(format!(
-                "{what}: this memory was imported; only memory this process allocated has that"
-            ))),
-        }
-    }
-
-    /// Export the memory; the export lives as long as the object.
-    pub(crate) fn export(&self, opts: *const hal_export_options) -> Result<Handle, Failure> {
-        // SAFETY: `opts` is passed through from the entry point, whose
-        // contract is the one `export_options` asks for.
-        let opts = unsafe { export_options(opts) }?;
-        let alloc = self.allocated("export")?;
-        let exported = self.device.device.export_memory(alloc, &opts)?;
-        Ok(self.exports.keep(exported))
-    }
+/// The allocation of `memory` (this process's own or adopted), for `what`;
+/// an import has none.
+pub(crate) fn allocated<'m>(
+    memory: &'m MemoryObj,
+    what: &str,
+) -> Result<&'m dyn DynAllocation, Failure> {
+    memory.own_allocation().ok_or_else(|| {
+        Failure::invalid(format!(
+            "{what}: this memory was imported; only memory this process allocated has that"
+        ))
+    })
 }
 
-impl Memory for MemoryObj {
-    fn addr(&self) -> u64 {
-        self.memory().addr()
-    }
-    fn len(&self) -> u64 {
-        self.memory().len()
-    }
-    fn location(&self) -> Location {
-        self.memory().location()
-    }
-    fn host_ptr(&self) -> Option<*mut u8> {
-        self.memory().host_ptr()
-    }
-    fn is_read_only(&self) -> bool {
-        self.read_only || self.memory().is_read_only()
-    }
-    fn read(&self, offset: u64, dst: &mut [u8]) -> HalResult<()> {
-        self.memory().read(offset, dst)
-    }
-    fn write(&self, offset: u64, src: &[u8]) -> HalResult<()> {
-        if self.read_only {
-            return Err(Error::PermissionDenied {
-                pid: None,
-                reason: "this memory was imported read-only (hal_import_options.read_only)".into(),
-            });
-        }
-        self.memory().write(offset, src)
-    }
+/// Export `memory` with the options at `opts`; the export lives as long as
+/// the memory.
+///
+/// # Safety
+///
+/// `opts` is NULL or a valid `hal_export_options` (the entry point's
+/// contract).
+pub(crate) unsafe fn export(
+    memory: &MemoryObj,
+    opts: *const hal_export_options,
+) -> Result<Handle, Failure> {
+    // SAFETY: per this function's contract, the one `export_options` asks for.
+    let opts = unsafe { export_options(opts) }?;
+    allocated(memory, "export")?;
+    Ok(memory.export(&opts)?)
 }
 
 /// Import the memory handle `handle` on its backend and device.
 pub(crate) fn import_memory(handle: Handle, read_only: bool) -> Result<MemoryObj, Failure> {
-    let device = Arc::new(device_for(&handle)?);
-    let mapping = device
-        .device
-        .import_memory(SharedHandle::from(handle), &ImportOptions::default())?;
-    Ok(MemoryObj {
-        exports: KeptExports::default(),
-        held: Backing::Mapping(mapping),
-        device,
-        read_only,
-    })
+    Ok(hal_facade::objects::import_memory(
+        handle,
+        read_only.then_some(READ_ONLY_IMPORT),
+    )?)
 }
 
 /// Allocate `size` bytes on `device` at `location` (`HAL_LOCATION_DEVICE`,
@@ -187,7 +132,8 @@ pub unsafe extern "C" fn hal_export(
     call("hal_export", || {
         need(out_text, "out_text")?;
         let memory = MEMORIES.get(memory as usize, "memory")?;
-        let handle = memory.export(options)?;
+        // SAFETY: per the contract.
+        let handle = unsafe { export(&memory, options) }?;
         // SAFETY: checked not NULL above.
         unsafe { give_text(out_text, handle.to_text()) };
         Ok(())
@@ -364,7 +310,7 @@ pub unsafe extern "C" fn hal_importers(memory: *const hal_memory, out: *mut usiz
     call("hal_importers", || {
         need(out, "out")?;
         let memory = MEMORIES.get(memory as usize, "memory")?;
-        let n = memory.allocated("hal_importers")?.importers()?;
+        let n = allocated(&memory, "hal_importers")?.importers()?;
         // SAFETY: checked not NULL above.
         unsafe { put(out, n, "out") }
     })
@@ -377,7 +323,7 @@ pub unsafe extern "C" fn hal_importers(memory: *const hal_memory, out: *mut usiz
 pub extern "C" fn hal_wait_unleased(memory: *const hal_memory, timeout_ns: i64) -> hal_status {
     call("hal_wait_unleased", || {
         let memory = MEMORIES.get(memory as usize, "memory")?;
-        let alloc = memory.allocated("hal_wait_unleased")?;
+        let alloc = allocated(&memory, "hal_wait_unleased")?;
         Ok(alloc.wait_unleased(timeout(timeout_ns))?)
     })
 }

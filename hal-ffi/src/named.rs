@@ -15,9 +15,9 @@ mod imp {
     use hal_facade::cpu_shm::{named, NamedOptions};
     use hal_facade::dynamic::DynAllocation;
 
-    use crate::device::open_device;
     use crate::memory::{MemoryObj, MEMORIES};
     use crate::status::Failure;
+    use hal_facade::objects::open_device;
 
     /// A named region as a memory object on the CPU shared-memory device.
     pub(super) fn keep(

@@ -85,7 +85,7 @@ pub unsafe extern "C" fn hal_notify_import(
 ) -> hal_status {
     call("hal_notify_import", || {
         need(out, "out")?;
-        let import = |d: &crate::device::DeviceObj, shared| {
+        let import = |d: &hal_facade::objects::DeviceObj, shared| {
             d.device.import_notify(shared, &ImportOptions::default())
         };
         // SAFETY: per the contract.

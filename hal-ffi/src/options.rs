@@ -3,6 +3,7 @@
 
 use std::mem::{offset_of, size_of};
 
+use hal_facade::objects::pids_importers;
 use hal_facade::{ExportOptions, Importers};
 
 use crate::status::Failure;
@@ -126,23 +127,17 @@ pub(crate) unsafe fn export_options(
         HAL_IMPORTERS_ANYONE => Importers::Anyone,
         HAL_IMPORTERS_SAME_USER => Importers::SameUser,
         HAL_IMPORTERS_PIDS => {
-            if raw.n_pids > hal_facade::handle::wire::MAX_PIDS {
-                return Err(Failure::invalid(format!(
-                    "`n_pids` is {}, over the most a handle carries ({})",
-                    raw.n_pids,
-                    hal_facade::handle::wire::MAX_PIDS
-                )));
-            }
             if raw.n_pids > 0 && raw.pids.is_null() {
                 return Err(Failure::null("hal_export_options.pids"));
             }
-            let pids = if raw.n_pids == 0 {
-                Vec::new()
-            } else {
-                // SAFETY: not NULL, and `n_pids` ids long per the contract.
-                unsafe { std::slice::from_raw_parts(raw.pids, raw.n_pids) }.to_vec()
-            };
-            Importers::Pids(pids)
+            pids_importers("`n_pids`", raw.n_pids, || {
+                if raw.n_pids == 0 {
+                    Vec::new()
+                } else {
+                    // SAFETY: not NULL, and `n_pids` ids long per the contract.
+                    unsafe { std::slice::from_raw_parts(raw.pids, raw.n_pids) }.to_vec()
+                }
+            })?
         }
         other => {
             return Err(Failure::invalid(format!(

@@ -4,11 +4,12 @@
 use std::ffi::c_char;
 use std::sync::Arc;
 
-use hal_facade::remote::{RemoteExported, RemoteOptions};
+use hal_facade::objects::RemoteExportObj;
+use hal_facade::remote::RemoteOptions;
 
 use crate::device::{need, put};
 use crate::last_error::call;
-use crate::memory::{hal_memory, MemoryObj, MEMORIES};
+use crate::memory::{hal_memory, MEMORIES};
 use crate::notify::{hal_notify, NOTIFIES};
 use crate::remote_node::{hal_remote_node, NODES};
 use crate::remote_wait::wait_timeout;
@@ -25,15 +26,7 @@ pub struct hal_remote_exported {
     _private: [u8; 0],
 }
 
-/// An export and what it exports. The export is declared first so that it
-/// drops (unregisters the memory, closes its importers' connections)
-/// before the memory can go.
-pub(crate) struct ExportObj {
-    exported: RemoteExported,
-    _memory: Option<Arc<MemoryObj>>,
-}
-
-static EXPORTS: Table<ExportObj> = Table::new(Kind::RemoteExport);
+static EXPORTS: Table<RemoteExportObj> = Table::new(Kind::RemoteExport);
 
 /// Export `memory` to other hosts from `node`; `read_only` lets
 /// importers only read (the exporter refuses every write).
@@ -58,10 +51,7 @@ pub unsafe extern "C" fn hal_remote_export(
         let memory = MEMORIES.get(memory as usize, "memory")?;
         let opts = RemoteOptions { read_only };
         let exported = node.export(&*memory, opts)?;
-        let export = ExportObj {
-            exported,
-            _memory: Some(memory),
-        };
+        let export = RemoteExportObj::new(exported, Some(memory));
         let token = EXPORTS.insert(Arc::new(export));
         // SAFETY: checked not NULL above.
         unsafe { put(out, token as *mut hal_remote_exported, "out") }
@@ -85,10 +75,7 @@ pub unsafe extern "C" fn hal_remote_export_notify(
         need(out, "out")?;
         let node = NODES.get(node as usize, "node")?;
         let notify = NOTIFIES.get(notify as usize, "notify")?;
-        let export = ExportObj {
-            exported: node.export_notify(notify)?,
-            _memory: None,
-        };
+        let export = RemoteExportObj::new(node.export_notify(notify)?, None);
         let token = EXPORTS.insert(Arc::new(export));
         // SAFETY: checked not NULL above.
         unsafe { put(out, token as *mut hal_remote_exported, "out") }
@@ -112,7 +99,7 @@ pub unsafe extern "C" fn hal_remote_export_text(
         need(out_text, "out_text")?;
         let export = EXPORTS.get(export as usize, "export")?;
         // SAFETY: checked not NULL above.
-        unsafe { give_text(out_text, export.exported.text()) };
+        unsafe { give_text(out_text, export.text()) };
         Ok(())
     })
 }
@@ -131,7 +118,7 @@ pub unsafe extern "C" fn hal_remote_export_importers(
         need(out, "out")?;
         let export = EXPORTS.get(export as usize, "export")?;
         // SAFETY: checked not NULL above.
-        unsafe { put(out, export.exported.importers(), "out") }
+        unsafe { put(out, export.importers(), "out") }
     })
 }
 
@@ -146,9 +133,7 @@ pub extern "C" fn hal_remote_export_wait_importers(
 ) -> hal_status {
     call("hal_remote_export_wait_importers", || {
         let export = EXPORTS.get(export as usize, "export")?;
-        Ok(export
-            .exported
-            .wait_importers(count, wait_timeout(timeout_ns))?)
+        Ok(export.wait_importers(count, wait_timeout(timeout_ns))?)
     })
 }
 
@@ -162,7 +147,7 @@ pub extern "C" fn hal_remote_export_wait_unused(
 ) -> hal_status {
     call("hal_remote_export_wait_unused", || {
         let export = EXPORTS.get(export as usize, "export")?;
-        Ok(export.exported.wait_unused(wait_timeout(timeout_ns))?)
+        Ok(export.wait_unused(wait_timeout(timeout_ns))?)
     })
 }
 
@@ -177,7 +162,7 @@ pub extern "C" fn hal_remote_export_wait_signal(
 ) -> hal_status {
     call("hal_remote_export_wait_signal", || {
         let export = EXPORTS.get(export as usize, "export")?;
-        Ok(export.exported.wait_signal(wait_timeout(timeout_ns))?)
+        Ok(export.wait_signal(wait_timeout(timeout_ns))?)
     })
 }
 

@@ -4,14 +4,14 @@
 
 use std::ffi::{c_char, c_void};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use hal_facade::kit::lock::lock;
+use hal_facade::objects::GroupObj;
 use hal_facade::remote::group::parse_secret;
-use hal_facade::remote::{RemoteGroup, RemoteGroupOptions, RemoteMember};
+use hal_facade::remote::{RemoteGroup, RemoteGroupOptions};
 
 use crate::device::{need, put};
-use crate::group::{bytes_arg, put_gathered, put_received};
+use crate::group::{all_gather, broadcast, rank_out};
 use crate::last_error::call;
 use crate::options::read_sized;
 use crate::remote_node::{hal_remote_node, NODES};
@@ -27,14 +27,7 @@ pub struct hal_remote_group {
     _private: [u8; 0],
 }
 
-/// A membership, and what it told at the join.
-struct RemoteGroupObj {
-    group: Mutex<RemoteGroup>,
-    members: Vec<RemoteMember>,
-    rank: usize,
-}
-
-static GROUPS: Table<RemoteGroupObj> = Table::new(Kind::RemoteGroup);
+static GROUPS: Table<GroupObj<RemoteGroup>> = Table::new(Kind::RemoteGroup);
 
 /// Options of `hal_remote_group_join_at`. NULL options, and zero fields,
 /// mean the defaults; every member passes the same `secret` and
@@ -149,11 +142,7 @@ pub unsafe extern "C" fn hal_remote_group_join_at(
             ))
         })?;
         let group = RemoteGroup::join_at(at, name, size as usize, &options)?;
-        let token = GROUPS.insert(Arc::new(RemoteGroupObj {
-            members: group.members().to_vec(),
-            rank: group.rank(),
-            group: Mutex::new(group),
-        }));
+        let token = GROUPS.insert(Arc::new(GroupObj::new(group, "this group")));
         // SAFETY: checked not NULL above.
         unsafe { put(out, token as *mut hal_remote_group, "out") }
     })
@@ -171,14 +160,8 @@ pub unsafe extern "C" fn hal_remote_group_rank(
     out_size: *mut u32,
 ) -> hal_status {
     call("hal_remote_group_rank", || {
-        need(out_rank, "out_rank")?;
-        need(out_size, "out_size")?;
-        let g = GROUPS.get(group as usize, "group")?;
-        // SAFETY: checked not NULL above.
-        unsafe {
-            put(out_rank, g.rank as u32, "out_rank")?;
-            put(out_size, g.members.len() as u32, "out_size")
-        }
+        // SAFETY: per the contract.
+        unsafe { rank_out(&GROUPS, group as usize, out_rank, out_size) }
     })
 }
 
@@ -199,9 +182,7 @@ pub unsafe extern "C" fn hal_remote_group_member(
 ) -> hal_status {
     call("hal_remote_group_member", || {
         let g = GROUPS.get(group as usize, "group")?;
-        let m = g.members.get(rank as usize).ok_or_else(|| {
-            Failure::invalid(format!("rank {rank} in a group of {}", g.members.len()))
-        })?;
+        let m = g.member(rank as usize)?;
         if !out_pid.is_null() {
             // SAFETY: not NULL, valid per the contract.
             unsafe { put(out_pid, m.pid, "out_pid") }?;
@@ -233,7 +214,7 @@ pub unsafe extern "C" fn hal_remote_group_node(
     call("hal_remote_group_node", || {
         need(out, "out")?;
         let g = GROUPS.get(group as usize, "group")?;
-        let node = lock(&g.group).node().clone();
+        let node = g.with(|g| Ok(g.node().clone()))?;
         let token = NODES.insert(Arc::new(node));
         // SAFETY: checked not NULL above.
         unsafe { put(out, token as *mut hal_remote_node, "out") }
@@ -262,14 +243,8 @@ pub unsafe extern "C" fn hal_remote_group_all_gather(
     out_lens: *mut usize,
 ) -> hal_status {
     call("hal_remote_group_all_gather", || {
-        need(out, "out")?;
-        need(out_lens, "out_lens")?;
-        let g = GROUPS.get(group as usize, "group")?;
         // SAFETY: per the contract.
-        let data = unsafe { bytes_arg(data, len, "data") }?;
-        let all = lock(&g.group).all_gather(data)?;
-        // SAFETY: per the contract, `all` holding `size` payloads.
-        unsafe { put_gathered(&all, out, stride, out_lens) }
+        unsafe { all_gather(&GROUPS, group as usize, data, len, out, stride, out_lens) }
     })
 }
 
@@ -292,13 +267,8 @@ pub unsafe extern "C" fn hal_remote_group_broadcast(
     out_len: *mut usize,
 ) -> hal_status {
     call("hal_remote_group_broadcast", || {
-        need(out_len, "out_len")?;
-        let g = GROUPS.get(group as usize, "group")?;
         // SAFETY: per the contract.
-        let data = unsafe { bytes_arg(data, len, "data") }?;
-        let got = lock(&g.group).broadcast(root as usize, data)?;
-        // SAFETY: per the contract; `out_len` checked not NULL above.
-        unsafe { put_received(&got, out, cap, out_len) }
+        unsafe { broadcast(&GROUPS, group as usize, root, data, len, out, cap, out_len) }
     })
 }
 
@@ -306,9 +276,7 @@ pub unsafe extern "C" fn hal_remote_group_broadcast(
 #[no_mangle]
 pub extern "C" fn hal_remote_group_barrier(group: *mut hal_remote_group) -> hal_status {
     call("hal_remote_group_barrier", || {
-        let g = GROUPS.get(group as usize, "group")?;
-        let result = lock(&g.group).barrier();
-        Ok(result?)
+        Ok(GROUPS.get(group as usize, "group")?.barrier()?)
     })
 }
 

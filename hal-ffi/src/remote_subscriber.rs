@@ -6,16 +6,17 @@
 //! it is released, whatever was released meanwhile.
 
 use std::ffi::{c_char, c_void};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use hal_facade::kit::lock::lock;
-use hal_facade::remote::{RemoteSampleTicket, RemoteSubscribeOptions, RemoteSubscriber};
+use hal_facade::objects::{SampleObj, SubscriberObj};
+use hal_facade::remote::{RemoteSubscribeOptions, RemoteSubscriber};
 
-use crate::device::{hal_device, need, put, DeviceObj, DEVICES};
+use crate::device::{hal_device, need, put, DEVICES};
 use crate::last_error::call;
 use crate::memory::timeout;
 use crate::options::read_sized;
 use crate::remote_node::{hal_remote_node, NODES};
+use crate::sample::{hand_out, read_out};
 use crate::status::{hal_status, Failure};
 use crate::table::{Kind, Table};
 use crate::text::str_arg;
@@ -35,32 +36,11 @@ pub struct hal_remote_sample {
     _private: [u8; 0],
 }
 
-/// A subscriber needs no lock: receives claim their own samples, and a
-/// release never waits for a receive. The subscriber is declared first so
-/// that it drops (frees its slots) before the device can go.
-struct SubscriberObj {
-    subscriber: RemoteSubscriber,
-    _device: Arc<DeviceObj>,
-}
+/// A sample received from another host, in place.
+type Sample = SampleObj<SubscriberObj<RemoteSubscriber>>;
 
-struct SampleObj {
-    subscriber: Arc<SubscriberObj>,
-    ticket: Mutex<Option<RemoteSampleTicket>>,
-    offset: u64,
-    len: u64,
-}
-
-impl Drop for SampleObj {
-    /// The slot goes back, and with it the publisher's.
-    fn drop(&mut self) {
-        if let Some(t) = lock(&self.ticket).take() {
-            let _ = self.subscriber.subscriber.release_ticket(t);
-        }
-    }
-}
-
-static SUBSCRIBERS: Table<SubscriberObj> = Table::new(Kind::RemoteSubscriber);
-static SAMPLES: Table<SampleObj> = Table::new(Kind::RemoteSample);
+static SUBSCRIBERS: Table<SubscriberObj<RemoteSubscriber>> = Table::new(Kind::RemoteSubscriber);
+static SAMPLES: Table<Sample> = Table::new(Kind::RemoteSample);
 
 /// Options of `hal_remote_subscriber_connect`. NULL options, and zero
 /// fields, mean the defaults.
@@ -136,10 +116,7 @@ pub unsafe extern "C" fn hal_remote_subscriber_connect(
         // SAFETY: per the contract.
         let options = unsafe { subscribe_options(opts) }?;
         let subscriber = RemoteSubscriber::connect(&node, &*dev.device, text.trim(), &options)?;
-        let token = SUBSCRIBERS.insert(Arc::new(SubscriberObj {
-            subscriber,
-            _device: dev,
-        }));
+        let token = SUBSCRIBERS.insert(Arc::new(SubscriberObj::new(subscriber, dev)));
         // SAFETY: checked not NULL above.
         unsafe { put(out, token as *mut hal_remote_subscriber, "out") }
     })
@@ -174,31 +151,10 @@ pub unsafe extern "C" fn hal_remote_receive_sample(
         need(out_len, "out_len")?;
         let s = SUBSCRIBERS.get(subscriber as usize, "subscriber")?;
         let ticket = s.subscriber.receive_timeout(timeout(timeout_ns))?.detach();
-        let host = s
-            .subscriber
-            .memory()
-            .host_ptr()
-            .map(|base| base.wrapping_add(ticket.offset() as usize));
-        let (offset, len, seq) = (ticket.offset(), ticket.len(), ticket.sequence());
-        let token = SAMPLES.insert(Arc::new(SampleObj {
-            subscriber: Arc::clone(&s),
-            ticket: Mutex::new(Some(ticket)),
-            offset,
-            len,
-        }));
-        if !out_ptr.is_null() {
-            let at = host.map_or(std::ptr::null(), |h| h.cast_const().cast::<c_void>());
-            // SAFETY: not NULL, and valid per the contract.
-            unsafe { out_ptr.write(at) };
-        }
-        if !out_seq.is_null() {
-            // SAFETY: not NULL, and valid per the contract.
-            unsafe { out_seq.write(seq) };
-        }
-        // SAFETY: checked not NULL above.
-        unsafe { put(out_len, len, "out_len") }?;
-        // SAFETY: checked not NULL above.
-        unsafe { put(out, token as *mut hal_remote_sample, "out") }
+        let sample = Sample::new(s, ticket)?;
+        // SAFETY: `out` and `out_len` checked not NULL above; the others
+        // per the contract.
+        unsafe { hand_out(&SAMPLES, sample, out, out_ptr, out_len, out_seq) }
     })
 }
 
@@ -215,27 +171,8 @@ pub unsafe extern "C" fn hal_remote_sample_read(
     len: usize,
 ) -> hal_status {
     call("hal_remote_sample_read", || {
-        let s = SAMPLES.get(sample as usize, "sample")?;
-        match offset.checked_add(len as u64) {
-            Some(end) if end <= s.len => {}
-            _ => {
-                return Err(Failure::invalid(format!(
-                    "{len} bytes at {offset} of a sample of {}",
-                    s.len
-                )))
-            }
-        }
-        if len == 0 {
-            return Ok(());
-        }
-        need(dst, "dst")?;
-        // SAFETY: not NULL, and valid for `len` bytes per the contract.
-        let out = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), len) };
-        s.subscriber
-            .subscriber
-            .memory()
-            .read(s.offset + offset, out)?;
-        Ok(())
+        // SAFETY: per the contract.
+        unsafe { read_out(&SAMPLES, sample as usize, offset, dst, len) }
     })
 }
 

@@ -80,7 +80,8 @@ pub unsafe extern "C" fn hal_export_tensor(
         let memory = MEMORIES.get(memory as usize, "memory")?;
         // SAFETY: not NULL, valid per the contract.
         let spec = unsafe { spec_of(layout) }?;
-        let handle = memory.export(options)?;
+        // SAFETY: per the contract.
+        let handle = unsafe { crate::memory::export(&memory, options) }?;
         let tensor = TensorHandle::new(handle, &spec)?;
         // SAFETY: checked not NULL above.
         unsafe { give_text(out_text, tensor.to_text()) };

@@ -1,6 +1,7 @@
 //! The buffer protocol's one shape in this package: a 1-D buffer of bytes
 //! over host memory (`memoryview(obj)`, `numpy.frombuffer(obj, ...)`),
 //! filled for `Memory`, a channel's `Loan` and its `Sample`.
+#![allow(unsafe_code)]
 
 use std::ffi::{c_int, c_void};
 

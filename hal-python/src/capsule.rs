@@ -7,6 +7,7 @@
 //! deleter when it is done. A capsule still under its first name when it is
 //! collected was never taken: its destructor calls the deleter, so the
 //! memory object a tensor keeps alive is let go either way, exactly once.
+#![allow(unsafe_code)]
 
 use std::ffi::{c_void, CStr};
 use std::ptr::NonNull;

@@ -18,8 +18,8 @@ use pyo3::types::PyBytes;
 use crate::channel_end::{closed, next_sample, PublisherEnd};
 use crate::channel_view::{Loan, Sample};
 use crate::errors::{invalid, to_py, OrRaise};
-use crate::registry::DeviceObj;
 use crate::timeout::duration;
+use hal::objects::DeviceObj;
 
 /// The publishing end of a channel; `close()` (or the object's end)
 /// closes the channel.

@@ -4,19 +4,22 @@
 //! released. Both keep what their views point into: a loan's views keep
 //! the publisher from closing (`channel_end.rs`), and a sample keeps its
 //! subscriber (and so the slots' mapping) until it is released.
+#![allow(unsafe_code)]
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hal::channel::{LoanTicket, SampleTicket, Subscriber as InnerSubscriber};
+use hal::channel::{LoanTicket, Subscriber as InnerSubscriber};
+use hal::objects::SampleObj;
 use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::channel_end::{closed, next_sample, PublisherEnd};
 use crate::errors::{invalid, to_py};
+use crate::sample;
 
 /// A slot loaned to the publisher: fill it (`memoryview(loan)` where the
 /// memory is host-visible, `loan.write(offset, data)` anywhere), then
@@ -201,13 +204,7 @@ impl Loan {
 /// until `release()`, the end of a `with` block, or the object's end.
 #[pyclass(module = "hal", frozen)]
 pub struct Sample {
-    subscriber: Arc<InnerSubscriber>,
-    ticket: Mutex<Option<SampleTicket>>,
-    host: Option<usize>,
-    offset: u64,
-    len: u64,
-    sequence: u64,
-    views: AtomicUsize,
+    sample: SampleObj<InnerSubscriber>,
 }
 
 impl Sample {
@@ -225,64 +222,12 @@ impl Sample {
                     return Ok(None);
                 };
                 let ticket = sample.detach();
-                // Host reads through the view: the bytes must be there (a
-                // stream-ordered channel's publisher may still be writing).
-                if let Err(e) = sub.wait_ticket(&ticket) {
-                    let _ = sub.release_ticket(ticket);
-                    return Err(e);
-                }
-                Ok(Some(ticket))
+                // Host reads through the view: the bytes must be there
+                // (`SampleObj::new` waits for a stream-ordered publisher).
+                SampleObj::new(Arc::clone(&sub), ticket).map(Some)
             })
             .map_err(to_py)?;
-        Ok(got.map(|ticket| {
-            let host = sub
-                .memory()
-                .host_ptr()
-                .map(|base| base as usize + ticket.offset() as usize);
-            Sample {
-                host,
-                offset: ticket.offset(),
-                len: ticket.len(),
-                sequence: ticket.sequence(),
-                ticket: Mutex::new(Some(ticket)),
-                views: AtomicUsize::new(0),
-                subscriber: sub,
-            }
-        }))
-    }
-
-    fn held(&self) -> PyResult<()> {
-        match &*self.ticket.lock().unwrap_or_else(|e| e.into_inner()) {
-            Some(_) => Ok(()),
-            None => Err(invalid("this sample was released")),
-        }
-    }
-
-    /// Release the slot unless a view of it is alive (then `BufferError`);
-    /// views are counted with the ticket locked (`__getbuffer__`).
-    fn release_now(&self) -> PyResult<()> {
-        let mut held = self.ticket.lock().unwrap_or_else(|e| e.into_inner());
-        let views = self.views.load(Ordering::Acquire);
-        if views > 0 {
-            return Err(PyBufferError::new_err(format!(
-                "{views} view(s) of this sample are alive: release them (memoryview.release(), \
-                 del the arrays) before releasing it"
-            )));
-        }
-        match held.take() {
-            Some(t) => self.subscriber.release_ticket(t).map_err(to_py),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for Sample {
-    /// No view is alive (each holds the object), so the slot goes back.
-    fn drop(&mut self) {
-        let ticket = self.ticket.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(t) = ticket {
-            let _ = self.subscriber.release_ticket(t);
-        }
+        Ok(got.map(|sample| Sample { sample }))
     }
 }
 
@@ -290,13 +235,13 @@ impl Drop for Sample {
 impl Sample {
     /// Its length in bytes.
     fn __len__(&self) -> usize {
-        self.len as usize
+        self.sample.len() as usize
     }
 
     /// Its sequence number (the publisher's count, from 0).
     #[getter]
     fn sequence(&self) -> u64 {
-        self.sequence
+        self.sample.sequence()
     }
 
     /// `n` bytes from `offset` (all that follow by default), copied.
@@ -307,26 +252,13 @@ impl Sample {
         offset: u64,
         n: Option<u64>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        self.held()?;
-        let n = n.unwrap_or(self.len.saturating_sub(offset));
-        let end = offset.checked_add(n);
-        if end.is_none_or(|e| e > self.len) {
-            return Err(invalid(format!(
-                "{n} bytes at {offset} of a sample of {}",
-                self.len
-            )));
-        }
-        let mut out = vec![0u8; n as usize];
-        let at = self.offset + offset;
-        py.allow_threads(|| self.subscriber.memory().read(at, &mut out))
-            .map_err(to_py)?;
-        Ok(PyBytes::new(py, &out))
+        sample::read(py, &self.sample, offset, n)
     }
 
     /// Release the sample's slot to the publisher. `BufferError` while a
     /// view of it is alive.
     fn release(&self) -> PyResult<()> {
-        self.release_now()
+        sample::release(&self.sample)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -349,32 +281,11 @@ impl Sample {
         view: *mut pyo3::ffi::Py_buffer,
         flags: c_int,
     ) -> PyResult<()> {
-        let sample = slf.get();
-        let Some(host) = sample.host else {
-            return Err(PyBufferError::new_err(
-                "the channel's memory is not host-visible (device memory): use sample.read()",
-            ));
-        };
-        {
-            let ticket = sample.ticket.lock().unwrap_or_else(|e| e.into_inner());
-            if ticket.is_none() {
-                return Err(invalid("this sample was released"));
-            }
-            sample.views.fetch_add(1, Ordering::AcqRel);
-        }
         let owner = slf.clone().into_any();
-        // SAFETY: Python passes a valid `view`; the sample's `len` bytes at
-        // `host` are host memory of the subscriber's mapping, which this
-        // sample keeps (`Arc`) as long as the view's owner (this sample)
-        // lives; the publisher does not write the slot until the sample is
-        // released, which `release` refuses while a view is counted.
-        let filled = unsafe {
-            crate::buffer::fill_bytes(view, flags, owner, host as *mut u8, sample.len, true)
-        };
-        if filled.is_err() {
-            sample.views.fetch_sub(1, Ordering::AcqRel);
-        }
-        filled
+        let not_host =
+            "the channel's memory is not host-visible (device memory): use sample.read()";
+        // SAFETY: Python passes a valid `view`; `owner` holds the sample.
+        unsafe { sample::lend(owner, &slf.get().sample, view, flags, not_host) }
     }
 
     /// Buffer protocol: one view fewer.
@@ -384,10 +295,14 @@ impl Sample {
     /// Called by Python with the view `__getbuffer__` filled.
     unsafe fn __releasebuffer__(&self, view: *mut pyo3::ffi::Py_buffer) {
         let _ = view;
-        self.views.fetch_sub(1, Ordering::AcqRel);
+        self.sample.drop_view();
     }
 
     fn __repr__(&self) -> String {
-        format!("<hal.Sample {} of {} bytes>", self.sequence, self.len)
+        format!(
+            "<hal.Sample {} of {} bytes>",
+            self.sample.sequence(),
+            self.sample.len()
+        )
     }
 }

@@ -17,7 +17,7 @@ use pyo3::types::PyBytes;
 use crate::errors::{handle_error, OrRaise};
 use crate::memory::Memory;
 use crate::memory_obj::MemoryObj;
-use crate::registry::{open_device, DeviceObj};
+use hal::objects::{open_device, DeviceObj};
 
 /// PyTorch's version byte of a CUDA IPC handle.
 const TORCH_VERSION: u8 = 0x02;
@@ -90,7 +90,7 @@ pub(crate) fn import_cuda_ipc(
     Ok(Memory::new(MemoryObj::mapping(
         device,
         Box::new(mapping),
-        false,
+        None,
     )))
 }
 

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use hal::objects::SyncObj;
 use hal::{AllocDesc, Availability, Capabilities};
 use pyo3::prelude::*;
 
@@ -11,7 +12,7 @@ use crate::event::Event;
 use crate::memory::Memory;
 use crate::memory_obj::MemoryObj;
 use crate::notify::Notify;
-use crate::registry::{open_device, registry, DeviceObj};
+use hal::objects::{open_device, DeviceObj};
 
 /// Every backend compiled into the module, in preference order, with
 /// whether it is usable here: a list of `(name, available, reason)`,
@@ -19,7 +20,7 @@ use crate::registry::{open_device, registry, DeviceObj};
 /// `""`.
 #[pyfunction]
 pub(crate) fn backends() -> Vec<(String, bool, String)> {
-    registry()
+    hal::Registry::this_process()
         .entries()
         .into_iter()
         .map(|entry| match entry.availability {
@@ -135,7 +136,7 @@ impl Device {
     /// side then creates the notify it waits on.
     fn notify(&self) -> PyResult<Notify> {
         let notify = self.inner.device.create_notify().or_raise()?;
-        Ok(Notify::new(Arc::clone(&self.inner), notify))
+        Ok(Notify::new(SyncObj::new(Arc::clone(&self.inner), notify)))
     }
 
     /// Create the channel `name` (this user's) on the device: `slots`
@@ -180,7 +181,7 @@ impl Device {
                 timing: false,
             })
             .or_raise()?;
-        Ok(Event::new(Arc::clone(&self.inner), event))
+        Ok(Event::new(SyncObj::new(Arc::clone(&self.inner), event)))
     }
 
     fn __repr__(&self) -> String {

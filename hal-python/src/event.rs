@@ -7,7 +7,6 @@ use hal::dynamic::DynEvent;
 use pyo3::prelude::*;
 
 use crate::errors::OrRaise;
-use crate::registry::DeviceObj;
 use crate::sync_obj::{export_kept, wait_released, SyncObj};
 
 /// An interprocess event: created here (`Device.event()`) or imported
@@ -19,10 +18,8 @@ pub struct Event {
 }
 
 impl Event {
-    pub(crate) fn new(device: Arc<DeviceObj>, event: Box<dyn DynEvent>) -> Event {
-        Event {
-            inner: SyncObj::new(device, event),
-        }
+    pub(crate) fn new(inner: Arc<SyncObj<dyn DynEvent>>) -> Event {
+        Event { inner }
     }
 }
 
@@ -43,7 +40,7 @@ impl Event {
         self.inner
             .device
             .device
-            .record_event(&*stream, &*self.inner.obj)
+            .record_event(stream, &*self.inner.obj)
             .or_raise()
     }
 

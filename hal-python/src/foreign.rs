@@ -1,6 +1,7 @@
 //! DLPack capsules taken from other libraries (`obj.__dlpack__()`): what
 //! `hal.share` reads the layout and the bytes of a NumPy array, a PyTorch
 //! or CuPy tensor from.
+#![allow(unsafe_code)]
 
 use std::ptr::NonNull;
 

@@ -1,10 +1,10 @@
 //! `hal.Group`: a rendezvous of N processes by name (`hal::group`): ranks,
 //! all-gather, broadcast and barrier of small payloads such as handle texts.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use hal::group::{Group as Inner, GroupOptions};
+use hal::objects::{Collective, GroupObj};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -14,30 +14,41 @@ use crate::timeout::duration;
 /// A membership of a group; `close()` (or the object's end) leaves it.
 #[pyclass(module = "hal", frozen)]
 pub struct Group {
-    inner: Mutex<Option<Inner>>,
-    rank: usize,
-    size: usize,
-    pids: Vec<u32>,
+    inner: GroupObj<Inner>,
 }
 
-impl Group {
-    /// Run `f` on the membership, the GIL released.
-    fn with<T: Send>(
-        &self,
-        py: Python<'_>,
-        f: impl FnOnce(&mut Inner) -> hal::Result<T> + Send,
-    ) -> PyResult<T> {
-        py.allow_threads(|| {
-            let mut held = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-            match held.as_mut() {
-                Some(group) => f(group),
-                None => Err(hal::Error::Closed {
-                    what: "this Group: it was closed".into(),
-                }),
-            }
-        })
-        .map_err(to_py)
-    }
+/// Post `data` in `group` and receive every member's, by rank, the GIL
+/// released.
+pub(crate) fn all_gather<'py, G: Collective>(
+    py: Python<'py>,
+    group: &GroupObj<G>,
+    data: &[u8],
+) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    let data = data.to_vec();
+    let all = py
+        .allow_threads(move || group.all_gather(&data))
+        .map_err(to_py)?;
+    Ok(all.iter().map(|b| PyBytes::new(py, b)).collect())
+}
+
+/// Receive in `group` what the member of rank `root` posts, the GIL
+/// released.
+pub(crate) fn broadcast<'py, G: Collective>(
+    py: Python<'py>,
+    group: &GroupObj<G>,
+    root: usize,
+    data: &[u8],
+) -> PyResult<Bound<'py, PyBytes>> {
+    let data = data.to_vec();
+    let got = py
+        .allow_threads(move || group.broadcast(root, &data))
+        .map_err(to_py)?;
+    Ok(PyBytes::new(py, &got))
+}
+
+/// Wait in `group` until every member called `barrier`, the GIL released.
+pub(crate) fn barrier<G: Collective>(py: Python<'_>, group: &GroupObj<G>) -> PyResult<()> {
+    py.allow_threads(|| group.barrier()).map_err(to_py)
 }
 
 #[pymethods]
@@ -62,36 +73,31 @@ impl Group {
             .allow_threads(|| Inner::join(name, size, &options))
             .or_raise()?;
         Ok(Group {
-            rank: inner.rank(),
-            size: inner.size(),
-            pids: inner.members().iter().map(|m| m.pid).collect(),
-            inner: Mutex::new(Some(inner)),
+            inner: GroupObj::new(inner, "this Group"),
         })
     }
 
     /// This member's rank: the order in which it joined, from 0.
     #[getter]
     fn rank(&self) -> usize {
-        self.rank
+        self.inner.rank()
     }
 
     /// How many members the group has.
     #[getter]
     fn size(&self) -> usize {
-        self.size
+        self.inner.size()
     }
 
     /// The members' process ids, by rank.
     #[getter]
     fn members(&self) -> Vec<u32> {
-        self.pids.clone()
+        self.inner.members().iter().map(|m| m.pid).collect()
     }
 
     /// Post `data` and receive every member's, by rank (this one's too).
     fn all_gather<'py>(&self, py: Python<'py>, data: &[u8]) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        let data = data.to_vec();
-        let all = self.with(py, move |g| g.all_gather(&data))?;
-        Ok(all.iter().map(|b| PyBytes::new(py, b)).collect())
+        all_gather(py, &self.inner, data)
     }
 
     /// Receive what the member of rank `root` posts (`data`, at `root`;
@@ -103,19 +109,17 @@ impl Group {
         root: usize,
         data: &[u8],
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let data = data.to_vec();
-        let got = self.with(py, move |g| g.broadcast(root, &data))?;
-        Ok(PyBytes::new(py, &got))
+        broadcast(py, &self.inner, root, data)
     }
 
     /// Wait until every member called `barrier`.
     fn barrier(&self, py: Python<'_>) -> PyResult<()> {
-        self.with(py, |g| g.barrier())
+        barrier(py, &self.inner)
     }
 
     /// Leave the group now.
     fn close(&self) {
-        drop(self.inner.lock().unwrap_or_else(|e| e.into_inner()).take());
+        drop(self.inner.leave());
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -128,6 +132,6 @@ impl Group {
     }
 
     fn __repr__(&self) -> String {
-        format!("<hal.Group rank {} of {}>", self.rank, self.size)
+        format!("<hal.Group rank {} of {}>", self.rank(), self.size())
     }
 }

@@ -1,9 +1,8 @@
 //! `hal.import_handle`: any handle text, imported as what it names.
 
-use std::sync::Arc;
-
 use hal::dlpack::TENSOR_TEXT_PREFIX;
-use hal::{Handle, HandleKind, ImportOptions, SharedHandle};
+use hal::objects::import_sync;
+use hal::{Handle, HandleKind, ImportOptions};
 use pyo3::prelude::*;
 
 use crate::errors::{handle_error, to_py, OrRaise};
@@ -11,7 +10,6 @@ use crate::event::Event;
 use crate::memory::Memory;
 use crate::memory_obj::import_memory;
 use crate::notify::Notify;
-use crate::registry::device_for;
 use crate::tensor::open_tensor;
 
 /// Import what another process exported, from its handle text: a `Memory`,
@@ -40,32 +38,24 @@ pub(crate) fn import_handle(py: Python<'_>, text: &str, read_only: bool) -> PyRe
             Ok(Memory::new(memory).into_pyobject(py)?.into_any().unbind())
         }
         HandleKind::Notify => {
-            let device = Arc::new(device_for(&handle).or_raise()?);
             let notify = py
                 .allow_threads(|| {
-                    device
-                        .device
-                        .import_notify(SharedHandle::from(handle), &ImportOptions::default())
+                    import_sync(handle, |d, shared| {
+                        d.device.import_notify(shared, &ImportOptions::default())
+                    })
                 })
                 .or_raise()?;
-            Ok(Notify::new(device, notify)
-                .into_pyobject(py)?
-                .into_any()
-                .unbind())
+            Ok(Notify::new(notify).into_pyobject(py)?.into_any().unbind())
         }
         HandleKind::Event => {
-            let device = Arc::new(device_for(&handle).or_raise()?);
             let event = py
                 .allow_threads(|| {
-                    device
-                        .device
-                        .import_event(SharedHandle::from(handle), &ImportOptions::default())
+                    import_sync(handle, |d, shared| {
+                        d.device.import_event(shared, &ImportOptions::default())
+                    })
                 })
                 .or_raise()?;
-            Ok(Event::new(device, event)
-                .into_pyobject(py)?
-                .into_any()
-                .unbind())
+            Ok(Event::new(event).into_pyobject(py)?.into_any().unbind())
         }
         other => Err(to_py(hal::Error::unsupported(
             handle.backend,

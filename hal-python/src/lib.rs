@@ -27,38 +27,31 @@
 //! - memory lent out (a `memoryview`, a DLPack tensor) keeps its memory
 //!   mapped until the last borrower lets go;
 //! - the type stubs are `hal.pyi` beside this crate's `Cargo.toml`.
-#![deny(missing_docs)]
-// `unsafe` only in the modules that say so (`#[allow(unsafe_code)]`).
-#![deny(unsafe_code)]
 #![cfg(unix)]
+#![deny(missing_docs)]
+// `unsafe` only in the modules that say so (`#![allow(unsafe_code)]` at their top).
+#![deny(unsafe_code)]
 
-#[allow(unsafe_code)]
 mod buffer;
 mod bytes;
-#[allow(unsafe_code)]
 mod capsule;
 mod channel;
 mod channel_end;
-#[allow(unsafe_code)]
 mod channel_view;
 mod cuda_ipc;
 mod device;
 mod errors;
 mod event;
-#[allow(unsafe_code)]
 mod foreign;
 mod group;
 mod importing;
 mod live;
-#[allow(unsafe_code)]
 mod memory;
 mod memory_obj;
 mod notify;
 mod options;
 #[cfg(feature = "ucx")]
-#[allow(unsafe_code)]
 mod raw_buffer;
-mod registry;
 #[cfg(feature = "ucx")]
 mod remote;
 #[cfg(feature = "ucx")]
@@ -66,7 +59,6 @@ mod remote_export;
 #[cfg(feature = "ucx")]
 mod remote_group;
 #[cfg(feature = "ucx")]
-#[allow(unsafe_code)]
 mod remote_memory;
 #[cfg(feature = "ucx")]
 mod remote_node;
@@ -75,11 +67,10 @@ mod remote_notify;
 #[cfg(feature = "ucx")]
 mod remote_offer;
 #[cfg(feature = "ucx")]
-#[allow(unsafe_code)]
 mod remote_subscriber;
 #[cfg(feature = "ucx")]
 mod remote_wait;
-#[allow(unsafe_code)]
+mod sample;
 mod share;
 mod sync_obj;
 mod tensor;

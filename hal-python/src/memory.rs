@@ -1,5 +1,6 @@
 //! Memory: `Device.allocate`, imports, and the `Memory` class with
 //! `read`, `write`, `export`, the buffer protocol and DLPack.
+#![allow(unsafe_code)]
 
 use std::ffi::c_int;
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use crate::bytes::bytes_of;
 use crate::capsule;
 use crate::errors::{invalid, to_py, OrRaise};
 use crate::live;
-use crate::memory_obj::MemoryObj;
+use crate::memory_obj::{MemoryObj, TextsGiven};
 use crate::options::export_options;
 use crate::timeout::duration;
 

@@ -6,7 +6,6 @@ use hal::dynamic::DynNotify;
 use pyo3::prelude::*;
 
 use crate::errors::OrRaise;
-use crate::registry::DeviceObj;
 use crate::sync_obj::{export_kept, wait_released, SyncObj};
 use crate::timeout::duration;
 
@@ -19,10 +18,8 @@ pub struct Notify {
 }
 
 impl Notify {
-    pub(crate) fn new(device: Arc<DeviceObj>, notify: Box<dyn DynNotify>) -> Notify {
-        Notify {
-            inner: SyncObj::new(device, notify),
-        }
+    pub(crate) fn new(inner: Arc<SyncObj<dyn DynNotify>>) -> Notify {
+        Notify { inner }
     }
 }
 

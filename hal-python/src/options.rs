@@ -1,10 +1,11 @@
 //! The options of an export, from their Python forms.
 
+use hal::objects::pids_importers;
 use hal::{ExportOptions, Importers};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
-use crate::errors::invalid;
+use crate::errors::{invalid, OrRaise};
 
 /// Export options from `importers` (`"anyone"`, the default; `"same-user"`
 /// for any process of this user, checked by the exporter's broker;
@@ -39,14 +40,7 @@ pub(crate) fn export_options(
         let pids: Vec<u32> = importers.extract().map_err(|_| {
             invalid("importers: use \"anyone\", \"default\" or a list of process ids (ints)")
         })?;
-        if pids.len() > hal::handle::wire::MAX_PIDS {
-            return Err(invalid(format!(
-                "{} importers, over the most a handle carries ({})",
-                pids.len(),
-                hal::handle::wire::MAX_PIDS
-            )));
-        }
-        Importers::Pids(pids)
+        pids_importers("the number of importers", pids.len(), || pids).or_raise()?
     };
     Ok(ExportOptions {
         importers,

@@ -2,6 +2,7 @@
 //! dtype, a `bytearray`, a `memoryview`, `bytes`. Held (so that its owner
 //! cannot move or free the bytes) until dropped; the GIL may be released
 //! meanwhile, by a caller that keeps the buffer and passes on its address.
+#![allow(unsafe_code)]
 
 use std::ffi::c_int;
 

@@ -3,10 +3,11 @@
 
 use std::sync::Arc;
 
+use hal::objects::RemoteExportObj;
 use hal::remote::RemoteExported;
 use pyo3::prelude::*;
 
-use crate::memory_obj::MemoryObj;
+use crate::memory_obj::{GivenTexts, MemoryObj};
 use crate::remote_wait::wait_released;
 
 /// An export to other hosts (`Node.export`, `Node.export_notify`): `text`
@@ -20,28 +21,13 @@ pub struct RemoteExport {
     inner: std::sync::Mutex<Option<Arc<Held>>>,
 }
 
-/// An export and the memory it keeps alive, declared in drop order: the
-/// export ends (the memory is unregistered) before the memory can go,
-/// whichever holder (this object, a wait in progress) lets go last.
-struct Held {
-    exported: RemoteExported,
-    _memory: Option<Arc<MemoryObj>>,
-}
-
-impl std::ops::Deref for Held {
-    type Target = RemoteExported;
-    fn deref(&self) -> &RemoteExported {
-        &self.exported
-    }
-}
+/// An export and the memory it keeps alive.
+type Held = RemoteExportObj<GivenTexts>;
 
 impl RemoteExport {
     pub(crate) fn new(exported: RemoteExported, memory: Option<Arc<MemoryObj>>) -> RemoteExport {
         RemoteExport {
-            inner: std::sync::Mutex::new(Some(Arc::new(Held {
-                exported,
-                _memory: memory,
-            }))),
+            inner: std::sync::Mutex::new(Some(Arc::new(Held::new(exported, memory)))),
         }
     }
 

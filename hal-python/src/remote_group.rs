@@ -3,14 +3,15 @@
 //! payloads (remote handle texts, most often) with the calls of `hal.Group`.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Mutex;
 
+use hal::objects::GroupObj;
 use hal::remote::group::parse_secret;
 use hal::remote::{RemoteGroup, RemoteGroupOptions};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::errors::{invalid, to_py, OrRaise};
+use crate::group::{all_gather, barrier, broadcast};
 use crate::remote_node::Node;
 use crate::timeout::duration;
 
@@ -18,43 +19,15 @@ use crate::timeout::duration;
 /// leaves it.
 #[pyclass(module = "hal.remote", frozen)]
 pub struct Group {
-    inner: Mutex<Option<RemoteGroup>>,
+    inner: GroupObj<RemoteGroup>,
     name: String,
     address: String,
-    rank: usize,
-    /// Each member's process id and node address, by rank.
-    members: Vec<(u32, String)>,
-}
-
-impl Group {
-    /// Run `f` on the membership, the GIL released.
-    fn with<T: Send>(
-        &self,
-        py: Python<'_>,
-        f: impl FnOnce(&mut RemoteGroup) -> hal::Result<T> + Send,
-    ) -> PyResult<T> {
-        py.allow_threads(|| {
-            let mut held = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-            match held.as_mut() {
-                Some(group) => f(group),
-                None => Err(hal::Error::Closed {
-                    what: format!("this hal.remote.Group ({:?}): it was closed", self.name),
-                }),
-            }
-        })
-        .map_err(to_py)
-    }
 }
 
 impl Drop for Group {
     fn drop(&mut self) {
         // Leaving closes connections (and, at rank 0, ends the group).
-        let held = self
-            .inner
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        crate::remote_wait::drop_released(held);
+        crate::remote_wait::drop_released(self.inner.leave());
     }
 }
 
@@ -104,16 +77,11 @@ impl Group {
         let inner = py
             .allow_threads(|| RemoteGroup::join_at(at, name, size, &options))
             .or_raise()?;
+        let name = inner.name().to_string();
         Ok(Group {
-            name: inner.name().to_string(),
             address: inner.address().to_string(),
-            rank: inner.rank(),
-            members: inner
-                .members()
-                .iter()
-                .map(|m| (m.pid, m.address.to_string()))
-                .collect(),
-            inner: Mutex::new(Some(inner)),
+            inner: GroupObj::new(inner, format!("this hal.remote.Group ({name:?})")),
+            name,
         })
     }
 
@@ -133,20 +101,24 @@ impl Group {
     /// the order in which the others joined.
     #[getter]
     fn rank(&self) -> usize {
-        self.rank
+        self.inner.rank()
     }
 
     /// How many members the group has.
     #[getter]
     fn size(&self) -> usize {
-        self.members.len()
+        self.inner.size()
     }
 
     /// Every member, by rank: its process id (on its host) and its node's
     /// address ("IP:PORT", what its exports' handles name).
     #[getter]
     fn members(&self) -> Vec<(u32, String)> {
-        self.members.clone()
+        self.inner
+            .members()
+            .iter()
+            .map(|m| (m.pid, m.address.to_string()))
+            .collect()
     }
 
     /// This member's node (a `hal.remote.Node`): export memory from it, and
@@ -154,16 +126,16 @@ impl Group {
     /// the returned object holds it (rank 0's listens on the group's
     /// address, which is free for the next group once both are gone).
     fn node(&self, py: Python<'_>) -> PyResult<Node> {
-        self.with(py, |g| Ok(g.node().clone())).map(Node::of)
+        py.allow_threads(|| self.inner.with(|g| Ok(g.node().clone())))
+            .map(Node::of)
+            .map_err(to_py)
     }
 
     /// Post `data` and receive every member's, by rank (this one's too). A
     /// member that died or left is named in `hal.ClosedError`; the group is
     /// then broken: leave and join again.
     fn all_gather<'py>(&self, py: Python<'py>, data: &[u8]) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        let data = data.to_vec();
-        let all = self.with(py, move |g| g.all_gather(&data))?;
-        Ok(all.iter().map(|b| PyBytes::new(py, b)).collect())
+        all_gather(py, &self.inner, data)
     }
 
     /// Receive what the member of rank `root` posts (`data`, at `root`;
@@ -175,20 +147,18 @@ impl Group {
         root: usize,
         data: &[u8],
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let data = data.to_vec();
-        let got = self.with(py, move |g| g.broadcast(root, &data))?;
-        Ok(PyBytes::new(py, &got))
+        broadcast(py, &self.inner, root, data)
     }
 
     /// Wait until every member called `barrier`.
     fn barrier(&self, py: Python<'_>) -> PyResult<()> {
-        self.with(py, |g| g.barrier())
+        barrier(py, &self.inner)
     }
 
     /// Leave the group now (at rank 0, end it: the others' calls then raise
     /// `hal.ClosedError`).
     fn close(&self, py: Python<'_>) {
-        let held = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let held = self.inner.leave();
         py.allow_threads(move || drop(held));
     }
 
@@ -206,8 +176,8 @@ impl Group {
             "<hal.remote.Group {:?} at {}: rank {} of {}>",
             self.name,
             self.address,
-            self.rank,
-            self.members.len()
+            self.inner.rank(),
+            self.inner.size()
         )
     }
 }

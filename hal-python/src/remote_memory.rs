@@ -1,6 +1,7 @@
 //! `hal.remote.RemoteMemory`: another host's memory export, read and
 //! written (each operation served and checked by the exporter, the bytes
 //! moved zero-copy by UCX), into and from Python buffers or hal memory.
+#![allow(unsafe_code)]
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;

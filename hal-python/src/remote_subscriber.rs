@@ -4,38 +4,27 @@
 //! through a read-only buffer view (or `read`), held until it is
 //! released. A sample keeps its subscriber (and so the slots' memory)
 //! until it is released.
+#![allow(unsafe_code)]
 
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use hal::remote::{RemoteSampleTicket, RemoteSubscriber as InnerSubscriber};
+use hal::objects::{SampleObj, SubscriberObj};
+use hal::remote::RemoteSubscriber as InnerSubscriber;
 use hal::Error;
-use pyo3::exceptions::PyBufferError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::errors::{invalid, to_py};
-use crate::registry::DeviceObj;
+use crate::errors::to_py;
 use crate::remote_wait::drop_released;
+use crate::sample;
 use crate::timeout::duration;
 
-/// A subscriber and the device its slots were allocated on, declared in
-/// drop order: the subscription ends (its slots are freed) before the
-/// device can go.
-pub(crate) struct Held {
-    subscriber: InnerSubscriber,
-    _device: Arc<DeviceObj>,
-}
+/// A subscriber and the device its slots were allocated on.
+pub(crate) type Held = SubscriberObj<InnerSubscriber>;
 
-impl Held {
-    pub(crate) fn new(subscriber: InnerSubscriber, device: Arc<DeviceObj>) -> Held {
-        Held {
-            subscriber,
-            _device: device,
-        }
-    }
-}
+/// A sample of a subscriber on another host, in place.
+type InPlace = SampleObj<Held>;
 
 /// A subscriber to a channel of another host (`Node.subscribe`):
 /// `receive()` gives each sample in place. `close()` (or the object's end)
@@ -104,19 +93,9 @@ impl Subscriber {
         let Some(ticket) = got.map_err(to_py)? else {
             return Ok(None);
         };
-        let host = held
-            .subscriber
-            .memory()
-            .host_ptr()
-            .map(|base| base as usize + ticket.offset() as usize);
+        let sample = InPlace::new(held, ticket).map_err(to_py)?;
         Ok(Some(Sample {
-            host,
-            offset: ticket.offset(),
-            len: ticket.len(),
-            sequence: ticket.sequence(),
-            ticket: Mutex::new(Some(ticket)),
-            views: AtomicUsize::new(0),
-            subscriber: Mutex::new(Some(held)),
+            sample: Some(sample),
         }))
     }
 
@@ -160,47 +139,17 @@ impl Subscriber {
 #[pyclass(module = "hal.remote", frozen)]
 pub struct Sample {
     /// Always Some but while dropped.
-    subscriber: Mutex<Option<Arc<Held>>>,
-    ticket: Mutex<Option<RemoteSampleTicket>>,
-    host: Option<usize>,
-    offset: u64,
-    len: u64,
-    sequence: u64,
-    views: AtomicUsize,
+    sample: Option<InPlace>,
 }
 
 impl Sample {
-    fn held(&self) -> PyResult<Arc<Held>> {
-        let released = || invalid("this sample was released");
-        if self
-            .ticket
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_none()
-        {
-            return Err(released());
-        }
-        self.subscriber
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .ok_or_else(released)
-    }
-
-    /// Release the slot with `ticket`, if it is still held.
-    fn give_back(&self, ticket: Option<RemoteSampleTicket>) -> PyResult<()> {
-        let Some(t) = ticket else {
-            return Ok(());
-        };
-        let held = self
-            .subscriber
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        match held {
-            Some(h) => h.subscriber.release_ticket(t).map_err(to_py),
-            None => Ok(()),
-        }
+    /// The sample (None only while it drops).
+    fn sample(&self) -> PyResult<&InPlace> {
+        self.sample.as_ref().ok_or_else(|| {
+            to_py(Error::Closed {
+                what: "this hal.remote.Sample: it was dropped".into(),
+            })
+        })
     }
 }
 
@@ -208,32 +157,21 @@ impl Drop for Sample {
     /// No view is alive (each holds the object), so the slot goes back;
     /// the subscriber may end with it (not under the GIL).
     fn drop(&mut self) {
-        let ticket = self
-            .ticket
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        let _ = self.give_back(ticket);
-        drop_released(
-            self.subscriber
-                .get_mut()
-                .unwrap_or_else(|e| e.into_inner())
-                .take(),
-        );
+        drop_released(self.sample.take());
     }
 }
 
 #[pymethods]
 impl Sample {
     /// Its length in bytes.
-    fn __len__(&self) -> usize {
-        self.len as usize
+    fn __len__(&self) -> PyResult<usize> {
+        Ok(self.sample()?.len() as usize)
     }
 
     /// Its sequence number (the publisher's count, from 0).
     #[getter]
-    fn sequence(&self) -> u64 {
-        self.sequence
+    fn sequence(&self) -> PyResult<u64> {
+        Ok(self.sample()?.sequence())
     }
 
     /// `n` bytes from `offset` (all that follow by default), copied.
@@ -244,39 +182,14 @@ impl Sample {
         offset: u64,
         n: Option<u64>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let held = self.held()?;
-        let n = n.unwrap_or(self.len.saturating_sub(offset));
-        let end = offset.checked_add(n);
-        if end.is_none_or(|e| e > self.len) {
-            return Err(invalid(format!(
-                "{n} bytes at {offset} of a sample of {}",
-                self.len
-            )));
-        }
-        let mut out = vec![0u8; n as usize];
-        let at = self.offset + offset;
-        py.allow_threads(|| held.subscriber.memory().read(at, &mut out))
-            .map_err(to_py)?;
-        Ok(PyBytes::new(py, &out))
+        sample::read(py, self.sample()?, offset, n)
     }
 
     /// Release the sample: its slot, and the publisher's, are free again.
     /// `BufferError` while a view of it is alive; a second call does
     /// nothing.
     fn release(&self) -> PyResult<()> {
-        // Views are counted with the ticket locked (`__getbuffer__`).
-        let ticket = {
-            let mut held = self.ticket.lock().unwrap_or_else(|e| e.into_inner());
-            let views = self.views.load(Ordering::Acquire);
-            if views > 0 {
-                return Err(PyBufferError::new_err(format!(
-                    "{views} view(s) of this sample are alive: release them \
-                     (memoryview.release(), del the arrays) before releasing it"
-                )));
-            }
-            held.take()
-        };
-        self.give_back(ticket)
+        sample::release(self.sample()?)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -299,32 +212,10 @@ impl Sample {
         view: *mut pyo3::ffi::Py_buffer,
         flags: c_int,
     ) -> PyResult<()> {
-        let sample = slf.get();
-        let Some(host) = sample.host else {
-            return Err(PyBufferError::new_err(
-                "the subscriber's slots are not host-visible: use sample.read()",
-            ));
-        };
-        {
-            let ticket = sample.ticket.lock().unwrap_or_else(|e| e.into_inner());
-            if ticket.is_none() {
-                return Err(invalid("this sample was released"));
-            }
-            sample.views.fetch_add(1, Ordering::AcqRel);
-        }
         let owner = slf.clone().into_any();
-        // SAFETY: Python passes a valid `view`; the sample's `len` bytes at
-        // `host` are host memory of the subscriber's slots, which this
-        // sample keeps (`Arc`) as long as the view's owner (this sample)
-        // lives; nothing writes the slot until the sample is released,
-        // which `release` refuses while a view is counted.
-        let filled = unsafe {
-            crate::buffer::fill_bytes(view, flags, owner, host as *mut u8, sample.len, true)
-        };
-        if filled.is_err() {
-            sample.views.fetch_sub(1, Ordering::AcqRel);
-        }
-        filled
+        let not_host = "the subscriber's slots are not host-visible: use sample.read()";
+        // SAFETY: Python passes a valid `view`; `owner` holds the sample.
+        unsafe { sample::lend(owner, slf.get().sample()?, view, flags, not_host) }
     }
 
     /// Buffer protocol: one view fewer.
@@ -334,13 +225,15 @@ impl Sample {
     /// Called by Python with the view `__getbuffer__` filled.
     unsafe fn __releasebuffer__(&self, view: *mut pyo3::ffi::Py_buffer) {
         let _ = view;
-        self.views.fetch_sub(1, Ordering::AcqRel);
+        if let Some(sample) = &self.sample {
+            sample.drop_view();
+        }
     }
 
     fn __repr__(&self) -> String {
-        format!(
-            "<hal.remote.Sample {} of {} bytes>",
-            self.sequence, self.len
-        )
+        match &self.sample {
+            Some(s) => format!("<hal.remote.Sample {} of {} bytes>", s.sequence(), s.len()),
+            None => "<hal.remote.Sample>".into(),
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! lie in hal memory this process allocated, or in CUDA device memory of
 //! another library (a PyTorch or CuPy tensor) that the backend adopts by
 //! address; else copied once into a new shareable allocation.
+#![allow(unsafe_code)]
 
 use std::sync::Arc;
 
@@ -15,10 +16,10 @@ use crate::errors::{invalid, to_py, OrRaise};
 use crate::foreign::Foreign;
 use crate::live;
 use crate::memory::{bytes_spec, remembered, Memory};
-use crate::memory_obj::MemoryObj;
+use crate::memory_obj::{MemoryObj, TextsGiven};
 use crate::options::export_options;
-use crate::registry::{open_device, DeviceObj};
 use crate::tensor::Tensor;
+use hal::objects::{open_device, DeviceObj};
 
 /// What `hal.share` gives: the tensor handle's `text` (also `str(s)`),
 /// whether the bytes were `copied` into a new allocation (False: the
@@ -307,12 +308,12 @@ fn adopt(
     // of this device's vendor runtime, and the allocation outlives the
     // adopted memory and every import of it: the producer's object `obj`,
     // which owns the tensor and so the allocation holding it, is kept by
-    // the adopted memory until no importer maps it (`memory_obj::Adopted`).
+    // the adopted memory until no importer maps it (`hal::objects::Adopted`).
     let alloc = unsafe { target.device.adopt_memory(lo, hi - lo) }.ok()?;
     let memory = remembered(MemoryObj::adopted(
         Arc::clone(target),
         alloc,
-        obj.clone().unbind(),
+        Some(Box::new(obj.clone().unbind())),
     ));
     finish(
         obj.py(),

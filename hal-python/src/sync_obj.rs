@@ -1,18 +1,16 @@
-//! What `Event` and `Notify` share: the object, the device it belongs to
-//! and its exports, kept until the Python object goes ([`KeptObject`]),
+//! What `Event` and `Notify` share: the shared object ([`SyncObj`]: the
+//! object, its device and its exports, kept until the Python object goes),
 //! their export, and a wait that answers `False` at its timeout.
 
-use hal::kit::export::KeptObject;
+use hal::objects::{export_sync, DeviceObj};
 use hal::{Error, ExportOptions, Exported, WaitOptions};
 use pyo3::prelude::*;
 
 use crate::errors::{to_py, OrRaise};
 use crate::options::export_options;
-use crate::registry::DeviceObj;
 use crate::timeout::duration;
 
-/// An event or a notify (`T`), its device and its exports.
-pub(crate) type SyncObj<T> = KeptObject<T, DeviceObj>;
+pub(crate) use hal::objects::SyncObj;
 
 /// Export `obj` to `importers` (as for `Memory.export`) with `export`, the
 /// device's call, and keep the export as long as the object: its handle
@@ -23,8 +21,7 @@ pub(crate) fn export_kept<T: ?Sized>(
     export: impl FnOnce(&DeviceObj, &T, &ExportOptions) -> hal::Result<Exported>,
 ) -> PyResult<String> {
     let opts = export_options(importers, false)?;
-    let exported = export(&obj.device, &obj.obj, &opts).or_raise()?;
-    Ok(obj.keep(exported))
+    export_sync(obj, &opts, export).or_raise()
 }
 
 /// Run `wait` with the GIL released and `timeout` seconds (None: forever;

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use crate::capsule;
 use crate::errors::{handle_error, to_py_saying, OrRaise};
 use crate::memory::Memory;
-use crate::memory_obj::{import_memory, MemoryObj};
+use crate::memory_obj::{import_memory, MemoryObj, TextsGiven};
 
 /// A tensor over hal memory: what `hal.open_tensor` gives. Its
 /// `__dlpack__` lends the memory with the exporter's dtype, shape, strides

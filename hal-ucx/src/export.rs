@@ -122,6 +122,14 @@ impl RemoteExported {
     pub fn wait_signal(&self, timeout: Duration) -> Result<()> {
         use std::sync::atomic::Ordering;
         let want = self.taken.load(Ordering::Acquire) + 1;
+        let hub = &self.owner.hub;
+        let id = self.handle.export_id;
+        crate::progress::spin_until(hub, || {
+            lock(&hub.tables)
+                .exports
+                .get(&id)
+                .is_some_and(|e| e.signals >= want)
+        });
         self.wait_for(timeout, "a remote signal", |_, s| s >= want)?;
         self.taken.fetch_add(1, Ordering::AcqRel);
         Ok(())

@@ -1,22 +1,24 @@
 //! What a node's worker and its progress thread share: the tables of
 //! exports and connections, the queue the worker's callbacks fill, and the
-//! thread that drives the worker and handles what the queue holds.
+//! baton of the thread that drives the worker and handles what the queue
+//! holds (the progress thread, or a caller: [`crate::baton`]).
 //!
 //! The callbacks UCX calls (a connection request, an active message, a
 //! failed peer, a finished request) only queue or finish: they take no
 //! lock but the queue's and a completion's, so that no thread that holds
 //! the tables while calling UCX can wait on a callback. Everything else
-//! happens on the progress thread, outside UCX's calls.
+//! happens on the baton's holder, outside UCX's calls.
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use hal_core::Notify;
 
+use crate::baton::{Baton, Held};
 use crate::completion::Completion;
 use crate::engine::{Callbacks, Engine};
 use crate::ffi::bindings::*;
@@ -44,6 +46,11 @@ pub(crate) trait Link: Send + Sync {
     /// `ep`, a served connection from `peer`, is handed to this link
     /// (before its first message).
     fn handed(&self, _ep: usize, _peer: Option<std::net::SocketAddr>) {}
+    /// Work of its own in each pass over the worker (with the baton held,
+    /// not blocking); true when it did any.
+    fn poll(&self, _hub: &Hub) -> bool {
+        false
+    }
 }
 
 /// One export, as the exporter keeps it.
@@ -104,15 +111,21 @@ pub(crate) struct Hub {
     /// refusal sent, a served connection closed): the worker must not be
     /// destroyed before they end, as UCX requires.
     unwaited: Mutex<Vec<Arc<Completion>>>,
-    /// Calls into UCX that other threads asked the progress thread for.
+    /// Calls into UCX that other threads left for the baton's holder.
     commands: Mutex<VecDeque<Command>>,
-    /// The progress thread, once it runs.
-    thread: std::sync::OnceLock<std::thread::ThreadId>,
+    /// The right to call into the worker.
+    pub(crate) baton: Baton,
     /// Set when the progress thread has returned.
     has_exited: AtomicBool,
-    /// How long the progress thread, and a caller waiting for it, poll
-    /// after their last work before they sleep.
+    /// How long the progress thread polls after its last work, and a
+    /// caller waiting for an answer drives the worker, before they sleep.
     pub(crate) spin: Duration,
+    /// Callers driving the worker while they wait ([`Hub::driving`]).
+    drivers: AtomicUsize,
+    /// When the last of them stopped (nanoseconds since `epoch`, plus
+    /// one; zero: never).
+    driven: AtomicU64,
+    epoch: Instant,
     /// Set while the progress thread sleeps, or is about to, on the
     /// worker's event descriptor: only then does a new call need to wake
     /// it ([`Hub::on_thread`]).
@@ -126,6 +139,22 @@ pub(crate) struct Hub {
     /// is a channel's (the channels this node offers), and the same object
     /// for its owner to find again.
     pub(crate) channels: Mutex<Option<Extension>>,
+}
+
+/// The longest the progress thread stays back at a time while callers
+/// drive the worker, and its grace after the last of them.
+const STAY_BACK: Duration = Duration::from_millis(1);
+
+/// A caller counted among those driving the worker ([`Hub::driving`]).
+pub(crate) struct Driving<'a>(&'a Hub);
+
+impl Drop for Driving<'_> {
+    fn drop(&mut self) {
+        let h = self.0;
+        let now = h.epoch.elapsed().as_nanos() as u64;
+        h.driven.store(now.saturating_add(1), Ordering::Release);
+        h.drivers.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// A lock, whatever a panicking holder left.
@@ -210,9 +239,12 @@ impl Hub {
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
             commands: Mutex::new(VecDeque::new()),
-            thread: std::sync::OnceLock::new(),
+            baton: Baton::default(),
             has_exited: AtomicBool::new(false),
             spin,
+            drivers: AtomicUsize::new(0),
+            driven: AtomicU64::new(0),
+            epoch: Instant::now(),
             sleeping: AtomicBool::new(false),
             unwaited: Mutex::new(Vec::new()),
             links: Mutex::new(HashMap::new()),
@@ -256,18 +288,29 @@ impl Hub {
         lock(&self.events).pop_front()
     }
 
-    /// Run `f` on the progress thread and answer what it returns: UCX is
-    /// called from that one thread only (UCX 1.13's TCP transport broke its
-    /// own assertions when a reception was released on the progress thread
-    /// while another thread sent, on a worker made for many threads). Runs
-    /// `f` here when this is the progress thread, or once it has returned.
+    /// Run `f` with the baton and answer what it returns: here, when this
+    /// thread holds it or finds it free, else on its holder's thread (the
+    /// progress thread, or a caller driving the worker), which this waits
+    /// for. See [`crate::baton`] for why UCX is called by one thread at a
+    /// time.
     pub(crate) fn on_thread<R: Send + 'static>(
         &self,
         f: impl FnOnce(&Hub) -> R + Send + 'static,
     ) -> hal_core::Result<R> {
-        let here = self.thread.get() == Some(&std::thread::current().id());
-        if here || self.has_exited.load(Ordering::Acquire) {
+        if self.baton.held_here() {
             return Ok(f(self));
+        }
+        let held = match self.baton.try_take() {
+            Some(held) => Some(held),
+            None if self.has_exited.load(Ordering::Acquire) => Some(self.baton.take()),
+            None => None,
+        };
+        if let Some(held) = held {
+            // What this thread posted earlier goes first.
+            self.run_commands();
+            let r = f(self);
+            self.let_go(held);
+            return Ok(r);
         }
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         lock(&self.commands).push_back(Box::new(move |h: &Hub| {
@@ -282,20 +325,75 @@ impl Hub {
         let closed = || hal_core::Error::Closed {
             what: "the node's progress thread ended before it ran a call".into(),
         };
-        // A progress thread that is awake answers within microseconds:
-        // poll for that long before sleeping on the answer.
-        let began = std::time::Instant::now();
+        // A holder that is awake answers within microseconds: poll for
+        // that long (running the calls itself if the baton comes free)
+        // before sleeping on the answer.
+        let began = Instant::now();
         loop {
             match rx.try_recv() {
                 Ok(r) => return Ok(r),
                 Err(std::sync::mpsc::TryRecvError::Disconnected) => return Err(closed()),
                 Err(std::sync::mpsc::TryRecvError::Empty) => {}
             }
+            if let Some(held) = self.baton.try_take() {
+                self.run_commands();
+                self.let_go(held);
+                continue;
+            }
             if began.elapsed() >= self.spin {
                 return rx.recv().map_err(|_| closed());
             }
             std::hint::spin_loop();
         }
+    }
+
+    /// Let go of the baton after calls made here. When the progress
+    /// thread sleeps on the worker's event descriptor (it marked itself
+    /// sleeping while it held the baton, so the mark is seen here), the
+    /// worker is left as it would leave it: drained, then armed, as UCX
+    /// asks before anyone waits on the descriptor; what the drain queued,
+    /// or a worker that cannot be armed, wakes it.
+    pub(crate) fn let_go(&self, held: Held<'_>) {
+        if self.sleeping.load(Ordering::SeqCst) {
+            while self.engine.progress() != 0 {}
+            let queued = !lock(&self.events).is_empty() || !lock(&self.commands).is_empty();
+            if queued || !self.engine.arm() {
+                self.engine.signal();
+            }
+        }
+        drop(held);
+    }
+
+    /// Count this caller among those driving the worker while it waits,
+    /// until the guard is dropped.
+    pub(crate) fn driving(&self) -> Driving<'_> {
+        self.drivers.fetch_add(1, Ordering::AcqRel);
+        Driving(self)
+    }
+
+    /// How long the progress thread should stay back because callers
+    /// drive the worker: while any does, and for a short grace after the
+    /// last one stopped (one that waits again soon, as in a ping-pong,
+    /// finds the worker free); `None` otherwise. Never more than
+    /// [`STAY_BACK`] at a time, so that the thread sees a stop.
+    pub(crate) fn stay_back(&self) -> Option<Duration> {
+        if self.spin.is_zero() {
+            return None;
+        }
+        if self.drivers.load(Ordering::Acquire) > 0 {
+            return Some(STAY_BACK);
+        }
+        let driven = self.driven.load(Ordering::Acquire);
+        if driven == 0 {
+            return None;
+        }
+        let since = Duration::from_nanos(
+            (self.epoch.elapsed().as_nanos() as u64).saturating_sub(driven - 1),
+        );
+        self.spin
+            .min(STAY_BACK)
+            .checked_sub(since)
+            .filter(|d| !d.is_zero())
     }
 
     /// Mark the progress thread as about to sleep (`true`) or awake; true
@@ -305,26 +403,33 @@ impl Hub {
         sleeping && !lock(&self.commands).is_empty()
     }
 
-    /// Run `f` on the progress thread without waiting for it (as
+    /// Run `f` with the baton without waiting for it (as
     /// [`Hub::on_thread`] runs it, in the order asked).
     pub(crate) fn post(&self, f: impl FnOnce(&Hub) + Send + 'static) {
-        let here = self.thread.get() == Some(&std::thread::current().id());
-        if here || self.has_exited.load(Ordering::Acquire) {
+        if self.baton.held_here() {
             return f(self);
         }
         lock(&self.commands).push_back(Box::new(f));
-        self.engine.signal();
-    }
-
-    /// Mark this thread as the progress thread.
-    pub(crate) fn started(&self) {
-        let _ = self.thread.set(std::thread::current().id());
+        let held = match self.baton.try_take() {
+            Some(held) => Some(held),
+            None if self.has_exited.load(Ordering::Acquire) => Some(self.baton.take()),
+            None => None,
+        };
+        match held {
+            Some(held) => {
+                self.run_commands();
+                self.let_go(held);
+            }
+            None => self.engine.signal(),
+        }
     }
 
     /// Mark the progress thread as returned, and run what was left for it.
     pub(crate) fn exited(&self) {
         self.has_exited.store(true, Ordering::Release);
+        let held = self.baton.take();
         self.run_commands();
+        drop(held);
     }
 
     /// Run the calls other threads asked for; true when there was one.
@@ -355,6 +460,11 @@ impl Hub {
     pub(crate) fn hand_to_acceptor(&self, ep: usize) -> Option<Arc<dyn Link>> {
         let acceptor = lock(&self.acceptor).clone()?;
         self.hand_to(ep, acceptor)
+    }
+
+    /// The link of the channels this node offers, if it offers any.
+    pub(crate) fn channels_link(&self) -> Option<Arc<dyn Link>> {
+        lock(&self.channels).as_ref().map(|(l, _)| Arc::clone(l))
     }
 
     /// Hand `ep`, a served connection that has sent nothing of an

@@ -52,6 +52,7 @@
 #![deny(unsafe_code)]
 
 mod auth;
+mod baton;
 pub mod channel;
 mod client;
 #[allow(unsafe_code)]

@@ -30,13 +30,14 @@ pub struct NodeOptions {
     /// How long a connection's handshake, and each remote operation, may
     /// take before it fails with [`Error::Timeout`] (default 30 s).
     pub timeout: Duration,
-    /// How long the node's progress thread, and a caller waiting for it,
-    /// keep polling after the last thing they did before they sleep
-    /// (default zero: sleep at once). A peer that answers within it is
-    /// answered without waking a sleeping thread, which pays only where a
-    /// core is free for the poll: on a busy machine the polling threads
-    /// take the CPU from the ones they wait for (docs/remote.md has the
-    /// measurement).
+    /// How long a caller waiting for an answer drives the worker itself
+    /// (a signal's wait, a read, a remote subscriber's receive), and the
+    /// node's progress thread polls after its last work, before either
+    /// sleeps (default zero: sleep at once). While a caller drives, the
+    /// progress thread and the proxy threads of offered channels stay
+    /// back and the caller's passes do their work, so that a ping-pong
+    /// needs no thread to be woken; it pays where the waiting thread may
+    /// keep a CPU busy (docs/remote.md, docs/performance.md).
     pub spin: Duration,
 }
 

@@ -1,8 +1,10 @@
-//! The progress thread: drive the worker, hand what its callbacks queued
-//! to the exporter's side ([`serve`](crate::serve)) or the importer's
+//! Driving the worker: a pass hands what its callbacks queued to the
+//! exporter's side ([`serve`](crate::serve)) or the importer's
 //! ([`dial`](crate::dial)) or to the link that handles the connection
-//! (a group's), expire handshakes, and sleep on the worker's
-//! event descriptor when there is nothing to do.
+//! (a group's, a channel's) and expires handshakes. The progress thread
+//! makes passes and sleeps on the worker's event descriptor when there is
+//! nothing to do; a caller waiting for an answer makes them itself
+//! ([`spin_until`]) while the progress thread stays back.
 
 use std::time::{Duration, Instant};
 
@@ -13,25 +15,27 @@ use crate::{dial, serve};
 
 /// Run until the hub is asked to stop.
 pub(crate) fn run(hub: &Hub) {
-    hub.started();
     // Polled until `spin` after the last work, then asleep on the worker's
     // event descriptor: a peer that answers within the spin is seen
     // without a wake-up.
     let mut last_work = Instant::now();
     while !hub.stopping() {
-        let mut worked = false;
-        while hub.engine.progress() != 0 {
-            worked = true;
+        // A caller drives the worker while it waits for an answer: two
+        // threads polling one worker on a machine with few cores take the
+        // CPU from each other, so this one stays out of the way.
+        if let Some(back) = hub.stay_back() {
+            std::thread::sleep(back);
+            last_work = Instant::now();
+            continue;
         }
-        serve::received(hub);
-        let commanded = hub.run_commands();
-        let handled = handle_events(hub) || commanded;
-        let next = serve::expire(hub);
-        if handled || worked {
+        let held = hub.baton.take();
+        let (worked, next) = pass(hub);
+        if worked {
             last_work = Instant::now();
             continue;
         }
         if last_work.elapsed() < hub.spin {
+            drop(held);
             std::hint::spin_loop();
             continue;
         }
@@ -42,6 +46,9 @@ pub(crate) fn run(hub: &Hub) {
             hub.set_sleeping(false);
             continue;
         }
+        // A caller may take the baton while this sleeps; whatever its
+        // calls leave queued wakes this thread ([`Hub::let_go`]).
+        drop(held);
         let wait = next
             .map(|d| d.saturating_duration_since(Instant::now()))
             .unwrap_or(Duration::from_secs(1))
@@ -58,6 +65,59 @@ pub(crate) fn run(hub: &Hub) {
         last_work = Instant::now();
     }
     hub.exited();
+}
+
+/// One pass with the baton held: drive the worker, then hand what its
+/// callbacks queued to the exporter's side, the importer's or a link, run
+/// the calls other threads left, and expire handshakes. True when
+/// anything was done; and when the next handshake expires.
+fn pass(hub: &Hub) -> (bool, Option<Instant>) {
+    let mut worked = false;
+    while hub.engine.progress() != 0 {
+        worked = true;
+    }
+    serve::received(hub);
+    let commanded = hub.run_commands();
+    let handled = handle_events(hub) || commanded;
+    let polled = hub.channels_link().is_some_and(|l| l.poll(hub));
+    let next = serve::expire(hub);
+    (worked || handled || polled, next)
+}
+
+/// Drive the worker once from this thread when the baton is free; true
+/// when that did anything.
+fn drive(hub: &Hub) -> bool {
+    match hub.baton.try_take() {
+        Some(held) => {
+            let (worked, _) = pass(hub);
+            hub.let_go(held);
+            worked
+        }
+        None => false,
+    }
+}
+
+/// Drive the worker from this thread until `done` holds, for at most the
+/// node's spin ([`crate::NodeOptions::spin`]; zero: not at all); whether
+/// `done` held. The caller holds no lock of the hub's: a pass handles
+/// what the callbacks queued, which takes them.
+pub(crate) fn spin_until(hub: &Hub, done: impl Fn() -> bool) -> bool {
+    if hub.spin.is_zero() || hub.baton.held_here() {
+        return done();
+    }
+    let _driving = hub.driving();
+    let began = Instant::now();
+    loop {
+        if done() {
+            return true;
+        }
+        if began.elapsed() >= hub.spin {
+            return false;
+        }
+        if !drive(hub) {
+            std::hint::spin_loop();
+        }
+    }
 }
 
 /// Handle every queued event; true when there was one.

@@ -57,6 +57,7 @@ mod roles {
         let role = std::env::var(ROLE_ENV).expect("a child entry point, run by its parent");
         match role.as_str() {
             "publisher" => publisher(),
+            "pinger" => pinger(),
             "offerer" => offerer(),
             "local" => local(),
             "remote" => remote(),
@@ -68,9 +69,19 @@ mod roles {
         Arc::new(CpuShm::new())
     }
 
+    /// A node on the argument `listen`, with the argument `spin_us` as
+    /// its spin when the parent passed one.
+    fn node_on() -> Node {
+        let mut opts = hal_ucx::NodeOptions::new(arg("listen").parse().unwrap());
+        if let Some(us) = opt_arg("spin_us") {
+            opts.spin = Duration::from_micros(us.parse().unwrap());
+        }
+        Node::with_options(opts).unwrap()
+    }
+
     /// Offer channel `name` on a node of `listen`; report its text.
     fn offer(name: &str) -> (Node, hal_ucx::ChannelOffer) {
-        let node = Node::bind(arg("listen").parse().unwrap()).unwrap();
+        let node = node_on();
         let device = Arc::new(CpuShm::new().host());
         let mut options = RemoteChannelOptions::default();
         if let Some(hex) = opt_arg("secret") {
@@ -87,6 +98,60 @@ mod roles {
             *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
         }
         s
+    }
+
+    /// One end of a ping-pong of samples: publish on a channel of its own,
+    /// offered on its node; subscribe to the other end's offer; then
+    /// `rounds` times publish and receive (the first end) or receive and
+    /// publish, checking every byte; report the rounds.
+    fn pinger() {
+        let name = arg("name");
+        let slot_size = 4096;
+        let host = device().host();
+        let options = ChannelOptions::default()
+            .slots(2)
+            .slot_size(slot_size)
+            .timeout(Duration::from_secs(60));
+        let mut publisher = Publisher::create(&host, &name, &options).unwrap();
+        let (node, _offer) = offer(&name);
+        let sub = RemoteSubscriber::connect(
+            &node,
+            &host,
+            &wait_for("peer"),
+            &RemoteSubscribeOptions::default().timeout(Some(Duration::from_secs(60))),
+        )
+        .unwrap();
+        // A broadcast sample goes to the subscribers there when it is
+        // published: both ends start once both are subscribed.
+        report("subscribed", "ok");
+        wait_for("go");
+        let rounds: u64 = arg("rounds").parse().unwrap();
+        let first = opt_arg("first").is_some();
+        let mut publish = |seq: u64| {
+            let loan = publisher.loan().unwrap();
+            let len = sample_len(seq, slot_size);
+            loan.write(0, &sample_bytes(seq, len)).unwrap();
+            loan.publish(len as u64).unwrap();
+        };
+        let receive = |seq: u64| {
+            let got = sub.receive().unwrap();
+            assert_eq!(got.sequence(), seq);
+            assert_eq!(
+                got.to_vec().unwrap(),
+                sample_bytes(seq, sample_len(seq, slot_size))
+            );
+        };
+        for seq in 0..rounds {
+            if first {
+                publish(seq);
+                receive(seq);
+            } else {
+                receive(seq);
+                publish(seq);
+            }
+        }
+        report("rounds", &rounds.to_string());
+        wait_for("quit");
     }
 
     /// Make the channel the arguments name (offered from this process
@@ -199,7 +264,7 @@ mod roles {
     /// A remote subscriber of the offer `text`: receive, hold, release and
     /// drain as the parent says; every sample's bytes are checked.
     fn remote() {
-        let node = Node::bind(arg("listen").parse().unwrap()).unwrap();
+        let node = node_on();
         let dev = device();
         let host = dev.host();
         let mut options = RemoteSubscribeOptions::default();
@@ -309,9 +374,21 @@ fn hosts() -> Option<Hosts> {
     Hosts::new_or_not_run()
 }
 
+/// The spin of the nodes a test's children make, in microseconds (none:
+/// the default, zero).
+type Spin = Option<u64>;
+
 fn spawn(hosts: &Hosts, i: usize, role: &str, args: &[(&str, String)]) -> ChildProc {
+    spun(hosts, i, role, args, None)
+}
+
+/// [`spawn`], its node spinning `spin`.
+fn spun(hosts: &Hosts, i: usize, role: &str, args: &[(&str, String)], spin: Spin) -> ChildProc {
     let mut args = args.to_vec();
     args.push(("listen", format!("{}:0", hosts.address(i))));
+    if let Some(us) = spin {
+        args.push(("spin_us", us.to_string()));
+    }
     ChildProc::spawn_with(ROLES, role, &args, |cmd| {
         cmd.env("UCX_TLS", "tcp");
         hosts.place(i, cmd);
@@ -327,7 +404,19 @@ fn publisher(
     slot_size: u64,
     mode: &str,
 ) -> (ChildProc, String) {
-    let mut p = spawn(
+    spun_publisher(hosts, name, slots, slot_size, mode, None)
+}
+
+/// [`publisher`], its node spinning `spin`.
+fn spun_publisher(
+    hosts: &Hosts,
+    name: &str,
+    slots: usize,
+    slot_size: u64,
+    mode: &str,
+    spin: Spin,
+) -> (ChildProc, String) {
+    let mut p = spun(
         hosts,
         0,
         "publisher",
@@ -338,6 +427,7 @@ fn publisher(
             ("mode", mode.to_string()),
             ("offer", "1".to_string()),
         ],
+        spin,
     );
     let text = p.expect("offer");
     assert_eq!(p.expect("created"), name);
@@ -345,11 +435,16 @@ fn publisher(
 }
 
 fn remote(hosts: &Hosts, text: &str, slots: Option<usize>) -> ChildProc {
+    spun_remote(hosts, text, slots, None)
+}
+
+/// [`remote`], its node spinning `spin`.
+fn spun_remote(hosts: &Hosts, text: &str, slots: Option<usize>, spin: Spin) -> ChildProc {
     let mut args = vec![("text", text.to_string())];
     if let Some(n) = slots {
         args.push(("slots", n.to_string()));
     }
-    spawn(hosts, 1, "remote", &args)
+    spun(hosts, 1, "remote", &args, spin)
 }
 
 fn ask(c: &mut ChildProc, cmd: &str, tag: &str) -> String {
@@ -365,14 +460,27 @@ fn quit(c: ChildProc) {
 
 #[test]
 fn remote_subscriber_across_network_namespaces() {
+    subscribers_across(None);
+}
+
+/// The same between nodes that spin (the remote subscribers' receives
+/// drive their workers).
+#[test]
+fn remote_subscriber_between_spinning_nodes_across_network_namespaces() {
+    subscribers_across(Some(300));
+}
+
+fn subscribers_across(spin: Spin) {
     let Some(hosts) = hosts() else {
         return;
     };
-    let name = "frames-across";
-    let (mut publisher, text) = publisher(&hosts, name, 8, 1 << 20, "broadcast");
+    let name = &format!("frames-across-{}", spin.unwrap_or(0));
+    let (mut publisher, text) = spun_publisher(&hosts, name, 8, 1 << 20, "broadcast", spin);
     let args = [("name", name.to_string()), ("count", "100".to_string())];
     let mut locals: Vec<ChildProc> = (0..2).map(|_| spawn(&hosts, 0, "local", &args)).collect();
-    let mut remotes: Vec<ChildProc> = (0..2).map(|_| remote(&hosts, &text, None)).collect();
+    let mut remotes: Vec<ChildProc> = (0..2)
+        .map(|_| spun_remote(&hosts, &text, None, spin))
+        .collect();
     for c in locals.iter_mut() {
         assert_eq!(c.expect("subscribed"), "local");
     }
@@ -517,13 +625,73 @@ fn offering_process_killed_remote_subscribers_keep_what_they_received() {
     quit(r);
 }
 
+/// Two processes on two hosts, each publishing on a channel of its own and
+/// subscribed to the other's, ping-pong samples over spinning nodes: the
+/// waits of each drive its worker, and their passes forward its samples
+/// (its proxy's thread stays back).
 #[test]
-fn slow_remote_subscriber_holds_the_publisher_back() {
+fn remote_channel_ping_pong_between_spinning_nodes_across_network_namespaces() {
     let Some(hosts) = hosts() else {
         return;
     };
-    let (mut publisher, text) = publisher(&hosts, "slow", 4, 64 << 10, "broadcast");
-    let mut r = remote(&hosts, &text, None);
+    let rounds = "200".to_string();
+    let spin = Some(300);
+    let mut a = spun(
+        &hosts,
+        0,
+        "pinger",
+        &[
+            ("name", format!("ping-{}", std::process::id())),
+            ("rounds", rounds.clone()),
+            ("first", "1".into()),
+        ],
+        spin,
+    );
+    let mut b = spun(
+        &hosts,
+        1,
+        "pinger",
+        &[
+            ("name", format!("pong-{}", std::process::id())),
+            ("rounds", rounds.clone()),
+        ],
+        spin,
+    );
+    let (ta, tb) = (a.expect("offer"), b.expect("offer"));
+    a.send(&format!("peer {tb}"));
+    b.send(&format!("peer {ta}"));
+    assert_eq!(a.expect("subscribed"), "ok");
+    assert_eq!(b.expect("subscribed"), "ok");
+    a.send("go");
+    b.send("go");
+    assert_eq!(a.expect("rounds"), rounds);
+    assert_eq!(b.expect("rounds"), rounds);
+    a.send("quit");
+    b.send("quit");
+    a.finish();
+    b.finish();
+}
+
+#[test]
+fn slow_remote_subscriber_holds_the_publisher_back() {
+    slow_remote_subscriber(None);
+}
+
+/// The same between nodes that spin: the remote subscriber's waits drive
+/// its worker, and the publisher's progress thread forwards in its passes
+/// beside the proxy's thread.
+#[test]
+fn slow_remote_subscriber_holds_the_publisher_back_between_spinning_nodes() {
+    slow_remote_subscriber(Some(300));
+}
+
+fn slow_remote_subscriber(spin: Spin) {
+    let Some(hosts) = hosts() else {
+        return;
+    };
+    let name = format!("slow-{}", spin.unwrap_or(0));
+    let (mut publisher, text) = spun_publisher(&hosts, &name, 4, 64 << 10, "broadcast", spin);
+    let mut r = spun_remote(&hosts, &text, None, spin);
     assert_eq!(r.expect("subscribed"), "ok");
     assert_eq!(ask(&mut publisher, "publish 4", "published"), "4");
     assert_eq!(ask(&mut r, "hold 4", "hold"), "4");

@@ -50,6 +50,19 @@ mod node {
         }
     }
 
+    /// A node on the argument `listen`, with the argument `spin_us` as
+    /// its spin when the parent passed one.
+    fn node_on() -> Node {
+        let mut opts = hal_ucx::NodeOptions::new(arg("listen").parse().unwrap());
+        if let Some(us) = opt_arg("spin_us") {
+            opts.spin = Duration::from_micros(us.parse().unwrap());
+        }
+        if let Some(ms) = opt_arg("timeout_ms") {
+            opts.timeout = Duration::from_millis(ms.parse().unwrap());
+        }
+        Node::with_options(opts).unwrap()
+    }
+
     /// Export `size` bytes of cpu-shm memory filled with pattern 1 from a
     /// node on `listen`; then follow the parent's commands.
     fn exporter() {
@@ -57,7 +70,7 @@ mod node {
         let dev = CpuShm::new().host();
         let mem = dev.allocate(&AllocDesc::host(size)).unwrap();
         mem.write(0, &fill(1, 0, size as usize)).unwrap();
-        let node = Node::bind(arg("listen").parse().unwrap()).unwrap();
+        let node = node_on();
         let opts = RemoteOptions {
             read_only: opt_arg("read_only").is_some(),
         };
@@ -105,11 +118,7 @@ mod node {
     /// Connect to `text` from a node on `listen`; report how; then follow
     /// the parent's commands.
     fn importer() {
-        let mut opts = hal_ucx::NodeOptions::new(arg("listen").parse().unwrap());
-        if let Some(ms) = opt_arg("timeout_ms") {
-            opts.timeout = Duration::from_millis(ms.parse().unwrap());
-        }
-        let node = Node::with_options(opts).unwrap();
+        let node = node_on();
         let r = match node.connect(&arg("text")) {
             Ok(r) => {
                 report("connected", "ok");
@@ -281,19 +290,28 @@ mod node {
     fn notifier() {
         let dev = CpuShm::new().host();
         let mine: Arc<dyn Notify> = Arc::new(dev.create_notify().unwrap());
-        let node = Node::bind(arg("listen").parse().unwrap()).unwrap();
+        let node = node_on();
         let export = node.export_notify(Arc::clone(&mine)).unwrap();
         report("text", &export.text());
         let peer = node.connect_notify(&wait_for("peer")).unwrap();
         let rounds: u32 = arg("rounds").parse().unwrap();
         let first = opt_arg("first").is_some();
-        let wait = WaitOptions::timeout(PATIENCE);
+        // A spinning node's signals are waited for through the export,
+        // which drives the worker; the others on the notify itself.
+        let spinning = opt_arg("spin_us").is_some();
+        let wait = || {
+            if spinning {
+                export.wait_signal(PATIENCE)
+            } else {
+                mine.wait(WaitOptions::timeout(PATIENCE))
+            }
+        };
         for _ in 0..rounds {
             if first {
                 peer.signal().unwrap();
-                mine.wait(wait).unwrap();
+                wait().unwrap();
             } else {
-                mine.wait(wait).unwrap();
+                wait().unwrap();
                 peer.signal().unwrap();
             }
         }
@@ -384,9 +402,23 @@ impl Place {
 
 /// An exporter of `size` bytes on host 0 and its text.
 fn exporter(place: &Place, tls: Option<&str>, size: u64, read_only: bool) -> (ChildProc, String) {
+    spun_exporter(place, tls, size, read_only, None)
+}
+
+/// [`exporter`] on a node whose spin is `spin_us`.
+fn spun_exporter(
+    place: &Place,
+    tls: Option<&str>,
+    size: u64,
+    read_only: bool,
+    spin_us: Option<u64>,
+) -> (ChildProc, String) {
     let mut args = vec![("listen", place.listen(0)), ("size", size.to_string())];
     if read_only {
         args.push(("read_only", "1".into()));
+    }
+    if let Some(us) = spin_us {
+        args.push(("spin_us", us.to_string()));
     }
     let mut e = place.spawn(0, "exporter", tls, &args);
     let text = e.expect("text");
@@ -394,12 +426,16 @@ fn exporter(place: &Place, tls: Option<&str>, size: u64, read_only: bool) -> (Ch
 }
 
 fn importer(place: &Place, tls: Option<&str>, text: &str) -> ChildProc {
-    place.spawn(
-        1,
-        "importer",
-        tls,
-        &[("listen", place.listen(1)), ("text", text.to_string())],
-    )
+    spun_importer(place, tls, text, None)
+}
+
+/// [`importer`] on a node whose spin is `spin_us`.
+fn spun_importer(place: &Place, tls: Option<&str>, text: &str, spin_us: Option<u64>) -> ChildProc {
+    let mut args = vec![("listen", place.listen(1)), ("text", text.to_string())];
+    if let Some(us) = spin_us {
+        args.push(("spin_us", us.to_string()));
+    }
+    place.spawn(1, "importer", tls, &args)
 }
 
 /// Send `do CMD` and return the answer tagged `tag`.
@@ -413,8 +449,14 @@ const MIB64: u64 = 64 << 20;
 /// The cases every transport must pass: sizes, unaligned, batch, local
 /// hal memory, async, bounds, write then signal, the count.
 fn read_write_cases(place: &Place, tls: Option<&str>) {
-    let (mut e, text) = exporter(place, tls, MIB64, false);
-    let mut i = importer(place, tls, &text);
+    spun_read_write_cases(place, tls, None)
+}
+
+/// [`read_write_cases`] between nodes whose spin is `spin_us`: the
+/// importer's calls drive its worker themselves.
+fn spun_read_write_cases(place: &Place, tls: Option<&str>, spin_us: Option<u64>) {
+    let (mut e, text) = spun_exporter(place, tls, MIB64, false, spin_us);
+    let mut i = spun_importer(place, tls, &text, spin_us);
     assert_eq!(i.expect("connected"), "ok");
     assert_eq!(ask(&mut e, "importers 1", "importers"), "1");
     for (off, len) in [
@@ -479,6 +521,15 @@ fn remote_read_write_across_network_namespaces() {
 fn remote_read_write_over_tcp_on_one_host() {
     if ucx_here() {
         read_write_cases(&Place::Here, Some("tcp"));
+    }
+}
+
+/// Nodes that spin: the importer's reads, writes and batches wait by
+/// driving its worker (the exporter's progress thread polls).
+#[test]
+fn remote_read_write_between_spinning_nodes_over_tcp() {
+    if ucx_here() {
+        spun_read_write_cases(&Place::Here, Some("tcp"), Some(300));
     }
 }
 
@@ -640,6 +691,17 @@ fn remote_export_dropped_while_connected_closes_its_importers() {
 
 #[test]
 fn remote_notify_across_network_namespaces() {
+    notify_ping_pong(None);
+}
+
+/// The same between nodes that spin: each side's wait drives its worker,
+/// and its progress thread stays back.
+#[test]
+fn remote_notify_between_spinning_nodes_across_network_namespaces() {
+    notify_ping_pong(Some(200));
+}
+
+fn notify_ping_pong(spin_us: Option<u64>) {
     if !ucx_here() {
         return;
     }
@@ -647,22 +709,17 @@ fn remote_notify_across_network_namespaces() {
         return;
     };
     let rounds = "50".to_string();
-    let mut a = place.spawn(
-        0,
-        "notifier",
-        Some("tcp"),
-        &[
-            ("listen", place.listen(0)),
-            ("rounds", rounds.clone()),
-            ("first", "1".into()),
-        ],
-    );
-    let mut b = place.spawn(
-        1,
-        "notifier",
-        Some("tcp"),
-        &[("listen", place.listen(1)), ("rounds", rounds.clone())],
-    );
+    let spin = spin_us.map(|us| ("spin_us", us.to_string()));
+    let mut args_a = vec![
+        ("listen", place.listen(0)),
+        ("rounds", rounds.clone()),
+        ("first", "1".into()),
+    ];
+    let mut args_b = vec![("listen", place.listen(1)), ("rounds", rounds.clone())];
+    args_a.extend(spin.clone());
+    args_b.extend(spin);
+    let mut a = place.spawn(0, "notifier", Some("tcp"), &args_a);
+    let mut b = place.spawn(1, "notifier", Some("tcp"), &args_b);
     let (ta, tb) = (a.expect("text"), b.expect("text"));
     a.send(&format!("peer {tb}"));
     b.send(&format!("peer {ta}"));

@@ -20,7 +20,10 @@
 //! probes which are usable on this machine (and why not), opens one by name
 //! or picks the best. What only a backend's author needs (sealed memfds,
 //! the export layer, shared sync pages, the vendors' codes) is in
-//! [`kit`].
+//! [`kit`]. With the feature `objects`, `hal::objects` holds the objects
+//! the C library and the Python package hand out (a device opened by
+//! name, memory with its exports kept, events and notifies, samples read
+//! in place, group memberships): one layer under both languages.
 //!
 //! A program keeps what it exports: dropping an [`Exported`] unregisters it,
 //! so `device.export_memory(..)?.to_text()` hands out a handle that no import
@@ -223,6 +226,8 @@ pub mod remote {
     pub use hal_ucx::*;
 }
 
+#[cfg(feature = "objects")]
+pub mod objects;
 pub mod registry;
 mod this_process;
 

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -106,6 +106,34 @@ struct Proxy {
     state: Mutex<ProxyState>,
     cv: Condvar,
     subscriber: OnceLock<Arc<Subscriber>>,
+    /// The offer, for a caller's pass that forwards ([`Offers::poll`]).
+    offer: Weak<Offered>,
+    /// What forwarding needs, once the remote's slots are there.
+    route: OnceLock<Route>,
+    /// Held by whoever forwards: the proxy's thread or a caller's pass.
+    stepping: Mutex<()>,
+    /// The sends issued that may still read the slots.
+    sends: Mutex<Vec<Arc<Completion>>>,
+    /// Set once the forwarding ended (by either).
+    ended: AtomicBool,
+}
+
+/// Where a proxy forwards from: its subscriber's slots, as UCX sends them.
+struct Route {
+    sub: Arc<Subscriber>,
+    base: u64,
+    mem: ucs_memory_type_t,
+}
+
+/// What one forwarding step did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Nothing to forward now.
+    Idle,
+    /// A sample went.
+    Moved,
+    /// The forwarding ended.
+    Ended,
 }
 
 impl Proxy {
@@ -258,6 +286,11 @@ impl Offers {
                     state: Mutex::new(ProxyState::default()),
                     cv: Condvar::new(),
                     subscriber: OnceLock::new(),
+                    offer: Arc::downgrade(&offer),
+                    route: OnceLock::new(),
+                    stepping: Mutex::new(()),
+                    sends: Mutex::new(Vec::new()),
+                    ended: AtomicBool::new(false),
                 });
                 lock(&self.conns).insert(ep, Conn::Proxy(Arc::clone(&proxy)));
                 let runner = Arc::clone(&offer);
@@ -296,6 +329,48 @@ impl Offers {
 }
 
 impl Link for Offers {
+    /// Every pass expires late handshakes; a pass of a caller that drives
+    /// the worker also forwards what the proxies' channels hold (host samples only: a stream-ordered one
+    /// may have to wait for its device, which a pass must not), so that
+    /// no proxy thread has to be woken for it ([`Hub::stay_back`]).
+    fn poll(&self, hub: &Hub) -> bool {
+        // A handshake left half-done ends at its timeout even when no
+        // other message comes (the progress thread passes at least once
+        // a second).
+        self.expire(hub);
+        let proxies: Vec<Arc<Proxy>> = lock(&self.conns)
+            .values()
+            .filter_map(|c| match c {
+                Conn::Proxy(p) => Some(Arc::clone(p)),
+                _ => None,
+            })
+            .collect();
+        let mut moved = false;
+        for p in proxies {
+            let (Some(route), Some(offer)) = (p.route.get(), p.offer.upgrade()) else {
+                continue;
+            };
+            if route.sub.stream_ordered() || p.ended.load(Ordering::Acquire) {
+                continue;
+            }
+            let Ok(_stepping) = p.stepping.try_lock() else {
+                continue;
+            };
+            for _ in 0..route.sub.slots() {
+                match step(&offer, &p, route, None) {
+                    Step::Moved => moved = true,
+                    Step::Idle => break,
+                    Step::Ended => {
+                        p.ended.store(true, Ordering::Release);
+                        p.cv.notify_all();
+                        break;
+                    }
+                }
+            }
+        }
+        moved
+    }
+
     fn handed(&self, ep: usize, peer: Option<SocketAddr>) {
         if let Some(peer) = peer {
             lock(&self.peers).insert(ep, peer);
@@ -462,21 +537,8 @@ fn run(offer: &Offered, proxy: &Proxy, asked: u32) {
 
 /// Subscribe, welcome the remote, and forward samples; the sends issued.
 fn forward(offer: &Offered, proxy: &Proxy, asked: u32) -> Vec<Arc<Completion>> {
-    let ep = proxy.ep;
     let owner = &offer.owner;
-    let say = |m: Message| {
-        let head = m.encode();
-        let closed = Arc::clone(&proxy.closed);
-        let sent = on_thread(owner, move |h| {
-            live(&closed)?;
-            h.engine
-                .send(ep as ucp_ep_h, AM_ID, head, None, false)
-                .map(|c| h.unwaited(c))
-        });
-        if let Ok(Err(e)) | Err(e) = sent.map(|r| r.map(|_| ())) {
-            log::warn!("hal-ucx: could not send to a remote subscriber: {e}");
-        }
-    };
+    let say = |m: Message| say(owner, proxy, m);
     let mut sends = Vec::new();
     let options = SubscribeOptions::default().timeout(Some(offer.timeout));
     let sub = match Subscriber::open(&*offer.device, &offer.name, &options) {
@@ -552,113 +614,173 @@ fn forward(offer: &Offered, proxy: &Proxy, asked: u32) -> Vec<Arc<Completion>> {
         say(Message::End(End::Withdrawn));
         return sends;
     }
+    let route = proxy.route.get_or_init(|| Route { sub, base, mem });
+    let hub = &owner.hub;
     loop {
-        if lock(&proxy.state).gone.is_some() {
-            return sends;
-        }
-        // Withdrawn: what the channel holds for this subscriber now is
-        // still forwarded (as far as its free slots take it), then the end.
-        let withdrawn = offer.withdrawn.load(Ordering::Acquire);
-        // A free slot of the remote's first: a sample is claimed only
-        // for a slot to put it in (a queue's share stays with the others).
-        let slot = {
-            let mut s = lock(&proxy.state);
-            match s.free.pop() {
-                Some(slot) => slot,
-                None if withdrawn => {
-                    drop(s);
-                    say(Message::End(End::Withdrawn));
-                    return sends;
+        // While callers drive the worker, their passes forward
+        // ([`Offers::poll`]): this thread is not woken for each sample.
+        if !route.sub.stream_ordered() {
+            if let Some(back) = hub.stay_back() {
+                if proxy.ended.load(Ordering::Acquire) {
+                    break;
                 }
-                None => {
+                std::thread::sleep(back);
+                continue;
+            }
+        }
+        let _stepping = lock(&proxy.stepping);
+        if proxy.ended.load(Ordering::Acquire) {
+            break;
+        }
+        if step(offer, proxy, route, Some(POLL)) == Step::Ended {
+            proxy.ended.store(true, Ordering::Release);
+            break;
+        }
+    }
+    sends.append(&mut lock(&proxy.sends));
+    sends
+}
+
+/// Send `m` to the proxy's remote, not waiting for it.
+fn say(owner: &Owner, proxy: &Proxy, m: Message) {
+    let (ep, head) = (proxy.ep, m.encode());
+    let closed = Arc::clone(&proxy.closed);
+    let sent = on_thread(owner, move |h| {
+        live(&closed)?;
+        h.engine
+            .send(ep as ucp_ep_h, AM_ID, head, None, false)
+            .map(|c| h.unwaited(c))
+    });
+    if let Ok(Err(e)) | Err(e) = sent.map(|r| r.map(|_| ())) {
+        log::warn!("hal-ucx: could not send to a remote subscriber: {e}");
+    }
+}
+
+/// Forward the next sample into a free slot of the remote's, if there are
+/// both: waiting up to `wait` for either (the proxy's thread), or not at
+/// all (a caller's pass). The caller holds `proxy.stepping`.
+fn step(offer: &Offered, proxy: &Proxy, route: &Route, wait: Option<Duration>) -> Step {
+    let owner = &offer.owner;
+    let (ep, sub) = (proxy.ep, &route.sub);
+    if lock(&proxy.state).gone.is_some() {
+        return Step::Ended;
+    }
+    // Withdrawn: what the channel holds for this subscriber now is
+    // still forwarded (as far as its free slots take it), then the end.
+    let withdrawn = offer.withdrawn.load(Ordering::Acquire);
+    // A free slot of the remote's first: a sample is claimed only
+    // for a slot to put it in (a queue's share stays with the others).
+    let slot = {
+        let mut s = lock(&proxy.state);
+        match s.free.pop() {
+            Some(slot) => slot,
+            None if withdrawn => {
+                drop(s);
+                say(owner, proxy, Message::End(End::Withdrawn));
+                return Step::Ended;
+            }
+            None => {
+                if let Some(w) = wait {
                     drop(
                         proxy
                             .cv
-                            .wait_timeout(s, POLL)
+                            .wait_timeout(s, w)
                             .unwrap_or_else(|p| p.into_inner()),
                     );
-                    continue;
                 }
+                return Step::Idle;
             }
-        };
-        let received = if withdrawn {
-            sub.try_receive().and_then(|s| {
-                s.ok_or_else(|| Error::Timeout {
-                    after: Duration::ZERO,
-                    what: "nothing more to forward".into(),
-                })
-            })
-        } else {
-            sub.receive_timeout(Some(POLL))
-        };
-        let ticket = match received {
-            // A stream-ordered sample's bytes are there once its event
-            // passed; one that never comes ends the forwarding.
-            Ok(sample) => match sample.wait() {
-                Ok(()) => sample.detach(),
-                Err(e) => {
-                    log::warn!(
-                        "hal-ucx: channel {:?}: sample {} was never written ({e}); its remote \
-                         subscriber is dropped",
-                        offer.name,
-                        sample.sequence()
-                    );
-                    proxy.gone(format!("sample {} was never written", sample.sequence()));
-                    return sends;
-                }
-            },
-            Err(e) => {
-                lock(&proxy.state).free.push(slot);
-                match e {
-                    Error::Timeout { .. } if withdrawn => {
-                        say(Message::End(End::Withdrawn));
-                    }
-                    Error::Timeout { .. } => continue,
-                    Error::Closed { what } => {
-                        // hal-core's words: "… its publisher (pid N) died"
-                        // or "… its publisher closed it".
-                        let how = if what.ends_with("died") {
-                            End::Died
-                        } else {
-                            End::Closed
-                        };
-                        say(Message::End(how));
-                    }
-                    other => {
-                        log::warn!("hal-ucx: channel {:?}'s proxy stops: {other}", offer.name);
-                        say(Message::End(End::Died));
-                    }
-                }
-                return sends;
-            }
-        };
-        let head = Message::Sample {
-            seq: ticket.sequence(),
-            slot,
-            len: ticket.len(),
         }
-        .encode();
-        let (at, len) = (base + ticket.offset(), ticket.len() as usize);
-        lock(&proxy.state).held[slot as usize] = Some(ticket);
-        let closed = Arc::clone(&proxy.closed);
-        let sent = on_thread(owner, move |h| {
-            live(&closed)?;
-            let data = (len > 0).then_some((at as *const std::ffi::c_void, len, mem));
-            // Host bytes up to EAGER go as UCX picks (eagerly, copied into
-            // the slot on arrival); more, or device bytes, by rendezvous,
-            // straight into it.
-            let rndv = len > EAGER || mem != UCS_MEMORY_TYPE_HOST;
-            h.engine.send(ep as ucp_ep_h, AM_ID, head, data, rndv)
-        });
-        match sent {
-            Ok(Ok(c)) => {
-                sends.retain(|c: &Arc<Completion>| c.status().is_none());
-                sends.push(c);
+    };
+    let received = match (withdrawn, wait) {
+        (false, Some(w)) => sub.receive_timeout(Some(w)).map(Some),
+        _ => sub.try_receive(),
+    };
+    let received = match received {
+        Ok(Some(sample)) => Ok(sample),
+        Ok(None) if withdrawn => Err(Error::Timeout {
+            after: Duration::ZERO,
+            what: "nothing more to forward".into(),
+        }),
+        Ok(None) => {
+            lock(&proxy.state).free.push(slot);
+            return Step::Idle;
+        }
+        Err(e) => Err(e),
+    };
+    let ticket = match received {
+        // A stream-ordered sample's bytes are there once its event
+        // passed; one that never comes ends the forwarding.
+        Ok(sample) => match sample.wait() {
+            Ok(()) => sample.detach(),
+            Err(e) => {
+                log::warn!(
+                    "hal-ucx: channel {:?}: sample {} was never written ({e}); its remote \
+                     subscriber is dropped",
+                    offer.name,
+                    sample.sequence()
+                );
+                proxy.gone(format!("sample {} was never written", sample.sequence()));
+                return Step::Ended;
             }
-            Ok(Err(e)) | Err(e) => {
-                proxy.gone(format!("a send failed: {e}"));
-                return sends;
+        },
+        Err(e) => {
+            lock(&proxy.state).free.push(slot);
+            match e {
+                Error::Timeout { .. } if withdrawn => {
+                    say(owner, proxy, Message::End(End::Withdrawn));
+                }
+                Error::Timeout { .. } => return Step::Idle,
+                Error::Closed { what } => {
+                    // hal-core's words: "… its publisher (pid N) died"
+                    // or "… its publisher closed it".
+                    let how = if what.ends_with("died") {
+                        End::Died
+                    } else {
+                        End::Closed
+                    };
+                    say(owner, proxy, Message::End(how));
+                }
+                other => {
+                    log::warn!("hal-ucx: channel {:?}'s proxy stops: {other}", offer.name);
+                    say(owner, proxy, Message::End(End::Died));
+                }
             }
+            return Step::Ended;
+        }
+    };
+    let head = Message::Sample {
+        seq: ticket.sequence(),
+        slot,
+        len: ticket.len(),
+    }
+    .encode();
+    let (at, len, mem) = (
+        route.base + ticket.offset(),
+        ticket.len() as usize,
+        route.mem,
+    );
+    lock(&proxy.state).held[slot as usize] = Some(ticket);
+    let closed = Arc::clone(&proxy.closed);
+    let sent = on_thread(owner, move |h| {
+        live(&closed)?;
+        let data = (len > 0).then_some((at as *const std::ffi::c_void, len, mem));
+        // Host bytes up to EAGER go as UCX picks (eagerly, copied into
+        // the slot on arrival); more, or device bytes, by rendezvous,
+        // straight into it.
+        let rndv = len > EAGER || mem != UCS_MEMORY_TYPE_HOST;
+        h.engine.send(ep as ucp_ep_h, AM_ID, head, data, rndv)
+    });
+    match sent {
+        Ok(Ok(c)) => {
+            let mut sends = lock(&proxy.sends);
+            sends.retain(|c: &Arc<Completion>| c.status().is_none());
+            sends.push(c);
+            Step::Moved
+        }
+        Ok(Err(e)) | Err(e) => {
+            proxy.gone(format!("a send failed: {e}"));
+            Step::Ended
         }
     }
 }

@@ -341,6 +341,14 @@ impl RemoteSubscriber {
     pub fn receive_timeout(&self, timeout: Option<Duration>) -> Result<RemoteSample<'_>> {
         let started = Instant::now();
         let deadline = timeout.map(|t| started + t);
+        // With a spin ([`crate::NodeOptions::spin`]) this thread drives the
+        // worker until a sample (or the end) is there.
+        crate::progress::spin_until(&self.conn.owner.hub, || {
+            let s = lock(&self.conn.inbox.state);
+            s.ended.is_some()
+                || s.gone.is_some()
+                || s.pending.front().is_some_and(|p| p.done.status().is_some())
+        });
         let mut s = lock(&self.conn.inbox.state);
         loop {
             if let Some(front) = s.pending.front() {

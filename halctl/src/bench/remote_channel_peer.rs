@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use hal::channel::{ChannelOptions, Publisher};
 use hal::cpu_shm::{CpuDevice, CpuShm};
 use hal::remote::{
-    ChannelOffer, Node, RemoteChannelOptions, RemoteSubscribeOptions, RemoteSubscriber,
+    ChannelOffer, Node, NodeOptions, RemoteChannelOptions, RemoteSubscribeOptions, RemoteSubscriber,
 };
 
 use super::proto::PEER_TIMEOUT;
@@ -37,14 +37,16 @@ pub struct RemoteChannelSide {
 }
 
 impl RemoteChannelSide {
-    /// A node on the loopback address.
+    /// A node on the loopback address that polls its worker as
+    /// `ucx_perftest` does ([`super::remote_peer::BUSY`]).
     pub fn new() -> CmdResult<RemoteChannelSide> {
-        let node = Node::bind(
+        let mut opts = NodeOptions::new(
             "127.0.0.1:0"
                 .parse()
                 .map_err(|_| Fail::failed("an address"))?,
-        )
-        .ctx("starting a UCX node")?;
+        );
+        opts.spin = super::remote_peer::BUSY;
+        let node = Node::with_options(opts).ctx("starting a UCX node")?;
         Ok(RemoteChannelSide {
             sub: None,
             offer: None,

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use hal::cpu_shm::CpuShm;
 use hal::dynamic::{DynAllocation, DynDevice};
-use hal::remote::{Node, RemoteExported, RemoteMemory, RemoteNotify, RemoteOptions};
-use hal::{AllocDesc, DeviceExt, Notify, WaitOptions};
+use hal::remote::{Node, NodeOptions, RemoteExported, RemoteMemory, RemoteNotify, RemoteOptions};
+use hal::{AllocDesc, DeviceExt, Notify};
 
 use super::proto::PEER_TIMEOUT;
 use crate::fail::{CmdResult, Context, Fail};
@@ -17,6 +17,12 @@ use crate::pattern::{self, Content};
 /// The pattern the served memory holds.
 const SEED: u64 = 11;
 
+/// The nodes' spin ([`NodeOptions::spin`]): a caller waiting for an
+/// answer drives the worker itself, and an idle progress thread polls,
+/// for this long before either sleeps, as `ucx_perftest` polls its worker
+/// without sleeping.
+pub const BUSY: Duration = Duration::from_secs(1);
+
 fn ns(d: Duration) -> u64 {
     d.as_nanos().min(u64::MAX as u128) as u64
 }
@@ -24,8 +30,9 @@ fn ns(d: Duration) -> u64 {
 /// One process's remote state.
 pub struct RemoteSide {
     node: Node,
-    /// This process's notify, signalled by the other process.
-    mine: Arc<dyn Notify>,
+    /// This process's notify, signalled by the other process (its
+    /// signals are waited for through its export).
+    _mine: Arc<dyn Notify>,
     mine_export: RemoteExported,
     /// The served memory and its export (the serving process).
     served: Option<(RemoteExported, Box<dyn DynAllocation>)>,
@@ -36,14 +43,16 @@ pub struct RemoteSide {
 }
 
 impl RemoteSide {
-    /// A node on the loopback address and a notify exported from it.
+    /// A node on the loopback address that polls its worker as
+    /// `ucx_perftest` does ([`BUSY`]), and a notify exported from it.
     pub fn new() -> CmdResult<RemoteSide> {
-        let node = Node::bind(
+        let mut opts = NodeOptions::new(
             "127.0.0.1:0"
                 .parse()
                 .map_err(|_| Fail::failed("an address"))?,
-        )
-        .ctx("starting a UCX node")?;
+        );
+        opts.spin = BUSY;
+        let node = Node::with_options(opts).ctx("starting a UCX node")?;
         let notify = CpuShm::new()
             .host()
             .create_notify()
@@ -54,7 +63,7 @@ impl RemoteSide {
             .ctx("exporting a notify to the other process")?;
         Ok(RemoteSide {
             node,
-            mine,
+            _mine: mine,
             mine_export,
             served: None,
             memory: None,
@@ -151,16 +160,17 @@ impl RemoteSide {
             .theirs
             .as_ref()
             .ok_or_else(|| Fail::failed("no remote notify is connected"))?;
-        let wait = WaitOptions::timeout(PEER_TIMEOUT);
+        let mine = &self.mine_export;
         let mut times = Vec::with_capacity(if ping { rounds as usize } else { 0 });
         for _ in 0..rounds {
             if ping {
                 let t0 = Instant::now();
                 theirs.signal().ctx("signalling the other process")?;
-                self.mine.wait(wait).ctx("waiting for the answer")?;
+                mine.wait_signal(PEER_TIMEOUT)
+                    .ctx("waiting for the answer")?;
                 times.push(ns(t0.elapsed()));
             } else {
-                self.mine.wait(wait).ctx("waiting for a signal")?;
+                mine.wait_signal(PEER_TIMEOUT).ctx("waiting for a signal")?;
                 theirs.signal().ctx("answering")?;
             }
         }

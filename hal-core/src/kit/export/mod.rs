@@ -17,14 +17,12 @@
 pub mod envelope;
 mod exported;
 mod handle;
-mod kept;
 mod memfd;
 pub mod numbered;
 mod take;
 
 pub use exported::Exported;
 pub use handle::{new_handle, HandleSpec};
-pub use kept::{KeptExports, KeptObject};
 pub use memfd::{sealed_memfd, SealedMemfd};
 pub use take::{
     check_fd_count, check_sealed, fd_array, take_sealed, take_sealed_batch, Expect, Sealed,

@@ -4,10 +4,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::handle::Handle;
-use crate::kit::export::Exported;
-use crate::kit::lock::lock;
-use crate::{Notify, Result, WaitFuture, WaitOptions};
+use hal_core::{Exported, Handle, Notify, Result, WaitFuture, WaitOptions};
+
+/// `mutex`, locked; a panic elsewhere while it was held does not stop it.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The exports of one object, kept until it drops. Declare it before the
 /// object's other fields: fields drop in order, and an export must stop
@@ -81,8 +83,8 @@ impl<T: Notify + ?Sized, D: Send + Sync> Notify for KeptObject<T, D> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kit::export::{new_handle, HandleSpec};
-    use crate::{BackendId, ExportOptions, HandleKind, Location};
+    use hal_core::kit::export::{new_handle, HandleSpec};
+    use hal_core::{BackendId, ExportOptions, HandleKind, Location};
 
     #[test]
     fn an_export_is_kept_and_its_handle_given() {
@@ -118,7 +120,7 @@ mod tests {
         }
         fn wait(&self, opts: WaitOptions) -> Result<()> {
             match self.0.swap(0, std::sync::atomic::Ordering::SeqCst) {
-                0 => Err(crate::Error::Timeout {
+                0 => Err(hal_core::Error::Timeout {
                     after: opts.timeout.unwrap_or_default(),
                     what: "a count".into(),
                 }),
