@@ -62,7 +62,8 @@ impl AscendBackend {
     /// The loaded, initialised runtime.
     fn runtime(&self) -> Result<Arc<Runtime>> {
         let initialised = "the Ascend backend (its runtime was initialised)";
-        self.runtime.usable(load_and_init, "ascend", initialised)
+        self.runtime
+            .usable(load_and_init, hal_core::BackendId::Ascend, initialised)
     }
 }
 

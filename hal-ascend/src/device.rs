@@ -51,7 +51,7 @@ impl AscendDevice {
     fn host_side(&self, mem: MemRef<'_, Self>, what: &str) -> Result<()> {
         if matches!(mem, MemRef::Mapping(m) if m.device_copies_only()) {
             return Err(Error::unsupported(
-                "ascend",
+                hal_core::BackendId::Ascend,
                 what,
                 "memory imported onto another device takes only asynchronous device-to-device \
                  copies (Device::copy_async)",
@@ -183,7 +183,7 @@ impl Device for AscendDevice {
             Location::Device(_) => {}
             Location::Host => {
                 return Err(Error::unsupported(
-                    "ascend",
+                    hal_core::BackendId::Ascend,
                     "allocate host memory",
                     "this backend allocates device memory only (aclrtMalloc)",
                 ))
@@ -219,7 +219,7 @@ impl Device for AscendDevice {
             HandleKind::Physical => crate::vmm::allow(&self.ctx, &h.payload, &tgids)?,
             _ => {
                 return Err(Error::unsupported(
-                    "ascend",
+                    hal_core::BackendId::Ascend,
                     "allow_importers",
                     "only memory keys, notify keys and physical handles have a pid allow-list",
                 ))

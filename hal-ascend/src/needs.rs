@@ -88,7 +88,7 @@ impl Runtime {
     /// `capability`, naming the entry point this runtime lacks for it.
     pub(crate) fn absent(&self, operation: &str, capability: Capabilities) -> Error {
         let why = needs::lacks(GROUPS, capability, self.path(), |s| self.present(s));
-        needs::capability_absent("ascend", operation, capability, why)
+        needs::capability_absent(hal_core::BackendId::Ascend, operation, capability, why)
     }
 }
 

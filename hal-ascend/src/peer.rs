@@ -50,7 +50,7 @@ pub(crate) fn require(rt: &Runtime, info: &DeviceInfo, operation: &str) -> Resul
         return Err(rt.absent(operation, Capabilities::PEER_ACCESS));
     }
     Err(hal_core::kit::vendor::needs::capability_absent(
-        "ascend",
+        hal_core::BackendId::Ascend,
         operation,
         Capabilities::PEER_ACCESS,
         Some(hal_core::kit::vendor::needs::Why::DeviceSays {
@@ -82,7 +82,7 @@ pub(crate) fn enable(ctx: &Ctx, peer: u32) -> Result<()> {
     let rt = &ctx.rt;
     if !can_access(rt, ctx.ordinal, peer)? {
         return Err(Error::unsupported(
-            "ascend",
+            hal_core::BackendId::Ascend,
             "peer access",
             format!(
                 "the runtime says device {} cannot reach the memory of device {peer} \

@@ -76,7 +76,7 @@ pub use crate::bounds::check_bounds;
 /// The default answer of the managed-memory operations.
 fn no_managed_memory(info: &DeviceInfo, operation: &str) -> Error {
     Error::unsupported(
-        info.backend.name(),
+        info.backend,
         operation,
         "this device has no managed memory (Capabilities::MANAGED_MEMORY)",
     )
@@ -326,7 +326,7 @@ pub trait Device: Send + Sync + 'static {
     unsafe fn adopt_memory(&self, addr: u64, len: u64) -> Result<Self::Allocation> {
         let _ = (addr, len);
         Err(Error::unsupported(
-            self.info().backend.name(),
+            self.info().backend,
             "adopt_memory",
             "this backend exports only memory it allocated \
              (Capabilities::FOREIGN_MEMORY); allocate the buffer with Device::allocate",
@@ -407,7 +407,7 @@ pub trait Device: Send + Sync + 'static {
     unsafe fn wrap_stream(&self, raw: *mut std::ffi::c_void) -> Result<Self::Stream> {
         let _ = raw;
         Err(Error::unsupported(
-            self.info().backend.name(),
+            self.info().backend,
             "wrap_stream",
             "this backend has no vendor streams to wrap; create one with create_stream",
         ))

@@ -9,6 +9,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::types::BackendId;
+
 /// `Result` with the contract's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -22,8 +24,9 @@ pub enum Error {
         SearchedPaths { reason, searched }
     )]
     Unavailable {
-        /// Backend name, e.g. `cuda`.
-        backend: String,
+        /// The backend, e.g. [`BackendId::Cuda`] (written out by its name,
+        /// `cuda`).
+        backend: BackendId,
         /// Why it is unavailable.
         reason: String,
         /// Every path that was searched for the vendor runtime.
@@ -33,8 +36,8 @@ pub enum Error {
     /// The backend (or this device) cannot perform the operation.
     #[error("`{operation}` is not supported by backend `{backend}`: {detail}")]
     Unsupported {
-        /// Backend name.
-        backend: String,
+        /// The backend.
+        backend: BackendId,
         /// The operation, or the missing vendor entry point.
         operation: String,
         /// Why, and what to use instead where there is an alternative.
@@ -158,11 +161,17 @@ pub enum Error {
 }
 
 /// A vendor runtime's error, with its code and symbolic name kept.
+///
+/// Made only from the vendors' code tables of the kit
+/// ([`kit::vendor::error`](crate::kit::vendor::error),
+/// [`Code::error`](crate::kit::vendor::Code::error)), so that a code always
+/// carries the name the vendor's header gives it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{backend} error {code} ({name}): {message}")]
+#[non_exhaustive]
 pub struct VendorError {
     /// Backend that reported it.
-    pub backend: String,
+    pub backend: BackendId,
     /// The vendor's numeric code, unchanged (e.g. `CUDA_ERROR_INVALID_VALUE` = 1, `ACL_ERROR_RT_NO_PERMISSION` = 207006).
     pub code: i64,
     /// The vendor's symbolic name for the code.
@@ -302,12 +311,12 @@ impl Error {
 
     /// An [`Error::Unsupported`].
     pub fn unsupported(
-        backend: impl Into<String>,
+        backend: BackendId,
         operation: impl Into<String>,
         detail: impl Into<String>,
     ) -> Self {
         Error::Unsupported {
-            backend: backend.into(),
+            backend,
             operation: operation.into(),
             detail: detail.into(),
         }
@@ -446,7 +455,7 @@ mod tests {
     #[test]
     fn unavailable_lists_searched_paths() {
         let e = Error::Unavailable {
-            backend: "cuda".into(),
+            backend: BackendId::Cuda,
             reason: "libcuda.so.1 not found".into(),
             searched: vec!["/usr/lib".into(), "/opt/cuda/lib64".into()],
         };
@@ -459,7 +468,7 @@ mod tests {
     fn unavailable_names_each_searched_path_once() {
         // A loader's reason names every place it tried.
         let e = Error::Unavailable {
-            backend: "cuda".into(),
+            backend: BackendId::Cuda,
             reason: "the CUDA driver library could not be loaded (install the NVIDIA driver); \
                      tried /usr/lib/libcuda.so.1, /opt/cuda/lib64/libcuda.so.1: no such file"
                 .into(),
@@ -476,7 +485,7 @@ mod tests {
         assert!(s.ends_with(" (searched: /etc/libcuda.so.1)"), "{s}");
         // A folder of a path the reason names is not that path.
         let folder = Error::Unavailable {
-            backend: "cuda".into(),
+            backend: BackendId::Cuda,
             reason: "tried /usr/lib/libcuda.so.1: no such file".into(),
             searched: vec!["/usr/lib".into()],
         };
@@ -485,7 +494,7 @@ mod tests {
             "{folder}"
         );
         let told = Error::Unavailable {
-            backend: "cuda".into(),
+            backend: BackendId::Cuda,
             reason: "/lib/libcuda.so.1: cuInit failed".into(),
             searched: vec!["/lib/libcuda.so.1".into()],
         };
@@ -497,13 +506,8 @@ mod tests {
 
     #[test]
     fn vendor_error_keeps_code_and_name() {
-        let e: Error = VendorError {
-            backend: "ascend".into(),
-            code: 207006,
-            name: "ACL_ERROR_RT_NO_PERMISSION".into(),
-            message: "pid not in allow-list".into(),
-        }
-        .into();
+        let e = crate::kit::vendor::acl::RT_NO_PERMISSION
+            .error(BackendId::Ascend, "pid not in allow-list");
         let s = e.to_string();
         assert!(
             s.contains("207006") && s.contains("ACL_ERROR_RT_NO_PERMISSION"),

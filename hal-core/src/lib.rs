@@ -77,6 +77,7 @@ pub use vmm::{
 pub mod channel;
 pub mod dlpack;
 pub mod exchange;
+mod external_names;
 pub mod group;
 pub mod growable;
 pub mod lease;

@@ -280,7 +280,11 @@ mod tests {
                 if looks < 3 {
                     Ok(false)
                 } else {
-                    Err(Error::unsupported("test", "query", "it failed"))
+                    Err(Error::unsupported(
+                        crate::BackendId::External(0x8000),
+                        "query",
+                        "it failed",
+                    ))
                 }
             },
             |_| {},

@@ -158,6 +158,15 @@ impl CpuDevice {
         }
     }
 
+    /// The entry guard every operation of the device passes first: in a
+    /// child forked after the device was opened, [`Error::Forked`]. The host
+    /// has no vendor context to make current, and every operation is
+    /// offered, so there is nothing else to check.
+    #[inline]
+    fn enter(&self) -> Result<()> {
+        self.origin.check("the cpu-shm device")
+    }
+
     /// Create a named region: see [`named::create_named`].
     pub fn create_named(
         &self,
@@ -201,7 +210,7 @@ impl Device for CpuDevice {
         ptr: *mut u8,
         len: u64,
     ) -> Result<hal_core::kit::RegisteredHost> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         // SAFETY: the caller gives `register_host`'s promise: the range
         // stays mapped, readable and writable while the registration lives.
         let range = unsafe { hal_core::kit::os::HostRange::new(ptr, len) }?;
@@ -209,22 +218,22 @@ impl Device for CpuDevice {
     }
 
     fn allocate(&self, desc: &AllocDesc) -> Result<CpuAllocation> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         CpuAllocation::anonymous(desc)
     }
 
     fn export_memory(&self, alloc: &CpuAllocation, opts: &ExportOptions) -> Result<Exported> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         alloc.export(opts)
     }
 
     fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         exported.add_importers(pids)
     }
 
     fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CpuMapping> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         CpuMapping::import(shared, opts)
     }
 
@@ -237,12 +246,12 @@ impl Device for CpuDevice {
     }
 
     fn create_stream(&self) -> Result<CpuStream> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         Ok(CpuStream::new())
     }
 
     fn synchronize(&self, _stream: &CpuStream, _timeout: Option<Duration>) -> Result<()> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         // Host-synchronous: everything queued has already run.
         Ok(())
     }
@@ -258,7 +267,7 @@ impl Device for CpuDevice {
         src_offset: u64,
         len: u64,
     ) -> Result<()> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         let (dst, src) = (dst.memory(), src.memory());
         hal_core::device::check_bounds(src_offset, len, src.len())?;
         hal_core::device::check_bounds(dst_offset, len, dst.len())?;
@@ -276,7 +285,7 @@ impl Device for CpuDevice {
         offset: u64,
         data: Vec<u8>,
     ) -> Result<()> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         dst.memory().write(offset, &data)
     }
 
@@ -288,7 +297,7 @@ impl Device for CpuDevice {
         len: u64,
         value: u8,
     ) -> Result<()> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         let dst = dst.memory();
         hal_core::device::check_bounds(offset, len, dst.len())?;
         let len = usize::try_from(len)
@@ -297,49 +306,49 @@ impl Device for CpuDevice {
     }
 
     fn query_stream(&self, _stream: &CpuStream) -> Result<bool> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         // Host-synchronous: everything queued has already run.
         Ok(true)
     }
 
     fn synchronize_device(&self, _timeout: Option<Duration>) -> Result<()> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         Ok(())
     }
 
     fn create_event(&self, flags: EventFlags) -> Result<CpuEvent> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         CpuEvent::create(flags)
     }
 
     fn record_event(&self, _stream: &CpuStream, event: &CpuEvent) -> Result<()> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         event.record()
     }
 
     fn stream_wait_event(&self, _stream: &CpuStream, event: &CpuEvent) -> Result<()> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         // Later work runs on this thread, so it waits here.
         hal_core::Event::wait(event, WaitOptions::default())
     }
 
     fn export_event(&self, event: &CpuEvent, opts: &ExportOptions) -> Result<Exported> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         event.export(opts)
     }
 
     fn import_event(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CpuEvent> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         CpuEvent::import(shared, opts)
     }
 
     fn create_notify_with(&self, flags: hal_core::NotifyFlags) -> Result<CpuNotify> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         CpuNotify::create(flags)
     }
 
     fn record_notify(&self, _stream: &CpuStream, notify: &CpuNotify) -> Result<()> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         notify.record()
     }
 
@@ -349,7 +358,7 @@ impl Device for CpuDevice {
         notify: &CpuNotify,
         timeout: Option<Duration>,
     ) -> Result<()> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         notify.stream_wait(WaitOptions {
             timeout,
             ..WaitOptions::default()
@@ -357,12 +366,12 @@ impl Device for CpuDevice {
     }
 
     fn export_notify(&self, notify: &CpuNotify, opts: &ExportOptions) -> Result<Exported> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         notify.export(opts)
     }
 
     fn import_notify(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CpuNotify> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         CpuNotify::import(shared, opts)
     }
 }
@@ -372,17 +381,17 @@ impl Vmm for CpuDevice {
     type Reservation = CpuReservation;
 
     fn granularity(&self, which: Granularity) -> Result<u64> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         Ok(self.info.granularity(which))
     }
 
     fn allocate_physical_with(&self, desc: &hal_core::PhysicalDesc) -> Result<CpuPhysical> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         hal_core::vmm::fabric_or_posix(crate::id::BACKEND, desc, CpuPhysical::allocate)
     }
 
     fn reserve(&self, size: u64, align: u64) -> Result<CpuReservation> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         CpuReservation::reserve(size, align)
     }
 
@@ -394,12 +403,12 @@ impl Vmm for CpuDevice {
         physical_offset: u64,
         len: u64,
     ) -> Result<()> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         reservation.map_physical(offset, physical, physical_offset, len)
     }
 
     fn unmap(&self, reservation: &CpuReservation, offset: u64, len: u64) -> Result<()> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         reservation.unmap(offset, len)
     }
 
@@ -410,7 +419,7 @@ impl Vmm for CpuDevice {
         len: u64,
         grants: &[hal_core::AccessGrant],
     ) -> Result<()> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         let access = CpuReservation::granted(grants)?;
         reservation.set_access(offset, len, access)
     }
@@ -421,17 +430,17 @@ impl Vmm for CpuDevice {
         offset: u64,
         target: hal_core::AccessTarget,
     ) -> Result<Access> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         reservation.access_at(offset, target)
     }
 
     fn export_physical(&self, physical: &CpuPhysical, opts: &ExportOptions) -> Result<Exported> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         physical.export(opts)
     }
 
     fn import_physical(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CpuPhysical> {
-        self.origin.check("the cpu-shm device")?;
+        self.enter()?;
         CpuPhysical::import(shared, opts)
     }
 }

@@ -113,7 +113,7 @@ where
     pub fn new(gpu: D, devices: u32) -> Result<Self> {
         if !gpu.capabilities().contains(crate::info::REQUIRED) {
             return Err(Error::unsupported(
-                "cuda-uvm",
+                hal_core::BackendId::CudaUvm,
                 "open",
                 format!(
                     "{} cannot register host memory (Capabilities::HOST_REGISTRATION), which \
@@ -131,6 +131,15 @@ where
             steps: Arc::default(),
             origin: hal_core::kit::os::Origin::here(),
         })
+    }
+
+    /// The entry guard every operation of the device passes first: in a
+    /// child forked after the device was opened, [`Error::Forked`]. The GPU
+    /// underneath checks its own capabilities and makes its own context
+    /// current when the operation reaches it.
+    #[inline]
+    fn enter(&self) -> Result<()> {
+        self.origin.check("the cuda-uvm device")
     }
 
     /// The GPU underneath.
@@ -291,12 +300,12 @@ where
     }
 
     fn process_id(&self) -> Result<u32> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         self.host.process_id()
     }
 
     fn allocate(&self, desc: &AllocDesc) -> Result<UvmAllocation<D>> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         match desc.location {
             Location::Host | Location::Managed => Ok(UvmAllocation::Shared(self.shared(desc)?)),
             Location::Device(_) => Ok(UvmAllocation::Inner(self.gpu.allocate(desc)?)),
@@ -304,7 +313,7 @@ where
     }
 
     fn export_memory(&self, alloc: &UvmAllocation<D>, opts: &ExportOptions) -> Result<Exported> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         match alloc {
             UvmAllocation::Shared(s) => {
                 if matches!(opts.importers, hal_core::Importers::Pids(_))
@@ -314,7 +323,7 @@ where
                         .contains(Capabilities::PID_ALLOW_LIST)
                 {
                     return Err(Error::unsupported(
-                        "cuda-uvm",
+                        hal_core::BackendId::CudaUvm,
                         "export to a pid allow-list",
                         "the GPU's events and notifies keep no pid allow-list, so this backend \
                          claims none; export with Importers::Anyone or BackendDefault and \
@@ -331,7 +340,7 @@ where
     }
 
     fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         let h = exported.handle();
         let home =
             h.kind == hal_core::HandleKind::Memory && !matches!(h.location, Location::Device(_));
@@ -341,7 +350,7 @@ where
             .contains(Capabilities::PID_ALLOW_LIST)
         {
             return Err(Error::unsupported(
-                "cuda-uvm",
+                hal_core::BackendId::CudaUvm,
                 "allow_importers",
                 "the GPU keeps no pid allow-list (Capabilities::PID_ALLOW_LIST is absent); \
                  control who receives the handle",
@@ -359,20 +368,20 @@ where
     }
 
     unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<D::HostRegistration> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         // SAFETY: the caller gives register_host's promise.
         unsafe { self.gpu.register_host(ptr, len) }
     }
 
     fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<UvmMapping<D>> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         brand::check(&shared)?;
         if let Some(d) = opts.device {
             self.check_device(d)?;
         }
         if opts.peer_access {
             return Err(Error::unsupported(
-                "cuda-uvm",
+                hal_core::BackendId::CudaUvm,
                 "an import with peer access",
                 "this backend does not enable peer access (Capabilities::PEER_ACCESS is absent): \
                  shared managed buffers are host pages every GPU reaches once registered",
@@ -386,20 +395,20 @@ where
     }
 
     fn create_stream(&self) -> Result<UvmStream<D::Stream>> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         let inner = self.gpu.create_stream()?;
         Ok(UvmStream::new(inner, Arc::clone(&self.steps)))
     }
 
     unsafe fn wrap_stream(&self, raw: *mut std::ffi::c_void) -> Result<UvmStream<D::Stream>> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         // SAFETY: the caller gives wrap_stream's promise.
         let inner = unsafe { self.gpu.wrap_stream(raw) }?;
         Ok(UvmStream::new(inner, Arc::clone(&self.steps)))
     }
 
     fn synchronize(&self, stream: &UvmStream<D::Stream>, timeout: Option<Duration>) -> Result<()> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         self.gpu.synchronize(stream.inner(), timeout)?;
         self.steps.take(stream.id())
     }
@@ -417,7 +426,7 @@ where
         src_offset: u64,
         len: u64,
     ) -> Result<()> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         // Checks of a copy a host step takes part in; false when it is empty.
         let checked = |to: &dyn Memory, from: &dyn Memory| -> Result<bool> {
             hal_core::device::check_bounds(src_offset, len, from.len())?;
@@ -511,7 +520,7 @@ where
         offset: u64,
         data: Vec<u8>,
     ) -> Result<()> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         match side(dst) {
             Side::Gpu(d, held) => {
                 self.gpu.write_async(stream.inner(), d, offset, data)?;
@@ -533,7 +542,7 @@ where
         len: u64,
         value: u8,
     ) -> Result<()> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         match side(dst) {
             Side::Gpu(d, held) => {
                 self.gpu
@@ -555,7 +564,7 @@ where
         stream: &UvmStream<D::Stream>,
         value: Box<dyn std::any::Any + Send>,
     ) -> Result<()> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         self.gpu.hold_until_done(stream.inner(), value)
     }
 
@@ -564,7 +573,7 @@ where
     /// device reaches them in place whatever the advice. Device copies are
     /// made explicitly (see [`Strategy`]).
     fn advise(&self, mem: MemRef<'_, Self>, offset: u64, len: u64, advice: Advice) -> Result<()> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         match side(mem) {
             Side::Gpu(m, None) => self.gpu.advise(m, offset, len, advice),
             Side::Gpu(_, Some(_)) | Side::Host(_) => {
@@ -589,7 +598,7 @@ where
         len: u64,
         to: Location,
     ) -> Result<()> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         match side(mem) {
             Side::Gpu(m, None) => self.gpu.prefetch_async(stream.inner(), m, offset, len, to),
             Side::Gpu(_, Some(_)) | Side::Host(_) => {
@@ -603,7 +612,7 @@ where
     }
 
     fn query_stream(&self, stream: &UvmStream<D::Stream>) -> Result<bool> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         let done = self.gpu.query_stream(stream.inner())?;
         if done {
             self.steps.take(stream.id())?;
@@ -612,44 +621,44 @@ where
     }
 
     fn synchronize_device(&self, timeout: Option<Duration>) -> Result<()> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         self.gpu.synchronize_device(timeout)?;
         self.steps.take_any()
     }
 
     fn create_event(&self, flags: EventFlags) -> Result<D::Event> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         self.gpu.create_event(flags)
     }
 
     fn record_event(&self, stream: &UvmStream<D::Stream>, event: &D::Event) -> Result<()> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         self.gpu.record_event(stream.inner(), event)
     }
 
     fn stream_wait_event(&self, stream: &UvmStream<D::Stream>, event: &D::Event) -> Result<()> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         self.gpu.stream_wait_event(stream.inner(), event)
     }
 
     fn export_event(&self, event: &D::Event, opts: &ExportOptions) -> Result<Exported> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         Ok(brand::ours(self.gpu.export_event(event, opts)?, &self.info))
     }
 
     fn import_event(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<D::Event> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         let shared = brand::theirs(shared, self.gpu.info().backend)?;
         self.gpu.import_event(shared, opts)
     }
 
     fn create_notify_with(&self, flags: hal_core::NotifyFlags) -> Result<D::Notify> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         self.gpu.create_notify_with(flags)
     }
 
     fn record_notify(&self, stream: &UvmStream<D::Stream>, notify: &D::Notify) -> Result<()> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         self.gpu.record_notify(stream.inner(), notify)
     }
 
@@ -659,12 +668,12 @@ where
         notify: &D::Notify,
         timeout: Option<Duration>,
     ) -> Result<()> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         self.gpu.stream_wait_notify(stream.inner(), notify, timeout)
     }
 
     fn export_notify(&self, notify: &D::Notify, opts: &ExportOptions) -> Result<Exported> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         Ok(brand::ours(
             self.gpu.export_notify(notify, opts)?,
             &self.info,
@@ -672,7 +681,7 @@ where
     }
 
     fn import_notify(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<D::Notify> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         let shared = brand::theirs(shared, self.gpu.info().backend)?;
         self.gpu.import_notify(shared, opts)
     }
@@ -686,17 +695,17 @@ where
     type Reservation = D::Reservation;
 
     fn granularity(&self, which: Granularity) -> Result<u64> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         self.gpu.granularity(which)
     }
 
     fn allocate_physical_with(&self, desc: &PhysicalDesc) -> Result<D::Physical> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         self.gpu.allocate_physical_with(desc)
     }
 
     fn reserve(&self, size: u64, align: u64) -> Result<D::Reservation> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         self.gpu.reserve(size, align)
     }
 
@@ -708,13 +717,13 @@ where
         physical_offset: u64,
         len: u64,
     ) -> Result<()> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         self.gpu
             .map_range(reservation, offset, physical, physical_offset, len)
     }
 
     fn unmap(&self, reservation: &D::Reservation, offset: u64, len: u64) -> Result<()> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         self.gpu.unmap(reservation, offset, len)
     }
 
@@ -725,7 +734,7 @@ where
         len: u64,
         grants: &[AccessGrant],
     ) -> Result<()> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         self.gpu.set_access_for(reservation, offset, len, grants)
     }
 
@@ -735,12 +744,12 @@ where
         offset: u64,
         target: AccessTarget,
     ) -> Result<Access> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         self.gpu.access(reservation, offset, target)
     }
 
     fn export_physical(&self, physical: &D::Physical, opts: &ExportOptions) -> Result<Exported> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         Ok(brand::ours(
             self.gpu.export_physical(physical, opts)?,
             &self.info,
@@ -748,7 +757,7 @@ where
     }
 
     fn import_physical(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<D::Physical> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         let shared = brand::theirs(shared, self.gpu.info().backend)?;
         self.gpu.import_physical(shared, opts)
     }
@@ -759,7 +768,7 @@ where
     D: GpuDevice,
 {
     fn current_context(&self) -> Result<Option<u64>> {
-        self.origin.check("the cuda-uvm device")?;
+        self.enter()?;
         self.gpu.current_context()
     }
 }

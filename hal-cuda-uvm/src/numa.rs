@@ -52,7 +52,7 @@ fn need_numa_vmm<D: GpuDevice>(dev: &UvmDevice<D>) -> Result<()> {
     let caps = dev.capabilities();
     if !caps.contains(Capabilities::VMM) || !caps.contains(Capabilities::HOST_NUMA_VMM) {
         return Err(Error::unsupported(
-            "cuda-uvm",
+            hal_core::BackendId::CudaUvm,
             "a host-NUMA home",
             "the GPU backend offers no host-NUMA VMM (Capabilities::VMM and HOST_NUMA_VMM): use \
              the default home, memfd pages registered with the GPU",

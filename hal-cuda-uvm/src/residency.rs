@@ -150,7 +150,7 @@ impl<D: GpuDevice> std::fmt::Debug for Residency<'_, D> {
 fn need_vmm<D: GpuDevice>(dev: &UvmDevice<D>) -> Result<()> {
     if !dev.capabilities().contains(Capabilities::VMM) {
         return Err(Error::unsupported(
-            "cuda-uvm",
+            hal_core::BackendId::CudaUvm,
             "residency (device copies of chunks)",
             "the GPU backend offers no VMM (Capabilities::VMM is absent): the buffer stays in \
              its home pages, which the GPU reaches in place",

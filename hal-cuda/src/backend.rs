@@ -64,7 +64,8 @@ impl CudaBackend {
     /// The loaded, initialised driver.
     fn driver(&self) -> Result<Arc<Driver>> {
         let what = "the CUDA backend (its driver was initialised)";
-        self.driver.usable(load_and_init, "cuda", what)
+        self.driver
+            .usable(load_and_init, hal_core::BackendId::Cuda, what)
     }
 }
 

@@ -21,7 +21,7 @@ use hal_core::{
     Exported, ImportOptions, Location, MemRef, NotifyFlags, Result, SharedHandle,
 };
 
-use crate::context::Primary;
+use crate::context::{Entered, Primary};
 use crate::ffi::result::{self, ctx, device, mem, stream};
 use crate::ffi::{CUdevice, CUdeviceptr, Driver, Stream};
 use crate::memory::alloc::CudaAllocation;
@@ -72,12 +72,31 @@ impl CudaDevice {
         })
     }
 
+    /// The entry guard every operation of the device passes first: in a
+    /// child forked after the driver was initialised, [`Error::Forked`];
+    /// then, unless the device offers every flag of `needs`, the refusal of
+    /// `operation` ([`Offered::refusal`]: it names the entry point the
+    /// driver lacks, or the attribute the device answers 0).
+    fn enter(&self, operation: &str, needs: Capabilities) -> Result<()> {
+        self.primary.check_origin()?;
+        self.require(needs, operation)
+    }
+
+    /// [`CudaDevice::enter`], then the device's primary context pushed on
+    /// the calling thread until the guard drops, for an operation that
+    /// calls the driver itself.
+    fn enter_current(&self, operation: &str, needs: Capabilities) -> Result<Entered<'_>> {
+        self.enter(operation, needs)?;
+        self.primary.enter()
+    }
+
     fn driver(&self) -> &Driver {
         &self.primary.driver
     }
 
     /// The address of a managed-memory range, after the checks of the
-    /// managed operations: the capability, managed memory (other memory is
+    /// managed operations past their entry guard (which asked for
+    /// [`Capabilities::MANAGED_MEMORY`]): managed memory (other memory is
     /// refused as the driver does, `CUDA_ERROR_INVALID_VALUE`), the range.
     fn managed_range(
         &self,
@@ -86,18 +105,15 @@ impl CudaDevice {
         offset: u64,
         len: u64,
     ) -> Result<CUdeviceptr> {
-        self.require(Capabilities::MANAGED_MEMORY, operation)?;
         let m = mem.memory();
         if m.location() != Location::Managed {
-            return Err(Error::Vendor(hal_core::VendorError {
-                backend: "cuda".into(),
-                code: hal_core::kit::vendor::cuda::INVALID_VALUE.code,
-                name: hal_core::kit::vendor::cuda::INVALID_VALUE.name.into(),
-                message: format!(
+            return Err(hal_core::kit::vendor::cuda::INVALID_VALUE.error(
+                hal_core::BackendId::Cuda,
+                format!(
                     "{operation}: the memory is {:?}, not managed memory",
                     m.location()
                 ),
-            }));
+            ));
         }
         mem.address(offset, len)
     }
@@ -120,7 +136,7 @@ impl CudaDevice {
         alloc: &CudaAllocation,
         range: Option<hal_core::ByteRange>,
     ) -> Result<RawIpcHandle> {
-        self.require(Capabilities::IPC_MEMORY, "export_raw")?;
+        self.enter("export_raw", Capabilities::IPC_MEMORY)?;
         if !Arc::ptr_eq(&alloc.primary, &self.primary) {
             return Err(Error::invalid(
                 "the allocation belongs to another CUDA device: export it through that device",
@@ -134,7 +150,7 @@ impl CudaDevice {
     /// share the per-process cache with hal's own imports; the range is
     /// checked against the allocation's size as the driver opened it.
     pub fn import_raw(&self, raw: &RawIpcHandle) -> Result<CudaMapping> {
-        self.require(Capabilities::IPC_MEMORY, "import_raw")?;
+        self.enter("import_raw", Capabilities::IPC_MEMORY)?;
         crate::memory::raw::import(&self.primary, &self.info, raw)
     }
 
@@ -258,7 +274,7 @@ impl Offered for CudaDevice {
 
 impl StreamCalls for CudaDevice {
     fn check_stream(&self, stream: &CudaStream) -> Result<()> {
-        self.primary.check_origin()?;
+        self.enter("a stream operation", Capabilities::NONE)?;
         if !Arc::ptr_eq(&stream.primary, &self.primary) {
             return Err(Error::invalid(
                 "the stream belongs to another CUDA device: queue work on a stream of this device",
@@ -338,12 +354,17 @@ impl Device for CudaDevice {
 
     type Allocation = CudaAllocation;
     fn allocate(&self, desc: &AllocDesc) -> Result<CudaAllocation> {
-        self.primary.check_origin()?;
+        let managed = desc.location == Location::Managed;
+        self.enter(
+            "allocate managed memory",
+            if managed {
+                Capabilities::MANAGED_MEMORY
+            } else {
+                Capabilities::NONE
+            },
+        )?;
         desc.check_for(self.info.ordinal)?;
         let size = usize::try_from(desc.size).map_err(|_| Error::invalid("size too large"))?;
-        if desc.location == Location::Managed {
-            self.require(Capabilities::MANAGED_MEMORY, "allocate managed memory")?;
-        }
         // Memory this process freed may still be on its way back
         // (`memory/alloc.rs`): a refusal for lack of it waits for those frees.
         let ptr = hal_core::kit::stream::teardown::when_freed(
@@ -371,9 +392,8 @@ impl Device for CudaDevice {
     }
 
     fn export_memory(&self, alloc: &CudaAllocation, opts: &ExportOptions) -> Result<Exported> {
-        self.primary.check_origin()?;
+        self.enter("export_memory", Capabilities::IPC_MEMORY)?;
         crate::memory::ipc::exportable(alloc)?;
-        self.require(Capabilities::IPC_MEMORY, "export_memory")?;
         if !Arc::ptr_eq(&alloc.primary, &self.primary) {
             return Err(Error::invalid(
                 "the allocation belongs to another CUDA device: export it through that device",
@@ -383,26 +403,26 @@ impl Device for CudaDevice {
     }
 
     unsafe fn adopt_memory(&self, addr: u64, len: u64) -> Result<CudaAllocation> {
-        self.primary.check_origin()?;
+        self.enter("adopt_memory", Capabilities::NONE)?;
         crate::memory::adopt::adopt(&self.primary, &self.info, addr, len)
     }
 
     fn allow_importers(&self, _exported: &mut Exported, _pids: &[u32]) -> Result<()> {
-        self.primary.check_origin()?;
+        self.enter("allow_importers", Capabilities::NONE)?;
+        // Never offered: a CUDA export cannot name its importers.
         Err(self.refusal("allow_importers", Capabilities::PID_ALLOW_LIST))
     }
 
     type HostRegistration = RegisteredHost;
     unsafe fn register_host(&self, ptr: *mut u8, len: u64) -> Result<RegisteredHost> {
-        self.primary.check_origin()?;
-        self.require(Capabilities::HOST_REGISTRATION, "register_host")?;
+        self.enter("register_host", Capabilities::HOST_REGISTRATION)?;
         // SAFETY: the caller gives `register_host`'s promise.
         let range = unsafe { hal_core::kit::os::HostRange::new(ptr, len) }?;
         crate::memory::registration::register(&self.primary, range)
     }
 
     fn advise(&self, mem: MemRef<'_, Self>, offset: u64, len: u64, advice: Advice) -> Result<()> {
-        self.primary.check_origin()?;
+        self.enter("advise", Capabilities::MANAGED_MEMORY)?;
         let ptr = self.managed_range("advise", mem, offset, len)?;
         crate::memory::managed::advise(&self.primary, ptr, len, advice)
     }
@@ -415,7 +435,7 @@ impl Device for CudaDevice {
         len: u64,
         to: Location,
     ) -> Result<()> {
-        self.primary.check_origin()?;
+        self.enter("prefetch_async", Capabilities::MANAGED_MEMORY)?;
         self.check_stream(stream)?;
         let ptr = self.managed_range("prefetch_async", mem, offset, len)?;
         crate::memory::managed::prefetch(&self.primary, stream.raw, ptr, len, to)
@@ -423,15 +443,13 @@ impl Device for CudaDevice {
 
     type Mapping = CudaMapping;
     fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<CudaMapping> {
-        self.primary.check_origin()?;
-        self.require(Capabilities::IPC_MEMORY, "import_memory")?;
+        self.enter("import_memory", Capabilities::IPC_MEMORY)?;
         crate::memory::ipc::import(&self.primary, &self.info, shared, opts)
     }
 
     type Stream = CudaStream;
     fn create_stream(&self) -> Result<CudaStream> {
-        self.primary.check_origin()?;
-        let _ctx = self.primary.enter()?;
+        let _ctx = self.enter_current("create_stream", Capabilities::NONE)?;
         let raw = stream::create(self.driver(), STREAM_NON_BLOCKING)?;
         Ok(CudaStream {
             primary: Arc::clone(&self.primary),
@@ -489,7 +507,7 @@ impl Device for CudaDevice {
     }
 
     unsafe fn wrap_stream(&self, raw: *mut c_void) -> Result<CudaStream> {
-        self.primary.check_origin()?;
+        self.enter("wrap_stream", Capabilities::NONE)?;
         Ok(CudaStream {
             primary: Arc::clone(&self.primary),
             raw: Stream(raw.cast()),
@@ -499,7 +517,7 @@ impl Device for CudaDevice {
     }
 
     fn synchronize_device(&self, timeout: Option<Duration>) -> Result<()> {
-        self.primary.check_origin()?;
+        self.enter("synchronize_device", Capabilities::NONE)?;
         let primary = Arc::clone(&self.primary);
         // cuCtxSynchronize cannot time out: a timeout leaves it to finish
         // on its thread.
@@ -517,31 +535,32 @@ impl Device for CudaDevice {
 
     type Event = CudaEvent;
     fn create_event(&self, flags: EventFlags) -> Result<CudaEvent> {
-        self.primary.check_origin()?;
-        if flags.interprocess {
-            self.require(Capabilities::IPC_EVENT, "an interprocess event")?;
-        }
+        self.enter(
+            "an interprocess event",
+            if flags.interprocess {
+                Capabilities::IPC_EVENT
+            } else {
+                Capabilities::NONE
+            },
+        )?;
         crate::sync::event::create(&self.primary, flags)
     }
 
     /// Records the event; an interprocess event made past the cap on live
     /// IPC events (1000) is recorded and then the stream synchronized.
     fn record_event(&self, stream: &CudaStream, event: &CudaEvent) -> Result<()> {
-        self.primary.check_origin()?;
         self.check_stream(stream)?;
         crate::sync::event::record(&self.primary, stream, event)
     }
 
     fn stream_wait_event(&self, stream: &CudaStream, event: &CudaEvent) -> Result<()> {
-        self.primary.check_origin()?;
         self.check_stream(stream)?;
         let _ctx = self.primary.enter()?;
         stream::wait_event(self.driver(), stream.raw, event.inner.raw)
     }
 
     fn export_event(&self, event: &CudaEvent, opts: &ExportOptions) -> Result<Exported> {
-        self.primary.check_origin()?;
-        self.require(Capabilities::IPC_EVENT, "export_event")?;
+        self.enter("export_event", Capabilities::IPC_EVENT)?;
         if !Arc::ptr_eq(&event.inner.primary, &self.primary) {
             return Err(Error::invalid(
                 "the event belongs to another CUDA device: export it through that device",
@@ -551,23 +570,25 @@ impl Device for CudaDevice {
     }
 
     fn import_event(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaEvent> {
-        self.primary.check_origin()?;
-        self.require(Capabilities::IPC_EVENT, "import_event")?;
+        self.enter("import_event", Capabilities::IPC_EVENT)?;
         crate::sync::event::import(&self.primary, &self.info, shared)
     }
 
     type Notify = CudaNotify;
     fn create_notify_with(&self, flags: NotifyFlags) -> Result<CudaNotify> {
-        self.primary.check_origin()?;
-        if flags.device_only {
-            self.require(Capabilities::STREAM_ORDERED_NOTIFY, "a device-only notify")?;
-        }
+        self.enter(
+            "a device-only notify",
+            if flags.device_only {
+                Capabilities::STREAM_ORDERED_NOTIFY
+            } else {
+                Capabilities::NONE
+            },
+        )?;
         CudaNotify::create(flags)
     }
 
     fn record_notify(&self, stream: &CudaStream, notify: &CudaNotify) -> Result<()> {
-        self.primary.check_origin()?;
-        self.require(Capabilities::STREAM_ORDERED_NOTIFY, "record_notify")?;
+        self.enter("record_notify", Capabilities::STREAM_ORDERED_NOTIFY)?;
         self.check_stream(stream)?;
         let mut held = stream.holding();
         self.queue_notify_record(stream, notify)?;
@@ -586,8 +607,7 @@ impl Device for CudaDevice {
         notify: &CudaNotify,
         _timeout: Option<Duration>,
     ) -> Result<()> {
-        self.primary.check_origin()?;
-        self.require(Capabilities::STREAM_ORDERED_NOTIFY, "stream_wait_notify")?;
+        self.enter("stream_wait_notify", Capabilities::STREAM_ORDERED_NOTIFY)?;
         self.check_stream(stream)?;
         let mut held = stream.holding();
         let queued = self.queue_notify_wait(stream, notify);
@@ -598,12 +618,12 @@ impl Device for CudaDevice {
     }
 
     fn export_notify(&self, notify: &CudaNotify, opts: &ExportOptions) -> Result<Exported> {
-        self.primary.check_origin()?;
+        self.enter("export_notify", Capabilities::NONE)?;
         notify.export(&self.info, opts)
     }
 
     fn import_notify(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<CudaNotify> {
-        self.primary.check_origin()?;
+        self.enter("import_notify", Capabilities::NONE)?;
         CudaNotify::import(shared)
     }
 }
@@ -615,8 +635,7 @@ impl VmmByCalls for CudaDevice {
 
     /// The VMM calls, once the device has [`Capabilities::VMM`].
     fn vmm(&self, operation: &str) -> Result<Vmm<'_>> {
-        self.primary.check_origin()?;
-        self.require(Capabilities::VMM, operation)?;
+        self.enter(operation, Capabilities::VMM)?;
         Ok(Vmm {
             primary: &self.primary,
             info: &self.info,
@@ -628,7 +647,7 @@ impl VmmByCalls for CudaDevice {
 
 impl hal_core::testing::ContextProbe for CudaDevice {
     fn current_context(&self) -> Result<Option<u64>> {
-        self.primary.check_origin()?;
+        self.enter("current_context", Capabilities::NONE)?;
         ctx::current(self.driver())
     }
 }

@@ -169,7 +169,7 @@ impl Driver {
                     value: 0,
                 })
         });
-        needs::capability_absent("cuda", operation, capability, why)
+        needs::capability_absent(hal_core::BackendId::Cuda, operation, capability, why)
     }
 }
 

@@ -50,7 +50,7 @@ pub(crate) fn check(driver: &Driver, target: CUdevice, source: CUdevice) -> Resu
         return Ok(());
     }
     Err(Error::unsupported(
-        "cuda",
+        hal_core::BackendId::Cuda,
         "an import onto another device",
         format!(
             "device {target} cannot access the memory of device {source} \

@@ -126,13 +126,9 @@ mod tests {
 
     #[test]
     fn every_error_kind_has_its_status() {
-        let vendor = hal_facade::VendorError {
-            backend: "cuda".into(),
-            code: 1,
-            name: "CUDA_ERROR_INVALID_VALUE".into(),
-            message: "invalid argument".into(),
-        };
-        let failure = Failure::from(Error::Vendor(vendor));
+        let vendor = hal_facade::kit::vendor::cuda::INVALID_VALUE
+            .error(hal_facade::BackendId::Cuda, "invalid argument");
+        let failure = Failure::from(vendor);
         assert_eq!(failure.status, hal_status::HAL_ERR_VENDOR);
         assert!(failure.message.contains("1 (CUDA_ERROR_INVALID_VALUE)"));
         let failure = Failure::from(HandleError::BadMagic);

@@ -138,7 +138,7 @@ impl MockBackend {
         match &self.shared.invalid {
             None => Ok(()),
             Some(reason) => Err(Error::Unavailable {
-                backend: self.shared.profile.backend().name(),
+                backend: self.shared.profile.backend(),
                 reason: format!("invalid profile `{}`: {reason}", self.shared.profile.name),
                 searched: Vec::new(),
             }),

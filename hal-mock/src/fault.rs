@@ -258,7 +258,7 @@ impl Faults {
 
 fn missing(vendor: Vendor, symbol: &str) -> Error {
     Error::unsupported(
-        vendor.backend().name(),
+        vendor.backend(),
         symbol,
         format!(
             "the vendor runtime does not export `{symbol}` (dlsym found no such symbol); \

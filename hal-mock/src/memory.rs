@@ -229,7 +229,7 @@ impl Drop for MockAllocation {
             log::warn!(
                 "{}: allocation at {:#x} ({} bytes) dropped while {holders} importer(s) hold \
                  it; its memory is kept until they close (free it after wait_unleased instead)",
-                self.dev.name(),
+                self.dev.backend(),
                 self.addr(),
                 self.len
             );
@@ -315,7 +315,7 @@ impl MockMapping {
     fn check(&self, to_device: bool, offset: u64, len: u64) -> Result<()> {
         if self.peer_only {
             return Err(Error::unsupported(
-                self.dev.name(),
+                self.dev.backend(),
                 Api::MemcpyDtoH.symbol(self.dev.vendor()),
                 format!(
                     "memory imported onto device {} from another device is usable only for \

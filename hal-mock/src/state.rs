@@ -238,7 +238,7 @@ impl DevRef {
             return Ok(());
         }
         Err(Error::unsupported(
-            self.name(),
+            self.backend(),
             operation,
             format!(
                 "the profile `{}` lacks the capability {:?}",

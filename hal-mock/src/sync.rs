@@ -328,7 +328,7 @@ impl MockEvent {
     fn check_query(&self) -> Result<()> {
         if self.flags.interprocess && !self.dev.caps().contains(Capabilities::IPC_EVENT_QUERY) {
             return Err(Error::unsupported(
-                self.dev.name(),
+                self.dev.backend(),
                 Api::EventQuery.symbol(self.dev.vendor()),
                 format!(
                     "an event created with {} cannot be queried or timed on this vendor; wait \

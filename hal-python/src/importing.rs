@@ -58,7 +58,7 @@ pub(crate) fn import_handle(py: Python<'_>, text: &str, read_only: bool) -> PyRe
             Ok(Event::new(event).into_pyobject(py)?.into_any().unbind())
         }
         other => Err(to_py(hal::Error::unsupported(
-            handle.backend.name(),
+            handle.backend,
             "import_handle",
             format!("a {other:?} handle: Python imports memory, notify, event and tensor handles"),
         ))),

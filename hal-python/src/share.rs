@@ -149,7 +149,7 @@ fn copy_on_device(obj: &Bound<'_, PyAny>, dst: Tensor) -> PyResult<()> {
         }
         _ => {
             return Err(to_py(hal::Error::unsupported(
-                "cuda",
+                hal::BackendId::Cuda,
                 "share",
                 format!(
                     "copying CUDA memory of a {module} object: share PyTorch or CuPy tensors, \
@@ -273,14 +273,11 @@ pub(crate) fn share(
         copy_on_device(obj, dst)?;
         return finish(py, memory, spec, &opts, true);
     }
-    Err(to_py(hal::Error::unsupported(
-        "any",
-        "share",
-        format!(
-            "DLPack device {dl_device:?}: hal shares host (kDLCPU) and CUDA (kDLCUDA) \
-             tensors, and its own memory"
-        ),
-    )))
+    // No backend of hal has this device: the tensor is not one `share` takes.
+    Err(to_py(hal::Error::invalid(format!(
+        "share of a tensor on DLPack device {dl_device:?}: hal shares host (kDLCPU) and CUDA \
+         (kDLCUDA) tensors, and its own memory"
+    ))))
 }
 
 /// The tensor at `start..start + span` of CUDA device memory another

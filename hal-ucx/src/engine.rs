@@ -14,7 +14,7 @@ use hal_core::{Error, Result};
 use crate::completion::{self, Completion, Kind};
 use crate::ffi::bindings::*;
 use crate::ffi::status::check;
-use crate::ffi::sys::{self, Ucx, UCX};
+use crate::ffi::sys::{self, ucx_id, Ucx};
 
 /// A socket address as the C API takes it.
 pub(crate) struct RawAddr {
@@ -599,7 +599,7 @@ pub(crate) fn mem_type(t: RemoteMemoryType) -> ucs_memory_type_t {
 /// The refusal of memory UCX cannot register here.
 pub(crate) fn unsupported_memory(engine: &Engine, t: RemoteMemoryType) -> Error {
     Error::unsupported(
-        UCX,
+        ucx_id(),
         "export",
         format!(
             "{} cannot register {t:?} memory (ucp_context_query's memory types): load a UCX \

@@ -174,7 +174,7 @@ impl Node {
             (None, Location::Device(_)) => RemoteMemoryType::Cuda,
             (None, other) => {
                 return Err(Error::unsupported(
-                    crate::ffi::sys::UCX,
+                    crate::ffi::sys::ucx_id(),
                     "export",
                     format!("memory at {other:?} without a host address cannot be registered"),
                 ))

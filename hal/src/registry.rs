@@ -226,14 +226,13 @@ struct Slot {
 
 impl Slot {
     fn probed(&self) -> &Probed {
-        self.probed
-            .get_or_init(|| probe(self.known.name, self.make))
+        self.probed.get_or_init(|| probe(self.known.id, self.make))
     }
 
     fn availability(&self) -> Availability {
         match self.probed() {
             Probed::Ready(backend) => {
-                guarded(self.known.name, "availability", || backend.availability())
+                guarded(self.known.id, "availability", || backend.availability())
                     .unwrap_or_else(|e| unavailable_from(&e))
             }
             Probed::Failed { reason, searched } => Availability::Unavailable {
@@ -245,7 +244,7 @@ impl Slot {
 }
 
 /// Run `f`, turning a panic into an error.
-fn guarded<T>(name: &str, what: &str, f: impl FnOnce() -> T) -> Result<T> {
+fn guarded<T>(id: BackendId, what: &str, f: impl FnOnce() -> T) -> Result<T> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
         let msg = payload
             .downcast_ref::<&str>()
@@ -253,7 +252,7 @@ fn guarded<T>(name: &str, what: &str, f: impl FnOnce() -> T) -> Result<T> {
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "no message".into());
         Error::Unavailable {
-            backend: name.to_string(),
+            backend: id,
             reason: format!("the backend panicked in {what}: {msg}"),
             searched: Vec::new(),
         }
@@ -275,8 +274,8 @@ fn unavailable_from(error: &Error) -> Availability {
     }
 }
 
-fn probe(name: &str, make: Constructor) -> Probed {
-    match guarded(name, "construction", make).and_then(|r| r) {
+fn probe(id: BackendId, make: Constructor) -> Probed {
+    match guarded(id, "construction", make).and_then(|r| r) {
         Ok(backend) => Probed::Ready(Arc::from(backend)),
         Err(e) => match unavailable_from(&e) {
             Availability::Unavailable { reason, searched } => Probed::Failed { reason, searched },
@@ -421,7 +420,7 @@ impl Registry {
             Availability::Available => {}
             Availability::Unavailable { reason, searched } => {
                 return Err(Error::Unavailable {
-                    backend: slot.known.name.to_string(),
+                    backend: slot.known.id,
                     reason,
                     searched,
                 })
@@ -430,7 +429,7 @@ impl Registry {
         match slot.probed() {
             Probed::Ready(backend) => Ok(Box::new(Shared(Arc::clone(backend)))),
             Probed::Failed { reason, searched } => Err(Error::Unavailable {
-                backend: slot.known.name.to_string(),
+                backend: slot.known.id,
                 reason: reason.clone(),
                 searched: searched.clone(),
             }),
@@ -439,12 +438,11 @@ impl Registry {
 
     /// The first usable backend in the preference order: hardware backends
     /// first, then `cpu-shm`, and a simulator only when nothing else is usable.
+    /// With no backend compiled in, [`Error::NotFound`].
     pub fn best(&self) -> Result<Box<dyn DynBackend>> {
         if self.slots.is_empty() {
-            return Err(Error::Unavailable {
-                backend: "any".into(),
-                reason: format!("no backend is compiled in: {}", known_list()),
-                searched: Vec::new(),
+            return Err(Error::NotFound {
+                what: format!("a usable backend: none is compiled in: {}", known_list()),
             });
         }
         let prefs: Vec<&str> = KNOWN.iter().map(|k| k.name).collect();
@@ -480,9 +478,16 @@ impl Registry {
                 Err(other) => why.push(format!("{pref}: {other}")),
             }
         }
+        // Named by the first preference, the one most wanted; the reason
+        // tells every preference's.
+        let first = canonical(prefs[0]).map_or(BackendId::CpuShm, |k| k.id);
         Err(Error::Unavailable {
-            backend: prefs.join(", "),
-            reason: format!("none of them is usable ({})", why.join("; ")),
+            backend: first,
+            reason: format!(
+                "none of the preferences {} is usable ({})",
+                prefs.join(", "),
+                why.join("; ")
+            ),
             searched: Vec::new(),
         })
     }
@@ -533,7 +538,7 @@ mod tests {
     fn a_failing_constructor_is_listed_unavailable() {
         fn fails() -> Result<Box<dyn DynBackend>> {
             Err(Error::Unavailable {
-                backend: "cuda".into(),
+                backend: hal_core::BackendId::Cuda,
                 reason: "libcuda.so.1 not found".into(),
                 searched: vec!["/usr/lib".into()],
             })
@@ -544,20 +549,20 @@ mod tests {
         fn io_error() -> Result<Box<dyn DynBackend>> {
             Err(Error::invalid("bad environment"))
         }
-        match probe("cuda", fails) {
+        match probe(BackendId::Cuda, fails) {
             Probed::Failed { reason, searched } => {
                 assert_eq!(reason, "libcuda.so.1 not found");
                 assert_eq!(searched, vec![PathBuf::from("/usr/lib")]);
             }
             Probed::Ready(_) => panic!("constructed"),
         }
-        match probe("cuda", panics) {
+        match probe(BackendId::Cuda, panics) {
             Probed::Failed { reason, .. } => {
                 assert!(reason.contains("driver exploded"), "{reason}")
             }
             Probed::Ready(_) => panic!("constructed"),
         }
-        match probe("cuda", io_error) {
+        match probe(BackendId::Cuda, io_error) {
             Probed::Failed { reason, .. } => {
                 assert!(reason.contains("bad environment"), "{reason}")
             }

@@ -19,7 +19,7 @@ struct Absent;
 impl Absent {
     fn error(&self) -> Error {
         Error::Unavailable {
-            backend: ID.name(),
+            backend: ID,
             reason: REASON.into(),
             searched: vec!["/opt/vendor/lib".into()],
         }

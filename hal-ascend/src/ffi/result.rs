@@ -25,7 +25,7 @@
 use std::ffi::{c_char, c_void, CStr};
 
 use hal_core::kit::vendor::acl;
-use hal_core::{Error, Result, VendorError};
+use hal_core::{Error, Result};
 
 use super::sys::{Runtime, Status};
 
@@ -44,19 +44,16 @@ impl Runtime {
 
     /// The vendor error of a failed `call`.
     fn error(&self, call: &str, status: Status) -> Error {
-        let number = i64::from(status);
-        let name = acl::name(number)
-            .map(str::to_owned)
-            .unwrap_or_else(|| format!("aclError {status}"));
         let text = self
             .recent_message()
             .unwrap_or_else(|| "the runtime gave no message (aclGetRecentErrMsg)".into());
-        Error::Vendor(VendorError {
-            backend: "ascend".into(),
-            code: number,
-            name,
-            message: message(call, &text),
-        })
+        hal_core::kit::vendor::error(
+            hal_core::BackendId::Ascend,
+            "aclError",
+            i64::from(status),
+            || None,
+            message(call, &text),
+        )
     }
 
     /// The text of the calling thread's last runtime error.

@@ -114,7 +114,7 @@ impl Runtime {
     fn missing(&self, symbol: &str) -> Error {
         let older = "the CANN runtime is older than this call needs (IPC keys need CANN 8.3, \
                      IPC events 8.5): update CANN";
-        self.0.missing("ascend", symbol, older)
+        self.0.missing(hal_core::BackendId::Ascend, symbol, older)
     }
 }
 

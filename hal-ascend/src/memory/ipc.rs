@@ -62,7 +62,7 @@ pub(crate) fn export(
     opts: &ExportOptions,
 ) -> Result<Exported> {
     opts.refuse_read_only(
-        "ascend",
+        hal_core::BackendId::Ascend,
         "memory",
         "Ascend memory keys map imports read-write",
     )?;
@@ -104,7 +104,7 @@ pub(crate) fn export_key(
         Importers::BackendDefault => (ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT, Vec::new()),
         Importers::Pids(p) => (ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT, p.clone()),
         Importers::SameUser => return Err(hal_core::types::same_user_unsupported(
-            "ascend",
+            hal_core::BackendId::Ascend,
             "the Ascend runtime checks its own allow-list of process ids, not the importer's user",
         )),
     };
@@ -136,7 +136,11 @@ pub(crate) fn import(
         .handle
         .expect(HandleKind::Memory, BackendId::Ascend)?;
     let handle = shared.handle.clone();
-    opts.refuse_unplaceable("ascend", entry::RT_IPC_MEM_IMPORT_BY_KEY, info.ordinal)?;
+    opts.refuse_unplaceable(
+        hal_core::BackendId::Ascend,
+        entry::RT_IPC_MEM_IMPORT_BY_KEY,
+        info.ordinal,
+    )?;
     if handle.size == 0 {
         return Err(hal_core::HandleError::Malformed {
             field: "size",

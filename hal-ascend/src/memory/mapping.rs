@@ -65,7 +65,7 @@ impl AscendMapping {
     fn host_copy(&self, what: &str) -> Result<()> {
         if self.copies_only {
             return Err(Error::unsupported(
-                "ascend",
+                hal_core::BackendId::Ascend,
                 what,
                 "memory imported onto another device takes only asynchronous device-to-device \
                  copies (Device::copy_async)",

@@ -101,11 +101,13 @@ pub(crate) fn export(
             "only an event created here with EventFlags::interprocess can be exported",
         ));
     }
-    opts.importers
-        .refuse_same_user("ascend", "an Ascend IPC event handle has no allow-list")?;
+    opts.importers.refuse_same_user(
+        hal_core::BackendId::Ascend,
+        "an Ascend IPC event handle has no allow-list",
+    )?;
     if matches!(opts.importers, Importers::Pids(_)) || opts.read_only || opts.range.is_some() {
         return Err(Error::unsupported(
-            "ascend",
+            hal_core::BackendId::Ascend,
             "an IPC event export with a pid list, a range or read-only",
             "an Ascend IPC event handle has no allow-list: export it to anyone",
         ));
@@ -196,7 +198,7 @@ impl Event for AscendEvent {
         let inner = &self.inner;
         if inner.interprocess {
             return Err(Error::unsupported(
-                "ascend",
+                hal_core::BackendId::Ascend,
                 "query an IPC event",
                 "an event created with ACL_EVENT_IPC cannot be queried \
                  (Capabilities::IPC_EVENT_QUERY is absent); wait on it instead",

@@ -197,7 +197,7 @@ impl NotifyInner {
             Importers::BackendDefault => (ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT, Vec::new()),
             Importers::Pids(p) => (ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT, p.clone()),
             Importers::SameUser => {
-                return Err(hal_core::types::same_user_unsupported("ascend", "the Ascend runtime checks its own allow-list of process ids, not the importer's user"))
+                return Err(hal_core::types::same_user_unsupported(hal_core::BackendId::Ascend, "the Ascend runtime checks its own allow-list of process ids, not the importer's user"))
             }
         };
         let tgids = tgids(&pids)?;

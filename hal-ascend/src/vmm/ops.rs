@@ -111,7 +111,7 @@ pub(crate) fn device_granularity(rt: &Runtime, ordinal: u32) -> Result<u64> {
 fn access_desc(g: &AccessGrant) -> Result<aclrtMemAccessDesc> {
     let AccessTarget::Device(d) = g.target else {
         return Err(Error::unsupported(
-            "ascend",
+            hal_core::BackendId::Ascend,
             "host access to VMM memory",
             "Ascend physical memory is device memory only (Capabilities::HOST_NUMA_VMM is \
              absent)",
@@ -150,7 +150,7 @@ impl DeviceRef<'_> {
     fn create(&self, desc: &PhysicalDesc) -> Result<AscendPhysical> {
         if desc.handle == ShareableHandle::Fabric {
             return Err(Error::unsupported(
-                "ascend",
+                hal_core::BackendId::Ascend,
                 "a fabric handle",
                 "the Ascend runtime shares physical memory by its 64-bit handle on this host only",
             ));
@@ -208,13 +208,13 @@ impl VmmCalls for DeviceRef<'_> {
         let location = vmm_checks::physical(desc, self.info.ordinal, self.gran())?;
         if location != PhysicalLocation::Device(self.info.ordinal) {
             return Err(Error::unsupported(
-                "ascend",
+                hal_core::BackendId::Ascend,
                 "host NUMA physical memory",
                 "the Ascend runtime allocates device physical memory only \
                  (Capabilities::HOST_NUMA_VMM is absent)",
             ));
         }
-        fabric_or_posix("ascend", desc, |d| self.create(d))
+        fabric_or_posix(hal_core::BackendId::Ascend, desc, |d| self.create(d))
     }
 
     /// [`Vmm::reserve`](hal_core::Vmm::reserve).
@@ -307,13 +307,13 @@ impl VmmCalls for DeviceRef<'_> {
                 "an imported physical allocation is exported again by its creator",
             ));
         }
-        vmm_checks::physical_export(opts, "ascend", "aclrtMemSetAccess")?;
+        vmm_checks::physical_export(opts, hal_core::BackendId::Ascend, "aclrtMemSetAccess")?;
         let (flags, pids) = match &opts.importers {
             Importers::Anyone => (ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION, Vec::new()),
             Importers::BackendDefault => (ACL_RT_VMM_EXPORT_FLAG_DEFAULT, Vec::new()),
             Importers::Pids(p) => (ACL_RT_VMM_EXPORT_FLAG_DEFAULT, p.clone()),
             Importers::SameUser => {
-                return Err(hal_core::types::same_user_unsupported("ascend", "the Ascend runtime checks its own allow-list of process ids, not the importer's user"))
+                return Err(hal_core::types::same_user_unsupported(hal_core::BackendId::Ascend, "the Ascend runtime checks its own allow-list of process ids, not the importer's user"))
             }
         };
         let tgids = crate::memory::ipc::tgids(&pids)?;

@@ -239,7 +239,7 @@ type SlotEvents = (Vec<Box<dyn DynEvent>>, Vec<Exported>);
 fn slot_events(device: &dyn DynDevice, slots: usize) -> Result<SlotEvents> {
     if !device.capabilities().contains(Capabilities::IPC_EVENT) {
         return Err(Error::unsupported(
-            device.info().backend.name(),
+            device.info().backend,
             "a stream-ordered channel",
             "it needs interprocess events (Capabilities::IPC_EVENT), which this device lacks: \
              publish from the host once the device work is done",

@@ -23,7 +23,7 @@ pub fn dl_device(info: &DeviceInfo, location: Location) -> Result<DLDevice> {
     };
     let Some(device_type) = device_type else {
         return Err(Error::unsupported(
-            info.backend.name(),
+            info.backend,
             "DLPack export",
             format!(
                 "no DLPack device type is defined for {location} of this backend; \

@@ -89,7 +89,7 @@ impl DlpackTensor {
         let data: *mut c_void = match (host_type, mem.host_ptr()) {
             (true, None) => {
                 return Err(Error::unsupported(
-                    info.backend.name(),
+                    info.backend,
                     "DLPack export",
                     format!(
                         "the {:?} memory is not host-visible, so a host device type cannot \
@@ -350,10 +350,18 @@ mod tests {
             None
         }
         fn read(&self, _: u64, _: &mut [u8]) -> Result<()> {
-            Err(Error::unsupported("test", "read", "device only"))
+            Err(Error::unsupported(
+                crate::BackendId::External(0x8000),
+                "read",
+                "device only",
+            ))
         }
         fn write(&self, _: u64, _: &[u8]) -> Result<()> {
-            Err(Error::unsupported("test", "write", "device only"))
+            Err(Error::unsupported(
+                crate::BackendId::External(0x8000),
+                "write",
+                "device only",
+            ))
         }
     }
 

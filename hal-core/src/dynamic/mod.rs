@@ -112,7 +112,11 @@ mod tests {
     }
 
     fn unsupported(op: &str) -> Error {
-        Error::unsupported("toy", op, "the toy backend does not share anything")
+        Error::unsupported(
+            BackendId::External(0x8000),
+            op,
+            "the toy backend does not share anything",
+        )
     }
 
     impl<const N: u16> Backend for Toy<N> {
@@ -312,7 +316,11 @@ mod tests {
             _so: u64,
             _l: u64,
         ) -> Result<()> {
-            Err(Error::unsupported("toy", "copy_async", "no streams"))
+            Err(Error::unsupported(
+                BackendId::External(0x8000),
+                "copy_async",
+                "no streams",
+            ))
         }
         fn write_async(
             &self,
@@ -321,7 +329,11 @@ mod tests {
             _o: u64,
             _data: Vec<u8>,
         ) -> Result<()> {
-            Err(Error::unsupported("toy", "write_async", "no streams"))
+            Err(Error::unsupported(
+                BackendId::External(0x8000),
+                "write_async",
+                "no streams",
+            ))
         }
         fn memset_async(
             &self,
@@ -331,7 +343,11 @@ mod tests {
             _l: u64,
             _v: u8,
         ) -> Result<()> {
-            Err(Error::unsupported("toy", "memset_async", "no streams"))
+            Err(Error::unsupported(
+                BackendId::External(0x8000),
+                "memset_async",
+                "no streams",
+            ))
         }
         fn query_stream(&self, _s: &ToyStream<N>) -> Result<bool> {
             Ok(true)

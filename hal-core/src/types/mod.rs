@@ -4,78 +4,12 @@
 use std::fmt;
 use std::time::Duration;
 
+pub(crate) mod backend_id;
+
 mod sharing;
 
+pub use backend_id::BackendId;
 pub use sharing::*;
-
-/// Which backend a handle or a device belongs to. The numeric id is part of
-/// the handle wire format and never changes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-pub enum BackendId {
-    /// CPU shared memory (`hal-cpu-shm`), id `0x0001`.
-    CpuShm,
-    /// CUDA device memory through the driver API, id `0x0002`.
-    Cuda,
-    /// CUDA managed memory shared across processes, id `0x0003`.
-    CudaUvm,
-    /// Huawei Ascend through ACL, id `0x0004`.
-    Ascend,
-    /// The simulator's CUDA-like profile, id `0x0100`.
-    MockCuda,
-    /// The simulator's Ascend-like profile, id `0x0101`.
-    MockAscend,
-    /// An out-of-tree backend; ids `0x8000..=0xFFFF` are left to vendor integrators.
-    External(u16),
-}
-
-impl BackendId {
-    /// The wire id.
-    pub const fn to_wire(self) -> u16 {
-        match self {
-            BackendId::CpuShm => 0x0001,
-            BackendId::Cuda => 0x0002,
-            BackendId::CudaUvm => 0x0003,
-            BackendId::Ascend => 0x0004,
-            BackendId::MockCuda => 0x0100,
-            BackendId::MockAscend => 0x0101,
-            BackendId::External(id) => id,
-        }
-    }
-
-    /// The backend for a wire id, or `None` for an unassigned id.
-    pub const fn from_wire(id: u16) -> Option<Self> {
-        Some(match id {
-            0x0001 => BackendId::CpuShm,
-            0x0002 => BackendId::Cuda,
-            0x0003 => BackendId::CudaUvm,
-            0x0004 => BackendId::Ascend,
-            0x0100 => BackendId::MockCuda,
-            0x0101 => BackendId::MockAscend,
-            0x8000..=0xFFFF => BackendId::External(id),
-            _ => return None,
-        })
-    }
-
-    /// The backend's registry name (`cpu-shm`, `mock-cuda`, ...).
-    pub fn name(self) -> String {
-        match self {
-            BackendId::CpuShm => "cpu-shm".into(),
-            BackendId::Cuda => "cuda".into(),
-            BackendId::CudaUvm => "cuda-uvm".into(),
-            BackendId::Ascend => "ascend".into(),
-            BackendId::MockCuda => "mock-cuda".into(),
-            BackendId::MockAscend => "mock-ascend".into(),
-            BackendId::External(id) => format!("external-{id:04x}"),
-        }
-    }
-}
-
-impl fmt::Display for BackendId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.name())
-    }
-}
 
 /// Whether a backend can be used on this machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -623,19 +557,19 @@ mod tests {
     #[test]
     fn a_read_only_export_is_refused_where_the_backend_cannot_make_one() {
         ExportOptions::default()
-            .refuse_read_only("x", "memory", "no seals")
+            .refuse_read_only(BackendId::External(0x8000), "memory", "no seals")
             .unwrap();
         let read_only = ExportOptions {
             read_only: true,
             ..Default::default()
         };
-        match read_only.refuse_read_only("x", "memory", "no seals") {
+        match read_only.refuse_read_only(BackendId::External(0x8000), "memory", "no seals") {
             Err(crate::Error::Unsupported {
                 backend,
                 operation,
                 detail,
             }) => {
-                assert_eq!(backend, "x");
+                assert_eq!(backend, BackendId::External(0x8000));
                 assert_eq!(operation, "a read-only export of memory");
                 assert_eq!(
                     detail,

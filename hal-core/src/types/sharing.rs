@@ -47,7 +47,7 @@ impl Importers {
     /// [`Error::Unsupported`](crate::Error::Unsupported) for
     /// [`Importers::SameUser`] on a backend that cannot enforce it, saying
     /// `why`; `Ok` for every other class.
-    pub fn refuse_same_user(&self, backend: &str, why: &str) -> crate::Result<()> {
+    pub fn refuse_same_user(&self, backend: super::BackendId, why: &str) -> crate::Result<()> {
         if *self == Importers::SameUser {
             return Err(same_user_unsupported(backend, why));
         }
@@ -57,7 +57,7 @@ impl Importers {
 
 /// The [`Error::Unsupported`](crate::Error::Unsupported) of a backend that
 /// cannot enforce [`Importers::SameUser`], saying `why`.
-pub fn same_user_unsupported(backend: &str, why: &str) -> crate::Error {
+pub fn same_user_unsupported(backend: super::BackendId, why: &str) -> crate::Error {
     crate::Error::unsupported(
         backend,
         "export to any process of this user (Importers::SameUser)",
@@ -122,7 +122,12 @@ impl ExportOptions {
     /// [`Error::Unsupported`](crate::Error::Unsupported) for a read-only
     /// export of `what` on a backend that cannot make one, saying `why`;
     /// `Ok` for a read-write export.
-    pub fn refuse_read_only(&self, backend: &str, what: &str, why: &str) -> crate::Result<()> {
+    pub fn refuse_read_only(
+        &self,
+        backend: super::BackendId,
+        what: &str,
+        why: &str,
+    ) -> crate::Result<()> {
         if !self.read_only {
             return Ok(());
         }

@@ -186,7 +186,7 @@ static FABRIC_WARNED: AtomicBool = AtomicBool::new(false);
 /// [`ShareableHandle::PosixFd`], so the fallback is never silent. Other
 /// errors (out of memory, a bad size) are returned as they are.
 pub fn fabric_or_posix<P>(
-    backend: &str,
+    backend: crate::types::BackendId,
     desc: &PhysicalDesc,
     mut create: impl FnMut(&PhysicalDesc) -> Result<P>,
 ) -> Result<P> {
@@ -209,7 +209,6 @@ pub fn fabric_or_posix<P>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::VendorError;
 
     #[test]
     fn grants_are_checked_before_anything_changes() {
@@ -228,19 +227,15 @@ mod tests {
     }
 
     fn refused() -> Error {
-        Error::Vendor(VendorError {
-            backend: "test".into(),
-            code: 800,
-            name: "CUDA_ERROR_NOT_PERMITTED".into(),
-            message: "cuMemCreate: no IMEX daemon".into(),
-        })
+        crate::kit::vendor::cuda::NOT_PERMITTED
+            .error(crate::BackendId::Cuda, "cuMemCreate: no IMEX daemon")
     }
 
     #[test]
     fn a_refused_fabric_handle_falls_back_to_posix() {
         let desc = PhysicalDesc::new(4096).handle(ShareableHandle::Fabric);
         let mut asked = Vec::new();
-        let got = fabric_or_posix("test", &desc, |d| {
+        let got = fabric_or_posix(crate::BackendId::Cuda, &desc, |d| {
             asked.push(d.handle);
             if d.handle == ShareableHandle::Fabric {
                 Err(refused())
@@ -257,7 +252,7 @@ mod tests {
     fn other_errors_and_other_handles_do_not_fall_back() {
         let fabric = PhysicalDesc::new(4096).handle(ShareableHandle::Fabric);
         let mut calls = 0;
-        let oom = fabric_or_posix::<()>("test", &fabric, |_| {
+        let oom = fabric_or_posix::<()>(crate::BackendId::Cuda, &fabric, |_| {
             calls += 1;
             Err(Error::OutOfMemory {
                 requested: 4096,
@@ -268,7 +263,7 @@ mod tests {
         assert_eq!(calls, 1);
         let posix = PhysicalDesc::new(4096);
         let mut calls = 0;
-        let refused = fabric_or_posix::<()>("test", &posix, |_| {
+        let refused = fabric_or_posix::<()>(crate::BackendId::Cuda, &posix, |_| {
             calls += 1;
             Err(refused())
         });

@@ -10,8 +10,7 @@
 
 use std::ffi::{c_char, CStr};
 
-use hal_core::kit::vendor::cuda;
-use hal_core::{Error, Result, VendorError};
+use hal_core::{Error, Result};
 
 use super::sys::{Driver, Entry, Status};
 
@@ -55,20 +54,17 @@ pub(crate) const NOT_READY: Status = 600;
 impl Driver {
     /// The vendor error of a failed `call`.
     fn error(&self, call: &str, status: Status) -> Error {
-        let known = cuda::code(i64::from(status));
-        let name = self
-            .describe(status, Driver::get_error_name)
-            .or_else(|| known.map(|c| c.name.to_string()))
-            .unwrap_or_else(|| format!("CUresult {status}"));
         let text = self
             .describe(status, Driver::get_error_string)
             .unwrap_or_else(|| "no description from the driver".into());
-        Error::Vendor(VendorError {
-            backend: "cuda".into(),
-            code: i64::from(status),
-            name,
-            message: format!("{call}: {text}"),
-        })
+        // The driver's name of the code (`cuGetErrorName`), else the kit's.
+        hal_core::kit::vendor::error(
+            hal_core::BackendId::Cuda,
+            "CUresult",
+            i64::from(status),
+            || self.describe(status, Driver::get_error_name),
+            format!("{call}: {text}"),
+        )
     }
 
     /// What `lookup` (`cuGetErrorName` or `cuGetErrorString`) says of `status`.

@@ -135,7 +135,8 @@ impl Driver {
 
     fn missing(&self, symbol: &str) -> Error {
         let older = "the driver is older than this call needs (update the NVIDIA driver)";
-        self.library.missing("cuda", symbol, older)
+        self.library
+            .missing(hal_core::BackendId::Cuda, symbol, older)
     }
 }
 

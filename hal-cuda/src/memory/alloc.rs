@@ -208,7 +208,7 @@ impl Memory for CudaAllocation {
 /// `Capabilities::LEASES` (a driver without the IPC entry points).
 fn no_leases(operation: &str) -> hal_core::Error {
     hal_core::Error::unsupported(
-        "cuda",
+        hal_core::BackendId::Cuda,
         operation,
         "the driver has no legacy IPC entry points, so nothing is exported and no importer \
          is counted (Capabilities::LEASES is absent)",
@@ -336,15 +336,10 @@ fn forget(buffer_id: u64) {
 #[cfg(test)]
 mod tests {
     use hal_core::kit::vendor::cuda;
-    use hal_core::{Error, VendorError};
+    use hal_core::Error;
 
     fn vendor(code: hal_core::kit::vendor::Code) -> Error {
-        Error::Vendor(VendorError {
-            backend: "cuda".into(),
-            code: code.code,
-            name: code.name.into(),
-            message: "cuMemAlloc_v2".into(),
-        })
+        code.error(hal_core::BackendId::Cuda, "cuMemAlloc_v2")
     }
 
     #[test]

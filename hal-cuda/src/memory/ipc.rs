@@ -162,13 +162,13 @@ pub(crate) fn out_of_range(offset: u64, len: u64, size: u64, whose: &str) -> Err
 pub(crate) fn exportable(alloc: &CudaAllocation) -> Result<()> {
     match alloc.location {
         Location::Managed => Err(Error::unsupported(
-            "cuda",
+            hal_core::BackendId::Cuda,
             "export managed memory",
             "CUDA cannot export managed memory (cuIpcGetMemHandle answers \
              CUDA_ERROR_INVALID_VALUE); share it with the cuda-uvm backend",
         )),
         Location::Host => Err(Error::unsupported(
-            "cuda",
+            hal_core::BackendId::Cuda,
             "export pinned host memory",
             "legacy CUDA IPC exports device memory only (cuIpcGetMemHandle answers \
              CUDA_ERROR_INVALID_VALUE for cuMemAllocHost memory)",
@@ -185,11 +185,15 @@ pub(crate) fn export(
     opts: &ExportOptions,
 ) -> Result<Exported> {
     exportable(alloc)?;
-    opts.refuse_read_only("cuda", "memory", "legacy CUDA IPC maps imports read-write")?;
-    opts.importers.refuse_same_user("cuda", "a CUDA IPC handle is opened by whoever holds its bytes: no broker checks the importer's user")?;
+    opts.refuse_read_only(
+        hal_core::BackendId::Cuda,
+        "memory",
+        "legacy CUDA IPC maps imports read-write",
+    )?;
+    opts.importers.refuse_same_user(hal_core::BackendId::Cuda, "a CUDA IPC handle is opened by whoever holds its bytes: no broker checks the importer's user")?;
     if matches!(opts.importers, Importers::Pids(_)) {
         return Err(Error::unsupported(
-            "cuda",
+            hal_core::BackendId::Cuda,
             "an export to a pid list",
             "CUDA keeps no allow-list of importers: export to anyone \
              (Capabilities::PID_ALLOW_LIST is absent)",
@@ -308,7 +312,11 @@ pub(crate) fn import(
 ) -> Result<CudaMapping> {
     shared.handle.expect(HandleKind::Memory, BackendId::Cuda)?;
     let handle = shared.handle.clone();
-    opts.refuse_unplaceable("cuda", "cuIpcOpenMemHandle_v2", info.ordinal)?;
+    opts.refuse_unplaceable(
+        hal_core::BackendId::Cuda,
+        "cuIpcOpenMemHandle_v2",
+        info.ordinal,
+    )?;
     // The memory's device, when it is not this one: found by UUID (this
     // process may number the devices otherwise), and reachable.
     let source = if handle.device_uuid == info.uuid {

@@ -46,7 +46,7 @@ use hal_core::lease::LazyLeases;
 use hal_core::wait::blocking_future;
 use hal_core::{
     BackendId, DeviceInfo, Error, Event, EventFlags, ExportOptions, Exported, HandleKind,
-    Importers, Location, Result, SharedHandle, VendorError, WaitFuture, WaitOptions,
+    Importers, Location, Result, SharedHandle, WaitFuture, WaitOptions,
 };
 
 use crate::context::Primary;
@@ -125,12 +125,7 @@ pub fn own_exported_events() -> usize {
 
 /// The driver's `CUDA_ERROR_INVALID_VALUE`, for what it refuses so.
 fn invalid_value(message: String) -> Error {
-    Error::Vendor(VendorError {
-        backend: "cuda".into(),
-        code: hal_core::kit::vendor::cuda::INVALID_VALUE.code,
-        name: hal_core::kit::vendor::cuda::INVALID_VALUE.name.into(),
-        message,
-    })
+    hal_core::kit::vendor::cuda::INVALID_VALUE.error(hal_core::BackendId::Cuda, message)
 }
 
 /// A new event from `cuEventCreate(bits)`.
@@ -203,10 +198,10 @@ pub(crate) fn export(
     if opts.read_only {
         return Err(Error::invalid("an event cannot be exported read-only"));
     }
-    opts.importers.refuse_same_user("cuda", "a CUDA IPC handle is opened by whoever holds its bytes: no broker checks the importer's user")?;
+    opts.importers.refuse_same_user(hal_core::BackendId::Cuda, "a CUDA IPC handle is opened by whoever holds its bytes: no broker checks the importer's user")?;
     if matches!(opts.importers, Importers::Pids(_)) {
         return Err(Error::unsupported(
-            "cuda",
+            hal_core::BackendId::Cuda,
             "an export to a pid list",
             "CUDA keeps no allow-list of importers: export to anyone \
              (Capabilities::PID_ALLOW_LIST is absent)",

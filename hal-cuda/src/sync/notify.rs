@@ -121,10 +121,10 @@ impl CudaNotify {
                 "read_only and range apply to memory exports, not to a notify",
             ));
         }
-        opts.importers.refuse_same_user("cuda", "a CUDA IPC handle is opened by whoever holds its bytes: no broker checks the importer's user")?;
+        opts.importers.refuse_same_user(hal_core::BackendId::Cuda, "a CUDA IPC handle is opened by whoever holds its bytes: no broker checks the importer's user")?;
         if let Importers::Pids(_) = opts.importers {
             return Err(Error::unsupported(
-                "cuda",
+                hal_core::BackendId::Cuda,
                 "export to a pid allow-list",
                 "CUDA keeps no pid allow-list; export with Importers::Anyone or BackendDefault \
                  and control who receives the handle",

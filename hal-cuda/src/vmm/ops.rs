@@ -183,7 +183,7 @@ impl Vmm<'_> {
             ShareableHandle::Fabric if self.fabric => HANDLE_FABRIC | HANDLE_POSIX_FD,
             ShareableHandle::Fabric => {
                 return Err(Error::unsupported(
-                    "cuda",
+                    hal_core::BackendId::Cuda,
                     "a fabric handle",
                     "the device does not support fabric handles \
                      (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED is 0)",
@@ -252,7 +252,9 @@ impl VmmCalls for Vmm<'_> {
         if let PhysicalLocation::HostNuma(_) = location {
             self.require(Capabilities::HOST_NUMA_VMM, "host NUMA physical memory")?;
         }
-        fabric_or_posix("cuda", desc, |d| self.create(d, location))
+        fabric_or_posix(hal_core::BackendId::Cuda, desc, |d| {
+            self.create(d, location)
+        })
     }
 
     /// [`Vmm::reserve`](hal_core::Vmm::reserve).
@@ -346,11 +348,11 @@ impl VmmCalls for Vmm<'_> {
     /// [`Vmm::export_physical`](hal_core::Vmm::export_physical).
     fn export(&self, p: &CudaPhysical, opts: &ExportOptions) -> Result<Exported> {
         self.require(Capabilities::IPC_MEMORY, "export_physical")?;
-        vmm_checks::physical_export(opts, "cuda", "cuMemSetAccess")?;
-        opts.importers.refuse_same_user("cuda", "a CUDA IPC handle is opened by whoever holds its bytes: no broker checks the importer's user")?;
+        vmm_checks::physical_export(opts, hal_core::BackendId::Cuda, "cuMemSetAccess")?;
+        opts.importers.refuse_same_user(hal_core::BackendId::Cuda, "a CUDA IPC handle is opened by whoever holds its bytes: no broker checks the importer's user")?;
         if matches!(opts.importers, Importers::Pids(_)) {
             return Err(Error::unsupported(
-                "cuda",
+                hal_core::BackendId::Cuda,
                 "an export to a pid list",
                 "CUDA keeps no allow-list of importers: export to anyone \
                  (Capabilities::PID_ALLOW_LIST is absent)",
@@ -443,7 +445,7 @@ fn maps_from_start(physical_offset: u64) -> Result<()> {
         return Ok(());
     }
     Err(Error::unsupported(
-        "cuda",
+        hal_core::BackendId::Cuda,
         "map_range",
         format!(
             "cuMemMap maps a physical allocation from its start only (offset 0), not from \

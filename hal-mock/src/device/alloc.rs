@@ -148,7 +148,7 @@ impl MockDevice {
             Location::Managed => {
                 if !self.dev.caps().contains(Capabilities::IPC_MANAGED_MEMORY) {
                     return Err(Error::unsupported(
-                        self.dev.name(),
+                        self.dev.backend(),
                         "export managed memory",
                         format!(
                             "managed memory ({}) cannot be exported through IPC ({} answers \
@@ -161,7 +161,7 @@ impl MockDevice {
             }
             Location::Host => {
                 return Err(Error::unsupported(
-                    self.dev.name(),
+                    self.dev.backend(),
                     "export host memory",
                     format!(
                         "{} exports device memory only; share host memory with the cpu-shm \
@@ -173,7 +173,7 @@ impl MockDevice {
         }
         if opts.read_only && !self.dev.caps().contains(Capabilities::READ_ONLY_EXPORT) {
             return Err(Error::unsupported(
-                self.dev.name(),
+                self.dev.backend(),
                 "read-only export",
                 format!(
                     "{} maps imported memory read-write; {} has no read-only IPC export",
@@ -222,7 +222,7 @@ impl MockDevice {
         )?;
         if opts.read_only && !alloc.owns_its_memory() {
             return Err(Error::unsupported(
-                self.dev.name(),
+                self.dev.backend(),
                 "read-only export of a pooled allocation",
                 format!(
                     "the allocation of {} bytes shares a pool chunk (one memory object) with \
@@ -261,7 +261,7 @@ impl MockDevice {
             .require(Capabilities::PID_ALLOW_LIST, "allow_importers")?;
         if h.kind == HandleKind::Event {
             return Err(Error::unsupported(
-                self.dev.name(),
+                self.dev.backend(),
                 "allow_importers",
                 "IPC event handles have no pid allow-list",
             ));

@@ -232,7 +232,7 @@ impl MockDevice {
         self.dev.check_owner(&span.dev, "memory", false)?;
         if span.peer_only {
             return Err(Error::unsupported(
-                self.dev.name(),
+                self.dev.backend(),
                 api.symbol(self.dev.vendor()),
                 "memory imported onto another device takes only device-to-device copies \
                  (copy_async)",
@@ -318,12 +318,12 @@ impl MockDevice {
         let vendor = self.dev.vendor();
         let listed = list == ListKind::Listed && caps.contains(Capabilities::PID_ALLOW_LIST);
         opts.importers.refuse_same_user(
-            &self.dev.name(),
+            self.dev.backend(),
             &format!("{} checks no importer's user", rules::vendor_name(vendor)),
         )?;
         if matches!(opts.importers, Importers::Pids(_)) && !listed {
             return Err(Error::unsupported(
-                self.dev.name(),
+                self.dev.backend(),
                 "export to a pid allow-list",
                 format!(
                     "{} keeps no pid allow-list for {} handles; export with Importers::Anyone or \

@@ -27,7 +27,7 @@ impl MockDevice {
 
     pub(super) fn sim_allocate_physical(&self, desc: &PhysicalDesc) -> Result<MockPhysical> {
         self.dev.require(Capabilities::VMM, "allocate_physical")?;
-        fabric_or_posix(&self.dev.name(), desc, |desc| {
+        fabric_or_posix(self.dev.backend(), desc, |desc| {
             self.dev.enter(Api::MemCreate, Some(FaultOp::Allocate))?;
             check_granular(&self.dev, "physical allocation size", desc.size, false)?;
             let location = desc

@@ -543,7 +543,7 @@ impl Connection {
             }
             (None, other) => {
                 return Err(Error::unsupported(
-                    crate::ffi::sys::UCX,
+                    crate::ffi::sys::ucx_id(),
                     "remote subscriber",
                     format!("slots at {other:?} that UCX cannot receive into here"),
                 ))

@@ -7,10 +7,10 @@
 
 use std::ffi::{c_void, CStr};
 
-use hal_core::{Error, Result, VendorError};
+use hal_core::{Error, Result};
 
 use super::bindings::*;
-use super::sys::{Ucx, UCX};
+use super::sys::{ucx_id, Ucx};
 
 /// What an `_nbx` call returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,12 +136,15 @@ pub(crate) fn error(ucx: &Ucx, status: ucs_status_t, call: &str, what: &str) -> 
             detail: format!("{what}: {call} answered {name} ({text})"),
         };
     }
-    Error::Vendor(VendorError {
-        backend: UCX.into(),
-        code: i64::from(status),
-        name: name.into(),
-        message: format!("{call} ({what}): {text}"),
-    })
+    // The kit has no table of `ucs_status_t`: the name is this crate's,
+    // from UCX's header (`names!` above).
+    hal_core::kit::vendor::error(
+        ucx_id(),
+        "ucs_status_t",
+        i64::from(status),
+        || Some(name.into()),
+        format!("{call} ({what}): {text}"),
+    )
 }
 
 #[cfg(test)]

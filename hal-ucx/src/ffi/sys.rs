@@ -7,14 +7,27 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use hal_core::kit::os::library::{Loaded, NotLoaded};
-use hal_core::{Error, Result};
+use hal_core::{BackendId, Error, Result};
 
 use super::bindings::{self, fns};
 use super::loader;
 
-/// The name errors give as the backend: UCX is a transport, not a device,
-/// but its errors name it the way a backend's name the vendor.
-pub(crate) const UCX: &str = "ucx";
+/// The id of UCX in errors. UCX is a transport, not a device: it has no
+/// wire id, but its errors name it the way a backend's name the vendor.
+/// The id lies below the external range, so no handle can carry it (the
+/// decoder and the encoder refuse it), and it is named `ucx` for messages.
+const UCX_ID: u16 = 0x7fff;
+
+/// The backend errors of UCX name: `UCX_ID`, named `ucx`.
+pub(crate) fn ucx_id() -> BackendId {
+    static NAMED: std::sync::Once = std::sync::Once::new();
+    NAMED.call_once(|| {
+        if let Err(e) = BackendId::name_external(UCX_ID, "ucx") {
+            log::warn!("naming UCX in errors: {e}");
+        }
+    });
+    BackendId::External(UCX_ID)
+}
 
 macro_rules! entries {
     ($( $sym:ident ),* $(,)?) => {
@@ -99,7 +112,7 @@ impl Ucx {
     /// The refusal of a call of `symbol`, which the library lacks.
     fn missing(&self, symbol: &str) -> Error {
         Error::unsupported(
-            UCX,
+            ucx_id(),
             symbol,
             format!(
                 "{} has no entry point {symbol}: it is older than the UCX {}.{} whose header \
@@ -116,7 +129,7 @@ impl Ucx {
 /// Why UCX cannot be used in this process.
 fn unavailable(reason: String, searched: Vec<PathBuf>) -> Error {
     Error::Unavailable {
-        backend: UCX.into(),
+        backend: ucx_id(),
         reason,
         searched,
     }
@@ -146,7 +159,7 @@ fn load() -> Result<Ucx> {
     let (want_major, want_minor) = (bindings::UCP_API_MAJOR, bindings::UCP_API_MINOR);
     if major != want_major || minor < want_minor {
         return Err(Error::unsupported(
-            UCX,
+            ucx_id(),
             "ucp_init",
             format!(
                 "{} is UCX {major}.{minor}.{release}; hal-ucx needs UCX {want_major}.x from \
@@ -179,6 +192,6 @@ pub(crate) fn ucx() -> Result<&'static Ucx> {
     match kept {
         Ok(u) => Ok(u),
         Err((reason, searched, false)) => Err(unavailable(reason.clone(), searched.clone())),
-        Err((reason, _, true)) => Err(Error::unsupported(UCX, "ucp_init", reason.clone())),
+        Err((reason, _, true)) => Err(Error::unsupported(ucx_id(), "ucp_init", reason.clone())),
     }
 }

@@ -123,7 +123,7 @@ impl<X> MemoryObj<X> {
     pub fn export(&self, opts: &ExportOptions) -> Result<Handle> {
         let Some(alloc) = self.own_allocation() else {
             return Err(Error::unsupported(
-                self.device.backend.name(),
+                self.device.backend.id(),
                 "export",
                 "this memory was imported; only memory this process allocated is exported \
                  (share the handle text it was imported from instead)",

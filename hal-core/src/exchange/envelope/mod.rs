@@ -178,7 +178,7 @@ pub(super) fn seal_as(
     let h = envelope.handle();
     let no_broker = || {
         Error::unsupported(
-            backend.name(),
+            backend,
             "an envelope",
             "this process has no descriptor broker (sockets are forbidden here)",
         )

@@ -10,7 +10,12 @@ impl ImportOptions {
     /// call `call` chooses the address: [`Error::Unsupported`] for
     /// [`ImportPlacement::ExporterAddress`], [`Error::InvalidArgument`] for
     /// an import onto another device (import through that device).
-    pub fn refuse_unplaceable(&self, backend: &str, call: &str, ordinal: u32) -> Result<()> {
+    pub fn refuse_unplaceable(
+        &self,
+        backend: crate::types::BackendId,
+        call: &str,
+        ordinal: u32,
+    ) -> Result<()> {
         if self.placement == ImportPlacement::ExporterAddress {
             return Err(Error::unsupported(
                 backend,
@@ -39,7 +44,7 @@ mod tests {
             placement: ImportPlacement::ExporterAddress,
             ..ImportOptions::default()
         };
-        match at.refuse_unplaceable("x", "xOpen", 0) {
+        match at.refuse_unplaceable(crate::BackendId::External(0x8000), "xOpen", 0) {
             Err(e @ Error::Unsupported { .. }) => {
                 assert!(e.to_string().contains("xOpen chooses the address"), "{e}")
             }
@@ -49,7 +54,7 @@ mod tests {
             device: Some(1),
             ..ImportOptions::default()
         };
-        match other.refuse_unplaceable("x", "xOpen", 0) {
+        match other.refuse_unplaceable(crate::BackendId::External(0x8000), "xOpen", 0) {
             Err(e @ Error::InvalidArgument { .. }) => assert!(
                 e.to_string()
                     .contains("an import onto device 1 asked of device 0"),
@@ -57,9 +62,11 @@ mod tests {
             ),
             r => panic!("{r:?}"),
         }
-        assert!(other.refuse_unplaceable("x", "xOpen", 1).is_ok());
+        assert!(other
+            .refuse_unplaceable(crate::BackendId::External(0x8000), "xOpen", 1)
+            .is_ok());
         assert!(ImportOptions::default()
-            .refuse_unplaceable("x", "xOpen", 3)
+            .refuse_unplaceable(crate::BackendId::External(0x8000), "xOpen", 3)
             .is_ok());
     }
 }

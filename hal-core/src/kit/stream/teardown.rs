@@ -509,12 +509,8 @@ mod tests {
         }
         // A vendor's error says it too.
         let vendor = pending_said(
-            Error::Vendor(crate::VendorError {
-                backend: "cuda".into(),
-                code: 2,
-                name: "CUDA_ERROR_OUT_OF_MEMORY".into(),
-                message: "cuMemAlloc_v2: out of memory".into(),
-            }),
+            crate::kit::vendor::cuda::OUT_OF_MEMORY
+                .error(crate::BackendId::Cuda, "cuMemAlloc_v2: out of memory"),
             3,
         );
         match vendor {

@@ -42,7 +42,7 @@ impl Code {
     /// The [`Error::Vendor`] a backend reports for this code.
     pub fn error(self, backend: BackendId, message: impl Into<String>) -> Error {
         Error::Vendor(VendorError {
-            backend: backend.name(),
+            backend,
             code: self.code,
             name: self.name.to_string(),
             message: message.into(),
@@ -58,6 +58,58 @@ impl Code {
 /// The code of `table` numbered `number`.
 fn find(table: &[Code], number: i64) -> Option<Code> {
     table.iter().copied().find(|c| c.code == number)
+}
+
+/// The codes of the vendor `backend` speaks: `CUresult` ([`cuda::CODES`])
+/// for CUDA and the simulator's CUDA-like profile, `aclError`
+/// ([`acl::CODES`]) for Ascend and the Ascend-like profile; none for the
+/// others (the CPU has no vendor, an out-of-tree backend keeps its own).
+pub fn codes(backend: BackendId) -> &'static [Code] {
+    match backend {
+        BackendId::Cuda | BackendId::CudaUvm | BackendId::MockCuda => cuda::CODES,
+        BackendId::Ascend | BackendId::MockAscend => acl::CODES,
+        _ => &[],
+    }
+}
+
+/// The [`Error::Vendor`] of the vendor's number `number`, which `backend`
+/// reports for what `message` says; every vendor error of a backend is made
+/// here or by [`Code::error`].
+///
+/// The number is kept as the vendor gave it, and its symbolic name looked
+/// up, as cudarc's `DriverError(CUresult)` keeps the number and asks the
+/// driver for the rest: the name `named` gives, where the vendor library
+/// can tell (`cuGetErrorName`, which knows a newer driver's codes too),
+/// else the one of the kit's table ([`codes`]), else `{kind} {number}`
+/// (`CUresult 4242`).
+///
+/// ```
+/// use hal_core::kit::vendor::{self, cuda};
+/// use hal_core::{BackendId, Error};
+///
+/// let e = vendor::error(BackendId::Cuda, "CUresult", 1, || None, "cuMemAlloc_v2: bad size");
+/// assert!(cuda::INVALID_VALUE.matches(&e));
+/// let Error::Vendor(v) = vendor::error(BackendId::Cuda, "CUresult", 4242, || None, "new") else {
+///     unreachable!()
+/// };
+/// assert_eq!((v.code, v.name.as_str()), (4242, "CUresult 4242"));
+/// ```
+pub fn error(
+    backend: BackendId,
+    kind: &str,
+    number: i64,
+    named: impl FnOnce() -> Option<String>,
+    message: impl Into<String>,
+) -> Error {
+    let name = named()
+        .or_else(|| find(codes(backend), number).map(|code| code.name.to_string()))
+        .unwrap_or_else(|| format!("{kind} {number}"));
+    Error::Vendor(VendorError {
+        backend,
+        code: number,
+        name,
+        message: message.into(),
+    })
 }
 
 /// The CUDA driver API: `CUresult` values (`cuda.h`) and entry points.
@@ -711,6 +763,29 @@ mod tests {
             let set: HashSet<_> = all.iter().collect();
             assert_eq!(set.len(), all.len());
             assert!(all.iter().all(|s| s.starts_with(prefix)), "{all:?}");
+        }
+    }
+
+    #[test]
+    fn an_error_by_number_is_named_by_the_library_then_the_table() {
+        let e = error(BackendId::MockCuda, "CUresult", 705, || None, "m");
+        assert!(cuda::PEER_ACCESS_NOT_ENABLED.matches(&e), "{e}");
+        let e = error(BackendId::Ascend, "aclError", 207_006, || None, "m");
+        assert!(acl::RT_NO_PERMISSION.matches(&e), "{e}");
+        let named = || Some("CUDA_ERROR_FROM_A_NEWER_DRIVER".to_string());
+        match error(BackendId::Cuda, "CUresult", 4242, named, "cuX: new") {
+            Error::Vendor(v) => {
+                assert_eq!(
+                    (v.code, v.name.as_str()),
+                    (4242, "CUDA_ERROR_FROM_A_NEWER_DRIVER")
+                );
+                assert_eq!(v.message, "cuX: new");
+            }
+            other => panic!("{other:?}"),
+        }
+        match error(BackendId::External(0x8000), "status", -7, || None, "m") {
+            Error::Vendor(v) => assert_eq!((v.code, v.name.as_str()), (-7, "status -7")),
+            other => panic!("{other:?}"),
         }
     }
 

@@ -47,7 +47,7 @@ impl<T> VendorLibrary<T> {
     /// lacks, for `backend`; `older` says what the library is older than
     /// and what to do ("the driver is older than this call needs (update
     /// the driver)").
-    pub fn missing(&self, backend: &str, symbol: &str, older: &str) -> Error {
+    pub fn missing(&self, backend: crate::types::BackendId, symbol: &str, older: &str) -> Error {
         let path = self.loaded.path.display();
         let detail = format!("{path} has no entry point {symbol}; {older}");
         Error::unsupported(backend, symbol, detail)

@@ -1,5 +1,6 @@
 //! A vendor runtime as a backend speaks to it: its error codes and
-//! entry-point names as plain data ([`Code`], [`cuda`], [`acl`]), the
+//! entry-point names as plain data ([`Code`], [`cuda`], [`acl`]; an error
+//! of a code: [`error`]), the
 //! library loaded at run time ([`library`]), whether the runtime can be used
 //! here ([`runtime`]), the entry points each capability needs ([`needs`]),
 //! and the bytes of a raw IPC handle given to another library
@@ -11,4 +12,4 @@ pub mod needs;
 pub mod raw_ipc;
 pub mod runtime;
 
-pub use codes::{acl, cuda, Code};
+pub use codes::{acl, codes, cuda, error, Code};

@@ -25,7 +25,7 @@
 //! assert_eq!(lacking, Some("exMemMap"));
 //! let library = Path::new("/opt/example/libexample.so.1");
 //! let e = needs::capability_absent(
-//!     "example",
+//!     hal_core::BackendId::External(0x8e00),
 //!     "allocate_physical",
 //!     Capabilities::VMM,
 //!     lacking.map(|symbol| Why::Lacks { library, symbol }),
@@ -129,7 +129,7 @@ pub enum Why<'a> {
 /// The [`Error::Unsupported`] of `operation` on a device of `backend`
 /// without `capability`; `why` says what leaves it out, when that is known.
 pub fn capability_absent(
-    backend: &str,
+    backend: crate::types::BackendId,
     operation: &str,
     capability: Capabilities,
     why: Option<Why<'_>>,
@@ -164,7 +164,7 @@ pub fn capability_absent(
 ///         self.0
 ///     }
 ///     fn refusal(&self, operation: &str, capability: Capabilities) -> Error {
-///         needs::capability_absent("example", operation, capability, None)
+///         needs::capability_absent(hal_core::BackendId::External(0x8e00), operation, capability, None)
 ///     }
 /// }
 /// let device = Device(Capabilities::VMM);
@@ -243,8 +243,9 @@ mod tests {
 
     #[test]
     fn the_refusal_names_the_capability_and_what_is_missing() {
+        let x = crate::BackendId::External(0x8000);
         let e = capability_absent(
-            "x",
+            x,
             "op",
             Capabilities::IPC_EVENT,
             Some(Why::Lacks {
@@ -260,7 +261,7 @@ mod tests {
         else {
             panic!("{e:?}")
         };
-        assert_eq!((backend.as_str(), operation.as_str()), ("x", "op"));
+        assert_eq!((*backend, operation.as_str()), (x, "op"));
         assert!(
             detail.contains("Capabilities::IPC_EVENT is absent"),
             "{detail}"
@@ -269,17 +270,17 @@ mod tests {
             detail.contains("/lib/libx.so has no entry point xIpcOpen"),
             "{detail}"
         );
-        let plain = capability_absent("x", "op", Capabilities::LEASES, None).to_string();
+        let plain = capability_absent(x, "op", Capabilities::LEASES, None).to_string();
         assert!(plain.contains("Capabilities::LEASES is absent)"), "{plain}");
         assert!(!plain.contains("entry point"), "{plain}");
         let set = Capabilities::VMM | Capabilities::LEASES;
-        let many = capability_absent("x", "op", set, None).to_string();
+        let many = capability_absent(x, "op", set, None).to_string();
         assert!(many.contains("(a set of flags)"), "{many}");
         let said = Why::DeviceSays {
             attribute: "X_ATTRIBUTE_VMM",
             value: 0,
         };
-        let device = capability_absent("x", "op", Capabilities::VMM, Some(said)).to_string();
+        let device = capability_absent(x, "op", Capabilities::VMM, Some(said)).to_string();
         assert!(
             device.contains("Capabilities::VMM is absent: the device answers X_ATTRIBUTE_VMM = 0"),
             "{device}"

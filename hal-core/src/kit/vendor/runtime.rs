@@ -49,10 +49,10 @@ impl Failure {
     }
 
     /// The failure as [`Error::Unavailable`] of `backend` (`cuda`, `ascend`).
-    pub fn error(&self, backend: &str) -> Error {
+    pub fn error(&self, backend: crate::types::BackendId) -> Error {
         let (reason, searched) = self.parts();
         Error::Unavailable {
-            backend: backend.into(),
+            backend,
             reason,
             searched,
         }
@@ -122,7 +122,7 @@ where
     pub fn usable(
         &self,
         load: impl FnOnce(Option<PathBuf>) -> std::result::Result<Arc<R>, Failure>,
-        backend: &str,
+        backend: crate::types::BackendId,
         initialised: &str,
     ) -> Result<Arc<R>> {
         match self.get(load) {
@@ -180,7 +180,7 @@ mod tests {
                 searched: vec![path.to_path_buf()],
             }
         );
-        let err = || Error::unsupported("x", "count", "too old");
+        let err = || Error::unsupported(crate::BackendId::External(0x8000), "count", "too old");
         assert_eq!(
             availability(path, Err(err()), "no device"),
             Availability::Unavailable {
@@ -225,13 +225,13 @@ mod tests {
                     searched: searched.clone(),
                 }
             );
-            match f.error("test") {
+            match f.error(crate::BackendId::Cuda) {
                 Error::Unavailable {
                     backend,
                     reason: r,
                     searched: s,
                 } => {
-                    assert_eq!(backend, "test");
+                    assert_eq!(backend, crate::BackendId::Cuda);
                     assert_eq!(r, reason);
                     assert_eq!(s, searched);
                 }

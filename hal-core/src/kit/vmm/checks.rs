@@ -113,7 +113,11 @@ pub fn whole_physical(handle: &Handle, granularity: u64) -> Result<u64> {
 /// allocation (no range) and not read-only, which a shareable handle
 /// cannot carry; `access_call` is the vendor's call with which each
 /// importer sets its own access ("cuMemSetAccess").
-pub fn physical_export(opts: &ExportOptions, backend: &str, access_call: &str) -> Result<()> {
+pub fn physical_export(
+    opts: &ExportOptions,
+    backend: crate::types::BackendId,
+    access_call: &str,
+) -> Result<()> {
     if opts.range.is_some() {
         return Err(Error::invalid(
             "a physical allocation is exported whole; a range is not allowed",
