@@ -9,7 +9,8 @@
 //!   export options, sealed memfds, checked imports) and
 //!   [`syncpage`], the shared page under their events and notifies;
 //! - [`vendor`]: the vendors' error codes and entry-point names as plain
-//!   data, shared by the real backends and the simulator; [`needs`], the
+//!   data, shared by the real backends and the simulator; [`vendor_codes`],
+//!   an out-of-tree backend's own table of codes; [`needs`], the
 //!   entry points each capability needs; [`runtime`], a vendor runtime's
 //!   availability; [`vendor_library`], a loaded vendor library as a
 //!   backend holds it;
@@ -23,7 +24,8 @@
 //!   `Reservation` written from its own calls; [`vmm_physical`], what is
 //!   known of a physical allocation; [`RegisteredHost`], registered host memory;
 //! - [`streams`]: a driver backend's stream methods written from its own
-//!   calls;
+//!   calls; [`host_stream`], those of a backend whose streams are
+//!   host-synchronous; [`no_vmm`], the `Vmm` of a device without VMM;
 //! - [`off_thread`]: a vendor wait that cannot time out, bounded by running
 //!   it on a thread of its own;
 //! - [`lock`]: locks that a panic elsewhere does not poison.
@@ -34,9 +36,11 @@ pub mod busy_free;
 #[allow(unsafe_code)]
 pub mod discard;
 pub mod export;
+pub mod host_stream;
 pub(crate) mod import;
 pub mod lock;
 pub mod needs;
+pub mod no_vmm;
 pub mod off_thread;
 #[allow(unsafe_code)]
 pub mod os;
@@ -51,6 +55,7 @@ pub mod streams;
 pub mod syncpage;
 pub mod teardown;
 pub mod vendor;
+pub mod vendor_codes;
 pub mod vendor_library;
 pub mod vmm_checks;
 pub mod vmm_copies;

@@ -4,8 +4,13 @@
 use std::fmt;
 use std::time::Duration;
 
+mod external;
 mod sharing;
 
+pub use external::{
+    check_external_name, claim_external_name, external_id, external_name, EXTERNAL_IDS_START,
+    EXTERNAL_NAME_MAX,
+};
 pub use sharing::*;
 
 /// Which backend a handle or a device belongs to. The numeric id is part of
@@ -25,7 +30,9 @@ pub enum BackendId {
     MockCuda,
     /// The simulator's Ascend-like profile, id `0x0101`.
     MockAscend,
-    /// An out-of-tree backend; ids `0x8000..=0xFFFF` are left to vendor integrators.
+    /// An out-of-tree backend; ids `0x8000..=0xFFFF` are left to vendor
+    /// integrators, and one registered at run time prints as its registered
+    /// name ([`external_name`]).
     External(u16),
 }
 
@@ -57,7 +64,9 @@ impl BackendId {
         })
     }
 
-    /// The backend's registry name (`cpu-shm`, `mock-cuda`, ...).
+    /// The backend's registry name (`cpu-shm`, `mock-cuda`, ...): for an
+    /// external id, the name it was registered under in this process
+    /// ([`external_name`]), else `external-XXXX`.
     pub fn name(self) -> String {
         match self {
             BackendId::CpuShm => "cpu-shm".into(),
@@ -66,7 +75,9 @@ impl BackendId {
             BackendId::Ascend => "ascend".into(),
             BackendId::MockCuda => "mock-cuda".into(),
             BackendId::MockAscend => "mock-ascend".into(),
-            BackendId::External(id) => format!("external-{id:04x}"),
+            BackendId::External(id) => {
+                external_name(id).unwrap_or_else(|| format!("external-{id:04x}"))
+            }
         }
     }
 }

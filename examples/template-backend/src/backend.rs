@@ -1,0 +1,79 @@
+//! The backend and its one device.
+
+use std::sync::OnceLock;
+
+use hal_core::{Availability, Backend, BackendId, Capabilities, DeviceInfo, DlpackTypes, Error};
+use hal_core::Result;
+
+use crate::device::TemplateDevice;
+use crate::{BACKEND_ID, NAME};
+
+/// What the device can do: memory, events and notifies shared across
+/// processes, importers counted and limited to pids. No VMM, no read-only
+/// exports, no fixed-address imports: the conformance suite checks that
+/// those answer `Unsupported`.
+pub(crate) const CAPABILITIES: Capabilities = Capabilities::IPC_MEMORY
+    .union(Capabilities::IPC_EVENT)
+    .union(Capabilities::IPC_NOTIFY)
+    .union(Capabilities::IPC_EVENT_QUERY)
+    .union(Capabilities::MEMORY_IS_HOST)
+    .union(Capabilities::PID_ALLOW_LIST)
+    .union(Capabilities::LEASES)
+    .union(Capabilities::STREAM_ORDERED_NOTIFY);
+
+/// The template backend: always available on Linux, with one device.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TemplateBackend;
+
+impl TemplateBackend {
+    /// The backend.
+    pub fn new() -> TemplateBackend {
+        TemplateBackend
+    }
+}
+
+/// The device's information, the same in every process (so that importers
+/// find the device by its UUID).
+pub(crate) fn info() -> &'static DeviceInfo {
+    static INFO: OnceLock<DeviceInfo> = OnceLock::new();
+    INFO.get_or_init(|| {
+        let page = hal_core::kit::os::page_size();
+        DeviceInfo {
+            backend: BACKEND_ID,
+            ordinal: 0,
+            uuid: *b"hal-template-dev",
+            name: format!("{NAME} host memory"),
+            total_memory: 0,
+            page_sizes: vec![page],
+            granularity_min: page,
+            granularity_recommended: page,
+            capabilities: CAPABILITIES,
+            dlpack: DlpackTypes::HOST,
+        }
+    })
+}
+
+impl Backend for TemplateBackend {
+    type Device = TemplateDevice;
+
+    fn id(&self) -> BackendId {
+        BACKEND_ID
+    }
+
+    fn availability(&self) -> Availability {
+        Availability::Available
+    }
+
+    fn devices(&self) -> Result<Vec<DeviceInfo>> {
+        Ok(vec![info().clone()])
+    }
+
+    fn open(&self, ordinal: u32) -> Result<TemplateDevice> {
+        if ordinal != 0 {
+            return Err(Error::NotFound {
+                what: format!("device {ordinal} of backend {NAME} (it has one device, 0)"),
+            });
+        }
+        Ok(TemplateDevice::new(info()))
+    }
+}
