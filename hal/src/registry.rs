@@ -16,6 +16,35 @@
 //! backends first, then CPU shared memory, and a simulator only when nothing
 //! else is usable.
 //!
+//! A backend of another crate (a vendor's, out of tree) joins at run time
+//! with [`register`]: a name, an external id of `0x8000..=0xFFFF`
+//! ([`BackendId::External`]) and a function that makes the backend. From
+//! then on every registry of the process lists it (after the backends
+//! above, in the order of registration), opens it by name, picks it for its
+//! handles ([`Registry::for_handle`]) and messages call its id by its name.
+//! The feature `template` registers the template backend
+//! (`examples/template-backend`) as `template` this way.
+//! docs/adding-a-backend.md has the id policy.
+//!
+//! ```
+//! use hal::dynamic::DynBackend;
+//!
+//! fn open_mine() -> hal::Result<Box<dyn DynBackend>> {
+//!     // A vendor crate's backend; the CPU backend stands in for one here.
+//!     # #[cfg(feature = "cpu-shm")]
+//!     # return Ok(Box::new(hal::cpu_shm::CpuShm::new()));
+//!     # #[cfg(not(feature = "cpu-shm"))]
+//!     # Err(hal::Error::invalid("no backend"))
+//! }
+//! hal::registry::register("doc-vendor", 0xfd01, open_mine)?;
+//! assert!(hal::Registry::new().entries().iter().any(|e| e.name == "doc-vendor"));
+//! assert_eq!(hal::BackendId::External(0xfd01).to_string(), "doc-vendor");
+//! // Another id under the same name, or the name of a backend of hal, is refused.
+//! assert!(hal::registry::register("doc-vendor", 0xfd02, open_mine).is_err());
+//! assert!(hal::registry::register("cpu-shm", 0xfd03, open_mine).is_err());
+//! # Ok::<(), hal::Error>(())
+//! ```
+//!
 //! A backend is constructed and probed the first time the registry is asked
 //! about it, once per [`Registry`]. Probing never panics: a backend that
 //! fails to construct (or panics while doing so) is listed as unavailable
@@ -38,7 +67,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use hal_core::dynamic::{DynBackend, DynDevice};
 use hal_core::{Availability, BackendId, DeviceInfo, Error, Handle, Result};
@@ -55,6 +84,9 @@ pub struct BackendEntry {
 }
 
 type Constructor = fn() -> Result<Box<dyn DynBackend>>;
+
+/// What makes a backend registered at run time ([`register`]).
+pub type Opener = Arc<dyn Fn() -> Result<Box<dyn DynBackend>> + Send + Sync>;
 
 /// A backend name the registry recognises, compiled in or not.
 struct Known {
@@ -190,6 +222,17 @@ mod constructors {
     }
 }
 
+/// Register the template backend (`examples/template-backend`) as
+/// `template`, as any crate of a vendor would register its own.
+#[cfg(feature = "template")]
+fn register_template() -> Result<()> {
+    register(
+        hal_template_backend::NAME,
+        hal_template_backend::ID,
+        || Ok(Box::new(hal_template_backend::TemplateBackend::new())),
+    )
+}
+
 /// The names of the backends compiled into this build, in preference order.
 pub fn compiled_in() -> &'static [&'static str] {
     const NAMES: &[&str] = &[
@@ -219,21 +262,31 @@ enum Probed {
 }
 
 struct Slot {
-    known: &'static Known,
-    make: Constructor,
+    name: String,
+    id: BackendId,
+    make: Opener,
     probed: OnceLock<Probed>,
 }
 
 impl Slot {
+    fn new(name: &str, id: BackendId, make: Opener) -> Arc<Slot> {
+        Arc::new(Slot {
+            name: name.to_string(),
+            id,
+            make,
+            probed: OnceLock::new(),
+        })
+    }
+
     fn probed(&self) -> &Probed {
         self.probed
-            .get_or_init(|| probe(self.known.name, self.make))
+            .get_or_init(|| probe(&self.name, &*self.make))
     }
 
     fn availability(&self) -> Availability {
         match self.probed() {
             Probed::Ready(backend) => {
-                guarded(self.known.name, "availability", || backend.availability())
+                guarded(&self.name, "availability", || backend.availability())
                     .unwrap_or_else(|e| unavailable_from(&e))
             }
             Probed::Failed { reason, searched } => Availability::Unavailable {
@@ -242,6 +295,67 @@ impl Slot {
             },
         }
     }
+}
+
+/// A backend registered at run time.
+struct Registered {
+    name: String,
+    id: u16,
+    make: Opener,
+}
+
+/// The backends registered at run time, in the order of registration.
+static REGISTERED: RwLock<Vec<Registered>> = RwLock::new(Vec::new());
+
+fn registered() -> std::sync::RwLockReadGuard<'static, Vec<Registered>> {
+    REGISTERED.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Register a backend of another crate under `name` and the external id
+/// `id`, for every registry of this process, present and future.
+///
+/// `id` is one of `0x8000..=0xFFFF` ([`BackendId::External`]; see
+/// docs/adding-a-backend.md for how to pick one) and `name` 1 to 32
+/// characters of `a-z`, `0-9` and `-`, starting with a letter
+/// ([`hal_core::types::check_external_name`]); both
+/// [`Error::InvalidArgument`] otherwise. A name of one of hal's backends
+/// (compiled in or not, aliases included), a name registered with another
+/// id, or an id registered under another name is refused with
+/// [`Error::AlreadyExists`] naming the holder. Registering the same name
+/// and id again is no error and changes nothing (the first `open` stays).
+///
+/// `open` makes the backend; a registry calls it the first time it lists or
+/// opens the backend (once per registry), and in a child process too, which
+/// makes a registry of its own. An error or a panic there lists the backend
+/// as unavailable with the reason, as for hal's own backends.
+pub fn register<F>(name: &str, id: u16, open: F) -> Result<()>
+where
+    F: Fn() -> Result<Box<dyn DynBackend>> + Send + Sync + 'static,
+{
+    let name = name.trim();
+    if canonical(name).is_some() || ALIASES.iter().any(|(alias, _)| *alias == name) {
+        return Err(Error::AlreadyExists {
+            what: format!(
+                "backend name `{name}`: hal has a backend of that name; choose another name"
+            ),
+        });
+    }
+    let mut list = REGISTERED.write().unwrap_or_else(|p| p.into_inner());
+    hal_core::types::claim_external_name(id, name)?;
+    if !list.iter().any(|r| r.name == name) {
+        list.push(Registered {
+            name: name.to_string(),
+            id,
+            make: Arc::new(open),
+        });
+    }
+    Ok(())
+}
+
+/// The names of the backends registered at run time, in the order of
+/// registration.
+pub fn registered_names() -> Vec<String> {
+    registered().iter().map(|r| r.name.clone()).collect()
 }
 
 /// Run `f`, turning a panic into an error.
@@ -275,7 +389,7 @@ fn unavailable_from(error: &Error) -> Availability {
     }
 }
 
-fn probe(name: &str, make: Constructor) -> Probed {
+fn probe(name: &str, make: &dyn Fn() -> Result<Box<dyn DynBackend>>) -> Probed {
     match guarded(name, "construction", make).and_then(|r| r) {
         Ok(backend) => Probed::Ready(Arc::from(backend)),
         Err(e) => match unavailable_from(&e) {
@@ -319,7 +433,9 @@ impl DynBackend for Shared {
 /// probed, that backend answers [`Error::Forked`] (a vendor context does
 /// not survive `fork`). A child makes a registry of its own.
 pub struct Registry {
-    slots: Vec<Slot>,
+    /// hal's own backends compiled in, then those registered at run time
+    /// (added as they are registered).
+    slots: Mutex<Vec<Arc<Slot>>>,
 }
 
 impl Default for Registry {
@@ -347,13 +463,16 @@ fn canonical(name: &str) -> Option<&'static Known> {
 }
 
 fn known_list() -> String {
-    let names = compiled_in();
+    let mut names: Vec<String> = compiled_in().iter().map(|n| n.to_string()).collect();
+    names.extend(registered_names());
     if names.is_empty() {
-        return "none (enable a backend feature of the hal crate: cpu-shm, mock)".into();
+        return "none (enable a backend feature of the hal crate: cpu-shm, mock, or register \
+                one with hal::registry::register)"
+            .into();
     }
     let mut list = names.join(", ");
     for (alias, target) in ALIASES {
-        if names.contains(target) {
+        if names.iter().any(|n| n == target) {
             list.push_str(&format!("; `{alias}` for {target}"));
         }
     }
@@ -361,44 +480,70 @@ fn known_list() -> String {
 }
 
 impl Registry {
-    /// A registry of every backend compiled in. Nothing is probed yet.
+    /// A registry of every backend compiled in and every backend
+    /// registered at run time ([`register`]). Nothing is probed yet.
     pub fn new() -> Registry {
+        #[cfg(feature = "template")]
+        if let Err(e) = register_template() {
+            log::warn!("the template backend is not registered: {e}");
+        }
         let slots = KNOWN
             .iter()
             .filter_map(|known| {
-                known.make.map(|make| Slot {
-                    known,
-                    make,
-                    probed: OnceLock::new(),
+                known.make.map(|make| {
+                    let make: Opener = Arc::new(make);
+                    Slot::new(known.name, known.id, make)
                 })
             })
             .collect();
-        Registry { slots }
+        Registry {
+            slots: Mutex::new(slots),
+        }
     }
 
-    /// Every backend compiled in, in preference order, with its availability
-    /// on this machine.
+    /// Every slot: hal's own, then the registered ones, the slots of
+    /// backends registered since the last call added.
+    fn slots(&self) -> Vec<Arc<Slot>> {
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        for r in registered().iter() {
+            if !slots.iter().any(|s| s.name == r.name) {
+                let id = BackendId::External(r.id);
+                slots.push(Slot::new(&r.name, id, Arc::clone(&r.make)));
+            }
+        }
+        slots.clone()
+    }
+
+    /// Every backend compiled in, then every backend registered, in
+    /// preference order, with its availability on this machine.
     pub fn entries(&self) -> Vec<BackendEntry> {
-        self.slots
+        self.slots()
             .iter()
             .map(|slot| BackendEntry {
-                name: slot.known.name.to_string(),
-                id: slot.known.id,
+                name: slot.name.clone(),
+                id: slot.id,
                 availability: slot.availability(),
             })
             .collect()
     }
 
-    fn slot(&self, name: &str) -> Result<&Slot> {
-        let known = canonical(name).ok_or_else(|| Error::NotFound {
-            what: format!(
-                "backend `{name}`; the backends compiled in are: {}",
-                known_list()
-            ),
-        })?;
-        self.slots
-            .iter()
-            .find(|s| std::ptr::eq(s.known, known))
+    fn slot(&self, name: &str) -> Result<Arc<Slot>> {
+        let wanted = name.trim().to_ascii_lowercase().replace('_', "-");
+        let Some(known) = canonical(name) else {
+            return self
+                .slots()
+                .into_iter()
+                .find(|s| s.name == wanted)
+                .ok_or_else(|| Error::NotFound {
+                    what: format!(
+                        "backend `{name}`; the backends compiled in or registered are: {}",
+                        known_list()
+                    ),
+                });
+        };
+        self.slots()
+            .into_iter()
+            .find(|s| s.name == known.name)
             .ok_or_else(|| Error::NotFound {
                 what: format!(
                     "backend `{}`: not compiled into this build (it needs the Cargo feature \
@@ -421,7 +566,7 @@ impl Registry {
             Availability::Available => {}
             Availability::Unavailable { reason, searched } => {
                 return Err(Error::Unavailable {
-                    backend: slot.known.name.to_string(),
+                    backend: slot.name.clone(),
                     reason,
                     searched,
                 })
@@ -430,7 +575,7 @@ impl Registry {
         match slot.probed() {
             Probed::Ready(backend) => Ok(Box::new(Shared(Arc::clone(backend)))),
             Probed::Failed { reason, searched } => Err(Error::Unavailable {
-                backend: slot.known.name.to_string(),
+                backend: slot.name.clone(),
                 reason: reason.clone(),
                 searched: searched.clone(),
             }),
@@ -438,17 +583,23 @@ impl Registry {
     }
 
     /// The first usable backend in the preference order: hardware backends
-    /// first, then `cpu-shm`, and a simulator only when nothing else is usable.
+    /// first, then `cpu-shm`, a simulator only when nothing else is usable,
+    /// then the backends registered at run time.
     pub fn best(&self) -> Result<Box<dyn DynBackend>> {
-        if self.slots.is_empty() {
+        let slots = self.slots();
+        if slots.is_empty() {
             return Err(Error::Unavailable {
                 backend: "any".into(),
                 reason: format!("no backend is compiled in: {}", known_list()),
                 searched: Vec::new(),
             });
         }
-        let prefs: Vec<&str> = KNOWN.iter().map(|k| k.name).collect();
-        self.best_of(&prefs)
+        let names: Vec<&str> = KNOWN
+            .iter()
+            .map(|k| k.name)
+            .chain(slots.iter().filter(|s| canonical(&s.name).is_none()).map(|s| s.name.as_str()))
+            .collect();
+        self.best_of(&names)
     }
 
     /// The first usable backend of `prefs`, in their order.
@@ -463,7 +614,12 @@ impl Registry {
                 "the preference list is empty: name at least one backend",
             ));
         }
-        if let Some(bad) = prefs.iter().find(|p| canonical(p).is_none()) {
+        let others = registered_names();
+        let known = |p: &str| {
+            let p = p.trim().to_ascii_lowercase().replace('_', "-");
+            canonical(&p).is_some() || others.contains(&p)
+        };
+        if let Some(bad) = prefs.iter().find(|p| !known(p)) {
             return Err(Error::NotFound {
                 what: format!(
                     "backend `{bad}` in the preference list; the backends compiled in are: {}",
@@ -490,12 +646,16 @@ impl Registry {
     /// The backend that made `handle` (by its [`BackendId`]), to import it with.
     pub fn for_handle(&self, handle: &Handle) -> Result<Box<dyn DynBackend>> {
         match handle.backend {
-            BackendId::External(id) => Err(Error::NotFound {
-                what: format!(
-                    "backend {id:#06x} of the handle: an out-of-tree backend this registry \
-                     does not know; open it through its own crate"
-                ),
-            }),
+            BackendId::External(id) => match hal_core::types::external_name(id) {
+                Some(name) if registered_names().contains(&name) => self.open(&name),
+                _ => Err(Error::NotFound {
+                    what: format!(
+                        "backend {id:#06x} of the handle: an out-of-tree backend not registered \
+                         in this process; register it (hal::registry::register) or open it \
+                         through its own crate"
+                    ),
+                }),
+            },
             id => self.open(&id.name()),
         }
     }
@@ -526,7 +686,7 @@ mod tests {
             .into_iter()
             .map(|e| e.name)
             .collect();
-        assert_eq!(names, compiled_in());
+        assert_eq!(names[..compiled_in().len()], *compiled_in());
     }
 
     #[test]
@@ -544,20 +704,20 @@ mod tests {
         fn io_error() -> Result<Box<dyn DynBackend>> {
             Err(Error::invalid("bad environment"))
         }
-        match probe("cuda", fails) {
+        match probe("cuda", &fails) {
             Probed::Failed { reason, searched } => {
                 assert_eq!(reason, "libcuda.so.1 not found");
                 assert_eq!(searched, vec![PathBuf::from("/usr/lib")]);
             }
             Probed::Ready(_) => panic!("constructed"),
         }
-        match probe("cuda", panics) {
+        match probe("cuda", &panics) {
             Probed::Failed { reason, .. } => {
                 assert!(reason.contains("driver exploded"), "{reason}")
             }
             Probed::Ready(_) => panic!("constructed"),
         }
-        match probe("cuda", io_error) {
+        match probe("cuda", &io_error) {
             Probed::Failed { reason, .. } => {
                 assert!(reason.contains("bad environment"), "{reason}")
             }

@@ -43,7 +43,7 @@ pub(crate) fn info() -> &'static DeviceInfo {
             ordinal: 0,
             uuid: *b"hal-template-dev",
             name: format!("{NAME} host memory"),
-            total_memory: 0,
+            total_memory: total_memory(),
             page_sizes: vec![page],
             granularity_min: page,
             granularity_recommended: page,
@@ -51,6 +51,19 @@ pub(crate) fn info() -> &'static DeviceInfo {
             dlpack: DlpackTypes::HOST,
         }
     })
+}
+
+/// The host's memory, from `/proc/meminfo` (the template's memory is the
+/// host's).
+fn total_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib * 1024)
 }
 
 impl Backend for TemplateBackend {

@@ -143,6 +143,11 @@ impl TemplateMapping {
                  absent); import with ImportPlacement::Anywhere",
             ));
         }
+        if let Some(other) = opts.device.filter(|d| *d != info().ordinal) {
+            return Err(Error::NotFound {
+                what: format!("device {other} of backend {NAME} (it has one device, 0)"),
+            });
+        }
         let handle = shared.handle.clone();
         if handle.flags.contains(HandleFlags::READ_ONLY) {
             return Err(Error::invalid(
