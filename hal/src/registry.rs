@@ -222,6 +222,19 @@ mod constructors {
     }
 }
 
+/// Register the backends of other crates that features of this crate link
+/// in (`template`: the template backend as `template`), as a vendor's crate
+/// registers its own. [`Registry::new`] calls it; a program that prints
+/// handles before it makes a registry calls it first so that their
+/// backends are named. A name or id another registration took first is
+/// logged and left to that one.
+pub fn register_linked() {
+    #[cfg(feature = "template")]
+    if let Err(e) = register_template() {
+        log::warn!("the template backend is not registered: {e}");
+    }
+}
+
 /// Register the template backend (`examples/template-backend`) as
 /// `template`, as any crate of a vendor would register its own.
 #[cfg(feature = "template")]
@@ -483,10 +496,7 @@ impl Registry {
     /// A registry of every backend compiled in and every backend
     /// registered at run time ([`register`]). Nothing is probed yet.
     pub fn new() -> Registry {
-        #[cfg(feature = "template")]
-        if let Err(e) = register_template() {
-            log::warn!("the template backend is not registered: {e}");
-        }
+        register_linked();
         let slots = KNOWN
             .iter()
             .filter_map(|known| {
