@@ -26,8 +26,13 @@ pub(crate) const CAPABILITIES: Capabilities = Capabilities::IPC_MEMORY
 pub struct TemplateBackend;
 
 impl TemplateBackend {
-    /// The backend.
+    /// The backend. Its id is claimed under its name in this process
+    /// ([`hal_core::types::claim_external_name`]), so that messages say
+    /// `template` also where no registry registered it. Should another
+    /// backend of the process hold the id or the name already, the id stays
+    /// unnamed here; `hal::registry::register` reports that collision.
     pub fn new() -> TemplateBackend {
+        let _ = hal_core::types::claim_external_name(crate::ID, NAME);
         TemplateBackend
     }
 }
