@@ -239,11 +239,9 @@ pub fn register_linked() {
 /// `template`, as any crate of a vendor would register its own.
 #[cfg(feature = "template")]
 fn register_template() -> Result<()> {
-    register(
-        hal_template_backend::NAME,
-        hal_template_backend::ID,
-        || Ok(Box::new(hal_template_backend::TemplateBackend::new())),
-    )
+    register(hal_template_backend::NAME, hal_template_backend::ID, || {
+        Ok(Box::new(hal_template_backend::TemplateBackend::new()))
+    })
 }
 
 /// The names of the backends compiled into this build, in preference order.
@@ -292,8 +290,7 @@ impl Slot {
     }
 
     fn probed(&self) -> &Probed {
-        self.probed
-            .get_or_init(|| probe(&self.name, &*self.make))
+        self.probed.get_or_init(|| probe(&self.name, &*self.make))
     }
 
     fn availability(&self) -> Availability {
@@ -607,7 +604,12 @@ impl Registry {
         let names: Vec<&str> = KNOWN
             .iter()
             .map(|k| k.name)
-            .chain(slots.iter().filter(|s| canonical(&s.name).is_none()).map(|s| s.name.as_str()))
+            .chain(
+                slots
+                    .iter()
+                    .filter(|s| canonical(&s.name).is_none())
+                    .map(|s| s.name.as_str()),
+            )
             .collect();
         self.best_of(&names)
     }

@@ -74,7 +74,15 @@ fn devices_lists_the_template_by_name() {
 #[test]
 fn a_template_export_imports_in_another_halctl_by_its_text() {
     let mut exporter = Command::new(BIN)
-        .args(["export", "--backend", "template", "--size", "64K", "--fill", "5"])
+        .args([
+            "export",
+            "--backend",
+            "template",
+            "--size",
+            "64K",
+            "--fill",
+            "5",
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -93,7 +101,10 @@ fn a_template_export_imports_in_another_halctl_by_its_text() {
 
     let (code, out, err) = halctl(&["inspect", &handle]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("template"), "the handle names its backend: {out}");
+    assert!(
+        out.contains("template"),
+        "the handle names its backend: {out}"
+    );
     assert!(!out.contains("external-8000"), "{out}");
 
     drop(exporter.stdin.take());

@@ -2,8 +2,8 @@
 
 use std::sync::OnceLock;
 
-use hal_core::{Availability, Backend, BackendId, Capabilities, DeviceInfo, DlpackTypes, Error};
 use hal_core::Result;
+use hal_core::{Availability, Backend, BackendId, Capabilities, DeviceInfo, DlpackTypes, Error};
 
 use crate::device::TemplateDevice;
 use crate::{BACKEND_ID, NAME};

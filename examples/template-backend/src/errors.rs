@@ -37,9 +37,15 @@ mod tests {
 
     #[test]
     fn a_status_becomes_a_vendor_error_with_its_name() {
-        assert!(CODES.check(crate::BACKEND_ID, allocation_status(4096), "allocate").is_ok());
+        assert!(CODES
+            .check(crate::BACKEND_ID, allocation_status(4096), "allocate")
+            .is_ok());
         let e = CODES
-            .check(crate::BACKEND_ID, allocation_status(MAX_ALLOCATION + 1), "allocate")
+            .check(
+                crate::BACKEND_ID,
+                allocation_status(MAX_ALLOCATION + 1),
+                "allocate",
+            )
             .unwrap_err();
         assert!(TOO_LARGE.matches(&e), "{e:?}");
         assert!(e.to_string().contains("TEMPLATE_ERROR_TOO_LARGE"), "{e}");

@@ -71,7 +71,11 @@ impl TemplateAllocation {
     }
 
     pub(crate) fn export(&self, opts: &ExportOptions) -> Result<Exported> {
-        opts.refuse_read_only(NAME, "template memory", "its memfds are not sealed against writes")?;
+        opts.refuse_read_only(
+            NAME,
+            "template memory",
+            "its memfds are not sealed against writes",
+        )?;
         let range = opts.range.unwrap_or(ByteRange::new(0, self.len()));
         range.check(self.len(), info().granularity_min)?;
         let mut handle = handle(HandleKind::Memory, opts)?;
@@ -166,7 +170,13 @@ impl TemplateMapping {
         };
         let sealed = take_sealed::<1>(&mut shared, &expect)?;
         let [fd] = sealed.fds;
-        let map = SharedMap::map(fd.as_fd(), handle.size, handle.offset, Prot::ReadWrite, None)?;
+        let map = SharedMap::map(
+            fd.as_fd(),
+            handle.size,
+            handle.offset,
+            Prot::ReadWrite,
+            None,
+        )?;
         Ok(TemplateMapping {
             inner: Arc::new(Imported {
                 handle,

@@ -83,7 +83,8 @@ impl TemplateNotify {
 
     /// Wait in stream order: the caller's thread waits here.
     pub(crate) fn stream_wait(&self, opts: WaitOptions) -> Result<()> {
-        self.page.wait_signal(WORD, "a notify signal", opts, || Ok(()))
+        self.page
+            .wait_signal(WORD, "a notify signal", opts, || Ok(()))
     }
 }
 

@@ -54,9 +54,10 @@ impl CodeTable {
         if status == 0 {
             return Ok(());
         }
-        let name = self
-            .name(status)
-            .map_or_else(|| format!("{}_UNKNOWN_{status}", self.vendor), str::to_string);
+        let name = self.name(status).map_or_else(
+            || format!("{}_UNKNOWN_{status}", self.vendor),
+            str::to_string,
+        );
         Err(Error::Vendor(VendorError {
             backend: backend.name(),
             code: status,
