@@ -93,7 +93,7 @@ impl CaseRecord {
     /// Start recording the case `case` of the suite module `module`.
     pub(crate) fn begin(module: &str, case: &str) -> CaseRecord {
         CASE.with(|c| *c.borrow_mut() = Some(Record::default()));
-        AT_EXIT.call_once(crate::report_exit::print_totals_at_exit);
+        AT_EXIT.call_once(|| crate::report_exit::at_exit(print_totals));
         CaseRecord {
             module: module.to_string(),
             case: case.to_string(),
@@ -131,6 +131,16 @@ impl Drop for CaseRecord {
             Outcome::Failed => counts.failed += 1,
         }
     }
+}
+
+/// Print [`totals`] on standard error; run at the process's exit.
+extern "C" fn print_totals() {
+    // Nothing may unwind out of an `atexit` handler.
+    let _ = std::panic::catch_unwind(|| {
+        for line in totals() {
+            let _ = writeln!(std::io::stderr(), "{line}");
+        }
+    });
 }
 
 /// One line per suite module that ran cases in this process, with its

@@ -1,25 +1,15 @@
-//! The counts of [`report`](crate::report) printed when the test process
-//! exits (`atexit`: the test harness ends the process with `exit` once
-//! every test has run).
+//! A function run when the test process exits (`atexit`: the test harness
+//! ends the process with `exit` once every test has run), for the counts of
+//! [`report`](crate::report).
 
-use std::io::Write;
-
-extern "C" fn print_totals() {
-    // Nothing may unwind out of an `atexit` handler.
-    let _ = std::panic::catch_unwind(|| {
-        for line in crate::report::totals() {
-            let _ = writeln!(std::io::stderr(), "{line}");
-        }
-    });
-}
-
-/// Print the counts when the process exits (once per process).
-pub(crate) fn print_totals_at_exit() {
-    // SAFETY: `print_totals` is an `extern "C"` function with no
-    // arguments that lives as long as the program and unwinds nothing
-    // (it catches every panic), which is all `atexit` asks of it.
-    let failed = unsafe { libc::atexit(print_totals) };
+/// Run `handler` when the process exits. It must not unwind (catch every
+/// panic inside it).
+pub(crate) fn at_exit(handler: extern "C" fn()) {
+    // SAFETY: `handler` is an `extern "C"` function with no arguments that
+    // lives as long as the program (a function item), and its caller
+    // promises that it unwinds nothing: all `atexit` asks of it.
+    let failed = unsafe { libc::atexit(handler) };
     if failed != 0 {
-        log::warn!("the conformance counts will not be printed: atexit refused the handler");
+        log::warn!("atexit refused a handler: the conformance counts will not be printed");
     }
 }

@@ -9,9 +9,9 @@ use hal_core::{
     NotifyFlags, Result, SharedHandle, WaitOptions,
 };
 
+use crate::id::NAME;
 use crate::memory::{TemplateAllocation, TemplateMapping};
 use crate::sync::{TemplateEvent, TemplateNotify};
-use crate::NAME;
 
 /// The template's one device: host memory, events and notifies shared
 /// across processes.

@@ -38,11 +38,11 @@ mod tests {
     #[test]
     fn a_status_becomes_a_vendor_error_with_its_name() {
         assert!(CODES
-            .check(crate::BACKEND_ID, allocation_status(4096), "allocate")
+            .check(crate::id::BACKEND_ID, allocation_status(4096), "allocate")
             .is_ok());
         let e = CODES
             .check(
-                crate::BACKEND_ID,
+                crate::id::BACKEND_ID,
                 allocation_status(MAX_ALLOCATION + 1),
                 "allocate",
             )

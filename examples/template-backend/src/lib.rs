@@ -8,8 +8,10 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `lib.rs` | this page, the backend's id and name |
-//! | `backend.rs` | `impl Backend`: availability, devices, `DeviceInfo` |
+//! | `lib.rs` | this page |
+//! | `id.rs` | the backend's id and name |
+//! | `backend.rs` | `impl Backend`: availability, devices |
+//! | `info.rs` | the device's `DeviceInfo` and capabilities |
 //! | `device.rs` | `impl Device` (streams by `host_stream_methods!`), `impl Vmm` by `no_vmm!` |
 //! | `memory.rs` | allocations, their export with leases, imports |
 //! | `sync.rs` | events and notifies on `kit::syncpage` |
@@ -37,20 +39,13 @@
 mod backend;
 mod device;
 pub mod errors;
+mod id;
+mod info;
 mod memory;
 mod sync;
 
 pub use backend::TemplateBackend;
 pub use device::TemplateDevice;
+pub use id::{BACKEND_ID, ID, NAME};
 pub use memory::{TemplateAllocation, TemplateMapping};
 pub use sync::{TemplateEvent, TemplateNotify};
-
-/// The backend's wire id: [`hal_core::BackendId::External`] with this value.
-/// It is listed in docs/adding-a-backend.md's table of claimed ids.
-pub const ID: u16 = 0x8000;
-
-/// The backend's registry name.
-pub const NAME: &str = "template";
-
-/// The backend's [`hal_core::BackendId`].
-pub const BACKEND_ID: hal_core::BackendId = hal_core::BackendId::External(ID);

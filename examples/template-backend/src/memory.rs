@@ -15,8 +15,8 @@ use hal_core::{
     HandleKind, ImportOptions, ImportPlacement, Location, Mapping, Memory, Result, SharedHandle,
 };
 
-use crate::backend::info;
-use crate::{BACKEND_ID, NAME};
+use crate::id::{BACKEND_ID, NAME};
+use crate::info::info;
 
 /// The handle of an export of `kind` from the device.
 pub(crate) fn handle(kind: HandleKind, opts: &ExportOptions) -> Result<Handle> {

@@ -15,8 +15,8 @@ use hal_core::{
     SharedHandle, WaitFuture, WaitOptions,
 };
 
+use crate::id::BACKEND_ID;
 use crate::memory::handle;
-use crate::BACKEND_ID;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"HTPL");
 const NOTIFY_PAGE: PageKind = PageKind {

@@ -1,30 +1,21 @@
 //! The names of out-of-tree backends in this process: which registry name
-//! each external id (`0x8000..=0xFFFF`, [`BackendId::External`]) was
+//! each external id (`0x8000..=0xFFFF`, [`BackendId::External`](super::BackendId::External)) was
 //! claimed under, so that messages say `template` rather than
 //! `external-8a11`.
 //!
 //! The table is filled when a backend is registered at run time (the `hal`
-//! facade's `hal::registry::register` calls [`claim_external_name`]); a
+//! facade's `hal::registry::register` calls
+//! [`claim_external_name`](super::claim_external_name)); a
 //! process that never registers one prints external ids as
 //! `external-XXXX`. One id has one name and one name one id for the life of
 //! the process: a second claim of either with the other different is
 //! refused with [`Error::AlreadyExists`].
 //!
-//! ```
-//! use hal_core::types::{claim_external_name, external_name};
-//! use hal_core::BackendId;
-//!
-//! claim_external_name(0xfe01, "doc-example")?;
-//! assert_eq!(external_name(0xfe01).as_deref(), Some("doc-example"));
-//! assert_eq!(BackendId::External(0xfe01).to_string(), "doc-example");
-//! assert_eq!(BackendId::External(0xfe02).to_string(), "external-fe02");
-//! # Ok::<(), hal_core::Error>(())
-//! ```
+//! [`claim_external_name`](super::claim_external_name) has an example.
 
 use std::collections::BTreeMap;
 use std::sync::RwLock;
 
-use super::BackendId;
 use crate::error::{Error, Result};
 
 /// The first id left to out-of-tree backends.
@@ -35,16 +26,6 @@ pub const EXTERNAL_NAME_MAX: usize = 32;
 
 /// Claimed ids and their names.
 static NAMES: RwLock<BTreeMap<u16, String>> = RwLock::new(BTreeMap::new());
-
-/// The names of the in-tree backends, which no external backend may take.
-const IN_TREE: [BackendId; 6] = [
-    BackendId::CpuShm,
-    BackendId::Cuda,
-    BackendId::CudaUvm,
-    BackendId::Ascend,
-    BackendId::MockCuda,
-    BackendId::MockAscend,
-];
 
 /// The name external id `id` was claimed under in this process, if any.
 pub fn external_name(id: u16) -> Option<String> {
@@ -60,8 +41,9 @@ pub fn external_id(name: &str) -> Option<u16> {
 
 /// Check that `name` may name an out-of-tree backend: 1 to
 /// [`EXTERNAL_NAME_MAX`] characters of `a-z`, `0-9` and `-`, starting with a
-/// letter, neither an in-tree backend's name nor of the form `external-XXXX`
-/// (how an unnamed external id prints).
+/// letter, not of the form `external-XXXX` (how an unnamed external id
+/// prints). [`claim_external_name`](super::claim_external_name) also
+/// refuses the in-tree backends' names.
 pub fn check_external_name(name: &str) -> Result<()> {
     let well_formed = !name.is_empty()
         && name.len() <= EXTERNAL_NAME_MAX
@@ -81,25 +63,13 @@ pub fn check_external_name(name: &str) -> Result<()> {
              choose the backend's own name"
         )));
     }
-    if let Some(id) = IN_TREE.iter().find(|id| id.name() == name) {
-        return Err(Error::AlreadyExists {
-            what: format!(
-                "backend name `{name}`: the in-tree backend {:#06x} has it; choose another name",
-                id.to_wire()
-            ),
-        });
-    }
     Ok(())
 }
 
-/// Claim external id `id` for the backend called `name`, for the life of
-/// this process.
-///
-/// `id` must lie in `0x8000..=0xFFFF` ([`Error::InvalidArgument`] otherwise)
-/// and `name` pass [`check_external_name`]. Claiming the same pair again is
-/// no error; an id claimed under another name, or a name claimed with
-/// another id, is refused with [`Error::AlreadyExists`] naming the holder.
-pub fn claim_external_name(id: u16, name: &str) -> Result<()> {
+/// Enter `name` for external id `id` in the table (the checks of
+/// [`claim_external_name`](super::claim_external_name) but the in-tree
+/// names).
+pub(crate) fn claim(id: u16, name: &str) -> Result<()> {
     if id < EXTERNAL_IDS_START {
         return Err(Error::invalid(format!(
             "backend id {id:#06x} for `{name}`: ids below {EXTERNAL_IDS_START:#06x} are the \
@@ -137,32 +107,28 @@ mod tests {
 
     #[test]
     fn a_claim_names_the_id_and_collisions_are_refused() {
-        claim_external_name(0xfe10, "unit-a").unwrap();
-        claim_external_name(0xfe10, "unit-a").unwrap();
+        claim(0xfe10, "unit-a").unwrap();
+        claim(0xfe10, "unit-a").unwrap();
         assert_eq!(external_name(0xfe10).as_deref(), Some("unit-a"));
         assert_eq!(external_id("unit-a"), Some(0xfe10));
-        assert_eq!(BackendId::External(0xfe10).name(), "unit-a");
-        let e = claim_external_name(0xfe10, "unit-b").unwrap_err();
+        let e = claim(0xfe10, "unit-b").unwrap_err();
         assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
         assert!(e.to_string().contains("unit-a"), "{e}");
-        let e = claim_external_name(0xfe11, "unit-a").unwrap_err();
+        let e = claim(0xfe11, "unit-a").unwrap_err();
         assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
         assert_eq!(external_name(0xfe11), None);
     }
 
     #[test]
     fn bad_ids_and_names_are_refused() {
-        let e = claim_external_name(0x0100, "unit-low").unwrap_err();
+        let e = claim(0x0100, "unit-low").unwrap_err();
         assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
         for bad in ["", "Upper", "9lives", "with space", "external-8a11"] {
-            let e = claim_external_name(0xfe20, bad).unwrap_err();
+            let e = claim(0xfe20, bad).unwrap_err();
             assert!(matches!(e, Error::InvalidArgument { .. }), "{bad}: {e}");
         }
         let long = "a".repeat(EXTERNAL_NAME_MAX + 1);
-        assert!(claim_external_name(0xfe20, &long).is_err());
-        let e = claim_external_name(0xfe20, "cpu-shm").unwrap_err();
-        assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
+        assert!(claim(0xfe20, &long).is_err());
         assert_eq!(external_name(0xfe20), None);
-        assert_eq!(BackendId::External(0xfe20).name(), "external-fe20");
     }
 }
