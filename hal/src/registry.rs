@@ -244,7 +244,9 @@ fn register_template() -> Result<()> {
     })
 }
 
-/// The names of the backends compiled into this build, in preference order.
+/// The names of the backends compiled into this build, in preference order:
+/// hal's own, then those of other crates its features link in (`template`),
+/// which [`Registry::new`] registers.
 pub fn compiled_in() -> &'static [&'static str] {
     const NAMES: &[&str] = &[
         #[cfg(feature = "cuda")]
@@ -259,6 +261,8 @@ pub fn compiled_in() -> &'static [&'static str] {
         "mock-cuda",
         #[cfg(feature = "mock")]
         "mock-ascend",
+        #[cfg(feature = "template")]
+        "template",
     ];
     NAMES
 }
@@ -474,7 +478,11 @@ fn canonical(name: &str) -> Option<&'static Known> {
 
 fn known_list() -> String {
     let mut names: Vec<String> = compiled_in().iter().map(|n| n.to_string()).collect();
-    names.extend(registered_names());
+    for name in registered_names() {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
     if names.is_empty() {
         return "none (enable a backend feature of the hal crate: cpu-shm, mock, or register \
                 one with hal::registry::register)"
@@ -698,7 +706,11 @@ mod tests {
             .into_iter()
             .map(|e| e.name)
             .collect();
-        assert_eq!(names[..compiled_in().len()], *compiled_in());
+        let ours: Vec<&String> = names
+            .iter()
+            .filter(|n| compiled_in().contains(&n.as_str()))
+            .collect();
+        assert_eq!(ours, compiled_in(), "{names:?}");
     }
 
     #[test]
@@ -735,5 +747,86 @@ mod tests {
             }
             Probed::Ready(_) => panic!("constructed"),
         }
+    }
+
+    #[test]
+    fn a_registered_backend_is_listed_and_a_failing_one_says_why() {
+        fn fails() -> Result<Box<dyn DynBackend>> {
+            Err(Error::invalid("no device here"))
+        }
+        fn panics() -> Result<Box<dyn DynBackend>> {
+            panic!("the vendor runtime exploded")
+        }
+        register("unit-fails", 0xfe30, fails).unwrap();
+        register("unit-panics", 0xfe31, panics).unwrap();
+        let registry = Registry::new();
+        let entries = registry.entries();
+        for (name, why) in [
+            ("unit-fails", "no device here"),
+            ("unit-panics", "exploded"),
+        ] {
+            let entry = entries.iter().find(|e| e.name == name).expect(name);
+            match &entry.availability {
+                Availability::Unavailable { reason, .. } => {
+                    assert!(reason.contains(why), "{name}: {reason}")
+                }
+                Availability::Available => panic!("{name} is listed available"),
+            }
+            let e = registry.open(name).err().expect("an unavailable backend");
+            assert!(matches!(e, Error::Unavailable { .. }), "{e}");
+        }
+        let ids: Vec<BackendId> = entries.iter().map(|e| e.id).collect();
+        assert!(ids.contains(&BackendId::External(0xfe30)));
+        assert_eq!(BackendId::External(0xfe31).to_string(), "unit-panics");
+    }
+
+    #[test]
+    fn collisions_and_bad_names_are_refused() {
+        fn none() -> Result<Box<dyn DynBackend>> {
+            Err(Error::invalid("never opened"))
+        }
+        register("unit-first", 0xfe40, none).unwrap();
+        register("unit-first", 0xfe40, none).unwrap();
+        let e = register("unit-first", 0xfe41, none).unwrap_err();
+        assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
+        let e = register("unit-second", 0xfe40, none).unwrap_err();
+        assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
+        assert!(e.to_string().contains("unit-first"), "{e}");
+        for taken in ["cpu-shm", "mock", "cuda"] {
+            let e = register(taken, 0xfe42, none).unwrap_err();
+            assert!(matches!(e, Error::AlreadyExists { .. }), "{taken}: {e}");
+        }
+        let e = register("unit-low", 0x0200, none).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+        let e = register("Unit Bad", 0xfe43, none).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+        assert!(!registered_names()
+            .iter()
+            .any(|n| n == "unit-second" || n == "unit-low"));
+    }
+
+    #[cfg(feature = "template")]
+    #[test]
+    fn the_template_opens_by_name_and_for_its_handles() {
+        let registry = Registry::new();
+        let backend = registry.open("template").unwrap();
+        assert_eq!(backend.id(), BackendId::External(hal_template_backend::ID));
+        assert_eq!(backend.name(), "template");
+        let device = backend.open(0).unwrap();
+        let page = device.info().granularity_min;
+        let memory = device.allocate(&hal_core::AllocDesc::host(page)).unwrap();
+        let exported = device
+            .export_memory(&*memory, &hal_core::ExportOptions::default())
+            .unwrap();
+        let handle = exported.handle().clone();
+        assert_eq!(handle.backend.to_string(), "template");
+        let found = registry.for_handle(&handle).unwrap();
+        assert_eq!(found.name(), "template");
+        let names: Vec<String> = registry.entries().into_iter().map(|e| e.name).collect();
+        let template = names.iter().position(|n| n == "template").unwrap();
+        assert!(
+            template >= KNOWN.iter().filter(|k| k.make.is_some()).count(),
+            "after hal's own: {names:?}"
+        );
     }
 }
