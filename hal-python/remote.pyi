@@ -55,11 +55,17 @@ class Node:
     """This process on the network: exports to other hosts, connections to theirs."""
 
     def __init__(
-        self, addr: str, advertise: str | None = None, timeout: float | None = None
+        self,
+        addr: str,
+        advertise: str | None = None,
+        timeout: float | None = None,
+        spin: float | None = None,
     ) -> None:
         """Listen on `addr` ("IP:PORT"; port 0 takes a free one); `advertise`
         is the address the handles name when `addr` is every address
-        ("0.0.0.0:PORT"); `timeout`: seconds per handshake and operation (None: 30)."""
+        ("0.0.0.0:PORT"); `timeout`: seconds per handshake and operation (None: 30);
+        `spin`: seconds a waiting call drives the worker itself before it sleeps
+        (None: 0, sleep at once; a ping-pong then wakes no thread)."""
     @property
     def address(self) -> str:
         """The address the handles name, "IP:PORT"."""

@@ -502,6 +502,15 @@ typedef struct hal_remote_node_options {
    * less): 30 seconds.
    */
   int64_t timeout_ns;
+  /**
+   * How long a call that waits for an answer (a signal's wait, a read,
+   * a remote subscriber's receive) drives the worker itself, and the
+   * node's progress thread polls after its last work, before either
+   * sleeps, in nanoseconds; 0 (or less): not at all, sleep at once. A
+   * ping-pong across hosts then wakes no thread, where the waiting
+   * thread may keep a CPU busy.
+   */
+  int64_t spin_ns;
 } hal_remote_node_options;
 
 /**

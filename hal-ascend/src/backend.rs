@@ -12,7 +12,7 @@ use hal_core::{
 
 use crate::context::Ctx;
 use crate::device::AscendDevice;
-use hal_core::kit::runtime::{Failure, Lazy};
+use hal_core::kit::vendor::runtime::{Failure, Lazy};
 
 use crate::ffi::result::{self, is_code};
 use crate::ffi::sys::Runtime;

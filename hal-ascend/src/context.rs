@@ -21,9 +21,10 @@ use crate::ffi::result::{self, is_code};
 use crate::ffi::sys::Runtime;
 
 /// A device as its memory, VMM and event operations use it: its runtime
-/// context and what the backend knows of it.
+/// context and what the backend knows of it (public only as the calls of
+/// `AscendDevice`'s `VmmByCalls`; its module is private).
 #[derive(Clone, Copy)]
-pub(crate) struct DeviceRef<'a> {
+pub struct DeviceRef<'a> {
     pub(crate) ctx: &'a Arc<Ctx>,
     pub(crate) info: &'a DeviceInfo,
 }

@@ -4,12 +4,14 @@
 //! memory, managed memory) answers [`Error::Unsupported`], and its
 //! capabilities say so.
 
+use std::any::Any;
 use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hal_core::kit::needs::Offered;
-use hal_core::kit::streams::{Span, StreamCalls, StreamCopy, VendorStream};
+use hal_core::kit::stream::methods::{self, Span, StreamCalls, StreamCopy, VendorStream};
+use hal_core::kit::vendor::needs::Offered;
+use hal_core::kit::vmm::forward::VmmByCalls;
 use hal_core::kit::RegisteredHost;
 use hal_core::{
     AllocDesc, Capabilities, Device, DeviceInfo, Error, EventFlags, ExportOptions, Exported,
@@ -64,12 +66,6 @@ impl AscendDevice {
             ctx: &self.ctx,
             info: &self.info,
         }
-    }
-
-    /// The VMM calls, or `Unsupported` naming `operation` without VMM.
-    fn vmm(&self, operation: &str) -> Result<DeviceRef<'_>> {
-        self.require(Capabilities::VMM, operation)?;
-        Ok(self.parts())
     }
 }
 
@@ -248,7 +244,52 @@ impl Device for AscendDevice {
         AscendStream::create(&self.ctx)
     }
 
-    hal_core::stream_methods!();
+    fn synchronize(&self, stream: &Self::Stream, timeout: Option<Duration>) -> Result<()> {
+        methods::synchronize(self, stream, timeout)
+    }
+
+    /// Held with the stream's other held values, let go once the stream is
+    /// idle.
+    fn hold_until_done(&self, stream: &Self::Stream, value: Box<dyn Any + Send>) -> Result<()> {
+        methods::hold_until_done(self, stream, value)
+    }
+
+    fn copy_async(
+        &self,
+        stream: &Self::Stream,
+        dst: MemRef<'_, Self>,
+        dst_offset: u64,
+        src: MemRef<'_, Self>,
+        src_offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        methods::copy_async(self, stream, dst, dst_offset, src, src_offset, len)
+    }
+
+    fn write_async(
+        &self,
+        stream: &Self::Stream,
+        dst: MemRef<'_, Self>,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> Result<()> {
+        methods::write_async(self, stream, dst, offset, data)
+    }
+
+    fn memset_async(
+        &self,
+        stream: &Self::Stream,
+        dst: MemRef<'_, Self>,
+        offset: u64,
+        len: u64,
+        value: u8,
+    ) -> Result<()> {
+        methods::memset_async(self, stream, dst, offset, len, value)
+    }
+
+    fn query_stream(&self, stream: &Self::Stream) -> Result<bool> {
+        methods::query_stream(self, stream)
+    }
 
     unsafe fn wrap_stream(&self, raw: *mut c_void) -> Result<AscendStream> {
         Ok(AscendStream {
@@ -267,7 +308,7 @@ impl Device for AscendDevice {
         // finish on its thread, where the device is current.
         let sync = move || ctx.call(|| result::device::synchronize(&ctx.rt));
         let what = "the Ascend device to finish its work";
-        hal_core::kit::off_thread::wait("hal-ascend-synchronize", what, timeout, sync)
+        hal_core::kit::stream::off_thread::wait("hal-ascend-synchronize", what, timeout, sync)
     }
 
     type Event = AscendEvent;
@@ -344,7 +385,17 @@ impl Device for AscendDevice {
     }
 }
 
-hal_core::forward_vmm!(AscendDevice, AscendPhysical, AscendReservation);
+impl VmmByCalls for AscendDevice {
+    type Physical = AscendPhysical;
+    type Reservation = AscendReservation;
+    type Calls<'a> = DeviceRef<'a>;
+
+    /// The VMM calls, or `Unsupported` naming `operation` without VMM.
+    fn vmm(&self, operation: &str) -> Result<DeviceRef<'_>> {
+        self.require(Capabilities::VMM, operation)?;
+        Ok(self.parts())
+    }
+}
 
 impl hal_core::testing::ContextProbe for AscendDevice {
     fn current_context(&self) -> Result<Option<u64>> {

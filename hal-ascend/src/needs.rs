@@ -2,10 +2,10 @@
 //! only in newer CANN (memory and notify keys from 8.3, IPC events from
 //! 8.5): a runtime older than one of them does not get the capability, and
 //! an operation refused for it names the entry point it lacks
-//! ([`hal_core::kit::needs`]).
+//! ([`hal_core::kit::vendor::needs`]).
 
-use hal_core::kit::needs::{self, EntryGroup};
 use hal_core::kit::vendor::acl::entry;
+use hal_core::kit::vendor::needs::{self, EntryGroup};
 use hal_core::{Capabilities, Error};
 
 use crate::ffi::sys::Runtime;
@@ -98,7 +98,7 @@ mod tests {
 
     #[test]
     fn every_entry_point_of_a_group_is_one_the_table_resolves() {
-        let unresolved = hal_core::kit::needs::unresolved(GROUPS, crate::RESOLVED);
+        let unresolved = hal_core::kit::vendor::needs::unresolved(GROUPS, crate::RESOLVED);
         assert!(unresolved.is_empty(), "{unresolved:?}");
     }
 }

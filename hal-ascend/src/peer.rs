@@ -49,11 +49,11 @@ pub(crate) fn require(rt: &Runtime, info: &DeviceInfo, operation: &str) -> Resul
     if !rt.offers(&crate::needs::PEER) {
         return Err(rt.absent(operation, Capabilities::PEER_ACCESS));
     }
-    Err(hal_core::kit::needs::capability_absent(
+    Err(hal_core::kit::vendor::needs::capability_absent(
         "ascend",
         operation,
         Capabilities::PEER_ACCESS,
-        Some(hal_core::kit::needs::Why::DeviceSays {
+        Some(hal_core::kit::vendor::needs::Why::DeviceSays {
             attribute: "aclrtDeviceCanAccessPeer (for every other device)",
             value: 0,
         }),

@@ -39,7 +39,11 @@ fn physical_behind_a_pending_unmap() {
     dev.stream_wait_notify(&stream, &gate, None).unwrap();
     dev.record_notify(&stream, &done).unwrap();
     drop(reservation);
-    assert_eq!(hal_core::kit::teardown::unfinished(), 1, "the unmap waits");
+    assert_eq!(
+        hal_core::kit::stream::teardown::unfinished(),
+        1,
+        "the unmap waits"
+    );
     let opener = std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_millis(200));
         gate.signal().unwrap();

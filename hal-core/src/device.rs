@@ -243,9 +243,9 @@ pub trait Device: Send + Sync + 'static {
     ///
     /// Dropping it never waits long for the device's queued work: where
     /// the vendor's free may synchronize the device (CUDA's), the backend
-    /// frees on a worker thread ([`crate::kit::teardown`]) once that work has
+    /// frees on a worker thread ([`crate::kit::stream::teardown`]) once that work has
     /// run, and an allocation that finds the device full meanwhile waits
-    /// for such frees ([`crate::kit::teardown::when_freed`]).
+    /// for such frees ([`crate::kit::stream::teardown::when_freed`]).
     type Allocation: Allocation;
     /// Memory imported from another process.
     type Mapping: Mapping;
@@ -253,7 +253,7 @@ pub trait Device: Send + Sync + 'static {
     ///
     /// Dropping a stream never waits for work that waits for a notify or
     /// an event: the vendor backends let such work run on when it can and
-    /// destroy the vendor's stream afterwards ([`crate::kit::reaper`]), keeping
+    /// destroy the vendor's stream afterwards ([`crate::kit::stream::reaper`]), keeping
     /// what the work uses alive until then; the simulator abandons it.
     type Stream: Send + Sync + 'static;
     /// An event.
@@ -285,7 +285,7 @@ pub trait Device: Send + Sync + 'static {
     ///
     /// [`Importers::Pids`]: crate::Importers::Pids
     fn process_id(&self) -> Result<u32> {
-        Ok(crate::kit::os::pid())
+        Ok(crate::process::pid())
     }
 
     // --- memory ---------------------------------------------------------

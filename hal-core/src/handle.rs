@@ -274,7 +274,7 @@ impl Handle {
     /// cannot read its own ([`os::pid_namespace`](crate::kit::os::pid_namespace)
     /// gives 0).
     pub fn same_pid_namespace(&self) -> Option<bool> {
-        let here = crate::kit::os::pid_namespace();
+        let here = crate::process::pid_namespace();
         (self.creator_pid_ns != 0 && here != 0).then_some(self.creator_pid_ns == here)
     }
 
@@ -284,7 +284,7 @@ impl Handle {
     /// start time of 0): a pid and start time alone may belong to another
     /// process in another pid namespace.
     pub fn is_own(&self) -> bool {
-        let (pid, start) = crate::kit::os::self_identity();
+        let (pid, start) = crate::process::self_identity();
         self.creator_start != 0
             && (self.creator_pid, self.creator_start) == (pid, start)
             && self.same_pid_namespace() == Some(true)

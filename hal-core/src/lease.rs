@@ -36,8 +36,8 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::kit::lock::lock;
 use crate::kit::os;
+use crate::kit::os::lock::lock;
 
 /// Slots in a table made by [`LeaseTable::new`] with [`DEFAULT_SLOTS`].
 pub const DEFAULT_SLOTS: u32 = 1024;
@@ -392,7 +392,7 @@ impl LeaseTable {
             let s = lock(&self.slots);
             // A release between `count` and here notified nobody; the nap
             // bounds the wait for it.
-            let _unused = crate::kit::lock::wait_timeout(&self.changed, s, nap);
+            let _unused = crate::kit::os::lock::wait_timeout(&self.changed, s, nap);
         }
     }
 

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::device::WaitFuture;
 use crate::error::{Error, Result};
-use crate::kit::lock::lock;
+use crate::kit::os::lock::lock;
 
 struct Shared {
     result: Option<Result<()>>,

@@ -5,8 +5,9 @@ use std::cell::RefCell;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
+use hal_core::exchange::sealed::{take_sealed, take_sealed_batch, Sealed};
 use hal_core::exchange::Lease;
-use hal_core::kit::export::{take_sealed, take_sealed_batch, Expect, Sealed};
+use hal_core::kit::export::Expect;
 use hal_core::kit::os::Prot;
 use hal_core::{
     BackendId, Error, Handle, HandleError, HandleFlags, HandleKind, ImportOptions, ImportPlacement,

@@ -51,7 +51,7 @@ enum Backing {
     },
 }
 
-pub(crate) use hal_core::kit::lock::lock;
+pub(crate) use hal_core::kit::os::lock::lock;
 
 /// Host memory this process allocated, created or opened: an anonymous
 /// region ([`Device::allocate`](hal_core::Device::allocate)), a named region

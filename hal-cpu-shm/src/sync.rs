@@ -5,7 +5,7 @@
 //! it complete and [`Device::synchronize`](hal_core::Device::synchronize)
 //! returns at once.
 //!
-//! Events and notifies live in a shared page ([`hal_core::kit::syncpage`]: a
+//! Events and notifies live in a shared page ([`hal_core::kit::export::syncpage`]: a
 //! one-page sealed memfd) that an export passes to importers, so both work
 //! across processes. Waits spin for [`WaitOptions::spin`] and then sleep on a
 //! futex in that page; a signal makes a `futex` system call only when a
@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-use hal_core::kit::syncpage::{PageKind, SyncPage};
+use hal_core::kit::export::syncpage::{PageKind, SyncPage};
 use hal_core::wait::blocking_future;
 use hal_core::{
     BackendId, Error, Event, EventFlags, ExportOptions, Exported, HandleKind, ImportOptions,

@@ -19,8 +19,9 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use hal_core::device::check_bounds;
-use hal_core::kit::export::{take_sealed, Expect};
-use hal_core::kit::lock::lock;
+use hal_core::exchange::sealed::take_sealed;
+use hal_core::kit::export::Expect;
+use hal_core::kit::os::lock::lock;
 use hal_core::kit::os::{self, Prot, SharedMap};
 use hal_core::vmm::check_grants;
 use hal_core::{

@@ -196,7 +196,7 @@ where
     /// Hold the home pages GPU work just queued on `stream` reaches, until
     /// the stream ran it. Called after the inner GPU queued the work: what
     /// the GPU holds for it (a clone of the pages' registration) is let go
-    /// first (`hal_core::kit::queued::Holding::release` keeps the order), so the
+    /// first (`hal_core::kit::stream::queued::Holding::release` keeps the order), so the
     /// home's own drop unregisters the pages while they are still mapped.
     fn hold_homes<const N: usize>(
         &self,

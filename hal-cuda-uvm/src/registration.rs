@@ -18,7 +18,7 @@ use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use hal_core::kit::lock::lock;
+use hal_core::kit::os::lock::lock;
 use hal_core::{Device, Memory, Result};
 
 use crate::gpu::GpuDevice;
@@ -30,7 +30,7 @@ use crate::gpu::GpuDevice;
 /// `cuMemHostUnregister` waits for the device, measured), which a stream
 /// waiting for a crashed peer never finishes: a registration that keeps its
 /// pages mapped itself (`keep`) ends on a teardown worker
-/// (`hal_core::kit::teardown::after_work`), so that dropping the last buffer of
+/// (`hal_core::kit::stream::teardown::after_work`), so that dropping the last buffer of
 /// a region never waits; one whose caller keeps the pages ends where it
 /// drops, before the caller unmaps them.
 pub(crate) struct Registered<D: Device> {
@@ -47,11 +47,13 @@ impl<D: Device> Drop for Registered<D> {
         // SAFETY: `reg` is taken here only, once, and never used after.
         let reg = unsafe { ManuallyDrop::take(&mut self.reg) };
         match self.keep.take() {
-            Some(keep) => hal_core::kit::teardown::after_work("hal-uvm-unregister", move || {
-                // Unregistered while still mapped.
-                drop(reg);
-                drop(keep);
-            }),
+            Some(keep) => {
+                hal_core::kit::stream::teardown::after_work("hal-uvm-unregister", move || {
+                    // Unregistered while still mapped.
+                    drop(reg);
+                    drop(keep);
+                })
+            }
             None => drop(reg),
         }
     }

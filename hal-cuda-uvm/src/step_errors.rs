@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use hal_core::kit::lock::lock;
+use hal_core::kit::os::lock::lock;
 use hal_core::{Error, Result};
 
 /// Errors of host steps, by stream id ([`UvmStream`](crate::UvmStream)),

@@ -9,7 +9,7 @@ use hal_core::{
 };
 
 use crate::device::CudaDevice;
-use hal_core::kit::runtime::{Failure, Lazy};
+use hal_core::kit::vendor::runtime::{Failure, Lazy};
 
 use crate::ffi::result::{self, device};
 use crate::ffi::{sys, CUdevice, Driver};

@@ -7,12 +7,14 @@
 //! write's bytes, a registration, a notify's page) is queued here, where
 //! the stream is made to hold that memory until it ran the work.
 
+use std::any::Any;
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hal_core::kit::needs::Offered;
-use hal_core::kit::streams::{Span, StreamCalls, StreamCopy, VendorStream};
+use hal_core::kit::stream::methods::{self, Span, StreamCalls, StreamCopy, VendorStream};
+use hal_core::kit::vendor::needs::Offered;
+use hal_core::kit::vmm::forward::VmmByCalls;
 use hal_core::kit::RegisteredHost;
 use hal_core::{
     Advice, AllocDesc, Capabilities, Device, DeviceInfo, Error, EventFlags, ExportOptions,
@@ -67,18 +69,6 @@ impl CudaDevice {
             info,
             fabric,
             device_count,
-        })
-    }
-
-    /// The VMM calls, once the device has [`Capabilities::VMM`].
-    fn vmm(&self, operation: &str) -> Result<Vmm<'_>> {
-        self.primary.check_origin()?;
-        self.require(Capabilities::VMM, operation)?;
-        Ok(Vmm {
-            primary: &self.primary,
-            info: &self.info,
-            fabric: self.fabric,
-            device_count: self.device_count,
         })
     }
 
@@ -242,7 +232,7 @@ fn host_side(mem: MemRef<'_, CudaDevice>, offset: u64) -> Option<u64> {
 /// their pages until it ran the work, so they stay registered until then
 /// (the clone's drop unregisters when it is the last).
 fn hold_registered<const N: usize>(
-    held: &mut hal_core::kit::queued::Holding<'_>,
+    held: &mut hal_core::kit::stream::queued::Holding<'_>,
     sides: [MemRef<'_, CudaDevice>; N],
 ) {
     for side in sides {
@@ -356,8 +346,8 @@ impl Device for CudaDevice {
         }
         // Memory this process freed may still be on its way back
         // (`memory/alloc.rs`): a refusal for lack of it waits for those frees.
-        let ptr = hal_core::kit::teardown::when_freed(
-            hal_core::kit::teardown::PATIENCE,
+        let ptr = hal_core::kit::stream::teardown::when_freed(
+            hal_core::kit::stream::teardown::PATIENCE,
             crate::memory::alloc::out_of_memory,
             || crate::memory::alloc::allocate(&self.primary, desc.location, size),
         )?;
@@ -451,7 +441,52 @@ impl Device for CudaDevice {
         })
     }
 
-    hal_core::stream_methods!();
+    fn synchronize(&self, stream: &Self::Stream, timeout: Option<Duration>) -> Result<()> {
+        methods::synchronize(self, stream, timeout)
+    }
+
+    /// Held with the stream's other held values, let go once the stream is
+    /// idle.
+    fn hold_until_done(&self, stream: &Self::Stream, value: Box<dyn Any + Send>) -> Result<()> {
+        methods::hold_until_done(self, stream, value)
+    }
+
+    fn copy_async(
+        &self,
+        stream: &Self::Stream,
+        dst: MemRef<'_, Self>,
+        dst_offset: u64,
+        src: MemRef<'_, Self>,
+        src_offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        methods::copy_async(self, stream, dst, dst_offset, src, src_offset, len)
+    }
+
+    fn write_async(
+        &self,
+        stream: &Self::Stream,
+        dst: MemRef<'_, Self>,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> Result<()> {
+        methods::write_async(self, stream, dst, offset, data)
+    }
+
+    fn memset_async(
+        &self,
+        stream: &Self::Stream,
+        dst: MemRef<'_, Self>,
+        offset: u64,
+        len: u64,
+        value: u8,
+    ) -> Result<()> {
+        methods::memset_async(self, stream, dst, offset, len, value)
+    }
+
+    fn query_stream(&self, stream: &Self::Stream) -> Result<bool> {
+        methods::query_stream(self, stream)
+    }
 
     unsafe fn wrap_stream(&self, raw: *mut c_void) -> Result<CudaStream> {
         self.primary.check_origin()?;
@@ -469,7 +504,7 @@ impl Device for CudaDevice {
         // cuCtxSynchronize cannot time out: a timeout leaves it to finish
         // on its thread.
         let what = "the CUDA device to finish its work";
-        hal_core::kit::off_thread::wait("hal-cuda-synchronize", what, timeout, move || {
+        hal_core::kit::stream::off_thread::wait("hal-cuda-synchronize", what, timeout, move || {
             let _ctx = primary.enter()?;
             result::has(primary.driver.ctx_synchronize())?;
             // Only once no stream waits for a notify: the wait would hold
@@ -573,7 +608,23 @@ impl Device for CudaDevice {
     }
 }
 
-hal_core::forward_vmm!(CudaDevice, CudaPhysical, CudaReservation);
+impl VmmByCalls for CudaDevice {
+    type Physical = CudaPhysical;
+    type Reservation = CudaReservation;
+    type Calls<'a> = Vmm<'a>;
+
+    /// The VMM calls, once the device has [`Capabilities::VMM`].
+    fn vmm(&self, operation: &str) -> Result<Vmm<'_>> {
+        self.primary.check_origin()?;
+        self.require(Capabilities::VMM, operation)?;
+        Ok(Vmm {
+            primary: &self.primary,
+            info: &self.info,
+            fabric: self.fabric,
+            device_count: self.device_count,
+        })
+    }
+}
 
 impl hal_core::testing::ContextProbe for CudaDevice {
     fn current_context(&self) -> Result<Option<u64>> {

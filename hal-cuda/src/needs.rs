@@ -2,13 +2,13 @@
 //! needs. A driver older than one of the entry points, or a device that
 //! answers one of the attributes with 0, does not get the capability, and
 //! an operation refused for it names the entry point or the attribute
-//! ([`hal_core::kit::needs`]).
+//! ([`hal_core::kit::vendor::needs`]).
 
 use std::ffi::c_int;
 
 use cudarc::driver::sys::CUdevice_attribute as A;
-use hal_core::kit::needs::{self, EntryGroup, Why};
 use hal_core::kit::vendor::cuda::{self, entry};
+use hal_core::kit::vendor::needs::{self, EntryGroup, Why};
 use hal_core::{Capabilities, Error, Result};
 
 use crate::ffi::result::device;
@@ -179,7 +179,7 @@ mod tests {
 
     #[test]
     fn every_entry_point_of_a_group_is_one_the_table_resolves() {
-        let unresolved = hal_core::kit::needs::unresolved(GROUPS, crate::RESOLVED);
+        let unresolved = hal_core::kit::vendor::needs::unresolved(GROUPS, crate::RESOLVED);
         assert!(unresolved.is_empty(), "{unresolved:?}");
     }
 

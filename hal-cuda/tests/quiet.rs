@@ -42,7 +42,7 @@ fn returns<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static
 /// Wait until this process has no teardown left, at most [`LONG`].
 fn teardowns_finish() {
     let end = Instant::now() + LONG;
-    while hal_core::kit::teardown::unfinished() > 0 {
+    while hal_core::kit::stream::teardown::unfinished() > 0 {
         assert!(Instant::now() < end, "a free never ran");
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -60,7 +60,11 @@ fn driver_calls_go_on_while_a_dropped_allocation_waits_for_a_gated_stream() {
         .unwrap();
     // Returns after at most the grace; the free waits for the gate.
     drop(memory);
-    assert_eq!(hal_core::kit::teardown::unfinished(), 1, "the free waits");
+    assert_eq!(
+        hal_core::kit::stream::teardown::unfinished(),
+        1,
+        "the free waits"
+    );
     // What the gate's opener may do before it opens the gate: driver calls
     // of every kind, another stream wait among them.
     let d = Arc::clone(&dev);
@@ -82,7 +86,7 @@ fn driver_calls_go_on_while_a_dropped_allocation_waits_for_a_gated_stream() {
         // Dropped here, `m` is a second pending free.
     });
     assert!(
-        hal_core::kit::teardown::unfinished() >= 1,
+        hal_core::kit::stream::teardown::unfinished() >= 1,
         "still waits for the gate"
     );
     gate.signal().unwrap();
@@ -168,7 +172,7 @@ fn driver_calls_go_on_while_a_dropped_notify_waits_to_be_unregistered() {
     dev.synchronize(&side, Some(LONG)).unwrap();
     returns("dropping a registered notify", move || drop(used));
     assert_eq!(
-        hal_core::kit::teardown::unfinished(),
+        hal_core::kit::stream::teardown::unfinished(),
         1,
         "the unregistration waits"
     );

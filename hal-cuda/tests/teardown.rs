@@ -101,7 +101,11 @@ fn child_allocates_behind_a_pending_free() {
     dev.stream_wait_notify(&stream, &gate, None).unwrap();
     dev.record_notify(&stream, &done).unwrap();
     drop(first);
-    assert_eq!(hal_core::kit::teardown::unfinished(), 1, "the free waits");
+    assert_eq!(
+        hal_core::kit::stream::teardown::unfinished(),
+        1,
+        "the free waits"
+    );
     let opener = std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_millis(200));
         gate.signal().unwrap();
@@ -111,7 +115,7 @@ fn child_allocates_behind_a_pending_free() {
     let second = dev.allocate(&AllocDesc::device(0, big));
     opener.join().unwrap();
     assert!(second.is_ok(), "{second:?}");
-    assert_eq!(hal_core::kit::teardown::unfinished(), 0);
+    assert_eq!(hal_core::kit::stream::teardown::unfinished(), 0);
     done.wait(hal_core::WaitOptions::timeout(
         std::time::Duration::from_secs(30),
     ))

@@ -612,7 +612,7 @@ fn child_drops_two_mappings() {
     dev.map(&r, g, &large).unwrap();
     drop((small, large));
     drop(r);
-    while hal_core::kit::teardown::unfinished() != 0 {
+    while hal_core::kit::stream::teardown::unfinished() != 0 {
         std::thread::sleep(Duration::from_millis(1));
     }
     let again = dev.allocate_physical(big);

@@ -48,6 +48,13 @@ pub struct hal_remote_node_options {
     /// take, in nanoseconds, before it fails with `HAL_ERR_TIMEOUT`; 0 (or
     /// less): 30 seconds.
     pub timeout_ns: i64,
+    /// How long a call that waits for an answer (a signal's wait, a read,
+    /// a remote subscriber's receive) drives the worker itself, and the
+    /// node's progress thread polls after its last work, before either
+    /// sleeps, in nanoseconds; 0 (or less): not at all, sleep at once. A
+    /// ping-pong across hosts then wakes no thread, where the waiting
+    /// thread may keep a CPU busy.
+    pub spin_ns: i64,
 }
 
 /// The options of `addr` and `opts` (NULL: the defaults).
@@ -65,6 +72,7 @@ unsafe fn node_options(
             size: 0,
             advertise: std::ptr::null(),
             timeout_ns: 0,
+            spin_ns: 0,
         }
     } else {
         // SAFETY: per this function's contract; the structure holds only
@@ -87,6 +95,9 @@ unsafe fn node_options(
     options.advertise = advertise;
     if let Ok(ns @ 1..) = u64::try_from(raw.timeout_ns) {
         options.timeout = std::time::Duration::from_nanos(ns);
+    }
+    if let Ok(ns @ 1..) = u64::try_from(raw.spin_ns) {
+        options.spin = std::time::Duration::from_nanos(ns);
     }
     Ok(options)
 }
@@ -237,11 +248,21 @@ mod tests {
             size: std::mem::size_of::<hal_remote_node_options>() as u32,
             advertise: c"192.0.2.7".as_ptr(),
             timeout_ns: 2_000_000_000,
+            spin_ns: 50_000,
         };
         // SAFETY: valid options with a NUL-terminated address.
         let every = unsafe { node_options("0.0.0.0:0", &opts) }.unwrap();
         assert_eq!(every.advertise, Some("192.0.2.7".parse().unwrap()));
         assert_eq!(every.timeout, std::time::Duration::from_secs(2));
+        assert_eq!(every.spin, std::time::Duration::from_micros(50));
+        // A caller built against the header before `spin_ns`: no spin.
+        let older = hal_remote_node_options {
+            size: std::mem::offset_of!(hal_remote_node_options, spin_ns) as u32,
+            ..opts
+        };
+        // SAFETY: as above; only `size` bytes are read.
+        let before = unsafe { node_options("0.0.0.0:0", &older) }.unwrap();
+        assert_eq!(before.spin, std::time::Duration::ZERO);
         // A caller built against a header with the size field alone.
         let short = hal_remote_node_options { size: 8, ..opts };
         // SAFETY: as above; only `size` bytes are read.

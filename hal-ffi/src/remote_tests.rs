@@ -270,6 +270,80 @@ fn a_read_only_export_refuses_writes() {
     ok(hal_remote_node_release(importer));
 }
 
+/// A node on the loopback address whose waits drive its worker for
+/// `spin_ns` (`hal_remote_node_options.spin_ns`), or None where UCX cannot
+/// be loaded.
+fn spinning_node(spin_ns: i64) -> Option<*mut hal_remote_node> {
+    let opts = hal_remote_node_options {
+        size: std::mem::size_of::<hal_remote_node_options>() as u32,
+        advertise: std::ptr::null(),
+        timeout_ns: 0,
+        spin_ns,
+    };
+    let mut node = null_mut();
+    // SAFETY: a NUL-terminated address, options of their size, and a valid
+    // place for the node.
+    let status = unsafe { hal_remote_node_bind_with(c"127.0.0.1:0".as_ptr(), &opts, &mut node) };
+    if status == HAL_ERR_UNAVAILABLE {
+        hal_core::testing::not_run(&format!("UCX cannot be loaded here: {}", last()));
+        return None;
+    }
+    ok(status);
+    Some(node)
+}
+
+/// Signals between two spinning nodes, each taken by the export's wait
+/// (which drives its worker): a ping-pong in both directions.
+#[test]
+fn signals_between_spinning_nodes_are_taken_by_waits_that_drive_the_worker() {
+    let (Some(a), Some(b)) = (spinning_node(200_000), spinning_node(200_000)) else {
+        return;
+    };
+    let mut device = null_mut();
+    // SAFETY: a NUL-terminated name and a valid place for the device.
+    ok(unsafe { hal_device_open(c"cpu-shm".as_ptr(), 0, &mut device) });
+    let (mut na, mut nb) = (null_mut(), null_mut());
+    // SAFETY: valid places for the notifies.
+    ok(unsafe { hal_notify_create(device, &mut na) });
+    // SAFETY: as above.
+    ok(unsafe { hal_notify_create(device, &mut nb) });
+    let (mut ea, mut eb) = (null_mut(), null_mut());
+    // SAFETY: valid places for the exports.
+    ok(unsafe { hal_remote_export_notify(a, na, &mut ea) });
+    // SAFETY: as above.
+    ok(unsafe { hal_remote_export_notify(b, nb, &mut eb) });
+    let (ta, tb) = (
+        CString::new(export_text(ea)).unwrap(),
+        CString::new(export_text(eb)).unwrap(),
+    );
+    let (mut to_b, mut to_a) = (null_mut(), null_mut());
+    // SAFETY: NUL-terminated texts and valid places for the objects.
+    ok(unsafe { hal_remote_connect_notify(a, tb.as_ptr(), &mut to_b) });
+    // SAFETY: as above.
+    ok(unsafe { hal_remote_connect_notify(b, ta.as_ptr(), &mut to_a) });
+    for _ in 0..20 {
+        ok(hal_remote_notify_signal(to_b));
+        ok(hal_remote_export_wait_signal(eb, PATIENCE_NS));
+        ok(hal_remote_notify_signal(to_a));
+        ok(hal_remote_export_wait_signal(ea, PATIENCE_NS));
+    }
+    // Each signal was taken once.
+    assert_eq!(hal_remote_export_wait_signal(ea, 0), HAL_ERR_TIMEOUT);
+    assert_eq!(hal_remote_export_wait_signal(eb, 0), HAL_ERR_TIMEOUT);
+    for r in [to_a, to_b] {
+        ok(hal_remote_notify_release(r));
+    }
+    for e in [ea, eb] {
+        ok(hal_remote_export_release(e));
+    }
+    for n in [na, nb] {
+        ok(hal_notify_release(n));
+    }
+    ok(hal_device_release(device));
+    ok(hal_remote_node_release(a));
+    ok(hal_remote_node_release(b));
+}
+
 #[test]
 fn a_notify_is_signalled_from_another_node() {
     let (Some(exporter), Some(importer)) = (node(), node()) else {

@@ -53,7 +53,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::sync::Mutex;
 
-use hal_core::kit::lock::lock;
+use hal_core::kit::os::lock::lock;
 use hal_core::{Error, Result};
 
 use crate::codes::Code;

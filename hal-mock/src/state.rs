@@ -16,7 +16,7 @@ use crate::profile::Profile;
 use crate::rules;
 use crate::vendor::{Api, Vendor};
 
-pub(crate) use hal_core::kit::lock::lock;
+pub(crate) use hal_core::kit::os::lock::lock;
 
 /// Imported regions by (buffer id, target device, read-only): a read-only
 /// mapping is never handed to a writable import, nor the other way round.

@@ -12,7 +12,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use hal_core::kit::lock::{wait, wait_timeout};
+use hal_core::kit::os::lock::{wait, wait_timeout};
 use hal_core::{Error, Result};
 
 use crate::memory::sealed::Span;

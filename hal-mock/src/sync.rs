@@ -1,7 +1,7 @@
 //! Events and notifies whose state lives in shared memory (futex words in
 //! a sealed memfd), so that they work across processes.
 //!
-//! The block is a shared page of [`hal_core::kit::syncpage`] (little-endian
+//! The block is a shared page of [`hal_core::kit::export::syncpage`] (little-endian
 //! `u32` words):
 //!
 //! | offset | field |
@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hal_core::exchange::Lease;
+use hal_core::kit::export::syncpage::{PageKind, SyncPage, PAGE_LEN};
 use hal_core::kit::os;
-use hal_core::kit::syncpage::{PageKind, SyncPage, PAGE_LEN};
 use hal_core::lease::{LazyLeases, LeaseTable};
 use hal_core::wait::blocking_future;
 use hal_core::{

@@ -4,6 +4,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
 use hal::dynamic::DynDevice;
 use hal::remote::group::parse_secret;
@@ -72,12 +73,13 @@ where
 #[pymethods]
 impl Node {
     #[new]
-    #[pyo3(signature = (addr, advertise=None, timeout=None))]
+    #[pyo3(signature = (addr, advertise=None, timeout=None, spin=None))]
     fn new(
         py: Python<'_>,
         addr: &str,
         advertise: Option<&str>,
         timeout: Option<f64>,
+        spin: Option<f64>,
     ) -> PyResult<Node> {
         let listen: SocketAddr = parse(addr, "addr", "IP:PORT address, such as \"192.0.2.1:0\"")?;
         let advertise: Option<IpAddr> = advertise
@@ -94,6 +96,16 @@ impl Node {
         opts.advertise = advertise;
         if let Some(t) = duration(timeout)? {
             opts.timeout = t;
+        }
+        match spin {
+            None => {}
+            Some(s) if s.is_finite() && s >= 0.0 => opts.spin = Duration::from_secs_f64(s),
+            Some(s) => {
+                return Err(invalid(format!(
+                    "spin={s}: a number of seconds, 0 or more (a waiting call drives the \
+                     worker that long before it sleeps)"
+                )))
+            }
         }
         let node = py
             .allow_threads(|| hal::remote::Node::with_options(opts))

@@ -210,6 +210,24 @@ def test_a_notify_is_signalled_from_another_process():
         n.connect_notify(memory_export.text)
 
 
+def test_signals_between_spinning_nodes_are_taken_by_waits_that_drive_the_worker():
+    a = hal.remote.Node("127.0.0.1:0", spin=0.0002)
+    b = hal.remote.Node("127.0.0.1:0", spin=0.0002)
+    cpu = hal.open("cpu-shm")
+    ea = a.export_notify(cpu.notify())
+    eb = b.export_notify(cpu.notify())
+    to_b, to_a = a.connect_notify(eb.text), b.connect_notify(ea.text)
+    for _ in range(20):
+        to_b.signal()
+        assert eb.wait_signal(timeout=PATIENCE)
+        to_a.signal()
+        assert ea.wait_signal(timeout=PATIENCE)
+    # Each signal was taken once.
+    assert not ea.wait_signal(timeout=0)
+    with pytest.raises(hal.InvalidArgumentError):
+        hal.remote.Node("127.0.0.1:0", spin=-1)
+
+
 def test_in_one_process_buffers_of_any_kind_and_the_refusals():
     exporter = node()
     m = hal.open("cpu-shm").allocate(SIZE)

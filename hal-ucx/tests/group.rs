@@ -151,6 +151,40 @@ mod member {
                     group.barrier().unwrap();
                     report("barrier", "ok");
                 }
+                ["local"] => {
+                    // The members of this host, and a group of them whose
+                    // rounds go through this host's shared memory.
+                    let local = group.local_members();
+                    assert!(local
+                        .iter()
+                        .any(|m| m.rank == rank && m.pid == std::process::id()));
+                    for m in &local {
+                        assert_eq!(
+                            m.address.ip(),
+                            group.node().address().ip(),
+                            "rank {}",
+                            m.rank
+                        );
+                    }
+                    let options =
+                        hal_core::group::GroupOptions::default().timeout(Duration::from_secs(30));
+                    let mut here = group.local_group(&options).unwrap();
+                    assert_eq!(here.size(), local.len());
+                    let all = here.all_gather(&(rank as u32).to_le_bytes()).unwrap();
+                    let mut got: Vec<usize> = all
+                        .iter()
+                        .map(|b| u32::from_le_bytes(b[..4].try_into().unwrap()) as usize)
+                        .collect();
+                    got.sort_unstable();
+                    let want: Vec<usize> = local.iter().map(|m| m.rank).collect();
+                    assert_eq!(got, want, "the local group's members are this host's");
+                    let mut pids: Vec<u32> = here.members().iter().map(|m| m.pid).collect();
+                    pids.sort_unstable();
+                    let mut local_pids: Vec<u32> = local.iter().map(|m| m.pid).collect();
+                    local_pids.sort_unstable();
+                    assert_eq!(pids, local_pids);
+                    report("local", &local.len().to_string());
+                }
                 ["swap"] => swap(&mut group),
                 ["quit"] => return,
                 other => panic!("unknown command {other:?}"),
@@ -346,6 +380,9 @@ fn group_at_address_across_network_namespaces() {
     // The use it is for: every member's remote handle to every other in
     // one round, and reads across the hosts through them.
     assert_eq!(ask_all(&mut members, "swap", "swap"), vec!["ok"; 8]);
+    // What is local goes the local way: the four members of each host
+    // know each other, and form a group there.
+    assert_eq!(ask_all(&mut members, "local", "local"), vec!["4"; 8]);
     quit_all(members);
 }
 

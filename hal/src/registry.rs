@@ -331,7 +331,7 @@ fn registered() -> std::sync::RwLockReadGuard<'static, Vec<Registered>> {
 /// `id` is one of `0x8000..=0xFFFF` ([`BackendId::External`]; see
 /// docs/adding-a-backend.md for how to pick one) and `name` 1 to 32
 /// characters of `a-z`, `0-9` and `-`, starting with a letter
-/// ([`hal_core::types::check_external_name`]); both
+/// ([`hal_core::naming::check_external_name`]); both
 /// [`Error::InvalidArgument`] otherwise. A name of one of hal's backends
 /// (compiled in or not, aliases included), a name registered with another
 /// id, or an id registered under another name is refused with
@@ -355,7 +355,7 @@ where
         });
     }
     let mut list = REGISTERED.write().unwrap_or_else(|p| p.into_inner());
-    hal_core::types::claim_external_name(id, name)?;
+    hal_core::naming::claim_external_name(id, name)?;
     if !list.iter().any(|r| r.name == name) {
         list.push(Registered {
             name: name.to_string(),

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use hal::dynamic::{DynBackend, DynDevice};
 use hal::{compiled_in, AllocDesc, Capabilities, DeviceInfo, Error, EventFlags, ExportOptions};
 use hal::{Handle, ImportOptions, Importers, Registry, SharedHandle, WaitOptions};
-use hal_core::kit::lock::lock;
+use hal_core::kit::os::lock::lock;
 
 const ROLE: &str = "HAL_TWO_PROCESS_ROLE";
 /// Starts a protocol line of the peer on its stdout.

@@ -2,7 +2,7 @@
 //! warning calls [`capture`] (as often as it likes) and reads
 //! [`containing`] or [`all`].
 
-use hal_core::kit::lock::lock;
+use hal_core::kit::os::lock::lock;
 use std::sync::{Mutex, Once};
 
 static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());

@@ -14,7 +14,7 @@ use std::sync::mpsc;
 use std::task::{Context, Waker};
 
 use hal_core::kit::os::thread::{blocked_set, SYNCHRONOUS};
-use hal_core::kit::reaper::{self, Drained};
+use hal_core::kit::stream::reaper::{self, Drained};
 use hal_core::{AllocDesc, Backend, Device, ExportOptions, Result};
 use nix::sys::signal::{self, SigHandler, SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{waitpid, WaitStatus};
@@ -64,7 +64,7 @@ fn start_every_kind() -> std::result::Result<Started, String> {
     keep.push(Box::new((alloc, exported)));
 
     let (tx, rx) = mpsc::channel::<()>();
-    hal_core::kit::teardown::after_work("a test's teardown", move || {
+    hal_core::kit::stream::teardown::after_work("a test's teardown", move || {
         let _ = rx.recv();
     });
     release.push(tx);

@@ -18,12 +18,19 @@ pub struct Graph {
     pub files: Vec<String>,
     /// Importing file -> imported files (indices into `files`).
     pub edges: BTreeMap<usize, BTreeSet<usize>>,
+    /// Where each import is first written: (importing, imported) -> the
+    /// line number (from 1) and that line of the importing file.
+    pub sites: BTreeMap<(usize, usize), (usize, String)>,
+    /// Each file's lines outside `#[cfg(test)]` items.
+    pub lines: Vec<usize>,
 }
 
 struct File {
     rel: String,
     module: Vec<String>,
     code: String,
+    text: String,
+    lines: usize,
 }
 
 /// The module path of a file under `src`: `lib.rs` and `main.rs` are the
@@ -183,7 +190,14 @@ fn block_end(s: &str, open: usize) -> usize {
 }
 
 /// `code` without the `#[cfg(test)]` items (`mod tests { ... }`).
+#[cfg(test)]
 fn without_tests(code: &str) -> String {
+    without_tests_counted(code).0
+}
+
+/// `code` without the `#[cfg(test)]` items, and how many lines they spanned.
+fn without_tests_counted(code: &str) -> (String, usize) {
+    let mut removed = 0;
     let mut out = String::new();
     let mut rest = code;
     while let Some(at) = rest.find("#[cfg(test)]") {
@@ -195,11 +209,14 @@ fn without_tests(code: &str) -> String {
             (None, Some(s)) => s + 1,
             (None, None) => after.len(),
         };
-        out.extend(after[..end].chars().filter(|&c| c == '\n'));
+        let breaks = after[..end].chars().filter(|&c| c == '\n').count();
+        // The lines the item spans: its first to its last.
+        removed += breaks + 1;
+        out.extend(std::iter::repeat_n('\n', breaks));
         rest = &after[end..];
     }
     out.push_str(rest);
-    out
+    (out, removed)
 }
 
 /// Expand a use tree (`a::{b, c::{d, e}}`) into its paths.
@@ -270,7 +287,21 @@ fn inline_modules(code: &str, at: usize) -> Vec<String> {
 
 /// The paths a file names, each as written, with the module it is written
 /// in (the file's, plus inline modules).
+#[cfg(test)]
 fn paths(code: &str, module: &[String], child_modules: &BTreeSet<String>) -> Vec<Vec<String>> {
+    paths_at(code, module, child_modules)
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect()
+}
+
+/// The paths a file names (see `paths`), each with the byte offset in `code`
+/// where it is written.
+fn paths_at(
+    code: &str,
+    module: &[String],
+    child_modules: &BTreeSet<String>,
+) -> Vec<(Vec<String>, usize)> {
     let mut found = Vec::new();
     let mut covered = Vec::new();
     // `use` statements, whole trees.
@@ -302,7 +333,7 @@ fn paths(code: &str, module: &[String], child_modules: &BTreeSet<String>) -> Vec
                 }
                 _ => None,
             };
-            found.extend(absolute);
+            found.extend(absolute.map(|p| (p, start)));
         }
     }
     // Paths in code: `crate::a::b`, `super::a`, `self::a`.
@@ -332,7 +363,7 @@ fn paths(code: &str, module: &[String], child_modules: &BTreeSet<String>) -> Vec
             } else {
                 resolve_relative(&here, &path)
             };
-            found.extend(absolute);
+            found.extend(absolute.map(|p| (p, start)));
         }
     }
     found
@@ -364,6 +395,7 @@ pub fn graph(dir: &Path) -> std::io::Result<Graph> {
     for p in &list {
         let rel_src = p.strip_prefix(&src).unwrap_or(p);
         let text = std::fs::read_to_string(p)?;
+        let (code, test_lines) = without_tests_counted(&strip(&text));
         files.push(File {
             rel: p
                 .strip_prefix(dir)
@@ -371,7 +403,9 @@ pub fn graph(dir: &Path) -> std::io::Result<Graph> {
                 .to_string_lossy()
                 .into_owned(),
             module: module_of(rel_src),
-            code: without_tests(&strip(&text)),
+            lines: text.lines().count().saturating_sub(test_lines),
+            code,
+            text,
         });
     }
     // A crate with both roots (lib.rs and main.rs) is two crates; keep the
@@ -440,19 +474,29 @@ pub fn graph(dir: &Path) -> std::io::Result<Graph> {
         None
     };
     let mut edges: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
+    let mut sites = BTreeMap::new();
     for (i, f) in files.iter().enumerate() {
         let kids = children(&f.module);
-        for path in paths(&f.code, &f.module, &kids) {
+        for (path, at) in paths_at(&f.code, &f.module, &kids) {
             if let Some(j) = resolve(&path) {
                 if j != i {
                     edges.entry(i).or_default().insert(j);
+                    // Comments, strings and tests were blanked keeping
+                    // their line breaks: lines count as in the file.
+                    let line = f.code[..at].matches('\n').count() + 1;
+                    sites.entry((i, j)).or_insert_with(|| {
+                        let text = f.text.lines().nth(line - 1).unwrap_or("").trim();
+                        (line, text.to_string())
+                    });
                 }
             }
         }
     }
     Ok(Graph {
+        lines: files.iter().map(|f| f.lines).collect(),
         files: files.into_iter().map(|f| f.rel).collect(),
         edges,
+        sites,
     })
 }
 
@@ -590,6 +634,146 @@ impl Graph {
     }
 }
 
+/// The layers of a crate: the files of its contract (a leaf: they import
+/// only each other), and folders that may not import others. A name ending
+/// in `/` is a folder and everything under it; any other is one file.
+pub struct Layers {
+    /// The contract's files and folders.
+    pub contract: &'static [&'static str],
+    /// (importing folder, what it may not import).
+    pub forbidden: &'static [(&'static str, &'static [&'static str])],
+    /// The most lines (outside `#[cfg(test)]` items) the contract's import
+    /// closure may hold.
+    pub contract_budget: usize,
+}
+
+/// hal-core: the contract is what a program and a backend author both
+/// name; the kit, what backend authors reuse, sits on the contract and
+/// below the features.
+const HAL_CORE: Layers = Layers {
+    contract: &[
+        "src/backend.rs",
+        "src/bounds.rs",
+        "src/device.rs",
+        "src/error.rs",
+        "src/exported.rs",
+        "src/handle.rs",
+        "src/handle/wire.rs",
+        "src/handle/wire/",
+        "src/process.rs",
+        "src/types/",
+        "src/vmm/",
+    ],
+    forbidden: &[(
+        "src/kit/",
+        &[
+            "src/exchange/",
+            "src/exchange.rs",
+            "src/lease.rs",
+            "src/lease/",
+            "src/channel/",
+            "src/channel.rs",
+            "src/group/",
+            "src/group.rs",
+        ],
+    )],
+    contract_budget: 4000,
+};
+
+/// The layers of the crate in the folder named `name`, where it has any.
+pub fn layers_of(name: &str) -> Option<&'static Layers> {
+    match name {
+        "hal-core" => Some(&HAL_CORE),
+        _ => None,
+    }
+}
+
+fn names(rel: &str, list: &[&str]) -> bool {
+    list.iter()
+        .any(|n| rel == *n || (n.ends_with('/') && rel.starts_with(n)))
+}
+
+/// An import that runs against a crate's layers.
+pub struct Violation {
+    /// The importing file, relative to the crate folder.
+    pub file: String,
+    /// The line of the import, from 1.
+    pub line: usize,
+    /// That line.
+    pub text: String,
+    /// The imported file.
+    pub imported: String,
+    /// The rule it breaks.
+    pub rule: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}:{}: `{}` imports {} ({})",
+            self.file, self.line, self.text, self.imported, self.rule
+        )
+    }
+}
+
+impl Graph {
+    /// The files of the contract of `layers`.
+    pub fn contract(&self, layers: &Layers) -> Vec<usize> {
+        (0..self.files.len())
+            .filter(|&f| names(&self.files[f], layers.contract))
+            .collect()
+    }
+
+    /// The files `from` import, directly or through others, `from`
+    /// included.
+    pub fn closure(&self, from: &[usize]) -> BTreeSet<usize> {
+        let mut seen: BTreeSet<usize> = from.iter().copied().collect();
+        let mut todo: Vec<usize> = from.to_vec();
+        while let Some(v) = todo.pop() {
+            for &w in self.edges.get(&v).into_iter().flatten() {
+                if seen.insert(w) {
+                    todo.push(w);
+                }
+            }
+        }
+        seen
+    }
+
+    /// Every import that breaks `layers`, in file order.
+    pub fn violations(&self, layers: &Layers) -> Vec<Violation> {
+        let mut out = Vec::new();
+        for (&from, to) in &self.edges {
+            let rel = &self.files[from];
+            for &t in to {
+                let target = &self.files[t];
+                let rule = if names(rel, layers.contract) && !names(target, layers.contract) {
+                    Some("the contract imports only the contract".to_string())
+                } else {
+                    layers
+                        .forbidden
+                        .iter()
+                        .find(|(folder, banned)| names(rel, &[folder]) && names(target, banned))
+                        .map(|(folder, banned)| {
+                            format!("{folder} imports nothing from {}", banned.join(", "))
+                        })
+                };
+                if let Some(rule) = rule {
+                    let (line, text) = self.sites.get(&(from, t)).cloned().unwrap_or_default();
+                    out.push(Violation {
+                        file: rel.clone(),
+                        line,
+                        text,
+                        imported: target.clone(),
+                        rule,
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -617,6 +801,93 @@ mod tests {
         let found = paths(&code, &[], &BTreeSet::new());
         let got: Vec<String> = found.iter().map(|p| p.join("::")).collect();
         assert_eq!(got, ["a", "e::g"]);
+    }
+
+    const FIXTURE: Layers = Layers {
+        contract: &["src/device.rs", "src/types/"],
+        forbidden: &[("src/kit/", &["src/exchange.rs"])],
+        contract_budget: 100,
+    };
+
+    /// A crate whose files are `files` (path under the crate folder, text).
+    fn fixture(files: &[(&str, &str)]) -> (tempfile::TempDir, Graph) {
+        let dir = tempfile::tempdir().unwrap();
+        for (rel, text) in files {
+            let path = dir.path().join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let g = graph(dir.path()).unwrap();
+        (dir, g)
+    }
+
+    const LIB: &str = "pub mod device;\npub mod exchange;\npub mod kit;\npub mod types;\n";
+
+    #[test]
+    fn a_contract_that_imports_a_feature_breaks_the_layers() {
+        let (_dir, g) = fixture(&[
+            ("src/lib.rs", LIB),
+            (
+                "src/device.rs",
+                "//! The device.\n\nuse crate::types::Info;\nuse crate::exchange::Broker;\n",
+            ),
+            ("src/types/mod.rs", "pub struct Info;\n"),
+            ("src/exchange.rs", "pub struct Broker;\n"),
+            ("src/kit/mod.rs", "use crate::types::Info;\n"),
+        ]);
+        let found = g.violations(&FIXTURE);
+        let shown: Vec<String> = found.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            [
+                "src/device.rs:4: `use crate::exchange::Broker;` imports src/exchange.rs \
+              (the contract imports only the contract)"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_kit_that_imports_a_feature_breaks_the_layers() {
+        let (_dir, g) = fixture(&[
+            ("src/lib.rs", LIB),
+            ("src/device.rs", "use crate::types::Info;\n"),
+            ("src/types/mod.rs", "pub struct Info;\n"),
+            (
+                "src/exchange.rs",
+                "use crate::kit::Tool;\npub struct Broker;\n",
+            ),
+            (
+                "src/kit/mod.rs",
+                "pub struct Tool;\n\nfn f() {\n    let _ = crate::exchange::Broker;\n}\n",
+            ),
+        ]);
+        let found = g.violations(&FIXTURE);
+        assert_eq!(found.len(), 1, "{}", found[0]);
+        assert_eq!(
+            (found[0].file.as_str(), found[0].line),
+            ("src/kit/mod.rs", 4)
+        );
+        assert_eq!(found[0].imported, "src/exchange.rs");
+    }
+
+    #[test]
+    fn layers_kept_break_nothing_and_the_closure_is_counted() {
+        let (_dir, g) = fixture(&[
+            ("src/lib.rs", LIB),
+            ("src/device.rs", "use crate::types::Info;\n\nfn f() {}\n"),
+            (
+                "src/types/mod.rs",
+                "pub struct Info;\n\n#[cfg(test)]\nmod tests {\n    use crate::exchange::Broker;\n}\n",
+            ),
+            ("src/exchange.rs", "use crate::device;\npub struct Broker;\n"),
+            ("src/kit/mod.rs", "use crate::device;\n"),
+        ]);
+        assert!(g.violations(&FIXTURE).is_empty());
+        let closure = g.closure(&g.contract(&FIXTURE));
+        let files: Vec<&str> = closure.iter().map(|&f| g.files[f].as_str()).collect();
+        assert_eq!(files, ["src/device.rs", "src/types/mod.rs"]);
+        // Three lines of device.rs, two of types/mod.rs outside its tests.
+        assert_eq!(closure.iter().map(|&f| g.lines[f]).sum::<usize>(), 5);
     }
 
     #[test]

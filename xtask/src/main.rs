@@ -10,7 +10,9 @@
 //! cargo xtask circles [CRATE...]
 //!                         import cycles between the files of each crate (or of
 //!                         the crates named), and crate roots that do not deny
-//!                         `unsafe_code`; exit 1 on either
+//!                         `unsafe_code`, and imports that run against a crate's
+//!                         layers (hal-core: the contract a leaf, the kit below the
+//!                         features); exit 1 on any
 //! cargo xtask bindgen     regenerate hal-ascend's and hal-ucx's bindings (--check: verify them)
 //! cargo xtask cheader     regenerate include/hal.h from hal-ffi (--check: verify it)
 //! cargo xtask install-c --prefix DIR [--debug]
@@ -63,8 +65,13 @@ commands:
              re-exports; comments, strings and #[cfg(test)] modules skipped);
              prints each crate's files in layers, leaves first, and every cycle;
              also checks that every crate root denies unsafe_code (#![deny(unsafe_code)],
-             the modules that need it allow it by name); exit 1 on a cycle or a root
-             that does not
+             the modules that need it allow it by name); and hal-core's layers: its
+             contract's files import only each other (their import closure, in files
+             and lines outside #[cfg(test)] items, is printed and stays under 4000
+             lines) and the kit imports nothing from exchange, lease, channel or
+             group, each import that breaks them named with file and line
+             (XTASK_CONTRACT_FILES=1 also lists the closure's files with their lines);
+             exit 1 on a cycle, a root that does not deny unsafe_code, or a broken layer
   bindgen    regenerate hal-ascend/src/ffi/bindings.rs from hal-ascend/include/acl_subset.h
              and hal-ucx/src/ffi/bindings.rs from UCX's ucp/api/ucp.h (libucx-dev, or the
              folder UCX_INCLUDE names); with --check, fail when a checked-in file differs
@@ -208,6 +215,34 @@ fn circles_cmd(names: &[String]) -> ExitCode {
             println!("  cycle: {}", names.join(" -> "));
         }
         cycles += found.len();
+        if let Some(layers) = circles::layers_of(&name) {
+            let contract = graph.contract(layers);
+            let closure = graph.closure(&contract);
+            let lines: usize = closure.iter().map(|&f| graph.lines[f]).sum();
+            println!(
+                "  contract: {} files; its import closure {} files, {lines} lines outside \
+                 #[cfg(test)] items (budget {})",
+                contract.len(),
+                closure.len(),
+                layers.contract_budget
+            );
+            if lines >= layers.contract_budget {
+                println!(
+                    "  the contract's import closure is over its budget of {} lines",
+                    layers.contract_budget
+                );
+                cycles += 1;
+            }
+            if std::env::var_os("XTASK_CONTRACT_FILES").is_some() {
+                for &f in &closure {
+                    println!("    {} {}", graph.lines[f], graph.files[f]);
+                }
+            }
+            for v in graph.violations(layers) {
+                println!("  layer broken: {v}");
+                cycles += 1;
+            }
+        }
         // `unsafe` stays where a module says so: every crate root denies it.
         for root_file in ["src/lib.rs", "src/main.rs"] {
             let path = dir.join(root_file);

@@ -13,12 +13,12 @@ pub struct TemplateBackend;
 
 impl TemplateBackend {
     /// The backend. Its id is claimed under its name in this process
-    /// ([`hal_core::types::claim_external_name`]), so that messages say
+    /// ([`hal_core::naming::claim_external_name`]), so that messages say
     /// `template` also where no registry registered it. Should another
     /// backend of the process hold the id or the name already, the id stays
     /// unnamed here; `hal::registry::register` reports that collision.
     pub fn new() -> TemplateBackend {
-        let _ = hal_core::types::claim_external_name(crate::id::ID, NAME);
+        let _ = hal_core::naming::claim_external_name(crate::id::ID, NAME);
         TemplateBackend
     }
 }

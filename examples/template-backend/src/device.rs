@@ -1,12 +1,17 @@
 //! The device: `impl Device` over the memory and sync types, its stream
-//! methods written by the kit (`host_stream_methods!`), and `impl Vmm` by
-//! `no_vmm!` (every VMM call answers `Unsupported`).
+//! methods forwarded to the kit's host-synchronous ones
+//! (`kit::stream::host`), and its `Vmm` from `kit::vmm::none` (every VMM
+//! call answers `Unsupported`).
 
-use hal_core::kit::host_stream::HostStream;
+use std::time::Duration;
+
 use hal_core::kit::os::Origin;
+use hal_core::kit::stream::host::{self, HostStream};
+use hal_core::kit::vmm::forward::VmmByCalls;
+use hal_core::kit::vmm::none::{self, NoPhysical, NoReservation, NoVmm};
 use hal_core::{
     AllocDesc, Device, DeviceInfo, Error, EventFlags, ExportOptions, Exported, ImportOptions,
-    NotifyFlags, Result, SharedHandle, WaitOptions,
+    MemRef, NotifyFlags, Result, SharedHandle, WaitOptions,
 };
 
 use crate::id::NAME;
@@ -107,7 +112,62 @@ impl Device for TemplateDevice {
         TemplateMapping::import(shared, opts)
     }
 
-    hal_core::host_stream_methods!(check);
+    fn create_stream(&self) -> Result<HostStream> {
+        self.check()?;
+        host::create_stream(self)
+    }
+
+    /// Host-synchronous: everything queued has already run.
+    fn synchronize(&self, stream: &HostStream, _timeout: Option<Duration>) -> Result<()> {
+        self.check()?;
+        host::synchronize(self, stream)
+    }
+
+    fn query_stream(&self, stream: &HostStream) -> Result<bool> {
+        self.check()?;
+        host::query_stream(self, stream)
+    }
+
+    /// Host-synchronous: nothing is ever left to run.
+    fn synchronize_device(&self, _timeout: Option<Duration>) -> Result<()> {
+        self.check()
+    }
+
+    fn copy_async(
+        &self,
+        stream: &HostStream,
+        dst: MemRef<'_, Self>,
+        dst_offset: u64,
+        src: MemRef<'_, Self>,
+        src_offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        self.check()?;
+        host::copy_async(self, stream, dst, dst_offset, src, src_offset, len)
+    }
+
+    fn write_async(
+        &self,
+        stream: &HostStream,
+        dst: MemRef<'_, Self>,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> Result<()> {
+        self.check()?;
+        host::write_async(self, stream, dst, offset, &data)
+    }
+
+    fn memset_async(
+        &self,
+        stream: &HostStream,
+        dst: MemRef<'_, Self>,
+        offset: u64,
+        len: u64,
+        value: u8,
+    ) -> Result<()> {
+        self.check()?;
+        host::memset_async(self, stream, dst, offset, len, value)
+    }
 
     fn create_event(&self, flags: EventFlags) -> Result<TemplateEvent> {
         self.check()?;
@@ -151,7 +211,7 @@ impl Device for TemplateDevice {
         &self,
         stream: &HostStream,
         notify: &TemplateNotify,
-        timeout: Option<std::time::Duration>,
+        timeout: Option<Duration>,
     ) -> Result<()> {
         self.check()?;
         stream.check(self.info)?;
@@ -172,7 +232,17 @@ impl Device for TemplateDevice {
     }
 }
 
-hal_core::no_vmm!(TemplateDevice);
+/// No VMM: every VMM operation answers `Unsupported` naming itself.
+impl VmmByCalls for TemplateDevice {
+    type Physical = NoPhysical;
+    type Reservation = NoReservation;
+    type Calls<'a> = NoVmm;
+
+    fn vmm(&self, operation: &str) -> Result<NoVmm> {
+        self.check()?;
+        Err(none::unsupported(self.info, operation))
+    }
+}
 
 impl hal_core::testing::ContextProbe for TemplateDevice {
     /// The template has no vendor contexts.

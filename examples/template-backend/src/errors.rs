@@ -4,8 +4,8 @@
 //! [`CodeTable`]. The template's "vendor" is the operating system, so its
 //! one use is the answer to an allocation past [`MAX_ALLOCATION`].
 
+use hal_core::kit::vendor::table::CodeTable;
 use hal_core::kit::vendor::Code;
-use hal_core::kit::vendor_codes::CodeTable;
 
 /// No error.
 pub const SUCCESS: Code = Code::new(0, "TEMPLATE_SUCCESS");

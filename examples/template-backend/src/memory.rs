@@ -6,8 +6,9 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hal_core::exchange::sealed::take_sealed;
 use hal_core::exchange::Lease;
-use hal_core::kit::export::{new_handle, take_sealed, Expect, HandleSpec, SealedMemfd};
+use hal_core::kit::export::{new_handle, Expect, HandleSpec, SealedMemfd};
 use hal_core::kit::os::{Prot, SharedMap};
 use hal_core::lease::LazyLeases;
 use hal_core::{

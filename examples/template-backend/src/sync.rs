@@ -1,4 +1,4 @@
-//! Events and notifies on a shared page ([`hal_core::kit::syncpage`]): a
+//! Events and notifies on a shared page ([`hal_core::kit::export::syncpage`]): a
 //! one-page sealed memfd whose descriptor an export passes to importers.
 //! Streams are host-synchronous, so recording completes at once.
 //!
@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use hal_core::kit::syncpage::{PageKind, SyncPage};
+use hal_core::kit::export::syncpage::{PageKind, SyncPage};
 use hal_core::wait::blocking_future;
 use hal_core::{
     Error, Event, EventFlags, ExportOptions, Exported, HandleKind, Notify, NotifyFlags, Result,

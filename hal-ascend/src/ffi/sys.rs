@@ -16,7 +16,7 @@ use std::ffi::{c_int, c_void};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use hal_core::kit::vendor_library::VendorLibrary;
+use hal_core::kit::vendor::library::VendorLibrary;
 use hal_core::{Error, Result};
 
 use super::bindings::fns;

@@ -156,7 +156,7 @@ impl Allocation for AscendAllocation {
     /// hold it: Ascend's documented order has importers close first.
     fn free(self) -> std::result::Result<(), hal_core::FreeError<Self>> {
         let holders = self.leases.count();
-        hal_core::kit::busy_free::unless_held(self, holders, |a| {
+        hal_core::kit::memory::busy_free::unless_held(self, holders, |a| {
             format!(
                 "Ascend memory at {:#x} ({} bytes): importers close it (aclrtIpcMemClose) before \
                  the exporter closes its key and frees it",

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::{Mutex, OnceLock};
 
-use hal_core::kit::lock::lock;
+use hal_core::kit::os::lock::lock;
 
 /// The keys one allocation's exports took.
 #[derive(Default)]

@@ -26,7 +26,7 @@ use std::ffi::{CStr, CString};
 use std::sync::Arc;
 
 use hal_core::kit::export::HandleSpec;
-use hal_core::kit::raw_ipc;
+use hal_core::kit::vendor::raw_ipc;
 use hal_core::{
     BackendId, ByteRange, DeviceInfo, Error, ExportOptions, HandleError, HandleKind, ImportOptions,
     Importers, Location, Result,

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use hal_core::kit::export::{new_handle, HandleSpec};
-use hal_core::kit::streams::VendorStream;
+use hal_core::kit::stream::methods::VendorStream;
 use hal_core::wait::blocking_future;
 use hal_core::{
     BackendId, DeviceInfo, Error, ExportOptions, Exported, HandleKind, ImportOptions, Importers,
@@ -36,7 +36,7 @@ use crate::ffi::result::notify;
 use crate::ffi::sys::{NotifyHandle, StreamHandle};
 use crate::memory::ipc::{from_buffer, from_payload, tgids};
 use crate::sync::stream::{between_slices, millis, AscendStream, SLICE};
-use hal_core::kit::lock::lock;
+use hal_core::kit::os::lock::lock;
 
 /// The runtime's wait timeout for the contract's `timeout`: `None` (wait
 /// forever) is the runtime's 0; a duration is milliseconds, rounded up and

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hal_core::kit::queued::{Holding, QueuedUse};
-use hal_core::kit::streams::VendorStream;
+use hal_core::kit::stream::methods::VendorStream;
+use hal_core::kit::stream::queued::{Holding, QueuedUse};
 use hal_core::Result;
 
 use crate::context::Ctx;
@@ -92,7 +92,7 @@ impl VendorStream for AscendStream {
     }
 
     /// The stream's held values locked for queuing (see
-    /// [`hal_core::kit::queued`]); past many of them, an idle stream lets
+    /// [`hal_core::kit::stream::queued`]); past many of them, an idle stream lets
     /// go of them first.
     fn holding(&self) -> Holding<'_> {
         self.held.holding(|| self.query())
@@ -108,7 +108,7 @@ impl Drop for AscendStream {
         if !self.held.is_empty() {
             let idle = self.query();
             let deferred =
-                hal_core::kit::reaper::defer_unless_idle(idle, "an Ascend stream", || {
+                hal_core::kit::stream::reaper::defer_unless_idle(idle, "an Ascend stream", || {
                     AscendStream {
                         ctx: Arc::clone(&self.ctx),
                         raw: self.raw.take(),
@@ -133,7 +133,7 @@ impl Drop for AscendStream {
     }
 }
 
-impl hal_core::kit::reaper::Drained for AscendStream {
+impl hal_core::kit::stream::reaper::Drained for AscendStream {
     fn drained(&mut self) -> Result<bool> {
         self.query()
     }

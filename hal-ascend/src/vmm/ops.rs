@@ -40,9 +40,10 @@ use std::sync::Arc;
 use hal_core::exchange::take_fds_leased;
 use hal_core::kit::export::{new_handle, HandleSpec};
 use hal_core::kit::vendor::acl::entry;
-use hal_core::kit::vmm_checks;
-use hal_core::kit::vmm_forward::VmmCalls;
-use hal_core::kit::vmm_physical::PhysicalRecord;
+use hal_core::kit::vmm::checks as vmm_checks;
+use hal_core::kit::vmm::forward::VmmCalls;
+use hal_core::kit::vmm::physical::PhysicalRecord;
+use hal_core::lease::LazyLeases;
 use hal_core::vmm::fabric_or_posix;
 use hal_core::{
     Access, AccessGrant, AccessTarget, BackendId, DeviceInfo, Error, ExportOptions, Exported,
@@ -158,8 +159,8 @@ impl DeviceRef<'_> {
         let ordinal = self.info.ordinal;
         // A dropped reservation's physical memory may still be on its way
         // back (`reservation.rs`): a refusal for lack of it waits for that.
-        let handle = hal_core::kit::teardown::when_freed(
-            hal_core::kit::teardown::PATIENCE,
+        let handle = hal_core::kit::stream::teardown::when_freed(
+            hal_core::kit::stream::teardown::PATIENCE,
             out_of_memory,
             || {
                 self.ctx
@@ -170,6 +171,7 @@ impl DeviceRef<'_> {
             inner: Arc::new(PhysInner {
                 ctx: Arc::clone(self.ctx),
                 handle,
+                leases: LazyLeases::default(),
                 record: PhysicalRecord::made(
                     desc.size,
                     PhysicalLocation::Device(self.info.ordinal),
@@ -321,7 +323,7 @@ impl VmmCalls for DeviceRef<'_> {
         if !tgids.is_empty() {
             set_pids(self.ctx, shareable, &tgids)?;
         }
-        let leases = p.inner.record.leases()?;
+        let leases = p.inner.leases.table()?;
         let spec = HandleSpec {
             kind: HandleKind::Physical,
             backend: BackendId::Ascend,
@@ -361,6 +363,7 @@ impl VmmCalls for DeviceRef<'_> {
             inner: Arc::new(PhysInner {
                 ctx: Arc::clone(self.ctx),
                 handle,
+                leases: LazyLeases::default(),
                 record: PhysicalRecord::imported(
                     size,
                     PhysicalLocation::Device(ordinal),

@@ -9,16 +9,33 @@
 
 use std::sync::Arc;
 
-use hal_core::kit::vmm_physical::PhysicalRecord;
+use hal_core::kit::vmm::physical::{PhysicalByRecord, PhysicalRecord};
+use hal_core::lease::LazyLeases;
 
 use crate::context::Ctx;
 use crate::ffi::result::vmm;
 use crate::ffi::sys::MemHandle;
 
-hal_core::physical_by_inner! {
-    /// A VMM physical allocation: memory with no address until mapped into an
-    /// [`AscendReservation`](crate::AscendReservation).
-    pub struct AscendPhysical(PhysInner);
+/// A VMM physical allocation: memory with no address until mapped into an
+/// [`AscendReservation`](crate::AscendReservation).
+#[derive(Debug)]
+#[must_use = "the physical memory is released when this value drops"]
+pub struct AscendPhysical {
+    pub(crate) inner: Arc<PhysInner>,
+}
+
+impl AscendPhysical {
+    /// How many importers hold this allocation now (0 before its first
+    /// export). Importers whose process died are not counted.
+    pub fn importers(&self) -> usize {
+        self.inner.leases.count()
+    }
+}
+
+impl PhysicalByRecord for AscendPhysical {
+    fn record(&self) -> &PhysicalRecord {
+        &self.inner.record
+    }
 }
 
 /// The allocation's runtime handle and what is known of it; shared by the
@@ -27,9 +44,11 @@ pub(crate) struct PhysInner {
     pub(crate) ctx: Arc<Ctx>,
     /// The `aclrtDrvMemHandle`.
     pub(crate) handle: MemHandle,
-    /// Its size, location, leases and whether it is an import (the
+    /// Its size, location and whether it is an import (the
     /// runtime refuses to export an import again).
     pub(crate) record: PhysicalRecord,
+    /// Its importers\' leases, made at its first export.
+    pub(crate) leases: LazyLeases,
 }
 
 impl std::fmt::Debug for PhysInner {
@@ -38,6 +57,7 @@ impl std::fmt::Debug for PhysInner {
             .field("device", &self.ctx.ordinal)
             .field("handle", &format_args!("{:#x}", self.handle.addr()))
             .field("record", &self.record)
+            .field("importers", &self.leases.count())
             .finish()
     }
 }

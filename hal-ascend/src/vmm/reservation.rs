@@ -2,7 +2,7 @@
 //! (`aclrtReserveMemAddress`), the physical allocations mapped into it
 //! (`aclrtMapMem`) and the access each device has to them
 //! (`aclrtMemSetAccess`), as this process set it (the runtime has no call
-//! that answers it, so [`hal_core::kit::vmm_pieces`] keeps it).
+//! that answers it, so [`hal_core::kit::vmm::pieces`] keeps it).
 //!
 //! **Reads and writes** go through `aclrtMemcpy`, never through the
 //! address: device memory is not host memory. They are refused
@@ -18,14 +18,15 @@
 //! names a mapping by its first address): the memory is never taken from
 //! under queued work. The physical allocations a mapping holds are freed
 //! when their last holder drops, after the unmap. A drop never waits for
-//! long: the teardown runs on a worker thread ([`hal_core::kit::teardown`]),
+//! long: the teardown runs on a worker thread ([`hal_core::kit::stream::teardown`]),
 //! so that work waiting on a notify a crashed peer never signals cannot
 //! hang it.
 
 use std::sync::Arc;
 
 use hal_core::device::check_bounds;
-use hal_core::kit::vmm_pieces::{Mapped, Pieces};
+use hal_core::kit::vmm::copies::ReservationByCopies;
+use hal_core::kit::vmm::pieces::{Mapped, Pieces};
 use hal_core::{AccessTarget, Error, Result};
 
 use crate::context::Ctx;
@@ -60,29 +61,6 @@ impl AscendReservation {
     /// The reserving device, as an access target.
     pub(crate) fn me(&self) -> AccessTarget {
         AccessTarget::Device(self.ctx.ordinal)
-    }
-
-    /// Refuse a copy of `len` bytes at `offset` unless every byte is mapped
-    /// with the access it needs for this device.
-    fn check_access(&self, offset: u64, len: u64, write: bool) -> Result<()> {
-        check_bounds(offset, len, self.len)?;
-        self.pieces
-            .lock()
-            .check_access(offset, len, self.me(), write)
-    }
-
-    /// Read the checked, non-empty range at `offset` (`aclrtMemcpy`
-    /// device to host).
-    fn copy_out(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
-        let at = self.base + offset;
-        self.ctx.call(|| mem::copy_to_host(&self.ctx.rt, dst, at))
-    }
-
-    /// Write the checked, non-empty range at `offset` (`aclrtMemcpy` host
-    /// to device).
-    fn copy_in(&self, offset: u64, src: &[u8]) -> Result<()> {
-        let at = self.base + offset;
-        self.ctx.call(|| mem::copy_from_host(&self.ctx.rt, at, src))
     }
 
     /// Wait for the device's queued work, then unmap the whole mappings
@@ -147,9 +125,9 @@ impl Teardown {
 
 impl Drop for AscendReservation {
     /// Returns without waiting for the device's queued work for longer
-    /// than [`hal_core::kit::teardown::GRACE`]: the unmaps, the physical
+    /// than [`hal_core::kit::stream::teardown::GRACE`]: the unmaps, the physical
     /// allocations and the range go once that work has run
-    /// ([`hal_core::kit::teardown`]).
+    /// ([`hal_core::kit::stream::teardown`]).
     fn drop(&mut self) {
         let teardown = Teardown {
             ctx: Arc::clone(&self.ctx),
@@ -158,11 +136,40 @@ impl Drop for AscendReservation {
         };
         // Nothing mapped, nothing to wait for.
         let waits = !teardown.pieces.list.is_empty();
-        hal_core::kit::teardown::after_work_if(waits, "hal-ascend-unmap", move || teardown.run());
+        hal_core::kit::stream::teardown::after_work_if(waits, "hal-ascend-unmap", move || {
+            teardown.run()
+        });
     }
 }
 
-hal_core::reservation_by_copies!(AscendReservation);
+impl ReservationByCopies for AscendReservation {
+    fn range(&self) -> (u64, u64) {
+        (self.base, self.len)
+    }
+
+    /// Refuse a copy of `len` bytes at `offset` unless every byte is mapped
+    /// with the access it needs for this device.
+    fn check_access(&self, offset: u64, len: u64, write: bool) -> Result<()> {
+        check_bounds(offset, len, self.len)?;
+        self.pieces
+            .lock()
+            .check_access(offset, len, self.me(), write)
+    }
+
+    /// Read the checked, non-empty range at `offset` (`aclrtMemcpy`
+    /// device to host).
+    fn copy_out(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        let at = self.base + offset;
+        self.ctx.call(|| mem::copy_to_host(&self.ctx.rt, dst, at))
+    }
+
+    /// Write the checked, non-empty range at `offset` (`aclrtMemcpy` host
+    /// to device).
+    fn copy_in(&self, offset: u64, src: &[u8]) -> Result<()> {
+        let at = self.base + offset;
+        self.ctx.call(|| mem::copy_from_host(&self.ctx.rt, at, src))
+    }
+}
 
 /// The error of a reservation used through another device.
 pub(crate) fn foreign() -> Error {

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use super::layout::{self, Control, PubState, Shape};
 use super::record::{self, Record};
+use crate::kit::os::peer_region;
 use crate::kit::os::{self, PrivateFile};
-use crate::kit::peer_region;
 use crate::{Error, Result};
 
 /// The kind of private file a channel's name is.

@@ -18,7 +18,7 @@
 //! | 56 | flags: bit 0, stream-ordered |
 
 use super::layout::{self, Mode, Shape};
-use crate::kit::peer_region::PeerRegion;
+use crate::kit::os::peer_region::PeerRegion;
 
 /// The record's length in bytes.
 pub(super) const LEN: usize = 64;

@@ -358,10 +358,13 @@ use crate::handle::{FdSource, SharedHandle};
 use crate::handle::{Handle, HandleFlags};
 
 pub(crate) mod broker;
+pub mod envelope;
+mod export;
 mod file;
 mod held;
 mod limits;
 mod peer;
+pub mod sealed;
 mod socket;
 #[allow(unsafe_code)]
 mod sys;

@@ -19,10 +19,10 @@ use super::peer::PeerCred;
 use super::sys;
 use crate::error::{Error, HandleError, Result};
 use crate::handle::{FdSource, Handle, HandleFlags, SharedHandle};
-use crate::kit::discard::Untrusted;
 use crate::kit::export::Exported;
-use crate::kit::lock::lock;
 use crate::kit::os;
+use crate::kit::os::discard::Untrusted;
+use crate::kit::os::lock::lock;
 
 mod frame;
 

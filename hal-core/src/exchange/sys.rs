@@ -23,7 +23,7 @@ use nix::sys::socket::{self, sockopt, ControlMessage, MsgFlags};
 use nix::sys::time::TimeVal;
 
 use super::peer::PeerCred;
-use crate::kit::discard::Untrusted;
+use crate::kit::os::discard::Untrusted;
 
 /// What one `recvmsg` delivered.
 #[derive(Debug)]

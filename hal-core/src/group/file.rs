@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use super::layout::{self, Board, Shape, SlotState};
 use super::record::{self, Holder, Names};
+use crate::kit::os::peer_region;
 use crate::kit::os::{self, PrivateFile};
-use crate::kit::peer_region;
 use crate::{Error, Result};
 
 /// The kind of private file a group's name is.

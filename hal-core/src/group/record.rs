@@ -18,7 +18,7 @@
 //! | 64 + 16 i | member `i`: its pid and its descriptor of the board (`u32` each), its process's start time (`u64`); pid 0 where slot `i` has no member |
 
 use super::layout::{self, Shape, MAX_MEMBERS};
-use crate::kit::peer_region::PeerRegion;
+use crate::kit::os::peer_region::PeerRegion;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"HGRN");
 const VERSION: u32 = 1;

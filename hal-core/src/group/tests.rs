@@ -4,7 +4,7 @@
 //! Across processes: `tests/group.rs`.
 
 use super::*;
-use crate::kit::{os, peer_region};
+use crate::kit::os::{self, peer_region};
 use std::sync::atomic::Ordering;
 use std::thread;
 

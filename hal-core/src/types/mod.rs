@@ -4,12 +4,10 @@
 use std::fmt;
 use std::time::Duration;
 
-mod external;
+pub(crate) mod external;
 mod sharing;
 
-pub use external::{
-    check_external_name, external_id, external_name, EXTERNAL_IDS_START, EXTERNAL_NAME_MAX,
-};
+pub use external::external_name;
 pub use sharing::*;
 
 /// Which backend a handle or a device belongs to. The numeric id is part of
@@ -30,8 +28,8 @@ pub enum BackendId {
     /// The simulator's Ascend-like profile, id `0x0101`.
     MockAscend,
     /// An out-of-tree backend; ids `0x8000..=0xFFFF` are left to vendor
-    /// integrators, and one registered at run time prints as its registered
-    /// name ([`external_name`]).
+    /// integrators, and one claimed at run time prints as its name
+    /// ([`external_name`]).
     External(u16),
 }
 
@@ -79,47 +77,6 @@ impl BackendId {
             }
         }
     }
-}
-
-/// Claim external id `id` for the backend called `name`, for the life of
-/// this process; from then on [`BackendId::External`]`(id)` prints as
-/// `name` ([`external_name`]).
-///
-/// `id` must lie in `0x8000..=0xFFFF` ([`crate::Error::InvalidArgument`]
-/// otherwise) and `name` pass [`check_external_name`]; an in-tree backend's
-/// name, an id claimed under another name, or a name claimed with another
-/// id, is refused with [`crate::Error::AlreadyExists`] naming the holder.
-/// Claiming the same pair again is no error.
-///
-/// ```
-/// use hal_core::types::{claim_external_name, external_name};
-/// use hal_core::BackendId;
-///
-/// claim_external_name(0xfe01, "doc-example")?;
-/// assert_eq!(external_name(0xfe01).as_deref(), Some("doc-example"));
-/// assert_eq!(BackendId::External(0xfe01).to_string(), "doc-example");
-/// assert_eq!(BackendId::External(0xfe02).to_string(), "external-fe02");
-/// assert!(claim_external_name(0xfe03, "cpu-shm").is_err());
-/// # Ok::<(), hal_core::Error>(())
-/// ```
-pub fn claim_external_name(id: u16, name: &str) -> crate::Result<()> {
-    const IN_TREE: [BackendId; 6] = [
-        BackendId::CpuShm,
-        BackendId::Cuda,
-        BackendId::CudaUvm,
-        BackendId::Ascend,
-        BackendId::MockCuda,
-        BackendId::MockAscend,
-    ];
-    if let Some(own) = IN_TREE.iter().find(|b| b.name() == name) {
-        return Err(crate::Error::AlreadyExists {
-            what: format!(
-                "backend name `{name}`: the in-tree backend {:#06x} has it; choose another name",
-                own.to_wire()
-            ),
-        });
-    }
-    external::claim(id, name)
 }
 
 impl fmt::Display for BackendId {

@@ -62,7 +62,7 @@ pub trait Vmm: Device {
     /// only after the device's queued work has run (a kernel may still use
     /// the range through its address), but never waits long for it: the
     /// vendor backends finish the teardown on a worker thread when
-    /// that work waits for a notify or an event ([`crate::kit::teardown`]).
+    /// that work waits for a notify or an event ([`crate::kit::stream::teardown`]).
     type Reservation: Reservation;
 
     /// The VMM granularity.

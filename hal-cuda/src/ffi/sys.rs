@@ -20,7 +20,7 @@ pub(crate) use cudarc::driver::sys::{
     CUmemAllocationProp, CUmemGenericAllocationHandle, CUmemLocation, CUstream, CUuuid,
 };
 use hal_core::kit::vendor::cuda::entry;
-use hal_core::kit::vendor_library::VendorLibrary;
+use hal_core::kit::vendor::library::VendorLibrary;
 use hal_core::{Error, Result};
 
 use super::loader::{self, Loaded, NotLoaded};

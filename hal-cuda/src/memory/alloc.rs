@@ -6,12 +6,12 @@
 //! "may perform implicit synchronization" (the driver API's words): they
 //! may wait for all the work queued in the context, which may wait for a
 //! notify a crashed peer never signals. So a drop frees through
-//! [`hal_core::kit::teardown::after_work`]: it returns within
-//! [`hal_core::kit::teardown::GRACE`], and the memory is freed once the work has
+//! [`hal_core::kit::stream::teardown::after_work`]: it returns within
+//! [`hal_core::kit::stream::teardown::GRACE`], and the memory is freed once the work has
 //! run. Until then the memory is not back: an allocation the driver refuses
 //! for lack of memory (`CUDA_ERROR_OUT_OF_MEMORY`) while such frees are
-//! pending waits for them, at most [`hal_core::kit::teardown::PATIENCE`], and
-//! tries again ([`hal_core::kit::teardown::when_freed`]); past that its error
+//! pending waits for them, at most [`hal_core::kit::stream::teardown::PATIENCE`], and
+//! tries again ([`hal_core::kit::stream::teardown::when_freed`]); past that its error
 //! says how many still wait.
 //!
 //! **Exports.** The exporter's side of legacy IPC is kept with an
@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use hal_core::device::check_bounds;
-use hal_core::kit::lock::lock;
+use hal_core::kit::os::lock::lock;
 use hal_core::lease::{LeaseTable, DEFAULT_SLOTS};
 use hal_core::{Allocation, Location, Memory, Result};
 
@@ -101,7 +101,7 @@ impl CudaAllocation {
 
 impl Drop for CudaAllocation {
     /// Returns without waiting for the context's queued work for longer
-    /// than [`hal_core::kit::teardown::GRACE`], and, where importers still map
+    /// than [`hal_core::kit::stream::teardown::GRACE`], and, where importers still map
     /// the memory, without waiting for them: the memory is freed once both
     /// are done.
     fn drop(&mut self) {
@@ -150,7 +150,9 @@ impl Drop for CudaAllocation {
 /// Free the memory at `ptr` on a teardown worker: the free may wait for
 /// the context's queued work (the module's rule).
 fn free_after_work(primary: Arc<Primary>, ptr: CUdeviceptr, location: Location) {
-    hal_core::kit::teardown::after_work("hal-cuda-free", move || release(&primary, ptr, location));
+    hal_core::kit::stream::teardown::after_work("hal-cuda-free", move || {
+        release(&primary, ptr, location)
+    });
 }
 
 /// Free the memory at `ptr` with its context pushed.
@@ -226,7 +228,7 @@ impl Allocation for CudaAllocation {
     /// undefined. Dropping instead frees it once they are gone.
     fn free(self) -> std::result::Result<(), hal_core::FreeError<Self>> {
         let holders = self.exports.get().map_or(0, |e| e.leases.count());
-        hal_core::kit::busy_free::unless_held(self, holders, |a| {
+        hal_core::kit::memory::busy_free::unless_held(self, holders, |a| {
             format!(
                 "CUDA memory at {:#x} ({} bytes; importers close it with cuIpcCloseMemHandle \
                  before cuMemFree_v2)",

@@ -36,8 +36,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
+use hal_core::kit::export::syncpage::{SyncPage, PAGE_LEN};
 use hal_core::kit::os::HostRange;
-use hal_core::kit::syncpage::{SyncPage, PAGE_LEN};
 use hal_core::Result;
 
 use crate::ffi::result::{self, mem, stream};

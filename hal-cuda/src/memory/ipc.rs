@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use hal_core::exchange::{take_fds_leased, Lease};
 use hal_core::kit::export::{new_handle, HandleSpec};
-use hal_core::kit::lock::lock;
+use hal_core::kit::os::lock::lock;
 use hal_core::{
     BackendId, ByteRange, DeviceInfo, Error, ExportOptions, Exported, Handle, HandleError,
     HandleKind, ImportOptions, Importers, Location, Mapping, Memory, Result, SharedHandle,

@@ -19,14 +19,14 @@
 
 use std::sync::Arc;
 
-use hal_core::kit::raw_ipc;
+use hal_core::kit::vendor::raw_ipc;
 use hal_core::{ByteRange, DeviceInfo, Error, ExportOptions, Importers, Result};
 
 use crate::context::Primary;
 use crate::ffi::result::mem;
 use crate::memory::alloc::{own_base, own_raw, CudaAllocation};
 use crate::memory::ipc::{self, CudaMapping, Key, Payload};
-use hal_core::kit::lock::lock;
+use hal_core::kit::os::lock::lock;
 
 /// Bytes of [`RawIpcHandle::to_bytes`].
 pub const RAW_HANDLE_LEN: usize = 64 + 8 + 8;

@@ -32,7 +32,7 @@ pub(crate) fn register(primary: &Arc<Primary>, range: HostRange) -> Result<Regis
 
 /// Register `range`, mapped as long as `keep` lives; the registration ends
 /// when the returned value drops, on a teardown worker
-/// (`hal_core::kit::teardown::after_work`), so that the drop returns even while
+/// (`hal_core::kit::stream::teardown::after_work`), so that the drop returns even while
 /// a stream waits for a notify the dropping thread has yet to signal
 /// (`register`'s rule), and `keep` drops after it.
 pub(crate) fn register_kept(
@@ -44,7 +44,7 @@ pub(crate) fn register_kept(
     let owner = Arc::clone(primary);
     Ok(RegisteredHost::new(range, dptr, move |r| {
         let at = r.addr();
-        hal_core::kit::teardown::after_work("hal-cuda-unregister", move || {
+        hal_core::kit::stream::teardown::after_work("hal-cuda-unregister", move || {
             unregister(&owner, at);
             drop(keep);
         });

@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use hal_core::exchange::{take_fds_leased, Lease};
 use hal_core::kit::export::{new_handle, HandleSpec};
-use hal_core::kit::lock::lock;
+use hal_core::kit::os::lock::lock;
 use hal_core::lease::LazyLeases;
 use hal_core::wait::blocking_future;
 use hal_core::{
@@ -180,7 +180,7 @@ pub(crate) fn record(primary: &Primary, stream: &CudaStream, event: &CudaEvent) 
         event::record(&primary.driver, event.inner.raw, stream.raw)?;
     }
     if event.ipc == IpcMode::SyncOnRecord {
-        hal_core::kit::streams::VendorStream::wait(stream, None)?;
+        hal_core::kit::stream::methods::VendorStream::wait(stream, None)?;
     }
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! Notifies: a word of a shared page (a sealed memfd, `hal_core::kit::syncpage`)
+//! Notifies: a word of a shared page (a sealed memfd, `hal_core::kit::export::syncpage`)
 //! that the host signals with an atomic store and waits on with a futex;
 //! exported by descriptor through the broker, so another process maps the
 //! same page.
@@ -20,8 +20,8 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use hal_core::kit::export::syncpage::{PageKind, SyncPage};
 use hal_core::kit::export::{new_handle, HandleSpec};
-use hal_core::kit::syncpage::{PageKind, SyncPage};
 use hal_core::kit::RegisteredHost;
 use hal_core::wait::blocking_future;
 use hal_core::{

@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::{Duration, Instant};
 
-use hal_core::kit::lock::lock;
+use hal_core::kit::os::lock::lock;
 use hal_core::{Error, Result};
 
 use crate::ffi::{Driver, Stream};

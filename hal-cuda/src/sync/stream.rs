@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hal_core::kit::queued::{Holding, QueuedUse};
-use hal_core::kit::streams::VendorStream;
+use hal_core::kit::stream::methods::VendorStream;
+use hal_core::kit::stream::queued::{Holding, QueuedUse};
 use hal_core::wait;
 use hal_core::Result;
 
@@ -93,11 +93,13 @@ impl Drop for CudaStream {
         if !self.held.is_empty() {
             let idle = self.query();
             let deferred =
-                hal_core::kit::reaper::defer_unless_idle(idle, "a CUDA stream", || CudaStream {
-                    primary: Arc::clone(&self.primary),
-                    raw: self.raw,
-                    owned: self.owned,
-                    held: std::mem::take(&mut self.held),
+                hal_core::kit::stream::reaper::defer_unless_idle(idle, "a CUDA stream", || {
+                    CudaStream {
+                        primary: Arc::clone(&self.primary),
+                        raw: self.raw,
+                        owned: self.owned,
+                        held: std::mem::take(&mut self.held),
+                    }
                 });
             if deferred {
                 // The reaper's value destroys the stream.
@@ -120,7 +122,7 @@ impl Drop for CudaStream {
     }
 }
 
-impl hal_core::kit::reaper::Drained for CudaStream {
+impl hal_core::kit::stream::reaper::Drained for CudaStream {
     fn drained(&mut self) -> Result<bool> {
         self.query()
     }

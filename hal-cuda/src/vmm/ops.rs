@@ -36,11 +36,12 @@ use std::sync::{Arc, OnceLock};
 
 use hal_core::exchange::take_fds_leased;
 use hal_core::kit::export::{check_fd_count, new_handle, HandleSpec};
-use hal_core::kit::needs::Offered;
 use hal_core::kit::vendor::cuda::entry;
-use hal_core::kit::vmm_checks;
-use hal_core::kit::vmm_forward::VmmCalls;
-use hal_core::kit::vmm_physical::PhysicalRecord;
+use hal_core::kit::vendor::needs::Offered;
+use hal_core::kit::vmm::checks as vmm_checks;
+use hal_core::kit::vmm::forward::VmmCalls;
+use hal_core::kit::vmm::physical::PhysicalRecord;
+use hal_core::lease::LazyLeases;
 use hal_core::vmm::fabric_or_posix;
 use hal_core::{
     Access, AccessGrant, AccessTarget, BackendId, Capabilities, DeviceInfo, Error, ExportOptions,
@@ -101,8 +102,9 @@ impl Payload {
     }
 }
 
-/// The device's VMM context: what every call here needs.
-pub(crate) struct Vmm<'a> {
+/// The device's VMM context: what every call here needs (public only as
+/// the calls of `CudaDevice`'s `VmmByCalls`; its module is private).
+pub struct Vmm<'a> {
     pub(crate) primary: &'a Arc<Primary>,
     pub(crate) info: &'a DeviceInfo,
     /// `CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED`.
@@ -193,8 +195,8 @@ impl Vmm<'_> {
         let _ctx = self.primary.enter()?;
         // A dropped reservation's physical memory may still be on its way
         // back (`reservation.rs`): a refusal for lack of it waits for that.
-        let handle = hal_core::kit::teardown::when_freed(
-            hal_core::kit::teardown::PATIENCE,
+        let handle = hal_core::kit::stream::teardown::when_freed(
+            hal_core::kit::stream::teardown::PATIENCE,
             out_of_memory,
             || vmm::create(driver, desc.size as usize, &p),
         )?;
@@ -203,6 +205,7 @@ impl Vmm<'_> {
                 primary: Arc::clone(self.primary),
                 handle,
                 fd: OnceLock::new(),
+                leases: LazyLeases::default(),
                 record: PhysicalRecord::made(desc.size, location, desc.handle),
             }),
         })
@@ -354,7 +357,7 @@ impl VmmCalls for Vmm<'_> {
             ));
         }
         let fd = hal_core::kit::os::dup(self.descriptor(&p.inner)?.as_fd())?;
-        let leases = p.inner.record.leases()?;
+        let leases = p.inner.leases.table()?;
         let (location, host_numa) = match p.inner.record.location {
             PhysicalLocation::Device(_) => (Location::Device(self.info.ordinal), None),
             PhysicalLocation::HostNuma(n) => (Location::Host, Some(n)),
@@ -404,6 +407,7 @@ impl VmmCalls for Vmm<'_> {
                 primary: Arc::clone(self.primary),
                 handle,
                 fd: OnceLock::new(),
+                leases: LazyLeases::default(),
                 record: PhysicalRecord::imported(size, location, taken.lease),
             }),
         })

@@ -10,16 +10,33 @@
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, OnceLock};
 
-use hal_core::kit::vmm_physical::PhysicalRecord;
+use hal_core::kit::vmm::physical::{PhysicalByRecord, PhysicalRecord};
+use hal_core::lease::LazyLeases;
 
 use crate::context::Primary;
 use crate::ffi::result::vmm;
 use crate::ffi::CUmemGenericAllocationHandle;
 
-hal_core::physical_by_inner! {
-    /// A VMM physical allocation: memory with no address until mapped into a
-    /// [`CudaReservation`](crate::CudaReservation).
-    pub struct CudaPhysical(PhysInner);
+/// A VMM physical allocation: memory with no address until mapped into a
+/// [`CudaReservation`](crate::CudaReservation).
+#[derive(Debug)]
+#[must_use = "the physical memory is released when this value drops"]
+pub struct CudaPhysical {
+    pub(crate) inner: Arc<PhysInner>,
+}
+
+impl CudaPhysical {
+    /// How many importers hold this allocation now (0 before its first
+    /// export). Importers whose process died are not counted.
+    pub fn importers(&self) -> usize {
+        self.inner.leases.count()
+    }
+}
+
+impl PhysicalByRecord for CudaPhysical {
+    fn record(&self) -> &PhysicalRecord {
+        &self.inner.record
+    }
 }
 
 /// The allocation's driver handle and what is known of it; shared by the
@@ -31,8 +48,10 @@ pub(crate) struct PhysInner {
     /// took 762 µs for 64 MiB on an H200, measured with plain driver calls:
     /// `shared/vendor/cuda.md`) and duplicated for every export.
     pub(crate) fd: OnceLock<OwnedFd>,
-    /// Its size, location and leases.
+    /// Its size and location.
     pub(crate) record: PhysicalRecord,
+    /// Its importers\' leases, made at its first export.
+    pub(crate) leases: LazyLeases,
 }
 
 impl std::fmt::Debug for PhysInner {
@@ -40,6 +59,7 @@ impl std::fmt::Debug for PhysInner {
         f.debug_struct("CudaPhysical")
             .field("handle", &format_args!("{:#x}", self.handle))
             .field("record", &self.record)
+            .field("importers", &self.leases.count())
             .finish()
     }
 }

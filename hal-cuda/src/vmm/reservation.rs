@@ -21,13 +21,14 @@
 //! from under queued work. The physical allocations a mapping holds are
 //! released when their last holder drops, after the unmap. A drop never
 //! waits for long: the teardown runs on a worker thread
-//! ([`hal_core::kit::teardown`]), so that work waiting on a notify a crashed
+//! ([`hal_core::kit::stream::teardown`]), so that work waiting on a notify a crashed
 //! peer never signals cannot hang it.
 
 use std::sync::Arc;
 
 use hal_core::device::check_bounds;
-use hal_core::kit::vmm_pieces::{Mapped, Pieces};
+use hal_core::kit::vmm::copies::ReservationByCopies;
+use hal_core::kit::vmm::pieces::{Mapped, Pieces};
 use hal_core::{AccessTarget, Result};
 
 use crate::context::Primary;
@@ -62,30 +63,11 @@ impl std::fmt::Debug for CudaReservation {
 }
 
 impl CudaReservation {
-    /// Refuse a copy of `len` bytes at `offset` unless every byte is mapped
-    /// with the access it needs for this device.
-    fn check_access(&self, offset: u64, len: u64, write: bool) -> Result<()> {
-        check_bounds(offset, len, self.len)?;
-        self.pieces
-            .lock()
-            .check_access(offset, len, AccessTarget::Device(self.ordinal), write)
-    }
-
     /// Wait for the context's queued work, then unmap `offset..offset + len`
     /// (the caller checked it is whole mappings). When the wait fails (the
     /// context holds an error of earlier work), `strict` returns that error
     /// and unmaps nothing; otherwise the error is logged and the range
     /// unmapped anyway: the failed work will not run again.
-    /// The driver's copy out of the checked, non-empty range at `offset`.
-    fn copy_out(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
-        copy_out(&self.primary, self.base, self.len, offset, dst)
-    }
-
-    /// The driver's copy into the checked, non-empty range at `offset`.
-    fn copy_in(&self, offset: u64, src: &[u8]) -> Result<()> {
-        copy_in(&self.primary, self.base, self.len, offset, src)
-    }
-
     pub(crate) fn unmap_after_work(&self, offset: u64, len: u64, strict: bool) -> Result<()> {
         let _ctx = self.primary.enter()?;
         let _quiet = wait_for_work(&self.primary, strict)?;
@@ -176,9 +158,9 @@ impl Teardown {
 
 impl Drop for CudaReservation {
     /// Returns without waiting for the context's queued work for longer
-    /// than [`hal_core::kit::teardown::GRACE`]: the unmaps, the physical
+    /// than [`hal_core::kit::stream::teardown::GRACE`]: the unmaps, the physical
     /// allocations and the range go once that work has run
-    /// ([`hal_core::kit::teardown`]).
+    /// ([`hal_core::kit::stream::teardown`]).
     fn drop(&mut self) {
         if self.primary.forked() {
             // A forked child: the context is the parent's; leave it be.
@@ -192,8 +174,33 @@ impl Drop for CudaReservation {
         };
         // Nothing mapped, nothing to wait for.
         let waits = !teardown.pieces.list.is_empty();
-        hal_core::kit::teardown::after_work_if(waits, "hal-cuda-unmap", move || teardown.run());
+        hal_core::kit::stream::teardown::after_work_if(waits, "hal-cuda-unmap", move || {
+            teardown.run()
+        });
     }
 }
 
-hal_core::reservation_by_copies!(CudaReservation);
+impl ReservationByCopies for CudaReservation {
+    fn range(&self) -> (u64, u64) {
+        (self.base, self.len)
+    }
+
+    /// Refuse a copy of `len` bytes at `offset` unless every byte is mapped
+    /// with the access it needs for this device.
+    fn check_access(&self, offset: u64, len: u64, write: bool) -> Result<()> {
+        check_bounds(offset, len, self.len)?;
+        self.pieces
+            .lock()
+            .check_access(offset, len, AccessTarget::Device(self.ordinal), write)
+    }
+
+    /// The driver's copy out of the checked, non-empty range at `offset`.
+    fn copy_out(&self, offset: u64, dst: &mut [u8]) -> Result<()> {
+        copy_out(&self.primary, self.base, self.len, offset, dst)
+    }
+
+    /// The driver's copy into the checked, non-empty range at `offset`.
+    fn copy_in(&self, offset: u64, src: &[u8]) -> Result<()> {
+        copy_in(&self.primary, self.base, self.len, offset, src)
+    }
+}

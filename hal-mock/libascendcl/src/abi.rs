@@ -7,7 +7,7 @@ use std::ffi::{c_int, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
-use hal_core::kit::lock::lock;
+use hal_core::kit::os::lock::lock;
 use hal_core::kit::vendor::acl;
 
 use crate::refusal::{refuse, Refusal};

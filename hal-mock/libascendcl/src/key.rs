@@ -1,6 +1,6 @@
 //! The runtime's keys: 64 printable characters and a NUL (65 bytes, the
 //! length of a key buffer) that name an *envelope* holding the simulator
-//! export's handle text (`hal_core::kit::export::envelope`). Another process's
+//! export's handle text (`hal_core::exchange::envelope`). Another process's
 //! runtime (this build) reads the envelope's name out of the key alone,
 //! fetches it from the exporter's descriptor broker, and opens the object
 //! with the simulator. An IPC event handle carries the same 64 characters
@@ -17,7 +17,7 @@
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use hal_core::kit::export::envelope::{self, EnvelopeRef};
+use hal_core::exchange::envelope::{self, EnvelopeRef};
 use hal_core::kit::vendor::acl;
 use hal_core::{BackendId, Exported, Handle};
 

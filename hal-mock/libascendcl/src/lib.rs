@@ -45,7 +45,7 @@
 //!   mappings, access, and the 64-bit shareable handle
 //!   (`aclrtMemExportToShareableHandle` with `ACL_MEM_HANDLE_TYPE_NONE`),
 //!   which works on its own across processes running this build
-//!   (`hal_core::kit::export::numbered`); its pid allow-list
+//!   (`hal_core::exchange::envelope::numbered`); its pid allow-list
 //!   (`aclrtMemSetPidToShareableHandle`, bare tgids) or
 //!   `ACL_RT_VMM_EXPORT_FLAG_DISABLE_PID_VALIDATION` is enforced.
 //!   `aclrtFreePhysical`, `aclrtReleaseMemAddress` and `aclrtUnmapMem` are

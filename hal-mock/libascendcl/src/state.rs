@@ -16,7 +16,7 @@ use crate::error::sim;
 use crate::refusal::{refuse, Refusal};
 use crate::visible;
 
-pub(crate) use hal_core::kit::lock::lock;
+pub(crate) use hal_core::kit::os::lock::lock;
 
 /// Memory the runtime hands out: allocated here, or imported by key.
 #[derive(Clone)]

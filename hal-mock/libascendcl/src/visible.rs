@@ -129,7 +129,7 @@ pub(crate) fn entry_fault(symbol: &str) -> Result<(), Refusal> {
     let Ok(injected) = injected() else {
         return Ok(());
     };
-    let mut entries = hal_core::kit::lock::lock(&injected.entries);
+    let mut entries = hal_core::kit::os::lock::lock(&injected.entries);
     match entries.iter().position(|(e, _)| *e == symbol) {
         Some(i) => {
             let (_, code) = entries.remove(i);

@@ -19,7 +19,7 @@
 //!
 //! The `u64` works on its own across processes running this build: it is
 //! the exporter's pid and a number naming an envelope registered with the
-//! exporter's descriptor broker (`hal_core::kit::export::numbered`); the
+//! exporter's descriptor broker (`hal_core::exchange::envelope::numbered`); the
 //! envelope holds the simulator export, whose allow-list the broker checks.
 //!
 //! Limits: a reservation is the simulator's, a range of host address space
@@ -32,7 +32,7 @@ use hal_core::Vmm;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use hal_core::kit::export::numbered;
+use hal_core::exchange::envelope::numbered;
 use hal_core::kit::vendor::acl;
 use hal_core::{
     Access, AccessGrant, BackendId, Device, ExportOptions, Granularity, Handle, ImportOptions,

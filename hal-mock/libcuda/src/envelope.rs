@@ -6,7 +6,7 @@
 //! The first `cuIpcGet*Handle` of an object exports it with the simulator
 //! (open to anyone), writes that export's handle text into a small sealed
 //! memfd, the *envelope*, and registers the envelope with this process's
-//! descriptor broker (`hal_core::kit::export::envelope`, which the stand-in
+//! descriptor broker (`hal_core::exchange::envelope`, which the stand-in
 //! libascendcl's keys use too). Both exports live as long as
 //! the object. The 64 bytes name the envelope; another process's stand-in
 //! (the same build) rebuilds the envelope's handle from them, fetches its
@@ -27,7 +27,7 @@
 //! | 52..60 | the object's id (an allocation's buffer id; 0 for an event) |
 //! | 60..64 | FNV-1a (32 bits) of bytes 0..60 |
 
-use hal_core::kit::export::envelope::{self, EnvelopeRef};
+use hal_core::exchange::envelope::{self, EnvelopeRef};
 use hal_core::kit::vendor::{cuda, Code};
 use hal_core::{BackendId, Error, Exported, Handle};
 

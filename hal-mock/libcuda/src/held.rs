@@ -19,7 +19,7 @@ static HELD: Mutex<()> = Mutex::new(());
 /// Hold the driver until the guard drops: the entry points that [`takes`]
 /// names wait.
 pub(crate) fn hold() -> MutexGuard<'static, ()> {
-    hal_core::kit::lock::lock(&HELD)
+    hal_core::kit::os::lock::lock(&HELD)
 }
 
 /// Wait while a call holds the driver.

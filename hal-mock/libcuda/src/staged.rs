@@ -33,14 +33,14 @@ pub(crate) fn lands(entry: &str) -> bool {
 
 /// Keep `land` until the next entry point of this process.
 pub(crate) fn stage(land: Landing) {
-    hal_core::kit::lock::lock(&STAGED).push(land);
+    hal_core::kit::os::lock::lock(&STAGED).push(land);
 }
 
 /// Land every staged copy, in the order they were made. The copies land
 /// under the lock: a caller that finds none left to land returns only once
 /// those another thread took have landed too.
 pub(crate) fn land_all() {
-    let mut staged = hal_core::kit::lock::lock(&STAGED);
+    let mut staged = hal_core::kit::os::lock::lock(&STAGED);
     for land in staged.drain(..) {
         land();
     }

@@ -15,7 +15,7 @@ use crate::ipc_table::{EventExport, IpcExport, Opened};
 use crate::view::NoAccess;
 use crate::visible;
 
-pub(crate) use hal_core::kit::lock::lock;
+pub(crate) use hal_core::kit::os::lock::lock;
 
 /// What kind of memory an allocation is, by the call that made it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,8 +5,9 @@ use hal_core::lease::LazyLeases;
 use std::os::fd::AsFd;
 use std::sync::{Arc, Weak};
 
+use hal_core::exchange::sealed::take_sealed;
 use hal_core::handle::wire::MAX_PIDS;
-use hal_core::kit::export::{take_sealed, Expect};
+use hal_core::kit::export::Expect;
 use hal_core::kit::os::{self, Prot, SharedMap};
 use hal_core::{
     AllocDesc, ByteRange, Capabilities, Error, ExportOptions, Exported, Handle, HandleError,

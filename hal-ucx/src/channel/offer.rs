@@ -329,11 +329,15 @@ impl Offers {
 }
 
 impl Link for Offers {
-    /// A pass of a caller that drives the worker forwards what the
-    /// proxies' channels hold (host samples only: a stream-ordered one
+    /// Every pass expires late handshakes; a pass of a caller that drives
+    /// the worker also forwards what the proxies' channels hold (host samples only: a stream-ordered one
     /// may have to wait for its device, which a pass must not), so that
     /// no proxy thread has to be woken for it ([`Hub::stay_back`]).
-    fn poll(&self, _hub: &Hub) -> bool {
+    fn poll(&self, hub: &Hub) -> bool {
+        // A handshake left half-done ends at its timeout even when no
+        // other message comes (the progress thread passes at least once
+        // a second).
+        self.expire(hub);
         let proxies: Vec<Arc<Proxy>> = lock(&self.conns)
             .values()
             .filter_map(|c| match c {

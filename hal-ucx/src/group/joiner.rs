@@ -168,10 +168,12 @@ impl Joined {
             other => return Err(self.refusal(ask, other)),
         };
         let proof = auth::prove(&ask.secret, Role::GroupMember, 0, &theirs, &mine);
+        let host = super::HostId::here().0;
         self.send(&Message::Proof {
             proof,
             pid: std::process::id(),
             address,
+            host,
         })?;
         let rank = match self.receive(ask.deadline)? {
             Message::Welcome { rank } if (rank as usize) < ask.size && rank != 0 => rank as usize,
@@ -191,6 +193,7 @@ impl Joined {
                         == (Entry {
                             pid: std::process::id(),
                             address,
+                            host,
                         }) =>
             {
                 members

@@ -45,9 +45,14 @@
 //! connections are not encrypted; the secret keeps processes that do not
 //! hold it out of the group, not eavesdroppers.
 //!
-//! Members on one host still talk through the server's node (there is no
-//! local fast path): use `hal_core::group::Group` for a group on one host.
+//! Members on one host still talk through the server's node in this
+//! group's rounds; for what is local, each member knows which others share
+//! its host ([`RemoteGroup::local_members`], by [`HostId`]) and can form a
+//! group on the host with them ([`RemoteGroup::local_group`]), whose rounds
+//! go through shared memory, and share memory and notifies with them by
+//! their local handles.
 
+mod host;
 mod joiner;
 mod options;
 mod secret;
@@ -70,6 +75,7 @@ use joiner::{Ask, Joined};
 use server::Server;
 use wire::Entry;
 
+pub use host::HostId;
 pub use options::{RemoteGroupOptions, RemoteMember};
 pub use secret::{parse_secret, SECRET_ENV};
 pub use wire::{MAX_MEMBERS, MAX_NAME, MAX_PAYLOAD};
@@ -271,6 +277,62 @@ impl RemoteGroup {
         &self.members
     }
 
+    /// The members that share this one's host ([`HostId`]: one kernel,
+    /// one pid namespace, one `/dev/shm`, one user), by rank, this one
+    /// included: with them, hal's local objects work without the network
+    /// (a memory's local handle, a notify, [`RemoteGroup::local_group`]).
+    pub fn local_members(&self) -> Vec<RemoteMember> {
+        let here = self.members[self.rank].host;
+        self.members
+            .iter()
+            .filter(|m| m.host == here)
+            .copied()
+            .collect()
+    }
+
+    /// The local fast path: a group on this host
+    /// ([`hal_core::group::Group`], rounds through shared memory) of the
+    /// members in [`RemoteGroup::local_members`]. Every one of them calls
+    /// it; it returns once all joined (or fails as
+    /// [`hal_core::group::Group::join`] does, within `options.timeout`).
+    /// Its name is derived from this group's name, address and members, so
+    /// it is the same for them and no other group's; its ranks are its own
+    /// (the order of joining), and its [`members`] give each one's pid, the
+    /// pid of [`RemoteMember::pid`].
+    ///
+    /// [`members`]: hal_core::group::Group::members
+    pub fn local_group(
+        &self,
+        options: &hal_core::group::GroupOptions,
+    ) -> Result<hal_core::group::Group> {
+        self.origin.check(format_args!(
+            "membership of group {:?} at {}",
+            self.name, self.at
+        ))?;
+        let local = self.local_members();
+        hal_core::group::Group::join(&self.local_name(), local.len(), options)
+    }
+
+    /// The name of [`RemoteGroup::local_group`]'s group on this host.
+    fn local_name(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        h.update(b"hal-ucx local group v1\0");
+        h.update((self.name.len() as u64).to_le_bytes());
+        h.update(self.name.as_bytes());
+        h.update(self.at.to_string().as_bytes());
+        h.update(b"\0");
+        for m in &self.members {
+            h.update(m.pid.to_le_bytes());
+            h.update(m.address.to_string().as_bytes());
+            h.update(b"\0");
+            h.update(m.host.0);
+        }
+        let d = h.finalize();
+        let hex: String = d[..12].iter().map(|b| format!("{b:02x}")).collect();
+        format!("hal-rg-{hex}")
+    }
+
     /// This member's node: what it exports from it, its handles name
     /// ([`RemoteMember::address`]); it connects to the others' exports.
     pub fn node(&self) -> &Node {
@@ -406,6 +468,7 @@ fn ranked(entries: Vec<Entry>) -> Vec<RemoteMember> {
             rank,
             pid: e.pid,
             address: e.address,
+            host: HostId(e.host),
         })
         .collect()
 }

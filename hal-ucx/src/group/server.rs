@@ -45,6 +45,7 @@ enum Stage {
 struct Slot {
     pid: u32,
     address: SocketAddr,
+    host: [u8; 16],
     /// Its endpoint (0: the server's own member, or one whose connection
     /// failed and is closed).
     ep: usize,
@@ -98,6 +99,7 @@ impl Server {
         slots[0] = Some(Slot {
             pid,
             address,
+            host: super::HostId::here().0,
             ep: 0,
         });
         Server {
@@ -137,6 +139,7 @@ impl Server {
             .map(|m| Entry {
                 pid: m.pid,
                 address: m.address,
+                host: m.host,
             })
             .collect())
     }
@@ -350,6 +353,7 @@ impl Server {
                     proof,
                     pid,
                     address,
+                    host,
                 },
             ) => {
                 if !auth::verify(&self.secret, Role::GroupMember, 0, &server, &joiner, &proof) {
@@ -369,7 +373,12 @@ impl Server {
                     drop(s);
                     return self.refuse(hub, ep, Refusal::Full);
                 }
-                s.slots[rank] = Some(Slot { pid, address, ep });
+                s.slots[rank] = Some(Slot {
+                    pid,
+                    address,
+                    host,
+                    ep,
+                });
                 s.opened.remove(&ep);
                 if let Some(c) = s.conns.get_mut(&ep) {
                     *c = Stage::Member(rank);
@@ -384,6 +393,7 @@ impl Server {
                         .map(|m| Entry {
                             pid: m.pid,
                             address: m.address,
+                            host: m.host,
                         })
                         .collect();
                     let eps: Vec<usize> = s

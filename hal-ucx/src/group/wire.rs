@@ -11,10 +11,10 @@
 //! |---|---|---|---|
 //! | 1 | hello (joiner) | size (4), payload limit (4), joiner's nonce (16) | the group's name |
 //! | 2 | challenge (server) | server's nonce (16), server's proof (32) | none |
-//! | 3 | proof (joiner) | joiner's proof (32), pid (4), address (19) | none |
+//! | 3 | proof (joiner) | joiner's proof (32), pid (4), address (19), host (16) | none |
 //! | 4 | welcome (server) | rank (4) | none |
 //! | 5 | denied (server) | reason (1), members joined (4) | the served group's name |
-//! | 6 | formed (server) | members (4) | per member: pid (4), address (19) |
+//! | 6 | formed (server) | members (4) | per member: pid (4), address (19), host (16) |
 //! | 7 | post (member) | round (4) | the member's bytes |
 //! | 8 | round (server) | round (4), members (4) | per member its length (4), then the bytes |
 //! | 9 | gone (server) | rank (4), address (19) | none |
@@ -77,6 +77,9 @@ impl Refusal {
 pub(crate) struct Entry {
     pub(crate) pid: u32,
     pub(crate) address: SocketAddr,
+    /// Where the member runs, as far as hal's local objects reach
+    /// ([`super::host::HostId`]).
+    pub(crate) host: [u8; 16],
 }
 
 /// One message of the rendezvous.
@@ -91,11 +94,12 @@ pub(crate) enum Message {
     },
     /// The server's nonce and its proof over both nonces.
     Challenge { nonce: [u8; 16], proof: [u8; 32] },
-    /// The joiner's proof, its pid and its node's address.
+    /// The joiner's proof, its pid, its node's address and its host.
     Proof {
         proof: [u8; 32],
         pid: u32,
         address: SocketAddr,
+        host: [u8; 16],
     },
     /// The joiner is a member, of this rank.
     Welcome { rank: u32 },
@@ -168,11 +172,13 @@ impl Message {
                 proof,
                 pid,
                 address,
+                host,
             } => {
                 h.push(3);
                 h.extend_from_slice(proof);
                 h.extend_from_slice(&pid.to_le_bytes());
                 put_address(&mut h, address);
+                h.extend_from_slice(host);
             }
             Message::Welcome { rank } => {
                 h.push(4);
@@ -194,6 +200,7 @@ impl Message {
                 for m in members {
                     b.extend_from_slice(&m.pid.to_le_bytes());
                     put_address(&mut b, &m.address);
+                    b.extend_from_slice(&m.host);
                 }
             }
             Message::Post { round, data } => {
@@ -325,6 +332,7 @@ pub(crate) fn decode(head: &[u8], body: &[u8]) -> Result<Message, Malformed> {
             proof: h.array("proof")?,
             pid: h.u32("pid")?,
             address: h.address()?,
+            host: h.array("host")?,
         },
         4 => Message::Welcome {
             rank: h.u32("rank")?,
@@ -347,6 +355,7 @@ pub(crate) fn decode(head: &[u8], body: &[u8]) -> Result<Message, Malformed> {
                 members.push(Entry {
                     pid: b.u32("pid")?,
                     address: b.address()?,
+                    host: b.array("host")?,
                 });
             }
             Message::Formed { members }
@@ -411,11 +420,13 @@ mod tests {
                 proof: [3; 32],
                 pid: 77,
                 address: v4,
+                host: [9; 16],
             },
             Message::Proof {
                 proof: [3; 32],
                 pid: 0,
                 address: v6,
+                host: [0; 16],
             },
             Message::Welcome { rank: 3 },
             Message::Denied {
@@ -433,10 +444,12 @@ mod tests {
                     Entry {
                         pid: 1,
                         address: v4,
+                        host: [1; 16],
                     },
                     Entry {
                         pid: 2,
                         address: v6,
+                        host: [2; 16],
                     },
                 ],
             },

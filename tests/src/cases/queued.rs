@@ -279,7 +279,7 @@ pub fn dropped_reservation_is_freed_after_the_work<D: Vmm>(dev: &D)
 where
     D::Reservation: Send + 'static,
 {
-    use hal_core::kit::teardown::unfinished;
+    use hal_core::kit::stream::teardown::unfinished;
     assert_eq!(unfinished(), 0, "nothing left at the start");
     let (_stream, gate, reservation) = gated_beside_a_mapping(dev);
     drop_returns(reservation, "a mapped reservation");
@@ -301,7 +301,7 @@ pub fn dropped_allocation_is_freed_after_the_work<D: Device>(dev: &D) -> bool
 where
     D::Allocation: Send + 'static,
 {
-    use hal_core::kit::teardown::unfinished;
+    use hal_core::kit::stream::teardown::unfinished;
     assert_eq!(unfinished(), 0, "nothing left at the start");
     let memory = must(
         dev.allocate(&hal_core::AllocDesc::device(dev.info().ordinal, 1 << 20)),

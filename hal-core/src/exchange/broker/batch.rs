@@ -23,8 +23,8 @@ use crate::exchange::limits::dropped_descriptors;
 use crate::exchange::peer::PeerCred;
 use crate::exchange::sys;
 use crate::handle::Handle;
-use crate::kit::discard::Untrusted;
 use crate::kit::os;
+use crate::kit::os::discard::Untrusted;
 use crate::lease::LeaseTicket;
 
 /// Fetch the descriptors of every handle in `handles`, all served by the

@@ -18,8 +18,8 @@ use super::registry::{Table, SERIAL};
 use crate::error::Error;
 use crate::exchange::limits::MAX_FDS;
 use crate::exchange::peer::PeerCred;
-use crate::kit::lock::lock;
 use crate::kit::os;
+use crate::kit::os::lock::lock;
 use crate::lease::{LeaseTable, LeaseTicket};
 
 /// What the broker answers to one request.

@@ -209,7 +209,7 @@ fn load(handle: &Handle, name: &str) -> std::result::Result<View, Unloaded> {
 mod tests {
     use super::super::policy::Allowed;
     use super::*;
-    use crate::kit::lock::lock;
+    use crate::kit::os::lock::lock;
 
     fn entry(policy: u32, uid: u32, pids: Vec<Allowed>) -> Snapshot {
         Snapshot {

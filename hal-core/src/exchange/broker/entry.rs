@@ -21,5 +21,5 @@ pub(super) struct Entry {
 
 /// The registrations by object id. It stays consistent even if a holder
 /// panicked (every update is a single insert, remove or field store), so it
-/// is locked with [`crate::kit::lock::lock`].
+/// is locked with [`crate::kit::os::lock::lock`].
 pub(super) type Table = Mutex<HashMap<[u8; 16], Vec<Entry>>>;

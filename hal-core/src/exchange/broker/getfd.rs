@@ -38,8 +38,8 @@ use std::sync::Mutex;
 use super::located::Located;
 use super::pool::Pooled;
 use crate::handle::Handle;
-use crate::kit::lock::lock;
 use crate::kit::os;
+use crate::kit::os::lock::lock;
 
 /// The environment variable that turns the `pidfd_getfd` path off (`0`),
 /// or on with its located form too (`1`).

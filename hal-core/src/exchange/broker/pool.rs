@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use super::inherited::{handler_installed, ListedFd};
 use crate::exchange::peer::PeerCred;
-use crate::kit::lock::lock;
 use crate::kit::os;
+use crate::kit::os::lock::lock;
 
 /// How long an importer keeps a connection it does not use.
 pub(super) const CLIENT_IDLE: Duration = Duration::from_secs(5);

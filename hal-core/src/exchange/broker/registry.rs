@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, Once};
 pub(super) use super::entry::{Entry, Table};
 use super::policy::Policy;
 use crate::handle::Handle;
-use crate::kit::lock::lock;
 use crate::kit::os;
+use crate::kit::os::lock::lock;
 
 /// This process's broker.
 pub(super) struct Broker {

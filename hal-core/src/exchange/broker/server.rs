@@ -12,8 +12,8 @@ use super::policy::Policy;
 use super::registry::{Broker, Entry, Registration, Table, BROKER, FORK_HOOK, LISTENER_FD, SERIAL};
 use super::serve;
 use crate::error::{Error, Result};
-use crate::kit::lock::lock;
 use crate::kit::os;
+use crate::kit::os::lock::lock;
 use crate::lease::LeaseTable;
 
 /// Register `fds` under `object_id` with this process's broker, starting it

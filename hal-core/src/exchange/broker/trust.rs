@@ -15,7 +15,7 @@
 use std::sync::{Mutex, OnceLock};
 
 use super::policy::{uid_allowed, unmapped};
-use crate::kit::lock::lock;
+use crate::kit::os::lock::lock;
 
 /// The environment variable with the uids whose brokers this process
 /// trusts besides its own and root's (`HAL_TRUST_EXPORTER_UIDS=26,1000`).

@@ -8,8 +8,8 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
 use super::board::{Page, BOARD_ID};
-use crate::kit::lock::lock;
 use crate::kit::os;
+use crate::kit::os::lock::lock;
 use crate::lease::LeaseTicket;
 
 /// An exporter's board as this process sees it, with a pidfd of the

@@ -23,7 +23,7 @@
 
 use crate::error::{Error, HandleError, Result};
 use crate::exchange::{PeerCred, MAX_FDS};
-use crate::kit::discard::Untrusted;
+use crate::kit::os::discard::Untrusted;
 
 /// Longest body of a message (a handle's binary form is under a kilobyte).
 pub const MAX_FRAME: usize = 4096;

@@ -1,7 +1,7 @@
 //! A new handle for an export: who made it, who may import it, what it is.
 
-use crate::error::{Error, Result};
-use crate::handle::wire::MAX_PIDS;
+use crate::error::Result;
+use crate::exported::check_pid_count;
 use crate::handle::{FdSource, Handle, HandleFlags, HandleKind, PidKind};
 use crate::kit::os;
 use crate::types::{BackendId, ExportOptions, Importers, Location};
@@ -32,7 +32,8 @@ pub struct HandleSpec {
 ///
 /// - who may import, from [`ExportOptions::importers`]:
 ///   [`HandleFlags::ANY_IMPORTER`], or the allow-list of pids (at most
-///   [`MAX_PIDS`], else [`Error::InvalidArgument`]);
+///   [`MAX_PIDS`](crate::handle::wire::MAX_PIDS), else
+///   [`Error::InvalidArgument`](crate::Error::InvalidArgument));
 /// - [`HandleFlags::READ_ONLY`] for [`ExportOptions::read_only`];
 /// - this process as the creator (pid, start time, pid namespace), OS pids
 ///   ([`PidKind::Os`]) and a random object id.
@@ -102,21 +103,11 @@ pub fn new_handle(spec: &HandleSpec, opts: &ExportOptions) -> Result<Handle> {
     })
 }
 
-/// Refuse an allow-list of `count` pids when more than a handle carries.
-pub(crate) fn check_pid_count(count: usize) -> Result<()> {
-    if count > MAX_PIDS {
-        return Err(Error::invalid(format!(
-            "{count} importer pids, over the bound of {MAX_PIDS} that a handle carries: allow \
-             fewer pids, or export with Importers::SameUser (any process of this user) or \
-             Importers::Anyone"
-        )));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
+    use crate::handle::wire::MAX_PIDS;
 
     fn spec(default_allow_list: bool) -> HandleSpec {
         HandleSpec {

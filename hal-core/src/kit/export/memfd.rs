@@ -57,7 +57,7 @@ impl SealedMemfd {
     }
 
     /// Map a descriptor whose seals were already checked
-    /// ([`take_sealed`](super::take_sealed)).
+    /// ([`take_sealed`](crate::exchange::sealed::take_sealed)).
     pub(crate) fn mapped(fd: OwnedFd, len: u64) -> Result<SealedMemfd> {
         let map = SharedMap::map(fd.as_fd(), len, 0, Prot::ReadWrite, None)?;
         Ok(SealedMemfd { map, fd })

@@ -6,24 +6,24 @@
 //!   (who may import, read-only, creator identity, object id);
 //! - [`SealedMemfd`] and [`sealed_memfd`]: the memory object, a memfd
 //!   sealed against size changes, and its mapping;
-//! - [`Exported`]: the handle with its descriptors, registered with this
-//!   process's descriptor broker;
-//! - [`take_sealed`]: the importer's side, the descriptors of a shared
-//!   handle taken and their seals checked before anything maps them.
+//! - [`Exported`]: the handle with its descriptors (the contract's value,
+//!   registered with this process's descriptor broker by the exchange);
+//! - [`check_memfds`]: the importer's side, the descriptors of a shared
+//!   handle, once taken ([`exchange::take_sealed`](crate::exchange::sealed::take_sealed)),
+//!   checked for their seals before anything maps them;
+//! - [`KeepAlive`]: what an import keeps as long as itself (its lease).
 //!
 //! The shared page of an event or a notify built on these is
-//! [`syncpage`](crate::kit::syncpage).
+//! [`syncpage`].
 
-pub mod envelope;
-mod exported;
 mod handle;
+mod keep_alive;
 mod memfd;
-pub mod numbered;
+pub mod syncpage;
 mod take;
 
-pub use exported::Exported;
+pub use crate::exported::Exported;
 pub use handle::{new_handle, HandleSpec};
+pub use keep_alive::KeepAlive;
 pub use memfd::{sealed_memfd, SealedMemfd};
-pub use take::{
-    check_fd_count, check_sealed, fd_array, take_sealed, take_sealed_batch, Expect, Sealed,
-};
+pub use take::{check_fd_count, check_memfds, fd_array, Expect};

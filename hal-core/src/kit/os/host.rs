@@ -4,7 +4,7 @@
 
 use crate::bounds::check_bounds;
 use crate::error::{Error, Result};
-use crate::kit::lock::lock;
+use crate::kit::os::lock::lock;
 
 /// A page-aligned range of host memory mapped by someone else (a
 /// PostgreSQL dynamic shared memory segment, a framework's buffer), copied

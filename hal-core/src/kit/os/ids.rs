@@ -5,7 +5,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use super::process::pid;
+use crate::process::pid;
 
 /// 16 random bytes from the kernel (`getrandom`).
 pub fn random_id() -> [u8; 16] {

@@ -336,7 +336,7 @@ impl SharedMap {
         call: impl FnOnce(*mut u8) -> bool,
     ) -> Result<()> {
         self.check_sub(offset, len)?;
-        let mut pieces = crate::kit::lock::write(&self.prot);
+        let mut pieces = crate::kit::os::lock::write(&self.prot);
         if self.pinned.load(Ordering::Acquire) {
             return Err(Error::invalid(
                 "the mapping has handed out atomic references, so its protection can no \
@@ -371,7 +371,7 @@ impl SharedMap {
         what: &str,
     ) -> Result<RwLockReadGuard<'_, Pieces>> {
         self.check_sub(offset, len)?;
-        let pieces = crate::kit::lock::read(&self.prot);
+        let pieces = crate::kit::os::lock::read(&self.prot);
         let start = offset as usize;
         if len > 0 && !pieces.allow(start, start + len as usize, want) {
             return Err(Error::PermissionDenied {
@@ -407,7 +407,7 @@ impl SharedMap {
     /// The protection of the byte at `offset` (`None` when out of bounds).
     pub fn protection_at(&self, offset: u64) -> Option<Prot> {
         let at = usize::try_from(offset).ok().filter(|&o| o < self.len)?;
-        let pieces = crate::kit::lock::read(&self.prot);
+        let pieces = crate::kit::os::lock::read(&self.prot);
         Some(pieces.0[pieces.index_of(at)].1)
     }
 
@@ -462,7 +462,7 @@ impl SharedMap {
     /// copies in and out of one that is read-write throughout then skip the
     /// lock that keeps a change from running under a copy.
     pub fn pin_protection(&self) {
-        self.pin_under(&crate::kit::lock::read(&self.prot));
+        self.pin_under(&crate::kit::os::lock::read(&self.prot));
     }
 
     /// Pin, with the protection record held (a change waits for it, and

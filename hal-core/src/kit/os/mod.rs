@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 #[allow(unsafe_code)]
 mod as_user;
 mod dead_names;
+pub mod discard;
 pub mod elf;
 #[allow(unsafe_code)]
 mod flock;
@@ -24,6 +25,8 @@ mod host;
 mod ids;
 #[allow(unsafe_code)]
 pub mod library;
+mod liveness;
+pub mod lock;
 #[allow(unsafe_code)]
 mod map;
 mod maps;
@@ -32,23 +35,24 @@ mod origin;
 #[allow(unsafe_code)]
 mod page;
 mod peer_fd;
+pub mod peer_region;
 #[allow(unsafe_code)]
 mod pidfd;
 mod pins;
 #[allow(unsafe_code)]
 mod private_file;
 #[allow(unsafe_code)]
-mod process;
-#[allow(unsafe_code)]
 mod quick_stat;
 pub mod thread;
 mod user_dir;
 
+pub use crate::process::{pid, pid_namespace, process_start_time, self_identity};
 pub use as_user::{as_fs_user, unlink_as};
 pub use dead_names::{collect_dead_names, DeadName};
 pub use flock::{lock_patiently, unlock};
 pub use host::{is_mapped, HostRange, HostRegistry};
 pub use ids::{random_id, unique_id};
+pub use liveness::{process_alive, process_euid};
 pub use map::{Prot, SharedMap};
 pub use maps::maps_same_object;
 pub use numa::numa_nodes;
@@ -60,9 +64,6 @@ pub use pins::current_start_time;
 pub use private_file::{
     collectable_names, private_names, private_path, private_path_of, PrivateFile, PrivateLock,
     MAX_PRIVATE_NAME,
-};
-pub use process::{
-    pid, pid_namespace, process_alive, process_euid, process_start_time, self_identity,
 };
 pub use quick_stat::{holds_file, is_memfd, quick_stat, QuickStat};
 pub use user_dir::{judge_user_dir, make_user_dir, user_dir, user_dirs, PRIVATE_DIR};

@@ -25,7 +25,7 @@
 
 use crate::error::{Error, Result};
 
-use super::process::{fork_generation, pid};
+use crate::process::{fork_generation, pid};
 
 /// The process an object was made in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::{Mutex, TryLockError};
 
-use super::process::process_start_time;
+use crate::process::process_start_time;
 
 /// Most processes kept.
 const KEPT: usize = 64;

@@ -49,8 +49,8 @@ use std::sync::{Arc, Mutex};
 use super::entry::Entry;
 use super::policy::{Allowed, Policy};
 use crate::error::Result;
-use crate::kit::lock::lock;
 use crate::kit::os;
+use crate::kit::os::lock::lock;
 use crate::lease::OutsideLeases;
 
 pub(crate) mod binding;

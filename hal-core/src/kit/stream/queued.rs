@@ -13,7 +13,7 @@
 //! the vendor, so an idle answer covers everything the list holds.
 //!
 //! ```
-//! use hal_core::kit::queued::QueuedUse;
+//! use hal_core::kit::stream::queued::QueuedUse;
 //!
 //! let held = QueuedUse::default();
 //! {
@@ -29,7 +29,7 @@
 //! ```
 
 use crate::error::Result;
-use crate::kit::lock::lock;
+use crate::kit::os::lock::lock;
 use std::any::Any;
 use std::sync::{Mutex, MutexGuard};
 

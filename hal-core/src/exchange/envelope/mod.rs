@@ -18,9 +18,12 @@ use std::os::unix::fs::FileExt as _;
 
 use crate::error::{Error, Result};
 use crate::handle::{FdSource, Handle, HandleFlags, HandleKind, PidKind, SharedHandle};
-use crate::kit::export::{new_handle, Exported, HandleSpec};
+use crate::kit::export::{new_handle, HandleSpec};
 use crate::kit::os;
 use crate::types::{BackendId, ExportOptions, Importers, Location};
+use crate::Exported;
+
+pub mod numbered;
 
 /// The most bytes an envelope holds (a handle's text is far shorter).
 pub const MAX_ENVELOPE: u64 = 4096;

@@ -13,7 +13,7 @@
 //!
 //! ```
 //! use std::path::Path;
-//! use hal_core::kit::needs::{self, EntryGroup, Why};
+//! use hal_core::kit::vendor::needs::{self, EntryGroup, Why};
 //! use hal_core::Capabilities;
 //!
 //! const GROUPS: &[EntryGroup] = &[EntryGroup {
@@ -155,7 +155,7 @@ pub fn capability_absent(
 /// one gate every operation that needs a capability goes through.
 ///
 /// ```
-/// use hal_core::kit::needs::{self, Offered};
+/// use hal_core::kit::vendor::needs::{self, Offered};
 /// use hal_core::{Capabilities, Error};
 ///
 /// struct Device(Capabilities);

@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use std::path::PathBuf;
-//! use hal_core::kit::runtime::{self, Failure};
+//! use hal_core::kit::vendor::runtime::{self, Failure};
 //! use hal_core::Availability;
 //!
 //! let path = PathBuf::from("/opt/example/libexample.so.1");
@@ -24,7 +24,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::kit::os::library::NotLoaded;
-use crate::kit::vendor_library::VendorLibrary;
+use crate::kit::vendor::library::VendorLibrary;
 use crate::types::Availability;
 
 /// Why a vendor runtime cannot be used.

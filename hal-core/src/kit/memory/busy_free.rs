@@ -3,7 +3,7 @@
 //! does; freed (dropped) once none does.
 //!
 //! ```
-//! use hal_core::kit::busy_free;
+//! use hal_core::kit::memory::busy_free;
 //!
 //! let refused = busy_free::unless_held(vec![0u8; 4], 2, |v| format!("{} bytes", v.len()));
 //! let e = refused.unwrap_err();

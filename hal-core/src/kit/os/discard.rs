@@ -22,8 +22,8 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::Mutex;
 
-use super::os::{quick_stat, seals};
-use crate::kit::lock::lock;
+use super::{quick_stat, seals};
+use crate::kit::os::lock::lock;
 
 /// The closing thread's queue, and the pid of the process that started it
 /// (a forked child starts its own).
@@ -73,7 +73,7 @@ fn close_later(fd: OwnedFd) {
         _ => fd,
     };
     let (tx, rx) = channel::<OwnedFd>();
-    let started = super::os::thread::spawn("hal-discard", move || {
+    let started = crate::kit::os::thread::spawn("hal-discard", move || {
         for fd in rx {
             drop(fd);
         }
@@ -284,7 +284,7 @@ mod tests {
 
     #[test]
     fn received_descriptors_are_closed_on_the_closing_thread_of_their_process() {
-        let out = crate::testing::child("kit::discard::tests::__discarder")
+        let out = crate::testing::child("kit::os::discard::tests::__discarder")
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);

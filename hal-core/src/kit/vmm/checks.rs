@@ -6,16 +6,16 @@
 //! vendor needs beyond them to the backend.
 //!
 //! ```
-//! use hal_core::kit::vmm_checks;
+//! use hal_core::kit::vmm::checks;
 //!
 //! let granularity = 0x20_0000;
-//! assert!(vmm_checks::reservation(4 * granularity, 0, granularity).is_ok());
-//! assert!(vmm_checks::reservation(4 * granularity, 3, granularity).is_err());
+//! assert!(checks::reservation(4 * granularity, 0, granularity).is_ok());
+//! assert!(checks::reservation(4 * granularity, 3, granularity).is_err());
 //! // Two granules of a four-granule physical allocation, mapped at the
 //! // reservation's second granule:
 //! let len = 2 * granularity;
-//! assert!(vmm_checks::mapping(granularity, 0, len, granularity, 4 * granularity, 4 * granularity).is_ok());
-//! assert!(vmm_checks::range("unmap", 1, len, granularity, 4 * granularity).is_err());
+//! assert!(checks::mapping(granularity, 0, len, granularity, 4 * granularity, 4 * granularity).is_ok());
+//! assert!(checks::range("unmap", 1, len, granularity, 4 * granularity).is_err());
 //! ```
 
 use crate::device::check_bounds;

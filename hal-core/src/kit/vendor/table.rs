@@ -1,4 +1,4 @@
-//! A backend's own table of error codes: what [`kit::vendor`](super::vendor)
+//! A backend's own table of error codes: what [`kit::vendor`](super)
 //! holds for CUDA and ACL, for a vendor whose crate lives outside hal's
 //! workspace. The codes are the vendor's (from its public headers), kept as
 //! plain data in the backend's crate; the table turns a vendor status into
@@ -6,7 +6,7 @@
 //!
 //! ```
 //! use hal_core::kit::vendor::Code;
-//! use hal_core::kit::vendor_codes::CodeTable;
+//! use hal_core::kit::vendor::table::CodeTable;
 //! use hal_core::BackendId;
 //!
 //! const CODES: CodeTable = CodeTable {
@@ -22,8 +22,8 @@
 //! assert!(unknown.to_string().contains("EXAMPLE_UNKNOWN_99"), "{unknown}");
 //! ```
 
+use super::codes::Code;
 use crate::error::{Error, Result, VendorError};
-use crate::kit::vendor::Code;
 use crate::types::BackendId;
 
 /// A vendor's error codes, the one whose number is 0 meaning success.

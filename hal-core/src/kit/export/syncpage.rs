@@ -35,9 +35,7 @@ use std::sync::atomic::{fence, AtomicU32, Ordering};
 use std::time::Duration;
 
 use crate::error::{Error, HandleError, Result};
-use crate::exchange::Lease;
-use crate::handle::SharedHandle;
-use crate::kit::export::{take_sealed, Expect, SealedMemfd};
+use crate::kit::export::{KeepAlive, SealedMemfd};
 use crate::kit::os;
 use crate::types::WaitOptions;
 use crate::wait::spin_then_sleep;
@@ -74,7 +72,7 @@ pub struct SyncPage {
     mem: SealedMemfd,
     max_sleep: Option<Duration>,
     /// An importer's lease; given back when the page is dropped.
-    _lease: Option<Lease>,
+    _lease: Option<KeepAlive>,
     /// The process that made or imported the page: a child forked from
     /// it is refused every word (the events and notifies on the page are
     /// its parent's).
@@ -98,29 +96,8 @@ impl SyncPage {
         SyncPage::checked(SealedMemfd::open(fd, PAGE_LEN)?, kind, what)
     }
 
-    /// Import the page of a shared handle: its one descriptor taken and
-    /// checked ([`take_sealed`]), then opened as [`SyncPage::open`] does.
-    /// With `leased`, the importer's lease (when the exporter counts
-    /// importers) is kept in the page.
-    pub fn import(
-        shared: &mut SharedHandle,
-        kind: PageKind,
-        what: &str,
-        leased: bool,
-    ) -> Result<SyncPage> {
-        let expect = Expect {
-            what: &format!("{what} handle"),
-            min_size: PAGE_LEN,
-            read_only: false,
-            leased,
-        };
-        let taken = take_sealed::<1>(shared, &expect)?;
-        let [fd] = taken.fds;
-        let page = SyncPage::checked(SealedMemfd::mapped(fd, PAGE_LEN)?, kind, what)?;
-        Ok(page.with_lease(taken.lease))
-    }
-
-    fn checked(mem: SealedMemfd, kind: PageKind, what: &str) -> Result<SyncPage> {
+    /// `mem` as a page holding `kind`, else [`HandleError::Descriptors`].
+    pub(crate) fn checked(mem: SealedMemfd, kind: PageKind, what: &str) -> Result<SyncPage> {
         let page = SyncPage::from(mem);
         if page.slot(MAGIC)?.load(Ordering::Acquire) != kind.magic || page.kind()? != kind.kind {
             return Err(
@@ -130,9 +107,10 @@ impl SyncPage {
         Ok(page)
     }
 
-    /// Keep an importer's lease as long as the page.
-    pub fn with_lease(mut self, lease: Option<Lease>) -> SyncPage {
-        self._lease = lease;
+    /// Keep an importer's lease (an [`exchange::Lease`](crate::exchange::Lease))
+    /// as long as the page.
+    pub fn with_lease(mut self, lease: Option<impl Send + Sync + 'static>) -> SyncPage {
+        self._lease = lease.map(KeepAlive::new);
         self
     }
 

@@ -3,7 +3,7 @@
 //! little-endian `u64`s.
 //!
 //! ```
-//! use hal_core::kit::raw_ipc;
+//! use hal_core::kit::vendor::raw_ipc;
 //!
 //! let out: [u8; 4 + raw_ipc::RANGE_LEN] = raw_ipc::encode(&[1, 2, 3, 4], 8, 16);
 //! let (vendor, offset, size) = raw_ipc::decode::<4>(&out, "raw example handle")?;

@@ -10,8 +10,8 @@
 
 use std::os::fd::{AsFd, OwnedFd};
 
-use super::os::{add_seals, Prot, SharedMap, SIZE_SEALS};
-use super::os::{file_facts, fstat, memfd, open_peer_fd, verify_memfd_facts};
+use super::{add_seals, Prot, SharedMap, SIZE_SEALS};
+use super::{file_facts, fstat, memfd, open_peer_fd, verify_memfd_facts};
 #[cfg(doc)]
 use crate::Error;
 use crate::Result;

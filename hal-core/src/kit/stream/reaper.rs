@@ -13,7 +13,7 @@
 //! process ends; after [`LATE`] the thread says so once in the log.
 //!
 //! ```
-//! use hal_core::kit::reaper::{defer, pending, Drained};
+//! use hal_core::kit::stream::reaper::{defer, pending, Drained};
 //! use std::sync::atomic::{AtomicBool, Ordering};
 //! use std::sync::Arc;
 //!
@@ -39,7 +39,7 @@ use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
-use crate::kit::lock::{lock, wait};
+use crate::kit::os::lock::{lock, wait};
 
 /// A dropped stream that finishes its work on its own.
 pub trait Drained: Send + 'static {

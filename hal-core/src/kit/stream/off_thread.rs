@@ -5,7 +5,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use hal_core::kit::off_thread;
+//! use hal_core::kit::stream::off_thread;
 //!
 //! let done = off_thread::wait("example-sync", "the example to finish", None, || Ok(()));
 //! assert!(done.is_ok());

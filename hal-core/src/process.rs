@@ -1,6 +1,6 @@
-//! Who this process is and whether another one lives: the pid (kept, and
-//! read again after `fork`), start times read from `/proc/PID/stat`, the
-//! pid namespace.
+//! Who this process is: the pid (kept, and read again after `fork`), start
+//! times read from `/proc/PID/stat`, the pid namespace. Whether another
+//! process lives is the kit's (`kit::os::process_alive`).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Once, OnceLock};
@@ -74,7 +74,7 @@ fn read_pid() -> u32 {
 /// hold spaces and parentheses: fields resume after its last `)`), read
 /// with one `read` where it fits in 1 KiB; `None` when there is no such
 /// process.
-fn stat_fields(pid: u32, buf: &mut [u8; 1024]) -> Option<&str> {
+pub(crate) fn stat_fields(pid: u32, buf: &mut [u8; 1024]) -> Option<&str> {
     let file = std::fs::File::open(format!("/proc/{pid}/stat")).ok()?;
     let n = read_line(file, buf)?;
     let text = std::str::from_utf8(&buf[..n]).ok()?;
@@ -110,19 +110,6 @@ pub fn process_start_time(pid: u32) -> Option<u64> {
     stat_fields(pid, &mut buf)?
         .split_ascii_whitespace()
         .nth(19)?
-        .parse()
-        .ok()
-}
-
-/// The effective uid of process `pid` (`/proc/PID/status`, `Uid:`), or
-/// `None` when it cannot be read.
-pub fn process_euid(pid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))?
-        .split_ascii_whitespace()
-        .nth(1)?
         .parse()
         .ok()
 }
@@ -166,50 +153,10 @@ pub fn pid_namespace() -> u64 {
     ns
 }
 
-/// True when the process `pid` that started at `start` is still alive (a
-/// zombie, or a process already in its exit path, counts as dead).
-/// `start == 0` means unknown and trusts the pid alone.
-pub fn process_alive(pid: u32, start: u64) -> bool {
-    if pid == 0 {
-        return false;
-    }
-    let mut buf = [0u8; 1024];
-    let Some(rest) = stat_fields(pid, &mut buf) else {
-        return false;
-    };
-    // Fields after the command name: state (field 3), ..., flags (field 9),
-    // ..., start time (field 22).
-    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
-    if fields.first() == Some(&"Z") {
-        return false;
-    }
-    // A process being torn down (PF_EXITING, set at the start of the kernel's
-    // exit path, before its descriptors are closed and before it shows as a
-    // zombie) counts as dead too: otherwise a peer that sees the dying
-    // process's sockets close reads it as alive and misreports the cause
-    // (for example an exporter killed during a broker fetch gave NotFound
-    // instead of Closed).
-    const PF_EXITING: u64 = 0x4;
-    if fields
-        .get(6)
-        .and_then(|s| s.parse::<u64>().ok())
-        .is_some_and(|flags| flags & PF_EXITING != 0)
-    {
-        return false;
-    }
-    start == 0 || fields.get(19).and_then(|s| s.parse::<u64>().ok()) == Some(start)
-}
-
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn a_processs_effective_uid_is_read() {
-        let me = super::process_euid(std::process::id());
-        assert_eq!(me, Some(nix::unistd::geteuid().as_raw()));
-        assert_eq!(super::process_euid(u32::MAX), None);
-    }
-
     use super::*;
+    use crate::kit::os::process_alive;
 
     #[test]
     fn the_kept_pid_is_read_again_after_fork() {

@@ -32,10 +32,10 @@
 //!
 //! let freed = Arc::new(AtomicBool::new(false));
 //! let f = Arc::clone(&freed);
-//! hal_core::kit::teardown::after_work("example-teardown", move || f.store(true, Ordering::Release));
+//! hal_core::kit::stream::teardown::after_work("example-teardown", move || f.store(true, Ordering::Release));
 //! // Nothing to wait for: done before `after_work` returned.
 //! assert!(freed.load(Ordering::Acquire));
-//! assert_eq!(hal_core::kit::teardown::unfinished(), 0);
+//! assert_eq!(hal_core::kit::stream::teardown::unfinished(), 0);
 //! ```
 
 use std::collections::VecDeque;
@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::kit::lock::{lock, wait_timeout, wait_timeout_while};
+use crate::kit::os::lock::{lock, wait_timeout, wait_timeout_while};
 use crate::{Error, Result};
 
 /// How long a drop waits for its teardown before it returns and lets the

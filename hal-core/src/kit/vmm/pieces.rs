@@ -8,7 +8,7 @@ use std::ops::Range;
 use std::sync::{Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
-use crate::kit::lock::lock;
+use crate::kit::os::lock::lock;
 use crate::vmm::{AccessGrant, AccessTarget};
 use crate::Access;
 

@@ -1,16 +1,15 @@
-//! The exporter's side of a handle: the handle, its descriptors, and their
-//! registration with this process's descriptor broker.
+//! The exporter's side of a handle, as the contract names it: the handle,
+//! its descriptors, what serves them to other processes, and what the
+//! vendor requires the exporter to close. The serving itself (this
+//! process's descriptor broker) is the exchange's: the contract holds it as
+//! a guard it does not look into.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::exchange::broker::{self, Policy, Registration};
-use crate::exchange::MAX_FDS;
-use crate::handle::{FdSource, Handle, HandleFlags, SharedHandle};
-use crate::kit::export::handle::check_pid_count;
-use crate::kit::os;
-use crate::lease::LeaseTable;
+use crate::handle::wire::MAX_PIDS;
+use crate::handle::{Handle, HandleFlags, SharedHandle};
 use crate::types::{BackendId, Importers};
 
 /// An exported resource: its [`Handle`], the descriptors that go with it, and
@@ -83,10 +82,17 @@ use crate::types::{BackendId, Importers};
 pub struct Exported {
     handle: Handle,
     fds: Arc<[OwnedFd]>,
-    registration: Option<Registration>,
+    registration: Option<Box<dyn Serving>>,
     // Declared after the registration: fields drop in order, so the broker
     // serves no importer once the guard is gone.
     guard: Option<Guard>,
+}
+
+/// What serves an export's descriptors to other processes (the exchange's
+/// broker registration): dropping it stops serving them.
+pub(crate) trait Serving: Send + Sync + std::fmt::Debug {
+    /// Who may import changed: serve only the importers `handle` allows.
+    fn set_policy_of(&self, handle: &Handle);
 }
 
 /// What the exporter's side of an export must close (see
@@ -100,99 +106,19 @@ impl std::fmt::Debug for Guard {
 }
 
 impl Exported {
-    /// Registers `fds` with this process's descriptor broker (an abstract Unix
-    /// socket, nothing on the file system) so that the handle text alone is
-    /// enough to import from another process; sets `handle.fds` to
-    /// [`FdSource::Broker`] with their count and the broker's name. With no
-    /// fds: [`FdSource::None`].
-    ///
-    /// The broker's allow-list starts as the handle's (`allowed_pids`, or
-    /// anyone with [`HandleFlags::ANY_IMPORTER`]). At most
-    /// [`MAX_FDS`](crate::exchange::MAX_FDS) descriptors. Where the broker
-    /// cannot be started (sockets forbidden by a sandbox), a warning is logged
-    /// and the handle says [`FdSource::Attached`]: its descriptors then travel
-    /// only beside it (a Unix socket, [`Exported::share`]).
-    pub fn new(handle: Handle, fds: Vec<OwnedFd>) -> Result<Exported> {
-        Exported::register(handle, fds, None)
-    }
-
-    /// As [`Exported::new`], for a resource whose importers the exporter
-    /// counts in `leases`: the broker registers a lease for every process
-    /// it serves (see [`lease`](crate::lease)). Without a broker (the
-    /// warning case of [`Exported::new`]) importers are not counted.
-    ///
-    /// A resource that needs no descriptors (memory the vendor shares by a
-    /// key of its own, as CUDA's legacy IPC does) is still registered, so
-    /// that importers take their leases from the broker: the export then
-    /// carries one descriptor of its own, an empty sealed memfd (the lease
-    /// token), because a handle names a broker only together with at least
-    /// one descriptor ([`wire`](crate::handle::wire)). Importers receive it
-    /// and may close it at once.
-    pub fn with_leases(
+    /// An export of `handle` (whose `fds` already says where its
+    /// descriptors are) with its descriptors and what serves them.
+    pub(crate) fn assemble(
         handle: Handle,
-        fds: Vec<OwnedFd>,
-        leases: Arc<LeaseTable>,
-    ) -> Result<Exported> {
-        Exported::register(handle, fds, Some(leases))
-    }
-
-    fn register(
-        mut handle: Handle,
-        fds: Vec<OwnedFd>,
-        leases: Option<Arc<LeaseTable>>,
-    ) -> Result<Exported> {
-        if fds.len() > MAX_FDS {
-            return Err(Error::invalid(format!(
-                "{} descriptors for one export, over the bound of {MAX_FDS}",
-                fds.len()
-            )));
-        }
-        let fds = if fds.is_empty() && leases.is_some() {
-            vec![lease_token()?]
-        } else {
-            fds
-        };
-        let fds: Arc<[OwnedFd]> = fds.into();
-        let count = fds.len() as u8;
-        if fds.is_empty() {
-            handle.fds = FdSource::None;
-            return Ok(Exported {
-                handle,
-                fds,
-                registration: None,
-                guard: None,
-            });
-        }
-        let registration = match broker::register(
-            handle.object_id,
-            Arc::clone(&fds),
-            Policy::of(&handle, None),
-            leases,
-        ) {
-            Ok(reg) => {
-                handle.fds = FdSource::Broker {
-                    count,
-                    name: reg.name().to_owned(),
-                };
-                Some(reg)
-            }
-            Err(e) => {
-                log::warn!(
-                    "the descriptor broker is unavailable ({e}); the descriptors of export {} \
-                         travel only beside its handle (a Unix socket, Exported::share), not with \
-                         its text alone",
-                    os::hex(&handle.object_id)
-                );
-                handle.fds = FdSource::Attached { count };
-                None
-            }
-        };
-        Ok(Exported {
+        fds: Arc<[OwnedFd]>,
+        registration: Option<Box<dyn Serving>>,
+    ) -> Exported {
+        Exported {
             handle,
             fds,
             registration,
             guard: None,
-        })
+        }
     }
 
     /// Keep `guard` until the export is dropped: what the vendor requires
@@ -241,7 +167,10 @@ impl Exported {
         let fds = self
             .fds
             .iter()
-            .map(|fd| os::dup(fd.as_fd()))
+            .map(|fd| {
+                fd.try_clone()
+                    .map_err(|e| Error::io("dup of a descriptor", e))
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(SharedHandle {
             handle: self.handle.clone(),
@@ -311,17 +240,6 @@ impl Exported {
     }
 }
 
-/// The one descriptor of an export that counts its importers and needs no
-/// descriptors: an empty memfd sealed against every change.
-fn lease_token() -> Result<OwnedFd> {
-    let fd = os::memfd("hal-lease-token", 0, None)?;
-    os::add_seals(
-        fd.as_fd(),
-        libc::F_SEAL_SEAL | libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE,
-    )?;
-    Ok(fd)
-}
-
 /// `old` followed by the pids of `new` not in it yet.
 fn merge(old: &[u32], new: &[u32]) -> Result<Vec<u32>> {
     let mut list = old.to_vec();
@@ -337,10 +255,25 @@ fn merge(old: &[u32], new: &[u32]) -> Result<Vec<u32>> {
     Ok(list)
 }
 
+/// Refuse an allow-list of `count` pids when more than a handle carries.
+pub(crate) fn check_pid_count(count: usize) -> Result<()> {
+    if count > MAX_PIDS {
+        return Err(Error::invalid(format!(
+            "{count} importer pids, over the bound of {MAX_PIDS} that a handle carries: allow \
+             fewer pids, or export with Importers::SameUser (any process of this user) or \
+             Importers::Anyone"
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handle::wire::MAX_PIDS;
+    use crate::handle::FdSource;
+    use crate::kit::os;
+    use crate::lease::LeaseTable;
+    use std::os::fd::AsFd;
 
     fn assert_send_sync<T: Send + Sync>() {}
 

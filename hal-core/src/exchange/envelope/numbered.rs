@@ -22,11 +22,11 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
-use super::envelope::{self, broker_suffix, EnvelopeRef};
-use super::Exported;
+use super::{broker_suffix, EnvelopeRef};
 use crate::error::{Error, Result};
 use crate::kit::os;
 use crate::types::BackendId;
+use crate::Exported;
 
 /// The first 8 bytes of the object id of a numbered envelope.
 const MAGIC: [u8; 8] = *b"hal-u64:";
@@ -68,7 +68,7 @@ fn next_number() -> u64 {
 /// where no broker can run.
 pub fn seal(text: &str, backend: BackendId) -> Result<(Exported, u64)> {
     let number = next_number();
-    let (envelope, _) = envelope::seal_as(text, backend, Some(object_id(number)))?;
+    let (envelope, _) = super::seal_as(text, backend, Some(object_id(number)))?;
     Ok((envelope, number))
 }
 
@@ -110,7 +110,7 @@ pub fn open(number: u64, backend: BackendId) -> Result<String> {
             broker,
             object_id: object_id(number),
         };
-        match envelope::open(&r, backend) {
+        match super::open(&r, backend) {
             Ok(text) => return Ok(text),
             Err(e) => last = e,
         }
@@ -144,7 +144,7 @@ mod tests {
 
     #[test]
     fn this_process_broker_is_listed() {
-        let (_kept, r) = envelope::seal("x", BackendId::MockAscend).unwrap();
+        let (_kept, r) = super::super::seal("x", BackendId::MockAscend).unwrap();
         assert!(brokers_of(os::pid()).contains(&r.broker));
         assert!(brokers_of(0x7fff_fff0).is_empty());
     }

@@ -23,8 +23,8 @@ use std::time::Duration;
 ///     panic!("a holder panics");
 /// });
 /// assert!(m.is_poisoned());
-/// *hal_core::kit::lock::lock(&m) += 1;
-/// assert_eq!(*hal_core::kit::lock::lock(&m), 2);
+/// *hal_core::kit::os::lock::lock(&m) += 1;
+/// assert_eq!(*hal_core::kit::os::lock::lock(&m), 2);
 /// ```
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
