@@ -481,7 +481,7 @@ typedef struct hal_remote_group_options {
  * mean the defaults.
  *
  * ```c
- * hal_remote_node_options opts = {sizeof opts, "192.0.2.1", 0};
+ * hal_remote_node_options opts = {sizeof opts, "192.0.2.1", 0, 0};
  * hal_remote_node_bind_with("0.0.0.0:7000", &opts, &node);
  * ```
  */

@@ -36,13 +36,13 @@ use crate::stream::UvmStream;
 /// `register_host` of the same pages 154 ms), opened a region already
 /// registered in 0.64 µs, and read home pages from the GPU at 53.6 GB/s (pinned
 /// `cuMemAllocHost` memory 52.5 GB/s). Nothing of
-/// [`Residency`](crate::Residency) or [`NumaHome`](crate::NumaHome) has been
+/// `Residency` or [`NumaHome`](crate::NumaHome) has been
 /// measured through this crate.
 ///
 /// | strategy | when | what it costs | bounded by |
 /// |---|---|---|---|
 /// | registered home pages ([`Strategy::Registered`](crate::Strategy::Registered)) | always, by default: every process that uses the GPU registers the memfd pages (`cuMemHostRegister(PORTABLE \| DEVICEMAP)`) once, and its GPU reads and writes them in place at the host address | registration 256 MiB: 40–102 ms, 1 GiB: 446 ms (another sitting on the same machine: 145 ms in one process, 355 ms each in 8 at once, 1.15 s each in 32), once per process and region (a second open is a cache lookup); unregistration 1 GiB: 16 ms | the host link: 55 GB/s GPU reads and writes, equal to pinned `cuMemAllocHost` memory (pageable `cuMemcpyHtoD`: 8 GB/s) |
-/// | device-resident chunks ([`Residency`](crate::Residency)) | after [`Residency::prefetch`](crate::Residency::prefetch), where the GPU has VMM: a chunk's current copy is a device VMM allocation that every process maps | a copy of the chunk each way (prefetch, writeback); creating a 64 MiB chunk 47 µs, exporting it 762 µs, mapping it in another process 60–205 µs | device memory (fast: device bandwidth) |
+/// | device-resident chunks (`Residency`, experimental: feature `experimental-residency`) | after `Residency::prefetch`, where the GPU has VMM: a chunk's current copy is a device VMM allocation that every process maps | a copy of the chunk each way (prefetch, writeback); creating a 64 MiB chunk 47 µs, exporting it 762 µs, mapping it in another process 60–205 µs | device memory (fast: device bandwidth) |
 /// | direct pageable access ([`Strategy::Pageable`](crate::Strategy::Pageable)) | where the GPU reports `PAGEABLE_MEMORY_ACCESS` (HMM or ATS machines): nothing is registered, the GPU reaches the pages at their host address | nothing at open | the host link; not available on the H200 measured (the attribute is 0 there: unregistered pages fault in kernels and answer `CUDA_ERROR_INVALID_VALUE` to copies), so this strategy is tested on the stand-in driver only |
 /// | host-NUMA home ([`NumaHome`](crate::NumaHome)) | picked explicitly, where the GPU has VMM with host-NUMA pages | creating 1 GiB 233 ms; attaching it in another process about 23 ms (import + reserve + map + access) | the host link: GPU reads 55.3 GB/s; CPU memmove 10.7 GB/s (malloc 9.9) |
 /// | CPU-only processes ([`open_on_cpu`](crate::open_on_cpu)) | processes that never initialise CUDA | a memfd import (tens of µs) | host memory bandwidth |

@@ -11,9 +11,15 @@
 //! allocations are [`SharedManaged`] buffers (sealed memfd pages,
 //! registered with the GPU), imports are [`UvmMapping`]s, and processes
 //! without CUDA map them with [`open_on_cpu`]. Strategies and measured
-//! costs: [`Strategy`]; stream order: [`UvmStream`]; device copies:
-//! [`Residency`]; a host-NUMA home: [`NumaHome`]. The crate's README.md
-//! has the PostgreSQL guide, the limits and the rules' places.
+//! costs: [`Strategy`]; stream order: [`UvmStream`]; a host-NUMA home:
+//! [`NumaHome`]. The crate's README.md has the PostgreSQL guide, the limits
+//! and the rules' places.
+//!
+//! Device copies of chunks shared through a residency table (`Residency`)
+//! are an experimental protocol behind the non-default feature
+//! `experimental-residency`: no call of the backend uses them yet, and
+//! they have not run on a GPU (the crate's README.md says what would make
+//! them part of the default build).
 //!
 //! ```
 //! use hal_core::{AllocDesc, Backend, Device, ExportOptions, ImportOptions, MemRef, Memory};
@@ -48,6 +54,7 @@ mod cpu;
 #[allow(unsafe_code)]
 mod device;
 mod gpu;
+#[cfg(feature = "experimental-residency")]
 #[allow(unsafe_code)]
 mod header;
 #[allow(unsafe_code)]
@@ -57,6 +64,7 @@ mod memory;
 mod numa;
 #[allow(unsafe_code)]
 pub mod registration;
+#[cfg(feature = "experimental-residency")]
 mod residency;
 mod route;
 mod step;
@@ -67,9 +75,11 @@ pub use backend::UvmBackend;
 pub use cpu::open_on_cpu;
 pub use device::{Strategy, UvmDevice};
 pub use gpu::GpuDevice;
+#[cfg(feature = "experimental-residency")]
 pub use header::Slot;
 pub use info::{GPU_CAPABILITIES, MEMORY_CAPABILITIES};
 pub use memory::{SharedManaged, SharedView, UvmAllocation, UvmMapping};
 pub use numa::NumaHome;
+#[cfg(feature = "experimental-residency")]
 pub use residency::Residency;
 pub use stream::UvmStream;

@@ -2,6 +2,17 @@
 //! made by one process and used by all, with a residency table in a
 //! shared header.
 //!
+//! **Experimental: compiled only with the feature `experimental-residency`
+//! (off by default).** The protocol is complete and its tests run in CI with
+//! the feature on (over the simulator and the stand-in driver), but nothing
+//! of the backend reaches it: `Device::prefetch_async` and advice on a
+//! shared managed buffer leave its chunks in their home pages, and the
+//! facade's objects, the C library and the Python package offer no
+//! residency. It has not run on a GPU either. It joins the default build
+//! when a call of the backend uses it (a prefetch to the device of a buffer
+//! that has a residency table) and its tests have passed on a GPU; until
+//! then a program that wants device copies opts in knowingly.
+//!
 //! **The consistency rule.** Between a chunk's [`Residency::prefetch`] and
 //! its [`Residency::writeback`], the device copy is the chunk's current
 //! copy: it is read and written on the device (by kernels at
@@ -86,6 +97,10 @@ enum HeaderHold<D: Device> {
 
 /// Device copies of a shared managed buffer, shared by every process
 /// that attaches to the buffer's residency header.
+///
+/// **Experimental** (feature `experimental-residency`, off by default): no
+/// call of the backend uses it yet and it has not run on a GPU; the crate's
+/// README.md says what would make it part of the default build.
 ///
 /// [`Residency`](crate::Residency) keeps a table in a shared header: for every
 /// chunk, where its current copy lives, its generation and the process that

@@ -52,8 +52,8 @@ impl CudaBackend {
     /// The driver entry points this backend's code paths have asked for
     /// so far, by versioned name (capability probes do not count): what a
     /// coverage test compares with [`RESOLVED`](crate::RESOLVED). Empty
-    /// when the driver is not loaded.
-    #[doc(hidden)]
+    /// when the driver is not loaded. Only with the `testing` feature.
+    #[cfg(feature = "testing")]
     pub fn entry_points_called(&self) -> Vec<&'static str> {
         match self.driver.get(load_and_init) {
             Ok(d) => d.called(),

@@ -47,7 +47,7 @@ pub use device::CudaDevice;
 pub use ffi::loader::{LIBRARY_NAME, LIBRARY_VAR};
 pub use ffi::sys::RESOLVED;
 pub use memory::{CudaAllocation, CudaMapping, RawIpcHandle, RAW_HANDLE_LEN};
-#[doc(hidden)]
+#[cfg(feature = "testing")]
 pub use sync::event::{live_ipc_events, own_exported_events, set_ipc_event_cap};
 pub use sync::{CudaEvent, CudaNotify, CudaStream, DEFAULT_IPC_EVENT_CAP};
 pub use vmm::{CudaPhysical, CudaReservation};

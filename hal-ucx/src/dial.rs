@@ -162,7 +162,7 @@ impl Connection {
     /// caller's buffers) and the answer is [`Error::Timeout`].
     pub(crate) fn wait(&self, c: &Completion, what: &str) -> Result<()> {
         let hub = self.hub();
-        crate::progress::spin_until(hub, || c.status().is_some());
+        crate::drive::spin_until(hub, || c.status().is_some());
         let st = match c.wait_until(Some(Instant::now() + hub.timeout)) {
             Some(st) => st,
             None => {
@@ -439,7 +439,7 @@ impl Connection {
     ) -> Result<()> {
         let hub = self.hub();
         let deadline = Instant::now() + hub.timeout;
-        crate::progress::spin_until(hub, || done.status().is_some());
+        crate::drive::spin_until(hub, || done.status().is_some());
         let st = done.wait_until(Some(deadline));
         let entry = lock(&self.client.pending).remove(&req);
         let st = match st {

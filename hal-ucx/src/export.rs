@@ -76,6 +76,9 @@ impl RemoteExported {
     ) -> Result<()> {
         let hub = &self.owner.hub;
         let deadline = Instant::now() + timeout;
+        hub.watchers
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let _counted = Watching(hub);
         let mut t = lock(&hub.tables);
         loop {
             let (n, s) = t
@@ -124,7 +127,7 @@ impl RemoteExported {
         let want = self.taken.load(Ordering::Acquire) + 1;
         let hub = &self.owner.hub;
         let id = self.handle.export_id;
-        crate::progress::spin_until(hub, || {
+        crate::drive::spin_until(hub, || {
             lock(&hub.tables)
                 .exports
                 .get(&id)
@@ -133,6 +136,17 @@ impl RemoteExported {
         self.wait_for(timeout, "a remote signal", |_, s| s >= want)?;
         self.taken.fetch_add(1, Ordering::AcqRel);
         Ok(())
+    }
+}
+
+/// A thread counted among the hub's watchers until dropped.
+struct Watching<'a>(&'a crate::hub::Hub);
+
+impl Drop for Watching<'_> {
+    fn drop(&mut self) {
+        self.0
+            .watchers
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -149,7 +163,7 @@ impl Drop for RemoteExported {
             c.wait_until(Some(deadline));
             hub.unwaited(c);
         }
-        hub.changed.notify_all();
+        hub.tell_changed();
         if let Some(memh) = self.memh {
             let _ = hub.on_thread(move |h| h.engine.unmap(memh as ucp_mem_h));
         }

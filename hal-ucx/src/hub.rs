@@ -104,8 +104,13 @@ pub(crate) struct Hub {
     pub(crate) timeout: Duration,
     events: Mutex<VecDeque<Event>>,
     pub(crate) tables: Mutex<Tables>,
-    /// Notified when an export's importers or signals change.
+    /// Notified when an export's importers or signals change
+    /// ([`Hub::tell_changed`]).
     pub(crate) changed: Condvar,
+    /// Threads waiting on `changed` (or about to): a change wakes the
+    /// condition variable only when there is one, which saves a system
+    /// call per signal taken by a caller that drives the worker.
+    pub(crate) watchers: AtomicUsize,
     stop: AtomicBool,
     /// Requests issued from the progress thread that nobody waits for (a
     /// refusal sent, a served connection closed): the worker must not be
@@ -120,6 +125,9 @@ pub(crate) struct Hub {
     /// How long the progress thread polls after its last work, and a
     /// caller waiting for an answer drives the worker, before they sleep.
     pub(crate) spin: Duration,
+    /// One pass over the worker ([`crate::progress::pass`]), for callers
+    /// that drive it ([`crate::drive`]).
+    pub(crate) pass: fn(&Hub) -> (bool, Option<Instant>),
     /// Callers driving the worker while they wait ([`Hub::driving`]).
     drivers: AtomicUsize,
     /// When the last of them stopped (nanoseconds since `epoch`, plus
@@ -228,7 +236,12 @@ unsafe extern "C" fn on_failure(arg: *mut c_void, ep: ucp_ep_h, status: ucs_stat
 }
 
 impl Hub {
-    pub(crate) fn new(engine: Engine, timeout: Duration, spin: Duration) -> Hub {
+    pub(crate) fn new(
+        engine: Engine,
+        timeout: Duration,
+        spin: Duration,
+        pass: fn(&Hub) -> (bool, Option<Instant>),
+    ) -> Hub {
         Hub {
             engine,
             listener: Mutex::new(0),
@@ -237,11 +250,13 @@ impl Hub {
             events: Mutex::new(VecDeque::new()),
             tables: Mutex::new(Tables::default()),
             changed: Condvar::new(),
+            watchers: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             commands: Mutex::new(VecDeque::new()),
             baton: Baton::default(),
             has_exited: AtomicBool::new(false),
             spin,
+            pass,
             drivers: AtomicUsize::new(0),
             driven: AtomicU64::new(0),
             epoch: Instant::now(),
@@ -362,6 +377,16 @@ impl Hub {
             }
         }
         drop(held);
+    }
+
+    /// Wake the threads waiting for a change of the tables (the change
+    /// made under the tables' lock before): a watcher counts itself
+    /// before it looks at the tables under the same lock, so it either
+    /// sees the change or is counted here.
+    pub(crate) fn tell_changed(&self) {
+        if self.watchers.load(Ordering::SeqCst) > 0 {
+            self.changed.notify_all();
+        }
     }
 
     /// Count this caller among those driving the worker while it waits,

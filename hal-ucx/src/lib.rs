@@ -59,6 +59,7 @@ mod client;
 mod completion;
 #[allow(unsafe_code)]
 mod dial;
+mod drive;
 #[allow(unsafe_code)]
 mod engine;
 mod export;
@@ -91,7 +92,9 @@ pub use memory::{Op, RemoteMemory};
 pub use node::{Node, NodeOptions, RemoteOptions};
 pub use notify::RemoteNotify;
 
-/// The fuzzing entry points: the decoders of bytes from other hosts.
+/// The fuzzing entry points: the decoders of bytes from other hosts, for
+/// the fuzz targets (fuzz/), only with the `fuzzing` feature.
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing {
     /// Decode a message as a node does (total: never panics); one that

@@ -185,8 +185,9 @@ impl RemoteMemory {
 
     /// Read as a hostile or broken importer would: without this side's
     /// check of the range, so that only the exporter's own check stands.
-    /// For tests of the exporter; a program uses [`read`](Self::read).
-    #[doc(hidden)]
+    /// For tests of the exporter, only with the `testing` feature; a program
+    /// uses [`read`](Self::read).
+    #[cfg(feature = "testing")]
     pub fn read_unchecked(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let s = self.start_read(
             offset,
@@ -199,9 +200,9 @@ impl RemoteMemory {
     }
 
     /// Write as a hostile or broken importer would: without this side's
-    /// checks of the range and of read-only. For tests of the exporter; a
-    /// program uses [`write`](Self::write).
-    #[doc(hidden)]
+    /// checks of the range and of read-only. For tests of the exporter, only
+    /// with the `testing` feature; a program uses [`write`](Self::write).
+    #[cfg(feature = "testing")]
     pub fn write_unchecked(&self, offset: u64, data: &[u8]) -> Result<()> {
         let s = self.start_write(
             offset,

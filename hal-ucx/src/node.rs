@@ -122,7 +122,12 @@ impl Node {
             }
         };
         let engine = Engine::new(acceptor.is_some())?;
-        let hub = Arc::new(Hub::new(engine, opts.timeout, opts.spin));
+        let hub = Arc::new(Hub::new(
+            engine,
+            opts.timeout,
+            opts.spin,
+            crate::progress::pass,
+        ));
         *lock(&hub.acceptor) = acceptor;
         let cb = hub.callbacks();
         hub.engine.set_am_handler(&cb, AM_ID)?;

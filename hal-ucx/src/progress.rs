@@ -4,7 +4,7 @@
 //! (a group's, a channel's) and expires handshakes. The progress thread
 //! makes passes and sleeps on the worker's event descriptor when there is
 //! nothing to do; a caller waiting for an answer makes them itself
-//! ([`spin_until`]) while the progress thread stays back.
+//! ([`crate::drive::spin_until`]) while the progress thread stays back.
 
 use std::time::{Duration, Instant};
 
@@ -71,7 +71,7 @@ pub(crate) fn run(hub: &Hub) {
 /// callbacks queued to the exporter's side, the importer's or a link, run
 /// the calls other threads left, and expire handshakes. True when
 /// anything was done; and when the next handshake expires.
-fn pass(hub: &Hub) -> (bool, Option<Instant>) {
+pub(crate) fn pass(hub: &Hub) -> (bool, Option<Instant>) {
     let mut worked = false;
     while hub.engine.progress() != 0 {
         worked = true;
@@ -82,42 +82,6 @@ fn pass(hub: &Hub) -> (bool, Option<Instant>) {
     let polled = hub.channels_link().is_some_and(|l| l.poll(hub));
     let next = serve::expire(hub);
     (worked || handled || polled, next)
-}
-
-/// Drive the worker once from this thread when the baton is free; true
-/// when that did anything.
-fn drive(hub: &Hub) -> bool {
-    match hub.baton.try_take() {
-        Some(held) => {
-            let (worked, _) = pass(hub);
-            hub.let_go(held);
-            worked
-        }
-        None => false,
-    }
-}
-
-/// Drive the worker from this thread until `done` holds, for at most the
-/// node's spin ([`crate::NodeOptions::spin`]; zero: not at all); whether
-/// `done` held. The caller holds no lock of the hub's: a pass handles
-/// what the callbacks queued, which takes them.
-pub(crate) fn spin_until(hub: &Hub, done: impl Fn() -> bool) -> bool {
-    if hub.spin.is_zero() || hub.baton.held_here() {
-        return done();
-    }
-    let _driving = hub.driving();
-    let began = Instant::now();
-    loop {
-        if done() {
-            return true;
-        }
-        if began.elapsed() >= hub.spin {
-            return false;
-        }
-        if !drive(hub) {
-            std::hint::spin_loop();
-        }
-    }
 }
 
 /// Handle every queued event; true when there was one.

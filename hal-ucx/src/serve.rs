@@ -79,7 +79,7 @@ fn drop_conn(hub: &Hub, ep: usize) -> Option<Serving> {
             e.importers = e.importers.saturating_sub(1);
         }
         drop(t);
-        hub.changed.notify_all();
+        hub.tell_changed();
     }
     Some(s)
 }
@@ -334,7 +334,7 @@ fn handshake(hub: &Hub, ep: usize, stage: Stage, m: Message) {
                 s.deadline = None;
             }
             drop(t);
-            hub.changed.notify_all();
+            hub.tell_changed();
             send(hub, ep, &Message::Grant);
         }
         (Stage::Granted { export_id }, Message::Signal) => {
@@ -345,7 +345,7 @@ fn handshake(hub: &Hub, ep: usize, stage: Stage, m: Message) {
                     e.notify.clone()
                 })
             };
-            hub.changed.notify_all();
+            hub.tell_changed();
             if let Some(n) = notify {
                 if let Err(e) = n.signal() {
                     log::warn!("hal-ucx: signalling export {export_id}'s notify: {e}");

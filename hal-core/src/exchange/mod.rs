@@ -523,16 +523,16 @@ pub fn set_pidfd_getfd(on: Option<bool>) {
 
 /// How many imports of this process took their descriptors by
 /// `pidfd_getfd`, and how many tried and were fetched with `SCM_RIGHTS`
-/// after all. For tests and benchmarks.
-#[doc(hidden)]
+/// after all: which path imports took, for a program's report (`halctl
+/// bench` prints it) and for tests.
 pub fn pidfd_getfd_counts() -> (u64, u64) {
     broker::getfd_counts()
 }
 
 /// How many imports of this process (counted in [`pidfd_getfd_counts`]
 /// too) asked no one: found on the exporter's board, leased there and
-/// taken. For tests and benchmarks.
-#[doc(hidden)]
+/// taken: for a program's report (`halctl demo` and `halctl bench` print
+/// it) and for tests.
 pub fn direct_import_count() -> u64 {
     broker::direct_count()
 }
@@ -540,8 +540,9 @@ pub fn direct_import_count() -> u64 {
 /// The name of the memfd that holds the board of process `pid`'s broker,
 /// as `/proc/PID/fd` and `/proc/PID/maps` show it (`/memfd:NAME`): the
 /// board lives as long as its broker, made at the first importer's request.
-/// For tests that count what a process holds.
-#[doc(hidden)]
+/// For tests that count what a process holds; only with the `testing`
+/// feature.
+#[cfg(feature = "testing")]
 pub fn board_memfd_name(pid: u32) -> String {
     broker::board_name(pid)
 }

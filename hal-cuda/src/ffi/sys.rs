@@ -102,6 +102,7 @@ macro_rules! entries {
             }
 
             /// The entry points a code path has asked for so far.
+            #[cfg(feature = "testing")]
             pub(crate) fn called(&self) -> Vec<&'static str> {
                 let mut out = Vec::new();
                 $(

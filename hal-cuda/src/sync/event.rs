@@ -116,8 +116,9 @@ fn own() -> &'static Mutex<HashMap<[u8; 16], Weak<RawEvent>>> {
 }
 
 /// How many events this process's table of its own exports names (tests:
-/// the table forgets destroyed events at the next export).
-#[doc(hidden)]
+/// the table forgets destroyed events at the next export). Only with the
+/// `testing` feature.
+#[cfg(feature = "testing")]
 pub fn own_exported_events() -> usize {
     lock(own()).len()
 }
@@ -446,15 +447,16 @@ impl Drop for Slot {
     }
 }
 
-/// Set the cap on live IPC events (tests only; the default is
-/// [`DEFAULT_IPC_EVENT_CAP`]).
-#[doc(hidden)]
+/// Set the cap on live IPC events (the default is
+/// [`DEFAULT_IPC_EVENT_CAP`]). Only with the `testing` feature.
+#[cfg(feature = "testing")]
 pub fn set_ipc_event_cap(cap: usize) {
     CAP.store(cap, Ordering::Relaxed);
 }
 
-/// How many driver IPC events this process created are alive (tests).
-#[doc(hidden)]
+/// How many driver IPC events this process created are alive. Only with
+/// the `testing` feature.
+#[cfg(feature = "testing")]
 pub fn live_ipc_events() -> usize {
     LIVE.load(Ordering::Acquire)
 }

@@ -155,7 +155,7 @@ int main(void) {
     /* The exporter's node names its address itself, with a timeout of its
      * own; the child's takes the defaults. */
     hal_remote_node *node = NULL;
-    hal_remote_node_options opts = {sizeof opts, "127.0.0.1", 20000000000LL};
+    hal_remote_node_options opts = {sizeof opts, "127.0.0.1", 20000000000LL, 0};
     hal_status bound = hal_remote_node_bind_with("127.0.0.1:0", &opts, &node);
     if (bound == HAL_ERR_UNAVAILABLE) {
         printf("UCX unavailable: %s\n", hal_last_error());
@@ -167,7 +167,7 @@ int main(void) {
     EXPECT(bound, HAL_OK);
     hal_remote_node *refused = NULL;
     EXPECT(hal_remote_node_bind("0.0.0.0:0", &refused), HAL_ERR_INVALID_ARGUMENT);
-    hal_remote_node_options bad = {sizeof bad, "not an address", 0};
+    hal_remote_node_options bad = {sizeof bad, "not an address", 0, 0};
     EXPECT(hal_remote_node_bind_with("0.0.0.0:0", &bad, &refused), HAL_ERR_INVALID_ARGUMENT);
     char *address = NULL;
     EXPECT(hal_remote_node_address(node, &address), HAL_OK);

@@ -343,7 +343,7 @@ impl RemoteSubscriber {
         let deadline = timeout.map(|t| started + t);
         // With a spin ([`crate::NodeOptions::spin`]) this thread drives the
         // worker until a sample (or the end) is there.
-        crate::progress::spin_until(&self.conn.owner.hub, || {
+        crate::drive::spin_until(&self.conn.owner.hub, || {
             let s = lock(&self.conn.inbox.state);
             s.ended.is_some()
                 || s.gone.is_some()

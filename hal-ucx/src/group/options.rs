@@ -84,7 +84,7 @@ pub struct RemoteMember {
     /// Its node's address: where its exports' handles point.
     pub address: SocketAddr,
     /// Where it runs, as far as hal's local objects reach: members with
-    /// this one's [`HostId`] can share memory, notifies and a local group
+    /// this one's [`HostId`](super::HostId) can share memory, notifies and a local group
     /// without the network ([`crate::RemoteGroup::local_members`]).
     pub host: super::HostId,
 }

@@ -36,6 +36,7 @@ mod trust;
 mod view;
 
 pub(crate) use batch::fetch_batch;
+#[cfg(feature = "testing")]
 pub(crate) use board::name as board_name;
 pub(crate) use client::{lease, release, Served};
 pub(crate) use fetch::fetch;
