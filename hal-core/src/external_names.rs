@@ -19,39 +19,39 @@
 //! ```
 
 use crate::error::{Error, Result};
-use crate::types::backend_id::{BackendId, EXTERNAL_NAMES};
+use crate::naming::{check_external_name, claim_external_name, EXTERNAL_IDS_START};
+use crate::types::external::NAMES;
+use crate::types::BackendId;
 
 impl BackendId {
     /// Give the out-of-tree backend `id` ([`BackendId::External`]) the name
     /// messages call it by, once per process (an out-of-tree backend does
-    /// it when it is constructed). Naming an id again with the same name is
-    /// `Ok`; another name for a named id is [`Error::AlreadyExists`], and an
-    /// id or a name of a backend of this project is
-    /// [`Error::InvalidArgument`]: they are named already.
+    /// it when it is constructed): [`claim_external_name`] for the ids left
+    /// to vendors (`0x8000..=0xFFFF`). An id below them that no backend of
+    /// this project has and no handle can carry (hal-ucx names its errors'
+    /// source so) is named with the same checks of the name. Naming an id
+    /// again with the same name is `Ok`; another name for a named id is
+    /// [`Error::AlreadyExists`], and an id of a backend of this project is
+    /// [`Error::InvalidArgument`]: it is named already.
     pub fn name_external(id: u16, name: &'static str) -> Result<()> {
-        if let Some(own) = BackendId::from_wire(id).filter(|b| !matches!(b, BackendId::External(_)))
-        {
+        if id >= EXTERNAL_IDS_START {
+            return claim_external_name(id, name);
+        }
+        if let Some(own) = BackendId::from_wire(id) {
             return Err(Error::invalid(format!(
                 "backend id {id:#06x} is {own}'s, which is named already; an out-of-tree backend \
                  takes an id of its own"
             )));
         }
-        if BackendId::IN_TREE.iter().any(|b| b.name() == name) {
-            return Err(Error::invalid(format!(
-                "`{name}` is the name of a backend of this project: give the out-of-tree \
-                 backend {id:#06x} another name"
-            )));
-        }
-        let mut names = EXTERNAL_NAMES
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        check_external_name(name)?;
+        let mut names = NAMES.write().unwrap_or_else(|p| p.into_inner());
         match names.get(&id) {
-            Some(&named) if named == name => Ok(()),
-            Some(&named) => Err(Error::AlreadyExists {
+            Some(named) if named == name => Ok(()),
+            Some(named) => Err(Error::AlreadyExists {
                 what: format!("a name for backend id {id:#06x}: it is called `{named}`"),
             }),
             None => {
-                names.insert(id, name);
+                names.insert(id, name.to_string());
                 Ok(())
             }
         }
@@ -79,7 +79,7 @@ mod tests {
         let e = BackendId::name_external(0x0002, "my-cuda").unwrap_err();
         assert_eq!(e.kind_name(), "invalid-argument", "{e}");
         let e = BackendId::name_external(0x8f11, "cuda").unwrap_err();
-        assert_eq!(e.kind_name(), "invalid-argument", "{e}");
+        assert_eq!(e.kind_name(), "already-exists", "{e}");
         assert_eq!(BackendId::External(0x8f11).to_string(), "external-8f11");
     }
 }

@@ -31,8 +31,9 @@
 //! [`exchange`] (handles and their descriptors between processes), [`lease`]
 //! (importers counted by the exporter), [`channel`] (a zero-copy channel of
 //! samples), [`group`] (a rendezvous of N processes), [`growable`] (memory
-//! that grows in place), [`dlpack`] (host-visible memory as a DLPack tensor)
-//! and [`testing`] (what a suite does when a test cannot run here).
+//! that grows in place), [`dlpack`] (host-visible memory as a DLPack tensor),
+//! [`naming`] (the names out-of-tree backends are registered under) and
+//! [`testing`] (what a suite does when a test cannot run here).
 //!
 //! **The kit** ([`kit`]) is for backend authors: the export layer, shared
 //! sync pages, the vendors' codes, stream holders, teardown workers and the
@@ -81,6 +82,7 @@ mod external_names;
 pub mod group;
 pub mod growable;
 pub mod lease;
+pub mod naming;
 pub mod testing;
 
 #[cfg(any(test, feature = "fuzzing"))]

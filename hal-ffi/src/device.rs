@@ -92,7 +92,8 @@ pub unsafe extern "C" fn hal_backends(out_text: *mut *mut c_char) -> hal_status 
 }
 
 /// Open device `ordinal` of the backend called `backend` (`cpu-shm`,
-/// `mock-cuda`, `cuda`, `cuda-uvm`, `ascend`, ...; NULL: the best usable
+/// `mock-cuda`, `cuda`, `cuda-uvm`, `ascend`, `template`, or a backend of
+/// another crate registered at run time under its name; NULL: the best usable
 /// one, hardware first). An unknown name or one not compiled in is
 /// `HAL_ERR_NOT_FOUND`; a backend unusable here is `HAL_ERR_UNAVAILABLE`,
 /// with the reason in `hal_last_error()`.

@@ -182,6 +182,14 @@ fn two_processes_share_on_ascend_over_the_standin_runtime() {
     share("ascend", false);
 }
 
+/// A backend of another crate, registered at run time under its own name
+/// (the template, which the library links with its `template` feature),
+/// opened by that name from C: `hal_device_open("template", 0, ...)`.
+#[test]
+fn two_processes_share_on_the_template_backend_opened_by_name() {
+    share("template", false);
+}
+
 #[test]
 fn the_cpp_producer_shares_with_the_c_consumer() {
     share("cpu-shm", true);

@@ -11,6 +11,7 @@
 //! | `cuda` | CUDA device memory, events and notifies on the NVIDIA driver, loaded at run time | `hal::cuda` |
 //! | `cuda-uvm` | CUDA managed memory shared across processes: memfd host pages registered with the GPU in every process, device copies on demand (implies `cuda`) | `hal::cuda_uvm` |
 //! | `ascend` | Ascend NPU memory keys, IPC events and notifies on the ACL runtime, loaded at run time (`HAL_ASCEND_LIBRARY`) | `hal::ascend` |
+//! | `template` | the template backend (`examples/template-backend`): host memory, events and notifies written only with the kit, registered at run time as `template` the way a backend of another crate is ([`registry::register`]) | — |
 //!
 //! This crate re-exports the contract of `hal-core` that programs use (the
 //! traits [`Backend`], [`Device`], [`Memory`], ..., the [`Handle`], the

@@ -162,6 +162,9 @@ fn main() -> ExitCode {
             .unwrap_or_else(|| "unknown".into());
         eprintln!("halctl: error: internal error: {msg}");
     }));
+    // Backends of other crates linked in (the template) are named in every
+    // message and open by name, as hal's own are.
+    hal::registry::register_linked();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -88,6 +88,9 @@ pub mod fuse;
 pub mod hosts;
 pub mod probe;
 pub mod process;
+pub mod report;
+#[allow(unsafe_code)]
+mod report_exit;
 pub mod reuse;
 mod support;
 pub mod warnings;
@@ -105,7 +108,19 @@ pub use support::*;
 /// backend fails the case too, whatever its vendor: a suite cannot pass
 /// without the hardware, or the stand-in, it was instantiated for.
 pub fn run_case<B: Backend>(module_path: &str, make: fn() -> B, case: fn(&Suite<B>)) {
+    run_named_case(module_path, "case", make, case)
+}
+
+/// [`run_case`] of the case called `name`, which [`report`] names in the
+/// line it prints when the case ends (what the case exercised).
+pub fn run_named_case<B: Backend>(
+    module_path: &str,
+    name: &str,
+    make: fn() -> B,
+    case: fn(&Suite<B>),
+) {
     let _running = probe::CaseGuard::enter();
+    let _record = report::CaseRecord::begin(&test_module(module_path), name);
     let suite = Suite::new(make(), module_path);
     if let hal_core::Availability::Unavailable { reason, .. } = suite.backend().availability() {
         let id = suite.backend().id();
@@ -120,10 +135,12 @@ pub fn run_case<B: Backend>(module_path: &str, make: fn() -> B, case: fn(&Suite<
         }
         match suite.backend().open(0) {
             Err(Error::Unavailable { .. }) => {
-                hal_core::testing::not_run(&format!(
+                let why = format!(
                     "backend `{id}` is unavailable here ({reason}); checked only that it \
                      answers Unavailable"
-                ));
+                );
+                report::not_exercised(&why);
+                hal_core::testing::not_run(&why);
                 return;
             }
             Err(e) => panic!("an unavailable backend must answer Unavailable, got {e:?}"),
@@ -198,7 +215,12 @@ macro_rules! __conformance_case {
         #[test]
         $($attr)*
         fn $case() {
-            $crate::run_case(module_path!(), __make, $crate::cases::$case);
+            $crate::run_named_case(
+                module_path!(),
+                stringify!($case),
+                __make,
+                $crate::cases::$case,
+            );
         }
     };
 }

@@ -116,7 +116,7 @@ pub fn must_fail<T>(r: Result<T>, what: &str) -> Error {
 #[track_caller]
 pub fn must_be_unsupported<T>(r: Result<T>, cap: &str, what: &str) {
     match r {
-        Err(e) if e.is_unsupported() => {}
+        Err(e) if e.is_unsupported() => crate::report::unsupported(cap),
         Err(e) => panic!("without {cap}, {what} must answer Unsupported, got {e} ({e:?})"),
         Ok(_) => panic!("without {cap}, {what} must answer Unsupported, but it succeeded"),
     }

@@ -148,7 +148,7 @@
 //! | `0x0001..=0x00FF` | in-tree vendor backends: `0x0001` cpu-shm, `0x0002` cuda, `0x0003` cuda-uvm, `0x0004` ascend |
 //! | `0x0100..=0x01FF` | the simulator: `0x0100` mock-cuda, `0x0101` mock-ascend |
 //! | `0x0200..=0x7FFF` | reserved for future in-tree backends |
-//! | `0x8000..=0xFFFF` | out-of-tree backends ([`BackendId::External`]), chosen by their integrators |
+//! | `0x8000..=0xFFFF` | out-of-tree backends ([`BackendId::External`]): `0x8000..=0xBFFF` claimed in docs/adding-a-backend.md, `0xC000..=0xFFFF` private |
 //!
 //! # Example
 //!

@@ -1,9 +1,7 @@
 //! [`BackendId`]: which backend a handle or a device belongs to, by the
 //! number the wire carries, and the name messages call it by.
 
-use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::RwLock;
 
 /// Which backend a handle or a device belongs to. The numeric id is part of
 /// the handle wire format and never changes.
@@ -65,8 +63,9 @@ impl BackendId {
     ];
 
     /// The backend's registry name (`cpu-shm`, `mock-cuda`, ...); an
-    /// out-of-tree backend's is the name it gave its id
-    /// ([`BackendId::name_external`]), else `external-XXXX`.
+    /// out-of-tree backend's is the name its id was claimed under in this
+    /// process ([`crate::naming`], [`BackendId::name_external`]), else
+    /// `external-XXXX`.
     pub fn name(self) -> String {
         match self {
             BackendId::CpuShm => "cpu-shm".into(),
@@ -75,10 +74,9 @@ impl BackendId {
             BackendId::Ascend => "ascend".into(),
             BackendId::MockCuda => "mock-cuda".into(),
             BackendId::MockAscend => "mock-ascend".into(),
-            BackendId::External(id) => match external_name(id) {
-                Some(name) => name.into(),
-                None => format!("external-{id:04x}"),
-            },
+            BackendId::External(id) => {
+                super::external::external_name(id).unwrap_or_else(|| format!("external-{id:04x}"))
+            }
         }
     }
 }
@@ -101,20 +99,4 @@ impl PartialEq<&str> for BackendId {
     fn eq(&self, name: &&str) -> bool {
         self.name() == *name
     }
-}
-
-/// The names out-of-tree backends gave their ids
-/// ([`BackendId::name_external`]). Names are only ever added, so a panic
-/// while the lock was held leaves the table whole: a poisoned lock is used
-/// as it is.
-pub(crate) static EXTERNAL_NAMES: RwLock<BTreeMap<u16, &'static str>> =
-    RwLock::new(BTreeMap::new());
-
-/// The name given to the out-of-tree backend `id`, if any.
-fn external_name(id: u16) -> Option<&'static str> {
-    EXTERNAL_NAMES
-        .read()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .get(&id)
-        .copied()
 }

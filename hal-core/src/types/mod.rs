@@ -5,10 +5,11 @@ use std::fmt;
 use std::time::Duration;
 
 pub(crate) mod backend_id;
-
+pub(crate) mod external;
 mod sharing;
 
 pub use backend_id::BackendId;
+pub use external::external_name;
 pub use sharing::*;
 
 /// Whether a backend can be used on this machine.

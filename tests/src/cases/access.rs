@@ -340,7 +340,11 @@ pub fn peer_access_import<B: Backend>(s: &Suite<B>) {
             dev.import_memory(share(&ex), &opts),
             "an import onto a device that does not exist",
         );
-        eprintln!("peer access needs two devices and {} has {n}: checked only that a missing device is refused", s.backend().id());
+        crate::report::not_exercised(&format!(
+            "peer access needs two devices and {} has {n}: checked only that a missing device is \
+             refused",
+            s.backend().id()
+        ));
         return;
     }
     let d1 = s.open(1);

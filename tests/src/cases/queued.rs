@@ -17,7 +17,7 @@ use hal_core::{Vmm, VmmExt};
 
 use super::sync::{block_stream, stream_model, StreamModel};
 use super::util::{gran, share};
-use crate::support::{must, must_time_out, open_export, Suite, LONG, SHORT};
+use crate::support::{must, must_be_unsupported, must_time_out, open_export, Suite, LONG, SHORT};
 
 /// On a queued stream with stream-ordered and IPC notifies: a notify
 /// recorded behind a blocked gate and then dropped is still written by the
@@ -29,6 +29,11 @@ pub fn queued_notify_outlives_its_drop<B: Backend>(s: &Suite<B>) {
     if !caps.contains(C::STREAM_ORDERED_NOTIFY | C::IPC_NOTIFY)
         || stream_model(&dev) != StreamModel::Queued
     {
+        if caps.contains(C::STREAM_ORDERED_NOTIFY) && !caps.contains(C::IPC_NOTIFY) {
+            crate::report::not_exercised("its notifies do not travel to another process");
+        } else {
+            not_queued(&dev);
+        }
         return;
     }
     let stream = must(dev.create_stream(), "create_stream");
@@ -96,6 +101,17 @@ fn recorded_then_dropped<D: Device>(dev: &D, stream: &D::Stream, opts: &hal_core
 fn queued_with<D: Device>(dev: &D, more: C) -> bool {
     dev.capabilities().contains(C::STREAM_ORDERED_NOTIFY | more)
         && stream_model(dev) == StreamModel::Queued
+}
+
+/// Report the case as not exercised: its device has no queued stream with
+/// stream-ordered notifies to hold work back with, so nothing can wait.
+fn not_queued<D: Device>(dev: &D) {
+    let why = if dev.capabilities().contains(C::STREAM_ORDERED_NOTIFY) {
+        "its streams are host-synchronous: no work is ever queued to wait for"
+    } else {
+        "it lacks stream-ordered notifies: no queued work can be held back"
+    };
+    crate::report::not_exercised(why);
 }
 
 /// What a gated stream's work waits for (`gate`, signalled by nobody yet)
@@ -168,6 +184,7 @@ fn drop_returns<T: Send + 'static>(value: T, what: &str) {
 pub fn dropped_stream_never_waits_for_its_work<B: Backend>(s: &Suite<B>) {
     let dev = s.device();
     if !queued_with(&dev, C::default()) {
+        not_queued(&dev);
         return;
     }
     let (stream, gate) = gated(&dev);
@@ -206,7 +223,13 @@ where
     <B::Device as Vmm>::Reservation: Send + 'static,
 {
     let dev = s.device();
+    if !dev.capabilities().contains(C::VMM) {
+        let g = dev.info().granularity_min;
+        must_be_unsupported(dev.reserve(g, g), "vmm", "reserve");
+        return;
+    }
     if !queued_with(&dev, C::VMM) {
+        not_queued(&dev);
         return;
     }
     let (_stream, gate, reservation) = gated_beside_a_mapping(&dev);
@@ -225,6 +248,7 @@ where
 {
     let dev = s.device();
     if !queued_with(&dev, C::default()) {
+        not_queued(&dev);
         return;
     }
     let memory = must(

@@ -4,12 +4,14 @@
 //! library loaded at run time ([`library`]), whether the runtime can be used
 //! here ([`runtime`]), the entry points each capability needs ([`needs`]),
 //! and the bytes of a raw IPC handle given to another library
-//! ([`raw_ipc`]).
+//! ([`raw_ipc`]); [`table`], the codes of a backend outside hal's workspace
+//! as a table of its own.
 
 mod codes;
 pub mod library;
 pub mod needs;
 pub mod raw_ipc;
 pub mod runtime;
+pub mod table;
 
 pub use codes::{acl, codes, cuda, error, Code};

@@ -7,10 +7,13 @@
 //! - [`forward`]: [`Vmm`](crate::Vmm) implemented once over a device's own
 //!   calls;
 //! - [`copies`]: [`Reservation`](crate::Reservation) implemented once over
-//!   a reservation's vendor copies.
+//!   a reservation's vendor copies;
+//! - [`none`]: the `Vmm` of a device without VMM, every operation answering
+//!   `Unsupported`.
 
 pub mod checks;
 pub mod copies;
 pub mod forward;
+pub mod none;
 pub mod physical;
 pub mod pieces;
