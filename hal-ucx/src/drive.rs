@@ -13,7 +13,7 @@ use crate::hub::Hub;
 fn drive(hub: &Hub) -> bool {
     match hub.baton.try_take() {
         Some(held) => {
-            let (worked, _) = (hub.pass)(hub);
+            let (worked, _) = (hub.pass)(hub, false);
             hub.let_go(held);
             worked
         }

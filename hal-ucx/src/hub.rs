@@ -127,7 +127,7 @@ pub(crate) struct Hub {
     pub(crate) spin: Duration,
     /// One pass over the worker ([`crate::progress::pass`]), for callers
     /// that drive it ([`crate::drive`]).
-    pub(crate) pass: fn(&Hub) -> (bool, Option<Instant>),
+    pub(crate) pass: fn(&Hub, bool) -> (bool, Option<Instant>),
     /// Callers driving the worker while they wait ([`Hub::driving`]).
     drivers: AtomicUsize,
     /// When the last of them stopped (nanoseconds since `epoch`, plus
@@ -240,7 +240,7 @@ impl Hub {
         engine: Engine,
         timeout: Duration,
         spin: Duration,
-        pass: fn(&Hub) -> (bool, Option<Instant>),
+        pass: fn(&Hub, bool) -> (bool, Option<Instant>),
     ) -> Hub {
         Hub {
             engine,
@@ -446,6 +446,34 @@ impl Hub {
                 self.let_go(held);
             }
             None => self.engine.signal(),
+        }
+    }
+
+    /// As [`Hub::post`], for a call that may wait for the next pass (a
+    /// sample's release): with a spin, the pass of a caller driving the
+    /// worker, or of the progress thread once it stops staying back (within
+    /// [`STAY_BACK`]), runs it, after the samples that pass forwards, so
+    /// that it is not in the way of an answer; only a progress thread
+    /// asleep on the worker's descriptor is woken for it. Without a spin,
+    /// [`Hub::post`].
+    pub(crate) fn post_lazy(&self, f: impl FnOnce(&Hub) + Send + 'static) {
+        if self.spin.is_zero() || self.has_exited.load(Ordering::Acquire) {
+            return self.post(f);
+        }
+        if self.baton.held_here() {
+            return f(self);
+        }
+        lock(&self.commands).push_back(Box::new(f));
+        // The progress thread marks itself sleeping before it looks at the
+        // calls a last time (as in `on_thread`); one that returned meanwhile
+        // runs nothing more.
+        if self.has_exited.load(Ordering::Acquire) {
+            let held = self.baton.take();
+            self.run_commands();
+            return self.let_go(held);
+        }
+        if self.sleeping.load(Ordering::SeqCst) {
+            self.engine.signal();
         }
     }
 

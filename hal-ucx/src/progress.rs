@@ -29,7 +29,7 @@ pub(crate) fn run(hub: &Hub) {
             continue;
         }
         let held = hub.baton.take();
-        let (worked, next) = pass(hub);
+        let (worked, next) = pass(hub, true);
         if worked {
             last_work = Instant::now();
             continue;
@@ -67,21 +67,27 @@ pub(crate) fn run(hub: &Hub) {
     hub.exited();
 }
 
-/// One pass with the baton held: drive the worker, then hand what its
-/// callbacks queued to the exporter's side, the importer's or a link, run
-/// the calls other threads left, and expire handshakes. True when
-/// anything was done; and when the next handshake expires.
-pub(crate) fn pass(hub: &Hub) -> (bool, Option<Instant>) {
-    let mut worked = false;
-    while hub.engine.progress() != 0 {
-        worked = true;
+/// One pass with the baton held: drive the worker (until it has nothing
+/// more when `drain`, as it must be before anyone sleeps on its event
+/// descriptor; once otherwise, for a caller that polls, which looks at
+/// what it waits for sooner), then hand what its callbacks queued to the
+/// exporter's side, the importer's or a link, let the links do their own
+/// work (a channel's forwarding: before the calls other threads left,
+/// which a sample's answer need not wait for), run those calls, and
+/// expire handshakes. True when anything was done; and when the next
+/// handshake expires.
+pub(crate) fn pass(hub: &Hub, drain: bool) -> (bool, Option<Instant>) {
+    let mut worked = hub.engine.progress() != 0;
+    if drain && worked {
+        while hub.engine.progress() != 0 {}
     }
     serve::received(hub);
-    let commanded = hub.run_commands();
-    let handled = handle_events(hub) || commanded;
+    let handled = handle_events(hub);
     let polled = hub.channels_link().is_some_and(|l| l.poll(hub));
+    let commanded = hub.run_commands();
+    worked |= handled || polled || commanded;
     let next = serve::expire(hub);
-    (worked || handled || polled, next)
+    (worked, next)
 }
 
 /// Handle every queued event; true when there was one.

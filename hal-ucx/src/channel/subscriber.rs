@@ -62,6 +62,8 @@ struct State {
     ended: Option<End>,
     /// Why the connection is gone, once it is.
     gone: Option<String>,
+    /// Threads asleep on the inbox's condition variable ([`Inbox::wake`]).
+    sleepers: usize,
 }
 
 /// The connection's side the progress thread fills.
@@ -72,13 +74,42 @@ struct Inbox {
 }
 
 impl Inbox {
+    /// Let go of the state, changed, and wake its sleepers if there are
+    /// any (a system call saved per sample a polling receiver takes).
+    fn wake(&self, s: std::sync::MutexGuard<'_, State>) {
+        let sleepers = s.sleepers;
+        drop(s);
+        if sleepers > 0 {
+            self.cv.notify_all();
+        }
+    }
+
+    /// Sleep on the inbox until woken or `d` from now (`None`: until woken).
+    fn sleep<'a>(
+        &self,
+        mut s: std::sync::MutexGuard<'a, State>,
+        d: Option<Duration>,
+    ) -> std::sync::MutexGuard<'a, State> {
+        s.sleepers += 1;
+        let mut s = match d {
+            Some(d) => {
+                self.cv
+                    .wait_timeout(s, d)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0
+            }
+            None => self.cv.wait(s).unwrap_or_else(|p| p.into_inner()),
+        };
+        s.sleepers -= 1;
+        s
+    }
+
     fn broken(&self, why: String) {
         let mut s = lock(&self.state);
         if s.gone.is_none() {
             s.gone = Some(why);
         }
-        drop(s);
-        self.cv.notify_all();
+        self.wake(s);
     }
 
     /// A sample's message: its bytes into its slot.
@@ -151,8 +182,7 @@ impl Inbox {
             len,
             done,
         });
-        drop(s);
-        self.cv.notify_all();
+        self.wake(s);
     }
 }
 
@@ -171,8 +201,7 @@ impl Link for Inbox {
                     Message::End(how) => s.ended = Some(how),
                     other => s.handshake.push_back(other),
                 }
-                drop(s);
-                self.cv.notify_all();
+                self.wake(s);
             }
             Err(why) => {
                 payload.release(&hub.engine);
@@ -417,20 +446,8 @@ impl RemoteSubscriber {
             let now = Instant::now();
             s = match deadline {
                 Some(d) if now >= d => return Err(self.late(started)),
-                Some(d) => {
-                    self.conn
-                        .inbox
-                        .cv
-                        .wait_timeout(s, d - now)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0
-                }
-                None => self
-                    .conn
-                    .inbox
-                    .cv
-                    .wait(s)
-                    .unwrap_or_else(|p| p.into_inner()),
+                Some(d) => self.conn.inbox.sleep(s, Some(d - now)),
+                None => self.conn.inbox.sleep(s, None),
             };
         }
     }
@@ -465,10 +482,12 @@ impl RemoteSubscriber {
             s.gone.is_some()
         };
         if !gone {
-            // Not waited for: the receiving thread goes on at once.
+            // Not waited for: the receiving thread goes on at once (and
+            // with a spin, the release goes with the next pass, after what
+            // that pass forwards).
             let head = Message::Release { slot }.encode();
             let ep = self.conn.ep;
-            self.conn.owner.hub.post(move |h| {
+            self.conn.owner.hub.post_lazy(move |h| {
                 match h.engine.send(ep as ucp_ep_h, AM_ID, head, None, false) {
                     Ok(c) => h.unwaited(c),
                     Err(e) => log::debug!("hal-ucx: releasing a remote sample: {e}"),
@@ -597,12 +616,7 @@ impl Connection {
                     what: format!("the channel offered at {} to answer", self.at),
                 });
             }
-            s = self
-                .inbox
-                .cv
-                .wait_timeout(s, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            s = self.inbox.sleep(s, Some(deadline - now));
         }
     }
 
