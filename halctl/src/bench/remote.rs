@@ -210,7 +210,8 @@ impl Bench<'_> {
             ),
             "remote-read-lat" => format!("reads of {} B (RemoteMemory::read)", spec.size),
             _ => "round trips of signals between two remote notifies (RemoteNotify::signal, \
-                  Notify::wait with the default spin)"
+                  RemoteExported::wait_signal driving the worker: nodes with a spin of 1 s, \
+                  as ucx_perftest polls)"
                 .to_string(),
         };
         if !installed {

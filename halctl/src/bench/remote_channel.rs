@@ -263,7 +263,8 @@ impl Bench<'_> {
         let what = format!(
             "round trips of {RTT_SIZE}-byte samples between two channels, each with a \
              subscriber in the other process (Publisher::loan + publish, RemoteSubscriber::\
-             receive + release, blocking)"
+             receive + release; the receive drives the worker: nodes with a spin of 1 s, as \
+             ucx_perftest polls)"
         );
         if !installed {
             let mut line = Line::new(SCENARIO, &self.backend, v, None);
