@@ -84,7 +84,7 @@ impl AscendDevice {
         range: Option<hal_core::ByteRange>,
         importers: &hal_core::Importers,
     ) -> Result<RawIpcKey> {
-        self.require(Capabilities::IPC_MEMORY, "export_raw")?;
+        self.enter("export_raw", Capabilities::IPC_MEMORY)?;
         if alloc.ctx.ordinal != self.ctx.ordinal {
             return Err(Error::invalid(
                 "the allocation belongs to another Ascend device: export it through that device",
@@ -100,8 +100,24 @@ impl AscendDevice {
     /// takes only device-to-device copies). Dropping the mapping closes the
     /// key (`aclrtIpcMemClose`).
     pub fn import_raw(&self, raw: &RawIpcKey, opts: &ImportOptions) -> Result<AscendMapping> {
-        self.require(Capabilities::IPC_MEMORY, "import_raw")?;
+        self.enter("import_raw", Capabilities::IPC_MEMORY)?;
         crate::memory::raw::import(&self.ctx, &self.info, raw, opts)
+    }
+}
+
+impl AscendDevice {
+    /// The entry guard of an operation that needs `needs`: in a child
+    /// forked after the runtime was initialised, [`Error::Forked`]; then,
+    /// unless the device offers every flag of `needs`, the refusal of
+    /// `operation` (the entry point the runtime lacks, or what the device
+    /// answers). Each runtime call the operation makes then goes through
+    /// `Ctx::call`, which makes the device current on the calling thread.
+    fn enter(&self, operation: &str, needs: Capabilities) -> Result<()> {
+        self.ctx
+            .rt
+            .origin
+            .check(format_args!("Ascend device {}", self.ctx.ordinal))?;
+        self.require(needs, operation)
     }
 }
 
@@ -196,7 +212,7 @@ impl Device for AscendDevice {
     }
 
     fn export_memory(&self, alloc: &AscendAllocation, opts: &ExportOptions) -> Result<Exported> {
-        self.require(Capabilities::IPC_MEMORY, "export_memory")?;
+        self.enter("export_memory", Capabilities::IPC_MEMORY)?;
         if alloc.ctx.ordinal != self.ctx.ordinal {
             return Err(Error::invalid(
                 "the allocation belongs to another Ascend device: export it through that device",
@@ -206,7 +222,7 @@ impl Device for AscendDevice {
     }
 
     fn allow_importers(&self, exported: &mut Exported, pids: &[u32]) -> Result<()> {
-        self.require(Capabilities::PID_ALLOW_LIST, "allow_importers")?;
+        self.enter("allow_importers", Capabilities::PID_ALLOW_LIST)?;
         let h = exported.handle();
         h.expect(h.kind, hal_core::BackendId::Ascend)?;
         let tgids = crate::memory::ipc::tgids(pids)?;
@@ -235,7 +251,7 @@ impl Device for AscendDevice {
 
     type Mapping = AscendMapping;
     fn import_memory(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<AscendMapping> {
-        self.require(Capabilities::IPC_MEMORY, "import_memory")?;
+        self.enter("import_memory", Capabilities::IPC_MEMORY)?;
         crate::memory::ipc::import(self.parts(), shared, opts)
     }
 
@@ -314,7 +330,7 @@ impl Device for AscendDevice {
     type Event = AscendEvent;
     fn create_event(&self, flags: EventFlags) -> Result<AscendEvent> {
         if flags.interprocess {
-            self.require(Capabilities::IPC_EVENT, "an interprocess event")?;
+            self.enter("an interprocess event", Capabilities::IPC_EVENT)?;
         }
         crate::sync::event::create(&self.ctx, flags)
     }
@@ -332,18 +348,18 @@ impl Device for AscendDevice {
     }
 
     fn export_event(&self, event: &AscendEvent, opts: &ExportOptions) -> Result<Exported> {
-        self.require(Capabilities::IPC_EVENT, "export_event")?;
+        self.enter("export_event", Capabilities::IPC_EVENT)?;
         crate::sync::event::export(&self.info, event, opts)
     }
 
     fn import_event(&self, shared: SharedHandle, _opts: &ImportOptions) -> Result<AscendEvent> {
-        self.require(Capabilities::IPC_EVENT, "import_event")?;
+        self.enter("import_event", Capabilities::IPC_EVENT)?;
         crate::sync::event::import(&self.ctx, shared)
     }
 
     type Notify = AscendNotify;
     fn create_notify_with(&self, flags: NotifyFlags) -> Result<AscendNotify> {
-        self.require(Capabilities::IPC_NOTIFY, "create_notify")?;
+        self.enter("create_notify", Capabilities::IPC_NOTIFY)?;
         NotifyInner::create(&self.ctx, flags)
     }
 
@@ -380,7 +396,7 @@ impl Device for AscendDevice {
     }
 
     fn import_notify(&self, shared: SharedHandle, opts: &ImportOptions) -> Result<AscendNotify> {
-        self.require(Capabilities::IPC_NOTIFY, "import_notify")?;
+        self.enter("import_notify", Capabilities::IPC_NOTIFY)?;
         NotifyInner::import(&self.ctx, &self.info, shared, opts)
     }
 }
@@ -392,7 +408,7 @@ impl VmmByCalls for AscendDevice {
 
     /// The VMM calls, or `Unsupported` naming `operation` without VMM.
     fn vmm(&self, operation: &str) -> Result<DeviceRef<'_>> {
-        self.require(Capabilities::VMM, operation)?;
+        self.enter(operation, Capabilities::VMM)?;
         Ok(self.parts())
     }
 }
