@@ -315,7 +315,11 @@ impl Hub {
         if self.baton.held_here() {
             return Ok(f(self));
         }
-        let held = match self.baton.try_take() {
+        // Without a spin the progress thread makes every call (as it
+        // always has: the default keeps the order of calls and messages
+        // that the tests of churning connections rely on); with one, a
+        // caller that finds the baton free makes its own.
+        let held = match self.inline() {
             Some(held) => Some(held),
             None if self.has_exited.load(Ordering::Acquire) => Some(self.baton.take()),
             None => None,
@@ -350,7 +354,7 @@ impl Hub {
                 Err(std::sync::mpsc::TryRecvError::Disconnected) => return Err(closed()),
                 Err(std::sync::mpsc::TryRecvError::Empty) => {}
             }
-            if let Some(held) = self.baton.try_take() {
+            if let Some(held) = self.inline() {
                 self.run_commands();
                 self.let_go(held);
                 continue;
@@ -360,6 +364,15 @@ impl Hub {
             }
             std::hint::spin_loop();
         }
+    }
+
+    /// The baton, for a call made here: taken when it is free and the
+    /// node spins ([`crate::NodeOptions::spin`]); `None` otherwise.
+    fn inline(&self) -> Option<Held<'_>> {
+        if self.spin.is_zero() {
+            return None;
+        }
+        self.baton.try_take()
     }
 
     /// Let go of the baton after calls made here. When the progress
@@ -435,7 +448,7 @@ impl Hub {
             return f(self);
         }
         lock(&self.commands).push_back(Box::new(f));
-        let held = match self.baton.try_take() {
+        let held = match self.inline() {
             Some(held) => Some(held),
             None if self.has_exited.load(Ordering::Acquire) => Some(self.baton.take()),
             None => None,

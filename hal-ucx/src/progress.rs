@@ -82,9 +82,12 @@ pub(crate) fn pass(hub: &Hub, drain: bool) -> (bool, Option<Instant>) {
         while hub.engine.progress() != 0 {}
     }
     serve::received(hub);
+    // The progress thread runs the calls other threads left first, as it
+    // always has; a caller's pass forwards first.
+    let commanded_first = drain && hub.run_commands();
     let handled = handle_events(hub);
     let polled = hub.channels_link().is_some_and(|l| l.poll(hub));
-    let commanded = hub.run_commands();
+    let commanded = hub.run_commands() || commanded_first;
     worked |= handled || polled || commanded;
     let next = serve::expire(hub);
     (worked, next)

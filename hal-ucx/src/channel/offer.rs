@@ -338,6 +338,11 @@ impl Link for Offers {
         // other message comes (the progress thread passes at least once
         // a second).
         self.expire(hub);
+        // Without a spin no caller drives the worker: the proxies' threads
+        // forward, as they always have.
+        if hub.spin.is_zero() {
+            return false;
+        }
         let proxies: Vec<Arc<Proxy>> = lock(&self.conns)
             .values()
             .filter_map(|c| match c {
