@@ -5,10 +5,11 @@
 //! threads; so every call into the worker, and every pass over what its
 //! callbacks queued, is made by the thread that holds the baton. The
 //! progress thread holds it while it works and lets go before it sleeps;
-//! a caller that finds it free calls the worker itself instead of asking
-//! the progress thread and waiting to be woken (two thread hand-offs
-//! fewer per call), and a caller that waits for an answer may drive the
-//! worker while it waits ([`crate::NodeOptions::spin`]).
+//! on a node with a spin ([`crate::NodeOptions::spin`]) a caller that
+//! finds it free calls the worker itself instead of asking the progress
+//! thread and waiting to be woken (two thread hand-offs fewer per call),
+//! and a caller that waits for an answer drives the worker while it
+//! waits.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
