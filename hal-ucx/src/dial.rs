@@ -193,6 +193,12 @@ impl Connection {
 
     /// The next message from the exporter, until the node's timeout.
     fn receive(&self, deadline: Instant) -> Result<Message> {
+        // With a spin, this thread drives the worker until the answer is
+        // there (the progress thread stays back meanwhile).
+        crate::drive::spin_until(self.hub(), || {
+            let inbox = lock(&self.client.inbox);
+            !inbox.messages.is_empty() || inbox.gone.is_some()
+        });
         let mut inbox = lock(&self.client.inbox);
         loop {
             if let Some(m) = inbox.messages.pop_front() {
@@ -521,6 +527,7 @@ impl Connection {
         let hub = self.hub();
         lock(&hub.tables).clients.remove(&self.ep);
         if let Ok(c) = self.close_now() {
+            crate::drive::spin_until(hub, || c.status().is_some());
             c.wait_until(Some(Instant::now() + hub.timeout));
             hub.unwaited(c);
         }
